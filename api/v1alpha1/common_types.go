@@ -1,0 +1,200 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names, labels and annotations of the tenant ↔ hub contract.
+const (
+	// CleanupFinalizer is set by the ccm on tenant objects it mirrors, and by the manager on
+	// hub objects whose removal needs cleanup.
+	CleanupFinalizer = "kubelb.k8c.io/cleanup"
+
+	LabelOriginName         = "kubelb.k8c.io/origin-name"
+	LabelOriginNamespace    = "kubelb.k8c.io/origin-ns"
+	LabelOriginResourceKind = "kubelb.k8c.io/origin-resource-kind"
+	LabelTenantName         = "kubelb.k8c.io/tenant"
+	LabelManagedBy          = "kubelb.k8c.io/managed-by"
+	LabelManagedByValue     = "kubelb"
+	LabelLoadBalancerName   = "kubelb.k8c.io/lb-name"
+	LabelLoadBalancerNS     = "kubelb.k8c.io/lb-namespace"
+
+	// AnnotationProxyProtocol on a tenant Service asks for PROXY protocol v2 towards the tenant.
+	AnnotationProxyProtocol = "kubelb.k8c.io/proxy-protocol"
+
+	// DefaultClass is the load balancer, ingress and gateway class kubelb answers to.
+	DefaultClass = "kubelb"
+
+	// DefaultAddressesName is the name of the one Addresses object per tenant namespace.
+	DefaultAddressesName = "default"
+	// DefaultConfigName is the name of the Config object in the manager's namespace.
+	DefaultConfigName = "default"
+	// TenantNamespacePrefix prefixes a Tenant's name to form its namespace on the hub.
+	TenantNamespacePrefix = "tenant-"
+	// CCMKubeconfigSecretName is the Secret holding the ccm's kubeconfig for the hub.
+	CCMKubeconfigSecretName = "kubelb-ccm-kubeconfig"
+	// CCMKubeconfigSecretKey is the key of the kubeconfig in that Secret.
+	CCMKubeconfigSecretKey = "kubelb"
+)
+
+// LoadBalancerEndpoints is a group of addresses and the ports they serve.
+type LoadBalancerEndpoints struct {
+	// Name of the endpoint group.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Addresses of the endpoints.
+	// +optional
+	Addresses []EndpointAddress `json:"addresses,omitempty"`
+
+	// AddressesReference points at an Addresses object (normally "default") whose addresses
+	// are used instead of Addresses.
+	// +optional
+	AddressesReference *corev1.ObjectReference `json:"addressesReference,omitempty"`
+
+	// Ports served by every endpoint address.
+	// +optional
+	Ports []EndpointPort `json:"ports,omitempty"`
+}
+
+// EndpointAddress is one address of an endpoint: either an IP or a hostname.
+type EndpointAddress struct {
+	// IP address of the endpoint.
+	// +optional
+	IP string `json:"ip,omitempty"`
+
+	// Hostname of the endpoint.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// EndpointPort is a port served by endpoint addresses.
+type EndpointPort struct {
+	// Name of the port.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Port number.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// Protocol of the port: TCP or UDP.
+	// +kubebuilder:validation:Enum=TCP;UDP
+	// +kubebuilder:default=TCP
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+}
+
+// AnnotationSettings controls which annotations flow from tenant objects onto hub objects.
+type AnnotationSettings struct {
+	// PropagatedAnnotations lists annotations (key, and optionally the only value allowed)
+	// that are copied from tenant objects onto the hub objects made for them.
+	// +optional
+	PropagatedAnnotations *map[string]string `json:"propagatedAnnotations,omitempty"`
+
+	// PropagateAllAnnotations copies every annotation but the denied ones.
+	// +optional
+	PropagateAllAnnotations *bool `json:"propagateAllAnnotations,omitempty"`
+
+	// DeniedAnnotations are never copied.
+	// +optional
+	DeniedAnnotations []string `json:"deniedAnnotations,omitempty"`
+
+	// DefaultAnnotations are set on every hub object of the given kind ("service",
+	// "ingress", "gateway", "httproute", "grpcroute" or "all").
+	// +optional
+	DefaultAnnotations map[AnnotatedResource]Annotations `json:"defaultAnnotations,omitempty"`
+}
+
+// AnnotatedResource names a kind of hub object that default annotations apply to.
+// +kubebuilder:validation:Enum=all;service;ingress;gateway;httproute;grpcroute
+type AnnotatedResource string
+
+// Annotations is a set of annotations.
+type Annotations map[string]string
+
+// Kinds of objects that default annotations apply to.
+const (
+	AnnotatedResourceAll       AnnotatedResource = "all"
+	AnnotatedResourceService   AnnotatedResource = "service"
+	AnnotatedResourceIngress   AnnotatedResource = "ingress"
+	AnnotatedResourceGateway   AnnotatedResource = "gateway"
+	AnnotatedResourceHTTPRoute AnnotatedResource = "httproute"
+	AnnotatedResourceGRPCRoute AnnotatedResource = "grpcroute"
+)
+
+// Version describes a build of a kubelb component.
+type Version struct {
+	// +optional
+	GitVersion string `json:"gitVersion,omitempty"`
+	// +optional
+	GitCommit string `json:"gitCommit,omitempty"`
+	// +optional
+	BuildDate string `json:"buildDate,omitempty"`
+	// +optional
+	Edition string `json:"edition,omitempty"`
+}
+
+// LoadBalancerSettings are the tenant-wide settings of layer-4 load balancing.
+type LoadBalancerSettings struct {
+	// Class is the loadBalancerClass of the hub Services that expose the Envoy fleet.
+	// +optional
+	Class *string `json:"class,omitempty"`
+
+	// Disable turns layer-4 load balancing off.
+	// +optional
+	Disable bool `json:"disable,omitempty"`
+}
+
+// IngressSettings are the tenant-wide settings of Ingress support.
+type IngressSettings struct {
+	// Class is the ingress class used on the hub.
+	// +optional
+	Class *string `json:"class,omitempty"`
+
+	// Disable turns Ingress support off.
+	// +optional
+	Disable bool `json:"disable,omitempty"`
+}
+
+// GatewayAPISettings are the tenant-wide settings of Gateway API support.
+type GatewayAPISettings struct {
+	// Class is the gateway class used on the hub.
+	// +optional
+	Class *string `json:"class,omitempty"`
+
+	// DefaultGateway is the hub Gateway routes attach to by default.
+	// +optional
+	DefaultGateway *corev1.ObjectReference `json:"defaultGateway,omitempty"`
+
+	// Disable turns Gateway API support off.
+	// +optional
+	Disable bool `json:"disable,omitempty"`
+}
+
+// DNSSettings are the tenant-wide DNS settings.
+type DNSSettings struct {
+	// WildcardDomain from which hostnames are generated.
+	// +optional
+	WildcardDomain *string `json:"wildcardDomain,omitempty"`
+
+	// AllowExplicitHostnames lets tenants ask for hostnames of their own.
+	// +optional
+	AllowExplicitHostnames *bool `json:"allowExplicitHostnames,omitempty"`
+
+	// UseDNSAnnotations adds external-dns annotations to hub objects.
+	// +optional
+	UseDNSAnnotations *bool `json:"useDNSAnnotations,omitempty"`
+
+	// UseCertificateAnnotations adds cert-manager annotations to hub objects.
+	// +optional
+	UseCertificateAnnotations *bool `json:"useCertificateAnnotations,omitempty"`
+}
+
+// CertificatesSettings are the tenant-wide certificate settings.
+type CertificatesSettings struct {
+	// DefaultClusterIssuer is the cert-manager ClusterIssuer used by default.
+	// +optional
+	DefaultClusterIssuer *string `json:"defaultClusterIssuer,omitempty"`
+}

@@ -1,0 +1,151 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConfigSpec holds the hub-wide defaults; Tenant settings override them.
+type ConfigSpec struct {
+	AnnotationSettings `json:",inline"`
+
+	// +optional
+	EnvoyProxy EnvoyProxy `json:"envoyProxy,omitempty"`
+	// +optional
+	LoadBalancer LoadBalancerSettings `json:"loadBalancer,omitempty"`
+	// +optional
+	Ingress IngressSettings `json:"ingress,omitempty"`
+	// +optional
+	GatewayAPI GatewayAPISettings `json:"gatewayAPI,omitempty"`
+	// +optional
+	DNS DNSSettings `json:"dns,omitempty"`
+	// +optional
+	Certificates CertificatesSettings `json:"certificates,omitempty"`
+}
+
+// EnvoyProxyTopology says how Envoy proxies are laid out.
+// +kubebuilder:validation:Enum=shared;dedicated;global
+type EnvoyProxyTopology string
+
+// Envoy proxy topologies.
+const (
+	EnvoyProxyTopologyShared    EnvoyProxyTopology = "shared"
+	EnvoyProxyTopologyDedicated EnvoyProxyTopology = "dedicated"
+	EnvoyProxyTopologyGlobal    EnvoyProxyTopology = "global"
+)
+
+// EnvoyProxy holds the Envoy fleet settings.
+type EnvoyProxy struct {
+	// Topology of the Envoy fleet; kubelb runs one fleet per tenant ("shared").
+	// +kubebuilder:default=shared
+	// +optional
+	Topology EnvoyProxyTopology `json:"topology,omitempty"`
+
+	// UseDaemonset runs Envoy as a DaemonSet instead of a Deployment.
+	// +optional
+	UseDaemonset bool `json:"useDaemonset,omitempty"`
+
+	// Replicas of the Envoy Deployment.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// SinglePodPerNode spreads Envoy pods one per node.
+	// +optional
+	SinglePodPerNode bool `json:"singlePodPerNode,omitempty"`
+
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// +optional
+	GracefulShutdown *GracefulShutdown `json:"gracefulShutdown,omitempty"`
+	// +optional
+	OverloadManager *OverloadManager `json:"overloadManager,omitempty"`
+	// +optional
+	PodMonitor *PodMonitor `json:"podMonitor,omitempty"`
+	// +optional
+	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+
+	// Image of the Envoy proxy (an addition; ignorable). Defaults to the manager's flag.
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// GracefulShutdown controls how Envoy drains before it stops.
+type GracefulShutdown struct {
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+	// DrainTimeout is how long Envoy drains listeners.
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+	// MinDrainDuration is the least time Envoy drains.
+	// +optional
+	MinDrainDuration *metav1.Duration `json:"minDrainDuration,omitempty"`
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// OverloadManager configures Envoy's overload manager.
+type OverloadManager struct {
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// +optional
+	MaxActiveDownstreamConnections *uint64 `json:"maxActiveDownstreamConnections,omitempty"`
+	// +optional
+	MaxHeapSizeBytes *uint64 `json:"maxHeapSizeBytes,omitempty"`
+}
+
+// PodMonitor asks for a Prometheus PodMonitor for the Envoy fleet.
+type PodMonitor struct {
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// HeaderLimits bounds request and response headers.
+type HeaderLimits struct {
+	// +optional
+	MaxRequestHeadersKb *uint32 `json:"maxRequestHeadersKb,omitempty"`
+	// +optional
+	MaxRequestHeadersCount *uint32 `json:"maxRequestHeadersCount,omitempty"`
+	// +optional
+	MaxResponseHeadersKb *uint32 `json:"maxResponseHeadersKb,omitempty"`
+}
+
+// ConfigStatus reports the manager that reads the Config.
+type ConfigStatus struct {
+	// +optional
+	Version Version `json:"version,omitempty"`
+}
+
+// Config holds the hub-wide settings; one named "default" in the manager's namespace.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Config struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec ConfigSpec `json:"spec,omitempty"`
+	// +optional
+	Status ConfigStatus `json:"status,omitempty"`
+}
+
+// ConfigList is a list of Configs.
+// +kubebuilder:object:root=true
+type ConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Config `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Config{}, &ConfigList{})
+}

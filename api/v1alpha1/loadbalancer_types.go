@@ -1,0 +1,143 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LoadBalancerSpec is what a tenant asks of a layer-4 load balancer.
+type LoadBalancerSpec struct {
+	// Endpoints are the tenant addresses and ports traffic is sent to. For a mirrored
+	// Service the ports are its NodePorts and the addresses come from Addresses/default.
+	// +kubebuilder:validation:MinItems=1
+	Endpoints []LoadBalancerEndpoints `json:"endpoints"`
+
+	// Ports the load balancer exposes.
+	// +optional
+	Ports []LoadBalancerPort `json:"ports,omitempty"`
+
+	// Hostname asked for the load balancer.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+
+	// Type of the hub Service that exposes the load balancer.
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// ExternalTrafficPolicy of the tenant Service.
+	// +optional
+	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy `json:"externalTrafficPolicy,omitempty"`
+
+	// Persistence asks for session persistence.
+	// +optional
+	Persistence *Persistence `json:"persistence,omitempty"`
+}
+
+// LoadBalancerPort is a port a load balancer exposes.
+type LoadBalancerPort struct {
+	// Name of the port; must match an endpoint port name when several ports are exposed.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Protocol of the port: TCP or UDP.
+	// +kubebuilder:validation:Enum=TCP;UDP
+	// +kubebuilder:default=TCP
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+
+	// Port number exposed.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+}
+
+// PersistenceType names a kind of session persistence.
+// +kubebuilder:validation:Enum=SourceIP
+type PersistenceType string
+
+// PersistenceSourceIP keeps a client on one endpoint by its source address.
+const PersistenceSourceIP PersistenceType = "SourceIP"
+
+// Persistence asks for session persistence.
+type Persistence struct {
+	// Type of persistence.
+	Type PersistenceType `json:"type"`
+}
+
+// LoadBalancerStatus is what the hub reports of a load balancer.
+type LoadBalancerStatus struct {
+	// LoadBalancer holds the ingress addresses the tenant Service must show.
+	// +optional
+	LoadBalancer corev1.LoadBalancerStatus `json:"loadBalancer,omitempty"`
+
+	// Service describes the hub Service of the load balancer.
+	// +optional
+	Service ServiceStatus `json:"service,omitempty"`
+
+	// Hostname assigned to the load balancer.
+	// +optional
+	Hostname *HostnameStatus `json:"hostname,omitempty"`
+
+	// Conditions of the load balancer (an addition to the contract; ignorable).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status describes (an addition; ignorable).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ServiceStatus lists the ports of the hub Service of a load balancer.
+type ServiceStatus struct {
+	// +optional
+	Ports []ServicePort `json:"ports,omitempty"`
+}
+
+// ServicePort is a hub Service port with the listener port allocated on the Envoy fleet.
+type ServicePort struct {
+	corev1.ServicePort `json:",inline"`
+
+	// UpstreamTargetPort is the listener port allocated on the tenant's Envoy fleet.
+	UpstreamTargetPort int32 `json:"upstreamTargetPort"`
+}
+
+// HostnameStatus reports the hostname of a load balancer.
+type HostnameStatus struct {
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+	// +optional
+	TLSEnabled bool `json:"tlsEnabled,omitempty"`
+	// +optional
+	DNSRecordCreated bool `json:"dnsRecordCreated,omitempty"`
+}
+
+// LoadBalancer mirrors a tenant Service of type LoadBalancer into the hub.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lb
+// +kubebuilder:printcolumn:name="OriginName",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-name`
+// +kubebuilder:printcolumn:name="OriginNamespace",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-ns`
+// +kubebuilder:printcolumn:name="Hostname",type=string,JSONPath=`.status.hostname.hostname`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LoadBalancer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LoadBalancerSpec   `json:"spec,omitempty"`
+	Status LoadBalancerStatus `json:"status,omitempty"`
+}
+
+// LoadBalancerList is a list of LoadBalancers.
+// +kubebuilder:object:root=true
+type LoadBalancerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LoadBalancer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LoadBalancer{}, &LoadBalancerList{})
+}

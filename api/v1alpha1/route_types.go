@@ -1,0 +1,126 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// RouteSpec carries a tenant's layer-7 object and the Services its backends reference.
+type RouteSpec struct {
+	// Endpoints are the tenant addresses traffic is sent to, normally one group with an
+	// addressesReference to Addresses/default.
+	// +optional
+	Endpoints []LoadBalancerEndpoints `json:"endpoints,omitempty"`
+
+	// Source of the route.
+	// +optional
+	Source RouteSource `json:"source,omitempty"`
+}
+
+// RouteSource is where a route comes from.
+type RouteSource struct {
+	// Kubernetes holds a route that comes from a tenant cluster.
+	// +optional
+	Kubernetes *KubernetesSource `json:"kubernetes,omitempty"`
+}
+
+// KubernetesSource is a tenant Ingress, Gateway, HTTPRoute or GRPCRoute with its Services.
+type KubernetesSource struct {
+	// Route is the whole tenant object.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:EmbeddedResource
+	Route unstructured.Unstructured `json:"resource,omitempty"`
+
+	// Services referenced by the route's backends, as seen in the tenant (with NodePorts).
+	// +optional
+	Services []UpstreamService `json:"services,omitempty"`
+}
+
+// UpstreamService is a tenant Service referenced by a route.
+type UpstreamService struct {
+	// +kubebuilder:pruning:PreserveUnknownFields
+	corev1.Service `json:",inline"`
+}
+
+// RouteStatus is what the hub reports of a route.
+type RouteStatus struct {
+	// Resources made on the hub for the route.
+	// +optional
+	Resources RouteResourcesStatus `json:"resources,omitempty"`
+}
+
+// RouteResourcesStatus lists the hub objects made for a route.
+type RouteResourcesStatus struct {
+	// Source names the tenant object.
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// Services made on the hub, keyed "namespace/name".
+	// +optional
+	Services map[string]RouteServiceStatus `json:"services,omitempty"`
+
+	// Route made on the hub; its status is copied back onto the tenant object.
+	// +optional
+	Route ResourceState `json:"route,omitempty"`
+}
+
+// RouteServiceStatus is a hub Service made for a route.
+type RouteServiceStatus struct {
+	ResourceState `json:",inline"`
+
+	// +optional
+	Ports []corev1.ServicePort `json:"ports,omitempty"`
+}
+
+// ResourceState describes one hub object made for a route.
+type ResourceState struct {
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	GeneratedName string `json:"generatedName,omitempty"`
+
+	// Status of the object, raw.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Status runtime.RawExtension `json:"status,omitempty"`
+
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Route mirrors a tenant Ingress, Gateway, HTTPRoute or GRPCRoute into the hub.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="OriginName",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-name`
+// +kubebuilder:printcolumn:name="OriginNamespace",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-ns`
+// +kubebuilder:printcolumn:name="OriginResource",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-resource-kind`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Route struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RouteSpec   `json:"spec,omitempty"`
+	Status RouteStatus `json:"status,omitempty"`
+}
+
+// RouteList is a list of Routes.
+// +kubebuilder:object:root=true
+type RouteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Route `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Route{}, &RouteList{})
+}

@@ -1,0 +1,51 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SyncSecretStatus reports the hub Secret made from a SyncSecret.
+type SyncSecretStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SyncSecret mirrors a tenant Secret into the hub, where the manager turns it into a Secret.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SyncSecret struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Immutable *bool `json:"immutable,omitempty"`
+	// +optional
+	Data map[string][]byte `json:"data,omitempty"`
+	// +optional
+	StringData map[string]string `json:"stringData,omitempty"`
+	// +optional
+	Type corev1.SecretType `json:"type,omitempty"`
+
+	// +optional
+	Status SyncSecretStatus `json:"status,omitempty"`
+}
+
+// SyncSecretList is a list of SyncSecrets.
+// +kubebuilder:object:root=true
+type SyncSecretList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SyncSecret `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SyncSecret{}, &SyncSecretList{})
+}

@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TenantSpec holds a tenant's settings; they override the Config.
+type TenantSpec struct {
+	AnnotationSettings `json:",inline"`
+
+	// +optional
+	EnvoyProxy TenantEnvoyProxy `json:"envoyProxy,omitempty"`
+	// +optional
+	LoadBalancer LoadBalancerSettings `json:"loadBalancer,omitempty"`
+	// +optional
+	Ingress IngressSettings `json:"ingress,omitempty"`
+	// +optional
+	GatewayAPI GatewayAPISettings `json:"gatewayAPI,omitempty"`
+	// +optional
+	DNS DNSSettings `json:"dns,omitempty"`
+	// +optional
+	Certificates CertificatesSettings `json:"certificates,omitempty"`
+}
+
+// TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.
+type TenantEnvoyProxy struct {
+	// Replicas of the tenant's Envoy Deployment.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Resources of the Envoy container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// Tenant phases.
+const (
+	TenantPhaseProvisioning = "Provisioning"
+	TenantPhaseReady        = "Ready"
+	TenantPhaseTerminating  = "Terminating"
+	TenantPhaseFailed       = "Failed"
+)
+
+// TenantStatus reports the onboarding of a tenant.
+type TenantStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Tenant onboards a tenant cluster: the manager makes namespace tenant-<name>, the ccm's RBAC
+// and kubeconfig.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec TenantSpec `json:"spec,omitempty"`
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,61 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TenantStateSpec is empty: TenantState is written by the manager into its status.
+type TenantStateSpec struct{}
+
+// TenantStateStatus tells a tenant's ccm what the hub allows.
+type TenantStateStatus struct {
+	// Version of the manager.
+	// +optional
+	Version Version `json:"version,omitempty"`
+
+	// LastUpdated is when the manager last wrote this status.
+	// +optional
+	LastUpdated metav1.Time `json:"lastUpdated,omitempty"`
+
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LoadBalancer tells whether layer-4 load balancing is allowed.
+	// +optional
+	LoadBalancer LoadBalancerState `json:"loadBalancer,omitempty"`
+}
+
+// LoadBalancerState tells whether layer-4 load balancing is allowed.
+type LoadBalancerState struct {
+	// +optional
+	Disable bool `json:"disable,omitempty"`
+}
+
+// TenantState is the hub's view of a tenant, read by the tenant's ccm.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version.gitVersion`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TenantState struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec TenantStateSpec `json:"spec,omitempty"`
+	// +optional
+	Status TenantStateStatus `json:"status,omitempty"`
+}
+
+// TenantStateList is a list of TenantStates.
+// +kubebuilder:object:root=true
+type TenantStateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TenantState `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TenantState{}, &TenantStateList{})
+}

