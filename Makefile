@@ -1,0 +1,78 @@
+# kubelb — see README.md. `make demo` runs the system locally, `make test` runs every test.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+K8S_VERSION            ?= 1.36.4
+ETCD_VERSION           ?= 3.6.16
+ENVOY_VERSION          ?= 1.40.0
+HELM_VERSION           ?= v3.22.0
+CONTROLLER_GEN_VERSION ?= v0.21.0
+export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION
+
+BIN            := $(CURDIR)/bin
+CONTROLLER_GEN := $(BIN)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
+HELM           := $(BIN)/helm/$(HELM_VERSION)/helm
+ENVOY          := $(BIN)/envoy/$(ENVOY_VERSION)/envoy
+ASSETS         := $(BIN)/k8s/$(K8S_VERSION)
+
+GIT_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+GIT_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE  ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -s -w -X kubelb.dev/kubelb/internal/version.gitVersion=$(GIT_VERSION) \
+	-X kubelb.dev/kubelb/internal/version.gitCommit=$(GIT_COMMIT) \
+	-X kubelb.dev/kubelb/internal/version.buildDate=$(BUILD_DATE)
+
+# Tests find the real components through these.
+export KUBEBUILDER_ASSETS := $(ASSETS)
+export KUBELB_ENVOY := $(ENVOY)
+export KUBELB_HELM := $(HELM)
+
+GATEWAY_API_DIR = $(shell go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
+TEST_TIMEOUT ?= 30m
+
+.PHONY: build
+build: ## Build bin/kubelb and bin/ccm.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubelb ./cmd/kubelb
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ccm ./cmd/ccm
+
+.PHONY: tools
+tools: ## Build or download every real component the tests use into bin/ (cached by version).
+	hack/tools.sh all
+	hack/tools.sh prometheus
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gateway API CRD copies.
+	hack/tools.sh controller-gen
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	for chart in charts/*/; do if [ -d $$chart/crds ]; then cp config/crd/bases/*.yaml $$chart/crds/; fi; done
+	rm -f internal/gatewaycrds/standard/*.yaml internal/gatewaycrds/experimental/*.yaml
+	for ch in standard experimental; do \
+	  install -m 0644 $(GATEWAY_API_DIR)/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
+
+.PHONY: verify
+verify: generate ## Fail when generated files differ from what is committed.
+	@git diff --exit-code -- api config charts internal/gatewaycrds || \
+	  { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+
+.PHONY: test
+test: tools ## Run every test, as CI does.
+	go vet ./...
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: bench
+bench: ## Run the Go benchmarks.
+	go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: demo
+demo: tools build ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
+	go run ./e2e/demo
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN)/kubelb $(BIN)/ccm
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'

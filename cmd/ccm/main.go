@@ -1,0 +1,77 @@
+// Command ccm runs in a tenant cluster and mirrors its load balancing objects into the
+// tenant's namespace of the kubelb management cluster.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/ccm"
+)
+
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services, Ingresses,\nGateway API routes, TLS Secrets and Ready node addresses into the hub."
+
+type options struct {
+	app.Common
+	ccm.Options
+	HubKubeconfig           string
+	LeaderElectionNamespace string
+	nodeAddressType         app.Enum
+	gatewayCRDsChannel      app.Enum
+}
+
+func parse(args []string) (*options, *app.FlagSet, error) {
+	o := &options{}
+	fs := app.NewFlagSet("ccm")
+	o.Bind(fs, ":9445")
+	o.nodeAddressType = app.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
+	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster (tenant-<tenant name>). Required.")
+	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease in the tenant cluster (default: $POD_NAMESPACE, else kube-system).")
+	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Mirror Services of type LoadBalancer and Ready node addresses.")
+	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Mirror Gateways, HTTPRoutes and GRPCRoutes.")
+	fs.BoolVar(&o.EnableSecretSynchronizer, "enable-secret-synchronizer", false, "Mirror labelled Secrets as SyncSecrets.")
+	fs.BoolVar(&o.InstallGatewayAPICRDs, "install-gateway-api-crds", false, "Install the Gateway API CRDs into the tenant cluster at start-up.")
+	fs.Var(&o.gatewayCRDsChannel, "gateway-api-crds-channel", "Gateway API CRD channel to install: standard or experimental.")
+	fs.BoolVar(&o.UseLoadBalancerClass, "use-loadbalancer-class", false, "Only handle Services with loadBalancerClass kubelb.")
+	fs.BoolVar(&o.UseIngressClass, "use-ingress-class", true, "Only handle Ingresses with ingress class kubelb.")
+	fs.BoolVar(&o.UseGatewayClass, "use-gateway-class", true, "Only handle Gateways with gateway class kubelb.")
+	fs.BoolVar(&o.DisableIngressController, "disable-ingress-controller", false, "Do not mirror Ingresses.")
+	fs.BoolVar(&o.DisableGatewayController, "disable-gateway-controller", false, "Do not mirror Gateways.")
+	fs.BoolVar(&o.DisableHTTPRouteController, "disable-httproute-controller", false, "Do not mirror HTTPRoutes.")
+	fs.BoolVar(&o.DisableGRPCRouteController, "disable-grpcroute-controller", false, "Do not mirror GRPCRoutes.")
+	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
+	fs.Required("cluster-name")
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	o.NodeAddressType = o.nodeAddressType.Value
+	o.GatewayAPICRDsChannel = o.gatewayCRDsChannel.Value
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = os.Getenv("POD_NAMESPACE")
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = "kube-system"
+	}
+	return o, fs, o.Validate()
+}
+
+func main() {
+	o, fs, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage(os.Stdout, summary)
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ccm: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "ccm: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/version"
+)
+
+// leaderElectionID is the name of the ccm's lease in the tenant cluster.
+const leaderElectionID = "kubelb-ccm.kubelb.k8c.io"
+
+func run(o *options) error {
+	o.SetupLogging(false)
+	log := ctrl.Log.WithName("ccm")
+	log.Info("starting", "version", version.Get().GitVersion, "clusterName", o.ClusterName)
+
+	tenantCfg, err := o.RestConfig(o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("tenant cluster: %w", err)
+	}
+	hubCfg, err := o.RestConfig(o.HubKubeconfig)
+	if err != nil {
+		return fmt.Errorf("management cluster (--kubelb-kubeconfig): %w", err)
+	}
+	scheme := app.Scheme()
+	metrics.RegisterCCM()
+	mgr, err := ctrl.NewManager(tenantCfg, o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace))
+	if err != nil {
+		return err
+	}
+	// The ccm sees only its own namespace of the hub: its credentials allow nothing more.
+	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
+		co.Scheme = scheme
+		co.Cache.DefaultNamespaces = map[string]cache.Config{o.ClusterName: {}}
+	})
+	if err != nil {
+		return fmt.Errorf("management cluster: %w", err)
+	}
+	if err := mgr.Add(hub); err != nil {
+		return err
+	}
+	if err := app.AddProbes(mgr); err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

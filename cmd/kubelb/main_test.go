@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+func TestParseDefaults(t *testing.T) {
+	t.Setenv("NAMESPACE", "")
+	o, _, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.XDSListenAddress != ":8001" || o.MetricsAddr.Value != ":9443" || o.HealthProbeAddr.Value != ":8081" ||
+		o.Namespace != "kubelb" || !o.EnableLeaderElection || o.EnableGatewayAPI || o.Debug {
+		t.Fatalf("unexpected defaults: %+v", o)
+	}
+	t.Setenv("NAMESPACE", "lb-system")
+	if o, _, _ = parse(nil); o.Namespace != "lb-system" {
+		t.Fatalf("namespace from env = %q", o.Namespace)
+	}
+}
+
+func TestParseRejectsBadValuesInOneLine(t *testing.T) {
+	for args, want := range map[string]string{
+		"--listen-address=nope":       "invalid value \"nope\" for flag --listen-address",
+		"--metrics-addr=:99999":       "for flag --metrics-addr: port \"99999\"",
+		"--enable-leader-election=mb": "for --enable-leader-election",
+		"--namespace=":                "flag --namespace must not be empty",
+		"--log-format=xml":            "for flag --log-format: must be one of json, console",
+		"--kube-api-qps=0":            "flag --kube-api-qps must be positive",
+	} {
+		_, _, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %q, want one line containing %q", args, err, want)
+		}
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./cmd/kubelb")
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, f := range []string{"--listen-address", "--metrics-addr", "--health-probe-bind-address", "--namespace",
+		"--kubeconfig", "--enable-leader-election", "--enable-gateway-api", "--debug"} {
+		if !strings.Contains(string(out), "  "+f+" ") && !strings.Contains(string(out), "  "+f+"\n") {
+			t.Errorf("--help does not list %s", f)
+		}
+	}
+	out, err = exec.Command(bin, "--listen-address=bad").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("bad flag: err %v, want non-zero exit", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "--listen-address") {
+		t.Fatalf("bad flag output %q, want one line naming the flag", out)
+	}
+}
+
+// TestManagerLifecycle runs the real binary against a real API server: it becomes ready,
+// serves metrics, wins the leader election, and exits 0 on SIGTERM, releasing its lease.
+func TestManagerLifecycle(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	ctx := context.Background()
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}}); err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.BuildBinary(t, "./cmd/kubelb")
+	metricsPort, probePort, xdsPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	proc := testenv.StartProcess(t, "kubelb", bin,
+		"--kubeconfig", hub.Kubeconfig, "--namespace", "kubelb",
+		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort),
+		"--listen-address", testenv.Loopback(xdsPort))
+
+	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/healthz", time.Minute)
+	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
+	holder := hub.WaitLeaseHolder(t, "kubelb", leaderElectionID, time.Minute)
+	t.Logf("leader: %s", holder)
+	body := testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(metricsPort)+"/metrics", time.Minute)
+	for _, m := range []string{"kubelb_manager_tenants_total", "leader_election_master_status"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	code, err := proc.Stop(30 * time.Second)
+	if err != nil || code != 0 {
+		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
+	}
+	if h := hub.LeaseHolder(t, "kubelb", leaderElectionID); h != "" {
+		t.Errorf("lease still held by %q after a clean stop", h)
+	}
+}

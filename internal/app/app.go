@@ -1,0 +1,143 @@
+package app
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Common holds the flags both binaries share.
+type Common struct {
+	MetricsAddr          Address
+	HealthProbeAddr      Address
+	Kubeconfig           string
+	EnableLeaderElection bool
+	LogFormat            Enum
+	LogLevel             string
+	QPS                  float64
+	Burst                int
+}
+
+// Bind registers the shared flags with their defaults.
+func (c *Common) Bind(fs *FlagSet, metricsAddr string) {
+	c.MetricsAddr.Value = metricsAddr
+	c.HealthProbeAddr.Value = ":8081"
+	c.LogFormat = Enum{Value: "json", Allowed: []string{"json", "console"}}
+	fs.Var(&c.MetricsAddr, "metrics-addr", "Address the Prometheus /metrics endpoint binds to (\"0\" disables it).")
+	fs.Var(&c.HealthProbeAddr, "health-probe-bind-address", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster this binary runs in (default: in-cluster config or $KUBECONFIG).")
+	fs.BoolVar(&c.EnableLeaderElection, "enable-leader-election", true, "Elect a leader so that only one replica reconciles at a time.")
+	fs.Var(&c.LogFormat, "log-format", "Log encoding: json or console.")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "Log level: debug, info, error, or a number (higher is more verbose).")
+	fs.Float64Var(&c.QPS, "kube-api-qps", 200, "Requests per second each Kubernetes client may send.")
+	fs.IntVar(&c.Burst, "kube-api-burst", 400, "Burst of requests each Kubernetes client may send.")
+}
+
+// Validate checks values the flag types cannot.
+func (c *Common) Validate() error {
+	if c.QPS <= 0 {
+		return fmt.Errorf("flag --kube-api-qps must be positive")
+	}
+	if c.Burst <= 0 {
+		return fmt.Errorf("flag --kube-api-burst must be positive")
+	}
+	if _, err := c.zapLevel(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *Common) zapLevel() (zapcore.LevelEnabler, error) {
+	switch strings.ToLower(c.LogLevel) {
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "info":
+		return zapcore.InfoLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(c.LogLevel, "%d", &n); err != nil || n < 0 {
+		return nil, fmt.Errorf("invalid value %q for flag --log-level: want debug, info, error or a number", c.LogLevel)
+	}
+	return zapcore.Level(-n), nil
+}
+
+// SetupLogging installs the logger of controller-runtime (and klog through it).
+func (c *Common) SetupLogging(debug bool) {
+	level, _ := c.zapLevel()
+	if debug {
+		level = zapcore.DebugLevel
+	}
+	opts := zap.Options{Level: level}
+	if c.LogFormat.Value == "console" {
+		zap.ConsoleEncoder()(&opts)
+	} else {
+		zap.JSONEncoder()(&opts)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+}
+
+// RestConfig loads a kubeconfig (or the in-cluster config when path is empty) and applies the
+// client rate limits.
+func (c *Common) RestConfig(path string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if path == "" {
+		cfg, err = ctrl.GetConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", ExpandHome(path))
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(c.QPS), c.Burst
+	return cfg, nil
+}
+
+// ManagerOptions are the controller-runtime manager options from the shared flags.
+func (c *Common) ManagerOptions(scheme *runtime.Scheme, leaderID, leaderNamespace string) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr.Value},
+		HealthProbeBindAddress:        c.HealthProbeAddr.Value,
+		LeaderElection:                c.EnableLeaderElection,
+		LeaderElectionID:              leaderID,
+		LeaderElectionNamespace:       leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+}
+
+// AddProbes registers /healthz and /readyz; ready waits for the caches to sync.
+func AddProbes(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	})
+}
+
+// ExpandHome replaces a leading ~ with the home folder.
+func ExpandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}

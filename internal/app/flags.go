@@ -1,0 +1,113 @@
+// Package app is the process plumbing both binaries share: flag parsing with one-line errors,
+// logging, and a controller-runtime manager with health probes, metrics, leader election and
+// client rate limits.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// FlagSet wraps a standard flag set so that --help lists flags with two dashes and a bad
+// value is reported in one line naming the flag.
+type FlagSet struct {
+	*flag.FlagSet
+	required []string
+}
+
+// NewFlagSet returns an empty flag set for the named program.
+func NewFlagSet(program string) *FlagSet {
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &FlagSet{FlagSet: fs}
+}
+
+// Required marks flags that must be given a non-empty value.
+func (f *FlagSet) Required(names ...string) { f.required = append(f.required, names...) }
+
+var singleDash = regexp.MustCompile(`(^|[ :])-([a-zA-Z])`)
+
+// Parse parses args. It returns flag.ErrHelp for -h/--help, and otherwise a one-line error
+// that names the offending flag with two dashes.
+func (f *FlagSet) Parse(args []string) error {
+	if err := f.FlagSet.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", f.Arg(0))
+	}
+	for _, name := range f.required {
+		if fl := f.Lookup(name); fl != nil && fl.Value.String() == "" {
+			return fmt.Errorf("flag --%s is required", name)
+		}
+	}
+	return nil
+}
+
+// Usage writes the help text: every flag with two dashes, its default and its meaning.
+func (f *FlagSet) Usage(w io.Writer, summary string) {
+	fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n\nFlags:\n", summary, f.Name())
+	f.VisitAll(func(fl *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(fl)
+		line := "  --" + fl.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		fmt.Fprintf(w, "%s\n      %s", line, strings.ReplaceAll(usage, "\n", "\n      "))
+		if fl.DefValue != "" {
+			fmt.Fprintf(w, " (default %q)", fl.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// Enum is a string flag restricted to a set of values.
+type Enum struct {
+	Value   string
+	Allowed []string
+}
+
+// String implements flag.Value.
+func (e *Enum) String() string { return e.Value }
+
+// Set implements flag.Value.
+func (e *Enum) Set(v string) error {
+	if !slices.Contains(e.Allowed, v) {
+		return fmt.Errorf("must be one of %s", strings.Join(e.Allowed, ", "))
+	}
+	e.Value = v
+	return nil
+}
+
+// Address is a host:port flag (host may be empty, port must be a number, or "0" to disable).
+type Address struct{ Value string }
+
+// String implements flag.Value.
+func (a *Address) String() string { return a.Value }
+
+// Set implements flag.Value.
+func (a *Address) Set(v string) error {
+	if v == "0" {
+		a.Value = v
+		return nil
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("want host:port, e.g. :8080")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	a.Value = v
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package testenv starts real control planes (kube-apiserver + etcd through controller-runtime's
+// envtest) for integration and end-to-end tests: a hub and a tenant side by side, each with
+// kubelb's CRDs and the Gateway API CRDs installed, handing out clients and kubeconfig files.
+//
+// The binaries come from `make tools` (bin/k8s/<version>); KUBEBUILDER_ASSETS overrides the
+// folder. Tests fail, with the command to run, when they are missing.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/gatewaycrds"
+)
+
+// Versions of the real components the tests use; hack/tools.sh builds the same.
+const (
+	KubernetesVersion = "1.36.4"
+	EnvoyVersion      = "1.40.0"
+	HelmVersion       = "v3.22.0"
+)
+
+// RepoRoot is the root of the kubelb repository.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// binary returns the path of a tool from an environment variable or bin/, failing the test
+// with the command that builds it when it is missing.
+func binary(t testing.TB, env, rel, what string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		p = filepath.Join(RepoRoot(), "bin", rel)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s not found at %s: run `make tools` (or set %s)", what, p, env)
+	}
+	return p
+}
+
+// AssetsDir is the folder with kube-apiserver, etcd and kubectl.
+func AssetsDir(t testing.TB) string {
+	t.Helper()
+	dir := binary(t, "KUBEBUILDER_ASSETS", filepath.Join("k8s", KubernetesVersion), "kube-apiserver/etcd folder")
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			t.Fatalf("%s missing in %s: run `make tools`", b, dir)
+		}
+	}
+	return dir
+}
+
+// EnvoyBinary is the path of the real Envoy binary.
+func EnvoyBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, "KUBELB_ENVOY", filepath.Join("envoy", EnvoyVersion, "envoy"), "envoy")
+}
+
+// HelmBinary is the path of the real Helm CLI.
+func HelmBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, "KUBELB_HELM", filepath.Join("helm", HelmVersion, "helm"), "helm")
+}
+
+// Scheme knows the core kinds, kubelb's kinds and Gateway API's kinds.
+func Scheme() *k8sruntime.Scheme { return app.Scheme() }
+
+// Cluster is one running control plane.
+type Cluster struct {
+	Name string
+	// Config is an admin (system:masters) rest config.
+	Config *rest.Config
+	// Client is an admin client with Scheme().
+	Client client.Client
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	env        *envtest.Environment
+	dir        string
+}
+
+// quietLogs keeps envtest's own logging out of test output; controllers under test that want
+// logs set a logger of their own.
+var quietLogs sync.Once
+
+// Options tune a control plane.
+type Options struct {
+	// GatewayAPIChannel installs the Gateway API CRDs of that channel; "" installs none.
+	GatewayAPIChannel string
+	// WithoutKubelbCRDs leaves kubelb's CRDs out (for tests that install them, e.g. Helm).
+	WithoutKubelbCRDs bool
+}
+
+// Start starts one control plane and stops it when the test ends.
+func Start(t testing.TB, name string, opts Options) *Cluster {
+	t.Helper()
+	c, err := start(t, AssetsDir(t), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// start may run off the test goroutine: it returns errors instead of failing the test.
+func start(t testing.TB, assets, name string, opts Options) (*Cluster, error) {
+	quietLogs.Do(func() { ctrllog.SetLogger(logr.Discard()) })
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		ErrorIfCRDPathMissing: true,
+	}
+	if !opts.WithoutKubelbCRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+	}
+	if opts.GatewayAPIChannel != "" {
+		crds, err := gatewaycrds.CRDs(opts.GatewayAPIChannel)
+		if err != nil {
+			return nil, err
+		}
+		env.CRDs = crds
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting %s control plane: %w", name, err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping %s control plane: %v", name, err)
+		}
+	})
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	cl := &Cluster{Name: name, Config: cfg, Client: c, env: env, dir: t.TempDir()}
+	if cl.Kubeconfig, err = cl.writeKubeconfig("admin", []string{"system:masters"}); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// WriteKubeconfig adds a user to the control plane (client certificate) and writes a kubeconfig
+// for it into a temporary folder.
+func (c *Cluster) WriteKubeconfig(t testing.TB, user string, groups []string) string {
+	t.Helper()
+	p, err := c.writeKubeconfig(user, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (c *Cluster) writeKubeconfig(user string, groups []string) (string, error) {
+	u, err := c.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("adding user %s to %s: %w", user, c.Name, err)
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(c.dir, fmt.Sprintf("%s-%s.kubeconfig", c.Name, user))
+	return p, os.WriteFile(p, raw, 0o600)
+}
+
+// Pair is a hub and a tenant control plane.
+type Pair struct {
+	Hub    *Cluster
+	Tenant *Cluster
+}
+
+// StartPair starts a hub and a tenant control plane side by side (start-up is mostly
+// waiting, so both start at once). The hub gets kubelb's CRDs, both the standard Gateway API
+// CRDs.
+func StartPair(t testing.TB) *Pair {
+	t.Helper()
+	assets := AssetsDir(t)
+	var tenant *Cluster
+	var tenantErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+	}()
+	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard"})
+	<-done
+	if hubErr != nil || tenantErr != nil {
+		t.Fatalf("starting control planes: hub: %v, tenant: %v", hubErr, tenantErr)
+	}
+	return &Pair{Hub: hub, Tenant: tenant}
+}

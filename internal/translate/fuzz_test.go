@@ -1,0 +1,158 @@
+package translate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// bytesource turns fuzzer bytes into choices; it yields zeros once the bytes run out.
+type bytesource struct {
+	b []byte
+}
+
+func (s *bytesource) byte() byte {
+	if len(s.b) == 0 {
+		return 0
+	}
+	v := s.b[0]
+	s.b = s.b[1:]
+	return v
+}
+
+func (s *bytesource) intn(n int) int { return int(s.byte()) % n }
+
+func pick[T any](s *bytesource, options ...T) T { return options[s.intn(len(options))] }
+
+// port yields mostly valid ports from a small set (so that collisions happen), sometimes
+// zero, negative or out of range.
+func (s *bytesource) port() int32 {
+	return pick[int32](s, 80, 443, 53, 20001, 20002, 20003, 30000, 31080, 0, -1, 65535, 65536, 1, 8080)
+}
+
+func (s *bytesource) address() v1alpha1.EndpointAddress {
+	switch s.intn(10) {
+	case 0:
+		return v1alpha1.EndpointAddress{Hostname: pick(s, "node-1", "node-2.example.com", "Node-3.", "bad_host", "", "-x-", "a..b")}
+	case 1:
+		return v1alpha1.EndpointAddress{IP: pick(s, "not-an-ip", "0.0.0.0", "::", "fe80::1%eth0", "::ffff:10.1.2.3", "fd00::1", "256.1.1.1", " 10.0.0.1")}
+	case 2:
+		return v1alpha1.EndpointAddress{}
+	case 3:
+		return v1alpha1.EndpointAddress{IP: "10.0.0.1", Hostname: "both"}
+	default:
+		return v1alpha1.EndpointAddress{IP: fmt.Sprintf("10.0.%d.%d", s.intn(3), s.intn(5)+1)}
+	}
+}
+
+func (s *bytesource) protocol() corev1.Protocol {
+	return pick[corev1.Protocol](s, "", corev1.ProtocolTCP, corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolUDP, corev1.ProtocolSCTP, "tcp")
+}
+
+// input builds a random tenant: a few Addresses objects and up to 8 LoadBalancers with
+// random ports, statuses, endpoint groups, annotations, persistence and names.
+func (s *bytesource) input() Input {
+	in := Input{Tenant: "tenant-fuzz", Addresses: map[string]v1alpha1.Addresses{}}
+	for i, n := 0, s.intn(3); i < n; i++ {
+		a := v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: pick(s, "default", "other", "")}}
+		for j, m := 0, s.intn(5); j < m; j++ {
+			a.Spec.Addresses = append(a.Spec.Addresses, s.address())
+		}
+		in.Addresses[a.Name] = a
+	}
+	in.Options.ListenerAddress = pick(s, "", "", "127.0.0.1", "::")
+	in.Options.HealthCheck.Disabled = s.intn(4) == 0
+	in.Options.HealthCheck.Interval = time.Duration(s.intn(3)) * time.Second
+	for i, n := 0, s.intn(9); i < n; i++ {
+		lb := v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{
+			Name:              pick(s, fmt.Sprintf("lb-%d", i), fmt.Sprintf("lb-%d", i), "lb-0", "Bad_Name", "", "a.b", "x-tcp-80"),
+			CreationTimestamp: metav1.NewTime(time.Unix(int64(s.intn(3)), 0)),
+			Labels: pick(s, map[string]string(nil),
+				map[string]string{v1alpha1.LabelOriginNamespace: "ns", v1alpha1.LabelOriginName: "svc.x"},
+				map[string]string{v1alpha1.LabelOriginNamespace: "bad value!", v1alpha1.LabelOriginName: "svc"}),
+			Annotations: pick(s, map[string]string(nil),
+				map[string]string{v1alpha1.AnnotationProxyProtocol: pick(s, "v2", "true", "v1", "false", "")}),
+		}}
+		if s.intn(3) == 0 {
+			lb.Spec.Persistence = &v1alpha1.Persistence{Type: pick[v1alpha1.PersistenceType](s, "SourceIP", "", "Cookie")}
+		}
+		for j, m := 0, s.intn(4); j < m; j++ {
+			p := v1alpha1.LoadBalancerPort{Name: pick(s, "", "", "http", "dns"), Protocol: s.protocol(), Port: s.port()}
+			lb.Spec.Ports = append(lb.Spec.Ports, p)
+			if s.intn(4) != 0 {
+				sp := v1alpha1.ServicePort{UpstreamTargetPort: s.port()}
+				sp.Name, sp.Port, sp.Protocol = p.Name, p.Port, p.Protocol
+				if s.intn(5) == 0 {
+					sp.Name, sp.Protocol = pick(s, "", "dns", "http"), s.protocol()
+				}
+				lb.Status.Service.Ports = append(lb.Status.Service.Ports, sp)
+			}
+		}
+		for j, m := 0, s.intn(3)+s.intn(2); j < m; j++ {
+			g := v1alpha1.LoadBalancerEndpoints{}
+			switch s.intn(3) {
+			case 0:
+				g.AddressesReference = &corev1.ObjectReference{Name: pick(s, "default", "missing", ""), Namespace: pick(s, "", "tenant-fuzz", "elsewhere")}
+			default:
+				for k, o := 0, s.intn(4); k < o; k++ {
+					g.Addresses = append(g.Addresses, s.address())
+				}
+			}
+			for k, o := 0, s.intn(4); k < o; k++ {
+				g.Ports = append(g.Ports, v1alpha1.EndpointPort{Name: pick(s, "", "http", "dns"), Port: s.port(), Protocol: s.protocol()})
+			}
+			lb.Spec.Endpoints = append(lb.Spec.Endpoints, g)
+		}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
+	}
+	return in
+}
+
+// FuzzTranslate checks that any input translates without panicking into output Envoy
+// accepts: every resource validates, the snapshot is consistent, no two listeners share a
+// port, and translation is deterministic.
+func FuzzTranslate(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Add([]byte("the quick brown fox jumps over the lazy dog, twice over, with ports and addresses"))
+	f.Add([]byte{2, 4, 0, 0, 3, 3, 3, 3, 8, 0, 0, 0, 3, 1, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := (&bytesource{b: data}).input()
+		out, err := Translate(in)
+		if err != nil {
+			t.Fatalf("Translate: %v", err)
+		}
+		if err := outputError(out); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := Translate((&bytesource{b: data}).input())
+		a, err := renderOutput(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := renderOutput(again)
+		if string(a) != string(b) {
+			t.Fatal("Translate is not deterministic")
+		}
+		// Every LoadBalancer port either has a listener or a problem explaining why not.
+		listeners := map[string]bool{}
+		for _, r := range out.Listeners {
+			listeners[resourceName(r)] = true
+		}
+		for _, lb := range in.LoadBalancers {
+			for _, p := range lb.Spec.Ports {
+				proto := protocolOf(p.Protocol)
+				name := fmt.Sprintf("%s-%s-%d", lb.Name, map[corev1.Protocol]string{"TCP": "tcp", "UDP": "udp"}[proto], p.Port)
+				if !listeners[name] && len(out.Problems[lb.Name]) == 0 {
+					t.Fatalf("port %s of %q has neither a listener nor a problem", p.Protocol, lb.Name)
+				}
+			}
+		}
+	})
+}
