@@ -1,0 +1,139 @@
+// Package settings computes what applies to one tenant from the hub-wide Config "default" and
+// the tenant's own Tenant object: Tenant settings override Config. It is pure: objects in,
+// settings out.
+package settings
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// DefaultEnvoyReplicas is used when neither Config nor Tenant set replicas.
+const DefaultEnvoyReplicas int32 = 1
+
+// Tenant is the effective configuration of one tenant.
+type Tenant struct {
+	// Name of the tenant (without the tenant- prefix); "" for a namespace with no Tenant.
+	Name string
+	// LoadBalancerClass of the hub Services exposing the Envoy fleet; nil leaves it unset.
+	LoadBalancerClass *string
+	// DisableLoadBalancer turns layer-4 load balancing off for the tenant.
+	DisableLoadBalancer bool
+	IngressClass        *string
+	DisableIngress      bool
+	GatewayClass        *string
+	DisableGatewayAPI   bool
+	// Envoy is the Envoy fleet settings with the Tenant's replicas and resources applied.
+	Envoy kubelbv1alpha1.EnvoyProxy
+	// Annotations decides which annotations reach hub objects.
+	AnnotationSettings kubelbv1alpha1.AnnotationSettings
+}
+
+// Resolve merges Config (may be nil) and Tenant (may be nil).
+func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenant {
+	var out Tenant
+	if config != nil {
+		spec := config.Spec.DeepCopy()
+		out.LoadBalancerClass = spec.LoadBalancer.Class
+		out.DisableLoadBalancer = spec.LoadBalancer.Disable
+		out.IngressClass = spec.Ingress.Class
+		out.DisableIngress = spec.Ingress.Disable
+		out.GatewayClass = spec.GatewayAPI.Class
+		out.DisableGatewayAPI = spec.GatewayAPI.Disable
+		out.Envoy = spec.EnvoyProxy
+		out.AnnotationSettings = spec.AnnotationSettings
+	}
+	if out.Envoy.Replicas == 0 && (config == nil || config.Spec.EnvoyProxy.Replicas == 0) {
+		out.Envoy.Replicas = DefaultEnvoyReplicas
+	}
+	if tenant == nil {
+		return out
+	}
+	spec := tenant.Spec.DeepCopy()
+	out.Name = tenant.Name
+	if spec.LoadBalancer.Class != nil {
+		out.LoadBalancerClass = spec.LoadBalancer.Class
+	}
+	out.DisableLoadBalancer = out.DisableLoadBalancer || spec.LoadBalancer.Disable
+	if spec.Ingress.Class != nil {
+		out.IngressClass = spec.Ingress.Class
+	}
+	out.DisableIngress = out.DisableIngress || spec.Ingress.Disable
+	if spec.GatewayAPI.Class != nil {
+		out.GatewayClass = spec.GatewayAPI.Class
+	}
+	out.DisableGatewayAPI = out.DisableGatewayAPI || spec.GatewayAPI.Disable
+	if spec.EnvoyProxy.Replicas != nil {
+		out.Envoy.Replicas = *spec.EnvoyProxy.Replicas
+	}
+	if spec.EnvoyProxy.Resources != nil {
+		out.Envoy.Resources = spec.EnvoyProxy.Resources
+	}
+	a := spec.AnnotationSettings
+	if a.PropagatedAnnotations != nil {
+		out.AnnotationSettings.PropagatedAnnotations = a.PropagatedAnnotations
+	}
+	if a.PropagateAllAnnotations != nil {
+		out.AnnotationSettings.PropagateAllAnnotations = a.PropagateAllAnnotations
+	}
+	if a.DeniedAnnotations != nil {
+		out.AnnotationSettings.DeniedAnnotations = a.DeniedAnnotations
+	}
+	if a.DefaultAnnotations != nil {
+		out.AnnotationSettings.DefaultAnnotations = a.DefaultAnnotations
+	}
+	return out
+}
+
+// TenantName returns the tenant's name for its hub namespace ("tenant-x" → "x").
+func TenantName(namespace string) string {
+	return strings.TrimPrefix(namespace, kubelbv1alpha1.TenantNamespacePrefix)
+}
+
+// Namespace returns the hub namespace of a tenant ("x" → "tenant-x").
+func Namespace(tenant string) string { return kubelbv1alpha1.TenantNamespacePrefix + tenant }
+
+// Annotations returns the annotations a hub object of the given kind gets from the tenant
+// object's annotations: defaults for that kind (and "all") first, then the propagated ones.
+// Denied annotations never pass; kubelb's own kubelb.k8c.io/ annotations are not copied.
+func (t Tenant) Annotations(kind kubelbv1alpha1.AnnotatedResource, source map[string]string) map[string]string {
+	a := t.AnnotationSettings
+	out := map[string]string{}
+	maps.Copy(out, a.DefaultAnnotations[kubelbv1alpha1.AnnotatedResourceAll])
+	maps.Copy(out, a.DefaultAnnotations[kind])
+	all := a.PropagateAllAnnotations != nil && *a.PropagateAllAnnotations
+	for k, v := range source {
+		if strings.HasPrefix(k, "kubelb.k8c.io/") || k == corev1.LastAppliedConfigAnnotation {
+			continue
+		}
+		if !all {
+			if a.PropagatedAnnotations == nil {
+				continue
+			}
+			want, ok := (*a.PropagatedAnnotations)[k]
+			if !ok || (want != "" && want != v) {
+				continue
+			}
+		}
+		out[k] = v
+	}
+	for _, k := range a.DeniedAnnotations {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// DeniedKeys lists denied annotation keys, sorted (for messages).
+func (t Tenant) DeniedKeys() []string {
+	keys := slices.Clone(t.AnnotationSettings.DeniedAnnotations)
+	slices.Sort(keys)
+	return keys
+}
