@@ -1,0 +1,58 @@
+package translate
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// tenantOf builds one tenant with n LoadBalancers of one TCP port each and three node
+// addresses, the shape of a tenant with n mirrored Services.
+func tenantOf(n int) Input {
+	in := Input{
+		Tenant: "tenant-bench",
+		Addresses: map[string]v1alpha1.Addresses{"default": {
+			ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{
+				{IP: "10.0.0.1"}, {IP: "10.0.0.2"}, {IP: "10.0.0.3"},
+			}},
+		}},
+	}
+	for i := range n {
+		lb := v1alpha1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
+				Labels: map[string]string{v1alpha1.LabelOriginNamespace: "default", v1alpha1.LabelOriginName: fmt.Sprintf("svc-%d", i)},
+			},
+			Spec: v1alpha1.LoadBalancerSpec{
+				Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+					AddressesReference: &corev1.ObjectReference{Name: "default"},
+					Ports:              []v1alpha1.EndpointPort{{Port: int32(30000 + i%2000), Protocol: corev1.ProtocolTCP}},
+				}},
+				Ports: []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}
+		sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(20000 + i)}
+		sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
+		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
+	}
+	return in
+}
+
+// BenchmarkTranslate1000 translates one tenant with 1000 LoadBalancers (1 TCP port each,
+// 3 node addresses). The figure is in docs/translate.md.
+func BenchmarkTranslate1000(b *testing.B) {
+	in := tenantOf(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := Translate(in)
+		if err != nil || len(out.Listeners) != 1000 {
+			b.Fatalf("got %d listeners, %v", len(out.Listeners), err)
+		}
+	}
+}
