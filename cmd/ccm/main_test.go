@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -93,5 +94,19 @@ func TestCCMLifecycle(t *testing.T) {
 	}
 	if h := pair.Tenant.LeaseHolder(t, "kube-system", leaderElectionID); h != "" {
 		t.Errorf("lease still held by %q after a clean stop", h)
+	}
+}
+
+func TestEveryFlagIsDocumented(t *testing.T) {
+	_, fs, err := parse([]string{"--cluster-name=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := fs.Undocumented(string(doc)); len(missing) > 0 {
+		t.Fatalf("docs/configuration.md lacks: %v", missing)
 	}
 }

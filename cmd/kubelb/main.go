@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 
 	"kubelb.dev/kubelb/internal/app"
@@ -17,8 +18,13 @@ const summary = "kubelb: the kubelb manager for the management cluster; allocate
 type options struct {
 	app.Common
 	manager.Options
-	xdsAddr app.Address
+	xdsAddr   app.Address
+	portRange string
 }
+
+// DefaultEnvoyImage is the Envoy image of the fleets unless --envoy-image or Config say
+// otherwise; it matches the Envoy version the tests run.
+const DefaultEnvoyImage = "envoyproxy/envoy:distroless-v1.40.0"
 
 func parse(args []string) (*options, *app.FlagSet, error) {
 	o := &options{}
@@ -31,12 +37,28 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	}
 	fs.Var(&o.xdsAddr, "listen-address", "Address the Envoy xDS gRPC server listens on.")
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the manager runs in and reads Config \"default\" from (env NAMESPACE).")
+	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
+	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
+	fs.StringVar(&o.EnvoyImage, "envoy-image", DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
+	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
+	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	o.XDSListenAddress = o.xdsAddr.Value
+	if _, err := fmt.Sscanf(o.portRange, "%d-%d", &o.PortRangeMin, &o.PortRangeMax); err != nil ||
+		o.PortRangeMin < 1 || o.PortRangeMax > 65535 || o.PortRangeMin > o.PortRangeMax {
+		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-port-range: want min-max within 1-65535", o.portRange)
+	}
+	if o.EnvoyXDSAddress == "" {
+		_, port, _ := net.SplitHostPort(o.XDSListenAddress)
+		o.EnvoyXDSAddress = fmt.Sprintf("kubelb.%s.svc:%s", o.Namespace, port)
+	}
+	if _, _, err := net.SplitHostPort(o.EnvoyXDSAddress); err != nil {
+		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-xds-address: want host:port", o.EnvoyXDSAddress)
+	}
 	if o.Namespace == "" {
 		return nil, fs, fmt.Errorf("flag --namespace must not be empty")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,6 +24,10 @@ func TestParseDefaults(t *testing.T) {
 		o.Namespace != "kubelb" || !o.EnableLeaderElection || o.EnableGatewayAPI || o.Debug {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
+	if o.EnvoyXDSAddress != "kubelb.kubelb.svc:8001" || o.PortRangeMin != 10000 || o.PortRangeMax != 19999 ||
+		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyImage != DefaultEnvoyImage {
+		t.Fatalf("unexpected Envoy defaults: %+v", o.Options)
+	}
 	t.Setenv("NAMESPACE", "lb-system")
 	if o, _, _ = parse(nil); o.Namespace != "lb-system" {
 		t.Fatalf("namespace from env = %q", o.Namespace)
@@ -37,6 +42,8 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--namespace=":                "flag --namespace must not be empty",
 		"--log-format=xml":            "for flag --log-format: must be one of json, console",
 		"--kube-api-qps=0":            "flag --kube-api-qps must be positive",
+		"--envoy-port-range=20-10":    "for flag --envoy-port-range",
+		"--envoy-xds-address=nohost":  "for flag --envoy-xds-address",
 	} {
 		_, _, err := parse(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
@@ -97,5 +104,19 @@ func TestManagerLifecycle(t *testing.T) {
 	}
 	if h := hub.LeaseHolder(t, "kubelb", leaderElectionID); h != "" {
 		t.Errorf("lease still held by %q after a clean stop", h)
+	}
+}
+
+func TestEveryFlagIsDocumented(t *testing.T) {
+	_, fs, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := fs.Undocumented(string(doc)); len(missing) > 0 {
+		t.Fatalf("docs/configuration.md lacks: %v", missing)
 	}
 }

@@ -111,3 +111,14 @@ func (a *Address) Set(v string) error {
 	a.Value = v
 	return nil
 }
+
+// Undocumented returns the flags that a reference page does not mention as `--name`.
+func (f *FlagSet) Undocumented(doc string) []string {
+	var missing []string
+	f.VisitAll(func(fl *flag.Flag) {
+		if !strings.Contains(doc, "`--"+fl.Name+"`") {
+			missing = append(missing, fl.Name)
+		}
+	})
+	return missing
+}

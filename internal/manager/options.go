@@ -8,6 +8,18 @@ type Options struct {
 	Namespace string
 	// XDSListenAddress is where the xDS gRPC server listens.
 	XDSListenAddress string
+	// EnvoyXDSAddress is the host:port the Envoy fleets dial for xDS
+	// (default kubelb.<namespace>.svc:8001).
+	EnvoyXDSAddress string
+	// EnvoyListenerAddress is the address Envoy listeners bind to.
+	EnvoyListenerAddress string
+	// EnvoyImage is the Envoy image of the fleets, unless Config sets one.
+	EnvoyImage string
+	// PortRangeMin and PortRangeMax bound the listener ports allocated on the Envoy fleets.
+	PortRangeMin, PortRangeMax int
+	// TenantKubeconfigServer is the hub API server URL written into tenants' kubeconfigs
+	// ("" reads it from kube-public/cluster-info).
+	TenantKubeconfigServer string
 	// EnableGatewayAPI turns on the Gateway API controllers.
 	EnableGatewayAPI bool
 	// Debug turns on debug logging.

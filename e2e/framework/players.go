@@ -1,0 +1,128 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// AddNode plays a kubelet registering a Node with an InternalIP on loopback and a Ready
+// condition.
+func AddNode(t testing.TB, c client.Client, name, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}}
+	node.Status.Conditions = []corev1.NodeCondition{readyCondition(true)}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatalf("setting node %s ready: %v", name, err)
+	}
+}
+
+// SetNodeReady plays a kubelet whose node becomes (not) Ready.
+func SetNodeReady(t testing.TB, c client.Client, name string, ready bool) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []corev1.NodeCondition{readyCondition(ready)}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatalf("setting node %s ready=%v: %v", name, ready, err)
+	}
+}
+
+func readyCondition(ready bool) corev1.NodeCondition {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	now := metav1.Now()
+	return corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}
+}
+
+// PlayHubLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB or a cloud in
+// production): every hub Service of type LoadBalancer that kubelb made gets an ingress IP from
+// 127.0.1.0/24 in its status. It runs until the test ends.
+func PlayHubLoadBalancer(t testing.TB, c client.Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	assigned := map[string]string{}
+	next := 1
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var svcs corev1.ServiceList
+			if err := c.List(ctx, &svcs, client.HasLabels{kubelbv1alpha1.LabelLoadBalancerName}); err == nil {
+				for i := range svcs.Items {
+					svc := &svcs.Items[i]
+					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 {
+						continue
+					}
+					key := svc.Namespace + "/" + svc.Name
+					ip, ok := assigned[key]
+					if !ok {
+						ip = fmt.Sprintf("127.0.1.%d", next)
+						next++
+						assigned[key] = ip
+					}
+					svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+					_ = c.Status().Update(ctx, svc)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// Envoy is a real Envoy process started from the bootstrap the manager generated.
+type Envoy struct {
+	*testenv.Process
+	AdminAddr string
+}
+
+// StartEnvoy plays the kubelet of an Envoy pod: it writes the bootstrap the manager generated
+// and starts the real Envoy binary with it. Only the admin address is overridden (pods have
+// their own network namespace; here they share loopback), and a dynamic base id keeps
+// several Envoys apart.
+func StartEnvoy(t testing.TB, name string, bootstrap []byte) *Envoy {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bootstrap.yaml")
+	if err := os.WriteFile(path, bootstrap, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin := testenv.Loopback(testenv.FreePort(t))
+	override := fmt.Sprintf(`{"admin":{"address":{"socket_address":{"address":"127.0.0.1","port_value":%d}}}}`, mustPort(admin))
+	p := testenv.StartProcess(t, name, testenv.EnvoyBinary(t), "-c", path, "--config-yaml", override,
+		"--service-node", name, "--use-dynamic-base-id", "--log-level", "warning", "--drain-time-s", "1")
+	e := &Envoy{Process: p, AdminAddr: admin}
+	testenv.WaitHTTP200(t, p, "http://"+admin+"/ready", time.Minute)
+	return e
+}
+
+func mustPort(addr string) int {
+	var port int
+	_, _ = fmt.Sscanf(addr[len("127.0.0.1:"):], "%d", &port)
+	return port
+}

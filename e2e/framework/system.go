@@ -1,0 +1,266 @@
+// Package framework is the e2e harness: real hub and tenant API servers, the real kubelb and
+// ccm binaries, real Envoy processes started from the bootstrap the manager generated, and
+// backend servers on the tenant nodes' addresses and NodePorts. It plays only what has no
+// place on one machine: the kubelets (Nodes, pods), kube-proxy (backends listen on
+// node-address:NodePort) and the hub's own LoadBalancer implementation.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// ManagerNamespace is where the e2e runs the manager.
+const ManagerNamespace = "kubelb"
+
+// System is a running hub with the manager.
+type System struct {
+	T           testing.TB
+	Hub         *testenv.Cluster
+	Manager     *testenv.Process
+	ManagerArgs []string
+	XDSPort     int
+	MetricsAddr string
+	ProbeAddr   string
+	tenantIPs   int
+}
+
+// Options tune the system.
+type Options struct {
+	// ManagerKubeconfig runs the manager with this kubeconfig instead of the hub admin's
+	// (e.g. one that impersonates the Helm chart's ServiceAccount).
+	ManagerKubeconfig string
+	// ExtraManagerArgs are appended to the manager's flags.
+	ExtraManagerArgs []string
+}
+
+// StartSystem starts the hub control plane and the real kubelb manager binary.
+func StartSystem(t testing.TB, hub *testenv.Cluster, opts Options) *System {
+	t.Helper()
+	ctx := context.Background()
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagerNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	s := &System{T: t, Hub: hub, XDSPort: testenv.FreePort(t),
+		MetricsAddr: testenv.Loopback(testenv.FreePort(t)), ProbeAddr: testenv.Loopback(testenv.FreePort(t))}
+	kubeconfig := hub.Kubeconfig
+	if opts.ManagerKubeconfig != "" {
+		kubeconfig = opts.ManagerKubeconfig
+	}
+	xds := testenv.Loopback(s.XDSPort)
+	s.ManagerArgs = append([]string{
+		"--kubeconfig", kubeconfig, "--namespace", ManagerNamespace,
+		"--listen-address", xds, "--envoy-xds-address", xds, "--envoy-listener-address", "127.0.0.1",
+		"--metrics-addr", s.MetricsAddr, "--health-probe-bind-address", s.ProbeAddr,
+		"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
+	}, opts.ExtraManagerArgs...)
+	PlayHubLoadBalancer(t, hub.Client)
+	s.StartManager()
+	return s
+}
+
+// StartManager starts (or restarts) the manager binary and waits until it is ready.
+func (s *System) StartManager() {
+	t := s.T
+	t.Helper()
+	s.Manager = testenv.StartProcess(t, "kubelb", testenv.BuildBinary(t, "./cmd/kubelb"), s.ManagerArgs...)
+	testenv.WaitHTTP200(t, s.Manager, "http://"+s.ProbeAddr+"/readyz", 2*time.Minute)
+}
+
+// StopManager stops the manager with SIGTERM and checks it exits cleanly.
+func (s *System) StopManager() {
+	t := s.T
+	t.Helper()
+	if code, err := s.Manager.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("manager exit code %d, err %v", code, err)
+	}
+}
+
+// Tenant is an onboarded tenant cluster with its ccm.
+type Tenant struct {
+	Name      string
+	Namespace string
+	Cluster   *testenv.Cluster
+	CCM       *testenv.Process
+	NodeIPs   []string
+	sys       *System
+	Envoy     *Envoy
+}
+
+// AddTenant creates a Tenant on the hub, waits for the kubeconfig the manager made for it,
+// registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
+// real ccm binary with exactly that kubeconfig.
+func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccmArgs ...string) *Tenant {
+	t := s.T
+	t.Helper()
+	ctx := context.Background()
+	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s}
+	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	testenv.Eventually(t, time.Minute, "the ccm kubeconfig of tenant "+name, func() error {
+		return s.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, secret)
+	})
+	kubeconfig := filepath.Join(t.TempDir(), "kubelb-"+name)
+	if err := os.WriteFile(kubeconfig, secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < nodes; i++ {
+		s.tenantIPs++
+		ip := fmt.Sprintf("127.0.0.%d", 10+s.tenantIPs)
+		AddNode(t, cluster.Client, fmt.Sprintf("%s-node-%d", name, i), ip)
+		tn.NodeIPs = append(tn.NodeIPs, ip)
+	}
+	args := append([]string{
+		"--kubeconfig", cluster.Kubeconfig, "--kubelb-kubeconfig", kubeconfig, "--cluster-name", tn.Namespace,
+		"--node-address-type", "InternalIP", "--metrics-addr", "0",
+		"--health-probe-bind-address", testenv.Loopback(testenv.FreePort(t)), "--log-format", "console",
+	}, ccmArgs...)
+	tn.CCM = testenv.StartProcess(t, "ccm-"+name, testenv.BuildBinary(t, "./cmd/ccm"), args...)
+	return tn
+}
+
+// LBService describes a tenant Service of type LoadBalancer.
+type LBService struct {
+	Name  string
+	Ports []corev1.ServicePort
+	Class *string
+	// Mutate adjusts the Service before it is created.
+	Mutate func(*corev1.Service)
+}
+
+// CreateService creates a LoadBalancer Service in the tenant's default namespace and returns
+// it once the tenant API server has allocated its NodePorts.
+func (tn *Tenant) CreateService(svc LBService) *corev1.Service {
+	t := tn.sys.T
+	t.Helper()
+	obj := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, Ports: svc.Ports, LoadBalancerClass: svc.Class,
+			Selector: map[string]string{"app": svc.Name},
+		},
+	}
+	for i := range obj.Spec.Ports {
+		if obj.Spec.Ports[i].TargetPort.IntValue() == 0 {
+			obj.Spec.Ports[i].TargetPort = intstr.FromInt32(obj.Spec.Ports[i].Port)
+		}
+	}
+	if svc.Mutate != nil {
+		svc.Mutate(obj)
+	}
+	if err := tn.Cluster.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating Service %s: %v", svc.Name, err)
+	}
+	return obj
+}
+
+// StartBackends plays kube-proxy and the pods: for every node and every port of the Service,
+// an echo server on node-address:NodePort.
+func (tn *Tenant) StartBackends(svc *corev1.Service) map[string][]*Backend {
+	t := tn.sys.T
+	t.Helper()
+	out := map[string][]*Backend{}
+	for _, p := range svc.Spec.Ports {
+		for i, ip := range tn.NodeIPs {
+			name := fmt.Sprintf("%s-node-%d", tn.Name, i)
+			addr := fmt.Sprintf("%s:%d", ip, p.NodePort)
+			var b *Backend
+			if p.Protocol == corev1.ProtocolUDP {
+				b = StartUDPBackend(t, name, addr)
+			} else {
+				b = StartTCPBackend(t, name, addr)
+			}
+			out[p.Name] = append(out[p.Name], b)
+		}
+	}
+	return out
+}
+
+// WaitAddress waits until the tenant Service shows an address in status.loadBalancer.ingress.
+func (tn *Tenant) WaitAddress(name string, timeout time.Duration) string {
+	t := tn.sys.T
+	t.Helper()
+	var ip string
+	testenv.Eventually(t, timeout, "an address on Service "+name, func() error {
+		svc := &corev1.Service{}
+		if err := tn.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
+			return err
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet")
+		}
+		ip = svc.Status.LoadBalancer.Ingress[0].IP
+		return nil
+	})
+	return ip
+}
+
+// ListenerPorts returns the Envoy listener ports allocated for a tenant Service, by Service
+// port name, from the hub LoadBalancer's status.
+func (tn *Tenant) ListenerPorts(svc *corev1.Service) map[string]int32 {
+	t := tn.sys.T
+	t.Helper()
+	out := map[string]int32{}
+	testenv.Eventually(t, time.Minute, "allocated ports of "+svc.Name, func() error {
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := tn.sys.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: tn.Namespace, Name: string(svc.UID)}, lb); err != nil {
+			return err
+		}
+		if len(lb.Status.Service.Ports) < len(svc.Spec.Ports) {
+			return fmt.Errorf("%d of %d ports allocated", len(lb.Status.Service.Ports), len(svc.Spec.Ports))
+		}
+		for _, p := range lb.Status.Service.Ports {
+			out[p.Name] = p.UpstreamTargetPort
+		}
+		return nil
+	})
+	return out
+}
+
+// StartEnvoy waits for the Envoy bootstrap the manager generated for this tenant and starts
+// a real Envoy with it.
+func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Client, namespace string) ([]byte, error)) *Envoy {
+	t := tn.sys.T
+	t.Helper()
+	var bootstrap []byte
+	testenv.Eventually(t, time.Minute, "the Envoy bootstrap of "+tn.Namespace, func() error {
+		var err error
+		bootstrap, err = bootstrapOf(context.Background(), tn.sys.Hub.Client, tn.Namespace)
+		return err
+	})
+	tn.Envoy = StartEnvoy(t, "envoy-"+tn.Name, bootstrap)
+	return tn.Envoy
+}
+
+// Listeners returns the names of the listeners Envoy's admin endpoint reports.
+func (e *Envoy) Listeners(t testing.TB) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, body, err := testenv.HTTPGet(ctx, "http://"+e.AdminAddr+"/listeners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
