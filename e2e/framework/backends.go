@@ -7,8 +7,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
+
+	"kubelb.dev/kubelb/internal/testenv"
 )
 
 // Backend plays a pod behind a NodePort: a TCP or UDP echo server on one node address that
@@ -28,7 +29,7 @@ func (b *Backend) Close() { b.stop() }
 
 // StartTCPBackend listens on addr (e.g. 127.0.0.2:30080) and answers each line with
 // "<name>: <line>". It stops when the test ends.
-func StartTCPBackend(t testing.TB, name, addr string) *Backend {
+func StartTCPBackend(t testenv.TB, name, addr string) *Backend {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -75,7 +76,7 @@ func StartTCPBackend(t testing.TB, name, addr string) *Backend {
 }
 
 // StartUDPBackend listens on addr and answers each datagram with "<name>: <datagram>".
-func StartUDPBackend(t testing.TB, name, addr string) *Backend {
+func StartUDPBackend(t testenv.TB, name, addr string) *Backend {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +18,7 @@ import (
 
 // AddNode plays a kubelet registering a Node with an InternalIP on loopback and a Ready
 // condition.
-func AddNode(t testing.TB, c client.Client, name, ip string) {
+func AddNode(t testenv.TB, c client.Client, name, ip string) {
 	t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -34,7 +33,7 @@ func AddNode(t testing.TB, c client.Client, name, ip string) {
 }
 
 // SetNodeReady plays a kubelet whose node becomes (not) Ready.
-func SetNodeReady(t testing.TB, c client.Client, name string, ready bool) {
+func SetNodeReady(t testenv.TB, c client.Client, name string, ready bool) {
 	t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{}
@@ -59,7 +58,7 @@ func readyCondition(ready bool) corev1.NodeCondition {
 // PlayHubLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB or a cloud in
 // production): every hub Service of type LoadBalancer that kubelb made gets an ingress IP from
 // 127.0.1.0/24 in its status. It runs until the test ends.
-func PlayHubLoadBalancer(t testing.TB, c client.Client) {
+func PlayHubLoadBalancer(t testenv.TB, c client.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -105,7 +104,7 @@ type Envoy struct {
 // and starts the real Envoy binary with it. Only the admin address is overridden (pods have
 // their own network namespace; here they share loopback), and a dynamic base id keeps
 // several Envoys apart.
-func StartEnvoy(t testing.TB, name string, bootstrap []byte) *Envoy {
+func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bootstrap.yaml")

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +27,7 @@ const ManagerNamespace = "kubelb"
 
 // System is a running hub with the manager.
 type System struct {
-	T           testing.TB
+	T           testenv.TB
 	Hub         *testenv.Cluster
 	Manager     *testenv.Process
 	ManagerArgs []string
@@ -48,7 +47,7 @@ type Options struct {
 }
 
 // StartSystem starts the hub control plane and the real kubelb manager binary.
-func StartSystem(t testing.TB, hub *testenv.Cluster, opts Options) *System {
+func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 	t.Helper()
 	ctx := context.Background()
 	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagerNamespace}}); err != nil {
@@ -248,7 +247,7 @@ func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Clie
 }
 
 // Listeners returns the names of the listeners Envoy's admin endpoint reports.
-func (e *Envoy) Listeners(t testing.TB) []string {
+func (e *Envoy) Listeners(t testenv.TB) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,7 +10,7 @@ import (
 )
 
 // WaitLeaseHolder waits until the lease namespace/name is held and returns the holder.
-func (c *Cluster) WaitLeaseHolder(t testing.TB, namespace, name string, timeout time.Duration) string {
+func (c *Cluster) WaitLeaseHolder(t TB, namespace, name string, timeout time.Duration) string {
 	t.Helper()
 	var holder string
 	Eventually(t, timeout, "lease "+namespace+"/"+name+" to be held", func() error {
@@ -29,7 +28,7 @@ func (c *Cluster) WaitLeaseHolder(t testing.TB, namespace, name string, timeout 
 }
 
 // LeaseHolder returns the current holder of a lease ("" when released).
-func (c *Cluster) LeaseHolder(t testing.TB, namespace, name string) string {
+func (c *Cluster) LeaseHolder(t TB, namespace, name string) string {
 	t.Helper()
 	l := &coordinationv1.Lease{}
 	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, l); err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -25,7 +24,7 @@ var (
 
 // BuildBinary builds one of kubelb's commands (e.g. "./cmd/kubelb") once per test process and
 // returns the path of the binary.
-func BuildBinary(t testing.TB, pkg string) string {
+func BuildBinary(t TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -51,7 +50,7 @@ func BuildBinary(t testing.TB, pkg string) string {
 }
 
 // FreePort returns a TCP port that is free on 127.0.0.1 right now.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +71,7 @@ type Process struct {
 
 // StartProcess starts a program with its output going to a log file in the test's temporary
 // folder; the log is printed when the test fails.
-func StartProcess(t testing.TB, name, path string, args ...string) *Process {
+func StartProcess(t TB, name, path string, args ...string) *Process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
@@ -152,7 +151,7 @@ func (p *Process) Output() string {
 
 // Eventually polls cond every interval until it returns nil or timeout passes, then fails the
 // test with the last error.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -183,7 +182,7 @@ func HTTPGet(ctx context.Context, url string) (int, string, error) {
 }
 
 // WaitHTTP200 waits until url answers 200 and returns the body; it fails early if proc exits.
-func WaitHTTP200(t testing.TB, proc *Process, url string, timeout time.Duration) string {
+func WaitHTTP200(t TB, proc *Process, url string, timeout time.Duration) string {
 	t.Helper()
 	var body string
 	Eventually(t, timeout, url, func() error {

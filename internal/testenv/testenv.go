@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 
 	"github.com/go-logr/logr"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -40,7 +39,7 @@ func RepoRoot() string {
 
 // binary returns the path of a tool from an environment variable or bin/, failing the test
 // with the command that builds it when it is missing.
-func binary(t testing.TB, env, rel, what string) string {
+func binary(t TB, env, rel, what string) string {
 	t.Helper()
 	p := os.Getenv(env)
 	if p == "" {
@@ -53,7 +52,7 @@ func binary(t testing.TB, env, rel, what string) string {
 }
 
 // AssetsDir is the folder with kube-apiserver, etcd and kubectl.
-func AssetsDir(t testing.TB) string {
+func AssetsDir(t TB) string {
 	t.Helper()
 	dir := binary(t, "KUBEBUILDER_ASSETS", filepath.Join("k8s", KubernetesVersion), "kube-apiserver/etcd folder")
 	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
@@ -65,13 +64,13 @@ func AssetsDir(t testing.TB) string {
 }
 
 // EnvoyBinary is the path of the real Envoy binary.
-func EnvoyBinary(t testing.TB) string {
+func EnvoyBinary(t TB) string {
 	t.Helper()
 	return binary(t, "KUBELB_ENVOY", filepath.Join("envoy", EnvoyVersion, "envoy"), "envoy")
 }
 
 // HelmBinary is the path of the real Helm CLI.
-func HelmBinary(t testing.TB) string {
+func HelmBinary(t TB) string {
 	t.Helper()
 	return binary(t, "KUBELB_HELM", filepath.Join("helm", HelmVersion, "helm"), "helm")
 }
@@ -105,7 +104,7 @@ type Options struct {
 }
 
 // Start starts one control plane and stops it when the test ends.
-func Start(t testing.TB, name string, opts Options) *Cluster {
+func Start(t TB, name string, opts Options) *Cluster {
 	t.Helper()
 	c, err := start(t, AssetsDir(t), name, opts)
 	if err != nil {
@@ -115,7 +114,7 @@ func Start(t testing.TB, name string, opts Options) *Cluster {
 }
 
 // start may run off the test goroutine: it returns errors instead of failing the test.
-func start(t testing.TB, assets, name string, opts Options) (*Cluster, error) {
+func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	quietLogs.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -154,7 +153,7 @@ func start(t testing.TB, assets, name string, opts Options) (*Cluster, error) {
 
 // WriteKubeconfig adds a user to the control plane (client certificate) and writes a kubeconfig
 // for it into a temporary folder.
-func (c *Cluster) WriteKubeconfig(t testing.TB, user string, groups []string) string {
+func (c *Cluster) WriteKubeconfig(t TB, user string, groups []string) string {
 	t.Helper()
 	p, err := c.writeKubeconfig(user, groups)
 	if err != nil {
@@ -185,7 +184,7 @@ type Pair struct {
 // StartPair starts a hub and a tenant control plane side by side (start-up is mostly
 // waiting, so both start at once). The hub gets kubelb's CRDs, both the standard Gateway API
 // CRDs.
-func StartPair(t testing.TB) *Pair {
+func StartPair(t TB) *Pair {
 	t.Helper()
 	assets := AssetsDir(t)
 	var tenant *Cluster
