@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"fmt"
@@ -8,12 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // tenantOf builds one tenant with n LoadBalancers of one TCP port each and three node
 // addresses, the shape of a tenant with n mirrored Services.
-func tenantOf(n int) Input {
-	in := Input{
+func tenantOf(n int) translate.Input {
+	in := translate.Input{
 		Tenant: "tenant-bench",
 		Addresses: map[string]v1alpha1.Addresses{"default": {
 			ObjectMeta: metav1.ObjectMeta{Name: "default"},
@@ -50,7 +51,7 @@ func BenchmarkTranslate1000(b *testing.B) {
 	in := tenantOf(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := Translate(in)
+		out, err := translate.Translate(in)
 		if err != nil || len(out.Listeners) != 1000 {
 			b.Fatalf("got %d listeners, %v", len(out.Listeners), err)
 		}

@@ -1,14 +1,17 @@
-package translate
+package translate_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // bytesource turns fuzzer bytes into choices; it yields zeros once the bytes run out.
@@ -56,8 +59,8 @@ func (s *bytesource) protocol() corev1.Protocol {
 
 // input builds a random tenant: a few Addresses objects and up to 8 LoadBalancers with
 // random ports, statuses, endpoint groups, annotations, persistence and names.
-func (s *bytesource) input() Input {
-	in := Input{Tenant: "tenant-fuzz", Addresses: map[string]v1alpha1.Addresses{}}
+func (s *bytesource) input() translate.Input {
+	in := translate.Input{Tenant: "tenant-fuzz", Addresses: map[string]v1alpha1.Addresses{}}
 	for i, n := 0, s.intn(3); i < n; i++ {
 		a := v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: pick(s, "default", "other", "")}}
 		for j, m := 0, s.intn(5); j < m; j++ {
@@ -124,30 +127,33 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := (&bytesource{b: data}).input()
-		out, err := Translate(in)
+		out, err := translate.Translate(in)
 		if err != nil {
 			t.Fatalf("Translate: %v", err)
 		}
-		if err := outputError(out); err != nil {
+		if err := translatetest.Check(out); err != nil {
 			t.Fatal(err)
 		}
-		again, _ := Translate((&bytesource{b: data}).input())
-		a, err := renderOutput(out)
+		again, _ := translate.Translate((&bytesource{b: data}).input())
+		a, err := translatetest.Render(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := renderOutput(again)
+		b, _ := translatetest.Render(again)
 		if string(a) != string(b) {
 			t.Fatal("Translate is not deterministic")
 		}
 		// Every LoadBalancer port either has a listener or a problem explaining why not.
 		listeners := map[string]bool{}
 		for _, r := range out.Listeners {
-			listeners[resourceName(r)] = true
+			listeners[cache.GetResourceName(r)] = true
 		}
 		for _, lb := range in.LoadBalancers {
 			for _, p := range lb.Spec.Ports {
-				proto := protocolOf(p.Protocol)
+				proto := p.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
 				name := fmt.Sprintf("%s-%s-%d", lb.Name, map[corev1.Protocol]string{"TCP": "tcp", "UDP": "udp"}[proto], p.Port)
 				if !listeners[name] && len(out.Problems[lb.Name]) == 0 {
 					t.Fatalf("port %s of %q has neither a listener nor a problem", p.Protocol, lb.Name)
