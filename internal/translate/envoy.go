@@ -176,6 +176,9 @@ func (t *translator) cluster(ps portSpec, s lbSettings, eps []endpoint) (*cluste
 		AltStatName:    ps.statName,
 		ConnectTimeout: durationpb.New(t.opts.ConnectTimeout),
 		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		// A node the tenant no longer lists must stop getting traffic even while its NodePort
+		// still passes health checks (Envoy keeps such hosts by default).
+		IgnoreHealthOnHostRemoval: true,
 		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 			Priority:           corev3.RoutingPriority_DEFAULT,
 			MaxConnections:     n,
