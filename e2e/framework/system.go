@@ -263,3 +263,21 @@ func (e *Envoy) Listeners(t testenv.TB) []string {
 	}
 	return out
 }
+
+// Stat returns the value of one Envoy statistic (0 when Envoy does not report it).
+func (e *Envoy) Stat(t testenv.TB, name string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, body, err := testenv.HTTPGet(ctx, "http://"+e.AdminAddr+"/stats?filter=^"+name+"$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int64
+	for _, line := range strings.Split(body, "\n") {
+		if k, val, ok := strings.Cut(line, ": "); ok && k == name {
+			_, _ = fmt.Sscanf(val, "%d", &v)
+		}
+	}
+	return v
+}
