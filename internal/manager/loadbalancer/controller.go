@@ -1,0 +1,547 @@
+// Package loadbalancer is the hub's LoadBalancer controller. For every LoadBalancer in a
+// namespace labelled kubelb.k8c.io/managed-by=kubelb it allocates a listener port on the
+// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service of type
+// LoadBalancer ("envoy-<lb name>", same namespace) that selects the tenant's Envoy pods and
+// maps each requested port to its listener port, and writes the allocations, the hub
+// Service's address and a Ready condition into the LoadBalancer status.
+//
+// The port allocator is rebuilt lazily: the first reconcile after the controller starts
+// (i.e. after this replica won leader election and the caches synced) lists every
+// LoadBalancer straight from the API server and rebuilds the allocations from their status
+// (portalloc.Rebuild), before any port is handed out. Until then no reconcile proceeds.
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
+const DefaultMaxConcurrentReconciles = 8
+
+// controllerName names the controller (logs, metrics) and the event reporter.
+const controllerName = "loadbalancer"
+
+// Options configure the LoadBalancer controller.
+type Options struct {
+	// Namespace the manager runs in; holds Config "default".
+	Namespace string
+	// PortRange is the hub-wide listener port range (--envoy-port-range); zero means
+	// portalloc.DefaultRange.
+	PortRange portalloc.Range
+	// MaxConcurrentReconciles is the number of workers; zero means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+// Reconciler reconciles LoadBalancers into hub Services and port allocations.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	opts      Options
+
+	initMu sync.Mutex
+	ports  *portalloc.Allocator // nil until the first reconcile rebuilt it
+
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	waiting map[types.NamespacedName]struct{} // LoadBalancers waiting for free ports
+	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
+	perNS   map[string]int                    // len(known) per namespace
+}
+
+// SetupWithManager registers the LoadBalancer controller with mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	_, err := setup(mgr, opts, nil)
+	return err
+}
+
+// setup builds and registers the reconciler; wrap (tests) may wrap it.
+func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) (*Reconciler, error) {
+	if opts.PortRange == (portalloc.Range{}) {
+		opts.PortRange = portalloc.DefaultRange
+	}
+	if err := opts.PortRange.Validate(); err != nil {
+		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
+	}
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("kubelb-manager"),
+		opts:      opts,
+		waiting:   map[types.NamespacedName]struct{}{},
+		known:     map[types.NamespacedName]struct{}{},
+		perNS:     map[string]int{},
+	}
+	var rec reconcile.Reconciler = r
+	if wrap != nil {
+		rec = wrap(r)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&kubelbv1alpha1.LoadBalancer{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceToLoadBalancer),
+			builder.WithPredicates(predicate.NewPredicateFuncs(isHubService))).
+		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
+			builder.WithPredicates(managedLabelChanged())).
+		WatchesRawSource(source.Func(r.startQueue)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Complete(rec)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
+	}
+	return r, nil
+}
+
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one LoadBalancer's ports, hub Service and status in line.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	start := time.Now()
+	result := ""
+	defer func() {
+		if result == "" {
+			result = metrics.Result(err)
+		}
+		metrics.ManagerLoadBalancerReconcile.Observe(req.Namespace, result, start)
+	}()
+
+	ports, err := r.allocator(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	lb := &kubelbv1alpha1.LoadBalancer{}
+	if err := r.client.Get(ctx, req.NamespacedName, lb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(ctx, ports, req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
+	}
+	if !lb.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.reconcileDelete(ctx, ports, lb)
+	}
+	managed, err := r.namespaceManaged(ctx, lb.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !managed {
+		result = metrics.ResultSkipped
+		return reconcile.Result{}, nil
+	}
+	r.remember(req.NamespacedName)
+	return reconcile.Result{}, r.reconcile(ctx, ports, lb)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
+	log := ctrl.LoggerFrom(ctx)
+	if !controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
+		orig := lb.DeepCopy()
+		controllerutil.AddFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
+		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("adding finalizer to LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
+		}
+	}
+	tenant, err := r.settings(ctx, lb.Namespace)
+	if err != nil {
+		return err
+	}
+	svc, err := r.hubService(ctx, lb)
+	foreign := errors.Is(err, errForeignService)
+	if err != nil && !foreign {
+		return err
+	}
+
+	// Ports: allocate (or keep) one listener port per LoadBalancer port.
+	planned, problems := planPorts(lb)
+	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	before := ports.Free()
+	alloc, allocErr := ports.Ensure(owner, allocationRequests(lb, planned, svc))
+	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
+		return fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
+	}
+	r.setWaiting(owner, allocErr != nil)
+	if ports.Free() > before { // ports this LoadBalancer dropped may serve one that waits
+		r.wakeWaiting()
+	}
+	exposed := allocated(planned, alloc)
+
+	// Hub Service: apply it, or remove it when there is nothing (allowed) to expose.
+	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems}
+	switch {
+	case foreign:
+		out.serviceErr = err
+	case out.disabled || len(exposed) == 0:
+		if err := r.deleteHubService(ctx, svc); err != nil {
+			return err
+		}
+		svc = nil
+	default:
+		svc, out.serviceErr, err = r.applyHubService(ctx, svc, hubService(lb, tenant, exposed, alloc))
+		if err != nil {
+			return err
+		}
+		if out.serviceErr != nil {
+			log.Error(out.serviceErr, "hub Service rejected")
+		}
+	}
+	out.hasAddress = svc != nil && len(svc.Status.LoadBalancer.Ingress) > 0
+
+	// Status: written once, only when it changed.
+	cond := readyCondition(out, lb.Generation)
+	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
+	status := nextStatus(lb, svc, planned, alloc, cond, metav1.Now())
+	if !equality.Semantic.DeepEqual(lb.Status, status) {
+		orig := lb.DeepCopy()
+		lb.Status = status
+		if err := r.client.Status().Patch(ctx, lb, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("writing status of LoadBalancer %s: %w", owner, err)
+		}
+	}
+	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
+		switch cond.Reason {
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts:
+			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
+		}
+	}
+	return nil
+}
+
+// reconcileDelete removes the hub Service, then the finalizer, then frees the ports (only
+// then: while the finalizer is on, a restarted manager must still count them as used).
+func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
+	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	if controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
+		svc, err := r.hubService(ctx, lb)
+		if err != nil && !errors.Is(err, errForeignService) {
+			return err
+		}
+		if err := r.deleteHubService(ctx, svc); err != nil {
+			return err
+		}
+		orig := lb.DeepCopy()
+		controllerutil.RemoveFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
+		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("removing finalizer from LoadBalancer %s: %w", owner, err)
+		}
+	}
+	r.forget(ctx, ports, owner)
+	return nil
+}
+
+// forget frees the ports of a LoadBalancer that is gone and wakes those waiting for ports.
+func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) {
+	if n := ports.ReleaseOwner(lb); n > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("freed listener ports", "count", n)
+		r.wakeWaiting()
+	}
+	r.setWaiting(lb, false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.known[lb]; ok {
+		delete(r.known, lb)
+		r.perNS[lb.Namespace]--
+		r.reportLoadBalancersLocked(lb.Namespace)
+	}
+}
+
+// remember counts a LoadBalancer for the per-tenant gauge.
+func (r *Reconciler) remember(lb types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.known[lb]; !ok {
+		r.known[lb] = struct{}{}
+		r.perNS[lb.Namespace]++
+		r.reportLoadBalancersLocked(lb.Namespace)
+	}
+}
+
+func (r *Reconciler) reportLoadBalancersLocked(ns string) {
+	if n := r.perNS[ns]; n > 0 {
+		metrics.ManagerLoadBalancers.WithLabelValues(ns).Set(float64(n))
+		return
+	}
+	delete(r.perNS, ns)
+	metrics.ManagerLoadBalancers.DeleteLabelValues(ns)
+}
+
+// allocator returns the port allocator, rebuilding it from every LoadBalancer's status on
+// first use. The list is read from the API server, not the cache: this replica may just have
+// become leader, and the previous leader's last writes must be seen.
+func (r *Reconciler) allocator(ctx context.Context) (*portalloc.Allocator, error) {
+	r.initMu.Lock()
+	defer r.initMu.Unlock()
+	if r.ports != nil {
+		return r.ports, nil
+	}
+	var all []kubelbv1alpha1.LoadBalancer
+	list := &kubelbv1alpha1.LoadBalancerList{}
+	for {
+		if err := r.apiReader.List(ctx, list, client.Limit(500), client.Continue(list.Continue)); err != nil {
+			return nil, fmt.Errorf("listing LoadBalancers to rebuild the port allocations: %w", err)
+		}
+		all = append(all, list.Items...)
+		if list.Continue == "" {
+			break
+		}
+	}
+	ports, conflicts, err := portalloc.Rebuild(r.opts.PortRange, all)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilding the port allocations: %w", err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	for _, c := range conflicts {
+		log.Info("dropped a recorded listener port; the LoadBalancer gets a new one", "key", c.Key.String(), "port", c.Port, "reason", c.Err.Error())
+	}
+	log.Info("rebuilt listener port allocations", "loadBalancers", len(all), "allocated", ports.Allocated(), "free", ports.Free(), "range", r.opts.PortRange.String())
+	r.ports = ports
+	return ports, nil
+}
+
+// settings resolves the tenant's effective settings from Config "default" and its Tenant.
+func (r *Reconciler) settings(ctx context.Context, namespace string) (settings.Tenant, error) {
+	config := &kubelbv1alpha1.Config{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, config); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return settings.Tenant{}, fmt.Errorf("getting Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
+		}
+		config = nil
+	}
+	tenant := &kubelbv1alpha1.Tenant{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: settings.TenantName(namespace)}, tenant); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return settings.Tenant{}, fmt.Errorf("getting Tenant %s: %w", settings.TenantName(namespace), err)
+		}
+		tenant = nil
+	}
+	return settings.Resolve(config, tenant), nil
+}
+
+// namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.
+func (r *Reconciler) namespaceManaged(ctx context.Context, name string) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting namespace %s: %w", name, err)
+	}
+	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
+}
+
+// errForeignService means a Service with the hub Service's name belongs to something else.
+var errForeignService = errors.New("exists and is not controlled by the LoadBalancer; rename or delete it")
+
+// hubService returns the LoadBalancer's hub Service from the cache, nil when there is none.
+// A Service of that name is the LoadBalancer's when the LoadBalancer controls it, or (to
+// adopt one made by another kubelb manager) when it has no controller and carries the
+// lb-name and lb-namespace labels of the LoadBalancer. Any other is errForeignService and is
+// never touched.
+func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: lb.Namespace, Name: HubServiceName(lb.Name)}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
+	}
+	ref := metav1.GetControllerOfNoCopy(svc)
+	ours := ref != nil && ref.UID == lb.UID
+	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
+		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
+	if !ours && !adoptable {
+		return nil, fmt.Errorf("service %s %w", key, errForeignService)
+	}
+	return svc, nil
+}
+
+// applyHubService applies the desired hub Service unless the fields this controller owns
+// already match. A load balancer class change recreates the Service (the field is
+// immutable); the Service comes back once the deletion is seen. A rejected Service is
+// returned as rejected (reported in the status), other errors as err.
+func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
+	if existing != nil {
+		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
+			return nil, nil, r.deleteHubService(ctx, existing)
+		}
+		current, err := corev1ac.ExtractService(existing, FieldOwner)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the fields of hub Service %s/%s: %w", existing.Namespace, existing.Name, err)
+		}
+		if equality.Semantic.DeepEqual(current, desired) {
+			return existing, nil, nil
+		}
+	}
+	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return existing, err, nil
+		}
+		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)
+	}
+	if existing != nil {
+		return existing, nil, nil // the address, all the status cares about, did not change
+	}
+	return nil, nil, nil // just created: no address yet
+}
+
+// deleteHubService deletes the hub Service (nil: nothing to do).
+func (r *Reconciler) deleteHubService(ctx context.Context, svc *corev1.Service) error {
+	if svc == nil {
+		return nil
+	}
+	err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// setWaiting records whether a LoadBalancer waits for free listener ports.
+func (r *Reconciler) setWaiting(lb types.NamespacedName, waiting bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if waiting {
+		r.waiting[lb] = struct{}{}
+	} else {
+		delete(r.waiting, lb)
+	}
+}
+
+// wakeWaiting requeues every LoadBalancer waiting for ports, now that some were freed.
+func (r *Reconciler) wakeWaiting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.queue == nil {
+		return
+	}
+	for lb := range r.waiting {
+		r.queue.Add(reconcile.Request{NamespacedName: lb})
+	}
+}
+
+// startQueue is a source that only captures the controller's queue, for wakeWaiting.
+func (r *Reconciler) startQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue = q
+	return nil
+}
+
+// isHubService selects Services this controller made (or may have made, or is waiting to
+// make: a foreign Service in the way of a hub Service) for a LoadBalancer.
+func isHubService(o client.Object) bool {
+	return o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerNS] != "" || strings.HasPrefix(o.GetName(), hubServicePrefix)
+}
+
+// serviceToLoadBalancer maps a hub Service back to its LoadBalancer: by the lb-name and
+// lb-namespace labels, else by its controller reference, else by its name.
+func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name := o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerNS], o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerName]
+	if ns == "" || name == "" {
+		ns, name = o.GetNamespace(), ""
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == "LoadBalancer" {
+			name = ref.Name
+		} else if n, ok := strings.CutPrefix(o.GetName(), hubServicePrefix); ok && HubServiceName(n) == o.GetName() {
+			name = n
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// tenantToLoadBalancers requeues the LoadBalancers of one tenant only.
+func (r *Reconciler) tenantToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.loadBalancersIn(ctx, settings.Namespace(o.GetName()))
+}
+
+// configToLoadBalancers requeues every LoadBalancer: Config applies to all tenants.
+func (r *Reconciler) configToLoadBalancers(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.loadBalancersIn(ctx, "")
+}
+
+// namespaceToLoadBalancers requeues the LoadBalancers of a namespace.
+func (r *Reconciler) namespaceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.loadBalancersIn(ctx, o.GetName())
+}
+
+// loadBalancersIn lists LoadBalancers of a namespace ("" = all) from the cache.
+func (r *Reconciler) loadBalancersIn(ctx context.Context, namespace string) []reconcile.Request {
+	list := &kubelbv1alpha1.LoadBalancerList{}
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing LoadBalancers to requeue", "namespace", namespace)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+// isConfig selects Config "default" in the manager's namespace.
+func (r *Reconciler) isConfig(o client.Object) bool {
+	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
+}
+
+// managedLabelChanged passes namespaces that gain or lose the managed-by label.
+func managedLabelChanged() predicate.Predicate {
+	managed := func(o client.Object) bool {
+		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

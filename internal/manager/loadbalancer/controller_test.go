@@ -1,0 +1,416 @@
+package loadbalancer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+const managerNS = "kubelb-system"
+
+// TestController runs the controller in-process against a real API server. The subtests
+// share the API server and run one after another, each with a manager of its own.
+func TestController(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	createNamespace(t, c, managerNS, false)
+	cfg := &kubelbv1alpha1.Config{
+		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
+		Spec: kubelbv1alpha1.ConfigSpec{
+			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+				PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
+				DefaultAnnotations: map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{
+					kubelbv1alpha1.AnnotatedResourceService: {"default.example.com/a": "b"},
+				},
+			},
+			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("config-class")},
+		},
+	}
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
+
+	t.Run("HubServiceStatusAndSettings", func(t *testing.T) {
+		createNamespace(t, c, "tenant-a", true)
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+		if err := c.Create(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		m := startController(t, hub, opts, 200, 400)
+
+		lb := newLB("tenant-a", "1f0c5b2a-0000-4000-8000-000000000001",
+			kubelbv1alpha1.LoadBalancerPort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
+			kubelbv1alpha1.LoadBalancerPort{Protocol: corev1.ProtocolUDP, Port: 53})
+		lb.Labels = map[string]string{kubelbv1alpha1.LabelOriginName: "web", kubelbv1alpha1.LabelOriginNamespace: "default", kubelbv1alpha1.LabelTenantName: "a"}
+		lb.Annotations = map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"}
+		lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+
+		got := waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
+		if !slices.Contains(got.Finalizers, kubelbv1alpha1.CleanupFinalizer) {
+			t.Errorf("finalizers %v", got.Finalizers)
+		}
+		ports := upstreamPorts(got)
+		if len(ports) != 2 || ports[0] == ports[1] || !opts.PortRange.Contains(ports[0]) || !opts.PortRange.Contains(ports[1]) {
+			t.Fatalf("allocated ports %v", ports)
+		}
+		if got.Status.Service.Ports[0].Name != "http" || got.Status.Service.Ports[1].Protocol != corev1.ProtocolUDP {
+			t.Errorf("status ports %+v", got.Status.Service.Ports)
+		}
+		svc := waitService(t, c, lb.Namespace, lb.Name, nil)
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || ptr.Deref(svc.Spec.LoadBalancerClass, "") != "config-class" ||
+			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			t.Errorf("hub Service spec %+v", svc.Spec)
+		}
+		if diff := cmp.Diff(EnvoySelector("tenant-a"), svc.Spec.Selector); diff != "" {
+			t.Errorf("selector: %s", diff)
+		}
+		wantLabels := map[string]string{
+			kubelbv1alpha1.LabelManagedBy: "kubelb", kubelbv1alpha1.LabelLoadBalancerName: lb.Name,
+			kubelbv1alpha1.LabelLoadBalancerNS: "tenant-a", kubelbv1alpha1.LabelOriginName: "web",
+			kubelbv1alpha1.LabelOriginNamespace: "default", kubelbv1alpha1.LabelTenantName: "a",
+		}
+		if diff := cmp.Diff(wantLabels, svc.Labels); diff != "" {
+			t.Errorf("labels (-want +got):\n%s", diff)
+		}
+		wantAnn := map[string]string{"keep.example.com/x": "1", "default.example.com/a": "b"}
+		if diff := cmp.Diff(wantAnn, svc.Annotations); diff != "" {
+			t.Errorf("annotations (-want +got):\n%s", diff)
+		}
+		type port struct {
+			Name         string
+			Proto        corev1.Protocol
+			Port, Target int32
+		}
+		var svcPorts []port
+		for _, p := range svc.Spec.Ports {
+			svcPorts = append(svcPorts, port{p.Name, p.Protocol, p.Port, p.TargetPort.IntVal})
+		}
+		if diff := cmp.Diff([]port{{"http", "TCP", 80, ports[0]}, {"udp-53", "UDP", 53, ports[1]}}, svcPorts); diff != "" {
+			t.Errorf("hub Service ports (-want +got):\n%s", diff)
+		}
+
+		// The test plays MetalLB: the address shows up in the LoadBalancer status.
+		playLoadBalancer(t, c, lb.Namespace, lb.Name, "127.0.0.10")
+		got = waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionTrue, ReasonAddressAssigned)
+		if ing := got.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != "127.0.0.10" {
+			t.Errorf("status.loadBalancer %+v", got.Status.LoadBalancer)
+		}
+
+		// Nothing changed → nothing written: force reconciles with a Tenant change that does
+		// not affect the hub Service, and a foreign annotation on the hub Service.
+		svc = waitService(t, c, lb.Namespace, lb.Name, nil)
+		t.Logf("writes for one LoadBalancer up to its address: %s", m.writes)
+		writes, reconciles := m.writes.Total(), m.Reconciles(lb.Namespace, lb.Name)
+		lbRV, svcRV := got.ResourceVersion, svc.ResourceVersion
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"envoyProxy":{"replicas":2}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, waitTimeout, "a reconcile after the Tenant change", func() error {
+			if m.Reconciles(lb.Namespace, lb.Name) <= reconciles {
+				return fmt.Errorf("not reconciled yet")
+			}
+			return nil
+		})
+		if m.writes.Total() != writes {
+			t.Errorf("an unchanged reconcile wrote: %s (before: %d writes)", m.writes, writes)
+		}
+		if now := getLB(t, c, lb.Namespace, lb.Name); now.ResourceVersion != lbRV {
+			t.Errorf("LoadBalancer resourceVersion %s → %s", lbRV, now.ResourceVersion)
+		}
+		if now := waitService(t, c, lb.Namespace, lb.Name, nil); now.ResourceVersion != svcRV {
+			t.Errorf("hub Service resourceVersion %s → %s", svcRV, now.ResourceVersion)
+		}
+
+		// Tenant class overrides Config: the Service is recreated with the new (immutable) class.
+		oldUID := svc.UID
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"class":"tenant-class"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		svc = waitService(t, c, lb.Namespace, lb.Name, func(s *corev1.Service) error {
+			if ptr.Deref(s.Spec.LoadBalancerClass, "") != "tenant-class" || s.UID == oldUID {
+				return fmt.Errorf("class %v", ptr.Deref(s.Spec.LoadBalancerClass, "<nil>"))
+			}
+			return nil
+		})
+		if diff := cmp.Diff(ports, []int32{svc.Spec.Ports[0].TargetPort.IntVal, svc.Spec.Ports[1].TargetPort.IntVal}); diff != "" {
+			t.Errorf("ports changed with the class: %s", diff)
+		}
+		waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
+
+		// Without a Tenant class the Config class applies, and Config changes are followed.
+		if err := c.Patch(ctx, cfg, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"class":"config-class-2"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"class":null}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, lb.Namespace, lb.Name, func(s *corev1.Service) error {
+			if ptr.Deref(s.Spec.LoadBalancerClass, "") != "config-class-2" {
+				return fmt.Errorf("class %v", ptr.Deref(s.Spec.LoadBalancerClass, "<nil>"))
+			}
+			return nil
+		})
+
+		// An annotation the tenant stops setting leaves the hub Service.
+		if err := c.Patch(ctx, getLB(t, c, lb.Namespace, lb.Name), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"keep.example.com/x":null}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, lb.Namespace, lb.Name, func(s *corev1.Service) error {
+			if _, ok := s.Annotations["keep.example.com/x"]; ok {
+				return fmt.Errorf("annotations %v", s.Annotations)
+			}
+			return nil
+		})
+
+		// Deletion removes the hub Service, then the finalizer.
+		deleteAll(t, c, "tenant-a")
+		if n := m.r.ports.Allocated(); n != 0 {
+			t.Errorf("%d ports still allocated after deletion", n)
+		}
+	})
+
+	t.Run("PortsStableAcrossRestartAndReused", func(t *testing.T) {
+		ns := "tenant-b"
+		createNamespace(t, c, ns, true)
+		m1 := startController(t, hub, opts, 200, 400)
+		names := []string{"lb-0", "lb-1", "lb-2", "lb-3", "lb-4"}
+		for i, name := range names {
+			lb := newLB(ns, name, tcp(80))
+			if i == 3 {
+				lb = newLB(ns, name, tcp(80), tcp(443))
+			}
+			if err := c.Create(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := map[string][]int32{}
+		for i, name := range names {
+			n := 1
+			if i == 3 {
+				n = 2
+			}
+			before[name] = upstreamPorts(waitPorts(t, c, ns, name, n))
+			waitService(t, c, ns, name, nil)
+		}
+		// Delete lb-1 and remember its port: the next LoadBalancer gets it.
+		freed := before["lb-1"][0]
+		lb1 := getLB(t, c, ns, "lb-1")
+		if err := c.Delete(ctx, lb1); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, lb1)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb-1")}})
+		delete(before, "lb-1")
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "lb-1" })
+		m1.stop()
+
+		// A new manager rebuilds the same allocations and, finding nothing to change,
+		// writes nothing.
+		m2 := startController(t, hub, opts, 200, 400)
+		testenv.Eventually(t, waitTimeout, "every LoadBalancer reconciled by the new manager", func() error {
+			for _, name := range names {
+				if m2.Reconciles(ns, name) == 0 {
+					return fmt.Errorf("%s not reconciled yet", name)
+				}
+			}
+			return nil
+		})
+		if m2.writes.Total() != 0 {
+			t.Errorf("the restarted manager wrote: %s", m2.writes)
+		}
+		for _, name := range names {
+			if got := upstreamPorts(getLB(t, c, ns, name)); !slices.Equal(got, before[name]) {
+				t.Errorf("%s: ports %v after restart, were %v", name, got, before[name])
+			}
+		}
+		if err := c.Create(ctx, newLB(ns, "lb-5", tcp(8080))); err != nil {
+			t.Fatal(err)
+		}
+		if got := upstreamPorts(waitPorts(t, c, ns, "lb-5", 1)); got[0] != freed {
+			t.Errorf("new LoadBalancer got port %d, want the freed %d", got[0], freed)
+		}
+		deleteAll(t, c, ns)
+	})
+
+	t.Run("PortsExhaustedOnOneLoadBalancerOnly", func(t *testing.T) {
+		ns := "tenant-c"
+		createNamespace(t, c, ns, true)
+		small := opts
+		small.PortRange = portalloc.Range{Min: 11000, Max: 11001}
+		startController(t, hub, small, 200, 400)
+
+		if err := c.Create(ctx, newLB(ns, "first", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		if got := upstreamPorts(waitPorts(t, c, ns, "first", 1)); got[0] != 11000 {
+			t.Fatalf("first got %v", got)
+		}
+		// Two ports asked, one free: none is allocated (all or nothing).
+		if err := c.Create(ctx, newLB(ns, "greedy", tcp(80), tcp(443))); err != nil {
+			t.Fatal(err)
+		}
+		got := waitReady(t, c, ns, "greedy", metav1.ConditionFalse, ReasonPortsExhausted)
+		if len(got.Status.Service.Ports) != 0 {
+			t.Errorf("exhausted LoadBalancer has ports %+v", got.Status.Service.Ports)
+		}
+		waitEvent(t, c, ns, "greedy", ReasonPortsExhausted)
+		// The others keep working: a third LoadBalancer gets the last port, the first its address.
+		if err := c.Create(ctx, newLB(ns, "third", tcp(22))); err != nil {
+			t.Fatal(err)
+		}
+		if got := upstreamPorts(waitPorts(t, c, ns, "third", 1)); got[0] != 11001 {
+			t.Fatalf("third got %v", got)
+		}
+		playLoadBalancer(t, c, ns, "first", "127.0.0.11")
+		waitReady(t, c, ns, "first", metav1.ConditionTrue, ReasonAddressAssigned)
+		for _, name := range []string{"first", "third"} {
+			if n := countEvents(t, c, ns, name, ReasonPortsExhausted); n != 0 {
+				t.Errorf("%s got %d PortsExhausted events", name, n)
+			}
+		}
+		// Freeing both ports wakes the waiting LoadBalancer.
+		for _, name := range []string{"first", "third"} {
+			lb := getLB(t, c, ns, name)
+			if err := c.Delete(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, lb)
+		}
+		got = waitPorts(t, c, ns, "greedy", 2)
+		if ports := upstreamPorts(got); !slices.Equal(ports, []int32{11000, 11001}) {
+			t.Errorf("greedy got %v", ports)
+		}
+		waitService(t, c, ns, "greedy", nil)
+		waitReady(t, c, ns, "greedy", metav1.ConditionFalse, ReasonWaitingForAddress)
+		deleteAll(t, c, ns)
+	})
+
+	t.Run("DisabledTenant", func(t *testing.T) {
+		ns := "tenant-d"
+		createNamespace(t, c, ns, true)
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+		if err := c.Create(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		startController(t, hub, opts, 200, 400)
+		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		port := upstreamPorts(waitPorts(t, c, ns, "lb", 1))[0]
+		waitService(t, c, ns, "lb", nil)
+		playLoadBalancer(t, c, ns, "lb", "127.0.0.12")
+		waitReady(t, c, ns, "lb", metav1.ConditionTrue, ReasonAddressAssigned)
+
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"disable":true}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		got := waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")}})
+		if len(got.Status.LoadBalancer.Ingress) != 0 || !slices.Equal(upstreamPorts(got), []int32{port}) {
+			t.Errorf("disabled status %+v", got.Status)
+		}
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"disable":false}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, "lb", func(s *corev1.Service) error {
+			if s.Spec.Ports[0].TargetPort.IntVal != port {
+				return fmt.Errorf("target port %v, want %d", s.Spec.Ports[0].TargetPort, port)
+			}
+			return nil
+		})
+		deleteAll(t, c, ns)
+	})
+
+	t.Run("UnmanagedNamespaceAndForeignService", func(t *testing.T) {
+		ns := "plain"
+		createNamespace(t, c, ns, false)
+		m := startController(t, hub, opts, 200, 400)
+		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		// A Service with the hub Service's name that is not ours: never touched.
+		foreign := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1}}},
+		}
+		if err := c.Create(ctx, foreign); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, waitTimeout, "a reconcile", func() error {
+			if m.Reconciles(ns, "lb") == 0 {
+				return fmt.Errorf("not reconciled")
+			}
+			return nil
+		})
+		if got := getLB(t, c, ns, "lb"); len(got.Finalizers) != 0 || len(got.Status.Conditions) != 0 {
+			t.Errorf("LoadBalancer in an unmanaged namespace was touched: %+v", got)
+		}
+		if m.writes.Total() != 0 {
+			t.Errorf("writes in an unmanaged namespace: %s", m.writes)
+		}
+		// Labelling the namespace brings it in.
+		if err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"kubelb.k8c.io/managed-by":"kubelb"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonServiceFailed)
+		waitEvent(t, c, ns, "lb", ReasonServiceFailed)
+		if svc := waitService(t, c, ns, "lb", nil); svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].Port != 1 {
+			t.Errorf("foreign Service was changed: %+v", svc.Spec)
+		}
+		// Once it is gone, the hub Service is made; the LoadBalancer kept its port meanwhile.
+		if err := c.Delete(ctx, foreign); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, "lb", func(s *corev1.Service) error {
+			if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				return fmt.Errorf("type %s", s.Spec.Type)
+			}
+			return nil
+		})
+		deleteAll(t, c, ns)
+	})
+}
+
+func countEvents(t testing.TB, c client.Client, ns, name, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "LoadBalancer" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			n++
+		}
+	}
+	return n
+}
+
+func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
+		if countEvents(t, c, ns, name, reason) == 0 {
+			return fmt.Errorf("no event")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,254 @@
+package loadbalancer
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// FieldOwner is the server-side apply field manager of the hub Services.
+const FieldOwner = "kubelb-manager-loadbalancer"
+
+// ConditionReady is the condition of a LoadBalancer that says whether its hub Service exposes
+// every port with an address.
+const ConditionReady = "Ready"
+
+// Reasons of the Ready condition.
+const (
+	// ReasonAddressAssigned: every port has a listener port and the hub Service an address.
+	ReasonAddressAssigned = "AddressAssigned"
+	// ReasonWaitingForAddress: the hub Service exists but has no address yet.
+	ReasonWaitingForAddress = "WaitingForAddress"
+	// ReasonPortsExhausted: the listener port range has no room for the LoadBalancer's ports.
+	ReasonPortsExhausted = "PortsExhausted"
+	// ReasonLoadBalancingDisabled: the Tenant or Config disables load balancing; the hub
+	// Service is removed (allocated ports are kept).
+	ReasonLoadBalancingDisabled = "LoadBalancingDisabled"
+	// ReasonNoPorts: the LoadBalancer asks for no ports, so there is no hub Service.
+	ReasonNoPorts = "NoPorts"
+	// ReasonInvalidPorts: some ports repeat another one and were left out.
+	ReasonInvalidPorts = "InvalidPorts"
+	// ReasonServiceFailed: the API server rejected the hub Service.
+	ReasonServiceFailed = "ServiceFailed"
+)
+
+// lbPort is one port a LoadBalancer exposes, with its allocation key.
+type lbPort struct {
+	name     string
+	protocol corev1.Protocol
+	port     int32
+	key      portalloc.Key
+}
+
+// planPorts returns the LoadBalancer's ports in spec order with the protocol defaulted to
+// TCP. A port that repeats the key (protocol and name, or number when unnamed) or the number
+// and protocol of an earlier port is left out and described in problems: the hub Service
+// could not have both.
+func planPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []lbPort, problems []string) {
+	type numProto struct {
+		port     int32
+		protocol corev1.Protocol
+	}
+	keys := map[portalloc.Key]struct{}{}
+	nums := map[numProto]struct{}{}
+	for _, p := range lb.Spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		k := portalloc.KeyFor(lb.Namespace, lb.Name, proto, p.Name, p.Port)
+		np := numProto{p.Port, proto}
+		_, dupKey := keys[k]
+		_, dupNum := nums[np]
+		if dupKey || dupNum {
+			problems = append(problems, fmt.Sprintf("port %s %d (name %q) repeats another port", proto, p.Port, p.Name))
+			continue
+		}
+		keys[k], nums[np] = struct{}{}, struct{}{}
+		ports = append(ports, lbPort{name: p.Name, protocol: proto, port: p.Port, key: k})
+	}
+	return ports, problems
+}
+
+// allocationRequests asks for a listener port per LoadBalancer port. A port not allocated yet
+// prefers the port its status records (e.g. after a restore from backup) and then the target
+// port of the existing hub Service (written before a crash that lost the status write).
+func allocationRequests(lb *kubelbv1alpha1.LoadBalancer, ports []lbPort, svc *corev1.Service) []portalloc.Request {
+	reqs := make([]portalloc.Request, 0, len(ports))
+	for _, p := range ports {
+		rq := portalloc.Request{Key: p.key}
+		for _, sp := range lb.Status.Service.Ports {
+			if sp.UpstreamTargetPort != 0 && portalloc.KeyFor(lb.Namespace, lb.Name, sp.Protocol, sp.Name, sp.Port) == p.key {
+				rq.Hints = append(rq.Hints, sp.UpstreamTargetPort)
+			}
+		}
+		if svc != nil {
+			for _, sp := range svc.Spec.Ports {
+				if sp.Port == p.port && protocolOf(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+					rq.Hints = append(rq.Hints, sp.TargetPort.IntVal)
+				}
+			}
+		}
+		reqs = append(reqs, rq)
+	}
+	return reqs
+}
+
+func protocolOf(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+// allocated returns the ports that have a listener port, in order.
+func allocated(ports []lbPort, alloc map[portalloc.Key]int32) []lbPort {
+	out := make([]lbPort, 0, len(ports))
+	for _, p := range ports {
+		if alloc[p.key] != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hubService is the hub Service of a LoadBalancer: type LoadBalancer, selecting the tenant's
+// Envoy pods, one port per allocated LoadBalancer port (port = requested port, targetPort =
+// listener port). ports must all be allocated and not empty.
+func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32) *corev1ac.ServiceApplyConfiguration {
+	labels := map[string]string{
+		kubelbv1alpha1.LabelManagedBy:      kubelbv1alpha1.LabelManagedByValue,
+		kubelbv1alpha1.LabelLoadBalancerNS: lb.Namespace,
+	}
+	if len(validation.IsValidLabelValue(lb.Name)) == 0 {
+		labels[kubelbv1alpha1.LabelLoadBalancerName] = lb.Name
+	}
+	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace,
+		kubelbv1alpha1.LabelOriginResourceKind, kubelbv1alpha1.LabelTenantName} {
+		if v, ok := lb.Labels[k]; ok {
+			labels[k] = v
+		}
+	}
+	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
+	for _, p := range ports {
+		sp := corev1ac.ServicePort().
+			WithProtocol(p.protocol).
+			WithPort(p.port).
+			WithTargetPort(intstr.FromInt32(alloc[p.key]))
+		switch {
+		case p.name != "":
+			sp.WithName(p.name)
+		case len(ports) > 1: // a Service with several ports must name them all
+			sp.WithName(strings.ToLower(string(p.protocol)) + "-" + strconv.Itoa(int(p.port)))
+		}
+		svcPorts = append(svcPorts, sp)
+	}
+	etp := corev1.ServiceExternalTrafficPolicyCluster
+	if lb.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		etp = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	spec := corev1ac.ServiceSpec().
+		WithType(corev1.ServiceTypeLoadBalancer).
+		WithSelector(EnvoySelector(lb.Namespace)).
+		WithPorts(svcPorts...).
+		WithExternalTrafficPolicy(etp)
+	if t.LoadBalancerClass != nil {
+		spec.WithLoadBalancerClass(*t.LoadBalancerClass)
+	}
+	svc := corev1ac.Service(HubServiceName(lb.Name), lb.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(kubelbv1alpha1.GroupVersion.String()).
+			WithKind("LoadBalancer").
+			WithName(lb.Name).
+			WithUID(lb.UID).
+			WithController(true).
+			WithBlockOwnerDeletion(true)).
+		WithSpec(spec)
+	if a := t.Annotations(kubelbv1alpha1.AnnotatedResourceService, lb.Annotations); len(a) > 0 {
+		svc.WithAnnotations(a)
+	}
+	return svc
+}
+
+// statusPorts records the allocation of each allocated port. The name is the spec port's
+// own (possibly empty) name, so that the status keys back to the same allocation.
+func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32) []kubelbv1alpha1.ServicePort {
+	if len(ports) == 0 {
+		return nil
+	}
+	out := make([]kubelbv1alpha1.ServicePort, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, kubelbv1alpha1.ServicePort{
+			ServicePort: corev1.ServicePort{
+				Name:       p.name,
+				Protocol:   p.protocol,
+				Port:       p.port,
+				TargetPort: intstr.FromInt32(alloc[p.key]),
+			},
+			UpstreamTargetPort: alloc[p.key],
+		})
+	}
+	return out
+}
+
+// outcome is what a reconcile found; readyCondition turns it into the Ready condition.
+type outcome struct {
+	disabled   bool
+	noPorts    bool
+	serviceErr error
+	exhausted  error
+	problems   []string
+	hasAddress bool
+}
+
+// readyCondition is the Ready condition for an outcome, the most important problem first.
+func readyCondition(o outcome, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: generation}
+	switch {
+	case o.disabled:
+		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed."
+	case o.noPorts:
+		c.Reason, c.Message = ReasonNoPorts, "The LoadBalancer has no ports to expose."
+	case o.serviceErr != nil:
+		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was rejected: "+o.serviceErr.Error()
+	case o.exhausted != nil:
+		c.Reason, c.Message = ReasonPortsExhausted, "No listener port is left for this LoadBalancer: "+o.exhausted.Error()
+	case len(o.problems) > 0:
+		c.Reason, c.Message = ReasonInvalidPorts, "Ports left out: "+strings.Join(o.problems, "; ")
+	case !o.hasAddress:
+		c.Reason, c.Message = ReasonWaitingForAddress, "Waiting for the hub Service to get an address."
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAddressAssigned, "The hub Service has an address."
+	}
+	return c
+}
+
+// nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may
+// be nil), the allocated ports and the Ready condition. The condition's transition time is
+// now only when its status changes.
+func nextStatus(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, ports []lbPort, alloc map[portalloc.Key]int32,
+	cond metav1.Condition, now metav1.Time) kubelbv1alpha1.LoadBalancerStatus {
+	st := *lb.Status.DeepCopy()
+	st.LoadBalancer = corev1.LoadBalancerStatus{}
+	if svc != nil {
+		st.LoadBalancer = *svc.Status.LoadBalancer.DeepCopy()
+	}
+	st.Service.Ports = statusPorts(allocated(ports, alloc), alloc)
+	cond.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, cond)
+	st.ObservedGeneration = lb.Generation
+	return st
+}

@@ -1,0 +1,226 @@
+package loadbalancer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+func testLB(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
+	return &kubelbv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tenant-a", Name: "0b5f3c1e-uid", UID: "uid-1", Generation: 3,
+			Labels: map[string]string{
+				kubelbv1alpha1.LabelOriginName: "web", kubelbv1alpha1.LabelOriginNamespace: "default",
+				kubelbv1alpha1.LabelTenantName: "a", "unrelated": "x",
+			},
+			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
+		},
+		Spec: kubelbv1alpha1.LoadBalancerSpec{Ports: ports},
+	}
+}
+
+func TestHubServiceName(t *testing.T) {
+	t.Parallel()
+	// UIDs often start with a digit: the prefix makes them valid Service names.
+	if got := HubServiceName("0b5f3c1e-8d2a-4e7b-9c1d-2f3a4b5c6d7e"); got != "envoy-0b5f3c1e-8d2a-4e7b-9c1d-2f3a4b5c6d7e" {
+		t.Errorf("HubServiceName(uid) = %q", got)
+	}
+	long := HubServiceName(strings.Repeat("a", 80))
+	if len(validation.IsDNS1035Label(long)) != 0 || long != HubServiceName(strings.Repeat("a", 80)) {
+		t.Errorf("long name %q is invalid or not deterministic", long)
+	}
+	if HubServiceName("x.y") == HubServiceName("x-y") {
+		t.Error("distinct invalid names map to the same Service")
+	}
+}
+
+func TestEnvoySelector(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a"}
+	if diff := cmp.Diff(want, EnvoySelector("tenant-a")); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestPlanPorts(t *testing.T) {
+	t.Parallel()
+	lb := testLB(
+		kubelbv1alpha1.LoadBalancerPort{Port: 80},
+		kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
+		kubelbv1alpha1.LoadBalancerPort{Protocol: corev1.ProtocolTCP, Port: 80},                // same key as the first
+		kubelbv1alpha1.LoadBalancerPort{Name: "other", Protocol: corev1.ProtocolUDP, Port: 53}, // same number+protocol
+		kubelbv1alpha1.LoadBalancerPort{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53},
+	)
+	ports, problems := planPorts(lb)
+	var keys []string
+	for _, p := range ports {
+		keys = append(keys, p.key.String())
+	}
+	want := []string{"tenant-a/0b5f3c1e-uid/TCP/80", "tenant-a/0b5f3c1e-uid/UDP/dns", "tenant-a/0b5f3c1e-uid/TCP/dns-tcp"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	if len(problems) != 2 {
+		t.Errorf("problems = %q, want 2", problems)
+	}
+}
+
+func TestAllocationRequestsHints(t *testing.T) {
+	t.Parallel()
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Name: "http", Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 443})
+	lb.Status.Service.Ports = []kubelbv1alpha1.ServicePort{
+		{ServicePort: corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}, UpstreamTargetPort: 10005},
+	}
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Port: 80, TargetPort: intstr.FromInt32(10007)},
+		{Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(10009)},
+	}}}
+	ports, _ := planPorts(lb)
+	reqs := allocationRequests(lb, ports, svc)
+	// "http" is keyed by name: its status port (number since changed) is the first hint.
+	if diff := cmp.Diff([]int32{10005, 10007}, reqs[0].Hints); diff != "" {
+		t.Errorf("hints of http: %s", diff)
+	}
+	if diff := cmp.Diff([]int32{10009}, reqs[1].Hints); diff != "" {
+		t.Errorf("hints of 443: %s", diff)
+	}
+}
+
+func TestHubService(t *testing.T) {
+	t.Parallel()
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+	lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	tenant := settings.Resolve(&kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+			PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
+			DefaultAnnotations: map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{
+				kubelbv1alpha1.AnnotatedResourceService: {"metallb.universe.tf/address-pool": "public"},
+			},
+		},
+		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb")},
+	}}, nil)
+	ports, _ := planPorts(lb)
+	alloc := map[portalloc.Key]int32{ports[0].key: 10000, ports[1].key: 10001}
+	svc := hubService(lb, tenant, ports, alloc)
+
+	if *svc.Name != "envoy-0b5f3c1e-uid" || *svc.Namespace != "tenant-a" {
+		t.Errorf("name %s/%s", *svc.Namespace, *svc.Name)
+	}
+	wantLabels := map[string]string{
+		"kubelb.k8c.io/managed-by": "kubelb", "kubelb.k8c.io/lb-name": "0b5f3c1e-uid", "kubelb.k8c.io/lb-namespace": "tenant-a",
+		"kubelb.k8c.io/origin-name": "web", "kubelb.k8c.io/origin-ns": "default", "kubelb.k8c.io/tenant": "a",
+	}
+	if diff := cmp.Diff(wantLabels, svc.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	wantAnn := map[string]string{"metallb.universe.tf/address-pool": "public", "keep.example.com/x": "1"}
+	if diff := cmp.Diff(wantAnn, svc.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	if len(svc.OwnerReferences) != 1 || *svc.OwnerReferences[0].UID != "uid-1" || !*svc.OwnerReferences[0].Controller {
+		t.Errorf("owner references %+v", svc.OwnerReferences)
+	}
+	s := svc.Spec
+	if *s.Type != corev1.ServiceTypeLoadBalancer || *s.LoadBalancerClass != "metallb" || *s.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		t.Errorf("type %s class %s etp %s", *s.Type, *s.LoadBalancerClass, *s.ExternalTrafficPolicy)
+	}
+	if diff := cmp.Diff(EnvoySelector("tenant-a"), s.Selector); diff != "" {
+		t.Errorf("selector: %s", diff)
+	}
+	type port struct {
+		Name     string
+		Protocol corev1.Protocol
+		Port     int32
+		Target   int32
+	}
+	var got []port
+	for _, p := range s.Ports {
+		got = append(got, port{ptr.Deref(p.Name, ""), *p.Protocol, *p.Port, p.TargetPort.IntVal})
+	}
+	// The unnamed port gets a name because the Service has two ports.
+	want := []port{{"tcp-80", corev1.ProtocolTCP, 80, 10000}, {"dns", corev1.ProtocolUDP, 53, 10001}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+
+	// One unnamed port stays unnamed; no class and an unknown policy give Cluster and no class.
+	lb.Spec.ExternalTrafficPolicy = "Bogus"
+	svc = hubService(lb, settings.Tenant{}, ports[:1], alloc)
+	if svc.Spec.Ports[0].Name != nil || svc.Spec.LoadBalancerClass != nil || *svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster || svc.Annotations != nil {
+		t.Errorf("single port service: %+v", svc.Spec)
+	}
+}
+
+func TestReadyCondition(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		o      outcome
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{outcome{hasAddress: true}, metav1.ConditionTrue, ReasonAddressAssigned},
+		{outcome{}, metav1.ConditionFalse, ReasonWaitingForAddress},
+		{outcome{problems: []string{"x"}, hasAddress: true}, metav1.ConditionFalse, ReasonInvalidPorts},
+		{outcome{exhausted: boom, problems: []string{"x"}, hasAddress: true}, metav1.ConditionFalse, ReasonPortsExhausted},
+		{outcome{serviceErr: boom, exhausted: boom}, metav1.ConditionFalse, ReasonServiceFailed},
+		{outcome{noPorts: true, serviceErr: boom}, metav1.ConditionFalse, ReasonNoPorts},
+		{outcome{disabled: true, noPorts: true}, metav1.ConditionFalse, ReasonLoadBalancingDisabled},
+	} {
+		c := readyCondition(tc.o, 7)
+		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 7 || c.Type != ConditionReady || c.Message == "" {
+			t.Errorf("readyCondition(%+v) = %+v, want %s/%s", tc.o, c, tc.status, tc.reason)
+		}
+	}
+}
+
+func TestNextStatus(t *testing.T) {
+	t.Parallel()
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 81})
+	lb.Status.Hostname = &kubelbv1alpha1.HostnameStatus{Hostname: "kept.example.com"}
+	ports, _ := planPorts(lb)
+	alloc := map[portalloc.Key]int32{ports[0].key: 10000} // 81 not allocated
+	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+		Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.10"}},
+	}}}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := nextStatus(lb, svc, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), t0)
+	want := kubelbv1alpha1.LoadBalancerStatus{
+		LoadBalancer: svc.Status.LoadBalancer,
+		Service: kubelbv1alpha1.ServiceStatus{Ports: []kubelbv1alpha1.ServicePort{{
+			ServicePort:        corev1.ServicePort{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(10000)},
+			UpstreamTargetPort: 10000,
+		}}},
+		Hostname: lb.Status.Hostname,
+		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 3,
+			LastTransitionTime: t0, Reason: ReasonAddressAssigned, Message: "The hub Service has an address."}},
+		ObservedGeneration: 3,
+	}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	// Same condition later: the transition time stays, so the status is unchanged.
+	lb.Status = st
+	again := nextStatus(lb, svc, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), metav1.NewTime(t0.Add(time.Hour)))
+	if diff := cmp.Diff(st, again); diff != "" {
+		t.Errorf("unchanged input changed the status:\n%s", diff)
+	}
+	// No hub Service: the address goes away.
+	gone := nextStatus(lb, nil, ports, alloc, readyCondition(outcome{disabled: true}, lb.Generation), t0)
+	if len(gone.LoadBalancer.Ingress) != 0 || len(gone.Service.Ports) != 1 {
+		t.Errorf("status without hub Service: %+v", gone)
+	}
+}

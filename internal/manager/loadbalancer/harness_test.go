@@ -1,0 +1,330 @@
+package loadbalancer
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// writeCounter counts the write requests a client sends, by "METHOD resource[/subresource]".
+type writeCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *writeCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			w.mu.Lock()
+			w.n[req.Method+" "+resourceOf(req.URL.Path)]++
+			w.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf turns /api/v1/namespaces/ns/services/x or .../loadbalancers/x/status into
+// "services" or "loadbalancers/status".
+func resourceOf(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+2 < len(seg); i++ {
+		if seg[i] == "namespaces" {
+			if i+4 < len(seg) {
+				return seg[i+2] + "/" + seg[i+4]
+			}
+			return seg[i+2]
+		}
+	}
+	return path
+}
+
+func (w *writeCounter) Total() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	total := 0
+	for _, n := range w.n {
+		total += n
+	}
+	return total
+}
+
+func (w *writeCounter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.n))
+	for k := range w.n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, w.n[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// running is a controller running in-process against a test API server.
+type running struct {
+	writes *writeCounter
+	r      *Reconciler
+	stop   func()
+
+	mu         sync.Mutex
+	reconciles map[types.NamespacedName]int
+}
+
+// Reconciles is the number of reconciles of one LoadBalancer that finished.
+func (m *running) Reconciles(ns, name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reconciles[types.NamespacedName{Namespace: ns, Name: name}]
+}
+
+// startController runs the controller in a manager of its own (no leader election, no
+// metrics server) until stop or the end of the test. Set KUBELB_TEST_LOG=1 for its logs.
+func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float32, burst int) *running {
+	t.Helper()
+	m := &running{writes: &writeCounter{n: map[string]int{}}, reconciles: map[types.NamespacedName]int{}}
+	cfg := rest.CopyConfig(hub.Config)
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.Wrap(m.writes.RoundTripper)
+	mopts := ctrl.Options{
+		Scheme:                 app.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if os.Getenv("KUBELB_TEST_LOG") != "" {
+		mopts.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.r, err = setup(mgr, opts, func(inner reconcile.Reconciler) reconcile.Reconciler {
+		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			res, err := inner.Reconcile(ctx, req)
+			m.mu.Lock()
+			m.reconciles[req.NamespacedName]++
+			m.mu.Unlock()
+			return res, err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	m.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("manager stopped with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("manager did not stop")
+			}
+		})
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// ---- fixtures ----
+
+const waitTimeout = 30 * time.Second
+
+func createNamespace(t testing.TB, c client.Client, name string, managed bool) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if managed {
+		ns.Labels = map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
+	}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newLB(ns, name string, ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
+	eps := make([]kubelbv1alpha1.EndpointPort, 0, len(ports))
+	for i, p := range ports {
+		eps = append(eps, kubelbv1alpha1.EndpointPort{Name: p.Name, Port: int32(30000 + i), Protocol: p.Protocol})
+	}
+	return &kubelbv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: kubelbv1alpha1.LoadBalancerSpec{
+			Endpoints: []kubelbv1alpha1.LoadBalancerEndpoints{{
+				AddressesReference: &corev1.ObjectReference{Name: kubelbv1alpha1.DefaultAddressesName},
+				Ports:              eps,
+			}},
+			Ports: ports,
+		},
+	}
+}
+
+func tcp(port int32) kubelbv1alpha1.LoadBalancerPort {
+	return kubelbv1alpha1.LoadBalancerPort{Protocol: corev1.ProtocolTCP, Port: port}
+}
+
+func getLB(t testing.TB, c client.Client, ns, name string) *kubelbv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &kubelbv1alpha1.LoadBalancer{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
+// upstreamPorts returns the allocated listener ports of a LoadBalancer, in status order.
+func upstreamPorts(lb *kubelbv1alpha1.LoadBalancer) []int32 {
+	var out []int32
+	for _, p := range lb.Status.Service.Ports {
+		out = append(out, p.UpstreamTargetPort)
+	}
+	return out
+}
+
+// waitPorts waits until the LoadBalancer's status records n allocated ports.
+func waitPorts(t testing.TB, c client.Client, ns, name string, n int) *kubelbv1alpha1.LoadBalancer {
+	t.Helper()
+	var lb *kubelbv1alpha1.LoadBalancer
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%d ports in the status of %s/%s", n, ns, name), func() error {
+		lb = &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+			return err
+		}
+		if got := len(lb.Status.Service.Ports); got != n {
+			return fmt.Errorf("%d ports: %+v", got, lb.Status)
+		}
+		return nil
+	})
+	return lb
+}
+
+// waitReady waits until the Ready condition has the given status and reason.
+func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.LoadBalancer {
+	t.Helper()
+	var lb *kubelbv1alpha1.LoadBalancer
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%s/%s Ready=%s %s", ns, name, status, reason), func() error {
+		lb = &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+			return err
+		}
+		for _, cond := range lb.Status.Conditions {
+			if cond.Type == ConditionReady && cond.Status == status && cond.Reason == reason {
+				if cond.ObservedGeneration != lb.Generation {
+					return fmt.Errorf("condition of generation %d, object at %d", cond.ObservedGeneration, lb.Generation)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", lb.Status.Conditions)
+	})
+	return lb
+}
+
+// waitService waits for the hub Service of a LoadBalancer and checks it with cond.
+func waitService(t testing.TB, c client.Client, ns, lbName string, cond func(*corev1.Service) error) *corev1.Service {
+	t.Helper()
+	var svc *corev1.Service
+	testenv.Eventually(t, waitTimeout, "hub Service of "+ns+"/"+lbName, func() error {
+		svc = &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
+			return err
+		}
+		if cond != nil {
+			return cond(svc)
+		}
+		return nil
+	})
+	return svc
+}
+
+// waitGone waits until an object no longer exists.
+func waitGone(t testing.TB, c client.Client, obj client.Object) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
+		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there (finalizers %v)", obj.GetFinalizers())
+	})
+}
+
+// playLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB in production):
+// it writes an address into the hub Service's status, plus an annotation of its own.
+func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		if err := c.Status().Update(context.Background(), svc); err != nil {
+			return err
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"metallb.universe.tf/ip-allocated-from-pool":"test"}}}`))
+		return c.Patch(context.Background(), svc, patch)
+	})
+}
+
+// deleteAll deletes the LoadBalancers of a namespace and waits until they and their hub
+// Services are gone.
+func deleteAll(t testing.TB, c client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.LoadBalancer{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitTimeout, "LoadBalancers and hub Services in "+ns+" to be gone", func() error {
+		lbs := &kubelbv1alpha1.LoadBalancerList{}
+		svcs := &corev1.ServiceList{}
+		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := c.List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err != nil {
+			return err
+		}
+		if len(lbs.Items)+len(svcs.Items) > 0 {
+			return fmt.Errorf("%d LoadBalancers and %d hub Services left", len(lbs.Items), len(svcs.Items))
+		}
+		return nil
+	})
+}
