@@ -1,0 +1,143 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
+
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// errNoTenant closes streams of proxies that do not say which tenant they serve.
+var errNoTenant = errors.New("node.cluster must be set to the tenant namespace (see the bootstrap kubelb generates)")
+
+// proxy identifies one Envoy: its tenant (node.cluster) and its node.id.
+type proxy struct {
+	tenant string
+	node   string
+}
+
+// stream identifies an xDS stream; state-of-the-world and delta streams are numbered
+// separately by go-control-plane.
+type stream struct {
+	delta bool
+	id    int64
+}
+
+// sent is the last response sent on a stream for one type.
+type sent struct {
+	nonce   string
+	version string
+}
+
+// callbacks keep the connection and NACK metrics, and stop NACK storms. A proxy counts as
+// connected while it has at least one open stream (with ADS that is exactly one), from its
+// first request on.
+//
+// NACK storms: a state-of-the-world NACK carries the last version Envoy accepted, not the one
+// it rejected, so go-control-plane's cache sees an outdated proxy and answers at once with the
+// same rejected snapshot, which Envoy rejects again, as fast as both can go (Envoy 1.40,
+// go-control-plane 0.14). So a NACK of the latest response is recorded as being at the
+// rejected version: the proxy then gets nothing until the snapshot changes.
+type callbacks struct {
+	serverv3.CallbackFuncs
+	log logr.Logger
+
+	mu      sync.Mutex
+	streams map[stream]proxy
+	proxies map[proxy]int              // open streams per proxy
+	sent    map[stream]map[string]sent // last response per stream and type URL
+}
+
+func newCallbacks(l logr.Logger) *callbacks {
+	c := &callbacks{log: l, streams: map[stream]proxy{}, proxies: map[proxy]int{}, sent: map[stream]map[string]sent{}}
+	c.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
+		if req.GetErrorDetail() != nil {
+			c.holdRejected(stream{id: id}, req)
+		}
+		return c.request(stream{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	}
+	c.StreamResponseFunc = func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s := stream{id: id}
+		if c.sent[s] == nil {
+			c.sent[s] = map[string]sent{}
+		}
+		c.sent[s][resp.GetTypeUrl()] = sent{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
+	}
+	c.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+		return c.request(stream{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	}
+	c.StreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{id: id}) }
+	c.DeltaStreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{delta: true, id: id}) }
+	c.FetchRequestFunc = func(_ context.Context, req *discoveryv3.DiscoveryRequest) error {
+		if req.GetNode().GetCluster() == "" {
+			return errNoTenant
+		}
+		return nil
+	}
+	return c
+}
+
+// holdRejected makes a NACK of the latest response on the stream look like a request at the
+// rejected version, so the cache waits for a new snapshot instead of resending the rejected
+// one. The server hands this same request to the cache right after the callback.
+func (c *callbacks) holdRejected(s stream, req *discoveryv3.DiscoveryRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.sent[s][req.GetTypeUrl()]
+	if ok && last.nonce == req.GetResponseNonce() {
+		req.VersionInfo = last.version
+	}
+}
+
+// request records the proxy of a stream on its first request and counts NACKs. Envoy may
+// send the node only in the first request of a stream.
+func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage string, nack bool) error {
+	c.mu.Lock()
+	p, known := c.streams[s]
+	if !known {
+		if node.GetCluster() == "" {
+			c.mu.Unlock()
+			c.log.Info("refusing xDS stream without node.cluster", "node", node.GetId())
+			return errNoTenant
+		}
+		p = proxy{tenant: node.GetCluster(), node: node.GetId()}
+		c.streams[s] = p
+		c.proxies[p]++
+		if c.proxies[p] == 1 {
+			metrics.ManagerXDSConnectedProxies.WithLabelValues(p.tenant).Inc()
+			c.log.V(1).Info("proxy connected", "tenant", p.tenant, "node", p.node)
+		}
+	}
+	c.mu.Unlock()
+
+	if nack {
+		metrics.ManagerXDSNacks.WithLabelValues(p.tenant, typeURL).Inc()
+		c.log.Info("Envoy rejected configuration", "tenant", p.tenant, "node", p.node, "typeURL", typeURL, "error", nackMessage)
+	}
+	return nil
+}
+
+func (c *callbacks) closed(s stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.streams[s]
+	if !ok {
+		return
+	}
+	delete(c.streams, s)
+	delete(c.sent, s)
+	c.proxies[p]--
+	if c.proxies[p] <= 0 {
+		delete(c.proxies, p)
+		metrics.ManagerXDSConnectedProxies.WithLabelValues(p.tenant).Dec()
+		c.log.V(1).Info("proxy disconnected", "tenant", p.tenant, "node", p.node)
+	}
+}

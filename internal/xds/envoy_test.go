@@ -1,0 +1,692 @@
+package xds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/envoytest"
+)
+
+const waitTimeout = 30 * time.Second
+
+// startXDS serves a new Server on a free loopback port until the test ends.
+func startXDS(t *testing.T) (*Server, string) {
+	t.Helper()
+	srv := NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return within 10s of cancellation")
+		}
+	})
+	return srv, lis.Addr().String()
+}
+
+// startEnvoy starts a real Envoy for tenant with the bootstrap Bootstrap generates.
+func startEnvoy(t *testing.T, tenant, xdsAddr, node string) *envoytest.Envoy {
+	t.Helper()
+	b, err := Bootstrap(BootstrapOptions{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envoytest.Start(t, b, "--service-node", node)
+}
+
+// lbBuilder makes LoadBalancers as the ccm and the port allocator would leave them.
+type lbBuilder struct{ v1alpha1.LoadBalancer }
+
+func newLB(name string) *lbBuilder {
+	return &lbBuilder{v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant-x", Annotations: map[string]string{}},
+		Spec: v1alpha1.LoadBalancerSpec{Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+			AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName},
+		}}},
+	}}
+}
+
+// port adds a port whose NodePort is nodePort and whose allocated listener port is listener.
+func (b *lbBuilder) port(proto corev1.Protocol, port, nodePort, listener int) *lbBuilder {
+	b.Spec.Ports = append(b.Spec.Ports, v1alpha1.LoadBalancerPort{Protocol: proto, Port: int32(port)})
+	b.Spec.Endpoints[0].Ports = append(b.Spec.Endpoints[0].Ports, v1alpha1.EndpointPort{Protocol: proto, Port: int32(nodePort)})
+	sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(listener)}
+	sp.Protocol, sp.Port = proto, int32(port)
+	b.Status.Service.Ports = append(b.Status.Service.Ports, sp)
+	return b
+}
+
+func (b *lbBuilder) annotate(k, v string) *lbBuilder { b.Annotations[k] = v; return b }
+
+func (b *lbBuilder) sourceIP() *lbBuilder {
+	b.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
+	return b
+}
+
+func addresses(ips ...string) map[string]v1alpha1.Addresses {
+	a := v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName}}
+	for _, ip := range ips {
+		a.Spec.Addresses = append(a.Spec.Addresses, v1alpha1.EndpointAddress{IP: ip})
+	}
+	return map[string]v1alpha1.Addresses{a.Name: a}
+}
+
+func mustTranslate(t *testing.T, in translate.Input) translate.Output {
+	t.Helper()
+	out, err := translate.Translate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Problems) > 0 {
+		t.Fatalf("unexpected problems: %v", out.Problems)
+	}
+	return out
+}
+
+// adminJSON fetches an admin path and decodes its JSON.
+func adminJSON(e *envoytest.Envoy, path string, v any) error {
+	body, err := e.Get(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(body), v)
+}
+
+// listenerNames lists Envoy's active listeners.
+func listenerNames(e *envoytest.Envoy) ([]string, error) {
+	var doc struct {
+		ListenerStatuses []struct {
+			Name string `json:"name"`
+		} `json:"listener_statuses"`
+	}
+	if err := adminJSON(e, "/listeners?format=json", &doc); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range doc.ListenerStatuses {
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// clusterHosts returns the hosts ("ip:port") of a cluster with whether Envoy considers them
+// healthy.
+func clusterHosts(e *envoytest.Envoy, cluster string) (map[string]bool, error) {
+	var doc struct {
+		ClusterStatuses []struct {
+			Name         string `json:"name"`
+			HostStatuses []struct {
+				Address struct {
+					SocketAddress struct {
+						Address   string `json:"address"`
+						PortValue int    `json:"port_value"`
+					} `json:"socket_address"`
+				} `json:"address"`
+				HealthStatus map[string]any `json:"health_status"`
+			} `json:"host_statuses"`
+		} `json:"cluster_statuses"`
+	}
+	if err := adminJSON(e, "/clusters?format=json", &doc); err != nil {
+		return nil, err
+	}
+	for _, c := range doc.ClusterStatuses {
+		if c.Name != cluster {
+			continue
+		}
+		hosts := map[string]bool{}
+		for _, h := range c.HostStatuses {
+			sa := h.Address.SocketAddress
+			healthy := h.HealthStatus["eds_health_status"] == "HEALTHY"
+			for k, v := range h.HealthStatus {
+				if strings.HasPrefix(k, "failed_") && v == true {
+					healthy = false
+				}
+			}
+			hosts[fmt.Sprintf("%s:%d", sa.Address, sa.PortValue)] = healthy
+		}
+		return hosts, nil
+	}
+	return nil, fmt.Errorf("no cluster %q", cluster)
+}
+
+// configVersions returns the version_info Envoy last accepted for listeners and clusters.
+func configVersions(e *envoytest.Envoy) (lds, cds string, err error) {
+	v, err := acceptedVersions(e)
+	return v[resource.ListenerType], v[resource.ClusterType], err
+}
+
+// acceptedVersions returns the versions Envoy last accepted for listeners and clusters, by
+// type URL. Envoy's dump has no version for endpoints; see endpointCounts.
+func acceptedVersions(e *envoytest.Envoy) (map[string]string, error) {
+	var doc struct {
+		Configs []struct {
+			Type        string `json:"@type"`
+			VersionInfo string `json:"version_info"`
+		} `json:"configs"`
+	}
+	v := map[string]string{}
+	if err := adminJSON(e, "/config_dump", &doc); err != nil {
+		return v, err
+	}
+	for _, c := range doc.Configs {
+		switch c.Type {
+		case "type.googleapis.com/envoy.admin.v3.ListenersConfigDump":
+			v[resource.ListenerType] = c.VersionInfo
+		case "type.googleapis.com/envoy.admin.v3.ClustersConfigDump":
+			v[resource.ClusterType] = c.VersionInfo
+		}
+	}
+	return v, nil
+}
+
+// endpointCounts returns the number of hosts of every dynamic cluster Envoy has endpoints
+// for, by cluster name.
+func endpointCounts(e *envoytest.Envoy) (map[string]int, error) {
+	var doc struct {
+		Configs []struct {
+			DynamicEndpointConfigs []struct {
+				EndpointConfig struct {
+					ClusterName string `json:"cluster_name"`
+					Endpoints   []struct {
+						LbEndpoints []json.RawMessage `json:"lb_endpoints"`
+					} `json:"endpoints"`
+				} `json:"endpoint_config"`
+			} `json:"dynamic_endpoint_configs"`
+		} `json:"configs"`
+	}
+	counts := map[string]int{}
+	if err := adminJSON(e, "/config_dump?include_eds", &doc); err != nil {
+		return nil, err
+	}
+	for _, c := range doc.Configs {
+		for _, d := range c.DynamicEndpointConfigs {
+			n := 0
+			for _, l := range d.EndpointConfig.Endpoints {
+				n += len(l.LbEndpoints)
+			}
+			counts[d.EndpointConfig.ClusterName] = n
+		}
+	}
+	return counts, nil
+}
+
+// stat reads one counter or gauge from Envoy's /stats.
+func stat(e *envoytest.Envoy, name string) (int, error) {
+	body, err := e.Get("/stats?filter=^" + strings.ReplaceAll(name, ".", `\.`) + "$")
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(body), name+": "), "%d", &v); err != nil {
+		return 0, fmt.Errorf("stat %s: %q", name, body)
+	}
+	return v, nil
+}
+
+func waitHosts(t *testing.T, e *envoytest.Envoy, cluster string, want ...string) {
+	t.Helper()
+	envoytest.Eventually(t, waitTimeout, "cluster "+cluster+" to have healthy hosts "+strings.Join(want, ","), func() (bool, string) {
+		hosts, err := clusterHosts(e, cluster)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(hosts) != len(want) {
+			return false, fmt.Sprint(hosts)
+		}
+		for _, h := range want {
+			if !hosts[h] {
+				return false, fmt.Sprint(hosts)
+			}
+		}
+		return true, ""
+	})
+}
+
+// TestEnvoy drives a real Envoy through the xDS server: it checks that TCP and UDP traffic
+// flows, that both nodes get traffic, that SourceIP persistence and PROXY protocol work, that
+// an invalid snapshot is refused while Envoy keeps serving, that endpoint updates take
+// effect, that identical updates are not pushed, and that the metrics follow.
+func TestEnvoy(t *testing.T) {
+	const tenant = "tenant-envoy"
+	srv, xdsAddr := startXDS(t)
+
+	// Two tenant "nodes", 127.0.0.1 and 127.0.0.2, with the same NodePorts.
+	nodes := []string{"127.0.0.1", "127.0.0.2"}
+	tcpNodePort := envoytest.FreePort(t, nodes...)
+	udpNodePort := envoytest.FreePort(t, nodes...)
+	tcpBackends := map[string]*tcpBackend{}
+	for i, ip := range nodes {
+		id := fmt.Sprintf("node%d", i+1)
+		tcpBackends[id] = startTCPBackend(t, id, net.JoinHostPort(ip, fmt.Sprint(tcpNodePort)))
+		startUDPBackend(t, id, net.JoinHostPort(ip, fmt.Sprint(udpNodePort)))
+	}
+	hosts := func(port int, ips ...string) []string {
+		var out []string
+		for _, ip := range ips {
+			out = append(out, net.JoinHostPort(ip, fmt.Sprint(port)))
+		}
+		return out
+	}
+
+	// Listener ports, as the port allocator would hand them out.
+	echoPort := envoytest.FreePort(t)
+	dnsPort := envoytest.FreePort(t)
+	stickyPort := envoytest.FreePort(t)
+	ppPort := envoytest.FreePort(t)
+	lbs := []v1alpha1.LoadBalancer{
+		newLB("echo").port(corev1.ProtocolTCP, 80, tcpNodePort, echoPort).LoadBalancer,
+		newLB("dns").port(corev1.ProtocolUDP, 53, udpNodePort, dnsPort).LoadBalancer,
+		newLB("sticky").sourceIP().port(corev1.ProtocolTCP, 80, tcpNodePort, stickyPort).LoadBalancer,
+		newLB("pp").annotate(v1alpha1.AnnotationProxyProtocol, "v2").port(corev1.ProtocolTCP, 80, tcpNodePort, ppPort).LoadBalancer,
+	}
+	opts := translate.Options{ListenerAddress: "127.0.0.1"}
+	in := translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses(nodes...), Options: opts}
+	out := mustTranslate(t, in)
+
+	// The snapshot may be set before Envoy connects; Envoy gets it on connect.
+	changed, err := srv.SetTenant(context.Background(), tenant, out)
+	if err != nil || !changed {
+		t.Fatalf("SetTenant = %v, %v; want true, nil", changed, err)
+	}
+	e := startEnvoy(t, tenant, xdsAddr, "test-proxy")
+	at := func(port int) string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(port)) }
+
+	envoytest.Eventually(t, waitTimeout, "Envoy to have the tenant's listeners", func() (bool, string) {
+		names, err := listenerNames(e)
+		if err != nil {
+			return false, err.Error()
+		}
+		want := []string{"dns-udp-53", "echo-tcp-80", "pp-tcp-80", "sticky-tcp-80"}
+		return slices.Equal(names, want), fmt.Sprint(names)
+	})
+	for _, c := range []string{"echo-tcp-80", "sticky-tcp-80", "pp-tcp-80"} {
+		waitHosts(t, e, c, hosts(tcpNodePort, nodes...)...)
+	}
+	envoytest.Eventually(t, waitTimeout, "one connected proxy", func() (bool, string) {
+		n := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant))
+		return n == 1, fmt.Sprint(n)
+	})
+
+	t.Run("tcp echo", func(t *testing.T) {
+		envoytest.Eventually(t, waitTimeout, "a TCP answer through Envoy", func() (bool, string) {
+			_, _, err := tcpRequest(at(echoPort), "", "hello")
+			return err == nil, fmt.Sprint(err)
+		})
+	})
+
+	t.Run("both nodes get connections", func(t *testing.T) {
+		seen := map[string]int{}
+		for i := range 20 {
+			id, _, err := tcpRequest(at(echoPort), "", fmt.Sprintf("req-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[id]++
+		}
+		if len(seen) != 2 {
+			t.Fatalf("connections went to %v; want both nodes", seen)
+		}
+	})
+
+	t.Run("udp echo", func(t *testing.T) {
+		seen := map[string]int{}
+		envoytest.Eventually(t, waitTimeout, "UDP answers from both nodes", func() (bool, string) {
+			id, err := udpRequest(at(dnsPort), "ping")
+			if err != nil {
+				return false, err.Error()
+			}
+			seen[id]++
+			return len(seen) == 2, fmt.Sprint(seen)
+		})
+	})
+
+	t.Run("source ip persistence", func(t *testing.T) {
+		// One client address always lands on the same node...
+		first := ""
+		for i := range 20 {
+			id, _, err := tcpRequest(at(stickyPort), "127.0.0.1", fmt.Sprintf("sticky-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == "" {
+				first = id
+			} else if id != first {
+				t.Fatalf("request %d from 127.0.0.1 went to %s, earlier ones to %s", i, id, first)
+			}
+		}
+		// ...while many client addresses spread over both.
+		seen := map[string]bool{}
+		for i := 3; i < 60 && len(seen) < 2; i++ {
+			ip := fmt.Sprintf("127.0.0.%d", i)
+			id, _, err := tcpRequest(at(stickyPort), ip, "spread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _, err := tcpRequest(at(stickyPort), ip, "spread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again != id {
+				t.Fatalf("client %s went to %s, then to %s", ip, id, again)
+			}
+			seen[id] = true
+		}
+		if len(seen) != 2 {
+			t.Fatalf("57 client addresses all hashed to %v", seen)
+		}
+	})
+
+	t.Run("proxy protocol v2", func(t *testing.T) {
+		before := map[string]int{}
+		for id, b := range tcpBackends {
+			_, p, _ := b.stats()
+			before[id] = len(p)
+		}
+		id, local, err := tcpRequest(at(ppPort), "127.0.0.7", "with-header")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, proxied, _ := tcpBackends[id].stats()
+		if len(proxied) != before[id]+1 {
+			t.Fatalf("backend %s saw %d PROXY headers, want %d", id, len(proxied), before[id]+1)
+		}
+		if got := proxied[len(proxied)-1]; got != local {
+			t.Fatalf("PROXY header carries source %s; the client was %s", got, local)
+		}
+		// Listeners without the annotation send no header.
+		_, _, plainBefore := tcpBackends["node1"].stats()
+		_, _, plainBefore2 := tcpBackends["node2"].stats()
+		if _, _, err := tcpRequest(at(echoPort), "", "no-header"); err != nil {
+			t.Fatal(err)
+		}
+		_, _, plainAfter := tcpBackends["node1"].stats()
+		_, _, plainAfter2 := tcpBackends["node2"].stats()
+		if plainAfter+plainAfter2 != plainBefore+plainBefore2+1 {
+			t.Fatal("a request through a listener without PROXY protocol did not arrive without a header")
+		}
+	})
+
+	t.Run("identical snapshot is not pushed", func(t *testing.T) {
+		lds, cds, err := configVersions(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates := testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant))
+		again := mustTranslate(t, in) // a fresh translation of the same state
+		changed, err := srv.SetTenant(context.Background(), tenant, again)
+		if err != nil || changed {
+			t.Fatalf("SetTenant = %v, %v; want false, nil", changed, err)
+		}
+		if u := testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant)); u != updates {
+			t.Fatalf("snapshot updates went from %v to %v", updates, u)
+		}
+		lds2, cds2, err := configVersions(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lds2 != lds || cds2 != cds || lds == "" {
+			t.Fatalf("Envoy versions changed from %q/%q to %q/%q", lds, cds, lds2, cds2)
+		}
+	})
+
+	t.Run("invalid snapshot is refused", func(t *testing.T) {
+		version := srv.Version(tenant)
+		lds, _, _ := configVersions(e)
+
+		invalid := mustTranslate(t, in)
+		bad := clone(invalid.Clusters[0].(*clusterv3.Cluster))
+		bad.ConnectTimeout.Seconds = -1 // fails proto validation
+		invalid.Clusters = append(slices.Clone(invalid.Clusters[1:]), bad)
+		if _, err := srv.SetTenant(context.Background(), tenant, invalid); err == nil {
+			t.Fatal("SetTenant accepted a cluster with a negative connect timeout")
+		}
+
+		inconsistent := mustTranslate(t, in)
+		inconsistent.Endpoints = append(slices.Clone(inconsistent.Endpoints), &endpointv3.ClusterLoadAssignment{ClusterName: "nobody-refers-to-me"})
+		if _, err := srv.SetTenant(context.Background(), tenant, inconsistent); err == nil {
+			t.Fatal("SetTenant accepted endpoints of no cluster")
+		}
+
+		if v := srv.Version(tenant); v != version {
+			t.Fatalf("version changed from %s to %s", version, v)
+		}
+		if _, _, err := tcpRequest(at(echoPort), "", "still-serving"); err != nil {
+			t.Fatalf("Envoy stopped serving after refused snapshots: %v", err)
+		}
+		if lds2, _, _ := configVersions(e); lds2 != lds {
+			t.Fatalf("Envoy listener version changed from %s to %s", lds, lds2)
+		}
+	})
+
+	t.Run("removed node stops getting traffic", func(t *testing.T) {
+		less := in
+		less.Addresses = addresses("127.0.0.1")
+		changed, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, less))
+		if err != nil || !changed {
+			t.Fatalf("SetTenant = %v, %v; want true, nil", changed, err)
+		}
+		// node2 still answers health checks, yet Envoy must drop it.
+		waitHosts(t, e, "echo-tcp-80", hosts(tcpNodePort, "127.0.0.1")...)
+		for i := range 10 {
+			id, _, err := tcpRequest(at(echoPort), "", fmt.Sprintf("after-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != "node1" {
+				t.Fatalf("request %d went to %s after it was removed", i, id)
+			}
+		}
+		for i := range 10 {
+			id, err := udpRequest(at(dnsPort), fmt.Sprintf("udp-after-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != "node1" {
+				t.Fatalf("datagram %d went to %s after it was removed", i, id)
+			}
+		}
+		in = less
+	})
+
+	t.Run("nack is counted", func(t *testing.T) {
+		// A listener port some other process holds: valid config, but Envoy cannot bind it.
+		busy, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer busy.Close()
+		busyPort := busy.Addr().(*net.TCPAddr).Port
+		withBusy := in
+		withBusy.LoadBalancers = append(slices.Clone(in.LoadBalancers), newLB("busy").port(corev1.ProtocolTCP, 80, tcpNodePort, busyPort).LoadBalancer)
+		nacks := func() float64 {
+			return testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType))
+		}
+		before := nacks()
+		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withBusy)); err != nil {
+			t.Fatal(err)
+		}
+		envoytest.Eventually(t, waitTimeout, "a NACK for the listener Envoy cannot bind", func() (bool, string) {
+			return nacks() > before, fmt.Sprint(nacks())
+		})
+		// The tenant's other listeners keep working; the fix is accepted.
+		if _, _, err := tcpRequest(at(echoPort), "", "after-nack"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
+			t.Fatal(err)
+		}
+		envoytest.Eventually(t, waitTimeout, "Envoy to accept the fixed snapshot", func() (bool, string) {
+			lds, _, err := configVersions(e)
+			return err == nil && lds == srv.snapshotVersion(tenant, resource.ListenerType), lds
+		})
+		// The rejected snapshot was not resent over and over (a NACK storm).
+		if n := nacks() - before; n != 1 {
+			t.Fatalf("%v NACKs for one rejected snapshot", n)
+		}
+	})
+
+	t.Run("snapshot gauges", func(t *testing.T) {
+		for name, want := range map[string]float64{
+			"listeners": 4, "clusters": 4, "endpoints": 4,
+		} {
+			g := map[string]float64{
+				"listeners": testutil.ToFloat64(metrics.ManagerSnapshotListeners.WithLabelValues(tenant)),
+				"clusters":  testutil.ToFloat64(metrics.ManagerSnapshotClusters.WithLabelValues(tenant)),
+				"endpoints": testutil.ToFloat64(metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant)),
+			}[name]
+			if g != want {
+				t.Errorf("%s gauge = %v, want %v", name, g, want)
+			}
+		}
+	})
+
+	t.Run("removed tenant", func(t *testing.T) {
+		srv.RemoveTenant(tenant)
+		envoytest.Eventually(t, waitTimeout, "Envoy to drop the tenant's listeners", func() (bool, string) {
+			names, err := listenerNames(e)
+			return err == nil && len(names) == 0, fmt.Sprint(names, err)
+		})
+		if srv.Version(tenant) != "" {
+			t.Error("removed tenant still has a version")
+		}
+	})
+
+	t.Run("disconnect", func(t *testing.T) {
+		e.Stop()
+		envoytest.Eventually(t, waitTimeout, "no connected proxy", func() (bool, string) {
+			n := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant))
+			return n == 0, fmt.Sprint(n)
+		})
+	})
+}
+
+// TestEnvoyAcceptsGoldenScenarios pushes the translation of every golden input of the
+// translate package to a real Envoy and checks Envoy accepts all of it (no NACK, no rejected
+// update). Listener ports are moved to free loopback ports so nothing binds outside.
+func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
+	const tenant = "tenant-golden"
+	srv, xdsAddr := startXDS(t)
+	e := startEnvoy(t, tenant, xdsAddr, "golden-proxy")
+	files, err := filepath.Glob("../translate/testdata/*.in.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".in.yaml"), func(t *testing.T) {
+			in, err := translatetest.LoadInput(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Tenant = tenant
+			in.Options.ListenerAddress = "127.0.0.1"
+			remap := map[int32]int32{}
+			for i := range in.LoadBalancers {
+				for j := range in.LoadBalancers[i].Status.Service.Ports {
+					p := &in.LoadBalancers[i].Status.Service.Ports[j].UpstreamTargetPort
+					if *p < 1 || *p > 65535 {
+						continue
+					}
+					if _, ok := remap[*p]; !ok {
+						remap[*p] = int32(envoytest.FreePort(t))
+					}
+					*p = remap[*p]
+				}
+			}
+			out, err := translate.Translate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nacks := func() float64 {
+				n := 0.0
+				for _, typ := range []string{resource.ListenerType, resource.ClusterType, resource.EndpointType} {
+					n += testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, typ))
+				}
+				return n
+			}
+			before := nacks()
+			if _, err := srv.SetTenant(context.Background(), tenant, out); err != nil {
+				t.Fatal(err)
+			}
+			// Envoy reports a version as accepted only after it applied it (an ACK).
+			envoytest.Eventually(t, waitTimeout, "Envoy to accept the snapshot", func() (bool, string) {
+				got, err := acceptedVersions(e)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
+					if want := srv.snapshotVersion(tenant, typ); got[typ] != want {
+						return false, fmt.Sprintf("%s at %q, want %q", typ, got[typ], want)
+					}
+				}
+				counts, err := endpointCounts(e)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, r := range out.Endpoints {
+					cla := r.(*endpointv3.ClusterLoadAssignment)
+					want := 0
+					for _, l := range cla.Endpoints {
+						want += len(l.LbEndpoints)
+					}
+					if n, ok := counts[cla.ClusterName]; !ok || n != want {
+						return false, fmt.Sprintf("cluster %s has %d endpoints (known: %v), want %d", cla.ClusterName, n, ok, want)
+					}
+				}
+				return true, ""
+			})
+			var want []string
+			for _, l := range out.Listeners {
+				want = append(want, cacheName(l))
+			}
+			slices.Sort(want)
+			if names, err := listenerNames(e); err != nil || !slices.Equal(names, want) {
+				t.Fatalf("Envoy listeners %v (%v), want %v", names, err, want)
+			}
+			if n := nacks(); n != before {
+				t.Fatalf("Envoy rejected the configuration (%v NACKs)", n-before)
+			}
+			for _, s := range []string{"listener_manager.lds.update_rejected", "cluster_manager.cds.update_rejected"} {
+				if v, err := stat(e, s); err != nil || v != 0 {
+					t.Fatalf("%s = %d (%v)", s, v, err)
+				}
+			}
+		})
+	}
+}
+
+func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
+
+func cacheName(r types.Resource) string { return cache.GetResourceName(r) }

@@ -1,0 +1,280 @@
+// Package xds serves per-tenant Envoy configuration over gRPC (ADS, state of the world and
+// delta). Each tenant's Envoy fleet identifies itself with node.cluster = the tenant namespace
+// (node.id names the individual proxy); all proxies of a tenant share one snapshot.
+//
+// A snapshot is only ever set when it is consistent and every resource validates, so Envoy
+// never receives configuration it would reject; its version is a hash of its content, so an
+// unchanged tenant is never re-pushed.
+package xds
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/log"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// Keepalive settings of the gRPC server. Envoy's bootstrap (see Bootstrap) pings every 30s,
+// which the enforcement policy must allow.
+const (
+	keepaliveTime        = 30 * time.Second
+	keepaliveTimeout     = 10 * time.Second
+	keepaliveMinPingTime = 10 * time.Second
+	gracefulStopTimeout  = 5 * time.Second
+)
+
+// tenantHash keys snapshots by node.cluster, the tenant namespace.
+type tenantHash struct{}
+
+// ID implements cache.NodeHash.
+func (tenantHash) ID(node *corev3.Node) string { return node.GetCluster() }
+
+// Server is the xDS server of the manager: a snapshot cache keyed by tenant and the gRPC
+// services that serve it. It is safe for concurrent use.
+type Server struct {
+	log   logr.Logger
+	cache cache.SnapshotCache
+	cb    *callbacks
+
+	mu       sync.Mutex
+	versions map[string]string // tenant → version of its current snapshot
+}
+
+// NewServer returns a Server with an empty cache; SetTenant may be called before Run.
+func NewServer(logger logr.Logger) *Server {
+	s := &Server{
+		log:      logger,
+		cache:    cache.NewSnapshotCache(true, tenantHash{}, cacheLogger(logger.WithName("cache"))),
+		versions: map[string]string{},
+	}
+	s.cb = newCallbacks(logger)
+	return s
+}
+
+// Run listens on addr (host:port) and serves xDS until ctx is done, then stops gracefully.
+func (s *Server) Run(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("failed to listen for xDS on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, lis)
+}
+
+// Serve serves xDS on lis until ctx is done, then stops gracefully. It closes lis.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	xds := serverv3.NewServer(ctx, s.cache, s.cb)
+	g := grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(1<<16),
+	)
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, xds)
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, xds)
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, xds)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, xds)
+
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(lis) }()
+	s.log.Info("serving xDS", "address", lis.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("xDS server failed: %w", err)
+	case <-ctx.Done():
+	}
+	// The streams end with ctx (the go-control-plane server watches it); GracefulStop then
+	// returns quickly. Stop hard if a stream lingers.
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(gracefulStopTimeout):
+		g.Stop()
+		<-stopped
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	s.log.Info("xDS server stopped")
+	return nil
+}
+
+// SetTenant makes out the configuration of the tenant's proxies. It returns changed=false
+// (and pushes nothing) when the content is identical to the current snapshot. A snapshot
+// that is inconsistent or has a resource that fails validation is refused with an error; the
+// previous snapshot stays in place.
+func (s *Server) SetTenant(ctx context.Context, tenant string, out translate.Output) (bool, error) {
+	if tenant == "" {
+		return false, errors.New("tenant must not be empty")
+	}
+	snap, version, err := newSnapshot(out)
+	if err != nil {
+		return false, fmt.Errorf("refusing snapshot for tenant %s: %w", tenant, err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.versions[tenant] == version {
+		return false, nil
+	}
+	if err := s.cache.SetSnapshot(ctx, tenant, snap); err != nil {
+		return false, fmt.Errorf("failed to set snapshot for tenant %s: %w", tenant, err)
+	}
+	s.versions[tenant] = version
+	metrics.ManagerSnapshotUpdates.WithLabelValues(tenant).Inc()
+	metrics.ManagerSnapshotListeners.WithLabelValues(tenant).Set(float64(len(out.Listeners)))
+	metrics.ManagerSnapshotClusters.WithLabelValues(tenant).Set(float64(len(out.Clusters)))
+	metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant).Set(float64(countEndpoints(out)))
+	s.log.V(1).Info("snapshot set", "tenant", tenant, "version", version,
+		"listeners", len(out.Listeners), "clusters", len(out.Clusters))
+	return true, nil
+}
+
+// RemoveTenant clears the tenant's configuration: proxies still connected receive an empty
+// snapshot (so they close the tenant's listeners), and the tenant's snapshot gauges are
+// removed. The cache keeps that small empty snapshot: clearing the cache entry while proxies
+// are connected would drop their open watches, and they would miss later updates.
+func (s *Server) RemoveTenant(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.versions[tenant]; !ok {
+		return
+	}
+	snap, _, err := newSnapshot(translate.Output{})
+	if err == nil {
+		err = s.cache.SetSnapshot(context.Background(), tenant, snap)
+	}
+	if err != nil {
+		s.log.Error(err, "failed to set the empty snapshot of a removed tenant", "tenant", tenant)
+	}
+	delete(s.versions, tenant)
+	metrics.ManagerSnapshotListeners.DeleteLabelValues(tenant)
+	metrics.ManagerSnapshotClusters.DeleteLabelValues(tenant)
+	metrics.ManagerSnapshotEndpoints.DeleteLabelValues(tenant)
+	s.log.V(1).Info("tenant removed", "tenant", tenant)
+}
+
+// Version returns the version of the tenant's current snapshot, "" when there is none.
+func (s *Server) Version(tenant string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[tenant]
+}
+
+// snapshotVersion returns the version of one resource type in the tenant's snapshot.
+func (s *Server) snapshotVersion(tenant string, typeURL resource.Type) string {
+	snap, err := s.cache.GetSnapshot(tenant)
+	if err != nil {
+		return ""
+	}
+	return snap.GetVersion(typeURL)
+}
+
+// validator is implemented by every generated (protoc-gen-validate) Envoy message.
+type validator interface{ Validate() error }
+
+// newSnapshot validates the resources and builds a consistent snapshot whose version (for
+// each resource type, and overall) is a hash of the content.
+func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
+	snap := &cache.Snapshot{}
+	all := sha256.New()
+	for _, typ := range []struct {
+		url   resource.Type
+		index types.ResponseType
+		items []types.Resource
+	}{
+		{resource.ClusterType, types.Cluster, out.Clusters},
+		{resource.EndpointType, types.Endpoint, out.Endpoints},
+		{resource.ListenerType, types.Listener, out.Listeners},
+	} {
+		h := sha256.New()
+		seen := make(map[string]bool, len(typ.items))
+		for _, r := range typ.items {
+			name := cache.GetResourceName(r)
+			if name == "" {
+				return nil, "", fmt.Errorf("%s without a name", typ.url)
+			}
+			if seen[name] {
+				return nil, "", fmt.Errorf("%s %q appears twice", typ.url, name)
+			}
+			seen[name] = true
+			v, ok := r.(validator)
+			if !ok {
+				return nil, "", fmt.Errorf("%s %q cannot be validated", typ.url, name)
+			}
+			if err := v.Validate(); err != nil {
+				return nil, "", fmt.Errorf("%s %q is invalid: %w", typ.url, name, err)
+			}
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s %q: %w", typ.url, name, err)
+			}
+			fmt.Fprintf(h, "%d:%s:%d:", len(name), name, len(b))
+			h.Write(b)
+		}
+		version := hex.EncodeToString(h.Sum(nil))[:16]
+		fmt.Fprintf(all, "%s=%s;", typ.url, version)
+		snap.Resources[typ.index] = cache.NewResources(version, typ.items)
+	}
+	if err := snap.Consistent(); err != nil {
+		return nil, "", fmt.Errorf("inconsistent snapshot: %w", err)
+	}
+	return snap, hex.EncodeToString(all.Sum(nil))[:16], nil
+}
+
+// countEndpoints counts the upstream hosts of the EDS clusters and the STRICT_DNS ones.
+func countEndpoints(out translate.Output) int {
+	n := 0
+	count := func(cla *endpointv3.ClusterLoadAssignment) {
+		for _, l := range cla.GetEndpoints() {
+			n += len(l.GetLbEndpoints())
+		}
+	}
+	for _, r := range out.Endpoints {
+		if cla, ok := r.(*endpointv3.ClusterLoadAssignment); ok {
+			count(cla)
+		}
+	}
+	for _, r := range out.Clusters {
+		if c, ok := r.(interface {
+			GetLoadAssignment() *endpointv3.ClusterLoadAssignment
+		}); ok {
+			count(c.GetLoadAssignment())
+		}
+	}
+	return n
+}
+
+// cacheLogger adapts logr to go-control-plane's logger; its debug chatter goes to V(2).
+func cacheLogger(l logr.Logger) log.Logger {
+	return log.LoggerFuncs{
+		DebugFunc: func(f string, a ...any) { l.V(2).Info(fmt.Sprintf(f, a...)) },
+		InfoFunc:  func(f string, a ...any) { l.V(1).Info(fmt.Sprintf(f, a...)) },
+		WarnFunc:  func(f string, a ...any) { l.V(1).Info(fmt.Sprintf(f, a...)) },
+		ErrorFunc: func(f string, a ...any) { l.Error(nil, fmt.Sprintf(f, a...)) },
+	}
+}

@@ -1,0 +1,131 @@
+package xds
+
+import (
+	"context"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	corev1 "k8s.io/api/core/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+func TestSetTenantVersions(t *testing.T) {
+	t.Parallel()
+	const tenant = "tenant-unit"
+	srv := NewServer(logr.Discard())
+	in := translate.Input{
+		Tenant:        tenant,
+		LoadBalancers: []v1alpha1.LoadBalancer{newLB("a").port(corev1.ProtocolTCP, 80, 31080, 20001).LoadBalancer},
+		Addresses:     addresses("10.0.0.1", "10.0.0.2"),
+	}
+	ctx := context.Background()
+
+	if changed, err := srv.SetTenant(ctx, "", translate.Output{}); err == nil || changed {
+		t.Fatalf("empty tenant: %v, %v", changed, err)
+	}
+	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || !changed {
+		t.Fatalf("first SetTenant = %v, %v", changed, err)
+	}
+	v1 := srv.Version(tenant)
+	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || changed {
+		t.Fatalf("identical SetTenant = %v, %v", changed, err)
+	}
+	if got := testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant)); got != 1 {
+		t.Fatalf("snapshot updates = %v, want 1", got)
+	}
+
+	// Only the endpoints change: only the endpoint version moves.
+	lds, cds, eds := srv.snapshotVersion(tenant, resource.ListenerType), srv.snapshotVersion(tenant, resource.ClusterType), srv.snapshotVersion(tenant, resource.EndpointType)
+	in.Addresses = addresses("10.0.0.1")
+	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || !changed {
+		t.Fatalf("changed SetTenant = %v, %v", changed, err)
+	}
+	if srv.Version(tenant) == v1 {
+		t.Fatal("version did not change")
+	}
+	if srv.snapshotVersion(tenant, resource.ListenerType) != lds || srv.snapshotVersion(tenant, resource.ClusterType) != cds {
+		t.Error("listener or cluster version changed although only endpoints did")
+	}
+	if srv.snapshotVersion(tenant, resource.EndpointType) == eds {
+		t.Error("endpoint version did not change")
+	}
+	if got := testutil.ToFloat64(metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant)); got != 1 {
+		t.Errorf("endpoints gauge = %v, want 1", got)
+	}
+
+	// Duplicate names are refused.
+	dup := mustTranslate(t, in)
+	dup.Listeners = append(dup.Listeners, dup.Listeners[0])
+	if _, err := srv.SetTenant(ctx, tenant, dup); err == nil {
+		t.Error("duplicate listener accepted")
+	}
+
+	srv.RemoveTenant(tenant)
+	if srv.Version(tenant) != "" {
+		t.Error("version kept after RemoveTenant")
+	}
+	if snap, err := srv.cache.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.ListenerType)) != 0 {
+		t.Errorf("after RemoveTenant the cache holds %v, %v; want an empty snapshot", snap, err)
+	}
+	srv.RemoveTenant("never-seen") // no-op
+}
+
+func TestCallbacks(t *testing.T) {
+	t.Parallel()
+	const tenant = "tenant-callbacks"
+	c := newCallbacks(logr.Discard())
+	connected := func() float64 { return testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)) }
+	node := &corev3.Node{Id: "p1", Cluster: tenant}
+
+	if err := c.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "anonymous"}}); err == nil {
+		t.Error("a stream without node.cluster was accepted")
+	}
+	// Two streams of one proxy count once; the node is only in the first request.
+	for _, id := range []int64{10, 11} {
+		if err := c.OnStreamRequest(id, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.OnStreamRequest(10, &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType}); err != nil {
+		t.Fatal(err)
+	}
+	if got := connected(); got != 1 {
+		t.Fatalf("connected = %v, want 1", got)
+	}
+
+	// A NACK of the latest response is held at the rejected version and counted.
+	c.OnStreamResponse(context.Background(), 10, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resource.ListenerType, VersionInfo: "bad", Nonce: "7"})
+	nack := &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: "good", ResponseNonce: "7", ErrorDetail: &status.Status{Message: "no"}}
+	if err := c.OnStreamRequest(10, nack); err != nil {
+		t.Fatal(err)
+	}
+	if nack.VersionInfo != "bad" {
+		t.Errorf("NACK version = %q, want the rejected %q", nack.VersionInfo, "bad")
+	}
+	stale := &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: "good", ResponseNonce: "6", ErrorDetail: &status.Status{Message: "no"}}
+	_ = c.OnStreamRequest(10, stale)
+	if stale.VersionInfo != "good" {
+		t.Error("a NACK of an older response was changed")
+	}
+	if got := testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType)); got != 2 {
+		t.Errorf("nacks = %v, want 2", got)
+	}
+
+	c.OnStreamClosed(10, node)
+	if got := connected(); got != 1 {
+		t.Fatalf("connected = %v after closing one of two streams, want 1", got)
+	}
+	c.OnStreamClosed(11, node)
+	c.OnStreamClosed(11, node) // twice is harmless
+	if got := connected(); got != 0 {
+		t.Fatalf("connected = %v, want 0", got)
+	}
+}
