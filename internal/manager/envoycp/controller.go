@@ -1,0 +1,190 @@
+// Package envoycp is the Envoy control-plane controller: for every tenant namespace it reads
+// the LoadBalancers and Addresses from the cache, translates them (internal/translate) and
+// hands the result to the xDS server (internal/xds). It writes nothing to the API server.
+//
+// Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
+// Namespace object itself). Every LoadBalancer and Addresses event maps to its namespace's key,
+// so a burst of events in one tenant coalesces in the workqueue into one rebuild, and an event
+// in one tenant never rebuilds another.
+//
+// The controller does not need leader election: every manager replica serves xDS, and Envoy
+// proxies may connect to any of them, so every replica keeps every tenant's snapshot current.
+package envoycp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds"
+)
+
+// controllerName names the controller in logs and metrics.
+const controllerName = "envoycp"
+
+// maxConcurrentReconciles bounds how many tenants are rebuilt at once.
+const maxConcurrentReconciles = 4
+
+// Snapshots is what the reconciler needs of the xDS server (*xds.Server implements it).
+type Snapshots interface {
+	SetTenant(ctx context.Context, tenant string, out translate.Output) (bool, error)
+	RemoveTenant(tenant string)
+}
+
+var _ Snapshots = (*xds.Server)(nil)
+
+// Reconciler rebuilds one tenant's Envoy snapshot.
+type Reconciler struct {
+	client    client.Reader
+	snapshots Snapshots
+	opts      translate.Options
+}
+
+// NewReconciler returns a reconciler reading from c (the manager's cached client) and
+// writing snapshots to s.
+func NewReconciler(c client.Reader, s Snapshots, opts translate.Options) *Reconciler {
+	return &Reconciler{client: c, snapshots: s, opts: opts}
+}
+
+// SetupWithManager registers the controller with mgr. The translation options are checked
+// here, so a bad --envoy-listen-address (or similar) fails at start-up, not per tenant.
+func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, opts translate.Options) error {
+	if _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
+		return fmt.Errorf("setting up the envoycp controller: %w", err)
+	}
+	r := NewReconciler(mgr.GetClient(), srv, opts)
+	noLeaderElection := false
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&corev1.Namespace{}, builder.WithPredicates(managedNamespaceChanged())).
+		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(TenantOf)).
+		Watches(&v1alpha1.Addresses{}, handler.EnqueueRequestsFromMapFunc(TenantOf)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: maxConcurrentReconciles,
+			NeedLeaderElection:      &noLeaderElection,
+		}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the envoycp controller: %w", err)
+	}
+	return nil
+}
+
+// TenantOf maps an object to the request of its tenant: {Name: <its namespace>}.
+func TenantOf(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+}
+
+// managedNamespaceChanged passes namespaces that are (or were) managed: creation, deletion,
+// and label changes either way.
+func managedNamespaceChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return managed(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return managed(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool {
+			return managed(e.Object)
+		},
+	}
+}
+
+func managed(o client.Object) bool {
+	return o != nil && o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue
+}
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;addresses,verbs=get;list;watch
+
+// Reconcile rebuilds the snapshot of the tenant named by req.Name. A namespace that is gone
+// or not managed by kubelb has its snapshot removed; a managed namespace without
+// LoadBalancers gets an empty snapshot, so its proxies drop every listener.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	tenant := req.Name
+	start := time.Now()
+	result := ""
+	defer func() {
+		if result == "" {
+			result = metrics.Result(err)
+		}
+		metrics.ManagerEnvoyCPReconcile.Observe(tenant, result, start)
+	}()
+	log := ctrl.LoggerFrom(ctx).WithValues("tenant", tenant)
+
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: tenant}, ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting namespace %s: %w", tenant, err)
+		}
+		ns = nil
+	}
+	if ns == nil || !managed(ns) {
+		r.snapshots.RemoveTenant(tenant)
+		result = metrics.ResultSkipped
+		return reconcile.Result{}, nil
+	}
+
+	in, err := r.input(ctx, tenant)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	buildStart := time.Now()
+	out, err := translate.Translate(in)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
+	}
+	changed, err := r.snapshots.SetTenant(ctx, tenant, out)
+	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("setting the Envoy snapshot of tenant %s: %w", tenant, err)
+	}
+	if changed {
+		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers),
+			"listeners", len(out.Listeners), "loadBalancersWithProblems", len(out.Problems))
+	}
+	return reconcile.Result{}, nil
+}
+
+// input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses.
+func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input, error) {
+	lbs := &v1alpha1.LoadBalancerList{}
+	if err := r.client.List(ctx, lbs, client.InNamespace(tenant)); err != nil {
+		return translate.Input{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
+	}
+	addrs := &v1alpha1.AddressesList{}
+	if err := r.client.List(ctx, addrs, client.InNamespace(tenant)); err != nil {
+		return translate.Input{}, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
+	}
+	in := translate.Input{
+		Tenant:        tenant,
+		LoadBalancers: make([]v1alpha1.LoadBalancer, 0, len(lbs.Items)),
+		Addresses:     make(map[string]v1alpha1.Addresses, len(addrs.Items)),
+		Options:       r.opts,
+	}
+	for _, lb := range lbs.Items {
+		if lb.DeletionTimestamp.IsZero() {
+			in.LoadBalancers = append(in.LoadBalancers, lb)
+		}
+	}
+	for _, a := range addrs.Items {
+		in.Addresses[a.Name] = a
+	}
+	return in, nil
+}

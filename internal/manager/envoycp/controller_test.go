@@ -1,0 +1,177 @@
+package envoycp
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// recorder is a Snapshots that remembers what it was given.
+type recorder struct {
+	set     map[string]translate.Output
+	removed []string
+}
+
+func (r *recorder) SetTenant(_ context.Context, tenant string, out translate.Output) (bool, error) {
+	r.set[tenant] = out
+	return true, nil
+}
+
+func (r *recorder) RemoveTenant(tenant string) { r.removed = append(r.removed, tenant) }
+
+func namespace(name string, managed bool) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if managed {
+		ns.Labels = map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
+	}
+	return ns
+}
+
+func loadBalancer(ns, name string, listenerPort int32) *v1alpha1.LoadBalancer {
+	lb := &v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.LoadBalancerSpec{
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+				AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName},
+				Ports:              []v1alpha1.EndpointPort{{Port: 31080}},
+			}},
+			Ports: []v1alpha1.LoadBalancerPort{{Port: 80}},
+		},
+	}
+	sp := v1alpha1.ServicePort{UpstreamTargetPort: listenerPort}
+	sp.Port = 80
+	lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+	return lb
+}
+
+func newClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+func TestTenantOf(t *testing.T) {
+	t.Parallel()
+	got := TenantOf(context.Background(), loadBalancer("tenant-a", "x", 1))
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "tenant-a"}}}
+	if !slices.Equal(got, want) {
+		t.Errorf("TenantOf(LoadBalancer) = %v, want %v", got, want)
+	}
+	got = TenantOf(context.Background(), &v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "default"}})
+	if len(got) != 1 || got[0].Name != "tenant-b" || got[0].Namespace != "" {
+		t.Errorf("TenantOf(Addresses) = %v", got)
+	}
+	if got := TenantOf(context.Background(), namespace("tenant-c", true)); got != nil {
+		t.Errorf("TenantOf(cluster-scoped) = %v, want nothing", got)
+	}
+}
+
+func TestManagedNamespaceChanged(t *testing.T) {
+	t.Parallel()
+	p := managedNamespaceChanged()
+	on, off := namespace("n", true), namespace("n", false)
+	for name, tc := range map[string]struct {
+		got, want bool
+	}{
+		"create managed":   {p.Create(event.CreateEvent{Object: on}), true},
+		"create unmanaged": {p.Create(event.CreateEvent{Object: off}), false},
+		"label added":      {p.Update(event.UpdateEvent{ObjectOld: off, ObjectNew: on}), true},
+		"label removed":    {p.Update(event.UpdateEvent{ObjectOld: on, ObjectNew: off}), true},
+		"other update":     {p.Update(event.UpdateEvent{ObjectOld: on, ObjectNew: on}), false},
+		"delete managed":   {p.Delete(event.DeleteEvent{Object: on}), true},
+		"delete unmanaged": {p.Delete(event.DeleteEvent{Object: off}), false},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	deleting := loadBalancer("tenant-a", "going", 20002)
+	deleting.Finalizers = []string{v1alpha1.CleanupFinalizer}
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	c := newClient(t,
+		namespace("tenant-a", true),
+		namespace("tenant-empty", true),
+		namespace("plain", false),
+		loadBalancer("tenant-a", "web", 20001),
+		deleting,
+		loadBalancer("tenant-other", "elsewhere", 20003),
+		loadBalancer("plain", "ignored", 20004),
+		&v1alpha1.Addresses{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: v1alpha1.DefaultAddressesName},
+			Spec:       v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}},
+		},
+	)
+	rec := &recorder{set: map[string]translate.Output{}}
+	r := NewReconciler(c, rec, translate.Options{ListenerAddress: "127.0.0.1"})
+	reconcileTenant := func(name string) {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+			t.Fatalf("Reconcile(%s): %v", name, err)
+		}
+	}
+
+	reconcileTenant("tenant-a")
+	out, ok := rec.set["tenant-a"]
+	if !ok {
+		t.Fatal("no snapshot set for tenant-a")
+	}
+	var names []string
+	for _, l := range out.Listeners {
+		names = append(names, cache.GetResourceName(l))
+	}
+	if !slices.Equal(names, []string{"web-tcp-80"}) {
+		t.Errorf("listeners %v, want only web-tcp-80 (deleting and other tenants' LoadBalancers left out)", names)
+	}
+	if len(out.Endpoints) != 1 || len(out.Problems) != 0 {
+		t.Errorf("endpoints %d, problems %v", len(out.Endpoints), out.Problems)
+	}
+
+	// A managed tenant without LoadBalancers gets an empty snapshot, not a removal: its
+	// proxies must drop their listeners.
+	reconcileTenant("tenant-empty")
+	if out, ok := rec.set["tenant-empty"]; !ok || len(out.Listeners) != 0 {
+		t.Errorf("tenant-empty: set=%v listeners=%d", ok, len(out.Listeners))
+	}
+
+	// Unmanaged and missing namespaces are removed.
+	reconcileTenant("plain")
+	reconcileTenant("tenant-other")
+	if _, ok := rec.set["plain"]; ok {
+		t.Error("snapshot set for an unmanaged namespace")
+	}
+	if !slices.Equal(rec.removed, []string{"plain", "tenant-other"}) {
+		t.Errorf("removed %v, want [plain tenant-other]", rec.removed)
+	}
+}
+
+func TestSetupRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	if err := SetupWithManager(nil, nil, translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
+		t.Fatal("no error for an invalid listener address")
+	}
+}
