@@ -1,0 +1,118 @@
+package helm
+
+import "slices"
+
+var (
+	crud    = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	read    = []string{"get", "list", "watch"}
+	mirror  = []string{"get", "list", "watch", "update", "patch"}
+	status  = []string{"get", "update", "patch"}
+	publish = []string{"create", "patch", "update"}
+)
+
+// kubelbKinds are the kubelb.k8c.io resources.
+var kubelbKinds = []string{"addresses", "configs", "loadbalancers", "routes", "syncsecrets", "tenants", "tenantstates"}
+
+func suffixed(rs []string, suffix string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r + suffix
+	}
+	return out
+}
+
+// ManagerPermissions is what the manager does, by design (architecture.md, api-contract.md):
+// its controllers' +kubebuilder:rbac markers come on top (MarkerPermissions). namespace is
+// the manager's own.
+func ManagerPermissions(namespace string) []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("kubelb.k8c.io", kubelbKinds, append(slices.Clone(crud), "deletecollection"), "")...)
+	add(Permissions("kubelb.k8c.io", suffixed(kubelbKinds, "/status"), status, "")...)
+	add(Permissions("kubelb.k8c.io", suffixed(kubelbKinds, "/finalizers"), []string{"update"}, "")...)
+	add(Permissions("", []string{"namespaces", "services", "secrets", "configmaps", "serviceaccounts"}, crud, "")...)
+	add(Permissions("", []string{"services/status"}, status, "")...)
+	add(Permissions("", []string{"serviceaccounts/token"}, []string{"create"}, "")...)
+	add(Permissions("", []string{"events"}, publish, "")...)
+	add(Permissions("events.k8s.io", []string{"events"}, publish, "")...)
+	add(Permissions("apps", []string{"deployments", "daemonsets"}, crud, "")...)
+	add(Permissions("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, crud, "")...)
+	add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes"}, read, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
+	add(Permission{Resource: "configmaps", Verb: "get", Namespace: "kube-public", Name: "cluster-info"})
+	return ps
+}
+
+// ManagerForbidden is what the manager must not be able to do.
+func ManagerForbidden() []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("", []string{"nodes"}, []string{"update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"pods"}, []string{"create", "delete"}, "")...)
+	add(Permissions("", []string{"pods/exec"}, []string{"create"}, "")...)
+	add(Permissions("apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"create", "update", "delete"}, "")...)
+	add(Permissions("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings"}, []string{"create", "update", "escalate", "bind"}, "")...)
+	add(Permissions("rbac.authorization.k8s.io", []string{"roles"}, []string{"escalate", "bind"}, "")...)
+	add(Permissions("", []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, []string{"create", "update"}, "kube-system")...)
+	add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes"}, []string{"create", "update", "delete"}, "")...)
+	add(Permissions("admissionregistration.k8s.io", []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, []string{"create"}, "")...)
+	return ps
+}
+
+// CCMFeatures are the optional parts of the ccm a chart install switched on.
+type CCMFeatures struct {
+	CloudProvider, Ingress, GatewayAPI, SecretSync, InstallGatewayCRDs bool
+}
+
+// CCMPermissions is what the ccm does in the tenant cluster with the given features, by
+// design; its controllers' markers (but for kubelb.k8c.io, which is the hub's) come on top.
+func CCMPermissions(namespace string, f CCMFeatures) []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("", []string{"nodes"}, read, "")...)
+	add(Permissions("", []string{"services"}, read, "")...)
+	add(Permissions("", []string{"events"}, publish, "")...)
+	add(Permissions("events.k8s.io", []string{"events"}, publish, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
+	if f.CloudProvider {
+		add(Permissions("", []string{"services"}, []string{"update", "patch"}, "")...)
+		add(Permissions("", []string{"services/status"}, status, "")...)
+		add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
+	}
+	if f.Ingress {
+		add(Permissions("networking.k8s.io", []string{"ingresses"}, mirror, "")...)
+		add(Permissions("networking.k8s.io", []string{"ingresses/status"}, status, "")...)
+		add(Permissions("networking.k8s.io", []string{"ingressclasses"}, read, "")...)
+	}
+	if f.GatewayAPI {
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes"}, mirror, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status", "gatewayclasses/status"}, status, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants"}, read, "")...)
+	}
+	if f.SecretSync {
+		add(Permissions("", []string{"secrets"}, read, "")...)
+	}
+	if f.GatewayAPI && f.InstallGatewayCRDs {
+		add(Permissions("apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"get", "list", "watch", "create", "update", "patch"}, "")...)
+	}
+	return ps
+}
+
+// CCMForbidden is what the ccm must not be able to do in the tenant cluster, whatever its
+// features.
+func CCMForbidden() []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("", []string{"services"}, []string{"create", "delete"}, "")...)
+	add(Permissions("", []string{"secrets"}, []string{"create", "update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"nodes"}, []string{"create", "update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"pods", "configmaps", "namespaces"}, []string{"create", "delete"}, "")...)
+	add(Permissions("apps", []string{"deployments", "daemonsets"}, []string{"create", "update"}, "")...)
+	add(Permissions("apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"delete"}, "")...)
+	add(Permissions("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, []string{"create", "escalate", "bind"}, "")...)
+	add(Permissions("", []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, []string{"create", "update"}, "kube-system")...)
+	add(Permissions("kubelb.k8c.io", []string{"loadbalancers", "tenants"}, []string{"create", "list"}, "")...)
+	return ps
+}
