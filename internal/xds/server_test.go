@@ -27,6 +27,8 @@ func TestSetTenantVersions(t *testing.T) {
 		Addresses:     addresses("10.0.0.1", "10.0.0.2"),
 	}
 	ctx := context.Background()
+	updates := func() float64 { return testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant)) }
+	updatesBefore := updates()
 
 	if changed, err := srv.SetTenant(ctx, "", translate.Output{}); err == nil || changed {
 		t.Fatalf("empty tenant: %v, %v", changed, err)
@@ -38,8 +40,8 @@ func TestSetTenantVersions(t *testing.T) {
 	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || changed {
 		t.Fatalf("identical SetTenant = %v, %v", changed, err)
 	}
-	if got := testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant)); got != 1 {
-		t.Fatalf("snapshot updates = %v, want 1", got)
+	if got := updates() - updatesBefore; got != 1 {
+		t.Fatalf("snapshot updates grew by %v, want 1", got)
 	}
 
 	// Only the endpoints change: only the endpoint version moves.
@@ -84,6 +86,10 @@ func TestCallbacks(t *testing.T) {
 	c := newCallbacks(logr.Discard())
 	connected := func() float64 { return testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)) }
 	node := &corev3.Node{Id: "p1", Cluster: tenant}
+	nacks := func() float64 {
+		return testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType))
+	}
+	nacksBefore := nacks()
 
 	if err := c.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "anonymous"}}); err == nil {
 		t.Error("a stream without node.cluster was accepted")
@@ -115,8 +121,8 @@ func TestCallbacks(t *testing.T) {
 	if stale.VersionInfo != "good" {
 		t.Error("a NACK of an older response was changed")
 	}
-	if got := testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType)); got != 2 {
-		t.Errorf("nacks = %v, want 2", got)
+	if got := nacks() - nacksBefore; got != 2 {
+		t.Errorf("nacks grew by %v, want 2", got)
 	}
 
 	c.OnStreamClosed(10, node)
