@@ -31,4 +31,21 @@ type Options struct {
 	DisableGatewayController   bool
 	DisableHTTPRouteController bool
 	DisableGRPCRouteController bool
+
+	// MaxConcurrentReconciles is the number of workers of each Service controller (mirror
+	// and status); 0 means DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+// DefaultMaxConcurrentReconciles is the number of workers per Service controller when
+// Options.MaxConcurrentReconciles is 0: enough that a burst of creates does not hold up
+// status updates, few enough for a small tenant control plane.
+const DefaultMaxConcurrentReconciles = 8
+
+// workers returns the effective number of workers per Service controller.
+func (o Options) workers() int {
+	if o.MaxConcurrentReconciles > 0 {
+		return o.MaxConcurrentReconciles
+	}
+	return DefaultMaxConcurrentReconciles
 }

@@ -1,0 +1,86 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+)
+
+// Reasons of the Events the ccm records on tenant Services.
+const (
+	// ReasonLoadBalancerCreated (Normal): the mirror was created on the hub.
+	ReasonLoadBalancerCreated = "LoadBalancerCreated"
+	// ReasonLoadBalancingDisabled (Warning): the hub disabled load balancing for the tenant, so
+	// the mirror is not created or updated.
+	ReasonLoadBalancingDisabled = "LoadBalancingDisabled"
+	// ReasonHubForbidden (Warning): the hub refused the ccm's credentials or request (401/403).
+	ReasonHubForbidden = "HubForbidden"
+	// ReasonHubUnreachable (Warning): the hub's API server could not be reached or failed.
+	ReasonHubUnreachable = "HubUnreachable"
+	// ReasonLoadBalancerRejected (Warning): the hub rejected the LoadBalancer as invalid.
+	ReasonLoadBalancerRejected = "LoadBalancerRejected"
+	// ReasonTenantNamespaceMissing (Warning): the tenant's namespace does not exist on the hub.
+	ReasonTenantNamespaceMissing = "TenantNamespaceMissing"
+	// ReasonPortNotMirrored (Warning): a Service port cannot be load balanced (protocol other
+	// than TCP/UDP, or no NodePort because allocateLoadBalancerNodePorts is false).
+	ReasonPortNotMirrored = "PortNotMirrored"
+)
+
+// Actions of the Events (the events.k8s.io "action" field).
+const (
+	actionMirror  = "Mirror"
+	actionCleanup = "Cleanup"
+)
+
+// maxNote keeps Event notes under the 1 kB the events API accepts.
+const maxNote = 1000
+
+// record records an Event on obj with a formatted note cut to the length the API accepts.
+func record(rec events.EventRecorder, obj runtime.Object, eventType, reason, action, format string, args ...any) {
+	note := fmt.Sprintf(format, args...)
+	if len(note) > maxNote {
+		note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
+	}
+	rec.Eventf(obj, nil, eventType, reason, action, "%s", note)
+}
+
+// recordHubError records a Warning Event on svc for a hub error a person must act on:
+// credentials refused, hub unreachable, object rejected. Conflicts, not-found and
+// already-exists are routine and get no Event; neither does shutdown.
+func recordHubError(ctx context.Context, rec events.EventRecorder, svc *corev1.Service, action, doing string, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		record(rec, svc, corev1.EventTypeWarning, ReasonHubForbidden, action,
+			"The management cluster refused %s: %v. Check the ccm's kubeconfig (Secret kubelb-ccm-kubeconfig) and that the Tenant exists.", doing, err)
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		record(rec, svc, corev1.EventTypeWarning, ReasonLoadBalancerRejected, action,
+			"The management cluster rejected %s: %v", doing, err)
+	case namespaceNotFound(err):
+		record(rec, svc, corev1.EventTypeWarning, ReasonTenantNamespaceMissing, action,
+			"The management cluster has no namespace for this tenant (%s): %v. Is the Tenant onboarded?", doing, err)
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+	case !isAPIError(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err):
+		record(rec, svc, corev1.EventTypeWarning, ReasonHubUnreachable, action,
+			"The management cluster could not be reached for %s: %v. Retrying.", doing, err)
+	}
+}
+
+// namespaceNotFound tells whether err says that a namespace does not exist (a create in it).
+func namespaceNotFound(err error) bool {
+	var s apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &s) {
+		return false
+	}
+	d := s.Status().Details
+	return d != nil && d.Kind == "namespaces"
+}

@@ -1,0 +1,376 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// tenantNS is the tenant's namespace on the hub in these tests.
+const tenantNS = "tenant-a"
+
+// wait is the deadline of every Eventually in these tests: generous for a loaded 2-core
+// machine, never a sleep.
+const wait = 30 * time.Second
+
+// env is a hub and a tenant API server with the tenant's namespace on the hub.
+type env struct {
+	*testenv.Pair
+	ctx context.Context
+	// recorded counts the Events the running ccm emitted.
+	recorded *eventCounter
+	// hubView is the running ccm's view of the hub (its cache).
+	hubView client.Reader
+}
+
+// eventCounter counts Events per reason and object UID, then passes them on.
+type eventCounter struct {
+	events.EventRecorder
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Eventf counts and records an Event.
+func (c *eventCounter) Eventf(regarding, related runtime.Object, eventType, reason, action, note string, args ...any) {
+	if o, ok := regarding.(client.Object); ok {
+		c.mu.Lock()
+		c.counts[reason+"/"+string(o.GetUID())]++
+		c.mu.Unlock()
+	}
+	c.EventRecorder.Eventf(regarding, related, eventType, reason, action, note, args...)
+}
+
+// count is how many Events with reason the ccm emitted about obj.
+func (c *eventCounter) count(reason string, obj client.Object) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[reason+"/"+string(obj.GetUID())]
+}
+
+// countingManager is a manager whose Event recorder counts what is recorded.
+type countingManager struct {
+	ctrl.Manager
+	rec *eventCounter
+}
+
+// GetEventRecorder returns the counting recorder.
+func (m countingManager) GetEventRecorder(string) events.EventRecorder { return m.rec }
+
+// newEnv starts a hub and a tenant control plane and makes the tenant's hub namespace.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{Pair: testenv.StartPair(t), ctx: t.Context()}
+	e.create(t, e.Hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: tenantNS, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}})
+	return e
+}
+
+func (e *env) create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(e.ctx, obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// ccmOpts tune one in-process ccm.
+type ccmOpts struct {
+	Options
+	// hubConfig overrides the hub credentials (default: admin).
+	hubConfig *rest.Config
+	// syncPeriod forces resyncs of both caches (default: controller-runtime's).
+	syncPeriod time.Duration
+}
+
+// startCCM runs the ccm's controllers in-process against the pair, as cmd/ccm does: a manager
+// on the tenant and a hub cluster whose cache covers only the tenant's namespace. The
+// returned function stops it (also done at the end of the test).
+func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
+	t.Helper()
+	o.ClusterName = tenantNS
+	o.EnableCloudProvider = true
+	if o.NodeAddressType == "" {
+		o.NodeAddressType = NodeAddressExternalIP
+	}
+	hubCfg := e.Hub.Config
+	if o.hubConfig != nil {
+		hubCfg = o.hubConfig
+	}
+	var sync *time.Duration
+	if o.syncPeriod > 0 {
+		sync = &o.syncPeriod
+	}
+	log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
+	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Logger:                 log.WithName("tenant"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{SyncPeriod: sync},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
+		co.Scheme = testenv.Scheme()
+		co.Logger = log.WithName("hub")
+		co.Cache.DefaultNamespaces = map[string]cache.Config{tenantNS: {}}
+		co.Cache.SyncPeriod = sync
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(hub); err != nil {
+		t.Fatal(err)
+	}
+	e.hubView = hub.GetClient()
+	e.recorded = &eventCounter{EventRecorder: mgr.GetEventRecorder(EventSource), counts: map[string]int{}}
+	if err := Setup(countingManager{Manager: mgr, rec: e.recorded}, hub, o.Options); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("ccm stopped with error: %v", err)
+			}
+		case <-time.After(wait):
+			t.Error("ccm did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// lbService is a LoadBalancer Service with one TCP port "http" (80 → 8080).
+func lbService(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+// namespace makes a namespace on the tenant.
+func (e *env) namespace(t *testing.T, name string) {
+	t.Helper()
+	e.create(t, e.Tenant.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// getService reads a tenant Service.
+func (e *env) getService(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatalf("reading Service %s/%s: %v", ns, name, err)
+	}
+	return svc
+}
+
+// mirrorOf waits for the hub LoadBalancer of a Service and returns it once check accepts it.
+func (e *env) mirrorOf(t *testing.T, svc *corev1.Service, check func(*v1alpha1.LoadBalancer) error) *v1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &v1alpha1.LoadBalancer{}
+	testenv.Eventually(t, wait, "LoadBalancer of Service "+svc.Name, func() error {
+		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, lb); err != nil {
+			return err
+		}
+		if check != nil {
+			return check(lb)
+		}
+		return nil
+	})
+	return lb
+}
+
+// noMirror fails unless the hub has no LoadBalancer for a Service.
+func (e *env) noMirror(t *testing.T, svc *corev1.Service) {
+	t.Helper()
+	err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, &v1alpha1.LoadBalancer{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("Service %s/%s: want no LoadBalancer on the hub, got err=%v", svc.Namespace, svc.Name, err)
+	}
+}
+
+// waitMirrorGone waits until the hub LoadBalancer of a Service is gone.
+func (e *env) waitMirrorGone(t *testing.T, svc *corev1.Service) {
+	t.Helper()
+	testenv.Eventually(t, wait, "LoadBalancer of Service "+svc.Name+" to be deleted", func() error {
+		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, &v1alpha1.LoadBalancer{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+}
+
+// events returns the Events about a tenant Service with a reason.
+func (e *env) events(t *testing.T, svc *corev1.Service, reason string) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := e.Tenant.Client.List(e.ctx, list, client.InNamespace(svc.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.UID == svc.UID && ev.Reason == reason {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an Event about a Service with a reason and type.
+func (e *env) waitEvent(t *testing.T, svc *corev1.Service, eventType, reason string) eventsv1.Event {
+	t.Helper()
+	var got eventsv1.Event
+	testenv.Eventually(t, wait, reason+" Event on "+svc.Name, func() error {
+		for _, ev := range e.events(t, svc, reason) {
+			if ev.Type == eventType {
+				got = ev
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s Event %s yet", eventType, reason)
+	})
+	return got
+}
+
+// serviceReconciles is the number of finished reconciles of tenant Services in a namespace.
+func serviceReconciles(ns string) float64 {
+	return testutil.ToFloat64(metrics.CCMServiceReconcile.Total.WithLabelValues(ns, metrics.ResultSuccess)) +
+		testutil.ToFloat64(metrics.CCMServiceReconcile.Total.WithLabelValues(ns, metrics.ResultError))
+}
+
+// waitReconciles waits until the mirror controller finished n more reconciles in ns than
+// before: proof that the ccm looked at what the test changed.
+func waitReconciles(t *testing.T, ns string, before float64, n int) {
+	t.Helper()
+	testenv.Eventually(t, wait, fmt.Sprintf("%d reconciles of Services in %s", n, ns), func() error {
+		if got := serviceReconciles(ns) - before; got < float64(n) {
+			return fmt.Errorf("%v so far", got)
+		}
+		return nil
+	})
+}
+
+// hubWrites is the number of write requests the ccm sent to the hub.
+func hubWrites() float64 {
+	var n float64
+	for _, op := range []string{opCreate, opUpdate, opPatch, opDelete} {
+		for _, res := range []string{metrics.ResultSuccess, metrics.ResultError} {
+			n += testutil.ToFloat64(metrics.CCMOperations.WithLabelValues(op, res))
+		}
+	}
+	return n
+}
+
+// controllerReconciles is controller-runtime's count of reconciles of a controller.
+func controllerReconciles(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == name {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// setLBStatus plays the manager: it writes ingress addresses into a hub LoadBalancer's status.
+func (e *env) setLBStatus(t *testing.T, lb *v1alpha1.LoadBalancer, ips ...string) {
+	t.Helper()
+	testenv.Eventually(t, wait, "writing LoadBalancer status", func() error {
+		cur := &v1alpha1.LoadBalancer{}
+		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(lb), cur); err != nil {
+			return err
+		}
+		cur.Status.LoadBalancer.Ingress = nil
+		for _, ip := range ips {
+			cur.Status.LoadBalancer.Ingress = append(cur.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+		return e.Hub.Client.Status().Update(e.ctx, cur)
+	})
+}
+
+// waitServiceIngress waits until a tenant Service shows exactly these ingress IPs.
+func (e *env) waitServiceIngress(t *testing.T, svc *corev1.Service, ips ...string) *corev1.Service {
+	t.Helper()
+	cur := &corev1.Service{}
+	testenv.Eventually(t, wait, fmt.Sprintf("Service %s status ingress %v", svc.Name, ips), func() error {
+		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
+			return err
+		}
+		var got []string
+		for _, in := range cur.Status.LoadBalancer.Ingress {
+			got = append(got, in.IP)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ips) && !(len(got) == 0 && len(ips) == 0) {
+			return fmt.Errorf("ingress %v", got)
+		}
+		return nil
+	})
+	return cur
+}
+
+// hasFinalizer tells whether a Service carries the ccm's finalizer.
+func hasFinalizer(svc *corev1.Service) bool {
+	for _, f := range svc.Finalizers {
+		if f == v1alpha1.CleanupFinalizer {
+			return true
+		}
+	}
+	return false
+}

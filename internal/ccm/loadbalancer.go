@@ -1,0 +1,172 @@
+package ccm
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// KindService is the value of the origin-resource-kind label on LoadBalancers mirroring
+// Services.
+const KindService = "Service"
+
+// annotationLastApplied is kubectl's copy of the whole object: never useful on the hub, and
+// large, so it is not mirrored.
+const annotationLastApplied = corev1.LastAppliedConfigAnnotation
+
+// ClassVerdict says what the ccm does with a Service given its type and loadBalancerClass.
+type ClassVerdict int
+
+// Verdicts of ServiceClass.
+const (
+	// NotLoadBalancer: the Service is not of type LoadBalancer.
+	NotLoadBalancer ClassVerdict = iota
+	// OtherClass: the Service asks for another load balancer implementation (or, with the class
+	// filter on, for none); the ccm never mirrors it.
+	OtherClass
+	// OurClass: the ccm mirrors the Service.
+	OurClass
+)
+
+// ServiceClass decides whether a Service is one the ccm mirrors. A Service with a
+// loadBalancerClass other than kubelb belongs to another implementation and is never
+// mirrored; with useClass a Service without a class is not mirrored either.
+func ServiceClass(svc *corev1.Service, useClass bool) ClassVerdict {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return NotLoadBalancer
+	}
+	c := svc.Spec.LoadBalancerClass
+	switch {
+	case c != nil && *c == v1alpha1.DefaultClass:
+		return OurClass
+	case c != nil, useClass:
+		return OtherClass
+	}
+	return OurClass
+}
+
+// PortProblem is a Service port the mirror leaves out, and why.
+type PortProblem struct {
+	// Port is the Service port's label (its name, or port/protocol).
+	Port string
+	// Pending is true when the port only waits for its NodePort to be allocated.
+	Pending bool
+	// Message explains the problem to a person.
+	Message string
+}
+
+// PortName is the name a Service port gets on the LoadBalancer: its own name, or
+// "<port>-<protocol>" (lower case) when it has none, as KubeLB Community Edition does, so
+// ports and endpoint ports always match by name.
+func PortName(p corev1.ServicePort) string {
+	if p.Name != "" {
+		return strings.ToLower(p.Name)
+	}
+	return fmt.Sprintf("%d-%s", p.Port, strings.ToLower(string(p.Protocol)))
+}
+
+// DesiredLoadBalancer maps a tenant Service to the LoadBalancer the ccm keeps in namespace
+// (the tenant's namespace on the hub). Ports whose NodePort is not allocated yet, or whose
+// protocol the LoadBalancer API does not carry (SCTP), are left out and reported.
+func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadBalancer, []PortProblem) {
+	var ports []v1alpha1.LoadBalancerPort
+	var endpointPorts []v1alpha1.EndpointPort
+	var problems []PortProblem
+	for _, p := range svc.Spec.Ports {
+		protocol := p.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		name := PortName(p)
+		switch {
+		case protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP:
+			problems = append(problems, PortProblem{Port: name, Message: fmt.Sprintf("protocol %s is not supported; only TCP and UDP are", protocol)})
+			continue
+		case p.NodePort == 0:
+			problems = append(problems, PortProblem{Port: name, Pending: true, Message: "no NodePort is allocated yet"})
+			continue
+		}
+		ports = append(ports, v1alpha1.LoadBalancerPort{Name: name, Port: p.Port, Protocol: protocol})
+		endpointPorts = append(endpointPorts, v1alpha1.EndpointPort{Name: name, Port: p.NodePort, Protocol: protocol})
+	}
+
+	lb := &v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        string(svc.UID),
+			Namespace:   namespace,
+			Labels:      OriginLabels(svc.Namespace, svc.Name, namespace),
+			Annotations: mirroredAnnotations(svc.Annotations),
+		},
+		Spec: v1alpha1.LoadBalancerSpec{
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+				AddressesReference: &corev1.ObjectReference{Kind: "Addresses", Name: v1alpha1.DefaultAddressesName},
+				Ports:              endpointPorts,
+			}},
+			Ports:                 ports,
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
+		},
+	}
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		lb.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
+	}
+	return lb, problems
+}
+
+// OriginLabels are the labels of a LoadBalancer mirroring Service namespace/name for the
+// tenant whose hub namespace is tenantNamespace.
+func OriginLabels(namespace, name, tenantNamespace string) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelOriginName:         name,
+		v1alpha1.LabelOriginNamespace:    namespace,
+		v1alpha1.LabelOriginResourceKind: KindService,
+		v1alpha1.LabelTenantName:         tenantNamespace,
+		v1alpha1.LabelManagedBy:          v1alpha1.LabelManagedByValue,
+	}
+}
+
+// mirroredAnnotations are the Service's annotations as mirrored: all of them (the hub decides
+// which reach its objects) but kubectl's last-applied-configuration.
+func mirroredAnnotations(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := maps.Clone(in)
+	delete(out, annotationLastApplied)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// MergeLoadBalancer returns a copy of current with desired's spec, labels and annotations
+// applied, and whether anything changed. Labels are merged (labels others set survive);
+// annotations and spec are owned by the ccm and replaced.
+func MergeLoadBalancer(current, desired *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, bool) {
+	out := current.DeepCopy()
+	changed := false
+	if !equality.Semantic.DeepEqual(current.Spec, desired.Spec) {
+		out.Spec = *desired.Spec.DeepCopy()
+		changed = true
+	}
+	for k, v := range desired.Labels {
+		if out.Labels[k] != v {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = v
+			changed = true
+		}
+	}
+	if !maps.Equal(current.Annotations, desired.Annotations) {
+		out.Annotations = maps.Clone(desired.Annotations)
+		changed = true
+	}
+	return out, changed
+}

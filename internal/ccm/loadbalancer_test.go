@@ -1,0 +1,204 @@
+package ccm
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+func TestServiceClass(t *testing.T) {
+	t.Parallel()
+	lb := func(class *string) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class}}
+	}
+	tests := []struct {
+		name     string
+		svc      *corev1.Service
+		useClass bool
+		want     ClassVerdict
+	}{
+		{"ClusterIP", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}, false, NotLoadBalancer},
+		{"NodePort", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort}}, true, NotLoadBalancer},
+		{"no class, filter off", lb(nil), false, OurClass},
+		{"no class, filter on", lb(nil), true, OtherClass},
+		{"class kubelb, filter off", lb(ptr.To("kubelb")), false, OurClass},
+		{"class kubelb, filter on", lb(ptr.To("kubelb")), true, OurClass},
+		// A class of another implementation is never ours, whatever the filter says.
+		{"other class, filter off", lb(ptr.To("metallb.io/metallb")), false, OtherClass},
+		{"other class, filter on", lb(ptr.To("metallb.io/metallb")), true, OtherClass},
+	}
+	for _, tc := range tests {
+		if got := ServiceClass(tc.svc, tc.useClass); got != tc.want {
+			t.Errorf("%s: ServiceClass = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDesiredLoadBalancer(t *testing.T) {
+	t.Parallel()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "shop", UID: "1234-uid",
+			Annotations: map[string]string{
+				v1alpha1.AnnotationProxyProtocol:   "v2",
+				"example.com/team":                 "a",
+				corev1.LastAppliedConfigAnnotation: `{"huge":"json"}`,
+			},
+			Labels: map[string]string{"app": "web"}, // not mirrored
+		},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			SessionAffinity:       corev1.ServiceAffinityClientIP,
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080},
+				{Name: "DNS", Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053},
+				{Name: "pending", Port: 8080, Protocol: corev1.ProtocolTCP},
+				{Name: "sctp", Port: 9, Protocol: corev1.ProtocolSCTP, NodePort: 30009},
+			},
+		},
+	}
+	got, problems := DesiredLoadBalancer(svc, "tenant-a")
+	want := &v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "1234-uid", Namespace: "tenant-a",
+			Labels: map[string]string{
+				v1alpha1.LabelOriginName:         "web",
+				v1alpha1.LabelOriginNamespace:    "shop",
+				v1alpha1.LabelOriginResourceKind: "Service",
+				v1alpha1.LabelTenantName:         "tenant-a",
+				v1alpha1.LabelManagedBy:          "kubelb",
+			},
+			Annotations: map[string]string{v1alpha1.AnnotationProxyProtocol: "v2", "example.com/team": "a"},
+		},
+		Spec: v1alpha1.LoadBalancerSpec{
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+				AddressesReference: &corev1.ObjectReference{Kind: "Addresses", Name: "default"},
+				Ports: []v1alpha1.EndpointPort{
+					{Name: "http", Port: 30080, Protocol: corev1.ProtocolTCP},
+					{Name: "dns", Port: 30053, Protocol: corev1.ProtocolUDP},
+				},
+			}},
+			Ports: []v1alpha1.LoadBalancerPort{
+				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+			},
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Persistence:           &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadBalancer (-want +got):\n%s", diff)
+	}
+	wantProblems := []PortProblem{
+		{Port: "pending", Pending: true, Message: "no NodePort is allocated yet"},
+		{Port: "sctp", Message: "protocol SCTP is not supported; only TCP and UDP are"},
+	}
+	if diff := cmp.Diff(wantProblems, problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestDesiredLoadBalancerUnnamedPortNoAffinity(t *testing.T) {
+	t.Parallel()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "ns", UID: "u"},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+			SessionAffinity:       corev1.ServiceAffinityNone,
+			Ports:                 []corev1.ServicePort{{Port: 443, Protocol: corev1.ProtocolTCP, NodePort: 31443}},
+		},
+	}
+	got, problems := DesiredLoadBalancer(svc, "tenant-b")
+	if len(problems) != 0 {
+		t.Errorf("unexpected problems: %v", problems)
+	}
+	if got.Spec.Persistence != nil {
+		t.Errorf("persistence = %v, want none without ClientIP affinity", got.Spec.Persistence)
+	}
+	if got.Annotations != nil {
+		t.Errorf("annotations = %v, want none", got.Annotations)
+	}
+	wantPorts := []v1alpha1.LoadBalancerPort{{Name: "443-tcp", Port: 443, Protocol: corev1.ProtocolTCP}}
+	if diff := cmp.Diff(wantPorts, got.Spec.Ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	wantEP := []v1alpha1.EndpointPort{{Name: "443-tcp", Port: 31443, Protocol: corev1.ProtocolTCP}}
+	if diff := cmp.Diff(wantEP, got.Spec.Endpoints[0].Ports); diff != "" {
+		t.Errorf("endpoint ports (-want +got):\n%s", diff)
+	}
+	if got.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+		t.Errorf("externalTrafficPolicy = %q", got.Spec.ExternalTrafficPolicy)
+	}
+}
+
+func TestMergeLoadBalancer(t *testing.T) {
+	t.Parallel()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "u", Annotations: map[string]string{"a": "1"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}}},
+	}
+	desired, _ := DesiredLoadBalancer(svc, "tenant-a")
+
+	// As read back from the API server: same content, plus bookkeeping, status, and a label
+	// someone else added.
+	current := desired.DeepCopy()
+	current.ResourceVersion = "7"
+	current.Labels["example.com/extra"] = "x"
+	current.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}
+	if _, changed := MergeLoadBalancer(current, desired); changed {
+		t.Fatal("an up-to-date mirror must not be written")
+	}
+
+	// Spec and annotation changes are applied; foreign labels, status and metadata survive.
+	svc2 := svc.DeepCopy()
+	svc2.Spec.Ports[0].NodePort = 30081
+	svc2.Annotations = map[string]string{"b": "2"}
+	desired2, _ := DesiredLoadBalancer(svc2, "tenant-a")
+	merged, changed := MergeLoadBalancer(current, desired2)
+	if !changed {
+		t.Fatal("a changed NodePort must be written")
+	}
+	if merged.Spec.Endpoints[0].Ports[0].Port != 30081 {
+		t.Errorf("endpoint port = %d, want 30081", merged.Spec.Endpoints[0].Ports[0].Port)
+	}
+	if diff := cmp.Diff(map[string]string{"b": "2"}, merged.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	if merged.Labels["example.com/extra"] != "x" || merged.ResourceVersion != "7" || len(merged.Status.LoadBalancer.Ingress) != 1 {
+		t.Errorf("merge lost foreign labels, resourceVersion or status: %+v", merged.ObjectMeta)
+	}
+	if current.Spec.Endpoints[0].Ports[0].Port != 30080 {
+		t.Error("MergeLoadBalancer modified its input")
+	}
+}
+
+func TestWarnOnce(t *testing.T) {
+	t.Parallel()
+	w := newWarnOnce()
+	w.observe(true)
+	if !w.first("a") || w.first("a") {
+		t.Fatal("want exactly one warning per Service while disabled")
+	}
+	w.observe(true)
+	if w.first("a") {
+		t.Fatal("the same verdict must not warn again")
+	}
+	w.observe(false)
+	w.observe(true)
+	if !w.first("a") {
+		t.Fatal("disabled again after being enabled: want a new warning")
+	}
+	w.forget("a")
+	if !w.first("a") {
+		t.Fatal("a forgotten Service is warned again")
+	}
+}

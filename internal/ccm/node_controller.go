@@ -1,0 +1,154 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// NodeReconciler publishes the addresses of the tenant's serving nodes to Addresses/default
+// in the tenant's namespace on the hub. Every Node event leads to the same single key, so a
+// burst of node changes costs one reconcile.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+type NodeReconciler struct {
+	// Tenant reads Nodes from the tenant cache.
+	Tenant client.Reader
+	// Hub reads from the hub cache and writes to the hub.
+	Hub client.Client
+	// Namespace is the tenant's namespace on the hub.
+	Namespace string
+	// AddressType is the configured node address type.
+	AddressType string
+}
+
+// nodeKey is the one key of the node controller.
+var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.DefaultAddressesName}}
+
+// Reconcile brings Addresses/default in line with the serving nodes: created or updated when
+// there are addresses, deleted when there are none (the CRD needs at least one address, and a
+// missing Addresses gives the hub no endpoints, which is the truth).
+func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
+	start := time.Now()
+	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
+
+	nodes := &corev1.NodeList{}
+	if err := r.Tenant.List(ctx, nodes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	want, serving := NodeAddresses(nodes.Items, r.AddressType)
+	metrics.CCMNodes.Set(float64(serving))
+
+	key := client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.DefaultAddressesName}
+	current := &v1alpha1.Addresses{}
+	err = r.Hub.Get(ctx, key, current)
+	switch {
+	case apierrors.IsNotFound(err):
+		current = nil
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("reading Addresses %s: %w", key, err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+
+	if len(want) == 0 {
+		if current == nil || current.DeletionTimestamp != nil {
+			return reconcile.Result{}, nil
+		}
+		if err := r.Hub.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting Addresses %s (no serving nodes): %w", key, err)
+		}
+		log.Info("no serving nodes; deleted Addresses", "addresses", key)
+		return reconcile.Result{}, nil
+	}
+
+	if current == nil {
+		obj := &v1alpha1.Addresses{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{
+				v1alpha1.LabelManagedBy:  v1alpha1.LabelManagedByValue,
+				v1alpha1.LabelTenantName: r.Namespace,
+			}},
+			Spec: v1alpha1.AddressesSpec{Addresses: want},
+		}
+		if err := r.Hub.Create(ctx, obj); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// The cache has not seen it yet; its create event brings us back.
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("creating Addresses %s: %w", key, err)
+		}
+		log.Info("created Addresses", "addresses", key, "count", len(want))
+		return reconcile.Result{}, nil
+	}
+	if current.DeletionTimestamp != nil {
+		// Being deleted by someone else: its delete event brings us back to create it anew.
+		return reconcile.Result{}, nil
+	}
+	if slices.Equal(current.Spec.Addresses, want) {
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFrom(current.DeepCopy())
+	current.Spec.Addresses = want
+	if err := r.Hub.Patch(ctx, current, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("updating Addresses %s: %w", key, err)
+	}
+	log.Info("updated Addresses", "addresses", key, "count", len(want))
+	return reconcile.Result{}, nil
+}
+
+// nodeChanged passes Node events that can change the published addresses: creations,
+// deletions, resyncs, and updates of readiness, addresses, labels or deletion.
+var nodeChanged = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 || o.ResourceVersion == n.ResourceVersion {
+			return true
+		}
+		return NodeReady(o) != NodeReady(n) ||
+			!slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+			hasKey(o.Labels, LabelExcludeFromExternalLoadBalancers) != hasKey(n.Labels, LabelExcludeFromExternalLoadBalancers)
+	},
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// setupNodeController registers the node controller: Nodes of the tenant and Addresses/default
+// on the hub (so that a change made there by someone else is undone) map to the one key.
+func setupNodeController(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
+	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType}
+	toKey := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{nodeKey} }
+	addressesToKey := func(_ context.Context, a *v1alpha1.Addresses) []reconcile.Request {
+		if a.Name != v1alpha1.DefaultAddressesName {
+			return nil
+		}
+		return []reconcile.Request{nodeKey}
+	}
+	return builder.ControllerManagedBy(mgr).
+		Named("ccm-node").
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(toKey), builder.WithPredicates(nodeChanged)).
+		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.Addresses{},
+			handler.TypedEnqueueRequestsFromMapFunc(addressesToKey))).
+		Complete(r)
+}

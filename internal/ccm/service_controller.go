@@ -1,0 +1,346 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// indexOrigin indexes the hub cache's LoadBalancers by "<origin namespace>/<origin name>" of
+// the Service they mirror, so that stale mirrors are found without scanning the namespace.
+const indexOrigin = "ccm.kubelb.k8c.io/origin"
+
+// createdGrace is how long a mirror the ccm just created may be missing from the hub cache
+// before the ccm creates it again.
+const createdGrace = 5 * time.Second
+
+// nodePortRetry is how soon a Service whose NodePorts are not all allocated is looked at
+// again (the Service's own update event usually comes first).
+const nodePortRetry = 2 * time.Second
+
+// originOf returns the Service a hub LoadBalancer mirrors, from its origin labels. LoadBalancers
+// without a kind label (made by KubeLB CE's ccm) count as Service mirrors.
+func originOf(lb *v1alpha1.LoadBalancer) (types.NamespacedName, bool) {
+	l := lb.GetLabels()
+	if k, ok := l[v1alpha1.LabelOriginResourceKind]; ok && k != KindService {
+		return types.NamespacedName{}, false
+	}
+	ns, name := l[v1alpha1.LabelOriginNamespace], l[v1alpha1.LabelOriginName]
+	if ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+// originIndex is the index function of indexOrigin.
+func originIndex(o client.Object) []string {
+	lb, ok := o.(*v1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	if key, ok := originOf(lb); ok {
+		return []string{key.String()}
+	}
+	return nil
+}
+
+// ServiceReconciler mirrors tenant Services of type LoadBalancer into LoadBalancers named by
+// the Service's UID in the tenant's namespace on the hub, and removes the mirror (and the
+// status it copied) when the Service goes away, stops being a LoadBalancer or is no longer
+// ours. Status flows back through StatusReconciler, on its own queue.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+type ServiceReconciler struct {
+	// Tenant reads from the tenant cache and writes to the tenant.
+	Tenant client.Client
+	// Hub reads from the hub cache and writes to the hub.
+	Hub client.Client
+	// Recorder records Events on tenant Services.
+	Recorder events.EventRecorder
+	// Namespace is the tenant's namespace on the hub.
+	Namespace string
+	// UseClass limits the ccm to Services of loadBalancerClass kubelb.
+	UseClass bool
+
+	warn    *warnOnce
+	managed *managedSet
+	// created remembers when the ccm created a mirror (Service UID → time), so that a
+	// reconcile racing the hub cache does not try to create it again.
+	created sync.Map
+}
+
+// Reconcile brings the hub mirror of one Service in line with it.
+func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	start := time.Now()
+	defer func() { metrics.CCMServiceReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
+
+	svc := &corev1.Service{}
+	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("reading Service %s: %w", req.NamespacedName, err)
+		}
+		// Gone (its finalizer was removed, by us or by hand): remove mirrors left behind.
+		r.managed.set(req.NamespacedName, false)
+		return reconcile.Result{}, r.deleteMirrors(ctx, nil, req.NamespacedName, "")
+	}
+	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.release(ctx, svc)
+	}
+	return r.mirror(ctx, svc)
+}
+
+// mirror creates or updates the LoadBalancer of a Service the ccm handles.
+func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(svc)
+	log := ctrl.LoggerFrom(ctx)
+
+	// A Service re-created under the same name has a new UID: its old mirror goes.
+	if err := r.deleteMirrors(ctx, svc, key, svc.UID); err != nil {
+		return reconcile.Result{}, err
+	}
+	current, err := r.currentMirror(ctx, svc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	desired, problems := DesiredLoadBalancer(svc, r.Namespace)
+
+	disabled, err := loadBalancingDisabled(ctx, r.Hub, r.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.warn.observe(disabled)
+	if disabled {
+		// Existing mirrors are left alone; nothing is created or updated.
+		r.managed.set(key, current != nil)
+		if _, changed := r.merge(current, desired); (current == nil || changed) && r.warn.first(svc.UID) {
+			what := "created"
+			if current != nil {
+				what = "updated"
+			}
+			record(r.Recorder, svc, corev1.EventTypeWarning, ReasonLoadBalancingDisabled, actionMirror,
+				"Load balancing is disabled for this tenant by the management cluster (TenantState); the LoadBalancer is not %s.", what)
+		}
+		return reconcile.Result{}, nil
+	}
+
+	if !controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer) {
+		orig := svc.DeepCopy()
+		controllerutil.AddFinalizer(svc, v1alpha1.CleanupFinalizer)
+		if err := r.Tenant.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer to Service %s: %w", key, err)
+		}
+	}
+
+	var res reconcile.Result
+	pending := false
+	for _, p := range problems {
+		pending = pending || p.Pending
+	}
+	if pending && !nodePortsDisabled(svc) {
+		res.RequeueAfter = nodePortRetry
+	}
+
+	if current != nil {
+		r.created.Delete(svc.UID)
+	} else if at, ok := r.created.Load(svc.UID); ok && time.Since(at.(time.Time)) < createdGrace {
+		// Created a moment ago; the hub cache has not seen it yet. Its create event brings us
+		// back; the requeue covers a mirror deleted before the cache ever saw it.
+		r.managed.set(key, true)
+		return reconcile.Result{RequeueAfter: createdGrace}, nil
+	}
+
+	wrote := false
+	switch {
+	case current == nil:
+		if len(desired.Spec.Ports) == 0 {
+			// Nothing to load balance yet (NodePorts pending), or no usable port at all.
+			r.reportPorts(svc, problems)
+			break
+		}
+		if err := r.Hub.Create(ctx, desired); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// The hub cache has not caught up; the create event brings us back.
+				return res, nil
+			}
+			recordHubError(ctx, r.Recorder, svc, actionMirror, "creating the LoadBalancer", err)
+			return reconcile.Result{}, fmt.Errorf("creating LoadBalancer %s/%s for Service %s: %w", r.Namespace, desired.Name, key, err)
+		}
+		wrote = true
+		r.created.Store(svc.UID, time.Now())
+		log.Info("created LoadBalancer", "loadBalancer", client.ObjectKeyFromObject(desired))
+		record(r.Recorder, svc, corev1.EventTypeNormal, ReasonLoadBalancerCreated, actionMirror,
+			"Created LoadBalancer %s/%s in the management cluster.", r.Namespace, desired.Name)
+	case current.DeletionTimestamp != nil:
+		// Someone deletes it; its delete event brings us back to create it anew.
+		return res, nil
+	default:
+		merged, changed := r.merge(current, desired)
+		if !changed {
+			break
+		}
+		if err := r.Hub.Patch(ctx, merged, client.MergeFrom(current)); err != nil {
+			recordHubError(ctx, r.Recorder, svc, actionMirror, "updating the LoadBalancer", err)
+			return reconcile.Result{}, fmt.Errorf("updating LoadBalancer %s/%s for Service %s: %w", r.Namespace, current.Name, key, err)
+		}
+		wrote = true
+		log.Info("updated LoadBalancer", "loadBalancer", client.ObjectKeyFromObject(current))
+	}
+	r.managed.set(key, current != nil || wrote)
+	if wrote {
+		r.reportPorts(svc, problems)
+	}
+	return res, nil
+}
+
+// merge is MergeLoadBalancer that tolerates a missing current mirror.
+func (r *ServiceReconciler) merge(current, desired *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, bool) {
+	if current == nil {
+		return desired, true
+	}
+	return MergeLoadBalancer(current, desired)
+}
+
+// reportPorts records a Warning for ports that the mirror had to leave out for good.
+func (r *ServiceReconciler) reportPorts(svc *corev1.Service, problems []PortProblem) {
+	var msgs []string
+	for _, p := range problems {
+		if p.Pending && !nodePortsDisabled(svc) {
+			continue
+		}
+		msg := p.Message
+		if p.Pending {
+			msg = "no NodePort (spec.allocateLoadBalancerNodePorts is false); the hub needs NodePorts to reach the nodes"
+		}
+		msgs = append(msgs, fmt.Sprintf("port %s: %s", p.Port, msg))
+	}
+	if len(msgs) > 0 {
+		record(r.Recorder, svc, corev1.EventTypeWarning, ReasonPortNotMirrored, actionMirror,
+			"Ports left out of the load balancer: %s.", strings.Join(msgs, "; "))
+	}
+}
+
+// nodePortsDisabled tells whether the Service asks for no NodePorts.
+func nodePortsDisabled(svc *corev1.Service) bool {
+	a := svc.Spec.AllocateLoadBalancerNodePorts
+	return a != nil && !*a
+}
+
+// currentMirror reads the LoadBalancer named by the Service's UID from the hub cache.
+func (r *ServiceReconciler) currentMirror(ctx context.Context, svc *corev1.Service) (*v1alpha1.LoadBalancer, error) {
+	lb := &v1alpha1.LoadBalancer{}
+	err := r.Hub.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: string(svc.UID)}, lb)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
+	}
+	return lb, nil
+}
+
+// release removes the mirror of a Service the ccm no longer handles (deleted, not a
+// LoadBalancer any more, or of another class), clears the status it copied and removes the
+// finalizer. It does not wait for the hub to finish deleting: the hub cleans up behind its own
+// finalizer, and the tenant Service is not held hostage by the hub.
+func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	hasFinalizer := controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)
+	defer r.warn.forget(svc.UID)
+	defer r.created.Delete(svc.UID)
+	defer r.managed.set(key, false)
+
+	current, err := r.currentMirror(ctx, svc)
+	if err != nil {
+		return err
+	}
+	if err := r.deleteMirrors(ctx, svc, key, ""); err != nil {
+		return err
+	}
+	if !hasFinalizer {
+		return nil
+	}
+	if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		// Clear the status we copied: when it is the mirror's, or when no other
+		// implementation can have written it (no foreign class).
+		ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, current.Status.LoadBalancer)
+		foreign := svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != v1alpha1.DefaultClass
+		if ours || !foreign {
+			orig := svc.DeepCopy()
+			svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+			if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+				return fmt.Errorf("clearing status of Service %s: %w", key, err)
+			}
+		}
+	}
+	orig := svc.DeepCopy()
+	controllerutil.RemoveFinalizer(svc, v1alpha1.CleanupFinalizer)
+	if err := r.Tenant.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing finalizer from Service %s: %w", key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("released Service")
+	return nil
+}
+
+// deleteMirrors deletes the hub LoadBalancers mirroring Service key, except the one named
+// keep. svc (may be nil) receives Events about hub errors.
+func (r *ServiceReconciler) deleteMirrors(ctx context.Context, svc *corev1.Service, key types.NamespacedName, keep types.UID) error {
+	list := &v1alpha1.LoadBalancerList{}
+	if err := r.Hub.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingFields{indexOrigin: key.String()}); err != nil {
+		return fmt.Errorf("listing LoadBalancers of Service %s: %w", key, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
+	}
+	// The mirror named by the UID is deleted even if someone stripped its labels.
+	if svc != nil && keep == "" && !slices.Contains(names, string(svc.UID)) {
+		names = append(names, string(svc.UID))
+	}
+	for _, name := range names {
+		if name == string(keep) {
+			continue
+		}
+		lb := &v1alpha1.LoadBalancer{}
+		err := r.Hub.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, lb)
+		if apierrors.IsNotFound(err) || (err == nil && lb.DeletionTimestamp != nil) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, name, err)
+		}
+		if err := r.Hub.Delete(ctx, lb, client.Preconditions{UID: &lb.UID}); client.IgnoreNotFound(err) != nil {
+			if svc != nil {
+				recordHubError(ctx, r.Recorder, svc, actionCleanup, "deleting the LoadBalancer", err)
+			}
+			return fmt.Errorf("deleting LoadBalancer %s/%s of Service %s: %w", r.Namespace, name, key, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("deleted LoadBalancer", "loadBalancer", client.ObjectKeyFromObject(lb))
+	}
+	return nil
+}
+
+// sameMeta tells whether two objects agree on everything but status and bookkeeping.
+func sameMeta(a, b client.Object) bool {
+	return maps.Equal(a.GetLabels(), b.GetLabels()) && maps.Equal(a.GetAnnotations(), b.GetAnnotations()) &&
+		slices.Equal(a.GetFinalizers(), b.GetFinalizers()) &&
+		(a.GetDeletionTimestamp() == nil) == (b.GetDeletionTimestamp() == nil)
+}

@@ -1,0 +1,222 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// EventSource is the name under which the ccm records Events.
+const EventSource = "kubelb-ccm"
+
+// hubProbeInterval is how often the ccm asks the hub something while it has nothing to
+// write, so that CCMClusterConnected also tells the truth on a quiet system.
+const hubProbeInterval = 30 * time.Second
+
+// RBAC the ccm needs on the hub, in the tenant's namespace only (the Role the manager makes for
+// each Tenant; deliberately not a +kubebuilder:rbac marker, which would land in the ccm's
+// tenant-side ClusterRole):
+//
+//	kubelb.k8c.io loadbalancers: get list watch create update patch delete
+//	kubelb.k8c.io addresses:     get list watch create update patch delete
+//	kubelb.k8c.io tenantstates:  get list watch
+
+// Setup adds the ccm's layer-4 controllers to mgr (a manager on the tenant cluster); hub is the
+// management cluster, whose cache covers only namespace opts.ClusterName. With
+// EnableCloudProvider off it adds nothing but the hub connectivity probe.
+func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
+	if opts.ClusterName == "" {
+		return fmt.Errorf("ccm: the tenant's namespace on the hub (ClusterName) is required")
+	}
+	if opts.NodeAddressType == "" {
+		opts.NodeAddressType = NodeAddressExternalIP
+	}
+	if _, ok := addressFallback[opts.NodeAddressType]; !ok {
+		return fmt.Errorf("ccm: node address type %q is not one of %s, %s, %s", opts.NodeAddressType,
+			NodeAddressExternalIP, NodeAddressInternalIP, NodeAddressHostname)
+	}
+	if err := mgr.Add(&hubProbe{reader: hubReader{hub.GetAPIReader()}, namespace: opts.ClusterName}); err != nil {
+		return err
+	}
+	if !opts.EnableCloudProvider {
+		return nil
+	}
+	hubc := newHubClient(hub.GetClient())
+	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancer{}, indexOrigin, originIndex); err != nil {
+		return fmt.Errorf("ccm: indexing hub LoadBalancers: %w", err)
+	}
+	if err := setupNodeController(mgr, hub, hubc, opts); err != nil {
+		return fmt.Errorf("ccm: node controller: %w", err)
+	}
+	if err := setupServiceControllers(mgr, hub, hubc, opts); err != nil {
+		return fmt.Errorf("ccm: service controllers: %w", err)
+	}
+	return nil
+}
+
+// setupServiceControllers registers the mirror controller and the status controller.
+func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
+	mirror := &ServiceReconciler{
+		Tenant:    mgr.GetClient(),
+		Hub:       hubc,
+		Recorder:  mgr.GetEventRecorder(EventSource),
+		Namespace: opts.ClusterName,
+		UseClass:  opts.UseLoadBalancerClass,
+		warn:      newWarnOnce(),
+		managed:   newManagedSet(),
+	}
+	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
+		if key, ok := originOf(lb); ok {
+			return []reconcile.Request{{NamespacedName: key}}
+		}
+		return nil
+	})
+	// A change of the hub's verdict re-reconciles every LoadBalancer Service (only then: the
+	// manager may refresh TenantState often).
+	tenantStateToServices := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *v1alpha1.TenantState) []reconcile.Request {
+		list := &corev1.ServiceList{}
+		if err := mgr.GetClient().List(ctx, list); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing Services after a TenantState change")
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			if serviceRelevant(&list.Items[i]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+		return out
+	})
+	workers := controller.Options{MaxConcurrentReconciles: opts.workers()}
+
+	err := builder.ControllerManagedBy(mgr).
+		Named("ccm-service").
+		For(&corev1.Service{}, builder.WithPredicates(mirrorServicePredicate)).
+		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
+			predicate.Or[*v1alpha1.LoadBalancer](
+				predicate.TypedGenerationChangedPredicate[*v1alpha1.LoadBalancer]{},
+				predicate.TypedLabelChangedPredicate[*v1alpha1.LoadBalancer]{},
+				predicate.TypedAnnotationChangedPredicate[*v1alpha1.LoadBalancer]{}))).
+		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{}, tenantStateToServices,
+			predicate.TypedFuncs[*v1alpha1.TenantState]{UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.TenantState]) bool {
+				return e.ObjectOld.Status.LoadBalancer.Disable != e.ObjectNew.Status.LoadBalancer.Disable
+			}})).
+		WithOptions(workers).
+		Complete(mirror)
+	if err != nil {
+		return err
+	}
+
+	status := &StatusReconciler{Tenant: mgr.GetClient(), Hub: hub.GetClient(), Namespace: opts.ClusterName, UseClass: opts.UseLoadBalancerClass}
+	return builder.ControllerManagedBy(mgr).
+		Named("ccm-service-status").
+		For(&corev1.Service{}, builder.WithPredicates(statusServicePredicate)).
+		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
+			predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
+				UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.LoadBalancer]) bool {
+					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer)
+				},
+				DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
+			})).
+		WithOptions(workers).
+		Complete(status)
+}
+
+// serviceRelevant tells whether the ccm may have work for a Service: it is of type
+// LoadBalancer, or carries our finalizer (so must be released).
+func serviceRelevant(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)
+}
+
+// asService returns o as a Service.
+func asService(o client.Object) (*corev1.Service, bool) {
+	svc, ok := o.(*corev1.Service)
+	return svc, ok
+}
+
+// mirrorServicePredicate passes Service events the mirror controller must see: anything about
+// relevant Services except updates that changed only their status (our own status writes
+// among them). Resyncs (same resourceVersion) pass.
+var mirrorServicePredicate = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool {
+		svc, ok := asService(e.Object)
+		return ok && serviceRelevant(svc)
+	},
+	DeleteFunc: func(e event.DeleteEvent) bool {
+		svc, ok := asService(e.Object)
+		return ok && serviceRelevant(svc)
+	},
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := asService(e.ObjectOld)
+		n, ok2 := asService(e.ObjectNew)
+		if !ok1 || !ok2 || !(serviceRelevant(o) || serviceRelevant(n)) {
+			return false
+		}
+		return o.ResourceVersion == n.ResourceVersion || !sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec, n.Spec)
+	},
+}
+
+// statusServicePredicate passes Service events the status controller must see: creations and
+// resyncs of LoadBalancer Services, and updates that change their status, finalizers, type or
+// class (e.g. the finalizer that makes a Service ours).
+var statusServicePredicate = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool {
+		svc, ok := asService(e.Object)
+		return ok && svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	},
+	DeleteFunc: func(event.DeleteEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := asService(e.ObjectOld)
+		n, ok2 := asService(e.ObjectNew)
+		if !ok1 || !ok2 || n.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			return false
+		}
+		return o.ResourceVersion == n.ResourceVersion ||
+			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
+			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass)
+	},
+}
+
+// hubProbe asks the hub a cheap question every hubProbeInterval so that CCMClusterConnected
+// reflects the connection even when the ccm has nothing to write. It runs on every replica.
+type hubProbe struct {
+	reader    client.Reader
+	namespace string
+}
+
+// NeedLeaderElection is false: connectivity matters on standby replicas too.
+func (p *hubProbe) NeedLeaderElection() bool { return false }
+
+// Start probes until ctx ends.
+func (p *hubProbe) Start(ctx context.Context) error {
+	t := time.NewTicker(hubProbeInterval)
+	defer t.Stop()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// The answer is recorded by hubReader; errors show in the metrics only.
+		_ = p.reader.List(ctx, &v1alpha1.TenantStateList{}, client.InNamespace(p.namespace), client.Limit(1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
