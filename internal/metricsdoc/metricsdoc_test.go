@@ -225,6 +225,15 @@ func TestAllMatchesRegisterFunctions(t *testing.T) {
 // controller that owns them has not landed. The test fails when a metric outside the list is
 // unset, and says which entries to delete once their metric is set.
 var notYetSet = []string{
+	// Set by the ccm controllers in flight (internal/ccm); delete once they are committed.
+	"CCMClusterConnected",
+	"CCMManagedServices",
+	"CCMNodeReconcile",
+	"CCMNodes",
+	"CCMOperationDuration",
+	"CCMOperations",
+	"CCMServiceReconcile",
+	// Layer 7 and secret sync: no controller yet.
 	"CCMGRPCRouteReconcile",
 	"CCMGatewayReconcile",
 	"CCMHTTPRouteReconcile",
@@ -233,14 +242,11 @@ var notYetSet = []string{
 	"CCMManagedGateways",
 	"CCMManagedHTTPRoutes",
 	"CCMManagedIngresses",
-	"ManagerEnvoyCPReconcile",
-	"ManagerEnvoyProxies",
-	"ManagerLoadBalancerReconcile",
-	"ManagerLoadBalancers",
 	"ManagerRouteReconcile",
 	"ManagerRoutes",
-	"ManagerSnapshotBuildDuration",
 	"ManagerSyncSecretReconcile",
+	// Tenant controller and Envoy fleet in flight.
+	"ManagerEnvoyProxies",
 	"ManagerTenantReconcile",
 	"ManagerTenants",
 }
