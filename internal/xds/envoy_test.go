@@ -439,6 +439,34 @@ func TestEnvoy(t *testing.T) {
 		}
 	})
 
+	t.Run("cluster-only change", func(t *testing.T) {
+		// Turning PROXY protocol on changes the cluster but not its endpoints. Envoy re-creates
+		// the cluster and waits for its endpoints; if they are not re-sent the cluster stays
+		// warming for initial_fetch_timeout (15s) and the old one keeps serving.
+		withPP := in
+		withPP.LoadBalancers = slices.Clone(in.LoadBalancers)
+		withPP.LoadBalancers[0] = newLB("echo").annotate(v1alpha1.AnnotationProxyProtocol, "true").port(corev1.ProtocolTCP, 80, tcpNodePort, echoPort).LoadBalancer
+		start := time.Now()
+		if changed, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withPP)); err != nil || !changed {
+			t.Fatalf("SetTenant = %v, %v", changed, err)
+		}
+		envoytest.Eventually(t, waitTimeout, "a PROXY header through the echo listener", func() (bool, string) {
+			id, local, err := tcpRequest(at(echoPort), "127.0.0.9", "pp-now")
+			if err != nil {
+				return false, err.Error()
+			}
+			_, proxied, _ := tcpBackends[id].stats()
+			return len(proxied) > 0 && proxied[len(proxied)-1] == local, fmt.Sprint(proxied)
+		})
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the changed cluster took %s to serve (waiting for endpoints?)", d)
+		}
+		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
+			t.Fatal(err)
+		}
+		waitHosts(t, e, "echo-tcp-80", hosts(tcpNodePort, nodes...)...)
+	})
+
 	t.Run("identical snapshot is not pushed", func(t *testing.T) {
 		lds, cds, err := configVersions(e)
 		if err != nil {

@@ -198,10 +198,13 @@ func (s *Server) snapshotVersion(tenant string, typeURL resource.Type) string {
 type validator interface{ Validate() error }
 
 // newSnapshot validates the resources and builds a consistent snapshot whose version (for
-// each resource type, and overall) is a hash of the content.
+// each resource type, and overall) is a hash of the content. Each type has its own version,
+// so a change of endpoints only re-sends endpoints; but a change of clusters re-sends
+// endpoints too (see below).
 func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
 	snap := &cache.Snapshot{}
 	all := sha256.New()
+	clusterVersion := ""
 	for _, typ := range []struct {
 		url   resource.Type
 		index types.ResponseType
@@ -212,6 +215,12 @@ func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
 		{resource.ListenerType, types.Listener, out.Listeners},
 	} {
 		h := sha256.New()
+		if typ.index == types.Endpoint {
+			// Endpoints are re-sent whenever clusters change: Envoy re-creates a changed EDS
+			// cluster and keeps it warming until it receives its ClusterLoadAssignment again
+			// (for initial_fetch_timeout, 15s), even when the assignment did not change.
+			fmt.Fprintf(h, "clusters=%s;", clusterVersion)
+		}
 		seen := make(map[string]bool, len(typ.items))
 		for _, r := range typ.items {
 			name := cache.GetResourceName(r)
@@ -237,6 +246,9 @@ func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
 			h.Write(b)
 		}
 		version := hex.EncodeToString(h.Sum(nil))[:16]
+		if typ.index == types.Cluster {
+			clusterVersion = version
+		}
 		fmt.Fprintf(all, "%s=%s;", typ.url, version)
 		snap.Resources[typ.index] = cache.NewResources(version, typ.items)
 	}
