@@ -46,14 +46,16 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=kubelb paths=./internal/manager/... output:rbac:artifacts:config=config/rbac
 	for chart in charts/*/; do if [ -d $$chart/crds ]; then cp config/crd/bases/*.yaml $$chart/crds/; fi; done
 	rm -f internal/gatewaycrds/standard/*.yaml internal/gatewaycrds/experimental/*.yaml
 	for ch in standard experimental; do \
 	  install -m 0644 $(GATEWAY_API_DIR)/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
+	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 
 .PHONY: verify
 verify: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config charts internal/gatewaycrds || \
+	@git diff --exit-code -- api config charts internal/gatewaycrds docs/metrics.md || \
 	  { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: test

@@ -127,7 +127,7 @@ controller-gen() {
 }
 
 prometheus() {
-  if command -v prometheus >/dev/null 2>&1; then return; fi
+  if type -P prometheus >/dev/null 2>&1; then return; fi
   log "installing Debian's prometheus package"
   local sudo=""
   [[ $(id -u) == 0 ]] || sudo=sudo

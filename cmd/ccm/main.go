@@ -44,6 +44,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.BoolVar(&o.DisableGatewayController, "disable-gateway-controller", false, "Do not mirror Gateways.")
 	fs.BoolVar(&o.DisableHTTPRouteController, "disable-httproute-controller", false, "Do not mirror HTTPRoutes.")
 	fs.BoolVar(&o.DisableGRPCRouteController, "disable-grpcroute-controller", false, "Do not mirror GRPCRoutes.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying).")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.Required("cluster-name")
 	if err := fs.Parse(args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -43,6 +44,9 @@ func run(o *options) error {
 		return fmt.Errorf("management cluster: %w", err)
 	}
 	if err := mgr.Add(hub); err != nil {
+		return err
+	}
+	if err := ccm.Setup(mgr, hub, o.Options); err != nil {
 		return err
 	}
 	if err := app.AddProbes(mgr); err != nil {

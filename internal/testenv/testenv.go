@@ -120,6 +120,8 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		BinaryAssetsDirectory: assets,
 		ErrorIfCRDPathMissing: true,
 	}
+	// Room for thousands of Services (envtest's default is a /24), for burst tests.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	if !opts.WithoutKubelbCRDs {
 		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
 	}
