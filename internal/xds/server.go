@@ -76,6 +76,9 @@ func NewServer(logger logr.Logger) *Server {
 
 // Run listens on addr (host:port) and serves xDS until ctx is done, then stops gracefully.
 func (s *Server) Run(ctx context.Context, addr string) error {
+	if ctx.Err() != nil {
+		return nil
+	}
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -83,6 +86,23 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	}
 	return s.Serve(ctx, lis)
 }
+
+// Runnable returns the server as a controller-runtime Runnable serving on addr that does not
+// need leader election: every manager replica must serve xDS, since Envoy proxies connect to
+// any of them. (manager.RunnableFunc would wait for leadership.) Use mgr.Add(srv.Runnable(a)).
+func (s *Server) Runnable(addr string) *Runnable { return &Runnable{srv: s, addr: addr} }
+
+// Runnable runs a Server under a controller-runtime manager; see Server.Runnable.
+type Runnable struct {
+	srv  *Server
+	addr string
+}
+
+// Start serves xDS until ctx is done (manager.Runnable).
+func (r *Runnable) Start(ctx context.Context) error { return r.srv.Run(ctx, r.addr) }
+
+// NeedLeaderElection is false: every replica serves xDS (manager.LeaderElectionRunnable).
+func (r *Runnable) NeedLeaderElection() bool { return false }
 
 // Serve serves xDS on lis until ctx is done, then stops gracefully. It closes lis.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {

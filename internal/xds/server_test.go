@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -11,10 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
+)
+
+var (
+	_ manager.Runnable               = (*Runnable)(nil)
+	_ manager.LeaderElectionRunnable = (*Runnable)(nil)
 )
 
 func TestSetTenantVersions(t *testing.T) {
@@ -133,5 +140,28 @@ func TestCallbacks(t *testing.T) {
 	c.OnStreamClosed(11, node) // twice is harmless
 	if got := connected(); got != 0 {
 		t.Fatalf("connected = %v, want 0", got)
+	}
+}
+
+func TestRunnableStopsWithContext(t *testing.T) {
+	t.Parallel()
+	r := NewServer(logr.Discard()).Runnable("127.0.0.1:0")
+	if r.NeedLeaderElection() {
+		t.Error("the xDS server must run on every replica")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Start(ctx) }()
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after cancellation")
+	}
+	if err := NewServer(logr.Discard()).Run(context.Background(), "not an address"); err == nil {
+		t.Error("Run accepted a bad address")
 	}
 }

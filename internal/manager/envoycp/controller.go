@@ -62,7 +62,8 @@ func NewReconciler(c client.Reader, s Snapshots, opts translate.Options) *Reconc
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
-// here, so a bad --envoy-listen-address (or similar) fails at start-up, not per tenant.
+// here, so a bad listener address fails at start-up, not in every tenant's reconcile. Serve
+// srv on every replica too: mgr.Add(srv.Runnable(addr)).
 func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, opts translate.Options) error {
 	if _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
