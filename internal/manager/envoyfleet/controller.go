@@ -1,0 +1,477 @@
+// Package envoyfleet runs each tenant's Envoy fleet on the hub: in every tenant namespace
+// with at least one LoadBalancer or Route, a ConfigMap envoy-bootstrap with the Envoy
+// bootstrap (xds.Bootstrap: ADS to the manager, node.cluster = the tenant namespace) and a
+// Deployment (or DaemonSet) "envoy" whose pods carry app.kubernetes.io/name=envoy and
+// kubelb.k8c.io/tenant=<tenant>, the labels the hub Services select. Replicas, resources,
+// scheduling, image and graceful shutdown come from Config "default" and the Tenant. The
+// fleet is removed when the tenant has no more LoadBalancers or Routes.
+package envoyfleet
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/xds"
+)
+
+const controllerName = "envoyfleet"
+
+// ReasonInvalidEnvoyProxy is the reason of the Warning Event when the Envoy settings give no
+// valid bootstrap; the running fleet is left as it is.
+const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
+
+// +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler reconciles the Envoy fleet of one tenant namespace (the request's Name).
+type Reconciler struct {
+	// client writes, and reads LoadBalancers, Routes, Tenants and Config from the manager's
+	// cache.
+	client client.Client
+	// owned reads kubelb's namespaces and the fleets from a cache holding only those (a hub
+	// has many Deployments and ConfigMaps; the manager caches none of the others).
+	owned        client.Reader
+	ownedCluster cluster.Cluster
+	recorder     events.EventRecorder
+	opts         Options
+}
+
+// SetupWithManager adds the Envoy fleet controller to mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	owned, err := newOwnedCluster(mgr)
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{
+		client:       mgr.GetClient(),
+		owned:        owned.GetClient(),
+		ownedCluster: owned,
+		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:         opts,
+	}
+	return r.setup(mgr)
+}
+
+// fleetSelector selects the objects of every fleet.
+func fleetSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, LabelAppName: AppName})
+}
+
+func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
+	managed := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
+	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme = mgr.GetScheme()
+		o.HTTPClient = mgr.GetHTTPClient()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Logger = mgr.GetLogger().WithName(controllerName + "-cache")
+		o.Cache.ByObject = map[client.Object]cache.ByObject{
+			&corev1.Namespace{}:  {Label: managed},
+			&corev1.ConfigMap{}:  {Label: fleetSelector()},
+			&appsv1.Deployment{}: {Label: fleetSelector()},
+			&appsv1.DaemonSet{}:  {Label: fleetSelector()},
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("envoy fleet controller: creating the cache of fleets: %w", err)
+	}
+	if err := mgr.Add(cl); err != nil {
+		return nil, fmt.Errorf("envoy fleet controller: adding the cache of fleets: %w", err)
+	}
+	return cl, nil
+}
+
+func (r *Reconciler) setup(mgr ctrl.Manager) error {
+	owned := r.ownedCluster.GetCache()
+	byNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return tenantRequest(o.GetNamespace())
+	})
+	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return tenantRequest(o.GetName())
+	})
+	byTenant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return tenantRequest(settings.Namespace(o.GetName()))
+	})
+	// Only whether a tenant has LoadBalancers or Routes matters, not what they say.
+	existence := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, byNamespace, builder.WithPredicates(existence)).
+		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
+		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
+			}), predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
+		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), byNamespace)).
+		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.DaemonSet{}), byNamespace)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	return b.Complete(r)
+}
+
+func tenantRequest(ns string) []reconcile.Request {
+	if !strings.HasPrefix(ns, kubelbv1alpha1.TenantNamespacePrefix) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
+}
+
+// deletionChanged passes creates, deletes and updates that start a deletion.
+func deletionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
+
+// allTenants maps a Config change to every kubelb namespace.
+func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list corev1.NamespaceList
+	if err := r.owned.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list tenant namespaces for a Config change")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		out = append(out, tenantRequest(list.Items[i].Name)...)
+	}
+	return out
+}
+
+// Reconcile makes the fleet of one tenant namespace what the tenant needs.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Name
+	tenant := settings.TenantName(ns)
+	want, t, err := r.wanted(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	existing, err := r.existing(ctx, ns)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !want {
+		if existing.any() {
+			if err := Delete(ctx, r.client, ns); err != nil {
+				return ctrl.Result{}, err
+			}
+			ctrl.LoggerFrom(ctx).Info("removed the Envoy fleet: the tenant has no LoadBalancers or Routes", "namespace", ns)
+		}
+		metrics.ManagerEnvoyProxies.DeleteLabelValues(tenant)
+		return ctrl.Result{}, nil
+	}
+
+	cfg, err := r.config(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	eff := settings.Resolve(cfg, t)
+	bootstrap, err := xds.Bootstrap(xds.BootstrapOptions{
+		Tenant:       ns,
+		XDSAddress:   r.opts.XDSAddress,
+		AdminAddress: fmt.Sprintf("0.0.0.0:%d", AdminPort),
+		EnvoyProxy:   &eff.Envoy,
+	})
+	if err != nil {
+		// A setting no Envoy accepts: say so where it was set, keep the running fleet.
+		var regarding client.Object
+		switch {
+		case cfg != nil: // the bootstrap settings (overload manager) come from the Config
+			regarding = cfg
+		case t != nil:
+			regarding = t
+		}
+		if regarding != nil {
+			r.recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonInvalidEnvoyProxy, "BuildEnvoyFleet",
+				"the Envoy fleet of %s is not updated: %v", ns, err)
+		}
+		ctrl.LoggerFrom(ctx).Error(err, "invalid Envoy settings; the fleet is left as it is", "namespace", ns)
+		return ctrl.Result{}, nil
+	}
+	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, Bootstrap: bootstrap})
+	if err := r.apply(ctx, desired, existing); err != nil {
+		return ctrl.Result{}, err
+	}
+	replicas := eff.Envoy.Replicas
+	if desired.DaemonSet != nil {
+		replicas = 0
+		if existing.daemonSet != nil {
+			replicas = existing.daemonSet.Status.DesiredNumberScheduled
+		}
+	}
+	metrics.ManagerEnvoyProxies.WithLabelValues(tenant).Set(float64(replicas))
+	return ctrl.Result{}, nil
+}
+
+// wanted says whether namespace ns needs a fleet: it is a kubelb namespace that is not being
+// deleted and it holds a LoadBalancer or Route. A Tenant being deleted keeps its fleet until
+// its LoadBalancers and Routes are gone: their hub Services are removed first.
+func (r *Reconciler) wanted(ctx context.Context, ns string) (bool, *kubelbv1alpha1.Tenant, error) {
+	nsObj := &corev1.Namespace{}
+	if err := r.owned.Get(ctx, types.NamespacedName{Name: ns}, nsObj); apierrors.IsNotFound(err) {
+		return false, nil, nil
+	} else if err != nil {
+		return false, nil, fmt.Errorf("failed to get namespace %s: %w", ns, err)
+	}
+	if !nsObj.DeletionTimestamp.IsZero() {
+		return false, nil, nil
+	}
+	t := &kubelbv1alpha1.Tenant{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: settings.TenantName(ns)}, t); apierrors.IsNotFound(err) {
+		t = nil
+	} else if err != nil {
+		return false, nil, fmt.Errorf("failed to get Tenant %s: %w", settings.TenantName(ns), err)
+	}
+	for _, list := range []client.ObjectList{&kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.RouteList{}} {
+		if err := r.client.List(ctx, list, client.InNamespace(ns), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
+			return false, nil, fmt.Errorf("failed to list %T in %s: %w", list, ns, err)
+		}
+		if meta.LenList(list) > 0 {
+			return true, t, nil
+		}
+	}
+	return false, t, nil
+}
+
+func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
+	cfg := &kubelbv1alpha1.Config{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
+	}
+	return cfg, nil
+}
+
+// current is the fleet as it is.
+type current struct {
+	configMap  *corev1.ConfigMap
+	deployment *appsv1.Deployment
+	daemonSet  *appsv1.DaemonSet
+}
+
+func (c current) any() bool { return c.configMap != nil || c.deployment != nil || c.daemonSet != nil }
+
+func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
+	var c current
+	get := func(obj client.Object, name string) (bool, error) {
+		err := r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("failed to get %T %s/%s: %w", obj, ns, name, err)
+		}
+		return true, nil
+	}
+	cm, dep, ds := &corev1.ConfigMap{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}
+	for _, x := range []struct {
+		obj  client.Object
+		name string
+		set  func()
+	}{
+		{cm, BootstrapConfigMapName, func() { c.configMap = cm }},
+		{dep, WorkloadName, func() { c.deployment = dep }},
+		{ds, WorkloadName, func() { c.daemonSet = ds }},
+	} {
+		found, err := get(x.obj, x.name)
+		if err != nil {
+			return c, err
+		}
+		if found {
+			x.set()
+		}
+	}
+	return c, nil
+}
+
+// apply writes what differs between desired and existing, and nothing else.
+func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current) error {
+	if err := r.applyConfigMap(ctx, desired.ConfigMap, existing.configMap); err != nil {
+		return err
+	}
+	if desired.DaemonSet != nil {
+		if existing.deployment != nil {
+			if err := r.deleteObject(ctx, existing.deployment); err != nil {
+				return err
+			}
+		}
+		return r.applyDaemonSet(ctx, desired.DaemonSet, existing.daemonSet)
+	}
+	if existing.daemonSet != nil {
+		if err := r.deleteObject(ctx, existing.daemonSet); err != nil {
+			return err
+		}
+	}
+	return r.applyDeployment(ctx, desired.Deployment, existing.deployment)
+}
+
+func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *corev1.ConfigMap) error {
+	if existing == nil {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("failed to create ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return nil
+	}
+	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && len(existing.BinaryData) == 0 && hasAll(existing.Labels, desired.Labels) {
+		return nil
+	}
+	existing.Data, existing.BinaryData = desired.Data, nil
+	existing.Labels = mergeInto(existing.Labels, desired.Labels)
+	if err := r.client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("failed to update ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *appsv1.Deployment) error {
+	if existing == nil {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("failed to create Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return nil
+	}
+	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+		// The selector is immutable: replace the Deployment.
+		return r.deleteObject(ctx, existing)
+	}
+	if upToDate(existing.ObjectMeta, desired.ObjectMeta) && ptrEqual(existing.Spec.Replicas, desired.Spec.Replicas) {
+		return nil
+	}
+	existing.Spec = desired.Spec
+	existing.Labels = mergeInto(existing.Labels, desired.Labels)
+	existing.Annotations = mergeInto(existing.Annotations, desired.Annotations)
+	if err := r.client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("failed to update Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *appsv1.DaemonSet) error {
+	if existing == nil {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("failed to create DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return nil
+	}
+	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+		return r.deleteObject(ctx, existing)
+	}
+	if upToDate(existing.ObjectMeta, desired.ObjectMeta) {
+		return nil
+	}
+	existing.Spec = desired.Spec
+	existing.Labels = mergeInto(existing.Labels, desired.Labels)
+	existing.Annotations = mergeInto(existing.Annotations, desired.Annotations)
+	if err := r.client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("failed to update DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil
+}
+
+// deleteObject deletes one object (it is re-created by the next reconcile, which its
+// deletion triggers).
+func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error {
+	uid := obj.GetUID()
+	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// upToDate reports whether the workload carries the desired config hash and labels.
+func upToDate(have, want metav1.ObjectMeta) bool {
+	return have.Annotations[AnnotationConfigHash] == want.Annotations[AnnotationConfigHash] && hasAll(have.Labels, want.Labels)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+func hasAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeInto(have, want map[string]string) map[string]string {
+	out := make(map[string]string, len(have)+len(want))
+	for k, v := range have {
+		out[k] = v
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
+}
+
+// Delete removes the Envoy fleet of a tenant namespace (its Deployment, DaemonSet and
+// bootstrap ConfigMap, found by label); objects of other tenants are never touched.
+func Delete(ctx context.Context, c client.Client, namespace string) error {
+	sel := client.MatchingLabelsSelector{Selector: fleetSelector()}
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}} {
+		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete the Envoy fleet (%T) of %s: %w", obj, namespace, err)
+		}
+	}
+	metrics.ManagerEnvoyProxies.DeleteLabelValues(settings.TenantName(namespace))
+	return nil
+}
+
+// BootstrapFor returns the Envoy bootstrap the manager generated for a tenant namespace, from
+// ConfigMap envoy-bootstrap (key bootstrap.yaml). Start Envoy with it as the fleet's pods do:
+// envoy -c <file> --service-node <any unique id> --service-cluster <namespace>. Its admin
+// interface listens on 0.0.0.0:9901; to run several on one host, override it with
+// --config-yaml '{admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}}'
+// and --admin-address-path <file>.
+func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {
+		return nil, fmt.Errorf("failed to get the Envoy bootstrap %s/%s: %w", namespace, BootstrapConfigMapName, err)
+	}
+	b, ok := cm.Data[BootstrapKey]
+	if !ok {
+		return nil, fmt.Errorf("ConfigMap %s/%s has no key %s", namespace, BootstrapConfigMapName, BootstrapKey)
+	}
+	return []byte(b), nil
+}

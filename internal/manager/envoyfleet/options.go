@@ -1,0 +1,63 @@
+package envoyfleet
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Names and labels of a tenant's Envoy fleet. The e2e harness and operators find the fleet by
+// these: ConfigMap envoy-bootstrap (key bootstrap.yaml) and Deployment or DaemonSet envoy in
+// the tenant namespace.
+const (
+	// BootstrapConfigMapName is the ConfigMap with the Envoy bootstrap in a tenant namespace.
+	BootstrapConfigMapName = "envoy-bootstrap"
+	// BootstrapKey is the key of the bootstrap in that ConfigMap.
+	BootstrapKey = "bootstrap.yaml"
+	// WorkloadName is the name of the tenant's Envoy Deployment or DaemonSet.
+	WorkloadName = "envoy"
+	// LabelAppName and AppName mark the fleet's pods and objects; the LoadBalancer
+	// controller's hub Services select pods by LabelAppName=AppName and the tenant label.
+	LabelAppName = "app.kubernetes.io/name"
+	AppName      = "envoy"
+	// AnnotationConfigHash on the workload is a hash of what the manager wants it to be; the
+	// workload is updated only when that changes.
+	AnnotationConfigHash = "kubelb.k8c.io/config-hash"
+	// AnnotationBootstrapHash on the pod template rolls the pods when the bootstrap changes.
+	AnnotationBootstrapHash = "kubelb.k8c.io/bootstrap-hash"
+
+	// DefaultEnvoyImage is the Envoy image unless the flag or Config says otherwise. It is the
+	// regular (not distroless) image because the graceful-shutdown hook needs /bin/bash.
+	DefaultEnvoyImage = "envoyproxy/envoy:v1.40.0"
+	// AdminPort is the port of Envoy's admin interface in the pods (readiness probe, drain).
+	AdminPort = 9901
+	// DefaultXDSPort is the port of the manager's xDS server.
+	DefaultXDSPort = 8001
+)
+
+// Options configure the Envoy fleet controller (from cmd/kubelb flags).
+type Options struct {
+	// Namespace the manager runs in; holds Config "default".
+	Namespace string
+	// EnvoyImage is the Envoy image; Config envoyProxy.image overrides it.
+	EnvoyImage string
+	// XDSAddress is the host:port Envoy dials for xDS; default kubelb.<Namespace>.svc:8001.
+	XDSAddress string
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		return o, fmt.Errorf("envoy fleet controller: the manager namespace must be set")
+	}
+	if o.EnvoyImage == "" {
+		o.EnvoyImage = DefaultEnvoyImage
+	}
+	if o.XDSAddress == "" {
+		o.XDSAddress = net.JoinHostPort("kubelb."+o.Namespace+".svc", strconv.Itoa(DefaultXDSPort))
+	}
+	host, port, err := net.SplitHostPort(o.XDSAddress)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return o, fmt.Errorf("envoy fleet controller: xDS address %q must be host:port", o.XDSAddress)
+	}
+	return o, nil
+}

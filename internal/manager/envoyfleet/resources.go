@@ -1,0 +1,229 @@
+package envoyfleet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// Graceful shutdown defaults (Config envoyProxy.gracefulShutdown overrides them).
+const (
+	DefaultDrainTimeout     = 60 * time.Second
+	DefaultMinDrainDuration = 10 * time.Second
+	// shutdownSlack is added to the drain time for the default termination grace period.
+	shutdownSlack = 15 * time.Second
+	// envoyUID is the uid of the envoy user in the envoyproxy/envoy images.
+	envoyUID = 101
+)
+
+const (
+	bootstrapDir  = "/etc/envoy"
+	containerName = "envoy"
+	volumeName    = "bootstrap"
+	envoyBinary   = "/usr/local/bin/envoy"
+)
+
+// Input is everything the fleet of one tenant namespace is made from.
+type Input struct {
+	// Namespace is the tenant namespace (tenant-x).
+	Namespace string
+	// Settings are the tenant's effective settings (settings.Resolve).
+	Settings settings.Tenant
+	// Image is the Envoy image from the flag; Settings.Envoy.Image overrides it.
+	Image string
+	// Bootstrap is the Envoy bootstrap (xds.Bootstrap).
+	Bootstrap []byte
+}
+
+// Fleet is the desired fleet of a tenant: the bootstrap ConfigMap and either a Deployment or
+// a DaemonSet.
+type Fleet struct {
+	ConfigMap  *corev1.ConfigMap
+	Deployment *appsv1.Deployment
+	DaemonSet  *appsv1.DaemonSet
+}
+
+// SelectorLabels are the labels that identify a tenant's Envoy pods; hub Services select them.
+func SelectorLabels(tenant string) map[string]string {
+	return map[string]string{LabelAppName: AppName, kubelbv1alpha1.LabelTenantName: tenant}
+}
+
+// objectLabels are on every object and pod of the fleet.
+func objectLabels(tenant string) map[string]string {
+	l := SelectorLabels(tenant)
+	l[kubelbv1alpha1.LabelManagedBy] = kubelbv1alpha1.LabelManagedByValue
+	return l
+}
+
+// Build computes the desired fleet. It is pure: the same input gives the same objects.
+func Build(in Input) Fleet {
+	tenant := settings.TenantName(in.Namespace)
+	labels := objectLabels(tenant)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: in.Namespace, Labels: maps.Clone(labels)},
+		Data:       map[string]string{BootstrapKey: string(in.Bootstrap)},
+	}
+	template := podTemplate(in, tenant, labels)
+	meta := metav1.ObjectMeta{Name: WorkloadName, Namespace: in.Namespace, Labels: maps.Clone(labels)}
+	selector := &metav1.LabelSelector{MatchLabels: SelectorLabels(tenant)}
+	f := Fleet{ConfigMap: cm}
+	if in.Settings.Envoy.UseDaemonset {
+		f.DaemonSet = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: template}}
+		setHash(&f.DaemonSet.ObjectMeta, f.DaemonSet.Spec)
+	} else {
+		f.Deployment = &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(in.Settings.Envoy.Replicas), Selector: selector, Template: template,
+		}}
+		setHash(&f.Deployment.ObjectMeta, f.Deployment.Spec)
+	}
+	return f
+}
+
+func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTemplateSpec {
+	envoy := in.Settings.Envoy
+	image := in.Image
+	if envoy.Image != "" {
+		image = envoy.Image
+	}
+	drain, minDrain, grace, graceful := shutdownTimes(envoy.GracefulShutdown)
+	args := []string{
+		"-c", bootstrapDir + "/" + BootstrapKey,
+		"--service-node", "$(POD_NAME)",
+		"--service-cluster", in.Namespace,
+		"--log-level", "info",
+		"--disable-hot-restart",
+		"--drain-time-s", strconv.Itoa(int(drain / time.Second)),
+	}
+	c := corev1.Container{
+		Name:            containerName,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{envoyBinary},
+		Args:            args,
+		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+		}}},
+		Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/ready", Port: intstr.FromString("admin"), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: volumeName, MountPath: bootstrapDir, ReadOnly: true}},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To[int64](envoyUID),
+			RunAsGroup:               ptr.To[int64](envoyUID),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	if envoy.Resources != nil {
+		c.Resources = *envoy.Resources.DeepCopy()
+	}
+	if graceful {
+		c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+			Command: []string{"/bin/bash", "-c", DrainScript(AdminPort, minDrain, drain)},
+		}}}
+	}
+	sum := sha256.Sum256(in.Bootstrap)
+	spec := corev1.PodSpec{
+		Containers:                    []corev1.Container{c},
+		TerminationGracePeriodSeconds: ptr.To(int64(grace / time.Second)),
+		// The tenant namespace holds one hub Service per LoadBalancer: no env var per Service.
+		EnableServiceLinks:           ptr.To(false),
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			// Listener ports below 1024 without root or capabilities.
+			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
+		},
+		NodeSelector: maps.Clone(envoy.NodeSelector),
+		Tolerations:  append([]corev1.Toleration(nil), envoy.Tolerations...),
+		Affinity:     affinity(envoy, tenant),
+		Volumes: []corev1.Volume{{Name: volumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: BootstrapConfigMapName},
+		}}}},
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      maps.Clone(labels),
+			Annotations: map[string]string{AnnotationBootstrapHash: hex.EncodeToString(sum[:8])},
+		},
+		Spec: spec,
+	}
+}
+
+// affinity is the Config's affinity plus, for a Deployment with singlePodPerNode, a required
+// anti-affinity that keeps two of the tenant's Envoy pods off the same node.
+func affinity(envoy kubelbv1alpha1.EnvoyProxy, tenant string) *corev1.Affinity {
+	var a *corev1.Affinity
+	if envoy.Affinity != nil {
+		a = envoy.Affinity.DeepCopy()
+	}
+	if !envoy.SinglePodPerNode || envoy.UseDaemonset {
+		return a
+	}
+	if a == nil {
+		a = &corev1.Affinity{}
+	}
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+		corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(tenant)},
+			TopologyKey:   corev1.LabelHostname,
+		})
+	return a
+}
+
+// shutdownTimes returns Envoy's drain time, the least time the preStop hook waits, the pod's
+// termination grace period, and whether graceful shutdown is on.
+func shutdownTimes(g *kubelbv1alpha1.GracefulShutdown) (drain, minDrain, grace time.Duration, graceful bool) {
+	drain, minDrain, graceful = DefaultDrainTimeout, DefaultMinDrainDuration, true
+	if g != nil {
+		graceful = !g.Disabled
+		if g.DrainTimeout != nil && g.DrainTimeout.Duration >= 0 {
+			drain = g.DrainTimeout.Duration.Truncate(time.Second)
+		}
+		if g.MinDrainDuration != nil && g.MinDrainDuration.Duration >= 0 {
+			minDrain = g.MinDrainDuration.Duration.Truncate(time.Second)
+		}
+	}
+	minDrain = min(minDrain, drain)
+	grace = corev1.DefaultTerminationGracePeriodSeconds * time.Second
+	if graceful {
+		grace = drain + shutdownSlack
+	}
+	if g != nil && g.TerminationGracePeriodSeconds != nil && *g.TerminationGracePeriodSeconds >= 0 {
+		grace = time.Duration(*g.TerminationGracePeriodSeconds) * time.Second
+	}
+	return drain, minDrain, grace, graceful
+}
+
+// setHash records a hash of the desired labels and spec on the object.
+func setHash(meta *metav1.ObjectMeta, spec any) {
+	// API types always marshal.
+	b, _ := json.Marshal(struct {
+		Labels map[string]string `json:"labels"`
+		Spec   any               `json:"spec"`
+	}{meta.Labels, spec})
+	sum := sha256.Sum256(b)
+	meta.Annotations = map[string]string{AnnotationConfigHash: hex.EncodeToString(sum[:16])}
+}

@@ -1,0 +1,196 @@
+package envoyfleet
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+func input(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Input {
+	return Input{Namespace: "tenant-a", Settings: settings.Resolve(config, tenant), Image: "flag/envoy:1", Bootstrap: []byte("node: {}\n")}
+}
+
+func TestBuildDeploymentFromConfigAndTenant(t *testing.T) {
+	t.Parallel()
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}
+	tenantRes := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{EnvoyProxy: kubelbv1alpha1.EnvoyProxy{
+		Replicas:     3,
+		NodeSelector: map[string]string{"role": "lb"},
+		Tolerations:  []corev1.Toleration{{Key: "lb", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Resources:    &res,
+	}}}
+	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+
+	for _, tc := range []struct {
+		name      string
+		tenant    *kubelbv1alpha1.TenantEnvoyProxy
+		replicas  int32
+		resources corev1.ResourceRequirements
+	}{
+		{name: "config", replicas: 3, resources: res},
+		{name: "tenant overrides", tenant: &kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](5), Resources: &tenantRes}, replicas: 5, resources: tenantRes},
+		{name: "tenant scales to zero", tenant: &kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](0)}, replicas: 0, resources: res},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tn := tenant.DeepCopy()
+			if tc.tenant != nil {
+				tn.Spec.EnvoyProxy = *tc.tenant
+			}
+			f := Build(input(config, tn))
+			if f.DaemonSet != nil || f.Deployment == nil {
+				t.Fatal("want a Deployment only")
+			}
+			d := f.Deployment
+			if *d.Spec.Replicas != tc.replicas {
+				t.Errorf("replicas %d, want %d", *d.Spec.Replicas, tc.replicas)
+			}
+			pod := d.Spec.Template.Spec
+			if diff := cmp.Diff(tc.resources, pod.Containers[0].Resources); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+			if pod.NodeSelector["role"] != "lb" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "lb" {
+				t.Errorf("scheduling not from Config: %v %v", pod.NodeSelector, pod.Tolerations)
+			}
+		})
+	}
+}
+
+func TestBuildPodContract(t *testing.T) {
+	t.Parallel()
+	f := Build(input(nil, nil))
+	d := f.Deployment
+	wantLabels := map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a", "kubelb.k8c.io/managed-by": "kubelb"}
+	if diff := cmp.Diff(wantLabels, d.Spec.Template.Labels); diff != "" {
+		t.Errorf("pod labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a"}, d.Spec.Selector.MatchLabels); diff != "" {
+		t.Errorf("selector (-want +got):\n%s", diff)
+	}
+	if *d.Spec.Replicas != settings.DefaultEnvoyReplicas {
+		t.Errorf("replicas without Config: %d", *d.Spec.Replicas)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "flag/envoy:1" {
+		t.Errorf("image %q, want the flag's", c.Image)
+	}
+	wantArgs := []string{"-c", "/etc/envoy/bootstrap.yaml", "--service-node", "$(POD_NAME)", "--service-cluster", "tenant-a"}
+	if !slices.Equal(c.Args[:len(wantArgs)], wantArgs) {
+		t.Errorf("args %q", c.Args)
+	}
+	if c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.StrVal != "admin" || c.Ports[0].ContainerPort != AdminPort {
+		t.Errorf("readiness probe %+v", c.ReadinessProbe.HTTPGet)
+	}
+	sc := c.SecurityContext
+	if !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("security context %+v", sc)
+	}
+	if c.Lifecycle == nil || c.Lifecycle.PreStop.Exec.Command[0] != "/bin/bash" {
+		t.Errorf("no drain hook: %+v", c.Lifecycle)
+	}
+	if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != int64((DefaultDrainTimeout+shutdownSlack)/time.Second) {
+		t.Errorf("termination grace %d", got)
+	}
+	if f.ConfigMap.Name != BootstrapConfigMapName || f.ConfigMap.Data[BootstrapKey] != "node: {}\n" {
+		t.Errorf("ConfigMap %+v", f.ConfigMap)
+	}
+	if d.Spec.Template.Spec.Volumes[0].ConfigMap.Name != BootstrapConfigMapName {
+		t.Error("the pods do not mount the bootstrap ConfigMap")
+	}
+}
+
+func TestBuildOptions(t *testing.T) {
+	t.Parallel()
+	cfg := func(e kubelbv1alpha1.EnvoyProxy) *kubelbv1alpha1.Config {
+		return &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{EnvoyProxy: e}}
+	}
+	t.Run("image from Config", func(t *testing.T) {
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{Image: "mirror/envoy:2"}), nil))
+		if got := f.Deployment.Spec.Template.Spec.Containers[0].Image; got != "mirror/envoy:2" {
+			t.Errorf("image %q", got)
+		}
+	})
+	t.Run("daemonset", func(t *testing.T) {
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{UseDaemonset: true, SinglePodPerNode: true}), nil))
+		if f.Deployment != nil || f.DaemonSet == nil {
+			t.Fatal("want a DaemonSet only")
+		}
+		if a := f.DaemonSet.Spec.Template.Spec.Affinity; a != nil {
+			t.Errorf("a DaemonSet needs no anti-affinity: %+v", a)
+		}
+	})
+	t.Run("single pod per node", func(t *testing.T) {
+		user := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{SinglePodPerNode: true, Affinity: user}), nil))
+		a := f.Deployment.Spec.Template.Spec.Affinity
+		terms := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		if a.NodeAffinity == nil || len(terms) != 1 || terms[0].TopologyKey != corev1.LabelHostname ||
+			terms[0].LabelSelector.MatchLabels["kubelb.k8c.io/tenant"] != "a" {
+			t.Errorf("affinity %+v", a)
+		}
+		if user.PodAntiAffinity != nil {
+			t.Error("Build modified the Config's affinity")
+		}
+	})
+	t.Run("graceful shutdown settings", func(t *testing.T) {
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{GracefulShutdown: &kubelbv1alpha1.GracefulShutdown{
+			DrainTimeout: &metav1.Duration{Duration: 20 * time.Second}, MinDrainDuration: &metav1.Duration{Duration: 5 * time.Second},
+			TerminationGracePeriodSeconds: ptr.To[int64](45),
+		}}), nil))
+		pod := f.Deployment.Spec.Template.Spec
+		if *pod.TerminationGracePeriodSeconds != 45 || !slices.Contains(pod.Containers[0].Args, "20") {
+			t.Errorf("grace %d args %q", *pod.TerminationGracePeriodSeconds, pod.Containers[0].Args)
+		}
+		if got := pod.Containers[0].Lifecycle.PreStop.Exec.Command[2]; got != DrainScript(AdminPort, 5*time.Second, 20*time.Second) {
+			t.Errorf("drain hook:\n%s", got)
+		}
+	})
+	t.Run("graceful shutdown disabled", func(t *testing.T) {
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{GracefulShutdown: &kubelbv1alpha1.GracefulShutdown{Disabled: true}}), nil))
+		pod := f.Deployment.Spec.Template.Spec
+		if pod.Containers[0].Lifecycle != nil || *pod.TerminationGracePeriodSeconds != corev1.DefaultTerminationGracePeriodSeconds {
+			t.Errorf("lifecycle %+v grace %d", pod.Containers[0].Lifecycle, *pod.TerminationGracePeriodSeconds)
+		}
+	})
+}
+
+func TestBuildHash(t *testing.T) {
+	t.Parallel()
+	hash := func(in Input) string { return Build(in).Deployment.Annotations[AnnotationConfigHash] }
+	base := input(nil, nil)
+	if hash(base) == "" || hash(base) != hash(input(nil, nil)) {
+		t.Fatal("the hash is not stable")
+	}
+	more := input(&kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Replicas: 4}}}, nil)
+	if hash(more) == hash(base) {
+		t.Error("replicas do not change the hash")
+	}
+	boot := base
+	boot.Bootstrap = []byte("node: {id: x}\n")
+	if hash(boot) == hash(base) {
+		t.Error("the bootstrap does not change the hash (pods would not roll)")
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	o, err := Options{Namespace: "kubelb"}.withDefaults()
+	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range []Options{{}, {Namespace: "x", XDSAddress: "nohost"}, {Namespace: "x", XDSAddress: ":80"}, {Namespace: "x", XDSAddress: "h:0"}} {
+		if _, err := bad.withDefaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
