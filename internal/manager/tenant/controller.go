@@ -1,0 +1,326 @@
+// Package tenant onboards tenants on the hub. For a Tenant "x" it makes namespace tenant-x
+// (owned by the Tenant), the ccm's ServiceAccount, a Role that confines the ccm to that
+// namespace, the RoleBinding, the Secret kubelb-ccm-kubeconfig with a kubeconfig for the
+// ServiceAccount (a TokenRequest token that is replaced after 80% of its lifetime), and
+// TenantState "default". Deleting the Tenant removes the tenant's LoadBalancers, Routes and
+// SyncSecrets first, then its Envoy fleet, RBAC, kubeconfig and namespace.
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// controllerName names the controller, its logger and its Events.
+const controllerName = "tenant"
+
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenantstates,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenantstates/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;addresses;syncsecrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status;routes/status;addresses/status;syncsecrets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=kube-public
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler reconciles Tenants.
+type Reconciler struct {
+	// client writes, and reads Tenants, Config, TenantStates and the tenant objects from the
+	// manager's cache.
+	client client.Client
+	// owned reads the namespaces and ccm access objects from a cache that holds only objects
+	// labelled as kubelb's (a hub has many Secrets; the manager caches none of the others).
+	owned client.Reader
+	// apiReader reads uncached: cluster-info, and the rare checks of deletion.
+	apiReader client.Reader
+	// kube requests tokens (TokenRequest).
+	kube     kubernetes.Interface
+	recorder events.EventRecorder
+	opts     Options
+	// caData is the manager's own CA bundle, the fallback CA of the ccm kubeconfig.
+	caData []byte
+	// ownedCluster holds the owned cache; it runs with the manager.
+	ownedCluster cluster.Cluster
+	now          func() time.Time
+}
+
+// SetupWithManager adds the Tenant controller to mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	r, err := newReconciler(mgr, opts)
+	if err != nil {
+		return err
+	}
+	return r.setup(mgr)
+}
+
+func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	opts = opts.withDefaults()
+	if opts.Namespace == "" {
+		return nil, errors.New("tenant controller: the manager namespace must be set")
+	}
+	if opts.TokenTTL < MinTokenTTL {
+		return nil, fmt.Errorf("tenant controller: token lifetime %s is below the minimum of %s", opts.TokenTTL, MinTokenTTL)
+	}
+	if opts.HubAPIServerURL != "" {
+		u, err := url.Parse(opts.HubAPIServerURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("tenant controller: hub API server URL %q must be https://host[:port]", opts.HubAPIServerURL)
+		}
+	}
+	cfg := mgr.GetConfig()
+	caData, err := restConfigCA(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("tenant controller: creating clientset: %w", err)
+	}
+	owned, err := newOwnedCluster(mgr)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{
+		client:       mgr.GetClient(),
+		owned:        owned.GetClient(),
+		apiReader:    mgr.GetAPIReader(),
+		kube:         kube,
+		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:         opts,
+		caData:       caData,
+		ownedCluster: owned,
+		now:          time.Now,
+	}, nil
+}
+
+// restConfigCA returns the CA bundle the manager itself trusts its API server with.
+func restConfigCA(cfg *rest.Config) ([]byte, error) {
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("tenant controller: reading the API server CA %s: %w", cfg.CAFile, err)
+	}
+	return b, nil
+}
+
+// newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
+func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
+	managed := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
+	access := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, LabelAppName: AppName})
+	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme = mgr.GetScheme()
+		o.HTTPClient = mgr.GetHTTPClient()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Logger = mgr.GetLogger().WithName(controllerName + "-cache")
+		o.Cache.ByObject = map[client.Object]cache.ByObject{
+			&corev1.Namespace{}:      {Label: managed},
+			&corev1.ServiceAccount{}: {Label: access},
+			&rbacv1.Role{}:           {Label: access},
+			&rbacv1.RoleBinding{}:    {Label: access},
+			&corev1.Secret{}:         {Label: access},
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tenant controller: creating the cache of tenant objects: %w", err)
+	}
+	if err := mgr.Add(cl); err != nil {
+		return nil, fmt.Errorf("tenant controller: adding the cache of tenant objects: %w", err)
+	}
+	return cl, nil
+}
+
+func (r *Reconciler) setup(mgr ctrl.Manager) error {
+	ownedCache := r.ownedCluster.GetCache()
+	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[kubelbv1alpha1.LabelTenantName]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+		}
+		return nil
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&kubelbv1alpha1.Tenant{}, builder.WithPredicates(tenantChanged())).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
+			builder.WithPredicates(r.isDefaultConfig(), predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(byNamespace)).
+		// Deletions of tenant objects wake a Tenant that waits for them.
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
+		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
+		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{}} {
+		b = b.WatchesRawSource(source.Kind(ownedCache, obj, byTenantLabel))
+	}
+	return b.Complete(r)
+}
+
+// tenantChanged passes spec changes, deletion and finalizer changes, not status writes.
+func tenantChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
+			len(e.ObjectOld.GetFinalizers()) != len(e.ObjectNew.GetFinalizers())
+	}}
+}
+
+func deletesOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func (r *Reconciler) isDefaultConfig() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
+	})
+}
+
+// allTenants maps a Config change to every Tenant.
+func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list kubelbv1alpha1.TenantList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list Tenants for a Config change")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+// byNamespace maps an object in tenant-x to Tenant x.
+func byNamespace(_ context.Context, o client.Object) []reconcile.Request {
+	if !strings.HasPrefix(o.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.TenantName(o.GetNamespace())}}}
+}
+
+// terminatingTenant maps an object in tenant-x to Tenant x when x is being deleted.
+func (r *Reconciler) terminatingTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := byNamespace(ctx, o)
+	if len(reqs) == 0 {
+		return nil
+	}
+	var t kubelbv1alpha1.Tenant
+	if err := r.client.Get(ctx, reqs[0].NamespacedName, &t); err != nil || t.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return reqs
+}
+
+// Reconcile brings one Tenant's objects and status in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	start := time.Now()
+	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
+	defer r.countTenants(ctx)
+
+	t := &kubelbv1alpha1.Tenant{}
+	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var o outcome
+	var rerr error
+	if !t.DeletionTimestamp.IsZero() {
+		if !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		var done bool
+		o, done, rerr = r.reconcileDelete(ctx, t)
+		if done {
+			return ctrl.Result{}, rerr
+		}
+	} else {
+		if !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+			orig := t.DeepCopy()
+			controllerutil.AddFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
+			if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to add the finalizer to Tenant %s: %w", t.Name, err)
+			}
+		}
+		o, rerr = r.reconcileNormal(ctx, t)
+	}
+	if err := r.writeStatus(ctx, t, o); err != nil {
+		rerr = errors.Join(rerr, err)
+	}
+	if rerr != nil {
+		return ctrl.Result{}, rerr
+	}
+	return ctrl.Result{RequeueAfter: o.requeueAfter}, nil
+}
+
+// writeStatus writes the Tenant status when it changed, and a Warning Event when the Ready
+// condition moves to a reason a person must act on.
+func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, o outcome) error {
+	next := desiredTenantStatus(t, o, r.metaNow())
+	if !statusChanged(t.Status, next) {
+		return nil
+	}
+	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
+	t.Status = next
+	if err := r.client.Status().Update(ctx, t); err != nil {
+		return fmt.Errorf("failed to update the status of Tenant %s: %w", t.Name, err)
+	}
+	if o.warn && (prev == nil || prev.Reason != o.reason) {
+		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", o.message)
+	}
+	return nil
+}
+
+func (r *Reconciler) countTenants(ctx context.Context) {
+	var list kubelbv1alpha1.TenantList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
+		metrics.ManagerTenants.Set(float64(len(list.Items)))
+	}
+}
+
+// metaNow is the current time at the precision the API stores.
+func (r *Reconciler) metaNow() metav1.Time { return metav1.NewTime(r.now().Truncate(time.Second)) }

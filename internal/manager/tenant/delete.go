@@ -1,0 +1,161 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// ReasonTerminating: the Tenant is being deleted and a request failed; it is retried.
+const ReasonTerminating = "Terminating"
+
+// retryWaiting is how soon a terminating Tenant looks again when no event wakes it.
+const retryWaiting = 10 * time.Second
+
+// tenantObjectKinds are the kinds a ccm mirrors whose removal the manager's controllers
+// finish (finalizers); they go before anything else of the tenant.
+var tenantObjectKinds = []struct {
+	kind string
+	list client.ObjectList
+	obj  client.Object
+}{
+	{"LoadBalancer", &kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.LoadBalancer{}},
+	{"Route", &kubelbv1alpha1.RouteList{}, &kubelbv1alpha1.Route{}},
+	{"SyncSecret", &kubelbv1alpha1.SyncSecretList{}, &kubelbv1alpha1.SyncSecret{}},
+}
+
+func terminating(err error) (outcome, bool, error) {
+	return outcome{phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonTerminating, message: err.Error()}, false, err
+}
+
+// reconcileDelete takes a Tenant apart in order: the ccm's access is revoked (so a running
+// ccm cannot re-create what is being deleted), the tenant's LoadBalancers, Routes and
+// SyncSecrets are deleted and waited for, then the Envoy fleet, the remaining RBAC, the
+// kubeconfig and TenantState, then the namespace; when the namespace is gone the finalizer is
+// removed. A namespace the Tenant does not control is left alone. done is true once the
+// finalizer is removed.
+func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tenant) (o outcome, done bool, err error) {
+	nsName := settings.Namespace(t.Name)
+	ns := &corev1.Namespace{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: nsName}, ns); apierrors.IsNotFound(err) {
+		ns = nil
+	} else if err != nil {
+		return terminating(fmt.Errorf("failed to get namespace %s: %w", nsName, err))
+	}
+	if ns != nil && controlledBy(ns, t) {
+		if ns.DeletionTimestamp.IsZero() {
+			if o, waiting, err := r.cleanupNamespace(ctx, t.Name); waiting || err != nil {
+				return o, false, err
+			}
+			if err := r.client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {
+				return terminating(fmt.Errorf("failed to delete namespace %s: %w", nsName, err))
+			}
+		}
+		return outcome{
+			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForNamespace, requeueAfter: retryTerminating,
+			message: fmt.Sprintf("the tenant's objects are deleted; waiting for namespace %s to be removed", nsName),
+		}, false, nil
+	}
+	orig := t.DeepCopy()
+	controllerutil.RemoveFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
+	if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return terminating(fmt.Errorf("failed to remove the finalizer of Tenant %s: %w", t.Name, err))
+	}
+	return outcome{}, true, nil
+}
+
+func controlledBy(obj metav1.Object, t *kubelbv1alpha1.Tenant) bool {
+	owner := metav1.GetControllerOf(obj)
+	return owner != nil && owner.UID == t.UID
+}
+
+// cleanupNamespace deletes everything kubelb made in a tenant namespace, in order. waiting is
+// true while LoadBalancers, Routes or SyncSecrets still exist.
+func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outcome, bool, error) {
+	ns := settings.Namespace(tenant)
+	// 1. Revoke the ccm's access first.
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: ns}}
+	if err := r.client.Delete(ctx, rb); client.IgnoreNotFound(err) != nil {
+		return terminating(fmt.Errorf("failed to delete RoleBinding %s/%s: %w", ns, rb.Name, err))
+	}
+
+	// 2. The tenant's objects, and wait for their finalizers.
+	var remaining []string
+	for _, k := range tenantObjectKinds {
+		n, err := r.deleteAll(ctx, ns, k.list, k.obj)
+		if err != nil {
+			return terminating(fmt.Errorf("failed to delete the %ss of %s: %w", k.kind, ns, err))
+		}
+		if n > 0 {
+			remaining = append(remaining, fmt.Sprintf("%d %s(s)", n, k.kind))
+		}
+	}
+	if len(remaining) > 0 {
+		return outcome{
+			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForTenantObjects, requeueAfter: retryWaiting,
+			message: fmt.Sprintf("waiting for %s in %s to be removed; kubelb's controllers remove their finalizers once their hub objects are cleaned up",
+				strings.Join(remaining, ", "), ns),
+		}, true, nil
+	}
+
+	// 3. The Envoy fleet.
+	if err := envoyfleet.Delete(ctx, r.client, ns); err != nil {
+		return terminating(err)
+	}
+
+	// 4. Addresses, TenantState, the rest of the RBAC and the kubeconfig.
+	if err := r.client.DeleteAllOf(ctx, &kubelbv1alpha1.Addresses{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+		return terminating(fmt.Errorf("failed to delete the Addresses of %s: %w", ns, err))
+	}
+	for _, obj := range []client.Object{
+		&kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.CCMKubeconfigSecretName, Namespace: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}},
+	} {
+		if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return terminating(fmt.Errorf("failed to delete %T %s/%s: %w", obj, ns, obj.GetName(), err))
+		}
+	}
+	return outcome{}, false, nil
+}
+
+// deleteAll deletes every object of a kind in ns and returns how many still exist (their
+// finalizers not yet removed). It reads uncached, metadata only, so it never waits on a
+// stale cache nor proceeds on one.
+func (r *Reconciler) deleteAll(ctx context.Context, ns string, list client.ObjectList, obj client.Object) (int, error) {
+	gvk, err := r.client.GroupVersionKindFor(list)
+	if err != nil {
+		return 0, err
+	}
+	meta := &metav1.PartialObjectMetadataList{}
+	meta.SetGroupVersionKind(gvk)
+	if err := r.apiReader.List(ctx, meta, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	live := 0
+	for i := range meta.Items {
+		if meta.Items[i].DeletionTimestamp.IsZero() {
+			live++
+		}
+	}
+	if live > 0 {
+		if err := r.client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	return len(meta.Items), nil
+}

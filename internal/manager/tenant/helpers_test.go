@@ -1,0 +1,99 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// startManager runs a controller-runtime manager with the given controllers until the test
+// ends.
+func startManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// controllerStats are controller-runtime's metrics of one controller.
+type controllerStats struct{ reconciles, depth, active float64 }
+
+func statsOf(t *testing.T, controller string) controllerStats {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s controllerStats
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if label(m, "controller") != controller {
+				continue
+			}
+			switch f.GetName() {
+			case "controller_runtime_reconcile_total":
+				s.reconciles += m.GetCounter().GetValue()
+			case "workqueue_depth":
+				s.depth += m.GetGauge().GetValue()
+			case "controller_runtime_active_workers":
+				s.active += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return s
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// quiet waits until the controller has at least min reconciles, nothing queued and nothing
+// running, twice in a row, and returns its reconcile count.
+func quiet(t *testing.T, controller string, min float64) float64 {
+	t.Helper()
+	var last controllerStats
+	testenv.Eventually(t, 30*time.Second, controller+" to be idle", func() error {
+		s := statsOf(t, controller)
+		idle := s.reconciles >= min && s.depth == 0 && s.active == 0 && s == last
+		last = s
+		if !idle {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	return last.reconciles
+}

@@ -1,0 +1,65 @@
+package tenant
+
+import (
+	"time"
+)
+
+// Names of the objects the controller makes in a tenant namespace.
+const (
+	// ServiceAccountName is the hub identity of the tenant's ccm.
+	ServiceAccountName = "kubelb-ccm"
+	// RoleName is the Role that confines the ccm to its tenant namespace.
+	RoleName = "kubelb-ccm"
+	// RoleBindingName binds RoleName to ServiceAccountName.
+	RoleBindingName = "kubelb-ccm"
+	// TenantStateName is the one TenantState per tenant namespace.
+	TenantStateName = "default"
+	// LabelAppName and AppName mark the ccm access objects (ServiceAccount, Role, RoleBinding,
+	// kubeconfig Secret); the controller caches only objects with this label.
+	LabelAppName = "app.kubernetes.io/name"
+	AppName      = "kubelb-ccm"
+
+	// AnnotationTokenIssuedAt and AnnotationTokenExpiresAt (RFC 3339) on the kubeconfig
+	// Secret record the lifetime of the token inside it.
+	AnnotationTokenIssuedAt  = "kubelb.k8c.io/token-issued-at"
+	AnnotationTokenExpiresAt = "kubelb.k8c.io/token-expires-at"
+	// AnnotationServiceAccountUID records which ServiceAccount the token belongs to; a
+	// re-created ServiceAccount invalidates it.
+	AnnotationServiceAccountUID = "kubelb.k8c.io/service-account-uid"
+
+	// ClusterInfoNamespace and ClusterInfoName locate the public cluster-info ConfigMap
+	// (kubeadm and most distributions publish it) whose "kubeconfig" key gives the API
+	// server URL and CA when Options.HubAPIServerURL is not set.
+	ClusterInfoNamespace = "kube-public"
+	ClusterInfoName      = "cluster-info"
+	clusterInfoKey       = "kubeconfig"
+)
+
+// Token lifetimes.
+const (
+	// DefaultTokenTTL is the lifetime asked for the ccm's token.
+	DefaultTokenTTL = 24 * time.Hour
+	// MinTokenTTL is the shortest lifetime the TokenRequest API accepts.
+	MinTokenTTL = 10 * time.Minute
+	// refreshFraction of a token's lifetime passes before it is replaced.
+	refreshFraction = 0.8
+)
+
+// Options configure the Tenant controller (from cmd/kubelb flags).
+type Options struct {
+	// Namespace the manager runs in; holds Config "default".
+	Namespace string
+	// HubAPIServerURL is the API server URL written into the ccm kubeconfig; empty means
+	// take it from kube-public/cluster-info.
+	HubAPIServerURL string
+	// TokenTTL is the lifetime of the ccm's token (default DefaultTokenTTL, at least
+	// MinTokenTTL); it is replaced after 80% of it.
+	TokenTTL time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.TokenTTL == 0 {
+		o.TokenTTL = DefaultTokenTTL
+	}
+	return o
+}

@@ -1,0 +1,381 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/version"
+)
+
+// retryTerminating is how soon a Tenant waiting for an old namespace to go looks again.
+const retryTerminating = 5 * time.Second
+
+// retryNoHubServer is how soon a Tenant without a hub server URL looks for cluster-info again.
+const retryNoHubServer = 10 * time.Second
+
+// transient turns an API error into a Provisioning outcome; the error is returned as well so
+// the request is retried with back-off.
+func transient(err error) (outcome, error) {
+	return outcome{phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonProvisioning, message: err.Error()}, err
+}
+
+// reconcileNormal makes or repairs everything a live Tenant needs.
+func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tenant) (outcome, error) {
+	if o := checkName(t.Name); o != nil {
+		return *o, nil
+	}
+	cfg, err := r.config(ctx)
+	if err != nil {
+		return transient(err)
+	}
+	eff := settings.Resolve(cfg, t)
+
+	if stop, err := r.ensureNamespace(ctx, t); stop != nil || err != nil {
+		if err != nil {
+			return transient(err)
+		}
+		return *stop, nil
+	}
+	sa, err := r.ensureServiceAccount(ctx, t.Name)
+	if err != nil {
+		return transient(err)
+	}
+	if err := r.ensureRole(ctx, t.Name); err != nil {
+		return transient(err)
+	}
+	if err := r.ensureRoleBinding(ctx, t.Name); err != nil {
+		return transient(err)
+	}
+	o, err := r.ensureKubeconfig(ctx, t.Name, sa)
+	if err != nil {
+		return o, err
+	}
+	if err := r.ensureTenantState(ctx, t.Name, eff, o); err != nil {
+		return transient(err)
+	}
+	return o, nil
+}
+
+// checkName refuses Tenant names that give no valid namespace name (a DNS label of at most
+// 63 characters, so at most 56 after the "tenant-" prefix, and no dots).
+func checkName(name string) *outcome {
+	ns := settings.Namespace(name)
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return &outcome{
+			phase: kubelbv1alpha1.TenantPhaseFailed, reason: ReasonInvalidName, warn: true,
+			message: fmt.Sprintf("namespace name %q is invalid: %s; re-create the Tenant with a name of at most 56 lower-case letters, digits and '-'",
+				ns, strings.Join(errs, "; ")),
+		}
+	}
+	return nil
+}
+
+// config returns Config "default" of the manager namespace, or nil when there is none.
+func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
+	cfg := &kubelbv1alpha1.Config{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
+	}
+	return cfg, nil
+}
+
+// ensureNamespace creates or adopts namespace tenant-x. It returns an outcome when the
+// namespace cannot be used (yet).
+func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tenant) (*outcome, error) {
+	desired := desiredNamespace(t)
+	ns := &corev1.Namespace{}
+	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), ns)
+	if apierrors.IsNotFound(err) {
+		err = r.client.Create(ctx, desired)
+		if err == nil {
+			return nil, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("failed to create namespace %s: %w", desired.Name, err)
+		}
+		// It exists without kubelb's label: look at it directly.
+		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), ns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get namespace %s: %w", desired.Name, err)
+	}
+	if !ns.DeletionTimestamp.IsZero() {
+		return &outcome{
+			phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonNamespaceTerminating,
+			message:      fmt.Sprintf("namespace %s of a previous Tenant is still being deleted; provisioning resumes when it is gone", ns.Name),
+			requeueAfter: retryTerminating,
+		}, nil
+	}
+	if owner := metav1.GetControllerOf(ns); owner != nil && owner.UID != t.UID {
+		return &outcome{
+			phase: kubelbv1alpha1.TenantPhaseFailed, reason: ReasonNamespaceConflict, warn: true,
+			message: fmt.Sprintf("namespace %s is controlled by %s %s (uid %s); delete it or remove that owner so that Tenant %s can own it",
+				ns.Name, owner.Kind, owner.Name, owner.UID, t.Name),
+		}, nil
+	}
+	if metav1.GetControllerOf(ns) != nil && hasAll(ns.Labels, desired.Labels) {
+		return nil, nil
+	}
+	// Adopt: label it and make the Tenant its controller.
+	orig := ns.DeepCopy()
+	ns.Labels = mergeInto(ns.Labels, desired.Labels)
+	if metav1.GetControllerOf(ns) == nil {
+		ns.OwnerReferences = append(ns.OwnerReferences, desired.OwnerReferences...)
+	}
+	if err := r.client.Patch(ctx, ns, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, fmt.Errorf("failed to adopt namespace %s: %w", ns.Name, err)
+	}
+	return nil, nil
+}
+
+func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*corev1.ServiceAccount, error) {
+	desired := desiredServiceAccount(tenant)
+	sa := &corev1.ServiceAccount{}
+	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), sa)
+	if apierrors.IsNotFound(err) {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return nil, fmt.Errorf("failed to create ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return desired, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return sa, nil
+}
+
+func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
+	desired := desiredRole(tenant)
+	role := &rbacv1.Role{}
+	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), role)
+	if apierrors.IsNotFound(err) {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("failed to create Role %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to get Role %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && hasAll(role.Labels, desired.Labels) {
+		return nil
+	}
+	role.Rules = desired.Rules
+	role.Labels = mergeInto(role.Labels, desired.Labels)
+	if err := r.client.Update(ctx, role); err != nil {
+		return fmt.Errorf("failed to update Role %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error {
+	desired := desiredRoleBinding(tenant)
+	rb := &rbacv1.RoleBinding{}
+	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rb)
+	if apierrors.IsNotFound(err) {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("failed to create RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to get RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if rb.RoleRef != desired.RoleRef {
+		// roleRef is immutable: replace the binding.
+		if err := r.client.Delete(ctx, rb, client.Preconditions{UID: &rb.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to replace RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		return fmt.Errorf("RoleBinding %s/%s had a foreign roleRef and was deleted; it is re-created next", desired.Namespace, desired.Name)
+	}
+	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && hasAll(rb.Labels, desired.Labels) {
+		return nil
+	}
+	rb.Subjects = desired.Subjects
+	rb.Labels = mergeInto(rb.Labels, desired.Labels)
+	if err := r.client.Update(ctx, rb); err != nil {
+		return fmt.Errorf("failed to update RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return nil
+}
+
+// errNoHubServer: no hub server URL is known.
+var errNoHubServer = errors.New("no hub API server URL")
+
+// hubEndpoint returns the API server URL and CA for the ccm kubeconfig: the URL from the
+// option, else from kube-public/cluster-info; the CA from cluster-info, else the manager's own.
+func (r *Reconciler) hubEndpoint(ctx context.Context) (HubEndpoint, error) {
+	var fromClusterInfo *HubEndpoint
+	cm := &corev1.ConfigMap{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ClusterInfoNamespace, Name: ClusterInfoName}, cm)
+	switch {
+	case err == nil:
+		ep, perr := HubEndpointFromClusterInfo(cm)
+		if perr != nil {
+			ctrl.LoggerFrom(ctx).Info("ignoring cluster-info", "reason", perr.Error())
+		} else {
+			fromClusterInfo = &ep
+		}
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		// Not published (or not readable): only the option can help.
+	default:
+		return HubEndpoint{}, fmt.Errorf("failed to get %s/%s: %w", ClusterInfoNamespace, ClusterInfoName, err)
+	}
+	switch {
+	case r.opts.HubAPIServerURL != "":
+		ep := HubEndpoint{Server: r.opts.HubAPIServerURL, CAData: r.caData}
+		if fromClusterInfo != nil && len(fromClusterInfo.CAData) > 0 {
+			ep.CAData = fromClusterInfo.CAData
+		}
+		return ep, nil
+	case fromClusterInfo != nil:
+		if len(fromClusterInfo.CAData) == 0 {
+			fromClusterInfo.CAData = r.caData
+		}
+		return *fromClusterInfo, nil
+	}
+	return HubEndpoint{}, errNoHubServer
+}
+
+// ensureKubeconfig keeps Secret kubelb-ccm-kubeconfig valid: the current hub endpoint and a
+// token that is replaced after 80% of its lifetime (or at once when the ServiceAccount was
+// re-created). It returns the Ready outcome with the time until the next refresh.
+func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *corev1.ServiceAccount) (outcome, error) {
+	ns := settings.Namespace(tenant)
+	hub, err := r.hubEndpoint(ctx)
+	if errors.Is(err, errNoHubServer) {
+		return outcome{
+			phase: kubelbv1alpha1.TenantPhaseFailed, reason: ReasonNoHubServerURL, warn: true, requeueAfter: retryNoHubServer,
+			message: fmt.Sprintf("cannot write Secret %s: the hub API server URL is unknown; start the manager with --tenant-kubeconfig-server or publish %s/%s",
+				kubelbv1alpha1.CCMKubeconfigSecretName, ClusterInfoNamespace, ClusterInfoName),
+		}, nil
+	}
+	if err != nil {
+		return transient(err)
+	}
+
+	existing := &corev1.Secret{}
+	err = r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, existing)
+	if apierrors.IsNotFound(err) {
+		existing = nil
+	} else if err != nil {
+		return transient(fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err))
+	}
+
+	now := r.now()
+	var token string
+	life, ok := tokenLifetime{}, false
+	if existing != nil {
+		life, ok = lifetimeFromAnnotations(existing.Annotations)
+		if ok && existing.Annotations[AnnotationServiceAccountUID] == string(sa.UID) && RefreshIn(now, life.IssuedAt, life.ExpiresAt) > 0 {
+			token = kubeconfigToken(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey])
+		}
+	}
+	if token == "" {
+		tr, err := r.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, ServiceAccountName, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(r.opts.TokenTTL / time.Second))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return outcome{
+				phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonTokenRequestFailed, warn: true,
+				message: fmt.Sprintf("failed to request a token for ServiceAccount %s/%s: %v", ns, ServiceAccountName, err),
+			}, fmt.Errorf("failed to request a token for ServiceAccount %s/%s: %w", ns, ServiceAccountName, err)
+		}
+		token = tr.Status.Token
+		life = tokenLifetime{IssuedAt: now.Truncate(time.Second), ExpiresAt: tr.Status.ExpirationTimestamp.Time}
+	}
+
+	kubeconfig, err := RenderKubeconfig(hub, ns, token)
+	if err != nil {
+		return transient(err)
+	}
+	ann := life.annotations()
+	ann[AnnotationServiceAccountUID] = string(sa.UID)
+	desired := desiredKubeconfigSecret(tenant, kubeconfig, ann)
+	if existing == nil {
+		if err := r.client.Create(ctx, desired); err != nil {
+			return transient(fmt.Errorf("failed to create Secret %s/%s: %w", ns, desired.Name, err))
+		}
+	} else if existing.Type != desired.Type {
+		// type is immutable: replace the Secret.
+		if err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+			return transient(fmt.Errorf("failed to replace Secret %s/%s: %w", ns, desired.Name, err))
+		}
+		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
+	} else if len(existing.Data) != 1 || !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
+		!hasAll(existing.Annotations, ann) || !hasAll(existing.Labels, desired.Labels) {
+		existing.Data = desired.Data
+		existing.Annotations = mergeInto(existing.Annotations, ann)
+		existing.Labels = mergeInto(existing.Labels, desired.Labels)
+		if err := r.client.Update(ctx, existing); err != nil {
+			return transient(fmt.Errorf("failed to update Secret %s/%s: %w", ns, desired.Name, err))
+		}
+	}
+
+	refresh := max(RefreshIn(now, life.IssuedAt, life.ExpiresAt), time.Second)
+	return outcome{
+		phase: kubelbv1alpha1.TenantPhaseReady, reason: ReasonProvisioned, requeueAfter: refresh,
+		message: fmt.Sprintf("namespace %s, RBAC and Secret %s are in place; the ccm token expires at %s and is replaced after %s",
+			ns, kubelbv1alpha1.CCMKubeconfigSecretName, life.ExpiresAt.UTC().Format(time.RFC3339),
+			RefreshAt(life.IssuedAt, life.ExpiresAt).UTC().Format(time.RFC3339)),
+	}, nil
+}
+
+// ensureTenantState keeps TenantState "default" up to date for the tenant's ccm.
+func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff settings.Tenant, o outcome) error {
+	ns := settings.Namespace(tenant)
+	ts := &kubelbv1alpha1.TenantState{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts)
+	if apierrors.IsNotFound(err) {
+		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: tenantLabels(tenant)}}
+		if err := r.client.Create(ctx, ts); err != nil {
+			return fmt.Errorf("failed to create TenantState %s/%s: %w", ns, TenantStateName, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("failed to get TenantState %s/%s: %w", ns, TenantStateName, err)
+	}
+	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff.DisableLoadBalancer,
+		o.ready(), o.reason, tenantStateMessage(o, eff), r.metaNow())
+	if equality.Semantic.DeepEqual(ts.Status, next) {
+		return nil
+	}
+	ts.Status = next
+	if err := r.client.Status().Update(ctx, ts); err != nil {
+		return fmt.Errorf("failed to update the status of TenantState %s/%s: %w", ns, TenantStateName, err)
+	}
+	return nil
+}
+
+// tenantStateMessage is what the ccm is told; it leaves out the token times (which change
+// with every refresh) so the TenantState does not change with them.
+func tenantStateMessage(o outcome, eff settings.Tenant) string {
+	if !o.ready() {
+		return o.message
+	}
+	if eff.DisableLoadBalancer {
+		return "the hub serves this tenant; layer-4 load balancing is disabled"
+	}
+	return "the hub serves this tenant"
+}

@@ -1,0 +1,161 @@
+package tenant
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// CCMRules are everything a tenant's ccm may do on the hub, granted by a Role in its own
+// namespace only: mirror LoadBalancers, Routes, Addresses and SyncSecrets (and read the
+// status the manager writes), and read its TenantState. No core Services or Secrets, no
+// Events (the ccm reports on its own cluster's objects), nothing cluster-scoped.
+func CCMRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
+			Resources: []string{"loadbalancers", "routes", "addresses", "syncsecrets"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		},
+		{
+			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
+			Resources: []string{"loadbalancers/status", "routes/status", "addresses/status", "syncsecrets/status"},
+			Verbs:     []string{"get", "update", "patch"},
+		},
+		{
+			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
+			Resources: []string{"tenantstates"},
+			Verbs:     []string{"get", "list", "watch"},
+		},
+	}
+}
+
+// tenantLabels are on every object made for a tenant.
+func tenantLabels(tenant string) map[string]string {
+	return map[string]string{
+		kubelbv1alpha1.LabelManagedBy:  kubelbv1alpha1.LabelManagedByValue,
+		kubelbv1alpha1.LabelTenantName: tenant,
+	}
+}
+
+// accessLabels are on the ccm access objects (ServiceAccount, Role, RoleBinding, Secret).
+func accessLabels(tenant string) map[string]string {
+	l := tenantLabels(tenant)
+	l[LabelAppName] = AppName
+	return l
+}
+
+// ownerRef makes the Tenant the controller of its namespace.
+func ownerRef(t *kubelbv1alpha1.Tenant) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         kubelbv1alpha1.GroupVersion.String(),
+		Kind:               "Tenant",
+		Name:               t.Name,
+		UID:                t.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+func desiredNamespace(t *kubelbv1alpha1.Tenant) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:            settings.Namespace(t.Name),
+		Labels:          tenantLabels(t.Name),
+		OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
+	}}
+}
+
+func desiredServiceAccount(tenant string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Name: ServiceAccountName, Namespace: settings.Namespace(tenant), Labels: accessLabels(tenant),
+	}}
+}
+
+func desiredRole(tenant string) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: settings.Namespace(tenant), Labels: accessLabels(tenant)},
+		Rules:      CCMRules(),
+	}
+}
+
+func desiredRoleBinding(tenant string) *rbacv1.RoleBinding {
+	ns := settings.Namespace(tenant)
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: ns, Labels: accessLabels(tenant)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ServiceAccountName, Namespace: ns}},
+	}
+}
+
+func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[string]string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        kubelbv1alpha1.CCMKubeconfigSecretName,
+			Namespace:   settings.Namespace(tenant),
+			Labels:      accessLabels(tenant),
+			Annotations: annotations,
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{kubelbv1alpha1.CCMKubeconfigSecretKey: kubeconfig},
+	}
+}
+
+// hasAll reports whether have contains every key/value of want.
+func hasAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeInto copies want into a copy of have.
+func mergeInto(have, want map[string]string) map[string]string {
+	out := make(map[string]string, len(have)+len(want))
+	for k, v := range have {
+		out[k] = v
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
+}
+
+// TenantState condition type and reasons.
+const (
+	// TenantStateReady says whether the hub serves the tenant.
+	TenantStateReady = "Ready"
+)
+
+// desiredTenantStateStatus computes the TenantState status from the previous one. lastUpdated
+// moves only when something else changed, so an unchanged tenant causes no writes.
+func desiredTenantStateStatus(prev kubelbv1alpha1.TenantStateStatus, generation int64, version kubelbv1alpha1.Version,
+	disableLB bool, ready bool, reason, message string, now metav1.Time) kubelbv1alpha1.TenantStateStatus {
+	next := *prev.DeepCopy()
+	next.Version = version
+	next.LoadBalancer.Disable = disableLB
+	status := metav1.ConditionFalse
+	if ready {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
+		Type: TenantStateReady, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: generation, LastTransitionTime: now,
+	})
+	if tenantStateChanged(prev, next) || prev.LastUpdated.IsZero() {
+		next.LastUpdated = now
+	}
+	return next
+}
+
+func tenantStateChanged(a, b kubelbv1alpha1.TenantStateStatus) bool {
+	a.LastUpdated, b.LastUpdated = metav1.Time{}, metav1.Time{}
+	return !equality.Semantic.DeepEqual(a, b)
+}

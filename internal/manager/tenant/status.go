@@ -1,0 +1,70 @@
+package tenant
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// ConditionReady is the Tenant condition that says whether the tenant is onboarded.
+const ConditionReady = "Ready"
+
+// Reasons of the Tenant Ready condition.
+const (
+	// ReasonProvisioned: namespace, RBAC, kubeconfig Secret and TenantState are in place.
+	ReasonProvisioned = "Provisioned"
+	// ReasonProvisioning: the controller is creating objects or retrying a failed request.
+	ReasonProvisioning = "Provisioning"
+	// ReasonNoHubServerURL: neither --tenant-kubeconfig-server nor kube-public/cluster-info
+	// gives the API server URL for the ccm kubeconfig.
+	ReasonNoHubServerURL = "NoHubServerURL"
+	// ReasonInvalidName: "tenant-<name>" is not a valid namespace name.
+	ReasonInvalidName = "InvalidName"
+	// ReasonNamespaceConflict: namespace tenant-<name> belongs to another owner.
+	ReasonNamespaceConflict = "NamespaceConflict"
+	// ReasonNamespaceTerminating: namespace tenant-<name> of a previous Tenant is still being
+	// deleted.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
+	// ReasonTokenRequestFailed: the API server refused a token for the ccm's ServiceAccount.
+	ReasonTokenRequestFailed = "TokenRequestFailed"
+	// ReasonWaitingForTenantObjects: the Tenant is being deleted and LoadBalancers, Routes or
+	// SyncSecrets still exist (their finalizers are removed by the manager's controllers).
+	ReasonWaitingForTenantObjects = "WaitingForTenantObjects"
+	// ReasonWaitingForNamespace: the Tenant is being deleted and its namespace still exists.
+	ReasonWaitingForNamespace = "WaitingForNamespace"
+)
+
+// outcome is what one reconcile achieved; it becomes the Tenant's status.
+type outcome struct {
+	phase   string
+	reason  string
+	message string
+	// warn asks for a Warning Event when the condition moves to this reason.
+	warn bool
+	// requeueAfter asks for another reconcile (e.g. to refresh the token).
+	requeueAfter time.Duration
+}
+
+func (o outcome) ready() bool { return o.phase == kubelbv1alpha1.TenantPhaseReady }
+
+// desiredTenantStatus computes the Tenant status for an outcome.
+func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) kubelbv1alpha1.TenantStatus {
+	next := *t.Status.DeepCopy()
+	next.ObservedGeneration = t.Generation
+	next.Phase = o.phase
+	status := metav1.ConditionFalse
+	if o.ready() {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&next.Conditions, metav1.Condition{
+		Type: ConditionReady, Status: status, Reason: o.reason, Message: o.message,
+		ObservedGeneration: t.Generation, LastTransitionTime: now,
+	})
+	return next
+}
+
+func statusChanged(a, b kubelbv1alpha1.TenantStatus) bool { return !equality.Semantic.DeepEqual(a, b) }
