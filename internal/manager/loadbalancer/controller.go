@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,7 @@ type Reconciler struct {
 	waiting map[types.NamespacedName]struct{} // LoadBalancers waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
+	written map[types.NamespacedName]writtenStatus
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -104,6 +106,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts:      opts,
 		waiting:   map[types.NamespacedName]struct{}{},
 		known:     map[types.NamespacedName]struct{}{},
+		written:   map[types.NamespacedName]writtenStatus{},
 		perNS:     map[string]int{},
 	}
 	var rec reconcile.Reconciler = r
@@ -177,7 +180,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
-	log := ctrl.LoggerFrom(ctx)
 	if !controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
 		orig := lb.DeepCopy()
 		controllerutil.AddFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
@@ -189,10 +191,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return err
 	}
-	svc, err := r.hubService(ctx, lb)
-	foreign := errors.Is(err, errForeignService)
-	if err != nil && !foreign {
-		return err
+	svc, svcErr := r.hubService(ctx, lb)
+	foreign := errors.Is(svcErr, errForeignService)
+	if svcErr != nil && !foreign {
+		return svcErr
 	}
 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port.
@@ -213,7 +215,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems}
 	switch {
 	case foreign:
-		out.serviceErr = err
+		out.serviceErr = svcErr
 	case out.disabled || len(exposed) == 0:
 		if err := r.deleteHubService(ctx, svc); err != nil {
 			return err
@@ -224,22 +226,20 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err != nil {
 			return err
 		}
-		if out.serviceErr != nil {
-			log.Error(out.serviceErr, "hub Service rejected")
-		}
 	}
 	out.hasAddress = svc != nil && len(svc.Status.LoadBalancer.Ingress) > 0
 
-	// Status: written once, only when it changed.
+	// Status: written once, only when it changed. The API server keeps times to the second.
 	cond := readyCondition(out, lb.Generation)
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
-	status := nextStatus(lb, svc, planned, alloc, cond, metav1.Now())
-	if !equality.Semantic.DeepEqual(lb.Status, status) {
+	status := nextStatus(lb, svc, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
 		orig := lb.DeepCopy()
 		lb.Status = status
 		if err := r.client.Status().Patch(ctx, lb, client.MergeFrom(orig)); err != nil {
 			return fmt.Errorf("writing status of LoadBalancer %s: %w", owner, err)
 		}
+		r.recordWritten(lb)
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
@@ -247,7 +247,46 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
+	if out.serviceErr != nil { // retried with backoff: some rejections are transient
+		return fmt.Errorf("hub Service of LoadBalancer %s: %w", owner, out.serviceErr)
+	}
 	return nil
+}
+
+// writtenStatus is the last status this controller wrote for a LoadBalancer and the
+// resourceVersion the API server answered with.
+type writtenStatus struct {
+	uid    types.UID
+	rv     int64
+	status kubelbv1alpha1.LoadBalancerStatus
+}
+
+// alreadyWritten reports whether the cached LoadBalancer is older than this controller's
+// last status write for it and that write already holds status: the cache has not caught up
+// with our own write yet, and writing the same status again would only cost a request. (A
+// cached copy at or past our write is compared as usual, so changes made by others after
+// our write are still corrected.) resourceVersions are compared as numbers, as etcd makes
+// them; one that is not a number never skips a write.
+func (r *Reconciler) alreadyWritten(lb *kubelbv1alpha1.LoadBalancer, status kubelbv1alpha1.LoadBalancerStatus) bool {
+	cached, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	w, ok := r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}]
+	r.mu.Unlock()
+	return ok && w.uid == lb.UID && cached < w.rv && equality.Semantic.DeepEqual(w.status, status)
+}
+
+// recordWritten remembers a status write (lb as the API server returned it).
+func (r *Reconciler) recordWritten(lb *kubelbv1alpha1.LoadBalancer) {
+	rv, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}] = writtenStatus{uid: lb.UID, rv: rv, status: *lb.Status.DeepCopy()}
 }
 
 // reconcileDelete removes the hub Service, then the finalizer, then frees the ports (only
@@ -281,6 +320,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.setWaiting(lb, false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.written, lb)
 	if _, ok := r.known[lb]; ok {
 		delete(r.known, lb)
 		r.perNS[lb.Namespace]--

@@ -31,17 +31,28 @@ import (
 
 // writeCounter counts the write requests a client sends, by "METHOD resource[/subresource]".
 type writeCounter struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu      sync.Mutex
+	n       map[string]int
+	latency time.Duration            // summed over write requests
+	byKey   map[string]time.Duration // summed latency by "METHOD resource"
 }
 
 func (w *writeCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			start := time.Now()
+			resp, err := next.RoundTrip(req)
 			w.mu.Lock()
-			w.n[req.Method+" "+resourceOf(req.URL.Path)]++
+			k := req.Method + " " + resourceOf(req.URL.Path)
+			w.n[k]++
+			w.latency += time.Since(start)
+			if w.byKey == nil {
+				w.byKey = map[string]time.Duration{}
+			}
+			w.byKey[k] += time.Since(start)
 			w.mu.Unlock()
+			return resp, err
 		}
 		return next.RoundTrip(req)
 	})
@@ -99,6 +110,19 @@ type running struct {
 
 	mu         sync.Mutex
 	reconciles map[types.NamespacedName]int
+	errors     map[string]int // reconcile errors by message prefix
+	busy       time.Duration  // summed reconcile time
+}
+
+// Errors summarises the reconcile errors seen so far.
+func (m *running) Errors() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int, len(m.errors))
+	for k, v := range m.errors {
+		out[k] = v
+	}
+	return out
 }
 
 // Reconciles is the number of reconciles of one LoadBalancer that finished.
@@ -112,7 +136,7 @@ func (m *running) Reconciles(ns, name string) int {
 // metrics server) until stop or the end of the test. Set KUBELB_TEST_LOG=1 for its logs.
 func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float32, burst int) *running {
 	t.Helper()
-	m := &running{writes: &writeCounter{n: map[string]int{}}, reconciles: map[types.NamespacedName]int{}}
+	m := &running{writes: &writeCounter{n: map[string]int{}}, reconciles: map[types.NamespacedName]int{}, errors: map[string]int{}}
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Wrap(m.writes.RoundTripper)
@@ -131,9 +155,19 @@ func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float
 	}
 	m.r, err = setup(mgr, opts, func(inner reconcile.Reconciler) reconcile.Reconciler {
 		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			start := time.Now()
 			res, err := inner.Reconcile(ctx, req)
 			m.mu.Lock()
+			m.busy += time.Since(start)
 			m.reconciles[req.NamespacedName]++
+			if err != nil {
+				msg := err.Error()
+				msg = strings.ReplaceAll(msg, req.Namespace+"/"+req.Name, "<lb>")
+				if len(msg) > 120 {
+					msg = msg[:120]
+				}
+				m.errors[msg]++
+			}
 			m.mu.Unlock()
 			return res, err
 		})
