@@ -263,20 +263,21 @@ func (a *Allocator) allocateLocked(k Key, hints []int32) (int32, error) {
 // released, keys already allocated keep their port, and new keys are allocated (hints
 // first). New keys are allocated all or nothing: when the range has fewer free ports than
 // new keys, none is allocated and the error wraps ErrExhausted; the returned map then holds
-// the keys that already had a port. Every key of reqs must belong to owner.
-func (a *Allocator) Ensure(owner types.NamespacedName, reqs []Request) (map[Key]int32, error) {
+// the keys that already had a port. released is the number of ports freed. Every key of
+// reqs must belong to owner.
+func (a *Allocator) Ensure(owner types.NamespacedName, reqs []Request) (alloc map[Key]int32, released int, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	want := make(map[Key]struct{}, len(reqs))
 	for _, rq := range reqs {
 		if rq.Key.Owner() != owner {
-			return nil, fmt.Errorf("ensuring ports of %s: key %s belongs to another LoadBalancer", owner, rq.Key)
+			return nil, 0, fmt.Errorf("ensuring ports of %s: key %s belongs to another LoadBalancer", owner, rq.Key)
 		}
 		want[rq.Key] = struct{}{}
 	}
 	for k := range a.owners[owner] {
-		if _, ok := want[k]; !ok {
-			a.releaseLocked(k)
+		if _, ok := want[k]; !ok && a.releaseLocked(k) {
+			released++
 		}
 	}
 	out := make(map[Key]int32, len(reqs))
@@ -293,7 +294,6 @@ func (a *Allocator) Ensure(owner types.NamespacedName, reqs []Request) (map[Key]
 			missing = append(missing, rq)
 		}
 	}
-	var err error
 	if len(missing) > a.used.free() {
 		err = fmt.Errorf("allocating %d ports for %s: %w (%s, %d free)", len(missing), owner, ErrExhausted, a.r, a.used.free())
 	} else {
@@ -307,7 +307,7 @@ func (a *Allocator) Ensure(owner types.NamespacedName, reqs []Request) (map[Key]
 		}
 	}
 	a.reportLocked(owner.Namespace)
-	return out, err
+	return out, released, err
 }
 
 // Release frees the port of k; it reports whether k held one.

@@ -119,7 +119,7 @@ func TestExhaustion(t *testing.T) {
 	}
 	// Ensure is all or nothing for new keys and keeps what the owner has.
 	owner := types.NamespacedName{Namespace: "tenant-a", Name: "lb"}
-	got, err := a.Ensure(owner, []Request{{Key: key("lb", 0)}, {Key: key("lb", 1)}, {Key: key("lb", 2)}})
+	got, _, err := a.Ensure(owner, []Request{{Key: key("lb", 0)}, {Key: key("lb", 1)}, {Key: key("lb", 2)}})
 	if !errors.Is(err, ErrExhausted) {
 		t.Fatalf("Ensure = %v, want ErrExhausted", err)
 	}
@@ -127,9 +127,9 @@ func TestExhaustion(t *testing.T) {
 		t.Errorf("Ensure kept %v, want %v", got, want)
 	}
 	// Dropping a port frees room for the new one in the same call.
-	got, err = a.Ensure(owner, []Request{{Key: key("lb", 0)}, {Key: key("lb", 2)}})
-	if err != nil {
-		t.Fatal(err)
+	got, released, err := a.Ensure(owner, []Request{{Key: key("lb", 0)}, {Key: key("lb", 2)}})
+	if err != nil || released != 1 {
+		t.Fatalf("Ensure: released %d, %v", released, err)
 	}
 	if want := map[Key]int32{key("lb", 0): 100, key("lb", 2): 101}; !cmp.Equal(got, want) {
 		t.Errorf("Ensure = %v, want %v", got, want)
@@ -137,7 +137,7 @@ func TestExhaustion(t *testing.T) {
 	// Another owner with two new ports and none free gets nothing at all.
 	other := types.NamespacedName{Namespace: "tenant-a", Name: "other"}
 	a.Release(key("lb", 2))
-	got, err = a.Ensure(other, []Request{{Key: key("other", 1)}, {Key: key("other", 2)}})
+	got, _, err = a.Ensure(other, []Request{{Key: key("other", 1)}, {Key: key("other", 2)}})
 	if !errors.Is(err, ErrExhausted) || len(got) != 0 || a.Free() != 1 {
 		t.Errorf("Ensure = %v, %v, free %d; want nothing allocated and ErrExhausted", got, err, a.Free())
 	}
@@ -147,19 +147,19 @@ func TestEnsureReleasesDroppedKeys(t *testing.T) {
 	t.Parallel()
 	a := mustNew(t, Range{Min: 100, Max: 199})
 	owner := types.NamespacedName{Namespace: "tenant-a", Name: "lb"}
-	if _, err := a.Ensure(owner, []Request{{Key: key("lb", 80)}, {Key: key("lb", 443)}, {Key: key("lb", 443)}}); err != nil {
+	if _, _, err := a.Ensure(owner, []Request{{Key: key("lb", 80)}, {Key: key("lb", 443)}, {Key: key("lb", 443)}}); err != nil {
 		t.Fatal(err)
 	}
 	if a.Allocated() != 2 {
 		t.Fatalf("duplicate key allocated twice: %v", a.Snapshot())
 	}
-	if _, err := a.Ensure(owner, []Request{{Key: key("lb", 443)}}); err != nil {
+	if _, _, err := a.Ensure(owner, []Request{{Key: key("lb", 443)}}); err != nil {
 		t.Fatal(err)
 	}
 	if want := map[Key]int32{key("lb", 443): 101}; !cmp.Equal(a.Snapshot(), want) {
 		t.Errorf("allocations = %v, want %v", a.Snapshot(), want)
 	}
-	if _, err := a.Ensure(owner, []Request{{Key: key("x", 1)}}); err == nil {
+	if _, _, err := a.Ensure(owner, []Request{{Key: key("x", 1)}}); err == nil {
 		t.Error("Ensure accepted a key of another LoadBalancer")
 	}
 	if n := a.ReleaseOwner(owner); n != 1 || a.Allocated() != 0 {
@@ -278,7 +278,7 @@ func TestRebuildRoundTrip(t *testing.T) {
 			{Key: KeyFor("tenant-a", name, "TCP", "", 80)},
 			{Key: KeyFor("tenant-a", name, "UDP", "dns", 53)},
 		}
-		got, err := a.Ensure(owner, reqs)
+		got, _, err := a.Ensure(owner, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestMetrics(t *testing.T) {
 	// Not parallel: the gauges are global.
 	a := mustNew(t, Range{Min: 1, Max: 10})
 	owner := types.NamespacedName{Namespace: "tenant-metrics", Name: "lb"}
-	if _, err := a.Ensure(owner, []Request{{Key: KeyFor(owner.Namespace, owner.Name, "TCP", "", 1)}, {Key: KeyFor(owner.Namespace, owner.Name, "TCP", "", 2)}}); err != nil {
+	if _, _, err := a.Ensure(owner, []Request{{Key: KeyFor(owner.Namespace, owner.Name, "TCP", "", 1)}, {Key: KeyFor(owner.Namespace, owner.Name, "TCP", "", 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := gaugeValue(t, metrics.ManagerPortsAllocated.WithLabelValues("tenant-metrics")); got != 2 {

@@ -200,13 +200,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port.
 	planned, problems := planPorts(lb)
 	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
-	before := ports.Free()
-	alloc, allocErr := ports.Ensure(owner, allocationRequests(lb, planned, svc))
+	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(lb, planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}
 	r.setWaiting(owner, allocErr != nil)
-	if ports.Free() > before { // ports this LoadBalancer dropped may serve one that waits
+	if released > 0 { // ports this LoadBalancer dropped may serve one that waits
 		r.wakeWaiting()
 	}
 	exposed := allocated(planned, alloc)
