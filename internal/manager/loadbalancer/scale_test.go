@@ -35,6 +35,9 @@ import (
 //
 //	KUBELB_SCALE=1000 go test ./internal/manager/loadbalancer -run TestScale -v -count=1
 //
+// Optional: KUBELB_SCALE_WORKERS (MaxConcurrentReconciles), KUBELB_SCALE_QPS (client QPS,
+// burst twice that), KUBELB_SCALE_FINALIZER=1 (see below).
+//
 // It creates KUBELB_SCALE single-port LoadBalancers at once in one tenant against a real API
 // server, with the controller running in-process at kubelb's default client limits (200 QPS,
 // burst 400) and the test playing MetalLB (it writes an address into every hub Service's
@@ -56,6 +59,9 @@ func TestScale(t *testing.T) {
 	if qps <= 0 {
 		qps = 200 // kubelb's --kube-api-qps default
 	}
+	// KUBELB_SCALE_FINALIZER=1 creates the LoadBalancers with the cleanup finalizer already
+	// set, as a ccm could, which saves the controller one write per LoadBalancer.
+	withFinalizer := os.Getenv("KUBELB_SCALE_FINALIZER") != ""
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: testenv.AssetsDir(t),
 		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
@@ -102,6 +108,9 @@ func TestScale(t *testing.T) {
 				}
 				lb := newLB(ns, fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), tcp(80))
 				lb.Labels = map[string]string{kubelbv1alpha1.LabelOriginName: fmt.Sprintf("svc-%d", i), kubelbv1alpha1.LabelOriginNamespace: "default"}
+				if withFinalizer {
+					lb.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer}
+				}
 				if err := c.Create(ctx, lb); err != nil {
 					t.Error(err)
 					return
