@@ -68,7 +68,7 @@ bench: ## Run the Go benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: demo
-demo: tools build ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
+demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
 	go run ./e2e/demo
 
 .PHONY: clean

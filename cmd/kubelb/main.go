@@ -11,6 +11,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 )
 
 const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants."
@@ -21,10 +22,6 @@ type options struct {
 	xdsAddr   app.Address
 	portRange string
 }
-
-// DefaultEnvoyImage is the Envoy image of the fleets unless --envoy-image or Config say
-// otherwise; it matches the Envoy version the tests run.
-const DefaultEnvoyImage = "envoyproxy/envoy:distroless-v1.40.0"
 
 func parse(args []string) (*options, *app.FlagSet, error) {
 	o := &options{}
@@ -39,7 +36,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the manager runs in and reads Config \"default\" from (env NAMESPACE).")
 	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
 	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
-	fs.StringVar(&o.EnvoyImage, "envoy-image", DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
+	fs.StringVar(&o.EnvoyImage, "envoy-image", envoyfleet.DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
 	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Run the Gateway API controllers.")

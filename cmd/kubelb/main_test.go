@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 	if o.EnvoyXDSAddress != "kubelb.kubelb.svc:8001" || o.PortRangeMin != 10000 || o.PortRangeMax != 19999 ||
-		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyImage != DefaultEnvoyImage {
+		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage {
 		t.Fatalf("unexpected Envoy defaults: %+v", o.Options)
 	}
 	t.Setenv("NAMESPACE", "lb-system")

@@ -4,8 +4,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/manager/envoycp"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
+	"kubelb.dev/kubelb/internal/xds"
 )
 
 // leaderElectionID is the name of the manager's lease in --namespace.
@@ -23,6 +30,30 @@ func run(o *options) error {
 	metrics.RegisterManager()
 	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace))
 	if err != nil {
+		return err
+	}
+
+	// Every replica serves xDS and keeps snapshots (Envoy connects to any of them); the
+	// controllers that write to the API server run on the leader only.
+	srv := xds.NewServer(ctrl.Log.WithName("xds"))
+	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
+		return err
+	}
+	if err := envoycp.SetupWithManager(mgr, srv, translate.Options{ListenerAddress: o.EnvoyListenerAddress}); err != nil {
+		return err
+	}
+	if err := tenant.SetupWithManager(mgr, tenant.Options{Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer}); err != nil {
+		return err
+	}
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{
+		Namespace: o.Namespace,
+		PortRange: portalloc.Range{Min: int32(o.PortRangeMin), Max: int32(o.PortRangeMax)},
+	}); err != nil {
+		return err
+	}
+	if err := envoyfleet.SetupWithManager(mgr, envoyfleet.Options{
+		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, XDSAddress: o.EnvoyXDSAddress,
+	}); err != nil {
 		return err
 	}
 	if err := app.AddProbes(mgr); err != nil {

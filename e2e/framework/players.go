@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,14 +58,16 @@ func readyCondition(ready bool) corev1.NodeCondition {
 
 // PlayHubLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB or a cloud in
 // production): every hub Service of type LoadBalancer that kubelb made gets an ingress IP from
-// 127.0.1.0/24 in its status. It runs until the test ends.
-func PlayHubLoadBalancer(t testenv.TB, c client.Client) {
+// 127.0.0.0/8 above 127.0.1.0 in its status. It runs until the test ends and returns a
+// counter of the writes it made (so scale tests can tell them from kubelb's).
+func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
+	writes := &atomic.Int64{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	assigned := map[string]string{}
-	next := 1
+	next := 0
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
@@ -78,12 +81,14 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) {
 					key := svc.Namespace + "/" + svc.Name
 					ip, ok := assigned[key]
 					if !ok {
-						ip = fmt.Sprintf("127.0.1.%d", next)
+						ip = fmt.Sprintf("127.0.%d.%d", 1+next/250, 1+next%250)
 						next++
 						assigned[key] = ip
 					}
 					svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-					_ = c.Status().Update(ctx, svc)
+					if c.Status().Update(ctx, svc) == nil {
+						writes.Add(1)
+					}
 				}
 			}
 			select {
@@ -92,6 +97,7 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) {
 			}
 		}
 	}()
+	return writes
 }
 
 // Envoy is a real Envoy process started from the bootstrap the manager generated.

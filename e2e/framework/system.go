@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,8 @@ type System struct {
 	MetricsAddr string
 	ProbeAddr   string
 	tenantIPs   int
+	// HubLBWrites counts the writes of the played hub LoadBalancer implementation.
+	HubLBWrites *atomic.Int64
 }
 
 // Options tune the system.
@@ -66,7 +69,7 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 		"--metrics-addr", s.MetricsAddr, "--health-probe-bind-address", s.ProbeAddr,
 		"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
 	}, opts.ExtraManagerArgs...)
-	PlayHubLoadBalancer(t, hub.Client)
+	s.HubLBWrites = PlayHubLoadBalancer(t, hub.Client)
 	s.StartManager()
 	return s
 }
@@ -233,7 +236,7 @@ func (tn *Tenant) ListenerPorts(svc *corev1.Service) map[string]int32 {
 
 // StartEnvoy waits for the Envoy bootstrap the manager generated for this tenant and starts
 // a real Envoy with it.
-func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Client, namespace string) ([]byte, error)) *Envoy {
+func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Reader, namespace string) ([]byte, error)) *Envoy {
 	t := tn.sys.T
 	t.Helper()
 	var bootstrap []byte

@@ -1,0 +1,82 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/rest"
+
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+)
+
+// EnvoyBootstrap reads the Envoy bootstrap the manager generated for a tenant namespace.
+var EnvoyBootstrap = envoyfleet.BootstrapFor
+
+// ProcessCPU returns the CPU seconds (user+system) a process has used so far.
+func ProcessCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// ProcessPeakRSS returns a process's peak resident memory in bytes (VmHWM).
+func ProcessPeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
+}
+
+// APIWrites returns how many write requests (POST, PUT, PATCH, DELETE) an API server has
+// served, from its own apiserver_request_total metric.
+func APIWrites(ctx context.Context, cfg *rest.Config) (int64, error) {
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		verbIdx := strings.Index(line, `verb="`)
+		if verbIdx < 0 {
+			continue
+		}
+		verb := line[verbIdx+6:]
+		verb = verb[:strings.IndexByte(verb, '"')]
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+			fields := strings.Fields(line)
+			v, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
+			total += int64(v)
+		}
+	}
+	return total, nil
+}
