@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +54,8 @@ type Options struct {
 func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 	t.Helper()
 	ctx := context.Background()
-	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagerNamespace}}); err != nil {
+	// The namespace exists already when a Helm chart was installed into it.
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	s := &System{T: t, Hub: hub, XDSPort: testenv.FreePort(t),
@@ -98,18 +100,39 @@ type Tenant struct {
 	Cluster   *testenv.Cluster
 	CCM       *testenv.Process
 	NodeIPs   []string
-	sys       *System
-	Envoy     *Envoy
+	// MetricsAddr is where the ccm serves /metrics.
+	MetricsAddr string
+	sys         *System
+	Envoy       *Envoy
 }
 
-// AddTenant creates a Tenant on the hub, waits for the kubeconfig the manager made for it,
-// registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
-// real ccm binary with exactly that kubeconfig.
+// TenantOptions tune how a tenant's ccm runs.
+type TenantOptions struct {
+	// Nodes is the number of Ready nodes registered in the tenant cluster.
+	Nodes int
+	// Kubeconfig of the tenant cluster for the ccm (default: the cluster's admin).
+	Kubeconfig string
+	// LeaderElectionNamespace of the ccm (default kube-system).
+	LeaderElectionNamespace string
+	// Args are appended to the ccm's flags.
+	Args []string
+}
+
+// AddTenant onboards a tenant whose ccm runs with the tenant cluster's admin credentials.
 func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccmArgs ...string) *Tenant {
+	s.T.Helper()
+	return s.AddTenantWith(name, cluster, TenantOptions{Nodes: nodes, Args: ccmArgs})
+}
+
+// AddTenantWith creates a Tenant on the hub, waits for the kubeconfig the manager made for
+// it, registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
+// real ccm binary with exactly that kubeconfig.
+func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts TenantOptions) *Tenant {
 	t := s.T
 	t.Helper()
 	ctx := context.Background()
-	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s}
+	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s,
+		MetricsAddr: testenv.Loopback(testenv.FreePort(t))}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,17 +144,25 @@ func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccm
 	if err := os.WriteFile(kubeconfig, secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < nodes; i++ {
+	for i := 0; i < opts.Nodes; i++ {
 		s.tenantIPs++
 		ip := fmt.Sprintf("127.0.0.%d", 10+s.tenantIPs)
 		AddNode(t, cluster.Client, fmt.Sprintf("%s-node-%d", name, i), ip)
 		tn.NodeIPs = append(tn.NodeIPs, ip)
 	}
+	tenantKubeconfig, leNamespace := cluster.Kubeconfig, "kube-system"
+	if opts.Kubeconfig != "" {
+		tenantKubeconfig = opts.Kubeconfig
+	}
+	if opts.LeaderElectionNamespace != "" {
+		leNamespace = opts.LeaderElectionNamespace
+	}
 	args := append([]string{
-		"--kubeconfig", cluster.Kubeconfig, "--kubelb-kubeconfig", kubeconfig, "--cluster-name", tn.Namespace,
-		"--node-address-type", "InternalIP", "--metrics-addr", "0",
+		"--kubeconfig", tenantKubeconfig, "--kubelb-kubeconfig", kubeconfig, "--cluster-name", tn.Namespace,
+		"--node-address-type", "InternalIP", "--metrics-addr", tn.MetricsAddr,
+		"--leader-election-namespace", leNamespace,
 		"--health-probe-bind-address", testenv.Loopback(testenv.FreePort(t)), "--log-format", "console",
-	}, ccmArgs...)
+	}, opts.Args...)
 	tn.CCM = testenv.StartProcess(t, "ccm-"+name, testenv.BuildBinary(t, "./cmd/ccm"), args...)
 	return tn
 }

@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kubelb.dev/kubelb/e2e/framework"
+	"kubelb.dev/kubelb/e2e/helm"
+	"kubelb.dev/kubelb/e2e/prom"
+	"kubelb.dev/kubelb/internal/testenv"
+)
+
+// TestL4AsInstalledByHelm installs both Helm charts into real API servers, runs the real
+// binaries with exactly the permissions the charts grant (impersonating the charts'
+// ServiceAccounts) through an L4 scenario with real traffic, while a real Prometheus scrapes
+// both; then every query of every Grafana dashboard must return data (Layer 7 panels may be
+// empty: there is no Layer 7 traffic here).
+func TestL4AsInstalledByHelm(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+	tenant := testenv.Start(t, "tenant", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+
+	// The manager chart installs the CRDs, the RBAC and Config "default".
+	helm.Install(t, hub, "kubelb-manager", "kubelb-manager", framework.ManagerNamespace)
+	sys := framework.StartSystem(t, hub, framework.Options{
+		ManagerKubeconfig: helm.ImpersonatedKubeconfig(t, hub, framework.ManagerNamespace, "kubelb-manager"),
+	})
+
+	helm.Install(t, tenant, "kubelb-ccm", "kubelb-ccm", "kubelb", "--set", "kubelb.tenantName=a")
+	a := sys.AddTenantWith("a", tenant, framework.TenantOptions{
+		Nodes:                   2,
+		Kubeconfig:              helm.ImpersonatedKubeconfig(t, tenant, "kubelb", "kubelb-ccm"),
+		LeaderElectionNamespace: "kubelb",
+	})
+
+	p := prom.Start(t, map[string][]string{"kubelb": {sys.MetricsAddr}, "ccm": {a.MetricsAddr}})
+	p.WaitTargetsUp(t, time.Minute)
+
+	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+	a.StartBackends(web)
+	a.StartEnvoy(framework.EnvoyBootstrap)
+	a.WaitAddress("web", addressTimeout)
+	target := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(web)["http"])
+	waitServes(t, target, "a-node-0", "a-node-1")
+
+	// Every dashboard query must find the series the running binaries export.
+	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{AllowEmpty: prom.Layer7, Timeout: time.Minute})
+}
