@@ -219,7 +219,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 	})
 
 	secretA := kubeconfigSecret(t, c, "a")
-	ccmA, _, parsed := ccmClient(t, secretA)
+	ccmA, ccmACfg, parsed := ccmClient(t, secretA)
 	t.Run("kubeconfig", func(t *testing.T) {
 		ctx := parsed.Contexts[parsed.CurrentContext]
 		cl := parsed.Clusters[ctx.Cluster]
@@ -229,7 +229,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 		}
 	})
 
-	t.Run("ccm may do its job in its namespace", func(t *testing.T) { checkAllowed(t, ccmA) })
+	t.Run("ccm may do its job in its namespace", func(t *testing.T) { checkAllowed(t, ccmA, ccmACfg) })
 	t.Run("ccm may do nothing else", func(t *testing.T) { checkForbidden(t, ccmA) })
 	t.Run("exact permissions", func(t *testing.T) { checkExactRules(t, ccmA) })
 
@@ -343,7 +343,7 @@ func checkTenantObjects(t *testing.T, c client.Client, tenant string) {
 }
 
 // checkAllowed does, with the ccm's credentials, everything a ccm does in its namespace.
-func checkAllowed(t *testing.T, ccm client.WithWatch) {
+func checkAllowed(t *testing.T, ccm client.WithWatch, cfg *rest.Config) {
 	ns := "tenant-a"
 	lb := loadBalancer(ns, "svc-uid-1")
 	expectAllowed(t, "create LoadBalancer", ccm.Create(bg, lb))
@@ -371,6 +371,19 @@ func checkAllowed(t *testing.T, ccm client.WithWatch) {
 		w.Stop()
 	}
 	expectAllowed(t, "delete LoadBalancer", ccm.Delete(bg, lb))
+	// Renewing its own token (TokenRequest for its own ServiceAccount), which then works.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(MinTokenTTL / time.Second))}}
+	expectAllowed(t, "request a token for its own ServiceAccount", ccm.SubResource("token").Create(bg, sa, tr))
+	if tr.Status.Token != "" {
+		renewedCfg := rest.CopyConfig(cfg)
+		renewedCfg.BearerToken = tr.Status.Token
+		renewed, err := client.New(renewedCfg, client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectAllowed(t, "list LoadBalancers with the renewed token", renewed.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace(ns)))
+	}
 }
 
 // checkForbidden tries, with the ccm's credentials, what a tenant must never do.
@@ -404,13 +417,23 @@ func checkForbidden(t *testing.T, ccm client.WithWatch) {
 	expectForbidden(t, "create Events", ccm.Create(bg, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "tenant-a"}}))
 	expectForbidden(t, "list Deployments (the Envoy fleet)", ccm.List(bg, &appsv1.DeploymentList{}, client.InNamespace("tenant-a")))
 	expectForbidden(t, "delete all LoadBalancers at once", ccm.DeleteAllOf(bg, &kubelbv1alpha1.LoadBalancer{}, client.InNamespace("tenant-a")))
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: "tenant-a"}}
-	expectForbidden(t, "request tokens", ccm.SubResource("token").Create(bg, sa, &authenticationv1.TokenRequest{}))
+	// Its own ServiceAccount only: no token for any other identity, in its namespace or another.
+	for _, sa := range []*corev1.ServiceAccount{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "tenant-a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubelb-envoy", Namespace: "tenant-a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: "tenant-b"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubelb", Namespace: managerNS}},
+	} {
+		expectForbidden(t, "request a token for ServiceAccount "+sa.Namespace+"/"+sa.Name,
+			ccm.SubResource("token").Create(bg, sa, &authenticationv1.TokenRequest{}))
+	}
+	expectForbidden(t, "create a ServiceAccount", ccm.Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "tenant-a"}}))
+	expectForbidden(t, "get its ServiceAccount", ccm.Get(bg, types.NamespacedName{Namespace: "tenant-a", Name: ServiceAccountName}, &corev1.ServiceAccount{}))
 }
 
 // checkExactRules asks the API server what the ccm may do in its namespace (what
-// "kubectl auth can-i --list" shows): the Role's rules, plus only the self-review rules every
-// authenticated user has.
+// "kubectl auth can-i --list" shows): the Role's rules (kubelb's kinds, and a token for its
+// own ServiceAccount), plus only the self-review rules every authenticated user has.
 func checkExactRules(t *testing.T, ccm client.WithWatch) {
 	review := &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "tenant-a"}}
 	if err := ccm.Create(bg, review); err != nil {
@@ -420,8 +443,8 @@ func checkExactRules(t *testing.T, ccm client.WithWatch) {
 	for _, r := range review.Status.ResourceRules {
 		for _, g := range r.APIGroups {
 			switch g {
-			case kubelbv1alpha1.GroupVersion.Group:
-				kubelb = append(kubelb, fmt.Sprint(r.Resources, r.Verbs))
+			case kubelbv1alpha1.GroupVersion.Group, corev1.GroupName:
+				kubelb = append(kubelb, fmt.Sprint(g, r.Resources, r.ResourceNames, r.Verbs))
 			case authorizationv1.GroupName, authenticationv1.GroupName:
 				// selfsubjectaccessreviews, selfsubjectrulesreviews, selfsubjectreviews
 				for _, res := range r.Resources {
@@ -436,12 +459,12 @@ func checkExactRules(t *testing.T, ccm client.WithWatch) {
 	}
 	var want []string
 	for _, r := range CCMRules() {
-		want = append(want, fmt.Sprint(r.Resources, r.Verbs))
+		want = append(want, fmt.Sprint(r.APIGroups[0], r.Resources, r.ResourceNames, r.Verbs))
 	}
 	slices.Sort(kubelb)
 	slices.Sort(want)
 	if !slices.Equal(kubelb, want) {
-		t.Errorf("kubelb.k8c.io rules of the ccm:\n got %v\nwant %v", kubelb, want)
+		t.Errorf("rules of the ccm:\n got %v\nwant %v", kubelb, want)
 	}
 	if len(review.Status.NonResourceRules) > 0 {
 		t.Logf("non-resource rules every authenticated user has: %v", review.Status.NonResourceRules)

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,14 @@ func TestTenantStateStatusDoesNotChurn(t *testing.T) {
 func TestCCMRulesAreNamespacedAndNarrow(t *testing.T) {
 	t.Parallel()
 	for _, r := range CCMRules() {
+		if slices.Contains(r.APIGroups, corev1.GroupName) {
+			// The one core rule: a token for its own ServiceAccount, nothing else.
+			if len(r.APIGroups) != 1 || !slices.Equal(r.Resources, []string{"serviceaccounts/token"}) ||
+				!slices.Equal(r.ResourceNames, []string{ServiceAccountName}) || !slices.Equal(r.Verbs, []string{"create"}) {
+				t.Errorf("core rule %+v, want exactly create serviceaccounts/token of %s", r, ServiceAccountName)
+			}
+			continue
+		}
 		for _, g := range r.APIGroups {
 			if g != kubelbv1alpha1.GroupVersion.Group {
 				t.Errorf("rule grants API group %q", g)

@@ -14,8 +14,10 @@ import (
 
 // CCMRules are everything a tenant's ccm may do on the hub, granted by a Role in its own
 // namespace only: mirror LoadBalancers, Routes, Addresses and SyncSecrets (and read the
-// status the manager writes), and read its TenantState. No core Services or Secrets, no
-// Events (the ccm reports on its own cluster's objects), nothing cluster-scoped.
+// status the manager writes), read its TenantState, and renew its own token (TokenRequest for
+// its own ServiceAccount only, so a ccm keeps working without its kubeconfig being copied
+// again). No core Services or Secrets, no Events (the ccm reports on its own cluster's
+// objects), no token for any other ServiceAccount, nothing cluster-scoped.
 func CCMRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{
@@ -32,6 +34,12 @@ func CCMRules() []rbacv1.PolicyRule {
 			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
 			Resources: []string{"tenantstates"},
 			Verbs:     []string{"get", "list", "watch"},
+		},
+		{
+			APIGroups:     []string{corev1.GroupName},
+			Resources:     []string{"serviceaccounts/token"},
+			ResourceNames: []string{ServiceAccountName},
+			Verbs:         []string{"create"},
 		},
 	}
 }
