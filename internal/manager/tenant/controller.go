@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +82,10 @@ type Reconciler struct {
 	caData []byte
 	// ownedCluster holds the owned cache; it runs with the manager.
 	ownedCluster cluster.Cluster
-	now          func() time.Time
+	// serviceAccountsGone maps a tenant to when its deleted ccm ServiceAccount was first
+	// missed (see waitBeforeRecreating). A restarted manager waits afresh, which is safe.
+	serviceAccountsGone sync.Map
+	now                 func() time.Time
 }
 
 // SetupWithManager adds the Tenant controller to mgr.

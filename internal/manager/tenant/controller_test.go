@@ -524,13 +524,42 @@ func checkTokenRotation(t *testing.T, s *hubSetup, ccm client.WithWatch) {
 	sec = waitNewToken(tok1)
 	works("the re-made kubeconfig", sec)
 
-	// 3. A re-created ServiceAccount invalidates old tokens; the manager notices by UID.
+	// 3. A re-created ServiceAccount invalidates old tokens; the manager notices by UID. It
+	// re-creates the ServiceAccount only once the API server has stopped accepting the old
+	// tokens (it caches them for 10 s): a revoked token, which may request tokens for its
+	// ServiceAccount by name, never gets one for the new ServiceAccount.
 	tok2, _ := tokenOf()
 	old, _, _ := ccmClient(t, sec)
-	if err := c.Delete(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}}); err != nil {
+	oldSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}}
+	expectAllowed(t, "the token before revocation", old.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace(ns)))
+	if err := c.Delete(bg, oldSA); err != nil {
 		t.Fatal(err)
 	}
-	sec = waitNewToken(tok2)
+	deleted := time.Now()
+	sawRevoked := false
+	testenv.Eventually(t, 30*time.Second, "a new token for the re-created ServiceAccount", func() error {
+		tr := &authenticationv1.TokenRequest{}
+		if err := old.SubResource("token").Create(bg, oldSA, tr); err == nil {
+			t.Errorf("%s after revocation, the revoked token got a new token", time.Since(deleted).Round(time.Millisecond))
+		}
+		if tn := tenantObj("a"); c.Get(bg, client.ObjectKeyFromObject(tn), tn) == nil {
+			if cond := meta.FindStatusCondition(tn.Status.Conditions, ConditionReady); cond != nil && cond.Reason == ReasonServiceAccountRevoked {
+				sawRevoked = true
+			}
+		}
+		if tok, _ := tokenOf(); tok == "" || tok == tok2 {
+			return fmt.Errorf("token unchanged")
+		}
+		return nil
+	})
+	_, sec = tokenOf()
+	t.Logf("new token %s after the ServiceAccount was deleted", time.Since(deleted).Round(time.Millisecond))
+	if time.Since(deleted) < serviceAccountRecreateDelay {
+		t.Errorf("the ServiceAccount was re-created %s after its deletion, before %s", time.Since(deleted), serviceAccountRecreateDelay)
+	}
+	if !sawRevoked {
+		t.Errorf("the Tenant never showed reason %s while waiting", ReasonServiceAccountRevoked)
+	}
 	testenv.Eventually(t, 30*time.Second, "the old token to be rejected (the API server caches valid tokens for 10s)", func() error {
 		err := old.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace(ns))
 		if !apierrors.IsUnauthorized(err) {

@@ -43,6 +43,11 @@ const (
 	MinTokenTTL = 10 * time.Minute
 	// refreshFraction of a token's lifetime passes before it is replaced.
 	refreshFraction = 0.8
+	// serviceAccountRecreateDelay is how long a deleted ccm ServiceAccount stays deleted: longer
+	// than kube-apiserver keeps accepting tokens it has authenticated after their
+	// ServiceAccount is gone (its token cache holds successes for 10 s), so that no revoked
+	// token can request one for the new ServiceAccount.
+	serviceAccountRecreateDelay = 12 * time.Second
 )
 
 // Options configure the Tenant controller (from cmd/kubelb flags).

@@ -54,9 +54,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 		}
 		return *stop, nil
 	}
-	sa, err := r.ensureServiceAccount(ctx, t.Name)
+	sa, wait, err := r.ensureServiceAccount(ctx, t.Name)
 	if err != nil {
 		return transient(err)
+	}
+	if wait != nil {
+		return *wait, nil
 	}
 	if err := r.ensureRole(ctx, t.Name); err != nil {
 		return transient(err)
@@ -150,20 +153,58 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 	return nil, nil
 }
 
-func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*corev1.ServiceAccount, error) {
+// ensureServiceAccount creates the ccm's ServiceAccount, or returns it. A ServiceAccount that
+// was deleted (the kubeconfig Secret names its UID) is re-created only once the API server no
+// longer accepts its old tokens (see serviceAccountRecreateDelay); until then it returns the
+// outcome to report.
+func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*corev1.ServiceAccount, *outcome, error) {
 	desired := desiredServiceAccount(tenant)
 	sa := &corev1.ServiceAccount{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), sa)
 	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return nil, fmt.Errorf("failed to create ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		if wait, err := r.waitBeforeRecreating(ctx, tenant); wait != nil || err != nil {
+			return nil, wait, err
 		}
-		return desired, nil
+		if err := r.client.Create(ctx, desired); err != nil {
+			return nil, nil, fmt.Errorf("failed to create ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		r.serviceAccountsGone.Delete(tenant)
+		return desired, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		return nil, nil, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	return sa, nil
+	r.serviceAccountsGone.Delete(tenant)
+	return sa, nil, nil
+}
+
+// waitBeforeRecreating returns an outcome while a deleted ccm ServiceAccount must not be
+// re-created yet. Deleting it is how every token of a tenant is revoked, but kube-apiserver
+// keeps accepting a token for a while after it authenticated it (its token cache), and the
+// ccm may request tokens for its ServiceAccount by name: re-created at once, the new
+// ServiceAccount would hand fresh tokens to the holder of a revoked one.
+func (r *Reconciler) waitBeforeRecreating(ctx context.Context, tenant string) (*outcome, error) {
+	ns := settings.Namespace(tenant)
+	sec := &corev1.Secret{}
+	err := r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, sec)
+	if apierrors.IsNotFound(err) || (err == nil && sec.Annotations[AnnotationServiceAccountUID] == "") {
+		return nil, nil // never had one: a new tenant
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err)
+	}
+	now := r.now()
+	seen, _ := r.serviceAccountsGone.LoadOrStore(tenant, now)
+	at := seen.(time.Time).Add(serviceAccountRecreateDelay)
+	if !now.Before(at) {
+		return nil, nil
+	}
+	return &outcome{
+		phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonServiceAccountRevoked, requeueAfter: at.Sub(now),
+		message: fmt.Sprintf("ServiceAccount %s/%s (uid %s) was deleted, which revokes every token of the tenant's ccm; "+
+			"it is re-created with a new kubeconfig once the API server no longer accepts the old tokens", ns, ServiceAccountName,
+			sec.Annotations[AnnotationServiceAccountUID]),
+	}, nil
 }
 
 func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {

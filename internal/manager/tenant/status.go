@@ -29,6 +29,9 @@ const (
 	// ReasonNamespaceTerminating: namespace tenant-<name> of a previous Tenant is still being
 	// deleted.
 	ReasonNamespaceTerminating = "NamespaceTerminating"
+	// ReasonServiceAccountRevoked: the ccm's ServiceAccount was deleted (revoking its tokens)
+	// and is re-created once the API server no longer accepts them.
+	ReasonServiceAccountRevoked = "ServiceAccountRevoked"
 	// ReasonTokenRequestFailed: the API server refused a token for the ccm's ServiceAccount.
 	ReasonTokenRequestFailed = "TokenRequestFailed"
 	// ReasonWaitingForTenantObjects: the Tenant is being deleted and LoadBalancers, Routes or
