@@ -78,16 +78,16 @@ func TestL4EndToEnd(t *testing.T) {
 	a := sys.AddTenant("a", pair.Tenant, 2)
 	ctx := context.Background()
 
+	created := time.Now()
 	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+	ip := a.WaitAddress("web", addressTimeout)
+	t.Logf("tenant Service web addressed %s %s after its creation", ip, time.Since(created).Round(time.Millisecond))
 	a.StartBackends(web)
 	envoy := a.StartEnvoy(framework.EnvoyBootstrap)
 	webTarget := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(web)["http"])
 	var b *framework.Tenant // a second tenant, whose ccm filters on loadBalancerClass kubelb
 
 	t.Run("TCP Service gets the hub address and traffic reaches both nodes", func(t *testing.T) {
-		start := time.Now()
-		ip := a.WaitAddress("web", addressTimeout)
-		t.Logf("tenant Service addressed %s after %s", ip, time.Since(start).Round(time.Millisecond))
 		if !strings.HasPrefix(ip, "127.0.1.") {
 			t.Fatalf("address %q is not the hub Service's", ip)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -44,39 +45,62 @@ func ProcessPeakRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
 }
 
-// APIWrites returns how many write requests (POST, PUT, PATCH, DELETE) an API server has
-// served, from its own apiserver_request_total metric.
-func APIWrites(ctx context.Context, cfg *rest.Config) (int64, error) {
+// APIWrites returns the write requests (POST, PUT, PATCH, DELETE, APPLY) an API server has
+// served, from its own apiserver_request_total metric, keyed "VERB resource[/subresource]".
+func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int64, error) {
 	c, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	resp, err := c.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
+	out := map[string]int64{}
 	for _, line := range strings.Split(string(b), "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
-		verbIdx := strings.Index(line, `verb="`)
-		if verbIdx < 0 {
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[len("apiserver_request_total{"):strings.LastIndexByte(line, '}')], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(v, `"`)
+			}
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
 			continue
 		}
-		verb := line[verbIdx+6:]
-		verb = verb[:strings.IndexByte(verb, '"')]
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-			fields := strings.Fields(line)
-			v, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
-			total += int64(v)
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		fields := strings.Fields(line)
+		v, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
+		out[key] += int64(v)
+	}
+	return out, nil
+}
+
+// WritesSince returns the writes in after that are not in before, and their total.
+func WritesSince(before, after map[string]int64) (map[string]int64, int64) {
+	diff := map[string]int64{}
+	var total int64
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			diff[k] = d
+			total += d
 		}
 	}
-	return total, nil
+	return diff, total
 }

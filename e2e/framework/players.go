@@ -73,6 +73,21 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 		for ctx.Err() == nil {
 			var svcs corev1.ServiceList
 			if err := c.List(ctx, &svcs, client.HasLabels{kubelbv1alpha1.LabelLoadBalancerName}); err == nil {
+				// Like a real implementation, it assigns addresses concurrently: a burst of
+				// a thousand Services must not queue behind one writer.
+				work := make(chan *corev1.Service)
+				var writers sync.WaitGroup
+				for w := 0; w < 8; w++ {
+					writers.Add(1)
+					go func() {
+						defer writers.Done()
+						for svc := range work {
+							if c.Status().Update(ctx, svc) == nil {
+								writes.Add(1)
+							}
+						}
+					}()
+				}
 				for i := range svcs.Items {
 					svc := &svcs.Items[i]
 					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 {
@@ -86,10 +101,10 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 						assigned[key] = ip
 					}
 					svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-					if c.Status().Update(ctx, svc) == nil {
-						writes.Add(1)
-					}
+					work <- svc
 				}
+				close(work)
+				writers.Wait()
 			}
 			select {
 			case <-ctx.Done():

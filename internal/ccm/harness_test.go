@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -87,7 +88,35 @@ func newEnv(t *testing.T) *env {
 	e := &env{Pair: testenv.StartPair(t), ctx: t.Context()}
 	e.create(t, e.Hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: tenantNS, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}})
+	e.playManagerFinalizer(t)
 	return e
+}
+
+// playManagerFinalizer plays the manager's part in deleting a LoadBalancer: the ccm creates
+// mirrors with the manager's cleanup finalizer, which the manager removes once it has cleaned
+// up. It polls until the test ends.
+func (e *env) playManagerFinalizer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var lbs v1alpha1.LoadBalancerList
+			if err := e.Hub.Client.List(ctx, &lbs); err == nil {
+				for i := range lbs.Items {
+					lb := &lbs.Items[i]
+					if lb.DeletionTimestamp != nil && controllerutil.RemoveFinalizer(lb, v1alpha1.CleanupFinalizer) {
+						_ = e.Hub.Client.Update(ctx, lb)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 func (e *env) create(t *testing.T, c client.Client, obj client.Object) {

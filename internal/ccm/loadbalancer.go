@@ -102,6 +102,10 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 			Namespace:   namespace,
 			Labels:      OriginLabels(svc.Namespace, svc.Name, namespace),
 			Annotations: mirroredAnnotations(svc.Annotations),
+			// The manager's cleanup finalizer is set at creation: it saves the manager a write
+			// per LoadBalancer (a burst of creates costs 4 hub writes per Service, not 5).
+			// Merges keep whatever finalizers the hub object has.
+			Finalizers: []string{v1alpha1.CleanupFinalizer},
 		},
 		Spec: v1alpha1.LoadBalancerSpec{
 			Endpoints: []v1alpha1.LoadBalancerEndpoints{{

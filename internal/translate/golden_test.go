@@ -34,9 +34,18 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The manager hands Translate the informer cache's objects without a copy: it
+			// must never modify its input.
+			pristine, err := translatetest.LoadInput(file)
+			if err != nil {
+				t.Fatal(err)
+			}
 			out, err := translate.Translate(in)
 			if err != nil {
 				t.Fatalf("Translate: %v", err)
+			}
+			if diff := cmp.Diff(pristine, in); diff != "" {
+				t.Fatalf("Translate modified its input (-before +after):\n%s", diff)
 			}
 			translatetest.CheckOutput(t, out)
 			got, err := translatetest.Render(out)

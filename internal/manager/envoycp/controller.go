@@ -14,11 +14,14 @@ package envoycp
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,8 +76,8 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, opts translate.Options)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&corev1.Namespace{}, builder.WithPredicates(managedNamespaceChanged())).
-		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(TenantOf)).
-		Watches(&v1alpha1.Addresses{}, handler.EnqueueRequestsFromMapFunc(TenantOf)).
+		Watches(&v1alpha1.LoadBalancer{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(translationInputChanged())).
+		Watches(&v1alpha1.Addresses{}, enqueueTenantAfter(HoldOff)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: maxConcurrentReconciles,
 			NeedLeaderElection:      &noLeaderElection,
@@ -84,6 +87,50 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, opts translate.Options)
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
 	return nil
+}
+
+// HoldOff is how long a tenant's rebuild waits after an event, so that a burst of events
+// (1000 Services created at once) costs a few rebuilds, not one per event. Events within the
+// hold-off coalesce into one request in the workqueue.
+const HoldOff = 100 * time.Millisecond
+
+// enqueueTenantAfter enqueues the tenant of every event after delay.
+func enqueueTenantAfter(delay time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range TenantOf(context.Background(), o) {
+			q.AddAfter(req, delay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
+}
+
+// translationInputChanged passes LoadBalancer updates that can change the translation: the
+// spec, annotations, origin labels, deletion, or the allocated ports in the status. Address
+// writes into the status (half of the manager's status writes) rebuild nothing.
+func translationInputChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
+		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancer)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Status.Service.Ports, n.Status.Service.Ports)
+	}}
 }
 
 // TenantOf maps an object to the request of its tenant: {Name: <its namespace>}.
@@ -166,11 +213,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses.
 func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input, error) {
 	lbs := &v1alpha1.LoadBalancerList{}
-	if err := r.client.List(ctx, lbs, client.InNamespace(tenant)); err != nil {
+	// Translation only reads its input: the cache's objects are used without a deep copy.
+	if err := r.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return translate.Input{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
 	}
 	addrs := &v1alpha1.AddressesList{}
-	if err := r.client.List(ctx, addrs, client.InNamespace(tenant)); err != nil {
+	if err := r.client.List(ctx, addrs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return translate.Input{}, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
 	}
 	in := translate.Input{
