@@ -53,13 +53,18 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	  install -m 0644 $(GATEWAY_API_DIR)/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 
+GENERATED := api/v1alpha1 config charts internal/gatewaycrds docs/metrics.md
+
 .PHONY: verify
-verify: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config charts internal/gatewaycrds docs/metrics.md || \
-	  { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+verify: ## Fail when generated files are stale (deepcopy, CRDs, chart CRDs, RBAC, metrics reference).
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	  for p in $(GENERATED); do mkdir -p $$tmp/$$(dirname $$p); cp -r $$p $$tmp/$$p; done; \
+	  $(MAKE) --no-print-directory generate >/dev/null; \
+	  for p in $(GENERATED); do diff -r $$tmp/$$p $$p >/dev/null || \
+	    { echo "generated files under $$p were stale: 'make generate' rewrote them; review and commit"; exit 1; }; done
 
 .PHONY: test
-test: tools ## Run every test, as CI does.
+test: tools verify ## Run every test, as CI does.
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
