@@ -122,7 +122,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		&kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		&kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
 	)
-	startManager(t, hub.Config, func(mgr ctrl.Manager) error {
+	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
 		return SetupWithManager(mgr, Options{Namespace: managerNS, XDSAddress: "127.0.0.1:18001"})
 	})
 
@@ -132,7 +132,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		_, err := getDeployment(c, "tenant-b")
 		return err
 	})
-	quiet(t, controllerName, 1)
+	testenv.WaitControllerIdle(t, controllerName, 1)
 	if _, err := getDeployment(c, "tenant-a"); !apierrors.IsNotFound(err) {
 		t.Fatalf("tenant-a has no LoadBalancer but a fleet: %v", err)
 	}
@@ -201,14 +201,14 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	})
 
 	// A Config change that does not concern the fleet is reconciled without a single write.
-	before := quiet(t, controllerName, 0)
+	before := testenv.WaitControllerIdle(t, controllerName, 0)
 	snapshot := resourceVersions(t, c, "tenant-a", "tenant-b")
 	if snapshot["tenant-b/Deployment"] != depB.ResourceVersion {
 		t.Errorf("tenant-b's Deployment was written when tenant-a's settings changed")
 	}
 	update(t, c, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultConfigName, Namespace: managerNS}},
 		func(cfg *kubelbv1alpha1.Config) { cfg.Spec.LoadBalancer.Class = ptr.To("metallb") })
-	after := quiet(t, controllerName, before+2)
+	after := testenv.WaitControllerIdle(t, controllerName, before+2)
 	if got := resourceVersions(t, c, "tenant-a", "tenant-b"); fmt.Sprint(got) != fmt.Sprint(snapshot) {
 		t.Errorf("%v reconciles wrote objects although nothing changed:\nbefore %v\nafter  %v", after-before, snapshot, got)
 	}

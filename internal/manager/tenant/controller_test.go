@@ -177,7 +177,7 @@ func startHub(t *testing.T, serverURLOption bool) *hubSetup {
 		t.Fatal(err)
 	}
 	opts.Namespace = managerNS
-	startManager(t, hub.Config, func(mgr ctrl.Manager) error {
+	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
 		r, err := newReconciler(mgr, opts)
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 		update(t, c, tenantObj("a"), func(tn *kubelbv1alpha1.Tenant) { tn.Spec.LoadBalancer.Disable = true })
 		disabled("a", true)
 		waitReady(t, c, "a")
-		quiet(t, controllerName, 0)
+		testenv.WaitControllerIdle(t, controllerName, 0)
 		disabled("b", false)
 		update(t, c, config, func(cfg *kubelbv1alpha1.Config) { cfg.Spec.LoadBalancer.Disable = true })
 		disabled("b", true)
@@ -262,11 +262,11 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 	})
 
 	t.Run("no writes when nothing changed", func(t *testing.T) {
-		before := quiet(t, controllerName, 0)
+		before := testenv.WaitControllerIdle(t, controllerName, 0)
 		snapshot := tenantResourceVersions(t, c, "a", "b")
 		// Re-reconciles every Tenant; the effective settings stay the same.
 		update(t, c, config, func(cfg *kubelbv1alpha1.Config) { cfg.Spec.LoadBalancer.Class = ptr.To("metallb") })
-		after := quiet(t, controllerName, before+2)
+		after := testenv.WaitControllerIdle(t, controllerName, before+2)
 		if got := tenantResourceVersions(t, c, "a", "b"); fmt.Sprint(got) != fmt.Sprint(snapshot) {
 			t.Errorf("%v reconciles wrote objects although nothing changed:\nbefore %v\nafter  %v", after-before, snapshot, got)
 		}
@@ -650,7 +650,7 @@ func checkDeletion(t *testing.T, s *hubSetup) {
 			return c.Get(bg, types.NamespacedName{Namespace: ns, Name: envoyfleet.WorkloadName}, &appsv1.Deployment{})
 		})
 	}
-	quiet(t, controllerName, 0)
+	testenv.WaitControllerIdle(t, controllerName, 0)
 	tenantB := allObjects(t, c, "tenant-b")
 
 	wc, err := client.NewWithWatch(s.hub.Config, client.Options{Scheme: testenv.Scheme()})

@@ -1,9 +1,8 @@
-package envoyfleet
+package testenv
 
 import (
 	"context"
 	"fmt"
-	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -13,16 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"kubelb.dev/kubelb/internal/testenv"
 )
 
-// startManager runs a controller-runtime manager with the given controllers until the test
-// ends.
-func startManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
+// StartManager runs a controller-runtime manager (no metrics or probe servers, no leader
+// election) with the controllers setup adds, until the test ends.
+func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
+		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -39,7 +36,7 @@ func startManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+			t.Fatalf("manager: %v", err)
 		}
 	})
 }
@@ -47,11 +44,10 @@ func startManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error
 // controllerStats are controller-runtime's metrics of one controller.
 type controllerStats struct{ reconciles, depth, active float64 }
 
-func statsOf(t *testing.T, controller string) controllerStats {
-	t.Helper()
+func statsOf(controller string) (controllerStats, error) {
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
-		t.Fatal(err)
+		return controllerStats{}, err
 	}
 	var s controllerStats
 	for _, f := range families {
@@ -69,7 +65,7 @@ func statsOf(t *testing.T, controller string) controllerStats {
 			}
 		}
 	}
-	return s
+	return s, nil
 }
 
 func label(m *dto.Metric, name string) string {
@@ -81,13 +77,16 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// quiet waits until the controller has at least min reconciles, nothing queued and nothing
-// running, twice in a row, and returns its reconcile count.
-func quiet(t *testing.T, controller string, min float64) float64 {
+// WaitControllerIdle waits until an in-process controller has at least min reconciles,
+// nothing queued and nothing running, twice in a row, and returns its reconcile count.
+func WaitControllerIdle(t TB, controller string, min float64) float64 {
 	t.Helper()
 	var last controllerStats
-	testenv.Eventually(t, 30*time.Second, controller+" to be idle", func() error {
-		s := statsOf(t, controller)
+	Eventually(t, 30*time.Second, controller+" to be idle", func() error {
+		s, err := statsOf(controller)
+		if err != nil {
+			return err
+		}
 		idle := s.reconciles >= min && s.depth == 0 && s.active == 0 && s == last
 		last = s
 		if !idle {
