@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
 const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services, Ingresses,\nGateway API routes, TLS Secrets and Ready node addresses into the hub."
@@ -18,6 +21,8 @@ type options struct {
 	app.Common
 	ccm.Options
 	HubKubeconfig           string
+	HubKubeconfigSecret     secretRef
+	HubKubeconfigSecretKey  string
 	LeaderElectionNamespace string
 	nodeAddressType         app.Enum
 	gatewayCRDsChannel      app.Enum
@@ -31,6 +36,8 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster (tenant-<tenant name>). Required.")
 	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
+	fs.Var(&o.HubKubeconfigSecret, "kubelb-kubeconfig-secret", "Secret (namespace/name) in this cluster that --kubelb-kubeconfig comes from; every renewed hub token is written back into it, so a restart starts from a fresh token. Empty: the token is renewed in memory only.")
+	fs.StringVar(&o.HubKubeconfigSecretKey, "kubelb-kubeconfig-secret-key", hubtoken.DefaultSecretKey, "Key of the kubeconfig in --kubelb-kubeconfig-secret.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease in the tenant cluster (default: $POD_NAMESPACE, else kube-system).")
 	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Mirror Services of type LoadBalancer and Ready node addresses.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Mirror Gateways, HTTPRoutes and GRPCRoutes.")
@@ -59,6 +66,31 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		o.LeaderElectionNamespace = "kube-system"
 	}
 	return o, fs, o.Validate()
+}
+
+// secretRef is a flag value "namespace/name"; empty means none.
+type secretRef struct{ types.NamespacedName }
+
+// String returns namespace/name, or "" when unset.
+func (s *secretRef) String() string {
+	if s.Name == "" {
+		return ""
+	}
+	return s.NamespacedName.String()
+}
+
+// Set parses namespace/name.
+func (s *secretRef) Set(v string) error {
+	if v == "" {
+		s.NamespacedName = types.NamespacedName{}
+		return nil
+	}
+	ref, err := hubtoken.ParseSecretRef(v)
+	if err != nil {
+		return err
+	}
+	s.NamespacedName = ref
+	return nil
 }
 
 func main() {

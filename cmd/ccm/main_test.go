@@ -1,12 +1,24 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
@@ -21,8 +33,12 @@ func TestParseDefaults(t *testing.T) {
 		o.InstallGatewayAPICRDs || o.GatewayAPICRDsChannel != "standard" || o.UseLoadBalancerClass ||
 		!o.UseIngressClass || !o.UseGatewayClass || o.DisableIngressController || o.DisableGatewayController ||
 		o.DisableHTTPRouteController || o.DisableGRPCRouteController || o.NodeAddressType != "ExternalIP" ||
-		o.LeaderElectionNamespace != "kube-system" {
+		o.LeaderElectionNamespace != "kube-system" || o.HubKubeconfigSecret.String() != "" || o.HubKubeconfigSecretKey != "kubelb" {
 		t.Fatalf("unexpected defaults: %+v", o)
+	}
+	o, _, err = parse([]string{"--cluster-name=tenant-a", "--kubelb-kubeconfig-secret=kubelb/kubelb-cluster", "--kubelb-kubeconfig-secret-key=hub"})
+	if err != nil || o.HubKubeconfigSecret.Namespace != "kubelb" || o.HubKubeconfigSecret.Name != "kubelb-cluster" || o.HubKubeconfigSecretKey != "hub" {
+		t.Fatalf("--kubelb-kubeconfig-secret: %+v, %v", o.HubKubeconfigSecret, err)
 	}
 }
 
@@ -34,6 +50,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--cluster-name=a --metrics-addr=9445":             "for flag --metrics-addr",
 		"--cluster-name=a --use-loadbalancer-class=maybe":  "for --use-loadbalancer-class",
 		"--cluster-name=a --unknown":                       "flag provided but not defined: --unknown",
+		"--cluster-name=a --kubelb-kubeconfig-secret=x":    "invalid value \"x\" for flag --kubelb-kubeconfig-secret: \"x\" is not namespace/name",
 	} {
 		_, _, err := parse(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
@@ -53,7 +70,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"--enable-gateway-api", "--enable-secret-synchronizer", "--install-gateway-api-crds",
 		"--gateway-api-crds-channel", "--use-loadbalancer-class", "--use-ingress-class", "--use-gateway-class",
 		"--disable-ingress-controller", "--disable-gateway-controller", "--disable-httproute-controller",
-		"--disable-grpcroute-controller", "--node-address-type"} {
+		"--disable-grpcroute-controller", "--node-address-type", "--kubelb-kubeconfig-secret", "--kubelb-kubeconfig-secret-key"} {
 		if !strings.Contains(string(out), "  "+f+" ") && !strings.Contains(string(out), "  "+f+"\n") {
 			t.Errorf("--help does not list %s", f)
 		}
@@ -108,5 +125,75 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	if missing := fs.Undocumented(string(doc)); len(missing) > 0 {
 		t.Fatalf("docs/configuration.md lacks: %v", missing)
+	}
+}
+
+// TestCCMWithTenantKubeconfig runs the real binary with a kubeconfig as the manager makes it
+// for a tenant (a TokenRequest token, the Tenant's Role) and the chart's
+// --kubelb-kubeconfig-secret: the hub token renewal is armed for that Secret, the hub answers
+// through the renewing client, and the ccm stops cleanly.
+func TestCCMWithTenantKubeconfig(t *testing.T) {
+	pair := testenv.StartPair(t)
+	ctx := context.Background()
+	ns := "tenant-x"
+	hub := kubernetes.NewForConfigOrDie(pair.Hub.Config)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.ServiceAccountName}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.RoleName}, Rules: tenant.CCMRules()},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.RoleBindingName},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenant.RoleName},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: tenant.ServiceAccountName}}},
+	} {
+		if err := pair.Hub.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := hub.CoreV1().ServiceAccounts(ns).CreateToken(ctx, tenant.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tenant.MinTokenTTL / time.Second))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := tenant.RenderKubeconfig(tenant.HubEndpoint{Server: pair.Hub.Config.Host, CAData: pair.Hub.Config.CAData}, ns, tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelb", Name: "kubelb-cluster"}, Data: map[string][]byte{"kubelb": kubeconfig}},
+	} {
+		if err := pair.Tenant.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "kubelb")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := testenv.BuildBinary(t, "./cmd/ccm")
+	metricsPort, probePort := testenv.FreePort(t), testenv.FreePort(t)
+	proc := testenv.StartProcess(t, "ccm", bin,
+		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", path, "--kubelb-kubeconfig-secret", "kubelb/kubelb-cluster",
+		"--cluster-name", ns, "--leader-election-namespace", "kube-system",
+		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort))
+	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
+	testenv.Eventually(t, time.Minute, "the hub to answer the ccm's token", func() error {
+		_, body, err := testenv.HTTPGet(ctx, "http://"+testenv.Loopback(metricsPort)+"/metrics")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, "\nkubelb_ccm_kubelb_cluster_connected 1\n") {
+			return fmt.Errorf("kubelb_ccm_kubelb_cluster_connected is not 1")
+		}
+		return nil
+	})
+	out := proc.Output()
+	if !strings.Contains(out, `"msg":"renewing the hub token"`) || !strings.Contains(out, `"serviceAccount":"tenant-x/kubelb-ccm"`) ||
+		!strings.Contains(out, `"secret":"kubelb/kubelb-cluster"`) {
+		t.Errorf("no log line arming the renewal for the Secret:\n%s", out)
+	}
+	if code, err := proc.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -34,6 +35,14 @@ func run(o *options) error {
 	mgr, err := ctrl.NewManager(tenantCfg, o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace))
 	if err != nil {
 		return err
+	}
+	// The hub token expires; every hub client sends the one the renewer keeps fresh.
+	hubCfg, err = hubtoken.Setup(mgr, hubCfg, hubtoken.Options{
+		Secret:    o.HubKubeconfigSecret.NamespacedName,
+		SecretKey: o.HubKubeconfigSecretKey,
+	})
+	if err != nil {
+		return fmt.Errorf("management cluster (--kubelb-kubeconfig): %w", err)
 	}
 	// The ccm sees only its own namespace of the hub: its credentials allow nothing more.
 	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
