@@ -47,9 +47,10 @@ const (
 	fraction = 0.01
 )
 
-// startManager runs a controller-runtime manager until the test ends and returns a channel
-// that is closed when it stops.
-func startManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) <-chan struct{} {
+// startCCMManager runs a controller-runtime manager until the test ends, like
+// testenv.StartManager, and returns a channel that is closed when it stops (the test checks
+// that a rejected token stops nothing).
+func startCCMManager(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) <-chan struct{} {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
@@ -168,7 +169,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 	if err := hub.Client.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, hub.Config, func(mgr ctrl.Manager) error {
+	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
 		return tenant.SetupWithManager(mgr, tenant.Options{Namespace: managerNS, HubAPIServerURL: hub.Config.Host, TokenTTL: tenant.MinTokenTTL})
 	})
 	if err := hub.Client.Create(bg, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenantName}}); err != nil {
@@ -247,7 +248,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 	logs := &logSink{}
 	var wrapped *rest.Config
 	var hubCluster cluster.Cluster
-	stopped := startManager(t, asCCM, func(mgr ctrl.Manager) error {
+	stopped := startCCMManager(t, asCCM, func(mgr ctrl.Manager) error {
 		var err error
 		wrapped, err = Setup(mgr, hubCfg, Options{
 			Secret:             types.NamespacedName{Namespace: ccmNS, Name: ccmSecretName},
