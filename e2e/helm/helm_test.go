@@ -304,7 +304,8 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	wantArgs(t, args(t, d), "--cluster-name=tenant-shop", "--kubelb-kubeconfig=/etc/kubelb/kubeconfig",
 		"--leader-election-namespace=kubelb", "--enable-leader-election=true", "--metrics-addr=:9445",
 		"--node-address-type=ExternalIP", "--use-loadbalancer-class=false", "--use-ingress-class=true",
-		"--disable-ingress-controller=false", "--enable-gateway-api=false", "--enable-secret-synchronizer=false")
+		"--disable-ingress-controller=false", "--enable-gateway-api=false", "--enable-secret-synchronizer=false",
+		"--kubelb-kubeconfig-secret=kubelb/kubelb-cluster", "--kubelb-kubeconfig-secret-key=kubelb")
 	checkHardened(t, d)
 	vols := jsonString(d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["volumes"])
 	if !strings.Contains(vols, `"secretName":"kubelb-cluster"`) || !strings.Contains(vols, `{"key":"kubelb","path":"kubeconfig"}`) {
@@ -328,6 +329,38 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	}
 	find(t, objs, "Role", "kubelb-ccm-leader-election")
 	find(t, objs, "Service", "kubelb-ccm")
+	checkHubKubeconfigRole(t, objs, "kubelb-cluster")
+
+	// kubelb.persistRenewedToken=false: renewal in memory only, no Secret access.
+	objs = Template(t, CCMChart, "kubelb-ccm", ns, append(slices.Clone(minimalCCM), "--set", "kubelb.persistRenewedToken=false")...)
+	for _, a := range args(t, find(t, objs, "Deployment", "kubelb-ccm")) {
+		if strings.HasPrefix(a, "--kubelb-kubeconfig-secret") {
+			t.Errorf("persistRenewedToken=false still passes %s", a)
+		}
+	}
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetName(), "-hub-kubeconfig") {
+			t.Errorf("persistRenewedToken=false still renders %s %s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// checkHubKubeconfigRole: the ccm may get and update the one Secret its hub kubeconfig comes
+// from (to write renewed tokens back), nothing else, in the release namespace.
+func checkHubKubeconfigRole(t *testing.T, objs []*unstructured.Unstructured, secret string) {
+	t.Helper()
+	role := find(t, objs, "Role", "kubelb-ccm-hub-kubeconfig")
+	if role.GetNamespace() != ns {
+		t.Errorf("Role %s in namespace %q, want %q", role.GetName(), role.GetNamespace(), ns)
+	}
+	if got, want := jsonString(role.Object["rules"]), `[{"apiGroups":[""],"resourceNames":["`+secret+`"],"resources":["secrets"],"verbs":["get","update"]}]`; got != want {
+		t.Errorf("Role rules %s, want %s", got, want)
+	}
+	rb := find(t, objs, "RoleBinding", "kubelb-ccm-hub-kubeconfig")
+	if got := jsonString(rb.Object["roleRef"]) + jsonString(rb.Object["subjects"]); !strings.Contains(got, `"name":"kubelb-ccm-hub-kubeconfig"`) ||
+		!strings.Contains(got, `"kind":"ServiceAccount"`) {
+		t.Errorf("RoleBinding %s", got)
+	}
 }
 
 func TestCCMTemplateFullValues(t *testing.T) {
@@ -337,7 +370,8 @@ func TestCCMTemplateFullValues(t *testing.T) {
 	wantArgs(t, args(t, d), "--cluster-name=tenant-shop", "--node-address-type=InternalIP",
 		"--use-loadbalancer-class=true", "--use-ingress-class=false", "--enable-gateway-api=true",
 		"--use-gateway-class=false", "--install-gateway-api-crds=true", "--gateway-api-crds-channel=experimental",
-		"--disable-grpcroute-controller=true", "--disable-httproute-controller=false", "--enable-secret-synchronizer=true")
+		"--disable-grpcroute-controller=true", "--disable-httproute-controller=false", "--enable-secret-synchronizer=true",
+		"--kubelb-kubeconfig-secret=kubelb/kubelb-hub", "--kubelb-kubeconfig-secret-key=kubelb")
 	vols := jsonString(d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["volumes"])
 	if !strings.Contains(vols, `"secretName":"kubelb-hub"`) {
 		t.Errorf("volumes %s: want Secret kubelb-hub", vols)
@@ -351,6 +385,7 @@ func TestCCMTemplateFullValues(t *testing.T) {
 	}
 	find(t, objs, "ServiceMonitor", "kubelb-ccm")
 	checkDashboards(t, objs, "monitoring", CCMChart, "kubelb-ccm")
+	checkHubKubeconfigRole(t, objs, "kubelb-hub")
 }
 
 func TestCCMTemplateRequiresTenantName(t *testing.T) {

@@ -152,6 +152,8 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		{APIGroups: []string{"kubelb.k8c.io"}, Resources: []string{"loadbalancers/status", "routes/status", "addresses/status", "syncsecrets/status"},
 			Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"kubelb.k8c.io"}, Resources: []string{"tenantstates"}, Verbs: []string{"get", "list", "watch"}},
+		// The ccm renews its own token.
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"kubelb-ccm"}, Verbs: []string{"create"}},
 	}
 	must(t, "creating the ccm Role", m.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tns, Name: "kubelb-ccm"}, Rules: ccmRules}))
 	must(t, "creating the ccm RoleBinding", m.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tns, Name: "kubelb-ccm"},
@@ -242,7 +244,7 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 		}
 	}
 	t.Logf("%d tenant-side permissions from +kubebuilder:rbac markers under internal/ccm", len(tenantSide))
-	all := CCMFeatures{CloudProvider: true, Ingress: true, GatewayAPI: true, SecretSync: true, InstallGatewayCRDs: true}
+	all := CCMFeatures{CloudProvider: true, Ingress: true, GatewayAPI: true, SecretSync: true, InstallGatewayCRDs: true, HubKubeconfigSecret: "kubelb-hub"}
 	checkRBAC(t, ImpersonatedConfig(tenant, ns, "kubelb-ccm"), append(CCMPermissions(ns, all), tenantSide...), CCMForbidden())
 
 	// Real requests as the ccm.
@@ -269,6 +271,14 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"kubelb.k8c.io/installed-by":"ccm"}}}`))))
 	mustForbid(t, "deleting the Service", c.Delete(ctx, svc))
 	mustForbid(t, "creating a Secret", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}))
+	// Writing the renewed hub token back: that one Secret only.
+	hubSecret := &corev1.Secret{}
+	must(t, "reading the hub kubeconfig Secret", c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-hub"}, hubSecret))
+	hubSecret.Data["kubelb"] = []byte("apiVersion: v1\nkind: Config\ncurrent-context: renewed\n")
+	must(t, "writing a renewed token into the hub kubeconfig Secret", c.Update(ctx, hubSecret))
+	must(t, "creating another Secret (as admin)", tenant.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}))
+	mustForbid(t, "updating another Secret", c.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}))
+	mustForbid(t, "deleting the hub kubeconfig Secret", c.Delete(ctx, hubSecret))
 	mustForbid(t, "deleting a CRD", c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gateways.gateway.networking.k8s.io"}}))
 	mustForbid(t, "taking a lease in kube-system", c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "x"}}))
 

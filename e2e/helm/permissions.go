@@ -63,6 +63,9 @@ func ManagerForbidden() []Permission {
 // CCMFeatures are the optional parts of the ccm a chart install switched on.
 type CCMFeatures struct {
 	CloudProvider, Ingress, GatewayAPI, SecretSync, InstallGatewayCRDs bool
+	// HubKubeconfigSecret is the Secret the ccm writes its renewed hub token back into
+	// (kubelb.persistRenewedToken); "" when off.
+	HubKubeconfigSecret string
 }
 
 // CCMPermissions is what the ccm does in the tenant cluster with the given features, by
@@ -92,6 +95,11 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 	}
 	if f.SecretSync {
 		add(Permissions("", []string{"secrets"}, read, "")...)
+	}
+	if f.HubKubeconfigSecret != "" {
+		for _, v := range []string{"get", "update"} {
+			add(Permission{Resource: "secrets", Verb: v, Namespace: namespace, Name: f.HubKubeconfigSecret})
+		}
 	}
 	if f.GatewayAPI && f.InstallGatewayCRDs {
 		add(Permissions("apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"get", "list", "watch", "create", "update", "patch"}, "")...)
