@@ -213,6 +213,10 @@ func TestL4EndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a quiet system writes nothing but leases", func(t *testing.T) {
+		assertQuiet(t, pair.Hub, pair.Tenant, tenantB)
+	})
+
 	t.Run("Services of another loadBalancerClass are never touched", func(t *testing.T) {
 		// Tenant a does not filter: a Service of another implementation's class is still not ours.
 		other := a.CreateService(framework.LBService{Name: "other", Class: ptr.To("example.com/other"), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
@@ -239,5 +243,45 @@ func TestL4EndToEnd(t *testing.T) {
 				t.Errorf("a LoadBalancer was made for %s/%s: %v", c.tenant.Name, got.Name, err)
 			}
 		}
+	})
+}
+
+// writesButLeases is the writes an API server served, leader-election leases left out.
+func writesButLeases(t *testing.T, c *testenv.Cluster) map[string]int64 {
+	t.Helper()
+	w, err := framework.APIWrites(context.Background(), c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range w {
+		if strings.HasSuffix(k, " leases") {
+			delete(w, k)
+		}
+	}
+	return w
+}
+
+// assertQuiet waits until neither API server sees any write but leases over a few seconds:
+// a settled system must not keep rewriting objects (status churn, needless updates).
+func assertQuiet(t *testing.T, clusters ...*testenv.Cluster) {
+	t.Helper()
+	before := make([]map[string]int64, len(clusters))
+	for i, c := range clusters {
+		before[i] = writesButLeases(t, c)
+	}
+	testenv.Eventually(t, time.Minute, "a quiet system (no writes but leases for 3s)", func() error {
+		time.Sleep(3 * time.Second) // the observation window, not synchronisation
+		var churn []string
+		for i, c := range clusters {
+			after := writesButLeases(t, c)
+			if diff, n := framework.WritesSince(before[i], after); n > 0 {
+				churn = append(churn, fmt.Sprintf("%s: %v", c.Name, diff))
+			}
+			before[i] = after
+		}
+		if len(churn) > 0 {
+			return fmt.Errorf("still writing: %v", churn)
+		}
+		return nil
 	})
 }
