@@ -3,9 +3,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -93,18 +90,4 @@ func (s *secretRef) Set(v string) error {
 	return nil
 }
 
-func main() {
-	o, fs, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage(os.Stdout, summary)
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ccm: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(o); err != nil {
-		fmt.Fprintf(os.Stderr, "ccm: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { app.Main("ccm", summary, parse, run) }

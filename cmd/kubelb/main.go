@@ -3,8 +3,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -62,18 +60,4 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	return o, fs, o.Validate()
 }
 
-func main() {
-	o, fs, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage(os.Stdout, summary)
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelb: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(o); err != nil {
-		fmt.Fprintf(os.Stderr, "kubelb: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { app.Main("kubelb", summary, parse, run) }

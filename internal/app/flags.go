@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -121,4 +122,22 @@ func (f *FlagSet) Undocumented(doc string) []string {
 		}
 	})
 	return missing
+}
+
+// Main runs a binary: parse its flags (--help prints the usage and exits 0; a bad flag exits
+// 2 with one line naming it), then run (a failure exits 1).
+func Main[O any](program, summary string, parse func([]string) (O, *FlagSet, error), run func(O) error) {
+	o, fs, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage(os.Stdout, summary)
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", program, err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", program, err)
+		os.Exit(1)
+	}
 }
