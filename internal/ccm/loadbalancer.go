@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // KindService is the value of the origin-resource-kind label on LoadBalancers mirroring
@@ -124,13 +125,14 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 }
 
 // OriginLabels are the labels of a LoadBalancer mirroring Service namespace/name for the
-// tenant whose hub namespace is tenantNamespace.
+// tenant whose hub namespace is tenantNamespace. The tenant label holds the tenant's name, as
+// on every other hub object made for the tenant.
 func OriginLabels(namespace, name, tenantNamespace string) map[string]string {
 	return map[string]string{
 		v1alpha1.LabelOriginName:         name,
 		v1alpha1.LabelOriginNamespace:    namespace,
 		v1alpha1.LabelOriginResourceKind: KindService,
-		v1alpha1.LabelTenantName:         tenantNamespace,
+		v1alpha1.LabelTenantName:         settings.TenantName(tenantNamespace),
 		v1alpha1.LabelManagedBy:          v1alpha1.LabelManagedByValue,
 	}
 }

@@ -72,7 +72,7 @@ func TestDesiredLoadBalancer(t *testing.T) {
 				v1alpha1.LabelOriginName:         "web",
 				v1alpha1.LabelOriginNamespace:    "shop",
 				v1alpha1.LabelOriginResourceKind: "Service",
-				v1alpha1.LabelTenantName:         "tenant-a",
+				v1alpha1.LabelTenantName:         "a",
 				v1alpha1.LabelManagedBy:          "kubelb",
 			},
 			Annotations: map[string]string{v1alpha1.AnnotationProxyProtocol: "v2", "example.com/team": "a"},

@@ -22,6 +22,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // NodeReconciler publishes the addresses of the tenant's serving nodes to Addresses/default
@@ -83,7 +84,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 		obj := &v1alpha1.Addresses{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{
 				v1alpha1.LabelManagedBy:  v1alpha1.LabelManagedByValue,
-				v1alpha1.LabelTenantName: r.Namespace,
+				v1alpha1.LabelTenantName: settings.TenantName(r.Namespace),
 			}},
 			Spec: v1alpha1.AddressesSpec{Addresses: want},
 		}
