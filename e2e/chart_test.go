@@ -16,8 +16,7 @@ import (
 // TestL4AsInstalledByHelm installs both Helm charts into real API servers, runs the real
 // binaries with exactly the permissions the charts grant (impersonating the charts'
 // ServiceAccounts) through an L4 scenario with real traffic, while a real Prometheus scrapes
-// both; then every query of every Grafana dashboard must return data (Layer 7 panels may be
-// empty: there is no Layer 7 traffic here).
+// both; then every query of every Grafana dashboard must return data.
 func TestL4AsInstalledByHelm(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
 	tenant := testenv.Start(t, "tenant", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
@@ -46,5 +45,5 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	waitServes(t, target, "a-node-0", "a-node-1")
 
 	// Every dashboard query must find the series the running binaries export.
-	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{AllowEmpty: prom.Layer7, Timeout: time.Minute})
+	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
 }

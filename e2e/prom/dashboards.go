@@ -239,20 +239,3 @@ var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // stripStrings blanks string literals so label values are not taken for metric names.
 func stripStrings(expr string) string { return quoted.ReplaceAllString(expr, `""`) }
-
-// InRows matches queries of panels in rows whose title starts with one of prefixes; use it
-// for CheckOptions.AllowEmpty when a scenario does not exercise those rows.
-func InRows(prefixes ...string) func(Query) bool {
-	return func(q Query) bool {
-		for _, p := range prefixes {
-			if strings.HasPrefix(q.Row, p) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// Layer7 matches the rows of panels fed only by layer-7 and secret-sync controllers
-// (Ingress, Gateway API, Routes, SyncSecrets): an L4-only scenario leaves them empty.
-var Layer7 = InRows("Layer 7")

@@ -199,8 +199,8 @@ type CheckOptions struct {
 	// Timeout bounds the wait for every query to return series (rate() needs two scrapes);
 	// default 30s.
 	Timeout time.Duration
-	// AllowEmpty names queries that may return no series, e.g. Layer7 for an L4-only
-	// scenario. They must still be valid PromQL.
+	// AllowEmpty names queries that may return no series (nil: none may). They must still be
+	// valid PromQL.
 	AllowEmpty func(Query) bool
 }
 
@@ -269,7 +269,7 @@ func CheckQueries(t TB, baseURL string, qs []Query, opts CheckOptions) []Result 
 //	p := prom.Start(t, map[string][]string{"kubelb": {managerMetricsAddr}, "ccm": {ccmMetricsAddr}})
 //	p.WaitTargetsUp(t, time.Minute)
 //	// ... run a scenario ...
-//	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{AllowEmpty: prom.Layer7})
+//	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
 func CheckDashboards(t TB, repoRoot, baseURL string, opts CheckOptions) []Result {
 	t.Helper()
 	files, err := DashboardFiles(repoRoot)

@@ -3,33 +3,14 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the ccm.
+// The Layer 7 controllers add kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_total/_duration_seconds and kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total when they land.
 var (
-	CCMServiceReconcile   = newReconcile("kubelb_ccm_service", "tenant Services", true)
-	CCMIngressReconcile   = newReconcile("kubelb_ccm_ingress", "tenant Ingresses", true)
-	CCMGatewayReconcile   = newReconcile("kubelb_ccm_gateway", "tenant Gateways", true)
-	CCMHTTPRouteReconcile = newReconcile("kubelb_ccm_httproute", "tenant HTTPRoutes", true)
-	CCMGRPCRouteReconcile = newReconcile("kubelb_ccm_grpcroute", "tenant GRPCRoutes", true)
-	CCMNodeReconcile      = newReconcile("kubelb_ccm_node", "tenant Nodes", false)
+	CCMServiceReconcile = newReconcile("kubelb_ccm_service", "tenant Services", true)
+	CCMNodeReconcile    = newReconcile("kubelb_ccm_node", "tenant Nodes", false)
 
 	CCMManagedServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_services_total",
 		Help: "LoadBalancer Services the ccm mirrors into the hub, per namespace.",
-	}, []string{"namespace"})
-	CCMManagedIngresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_ccm_managed_ingresses_total",
-		Help: "Ingresses the ccm mirrors into the hub, per namespace.",
-	}, []string{"namespace"})
-	CCMManagedGateways = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_ccm_managed_gateways_total",
-		Help: "Gateways the ccm mirrors into the hub, per namespace.",
-	}, []string{"namespace"})
-	CCMManagedHTTPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_ccm_managed_httproutes_total",
-		Help: "HTTPRoutes the ccm mirrors into the hub, per namespace.",
-	}, []string{"namespace"})
-	CCMManagedGRPCRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_ccm_managed_grpcroutes_total",
-		Help: "GRPCRoutes the ccm mirrors into the hub, per namespace.",
 	}, []string{"namespace"})
 	CCMNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_nodes_total",
@@ -52,10 +33,8 @@ var (
 
 // RegisterCCM registers the ccm's metrics; call it once at start-up.
 func RegisterCCM() {
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMIngressReconcile, CCMGatewayReconcile,
-		CCMHTTPRouteReconcile, CCMGRPCRouteReconcile, CCMNodeReconcile} {
+	for _, r := range []*Reconcile{CCMServiceReconcile, CCMNodeReconcile} {
 		register(r.collectors()...)
 	}
-	register(CCMManagedServices, CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes,
-		CCMManagedGRPCRoutes, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration)
+	register(CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration)
 }

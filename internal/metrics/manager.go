@@ -3,21 +3,16 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the manager.
+// The Layer 7 and secret-sync controllers add kubelb_manager_route_reconcile_total/_duration_seconds, kubelb_manager_routes_total and kubelb_manager_syncsecret_reconcile_total/_duration_seconds when they land.
 var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
-	ManagerRouteReconcile        = newReconcile("kubelb_manager_route", "Routes", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
-	ManagerSyncSecretReconcile   = newReconcile("kubelb_manager_syncsecret", "SyncSecrets", true)
 
 	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
 		Help: "LoadBalancers on the hub, per tenant.",
 	}, []string{"tenant"})
-	ManagerRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_manager_routes_total",
-		Help: "Routes on the hub, per tenant and route type.",
-	}, []string{"tenant", "type"})
 	ManagerSnapshotUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_manager_envoycp_snapshot_updates_total",
 		Help: "Snapshots pushed to a tenant's Envoy fleet (identical snapshots are not pushed).",
@@ -67,11 +62,10 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerRouteReconcile,
-		ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerSyncSecretReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile} {
 		register(r.collectors()...)
 	}
-	register(ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
+	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)
