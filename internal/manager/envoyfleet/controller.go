@@ -10,6 +10,7 @@ package envoyfleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -436,12 +437,8 @@ func hasAll(have, want map[string]string) bool {
 
 func mergeInto(have, want map[string]string) map[string]string {
 	out := make(map[string]string, len(have)+len(want))
-	for k, v := range have {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
+	maps.Copy(out, have)
+	maps.Copy(out, want)
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"maps"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -127,12 +128,8 @@ func hasAll(have, want map[string]string) bool {
 // mergeInto copies want into a copy of have.
 func mergeInto(have, want map[string]string) map[string]string {
 	out := make(map[string]string, len(have)+len(want))
-	for k, v := range have {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
+	maps.Copy(out, have)
+	maps.Copy(out, want)
 	return out
 }
 
