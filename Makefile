@@ -28,7 +28,6 @@ export KUBEBUILDER_ASSETS := $(ASSETS)
 export KUBELB_ENVOY := $(ENVOY)
 export KUBELB_HELM := $(HELM)
 
-GATEWAY_API_DIR = $(shell go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
 TEST_TIMEOUT ?= 30m
 
 .PHONY: build
@@ -48,9 +47,12 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubelb paths=./internal/manager/... output:rbac:artifacts:config=config/rbac
 	for chart in charts/*/; do if [ -d $$chart/crds ]; then cp config/crd/bases/*.yaml $$chart/crds/; fi; done
-	rm -f internal/gatewaycrds/standard/*.yaml internal/gatewaycrds/experimental/*.yaml
-	for ch in standard experimental; do \
-	  install -m 0644 $(GATEWAY_API_DIR)/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
+	@# The module must be in the cache before `go list` can name its folder (a cold cache).
+	go mod download sigs.k8s.io/gateway-api
+	gw=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api); test -n "$$gw" || { echo "gateway-api module not found"; exit 1; }; \
+	  rm -f internal/gatewaycrds/standard/*.yaml internal/gatewaycrds/experimental/*.yaml; \
+	  for ch in standard experimental; do \
+	    install -m 0644 $$gw/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 
 GENERATED := api/v1alpha1 config charts internal/gatewaycrds docs/metrics.md
