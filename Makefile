@@ -76,7 +76,8 @@ bench: ## Run the Go benchmarks.
 
 .PHONY: demo
 demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
-	go run ./e2e/demo
+	go build -o $(BIN)/demo ./e2e/demo
+	$(BIN)/demo
 
 .PHONY: clean
 clean:
