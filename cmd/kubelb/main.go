@@ -10,6 +10,7 @@ import (
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/manager/tenant"
 )
 
 const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants."
@@ -37,12 +38,16 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.EnvoyImage, "envoy-image", envoyfleet.DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
 	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
+	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	o.XDSListenAddress = o.xdsAddr.Value
+	if o.TenantTokenTTL < tenant.MinTokenTTL {
+		return nil, fs, fmt.Errorf("invalid value %q for flag --tenant-token-ttl: at least %s", o.TenantTokenTTL, tenant.MinTokenTTL)
+	}
 	if _, err := fmt.Sscanf(o.portRange, "%d-%d", &o.PortRangeMin, &o.PortRangeMax); err != nil ||
 		o.PortRangeMin < 1 || o.PortRangeMax > 65535 || o.PortRangeMin > o.PortRangeMax {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-port-range: want min-max within 1-65535", o.portRange)

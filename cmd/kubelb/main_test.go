@@ -44,6 +44,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--log-format=xml":            "for flag --log-format: must be one of json, console",
 		"--kube-api-qps=0":            "flag --kube-api-qps must be positive",
 		"--envoy-port-range=20-10":    "for flag --envoy-port-range",
+		"--tenant-token-ttl=5m":       "for flag --tenant-token-ttl: at least 10m0s",
 		"--envoy-xds-address=nohost":  "for flag --envoy-xds-address",
 	} {
 		_, _, err := parse(strings.Fields(args))

@@ -42,7 +42,9 @@ func run(o *options) error {
 	if err := envoycp.SetupWithManager(mgr, srv, translate.Options{ListenerAddress: o.EnvoyListenerAddress}); err != nil {
 		return err
 	}
-	if err := tenant.SetupWithManager(mgr, tenant.Options{Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer}); err != nil {
+	if err := tenant.SetupWithManager(mgr, tenant.Options{
+		Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer, TokenTTL: o.TenantTokenTTL,
+	}); err != nil {
 		return err
 	}
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{

@@ -2,6 +2,8 @@
 // sub-packages.
 package manager
 
+import "time"
+
 // Options configure the manager's controllers (from cmd/kubelb flags).
 type Options struct {
 	// Namespace the manager runs in; holds Config "default".
@@ -20,6 +22,8 @@ type Options struct {
 	// TenantKubeconfigServer is the hub API server URL written into tenants' kubeconfigs
 	// ("" reads it from kube-public/cluster-info).
 	TenantKubeconfigServer string
+	// TenantTokenTTL is the lifetime of the ccm tokens in the tenants' kubeconfigs.
+	TenantTokenTTL time.Duration
 	// EnableGatewayAPI turns on the Gateway API controllers.
 	EnableGatewayAPI bool
 	// Debug turns on debug logging.
