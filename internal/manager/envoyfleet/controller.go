@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -37,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/xds"
@@ -89,30 +88,16 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, LabelAppName: AppName})
+	return manager.ManagedSelector(map[string]string{LabelAppName: AppName})
 }
 
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	managed := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
-	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
-		o.Scheme = mgr.GetScheme()
-		o.HTTPClient = mgr.GetHTTPClient()
-		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
-		o.Logger = mgr.GetLogger().WithName(controllerName + "-cache")
-		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:  {Label: managed},
-			&corev1.ConfigMap{}:  {Label: fleetSelector()},
-			&appsv1.Deployment{}: {Label: fleetSelector()},
-			&appsv1.DaemonSet{}:  {Label: fleetSelector()},
-		}
+	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:  {Label: manager.ManagedSelector(nil)},
+		&corev1.ConfigMap{}:  {Label: fleetSelector()},
+		&appsv1.Deployment{}: {Label: fleetSelector()},
+		&appsv1.DaemonSet{}:  {Label: fleetSelector()},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("envoy fleet controller: creating the cache of fleets: %w", err)
-	}
-	if err := mgr.Add(cl); err != nil {
-		return nil, fmt.Errorf("envoy fleet controller: adding the cache of fleets: %w", err)
-	}
-	return cl, nil
 }
 
 func (r *Reconciler) setup(mgr ctrl.Manager) error {

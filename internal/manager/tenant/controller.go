@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -40,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -154,28 +153,14 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	managed := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
-	access := labels.SelectorFromSet(labels.Set{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, LabelAppName: AppName})
-	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
-		o.Scheme = mgr.GetScheme()
-		o.HTTPClient = mgr.GetHTTPClient()
-		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
-		o.Logger = mgr.GetLogger().WithName(controllerName + "-cache")
-		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:      {Label: managed},
-			&corev1.ServiceAccount{}: {Label: access},
-			&rbacv1.Role{}:           {Label: access},
-			&rbacv1.RoleBinding{}:    {Label: access},
-			&corev1.Secret{}:         {Label: access},
-		}
+	access := manager.ManagedSelector(map[string]string{LabelAppName: AppName})
+	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
+		&corev1.ServiceAccount{}: {Label: access},
+		&rbacv1.Role{}:           {Label: access},
+		&rbacv1.RoleBinding{}:    {Label: access},
+		&corev1.Secret{}:         {Label: access},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("tenant controller: creating the cache of tenant objects: %w", err)
-	}
-	if err := mgr.Add(cl); err != nil {
-		return nil, fmt.Errorf("tenant controller: adding the cache of tenant objects: %w", err)
-	}
-	return cl, nil
 }
 
 func (r *Reconciler) setup(mgr ctrl.Manager) error {
