@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,6 +87,7 @@ func TestL4EndToEnd(t *testing.T) {
 	envoy := a.StartEnvoy(framework.EnvoyBootstrap)
 	webTarget := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(web)["http"])
 	var b *framework.Tenant // a second tenant, whose ccm filters on loadBalancerClass kubelb
+	var webB *corev1.Service
 
 	t.Run("TCP Service gets the hub address and traffic reaches both nodes", func(t *testing.T) {
 		if !strings.HasPrefix(ip, "127.0.1.") {
@@ -124,7 +126,7 @@ func TestL4EndToEnd(t *testing.T) {
 		}
 
 		b = sys.AddTenant("b", tenantB, 1, "--use-loadbalancer-class")
-		webB := b.CreateService(framework.LBService{Name: "web", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		webB = b.CreateService(framework.LBService{Name: "web", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
 		b.StartBackends(webB)
 		b.StartEnvoy(framework.EnvoyBootstrap)
 		b.WaitAddress("web", addressTimeout)
@@ -242,6 +244,53 @@ func TestL4EndToEnd(t *testing.T) {
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("a LoadBalancer was made for %s/%s: %v", c.tenant.Name, got.Name, err)
 			}
+		}
+	})
+
+	t.Run("deleting a Tenant with live LoadBalancers leaves the others alone; re-creating it works", func(t *testing.T) {
+		framework.PlayNamespaceController(t, pair.Hub.Config, pair.Hub.Client)
+		var lbsA kubelbv1alpha1.LoadBalancerList
+		if err := pair.Hub.Client.List(ctx, &lbsA, client.InNamespace(a.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		if err := pair.Hub.Client.Delete(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 2*time.Minute, "Tenant b and its namespace to be gone", func() error {
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Name: "b"}, &kubelbv1alpha1.Tenant{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("Tenant still there: %v", err)
+			}
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Name: b.Namespace}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace still there: %v", err)
+			}
+			return nil
+		})
+		var svcs corev1.ServiceList
+		if err := pair.Hub.Client.List(ctx, &svcs, client.HasLabels{kubelbv1alpha1.LabelLoadBalancerName}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range svcs.Items {
+			if s.Namespace == b.Namespace {
+				t.Errorf("hub Service %s/%s of the deleted tenant is left", s.Namespace, s.Name)
+			}
+		}
+		// Tenant a was not touched and still serves.
+		for _, lb := range lbsA.Items {
+			now := &kubelbv1alpha1.LoadBalancer{}
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&lb), now); err != nil || now.ResourceVersion != lb.ResourceVersion {
+				t.Errorf("LoadBalancer %s of tenant a changed while tenant b was deleted: %v", lb.Name, err)
+			}
+		}
+		waitServes(t, webTarget, "a-node-0", "a-node-1")
+
+		// Re-created, the tenant gets a new kubeconfig; a ccm started with it mirrors the
+		// tenant's Services again.
+		if code, err := b.CCM.Stop(30 * time.Second); err != nil || code != 0 {
+			t.Fatalf("old ccm of b: exit %d, %v", code, err)
+		}
+		b2 := sys.AddTenant("b", tenantB, 0, "--use-loadbalancer-class")
+		if ports := b2.ListenerPorts(webB); ports["http"] == 0 {
+			t.Fatal("no listener port for tenant b's Service after re-creation")
 		}
 	})
 }

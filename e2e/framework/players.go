@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -145,4 +147,38 @@ func mustPort(addr string) int {
 	var port int
 	_, _ = fmt.Sscanf(addr[len("127.0.0.1:"):], "%d", &port)
 	return port
+}
+
+// PlayNamespaceController plays kube-controller-manager's namespace controller, which envtest
+// does not run: a namespace being deleted is finalized once it holds no kubelb objects, so it
+// goes away as in a real cluster. It runs until the test ends.
+func PlayNamespaceController(t testenv.TB, cfg *rest.Config, c client.Client) {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var nss corev1.NamespaceList
+			if err := c.List(ctx, &nss); err == nil {
+				for i := range nss.Items {
+					ns := &nss.Items[i]
+					if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
+						continue
+					}
+					var lbs kubelbv1alpha1.LoadBalancerList
+					if err := c.List(ctx, &lbs, client.InNamespace(ns.Name)); err != nil || len(lbs.Items) > 0 {
+						continue
+					}
+					ns.Spec.Finalizers = nil
+					_, _ = cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
 }
