@@ -14,9 +14,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/xds"
 )
 
 // AddNode plays a kubelet registering a Node with an InternalIP on loopback and a Ready
@@ -124,29 +126,63 @@ type Envoy struct {
 }
 
 // StartEnvoy plays the kubelet of an Envoy pod: it writes the bootstrap the manager generated
-// and starts the real Envoy binary with it. Only the admin address is overridden (pods have
-// their own network namespace; here they share loopback), and a dynamic base id keeps
-// several Envoys apart.
+// and starts the real Envoy binary with it. Only the admin and readiness ports are moved to
+// free ones (pods have their own network namespace; here Envoys share loopback), and a
+// dynamic base id keeps several Envoys apart.
 func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bootstrap.yaml")
+	path := filepath.Join(t.TempDir(), "bootstrap.yaml")
+	bootstrap, admin, ready := ownPorts(t, bootstrap)
 	if err := os.WriteFile(path, bootstrap, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	admin := testenv.Loopback(testenv.FreePort(t))
-	override := fmt.Sprintf(`{"admin":{"address":{"socket_address":{"address":"127.0.0.1","port_value":%d}}}}`, mustPort(admin))
-	p := testenv.StartProcess(t, name, testenv.EnvoyBinary(t), "-c", path, "--config-yaml", override,
+	p := testenv.StartProcess(t, name, testenv.EnvoyBinary(t), "-c", path,
 		"--service-node", name, "--use-dynamic-base-id", "--log-level", "warning", "--drain-time-s", "1")
 	e := &Envoy{Process: p, AdminAddr: admin}
-	testenv.WaitHTTP200(t, p, "http://"+admin+"/ready", time.Minute)
+	// What the kubelet's readiness probe asks.
+	testenv.WaitHTTP200(t, p, "http://"+ready+xds.ReadyPath, time.Minute)
 	return e
 }
 
-func mustPort(addr string) int {
-	var port int
-	_, _ = fmt.Sscanf(addr[len("127.0.0.1:"):], "%d", &port)
-	return port
+// ownPorts moves a bootstrap's admin interface and readiness listener to free loopback ports
+// and returns the new bootstrap with both addresses.
+func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, admin, ready string) {
+	t.Helper()
+	var doc map[string]any
+	if err := yaml.Unmarshal(bootstrap, &doc); err != nil {
+		t.Fatalf("bootstrap is not YAML: %v", err)
+	}
+	adminPort, readyPort := testenv.FreePort(t), testenv.FreePort(t)
+	socket := func(port int) map[string]any {
+		return map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": port}}
+	}
+	doc["admin"] = map[string]any{"address": socket(adminPort)}
+	static, _ := doc["static_resources"].(map[string]any)
+	found := 0
+	listeners, _ := static["listeners"].([]any)
+	for _, l := range listeners {
+		if l, ok := l.(map[string]any); ok && l["name"] == xds.ReadyListenerName {
+			l["address"] = socket(readyPort)
+			found++
+		}
+	}
+	clusters, _ := static["clusters"].([]any)
+	for _, c := range clusters {
+		if c, ok := c.(map[string]any); ok && c["name"] == xds.AdminClusterName {
+			c["load_assignment"] = map[string]any{"cluster_name": xds.AdminClusterName, "endpoints": []any{
+				map[string]any{"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": socket(adminPort)}}}},
+			}}
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("the bootstrap lacks the %s listener or the %s cluster", xds.ReadyListenerName, xds.AdminClusterName)
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, testenv.Loopback(adminPort), testenv.Loopback(readyPort)
 }
 
 // PlayNamespaceController plays kube-controller-manager's namespace controller, which envtest

@@ -50,6 +50,10 @@ type BootstrapOptions struct {
 	// AdminAddress is ip:port of Envoy's admin interface; default 127.0.0.1:9901. Port 0 lets
 	// Envoy pick one (read it back with --admin-address-path).
 	AdminAddress string
+	// ReadyAddress is ip:port of a listener that serves only GET /ready (forwarded to the
+	// admin interface), for readiness probes from outside the pod; "" adds none. It lets the
+	// admin interface itself stay on loopback.
+	ReadyAddress string
 	// EnvoyProxy settings; only overloadManager is used (header limits belong to HTTP
 	// connection managers, which layer-4 load balancing does not have).
 	EnvoyProxy *v1alpha1.EnvoyProxy
@@ -153,6 +157,18 @@ func bootstrapProto(opts BootstrapOptions) (*bootstrapv3.Bootstrap, error) {
 				},
 			}},
 		},
+	}
+	if opts.ReadyAddress != "" {
+		readyHost, readyPort, err := splitHostPort(opts.ReadyAddress, false)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: ready address: %w", err)
+		}
+		l, c, err := readyResources(readyHost, readyPort, adminHost, adminPort)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: ready address %q: %w", opts.ReadyAddress, err)
+		}
+		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
 	}
 	if opts.EnvoyProxy != nil {
 		if b.OverloadManager, err = overloadManager(opts.EnvoyProxy.OverloadManager); err != nil {

@@ -189,7 +189,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	bootstrap, err := xds.Bootstrap(xds.BootstrapOptions{
 		Tenant:       ns,
 		XDSAddress:   r.opts.XDSAddress,
-		AdminAddress: fmt.Sprintf("0.0.0.0:%d", AdminPort),
+		AdminAddress: fmt.Sprintf("127.0.0.1:%d", AdminPort),
+		ReadyAddress: fmt.Sprintf("0.0.0.0:%d", ReadyPort),
 		EnvoyProxy:   &eff.Envoy,
 	})
 	if err != nil {
@@ -443,9 +444,8 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 // BootstrapFor returns the Envoy bootstrap the manager generated for a tenant namespace, from
 // ConfigMap envoy-bootstrap (key bootstrap.yaml). Start Envoy with it as the fleet's pods do:
 // envoy -c <file> --service-node <any unique id> --service-cluster <namespace>. Its admin
-// interface listens on 0.0.0.0:9901; to run several on one host, override it with
-// --config-yaml '{admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}}'
-// and --admin-address-path <file>.
+// interface listens on 127.0.0.1:9901 and its readiness listener (GET /ready only) on
+// 0.0.0.0:19003; to run several on one host, give each its own ports (the e2e harness does).
 func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {

@@ -29,8 +29,12 @@ const (
 	// DefaultEnvoyImage is the Envoy image unless the flag or Config says otherwise. It is the
 	// regular (not distroless) image because the graceful-shutdown hook needs /bin/bash.
 	DefaultEnvoyImage = "envoyproxy/envoy:v1.40.0"
-	// AdminPort is the port of Envoy's admin interface in the pods (readiness probe, drain).
+	// AdminPort is the port of Envoy's admin interface in the pods, on loopback only: the
+	// graceful-shutdown hook uses it; nothing outside the pod can reach it.
 	AdminPort = 9901
+	// ReadyPort is the port of the readiness listener, which serves only GET /ready (from the
+	// admin interface) for the kubelet's readiness probe.
+	ReadyPort = 19003
 	// DefaultXDSPort is the port of the manager's xDS server.
 	DefaultXDSPort = 8001
 )

@@ -16,6 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/xds"
 )
 
 // Graceful shutdown defaults (Config envoyProxy.gracefulShutdown overrides them).
@@ -115,10 +116,10 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
 		}}},
-		Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
+		Ports: []corev1.ContainerPort{{Name: "ready", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: "/ready", Port: intstr.FromString("admin"), Scheme: corev1.URISchemeHTTP,
+				Path: xds.ReadyPath, Port: intstr.FromString("ready"), Scheme: corev1.URISchemeHTTP,
 			}},
 			PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
 		},

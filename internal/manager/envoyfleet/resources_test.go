@@ -88,7 +88,7 @@ func TestBuildPodContract(t *testing.T) {
 	if !slices.Equal(c.Args[:len(wantArgs)], wantArgs) {
 		t.Errorf("args %q", c.Args)
 	}
-	if c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.StrVal != "admin" || c.Ports[0].ContainerPort != AdminPort {
+	if c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.StrVal != "ready" || c.Ports[0].ContainerPort != ReadyPort || len(c.Ports) != 1 {
 		t.Errorf("readiness probe %+v", c.ReadinessProbe.HTTPGet)
 	}
 	sc := c.SecurityContext

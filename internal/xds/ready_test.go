@@ -1,0 +1,61 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/envoytest"
+)
+
+// TestReadyListenerExposesOnlyReady starts a real Envoy whose admin interface is on loopback
+// and whose ready listener answers probes: GET /ready reaches the admin's /ready, and nothing
+// else of the admin API (which can stop Envoy) is reachable through it.
+func TestReadyListenerExposesOnlyReady(t *testing.T) {
+	t.Parallel()
+	// Static listeners open once Envoy has its first configuration: serve it an empty one.
+	srv, xdsAddr := startXDS(t)
+	if _, err := srv.SetTenant(context.Background(), "tenant-r", translate.Output{}); err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
+	ready := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
+	b, err := Bootstrap(BootstrapOptions{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), ReadyListenerName) {
+		t.Fatalf("no ready listener in:\n%s", b)
+	}
+	e := envoytest.Start(t, b, "--service-node", "ready-proxy")
+	client := &http.Client{Timeout: 2 * time.Second}
+	status := func(method, url string) (int, error) {
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	envoytest.Eventually(t, 30*time.Second, "GET /ready through the ready listener", func() (bool, string) {
+		code, err := status(http.MethodGet, "http://"+ready+"/ready")
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %v", code, err)
+	})
+	for _, path := range []string{"/quitquitquit", "/drain_listeners", "/config_dump", "/"} {
+		code, err := status(http.MethodPost, "http://"+ready+path)
+		if err != nil || code != http.StatusNotFound {
+			t.Errorf("POST %s through the ready listener: %d %v, want 404", path, code, err)
+		}
+	}
+	if e.Exited() {
+		t.Fatal("Envoy exited: the admin API was reachable through the ready listener")
+	}
+}
