@@ -58,13 +58,5 @@ func run(o *options) error {
 	}); err != nil {
 		return err
 	}
-	if err := app.AddProbes(mgr); err != nil {
-		return err
-	}
-	ctx := ctrl.SetupSignalHandler()
-	if err := mgr.Start(ctx); err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return nil
+	return app.Run(mgr)
 }

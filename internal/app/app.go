@@ -141,3 +141,16 @@ func ExpandHome(p string) string {
 	}
 	return p
 }
+
+// Run adds the probes to mgr and runs it until SIGTERM or SIGINT, then returns once it has
+// stopped cleanly (the leader lease is released).
+func Run(mgr ctrl.Manager) error {
+	if err := AddProbes(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return err
+	}
+	mgr.GetLogger().Info("stopped")
+	return nil
+}

@@ -10,7 +10,6 @@ package envoyfleet
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -336,11 +335,11 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *core
 		}
 		return nil
 	}
-	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && len(existing.BinaryData) == 0 && hasAll(existing.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && len(existing.BinaryData) == 0 && manager.HasAll(existing.Labels, desired.Labels) {
 		return nil
 	}
 	existing.Data, existing.BinaryData = desired.Data, nil
-	existing.Labels = mergeInto(existing.Labels, desired.Labels)
+	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 	if err := r.client.Update(ctx, existing); err != nil {
 		return fmt.Errorf("failed to update ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
@@ -362,8 +361,8 @@ func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *app
 		return nil
 	}
 	existing.Spec = desired.Spec
-	existing.Labels = mergeInto(existing.Labels, desired.Labels)
-	existing.Annotations = mergeInto(existing.Annotations, desired.Annotations)
+	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
+	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
 	if err := r.client.Update(ctx, existing); err != nil {
 		return fmt.Errorf("failed to update Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
@@ -384,8 +383,8 @@ func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *apps
 		return nil
 	}
 	existing.Spec = desired.Spec
-	existing.Labels = mergeInto(existing.Labels, desired.Labels)
-	existing.Annotations = mergeInto(existing.Annotations, desired.Annotations)
+	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
+	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
 	if err := r.client.Update(ctx, existing); err != nil {
 		return fmt.Errorf("failed to update DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
@@ -405,27 +404,11 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error 
 
 // upToDate reports whether the workload carries the desired config hash and labels.
 func upToDate(have, want metav1.ObjectMeta) bool {
-	return have.Annotations[AnnotationConfigHash] == want.Annotations[AnnotationConfigHash] && hasAll(have.Labels, want.Labels)
+	return have.Annotations[AnnotationConfigHash] == want.Annotations[AnnotationConfigHash] && manager.HasAll(have.Labels, want.Labels)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
-}
-
-func hasAll(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-func mergeInto(have, want map[string]string) map[string]string {
-	out := make(map[string]string, len(have)+len(want))
-	maps.Copy(out, have)
-	maps.Copy(out, want)
-	return out
 }
 
 // Delete removes the Envoy fleet of a tenant namespace (its Deployment, DaemonSet and

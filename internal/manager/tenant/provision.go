@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -138,12 +139,12 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 				ns.Name, owner.Kind, owner.Name, owner.UID, t.Name),
 		}, nil
 	}
-	if metav1.GetControllerOf(ns) != nil && hasAll(ns.Labels, desired.Labels) {
+	if metav1.GetControllerOf(ns) != nil && manager.HasAll(ns.Labels, desired.Labels) {
 		return nil, nil
 	}
 	// Adopt: label it and make the Tenant its controller.
 	orig := ns.DeepCopy()
-	ns.Labels = mergeInto(ns.Labels, desired.Labels)
+	ns.Labels = manager.Merged(ns.Labels, desired.Labels)
 	if metav1.GetControllerOf(ns) == nil {
 		ns.OwnerReferences = append(ns.OwnerReferences, desired.OwnerReferences...)
 	}
@@ -220,11 +221,11 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fmt.Errorf("failed to get Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && hasAll(role.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && manager.HasAll(role.Labels, desired.Labels) {
 		return nil
 	}
 	role.Rules = desired.Rules
-	role.Labels = mergeInto(role.Labels, desired.Labels)
+	role.Labels = manager.Merged(role.Labels, desired.Labels)
 	if err := r.client.Update(ctx, role); err != nil {
 		return fmt.Errorf("failed to update Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
@@ -251,11 +252,11 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 		}
 		return fmt.Errorf("RoleBinding %s/%s had a foreign roleRef and was deleted; it is re-created next", desired.Namespace, desired.Name)
 	}
-	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && hasAll(rb.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && manager.HasAll(rb.Labels, desired.Labels) {
 		return nil
 	}
 	rb.Subjects = desired.Subjects
-	rb.Labels = mergeInto(rb.Labels, desired.Labels)
+	rb.Labels = manager.Merged(rb.Labels, desired.Labels)
 	if err := r.client.Update(ctx, rb); err != nil {
 		return fmt.Errorf("failed to update RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
@@ -366,10 +367,10 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		}
 		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
 	} else if len(existing.Data) != 1 || !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
-		!hasAll(existing.Annotations, ann) || !hasAll(existing.Labels, desired.Labels) {
+		!manager.HasAll(existing.Annotations, ann) || !manager.HasAll(existing.Labels, desired.Labels) {
 		existing.Data = desired.Data
-		existing.Annotations = mergeInto(existing.Annotations, ann)
-		existing.Labels = mergeInto(existing.Labels, desired.Labels)
+		existing.Annotations = manager.Merged(existing.Annotations, ann)
+		existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 		if err := r.client.Update(ctx, existing); err != nil {
 			return transient(fmt.Errorf("failed to update Secret %s/%s: %w", ns, desired.Name, err))
 		}

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"maps"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -113,24 +112,6 @@ func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[s
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{kubelbv1alpha1.CCMKubeconfigSecretKey: kubeconfig},
 	}
-}
-
-// hasAll reports whether have contains every key/value of want.
-func hasAll(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-// mergeInto copies want into a copy of have.
-func mergeInto(have, want map[string]string) map[string]string {
-	out := make(map[string]string, len(have)+len(want))
-	maps.Copy(out, have)
-	maps.Copy(out, want)
-	return out
 }
 
 // TenantState condition type and reasons.
