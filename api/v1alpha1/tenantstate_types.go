@@ -25,6 +25,43 @@ type TenantStateStatus struct {
 	// LoadBalancer tells whether layer-4 load balancing is allowed.
 	// +optional
 	LoadBalancer LoadBalancerState `json:"loadBalancer,omitempty"`
+
+	// Rejections are the configurations the tenant's Envoy proxies rejected (NACKs), each
+	// written by the manager replica the proxy is connected to; the leader turns them into
+	// conditions on the objects whose resources were rejected. An addition to the contract
+	// (ignorable).
+	// +optional
+	// +listType=map
+	// +listMapKey=proxy
+	// +listMapKey=typeURL
+	// +kubebuilder:validation:MaxItems=256
+	Rejections []ConfigRejection `json:"rejections,omitempty"`
+}
+
+// ConfigRejection is one Envoy proxy's rejection of the resources of one xDS type.
+type ConfigRejection struct {
+	// Proxy is the node id of the Envoy proxy.
+	// +kubebuilder:validation:MaxLength=253
+	Proxy string `json:"proxy"`
+	// TypeURL of the rejected resources.
+	// +kubebuilder:validation:MaxLength=256
+	TypeURL string `json:"typeURL"`
+	// Version of those resources that was rejected (a content hash, the same on every
+	// replica); empty when not known.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+	// Message is Envoy's error detail (shortened); it names the rejected resources.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// Replica is the manager replica the proxy is connected to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica,omitempty"`
+	// Time of the rejection.
+	// +optional
+	Time metav1.Time `json:"time,omitempty"`
 }
 
 // LoadBalancerState tells whether layer-4 load balancing is allowed.

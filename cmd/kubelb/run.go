@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -39,7 +43,22 @@ func run(o *options) error {
 	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
 		return err
 	}
-	if err := envoycp.SetupWithManager(mgr, srv, translate.Options{ListenerAddress: o.EnvoyListenerAddress}); err != nil {
+	// Envoy NACKs reach this replica's recorder, which writes them into the tenant's
+	// TenantState; the leader's status writer joins them with the translation reports.
+	replica, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("reading the host name for the replica identity: %w", err)
+	}
+	recorder := status.NewRecorder(mgr.GetClient(), replica)
+	srv.OnRejection(recorder.Hear)
+	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
+	store := status.NewStore()
+	if err := envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: o.EnvoyListenerAddress}); err != nil {
+		return err
+	}
+	if err := status.SetupWriterWithManager(mgr, store); err != nil {
 		return err
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{

@@ -8,6 +8,7 @@ var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
+	ManagerStatusReconcile       = newReconcile("kubelb_manager_status", "the Programmed conditions of a tenant's objects", true)
 
 	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
@@ -62,7 +63,7 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile} {
 		register(r.collectors()...)
 	}
 	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,

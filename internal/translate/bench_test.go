@@ -51,9 +51,9 @@ func BenchmarkTranslate1000(b *testing.B) {
 	in := tenantOf(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := translate.Translate(in)
-		if err != nil || len(out.Listeners) != 1000 {
-			b.Fatalf("got %d listeners, %v", len(out.Listeners), err)
+		cfg, _, err := translate.Translate(in)
+		if err != nil || len(cfg.Listeners) != 1000 {
+			b.Fatalf("got %d listeners, %v", len(cfg.Listeners), err)
 		}
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
@@ -116,9 +116,11 @@ func (s *bytesource) input() translate.Input {
 	return in
 }
 
-// FuzzTranslate checks that any input translates without panicking into output Envoy
-// accepts: every resource validates, the snapshot is consistent, no two listeners share a
-// port, and translation is deterministic.
+// FuzzTranslate checks that any input translates without panicking into an IR that
+// validates and into Envoy resources Envoy accepts (every resource validates, the snapshot is
+// consistent, no two listeners share a port), that the back end never has to leave anything
+// out, that translation is deterministic, and that every port either has a listener or an
+// Error problem on its LoadBalancer.
 func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
@@ -127,36 +129,44 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := (&bytesource{b: data}).input()
-		out, err := translate.Translate(in)
+		cfg, problems, err := translate.Translate(in)
 		if err != nil {
 			t.Fatalf("Translate: %v", err)
 		}
-		if err := translatetest.Check(out); err != nil {
-			t.Fatal(err)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("invalid IR: %v", err)
 		}
-		again, _ := translate.Translate((&bytesource{b: data}).input())
-		a, err := translatetest.Render(out)
+		_, all, res, err := translatetest.Pipeline(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := translatetest.Render(again)
-		if string(a) != string(b) {
+		if len(all) != len(problems) {
+			t.Fatalf("the back end left out resources: %v", all)
+		}
+		if err := translatetest.Check(res); err != nil {
+			t.Fatal(err)
+		}
+		again, _, _ := translate.Translate((&bytesource{b: data}).input())
+		if !cfg.Equal(again) {
 			t.Fatal("Translate is not deterministic")
 		}
-		// Every LoadBalancer port either has a listener or a problem explaining why not.
+		// Every LoadBalancer port either has a listener or an Error problem explaining why not.
 		listeners := map[string]bool{}
-		for _, r := range out.Listeners {
-			listeners[cache.GetResourceName(r)] = true
+		for _, l := range cfg.Listeners {
+			listeners[l.Name] = true
+		}
+		failed := map[string]bool{}
+		for _, p := range problems {
+			if p.Severity == ir.SeverityError {
+				failed[p.Object.Name] = true
+			}
 		}
 		for _, lb := range in.LoadBalancers {
 			for _, p := range lb.Spec.Ports {
-				proto := p.Protocol
-				if proto == "" {
-					proto = corev1.ProtocolTCP
-				}
+				proto := v1alpha1.ProtocolOrTCP(p.Protocol)
 				name := fmt.Sprintf("%s-%s-%d", lb.Name, map[corev1.Protocol]string{"TCP": "tcp", "UDP": "udp"}[proto], p.Port)
-				if !listeners[name] && len(out.Problems[lb.Name]) == 0 {
-					t.Fatalf("port %s of %q has neither a listener nor a problem", p.Protocol, lb.Name)
+				if !listeners[name] && !failed[lb.Name] {
+					t.Fatalf("port %s of %q has neither a listener nor an Error problem", p.Protocol, lb.Name)
 				}
 			}
 		}

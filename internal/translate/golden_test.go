@@ -13,10 +13,11 @@ import (
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden testdata/*.out.yaml files")
+var update = flag.Bool("update", false, "rewrite the golden testdata/*.ir.yaml and *.out.yaml files")
 
-// TestGolden translates every testdata/*.in.yaml and compares the result with the matching
-// *.out.yaml. Regenerate with: go test ./internal/translate -update
+// TestGolden runs every testdata/*.in.yaml through the Layer 4 front end and compares the IR
+// and problems with *.ir.yaml, then through the back end and compares the Envoy resources
+// with *.out.yaml. Regenerate with: go test ./internal/translate -update
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.in.yaml")
@@ -40,49 +41,65 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := translate.Translate(in)
+			cfg, problems, err := translate.Translate(in)
 			if err != nil {
 				t.Fatalf("Translate: %v", err)
 			}
 			if diff := cmp.Diff(pristine, in); diff != "" {
 				t.Fatalf("Translate modified its input (-before +after):\n%s", diff)
 			}
-			translatetest.CheckOutput(t, out)
-			got, err := translatetest.Render(out)
-			if err != nil {
-				t.Fatalf("render: %v", err)
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("the front end made an invalid IR: %v", err)
 			}
-			// Translating twice gives the same bytes: versions derived from the output are stable.
-			again, err := translate.Translate(in)
+			gotIR, err := translatetest.RenderIR(cfg, problems)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got2, _ := translatetest.Render(again); string(got2) != string(got) {
-				t.Fatalf("Translate is not deterministic:\n%s", cmp.Diff(string(got), string(got2)))
+			// Translating twice gives the same IR: versions derived from it are stable.
+			again, _, _ := translate.Translate(in)
+			if !cfg.Equal(again) {
+				t.Fatalf("Translate is not deterministic:\n%s", cmp.Diff(cfg, again))
 			}
 
-			golden := filepath.Join("testdata", name+".out.yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
+			_, all, res, err := translatetest.Pipeline(in)
 			if err != nil {
-				t.Fatalf("%v (run go test ./internal/translate -update to create it)", err)
+				t.Fatal(err)
 			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("%s differs from the golden file (-want +got); run with -update if intended:\n%s", golden, diff)
+			if len(all) != len(problems) {
+				t.Errorf("the back end reported problems on valid IR: %v", all[len(problems):])
 			}
+			translatetest.CheckResources(t, res)
+			gotOut, err := translatetest.RenderResources(res, "listeners", "clusters", "endpoints")
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareGolden(t, filepath.Join("testdata", name+".ir.yaml"), gotIR)
+			compareGolden(t, filepath.Join("testdata", name+".out.yaml"), gotOut)
 		})
+	}
+}
+
+func compareGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/translate -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got); run with -update if intended:\n%s", golden, diff)
 	}
 }
 
 func TestTranslateRejectsBadListenerAddress(t *testing.T) {
 	t.Parallel()
 	for _, addr := range []string{"localhost", "0.0.0.0:80", "fe80::1%eth0", "300.1.1.1"} {
-		if _, err := translate.Translate(translate.Input{Options: translate.Options{ListenerAddress: addr}}); err == nil {
+		if _, _, err := translate.Translate(translate.Input{Options: translate.Options{ListenerAddress: addr}}); err == nil {
 			t.Errorf("listener address %q: no error", addr)
 		}
 	}

@@ -1,16 +1,16 @@
-// Package translate turns a tenant's LoadBalancers and Addresses into Envoy resources.
+// Package translate holds kubelb's front ends: they turn a tenant's hub objects into the IR
+// (internal/ir) plus problems keyed by object. The Layer 4 front end (l4.go) translates
+// LoadBalancers and Addresses; the back end in internal/xds/translator turns the IR into
+// Envoy resources.
 //
-// It is a pure function of its input: no client, no clock, no globals. The same Input always
-// gives the same Output, byte for byte, so snapshot versions derived from it are stable and an
-// unchanged tenant is never re-pushed. Bad input on one LoadBalancer (or one of its ports) is
-// reported as a Problem and never drops another LoadBalancer's configuration.
+// Translation is a pure function of its input: no client, no clock, no globals. The same
+// Input always gives the same IR, so an unchanged tenant is never re-pushed. Bad input on one
+// object (or one of its sections) is reported as an ir.Problem on that object and never drops
+// another object's configuration.
 package translate
 
 import (
 	"time"
-
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
@@ -103,41 +103,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Output is the Envoy configuration of one tenant plus what went wrong per LoadBalancer.
-type Output struct {
-	// Listeners (*listenerv3.Listener), sorted by name.
-	Listeners []types.Resource
-	// Clusters (*clusterv3.Cluster), sorted by name.
-	Clusters []types.Resource
-	// Endpoints (*endpointv3.ClusterLoadAssignment) of the EDS clusters, sorted by name.
-	Endpoints []types.Resource
-	// Problems by LoadBalancer name; LoadBalancers without problems have no entry.
-	Problems map[string][]Problem
-}
-
-// Resources returns the resources keyed by xDS type URL, as cache.NewSnapshot takes them.
-func (o Output) Resources() map[resource.Type][]types.Resource {
-	return map[resource.Type][]types.Resource{
-		resource.ListenerType: o.Listeners,
-		resource.ClusterType:  o.Clusters,
-		resource.EndpointType: o.Endpoints,
-	}
-}
-
-// Problem is something wrong with a LoadBalancer (or one of its ports) that a controller
-// should surface on it as a condition or event.
-type Problem struct {
-	// Port names the affected port as "<protocol>/<port>" (plus " (<name>)" when named);
-	// empty when the problem concerns the whole LoadBalancer.
-	Port string `json:"port,omitempty"`
-	// Reason is a CamelCase reason, one of the Reason* constants.
-	Reason string `json:"reason"`
-	// Message says what happened, for humans.
-	Message string `json:"message"`
-}
-
 // Reasons of problems. "Skipped" reasons mean the port (or LoadBalancer) got no listener;
-// the others mean it is programmed but degraded.
+// every problem carries its severity: ir.SeverityError when the port is not served (skipped,
+// or served with no endpoint at all), ir.SeverityWarning when it is served but degraded.
 const (
 	// ReasonInvalidName: the LoadBalancer name cannot be used in Envoy names (skipped).
 	ReasonInvalidName = "InvalidName"
@@ -164,6 +132,7 @@ const (
 	ReasonProxyProtocolUnsupported = "ProxyProtocolUnsupported"
 	// ReasonUnsupportedPersistence: spec.persistence.type is not understood (ignored).
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
-	// ReasonInvalidConfig: the generated Envoy config failed validation (skipped); a bug.
-	ReasonInvalidConfig = "InvalidConfig"
 )
+
+// KindLoadBalancer is the kind of the objects the Layer 4 front end reports problems on.
+const KindLoadBalancer = "LoadBalancer"

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // BenchmarkSetTenant1000 measures validating, hashing and setting the snapshot of a tenant
@@ -19,10 +20,10 @@ func BenchmarkSetTenant1000(b *testing.B) {
 	for i := range 1000 {
 		in.LoadBalancers = append(in.LoadBalancers, newLB(fmt.Sprintf("lb-%d", i)).port(corev1.ProtocolTCP, 80, 30000+i, 20000+i).LoadBalancer)
 	}
-	outs := make([]translate.Output, 2)
+	outs := make([]Resources, 2)
 	for i := range outs {
 		in.Addresses = addresses("10.0.0.1", "10.0.0.2", fmt.Sprintf("10.0.1.%d", i+1))
-		out, err := translate.Translate(in)
+		_, _, out, err := translatetest.Pipeline(in)
 		if err != nil {
 			b.Fatal(err)
 		}

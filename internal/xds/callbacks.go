@@ -46,21 +46,48 @@ type sent struct {
 // rejected version: the proxy then gets nothing until the snapshot changes.
 type callbacks struct {
 	serverv3.CallbackFuncs
-	log logr.Logger
+	log      logr.Logger
+	onReject func(Rejection)
 
 	mu      sync.Mutex
 	streams map[stream]proxy
 	proxies map[proxy]int              // open streams per proxy
 	sent    map[stream]map[string]sent // last response per stream and type URL
+	// rejected: the type URLs whose latest response the stream's proxy rejected.
+	rejected map[stream]map[string]bool
+}
+
+// Rejection is Envoy's answer to a configuration: a proxy rejected (NACKed) the resources of
+// one type at one version, or (Resolved) a proxy that had rejected a type accepted a later
+// version of it, or disconnected from this server.
+type Rejection struct {
+	// Tenant is the proxy's node.cluster, Proxy its node.id.
+	Tenant string
+	Proxy  string
+	// TypeURL of the rejected resources.
+	TypeURL string
+	// Version that was rejected ("" when not known, e.g. on delta streams).
+	Version string
+	// Message is Envoy's error detail; it names the rejected resources.
+	Message string
+	// Resolved is true when the rejection no longer holds.
+	Resolved bool
 }
 
 func newCallbacks(l logr.Logger) *callbacks {
-	c := &callbacks{log: l, streams: map[stream]proxy{}, proxies: map[proxy]int{}, sent: map[stream]map[string]sent{}}
+	c := &callbacks{log: l, streams: map[stream]proxy{}, proxies: map[proxy]int{}, sent: map[stream]map[string]sent{},
+		rejected: map[stream]map[string]bool{}}
 	c.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
+		s := stream{id: id}
+		version := ""
 		if req.GetErrorDetail() != nil {
-			c.holdRejected(stream{id: id}, req)
+			version = c.holdRejected(s, req)
 		}
-		return c.request(stream{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+		if err := c.request(s, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil); err != nil {
+			return err
+		}
+		c.answer(s, req, version)
+		return nil
 	}
 	c.StreamResponseFunc = func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 		c.mu.Lock()
@@ -72,7 +99,14 @@ func newCallbacks(l logr.Logger) *callbacks {
 		c.sent[s][resp.GetTypeUrl()] = sent{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 	}
 	c.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
-		return c.request(stream{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+		s := stream{delta: true, id: id}
+		if err := c.request(s, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil); err != nil {
+			return err
+		}
+		if req.GetErrorDetail() != nil {
+			c.reject(s, req.GetTypeUrl(), "", req.GetErrorDetail().GetMessage())
+		}
+		return nil
 	}
 	c.StreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{id: id}) }
 	c.DeltaStreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{delta: true, id: id}) }
@@ -87,13 +121,48 @@ func newCallbacks(l logr.Logger) *callbacks {
 
 // holdRejected makes a NACK of the latest response on the stream look like a request at the
 // rejected version, so the cache waits for a new snapshot instead of resending the rejected
-// one. The server hands this same request to the cache right after the callback.
-func (c *callbacks) holdRejected(s stream, req *discoveryv3.DiscoveryRequest) {
+// one. The server hands this same request to the cache right after the callback. It returns
+// the rejected version, "" when the NACK is not of the latest response.
+func (c *callbacks) holdRejected(s stream, req *discoveryv3.DiscoveryRequest) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last, ok := c.sent[s][req.GetTypeUrl()]
 	if ok && last.nonce == req.GetResponseNonce() {
 		req.VersionInfo = last.version
+		return last.version
+	}
+	return ""
+}
+
+// answer hands a NACK, or an ACK of the latest response after a NACK, to the hook.
+func (c *callbacks) answer(s stream, req *discoveryv3.DiscoveryRequest, rejectedVersion string) {
+	if req.GetErrorDetail() != nil {
+		c.reject(s, req.GetTypeUrl(), rejectedVersion, req.GetErrorDetail().GetMessage())
+		return
+	}
+	c.mu.Lock()
+	last, ok := c.sent[s][req.GetTypeUrl()]
+	acked := ok && req.GetResponseNonce() == last.nonce && req.GetVersionInfo() == last.version && c.rejected[s][req.GetTypeUrl()]
+	if acked {
+		delete(c.rejected[s], req.GetTypeUrl())
+	}
+	p, hook := c.streams[s], c.onReject
+	c.mu.Unlock()
+	if acked && hook != nil {
+		hook(Rejection{Tenant: p.tenant, Proxy: p.node, TypeURL: req.GetTypeUrl(), Version: last.version, Resolved: true})
+	}
+}
+
+func (c *callbacks) reject(s stream, typeURL, version, message string) {
+	c.mu.Lock()
+	if c.rejected[s] == nil {
+		c.rejected[s] = map[string]bool{}
+	}
+	c.rejected[s][typeURL] = true
+	p, hook := c.streams[s], c.onReject
+	c.mu.Unlock()
+	if hook != nil {
+		hook(Rejection{Tenant: p.tenant, Proxy: p.node, TypeURL: typeURL, Version: version, Message: message})
 	}
 }
 
@@ -132,6 +201,13 @@ func (c *callbacks) closed(s stream) {
 	if !ok {
 		return
 	}
+	if c.onReject != nil {
+		for typeURL := range c.rejected[s] {
+			// The hook must not block: it runs under the lock here.
+			c.onReject(Rejection{Tenant: p.tenant, Proxy: p.node, TypeURL: typeURL, Resolved: true})
+		}
+	}
+	delete(c.rejected, s)
 	delete(c.streams, s)
 	delete(c.sent, s)
 	c.proxies[p]--

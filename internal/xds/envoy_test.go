@@ -103,14 +103,14 @@ func addresses(ips ...string) map[string]v1alpha1.Addresses {
 	return map[string]v1alpha1.Addresses{a.Name: a}
 }
 
-func mustTranslate(t *testing.T, in translate.Input) translate.Output {
+func mustTranslate(t *testing.T, in translate.Input) Resources {
 	t.Helper()
-	out, err := translate.Translate(in)
+	_, problems, out, err := translatetest.Pipeline(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Problems) > 0 {
-		t.Fatalf("unexpected problems: %v", out.Problems)
+	if len(problems) > 0 {
+		t.Fatalf("unexpected problems: %v", problems)
 	}
 	return out
 }
@@ -495,15 +495,15 @@ func TestEnvoy(t *testing.T) {
 		lds, _, _ := configVersions(e)
 
 		invalid := mustTranslate(t, in)
-		bad := clone(invalid.Clusters[0].(*clusterv3.Cluster))
+		bad := clone(invalid[resource.ClusterType][0].(*clusterv3.Cluster))
 		bad.ConnectTimeout.Seconds = -1 // fails proto validation
-		invalid.Clusters = append(slices.Clone(invalid.Clusters[1:]), bad)
+		invalid[resource.ClusterType] = append(slices.Clone(invalid[resource.ClusterType][1:]), bad)
 		if _, err := srv.SetTenant(context.Background(), tenant, invalid); err == nil {
 			t.Fatal("SetTenant accepted a cluster with a negative connect timeout")
 		}
 
 		inconsistent := mustTranslate(t, in)
-		inconsistent.Endpoints = append(slices.Clone(inconsistent.Endpoints), &endpointv3.ClusterLoadAssignment{ClusterName: "nobody-refers-to-me"})
+		inconsistent[resource.EndpointType] = append(slices.Clone(inconsistent[resource.EndpointType]), &endpointv3.ClusterLoadAssignment{ClusterName: "nobody-refers-to-me"})
 		if _, err := srv.SetTenant(context.Background(), tenant, inconsistent); err == nil {
 			t.Fatal("SetTenant accepted endpoints of no cluster")
 		}
@@ -562,6 +562,14 @@ func TestEnvoy(t *testing.T) {
 		nacks := func() float64 {
 			return testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType))
 		}
+		rejections := make(chan Rejection, 16)
+		srv.OnRejection(func(r Rejection) {
+			select {
+			case rejections <- r:
+			default:
+			}
+		})
+		defer srv.OnRejection(nil)
 		before := nacks()
 		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withBusy)); err != nil {
 			t.Fatal(err)
@@ -569,6 +577,17 @@ func TestEnvoy(t *testing.T) {
 		envoytest.Eventually(t, waitTimeout, "a NACK for the listener Envoy cannot bind", func() (bool, string) {
 			return nacks() > before, fmt.Sprint(nacks())
 		})
+		// The hook hears the rejected version of the listeners, and Envoy's message names the
+		// listener, so the manager can tell which object's configuration was refused.
+		select {
+		case r := <-rejections:
+			if r.Resolved || r.Tenant != tenant || r.Proxy != "test-proxy" || r.TypeURL != resource.ListenerType ||
+				r.Version != srv.TypeVersion(tenant, resource.ListenerType) || !strings.Contains(r.Message, "busy-tcp-80") {
+				t.Fatalf("rejection %+v; want the listener version %s naming busy-tcp-80", r, srv.TypeVersion(tenant, resource.ListenerType))
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("no rejection reported")
+		}
 		// The tenant's other listeners keep working; the fix is accepted.
 		if _, _, err := tcpRequest(at(echoPort), "", "after-nack"); err != nil {
 			t.Fatal(err)
@@ -578,8 +597,16 @@ func TestEnvoy(t *testing.T) {
 		}
 		envoytest.Eventually(t, waitTimeout, "Envoy to accept the fixed snapshot", func() (bool, string) {
 			lds, _, err := configVersions(e)
-			return err == nil && lds == srv.snapshotVersion(tenant, resource.ListenerType), lds
+			return err == nil && lds == srv.TypeVersion(tenant, resource.ListenerType), lds
 		})
+		select {
+		case r := <-rejections:
+			if !r.Resolved || r.TypeURL != resource.ListenerType || r.Proxy != "test-proxy" {
+				t.Fatalf("after the fix: %+v; want the rejection resolved", r)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("the accepted fix did not resolve the rejection")
+		}
 		// The rejected snapshot was not resent over and over (a NACK storm).
 		if n := nacks() - before; n != 1 {
 			t.Fatalf("%v NACKs for one rejected snapshot", n)
@@ -653,7 +680,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 					*p = remap[*p]
 				}
 			}
-			out, err := translate.Translate(in)
+			_, _, out, err := translatetest.Pipeline(in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -675,7 +702,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 					return false, err.Error()
 				}
 				for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
-					if want := srv.snapshotVersion(tenant, typ); got[typ] != want {
+					if want := srv.TypeVersion(tenant, typ); got[typ] != want {
 						return false, fmt.Sprintf("%s at %q, want %q", typ, got[typ], want)
 					}
 				}
@@ -683,7 +710,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				for _, r := range out.Endpoints {
+				for _, r := range out[resource.EndpointType] {
 					cla := r.(*endpointv3.ClusterLoadAssignment)
 					want := 0
 					for _, l := range cla.Endpoints {
@@ -696,7 +723,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				return true, ""
 			})
 			var want []string
-			for _, l := range out.Listeners {
+			for _, l := range out[resource.ListenerType] {
 				want = append(want, cacheName(l))
 			}
 			slices.Sort(want)

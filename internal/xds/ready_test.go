@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/envoytest"
 )
 
@@ -19,7 +18,7 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	t.Parallel()
 	// Static listeners open once Envoy has its first configuration: serve it an empty one.
 	srv, xdsAddr := startXDS(t)
-	if _, err := srv.SetTenant(context.Background(), "tenant-r", translate.Output{}); err != nil {
+	if _, err := srv.SetTenant(context.Background(), "tenant-r", nil); err != nil {
 		t.Fatal(err)
 	}
 	admin := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))

@@ -1,10 +1,15 @@
-// Package xds serves per-tenant Envoy configuration over gRPC (ADS, state of the world and
-// delta). Each tenant's Envoy fleet identifies itself with node.cluster = the tenant namespace
-// (node.id names the individual proxy); all proxies of a tenant share one snapshot.
+// Package xds is the transport of kubelb's Envoy configuration: it serves per-tenant
+// resources over gRPC (ADS, state of the world and delta). Each tenant's Envoy fleet
+// identifies itself with node.cluster = the tenant namespace (node.id names the individual
+// proxy); all proxies of a tenant share one snapshot.
 //
-// A snapshot is only ever set when it is consistent and every resource validates, so Envoy
-// never receives configuration it would reject; its version is a hash of its content, so an
-// unchanged tenant is never re-pushed.
+// It takes resources by xDS type URL (listeners, routes, clusters, endpoints, secrets,
+// runtime) and knows neither the API types nor the translation. A snapshot is only ever set
+// when it is consistent and every resource validates, so Envoy never receives configuration
+// it would reject; each type is versioned by a hash of its content, so an unchanged tenant is
+// never re-pushed and a change of one type re-sends only that type (and endpoints with
+// clusters, see newSnapshot). Envoy's answers (NACKs, and ACKs after a NACK) are handed to
+// the OnRejection hook.
 package xds
 
 import (
@@ -14,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +29,9 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/log"
@@ -34,7 +43,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // Keepalive settings of the gRPC server. Envoy's bootstrap (see Bootstrap) pings every 30s,
@@ -72,6 +80,15 @@ func NewServer(logger logr.Logger) *Server {
 	}
 	s.cb = newCallbacks(logger)
 	return s
+}
+
+// OnRejection sets the hook that hears every NACK of a proxy connected to this server, and
+// its resolution (an ACK of a later version, or the proxy's disconnection). Set it before
+// Run; the hook must not block.
+func (s *Server) OnRejection(hook func(Rejection)) {
+	s.cb.mu.Lock()
+	defer s.cb.mu.Unlock()
+	s.cb.onReject = hook
 }
 
 // Run listens on addr (host:port) and serves xDS until ctx is done, then stops gracefully.
@@ -116,6 +133,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, xds)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, xds)
+	routeservice.RegisterRouteDiscoveryServiceServer(g, xds)
+	secretservice.RegisterSecretDiscoveryServiceServer(g, xds)
+	runtimeservice.RegisterRuntimeDiscoveryServiceServer(g, xds)
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
@@ -143,15 +163,24 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// SetTenant makes out the configuration of the tenant's proxies. It returns changed=false
+// Resources are a tenant's Envoy resources keyed by xDS type URL (see TypeURLs).
+type Resources = map[string][]types.Resource
+
+// TypeURLs are the resource types a snapshot carries, in the order they are versioned.
+var TypeURLs = []string{
+	resource.ClusterType, resource.EndpointType, resource.ListenerType,
+	resource.RouteType, resource.SecretType, resource.RuntimeType,
+}
+
+// SetTenant makes res the configuration of the tenant's proxies. It returns changed=false
 // (and pushes nothing) when the content is identical to the current snapshot. A snapshot
-// that is inconsistent or has a resource that fails validation is refused with an error; the
-// previous snapshot stays in place.
-func (s *Server) SetTenant(ctx context.Context, tenant string, out translate.Output) (bool, error) {
+// that is inconsistent, has a type it does not serve, or has a resource that fails validation
+// is refused with an error; the previous snapshot stays in place.
+func (s *Server) SetTenant(ctx context.Context, tenant string, res Resources) (bool, error) {
 	if tenant == "" {
 		return false, errors.New("tenant must not be empty")
 	}
-	snap, version, err := newSnapshot(out)
+	snap, version, err := newSnapshot(res)
 	if err != nil {
 		return false, fmt.Errorf("refusing snapshot for tenant %s: %w", tenant, err)
 	}
@@ -162,15 +191,15 @@ func (s *Server) SetTenant(ctx context.Context, tenant string, out translate.Out
 		return false, nil
 	}
 	if err := s.cache.SetSnapshot(ctx, tenant, snap); err != nil {
-		return false, fmt.Errorf("failed to set snapshot for tenant %s: %w", tenant, err)
+		return false, fmt.Errorf("setting snapshot for tenant %s: %w", tenant, err)
 	}
 	s.versions[tenant] = version
 	metrics.ManagerSnapshotUpdates.WithLabelValues(tenant).Inc()
-	metrics.ManagerSnapshotListeners.WithLabelValues(tenant).Set(float64(len(out.Listeners)))
-	metrics.ManagerSnapshotClusters.WithLabelValues(tenant).Set(float64(len(out.Clusters)))
-	metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant).Set(float64(countEndpoints(out)))
+	metrics.ManagerSnapshotListeners.WithLabelValues(tenant).Set(float64(len(res[resource.ListenerType])))
+	metrics.ManagerSnapshotClusters.WithLabelValues(tenant).Set(float64(len(res[resource.ClusterType])))
+	metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant).Set(float64(countEndpoints(res)))
 	s.log.V(1).Info("snapshot set", "tenant", tenant, "version", version,
-		"listeners", len(out.Listeners), "clusters", len(out.Clusters))
+		"listeners", len(res[resource.ListenerType]), "clusters", len(res[resource.ClusterType]))
 	return true, nil
 }
 
@@ -184,7 +213,7 @@ func (s *Server) RemoveTenant(tenant string) {
 	if _, ok := s.versions[tenant]; !ok {
 		return
 	}
-	snap, _, err := newSnapshot(translate.Output{})
+	snap, _, err := newSnapshot(nil)
 	if err == nil {
 		err = s.cache.SetSnapshot(context.Background(), tenant, snap)
 	}
@@ -205,8 +234,10 @@ func (s *Server) Version(tenant string) string {
 	return s.versions[tenant]
 }
 
-// snapshotVersion returns the version of one resource type in the tenant's snapshot.
-func (s *Server) snapshotVersion(tenant string, typeURL resource.Type) string {
+// TypeVersion returns the version of one resource type in the tenant's current snapshot, ""
+// when there is none. Versions are content hashes, so every replica gives the same
+// configuration the same versions.
+func (s *Server) TypeVersion(tenant string, typeURL string) string {
 	snap, err := s.cache.GetSnapshot(tenant)
 	if err != nil {
 		return ""
@@ -221,56 +252,54 @@ type validator interface{ Validate() error }
 // each resource type, and overall) is a hash of the content. Each type has its own version,
 // so a change of endpoints only re-sends endpoints; but a change of clusters re-sends
 // endpoints too (see below).
-func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
+func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
+	for typeURL := range res {
+		if !slices.Contains(TypeURLs, typeURL) {
+			return nil, "", fmt.Errorf("resource type %s is not served", typeURL)
+		}
+	}
 	snap := &cache.Snapshot{}
 	all := sha256.New()
 	clusterVersion := ""
-	for _, typ := range []struct {
-		url   resource.Type
-		index types.ResponseType
-		items []types.Resource
-	}{
-		{resource.ClusterType, types.Cluster, out.Clusters},
-		{resource.EndpointType, types.Endpoint, out.Endpoints},
-		{resource.ListenerType, types.Listener, out.Listeners},
-	} {
+	for _, typeURL := range TypeURLs {
+		items := res[typeURL]
 		h := sha256.New()
-		if typ.index == types.Endpoint {
+		if typeURL == resource.EndpointType {
 			// Endpoints are re-sent whenever clusters change: Envoy re-creates a changed EDS
 			// cluster and keeps it warming until it receives its ClusterLoadAssignment again
 			// (for initial_fetch_timeout, 15s), even when the assignment did not change.
 			fmt.Fprintf(h, "clusters=%s;", clusterVersion)
 		}
-		seen := make(map[string]bool, len(typ.items))
-		for _, r := range typ.items {
+		seen := make(map[string]bool, len(items))
+		for _, r := range items {
 			name := cache.GetResourceName(r)
 			if name == "" {
-				return nil, "", fmt.Errorf("%s without a name", typ.url)
+				return nil, "", fmt.Errorf("%s without a name", typeURL)
 			}
 			if seen[name] {
-				return nil, "", fmt.Errorf("%s %q appears twice", typ.url, name)
+				return nil, "", fmt.Errorf("%s %q appears twice", typeURL, name)
 			}
 			seen[name] = true
 			v, ok := r.(validator)
 			if !ok {
-				return nil, "", fmt.Errorf("%s %q cannot be validated", typ.url, name)
+				return nil, "", fmt.Errorf("%s %q cannot be validated", typeURL, name)
 			}
 			if err := v.Validate(); err != nil {
-				return nil, "", fmt.Errorf("%s %q is invalid: %w", typ.url, name, err)
+				return nil, "", fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
 			}
 			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 			if err != nil {
-				return nil, "", fmt.Errorf("%s %q: %w", typ.url, name, err)
+				return nil, "", fmt.Errorf("%s %q: %w", typeURL, name, err)
 			}
 			fmt.Fprintf(h, "%d:%s:%d:", len(name), name, len(b))
 			h.Write(b)
 		}
 		version := hex.EncodeToString(h.Sum(nil))[:16]
-		if typ.index == types.Cluster {
+		if typeURL == resource.ClusterType {
 			clusterVersion = version
 		}
-		fmt.Fprintf(all, "%s=%s;", typ.url, version)
-		snap.Resources[typ.index] = cache.NewResources(version, typ.items)
+		fmt.Fprintf(all, "%s=%s;", typeURL, version)
+		snap.Resources[cache.GetResponseType(typeURL)] = cache.NewResources(version, items)
 	}
 	if err := snap.Consistent(); err != nil {
 		return nil, "", fmt.Errorf("inconsistent snapshot: %w", err)
@@ -279,19 +308,19 @@ func newSnapshot(out translate.Output) (*cache.Snapshot, string, error) {
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters and the STRICT_DNS ones.
-func countEndpoints(out translate.Output) int {
+func countEndpoints(res Resources) int {
 	n := 0
 	count := func(cla *endpointv3.ClusterLoadAssignment) {
 		for _, l := range cla.GetEndpoints() {
 			n += len(l.GetLbEndpoints())
 		}
 	}
-	for _, r := range out.Endpoints {
+	for _, r := range res[resource.EndpointType] {
 		if cla, ok := r.(*endpointv3.ClusterLoadAssignment); ok {
 			count(cla)
 		}
 	}
-	for _, r := range out.Clusters {
+	for _, r := range res[resource.ClusterType] {
 		if c, ok := r.(interface {
 			GetLoadAssignment() *endpointv3.ClusterLoadAssignment
 		}); ok {

@@ -37,7 +37,7 @@ func TestSetTenantVersions(t *testing.T) {
 	updates := func() float64 { return testutil.ToFloat64(metrics.ManagerSnapshotUpdates.WithLabelValues(tenant)) }
 	updatesBefore := updates()
 
-	if changed, err := srv.SetTenant(ctx, "", translate.Output{}); err == nil || changed {
+	if changed, err := srv.SetTenant(ctx, "", nil); err == nil || changed {
 		t.Fatalf("empty tenant: %v, %v", changed, err)
 	}
 	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || !changed {
@@ -52,7 +52,7 @@ func TestSetTenantVersions(t *testing.T) {
 	}
 
 	// Only the endpoints change: only the endpoint version moves.
-	lds, cds, eds := srv.snapshotVersion(tenant, resource.ListenerType), srv.snapshotVersion(tenant, resource.ClusterType), srv.snapshotVersion(tenant, resource.EndpointType)
+	lds, cds, eds := srv.TypeVersion(tenant, resource.ListenerType), srv.TypeVersion(tenant, resource.ClusterType), srv.TypeVersion(tenant, resource.EndpointType)
 	in.Addresses = addresses("10.0.0.1")
 	if changed, err := srv.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil || !changed {
 		t.Fatalf("changed SetTenant = %v, %v", changed, err)
@@ -60,10 +60,10 @@ func TestSetTenantVersions(t *testing.T) {
 	if srv.Version(tenant) == v1 {
 		t.Fatal("version did not change")
 	}
-	if srv.snapshotVersion(tenant, resource.ListenerType) != lds || srv.snapshotVersion(tenant, resource.ClusterType) != cds {
+	if srv.TypeVersion(tenant, resource.ListenerType) != lds || srv.TypeVersion(tenant, resource.ClusterType) != cds {
 		t.Error("listener or cluster version changed although only endpoints did")
 	}
-	if srv.snapshotVersion(tenant, resource.EndpointType) == eds {
+	if srv.TypeVersion(tenant, resource.EndpointType) == eds {
 		t.Error("endpoint version did not change")
 	}
 	if got := testutil.ToFloat64(metrics.ManagerSnapshotEndpoints.WithLabelValues(tenant)); got != 1 {
@@ -72,7 +72,7 @@ func TestSetTenantVersions(t *testing.T) {
 
 	// Duplicate names are refused.
 	dup := mustTranslate(t, in)
-	dup.Listeners = append(dup.Listeners, dup.Listeners[0])
+	dup[resource.ListenerType] = append(dup[resource.ListenerType], dup[resource.ListenerType][0])
 	if _, err := srv.SetTenant(ctx, tenant, dup); err == nil {
 		t.Error("duplicate listener accepted")
 	}

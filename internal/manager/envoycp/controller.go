@@ -1,6 +1,10 @@
 // Package envoycp is the Envoy control-plane controller: for every tenant namespace it reads
-// the LoadBalancers and Addresses from the cache, translates them (internal/translate) and
-// hands the result to the xDS server (internal/xds). It writes nothing to the API server.
+// the LoadBalancers and Addresses from the cache, runs the translation pipeline — front end
+// (internal/translate) → IR (internal/ir) → back end (internal/xds/translator) — hands the
+// Envoy resources to the xDS server (internal/xds), and publishes what it found (problems,
+// resource owners, versions) to the status store (internal/manager/status), whose leader-only
+// writer turns it into conditions. It writes nothing to the API server. An IR equal to the
+// tenant's previous one is neither translated again nor pushed.
 //
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
 // Namespace object itself). Every LoadBalancer and Addresses event maps to its namespace's key,
@@ -15,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,9 +37,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
+	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
 // controllerName names the controller in logs and metrics.
@@ -45,8 +53,9 @@ const maxConcurrentReconciles = 4
 
 // Snapshots is what the reconciler needs of the xDS server (*xds.Server implements it).
 type Snapshots interface {
-	SetTenant(ctx context.Context, tenant string, out translate.Output) (bool, error)
+	SetTenant(ctx context.Context, tenant string, res xds.Resources) (bool, error)
 	RemoveTenant(tenant string)
+	TypeVersion(tenant, typeURL string) string
 }
 
 var _ Snapshots = (*xds.Server)(nil)
@@ -55,23 +64,34 @@ var _ Snapshots = (*xds.Server)(nil)
 type Reconciler struct {
 	client    client.Reader
 	snapshots Snapshots
+	store     *status.Store
 	opts      translate.Options
+
+	mu   sync.Mutex
+	last map[string]*built // tenant → what was last pushed
 }
 
-// NewReconciler returns a reconciler reading from c (the manager's cached client) and
-// writing snapshots to s.
-func NewReconciler(c client.Reader, s Snapshots, opts translate.Options) *Reconciler {
-	return &Reconciler{client: c, snapshots: s, opts: opts}
+// built is the last IR of a tenant that reached the xDS server, with what came of it.
+type built struct {
+	cfg      *ir.Config
+	problems ir.Problems // of the back end
+	owners   map[string]map[string][]ir.ObjectRef
+}
+
+// NewReconciler returns a reconciler reading from c (the manager's cached client), writing
+// snapshots to s and reports to store.
+func NewReconciler(c client.Reader, s Snapshots, store *status.Store, opts translate.Options) *Reconciler {
+	return &Reconciler{client: c, snapshots: s, store: store, opts: opts, last: map[string]*built{}}
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
 // here, so a bad listener address fails at start-up, not in every tenant's reconcile. Serve
 // srv on every replica too: mgr.Add(srv.Runnable(addr)).
-func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, opts translate.Options) error {
-	if _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
+func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, opts translate.Options) error {
+	if _, _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
-	r := NewReconciler(mgr.GetClient(), srv, opts)
+	r := NewReconciler(mgr.GetClient(), srv, store, opts)
 	noLeaderElection := false
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
@@ -185,6 +205,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	if ns == nil || !managed(ns) {
 		r.snapshots.RemoveTenant(tenant)
+		r.store.Remove(tenant)
+		r.forget(tenant)
 		result = metrics.ResultSkipped
 		return reconcile.Result{}, nil
 	}
@@ -194,20 +216,71 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	buildStart := time.Now()
-	out, err := translate.Translate(in)
+	cfg, problems, err := translate.Translate(in)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
-	changed, err := r.snapshots.SetTenant(ctx, tenant, out)
+	b, changed, err := r.push(ctx, tenant, cfg)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("setting the Envoy snapshot of tenant %s: %w", tenant, err)
+		return reconcile.Result{}, err
 	}
 	if changed {
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers),
-			"listeners", len(out.Listeners), "loadBalancersWithProblems", len(out.Problems))
+			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
 	}
+	r.store.Publish(tenant, r.report(tenant, in, b, append(problems, b.problems...)))
 	return reconcile.Result{}, nil
+}
+
+// push runs the back end and sets the snapshot, unless the IR equals the one last pushed.
+func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config) (*built, bool, error) {
+	r.mu.Lock()
+	last := r.last[tenant]
+	r.mu.Unlock()
+	if last != nil && last.cfg.Equal(cfg) {
+		return last, false, nil
+	}
+	res, problems, err := translator.Translate(cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("building the Envoy resources of tenant %s: %w", tenant, err)
+	}
+	changed, err := r.snapshots.SetTenant(ctx, tenant, res)
+	if err != nil {
+		return nil, false, fmt.Errorf("setting the Envoy snapshot of tenant %s: %w", tenant, err)
+	}
+	b := &built{cfg: cfg, problems: problems, owners: translator.Owners(cfg)}
+	r.mu.Lock()
+	r.last[tenant] = b
+	r.mu.Unlock()
+	return b, changed, nil
+}
+
+// report is what the status writer needs to know of this translation.
+func (r *Reconciler) report(tenant string, in translate.Input, b *built, problems ir.Problems) *status.Report {
+	rep := &status.Report{
+		Objects:  make(map[ir.ObjectRef]int64, len(in.LoadBalancers)),
+		Problems: problems,
+		Owners:   b.owners,
+		Versions: map[string]string{},
+	}
+	rep.Problems.Sort()
+	for i := range in.LoadBalancers {
+		lb := &in.LoadBalancers[i]
+		rep.Objects[ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}] = lb.Generation
+	}
+	for _, typeURL := range xds.TypeURLs {
+		if v := r.snapshots.TypeVersion(tenant, typeURL); v != "" {
+			rep.Versions[typeURL] = v
+		}
+	}
+	return rep
+}
+
+func (r *Reconciler) forget(tenant string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, tenant)
 }
 
 // input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,21 +19,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds"
 )
 
 // recorder is a Snapshots that remembers what it was given.
 type recorder struct {
-	set     map[string]translate.Output
+	set     map[string]xds.Resources
+	sets    int
 	removed []string
 }
 
-func (r *recorder) SetTenant(_ context.Context, tenant string, out translate.Output) (bool, error) {
-	r.set[tenant] = out
+func (r *recorder) SetTenant(_ context.Context, tenant string, res xds.Resources) (bool, error) {
+	r.set[tenant] = res
+	r.sets++
 	return true, nil
 }
 
 func (r *recorder) RemoveTenant(tenant string) { r.removed = append(r.removed, tenant) }
+
+func (r *recorder) TypeVersion(tenant, typeURL string) string {
+	if _, ok := r.set[tenant]; !ok {
+		return ""
+	}
+	return "v-" + tenant
+}
 
 func namespace(name string, managed bool) *corev1.Namespace {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -126,8 +139,9 @@ func TestReconcile(t *testing.T) {
 			Spec:       v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}},
 		},
 	)
-	rec := &recorder{set: map[string]translate.Output{}}
-	r := NewReconciler(c, rec, translate.Options{ListenerAddress: "127.0.0.1"})
+	rec := &recorder{set: map[string]xds.Resources{}}
+	store := status.NewStore()
+	r := NewReconciler(c, rec, store, translate.Options{ListenerAddress: "127.0.0.1"})
 	reconcileTenant := func(name string) {
 		t.Helper()
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
@@ -141,21 +155,41 @@ func TestReconcile(t *testing.T) {
 		t.Fatal("no snapshot set for tenant-a")
 	}
 	var names []string
-	for _, l := range out.Listeners {
+	for _, l := range out[resource.ListenerType] {
 		names = append(names, cache.GetResourceName(l))
 	}
 	if !slices.Equal(names, []string{"web-tcp-80"}) {
 		t.Errorf("listeners %v, want only web-tcp-80 (deleting and other tenants' LoadBalancers left out)", names)
 	}
-	if len(out.Endpoints) != 1 || len(out.Problems) != 0 {
-		t.Errorf("endpoints %d, problems %v", len(out.Endpoints), out.Problems)
+	rep := store.Get("tenant-a")
+	if len(out[resource.EndpointType]) != 1 || rep == nil || len(rep.Problems) != 0 {
+		t.Fatalf("endpoints %d, report %+v", len(out[resource.EndpointType]), rep)
+	}
+	// The report says which objects were translated at which generation, who owns which
+	// resource, and at which version, for the status writer.
+	web := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "web"}
+	if _, ok := rep.Objects[web]; !ok || len(rep.Objects) != 1 {
+		t.Errorf("report objects %v, want only %v", rep.Objects, web)
+	}
+	if owners := rep.Owners[resource.ListenerType]["web-tcp-80"]; len(owners) != 1 || owners[0].Object() != web || owners[0].Section != "TCP/80" {
+		t.Errorf("owners of web-tcp-80: %v", owners)
+	}
+	if rep.Versions[resource.ListenerType] != "v-tenant-a" {
+		t.Errorf("report versions %v", rep.Versions)
+	}
+
+	// An unchanged tenant is neither translated by the back end nor pushed again.
+	sets := rec.sets
+	reconcileTenant("tenant-a")
+	if rec.sets != sets {
+		t.Error("an unchanged IR was pushed again")
 	}
 
 	// A managed tenant without LoadBalancers gets an empty snapshot, not a removal: its
 	// proxies must drop their listeners.
 	reconcileTenant("tenant-empty")
-	if out, ok := rec.set["tenant-empty"]; !ok || len(out.Listeners) != 0 {
-		t.Errorf("tenant-empty: set=%v listeners=%d", ok, len(out.Listeners))
+	if out, ok := rec.set["tenant-empty"]; !ok || len(out[resource.ListenerType]) != 0 {
+		t.Errorf("tenant-empty: set=%v listeners=%d", ok, len(out[resource.ListenerType]))
 	}
 
 	// Unmanaged and missing namespaces are removed.
@@ -167,11 +201,14 @@ func TestReconcile(t *testing.T) {
 	if !slices.Equal(rec.removed, []string{"plain", "tenant-other"}) {
 		t.Errorf("removed %v, want [plain tenant-other]", rec.removed)
 	}
+	if store.Get("plain") != nil {
+		t.Error("a report kept for an unmanaged namespace")
+	}
 }
 
 func TestSetupRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	if err := SetupWithManager(nil, nil, translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
+	if err := SetupWithManager(nil, nil, nil, translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
 		t.Fatal("no error for an invalid listener address")
 	}
 }

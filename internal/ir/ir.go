@@ -1,0 +1,339 @@
+// Package ir is the intermediate representation between kubelb's front ends (internal/translate:
+// hub objects → IR) and its back end (internal/xds/translator: IR → Envoy resources).
+//
+// The IR is plain Go data with no Envoy protos and no Kubernetes types: listeners (TCP, UDP,
+// HTTP, HTTPS with SNI), route configurations with virtual hosts and routes, clusters with
+// their endpoints, and TLS secrets. Every element names the objects it was made from
+// (Owners), so a problem found later (by the back end, or an Envoy NACK) can be reported on
+// those objects.
+//
+// A Config owns three properties the pipeline relies on: Validate says whether the back end
+// can turn it into a consistent Envoy configuration; Normalize puts it in its one
+// deterministic order; Equal compares two normalized Configs, so an unchanged tenant is never
+// translated or pushed again.
+package ir
+
+import (
+	"cmp"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"time"
+)
+
+// Protocol of a listener.
+type Protocol string
+
+// Listener protocols.
+const (
+	ProtocolTCP   Protocol = "TCP"
+	ProtocolUDP   Protocol = "UDP"
+	ProtocolHTTP  Protocol = "HTTP"
+	ProtocolHTTPS Protocol = "HTTPS"
+)
+
+// UpstreamProtocol is what a cluster speaks to its endpoints.
+type UpstreamProtocol string
+
+// Upstream protocols.
+const (
+	UpstreamTCP   UpstreamProtocol = "TCP"
+	UpstreamUDP   UpstreamProtocol = "UDP"
+	UpstreamHTTP1 UpstreamProtocol = "HTTP1"
+	UpstreamHTTP2 UpstreamProtocol = "HTTP2"
+)
+
+// Config is the whole desired configuration of one tenant's Envoy fleet.
+type Config struct {
+	Listeners    []*Listener    `json:"listeners,omitempty"`
+	RouteConfigs []*RouteConfig `json:"routeConfigs,omitempty"`
+	Clusters     []*Cluster     `json:"clusters,omitempty"`
+	Secrets      []*Secret      `json:"secrets,omitempty"`
+}
+
+// Listener is one port Envoy listens on.
+type Listener struct {
+	// Name is unique among listeners.
+	Name string `json:"name"`
+	// Address is the IP the listener binds, e.g. "0.0.0.0".
+	Address string `json:"address"`
+	// Port is the port it binds (1-65535).
+	Port uint32 `json:"port"`
+	// Protocol decides which of the fields below are used.
+	Protocol Protocol `json:"protocol"`
+	// StatPrefix is the readable prefix of the listener's stats.
+	StatPrefix string `json:"statPrefix"`
+	// Owners are the objects (and sections) this listener serves.
+	Owners []ObjectRef `json:"owners,omitempty"`
+
+	// TCP and UDP: every connection or datagram goes to Cluster.
+	Cluster string `json:"cluster,omitempty"`
+	// HashSourceIP (TCP, UDP) hashes the client address, for session persistence.
+	HashSourceIP bool `json:"hashSourceIP,omitempty"`
+	// IdleTimeout (UDP) ends sessions without datagrams for this long.
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+
+	// RouteConfig (HTTP) names the route configuration served over RDS.
+	RouteConfig string `json:"routeConfig,omitempty"`
+	// TLS (HTTPS): one filter chain per server, chosen by SNI.
+	TLS []*TLSServer `json:"tls,omitempty"`
+	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
+	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+}
+
+// TLSServer is one HTTPS filter chain: the hostnames it answers (SNI), its certificate and
+// the routes behind it.
+type TLSServer struct {
+	// ServerNames matched against SNI; empty matches any (the fallback chain).
+	ServerNames []string `json:"serverNames,omitempty"`
+	// Secret names the certificate (a Secret of this Config).
+	Secret string `json:"secret"`
+	// RouteConfig names the route configuration of this chain.
+	RouteConfig string `json:"routeConfig"`
+}
+
+// HeaderLimits bound the request headers an HTTP listener accepts.
+type HeaderLimits struct {
+	MaxRequestHeadersKB    uint32 `json:"maxRequestHeadersKB,omitempty"`
+	MaxRequestHeadersCount uint32 `json:"maxRequestHeadersCount,omitempty"`
+}
+
+// RouteConfig is a route table served over RDS.
+type RouteConfig struct {
+	Name         string         `json:"name"`
+	VirtualHosts []*VirtualHost `json:"virtualHosts,omitempty"`
+}
+
+// VirtualHost groups the routes of a set of domains.
+type VirtualHost struct {
+	// Name is unique within its route configuration.
+	Name string `json:"name"`
+	// Domains matched against the Host header; "*" matches any.
+	Domains []string `json:"domains"`
+	// Routes in match order: the first route that matches wins.
+	Routes []*Route `json:"routes,omitempty"`
+}
+
+// Route matches requests and says what to do with them: forward to weighted backends,
+// redirect, or answer directly.
+type Route struct {
+	Name   string      `json:"name"`
+	Owners []ObjectRef `json:"owners,omitempty"`
+	Match  RouteMatch  `json:"match"`
+
+	// Backends share the traffic by weight. Exactly one of Backends, Redirect and
+	// DirectResponse is set.
+	Backends       []WeightedCluster `json:"backends,omitempty"`
+	Redirect       *Redirect         `json:"redirect,omitempty"`
+	DirectResponse *DirectResponse   `json:"directResponse,omitempty"`
+
+	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
+	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
+	Rewrite         *URLRewrite     `json:"rewrite,omitempty"`
+	// Timeout bounds the whole request; 0 keeps Envoy's default.
+	Timeout Duration `json:"timeout,omitempty"`
+	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
+	BackendTimeout Duration `json:"backendTimeout,omitempty"`
+}
+
+// RouteMatch is what a request must match. The zero value matches every request.
+type RouteMatch struct {
+	// At most one of the three path matches is set; none matches every path.
+	PathExact  string `json:"pathExact,omitempty"`
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	PathRegex  string `json:"pathRegex,omitempty"`
+
+	Headers     []StringMatch `json:"headers,omitempty"`
+	QueryParams []StringMatch `json:"queryParams,omitempty"`
+	// Method matches the HTTP method; "" matches any.
+	Method string `json:"method,omitempty"`
+}
+
+// StringMatch matches a header or query parameter by name and value.
+type StringMatch struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// Regex makes Value a RE2 regular expression; otherwise it must match exactly.
+	Regex bool `json:"regex,omitempty"`
+}
+
+// WeightedCluster is one backend of a route.
+type WeightedCluster struct {
+	Cluster string `json:"cluster"`
+	Weight  uint32 `json:"weight"`
+}
+
+// Redirect answers with a redirect; empty fields keep the request's value.
+type Redirect struct {
+	Scheme   string `json:"scheme,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
+	Port     uint32 `json:"port,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix.
+	Path       string `json:"path,omitempty"`
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	// StatusCode is 301, 302, 303, 307 or 308; 0 means 302.
+	StatusCode uint32 `json:"statusCode,omitempty"`
+}
+
+// DirectResponse answers without a backend.
+type DirectResponse struct {
+	Status uint32 `json:"status"`
+	Body   string `json:"body,omitempty"`
+}
+
+// HeaderModifier changes headers.
+type HeaderModifier struct {
+	Set    []Header `json:"set,omitempty"`
+	Add    []Header `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+}
+
+// Header is one header name and value.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// URLRewrite rewrites the request before it is forwarded.
+type URLRewrite struct {
+	Hostname string `json:"hostname,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix. At most one.
+	Path       string `json:"path,omitempty"`
+	PathPrefix string `json:"pathPrefix,omitempty"`
+}
+
+// Cluster is a set of upstream endpoints and how to reach them.
+type Cluster struct {
+	// Name is unique among clusters.
+	Name string `json:"name"`
+	// StatName is the readable name of the cluster's stats.
+	StatName string           `json:"statName"`
+	Protocol UpstreamProtocol `json:"protocol"`
+	Owners   []ObjectRef      `json:"owners,omitempty"`
+	// Endpoints, sorted and unique. Any hostname endpoint makes the cluster resolve names
+	// (STRICT_DNS); otherwise endpoints are served over EDS.
+	Endpoints      []Endpoint `json:"endpoints,omitempty"`
+	ConnectTimeout Duration   `json:"connectTimeout"`
+	// MaxConnections is the circuit-breaker limit on connections, requests and pending
+	// requests (sessions for UDP).
+	MaxConnections uint32 `json:"maxConnections"`
+	// HealthCheck is an active health check (TCP connect); nil disables it.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// HashSourceIP picks endpoints by a hash (ring hash) instead of round robin.
+	HashSourceIP bool `json:"hashSourceIP,omitempty"`
+	// ProxyProtocol sends a PROXY protocol v2 header on every upstream connection (TCP).
+	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
+}
+
+// Endpoint is one upstream host and port.
+type Endpoint struct {
+	// Address is an IP address, or a DNS name when Hostname is set.
+	Address  string `json:"address"`
+	Port     uint32 `json:"port"`
+	Hostname bool   `json:"hostname,omitempty"`
+}
+
+// HealthCheck is an active TCP connect health check.
+type HealthCheck struct {
+	Interval           Duration `json:"interval"`
+	Timeout            Duration `json:"timeout"`
+	UnhealthyThreshold uint32   `json:"unhealthyThreshold"`
+	HealthyThreshold   uint32   `json:"healthyThreshold"`
+	// NoTrafficInterval is used while the cluster has seen no traffic; 0 keeps Envoy's default.
+	NoTrafficInterval Duration `json:"noTrafficInterval,omitempty"`
+}
+
+// Secret is a TLS certificate and key, PEM encoded.
+type Secret struct {
+	Name       string      `json:"name"`
+	Owners     []ObjectRef `json:"owners,omitempty"`
+	CertChain  []byte      `json:"certChain"`
+	PrivateKey []byte      `json:"privateKey"`
+}
+
+// DNSResolved reports whether the cluster resolves hostnames itself (STRICT_DNS) rather
+// than being served its endpoints over EDS.
+func (c *Cluster) DNSResolved() bool {
+	return slices.ContainsFunc(c.Endpoints, func(e Endpoint) bool { return e.Hostname })
+}
+
+// Normalize puts the Config in its one deterministic order: every list of named elements is
+// sorted by name, endpoints by address and port (duplicates dropped), owners sorted and
+// unique. Route order within a virtual host is meaningful and kept.
+func (c *Config) Normalize() {
+	byName := func(a, b interface{ name() string }) int { return cmp.Compare(a.name(), b.name()) }
+	slices.SortFunc(c.Listeners, func(a, b *Listener) int { return byName(a, b) })
+	slices.SortFunc(c.RouteConfigs, func(a, b *RouteConfig) int { return byName(a, b) })
+	slices.SortFunc(c.Clusters, func(a, b *Cluster) int { return byName(a, b) })
+	slices.SortFunc(c.Secrets, func(a, b *Secret) int { return byName(a, b) })
+	for _, l := range c.Listeners {
+		l.Owners = NormalizeRefs(l.Owners)
+	}
+	for _, rc := range c.RouteConfigs {
+		slices.SortFunc(rc.VirtualHosts, func(a, b *VirtualHost) int { return byName(a, b) })
+		for _, vh := range rc.VirtualHosts {
+			for _, r := range vh.Routes {
+				r.Owners = NormalizeRefs(r.Owners)
+			}
+		}
+	}
+	for _, cl := range c.Clusters {
+		cl.Owners = NormalizeRefs(cl.Owners)
+		slices.SortFunc(cl.Endpoints, func(a, b Endpoint) int {
+			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port), boolCmp(a.Hostname, b.Hostname))
+		})
+		cl.Endpoints = slices.Compact(cl.Endpoints)
+	}
+	for _, s := range c.Secrets {
+		s.Owners = NormalizeRefs(s.Owners)
+	}
+}
+
+// Equal reports whether two Configs are the same, element by element. Both should be
+// normalized.
+func (c *Config) Equal(o *Config) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return reflect.DeepEqual(c, o)
+}
+
+func (l *Listener) name() string    { return l.Name }
+func (r *RouteConfig) name() string { return r.Name }
+func (v *VirtualHost) name() string { return v.Name }
+func (c *Cluster) name() string     { return c.Name }
+func (s *Secret) name() string      { return s.Name }
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// Duration is a time.Duration that reads and writes as a string such as "5s" in YAML and JSON
+// (the golden files), rather than as nanoseconds.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string, e.g. "1m30s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a string such as "5s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

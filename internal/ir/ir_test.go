@@ -1,0 +1,102 @@
+package ir_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+func tcp(name string, port uint32) (*ir.Listener, *ir.Cluster) {
+	return &ir.Listener{Name: name, Address: "0.0.0.0", Port: port, Protocol: ir.ProtocolTCP, StatPrefix: name, Cluster: name},
+		&ir.Cluster{Name: name, StatName: name, Protocol: ir.UpstreamTCP, ConnectTimeout: ir.Duration(time.Second), MaxConnections: 1,
+			Endpoints: []ir.Endpoint{{Address: "10.0.0.2", Port: 30000}, {Address: "10.0.0.1", Port: 30000}, {Address: "10.0.0.2", Port: 30000}}}
+}
+
+func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		mutate func(*ir.Config)
+		want   string
+	}{
+		"valid":              {func(*ir.Config) {}, ""},
+		"missing cluster":    {func(c *ir.Config) { c.Listeners[0].Cluster = "nope" }, `cluster "nope" does not exist`},
+		"two on one port":    {func(c *ir.Config) { c.Listeners[1].Port = c.Listeners[0].Port }, "both bind tcp/0.0.0.0/80"},
+		"repeated listener":  {func(c *ir.Config) { c.Listeners[1].Name = c.Listeners[0].Name }, "name empty or repeated"},
+		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
+		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},
+		"missing route conf": {func(c *ir.Config) { c.Listeners[0].Protocol, c.Listeners[0].RouteConfig = ir.ProtocolHTTP, "rc" }, `route config "rc" does not exist`},
+		"bad regex route": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc", VirtualHosts: []*ir.VirtualHost{{Name: "v", Domains: []string{"*"},
+				Routes: []*ir.Route{{Name: "r", Match: ir.RouteMatch{PathRegex: "("}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}}}}}}}}
+		}, "path regex"},
+		"route without action": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc", VirtualHosts: []*ir.VirtualHost{{Name: "v", Domains: []string{"*"},
+				Routes: []*ir.Route{{Name: "r"}}}}}}
+		}, "exactly one of backends"},
+		"https without secret": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{Secret: "s", RouteConfig: "rc"}}
+		}, `secret "s" does not exist`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			la, ca := tcp("a", 80)
+			lb, cb := tcp("b", 81)
+			cfg := &ir.Config{Listeners: []*ir.Listener{la, lb}, Clusters: []*ir.Cluster{ca, cb}}
+			tc.mutate(cfg)
+			err := cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid config: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNormalizeGivesOneOrder(t *testing.T) {
+	t.Parallel()
+	la, ca := tcp("a", 80)
+	lb, cb := tcp("b", 81)
+	x := &ir.Config{Listeners: []*ir.Listener{lb, la}, Clusters: []*ir.Cluster{cb, ca}}
+	la2, ca2 := tcp("a", 80)
+	lb2, cb2 := tcp("b", 81)
+	y := &ir.Config{Listeners: []*ir.Listener{la2, lb2}, Clusters: []*ir.Cluster{ca2, cb2}}
+	x.Normalize()
+	y.Normalize()
+	if !x.Equal(y) {
+		t.Fatal("the same config in another order is not Equal after Normalize")
+	}
+	if got := x.Clusters[0].Endpoints; len(got) != 2 || got[0].Address != "10.0.0.1" {
+		t.Fatalf("endpoints %v, want sorted and unique", got)
+	}
+	y.Clusters[0].MaxConnections = 2
+	if x.Equal(y) {
+		t.Fatal("different configs are Equal")
+	}
+}
+
+func TestProblemsFoldDuplicates(t *testing.T) {
+	t.Parallel()
+	var ps ir.Problems
+	obj := ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "b", Section: "TCP/80"}
+	ps.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
+	ps.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
+	ps.Add(ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "a"}, ir.SeverityWarning, "InvalidAddress", "left out")
+	ps.Sort()
+	if len(ps) != 2 || ps[0].Object.Name != "a" {
+		t.Fatalf("problems %v", ps)
+	}
+	if by := ps.ByObject(); len(by[obj.Object()]) != 1 {
+		t.Fatalf("by object %v", by)
+	}
+	if s := ps[1].String(); s != "TCP/80: NoEndpoints: no endpoints" {
+		t.Fatalf("String() = %q", s)
+	}
+}

@@ -1,0 +1,105 @@
+package ir
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// ObjectRef names a hub object, and optionally one section of it (a port such as
+// "TCP/80 (http)", a listener, a rule), that IR elements are made from and problems are
+// reported on.
+type ObjectRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Section   string `json:"section,omitempty"`
+}
+
+// Object returns the ref without its section: the object itself.
+func (r ObjectRef) Object() ObjectRef { r.Section = ""; return r }
+
+// String renders "Kind namespace/name" plus " [section]".
+func (r ObjectRef) String() string {
+	s := r.Kind + " " + r.Name
+	if r.Namespace != "" {
+		s = r.Kind + " " + r.Namespace + "/" + r.Name
+	}
+	if r.Section != "" {
+		s += " [" + r.Section + "]"
+	}
+	return s
+}
+
+// Compare orders refs by kind, namespace, name and section.
+func (r ObjectRef) Compare(o ObjectRef) int {
+	return cmp.Or(cmp.Compare(r.Kind, o.Kind), cmp.Compare(r.Namespace, o.Namespace),
+		cmp.Compare(r.Name, o.Name), cmp.Compare(r.Section, o.Section))
+}
+
+// NormalizeRefs sorts refs and drops duplicates; nil for none.
+func NormalizeRefs(refs []ObjectRef) []ObjectRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	slices.SortFunc(refs, ObjectRef.Compare)
+	return slices.Compact(refs)
+}
+
+// Severity says what a problem means for the section it concerns.
+type Severity string
+
+// Severities.
+const (
+	// SeverityError: the section is not served (no listener, or a listener that cannot work).
+	SeverityError Severity = "Error"
+	// SeverityWarning: the section is served, but degraded or with part of its input ignored.
+	SeverityWarning Severity = "Warning"
+)
+
+// Problem is something wrong with an object (or one section of it) found while translating
+// it, building its Envoy resources, or reported by Envoy. Controllers write problems as
+// conditions and Events on the object.
+type Problem struct {
+	Object   ObjectRef `json:"object"`
+	Severity Severity  `json:"severity"`
+	// Reason is CamelCase, for conditions and Events.
+	Reason string `json:"reason"`
+	// Message says what happened and what to do, for humans.
+	Message string `json:"message"`
+}
+
+// String renders the problem for logs and condition messages.
+func (p Problem) String() string {
+	if p.Object.Section != "" {
+		return fmt.Sprintf("%s: %s: %s", p.Object.Section, p.Reason, p.Message)
+	}
+	return fmt.Sprintf("%s: %s", p.Reason, p.Message)
+}
+
+// Problems is a list of problems that folds duplicates as they are added.
+type Problems []Problem
+
+// Add records a problem unless an identical one is already there.
+func (ps *Problems) Add(obj ObjectRef, sev Severity, reason, format string, args ...any) {
+	p := Problem{Object: obj, Severity: sev, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	if !slices.Contains(*ps, p) {
+		*ps = append(*ps, p)
+	}
+}
+
+// Sort orders problems by object and then by the order they were found in (stable), so the
+// same input always gives the same list.
+func (ps Problems) Sort() {
+	slices.SortStableFunc(ps, func(a, b Problem) int { return a.Object.Object().Compare(b.Object.Object()) })
+}
+
+// ByObject groups problems by object (sections dropped from the key).
+func (ps Problems) ByObject() map[ObjectRef][]Problem {
+	out := map[ObjectRef][]Problem{}
+	for _, p := range ps {
+		k := p.Object.Object()
+		out[k] = append(out[k], p)
+	}
+	return out
+}

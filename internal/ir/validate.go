@@ -1,0 +1,258 @@
+package ir
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// Validate reports every reason the back end could not turn the Config into a consistent
+// Envoy configuration: names missing or repeated, references to elements that do not exist,
+// two listeners on one address and port, out-of-range ports, bad endpoints and matches.
+// A front end must only ever produce Configs that validate; the back end checks again.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	clusters := map[string]bool{}
+	for _, cl := range c.Clusters {
+		if cl.Name == "" || clusters[cl.Name] {
+			fail("cluster %q: name empty or repeated", cl.Name)
+		}
+		clusters[cl.Name] = true
+		if err := cl.validate(); err != nil {
+			fail("cluster %q: %w", cl.Name, err)
+		}
+	}
+	secrets := map[string]bool{}
+	for _, s := range c.Secrets {
+		if s.Name == "" || secrets[s.Name] {
+			fail("secret %q: name empty or repeated", s.Name)
+		}
+		secrets[s.Name] = true
+		if len(s.CertChain) == 0 || len(s.PrivateKey) == 0 {
+			fail("secret %q: certificate or key missing", s.Name)
+		}
+	}
+	routeConfigs := map[string]bool{}
+	for _, rc := range c.RouteConfigs {
+		if rc.Name == "" || routeConfigs[rc.Name] {
+			fail("route config %q: name empty or repeated", rc.Name)
+		}
+		routeConfigs[rc.Name] = true
+		if err := rc.validate(clusters); err != nil {
+			fail("route config %q: %w", rc.Name, err)
+		}
+	}
+
+	listeners := map[string]bool{}
+	bound := map[string]string{}
+	for _, l := range c.Listeners {
+		if l.Name == "" || listeners[l.Name] {
+			fail("listener %q: name empty or repeated", l.Name)
+		}
+		listeners[l.Name] = true
+		if err := l.validate(clusters, routeConfigs, secrets); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		family := "tcp"
+		if l.Protocol == ProtocolUDP {
+			family = "udp"
+		}
+		key := fmt.Sprintf("%s/%s/%d", family, l.Address, l.Port)
+		if other, ok := bound[key]; ok {
+			fail("listeners %q and %q both bind %s", other, l.Name, key)
+		}
+		bound[key] = l.Name
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) error {
+	if ip, err := netip.ParseAddr(l.Address); err != nil || ip.Zone() != "" {
+		return fmt.Errorf("address %q is not an IP address", l.Address)
+	}
+	if l.Port < 1 || l.Port > 65535 {
+		return fmt.Errorf("port %d out of range 1-65535", l.Port)
+	}
+	if l.StatPrefix == "" {
+		return errors.New("stat prefix empty")
+	}
+	switch l.Protocol {
+	case ProtocolTCP, ProtocolUDP:
+		if !clusters[l.Cluster] {
+			return fmt.Errorf("cluster %q does not exist", l.Cluster)
+		}
+	case ProtocolHTTP:
+		if !routeConfigs[l.RouteConfig] {
+			return fmt.Errorf("route config %q does not exist", l.RouteConfig)
+		}
+	case ProtocolHTTPS:
+		if len(l.TLS) == 0 {
+			return errors.New("HTTPS listener without TLS servers")
+		}
+		names := map[string]bool{}
+		fallbacks := 0
+		for _, t := range l.TLS {
+			if !secrets[t.Secret] {
+				return fmt.Errorf("secret %q does not exist", t.Secret)
+			}
+			if !routeConfigs[t.RouteConfig] {
+				return fmt.Errorf("route config %q does not exist", t.RouteConfig)
+			}
+			if len(t.ServerNames) == 0 {
+				fallbacks++
+			}
+			for _, n := range t.ServerNames {
+				if names[n] {
+					return fmt.Errorf("server name %q is in two TLS servers", n)
+				}
+				names[n] = true
+			}
+		}
+		if fallbacks > 1 {
+			return errors.New("more than one TLS server without server names")
+		}
+	default:
+		return fmt.Errorf("protocol %q is not supported", l.Protocol)
+	}
+	return nil
+}
+
+func (rc *RouteConfig) validate(clusters map[string]bool) error {
+	vhosts := map[string]bool{}
+	domains := map[string]bool{}
+	for _, vh := range rc.VirtualHosts {
+		if vh.Name == "" || vhosts[vh.Name] {
+			return fmt.Errorf("virtual host %q: name empty or repeated", vh.Name)
+		}
+		vhosts[vh.Name] = true
+		if len(vh.Domains) == 0 {
+			return fmt.Errorf("virtual host %q has no domains", vh.Name)
+		}
+		for _, d := range vh.Domains {
+			if d == "" || domains[d] {
+				return fmt.Errorf("virtual host %q: domain %q empty or in two virtual hosts", vh.Name, d)
+			}
+			domains[d] = true
+		}
+		for _, r := range vh.Routes {
+			if err := r.validate(clusters); err != nil {
+				return fmt.Errorf("virtual host %q route %q: %w", vh.Name, r.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Route) validate(clusters map[string]bool) error {
+	actions := 0
+	if len(r.Backends) > 0 {
+		actions++
+	}
+	if r.Redirect != nil {
+		actions++
+	}
+	if r.DirectResponse != nil {
+		actions++
+	}
+	if actions != 1 {
+		return errors.New("exactly one of backends, redirect and direct response must be set")
+	}
+	var total uint64
+	for _, b := range r.Backends {
+		if !clusters[b.Cluster] {
+			return fmt.Errorf("cluster %q does not exist", b.Cluster)
+		}
+		total += uint64(b.Weight)
+	}
+	if len(r.Backends) > 0 && (total == 0 || total > 1<<32-1) {
+		return fmt.Errorf("backend weights add up to %d; want 1 to 4294967295", total)
+	}
+	m := r.Match
+	paths := 0
+	for _, p := range []string{m.PathExact, m.PathPrefix, m.PathRegex} {
+		if p != "" {
+			paths++
+		}
+	}
+	if paths > 1 {
+		return errors.New("more than one path match")
+	}
+	if m.PathExact != "" && !strings.HasPrefix(m.PathExact, "/") || m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
+		return errors.New("path matches must start with /")
+	}
+	if m.PathRegex != "" {
+		if _, err := regexp.Compile(m.PathRegex); err != nil {
+			return fmt.Errorf("path regex: %w", err)
+		}
+	}
+	for _, sm := range append(append([]StringMatch(nil), m.Headers...), m.QueryParams...) {
+		if sm.Name == "" {
+			return errors.New("header or query match without a name")
+		}
+		if sm.Regex {
+			if _, err := regexp.Compile(sm.Value); err != nil {
+				return fmt.Errorf("match %q: %w", sm.Name, err)
+			}
+		}
+	}
+	if rd := r.Redirect; rd != nil {
+		switch rd.StatusCode {
+		case 0, 301, 302, 303, 307, 308:
+		default:
+			return fmt.Errorf("redirect status %d is not a redirect", rd.StatusCode)
+		}
+		if rd.Path != "" && rd.PathPrefix != "" {
+			return errors.New("redirect sets both path and path prefix")
+		}
+	}
+	if d := r.DirectResponse; d != nil && (d.Status < 200 || d.Status > 599) {
+		return fmt.Errorf("direct response status %d out of range 200-599", d.Status)
+	}
+	if rw := r.Rewrite; rw != nil && rw.Path != "" && rw.PathPrefix != "" {
+		return errors.New("rewrite sets both path and path prefix")
+	}
+	return nil
+}
+
+func (c *Cluster) validate() error {
+	switch c.Protocol {
+	case UpstreamTCP, UpstreamUDP, UpstreamHTTP1, UpstreamHTTP2:
+	default:
+		return fmt.Errorf("protocol %q is not supported", c.Protocol)
+	}
+	if c.StatName == "" {
+		return errors.New("stat name empty")
+	}
+	if c.ConnectTimeout <= 0 {
+		return errors.New("connect timeout must be positive")
+	}
+	if c.MaxConnections == 0 {
+		return errors.New("max connections must be positive")
+	}
+	if c.ProxyProtocol && c.Protocol == UpstreamUDP {
+		return errors.New("PROXY protocol on a UDP cluster")
+	}
+	if hc := c.HealthCheck; hc != nil && (hc.Interval <= 0 || hc.Timeout <= 0 || hc.HealthyThreshold == 0 || hc.UnhealthyThreshold == 0) {
+		return errors.New("health check interval, timeout and thresholds must be positive")
+	}
+	for _, e := range c.Endpoints {
+		if e.Port < 1 || e.Port > 65535 {
+			return fmt.Errorf("endpoint %s port %d out of range 1-65535", e.Address, e.Port)
+		}
+		if e.Hostname {
+			if e.Address == "" {
+				return errors.New("endpoint without a hostname")
+			}
+			continue
+		}
+		ip, err := netip.ParseAddr(e.Address)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// FieldOwner is the server-side apply field owner of the Programmed condition.
+const FieldOwner = "kubelb-status"
+
+// controllerName names the Writer in logs and metrics.
+const controllerName = "status"
+
+// TenantStateName is the TenantState of every tenant namespace that carries rejections.
+const TenantStateName = "default"
+
+// Writer applies the Programmed condition to a tenant's LoadBalancers; only the leader runs it.
+type Writer struct {
+	client   client.Client
+	store    *Store
+	recorder events.EventRecorder
+	now      func() time.Time
+}
+
+// SetupWriterWithManager registers the Writer (leader only) with mgr.
+func SetupWriterWithManager(mgr ctrl.Manager, store *Store) error {
+	w := &Writer{client: mgr.GetClient(), store: store, recorder: mgr.GetEventRecorder("kubelb-manager"), now: time.Now}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueueOf) error { store.setQueue(q); return nil })).
+		Watches(&v1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+			builder.WithPredicates(rejectionsChanged())).
+		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+			builder.WithPredicates(programmedTouched())).
+		Complete(w)
+	if err != nil {
+		return fmt.Errorf("setting up the status writer: %w", err)
+	}
+	return nil
+}
+
+func namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{tenantRequest(o.GetNamespace())}
+}
+
+// rejectionsChanged passes TenantStates whose rejections changed.
+func rejectionsChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.TenantState)
+		n, ok2 := e.ObjectNew.(*v1alpha1.TenantState)
+		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections)
+	}}
+}
+
+// programmedTouched passes new LoadBalancers and updates that change the generation or the
+// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores).
+func programmedTouched() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
+		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancer)
+		if !ok1 || !ok2 {
+			return true
+		}
+		oc := meta.FindStatusCondition(o.Status.Conditions, ConditionProgrammed)
+		nc := meta.FindStatusCondition(n.Status.Conditions, ConditionProgrammed)
+		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc)
+	}}
+}
+
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;tenantstates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile applies the Programmed condition of every LoadBalancer of the tenant req.Name
+// whose condition differs from what the latest Report and the current rejections say.
+func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	tenant := req.Name
+	start := time.Now()
+	defer func() { metrics.ManagerStatusReconcile.Observe(tenant, metrics.Result(err), start) }()
+
+	report := w.store.Get(tenant)
+	if report == nil {
+		return reconcile.Result{}, nil
+	}
+	rejections, err := w.rejections(ctx, tenant)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	problems := append(append(ir.Problems{}, report.Problems...), rejectionProblems(report, rejections)...)
+	byObject := problems.ByObject()
+
+	lbs := &v1alpha1.LoadBalancerList{}
+	if err := w.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
+	}
+	var errs []error
+	for i := range lbs.Items {
+		lb := &lbs.Items[i]
+		ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}
+		gen, translated := report.Objects[ref]
+		if !translated || !lb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := w.apply(ctx, lb, Programmed(gen, byObject[ref])); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return reconcile.Result{}, fmt.Errorf("applying Programmed conditions in %s: %v", tenant, errs)
+	}
+	return reconcile.Result{}, nil
+}
+
+// rejections reads the tenant's active rejections from its TenantState.
+func (w *Writer) rejections(ctx context.Context, tenant string) ([]Rejected, error) {
+	ts := &v1alpha1.TenantState{}
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+	}
+	out := make([]Rejected, 0, len(ts.Status.Rejections))
+	for _, r := range ts.Status.Rejections {
+		out = append(out, Rejected{Proxy: r.Proxy, TypeURL: r.TypeURL, Version: r.Version, Message: r.Message})
+	}
+	return out, nil
+}
+
+// apply writes the condition when it differs from the object's, and records an Event when
+// its meaning changed.
+func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond metav1.Condition) error {
+	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionProgrammed)
+	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
+		prev.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
+	if prev != nil && prev.Status == cond.Status {
+		cond.LastTransitionTime = prev.LastTransitionTime
+	}
+	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "LoadBalancer",
+		"metadata":   map[string]any{"name": lb.Name, "namespace": lb.Namespace},
+		"status":     map[string]any{"conditions": []any{c}},
+	}}
+	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
+	}
+	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message {
+		return nil // only the observed generation moved
+	}
+	switch {
+	case cond.Status == metav1.ConditionFalse:
+		w.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
+	case cond.Reason == ReasonProgrammedWithWarnings:
+		w.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
+	case prev != nil && prev.Reason != ReasonProgrammed:
+		w.recorder.Eventf(lb, nil, corev1.EventTypeNormal, cond.Reason, "Program", "%s", cond.Message)
+	}
+	return nil
+}
+
+func equalRejections(a, b []v1alpha1.ConfigRejection) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Proxy != y.Proxy || x.TypeURL != y.TypeURL || x.Version != y.Version || x.Message != y.Message {
+			return false
+		}
+	}
+	return true
+}

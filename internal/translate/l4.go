@@ -1,0 +1,336 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// Translate is the Layer 4 front end: it turns one tenant's LoadBalancers and Addresses into
+// IR. For every port of a LoadBalancer that has a listener port allocated it emits one
+// listener and one cluster, both named "<lb name>-<tcp|udp>-<port>". See docs/translate.md.
+//
+// It returns an error only when the Options themselves are invalid (which would break every
+// LoadBalancer of the tenant); everything wrong with a single LoadBalancer is a problem on
+// that LoadBalancer (and port), and the Config is normalized and valid (ir.Config.Validate).
+func Translate(in Input) (*ir.Config, ir.Problems, error) {
+	opts := in.Options.withDefaults()
+	listenAddr, err := netip.ParseAddr(opts.ListenerAddress)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid listener address %q: %w", opts.ListenerAddress, err)
+	}
+	if listenAddr.Zone() != "" {
+		return nil, nil, fmt.Errorf("invalid listener address %q: zones are not supported", opts.ListenerAddress)
+	}
+	opts.ListenerAddress = listenAddr.String()
+
+	t := &l4{
+		in:        in,
+		opts:      opts,
+		cfg:       &ir.Config{},
+		listeners: map[listenerKey]string{},
+	}
+
+	// Older LoadBalancers first, so that when two ask for the same listener port the one that
+	// had it first keeps it. Ties (and zero timestamps) fall back to the name.
+	lbs := make([]*v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
+	for i := range in.LoadBalancers {
+		lbs = append(lbs, &in.LoadBalancers[i])
+	}
+	slices.SortStableFunc(lbs, func(a, b *v1alpha1.LoadBalancer) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	seen := make(map[string]bool, len(lbs))
+	for _, lb := range lbs {
+		if seen[lb.Name] {
+			t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "another LoadBalancer of the same name was translated already")
+			continue
+		}
+		seen[lb.Name] = true
+		t.loadBalancer(lb)
+	}
+	t.cfg.Normalize()
+	t.problems.Sort()
+	return t.cfg, t.problems, nil
+}
+
+type listenerKey struct {
+	protocol corev1.Protocol
+	port     int32
+}
+
+type l4 struct {
+	in        Input
+	opts      Options
+	cfg       *ir.Config
+	problems  ir.Problems
+	listeners map[listenerKey]string // listener port → name of the listener that has it
+}
+
+func (t *l4) ref(lb *v1alpha1.LoadBalancer, section string) ir.ObjectRef {
+	return ir.ObjectRef{Kind: KindLoadBalancer, Namespace: t.in.Tenant, Name: lb.Name, Section: section}
+}
+
+func (t *l4) problem(obj ir.ObjectRef, sev ir.Severity, reason, format string, args ...any) {
+	t.problems.Add(obj, sev, reason, format, args...)
+}
+
+// portSpec is one LoadBalancer port, resolved.
+type portSpec struct {
+	index        int
+	name         string
+	protocol     corev1.Protocol
+	port         int32
+	listenerPort int32
+	label        string // the port's section: "TCP/80 (http)"
+	resource     string // Envoy resource name
+	statName     string // readable stat prefix
+}
+
+// lbSettings are the per-LoadBalancer knobs read from annotations and spec.
+type lbSettings struct {
+	proxyProtocol bool
+	sourceIP      bool
+}
+
+func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
+	if errs := validation.IsDNS1123Subdomain(lb.Name); len(errs) > 0 {
+		t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "name %q cannot be used in Envoy resource names: %s", lb.Name, strings.Join(errs, "; "))
+		return
+	}
+	settings := t.settings(lb)
+
+	used := map[listenerKey]bool{}
+	for i, p := range lb.Spec.Ports {
+		ps := portSpec{index: i, name: p.Name, protocol: v1alpha1.ProtocolOrTCP(p.Protocol), port: p.Port}
+		ps.label = fmt.Sprintf("%s/%d", ps.protocol, ps.port)
+		if ps.name != "" {
+			ps.label += " (" + ps.name + ")"
+		}
+		ref := t.ref(lb, ps.label)
+		if ps.protocol != corev1.ProtocolTCP && ps.protocol != corev1.ProtocolUDP {
+			t.problem(ref, ir.SeverityError, ReasonUnsupportedProtocol, "protocol %q is not supported; only TCP and UDP are", ps.protocol)
+			continue
+		}
+		if ps.port < 1 || ps.port > 65535 {
+			t.problem(ref, ir.SeverityError, ReasonInvalidPort, "port %d is out of range 1-65535", ps.port)
+			continue
+		}
+		if used[listenerKey{ps.protocol, ps.port}] {
+			t.problem(ref, ir.SeverityError, ReasonInvalidPort, "port %s is listed more than once", ps.label)
+			continue
+		}
+		used[listenerKey{ps.protocol, ps.port}] = true
+
+		if sp, ok := lb.Status.StatusPortFor(p); ok {
+			ps.listenerPort = sp.UpstreamTargetPort
+		}
+		if ps.listenerPort == 0 {
+			t.problem(ref, ir.SeverityError, ReasonPortNotAllocated, "no listener port is allocated yet (status.service.ports)")
+			continue
+		}
+		if ps.listenerPort < 0 || ps.listenerPort > 65535 {
+			t.problem(ref, ir.SeverityError, ReasonInvalidPort, "allocated listener port %d is out of range 1-65535", ps.listenerPort)
+			continue
+		}
+		ps.resource = fmt.Sprintf("%s-%s-%d", lb.Name, strings.ToLower(string(ps.protocol)), ps.port)
+		ps.statName = statName(lb, ps)
+
+		key := listenerKey{ps.protocol, ps.listenerPort}
+		if other, ok := t.listeners[key]; ok {
+			t.problem(ref, ir.SeverityError, ReasonListenerPortConflict, "listener port %s/%d is already used by %s", ps.protocol, ps.listenerPort, other)
+			continue
+		}
+
+		if ps.protocol == corev1.ProtocolUDP && settings.proxyProtocol {
+			t.problem(ref, ir.SeverityWarning, ReasonProxyProtocolUnsupported, "PROXY protocol is not supported for UDP; the port is served without it")
+		}
+		eps := t.endpoints(lb, ps)
+		if len(eps) == 0 {
+			t.problem(ref, ir.SeverityError, ReasonNoEndpoints, "the cluster has no usable endpoints; connections will fail until the tenant has Ready nodes with valid addresses")
+		}
+		t.listeners[key] = ps.resource
+		t.emit(ref, ps, settings, eps)
+	}
+}
+
+// emit adds the listener and cluster of one port.
+func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoint) {
+	l := &ir.Listener{
+		Name:         ps.resource,
+		Address:      t.opts.ListenerAddress,
+		Port:         uint32(ps.listenerPort),
+		StatPrefix:   ps.statName,
+		Owners:       []ir.ObjectRef{owner},
+		Cluster:      ps.resource,
+		HashSourceIP: s.sourceIP,
+	}
+	c := &ir.Cluster{
+		Name:           ps.resource,
+		StatName:       ps.statName,
+		Owners:         []ir.ObjectRef{owner},
+		Endpoints:      eps,
+		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
+		MaxConnections: t.opts.MaxConnectionsPerCluster,
+		HashSourceIP:   s.sourceIP,
+	}
+	if ps.protocol == corev1.ProtocolUDP {
+		l.Protocol, c.Protocol = ir.ProtocolUDP, ir.UpstreamUDP
+		l.IdleTimeout = ir.Duration(t.opts.UDPSessionIdleTimeout)
+	} else {
+		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
+		c.ProxyProtocol = s.proxyProtocol
+		if hc := t.opts.HealthCheck; !hc.Disabled {
+			c.HealthCheck = &ir.HealthCheck{
+				Interval:           ir.Duration(hc.Interval),
+				Timeout:            ir.Duration(hc.Timeout),
+				UnhealthyThreshold: hc.UnhealthyThreshold,
+				HealthyThreshold:   hc.HealthyThreshold,
+				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+			}
+		}
+	}
+	t.cfg.Listeners = append(t.cfg.Listeners, l)
+	t.cfg.Clusters = append(t.cfg.Clusters, c)
+}
+
+// settings reads the per-LoadBalancer annotations and spec knobs.
+func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
+	var s lbSettings
+	if v, ok := lb.Annotations[v1alpha1.AnnotationProxyProtocol]; ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "v2", "true":
+			s.proxyProtocol = true
+		case "", "false":
+		default:
+			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
+				v1alpha1.AnnotationProxyProtocol, truncate(v))
+		}
+	}
+	if p := lb.Spec.Persistence; p != nil {
+		switch p.Type {
+		case v1alpha1.PersistenceSourceIP:
+			s.sourceIP = true
+		case "":
+		default:
+			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonUnsupportedPersistence, "persistence type %q is not supported (use %q); persistence is off",
+				p.Type, v1alpha1.PersistenceSourceIP)
+		}
+	}
+	return s
+}
+
+// statName is the readable stat prefix of a port: "<origin ns>/<origin name>/<proto>-<port>"
+// when the origin labels are present, else "<lb name>/<proto>-<port>". Dots are Envoy's stat
+// separator, so they are replaced.
+func statName(lb *v1alpha1.LoadBalancer, ps portSpec) string {
+	base := lb.Name
+	ns, name := lb.Labels[v1alpha1.LabelOriginNamespace], lb.Labels[v1alpha1.LabelOriginName]
+	if ns != "" && name != "" && len(validation.IsValidLabelValue(ns)) == 0 && len(validation.IsValidLabelValue(name)) == 0 {
+		base = ns + "/" + name
+	}
+	s := fmt.Sprintf("%s/%s-%d", base, strings.ToLower(string(ps.protocol)), ps.port)
+	return strings.ReplaceAll(s, ".", "_")
+}
+
+// endpoints collects every address × matching endpoint port over all endpoint groups of the
+// LoadBalancer, sorted and deduplicated.
+func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
+	var eps []ir.Endpoint
+	ref := t.ref(lb, ps.label)
+	for gi := range lb.Spec.Endpoints {
+		g := &lb.Spec.Endpoints[gi]
+		port, ok := endpointPort(g, ps)
+		if !ok {
+			t.problem(ref, ir.SeverityWarning, ReasonEndpointPortNotFound, "endpoints[%d] has no port named %q nor a port at index %d; left out", gi, ps.name, ps.index)
+			continue
+		}
+		if port < 1 || port > 65535 {
+			t.problem(ref, ir.SeverityWarning, ReasonInvalidPort, "endpoints[%d] port %d is out of range 1-65535; left out", gi, port)
+			continue
+		}
+		addrs := g.Addresses
+		if aref := g.AddressesReference; aref != nil {
+			name := aref.Name
+			if name == "" {
+				name = v1alpha1.DefaultAddressesName
+			}
+			a, ok := t.in.Addresses[name]
+			if !ok || (aref.Namespace != "" && aref.Namespace != t.in.Tenant) {
+				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
+				continue
+			}
+			addrs = a.Spec.Addresses
+		}
+		for _, a := range addrs {
+			ep, ok := parseAddress(a)
+			if !ok {
+				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
+				continue
+			}
+			ep.Port = uint32(port)
+			eps = append(eps, ep)
+		}
+	}
+	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return slices.Compact(eps)
+}
+
+// endpointPort picks the port of an endpoint group matching a LoadBalancer port: by name when
+// the LoadBalancer port is named and the group has a port of that name, else by index.
+func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) {
+	if ps.name != "" {
+		for _, p := range g.Ports {
+			if p.Name == ps.name {
+				return p.Port, true
+			}
+		}
+	}
+	if ps.index < len(g.Ports) {
+		return g.Ports[ps.index].Port, true
+	}
+	return 0, false
+}
+
+// parseAddress accepts an IP (v4 or v6, no zone) or, when no IP is given, a DNS name.
+func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, bool) {
+	if a.IP != "" {
+		ip, err := netip.ParseAddr(strings.TrimSpace(a.IP))
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return ir.Endpoint{}, false
+		}
+		return ir.Endpoint{Address: ip.Unmap().String()}, true
+	}
+	if a.Hostname != "" {
+		h := strings.TrimSuffix(strings.ToLower(a.Hostname), ".")
+		if len(validation.IsDNS1123Subdomain(h)) > 0 {
+			return ir.Endpoint{}, false
+		}
+		return ir.Endpoint{Address: h, Hostname: true}, true
+	}
+	return ir.Endpoint{}, false
+}
+
+// maxQuoted bounds how much of a tenant-written value a problem message quotes.
+const maxQuoted = 64
+
+// truncate shortens a tenant-written value for a message.
+func truncate(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return s[:maxQuoted] + "…"
+}

@@ -1,0 +1,195 @@
+package translatetest
+
+import (
+	"fmt"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"kubelb.dev/kubelb/internal/xds/translator"
+)
+
+// CheckResources fails the test unless the resources are something Envoy accepts.
+func CheckResources(t testing.TB, res translator.Resources) {
+	t.Helper()
+	if err := Check(res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Check returns why a set of resources would not be accepted by Envoy, or nil: every
+// resource (and every typed config inside it) passes Validate, names are unique and sorted,
+// the snapshot is consistent, no two listeners share an address and port, and every
+// listener's cluster, route configuration and secret exists.
+func Check(res translator.Resources) error {
+	for _, tf := range TypeFiles {
+		prev := ""
+		for i, r := range res[tf.TypeURL] {
+			name := cache.GetResourceName(r)
+			if i > 0 && name <= prev {
+				return fmt.Errorf("%s %q is not sorted after %q or not unique", tf.Suffix, name, prev)
+			}
+			prev = name
+			if err := validate(r); err != nil {
+				return fmt.Errorf("%s %q: %w", tf.Suffix, name, err)
+			}
+		}
+	}
+	snap, err := cache.NewSnapshot("v", map[resource.Type][]types.Resource(res))
+	if err != nil {
+		return err
+	}
+	if err := snap.Consistent(); err != nil {
+		return fmt.Errorf("inconsistent snapshot: %w", err)
+	}
+	names := func(typeURL string) map[string]bool {
+		m := map[string]bool{}
+		for _, r := range res[typeURL] {
+			m[cache.GetResourceName(r)] = true
+		}
+		return m
+	}
+	routes, secrets := names(resource.RouteType), names(resource.SecretType)
+
+	clusters := map[string]*clusterv3.Cluster{}
+	for _, r := range res[resource.ClusterType] {
+		c := r.(*clusterv3.Cluster)
+		clusters[c.Name] = c
+		if c.GetType() == clusterv3.Cluster_STRICT_DNS && c.LoadAssignment == nil {
+			return fmt.Errorf("STRICT_DNS cluster %q without load assignment", c.Name)
+		}
+		if ts := c.GetTransportSocket(); ts != nil {
+			if err := validateAny(ts.GetTypedConfig()); err != nil {
+				return fmt.Errorf("cluster %q transport socket: %w", c.Name, err)
+			}
+		}
+		for k, a := range c.GetTypedExtensionProtocolOptions() {
+			if err := validateAny(a); err != nil {
+				return fmt.Errorf("cluster %q %s: %w", c.Name, k, err)
+			}
+		}
+	}
+	for _, r := range res[resource.EndpointType] {
+		cla := r.(*endpointv3.ClusterLoadAssignment)
+		if clusters[cla.ClusterName].GetType() != clusterv3.Cluster_EDS {
+			return fmt.Errorf("endpoints %q belong to no EDS cluster", cla.ClusterName)
+		}
+	}
+	ports := map[string]string{}
+	for _, r := range res[resource.ListenerType] {
+		l := r.(*listenerv3.Listener)
+		sa := l.GetAddress().GetSocketAddress()
+		key := fmt.Sprintf("%s/%s/%d", sa.GetProtocol(), sa.GetAddress(), sa.GetPortValue())
+		if other, ok := ports[key]; ok {
+			return fmt.Errorf("listeners %q and %q both bind %s", other, l.Name, key)
+		}
+		ports[key] = l.Name
+		if err := checkListener(l, clusters, routes, secrets); err != nil {
+			return fmt.Errorf("listener %q: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkListener checks the listener's typed configs and that what they reference exists.
+func checkListener(l *listenerv3.Listener, clusters map[string]*clusterv3.Cluster, routes, secrets map[string]bool) error {
+	for _, lf := range l.ListenerFilters {
+		m, err := unpack(lf.GetTypedConfig())
+		if err != nil {
+			return err
+		}
+		if up, ok := m.(*udpproxyv3.UdpProxyConfig); ok {
+			route := &udpproxyv3.Route{}
+			if err := up.GetMatcher().GetOnNoMatch().GetAction().GetTypedConfig().UnmarshalTo(route); err != nil {
+				return fmt.Errorf("udp route: %w", err)
+			}
+			if clusters[route.Cluster] == nil {
+				return fmt.Errorf("points at missing cluster %q", route.Cluster)
+			}
+		}
+	}
+	if len(l.FilterChains) == 0 && len(l.ListenerFilters) == 0 {
+		return fmt.Errorf("has neither filter chains nor listener filters")
+	}
+	for _, fc := range l.FilterChains {
+		if ts := fc.GetTransportSocket(); ts != nil {
+			m, err := unpack(ts.GetTypedConfig())
+			if err != nil {
+				return err
+			}
+			if tc, ok := m.(*tlsv3.DownstreamTlsContext); ok {
+				for _, s := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+					if !secrets[s.Name] {
+						return fmt.Errorf("points at missing secret %q", s.Name)
+					}
+				}
+			}
+		}
+		for _, f := range fc.Filters {
+			m, err := unpack(f.GetTypedConfig())
+			if err != nil {
+				return err
+			}
+			switch c := m.(type) {
+			case *tcpproxyv3.TcpProxy:
+				if clusters[c.GetCluster()] == nil {
+					return fmt.Errorf("points at missing cluster %q", c.GetCluster())
+				}
+			case *hcmv3.HttpConnectionManager:
+				if !routes[c.GetRds().GetRouteConfigName()] {
+					return fmt.Errorf("points at missing route configuration %q", c.GetRds().GetRouteConfigName())
+				}
+				for _, hf := range c.HttpFilters {
+					if _, err := unpack(hf.GetTypedConfig()); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// unpack unpacks and validates a typed config.
+func unpack(a *anypb.Any) (proto.Message, error) {
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(m); err != nil {
+		return nil, fmt.Errorf("%T: %w", m, err)
+	}
+	return m, nil
+}
+
+// validateAny unpacks a typed config and validates it, and the typed configs nested in it.
+func validateAny(a *anypb.Any) error {
+	m, err := unpack(a)
+	if err != nil {
+		return err
+	}
+	if pp, ok := m.(*proxyprotocolv3.ProxyProtocolUpstreamTransport); ok {
+		return validateAny(pp.GetTransportSocket().GetTypedConfig())
+	}
+	return nil
+}
+
+func validate(m proto.Message) error {
+	v, ok := m.(interface{ Validate() error })
+	if !ok {
+		return fmt.Errorf("%T has no Validate method", m)
+	}
+	return v.Validate()
+}

@@ -1,0 +1,120 @@
+package translatetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/translator"
+)
+
+// Pipeline runs the whole translation: the front end, then the back end. Problems of both
+// steps are returned together, in order.
+func Pipeline(in translate.Input) (*ir.Config, ir.Problems, translator.Resources, error) {
+	cfg, problems, err := translate.Translate(in)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, more, err := translator.Translate(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	problems = append(problems, more...)
+	problems.Sort()
+	return cfg, problems, res, nil
+}
+
+// IRFile is the YAML form of a front end's result (and of a back end's golden input).
+type IRFile struct {
+	IR       *ir.Config   `json:"ir"`
+	Problems []ir.Problem `json:"problems,omitempty"`
+}
+
+// RenderIR renders a Config and its problems as YAML.
+func RenderIR(cfg *ir.Config, problems ir.Problems) ([]byte, error) {
+	return yaml.Marshal(IRFile{IR: cfg, Problems: problems})
+}
+
+// LoadIR reads a Config from a YAML file in the form RenderIR writes.
+func LoadIR(path string) (*ir.Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f IRFile
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	if f.IR == nil {
+		f.IR = &ir.Config{}
+	}
+	return f.IR, nil
+}
+
+// TypeFiles names the golden file suffix of each xDS type, in the order files are listed.
+var TypeFiles = []struct {
+	Suffix  string
+	TypeURL string
+}{
+	{"listeners", resource.ListenerType},
+	{"routes", resource.RouteType},
+	{"clusters", resource.ClusterType},
+	{"endpoints", resource.EndpointType},
+	{"secrets", resource.SecretType},
+}
+
+// RenderResources renders resources as one YAML document mapping each given key to the list
+// of resources of its type URL (keys as in TypeFiles), e.g. the listeners, clusters and
+// endpoints of a Layer 4 pipeline.
+func RenderResources(res translator.Resources, keys ...string) ([]byte, error) {
+	doc := map[string]any{}
+	for _, tf := range TypeFiles {
+		for _, k := range keys {
+			if k != tf.Suffix {
+				continue
+			}
+			list, err := plain(res[tf.TypeURL])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			doc[k] = list
+		}
+	}
+	return yaml.Marshal(doc)
+}
+
+// RenderType renders the resources of one type URL as a YAML list.
+func RenderType(res translator.Resources, typeURL string) ([]byte, error) {
+	list, err := plain(res[typeURL])
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(list)
+}
+
+// plain turns resources into generic values: every resource through protojson (snake_case
+// field names, as in Envoy's docs) and then through a generic map, so key order is sorted and
+// the result is byte-stable (protojson's own output deliberately is not).
+func plain(rs []types.Resource) ([]any, error) {
+	list := make([]any, 0, len(rs))
+	for _, r := range rs {
+		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r.(proto.Message))
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, err
+		}
+		list = append(list, v)
+	}
+	return list, nil
+}

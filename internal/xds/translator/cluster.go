@@ -1,0 +1,137 @@
+package translator
+
+import (
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// Names of the Envoy extensions used by clusters.
+const (
+	TransportSocketUpstreamProxyProt = "envoy.transport_sockets.upstream_proxy_protocol"
+	TransportSocketRawBuffer         = "envoy.transport_sockets.raw_buffer"
+	httpProtocolOptionsKey           = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// cluster builds a cluster: EDS (over ADS) when every endpoint is an IP address, or
+// STRICT_DNS with the endpoints inline when any is a hostname, because Envoy rejects
+// hostnames in EDS.
+func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
+	var errs []error
+	n := wrapperspb.UInt32(c.MaxConnections)
+	out := &clusterv3.Cluster{
+		Name:           c.Name,
+		AltStatName:    c.StatName,
+		ConnectTimeout: durationpb.New(c.ConnectTimeout.D()),
+		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		// A node the tenant no longer lists must stop getting traffic even while its NodePort
+		// still passes health checks (Envoy keeps such hosts by default).
+		IgnoreHealthOnHostRemoval: true,
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:           corev3.RoutingPriority_DEFAULT,
+			MaxConnections:     n,
+			MaxPendingRequests: n,
+			MaxRequests:        n,
+		}}},
+	}
+	if c.HashSourceIP {
+		// Ring hash rather than Maglev: Maglev's fixed 65537-entry table per cluster costs
+		// ~0.5 MiB each, too much for tenants with hundreds of Services.
+		out.LbPolicy = clusterv3.Cluster_RING_HASH
+	}
+	if hc := c.HealthCheck; hc != nil {
+		check := &corev3.HealthCheck{
+			Timeout:            durationpb.New(hc.Timeout.D()),
+			Interval:           durationpb.New(hc.Interval.D()),
+			UnhealthyThreshold: wrapperspb.UInt32(hc.UnhealthyThreshold),
+			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
+			HealthChecker:      &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
+		}
+		if hc.NoTrafficInterval > 0 {
+			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
+		}
+		out.HealthChecks = []*corev3.HealthCheck{check}
+	}
+	if c.ProxyProtocol {
+		out.TransportSocket = proxyProtocolSocket(&errs)
+	}
+	switch c.Protocol {
+	case ir.UpstreamHTTP1, ir.UpstreamHTTP2:
+		opts := &httpv3.HttpProtocolOptions{}
+		if c.Protocol == ir.UpstreamHTTP2 {
+			opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+			}}
+		} else {
+			opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+			}}
+		}
+		out.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustPack(&errs, opts)}
+	}
+
+	if c.DNSResolved() {
+		out.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+		out.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
+		out.LoadAssignment = loadAssignment(c)
+	} else {
+		out.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+		out.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource()}
+	}
+	return out, joined(errs)
+}
+
+// adsSource points a resource at the aggregated (ADS) stream of the bootstrap.
+func adsSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+}
+
+// proxyProtocolSocket wraps raw_buffer in the upstream PROXY protocol (v2) transport socket.
+func proxyProtocolSocket(errs *[]error) *corev3.TransportSocket {
+	pp := mustPack(errs, &proxyprotocolv3.ProxyProtocolUpstreamTransport{
+		Config: &corev3.ProxyProtocolConfig{Version: corev3.ProxyProtocolConfig_V2},
+		TransportSocket: &corev3.TransportSocket{
+			Name:       TransportSocketRawBuffer,
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, &rawbufferv3.RawBuffer{})},
+		},
+	})
+	return &corev3.TransportSocket{
+		Name:       TransportSocketUpstreamProxyProt,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: pp},
+	}
+}
+
+// loadAssignment puts all endpoints of a cluster into one locality.
+func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
+	if len(c.Endpoints) == 0 {
+		return cla
+	}
+	lbeps := make([]*endpointv3.LbEndpoint, 0, len(c.Endpoints))
+	for _, ep := range c.Endpoints {
+		lbeps = append(lbeps, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: socketAddress(corev3.SocketAddress_TCP, ep.Address, ep.Port),
+		}}})
+	}
+	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbeps}}
+	return cla
+}
+
+func socketAddress(p corev3.SocketAddress_Protocol, addr string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      p,
+		Address:       addr,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

@@ -1,0 +1,141 @@
+package translator
+
+import (
+	"fmt"
+
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// Names of the Envoy extensions used by listeners.
+const (
+	FilterTCPProxy             = "envoy.filters.network.tcp_proxy"
+	FilterUDPProxy             = "envoy.filters.udp_listener.udp_proxy"
+	FilterHTTPConnectionManger = "envoy.filters.network.http_connection_manager"
+	FilterRouter               = "envoy.filters.http.router"
+	FilterTLSInspector         = "envoy.filters.listener.tls_inspector"
+	TransportSocketTLS         = "envoy.transport_sockets.tls"
+)
+
+// listener builds the listener of one IR listener.
+func listener(l *ir.Listener) (*listenerv3.Listener, error) {
+	var errs []error
+	out := &listenerv3.Listener{Name: l.Name, StatPrefix: l.StatPrefix}
+	switch l.Protocol {
+	case ir.ProtocolTCP:
+		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
+		tp := &tcpproxyv3.TcpProxy{
+			StatPrefix:       l.StatPrefix,
+			ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.Cluster},
+		}
+		if l.HashSourceIP {
+			tp.HashPolicy = []*typev3.HashPolicy{{
+				PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}},
+			}}
+		}
+		out.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}}}
+	case ir.ProtocolUDP:
+		// The udp_proxy listener filter routes every datagram (a matcher with only
+		// on_no_match; the deprecated "cluster" field is not used) to the cluster.
+		out.Address = socketAddress(corev3.SocketAddress_UDP, l.Address, l.Port)
+		up := &udpproxyv3.UdpProxyConfig{
+			StatPrefix: l.StatPrefix,
+			RouteSpecifier: &udpproxyv3.UdpProxyConfig_Matcher{Matcher: &matcherv3.Matcher{
+				OnNoMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{
+					Action: &xdscorev3.TypedExtensionConfig{Name: "route", TypedConfig: mustPack(&errs, &udpproxyv3.Route{Cluster: l.Cluster})},
+				}},
+			}},
+			IdleTimeout: durationpb.New(l.IdleTimeout.D()),
+		}
+		if l.HashSourceIP {
+			up.HashPolicies = []*udpproxyv3.UdpProxyConfig_HashPolicy{{
+				PolicySpecifier: &udpproxyv3.UdpProxyConfig_HashPolicy_SourceIp{SourceIp: true},
+			}}
+		}
+		out.ListenerFilters = []*listenerv3.ListenerFilter{{
+			Name:       FilterUDPProxy,
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustPack(&errs, up)},
+		}}
+	case ir.ProtocolHTTP:
+		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
+		out.FilterChains = []*listenerv3.FilterChain{{
+			Filters: []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, l.RouteConfig, &errs))},
+		}}
+	case ir.ProtocolHTTPS:
+		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
+		out.ListenerFilters = []*listenerv3.ListenerFilter{{
+			Name:       FilterTLSInspector,
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustPack(&errs, &tlsinspectorv3.TlsInspector{})},
+		}}
+		for _, srv := range l.TLS {
+			fc := &listenerv3.FilterChain{
+				Filters:         []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))},
+				TransportSocket: downstreamTLS(srv.Secret, &errs),
+			}
+			if len(srv.ServerNames) > 0 {
+				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
+			}
+			out.FilterChains = append(out.FilterChains, fc)
+		}
+	default:
+		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
+	}
+	return out, joined(errs)
+}
+
+func networkFilter(name string, errs *[]error, cfg proto.Message) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustPack(errs, cfg)}}
+}
+
+// httpConnectionManager serves HTTP with the routes of one route configuration over RDS.
+func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *hcmv3.HttpConnectionManager {
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: l.StatPrefix,
+		CodecType:  hcmv3.HttpConnectionManager_AUTO,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    adsSource(),
+			RouteConfigName: routeConfig,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       FilterRouter,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &routerv3.Router{})},
+		}},
+		// The client address is the peer's: kubelb's Envoy is the edge.
+		UseRemoteAddress: wrapperspb.Bool(true),
+	}
+	if hl := l.HeaderLimits; hl != nil {
+		if hl.MaxRequestHeadersKB > 0 {
+			hcm.MaxRequestHeadersKb = wrapperspb.UInt32(hl.MaxRequestHeadersKB)
+		}
+		if hl.MaxRequestHeadersCount > 0 {
+			hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxHeadersCount: wrapperspb.UInt32(hl.MaxRequestHeadersCount)}
+		}
+	}
+	return hcm
+}
+
+// downstreamTLS terminates TLS with a certificate served over SDS (ADS).
+func downstreamTLS(secretName string, errs *[]error) *corev3.TransportSocket {
+	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: secretName, SdsConfig: adsSource()}},
+		AlpnProtocols:                  []string{"h2", "http/1.1"},
+	}}
+	return &corev3.TransportSocket{
+		Name:       TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, ctx)},
+	}
+}

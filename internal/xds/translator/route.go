@@ -1,0 +1,173 @@
+package translator
+
+import (
+	"net/http"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// routeConfig builds a route configuration served over RDS.
+func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
+	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
+	for _, vh := range rc.VirtualHosts {
+		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+		for _, r := range vh.Routes {
+			v.Routes = append(v.Routes, route(r))
+		}
+		out.VirtualHosts = append(out.VirtualHosts, v)
+	}
+	return out, nil
+}
+
+func route(r *ir.Route) *routev3.Route {
+	out := &routev3.Route{Name: r.Name, Match: routeMatch(r.Match)}
+	switch {
+	case r.Redirect != nil:
+		out.Action = &routev3.Route_Redirect{Redirect: redirect(r.Redirect)}
+	case r.DirectResponse != nil:
+		dr := &routev3.DirectResponseAction{Status: r.DirectResponse.Status}
+		if r.DirectResponse.Body != "" {
+			dr.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: r.DirectResponse.Body}}
+		}
+		out.Action = &routev3.Route_DirectResponse{DirectResponse: dr}
+	default:
+		out.Action = &routev3.Route_Route{Route: routeAction(r)}
+	}
+	if h := r.RequestHeaders; h != nil {
+		out.RequestHeadersToAdd = headersToAdd(h)
+		out.RequestHeadersToRemove = h.Remove
+	}
+	if h := r.ResponseHeaders; h != nil {
+		out.ResponseHeadersToAdd = headersToAdd(h)
+		out.ResponseHeadersToRemove = h.Remove
+	}
+	return out
+}
+
+func routeMatch(m ir.RouteMatch) *routev3.RouteMatch {
+	out := &routev3.RouteMatch{}
+	switch {
+	case m.PathExact != "":
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: m.PathExact}
+	case m.PathRegex != "":
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.PathRegex}}
+	case m.PathPrefix != "" && m.PathPrefix != "/":
+		// A path prefix matches whole segments: /foo matches /foo and /foo/bar, not /foobar.
+		out.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: trimSlash(m.PathPrefix)}
+	default:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+	}
+	for _, h := range m.Headers {
+		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
+			Name:                 h.Name,
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: stringMatcher(h)},
+		})
+	}
+	if m.Method != "" {
+		out.Headers = append(out.Headers, &routev3.HeaderMatcher{
+			Name:                 ":method",
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: stringMatcher(ir.StringMatch{Value: m.Method})},
+		})
+	}
+	for _, q := range m.QueryParams {
+		out.QueryParameters = append(out.QueryParameters, &routev3.QueryParameterMatcher{
+			Name:                         q.Name,
+			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: stringMatcher(q)},
+		})
+	}
+	return out
+}
+
+func stringMatcher(m ir.StringMatch) *matcherv3.StringMatcher {
+	if m.Regex {
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.Value}}}
+	}
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m.Value}}
+}
+
+func routeAction(r *ir.Route) *routev3.RouteAction {
+	a := &routev3.RouteAction{}
+	if len(r.Backends) == 1 {
+		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Backends[0].Cluster}
+	} else {
+		wc := &routev3.WeightedCluster{}
+		for _, b := range r.Backends {
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: wrapperspb.UInt32(b.Weight)})
+		}
+		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
+	}
+	if r.Timeout > 0 {
+		a.Timeout = durationpb.New(r.Timeout.D())
+	}
+	if r.BackendTimeout > 0 {
+		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
+	}
+	if rw := r.Rewrite; rw != nil {
+		if rw.Hostname != "" {
+			a.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Hostname}
+		}
+		switch {
+		case rw.Path != "":
+			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: rw.Path}
+		case rw.PathPrefix != "":
+			a.PrefixRewrite = rw.PathPrefix
+		}
+	}
+	return a
+}
+
+func redirect(rd *ir.Redirect) *routev3.RedirectAction {
+	out := &routev3.RedirectAction{HostRedirect: rd.Hostname, PortRedirect: rd.Port}
+	if rd.Scheme != "" {
+		out.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: rd.Scheme}
+	}
+	switch {
+	case rd.Path != "":
+		out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.Path}
+	case rd.PathPrefix != "":
+		out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: rd.PathPrefix}
+	}
+	switch rd.StatusCode {
+	case http.StatusMovedPermanently:
+		out.ResponseCode = routev3.RedirectAction_MOVED_PERMANENTLY
+	case http.StatusSeeOther:
+		out.ResponseCode = routev3.RedirectAction_SEE_OTHER
+	case http.StatusTemporaryRedirect:
+		out.ResponseCode = routev3.RedirectAction_TEMPORARY_REDIRECT
+	case http.StatusPermanentRedirect:
+		out.ResponseCode = routev3.RedirectAction_PERMANENT_REDIRECT
+	default:
+		out.ResponseCode = routev3.RedirectAction_FOUND
+	}
+	return out
+}
+
+func headersToAdd(h *ir.HeaderModifier) []*corev3.HeaderValueOption {
+	var out []*corev3.HeaderValueOption
+	for _, s := range h.Set {
+		out = append(out, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: s.Name, Value: s.Value},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		})
+	}
+	for _, a := range h.Add {
+		out = append(out, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: a.Name, Value: a.Value},
+			AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
+		})
+	}
+	return out
+}
+
+func trimSlash(p string) string {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	return p
+}

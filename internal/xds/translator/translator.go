@@ -1,0 +1,219 @@
+// Package translator is kubelb's back end: it turns the IR (internal/ir) of one tenant into
+// Envoy resources by xDS type URL — listeners, route configurations (RDS), clusters, cluster
+// load assignments (EDS) and secrets (SDS) — ready for the transport in internal/xds.
+//
+// Every resource is built from Envoy's protos and validated (protoc-gen-validate, including
+// every typed config before it is packed). An element that fails is left out and reported as
+// a problem on the objects that own it, together with whatever depends on it, so the result
+// is always a consistent configuration Envoy accepts. The output is deterministic: resources
+// sorted by name, Any values marshalled deterministically.
+package translator
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// ReasonInvalidConfig is the reason of problems for elements whose Envoy resources failed
+// validation; they are left out. It means a bug in kubelb, not in the tenant's input.
+const ReasonInvalidConfig = "InvalidConfig"
+
+// Resources are Envoy resources keyed by xDS type URL, each list sorted by name.
+type Resources map[string][]types.Resource
+
+// Translate turns a Config into Envoy resources. It returns an error when the Config does not
+// validate (a front end bug: nothing is built); problems name the objects whose elements
+// were left out because their Envoy resources did not validate.
+func Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
+	if cfg == nil {
+		cfg = &ir.Config{}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("invalid IR: %w", err)
+	}
+	b := &builder{out: Resources{}, dropped: map[string]bool{}}
+	for _, s := range cfg.Secrets {
+		b.add(resource.SecretType, s.Name, s.Owners, func() (proto.Message, error) { return secret(s) })
+	}
+	for _, c := range cfg.Clusters {
+		built := b.add(resource.ClusterType, c.Name, c.Owners, func() (proto.Message, error) { return cluster(c) })
+		if built && !c.DNSResolved() {
+			b.add(resource.EndpointType, c.Name, c.Owners, func() (proto.Message, error) { return loadAssignment(c), nil })
+		}
+	}
+	for _, rc := range cfg.RouteConfigs {
+		var owners []ir.ObjectRef
+		for _, vh := range rc.VirtualHosts {
+			for _, r := range vh.Routes {
+				owners = append(owners, r.Owners...)
+			}
+		}
+		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), func() (proto.Message, error) { return routeConfig(rc) })
+	}
+	for _, l := range cfg.Listeners {
+		if dep := b.missingDependency(l); dep != "" {
+			b.problem(l.Owners, "listener %s is left out: %s was left out", l.Name, dep)
+			continue
+		}
+		b.add(resource.ListenerType, l.Name, l.Owners, func() (proto.Message, error) { return listener(l) })
+	}
+	for _, rs := range b.out {
+		slices.SortFunc(rs, func(a, b types.Resource) int {
+			return cmp.Compare(resourceName(a), resourceName(b))
+		})
+	}
+	b.problems.Sort()
+	return b.out, b.problems, nil
+}
+
+type builder struct {
+	out      Resources
+	problems ir.Problems
+	dropped  map[string]bool // "<type URL>/<name>" of elements left out
+}
+
+// add builds, validates and adds one resource; a failure is a problem on the owners.
+func (b *builder) add(typeURL, name string, owners []ir.ObjectRef, build func() (proto.Message, error)) bool {
+	m, err := build()
+	if err == nil {
+		err = validate(m)
+	}
+	if err != nil {
+		b.dropped[typeURL+"/"+name] = true
+		b.problem(owners, "generated Envoy %s %s is invalid and left out: %v", shortType(typeURL), name, err)
+		return false
+	}
+	b.out[typeURL] = append(b.out[typeURL], m.(types.Resource))
+	return true
+}
+
+func (b *builder) problem(owners []ir.ObjectRef, format string, args ...any) {
+	for _, o := range owners {
+		b.problems.Add(o, ir.SeverityError, ReasonInvalidConfig, format, args...)
+	}
+}
+
+// missingDependency names a resource the listener needs that was left out, or "".
+func (b *builder) missingDependency(l *ir.Listener) string {
+	type dep struct{ typeURL, name string }
+	deps := []dep{{resource.ClusterType, l.Cluster}, {resource.RouteType, l.RouteConfig}}
+	for _, t := range l.TLS {
+		deps = append(deps, dep{resource.SecretType, t.Secret}, dep{resource.RouteType, t.RouteConfig})
+	}
+	for _, d := range deps {
+		if b.dropped[d.typeURL+"/"+d.name] {
+			return shortType(d.typeURL) + " " + d.name
+		}
+	}
+	return ""
+}
+
+// validator is implemented by every generated (protoc-gen-validate) Envoy message.
+type validator interface{ Validate() error }
+
+// validate runs protoc-gen-validate on a message. Validate does not look inside Any, so every
+// typed config is validated before it is packed (see pack).
+func validate(m proto.Message) error {
+	v, ok := m.(validator)
+	if !ok {
+		return fmt.Errorf("%T cannot be validated", m)
+	}
+	return v.Validate()
+}
+
+// pack validates a typed config and wraps it in an Any, deterministically.
+func pack(m proto.Message) (*anypb.Any, error) {
+	if err := validate(m); err != nil {
+		return nil, err
+	}
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// mustPack packs typed configs that are constant or built only from validated IR values; an
+// error is collected in errs.
+func mustPack(errs *[]error, m proto.Message) *anypb.Any {
+	a, err := pack(m)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%T: %w", m, err))
+	}
+	return a
+}
+
+func joined(errs []error) error { return errors.Join(errs...) }
+
+type named interface{ GetName() string }
+
+type namedCLA interface{ GetClusterName() string }
+
+func resourceName(r types.Resource) string {
+	switch v := r.(type) {
+	case named:
+		return v.GetName()
+	case namedCLA:
+		return v.GetClusterName()
+	}
+	return ""
+}
+
+func shortType(typeURL string) string {
+	switch typeURL {
+	case resource.ListenerType:
+		return "listener"
+	case resource.RouteType:
+		return "route configuration"
+	case resource.ClusterType:
+		return "cluster"
+	case resource.EndpointType:
+		return "endpoints"
+	case resource.SecretType:
+		return "secret"
+	}
+	return typeURL
+}
+
+// Owners returns, for every resource the Config turns into, the objects it was made from:
+// by type URL, then by resource name. A route configuration is owned by the owners of its
+// routes, endpoints by the owners of their cluster. The status writer uses it to tell which
+// objects an Envoy NACK concerns.
+func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
+	out := map[string]map[string][]ir.ObjectRef{}
+	add := func(typeURL, name string, refs []ir.ObjectRef) {
+		if out[typeURL] == nil {
+			out[typeURL] = map[string][]ir.ObjectRef{}
+		}
+		out[typeURL][name] = ir.NormalizeRefs(append(out[typeURL][name], refs...))
+	}
+	for _, l := range cfg.Listeners {
+		add(resource.ListenerType, l.Name, l.Owners)
+	}
+	for _, rc := range cfg.RouteConfigs {
+		for _, vh := range rc.VirtualHosts {
+			for _, r := range vh.Routes {
+				add(resource.RouteType, rc.Name, r.Owners)
+			}
+		}
+	}
+	for _, c := range cfg.Clusters {
+		add(resource.ClusterType, c.Name, c.Owners)
+		if !c.DNSResolved() {
+			add(resource.EndpointType, c.Name, c.Owners)
+		}
+	}
+	for _, s := range cfg.Secrets {
+		add(resource.SecretType, s.Name, s.Owners)
+	}
+	return out
+}
