@@ -49,7 +49,7 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name for the replica identity: %w", err)
 	}
-	recorder := status.NewRecorder(mgr.GetClient(), replica)
+	recorder := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), replica)
 	srv.OnRejection(recorder.Hear)
 	if err := mgr.Add(recorder); err != nil {
 		return err

@@ -8,11 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -34,6 +35,7 @@ const (
 // to the manager.
 type Recorder struct {
 	client  client.Client
+	log     logr.Logger
 	replica string
 
 	mu     sync.Mutex
@@ -45,8 +47,8 @@ type Recorder struct {
 type rejectionKey struct{ proxy, typeURL string }
 
 // NewRecorder returns a Recorder writing with c as replica (e.g. the pod name).
-func NewRecorder(c client.Client, replica string) *Recorder {
-	return &Recorder{client: c, replica: replica, active: map[string]map[rejectionKey]v1alpha1.ConfigRejection{},
+func NewRecorder(c client.Client, log logr.Logger, replica string) *Recorder {
+	return &Recorder{client: c, log: log.WithName("rejections"), replica: replica, active: map[string]map[rejectionKey]v1alpha1.ConfigRejection{},
 		dirty: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
@@ -100,7 +102,7 @@ func (r *Recorder) NeedLeaderElection() bool { return false }
 
 // Start writes dirty tenants until ctx is done (manager.Runnable).
 func (r *Recorder) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("rejections")
+	log := r.log
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,6 +116,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 		case <-time.After(recorderHoldOff):
 		}
 		for _, tenant := range r.takeDirty() {
+			log.V(1).Info("writing Envoy rejections", "tenant", tenant, "rejections", len(r.Entries(tenant)))
 			if err := r.write(ctx, tenant); err != nil {
 				log.Error(err, "recording Envoy rejections; retrying", "tenant", tenant)
 				r.markDirty(tenant)
@@ -174,10 +177,9 @@ func (r *Recorder) write(ctx context.Context, tenant string) error {
 		}
 		list = append(list, m)
 	}
-	status := map[string]any{}
-	if len(list) > 0 {
-		status["rejections"] = list
-	}
+	// An empty list (not an empty status, which the API server reads as null) releases
+	// every entry this replica wrote; other replicas' entries stay.
+	status := map[string]any{"rejections": list}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "TenantState",

@@ -1,0 +1,304 @@
+package status_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/envoycp"
+	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds"
+	"kubelb.dev/kubelb/internal/xds/envoytest"
+)
+
+const (
+	tenant  = "tenant-x"
+	timeout = 30 * time.Second
+)
+
+// replica is one manager replica as cmd/kubelb wires it: xDS server, NACK recorder, status
+// store and envoycp on every replica; the status writer on the leader only.
+type replica struct {
+	mgr     ctrl.Manager
+	xdsAddr string
+	elected <-chan struct{}
+}
+
+func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
+	t.Helper()
+	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{
+		Scheme:                        testenv.Scheme(),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
+		LeaderElection:                true,
+		LeaderElectionID:              "kubelb-status-test",
+		LeaderElectionNamespace:       "kube-system",
+		LeaderElectionReleaseOnCancel: true,
+		Logger:                        zap.New(zap.UseDevMode(true), zap.WriteTo(&testWriter{t: t, name: name})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := xds.NewServer(mgr.GetLogger().WithName("xds"))
+	port := envoytest.FreePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
+	srv.OnRejection(rec.Hear)
+	store := status.NewStore()
+	for _, err := range []error{
+		mgr.Add(srv.Runnable(addr)),
+		mgr.Add(rec),
+		envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: "127.0.0.1"}),
+		status.SetupWriterWithManager(mgr, store),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("replica %s: %v", name, err)
+		}
+	})
+	return &replica{mgr: mgr, xdsAddr: addr, elected: mgr.Elected()}
+}
+
+// testWriter sends a replica's logs to the test log.
+type testWriter struct {
+	t    *testing.T
+	name string
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("[%s] %s", w.name, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// lb is a LoadBalancer as the ccm and the LoadBalancer controller leave it: one TCP port 80
+// to NodePort 31080 whose listener port is listener; inline addresses when given, else
+// Addresses "default".
+func lb(name string, listener int, inline ...string) *v1alpha1.LoadBalancer {
+	o := &v1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant},
+		Spec: v1alpha1.LoadBalancerSpec{
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{Ports: []v1alpha1.EndpointPort{{Port: 31080}}}},
+			Ports:     []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if len(inline) == 0 {
+		o.Spec.Endpoints[0].AddressesReference = &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}
+	}
+	for _, a := range inline {
+		o.Spec.Endpoints[0].Addresses = append(o.Spec.Endpoints[0].Addresses, v1alpha1.EndpointAddress{IP: a})
+	}
+	return o
+}
+
+func create(t *testing.T, c client.Client, o *v1alpha1.LoadBalancer, listener int) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	setListenerPort(t, c, o.Name, listener)
+}
+
+// setListenerPort plays the port allocator.
+func setListenerPort(t *testing.T, c client.Client, name string, listener int) {
+	t.Helper()
+	o := &v1alpha1.LoadBalancer{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: tenant, Name: name}, o); err != nil {
+		t.Fatal(err)
+	}
+	sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(listener)}
+	sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
+	o.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+	if err := c.Status().Update(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitProgrammed waits until the LoadBalancer's Programmed condition has status and reason
+// (and, when given, a message containing msg) and returns it.
+func waitProgrammed(t *testing.T, c client.Client, name string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	envoytest.Eventually(t, timeout, fmt.Sprintf("%s Programmed=%s/%s", name, st, reason), func() (bool, string) {
+		o := &v1alpha1.LoadBalancer{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: tenant, Name: name}, o); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(o.Status.Conditions, status.ConditionProgrammed)
+		if cond == nil {
+			return false, "no Programmed condition"
+		}
+		got = *cond
+		return cond.Status == st && cond.Reason == reason && strings.Contains(cond.Message, msg) && cond.ObservedGeneration == o.Generation,
+			fmt.Sprintf("%s/%s %q gen %d/%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration, o.Generation)
+	})
+	return got
+}
+
+// waitEvent waits for an Event of type and reason regarding the LoadBalancer.
+func waitEvent(t *testing.T, c client.Client, name, typ, reason, msg string) {
+	t.Helper()
+	envoytest.Eventually(t, timeout, fmt.Sprintf("%s Event %s/%s", name, typ, reason), func() (bool, string) {
+		evs := &eventsv1.EventList{}
+		if err := c.List(context.Background(), evs, client.InNamespace(tenant)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.Contains(e.Note, msg) {
+				return true, ""
+			}
+			seen = append(seen, e.Regarding.Name+":"+e.Reason)
+		}
+		return false, fmt.Sprint(seen)
+	})
+}
+
+// TestProblemsBecomeStatus proves, on a real API server with a real Envoy connected to the
+// standby replica, that a rejected endpoint address, a listener port conflict and an Envoy
+// NACK each show up as the Programmed condition and an Event on the LoadBalancer, and that
+// the condition recovers when the problem goes away.
+func TestProblemsBecomeStatus(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
+		&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: tenant}},
+		&v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: tenant},
+			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.21"}}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	leader := startReplica(t, hub, "replica-a")
+	select {
+	case <-leader.elected:
+	case <-time.After(timeout):
+		t.Fatal("replica-a was not elected")
+	}
+	standby := startReplica(t, hub, "replica-b")
+	b, err := xds.Bootstrap(xds.BootstrapOptions{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoytest.Start(t, b, "--service-node", "proxy-on-standby")
+
+	good := envoytest.FreePort(t)
+	create(t, c, lb("good", good), good)
+	waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
+
+	t.Run("rejected endpoint address", func(t *testing.T) {
+		// One address of several refused: served, degraded, with a Warning naming it.
+		addrs := &v1alpha1.Addresses{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: v1alpha1.DefaultAddressesName}, addrs); err != nil {
+			t.Fatal(err)
+		}
+		addrs.Spec.Addresses = append(addrs.Spec.Addresses, v1alpha1.EndpointAddress{IP: "not-an-ip"})
+		if err := c.Update(ctx, addrs); err != nil {
+			t.Fatal(err)
+		}
+		waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammedWithWarnings, `InvalidAddress: endpoint address (ip "not-an-ip"`)
+		waitEvent(t, c, "good", corev1.EventTypeWarning, status.ReasonProgrammedWithWarnings, "not-an-ip")
+
+		// Every address refused: not served.
+		p := envoytest.FreePort(t)
+		create(t, c, lb("lonely", p, "999.1.1.1"), p)
+		waitProgrammed(t, c, "lonely", metav1.ConditionFalse, translate.ReasonNoEndpoints, "TCP/80: NoEndpoints")
+		waitEvent(t, c, "lonely", corev1.EventTypeWarning, translate.ReasonNoEndpoints, "999.1.1.1")
+
+		// The address fixed: clean again, with a Normal Event.
+		addrs.Spec.Addresses = addrs.Spec.Addresses[:1]
+		if err := c.Update(ctx, addrs); err != nil {
+			t.Fatal(err)
+		}
+		waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
+		waitEvent(t, c, "good", corev1.EventTypeNormal, status.ReasonProgrammed, "")
+	})
+
+	t.Run("listener port conflict", func(t *testing.T) {
+		// A status that claims a listener port another LoadBalancer holds (a tenant can
+		// write its LoadBalancers' status): the newer one is not served.
+		create(t, c, lb("newer", good), good)
+		waitProgrammed(t, c, "newer", metav1.ConditionFalse, translate.ReasonListenerPortConflict, "is already used by good-tcp-80")
+		waitEvent(t, c, "newer", corev1.EventTypeWarning, translate.ReasonListenerPortConflict, "good-tcp-80")
+		waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
+	})
+
+	t.Run("NACK on a standby replica", func(t *testing.T) {
+		// Valid configuration Envoy cannot apply: another process holds the listener port.
+		busy, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		busyPort := busy.Addr().(*net.TCPAddr).Port
+		create(t, c, lb("busy", busyPort), busyPort)
+		cond := waitProgrammed(t, c, "busy", metav1.ConditionFalse, status.ReasonRejected, "Envoy proxy proxy-on-standby rejected the configuration")
+		if !strings.Contains(cond.Message, "busy-tcp-80") {
+			t.Errorf("message %q does not name the rejected listener", cond.Message)
+		}
+		waitEvent(t, c, "busy", corev1.EventTypeWarning, status.ReasonRejected, "busy-tcp-80")
+		// The standby wrote the NACK into the TenantState under its own field owner.
+		ts := &v1alpha1.TenantState{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+			t.Fatal(err)
+		}
+		if len(ts.Status.Rejections) != 1 || ts.Status.Rejections[0].Replica != "replica-b" || ts.Status.Rejections[0].Proxy != "proxy-on-standby" {
+			t.Fatalf("rejections %+v; want one from replica-b for proxy-on-standby", ts.Status.Rejections)
+		}
+		owned := false
+		for _, mf := range ts.ManagedFields {
+			owned = owned || (mf.Manager == "kubelb-xds/replica-b" && mf.Subresource == "status")
+		}
+		if !owned {
+			t.Errorf("the rejection is not owned by kubelb-xds/replica-b: %v", ts.ManagedFields)
+		}
+		// The other LoadBalancers are unaffected.
+		waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
+
+		// Move the listener to a free port: Envoy accepts, the rejection is resolved, and
+		// the LoadBalancer is Programmed again with a Normal Event.
+		busy.Close()
+		setListenerPort(t, c, "busy", envoytest.FreePort(t))
+		waitProgrammed(t, c, "busy", metav1.ConditionTrue, status.ReasonProgrammed, "")
+		waitEvent(t, c, "busy", corev1.EventTypeNormal, status.ReasonProgrammed, "")
+		envoytest.Eventually(t, timeout, "the rejection to be removed from the TenantState", func() (bool, string) {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+				return false, err.Error()
+			}
+			mf := ""
+			for _, m := range ts.ManagedFields {
+				mf += fmt.Sprintf("%s %s %s; ", m.Manager, m.Subresource, m.FieldsV1.String())
+			}
+			return len(ts.Status.Rejections) == 0, fmt.Sprint(ts.Status.Rejections, mf)
+		})
+	})
+}
