@@ -2,6 +2,7 @@ package ccm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,30 +43,30 @@ const hubProbeInterval = 30 * time.Second
 // EnableCloudProvider off it adds nothing but the hub connectivity probe.
 func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if opts.ClusterName == "" {
-		return fmt.Errorf("ccm: the tenant's namespace on the hub (ClusterName) is required")
+		return errors.New("the tenant's namespace on the hub (ClusterName) is required")
 	}
 	if opts.NodeAddressType == "" {
 		opts.NodeAddressType = NodeAddressExternalIP
 	}
 	if _, ok := addressFallback[opts.NodeAddressType]; !ok {
-		return fmt.Errorf("ccm: node address type %q is not one of %s, %s, %s", opts.NodeAddressType,
+		return fmt.Errorf("node address type %q is not one of %s, %s, %s", opts.NodeAddressType,
 			NodeAddressExternalIP, NodeAddressInternalIP, NodeAddressHostname)
 	}
 	if err := mgr.Add(&hubProbe{reader: hubReader{hub.GetAPIReader()}, namespace: opts.ClusterName}); err != nil {
-		return err
+		return fmt.Errorf("adding the hub probe: %w", err)
 	}
 	if !opts.EnableCloudProvider {
 		return nil
 	}
 	hubc := newHubClient(hub.GetClient())
 	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancer{}, indexOrigin, originIndex); err != nil {
-		return fmt.Errorf("ccm: indexing hub LoadBalancers: %w", err)
+		return fmt.Errorf("indexing hub LoadBalancers: %w", err)
 	}
 	if err := setupNodeController(mgr, hub, hubc, opts); err != nil {
-		return fmt.Errorf("ccm: node controller: %w", err)
+		return fmt.Errorf("setting up the node controller: %w", err)
 	}
 	if err := setupServiceControllers(mgr, hub, hubc, opts); err != nil {
-		return fmt.Errorf("ccm: service controllers: %w", err)
+		return fmt.Errorf("setting up the Service controllers: %w", err)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	orig := svc.DeepCopy()
 	svc.Status.LoadBalancer = *lb.Status.LoadBalancer.DeepCopy()
 	if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying the status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
 	}
 	return reconcile.Result{}, nil
 }
