@@ -21,6 +21,9 @@ func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
 	log.Info("starting", "version", version.Get().GitVersion, "clusterName", o.ClusterName)
+	if o.notYetWarning != "" {
+		log.Info(o.notYetWarning)
+	}
 
 	tenantCfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {
