@@ -124,14 +124,15 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		return err
 	}
 
-	status := &StatusReconciler{Tenant: mgr.GetClient(), Hub: hub.GetClient(), Namespace: opts.ClusterName, UseClass: opts.UseLoadBalancerClass}
+	status := NewStatusReconciler(mgr.GetClient(), hub.GetClient(), mgr.GetEventRecorder(EventSource), opts.ClusterName, opts.UseLoadBalancerClass)
 	return builder.ControllerManagedBy(mgr).
 		Named("ccm-service-status").
 		For(&corev1.Service{}, builder.WithPredicates(statusServicePredicate)).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
 			predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
 				UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.LoadBalancer]) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer)
+					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer) ||
+						programmedChanged(e.ObjectOld, e.ObjectNew)
 				},
 				DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
 			})).
@@ -174,21 +175,25 @@ var mirrorServicePredicate = predicate.Funcs{
 }
 
 // statusServicePredicate passes Service events the status controller must see: creations and
-// resyncs of LoadBalancer Services, and updates that change their status, finalizers, type or
-// class (e.g. the finalizer that makes a Service ours).
+// resyncs of LoadBalancer Services, updates that change their status, finalizers, type or
+// class (e.g. the finalizer that makes a Service ours), and deletions and type changes away
+// from LoadBalancer of relevant Services (so that it forgets them).
 var statusServicePredicate = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool {
 		svc, ok := asService(e.Object)
 		return ok && svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 	},
-	DeleteFunc: func(event.DeleteEvent) bool { return false },
+	DeleteFunc: func(e event.DeleteEvent) bool {
+		svc, ok := asService(e.Object)
+		return ok && serviceRelevant(svc)
+	},
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := asService(e.ObjectOld)
 		n, ok2 := asService(e.ObjectNew)
-		if !ok1 || !ok2 || n.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if !ok1 || !ok2 || (n.Spec.Type != corev1.ServiceTypeLoadBalancer && o.Spec.Type != corev1.ServiceTypeLoadBalancer) {
 			return false
 		}
-		return o.ResourceVersion == n.ResourceVersion ||
+		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
 			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
 			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass)
 	},
