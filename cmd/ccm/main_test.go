@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/testenv"
 )
@@ -39,6 +40,26 @@ func TestParseDefaults(t *testing.T) {
 	o, _, err = parse([]string{"--cluster-name=tenant-a", "--kubelb-kubeconfig-secret=kubelb/kubelb-cluster", "--kubelb-kubeconfig-secret-key=hub"})
 	if err != nil || o.HubKubeconfigSecret.Namespace != "kubelb" || o.HubKubeconfigSecret.Name != "kubelb-cluster" || o.HubKubeconfigSecretKey != "hub" {
 		t.Fatalf("--kubelb-kubeconfig-secret: %+v, %v", o.HubKubeconfigSecret, err)
+	}
+}
+
+// TestNotYetFlagsWarn: setting flags that are not implemented yet yields one warning naming
+// them all; giving them their defaults (as the chart does) yields none.
+func TestNotYetFlagsWarn(t *testing.T) {
+	o, _, err := parse([]string{"--cluster-name=a", "--enable-gateway-api", "--disable-ingress-controller=false",
+		"--use-ingress-class=false", "--gateway-api-crds-channel=experimental"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "WARNING: these flags are accepted but not implemented yet, and are ignored: " +
+		"--enable-gateway-api=true, --gateway-api-crds-channel=experimental, --use-ingress-class=false"
+	if o.notYetWarning != want {
+		t.Errorf("warning\n got %q\nwant %q", o.notYetWarning, want)
+	}
+	chartDefaults := []string{"--cluster-name=a", "--enable-gateway-api=false", "--use-ingress-class=true",
+		"--disable-ingress-controller=false", "--enable-secret-synchronizer=false", "--use-loadbalancer-class=true"}
+	if o, _, err = parse(chartDefaults); err != nil || o.notYetWarning != "" {
+		t.Errorf("defaults given explicitly: warning %q, err %v; want none", o.notYetWarning, err)
 	}
 }
 
@@ -94,7 +115,8 @@ func TestCCMLifecycle(t *testing.T) {
 	proc := testenv.StartProcess(t, "ccm", bin,
 		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", pair.Hub.Kubeconfig,
 		"--cluster-name", "default", "--leader-election-namespace", "kube-system",
-		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort))
+		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort),
+		"--enable-secret-synchronizer", "--disable-grpcroute-controller")
 
 	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/healthz", time.Minute)
 	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
@@ -104,6 +126,11 @@ func TestCCMLifecycle(t *testing.T) {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+	// The not-yet flags it was given are named in one warning.
+	warning := "not implemented yet, and are ignored: --enable-secret-synchronizer=true, --disable-grpcroute-controller=true"
+	if n := strings.Count(proc.Output(), warning); n != 1 {
+		t.Errorf("%d start-up warnings about not-yet flags, want 1:\n%s", n, proc.Output())
 	}
 	code, err := proc.Stop(30 * time.Second)
 	if err != nil || code != 0 {
@@ -125,6 +152,14 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	if missing := fs.Undocumented(string(doc)); len(missing) > 0 {
 		t.Fatalf("docs/configuration.md lacks: %v", missing)
+	}
+	for _, name := range notYetFlags {
+		if fs.Lookup(name) == nil {
+			t.Errorf("not-yet flag --%s is not a flag", name)
+		}
+	}
+	if missing := app.NotYetUndocumented(string(doc), notYetFlags); len(missing) > 0 {
+		t.Errorf("docs/configuration.md does not say \"not yet\" in the rows of: %v", missing)
 	}
 }
 

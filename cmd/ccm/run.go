@@ -21,20 +21,23 @@ func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
 	log.Info("starting", "version", version.Get().GitVersion, "clusterName", o.ClusterName)
+	if o.notYetWarning != "" {
+		log.Info(o.notYetWarning)
+	}
 
 	tenantCfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("tenant cluster: %w", err)
+		return fmt.Errorf("loading the tenant cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	hubCfg, err := o.RestConfig(o.HubKubeconfig)
 	if err != nil {
-		return fmt.Errorf("management cluster (--kubelb-kubeconfig): %w", err)
+		return fmt.Errorf("loading the management cluster's kubeconfig (--kubelb-kubeconfig): %w", err)
 	}
 	scheme := app.Scheme()
 	metrics.RegisterCCM()
 	mgr, err := ctrl.NewManager(tenantCfg, o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace))
 	if err != nil {
-		return err
+		return fmt.Errorf("creating the controller manager: %w", err)
 	}
 	// The hub token expires; every hub client sends the one the renewer keeps fresh.
 	hubCfg, err = hubtoken.Setup(mgr, hubCfg, hubtoken.Options{
@@ -42,7 +45,7 @@ func run(o *options) error {
 		SecretKey: o.HubKubeconfigSecretKey,
 	})
 	if err != nil {
-		return fmt.Errorf("management cluster (--kubelb-kubeconfig): %w", err)
+		return fmt.Errorf("setting up the hub token renewal (--kubelb-kubeconfig): %w", err)
 	}
 	// The ccm sees only its own namespace of the hub: its credentials allow nothing more.
 	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
@@ -50,13 +53,13 @@ func run(o *options) error {
 		co.Cache.DefaultNamespaces = map[string]cache.Config{o.ClusterName: {}}
 	})
 	if err != nil {
-		return fmt.Errorf("management cluster: %w", err)
+		return fmt.Errorf("connecting to the management cluster: %w", err)
 	}
 	if err := mgr.Add(hub); err != nil {
-		return err
+		return fmt.Errorf("adding the management cluster: %w", err)
 	}
 	if err := ccm.Setup(mgr, hub, o.Options); err != nil {
-		return err
+		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	return app.Run(mgr)
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/testenv"
 )
@@ -32,6 +33,21 @@ func TestParseDefaults(t *testing.T) {
 	t.Setenv("NAMESPACE", "lb-system")
 	if o, _, _ = parse(nil); o.Namespace != "lb-system" {
 		t.Fatalf("namespace from env = %q", o.Namespace)
+	}
+}
+
+// TestNotYetFlagsWarn: --enable-gateway-api is accepted, not implemented yet, and warned
+// about when set; given as its default (as the chart does) it causes no warning.
+func TestNotYetFlagsWarn(t *testing.T) {
+	o, _, err := parse([]string{"--enable-gateway-api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "WARNING: these flags are accepted but not implemented yet, and are ignored: --enable-gateway-api=true"; o.notYetWarning != want {
+		t.Errorf("warning\n got %q\nwant %q", o.notYetWarning, want)
+	}
+	if o, _, err = parse([]string{"--enable-gateway-api=false", "--debug"}); err != nil || o.notYetWarning != "" {
+		t.Errorf("default given explicitly: warning %q, err %v; want none", o.notYetWarning, err)
 	}
 }
 
@@ -88,7 +104,7 @@ func TestManagerLifecycle(t *testing.T) {
 	proc := testenv.StartProcess(t, "kubelb", bin,
 		"--kubeconfig", hub.Kubeconfig, "--namespace", "kubelb",
 		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort),
-		"--listen-address", testenv.Loopback(xdsPort))
+		"--listen-address", testenv.Loopback(xdsPort), "--enable-gateway-api")
 
 	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/healthz", time.Minute)
 	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
@@ -99,6 +115,9 @@ func TestManagerLifecycle(t *testing.T) {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+	if n := strings.Count(proc.Output(), "not implemented yet, and are ignored: --enable-gateway-api=true"); n != 1 {
+		t.Errorf("%d start-up warnings about --enable-gateway-api, want 1:\n%s", n, proc.Output())
 	}
 	code, err := proc.Stop(30 * time.Second)
 	if err != nil || code != 0 {
@@ -120,5 +139,13 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	if missing := fs.Undocumented(string(doc)); len(missing) > 0 {
 		t.Fatalf("docs/configuration.md lacks: %v", missing)
+	}
+	for _, name := range notYetFlags {
+		if fs.Lookup(name) == nil {
+			t.Errorf("not-yet flag --%s is not a flag", name)
+		}
+	}
+	if missing := app.NotYetUndocumented(string(doc), notYetFlags); len(missing) > 0 {
+		t.Errorf("docs/configuration.md does not say \"not yet\" in the rows of: %v", missing)
 	}
 }

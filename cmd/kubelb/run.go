@@ -26,6 +26,9 @@ func run(o *options) error {
 	o.SetupLogging(o.Debug)
 	log := ctrl.Log.WithName("kubelb")
 	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace)
+	if o.notYetWarning != "" {
+		log.Info(o.notYetWarning)
+	}
 
 	cfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {

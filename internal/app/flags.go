@@ -124,6 +124,58 @@ func (f *FlagSet) Undocumented(doc string) []string {
 	return missing
 }
 
+// NotYetHelp starts the help text of a flag that is accepted but not implemented yet.
+const NotYetHelp = "Not yet implemented: accepted and ignored (a warning is logged). "
+
+// NotYetSet returns, of the named flags (flags a binary accepts but does not act on yet),
+// those given on the command line with a value other than their default, as --name=value in
+// the order of names. A flag given with its default value asks for nothing and is left out,
+// so a chart that always passes the defaults causes no warning.
+func (f *FlagSet) NotYetSet(names []string) []string {
+	visited := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { visited[fl.Name] = true })
+	var set []string
+	for _, name := range names {
+		fl := f.Lookup(name)
+		if fl == nil || !visited[name] || fl.Value.String() == fl.DefValue {
+			continue
+		}
+		set = append(set, "--"+name+"="+fl.Value.String())
+	}
+	return set
+}
+
+// NotYetWarning is the one start-up warning about not-yet flags that were set (see
+// NotYetSet), or "" when none was.
+func (f *FlagSet) NotYetWarning(names []string) string {
+	set := f.NotYetSet(names)
+	if len(set) == 0 {
+		return ""
+	}
+	return "WARNING: these flags are accepted but not implemented yet, and are ignored: " + strings.Join(set, ", ")
+}
+
+// NotYetUndocumented returns the named flags that have no row in a reference page (a table
+// line that starts with "| `--name`"), or a row that does not say "not yet".
+func NotYetUndocumented(doc string, names []string) []string {
+	var missing []string
+	for _, name := range names {
+		rows, marked := 0, 0
+		for _, line := range strings.Split(doc, "\n") {
+			if strings.HasPrefix(line, "| `--"+name+"`") {
+				rows++
+				if strings.Contains(strings.ToLower(line), "not yet") {
+					marked++
+				}
+			}
+		}
+		if rows == 0 || marked < rows {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
 // Main runs a binary: parse its flags (--help prints the usage and exits 0; a bad flag exits
 // 2 with one line naming it), then run (a failure exits 1).
 func Main[O any](program, summary string, parse func([]string) (O, *FlagSet, error), run func(O) error) {

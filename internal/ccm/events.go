@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,24 +29,29 @@ const (
 	// ReasonPortNotMirrored (Warning): a Service port cannot be load balanced (protocol other
 	// than TCP/UDP, or no NodePort because allocateLoadBalancerNodePorts is false).
 	ReasonPortNotMirrored = "PortNotMirrored"
+	// ReasonProgrammed (Normal): the hub's LoadBalancer is Programmed again after it was not.
+	// While it is not, the Warning Event carries the reason of the hub's Programmed condition
+	// (e.g. NoEndpoints), or ReasonNotProgrammed when that reason is unusable.
+	ReasonProgrammed = "Programmed"
+	// ReasonNotProgrammed (Warning): the hub's LoadBalancer is not Programmed and its
+	// condition gave no usable reason.
+	ReasonNotProgrammed = "NotProgrammed"
 )
 
 // Actions of the Events (the events.k8s.io "action" field).
 const (
 	actionMirror  = "Mirror"
 	actionCleanup = "Cleanup"
+	actionStatus  = "Status"
 )
 
 // maxNote keeps Event notes under the 1 kB the events API accepts.
 const maxNote = 1000
 
-// record records an Event on obj with a formatted note cut to the length the API accepts.
+// record records an Event on obj with a formatted note, cleaned of control characters and
+// cut to the length the API accepts.
 func record(rec events.EventRecorder, obj runtime.Object, eventType, reason, action, format string, args ...any) {
-	note := fmt.Sprintf(format, args...)
-	if len(note) > maxNote {
-		note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
-	}
-	rec.Eventf(obj, nil, eventType, reason, action, "%s", note)
+	rec.Eventf(obj, nil, eventType, reason, action, "%s", cleanText(fmt.Sprintf(format, args...), maxNote))
 }
 
 // recordHubError records a Warning Event on svc for a hub error a person must act on:

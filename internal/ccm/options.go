@@ -1,6 +1,8 @@
-// Package ccm holds the tenant-side controllers: they mirror LoadBalancer Services, Ingresses,
-// Gateway API objects, TLS Secrets and Ready node addresses into the tenant's namespace of the
-// hub, and copy the hub's status back.
+// Package ccm holds the tenant-side controllers: they mirror LoadBalancer Services and Ready
+// node addresses into the tenant's namespace of the hub, copy the hub's status back onto the
+// Services, and report the hub's Programmed condition as Events on them. Ingresses, Gateway
+// API objects and Secrets are not mirrored yet: the options for them are accepted and ignored
+// (cmd/ccm logs a warning when one is set).
 package ccm
 
 // NodeAddressType values: which node address the hub sends traffic to.
@@ -17,16 +19,18 @@ type Options struct {
 	// NodeAddressType is ExternalIP, InternalIP or Hostname.
 	NodeAddressType string
 
-	EnableCloudProvider      bool
-	EnableGatewayAPI         bool
-	EnableSecretSynchronizer bool
-	InstallGatewayAPICRDs    bool
-	GatewayAPICRDsChannel    string
-
+	// EnableCloudProvider runs the Service and node controllers.
+	EnableCloudProvider bool
+	// UseLoadBalancerClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseLoadBalancerClass bool
-	UseIngressClass      bool
-	UseGatewayClass      bool
 
+	// Not yet implemented: accepted from the flags and ignored by Setup.
+	EnableGatewayAPI           bool
+	EnableSecretSynchronizer   bool
+	InstallGatewayAPICRDs      bool
+	GatewayAPICRDsChannel      string
+	UseIngressClass            bool
+	UseGatewayClass            bool
 	DisableIngressController   bool
 	DisableGatewayController   bool
 	DisableHTTPRouteController bool

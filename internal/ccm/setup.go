@@ -2,6 +2,7 @@ package ccm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,30 +43,30 @@ const hubProbeInterval = 30 * time.Second
 // EnableCloudProvider off it adds nothing but the hub connectivity probe.
 func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if opts.ClusterName == "" {
-		return fmt.Errorf("ccm: the tenant's namespace on the hub (ClusterName) is required")
+		return errors.New("the tenant's namespace on the hub (ClusterName) is required")
 	}
 	if opts.NodeAddressType == "" {
 		opts.NodeAddressType = NodeAddressExternalIP
 	}
 	if _, ok := addressFallback[opts.NodeAddressType]; !ok {
-		return fmt.Errorf("ccm: node address type %q is not one of %s, %s, %s", opts.NodeAddressType,
+		return fmt.Errorf("node address type %q is not one of %s, %s, %s", opts.NodeAddressType,
 			NodeAddressExternalIP, NodeAddressInternalIP, NodeAddressHostname)
 	}
 	if err := mgr.Add(&hubProbe{reader: hubReader{hub.GetAPIReader()}, namespace: opts.ClusterName}); err != nil {
-		return err
+		return fmt.Errorf("adding the hub probe: %w", err)
 	}
 	if !opts.EnableCloudProvider {
 		return nil
 	}
 	hubc := newHubClient(hub.GetClient())
 	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancer{}, indexOrigin, originIndex); err != nil {
-		return fmt.Errorf("ccm: indexing hub LoadBalancers: %w", err)
+		return fmt.Errorf("indexing hub LoadBalancers: %w", err)
 	}
 	if err := setupNodeController(mgr, hub, hubc, opts); err != nil {
-		return fmt.Errorf("ccm: node controller: %w", err)
+		return fmt.Errorf("setting up the node controller: %w", err)
 	}
 	if err := setupServiceControllers(mgr, hub, hubc, opts); err != nil {
-		return fmt.Errorf("ccm: service controllers: %w", err)
+		return fmt.Errorf("setting up the Service controllers: %w", err)
 	}
 	return nil
 }
@@ -123,14 +124,15 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		return err
 	}
 
-	status := &StatusReconciler{Tenant: mgr.GetClient(), Hub: hub.GetClient(), Namespace: opts.ClusterName, UseClass: opts.UseLoadBalancerClass}
+	status := NewStatusReconciler(mgr.GetClient(), hub.GetClient(), mgr.GetEventRecorder(EventSource), opts.ClusterName, opts.UseLoadBalancerClass)
 	return builder.ControllerManagedBy(mgr).
 		Named("ccm-service-status").
 		For(&corev1.Service{}, builder.WithPredicates(statusServicePredicate)).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
 			predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
 				UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.LoadBalancer]) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer)
+					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer) ||
+						programmedChanged(e.ObjectOld, e.ObjectNew)
 				},
 				DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
 			})).
@@ -173,21 +175,25 @@ var mirrorServicePredicate = predicate.Funcs{
 }
 
 // statusServicePredicate passes Service events the status controller must see: creations and
-// resyncs of LoadBalancer Services, and updates that change their status, finalizers, type or
-// class (e.g. the finalizer that makes a Service ours).
+// resyncs of LoadBalancer Services, updates that change their status, finalizers, type or
+// class (e.g. the finalizer that makes a Service ours), and deletions and type changes away
+// from LoadBalancer of relevant Services (so that it forgets them).
 var statusServicePredicate = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool {
 		svc, ok := asService(e.Object)
 		return ok && svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 	},
-	DeleteFunc: func(event.DeleteEvent) bool { return false },
+	DeleteFunc: func(e event.DeleteEvent) bool {
+		svc, ok := asService(e.Object)
+		return ok && serviceRelevant(svc)
+	},
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := asService(e.ObjectOld)
 		n, ok2 := asService(e.ObjectNew)
-		if !ok1 || !ok2 || n.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if !ok1 || !ok2 || (n.Spec.Type != corev1.ServiceTypeLoadBalancer && o.Spec.Type != corev1.ServiceTypeLoadBalancer) {
 			return false
 		}
-		return o.ResourceVersion == n.ResourceVersion ||
+		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
 			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
 			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass)
 	},

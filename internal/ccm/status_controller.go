@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -15,9 +16,11 @@ import (
 )
 
 // StatusReconciler copies the hub's LoadBalancer.status.loadBalancer onto the tenant Service's
-// status.loadBalancer. It has its own queue and workers, so a status change is never queued
-// behind a backlog of mirror work; it only reads caches and writes only when the status
-// differs.
+// status.loadBalancer, and reports the hub's Programmed condition as Events on the Service: a
+// Warning with the condition's reason and message when it is False, a Normal "Programmed"
+// when it turns True again; once per change of the verdict. It has its own queue and workers,
+// so a status change is never queued behind a backlog of mirror work; it only reads caches and
+// writes only when the status differs.
 //
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
 type StatusReconciler struct {
@@ -29,18 +32,34 @@ type StatusReconciler struct {
 	Namespace string
 	// UseClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseClass bool
+	// Recorder records the Programmed Events on tenant Services.
+	Recorder events.EventRecorder
+
+	programmed *programmedEvents
 }
 
-// Reconcile copies the status of one Service's mirror onto it.
+// NewStatusReconciler returns a StatusReconciler that records Events with rec.
+func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.EventRecorder, namespace string, useClass bool) *StatusReconciler {
+	return &StatusReconciler{Tenant: tenant, Hub: hub, Recorder: rec, Namespace: namespace, UseClass: useClass,
+		programmed: newProgrammedEvents()}
+}
+
+// Reconcile copies the status of one Service's mirror onto it and reports the mirror's
+// Programmed condition as an Event when it changed.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			r.programmed.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("reading Service %s: %w", req.NamespacedName, err)
 	}
 	// Only Services we mirror (they carry our finalizer); releasing is the mirror
 	// controller's job.
 	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil ||
 		!controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer) {
+		r.programmed.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	lb := &v1alpha1.LoadBalancer{}
@@ -50,13 +69,16 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return reconcile.Result{}, fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
 	}
+	if ev, ok := r.programmed.next(req.NamespacedName, svc.UID, programmedCondition(lb)); ok {
+		record(r.Recorder, svc, ev.eventType, ev.reason, actionStatus, "%s", ev.note)
+	}
 	if equality.Semantic.DeepEqual(svc.Status.LoadBalancer, lb.Status.LoadBalancer) {
 		return reconcile.Result{}, nil
 	}
 	orig := svc.DeepCopy()
 	svc.Status.LoadBalancer = *lb.Status.LoadBalancer.DeepCopy()
 	if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying the status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
 	}
 	return reconcile.Result{}, nil
 }

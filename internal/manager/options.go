@@ -24,7 +24,8 @@ type Options struct {
 	TenantKubeconfigServer string
 	// TenantTokenTTL is the lifetime of the ccm tokens in the tenants' kubeconfigs.
 	TenantTokenTTL time.Duration
-	// EnableGatewayAPI turns on the Gateway API controllers.
+	// EnableGatewayAPI is meant to turn on the Gateway API controllers; not yet implemented
+	// (accepted and ignored, cmd/kubelb logs a warning when it is set).
 	EnableGatewayAPI bool
 	// Debug turns on debug logging.
 	Debug bool

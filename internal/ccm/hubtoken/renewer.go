@@ -160,7 +160,7 @@ func New(hubCfg *rest.Config, secrets typedcorev1.SecretsGetter, opts Options) (
 	r.wrapped.Wrap(transport.ResettableTokenSourceWrapTransport(r.src))
 	cs, err := kubernetes.NewForConfig(r.wrapped)
 	if err != nil {
-		return nil, fmt.Errorf("hub token renewal: hub client: %w", err)
+		return nil, fmt.Errorf("hub token renewal: creating the hub client: %w", err)
 	}
 	r.hub = cs.CoreV1()
 	return r, nil
@@ -179,7 +179,7 @@ func Setup(mgr ctrl.Manager, hubCfg *rest.Config, opts Options) (*rest.Config, e
 		// A plain client: the ccm may read and write this one Secret, not list or watch Secrets.
 		cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 		if err != nil {
-			return nil, fmt.Errorf("hub token renewal: tenant client: %w", err)
+			return nil, fmt.Errorf("hub token renewal: creating the tenant client: %w", err)
 		}
 		secrets = cs.CoreV1()
 	}
@@ -304,7 +304,7 @@ func (r *Renewer) request(ctx context.Context, cur *token) (string, Claims, erro
 	}
 	claims, err := ParseToken(out.Status.Token)
 	if err != nil {
-		return "", Claims{}, fmt.Errorf("the hub's new token for ServiceAccount %s/%s: %w", c.Namespace, c.ServiceAccount, err)
+		return "", Claims{}, fmt.Errorf("parsing the hub's new token for ServiceAccount %s/%s: %w", c.Namespace, c.ServiceAccount, err)
 	}
 	if claims.Namespace != c.Namespace || claims.ServiceAccount != c.ServiceAccount {
 		return "", Claims{}, fmt.Errorf("the hub's new token is for ServiceAccount %s/%s, not %s/%s",

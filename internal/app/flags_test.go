@@ -1,0 +1,53 @@
+package app
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestNotYetWarning(t *testing.T) {
+	t.Parallel()
+	notYet := []string{"enable-gateway-api", "use-ingress-class", "gateway-api-crds-channel"}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing given", nil, ""},
+		{"only implemented flags", []string{"--debug"}, ""},
+		{"not-yet flags given with their defaults", []string{"--enable-gateway-api=false", "--use-ingress-class=true"}, ""},
+		{"one set", []string{"--enable-gateway-api"},
+			"WARNING: these flags are accepted but not implemented yet, and are ignored: --enable-gateway-api=true"},
+		{"several, in the order of the list", []string{"--gateway-api-crds-channel=experimental", "--debug", "--use-ingress-class=false", "--enable-gateway-api"},
+			"WARNING: these flags are accepted but not implemented yet, and are ignored: --enable-gateway-api=true, --use-ingress-class=false, --gateway-api-crds-channel=experimental"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := NewFlagSet("test")
+			fs.Bool("enable-gateway-api", false, "")
+			fs.Bool("use-ingress-class", true, "")
+			fs.Var(&Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}, "gateway-api-crds-channel", "")
+			fs.Bool("debug", false, "")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.NotYetWarning(notYet); got != tc.want {
+				t.Errorf("warning\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNotYetUndocumented(t *testing.T) {
+	t.Parallel()
+	doc := "| flag | default | meaning |\n" +
+		"| `--a` | `false` | **not yet**: accepted and ignored |\n" +
+		"| `--b` | `false` | does b; see `--a` |\n" +
+		"text mentioning `--c` not yet\n" +
+		"| `--d` | `false` | not yet: accepted and ignored |\n" +
+		"| `--d` | `false` | does d in the other binary |\n"
+	got := NotYetUndocumented(doc, []string{"a", "b", "c", "d"})
+	if !slices.Equal(got, []string{"b", "c", "d"}) {
+		t.Fatalf("got %v, want [b c d]", got)
+	}
+}

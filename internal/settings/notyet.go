@@ -1,0 +1,56 @@
+package settings
+
+import (
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// NotYet returns the fields of config and tenant (either may be nil) that are set but not
+// implemented yet, so the manager ignores them: Ingress, Gateway API, DNS and certificate
+// settings, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
+// path is the object's kind and the field's JSON path, e.g. "Config spec.ingress.class" or
+// "Tenant spec.dns.wildcardDomain"; Config's come first, each in a fixed order. A pointer
+// counts as set when it is not nil, a bool when it is true.
+func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []string {
+	var out []string
+	if config != nil {
+		s := &config.Spec
+		out = append(out, notYetShared("Config", s.Ingress, s.GatewayAPI, s.DNS, s.Certificates)...)
+		e := &s.EnvoyProxy
+		if e.Topology != "" && e.Topology != kubelbv1alpha1.EnvoyProxyTopologyShared {
+			out = append(out, "Config spec.envoyProxy.topology")
+		}
+		if e.HeaderLimits != nil {
+			out = append(out, "Config spec.envoyProxy.headerLimits")
+		}
+		if e.PodMonitor != nil {
+			out = append(out, "Config spec.envoyProxy.podMonitor")
+		}
+	}
+	if tenant != nil {
+		s := &tenant.Spec
+		out = append(out, notYetShared("Tenant", s.Ingress, s.GatewayAPI, s.DNS, s.Certificates)...)
+	}
+	return out
+}
+
+// notYetShared returns the not-yet fields that Config and Tenant specs have in common.
+func notYetShared(kind string, ing kubelbv1alpha1.IngressSettings, gw kubelbv1alpha1.GatewayAPISettings,
+	dns kubelbv1alpha1.DNSSettings, certs kubelbv1alpha1.CertificatesSettings) []string {
+	var out []string
+	add := func(set bool, path string) {
+		if set {
+			out = append(out, kind+" spec."+path)
+		}
+	}
+	add(ing.Class != nil, "ingress.class")
+	add(ing.Disable, "ingress.disable")
+	add(gw.Class != nil, "gatewayAPI.class")
+	add(gw.DefaultGateway != nil, "gatewayAPI.defaultGateway")
+	add(gw.Disable, "gatewayAPI.disable")
+	add(dns.WildcardDomain != nil, "dns.wildcardDomain")
+	add(dns.AllowExplicitHostnames != nil, "dns.allowExplicitHostnames")
+	add(dns.UseDNSAnnotations != nil, "dns.useDNSAnnotations")
+	add(dns.UseCertificateAnnotations != nil, "dns.useCertificateAnnotations")
+	add(certs.DefaultClusterIssuer != nil, "certificates.defaultClusterIssuer")
+	return out
+}

@@ -1,0 +1,75 @@
+package settings
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+func TestNotYet(t *testing.T) {
+	t.Parallel()
+	everything := kubelbv1alpha1.ConfigSpec{
+		Ingress:    kubelbv1alpha1.IngressSettings{Class: ptr.To("nginx"), Disable: true},
+		GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("eg"), DefaultGateway: &corev1.ObjectReference{Name: "gw"}, Disable: true},
+		DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.example.com"), AllowExplicitHostnames: ptr.To(false),
+			UseDNSAnnotations: ptr.To(true), UseCertificateAnnotations: ptr.To(true)},
+		Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("letsencrypt")},
+		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyGlobal,
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{}, PodMonitor: &kubelbv1alpha1.PodMonitor{Enabled: true}},
+	}
+	shared := []string{"spec.ingress.class", "spec.ingress.disable", "spec.gatewayAPI.class", "spec.gatewayAPI.defaultGateway",
+		"spec.gatewayAPI.disable", "spec.dns.wildcardDomain", "spec.dns.allowExplicitHostnames", "spec.dns.useDNSAnnotations",
+		"spec.dns.useCertificateAnnotations", "spec.certificates.defaultClusterIssuer"}
+	prefix := func(kind string, paths ...string) []string {
+		out := make([]string, len(paths))
+		for i, p := range paths {
+			out[i] = kind + " " + p
+		}
+		return out
+	}
+	allConfig := append(prefix("Config", shared...),
+		"Config spec.envoyProxy.topology", "Config spec.envoyProxy.headerLimits", "Config spec.envoyProxy.podMonitor")
+
+	cases := []struct {
+		name   string
+		config *kubelbv1alpha1.Config
+		tenant *kubelbv1alpha1.Tenant
+		want   []string
+	}{
+		{name: "no objects"},
+		{name: "empty objects", config: &kubelbv1alpha1.Config{}, tenant: &kubelbv1alpha1.Tenant{}},
+		{name: "only what is implemented", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb"), Disable: true},
+			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyShared, Replicas: 3,
+				UseDaemonset: true, OverloadManager: &kubelbv1alpha1.OverloadManager{Enabled: true}},
+			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)},
+		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("cilium")},
+			EnvoyProxy:   kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](2)},
+		}}},
+		{name: "everything in the Config", config: &kubelbv1alpha1.Config{Spec: everything}, want: allConfig},
+		{name: "everything in the Tenant", tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			Ingress: everything.Ingress, GatewayAPI: everything.GatewayAPI, DNS: everything.DNS, Certificates: everything.Certificates,
+		}}, want: prefix("Tenant", shared...)},
+		{name: "dedicated topology", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyDedicated},
+		}}, want: []string{"Config spec.envoyProxy.topology"}},
+		{name: "an empty class and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{PodMonitor: &kubelbv1alpha1.PodMonitor{}},
+		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("")},
+		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.gatewayAPI.class"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, NotYet(tc.config, tc.tenant)); diff != "" {
+				t.Fatalf("-want +got:\n%s", diff)
+			}
+		})
+	}
+}
