@@ -105,12 +105,7 @@ const backendTimeout = 30 * time.Second
 // whose source address is recorded (ProxySources). It stops when the test ends.
 func StartTCPBackend(t TB, addr string, id Identity) *Backend {
 	t.Helper()
-	id.check(t)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("backend %s on %s: %v", id, addr, err)
-	}
-	b := &Backend{Identity: id, Addr: l.Addr().String()}
+	b, l := listen(t, "TCP", addr, id)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
@@ -131,7 +126,6 @@ func StartTCPBackend(t TB, addr string, id Identity) *Backend {
 			if err != nil {
 				return
 			}
-			b.connections.Add(1)
 			mu.Lock()
 			open[c] = true
 			mu.Unlock()

@@ -81,25 +81,27 @@ func (b *Backend) serveHTTP(t TB, srv *http.Server, l net.Listener, tlsOn bool) 
 	t.Cleanup(b.Close)
 }
 
+// plainProtocols are HTTP/1.1, and with h2c HTTP/2 without TLS too.
+func plainProtocols(h2c bool) *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(!h2c)
+	p.SetUnencryptedHTTP2(h2c)
+	return &p
+}
+
 // StartHTTPBackend serves HTTP/1.1 on addr.
 func StartHTTPBackend(t TB, addr string, id Identity) *Backend {
 	t.Helper()
 	b, l := listen(t, "HTTP", addr, id)
-	var p http.Protocols
-	p.SetHTTP1(true)
-	b.serveHTTP(t, &http.Server{Handler: b.handler(), Protocols: &p}, l, false)
+	b.serveHTTP(t, &http.Server{Handler: b.handler(), Protocols: plainProtocols(false)}, l, false)
 	return b
 }
 
-// StartH2CBackend serves HTTP/2 without TLS (h2c, prior knowledge) on addr; it speaks
-// HTTP/1.1 too.
+// StartH2CBackend serves HTTP/2 without TLS (h2c, prior knowledge) on addr.
 func StartH2CBackend(t TB, addr string, id Identity) *Backend {
 	t.Helper()
 	b, l := listen(t, "h2c", addr, id)
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	b.serveHTTP(t, &http.Server{Handler: b.handler(), Protocols: &p}, l, false)
+	b.serveHTTP(t, &http.Server{Handler: b.handler(), Protocols: plainProtocols(true)}, l, false)
 	return b
 }
 
@@ -156,9 +158,14 @@ func selfSigned(cn string, names []string, ip net.IP) (tls.Certificate, *x509.Ce
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool, nil
 }
 
-// httpRoundTrip GETs url with the transport and reads who answered from headers and body.
-func httpRoundTrip(tr *http.Transport, url, path string) (Reply, error) {
+// httpRoundTrip GETs scheme://addr<path> with the transport and reads who answered from
+// headers and body.
+func httpRoundTrip(tr *http.Transport, scheme, addr, path string) (Reply, error) {
 	defer tr.CloseIdleConnections()
+	if !strings.HasPrefix(path, "/") {
+		return Reply{}, errors.New("the path must start with /")
+	}
+	url := scheme + "://" + addr + path
 	client := &http.Client{Transport: tr, Timeout: RoundTripTimeout}
 	resp, err := client.Get(url)
 	if err != nil {
@@ -183,44 +190,23 @@ func httpRoundTrip(tr *http.Transport, url, path string) (Reply, error) {
 	return r, nil
 }
 
-// checkPath insists on an absolute path, which the backends echo.
-func checkPath(path string) error {
-	if !strings.HasPrefix(path, "/") {
-		return errors.New("the path must start with /")
-	}
-	return nil
-}
-
 // HTTPRoundTrip GETs http://addr<path> over HTTP/1.1 and returns who answered.
 func HTTPRoundTrip(addr, path string) (Reply, error) {
-	if err := checkPath(path); err != nil {
-		return Reply{}, err
-	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	return httpRoundTrip(&http.Transport{Protocols: &p}, "http://"+addr+path, path)
+	return httpRoundTrip(&http.Transport{Protocols: plainProtocols(false)}, "http", addr, path)
 }
 
 // H2CRoundTrip GETs http://addr<path> over HTTP/2 without TLS (prior knowledge) and returns
 // who answered.
 func H2CRoundTrip(addr, path string) (Reply, error) {
-	if err := checkPath(path); err != nil {
-		return Reply{}, err
-	}
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return httpRoundTrip(&http.Transport{Protocols: &p}, "http://"+addr+path, path)
+	return httpRoundTrip(&http.Transport{Protocols: plainProtocols(true)}, "http", addr, path)
 }
 
 // TLSRoundTrip GETs https://addr<path>, sending sni as the server name and trusting only ca,
 // and returns who answered (HTTP/2 when the server offers it).
 func TLSRoundTrip(addr, sni string, ca *x509.CertPool, path string) (Reply, error) {
-	if err := checkPath(path); err != nil {
-		return Reply{}, err
-	}
 	tr := &http.Transport{
 		TLSClientConfig:   &tls.Config{ServerName: sni, RootCAs: ca, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2: true,
 	}
-	return httpRoundTrip(tr, "https://"+addr+path, path)
+	return httpRoundTrip(tr, "https", addr, path)
 }
