@@ -11,6 +11,7 @@ import (
 	"kubelb.dev/kubelb/e2e/helm"
 	"kubelb.dev/kubelb/e2e/prom"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // TestL4AsInstalledByHelm installs both Helm charts into real API servers, runs the real
@@ -45,5 +46,5 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	waitServes(t, target, "a-node-0", "a-node-1")
 
 	// Every dashboard query must find the series the running binaries export.
-	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
+	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
 }

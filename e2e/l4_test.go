@@ -20,6 +20,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 const addressTimeout = 2 * time.Minute
@@ -34,15 +35,11 @@ func roundTrips(t *testing.T, target string, n int) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	for i := 0; i < n; i++ {
-		reply, err := framework.TCPRoundTrip(target, fmt.Sprintf("req-%d", i))
+		reply, err := testsupport.TCPRoundTrip(target, fmt.Sprintf("req-%d", i))
 		if err != nil {
 			t.Fatalf("request %d to %s: %v", i, target, err)
 		}
-		backend, _, ok := strings.Cut(reply, ": ")
-		if !ok || !strings.HasSuffix(reply, fmt.Sprintf("req-%d", i)) {
-			t.Fatalf("unexpected reply %q", reply)
-		}
-		seen[backend]++
+		seen[reply.Node]++
 	}
 	return seen
 }
@@ -50,15 +47,14 @@ func roundTrips(t *testing.T, target string, n int) map[string]int {
 // waitServes waits until requests to target are answered by exactly the wanted backends.
 func waitServes(t *testing.T, target string, want ...string) {
 	t.Helper()
-	testenv.Eventually(t, time.Minute, fmt.Sprintf("%s served by %v", target, want), func() error {
+	testsupport.Eventually(t, time.Minute, fmt.Sprintf("%s served by %v", target, want), func() error {
 		seen := map[string]bool{}
 		for i := 0; i < 12; i++ {
-			reply, err := framework.TCPRoundTrip(target, "ping")
+			reply, err := testsupport.TCPRoundTrip(target, "ping")
 			if err != nil {
 				return err
 			}
-			backend, _, _ := strings.Cut(reply, ": ")
-			seen[backend] = true
+			seen[reply.Node] = true
 		}
 		if len(seen) != len(want) {
 			return fmt.Errorf("served by %v", seen)
@@ -101,15 +97,9 @@ func TestL4EndToEnd(t *testing.T) {
 		a.StartBackends(dns)
 		a.WaitAddress("dns", addressTimeout)
 		target := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(dns)["dns"])
-		testenv.Eventually(t, time.Minute, "a UDP echo through Envoy", func() error {
-			reply, err := framework.UDPRoundTrip(target, "hello-udp")
-			if err != nil {
-				return err
-			}
-			if !strings.HasSuffix(reply, ": hello-udp") {
-				return fmt.Errorf("reply %q", reply)
-			}
-			return nil
+		testsupport.Eventually(t, time.Minute, "a UDP echo through Envoy", func() error {
+			_, err := testsupport.UDPRoundTrip(target, "hello-udp")
+			return err
 		})
 	})
 
@@ -156,7 +146,7 @@ func TestL4EndToEnd(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := framework.TCPRoundTrip(webTarget, "during-restart"); err != nil {
+				if _, err := testsupport.TCPRoundTrip(webTarget, "during-restart"); err != nil {
 					failures.Add(1)
 				} else {
 					successes.Add(1)
@@ -191,7 +181,7 @@ func TestL4EndToEnd(t *testing.T) {
 		if err := pair.Tenant.Client.Delete(ctx, gone); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, time.Minute, "the Service, its LoadBalancer and hub Service to be gone", func() error {
+		testsupport.Eventually(t, time.Minute, "the Service, its LoadBalancer and hub Service to be gone", func() error {
 			if err := pair.Tenant.Client.Get(ctx, client.ObjectKeyFromObject(gone), &corev1.Service{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("tenant Service still there (finalizer?): %v", err)
 			}
@@ -202,9 +192,13 @@ func TestL4EndToEnd(t *testing.T) {
 			if err := pair.Hub.Client.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelLoadBalancerName: string(gone.UID)}); err != nil || len(svcs.Items) > 0 {
 				return fmt.Errorf("hub Service still there: %v", err)
 			}
-			for _, l := range envoy.Listeners(t) {
-				if strings.Contains(l, fmt.Sprintf(":%d", port)) {
-					return fmt.Errorf("Envoy still listens on %d: %s", port, l)
+			listeners, err := envoy.Listeners()
+			if err != nil {
+				return err
+			}
+			for _, l := range listeners {
+				if strings.HasSuffix(l.Address, fmt.Sprintf(":%d", port)) {
+					return fmt.Errorf("Envoy still listens on %d: %s", port, l.Name)
 				}
 			}
 			return nil
@@ -256,7 +250,7 @@ func TestL4EndToEnd(t *testing.T) {
 		if err := pair.Hub.Client.Delete(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 2*time.Minute, "Tenant b and its namespace to be gone", func() error {
+		testsupport.Eventually(t, 2*time.Minute, "Tenant b and its namespace to be gone", func() error {
 			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Name: "b"}, &kubelbv1alpha1.Tenant{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("Tenant still there: %v", err)
 			}
@@ -318,7 +312,7 @@ func assertQuiet(t *testing.T, clusters ...*testenv.Cluster) {
 	for i, c := range clusters {
 		before[i] = writesButLeases(t, c)
 	}
-	testenv.Eventually(t, time.Minute, "a quiet system (no writes but leases for 3s)", func() error {
+	testsupport.Eventually(t, time.Minute, "a quiet system (no writes but leases for 3s)", func() error {
 		time.Sleep(3 * time.Second) // the observation window, not synchronisation
 		var churn []string
 		for i, c := range clusters {

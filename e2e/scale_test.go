@@ -16,6 +16,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // BenchmarkBurstLoadBalancerServices creates a burst of LoadBalancer Services in one tenant
@@ -33,7 +34,7 @@ func BenchmarkBurstLoadBalancerServices(b *testing.B) {
 	tenant := sys.AddTenant("burst", pair.Tenant, 3)
 	ctx := context.Background()
 	// Let the tenant settle (its ccm has published the nodes) before measuring.
-	testenv.Eventually(b, time.Minute, "Addresses/default of the tenant", func() error {
+	testsupport.Eventually(b, time.Minute, "Addresses/default of the tenant", func() error {
 		return pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace, Name: kubelbv1alpha1.DefaultAddressesName}, &kubelbv1alpha1.Addresses{})
 	})
 
@@ -71,7 +72,7 @@ func BenchmarkBurstLoadBalancerServices(b *testing.B) {
 		b.Fatal(err)
 	}
 	created := time.Since(start)
-	testenv.Eventually(b, 10*time.Minute, fmt.Sprintf("all %d Services addressed", n), func() error {
+	testsupport.Eventually(b, 10*time.Minute, fmt.Sprintf("all %d Services addressed", n), func() error {
 		var svcs corev1.ServiceList
 		if err := pair.Tenant.Client.List(ctx, &svcs, client.InNamespace("default")); err != nil {
 			return err

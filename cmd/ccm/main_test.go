@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -81,7 +82,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 }
 
 func TestHelpListsEveryFlag(t *testing.T) {
-	bin := testenv.BuildBinary(t, "./cmd/ccm")
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, out)
@@ -110,18 +111,18 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // SIGTERM, releasing its lease.
 func TestCCMLifecycle(t *testing.T) {
 	pair := testenv.StartPair(t)
-	bin := testenv.BuildBinary(t, "./cmd/ccm")
-	metricsPort, probePort := testenv.FreePort(t), testenv.FreePort(t)
-	proc := testenv.StartProcess(t, "ccm", bin,
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+	metricsPort, probePort := testsupport.FreePort(t), testsupport.FreePort(t)
+	proc := testsupport.StartProcess(t, "ccm", bin,
 		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", pair.Hub.Kubeconfig,
 		"--cluster-name", "default", "--leader-election-namespace", "kube-system",
-		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort),
+		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort),
 		"--enable-secret-synchronizer", "--disable-grpcroute-controller")
 
-	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/healthz", time.Minute)
-	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/healthz", time.Minute)
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
 	t.Logf("leader: %s", pair.Tenant.WaitLeaseHolder(t, "kube-system", leaderElectionID, time.Minute))
-	body := testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(metricsPort)+"/metrics", time.Minute)
+	body := testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(metricsPort)+"/metrics", time.Minute)
 	for _, m := range []string{"kubelb_ccm_nodes_total", "leader_election_master_status"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
@@ -206,15 +207,15 @@ func TestCCMWithTenantKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin := testenv.BuildBinary(t, "./cmd/ccm")
-	metricsPort, probePort := testenv.FreePort(t), testenv.FreePort(t)
-	proc := testenv.StartProcess(t, "ccm", bin,
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+	metricsPort, probePort := testsupport.FreePort(t), testsupport.FreePort(t)
+	proc := testsupport.StartProcess(t, "ccm", bin,
 		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", path, "--kubelb-kubeconfig-secret", "kubelb/kubelb-cluster",
 		"--cluster-name", ns, "--leader-election-namespace", "kube-system",
-		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort))
-	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
-	testenv.Eventually(t, time.Minute, "the hub to answer the ccm's token", func() error {
-		_, body, err := testenv.HTTPGet(ctx, "http://"+testenv.Loopback(metricsPort)+"/metrics")
+		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort))
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
+	testsupport.Eventually(t, time.Minute, "the hub to answer the ccm's token", func() error {
+		_, body, err := testsupport.HTTPGet(ctx, "http://"+testsupport.Loopback(metricsPort)+"/metrics")
 		if err != nil {
 			return err
 		}

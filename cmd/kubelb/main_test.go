@@ -14,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -71,7 +72,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 }
 
 func TestHelpListsEveryFlag(t *testing.T) {
-	bin := testenv.BuildBinary(t, "./cmd/kubelb")
+	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, out)
@@ -99,18 +100,18 @@ func TestManagerLifecycle(t *testing.T) {
 	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}}); err != nil {
 		t.Fatal(err)
 	}
-	bin := testenv.BuildBinary(t, "./cmd/kubelb")
-	metricsPort, probePort, xdsPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
-	proc := testenv.StartProcess(t, "kubelb", bin,
+	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
+	metricsPort, probePort, xdsPort := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
+	proc := testsupport.StartProcess(t, "kubelb", bin,
 		"--kubeconfig", hub.Kubeconfig, "--namespace", "kubelb",
-		"--metrics-addr", testenv.Loopback(metricsPort), "--health-probe-bind-address", testenv.Loopback(probePort),
-		"--listen-address", testenv.Loopback(xdsPort), "--enable-gateway-api")
+		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort),
+		"--listen-address", testsupport.Loopback(xdsPort), "--enable-gateway-api")
 
-	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/healthz", time.Minute)
-	testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(probePort)+"/readyz", time.Minute)
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/healthz", time.Minute)
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
 	holder := hub.WaitLeaseHolder(t, "kubelb", leaderElectionID, time.Minute)
 	t.Logf("leader: %s", holder)
-	body := testenv.WaitHTTP200(t, proc, "http://"+testenv.Loopback(metricsPort)+"/metrics", time.Minute)
+	body := testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(metricsPort)+"/metrics", time.Minute)
 	for _, m := range []string{"kubelb_manager_tenants_total", "leader_election_master_status"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)

@@ -19,6 +19,7 @@ import (
 
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func main() {
@@ -55,10 +56,10 @@ func run(tb testenv.TB, exit bool) error {
 
 	target := fmt.Sprintf("127.0.0.1:%d", listener)
 	step(fmt.Sprintf("sending a request through Envoy (hub address %s:80 → Envoy listener %s → node:NodePort)", address, target))
-	var reply string
+	var reply testsupport.Reply
 	var err error
 	for i := 0; i < 50; i++ {
-		if reply, err = framework.TCPRoundTrip(target, "hello kubelb"); err == nil {
+		if reply, err = testsupport.TCPRoundTrip(target, "hello kubelb"); err == nil {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -66,7 +67,7 @@ func run(tb testenv.TB, exit bool) error {
 	if err != nil {
 		return fmt.Errorf("request through Envoy: %w", err)
 	}
-	fmt.Printf("    request:  hello kubelb\n    response: %s\n", reply)
+	fmt.Printf("    request:  hello kubelb\n    response: %q from Pod %s on node %s\n", reply.Message, reply.Pod, reply.Node)
 	fmt.Printf("\nEnvoy admin: http://%s  (try /listeners, /clusters)\n", envoy.AdminAddr)
 	fmt.Printf("tenant cluster:  %s --kubeconfig %s get svc\n", kubectl, pair.Tenant.Kubeconfig)
 	fmt.Printf("hub cluster:     %s --kubeconfig %s get lb,svc -A\n", kubectl, pair.Hub.Kubeconfig)

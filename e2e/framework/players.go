@@ -3,8 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -121,8 +120,9 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 
 // Envoy is a real Envoy process started from the bootstrap the manager generated.
 type Envoy struct {
-	*testenv.Process
-	AdminAddr string
+	*testsupport.Envoy
+	// ReadyAddr is the address of the readiness listener the kubelet probes.
+	ReadyAddr string
 }
 
 // StartEnvoy plays the kubelet of an Envoy pod: it writes the bootstrap the manager generated
@@ -131,28 +131,33 @@ type Envoy struct {
 // dynamic base id keeps several Envoys apart.
 func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "bootstrap.yaml")
-	bootstrap, admin, ready := ownPorts(t, bootstrap)
-	if err := os.WriteFile(path, bootstrap, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.StartProcess(t, name, testenv.EnvoyBinary(t), "-c", path,
-		"--service-node", name, "--use-dynamic-base-id", "--log-level", "warning", "--drain-time-s", "1")
-	e := &Envoy{Process: p, AdminAddr: admin}
+	bootstrap, ready := ownPorts(t, bootstrap)
+	e := &Envoy{Envoy: testsupport.StartEnvoy(t, name, bootstrap, testsupport.EnvoyOptions{Node: name, LogLevel: "warning"}), ReadyAddr: ready}
 	// What the kubelet's readiness probe asks.
-	testenv.WaitHTTP200(t, p, "http://"+ready+xds.ReadyPath, time.Minute)
+	testsupport.WaitHTTP200(t, e.Process, "http://"+ready+xds.ReadyPath, time.Minute)
 	return e
 }
 
+// Stat returns the value of one Envoy statistic, failing the test when Envoy does not report
+// it.
+func (e *Envoy) Stat(t testenv.TB, name string) int64 {
+	t.Helper()
+	v, err := e.Envoy.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // ownPorts moves a bootstrap's admin interface and readiness listener to free loopback ports
-// and returns the new bootstrap with both addresses.
-func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, admin, ready string) {
+// and returns the new bootstrap with the readiness address.
+func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, ready string) {
 	t.Helper()
 	var doc map[string]any
 	if err := yaml.Unmarshal(bootstrap, &doc); err != nil {
 		t.Fatalf("bootstrap is not YAML: %v", err)
 	}
-	adminPort, readyPort := testenv.FreePort(t), testenv.FreePort(t)
+	adminPort, readyPort := testsupport.FreePort(t), testsupport.FreePort(t)
 	socket := func(port int) map[string]any {
 		return map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": port}}
 	}
@@ -182,7 +187,7 @@ func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, admin, ready string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, testenv.Loopback(adminPort), testenv.Loopback(readyPort)
+	return out, testsupport.Loopback(readyPort)
 }
 
 // PlayNamespaceController plays kube-controller-manager's namespace controller, which envtest

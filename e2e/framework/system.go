@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // ManagerNamespace is where the e2e runs the manager.
@@ -31,7 +31,7 @@ const ManagerNamespace = "kubelb"
 type System struct {
 	T           testenv.TB
 	Hub         *testenv.Cluster
-	Manager     *testenv.Process
+	Manager     *testsupport.Process
 	ManagerArgs []string
 	XDSPort     int
 	MetricsAddr string
@@ -58,13 +58,13 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagerNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	s := &System{T: t, Hub: hub, XDSPort: testenv.FreePort(t),
-		MetricsAddr: testenv.Loopback(testenv.FreePort(t)), ProbeAddr: testenv.Loopback(testenv.FreePort(t))}
+	s := &System{T: t, Hub: hub, XDSPort: testsupport.FreePort(t),
+		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t)), ProbeAddr: testsupport.Loopback(testsupport.FreePort(t))}
 	kubeconfig := hub.Kubeconfig
 	if opts.ManagerKubeconfig != "" {
 		kubeconfig = opts.ManagerKubeconfig
 	}
-	xds := testenv.Loopback(s.XDSPort)
+	xds := testsupport.Loopback(s.XDSPort)
 	s.ManagerArgs = append([]string{
 		"--kubeconfig", kubeconfig, "--namespace", ManagerNamespace,
 		"--listen-address", xds, "--envoy-xds-address", xds, "--envoy-listener-address", "127.0.0.1",
@@ -80,8 +80,8 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 func (s *System) StartManager() {
 	t := s.T
 	t.Helper()
-	s.Manager = testenv.StartProcess(t, "kubelb", testenv.BuildBinary(t, "./cmd/kubelb"), s.ManagerArgs...)
-	testenv.WaitHTTP200(t, s.Manager, "http://"+s.ProbeAddr+"/readyz", 2*time.Minute)
+	s.Manager = testsupport.StartProcess(t, "kubelb", testsupport.BuildBinary(t, "./cmd/kubelb"), s.ManagerArgs...)
+	testsupport.WaitHTTP200(t, s.Manager, "http://"+s.ProbeAddr+"/readyz", 2*time.Minute)
 }
 
 // StopManager stops the manager with SIGTERM and checks it exits cleanly.
@@ -98,7 +98,7 @@ type Tenant struct {
 	Name      string
 	Namespace string
 	Cluster   *testenv.Cluster
-	CCM       *testenv.Process
+	CCM       *testsupport.Process
 	NodeIPs   []string
 	// MetricsAddr is where the ccm serves /metrics.
 	MetricsAddr string
@@ -132,12 +132,12 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 	t.Helper()
 	ctx := context.Background()
 	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s,
-		MetricsAddr: testenv.Loopback(testenv.FreePort(t))}
+		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t))}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{}
-	testenv.Eventually(t, time.Minute, "the ccm kubeconfig of tenant "+name, func() error {
+	testsupport.Eventually(t, time.Minute, "the ccm kubeconfig of tenant "+name, func() error {
 		return s.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, secret)
 	})
 	kubeconfig := filepath.Join(t.TempDir(), "kubelb-"+name)
@@ -161,9 +161,9 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 		"--kubeconfig", tenantKubeconfig, "--kubelb-kubeconfig", kubeconfig, "--cluster-name", tn.Namespace,
 		"--node-address-type", "InternalIP", "--metrics-addr", tn.MetricsAddr,
 		"--leader-election-namespace", leNamespace,
-		"--health-probe-bind-address", testenv.Loopback(testenv.FreePort(t)), "--log-format", "console",
+		"--health-probe-bind-address", testsupport.Loopback(testsupport.FreePort(t)), "--log-format", "console",
 	}, opts.Args...)
-	tn.CCM = testenv.StartProcess(t, "ccm-"+name, testenv.BuildBinary(t, "./cmd/ccm"), args...)
+	tn.CCM = testsupport.StartProcess(t, "ccm-"+name, testsupport.BuildBinary(t, "./cmd/ccm"), args...)
 	return tn
 }
 
@@ -203,20 +203,22 @@ func (tn *Tenant) CreateService(svc LBService) *corev1.Service {
 }
 
 // StartBackends plays kube-proxy and the pods: for every node and every port of the Service,
-// an echo server on node-address:NodePort.
-func (tn *Tenant) StartBackends(svc *corev1.Service) map[string][]*Backend {
+// an echo server on node-address:NodePort that names the node and a Pod of the Service on it
+// (<service>-<node>).
+func (tn *Tenant) StartBackends(svc *corev1.Service) map[string][]*testsupport.Backend {
 	t := tn.sys.T
 	t.Helper()
-	out := map[string][]*Backend{}
+	out := map[string][]*testsupport.Backend{}
 	for _, p := range svc.Spec.Ports {
 		for i, ip := range tn.NodeIPs {
-			name := fmt.Sprintf("%s-node-%d", tn.Name, i)
+			node := fmt.Sprintf("%s-node-%d", tn.Name, i)
+			id := testsupport.Identity{Node: node, Pod: svc.Name + "-" + node}
 			addr := fmt.Sprintf("%s:%d", ip, p.NodePort)
-			var b *Backend
+			var b *testsupport.Backend
 			if p.Protocol == corev1.ProtocolUDP {
-				b = StartUDPBackend(t, name, addr)
+				b = testsupport.StartUDPBackend(t, addr, id)
 			} else {
-				b = StartTCPBackend(t, name, addr)
+				b = testsupport.StartTCPBackend(t, addr, id)
 			}
 			out[p.Name] = append(out[p.Name], b)
 		}
@@ -229,7 +231,7 @@ func (tn *Tenant) WaitAddress(name string, timeout time.Duration) string {
 	t := tn.sys.T
 	t.Helper()
 	var ip string
-	testenv.Eventually(t, timeout, "an address on Service "+name, func() error {
+	testsupport.Eventually(t, timeout, "an address on Service "+name, func() error {
 		svc := &corev1.Service{}
 		if err := tn.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
 			return err
@@ -249,7 +251,7 @@ func (tn *Tenant) ListenerPorts(svc *corev1.Service) map[string]int32 {
 	t := tn.sys.T
 	t.Helper()
 	out := map[string]int32{}
-	testenv.Eventually(t, time.Minute, "allocated ports of "+svc.Name, func() error {
+	testsupport.Eventually(t, time.Minute, "allocated ports of "+svc.Name, func() error {
 		lb := &kubelbv1alpha1.LoadBalancer{}
 		if err := tn.sys.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: tn.Namespace, Name: string(svc.UID)}, lb); err != nil {
 			return err
@@ -271,47 +273,11 @@ func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Read
 	t := tn.sys.T
 	t.Helper()
 	var bootstrap []byte
-	testenv.Eventually(t, time.Minute, "the Envoy bootstrap of "+tn.Namespace, func() error {
+	testsupport.Eventually(t, time.Minute, "the Envoy bootstrap of "+tn.Namespace, func() error {
 		var err error
 		bootstrap, err = bootstrapOf(context.Background(), tn.sys.Hub.Client, tn.Namespace)
 		return err
 	})
 	tn.Envoy = StartEnvoy(t, "envoy-"+tn.Name, bootstrap)
 	return tn.Envoy
-}
-
-// Listeners returns the names of the listeners Envoy's admin endpoint reports.
-func (e *Envoy) Listeners(t testenv.TB) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, body, err := testenv.HTTPGet(ctx, "http://"+e.AdminAddr+"/listeners")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// Stat returns the value of one Envoy statistic (0 when Envoy does not report it).
-func (e *Envoy) Stat(t testenv.TB, name string) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, body, err := testenv.HTTPGet(ctx, "http://"+e.AdminAddr+"/stats?filter=^"+name+"$")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v int64
-	for _, line := range strings.Split(body, "\n") {
-		if k, val, ok := strings.Cut(line, ": "); ok && k == name {
-			_, _ = fmt.Sscanf(val, "%d", &v)
-		}
-	}
-	return v
 }

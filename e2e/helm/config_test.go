@@ -16,12 +16,13 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(testenv.AssetsDir(t), "kubectl"), args...)
-	cmd.Dir = testenv.RepoRoot()
+	cmd.Dir = testsupport.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -43,13 +44,13 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 // manager's ServiceAccount.
 func TestConfigRBACGenerated(t *testing.T) {
 	t.Parallel()
-	gen := filepath.Join(testenv.RepoRoot(), "bin", "controller-gen", "v0.21.0", "controller-gen")
+	gen := filepath.Join(testsupport.RepoRoot(), "bin", "controller-gen", "v0.21.0", "controller-gen")
 	if _, err := os.Stat(gen); err != nil {
 		t.Fatalf("controller-gen not found at %s: run make tools", gen)
 	}
 	out := t.TempDir()
 	cmd := exec.Command(gen, "rbac:roleName=kubelb", "paths=./internal/manager/...", "output:rbac:artifacts:config="+out)
-	cmd.Dir = testenv.RepoRoot()
+	cmd.Dir = testsupport.RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("controller-gen rbac: %v\n%s", err, b)
 	}
@@ -59,7 +60,7 @@ func TestConfigRBACGenerated(t *testing.T) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	got, _ := os.ReadFile(filepath.Join(testsupport.RepoRoot(), "config", "rbac", "role.yaml"))
 	if string(got) != string(want) {
 		t.Fatalf("config/rbac/role.yaml is stale: run make generate")
 	}
@@ -96,7 +97,7 @@ func TestConfigManifestsApply(t *testing.T) {
 	ctx := context.Background()
 	hub := testenv.Start(t, "hub", testenv.Options{WithoutKubelbCRDs: true})
 	kubectl(t, "--kubeconfig", hub.Kubeconfig, "apply", "--server-side", "--field-manager=kubelb-test", "-k", "config/default")
-	testenv.Eventually(t, 30*time.Second, "kubelb CRDs to be established", func() error {
+	testsupport.Eventually(t, 30*time.Second, "kubelb CRDs to be established", func() error {
 		list := &apiextensionsv1.CustomResourceDefinitionList{}
 		if err := hub.Client.List(ctx, list); err != nil {
 			return err
@@ -134,7 +135,7 @@ func TestConfigManifestsApply(t *testing.T) {
 		t.Errorf("LoadBalancer from the sample: %v %+v", err, lbs.Items)
 	}
 
-	markers, err := MarkerPermissions(filepath.Join(testenv.RepoRoot(), "internal", "manager"))
+	markers, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "manager"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // opaque values are documented as a whole: their content is Kubernetes' own (resources,
@@ -42,7 +42,7 @@ func valuePaths(prefix string, v any, out *[]string) {
 // TestInstallGuideListsEveryValue: docs/install.md documents every value of both charts.
 func TestInstallGuideListsEveryValue(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "install.md"))
+	doc, err := os.ReadFile(filepath.Join(testsupport.RepoRoot(), "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // Chart names under charts/.
@@ -34,7 +35,7 @@ const (
 )
 
 // ChartDir is the folder of one of kubelb's charts.
-func ChartDir(chart string) string { return filepath.Join(testenv.RepoRoot(), "charts", chart) }
+func ChartDir(chart string) string { return filepath.Join(testsupport.RepoRoot(), "charts", chart) }
 
 // FullValues is the chart's values file that sets every option (ci/full-values.yaml).
 func FullValues(chart string) string { return filepath.Join(ChartDir(chart), "ci", "full-values.yaml") }
@@ -44,7 +45,7 @@ func FullValues(chart string) string { return filepath.Join(ChartDir(chart), "ci
 func Run(t testenv.TB, args ...string) (string, error) {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command(testenv.HelmBinary(t), args...)
+	cmd := exec.Command(testsupport.HelmBinary(t), args...)
 	cmd.Env = append(os.Environ(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),

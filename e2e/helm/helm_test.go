@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 const (
@@ -404,7 +404,7 @@ func TestCCMTemplateRequiresTenantName(t *testing.T) {
 // make generate); the ccm chart ships none.
 func TestChartCRDsMatchGenerated(t *testing.T) {
 	t.Parallel()
-	bases := filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")
+	bases := filepath.Join(testsupport.RepoRoot(), "config", "crd", "bases")
 	want, _ := filepath.Glob(filepath.Join(bases, "*.yaml"))
 	got, _ := filepath.Glob(filepath.Join(ChartDir(ManagerChart), "crds", "*.yaml"))
 	names := func(ps []string) []string {
@@ -444,7 +444,7 @@ func TestChartArgsAreBinaryFlags(t *testing.T) {
 		{"ccm/defaults", CCMChart, "kubelb-ccm", "./cmd/ccm", minimalCCM},
 		{"ccm/full", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"-f", FullValues(CCMChart)}},
 	} {
-		bin := testenv.BuildBinary(t, tc.pkg)
+		bin := testsupport.BuildBinary(t, tc.pkg)
 		d := find(t, Template(t, tc.chart, tc.release, ns, tc.values...), "Deployment", tc.release)
 		a := args(t, d)
 		out, err := exec.Command(bin, append(a, "--help")...).CombinedOutput()

@@ -26,6 +26,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func dedupe(ps []Permission) []Permission {
@@ -127,7 +128,7 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		t.Errorf("%d dashboard ConfigMaps, want 2", len(cms.Items))
 	}
 
-	markers, err := MarkerPermissions(filepath.Join(testenv.RepoRoot(), "internal", "manager"))
+	markers, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "manager"))
 	must(t, "reading the manager's rbac markers", err)
 	t.Logf("%d permissions from +kubebuilder:rbac markers under internal/manager", len(markers))
 	checkRBAC(t, ImpersonatedConfig(hub, ns, "kubelb-manager"), append(ManagerPermissions(ns), markers...), ManagerForbidden())
@@ -235,7 +236,7 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 	must(t, "getting Deployment", tenant.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-ccm"}, &appsv1.Deployment{}))
 	must(t, "getting the dashboard", tenant.Client.Get(ctx, client.ObjectKey{Namespace: "monitoring", Name: "kubelb-ccm-dashboard"}, &corev1.ConfigMap{}))
 
-	markers, err := MarkerPermissions(filepath.Join(testenv.RepoRoot(), "internal", "ccm"))
+	markers, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "ccm"))
 	must(t, "reading the ccm's rbac markers", err)
 	var tenantSide []Permission
 	for _, p := range markers {

@@ -15,12 +15,12 @@ import (
 
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/metricsdoc"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func dashboards(t *testing.T) []Query {
 	t.Helper()
-	files, err := DashboardFiles(testenv.RepoRoot())
+	files, err := DashboardFiles(testsupport.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestDashboardQueriesOnRealPrometheus(t *testing.T) {
 	p := Start(t, map[string][]string{"kubelb": {addr}})
 	p.WaitTargetsUp(t, 30*time.Second)
 	t.Logf("Prometheus ready and scraping after %s", time.Since(start).Round(time.Millisecond))
-	results := CheckDashboards(t, testenv.RepoRoot(), p.URL, CheckOptions{})
+	results := CheckDashboards(t, testsupport.RepoRoot(), p.URL, CheckOptions{})
 	t.Logf("%d dashboard queries returned series after %s", len(qs), time.Since(start).Round(time.Millisecond))
 	for i, r := range results {
 		if !r.Empty() && r.Type != "vector" {

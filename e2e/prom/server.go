@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // ScrapeInterval is how often the test Prometheus scrapes its targets.
@@ -39,7 +40,7 @@ func Binary(t testenv.TB) string {
 type Server struct {
 	// URL is the base URL of the HTTP API, e.g. http://127.0.0.1:40123.
 	URL  string
-	Proc *testenv.Process
+	Proc *testsupport.Process
 }
 
 // Start starts Prometheus on loopback scraping every ScrapeInterval the targets (job name →
@@ -80,22 +81,22 @@ func Start(t testenv.TB, targets map[string][]string) *Server {
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := testenv.Loopback(testenv.FreePort(t))
-	proc := testenv.StartProcess(t, "prometheus", Binary(t),
+	addr := testsupport.Loopback(testsupport.FreePort(t))
+	proc := testsupport.StartProcess(t, "prometheus", Binary(t),
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--storage.tsdb.retention.time=1d",
 		"--log.level=warn")
 	s := &Server{URL: "http://" + addr, Proc: proc}
-	testenv.WaitHTTP200(t, proc, s.URL+"/-/ready", time.Minute)
+	testsupport.WaitHTTP200(t, proc, s.URL+"/-/ready", time.Minute)
 	return s
 }
 
 // WaitTargetsUp waits until every target has been scraped successfully at least once.
 func (s *Server) WaitTargetsUp(t testenv.TB, timeout time.Duration) {
 	t.Helper()
-	testenv.Eventually(t, timeout, "Prometheus targets to be up", func() error {
+	testsupport.Eventually(t, timeout, "Prometheus targets to be up", func() error {
 		var data struct {
 			ActiveTargets []struct {
 				ScrapeURL string `json:"scrapeUrl"`
@@ -269,7 +270,7 @@ func CheckQueries(t TB, baseURL string, qs []Query, opts CheckOptions) []Result 
 //	p := prom.Start(t, map[string][]string{"kubelb": {managerMetricsAddr}, "ccm": {ccmMetricsAddr}})
 //	p.WaitTargetsUp(t, time.Minute)
 //	// ... run a scenario ...
-//	prom.CheckDashboards(t, testenv.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
+//	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
 func CheckDashboards(t TB, repoRoot, baseURL string, opts CheckOptions) []Result {
 	t.Helper()
 	files, err := DashboardFiles(repoRoot)

@@ -30,6 +30,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // tenantNS is the tenant's namespace on the hub in these tests.
@@ -238,7 +239,7 @@ func (e *env) getService(t *testing.T, ns, name string) *corev1.Service {
 func (e *env) mirrorOf(t *testing.T, svc *corev1.Service, check func(*v1alpha1.LoadBalancer) error) *v1alpha1.LoadBalancer {
 	t.Helper()
 	lb := &v1alpha1.LoadBalancer{}
-	testenv.Eventually(t, wait, "LoadBalancer of Service "+svc.Name, func() error {
+	testsupport.Eventually(t, wait, "LoadBalancer of Service "+svc.Name, func() error {
 		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, lb); err != nil {
 			return err
 		}
@@ -262,7 +263,7 @@ func (e *env) noMirror(t *testing.T, svc *corev1.Service) {
 // waitMirrorGone waits until the hub LoadBalancer of a Service is gone.
 func (e *env) waitMirrorGone(t *testing.T, svc *corev1.Service) {
 	t.Helper()
-	testenv.Eventually(t, wait, "LoadBalancer of Service "+svc.Name+" to be deleted", func() error {
+	testsupport.Eventually(t, wait, "LoadBalancer of Service "+svc.Name+" to be deleted", func() error {
 		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, &v1alpha1.LoadBalancer{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -294,7 +295,7 @@ func (e *env) events(t *testing.T, svc *corev1.Service, reason string) []eventsv
 func (e *env) waitEvent(t *testing.T, svc *corev1.Service, eventType, reason string) eventsv1.Event {
 	t.Helper()
 	var got eventsv1.Event
-	testenv.Eventually(t, wait, reason+" Event on "+svc.Name, func() error {
+	testsupport.Eventually(t, wait, reason+" Event on "+svc.Name, func() error {
 		for _, ev := range e.events(t, svc, reason) {
 			if ev.Type == eventType {
 				got = ev
@@ -316,7 +317,7 @@ func serviceReconciles(ns string) float64 {
 // before: proof that the ccm looked at what the test changed.
 func waitReconciles(t *testing.T, ns string, before float64, n int) {
 	t.Helper()
-	testenv.Eventually(t, wait, fmt.Sprintf("%d reconciles of Services in %s", n, ns), func() error {
+	testsupport.Eventually(t, wait, fmt.Sprintf("%d reconciles of Services in %s", n, ns), func() error {
 		if got := serviceReconciles(ns) - before; got < float64(n) {
 			return fmt.Errorf("%v so far", got)
 		}
@@ -361,7 +362,7 @@ func controllerReconciles(t *testing.T, name string) float64 {
 // setLBStatus plays the manager: it writes ingress addresses into a hub LoadBalancer's status.
 func (e *env) setLBStatus(t *testing.T, lb *v1alpha1.LoadBalancer, ips ...string) {
 	t.Helper()
-	testenv.Eventually(t, wait, "writing LoadBalancer status", func() error {
+	testsupport.Eventually(t, wait, "writing LoadBalancer status", func() error {
 		cur := &v1alpha1.LoadBalancer{}
 		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(lb), cur); err != nil {
 			return err
@@ -378,7 +379,7 @@ func (e *env) setLBStatus(t *testing.T, lb *v1alpha1.LoadBalancer, ips ...string
 func (e *env) waitServiceIngress(t *testing.T, svc *corev1.Service, ips ...string) *corev1.Service {
 	t.Helper()
 	cur := &corev1.Service{}
-	testenv.Eventually(t, wait, fmt.Sprintf("Service %s status ingress %v", svc.Name, ips), func() error {
+	testsupport.Eventually(t, wait, fmt.Sprintf("Service %s status ingress %v", svc.Name, ips), func() error {
 		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // createNode creates a Node on the tenant with a Ready condition and addresses
@@ -52,7 +52,7 @@ func (e *env) setNodeReady(t *testing.T, name string, ready bool) {
 func (e *env) waitAddresses(t *testing.T, want []v1alpha1.EndpointAddress) *v1alpha1.Addresses {
 	t.Helper()
 	got := &v1alpha1.Addresses{}
-	testenv.Eventually(t, wait, fmt.Sprintf("Addresses/default = %v", want), func() error {
+	testsupport.Eventually(t, wait, fmt.Sprintf("Addresses/default = %v", want), func() error {
 		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: v1alpha1.DefaultAddressesName}, got)
 		if want == nil {
 			if apierrors.IsNotFound(err) {
@@ -94,7 +94,7 @@ func TestNodeAddressesPublished(t *testing.T) {
 	if first.Labels[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
 		t.Errorf("Addresses labels = %v", first.Labels)
 	}
-	testenv.Eventually(t, wait, "kubelb_ccm_nodes_total = 3", func() error {
+	testsupport.Eventually(t, wait, "kubelb_ccm_nodes_total = 3", func() error {
 		if v := testutil.ToFloat64(metrics.CCMNodes); v != 3 {
 			return fmt.Errorf("%v", v)
 		}

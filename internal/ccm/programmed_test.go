@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func cond(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
@@ -119,7 +119,7 @@ func TestCleanText(t *testing.T) {
 // status (and keeps the ingress addresses as they are).
 func (e *env) lbCondition(t *testing.T, lb *v1alpha1.LoadBalancer, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
-	testenv.Eventually(t, wait, "patching the Programmed condition", func() error {
+	testsupport.Eventually(t, wait, "patching the Programmed condition", func() error {
 		cur := &v1alpha1.LoadBalancer{}
 		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(lb), cur); err != nil {
 			return err
@@ -175,7 +175,7 @@ func TestProgrammedEvents(t *testing.T) {
 
 	// Another message is news.
 	e.lbCondition(t, lb, metav1.ConditionFalse, "NoEndpoints", "TCP/80 (http): NoEndpoints: no Ready node; UDP/53 (dns): NoEndpoints")
-	testenv.Eventually(t, wait, "a second NoEndpoints Event", func() error {
+	testsupport.Eventually(t, wait, "a second NoEndpoints Event", func() error {
 		for _, note := range e.notesOf(t, svc, "NoEndpoints") {
 			if strings.HasSuffix(note, "UDP/53 (dns): NoEndpoints") {
 				return nil

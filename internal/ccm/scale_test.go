@@ -18,7 +18,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // TestScaleBurst measures the ccm under a burst of LoadBalancer Services (a measurement, not a
@@ -72,7 +72,7 @@ func TestScaleBurst(t *testing.T) {
 		}()
 	}
 	// Status of the probe while the burst is being created and mirrored.
-	testenv.Eventually(t, wait, "a tenth of the burst created", func() error {
+	testsupport.Eventually(t, wait, "a tenth of the burst created", func() error {
 		if c := created.Load(); c < int64(n)/10 {
 			return fmt.Errorf("%d created", c)
 		}
@@ -90,7 +90,7 @@ func TestScaleBurst(t *testing.T) {
 	}
 	createdIn := time.Since(start)
 
-	testenv.Eventually(t, 5*time.Minute, fmt.Sprintf("%d mirrors", n+1), func() error {
+	testsupport.Eventually(t, 5*time.Minute, fmt.Sprintf("%d mirrors", n+1), func() error {
 		if got := countLBs(t, e); got < n+1 {
 			return fmt.Errorf("%d so far", got)
 		}
@@ -124,7 +124,7 @@ func TestScaleBurst(t *testing.T) {
 	close(work)
 	swg.Wait()
 	hubWroteIn := time.Since(addrAt)
-	testenv.Eventually(t, 5*time.Minute, "every Service addressed", func() error {
+	testsupport.Eventually(t, 5*time.Minute, "every Service addressed", func() error {
 		list := &corev1.ServiceList{}
 		if err := e.Tenant.Client.List(e.ctx, list, client.InNamespace("burst")); err != nil {
 			return err

@@ -16,14 +16,14 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // update applies change to the current version of a tenant Service, retrying on conflicts.
 func (e *env) update(t *testing.T, svc *corev1.Service, change func(*corev1.Service)) *corev1.Service {
 	t.Helper()
 	cur := &corev1.Service{}
-	testenv.Eventually(t, wait, "updating Service "+svc.Name, func() error {
+	testsupport.Eventually(t, wait, "updating Service "+svc.Name, func() error {
 		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func TestServiceMirror(t *testing.T) {
 	e.create(t, e.Tenant.Client, svc)
 
 	var lb *v1alpha1.LoadBalancer
-	testenv.Eventually(t, wait, "finalizer and mirror", func() error {
+	testsupport.Eventually(t, wait, "finalizer and mirror", func() error {
 		cur := e.getService(t, "shop", "web")
 		if !hasFinalizer(cur) {
 			return errors.New("no finalizer yet")
@@ -106,7 +106,7 @@ func TestServiceMirror(t *testing.T) {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
 	e.waitEvent(t, svc, corev1.EventTypeNormal, ReasonLoadBalancerCreated)
-	testenv.Eventually(t, wait, "managed services gauge", func() error {
+	testsupport.Eventually(t, wait, "managed services gauge", func() error {
 		if v := testutil.ToFloat64(metrics.CCMManagedServices.WithLabelValues("shop")); v != 1 {
 			return fmt.Errorf("%v", v)
 		}
@@ -161,7 +161,7 @@ func TestServiceMirror(t *testing.T) {
 	})
 	before = serviceReconciles("shop")
 	waitReconciles(t, "shop", before, 1)
-	testenv.Eventually(t, wait, "status controller resyncs", func() error {
+	testsupport.Eventually(t, wait, "status controller resyncs", func() error {
 		if n := controllerReconciles(t, "ccm-service-status") - statusBefore; n < 3 {
 			return fmt.Errorf("%v reconciles", n)
 		}
@@ -204,7 +204,7 @@ func TestServiceMirror(t *testing.T) {
 		s.Spec.ExternalTrafficPolicy = ""
 	})
 	e.waitMirrorGone(t, svc)
-	testenv.Eventually(t, wait, "finalizer removed and status cleared", func() error {
+	testsupport.Eventually(t, wait, "finalizer removed and status cleared", func() error {
 		cur := e.getService(t, "shop", "web")
 		if hasFinalizer(cur) {
 			return errors.New("finalizer still there")
@@ -214,7 +214,7 @@ func TestServiceMirror(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, wait, "managed services gauge back to 0", func() error {
+	testsupport.Eventually(t, wait, "managed services gauge back to 0", func() error {
 		if v := testutil.ToFloat64(metrics.CCMManagedServices.WithLabelValues("shop")); v != 0 {
 			return fmt.Errorf("%v", v)
 		}
@@ -228,7 +228,7 @@ func TestServiceMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMirrorGone(t, svc)
-	testenv.Eventually(t, wait, "Service deleted", func() error {
+	testsupport.Eventually(t, wait, "Service deleted", func() error {
 		err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), &corev1.Service{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -271,7 +271,7 @@ func TestServiceClassFilter(t *testing.T) {
 	before = serviceReconciles("cls")
 	e.startCCM(t, ccmOpts{Options: Options{UseLoadBalancerClass: true}})
 	e.waitMirrorGone(t, plain)
-	testenv.Eventually(t, wait, "class-less Service released", func() error {
+	testsupport.Eventually(t, wait, "class-less Service released", func() error {
 		cur := e.getService(t, "cls", "plain")
 		if hasFinalizer(cur) {
 			return errors.New("finalizer still there")

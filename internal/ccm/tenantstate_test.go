@@ -14,14 +14,14 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // setDisabled plays the manager: TenantState "default" says whether load balancing is
 // disabled (created when missing).
 func (e *env) setDisabled(t *testing.T, disabled bool) {
 	t.Helper()
-	testenv.Eventually(t, wait, fmt.Sprintf("TenantState disable=%v", disabled), func() error {
+	testsupport.Eventually(t, wait, fmt.Sprintf("TenantState disable=%v", disabled), func() error {
 		ts := &v1alpha1.TenantState{}
 		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: "default"}, ts)
 		if client.IgnoreNotFound(err) != nil {
@@ -40,7 +40,7 @@ func (e *env) setDisabled(t *testing.T, disabled bool) {
 		return
 	}
 	// Changes made after this point must not race the ccm's view of the verdict.
-	testenv.Eventually(t, wait, "the ccm to see the TenantState", func() error {
+	testsupport.Eventually(t, wait, "the ccm to see the TenantState", func() error {
 		got, err := loadBalancingDisabled(e.ctx, e.hubView, tenantNS)
 		if err != nil {
 			return err
@@ -55,7 +55,7 @@ func (e *env) setDisabled(t *testing.T, disabled bool) {
 // waitCount waits until the ccm emitted exactly n Events with reason about svc.
 func (e *env) waitCount(t *testing.T, reason string, svc *corev1.Service, n int) {
 	t.Helper()
-	testenv.Eventually(t, wait, fmt.Sprintf("%d %s Events on %s", n, reason, svc.Name), func() error {
+	testsupport.Eventually(t, wait, fmt.Sprintf("%d %s Events on %s", n, reason, svc.Name), func() error {
 		if got := e.recorded.count(reason, svc); got != n {
 			return fmt.Errorf("%d so far", got)
 		}
@@ -155,7 +155,7 @@ func TestHubForbidden(t *testing.T) {
 	e.create(t, e.Tenant.Client, svc)
 	ev := e.waitEvent(t, svc, corev1.EventTypeWarning, ReasonHubForbidden)
 	t.Logf("Event: %s", ev.Note)
-	testenv.Eventually(t, wait, "connected gauge 0", func() error {
+	testsupport.Eventually(t, wait, "connected gauge 0", func() error {
 		if v := testutil.ToFloat64(metrics.CCMClusterConnected); v != 0 {
 			return fmt.Errorf("%v", v)
 		}
@@ -171,7 +171,7 @@ func TestHubForbidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mirrorOf(t, e.getService(t, "app", "web"), nil)
-	testenv.Eventually(t, wait, "connected gauge 1", func() error {
+	testsupport.Eventually(t, wait, "connected gauge 1", func() error {
 		if v := testutil.ToFloat64(metrics.CCMClusterConnected); v != 1 {
 			return fmt.Errorf("%v", v)
 		}

@@ -20,7 +20,7 @@ import (
 
 	"kubelb.dev/kubelb/e2e/prom"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md")
@@ -35,7 +35,7 @@ func TestReferenceUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Render(ms, dashboardPanels(t, ms))
-	path := filepath.Join(testenv.RepoRoot(), "docs", "metrics.md")
+	path := filepath.Join(testsupport.RepoRoot(), "docs", "metrics.md")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestReferenceUpToDate(t *testing.T) {
 // dashboardPanels maps each metric to the dashboard panels whose queries read it.
 func dashboardPanels(t *testing.T, ms []Metric) map[string][]string {
 	t.Helper()
-	files, err := prom.DashboardFiles(testenv.RepoRoot())
+	files, err := prom.DashboardFiles(testsupport.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestDescribe(t *testing.T) {
 // metrics, with the metric names it declares.
 func declaredVars(t *testing.T) map[string][]string {
 	t.Helper()
-	dir := filepath.Join(testenv.RepoRoot(), "internal", "metrics")
+	dir := filepath.Join(testsupport.RepoRoot(), "internal", "metrics")
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -241,7 +241,7 @@ func TestEveryMetricIsSet(t *testing.T) {
 // usedMetricVars maps each metrics.X referenced from non-test code to the packages using it.
 func usedMetricVars(t *testing.T) map[string][]string {
 	t.Helper()
-	root := testenv.RepoRoot()
+	root := testsupport.RepoRoot()
 	out := map[string][]string{}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

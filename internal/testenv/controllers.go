@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // StartManager runs a controller-runtime manager (no metrics or probe servers, no leader
@@ -82,7 +84,7 @@ func label(m *dto.Metric, name string) string {
 func WaitControllerIdle(t TB, controller string, min float64) float64 {
 	t.Helper()
 	var last controllerStats
-	Eventually(t, 30*time.Second, controller+" to be idle", func() error {
+	testsupport.Eventually(t, 30*time.Second, controller+" to be idle", func() error {
 		s, err := statsOf(controller)
 		if err != nil {
 			return err

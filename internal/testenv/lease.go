@@ -7,13 +7,15 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // WaitLeaseHolder waits until the lease namespace/name is held and returns the holder.
 func (c *Cluster) WaitLeaseHolder(t TB, namespace, name string, timeout time.Duration) string {
 	t.Helper()
 	var holder string
-	Eventually(t, timeout, "lease "+namespace+"/"+name+" to be held", func() error {
+	testsupport.Eventually(t, timeout, "lease "+namespace+"/"+name+" to be held", func() error {
 		l := &coordinationv1.Lease{}
 		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, l); err != nil {
 			return err

@@ -3,14 +3,14 @@
 // kubelb's CRDs and the Gateway API CRDs installed, handing out clients and kubeconfig files.
 //
 // The binaries come from `make tools` (bin/k8s/<version>); KUBEBUILDER_ASSETS overrides the
-// folder. Tests fail, with the command to run, when they are missing.
+// folder. Tests fail, with the command to run, when they are missing. Processes, ports,
+// Eventually, Envoy and backends are in internal/testsupport, which this package builds on.
 package testenv
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -22,57 +22,23 @@ import (
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
-// Versions of the real components the tests use; hack/tools.sh builds the same.
-const (
-	KubernetesVersion = "1.36.4"
-	EnvoyVersion      = "1.40.0"
-	HelmVersion       = "v3.22.0"
-)
-
-// RepoRoot is the root of the kubelb repository.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// binary returns the path of a tool from an environment variable or bin/, failing the test
-// with the command that builds it when it is missing.
-func binary(t TB, env, rel, what string) string {
-	t.Helper()
-	p := os.Getenv(env)
-	if p == "" {
-		p = filepath.Join(RepoRoot(), "bin", rel)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s not found at %s: run `make tools` (or set %s)", what, p, env)
-	}
-	return p
-}
+// KubernetesVersion is the version of kube-apiserver and kubectl the tests use; hack/tools.sh
+// builds the same. (Envoy's and Helm's are in internal/testsupport.)
+const KubernetesVersion = "1.36.4"
 
 // AssetsDir is the folder with kube-apiserver, etcd and kubectl.
 func AssetsDir(t TB) string {
 	t.Helper()
-	dir := binary(t, "KUBEBUILDER_ASSETS", filepath.Join("k8s", KubernetesVersion), "kube-apiserver/etcd folder")
+	dir := testsupport.Tool(t, "KUBEBUILDER_ASSETS", filepath.Join("k8s", KubernetesVersion), "kube-apiserver/etcd folder")
 	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			t.Fatalf("%s missing in %s: run `make tools`", b, dir)
 		}
 	}
 	return dir
-}
-
-// EnvoyBinary is the path of the real Envoy binary.
-func EnvoyBinary(t TB) string {
-	t.Helper()
-	return binary(t, "KUBELB_ENVOY", filepath.Join("envoy", EnvoyVersion, "envoy"), "envoy")
-}
-
-// HelmBinary is the path of the real Helm CLI.
-func HelmBinary(t TB) string {
-	t.Helper()
-	return binary(t, "KUBELB_HELM", filepath.Join("helm", HelmVersion, "helm"), "helm")
 }
 
 // Scheme knows the core kinds, kubelb's kinds and Gateway API's kinds.
@@ -123,7 +89,7 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	// Room for thousands of Services (envtest's default is a /24), for burst tests.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	if !opts.WithoutKubelbCRDs {
-		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+		env.CRDDirectoryPaths = []string{filepath.Join(testsupport.RepoRoot(), "config", "crd", "bases")}
 	}
 	if opts.GatewayAPIChannel != "" {
 		crds, err := gatewaycrds.CRDs(opts.GatewayAPIChannel)

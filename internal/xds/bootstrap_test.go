@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/xds/envoytest"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -61,7 +61,7 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 			if strings.Contains(tc.name, "disabled") && strings.Contains(string(b), "overload_manager") {
 				t.Errorf("overload manager present although disabled:\n%s", b)
 			}
-			if err := envoytest.Validate(t, b, "--service-node", "validate-proxy"); err != nil {
+			if err := testsupport.ValidateEnvoy(t, b, "--service-node", "validate-proxy"); err != nil {
 				t.Fatalf("Envoy rejects the bootstrap:\n%s\n%v", b, err)
 			}
 			again, _ := Bootstrap(tc.opts)

@@ -24,9 +24,9 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/envoytest"
 )
 
 const waitTimeout = 30 * time.Second
@@ -57,13 +57,13 @@ func startXDS(t *testing.T) (*Server, string) {
 }
 
 // startEnvoy starts a real Envoy for tenant with the bootstrap Bootstrap generates.
-func startEnvoy(t *testing.T, tenant, xdsAddr, node string) *envoytest.Envoy {
+func startEnvoy(t *testing.T, tenant, xdsAddr, node string) *testsupport.Envoy {
 	t.Helper()
 	b, err := Bootstrap(BootstrapOptions{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return envoytest.Start(t, b, "--service-node", node)
+	return testsupport.StartEnvoy(t, node, b, testsupport.EnvoyOptions{Node: node, Concurrency: 1})
 }
 
 // lbBuilder makes LoadBalancers as the ccm and the port allocator would leave them.
@@ -115,27 +115,14 @@ func mustTranslate(t *testing.T, in translate.Input) Resources {
 	return out
 }
 
-// adminJSON fetches an admin path and decodes its JSON.
-func adminJSON(e *envoytest.Envoy, path string, v any) error {
-	body, err := e.Get(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal([]byte(body), v)
-}
-
 // listenerNames lists Envoy's active listeners.
-func listenerNames(e *envoytest.Envoy) ([]string, error) {
-	var doc struct {
-		ListenerStatuses []struct {
-			Name string `json:"name"`
-		} `json:"listener_statuses"`
-	}
-	if err := adminJSON(e, "/listeners?format=json", &doc); err != nil {
+func listenerNames(e *testsupport.Envoy) ([]string, error) {
+	listeners, err := e.Listeners()
+	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, l := range doc.ListenerStatuses {
+	for _, l := range listeners {
 		names = append(names, l.Name)
 	}
 	slices.Sort(names)
@@ -144,7 +131,7 @@ func listenerNames(e *envoytest.Envoy) ([]string, error) {
 
 // clusterHosts returns the hosts ("ip:port") of a cluster with whether Envoy considers them
 // healthy.
-func clusterHosts(e *envoytest.Envoy, cluster string) (map[string]bool, error) {
+func clusterHosts(e *testsupport.Envoy, cluster string) (map[string]bool, error) {
 	var doc struct {
 		ClusterStatuses []struct {
 			Name         string `json:"name"`
@@ -159,7 +146,7 @@ func clusterHosts(e *envoytest.Envoy, cluster string) (map[string]bool, error) {
 			} `json:"host_statuses"`
 		} `json:"cluster_statuses"`
 	}
-	if err := adminJSON(e, "/clusters?format=json", &doc); err != nil {
+	if err := e.GetJSON("/clusters?format=json", &doc); err != nil {
 		return nil, err
 	}
 	for _, c := range doc.ClusterStatuses {
@@ -183,14 +170,14 @@ func clusterHosts(e *envoytest.Envoy, cluster string) (map[string]bool, error) {
 }
 
 // configVersions returns the version_info Envoy last accepted for listeners and clusters.
-func configVersions(e *envoytest.Envoy) (lds, cds string, err error) {
+func configVersions(e *testsupport.Envoy) (lds, cds string, err error) {
 	v, err := acceptedVersions(e)
 	return v[resource.ListenerType], v[resource.ClusterType], err
 }
 
 // acceptedVersions returns the versions Envoy last accepted for listeners and clusters, by
 // type URL. Envoy's dump has no version for endpoints; see endpointCounts.
-func acceptedVersions(e *envoytest.Envoy) (map[string]string, error) {
+func acceptedVersions(e *testsupport.Envoy) (map[string]string, error) {
 	var doc struct {
 		Configs []struct {
 			Type        string `json:"@type"`
@@ -198,7 +185,7 @@ func acceptedVersions(e *envoytest.Envoy) (map[string]string, error) {
 		} `json:"configs"`
 	}
 	v := map[string]string{}
-	if err := adminJSON(e, "/config_dump", &doc); err != nil {
+	if err := e.ConfigDump("", &doc); err != nil {
 		return v, err
 	}
 	for _, c := range doc.Configs {
@@ -214,7 +201,7 @@ func acceptedVersions(e *envoytest.Envoy) (map[string]string, error) {
 
 // endpointCounts returns the number of hosts of every dynamic cluster Envoy has endpoints
 // for, by cluster name.
-func endpointCounts(e *envoytest.Envoy) (map[string]int, error) {
+func endpointCounts(e *testsupport.Envoy) (map[string]int, error) {
 	var doc struct {
 		Configs []struct {
 			DynamicEndpointConfigs []struct {
@@ -228,7 +215,7 @@ func endpointCounts(e *envoytest.Envoy) (map[string]int, error) {
 		} `json:"configs"`
 	}
 	counts := map[string]int{}
-	if err := adminJSON(e, "/config_dump?include_eds", &doc); err != nil {
+	if err := e.ConfigDump("?include_eds", &doc); err != nil {
 		return nil, err
 	}
 	for _, c := range doc.Configs {
@@ -243,35 +230,30 @@ func endpointCounts(e *envoytest.Envoy) (map[string]int, error) {
 	return counts, nil
 }
 
-// stat reads one counter or gauge from Envoy's /stats.
-func stat(e *envoytest.Envoy, name string) (int, error) {
-	body, err := e.Get("/stats?filter=^" + strings.ReplaceAll(name, ".", `\.`) + "$")
-	if err != nil {
-		return 0, err
+// connectedProxies checks the gauge of proxies connected for tenant.
+func connectedProxies(tenant string, want float64) error {
+	if n := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)); n != want {
+		return fmt.Errorf("%v connected proxies", n)
 	}
-	var v int
-	if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(body), name+": "), "%d", &v); err != nil {
-		return 0, fmt.Errorf("stat %s: %q", name, body)
-	}
-	return v, nil
+	return nil
 }
 
-func waitHosts(t *testing.T, e *envoytest.Envoy, cluster string, want ...string) {
+func waitHosts(t *testing.T, e *testsupport.Envoy, cluster string, want ...string) {
 	t.Helper()
-	envoytest.Eventually(t, waitTimeout, "cluster "+cluster+" to have healthy hosts "+strings.Join(want, ","), func() (bool, string) {
+	testsupport.Eventually(t, waitTimeout, "cluster "+cluster+" to have healthy hosts "+strings.Join(want, ","), func() error {
 		hosts, err := clusterHosts(e, cluster)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		if len(hosts) != len(want) {
-			return false, fmt.Sprint(hosts)
+			return fmt.Errorf("%v", hosts)
 		}
 		for _, h := range want {
 			if !hosts[h] {
-				return false, fmt.Sprint(hosts)
+				return fmt.Errorf("%v", hosts)
 			}
 		}
-		return true, ""
+		return nil
 	})
 }
 
@@ -285,13 +267,13 @@ func TestEnvoy(t *testing.T) {
 
 	// Two tenant "nodes", 127.0.0.1 and 127.0.0.2, with the same NodePorts.
 	nodes := []string{"127.0.0.1", "127.0.0.2"}
-	tcpNodePort := envoytest.FreePort(t, nodes...)
-	udpNodePort := envoytest.FreePort(t, nodes...)
-	tcpBackends := map[string]*tcpBackend{}
+	tcpNodePort := testsupport.FreePort(t, nodes...)
+	udpNodePort := testsupport.FreePort(t, nodes...)
+	tcpBackends := map[string]*testsupport.Backend{}
 	for i, ip := range nodes {
-		id := fmt.Sprintf("node%d", i+1)
-		tcpBackends[id] = startTCPBackend(t, id, net.JoinHostPort(ip, fmt.Sprint(tcpNodePort)))
-		startUDPBackend(t, id, net.JoinHostPort(ip, fmt.Sprint(udpNodePort)))
+		id := testsupport.Identity{Node: fmt.Sprintf("node%d", i+1), Pod: fmt.Sprintf("echo-%d", i+1)}
+		tcpBackends[id.Node] = testsupport.StartTCPBackend(t, net.JoinHostPort(ip, fmt.Sprint(tcpNodePort)), id)
+		testsupport.StartUDPBackend(t, net.JoinHostPort(ip, fmt.Sprint(udpNodePort)), id)
 	}
 	hosts := func(port int, ips ...string) []string {
 		var out []string
@@ -302,10 +284,10 @@ func TestEnvoy(t *testing.T) {
 	}
 
 	// Listener ports, as the port allocator would hand them out.
-	echoPort := envoytest.FreePort(t)
-	dnsPort := envoytest.FreePort(t)
-	stickyPort := envoytest.FreePort(t)
-	ppPort := envoytest.FreePort(t)
+	echoPort := testsupport.FreePort(t)
+	dnsPort := testsupport.FreePort(t)
+	stickyPort := testsupport.FreePort(t)
+	ppPort := testsupport.FreePort(t)
 	lbs := []v1alpha1.LoadBalancer{
 		newLB("echo").port(corev1.ProtocolTCP, 80, tcpNodePort, echoPort).LoadBalancer,
 		newLB("dns").port(corev1.ProtocolUDP, 53, udpNodePort, dnsPort).LoadBalancer,
@@ -324,37 +306,38 @@ func TestEnvoy(t *testing.T) {
 	e := startEnvoy(t, tenant, xdsAddr, "test-proxy")
 	at := func(port int) string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(port)) }
 
-	envoytest.Eventually(t, waitTimeout, "Envoy to have the tenant's listeners", func() (bool, string) {
+	testsupport.Eventually(t, waitTimeout, "Envoy to have the tenant's listeners", func() error {
 		names, err := listenerNames(e)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		want := []string{"dns-udp-53", "echo-tcp-80", "pp-tcp-80", "sticky-tcp-80"}
-		return slices.Equal(names, want), fmt.Sprint(names)
+		if want := []string{"dns-udp-53", "echo-tcp-80", "pp-tcp-80", "sticky-tcp-80"}; !slices.Equal(names, want) {
+			return fmt.Errorf("listeners %v", names)
+		}
+		return nil
 	})
 	for _, c := range []string{"echo-tcp-80", "sticky-tcp-80", "pp-tcp-80"} {
 		waitHosts(t, e, c, hosts(tcpNodePort, nodes...)...)
 	}
-	envoytest.Eventually(t, waitTimeout, "one connected proxy", func() (bool, string) {
-		n := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant))
-		return n == 1, fmt.Sprint(n)
+	testsupport.Eventually(t, waitTimeout, "one connected proxy", func() error {
+		return connectedProxies(tenant, 1)
 	})
 
 	t.Run("tcp echo", func(t *testing.T) {
-		envoytest.Eventually(t, waitTimeout, "a TCP answer through Envoy", func() (bool, string) {
-			_, _, err := tcpRequest(at(echoPort), "", "hello")
-			return err == nil, fmt.Sprint(err)
+		testsupport.Eventually(t, waitTimeout, "a TCP answer through Envoy", func() error {
+			_, err := testsupport.TCPRoundTrip(at(echoPort), "hello")
+			return err
 		})
 	})
 
 	t.Run("both nodes get connections", func(t *testing.T) {
 		seen := map[string]int{}
 		for i := range 20 {
-			id, _, err := tcpRequest(at(echoPort), "", fmt.Sprintf("req-%d", i))
+			r, err := testsupport.TCPRoundTrip(at(echoPort), fmt.Sprintf("req-%d", i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			seen[id]++
+			seen[r.Node]++
 		}
 		if len(seen) != 2 {
 			t.Fatalf("connections went to %v; want both nodes", seen)
@@ -363,13 +346,16 @@ func TestEnvoy(t *testing.T) {
 
 	t.Run("udp echo", func(t *testing.T) {
 		seen := map[string]int{}
-		envoytest.Eventually(t, waitTimeout, "UDP answers from both nodes", func() (bool, string) {
-			id, err := udpRequest(at(dnsPort), "ping")
+		testsupport.Eventually(t, waitTimeout, "UDP answers from both nodes", func() error {
+			r, err := testsupport.UDPRoundTrip(at(dnsPort), "ping")
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
-			seen[id]++
-			return len(seen) == 2, fmt.Sprint(seen)
+			seen[r.Node]++
+			if len(seen) != 2 {
+				return fmt.Errorf("answers from %v", seen)
+			}
+			return nil
 		})
 	})
 
@@ -377,10 +363,11 @@ func TestEnvoy(t *testing.T) {
 		// One client address always lands on the same node...
 		first := ""
 		for i := range 20 {
-			id, _, err := tcpRequest(at(stickyPort), "127.0.0.1", fmt.Sprintf("sticky-%d", i))
+			r, err := testsupport.TCPRoundTripFrom("127.0.0.1", at(stickyPort), fmt.Sprintf("sticky-%d", i))
 			if err != nil {
 				t.Fatal(err)
 			}
+			id := r.Node
 			if first == "" {
 				first = id
 			} else if id != first {
@@ -391,18 +378,18 @@ func TestEnvoy(t *testing.T) {
 		seen := map[string]bool{}
 		for i := 3; i < 60 && len(seen) < 2; i++ {
 			ip := fmt.Sprintf("127.0.0.%d", i)
-			id, _, err := tcpRequest(at(stickyPort), ip, "spread")
+			r, err := testsupport.TCPRoundTripFrom(ip, at(stickyPort), "spread")
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, _, err := tcpRequest(at(stickyPort), ip, "spread")
+			again, err := testsupport.TCPRoundTripFrom(ip, at(stickyPort), "spread")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if again != id {
-				t.Fatalf("client %s went to %s, then to %s", ip, id, again)
+			if again.Node != r.Node {
+				t.Fatalf("client %s went to %s, then to %s", ip, r.Node, again.Node)
 			}
-			seen[id] = true
+			seen[r.Node] = true
 		}
 		if len(seen) != 2 {
 			t.Fatalf("57 client addresses all hashed to %v", seen)
@@ -412,28 +399,28 @@ func TestEnvoy(t *testing.T) {
 	t.Run("proxy protocol v2", func(t *testing.T) {
 		before := map[string]int{}
 		for id, b := range tcpBackends {
-			_, p, _ := b.stats()
-			before[id] = len(p)
+			before[id] = len(b.ProxySources())
 		}
-		id, local, err := tcpRequest(at(ppPort), "127.0.0.7", "with-header")
+		r, err := testsupport.TCPRoundTripFrom("127.0.0.7", at(ppPort), "with-header")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, proxied, _ := tcpBackends[id].stats()
+		id := r.Node
+		proxied := tcpBackends[id].ProxySources()
 		if len(proxied) != before[id]+1 {
 			t.Fatalf("backend %s saw %d PROXY headers, want %d", id, len(proxied), before[id]+1)
 		}
-		if got := proxied[len(proxied)-1]; got != local {
-			t.Fatalf("PROXY header carries source %s; the client was %s", got, local)
+		if got := proxied[len(proxied)-1]; got != r.Local {
+			t.Fatalf("PROXY header carries source %s; the client was %s", got, r.Local)
 		}
 		// Listeners without the annotation send no header.
-		_, _, plainBefore := tcpBackends["node1"].stats()
-		_, _, plainBefore2 := tcpBackends["node2"].stats()
-		if _, _, err := tcpRequest(at(echoPort), "", "no-header"); err != nil {
+		plainBefore := tcpBackends["node1"].Unproxied()
+		plainBefore2 := tcpBackends["node2"].Unproxied()
+		if _, err := testsupport.TCPRoundTrip(at(echoPort), "no-header"); err != nil {
 			t.Fatal(err)
 		}
-		_, _, plainAfter := tcpBackends["node1"].stats()
-		_, _, plainAfter2 := tcpBackends["node2"].stats()
+		plainAfter := tcpBackends["node1"].Unproxied()
+		plainAfter2 := tcpBackends["node2"].Unproxied()
 		if plainAfter+plainAfter2 != plainBefore+plainBefore2+1 {
 			t.Fatal("a request through a listener without PROXY protocol did not arrive without a header")
 		}
@@ -450,13 +437,15 @@ func TestEnvoy(t *testing.T) {
 		if changed, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withPP)); err != nil || !changed {
 			t.Fatalf("SetTenant = %v, %v", changed, err)
 		}
-		envoytest.Eventually(t, waitTimeout, "a PROXY header through the echo listener", func() (bool, string) {
-			id, local, err := tcpRequest(at(echoPort), "127.0.0.9", "pp-now")
+		testsupport.Eventually(t, waitTimeout, "a PROXY header through the echo listener", func() error {
+			r, err := testsupport.TCPRoundTripFrom("127.0.0.9", at(echoPort), "pp-now")
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
-			_, proxied, _ := tcpBackends[id].stats()
-			return len(proxied) > 0 && proxied[len(proxied)-1] == local, fmt.Sprint(proxied)
+			if proxied := tcpBackends[r.Node].ProxySources(); len(proxied) == 0 || proxied[len(proxied)-1] != r.Local {
+				return fmt.Errorf("PROXY sources %v, the client was %s", proxied, r.Local)
+			}
+			return nil
 		})
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("the changed cluster took %s to serve (waiting for endpoints?)", d)
@@ -511,7 +500,7 @@ func TestEnvoy(t *testing.T) {
 		if v := srv.Version(tenant); v != version {
 			t.Fatalf("version changed from %s to %s", version, v)
 		}
-		if _, _, err := tcpRequest(at(echoPort), "", "still-serving"); err != nil {
+		if _, err := testsupport.TCPRoundTrip(at(echoPort), "still-serving"); err != nil {
 			t.Fatalf("Envoy stopped serving after refused snapshots: %v", err)
 		}
 		if lds2, _, _ := configVersions(e); lds2 != lds {
@@ -529,21 +518,21 @@ func TestEnvoy(t *testing.T) {
 		// node2 still answers health checks, yet Envoy must drop it.
 		waitHosts(t, e, "echo-tcp-80", hosts(tcpNodePort, "127.0.0.1")...)
 		for i := range 10 {
-			id, _, err := tcpRequest(at(echoPort), "", fmt.Sprintf("after-%d", i))
+			r, err := testsupport.TCPRoundTrip(at(echoPort), fmt.Sprintf("after-%d", i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if id != "node1" {
-				t.Fatalf("request %d went to %s after it was removed", i, id)
+			if r.Node != "node1" {
+				t.Fatalf("request %d went to %s after it was removed", i, r.Node)
 			}
 		}
 		for i := range 10 {
-			id, err := udpRequest(at(dnsPort), fmt.Sprintf("udp-after-%d", i))
+			r, err := testsupport.UDPRoundTrip(at(dnsPort), fmt.Sprintf("udp-after-%d", i))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if id != "node1" {
-				t.Fatalf("datagram %d went to %s after it was removed", i, id)
+			if r.Node != "node1" {
+				t.Fatalf("datagram %d went to %s after it was removed", i, r.Node)
 			}
 		}
 		in = less
@@ -574,8 +563,11 @@ func TestEnvoy(t *testing.T) {
 		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withBusy)); err != nil {
 			t.Fatal(err)
 		}
-		envoytest.Eventually(t, waitTimeout, "a NACK for the listener Envoy cannot bind", func() (bool, string) {
-			return nacks() > before, fmt.Sprint(nacks())
+		testsupport.Eventually(t, waitTimeout, "a NACK for the listener Envoy cannot bind", func() error {
+			if n := nacks(); n <= before {
+				return fmt.Errorf("%v NACKs", n)
+			}
+			return nil
 		})
 		// The hook hears the rejected version of the listeners, and Envoy's message names the
 		// listener, so the manager can tell which object's configuration was refused.
@@ -589,15 +581,18 @@ func TestEnvoy(t *testing.T) {
 			t.Fatal("no rejection reported")
 		}
 		// The tenant's other listeners keep working; the fix is accepted.
-		if _, _, err := tcpRequest(at(echoPort), "", "after-nack"); err != nil {
+		if _, err := testsupport.TCPRoundTrip(at(echoPort), "after-nack"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
 			t.Fatal(err)
 		}
-		envoytest.Eventually(t, waitTimeout, "Envoy to accept the fixed snapshot", func() (bool, string) {
+		testsupport.Eventually(t, waitTimeout, "Envoy to accept the fixed snapshot", func() error {
 			lds, _, err := configVersions(e)
-			return err == nil && lds == srv.TypeVersion(tenant, resource.ListenerType), lds
+			if err == nil && lds != srv.TypeVersion(tenant, resource.ListenerType) {
+				err = fmt.Errorf("listeners at %q", lds)
+			}
+			return err
 		})
 		select {
 		case r := <-rejections:
@@ -630,9 +625,12 @@ func TestEnvoy(t *testing.T) {
 
 	t.Run("removed tenant", func(t *testing.T) {
 		srv.RemoveTenant(tenant)
-		envoytest.Eventually(t, waitTimeout, "Envoy to drop the tenant's listeners", func() (bool, string) {
+		testsupport.Eventually(t, waitTimeout, "Envoy to drop the tenant's listeners", func() error {
 			names, err := listenerNames(e)
-			return err == nil && len(names) == 0, fmt.Sprint(names, err)
+			if err == nil && len(names) > 0 {
+				err = fmt.Errorf("listeners %v", names)
+			}
+			return err
 		})
 		if srv.Version(tenant) != "" {
 			t.Error("removed tenant still has a version")
@@ -640,10 +638,9 @@ func TestEnvoy(t *testing.T) {
 	})
 
 	t.Run("disconnect", func(t *testing.T) {
-		e.Stop()
-		envoytest.Eventually(t, waitTimeout, "no connected proxy", func() (bool, string) {
-			n := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant))
-			return n == 0, fmt.Sprint(n)
+		e.Kill()
+		testsupport.Eventually(t, waitTimeout, "no connected proxy", func() error {
+			return connectedProxies(tenant, 0)
 		})
 	})
 }
@@ -675,7 +672,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 						continue
 					}
 					if _, ok := remap[*p]; !ok {
-						remap[*p] = int32(envoytest.FreePort(t))
+						remap[*p] = int32(testsupport.FreePort(t))
 					}
 					*p = remap[*p]
 				}
@@ -696,19 +693,19 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Envoy reports a version as accepted only after it applied it (an ACK).
-			envoytest.Eventually(t, waitTimeout, "Envoy to accept the snapshot", func() (bool, string) {
+			testsupport.Eventually(t, waitTimeout, "Envoy to accept the snapshot", func() error {
 				got, err := acceptedVersions(e)
 				if err != nil {
-					return false, err.Error()
+					return err
 				}
 				for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
 					if want := srv.TypeVersion(tenant, typ); got[typ] != want {
-						return false, fmt.Sprintf("%s at %q, want %q", typ, got[typ], want)
+						return fmt.Errorf("%s at %q, want %q", typ, got[typ], want)
 					}
 				}
 				counts, err := endpointCounts(e)
 				if err != nil {
-					return false, err.Error()
+					return err
 				}
 				for _, r := range out[resource.EndpointType] {
 					cla := r.(*endpointv3.ClusterLoadAssignment)
@@ -717,10 +714,10 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 						want += len(l.LbEndpoints)
 					}
 					if n, ok := counts[cla.ClusterName]; !ok || n != want {
-						return false, fmt.Sprintf("cluster %s has %d endpoints (known: %v), want %d", cla.ClusterName, n, ok, want)
+						return fmt.Errorf("cluster %s has %d endpoints (known: %v), want %d", cla.ClusterName, n, ok, want)
 					}
 				}
-				return true, ""
+				return nil
 			})
 			var want []string
 			for _, l := range out[resource.ListenerType] {
@@ -734,7 +731,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				t.Fatalf("Envoy rejected the configuration (%v NACKs)", n-before)
 			}
 			for _, s := range []string{"listener_manager.lds.update_rejected", "cluster_manager.cds.update_rejected"} {
-				if v, err := stat(e, s); err != nil || v != 0 {
+				if v, err := e.Stat(s); err != nil || v != 0 {
 					t.Fatalf("%s = %d (%v)", s, v, err)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"kubelb.dev/kubelb/internal/xds/envoytest"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // TestReadyListenerExposesOnlyReady starts a real Envoy whose admin interface is on loopback
@@ -21,8 +21,8 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	if _, err := srv.SetTenant(context.Background(), "tenant-r", nil); err != nil {
 		t.Fatal(err)
 	}
-	admin := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
-	ready := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
+	admin := testsupport.Loopback(testsupport.FreePort(t))
+	ready := testsupport.Loopback(testsupport.FreePort(t))
 	b, err := Bootstrap(BootstrapOptions{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	if !strings.Contains(string(b), ReadyListenerName) {
 		t.Fatalf("no ready listener in:\n%s", b)
 	}
-	e := envoytest.Start(t, b, "--service-node", "ready-proxy")
+	e := testsupport.StartEnvoy(t, "ready-proxy", b, testsupport.EnvoyOptions{Node: "ready-proxy", Concurrency: 1})
 	client := &http.Client{Timeout: 2 * time.Second}
 	status := func(method, url string) (int, error) {
 		req, err := http.NewRequest(method, url, nil)
@@ -44,9 +44,12 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	envoytest.Eventually(t, 30*time.Second, "GET /ready through the ready listener", func() (bool, string) {
+	testsupport.Eventually(t, 30*time.Second, "GET /ready through the ready listener", func() error {
 		code, err := status(http.MethodGet, "http://"+ready+"/ready")
-		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %v", code, err)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		return err
 	})
 	for _, path := range []string{"/quitquitquit", "/drain_listeners", "/config_dump", "/"} {
 		code, err := status(http.MethodPost, "http://"+ready+path)

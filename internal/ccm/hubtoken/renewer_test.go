@@ -32,6 +32,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 var bg = context.Background()
@@ -105,7 +106,7 @@ func (l *logSink) find(substr string) string {
 func hubKubeconfig(t *testing.T, hub client.Client) []byte {
 	t.Helper()
 	var raw []byte
-	testenv.Eventually(t, 30*time.Second, "the Tenant's kubeconfig Secret", func() error {
+	testsupport.Eventually(t, 30*time.Second, "the Tenant's kubeconfig Secret", func() error {
 		sec := &corev1.Secret{}
 		if err := hub.Get(bg, types.NamespacedName{Namespace: hubNS, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, sec); err != nil {
 			return err
@@ -225,7 +226,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 		ctx, cancel := context.WithCancel(bg)
 		done := make(chan error, 1)
 		go func() { done <- r.Start(ctx) }()
-		testenv.Eventually(t, 30*time.Second, "an in-memory renewal", func() error {
+		testsupport.Eventually(t, 30*time.Second, "an in-memory renewal", func() error {
 			if raw, _ := r.Current(); raw == KubeconfigToken(original) {
 				return fmt.Errorf("still the original token")
 			}
@@ -274,7 +275,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 	var renewed []byte
 	t.Run("renewed, used, written back", func(t *testing.T) {
 		start := time.Now()
-		testenv.Eventually(t, 30*time.Second, "a renewed token in the tenant Secret", func() error {
+		testsupport.Eventually(t, 30*time.Second, "a renewed token in the tenant Secret", func() error {
 			renewed = tenantKubeconfig(t, tc.Client)
 			if KubeconfigToken(renewed) == KubeconfigToken(original) {
 				return fmt.Errorf("still the original token")
@@ -292,7 +293,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 			t.Errorf("the written kubeconfig differs beyond the token:\n%s\nwant\n%s", renewed, want)
 		}
 		// Every hub request now carries a renewed token: the API server names the credential.
-		testenv.Eventually(t, 30*time.Second, "hub requests to use the token in the Secret", func() error {
+		testsupport.Eventually(t, 30*time.Second, "hub requests to use the token in the Secret", func() error {
 			id, err := credentialID(wrapped)
 			if err != nil {
 				return err
@@ -317,7 +318,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 		if err := c2.Create(bg, lb); err != nil {
 			t.Fatalf("creating a LoadBalancer with the renewed token: %v", err)
 		}
-		testenv.Eventually(t, 10*time.Second, "the hub cache to see the LoadBalancer", func() error {
+		testsupport.Eventually(t, 10*time.Second, "the hub cache to see the LoadBalancer", func() error {
 			return hubCluster.GetClient().Get(bg, client.ObjectKeyFromObject(lb), &kubelbv1alpha1.LoadBalancer{})
 		})
 		if got := testutil.ToFloat64(metrics.CCMOperations.WithLabelValues(opToken, metrics.ResultSuccess)) - okBefore; got < 1 {
@@ -338,7 +339,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		testenv.Eventually(t, 60*time.Second, "kubelb_ccm_kubelb_cluster_connected to drop to 0", func() error {
+		testsupport.Eventually(t, 60*time.Second, "kubelb_ccm_kubelb_cluster_connected to drop to 0", func() error {
 			if v := testutil.ToFloat64(metrics.CCMClusterConnected); v != 0 {
 				return fmt.Errorf("gauge %v", v)
 			}
@@ -360,7 +361,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 
 	t.Run("a fresh copy is taken over without a restart", func(t *testing.T) {
 		var fresh []byte
-		testenv.Eventually(t, 30*time.Second, "the manager's kubeconfig for the re-created ServiceAccount", func() error {
+		testsupport.Eventually(t, 30*time.Second, "the manager's kubeconfig for the re-created ServiceAccount", func() error {
 			fresh = hubKubeconfig(t, hub.Client)
 			if c, err := ParseToken(KubeconfigToken(fresh)); err != nil || c.ServiceAccountUID == origClaims.ServiceAccountUID {
 				return fmt.Errorf("still the old ServiceAccount (%v)", err)
@@ -376,7 +377,7 @@ func TestRenewalOnRealAPIServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		freshUID := mustParse(t, fresh).ServiceAccountUID
-		testenv.Eventually(t, 60*time.Second, "hub requests to work again", func() error {
+		testsupport.Eventually(t, 60*time.Second, "hub requests to work again", func() error {
 			if _, err := credentialID(wrapped); err != nil {
 				return err
 			}

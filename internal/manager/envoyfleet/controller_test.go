@@ -3,9 +3,6 @@ package envoyfleet
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +21,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 const managerNS = "kubelb"
@@ -59,7 +57,7 @@ func loadBalancer(ns, name string) *kubelbv1alpha1.LoadBalancer {
 // update re-reads obj, applies change and writes it, retrying on conflicts.
 func update[T client.Object](t *testing.T, c client.Client, obj T, change func(T)) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "updating "+obj.GetName(), func() error {
+	testsupport.Eventually(t, 10*time.Second, "updating "+obj.GetName(), func() error {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -87,16 +85,8 @@ func gone(c client.Client, obj client.Object) error {
 // validateWithEnvoy runs the real Envoy in validate mode on a bootstrap, as the pods start it.
 func validateWithEnvoy(t *testing.T, bootstrap []byte, cluster string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "bootstrap.yaml")
-	if err := os.WriteFile(path, bootstrap, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, testenv.EnvoyBinary(t), "--mode", "validate", "-c", path,
-		"--service-node", "envoy-0", "--service-cluster", cluster, "--disable-hot-restart", "-l", "warning").CombinedOutput()
-	if err != nil {
-		t.Fatalf("Envoy rejects the bootstrap: %v\n%s\n--- bootstrap ---\n%s", err, out, bootstrap)
+	if err := testsupport.ValidateEnvoy(t, bootstrap, "--service-node", "envoy-0", "--service-cluster", cluster); err != nil {
+		t.Fatalf("Envoy rejects the bootstrap: %v\n--- bootstrap ---\n%s", err, bootstrap)
 	}
 }
 
@@ -128,7 +118,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 
 	// Tenant b gets a LoadBalancer first; tenant a, without one, gets no fleet.
 	create(t, c, loadBalancer("tenant-b", "lb-b"))
-	testenv.Eventually(t, 20*time.Second, "the fleet of tenant-b", func() error {
+	testsupport.Eventually(t, 20*time.Second, "the fleet of tenant-b", func() error {
 		_, err := getDeployment(c, "tenant-b")
 		return err
 	})
@@ -140,7 +130,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	start := time.Now()
 	create(t, c, loadBalancer("tenant-a", "lb-a"))
 	var dep *appsv1.Deployment
-	testenv.Eventually(t, 20*time.Second, "the fleet of tenant-a", func() error {
+	testsupport.Eventually(t, 20*time.Second, "the fleet of tenant-a", func() error {
 		var err error
 		dep, err = getDeployment(c, "tenant-a")
 		return err
@@ -178,7 +168,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		tn.Spec.EnvoyProxy = kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](4),
 			Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: mem}}}
 	})
-	testenv.Eventually(t, 20*time.Second, "the Tenant's replicas and resources", func() error {
+	testsupport.Eventually(t, 20*time.Second, "the Tenant's replicas and resources", func() error {
 		d, err := getDeployment(c, "tenant-a")
 		if err != nil {
 			return err
@@ -192,7 +182,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	update(t, c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: "tenant-a"}}, func(d *appsv1.Deployment) {
 		d.Spec.Replicas = ptr.To[int32](9)
 	})
-	testenv.Eventually(t, 20*time.Second, "the replicas to be restored", func() error {
+	testsupport.Eventually(t, 20*time.Second, "the replicas to be restored", func() error {
 		d, err := getDeployment(c, "tenant-a")
 		if err == nil && *d.Spec.Replicas != 4 {
 			err = fmt.Errorf("replicas %d", *d.Spec.Replicas)
@@ -217,7 +207,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	update(t, c, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultConfigName, Namespace: managerNS}},
 		func(cfg *kubelbv1alpha1.Config) { cfg.Spec.EnvoyProxy.UseDaemonset = true })
 	for _, ns := range []string{"tenant-a", "tenant-b"} {
-		testenv.Eventually(t, 20*time.Second, "a DaemonSet in "+ns, func() error {
+		testsupport.Eventually(t, 20*time.Second, "a DaemonSet in "+ns, func() error {
 			ds := &appsv1.DaemonSet{}
 			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: WorkloadName}, ds); err != nil {
 				return err
@@ -233,7 +223,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	if err := c.Delete(ctx, loadBalancer("tenant-a", "lb-a")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, "tenant-a's fleet to be removed", func() error {
+	testsupport.Eventually(t, 20*time.Second, "tenant-a's fleet to be removed", func() error {
 		if err := gone(c, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: "tenant-a"}}); err != nil {
 			return err
 		}

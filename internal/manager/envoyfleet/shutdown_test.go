@@ -1,32 +1,27 @@
 package envoyfleet
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
-// stat reads one counter or gauge from Envoy's admin interface.
-func stat(t *testing.T, admin int, name string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, body, err := testenv.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/stats?filter=^%s$", admin, name))
+// stat reads the one counter or gauge whose name matches the regular expression.
+func stat(e *testsupport.Envoy, name string) (int64, error) {
+	stats, err := e.Stats("^" + name + "$")
 	if err != nil {
-		return "", err
+		return 0, err
 	}
-	_, v, ok := strings.Cut(strings.TrimSpace(body), ": ")
-	if !ok {
-		return "", fmt.Errorf("no stat %s in %q", name, body)
+	if len(stats) > 1 {
+		return 0, fmt.Errorf("%d stats match %s: %v", len(stats), name, stats)
 	}
-	return v, nil
+	for _, v := range stats {
+		return v, nil
+	}
+	return 0, fmt.Errorf("no stat %s", name)
 }
 
 // TestDrainScriptDrainsRealEnvoy runs the preStop hook against a real Envoy: the hook must
@@ -34,7 +29,7 @@ func stat(t *testing.T, admin int, name string) (string, error) {
 // return while a downstream connection is still open, then return once it is closed.
 func TestDrainScriptDrainsRealEnvoy(t *testing.T) {
 	t.Parallel()
-	admin, listener := testenv.FreePort(t), testenv.FreePort(t)
+	admin, listener := testsupport.FreePort(t), testsupport.FreePort(t)
 	bootstrap := fmt.Sprintf(`admin:
   address: {socket_address: {address: 127.0.0.1, port_value: %d}}
 static_resources:
@@ -46,36 +41,33 @@ static_resources:
       - name: envoy.filters.network.echo
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.echo.v3.Echo}
 `, admin, listener)
-	path := filepath.Join(t.TempDir(), "bootstrap.yaml")
-	if err := os.WriteFile(path, []byte(bootstrap), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	envoy := testenv.StartProcess(t, "envoy", testenv.EnvoyBinary(t), "-c", path, "--disable-hot-restart",
-		"--drain-time-s", "2", "-l", "warning")
-	testenv.WaitHTTP200(t, envoy, fmt.Sprintf("http://127.0.0.1:%d/ready", admin), 30*time.Second)
+	envoy := testsupport.StartEnvoy(t, "envoy", []byte(bootstrap), testsupport.EnvoyOptions{
+		LogLevel: "warning", DrainTime: 2 * time.Second, Args: []string{"--disable-hot-restart"},
+	})
+	envoy.WaitReady(t, 30*time.Second)
 
-	conn, err := net.Dial("tcp", testenv.Loopback(listener))
+	conn, err := net.Dial("tcp", testsupport.Loopback(listener))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 10*time.Second, "the connection to be counted", func() error {
-		v, err := stat(t, admin, `listener\.127\.0\.0\.1_[0-9]+\.downstream_cx_active`)
-		if err == nil && v != "1" {
-			err = fmt.Errorf("active %s", v)
+	testsupport.Eventually(t, 10*time.Second, "the connection to be counted", func() error {
+		v, err := stat(envoy, `listener\.127\.0\.0\.1_[0-9]+\.downstream_cx_active`)
+		if err == nil && v != 1 {
+			err = fmt.Errorf("active %d", v)
 		}
 		return err
 	})
 
-	hook := testenv.StartProcess(t, "drain-hook", "/bin/bash", "-c", DrainScript(admin, time.Second, time.Minute))
-	testenv.Eventually(t, 20*time.Second, "the drained listener to stop", func() error {
-		v, err := stat(t, admin, `listener_manager\.listener_stopped`)
-		if err == nil && v != "1" {
-			err = fmt.Errorf("listener_stopped %s", v)
+	hook := testsupport.StartProcess(t, "drain-hook", "/bin/bash", "-c", DrainScript(admin, time.Second, time.Minute))
+	testsupport.Eventually(t, 20*time.Second, "the drained listener to stop", func() error {
+		v, err := stat(envoy, `listener_manager\.listener_stopped`)
+		if err == nil && v != 1 {
+			err = fmt.Errorf("listener_stopped %d", v)
 		}
 		return err
 	})
-	if c, err := net.DialTimeout("tcp", testenv.Loopback(listener), time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", testsupport.Loopback(listener), time.Second); err == nil {
 		c.Close()
 		t.Error("the drained listener still accepts connections")
 	}
@@ -84,7 +76,7 @@ static_resources:
 	}
 	closed := time.Now()
 	conn.Close()
-	testenv.Eventually(t, 10*time.Second, "the hook to return", func() error {
+	testsupport.Eventually(t, 10*time.Second, "the hook to return", func() error {
 		if !hook.Exited() {
 			return fmt.Errorf("still waiting")
 		}

@@ -17,6 +17,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 const managerNS = "kubelb-system"
@@ -123,7 +124,7 @@ func TestController(t *testing.T) {
 		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"envoyProxy":{"replicas":2}}}`))); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, waitTimeout, "a reconcile after the Tenant change", func() error {
+		testsupport.Eventually(t, waitTimeout, "a reconcile after the Tenant change", func() error {
 			if m.Reconciles(lb.Namespace, lb.Name) <= reconciles {
 				return fmt.Errorf("not reconciled yet")
 			}
@@ -225,7 +226,7 @@ func TestController(t *testing.T) {
 		// A new manager rebuilds the same allocations and, finding nothing to change,
 		// writes nothing.
 		m2 := startController(t, hub, opts, 200, 400)
-		testenv.Eventually(t, waitTimeout, "every LoadBalancer reconciled by the new manager", func() error {
+		testsupport.Eventually(t, waitTimeout, "every LoadBalancer reconciled by the new manager", func() error {
 			for _, name := range names {
 				if m2.Reconciles(ns, name) == 0 {
 					return fmt.Errorf("%s not reconciled yet", name)
@@ -354,7 +355,7 @@ func TestController(t *testing.T) {
 		if err := c.Create(ctx, foreign); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, waitTimeout, "a reconcile", func() error {
+		testsupport.Eventually(t, waitTimeout, "a reconcile", func() error {
 			if m.Reconciles(ns, "lb") == 0 {
 				return fmt.Errorf("not reconciled")
 			}
@@ -407,7 +408,7 @@ func countEvents(t testing.TB, c client.Client, ns, name, reason string) int {
 
 func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
 	t.Helper()
-	testenv.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
+	testsupport.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
 		if countEvents(t, c, ns, name, reason) == 0 {
 			return fmt.Errorf("no event")
 		}

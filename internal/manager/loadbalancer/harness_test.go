@@ -27,6 +27,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // writeCounter counts the write requests a client sends, by "METHOD resource[/subresource]".
@@ -254,7 +255,7 @@ func upstreamPorts(lb *kubelbv1alpha1.LoadBalancer) []int32 {
 func waitPorts(t testing.TB, c client.Client, ns, name string, n int) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
 	var lb *kubelbv1alpha1.LoadBalancer
-	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%d ports in the status of %s/%s", n, ns, name), func() error {
+	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%d ports in the status of %s/%s", n, ns, name), func() error {
 		lb = &kubelbv1alpha1.LoadBalancer{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
 			return err
@@ -271,7 +272,7 @@ func waitPorts(t testing.TB, c client.Client, ns, name string, n int) *kubelbv1a
 func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
 	var lb *kubelbv1alpha1.LoadBalancer
-	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%s/%s Ready=%s %s", ns, name, status, reason), func() error {
+	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%s/%s Ready=%s %s", ns, name, status, reason), func() error {
 		lb = &kubelbv1alpha1.LoadBalancer{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
 			return err
@@ -293,7 +294,7 @@ func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.Con
 func waitService(t testing.TB, c client.Client, ns, lbName string, cond func(*corev1.Service) error) *corev1.Service {
 	t.Helper()
 	var svc *corev1.Service
-	testenv.Eventually(t, waitTimeout, "hub Service of "+ns+"/"+lbName, func() error {
+	testsupport.Eventually(t, waitTimeout, "hub Service of "+ns+"/"+lbName, func() error {
 		svc = &corev1.Service{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
 			return err
@@ -309,7 +310,7 @@ func waitService(t testing.TB, c client.Client, ns, lbName string, cond func(*co
 // waitGone waits until an object no longer exists.
 func waitGone(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
-	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
+	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
 		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -325,7 +326,7 @@ func waitGone(t testing.TB, c client.Client, obj client.Object) {
 // it writes an address into the hub Service's status, plus an annotation of its own.
 func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
 	t.Helper()
-	testenv.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
+	testsupport.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
 		svc := &corev1.Service{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
 			return err
@@ -347,7 +348,7 @@ func deleteAll(t testing.TB, c client.Client, ns string) {
 	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.LoadBalancer{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, waitTimeout, "LoadBalancers and hub Services in "+ns+" to be gone", func() error {
+	testsupport.Eventually(t, waitTimeout, "LoadBalancers and hub Services in "+ns+" to be gone", func() error {
 		lbs := &kubelbv1alpha1.LoadBalancerList{}
 		svcs := &corev1.ServiceList{}
 		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {

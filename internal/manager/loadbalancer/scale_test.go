@@ -29,6 +29,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // TestScale is run by hand, not by `make test`:
@@ -64,7 +65,7 @@ func TestScale(t *testing.T) {
 	withFinalizer := os.Getenv("KUBELB_SCALE_FINALIZER") != ""
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: testenv.AssetsDir(t),
-		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(testsupport.RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
@@ -122,7 +123,7 @@ func TestScale(t *testing.T) {
 	created := time.Since(start)
 
 	var allPorts, allAddressed time.Duration
-	testenv.Eventually(t, 10*time.Minute, "every LoadBalancer with ports and address", func() error {
+	testsupport.Eventually(t, 10*time.Minute, "every LoadBalancer with ports and address", func() error {
 		list := &kubelbv1alpha1.LoadBalancerList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -151,7 +152,7 @@ func TestScale(t *testing.T) {
 	// Let stragglers (reconciles queued behind the burst) finish: wait until the write count
 	// stays put for two seconds, then take the totals.
 	last, stableSince := m.writes.Total(), time.Now()
-	testenv.Eventually(t, time.Minute, "the controller to stop writing", func() error {
+	testsupport.Eventually(t, time.Minute, "the controller to stop writing", func() error {
 		if cur := m.writes.Total(); cur != last {
 			last, stableSince = cur, time.Now()
 		}

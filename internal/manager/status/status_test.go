@@ -24,9 +24,9 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
-	"kubelb.dev/kubelb/internal/xds/envoytest"
 )
 
 const (
@@ -59,7 +59,7 @@ func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 		t.Fatal(err)
 	}
 	srv := xds.NewServer(mgr.GetLogger().WithName("xds"))
-	port := envoytest.FreePort(t)
+	port := testsupport.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
 	srv.OnRejection(rec.Hear)
@@ -145,18 +145,20 @@ func setListenerPort(t *testing.T, c client.Client, name string, listener int) {
 func waitProgrammed(t *testing.T, c client.Client, name string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	envoytest.Eventually(t, timeout, fmt.Sprintf("%s Programmed=%s/%s", name, st, reason), func() (bool, string) {
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%s Programmed=%s/%s", name, st, reason), func() error {
 		o := &v1alpha1.LoadBalancer{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: tenant, Name: name}, o); err != nil {
-			return false, err.Error()
+			return err
 		}
 		cond := meta.FindStatusCondition(o.Status.Conditions, status.ConditionProgrammed)
 		if cond == nil {
-			return false, "no Programmed condition"
+			return fmt.Errorf("no Programmed condition")
 		}
 		got = *cond
-		return cond.Status == st && cond.Reason == reason && strings.Contains(cond.Message, msg) && cond.ObservedGeneration == o.Generation,
-			fmt.Sprintf("%s/%s %q gen %d/%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration, o.Generation)
+		if cond.Status == st && cond.Reason == reason && strings.Contains(cond.Message, msg) && cond.ObservedGeneration == o.Generation {
+			return nil
+		}
+		return fmt.Errorf("%s/%s %q gen %d/%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration, o.Generation)
 	})
 	return got
 }
@@ -164,19 +166,19 @@ func waitProgrammed(t *testing.T, c client.Client, name string, st metav1.Condit
 // waitEvent waits for an Event of type and reason regarding the LoadBalancer.
 func waitEvent(t *testing.T, c client.Client, name, typ, reason, msg string) {
 	t.Helper()
-	envoytest.Eventually(t, timeout, fmt.Sprintf("%s Event %s/%s", name, typ, reason), func() (bool, string) {
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%s Event %s/%s", name, typ, reason), func() error {
 		evs := &eventsv1.EventList{}
 		if err := c.List(context.Background(), evs, client.InNamespace(tenant)); err != nil {
-			return false, err.Error()
+			return err
 		}
 		var seen []string
 		for _, e := range evs.Items {
 			if e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.Contains(e.Note, msg) {
-				return true, ""
+				return nil
 			}
 			seen = append(seen, e.Regarding.Name+":"+e.Reason)
 		}
-		return false, fmt.Sprint(seen)
+		return fmt.Errorf("events %v", seen)
 	})
 }
 
@@ -210,9 +212,9 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envoytest.Start(t, b, "--service-node", "proxy-on-standby")
+	testsupport.StartEnvoy(t, "envoy", b, testsupport.EnvoyOptions{Node: "proxy-on-standby"})
 
-	good := envoytest.FreePort(t)
+	good := testsupport.FreePort(t)
 	create(t, c, lb("good", good), good)
 	waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
 
@@ -230,7 +232,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		waitEvent(t, c, "good", corev1.EventTypeWarning, status.ReasonProgrammedWithWarnings, "not-an-ip")
 
 		// Every address refused: not served.
-		p := envoytest.FreePort(t)
+		p := testsupport.FreePort(t)
 		create(t, c, lb("lonely", p, "999.1.1.1"), p)
 		waitProgrammed(t, c, "lonely", metav1.ConditionFalse, translate.ReasonNoEndpoints, "TCP/80: NoEndpoints")
 		waitEvent(t, c, "lonely", corev1.EventTypeWarning, translate.ReasonNoEndpoints, "999.1.1.1")
@@ -287,18 +289,17 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		// Move the listener to a free port: Envoy accepts, the rejection is resolved, and
 		// the LoadBalancer is Programmed again with a Normal Event.
 		busy.Close()
-		setListenerPort(t, c, "busy", envoytest.FreePort(t))
+		setListenerPort(t, c, "busy", testsupport.FreePort(t))
 		waitProgrammed(t, c, "busy", metav1.ConditionTrue, status.ReasonProgrammed, "")
 		waitEvent(t, c, "busy", corev1.EventTypeNormal, status.ReasonProgrammed, "")
-		envoytest.Eventually(t, timeout, "the rejection to be removed from the TenantState", func() (bool, string) {
+		testsupport.Eventually(t, timeout, "the rejection to be removed from the TenantState", func() error {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
-				return false, err.Error()
+				return err
 			}
-			mf := ""
-			for _, m := range ts.ManagedFields {
-				mf += fmt.Sprintf("%s %s %s; ", m.Manager, m.Subresource, m.FieldsV1.String())
+			if len(ts.Status.Rejections) > 0 {
+				return fmt.Errorf("rejections %v", ts.Status.Rejections)
 			}
-			return len(ts.Status.Rejections) == 0, fmt.Sprint(ts.Status.Rejections, mf)
+			return nil
 		})
 	})
 }

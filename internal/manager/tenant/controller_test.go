@@ -35,6 +35,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/version"
 )
 
@@ -54,7 +55,7 @@ func create(t *testing.T, c client.Client, objs ...client.Object) {
 // update re-reads obj, applies change and writes it, retrying on conflicts.
 func update[T client.Object](t *testing.T, c client.Client, obj T, change func(T)) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "updating "+obj.GetName(), func() error {
+	testsupport.Eventually(t, 10*time.Second, "updating "+obj.GetName(), func() error {
 		if err := c.Get(bg, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ func tenantObj(name string) *kubelbv1alpha1.Tenant {
 func waitReady(t *testing.T, c client.Client, name string) *kubelbv1alpha1.Tenant {
 	t.Helper()
 	tn := tenantObj(name)
-	testenv.Eventually(t, 30*time.Second, "Tenant "+name+" to be Ready", func() error {
+	testsupport.Eventually(t, 30*time.Second, "Tenant "+name+" to be Ready", func() error {
 		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
 			return err
 		}
@@ -236,7 +237,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 	t.Run("Config and Tenant settings reach TenantState", func(t *testing.T) {
 		disabled := func(tenant string, want bool) {
 			t.Helper()
-			testenv.Eventually(t, 20*time.Second, fmt.Sprintf("TenantState of %s to say disable=%v", tenant, want), func() error {
+			testsupport.Eventually(t, 20*time.Second, fmt.Sprintf("TenantState of %s to say disable=%v", tenant, want), func() error {
 				ts := &kubelbv1alpha1.TenantState{}
 				if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-" + tenant, Name: TenantStateName}, ts); err != nil {
 					return err
@@ -486,7 +487,7 @@ func checkTokenRotation(t *testing.T, s *hubSetup, ccm client.WithWatch) {
 	waitNewToken := func(old string) *corev1.Secret {
 		t.Helper()
 		var sec *corev1.Secret
-		testenv.Eventually(t, 20*time.Second, "a new token", func() error {
+		testsupport.Eventually(t, 20*time.Second, "a new token", func() error {
 			var tok string
 			tok, sec = tokenOf()
 			if tok == "" || tok == old {
@@ -537,7 +538,7 @@ func checkTokenRotation(t *testing.T, s *hubSetup, ccm client.WithWatch) {
 	}
 	deleted := time.Now()
 	sawRevoked := false
-	testenv.Eventually(t, 30*time.Second, "a new token for the re-created ServiceAccount", func() error {
+	testsupport.Eventually(t, 30*time.Second, "a new token for the re-created ServiceAccount", func() error {
 		tr := &authenticationv1.TokenRequest{}
 		if err := old.SubResource("token").Create(bg, oldSA, tr); err == nil {
 			t.Errorf("%s after revocation, the revoked token got a new token", time.Since(deleted).Round(time.Millisecond))
@@ -560,7 +561,7 @@ func checkTokenRotation(t *testing.T, s *hubSetup, ccm client.WithWatch) {
 	if !sawRevoked {
 		t.Errorf("the Tenant never showed reason %s while waiting", ReasonServiceAccountRevoked)
 	}
-	testenv.Eventually(t, 30*time.Second, "the old token to be rejected (the API server caches valid tokens for 10s)", func() error {
+	testsupport.Eventually(t, 30*time.Second, "the old token to be rejected (the API server caches valid tokens for 10s)", func() error {
 		err := old.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace(ns))
 		if !apierrors.IsUnauthorized(err) {
 			return fmt.Errorf("old token: %v", err)
@@ -646,7 +647,7 @@ func checkDeletion(t *testing.T, s *hubSetup) {
 		&kubelbv1alpha1.SyncSecret{ObjectMeta: metav1.ObjectMeta{Name: "tls", Namespace: "tenant-a"}, Data: map[string][]byte{"k": []byte("v")}},
 	)
 	for _, ns := range []string{"tenant-a", "tenant-b"} {
-		testenv.Eventually(t, 20*time.Second, "the Envoy fleet of "+ns, func() error {
+		testsupport.Eventually(t, 20*time.Second, "the Envoy fleet of "+ns, func() error {
 			return c.Get(bg, types.NamespacedName{Namespace: ns, Name: envoyfleet.WorkloadName}, &appsv1.Deployment{})
 		})
 	}
@@ -677,7 +678,7 @@ func checkDeletion(t *testing.T, s *hubSetup) {
 
 	// While the LoadBalancers' finalizers hold, the Tenant waits and says why; the ccm has
 	// lost its access; the fleet, the rest of the RBAC and the namespace are still there.
-	testenv.Eventually(t, 20*time.Second, "Tenant a to wait for its LoadBalancers", func() error {
+	testsupport.Eventually(t, 20*time.Second, "Tenant a to wait for its LoadBalancers", func() error {
 		tn := tenantObj("a")
 		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
 			return err
@@ -703,8 +704,8 @@ func checkDeletion(t *testing.T, s *hubSetup) {
 
 	start := time.Now()
 	s.lbs.release.Store(true)
-	testenv.Eventually(t, 30*time.Second, "Tenant a to be gone", func() error { return gone(c, tenantObj("a")) })
-	testenv.Eventually(t, 10*time.Second, "namespace tenant-a to be gone", func() error {
+	testsupport.Eventually(t, 30*time.Second, "Tenant a to be gone", func() error { return gone(c, tenantObj("a")) })
+	testsupport.Eventually(t, 10*time.Second, "namespace tenant-a to be gone", func() error {
 		return gone(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}})
 	})
 	t.Logf("Tenant a gone %s after its LoadBalancers were released", time.Since(start).Round(time.Millisecond))
@@ -808,7 +809,7 @@ func TestTenantKubeconfigFromClusterInfo(t *testing.T) {
 	s := startHub(t, false)
 	c := s.hub.Client
 	create(t, c, tenantObj("x"))
-	testenv.Eventually(t, 20*time.Second, "Tenant x to report the missing server URL", func() error {
+	testsupport.Eventually(t, 20*time.Second, "Tenant x to report the missing server URL", func() error {
 		tn := tenantObj("x")
 		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
 			return err
@@ -819,7 +820,7 @@ func TestTenantKubeconfigFromClusterInfo(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, 10*time.Second, "a Warning Event NoHubServerURL", func() error {
+	testsupport.Eventually(t, 10*time.Second, "a Warning Event NoHubServerURL", func() error {
 		var evs eventsv1.EventList
 		if err := c.List(bg, &evs); err != nil {
 			return err

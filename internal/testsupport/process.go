@@ -1,12 +1,10 @@
-package testenv
+package testsupport
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,28 +47,84 @@ func BuildBinary(t TB, pkg string) string {
 	return out
 }
 
-// FreePort returns a TCP port that is free on 127.0.0.1 right now.
-func FreePort(t TB) int {
+// FreePort returns a port that is free for both TCP and UDP on every one of ips (default
+// 127.0.0.1) at the time of the call.
+func FreePort(t TB, ips ...string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if len(ips) == 0 {
+		ips = []string{"127.0.0.1"}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if portFree(port, ips) {
+			return port
+		}
+	}
+	t.Fatal("no port free on all of", ips)
+	return 0
 }
 
-// Process is a program a test started; it is ended (by its PID) when the test ends.
+func portFree(port int, ips []string) bool {
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}()
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip, fmt.Sprint(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return false
+		}
+		closers = append(closers, l)
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		closers = append(closers, u)
+	}
+	return true
+}
+
+// Loopback is 127.0.0.1:port.
+func Loopback(port int) string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(port)) }
+
+// Eventually polls cond every 100ms until it returns nil or timeout passes, then fails the
+// test with the last error.
+func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Process is a program a test started; it is ended (by its PID) when the test ends, and also
+// when the test process dies.
 type Process struct {
 	Name string
 	Cmd  *exec.Cmd
+	// Log is the file that gets the program's stdout and stderr.
 	Log  string
 	done chan struct{}
 	err  error
 }
 
 // StartProcess starts a program with its output going to a log file in the test's temporary
-// folder; the log is printed when the test fails.
+// folder; the end of the log is printed when the test fails.
 func StartProcess(t TB, name, path string, args ...string) *Process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
@@ -80,8 +134,9 @@ func StartProcess(t TB, name, path string, args ...string) *Process {
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		f.Close()
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	p := &Process{Name: name, Cmd: cmd, Log: logPath, done: make(chan struct{})}
@@ -93,14 +148,13 @@ func StartProcess(t TB, name, path string, args ...string) *Process {
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- log of %s (last 8 KiB) ---\n%s", name, tail(b, 8192))
+			t.Logf("--- log of %s (last 8 KiB) ---\n%s", name, tailBytes([]byte(p.Output()), 8192))
 		}
 	})
 	return p
 }
 
-func tail(b []byte, n int) []byte {
+func tailBytes(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
 	}
@@ -135,7 +189,7 @@ func (p *Process) Stop(timeout time.Duration) (int, error) {
 	return 0, p.err
 }
 
-// Kill ends the process by its PID, if it still runs.
+// Kill ends the process by its PID, if it still runs, and waits for it.
 func (p *Process) Kill() {
 	if !p.Exited() {
 		_ = p.Cmd.Process.Kill()
@@ -149,60 +203,11 @@ func (p *Process) Output() string {
 	return string(b)
 }
 
-// Eventually polls cond every interval until it returns nil or timeout passes, then fails the
-// test with the last error.
-func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+// Tail returns the last n lines the process logged.
+func (p *Process) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Output(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
+	return strings.Join(lines, "\n")
 }
-
-// HTTPGet fetches a URL on loopback and returns status and body.
-func HTTPGet(ctx context.Context, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// WaitHTTP200 waits until url answers 200 and returns the body; it fails early if proc exits.
-func WaitHTTP200(t TB, proc *Process, url string, timeout time.Duration) string {
-	t.Helper()
-	var body string
-	Eventually(t, timeout, url, func() error {
-		if proc != nil && proc.Exited() {
-			t.Fatalf("%s exited early:\n%s", proc.Name, proc.Output())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		code, b, err := HTTPGet(ctx, url)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("status %d: %s", code, strings.TrimSpace(b))
-		}
-		body = b
-		return nil
-	})
-	return body
-}
-
-// Loopback is 127.0.0.1:port.
-func Loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
