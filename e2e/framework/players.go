@@ -17,7 +17,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/xds"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // AddNode plays a kubelet registering a Node with an InternalIP on loopback and a Ready
@@ -134,7 +134,7 @@ func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	bootstrap, ready := ownPorts(t, bootstrap)
 	e := &Envoy{Envoy: testsupport.StartEnvoy(t, name, bootstrap, testsupport.EnvoyOptions{Node: name, LogLevel: "warning"}), ReadyAddr: ready}
 	// What the kubelet's readiness probe asks.
-	testsupport.WaitHTTP200(t, e.Process, "http://"+ready+xds.ReadyPath, time.Minute)
+	testsupport.WaitHTTP200(t, e.Process, "http://"+ready+xdsbootstrap.ReadyPath, time.Minute)
 	return e
 }
 
@@ -166,22 +166,22 @@ func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, ready string) {
 	found := 0
 	listeners, _ := static["listeners"].([]any)
 	for _, l := range listeners {
-		if l, ok := l.(map[string]any); ok && l["name"] == xds.ReadyListenerName {
+		if l, ok := l.(map[string]any); ok && l["name"] == xdsbootstrap.ReadyListenerName {
 			l["address"] = socket(readyPort)
 			found++
 		}
 	}
 	clusters, _ := static["clusters"].([]any)
 	for _, c := range clusters {
-		if c, ok := c.(map[string]any); ok && c["name"] == xds.AdminClusterName {
-			c["load_assignment"] = map[string]any{"cluster_name": xds.AdminClusterName, "endpoints": []any{
+		if c, ok := c.(map[string]any); ok && c["name"] == xdsbootstrap.AdminClusterName {
+			c["load_assignment"] = map[string]any{"cluster_name": xdsbootstrap.AdminClusterName, "endpoints": []any{
 				map[string]any{"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": socket(adminPort)}}}},
 			}}
 			found++
 		}
 	}
 	if found != 2 {
-		t.Fatalf("the bootstrap lacks the %s listener or the %s cluster", xds.ReadyListenerName, xds.AdminClusterName)
+		t.Fatalf("the bootstrap lacks the %s listener or the %s cluster", xdsbootstrap.ReadyListenerName, xdsbootstrap.AdminClusterName)
 	}
 	out, err := yaml.Marshal(doc)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 const waitTimeout = 30 * time.Second
@@ -59,7 +60,7 @@ func startXDS(t *testing.T) (*Server, string) {
 // startEnvoy starts a real Envoy for tenant with the bootstrap Bootstrap generates.
 func startEnvoy(t *testing.T, tenant, xdsAddr, node string) *testsupport.Envoy {
 	t.Helper()
-	b, err := Bootstrap(BootstrapOptions{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
+	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // TestReadyListenerExposesOnlyReady starts a real Envoy whose admin interface is on loopback
@@ -23,11 +24,11 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	}
 	admin := testsupport.Loopback(testsupport.FreePort(t))
 	ready := testsupport.Loopback(testsupport.FreePort(t))
-	b, err := Bootstrap(BootstrapOptions{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
+	b, err := bootstrap.Generate(bootstrap.Options{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), ReadyListenerName) {
+	if !strings.Contains(string(b), bootstrap.ReadyListenerName) {
 		t.Fatalf("no ready listener in:\n%s", b)
 	}
 	e := testsupport.StartEnvoy(t, "ready-proxy", b, testsupport.EnvoyOptions{Node: "ready-proxy", Concurrency: 1})

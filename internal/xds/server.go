@@ -45,11 +45,11 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
-// Keepalive settings of the gRPC server. Envoy's bootstrap (see Bootstrap) pings every 30s,
-// which the enforcement policy must allow.
+// Keepalive settings of the gRPC server. Envoy's bootstrap (internal/xds/bootstrap) pings
+// with the same settings, which the enforcement policy must allow.
 const (
-	keepaliveTime        = 30 * time.Second
-	keepaliveTimeout     = 10 * time.Second
+	KeepaliveTime        = 30 * time.Second
+	KeepaliveTimeout     = 10 * time.Second
 	keepaliveMinPingTime = 10 * time.Second
 	gracefulStopTimeout  = 5 * time.Second
 )
@@ -125,7 +125,7 @@ func (r *Runnable) NeedLeaderElection() bool { return false }
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	xds := serverv3.NewServer(ctx, s.cache, s.cb)
 	g := grpc.NewServer(
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(1<<16),
 	)

@@ -37,7 +37,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/xds"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 const controllerName = "envoyfleet"
@@ -185,7 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	eff := settings.Resolve(cfg, t)
-	bootstrap, err := xds.Bootstrap(xds.BootstrapOptions{
+	bootstrap, err := xdsbootstrap.Generate(xdsbootstrap.Options{
 		Tenant:       ns,
 		XDSAddress:   r.opts.XDSAddress,
 		AdminAddress: fmt.Sprintf("127.0.0.1:%d", AdminPort),

@@ -16,7 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/xds"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // Graceful shutdown defaults (Config envoyProxy.gracefulShutdown overrides them).
@@ -44,7 +44,7 @@ type Input struct {
 	Settings settings.Tenant
 	// Image is the Envoy image from the flag; Settings.Envoy.Image overrides it.
 	Image string
-	// Bootstrap is the Envoy bootstrap (xds.Bootstrap).
+	// Bootstrap is the Envoy bootstrap (xdsbootstrap.Generate).
 	Bootstrap []byte
 }
 
@@ -119,7 +119,7 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		Ports: []corev1.ContainerPort{{Name: "ready", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: xds.ReadyPath, Port: intstr.FromString("ready"), Scheme: corev1.URISchemeHTTP,
+				Path: xdsbootstrap.ReadyPath, Port: intstr.FromString("ready"), Scheme: corev1.URISchemeHTTP,
 			}},
 			PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
 		},

@@ -27,6 +27,7 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 const (
@@ -208,7 +209,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal("replica-a was not elected")
 	}
 	standby := startReplica(t, hub, "replica-b")
-	b, err := xds.Bootstrap(xds.BootstrapOptions{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
+	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

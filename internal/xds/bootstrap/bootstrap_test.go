@@ -1,14 +1,21 @@
-package xds
+package bootstrap
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/xds"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/*.yaml")
 
 func ptr[T any](v T) *T { return &v }
 
@@ -16,36 +23,41 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opts BootstrapOptions
+		opts Options
 		want []string // substrings of the YAML
 	}{
 		{
 			name: "manager default",
-			opts: BootstrapOptions{Tenant: "tenant-a", XDSAddress: "kubelb.kubelb.svc:8001"},
+			opts: Options{Tenant: "tenant-a", XDSAddress: "kubelb.kubelb.svc:8001"},
 			want: []string{"cluster: tenant-a", "address: kubelb.kubelb.svc", "port_value: 8001", "port_value: 9901", "ads: {}", "STRICT_DNS"},
 		},
 		{
 			name: "loopback with node id",
-			opts: BootstrapOptions{Tenant: "tenant-b", NodeID: "envoy-0", XDSAddress: "127.0.0.1:18001", AdminAddress: "0.0.0.0:19000"},
+			opts: Options{Tenant: "tenant-b", NodeID: "envoy-0", XDSAddress: "127.0.0.1:18001", AdminAddress: "0.0.0.0:19000"},
 			want: []string{"id: envoy-0", "address: 127.0.0.1", "port_value: 19000"},
 		},
 		{
 			name: "overload manager",
-			opts: BootstrapOptions{Tenant: "tenant-c", XDSAddress: "kubelb.kubelb.svc:8001", EnvoyProxy: &v1alpha1.EnvoyProxy{
+			opts: Options{Tenant: "tenant-c", XDSAddress: "kubelb.kubelb.svc:8001", EnvoyProxy: &v1alpha1.EnvoyProxy{
 				OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxActiveDownstreamConnections: ptr(uint64(50000)), MaxHeapSizeBytes: ptr(uint64(1 << 30))},
 			}},
 			want: []string{"global_downstream_max_connections", "max_active_downstream_connections: \"50000\"", "fixed_heap", "shrink_heap"},
 		},
 		{
+			name: "ready listener",
+			opts: Options{Tenant: "tenant-e", XDSAddress: "kubelb.kubelb.svc:8001", ReadyAddress: "0.0.0.0:19003"},
+			want: []string{"port_value: 19003", "/ready"},
+		},
+		{
 			name: "overload manager disabled",
-			opts: BootstrapOptions{Tenant: "tenant-d", XDSAddress: "kubelb.kubelb.svc:8001", EnvoyProxy: &v1alpha1.EnvoyProxy{
+			opts: Options{Tenant: "tenant-d", XDSAddress: "kubelb.kubelb.svc:8001", EnvoyProxy: &v1alpha1.EnvoyProxy{
 				OverloadManager: &v1alpha1.OverloadManager{MaxHeapSizeBytes: ptr(uint64(1 << 30))},
 			}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b, err := Bootstrap(tc.opts)
+			b, err := Generate(tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +76,17 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 			if err := testsupport.ValidateEnvoy(t, b, "--service-node", "validate-proxy"); err != nil {
 				t.Fatalf("Envoy rejects the bootstrap:\n%s\n%v", b, err)
 			}
-			again, _ := Bootstrap(tc.opts)
+			golden := filepath.Join("testdata", strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if want, err := os.ReadFile(golden); err != nil {
+				t.Fatalf("%v (go test ./internal/xds/bootstrap -update writes it)", err)
+			} else if string(want) != string(b) {
+				t.Errorf("%s differs; run with -update if intended:\n%s", golden, cmp.Diff(string(want), string(b)))
+			}
+			again, _ := Generate(tc.opts)
 			if string(again) != string(b) {
 				t.Error("Bootstrap is not deterministic")
 			}
@@ -74,7 +96,7 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 
 func TestBootstrapRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string]BootstrapOptions{
+	for name, opts := range map[string]Options{
 		"no tenant":        {XDSAddress: "127.0.0.1:1"},
 		"no xds address":   {Tenant: "t"},
 		"xds without port": {Tenant: "t", XDSAddress: "kubelb"},
@@ -83,8 +105,16 @@ func TestBootstrapRejectsBadOptions(t *testing.T) {
 		"zero connections": {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxActiveDownstreamConnections: ptr(uint64(0))}}},
 		"zero heap":        {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxHeapSizeBytes: ptr(uint64(0))}}},
 	} {
-		if _, err := Bootstrap(opts); err == nil {
+		if _, err := Generate(opts); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestKeepaliveMatchesServer: the server's keepalive enforcement must allow the pings the
+// bootstrap asks for.
+func TestKeepaliveMatchesServer(t *testing.T) {
+	if KeepaliveTime != xds.KeepaliveTime || KeepaliveTimeout != xds.KeepaliveTimeout {
+		t.Fatalf("bootstrap keepalive %v/%v, server %v/%v", KeepaliveTime, KeepaliveTimeout, xds.KeepaliveTime, xds.KeepaliveTimeout)
 	}
 }

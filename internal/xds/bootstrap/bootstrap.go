@@ -1,4 +1,8 @@
-package xds
+// Package bootstrap renders the Envoy bootstrap of a tenant's proxies: node identity (the
+// tenant in node.cluster), ADS over gRPC to the manager's xDS server, the admin interface on
+// loopback, an optional listener that serves only /ready, and the overload manager. It is
+// built from the bootstrap protos and validated, and golden-tested (testdata/).
+package bootstrap
 
 import (
 	"encoding/json"
@@ -28,6 +32,11 @@ import (
 
 // Bootstrap defaults and names.
 const (
+	// KeepaliveTime and KeepaliveTimeout of Envoy's gRPC connection to the xDS server; they
+	// equal the server's (internal/xds), whose enforcement policy must allow them.
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
+
 	// XDSClusterName is the static cluster of the bootstrap that points at the xDS server.
 	XDSClusterName = "xds_cluster"
 	// DefaultAdminAddress is where Envoy's admin interface listens unless told otherwise.
@@ -38,8 +47,8 @@ const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
-// BootstrapOptions describe one tenant's Envoy fleet.
-type BootstrapOptions struct {
+// Options describe one tenant's Envoy fleet.
+type Options struct {
 	// Tenant is the tenant namespace; it becomes node.cluster, which selects the snapshot.
 	Tenant string
 	// NodeID is node.id. Leave it empty in a Deployment and start Envoy with
@@ -59,11 +68,11 @@ type BootstrapOptions struct {
 	EnvoyProxy *v1alpha1.EnvoyProxy
 }
 
-// Bootstrap returns the Envoy bootstrap configuration (YAML) of a tenant's proxies: ADS over
+// Generate returns the Envoy bootstrap configuration (YAML) of a tenant's proxies: ADS over
 // gRPC to the xDS server for listeners and clusters (endpoints come through ADS as well, see
 // translate), the admin interface, and the overload manager when enabled. It is built from the
 // bootstrap protos and validated, so it is valid by construction.
-func Bootstrap(opts BootstrapOptions) ([]byte, error) {
+func Generate(opts Options) ([]byte, error) {
 	b, err := bootstrapProto(opts)
 	if err != nil {
 		return nil, err
@@ -83,7 +92,7 @@ func Bootstrap(opts BootstrapOptions) ([]byte, error) {
 	return yaml.Marshal(doc)
 }
 
-func bootstrapProto(opts BootstrapOptions) (*bootstrapv3.Bootstrap, error) {
+func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 	if opts.Tenant == "" {
 		return nil, errors.New("bootstrap: tenant must not be empty")
 	}
@@ -107,8 +116,8 @@ func bootstrapProto(opts BootstrapOptions) (*bootstrapv3.Bootstrap, error) {
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
 				// Matches the server's keepalive enforcement (pings at most every 10s).
 				ConnectionKeepalive: &corev3.KeepaliveSettings{
-					Interval: durationpb.New(keepaliveTime),
-					Timeout:  durationpb.New(keepaliveTimeout),
+					Interval: durationpb.New(KeepaliveTime),
+					Timeout:  durationpb.New(KeepaliveTimeout),
 				},
 			}},
 		}},
