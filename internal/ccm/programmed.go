@@ -14,6 +14,10 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
+// ReasonProgrammedWithWarnings is the reason of a True Programmed condition whose message
+// names input the hub refused or ignored (see internal/manager/status).
+const ReasonProgrammedWithWarnings = "ProgrammedWithWarnings"
+
 // ConditionProgrammed is the condition the manager writes on a hub LoadBalancer: True when
 // every port is in a configuration Envoy accepted, False (with a reason and a per-port
 // message) when a port cannot be served.
@@ -86,7 +90,11 @@ func (p *programmedEvents) next(key types.NamespacedName, uid types.UID, cond *m
 		return programmedEvent{}, false
 	}
 	cur := programmedSeen{uid: uid, status: cond.Status}
-	if cond.Status == metav1.ConditionFalse {
+	// False means a port is not served; True with ProgrammedWithWarnings means every port is
+	// served but some of the tenant's input was refused (e.g. an endpoint address). Both are
+	// told to the app team as Warnings.
+	warn := cond.Status == metav1.ConditionFalse || cond.Reason == ReasonProgrammedWithWarnings
+	if warn {
 		cur.reason = eventReason(cond.Reason)
 		cur.message = cleanText(cond.Message, maxHubMessage)
 	}
@@ -98,13 +106,13 @@ func (p *programmedEvents) next(key types.NamespacedName, uid types.UID, cond *m
 	switch {
 	case known && prev == cur:
 		return programmedEvent{}, false
-	case cur.status == metav1.ConditionFalse:
+	case warn:
 		msg := cur.message
 		if msg == "" {
 			msg = "the management cluster cannot serve this load balancer (no message given)"
 		}
 		return programmedEvent{corev1.EventTypeWarning, cur.reason, notePrefix + msg}, true
-	case known && prev.status == metav1.ConditionFalse:
+	case known && (prev.status == metav1.ConditionFalse || prev.reason != ""):
 		return programmedEvent{corev1.EventTypeNormal, ReasonProgrammed,
 			notePrefix + "the management cluster serves every port of this load balancer again"}, true
 	}
