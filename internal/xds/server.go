@@ -99,7 +99,7 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("failed to listen for xDS on %s: %w", addr, err)
+		return fmt.Errorf("listening for xDS on %s: %w", addr, err)
 	}
 	return s.Serve(ctx, lis)
 }
@@ -218,7 +218,7 @@ func (s *Server) RemoveTenant(tenant string) {
 		err = s.cache.SetSnapshot(context.Background(), tenant, snap)
 	}
 	if err != nil {
-		s.log.Error(err, "failed to set the empty snapshot of a removed tenant", "tenant", tenant)
+		s.log.Error(err, "setting the empty snapshot of a removed tenant", "tenant", tenant)
 	}
 	delete(s.versions, tenant)
 	metrics.ManagerSnapshotListeners.DeleteLabelValues(tenant)
