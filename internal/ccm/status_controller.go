@@ -3,6 +3,7 @@ package ccm
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // StatusReconciler copies the hub's LoadBalancer.status.loadBalancer onto the tenant Service's
@@ -46,7 +48,9 @@ func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.Eve
 
 // Reconcile copies the status of one Service's mirror onto it and reports the mirror's
 // Programmed condition as an Event when it changed.
-func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	start := time.Now()
+	defer func() { metrics.CCMServiceStatusReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -7,6 +7,8 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	CCMServiceReconcile = newReconcile("kubelb_ccm_service", "tenant Services", true)
 	CCMNodeReconcile    = newReconcile("kubelb_ccm_node", "tenant Nodes", false)
+	// CCMServiceStatusReconcile counts the copies of hub status onto tenant Services.
+	CCMServiceStatusReconcile = newReconcile("kubelb_ccm_service_status", "tenant Service status copies", true)
 
 	CCMManagedServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_services_total",
@@ -33,7 +35,7 @@ var (
 
 // RegisterCCM registers the ccm's metrics; call it once at start-up.
 func RegisterCCM() {
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMNodeReconcile} {
+	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile} {
 		register(r.collectors()...)
 	}
 	register(CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration)

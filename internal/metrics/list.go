@@ -32,7 +32,7 @@ func All() []Declared {
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMNodeReconcile} {
+	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile} {
 		add(BinaryCCM, r.collectors()...)
 	}
 	add(BinaryCCM, CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration)
