@@ -105,7 +105,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	if report == nil {
 		return reconcile.Result{}, nil
 	}
-	rejections, err := w.rejections(ctx, tenant)
+	rejections, requeue, err := w.rejections(ctx, tenant, report)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -131,23 +131,53 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("applying Programmed conditions in %s: %v", tenant, errs)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// rejections reads the tenant's active rejections from its TenantState.
-func (w *Writer) rejections(ctx context.Context, tenant string) ([]Rejected, error) {
+// StaleRejectionTTL is how long a rejection of a version that is no longer current stays in
+// the TenantState before the leader removes it. Each replica removes its own entries when
+// the proxy accepts a later version or disconnects; this cleans up after replicas that died.
+const StaleRejectionTTL = 10 * time.Minute
+
+// rejections reads the tenant's rejections from its TenantState, and removes those of
+// versions that are no longer current once they are older than StaleRejectionTTL. It returns
+// when to look again for entries that are stale but not old enough yet.
+func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) ([]Rejected, time.Duration, error) {
 	ts := &v1alpha1.TenantState{}
 	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
 	out := make([]Rejected, 0, len(ts.Status.Rejections))
+	keep := make([]v1alpha1.ConfigRejection, 0, len(ts.Status.Rejections))
+	var requeue time.Duration
 	for _, r := range ts.Status.Rejections {
 		out = append(out, Rejected{Proxy: r.Proxy, TypeURL: r.TypeURL, Version: r.Version, Message: r.Message})
+		if r.Version == report.Versions[r.TypeURL] {
+			keep = append(keep, r)
+			continue
+		}
+		age := w.now().Sub(r.Time.Time)
+		if age < StaleRejectionTTL {
+			keep = append(keep, r)
+			if left := StaleRejectionTTL - age; requeue == 0 || left < requeue {
+				requeue = left
+			}
+		}
 	}
-	return out, nil
+	if len(keep) < len(ts.Status.Rejections) {
+		orig := ts.DeepCopy()
+		ts.Status.Rejections = keep
+		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return nil, 0, fmt.Errorf("removing stale rejections from TenantState %s/%s: %w", tenant, TenantStateName, err)
+			}
+			requeue = time.Second // retried on the next look
+		}
+	}
+	return out, requeue, nil
 }
 
 // apply writes the condition when it differs from the object's, and records an Event when
