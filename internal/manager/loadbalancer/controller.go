@@ -187,7 +187,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return fmt.Errorf("adding finalizer to LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
 		}
 	}
-	tenant, err := r.settings(ctx, lb.Namespace)
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(lb.Namespace))
 	if err != nil {
 		return err
 	}
@@ -378,25 +378,6 @@ func (r *Reconciler) allocator(ctx context.Context) (*portalloc.Allocator, error
 	log.Info("rebuilt listener port allocations", "loadBalancers", len(all), "allocated", ports.Allocated(), "free", ports.Free(), "range", r.opts.PortRange.String())
 	r.ports = ports
 	return ports, nil
-}
-
-// settings resolves the tenant's effective settings from Config "default" and its Tenant.
-func (r *Reconciler) settings(ctx context.Context, namespace string) (settings.Tenant, error) {
-	config := &kubelbv1alpha1.Config{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, config); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return settings.Tenant{}, fmt.Errorf("getting Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-		}
-		config = nil
-	}
-	tenant := &kubelbv1alpha1.Tenant{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: settings.TenantName(namespace)}, tenant); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return settings.Tenant{}, fmt.Errorf("getting Tenant %s: %w", settings.TenantName(namespace), err)
-		}
-		tenant = nil
-	}
-	return settings.Resolve(config, tenant), nil
 }
 
 // namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.

@@ -43,11 +43,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	if o := checkName(t.Name); o != nil {
 		return *o, nil
 	}
-	cfg, err := r.config(ctx)
+	eff, err := settings.Load(ctx, r.client, r.opts.Namespace, t.Name)
 	if err != nil {
 		return transient(err)
 	}
-	eff := settings.Resolve(cfg, t)
 
 	if stop, err := r.ensureNamespace(ctx, t); stop != nil || err != nil {
 		if err != nil {
@@ -90,19 +89,6 @@ func checkName(name string) *outcome {
 		}
 	}
 	return nil
-}
-
-// config returns Config "default" of the manager namespace, or nil when there is none.
-func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
-	cfg := &kubelbv1alpha1.Config{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-	}
-	return cfg, nil
 }
 
 // ensureNamespace creates or adopts namespace tenant-x. It returns an outcome when the
