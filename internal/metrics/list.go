@@ -25,7 +25,7 @@ func All() []Declared {
 			out = append(out, Declared{Binary: binary, Collector: c})
 		}
 	}
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerEnvoyFleetReconcile} {
 		add(BinaryManager, r.collectors()...)
 	}
 	add(BinaryManager, ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,

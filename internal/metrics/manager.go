@@ -8,6 +8,7 @@ var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
+	ManagerEnvoyFleetReconcile   = newReconcile("kubelb_manager_envoyfleet", "tenant Envoy fleets", true)
 
 	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
@@ -62,7 +63,7 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerEnvoyFleetReconcile} {
 		register(r.collectors()...)
 	}
 	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,11 +158,24 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 	return out
 }
 
-// Reconcile makes the fleet of one tenant namespace what the tenant needs.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile makes the fleet of one tenant namespace what the tenant needs. It follows the
+// manager's controller shape (docs/development.md): get the namespace (gone → forget the
+// fleet), load the scope (settings, the fleet as it is), compute the desired fleet (Build,
+// pure), write what differs. The fleet has no status of its own and needs no finalizer: its
+// objects live in the tenant namespace and go with it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	start := time.Now()
+	result := ""
+	defer func() {
+		if result == "" {
+			result = metrics.Result(err)
+		}
+		metrics.ManagerEnvoyFleetReconcile.Observe(req.Name, result, start)
+	}()
+
 	ns := req.Name
 	tenant := settings.TenantName(ns)
-	want, t, err := r.wanted(ctx, ns)
+	want, err := r.wanted(ctx, ns)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -177,10 +191,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			ctrl.LoggerFrom(ctx).Info("removed the Envoy fleet: the tenant has no LoadBalancers or Routes", "namespace", ns)
 		}
 		metrics.ManagerEnvoyProxies.DeleteLabelValues(tenant)
+		result = metrics.ResultSkipped
 		return ctrl.Result{}, nil
 	}
 
-	cfg, err := r.config(ctx)
+	cfg, t, err := settings.Read(ctx, r.client, r.opts.Namespace, tenant)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -206,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				"the Envoy fleet of %s is not updated: %v", ns, err)
 		}
 		ctrl.LoggerFrom(ctx).Error(err, "invalid Envoy settings; the fleet is left as it is", "namespace", ns)
+		result = metrics.ResultSkipped
 		return ctrl.Result{}, nil
 	}
 	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, Bootstrap: bootstrap})
@@ -226,43 +242,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // wanted says whether namespace ns needs a fleet: it is a kubelb namespace that is not being
 // deleted and it holds a LoadBalancer or Route. A Tenant being deleted keeps its fleet until
 // its LoadBalancers and Routes are gone: their hub Services are removed first.
-func (r *Reconciler) wanted(ctx context.Context, ns string) (bool, *kubelbv1alpha1.Tenant, error) {
+func (r *Reconciler) wanted(ctx context.Context, ns string) (bool, error) {
 	nsObj := &corev1.Namespace{}
 	if err := r.owned.Get(ctx, types.NamespacedName{Name: ns}, nsObj); apierrors.IsNotFound(err) {
-		return false, nil, nil
+		return false, nil
 	} else if err != nil {
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", ns, err)
+		return false, fmt.Errorf("getting namespace %s: %w", ns, err)
 	}
 	if !nsObj.DeletionTimestamp.IsZero() {
-		return false, nil, nil
-	}
-	t := &kubelbv1alpha1.Tenant{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: settings.TenantName(ns)}, t); apierrors.IsNotFound(err) {
-		t = nil
-	} else if err != nil {
-		return false, nil, fmt.Errorf("failed to get Tenant %s: %w", settings.TenantName(ns), err)
+		return false, nil
 	}
 	for _, list := range []client.ObjectList{&kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.RouteList{}} {
 		if err := r.client.List(ctx, list, client.InNamespace(ns), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
-			return false, nil, fmt.Errorf("failed to list %T in %s: %w", list, ns, err)
+			return false, fmt.Errorf("listing %T in %s: %w", list, ns, err)
 		}
 		if meta.LenList(list) > 0 {
-			return true, t, nil
+			return true, nil
 		}
 	}
-	return false, t, nil
-}
-
-func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
-	cfg := &kubelbv1alpha1.Config{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-	}
-	return cfg, nil
+	return false, nil
 }
 
 // current is the fleet as it is.
