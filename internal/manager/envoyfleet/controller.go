@@ -88,7 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return manager.ManagedSelector(map[string]string{LabelAppName: AppName})
+	return manager.ManagedSelector(map[string]string{manager.LabelAppName: manager.EnvoyAppName})
 }
 
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 )
@@ -79,7 +80,7 @@ func TestController(t *testing.T) {
 			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 			t.Errorf("hub Service spec %+v", svc.Spec)
 		}
-		if diff := cmp.Diff(EnvoySelector("tenant-a"), svc.Spec.Selector); diff != "" {
+		if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), svc.Spec.Selector); diff != "" {
 			t.Errorf("selector: %s", diff)
 		}
 		wantLabels := map[string]string{

@@ -14,6 +14,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -161,7 +162,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(corev1.ServiceTypeLoadBalancer).
-		WithSelector(EnvoySelector(lb.Namespace)).
+		WithSelector(manager.EnvoyPodLabels(lb.Namespace)).
 		WithPorts(svcPorts...).
 		WithExternalTrafficPolicy(etp)
 	if t.LoadBalancerClass != nil {

@@ -153,7 +153,7 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	access := manager.ManagedSelector(map[string]string{LabelAppName: AppName})
+	access := manager.ManagedSelector(map[string]string{manager.LabelAppName: AppName})
 	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
 		&corev1.ServiceAccount{}: {Label: access},
