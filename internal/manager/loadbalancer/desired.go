@@ -22,6 +22,12 @@ import (
 // FieldOwner is the server-side apply field manager of the hub Services.
 const FieldOwner = "kubelb-manager-loadbalancer"
 
+// StatusFieldOwner is the server-side apply field manager of the LoadBalancer status fields
+// this controller owns: the Ready condition, service, loadBalancer, hostname and
+// observedGeneration. Other writers (the Programmed condition of the leader-only status
+// writer) apply theirs under their own names and keep them.
+const StatusFieldOwner = "kubelb-loadbalancer"
+
 // ConditionReady is the condition of a LoadBalancer that says whether its hub Service exposes
 // every port with an address.
 const ConditionReady = "Ready"
@@ -235,6 +241,14 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAddressAssigned, "The hub Service has an address."
 	}
 	return c
+}
+
+// ownedStatus is the part of a LoadBalancer status this controller applies: every field but
+// the conditions of other types.
+func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
+	owned := st.DeepCopy()
+	owned.Conditions = manager.OwnConditions(st.Conditions, ConditionReady)
+	return owned
 }
 
 // nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may
