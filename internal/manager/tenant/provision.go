@@ -103,13 +103,13 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 			return nil, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("failed to create namespace %s: %w", desired.Name, err)
+			return nil, fmt.Errorf("creating namespace %s: %w", desired.Name, err)
 		}
 		// It exists without kubelb's label: look at it directly.
 		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), ns)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to get namespace %s: %w", desired.Name, err)
+		return nil, fmt.Errorf("getting namespace %s: %w", desired.Name, err)
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return &outcome{
@@ -135,7 +135,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 		ns.OwnerReferences = append(ns.OwnerReferences, desired.OwnerReferences...)
 	}
 	if err := r.client.Patch(ctx, ns, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("failed to adopt namespace %s: %w", ns.Name, err)
+		return nil, fmt.Errorf("adopting namespace %s: %w", ns.Name, err)
 	}
 	return nil, nil
 }
@@ -153,13 +153,13 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*
 			return nil, wait, err
 		}
 		if err := r.client.Create(ctx, desired); err != nil {
-			return nil, nil, fmt.Errorf("failed to create ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+			return nil, nil, fmt.Errorf("creating ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		r.serviceAccountsGone.Delete(tenant)
 		return desired, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		return nil, nil, fmt.Errorf("getting ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	r.serviceAccountsGone.Delete(tenant)
 	return sa, nil, nil
@@ -178,7 +178,7 @@ func (r *Reconciler) waitBeforeRecreating(ctx context.Context, tenant string) (*
 		return nil, nil // never had one: a new tenant
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err)
+		return nil, fmt.Errorf("getting Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err)
 	}
 	now := r.now()
 	seen, _ := r.serviceAccountsGone.LoadOrStore(tenant, now)
@@ -200,12 +200,12 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), role)
 	if apierrors.IsNotFound(err) {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create Role %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("creating Role %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get Role %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("getting Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && manager.HasAll(role.Labels, desired.Labels) {
 		return nil
@@ -213,7 +213,7 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	role.Rules = desired.Rules
 	role.Labels = manager.Merged(role.Labels, desired.Labels)
 	if err := r.client.Update(ctx, role); err != nil {
-		return fmt.Errorf("failed to update Role %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("updating Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil
 }
@@ -224,17 +224,17 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rb)
 	if apierrors.IsNotFound(err) {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("creating RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("getting RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	if rb.RoleRef != desired.RoleRef {
 		// roleRef is immutable: replace the binding.
 		if err := r.client.Delete(ctx, rb, client.Preconditions{UID: &rb.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("failed to replace RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("replacing RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return fmt.Errorf("RoleBinding %s/%s had a foreign roleRef and was deleted; it is re-created next", desired.Namespace, desired.Name)
 	}
@@ -244,7 +244,7 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 	rb.Subjects = desired.Subjects
 	rb.Labels = manager.Merged(rb.Labels, desired.Labels)
 	if err := r.client.Update(ctx, rb); err != nil {
-		return fmt.Errorf("failed to update RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("updating RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil
 }
@@ -269,7 +269,7 @@ func (r *Reconciler) hubEndpoint(ctx context.Context) (HubEndpoint, error) {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 		// Not published (or not readable): only the option can help.
 	default:
-		return HubEndpoint{}, fmt.Errorf("failed to get %s/%s: %w", ClusterInfoNamespace, ClusterInfoName, err)
+		return HubEndpoint{}, fmt.Errorf("getting %s/%s: %w", ClusterInfoNamespace, ClusterInfoName, err)
 	}
 	switch {
 	case r.opts.HubAPIServerURL != "":
@@ -309,7 +309,7 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 	if apierrors.IsNotFound(err) {
 		existing = nil
 	} else if err != nil {
-		return transient(fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err))
+		return transient(fmt.Errorf("getting Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err))
 	}
 
 	now := r.now()
@@ -328,8 +328,8 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		if err != nil {
 			return outcome{
 				phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonTokenRequestFailed, warn: true,
-				message: fmt.Sprintf("failed to request a token for ServiceAccount %s/%s: %v", ns, ServiceAccountName, err),
-			}, fmt.Errorf("failed to request a token for ServiceAccount %s/%s: %w", ns, ServiceAccountName, err)
+				message: fmt.Sprintf("requesting a token for ServiceAccount %s/%s: %v", ns, ServiceAccountName, err),
+			}, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ns, ServiceAccountName, err)
 		}
 		token = tr.Status.Token
 		life = tokenLifetime{IssuedAt: now.Truncate(time.Second), ExpiresAt: tr.Status.ExpirationTimestamp.Time}
@@ -344,12 +344,12 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 	desired := desiredKubeconfigSecret(tenant, kubeconfig, ann)
 	if existing == nil {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return transient(fmt.Errorf("failed to create Secret %s/%s: %w", ns, desired.Name, err))
+			return transient(fmt.Errorf("creating Secret %s/%s: %w", ns, desired.Name, err))
 		}
 	} else if existing.Type != desired.Type {
 		// type is immutable: replace the Secret.
 		if err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
-			return transient(fmt.Errorf("failed to replace Secret %s/%s: %w", ns, desired.Name, err))
+			return transient(fmt.Errorf("replacing Secret %s/%s: %w", ns, desired.Name, err))
 		}
 		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
 	} else if len(existing.Data) != 1 || !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
@@ -358,7 +358,7 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		existing.Annotations = manager.Merged(existing.Annotations, ann)
 		existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 		if err := r.client.Update(ctx, existing); err != nil {
-			return transient(fmt.Errorf("failed to update Secret %s/%s: %w", ns, desired.Name, err))
+			return transient(fmt.Errorf("updating Secret %s/%s: %w", ns, desired.Name, err))
 		}
 	}
 
@@ -379,21 +379,17 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	if apierrors.IsNotFound(err) {
 		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: tenantLabels(tenant)}}
 		if err := r.client.Create(ctx, ts); err != nil {
-			return fmt.Errorf("failed to create TenantState %s/%s: %w", ns, TenantStateName, err)
+			return fmt.Errorf("creating TenantState %s/%s: %w", ns, TenantStateName, err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("failed to get TenantState %s/%s: %w", ns, TenantStateName, err)
+		return fmt.Errorf("getting TenantState %s/%s: %w", ns, TenantStateName, err)
 	}
 	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff.DisableLoadBalancer,
 		o.ready(), o.reason, tenantStateMessage(o, eff), r.metaNow())
 	if equality.Semantic.DeepEqual(ts.Status, next) {
 		return nil
 	}
-	ts.Status = next
-	if err := r.client.Status().Update(ctx, ts); err != nil {
-		return fmt.Errorf("failed to update the status of TenantState %s/%s: %w", ns, TenantStateName, err)
-	}
-	return nil
+	return manager.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
 }
 
 // tenantStateMessage is what the ccm is told; it leaves out the token times (which change
