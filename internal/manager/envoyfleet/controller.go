@@ -148,7 +148,7 @@ func deletionChanged() predicate.Predicate {
 func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list corev1.NamespaceList
 	if err := r.owned.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list tenant namespaces for a Config change")
+		ctrl.LoggerFrom(ctx).Error(err, "listing tenant namespaces for a Config change")
 		return nil
 	}
 	var out []reconcile.Request
@@ -280,7 +280,7 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("failed to get %T %s/%s: %w", obj, ns, name, err)
+			return false, fmt.Errorf("getting %T %s/%s: %w", obj, ns, name, err)
 		}
 		return true, nil
 	}
@@ -329,7 +329,7 @@ func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current)
 func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *corev1.ConfigMap) error {
 	if existing == nil {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("creating ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return nil
 	}
@@ -339,7 +339,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *core
 	existing.Data, existing.BinaryData = desired.Data, nil
 	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("updating ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil
 }
@@ -347,7 +347,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *core
 func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *appsv1.Deployment) error {
 	if existing == nil {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("creating Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return nil
 	}
@@ -362,7 +362,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *app
 	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
 	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("updating Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil
 }
@@ -370,7 +370,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *app
 func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *appsv1.DaemonSet) error {
 	if existing == nil {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("creating DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return nil
 	}
@@ -384,7 +384,7 @@ func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *apps
 	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
 	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
 	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("updating DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return nil
 }
@@ -395,7 +395,7 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error 
 	uid := obj.GetUID()
 	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("failed to delete %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("deleting %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }
@@ -415,7 +415,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 	sel := client.MatchingLabelsSelector{Selector: fleetSelector()}
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("failed to delete the Envoy fleet (%T) of %s: %w", obj, namespace, err)
+			return fmt.Errorf("deleting the Envoy fleet (%T) of %s: %w", obj, namespace, err)
 		}
 	}
 	metrics.ManagerEnvoyProxies.DeleteLabelValues(settings.TenantName(namespace))
@@ -430,7 +430,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {
-		return nil, fmt.Errorf("failed to get the Envoy bootstrap %s/%s: %w", namespace, BootstrapConfigMapName, err)
+		return nil, fmt.Errorf("getting the Envoy bootstrap %s/%s: %w", namespace, BootstrapConfigMapName, err)
 	}
 	b, ok := cm.Data[BootstrapKey]
 	if !ok {
