@@ -164,14 +164,8 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 // pure), write what differs. The fleet has no status of its own and needs no finalizer: its
 // objects live in the tenant namespace and go with it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
-	start := time.Now()
 	result := ""
-	defer func() {
-		if result == "" {
-			result = metrics.Result(err)
-		}
-		metrics.ManagerEnvoyFleetReconcile.Observe(req.Name, result, start)
-	}()
+	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
 
 	ns := req.Name
 	tenant := settings.TenantName(ns)

@@ -147,14 +147,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // (settings, hub Service), desired state (pure, desired.go), server-side apply of the hub
 // Service, and one status apply at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
-	start := time.Now()
 	result := ""
-	defer func() {
-		if result == "" {
-			result = metrics.Result(err)
-		}
-		metrics.ManagerLoadBalancerReconcile.Observe(req.Namespace, result, start)
-	}()
+	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
 
 	ports, err := r.allocator(ctx)
 	if err != nil {
