@@ -22,6 +22,23 @@ import (
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
+// waitForTenantObjects waits until the terminating Tenant name waits for its objects (reason
+// WaitingForTenantObjects) and check accepts the condition's message.
+func waitForTenantObjects(t *testing.T, c client.Client, name string, check func(message string) error) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "Tenant "+name+" to wait for its objects", func() error {
+		tn := tenantObj(name)
+		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(tn.Status.Conditions, ConditionReady)
+		if tn.Status.Phase != kubelbv1alpha1.TenantPhaseTerminating || cond == nil || cond.Reason != ReasonWaitingForTenantObjects {
+			return fmt.Errorf("phase %q condition %+v", tn.Status.Phase, cond)
+		}
+		return check(cond.Message)
+	})
+}
+
 // ceObjects reads the Routes or SyncSecrets a KubeLB CE ccm wrote into its hub (testdata,
 // copied from the shared fixtures) and moves them into namespace ns, as new objects. The
 // redacted key material of the SyncSecrets is replaced by placeholder bytes.
@@ -107,18 +124,10 @@ func TestTenantDeletionReleasesRoutesAndSyncSecrets(t *testing.T) {
 	}
 
 	// Everything but the held Route goes; the Tenant names what it waits for.
-	testenv.Eventually(t, 30*time.Second, "Tenant ce to wait for "+held.GetKind()+" "+heldKey.String(), func() error {
-		tn := tenantObj("ce")
-		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
-			return err
-		}
-		cond := meta.FindStatusCondition(tn.Status.Conditions, ConditionReady)
-		if tn.Status.Phase != kubelbv1alpha1.TenantPhaseTerminating || cond == nil || cond.Reason != ReasonWaitingForTenantObjects {
-			return fmt.Errorf("phase %q condition %+v", tn.Status.Phase, cond)
-		}
+	waitForTenantObjects(t, c, "ce", func(message string) error {
 		want := fmt.Sprintf("%s %s (finalizers %s)", held.GetKind(), heldKey, foreign)
-		if !strings.Contains(cond.Message, want) {
-			return fmt.Errorf("message %q does not name %q", cond.Message, want)
+		if !strings.Contains(message, want) {
+			return fmt.Errorf("message %q does not name %q", message, want)
 		}
 		for _, u := range objs[1:] {
 			if err := gone(c, u.DeepCopy()); err != nil {
