@@ -10,6 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -17,7 +20,8 @@ import (
 // caller owns) to obj's status subresource with server-side apply under field owner owner,
 // forcing ownership. Fields other owners applied (another condition type of a
 // +listType=map conditions list, say) are kept; a field the owner applied before and leaves
-// out now is removed. On success obj is what the API server returned.
+// out now is removed. Status fields an update owns (earlier versions wrote statuses with
+// updates) are handed to owner first. On success obj is what the API server returned.
 func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner string, status any) error {
 	gvk, err := c.GroupVersionKindFor(obj)
 	if err != nil {
@@ -33,6 +37,9 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
+	if err := adoptStatusUpdates(ctx, c, obj, owner); err != nil {
+		return err
+	}
 	pruneEmptyObjects(st)
 	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
 	u.SetGroupVersionKind(gvk)
@@ -44,6 +51,29 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	reflect.ValueOf(obj).Elem().SetZero()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return fmt.Errorf("reading the applied %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+// adoptStatusUpdates hands the status fields owned by updates (merge patches,
+// Status().Update: how earlier versions of the controllers wrote their status) to owner, once,
+// so that a field owner stops applying is removed rather than kept by the old entry.
+func adoptStatusUpdates(ctx context.Context, c client.Client, obj client.Object, owner string) error {
+	updaters := sets.New[string]()
+	for _, e := range obj.GetManagedFields() {
+		if e.Subresource == "status" && e.Operation == metav1.ManagedFieldsOperationUpdate {
+			updaters.Insert(e.Manager)
+		}
+	}
+	if updaters.Len() == 0 {
+		return nil
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, updaters, owner, csaupgrade.Subresource("status"))
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("adopting the status fields of %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
 }
