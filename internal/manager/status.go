@@ -10,9 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -37,7 +34,8 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
-	if err := adoptStatusUpdates(ctx, c, obj, owner); err != nil {
+	// Every status updater: only earlier versions of the controllers update these statuses.
+	if err := adoptUpdates(ctx, c, obj, owner, "status", nil); err != nil {
 		return err
 	}
 	pruneEmptyObjects(st)
@@ -51,29 +49,6 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	reflect.ValueOf(obj).Elem().SetZero()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return fmt.Errorf("reading the applied %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
-	}
-	return nil
-}
-
-// adoptStatusUpdates hands the status fields owned by updates (merge patches,
-// Status().Update: how earlier versions of the controllers wrote their status) to owner, once,
-// so that a field owner stops applying is removed rather than kept by the old entry.
-func adoptStatusUpdates(ctx context.Context, c client.Client, obj client.Object, owner string) error {
-	updaters := sets.New[string]()
-	for _, e := range obj.GetManagedFields() {
-		if e.Subresource == "status" && e.Operation == metav1.ManagedFieldsOperationUpdate {
-			updaters.Insert(e.Manager)
-		}
-	}
-	if updaters.Len() == 0 {
-		return nil
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, updaters, owner, csaupgrade.Subresource("status"))
-	if err != nil || patch == nil {
-		return err
-	}
-	if err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		return fmt.Errorf("adopting the status fields of %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,5 +76,44 @@ func TestApplyStatus(t *testing.T) {
 		if e.Subresource == "status" && e.Operation == metav1.ManagedFieldsOperationUpdate {
 			t.Errorf("a status updater is left: %s", e.Manager)
 		}
+	}
+}
+
+// TestApplyAdoptsLegacyUpdates: an object an earlier version created (an update, as this
+// process's user agent) is taken over by the applier, so a field it stops setting goes.
+func TestApplyAdoptsLegacyUpdates(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	legacy := LegacyFieldManager(hub.Config)
+	for _, tc := range []struct {
+		name, legacyManager string
+		wantDropped         bool
+	}{
+		{"adopted", legacy, true},
+		{"not adopted", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: strings.ReplaceAll(tc.name, " ", "-"),
+				Labels: map[string]string{"keep": "1", "drop": "1"}}}
+			if err := c.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name,
+				Labels: map[string]string{"keep": "1"}}, Data: map[string]string{"k": "v"}}
+			if err := Apply(ctx, c, desired, cm, "owner", tc.legacyManager); err != nil {
+				t.Fatal(err)
+			}
+			got := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Data["k"] != "v" || got.Labels["keep"] != "1" {
+				t.Errorf("applied fields missing: %+v", got)
+			}
+			if _, kept := got.Labels["drop"]; kept == tc.wantDropped {
+				t.Errorf("label drop kept=%v, want dropped=%v (legacy manager %q)", kept, tc.wantDropped, tc.legacyManager)
+			}
+		})
 	}
 }

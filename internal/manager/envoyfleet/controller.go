@@ -43,6 +43,10 @@ import (
 
 const controllerName = "envoyfleet"
 
+// FieldOwner is the server-side apply field manager of the fleets' ConfigMaps, Deployments
+// and DaemonSets.
+const FieldOwner = "kubelb-envoyfleet"
+
 // ReasonInvalidEnvoyProxy is the reason of the Warning Event when the Envoy settings give no
 // valid bootstrap; the running fleet is left as it is.
 const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
@@ -64,6 +68,9 @@ type Reconciler struct {
 	ownedCluster cluster.Cluster
 	recorder     events.EventRecorder
 	opts         Options
+	// legacyManager is the field manager of this binary's creates and updates (earlier
+	// versions made the fleet that way); its fields are handed to FieldOwner.
+	legacyManager string
 }
 
 // SetupWithManager adds the Envoy fleet controller to mgr.
@@ -77,11 +84,12 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	r := &Reconciler{
-		client:       mgr.GetClient(),
-		owned:        owned.GetClient(),
-		ownedCluster: owned,
-		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
-		opts:         opts,
+		client:        mgr.GetClient(),
+		owned:         owned.GetClient(),
+		ownedCluster:  owned,
+		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:          opts,
+		legacyManager: manager.LegacyFieldManager(mgr.GetConfig()),
 	}
 	return r.setup(mgr)
 }
@@ -161,8 +169,8 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 // Reconcile makes the fleet of one tenant namespace what the tenant needs. It follows the
 // manager's controller shape (docs/development.md): get the namespace (gone → forget the
 // fleet), load the scope (settings, the fleet as it is), compute the desired fleet (Build,
-// pure), write what differs. The fleet has no status of its own and needs no finalizer: its
-// objects live in the tenant namespace and go with it.
+// pure), apply what differs (server-side apply under FieldOwner). The fleet has no status of
+// its own and needs no finalizer: its objects live in the tenant namespace and go with it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
@@ -299,7 +307,8 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 	return c, nil
 }
 
-// apply writes what differs between desired and existing, and nothing else.
+// apply applies what differs between desired and existing (server-side apply), and nothing
+// else.
 func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current) error {
 	if err := r.applyConfigMap(ctx, desired.ConfigMap, existing.configMap); err != nil {
 		return err
@@ -322,65 +331,44 @@ func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current)
 
 func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *corev1.ConfigMap) error {
 	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("creating ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
+		return r.applyObject(ctx, desired, nil)
+	}
+	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && manager.HasAll(existing.Labels, desired.Labels) {
 		return nil
 	}
-	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && len(existing.BinaryData) == 0 && manager.HasAll(existing.Labels, desired.Labels) {
-		return nil
-	}
-	existing.Data, existing.BinaryData = desired.Data, nil
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("updating ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, existing)
 }
 
 func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *appsv1.Deployment) error {
-	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("creating Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+	if existing != nil {
+		if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+			// The selector is immutable: replace the Deployment.
+			return r.deleteObject(ctx, existing)
 		}
-		return nil
+		if upToDate(existing.ObjectMeta, desired.ObjectMeta) && ptrEqual(existing.Spec.Replicas, desired.Spec.Replicas) {
+			return nil
+		}
+		return r.applyObject(ctx, desired, existing)
 	}
-	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
-		// The selector is immutable: replace the Deployment.
-		return r.deleteObject(ctx, existing)
-	}
-	if upToDate(existing.ObjectMeta, desired.ObjectMeta) && ptrEqual(existing.Spec.Replicas, desired.Spec.Replicas) {
-		return nil
-	}
-	existing.Spec = desired.Spec
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("updating Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, nil)
 }
 
 func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *appsv1.DaemonSet) error {
-	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("creating DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+	if existing != nil {
+		if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+			return r.deleteObject(ctx, existing)
 		}
-		return nil
+		if upToDate(existing.ObjectMeta, desired.ObjectMeta) {
+			return nil
+		}
+		return r.applyObject(ctx, desired, existing)
 	}
-	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
-		return r.deleteObject(ctx, existing)
-	}
-	if upToDate(existing.ObjectMeta, desired.ObjectMeta) {
-		return nil
-	}
-	existing.Spec = desired.Spec
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("updating DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, nil)
+}
+
+// applyObject applies one object of the fleet under FieldOwner (existing: as it is, or nil).
+func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.Object) error {
+	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // deleteObject deletes one object (it is re-created by the next reconcile, which its
