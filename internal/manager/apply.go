@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
@@ -19,7 +21,8 @@ import (
 // server-side apply under field owner owner, forcing ownership. existing is the object as it
 // is (nil: none); the fields that earlier versions of the controller, which created and
 // updated instead of applying, own as legacyManager are handed to owner first, so that a
-// field the owner stops applying is removed.
+// field the owner stops applying is removed. On success desired is what the API server
+// returned.
 func Apply(ctx context.Context, c client.Client, desired, existing client.Object, owner, legacyManager string) error {
 	gvk, err := c.GroupVersionKindFor(desired)
 	if err != nil {
@@ -45,6 +48,10 @@ func Apply(ctx context.Context, c client.Client, desired, existing client.Object
 	u.SetGroupVersionKind(gvk)
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(owner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, key, err)
+	}
+	reflect.ValueOf(desired).Elem().SetZero()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, desired); err != nil {
+		return fmt.Errorf("reading the applied %s %s: %w", gvk.Kind, key, err)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package manager
 
 import (
-	"maps"
-
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -15,14 +13,6 @@ func HasAll(have, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// Merged returns a copy of have with want's keys set over it.
-func Merged(have, want map[string]string) map[string]string {
-	out := make(map[string]string, len(have)+len(want))
-	maps.Copy(out, have)
-	maps.Copy(out, want)
-	return out
 }
 
 // LabelAppName is the well-known app name label. With EnvoyAppName it marks a tenant's Envoy

@@ -86,6 +86,9 @@ type Reconciler struct {
 	// missed (see waitBeforeRecreating). A restarted manager waits afresh, which is safe.
 	serviceAccountsGone sync.Map
 	now                 func() time.Time
+	// legacyManager is the field manager of this binary's creates and updates (earlier
+	// versions made the tenant's objects that way); its fields are handed to FieldOwner.
+	legacyManager string
 }
 
 // SetupWithManager adds the Tenant controller to mgr.
@@ -125,15 +128,16 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	return &Reconciler{
-		client:       mgr.GetClient(),
-		owned:        owned.GetClient(),
-		apiReader:    mgr.GetAPIReader(),
-		kube:         kube,
-		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
-		opts:         opts,
-		caData:       caData,
-		ownedCluster: owned,
-		now:          time.Now,
+		client:        mgr.GetClient(),
+		owned:         owned.GetClient(),
+		apiReader:     mgr.GetAPIReader(),
+		kube:          kube,
+		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:          opts,
+		caData:        caData,
+		ownedCluster:  owned,
+		now:           time.Now,
+		legacyManager: manager.LegacyFieldManager(cfg),
 	}, nil
 }
 

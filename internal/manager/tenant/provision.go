@@ -98,15 +98,11 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 	ns := &corev1.Namespace{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), ns)
 	if apierrors.IsNotFound(err) {
-		err = r.client.Create(ctx, desired)
-		if err == nil {
-			return nil, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating namespace %s: %w", desired.Name, err)
-		}
-		// It exists without kubelb's label: look at it directly.
+		// Not kubelb's (yet): look at it directly.
 		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), ns)
+		if apierrors.IsNotFound(err) {
+			return nil, r.apply(ctx, desired, nil)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting namespace %s: %w", desired.Name, err)
@@ -128,16 +124,13 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 	if metav1.GetControllerOf(ns) != nil && manager.HasAll(ns.Labels, desired.Labels) {
 		return nil, nil
 	}
-	// Adopt: label it and make the Tenant its controller.
-	orig := ns.DeepCopy()
-	ns.Labels = manager.Merged(ns.Labels, desired.Labels)
-	if metav1.GetControllerOf(ns) == nil {
-		ns.OwnerReferences = append(ns.OwnerReferences, desired.OwnerReferences...)
-	}
-	if err := r.client.Patch(ctx, ns, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("adopting namespace %s: %w", ns.Name, err)
-	}
-	return nil, nil
+	// Adopt: kubelb's labels and the Tenant as its controller, next to what others set.
+	return nil, r.apply(ctx, desired, ns)
+}
+
+// apply applies an object the controller owns under FieldOwner (existing: as it is, or nil).
+func (r *Reconciler) apply(ctx context.Context, desired, existing client.Object) error {
+	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // ensureServiceAccount creates the ccm's ServiceAccount, or returns it. A ServiceAccount that
@@ -152,8 +145,8 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*
 		if wait, err := r.waitBeforeRecreating(ctx, tenant); wait != nil || err != nil {
 			return nil, wait, err
 		}
-		if err := r.client.Create(ctx, desired); err != nil {
-			return nil, nil, fmt.Errorf("creating ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		if err := r.apply(ctx, desired, nil); err != nil {
+			return nil, nil, err
 		}
 		r.serviceAccountsGone.Delete(tenant)
 		return desired, nil, nil
@@ -199,10 +192,7 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	role := &rbacv1.Role{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), role)
 	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("creating Role %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-		return nil
+		return r.apply(ctx, desired, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("getting Role %s/%s: %w", desired.Namespace, desired.Name, err)
@@ -210,12 +200,7 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && manager.HasAll(role.Labels, desired.Labels) {
 		return nil
 	}
-	role.Rules = desired.Rules
-	role.Labels = manager.Merged(role.Labels, desired.Labels)
-	if err := r.client.Update(ctx, role); err != nil {
-		return fmt.Errorf("updating Role %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.apply(ctx, desired, role)
 }
 
 func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error {
@@ -223,10 +208,7 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 	rb := &rbacv1.RoleBinding{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rb)
 	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("creating RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-		return nil
+		return r.apply(ctx, desired, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("getting RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
@@ -241,12 +223,7 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && manager.HasAll(rb.Labels, desired.Labels) {
 		return nil
 	}
-	rb.Subjects = desired.Subjects
-	rb.Labels = manager.Merged(rb.Labels, desired.Labels)
-	if err := r.client.Update(ctx, rb); err != nil {
-		return fmt.Errorf("updating RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.apply(ctx, desired, rb)
 }
 
 // errNoHubServer: no hub server URL is known.
@@ -343,8 +320,8 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 	ann[AnnotationServiceAccountUID] = string(sa.UID)
 	desired := desiredKubeconfigSecret(tenant, kubeconfig, ann)
 	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return transient(fmt.Errorf("creating Secret %s/%s: %w", ns, desired.Name, err))
+		if err := r.apply(ctx, desired, nil); err != nil {
+			return transient(err)
 		}
 	} else if existing.Type != desired.Type {
 		// type is immutable: replace the Secret.
@@ -352,13 +329,10 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 			return transient(fmt.Errorf("replacing Secret %s/%s: %w", ns, desired.Name, err))
 		}
 		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
-	} else if len(existing.Data) != 1 || !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
+	} else if !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
 		!manager.HasAll(existing.Annotations, ann) || !manager.HasAll(existing.Labels, desired.Labels) {
-		existing.Data = desired.Data
-		existing.Annotations = manager.Merged(existing.Annotations, ann)
-		existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-		if err := r.client.Update(ctx, existing); err != nil {
-			return transient(fmt.Errorf("updating Secret %s/%s: %w", ns, desired.Name, err))
+		if err := r.apply(ctx, desired, existing); err != nil {
+			return transient(err)
 		}
 	}
 
@@ -378,8 +352,8 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts)
 	if apierrors.IsNotFound(err) {
 		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: tenantLabels(tenant)}}
-		if err := r.client.Create(ctx, ts); err != nil {
-			return fmt.Errorf("creating TenantState %s/%s: %w", ns, TenantStateName, err)
+		if err := r.apply(ctx, ts, nil); err != nil {
+			return err
 		}
 	} else if err != nil {
 		return fmt.Errorf("getting TenantState %s/%s: %w", ns, TenantStateName, err)
