@@ -171,9 +171,10 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 // fleet), load the scope (settings, the fleet as it is), compute the desired fleet (Build,
 // pure), apply what differs (server-side apply under FieldOwner). The fleet has no status of
 // its own and needs no finalizer: its objects live in the tenant namespace and go with it.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
+	defer func() { res, err = manager.RetryConflict(res, err) }()
 
 	ns := req.Name
 	tenant := settings.TenantName(ns)
