@@ -25,7 +25,7 @@ func All() []Declared {
 			out = append(out, Declared{Binary: binary, Collector: c})
 		}
 	}
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile} {
 		add(BinaryManager, r.collectors()...)
 	}
 	add(BinaryManager, ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,

@@ -9,6 +9,7 @@ var (
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
 	ManagerStatusReconcile       = newReconcile("kubelb_manager_status", "the Programmed conditions of a tenant's objects", true)
+	ManagerEnvoyFleetReconcile   = newReconcile("kubelb_manager_envoyfleet", "tenant Envoy fleets", true)
 
 	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
@@ -63,7 +64,7 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile} {
 		register(r.collectors()...)
 	}
 	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,

@@ -68,6 +68,19 @@ func (r *Reconcile) Observe(namespace, result string, start time.Time) {
 	r.Duration.WithLabelValues(lv...).Observe(time.Since(start).Seconds())
 }
 
+// ObserveDeferred is Observe for a deferred call at the top of a reconcile: the result is
+// *result when the reconcile set it (e.g. ResultSkipped), else Result(*err).
+//
+//	result := ""
+//	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
+func (r *Reconcile) ObserveDeferred(namespace string, start time.Time, result *string, err *error) {
+	res := *result
+	if res == "" {
+		res = Result(*err)
+	}
+	r.Observe(namespace, res, start)
+}
+
 func (r *Reconcile) collectors() []prometheus.Collector {
 	return []prometheus.Collector{r.Total, r.Duration}
 }

@@ -54,7 +54,7 @@ func ParseRange(s string) (Range, error) {
 	minPort, err1 := strconv.ParseInt(strings.TrimSpace(lo), 10, 32)
 	maxPort, err2 := strconv.ParseInt(strings.TrimSpace(hi), 10, 32)
 	if err := errors.Join(err1, err2); err != nil {
-		return Range{}, fmt.Errorf("invalid port range %q: %w", s, err)
+		return Range{}, fmt.Errorf("parsing port range %q: %w", s, err)
 	}
 	r := Range{Min: int32(minPort), Max: int32(maxPort)}
 	return r, r.Validate()

@@ -1,6 +1,10 @@
 package settings
 
 import (
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
@@ -53,4 +57,33 @@ func notYetShared(kind string, ing kubelbv1alpha1.IngressSettings, gw kubelbv1al
 	add(dns.UseCertificateAnnotations != nil, "dns.useCertificateAnnotations")
 	add(certs.DefaultClusterIssuer != nil, "certificates.defaultClusterIssuer")
 	return out
+}
+
+// NotYetWarner logs the not-yet fields (NotYet) of a Config or Tenant once per generation of
+// the object, not on every reconcile. Its zero value is ready; it is safe for concurrent use.
+type NotYetWarner struct {
+	mu   sync.Mutex
+	seen map[types.UID]int64
+}
+
+// Warn logs, once per object generation, the fields of config and tenant (either may be nil)
+// that are accepted but not implemented yet.
+func (w *NotYetWarner) Warn(log logr.Logger, config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[types.UID]int64{}
+	}
+	if config != nil && w.seen[config.UID] != config.Generation {
+		w.seen[config.UID] = config.Generation
+		if fields := NotYet(config, nil); len(fields) > 0 {
+			log.Info("WARNING: these settings are accepted but not implemented yet, and are ignored", "config", config.Name, "fields", fields)
+		}
+	}
+	if tenant != nil && w.seen[tenant.UID] != tenant.Generation {
+		w.seen[tenant.UID] = tenant.Generation
+		if fields := NotYet(nil, tenant); len(fields) > 0 {
+			log.Info("WARNING: these settings are accepted but not implemented yet, and are ignored", "tenant", tenant.Name, "fields", fields)
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package settings
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -71,5 +73,32 @@ func TestNotYet(t *testing.T) {
 				t.Fatalf("-want +got:\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestNotYetWarnerOncePerGeneration(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+	var w NotYetWarner
+	tn := &kubelbv1alpha1.Tenant{}
+	tn.UID, tn.Name, tn.Generation = "u1", "a", 1
+	domain := "*.example.com"
+	tn.Spec.DNS.WildcardDomain = &domain
+	w.Warn(log, nil, tn)
+	w.Warn(log, nil, tn)
+	if len(lines) != 1 || !strings.Contains(lines[0], "spec.dns.wildcardDomain") {
+		t.Fatalf("after two reconciles of one generation: %q", lines)
+	}
+	tn.Generation = 2
+	w.Warn(log, nil, tn)
+	if len(lines) != 2 {
+		t.Fatalf("a new generation was not warned about: %q", lines)
+	}
+	clean := &kubelbv1alpha1.Tenant{}
+	clean.UID, clean.Generation = "u2", 1
+	w.Warn(log, nil, clean)
+	if len(lines) != 2 {
+		t.Fatalf("a Tenant without not-yet fields was warned about: %q", lines)
 	}
 }

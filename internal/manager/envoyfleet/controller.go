@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,10 @@ import (
 
 const controllerName = "envoyfleet"
 
+// FieldOwner is the server-side apply field manager of the fleets' ConfigMaps, Deployments
+// and DaemonSets.
+const FieldOwner = "kubelb-envoyfleet"
+
 // ReasonInvalidEnvoyProxy is the reason of the Warning Event when the Envoy settings give no
 // valid bootstrap; the running fleet is left as it is.
 const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
@@ -63,6 +68,9 @@ type Reconciler struct {
 	ownedCluster cluster.Cluster
 	recorder     events.EventRecorder
 	opts         Options
+	// legacyManager is the field manager of this binary's creates and updates (earlier
+	// versions made the fleet that way); its fields are handed to FieldOwner.
+	legacyManager string
 }
 
 // SetupWithManager adds the Envoy fleet controller to mgr.
@@ -76,18 +84,19 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	r := &Reconciler{
-		client:       mgr.GetClient(),
-		owned:        owned.GetClient(),
-		ownedCluster: owned,
-		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
-		opts:         opts,
+		client:        mgr.GetClient(),
+		owned:         owned.GetClient(),
+		ownedCluster:  owned,
+		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:          opts,
+		legacyManager: manager.LegacyFieldManager(mgr.GetConfig()),
 	}
 	return r.setup(mgr)
 }
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return manager.ManagedSelector(map[string]string{LabelAppName: AppName})
+	return manager.ManagedSelector(map[string]string{manager.LabelAppName: manager.EnvoyAppName})
 }
 
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
@@ -147,7 +156,7 @@ func deletionChanged() predicate.Predicate {
 func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list corev1.NamespaceList
 	if err := r.owned.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list tenant namespaces for a Config change")
+		ctrl.LoggerFrom(ctx).Error(err, "listing tenant namespaces for a Config change")
 		return nil
 	}
 	var out []reconcile.Request
@@ -157,11 +166,19 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 	return out
 }
 
-// Reconcile makes the fleet of one tenant namespace what the tenant needs.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile makes the fleet of one tenant namespace what the tenant needs. It follows the
+// manager's controller shape (docs/development.md): get the namespace (gone → forget the
+// fleet), load the scope (settings, the fleet as it is), compute the desired fleet (Build,
+// pure), apply what differs (server-side apply under FieldOwner). The fleet has no status of
+// its own and needs no finalizer: its objects live in the tenant namespace and go with it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	result := ""
+	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
+	defer func() { res, err = manager.RetryConflict(res, err) }()
+
 	ns := req.Name
 	tenant := settings.TenantName(ns)
-	want, t, err := r.wanted(ctx, ns)
+	want, err := r.wanted(ctx, ns)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -177,10 +194,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			ctrl.LoggerFrom(ctx).Info("removed the Envoy fleet: the tenant has no LoadBalancers or Routes", "namespace", ns)
 		}
 		metrics.ManagerEnvoyProxies.DeleteLabelValues(tenant)
+		result = metrics.ResultSkipped
 		return ctrl.Result{}, nil
 	}
 
-	cfg, err := r.config(ctx)
+	cfg, t, err := settings.Read(ctx, r.client, r.opts.Namespace, tenant)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -206,6 +224,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				"the Envoy fleet of %s is not updated: %v", ns, err)
 		}
 		ctrl.LoggerFrom(ctx).Error(err, "invalid Envoy settings; the fleet is left as it is", "namespace", ns)
+		result = metrics.ResultSkipped
 		return ctrl.Result{}, nil
 	}
 	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, Bootstrap: bootstrap})
@@ -226,43 +245,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // wanted says whether namespace ns needs a fleet: it is a kubelb namespace that is not being
 // deleted and it holds a LoadBalancer or Route. A Tenant being deleted keeps its fleet until
 // its LoadBalancers and Routes are gone: their hub Services are removed first.
-func (r *Reconciler) wanted(ctx context.Context, ns string) (bool, *kubelbv1alpha1.Tenant, error) {
+func (r *Reconciler) wanted(ctx context.Context, ns string) (bool, error) {
 	nsObj := &corev1.Namespace{}
 	if err := r.owned.Get(ctx, types.NamespacedName{Name: ns}, nsObj); apierrors.IsNotFound(err) {
-		return false, nil, nil
+		return false, nil
 	} else if err != nil {
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", ns, err)
+		return false, fmt.Errorf("getting namespace %s: %w", ns, err)
 	}
 	if !nsObj.DeletionTimestamp.IsZero() {
-		return false, nil, nil
-	}
-	t := &kubelbv1alpha1.Tenant{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: settings.TenantName(ns)}, t); apierrors.IsNotFound(err) {
-		t = nil
-	} else if err != nil {
-		return false, nil, fmt.Errorf("failed to get Tenant %s: %w", settings.TenantName(ns), err)
+		return false, nil
 	}
 	for _, list := range []client.ObjectList{&kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.RouteList{}} {
 		if err := r.client.List(ctx, list, client.InNamespace(ns), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
-			return false, nil, fmt.Errorf("failed to list %T in %s: %w", list, ns, err)
+			return false, fmt.Errorf("listing %T in %s: %w", list, ns, err)
 		}
 		if meta.LenList(list) > 0 {
-			return true, t, nil
+			return true, nil
 		}
 	}
-	return false, t, nil
-}
-
-func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
-	cfg := &kubelbv1alpha1.Config{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-	}
-	return cfg, nil
+	return false, nil
 }
 
 // current is the fleet as it is.
@@ -282,7 +283,7 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("failed to get %T %s/%s: %w", obj, ns, name, err)
+			return false, fmt.Errorf("getting %T %s/%s: %w", obj, ns, name, err)
 		}
 		return true, nil
 	}
@@ -307,7 +308,8 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 	return c, nil
 }
 
-// apply writes what differs between desired and existing, and nothing else.
+// apply applies what differs between desired and existing (server-side apply), and nothing
+// else.
 func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current) error {
 	if err := r.applyConfigMap(ctx, desired.ConfigMap, existing.configMap); err != nil {
 		return err
@@ -330,65 +332,44 @@ func (r *Reconciler) apply(ctx context.Context, desired Fleet, existing current)
 
 func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *corev1.ConfigMap) error {
 	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
+		return r.applyObject(ctx, desired, nil)
+	}
+	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && manager.HasAll(existing.Labels, desired.Labels) {
 		return nil
 	}
-	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && len(existing.BinaryData) == 0 && manager.HasAll(existing.Labels, desired.Labels) {
-		return nil
-	}
-	existing.Data, existing.BinaryData = desired.Data, nil
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update ConfigMap %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, existing)
 }
 
 func (r *Reconciler) applyDeployment(ctx context.Context, desired, existing *appsv1.Deployment) error {
-	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
+	if existing != nil {
+		if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+			// The selector is immutable: replace the Deployment.
+			return r.deleteObject(ctx, existing)
 		}
-		return nil
+		if upToDate(existing.ObjectMeta, desired.ObjectMeta) && ptrEqual(existing.Spec.Replicas, desired.Spec.Replicas) {
+			return nil
+		}
+		return r.applyObject(ctx, desired, existing)
 	}
-	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
-		// The selector is immutable: replace the Deployment.
-		return r.deleteObject(ctx, existing)
-	}
-	if upToDate(existing.ObjectMeta, desired.ObjectMeta) && ptrEqual(existing.Spec.Replicas, desired.Spec.Replicas) {
-		return nil
-	}
-	existing.Spec = desired.Spec
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update Deployment %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, nil)
 }
 
 func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *appsv1.DaemonSet) error {
-	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
+	if existing != nil {
+		if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
+			return r.deleteObject(ctx, existing)
 		}
-		return nil
+		if upToDate(existing.ObjectMeta, desired.ObjectMeta) {
+			return nil
+		}
+		return r.applyObject(ctx, desired, existing)
 	}
-	if !equality.Semantic.DeepEqual(existing.Spec.Selector, desired.Spec.Selector) {
-		return r.deleteObject(ctx, existing)
-	}
-	if upToDate(existing.ObjectMeta, desired.ObjectMeta) {
-		return nil
-	}
-	existing.Spec = desired.Spec
-	existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-	existing.Annotations = manager.Merged(existing.Annotations, desired.Annotations)
-	if err := r.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("failed to update DaemonSet %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.applyObject(ctx, desired, nil)
+}
+
+// applyObject applies one object of the fleet under FieldOwner (existing: as it is, or nil).
+func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.Object) error {
+	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // deleteObject deletes one object (it is re-created by the next reconcile, which its
@@ -397,7 +378,7 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error 
 	uid := obj.GetUID()
 	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("failed to delete %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("deleting %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }
@@ -417,7 +398,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 	sel := client.MatchingLabelsSelector{Selector: fleetSelector()}
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("failed to delete the Envoy fleet (%T) of %s: %w", obj, namespace, err)
+			return fmt.Errorf("deleting the Envoy fleet (%T) of %s: %w", obj, namespace, err)
 		}
 	}
 	metrics.ManagerEnvoyProxies.DeleteLabelValues(settings.TenantName(namespace))
@@ -432,7 +413,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {
-		return nil, fmt.Errorf("failed to get the Envoy bootstrap %s/%s: %w", namespace, BootstrapConfigMapName, err)
+		return nil, fmt.Errorf("getting the Envoy bootstrap %s/%s: %w", namespace, BootstrapConfigMapName, err)
 	}
 	b, ok := cm.Data[BootstrapKey]
 	if !ok {

@@ -16,10 +16,6 @@ const (
 	BootstrapKey = "bootstrap.yaml"
 	// WorkloadName is the name of the tenant's Envoy Deployment or DaemonSet.
 	WorkloadName = "envoy"
-	// LabelAppName and AppName mark the fleet's pods and objects; the LoadBalancer
-	// controller's hub Services select pods by LabelAppName=AppName and the tenant label.
-	LabelAppName = "app.kubernetes.io/name"
-	AppName      = "envoy"
 	// AnnotationConfigHash on the workload is a hash of what the manager wants it to be; the
 	// workload is updated only when that changes.
 	AnnotationConfigHash = "kubelb.k8c.io/config-hash"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
@@ -56,14 +57,10 @@ type Fleet struct {
 	DaemonSet  *appsv1.DaemonSet
 }
 
-// SelectorLabels are the labels that identify a tenant's Envoy pods; hub Services select them.
-func SelectorLabels(tenant string) map[string]string {
-	return map[string]string{LabelAppName: AppName, kubelbv1alpha1.LabelTenantName: tenant}
-}
-
-// objectLabels are on every object and pod of the fleet.
-func objectLabels(tenant string) map[string]string {
-	l := SelectorLabels(tenant)
+// objectLabels are on every object and pod of the fleet: the Envoy pod labels
+// (manager.EnvoyPodLabels) and the managed-by label.
+func objectLabels(namespace string) map[string]string {
+	l := manager.EnvoyPodLabels(namespace)
 	l[kubelbv1alpha1.LabelManagedBy] = kubelbv1alpha1.LabelManagedByValue
 	return l
 }
@@ -71,14 +68,14 @@ func objectLabels(tenant string) map[string]string {
 // Build computes the desired fleet. It is pure: the same input gives the same objects.
 func Build(in Input) Fleet {
 	tenant := settings.TenantName(in.Namespace)
-	labels := objectLabels(tenant)
+	labels := objectLabels(in.Namespace)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: in.Namespace, Labels: maps.Clone(labels)},
 		Data:       map[string]string{BootstrapKey: string(in.Bootstrap)},
 	}
 	template := podTemplate(in, tenant, labels)
 	meta := metav1.ObjectMeta{Name: WorkloadName, Namespace: in.Namespace, Labels: maps.Clone(labels)}
-	selector := &metav1.LabelSelector{MatchLabels: SelectorLabels(tenant)}
+	selector := &metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(in.Namespace)}
 	f := Fleet{ConfigMap: cm}
 	if in.Settings.Envoy.UseDaemonset {
 		f.DaemonSet = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: template}}
@@ -188,7 +185,7 @@ func affinity(envoy kubelbv1alpha1.EnvoyProxy, tenant string) *corev1.Affinity {
 	}
 	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
 		corev1.PodAffinityTerm{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(tenant)},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(settings.Namespace(tenant))},
 			TopologyKey:   corev1.LabelHostname,
 		})
 	return a

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
@@ -141,16 +142,13 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one LoadBalancer's ports, hub Service and status in line.
+// Reconcile brings one LoadBalancer's ports, hub Service and status in line. It has the
+// manager's controller shape (docs/development.md): get (gone → forget), finalizer, scope
+// (settings, hub Service), desired state (pure, desired.go), server-side apply of the hub
+// Service, and one status apply at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
-	start := time.Now()
 	result := ""
-	defer func() {
-		if result == "" {
-			result = metrics.Result(err)
-		}
-		metrics.ManagerLoadBalancerReconcile.Observe(req.Namespace, result, start)
-	}()
+	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
 
 	ports, err := r.allocator(ctx)
 	if err != nil {
@@ -165,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
 	if !lb.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.reconcileDelete(ctx, ports, lb)
+		return manager.RetryConflict(reconcile.Result{}, r.reconcileDelete(ctx, ports, lb))
 	}
 	managed, err := r.namespaceManaged(ctx, lb.Namespace)
 	if err != nil {
@@ -176,18 +174,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, nil
 	}
 	r.remember(req.NamespacedName)
-	return reconcile.Result{}, r.reconcile(ctx, ports, lb)
+	return manager.RetryConflict(reconcile.Result{}, r.reconcile(ctx, ports, lb))
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
+func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (err error) {
+	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
 	if !controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
 		orig := lb.DeepCopy()
 		controllerutil.AddFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
 		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("adding finalizer to LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
+			return fmt.Errorf("adding the finalizer to LoadBalancer %s: %w", owner, err)
 		}
 	}
-	tenant, err := r.settings(ctx, lb.Namespace)
+
+	// Scope: the tenant's settings and the hub Service as it is.
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(lb.Namespace))
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,6 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port.
 	planned, problems := planPorts(lb)
-	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
 	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(lb, planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
@@ -210,8 +210,20 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	}
 	exposed := allocated(planned, alloc)
 
-	// Hub Service: apply it, or remove it when there is nothing (allowed) to expose.
+	// Status: applied once, at the end, whatever happened to the hub Service.
 	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems}
+	defer func() {
+		if err != nil {
+			return // the hub Service is in an unknown state; the retry reports it
+		}
+		out.hasAddress = svc != nil && len(svc.Status.LoadBalancer.Ingress) > 0
+		err = r.writeStatus(ctx, lb, svc, planned, alloc, out)
+		if out.serviceErr != nil { // retried with backoff: some rejections are transient
+			err = errors.Join(err, fmt.Errorf("applying hub Service of LoadBalancer %s: %w", owner, out.serviceErr))
+		}
+	}()
+
+	// Hub Service: apply it, or remove it when there is nothing (allowed) to expose.
 	switch {
 	case foreign:
 		out.serviceErr = svcErr
@@ -226,17 +238,21 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return err
 		}
 	}
-	out.hasAddress = svc != nil && len(svc.Status.LoadBalancer.Ingress) > 0
+	return nil
+}
 
-	// Status: written once, only when it changed. The API server keeps times to the second.
+// writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
+// field owner StatusFieldOwner) when it differs from the status the LoadBalancer has, and
+// emits a Warning Event when Ready turns False for a reason a user must act on. The
+// API server keeps times to the second.
+func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, planned []lbPort,
+	alloc map[portalloc.Key]int32, out outcome) error {
 	cond := readyCondition(out, lb.Generation)
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
 	status := nextStatus(lb, svc, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
-		orig := lb.DeepCopy()
-		lb.Status = status
-		if err := r.client.Status().Patch(ctx, lb, client.MergeFrom(orig)); err != nil {
-			return fmt.Errorf("writing status of LoadBalancer %s: %w", owner, err)
+		if err := manager.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
+			return err
 		}
 		r.recordWritten(lb)
 	}
@@ -245,9 +261,6 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
-	}
-	if out.serviceErr != nil { // retried with backoff: some rejections are transient
-		return fmt.Errorf("hub Service of LoadBalancer %s: %w", owner, out.serviceErr)
 	}
 	return nil
 }
@@ -303,7 +316,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		orig := lb.DeepCopy()
 		controllerutil.RemoveFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
 		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("removing finalizer from LoadBalancer %s: %w", owner, err)
+			return fmt.Errorf("removing the finalizer from LoadBalancer %s: %w", owner, err)
 		}
 	}
 	r.forget(ctx, ports, owner)
@@ -378,25 +391,6 @@ func (r *Reconciler) allocator(ctx context.Context) (*portalloc.Allocator, error
 	log.Info("rebuilt listener port allocations", "loadBalancers", len(all), "allocated", ports.Allocated(), "free", ports.Free(), "range", r.opts.PortRange.String())
 	r.ports = ports
 	return ports, nil
-}
-
-// settings resolves the tenant's effective settings from Config "default" and its Tenant.
-func (r *Reconciler) settings(ctx context.Context, namespace string) (settings.Tenant, error) {
-	config := &kubelbv1alpha1.Config{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, config); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return settings.Tenant{}, fmt.Errorf("getting Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-		}
-		config = nil
-	}
-	tenant := &kubelbv1alpha1.Tenant{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: settings.TenantName(namespace)}, tenant); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return settings.Tenant{}, fmt.Errorf("getting Tenant %s: %w", settings.TenantName(namespace), err)
-		}
-		tenant = nil
-	}
-	return settings.Resolve(config, tenant), nil
 }
 
 // namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.

@@ -9,12 +9,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -80,7 +83,7 @@ func TestController(t *testing.T) {
 			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 			t.Errorf("hub Service spec %+v", svc.Spec)
 		}
-		if diff := cmp.Diff(EnvoySelector("tenant-a"), svc.Spec.Selector); diff != "" {
+		if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), svc.Spec.Selector); diff != "" {
 			t.Errorf("selector: %s", diff)
 		}
 		wantLabels := map[string]string{
@@ -337,6 +340,56 @@ func TestController(t *testing.T) {
 			}
 			return nil
 		})
+		deleteAll(t, c, ns)
+	})
+
+	// The leader-only status writer applies the Programmed condition under its own field
+	// owner; the LoadBalancer controller's status writes (server-side apply of its own
+	// fields) must keep it. A merge patch of the conditions list would have dropped it.
+	t.Run("ProgrammedConditionOfAnotherOwnerSurvives", func(t *testing.T) {
+		ns := "tenant-p"
+		createNamespace(t, c, ns, true)
+		startController(t, hub, opts, 200, 400)
+		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonWaitingForAddress)
+
+		programmed := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+			"conditions": []any{map[string]any{
+				"type": "Programmed", "status": "True", "reason": "Programmed", "message": "in the Envoy snapshot",
+				"lastTransitionTime": "2026-01-01T00:00:00Z",
+			}},
+		}}}
+		programmed.SetGroupVersionKind(kubelbv1alpha1.GroupVersion.WithKind("LoadBalancer"))
+		programmed.SetNamespace(ns)
+		programmed.SetName("lb")
+		if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(programmed),
+			client.FieldOwner("kubelb-status"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+
+		// Changes that rewrite Ready and the ports.
+		playLoadBalancer(t, c, ns, "lb", "127.0.0.13")
+		waitReady(t, c, ns, "lb", metav1.ConditionTrue, ReasonAddressAssigned)
+		if err := c.Patch(ctx, getLB(t, c, ns, "lb"), client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"ports":[{"name":"a","port":80,"protocol":"TCP"},{"name":"b","port":81,"protocol":"TCP"}]}}`))); err != nil {
+			t.Fatal(err)
+		}
+		got := waitPorts(t, c, ns, "lb", 2)
+		got = waitReady(t, c, ns, "lb", metav1.ConditionTrue, ReasonAddressAssigned)
+		if p := meta.FindStatusCondition(got.Status.Conditions, "Programmed"); p == nil || p.Status != metav1.ConditionTrue {
+			t.Errorf("the Programmed condition was lost: %+v", got.Status.Conditions)
+		}
+		owners := map[string]bool{}
+		for _, f := range got.ManagedFields {
+			if f.Subresource == "status" && f.Operation == metav1.ManagedFieldsOperationApply {
+				owners[f.Manager] = true
+			}
+		}
+		if !owners[StatusFieldOwner] || !owners["kubelb-status"] {
+			t.Errorf("status appliers %v, want %s and kubelb-status", owners, StatusFieldOwner)
+		}
 		deleteAll(t, c, ns)
 	})
 

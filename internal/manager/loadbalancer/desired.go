@@ -14,12 +14,19 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services.
 const FieldOwner = "kubelb-manager-loadbalancer"
+
+// StatusFieldOwner is the server-side apply field manager of the LoadBalancer status fields
+// this controller owns: the Ready condition, service, loadBalancer, hostname and
+// observedGeneration. Other writers (the Programmed condition of the leader-only status
+// writer) apply theirs under their own names and keep them.
+const StatusFieldOwner = "kubelb-loadbalancer"
 
 // ConditionReady is the condition of a LoadBalancer that says whether its hub Service exposes
 // every port with an address.
@@ -64,10 +71,7 @@ func planPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []lbPort, problems []stri
 	keys := map[portalloc.Key]struct{}{}
 	nums := map[numProto]struct{}{}
 	for _, p := range lb.Spec.Ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
+		proto := kubelbv1alpha1.ProtocolOrTCP(p.Protocol)
 		k := portalloc.KeyFor(lb.Namespace, lb.Name, proto, p.Name, p.Port)
 		np := numProto{p.Port, proto}
 		_, dupKey := keys[k]
@@ -89,14 +93,14 @@ func allocationRequests(lb *kubelbv1alpha1.LoadBalancer, ports []lbPort, svc *co
 	reqs := make([]portalloc.Request, 0, len(ports))
 	for _, p := range ports {
 		rq := portalloc.Request{Key: p.key}
-		for _, sp := range lb.Status.Service.Ports {
-			if sp.UpstreamTargetPort != 0 && portalloc.KeyFor(lb.Namespace, lb.Name, sp.Protocol, sp.Name, sp.Port) == p.key {
-				rq.Hints = append(rq.Hints, sp.UpstreamTargetPort)
-			}
+		// The one port-matching rule, as the translation serves it (api/v1alpha1).
+		spec := kubelbv1alpha1.LoadBalancerPort{Name: p.name, Protocol: p.protocol, Port: p.port}
+		if sp, ok := lb.Status.StatusPortFor(spec); ok && sp.UpstreamTargetPort != 0 {
+			rq.Hints = append(rq.Hints, sp.UpstreamTargetPort)
 		}
 		if svc != nil {
 			for _, sp := range svc.Spec.Ports {
-				if sp.Port == p.port && protocolOf(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+				if sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
 					rq.Hints = append(rq.Hints, sp.TargetPort.IntVal)
 				}
 			}
@@ -104,13 +108,6 @@ func allocationRequests(lb *kubelbv1alpha1.LoadBalancer, ports []lbPort, svc *co
 		reqs = append(reqs, rq)
 	}
 	return reqs
-}
-
-func protocolOf(p corev1.Protocol) corev1.Protocol {
-	if p == "" {
-		return corev1.ProtocolTCP
-	}
-	return p
 }
 
 // allocated returns the ports that have a listener port, in order.
@@ -161,7 +158,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(corev1.ServiceTypeLoadBalancer).
-		WithSelector(EnvoySelector(lb.Namespace)).
+		WithSelector(manager.EnvoyPodLabels(lb.Namespace)).
 		WithPorts(svcPorts...).
 		WithExternalTrafficPolicy(etp)
 	if t.LoadBalancerClass != nil {
@@ -234,6 +231,14 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAddressAssigned, "The hub Service has an address."
 	}
 	return c
+}
+
+// ownedStatus is the part of a LoadBalancer status this controller applies: every field but
+// the conditions of other types.
+func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
+	owned := st.DeepCopy()
+	owned.Conditions = manager.OwnConditions(st.Conditions, ConditionReady)
+	return owned
 }
 
 // nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may

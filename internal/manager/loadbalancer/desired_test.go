@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -51,7 +52,7 @@ func TestHubServiceName(t *testing.T) {
 func TestEnvoySelector(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a"}
-	if diff := cmp.Diff(want, EnvoySelector("tenant-a")); diff != "" {
+	if diff := cmp.Diff(want, manager.EnvoyPodLabels("tenant-a")); diff != "" {
 		t.Error(diff)
 	}
 }
@@ -138,7 +139,7 @@ func TestHubService(t *testing.T) {
 	if *s.Type != corev1.ServiceTypeLoadBalancer || *s.LoadBalancerClass != "metallb" || *s.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 		t.Errorf("type %s class %s etp %s", *s.Type, *s.LoadBalancerClass, *s.ExternalTrafficPolicy)
 	}
-	if diff := cmp.Diff(EnvoySelector("tenant-a"), s.Selector); diff != "" {
+	if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), s.Selector); diff != "" {
 		t.Errorf("selector: %s", diff)
 	}
 	type port struct {

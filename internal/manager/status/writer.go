@@ -170,7 +170,10 @@ func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) 
 	if len(keep) < len(ts.Status.Rejections) {
 		orig := ts.DeepCopy()
 		ts.Status.Rejections = keep
-		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		// A patch, not an apply: the entries belong to other field owners (replicas), which only
+		// an update can remove. Named "kubelb-status", the Tenant controller's status apply
+		// leaves the entry alone (manager.ApplyStatus adopts only legacy updaters).
+		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				return nil, 0, fmt.Errorf("removing stale rejections from TenantState %s/%s: %w", tenant, TenantStateName, err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +78,8 @@ type Reconciler struct {
 	kube     kubernetes.Interface
 	recorder events.EventRecorder
 	opts     Options
+	// notYet logs the Config's and Tenants' not-yet settings once per generation.
+	notYet settings.NotYetWarner
 	// caData is the manager's own CA bundle, the fallback CA of the ccm kubeconfig.
 	caData []byte
 	// ownedCluster holds the owned cache; it runs with the manager.
@@ -85,6 +88,9 @@ type Reconciler struct {
 	// missed (see waitBeforeRecreating). A restarted manager waits afresh, which is safe.
 	serviceAccountsGone sync.Map
 	now                 func() time.Time
+	// legacyManager is the field manager of this binary's creates and updates (earlier
+	// versions made the tenant's objects that way); its fields are handed to FieldOwner.
+	legacyManager string
 }
 
 // SetupWithManager adds the Tenant controller to mgr.
@@ -117,22 +123,23 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	kube, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
-		return nil, fmt.Errorf("tenant controller: creating clientset: %w", err)
+		return nil, fmt.Errorf("tenant controller: creating the clientset: %w", err)
 	}
 	owned, err := newOwnedCluster(mgr)
 	if err != nil {
 		return nil, err
 	}
 	return &Reconciler{
-		client:       mgr.GetClient(),
-		owned:        owned.GetClient(),
-		apiReader:    mgr.GetAPIReader(),
-		kube:         kube,
-		recorder:     mgr.GetEventRecorder("kubelb-" + controllerName),
-		opts:         opts,
-		caData:       caData,
-		ownedCluster: owned,
-		now:          time.Now,
+		client:        mgr.GetClient(),
+		owned:         owned.GetClient(),
+		apiReader:     mgr.GetAPIReader(),
+		kube:          kube,
+		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
+		opts:          opts,
+		caData:        caData,
+		ownedCluster:  owned,
+		now:           time.Now,
+		legacyManager: manager.LegacyFieldManager(cfg),
 	}, nil
 }
 
@@ -153,7 +160,7 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	access := manager.ManagedSelector(map[string]string{LabelAppName: AppName})
+	access := manager.ManagedSelector(map[string]string{manager.LabelAppName: AppName})
 	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
 		&corev1.ServiceAccount{}: {Label: access},
@@ -215,7 +222,7 @@ func (r *Reconciler) isDefaultConfig() predicate.Predicate {
 func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list kubelbv1alpha1.TenantList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list Tenants for a Config change")
+		ctrl.LoggerFrom(ctx).Error(err, "listing Tenants for a Config change")
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
@@ -246,47 +253,57 @@ func (r *Reconciler) terminatingTenant(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// Reconcile brings one Tenant's objects and status in line with its spec.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+// Reconcile brings one Tenant's objects and status in line with its spec. It has the
+// manager's controller shape (docs/development.md): get (gone → done), finalizer, then
+// reconcileDelete or reconcileNormal (scope, desired objects in resources.go, writes), and one
+// status apply at the end whatever happened.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
 	defer r.countTenants(ctx)
+	defer func() { res, err = manager.RetryConflict(res, err) }()
 
 	t := &kubelbv1alpha1.Tenant{}
 	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	var o outcome
-	var rerr error
-	if !t.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
-		var done bool
-		o, done, rerr = r.reconcileDelete(ctx, t)
+		return ctrl.Result{}, fmt.Errorf("getting Tenant %s: %w", req.Name, err)
+	}
+	if !t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+		orig := t.DeepCopy()
+		controllerutil.AddFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
+		if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer to Tenant %s: %w", t.Name, err)
+		}
+	}
+
+	var o outcome
+	done := false
+	defer func() { // the one status write of this reconcile
 		if done {
-			return ctrl.Result{}, rerr
+			return // the finalizer is gone, and so (soon) is the Tenant
 		}
-	} else {
-		if !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
-			orig := t.DeepCopy()
-			controllerutil.AddFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
-			if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-				return ctrl.Result{}, fmt.Errorf("failed to add the finalizer to Tenant %s: %w", t.Name, err)
-			}
+		if serr := r.writeStatus(ctx, t, o); serr != nil {
+			err = errors.Join(err, serr)
 		}
-		o, rerr = r.reconcileNormal(ctx, t)
+		if err == nil {
+			res = ctrl.Result{RequeueAfter: o.requeueAfter}
+		}
+	}()
+	if !t.DeletionTimestamp.IsZero() {
+		o, done, err = r.reconcileDelete(ctx, t)
+		return ctrl.Result{}, err
 	}
-	if err := r.writeStatus(ctx, t, o); err != nil {
-		rerr = errors.Join(rerr, err)
-	}
-	if rerr != nil {
-		return ctrl.Result{}, rerr
-	}
-	return ctrl.Result{RequeueAfter: o.requeueAfter}, nil
+	o, err = r.reconcileNormal(ctx, t)
+	return ctrl.Result{}, err
 }
 
-// writeStatus writes the Tenant status when it changed, and a Warning Event when the Ready
+// writeStatus applies the Tenant status (observedGeneration, phase and the Ready condition,
+// under field owner FieldOwner) when it changed, and emits a Warning Event when the Ready
 // condition moves to a reason a person must act on.
 func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, o outcome) error {
 	next := desiredTenantStatus(t, o, r.metaNow())
@@ -294,9 +311,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 		return nil
 	}
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
-	t.Status = next
-	if err := r.client.Status().Update(ctx, t); err != nil {
-		return fmt.Errorf("failed to update the status of Tenant %s: %w", t.Name, err)
+	if err := manager.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
+		return err
 	}
 	if o.warn && (prev == nil || prev.Reason != o.reason) {
 		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", o.message)

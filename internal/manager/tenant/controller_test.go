@@ -678,16 +678,8 @@ func checkDeletion(t *testing.T, s *hubSetup) {
 
 	// While the LoadBalancers' finalizers hold, the Tenant waits and says why; the ccm has
 	// lost its access; the fleet, the rest of the RBAC and the namespace are still there.
-	testsupport.Eventually(t, 20*time.Second, "Tenant a to wait for its LoadBalancers", func() error {
-		tn := tenantObj("a")
-		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
-			return err
-		}
-		cond := meta.FindStatusCondition(tn.Status.Conditions, ConditionReady)
-		if tn.Status.Phase != kubelbv1alpha1.TenantPhaseTerminating || cond == nil || cond.Reason != ReasonWaitingForTenantObjects {
-			return fmt.Errorf("phase %q condition %+v", tn.Status.Phase, cond)
-		}
-		t.Logf("while waiting: %s", cond.Message)
+	waitForTenantObjects(t, c, "a", func(message string) error {
+		t.Logf("while waiting: %s", message)
 		return nil
 	})
 	expectForbidden(t, "the ccm of a terminating tenant lists LoadBalancers", ccm.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace("tenant-a")))

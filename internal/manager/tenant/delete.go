@@ -3,6 +3,7 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -25,17 +27,24 @@ const ReasonTerminating = "Terminating"
 // retryWaiting is how soon a terminating Tenant looks again when no event wakes it.
 const retryWaiting = 10 * time.Second
 
-// tenantObjectKinds are the kinds a ccm mirrors whose removal the manager's controllers
-// finish (finalizers); they go before anything else of the tenant.
+// tenantObjectKinds are the kinds a ccm mirrors whose removal the manager finishes
+// (finalizers); they go before anything else of the tenant. releaseOwn marks the kinds no
+// manager controller handles yet (Routes, SyncSecrets): the Tenant controller removes
+// kubelb's own finalizer from them itself, so a KubeLB CE ccm that set it does not hold the
+// Tenant forever. Any other finalizer is waited for.
 var tenantObjectKinds = []struct {
-	kind string
-	list client.ObjectList
-	obj  client.Object
+	kind       string
+	list       client.ObjectList
+	obj        client.Object
+	releaseOwn bool
 }{
-	{"LoadBalancer", &kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.LoadBalancer{}},
-	{"Route", &kubelbv1alpha1.RouteList{}, &kubelbv1alpha1.Route{}},
-	{"SyncSecret", &kubelbv1alpha1.SyncSecretList{}, &kubelbv1alpha1.SyncSecret{}},
+	{"LoadBalancer", &kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.LoadBalancer{}, false},
+	{"Route", &kubelbv1alpha1.RouteList{}, &kubelbv1alpha1.Route{}, true},
+	{"SyncSecret", &kubelbv1alpha1.SyncSecretList{}, &kubelbv1alpha1.SyncSecret{}, true},
 }
+
+// maxNamedWaits bounds how many waited-for objects the Ready message names.
+const maxNamedWaits = 5
 
 func terminating(err error) (outcome, bool, error) {
 	return outcome{phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonTerminating, message: err.Error()}, false, err
@@ -53,7 +62,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: nsName}, ns); apierrors.IsNotFound(err) {
 		ns = nil
 	} else if err != nil {
-		return terminating(fmt.Errorf("failed to get namespace %s: %w", nsName, err))
+		return terminating(fmt.Errorf("getting namespace %s: %w", nsName, err))
 	}
 	if ns != nil && controlledBy(ns, t) {
 		if ns.DeletionTimestamp.IsZero() {
@@ -61,7 +70,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 				return o, false, err
 			}
 			if err := r.client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {
-				return terminating(fmt.Errorf("failed to delete namespace %s: %w", nsName, err))
+				return terminating(fmt.Errorf("deleting namespace %s: %w", nsName, err))
 			}
 		}
 		return outcome{
@@ -72,7 +81,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 	orig := t.DeepCopy()
 	controllerutil.RemoveFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
 	if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return terminating(fmt.Errorf("failed to remove the finalizer of Tenant %s: %w", t.Name, err))
+		return terminating(fmt.Errorf("removing the finalizer from Tenant %s: %w", t.Name, err))
 	}
 	return outcome{}, true, nil
 }
@@ -89,25 +98,26 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 	// 1. Revoke the ccm's access first.
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: ns}}
 	if err := r.client.Delete(ctx, rb); client.IgnoreNotFound(err) != nil {
-		return terminating(fmt.Errorf("failed to delete RoleBinding %s/%s: %w", ns, rb.Name, err))
+		return terminating(fmt.Errorf("deleting RoleBinding %s/%s: %w", ns, rb.Name, err))
 	}
 
 	// 2. The tenant's objects, and wait for their finalizers.
-	var remaining []string
+	var waits []string
 	for _, k := range tenantObjectKinds {
-		n, err := r.deleteAll(ctx, ns, k.list, k.obj)
+		w, err := r.deleteAll(ctx, ns, k.kind, k.list, k.obj, k.releaseOwn)
 		if err != nil {
-			return terminating(fmt.Errorf("failed to delete the %ss of %s: %w", k.kind, ns, err))
+			return terminating(fmt.Errorf("deleting the %ss of %s: %w", k.kind, ns, err))
 		}
-		if n > 0 {
-			remaining = append(remaining, fmt.Sprintf("%d %s(s)", n, k.kind))
-		}
+		waits = append(waits, w...)
 	}
-	if len(remaining) > 0 {
+	if len(waits) > 0 {
+		named := waits
+		if len(named) > maxNamedWaits {
+			named = append(slices.Clone(named[:maxNamedWaits]), fmt.Sprintf("%d more", len(waits)-maxNamedWaits))
+		}
 		return outcome{
 			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForTenantObjects, requeueAfter: retryWaiting,
-			message: fmt.Sprintf("waiting for %s in %s to be removed; kubelb's controllers remove their finalizers once their hub objects are cleaned up",
-				strings.Join(remaining, ", "), ns),
+			message: fmt.Sprintf("waiting for the finalizers of %s to be removed", strings.Join(named, ", ")),
 		}, true, nil
 	}
 
@@ -118,7 +128,7 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 
 	// 4. Addresses, TenantState, the rest of the RBAC and the kubeconfig.
 	if err := r.client.DeleteAllOf(ctx, &kubelbv1alpha1.Addresses{}, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
-		return terminating(fmt.Errorf("failed to delete the Addresses of %s: %w", ns, err))
+		return terminating(fmt.Errorf("deleting the Addresses of %s: %w", ns, err))
 	}
 	for _, obj := range []client.Object{
 		&kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns}},
@@ -127,35 +137,62 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}},
 	} {
 		if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return terminating(fmt.Errorf("failed to delete %T %s/%s: %w", obj, ns, obj.GetName(), err))
+			return terminating(fmt.Errorf("deleting %T %s/%s: %w", obj, ns, obj.GetName(), err))
 		}
 	}
 	return outcome{}, false, nil
 }
 
-// deleteAll deletes every object of a kind in ns and returns how many still exist (their
-// finalizers not yet removed). It reads uncached, metadata only, so it never waits on a
-// stale cache nor proceeds on one.
-func (r *Reconciler) deleteAll(ctx context.Context, ns string, list client.ObjectList, obj client.Object) (int, error) {
+// deleteAll deletes every object of a kind in ns and describes those that still exist
+// ("Route tenant-x/y (finalizers a, b)"). With releaseOwn it removes kubelb's own finalizer
+// (kubelb.k8c.io/cleanup) from them first, and only that one. It reads uncached, metadata
+// only, so it never waits on a stale cache nor proceeds on one.
+func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client.ObjectList, obj client.Object, releaseOwn bool) ([]string, error) {
 	gvk, err := r.client.GroupVersionKindFor(list)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("finding the kind of %T: %w", list, err)
 	}
-	meta := &metav1.PartialObjectMetadataList{}
-	meta.SetGroupVersionKind(gvk)
-	if err := r.apiReader.List(ctx, meta, client.InNamespace(ns)); err != nil {
-		return 0, err
+	objGVK, err := r.client.GroupVersionKindFor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("finding the kind of %T: %w", obj, err)
 	}
-	live := 0
-	for i := range meta.Items {
-		if meta.Items[i].DeletionTimestamp.IsZero() {
-			live++
-		}
+	items, err := r.listMetadata(ctx, gvk, ns)
+	if err != nil {
+		return nil, err
 	}
-	if live > 0 {
+	if slices.ContainsFunc(items, func(o metav1.PartialObjectMetadata) bool { return o.DeletionTimestamp.IsZero() }) {
 		if err := r.client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
-			return 0, err
+			return nil, fmt.Errorf("deleting every %s in %s: %w", kind, ns, err)
+		}
+		if items, err = r.listMetadata(ctx, gvk, ns); err != nil {
+			return nil, err
 		}
 	}
-	return len(meta.Items), nil
+	var waits []string
+	for i := range items {
+		o := &items[i]
+		o.SetGroupVersionKind(objGVK)
+		if releaseOwn && controllerutil.ContainsFinalizer(o, kubelbv1alpha1.CleanupFinalizer) {
+			orig := o.DeepCopy()
+			controllerutil.RemoveFinalizer(o, kubelbv1alpha1.CleanupFinalizer)
+			if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("removing the finalizer %s from %s %s/%s: %w", kubelbv1alpha1.CleanupFinalizer, kind, ns, o.Name, err)
+			}
+			if len(o.Finalizers) == 0 {
+				continue // gone now
+			}
+		}
+		waits = append(waits, fmt.Sprintf("%s %s/%s (finalizers %s)", kind, ns, o.Name, strings.Join(o.Finalizers, ", ")))
+	}
+	return waits, nil
+}
+
+// listMetadata lists the metadata of every object of a kind in ns from the API server.
+func (r *Reconciler) listMetadata(ctx context.Context, listGVK schema.GroupVersionKind, ns string) ([]metav1.PartialObjectMetadata, error) {
+	meta := &metav1.PartialObjectMetadataList{}
+	meta.SetGroupVersionKind(listGVK)
+	if err := r.apiReader.List(ctx, meta, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing %s in %s: %w", listGVK.Kind, ns, err)
+	}
+	return meta.Items, nil
 }

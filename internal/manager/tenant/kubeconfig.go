@@ -35,7 +35,7 @@ func RenderKubeconfig(hub HubEndpoint, namespace, token string) ([]byte, error) 
 	cfg.CurrentContext = kubeconfigContext
 	out, err := clientcmd.Write(*cfg)
 	if err != nil {
-		return nil, fmt.Errorf("failed to render the ccm kubeconfig: %w", err)
+		return nil, fmt.Errorf("rendering the ccm kubeconfig: %w", err)
 	}
 	return out, nil
 }
@@ -68,7 +68,7 @@ func HubEndpointFromClusterInfo(cm *corev1.ConfigMap) (HubEndpoint, error) {
 	}
 	cfg, err := clientcmd.Load([]byte(raw))
 	if err != nil {
-		return HubEndpoint{}, fmt.Errorf("%s/%s: invalid kubeconfig: %w", cm.Namespace, cm.Name, err)
+		return HubEndpoint{}, fmt.Errorf("parsing the kubeconfig in %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	var cluster *clientcmdapi.Cluster
 	if ctx, ok := cfg.Contexts[cfg.CurrentContext]; ok {

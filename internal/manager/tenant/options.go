@@ -14,10 +14,9 @@ const (
 	RoleBindingName = "kubelb-ccm"
 	// TenantStateName is the one TenantState per tenant namespace.
 	TenantStateName = "default"
-	// LabelAppName and AppName mark the ccm access objects (ServiceAccount, Role, RoleBinding,
-	// kubeconfig Secret); the controller caches only objects with this label.
-	LabelAppName = "app.kubernetes.io/name"
-	AppName      = "kubelb-ccm"
+	// AppName is the value of manager.LabelAppName on the ccm access objects (ServiceAccount,
+	// Role, RoleBinding, kubeconfig Secret); the controller caches only objects with it.
+	AppName = "kubelb-ccm"
 
 	// AnnotationTokenIssuedAt and AnnotationTokenExpiresAt (RFC 3339) on the kubeconfig
 	// Secret record the lifetime of the token inside it.

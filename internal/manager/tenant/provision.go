@@ -43,10 +43,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	if o := checkName(t.Name); o != nil {
 		return *o, nil
 	}
-	cfg, err := r.config(ctx)
+	cfg, _, err := settings.Read(ctx, r.client, r.opts.Namespace, t.Name)
 	if err != nil {
 		return transient(err)
 	}
+	r.notYet.Warn(ctrl.LoggerFrom(ctx), cfg, t)
 	eff := settings.Resolve(cfg, t)
 
 	if stop, err := r.ensureNamespace(ctx, t); stop != nil || err != nil {
@@ -92,19 +93,6 @@ func checkName(name string) *outcome {
 	return nil
 }
 
-// config returns Config "default" of the manager namespace, or nil when there is none.
-func (r *Reconciler) config(ctx context.Context) (*kubelbv1alpha1.Config, error) {
-	cfg := &kubelbv1alpha1.Config{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: kubelbv1alpha1.DefaultConfigName}, cfg)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to get Config %s/%s: %w", r.opts.Namespace, kubelbv1alpha1.DefaultConfigName, err)
-	}
-	return cfg, nil
-}
-
 // ensureNamespace creates or adopts namespace tenant-x. It returns an outcome when the
 // namespace cannot be used (yet).
 func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tenant) (*outcome, error) {
@@ -112,18 +100,14 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 	ns := &corev1.Namespace{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), ns)
 	if apierrors.IsNotFound(err) {
-		err = r.client.Create(ctx, desired)
-		if err == nil {
-			return nil, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("failed to create namespace %s: %w", desired.Name, err)
-		}
-		// It exists without kubelb's label: look at it directly.
+		// Not kubelb's (yet): look at it directly.
 		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), ns)
+		if apierrors.IsNotFound(err) {
+			return nil, r.apply(ctx, desired, nil)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to get namespace %s: %w", desired.Name, err)
+		return nil, fmt.Errorf("getting namespace %s: %w", desired.Name, err)
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return &outcome{
@@ -142,16 +126,13 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 	if metav1.GetControllerOf(ns) != nil && manager.HasAll(ns.Labels, desired.Labels) {
 		return nil, nil
 	}
-	// Adopt: label it and make the Tenant its controller.
-	orig := ns.DeepCopy()
-	ns.Labels = manager.Merged(ns.Labels, desired.Labels)
-	if metav1.GetControllerOf(ns) == nil {
-		ns.OwnerReferences = append(ns.OwnerReferences, desired.OwnerReferences...)
-	}
-	if err := r.client.Patch(ctx, ns, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("failed to adopt namespace %s: %w", ns.Name, err)
-	}
-	return nil, nil
+	// Adopt: kubelb's labels and the Tenant as its controller, next to what others set.
+	return nil, r.apply(ctx, desired, ns)
+}
+
+// apply applies an object the controller owns under FieldOwner (existing: as it is, or nil).
+func (r *Reconciler) apply(ctx context.Context, desired, existing client.Object) error {
+	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // ensureServiceAccount creates the ccm's ServiceAccount, or returns it. A ServiceAccount that
@@ -166,14 +147,14 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*
 		if wait, err := r.waitBeforeRecreating(ctx, tenant); wait != nil || err != nil {
 			return nil, wait, err
 		}
-		if err := r.client.Create(ctx, desired); err != nil {
-			return nil, nil, fmt.Errorf("failed to create ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		if err := r.apply(ctx, desired, nil); err != nil {
+			return nil, nil, err
 		}
 		r.serviceAccountsGone.Delete(tenant)
 		return desired, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
+		return nil, nil, fmt.Errorf("getting ServiceAccount %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	r.serviceAccountsGone.Delete(tenant)
 	return sa, nil, nil
@@ -192,7 +173,7 @@ func (r *Reconciler) waitBeforeRecreating(ctx context.Context, tenant string) (*
 		return nil, nil // never had one: a new tenant
 	}
 	if err != nil {
-		return nil, fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err)
+		return nil, fmt.Errorf("getting Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err)
 	}
 	now := r.now()
 	seen, _ := r.serviceAccountsGone.LoadOrStore(tenant, now)
@@ -213,23 +194,15 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	role := &rbacv1.Role{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), role)
 	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create Role %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-		return nil
+		return r.apply(ctx, desired, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get Role %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("getting Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && manager.HasAll(role.Labels, desired.Labels) {
 		return nil
 	}
-	role.Rules = desired.Rules
-	role.Labels = manager.Merged(role.Labels, desired.Labels)
-	if err := r.client.Update(ctx, role); err != nil {
-		return fmt.Errorf("failed to update Role %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.apply(ctx, desired, role)
 }
 
 func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error {
@@ -237,30 +210,22 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 	rb := &rbacv1.RoleBinding{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rb)
 	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("failed to create RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-		return nil
+		return r.apply(ctx, desired, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to get RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+		return fmt.Errorf("getting RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	if rb.RoleRef != desired.RoleRef {
 		// roleRef is immutable: replace the binding.
 		if err := r.client.Delete(ctx, rb, client.Preconditions{UID: &rb.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("failed to replace RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
+			return fmt.Errorf("replacing RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 		return fmt.Errorf("RoleBinding %s/%s had a foreign roleRef and was deleted; it is re-created next", desired.Namespace, desired.Name)
 	}
 	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && manager.HasAll(rb.Labels, desired.Labels) {
 		return nil
 	}
-	rb.Subjects = desired.Subjects
-	rb.Labels = manager.Merged(rb.Labels, desired.Labels)
-	if err := r.client.Update(ctx, rb); err != nil {
-		return fmt.Errorf("failed to update RoleBinding %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	return nil
+	return r.apply(ctx, desired, rb)
 }
 
 // errNoHubServer: no hub server URL is known.
@@ -283,7 +248,7 @@ func (r *Reconciler) hubEndpoint(ctx context.Context) (HubEndpoint, error) {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 		// Not published (or not readable): only the option can help.
 	default:
-		return HubEndpoint{}, fmt.Errorf("failed to get %s/%s: %w", ClusterInfoNamespace, ClusterInfoName, err)
+		return HubEndpoint{}, fmt.Errorf("getting %s/%s: %w", ClusterInfoNamespace, ClusterInfoName, err)
 	}
 	switch {
 	case r.opts.HubAPIServerURL != "":
@@ -323,7 +288,7 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 	if apierrors.IsNotFound(err) {
 		existing = nil
 	} else if err != nil {
-		return transient(fmt.Errorf("failed to get Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err))
+		return transient(fmt.Errorf("getting Secret %s/%s: %w", ns, kubelbv1alpha1.CCMKubeconfigSecretName, err))
 	}
 
 	now := r.now()
@@ -342,8 +307,8 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		if err != nil {
 			return outcome{
 				phase: kubelbv1alpha1.TenantPhaseProvisioning, reason: ReasonTokenRequestFailed, warn: true,
-				message: fmt.Sprintf("failed to request a token for ServiceAccount %s/%s: %v", ns, ServiceAccountName, err),
-			}, fmt.Errorf("failed to request a token for ServiceAccount %s/%s: %w", ns, ServiceAccountName, err)
+				message: fmt.Sprintf("requesting a token for ServiceAccount %s/%s: %v", ns, ServiceAccountName, err),
+			}, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ns, ServiceAccountName, err)
 		}
 		token = tr.Status.Token
 		life = tokenLifetime{IssuedAt: now.Truncate(time.Second), ExpiresAt: tr.Status.ExpirationTimestamp.Time}
@@ -357,22 +322,19 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 	ann[AnnotationServiceAccountUID] = string(sa.UID)
 	desired := desiredKubeconfigSecret(tenant, kubeconfig, ann)
 	if existing == nil {
-		if err := r.client.Create(ctx, desired); err != nil {
-			return transient(fmt.Errorf("failed to create Secret %s/%s: %w", ns, desired.Name, err))
+		if err := r.apply(ctx, desired, nil); err != nil {
+			return transient(err)
 		}
 	} else if existing.Type != desired.Type {
 		// type is immutable: replace the Secret.
 		if err := r.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
-			return transient(fmt.Errorf("failed to replace Secret %s/%s: %w", ns, desired.Name, err))
+			return transient(fmt.Errorf("replacing Secret %s/%s: %w", ns, desired.Name, err))
 		}
 		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
-	} else if len(existing.Data) != 1 || !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
+	} else if !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
 		!manager.HasAll(existing.Annotations, ann) || !manager.HasAll(existing.Labels, desired.Labels) {
-		existing.Data = desired.Data
-		existing.Annotations = manager.Merged(existing.Annotations, ann)
-		existing.Labels = manager.Merged(existing.Labels, desired.Labels)
-		if err := r.client.Update(ctx, existing); err != nil {
-			return transient(fmt.Errorf("failed to update Secret %s/%s: %w", ns, desired.Name, err))
+		if err := r.apply(ctx, desired, existing); err != nil {
+			return transient(err)
 		}
 	}
 
@@ -392,22 +354,18 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts)
 	if apierrors.IsNotFound(err) {
 		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: tenantLabels(tenant)}}
-		if err := r.client.Create(ctx, ts); err != nil {
-			return fmt.Errorf("failed to create TenantState %s/%s: %w", ns, TenantStateName, err)
+		if err := r.apply(ctx, ts, nil); err != nil {
+			return err
 		}
 	} else if err != nil {
-		return fmt.Errorf("failed to get TenantState %s/%s: %w", ns, TenantStateName, err)
+		return fmt.Errorf("getting TenantState %s/%s: %w", ns, TenantStateName, err)
 	}
 	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff.DisableLoadBalancer,
 		o.ready(), o.reason, tenantStateMessage(o, eff), r.metaNow())
 	if equality.Semantic.DeepEqual(ts.Status, next) {
 		return nil
 	}
-	ts.Status = next
-	if err := r.client.Status().Update(ctx, ts); err != nil {
-		return fmt.Errorf("failed to update the status of TenantState %s/%s: %w", ns, TenantStateName, err)
-	}
-	return nil
+	return manager.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
 }
 
 // tenantStateMessage is what the ccm is told; it leaves out the token times (which change

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -55,7 +56,7 @@ func tenantLabels(tenant string) map[string]string {
 // accessLabels are on the ccm access objects (ServiceAccount, Role, RoleBinding, Secret).
 func accessLabels(tenant string) map[string]string {
 	l := tenantLabels(tenant)
-	l[LabelAppName] = AppName
+	l[manager.LabelAppName] = AppName
 	return l
 }
 

@@ -8,7 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 )
+
+// FieldOwner is the server-side apply field manager of the Tenant and TenantState status
+// fields this controller owns.
+const FieldOwner = "kubelb-tenant"
 
 // ConditionReady is the Tenant condition that says whether the tenant is onboarded.
 const ConditionReady = "Ready"
@@ -35,7 +40,10 @@ const (
 	// ReasonTokenRequestFailed: the API server refused a token for the ccm's ServiceAccount.
 	ReasonTokenRequestFailed = "TokenRequestFailed"
 	// ReasonWaitingForTenantObjects: the Tenant is being deleted and LoadBalancers, Routes or
-	// SyncSecrets still exist (their finalizers are removed by the manager's controllers).
+	// SyncSecrets still exist; the message names them and their finalizers. The LoadBalancer
+	// controller removes kubelb.k8c.io/cleanup from LoadBalancers; the Tenant controller
+	// removes it from Routes and SyncSecrets (no controller of theirs exists yet); any other
+	// finalizer is someone else's to remove.
 	ReasonWaitingForTenantObjects = "WaitingForTenantObjects"
 	// ReasonWaitingForNamespace: the Tenant is being deleted and its namespace still exists.
 	ReasonWaitingForNamespace = "WaitingForNamespace"
@@ -68,6 +76,14 @@ func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) k
 		ObservedGeneration: t.Generation, LastTransitionTime: now,
 	})
 	return next
+}
+
+// ownedTenantStatus is the part of a Tenant status this controller applies: every field but
+// the conditions of other types.
+func ownedTenantStatus(st kubelbv1alpha1.TenantStatus) *kubelbv1alpha1.TenantStatus {
+	owned := st.DeepCopy()
+	owned.Conditions = manager.OwnConditions(st.Conditions, ConditionReady)
+	return owned
 }
 
 func statusChanged(a, b kubelbv1alpha1.TenantStatus) bool { return !equality.Semantic.DeepEqual(a, b) }

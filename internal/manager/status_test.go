@@ -1,0 +1,40 @@
+package manager
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPruneEmptyObjects(t *testing.T) {
+	t.Parallel()
+	m := map[string]any{
+		"loadBalancer": map[string]any{},
+		"service":      map[string]any{"inner": map[string]any{}},
+		"hostname":     map[string]any{"hostname": "a"},
+		"conditions":   []any{map[string]any{"type": "Ready", "extra": map[string]any{}}},
+		"observed":     float64(0),
+	}
+	pruneEmptyObjects(m)
+	want := map[string]any{
+		"hostname":   map[string]any{"hostname": "a"},
+		"conditions": []any{map[string]any{"type": "Ready"}},
+		"observed":   float64(0),
+	}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestOwnConditions(t *testing.T) {
+	t.Parallel()
+	conds := []metav1.Condition{{Type: "Ready"}, {Type: "Programmed"}, {Type: "Accepted"}}
+	got := OwnConditions(conds, "Ready", "Accepted")
+	if diff := cmp.Diff([]metav1.Condition{{Type: "Ready"}, {Type: "Accepted"}}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := OwnConditions(conds, "Other"); got != nil {
+		t.Errorf("OwnConditions of an absent type = %v, want nil", got)
+	}
+}
