@@ -2,7 +2,6 @@ package translate_test
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,26 +72,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareGolden(t, filepath.Join("testdata", name+".ir.yaml"), gotIR)
-			compareGolden(t, filepath.Join("testdata", name+".out.yaml"), gotOut)
+			translatetest.Golden(t, filepath.Join("testdata", name+".ir.yaml"), gotIR, *update)
+			translatetest.Golden(t, filepath.Join("testdata", name+".out.yaml"), gotOut, *update)
 		})
-	}
-}
-
-func compareGolden(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/translate -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs from the golden file (-want +got); run with -update if intended:\n%s", golden, diff)
 	}
 }
 

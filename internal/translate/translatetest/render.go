@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -117,4 +119,34 @@ func plain(rs []types.Resource) ([]any, error) {
 		list = append(list, v)
 	}
 	return list, nil
+}
+
+// Golden compares got with the golden file at path, or rewrites the file when update is set.
+// A nil got means the case produces nothing for that file: the file must not exist (and is
+// removed on update).
+func Golden(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if got == nil {
+			_ = os.Remove(path)
+			return
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if got == nil {
+		if err == nil {
+			t.Errorf("%s exists but the case produced nothing for it", path)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got); run with -update if intended:\n%s", path, diff)
+	}
 }

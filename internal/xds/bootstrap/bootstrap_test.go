@@ -2,16 +2,15 @@ package bootstrap
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -76,16 +75,7 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 			if err := testsupport.ValidateEnvoy(t, b, "--service-node", "validate-proxy"); err != nil {
 				t.Fatalf("Envoy rejects the bootstrap:\n%s\n%v", b, err)
 			}
-			golden := filepath.Join("testdata", strings.ReplaceAll(tc.name, " ", "-")+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else if want, err := os.ReadFile(golden); err != nil {
-				t.Fatalf("%v (go test ./internal/xds/bootstrap -update writes it)", err)
-			} else if string(want) != string(b) {
-				t.Errorf("%s differs; run with -update if intended:\n%s", golden, cmp.Diff(string(want), string(b)))
-			}
+			translatetest.Golden(t, filepath.Join("testdata", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), b, *update)
 			again, _ := Generate(tc.opts)
 			if string(again) != string(b) {
 				t.Error("Bootstrap is not deterministic")

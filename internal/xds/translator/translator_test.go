@@ -2,12 +2,10 @@ package translator_test
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -53,7 +51,7 @@ func TestGolden(t *testing.T) {
 				if len(res[tf.TypeURL]) == 0 {
 					got = nil
 				}
-				compare(t, filepath.Join("testdata", "out", name+"."+tf.Suffix+".yaml"), got)
+				translatetest.Golden(t, filepath.Join("testdata", "out", name+"."+tf.Suffix+".yaml"), got, *update)
 			}
 			var p []byte
 			if len(problems) > 0 {
@@ -61,36 +59,8 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			compare(t, filepath.Join("testdata", "out", name+".problems.yaml"), p)
+			translatetest.Golden(t, filepath.Join("testdata", "out", name+".problems.yaml"), p, *update)
 		})
-	}
-}
-
-// compare checks got against a golden file; nil means the file must not exist.
-func compare(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if *update {
-		if got == nil {
-			_ = os.Remove(golden)
-			return
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if got == nil {
-		if err == nil {
-			t.Errorf("%s exists but the case produced nothing for it", golden)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/xds/translator -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); run with -update if intended:\n%s", golden, diff)
 	}
 }
 
