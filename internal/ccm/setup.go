@@ -81,6 +81,8 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		UseClass:  opts.UseLoadBalancerClass,
 		warn:      newWarnOnce(),
 		managed:   newManagedSet(),
+
+		LegacyFieldManager: legacyFieldManager(hub.GetConfig()),
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
 		if key, ok := originOf(lb); ok {
