@@ -4,52 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/internal/manager"
 )
 
 // FieldOwner is the server-side apply field owner of the hub objects the ccm writes: the
 // LoadBalancers mirroring Services and Addresses/default.
 const FieldOwner = "kubelb-ccm"
 
-// conflictRetry is how soon a reconcile that lost an optimistic-lock race runs again.
-const conflictRetry = time.Second
-
-// retryConflict turns an optimistic-lock conflict into a quiet requeue: the object changed
-// under the reconcile, and the change brings it back anyway, so it is not an error to log.
-func retryConflict(res reconcile.Result, err error) (reconcile.Result, error) {
-	if err != nil && apierrors.IsConflict(err) {
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
-	}
-	return res, err
-}
-
-// legacyFieldManager is the field manager the API server recorded for the creates and merge
-// patches of earlier ccm versions, taken from the user agent of the hub client.
-func legacyFieldManager(cfg *rest.Config) string {
-	ua := cfg.UserAgent
-	if ua == "" {
-		ua = rest.DefaultKubernetesUserAgent()
-	}
-	name, _, _ := strings.Cut(ua, "/")
-	return name
-}
-
-// hubApplier writes hub objects with server-side apply under FieldOwner. Legacy is the field
-// manager of earlier ccm versions (see legacyFieldManager); "" adopts nothing.
+// hubApplier writes hub objects with server-side apply under FieldOwner (manager.Apply).
+// Legacy is the field manager of earlier ccm versions, which created and merge-patched
+// (manager.LegacyFieldManager of the hub client's config); "" adopts nothing.
 type hubApplier struct {
 	hub    client.Client
 	legacy string
@@ -108,47 +80,11 @@ func (a hubApplier) drifted(current, desired client.Object) (bool, error) {
 	return mapDrifted(cur, want, owned.spec), nil
 }
 
-// apply writes desired (a typed object holding exactly the fields the ccm owns) to the hub.
-// The fields of current (nil: none) that an earlier ccm version owns by creates and updates
+// apply writes desired (a typed object holding exactly the fields the ccm owns) to the hub;
+// current (nil: none) is the object as it is, whose fields owned by an earlier ccm version
 // are handed to FieldOwner first, once, so that a field the ccm stops applying goes.
 func (a hubApplier) apply(ctx context.Context, current, desired client.Object) error {
-	gvk, err := a.hub.GroupVersionKindFor(desired)
-	if err != nil {
-		return fmt.Errorf("finding the kind of %T: %w", desired, err)
-	}
-	key := client.ObjectKeyFromObject(desired)
-	if current != nil && a.legacy != "" {
-		if err := a.adoptLegacy(ctx, current); err != nil {
-			return err
-		}
-	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
-	if err != nil {
-		return fmt.Errorf("encoding %s %s: %w", gvk.Kind, key, err)
-	}
-	u := &unstructured.Unstructured{Object: raw}
-	delete(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	u.SetGroupVersionKind(gvk)
-	return a.hub.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
-}
-
-// adoptLegacy hands the fields an earlier ccm version owns on obj to FieldOwner (one JSON
-// patch of managedFields, guarded by the resourceVersion; nothing when there are none).
-func (a hubApplier) adoptLegacy(ctx context.Context, obj client.Object) error {
-	if !slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
-		return e.Subresource == "" && e.Manager == a.legacy && e.Operation == metav1.ManagedFieldsOperationUpdate
-	}) {
-		return nil
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(a.legacy), FieldOwner)
-	if err == nil && patch != nil {
-		err = a.hub.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
-	}
-	if err != nil {
-		return fmt.Errorf("adopting the fields of %s: %w", client.ObjectKeyFromObject(obj), err)
-	}
-	return nil
+	return manager.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
 }
 
 // ownedFields are the keys of the fields the ccm owns that drifted compares: label,

@@ -3,7 +3,6 @@ package ccm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -20,34 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
-
-func TestRetryConflict(t *testing.T) {
-	t.Parallel()
-	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "services"}, "web", errors.New("changed"))
-	other := errors.New("boom")
-	for _, tc := range []struct {
-		name    string
-		in      reconcile.Result
-		err     error
-		want    reconcile.Result
-		wantErr error
-	}{
-		{"conflict, wrapped", reconcile.Result{}, fmt.Errorf("adding finalizer to Service x: %w", conflict), reconcile.Result{RequeueAfter: time.Second}, nil},
-		{"other error", reconcile.Result{}, other, reconcile.Result{}, other},
-		{"success keeps its requeue", reconcile.Result{RequeueAfter: nodePortRetry}, nil, reconcile.Result{RequeueAfter: nodePortRetry}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			res, err := retryConflict(tc.in, tc.err)
-			if res != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
-				t.Errorf("retryConflict = %+v, %v; want %+v, %v", res, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-}
 
 // TestReconcileConflictIsRequeued: a Service that changed under the reconcile (the finalizer
 // patch loses the optimistic-lock race) is requeued a second later, not reported as an error.
@@ -205,7 +180,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	e.create(t, e.Tenant.Client, old)
 	legacyLB, _ := DesiredLoadBalancer(old, tenantNS)
 	e.create(t, e.Hub.Client, legacyLB)
-	legacy := legacyFieldManager(e.Hub.Config)
+	legacy := manager.LegacyFieldManager(e.Hub.Config)
 	if diff := cmp.Diff([]string{legacy + "/Update"}, mainEntries(legacyLB)); diff != "" {
 		t.Fatalf("legacy mirror's managers (-want +got):\n%s", diff)
 	}

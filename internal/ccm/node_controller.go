@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -53,7 +54,7 @@ var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alp
 func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
-	defer func() { res, err = retryConflict(res, err) }()
+	defer func() { res, err = manager.RetryConflict(res, err) }()
 
 	nodes := &corev1.NodeList{}
 	if err := r.Tenant.List(ctx, nodes); err != nil {
@@ -130,7 +131,7 @@ func hasKey(m map[string]string, k string) bool {
 // on the hub (so that a change made there by someone else is undone) map to the one key.
 func setupNodeController(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
 	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType,
-		LegacyFieldManager: legacyFieldManager(hub.GetConfig())}
+		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig())}
 	toKey := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{nodeKey} }
 	addressesToKey := func(_ context.Context, a *v1alpha1.Addresses) []reconcile.Request {
 		if a.Name != v1alpha1.DefaultAddressesName {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -82,7 +83,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		warn:      newWarnOnce(),
 		managed:   newManagedSet(),
 
-		LegacyFieldManager: legacyFieldManager(hub.GetConfig()),
+		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig()),
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
 		if key, ok := originOf(lb); ok {
