@@ -6,8 +6,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // LabelExcludeFromExternalLoadBalancers is the well-known node label that keeps a node out of
@@ -80,6 +82,21 @@ func NodeAddresses(nodes []corev1.Node, addressType string) ([]v1alpha1.Endpoint
 	}
 	slices.SortFunc(out, compareAddresses)
 	return slices.Compact(out), serving
+}
+
+// DesiredAddresses is Addresses/default in the tenant's hub namespace holding addresses, or
+// nil when there are none (the object must then not exist).
+func DesiredAddresses(namespace string, addresses []v1alpha1.EndpointAddress) *v1alpha1.Addresses {
+	if len(addresses) == 0 {
+		return nil
+	}
+	return &v1alpha1.Addresses{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: namespace, Labels: map[string]string{
+			v1alpha1.LabelManagedBy:  v1alpha1.LabelManagedByValue,
+			v1alpha1.LabelTenantName: settings.TenantName(namespace),
+		}},
+		Spec: v1alpha1.AddressesSpec{Addresses: addresses},
+	}
 }
 
 // compareAddresses orders hostnames first (by name), then IPs numerically (IPv4 before IPv6);

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/internal/metrics"
@@ -75,6 +76,14 @@ func (c *hubClient) Update(ctx context.Context, obj client.Object, opts ...clien
 func (c *hubClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	start := time.Now()
 	err := c.Client.Patch(ctx, obj, patch, opts...)
+	observeHub(opPatch, start, err)
+	return err
+}
+
+// Apply applies obj on the hub (server-side apply, a PATCH request: counted as a patch).
+func (c *hubClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	start := time.Now()
+	err := c.Client.Apply(ctx, obj, opts...)
 	observeHub(opPatch, start, err)
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -105,7 +104,7 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 			Annotations: mirroredAnnotations(svc.Annotations),
 			// The manager's cleanup finalizer is set at creation: it saves the manager a write
 			// per LoadBalancer (a burst of creates costs 4 hub writes per Service, not 5).
-			// Merges keep whatever finalizers the hub object has.
+			// Once someone removed it, it is not put back (desiredMirror).
 			Finalizers: []string{v1alpha1.CleanupFinalizer},
 		},
 		Spec: v1alpha1.LoadBalancerSpec{
@@ -149,30 +148,4 @@ func mirroredAnnotations(in map[string]string) map[string]string {
 		return nil
 	}
 	return out
-}
-
-// MergeLoadBalancer returns a copy of current with desired's spec, labels and annotations
-// applied, and whether anything changed. Labels are merged (labels others set survive);
-// annotations and spec are owned by the ccm and replaced.
-func MergeLoadBalancer(current, desired *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, bool) {
-	out := current.DeepCopy()
-	changed := false
-	if !equality.Semantic.DeepEqual(current.Spec, desired.Spec) {
-		out.Spec = *desired.Spec.DeepCopy()
-		changed = true
-	}
-	for k, v := range desired.Labels {
-		if out.Labels[k] != v {
-			if out.Labels == nil {
-				out.Labels = map[string]string{}
-			}
-			out.Labels[k] = v
-			changed = true
-		}
-	}
-	if !maps.Equal(current.Annotations, desired.Annotations) {
-		out.Annotations = maps.Clone(desired.Annotations)
-		changed = true
-	}
-	return out, changed
 }

@@ -140,48 +140,6 @@ func TestDesiredLoadBalancerUnnamedPortNoAffinity(t *testing.T) {
 	}
 }
 
-func TestMergeLoadBalancer(t *testing.T) {
-	t.Parallel()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "u", Annotations: map[string]string{"a": "1"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}}},
-	}
-	desired, _ := DesiredLoadBalancer(svc, "tenant-a")
-
-	// As read back from the API server: same content, plus bookkeeping, status, and a label
-	// someone else added.
-	current := desired.DeepCopy()
-	current.ResourceVersion = "7"
-	current.Labels["example.com/extra"] = "x"
-	current.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}
-	if _, changed := MergeLoadBalancer(current, desired); changed {
-		t.Fatal("an up-to-date mirror must not be written")
-	}
-
-	// Spec and annotation changes are applied; foreign labels, status and metadata survive.
-	svc2 := svc.DeepCopy()
-	svc2.Spec.Ports[0].NodePort = 30081
-	svc2.Annotations = map[string]string{"b": "2"}
-	desired2, _ := DesiredLoadBalancer(svc2, "tenant-a")
-	merged, changed := MergeLoadBalancer(current, desired2)
-	if !changed {
-		t.Fatal("a changed NodePort must be written")
-	}
-	if merged.Spec.Endpoints[0].Ports[0].Port != 30081 {
-		t.Errorf("endpoint port = %d, want 30081", merged.Spec.Endpoints[0].Ports[0].Port)
-	}
-	if diff := cmp.Diff(map[string]string{"b": "2"}, merged.Annotations); diff != "" {
-		t.Errorf("annotations (-want +got):\n%s", diff)
-	}
-	if merged.Labels["example.com/extra"] != "x" || merged.ResourceVersion != "7" || len(merged.Status.LoadBalancer.Ingress) != 1 {
-		t.Errorf("merge lost foreign labels, resourceVersion or status: %+v", merged.ObjectMeta)
-	}
-	if current.Spec.Endpoints[0].Ports[0].Port != 30080 {
-		t.Error("MergeLoadBalancer modified its input")
-	}
-}
-
 func TestWarnOnce(t *testing.T) {
 	t.Parallel()
 	w := newWarnOnce()

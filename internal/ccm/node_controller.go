@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // NodeReconciler publishes the addresses of the tenant's serving nodes to Addresses/default
@@ -39,17 +38,23 @@ type NodeReconciler struct {
 	Namespace string
 	// AddressType is the configured node address type.
 	AddressType string
+	// LegacyFieldManager is the field manager of earlier ccm versions' creates and patches
+	// of Addresses, whose fields the ccm adopts (see hubApplier).
+	LegacyFieldManager string
 }
 
 // nodeKey is the one key of the node controller.
 var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.DefaultAddressesName}}
 
-// Reconcile brings Addresses/default in line with the serving nodes: created or updated when
-// there are addresses, deleted when there are none (the CRD needs at least one address, and a
-// missing Addresses gives the hub no endpoints, which is the truth).
+// Reconcile brings Addresses/default in line with the serving nodes: applied when there are
+// addresses and it drifted, deleted when there are none (the CRD needs at least one address,
+// and a missing Addresses gives the hub no endpoints, which is the truth). The controller has
+// no object of its own: its one key stands for the tenant's nodes, which are its scope with
+// Addresses/default as it is.
 func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
+	defer func() { res, err = manager.RetryConflict(res, err) }()
 
 	nodes := &corev1.NodeList{}
 	if err := r.Tenant.List(ctx, nodes); err != nil {
@@ -65,11 +70,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	case apierrors.IsNotFound(err):
 		current = nil
 	case err != nil:
-		return reconcile.Result{}, fmt.Errorf("reading Addresses %s: %w", key, err)
+		return reconcile.Result{}, fmt.Errorf("getting Addresses %s: %w", key, err)
 	}
 	log := ctrl.LoggerFrom(ctx)
 
-	if len(want) == 0 {
+	desired := DesiredAddresses(r.Namespace, want)
+	if desired == nil {
 		if current == nil || current.DeletionTimestamp != nil {
 			return reconcile.Result{}, nil
 		}
@@ -79,38 +85,24 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 		log.Info("no serving nodes; deleted Addresses", "addresses", key)
 		return reconcile.Result{}, nil
 	}
-
-	if current == nil {
-		obj := &v1alpha1.Addresses{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{
-				v1alpha1.LabelManagedBy:  v1alpha1.LabelManagedByValue,
-				v1alpha1.LabelTenantName: settings.TenantName(r.Namespace),
-			}},
-			Spec: v1alpha1.AddressesSpec{Addresses: want},
-		}
-		if err := r.Hub.Create(ctx, obj); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				// The cache has not seen it yet; its create event brings us back.
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, fmt.Errorf("creating Addresses %s: %w", key, err)
-		}
-		log.Info("created Addresses", "addresses", key, "count", len(want))
-		return reconcile.Result{}, nil
-	}
-	if current.DeletionTimestamp != nil {
+	if current != nil && current.DeletionTimestamp != nil {
 		// Being deleted by someone else: its delete event brings us back to create it anew.
 		return reconcile.Result{}, nil
 	}
-	if slices.Equal(current.Spec.Addresses, want) {
-		return reconcile.Result{}, nil
+	cur := present(current)
+	apply := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
+	drifted, err := apply.drifted(cur, desired)
+	if err != nil || !drifted {
+		return reconcile.Result{}, err
 	}
-	patch := client.MergeFrom(current.DeepCopy())
-	current.Spec.Addresses = want
-	if err := r.Hub.Patch(ctx, current, patch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("updating Addresses %s: %w", key, err)
+	if err := apply.apply(ctx, cur, desired); err != nil {
+		return reconcile.Result{}, fmt.Errorf("applying Addresses %s: %w", key, err)
 	}
-	log.Info("updated Addresses", "addresses", key, "count", len(want))
+	what := "updated Addresses"
+	if current == nil {
+		what = "created Addresses"
+	}
+	log.Info(what, "addresses", key, "count", len(want))
 	return reconcile.Result{}, nil
 }
 
@@ -138,7 +130,8 @@ func hasKey(m map[string]string, k string) bool {
 // setupNodeController registers the node controller: Nodes of the tenant and Addresses/default
 // on the hub (so that a change made there by someone else is undone) map to the one key.
 func setupNodeController(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
-	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType}
+	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType,
+		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig())}
 	toKey := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{nodeKey} }
 	addressesToKey := func(_ context.Context, a *v1alpha1.Addresses) []reconcile.Request {
 		if a.Name != v1alpha1.DefaultAddressesName {

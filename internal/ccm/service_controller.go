@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -80,6 +81,9 @@ type ServiceReconciler struct {
 	Namespace string
 	// UseClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseClass bool
+	// LegacyFieldManager is the field manager of earlier ccm versions' creates and patches
+	// of LoadBalancers, whose fields the ccm adopts (see hubApplier).
+	LegacyFieldManager string
 
 	warn    *warnOnce
 	managed *managedSet
@@ -88,15 +92,19 @@ type ServiceReconciler struct {
 	created sync.Map
 }
 
-// Reconcile brings the hub mirror of one Service in line with it.
+// Reconcile brings the hub mirror of one Service in line with it: get the Service (gone →
+// remove mirrors left behind), release it when it is being deleted or no longer ours, load the
+// scope (the hub's verdict in TenantState, the mirror as it is), compute the desired mirror
+// (a pure function), ensure the finalizer and apply the mirror when it drifted.
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
+	defer func() { res, err = manager.RetryConflict(res, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("reading Service %s: %w", req.NamespacedName, err)
+			return reconcile.Result{}, fmt.Errorf("getting Service %s: %w", req.NamespacedName, err)
 		}
 		// Gone (its finalizer was removed, by us or by hand): remove mirrors left behind.
 		r.managed.set(req.NamespacedName, false)
@@ -105,33 +113,66 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.release(ctx, svc)
 	}
-	return r.mirror(ctx, svc)
+	// A Service re-created under the same name has a new UID: its old mirror goes.
+	if err := r.deleteMirrors(ctx, svc, client.ObjectKeyFromObject(svc), svc.UID); err != nil {
+		return reconcile.Result{}, err
+	}
+	sc, err := r.loadScope(ctx, svc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	desired, problems := desiredMirror(svc, r.Namespace, sc.current)
+	return r.mirror(ctx, svc, sc, desired, problems)
 }
 
-// mirror creates or updates the LoadBalancer of a Service the ccm handles.
-func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service) (reconcile.Result, error) {
-	key := client.ObjectKeyFromObject(svc)
-	log := ctrl.LoggerFrom(ctx)
+// serviceScope is what the mirror of a Service depends on besides the Service.
+type serviceScope struct {
+	// current is the mirror as the hub cache has it (nil: none).
+	current *v1alpha1.LoadBalancer
+	// disabled: the hub disables load balancing for the tenant (TenantState).
+	disabled bool
+}
 
-	// A Service re-created under the same name has a new UID: its old mirror goes.
-	if err := r.deleteMirrors(ctx, svc, key, svc.UID); err != nil {
-		return reconcile.Result{}, err
-	}
+// loadScope reads the Service's mirror and the hub's verdict from the hub cache.
+func (r *ServiceReconciler) loadScope(ctx context.Context, svc *corev1.Service) (serviceScope, error) {
 	current, err := r.currentMirror(ctx, svc)
 	if err != nil {
-		return reconcile.Result{}, err
+		return serviceScope{}, err
 	}
-	desired, problems := DesiredLoadBalancer(svc, r.Namespace)
-
 	disabled, err := loadBalancingDisabled(ctx, r.Hub, r.Namespace)
+	if err != nil {
+		return serviceScope{}, err
+	}
+	return serviceScope{current: current, disabled: disabled}, nil
+}
+
+// desiredMirror is DesiredLoadBalancer for a Service whose mirror is current (nil: none): the
+// manager's cleanup finalizer is set at creation and kept while the mirror has it, never put
+// back once someone removed it.
+func desiredMirror(svc *corev1.Service, namespace string, current *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, []PortProblem) {
+	desired, problems := DesiredLoadBalancer(svc, namespace)
+	if current != nil && !controllerutil.ContainsFinalizer(current, v1alpha1.CleanupFinalizer) {
+		desired.Finalizers = nil
+	}
+	return desired, problems
+}
+
+// mirror applies the LoadBalancer of a Service the ccm handles when it drifted.
+func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc serviceScope, desired *v1alpha1.LoadBalancer, problems []PortProblem) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(svc)
+	log := ctrl.LoggerFrom(ctx)
+	current := sc.current
+	apply := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
+	drifted, err := apply.drifted(present(current), desired)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	r.warn.observe(disabled)
-	if disabled {
+
+	r.warn.observe(sc.disabled)
+	if sc.disabled {
 		// Existing mirrors are left alone; nothing is created or updated.
 		r.managed.set(key, current != nil)
-		if _, changed := r.merge(current, desired); (current == nil || changed) && r.warn.first(svc.UID) {
+		if drifted && r.warn.first(svc.UID) {
 			what := "created"
 			if current != nil {
 				what = "updated"
@@ -176,11 +217,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service) (re
 			r.reportPorts(svc, problems)
 			break
 		}
-		if err := r.Hub.Create(ctx, desired); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				// The hub cache has not caught up; the create event brings us back.
-				return res, nil
-			}
+		if err := apply.apply(ctx, nil, desired); err != nil {
 			recordHubError(ctx, r.Recorder, svc, actionMirror, "creating the LoadBalancer", err)
 			return reconcile.Result{}, fmt.Errorf("creating LoadBalancer %s/%s for Service %s: %w", r.Namespace, desired.Name, key, err)
 		}
@@ -192,12 +229,8 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service) (re
 	case current.DeletionTimestamp != nil:
 		// Someone deletes it; its delete event brings us back to create it anew.
 		return res, nil
-	default:
-		merged, changed := r.merge(current, desired)
-		if !changed {
-			break
-		}
-		if err := r.Hub.Patch(ctx, merged, client.MergeFrom(current)); err != nil {
+	case drifted:
+		if err := apply.apply(ctx, current, desired); err != nil {
 			recordHubError(ctx, r.Recorder, svc, actionMirror, "updating the LoadBalancer", err)
 			return reconcile.Result{}, fmt.Errorf("updating LoadBalancer %s/%s for Service %s: %w", r.Namespace, current.Name, key, err)
 		}
@@ -209,14 +242,6 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service) (re
 		r.reportPorts(svc, problems)
 	}
 	return res, nil
-}
-
-// merge is MergeLoadBalancer that tolerates a missing current mirror.
-func (r *ServiceReconciler) merge(current, desired *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, bool) {
-	if current == nil {
-		return desired, true
-	}
-	return MergeLoadBalancer(current, desired)
 }
 
 // reportPorts records a Warning for ports that the mirror had to leave out for good.
@@ -252,7 +277,7 @@ func (r *ServiceReconciler) currentMirror(ctx context.Context, svc *corev1.Servi
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
+		return nil, fmt.Errorf("getting LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
 	}
 	return lb, nil
 }
@@ -325,7 +350,7 @@ func (r *ServiceReconciler) deleteMirrors(ctx context.Context, svc *corev1.Servi
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, name, err)
+			return fmt.Errorf("getting LoadBalancer %s/%s: %w", r.Namespace, name, err)
 		}
 		if err := r.Hub.Delete(ctx, lb, client.Preconditions{UID: &lb.UID}); client.IgnoreNotFound(err) != nil {
 			if svc != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -81,6 +82,8 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		UseClass:  opts.UseLoadBalancerClass,
 		warn:      newWarnOnce(),
 		managed:   newManagedSet(),
+
+		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig()),
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
 		if key, ok := originOf(lb); ok {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -48,16 +49,18 @@ func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.Eve
 
 // Reconcile copies the status of one Service's mirror onto it and reports the mirror's
 // Programmed condition as an Event when it changed.
-func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceStatusReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
+	defer func() { res, err = manager.RetryConflict(res, err) }()
+
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.programmed.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, fmt.Errorf("reading Service %s: %w", req.NamespacedName, err)
+		return reconcile.Result{}, fmt.Errorf("getting Service %s: %w", req.NamespacedName, err)
 	}
 	// Only Services we mirror (they carry our finalizer); releasing is the mirror
 	// controller's job.
@@ -71,7 +74,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, fmt.Errorf("reading LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
+		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s/%s: %w", r.Namespace, svc.UID, err)
 	}
 	if ev, ok := r.programmed.next(req.NamespacedName, svc.UID, programmedCondition(lb)); ok {
 		record(r.Recorder, svc, ev.eventType, ev.reason, actionStatus, "%s", ev.note)

@@ -159,8 +159,8 @@ func TestHubForbidden(t *testing.T) {
 		if v := testutil.ToFloat64(metrics.CCMClusterConnected); v != 0 {
 			return fmt.Errorf("%v", v)
 		}
-		if testutil.ToFloat64(metrics.CCMOperations.WithLabelValues(opCreate, metrics.ResultError)) == 0 {
-			return errors.New("no failed create counted")
+		if testutil.ToFloat64(metrics.CCMOperations.WithLabelValues(opPatch, metrics.ResultError)) == 0 { // the apply
+			return errors.New("no failed apply counted")
 		}
 		return nil
 	})
