@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"strings"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"kubelb.dev/kubelb/internal/manager"
 )
 
 // FieldOwner is the server-side apply field owner of the hub objects the ccm writes: the
 // LoadBalancers mirroring Services and Addresses/default.
 const FieldOwner = "kubelb-ccm"
 
-// hubApplier writes hub objects with server-side apply under FieldOwner (manager.Apply).
+// hubApplier writes hub objects with server-side apply under FieldOwner (apply.Apply).
 // Legacy is the field manager of earlier ccm versions, which created and merge-patched
-// (manager.LegacyFieldManager of the hub client's config); "" adopts nothing.
+// (apply.LegacyFieldManager of the hub client's config); "" adopts nothing.
 type hubApplier struct {
 	hub    client.Client
 	legacy string
@@ -84,7 +84,7 @@ func (a hubApplier) drifted(current, desired client.Object) (bool, error) {
 // current (nil: none) is the object as it is, whose fields owned by an earlier ccm version
 // are handed to FieldOwner first, once, so that a field the ccm stops applying goes.
 func (a hubApplier) apply(ctx context.Context, current, desired client.Object) error {
-	return manager.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
+	return apply.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
 }
 
 // ownedFields are the keys of the fields the ccm owns that drifted compares: label,

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -180,7 +181,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	e.create(t, e.Tenant.Client, old)
 	legacyLB, _ := DesiredLoadBalancer(old, tenantNS)
 	e.create(t, e.Hub.Client, legacyLB)
-	legacy := manager.LegacyFieldManager(e.Hub.Config)
+	legacy := apply.LegacyFieldManager(e.Hub.Config)
 	if diff := cmp.Diff([]string{legacy + "/Update"}, mainEntries(legacyLB)); diff != "" {
 		t.Fatalf("legacy mirror's managers (-want +got):\n%s", diff)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -54,7 +55,7 @@ var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alp
 func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
-	defer func() { res, err = manager.RetryConflict(res, err) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	nodes := &corev1.NodeList{}
 	if err := r.Tenant.List(ctx, nodes); err != nil {
@@ -90,12 +91,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 		return reconcile.Result{}, nil
 	}
 	cur := present(current)
-	apply := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
-	drifted, err := apply.drifted(cur, desired)
+	applier := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
+	drifted, err := applier.drifted(cur, desired)
 	if err != nil || !drifted {
 		return reconcile.Result{}, err
 	}
-	if err := apply.apply(ctx, cur, desired); err != nil {
+	if err := applier.apply(ctx, cur, desired); err != nil {
 		return reconcile.Result{}, fmt.Errorf("applying Addresses %s: %w", key, err)
 	}
 	what := "updated Addresses"
@@ -131,7 +132,7 @@ func hasKey(m map[string]string, k string) bool {
 // on the hub (so that a change made there by someone else is undone) map to the one key.
 func setupNodeController(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
 	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType,
-		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig())}
+		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig())}
 	toKey := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{nodeKey} }
 	addressesToKey := func(_ context.Context, a *v1alpha1.Addresses) []reconcile.Request {
 		if a.Name != v1alpha1.DefaultAddressesName {

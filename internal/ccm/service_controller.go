@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -99,7 +100,7 @@ type ServiceReconciler struct {
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = manager.RetryConflict(res, err) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
@@ -162,8 +163,8 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 	key := client.ObjectKeyFromObject(svc)
 	log := ctrl.LoggerFrom(ctx)
 	current := sc.current
-	apply := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
-	drifted, err := apply.drifted(present(current), desired)
+	applier := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
+	drifted, err := applier.drifted(present(current), desired)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -217,7 +218,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 			r.reportPorts(svc, problems)
 			break
 		}
-		if err := apply.apply(ctx, nil, desired); err != nil {
+		if err := applier.apply(ctx, nil, desired); err != nil {
 			recordHubError(ctx, r.Recorder, svc, actionMirror, "creating the LoadBalancer", err)
 			return reconcile.Result{}, fmt.Errorf("creating LoadBalancer %s/%s for Service %s: %w", r.Namespace, desired.Name, key, err)
 		}
@@ -230,7 +231,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 		// Someone deletes it; its delete event brings us back to create it anew.
 		return res, nil
 	case drifted:
-		if err := apply.apply(ctx, current, desired); err != nil {
+		if err := applier.apply(ctx, current, desired); err != nil {
 			recordHubError(ctx, r.Recorder, svc, actionMirror, "updating the LoadBalancer", err)
 			return reconcile.Result{}, fmt.Errorf("updating LoadBalancer %s/%s for Service %s: %w", r.Namespace, current.Name, key, err)
 		}

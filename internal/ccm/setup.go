@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -83,7 +84,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		warn:      newWarnOnce(),
 		managed:   newManagedSet(),
 
-		LegacyFieldManager: manager.LegacyFieldManager(hub.GetConfig()),
+		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig()),
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
 		if key, ok := originOf(lb); ok {

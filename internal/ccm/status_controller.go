@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -52,7 +53,7 @@ func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.Eve
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceStatusReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = manager.RetryConflict(res, err) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -89,7 +91,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		ownedCluster:  owned,
 		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
 		opts:          opts,
-		legacyManager: manager.LegacyFieldManager(mgr.GetConfig()),
+		legacyManager: apply.LegacyFieldManager(mgr.GetConfig()),
 	}
 	return r.setup(mgr)
 }
@@ -174,7 +176,7 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
-	defer func() { res, err = manager.RetryConflict(res, err) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	ns := req.Name
 	tenant := settings.TenantName(ns)
@@ -369,7 +371,7 @@ func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *apps
 
 // applyObject applies one object of the fleet under FieldOwner (existing: as it is, or nil).
 func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.Object) error {
-	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
+	return apply.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // deleteObject deletes one object (it is re-created by the next reconcile, which its

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +43,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
@@ -163,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
 	if !lb.DeletionTimestamp.IsZero() {
-		return manager.RetryConflict(reconcile.Result{}, r.reconcileDelete(ctx, ports, lb))
+		return apply.RetryConflict(reconcile.Result{}, r.reconcileDelete(ctx, ports, lb))
 	}
 	managed, err := r.namespaceManaged(ctx, lb.Namespace)
 	if err != nil {
@@ -174,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, nil
 	}
 	r.remember(req.NamespacedName)
-	return manager.RetryConflict(reconcile.Result{}, r.reconcile(ctx, ports, lb))
+	return apply.RetryConflict(reconcile.Result{}, r.reconcile(ctx, ports, lb))
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (err error) {
@@ -251,7 +252,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
 	status := nextStatus(lb, svc, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
-		if err := manager.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
+		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
 		r.recordWritten(lb)

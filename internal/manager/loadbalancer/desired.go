@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -237,7 +239,7 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 // the conditions of other types.
 func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = manager.OwnConditions(st.Conditions, ConditionReady)
+	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady)
 	return owned
 }
 

@@ -172,7 +172,7 @@ func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) 
 		ts.Status.Rejections = keep
 		// A patch, not an apply: the entries belong to other field owners (replicas), which only
 		// an update can remove. Named "kubelb-status", the Tenant controller's status apply
-		// leaves the entry alone (manager.ApplyStatus adopts only legacy updaters).
+		// leaves the entry alone (apply.ApplyStatus adopts only legacy updaters).
 		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				return nil, 0, fmt.Errorf("removing stale rejections from TenantState %s/%s: %w", tenant, TenantStateName, err)

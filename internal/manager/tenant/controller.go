@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,7 +141,7 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		caData:        caData,
 		ownedCluster:  owned,
 		now:           time.Now,
-		legacyManager: manager.LegacyFieldManager(cfg),
+		legacyManager: apply.LegacyFieldManager(cfg),
 	}, nil
 }
 
@@ -261,7 +263,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	start := time.Now()
 	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
 	defer r.countTenants(ctx)
-	defer func() { res, err = manager.RetryConflict(res, err) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	t := &kubelbv1alpha1.Tenant{}
 	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {
@@ -311,7 +313,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 		return nil
 	}
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
-	if err := manager.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
+	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
 	}
 	if o.warn && (prev == nil || prev.Reason != o.reason) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -132,7 +134,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 
 // apply applies an object the controller owns under FieldOwner (existing: as it is, or nil).
 func (r *Reconciler) apply(ctx context.Context, desired, existing client.Object) error {
-	return manager.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
+	return apply.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // ensureServiceAccount creates the ccm's ServiceAccount, or returns it. A ServiceAccount that
@@ -365,7 +367,7 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	if equality.Semantic.DeepEqual(ts.Status, next) {
 		return nil
 	}
-	return manager.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
+	return apply.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
 }
 
 // tenantStateMessage is what the ccm is told; it leaves out the token times (which change

@@ -3,12 +3,13 @@ package tenant
 import (
 	"time"
 
+	"kubelb.dev/kubelb/internal/apply"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
 )
 
 // FieldOwner is the server-side apply field manager of the Tenant and TenantState status
@@ -82,7 +83,7 @@ func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) k
 // the conditions of other types.
 func ownedTenantStatus(st kubelbv1alpha1.TenantStatus) *kubelbv1alpha1.TenantStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = manager.OwnConditions(st.Conditions, ConditionReady)
+	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady)
 	return owned
 }
 
