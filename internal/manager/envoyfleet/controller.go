@@ -1,6 +1,6 @@
 // Package envoyfleet runs each tenant's Envoy fleet on the hub: in every tenant namespace
 // with at least one LoadBalancer or Route, a ConfigMap envoy-bootstrap with the Envoy
-// bootstrap (xds.Bootstrap: ADS to the manager, node.cluster = the tenant namespace) and a
+// bootstrap (internal/xds/bootstrap: ADS to the manager, node.cluster = the tenant namespace) and a
 // Deployment (or DaemonSet) "envoy" whose pods carry app.kubernetes.io/name=envoy and
 // kubelb.k8c.io/tenant=<tenant>, the labels the hub Services select. Replicas, resources,
 // scheduling, image and graceful shutdown come from Config "default" and the Tenant. The
