@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -65,6 +66,26 @@ func waitServes(t *testing.T, target string, want ...string) {
 			}
 		}
 		return nil
+	})
+}
+
+// waitServiceEvent waits for an Event of type and reason on the tenant Service default/name
+// whose note carries the hub's words ("kubelb: ...").
+func waitServiceEvent(t *testing.T, c client.Client, name, typ, reason string) {
+	t.Helper()
+	testsupport.Eventually(t, time.Minute, fmt.Sprintf("a %s Event %s on Service %s", typ, reason, name), func() error {
+		evs := &eventsv1.EventList{}
+		if err := c.List(context.Background(), evs, client.InNamespace("default")); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Service" && e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.HasPrefix(e.Note, "kubelb: ") {
+				return nil
+			}
+			seen = append(seen, e.Regarding.Name+":"+e.Type+"/"+e.Reason)
+		}
+		return fmt.Errorf("events %v", seen)
 	})
 }
 
@@ -129,6 +150,20 @@ func TestL4EndToEnd(t *testing.T) {
 		framework.SetNodeReady(t, pair.Tenant.Client, "a-node-1", false)
 		waitServes(t, webTarget, "a-node-0")
 		framework.SetNodeReady(t, pair.Tenant.Client, "a-node-1", true)
+		waitServes(t, webTarget, "a-node-0", "a-node-1")
+	})
+
+	t.Run("with no Ready node the app team is told why on its Service, and told again when it recovers", func(t *testing.T) {
+		// The hub LoadBalancer is not Programmed (no usable endpoint), and the ccm carries the
+		// verdict to the tenant Service as an Event the app team sees with kubectl describe.
+		for _, n := range []string{"a-node-0", "a-node-1"} {
+			framework.SetNodeReady(t, pair.Tenant.Client, n, false)
+		}
+		waitServiceEvent(t, pair.Tenant.Client, "web", corev1.EventTypeWarning, "NoEndpoints")
+		for _, n := range []string{"a-node-0", "a-node-1"} {
+			framework.SetNodeReady(t, pair.Tenant.Client, n, true)
+		}
+		waitServiceEvent(t, pair.Tenant.Client, "web", corev1.EventTypeNormal, "Programmed")
 		waitServes(t, webTarget, "a-node-0", "a-node-1")
 	})
 
