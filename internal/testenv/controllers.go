@@ -17,15 +17,20 @@ import (
 )
 
 // StartManager runs a controller-runtime manager (no metrics or probe servers, no leader
-// election) with the controllers setup adds, until the test ends.
-func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error) {
+// election unless an option turns it on) with the controllers setup adds, until the test
+// ends, and returns it. Options may change the manager's options before it is made.
+func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts ...func(*ctrl.Options)) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	o := ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := ctrl.NewManager(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +46,7 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error) {
 			t.Fatalf("manager: %v", err)
 		}
 	})
+	return mgr
 }
 
 // controllerStats are controller-runtime's metrics of one controller.

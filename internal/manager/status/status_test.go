@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -13,12 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
@@ -45,44 +43,24 @@ type replica struct {
 
 func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 	t.Helper()
-	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{
-		Scheme:                        testenv.Scheme(),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                true,
-		LeaderElectionID:              "kubelb-status-test",
-		LeaderElectionNamespace:       "kube-system",
-		LeaderElectionReleaseOnCancel: true,
-		Logger:                        zap.New(zap.UseDevMode(true), zap.WriteTo(&testWriter{t: t, name: name})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := xds.NewServer(mgr.GetLogger().WithName("xds"))
-	port := testsupport.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
-	srv.OnRejection(rec.Hear)
-	store := status.NewStore()
-	for _, err := range []error{
-		mgr.Add(srv.Runnable(addr)),
-		mgr.Add(rec),
-		envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: "127.0.0.1"}),
-		status.SetupWriterWithManager(mgr, store),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("replica %s: %v", name, err)
-		}
+	addr := testsupport.Loopback(testsupport.FreePort(t))
+	mgr := testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
+		srv := xds.NewServer(mgr.GetLogger().WithName("xds"))
+		rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
+		srv.OnRejection(rec.Hear)
+		store := status.NewStore()
+		return errors.Join(
+			mgr.Add(srv.Runnable(addr)),
+			mgr.Add(rec),
+			envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: "127.0.0.1"}),
+			status.SetupWriterWithManager(mgr, store),
+		)
+	}, func(o *ctrl.Options) {
+		o.LeaderElection = true
+		o.LeaderElectionID = "kubelb-status-test"
+		o.LeaderElectionNamespace = "kube-system"
+		o.LeaderElectionReleaseOnCancel = true
+		o.Logger = zap.New(zap.UseDevMode(true), zap.WriteTo(&testWriter{t: t, name: name}))
 	})
 	return &replica{mgr: mgr, xdsAddr: addr, elected: mgr.Elected()}
 }
