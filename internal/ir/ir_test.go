@@ -1,6 +1,7 @@
 package ir_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -84,12 +85,12 @@ func TestNormalizeGivesOneOrder(t *testing.T) {
 
 func TestProblemsFoldDuplicates(t *testing.T) {
 	t.Parallel()
-	var ps ir.Problems
+	var set ir.ProblemSet
 	obj := ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "b", Section: "TCP/80"}
-	ps.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
-	ps.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
-	ps.Add(ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "a"}, ir.SeverityWarning, "InvalidAddress", "left out")
-	ps.Sort()
+	set.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
+	set.Add(obj, ir.SeverityError, "NoEndpoints", "no endpoints")
+	set.Add(ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "a"}, ir.SeverityWarning, "InvalidAddress", "left out")
+	ps := set.List()
 	if len(ps) != 2 || ps[0].Object.Name != "a" {
 		t.Fatalf("problems %v", ps)
 	}
@@ -98,5 +99,21 @@ func TestProblemsFoldDuplicates(t *testing.T) {
 	}
 	if s := ps[1].String(); s != "TCP/80: NoEndpoints: no endpoints" {
 		t.Fatalf("String() = %q", s)
+	}
+}
+
+// BenchmarkProblemSet100k adds 100 000 problems, half of them repeated: folding duplicates
+// must stay linear (a slice scan per Add made this quadratic).
+func BenchmarkProblemSet100k(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var set ir.ProblemSet
+		for i := range 100_000 {
+			obj := ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: fmt.Sprintf("lb-%d", i/2)}
+			set.Add(obj, ir.SeverityWarning, "InvalidAddress", "left out")
+		}
+		if n := len(set.List()); n != 50_000 {
+			b.Fatalf("%d problems", n)
+		}
 	}
 }

@@ -77,15 +77,33 @@ func (p Problem) String() string {
 	return fmt.Sprintf("%s: %s", p.Reason, p.Message)
 }
 
-// Problems is a list of problems that folds duplicates as they are added.
+// Problems is a list of problems.
 type Problems []Problem
 
+// ProblemSet collects problems, folding identical ones, in time linear in their number (a
+// tenant's input can make very many).
+type ProblemSet struct {
+	list Problems
+	seen map[Problem]struct{}
+}
+
 // Add records a problem unless an identical one is already there.
-func (ps *Problems) Add(obj ObjectRef, sev Severity, reason, format string, args ...any) {
+func (s *ProblemSet) Add(obj ObjectRef, sev Severity, reason, format string, args ...any) {
 	p := Problem{Object: obj, Severity: sev, Reason: reason, Message: fmt.Sprintf(format, args...)}
-	if !slices.Contains(*ps, p) {
-		*ps = append(*ps, p)
+	if s.seen == nil {
+		s.seen = map[Problem]struct{}{}
 	}
+	if _, ok := s.seen[p]; ok {
+		return
+	}
+	s.seen[p] = struct{}{}
+	s.list = append(s.list, p)
+}
+
+// List returns the problems sorted (Problems.Sort); nil for none.
+func (s *ProblemSet) List() Problems {
+	s.list.Sort()
+	return s.list
 }
 
 // Sort orders problems by object and then by the order they were found in (stable), so the

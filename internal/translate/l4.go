@@ -61,8 +61,7 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 		t.loadBalancer(lb)
 	}
 	t.cfg.Normalize()
-	t.problems.Sort()
-	return t.cfg, t.problems, nil
+	return t.cfg, t.problems.List(), nil
 }
 
 type listenerKey struct {
@@ -74,7 +73,7 @@ type l4 struct {
 	in        Input
 	opts      Options
 	cfg       *ir.Config
-	problems  ir.Problems
+	problems  ir.ProblemSet
 	listeners map[listenerKey]string // listener port → name of the listener that has it
 }
 

@@ -71,13 +71,12 @@ func Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
 			return cmp.Compare(resourceName(a), resourceName(b))
 		})
 	}
-	b.problems.Sort()
-	return b.out, b.problems, nil
+	return b.out, b.problems.List(), nil
 }
 
 type builder struct {
 	out      Resources
-	problems ir.Problems
+	problems ir.ProblemSet
 	dropped  map[string]bool // "<type URL>/<name>" of elements left out
 }
 
