@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/internal/apply"
 )
 
 // FieldOwner is the server-side apply field owner of the hub objects the ccm writes: the

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 

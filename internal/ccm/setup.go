@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 )
 
 // EventSource is the name under which the ccm records Events.

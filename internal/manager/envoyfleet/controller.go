@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -37,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -23,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/version"

@@ -3,13 +3,12 @@ package tenant
 import (
 	"time"
 
-	"kubelb.dev/kubelb/internal/apply"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 )
 
 // FieldOwner is the server-side apply field manager of the Tenant and TenantState status
