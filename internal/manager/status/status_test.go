@@ -29,8 +29,10 @@ import (
 )
 
 const (
-	tenant  = "tenant-x"
-	timeout = 30 * time.Second
+	tenant = "tenant-x"
+	// managerNamespace holds Config "default".
+	managerNamespace = "kubelb"
+	timeout          = 30 * time.Second
 )
 
 // replica is one manager replica as cmd/kubelb wires it: xDS server, NACK recorder, status
@@ -52,7 +54,7 @@ func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 		return errors.Join(
 			mgr.Add(srv.Runnable(addr)),
 			mgr.Add(rec),
-			envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: "127.0.0.1"}),
+			envoycp.SetupWithManager(mgr, srv, store, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"}),
 			status.SetupWriterWithManager(mgr, store),
 		)
 	}, func(o *ctrl.Options) {
@@ -162,7 +164,7 @@ func waitEvent(t *testing.T, c client.Client, name, typ, reason, msg string) {
 }
 
 // TestProblemsBecomeStatus proves, on a real API server with a real Envoy connected to the
-// standby replica, that a rejected endpoint address, a listener port conflict and an Envoy
+// standby replica, that an endpoint the endpoint policy denies, a rejected endpoint address, a listener port conflict and an Envoy
 // NACK each show up as the Programmed condition and an Event on the LoadBalancer, and that
 // the condition recovers when the problem goes away.
 func TestProblemsBecomeStatus(t *testing.T) {
@@ -171,6 +173,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
 		&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: tenant}},
 		&v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: tenant},
 			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.21"}}}},
@@ -192,6 +195,21 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.StartEnvoy(t, "envoy", b, testsupport.EnvoyOptions{Node: "proxy-on-standby"})
+
+	// The tenant's "nodes" are loopback addresses, which the endpoint policy denies by
+	// default: a LoadBalancer whose only address is one is not served ...
+	local := testsupport.FreePort(t)
+	create(t, c, lb("local", local, "127.0.0.22"), local)
+	waitProgrammed(t, c, "local", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address 127.0.0.22 is denied by 127.0.0.0/8 (default)")
+	waitEvent(t, c, "local", corev1.EventTypeWarning, translate.ReasonNoEndpoints, "127.0.0.22")
+	// ... until Config "default" allows them.
+	config := &v1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: v1alpha1.DefaultConfigName},
+		Spec: v1alpha1.ConfigSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}}}}
+	if err := c.Create(ctx, config); err != nil {
+		t.Fatal(err)
+	}
+	waitProgrammed(t, c, "local", metav1.ConditionTrue, status.ReasonProgrammed, "")
 
 	good := testsupport.FreePort(t)
 	create(t, c, lb("good", good), good)
