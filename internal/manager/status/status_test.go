@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -210,6 +212,17 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProgrammed(t, c, "local", metav1.ConditionTrue, status.ReasonProgrammed, "")
+
+	// The hub's Service CIDR (the API server's ServiceCIDR "kubernetes") stays denied.
+	cidrs := &networkingv1.ServiceCIDRList{}
+	if err := c.List(ctx, cidrs); err != nil || len(cidrs.Items) == 0 || len(cidrs.Items[0].Spec.CIDRs) == 0 {
+		t.Fatalf("ServiceCIDRs %v, err %v", cidrs.Items, err)
+	}
+	svcIP := netip.MustParsePrefix(cidrs.Items[0].Spec.CIDRs[0]).Addr().Next().String()
+	hubPort := testsupport.FreePort(t)
+	create(t, c, lb("apiserver", hubPort, svcIP), hubPort)
+	waitProgrammed(t, c, "apiserver", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address "+svcIP+" is denied by "+cidrs.Items[0].Spec.CIDRs[0]+" (hub Service CIDR)")
 
 	good := testsupport.FreePort(t)
 	create(t, c, lb("good", good), good)
