@@ -224,6 +224,23 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	waitProgrammed(t, c, "apiserver", metav1.ConditionFalse, translate.ReasonNoEndpoints,
 		"EndpointDenied: endpoint address "+svcIP+" is denied by "+cidrs.Items[0].Spec.CIDRs[0]+" (hub Service CIDR)")
 
+	// A hub Node that appears with the address of a served endpoint: it is denied from then on
+	// (a Node change re-translates the tenants).
+	nodeIP := "192.0.2.50"
+	nodePort := testsupport.FreePort(t)
+	create(t, c, lb("node", nodePort, nodeIP), nodePort)
+	waitProgrammed(t, c, "node", metav1.ConditionTrue, status.ReasonProgrammed, "")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hub-node"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.7.0/24"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitProgrammed(t, c, "node", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address "+nodeIP+" is denied by "+nodeIP+"/32 (hub node address)")
+
 	good := testsupport.FreePort(t)
 	create(t, c, lb("good", good), good)
 	waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
