@@ -198,3 +198,26 @@ type CertificatesSettings struct {
 	// +optional
 	DefaultClusterIssuer *string `json:"defaultClusterIssuer,omitempty"`
 }
+
+// EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)
+// be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast and the
+// hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default; only an allow
+// entry at least as specific as such a range opens it. The most specific entry containing an
+// address decides; at equal prefix length a deny beats an allow. Hostname endpoints are not
+// checked. See docs/translate.md.
+type EndpointPolicy struct {
+	// Allow lists CIDRs (e.g. "10.0.0.0/8", "fd00::/64") that open default-denied ranges.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",message="every entry must be a CIDR, e.g. 10.0.0.0/8"
+	// +listType=atomic
+	// +optional
+	Allow []string `json:"allow,omitempty"`
+	// Deny lists CIDRs no endpoint may be in; a deny entry beats a less specific allow.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",message="every entry must be a CIDR, e.g. 10.0.0.0/8"
+	// +listType=atomic
+	// +optional
+	Deny []string `json:"deny,omitempty"`
+}

@@ -21,6 +21,10 @@ type ConfigSpec struct {
 	DNS DNSSettings `json:"dns,omitempty"`
 	// +optional
 	Certificates CertificatesSettings `json:"certificates,omitempty"`
+	// EndpointPolicy: which endpoint IPs tenants may use, for every tenant; a Tenant's own
+	// lists replace these (each list separately).
+	// +optional
+	EndpointPolicy *EndpointPolicy `json:"endpointPolicy,omitempty"`
 }
 
 // EnvoyProxyTopology says how Envoy proxies are laid out.

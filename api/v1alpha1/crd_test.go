@@ -158,4 +158,30 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 			t.Fatalf("Config without namespace: error %v, want one about the namespace", err)
 		}
 	})
+
+	t.Run("endpointPolicy entries must be CIDRs", func(t *testing.T) {
+		good := &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: "policy", Namespace: "default"},
+			Spec: kubelbv1alpha1.ConfigSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{
+				Allow: []string{"127.0.0.0/8", "fd00::/64"}, Deny: []string{"127.0.0.2/32"}}}}
+		if err := c.Create(ctx, good); err != nil {
+			t.Fatalf("Config with CIDRs: %v", err)
+		}
+		for _, bad := range []string{"10.0.0.1", "not-a-cidr", "10.0.0.0/33"} {
+			tn := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "policy"},
+				Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Deny: []string{"10.0.0.0/8", bad}}}}
+			err := c.Create(ctx, tn)
+			if err == nil || !strings.Contains(err.Error(), "every entry must be a CIDR") {
+				t.Errorf("Tenant with deny entry %q: error %v, want the CIDR message", bad, err)
+			}
+		}
+		many := make([]string, 65)
+		for i := range many {
+			many[i] = "10.0.0.0/8"
+		}
+		tn := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "policy"},
+			Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: many}}}
+		if err := c.Create(ctx, tn); err == nil || !strings.Contains(err.Error(), "must have at most 64 items") {
+			t.Errorf("Tenant with 65 allow entries: error %v, want a maxItems error", err)
+		}
+	})
 }

@@ -21,6 +21,10 @@ type TenantSpec struct {
 	DNS DNSSettings `json:"dns,omitempty"`
 	// +optional
 	Certificates CertificatesSettings `json:"certificates,omitempty"`
+	// EndpointPolicy of this tenant: its allow list, when set, replaces the Config's allow
+	// list, and its deny list, when set, replaces the Config's deny list.
+	// +optional
+	EndpointPolicy *EndpointPolicy `json:"endpointPolicy,omitempty"`
 }
 
 // TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.

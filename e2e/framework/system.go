@@ -27,6 +27,10 @@ import (
 // ManagerNamespace is where the e2e runs the manager.
 const ManagerNamespace = "kubelb"
 
+// LoopbackCIDR is the range of the tenant nodes' addresses; AddTenant allows it in the
+// Tenant's endpoint policy (spec.endpointPolicy.allow), since it is denied by default.
+const LoopbackCIDR = "127.0.0.0/8"
+
 // System is a running hub with the manager.
 type System struct {
 	T           testenv.TB
@@ -124,7 +128,7 @@ func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccm
 	return s.AddTenantWith(name, cluster, TenantOptions{Nodes: nodes, Args: ccmArgs})
 }
 
-// AddTenantWith creates a Tenant on the hub, waits for the kubeconfig the manager made for
+// AddTenantWith creates a Tenant (allowing LoopbackCIDR endpoints) on the hub, waits for the kubeconfig the manager made for
 // it, registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
 // real ccm binary with exactly that kubeconfig.
 func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts TenantOptions) *Tenant {
@@ -133,7 +137,10 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 	ctx := context.Background()
 	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s,
 		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t))}
-	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	// The tenant's nodes live on loopback addresses, which the endpoint policy denies by
+	// default: the Tenant allows them.
+	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{LoopbackCIDR}}}}); err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{}

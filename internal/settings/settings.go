@@ -5,12 +5,14 @@ package settings
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // DefaultEnvoyReplicas is used when neither Config nor Tenant set replicas.
@@ -32,6 +34,13 @@ type Tenant struct {
 	Envoy kubelbv1alpha1.EnvoyProxy
 	// Annotations decides which annotations reach hub objects.
 	AnnotationSettings kubelbv1alpha1.AnnotationSettings
+	// EndpointPolicy holds the allow and deny entries of the tenant's endpoint policy: the
+	// Tenant's spec.endpointPolicy.allow replaces the Config's when set (not nil), and so does
+	// its deny list. Hub ranges are not here: the envoycp controller adds them.
+	EndpointPolicy translate.EndpointPolicy
+	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
+	// refuse them, so only objects stored before their validation have any).
+	InvalidEndpointPolicy []string
 }
 
 // Resolve merges Config (may be nil) and Tenant (may be nil).
@@ -48,6 +57,22 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.Envoy = spec.EnvoyProxy
 		out.AnnotationSettings = spec.AnnotationSettings
 	}
+	var allow, deny []string
+	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
+	if config != nil && config.Spec.EndpointPolicy != nil {
+		allow, deny = config.Spec.EndpointPolicy.Allow, config.Spec.EndpointPolicy.Deny
+	}
+	if tenant != nil && tenant.Spec.EndpointPolicy != nil {
+		if p := tenant.Spec.EndpointPolicy; p.Allow != nil {
+			allow, allowSrc = p.Allow, translate.SourceTenantAllow
+		}
+		if p := tenant.Spec.EndpointPolicy; p.Deny != nil {
+			deny, denySrc = p.Deny, translate.SourceTenantDeny
+		}
+	}
+	out.EndpointPolicy.Allow, out.InvalidEndpointPolicy = policyRules(allow, allowSrc, out.InvalidEndpointPolicy)
+	out.EndpointPolicy.Deny, out.InvalidEndpointPolicy = policyRules(deny, denySrc, out.InvalidEndpointPolicy)
+
 	if out.Envoy.Replicas == 0 && (config == nil || config.Spec.EnvoyProxy.Replicas == 0) {
 		out.Envoy.Replicas = DefaultEnvoyReplicas
 	}
@@ -88,6 +113,21 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.AnnotationSettings.DefaultAnnotations = a.DefaultAnnotations
 	}
 	return out
+}
+
+// policyRules parses CIDRs into policy rules of source src; entries that are not CIDRs are
+// appended to invalid, as "<source>: <entry>".
+func policyRules(cidrs []string, src string, invalid []string) ([]translate.PolicyRule, []string) {
+	var out []translate.PolicyRule
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			invalid = append(invalid, src+": "+c)
+			continue
+		}
+		out = append(out, translate.PolicyRule{Prefix: p.Masked(), Source: src})
+	}
+	return out, invalid
 }
 
 // TenantName returns the tenant's name for its hub namespace ("tenant-x" → "x").

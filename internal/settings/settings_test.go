@@ -1,12 +1,15 @@
 package settings
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 func TestResolveTenantOverridesConfig(t *testing.T) {
@@ -83,5 +86,50 @@ func TestAnnotations(t *testing.T) {
 func TestNamespaceNames(t *testing.T) {
 	if Namespace("a") != "tenant-a" || TenantName("tenant-a") != "a" {
 		t.Fatal("tenant namespace naming")
+	}
+}
+
+func TestResolveEndpointPolicy(t *testing.T) {
+	t.Parallel()
+	rules := func(src string, cidrs ...string) []translate.PolicyRule {
+		var out []translate.PolicyRule
+		for _, c := range cidrs {
+			out = append(out, translate.PolicyRule{Prefix: netip.MustParsePrefix(c), Source: src})
+		}
+		return out
+	}
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{
+		Allow: []string{"127.0.0.0/8", "10.1.2.3/8"}, Deny: []string{"127.0.0.2/32"}}}}
+	for _, tc := range []struct {
+		name        string
+		config      *kubelbv1alpha1.Config
+		tenant      *kubelbv1alpha1.Tenant
+		allow, deny []translate.PolicyRule
+		invalid     []string
+	}{
+		{name: "none"},
+		{name: "Config only (host bits masked)", config: config,
+			allow: rules(translate.SourceConfigAllow, "127.0.0.0/8", "10.0.0.0/8"), deny: rules(translate.SourceConfigDeny, "127.0.0.2/32")},
+		{name: "Tenant allow replaces Config allow; Config deny stays", config: config,
+			tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{"fd00::/64"}}}},
+			allow:  rules(translate.SourceTenantAllow, "fd00::/64"), deny: rules(translate.SourceConfigDeny, "127.0.0.2/32")},
+		{name: "an empty Tenant deny list clears the Config's", config: config,
+			tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Deny: []string{}}}},
+			allow:  rules(translate.SourceConfigAllow, "127.0.0.0/8", "10.0.0.0/8")},
+		{name: "invalid entries are left out and listed",
+			tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Deny: []string{"10.0.0.1", "10.0.0.0/8"}}}},
+			deny:   rules(translate.SourceTenantDeny, "10.0.0.0/8"), invalid: []string{"Tenant deny: 10.0.0.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := Resolve(tc.config, tc.tenant)
+			opt := cmpopts.EquateComparable(netip.Prefix{})
+			if diff := cmp.Diff(translate.EndpointPolicy{Allow: tc.allow, Deny: tc.deny}, got.EndpointPolicy, opt); diff != "" {
+				t.Errorf("EndpointPolicy -want +got:\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.invalid, got.InvalidEndpointPolicy); diff != "" {
+				t.Errorf("InvalidEndpointPolicy -want +got:\n%s", diff)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -43,7 +44,8 @@ func (s *bytesource) address() v1alpha1.EndpointAddress {
 	case 0:
 		return v1alpha1.EndpointAddress{Hostname: pick(s, "node-1", "node-2.example.com", "Node-3.", "bad_host", "", "-x-", "a..b")}
 	case 1:
-		return v1alpha1.EndpointAddress{IP: pick(s, "not-an-ip", "0.0.0.0", "::", "fe80::1%eth0", "::ffff:10.1.2.3", "fd00::1", "256.1.1.1", " 10.0.0.1")}
+		return v1alpha1.EndpointAddress{IP: pick(s, "not-an-ip", "0.0.0.0", "::", "fe80::1%eth0", "::ffff:10.1.2.3", "fd00::1", "256.1.1.1", " 10.0.0.1",
+			"127.0.0.1", "::ffff:127.0.0.2", "169.254.169.254", "10.96.0.1")}
 	case 2:
 		return v1alpha1.EndpointAddress{}
 	case 3:
@@ -69,6 +71,11 @@ func (s *bytesource) input() translate.Input {
 		in.Addresses[a.Name] = a
 	}
 	in.Options.ListenerAddress = pick(s, "", "", "127.0.0.1", "::")
+	if s.intn(2) == 0 {
+		in.Policy.Allow = []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}
+		in.Policy.Deny = []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.2/32"), Source: translate.SourceTenantDeny}}
+		in.Policy.Hub = []translate.PolicyRule{{Prefix: netip.MustParsePrefix("10.96.0.0/12"), Source: translate.SourceHubServiceCIDR}}
+	}
 	in.Options.HealthCheck.Disabled = s.intn(4) == 0
 	in.Options.HealthCheck.Interval = time.Duration(s.intn(3)) * time.Second
 	for i, n := 0, s.intn(9); i < n; i++ {

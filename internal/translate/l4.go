@@ -37,6 +37,7 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 		opts:      opts,
 		cfg:       &ir.Config{},
 		listeners: map[listenerKey]string{},
+		policy:    compilePolicy(in.Policy),
 	}
 
 	// Older LoadBalancers first, so that when two ask for the same listener port the one that
@@ -75,6 +76,7 @@ type l4 struct {
 	cfg       *ir.Config
 	problems  ir.ProblemSet
 	listeners map[listenerKey]string // listener port → name of the listener that has it
+	policy    *policy
 }
 
 func (t *l4) ref(lb *v1alpha1.LoadBalancer, section string) ir.ObjectRef {
@@ -273,10 +275,16 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 			addrs = a.Spec.Addresses
 		}
 		for _, a := range addrs {
-			ep, ok := parseAddress(a)
+			ep, ip, ok := parseAddress(a)
 			if !ok {
 				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
 				continue
+			}
+			if !ep.Hostname {
+				if r := t.policy.denied(ip); r != nil {
+					t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, r.Prefix, r.Source)
+					continue
+				}
 			}
 			ep.Port = uint32(port)
 			eps = append(eps, ep)
@@ -304,23 +312,25 @@ func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) 
 	return 0, false
 }
 
-// parseAddress accepts an IP (v4 or v6, no zone) or, when no IP is given, a DNS name.
-func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, bool) {
+// parseAddress accepts an IP (v4 or v6, no zone, not unspecified; returned too, unmapped)
+// or, when no IP is given, a DNS name.
+func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 	if a.IP != "" {
 		ip, err := netip.ParseAddr(strings.TrimSpace(a.IP))
-		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
-			return ir.Endpoint{}, false
+		if err != nil || ip.Zone() != "" || ip.Unmap().IsUnspecified() {
+			return ir.Endpoint{}, netip.Addr{}, false
 		}
-		return ir.Endpoint{Address: ip.Unmap().String()}, true
+		ip = ip.Unmap()
+		return ir.Endpoint{Address: ip.String()}, ip, true
 	}
 	if a.Hostname != "" {
 		h := strings.TrimSuffix(strings.ToLower(a.Hostname), ".")
 		if len(validation.IsDNS1123Subdomain(h)) > 0 {
-			return ir.Endpoint{}, false
+			return ir.Endpoint{}, netip.Addr{}, false
 		}
-		return ir.Endpoint{Address: h, Hostname: true}, true
+		return ir.Endpoint{Address: h, Hostname: true}, netip.Addr{}, true
 	}
-	return ir.Endpoint{}, false
+	return ir.Endpoint{}, netip.Addr{}, false
 }
 
 // maxQuoted bounds how much of a tenant-written value a problem message quotes.

@@ -37,6 +37,9 @@ type Input struct {
 	Addresses map[string]v1alpha1.Addresses
 	// Options tune the generated configuration.
 	Options Options
+	// Policy decides which endpoint IPs may be used (see EndpointPolicy); the defaults
+	// (DefaultDenied) apply even to the zero value.
+	Policy EndpointPolicy
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".
@@ -122,6 +125,8 @@ const (
 	ReasonAddressesNotFound = "AddressesNotFound"
 	// ReasonInvalidAddress: an endpoint address is neither an IP nor a DNS name (left out).
 	ReasonInvalidAddress = "InvalidAddress"
+	// ReasonEndpointDenied: an endpoint IP is denied by the endpoint policy (left out).
+	ReasonEndpointDenied = "EndpointDenied"
 	// ReasonEndpointPortNotFound: an endpoint group has no port for this port (left out).
 	ReasonEndpointPortNotFound = "EndpointPortNotFound"
 	// ReasonNoEndpoints: the cluster has no endpoints at all (e.g. no Ready nodes).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,6 +98,12 @@ func (b *lbBuilder) sourceIP() *lbBuilder {
 	b.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
 	return b
 }
+
+// loopbackAllowed is the endpoint policy of tests whose tenant nodes are loopback addresses,
+// which the policy denies by default.
+var loopbackAllowed = translate.EndpointPolicy{Allow: []translate.PolicyRule{
+	{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow},
+}}
 
 func addresses(ips ...string) map[string]v1alpha1.Addresses {
 	a := v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName}}
@@ -298,7 +305,7 @@ func TestEnvoy(t *testing.T) {
 		newLB("pp").annotate(v1alpha1.AnnotationProxyProtocol, "v2").port(corev1.ProtocolTCP, 80, tcpNodePort, ppPort).LoadBalancer,
 	}
 	opts := translate.Options{ListenerAddress: "127.0.0.1"}
-	in := translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses(nodes...), Options: opts}
+	in := translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses(nodes...), Options: opts, Policy: loopbackAllowed}
 	out := mustTranslate(t, in)
 
 	// The snapshot may be set before Envoy connects; Envoy gets it on connect.

@@ -16,13 +16,17 @@
 package envoycp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +44,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/translator"
@@ -65,6 +70,7 @@ type Reconciler struct {
 	client    client.Reader
 	snapshots Snapshots
 	store     *status.Store
+	namespace string // the manager's, where Config "default" is
 	opts      translate.Options
 
 	mu   sync.Mutex
@@ -78,26 +84,39 @@ type built struct {
 	owners   map[string]map[string][]ir.ObjectRef
 }
 
-// NewReconciler returns a reconciler reading from c (the manager's cached client), writing
-// snapshots to s and reports to store.
-func NewReconciler(c client.Reader, s Snapshots, store *status.Store, opts translate.Options) *Reconciler {
-	return &Reconciler{client: c, snapshots: s, store: store, opts: opts, last: map[string]*built{}}
+// NewReconciler returns a reconciler reading from c (the manager's cached client; Config
+// "default" in namespace), writing snapshots to s and reports to store.
+func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
+	return &Reconciler{client: c, snapshots: s, store: store, namespace: namespace, opts: opts, last: map[string]*built{}}
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
 // here, so a bad listener address fails at start-up, not in every tenant's reconcile. Serve
 // srv on every replica too: mgr.Add(srv.Runnable(addr)).
-func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, opts translate.Options) error {
+//
+// Config "default" (in namespace, the manager's) and the Tenants feed the endpoint policy;
+// the hub's ServiceCIDRs and Nodes its hub ranges. A change of Config, a ServiceCIDR or a
+// Node's Pod CIDRs or addresses rebuilds every managed tenant (an unchanged IR is not pushed).
+func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, namespace string, opts translate.Options) error {
 	if _, _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
-	r := NewReconciler(mgr.GetClient(), srv, store, opts)
+	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
 	noLeaderElection := false
+	allTenants := enqueueAllTenantsAfter(mgr.GetClient(), HoldOff)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&corev1.Namespace{}, builder.WithPredicates(managedNamespaceChanged())).
 		Watches(&v1alpha1.LoadBalancer{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(translationInputChanged())).
 		Watches(&v1alpha1.Addresses{}, enqueueTenantAfter(HoldOff)).
+		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.Namespace(o.GetName())}}}
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == namespace && o.GetName() == v1alpha1.DefaultConfigName
+		}), predicate.GenerationChangedPredicate{})).
+		Watches(&networkingv1.ServiceCIDR{}, allTenants, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, allTenants, builder.WithPredicates(hubRangesChanged())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: maxConcurrentReconciles,
 			NeedLeaderElection:      &noLeaderElection,
@@ -135,6 +154,49 @@ func enqueueTenantAfter(delay time.Duration) handler.EventHandler {
 			add(e.Object, q)
 		},
 	}
+}
+
+// enqueueAllTenantsAfter enqueues every managed tenant namespace after delay, for a change
+// of a hub-wide input (Config, ServiceCIDR, Node). It lists the namespaces from the cache.
+func enqueueAllTenantsAfter(c client.Reader, delay time.Duration) handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		namespaces := &corev1.NamespaceList{}
+		if err := c.List(ctx, namespaces, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue},
+			client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing tenant namespaces for a hub-wide change")
+			return
+		}
+		for i := range namespaces.Items {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: namespaces.Items[i].Name}}, delay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q)
+		},
+		UpdateFunc: func(ctx context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q)
+		},
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q)
+		},
+		GenericFunc: func(ctx context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q)
+		},
+	}
+}
+
+// hubRangesChanged passes Node creates and deletes, and updates that change what HubRanges
+// reads (Pod CIDRs, addresses); heartbeats and condition updates rebuild nothing.
+func hubRangesChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !slices.Equal(o.Status.Addresses, n.Status.Addresses)
+	}}
 }
 
 // translationInputChanged passes LoadBalancer updates that can change the translation: the
@@ -180,6 +242,9 @@ func managed(o client.Object) bool {
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;addresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=configs;tenants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
 
 // Reconcile rebuilds the snapshot of the tenant named by req.Name. A namespace that is gone
 // or not managed by kubelb has its snapshot removed; a managed namespace without
@@ -283,8 +348,22 @@ func (r *Reconciler) forget(tenant string) {
 	delete(r.last, tenant)
 }
 
-// input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses.
+// input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses, and
+// resolves its endpoint policy: the tenant's settings and the hub ranges.
 func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input, error) {
+	config, tn, err := settings.Read(ctx, r.client, r.namespace, settings.TenantName(tenant))
+	if err != nil {
+		return translate.Input{}, err
+	}
+	set := settings.Resolve(config, tn)
+	if len(set.InvalidEndpointPolicy) > 0 {
+		ctrl.LoggerFrom(ctx).Info("WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
+	}
+	hub, err := r.hubRanges(ctx)
+	if err != nil {
+		return translate.Input{}, err
+	}
+
 	lbs := &v1alpha1.LoadBalancerList{}
 	// Translation only reads its input: the cache's objects are used without a deep copy.
 	if err := r.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
@@ -299,7 +378,9 @@ func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input,
 		LoadBalancers: make([]v1alpha1.LoadBalancer, 0, len(lbs.Items)),
 		Addresses:     make(map[string]v1alpha1.Addresses, len(addrs.Items)),
 		Options:       r.opts,
+		Policy:        set.EndpointPolicy,
 	}
+	in.Policy.Hub = hub
 	for _, lb := range lbs.Items {
 		if lb.DeletionTimestamp.IsZero() {
 			in.LoadBalancers = append(in.LoadBalancers, lb)
@@ -309,4 +390,56 @@ func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input,
 		in.Addresses[a.Name] = a
 	}
 	return in, nil
+}
+
+// hubRanges lists the hub's ServiceCIDRs and Nodes from the cache and returns their ranges.
+func (r *Reconciler) hubRanges(ctx context.Context) ([]translate.PolicyRule, error) {
+	cidrs := &networkingv1.ServiceCIDRList{}
+	if err := r.client.List(ctx, cidrs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	return HubRanges(cidrs.Items, nodes.Items), nil
+}
+
+// HubRanges returns the ranges of the hub that tenants' endpoints must not reach: the CIDRs
+// of its ServiceCIDRs, the Pod CIDRs of its Nodes and their InternalIP and ExternalIP
+// addresses (each a /32 or /128). Sorted and deduplicated; entries that do not parse are left
+// out. It is pure.
+func HubRanges(cidrs []networkingv1.ServiceCIDR, nodes []corev1.Node) []translate.PolicyRule {
+	var out []translate.PolicyRule
+	add := func(s, src string) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return
+		}
+		out = append(out, translate.PolicyRule{Prefix: p.Masked(), Source: src})
+	}
+	for i := range cidrs {
+		for _, c := range cidrs[i].Spec.CIDRs {
+			add(c, translate.SourceHubServiceCIDR)
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		for _, c := range n.Spec.PodCIDRs {
+			add(c, translate.SourceHubPodCIDR)
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
+				ip = ip.Unmap()
+				out = append(out, translate.PolicyRule{Prefix: netip.PrefixFrom(ip, ip.BitLen()), Source: translate.SourceHubNode})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b translate.PolicyRule) int {
+		return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()), cmp.Compare(a.Source, b.Source))
+	})
+	return slices.Compact(out)
 }

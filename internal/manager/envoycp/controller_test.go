@@ -3,12 +3,15 @@ package envoycp
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -141,7 +144,7 @@ func TestReconcile(t *testing.T) {
 	)
 	rec := &recorder{set: map[string]xds.Resources{}}
 	store := status.NewStore()
-	r := NewReconciler(c, rec, store, translate.Options{ListenerAddress: "127.0.0.1"})
+	r := NewReconciler(c, rec, store, "kubelb", translate.Options{ListenerAddress: "127.0.0.1"})
 	reconcileTenant := func(name string) {
 		t.Helper()
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
@@ -208,7 +211,128 @@ func TestReconcile(t *testing.T) {
 
 func TestSetupRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	if err := SetupWithManager(nil, nil, nil, translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
+	if err := SetupWithManager(nil, nil, nil, "kubelb", translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
 		t.Fatal("no error for an invalid listener address")
+	}
+}
+
+func TestHubRanges(t *testing.T) {
+	t.Parallel()
+	cidrs := []networkingv1.ServiceCIDR{
+		{Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "fd00:10:96::/112"}}},
+		{Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "garbage"}}},
+	}
+	nodes := []corev1.Node{
+		{Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "192.168.0.10"}, {Type: corev1.NodeExternalIP, Address: "2001:db8::10"},
+			{Type: corev1.NodeHostName, Address: "node-1"}, {Type: corev1.NodeInternalDNS, Address: "node-1.internal"},
+		}}},
+		{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.10"}}}},
+	}
+	var got []string
+	for _, r := range HubRanges(cidrs, nodes) {
+		got = append(got, r.String())
+	}
+	want := []string{
+		"10.96.0.0/16 (hub Service CIDR)", "10.244.1.0/24 (hub Pod CIDR)", "192.168.0.10/32 (hub node address)",
+		"2001:db8::10/128 (hub node address)", "fd00:10:96::/112 (hub Service CIDR)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("HubRanges = %q, want %q", got, want)
+	}
+}
+
+func TestHubRangesChanged(t *testing.T) {
+	t.Parallel()
+	p := hubRangesChanged()
+	n := &corev1.Node{Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.10"}}}}
+	heartbeat := n.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	moved := n.DeepCopy()
+	moved.Status.Addresses[0].Address = "192.168.0.11"
+	cidr := n.DeepCopy()
+	cidr.Spec.PodCIDRs = nil
+	if p.Update(event.UpdateEvent{ObjectOld: n, ObjectNew: heartbeat}) {
+		t.Error("a heartbeat rebuilds every tenant")
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: n, ObjectNew: moved}) || !p.Update(event.UpdateEvent{ObjectOld: n, ObjectNew: cidr}) {
+		t.Error("a change of addresses or Pod CIDRs rebuilds nothing")
+	}
+}
+
+// TestReconcileEndpointPolicy: the tenant's endpoints are checked against the defaults, the
+// hub ranges (ServiceCIDRs, Nodes) and the Config's and Tenant's entries.
+func TestReconcileEndpointPolicy(t *testing.T) {
+	t.Parallel()
+	addrs := &v1alpha1.Addresses{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-p", Name: v1alpha1.DefaultAddressesName},
+		Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{
+			{IP: "127.0.0.5"}, {IP: "10.96.0.1"}, {IP: "10.244.1.9"}, {IP: "192.168.0.10"}, {IP: "203.0.113.1"},
+		}},
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hub-1"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.10"}}}}
+	svcCIDR := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}}
+	config := &v1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelb", Name: v1alpha1.DefaultConfigName},
+		Spec: v1alpha1.ConfigSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}}}}
+	tenant := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: v1alpha1.TenantSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Deny: []string{"203.0.113.0/24"}}}}
+
+	for _, tc := range []struct {
+		name    string
+		objs    []client.Object
+		served  []string
+		reasons map[string]string // denied address → rule in the message
+	}{
+		{name: "defaults and hub ranges", objs: []client.Object{node, svcCIDR}, served: []string{"203.0.113.1"},
+			reasons: map[string]string{"127.0.0.5": "127.0.0.0/8 (default)", "10.96.0.1": "10.96.0.0/16 (hub Service CIDR)",
+				"10.244.1.9": "10.244.1.0/24 (hub Pod CIDR)", "192.168.0.10": "192.168.0.10/32 (hub node address)"}},
+		{name: "Config allow and Tenant deny", objs: []client.Object{node, svcCIDR, config, tenant}, served: []string{"127.0.0.5"},
+			reasons: map[string]string{"10.96.0.1": "hub Service CIDR", "10.244.1.9": "hub Pod CIDR",
+				"192.168.0.10": "hub node address", "203.0.113.1": "203.0.113.0/24 (Tenant deny)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs := append([]client.Object{namespace("tenant-p", true), loadBalancer("tenant-p", "web", 20001), addrs.DeepCopy()}, tc.objs...)
+			rec := &recorder{set: map[string]xds.Resources{}}
+			store := status.NewStore()
+			r := NewReconciler(newClient(t, objs...), rec, store, "kubelb", translate.Options{})
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "tenant-p"}}); err != nil {
+				t.Fatal(err)
+			}
+			var served []string
+			for _, res := range rec.set["tenant-p"][resource.EndpointType] {
+				for _, le := range res.(*endpointv3.ClusterLoadAssignment).Endpoints {
+					for _, e := range le.LbEndpoints {
+						served = append(served, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+					}
+				}
+			}
+			if !slices.Equal(served, tc.served) {
+				t.Errorf("served %v, want %v", served, tc.served)
+			}
+			denied := 0
+			for _, p := range store.Get("tenant-p").Problems {
+				if p.Reason != translate.ReasonEndpointDenied {
+					t.Errorf("unexpected problem %+v", p)
+					continue
+				}
+				denied++
+				found := false
+				for addr, rule := range tc.reasons {
+					if strings.Contains(p.Message, "address "+addr+" ") && strings.Contains(p.Message, rule) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("problem %q names none of %v", p.Message, tc.reasons)
+				}
+			}
+			if denied != len(tc.reasons) {
+				t.Errorf("%d EndpointDenied problems, want %d", denied, len(tc.reasons))
+			}
+		})
 	}
 }

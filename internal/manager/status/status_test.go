@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,8 +31,10 @@ import (
 )
 
 const (
-	tenant  = "tenant-x"
-	timeout = 30 * time.Second
+	tenant = "tenant-x"
+	// managerNamespace holds Config "default".
+	managerNamespace = "kubelb"
+	timeout          = 30 * time.Second
 )
 
 // replica is one manager replica as cmd/kubelb wires it: xDS server, NACK recorder, status
@@ -52,7 +56,7 @@ func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 		return errors.Join(
 			mgr.Add(srv.Runnable(addr)),
 			mgr.Add(rec),
-			envoycp.SetupWithManager(mgr, srv, store, translate.Options{ListenerAddress: "127.0.0.1"}),
+			envoycp.SetupWithManager(mgr, srv, store, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"}),
 			status.SetupWriterWithManager(mgr, store),
 		)
 	}, func(o *ctrl.Options) {
@@ -162,7 +166,7 @@ func waitEvent(t *testing.T, c client.Client, name, typ, reason, msg string) {
 }
 
 // TestProblemsBecomeStatus proves, on a real API server with a real Envoy connected to the
-// standby replica, that a rejected endpoint address, a listener port conflict and an Envoy
+// standby replica, that an endpoint the endpoint policy denies, a rejected endpoint address, a listener port conflict and an Envoy
 // NACK each show up as the Programmed condition and an Event on the LoadBalancer, and that
 // the condition recovers when the problem goes away.
 func TestProblemsBecomeStatus(t *testing.T) {
@@ -171,6 +175,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
 		&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: tenant}},
 		&v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: tenant},
 			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.21"}}}},
@@ -192,6 +197,49 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.StartEnvoy(t, "envoy", b, testsupport.EnvoyOptions{Node: "proxy-on-standby"})
+
+	// The tenant's "nodes" are loopback addresses, which the endpoint policy denies by
+	// default: a LoadBalancer whose only address is one is not served ...
+	local := testsupport.FreePort(t)
+	create(t, c, lb("local", local, "127.0.0.22"), local)
+	waitProgrammed(t, c, "local", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address 127.0.0.22 is denied by 127.0.0.0/8 (default)")
+	waitEvent(t, c, "local", corev1.EventTypeWarning, translate.ReasonNoEndpoints, "127.0.0.22")
+	// ... until Config "default" allows them.
+	config := &v1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: v1alpha1.DefaultConfigName},
+		Spec: v1alpha1.ConfigSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}}}}
+	if err := c.Create(ctx, config); err != nil {
+		t.Fatal(err)
+	}
+	waitProgrammed(t, c, "local", metav1.ConditionTrue, status.ReasonProgrammed, "")
+
+	// The hub's Service CIDR (the API server's ServiceCIDR "kubernetes") stays denied.
+	cidrs := &networkingv1.ServiceCIDRList{}
+	if err := c.List(ctx, cidrs); err != nil || len(cidrs.Items) == 0 || len(cidrs.Items[0].Spec.CIDRs) == 0 {
+		t.Fatalf("ServiceCIDRs %v, err %v", cidrs.Items, err)
+	}
+	svcIP := netip.MustParsePrefix(cidrs.Items[0].Spec.CIDRs[0]).Addr().Next().String()
+	hubPort := testsupport.FreePort(t)
+	create(t, c, lb("apiserver", hubPort, svcIP), hubPort)
+	waitProgrammed(t, c, "apiserver", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address "+svcIP+" is denied by "+cidrs.Items[0].Spec.CIDRs[0]+" (hub Service CIDR)")
+
+	// A hub Node that appears with the address of a served endpoint: it is denied from then on
+	// (a Node change re-translates the tenants).
+	nodeIP := "192.0.2.50"
+	nodePort := testsupport.FreePort(t)
+	create(t, c, lb("node", nodePort, nodeIP), nodePort)
+	waitProgrammed(t, c, "node", metav1.ConditionTrue, status.ReasonProgrammed, "")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hub-node"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.7.0/24"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitProgrammed(t, c, "node", metav1.ConditionFalse, translate.ReasonNoEndpoints,
+		"EndpointDenied: endpoint address "+nodeIP+" is denied by "+nodeIP+"/32 (hub node address)")
 
 	good := testsupport.FreePort(t)
 	create(t, c, lb("good", good), good)

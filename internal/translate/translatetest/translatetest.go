@@ -30,10 +30,12 @@ func LoadInput(path string) (translate.Input, error) {
 
 // goldenInput is the YAML form of an Input: Addresses as a list, durations as strings.
 type goldenInput struct {
-	Tenant        string                  `json:"tenant"`
-	Options       goldenOptions           `json:"options,omitempty"`
-	Addresses     []v1alpha1.Addresses    `json:"addresses,omitempty"`
-	LoadBalancers []v1alpha1.LoadBalancer `json:"loadBalancers,omitempty"`
+	Tenant  string        `json:"tenant"`
+	Options goldenOptions `json:"options,omitempty"`
+	// EndpointPolicy is the Input's Policy: allow, deny and hub entries of {prefix, source}.
+	EndpointPolicy translate.EndpointPolicy `json:"endpointPolicy,omitempty"`
+	Addresses      []v1alpha1.Addresses     `json:"addresses,omitempty"`
+	LoadBalancers  []v1alpha1.LoadBalancer  `json:"loadBalancers,omitempty"`
 }
 
 type goldenOptions struct {
@@ -58,6 +60,7 @@ func (g goldenInput) input() translate.Input {
 		Tenant:        g.Tenant,
 		LoadBalancers: g.LoadBalancers,
 		Addresses:     map[string]v1alpha1.Addresses{},
+		Policy:        g.EndpointPolicy,
 		Options: translate.Options{
 			ListenerAddress:          g.Options.ListenerAddress,
 			ConnectTimeout:           g.Options.ConnectTimeout.Duration,
