@@ -19,6 +19,17 @@ const (
 	LabelLoadBalancerName   = "kubelb.k8c.io/lb-name"
 	LabelLoadBalancerNS     = "kubelb.k8c.io/lb-namespace"
 
+	// LabelRouteName is set by the manager on the hub Service it made for a Gateway's Route;
+	// the value is the Route's name (the tenant Gateway's UID).
+	LabelRouteName = "kubelb.k8c.io/route-name"
+	// LabelIngressService ("true") marks the one hub Service per tenant that carries the
+	// tenant's Ingresses (and LoadBalancer hostnames) on ports 80 and 443.
+	LabelIngressService = "kubelb.k8c.io/ingress"
+	// IngressServiceName is the name of that Service in the tenant namespace.
+	IngressServiceName = "kubelb-ingress"
+	// GatewayServicePrefix prefixes a Gateway Route's name to form its hub Service name.
+	GatewayServicePrefix = "gateway-"
+
 	// AnnotationProxyProtocol on a tenant Service asks for PROXY protocol v2 towards the tenant.
 	AnnotationProxyProtocol = "kubelb.k8c.io/proxy-protocol"
 

@@ -36,6 +36,46 @@ type KubernetesSource struct {
 	// Services referenced by the route's backends, as seen in the tenant (with NodePorts).
 	// +optional
 	Services []UpstreamService `json:"services,omitempty"`
+
+	// Context is what kubelb's ccm saw in the tenant cluster that the hub cannot see, for
+	// Gateway API attachment (see docs/l7.md). Optional: a KubeLB CE ccm leaves it out, and
+	// the manager then falls back to KubeLB CE's semantics.
+	// +optional
+	Context *SourceContext `json:"context,omitempty"`
+}
+
+// SourceContext carries tenant facts the manager needs to decide Gateway API attachment.
+type SourceContext struct {
+	// NamespaceLabels are the labels of the object's namespace, for listeners whose
+	// allowedRoutes select namespaces by label.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
+
+	// GrantedRefs are the object's references to another namespace (backendRefs,
+	// certificateRefs) that a ReferenceGrant in the target namespace permits. A
+	// cross-namespace reference not listed is refused (RefNotPermitted).
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	GrantedRefs []GrantedRef `json:"grantedRefs,omitempty"`
+}
+
+// GrantedRef is a cross-namespace reference permitted by a ReferenceGrant.
+type GrantedRef struct {
+	// Group of the referent ("" for core).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// Kind of the referent, e.g. Service or Secret.
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Namespace of the referent.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Name of the referent.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // UpstreamService is a tenant Service referenced by a route.
