@@ -12,7 +12,10 @@ package translate
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 )
 
 // Defaults of Options.
@@ -40,6 +43,20 @@ type Input struct {
 	// Policy decides which endpoint IPs may be used (see EndpointPolicy); the defaults
 	// (DefaultDenied) apply even to the zero value.
 	Policy EndpointPolicy
+
+	// Routes of the tenant (Layer 7: Ingresses, Gateways, Gateway API routes); objects being
+	// deleted must already be left out.
+	Routes []v1alpha1.Route
+	// RouteServices are the hub Services the Route controller made for the tenant: one per
+	// Gateway Route (label LabelRouteName) and the shared Ingress Service (LabelIngressService).
+	// Their targetPorts are the Envoy listener ports, their status the addresses to report.
+	RouteServices []corev1.Service
+	// Secrets are the hub Secrets made from the tenant's SyncSecrets, labelled with the
+	// origin namespace and name of the tenant Secret.
+	Secrets []corev1.Secret
+	// HeaderLimits bound the request headers of HTTP listeners (Config/Tenant
+	// envoyProxy.headerLimits); nil keeps Envoy's defaults.
+	HeaderLimits *ir.HeaderLimits
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".

@@ -1,0 +1,389 @@
+package translate
+
+import (
+	"cmp"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// KindRoute is the kind of hub object Layer 7 problems are reported on: the Route mirroring
+// the tenant object. Sections name the part of the tenant object ("listener https",
+// "rule 0", "parent 1").
+const KindRoute = "Route"
+
+// Reasons shared by the Layer 7 front ends. The Gateway API reasons of route and listener
+// conditions are the upstream constants; these are the problems' reasons.
+const (
+	// ReasonInvalidRoute: the embedded tenant object cannot be read (the Route is skipped).
+	ReasonInvalidRoute = "InvalidRoute"
+	// ReasonBackendNotFound: a backend Service (or its port) is not among the Route's Services.
+	ReasonBackendNotFound = "BackendNotFound"
+	// ReasonBackendNoNodePort: the backend Service port has no NodePort to reach it on.
+	ReasonBackendNoNodePort = "BackendNoNodePort"
+	// ReasonCertificateNotFound: no synced Secret for a referenced certificate.
+	ReasonCertificateNotFound = "CertificateNotFound"
+	// ReasonInvalidCertificate: the Secret holds no usable certificate and key.
+	ReasonInvalidCertificate = "InvalidCertificate"
+	// ReasonListenerPortNotAllocated: the hub Service carrying the listener has no port yet.
+	ReasonListenerPortNotAllocated = "ListenerPortNotAllocated"
+)
+
+// RouteStatus is what the Layer 7 front ends say of one Route: the status the ccm copies
+// back onto the tenant object (status.resources.route.status).
+type RouteStatus struct {
+	// Kind of the tenant object: Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute
+	// or UDPRoute.
+	Kind string
+	// Generation of the tenant object the status describes: the embedded
+	// metadata.generation, or the Route's own generation when the embedded object has none
+	// (a KubeLB CE ccm leaves it out).
+	Generation int64
+	// Status is the tenant object's status in its own shape, as JSON: {"loadBalancer":…}
+	// for an Ingress, {"addresses":…,"conditions":…,"listeners":…} for a Gateway,
+	// {"parents":[…]} for a route.
+	Status json.RawMessage
+}
+
+// Result is the output of Run: the tenant's whole IR, the problems of every object, and
+// the status of every Route.
+type Result struct {
+	Config   *ir.Config
+	Problems ir.Problems
+	// Routes by Route name.
+	Routes map[string]RouteStatus
+}
+
+// Run translates one tenant: its LoadBalancers (Layer 4) and its Routes (Layer 7: Ingresses,
+// Gateways and Gateway API routes) into one IR. It returns an error only when the Options
+// themselves are invalid.
+func Run(in Input) (Result, error) {
+	cfg, problems, err := Translate(in)
+	if err != nil {
+		return Result{}, err
+	}
+	t := newL7(in, cfg)
+	t.ingresses()
+	t.gateways()
+	cfg.Normalize()
+	all := append(problems, t.problems.List()...)
+	all.Sort()
+	return Result{Config: cfg, Problems: all, Routes: t.statuses}, nil
+}
+
+// l7 is the state shared by the Layer 7 front ends while they translate one tenant.
+type l7 struct {
+	in       Input
+	opts     Options
+	cfg      *ir.Config
+	problems ir.ProblemSet
+	policy   *policy
+	statuses map[string]RouteStatus
+	// byKind holds the Routes by the kind of their tenant object, oldest first.
+	byKind map[string][]*v1alpha1.Route
+	// clusters and secrets already in cfg, by name.
+	clusters map[string]*ir.Cluster
+	secrets  map[string]*ir.Secret
+}
+
+func newL7(in Input, cfg *ir.Config) *l7 {
+	t := &l7{
+		in:       in,
+		opts:     in.Options.withDefaults(),
+		cfg:      cfg,
+		policy:   compilePolicy(in.Policy),
+		statuses: map[string]RouteStatus{},
+		byKind:   map[string][]*v1alpha1.Route{},
+		clusters: map[string]*ir.Cluster{},
+		secrets:  map[string]*ir.Secret{},
+	}
+	for _, c := range cfg.Clusters {
+		t.clusters[c.Name] = c
+	}
+	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
+	for i := range in.Routes {
+		routes = append(routes, &in.Routes[i])
+	}
+	slices.SortStableFunc(routes, func(a, b *v1alpha1.Route) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	for _, r := range routes {
+		if errs := validation.IsDNS1123Subdomain(r.Name); len(errs) > 0 {
+			t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidName, "name %q cannot be used in Envoy resource names: %s", truncate(r.Name), strings.Join(errs, "; "))
+			continue
+		}
+		kind := t.sourceGVK(r).Kind
+		t.byKind[kind] = append(t.byKind[kind], r)
+	}
+	return t
+}
+
+// ref names a Route (and a section of its tenant object) in problems and IR owners.
+func (t *l7) ref(r *v1alpha1.Route, section string) ir.ObjectRef {
+	return ir.ObjectRef{Kind: KindRoute, Namespace: t.in.Tenant, Name: r.Name, Section: section}
+}
+
+// sourceGVK is the group, version and kind of the Route's embedded tenant object.
+func (t *l7) sourceGVK(r *v1alpha1.Route) schema.GroupVersionKind {
+	if r.Spec.Source.Kubernetes == nil {
+		return schema.GroupVersionKind{}
+	}
+	return r.Spec.Source.Kubernetes.Route.GroupVersionKind()
+}
+
+// decode converts the Route's embedded tenant object into out (a typed object such as
+// *networkingv1.Ingress). A failure is a problem on the Route, which is then skipped.
+func (t *l7) decode(r *v1alpha1.Route, out any) bool {
+	src := r.Spec.Source.Kubernetes
+	if src == nil || src.Route.Object == nil {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidRoute, "spec.source.kubernetes.resource is empty")
+		return false
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(src.Route.Object, out); err != nil {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidRoute, "spec.source.kubernetes.resource cannot be read as %s: %s",
+			src.Route.GetKind(), truncate(err.Error()))
+		return false
+	}
+	return true
+}
+
+// generation is the tenant object's generation the status describes.
+func (t *l7) generation(r *v1alpha1.Route) int64 {
+	if src := r.Spec.Source.Kubernetes; src != nil {
+		if g := src.Route.GetGeneration(); g > 0 {
+			return g
+		}
+	}
+	return r.Generation
+}
+
+// setStatus records the tenant object's status for a Route.
+func (t *l7) setStatus(r *v1alpha1.Route, kind string, status any) {
+	raw, err := json.Marshal(status)
+	if err != nil { // the statuses are plain API types; this cannot happen
+		panic(fmt.Sprintf("marshalling the status of Route %s: %v", r.Name, err))
+	}
+	t.statuses[r.Name] = RouteStatus{Kind: kind, Generation: t.generation(r), Status: raw}
+}
+
+// backend is a resolved backend of a Route: the cluster carrying it.
+type backend struct {
+	cluster string
+}
+
+// backend resolves a backend Service port of a Route (namespace, name and port as written in
+// the tenant object) to a cluster of the tenant nodes' addresses × the Service port's
+// NodePort, adding the cluster once. The Service is looked up among the Route's embedded
+// Services by name, or by the origin-name label of a "<name>-nodeport" twin (KubeLB CE and
+// kubelb mirror ClusterIP backends that way). http2 forces an HTTP/2 upstream (gRPC);
+// otherwise the port's appProtocol decides (kubernetes.io/h2c, grpc, h2c → HTTP/2). On
+// failure it returns the problem's reason and message; the caller reports it on the right
+// section with the severity it needs.
+func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool) (backend, string, string) {
+	svc := t.service(r, namespace, name)
+	if svc == nil {
+		return backend{}, ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
+	}
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if p.Port == port && v1alpha1.ProtocolOrTCP(p.Protocol) == corev1.ProtocolTCP {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		return backend{}, ReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no TCP port %d", truncate(namespace), truncate(name), port)
+	}
+	if sp.NodePort < 1 || sp.NodePort > 65535 {
+		return backend{}, ReasonBackendNoNodePort, fmt.Sprintf("port %d of Service %s/%s has no NodePort; the hub reaches tenant backends only on NodePorts", port, truncate(namespace), truncate(name))
+	}
+	proto := ir.UpstreamHTTP1
+	if http2 || isHTTP2(sp) {
+		proto = ir.UpstreamHTTP2
+	}
+	clusterName := fmt.Sprintf("%s-%s-%s-%d", r.Name, namespace, name, port)
+	if proto == ir.UpstreamHTTP2 {
+		clusterName += "-h2"
+	}
+	if c, ok := t.clusters[clusterName]; ok {
+		c.Owners = append(c.Owners, owner)
+		return backend{cluster: clusterName}, "", ""
+	}
+	c := &ir.Cluster{
+		Name:           clusterName,
+		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/%d", namespace, name, port), ".", "_"),
+		Protocol:       proto,
+		Owners:         []ir.ObjectRef{owner},
+		Endpoints:      t.endpoints(r, uint32(sp.NodePort)),
+		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
+		MaxConnections: t.opts.MaxConnectionsPerCluster,
+	}
+	if len(c.Endpoints) == 0 {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; requests fail until the tenant has Ready nodes with valid addresses",
+			truncate(namespace), truncate(name), port)
+	}
+	t.clusters[clusterName] = c
+	t.cfg.Clusters = append(t.cfg.Clusters, c)
+	return backend{cluster: clusterName}, "", ""
+}
+
+// isHTTP2 reports whether a Service port speaks cleartext HTTP/2.
+func isHTTP2(p *corev1.ServicePort) bool {
+	ap := ""
+	if p.AppProtocol != nil {
+		ap = strings.ToLower(*p.AppProtocol)
+	}
+	switch ap {
+	case "kubernetes.io/h2c", "h2c", "grpc":
+		return true
+	}
+	return ap == "" && (p.Name == "grpc" || strings.HasPrefix(p.Name, "grpc-") || p.Name == "h2c" || strings.HasPrefix(p.Name, "h2c-"))
+}
+
+// service finds a backend Service among the Route's embedded Services: by namespace and
+// name, or by the origin labels of a NodePort twin.
+func (t *l7) service(r *v1alpha1.Route, namespace, name string) *corev1.Service {
+	src := r.Spec.Source.Kubernetes
+	if src == nil {
+		return nil
+	}
+	var twin *corev1.Service
+	for i := range src.Services {
+		s := &src.Services[i].Service
+		ns := s.Namespace
+		if ns == "" {
+			ns = src.Route.GetNamespace()
+		}
+		if ns != namespace {
+			continue
+		}
+		if s.Name == name {
+			return s
+		}
+		if s.Labels[v1alpha1.LabelOriginName] == name && twin == nil {
+			twin = s
+		}
+	}
+	return twin
+}
+
+// endpoints are the addresses of the Route's endpoint groups (normally Addresses/default) ×
+// port, filtered by the endpoint policy.
+func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
+	groups := r.Spec.Endpoints
+	if len(groups) == 0 { // a route always goes to the tenant's nodes
+		groups = []v1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}}}
+	}
+	var eps []ir.Endpoint
+	for gi := range groups {
+		g := &groups[gi]
+		addrs := g.Addresses
+		if aref := g.AddressesReference; aref != nil {
+			name := cmp.Or(aref.Name, v1alpha1.DefaultAddressesName)
+			a, ok := t.in.Addresses[name]
+			if !ok || (aref.Namespace != "" && aref.Namespace != t.in.Tenant) {
+				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
+				continue
+			}
+			addrs = a.Spec.Addresses
+		}
+		for _, a := range addrs {
+			ep, ip, ok := parseAddress(a)
+			if !ok {
+				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
+				continue
+			}
+			if !ep.Hostname {
+				if d := t.policy.denied(ip); d != nil {
+					t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, d.Prefix, d.Source)
+					continue
+				}
+			}
+			ep.Port = port
+			eps = append(eps, ep)
+		}
+	}
+	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return slices.Compact(eps)
+}
+
+// certificate resolves a tenant TLS Secret (namespace/name as written in the tenant object)
+// to an IR secret, added once: the hub Secret made from its SyncSecret, found by the origin
+// labels. On failure it returns the problem's reason and message.
+func (t *l7) certificate(owner ir.ObjectRef, namespace, name string) (string, string, string) {
+	irName := "cert-" + namespace + "-" + name
+	if s, ok := t.secrets[irName]; ok {
+		s.Owners = append(s.Owners, owner)
+		return irName, "", ""
+	}
+	var found *corev1.Secret
+	for i := range t.in.Secrets {
+		s := &t.in.Secrets[i]
+		if s.Labels[v1alpha1.LabelOriginNamespace] == namespace && s.Labels[v1alpha1.LabelOriginName] == name {
+			if found == nil || s.CreationTimestamp.After(found.CreationTimestamp.Time) {
+				found = s
+			}
+		}
+	}
+	if found == nil {
+		return "", ReasonCertificateNotFound, fmt.Sprintf("Secret %s/%s has not reached the hub (the ccm mirrors Secrets referenced by served Ingresses and Gateways)", truncate(namespace), truncate(name))
+	}
+	crt, key := found.Data[corev1.TLSCertKey], found.Data[corev1.TLSPrivateKeyKey]
+	if _, err := tls.X509KeyPair(crt, key); err != nil {
+		return "", ReasonInvalidCertificate, fmt.Sprintf("Secret %s/%s does not hold a usable certificate and key (tls.crt, tls.key): %s", truncate(namespace), truncate(name), truncate(err.Error()))
+	}
+	s := &ir.Secret{Name: irName, Owners: []ir.ObjectRef{owner}, CertChain: crt, PrivateKey: key}
+	t.secrets[irName] = s
+	t.cfg.Secrets = append(t.cfg.Secrets, s)
+	return irName, "", ""
+}
+
+// routeService finds the hub Service the Route controller made: the Gateway Route's
+// (LabelRouteName) or, with routeName "", the tenant's shared Ingress Service.
+func (t *l7) routeService(routeName string) *corev1.Service {
+	for i := range t.in.RouteServices {
+		s := &t.in.RouteServices[i]
+		if routeName == "" {
+			if s.Labels[v1alpha1.LabelIngressService] == "true" && s.Name == v1alpha1.IngressServiceName {
+				return s
+			}
+			continue
+		}
+		if s.Labels[v1alpha1.LabelRouteName] == routeName {
+			return s
+		}
+	}
+	return nil
+}
+
+// listenerPort is the Envoy listener port the Route controller allocated for a tenant-facing
+// port of a hub Service (its targetPort); 0 when there is none yet.
+func listenerPort(svc *corev1.Service, port int32, proto corev1.Protocol) uint32 {
+	if svc == nil {
+		return 0
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port && v1alpha1.ProtocolOrTCP(p.Protocol) == proto {
+			if v := p.TargetPort.IntValue(); v > 0 && v <= 65535 {
+				return uint32(v)
+			}
+		}
+	}
+	return 0
+}
