@@ -42,10 +42,11 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, problems, err := translate.Translate(in)
+			r, err := translate.Run(in)
 			if err != nil {
-				t.Fatalf("Translate: %v", err)
+				t.Fatalf("Run: %v", err)
 			}
+			cfg, problems := r.Config, r.Problems
 			if diff := cmp.Diff(pristine, in, cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
 				t.Fatalf("Translate modified its input (-before +after):\n%s", diff)
 			}
@@ -57,8 +58,8 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Translating twice gives the same IR: versions derived from it are stable.
-			again, _, _ := translate.Translate(in)
-			if !cfg.Equal(again) {
+			again, _ := translate.Run(in)
+			if !cfg.Equal(again.Config) {
 				t.Fatalf("Translate is not deterministic:\n%s", cmp.Diff(cfg, again))
 			}
 
@@ -76,6 +77,12 @@ func TestGolden(t *testing.T) {
 			}
 			translatetest.Golden(t, filepath.Join("testdata", name+".ir.yaml"), gotIR, *update)
 			translatetest.Golden(t, filepath.Join("testdata", name+".out.yaml"), gotOut, *update)
+			// The status of every Route (Layer 7), as the ccm copies it back to the tenant.
+			if gotStatus, err := translatetest.RenderStatuses(r.Routes); err != nil {
+				t.Fatal(err)
+			} else {
+				translatetest.Golden(t, filepath.Join("testdata", name+".status.yaml"), gotStatus, *update)
+			}
 		})
 	}
 }

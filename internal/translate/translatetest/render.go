@@ -18,13 +18,14 @@ import (
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
-// Pipeline runs the whole translation: the front end, then the back end. Problems of both
-// steps are returned together, in order.
+// Pipeline runs the whole translation: the front ends (translate.Run), then the back end.
+// Problems of both steps are returned together, in order.
 func Pipeline(in translate.Input) (*ir.Config, ir.Problems, translator.Resources, error) {
-	cfg, problems, err := translate.Translate(in)
+	r, err := translate.Run(in)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	cfg, problems := r.Config, r.Problems
 	res, more, err := translator.Translate(cfg)
 	if err != nil {
 		return nil, nil, nil, err
@@ -38,6 +39,28 @@ func Pipeline(in translate.Input) (*ir.Config, ir.Problems, translator.Resources
 type IRFile struct {
 	IR       *ir.Config   `json:"ir"`
 	Problems []ir.Problem `json:"problems,omitempty"`
+}
+
+// RenderStatuses renders the Route statuses of a Run as YAML, by Route name; nil when there
+// are none.
+func RenderStatuses(routes map[string]translate.RouteStatus) ([]byte, error) {
+	if len(routes) == 0 {
+		return nil, nil
+	}
+	type entry struct {
+		Kind       string `json:"kind"`
+		Generation int64  `json:"generation"`
+		Status     any    `json:"status"`
+	}
+	out := map[string]entry{}
+	for name, st := range routes {
+		var v any
+		if err := json.Unmarshal(st.Status, &v); err != nil {
+			return nil, err
+		}
+		out[name] = entry{Kind: st.Kind, Generation: st.Generation, Status: v}
+	}
+	return yaml.Marshal(out)
 }
 
 // RenderIR renders a Config and its problems as YAML.

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -36,6 +38,11 @@ type goldenInput struct {
 	EndpointPolicy translate.EndpointPolicy `json:"endpointPolicy,omitempty"`
 	Addresses      []v1alpha1.Addresses     `json:"addresses,omitempty"`
 	LoadBalancers  []v1alpha1.LoadBalancer  `json:"loadBalancers,omitempty"`
+	// Routes, the Route controller's hub Services and the synced hub Secrets (Layer 7).
+	Routes        []v1alpha1.Route `json:"routes,omitempty"`
+	RouteServices []corev1.Service `json:"routeServices,omitempty"`
+	Secrets       []corev1.Secret  `json:"secrets,omitempty"`
+	HeaderLimits  *ir.HeaderLimits `json:"headerLimits,omitempty"`
 }
 
 type goldenOptions struct {
@@ -61,6 +68,10 @@ func (g goldenInput) input() translate.Input {
 		LoadBalancers: g.LoadBalancers,
 		Addresses:     map[string]v1alpha1.Addresses{},
 		Policy:        g.EndpointPolicy,
+		Routes:        g.Routes,
+		RouteServices: g.RouteServices,
+		Secrets:       g.Secrets,
+		HeaderLimits:  g.HeaderLimits,
 		Options: translate.Options{
 			ListenerAddress:          g.Options.ListenerAddress,
 			ConnectTimeout:           g.Options.ConnectTimeout.Duration,
