@@ -52,7 +52,7 @@ type routeState struct {
 // desiredRouteState computes what the Writer applies to a Route (pure; now stamps conditions
 // that changed). The raw status is rs.Status with the lastTransitionTime of each condition
 // inside it kept from the Route's current status when the condition did not change
-// (StableTransitions); a Route the front ends gave no status gets none.
+// (StableTransitions); a Route the front ends gave no status (or null) gets none.
 func desiredRouteState(route *v1alpha1.Route, rs translate.RouteStatus, translated bool, cond metav1.Condition, now time.Time) (routeState, error) {
 	cur := &route.Status.Resources.Route
 	st := routeState{programmed: cond}
@@ -60,7 +60,7 @@ func desiredRouteState(route *v1alpha1.Route, rs translate.RouteStatus, translat
 		o := &src.Route
 		st.apiVersion, st.kind, st.name, st.namespace = o.GetAPIVersion(), o.GetKind(), o.GetName(), o.GetNamespace()
 	}
-	if translated && len(rs.Status) > 0 {
+	if raw := bytes.TrimSpace(rs.Status); translated && len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		raw, err := StableTransitions(rs.Status, cur.Status.Raw, now)
 		if err != nil {
 			return routeState{}, fmt.Errorf("reading the translated status of Route %s/%s: %w", route.Namespace, route.Name, err)

@@ -186,4 +186,9 @@ func TestDesiredRouteState(t *testing.T) {
 	if !again.programmed.LastTransitionTime.Time.Equal(now) {
 		t.Errorf("Programmed moved to %v", again.programmed.LastTransitionTime)
 	}
+	// A front end's null status is no status.
+	none, err := desiredRouteState(r, translate.RouteStatus{Kind: "Ingress", Status: json.RawMessage(" null")}, true, Programmed(1, nil), now)
+	if err != nil || none.status != nil {
+		t.Errorf("null status: %s %v", none.status, err)
+	}
 }
