@@ -37,6 +37,11 @@ type TenantEnvoyProxy struct {
 	// Resources of the Envoy container.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// HeaderLimits bound the request headers of the tenant's HTTP listeners; when set, they
+	// replace the Config's spec.envoyProxy.headerLimits (an addition; ignorable).
+	// +optional
+	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
 }
 
 // Tenant phases.

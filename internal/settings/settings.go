@@ -30,7 +30,8 @@ type Tenant struct {
 	DisableIngress      bool
 	GatewayClass        *string
 	DisableGatewayAPI   bool
-	// Envoy is the Envoy fleet settings with the Tenant's replicas and resources applied.
+	// Envoy is the Envoy fleet settings with the Tenant's replicas, resources and header
+	// limits applied.
 	Envoy kubelbv1alpha1.EnvoyProxy
 	// Annotations decides which annotations reach hub objects.
 	AnnotationSettings kubelbv1alpha1.AnnotationSettings
@@ -98,6 +99,9 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	}
 	if spec.EnvoyProxy.Resources != nil {
 		out.Envoy.Resources = spec.EnvoyProxy.Resources
+	}
+	if spec.EnvoyProxy.HeaderLimits != nil {
+		out.Envoy.HeaderLimits = spec.EnvoyProxy.HeaderLimits
 	}
 	a := spec.AnnotationSettings
 	if a.PropagatedAnnotations != nil {

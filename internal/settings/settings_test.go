@@ -15,11 +15,13 @@ import (
 func TestResolveTenantOverridesConfig(t *testing.T) {
 	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb")},
-		EnvoyProxy:   kubelbv1alpha1.EnvoyProxy{Replicas: 3, NodeSelector: map[string]string{"role": "lb"}},
+		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Replicas: 3, NodeSelector: map[string]string{"role": "lb"},
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersKb: ptr.To[uint32](60)}},
 	}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
 		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("cilium"), Disable: true},
-		EnvoyProxy:   kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](5)},
+		EnvoyProxy: kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](5),
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](50)}},
 	}}
 	tenant.Name = "a"
 	got := Resolve(config, tenant)
@@ -27,12 +29,17 @@ func TestResolveTenantOverridesConfig(t *testing.T) {
 		got.Envoy.NodeSelector["role"] != "lb" || got.Name != "a" {
 		t.Fatalf("unexpected %+v", got)
 	}
+	// The Tenant's header limits replace the Config's as a whole.
+	if hl := got.Envoy.HeaderLimits; hl == nil || hl.MaxRequestHeadersKb != nil || hl.MaxRequestHeadersCount == nil || *hl.MaxRequestHeadersCount != 50 {
+		t.Fatalf("header limits %+v, want the Tenant's", got.Envoy.HeaderLimits)
+	}
 	// The Config is not modified by the merge.
 	if *config.Spec.LoadBalancer.Class != "metallb" || config.Spec.EnvoyProxy.Replicas != 3 {
 		t.Fatal("Resolve modified the Config")
 	}
 	onlyConfig := Resolve(config, nil)
-	if *onlyConfig.LoadBalancerClass != "metallb" || onlyConfig.Envoy.Replicas != 3 || onlyConfig.DisableLoadBalancer {
+	if *onlyConfig.LoadBalancerClass != "metallb" || onlyConfig.Envoy.Replicas != 3 || onlyConfig.DisableLoadBalancer ||
+		onlyConfig.Envoy.HeaderLimits == nil || *onlyConfig.Envoy.HeaderLimits.MaxRequestHeadersKb != 60 {
 		t.Fatalf("config only: %+v", onlyConfig)
 	}
 	if none := Resolve(nil, nil); none.Envoy.Replicas != DefaultEnvoyReplicas || none.LoadBalancerClass != nil {

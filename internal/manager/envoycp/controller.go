@@ -1,13 +1,16 @@
 // Package envoycp is the Envoy control-plane controller: for every tenant namespace it reads
-// the LoadBalancers and Addresses from the cache, runs the translation pipeline — front end
-// (internal/translate) → IR (internal/ir) → back end (internal/xds/translator) — hands the
+// the LoadBalancers, Addresses and Routes from the cache, with the hub Services the Route
+// controller made and the hub Secrets made from SyncSecrets (BuildInput), runs the
+// translation pipeline — front ends (internal/translate.Run) → IR (internal/ir) → back end
+// (internal/xds/translator) — hands the
 // Envoy resources to the xDS server (internal/xds), and publishes what it found (problems,
 // resource owners, versions) to the status store (internal/manager/status), whose leader-only
 // writer turns it into conditions. It writes nothing to the API server. An IR equal to the
 // tenant's previous one is neither translated again nor pushed.
 //
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
-// Namespace object itself). Every LoadBalancer and Addresses event maps to its namespace's key,
+// Namespace object itself). Every LoadBalancer, Addresses, Route, Route hub Service and synced
+// Secret event maps to its namespace's key,
 // so a burst of events in one tenant coalesces in the workqueue into one rebuild, and an event
 // in one tenant never rebuilds another.
 //
@@ -33,15 +36,18 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
@@ -68,6 +74,7 @@ var _ Snapshots = (*xds.Server)(nil)
 // Reconciler rebuilds one tenant's Envoy snapshot.
 type Reconciler struct {
 	client    client.Reader
+	owned     client.Reader // hub Services and Secrets labelled managed-by: kubelb
 	snapshots Snapshots
 	store     *status.Store
 	namespace string // the manager's, where Config "default" is
@@ -85,9 +92,10 @@ type built struct {
 }
 
 // NewReconciler returns a reconciler reading from c (the manager's cached client; Config
-// "default" in namespace), writing snapshots to s and reports to store.
+// "default" in namespace; also the hub Services and Secrets), writing snapshots to s and
+// reports to store.
 func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
-	return &Reconciler{client: c, snapshots: s, store: store, namespace: namespace, opts: opts, last: map[string]*built{}}
+	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts, last: map[string]*built{}}
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
@@ -101,14 +109,27 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 	if _, _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
+	// Services and Secrets come from a cache of the objects labelled managed-by: kubelb only,
+	// so that no replica caches every Secret (or Service) of the hub.
+	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Service{}: {Label: manager.ManagedSelector(nil)},
+		&corev1.Secret{}:  {Label: manager.ManagedSelector(nil)},
+	})
+	if err != nil {
+		return err
+	}
 	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
+	r.owned = owned.GetClient()
 	noLeaderElection := false
 	allTenants := enqueueAllTenantsAfter(mgr.GetClient(), HoldOff)
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&corev1.Namespace{}, builder.WithPredicates(managedNamespaceChanged())).
 		Watches(&v1alpha1.LoadBalancer{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(translationInputChanged())).
 		Watches(&v1alpha1.Addresses{}, enqueueTenantAfter(HoldOff)).
+		Watches(&v1alpha1.Route{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(routeChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), routeServiceChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.Namespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -215,6 +236,88 @@ func translationInputChanged() predicate.Predicate {
 	}}
 }
 
+// routeChanged passes Route updates that can change the translation: the spec (generation),
+// labels, annotations and deletion. The status writes of the Route controller and of the
+// status writer rebuild nothing.
+func routeChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels())
+	}}
+}
+
+// IsRouteService reports whether a hub Service is one the Route controller made: labelled
+// managed-by: kubelb and either kubelb.k8c.io/route-name (a Gateway's) or
+// kubelb.k8c.io/ingress=true (the tenant's Ingress Service). No other Service of a tenant
+// namespace is read: a tenant could have written it.
+func IsRouteService(o client.Object) bool {
+	l := o.GetLabels()
+	return l[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue &&
+		(l[v1alpha1.LabelRouteName] != "" || l[v1alpha1.LabelIngressService] == "true")
+}
+
+// routeServiceChanged passes the Route controller's hub Services (IsRouteService, before or
+// after the event) when what translation reads of them changes: ports (the targetPorts are
+// the listener ports), addresses, labels, deletion.
+func routeServiceChanged() predicate.TypedPredicate[client.Object] {
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc:  func(e event.CreateEvent) bool { return IsRouteService(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return IsRouteService(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return IsRouteService(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !IsRouteService(e.ObjectOld) && !IsRouteService(e.ObjectNew) {
+				return false
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Service)
+			n, ok2 := e.ObjectNew.(*corev1.Service)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !maps.Equal(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
+				!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
+		},
+	}
+}
+
+// IsSyncedSecret reports whether a hub Secret is one made from a SyncSecret: labelled
+// managed-by: kubelb and controlled (ownerReference) by a SyncSecret of its namespace. No
+// other Secret is read.
+func IsSyncedSecret(o client.Object) bool {
+	if o.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
+		return false
+	}
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "SyncSecret" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// syncedSecretChanged passes Secrets made from SyncSecrets (before or after the event) when
+// their data, labels or owners change.
+func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc:  func(e event.CreateEvent) bool { return IsSyncedSecret(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return IsSyncedSecret(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return IsSyncedSecret(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !IsSyncedSecret(e.ObjectOld) && !IsSyncedSecret(e.ObjectNew) {
+				return false
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Secret)
+			n, ok2 := e.ObjectNew.(*corev1.Secret)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+				!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+		},
+	}
+}
+
 // TenantOf maps an object to the request of its tenant: {Name: <its namespace>}.
 func TenantOf(_ context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() == "" {
@@ -241,7 +344,8 @@ func managed(o client.Object) bool {
 }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;addresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;addresses;routes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=configs;tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
@@ -276,25 +380,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, nil
 	}
 
-	in, err := r.input(ctx, tenant)
+	in, err := BuildInput(ctx, r.client, r.owned, r.namespace, tenant, r.opts)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	buildStart := time.Now()
-	cfg, problems, err := translate.Translate(in)
+	out, err := translate.Run(in)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
+	cfg, problems := out.Config, out.Problems
 	b, changed, err := r.push(ctx, tenant, cfg)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if changed {
-		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers),
+		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
 	}
-	r.store.Publish(tenant, r.report(tenant, in, b, append(problems, b.problems...)))
+	r.store.Publish(tenant, r.report(tenant, in, out.Routes, b, append(slices.Clone(problems), b.problems...)))
 	return reconcile.Result{}, nil
 }
 
@@ -322,17 +427,22 @@ func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config) (*
 }
 
 // report is what the status writer needs to know of this translation.
-func (r *Reconciler) report(tenant string, in translate.Input, b *built, problems ir.Problems) *status.Report {
+func (r *Reconciler) report(tenant string, in translate.Input, routes map[string]translate.RouteStatus, b *built, problems ir.Problems) *status.Report {
 	rep := &status.Report{
-		Objects:  make(map[ir.ObjectRef]int64, len(in.LoadBalancers)),
+		Objects:  make(map[ir.ObjectRef]int64, len(in.LoadBalancers)+len(in.Routes)),
 		Problems: problems,
 		Owners:   b.owners,
 		Versions: map[string]string{},
+		Routes:   routes,
 	}
 	rep.Problems.Sort()
 	for i := range in.LoadBalancers {
 		lb := &in.LoadBalancers[i]
 		rep.Objects[ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}] = lb.Generation
+	}
+	for i := range in.Routes {
+		rt := &in.Routes[i]
+		rep.Objects[ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: rt.Name}] = rt.Generation
 	}
 	for _, typeURL := range xds.TypeURLs {
 		if v := r.snapshots.TypeVersion(tenant, typeURL); v != "" {
@@ -348,37 +458,61 @@ func (r *Reconciler) forget(tenant string) {
 	delete(r.last, tenant)
 }
 
-// input lists the tenant's LoadBalancers (leaving out those being deleted) and Addresses, and
-// resolves its endpoint policy: the tenant's settings and the hub ranges.
-func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input, error) {
-	config, tn, err := settings.Read(ctx, r.client, r.namespace, settings.TenantName(tenant))
+// BuildInput reads one tenant's translation input. From c (the manager's cache): the
+// tenant's settings (Config "default" in managerNamespace and the Tenant: endpoint policy,
+// header limits), the hub ranges (ServiceCIDRs, Nodes), and the tenant's LoadBalancers and
+// Routes (those being deleted left out) and Addresses. From owned (a reader of the Services
+// and Secrets labelled managed-by: kubelb; c itself will do): the hub Services the Route
+// controller made (IsRouteService) and the hub Secrets made from SyncSecrets
+// (IsSyncedSecret). Nothing else of the tenant namespace is read.
+func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, error) {
+	log := ctrl.LoggerFrom(ctx)
+	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
 	if err != nil {
 		return translate.Input{}, err
 	}
 	set := settings.Resolve(config, tn)
 	if len(set.InvalidEndpointPolicy) > 0 {
-		ctrl.LoggerFrom(ctx).Info("WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
+		log.Info("WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
 	}
-	hub, err := r.hubRanges(ctx)
+	limits, ignored := HeaderLimits(set.Envoy.HeaderLimits)
+	if len(ignored) > 0 {
+		log.Info("WARNING: header limits out of Envoy's range are ignored", "tenant", tenant, "fields", ignored)
+	}
+	hub, err := hubRanges(ctx, c)
 	if err != nil {
 		return translate.Input{}, err
 	}
 
-	lbs := &v1alpha1.LoadBalancerList{}
 	// Translation only reads its input: the cache's objects are used without a deep copy.
-	if err := r.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+	lbs := &v1alpha1.LoadBalancerList{}
+	if err := c.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return translate.Input{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
 	}
 	addrs := &v1alpha1.AddressesList{}
-	if err := r.client.List(ctx, addrs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, addrs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return translate.Input{}, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
+	}
+	routes := &v1alpha1.RouteList{}
+	if err := c.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+		return translate.Input{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
+	}
+	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
+	svcs := &corev1.ServiceList{}
+	if err := owned.List(ctx, svcs, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
+		return translate.Input{}, fmt.Errorf("listing the Route hub Services of %s: %w", tenant, err)
+	}
+	secrets := &corev1.SecretList{}
+	if err := owned.List(ctx, secrets, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
+		return translate.Input{}, fmt.Errorf("listing the synced Secrets of %s: %w", tenant, err)
 	}
 	in := translate.Input{
 		Tenant:        tenant,
 		LoadBalancers: make([]v1alpha1.LoadBalancer, 0, len(lbs.Items)),
 		Addresses:     make(map[string]v1alpha1.Addresses, len(addrs.Items)),
-		Options:       r.opts,
+		Options:       opts,
 		Policy:        set.EndpointPolicy,
+		HeaderLimits:  limits,
 	}
 	in.Policy.Hub = hub
 	for _, lb := range lbs.Items {
@@ -389,17 +523,72 @@ func (r *Reconciler) input(ctx context.Context, tenant string) (translate.Input,
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
 	}
+	for _, rt := range routes.Items {
+		if rt.DeletionTimestamp.IsZero() {
+			in.Routes = append(in.Routes, rt)
+		}
+	}
+	for i := range svcs.Items {
+		if IsRouteService(&svcs.Items[i]) {
+			in.RouteServices = append(in.RouteServices, svcs.Items[i])
+		}
+	}
+	for i := range secrets.Items {
+		if IsSyncedSecret(&secrets.Items[i]) {
+			in.Secrets = append(in.Secrets, secrets.Items[i])
+		}
+	}
+	// The caches list in no fixed order; sorted, the same state always gives the same input.
+	byName := func(a, b corev1.Service) int { return cmp.Compare(a.Name, b.Name) }
+	slices.SortFunc(in.RouteServices, byName)
+	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	return in, nil
 }
 
+// Envoy's bounds of the header limits (HttpConnectionManager max_request_headers_kb: 1 to
+// 8192; HttpProtocolOptions max_headers_count: at least 1).
+const (
+	maxRequestHeadersKB = 8192
+)
+
+// HeaderLimits converts the tenant's effective header limits (Config, or the Tenant's when
+// set) to the IR's; nil when none is set. A value Envoy would refuse (0, or more than 8192
+// KiB) is left out and named in ignored, so it cannot make every HTTP listener rejected.
+// maxResponseHeadersKb is not used.
+func HeaderLimits(h *v1alpha1.HeaderLimits) (_ *ir.HeaderLimits, ignored []string) {
+	if h == nil {
+		return nil, nil
+	}
+	var out ir.HeaderLimits
+	if v := h.MaxRequestHeadersKb; v != nil {
+		if *v < 1 || *v > maxRequestHeadersKB {
+			ignored = append(ignored, fmt.Sprintf("maxRequestHeadersKb=%d (1 to %d)", *v, maxRequestHeadersKB))
+		} else {
+			out.MaxRequestHeadersKB = *v
+		}
+	}
+	if v := h.MaxRequestHeadersCount; v != nil {
+		if *v < 1 {
+			ignored = append(ignored, fmt.Sprintf("maxRequestHeadersCount=%d (at least 1)", *v))
+		} else {
+			out.MaxRequestHeadersCount = *v
+		}
+	}
+	if out == (ir.HeaderLimits{}) {
+		return nil, ignored
+	}
+	return &out, ignored
+}
+
 // hubRanges lists the hub's ServiceCIDRs and Nodes from the cache and returns their ranges.
-func (r *Reconciler) hubRanges(ctx context.Context) ([]translate.PolicyRule, error) {
+func hubRanges(ctx context.Context, c client.Reader) ([]translate.PolicyRule, error) {
 	cidrs := &networkingv1.ServiceCIDRList{}
-	if err := r.client.List(ctx, cidrs, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, cidrs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
 	}
 	nodes := &corev1.NodeList{}
-	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Nodes: %w", err)
 	}
 	return HubRanges(cidrs.Items, nodes.Items), nil

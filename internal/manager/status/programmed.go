@@ -1,5 +1,6 @@
 // Package status turns what the translation pipeline found into status on the objects a
-// tenant wrote: a Programmed condition and Events on each LoadBalancer.
+// tenant wrote: a Programmed condition and Events on each LoadBalancer and Route, and on each
+// Route the status of its tenant object (status.resources.route), which the ccm copies back.
 //
 // It has three parts:
 //   - Store (every replica): the envoycp controller publishes each tenant's Report — the
@@ -10,7 +11,10 @@
 //     replica under its own field owner, so a NACK received by a standby reaches the leader.
 //   - Writer (leader only): per tenant, it joins the Report with the rejections that concern
 //     the current snapshot version and applies the Programmed condition (field owner
-//     "kubelb-status") to every LoadBalancer whose condition changed, with an Event.
+//     "kubelb-status") to every LoadBalancer whose condition changed, with an Event; and to
+//     every Route whose status.resources.route changed (routes.go): the tenant object's
+//     identity, its status as the front ends computed it (StableTransitions keeps unchanged
+//     conditions' lastTransitionTime) and Programmed.
 //
 // Programmed (see Programmed) is computed by a pure function of the Report and rejections.
 package status

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // Report is what one translation of a tenant found.
@@ -23,6 +24,12 @@ type Report struct {
 	Owners map[string]map[string][]ir.ObjectRef
 	// Versions of the tenant's snapshot by type URL, as the xDS server versions them.
 	Versions map[string]string
+	// Routes are what the Layer 7 front ends say of each translated Route, by Route name
+	// (translate.Result.Routes): the tenant object's kind, the generation of the tenant
+	// object described, and its status as JSON, which the Writer applies to
+	// status.resources.route.status. The Route's own generation is in Objects; its problems
+	// are keyed by ir.ObjectRef{Kind: translate.KindRoute}.
+	Routes map[string]translate.RouteStatus
 }
 
 // Rejected is a rejection that concerns a tenant, as read from its TenantState.

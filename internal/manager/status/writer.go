@@ -37,7 +37,9 @@ const controllerName = "status"
 // TenantStateName is the TenantState of every tenant namespace that carries rejections.
 const TenantStateName = "default"
 
-// Writer applies the Programmed condition to a tenant's LoadBalancers; only the leader runs it.
+// Writer applies the Programmed condition to a tenant's LoadBalancers, and
+// status.resources.route (the tenant object's status and Programmed) to its Routes; only the
+// leader runs it.
 type Writer struct {
 	client   client.Client
 	store    *Store
@@ -55,6 +57,8 @@ func SetupWriterWithManager(mgr ctrl.Manager, store *Store) error {
 			builder.WithPredicates(rejectionsChanged())).
 		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(programmedTouched())).
+		Watches(&v1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+			builder.WithPredicates(routeStatusTouched())).
 		Complete(w)
 	if err != nil {
 		return fmt.Errorf("setting up the status writer: %w", err)
@@ -90,12 +94,14 @@ func programmedTouched() predicate.Predicate {
 	}}
 }
 
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;tenantstates,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenantstates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status;routes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile applies the Programmed condition of every LoadBalancer of the tenant req.Name
-// whose condition differs from what the latest Report and the current rejections say.
+// whose condition differs from what the latest Report and the current rejections say, and
+// status.resources.route of every Route whose tenant object's status or Programmed
+// condition differs.
 func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	tenant := req.Name
 	start := time.Now()
@@ -128,8 +134,24 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			errs = append(errs, err)
 		}
 	}
+	routes := &v1alpha1.RouteList{}
+	if err := w.client.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
+	}
+	for i := range routes.Items {
+		route := &routes.Items[i]
+		ref := ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: route.Name}
+		gen, translated := report.Objects[ref]
+		if !translated || !route.DeletionTimestamp.IsZero() {
+			continue
+		}
+		rs, ok := report.Routes[route.Name]
+		if err := w.applyRoute(ctx, route, rs, ok, routeProgrammed(route, gen, ok, byObject[ref])); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
-		return reconcile.Result{}, fmt.Errorf("applying Programmed conditions in %s: %v", tenant, errs)
+		return reconcile.Result{}, fmt.Errorf("applying statuses in %s: %v", tenant, errs)
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
@@ -211,18 +233,25 @@ func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond meta
 		}
 		return fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
 	}
+	w.event(lb, prev, cond)
+	return nil
+}
+
+// event records an Event on obj when the meaning of its Programmed condition changed from
+// prev (nil: none) to cond: a Warning when it is False or has warnings, a Normal one when it
+// recovered.
+func (w *Writer) event(obj runtime.Object, prev *metav1.Condition, cond metav1.Condition) {
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message {
-		return nil // only the observed generation moved
+		return // only the observed generation (or the status copied back) moved
 	}
 	switch {
 	case cond.Status == metav1.ConditionFalse:
-		w.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
+		w.recorder.Eventf(obj, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
 	case cond.Reason == ReasonProgrammedWithWarnings:
-		w.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
+		w.recorder.Eventf(obj, nil, corev1.EventTypeWarning, cond.Reason, "Program", "%s", cond.Message)
 	case prev != nil && prev.Reason != ReasonProgrammed:
-		w.recorder.Eventf(lb, nil, corev1.EventTypeNormal, cond.Reason, "Program", "%s", cond.Message)
+		w.recorder.Eventf(obj, nil, corev1.EventTypeNormal, cond.Reason, "Program", "%s", cond.Message)
 	}
-	return nil
 }
 
 func equalRejections(a, b []v1alpha1.ConfigRejection) bool {

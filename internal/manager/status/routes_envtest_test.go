@@ -1,0 +1,87 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// TestSettledRouteIsNotWritten: on a real API server, the Writer writes a Route's status once
+// and, with the same Report (an hour later), sends no request at all; an Ingress whose
+// status is an empty loadBalancer is settled too (the API server keeps the status as
+// applied).
+func TestSettledRouteIsNotWritten(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	ctx := context.Background()
+	const ns = "tenant-s"
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	report := &Report{Objects: map[ir.ObjectRef]int64{}, Routes: map[string]translate.RouteStatus{}}
+	for name, st := range map[string]string{
+		"gw":      `{"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"ok","observedGeneration":1,"lastTransitionTime":null}],"listeners":[{"name":"http","attachedRoutes":0,"supportedKinds":[],"conditions":[]}]}`,
+		"ingress": `{"loadBalancer":{}}`,
+	} {
+		r := &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Kind-" + name, "metadata": map[string]any{"name": name, "namespace": "shop"}}}}
+		if err := hub.Client.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		report.Objects[ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: name}] = r.Generation
+		report.Routes[name] = translate.RouteStatus{Kind: "Kind-" + name, Generation: 1, Status: json.RawMessage(st)}
+	}
+	store := NewStore()
+	store.Publish(ns, report)
+
+	writes := 0
+	c, err := client.NewWithWatch(hub.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := interceptor.NewClient(c, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		},
+	})
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	w := &Writer{client: counted, store: store, recorder: events.NewFakeRecorder(10), now: func() time.Time { return now }}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
+	if _, err := w.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 2 {
+		t.Fatalf("%d writes, want 2 (one per Route)", writes)
+	}
+	r := &v1alpha1.Route{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ingress"}, r); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Status.Resources.Route.Status.Raw) != `{"loadBalancer":{}}` {
+		t.Errorf("Ingress status stored as %s", r.Status.Resources.Route.Status.Raw)
+	}
+
+	now = now.Add(time.Hour)
+	if _, err := w.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 2 {
+		t.Errorf("%d more writes for a settled tenant, want none", writes-2)
+	}
+}
