@@ -3,7 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the manager.
-// The Layer 7 and secret-sync controllers add kubelb_manager_route_reconcile_total/_duration_seconds and kubelb_manager_routes_total when they land.
+// The Layer 7 controllers add kubelb_manager_route_reconcile_total/_duration_seconds and kubelb_manager_routes_total when they land.
 var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
