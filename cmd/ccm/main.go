@@ -12,7 +12,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services\nand Ready node addresses into the hub (Ingresses, Gateway API routes and Secrets: not yet)."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses and TLS Secrets into the hub (Ingresses and Gateway API routes: not yet)."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
