@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -92,6 +94,9 @@ func TestIngressTLSSecretMirrored(t *testing.T) {
 	e.waitFinalizer(t, secret, true)
 	settle(t)
 	e.noSyncSecret(t, other)
+	if n := testutil.ToFloat64(metrics.CCMManagedSecrets.WithLabelValues("shop")); n != 1 {
+		t.Errorf("kubelb_ccm_managed_secrets_total{namespace=shop} = %v, want 1", n)
+	}
 	if f := e.secret(t, other).Finalizers; len(f) != 0 {
 		t.Errorf("Secret of another class's Ingress got finalizers %v", f)
 	}
@@ -121,6 +126,9 @@ func TestIngressTLSSecretMirrored(t *testing.T) {
 	}
 	e.waitSyncSecretGone(t, secret)
 	e.waitFinalizer(t, secret, false)
+	if n := testutil.ToFloat64(metrics.CCMManagedSecrets.WithLabelValues("shop")); n != 0 {
+		t.Errorf("kubelb_ccm_managed_secrets_total{namespace=shop} = %v after the release, want 0", n)
+	}
 
 	// Named again, then the Secret is deleted: mirror removed, the Secret goes away.
 	curIng.Spec.TLS = []networkingv1.IngressTLS{{SecretName: "app-tls"}}
