@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -209,6 +210,29 @@ func TestSyncSecretBecomesSecret(t *testing.T) {
 	if got := h.get(ss); got.ResourceVersion != cur.ResourceVersion {
 		t.Errorf("status rewritten with nothing to change")
 	}
+
+	// An immutable Secret whose data changes is recreated too.
+	h.update(ss, func(cur *kubelbv1alpha1.SyncSecret) { cur.Immutable = ptr.To(true) })
+	s3 := h.secretOf(ss, func(s *corev1.Secret) error {
+		if s.Immutable == nil || !*s.Immutable {
+			return errors.New("not immutable yet")
+		}
+		return nil
+	})
+	crt2, key2 := testsupport.SelfSignedPEM(t, "renewed.example.com")
+	cur = h.update(ss, func(cur *kubelbv1alpha1.SyncSecret) {
+		cur.Data = map[string][]byte{corev1.TLSCertKey: crt2, corev1.TLSPrivateKeyKey: key2}
+	})
+	s4 := h.secretOf(ss, func(s *corev1.Secret) error {
+		if !bytes.Equal(s.Data[corev1.TLSCertKey], crt2) {
+			return errors.New("old certificate")
+		}
+		return nil
+	})
+	if s4.UID == s3.UID || s4.Immutable == nil || !*s4.Immutable {
+		t.Errorf("immutable Secret with new data: UID %s → %s, immutable %v; want a new immutable Secret", s3.UID, s4.UID, s4.Immutable)
+	}
+	cur = h.waitSynced(ss, metav1.ConditionTrue, ReasonSynced)
 
 	// Deleted: garbage collection (not run by envtest) removes the Secret through its
 	// controller reference, asserted above.
