@@ -70,7 +70,14 @@ type Reconciler struct {
 	// warned remembers the last problem reported per Secret UID, so that a Warning is
 	// recorded once per problem, not once per reconcile.
 	warned sync.Map
+	// created remembers when a mirror was created (Secret UID → time), so that a reconcile
+	// racing the hub cache does not create it again.
+	created sync.Map
 }
+
+// createdGrace is how long a SyncSecret the ccm just created may be missing from the hub
+// cache before the ccm applies it again.
+const createdGrace = 5 * time.Second
 
 // Reconcile has the ccm's controller shape (docs/development.md): get the Secret (gone →
 // remove its mirrors), release it when it is being deleted or no longer wanted, load the scope
@@ -136,6 +143,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if current != nil && current.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // its delete event brings us back to create it anew
 	}
+	if current != nil {
+		r.created.Delete(secret.UID)
+	} else if at, ok := r.created.Load(secret.UID); ok && time.Since(at.(time.Time)) < createdGrace {
+		// Created a moment ago; the hub cache has not seen it yet. Its create event brings us
+		// back; the requeue covers a mirror deleted before the cache saw it.
+		r.managed.set(req.NamespacedName, true)
+		return reconcile.Result{RequeueAfter: createdGrace}, nil
+	}
 	if drifted(current, desired) {
 		var existing client.Object
 		if current != nil {
@@ -144,6 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if err := apply.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
 			r.warn(secret, ReasonSyncFailed, "Mirroring the Secret to the management cluster: "+err.Error())
 			return reconcile.Result{}, fmt.Errorf("applying SyncSecret %s/%s for Secret %s: %w", r.Opts.Namespace, desired.Name, req.NamespacedName, err)
+		}
+		if current == nil {
+			r.created.Store(secret.UID, time.Now())
 		}
 		ctrl.LoggerFrom(ctx).Info("applied SyncSecret", "syncSecret", client.ObjectKeyFromObject(desired))
 	}
@@ -266,6 +284,7 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName) erro
 		}
 		return fmt.Errorf("reading Secret %s: %w", key, err)
 	}
+	r.created.Delete(secret.UID)
 	if secret.DeletionTimestamp != nil {
 		r.warned.Delete(secret.UID)
 	}
