@@ -52,8 +52,9 @@ func SecretType(ss *kubelbv1alpha1.SyncSecret) corev1.SecretType {
 
 // validate returns what a tenant must fix before the SyncSecret can become a Secret ("":
 // nothing): the origin labels must name the tenant Secret (the Envoy control plane finds
-// Secrets by them), keys must be valid Secret keys, the data must fit in a Secret, and a
-// kubernetes.io/tls Secret needs tls.crt and tls.key.
+// Secrets by them), keys must be valid Secret keys, the data must fit in a Secret, the type
+// must be kubernetes.io/tls or Opaque (a tenant has no business making other kinds of Secret
+// on the hub), and a kubernetes.io/tls Secret needs tls.crt and tls.key.
 func validate(ss *kubelbv1alpha1.SyncSecret) string {
 	var problems []string
 	for _, l := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace} {
@@ -76,6 +77,11 @@ func validate(ss *kubelbv1alpha1.SyncSecret) string {
 	}
 	if size > MaxDataBytes {
 		problems = append(problems, fmt.Sprintf("data is %d bytes, more than a Secret holds (%d)", size, MaxDataBytes))
+	}
+	switch t := SecretType(ss); t {
+	case corev1.SecretTypeTLS, corev1.SecretTypeOpaque:
+	default:
+		problems = append(problems, fmt.Sprintf("type %s is not made into a hub Secret; only %s and %s are", t, corev1.SecretTypeTLS, corev1.SecretTypeOpaque))
 	}
 	if SecretType(ss) == corev1.SecretTypeTLS {
 		for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {

@@ -44,6 +44,7 @@ func TestDesiredSecret(t *testing.T) {
 		{"bad key", func(s *kubelbv1alpha1.SyncSecret) { s.Data["a/b"] = nil }, `key "a/b"`},
 		{"too large", func(s *kubelbv1alpha1.SyncSecret) { s.Data["big"] = make([]byte, MaxDataBytes) }, "more than a Secret holds"},
 		{"tls without key", func(s *kubelbv1alpha1.SyncSecret) { s.Type = corev1.SecretTypeTLS }, "needs key tls.crt"},
+		{"service account token", func(s *kubelbv1alpha1.SyncSecret) { s.Type = corev1.SecretTypeServiceAccountToken }, "only kubernetes.io/tls and Opaque"},
 	} {
 		c := ss.DeepCopy()
 		tc.change(c)
