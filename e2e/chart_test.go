@@ -45,6 +45,10 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	target := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(web)["http"])
 	waitServes(t, target, "a-node-0", "a-node-1")
 
+	// A TLS Secret of an Ingress of class kubelb reaches the hub (ccm → SyncSecret → manager →
+	// Secret) with the permissions the charts grant; it feeds the Secret panels.
+	waitTLSSecretOnHub(t, hub, a)
+
 	// Every dashboard query must find the series the running binaries export.
 	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
 }

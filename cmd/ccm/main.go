@@ -12,13 +12,13 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services\nand Ready node addresses into the hub (Ingresses, Gateway API routes and Secrets: not yet)."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses and TLS Secrets into the hub (Ingresses and Gateway API routes: not yet)."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
 // "not yet" (a test checks it). Remove a flag from here when it is wired.
 var notYetFlags = []string{
-	"enable-gateway-api", "enable-secret-synchronizer", "install-gateway-api-crds", "gateway-api-crds-channel",
+	"enable-gateway-api", "install-gateway-api-crds", "gateway-api-crds-channel",
 	"use-ingress-class", "use-gateway-class", "disable-ingress-controller", "disable-gateway-controller",
 	"disable-httproute-controller", "disable-grpcroute-controller",
 }
@@ -49,7 +49,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease in the tenant cluster (default: $POD_NAMESPACE, else kube-system).")
 	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Mirror Services of type LoadBalancer and Ready node addresses.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Mirror Gateways, HTTPRoutes and GRPCRoutes.")
-	fs.BoolVar(&o.EnableSecretSynchronizer, "enable-secret-synchronizer", false, app.NotYetHelp+"Mirror labelled Secrets as SyncSecrets.")
+	fs.BoolVar(&o.EnableSecretSynchronizer, "enable-secret-synchronizer", false, "Mirror every Secret labelled kubelb.k8c.io/managed-by=kubelb into the hub as a SyncSecret (TLS Secrets named by served Ingresses and Gateways are mirrored anyway).")
 	fs.BoolVar(&o.InstallGatewayAPICRDs, "install-gateway-api-crds", false, app.NotYetHelp+"Install the Gateway API CRDs into the tenant cluster at start-up.")
 	fs.Var(&o.gatewayCRDsChannel, "gateway-api-crds-channel", app.NotYetHelp+"Gateway API CRD channel to install: standard or experimental.")
 	fs.BoolVar(&o.UseLoadBalancerClass, "use-loadbalancer-class", false, "Only handle Services with loadBalancerClass kubelb.")

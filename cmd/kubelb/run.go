@@ -11,6 +11,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -73,6 +74,9 @@ func run(o *options) error {
 		Namespace: o.Namespace,
 		PortRange: portalloc.Range{Min: int32(o.PortRangeMin), Max: int32(o.PortRangeMax)},
 	}); err != nil {
+		return err
+	}
+	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{}); err != nil {
 		return err
 	}
 	if err := envoyfleet.SetupWithManager(mgr, envoyfleet.Options{

@@ -317,15 +317,21 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	}
 	got := rules(t, find(t, objs, "ClusterRole", "kubelb-ccm"))
 	for _, w := range []string{"list nodes", "update services", "update services/status", "update services/finalizers",
-		"create events", "create events.events.k8s.io", "update ingresses.networking.k8s.io"} {
+		"create events", "create events.events.k8s.io", "update ingresses.networking.k8s.io",
+		"list secrets", "patch secrets"} { // the TLS Secrets of Ingresses are mirrored
 		if !slices.Contains(got, w) {
 			t.Errorf("ClusterRole lacks %q", w)
 		}
 	}
-	for _, no := range []string{"list secrets", "list gateways.gateway.networking.k8s.io", "create customresourcedefinitions.apiextensions.k8s.io"} {
+	for _, no := range []string{"list gateways.gateway.networking.k8s.io", "create customresourcedefinitions.apiextensions.k8s.io", "update secrets"} {
 		if slices.Contains(got, no) {
 			t.Errorf("ClusterRole grants %q with the feature off", no)
 		}
+	}
+	// Without Ingresses, Gateways and labelled Secrets the ccm reads no Secret.
+	noIngress := rules(t, find(t, Template(t, CCMChart, "kubelb-ccm", ns, append(slices.Clone(minimalCCM), "--set", "kubelb.ingress.enabled=false")...), "ClusterRole", "kubelb-ccm"))
+	if slices.Contains(noIngress, "list secrets") {
+		t.Error("ClusterRole grants list secrets without Ingresses, Gateways or the Secret synchronizer")
 	}
 	find(t, objs, "Role", "kubelb-ccm-leader-election")
 	find(t, objs, "Service", "kubelb-ccm")

@@ -93,8 +93,10 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status", "gatewayclasses/status"}, status, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants"}, read, "")...)
 	}
-	if f.SecretSync {
-		add(Permissions("", []string{"secrets"}, read, "")...)
+	if f.SecretSync || f.Ingress || f.GatewayAPI {
+		// TLS Secrets of served Ingresses and Gateways (and labelled ones) are mirrored as
+		// SyncSecrets; patch sets and removes the cleanup finalizer.
+		add(Permissions("", []string{"secrets"}, append(slices.Clone(read), "patch"), "")...)
 	}
 	if f.HubKubeconfigSecret != "" {
 		for _, v := range []string{"get", "update"} {
@@ -113,7 +115,7 @@ func CCMForbidden() []Permission {
 	var ps []Permission
 	add := func(p ...Permission) { ps = append(ps, p...) }
 	add(Permissions("", []string{"services"}, []string{"create", "delete"}, "")...)
-	add(Permissions("", []string{"secrets"}, []string{"create", "update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"secrets"}, []string{"create", "update", "delete"}, "")...)
 	add(Permissions("", []string{"nodes"}, []string{"create", "update", "patch", "delete"}, "")...)
 	add(Permissions("", []string{"pods", "configmaps", "namespaces"}, []string{"create", "delete"}, "")...)
 	add(Permissions("apps", []string{"deployments", "daemonsets"}, []string{"create", "update"}, "")...)

@@ -1,9 +1,10 @@
 // Package ccm holds the tenant-side controllers: they mirror LoadBalancer Services and Ready
 // node addresses into the tenant's namespace of the hub, copy the hub's status back onto the
-// Services, and report the hub's Programmed condition as Events on them. Ingresses, Gateway
-// API objects and Secrets are not mirrored yet: the options for them are accepted and ignored
-// (cmd/ccm logs a warning when one is set).
+// Services, and report the hub's Programmed condition as Events on them. TLS Secrets are
+// mirrored as SyncSecrets by internal/ccm/secrets.
 package ccm
+
+import "kubelb.dev/kubelb/internal/ccm/secrets"
 
 // NodeAddressType values: which node address the hub sends traffic to.
 const (
@@ -24,14 +25,21 @@ type Options struct {
 	// UseLoadBalancerClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseLoadBalancerClass bool
 
+	// EnableGatewayAPI turns on the Gateway API controllers; the Secret synchronizer mirrors
+	// the TLS Secrets of served Gateways.
+	EnableGatewayAPI bool
+	// EnableSecretSynchronizer mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb.
+	EnableSecretSynchronizer bool
+	// UseIngressClass limits the ccm to Ingresses of class kubelb.
+	UseIngressClass bool
+	// UseGatewayClass limits the Gateway named kubelb to class kubelb (secrets.GatewayServed).
+	UseGatewayClass bool
+	// DisableIngressController turns Ingress support off (and the mirroring of their Secrets).
+	DisableIngressController bool
+
 	// Not yet implemented: accepted from the flags and ignored by Setup.
-	EnableGatewayAPI           bool
-	EnableSecretSynchronizer   bool
 	InstallGatewayAPICRDs      bool
 	GatewayAPICRDsChannel      string
-	UseIngressClass            bool
-	UseGatewayClass            bool
-	DisableIngressController   bool
 	DisableGatewayController   bool
 	DisableHTTPRouteController bool
 	DisableGRPCRouteController bool
@@ -52,4 +60,16 @@ func (o Options) workers() int {
 		return o.MaxConcurrentReconciles
 	}
 	return DefaultMaxConcurrentReconciles
+}
+
+// secretOptions are the Secret synchronizer's options.
+func (o Options) secretOptions() secrets.Options {
+	return secrets.Options{
+		Namespace:       o.ClusterName,
+		Ingress:         !o.DisableIngressController,
+		UseIngressClass: o.UseIngressClass,
+		Gateway:         o.EnableGatewayAPI,
+		UseGatewayClass: o.UseGatewayClass,
+		Labelled:        o.EnableSecretSynchronizer,
+	}
 }

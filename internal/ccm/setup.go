@@ -22,6 +22,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/ccm/secrets"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -38,10 +39,13 @@ const hubProbeInterval = 30 * time.Second
 //	kubelb.k8c.io loadbalancers: get list watch create update patch delete
 //	kubelb.k8c.io addresses:     get list watch create update patch delete
 //	kubelb.k8c.io tenantstates:  get list watch
+//	kubelb.k8c.io syncsecrets:   get list watch create update patch delete
 
 // Setup adds the ccm's layer-4 controllers to mgr (a manager on the tenant cluster); hub is the
 // management cluster, whose cache covers only namespace opts.ClusterName. With
-// EnableCloudProvider off it adds nothing but the hub connectivity probe.
+// EnableCloudProvider off it adds nothing but the hub connectivity probe and the Secret
+// synchronizer (internal/ccm/secrets), which runs whenever Ingresses, the Gateway API or
+// labelled Secrets are enabled.
 func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if opts.ClusterName == "" {
 		return errors.New("the tenant's namespace on the hub (ClusterName) is required")
@@ -56,10 +60,13 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if err := mgr.Add(&hubProbe{reader: hubReader{hub.GetAPIReader()}, namespace: opts.ClusterName}); err != nil {
 		return fmt.Errorf("adding the hub probe: %w", err)
 	}
+	hubc := newHubClient(hub.GetClient())
+	if err := secrets.Setup(mgr, hub, hubc, opts.secretOptions()); err != nil {
+		return fmt.Errorf("setting up the Secret synchronizer: %w", err)
+	}
 	if !opts.EnableCloudProvider {
 		return nil
 	}
-	hubc := newHubClient(hub.GetClient())
 	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancer{}, indexOrigin, originIndex); err != nil {
 		return fmt.Errorf("indexing hub LoadBalancers: %w", err)
 	}

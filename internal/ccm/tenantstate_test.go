@@ -135,7 +135,7 @@ func TestHubForbidden(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "ccm"},
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{v1alpha1.GroupVersion.Group},
-			Resources: []string{"loadbalancers", "addresses", "tenantstates"},
+			Resources: []string{"loadbalancers", "addresses", "tenantstates", "syncsecrets"},
 			Verbs:     []string{"get", "list", "watch"},
 		}},
 	}

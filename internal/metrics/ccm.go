@@ -35,8 +35,17 @@ var (
 
 // RegisterCCM registers the ccm's metrics; call it once at start-up.
 func RegisterCCM() {
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile} {
+	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile, CCMSecretReconcile} {
 		register(r.collectors()...)
 	}
-	register(CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration)
+	register(CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets)
 }
+
+// Metrics of the ccm's Secret synchronizer (internal/ccm/secrets).
+var (
+	CCMSecretReconcile = newReconcile("kubelb_ccm_secret", "tenant Secrets mirrored as SyncSecrets", true)
+	CCMManagedSecrets  = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_secrets_total",
+		Help: "Secrets the ccm mirrors into the hub as SyncSecrets, per namespace.",
+	}, []string{"namespace"})
+)

@@ -3,7 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the manager.
-// The Layer 7 and secret-sync controllers add kubelb_manager_route_reconcile_total/_duration_seconds, kubelb_manager_routes_total and kubelb_manager_syncsecret_reconcile_total/_duration_seconds when they land.
+// The Layer 7 controllers add kubelb_manager_route_reconcile_total/_duration_seconds and kubelb_manager_routes_total when they land.
 var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
@@ -64,7 +64,7 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile} {
 		register(r.collectors()...)
 	}
 	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,
@@ -72,3 +72,6 @@ func RegisterManager() {
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)
 }
+
+// Metrics of the manager's SyncSecret controller (internal/manager/syncsecret).
+var ManagerSyncSecretReconcile = newReconcile("kubelb_manager_syncsecret", "SyncSecrets", true)

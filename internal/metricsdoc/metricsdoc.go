@@ -135,10 +135,9 @@ objects, ` + "`namespace`" + `; durations are histograms in seconds (buckets fro
 gauges that only the leader sets read 0 on other replicas, so dashboards aggregate them with ` + "`max`" + `.
 
 Only metrics that a controller actually updates are declared. The Layer 7 (Ingress, Gateway API
-routes) and secret-sync metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + `,
-` + "`kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total`" + `, ` + "`kubelb_manager_route_reconcile_*`" + `,
-` + "`kubelb_manager_routes_total`" + ` and ` + "`kubelb_manager_syncsecret_reconcile_*`" + ` — and their dashboard panels
-arrive with those controllers.
+routes) metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + `,
+` + "`kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total`" + `, ` + "`kubelb_manager_route_reconcile_*`" + ` and
+` + "`kubelb_manager_routes_total`" + ` — and their dashboard panels arrive with those controllers.
 `)
 	for _, bin := range binaries {
 		fmt.Fprintf(&b, "\n## %s\n\n", bin.title)

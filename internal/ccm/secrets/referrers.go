@@ -1,0 +1,202 @@
+package secrets
+
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// GatewayControllerName is the controllerName of GatewayClasses whose Gateways kubelb serves.
+const GatewayControllerName = "kubelb.k8c.io/gateway-controller"
+
+// DefaultGatewayName is the name of the Gateway kubelb serves without a GatewayClass of its
+// own (KubeLB CE's convention).
+const DefaultGatewayName = "kubelb"
+
+// annotationIngressClass is the legacy way of naming an Ingress's class.
+const annotationIngressClass = "kubernetes.io/ingress.class"
+
+// IngressServed tells whether kubelb serves an Ingress: with useIngressClass (--use-ingress-class,
+// the default) only Ingresses of class kubelb (spec.ingressClassName, or the legacy
+// kubernetes.io/ingress.class annotation when that is unset), otherwise every Ingress.
+func IngressServed(ing *networkingv1.Ingress, useIngressClass bool) bool {
+	if !useIngressClass {
+		return true
+	}
+	class := ing.Annotations[annotationIngressClass]
+	if ing.Spec.IngressClassName != nil {
+		class = *ing.Spec.IngressClassName
+	}
+	return class == v1alpha1.DefaultClass
+}
+
+// GatewayServed tells whether kubelb serves a Gateway. It does when the Gateway's GatewayClass
+// (class; nil when it does not exist) names controller kubelb.k8c.io/gateway-controller, or when
+// the Gateway is named kubelb and either useGatewayClass (--use-gateway-class) is off or its
+// gatewayClassName is kubelb. This is the one place the rule is written.
+func GatewayServed(gw *gwapiv1.Gateway, class *gwapiv1.GatewayClass, useGatewayClass bool) bool {
+	if class != nil && class.Name == string(gw.Spec.GatewayClassName) && class.Spec.ControllerName == GatewayControllerName {
+		return true
+	}
+	return gw.Name == DefaultGatewayName && (!useGatewayClass || gw.Spec.GatewayClassName == v1alpha1.DefaultClass)
+}
+
+// IngressSecrets are the Secrets an Ingress names in spec.tls[].secretName (in its namespace).
+func IngressSecrets(ing *networkingv1.Ingress) []types.NamespacedName {
+	var out []types.NamespacedName
+	seen := map[string]bool{}
+	for _, tls := range ing.Spec.TLS {
+		if tls.SecretName == "" || seen[tls.SecretName] {
+			continue
+		}
+		seen[tls.SecretName] = true
+		out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: tls.SecretName})
+	}
+	return out
+}
+
+// GatewaySecrets are the Secrets a Gateway's listeners name in tls.certificateRefs: references
+// of kind Secret in the core group; a reference without a namespace is to the Gateway's.
+func GatewaySecrets(gw *gwapiv1.Gateway) []types.NamespacedName {
+	var out []types.NamespacedName
+	seen := map[types.NamespacedName]bool{}
+	for _, l := range gw.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			if (ref.Group != nil && *ref.Group != "" && *ref.Group != "core") || (ref.Kind != nil && *ref.Kind != "Secret") {
+				continue
+			}
+			key := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+			if ref.Namespace != nil && *ref.Namespace != "" {
+				key.Namespace = string(*ref.Namespace)
+			}
+			if key.Name == "" || seen[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// SecretGranted tells whether one of grants (the ReferenceGrants of the Secret's namespace)
+// lets Gateways of namespace from use Secret key. A Secret in the Gateway's own namespace
+// needs no grant.
+func SecretGranted(from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
+	if from == key.Namespace {
+		return true
+	}
+	for i := range grants {
+		g := &grants[i]
+		if g.Namespace != key.Namespace {
+			continue
+		}
+		fromOK := false
+		for _, f := range g.Spec.From {
+			if f.Group == gwapiv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == from {
+				fromOK = true
+				break
+			}
+		}
+		if !fromOK {
+			continue
+		}
+		for _, to := range g.Spec.To {
+			if to.Group == "" && to.Kind == "Secret" && (to.Name == nil || *to.Name == "" || string(*to.Name) == key.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Index names (tenant cache) and their functions.
+const (
+	// indexIngressSecret indexes Ingresses by "<namespace>/<name>" of the Secrets they name.
+	indexIngressSecret = "secrets.ccm.kubelb.k8c.io/ingress-tls"
+	// indexGatewaySecret indexes Gateways by "<namespace>/<name>" of the Secrets they name.
+	indexGatewaySecret = "secrets.ccm.kubelb.k8c.io/gateway-tls"
+	// indexGatewaySecretNS indexes Gateways by the namespaces of the Secrets they name (for
+	// ReferenceGrant changes).
+	indexGatewaySecretNS = "secrets.ccm.kubelb.k8c.io/gateway-tls-namespace"
+	// indexGatewayClass indexes Gateways by gatewayClassName.
+	indexGatewayClass = "secrets.ccm.kubelb.k8c.io/gateway-class"
+	// indexOrigin indexes hub SyncSecrets by "<origin namespace>/<origin name>".
+	indexOrigin = "secrets.ccm.kubelb.k8c.io/origin"
+)
+
+func ingressSecretIndex(o client.Object) []string {
+	ing, ok := o.(*networkingv1.Ingress)
+	if !ok {
+		return nil
+	}
+	return keys(IngressSecrets(ing))
+}
+
+func gatewaySecretIndex(o client.Object) []string {
+	gw, ok := o.(*gwapiv1.Gateway)
+	if !ok {
+		return nil
+	}
+	return keys(GatewaySecrets(gw))
+}
+
+func gatewaySecretNSIndex(o client.Object) []string {
+	gw, ok := o.(*gwapiv1.Gateway)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range GatewaySecrets(gw) {
+		if !seen[k.Namespace] {
+			seen[k.Namespace] = true
+			out = append(out, k.Namespace)
+		}
+	}
+	return out
+}
+
+func gatewayClassIndex(o client.Object) []string {
+	gw, ok := o.(*gwapiv1.Gateway)
+	if !ok {
+		return nil
+	}
+	return []string{string(gw.Spec.GatewayClassName)}
+}
+
+// originOf is the tenant Secret a SyncSecret mirrors, from its origin labels.
+func originOf(o client.Object) (types.NamespacedName, bool) {
+	l := o.GetLabels()
+	ns, name := l[v1alpha1.LabelOriginNamespace], l[v1alpha1.LabelOriginName]
+	if ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+func originIndex(o client.Object) []string {
+	if key, ok := originOf(o); ok {
+		return []string{key.String()}
+	}
+	return nil
+}
+
+func keys(in []types.NamespacedName) []string {
+	out := make([]string, 0, len(in))
+	for _, k := range in {
+		out = append(out, k.String())
+	}
+	return out
+}
+
+// labelled tells whether a Secret carries kubelb.k8c.io/managed-by=kubelb.
+func labelled(o client.Object) bool {
+	return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue
+}
