@@ -229,7 +229,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 		})
 		irSecret := "hostname-" + lb.Name
 		t.cfg.Secrets = append(t.cfg.Secrets, &ir.Secret{Name: irSecret, Owners: []ir.ObjectRef{ref}, CertChain: crt, PrivateKey: key})
-		st.sni[host] = sniClaim{secret: irSecret, by: "LoadBalancer " + lb.Name}
+		st.sni[host] = sniClaim{secret: "LoadBalancer " + lb.Name, by: "LoadBalancer " + lb.Name}
 		st.chains[irSecret] = &ingressChain{secret: irSecret, hosts: []string{host}, vhost: &ir.VirtualHost{
 			Name:    host,
 			Domains: []string{host},

@@ -60,7 +60,7 @@ type ingressState struct {
 	// them: the first (oldest) claim wins.
 	claims map[ingressClaim]string
 	// sni: the IR secret serving each TLS host, and the section that set it.
-	sni map[string]sniClaim
+	sni map[string]sniClaim // by host
 	// chains by IR secret name.
 	chains map[string]*ingressChain
 	// owners of the shared listeners: every Ingress Route served.
@@ -74,8 +74,8 @@ type ingressClaim struct {
 }
 
 type sniClaim struct {
-	secret string
-	by     string
+	secret string // "Secret <ns>/<name>" of an Ingress, "LoadBalancer <name>" of a hostname
+	by     string // the section serving the host, for messages
 }
 
 // ingressVHost is one virtual host under construction.
@@ -164,24 +164,8 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	// Ingress's hosts.
 	var fallback *ir.Route
 	if db := ing.Spec.DefaultBackend; db != nil {
-		owner := t.ref(r, "defaultBackend")
-		if cluster, ok := t.ingressBackend(r, owner, ns, db); ok {
-			fallback = &ir.Route{
-				Name:     r.Name + "/default-backend",
-				Owners:   []ir.ObjectRef{owner},
-				Match:    ir.RouteMatch{PathPrefix: "/"},
-				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
-			}
-			claim := ingressClaim{domain: "*", path: "/"}
-			if by, taken := st.claims[claim]; taken {
-				t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "the catch-all of requests for any host is already served by %s", by)
-			} else {
-				st.claims[claim] = t.describe(r, "defaultBackend")
-				vh := st.vhost("*")
-				vh.paths = append(vh.paths, &ingressRoute{path: "/", route: fallback})
-				served = true
-			}
-		}
+		fallback = t.ingressDefaultBackend(st, r, ing, db)
+		served = fallback != nil
 	}
 
 	var ruleHosts []string
@@ -261,11 +245,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				"the tenant's Ingress Service %s has no listener port for port 443 yet; the hosts are not served over HTTPS", v1alpha1.IngressServiceName)
 			continue
 		}
-		secret, reason, msg := t.certificate(owner, ns, tls.SecretName)
-		if reason != "" {
-			t.problems.Add(owner, ir.SeverityError, reason, "%s; its hosts are not served over HTTPS", msg)
-			continue
-		}
+		// The hosts this entry can serve: valid, and not served with another certificate.
+		ref := "Secret " + ns + "/" + tls.SecretName
+		var serve []string
 		for _, host := range hosts {
 			h, msg := ingressHost(host)
 			if msg != "" {
@@ -273,16 +255,66 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				continue
 			}
 			if c, taken := st.sni[h]; taken {
-				if c.secret != secret {
+				if c.secret != ref {
 					t.problems.Add(owner, ir.SeverityError, ReasonCertificateConflict, "host %s is already served over HTTPS with the certificate of %s; this certificate is not used for it", h, c.by)
 				}
 				continue
 			}
-			st.sni[h] = sniClaim{secret: secret, by: t.describe(r, owner.Section)}
-			st.chain(secret).hosts = append(st.chain(secret).hosts, h)
-			st.httpsOwners = append(st.httpsOwners, t.ref(r, ""))
+			serve = append(serve, h)
 		}
+		if len(serve) == 0 {
+			continue
+		}
+		secret, reason, msg := t.certificate(owner, ns, tls.SecretName)
+		if reason != "" {
+			t.problems.Add(owner, ir.SeverityError, reason, "%s; its hosts are not served over HTTPS", msg)
+			continue
+		}
+		for _, h := range serve {
+			if _, taken := st.sni[h]; taken { // listed twice
+				continue
+			}
+			st.sni[h] = sniClaim{secret: ref, by: t.describe(r, owner.Section)}
+			st.chain(secret).hosts = append(st.chain(secret).hosts, h)
+		}
+		st.httpsOwners = append(st.httpsOwners, t.ref(r, ""))
 	}
+}
+
+// ingressDefaultBackend resolves an Ingress's default backend: the catch-all of the "*"
+// virtual host unless an older Ingress has it, and the fallback of the Ingress's own hosts.
+// It returns the fallback route, nil when it is not served at all.
+func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingress, db *networkingv1.IngressBackend) *ir.Route {
+	owner := t.ref(r, "defaultBackend")
+	if db.Service == nil {
+		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; not served")
+		return nil
+	}
+	catchAll := ingressClaim{domain: "*", path: "/"}
+	by, taken := st.claims[catchAll]
+	hasHosts := slices.ContainsFunc(ing.Spec.Rules, func(rule networkingv1.IngressRule) bool { return rule.Host != "" })
+	if taken && !hasHosts {
+		t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend is not served", by)
+		return nil
+	}
+	cluster, ok := t.ingressBackend(r, owner, r.Spec.Source.Kubernetes.Route.GetNamespace(), db)
+	if !ok {
+		return nil
+	}
+	fallback := &ir.Route{
+		Name:     r.Name + "/default-backend",
+		Owners:   []ir.ObjectRef{owner},
+		Match:    ir.RouteMatch{PathPrefix: "/"},
+		Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
+	}
+	if taken {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend serves only this Ingress's hosts", by)
+		return fallback
+	}
+	st.claims[catchAll] = t.describe(r, "defaultBackend")
+	vh := st.vhost("*")
+	vh.paths = append(vh.paths, &ingressRoute{path: "/", route: fallback})
+	return fallback
 }
 
 // describe names a section of a Route's tenant object for messages: "Ingress shop/web
@@ -303,7 +335,7 @@ func (t *l7) describe(r *v1alpha1.Route, section string) string {
 // it cannot.
 func (t *l7) ingressBackend(r *v1alpha1.Route, owner ir.ObjectRef, ns string, b *networkingv1.IngressBackend) (string, bool) {
 	if b.Resource != nil || b.Service == nil {
-		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; the path is not served")
+		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; not served")
 		return "", false
 	}
 	port := b.Service.Port.Number
