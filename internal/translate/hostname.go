@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -52,7 +53,7 @@ var ErrExplicitHostnameNotAllowed = errors.New("explicit hostnames are not allow
 // domain>" when the tenant has a wildcard domain, else none (""). tenantName is the Tenant's
 // name (without the "tenant-" prefix). The hostname is lower case, without a trailing dot,
 // a DNS-1123 subdomain of at least two labels of at most 63 characters each, and never a
-// wildcard; anything else is an error.
+// wildcard or an IP address; anything else is an error.
 func LoadBalancerHostname(lb *v1alpha1.LoadBalancer, tenantName string, dns DNS) (string, error) {
 	if h := lb.Spec.Hostname; h != "" {
 		if !dns.AllowExplicitHostnames {
@@ -83,6 +84,9 @@ func LoadBalancerHostname(lb *v1alpha1.LoadBalancer, tenantName string, dns DNS)
 func checkHostname(h string) error {
 	if strings.Contains(h, "*") {
 		return errors.New("is a wildcard; a hostname must name one host")
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return errors.New("is an IP address; a hostname must be a DNS name")
 	}
 	if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
 		return fmt.Errorf("is not a DNS name: %s", truncate(strings.Join(errs, "; ")))
