@@ -149,7 +149,8 @@ func hostnamePort(lb *v1alpha1.LoadBalancer) (portSpec, bool) {
 
 // loadBalancerHostnames serves the HTTP port of every LoadBalancer with a hostname over
 // HTTPS on the tenant's Ingress HTTPS listener, one SNI chain each, proxied as HTTP/1.1 to
-// the port's endpoints (the tenant nodes' NodePort, as the Layer 4 listener). Problems are
+// the port's endpoints (the tenant nodes' NodePort, as the Layer 4 listener, with the same
+// PROXY protocol setting and health check). Problems are
 // Warnings on the LoadBalancer's section "hostname": its ports are served either way.
 func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 	tenantName := strings.TrimPrefix(t.in.Tenant, v1alpha1.TenantNamespacePrefix)
@@ -222,7 +223,8 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 		}
 		name := fmt.Sprintf("%s-http-%d", lb.Name, ps.port)
 		ps.protocol = "HTTP"
-		t.cfg.Clusters = append(t.cfg.Clusters, &ir.Cluster{
+		// The same endpoints as the Layer 4 port, with its PROXY protocol and health check.
+		c := &ir.Cluster{
 			Name:           name,
 			StatName:       statName(lb, ps),
 			Protocol:       ir.UpstreamHTTP1,
@@ -230,7 +232,18 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			Endpoints:      eps,
 			ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 			MaxConnections: t.opts.MaxConnectionsPerCluster,
-		})
+			ProxyProtocol:  l4.settings(lb).proxyProtocol,
+		}
+		if hc := t.opts.HealthCheck; !hc.Disabled {
+			c.HealthCheck = &ir.HealthCheck{
+				Interval:           ir.Duration(hc.Interval),
+				Timeout:            ir.Duration(hc.Timeout),
+				UnhealthyThreshold: hc.UnhealthyThreshold,
+				HealthyThreshold:   hc.HealthyThreshold,
+				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+			}
+		}
+		t.cfg.Clusters = append(t.cfg.Clusters, c)
 		irSecret := "hostname-" + lb.Name
 		t.cfg.Secrets = append(t.cfg.Secrets, &ir.Secret{Name: irSecret, Owners: []ir.ObjectRef{ref}, CertChain: crt, PrivateKey: key})
 		st.sni[host] = sniClaim{secret: "LoadBalancer " + lb.Name, by: "LoadBalancer " + lb.Name}
