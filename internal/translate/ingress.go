@@ -56,9 +56,9 @@ const maxIngressPath = 1024
 type ingressState struct {
 	// vhosts by domain ("*" for rules without a host).
 	vhosts map[string]*ingressVHost
-	// claims are the (domain, exact, path) matches already served, by the section serving
-	// them: the first (oldest) claim wins.
-	claims map[ingressClaim]string
+	// claims are the (domain, exact, path) matches already served, with who serves them:
+	// the first (oldest) claim wins.
+	claims map[ingressClaim]claimant
 	// sni: the IR secret serving each TLS host, and the section that set it.
 	sni map[string]sniClaim // by host
 	// chains by IR secret name.
@@ -71,6 +71,11 @@ type ingressClaim struct {
 	domain string
 	exact  bool
 	path   string
+}
+
+type claimant struct {
+	route string // the Route's name
+	by    string // the section serving the match, for messages
 }
 
 type sniClaim struct {
@@ -111,7 +116,7 @@ func (t *l7) ingresses() {
 	httpsPort := listenerPort(svc, 443, corev1.ProtocolTCP)
 	st := &ingressState{
 		vhosts: map[string]*ingressVHost{},
-		claims: map[ingressClaim]string{},
+		claims: map[ingressClaim]claimant{},
 		sni:    map[string]sniClaim{},
 		chains: map[string]*ingressChain{},
 	}
@@ -160,14 +165,6 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	ns := r.Spec.Source.Kubernetes.Route.GetNamespace()
 	served := false
 
-	// The default backend: the catch-all of the "*" virtual host, and the fallback of this
-	// Ingress's hosts.
-	var fallback *ir.Route
-	if db := ing.Spec.DefaultBackend; db != nil {
-		fallback = t.ingressDefaultBackend(st, r, ing, db)
-		served = fallback != nil
-	}
-
 	var ruleHosts []string
 	for i, rule := range ing.Spec.Rules {
 		domain := "*"
@@ -181,10 +178,6 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			ruleHosts = append(ruleHosts, h)
 		}
 		vh := st.vhost(domain)
-		if vh.fallback == nil && fallback != nil && domain != "*" {
-			vh.fallback = fallback
-			served = true
-		}
 		if rule.HTTP == nil {
 			continue
 		}
@@ -200,15 +193,15 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				continue
 			}
 			claim := ingressClaim{domain: domain, exact: exact, path: path}
-			if by, taken := st.claims[claim]; taken {
-				t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "%s is already served by %s", describeMatch(claim), by)
+			if c, taken := st.claims[claim]; taken {
+				t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "%s is already served by %s", describeMatch(claim), c.by)
 				continue
 			}
 			cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend)
 			if !ok {
 				continue
 			}
-			st.claims[claim] = t.describe(r, section)
+			st.claims[claim] = claimant{route: r.Name, by: t.describe(r, section)}
 			m := ir.RouteMatch{PathPrefix: path}
 			if exact {
 				m = ir.RouteMatch{PathExact: path}
@@ -219,6 +212,18 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				Match:    m,
 				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
 			}})
+			served = true
+		}
+	}
+	// The default backend, after the rules: a rule of the Ingress matching / on any host
+	// comes before it, as in Kubernetes.
+	if db := ing.Spec.DefaultBackend; db != nil {
+		if fallback := t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0); fallback != nil {
+			for _, h := range ruleHosts {
+				if vh := st.vhosts[h]; vh.fallback == nil {
+					vh.fallback = fallback
+				}
+			}
 			served = true
 		}
 	}
@@ -282,19 +287,23 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 }
 
 // ingressDefaultBackend resolves an Ingress's default backend: the catch-all of the "*"
-// virtual host unless an older Ingress has it, and the fallback of the Ingress's own hosts.
-// It returns the fallback route, nil when it is not served at all.
-func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingress, db *networkingv1.IngressBackend) *ir.Route {
+// virtual host unless an older Ingress (or a rule of this one) has it, and the fallback of
+// the Ingress's own hosts when it has any. It returns the fallback route, nil when the
+// default backend is not served at all.
+func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, db *networkingv1.IngressBackend, hasHosts bool) *ir.Route {
 	owner := t.ref(r, "defaultBackend")
 	if db.Service == nil {
 		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; not served")
 		return nil
 	}
 	catchAll := ingressClaim{domain: "*", path: "/"}
-	by, taken := st.claims[catchAll]
-	hasHosts := slices.ContainsFunc(ing.Spec.Rules, func(rule networkingv1.IngressRule) bool { return rule.Host != "" })
-	if taken && !hasHosts {
-		t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend is not served", by)
+	c, taken := st.claims[catchAll]
+	own := taken && c.route == r.Name // a rule of this Ingress serves / on any host
+	switch {
+	case own && !hasHosts:
+		return nil
+	case taken && !own && !hasHosts:
+		t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend is not served", c.by)
 		return nil
 	}
 	cluster, ok := t.ingressBackend(r, owner, r.Spec.Source.Kubernetes.Route.GetNamespace(), db)
@@ -307,13 +316,15 @@ func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, ing *net
 		Match:    ir.RouteMatch{PathPrefix: "/"},
 		Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
 	}
-	if taken {
-		t.problems.Add(owner, ir.SeverityWarning, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend serves only this Ingress's hosts", by)
-		return fallback
+	switch {
+	case own:
+	case taken:
+		t.problems.Add(owner, ir.SeverityWarning, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend serves only this Ingress's hosts", c.by)
+	default:
+		st.claims[catchAll] = claimant{route: r.Name, by: t.describe(r, "defaultBackend")}
+		vh := st.vhost("*")
+		vh.paths = append(vh.paths, &ingressRoute{path: "/", route: fallback})
 	}
-	st.claims[catchAll] = t.describe(r, "defaultBackend")
-	vh := st.vhost("*")
-	vh.paths = append(vh.paths, &ingressRoute{path: "/", route: fallback})
 	return fallback
 }
 
