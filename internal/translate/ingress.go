@@ -524,6 +524,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost())
 			}
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
+			bound[httpPort] = IngressHTTPListener
 			t.cfg.Listeners = append(t.cfg.Listeners, &ir.Listener{
 				Name:         IngressHTTPListener,
 				Address:      t.opts.ListenerAddress,
