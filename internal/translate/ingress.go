@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -461,7 +462,13 @@ func (st *ingressState) chain(secret string) *ingressChain {
 
 // virtualHost builds the IR virtual host of a domain: exact paths first, then prefixes,
 // longest first, then the fallback (default backend) when no prefix / is served.
-func (vh *ingressVHost) virtualHost() *ir.VirtualHost {
+//
+// A wildcard host matches exactly one DNS label in Kubernetes ("*.example.com" matches
+// a.example.com, not b.a.example.com), while Envoy's wildcard domain matches any depth. So
+// the routes of a wildcard host also match the Host header (:authority) against one label,
+// and the routes of anyHost (the "*" virtual host; nil over HTTPS) follow them, for the deeper
+// hosts that the wildcard must not take.
+func (vh *ingressVHost) virtualHost(anyHost *ingressVHost) *ir.VirtualHost {
 	paths := slices.Clone(vh.paths)
 	slices.SortStableFunc(paths, func(a, b *ingressRoute) int {
 		if a.exact != b.exact {
@@ -472,14 +479,26 @@ func (vh *ingressVHost) virtualHost() *ir.VirtualHost {
 		}
 		return cmp.Or(-cmp.Compare(len(a.path), len(b.path)), cmp.Compare(a.path, b.path))
 	})
+	var authority []ir.StringMatch
+	if suffix, ok := strings.CutPrefix(vh.domain, "*."); ok {
+		authority = []ir.StringMatch{{Name: ":authority", Value: `(?i)^[^.:]+\.` + regexp.QuoteMeta(suffix) + `(:[0-9]+)?$`, Regex: true}}
+	}
 	out := &ir.VirtualHost{Name: vh.domain, Domains: []string{vh.domain}}
+	add := func(r *ir.Route) {
+		c := cloneRoute(r)
+		c.Match.Headers = append(c.Match.Headers, authority...)
+		out.Routes = append(out.Routes, c)
+	}
 	catchAll := false
 	for _, p := range paths {
-		out.Routes = append(out.Routes, cloneRoute(p.route))
+		add(p.route)
 		catchAll = catchAll || (!p.exact && p.path == "/")
 	}
 	if !catchAll && vh.fallback != nil {
-		out.Routes = append(out.Routes, cloneRoute(vh.fallback))
+		add(vh.fallback)
+	}
+	if authority != nil && anyHost != nil {
+		out.Routes = append(out.Routes, anyHost.virtualHost(nil).Routes...)
 	}
 	return out
 }
@@ -489,6 +508,7 @@ func cloneRoute(r *ir.Route) *ir.Route {
 	c := *r
 	c.Owners = slices.Clone(r.Owners)
 	c.Backends = slices.Clone(r.Backends)
+	c.Match.Headers = slices.Clone(r.Match.Headers)
 	return &c
 }
 
@@ -521,7 +541,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		} else {
 			rc := &ir.RouteConfig{Name: IngressHTTPListener}
 			for _, d := range domains {
-				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost())
+				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost(st.vhosts["*"]))
 			}
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 			bound[httpPort] = IngressHTTPListener
@@ -571,7 +591,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		} else {
 			for _, h := range hosts {
 				if vh, ok := st.vhosts[h]; ok && (len(vh.paths) > 0 || vh.fallback != nil) {
-					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost())
+					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost(nil))
 				}
 			}
 		}

@@ -36,7 +36,8 @@ import (
 
 // TestIngressThroughEnvoy serves two Ingresses and a LoadBalancer hostname through a real
 // Envoy fed over xDS, and checks what a client sees: requests are routed by host and path with
-// Kubernetes prefix semantics (/api matches /api and /api/x, not /apix), exact paths win, the
+// Kubernetes prefix semantics (/api matches /api and /api/x, not /apix), exact paths win, a
+// wildcard host matches one DNS label, the
 // older Ingress keeps a path a newer one asks for too, the default backend answers unknown
 // hosts, HTTPS picks the certificate by SNI and serves only hosts with TLS, and the
 // LoadBalancer's hostname reaches its NodePort over HTTPS.
@@ -102,6 +103,8 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "other", Port: networkingv1.ServiceBackendPort{Number: 80}}},
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "web"), path("/api", &prefix, "api"), path("/exact", &exact, "other")},
+				}}}, {Host: "*.shop.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "api")},
 				}}}},
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}},
 			}, svc("web", web), svc("api", api), svc("other", other)),
@@ -177,6 +180,9 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"app.example.com", "/exact", "other"}, // Exact
 		{"app.example.com", "/exact/more", "web"},
 		{"APP.example.com:80", "/api", "api"}, // hosts are case-insensitive, the port is ignored
+		{"x.shop.example", "/", "api"},        // a wildcard host
+		{"X.Shop.Example:8080", "/a", "api"},
+		{"y.x.shop.example", "/", "other"},    // a wildcard matches one label: the default backend
 		{"unknown.example.org", "/", "other"}, // the default backend
 		{"unknown.example.org", "/api", "other"},
 	} {
