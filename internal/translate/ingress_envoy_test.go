@@ -176,6 +176,8 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"app.example.com", "/api", "api"},
 		{"app.example.com", "/api/", "api"},
 		{"app.example.com", "/api/v1/users", "api"},
+		{"app.example.com", "/api?x=1", "api"}, // the query is not part of the path
+		{"app.example.com", "/exact?x=1", "other"},
 		{"app.example.com", "/apix", "web"},    // not an element of /api
 		{"app.example.com", "/exact", "other"}, // Exact
 		{"app.example.com", "/exact/more", "web"},
