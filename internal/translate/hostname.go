@@ -150,8 +150,8 @@ func hostnamePort(lb *v1alpha1.LoadBalancer) (portSpec, bool) {
 // loadBalancerHostnames serves the HTTP port of every LoadBalancer with a hostname over
 // HTTPS on the tenant's Ingress HTTPS listener, one SNI chain each, proxied as HTTP/1.1 to
 // the port's endpoints (the tenant nodes' NodePort, as the Layer 4 listener, with the same
-// PROXY protocol setting and health check). Problems are
-// Warnings on the LoadBalancer's section "hostname": its ports are served either way.
+// PROXY protocol setting and health check). Problems are Warnings on the LoadBalancer's
+// section "hostname": its ports are served either way.
 func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 	tenantName := strings.TrimPrefix(t.in.Tenant, v1alpha1.TenantNamespacePrefix)
 	lbs := make([]*v1alpha1.LoadBalancer, 0, len(t.in.LoadBalancers))
@@ -166,10 +166,12 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 	})
 	l4 := &l4{in: t.in, opts: t.opts, policy: t.policy} // for endpoints; its problems are the Layer 4 front end's
 	claimed := map[string]string{}
+	seen := map[string]bool{}
 	for _, lb := range lbs {
-		if len(validation.IsDNS1123Subdomain(lb.Name)) > 0 {
+		if len(validation.IsDNS1123Subdomain(lb.Name)) > 0 || seen[lb.Name] {
 			continue // the Layer 4 front end reported it
 		}
+		seen[lb.Name] = true
 		ref := ir.ObjectRef{Kind: KindLoadBalancer, Namespace: t.in.Tenant, Name: lb.Name, Section: "hostname"}
 		warn := func(reason, format string, args ...any) {
 			t.problems.Add(ref, ir.SeverityWarning, reason, format+"; the hostname is not served (the ports are)", args...)

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -87,5 +89,45 @@ func TestHostnameSecretName(t *testing.T) {
 	a, b := translate.HostnameSecretName(long), translate.HostnameSecretName(long+"b")
 	if a == b || len(validation.IsDNS1123Subdomain(a)) > 0 || !strings.HasPrefix(a, "lb-") || !strings.HasSuffix(a, "-tls") {
 		t.Errorf("long names: %q and %q; want distinct valid Secret names", a, b)
+	}
+}
+
+// Two LoadBalancers of one name (the Layer 4 front end serves the older only) never give two
+// hostname clusters of one name.
+func TestLoadBalancerHostnameSameName(t *testing.T) {
+	t.Parallel()
+	cert, _ := testCert(t, "a.example.com")
+	lb := func(host string, created int64) v1alpha1.LoadBalancer {
+		return v1alpha1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{Name: "lb", CreationTimestamp: metav1.Unix(created, 0)},
+			Spec: v1alpha1.LoadBalancerSpec{Hostname: host, Ports: []v1alpha1.LoadBalancerPort{{Port: 80}},
+				Endpoints: []v1alpha1.LoadBalancerEndpoints{{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}, Ports: []v1alpha1.EndpointPort{{Port: 30080}}}}},
+		}
+	}
+	in := translate.Input{
+		Tenant:        "tenant-a",
+		LoadBalancers: []v1alpha1.LoadBalancer{lb("a.example.com", 1), lb("b.example.com", 2)},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(20443)}}},
+		}},
+		DNS:             translate.DNS{AllowExplicitHostnames: true},
+		HostnameSecrets: map[string]corev1.Secret{"lb": {Data: cert}},
+	}
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Config.Validate(); err != nil {
+		t.Fatalf("invalid IR: %v", err)
+	}
+	var names [][]string
+	for _, l := range r.Config.Listeners {
+		for _, s := range l.TLS {
+			names = append(names, s.ServerNames)
+		}
+	}
+	if len(names) != 1 || len(names[0]) != 1 || names[0][0] != "a.example.com" {
+		t.Fatalf("TLS server names %v, want the older LoadBalancer's a.example.com only", names)
 	}
 }
