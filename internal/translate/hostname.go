@@ -224,6 +224,10 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			t.problems.Add(ref, ir.SeverityWarning, ReasonNoEndpoints, "the hostname %s has no usable endpoints; requests fail until the tenant has Ready nodes with valid addresses", host)
 		}
 		name := fmt.Sprintf("%s-http-%d", lb.Name, ps.port)
+		if _, taken := t.clusters[name]; taken { // only crafted Route and Service names get here
+			warn(ReasonHostnameConflict, "the cluster name %s is already used by a route backend", name)
+			continue
+		}
 		ps.protocol = "HTTP"
 		// The same endpoints as the Layer 4 port, with its PROXY protocol and health check.
 		c := &ir.Cluster{
@@ -245,9 +249,12 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
 			}
 		}
+		t.clusters[name] = c
 		t.cfg.Clusters = append(t.cfg.Clusters, c)
 		irSecret := "hostname-" + lb.Name
-		t.cfg.Secrets = append(t.cfg.Secrets, &ir.Secret{Name: irSecret, Owners: []ir.ObjectRef{ref}, CertChain: crt, PrivateKey: key})
+		secret := &ir.Secret{Name: irSecret, Owners: []ir.ObjectRef{ref}, CertChain: crt, PrivateKey: key}
+		t.secrets[irSecret] = secret
+		t.cfg.Secrets = append(t.cfg.Secrets, secret)
 		st.sni[host] = sniClaim{secret: "LoadBalancer " + lb.Name, by: "LoadBalancer " + lb.Name}
 		st.chains[irSecret] = &ingressChain{secret: irSecret, hosts: []string{host}, vhost: &ir.VirtualHost{
 			Name:    host,
