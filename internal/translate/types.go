@@ -57,6 +57,14 @@ type Input struct {
 	// HeaderLimits bound the request headers of HTTP listeners (Config/Tenant
 	// envoyProxy.headerLimits); nil keeps Envoy's defaults.
 	HeaderLimits *ir.HeaderLimits
+
+	// DNS decides the LoadBalancer hostnames (Config/Tenant spec.dns; see
+	// LoadBalancerHostname); the zero value gives none.
+	DNS DNS
+	// HostnameSecrets are the certificates of LoadBalancer hostnames by LoadBalancer name:
+	// the Secret HostnameSecretName(lb name) in the tenant namespace (made by cert-manager
+	// for the hostname). A hostname without one is not served.
+	HostnameSecrets map[string]corev1.Secret
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".

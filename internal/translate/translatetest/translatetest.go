@@ -43,6 +43,9 @@ type goldenInput struct {
 	RouteServices []corev1.Service `json:"routeServices,omitempty"`
 	Secrets       []corev1.Secret  `json:"secrets,omitempty"`
 	HeaderLimits  *ir.HeaderLimits `json:"headerLimits,omitempty"`
+	// DNS settings and the certificates of LoadBalancer hostnames (by LoadBalancer name).
+	DNS             translate.DNS            `json:"dns,omitempty"`
+	HostnameSecrets map[string]corev1.Secret `json:"hostnameSecrets,omitempty"`
 }
 
 type goldenOptions struct {
@@ -64,14 +67,16 @@ type goldenHealthCheck struct {
 
 func (g goldenInput) input() translate.Input {
 	in := translate.Input{
-		Tenant:        g.Tenant,
-		LoadBalancers: g.LoadBalancers,
-		Addresses:     map[string]v1alpha1.Addresses{},
-		Policy:        g.EndpointPolicy,
-		Routes:        g.Routes,
-		RouteServices: g.RouteServices,
-		Secrets:       g.Secrets,
-		HeaderLimits:  g.HeaderLimits,
+		Tenant:          g.Tenant,
+		LoadBalancers:   g.LoadBalancers,
+		Addresses:       map[string]v1alpha1.Addresses{},
+		Policy:          g.EndpointPolicy,
+		Routes:          g.Routes,
+		RouteServices:   g.RouteServices,
+		Secrets:         g.Secrets,
+		HeaderLimits:    g.HeaderLimits,
+		DNS:             g.DNS,
+		HostnameSecrets: g.HostnameSecrets,
 		Options: translate.Options{
 			ListenerAddress:          g.Options.ListenerAddress,
 			ConnectTimeout:           g.Options.ConnectTimeout.Duration,

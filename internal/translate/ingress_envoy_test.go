@@ -1,0 +1,287 @@
+package translate_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+)
+
+// TestIngressThroughEnvoy serves two Ingresses and a LoadBalancer hostname through a real
+// Envoy fed over xDS, and checks what a client sees: requests are routed by host and path with
+// Kubernetes prefix semantics (/api matches /api and /api/x, not /apix), exact paths win, a
+// wildcard host matches one DNS label, the
+// older Ingress keeps a path a newer one asks for too, the default backend answers unknown
+// hosts, HTTPS picks the certificate by SNI and serves only hosts with TLS, and the
+// LoadBalancer's hostname reaches its NodePort over HTTPS.
+func TestIngressThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-envoy"
+	pod := func(name string) *testsupport.Backend {
+		return testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: name})
+	}
+	web, api, other, lbweb := pod("web"), pod("api"), pod("other"), pod("lbweb")
+	nodePort := func(b *testsupport.Backend) int32 {
+		_, p, _ := net.SplitHostPort(b.Addr)
+		n, _ := strconv.Atoi(p)
+		return int32(n)
+	}
+	httpPort, httpsPort := testsupport.FreePort(t), testsupport.FreePort(t)
+	appCert, appCA := testCert(t, "app.example.com")
+	lbCert, lbCA := testCert(t, "lb.example.com")
+
+	svc := func(name string, b *testsupport.Backend) v1alpha1.UpstreamService {
+		return v1alpha1.UpstreamService{Service: corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: nodePort(b)}}},
+		}}
+	}
+	prefix, exact := networkingv1.PathTypePrefix, networkingv1.PathTypeExact
+	path := func(p string, typ *networkingv1.PathType, svc string) networkingv1.HTTPIngressPath {
+		return networkingv1.HTTPIngressPath{Path: p, PathType: typ, Backend: networkingv1.IngressBackend{
+			Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}
+	}
+	route := func(uid, name string, created time.Time, spec networkingv1.IngressSpec, svcs ...v1alpha1.UpstreamService) v1alpha1.Route {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec:       spec,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: tenant, CreationTimestamp: metav1.NewTime(created)}}
+		r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: svcs}
+		r.Spec.Source.Kubernetes.Route.Object = obj
+		return r
+	}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	in := translate.Input{
+		Tenant:    tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromInt(httpPort)},
+				{Name: "https", Port: 443, TargetPort: intstr.FromInt(httpsPort)},
+			}},
+		}},
+		Secrets: []corev1.Secret{{
+			ObjectMeta: metav1.ObjectMeta{Name: "synced-app-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "app-tls", v1alpha1.LabelOriginNamespace: "shop"}},
+			Data:       appCert,
+		}},
+		Routes: []v1alpha1.Route{
+			route("00000000-0000-0000-0000-00000000000a", "web", t0, networkingv1.IngressSpec{
+				DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "other", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "web"), path("/api", &prefix, "api"), path("/exact", &exact, "other")},
+				}}}, {Host: "*.shop.example", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "api")},
+				}}}},
+				TLS: []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}},
+			}, svc("web", web), svc("api", api), svc("other", other)),
+			// Newer: its /api on app.example.com loses to the older Ingress's.
+			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), networkingv1.IngressSpec{
+				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/api", &prefix, "other")},
+				}}}},
+			}, svc("other", other)),
+		},
+		DNS: translate.DNS{AllowExplicitHostnames: true},
+		LoadBalancers: []v1alpha1.LoadBalancer{{
+			ObjectMeta: metav1.ObjectMeta{Name: "lbweb", Namespace: tenant},
+			Spec: v1alpha1.LoadBalancerSpec{
+				Hostname: "lb.example.com",
+				Ports:    []v1alpha1.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+				Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+					AddressesReference: &corev1.ObjectReference{Name: "default"},
+					Ports:              []v1alpha1.EndpointPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: nodePort(lbweb)}},
+				}},
+			},
+		}},
+		HostnameSecrets: map[string]corev1.Secret{"lbweb": {Data: lbCert}},
+	}
+
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The only problems: the newer Ingress's /api, and the LoadBalancer's port 80 has no
+	// listener port (it is served on its hostname only).
+	if len(problems) != 2 || problems[0].Reason != translate.ReasonPortNotAllocated || problems[1].Reason != translate.ReasonPathConflict {
+		t.Fatalf("problems: %v", problems)
+	}
+
+	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	boot, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.StartEnvoy(t, "ingress-proxy", boot, testsupport.EnvoyOptions{Node: "ingress-proxy", Concurrency: 1})
+	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
+		t.Fatal(err)
+	}
+
+	plain := testsupport.Loopback(httpPort)
+	secure := testsupport.Loopback(httpsPort)
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the Ingress", func() error {
+		_, err := get(plain, "", nil, "app.example.com", "/")
+		return err
+	})
+	for _, c := range []struct {
+		host, path, want string
+	}{
+		{"app.example.com", "/", "web"},
+		{"app.example.com", "/api", "api"},
+		{"app.example.com", "/api/", "api"},
+		{"app.example.com", "/api/v1/users", "api"},
+		{"app.example.com", "/api?x=1", "api"}, // the query is not part of the path
+		{"app.example.com", "/exact?x=1", "other"},
+		{"app.example.com", "/apix", "web"},    // not an element of /api
+		{"app.example.com", "/exact", "other"}, // Exact
+		{"app.example.com", "/exact/more", "web"},
+		{"APP.example.com:80", "/api", "api"}, // hosts are case-insensitive, the port is ignored
+		{"x.shop.example", "/", "api"},        // a wildcard host
+		{"X.Shop.Example:8080", "/a", "api"},
+		{"y.x.shop.example", "/", "other"},    // a wildcard matches one label: the default backend
+		{"unknown.example.org", "/", "other"}, // the default backend
+		{"unknown.example.org", "/api", "other"},
+	} {
+		if got, err := get(plain, "", nil, c.host, c.path); err != nil || got != c.want {
+			t.Errorf("http://%s%s answered by %q (%v), want %q", c.host, c.path, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		sni  string
+		ca   *x509.CertPool
+		path string
+		want string
+	}{
+		{"app.example.com", appCA, "/api/x", "api"},
+		{"app.example.com", appCA, "/", "web"},
+		{"lb.example.com", lbCA, "/anything", "lbweb"},
+	} {
+		if got, err := get(secure, c.sni, c.ca, c.sni, c.path); err != nil || got != c.want {
+			t.Errorf("https://%s%s answered by %q (%v), want %q", c.sni, c.path, got, err, c.want)
+		}
+	}
+	// A host with no TLS gets no certificate: the handshake fails.
+	if got, err := get(secure, "unknown.example.org", appCA, "unknown.example.org", "/"); err == nil {
+		t.Errorf("https://unknown.example.org answered by %q, want a failed handshake", got)
+	}
+	// The certificate chosen by SNI is the host's: app.example.com's CA does not trust lb's.
+	if _, err := get(secure, "lb.example.com", appCA, "lb.example.com", "/"); err == nil {
+		t.Error("lb.example.com was served with app.example.com's certificate")
+	}
+}
+
+// get sends GET path with Host host to addr (over TLS with sni when ca is set) and returns the
+// pod that answered.
+func get(addr, sni string, ca *x509.CertPool, host, path string) (string, error) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	scheme := "http"
+	if ca != nil {
+		scheme = "https"
+		tr.TLSClientConfig = &tls.Config{ServerName: sni, RootCAs: ca, MinVersion: tls.VersionTLS12}
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, scheme+"://"+addr+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = host
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return resp.Header.Get(testsupport.HeaderPod), nil
+}
+
+// testCert makes a self-signed certificate for host: the Secret data (tls.crt, tls.key) and
+// a pool trusting it.
+func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: host},
+		DNSNames:              []string{host},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return map[string][]byte{
+		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, pool
+}
