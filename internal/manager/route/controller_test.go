@@ -487,4 +487,3 @@ func TestController(t *testing.T) {
 		deleteRoutes(t, c, ns)
 	})
 }
-
