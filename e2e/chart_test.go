@@ -56,8 +56,8 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	ingress := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: "e2e-ingress"}}
 	ingress.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-		"metadata":   map[string]any{"name": "web", "namespace": "default"},
-		"spec":       map[string]any{"ingressClassName": "kubelb"},
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec":     map[string]any{"ingressClassName": "kubelb"},
 	}}}
 	if err := hub.Client.Create(context.Background(), ingress); err != nil {
 		t.Fatal(err)
