@@ -218,8 +218,16 @@ func TestRebuild(t *testing.T) {
 	byOwnerRef := lbService("tenant-b", "owned", t0, sp("", "TCP", 22, 151))
 	delete(byOwnerRef.Labels, kubelbv1alpha1.LabelLoadBalancerName)
 	byOwnerRef.OwnerReferences = []metav1.OwnerReference{{Kind: "LoadBalancer", Name: "owned", Controller: ptr.To(true)}}
-	foreign := lbService("tenant-b", "foreign", t0, sp("", "TCP", 22, 152))
-	delete(foreign.Labels, kubelbv1alpha1.LabelManagedBy)
+	// A KubeLB CE manager's Service: no managed-by label, read all the same.
+	ce := lbService("tenant-b", "ce", t0, sp("", "TCP", 22, 152))
+	delete(ce.Labels, kubelbv1alpha1.LabelManagedBy)
+	// A route-name label without managed-by is not kubelb's: ignored.
+	foreign := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "gateway-x", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
+			kubelbv1alpha1.LabelRouteName: "x",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{sp("tcp-80", "TCP", 80, 153)}},
+	}
 	gateway := corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "gateway-r1", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
 			kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelRouteName: "r1",
@@ -239,7 +247,7 @@ func TestRebuild(t *testing.T) {
 		// Same creation time as "older": the name decides ("envoy-older" < "envoy-same-time").
 		lbService("tenant-a", "same-time", t0, sp("tcp-1", "TCP", 1, 101), sp("tcp-2", "TCP", 2, 0)),
 		lbService("tenant-b", "out-of-range", t0, sp("", "TCP", 80, 5000)),
-		deleting, byOwnerRef, foreign, gateway, ingress,
+		deleting, byOwnerRef, ce, foreign, gateway, ingress,
 	}
 	a, conflicts, err := Rebuild(r, svcs)
 	if err != nil {
@@ -250,6 +258,7 @@ func TestRebuild(t *testing.T) {
 		KeyFor("tenant-a", "older", "TCP", "", 443):   101,
 		KeyFor("tenant-a", "newer", "UDP", "", 80):    120,
 		KeyFor("tenant-b", "owned", "TCP", "", 22):    151,
+		KeyFor("tenant-b", "ce", "TCP", "", 22):       152,
 		RouteKey("tenant-b", "r1", "TCP", 80):         160,
 		RouteKey("tenant-b", "r1", "UDP", 53):         161,
 		IngressKey("tenant-b", 80):                    170,

@@ -73,30 +73,35 @@ type Conflict struct {
 }
 
 // RecordedKeys returns the allocations a hub Service records, by key: every port's
-// targetPort, keyed by what the Service was made for. Only Services the manager makes are
-// read, recognised by its labels (kubelb.k8c.io/managed-by=kubelb and one of):
+// targetPort, keyed by what the Service was made for. Only Services a kubelb manager makes
+// are read, recognised by its labels:
 //
 //   - kubelb.k8c.io/lb-namespace (the Service's own namespace) with kubelb.k8c.io/lb-name
-//     or a LoadBalancer controller reference: a LoadBalancer's "envoy-<lb>" Service. A port
+//     or a LoadBalancer controller reference: a LoadBalancer's "envoy-<lb>" Service (with or
+//     without kubelb.k8c.io/managed-by: a KubeLB CE manager's lack it until the
+//     LoadBalancer controller adopts them). A port
 //     is keyed by its name, or by its number when it is unnamed or has the generated name
 //     (GeneratedPortName); a LoadBalancer port named like a generated name gets its port
 //     back from the hub Service on its next reconcile (the Service's targetPort is a hint).
-//   - kubelb.k8c.io/route-name: a Gateway Route's Service (RouteKey).
-//   - kubelb.k8c.io/ingress=true: the tenant's shared Ingress Service (IngressKey).
+//   - kubelb.k8c.io/managed-by=kubelb and kubelb.k8c.io/route-name: a Gateway Route's
+//     Service (RouteKey).
+//   - kubelb.k8c.io/managed-by=kubelb and kubelb.k8c.io/ingress=true: the tenant's shared
+//     Ingress Service (IngressKey).
 //
 // Services being deleted record nothing. Nothing of LoadBalancer or Route status is read:
-// tenants can write those.
+// tenants can write those (and no tenant can write a hub Service).
 func RecordedKeys(svc *corev1.Service) map[Key]int32 {
-	if svc.DeletionTimestamp != nil || svc.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
+	if svc.DeletionTimestamp != nil {
 		return nil
 	}
 	ns := svc.Namespace
+	ours := svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
 	var keyOf func(p corev1.ServicePort) Key
 	switch {
-	case svc.Labels[kubelbv1alpha1.LabelRouteName] != "":
+	case ours && svc.Labels[kubelbv1alpha1.LabelRouteName] != "":
 		route := svc.Labels[kubelbv1alpha1.LabelRouteName]
 		keyOf = func(p corev1.ServicePort) Key { return RouteKey(ns, route, p.Protocol, p.Port) }
-	case svc.Labels[kubelbv1alpha1.LabelIngressService] == "true":
+	case ours && svc.Labels[kubelbv1alpha1.LabelIngressService] == "true":
 		keyOf = func(p corev1.ServicePort) Key { return IngressKey(ns, p.Port) }
 	case svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == ns:
 		lb := svc.Labels[kubelbv1alpha1.LabelLoadBalancerName]
@@ -233,7 +238,7 @@ func (s *Shared) Get(ctx context.Context) (*Allocator, error) {
 }
 
 // listHubServices lists the Services of managed namespaces that carry one of the manager's
-// owner labels.
+// owner labels (RecordedKeys decides which it reads).
 func (s *Shared) listHubServices(ctx context.Context) ([]corev1.Service, error) {
 	managed := map[string]bool{}
 	namespaces, err := listAll(ctx, s.reader, &corev1.NamespaceList{}, func(l *corev1.NamespaceList) []corev1.Namespace { return l.Items },
@@ -248,20 +253,11 @@ func (s *Shared) listHubServices(ctx context.Context) ([]corev1.Service, error) 
 	var out []corev1.Service
 	for _, ownerLabel := range []string{kubelbv1alpha1.LabelLoadBalancerNS, kubelbv1alpha1.LabelRouteName, kubelbv1alpha1.LabelIngressService} {
 		sel := labels.NewSelector()
-		for _, req := range []struct {
-			key string
-			op  selection.Operator
-			val []string
-		}{
-			{kubelbv1alpha1.LabelManagedBy, selection.Equals, []string{kubelbv1alpha1.LabelManagedByValue}},
-			{ownerLabel, selection.Exists, nil},
-		} {
-			r, err := labels.NewRequirement(req.key, req.op, req.val)
-			if err != nil {
-				return nil, err
-			}
-			sel = sel.Add(*r)
+		r, err := labels.NewRequirement(ownerLabel, selection.Exists, nil)
+		if err != nil {
+			return nil, err
 		}
+		sel = sel.Add(*r)
 		svcs, err := listAll(ctx, s.reader, &corev1.ServiceList{}, func(l *corev1.ServiceList) []corev1.Service { return l.Items },
 			client.MatchingLabelsSelector{Selector: sel})
 		if err != nil {
