@@ -212,6 +212,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	// What the Route had as another kind (its embedded object was replaced) goes.
+	if kind != kindGateway {
+		if err := r.dropGateway(ctx, ports, route); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if kind != kindIngress && r.holdsIngress(ports, route.Namespace) {
+		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	switch kind {
 	case kindGateway:
 		services, err = r.reconcileGateway(ctx, ports, route, tenant, &out)
@@ -269,6 +280,19 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		return nil, err
 	}
 	return []hubServiceState{{name: GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
+}
+
+// dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.
+func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
+	svc, err := r.gatewayService(ctx, route)
+	if err != nil && !errors.Is(err, errForeignService) {
+		return err
+	}
+	if err := r.deleteService(ctx, svc); err != nil {
+		return err
+	}
+	r.release(ports, portalloc.RouteOwner(route.Namespace, route.Name))
+	return nil
 }
 
 // reconcileIngress brings the tenant's shared Ingress Service in line with its Ingress
@@ -388,7 +412,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		if err != nil && !errors.Is(err, errForeignService) {
 			return err
 		}
-		if err := r.deleteService(ctx, svc); err != nil {
+		if err := r.deleteService(ctx, svc); err != nil { // the ports are freed with the finalizer
 			return err
 		}
 	case kindIngress:

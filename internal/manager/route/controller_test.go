@@ -468,18 +468,29 @@ func TestController(t *testing.T) {
 		waitGone(t, c, lb)
 	})
 
-	// A Route of a kind kubelb does not serve says so.
+	// A Route of a kind kubelb does not serve says so; what it had as a Gateway goes.
 	t.Run("UnsupportedKind", func(t *testing.T) {
 		ns := "tenant-odd"
 		createNamespace(t, c, ns)
-		startManager(t, hub, portRange)
-		rt := ingressRoute(ns, "odd")
+		m := startManager(t, hub, portRange)
+		if err := c.Create(ctx, gatewayRoute(ns, "odd", listener("http", 80, "HTTP"))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, GatewayServiceName("odd"), nil)
+		rt := getRoute(t, c, ns, "odd")
 		rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
 		rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
-		if err := c.Create(ctx, rt); err != nil {
+		if err := c.Update(ctx, rt); err != nil {
 			t.Fatal(err)
 		}
 		got := waitCondition(t, c, ns, "odd", metav1.ConditionFalse, ReasonUnsupportedKind)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName("odd")}})
+		if _, ok := m.ports.Allocator().Lookup(portalloc.RouteKey(ns, "odd", corev1.ProtocolTCP, 80)); ok {
+			t.Errorf("the former Gateway still holds its port")
+		}
+		if len(got.Status.Resources.Services) != 0 {
+			t.Errorf("services %v", got.Status.Resources.Services)
+		}
 		if cond := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionApplied); !strings.Contains(cond.Message, "Widget") {
 			t.Errorf("message %q", cond.Message)
 		}
