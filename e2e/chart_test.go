@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/e2e/helm"
@@ -48,6 +54,20 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	// A TLS Secret of an Ingress of class kubelb reaches the hub (ccm → SyncSecret → manager →
 	// Secret) with the permissions the charts grant; it feeds the Secret panels.
 	waitTLSSecretOnHub(t, hub, a)
+	// A Route, as a ccm mirrors a tenant Ingress, so that the Route controller's panels
+	// have data: it gets the tenant's shared Ingress Service.
+	ingress := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: "e2e-ingress"}}
+	ingress.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec":     map[string]any{"ingressClassName": "kubelb"},
+	}}}
+	if err := hub.Client.Create(context.Background(), ingress); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, addressTimeout, "the shared Ingress Service", func() error {
+		return hub.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: kubelbv1alpha1.IngressServiceName}, &corev1.Service{})
+	})
 
 	// Every dashboard query must find the series the running binaries export.
 	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})

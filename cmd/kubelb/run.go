@@ -10,6 +10,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
@@ -70,10 +71,15 @@ func run(o *options) error {
 	}); err != nil {
 		return err
 	}
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{
-		Namespace: o.Namespace,
-		PortRange: portalloc.Range{Min: int32(o.PortRangeMin), Max: int32(o.PortRangeMax)},
-	}); err != nil {
+	// One listener port allocator for the hub, rebuilt from the hub Services on first use.
+	ports := loadbalancer.NewSharedPorts(mgr, portalloc.Range{Min: int32(o.PortRangeMin), Max: int32(o.PortRangeMax)})
+	if err := ports.Range().Validate(); err != nil {
+		return err
+	}
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
+		return err
+	}
+	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
 		return err
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{}); err != nil {

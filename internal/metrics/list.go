@@ -17,7 +17,7 @@ type Declared struct {
 // All lists every metric this package declares, manager first, in declaration order. The
 // metrics reference (docs/metrics.md) is generated from it; a test in internal/metricsdoc
 // fails when a declared metric is missing here or is registered by another binary.
-// The Layer 7 controllers add kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_total/_duration_seconds, kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total, kubelb_manager_route_reconcile_total/_duration_seconds and kubelb_manager_routes_total here when they land.
+// The ccm's Layer 7 controllers add kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_total/_duration_seconds and kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total here when they land.
 func All() []Declared {
 	var out []Declared
 	add := func(binary string, cs ...prometheus.Collector) {
@@ -25,10 +25,10 @@ func All() []Declared {
 			out = append(out, Declared{Binary: binary, Collector: c})
 		}
 	}
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile} {
 		add(BinaryManager, r.collectors()...)
 	}
-	add(BinaryManager, ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,
+	add(BinaryManager, ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)

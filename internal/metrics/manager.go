@@ -3,17 +3,21 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the manager.
-// The Layer 7 controllers add kubelb_manager_route_reconcile_total/_duration_seconds and kubelb_manager_routes_total when they land.
 var (
 	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
 	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
 	ManagerStatusReconcile       = newReconcile("kubelb_manager_status", "the Programmed conditions of a tenant's objects", true)
 	ManagerEnvoyFleetReconcile   = newReconcile("kubelb_manager_envoyfleet", "tenant Envoy fleets", true)
+	ManagerRouteReconcile        = newReconcile("kubelb_manager_route", "Routes", true)
 
 	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
 		Help: "LoadBalancers on the hub, per tenant.",
+	}, []string{"tenant"})
+	ManagerRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_manager_routes_total",
+		Help: "Routes on the hub, per tenant.",
 	}, []string{"tenant"})
 	ManagerSnapshotUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_manager_envoycp_snapshot_updates_total",
@@ -64,10 +68,10 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile} {
+	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile} {
 		register(r.collectors()...)
 	}
-	register(ManagerLoadBalancers, ManagerSnapshotUpdates, ManagerSnapshotClusters,
+	register(ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)

@@ -134,10 +134,9 @@ Conventions: reconcile counters carry ` + "`result`" + ` (` + "`success`" + `, `
 objects, ` + "`namespace`" + `; durations are histograms in seconds (buckets from 0.5 ms doubling to about 16 s);
 gauges that only the leader sets read 0 on other replicas, so dashboards aggregate them with ` + "`max`" + `.
 
-Only metrics that a controller actually updates are declared. The Layer 7 (Ingress, Gateway API
-routes) metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + `,
-` + "`kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total`" + `, ` + "`kubelb_manager_route_reconcile_*`" + ` and
-` + "`kubelb_manager_routes_total`" + ` — and their dashboard panels arrive with those controllers.
+Only metrics that a controller actually updates are declared. The ccm's Layer 7 (Ingress, Gateway
+API routes) metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + ` and
+` + "`kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total`" + ` — and their dashboard panels arrive with those controllers.
 `)
 	for _, bin := range binaries {
 		fmt.Fprintf(&b, "\n## %s\n\n", bin.title)

@@ -1,10 +1,13 @@
-// Package portalloc allocates the Envoy listener ports of LoadBalancer ports, hub-wide.
+// Package portalloc allocates the Envoy listener ports of LoadBalancer ports and of the hub
+// Services of Routes (a Gateway's listeners, a tenant's shared Ingress Service), hub-wide.
 //
 // One Allocator serves the whole hub over one Range, so listener ports are unique across
 // tenants and tenant fleets never collide, even when several share a node. The allocator is
-// only a cache: the durable state is LoadBalancer.status.service.ports[].upstreamTargetPort
-// in the API server, and Rebuild turns a list of LoadBalancers back into exactly the same
-// allocations, so a restarted or second manager agrees with the first.
+// only a cache: the durable state is the targetPort of every port of the manager's own hub
+// Services (only the manager writes them; LoadBalancer and Route status, which tenants can
+// write, are never read), and Rebuild turns a list of hub Services back into exactly the
+// same allocations, so a restarted or second manager agrees with the first. Shared is the
+// manager's one allocator, rebuilt on first use.
 //
 // Allocation policy: a key keeps its port for as long as it is allocated; a new key gets the
 // first hint that is free (e.g. the port its status already records) or else the lowest free
@@ -78,9 +81,13 @@ func (r Range) Size() int { return int(r.Max-r.Min) + 1 }
 func (r Range) Contains(port int32) bool { return port >= r.Min && port <= r.Max }
 
 // Key names one port of one LoadBalancer: "<namespace>/<lb>/<protocol>/<port name or number>".
-// A named port is keyed by its name, so changing its number keeps its listener port.
+// A named port is keyed by its name, so changing its number keeps its listener port. Ports
+// of Route hub Services have keys of the same shape whose owner part cannot be an object
+// name (RouteKey, IngressKey).
 type Key struct {
-	Namespace    string
+	Namespace string
+	// LoadBalancer is the owner: a LoadBalancer's name, "route:<route>" or
+	// "ingress:kubelb-ingress".
 	LoadBalancer string
 	Protocol     corev1.Protocol
 	// Port is the port's name, or its number when it has no name.

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -187,40 +189,67 @@ func TestClaim(t *testing.T) {
 	}
 }
 
-func lbWithStatus(ns, name string, created time.Time, ports ...kubelbv1alpha1.ServicePort) kubelbv1alpha1.LoadBalancer {
-	lb := kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{
-		Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(created),
-	}}
-	lb.Status.Service.Ports = ports
-	return lb
+// lbService is the hub Service of LoadBalancer ns/name as the LoadBalancer controller makes
+// it (labels, and a generated name for unnamed ports when there are several).
+func lbService(ns, name string, created time.Time, ports ...corev1.ServicePort) corev1.Service {
+	return corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: "envoy-" + name, CreationTimestamp: metav1.NewTime(created),
+			Labels: map[string]string{
+				kubelbv1alpha1.LabelManagedBy:        kubelbv1alpha1.LabelManagedByValue,
+				kubelbv1alpha1.LabelLoadBalancerName: name,
+				kubelbv1alpha1.LabelLoadBalancerNS:   ns,
+			},
+		},
+		Spec: corev1.ServiceSpec{Ports: ports},
+	}
 }
 
-func sp(name string, proto corev1.Protocol, port, upstream int32) kubelbv1alpha1.ServicePort {
-	return kubelbv1alpha1.ServicePort{
-		ServicePort:        corev1.ServicePort{Name: name, Protocol: proto, Port: port},
-		UpstreamTargetPort: upstream,
-	}
+func sp(name string, proto corev1.Protocol, port, target int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Protocol: proto, Port: port, TargetPort: intstr.FromInt32(target)}
 }
 
 func TestRebuild(t *testing.T) {
 	t.Parallel()
 	r := Range{Min: 100, Max: 199}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	deleting := lbWithStatus("tenant-b", "gone", t0, sp("", "TCP", 22, 150))
+	deleting := lbService("tenant-b", "gone", t0, sp("", "TCP", 22, 150))
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
-	cleaning := lbWithStatus("tenant-b", "cleaning", t0, sp("", "TCP", 22, 151))
-	cleaning.DeletionTimestamp = &metav1.Time{Time: t0}
-	cleaning.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer}
-	lbs := []kubelbv1alpha1.LoadBalancer{
-		// Newer, and claims 100 too: loses the conflict.
-		lbWithStatus("tenant-a", "newer", t0.Add(time.Minute), sp("", "TCP", 80, 100), sp("", "UDP", 80, 120)),
-		lbWithStatus("tenant-a", "older", t0, sp("web", "TCP", 80, 100), sp("", "", 443, 101)),
-		// Same creation time as "older": the name decides ("older" < "same-time").
-		lbWithStatus("tenant-a", "same-time", t0, sp("", "TCP", 1, 101), sp("", "TCP", 2, 0)),
-		lbWithStatus("tenant-b", "out-of-range", t0, sp("", "TCP", 80, 5000)),
-		deleting, cleaning,
+	byOwnerRef := lbService("tenant-b", "owned", t0, sp("", "TCP", 22, 151))
+	delete(byOwnerRef.Labels, kubelbv1alpha1.LabelLoadBalancerName)
+	byOwnerRef.OwnerReferences = []metav1.OwnerReference{{Kind: "LoadBalancer", Name: "owned", Controller: ptr.To(true)}}
+	// A KubeLB CE manager's Service: no managed-by label, read all the same.
+	ce := lbService("tenant-b", "ce", t0, sp("", "TCP", 22, 152))
+	delete(ce.Labels, kubelbv1alpha1.LabelManagedBy)
+	// A route-name label without managed-by is not kubelb's: ignored.
+	foreign := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "gateway-x", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
+			kubelbv1alpha1.LabelRouteName: "x",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{sp("tcp-80", "TCP", 80, 153)}},
 	}
-	a, conflicts, err := Rebuild(r, lbs)
+	gateway := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "gateway-r1", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
+			kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelRouteName: "r1",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{sp("tcp-80", "TCP", 80, 160), sp("udp-53", "UDP", 53, 161)}},
+	}
+	ingress := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: kubelbv1alpha1.IngressServiceName, CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
+			kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelIngressService: "true",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{sp("http", "TCP", 80, 170), sp("https", "TCP", 443, 171)}},
+	}
+	svcs := []corev1.Service{
+		// Newer, and records 100 too: loses the conflict.
+		lbService("tenant-a", "newer", t0.Add(time.Minute), sp("tcp-80", "TCP", 80, 100), sp("udp-80", "UDP", 80, 120)),
+		lbService("tenant-a", "older", t0, sp("web", "TCP", 80, 100), sp("", "", 443, 101)),
+		// Same creation time as "older": the name decides ("envoy-older" < "envoy-same-time").
+		lbService("tenant-a", "same-time", t0, sp("tcp-1", "TCP", 1, 101), sp("tcp-2", "TCP", 2, 0)),
+		lbService("tenant-b", "out-of-range", t0, sp("", "TCP", 80, 5000)),
+		deleting, byOwnerRef, ce, foreign, gateway, ingress,
+	}
+	a, conflicts, err := Rebuild(r, svcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +257,21 @@ func TestRebuild(t *testing.T) {
 		KeyFor("tenant-a", "older", "TCP", "web", 80): 100,
 		KeyFor("tenant-a", "older", "TCP", "", 443):   101,
 		KeyFor("tenant-a", "newer", "UDP", "", 80):    120,
-		KeyFor("tenant-b", "cleaning", "TCP", "", 22): 151,
+		KeyFor("tenant-b", "owned", "TCP", "", 22):    151,
+		KeyFor("tenant-b", "ce", "TCP", "", 22):       152,
+		RouteKey("tenant-b", "r1", "TCP", 80):         160,
+		RouteKey("tenant-b", "r1", "UDP", 53):         161,
+		IngressKey("tenant-b", 80):                    170,
+		IngressKey("tenant-b", 443):                   171,
 	}
 	if diff := cmp.Diff(want, a.Snapshot()); diff != "" {
 		t.Errorf("rebuilt allocations (-want +got):\n%s", diff)
+	}
+	if got := RouteKey("tenant-b", "r1", "TCP", 80).String(); got != "tenant-b/route:r1/TCP/80" {
+		t.Errorf("route key %s", got)
+	}
+	if got := IngressKey("tenant-b", 443).String(); got != "tenant-b/ingress:kubelb-ingress/TCP/443" {
+		t.Errorf("ingress key %s", got)
 	}
 	gotConflicts := map[string]error{}
 	for _, c := range conflicts {
@@ -252,7 +292,7 @@ func TestRebuild(t *testing.T) {
 
 	// The order of the list does not matter: any replica rebuilds the same map.
 	for range 20 {
-		shuffled := append([]kubelbv1alpha1.LoadBalancer(nil), lbs...)
+		shuffled := append([]corev1.Service(nil), svcs...)
 		rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		b, _, err := Rebuild(r, shuffled)
 		if err != nil {
@@ -264,13 +304,14 @@ func TestRebuild(t *testing.T) {
 	}
 }
 
-// TestRebuildRoundTrip allocates, writes allocations into statuses the way the controller
-// does, and rebuilds: the new allocator must hold the same map and continue identically.
+// TestRebuildRoundTrip allocates, writes allocations into hub Services the way the
+// controller does, and rebuilds: the new allocator must hold the same map and continue
+// identically.
 func TestRebuildRoundTrip(t *testing.T) {
 	t.Parallel()
 	r := Range{Min: 1000, Max: 1999}
 	a := mustNew(t, r)
-	var lbs []kubelbv1alpha1.LoadBalancer
+	var svcs []corev1.Service
 	for i := range 50 {
 		name := fmt.Sprintf("lb-%02d", i)
 		owner := types.NamespacedName{Namespace: "tenant-a", Name: name}
@@ -282,15 +323,27 @@ func TestRebuildRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lbs = append(lbs, lbWithStatus("tenant-a", name, time.Unix(int64(i), 0),
-			sp("", "TCP", 80, got[reqs[0].Key]), sp("dns", "UDP", 53, got[reqs[1].Key])))
+		svcs = append(svcs, lbService("tenant-a", name, time.Unix(int64(i), 0),
+			sp(GeneratedPortName("TCP", 80), "TCP", 80, got[reqs[0].Key]), sp("dns", "UDP", 53, got[reqs[1].Key])))
 	}
+	// A Gateway's ports.
+	gw := RouteOwner("tenant-a", "gw")
+	got, _, err := a.Ensure(gw, []Request{{Key: RouteKey("tenant-a", "gw", "TCP", 443)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs = append(svcs, corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "gateway-gw", Labels: map[string]string{
+			kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelRouteName: "gw",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{sp("tcp-443", "TCP", 443, got[RouteKey("tenant-a", "gw", "TCP", 443)])}},
+	})
 	// Free some in the middle.
 	for i := 10; i < 20; i++ {
-		a.ReleaseOwner(types.NamespacedName{Namespace: "tenant-a", Name: lbs[i].Name})
+		a.ReleaseOwner(types.NamespacedName{Namespace: "tenant-a", Name: "lb-" + fmt.Sprintf("%02d", i)})
 	}
-	lbs = append(lbs[:10], lbs[20:]...)
-	b, conflicts, err := Rebuild(r, lbs)
+	svcs = append(svcs[:10], svcs[20:]...)
+	b, conflicts, err := Rebuild(r, svcs)
 	if err != nil || len(conflicts) != 0 {
 		t.Fatalf("Rebuild: %v, conflicts %v", err, conflicts)
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // NotYet returns the fields of config and tenant (either may be nil) that are set but not
-// implemented yet, so the manager ignores them: Ingress, Gateway API, DNS and certificate
-// settings, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
-// path is the object's kind and the field's JSON path, e.g. "Config spec.ingress.class" or
+// implemented yet, so the manager ignores them: the Gateway API default gateway, DNS and
+// certificate settings, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
+// path is the object's kind and the field's JSON path, e.g. "Config spec.certificates.defaultClusterIssuer" or
 // "Tenant spec.dns.wildcardDomain"; Config's come first, each in a fixed order. A pointer
 // counts as set when it is not nil, a bool when it is true.
 func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []string {
@@ -38,7 +38,7 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 }
 
 // notYetShared returns the not-yet fields that Config and Tenant specs have in common.
-func notYetShared(kind string, ing kubelbv1alpha1.IngressSettings, gw kubelbv1alpha1.GatewayAPISettings,
+func notYetShared(kind string, _ kubelbv1alpha1.IngressSettings, gw kubelbv1alpha1.GatewayAPISettings,
 	dns kubelbv1alpha1.DNSSettings, certs kubelbv1alpha1.CertificatesSettings) []string {
 	var out []string
 	add := func(set bool, path string) {
@@ -46,11 +46,9 @@ func notYetShared(kind string, ing kubelbv1alpha1.IngressSettings, gw kubelbv1al
 			out = append(out, kind+" spec."+path)
 		}
 	}
-	add(ing.Class != nil, "ingress.class")
-	add(ing.Disable, "ingress.disable")
-	add(gw.Class != nil, "gatewayAPI.class")
+	// ingress.class/disable and gatewayAPI.class/disable are implemented (the Route
+	// controller's hub Services).
 	add(gw.DefaultGateway != nil, "gatewayAPI.defaultGateway")
-	add(gw.Disable, "gatewayAPI.disable")
 	add(dns.WildcardDomain != nil, "dns.wildcardDomain")
 	add(dns.AllowExplicitHostnames != nil, "dns.allowExplicitHostnames")
 	add(dns.UseDNSAnnotations != nil, "dns.useDNSAnnotations")

@@ -23,8 +23,7 @@ func TestNotYet(t *testing.T) {
 		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyGlobal,
 			HeaderLimits: &kubelbv1alpha1.HeaderLimits{}, PodMonitor: &kubelbv1alpha1.PodMonitor{Enabled: true}},
 	}
-	shared := []string{"spec.ingress.class", "spec.ingress.disable", "spec.gatewayAPI.class", "spec.gatewayAPI.defaultGateway",
-		"spec.gatewayAPI.disable", "spec.dns.wildcardDomain", "spec.dns.allowExplicitHostnames", "spec.dns.useDNSAnnotations",
+	shared := []string{"spec.gatewayAPI.defaultGateway", "spec.dns.wildcardDomain", "spec.dns.allowExplicitHostnames", "spec.dns.useDNSAnnotations",
 		"spec.dns.useCertificateAnnotations", "spec.certificates.defaultClusterIssuer"}
 	prefix := func(kind string, paths ...string) []string {
 		out := make([]string, len(paths))
@@ -46,6 +45,8 @@ func TestNotYet(t *testing.T) {
 		{name: "empty objects", config: &kubelbv1alpha1.Config{}, tenant: &kubelbv1alpha1.Tenant{}},
 		{name: "only what is implemented", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb"), Disable: true},
+			Ingress:      kubelbv1alpha1.IngressSettings{Class: ptr.To("nginx"), Disable: true},
+			GatewayAPI:   kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("eg"), Disable: true},
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyShared, Replicas: 3,
 				UseDaemonset: true, OverloadManager: &kubelbv1alpha1.OverloadManager{Enabled: true}},
 			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)},
@@ -60,11 +61,11 @@ func TestNotYet(t *testing.T) {
 		{name: "dedicated topology", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyDedicated},
 		}}, want: []string{"Config spec.envoyProxy.topology"}},
-		{name: "an empty class and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		{name: "an empty issuer and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{PodMonitor: &kubelbv1alpha1.PodMonitor{}},
 		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
-			GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("")},
-		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.gatewayAPI.class"}},
+			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("")},
+		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.certificates.defaultClusterIssuer"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

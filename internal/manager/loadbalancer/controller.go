@@ -5,10 +5,13 @@
 // maps each requested port to its listener port, and writes the allocations, the hub
 // Service's address and a Ready condition into the LoadBalancer status.
 //
-// The port allocator is rebuilt lazily: the first reconcile after the controller starts
-// (i.e. after this replica won leader election and the caches synced) lists every
-// LoadBalancer straight from the API server and rebuilds the allocations from their status
-// (portalloc.Rebuild), before any port is handed out. Until then no reconcile proceeds.
+// The port allocator (portalloc.Shared, one for the whole manager, shared with the Route
+// controller) is rebuilt lazily: the first reconcile after the controller starts (i.e. after
+// this replica won leader election and the caches synced) lists the manager's hub Services
+// straight from the API server and rebuilds the allocations from their targetPorts
+// (portalloc.Rebuild), before any port is handed out. Until then no reconcile proceeds. The
+// LoadBalancer status reports the allocations to the tenant but is never read back for
+// them: tenants can write it.
 package loadbalancer
 
 import (
@@ -58,8 +61,11 @@ type Options struct {
 	// Namespace the manager runs in; holds Config "default".
 	Namespace string
 	// PortRange is the hub-wide listener port range (--envoy-port-range); zero means
-	// portalloc.DefaultRange.
+	// portalloc.DefaultRange. Ignored when Ports is set.
 	PortRange portalloc.Range
+	// Ports is the manager's one allocator, shared with the Route controller; nil makes one
+	// over PortRange for this controller alone.
+	Ports *portalloc.Shared
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
@@ -72,8 +78,7 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	opts      Options
 
-	initMu sync.Mutex
-	ports  *portalloc.Allocator // nil until the first reconcile rebuilt it
+	ports *portalloc.Shared // rebuilt on the first reconcile
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -100,7 +105,12 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if opts.Ports == nil {
+		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
+	}
+	opts.PortRange = opts.Ports.Range()
 	r := &Reconciler{
+		ports:     opts.Ports,
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
@@ -150,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	result := ""
 	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
 
-	ports, err := r.allocator(ctx)
+	ports, err := r.ports.Get(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -200,7 +210,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port.
 	planned, problems := planPorts(lb)
-	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(lb, planned, svc))
+	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}
@@ -360,37 +370,15 @@ func (r *Reconciler) reportLoadBalancersLocked(ns string) {
 	metrics.ManagerLoadBalancers.DeleteLabelValues(ns)
 }
 
-// allocator returns the port allocator, rebuilding it from every LoadBalancer's status on
-// first use. The list is read from the API server, not the cache: this replica may just have
-// become leader, and the previous leader's last writes must be seen.
-func (r *Reconciler) allocator(ctx context.Context) (*portalloc.Allocator, error) {
-	r.initMu.Lock()
-	defer r.initMu.Unlock()
-	if r.ports != nil {
-		return r.ports, nil
+// NewSharedPorts returns the manager's one port allocator over r (zero: portalloc.DefaultRange),
+// rebuilt on first use from the hub Services read through mgr's API reader, logging as
+// the LoadBalancer controller. Give it to every controller that allocates listener ports.
+func NewSharedPorts(mgr ctrl.Manager, r portalloc.Range) *portalloc.Shared {
+	if r == (portalloc.Range{}) {
+		r = portalloc.DefaultRange
 	}
-	var all []kubelbv1alpha1.LoadBalancer
-	list := &kubelbv1alpha1.LoadBalancerList{}
-	for {
-		if err := r.apiReader.List(ctx, list, client.Limit(500), client.Continue(list.Continue)); err != nil {
-			return nil, fmt.Errorf("listing LoadBalancers to rebuild the port allocations: %w", err)
-		}
-		all = append(all, list.Items...)
-		if list.Continue == "" {
-			break
-		}
-	}
-	ports, conflicts, err := portalloc.Rebuild(r.opts.PortRange, all)
-	if err != nil {
-		return nil, fmt.Errorf("rebuilding the port allocations: %w", err)
-	}
-	log := ctrl.LoggerFrom(ctx)
-	for _, c := range conflicts {
-		log.Info("dropped a recorded listener port; the LoadBalancer gets a new one", "key", c.Key.String(), "port", c.Port, "reason", c.Err.Error())
-	}
-	log.Info("rebuilt listener port allocations", "loadBalancers", len(all), "allocated", ports.Allocated(), "free", ports.Free(), "range", r.opts.PortRange.String())
-	r.ports = ports
-	return ports, nil
+	log := mgr.GetLogger().WithName("portalloc")
+	return portalloc.NewShared(r, mgr.GetAPIReader(), func(msg string, kv ...any) { log.Info(msg, kv...) })
 }
 
 // namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.

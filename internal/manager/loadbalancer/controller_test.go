@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -186,7 +187,7 @@ func TestController(t *testing.T) {
 
 		// Deletion removes the hub Service, then the finalizer.
 		deleteAll(t, c, "tenant-a")
-		if n := m.r.ports.Allocated(); n != 0 {
+		if n := m.r.ports.Allocator().Allocated(); n != 0 {
 			t.Errorf("%d ports still allocated after deletion", n)
 		}
 	})
@@ -252,6 +253,64 @@ func TestController(t *testing.T) {
 			t.Errorf("new LoadBalancer got port %d, want the freed %d", got[0], freed)
 		}
 		deleteAll(t, c, ns)
+	})
+
+	// The allocations are rebuilt from the hub Services, which only the manager writes, not
+	// from LoadBalancer status, which the tenant can write: a port a tenant forges into its
+	// status does not take another tenant's port away after a restart.
+	t.Run("ForgedStatusDoesNotStealAPortAfterRestart", func(t *testing.T) {
+		thiefNS, victimNS := "tenant-f1", "tenant-f2"
+		createNamespace(t, c, thiefNS, true)
+		createNamespace(t, c, victimNS, true)
+		m1 := startController(t, hub, opts, 200, 400)
+		// The thief's LoadBalancer is the older one (and its namespace sorts first), so a
+		// rebuild from status would have given it the port.
+		if err := c.Create(ctx, newLB(thiefNS, "thief", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		thiefPort := upstreamPorts(waitPorts(t, c, thiefNS, "thief", 1))[0]
+		if err := c.Create(ctx, newLB(victimNS, "victim", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		victimPort := upstreamPorts(waitPorts(t, c, victimNS, "victim", 1))[0]
+		waitService(t, c, victimNS, "victim", nil)
+		waitService(t, c, thiefNS, "thief", nil)
+		m1.stop()
+
+		thief := getLB(t, c, thiefNS, "thief")
+		thief.Status.Service.Ports[0].UpstreamTargetPort = victimPort
+		thief.Status.Service.Ports[0].TargetPort = intstr.FromInt32(victimPort)
+		if err := c.Status().Update(ctx, thief); err != nil {
+			t.Fatal(err)
+		}
+
+		m2 := startController(t, hub, opts, 200, 400)
+		waitService(t, c, victimNS, "victim", func(s *corev1.Service) error {
+			if m2.Reconciles(victimNS, "victim") == 0 {
+				return fmt.Errorf("not reconciled by the new manager yet")
+			}
+			if got := s.Spec.Ports[0].TargetPort.IntVal; got != victimPort {
+				return fmt.Errorf("victim's listener port %d, want %d", got, victimPort)
+			}
+			return nil
+		})
+		testsupport.Eventually(t, waitTimeout, "the thief's status corrected", func() error {
+			if got := upstreamPorts(getLB(t, c, thiefNS, "thief")); !slices.Equal(got, []int32{thiefPort}) {
+				return fmt.Errorf("thief's status ports %v, want [%d]", got, thiefPort)
+			}
+			return nil
+		})
+		if got := upstreamPorts(getLB(t, c, victimNS, "victim")); !slices.Equal(got, []int32{victimPort}) {
+			t.Errorf("victim's status ports %v, want [%d]", got, victimPort)
+		}
+		if holder, _ := m2.r.ports.Allocator().Holder(victimPort); holder.Owner() != (types.NamespacedName{Namespace: victimNS, Name: "victim"}) {
+			t.Errorf("port %d held by %s", victimPort, holder)
+		}
+		if svc := waitService(t, c, thiefNS, "thief", nil); svc.Spec.Ports[0].TargetPort.IntVal != thiefPort {
+			t.Errorf("thief's hub Service moved to %v", svc.Spec.Ports[0].TargetPort)
+		}
+		deleteAll(t, c, thiefNS)
+		deleteAll(t, c, victimNS)
 	})
 
 	t.Run("PortsExhaustedOnOneLoadBalancerOnly", func(t *testing.T) {

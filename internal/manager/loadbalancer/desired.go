@@ -2,7 +2,6 @@ package loadbalancer
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,20 +87,20 @@ func planPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []lbPort, problems []stri
 }
 
 // allocationRequests asks for a listener port per LoadBalancer port. A port not allocated yet
-// prefers the port its status records (e.g. after a restore from backup) and then the target
-// port of the existing hub Service (written before a crash that lost the status write).
-func allocationRequests(lb *kubelbv1alpha1.LoadBalancer, ports []lbPort, svc *corev1.Service) []portalloc.Request {
+// prefers the target port of the existing hub Service's port of the same name (a named
+// port) or of the same number and protocol: after a restart the allocator is rebuilt from
+// the hub Services, so this keeps the port of a LoadBalancer port whose recorded key was
+// ambiguous (named like a generated name) or whose number changed. The LoadBalancer status
+// is never a hint: the tenant can write it.
+func allocationRequests(ports []lbPort, svc *corev1.Service) []portalloc.Request {
 	reqs := make([]portalloc.Request, 0, len(ports))
 	for _, p := range ports {
 		rq := portalloc.Request{Key: p.key}
-		// The one port-matching rule, as the translation serves it (api/v1alpha1).
-		spec := kubelbv1alpha1.LoadBalancerPort{Name: p.name, Protocol: p.protocol, Port: p.port}
-		if sp, ok := lb.Status.StatusPortFor(spec); ok && sp.UpstreamTargetPort != 0 {
-			rq.Hints = append(rq.Hints, sp.UpstreamTargetPort)
-		}
 		if svc != nil {
 			for _, sp := range svc.Spec.Ports {
-				if sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+				sameName := p.name != "" && sp.Name == p.name
+				sameNumber := sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol
+				if (sameName || sameNumber) && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
 					rq.Hints = append(rq.Hints, sp.TargetPort.IntVal)
 				}
 			}
@@ -149,7 +148,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		case p.name != "":
 			sp.WithName(p.name)
 		case len(ports) > 1: // a Service with several ports must name them all
-			sp.WithName(strings.ToLower(string(p.protocol)) + "-" + strconv.Itoa(int(p.port)))
+			sp.WithName(portalloc.GeneratedPortName(p.protocol, p.port))
 		}
 		svcPorts = append(svcPorts, sp)
 	}

@@ -1,0 +1,695 @@
+// Package route is the hub's Route controller. For every Route in a namespace labelled
+// kubelb.k8c.io/managed-by=kubelb it keeps the cleanup finalizer and makes what the Route's
+// embedded tenant object needs on the hub:
+//
+//   - a Gateway gets a hub Service of its own, "gateway-<route name>", with one port per
+//     distinct (port, protocol) of its listeners, each mapped to an Envoy listener port
+//     allocated from the manager's one allocator (portalloc.Shared, shared with the
+//     LoadBalancer controller);
+//   - an Ingress rides on the tenant's one shared Ingress Service "kubelb-ingress" (ports
+//     80 and 443), which exists while the tenant has an Ingress Route;
+//   - HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes ride on their Gateway's
+//     Service: nothing of their own.
+//
+// It writes status.resources.source, status.resources.services (the hub Service, its ports
+// and its status) and the ResourceAppliedSuccessfully condition of status.resources.route;
+// never status.resources.route.status, which the leader-only status writer owns. The
+// allocations are recorded only in the hub Services' targetPorts (see internal/portalloc).
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
+const DefaultMaxConcurrentReconciles = 4
+
+// controllerName names the controller (logs, metrics).
+const controllerName = "route"
+
+// exhaustedRetry is how often a Route waiting for free listener ports retries: ports freed
+// by the LoadBalancer controller do not wake it.
+const exhaustedRetry = 30 * time.Second
+
+// Options configure the Route controller.
+type Options struct {
+	// Namespace the manager runs in; holds Config "default".
+	Namespace string
+	// Ports is the manager's one listener port allocator, shared with the LoadBalancer
+	// controller (loadbalancer.NewSharedPorts). Required.
+	Ports *portalloc.Shared
+	// MaxConcurrentReconciles is the number of workers; zero means
+	// DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+// Reconciler reconciles Routes into hub Services, port allocations and status.
+type Reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+	ports    *portalloc.Shared
+
+	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
+
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	waiting map[types.NamespacedName]struct{} // Routes waiting for free ports
+	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
+	perNS   map[string]int
+}
+
+// SetupWithManager registers the Route controller with mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	_, err := setup(mgr, opts, nil)
+	return err
+}
+
+// setup builds and registers the reconciler; wrap (tests) may wrap it.
+func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) (*Reconciler, error) {
+	if opts.Ports == nil {
+		return nil, errors.New("setting up the Route controller: no port allocator")
+	}
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	r := &Reconciler{
+		client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorder("kubelb-manager"),
+		opts:     opts,
+		ports:    opts.Ports,
+		waiting:  map[types.NamespacedName]struct{}{},
+		known:    map[types.NamespacedName]struct{}{},
+		perNS:    map[string]int{},
+	}
+	var rec reconcile.Reconciler = r
+	if wrap != nil {
+		rec = wrap(r)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&kubelbv1alpha1.Route{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
+			builder.WithPredicates(predicate.NewPredicateFuncs(isRouteService))).
+		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
+			builder.WithPredicates(managedLabelChanged())).
+		WatchesRawSource(source.Func(r.startQueue)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Complete(rec)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the Route controller: %w", err)
+	}
+	return r, nil
+}
+
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one Route's ports, hub Service and status in line, in the manager's
+// controller shape (docs/development.md): get (gone → forget), finalizer, scope (settings,
+// hub Service), desired state (pure, desired.go), server-side apply of the hub Service, and
+// one status apply at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	result := ""
+	defer metrics.ManagerRouteReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
+	defer func() { res, err = apply.RetryConflict(res, err) }()
+
+	ports, err := r.ports.Get(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	route := &kubelbv1alpha1.Route{}
+	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.forget(ctx, ports, req.NamespacedName)
+		}
+		return reconcile.Result{}, fmt.Errorf("getting Route %s: %w", req, err)
+	}
+	if !route.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.reconcileDelete(ctx, ports, route)
+	}
+	managed, err := r.namespaceManaged(ctx, route.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !managed {
+		result = metrics.ResultSkipped
+		return reconcile.Result{}, nil
+	}
+	r.remember(req.NamespacedName)
+	return r.reconcile(ctx, ports, route)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) (res reconcile.Result, err error) {
+	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
+	if !controllerutil.ContainsFinalizer(route, kubelbv1alpha1.CleanupFinalizer) {
+		orig := route.DeepCopy()
+		controllerutil.AddFinalizer(route, kubelbv1alpha1.CleanupFinalizer)
+		if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding the finalizer to Route %s: %w", key, err)
+		}
+	}
+
+	kind, gvk := classify(route)
+	out := outcome{kind: kind, gvk: gvk}
+	var services []hubServiceState
+	defer func() { // the one status write
+		if err != nil {
+			return // the hub Service is in an unknown state; the retry reports it
+		}
+		err = r.writeStatus(ctx, route, out, services)
+		if out.serviceErr != nil { // retried with backoff: some rejections are transient
+			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
+		}
+		r.setWaiting(key, out.exhausted != nil)
+		if out.exhausted != nil && err == nil {
+			res = reconcile.Result{RequeueAfter: exhaustedRetry}
+		}
+	}()
+
+	// Scope: the tenant's settings.
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	// What the Route had as another kind (its embedded object was replaced) goes.
+	if kind != kindGateway {
+		if err := r.dropGateway(ctx, ports, route); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if kind != kindIngress && r.holdsIngress(ports, route.Namespace) {
+		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	switch kind {
+	case kindGateway:
+		services, err = r.reconcileGateway(ctx, ports, route, tenant, &out)
+	case kindIngress:
+		services, err = r.reconcileIngress(ctx, ports, route.Namespace, tenant, &out)
+	case kindGatewayRoute:
+		if tenant.DisableGatewayAPI {
+			out.disabled = "Gateway API"
+		}
+	}
+	return reconcile.Result{}, err
+}
+
+// reconcileGateway allocates the Gateway's listener ports and applies its hub Service (or
+// removes both when Gateway API is disabled or no listener is left).
+func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route, tenant settings.Tenant, out *outcome) ([]hubServiceState, error) {
+	owner := portalloc.RouteOwner(route.Namespace, route.Name)
+	if !validRouteName(route.Name) {
+		out.invalidName = true
+		return nil, nil
+	}
+	svc, err := r.gatewayService(ctx, route)
+	foreign := errors.Is(err, errForeignService)
+	if err != nil && !foreign {
+		return nil, err
+	}
+	if tenant.DisableGatewayAPI {
+		out.disabled = "Gateway API"
+		if err := r.deleteService(ctx, svc); err != nil {
+			return nil, err
+		}
+		r.release(ports, owner)
+		return nil, nil
+	}
+	if foreign {
+		out.serviceErr = err
+		return nil, nil
+	}
+	planned, problems := gatewayPorts(&route.Spec.Source.Kubernetes.Route)
+	out.problems, out.noPorts = problems, len(planned) == 0
+	alloc, released, allocErr := ports.Ensure(owner, gatewayRequests(route, planned, svc))
+	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
+		return nil, fmt.Errorf("allocating listener ports for Route %s/%s: %w", route.Namespace, route.Name, allocErr)
+	}
+	out.exhausted = allocErr
+	if released > 0 {
+		r.wakeWaiting()
+	}
+	exposed := allocatedGatewayPorts(route, planned, alloc)
+	if len(exposed) == 0 {
+		return nil, r.deleteService(ctx, svc)
+	}
+	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed))
+	if err != nil || out.serviceErr != nil {
+		return nil, err
+	}
+	return []hubServiceState{{name: GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
+}
+
+// dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.
+func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
+	svc, err := r.gatewayService(ctx, route)
+	if err != nil && !errors.Is(err, errForeignService) {
+		return err
+	}
+	if err := r.deleteService(ctx, svc); err != nil {
+		return err
+	}
+	r.release(ports, portalloc.RouteOwner(route.Namespace, route.Name))
+	return nil
+}
+
+// reconcileIngress brings the tenant's shared Ingress Service in line with its Ingress
+// Routes and reports it.
+func (r *Reconciler) reconcileIngress(ctx context.Context, ports *portalloc.Allocator, namespace string, tenant settings.Tenant, out *outcome) ([]hubServiceState, error) {
+	if tenant.DisableIngress {
+		out.disabled = "Ingress"
+	}
+	st, err := r.syncIngressService(ctx, ports, namespace, tenant, "", out)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	return []hubServiceState{*st}, nil
+}
+
+// syncIngressService makes the tenant's Ingress Service exist, with ports 80 and 443, while
+// the tenant has an Ingress Route that is not being deleted (other than except) and Ingress
+// is not disabled; otherwise it deletes the Service and frees its ports. One reconcile at a
+// time per tenant decides, so a Route going and another coming cannot interleave.
+func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Allocator, namespace string, tenant settings.Tenant,
+	except string, out *outcome) (*hubServiceState, error) {
+	mu, _ := r.ingressMu.LoadOrStore(namespace, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+
+	owner := portalloc.IngressOwner(namespace)
+	svc, err := r.ingressService(ctx, namespace)
+	foreign := errors.Is(err, errForeignService)
+	if err != nil && !foreign {
+		return nil, err
+	}
+	wanted := false
+	if !tenant.DisableIngress {
+		if wanted, err = r.hasIngressRoute(ctx, namespace, except); err != nil {
+			return nil, err
+		}
+	}
+	if !wanted {
+		if !foreign {
+			if err := r.deleteService(ctx, svc); err != nil {
+				return nil, err
+			}
+		}
+		r.release(ports, owner)
+		return nil, nil
+	}
+	if foreign {
+		out.serviceErr = err
+		return nil, nil
+	}
+	alloc, _, allocErr := ports.Ensure(owner, ingressRequests(namespace, svc))
+	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
+		return nil, fmt.Errorf("allocating listener ports for the Ingress Service of %s: %w", namespace, allocErr)
+	}
+	out.exhausted = allocErr
+	exposed := allocatedIngressPorts(namespace, alloc)
+	if len(exposed) == 0 {
+		return nil, r.deleteService(ctx, svc)
+	}
+	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed))
+	if err != nil || out.serviceErr != nil {
+		return nil, err
+	}
+	return &hubServiceState{name: kubelbv1alpha1.IngressServiceName, ports: exposed, svc: svc}, nil
+}
+
+// hasIngressRoute reports whether the namespace has an Ingress Route not being deleted,
+// other than except.
+func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except string) (bool, error) {
+	list := &kubelbv1alpha1.RouteList{}
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
+	}
+	for i := range list.Items {
+		rt := &list.Items[i]
+		if rt.Name == except || !rt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if kind, _ := classify(rt); kind == kindIngress {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// writeStatus applies the Route's status (only the fields this controller owns) when it
+// differs from the status the Route has, and emits a Warning Event when the condition turns
+// False for a reason a user must act on.
+func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Route, out outcome, services []hubServiceState) error {
+	cond := appliedCondition(out, route.Generation)
+	prev := meta.FindStatusCondition(route.Status.Resources.Route.Conditions, ConditionApplied)
+	next := nextStatus(route, out, services, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	if !sameStatus(currentStatus(route), next) {
+		if err := apply.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
+			return err
+		}
+	}
+	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
+		switch cond.Reason {
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidListeners, ReasonUnsupportedKind, ReasonInvalidName:
+			r.recorder.Eventf(route, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
+		}
+	}
+	return nil
+}
+
+// reconcileDelete removes the Route's hub objects, then the finalizer, then frees the ports
+// (only then: while the Service is there, a restarted manager counts them as used).
+func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
+	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
+	if !controllerutil.ContainsFinalizer(route, kubelbv1alpha1.CleanupFinalizer) {
+		return r.forget(ctx, ports, key)
+	}
+	switch kind, _ := classify(route); kind {
+	case kindGateway:
+		svc, err := r.gatewayService(ctx, route)
+		if err != nil && !errors.Is(err, errForeignService) {
+			return err
+		}
+		if err := r.deleteService(ctx, svc); err != nil { // the ports are freed with the finalizer
+			return err
+		}
+	case kindIngress:
+		tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
+		if err != nil {
+			return err
+		}
+		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
+			return err
+		}
+	}
+	orig := route.DeepCopy()
+	controllerutil.RemoveFinalizer(route, kubelbv1alpha1.CleanupFinalizer)
+	if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("removing the finalizer from Route %s: %w", key, err)
+	}
+	return r.forget(ctx, ports, key)
+}
+
+// forget frees the ports of a Route that is gone (a Gateway's), forgets it for the gauge
+// and, in case it was the tenant's last Ingress Route, settles the Ingress Service.
+func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
+	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
+	r.setWaiting(key, false)
+	r.mu.Lock()
+	if _, ok := r.known[key]; ok {
+		delete(r.known, key)
+		r.perNS[key.Namespace]--
+		r.reportRoutesLocked(key.Namespace)
+	}
+	r.mu.Unlock()
+	if !r.holdsIngress(ports, key.Namespace) {
+		return nil
+	}
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(key.Namespace))
+	if err != nil {
+		return err
+	}
+	_, err = r.syncIngressService(ctx, ports, key.Namespace, tenant, key.Name, &outcome{})
+	return err
+}
+
+// holdsIngress reports whether the tenant's Ingress Service holds ports.
+func (r *Reconciler) holdsIngress(ports *portalloc.Allocator, namespace string) bool {
+	for _, p := range ingressPorts {
+		if _, ok := ports.Lookup(portalloc.IngressKey(namespace, p.port)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// release frees an owner's ports and wakes the Routes waiting for ports.
+func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedName) {
+	if ports.ReleaseOwner(owner) > 0 {
+		r.wakeWaiting()
+	}
+}
+
+// remember counts a Route for the per-tenant gauge.
+func (r *Reconciler) remember(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.known[key]; !ok {
+		r.known[key] = struct{}{}
+		r.perNS[key.Namespace]++
+		r.reportRoutesLocked(key.Namespace)
+	}
+}
+
+func (r *Reconciler) reportRoutesLocked(ns string) {
+	if n := r.perNS[ns]; n > 0 {
+		metrics.ManagerRoutes.WithLabelValues(ns).Set(float64(n))
+		return
+	}
+	delete(r.perNS, ns)
+	metrics.ManagerRoutes.DeleteLabelValues(ns)
+}
+
+// namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.
+func (r *Reconciler) namespaceManaged(ctx context.Context, name string) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting namespace %s: %w", name, err)
+	}
+	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
+}
+
+// errForeignService means a Service with a hub Service's name belongs to something else.
+var errForeignService = errors.New("exists and was not made by kubelb for this Route; rename or delete it")
+
+// gatewayService returns the Gateway Route's hub Service from the cache, nil when there is
+// none. It is the Route's only when the Route controls it; any other is errForeignService
+// and is never touched.
+func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: route.Namespace, Name: GatewayServiceName(route.Name)}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.UID != route.UID {
+		return nil, fmt.Errorf("service %s %w", key, errForeignService)
+	}
+	return svc, nil
+}
+
+// ingressService returns the tenant's Ingress Service from the cache, nil when there is
+// none. It is kubelb's when it carries the managed-by and ingress labels; any other is
+// errForeignService.
+func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: namespace, Name: kubelbv1alpha1.IngressServiceName}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
+	}
+	if svc.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue || svc.Labels[kubelbv1alpha1.LabelIngressService] != "true" {
+		return nil, fmt.Errorf("service %s %w", key, errForeignService)
+	}
+	return svc, nil
+}
+
+// applyService applies the desired hub Service unless the fields this controller owns
+// already match. A load balancer class change recreates the Service (the field is
+// immutable); it comes back once the deletion is seen. A rejected Service is returned as
+// rejected (reported in the status), other errors as err.
+func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
+	if existing != nil {
+		if !existing.DeletionTimestamp.IsZero() {
+			return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
+		}
+		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
+			return nil, nil, r.deleteService(ctx, existing)
+		}
+		current, err := corev1ac.ExtractService(existing, FieldOwner)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the fields of hub Service %s/%s: %w", existing.Namespace, existing.Name, err)
+		}
+		if equality.Semantic.DeepEqual(current, desired) {
+			return existing, nil, nil
+		}
+	}
+	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return existing, err, nil
+		}
+		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)
+	}
+	return existing, nil, nil // the status, all the Route status reports of it, did not change
+}
+
+// deleteService deletes a hub Service (nil: nothing to do).
+func (r *Reconciler) deleteService(ctx context.Context, svc *corev1.Service) error {
+	if svc == nil {
+		return nil
+	}
+	err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// setWaiting records whether a Route waits for free listener ports.
+func (r *Reconciler) setWaiting(key types.NamespacedName, waiting bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if waiting {
+		r.waiting[key] = struct{}{}
+	} else {
+		delete(r.waiting, key)
+	}
+}
+
+// wakeWaiting requeues every Route waiting for ports, now that some were freed.
+func (r *Reconciler) wakeWaiting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.queue == nil {
+		return
+	}
+	for key := range r.waiting {
+		r.queue.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
+// startQueue is a source that only captures the controller's queue, for wakeWaiting.
+func (r *Reconciler) startQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue = q
+	return nil
+}
+
+// isRouteService selects Services this controller made (or may be waiting to make: a
+// foreign Service in the way).
+func isRouteService(o client.Object) bool {
+	return o.GetLabels()[kubelbv1alpha1.LabelRouteName] != "" || o.GetLabels()[kubelbv1alpha1.LabelIngressService] != "" ||
+		o.GetName() == kubelbv1alpha1.IngressServiceName || strings.HasPrefix(o.GetName(), kubelbv1alpha1.GatewayServicePrefix)
+}
+
+// serviceToRoutes maps a hub Service to the Routes it serves: a Gateway's Service to its
+// Route (by label, else controller reference), the Ingress Service to every Ingress Route of
+// the namespace.
+func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
+	ns := o.GetNamespace()
+	if o.GetName() == kubelbv1alpha1.IngressServiceName {
+		return r.routesIn(ctx, ns, kindIngress)
+	}
+	name := o.GetLabels()[kubelbv1alpha1.LabelRouteName]
+	if ref := metav1.GetControllerOfNoCopy(o); name == "" && ref != nil && ref.Kind == "Route" {
+		name = ref.Name
+	}
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// tenantToRoutes requeues the Routes of one tenant only.
+func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.routesIn(ctx, settings.Namespace(o.GetName()), -1)
+}
+
+// configToRoutes requeues every Route: Config applies to all tenants.
+func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.routesIn(ctx, "", -1)
+}
+
+// namespaceToRoutes requeues the Routes of a namespace.
+func (r *Reconciler) namespaceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.routesIn(ctx, o.GetName(), -1)
+}
+
+// routesIn lists the Routes of a namespace ("" = all) from the cache, of one kind (-1 = all).
+func (r *Reconciler) routesIn(ctx context.Context, namespace string, kind sourceKind) []reconcile.Request {
+	list := &kubelbv1alpha1.RouteList{}
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Routes to requeue", "namespace", namespace)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		if k, _ := classify(&list.Items[i]); kind >= 0 && k != kind {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+// isConfig selects Config "default" in the manager's namespace.
+func (r *Reconciler) isConfig(o client.Object) bool {
+	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
+}
+
+// managedLabelChanged passes namespaces that gain or lose the managed-by label.
+func managedLabelChanged() predicate.Predicate {
+	managed := func(o client.Object) bool {
+		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

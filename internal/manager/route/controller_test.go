@@ -1,0 +1,500 @@
+package route
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+// TestController runs the Route controller (with the LoadBalancer controller, sharing the
+// port allocator as in cmd/kubelb) in-process against a real API server. The subtests
+// share the API server and run one after another, each with a manager of its own.
+func TestController(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &kubelbv1alpha1.Config{
+		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
+		Spec: kubelbv1alpha1.ConfigSpec{
+			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+				PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
+				DefaultAnnotations: map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{
+					kubelbv1alpha1.AnnotatedResourceGateway: {"default.example.com/gw": "yes"},
+				},
+			},
+			Ingress:    kubelbv1alpha1.IngressSettings{Class: ptr.To("config-ingress")},
+			GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("config-gateway")},
+		},
+	}
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	portRange := portalloc.Range{Min: 20000, Max: 20099}
+
+	// The Routes a KubeLB CE ccm writes get their hub Services; the status reports them.
+	t.Run("CEFixtures", func(t *testing.T) {
+		ns := "tenant-probe"
+		createNamespace(t, c, ns)
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+			Spec: kubelbv1alpha1.TenantSpec{GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("tenant-gateway")}}}
+		if err := c.Create(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		m := startManager(t, hub, portRange)
+		routes := ceRoutes(t, ns)
+		gw := routes["Gateway"]
+		gw.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"})
+		for _, kind := range []string{"Gateway", "Ingress", "HTTPRoute", "GRPCRoute"} {
+			if err := c.Create(ctx, routes[kind]); err != nil {
+				t.Fatalf("creating the %s Route: %v", kind, err)
+			}
+		}
+
+		// The Gateway's hub Service: one port per listener, the Tenant's gateway class.
+		gwSvcName := GatewayServiceName(gw.Name)
+		if gwSvcName != "gateway-"+gw.Name {
+			t.Fatalf("hub Service name %s", gwSvcName)
+		}
+		gwSvc := waitService(t, c, ns, gwSvcName, nil)
+		if gwSvc.Spec.Type != corev1.ServiceTypeLoadBalancer || ptr.Deref(gwSvc.Spec.LoadBalancerClass, "") != "tenant-gateway" {
+			t.Errorf("Gateway hub Service spec %+v", gwSvc.Spec)
+		}
+		if diff := cmp.Diff(manager.EnvoyPodLabels(ns), gwSvc.Spec.Selector); diff != "" {
+			t.Errorf("selector: %s", diff)
+		}
+		wantLabels := map[string]string{
+			kubelbv1alpha1.LabelManagedBy: "kubelb", kubelbv1alpha1.LabelTenantName: "probe", kubelbv1alpha1.LabelRouteName: gw.Name,
+			kubelbv1alpha1.LabelOriginName: "kubelb", kubelbv1alpha1.LabelOriginNamespace: "shop",
+			kubelbv1alpha1.LabelOriginResourceKind: "Gateway.gateway.networking.k8s.io",
+		}
+		if diff := cmp.Diff(wantLabels, gwSvc.Labels); diff != "" {
+			t.Errorf("Gateway hub Service labels (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]string{"keep.example.com/x": "1", "default.example.com/gw": "yes"}, gwSvc.Annotations); diff != "" {
+			t.Errorf("Gateway hub Service annotations (-want +got):\n%s", diff)
+		}
+		if ref := metav1.GetControllerOf(gwSvc); ref == nil || ref.Kind != "Route" || ref.Name != gw.Name {
+			t.Errorf("controller of the Gateway hub Service: %+v", ref)
+		}
+		if len(gwSvc.Spec.Ports) != 2 {
+			t.Fatalf("Gateway hub Service ports %v", targets(gwSvc))
+		}
+		gwTargets := []int32{gwSvc.Spec.Ports[0].TargetPort.IntVal, gwSvc.Spec.Ports[1].TargetPort.IntVal}
+		if diff := cmp.Diff([]string{
+			fmt.Sprintf("tcp-80 TCP 80->%d", gwTargets[0]), fmt.Sprintf("tcp-443 TCP 443->%d", gwTargets[1]),
+		}, targets(gwSvc)); diff != "" {
+			t.Errorf("Gateway hub Service ports (-want +got):\n%s", diff)
+		}
+
+		// The Ingress rides on the tenant's shared Ingress Service, of the Config's class.
+		ingSvc := waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
+		if ptr.Deref(ingSvc.Spec.LoadBalancerClass, "") != "config-ingress" || ingSvc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			t.Errorf("Ingress hub Service spec %+v", ingSvc.Spec)
+		}
+		if diff := cmp.Diff(manager.EnvoyPodLabels(ns), ingSvc.Spec.Selector); diff != "" {
+			t.Errorf("selector: %s", diff)
+		}
+		if diff := cmp.Diff(map[string]string{kubelbv1alpha1.LabelManagedBy: "kubelb", kubelbv1alpha1.LabelTenantName: "probe",
+			kubelbv1alpha1.LabelIngressService: "true"}, ingSvc.Labels); diff != "" {
+			t.Errorf("Ingress hub Service labels (-want +got):\n%s", diff)
+		}
+		if len(ingSvc.Spec.Ports) != 2 {
+			t.Fatalf("Ingress hub Service ports %v", targets(ingSvc))
+		}
+		ingTargets := []int32{ingSvc.Spec.Ports[0].TargetPort.IntVal, ingSvc.Spec.Ports[1].TargetPort.IntVal}
+		if diff := cmp.Diff([]string{
+			fmt.Sprintf("http TCP 80->%d", ingTargets[0]), fmt.Sprintf("https TCP 443->%d", ingTargets[1]),
+		}, targets(ingSvc)); diff != "" {
+			t.Errorf("Ingress hub Service ports (-want +got):\n%s", diff)
+		}
+		all := append(slices.Clone(gwTargets), ingTargets...)
+		for _, p := range all {
+			if !portRange.Contains(p) {
+				t.Errorf("listener port %d outside %s", p, portRange)
+			}
+		}
+		if slices.Sort(all); len(slices.Compact(all)) != 4 {
+			t.Errorf("listener ports not distinct: %v", all)
+		}
+
+		// Another owner (the status writer) writes resources.route.status; it must survive
+		// this controller's status writes.
+		gwRoute := waitCondition(t, c, ns, gw.Name, metav1.ConditionTrue, ReasonApplied)
+		routeStatus := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"resources": map[string]any{
+			"route": map[string]any{"status": map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "192.0.2.1"}}}},
+		}}}}
+		routeStatus.SetGroupVersionKind(kubelbv1alpha1.GroupVersion.WithKind("Route"))
+		routeStatus.SetNamespace(ns)
+		routeStatus.SetName(gw.Name)
+		if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(routeStatus), client.FieldOwner("kubelb-status"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+
+		// Statuses: the Gateway's Service with its ports; the address once it has one.
+		playLoadBalancer(t, c, ns, gwSvcName, "127.0.0.20")
+		svcKey := ns + "/" + gwSvcName
+		testsupport.Eventually(t, waitTimeout, "the Gateway Route's status with the address", func() error {
+			gwRoute = getRoute(t, c, ns, gw.Name)
+			entry, ok := gwRoute.Status.Resources.Services[svcKey]
+			if !ok {
+				return fmt.Errorf("services %v", gwRoute.Status.Resources.Services)
+			}
+			var st corev1.ServiceStatus
+			if err := json.Unmarshal(entry.Status.Raw, &st); err != nil {
+				return fmt.Errorf("status %s: %w", entry.Status.Raw, err)
+			}
+			if len(st.LoadBalancer.Ingress) != 1 || st.LoadBalancer.Ingress[0].IP != "127.0.0.20" {
+				return fmt.Errorf("service status %s", entry.Status.Raw)
+			}
+			return nil
+		})
+		entry := gwRoute.Status.Resources.Services[svcKey]
+		if entry.Name != gwSvcName || entry.Namespace != ns || entry.GeneratedName != gwSvcName || entry.Kind != "Service" {
+			t.Errorf("services entry %+v", entry.ResourceState)
+		}
+		if len(entry.Ports) != 2 || entry.Ports[0].TargetPort.IntVal != gwTargets[0] || entry.Ports[1].TargetPort.IntVal != gwTargets[1] || entry.Ports[1].Port != 443 {
+			t.Errorf("services entry ports %+v", entry.Ports)
+		}
+		if c := meta.FindStatusCondition(entry.Conditions, ConditionApplied); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("services entry conditions %+v", entry.Conditions)
+		}
+		if got := gwRoute.Status.Resources.Source; got != "Gateway shop/kubelb" {
+			t.Errorf("source %q", got)
+		}
+		if r := gwRoute.Status.Resources.Route; r.Kind != "Gateway" || r.APIVersion != "gateway.networking.k8s.io/v1" || r.Name != "kubelb" || r.Namespace != "shop" {
+			t.Errorf("route %+v", r)
+		}
+		if raw := string(gwRoute.Status.Resources.Route.Status.Raw); raw != `{"addresses":[{"type":"IPAddress","value":"192.0.2.1"}]}` {
+			t.Errorf("resources.route.status of the other owner lost or changed: %q", raw)
+		}
+		for _, f := range gwRoute.ManagedFields {
+			if f.Manager == StatusFieldOwner && f.FieldsV1 != nil && json.Valid(f.FieldsV1.Raw) {
+				var fields map[string]any
+				_ = json.Unmarshal(f.FieldsV1.Raw, &fields)
+				route, _, _ := unstructured.NestedMap(fields, "f:status", "f:resources", "f:route")
+				if _, owns := route["f:status"]; owns {
+					t.Errorf("%s owns resources.route.status", StatusFieldOwner)
+				}
+			}
+		}
+
+		// The Ingress Route reports the shared Service; the HTTPRoute and GRPCRoute ride on
+		// the Gateway and have nothing of their own; all carry the finalizer.
+		ing := waitCondition(t, c, ns, routes["Ingress"].Name, metav1.ConditionTrue, ReasonApplied)
+		if e, ok := ing.Status.Resources.Services[ns+"/"+kubelbv1alpha1.IngressServiceName]; !ok || len(e.Ports) != 2 || e.Ports[0].TargetPort.IntVal != ingTargets[0] {
+			t.Errorf("Ingress Route services %+v", ing.Status.Resources.Services)
+		}
+		if ing.Status.Resources.Source != "Ingress shop/web" {
+			t.Errorf("Ingress Route source %q", ing.Status.Resources.Source)
+		}
+		for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+			rt := waitCondition(t, c, ns, routes[kind].Name, metav1.ConditionTrue, ReasonApplied)
+			if len(rt.Status.Resources.Services) != 0 {
+				t.Errorf("%s Route services %+v", kind, rt.Status.Resources.Services)
+			}
+		}
+		for _, kind := range []string{"Gateway", "Ingress", "HTTPRoute", "GRPCRoute"} {
+			if rt := getRoute(t, c, ns, routes[kind].Name); !slices.Contains(rt.Finalizers, kubelbv1alpha1.CleanupFinalizer) {
+				t.Errorf("%s Route finalizers %v", kind, rt.Finalizers)
+			}
+		}
+
+		// The Tenant's class going away: the Config's applies; the Service is recreated
+		// (the class is immutable) with the same listener ports.
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"gatewayAPI":{"class":null}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, gwSvcName, func(s *corev1.Service) error {
+			if ptr.Deref(s.Spec.LoadBalancerClass, "") != "config-gateway" {
+				return fmt.Errorf("class %v", ptr.Deref(s.Spec.LoadBalancerClass, "<nil>"))
+			}
+			if got := []int32{s.Spec.Ports[0].TargetPort.IntVal, s.Spec.Ports[1].TargetPort.IntVal}; !slices.Equal(got, gwTargets) {
+				return fmt.Errorf("listener ports %v, were %v", got, gwTargets)
+			}
+			return nil
+		})
+
+		// Deleting the Gateway Route removes its Service and frees its ports.
+		if err := c.Delete(ctx, getRoute(t, c, ns, gw.Name)); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gw.Name}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gwSvcName}})
+		for _, p := range gwTargets {
+			if holder, ok := m.ports.Allocator().Holder(p); ok {
+				t.Errorf("port %d still held by %s", p, holder)
+			}
+		}
+		deleteRoutes(t, c, ns)
+	})
+
+	// Two Ingress Routes share one Service; it goes with the last of them.
+	t.Run("IngressServiceShared", func(t *testing.T) {
+		ns := "tenant-ing"
+		createNamespace(t, c, ns)
+		m := startManager(t, hub, portRange)
+		for _, name := range []string{"one", "two"} {
+			if err := c.Create(ctx, ingressRoute(ns, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		one := waitCondition(t, c, ns, "one", metav1.ConditionTrue, ReasonApplied)
+		two := waitCondition(t, c, ns, "two", metav1.ConditionTrue, ReasonApplied)
+		key := ns + "/" + kubelbv1alpha1.IngressServiceName
+		if diff := cmp.Diff(one.Status.Resources.Services[key].Ports, two.Status.Resources.Services[key].Ports); diff != "" || len(one.Status.Resources.Services[key].Ports) != 2 {
+			t.Errorf("the two Ingress Routes report different Services: %s", diff)
+		}
+		svc := waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
+		ports := targets(svc)
+
+		if err := c.Delete(ctx, one); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, one)
+		if svc := waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil); !slices.Equal(targets(svc), ports) {
+			t.Errorf("the Ingress Service changed when one of two Ingress Routes went: %v → %v", ports, targets(svc))
+		}
+		if err := c.Delete(ctx, two); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, two)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
+		for _, p := range []int32{80, 443} {
+			if port, ok := m.ports.Allocator().Lookup(portalloc.IngressKey(ns, p)); ok {
+				t.Errorf("Ingress port %d still holds listener port %d", p, port)
+			}
+		}
+	})
+
+	// Listener changes add and remove ports; bad listeners are reported, the others served.
+	t.Run("GatewayListenersChange", func(t *testing.T) {
+		ns := "tenant-gw"
+		createNamespace(t, c, ns)
+		m := startManager(t, hub, portRange)
+		rt := gatewayRoute(ns, "gw", listener("http", 80, "HTTP"), listener("https", 443, "HTTPS"))
+		if err := c.Create(ctx, rt); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
+		svc := waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		http80 := svc.Spec.Ports[0].TargetPort.IntVal
+
+		// 443 goes, DNS over UDP and TCP comes, and three listeners are refused.
+		rt = getRoute(t, c, ns, "gw")
+		listeners := []any{listener("http", 80, "HTTP"), listener("http-alt", 80, "HTTP"),
+			listener("dns", 53, "UDP"), listener("dns-tcp", 53, "TCP"),
+			listener("zero", 0, "HTTP"), listener("big", 70000, "TCP"), listener("odd", 8080, "SCTP")}
+		if err := unstructured.SetNestedSlice(rt.Spec.Source.Kubernetes.Route.Object, listeners, "spec", "listeners"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Update(ctx, rt); err != nil {
+			t.Fatal(err)
+		}
+		got := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonInvalidListeners)
+		cond := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionApplied)
+		for _, want := range []string{`listener "zero"`, `listener "big"`, `listener "odd"`} {
+			if !strings.Contains(cond.Message, want) {
+				t.Errorf("message %q does not name %s", cond.Message, want)
+			}
+		}
+		waitEvent(t, c, ns, "gw", ReasonInvalidListeners)
+		svc = waitService(t, c, ns, GatewayServiceName("gw"), func(s *corev1.Service) error {
+			if len(s.Spec.Ports) != 3 {
+				return fmt.Errorf("ports %v", targets(s))
+			}
+			return nil
+		})
+		var names []string
+		for _, p := range svc.Spec.Ports {
+			names = append(names, p.Name)
+			if p.Name == "tcp-80" && p.TargetPort.IntVal != http80 {
+				t.Errorf("port 80 moved from listener port %d to %d", http80, p.TargetPort.IntVal)
+			}
+		}
+		if diff := cmp.Diff([]string{"tcp-53", "udp-53", "tcp-80"}, names); diff != "" {
+			t.Errorf("port names (-want +got):\n%s", diff)
+		}
+		if n := len(m.ports.Allocator().Snapshot()); n != 3 {
+			t.Errorf("%d ports allocated, want 3 (443's freed)", n)
+		}
+		deleteRoutes(t, c, ns)
+	})
+
+	// Tenant switches: no hub Service while disabled, back when enabled.
+	t.Run("DisabledByTenant", func(t *testing.T) {
+		ns := "tenant-off"
+		createNamespace(t, c, ns)
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "off"}}
+		if err := c.Create(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		startManager(t, hub, portRange)
+		for _, rt := range []*kubelbv1alpha1.Route{gatewayRoute(ns, "gw", listener("http", 80, "HTTP")), ingressRoute(ns, "ing")} {
+			if err := c.Create(ctx, rt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
+
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"gatewayAPI":{"disable":true},"ingress":{"disable":true}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		gw := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonDisabled)
+		waitCondition(t, c, ns, "ing", metav1.ConditionFalse, ReasonDisabled)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName("gw")}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
+		if len(gw.Status.Resources.Services) != 0 {
+			t.Errorf("disabled Gateway Route still reports %v", gw.Status.Resources.Services)
+		}
+
+		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"gatewayAPI":{"disable":false},"ingress":{"disable":false}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
+		waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
+		waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
+		deleteRoutes(t, c, ns)
+	})
+
+	// A tiny range: the Route that does not fit says so and gets its ports once freed.
+	t.Run("PortsExhausted", func(t *testing.T) {
+		ns := "tenant-full"
+		createNamespace(t, c, ns)
+		startManager(t, hub, portalloc.Range{Min: 21000, Max: 21001})
+		if err := c.Create(ctx, ingressRoute(ns, "ing")); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
+		if err := c.Create(ctx, gatewayRoute(ns, "gw", listener("http", 80, "HTTP"))); err != nil {
+			t.Fatal(err)
+		}
+		got := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonPortsExhausted)
+		if len(got.Status.Resources.Services) != 0 {
+			t.Errorf("exhausted Route reports %v", got.Status.Resources.Services)
+		}
+		waitEvent(t, c, ns, "gw", ReasonPortsExhausted)
+		if err := c.Delete(ctx, getRoute(t, c, ns, "ing")); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
+		waitService(t, c, ns, GatewayServiceName("gw"), func(s *corev1.Service) error {
+			if p := s.Spec.Ports[0].TargetPort.IntVal; p != 21000 && p != 21001 {
+				return fmt.Errorf("listener port %d", p)
+			}
+			return nil
+		})
+		deleteRoutes(t, c, ns)
+	})
+
+	// A new manager rebuilds every allocation from the hub Services — LoadBalancers' and
+	// Routes' — keeps them and, finding nothing to change, writes nothing.
+	t.Run("RestartKeepsPorts", func(t *testing.T) {
+		ns := "tenant-restart"
+		createNamespace(t, c, ns)
+		m1 := startManager(t, hub, portRange)
+		lb := &kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lb"}, Spec: kubelbv1alpha1.LoadBalancerSpec{
+			Endpoints: []kubelbv1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: "default"}, Ports: []kubelbv1alpha1.EndpointPort{{Port: 30000}}}},
+			Ports:     []kubelbv1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+		}}
+		for _, o := range []client.Object{lb, gatewayRoute(ns, "gw", listener("http", 80, "HTTP"), listener("dns", 53, "UDP")), ingressRoute(ns, "ing")} {
+			if err := c.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
+		waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
+		waitService(t, c, ns, loadbalancer.HubServiceName("lb"), nil)
+		testsupport.Eventually(t, waitTimeout, "5 ports allocated", func() error {
+			if n := len(m1.ports.Allocator().Snapshot()); n != 5 {
+				return fmt.Errorf("%d", n)
+			}
+			return nil
+		})
+		before := m1.ports.Allocator().Snapshot()
+		m1.stop()
+
+		m2 := startManager(t, hub, portRange)
+		// A new Gateway makes the new manager rebuild, and gets a port nobody holds.
+		if err := c.Create(ctx, gatewayRoute(ns, "gw2", listener("http", 8080, "HTTP"))); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw2", metav1.ConditionTrue, ReasonApplied)
+		after := m2.ports.Allocator().Snapshot()
+		newKey := portalloc.RouteKey(ns, "gw2", corev1.ProtocolTCP, 8080)
+		newPort := after[newKey]
+		delete(after, newKey)
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("allocations after the restart (-before +after):\n%s", diff)
+		}
+		for k, p := range before {
+			if p == newPort {
+				t.Errorf("the new Gateway got port %d of %s", p, k)
+			}
+		}
+		// The settled Routes and LoadBalancer cost the new manager no write.
+		for k, n := range m2.writes.Snapshot() {
+			if !strings.Contains(k, "gw2") && !strings.Contains(k, "/events") {
+				t.Errorf("the restarted manager wrote %s (%d times)", k, n)
+			}
+		}
+		deleteRoutes(t, c, ns)
+		if err := c.Delete(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, lb)
+	})
+
+	// A Route of a kind kubelb does not serve says so; what it had as a Gateway goes.
+	t.Run("UnsupportedKind", func(t *testing.T) {
+		ns := "tenant-odd"
+		createNamespace(t, c, ns)
+		m := startManager(t, hub, portRange)
+		if err := c.Create(ctx, gatewayRoute(ns, "odd", listener("http", 80, "HTTP"))); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, GatewayServiceName("odd"), nil)
+		rt := getRoute(t, c, ns, "odd")
+		rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
+		rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
+		if err := c.Update(ctx, rt); err != nil {
+			t.Fatal(err)
+		}
+		got := waitCondition(t, c, ns, "odd", metav1.ConditionFalse, ReasonUnsupportedKind)
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName("odd")}})
+		if _, ok := m.ports.Allocator().Lookup(portalloc.RouteKey(ns, "odd", corev1.ProtocolTCP, 80)); ok {
+			t.Errorf("the former Gateway still holds its port")
+		}
+		if len(got.Status.Resources.Services) != 0 {
+			t.Errorf("services %v", got.Status.Resources.Services)
+		}
+		if cond := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionApplied); !strings.Contains(cond.Message, "Widget") {
+			t.Errorf("message %q", cond.Message)
+		}
+		waitEvent(t, c, ns, "odd", ReasonUnsupportedKind)
+		deleteRoutes(t, c, ns)
+	})
+}

@@ -1,0 +1,570 @@
+package route
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// FieldOwner is the server-side apply field manager of the hub Services of Routes.
+const FieldOwner = "kubelb-manager-route"
+
+// StatusFieldOwner is the server-side apply field manager of the Route status fields this
+// controller owns: resources.source, resources.services, and resources.route's apiVersion,
+// kind, name, namespace and ResourceAppliedSuccessfully condition. resources.route.status
+// (the status copied back onto the tenant object) belongs to the leader-only status writer
+// ("kubelb-status") and is never written here.
+const StatusFieldOwner = "kubelb-route"
+
+// ConditionApplied is the condition of status.resources.route (and of every entry of
+// status.resources.services) that says whether the hub objects of the Route are in place,
+// as KubeLB CE names it.
+const ConditionApplied = "ResourceAppliedSuccessfully"
+
+// Reasons of the ResourceAppliedSuccessfully condition.
+const (
+	// ReasonApplied: the hub objects the Route needs are applied (KubeLB CE's reason).
+	ReasonApplied = "InstallationSuccessful"
+	// ReasonDisabled: the Tenant or Config disables Ingress or Gateway API; no hub Service.
+	ReasonDisabled = "Disabled"
+	// ReasonPortsExhausted: the listener port range has no room for the Route's ports.
+	ReasonPortsExhausted = "PortsExhausted"
+	// ReasonInvalidListeners: some Gateway listeners were left out (the others are served).
+	ReasonInvalidListeners = "InvalidListeners"
+	// ReasonUnsupportedKind: the embedded object is not a kind kubelb serves.
+	ReasonUnsupportedKind = "UnsupportedKind"
+	// ReasonServiceFailed: the API server rejected the hub Service, or a Service of its name
+	// that the manager did not make is in the way.
+	ReasonServiceFailed = "ServiceFailed"
+	// ReasonInvalidName: the Route's name cannot label its hub Service.
+	ReasonInvalidName = "InvalidName"
+)
+
+// MaxListeners is the most listeners of a Gateway that get ports, as in Gateway API.
+const MaxListeners = 64
+
+// Groups of the embedded objects.
+const (
+	groupIngress = "networking.k8s.io"
+	groupGateway = "gateway.networking.k8s.io"
+)
+
+// sourceKind is what a Route's embedded object asks of the hub.
+type sourceKind int
+
+const (
+	kindUnsupported sourceKind = iota
+	// kindIngress: ports 80 and 443 of the tenant's shared Ingress Service.
+	kindIngress
+	// kindGateway: a hub Service of its own, one port per listener port.
+	kindGateway
+	// kindGatewayRoute: HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute: served through
+	// their Gateway's Service; no hub objects of their own.
+	kindGatewayRoute
+)
+
+// classify returns the kind of a Route's embedded object and its GroupVersionKind.
+func classify(r *kubelbv1alpha1.Route) (sourceKind, schema.GroupVersionKind) {
+	if r.Spec.Source.Kubernetes == nil {
+		return kindUnsupported, schema.GroupVersionKind{}
+	}
+	u := &r.Spec.Source.Kubernetes.Route
+	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+	if err != nil {
+		return kindUnsupported, schema.GroupVersionKind{Kind: u.GetKind()}
+	}
+	gvk := gv.WithKind(u.GetKind())
+	switch {
+	case gv.Group == groupIngress && gvk.Kind == "Ingress":
+		return kindIngress, gvk
+	case gv.Group == groupGateway && gvk.Kind == "Gateway":
+		return kindGateway, gvk
+	case gv.Group == groupGateway && slices.Contains([]string{"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}, gvk.Kind):
+		return kindGatewayRoute, gvk
+	}
+	return kindUnsupported, gvk
+}
+
+// listenerPort is one port of a Gateway's hub Service.
+type listenerPort struct {
+	protocol corev1.Protocol
+	port     int32
+}
+
+// name is the Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
+func (p listenerPort) name() string { return portalloc.GeneratedPortName(p.protocol, p.port) }
+
+// listenerProtocols maps Gateway listener protocols to Service protocols.
+var listenerProtocols = map[string]corev1.Protocol{
+	"HTTP": corev1.ProtocolTCP, "HTTPS": corev1.ProtocolTCP, "TLS": corev1.ProtocolTCP,
+	"TCP": corev1.ProtocolTCP, "UDP": corev1.ProtocolUDP,
+}
+
+// gatewayPorts returns the distinct (port, protocol) pairs of a Gateway's spec.listeners,
+// sorted by port then protocol, and a description of every listener left out: beyond the
+// first MaxListeners, not an object, a port outside 1-65535 or not a whole number, an
+// unknown protocol. The Gateway is tenant input: nothing of it is trusted.
+func gatewayPorts(u *unstructured.Unstructured) (ports []listenerPort, problems []string) {
+	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "listeners")
+	if err != nil || !found {
+		return nil, []string{"the Gateway has no spec.listeners"}
+	}
+	listeners, ok := raw.([]any)
+	if !ok {
+		return nil, []string{"spec.listeners is not a list"}
+	}
+	if len(listeners) > MaxListeners {
+		problems = append(problems, fmt.Sprintf("the Gateway has %d listeners; only the first %d are served", len(listeners), MaxListeners))
+		listeners = listeners[:MaxListeners]
+	}
+	seen := map[listenerPort]bool{}
+	for i, l := range listeners {
+		m, ok := l.(map[string]any)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
+			continue
+		}
+		label := fmt.Sprintf("listener %d", i)
+		if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
+			label = fmt.Sprintf("listener %q", name)
+		}
+		port, ok := wholeNumber(m["port"])
+		if !ok || port < 1 || port > 65535 {
+			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label))
+			continue
+		}
+		protoName, _ := m["protocol"].(string)
+		proto, ok := listenerProtocols[protoName]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label))
+			continue
+		}
+		lp := listenerPort{protocol: proto, port: int32(port)}
+		if !seen[lp] {
+			seen[lp] = true
+			ports = append(ports, lp)
+		}
+	}
+	slices.SortFunc(ports, func(a, b listenerPort) int {
+		return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.protocol, b.protocol))
+	})
+	return ports, problems
+}
+
+// wholeNumber reads a JSON number (int64 from the API machinery, float64 or json.Number
+// from elsewhere) that is a whole number.
+func wholeNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case float64:
+		if n != math.Trunc(n) || math.IsInf(n, 0) || math.Abs(n) > 1e9 {
+			return 0, false
+		}
+		return int64(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// gatewayRequests asks for a listener port per Gateway port, preferring the target port the
+// existing hub Service (svc, may be nil) already has for it.
+func gatewayRequests(r *kubelbv1alpha1.Route, ports []listenerPort, svc *corev1.Service) []portalloc.Request {
+	reqs := make([]portalloc.Request, 0, len(ports))
+	for _, p := range ports {
+		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.protocol, p.port), Hints: targetHints(svc, p)})
+	}
+	return reqs
+}
+
+// ingressPorts are the ports of a tenant's shared Ingress Service, by name.
+var ingressPorts = []struct {
+	name string
+	port int32
+}{{"http", 80}, {"https", 443}}
+
+// ingressRequests asks for the two listener ports of the shared Ingress Service.
+func ingressRequests(namespace string, svc *corev1.Service) []portalloc.Request {
+	reqs := make([]portalloc.Request, 0, len(ingressPorts))
+	for _, p := range ingressPorts {
+		reqs = append(reqs, portalloc.Request{Key: portalloc.IngressKey(namespace, p.port),
+			Hints: targetHints(svc, listenerPort{protocol: corev1.ProtocolTCP, port: p.port})})
+	}
+	return reqs
+}
+
+// targetHints is the target port svc has for p, if any.
+func targetHints(svc *corev1.Service, p listenerPort) []int32 {
+	if svc == nil {
+		return nil
+	}
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+			return []int32{sp.TargetPort.IntVal}
+		}
+	}
+	return nil
+}
+
+// hubPort is one port of a hub Service: its name, protocol, tenant-facing port and listener
+// port.
+type hubPort struct {
+	name     string
+	protocol corev1.Protocol
+	port     int32
+	target   int32
+}
+
+// allocatedGatewayPorts returns the Gateway ports that have a listener port.
+func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []listenerPort, alloc map[portalloc.Key]int32) []hubPort {
+	var out []hubPort
+	for _, p := range ports {
+		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.protocol, p.port)]; t != 0 {
+			out = append(out, hubPort{name: p.name(), protocol: p.protocol, port: p.port, target: t})
+		}
+	}
+	return out
+}
+
+// allocatedIngressPorts returns the Ingress ports that have a listener port.
+func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubPort {
+	var out []hubPort
+	for _, p := range ingressPorts {
+		if t := alloc[portalloc.IngressKey(namespace, p.port)]; t != 0 {
+			out = append(out, hubPort{name: p.name, protocol: corev1.ProtocolTCP, port: p.port, target: t})
+		}
+	}
+	return out
+}
+
+// validRouteName reports whether the Route's name can be the value of the route-name label
+// of its hub Service, by which the port allocations are found again after a restart.
+func validRouteName(name string) bool { return len(validation.IsValidLabelValue(name)) == 0 }
+
+// gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
+// gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
+// (port = listener port, targetPort = Envoy listener port), labelled with the Route's name
+// and controlled by the Route. ports must not be empty.
+func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort) *corev1ac.ServiceApplyConfiguration {
+	labels := baseLabels(r.Namespace)
+	labels[kubelbv1alpha1.LabelRouteName] = r.Name
+	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
+		if v, ok := r.Labels[k]; ok && len(validation.IsValidLabelValue(v)) == 0 {
+			labels[k] = v
+		}
+	}
+	svc := corev1ac.Service(GatewayServiceName(r.Name), r.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(kubelbv1alpha1.GroupVersion.String()).
+			WithKind("Route").
+			WithName(r.Name).
+			WithUID(r.UID).
+			WithController(true).
+			WithBlockOwnerDeletion(true)).
+		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, ports))
+	var source map[string]string
+	if r.Spec.Source.Kubernetes != nil {
+		source = r.Spec.Source.Kubernetes.Route.GetAnnotations()
+	}
+	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, source)); len(a) > 0 {
+		svc.WithAnnotations(a)
+	}
+	return svc
+}
+
+// ingressService is the tenant's shared Ingress Service "kubelb-ingress": type
+// LoadBalancer of the tenant's ingress class, selecting the tenant's Envoy pods, ports
+// "http" 80 and "https" 443 (those allocated). It has no owner: the Route controller deletes
+// it when the tenant's last Ingress Route goes. ports must not be empty.
+func ingressService(namespace string, t settings.Tenant, ports []hubPort) *corev1ac.ServiceApplyConfiguration {
+	labels := baseLabels(namespace)
+	labels[kubelbv1alpha1.LabelIngressService] = "true"
+	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
+		WithLabels(labels).
+		WithSpec(serviceSpec(namespace, t.IngressClass, ports))
+	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil)); len(a) > 0 {
+		svc.WithAnnotations(a)
+	}
+	return svc
+}
+
+// baseLabels are the labels of every hub Service of a Route.
+func baseLabels(namespace string) map[string]string {
+	labels := map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
+	if tenant := settings.TenantName(namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
+		labels[kubelbv1alpha1.LabelTenantName] = tenant
+	}
+	return labels
+}
+
+func serviceSpec(namespace string, class *string, ports []hubPort) *corev1ac.ServiceSpecApplyConfiguration {
+	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
+	for _, p := range ports {
+		svcPorts = append(svcPorts, corev1ac.ServicePort().
+			WithName(p.name).
+			WithProtocol(p.protocol).
+			WithPort(p.port).
+			WithTargetPort(intstr.FromInt32(p.target)))
+	}
+	spec := corev1ac.ServiceSpec().
+		WithType(corev1.ServiceTypeLoadBalancer).
+		WithSelector(manager.EnvoyPodLabels(namespace)).
+		WithPorts(svcPorts...)
+	if class != nil {
+		spec.WithLoadBalancerClass(*class)
+	}
+	return spec
+}
+
+// validAnnotations drops annotations whose key the API server would refuse (a tenant's
+// Gateway may carry anything when all annotations are propagated).
+func validAnnotations(a map[string]string) map[string]string {
+	for k := range a {
+		if len(validation.IsQualifiedName(strings.ToLower(k))) != 0 {
+			delete(a, k)
+		}
+	}
+	return a
+}
+
+// outcome is what a reconcile found; appliedCondition turns it into the condition.
+type outcome struct {
+	kind        sourceKind
+	gvk         schema.GroupVersionKind
+	invalidName bool
+	disabled    string // "Ingress" or "Gateway API" when disabled
+	serviceErr  error
+	exhausted   error
+	problems    []string
+	noPorts     bool
+}
+
+// appliedCondition is the ResourceAppliedSuccessfully condition of status.resources.route
+// for an outcome, the most important problem first.
+func appliedCondition(o outcome, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionFalse, ObservedGeneration: generation}
+	switch {
+	case o.kind == kindUnsupported:
+		c.Reason = ReasonUnsupportedKind
+		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",
+			truncate(o.gvk.Kind), truncate(o.gvk.GroupVersion().String()))
+	case o.invalidName:
+		c.Reason, c.Message = ReasonInvalidName, "The Route's name is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.'); its hub Service cannot be made. Routes are named by the tenant object's UID."
+	case o.disabled != "":
+		c.Reason, c.Message = ReasonDisabled, o.disabled+" is disabled for this tenant (Tenant or Config); no hub Service is made."
+	case o.serviceErr != nil:
+		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was not applied: "+o.serviceErr.Error()
+	case o.exhausted != nil:
+		c.Reason, c.Message = ReasonPortsExhausted, "No listener port is left for this Route: "+o.exhausted.Error()
+	case len(o.problems) > 0:
+		c.Reason, c.Message = ReasonInvalidListeners, "Listeners left out: "+strings.Join(o.problems, "; ")
+	case o.noPorts:
+		c.Reason, c.Message = ReasonInvalidListeners, "The Gateway has no listener to serve."
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonApplied
+		switch o.kind {
+		case kindGateway:
+			c.Message = "The Gateway's hub Service is applied."
+		case kindIngress:
+			c.Message = "The tenant's Ingress Service " + kubelbv1alpha1.IngressServiceName + " is applied."
+		default:
+			c.Message = "Nothing to make on the hub: the route is served through its Gateway's Service."
+		}
+	}
+	return c
+}
+
+// truncate shortens tenant text quoted in a message.
+func truncate(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// ownedStatus is the part of a Route status this controller applies (StatusFieldOwner).
+// It is its own type, not RouteStatus, so that nothing else — above all
+// resources.route.status, the status writer's — is sent, not even as null.
+type ownedStatus struct {
+	Resources ownedResources `json:"resources"`
+}
+
+type ownedResources struct {
+	Source   string                  `json:"source,omitempty"`
+	Services map[string]ownedService `json:"services,omitempty"`
+	Route    ownedRoute              `json:"route"`
+}
+
+type ownedRoute struct {
+	APIVersion string             `json:"apiVersion,omitempty"`
+	Kind       string             `json:"kind,omitempty"`
+	Name       string             `json:"name,omitempty"`
+	Namespace  string             `json:"namespace,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+type ownedService struct {
+	APIVersion    string               `json:"apiVersion,omitempty"`
+	Kind          string               `json:"kind,omitempty"`
+	Name          string               `json:"name,omitempty"`
+	Namespace     string               `json:"namespace,omitempty"`
+	GeneratedName string               `json:"generatedName,omitempty"`
+	Status        json.RawMessage      `json:"status,omitempty"`
+	Conditions    []metav1.Condition   `json:"conditions,omitempty"`
+	Ports         []corev1.ServicePort `json:"ports,omitempty"`
+}
+
+// hubServiceState is a hub Service as the status reports it: name, ports and its status
+// (nil svc: just applied, no status yet).
+type hubServiceState struct {
+	name  string
+	ports []hubPort
+	svc   *corev1.Service
+}
+
+// nextStatus is the part of the status this controller owns, as it should be: the source,
+// the hub Services (keyed "namespace/name") and the route's identity and condition. A
+// condition keeps its transition time unless its status changes.
+func nextStatus(r *kubelbv1alpha1.Route, o outcome, services []hubServiceState, cond metav1.Condition, now metav1.Time) ownedStatus {
+	var st ownedStatus
+	if r.Spec.Source.Kubernetes != nil {
+		u := &r.Spec.Source.Kubernetes.Route
+		st.Resources.Route = ownedRoute{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Namespace: u.GetNamespace()}
+		st.Resources.Source = strings.TrimSpace(u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName())
+	}
+	st.Resources.Route.Conditions = setCondition(r.Status.Resources.Route.Conditions, cond, now)
+	for _, s := range services {
+		key := r.Namespace + "/" + s.name
+		prev := r.Status.Resources.Services[key].Conditions
+		entry := ownedService{
+			APIVersion: "v1", Kind: "Service", Name: s.name, Namespace: r.Namespace, GeneratedName: s.name,
+			Conditions: setCondition(prev, metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionTrue,
+				Reason: ReasonApplied, Message: "Success", ObservedGeneration: r.Generation}, now),
+		}
+		for _, p := range s.ports {
+			entry.Ports = append(entry.Ports, corev1.ServicePort{Name: p.name, Protocol: p.protocol, Port: p.port, TargetPort: intstr.FromInt32(p.target)})
+		}
+		if s.svc != nil {
+			entry.Status, _ = json.Marshal(s.svc.Status)
+		}
+		if st.Resources.Services == nil {
+			st.Resources.Services = map[string]ownedService{}
+		}
+		st.Resources.Services[key] = entry
+	}
+	return st
+}
+
+// setCondition returns only cond (the one condition type this controller owns), with the
+// transition time of the same condition in conds when its status is unchanged.
+func setCondition(conds []metav1.Condition, cond metav1.Condition, now metav1.Time) []metav1.Condition {
+	var own []metav1.Condition
+	if prev := meta.FindStatusCondition(conds, cond.Type); prev != nil {
+		own = []metav1.Condition{*prev}
+	}
+	cond.LastTransitionTime = now
+	meta.SetStatusCondition(&own, cond)
+	return own
+}
+
+// currentStatus is the part of the status this controller owns, as the Route has it (every
+// services entry: the controller is the only writer of that map).
+func currentStatus(r *kubelbv1alpha1.Route) ownedStatus {
+	in := r.Status.Resources
+	st := ownedStatus{Resources: ownedResources{
+		Source: in.Source,
+		Route: ownedRoute{APIVersion: in.Route.APIVersion, Kind: in.Route.Kind, Name: in.Route.Name, Namespace: in.Route.Namespace,
+			Conditions: ownConditions(in.Route.Conditions)},
+	}}
+	for k, s := range in.Services {
+		if st.Resources.Services == nil {
+			st.Resources.Services = map[string]ownedService{}
+		}
+		st.Resources.Services[k] = ownedService{
+			APIVersion: s.APIVersion, Kind: s.Kind, Name: s.Name, Namespace: s.Namespace, GeneratedName: s.GeneratedName,
+			Status: s.Status.Raw, Conditions: s.Conditions, Ports: s.Ports,
+		}
+	}
+	return st
+}
+
+func ownConditions(conds []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range conds {
+		if c.Type == ConditionApplied {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// sameStatus compares two owned statuses as the API server would store them: as JSON with
+// empty objects left out.
+func sameStatus(a, b ownedStatus) bool {
+	return equalJSON(normalize(a), normalize(b))
+}
+
+func normalize(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil
+	}
+	return prune(out)
+}
+
+// prune removes empty objects and nulls, deepest first.
+func prune(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			x = prune(x)
+			if m, ok := x.(map[string]any); (ok && len(m) == 0) || x == nil {
+				delete(v, k)
+				continue
+			}
+			v[k] = x
+		}
+		return v
+	case []any:
+		for i := range v {
+			v[i] = prune(v[i])
+		}
+		return v
+	}
+	return v
+}
+
+func equalJSON(a, b any) bool {
+	ra, _ := json.Marshal(a)
+	rb, _ := json.Marshal(b)
+	return string(ra) == string(rb)
+}

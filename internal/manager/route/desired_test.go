@@ -1,0 +1,226 @@
+package route
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+func TestGatewayServiceName(t *testing.T) {
+	t.Parallel()
+	if got := GatewayServiceName("be937bc2-3b42-4cc1-896a-a1723ee3e897"); got != "gateway-be937bc2-3b42-4cc1-896a-a1723ee3e897" {
+		t.Errorf("UID name → %s", got)
+	}
+	long := GatewayServiceName(strings.Repeat("a", 60))
+	if len(validation.IsDNS1035Label(long)) != 0 || !strings.HasPrefix(long, "gateway-") || len(long) != len("gateway-")+32 {
+		t.Errorf("long name → %s", long)
+	}
+	if GatewayServiceName("Not.Valid") == GatewayServiceName("not.valid") {
+		t.Errorf("distinct names hash alike")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		apiVersion, kind string
+		want             sourceKind
+	}{
+		{"networking.k8s.io/v1", "Ingress", kindIngress},
+		{"gateway.networking.k8s.io/v1", "Gateway", kindGateway},
+		{"gateway.networking.k8s.io/v1beta1", "Gateway", kindGateway},
+		{"gateway.networking.k8s.io/v1", "HTTPRoute", kindGatewayRoute},
+		{"gateway.networking.k8s.io/v1", "GRPCRoute", kindGatewayRoute},
+		{"gateway.networking.k8s.io/v1alpha2", "TLSRoute", kindGatewayRoute},
+		{"gateway.networking.k8s.io/v1alpha2", "TCPRoute", kindGatewayRoute},
+		{"gateway.networking.k8s.io/v1alpha2", "UDPRoute", kindGatewayRoute},
+		{"example.com/v1", "Ingress", kindUnsupported},
+		{"networking.k8s.io/v1", "Gateway", kindUnsupported},
+		{"v1", "Service", kindUnsupported},
+		{"a/b/c", "Gateway", kindUnsupported},
+	} {
+		rt := &kubelbv1alpha1.Route{}
+		rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": tc.apiVersion, "kind": tc.kind,
+		}}}
+		if got, _ := classify(rt); got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.apiVersion, tc.kind, got, tc.want)
+		}
+	}
+	if got, _ := classify(&kubelbv1alpha1.Route{}); got != kindUnsupported {
+		t.Errorf("no source: %v", got)
+	}
+}
+
+func gatewayObject(listeners any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"spec": map[string]any{"listeners": listeners},
+	}}
+}
+
+func TestGatewayPorts(t *testing.T) {
+	t.Parallel()
+	ports, problems := gatewayPorts(gatewayObject([]any{
+		map[string]any{"name": "https", "port": int64(443), "protocol": "HTTPS"},
+		map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
+		map[string]any{"name": "tls", "port": int64(443), "protocol": "TLS"}, // same Service port as https
+		map[string]any{"name": "dns", "port": float64(53), "protocol": "UDP"},
+		map[string]any{"name": "dns-tcp", "port": int64(53), "protocol": "TCP"},
+		map[string]any{"name": "zero", "port": int64(0), "protocol": "HTTP"},
+		map[string]any{"name": "big", "port": int64(65536), "protocol": "HTTP"},
+		map[string]any{"name": "frac", "port": 80.5, "protocol": "HTTP"},
+		map[string]any{"name": "text", "port": "80", "protocol": "HTTP"},
+		map[string]any{"name": "sctp", "port": int64(9), "protocol": "SCTP"},
+		map[string]any{"name": "custom", "port": int64(9), "protocol": "example.com/foo"},
+		"not an object",
+		map[string]any{"name": strings.Repeat("x", 300), "port": int64(-1), "protocol": "HTTP"},
+	}))
+	want := []listenerPort{{corev1.ProtocolTCP, 53}, {corev1.ProtocolUDP, 53}, {corev1.ProtocolTCP, 80}, {corev1.ProtocolTCP, 443}}
+	if diff := cmp.Diff(want, ports, cmp.AllowUnexported(listenerPort{})); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	wantProblems := []string{
+		`listener "zero": port must be a number from 1 to 65535`,
+		`listener "big": port must be a number from 1 to 65535`,
+		`listener "frac": port must be a number from 1 to 65535`,
+		`listener "text": port must be a number from 1 to 65535`,
+		`listener "sctp": protocol must be HTTP, HTTPS, TLS, TCP or UDP`,
+		`listener "custom": protocol must be HTTP, HTTPS, TLS, TCP or UDP`,
+		`listener 11 is not an object`,
+		`listener 12: port must be a number from 1 to 65535`, // a name too long to quote
+	}
+	if diff := cmp.Diff(wantProblems, problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if ports[0].name() != "tcp-53" || ports[1].name() != "udp-53" {
+		t.Errorf("names %s %s", ports[0].name(), ports[1].name())
+	}
+
+	// At most 64 listeners get ports.
+	var many []any
+	for i := range 70 {
+		many = append(many, map[string]any{"name": fmt.Sprintf("l%d", i), "port": int64(1000 + i), "protocol": "TCP"})
+	}
+	ports, problems = gatewayPorts(gatewayObject(many))
+	if len(ports) != MaxListeners || len(problems) != 1 || !strings.Contains(problems[0], "70 listeners") {
+		t.Errorf("%d ports, problems %v", len(ports), problems)
+	}
+	if _, problems := gatewayPorts(gatewayObject("nope")); len(problems) != 1 {
+		t.Errorf("listeners not a list: %v", problems)
+	}
+	if _, problems := gatewayPorts(&unstructured.Unstructured{Object: map[string]any{}}); len(problems) != 1 {
+		t.Errorf("no listeners: %v", problems)
+	}
+}
+
+func TestGatewayService(t *testing.T) {
+	t.Parallel()
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1", Labels: map[string]string{
+		kubelbv1alpha1.LabelOriginName: "gw", kubelbv1alpha1.LabelOriginNamespace: "shop", kubelbv1alpha1.LabelOriginResourceKind: "not a label value!",
+	}}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
+	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
+	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}})
+	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
+	}
+	wantLabels := map[string]string{
+		kubelbv1alpha1.LabelManagedBy: "kubelb", kubelbv1alpha1.LabelTenantName: "a", kubelbv1alpha1.LabelRouteName: "r1",
+		kubelbv1alpha1.LabelOriginName: "gw", kubelbv1alpha1.LabelOriginNamespace: "shop",
+	}
+	if diff := cmp.Diff(wantLabels, svc.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"ok.example.com/a": "1"}, svc.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	if p := svc.Spec.Ports[0]; *p.Name != "tcp-80" || *p.Port != 80 || *p.TargetPort != intstr.FromInt32(10001) {
+		t.Errorf("port %+v", p)
+	}
+	if o := svc.OwnerReferences[0]; *o.Kind != "Route" || *o.UID != "uid-1" || !*o.Controller {
+		t.Errorf("owner %+v", o)
+	}
+}
+
+func TestAppliedCondition(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		o      outcome
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{outcome{kind: kindGateway}, metav1.ConditionTrue, ReasonApplied},
+		{outcome{kind: kindGatewayRoute}, metav1.ConditionTrue, ReasonApplied},
+		{outcome{kind: kindUnsupported}, metav1.ConditionFalse, ReasonUnsupportedKind},
+		{outcome{kind: kindGateway, disabled: "Gateway API", exhausted: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonDisabled},
+		{outcome{kind: kindGateway, exhausted: fmt.Errorf("x"), problems: []string{"p"}}, metav1.ConditionFalse, ReasonPortsExhausted},
+		{outcome{kind: kindGateway, problems: []string{"p"}}, metav1.ConditionFalse, ReasonInvalidListeners},
+		{outcome{kind: kindGateway, noPorts: true}, metav1.ConditionFalse, ReasonInvalidListeners},
+		{outcome{kind: kindGateway, invalidName: true}, metav1.ConditionFalse, ReasonInvalidName},
+		{outcome{kind: kindIngress, serviceErr: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonServiceFailed},
+	} {
+		c := appliedCondition(tc.o, 3)
+		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 3 || c.Type != ConditionApplied || c.Message == "" {
+			t.Errorf("%+v → %+v", tc.o, c)
+		}
+	}
+}
+
+// TestNextStatus: the owned status holds the services entry with the hub Service's status,
+// keeps a condition's transition time while its status holds, and compares equal to the
+// status once stored (so a settled Route is not written again).
+func TestNextStatus(t *testing.T) {
+	t.Parallel()
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", Generation: 2}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	rt.Spec.Source.Kubernetes.Route.SetName("gw")
+	rt.Spec.Source.Kubernetes.Route.SetNamespace("shop")
+	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}}}}}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := outcome{kind: kindGateway}
+	services := []hubServiceState{{name: "gateway-r1", ports: []hubPort{{"tcp-80", corev1.ProtocolTCP, 80, 10001}}, svc: svc}}
+	st := nextStatus(rt, o, services, appliedCondition(o, 2), t0)
+	entry := st.Resources.Services["tenant-a/gateway-r1"]
+	if st.Resources.Source != "Gateway shop/gw" || entry.Name != "gateway-r1" || string(entry.Status) != `{"loadBalancer":{"ingress":[{"ip":"192.0.2.7"}]}}` ||
+		entry.Ports[0].TargetPort.IntVal != 10001 {
+		t.Errorf("status %+v", st)
+	}
+
+	// Stored as the API server would (through RouteStatus): equal, and the time is kept.
+	raw, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	stored := &kubelbv1alpha1.RouteStatus{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, stored); err != nil {
+		t.Fatal(err)
+	}
+	rt.Status = *stored
+	rt.Status.Resources.Route.Status = runtime.RawExtension{Raw: []byte(`{"other":"owner"}`)}
+	if !sameStatus(currentStatus(rt), st) {
+		t.Errorf("stored status differs from the applied one:\n%+v\n%+v", currentStatus(rt), st)
+	}
+	again := nextStatus(rt, o, services, appliedCondition(o, 2), metav1.NewTime(t0.Add(time.Hour)))
+	if !sameStatus(again, st) {
+		t.Errorf("an unchanged reconcile changes the status")
+	}
+	// The address changes: a different status.
+	svc2 := svc.DeepCopy()
+	svc2.Status.LoadBalancer.Ingress[0].IP = "192.0.2.8"
+	changed := nextStatus(rt, o, []hubServiceState{{name: "gateway-r1", ports: services[0].ports, svc: svc2}}, appliedCondition(o, 2), t0)
+	if sameStatus(changed, st) {
+		t.Errorf("a new address does not change the status")
+	}
+}

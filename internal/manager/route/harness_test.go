@@ -1,0 +1,352 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+const waitTimeout = 30 * time.Second
+
+// writeCounter counts the write requests a client sends.
+type writeCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *writeCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			w.mu.Lock()
+			w.n[req.Method+" "+req.URL.Path]++
+			w.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+func (w *writeCounter) Snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range w.n {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// running is a manager with the Route and LoadBalancer controllers, sharing one port
+// allocator as in cmd/kubelb, running in-process against a test API server.
+type running struct {
+	ports  *portalloc.Shared
+	writes *writeCounter
+	stop   func()
+}
+
+// startManager runs the Route and LoadBalancer controllers in a manager of their own (no
+// leader election, no metrics server) until stop or the end of the test. Set
+// KUBELB_TEST_LOG=1 for its logs.
+func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *running {
+	t.Helper()
+	m := &running{writes: &writeCounter{n: map[string]int{}}}
+	cfg := rest.CopyConfig(hub.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	cfg.Wrap(m.writes.RoundTripper)
+	mopts := ctrl.Options{
+		Scheme:                 app.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if os.Getenv("KUBELB_TEST_LOG") != "" {
+		mopts.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ports = loadbalancer.NewSharedPorts(mgr, r)
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	m.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("manager stopped with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("manager did not stop")
+			}
+		})
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// ---- fixtures ----
+
+const managerNS = "kubelb-system"
+
+func createNamespace(t testing.TB, c client.Client, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue,
+	}}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ceRoutes reads the Routes a KubeLB CE ccm wrote (testdata/hub-routes.yaml, a copy of
+// /work/shared/fixtures/kubelb-ce) into namespace ns, by origin kind ("Gateway", "Ingress",
+// "HTTPRoute", "GRPCRoute"), as a ccm would create them (no status, uid, generation).
+func ceRoutes(t testing.TB, ns string) map[string]*kubelbv1alpha1.Route {
+	t.Helper()
+	f, err := os.Open("testdata/hub-routes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	out := map[string]*kubelbv1alpha1.Route{}
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		delete(u.Object, "status")
+		rt := &kubelbv1alpha1.Route{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rt); err != nil {
+			t.Fatal(err)
+		}
+		rt.Namespace, rt.UID, rt.ResourceVersion, rt.Generation = ns, "", "", 0
+		out[rt.Spec.Source.Kubernetes.Route.GetKind()] = rt
+	}
+	return out
+}
+
+// gatewayRoute is a Route of a Gateway with the given listeners ({name, port, protocol}).
+func gatewayRoute(ns, name string, listeners ...map[string]any) *kubelbv1alpha1.Route {
+	ls := make([]any, 0, len(listeners))
+	for _, l := range listeners {
+		ls = append(ls, l)
+	}
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	rt.Spec.Endpoints = []kubelbv1alpha1.LoadBalancerEndpoints{{Name: "default", AddressesReference: &corev1.ObjectReference{Name: "default"}}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "gw-" + name, "namespace": "shop"},
+		"spec":     map[string]any{"gatewayClassName": "kubelb", "listeners": ls},
+	}}}
+	return rt
+}
+
+// ingressRoute is a Route of an Ingress.
+func ingressRoute(ns, name string) *kubelbv1alpha1.Route {
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	rt.Spec.Endpoints = []kubelbv1alpha1.LoadBalancerEndpoints{{Name: "default", AddressesReference: &corev1.ObjectReference{Name: "default"}}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"name": "ing-" + name, "namespace": "shop"},
+		"spec": map[string]any{"ingressClassName": "kubelb", "rules": []any{map[string]any{
+			"host": name + ".example.com",
+			"http": map[string]any{"paths": []any{map[string]any{"path": "/", "pathType": "Prefix",
+				"backend": map[string]any{"service": map[string]any{"name": "web", "port": map[string]any{"number": int64(80)}}}}}},
+		}}},
+	}}}
+	return rt
+}
+
+func listener(name string, port int64, protocol string) map[string]any {
+	return map[string]any{"name": name, "port": port, "protocol": protocol}
+}
+
+func getRoute(t testing.TB, c client.Client, ns, name string) *kubelbv1alpha1.Route {
+	t.Helper()
+	rt := &kubelbv1alpha1.Route{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rt); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// waitCondition waits until the Route's ResourceAppliedSuccessfully condition has the given
+// status and reason for the Route's generation.
+func waitCondition(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.Route {
+	t.Helper()
+	var rt *kubelbv1alpha1.Route
+	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("Route %s/%s %s=%s %s", ns, name, ConditionApplied, status, reason), func() error {
+		rt = &kubelbv1alpha1.Route{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rt); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(rt.Status.Resources.Route.Conditions, ConditionApplied)
+		if cond == nil || cond.Status != status || cond.Reason != reason {
+			return fmt.Errorf("condition %+v", cond)
+		}
+		if cond.ObservedGeneration != rt.Generation {
+			return fmt.Errorf("condition of generation %d, object at %d", cond.ObservedGeneration, rt.Generation)
+		}
+		return nil
+	})
+	return rt
+}
+
+// waitService waits for a hub Service and checks it with cond.
+func waitService(t testing.TB, c client.Client, ns, name string, cond func(*corev1.Service) error) *corev1.Service {
+	t.Helper()
+	var svc *corev1.Service
+	testsupport.Eventually(t, waitTimeout, "hub Service "+ns+"/"+name, func() error {
+		svc = &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		if cond != nil {
+			return cond(svc)
+		}
+		return nil
+	})
+	return svc
+}
+
+// waitGone waits until an object no longer exists.
+func waitGone(t testing.TB, c client.Client, obj client.Object) {
+	t.Helper()
+	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
+		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there (finalizers %v)", obj.GetFinalizers())
+	})
+}
+
+// playLoadBalancer plays the hub's own load balancer implementation (MetalLB in
+// production): it writes an address into a hub Service's status.
+func playLoadBalancer(t testing.TB, c client.Client, ns, name, ip string) {
+	t.Helper()
+	testsupport.Eventually(t, waitTimeout, "address on hub Service "+name, func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		return c.Status().Update(context.Background(), svc)
+	})
+}
+
+// targets returns a Service's ports as "name proto port->target".
+func targets(svc *corev1.Service) []string {
+	var out []string
+	for _, p := range svc.Spec.Ports {
+		out = append(out, fmt.Sprintf("%s %s %d->%d", p.Name, p.Protocol, p.Port, p.TargetPort.IntVal))
+	}
+	return out
+}
+
+func countEvents(t testing.TB, c client.Client, ns, name, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "Route" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			n++
+		}
+	}
+	return n
+}
+
+func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
+	t.Helper()
+	testsupport.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
+		if countEvents(t, c, ns, name, reason) == 0 {
+			return fmt.Errorf("no event")
+		}
+		return nil
+	})
+}
+
+// deleteRoutes deletes every Route of a namespace and waits until they and the hub Services
+// of Routes are gone.
+func deleteRoutes(t testing.TB, c client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.Route{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, waitTimeout, "Routes and their hub Services in "+ns+" to be gone", func() error {
+		rts := &kubelbv1alpha1.RouteList{}
+		svcs := &corev1.ServiceList{}
+		if err := c.List(ctx, rts, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := c.List(ctx, svcs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, s := range svcs.Items {
+			if isRouteService(&s) {
+				n++
+			}
+		}
+		if len(rts.Items)+n > 0 {
+			return fmt.Errorf("%d Routes and %d hub Services left", len(rts.Items), n)
+		}
+		return nil
+	})
+}
