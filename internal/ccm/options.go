@@ -1,8 +1,8 @@
 // Package ccm holds the tenant-side controllers: they mirror LoadBalancer Services and Ready
 // node addresses into the tenant's namespace of the hub, copy the hub's status back onto the
-// Services, and report the hub's Programmed condition as Events on them. Ingresses, Gateway
-// API objects and Secrets are not mirrored yet: the options for them are accepted and ignored
-// (cmd/ccm logs a warning when one is set).
+// Services, and report the hub's Programmed condition as Events on them. Ingresses and Gateway
+// API objects are mirrored as Routes by package source (set up from here). Secrets are not
+// mirrored yet: that option is accepted and ignored (cmd/ccm logs a warning when it is set).
 package ccm
 
 // NodeAddressType values: which node address the hub sends traffic to.
@@ -24,20 +24,29 @@ type Options struct {
 	// UseLoadBalancerClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseLoadBalancerClass bool
 
-	// Not yet implemented: accepted from the flags and ignored by Setup.
-	EnableGatewayAPI           bool
-	EnableSecretSynchronizer   bool
-	InstallGatewayAPICRDs      bool
-	GatewayAPICRDsChannel      string
-	UseIngressClass            bool
-	UseGatewayClass            bool
+	// Layer 7 (package source). EnableGatewayAPI runs the Gateway API controllers;
+	// InstallGatewayAPICRDs installs the CRDs of GatewayAPICRDsChannel at start-up.
+	EnableGatewayAPI      bool
+	InstallGatewayAPICRDs bool
+	GatewayAPICRDsChannel string
+	// UseIngressClass limits the ccm to Ingresses of class kubelb; UseGatewayClass applies
+	// KubeLB CE's rule to the Gateway named kubelb (see source.GatewayServed).
+	UseIngressClass bool
+	UseGatewayClass bool
+	// Disable*Controller switch single kinds off.
 	DisableIngressController   bool
 	DisableGatewayController   bool
 	DisableHTTPRouteController bool
 	DisableGRPCRouteController bool
+	DisableTLSRouteController  bool
+	DisableTCPRouteController  bool
+	DisableUDPRouteController  bool
+
+	// Not yet implemented: accepted from the flags and ignored by Setup.
+	EnableSecretSynchronizer bool
 
 	// MaxConcurrentReconciles is the number of workers of each Service controller (mirror
-	// and status); 0 means DefaultMaxConcurrentReconciles.
+	// and status) and of each Layer 7 controller; 0 means DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 }
 
