@@ -47,7 +47,7 @@ func group(u map[string]any, def string, path ...string) string {
 }
 
 // ObjectRefs lists the references of a tenant object of kind k (its unstructured content) in
-// namespace ns, sorted and without duplicates: an Ingress's backend Services (same
+// namespace ns, without duplicates: an Ingress's backend Services (same
 // namespace), a Gateway's listeners' certificateRefs, a route's backendRefs (any kind; only
 // Services become backends).
 func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
@@ -85,9 +85,13 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 			}
 		}
 	}
-	out = slices.DeleteFunc(out, func(r Ref) bool { return r.Name == "" })
-	slices.SortFunc(out, func(a, b Ref) int { return cmp.Compare(a.String(), b.String()) })
-	return slices.Compact(out)
+	// In the order of first appearance (the embedded Services keep it, as KubeLB CE's do).
+	seen := map[Ref]bool{}
+	return slices.DeleteFunc(out, func(r Ref) bool {
+		drop := r.Name == "" || seen[r]
+		seen[r] = true
+		return drop
+	})
 }
 
 // ParentRefs lists the Gateways a route names in spec.parentRefs (group and kind default to
