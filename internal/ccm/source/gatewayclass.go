@@ -34,7 +34,7 @@ func DesiredGatewayClass() *gwapiv1.GatewayClass {
 			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}},
 		Spec: gwapiv1.GatewayClassSpec{
 			ControllerName: ControllerName,
-			Description:    ptr.To("Gateways served by kubelb: mirrored into the kubelb management cluster and served by its Envoy fleet."),
+			Description:    ptr.To("Served by kubelb (mirrored to the management cluster)."),
 		},
 	}
 }
