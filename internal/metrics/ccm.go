@@ -21,13 +21,34 @@ var (
 	// Accepted condition on classes of kubelb's controllerName).
 	CCMGatewayClassReconcile = newReconcile("kubelb_ccm_gatewayclass", "tenant GatewayClasses", false)
 
-	CCMManagedIngresses  = newManaged("ingresses", "Ingresses")
-	CCMManagedGateways   = newManaged("gateways", "Gateways")
-	CCMManagedHTTPRoutes = newManaged("httproutes", "HTTPRoutes")
-	CCMManagedGRPCRoutes = newManaged("grpcroutes", "GRPCRoutes")
-	CCMManagedTLSRoutes  = newManaged("tlsroutes", "TLSRoutes")
-	CCMManagedTCPRoutes  = newManaged("tcproutes", "TCPRoutes")
-	CCMManagedUDPRoutes  = newManaged("udproutes", "UDPRoutes")
+	CCMManagedIngresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_ingresses_total",
+		Help: "Tenant Ingresses the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedGateways = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_gateways_total",
+		Help: "Tenant Gateways the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedHTTPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_httproutes_total",
+		Help: "Tenant HTTPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedGRPCRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_grpcroutes_total",
+		Help: "Tenant GRPCRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedTLSRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_tlsroutes_total",
+		Help: "Tenant TLSRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedTCPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_tcproutes_total",
+		Help: "Tenant TCPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedUDPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_udproutes_total",
+		Help: "Tenant UDPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
 
 	CCMManagedServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_services_total",
@@ -51,14 +72,6 @@ var (
 		Buckets: durationBuckets,
 	}, []string{"operation"})
 )
-
-// newManaged declares kubelb_ccm_managed_<plural>_total{namespace}.
-func newManaged(plural, what string) *prometheus.GaugeVec {
-	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kubelb_ccm_managed_" + plural + "_total",
-		Help: "Tenant " + what + " the ccm mirrors into the hub as Routes, per namespace.",
-	}, []string{"namespace"})
-}
 
 // ccmReconciles are the reconcile metrics of the ccm, in declaration order.
 func ccmReconciles() []*Reconcile {

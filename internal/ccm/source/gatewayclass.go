@@ -22,6 +22,9 @@ import (
 // GatewayClassReconciler keeps the GatewayClass kubelb (made with kubelb's controllerName when
 // missing; an existing one is never changed) and sets Accepted=True on every GatewayClass of
 // kubelb's controllerName.
+//
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status,verbs=get;update;patch
 type GatewayClassReconciler struct {
 	// Tenant reads from the tenant cache and writes to the tenant.
 	Tenant client.Client
