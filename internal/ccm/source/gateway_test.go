@@ -280,3 +280,47 @@ func TestRouteParentsStatusMerge(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRouteFollowsItsGateway: a route whose only parent is not served is not mirrored; when
+// the Gateway's class changes to kubelb, the route is mirrored; when it changes away again,
+// the route's Route goes and so does its finalizer.
+func TestRouteFollowsItsGateway(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "follow", nil)
+	gw := gateway("follow", "later", "nope")
+	e.create(t, gw)
+	e.create(t, clusterIP("follow", "app", 80))
+	before := reconciles(HTTPRoute, "follow")
+	hr := httpRoute("follow", "web", []gwapiv1.ParentReference{{Name: "later"}}, backend("", "app"))
+	e.create(t, hr)
+	waitReconciles(t, HTTPRoute, "follow", before)
+	e.noRoute(t, tenantNS, hr.UID)
+
+	setClass := func(class string) {
+		t.Helper()
+		testsupport.Eventually(t, timeout, "changing the Gateway's class", func() error {
+			cur := &gwapiv1.Gateway{}
+			if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(gw), cur); err != nil {
+				return err
+			}
+			cur.Spec.GatewayClassName = gwapiv1.ObjectName(class)
+			return e.Tenant.Client.Update(e.ctx, cur)
+		})
+	}
+	setClass("kubelb")
+	e.routeOf(t, tenantNS, hr.UID, nil)
+	e.routeOf(t, tenantNS, gw.UID, nil)
+
+	setClass("nope")
+	e.waitGone(t, e.Hub.Client, &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: string(hr.UID)}})
+	testsupport.Eventually(t, timeout, "HTTPRoute released", func() error {
+		cur := &gwapiv1.HTTPRoute{}
+		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(hr), cur); err != nil {
+			return err
+		}
+		if len(cur.Finalizers) != 0 {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+}

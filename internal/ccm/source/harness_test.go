@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -86,8 +88,12 @@ func newEnv(t *testing.T) *env {
 // and a hub cluster whose cache covers only the hub namespace o.Namespace. It runs until tb
 // ends.
 func (e *env) startCCM(tb testsupport.TB, o Options) error {
-	log := testr.NewWithInterface(loggerT{tb}, testr.Options{LogTimestamp: true, Verbosity: 0})
-	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
+	return e.startCCMOn(tb, e.Tenant.Config, o, testr.NewWithInterface(loggerT{tb}, testr.Options{LogTimestamp: true, Verbosity: 0}))
+}
+
+// startCCMOn is startCCM against another tenant API server, logging to log.
+func (e *env) startCCMOn(tb testsupport.TB, tenant *rest.Config, o Options, log logr.Logger) error {
+	mgr, err := ctrl.NewManager(tenant, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Logger:                 log.WithName("tenant"),
 		Metrics:                metricsserver.Options{BindAddress: "0"},

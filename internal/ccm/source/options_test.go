@@ -2,9 +2,13 @@ package source
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +17,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/testenv"
 )
 
 // TestDisableFlags: a second ccm (hub namespace tenant-b) with Ingresses and HTTPRoutes
@@ -75,4 +80,46 @@ func TestInstallCRDs(t *testing.T) {
 	if err := InstallCRDs(ctx, e.Hub.Client, e.Hub.Client, "nightly"); err == nil {
 		t.Error("an unknown channel was accepted")
 	}
+}
+
+// TestMissingGatewayAPICRDs: against a tenant without the Gateway API CRDs, --enable-gateway-api
+// skips the Gateway API kinds with a logged warning instead of failing, and Ingresses are still
+// mirrored.
+func TestMissingGatewayAPICRDs(t *testing.T) {
+	e := newEnv(t)
+	bare := testenv.Start(t, "bare-tenant", testenv.Options{WithoutKubelbCRDs: true})
+	const hubC = "tenant-c"
+	if err := e.Hub.Client.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubC}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logs []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, prefix+" "+args)
+	}, funcr.Options{})
+	if err := e.startCCMOn(t, bare.Config, Options{Namespace: hubC, EventSource: "kubelb-ccm-c", Ingress: true, UseIngressClass: true,
+		GatewayAPI: true, UseGatewayClass: true}, log); err != nil {
+		t.Fatalf("setting up against a tenant without Gateway API: %v", err)
+	}
+	mu.Lock()
+	warned := slices.ContainsFunc(logs, func(l string) bool {
+		return strings.Contains(l, "WARNING") && strings.Contains(l, "does not serve Gateway API v1 Gateways")
+	})
+	mu.Unlock()
+	if !warned {
+		t.Errorf("no warning about the missing Gateway API in the logs: %v", logs)
+	}
+	if err := bare.Client.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Client.Create(e.ctx, clusterIP("app", "web", 80)); err != nil {
+		t.Fatal(err)
+	}
+	ing := ingress("app", "web", ptr.To("kubelb"), "web")
+	if err := bare.Client.Create(e.ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	e.routeOf(t, hubC, ing.UID, nil)
 }
