@@ -130,7 +130,7 @@ func TestCCMLifecycle(t *testing.T) {
 		}
 	}
 	// The not-yet flags it was given are named in one warning.
-	warning := "not implemented yet, and are ignored: --enable-secret-synchronizer=true, --disable-grpcroute-controller=true"
+	warning := "not implemented yet, and are ignored: --enable-secret-synchronizer=true\""
 	if n := strings.Count(proc.Output(), warning); n != 1 {
 		t.Errorf("%d start-up warnings about not-yet flags, want 1:\n%s", n, proc.Output())
 	}
