@@ -324,3 +324,38 @@ func TestRouteFollowsItsGateway(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTLSTCPUDPRoutes: TLSRoutes, TCPRoutes and UDPRoutes (gateway.networking.k8s.io/v1)
+// attached to a served Gateway are mirrored with their kind and their backends' twins.
+func TestTLSTCPUDPRoutes(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "l4r", nil)
+	e.create(t, gateway("l4r", "edge", "kubelb"))
+	e.create(t, clusterIP("l4r", "db", 5432))
+	parents := []gwapiv1.ParentReference{{Name: "edge"}}
+	ref := gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{Name: "db", Port: ptr.To(gwapiv1.PortNumber(5432))}}
+	tls := &gwapiv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "l4r", Name: "tls"}, Spec: gwapiv1.TLSRouteSpec{
+		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents}, Hostnames: []gwapiv1.Hostname{"db.example.com"},
+		Rules: []gwapiv1.TLSRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	tcp := &gwapiv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "l4r", Name: "tcp"}, Spec: gwapiv1.TCPRouteSpec{
+		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents}, Rules: []gwapiv1.TCPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	udp := &gwapiv1.UDPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "l4r", Name: "udp"}, Spec: gwapiv1.UDPRouteSpec{
+		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents}, Rules: []gwapiv1.UDPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	for _, c := range []struct {
+		obj  client.Object
+		kind string
+	}{{tls, "TLSRoute.gateway.networking.k8s.io"}, {tcp, "TCPRoute.gateway.networking.k8s.io"}, {udp, "UDPRoute.gateway.networking.k8s.io"}} {
+		e.create(t, c.obj)
+		rt := e.routeOf(t, tenantNS, c.obj.GetUID(), func(rt *v1alpha1.Route) error {
+			if len(rt.Spec.Source.Kubernetes.Services) != 1 {
+				return fmt.Errorf("%d Services", len(rt.Spec.Source.Kubernetes.Services))
+			}
+			return nil
+		})
+		if rt.Labels[v1alpha1.LabelOriginResourceKind] != c.kind || rt.Spec.Source.Kubernetes.Services[0].Name != "db-nodeport" ||
+			rt.Spec.Source.Kubernetes.Route.GetAPIVersion() != "gateway.networking.k8s.io/v1" {
+			t.Errorf("%s: labels %v, service %s, apiVersion %s", c.kind, rt.Labels, rt.Spec.Source.Kubernetes.Services[0].Name,
+				rt.Spec.Source.Kubernetes.Route.GetAPIVersion())
+		}
+	}
+}
