@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // readDocs reads the YAML documents of a testdata file as unstructured objects.
@@ -138,8 +139,36 @@ func TestMirrorsLikeKubeLBCE(t *testing.T) {
 			if d := cmp.Diff(wantSpec, got); d != "" {
 				t.Errorf("spec (-fixture +ours):\n%s", d)
 			}
+
+			// Settled: a change the Route does not depend on (an annotation) brings a
+			// reconcile and no hub write.
+			k := kindOf(t, kind)
+			before := reconciles(k, "shop")
+			testsupport.Eventually(t, timeout, "annotating "+obj.GetName(), func() error {
+				if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					return err
+				}
+				obj.SetAnnotations(map[string]string{"example.com/note": "settled"})
+				return e.Tenant.Client.Update(e.ctx, obj)
+			})
+			waitReconciles(t, k, "shop", before)
+			if after := e.routeOf(t, tenantNS, obj.GetUID(), nil); after.ResourceVersion != rt.ResourceVersion {
+				t.Errorf("Route rewritten by an annotation (resourceVersion %s → %s)", rt.ResourceVersion, after.ResourceVersion)
+			}
 		})
 	}
+}
+
+// kindOf is the Kind of an origin-resource-kind label value.
+func kindOf(t *testing.T, originKind string) Kind {
+	t.Helper()
+	for _, k := range Kinds {
+		if k.OriginKind() == originKind {
+			return k
+		}
+	}
+	t.Fatalf("no Kind for %s", originKind)
+	return Kind{}
 }
 
 // k8sGatewayAPI tells whether an origin-resource-kind is of Gateway API.
