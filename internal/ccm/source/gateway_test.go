@@ -359,3 +359,34 @@ func TestTLSTCPUDPRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayCertificateGrant: a Gateway's certificateRef into another namespace is in the
+// Route's grantedRefs only once a ReferenceGrant there permits Gateways of its namespace.
+func TestGatewayCertificateGrant(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "gwcert", nil)
+	e.namespace(t, "certs", nil)
+	gw := gateway("gwcert", "tls", "kubelb")
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gwapiv1.Listener{Name: "https", Protocol: gwapiv1.HTTPSProtocolType, Port: 443,
+		TLS: &gwapiv1.ListenerTLSConfig{Mode: ptr.To(gwapiv1.TLSModeTerminate), CertificateRefs: []gwapiv1.SecretObjectReference{
+			{Name: "local"}, {Name: "wildcard", Namespace: ptr.To(gwapiv1.Namespace("certs"))}}}})
+	e.create(t, gw)
+	rt := e.routeOf(t, tenantNS, gw.UID, nil)
+	if k := rt.Spec.Source.Kubernetes; k.Context == nil || len(k.Context.GrantedRefs) != 0 {
+		t.Fatalf("without a grant: context %+v", k.Context)
+	}
+	e.create(t, &gwapiv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "gateways"},
+		Spec: gwapiv1beta1.ReferenceGrantSpec{
+			From: []gwapiv1beta1.ReferenceGrantFrom{{Group: gwapiv1.GroupName, Kind: "Gateway", Namespace: "gwcert"}},
+			To:   []gwapiv1beta1.ReferenceGrantTo{{Group: "", Kind: "Secret", Name: ptr.To(gwapiv1.ObjectName("wildcard"))}},
+		},
+	})
+	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
+		want := []v1alpha1.GrantedRef{{Kind: "Secret", Namespace: "certs", Name: "wildcard"}}
+		if d := cmp.Diff(want, rt.Spec.Source.Kubernetes.Context.GrantedRefs); d != "" {
+			return fmt.Errorf("grantedRefs (-want +got):\n%s", d)
+		}
+		return nil
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,5 +197,41 @@ func TestIngressRelease(t *testing.T) {
 	e.waitGone(t, e.Tenant.Client, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "rel", Name: "b"}})
 	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}); apierrors.IsNotFound(err) {
 		t.Fatal("the original Service was deleted")
+	}
+}
+
+// TestTwinNameTaken: when a Service named <backend>-nodeport exists and the ccm did not make
+// it, the ccm leaves it alone, mirrors the Ingress without that backend and says so in a
+// Warning Event on the Ingress.
+func TestTwinNameTaken(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "taken", nil)
+	e.create(t, clusterIP("taken", "web", 80))
+	theirs := clusterIP("taken", "web-nodeport", 8080)
+	e.create(t, theirs)
+	ing := ingress("taken", "web", ptr.To("kubelb"), "web")
+	e.create(t, ing)
+	rt := e.routeOf(t, tenantNS, ing.UID, nil)
+	if n := len(rt.Spec.Source.Kubernetes.Services); n != 0 {
+		t.Errorf("%d Services embedded, want none", n)
+	}
+	testsupport.Eventually(t, timeout, "NodePortServiceConflict Event", func() error {
+		list := &eventsv1.EventList{}
+		if err := e.Tenant.Client.List(e.ctx, list, client.InNamespace("taken")); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Regarding.UID == ing.UID && ev.Reason == ReasonTwinConflict && ev.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+	cur := &corev1.Service{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(theirs), cur); err != nil {
+		t.Fatal(err)
+	}
+	if cur.Spec.Type != corev1.ServiceTypeClusterIP || cur.Spec.Ports[0].Port != 8080 || len(cur.Labels) != 0 {
+		t.Errorf("the ccm changed a Service it did not make: %+v", cur)
 	}
 }
