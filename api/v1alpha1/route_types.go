@@ -78,9 +78,12 @@ type GrantedRef struct {
 	Name string `json:"name"`
 }
 
-// UpstreamService is a tenant Service referenced by a route.
+// UpstreamService is a tenant Service referenced by a route. It is an embedded resource, so
+// that the API server keeps its metadata (name, namespace, uid, labels: the manager matches a
+// NodePort twin to its backend by the origin-name label).
+// +kubebuilder:validation:XEmbeddedResource
+// +kubebuilder:pruning:PreserveUnknownFields
 type UpstreamService struct {
-	// +kubebuilder:pruning:PreserveUnknownFields
 	corev1.Service `json:",inline"`
 }
 

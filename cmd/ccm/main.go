@@ -12,16 +12,12 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses and TLS Secrets into the hub (Ingresses and Gateway API routes: not yet)."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
 // "not yet" (a test checks it). Remove a flag from here when it is wired.
-var notYetFlags = []string{
-	"enable-gateway-api", "install-gateway-api-crds", "gateway-api-crds-channel",
-	"use-ingress-class", "use-gateway-class", "disable-ingress-controller", "disable-gateway-controller",
-	"disable-httproute-controller", "disable-grpcroute-controller",
-}
+var notYetFlags = []string{}
 
 type options struct {
 	app.Common
@@ -48,18 +44,21 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.HubKubeconfigSecretKey, "kubelb-kubeconfig-secret-key", hubtoken.DefaultSecretKey, "Key of the kubeconfig in --kubelb-kubeconfig-secret.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease in the tenant cluster (default: $POD_NAMESPACE, else kube-system).")
 	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Mirror Services of type LoadBalancer and Ready node addresses.")
-	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Mirror Gateways, HTTPRoutes and GRPCRoutes.")
+	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Mirror Gateways, HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes (needs the Gateway API CRDs; kinds whose CRD is missing are skipped with a warning).")
 	fs.BoolVar(&o.EnableSecretSynchronizer, "enable-secret-synchronizer", false, "Mirror every Secret labelled kubelb.k8c.io/managed-by=kubelb into the hub as a SyncSecret (TLS Secrets named by served Ingresses and Gateways are mirrored anyway).")
-	fs.BoolVar(&o.InstallGatewayAPICRDs, "install-gateway-api-crds", false, app.NotYetHelp+"Install the Gateway API CRDs into the tenant cluster at start-up.")
-	fs.Var(&o.gatewayCRDsChannel, "gateway-api-crds-channel", app.NotYetHelp+"Gateway API CRD channel to install: standard or experimental.")
+	fs.BoolVar(&o.InstallGatewayAPICRDs, "install-gateway-api-crds", false, "Install the Gateway API CRDs into the tenant cluster at start-up (server-side apply), with --enable-gateway-api.")
+	fs.Var(&o.gatewayCRDsChannel, "gateway-api-crds-channel", "Gateway API CRD channel to install: standard or experimental.")
 	fs.BoolVar(&o.UseLoadBalancerClass, "use-loadbalancer-class", false, "Only handle Services with loadBalancerClass kubelb.")
-	fs.BoolVar(&o.UseIngressClass, "use-ingress-class", true, app.NotYetHelp+"Only handle Ingresses with ingress class kubelb.")
-	fs.BoolVar(&o.UseGatewayClass, "use-gateway-class", true, app.NotYetHelp+"Only handle Gateways with gateway class kubelb.")
-	fs.BoolVar(&o.DisableIngressController, "disable-ingress-controller", false, app.NotYetHelp+"Do not mirror Ingresses.")
-	fs.BoolVar(&o.DisableGatewayController, "disable-gateway-controller", false, app.NotYetHelp+"Do not mirror Gateways.")
-	fs.BoolVar(&o.DisableHTTPRouteController, "disable-httproute-controller", false, app.NotYetHelp+"Do not mirror HTTPRoutes.")
-	fs.BoolVar(&o.DisableGRPCRouteController, "disable-grpcroute-controller", false, app.NotYetHelp+"Do not mirror GRPCRoutes.")
-	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying).")
+	fs.BoolVar(&o.UseIngressClass, "use-ingress-class", true, "Only handle Ingresses with ingress class kubelb (spec.ingressClassName, or the kubernetes.io/ingress.class annotation); false: every Ingress.")
+	fs.BoolVar(&o.UseGatewayClass, "use-gateway-class", true, "The Gateway named kubelb is served only when its class is kubelb (false: whatever its class). Gateways whose class has controllerName kubelb.k8c.io/gateway-controller are always served.")
+	fs.BoolVar(&o.DisableIngressController, "disable-ingress-controller", false, "Do not mirror Ingresses.")
+	fs.BoolVar(&o.DisableGatewayController, "disable-gateway-controller", false, "Do not mirror Gateways.")
+	fs.BoolVar(&o.DisableHTTPRouteController, "disable-httproute-controller", false, "Do not mirror HTTPRoutes.")
+	fs.BoolVar(&o.DisableGRPCRouteController, "disable-grpcroute-controller", false, "Do not mirror GRPCRoutes.")
+	fs.BoolVar(&o.DisableTLSRouteController, "disable-tlsroute-controller", false, "Do not mirror TLSRoutes.")
+	fs.BoolVar(&o.DisableTCPRouteController, "disable-tcproute-controller", false, "Do not mirror TCPRoutes.")
+	fs.BoolVar(&o.DisableUDPRouteController, "disable-udproute-controller", false, "Do not mirror UDPRoutes.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.Required("cluster-name")
 	if err := fs.Parse(args); err != nil {

@@ -34,7 +34,8 @@ func TestParseDefaults(t *testing.T) {
 		!o.EnableLeaderElection || !o.EnableCloudProvider || o.EnableGatewayAPI || o.EnableSecretSynchronizer ||
 		o.InstallGatewayAPICRDs || o.GatewayAPICRDsChannel != "standard" || o.UseLoadBalancerClass ||
 		!o.UseIngressClass || !o.UseGatewayClass || o.DisableIngressController || o.DisableGatewayController ||
-		o.DisableHTTPRouteController || o.DisableGRPCRouteController || o.NodeAddressType != "ExternalIP" ||
+		o.DisableHTTPRouteController || o.DisableGRPCRouteController || o.DisableTLSRouteController ||
+		o.DisableTCPRouteController || o.DisableUDPRouteController || o.NodeAddressType != "ExternalIP" ||
 		o.LeaderElectionNamespace != "kube-system" || o.HubKubeconfigSecret.String() != "" || o.HubKubeconfigSecretKey != "kubelb" {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
@@ -48,12 +49,12 @@ func TestParseDefaults(t *testing.T) {
 // them all; giving them their defaults (as the chart does) yields none.
 func TestNotYetFlagsWarn(t *testing.T) {
 	o, _, err := parse([]string{"--cluster-name=a", "--enable-gateway-api", "--disable-ingress-controller=false",
-		"--use-ingress-class=false", "--gateway-api-crds-channel=experimental"})
+		"--use-ingress-class=false", "--gateway-api-crds-channel=experimental", "--enable-secret-synchronizer"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "WARNING: these flags are accepted but not implemented yet, and are ignored: " +
-		"--enable-gateway-api=true, --gateway-api-crds-channel=experimental, --use-ingress-class=false"
+		"--enable-secret-synchronizer=true"
 	if o.notYetWarning != want {
 		t.Errorf("warning\n got %q\nwant %q", o.notYetWarning, want)
 	}
@@ -128,11 +129,10 @@ func TestCCMLifecycle(t *testing.T) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
-	// The not-yet flags it was given are named in one warning (--enable-secret-synchronizer is
-	// implemented: not named).
-	warning := "not implemented yet, and are ignored: --disable-grpcroute-controller=true"
-	if n := strings.Count(proc.Output(), warning); n != 1 {
-		t.Errorf("%d start-up warnings about not-yet flags, want 1:\n%s", n, proc.Output())
+	// Every flag is implemented: no start-up warning about not-yet flags.
+	warning := "not implemented yet"
+	if n := strings.Count(proc.Output(), warning); n != 0 {
+		t.Errorf("%d start-up warnings about not-yet flags, want none:\n%s", n, proc.Output())
 	}
 	code, err := proc.Stop(30 * time.Second)
 	if err != nil || code != 0 {

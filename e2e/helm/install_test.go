@@ -246,7 +246,7 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 	}
 	t.Logf("%d tenant-side permissions from +kubebuilder:rbac markers under internal/ccm", len(tenantSide))
 	all := CCMFeatures{CloudProvider: true, Ingress: true, GatewayAPI: true, SecretSync: true, InstallGatewayCRDs: true, HubKubeconfigSecret: "kubelb-hub"}
-	checkRBAC(t, ImpersonatedConfig(tenant, ns, "kubelb-ccm"), append(CCMPermissions(ns, all), tenantSide...), CCMForbidden())
+	checkRBAC(t, ImpersonatedConfig(tenant, ns, "kubelb-ccm"), append(CCMPermissions(ns, all), tenantSide...), CCMForbidden(all))
 
 	// Real requests as the ccm.
 	must(t, "creating a Node", tenant.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}))
@@ -270,7 +270,12 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 	must(t, "listing Secrets", c.List(ctx, &corev1.SecretList{}))
 	must(t, "updating a Gateway API CRD", c.Patch(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gateways.gateway.networking.k8s.io"}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"kubelb.k8c.io/installed-by":"ccm"}}}`))))
-	mustForbid(t, "deleting the Service", c.Delete(ctx, svc))
+	// The NodePort twin of a ClusterIP backend (Ingress, Gateway API): created and deleted.
+	twin := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-nodeport"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	must(t, "creating a NodePort twin", c.Create(ctx, twin))
+	must(t, "deleting the NodePort twin", c.Delete(ctx, twin))
+	mustForbid(t, "deleting a Namespace", c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}))
 	mustForbid(t, "creating a Secret", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}))
 	// Writing the renewed hub token back: that one Secret only.
 	hubSecret := &corev1.Secret{}

@@ -83,15 +83,22 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("", []string{"services/status"}, status, "")...)
 		add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
 	}
+	if f.Ingress || f.GatewayAPI {
+		// NodePort twins of ClusterIP backends.
+		add(Permissions("", []string{"services"}, []string{"create", "update", "patch", "delete"}, "")...)
+	}
 	if f.Ingress {
 		add(Permissions("networking.k8s.io", []string{"ingresses"}, mirror, "")...)
 		add(Permissions("networking.k8s.io", []string{"ingresses/status"}, status, "")...)
 		add(Permissions("networking.k8s.io", []string{"ingressclasses"}, read, "")...)
 	}
 	if f.GatewayAPI {
-		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes"}, mirror, "")...)
-		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status", "gatewayclasses/status"}, status, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes"}, mirror, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status",
+			"tlsroutes/status", "tcproutes/status", "udproutes/status", "gatewayclasses/status"}, status, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants"}, read, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses"}, []string{"create"}, "")...)
+		add(Permissions("", []string{"namespaces"}, read, "")...)
 	}
 	if f.SecretSync || f.Ingress || f.GatewayAPI {
 		// TLS Secrets of served Ingresses and Gateways (and labelled ones) are mirrored as
@@ -109,12 +116,14 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 	return ps
 }
 
-// CCMForbidden is what the ccm must not be able to do in the tenant cluster, whatever its
-// features.
-func CCMForbidden() []Permission {
+// CCMForbidden is what the ccm must not be able to do in the tenant cluster with the given
+// features (creating and deleting Services only with Ingresses or Gateway API: the twins).
+func CCMForbidden(f CCMFeatures) []Permission {
 	var ps []Permission
 	add := func(p ...Permission) { ps = append(ps, p...) }
-	add(Permissions("", []string{"services"}, []string{"create", "delete"}, "")...)
+	if !f.Ingress && !f.GatewayAPI {
+		add(Permissions("", []string{"services"}, []string{"create", "delete"}, "")...)
+	}
 	add(Permissions("", []string{"secrets"}, []string{"create", "update", "delete"}, "")...)
 	add(Permissions("", []string{"nodes"}, []string{"create", "update", "patch", "delete"}, "")...)
 	add(Permissions("", []string{"pods", "configmaps", "namespaces"}, []string{"create", "delete"}, "")...)

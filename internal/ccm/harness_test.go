@@ -143,6 +143,8 @@ func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 	t.Helper()
 	o.ClusterName = tenantNS
 	o.EnableCloudProvider = true
+	// These are the layer-4 tests; the Layer 7 controllers are tested in package source.
+	o.DisableIngressController = true
 	if o.NodeAddressType == "" {
 		o.NodeAddressType = NodeAddressExternalIP
 	}

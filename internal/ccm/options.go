@@ -1,6 +1,7 @@
 // Package ccm holds the tenant-side controllers: they mirror LoadBalancer Services and Ready
 // node addresses into the tenant's namespace of the hub, copy the hub's status back onto the
-// Services, and report the hub's Programmed condition as Events on them. TLS Secrets are
+// Services, and report the hub's Programmed condition as Events on them. Ingresses and Gateway
+// API objects are mirrored as Routes by package source (set up from here); TLS Secrets are
 // mirrored as SyncSecrets by internal/ccm/secrets.
 package ccm
 
@@ -25,27 +26,30 @@ type Options struct {
 	// UseLoadBalancerClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseLoadBalancerClass bool
 
-	// EnableGatewayAPI turns on the Gateway API controllers; the Secret synchronizer mirrors
-	// the TLS Secrets of served Gateways.
-	EnableGatewayAPI bool
-	// EnableSecretSynchronizer mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb.
-	EnableSecretSynchronizer bool
-	// UseIngressClass limits the ccm to Ingresses of class kubelb.
+	// Layer 7 (package source). EnableGatewayAPI runs the Gateway API controllers;
+	// InstallGatewayAPICRDs installs the CRDs of GatewayAPICRDsChannel at start-up.
+	EnableGatewayAPI      bool
+	InstallGatewayAPICRDs bool
+	GatewayAPICRDsChannel string
+	// UseIngressClass limits the ccm to Ingresses of class kubelb; UseGatewayClass applies
+	// KubeLB CE's rule to the Gateway named kubelb (see source.GatewayServed).
 	UseIngressClass bool
-	// UseGatewayClass limits the Gateway named kubelb to class kubelb (secrets.GatewayServed).
 	UseGatewayClass bool
-	// DisableIngressController turns Ingress support off (and the mirroring of their Secrets).
-	DisableIngressController bool
-
-	// Not yet implemented: accepted from the flags and ignored by Setup.
-	InstallGatewayAPICRDs      bool
-	GatewayAPICRDsChannel      string
+	// EnableSecretSynchronizer mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb
+	// (the TLS Secrets of served Ingresses and Gateways are mirrored anyway).
+	EnableSecretSynchronizer bool
+	// Disable*Controller switch single kinds off (DisableIngressController also stops the
+	// mirroring of Ingresses' Secrets).
+	DisableIngressController   bool
 	DisableGatewayController   bool
 	DisableHTTPRouteController bool
 	DisableGRPCRouteController bool
+	DisableTLSRouteController  bool
+	DisableTCPRouteController  bool
+	DisableUDPRouteController  bool
 
 	// MaxConcurrentReconciles is the number of workers of each Service controller (mirror
-	// and status); 0 means DefaultMaxConcurrentReconciles.
+	// and status) and of each Layer 7 controller; 0 means DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 }
 

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -39,13 +40,15 @@ const hubProbeInterval = 30 * time.Second
 //	kubelb.k8c.io loadbalancers: get list watch create update patch delete
 //	kubelb.k8c.io addresses:     get list watch create update patch delete
 //	kubelb.k8c.io tenantstates:  get list watch
+//	kubelb.k8c.io routes:        get list watch create update patch delete
 //	kubelb.k8c.io syncsecrets:   get list watch create update patch delete
 
-// Setup adds the ccm's layer-4 controllers to mgr (a manager on the tenant cluster); hub is the
+// Setup adds the ccm's controllers to mgr (a manager on the tenant cluster); hub is the
 // management cluster, whose cache covers only namespace opts.ClusterName. With
-// EnableCloudProvider off it adds nothing but the hub connectivity probe and the Secret
-// synchronizer (internal/ccm/secrets), which runs whenever Ingresses, the Gateway API or
-// labelled Secrets are enabled.
+// EnableCloudProvider off it adds no layer-4 controllers (Services, Nodes); the Layer 7
+// controllers (package source) follow their own options, and the Secret synchronizer
+// (internal/ccm/secrets) runs whenever Ingresses, the Gateway API or labelled Secrets are
+// enabled.
 func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if opts.ClusterName == "" {
 		return errors.New("the tenant's namespace on the hub (ClusterName) is required")
@@ -61,6 +64,9 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 		return fmt.Errorf("adding the hub probe: %w", err)
 	}
 	hubc := newHubClient(hub.GetClient())
+	if err := ccmsource.Setup(mgr, hub, hubc, sourceOptions(opts)); err != nil {
+		return fmt.Errorf("setting up the Layer 7 controllers: %w", err)
+	}
 	if err := secrets.Setup(mgr, hub, hubc, opts.secretOptions()); err != nil {
 		return fmt.Errorf("setting up the Secret synchronizer: %w", err)
 	}
@@ -77,6 +83,29 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 		return fmt.Errorf("setting up the Service controllers: %w", err)
 	}
 	return nil
+}
+
+// sourceOptions are the options of the Layer 7 controllers.
+func sourceOptions(o Options) ccmsource.Options {
+	return ccmsource.Options{
+		Namespace:       o.ClusterName,
+		EventSource:     EventSource,
+		Ingress:         !o.DisableIngressController,
+		UseIngressClass: o.UseIngressClass,
+		GatewayAPI:      o.EnableGatewayAPI,
+		UseGatewayClass: o.UseGatewayClass,
+		Disabled: map[string]bool{
+			ccmsource.Gateway.Name:   o.DisableGatewayController,
+			ccmsource.HTTPRoute.Name: o.DisableHTTPRouteController,
+			ccmsource.GRPCRoute.Name: o.DisableGRPCRouteController,
+			ccmsource.TLSRoute.Name:  o.DisableTLSRouteController,
+			ccmsource.TCPRoute.Name:  o.DisableTCPRouteController,
+			ccmsource.UDPRoute.Name:  o.DisableUDPRouteController,
+		},
+		InstallCRDs:             o.InstallGatewayAPICRDs,
+		CRDsChannel:             o.GatewayAPICRDsChannel,
+		MaxConcurrentReconciles: o.workers(),
+	}
 }
 
 // setupServiceControllers registers the mirror controller and the status controller.

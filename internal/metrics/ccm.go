@@ -3,12 +3,52 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the ccm.
-// The Layer 7 controllers add kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_total/_duration_seconds and kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total when they land.
 var (
 	CCMServiceReconcile = newReconcile("kubelb_ccm_service", "tenant Services", true)
 	CCMNodeReconcile    = newReconcile("kubelb_ccm_node", "tenant Nodes", false)
 	// CCMServiceStatusReconcile counts the copies of hub status onto tenant Services.
 	CCMServiceStatusReconcile = newReconcile("kubelb_ccm_service_status", "tenant Service status copies", true)
+
+	// Layer 7 sources (internal/ccm/source): one reconcile metric per kind, namespaced.
+	CCMIngressReconcile   = newReconcile("kubelb_ccm_ingress", "tenant Ingresses", true)
+	CCMGatewayReconcile   = newReconcile("kubelb_ccm_gateway", "tenant Gateways", true)
+	CCMHTTPRouteReconcile = newReconcile("kubelb_ccm_httproute", "tenant HTTPRoutes", true)
+	CCMGRPCRouteReconcile = newReconcile("kubelb_ccm_grpcroute", "tenant GRPCRoutes", true)
+	CCMTLSRouteReconcile  = newReconcile("kubelb_ccm_tlsroute", "tenant TLSRoutes", true)
+	CCMTCPRouteReconcile  = newReconcile("kubelb_ccm_tcproute", "tenant TCPRoutes", true)
+	CCMUDPRouteReconcile  = newReconcile("kubelb_ccm_udproute", "tenant UDPRoutes", true)
+	// CCMGatewayClassReconcile counts reconciles of GatewayClasses (the kubelb class and the
+	// Accepted condition on classes of kubelb's controllerName).
+	CCMGatewayClassReconcile = newReconcile("kubelb_ccm_gatewayclass", "tenant GatewayClasses", false)
+
+	CCMManagedIngresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_ingresses_total",
+		Help: "Tenant Ingresses the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedGateways = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_gateways_total",
+		Help: "Tenant Gateways the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedHTTPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_httproutes_total",
+		Help: "Tenant HTTPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedGRPCRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_grpcroutes_total",
+		Help: "Tenant GRPCRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedTLSRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_tlsroutes_total",
+		Help: "Tenant TLSRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedTCPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_tcproutes_total",
+		Help: "Tenant TCPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
+	CCMManagedUDPRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_udproutes_total",
+		Help: "Tenant UDPRoutes the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
 
 	CCMManagedServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_services_total",
@@ -33,12 +73,26 @@ var (
 	}, []string{"operation"})
 )
 
+// ccmReconciles are the reconcile metrics of the ccm, in declaration order.
+func ccmReconciles() []*Reconcile {
+	return []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile,
+		CCMIngressReconcile, CCMGatewayReconcile, CCMHTTPRouteReconcile, CCMGRPCRouteReconcile,
+		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMSecretReconcile}
+}
+
+// ccmGauges are the other metrics of the ccm, in declaration order.
+func ccmGauges() []prometheus.Collector {
+	return []prometheus.Collector{CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes, CCMManagedGRPCRoutes,
+		CCMManagedTLSRoutes, CCMManagedTCPRoutes, CCMManagedUDPRoutes,
+		CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets}
+}
+
 // RegisterCCM registers the ccm's metrics; call it once at start-up.
 func RegisterCCM() {
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile, CCMSecretReconcile} {
+	for _, r := range ccmReconciles() {
 		register(r.collectors()...)
 	}
-	register(CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets)
+	register(ccmGauges()...)
 }
 
 // Metrics of the ccm's Secret synchronizer (internal/ccm/secrets).

@@ -17,7 +17,6 @@ type Declared struct {
 // All lists every metric this package declares, manager first, in declaration order. The
 // metrics reference (docs/metrics.md) is generated from it; a test in internal/metricsdoc
 // fails when a declared metric is missing here or is registered by another binary.
-// The ccm's Layer 7 controllers add kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_total/_duration_seconds and kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total here when they land.
 func All() []Declared {
 	var out []Declared
 	add := func(binary string, cs ...prometheus.Collector) {
@@ -32,9 +31,9 @@ func All() []Declared {
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
 		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
 		ManagerPortsAllocated, ManagerPortsFree)
-	for _, r := range []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile, CCMSecretReconcile} {
+	for _, r := range ccmReconciles() {
 		add(BinaryCCM, r.collectors()...)
 	}
-	add(BinaryCCM, CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets)
+	add(BinaryCCM, ccmGauges()...)
 	return out
 }

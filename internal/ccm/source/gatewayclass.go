@@ -1,0 +1,85 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// GatewayClassReconciler keeps the GatewayClass kubelb (made with kubelb's controllerName when
+// missing; an existing one is never changed) and sets Accepted=True on every GatewayClass of
+// kubelb's controllerName.
+//
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status,verbs=get;update;patch
+type GatewayClassReconciler struct {
+	// Tenant reads from the tenant cache and writes to the tenant.
+	Tenant client.Client
+}
+
+// DesiredGatewayClass is the GatewayClass kubelb the ccm makes when it is missing.
+func DesiredGatewayClass() *gwapiv1.GatewayClass {
+	return &gwapiv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultClass,
+			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}},
+		Spec: gwapiv1.GatewayClassSpec{
+			ControllerName: ControllerName,
+			Description:    ptr.To("Served by kubelb (mirrored to the management cluster)."),
+		},
+	}
+}
+
+// Reconcile makes the GatewayClass kubelb when it is missing, and accepts a class of kubelb's
+// controllerName.
+func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	start := time.Now()
+	defer func() { metrics.CCMGatewayClassReconcile.Observe("", metrics.Result(err), start) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
+
+	gc := &gwapiv1.GatewayClass{}
+	if err := r.Tenant.Get(ctx, req.NamespacedName, gc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting GatewayClass %s: %w", req.Name, err)
+		}
+		if req.Name != v1alpha1.DefaultClass {
+			return reconcile.Result{}, nil
+		}
+		gc = DesiredGatewayClass()
+		if err := r.Tenant.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, fmt.Errorf("creating GatewayClass %s: %w", gc.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("created GatewayClass", "gatewayClass", gc.Name)
+		return reconcile.Result{}, nil // its create event brings us back to accept it
+	}
+	if gc.Spec.ControllerName != ControllerName {
+		return reconcile.Result{}, nil
+	}
+	orig := gc.DeepCopy()
+	changed := meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
+		Type:               string(gwapiv1.GatewayClassConditionStatusAccepted),
+		Status:             metav1.ConditionTrue,
+		Reason:             string(gwapiv1.GatewayClassReasonAccepted),
+		Message:            "Gateways of this class are served by kubelb.",
+		ObservedGeneration: gc.Generation,
+	})
+	if !changed {
+		return reconcile.Result{}, nil
+	}
+	if err := r.Tenant.Status().Patch(ctx, gc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing the status of GatewayClass %s: %w", gc.Name, err)
+	}
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,466 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// FieldOwner is the server-side apply field owner of what the ccm writes: hub Routes and
+// tenant NodePort twins (the same name as the ccm's other hub writes).
+const FieldOwner = "kubelb-ccm"
+
+// Event reasons.
+const (
+	ReasonRouteCreated       = "RouteCreated"
+	ReasonHubError           = "HubError"
+	ReasonTwinConflict       = "NodePortServiceConflict"
+	ReasonBackendUnsupported = "BackendNotMirrored"
+)
+
+// Reconciler mirrors the tenant objects of one Kind into hub Routes, keeps the NodePort
+// twins of their ClusterIP backends, and copies the hub's status back. It has the ccm's
+// controller shape (docs/development.md): get → release or finalizer → scope → DesiredRoute
+// (pure) → apply under FieldOwner when drifted → one status write.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;grpcroutes;tlsroutes;tcproutes;udproutes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status;httproutes/status;grpcroutes/status;tlsroutes/status;tcproutes/status;udproutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+type Reconciler struct {
+	Kind Kind
+	// Tenant reads from the tenant cache and writes to the tenant.
+	Tenant client.Client
+	// Hub reads from the hub cache and writes to the hub.
+	Hub client.Client
+	// Recorder records Events on tenant objects.
+	Recorder events.EventRecorder
+	// Namespace is the tenant's namespace on the hub.
+	Namespace string
+	// UseIngressClass and UseGatewayClass are --use-ingress-class and --use-gateway-class.
+	UseIngressClass, UseGatewayClass bool
+	// ReferenceGrants tells whether the tenant serves ReferenceGrants (v1beta1).
+	ReferenceGrants bool
+
+	twins   *twinRefs
+	managed *managedSet
+}
+
+// scope is what a Route depends on besides the object.
+type scope struct {
+	// current is the Route as the hub cache has it (nil: none).
+	current *v1alpha1.Route
+	// refs are the object's references; services the backend Services to embed.
+	refs     []Ref
+	services []corev1.Service
+	// twins are the NodePort twins the object uses ("ns/name").
+	twins []types.NamespacedName
+	// context is the SourceContext (Gateway API kinds only).
+	context *v1alpha1.SourceContext
+}
+
+// Reconcile brings the hub Route of one tenant object in line with it.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	start := time.Now()
+	defer func() { r.Kind.Reconcile.Observe(req.Namespace, metrics.Result(err), start) }()
+	defer func() { res, err = apply.RetryConflict(res, err) }()
+
+	obj := r.Kind.New()
+	if err := r.Tenant.Get(ctx, req.NamespacedName, obj); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+		}
+		// Gone (its finalizer was removed, by us or by hand): remove what is left behind.
+		r.managed.set(req.NamespacedName, false)
+		return reconcile.Result{}, r.deleteRoutes(ctx, nil, req.NamespacedName, "")
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("encoding %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+	}
+	served, err := r.served(ctx, obj, u)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !served || obj.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, r.release(ctx, obj, u)
+	}
+	if !controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
+		orig := obj.DeepCopyObject().(client.Object)
+		controllerutil.AddFinalizer(obj, v1alpha1.CleanupFinalizer)
+		if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer to %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+		}
+		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	// From here on the object's twins are in use: recorded before they are made, so that a
+	// concurrent clean-up does not delete them (twinRefs).
+	sc, err := r.loadScope(ctx, obj, u)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer func() { // the one status write
+		err = errors.Join(err, r.writeStatus(ctx, obj, u, sc.current))
+	}()
+	desired := DesiredRoute(r.Kind, u, r.Namespace, sc.services, sc.context)
+	if err := r.applyRoute(ctx, obj, sc.current, desired); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.managed.set(req.NamespacedName, true)
+	if err := r.collectTwins(ctx, obj.GetUID(), sc.current, sc.twins); err != nil {
+		return reconcile.Result{}, err
+	}
+	// An object re-created under the same name has a new UID: its old Route goes.
+	return reconcile.Result{}, r.deleteRoutes(ctx, obj, req.NamespacedName, obj.GetUID())
+}
+
+// served tells whether the ccm mirrors the object.
+func (r *Reconciler) served(ctx context.Context, obj client.Object, u map[string]any) (bool, error) {
+	switch {
+	case r.Kind.Name == Ingress.Name:
+		return IngressServed(obj.(*networkingv1.Ingress), r.UseIngressClass), nil
+	case r.Kind.Name == Gateway.Name:
+		gw := obj.(*gwapiv1.Gateway)
+		return getGatewayServed(ctx, r.Tenant, client.ObjectKeyFromObject(gw), r.UseGatewayClass)
+	default:
+		for _, p := range ParentRefs(u, obj.GetNamespace()) {
+			ok, err := getGatewayServed(ctx, r.Tenant, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, r.UseGatewayClass)
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+		return false, nil
+	}
+}
+
+// loadScope reads the Route as it is, the object's references, the grants and namespace
+// labels, and ensures the NodePort twins of its ClusterIP backends.
+func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[string]any) (scope, error) {
+	var sc scope
+	current, err := r.currentRoute(ctx, obj.GetUID())
+	if err != nil {
+		return sc, err
+	}
+	sc.current = current
+	sc.refs = ObjectRefs(r.Kind, u, obj.GetNamespace())
+	var grants []gwapiv1beta1.ReferenceGrant
+	if r.Kind.GatewayAPI && r.ReferenceGrants && slices.ContainsFunc(sc.refs, func(ref Ref) bool { return ref.Namespace != obj.GetNamespace() }) {
+		list := &gwapiv1beta1.ReferenceGrantList{}
+		if err := r.Tenant.List(ctx, list); err != nil {
+			return sc, fmt.Errorf("listing ReferenceGrants: %w", err)
+		}
+		grants = list.Items
+	}
+	if r.Kind.GatewayAPI {
+		ns := &corev1.Namespace{}
+		if err := r.Tenant.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns); client.IgnoreNotFound(err) != nil {
+			return sc, fmt.Errorf("getting Namespace %s: %w", obj.GetNamespace(), err)
+		}
+		sc.context = DesiredContext(r.Kind.GVK.Kind, obj.GetNamespace(), ns.Labels, sc.refs, grants)
+	}
+	var backends []types.NamespacedName
+	for _, ref := range sc.refs {
+		if ref.isService() && Permitted(ref, r.Kind.GVK.Kind, obj.GetNamespace(), grants) {
+			backends = append(backends, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
+		}
+	}
+	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
+	return sc, err
+}
+
+// backendServices returns the Services to embed for the backends: NodePort and LoadBalancer
+// Services as they are, ClusterIP Services through their NodePort twins (made or updated
+// here). Missing Services and ExternalName Services are left out: the manager reports the
+// backend as unresolved.
+func (r *Reconciler) backendServices(ctx context.Context, obj client.Object, backends []types.NamespacedName) ([]corev1.Service, []types.NamespacedName, error) {
+	var twinKeys []types.NamespacedName
+	for _, b := range backends {
+		svc := &corev1.Service{}
+		if err := r.Tenant.Get(ctx, b, svc); err == nil && svc.Spec.Type == corev1.ServiceTypeClusterIP {
+			if name, ok := TwinName(b.Name); ok {
+				twinKeys = append(twinKeys, types.NamespacedName{Namespace: b.Namespace, Name: name})
+			}
+		}
+	}
+	r.twins.use(obj.GetUID(), twinKeys)
+
+	var out []corev1.Service
+	var used []types.NamespacedName
+	for _, b := range backends {
+		svc := &corev1.Service{}
+		if err := r.Tenant.Get(ctx, b, svc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("getting Service %s: %w", b, err)
+		}
+		switch svc.Spec.Type {
+		case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+			out = append(out, *svc)
+		case corev1.ServiceTypeClusterIP, "":
+			twin, err := r.ensureTwin(ctx, obj, svc)
+			if err != nil {
+				return nil, nil, err
+			}
+			if twin != nil {
+				out = append(out, *twin)
+				used = append(used, client.ObjectKeyFromObject(twin))
+			}
+		default:
+			record(r.Recorder, obj, corev1.EventTypeWarning, ReasonBackendUnsupported,
+				"Service %s is of type %s; only ClusterIP, NodePort and LoadBalancer Services can be backends.", b, svc.Spec.Type)
+		}
+	}
+	return out, used, nil
+}
+
+// ensureTwin makes or updates the NodePort twin of a ClusterIP Service and returns it as the
+// tenant has it (with its NodePorts); nil when it cannot be made (name too long, or a Service
+// of that name that is not ours).
+func (r *Reconciler) ensureTwin(ctx context.Context, obj client.Object, svc *corev1.Service) (*corev1.Service, error) {
+	name, ok := TwinName(svc.Name)
+	if !ok {
+		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonTwinConflict,
+			"Service %s/%s: %q is not a valid Service name, so its NodePort Service cannot be made; shorten the Service's name.", svc.Namespace, svc.Name, name)
+		return nil, nil
+	}
+	desired := DesiredTwin(svc)
+	cur := &corev1.Service{}
+	err := r.Tenant.Get(ctx, client.ObjectKeyFromObject(desired), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return nil, fmt.Errorf("getting Service %s/%s: %w", desired.Namespace, desired.Name, err)
+	case !isTwin(cur):
+		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonTwinConflict,
+			"Service %s/%s exists and was not made by kubelb, so Service %s cannot be mirrored through it; rename one of them.", cur.Namespace, cur.Name, svc.Name)
+		return nil, nil
+	case !twinDrifted(cur, desired):
+		return cur, nil
+	}
+	var existing client.Object
+	if cur != nil {
+		existing = cur
+	}
+	if err := apply.Apply(ctx, r.Tenant, desired, existing, FieldOwner, ""); err != nil {
+		return nil, fmt.Errorf("applying NodePort Service %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("applied NodePort Service", "service", client.ObjectKeyFromObject(desired))
+	return desired, nil
+}
+
+// currentRoute reads the Route named uid from the hub cache (nil: none).
+func (r *Reconciler) currentRoute(ctx context.Context, uid types.UID) (*v1alpha1.Route, error) {
+	route := &v1alpha1.Route{}
+	err := r.Hub.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: string(uid)}, route)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("getting Route %s/%s: %w", r.Namespace, uid, err)
+	}
+	return route, nil
+}
+
+// applyRoute applies the Route when it drifted.
+func (r *Reconciler) applyRoute(ctx context.Context, obj client.Object, current, desired *v1alpha1.Route) error {
+	if current != nil && current.DeletionTimestamp != nil {
+		return nil // someone deletes it; its delete event brings us back to make it anew
+	}
+	drifted, err := routeDrifted(current, desired)
+	if err != nil || !drifted {
+		return err
+	}
+	var existing client.Object
+	if current != nil {
+		existing = current
+	}
+	if err := apply.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
+		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
+			"Applying Route %s/%s in the management cluster: %v", r.Namespace, desired.Name, err)
+		return fmt.Errorf("applying Route %s/%s for %s %s: %w", r.Namespace, desired.Name, r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	if current == nil {
+		ctrl.LoggerFrom(ctx).Info("created Route", "route", client.ObjectKeyFromObject(desired))
+		record(r.Recorder, obj, corev1.EventTypeNormal, ReasonRouteCreated,
+			"Created Route %s/%s in the management cluster.", r.Namespace, desired.Name)
+	} else {
+		ctrl.LoggerFrom(ctx).Info("updated Route", "route", client.ObjectKeyFromObject(desired))
+	}
+	return nil
+}
+
+// routeDrifted tells whether the Route as it is (nil: none) lacks a label of the desired one
+// or has another spec. The ccm owns the whole spec.
+func routeDrifted(current, desired *v1alpha1.Route) (bool, error) {
+	if current == nil {
+		return true, nil
+	}
+	for k, v := range desired.Labels {
+		if current.Labels[k] != v {
+			return true, nil
+		}
+	}
+	a, err := json.Marshal(current.Spec)
+	if err != nil {
+		return false, err
+	}
+	b, err := json.Marshal(desired.Spec)
+	if err != nil {
+		return false, err
+	}
+	return string(a) != string(b), nil
+}
+
+// writeStatus copies the hub's status of the Route (nil: none yet) onto the object when it
+// differs.
+func (r *Reconciler) writeStatus(ctx context.Context, obj client.Object, u map[string]any, route *v1alpha1.Route) error {
+	if route == nil {
+		return nil
+	}
+	hub, err := HubStatus(r.Kind, route)
+	if err != nil || hub == nil {
+		return err
+	}
+	cur, _ := u["status"].(map[string]any)
+	_, err = r.patchStatus(ctx, obj, u, MergeStatus(r.Kind, cur, hub))
+	return err
+}
+
+// patchStatus writes status onto the object (u: its unstructured content) with a merge patch
+// and optimistic locking, unless it is already there. It returns the object as it is now.
+func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[string]any, status map[string]any) (client.Object, error) {
+	next := runtime.DeepCopyJSON(u)
+	next["status"] = status
+	updated := r.Kind.New()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(next, updated); err != nil {
+		return nil, fmt.Errorf("decoding the status of %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	normal, err := runtime.DefaultUnstructuredConverter.ToUnstructured(updated)
+	if err != nil {
+		return nil, err
+	}
+	if reflect.DeepEqual(normal["status"], u["status"]) {
+		return obj, nil
+	}
+	if err := r.Tenant.Status().Patch(ctx, updated, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, fmt.Errorf("writing the status of %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return updated, nil
+}
+
+// release removes the Route of an object the ccm no longer serves (deleted, or no longer
+// ours), the twins nothing else uses, the status it copied, and the finalizer. It does not
+// wait for the hub to finish deleting.
+func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[string]any) error {
+	key := client.ObjectKeyFromObject(obj)
+	defer r.managed.set(key, false)
+	current, err := r.currentRoute(ctx, obj.GetUID())
+	if err != nil {
+		return err
+	}
+	if err := r.deleteRoutes(ctx, obj, key, ""); err != nil {
+		return err
+	}
+	if !controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
+		return nil
+	}
+	if obj.GetDeletionTimestamp() == nil {
+		var hub map[string]any
+		if current != nil {
+			if hub, err = HubStatus(r.Kind, current); err != nil {
+				return err
+			}
+		}
+		cur, _ := u["status"].(map[string]any)
+		if obj, err = r.patchStatus(ctx, obj, u, ReleaseStatus(r.Kind, cur, hub)); err != nil {
+			return err
+		}
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, v1alpha1.CleanupFinalizer)
+	if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.GVK.Kind, key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
+	return nil
+}
+
+// deleteRoutes deletes the hub Routes mirroring the object key of this kind, except the one
+// named keep, and then the twins only they used. obj (may be nil) receives Events about hub
+// errors.
+func (r *Reconciler) deleteRoutes(ctx context.Context, obj client.Object, key types.NamespacedName, keep types.UID) error {
+	list := &v1alpha1.RouteList{}
+	if err := r.Hub.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingFields{indexRouteOrigin: originKey(r.Kind.OriginKind(), key)}); err != nil {
+		return fmt.Errorf("listing Routes of %s %s: %w", r.Kind.GVK.Kind, key, err)
+	}
+	routes := list.Items
+	// The Route named by the UID goes even if someone stripped its labels.
+	if obj != nil && keep == "" && !slices.ContainsFunc(routes, func(rt v1alpha1.Route) bool { return rt.Name == string(obj.GetUID()) }) {
+		if cur, err := r.currentRoute(ctx, obj.GetUID()); err != nil {
+			return err
+		} else if cur != nil {
+			routes = append(routes, *cur)
+		}
+	}
+	for i := range routes {
+		rt := &routes[i]
+		if rt.Name == string(keep) {
+			continue
+		}
+		if rt.DeletionTimestamp == nil {
+			if err := r.Hub.Delete(ctx, rt, client.Preconditions{UID: &rt.UID}); client.IgnoreNotFound(err) != nil {
+				if obj != nil {
+					record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
+						"Deleting Route %s/%s in the management cluster: %v", r.Namespace, rt.Name, err)
+				}
+				return fmt.Errorf("deleting Route %s/%s of %s %s: %w", r.Namespace, rt.Name, r.Kind.GVK.Kind, key, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("deleted Route", "route", client.ObjectKeyFromObject(rt))
+		}
+		if err := r.collectTwins(ctx, types.UID(rt.Name), rt, nil); err != nil {
+			return err
+		}
+	}
+	if obj != nil && keep == "" {
+		return r.collectTwins(ctx, obj.GetUID(), nil, nil)
+	}
+	return nil
+}
+
+// record records an Event about a tenant object.
+func record(rec events.EventRecorder, obj client.Object, eventType, reason, note string, args ...any) {
+	if rec == nil {
+		return
+	}
+	rec.Eventf(obj, nil, eventType, reason, "Mirror", note, args...)
+}

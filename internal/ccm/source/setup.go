@@ -1,0 +1,304 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/gatewaycrds"
+)
+
+// Field indexes of the tenant cache, per kind.
+const (
+	// indexBackends: "namespace/name" of every Service the object references.
+	indexBackends = "ccm.kubelb.k8c.io/backends"
+	// indexParents: "namespace/name" of every Gateway a route names as parent.
+	indexParents = "ccm.kubelb.k8c.io/parents"
+)
+
+// crdInstallTimeout bounds the wait for installed Gateway API CRDs to be established.
+const crdInstallTimeout = time.Minute
+
+// Options configure the Layer 7 controllers.
+type Options struct {
+	// Namespace is the tenant's namespace on the hub.
+	Namespace string
+	// EventSource is the name Events are recorded under.
+	EventSource string
+	// Ingress mirrors Ingresses (of class kubelb when UseIngressClass).
+	Ingress         bool
+	UseIngressClass bool
+	// GatewayAPI runs the Gateway API controllers, except the kinds in Disabled (Kind.Name).
+	GatewayAPI      bool
+	UseGatewayClass bool
+	Disabled        map[string]bool
+	// InstallCRDs installs the Gateway API CRDs of CRDsChannel at start-up (with GatewayAPI).
+	InstallCRDs bool
+	CRDsChannel string
+	// MaxConcurrentReconciles is the number of workers per controller (0: 1).
+	MaxConcurrentReconciles int
+}
+
+// Setup installs the Gateway API CRDs when asked, and adds the controllers of the enabled kinds
+// to mgr (tenant); hub is the management cluster (its cache covers the tenant's namespace
+// only), hubc the ccm's client for it. A kind whose API the tenant does not serve is skipped
+// with a logged warning.
+func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options) error {
+	log := mgr.GetLogger().WithName("l7")
+	if !o.Ingress && !o.GatewayAPI {
+		return nil
+	}
+	if o.GatewayAPI && o.InstallCRDs {
+		ctx, cancel := context.WithTimeout(context.Background(), crdInstallTimeout)
+		defer cancel()
+		if err := InstallCRDs(ctx, mgr.GetClient(), mgr.GetAPIReader(), o.CRDsChannel); err != nil {
+			return err
+		}
+		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
+	}
+	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Route{}, indexRouteOrigin, routeOriginIndex); err != nil {
+		return fmt.Errorf("indexing hub Routes: %w", err)
+	}
+	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Route{}, indexRouteServices, routeServicesIndex); err != nil {
+		return fmt.Errorf("indexing hub Routes: %w", err)
+	}
+	served := func(gvk schema.GroupVersionKind) bool {
+		_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err == nil
+	}
+	gatewayAPI := o.GatewayAPI
+	if gatewayAPI && (!served(gwapiv1.SchemeGroupVersion.WithKind("Gateway")) || !served(gwapiv1.SchemeGroupVersion.WithKind("GatewayClass"))) {
+		log.Info("WARNING: the tenant cluster does not serve Gateway API v1 Gateways and GatewayClasses; Gateway API objects are not mirrored (install the CRDs, or use --install-gateway-api-crds)")
+		gatewayAPI = false
+	}
+	grants := gatewayAPI && served(gwapiv1beta1.SchemeGroupVersion.WithKind("ReferenceGrant"))
+	if gatewayAPI && !grants {
+		log.Info("WARNING: the tenant cluster does not serve ReferenceGrants (v1beta1); cross-namespace references are not permitted")
+	}
+	twins := newTwinRefs()
+	workers := o.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 1
+	}
+	for _, k := range Kinds {
+		switch {
+		case k.Name == Ingress.Name && !o.Ingress, k.GatewayAPI && !gatewayAPI, o.Disabled[k.Name]:
+			continue
+		case !served(k.GVK):
+			log.Info("WARNING: the tenant cluster does not serve "+k.GVK.GroupVersion().String()+" "+k.GVK.Kind+"; not mirrored", "kind", k.GVK.Kind)
+			continue
+		}
+		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
+			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
+			ReferenceGrants: grants, twins: twins, managed: newManagedSet(k.Managed)}
+		if err := r.setup(mgr, hub, workers); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", k.GVK.Kind, err)
+		}
+	}
+	if gatewayAPI && !o.Disabled[Gateway.Name] {
+		// One event at start makes sure the GatewayClass kubelb exists.
+		start := make(chan event.TypedGenericEvent[*gwapiv1.GatewayClass], 1)
+		start <- event.TypedGenericEvent[*gwapiv1.GatewayClass]{Object: DesiredGatewayClass()}
+		err := builder.ControllerManagedBy(mgr).
+			Named("ccm-gatewayclass").
+			For(&gwapiv1.GatewayClass{}).
+			WatchesRawSource(source.Channel(start, &handler.TypedEnqueueRequestForObject[*gwapiv1.GatewayClass]{})).
+			Complete(&GatewayClassReconciler{Tenant: mgr.GetClient()})
+		if err != nil {
+			return fmt.Errorf("setting up the GatewayClass controller: %w", err)
+		}
+	}
+	return nil
+}
+
+// setup registers the controller of r's kind and its watches.
+func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) error {
+	k := r.Kind
+	ctx := context.Background()
+	toUnstructured := func(o client.Object) map[string]any {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil
+		}
+		return u
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), indexBackends, func(o client.Object) []string {
+		var out []string
+		for _, ref := range ObjectRefs(k, toUnstructured(o), o.GetNamespace()) {
+			if ref.isService() {
+				out = append(out, ref.Namespace+"/"+ref.Name)
+			}
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	if k.Route {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {
+			var out []string
+			for _, p := range ParentRefs(toUnstructured(o), o.GetNamespace()) {
+				out = append(out, p.Namespace+"/"+p.Name)
+			}
+			return out
+		}); err != nil {
+			return err
+		}
+	}
+
+	// requests lists the objects of the kind matching opts as requests.
+	requests := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+		list := k.NewList()
+		if err := mgr.GetClient().List(ctx, list, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing "+k.GVK.Kind+"s")
+			return nil
+		}
+		var out []reconcile.Request
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			if co, ok := o.(client.Object); ok {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(co)})
+			}
+			return nil
+		})
+		return out
+	}
+	routeToObject := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, rt *v1alpha1.Route) []reconcile.Request {
+		if kind, key, ok := routeOrigin(rt); ok && kind == k.OriginKind() {
+			return []reconcile.Request{{NamespacedName: key}}
+		}
+		return nil
+	})
+	serviceToObjects := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, svc *corev1.Service) []reconcile.Request {
+		key := client.ObjectKeyFromObject(svc)
+		if isTwin(svc) {
+			key = types.NamespacedName{Namespace: svc.Namespace, Name: svc.Labels[v1alpha1.LabelOriginName]}
+		}
+		return requests(ctx, client.MatchingFields{indexBackends: key.String()})
+	})
+	namespaceToObjects := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, ns *corev1.Namespace) []reconcile.Request {
+		return requests(ctx, client.InNamespace(ns.Name))
+	})
+
+	b := builder.ControllerManagedBy(mgr).
+		Named("ccm-"+k.Name).
+		For(k.New(), builder.WithPredicates(objectPredicate)).
+		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.Route{}, routeToObject)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, serviceToObjects, predicate.TypedFuncs[*corev1.Service]{
+			UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Service]) bool {
+				return !equality.Semantic.DeepEqual(e.ObjectOld.Spec, e.ObjectNew.Spec) ||
+					!maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) || e.ObjectOld.ResourceVersion == e.ObjectNew.ResourceVersion
+			},
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	if k.GatewayAPI {
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Namespace{}, namespaceToObjects, predicate.TypedFuncs[*corev1.Namespace]{
+			CreateFunc: func(event.TypedCreateEvent[*corev1.Namespace]) bool { return false },
+			DeleteFunc: func(event.TypedDeleteEvent[*corev1.Namespace]) bool { return false },
+			UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Namespace]) bool {
+				return !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels)
+			},
+		}))
+		// A GatewayClass changing its controllerName can change which objects are served.
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.GatewayClass{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *gwapiv1.GatewayClass) []reconcile.Request {
+				return requests(ctx)
+			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.GatewayClass]{}))
+	}
+	if k.GatewayAPI && r.ReferenceGrants {
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1beta1.ReferenceGrant{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, g *gwapiv1beta1.ReferenceGrant) []reconcile.Request {
+				var out []reconcile.Request
+				for _, f := range g.Spec.From {
+					if string(f.Kind) == k.GVK.Kind && string(f.Group) == gatewayGroup {
+						out = append(out, requests(ctx, client.InNamespace(string(f.Namespace)))...)
+					}
+				}
+				return out
+			})))
+	}
+	if k.Route {
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.Gateway{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, gw *gwapiv1.Gateway) []reconcile.Request {
+				return requests(ctx, client.MatchingFields{indexParents: client.ObjectKeyFromObject(gw).String()})
+			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.Gateway]{}))
+	}
+	return b.Complete(r)
+}
+
+// objectPredicate passes events of the mirrored objects except updates of their status only
+// (our own status writes among them). Resyncs (same resourceVersion) pass.
+var objectPredicate = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetResourceVersion() == n.GetResourceVersion() || o.GetGeneration() != n.GetGeneration() ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+	},
+}
+
+// InstallCRDs applies the Gateway API CRDs of a channel (server-side apply, field owner
+// kubelb-ccm) and waits until they are established.
+func InstallCRDs(ctx context.Context, c client.Client, reader client.Reader, channel string) error {
+	crds, err := gatewaycrds.CRDs(channel)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		crd := crd.DeepCopy()
+		crd.TypeMeta.APIVersion = apiextensionsv1.SchemeGroupVersion.String()
+		crd.TypeMeta.Kind = "CustomResourceDefinition"
+		crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+		if err != nil {
+			return err
+		}
+		delete(u, "status")
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			cur := &apiextensionsv1.CustomResourceDefinition{}
+			if err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			for _, cond := range cur.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return errors.Join(fmt.Errorf("waiting for CRD %s to be established", crd.Name), err)
+		}
+	}
+	return nil
+}
