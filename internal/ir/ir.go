@@ -75,22 +75,31 @@ type Listener struct {
 
 	// RouteConfig (HTTP) names the route configuration served over RDS.
 	RouteConfig string `json:"routeConfig,omitempty"`
-	// TLS (HTTPS): one filter chain per server, chosen by SNI.
+	// TLS (HTTPS): one filter chain per server, chosen by SNI; each either terminates TLS
+	// (Secret, RouteConfig) or passes it through to a cluster (Cluster).
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
 }
 
-// TLSServer is one HTTPS filter chain: the hostnames it answers (SNI), its certificate and
-// the routes behind it.
+// TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
+// answers and either its certificate and the routes behind it (TLS terminated), or the
+// cluster the still-encrypted connection is passed to (TLS passthrough). Both kinds may
+// share one listener.
 type TLSServer struct {
 	// ServerNames matched against SNI; empty matches any (the fallback chain).
 	ServerNames []string `json:"serverNames,omitempty"`
-	// Secret names the certificate (a Secret of this Config).
-	Secret string `json:"secret"`
-	// RouteConfig names the route configuration of this chain.
-	RouteConfig string `json:"routeConfig"`
+	// Secret names the certificate (a Secret of this Config); terminated chains only.
+	Secret string `json:"secret,omitempty"`
+	// RouteConfig names the route configuration of this chain; terminated chains only.
+	RouteConfig string `json:"routeConfig,omitempty"`
+	// Cluster (passthrough chains only) receives the TLS connection as it is, by TCP proxy.
+	Cluster string `json:"cluster,omitempty"`
 }
+
+// Passthrough reports whether the chain passes TLS through to a cluster rather than
+// terminating it.
+func (s *TLSServer) Passthrough() bool { return s.Cluster != "" }
 
 // HeaderLimits bound the request headers an HTTP listener accepts.
 type HeaderLimits struct {

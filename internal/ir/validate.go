@@ -96,11 +96,25 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		names := map[string]bool{}
 		fallbacks := 0
 		for _, t := range l.TLS {
-			if !secrets[t.Secret] {
-				return fmt.Errorf("secret %q does not exist", t.Secret)
+			if t.Passthrough() {
+				if !clusters[t.Cluster] {
+					return fmt.Errorf("cluster %q does not exist", t.Cluster)
+				}
+				if t.Secret != "" || t.RouteConfig != "" {
+					return fmt.Errorf("TLS server of cluster %q also has a secret or route config: a chain either passes TLS through or terminates it", t.Cluster)
+				}
+			} else {
+				if !secrets[t.Secret] {
+					return fmt.Errorf("secret %q does not exist", t.Secret)
+				}
+				if !routeConfigs[t.RouteConfig] {
+					return fmt.Errorf("route config %q does not exist", t.RouteConfig)
+				}
 			}
-			if !routeConfigs[t.RouteConfig] {
-				return fmt.Errorf("route config %q does not exist", t.RouteConfig)
+			for _, n := range t.ServerNames {
+				if n == "" {
+					return errors.New("empty server name")
+				}
 			}
 			if len(t.ServerNames) == 0 {
 				fallbacks++
