@@ -581,6 +581,7 @@ func (t *l7) emitGateway(g *gateway) {
 							continue
 						}
 						il.TLS = append(il.TLS, srv)
+						il.Owners = append(il.Owners, c.owner)
 					}
 					continue
 				}

@@ -215,13 +215,14 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 		}
 		switch {
 		case len(pr.listeners) > 0:
+			// Attaching to some listeners of a Gateway and not to others is normal.
 			pr.accepted = t.cond(r, string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached to Gateway %s/%s", truncate(ns), truncate(string(p.Name)))
-			if len(notAllowed) > 0 || len(noHost) > 0 {
-				t.problems.Add(t.ref(r, section), ir.SeverityWarning, string(gwv1.RouteReasonNotAllowedByListeners), "attached to %d listener(s); not to: %s", len(pr.listeners), strings.Join(append(notAllowed, noHost...), "; "))
-			}
 		case len(noHost) > 0 && len(notAllowed) == 0:
 			refuse(gwv1.RouteReasonNoMatchingListenerHostname, "no hostname of the route matches listener(s) %s", strings.Join(noHost, ", "))
 		default:
+			for i, h := range noHost {
+				noHost[i] = fmt.Sprintf("listener %s: no hostname of the route matches", h)
+			}
 			refuse(gwv1.RouteReasonNotAllowedByListeners, "%s", strings.Join(append(notAllowed, noHost...), "; "))
 		}
 	}

@@ -341,11 +341,11 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 	bad := 0
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
-		if b.reason == "" && (dry || ignored) {
+		if b.reason == "" && (dry || ignored || b.weight == 0) {
 			a.dryResolve(ro, &b)
 		}
 		var cluster string
-		if b.reason == "" && !dry && !ignored {
+		if b.reason == "" && !dry && !ignored && b.weight > 0 {
 			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
