@@ -541,13 +541,7 @@ func (t *l7) emitGateway(g *gateway) {
 			il.Protocol = ir.ProtocolHTTP
 			il.HeaderLimits = t.in.HeaderLimits
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("%s-http-%d", g.route.Name, first.spec.Port)}
-			merged := map[string][]*candidate{}
-			for _, l := range ls {
-				for h, cs := range l.vhosts {
-					merged[h] = append(merged[h], cs...)
-				}
-			}
-			rc.VirtualHosts = virtualHosts(merged)
+			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig = rc.Name
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:

@@ -109,6 +109,48 @@ func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 	return out
 }
 
+// isolatedVirtualHosts merges the virtual hosts of HTTP listeners sharing a port into one
+// route configuration with listener isolation: a request is served by the listener whose
+// hostname matches its host most specifically (as Gateway API routes it), so each merged
+// virtual host carries the routes of that one listener only.
+func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
+	owner := map[string]*gwListener{}
+	for _, l := range ls {
+		if l.hostname != "" {
+			owner[l.hostname] = nil // a listener's own hostname is always a virtual host
+		}
+		for h := range l.vhosts {
+			owner[h] = nil
+		}
+	}
+	for h := range owner {
+		var best *gwListener
+		for _, o := range ls {
+			lh := cmp.Or(o.hostname, "*")
+			if coversHostname(lh, h) && (best == nil || compareHostSpecificity(lh, cmp.Or(best.hostname, "*")) < 0) {
+				best = o
+			}
+		}
+		owner[h] = best
+	}
+	var out []*ir.VirtualHost
+	for _, h := range slices.Sorted(maps.Keys(owner)) {
+		if owner[h] == nil {
+			continue
+		}
+		m := maps.Clone(owner[h].vhosts)
+		if _, ok := m[h]; !ok {
+			m[h] = nil
+		}
+		for _, vh := range virtualHosts(m) {
+			if vh.Name == h {
+				out = append(out, vh)
+			}
+		}
+	}
+	return out
+}
+
 // coversHostname reports whether every request for host h also matches hostname k.
 func coversHostname(k, h string) bool {
 	return k == h || k == "*" || strings.HasPrefix(k, "*.") && strings.HasSuffix(h, k[1:])
