@@ -177,9 +177,11 @@ type Redirect struct {
 	Scheme   string `json:"scheme,omitempty"`
 	Hostname string `json:"hostname,omitempty"`
 	Port     uint32 `json:"port,omitempty"`
-	// Path replaces the whole path; PathPrefix replaces the matched prefix.
-	Path       string `json:"path,omitempty"`
-	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix; PathRegex
+	// rewrites the parts of the path it matches. At most one.
+	Path       string        `json:"path,omitempty"`
+	PathPrefix string        `json:"pathPrefix,omitempty"`
+	PathRegex  *RegexRewrite `json:"pathRegex,omitempty"`
 	// StatusCode is 301, 302, 303, 307 or 308; 0 means 302.
 	StatusCode uint32 `json:"statusCode,omitempty"`
 }
@@ -206,9 +208,18 @@ type Header struct {
 // URLRewrite rewrites the request before it is forwarded.
 type URLRewrite struct {
 	Hostname string `json:"hostname,omitempty"`
-	// Path replaces the whole path; PathPrefix replaces the matched prefix. At most one.
-	Path       string `json:"path,omitempty"`
-	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix; PathRegex
+	// rewrites the parts of the path it matches. At most one.
+	Path       string        `json:"path,omitempty"`
+	PathPrefix string        `json:"pathPrefix,omitempty"`
+	PathRegex  *RegexRewrite `json:"pathRegex,omitempty"`
+}
+
+// RegexRewrite replaces the parts of a path (without its query) that match Pattern (RE2) by
+// Substitution, in which \1 … refer to the pattern's groups.
+type RegexRewrite struct {
+	Pattern      string `json:"pattern"`
+	Substitution string `json:"substitution"`
 }
 
 // Cluster is a set of upstream endpoints and how to reach them.

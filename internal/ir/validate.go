@@ -219,15 +219,23 @@ func (r *Route) validate(clusters map[string]bool) error {
 		default:
 			return fmt.Errorf("redirect status %d is not a redirect", rd.StatusCode)
 		}
-		if rd.Path != "" && rd.PathPrefix != "" {
-			return errors.New("redirect sets both path and path prefix")
+		if countSet(rd.Path != "", rd.PathPrefix != "", rd.PathRegex != nil) > 1 {
+			return errors.New("redirect sets more than one of path, path prefix and path regex")
+		}
+		if err := rd.PathRegex.validate(); err != nil {
+			return fmt.Errorf("redirect: %w", err)
 		}
 	}
 	if d := r.DirectResponse; d != nil && (d.Status < 200 || d.Status > 599) {
 		return fmt.Errorf("direct response status %d out of range 200-599", d.Status)
 	}
-	if rw := r.Rewrite; rw != nil && rw.Path != "" && rw.PathPrefix != "" {
-		return errors.New("rewrite sets both path and path prefix")
+	if rw := r.Rewrite; rw != nil {
+		if countSet(rw.Path != "", rw.PathPrefix != "", rw.PathRegex != nil) > 1 {
+			return errors.New("rewrite sets more than one of path, path prefix and path regex")
+		}
+		if err := rw.PathRegex.validate(); err != nil {
+			return fmt.Errorf("rewrite: %w", err)
+		}
 	}
 	return nil
 }
@@ -267,6 +275,29 @@ func (c *Cluster) validate() error {
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
 			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)
 		}
+	}
+	return nil
+}
+
+func countSet(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func (rr *RegexRewrite) validate() error {
+	if rr == nil {
+		return nil
+	}
+	if rr.Pattern == "" {
+		return errors.New("path regex without a pattern")
+	}
+	if _, err := regexp.Compile(rr.Pattern); err != nil {
+		return fmt.Errorf("path regex: %w", err)
 	}
 	return nil
 }

@@ -338,11 +338,11 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 		}
 		switch {
 		case f.redirect != nil:
-			port := int32(0)
+			port, https := int32(0), false
 			if l != nil {
-				port = int32(l.spec.Port)
+				port, https = int32(l.spec.Port), l.spec.Protocol == gwv1.HTTPSProtocolType
 			}
-			rd, err := redirect(f.redirect, m, port)
+			rd, err := redirect(f.redirect, m, port, https)
 			if err != "" {
 				bad("match %d: RequestRedirect: %s", j, err)
 				continue
@@ -586,10 +586,15 @@ func stringMatch(name, value string, regex, header bool) (ir.StringMatch, string
 	return ir.StringMatch{Name: name, Value: value, Regex: regex}, ""
 }
 
-// redirect builds a RequestRedirect. Without a port, the port is the scheme's well-known
-// port when the scheme changes, else the Gateway listener's port (the tenant-facing one,
-// not Envoy's); Envoy leaves 80 for http and 443 for https out of the Location.
-func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort int32) (*ir.Redirect, string) {
+// redirect builds a RequestRedirect for a listener (its tenant-facing port and whether it is
+// HTTPS). The port of the Location is, as Gateway API says: the filter's port; else the
+// scheme's well-known port when the scheme is set; else the Gateway listener's port (the
+// tenant-facing one, never Envoy's). A well-known port (80 for http, 443 for https) is left
+// out of the Location: Envoy then keeps the request's host as it is, which carries no port when
+// the client used the listener's well-known port, and drops it when the hostname is replaced.
+// Otherwise the port is written explicitly (a client of port 8080 redirected to https gets
+// :443: correct, if not the shortest URL).
+func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort int32, listenerHTTPS bool) (*ir.Redirect, string) {
 	rd := &ir.Redirect{StatusCode: 302}
 	if f.Scheme != nil {
 		switch *f.Scheme {
@@ -606,18 +611,27 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort i
 		}
 		rd.Hostname = h
 	}
+	listenerScheme := "http"
+	if listenerHTTPS {
+		listenerScheme = "https"
+	}
+	wellKnown := map[string]int32{"http": 80, "https": 443}
+	scheme := cmp.Or(rd.Scheme, listenerScheme)
+	var port int32
 	switch {
 	case f.Port != nil:
 		if *f.Port < 1 || *f.Port > 65535 {
 			return nil, fmt.Sprintf("port %d is out of range", *f.Port)
 		}
-		rd.Port = uint32(*f.Port)
-	case rd.Scheme == "https":
-		rd.Port = 443
-	case rd.Scheme == "http":
-		rd.Port = 80
+		port = int32(*f.Port)
+	case rd.Scheme != "":
+		port = wellKnown[rd.Scheme]
 	default:
-		rd.Port = uint32(listenerPort)
+		port = listenerPort
+	}
+	hostWithoutPort := rd.Hostname != "" || listenerPort == wellKnown[listenerScheme]
+	if port != wellKnown[scheme] || !hostWithoutPort {
+		rd.Port = uint32(port)
 	}
 	if f.StatusCode != nil {
 		switch *f.StatusCode {
@@ -628,11 +642,11 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort i
 		}
 	}
 	if p := f.Path; p != nil {
-		full, prefix, err := pathModifier(p, m)
+		full, re, err := pathModifier(p, m)
 		if err != "" {
 			return nil, err
 		}
-		rd.Path, rd.PathPrefix = full, prefix
+		rd.Path, rd.PathRegex = full, re
 	}
 	return rd, ""
 }
@@ -647,37 +661,52 @@ func rewrite(f *gwv1.HTTPURLRewriteFilter, m ir.RouteMatch) (*ir.URLRewrite, str
 		rw.Hostname = h
 	}
 	if p := f.Path; p != nil {
-		full, prefix, err := pathModifier(p, m)
+		full, re, err := pathModifier(p, m)
 		if err != "" {
 			return nil, err
 		}
-		rw.Path, rw.PathPrefix = full, prefix
+		rw.Path, rw.PathRegex = full, re
 	}
-	if *rw == (ir.URLRewrite{}) {
+	if rw.Hostname == "" && rw.Path == "" && rw.PathRegex == nil {
 		return nil, ""
 	}
 	return rw, ""
 }
 
-// pathModifier returns the full path or the prefix replacement; ReplacePrefixMatch needs a
-// PathPrefix match.
-func pathModifier(p *gwv1.HTTPPathModifier, m ir.RouteMatch) (string, string, string) {
+// pathModifier returns the full path, or the rewrite of the matched prefix; ReplacePrefixMatch
+// needs a PathPrefix match.
+func pathModifier(p *gwv1.HTTPPathModifier, m ir.RouteMatch) (string, *ir.RegexRewrite, string) {
 	switch p.Type {
 	case gwv1.FullPathHTTPPathModifier:
 		if p.ReplaceFullPath == nil || !validPath(*p.ReplaceFullPath) {
-			return "", "", "replaceFullPath is not an absolute path"
+			return "", nil, "replaceFullPath is not an absolute path"
 		}
-		return *p.ReplaceFullPath, "", ""
+		return *p.ReplaceFullPath, nil, ""
 	case gwv1.PrefixMatchHTTPPathModifier:
-		if p.ReplacePrefixMatch == nil || !validPath(*p.ReplacePrefixMatch) {
-			return "", "", "replacePrefixMatch is not an absolute path"
+		if p.ReplacePrefixMatch == nil || !validPath(*p.ReplacePrefixMatch) || strings.Contains(*p.ReplacePrefixMatch, `\`) {
+			return "", nil, "replacePrefixMatch is not an absolute path"
 		}
 		if m.PathPrefix == "" {
-			return "", "", "ReplacePrefixMatch needs a PathPrefix path match"
+			return "", nil, "ReplacePrefixMatch needs a PathPrefix path match"
 		}
-		return "", *p.ReplacePrefixMatch, ""
+		return "", prefixRewrite(m.PathPrefix, *p.ReplacePrefixMatch), ""
 	}
-	return "", "", fmt.Sprintf("path modifier type %q is not supported", truncate(string(p.Type)))
+	return "", nil, fmt.Sprintf("path modifier type %q is not supported", truncate(string(p.Type)))
+}
+
+// prefixRewrite replaces a matched path prefix as Gateway API defines it, on whole segments
+// and without doubled slashes: with prefix /foo, /foo/bar becomes /xyz/bar for /xyz and /bar
+// for /; /foo becomes /xyz or /. (Envoy's prefix_rewrite would make //bar of the latter.)
+func prefixRewrite(prefix, replacement string) *ir.RegexRewrite {
+	p := strings.TrimRight(prefix, "/")
+	r := strings.TrimRight(replacement, "/")
+	switch {
+	case p == "":
+		return &ir.RegexRewrite{Pattern: "^/", Substitution: r + "/"}
+	case r == "":
+		return &ir.RegexRewrite{Pattern: "^" + regexp.QuoteMeta(p) + "/*", Substitution: "/"}
+	}
+	return &ir.RegexRewrite{Pattern: "^" + regexp.QuoteMeta(p) + "(/.*)?$", Substitution: r + `\1`}
 }
 
 // grpcRoute translates a GRPCRoute: like an HTTPRoute, on HTTP/2 upstreams, matching the

@@ -1,7 +1,9 @@
 package translate
 
 import (
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +132,32 @@ func TestVirtualHostsCarryCoveringHostnames(t *testing.T) {
 	for h, w := range want {
 		if !slices.Equal(got[h], w) {
 			t.Errorf("virtual host %s: routes %q, want %q", h, got[h], w)
+		}
+	}
+}
+
+// TestPrefixRewrite checks ReplacePrefixMatch as Gateway API defines it, applying the
+// generated rewrite the way Envoy does (RE2, the path without its query).
+func TestPrefixRewrite(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ prefix, replacement, path, want string }{
+		{"/foo", "/xyz", "/foo/bar", "/xyz/bar"},
+		{"/foo", "/xyz", "/foo", "/xyz"},
+		{"/foo", "/xyz", "/foo/", "/xyz/"},
+		{"/foo", "/xyz/", "/foo/bar", "/xyz/bar"},
+		{"/foo/", "/xyz", "/foo/bar", "/xyz/bar"},
+		{"/foo", "/", "/foo/bar", "/bar"},
+		{"/foo", "/", "/foo", "/"},
+		{"/foo", "/", "/foo/", "/"},
+		{"/", "/xyz", "/bar", "/xyz/bar"},
+		{"/", "/", "/bar", "/bar"},
+		{"/a.b", "/c", "/a.b/x", "/c/x"},
+	} {
+		rr := prefixRewrite(tc.prefix, tc.replacement)
+		re := regexp.MustCompile(rr.Pattern)
+		got := re.ReplaceAllString(tc.path, strings.ReplaceAll(rr.Substitution, `\1`, "${1}"))
+		if got != tc.want {
+			t.Errorf("prefix %s → %s: %s became %s, want %s (%+v)", tc.prefix, tc.replacement, tc.path, got, tc.want, rr)
 		}
 	}
 }

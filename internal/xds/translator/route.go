@@ -117,6 +117,8 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: rw.Path}
 		case rw.PathPrefix != "":
 			a.PrefixRewrite = rw.PathPrefix
+		case rw.PathRegex != nil:
+			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: rw.PathRegex.Pattern}, Substitution: rw.PathRegex.Substitution}
 		}
 	}
 	return a
@@ -132,6 +134,9 @@ func redirect(rd *ir.Redirect) *routev3.RedirectAction {
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.Path}
 	case rd.PathPrefix != "":
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: rd.PathPrefix}
+	case rd.PathRegex != nil:
+		out.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: &matcherv3.RegexMatchAndSubstitute{
+			Pattern: &matcherv3.RegexMatcher{Regex: rd.PathRegex.Pattern}, Substitution: rd.PathRegex.Substitution}}
 	}
 	switch rd.StatusCode {
 	case http.StatusMovedPermanently:
