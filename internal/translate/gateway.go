@@ -91,8 +91,9 @@ type gwListener struct {
 	envoy    uint32                // Envoy listener port; 0 when not allocated
 
 	accepted, conflicted, resolved, programmed metav1.Condition
-	// served: the listener gets Envoy configuration (accepted, not conflicted, refs resolved,
-	// port allocated).
+	// valid: accepted, not conflicted, its refs resolved (routes may attach); served: valid
+	// with its port allocated (it gets Envoy configuration).
+	valid    bool
 	served   bool
 	attached int32
 
@@ -430,6 +431,7 @@ func (t *l7) finishListener(l *gwListener) {
 		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions")
 		return
 	}
+	l.valid = true
 	proto := corev1.ProtocolTCP
 	if l.family == familyUDP {
 		proto = corev1.ProtocolUDP
