@@ -813,11 +813,35 @@ func (a *attacher) grpcRule(ro *routeObj, i int, rule *gwv1.GRPCRouteRule, rs *r
 		default:
 			route.Backends = backends
 		}
-		key := matchPrecedence(m)
+		key := grpcPrecedence(&matches[j], m)
 		key.created, key.namespace, key.name, key.rule, key.match = ro.created().Time, ro.meta.Namespace, ro.meta.Name, i, j
 		out = append(out, &candidate{route: route, key: key})
 	}
 	return out
+}
+
+// grpcPrecedence ranks a GRPCRoute match as Gateway API says (after the hostname): the most
+// characters of the matching service, then of the matching method, then the most header
+// matches. Exact method matches rank with exact paths, regular expressions with path regular
+// expressions; a match without a method match is a catch-all.
+func grpcPrecedence(gm *gwv1.GRPCRouteMatch, m ir.RouteMatch) precedence {
+	p := matchPrecedence(m)
+	mm := gm.Method
+	if mm == nil {
+		return p
+	}
+	svc, method := 0, 0
+	if mm.Service != nil {
+		svc = len(*mm.Service)
+	}
+	if mm.Method != nil {
+		method = len(*mm.Method)
+	}
+	p.pathKind, p.pathLen = 0, svc*2048+method
+	if mm.Type != nil && *mm.Type == gwv1.GRPCMethodMatchRegularExpression {
+		p.pathKind = 1
+	}
+	return p
 }
 
 // grpcMatch matches the gRPC service and method in the request path (/<service>/<method>):
