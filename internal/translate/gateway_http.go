@@ -133,21 +133,38 @@ func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
 		}
 		owner[h] = best
 	}
-	var out []*ir.VirtualHost
-	for _, h := range slices.Sorted(maps.Keys(owner)) {
-		if owner[h] == nil {
+	// Each listener's virtual hosts are built once, with the hostnames it owns but has no
+	// routes for added (empty: 404).
+	byListener := map[*gwListener]map[string][]*candidate{}
+	for h, l := range owner {
+		if l == nil {
 			continue
 		}
-		m := maps.Clone(owner[h].vhosts)
+		m, ok := byListener[l]
+		if !ok {
+			m = maps.Clone(l.vhosts)
+			if m == nil {
+				m = map[string][]*candidate{}
+			}
+			byListener[l] = m
+		}
 		if _, ok := m[h]; !ok {
 			m[h] = nil
 		}
+	}
+	var out []*ir.VirtualHost
+	for _, l := range ls {
+		m, ok := byListener[l]
+		if !ok {
+			continue
+		}
 		for _, vh := range virtualHosts(m) {
-			if vh.Name == h {
+			if owner[vh.Name] == l {
 				out = append(out, vh)
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b *ir.VirtualHost) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
