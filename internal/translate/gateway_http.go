@@ -398,6 +398,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 	t := a.t
 	var out []ir.WeightedCluster
 	bad := 0
+	var firstReason gwv1.RouteConditionReason
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
 		if b.reason == "" && (dry || ignored || b.weight == 0) {
@@ -413,6 +414,9 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 		}
 		if b.reason != "" {
 			bad++
+			if firstReason == "" {
+				firstReason = b.reason
+			}
 			rs.add(b.reason, b.message)
 			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s; its share of requests is not served", b.message)
 			continue
@@ -427,7 +431,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 		out = append(out, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight)})
 	}
 	if len(out) == 0 && bad > 0 && !dry && !ignored {
-		t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "no backend of the rule can be resolved; the rule answers 500")
+		t.problems.Add(owner, ir.SeverityError, string(firstReason), "no backend of the rule can be used; the rule answers 500")
 	}
 	return out
 }
