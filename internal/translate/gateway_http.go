@@ -186,13 +186,14 @@ func compareHostSpecificity(a, b string) int {
 	return cmp.Compare(len(b), len(a))
 }
 
-// addRefsMsg records a backend problem once.
+// add records a backend problem once.
 func (rs *refs) add(reason gwv1.RouteConditionReason, msg string) {
 	if !slices.Contains(rs.messages, msg) {
 		rs.fail(reason, msg)
 	}
 }
 
+// invalid records a rule (or match) that is not served, for PartiallyInvalid.
 func (rs *refs) invalid(msg string) {
 	if !slices.Contains(rs.partial, msg) && len(rs.partial) < 8 {
 		rs.partial = append(rs.partial, msg)

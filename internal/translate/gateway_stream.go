@@ -88,15 +88,15 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 
 	rs := &refs{}
 	owner := t.ref(r, "rule 0")
-	var refs []gwv1.BackendRef
+	var brefs []gwv1.BackendRef
 	if len(rules) > 0 {
-		refs = rules[0]
+		brefs = rules[0]
 	}
 	if len(rules) > 1 {
 		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s is served with its first rule only; %d rules ignored", kind, len(rules)-1)
 	}
-	if len(refs) > maxBackendRefs {
-		refs = refs[:maxBackendRefs]
+	if len(brefs) > maxBackendRefs {
+		brefs = brefs[:maxBackendRefs]
 	}
 	served := false
 	for _, p := range parents {
@@ -109,7 +109,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		proto = corev1.ProtocolUDP
 	}
 	cluster := ""
-	for _, ref := range refs {
+	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
 		if b.reason == "" && !served {
 			a.dryResolve(ro, &b)
