@@ -135,6 +135,9 @@ type Route struct {
 	Backends       []WeightedCluster `json:"backends,omitempty"`
 	Redirect       *Redirect         `json:"redirect,omitempty"`
 	DirectResponse *DirectResponse   `json:"directResponse,omitempty"`
+	// FailedWeight (with Backends) is the weight of backends that could not be resolved:
+	// that share of the requests is answered with 500.
+	FailedWeight uint32 `json:"failedWeight,omitempty"`
 
 	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
 	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`

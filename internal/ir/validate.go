@@ -182,6 +182,10 @@ func (r *Route) validate(clusters map[string]bool) error {
 		}
 		total += uint64(b.Weight)
 	}
+	if r.FailedWeight > 0 && len(r.Backends) == 0 {
+		return errors.New("failed weight without backends")
+	}
+	total += uint64(r.FailedWeight)
 	if len(r.Backends) > 0 && (total == 0 || total > 1<<32-1) {
 		return fmt.Errorf("backend weights add up to %d; want 1 to 4294967295", total)
 	}

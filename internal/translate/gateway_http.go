@@ -320,7 +320,7 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 		}
 		brefs = append(brefs, b.BackendRef)
 	}
-	backends := a.weightedBackends(ro, owner, brefs, false, rs, dry, f.redirect != nil)
+	backends, failed := a.weightedBackends(ro, owner, brefs, false, rs, dry, f.redirect != nil)
 	var timeout, backendTimeout time.Duration
 	if to := rule.Timeouts; to != nil {
 		var err string
@@ -372,7 +372,7 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 		case len(backends) == 0:
 			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		default:
-			route.Backends = backends
+			route.Backends, route.FailedWeight = backends, failed
 		}
 		if f.rewrite != nil && route.Backends != nil {
 			rw, err := rewrite(f.rewrite, m)
@@ -395,9 +395,10 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 // weightedBackends resolves a rule's backendRefs into weighted clusters: weight 0 is left
 // out; a backend that cannot be resolved is reported (ResolvedRefs) and left out. The
 // caller answers 500 when none remains. ignored: the rule redirects, backends are unused.
-func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gwv1.BackendRef, http2 bool, rs *refs, dry, ignored bool) []ir.WeightedCluster {
+func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gwv1.BackendRef, http2 bool, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
 	t := a.t
 	var out []ir.WeightedCluster
+	var failed uint32
 	bad := 0
 	var firstReason gwv1.RouteConditionReason
 	for _, ref := range brefs {
@@ -419,7 +420,10 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 				firstReason = b.reason
 			}
 			rs.add(b.reason, b.message)
-			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s; its share of requests is not served", b.message)
+			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s; its share of requests is answered with 500", b.message)
+			if b.weight > 0 && b.weight <= 1000000 {
+				failed += uint32(b.weight)
+			}
 			continue
 		}
 		if b.weight == 0 || cluster == "" {
@@ -434,7 +438,10 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 	if len(out) == 0 && bad > 0 && !dry && !ignored {
 		t.problems.Add(owner, ir.SeverityError, string(firstReason), "no backend of the rule can be used; the rule answers 500")
 	}
-	return out
+	if len(out) == 0 {
+		failed = 0
+	}
+	return out, failed
 }
 
 func gatewayDuration(d *gwv1.Duration) (time.Duration, string) {
@@ -807,7 +814,7 @@ func (a *attacher) grpcRule(ro *routeObj, i int, rule *gwv1.GRPCRouteRule, rs *r
 		}
 		brefs = append(brefs, b.BackendRef)
 	}
-	backends := a.weightedBackends(ro, owner, brefs, true, rs, dry, false)
+	backends, failed := a.weightedBackends(ro, owner, brefs, true, rs, dry, false)
 	matches := rule.Matches
 	if len(matches) > maxMatches {
 		return bad("%d matches; at most %d are served", len(matches), maxMatches)
@@ -833,7 +840,7 @@ func (a *attacher) grpcRule(ro *routeObj, i int, rule *gwv1.GRPCRouteRule, rs *r
 		case f.fail != "" || len(backends) == 0:
 			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		default:
-			route.Backends = backends
+			route.Backends, route.FailedWeight = backends, failed
 		}
 		key := grpcPrecedence(&matches[j], m)
 		key.created, key.namespace, key.name, key.rule, key.match = ro.created().Time, ro.meta.Namespace, ro.meta.Name, i, j

@@ -149,6 +149,34 @@ func TestGatewayAPITraffic(t *testing.T) {
 		})
 	}
 
+	// A weighted rule with one unresolvable backend (web 3, nothere 1): that share is
+	// answered with 500, the rest reaches web.
+	in, ports = gatewayInput(t, "gw-context.in.yaml", tenant, func(string, int32) int32 { return backendPort(t, web) })
+	pushAndWait(t, srv, e, in)
+	testsupport.Eventually(t, waitTimeout, "both 200 from web and 500 for the failed share", func() error {
+		seen := map[int]int{}
+		for range 40 {
+			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", ports[80]), nil)
+			if err != nil {
+				return err
+			}
+			req.Host = "store.example.com"
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 && resp.Header.Get("X-Backend-Pod") != "web" {
+				return fmt.Errorf("200 from %q, want web", resp.Header.Get("X-Backend-Pod"))
+			}
+			seen[resp.StatusCode]++
+		}
+		if seen[200] == 0 || seen[500] == 0 || len(seen) != 2 {
+			return fmt.Errorf("status codes %v, want 200 and 500", seen)
+		}
+		return nil
+	})
+
 	pg := testsupport.StartTLSBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "pg"}, "pg.db.example.com")
 	legacy := testsupport.StartTLSBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "legacy"}, "anything.example.net")
 	in, ports = gatewayInput(t, "gw-tls-passthrough.in.yaml", tenant, func(svc string, _ int32) int32 {

@@ -12,6 +12,10 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
+// FailedBackendCluster is the name, never given to a cluster, that weighted routes send the
+// share of unresolvable backends to (answered 500).
+const FailedBackendCluster = "kubelb-failed-backend"
+
 // routeConfig builds a route configuration served over RDS.
 func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
 	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
@@ -93,12 +97,19 @@ func stringMatcher(m ir.StringMatch) *matcherv3.StringMatcher {
 
 func routeAction(r *ir.Route) *routev3.RouteAction {
 	a := &routev3.RouteAction{}
-	if len(r.Backends) == 1 {
+	if len(r.Backends) == 1 && r.FailedWeight == 0 {
 		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Backends[0].Cluster}
 	} else {
 		wc := &routev3.WeightedCluster{}
 		for _, b := range r.Backends {
 			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: wrapperspb.UInt32(b.Weight)})
+		}
+		if r.FailedWeight > 0 {
+			// The share of backends that could not be resolved goes to a cluster that does
+			// not exist: Envoy answers it with cluster_not_found_response_code (route
+			// configurations over RDS do not validate cluster names).
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: FailedBackendCluster, Weight: wrapperspb.UInt32(r.FailedWeight)})
+			a.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
