@@ -142,8 +142,10 @@ type Route struct {
 	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
 	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
 	Rewrite         *URLRewrite     `json:"rewrite,omitempty"`
-	// Timeout bounds the whole request; 0 keeps Envoy's default.
+	// Timeout bounds the whole request; 0 keeps Envoy's default (15s), unless NoTimeout.
 	Timeout Duration `json:"timeout,omitempty"`
+	// NoTimeout (with Timeout 0) lets requests take as long as they take.
+	NoTimeout bool `json:"noTimeout,omitempty"`
 	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
 	BackendTimeout Duration `json:"backendTimeout,omitempty"`
 }

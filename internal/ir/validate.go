@@ -182,6 +182,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		}
 		total += uint64(b.Weight)
 	}
+	if r.NoTimeout && r.Timeout != 0 {
+		return errors.New("both a timeout and no timeout")
+	}
 	if r.FailedWeight > 0 && len(r.Backends) == 0 {
 		return errors.New("failed weight without backends")
 	}

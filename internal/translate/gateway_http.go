@@ -322,11 +322,13 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 	}
 	backends, failed := a.weightedBackends(ro, owner, brefs, false, rs, dry, f.redirect != nil)
 	var timeout, backendTimeout time.Duration
+	noTimeout := false
 	if to := rule.Timeouts; to != nil {
 		var err string
 		if timeout, err = gatewayDuration(to.Request); err != "" {
 			return bad("timeouts.request: %s", err)
 		}
+		noTimeout = to.Request != nil && timeout == 0 // "0s": no timeout at all
 		if backendTimeout, err = gatewayDuration(to.BackendRequest); err != "" {
 			return bad("timeouts.backendRequest: %s", err)
 		}
@@ -352,6 +354,7 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 			RequestHeaders:  f.request,
 			ResponseHeaders: f.response,
 			Timeout:         ir.Duration(timeout),
+			NoTimeout:       noTimeout,
 			BackendTimeout:  ir.Duration(backendTimeout),
 		}
 		switch {
@@ -366,7 +369,7 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 				continue
 			}
 			route.Redirect = rd
-			route.Timeout, route.BackendTimeout = 0, 0
+			route.Timeout, route.NoTimeout, route.BackendTimeout = 0, false, 0
 		case f.fail != "":
 			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		case len(backends) == 0:
@@ -383,7 +386,7 @@ func (a *attacher) httpRule(ro *routeObj, i int, rule *gwv1.HTTPRouteRule, l *gw
 			route.Rewrite = rw
 		}
 		if route.Backends == nil {
-			route.Timeout, route.BackendTimeout = 0, 0
+			route.Timeout, route.NoTimeout, route.BackendTimeout = 0, false, 0
 		}
 		key := matchPrecedence(m)
 		key.created, key.namespace, key.name, key.rule, key.match = ro.created().Time, ro.meta.Namespace, ro.meta.Name, i, j

@@ -113,8 +113,8 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	if r.Timeout > 0 {
-		a.Timeout = durationpb.New(r.Timeout.D())
+	if r.Timeout > 0 || r.NoTimeout {
+		a.Timeout = durationpb.New(r.Timeout.D()) // 0s disables Envoy's route timeout
 	}
 	if r.BackendTimeout > 0 {
 		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
