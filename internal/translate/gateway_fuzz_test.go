@@ -117,7 +117,7 @@ func (s *bytesource) gatewayInput() translate.Input {
 		}
 		name := fmt.Sprintf("r%d", i)
 		obj := map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
-			"metadata": map[string]any{"name": pick(s, "gw", "gw", "gw", "other"), "namespace": pick(s, "ns", "ns", "ns", "other")}}
+			"metadata": map[string]any{"name": pick(s, "gw", "gw", "gw", "gw", "gw", "other"), "namespace": pick(s, "ns", "ns", "ns", "ns", "ns", "other")}}
 		spec := map[string]any{}
 		if kind == "Gateway" {
 			var ls []any
@@ -137,7 +137,17 @@ func (s *bytesource) gatewayInput() translate.Input {
 			}
 			in.RouteServices = append(in.RouteServices, svc)
 		} else {
-			spec["parentRefs"] = []any{map[string]any{"name": pick(s, "gw", "gw", "gw", "other"), "namespace": pick(s, "ns", "ns", "ns", "other"), "sectionName": pick[any](s, nil, nil, "l0", "l1"), "port": pick[any](s, nil, nil, 80, 53)}}
+			ref := map[string]any{"name": pick(s, "gw", "gw", "gw", "gw", "gw", "other")}
+			if s.intn(4) == 0 {
+				ref["namespace"] = pick(s, "ns", "other")
+			}
+			if s.intn(3) == 0 {
+				ref["sectionName"] = pick(s, "l0", "l1")
+			}
+			if s.intn(3) == 0 {
+				ref["port"] = pick(s, 80, 53)
+			}
+			spec["parentRefs"] = []any{ref}
 			if s.intn(2) == 0 {
 				spec["hostnames"] = []any{s.any(fuzzHostnames), s.any(fuzzHostnames)}
 			}
