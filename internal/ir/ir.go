@@ -75,22 +75,31 @@ type Listener struct {
 
 	// RouteConfig (HTTP) names the route configuration served over RDS.
 	RouteConfig string `json:"routeConfig,omitempty"`
-	// TLS (HTTPS): one filter chain per server, chosen by SNI.
+	// TLS (HTTPS): one filter chain per server, chosen by SNI; each either terminates TLS
+	// (Secret, RouteConfig) or passes it through to a cluster (Cluster).
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
 }
 
-// TLSServer is one HTTPS filter chain: the hostnames it answers (SNI), its certificate and
-// the routes behind it.
+// TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
+// answers and either its certificate and the routes behind it (TLS terminated), or the
+// cluster the still-encrypted connection is passed to (TLS passthrough). Both kinds may
+// share one listener.
 type TLSServer struct {
 	// ServerNames matched against SNI; empty matches any (the fallback chain).
 	ServerNames []string `json:"serverNames,omitempty"`
-	// Secret names the certificate (a Secret of this Config).
-	Secret string `json:"secret"`
-	// RouteConfig names the route configuration of this chain.
-	RouteConfig string `json:"routeConfig"`
+	// Secret names the certificate (a Secret of this Config); terminated chains only.
+	Secret string `json:"secret,omitempty"`
+	// RouteConfig names the route configuration of this chain; terminated chains only.
+	RouteConfig string `json:"routeConfig,omitempty"`
+	// Cluster (passthrough chains only) receives the TLS connection as it is, by TCP proxy.
+	Cluster string `json:"cluster,omitempty"`
 }
+
+// Passthrough reports whether the chain passes TLS through to a cluster rather than
+// terminating it.
+func (s *TLSServer) Passthrough() bool { return s.Cluster != "" }
 
 // HeaderLimits bound the request headers an HTTP listener accepts.
 type HeaderLimits struct {
@@ -126,12 +135,17 @@ type Route struct {
 	Backends       []WeightedCluster `json:"backends,omitempty"`
 	Redirect       *Redirect         `json:"redirect,omitempty"`
 	DirectResponse *DirectResponse   `json:"directResponse,omitempty"`
+	// FailedWeight (with Backends) is the weight of backends that could not be resolved:
+	// that share of the requests is answered with 500.
+	FailedWeight uint32 `json:"failedWeight,omitempty"`
 
 	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
 	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
 	Rewrite         *URLRewrite     `json:"rewrite,omitempty"`
-	// Timeout bounds the whole request; 0 keeps Envoy's default.
+	// Timeout bounds the whole request; 0 keeps Envoy's default (15s), unless NoTimeout.
 	Timeout Duration `json:"timeout,omitempty"`
+	// NoTimeout (with Timeout 0) lets requests take as long as they take.
+	NoTimeout bool `json:"noTimeout,omitempty"`
 	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
 	BackendTimeout Duration `json:"backendTimeout,omitempty"`
 }
@@ -168,9 +182,11 @@ type Redirect struct {
 	Scheme   string `json:"scheme,omitempty"`
 	Hostname string `json:"hostname,omitempty"`
 	Port     uint32 `json:"port,omitempty"`
-	// Path replaces the whole path; PathPrefix replaces the matched prefix.
-	Path       string `json:"path,omitempty"`
-	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix; PathRegex
+	// rewrites the parts of the path it matches. At most one.
+	Path       string        `json:"path,omitempty"`
+	PathPrefix string        `json:"pathPrefix,omitempty"`
+	PathRegex  *RegexRewrite `json:"pathRegex,omitempty"`
 	// StatusCode is 301, 302, 303, 307 or 308; 0 means 302.
 	StatusCode uint32 `json:"statusCode,omitempty"`
 }
@@ -197,9 +213,18 @@ type Header struct {
 // URLRewrite rewrites the request before it is forwarded.
 type URLRewrite struct {
 	Hostname string `json:"hostname,omitempty"`
-	// Path replaces the whole path; PathPrefix replaces the matched prefix. At most one.
-	Path       string `json:"path,omitempty"`
-	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Path replaces the whole path; PathPrefix replaces the matched prefix; PathRegex
+	// rewrites the parts of the path it matches. At most one.
+	Path       string        `json:"path,omitempty"`
+	PathPrefix string        `json:"pathPrefix,omitempty"`
+	PathRegex  *RegexRewrite `json:"pathRegex,omitempty"`
+}
+
+// RegexRewrite replaces the parts of a path (without its query) that match Pattern (RE2) by
+// Substitution, in which \1 … refer to the pattern's groups.
+type RegexRewrite struct {
+	Pattern      string `json:"pattern"`
+	Substitution string `json:"substitution"`
 }
 
 // Cluster is a set of upstream endpoints and how to reach them.

@@ -40,6 +40,24 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{Secret: "s", RouteConfig: "rc"}}
 		}, `secret "s" does not exist`},
+		"passthrough valid": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a"}, {Cluster: "b"}}
+		}, ""},
+		"passthrough to missing cluster": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "nope"}}
+		}, `cluster "nope" does not exist`},
+		"passthrough with a certificate": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"}}
+		}, "either passes TLS through or terminates it"},
+		"passthrough and terminate on one name": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"x.example.com"}, Cluster: "a"}, {ServerNames: []string{"x.example.com"}, Secret: "s", RouteConfig: "rc"}}
+		}, `server name "x.example.com" is in two TLS servers`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

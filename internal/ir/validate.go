@@ -96,11 +96,25 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		names := map[string]bool{}
 		fallbacks := 0
 		for _, t := range l.TLS {
-			if !secrets[t.Secret] {
-				return fmt.Errorf("secret %q does not exist", t.Secret)
+			if t.Passthrough() {
+				if !clusters[t.Cluster] {
+					return fmt.Errorf("cluster %q does not exist", t.Cluster)
+				}
+				if t.Secret != "" || t.RouteConfig != "" {
+					return fmt.Errorf("TLS server of cluster %q also has a secret or route config: a chain either passes TLS through or terminates it", t.Cluster)
+				}
+			} else {
+				if !secrets[t.Secret] {
+					return fmt.Errorf("secret %q does not exist", t.Secret)
+				}
+				if !routeConfigs[t.RouteConfig] {
+					return fmt.Errorf("route config %q does not exist", t.RouteConfig)
+				}
 			}
-			if !routeConfigs[t.RouteConfig] {
-				return fmt.Errorf("route config %q does not exist", t.RouteConfig)
+			for _, n := range t.ServerNames {
+				if n == "" {
+					return errors.New("empty server name")
+				}
 			}
 			if len(t.ServerNames) == 0 {
 				fallbacks++
@@ -168,6 +182,13 @@ func (r *Route) validate(clusters map[string]bool) error {
 		}
 		total += uint64(b.Weight)
 	}
+	if r.NoTimeout && r.Timeout != 0 {
+		return errors.New("both a timeout and no timeout")
+	}
+	if r.FailedWeight > 0 && len(r.Backends) == 0 {
+		return errors.New("failed weight without backends")
+	}
+	total += uint64(r.FailedWeight)
 	if len(r.Backends) > 0 && (total == 0 || total > 1<<32-1) {
 		return fmt.Errorf("backend weights add up to %d; want 1 to 4294967295", total)
 	}
@@ -205,15 +226,23 @@ func (r *Route) validate(clusters map[string]bool) error {
 		default:
 			return fmt.Errorf("redirect status %d is not a redirect", rd.StatusCode)
 		}
-		if rd.Path != "" && rd.PathPrefix != "" {
-			return errors.New("redirect sets both path and path prefix")
+		if countSet(rd.Path != "", rd.PathPrefix != "", rd.PathRegex != nil) > 1 {
+			return errors.New("redirect sets more than one of path, path prefix and path regex")
+		}
+		if err := rd.PathRegex.validate(); err != nil {
+			return fmt.Errorf("redirect: %w", err)
 		}
 	}
 	if d := r.DirectResponse; d != nil && (d.Status < 200 || d.Status > 599) {
 		return fmt.Errorf("direct response status %d out of range 200-599", d.Status)
 	}
-	if rw := r.Rewrite; rw != nil && rw.Path != "" && rw.PathPrefix != "" {
-		return errors.New("rewrite sets both path and path prefix")
+	if rw := r.Rewrite; rw != nil {
+		if countSet(rw.Path != "", rw.PathPrefix != "", rw.PathRegex != nil) > 1 {
+			return errors.New("rewrite sets more than one of path, path prefix and path regex")
+		}
+		if err := rw.PathRegex.validate(); err != nil {
+			return fmt.Errorf("rewrite: %w", err)
+		}
 	}
 	return nil
 }
@@ -253,6 +282,29 @@ func (c *Cluster) validate() error {
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
 			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)
 		}
+	}
+	return nil
+}
+
+func countSet(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func (rr *RegexRewrite) validate() error {
+	if rr == nil {
+		return nil
+	}
+	if rr.Pattern == "" {
+		return errors.New("path regex without a pattern")
+	}
+	if _, err := regexp.Compile(rr.Pattern); err != nil {
+		return fmt.Errorf("path regex: %w", err)
 	}
 	return nil
 }

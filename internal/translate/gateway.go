@@ -1,5 +1,625 @@
 package translate
 
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// GatewayControllerName is the controllerName kubelb writes into the parents of route
+// statuses (the GatewayClass of kubelb Gateways names it too).
+const GatewayControllerName = "kubelb.k8c.io/gateway-controller"
+
+// Kinds of the Gateway API objects the front end reads.
+const (
+	KindGateway   = "Gateway"
+	KindHTTPRoute = "HTTPRoute"
+	KindGRPCRoute = "GRPCRoute"
+	KindTLSRoute  = "TLSRoute"
+	KindTCPRoute  = "TCPRoute"
+	KindUDPRoute  = "UDPRoute"
+)
+
+// Reasons of Gateway API problems besides the shared ones (the route and listener
+// condition reasons of gateway-api are used as they are).
+const (
+	// ReasonInvalidListener: a listener's name, port, hostname or TLS settings cannot be
+	// served (the listener is not served).
+	ReasonInvalidListener = "InvalidListener"
+	// ReasonInvalidRule: a route rule (a match, a filter, a value) cannot be served; the rule
+	// is not served, the route's other rules are.
+	ReasonInvalidRule = "InvalidRule"
+	// ReasonUnsupportedFilter: a filter kubelb does not implement yet.
+	ReasonUnsupportedFilter = "UnsupportedFilter"
+	// ReasonTooMany: a list is longer than kubelb serves; the rest is ignored.
+	ReasonTooMany = "TooMany"
+)
+
+// Limits on tenant-written lists (those of the Gateway API CRDs, enforced again because the
+// hub does not validate the embedded object).
+const (
+	maxListeners   = 64
+	maxParentRefs  = 32
+	maxHostnames   = 16
+	maxRules       = 64
+	maxMatches     = 64
+	maxBackendRefs = 16
+	maxFilters     = 16
+	maxHeaders     = 16
+	maxValueLen    = 4096
+)
+
+const gatewayGroup = gwv1.GroupName
+
+// gateway is one Gateway Route being translated.
+type gateway struct {
+	route     *v1alpha1.Route
+	obj       gwv1.Gateway
+	namespace string // of the tenant object
+	svc       *corev1.Service
+	listeners []*gwListener
+}
+
+// listener families: listeners of one family may share a port.
+const (
+	familyHTTP = "HTTP" // HTTP listeners
+	familyTLS  = "TLS"  // HTTPS and TLS listeners: SNI chains
+	familyTCP  = "TCP"  // one TCP listener
+	familyUDP  = "UDP"  // one UDP listener
+)
+
+// gwListener is one listener of a Gateway.
+type gwListener struct {
+	gw       *gateway
+	spec     gwv1.Listener
+	section  string
+	hostname string // "" for none; lower case
+	family   string
+	mode     gwv1.TLSModeType
+	kinds    []gwv1.RouteGroupKind // supported kinds
+	envoy    uint32                // Envoy listener port; 0 when not allocated
+
+	accepted, conflicted, resolved, programmed metav1.Condition
+	// valid: accepted, not conflicted, its refs resolved (routes may attach); served: valid
+	// with its port allocated (it gets Envoy configuration).
+	valid    bool
+	served   bool
+	attached int32
+
+	secret string // HTTPS: the certificate
+	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
+	vhosts map[string][]*candidate
+	// stream (TCP, UDP): the one attached route's cluster and owner.
+	stream      string
+	streamOwner ir.ObjectRef
+	streamRoute string
+	// passthrough (TLS): SNI name → cluster, in attachment order.
+	passthrough []sniChain
+}
+
+type sniChain struct {
+	names   []string
+	cluster string
+	owner   ir.ObjectRef
+}
+
+func (l *gwListener) ref(t *l7) ir.ObjectRef { return t.ref(l.gw.route, l.section) }
+
 // gateways is the Gateway API front end: the tenant's Gateway Routes and the routes attached
 // to them (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute). See docs/l7.md.
-func (t *l7) gateways() {}
+func (t *l7) gateways() {
+	var gws []*gateway
+	for _, r := range t.byKind[KindGateway] {
+		if g := t.gateway(r); g != nil {
+			gws = append(gws, g)
+		}
+	}
+	a := &attacher{t: t, gateways: gws}
+	for _, r := range t.byKind[KindHTTPRoute] {
+		a.httpRoute(r)
+	}
+	for _, r := range t.byKind[KindGRPCRoute] {
+		a.grpcRoute(r)
+	}
+	for _, r := range t.byKind[KindTLSRoute] {
+		a.streamRoute(r, KindTLSRoute)
+	}
+	for _, r := range t.byKind[KindTCPRoute] {
+		a.streamRoute(r, KindTCPRoute)
+	}
+	for _, r := range t.byKind[KindUDPRoute] {
+		a.streamRoute(r, KindUDPRoute)
+	}
+	for _, g := range gws {
+		t.emitGateway(g)
+		t.gatewayStatus(g)
+	}
+}
+
+// isGatewayAPI reports whether the Route embeds a Gateway API object.
+func (t *l7) isGatewayAPI(r *v1alpha1.Route) bool {
+	return t.sourceGVK(r).Group == gatewayGroup
+}
+
+// transitionTime is the lastTransitionTime of every condition the front end writes: the
+// hub Route's creationTimestamp, so the status is a pure function of the input (the status
+// writer keeps existing transition times while a condition is unchanged). The Unix epoch
+// stands in when it is unset: a zero metav1.Time is written as null, which the CRDs refuse.
+func transitionTime(r *v1alpha1.Route) metav1.Time {
+	if !r.CreationTimestamp.IsZero() {
+		return metav1.NewTime(r.CreationTimestamp.UTC())
+	}
+	return metav1.NewTime(time.Unix(0, 0).UTC())
+}
+
+func (t *l7) cond(r *v1alpha1.Route, typ string, ok bool, reason, format string, args ...any) metav1.Condition {
+	s := metav1.ConditionTrue
+	if !ok {
+		s = metav1.ConditionFalse
+	}
+	return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: fmt.Sprintf(format, args...),
+		ObservedGeneration: t.generation(r), LastTransitionTime: transitionTime(r)}
+}
+
+// gateway reads a Gateway Route and validates its listeners; nil when it cannot be read.
+func (t *l7) gateway(r *v1alpha1.Route) *gateway {
+	if !t.isGatewayAPI(r) {
+		return nil
+	}
+	g := &gateway{route: r}
+	if !t.decode(r, &g.obj) {
+		return nil
+	}
+	g.namespace = g.obj.Namespace
+	g.svc = t.routeService(r.Name)
+	specs := g.obj.Spec.Listeners
+	if len(specs) > maxListeners {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), maxListeners)
+		specs = specs[:maxListeners]
+	}
+	names := map[string]bool{}
+	for i := range specs {
+		l := &gwListener{gw: g, spec: specs[i], vhosts: map[string][]*candidate{}}
+		name := string(l.spec.Name)
+		l.section = "listener " + truncate(name)
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || names[name] {
+			l.section = fmt.Sprintf("listener %d", i)
+			msg := "the listener name is repeated"
+			if len(errs) > 0 {
+				msg = fmt.Sprintf("the listener name %q is not a DNS subdomain: %s", truncate(name), strings.Join(errs, "; "))
+			}
+			t.problems.Add(l.ref(t), ir.SeverityError, ReasonInvalidListener, "%s; the listener is not served", msg)
+			continue // a listener without a usable name cannot have a status entry
+		}
+		names[name] = true
+		t.checkListener(l)
+		g.listeners = append(g.listeners, l)
+	}
+	t.conflicts(g)
+	for _, l := range g.listeners {
+		t.finishListener(l)
+	}
+	return g
+}
+
+// checkListener validates one listener and sets its Accepted, ResolvedRefs and (default)
+// Conflicted conditions.
+func (t *l7) checkListener(l *gwListener) {
+	r := l.gw.route
+	l.accepted = t.cond(r, string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
+	l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "every reference is resolved")
+	l.conflicted = t.cond(r, string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "no conflict with another listener")
+	refuse := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		l.accepted = t.cond(r, string(gwv1.ListenerConditionAccepted), false, string(reason), "%s", msg)
+		t.problems.Add(l.ref(t), ir.SeverityError, string(reason), "%s; the listener is not served", msg)
+	}
+	if l.spec.Port < 1 || l.spec.Port > 65535 {
+		refuse(gwv1.ListenerReasonPortUnavailable, "port %d is out of range 1-65535", l.spec.Port)
+		return
+	}
+	if h := l.spec.Hostname; h != nil && *h != "" {
+		l.hostname = strings.ToLower(string(*h))
+		if !validHostname(l.hostname, true) || strings.Contains(l.hostname, "*") && !strings.HasPrefix(l.hostname, "*.") {
+			refuse(gwv1.ListenerReasonUnsupportedValue, "hostname %q is not a DNS name (a leading \"*.\" is allowed)", truncate(l.hostname))
+			return
+		}
+	}
+	var kinds []string
+	switch l.spec.Protocol {
+	case gwv1.HTTPProtocolType:
+		l.family, kinds = familyHTTP, []string{KindHTTPRoute, KindGRPCRoute}
+	case gwv1.HTTPSProtocolType:
+		l.family, kinds = familyTLS, []string{KindHTTPRoute, KindGRPCRoute}
+		l.mode = gwv1.TLSModeTerminate
+		if tls := l.spec.TLS; tls != nil && tls.Mode != nil && *tls.Mode != gwv1.TLSModeTerminate {
+			refuse(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS; tls.mode %q is not allowed (use protocol TLS for passthrough)", truncate(string(*tls.Mode)))
+			return
+		}
+	case gwv1.TLSProtocolType:
+		l.family, kinds = familyTLS, []string{KindTLSRoute}
+		l.mode = gwv1.TLSModeTerminate
+		if tls := l.spec.TLS; tls != nil && tls.Mode != nil {
+			l.mode = *tls.Mode
+		}
+		if l.mode != gwv1.TLSModePassthrough {
+			refuse(gwv1.ListenerReasonUnsupportedValue, "TLS listeners are served in tls.mode Passthrough only; terminating TLS for TLSRoutes and TCPRoutes is not yet supported")
+			return
+		}
+	case gwv1.TCPProtocolType:
+		l.family, kinds = familyTCP, []string{KindTCPRoute}
+	case gwv1.UDPProtocolType:
+		l.family, kinds = familyUDP, []string{KindUDPRoute}
+	default:
+		refuse(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported (HTTP, HTTPS, TLS, TCP, UDP are)", truncate(string(l.spec.Protocol)))
+		return
+	}
+	// Route kinds: the allowed kinds the protocol supports; any other is InvalidRouteKinds.
+	if ar := l.spec.AllowedRoutes; ar != nil && len(ar.Kinds) > 0 {
+		var bad []string
+		for _, k := range ar.Kinds {
+			group := gatewayGroup
+			if k.Group != nil {
+				group = string(*k.Group)
+			}
+			if group == gatewayGroup && slices.Contains(kinds, string(k.Kind)) {
+				if !slices.ContainsFunc(l.kinds, func(o gwv1.RouteGroupKind) bool { return o.Kind == k.Kind }) {
+					l.kinds = append(l.kinds, routeKind(string(k.Kind)))
+				}
+				continue
+			}
+			bad = append(bad, truncate(group+"/"+string(k.Kind)))
+		}
+		if len(bad) > 0 {
+			msg := fmt.Sprintf("route kinds %s cannot attach to a %s listener", strings.Join(bad, ", "), l.spec.Protocol)
+			l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds), "%s", msg)
+			sev := ir.SeverityWarning
+			if len(l.kinds) == 0 {
+				sev = ir.SeverityError
+			}
+			t.problems.Add(l.ref(t), sev, string(gwv1.ListenerReasonInvalidRouteKinds), "%s", msg)
+		}
+	} else {
+		for _, k := range kinds {
+			l.kinds = append(l.kinds, routeKind(k))
+		}
+	}
+	if l.spec.Protocol == gwv1.HTTPSProtocolType {
+		t.listenerCertificate(l)
+	}
+}
+
+func routeKind(kind string) gwv1.RouteGroupKind {
+	g := gwv1.Group(gatewayGroup)
+	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind)}
+}
+
+// listenerCertificate resolves the certificate of an HTTPS listener (its first
+// certificateRef; Envoy's chain holds one certificate per listener here).
+func (t *l7) listenerCertificate(l *gwListener) {
+	r := l.gw.route
+	fail := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), false, string(reason), "%s", msg)
+		t.problems.Add(l.ref(t), ir.SeverityError, string(reason), "%s; the listener is not served", msg)
+	}
+	if l.spec.TLS == nil || len(l.spec.TLS.CertificateRefs) == 0 {
+		fail(gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
+		return
+	}
+	refs := l.spec.TLS.CertificateRefs
+	if len(refs) > 1 {
+		t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonTooMany, "only the first of %d certificateRefs is served", len(refs))
+	}
+	ref := refs[0]
+	group, kind := "", "Secret"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if (group != "" && group != "core") || kind != "Secret" {
+		fail(gwv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s is not a Secret", truncate(group), truncate(kind))
+		return
+	}
+	ns := l.gw.namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	if ns != l.gw.namespace && !t.granted(r, "", "Secret", ns, string(ref.Name)) {
+		fail(gwv1.ListenerReasonRefNotPermitted, "Secret %s/%s is in another namespace and no ReferenceGrant there permits it%s", truncate(ns), truncate(string(ref.Name)), noContext(r))
+		return
+	}
+	name, reason, msg := t.certificate(l.ref(t), ns, string(ref.Name))
+	if reason != "" {
+		fail(gwv1.ListenerReasonInvalidCertificateRef, "%s: %s", reason, msg)
+		return
+	}
+	l.secret = name
+}
+
+// noContext explains a refusal caused by a Route without source context.
+func noContext(r *v1alpha1.Route) string {
+	if sourceContext(r) == nil {
+		return " (the Route carries no source context, as from a KubeLB CE ccm: cross-namespace references are refused)"
+	}
+	return ""
+}
+
+func sourceContext(r *v1alpha1.Route) *v1alpha1.SourceContext {
+	if r.Spec.Source.Kubernetes == nil {
+		return nil
+	}
+	return r.Spec.Source.Kubernetes.Context
+}
+
+// granted reports whether the Route's source context lists a cross-namespace reference as
+// permitted by a ReferenceGrant.
+func (t *l7) granted(r *v1alpha1.Route, group, kind, namespace, name string) bool {
+	ctx := sourceContext(r)
+	if ctx == nil {
+		return false
+	}
+	for _, g := range ctx.GrantedRefs {
+		gg := g.Group
+		if gg == "core" {
+			gg = ""
+		}
+		if gg == group && g.Kind == kind && g.Namespace == namespace && g.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// conflicts marks listeners that cannot share their port with an earlier listener of the
+// Gateway: another family (ProtocolConflict), a second TCP or UDP listener, or the same
+// hostname (HostnameConflict). The earlier listener keeps the port.
+func (t *l7) conflicts(g *gateway) {
+	type key struct {
+		port int32
+		udp  bool
+	}
+	first := map[key]*gwListener{}
+	hosts := map[key]map[string]bool{}
+	for _, l := range g.listeners {
+		if l.family == "" { // not accepted
+			continue
+		}
+		k := key{int32(l.spec.Port), l.family == familyUDP}
+		f, ok := first[k]
+		if !ok {
+			first[k], hosts[k] = l, map[string]bool{l.hostname: true}
+			continue
+		}
+		var reason gwv1.ListenerConditionReason
+		var msg string
+		switch {
+		case f.family != l.family:
+			reason, msg = gwv1.ListenerReasonProtocolConflict, fmt.Sprintf("port %d is already used by listener %s (%s)", l.spec.Port, truncate(string(f.spec.Name)), f.spec.Protocol)
+		case l.family == familyTCP || l.family == familyUDP:
+			reason, msg = gwv1.ListenerReasonProtocolConflict, fmt.Sprintf("port %d already carries %s listener %s; a %s port serves one listener", l.spec.Port, f.spec.Protocol, truncate(string(f.spec.Name)), l.spec.Protocol)
+		case hosts[k][l.hostname]:
+			reason, msg = gwv1.ListenerReasonHostnameConflict, fmt.Sprintf("another listener on port %d already has hostname %q", l.spec.Port, cmp.Or(l.hostname, "(none)"))
+		default:
+			hosts[k][l.hostname] = true
+			continue
+		}
+		l.conflicted = t.cond(g.route, string(gwv1.ListenerConditionConflicted), true, string(reason), "%s", msg)
+		t.problems.Add(l.ref(t), ir.SeverityError, string(reason), "%s; the listener is not served", msg)
+	}
+}
+
+// finishListener decides whether the listener is served and sets Programmed.
+func (t *l7) finishListener(l *gwListener) {
+	r := l.gw.route
+	ok := l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse &&
+		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
+	if !ok {
+		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions")
+		return
+	}
+	l.valid = true
+	proto := corev1.ProtocolTCP
+	if l.family == familyUDP {
+		proto = corev1.ProtocolUDP
+	}
+	l.envoy = listenerPort(l.gw.svc, int32(l.spec.Port), proto)
+	if l.envoy == 0 {
+		msg := fmt.Sprintf("the hub Service %s%s has no Envoy listener port for %s/%d yet", v1alpha1.GatewayServicePrefix, truncate(r.Name), proto, l.spec.Port)
+		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPending), "%s", msg)
+		t.problems.Add(l.ref(t), ir.SeverityError, ReasonListenerPortNotAllocated, "%s; the listener is not served until the manager allocates it", msg)
+		return
+	}
+	l.served = true
+	l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "the listener is served")
+}
+
+// gatewayStatus records the Gateway's status.
+func (t *l7) gatewayStatus(g *gateway) {
+	r := g.route
+	st := gwv1.GatewayStatus{}
+	if g.svc != nil {
+		for _, ing := range g.svc.Status.LoadBalancer.Ingress {
+			switch {
+			case ing.IP != "":
+				typ := gwv1.IPAddressType
+				st.Addresses = append(st.Addresses, gwv1.GatewayStatusAddress{Type: &typ, Value: ing.IP})
+			case ing.Hostname != "":
+				typ := gwv1.HostnameAddressType
+				st.Addresses = append(st.Addresses, gwv1.GatewayStatusAddress{Type: &typ, Value: ing.Hostname})
+			}
+		}
+	}
+	valid := 0
+	for _, l := range g.listeners {
+		if l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse {
+			valid++
+		}
+	}
+	switch {
+	case valid == len(g.listeners) && len(g.listeners) > 0:
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is accepted"))
+	case valid > 0:
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), "%d of %d listeners are not valid", len(g.listeners)-valid, len(g.listeners)))
+	default:
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid"))
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(gwv1.GatewayReasonListenersNotValid), "no listener of the Gateway is valid; nothing is served")
+	}
+	if len(st.Addresses) == 0 {
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), "the hub Service %s%s has no address yet", v1alpha1.GatewayServicePrefix, truncate(r.Name)))
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(gwv1.GatewayReasonAddressNotAssigned), "the hub Service %s%s has no address yet", v1alpha1.GatewayServicePrefix, truncate(r.Name))
+	} else {
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway is served"))
+	}
+	for _, l := range g.listeners {
+		ls := gwv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
+		if ls.SupportedKinds == nil {
+			ls.SupportedKinds = []gwv1.RouteGroupKind{}
+		}
+		for _, c := range []metav1.Condition{l.accepted, l.conflicted, l.resolved, l.programmed} {
+			meta.SetStatusCondition(&ls.Conditions, c)
+		}
+		st.Listeners = append(st.Listeners, ls)
+	}
+	t.setStatus(r, KindGateway, st)
+}
+
+// emitGateway adds the Envoy listeners of a Gateway's served listeners: one per port and
+// transport protocol.
+func (t *l7) emitGateway(g *gateway) {
+	type key struct {
+		port uint32
+		udp  bool
+	}
+	byPort := map[key][]*gwListener{}
+	var keys []key
+	for _, l := range g.listeners {
+		if !l.served {
+			continue
+		}
+		k := key{l.envoy, l.family == familyUDP}
+		if _, ok := byPort[k]; !ok {
+			keys = append(keys, k)
+		}
+		byPort[k] = append(byPort[k], l)
+	}
+	for _, k := range keys {
+		ls := byPort[k]
+		first := ls[0]
+		proto := "tcp"
+		if k.udp {
+			proto = "udp"
+		}
+		il := &ir.Listener{
+			Name:       fmt.Sprintf("%s-%s-%d", g.route.Name, proto, first.spec.Port),
+			Address:    t.opts.ListenerAddress,
+			Port:       k.port,
+			StatPrefix: fmt.Sprintf("%s/%s/%s-%d", g.namespace, g.obj.Name, proto, first.spec.Port),
+		}
+		if other := t.boundBy(il.Address, k.port, k.udp); other != "" {
+			for _, l := range ls {
+				t.problems.Add(l.ref(t), ir.SeverityError, ReasonListenerPortConflict, "Envoy listener port %d is already used by %s; the listener is not served", k.port, other)
+			}
+			continue
+		}
+		for _, l := range ls {
+			il.Owners = append(il.Owners, l.ref(t))
+		}
+		switch first.family {
+		case familyHTTP:
+			il.Protocol = ir.ProtocolHTTP
+			il.HeaderLimits = t.in.HeaderLimits
+			rc := &ir.RouteConfig{Name: fmt.Sprintf("%s-http-%d", g.route.Name, first.spec.Port)}
+			rc.VirtualHosts = isolatedVirtualHosts(ls)
+			il.RouteConfig = rc.Name
+			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
+		case familyTLS:
+			il.Protocol = ir.ProtocolHTTPS
+			il.HeaderLimits = t.in.HeaderLimits
+			used := map[string]bool{}
+			fallback := false
+			take := func(names []string, owner ir.ObjectRef) []string {
+				var out []string
+				for _, n := range names {
+					if used[n] {
+						t.problems.Add(owner, ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "server name %q is already served by another chain on port %d; left out here", truncate(n), first.spec.Port)
+						continue
+					}
+					used[n] = true
+					out = append(out, n)
+				}
+				return out
+			}
+			for _, l := range ls {
+				if l.mode == gwv1.TLSModePassthrough {
+					for _, c := range l.passthrough {
+						srv := &ir.TLSServer{Cluster: c.cluster}
+						if len(c.names) == 0 || c.names[0] == "*" {
+							if fallback {
+								t.problems.Add(c.owner, ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "another chain on port %d already takes connections without a matching server name; left out", first.spec.Port)
+								continue
+							}
+							fallback = true
+						} else if srv.ServerNames = take(c.names, c.owner); len(srv.ServerNames) == 0 {
+							continue
+						}
+						il.TLS = append(il.TLS, srv)
+						il.Owners = append(il.Owners, c.owner)
+					}
+					continue
+				}
+				rc := &ir.RouteConfig{Name: fmt.Sprintf("%s-https-%d-%s", g.route.Name, first.spec.Port, l.spec.Name), VirtualHosts: virtualHosts(l.vhosts)}
+				srv := &ir.TLSServer{Secret: l.secret, RouteConfig: rc.Name}
+				if l.hostname == "" {
+					if fallback {
+						t.problems.Add(l.ref(t), ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "another chain on port %d already takes connections without a matching server name; left out", first.spec.Port)
+						continue
+					}
+					fallback = true
+				} else if srv.ServerNames = take([]string{l.hostname}, l.ref(t)); len(srv.ServerNames) == 0 {
+					continue
+				}
+				t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
+				il.TLS = append(il.TLS, srv)
+			}
+			if len(il.TLS) == 0 {
+				continue // nothing to serve yet (a passthrough listener without routes)
+			}
+		case familyTCP, familyUDP:
+			if first.stream == "" {
+				continue // no route attached: nothing to forward to
+			}
+			il.Cluster = first.stream
+			il.Owners = append(il.Owners, first.streamOwner)
+			il.Protocol = ir.ProtocolTCP
+			if k.udp {
+				il.Protocol = ir.ProtocolUDP
+				il.IdleTimeout = ir.Duration(t.opts.UDPSessionIdleTimeout)
+			}
+		}
+		t.cfg.Listeners = append(t.cfg.Listeners, il)
+	}
+}
+
+// boundBy names the IR listener already bound to the same address, port and transport, or "".
+func (t *l7) boundBy(address string, port uint32, udp bool) string {
+	for _, o := range t.cfg.Listeners {
+		if o.Port == port && o.Address == address && (o.Protocol == ir.ProtocolUDP) == udp {
+			return "listener " + o.Name
+		}
+	}
+	return ""
+}

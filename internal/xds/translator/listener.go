@@ -82,9 +82,17 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustPack(&errs, &tlsinspectorv3.TlsInspector{})},
 		}}
 		for _, srv := range l.TLS {
-			fc := &listenerv3.FilterChain{
-				Filters:         []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))},
-				TransportSocket: downstreamTLS(srv.Secret, &errs),
+			fc := &listenerv3.FilterChain{}
+			if srv.Passthrough() {
+				// TLS passthrough: the connection, still encrypted, goes to the cluster;
+				// only the SNI the tls_inspector read chooses the chain.
+				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, &tcpproxyv3.TcpProxy{
+					StatPrefix:       l.StatPrefix,
+					ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: srv.Cluster},
+				})}
+			} else {
+				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
+				fc.TransportSocket = downstreamTLS(srv.Secret, &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}

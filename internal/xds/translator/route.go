@@ -12,6 +12,10 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
+// FailedBackendCluster is the name, never given to a cluster, that weighted routes send the
+// share of unresolvable backends to (answered 500).
+const FailedBackendCluster = "kubelb-failed-backend"
+
 // routeConfig builds a route configuration served over RDS.
 func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
 	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
@@ -93,17 +97,24 @@ func stringMatcher(m ir.StringMatch) *matcherv3.StringMatcher {
 
 func routeAction(r *ir.Route) *routev3.RouteAction {
 	a := &routev3.RouteAction{}
-	if len(r.Backends) == 1 {
+	if len(r.Backends) == 1 && r.FailedWeight == 0 {
 		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Backends[0].Cluster}
 	} else {
 		wc := &routev3.WeightedCluster{}
 		for _, b := range r.Backends {
 			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: wrapperspb.UInt32(b.Weight)})
 		}
+		if r.FailedWeight > 0 {
+			// The share of backends that could not be resolved goes to a cluster that does
+			// not exist: Envoy answers it with cluster_not_found_response_code (route
+			// configurations over RDS do not validate cluster names).
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: FailedBackendCluster, Weight: wrapperspb.UInt32(r.FailedWeight)})
+			a.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
+		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	if r.Timeout > 0 {
-		a.Timeout = durationpb.New(r.Timeout.D())
+	if r.Timeout > 0 || r.NoTimeout {
+		a.Timeout = durationpb.New(r.Timeout.D()) // 0s disables Envoy's route timeout
 	}
 	if r.BackendTimeout > 0 {
 		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
@@ -117,6 +128,8 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^.*$"}, Substitution: rw.Path}
 		case rw.PathPrefix != "":
 			a.PrefixRewrite = rw.PathPrefix
+		case rw.PathRegex != nil:
+			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: rw.PathRegex.Pattern}, Substitution: rw.PathRegex.Substitution}
 		}
 	}
 	return a
@@ -132,6 +145,9 @@ func redirect(rd *ir.Redirect) *routev3.RedirectAction {
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.Path}
 	case rd.PathPrefix != "":
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: rd.PathPrefix}
+	case rd.PathRegex != nil:
+		out.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: &matcherv3.RegexMatchAndSubstitute{
+			Pattern: &matcherv3.RegexMatcher{Regex: rd.PathRegex.Pattern}, Substitution: rd.PathRegex.Substitution}}
 	}
 	switch rd.StatusCode {
 	case http.StatusMovedPermanently:

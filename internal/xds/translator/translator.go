@@ -106,7 +106,7 @@ func (b *builder) missingDependency(l *ir.Listener) string {
 	type dep struct{ typeURL, name string }
 	deps := []dep{{resource.ClusterType, l.Cluster}, {resource.RouteType, l.RouteConfig}}
 	for _, t := range l.TLS {
-		deps = append(deps, dep{resource.SecretType, t.Secret}, dep{resource.RouteType, t.RouteConfig})
+		deps = append(deps, dep{resource.SecretType, t.Secret}, dep{resource.RouteType, t.RouteConfig}, dep{resource.ClusterType, t.Cluster})
 	}
 	for _, d := range deps {
 		if b.dropped[d.typeURL+"/"+d.name] {

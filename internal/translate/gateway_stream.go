@@ -1,0 +1,215 @@
+package translate
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// streamRoute translates a TLSRoute (passthrough by SNI), TCPRoute or UDPRoute: its first
+// usable backend becomes the cluster of every listener it attached to. A TCP or UDP listener
+// carries one route: the oldest attached keeps it.
+func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
+	t := a.t
+	if !t.isGatewayAPI(r) {
+		return
+	}
+	var (
+		meta      metav1.ObjectMeta
+		common    gwv1.CommonRouteSpec
+		hostnames []gwv1.Hostname
+		rules     [][]gwv1.BackendRef
+	)
+	switch kind {
+	case KindTLSRoute:
+		var o gwv1.TLSRoute
+		if !t.decode(r, &o) {
+			return
+		}
+		meta, common, hostnames = o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames
+		for _, rl := range o.Spec.Rules {
+			rules = append(rules, rl.BackendRefs)
+		}
+	case KindTCPRoute:
+		var o gwv1.TCPRoute
+		if !t.decode(r, &o) {
+			return
+		}
+		meta, common = o.ObjectMeta, o.Spec.CommonRouteSpec
+		for _, rl := range o.Spec.Rules {
+			rules = append(rules, rl.BackendRefs)
+		}
+	case KindUDPRoute:
+		var o gwv1.UDPRoute
+		if !t.decode(r, &o) {
+			return
+		}
+		meta, common = o.ObjectMeta, o.Spec.CommonRouteSpec
+		for _, rl := range o.Spec.Rules {
+			rules = append(rules, rl.BackendRefs)
+		}
+	}
+	ro := a.newRouteObj(r, kind, meta, common, hostnames)
+	parents := a.attach(ro)
+	// A TCP or UDP listener forwards to one route.
+	for _, p := range parents {
+		var keep []*gwListener
+		var hosts [][]string
+		var taken []string
+		for i, l := range p.listeners {
+			if l.family == familyTCP || l.family == familyUDP {
+				if l.streamRoute != "" && l.streamRoute != r.Name {
+					taken = append(taken, fmt.Sprintf("listener %s already carries the %s of Route %s (the oldest route is served)", truncate(string(l.spec.Name)), kind, l.streamRoute))
+					continue
+				}
+				l.streamRoute = r.Name
+			}
+			keep = append(keep, l)
+			hosts = append(hosts, p.hosts[i])
+		}
+		p.listeners, p.hosts = keep, hosts
+		if len(taken) > 0 {
+			msg := strings.Join(taken, "; ")
+			if len(keep) == 0 {
+				p.accepted = t.cond(r, string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
+				t.problems.Add(t.ref(r, p.section), ir.SeverityError, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
+			} else {
+				t.problems.Add(t.ref(r, p.section), ir.SeverityWarning, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
+			}
+		}
+	}
+	countAttached(parents)
+
+	rs := &refs{}
+	owner := t.ref(r, "rule 0")
+	var brefs []gwv1.BackendRef
+	if len(rules) > 0 {
+		brefs = rules[0]
+	}
+	if len(rules) > 1 {
+		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s is served with its first rule only; %d rules ignored", kind, len(rules)-1)
+	}
+	if len(brefs) > maxBackendRefs {
+		brefs = brefs[:maxBackendRefs]
+	}
+	served := false
+	for _, p := range parents {
+		for _, l := range p.listeners {
+			served = served || l.served
+		}
+	}
+	proto := corev1.ProtocolTCP
+	if kind == KindUDPRoute {
+		proto = corev1.ProtocolUDP
+	}
+	cluster := ""
+	for _, ref := range brefs {
+		b := a.checkBackendRef(ro, ref)
+		if b.reason == "" && !served {
+			a.dryResolve(ro, &b)
+		}
+		if b.reason == "" && served {
+			if cluster != "" {
+				if b.weight > 0 {
+					t.problems.Add(owner, ir.SeverityWarning, ReasonTooMany, "a %s is served by one backend; Service %s/%s is not used", kind, truncate(b.namespace), truncate(b.name))
+				}
+				continue
+			}
+			if b.weight == 0 {
+				continue
+			}
+			c, reason, msg := t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
+			if reason != "" {
+				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
+			}
+			cluster = c
+		}
+		if b.reason != "" {
+			rs.add(b.reason, b.message)
+			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", b.message)
+		}
+	}
+	if served && cluster == "" {
+		t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "the %s has no usable backend; connections are refused", kind)
+		rs.invalid("rule 0: no usable backend")
+	}
+	if cluster != "" {
+		for _, p := range parents {
+			for i, l := range p.listeners {
+				if !l.served {
+					continue
+				}
+				switch l.family {
+				case familyTLS:
+					l.passthrough = append(l.passthrough, sniChain{names: p.hosts[i], cluster: cluster, owner: owner})
+				case familyTCP, familyUDP:
+					l.stream, l.streamOwner = cluster, owner
+				}
+			}
+		}
+	}
+	a.routeStatus(ro, parents, rs)
+}
+
+// streamBackend resolves a TCP or UDP backend Service port of a route to a cluster of the
+// tenant nodes' addresses × its NodePort, added once; TCP clusters get the health check of
+// Options (as Layer 4). On failure it returns the problem's reason and message.
+func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, proto corev1.Protocol) (string, string, string) {
+	svc := t.service(r, namespace, name)
+	if svc == nil {
+		return "", ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
+	}
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if p.Port == port && v1alpha1.ProtocolOrTCP(p.Protocol) == proto {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		return "", ReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no %s port %d", truncate(namespace), truncate(name), proto, port)
+	}
+	if sp.NodePort < 1 || sp.NodePort > 65535 {
+		return "", ReasonBackendNoNodePort, fmt.Sprintf("port %d of Service %s/%s has no NodePort; the hub reaches tenant backends only on NodePorts", port, truncate(namespace), truncate(name))
+	}
+	p := strings.ToLower(string(proto))
+	clusterName := fmt.Sprintf("%s-%s-%s-%d-%s", r.Name, namespace, name, port, p)
+	if c, ok := t.clusters[clusterName]; ok {
+		c.Owners = append(c.Owners, owner)
+		return clusterName, "", ""
+	}
+	c := &ir.Cluster{
+		Name:           clusterName,
+		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/%s-%d", namespace, name, p, port), ".", "_"),
+		Protocol:       ir.UpstreamTCP,
+		Owners:         []ir.ObjectRef{owner},
+		Endpoints:      t.endpoints(r, uint32(sp.NodePort)),
+		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
+		MaxConnections: t.opts.MaxConnectionsPerCluster,
+	}
+	if proto == corev1.ProtocolUDP {
+		c.Protocol = ir.UpstreamUDP
+	} else if hc := t.opts.HealthCheck; !hc.Disabled {
+		c.HealthCheck = &ir.HealthCheck{
+			Interval:           ir.Duration(hc.Interval),
+			Timeout:            ir.Duration(hc.Timeout),
+			UnhealthyThreshold: hc.UnhealthyThreshold,
+			HealthyThreshold:   hc.HealthyThreshold,
+			NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+		}
+	}
+	if len(c.Endpoints) == 0 {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; connections fail until the tenant has Ready nodes with valid addresses",
+			truncate(namespace), truncate(name), port)
+	}
+	t.clusters[clusterName] = c
+	t.cfg.Clusters = append(t.cfg.Clusters, c)
+	return clusterName, "", ""
+}

@@ -1,0 +1,210 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+)
+
+// gatewayInput loads a Gateway API golden input for a real Envoy: listeners on loopback at
+// free ports (returned by the Gateway listener port), endpoints on 127.0.0.1 and every backend
+// Service port's NodePort chosen by nodePort (the origin Service name and port).
+func gatewayInput(t *testing.T, file, tenant string, nodePort func(svc string, port int32) int32) (translate.Input, map[int32]int32) {
+	t.Helper()
+	in, err := translatetest.LoadInput("../translate/testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Tenant = tenant
+	in.Options.ListenerAddress = "127.0.0.1"
+	in.Policy = loopbackAllowed
+	in.Addresses = addresses("127.0.0.1")
+	ports := map[int32]int32{}
+	for i := range in.RouteServices {
+		for j := range in.RouteServices[i].Spec.Ports {
+			p := &in.RouteServices[i].Spec.Ports[j]
+			free := int32(testsupport.FreePort(t))
+			ports[p.Port] = free
+			p.TargetPort = intstr.FromInt32(free)
+		}
+	}
+	for i := range in.Routes {
+		for j := range in.Routes[i].Spec.Source.Kubernetes.Services {
+			s := &in.Routes[i].Spec.Source.Kubernetes.Services[j].Service
+			for k := range s.Spec.Ports {
+				s.Spec.Ports[k].NodePort = nodePort(s.Labels[v1alpha1.LabelOriginName], s.Spec.Ports[k].Port)
+			}
+		}
+	}
+	return in, ports
+}
+
+// pushAndWait serves the pipeline's resources for the input and waits until Envoy applied them.
+func pushAndWait(t *testing.T, srv *Server, e *testsupport.Envoy, in translate.Input) {
+	t.Helper()
+	_, _, out, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.SetTenant(context.Background(), in.Tenant, out); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, waitTimeout, "Envoy to accept the snapshot", func() error {
+		got, err := acceptedVersions(e)
+		if err != nil {
+			return err
+		}
+		for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
+			if want := srv.TypeVersion(in.Tenant, typ); got[typ] != want {
+				return fmt.Errorf("%s at %q, want %q", typ, got[typ], want)
+			}
+		}
+		return nil
+	})
+}
+
+func backendPort(t *testing.T, b *testsupport.Backend) int32 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(v)
+}
+
+// TestGatewayAPITraffic sends real requests through a real Envoy configured from the Gateway
+// API golden cases: redirects carry the Gateway's tenant-facing ports (well-known ports left
+// out), prefix rewrites keep single slashes, unsupported filters answer 500, and TLS passes
+// through by SNI, still encrypted, to the TLSRoutes' backends beside a terminating listener.
+func TestGatewayAPITraffic(t *testing.T) {
+	const tenant = "tenant-gateway"
+	srv, xdsAddr := startXDS(t)
+	e := startEnvoy(t, tenant, xdsAddr, "gateway-proxy")
+
+	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
+	in, ports := gatewayInput(t, "gw-filters.in.yaml", tenant, func(string, int32) int32 { return backendPort(t, web) })
+	pushAndWait(t, srv, e, in)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: testsupport.RoundTripTimeout}
+	for _, tc := range []struct {
+		port       int32
+		path       string
+		status     int
+		location   string
+		body       string
+		backendPod string
+	}{
+		{80, "/to-https/x", 302, "https://app.example.com/to-https/x", "", ""},
+		{8080, "/to-https/x", 302, "https://app.example.com:443/to-https/x", "", ""},
+		{80, "/same-port/a", 302, "http://app.example.com/v2/a", "", ""},
+		{8080, "/same-port/a", 302, "http://app.example.com:8080/v2/a", "", ""},
+		{80, "/moved", 301, "http://new.example.com/new", "", ""},
+		{8080, "/moved", 301, "http://new.example.com:8080/new", "", ""},
+		{80, "/explicit-port", 308, "http://app.example.com:8443/explicit-port", "", ""},
+		{80, "/rewrite/abc", 200, "", "node-1 web /abc", "web"},
+		{80, "/full/anything", 200, "", "node-1 web /index.html", "web"},
+		{80, "/ext", 500, "", "", ""},
+		{80, "/headers", 200, "", "node-1 web /headers", "web"},
+	} {
+		host := "app.example.com"
+		if tc.port != 80 {
+			host += fmt.Sprintf(":%d", tc.port) // what a client of a non-default port sends
+		}
+		testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%s%s", host, tc.path), func() error {
+			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", ports[tc.port], tc.path), nil)
+			if err != nil {
+				return err
+			}
+			req.Host = host
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			if resp.StatusCode != tc.status || resp.Header.Get("Location") != tc.location ||
+				tc.body != "" && string(body) != tc.body || resp.Header.Get("X-Backend-Pod") != tc.backendPod {
+				return fmt.Errorf("got %d, Location %q, body %q, pod %q; want %d, %q, %q, %q", resp.StatusCode, resp.Header.Get("Location"),
+					body, resp.Header.Get("X-Backend-Pod"), tc.status, tc.location, tc.body, tc.backendPod)
+			}
+			if tc.path == "/headers" && resp.Header.Get("Cache-Control") != "no-store" {
+				return fmt.Errorf("Cache-Control %q, want the ResponseHeaderModifier's no-store", resp.Header.Get("Cache-Control"))
+			}
+			return nil
+		})
+	}
+
+	// A weighted rule with one unresolvable backend (web 3, nothere 1): that share is
+	// answered with 500, the rest reaches web.
+	in, ports = gatewayInput(t, "gw-context.in.yaml", tenant, func(string, int32) int32 { return backendPort(t, web) })
+	pushAndWait(t, srv, e, in)
+	testsupport.Eventually(t, waitTimeout, "both 200 from web and 500 for the failed share", func() error {
+		seen := map[int]int{}
+		for range 40 {
+			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", ports[80]), nil)
+			if err != nil {
+				return err
+			}
+			req.Host = "store.example.com"
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 && resp.Header.Get("X-Backend-Pod") != "web" {
+				return fmt.Errorf("200 from %q, want web", resp.Header.Get("X-Backend-Pod"))
+			}
+			seen[resp.StatusCode]++
+		}
+		if seen[200] == 0 || seen[500] == 0 || len(seen) != 2 {
+			return fmt.Errorf("status codes %v, want 200 and 500", seen)
+		}
+		return nil
+	})
+
+	pg := testsupport.StartTLSBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "pg"}, "pg.db.example.com")
+	legacy := testsupport.StartTLSBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "legacy"}, "anything.example.net")
+	in, ports = gatewayInput(t, "gw-tls-passthrough.in.yaml", tenant, func(svc string, _ int32) int32 {
+		if svc == "pg" {
+			return backendPort(t, pg)
+		}
+		return backendPort(t, legacy)
+	})
+	pushAndWait(t, srv, e, in)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[443])
+	for _, tc := range []struct {
+		sni string
+		to  *testsupport.Backend
+	}{
+		{"pg.db.example.com", pg},        // listener db, TLSRoute pg
+		{"anything.example.net", legacy}, // the fallback chain: listener rest, TLSRoute rest
+	} {
+		testsupport.Eventually(t, waitTimeout, "TLS passthrough for "+tc.sni, func() error {
+			// The client trusts only the backend's own certificate: it reached the backend
+			// with TLS untouched.
+			r, err := testsupport.TLSRoundTrip(addr, tc.sni, tc.to.CA, "/p")
+			if err != nil {
+				return err
+			}
+			if r.Pod != tc.to.Pod {
+				return fmt.Errorf("answered by %s, want %s", r.Pod, tc.to.Pod)
+			}
+			return nil
+		})
+	}
+}
