@@ -60,7 +60,8 @@ func readyCondition(ready bool) corev1.NodeCondition {
 }
 
 // PlayHubLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB or a cloud in
-// production): every hub Service of type LoadBalancer that kubelb made gets an ingress IP from
+// production): every hub Service of type LoadBalancer that kubelb made (for a LoadBalancer, a
+// Gateway or the tenant's Ingresses) gets an ingress IP from
 // 127.0.0.0/8 above 127.0.1.0 in its status. It runs until the test ends and returns a
 // counter of the writes it made (so scale tests can tell them from kubelb's).
 func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
@@ -75,7 +76,7 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 		defer wg.Done()
 		for ctx.Err() == nil {
 			var svcs corev1.ServiceList
-			if err := c.List(ctx, &svcs, client.HasLabels{kubelbv1alpha1.LabelLoadBalancerName}); err == nil {
+			if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
 				// Like a real implementation, it assigns addresses concurrently: a burst of
 				// a thousand Services must not queue behind one writer.
 				work := make(chan *corev1.Service)

@@ -49,6 +49,10 @@ func listen(t TB, kind, addr string, id Identity) (*Backend, net.Listener) {
 	return b, countingListener{Listener: l, b: b}
 }
 
+// HeaderSeenPrefix prefixes the response headers in which HTTP backends echo the request's
+// Host and X- headers.
+const HeaderSeenPrefix = "X-Seen-"
+
 // handler answers every request with the backend's names in headers and
 // "<node> <pod> <path>" in the body.
 func (b *Backend) handler() http.Handler {
@@ -56,6 +60,14 @@ func (b *Backend) handler() http.Handler {
 		b.requests.Add(1)
 		w.Header().Set(HeaderNode, b.Node)
 		w.Header().Set(HeaderPod, b.Pod)
+		// What a proxy changed on the way is visible to the client: the Host it forwarded
+		// and every X- request header, echoed as X-Seen-Host and X-Seen-<rest of the name>.
+		w.Header().Set(HeaderSeenPrefix+"Host", r.Host)
+		for k, v := range r.Header {
+			if rest, ok := strings.CutPrefix(k, "X-"); ok && !strings.HasPrefix(k, HeaderSeenPrefix) {
+				w.Header().Set(HeaderSeenPrefix+rest, strings.Join(v, ","))
+			}
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, b.prefix()+r.URL.Path)
 	})
