@@ -160,7 +160,13 @@ func TestL7EndToEnd(t *testing.T) {
 	pair := testenv.StartPair(t)
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2, "--enable-gateway-api")
-	a.StartEnvoy(framework.EnvoyBootstrap)
+	// The manager deploys a tenant's Envoy fleet (here: writes its bootstrap) once the tenant
+	// has something to serve; the harness then plays the kubelet and starts it.
+	startEnvoy := func() {
+		if a.Envoy == nil {
+			a.StartEnvoy(framework.EnvoyBootstrap)
+		}
+	}
 	tc := pair.Tenant.Client
 	ctx := context.Background()
 
@@ -191,6 +197,7 @@ func TestL7EndToEnd(t *testing.T) {
 			},
 		}
 		create(t, tc, ing)
+		startEnvoy()
 		a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)
 		a.ServeBackend(ns, "api", 80, testsupport.StartHTTPBackend)
 		httpPort, _ := a.IngressPorts()
@@ -255,6 +262,15 @@ func TestL7EndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitHTTP(t, addr, "app.example.com", "/", rotated.pool, nil, http.StatusOK, "web-")
+		// Keep the clients going well past the switch, so requests on old and new
+		// connections around it are all counted.
+		seen := successes.Load() + failures.Load()
+		testsupport.Eventually(t, 30*time.Second, "100 more requests after the rotation", func() error {
+			if n := successes.Load() + failures.Load(); n < seen+100 {
+				return fmt.Errorf("%d so far", n-seen)
+			}
+			return nil
+		})
 		close(stop)
 		<-done
 		t.Logf("during the rotation: %d requests, %d failed", successes.Load()+failures.Load(), failures.Load())
@@ -290,6 +306,7 @@ func TestL7EndToEnd(t *testing.T) {
 			}},
 		}
 		create(t, tc, gw)
+		startEnvoy()
 		testsupport.Eventually(t, 2*time.Minute, "the Gateway's address", func() error {
 			get(t, tc, gw)
 			if len(gw.Status.Addresses) == 0 || !strings.HasPrefix(gw.Status.Addresses[0].Value, "127.0.1.") {
@@ -464,6 +481,29 @@ func TestL7EndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("every route kind shows kubelb's Accepted and ResolvedRefs in its status", func(t *testing.T) {
+		grpc := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: "health", Namespace: ns}}
+		tlsR := &gwv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: ns}}
+		tcpR := &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns}}
+		for name, c := range map[string]func() ([]metav1.Condition, error){
+			"GRPCRoute health": routeParentConditions(tc, grpc, func() []gwv1.RouteParentStatus { return grpc.Status.Parents }),
+			"TLSRoute secure":  routeParentConditions(tc, tlsR, func() []gwv1.RouteParentStatus { return tlsR.Status.Parents }),
+			"TCPRoute echo":    routeParentConditions(tc, tcpR, func() []gwv1.RouteParentStatus { return tcpR.Status.Parents }),
+		} {
+			waitCondition(t, name, c, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
+			waitCondition(t, name, c, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionTrue, string(gwv1.RouteReasonResolvedRefs))
+		}
+		get(t, tc, gw)
+		for _, l := range gw.Status.Listeners {
+			if !meta.IsStatusConditionTrue(l.Conditions, string(gwv1.ListenerConditionProgrammed)) || l.AttachedRoutes < 1 {
+				t.Errorf("listener %s: attachedRoutes %d, conditions %v", l.Name, l.AttachedRoutes, l.Conditions)
+			}
+		}
+		if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
+			t.Errorf("Gateway conditions %v", gw.Status.Conditions)
+		}
+	})
+
 	t.Run("an invalid route gets its condition while the others keep serving", func(t *testing.T) {
 		bad := &gwv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: ns},
@@ -505,7 +545,6 @@ func TestL7EndToEnd(t *testing.T) {
 
 	t.Run("Routes written the way a KubeLB CE ccm writes them are served", func(t *testing.T) {
 		ce := sys.AddTenantWithoutCCM("ce", 1)
-		ce.StartEnvoy(framework.EnvoyBootstrap)
 		raw, err := os.ReadFile("testdata/kubelb-ce/hub-routes.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -527,6 +566,7 @@ func TestL7EndToEnd(t *testing.T) {
 			route.ResourceVersion, route.UID, route.Finalizers, route.Status = "", "", nil, kubelbv1alpha1.RouteStatus{}
 			create(t, pair.Hub.Client, route)
 		}
+		ce.StartEnvoy(framework.EnvoyBootstrap)
 		// Play kube-proxy on the NodePorts the fixture records: web-nodeport 16378 (HTTP/1),
 		// grpc-nodeport 26276 (h2c).
 		for i, ip := range ce.NodeIPs {
