@@ -1,18 +1,17 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/e2e/helm"
 	"kubelb.dev/kubelb/e2e/prom"
@@ -34,7 +33,7 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 		ManagerKubeconfig: helm.ImpersonatedKubeconfig(t, hub, framework.ManagerNamespace, "kubelb-manager"),
 	})
 
-	helm.Install(t, tenant, "kubelb-ccm", "kubelb-ccm", "kubelb", "--set", "kubelb.tenantName=a")
+	helm.Install(t, tenant, "kubelb-ccm", "kubelb-ccm", "kubelb", "--set", "kubelb.tenantName=a", "--set", "kubelb.gatewayAPI.enabled=true")
 	a := sys.AddTenantWith("a", tenant, framework.TenantOptions{
 		Nodes:                   2,
 		Kubeconfig:              helm.ImpersonatedKubeconfig(t, tenant, "kubelb", "kubelb-ccm"),
@@ -54,21 +53,73 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	// A TLS Secret of an Ingress of class kubelb reaches the hub (ccm → SyncSecret → manager →
 	// Secret) with the permissions the charts grant; it feeds the Secret panels.
 	waitTLSSecretOnHub(t, hub, a)
-	// A Route, as a ccm mirrors a tenant Ingress, so that the Route controller's panels
-	// have data: it gets the tenant's shared Ingress Service.
-	ingress := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: "e2e-ingress"}}
-	ingress.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-		"metadata": map[string]any{"name": "web", "namespace": "default"},
-		"spec":     map[string]any{"ingressClassName": "kubelb"},
-	}}}
-	if err := hub.Client.Create(context.Background(), ingress); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, addressTimeout, "the shared Ingress Service", func() error {
-		return hub.Client.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: kubelbv1alpha1.IngressServiceName}, &corev1.Service{})
-	})
+	// The Gateway API as the chart enables it: a Gateway and one route of every kind are
+	// mirrored (feeding the Layer 7 panels of both dashboards, the Route controller's too).
+	waitGatewayAPIOnHub(t, hub, a)
 
 	// Every dashboard query must find the series the running binaries export.
 	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute})
+}
+
+// waitGatewayAPIOnHub creates, in the tenant's namespace shop, a Gateway of class kubelb with
+// HTTP, TLS, TCP and UDP listeners and one route of every kind, and waits until the hub holds
+// a Route for each of them.
+func waitGatewayAPIOnHub(t *testing.T, hub *testenv.Cluster, a *framework.Tenant) {
+	t.Helper()
+	ctx := t.Context()
+	backend := func(port int32) gwv1.BackendRef {
+		return gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(port))}}
+	}
+	parent := func(section string) gwv1.CommonRouteSpec {
+		return gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", SectionName: ptr.To(gwv1.SectionName(section))}}}
+	}
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "shop"} }
+	objs := []client.Object{
+		&corev1.Service{ObjectMeta: meta("web"), Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{tcpPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
+		&gwv1.Gateway{ObjectMeta: meta("gw"), Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
+			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
+			{Name: "tls", Protocol: gwv1.TLSProtocolType, Port: 8443, Hostname: ptr.To(gwv1.Hostname("tls.example.com")),
+				TLS: &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModePassthrough)}},
+			{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 7000},
+			{Name: "udp", Protocol: gwv1.UDPProtocolType, Port: 5353},
+		}}},
+		&gwv1.HTTPRoute{ObjectMeta: meta("web"), Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: parent("http"),
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: backend(80)}}}}}},
+		&gwv1.GRPCRoute{ObjectMeta: meta("grpc"), Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: parent("http"), Hostnames: []gwv1.Hostname{"grpc.example.com"},
+			Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backend(80)}}}}}},
+		&gwv1.TLSRoute{ObjectMeta: meta("tls"), Spec: gwv1.TLSRouteSpec{CommonRouteSpec: parent("tls"), Hostnames: []gwv1.Hostname{"tls.example.com"},
+			Rules: []gwv1.TLSRouteRule{{BackendRefs: []gwv1.BackendRef{backend(80)}}}}},
+		&gwv1.TCPRoute{ObjectMeta: meta("tcp"), Spec: gwv1.TCPRouteSpec{CommonRouteSpec: parent("tcp"),
+			Rules: []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{backend(80)}}}}},
+		&gwv1.UDPRoute{ObjectMeta: meta("udp"), Spec: gwv1.UDPRouteSpec{CommonRouteSpec: parent("udp"),
+			Rules: []gwv1.UDPRouteRule{{BackendRefs: []gwv1.BackendRef{backend(53)}}}}},
+	}
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		if err := a.Cluster.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T shop/%s: %v", o, o.GetName(), err)
+		}
+		if _, ok := o.(*corev1.Service); !ok {
+			kinds[fmt.Sprintf("%T", o)[len("*v1."):]] = true
+		}
+	}
+	testsupport.Eventually(t, 2*time.Minute, "a hub Route for the Gateway and every route kind", func() error {
+		var routes kubelbv1alpha1.RouteList
+		if err := hub.Client.List(ctx, &routes, client.InNamespace(a.Namespace)); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, r := range routes.Items {
+			if src := r.Spec.Source.Kubernetes; src != nil {
+				seen[src.Route.GetKind()] = true
+			}
+		}
+		for k := range kinds {
+			if !seen[k] {
+				return fmt.Errorf("no Route of a %s yet (have %v)", k, seen)
+			}
+		}
+		return nil
+	})
 }

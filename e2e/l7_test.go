@@ -493,15 +493,20 @@ func TestL7EndToEnd(t *testing.T) {
 			waitCondition(t, name, c, string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 			waitCondition(t, name, c, string(gwv1.RouteConditionResolvedRefs), metav1.ConditionTrue, string(gwv1.RouteReasonResolvedRefs))
 		}
-		get(t, tc, gw)
-		for _, l := range gw.Status.Listeners {
-			if !meta.IsStatusConditionTrue(l.Conditions, string(gwv1.ListenerConditionProgrammed)) || l.AttachedRoutes < 1 {
-				t.Errorf("listener %s: attachedRoutes %d, conditions %v", l.Name, l.AttachedRoutes, l.Conditions)
+		// The Gateway's status follows its routes' (one translation, two status writes, two
+		// copies back): wait for it rather than read it once.
+		testsupport.Eventually(t, time.Minute, "every listener Programmed with a route attached", func() error {
+			get(t, tc, gw)
+			for _, l := range gw.Status.Listeners {
+				if !meta.IsStatusConditionTrue(l.Conditions, string(gwv1.ListenerConditionProgrammed)) || l.AttachedRoutes < 1 {
+					return fmt.Errorf("listener %s: attachedRoutes %d, conditions %v", l.Name, l.AttachedRoutes, l.Conditions)
+				}
 			}
-		}
-		if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
-			t.Errorf("Gateway conditions %v", gw.Status.Conditions)
-		}
+			if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
+				return fmt.Errorf("Gateway conditions %v", gw.Status.Conditions)
+			}
+			return nil
+		})
 	})
 
 	t.Run("an invalid route gets its condition while the others keep serving", func(t *testing.T) {

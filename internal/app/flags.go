@@ -155,6 +155,22 @@ func (f *FlagSet) NotYetWarning(names []string) string {
 	return "WARNING: these flags are accepted but not implemented yet, and are ignored: " + strings.Join(set, ", ")
 }
 
+// DocSection returns the part of a Markdown page from the line starting with heading up to the
+// next heading of the same level ("" when the heading is missing), so that a binary's flags
+// are checked in its own section when two binaries share a flag name.
+func DocSection(doc, heading string) string {
+	i := strings.Index(doc, "\n"+heading)
+	if i < 0 {
+		return ""
+	}
+	rest := doc[i+1:]
+	level := heading[:strings.IndexByte(heading+" ", ' ')+1] // "## "
+	if j := strings.Index(rest[len(heading):], "\n"+level); j >= 0 {
+		return rest[:len(heading)+j+1]
+	}
+	return rest
+}
+
 // NotYetUndocumented returns the named flags that have no row in a reference page (a table
 // line that starts with "| `--name`"), or a row that does not say "not yet".
 func NotYetUndocumented(doc string, names []string) []string {

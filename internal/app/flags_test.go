@@ -51,3 +51,19 @@ func TestNotYetUndocumented(t *testing.T) {
 		t.Fatalf("got %v, want [b c d]", got)
 	}
 }
+
+func TestDocSection(t *testing.T) {
+	doc := "# T\n\n## `a`\n| `--x` | not yet |\n### sub\nmore\n## `b`\n| `--x` | works |\n"
+	if got := DocSection(doc, "## `a`"); got != "## `a`\n| `--x` | not yet |\n### sub\nmore\n" {
+		t.Errorf("section a: %q", got)
+	}
+	if got := DocSection(doc, "## `b`"); got != "## `b`\n| `--x` | works |\n" {
+		t.Errorf("section b: %q", got)
+	}
+	if got := DocSection(doc, "## `c`"); got != "" {
+		t.Errorf("missing section: %q", got)
+	}
+	if missing := NotYetUndocumented(DocSection(doc, "## `a`"), []string{"x"}); len(missing) != 0 {
+		t.Errorf("flag x is marked in section a: %v", missing)
+	}
+}
