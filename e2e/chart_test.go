@@ -38,6 +38,7 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 		Nodes:                   2,
 		Kubeconfig:              helm.ImpersonatedKubeconfig(t, tenant, "kubelb", "kubelb-ccm"),
 		LeaderElectionNamespace: "kubelb",
+		Args:                    []string{"--enable-gateway-api"}, // as the chart passes it for gatewayAPI.enabled
 	})
 
 	p := prom.Start(t, map[string][]string{"kubelb": {sys.MetricsAddr}, "ccm": {a.MetricsAddr}})
