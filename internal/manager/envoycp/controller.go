@@ -555,7 +555,9 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		in.Addresses[a.Name] = a
 	}
 	for _, rt := range routes.Items {
-		if rt.DeletionTimestamp.IsZero() {
+		// With Ingress disabled, kubelb-ingress may still exist for LoadBalancer hostnames:
+		// the tenant's Ingresses are left out, so that it serves only those.
+		if rt.DeletionTimestamp.IsZero() && !(set.DisableIngress && isIngressRoute(&rt)) {
 			in.Routes = append(in.Routes, rt)
 		}
 	}
@@ -578,6 +580,15 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	return in, nil
+}
+
+// isIngressRoute reports whether a Route embeds an Ingress (networking.k8s.io).
+func isIngressRoute(rt *v1alpha1.Route) bool {
+	if rt.Spec.Source.Kubernetes == nil {
+		return false
+	}
+	gvk := rt.Spec.Source.Kubernetes.Route.GroupVersionKind()
+	return gvk.Group == "networking.k8s.io" && gvk.Kind == "Ingress"
 }
 
 // hostnameSecrets returns the certificates of LoadBalancer hostnames by LoadBalancer name:

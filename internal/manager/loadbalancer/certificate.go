@@ -270,7 +270,7 @@ func (r *Reconciler) reconcileHostname(ctx context.Context, lb *kubelbv1alpha1.L
 		st.reason = ReasonHostnameInvalid
 		st.problem = "The hostname is not used: " + err.Error() + "."
 		if errors.Is(err, translate.ErrExplicitHostnameNotAllowed) {
-			st.problem += " Remove spec.hostname (the kubelb.k8c.io/hostname of the tenant Service), or ask the hub's admin to set dns.allowExplicitHostnames on the Tenant."
+			st.problem += " Remove spec.hostname, or ask the hub's admin to allow explicit hostnames (dns.allowExplicitHostnames of the Tenant or Config)."
 		}
 	case host != "":
 		lbs := &kubelbv1alpha1.LoadBalancerList{}
