@@ -164,6 +164,11 @@ func TestLoadBalancerHostnames(t *testing.T) {
 		return nil
 	})
 
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cert), cert); err != nil {
+		t.Fatal(err)
+	}
+	certRV := cert.GetResourceVersion()
+
 	// Play cert-manager: fill web's Secret as it would (labels of the secretTemplate, its
 	// annotation). Also a Secret for "planted" that its foreign Certificate would make.
 	crt, ca := testCert(t, webHost)
@@ -180,6 +185,15 @@ func TestLoadBalancerHostnames(t *testing.T) {
 		}
 	}
 	waitHostname(t, c, ns, "web", &kubelbv1alpha1.HostnameStatus{Hostname: webHost, TLSEnabled: true, DNSRecordCreated: true})
+	// The reconcile that saw the Secret left the unchanged Certificate alone.
+	settled := &unstructured.Unstructured{}
+	settled.SetGroupVersionKind(loadbalancer.CertificateGVK)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cert), settled); err != nil {
+		t.Fatal(err)
+	}
+	if settled.GetResourceVersion() != certRV {
+		t.Errorf("the Certificate was written again (resourceVersion %s → %s)", certRV, settled.GetResourceVersion())
+	}
 
 	// What envoycp builds: the DNS settings, and only web's Secret (planted's Certificate is
 	// not the manager's).
