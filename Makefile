@@ -8,6 +8,8 @@ ETCD_VERSION           ?= 3.6.16
 ENVOY_VERSION          ?= 1.40.0
 HELM_VERSION           ?= v3.22.0
 CONTROLLER_GEN_VERSION ?= v0.21.0
+# cert-manager's Certificate CRD (internal/certmanagercrds) is copied from this release.
+CERT_MANAGER_VERSION   ?= v1.21.2
 export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION
 
 BIN            := $(CURDIR)/bin
@@ -53,9 +55,13 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	  rm -f internal/gatewaycrds/standard/*.yaml internal/gatewaycrds/experimental/*.yaml; \
 	  for ch in standard experimental; do \
 	    install -m 0644 $$gw/config/crd/$$ch/gateway.networking*.yaml internal/gatewaycrds/$$ch/; done
+	@# cert-manager is not a dependency of kubelb's code: its module is only downloaded.
+	cm=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$cm" || { echo "cert-manager module not found"; exit 1; }; \
+	  install -m 0644 $$cm/deploy/crds/cert-manager.io_certificates.yaml internal/certmanagercrds/
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 
-GENERATED := api/v1alpha1 config charts internal/gatewaycrds docs/metrics.md
+GENERATED := api/v1alpha1 config charts internal/gatewaycrds internal/certmanagercrds docs/metrics.md
 
 .PHONY: verify
 verify: ## Fail when generated files are stale (deepcopy, CRDs, chart CRDs, RBAC, metrics reference).

@@ -9,10 +9,10 @@ import (
 )
 
 // NotYet returns the fields of config and tenant (either may be nil) that are set but not
-// implemented yet, so the manager ignores them: the Gateway API default gateway, DNS and
-// certificate settings, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
-// path is the object's kind and the field's JSON path, e.g. "Config spec.certificates.defaultClusterIssuer" or
-// "Tenant spec.dns.wildcardDomain"; Config's come first, each in a fixed order. A pointer
+// implemented yet, so the manager ignores them: the Gateway API default gateway,
+// dns.useCertificateAnnotations, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
+// path is the object's kind and the field's JSON path, e.g. "Config spec.gatewayAPI.defaultGateway" or
+// "Tenant spec.dns.useCertificateAnnotations"; Config's come first, each in a fixed order. A pointer
 // counts as set when it is not nil, a bool when it is true.
 func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []string {
 	var out []string
@@ -39,7 +39,7 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 
 // notYetShared returns the not-yet fields that Config and Tenant specs have in common.
 func notYetShared(kind string, _ kubelbv1alpha1.IngressSettings, gw kubelbv1alpha1.GatewayAPISettings,
-	dns kubelbv1alpha1.DNSSettings, certs kubelbv1alpha1.CertificatesSettings) []string {
+	dns kubelbv1alpha1.DNSSettings, _ kubelbv1alpha1.CertificatesSettings) []string {
 	var out []string
 	add := func(set bool, path string) {
 		if set {
@@ -49,11 +49,9 @@ func notYetShared(kind string, _ kubelbv1alpha1.IngressSettings, gw kubelbv1alph
 	// ingress.class/disable and gatewayAPI.class/disable are implemented (the Route
 	// controller's hub Services).
 	add(gw.DefaultGateway != nil, "gatewayAPI.defaultGateway")
-	add(dns.WildcardDomain != nil, "dns.wildcardDomain")
-	add(dns.AllowExplicitHostnames != nil, "dns.allowExplicitHostnames")
-	add(dns.UseDNSAnnotations != nil, "dns.useDNSAnnotations")
+	// dns.wildcardDomain, allowExplicitHostnames, useDNSAnnotations and
+	// certificates.defaultClusterIssuer are implemented (LoadBalancer hostnames).
 	add(dns.UseCertificateAnnotations != nil, "dns.useCertificateAnnotations")
-	add(certs.DefaultClusterIssuer != nil, "certificates.defaultClusterIssuer")
 	return out
 }
 

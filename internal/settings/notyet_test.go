@@ -23,8 +23,7 @@ func TestNotYet(t *testing.T) {
 		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyGlobal,
 			HeaderLimits: &kubelbv1alpha1.HeaderLimits{}, PodMonitor: &kubelbv1alpha1.PodMonitor{Enabled: true}},
 	}
-	shared := []string{"spec.gatewayAPI.defaultGateway", "spec.dns.wildcardDomain", "spec.dns.allowExplicitHostnames", "spec.dns.useDNSAnnotations",
-		"spec.dns.useCertificateAnnotations", "spec.certificates.defaultClusterIssuer"}
+	shared := []string{"spec.gatewayAPI.defaultGateway", "spec.dns.useCertificateAnnotations"}
 	prefix := func(kind string, paths ...string) []string {
 		out := make([]string, len(paths))
 		for i, p := range paths {
@@ -61,11 +60,12 @@ func TestNotYet(t *testing.T) {
 		{name: "dedicated topology", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyDedicated},
 		}}, want: []string{"Config spec.envoyProxy.topology"}},
-		{name: "an empty issuer and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		{name: "certificate annotations that are off and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{PodMonitor: &kubelbv1alpha1.PodMonitor{}},
 		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			DNS:          kubelbv1alpha1.DNSSettings{UseCertificateAnnotations: ptr.To(false), WildcardDomain: ptr.To("")},
 			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("")},
-		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.certificates.defaultClusterIssuer"}},
+		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.dns.useCertificateAnnotations"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,11 +84,11 @@ func TestNotYetWarnerOncePerGeneration(t *testing.T) {
 	var w NotYetWarner
 	tn := &kubelbv1alpha1.Tenant{}
 	tn.UID, tn.Name, tn.Generation = "u1", "a", 1
-	domain := "*.example.com"
-	tn.Spec.DNS.WildcardDomain = &domain
+	on := true
+	tn.Spec.DNS.UseCertificateAnnotations = &on
 	w.Warn(log, nil, tn)
 	w.Warn(log, nil, tn)
-	if len(lines) != 1 || !strings.Contains(lines[0], "spec.dns.wildcardDomain") {
+	if len(lines) != 1 || !strings.Contains(lines[0], "spec.dns.useCertificateAnnotations") {
 		t.Fatalf("after two reconciles of one generation: %q", lines)
 	}
 	tn.Generation = 2

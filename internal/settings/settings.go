@@ -39,6 +39,16 @@ type Tenant struct {
 	// Tenant's spec.endpointPolicy.allow replaces the Config's when set (not nil), and so does
 	// its deny list. Hub ranges are not here: the envoycp controller adds them.
 	EndpointPolicy translate.EndpointPolicy
+	// DNS decides the tenant's LoadBalancer hostnames (translate.LoadBalancerHostname):
+	// Config and Tenant spec.dns.wildcardDomain and allowExplicitHostnames, each field of the
+	// Tenant's overriding the Config's when set.
+	DNS translate.DNS
+	// UseDNSAnnotations puts the external-dns hostname annotation listing the tenant's
+	// LoadBalancer hostnames on its Ingress Service (spec.dns.useDNSAnnotations).
+	UseDNSAnnotations bool
+	// DefaultClusterIssuer is the cert-manager ClusterIssuer of the Certificates of
+	// LoadBalancer hostnames (spec.certificates.defaultClusterIssuer); "" makes none.
+	DefaultClusterIssuer string
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -58,6 +68,7 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.Envoy = spec.EnvoyProxy
 		out.AnnotationSettings = spec.AnnotationSettings
 	}
+	resolveDNS(&out, config, tenant)
 	var allow, deny []string
 	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
 	if config != nil && config.Spec.EndpointPolicy != nil {
@@ -117,6 +128,36 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.AnnotationSettings.DefaultAnnotations = a.DefaultAnnotations
 	}
 	return out
+}
+
+// resolveDNS sets the DNS and certificate settings: each field of the Tenant's spec.dns and
+// spec.certificates overrides the Config's when set (not nil), so a Tenant can also turn off
+// what the Config turns on (allowExplicitHostnames: false, wildcardDomain: "").
+func resolveDNS(out *Tenant, config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) {
+	var specs []*kubelbv1alpha1.DNSSettings
+	var certs []*kubelbv1alpha1.CertificatesSettings
+	if config != nil {
+		specs, certs = append(specs, &config.Spec.DNS), append(certs, &config.Spec.Certificates)
+	}
+	if tenant != nil {
+		specs, certs = append(specs, &tenant.Spec.DNS), append(certs, &tenant.Spec.Certificates)
+	}
+	for _, d := range specs {
+		if d.WildcardDomain != nil {
+			out.DNS.WildcardDomain = *d.WildcardDomain
+		}
+		if d.AllowExplicitHostnames != nil {
+			out.DNS.AllowExplicitHostnames = *d.AllowExplicitHostnames
+		}
+		if d.UseDNSAnnotations != nil {
+			out.UseDNSAnnotations = *d.UseDNSAnnotations
+		}
+	}
+	for _, c := range certs {
+		if c.DefaultClusterIssuer != nil {
+			out.DefaultClusterIssuer = strings.TrimSpace(*c.DefaultClusterIssuer)
+		}
+	}
 }
 
 // policyRules parses CIDRs into policy rules of source src; entries that are not CIDRs are

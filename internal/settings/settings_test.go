@@ -140,3 +140,48 @@ func TestResolveEndpointPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveDNSAndCertificates(t *testing.T) {
+	t.Parallel()
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.hub.example.com"), AllowExplicitHostnames: ptr.To(true),
+			UseDNSAnnotations: ptr.To(true)},
+		Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("letsencrypt")},
+	}}
+	cases := []struct {
+		name       string
+		config     *kubelbv1alpha1.Config
+		tenant     *kubelbv1alpha1.Tenant
+		dns        translate.DNS
+		annotation bool
+		issuer     string
+	}{
+		{name: "nothing set"},
+		{name: "Config alone", config: config,
+			dns: translate.DNS{WildcardDomain: "*.hub.example.com", AllowExplicitHostnames: true}, annotation: true, issuer: "letsencrypt"},
+		{name: "a Tenant without settings keeps the Config's", config: config, tenant: &kubelbv1alpha1.Tenant{},
+			dns: translate.DNS{WildcardDomain: "*.hub.example.com", AllowExplicitHostnames: true}, annotation: true, issuer: "letsencrypt"},
+		{name: "the Tenant overrides each field", config: config, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("apps.tenant.example"), AllowExplicitHostnames: ptr.To(false),
+				UseDNSAnnotations: ptr.To(false)},
+			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To(" staging ")},
+		}}, dns: translate.DNS{WildcardDomain: "apps.tenant.example"}, issuer: "staging"},
+		{name: "the Tenant turns the wildcard domain and the issuer off", config: config, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			DNS:          kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("")},
+			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("")},
+		}}, dns: translate.DNS{AllowExplicitHostnames: true}, annotation: true},
+		{name: "Tenant alone", tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			DNS: kubelbv1alpha1.DNSSettings{AllowExplicitHostnames: ptr.To(true), UseDNSAnnotations: ptr.To(true)},
+		}}, dns: translate.DNS{AllowExplicitHostnames: true}, annotation: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := Resolve(tc.config, tc.tenant)
+			if got.DNS != tc.dns || got.UseDNSAnnotations != tc.annotation || got.DefaultClusterIssuer != tc.issuer {
+				t.Fatalf("got DNS %+v, useDNSAnnotations %v, issuer %q; want %+v, %v, %q",
+					got.DNS, got.UseDNSAnnotations, got.DefaultClusterIssuer, tc.dns, tc.annotation, tc.issuer)
+			}
+		})
+	}
+}

@@ -32,6 +32,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
@@ -130,6 +133,7 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 		Watches(&v1alpha1.Route{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(routeChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), routeServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.Namespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -318,6 +322,29 @@ func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
 	}
 }
 
+// hostnameSecretChanged passes the Secrets cert-manager issued for LoadBalancer hostnames
+// (loadbalancer.IsHostnameSecret, before or after the event) when their data, labels or
+// annotations change.
+func hostnameSecretChanged() predicate.TypedPredicate[client.Object] {
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc:  func(e event.CreateEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !loadbalancer.IsHostnameSecret(e.ObjectOld) && !loadbalancer.IsHostnameSecret(e.ObjectNew) {
+				return false
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Secret)
+			n, ok2 := e.ObjectNew.(*corev1.Secret)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+				!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+		},
+	}
+}
+
 // TenantOf maps an object to the request of its tenant: {Name: <its namespace>}.
 func TenantOf(_ context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() == "" {
@@ -349,6 +376,7 @@ func managed(o client.Object) bool {
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=configs;tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch
 
 // Reconcile rebuilds the snapshot of the tenant named by req.Name. A namespace that is gone
 // or not managed by kubelb has its snapshot removed; a managed namespace without
@@ -464,7 +492,9 @@ func (r *Reconciler) forget(tenant string) {
 // Routes (those being deleted left out) and Addresses. From owned (a reader of the Services
 // and Secrets labelled managed-by: kubelb; c itself will do): the hub Services the Route
 // controller made (IsRouteService) and the hub Secrets made from SyncSecrets
-// (IsSyncedSecret). Nothing else of the tenant namespace is read.
+// (IsSyncedSecret), and the Secrets cert-manager issued for the Certificates the LoadBalancer
+// controller made for LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant
+// namespace is read.
 func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, error) {
 	log := ctrl.LoggerFrom(ctx)
 	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
@@ -513,6 +543,7 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		Options:       opts,
 		Policy:        set.EndpointPolicy,
 		HeaderLimits:  limits,
+		DNS:           set.DNS,
 	}
 	in.Policy.Hub = hub
 	for _, lb := range lbs.Items {
@@ -524,7 +555,9 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		in.Addresses[a.Name] = a
 	}
 	for _, rt := range routes.Items {
-		if rt.DeletionTimestamp.IsZero() {
+		// With Ingress disabled, kubelb-ingress may still exist for LoadBalancer hostnames:
+		// the tenant's Ingresses are left out, so that it serves only those.
+		if rt.DeletionTimestamp.IsZero() && !(set.DisableIngress && isIngressRoute(&rt)) {
 			in.Routes = append(in.Routes, rt)
 		}
 	}
@@ -538,12 +571,64 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 			in.Secrets = append(in.Secrets, secrets.Items[i])
 		}
 	}
+	if in.HostnameSecrets, err = hostnameSecrets(ctx, c, in.LoadBalancers, secrets.Items); err != nil {
+		return translate.Input{}, err
+	}
 	// The caches list in no fixed order; sorted, the same state always gives the same input.
 	byName := func(a, b corev1.Service) int { return cmp.Compare(a.Name, b.Name) }
 	slices.SortFunc(in.RouteServices, byName)
 	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	return in, nil
+}
+
+// isIngressRoute reports whether a Route embeds an Ingress (networking.k8s.io).
+func isIngressRoute(rt *v1alpha1.Route) bool {
+	if rt.Spec.Source.Kubernetes == nil {
+		return false
+	}
+	gvk := rt.Spec.Source.Kubernetes.Route.GroupVersionKind()
+	return gvk.Group == "networking.k8s.io" && gvk.Kind == "Ingress"
+}
+
+// hostnameSecrets returns the certificates of LoadBalancer hostnames by LoadBalancer name:
+// the Secret translate.HostnameSecretName(lb) that cert-manager issued
+// (loadbalancer.IsHostnameSecret: labels from the Certificate's secretTemplate, cert-manager's
+// certificate-name annotation) for a Certificate the LoadBalancer controller made for that
+// LoadBalancer (loadbalancer.OwnsCertificate: its labels and controller reference). The
+// Certificates are read as metadata from c, only for such Secrets: none is read where
+// cert-manager issued nothing, so a hub without cert-manager is never asked for them.
+func hostnameSecrets(ctx context.Context, c client.Reader, lbs []v1alpha1.LoadBalancer, secrets []corev1.Secret) (map[string]corev1.Secret, error) {
+	byName := make(map[string]*corev1.Secret)
+	for i := range secrets {
+		if loadbalancer.IsHostnameSecret(&secrets[i]) {
+			byName[secrets[i].Name] = &secrets[i]
+		}
+	}
+	if len(byName) == 0 {
+		return nil, nil
+	}
+	out := map[string]corev1.Secret{}
+	for i := range lbs {
+		lb := &lbs[i]
+		s, ok := byName[translate.HostnameSecretName(lb.Name)]
+		if !ok || s.Labels[v1alpha1.LabelLoadBalancerName] != lb.Name {
+			continue
+		}
+		cert := &metav1.PartialObjectMetadata{}
+		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		err := c.Get(ctx, client.ObjectKey{Namespace: lb.Namespace, Name: s.Name}, cert)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("getting Certificate %s/%s: %w", lb.Namespace, s.Name, err)
+		}
+		if loadbalancer.OwnsCertificate(cert, lb) {
+			out[lb.Name] = *s
+		}
+	}
+	return out, nil
 }
 
 // Envoy's bounds of the header limits (HttpConnectionManager max_request_headers_kb: 1 to

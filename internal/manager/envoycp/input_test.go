@@ -178,6 +178,40 @@ func TestBuildInput(t *testing.T) {
 	if in.HeaderLimits == nil || *in.HeaderLimits != (ir.HeaderLimits{MaxRequestHeadersCount: 50}) {
 		t.Errorf("header limits %+v, want the Tenant's {count 50}", in.HeaderLimits)
 	}
+
+	// With Ingress disabled the tenant's Ingress Routes are left out (kubelb-ingress may stay
+	// for LoadBalancer hostnames); the Tenant's DNS settings reach the input. A Secret shaped
+	// like a hostname certificate is not used while no Certificate (here: not even the
+	// cert-manager API) stands behind it.
+	tn := &v1alpha1.Tenant{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, tn); err != nil {
+		t.Fatal(err)
+	}
+	tn.Spec.Ingress.Disable = true
+	tn.Spec.DNS = v1alpha1.DNSSettings{WildcardDomain: ptr.To("apps.example.com"), AllowExplicitHostnames: ptr.To(true)}
+	if err := c.Update(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	createAll(t, c,
+		&v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: v1alpha1.LoadBalancerSpec{
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}}}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: translate.HostnameSecretName("web"),
+			Labels:      withManagedBy(v1alpha1.LabelLoadBalancerName, "web"),
+			Annotations: map[string]string{"cert-manager.io/certificate-name": translate.HostnameSecretName("web")}}},
+	)
+	in, err = envoycp.BuildInput(ctx, c, c, managerNamespace, ns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Routes) != 0 {
+		t.Errorf("Routes %v with Ingress disabled", names(in.Routes, func(r *v1alpha1.Route) string { return r.Name }))
+	}
+	if in.DNS != (translate.DNS{WildcardDomain: "apps.example.com", AllowExplicitHostnames: true}) {
+		t.Errorf("DNS %+v, want the Tenant's", in.DNS)
+	}
+	if len(in.HostnameSecrets) != 0 {
+		t.Errorf("HostnameSecrets %v without a Certificate", in.HostnameSecrets)
+	}
 	// The other tenant keeps the Config's.
 	in, err = envoycp.BuildInput(ctx, c, c, managerNamespace, other, opts)
 	if err != nil {

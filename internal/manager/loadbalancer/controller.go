@@ -28,12 +28,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -45,6 +48,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
@@ -78,7 +82,9 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	opts      Options
 
-	ports *portalloc.Shared // rebuilt on the first reconcile
+	ports   *portalloc.Shared // rebuilt on the first reconcile
+	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
+	certs   *certAPI          // whether cert-manager's Certificate API is served
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -109,7 +115,19 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
 	}
 	opts.PortRange = opts.Ports.Range()
+	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: manager.ManagedSelector(nil).Add(*hasLB)},
+	})
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
+		secrets:   owned.GetClient(),
+		certs:     &certAPI{mapper: mgr.GetRESTMapper()},
 		ports:     opts.Ports,
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
@@ -124,11 +142,15 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if wrap != nil {
 		rec = wrap(r)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&kubelbv1alpha1.LoadBalancer{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceToLoadBalancer),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isHubService))).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.ingressServiceToLoadBalancers),
+			builder.WithPredicates(dnsAnnotationChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}),
+			handler.EnqueueRequestsFromMapFunc(secretToLoadBalancer))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
@@ -151,6 +173,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile brings one LoadBalancer's ports, hub Service and status in line. It has the
 // manager's controller shape (docs/development.md): get (gone → forget), finalizer, scope
@@ -184,35 +208,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, nil
 	}
 	r.remember(req.NamespacedName)
-	return apply.RetryConflict(reconcile.Result{}, r.reconcile(ctx, ports, lb))
+	requeue, err := r.reconcile(ctx, ports, lb)
+	return apply.RetryConflict(reconcile.Result{RequeueAfter: requeue}, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (err error) {
+func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (requeue time.Duration, err error) {
 	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
 	if !controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
 		orig := lb.DeepCopy()
 		controllerutil.AddFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
 		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("adding the finalizer to LoadBalancer %s: %w", owner, err)
+			return 0, fmt.Errorf("adding the finalizer to LoadBalancer %s: %w", owner, err)
 		}
 	}
 
 	// Scope: the tenant's settings and the hub Service as it is.
 	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(lb.Namespace))
 	if err != nil {
-		return err
+		return 0, err
+	}
+	host, requeue, err := r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+	if err != nil {
+		return 0, err
 	}
 	svc, svcErr := r.hubService(ctx, lb)
 	foreign := errors.Is(svcErr, errForeignService)
 	if svcErr != nil && !foreign {
-		return svcErr
+		return 0, svcErr
 	}
 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port.
 	planned, problems := planPorts(lb)
 	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
-		return fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
+		return 0, fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}
 	r.setWaiting(owner, allocErr != nil)
 	if released > 0 { // ports this LoadBalancer dropped may serve one that waits
@@ -221,7 +250,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	exposed := allocated(planned, alloc)
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
-	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems}
+	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
 	defer func() {
 		if err != nil {
 			return // the hub Service is in an unknown state; the retry reports it
@@ -239,16 +268,16 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		out.serviceErr = svcErr
 	case out.disabled || len(exposed) == 0:
 		if err := r.deleteHubService(ctx, svc); err != nil {
-			return err
+			return 0, err
 		}
 		svc = nil
 	default:
 		svc, out.serviceErr, err = r.applyHubService(ctx, svc, hubService(lb, tenant, exposed, alloc))
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return requeue, nil
 }
 
 // writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
@@ -260,6 +289,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	cond := readyCondition(out, lb.Generation)
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
 	status := nextStatus(lb, svc, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
@@ -271,6 +301,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
+	}
+	prevHost := meta.FindStatusCondition(lb.Status.Conditions, ConditionHostname)
+	if hc := hostnameCondition(out.hostname, lb.Generation); hc != nil && hc.Status == metav1.ConditionFalse && (prevHost == nil || prevHost.Reason != hc.Reason) {
+		r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, hc.Reason, "Reconcile", "%s", hc.Message)
 	}
 	return nil
 }
@@ -524,6 +558,36 @@ func (r *Reconciler) tenantToLoadBalancers(ctx context.Context, o client.Object)
 // configToLoadBalancers requeues every LoadBalancer: Config applies to all tenants.
 func (r *Reconciler) configToLoadBalancers(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.loadBalancersIn(ctx, "")
+}
+
+// ingressServiceToLoadBalancers requeues the LoadBalancers of the namespace of the tenant's
+// Ingress Service, whose DNS annotation their status reports.
+func (r *Reconciler) ingressServiceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.loadBalancersIn(ctx, o.GetNamespace())
+}
+
+// secretToLoadBalancer maps a hostname certificate Secret to its LoadBalancer (label lb-name).
+func secretToLoadBalancer(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerName]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// dnsAnnotationChanged passes the tenant's Ingress Service when it comes, goes or its DNS
+// annotation changes.
+func dnsAnnotationChanged() predicate.Predicate {
+	is := func(o client.Object) bool { return o.GetName() == kubelbv1alpha1.IngressServiceName }
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return is(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return is(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return is(e.ObjectNew) && (e.ObjectOld.GetAnnotations()[AnnotationDNSHostname] != e.ObjectNew.GetAnnotations()[AnnotationDNSHostname] ||
+				e.ObjectOld.GetLabels()[kubelbv1alpha1.LabelIngressService] != e.ObjectNew.GetLabels()[kubelbv1alpha1.LabelIngressService])
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // namespaceToLoadBalancers requeues the LoadBalancers of a namespace.

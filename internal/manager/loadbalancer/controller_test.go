@@ -187,9 +187,13 @@ func TestController(t *testing.T) {
 
 		// Deletion removes the hub Service, then the finalizer.
 		deleteAll(t, c, "tenant-a")
-		if n := m.r.ports.Allocator().Allocated(); n != 0 {
-			t.Errorf("%d ports still allocated after deletion", n)
-		}
+		// The ports are freed just after the finalizer is removed, which the test may see first.
+		testsupport.Eventually(t, waitTimeout, "the ports to be freed after deletion", func() error {
+			if n := m.r.ports.Allocator().Allocated(); n != 0 {
+				return fmt.Errorf("%d ports still allocated", n)
+			}
+			return nil
+		})
 	})
 
 	t.Run("PortsStableAcrossRestartAndReused", func(t *testing.T) {

@@ -209,6 +209,7 @@ type outcome struct {
 	exhausted  error
 	problems   []string
 	hasAddress bool
+	hostname   hostnameState
 }
 
 // readyCondition is the Ready condition for an outcome, the most important problem first.
@@ -237,8 +238,22 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 // the conditions of other types.
 func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady)
+	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionHostname)
 	return owned
+}
+
+// setHostnameStatus sets status.hostname and the Hostname condition (removed when the
+// LoadBalancer has no hostname). The condition's transition time is now only when its status
+// changes.
+func setHostnameStatus(st *kubelbv1alpha1.LoadBalancerStatus, h hostnameState, generation int64, now metav1.Time) {
+	st.Hostname = hostnameStatus(h)
+	c := hostnameCondition(h, generation)
+	if c == nil {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionHostname)
+		return
+	}
+	c.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, *c)
 }
 
 // nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may

@@ -50,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -122,6 +123,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		For(&kubelbv1alpha1.Route{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isRouteService))).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
+			builder.WithPredicates(hostnameInputChanged())).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -141,6 +144,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -157,6 +161,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if req.Name == "" { // the tenant's Ingress Service alone (a LoadBalancer hostname changed)
+		return reconcile.Result{}, r.reconcileTenantIngress(ctx, ports, req.Namespace)
 	}
 	route := &kubelbv1alpha1.Route{}
 	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
@@ -330,6 +337,11 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 			return nil, err
 		}
 	}
+	hosts, err := r.loadBalancerHostnames(ctx, namespace, tenant)
+	if err != nil {
+		return nil, err
+	}
+	wanted = wanted || len(hosts) > 0
 	if !wanted {
 		if !foreign {
 			if err := r.deleteService(ctx, svc); err != nil {
@@ -352,11 +364,40 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	if len(exposed) == 0 {
 		return nil, r.deleteService(ctx, svc)
 	}
-	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed))
+	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts))
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}
 	return &hubServiceState{name: kubelbv1alpha1.IngressServiceName, ports: exposed, svc: svc}, nil
+}
+
+// reconcileTenantIngress settles the tenant's Ingress Service after a change of its
+// LoadBalancers' hostnames (request {Namespace: <tenant namespace>, Name: ""}).
+func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portalloc.Allocator, namespace string) error {
+	managed, err := r.namespaceManaged(ctx, namespace)
+	if err != nil || !managed {
+		return err
+	}
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(namespace))
+	if err != nil {
+		return err
+	}
+	_, err = r.syncIngressService(ctx, ports, namespace, tenant, "", &outcome{})
+	return err
+}
+
+// loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
+// (translate.LoadBalancerHostname with the tenant's DNS settings; invalid ones left out),
+// sorted and without repeats. None when load balancing is disabled for the tenant.
+func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant) ([]string, error) {
+	if tenant.DisableLoadBalancer || (tenant.DNS == translate.DNS{}) {
+		return nil, nil
+	}
+	list := &kubelbv1alpha1.LoadBalancerList{}
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
+	}
+	return LoadBalancerHostnames(list.Items, settings.TenantName(namespace), tenant.DNS), nil
 }
 
 // hasIngressRoute reports whether the namespace has an Ingress Route not being deleted,
@@ -640,14 +681,45 @@ func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []rec
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// tenantToRoutes requeues the Routes of one tenant only.
+// tenantToRoutes requeues the Routes of one tenant only, and its Ingress Service (its
+// LoadBalancer hostnames depend on the Tenant's DNS settings).
 func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.routesIn(ctx, settings.Namespace(o.GetName()), -1)
+	ns := settings.Namespace(o.GetName())
+	return append(r.routesIn(ctx, ns, -1), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
 }
 
-// configToRoutes requeues every Route: Config applies to all tenants.
+// configToRoutes requeues every Route: Config applies to all tenants; and the Ingress Service
+// of every namespace with LoadBalancers.
 func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.routesIn(ctx, "", -1)
+	reqs := r.routesIn(ctx, "", -1)
+	list := &kubelbv1alpha1.LoadBalancerList{}
+	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing LoadBalancers to requeue")
+		return reqs
+	}
+	seen := map[string]bool{}
+	for i := range list.Items {
+		if ns := list.Items[i].Namespace; !seen[ns] {
+			seen[ns] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
+		}
+	}
+	return reqs
+}
+
+// tenantIngressRequest maps a LoadBalancer to the request of its tenant's Ingress Service
+// ({Namespace: <its namespace>, Name: ""}).
+func tenantIngressRequest(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+}
+
+// hostnameInputChanged passes LoadBalancer creates, deletes and updates of what its hostname
+// depends on (spec: generation; deletion).
+func hostnameInputChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
 }
 
 // namespaceToRoutes requeues the Routes of a namespace.

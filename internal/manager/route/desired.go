@@ -22,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services of Routes.
@@ -297,20 +298,49 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort)
 	return svc
 }
 
+// AnnotationDNSHostname is external-dns's annotation listing the hostnames of a Service's
+// address.
+const AnnotationDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
+
 // ingressService is the tenant's shared Ingress Service "kubelb-ingress": type
 // LoadBalancer of the tenant's ingress class, selecting the tenant's Envoy pods, ports
 // "http" 80 and "https" 443 (those allocated). It has no owner: the Route controller deletes
-// it when the tenant's last Ingress Route goes. ports must not be empty.
-func ingressService(namespace string, t settings.Tenant, ports []hubPort) *corev1ac.ServiceApplyConfiguration {
+// it when the tenant's last Ingress Route and LoadBalancer hostname go. With the tenant's
+// dns.useDNSAnnotations, the external-dns hostname annotation lists hosts (the tenant's
+// LoadBalancer hostnames, served on this Service's address). ports must not be empty.
+func ingressService(namespace string, t settings.Tenant, ports []hubPort, hosts []string) *corev1ac.ServiceApplyConfiguration {
 	labels := baseLabels(namespace)
 	labels[kubelbv1alpha1.LabelIngressService] = "true"
 	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
 		WithLabels(labels).
 		WithSpec(serviceSpec(namespace, t.IngressClass, ports))
-	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil)); len(a) > 0 {
+	a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil))
+	if t.UseDNSAnnotations && len(hosts) > 0 {
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[AnnotationDNSHostname] = strings.Join(hosts, ",")
+	}
+	if len(a) > 0 {
 		svc.WithAnnotations(a)
 	}
 	return svc
+}
+
+// LoadBalancerHostnames are the hostnames of lbs (those being deleted and those whose
+// hostname is invalid left out), sorted, without repeats.
+func LoadBalancerHostnames(lbs []kubelbv1alpha1.LoadBalancer, tenantName string, dns translate.DNS) []string {
+	var hosts []string
+	for i := range lbs {
+		if !lbs[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		if h, err := translate.LoadBalancerHostname(&lbs[i], tenantName, dns); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts)
 }
 
 // baseLabels are the labels of every hub Service of a Route.

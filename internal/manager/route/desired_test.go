@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 func TestGatewayServiceName(t *testing.T) {
@@ -222,5 +224,31 @@ func TestNextStatus(t *testing.T) {
 	changed := nextStatus(rt, o, []hubServiceState{{name: "gateway-r1", ports: services[0].ports, svc: svc2}}, appliedCondition(o, 2), t0)
 	if sameStatus(changed, st) {
 		t.Errorf("a new address does not change the status")
+	}
+}
+
+func TestIngressServiceDNSAnnotation(t *testing.T) {
+	t.Parallel()
+	lb := func(name, host string) kubelbv1alpha1.LoadBalancer {
+		return kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kubelbv1alpha1.LoadBalancerSpec{Hostname: host}}
+	}
+	deleted := lb("gone", "gone.example.com")
+	now := metav1.Now()
+	deleted.DeletionTimestamp = &now
+	lbs := []kubelbv1alpha1.LoadBalancer{lb("web", ""), lb("shop", "Shop.example.com"), lb("dup", "shop.example.com"), lb("bad", "*.example.com"), deleted}
+	hosts := LoadBalancerHostnames(lbs, "x", translate.DNS{WildcardDomain: "apps.example.com", AllowExplicitHostnames: true})
+	if want := []string{"shop.example.com", "web.x.apps.example.com"}; !slices.Equal(hosts, want) {
+		t.Fatalf("hostnames %v, want %v", hosts, want)
+	}
+	ports := []hubPort{{name: "https", protocol: corev1.ProtocolTCP, port: 443, target: 20000}}
+	on := settings.Tenant{UseDNSAnnotations: true}
+	if got := ingressService("tenant-x", on, ports, hosts).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
+		t.Errorf("annotation %q", got)
+	}
+	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts).Annotations; a[AnnotationDNSHostname] != "" {
+		t.Errorf("annotation without useDNSAnnotations: %v", a)
+	}
+	if a := ingressService("tenant-x", on, ports, nil).Annotations; a[AnnotationDNSHostname] != "" {
+		t.Errorf("annotation without hostnames: %v", a)
 	}
 }
