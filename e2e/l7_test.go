@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -29,6 +30,9 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
+	"kubelb.dev/kubelb/internal/certmanagercrds"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -158,6 +162,9 @@ func routeParentConditions(c client.Client, route client.Object, parents func() 
 
 func TestL7EndToEnd(t *testing.T) {
 	pair := testenv.StartPair(t)
+	// cert-manager's CRDs are on the hub (its controller is played below), before the manager
+	// starts, as in a hub where cert-manager is installed.
+	installCertificateCRD(t, pair.Hub.Client)
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2, "--enable-gateway-api")
 	// The manager deploys a tenant's Envoy fleet (here: writes its bootstrap) once the tenant
@@ -548,6 +555,58 @@ func TestL7EndToEnd(t *testing.T) {
 		waitHTTP(t, testsupport.Loopback(int(gwPorts[80])), "store.gw.example.com", "/exact", nil, nil, http.StatusOK, "api-")
 	})
 
+	t.Run("a LoadBalancer hostname is served over HTTPS with the certificate cert-manager issues", func(t *testing.T) {
+		// The platform team gives tenant a a wildcard domain and an issuer.
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+		get(t, pair.Hub.Client, tenant)
+		tenant.Spec.DNS.WildcardDomain = ptr.To("*.lb.example.com")
+		tenant.Spec.DNS.UseDNSAnnotations = ptr.To(true)
+		tenant.Spec.Certificates.DefaultClusterIssuer = ptr.To("e2e-issuer")
+		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		svc := a.CreateService(framework.LBService{Name: "site", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		a.ServeBackend("default", "site", 80, testsupport.StartHTTPBackend)
+		lbName := string(svc.UID)
+		host := lbName + ".a.lb.example.com"
+		cert := &unstructured.Unstructured{}
+		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		testsupport.Eventually(t, 2*time.Minute, "the Certificate for "+host, func() error {
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: translate.HostnameSecretName(lbName)}, cert); err != nil {
+				return err
+			}
+			names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+			issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+			if len(names) != 1 || names[0] != host || issuer != "e2e-issuer" {
+				return fmt.Errorf("dnsNames %v, issuer %q", names, issuer)
+			}
+			return nil
+		})
+		// Play cert-manager: it fills the Secret the Certificate names, with the labels of its
+		// secretTemplate and its own annotation.
+		issued := newCert(t, host)
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		labels, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "secretTemplate", "labels")
+		create(t, pair.Hub.Client, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: secretName, Labels: labels,
+				Annotations: map[string]string{loadbalancer.AnnotationCertificateName: cert.GetName()}},
+			Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: issued.crt, corev1.TLSPrivateKeyKey: issued.key},
+		})
+		testsupport.Eventually(t, time.Minute, "status.hostname with TLS and the DNS record", func() error {
+			lb := &kubelbv1alpha1.LoadBalancer{}
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: lbName}, lb); err != nil {
+				return err
+			}
+			if h := lb.Status.Hostname; h == nil || h.Hostname != host || !h.TLSEnabled || !h.DNSRecordCreated {
+				return fmt.Errorf("status.hostname %+v", lb.Status.Hostname)
+			}
+			return nil
+		})
+		_, httpsPort := a.IngressPorts()
+		waitHTTP(t, testsupport.Loopback(int(httpsPort)), host, "/hello", issued.pool, nil, http.StatusOK, "site-")
+	})
+
 	t.Run("Routes written the way a KubeLB CE ccm writes them are served", func(t *testing.T) {
 		ce := sys.AddTenantWithoutCCM("ce", 1)
 		raw, err := os.ReadFile("testdata/kubelb-ce/hub-routes.yaml")
@@ -609,4 +668,20 @@ func slicesContains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// installCertificateCRD installs cert-manager's Certificate CRD (from its Go module, see
+// internal/certmanagercrds) and waits until it is served.
+func installCertificateCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	crd, err := certmanagercrds.Certificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, c, crd)
+	testsupport.Eventually(t, time.Minute, "the Certificate CRD established", func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(loadbalancer.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		return c.List(context.Background(), list)
+	})
 }
