@@ -10,7 +10,7 @@ import (
 
 // NotYet returns the fields of config and tenant (either may be nil) that are set but not
 // implemented yet, so the manager ignores them: the Gateway API default gateway,
-// dns.useCertificateAnnotations, and the Config's Envoy header limits, PodMonitor and any topology but shared. A
+// dns.useCertificateAnnotations, the Config's Envoy maxResponseHeadersKb (request header limits are applied), PodMonitor and any topology but shared. A
 // path is the object's kind and the field's JSON path, e.g. "Config spec.gatewayAPI.defaultGateway" or
 // "Tenant spec.dns.useCertificateAnnotations"; Config's come first, each in a fixed order. A pointer
 // counts as set when it is not nil, a bool when it is true.
@@ -23,8 +23,8 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 		if e.Topology != "" && e.Topology != kubelbv1alpha1.EnvoyProxyTopologyShared {
 			out = append(out, "Config spec.envoyProxy.topology")
 		}
-		if e.HeaderLimits != nil {
-			out = append(out, "Config spec.envoyProxy.headerLimits")
+		if e.HeaderLimits != nil && e.HeaderLimits.MaxResponseHeadersKb != nil {
+			out = append(out, "Config spec.envoyProxy.headerLimits.maxResponseHeadersKb")
 		}
 		if e.PodMonitor != nil {
 			out = append(out, "Config spec.envoyProxy.podMonitor")
@@ -33,6 +33,9 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 	if tenant != nil {
 		s := &tenant.Spec
 		out = append(out, notYetShared("Tenant", s.Ingress, s.GatewayAPI, s.DNS, s.Certificates)...)
+		if s.EnvoyProxy.HeaderLimits != nil && s.EnvoyProxy.HeaderLimits.MaxResponseHeadersKb != nil {
+			out = append(out, "Tenant spec.envoyProxy.headerLimits.maxResponseHeadersKb")
+		}
 	}
 	return out
 }

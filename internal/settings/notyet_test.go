@@ -21,7 +21,7 @@ func TestNotYet(t *testing.T) {
 			UseDNSAnnotations: ptr.To(true), UseCertificateAnnotations: ptr.To(true)},
 		Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("letsencrypt")},
 		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyGlobal,
-			HeaderLimits: &kubelbv1alpha1.HeaderLimits{}, PodMonitor: &kubelbv1alpha1.PodMonitor{Enabled: true}},
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxResponseHeadersKb: ptr.To[uint32](64)}, PodMonitor: &kubelbv1alpha1.PodMonitor{Enabled: true}},
 	}
 	shared := []string{"spec.gatewayAPI.defaultGateway", "spec.dns.useCertificateAnnotations"}
 	prefix := func(kind string, paths ...string) []string {
@@ -32,7 +32,7 @@ func TestNotYet(t *testing.T) {
 		return out
 	}
 	allConfig := append(prefix("Config", shared...),
-		"Config spec.envoyProxy.topology", "Config spec.envoyProxy.headerLimits", "Config spec.envoyProxy.podMonitor")
+		"Config spec.envoyProxy.topology", "Config spec.envoyProxy.headerLimits.maxResponseHeadersKb", "Config spec.envoyProxy.podMonitor")
 
 	cases := []struct {
 		name   string
