@@ -607,6 +607,23 @@ func TestL7EndToEnd(t *testing.T) {
 		waitHTTP(t, testsupport.Loopback(int(httpsPort)), host, "/hello", issued.pool, nil, http.StatusOK, "site-")
 	})
 
+	t.Run("the Tenant's request header limits apply to its HTTP listeners", func(t *testing.T) {
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+		get(t, pair.Hub.Client, tenant)
+		tenant.Spec.EnvoyProxy.HeaderLimits = &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](30)}
+		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		httpPort, _ := a.IngressPorts()
+		addr := testsupport.Loopback(int(httpPort))
+		many := http.Header{}
+		for i := 0; i < 40; i++ {
+			many.Set(fmt.Sprintf("X-Extra-%d", i), "1")
+		}
+		waitHTTP(t, addr, "app.example.com", "/", nil, many, http.StatusRequestHeaderFieldsTooLarge, "")
+		waitHTTP(t, addr, "app.example.com", "/", nil, nil, http.StatusOK, "web-")
+	})
+
 	t.Run("Routes written the way a KubeLB CE ccm writes them are served", func(t *testing.T) {
 		ce := sys.AddTenantWithoutCCM("ce", 1)
 		raw, err := os.ReadFile("testdata/kubelb-ce/hub-routes.yaml")
