@@ -244,20 +244,21 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	return backend{cluster: clusterName}, "", ""
 }
 
-// Envoy resource names made from tenant names. Kubernetes names never hold "/" or ":"
-// (namespaces and Services are DNS-1123 labels, Routes and Secrets DNS-1123 subdomains), so
-// joining them with "/" — and marking tenant certificates with "cert:" — keeps every name
-// unambiguous: two different (namespace, name) pairs never give one name, and no Layer 7
-// name equals a Layer 4 one (those hold neither "/" nor ":"). Names of one kind of Envoy
+// Envoy resource names made from tenant names. Kubernetes names never hold "/" (namespaces
+// and Services are DNS-1123 labels, Routes and Secrets DNS-1123 subdomains), so joining them
+// with "/" keeps every name unambiguous: two different (namespace, name) pairs never give one
+// name, and no Layer 7 name equals a Layer 4 one (those hold no "/"). A Gateway's names start
+// with "gateway/", which no Ingress name does. ":" is avoided: the status controller splits
+// Envoy's rejection messages on it to find the resources named. Names of one kind of Envoy
 // resource:
 //   - listeners: "<lb>-<tcp|udp>-<port>" (Layer 4), "ingress-http", "ingress-https",
-//     "<route>/<tcp|udp>-<port>" (a Gateway's port);
+//     "gateway/<route>/<tcp|udp>-<port>" (a Gateway's port);
 //   - clusters: "<lb>-<tcp|udp>-<port>" (Layer 4), "<lb>-http-<port>" (a LoadBalancer
 //     hostname), "<route>/<ns>/<svc>/<port>" (an HTTP backend; "/h2" appended for HTTP/2,
 //     "/tcp" or "/udp" for a stream backend);
-//   - secrets: "cert:<ns>/<name>" (a tenant TLS Secret), "hostname-<lb>";
+//   - secrets: "cert/<ns>/<name>" (a tenant TLS Secret), "hostname-<lb>";
 //   - route configurations: "ingress-http", "ingress-https-<secret>",
-//     "<route>/http-<port>", "<route>/https-<port>/<listener>".
+//     "gateway/<route>/http-<port>", "gateway/<route>/https-<port>/<listener>".
 
 // backendClusterName is the cluster of a Route's backend Service port; suffix ("", "tcp",
 // "udp") tells stream backends apart.
@@ -271,7 +272,7 @@ func backendClusterName(route, namespace, name string, port int32, suffix string
 
 // certSecretName is the IR secret of a tenant TLS Secret.
 func certSecretName(namespace, name string) string {
-	return "cert:" + namespace + "/" + name
+	return "cert/" + namespace + "/" + name
 }
 
 // checkObjectName checks a namespace (a DNS-1123 label) and name (a DNS-1123 subdomain) a
