@@ -160,7 +160,6 @@ func TestL7EndToEnd(t *testing.T) {
 	pair := testenv.StartPair(t)
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2, "--enable-gateway-api")
-	a.StartEnvoy(framework.EnvoyBootstrap)
 	tc := pair.Tenant.Client
 	ctx := context.Background()
 
@@ -191,6 +190,8 @@ func TestL7EndToEnd(t *testing.T) {
 			},
 		}
 		create(t, tc, ing)
+		// The fleet's bootstrap exists once the tenant has a LoadBalancer or a Route.
+		a.StartEnvoy(framework.EnvoyBootstrap)
 		a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)
 		a.ServeBackend(ns, "api", 80, testsupport.StartHTTPBackend)
 		httpPort, _ := a.IngressPorts()
@@ -505,7 +506,6 @@ func TestL7EndToEnd(t *testing.T) {
 
 	t.Run("Routes written the way a KubeLB CE ccm writes them are served", func(t *testing.T) {
 		ce := sys.AddTenantWithoutCCM("ce", 1)
-		ce.StartEnvoy(framework.EnvoyBootstrap)
 		raw, err := os.ReadFile("testdata/kubelb-ce/hub-routes.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -527,6 +527,7 @@ func TestL7EndToEnd(t *testing.T) {
 			route.ResourceVersion, route.UID, route.Finalizers, route.Status = "", "", nil, kubelbv1alpha1.RouteStatus{}
 			create(t, pair.Hub.Client, route)
 		}
+		ce.StartEnvoy(framework.EnvoyBootstrap) // its bootstrap exists once the tenant has a Route
 		// Play kube-proxy on the NodePorts the fixture records: web-nodeport 16378 (HTTP/1),
 		// grpc-nodeport 26276 (h2c).
 		for i, ip := range ce.NodeIPs {
