@@ -524,7 +524,7 @@ func (t *l7) emitGateway(g *gateway) {
 			proto = "udp"
 		}
 		il := &ir.Listener{
-			Name:       fmt.Sprintf("%s-%s-%d", g.route.Name, proto, first.spec.Port),
+			Name:       fmt.Sprintf("gateway/%s/%s-%d", g.route.Name, proto, first.spec.Port),
 			Address:    t.opts.ListenerAddress,
 			Port:       k.port,
 			StatPrefix: fmt.Sprintf("%s/%s/%s-%d", g.namespace, g.obj.Name, proto, first.spec.Port),
@@ -542,7 +542,7 @@ func (t *l7) emitGateway(g *gateway) {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
 			il.HeaderLimits = t.in.HeaderLimits
-			rc := &ir.RouteConfig{Name: fmt.Sprintf("%s-http-%d", g.route.Name, first.spec.Port)}
+			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig = rc.Name
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
@@ -581,7 +581,7 @@ func (t *l7) emitGateway(g *gateway) {
 					}
 					continue
 				}
-				rc := &ir.RouteConfig{Name: fmt.Sprintf("%s-https-%d-%s", g.route.Name, first.spec.Port, l.spec.Name), VirtualHosts: virtualHosts(l.vhosts)}
+				rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, first.spec.Port, l.spec.Name), VirtualHosts: virtualHosts(l.vhosts)}
 				srv := &ir.TLSServer{Secret: l.secret, RouteConfig: rc.Name}
 				if l.hostname == "" {
 					if fallback {

@@ -77,18 +77,32 @@ func matchPrecedence(m ir.RouteMatch) precedence {
 // a route reached through two listeners is kept once.
 func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 	keys := slices.Sorted(maps.Keys(m))
+	// Only a hostname itself and wildcards cover a hostname: looking at the wildcards alone
+	// keeps this linear in the number of hostnames (a Gateway may carry thousands).
+	var wild []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, "*") {
+			wild = append(wild, k)
+		}
+	}
 	var out []*ir.VirtualHost
+	covering := make([]string, 0, len(wild)+1)
 	for _, h := range keys {
 		type ranked struct {
 			c    *candidate
 			host string
 		}
+		covering = append(covering[:0], h)
+		for _, k := range wild {
+			if k != h && coversHostname(k, h) {
+				covering = append(covering, k)
+			}
+		}
+		slices.Sort(covering)
 		var cs []ranked
-		for _, k := range keys {
-			if coversHostname(k, h) {
-				for _, c := range m[k] {
-					cs = append(cs, ranked{c, k})
-				}
+		for _, k := range covering {
+			for _, c := range m[k] {
+				cs = append(cs, ranked{c, k})
 			}
 		}
 		slices.SortStableFunc(cs, func(a, b ranked) int {

@@ -161,6 +161,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 // tenant nodes' addresses × its NodePort, added once; TCP clusters get the health check of
 // Options (as Layer 4). On failure it returns the problem's reason and message.
 func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, proto corev1.Protocol) (string, string, string) {
+	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
+		return "", reason, msg
+	}
 	svc := t.service(r, namespace, name)
 	if svc == nil {
 		return "", ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
@@ -180,7 +183,7 @@ func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, nam
 		return "", ReasonBackendNoNodePort, fmt.Sprintf("port %d of Service %s/%s has no NodePort; the hub reaches tenant backends only on NodePorts", port, truncate(namespace), truncate(name))
 	}
 	p := strings.ToLower(string(proto))
-	clusterName := fmt.Sprintf("%s-%s-%s-%d-%s", r.Name, namespace, name, port, p)
+	clusterName := backendClusterName(r.Name, namespace, name, port, p)
 	if c, ok := t.clusters[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return clusterName, "", ""

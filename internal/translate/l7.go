@@ -193,6 +193,9 @@ type backend struct {
 // failure it returns the problem's reason and message; the caller reports it on the right
 // section with the severity it needs.
 func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool) (backend, string, string) {
+	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
+		return backend{}, reason, msg
+	}
 	svc := t.service(r, namespace, name)
 	if svc == nil {
 		return backend{}, ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
@@ -215,9 +218,9 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	if http2 || isHTTP2(sp) {
 		proto = ir.UpstreamHTTP2
 	}
-	clusterName := fmt.Sprintf("%s-%s-%s-%d", r.Name, namespace, name, port)
+	clusterName := backendClusterName(r.Name, namespace, name, port, "")
 	if proto == ir.UpstreamHTTP2 {
-		clusterName += "-h2"
+		clusterName += "/h2"
 	}
 	if c, ok := t.clusters[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
@@ -239,6 +242,50 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	t.clusters[clusterName] = c
 	t.cfg.Clusters = append(t.cfg.Clusters, c)
 	return backend{cluster: clusterName}, "", ""
+}
+
+// Envoy resource names made from tenant names. Kubernetes names never hold "/" (namespaces
+// and Services are DNS-1123 labels, Routes and Secrets DNS-1123 subdomains), so joining them
+// with "/" keeps every name unambiguous: two different (namespace, name) pairs never give one
+// name, and no Layer 7 name equals a Layer 4 one (those hold no "/"). A Gateway's names start
+// with "gateway/", which no Ingress name does. ":" is avoided: the status controller splits
+// Envoy's rejection messages on it to find the resources named. Names of one kind of Envoy
+// resource:
+//   - listeners: "<lb>-<tcp|udp>-<port>" (Layer 4), "ingress-http", "ingress-https",
+//     "gateway/<route>/<tcp|udp>-<port>" (a Gateway's port);
+//   - clusters: "<lb>-<tcp|udp>-<port>" (Layer 4), "<lb>-http-<port>" (a LoadBalancer
+//     hostname), "<route>/<ns>/<svc>/<port>" (an HTTP backend; "/h2" appended for HTTP/2,
+//     "/tcp" or "/udp" for a stream backend);
+//   - secrets: "cert/<ns>/<name>" (a tenant TLS Secret), "hostname-<lb>";
+//   - route configurations: "ingress-http", "ingress-https-<secret>",
+//     "gateway/<route>/http-<port>", "gateway/<route>/https-<port>/<listener>".
+
+// backendClusterName is the cluster of a Route's backend Service port; suffix ("", "tcp",
+// "udp") tells stream backends apart.
+func backendClusterName(route, namespace, name string, port int32, suffix string) string {
+	s := fmt.Sprintf("%s/%s/%s/%d", route, namespace, name, port)
+	if suffix != "" {
+		s += "/" + suffix
+	}
+	return s
+}
+
+// certSecretName is the IR secret of a tenant TLS Secret.
+func certSecretName(namespace, name string) string {
+	return "cert/" + namespace + "/" + name
+}
+
+// checkObjectName checks a namespace (a DNS-1123 label) and name (a DNS-1123 subdomain) a
+// tenant object refers to before they become part of an Envoy resource name; on failure it
+// returns ReasonBackendNotFound and a message.
+func checkObjectName(kind, namespace, name string) (string, string) {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return ReasonBackendNotFound, fmt.Sprintf("%s %s/%s: the namespace is not a DNS label: %s", kind, truncate(namespace), truncate(name), strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return ReasonBackendNotFound, fmt.Sprintf("%s %s/%s: the name is not a DNS subdomain: %s", kind, truncate(namespace), truncate(name), strings.Join(errs, "; "))
+	}
+	return "", ""
 }
 
 // isHTTP2 reports whether a Service port speaks cleartext HTTP/2.
@@ -327,7 +374,10 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 // to an IR secret, added once: the hub Secret made from its SyncSecret, found by the origin
 // labels. On failure it returns the problem's reason and message.
 func (t *l7) certificate(owner ir.ObjectRef, namespace, name string) (string, string, string) {
-	irName := "cert-" + namespace + "-" + name
+	if reason, msg := checkObjectName("Secret", namespace, name); reason != "" {
+		return "", ReasonCertificateNotFound, msg
+	}
+	irName := certSecretName(namespace, name)
 	if s, ok := t.secrets[irName]; ok {
 		s.Owners = append(s.Owners, owner)
 		return irName, "", ""

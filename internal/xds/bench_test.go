@@ -39,3 +39,28 @@ func BenchmarkSetTenant1000(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkSetTenantHTTPRoutes1000 is the same for a tenant with a Gateway (HTTP and HTTPS)
+// and 1000 HTTPRoutes (translatetest.HTTPRoutesTenant): one route configuration per listener
+// with 1000 virtual hosts, 2000 clusters.
+func BenchmarkSetTenantHTTPRoutes1000(b *testing.B) {
+	in := translatetest.HTTPRoutesTenant(b, 1000)
+	outs := make([]Resources, 2)
+	for i := range outs {
+		in.Addresses = addresses("10.0.0.1", "10.0.0.2", fmt.Sprintf("10.0.1.%d", i+1))
+		_, _, out, err := translatetest.Pipeline(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		outs[i] = out
+	}
+	srv := NewServer(logr.Discard())
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := srv.SetTenant(context.Background(), "tenant-bench", outs[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -675,22 +677,46 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 			in.Tenant = tenant
 			in.Options.ListenerAddress = "127.0.0.1"
 			localHostnames(&in)
+			// Every port a listener binds is remapped to a free one: the Envoy listener ports
+			// of LoadBalancers (status upstreamTargetPort) and of the Ingress and Gateway hub
+			// Services (targetPort), so that no golden binds a fixed port such as 20080.
 			remap := map[int32]int32{}
+			free := func(p int32) int32 {
+				if _, ok := remap[p]; !ok {
+					remap[p] = int32(testsupport.FreePort(t))
+				}
+				return remap[p]
+			}
 			for i := range in.LoadBalancers {
 				for j := range in.LoadBalancers[i].Status.Service.Ports {
 					p := &in.LoadBalancers[i].Status.Service.Ports[j].UpstreamTargetPort
 					if *p < 1 || *p > 65535 {
 						continue
 					}
-					if _, ok := remap[*p]; !ok {
-						remap[*p] = int32(testsupport.FreePort(t))
+					*p = free(*p)
+				}
+			}
+			for i := range in.RouteServices {
+				for j := range in.RouteServices[i].Spec.Ports {
+					tp := &in.RouteServices[i].Spec.Ports[j].TargetPort
+					if v := tp.IntValue(); tp.Type == intstr.Int && v >= 1 && v <= 65535 {
+						*tp = intstr.FromInt32(free(int32(v)))
 					}
-					*p = remap[*p]
 				}
 			}
 			_, _, out, err := translatetest.Pipeline(in)
 			if err != nil {
 				t.Fatal(err)
+			}
+			freePorts := map[uint32]bool{}
+			for _, p := range remap {
+				freePorts[uint32(p)] = true
+			}
+			for _, r := range out[resource.ListenerType] {
+				l := r.(*listenerv3.Listener)
+				if p := l.GetAddress().GetSocketAddress().GetPortValue(); !freePorts[p] {
+					t.Fatalf("listener %s binds port %d, which the test did not remap to a free port", l.Name, p)
+				}
 			}
 			nacks := func() float64 {
 				n := 0.0
