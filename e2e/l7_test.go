@@ -32,9 +32,9 @@ import (
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/certmanagercrds"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
-	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // A certificate authority and a serving certificate it signed, as a tenant's TLS Secret holds.
