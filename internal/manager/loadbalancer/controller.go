@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -87,8 +86,7 @@ type Reconciler struct {
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
 	mu      sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
-	waiting map[types.NamespacedName]struct{} // LoadBalancers waiting for free ports
+	waiting manager.PortWaiters               // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	written map[types.NamespacedName]writtenStatus
@@ -133,7 +131,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
 		opts:      opts,
-		waiting:   map[types.NamespacedName]struct{}{},
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
 		perNS:     map[string]int{},
@@ -157,7 +154,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
 			builder.WithPredicates(managedLabelChanged())).
-		WatchesRawSource(source.Func(r.startQueue)).
+		WatchesRawSource(r.waiting.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(rec)
 	if err != nil {
@@ -243,9 +240,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return 0, fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}
-	r.setWaiting(owner, allocErr != nil)
+	r.waiting.Set(owner, allocErr != nil)
 	if released > 0 { // ports this LoadBalancer dropped may serve one that waits
-		r.wakeWaiting()
+		r.waiting.Wake()
 	}
 	exposed := allocated(planned, alloc)
 
@@ -267,7 +264,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	case foreign:
 		out.serviceErr = svcErr
 	case out.disabled || len(exposed) == 0:
-		if err := r.deleteHubService(ctx, svc); err != nil {
+		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 			return 0, err
 		}
 		svc = nil
@@ -354,7 +351,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		if err != nil && !errors.Is(err, errForeignService) {
 			return err
 		}
-		if err := r.deleteHubService(ctx, svc); err != nil {
+		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 			return err
 		}
 		orig := lb.DeepCopy()
@@ -371,9 +368,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) {
 	if n := ports.ReleaseOwner(lb); n > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("freed listener ports", "count", n)
-		r.wakeWaiting()
+		r.waiting.Wake()
 	}
-	r.setWaiting(lb, false)
+	r.waiting.Set(lb, false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.written, lb)
@@ -461,7 +458,7 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
 	if existing != nil {
 		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, r.deleteHubService(ctx, existing)
+			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {
@@ -481,49 +478,6 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 		return existing, nil, nil // the address, all the status cares about, did not change
 	}
 	return nil, nil, nil // just created: no address yet
-}
-
-// deleteHubService deletes the hub Service (nil: nothing to do).
-func (r *Reconciler) deleteHubService(ctx context.Context, svc *corev1.Service) error {
-	if svc == nil {
-		return nil
-	}
-	err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	return nil
-}
-
-// setWaiting records whether a LoadBalancer waits for free listener ports.
-func (r *Reconciler) setWaiting(lb types.NamespacedName, waiting bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if waiting {
-		r.waiting[lb] = struct{}{}
-	} else {
-		delete(r.waiting, lb)
-	}
-}
-
-// wakeWaiting requeues every LoadBalancer waiting for ports, now that some were freed.
-func (r *Reconciler) wakeWaiting() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.queue == nil {
-		return
-	}
-	for lb := range r.waiting {
-		r.queue.Add(reconcile.Request{NamespacedName: lb})
-	}
-}
-
-// startQueue is a source that only captures the controller's queue, for wakeWaiting.
-func (r *Reconciler) startQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.queue = q
-	return nil
 }
 
 // isHubService selects Services this controller made (or may have made, or is waiting to

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,10 +42,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
@@ -85,8 +84,7 @@ type Reconciler struct {
 	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
 
 	mu      sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
-	waiting map[types.NamespacedName]struct{} // Routes waiting for free ports
+	waiting manager.PortWaiters               // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 }
@@ -110,7 +108,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		recorder: mgr.GetEventRecorder("kubelb-manager"),
 		opts:     opts,
 		ports:    opts.Ports,
-		waiting:  map[types.NamespacedName]struct{}{},
 		known:    map[types.NamespacedName]struct{}{},
 		perNS:    map[string]int{},
 	}
@@ -131,7 +128,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
 			builder.WithPredicates(managedLabelChanged())).
-		WatchesRawSource(source.Func(r.startQueue)).
+		WatchesRawSource(r.waiting.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(rec)
 	if err != nil {
@@ -208,7 +205,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if out.serviceErr != nil { // retried with backoff: some rejections are transient
 			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
 		}
-		r.setWaiting(key, out.exhausted != nil)
+		r.waiting.Set(key, out.exhausted != nil)
 		if out.exhausted != nil && err == nil {
 			res = reconcile.Result{RequeueAfter: exhaustedRetry}
 		}
@@ -258,7 +255,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	if tenant.DisableGatewayAPI {
 		out.disabled = "Gateway API"
-		if err := r.deleteService(ctx, svc); err != nil {
+		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 			return nil, err
 		}
 		r.release(ports, owner)
@@ -276,11 +273,11 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	out.exhausted = allocErr
 	if released > 0 {
-		r.wakeWaiting()
+		r.waiting.Wake()
 	}
 	exposed := allocatedGatewayPorts(route, planned, alloc)
 	if len(exposed) == 0 {
-		return nil, r.deleteService(ctx, svc)
+		return nil, manager.DeleteHubService(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed))
 	if err != nil || out.serviceErr != nil {
@@ -295,7 +292,7 @@ func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator
 	if err != nil && !errors.Is(err, errForeignService) {
 		return err
 	}
-	if err := r.deleteService(ctx, svc); err != nil {
+	if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 		return err
 	}
 	r.release(ports, portalloc.RouteOwner(route.Namespace, route.Name))
@@ -344,7 +341,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	wanted = wanted || len(hosts) > 0
 	if !wanted {
 		if !foreign {
-			if err := r.deleteService(ctx, svc); err != nil {
+			if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 				return nil, err
 			}
 		}
@@ -362,7 +359,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	out.exhausted = allocErr
 	exposed := allocatedIngressPorts(namespace, alloc)
 	if len(exposed) == 0 {
-		return nil, r.deleteService(ctx, svc)
+		return nil, manager.DeleteHubService(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts))
 	if err != nil || out.serviceErr != nil {
@@ -453,7 +450,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		if err != nil && !errors.Is(err, errForeignService) {
 			return err
 		}
-		if err := r.deleteService(ctx, svc); err != nil { // the ports are freed with the finalizer
+		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil { // the ports are freed with the finalizer
 			return err
 		}
 	case kindIngress:
@@ -477,7 +474,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 // and, in case it was the tenant's last Ingress Route, settles the Ingress Service.
 func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
-	r.setWaiting(key, false)
+	r.waiting.Set(key, false)
 	r.mu.Lock()
 	if _, ok := r.known[key]; ok {
 		delete(r.known, key)
@@ -509,7 +506,7 @@ func (r *Reconciler) holdsIngress(ports *portalloc.Allocator, namespace string) 
 // release frees an owner's ports and wakes the Routes waiting for ports.
 func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedName) {
 	if ports.ReleaseOwner(owner) > 0 {
-		r.wakeWaiting()
+		r.waiting.Wake()
 	}
 }
 
@@ -594,7 +591,7 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 			return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
 		}
 		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, r.deleteService(ctx, existing)
+			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {
@@ -611,49 +608,6 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)
 	}
 	return existing, nil, nil // the status, all the Route status reports of it, did not change
-}
-
-// deleteService deletes a hub Service (nil: nothing to do).
-func (r *Reconciler) deleteService(ctx context.Context, svc *corev1.Service) error {
-	if svc == nil {
-		return nil
-	}
-	err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	return nil
-}
-
-// setWaiting records whether a Route waits for free listener ports.
-func (r *Reconciler) setWaiting(key types.NamespacedName, waiting bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if waiting {
-		r.waiting[key] = struct{}{}
-	} else {
-		delete(r.waiting, key)
-	}
-}
-
-// wakeWaiting requeues every Route waiting for ports, now that some were freed.
-func (r *Reconciler) wakeWaiting() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.queue == nil {
-		return
-	}
-	for key := range r.waiting {
-		r.queue.Add(reconcile.Request{NamespacedName: key})
-	}
-}
-
-// startQueue is a source that only captures the controller's queue, for wakeWaiting.
-func (r *Reconciler) startQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.queue = q
-	return nil
 }
 
 // isRouteService selects Services this controller made (or may be waiting to make: a
