@@ -226,18 +226,25 @@ func (a *attacher) httpRoute(r *v1alpha1.Route) {
 		return
 	}
 	ro := a.newRouteObj(r, KindHTTPRoute, hr.ObjectMeta, hr.Spec.CommonRouteSpec, hr.Spec.Hostnames)
+	serveRules(a, ro, hr.Spec.Rules, func(i int, rule *gwv1.HTTPRouteRule, l *gwListener, rs *refs, dry bool) []*candidate {
+		return a.httpRule(ro, i, rule, l, rs, dry)
+	})
+}
+
+// serveRules attaches a route, serves its rules (at most maxRules) on the virtual hosts of
+// every listener it attached to, and records its status: what HTTPRoutes and GRPCRoutes share.
+func serveRules[R any](a *attacher, ro *routeObj, rules []R, rule func(i int, r *R, l *gwListener, rs *refs, dry bool) []*candidate) {
 	parents := a.attach(ro)
 	countAttached(parents)
-	rules := hr.Spec.Rules
 	if len(rules) > maxRules {
-		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "the route has %d rules; only the first %d are served", len(rules), maxRules)
+		a.t.problems.Add(a.t.ref(ro.r, ""), ir.SeverityWarning, ReasonTooMany, "the route has %d rules; only the first %d are served", len(rules), maxRules)
 		rules = rules[:maxRules]
 	}
 	rs := &refs{}
 	a.serve(ro, parents, rs, func(l *gwListener, dry bool) []*candidate {
 		var out []*candidate
 		for i := range rules {
-			out = append(out, a.httpRule(ro, i, &rules[i], l, rs, dry)...)
+			out = append(out, rule(i, &rules[i], l, rs, dry)...)
 		}
 		return out
 	})
@@ -767,22 +774,9 @@ func (a *attacher) grpcRoute(r *v1alpha1.Route) {
 		return
 	}
 	ro := a.newRouteObj(r, KindGRPCRoute, gr.ObjectMeta, gr.Spec.CommonRouteSpec, gr.Spec.Hostnames)
-	parents := a.attach(ro)
-	countAttached(parents)
-	rules := gr.Spec.Rules
-	if len(rules) > maxRules {
-		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "the route has %d rules; only the first %d are served", len(rules), maxRules)
-		rules = rules[:maxRules]
-	}
-	rs := &refs{}
-	a.serve(ro, parents, rs, func(l *gwListener, dry bool) []*candidate {
-		var out []*candidate
-		for i := range rules {
-			out = append(out, a.grpcRule(ro, i, &rules[i], rs, dry)...)
-		}
-		return out
+	serveRules(a, ro, gr.Spec.Rules, func(i int, rule *gwv1.GRPCRouteRule, _ *gwListener, rs *refs, dry bool) []*candidate {
+		return a.grpcRule(ro, i, rule, rs, dry)
 	})
-	a.routeStatus(ro, parents, rs)
 }
 
 var (
