@@ -20,6 +20,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -40,7 +41,7 @@ type Options struct {
 	UseIngressClass bool
 	// Gateway mirrors the Secrets served Gateways name (--enable-gateway-api).
 	Gateway bool
-	// UseGatewayClass: see GatewayServed (--use-gateway-class).
+	// UseGatewayClass: see source.GatewayServed (--use-gateway-class).
 	UseGatewayClass bool
 	// Labelled mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb
 	// (--enable-secret-synchronizer).
@@ -195,7 +196,7 @@ func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetad
 			return false, fmt.Errorf("listing Ingresses naming Secret %s: %w", key, err)
 		}
 		for i := range list.Items {
-			if IngressServed(&list.Items[i], r.Opts.UseIngressClass) {
+			if ccmsource.IngressServed(&list.Items[i], r.Opts.UseIngressClass) {
 				return true, nil
 			}
 		}
@@ -212,7 +213,7 @@ func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetad
 			if err != nil {
 				return false, err
 			}
-			if !GatewayServed(gw, class, r.Opts.UseGatewayClass) {
+			if !ccmsource.GatewayServed(gw, class, r.Opts.UseGatewayClass) {
 				continue
 			}
 			if gw.Namespace != key.Namespace && grants == nil {

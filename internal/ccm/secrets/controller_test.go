@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -254,7 +255,7 @@ func TestGatewayTLSSecretsMirrored(t *testing.T) {
 	e.startSync(t, Options{Gateway: true, UseGatewayClass: true})
 
 	e.create(t, e.Tenant.Client, &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "ours"},
-		Spec: gwapiv1.GatewayClassSpec{ControllerName: GatewayControllerName}})
+		Spec: gwapiv1.GatewayClassSpec{ControllerName: ccmsource.ControllerName}})
 	e.create(t, e.Tenant.Client, &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "theirs"},
 		Spec: gwapiv1.GatewayClassSpec{ControllerName: "example.com/other"}})
 	local := e.tlsSecret(t, "shop", "gw-tls", nil)

@@ -10,11 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 func TestGatewayServed(t *testing.T) {
-	ours := &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "ours"}, Spec: gwapiv1.GatewayClassSpec{ControllerName: GatewayControllerName}}
+	ours := &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "ours"}, Spec: gwapiv1.GatewayClassSpec{ControllerName: ccmsource.ControllerName}}
 	theirs := &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "theirs"}, Spec: gwapiv1.GatewayClassSpec{ControllerName: "example.com/x"}}
 	gw := func(name, class string) *gwapiv1.Gateway {
 		return &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: gwapiv1.GatewaySpec{GatewayClassName: gwapiv1.ObjectName(class)}}
@@ -35,7 +36,7 @@ func TestGatewayServed(t *testing.T) {
 		{"named kubelb, other class, filter off", gw("kubelb", "theirs"), theirs, false, true},
 		{"class kubelb but another name", gw("web", "kubelb"), nil, true, false},
 	} {
-		if got := GatewayServed(tc.gw, tc.class, tc.useClass); got != tc.want {
+		if got := ccmsource.GatewayServed(tc.gw, tc.class, tc.useClass); got != tc.want {
 			t.Errorf("%s: GatewayServed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -45,7 +46,7 @@ func TestIngressServed(t *testing.T) {
 	ing := func(class *string, annotation string) *networkingv1.Ingress {
 		i := &networkingv1.Ingress{Spec: networkingv1.IngressSpec{IngressClassName: class}}
 		if annotation != "" {
-			i.Annotations = map[string]string{annotationIngressClass: annotation}
+			i.Annotations = map[string]string{"kubernetes.io/ingress.class": annotation}
 		}
 		return i
 	}
@@ -62,7 +63,7 @@ func TestIngressServed(t *testing.T) {
 		{"legacy annotation", ing(nil, "kubelb"), true, true},
 		{"class field beats the annotation", ing(ptr.To("nginx"), "kubelb"), true, false},
 	} {
-		if got := IngressServed(tc.ing, tc.useClass); got != tc.want {
+		if got := ccmsource.IngressServed(tc.ing, tc.useClass); got != tc.want {
 			t.Errorf("%s: IngressServed = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -9,41 +9,6 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// GatewayControllerName is the controllerName of GatewayClasses whose Gateways kubelb serves.
-const GatewayControllerName = "kubelb.k8c.io/gateway-controller"
-
-// DefaultGatewayName is the name of the Gateway kubelb serves without a GatewayClass of its
-// own (KubeLB CE's convention).
-const DefaultGatewayName = "kubelb"
-
-// annotationIngressClass is the legacy way of naming an Ingress's class.
-const annotationIngressClass = "kubernetes.io/ingress.class"
-
-// IngressServed tells whether kubelb serves an Ingress: with useIngressClass (--use-ingress-class,
-// the default) only Ingresses of class kubelb (spec.ingressClassName, or the legacy
-// kubernetes.io/ingress.class annotation when that is unset), otherwise every Ingress.
-func IngressServed(ing *networkingv1.Ingress, useIngressClass bool) bool {
-	if !useIngressClass {
-		return true
-	}
-	class := ing.Annotations[annotationIngressClass]
-	if ing.Spec.IngressClassName != nil {
-		class = *ing.Spec.IngressClassName
-	}
-	return class == v1alpha1.DefaultClass
-}
-
-// GatewayServed tells whether kubelb serves a Gateway. It does when the Gateway's GatewayClass
-// (class; nil when it does not exist) names controller kubelb.k8c.io/gateway-controller, or when
-// the Gateway is named kubelb and either useGatewayClass (--use-gateway-class) is off or its
-// gatewayClassName is kubelb. This is the one place the rule is written.
-func GatewayServed(gw *gwapiv1.Gateway, class *gwapiv1.GatewayClass, useGatewayClass bool) bool {
-	if class != nil && class.Name == string(gw.Spec.GatewayClassName) && class.Spec.ControllerName == GatewayControllerName {
-		return true
-	}
-	return gw.Name == DefaultGatewayName && (!useGatewayClass || gw.Spec.GatewayClassName == v1alpha1.DefaultClass)
-}
-
 // IngressSecrets are the Secrets an Ingress names in spec.tls[].secretName (in its namespace).
 func IngressSecrets(ing *networkingv1.Ingress) []types.NamespacedName {
 	var out []types.NamespacedName
