@@ -20,6 +20,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -38,7 +39,7 @@ func TestReconcileConflictIsRequeued(t *testing.T) {
 	hub := fake.NewClientBuilder().WithScheme(testenv.Scheme()).
 		WithIndex(&v1alpha1.LoadBalancer{}, indexOrigin, originIndex).Build()
 	r := &ServiceReconciler{Tenant: tenant, Hub: hub, Recorder: events.NewFakeRecorder(10), Namespace: tenantNS,
-		warn: newWarnOnce(), managed: newManagedSet()}
+		warn: newWarnOnce(), managed: metrics.NewManagedSet(metrics.CCMManagedServices)}
 	res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(svc)})
 	if err != nil || res.RequeueAfter != time.Second {
 		t.Fatalf("Reconcile = %+v, %v; want a requeue after 1s and no error", res, err)

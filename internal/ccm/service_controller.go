@@ -86,7 +86,7 @@ type ServiceReconciler struct {
 	LegacyFieldManager string
 
 	warn    *warnOnce
-	managed *managedSet
+	managed *metrics.ManagedSet
 	// created remembers when the ccm created a mirror (Service UID → time), so that a
 	// reconcile racing the hub cache does not try to create it again.
 	created sync.Map
@@ -107,7 +107,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 			return reconcile.Result{}, fmt.Errorf("getting Service %s: %w", req.NamespacedName, err)
 		}
 		// Gone (its finalizer was removed, by us or by hand): remove mirrors left behind.
-		r.managed.set(req.NamespacedName, false)
+		r.managed.Set(req.NamespacedName, false)
 		return reconcile.Result{}, r.deleteMirrors(ctx, nil, req.NamespacedName, "")
 	}
 	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil {
@@ -171,7 +171,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 	r.warn.observe(sc.disabled)
 	if sc.disabled {
 		// Existing mirrors are left alone; nothing is created or updated.
-		r.managed.set(key, current != nil)
+		r.managed.Set(key, current != nil)
 		if drifted && r.warn.first(svc.UID) {
 			what := "created"
 			if current != nil {
@@ -205,7 +205,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 	} else if at, ok := r.created.Load(svc.UID); ok && time.Since(at.(time.Time)) < createdGrace {
 		// Created a moment ago; the hub cache has not seen it yet. Its create event brings us
 		// back; the requeue covers a mirror deleted before the cache ever saw it.
-		r.managed.set(key, true)
+		r.managed.Set(key, true)
 		return reconcile.Result{RequeueAfter: createdGrace}, nil
 	}
 
@@ -237,7 +237,7 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 		wrote = true
 		log.Info("updated LoadBalancer", "loadBalancer", client.ObjectKeyFromObject(current))
 	}
-	r.managed.set(key, current != nil || wrote)
+	r.managed.Set(key, current != nil || wrote)
 	if wrote {
 		r.reportPorts(svc, problems)
 	}
@@ -291,7 +291,7 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 	hasFinalizer := controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)
 	defer r.warn.forget(svc.UID)
 	defer r.created.Delete(svc.UID)
-	defer r.managed.set(key, false)
+	defer r.managed.Set(key, false)
 
 	current, err := r.currentMirror(ctx, svc)
 	if err != nil {

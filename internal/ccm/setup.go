@@ -24,6 +24,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -117,7 +118,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		Namespace: opts.ClusterName,
 		UseClass:  opts.UseLoadBalancerClass,
 		warn:      newWarnOnce(),
-		managed:   newManagedSet(),
+		managed:   metrics.NewManagedSet(metrics.CCMManagedServices),
 
 		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig()),
 	}

@@ -67,7 +67,7 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	Opts     Options
 
-	managed *managedSet
+	managed *metrics.ManagedSet
 	// warned remembers the last problem reported per Secret UID, so that a Warning is
 	// recorded once per problem, not once per reconcile.
 	warned sync.Map
@@ -95,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("getting Secret %s: %w", req.NamespacedName, err)
 		}
-		r.managed.set(req.NamespacedName, false)
+		r.managed.Set(req.NamespacedName, false)
 		return reconcile.Result{}, r.deleteMirrors(ctx, req.NamespacedName, "")
 	}
 	wanted, err := r.wanted(ctx, meta)
@@ -149,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	} else if at, ok := r.created.Load(secret.UID); ok && time.Since(at.(time.Time)) < createdGrace {
 		// Created a moment ago; the hub cache has not seen it yet. Its create event brings us
 		// back; the requeue covers a mirror deleted before the cache saw it.
-		r.managed.set(req.NamespacedName, true)
+		r.managed.Set(req.NamespacedName, true)
 		return reconcile.Result{RequeueAfter: createdGrace}, nil
 	}
 	if drifted(current, desired) {
@@ -166,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		ctrl.LoggerFrom(ctx).Info("applied SyncSecret", "syncSecret", client.ObjectKeyFromObject(desired))
 	}
-	r.managed.set(req.NamespacedName, true)
+	r.managed.Set(req.NamespacedName, true)
 	return reconcile.Result{}, nil
 }
 
@@ -274,7 +274,7 @@ func (r *Reconciler) hasMirror(ctx context.Context, key types.NamespacedName) bo
 // release removes the mirror of a Secret the hub no longer needs (deleted, no longer named or
 // labelled, or refused) and then the finalizer.
 func (r *Reconciler) release(ctx context.Context, key types.NamespacedName) error {
-	defer r.managed.set(key, false)
+	defer r.managed.Set(key, false)
 	if err := r.deleteMirrors(ctx, key, ""); err != nil {
 		return err
 	}
@@ -319,35 +319,4 @@ func (r *Reconciler) deleteMirrors(ctx context.Context, key types.NamespacedName
 		ctrl.LoggerFrom(ctx).Info("deleted SyncSecret", "syncSecret", client.ObjectKeyFromObject(ss))
 	}
 	return nil
-}
-
-// managedSet keeps the gauge CCMManagedSecrets{namespace} equal to the number of mirrored
-// Secrets per namespace.
-type managedSet struct {
-	mu   sync.Mutex
-	byNS map[string]map[string]struct{}
-}
-
-func newManagedSet() *managedSet { return &managedSet{byNS: map[string]map[string]struct{}{}} }
-
-func (m *managedSet) set(key types.NamespacedName, mirrored bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	names := m.byNS[key.Namespace]
-	if _, was := names[key.Name]; was == mirrored {
-		return
-	}
-	if mirrored {
-		if names == nil {
-			names = map[string]struct{}{}
-			m.byNS[key.Namespace] = names
-		}
-		names[key.Name] = struct{}{}
-	} else {
-		delete(names, key.Name)
-	}
-	metrics.CCMManagedSecrets.WithLabelValues(key.Namespace).Set(float64(len(names)))
-	if len(names) == 0 {
-		delete(m.byNS, key.Namespace)
-	}
 }

@@ -20,6 +20,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // ControllerName names the controller (logs, controller-runtime's metrics).
@@ -49,7 +50,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 		Hub:          hubClient,
 		Recorder:     mgr.GetEventRecorder("kubelb-ccm"),
 		Opts:         opts,
-		managed:      newManagedSet(),
+		managed:      metrics.NewManagedSet(metrics.CCMManagedSecrets),
 	}
 	b := builder.ControllerManagedBy(mgr).
 		Named(ControllerName).

@@ -68,7 +68,7 @@ type Reconciler struct {
 	ReferenceGrants bool
 
 	twins   *twinRefs
-	managed *managedSet
+	managed *metrics.ManagedSet
 }
 
 // scope is what a Route depends on besides the object.
@@ -96,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
 		}
 		// Gone (its finalizer was removed, by us or by hand): remove what is left behind.
-		r.managed.set(req.NamespacedName, false)
+		r.managed.Set(req.NamespacedName, false)
 		return reconcile.Result{}, r.deleteRoutes(ctx, nil, req.NamespacedName, "")
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -134,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.applyRoute(ctx, obj, sc.current, desired); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.managed.set(req.NamespacedName, true)
+	r.managed.Set(req.NamespacedName, true)
 	if err := r.collectTwins(ctx, obj.GetUID(), sc.current, sc.twins); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -383,7 +383,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[s
 // wait for the hub to finish deleting.
 func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[string]any) error {
 	key := client.ObjectKeyFromObject(obj)
-	defer r.managed.set(key, false)
+	defer r.managed.Set(key, false)
 	current, err := r.currentRoute(ctx, obj.GetUID())
 	if err != nil {
 		return err

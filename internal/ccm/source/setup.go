@@ -32,6 +32,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // Field indexes of the tenant cache, per kind.
@@ -116,7 +117,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
-			ReferenceGrants: grants, twins: twins, managed: newManagedSet(k.Managed)}
+			ReferenceGrants: grants, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.GVK.Kind, err)
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,39 +165,4 @@ func (r *Reconciler) deleteTwinIfUnused(ctx context.Context, twin types.Namespac
 	}
 	ctrl.LoggerFrom(ctx).Info("deleted NodePort Service", "service", twin)
 	return nil
-}
-
-// managedSet tracks the mirrored objects of one kind and keeps its gauge equal to their
-// number per namespace.
-type managedSet struct {
-	mu    sync.Mutex
-	gauge *prometheus.GaugeVec
-	byNS  map[string]sets.Set[string]
-}
-
-func newManagedSet(g *prometheus.GaugeVec) *managedSet {
-	return &managedSet{gauge: g, byNS: map[string]sets.Set[string]{}}
-}
-
-// set records whether object key is mirrored.
-func (m *managedSet) set(key types.NamespacedName, mirrored bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	names := m.byNS[key.Namespace]
-	if names.Has(key.Name) == mirrored {
-		return
-	}
-	if mirrored {
-		if names == nil {
-			names = sets.New[string]()
-			m.byNS[key.Namespace] = names
-		}
-		names.Insert(key.Name)
-	} else {
-		names.Delete(key.Name)
-	}
-	m.gauge.WithLabelValues(key.Namespace).Set(float64(names.Len()))
-	if names.Len() == 0 {
-		delete(m.byNS, key.Namespace)
-	}
 }
