@@ -196,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !lb.DeletionTimestamp.IsZero() {
 		return apply.RetryConflict(reconcile.Result{}, r.reconcileDelete(ctx, ports, lb))
 	}
-	managed, err := r.namespaceManaged(ctx, lb.Namespace)
+	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -410,18 +410,6 @@ func NewSharedPorts(mgr ctrl.Manager, r portalloc.Range) *portalloc.Shared {
 	}
 	log := mgr.GetLogger().WithName("portalloc")
 	return portalloc.NewShared(r, mgr.GetAPIReader(), func(msg string, kv ...any) { log.Info(msg, kv...) })
-}
-
-// namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.
-func (r *Reconciler) namespaceManaged(ctx context.Context, name string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting namespace %s: %w", name, err)
-	}
-	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
 }
 
 // errForeignService means a Service with the hub Service's name belongs to something else.

@@ -172,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !route.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, ports, route)
 	}
-	managed, err := r.namespaceManaged(ctx, route.Namespace)
+	managed, err := manager.NamespaceManaged(ctx, r.client, route.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -371,7 +371,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 // reconcileTenantIngress settles the tenant's Ingress Service after a change of its
 // LoadBalancers' hostnames (request {Namespace: <tenant namespace>, Name: ""}).
 func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portalloc.Allocator, namespace string) error {
-	managed, err := r.namespaceManaged(ctx, namespace)
+	managed, err := manager.NamespaceManaged(ctx, r.client, namespace)
 	if err != nil || !managed {
 		return err
 	}
@@ -528,18 +528,6 @@ func (r *Reconciler) reportRoutesLocked(ns string) {
 	}
 	delete(r.perNS, ns)
 	metrics.ManagerRoutes.DeleteLabelValues(ns)
-}
-
-// namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.
-func (r *Reconciler) namespaceManaged(ctx context.Context, name string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting namespace %s: %w", name, err)
-	}
-	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
 }
 
 // errForeignService means a Service with a hub Service's name belongs to something else.

@@ -155,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !ss.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, ss)
 	}
-	managed, err := r.namespaceManaged(ctx, ss.Namespace)
+	managed, err := manager.NamespaceManaged(ctx, r.client, ss.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -304,18 +304,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ss *kubelbv1alpha1.Syn
 		return fmt.Errorf("removing the finalizer from SyncSecret %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
 	return nil
-}
-
-// namespaceManaged reports whether the namespace carries kubelb.k8c.io/managed-by=kubelb.
-func (r *Reconciler) namespaceManaged(ctx context.Context, name string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("getting namespace %s: %w", name, err)
-	}
-	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
 }
 
 // namespaceToSyncSecrets requeues the SyncSecrets of a namespace.

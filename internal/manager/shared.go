@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // PortWaiters remembers the objects of one controller that wait for free listener ports and
@@ -70,4 +72,17 @@ func DeleteHubService(ctx context.Context, c client.Client, svc *corev1.Service)
 		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// NamespaceManaged reports whether a hub namespace carries kubelb.k8c.io/managed-by=kubelb
+// (a missing namespace is not managed): the manager's controllers act only in those.
+func NamespaceManaged(ctx context.Context, c client.Reader, name string) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting namespace %s: %w", name, err)
+	}
+	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
 }
