@@ -91,11 +91,14 @@ type gwListener struct {
 	envoy    uint32                // Envoy listener port; 0 when not allocated
 
 	accepted, conflicted, resolved, programmed metav1.Condition
-	// valid: accepted, not conflicted, its refs resolved (routes may attach); served: valid
-	// with its port allocated (it gets Envoy configuration).
-	valid    bool
-	served   bool
-	attached int32
+	// attachable: accepted and not conflicted — routes may attach and are counted in
+	// attachedRoutes even when the listener's references do not resolve (Gateway API: the
+	// count depends on allowedRoutes and parentRefs only); valid: attachable with its refs
+	// resolved; served: valid with its port allocated (it gets Envoy configuration).
+	attachable bool
+	valid      bool
+	served     bool
+	attached   int32
 
 	secret string // HTTPS: the certificate
 	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
@@ -425,7 +428,8 @@ func (t *l7) conflicts(g *gateway) {
 // finishListener decides whether the listener is served and sets Programmed.
 func (t *l7) finishListener(l *gwListener) {
 	r := l.gw.route
-	ok := l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse &&
+	l.attachable = l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
+	ok := l.attachable &&
 		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
 	if !ok {
 		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions")

@@ -232,8 +232,8 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 // allowed says why a listener does not allow the route ("" when it does): its kinds and
 // allowedRoutes.namespaces.
 func (a *attacher) allowed(l *gwListener, ro *routeObj) string {
-	if !l.valid {
-		return "the listener is not valid (see the Gateway's listener conditions)"
+	if !l.attachable {
+		return "the listener is not accepted or is conflicted (see the Gateway's listener conditions)"
 	}
 	if !slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == ro.kind }) {
 		return fmt.Sprintf("%s is not among its allowed route kinds", ro.kind)
