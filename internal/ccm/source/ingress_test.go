@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -105,8 +104,8 @@ func TestIngressMirror(t *testing.T) {
 		t.Fatalf("Route labels %v, context %v", rt.Labels, rt.Spec.Source.Kubernetes.Context)
 	}
 	e.getTenant(t, ing)
-	if !controllerutil.ContainsFinalizer(ing, v1alpha1.CleanupFinalizer) {
-		t.Fatalf("Ingress finalizers %v", ing.Finalizers)
+	if len(ing.Finalizers) != 0 {
+		t.Fatalf("the ccm put finalizers %v on the Ingress; Layer 7 objects carry none", ing.Finalizers)
 	}
 
 	// The manager's status shows on the Ingress.
@@ -144,9 +143,9 @@ func TestIngressMirror(t *testing.T) {
 	}
 }
 
-// TestIngressRelease: an Ingress that stops being ours (its class changes) loses its Route,
-// the status the ccm copied and the finalizer; a twin two Ingresses share stays until the
-// last of them is deleted, then it goes, and so does the deleted Ingress (finalizer removed).
+// TestIngressRelease: an Ingress that stops being ours (its class changes) loses its Route
+// and the status the ccm copied; a twin two Ingresses share stays until the last of them is
+// deleted, then it goes.
 func TestIngressRelease(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "rel", nil)
@@ -233,5 +232,40 @@ func TestTwinNameTaken(t *testing.T) {
 	}
 	if cur.Spec.Type != corev1.ServiceTypeClusterIP || cur.Spec.Ports[0].Port != 8080 || len(cur.Labels) != 0 {
 		t.Errorf("the ccm changed a Service it did not make: %+v", cur)
+	}
+}
+
+// TestRecreatedUnderSameName: an object deleted and at once created again under the same name
+// (as GitOps tools and the Gateway API conformance suite do) is a new object: the create is
+// not an update of the one being deleted (the ccm puts no finalizer on it), the old Route
+// goes and the new object gets its own. A finalizer an earlier version left is removed.
+func TestRecreatedUnderSameName(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "again", nil)
+	e.create(t, clusterIP("again", "web", 80))
+	first := ingress("again", "web", ptr.To("kubelb"), "web")
+	first.Finalizers = []string{v1alpha1.CleanupFinalizer} // as an earlier version left it
+	e.create(t, first)
+	e.routeOf(t, tenantNS, first.UID, nil)
+	testsupport.Eventually(t, timeout, "the earlier version's finalizer removed", func() error {
+		e.getTenant(t, first)
+		if len(first.Finalizers) != 0 {
+			return fmt.Errorf("finalizers %v", first.Finalizers)
+		}
+		return nil
+	})
+
+	if err := e.Tenant.Client.Delete(e.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second := ingress("again", "web", ptr.To("kubelb"), "web")
+	if err := e.Tenant.Client.Create(e.ctx, second); err != nil {
+		t.Fatalf("creating the Ingress again right after deleting it: %v", err)
+	}
+	e.waitGone(t, e.Hub.Client, &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: string(first.UID)}})
+	e.routeOf(t, tenantNS, second.UID, nil)
+	e.getTenant(t, second)
+	if second.DeletionTimestamp != nil || len(second.Finalizers) != 0 {
+		t.Fatalf("the new Ingress is being deleted or has finalizers: %v %v", second.DeletionTimestamp, second.Finalizers)
 	}
 }

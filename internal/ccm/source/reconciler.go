@@ -41,7 +41,7 @@ const (
 
 // Reconciler mirrors the tenant objects of one Kind into hub Routes, keeps the NodePort
 // twins of their ClusterIP backends, and copies the hub's status back. It has the ccm's
-// controller shape (docs/development.md): get → release or finalizer → scope → DesiredRoute
+// controller shape (docs/development.md): get → release (or drop a legacy finalizer) → scope → DesiredRoute
 // (pure) → apply under FieldOwner when drifted → one status write.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
@@ -95,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
 		}
-		// Gone (its finalizer was removed, by us or by hand): remove what is left behind.
+		// Gone: remove what is left behind (its Routes are found by origin labels).
 		r.managed.Set(req.NamespacedName, false)
 		return reconcile.Result{}, r.deleteRoutes(ctx, nil, req.NamespacedName, "")
 	}
@@ -110,11 +110,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !served || obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, r.release(ctx, obj, u)
 	}
-	if !controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
-		orig := obj.DeepCopyObject().(client.Object)
-		controllerutil.AddFinalizer(obj, v1alpha1.CleanupFinalizer)
-		if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer to %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+	// No finalizer: a Layer 7 object that is deleted goes at once, so one re-created under the
+	// same name (GitOps, the Gateway API conformance suite) is never an update of the one
+	// being deleted. Its Route goes by UID instead (deleteRoutes, also after a restart through
+	// the hub Route's events). The finalizer earlier versions added is removed.
+	if controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
+		if err := r.removeFinalizer(ctx, obj); err != nil {
+			return reconcile.Result{}, err
 		}
 		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
 			return reconcile.Result{}, err
@@ -379,8 +381,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[s
 }
 
 // release removes the Route of an object the ccm no longer serves (deleted, or no longer
-// ours), the twins nothing else uses, the status it copied, and the finalizer. It does not
-// wait for the hub to finish deleting.
+// ours), the twins nothing else uses, the status it copied, and a finalizer an earlier
+// version added. It does not wait for the hub to finish deleting.
 func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[string]any) error {
 	key := client.ObjectKeyFromObject(obj)
 	defer r.managed.Set(key, false)
@@ -391,10 +393,9 @@ func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[strin
 	if err := r.deleteRoutes(ctx, obj, key, ""); err != nil {
 		return err
 	}
-	if !controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
-		return nil
-	}
 	if obj.GetDeletionTimestamp() == nil {
+		// ReleaseStatus takes back only what is still the hub's (Ingress, Gateway) or
+		// kubelb's own route parents; patchStatus writes nothing when that is nothing.
 		var hub map[string]any
 		if current != nil {
 			if hub, err = HubStatus(r.Kind, current); err != nil {
@@ -406,12 +407,25 @@ func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[strin
 			return err
 		}
 	}
+	if controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
+		if err := r.removeFinalizer(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if current != nil {
+		ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
+	}
+	return nil
+}
+
+// removeFinalizer removes kubelb.k8c.io/cleanup from the object (merge patch, optimistic
+// locking).
+func (r *Reconciler) removeFinalizer(ctx context.Context, obj client.Object) error {
 	orig := obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(obj, v1alpha1.CleanupFinalizer)
 	if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.GVK.Kind, key, err)
+		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
 	return nil
 }
 
