@@ -356,7 +356,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		}
 		orig := lb.DeepCopy()
 		controllerutil.RemoveFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
-		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		// NotFound: an earlier pass already removed it (the cache was behind).
+		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("removing the finalizer from LoadBalancer %s: %w", owner, err)
 		}
 	}

@@ -464,7 +464,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 	}
 	orig := route.DeepCopy()
 	controllerutil.RemoveFinalizer(route, kubelbv1alpha1.CleanupFinalizer)
-	if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	// NotFound: an earlier pass already removed it (the cache was behind) and the Route is gone.
+	if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the finalizer from Route %s: %w", key, err)
 	}
 	return r.forget(ctx, ports, key)
