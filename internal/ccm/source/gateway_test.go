@@ -2,6 +2,8 @@ package source
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,6 +89,12 @@ func TestGatewayClassesAndServedGateways(t *testing.T) {
 			if gc.Spec.ControllerName != ControllerName || !accepted(gc) {
 				return fmt.Errorf("%s: controller %s, conditions %v", name, gc.Spec.ControllerName, gc.Status.Conditions)
 			}
+			// The features kubelb implements (and the conformance suite checks), sorted.
+			if got := gc.Status.SupportedFeatures; len(got) != len(SupportedFeatures) ||
+				!slices.IsSortedFunc(got, func(a, b gwapiv1.SupportedFeature) int { return strings.Compare(string(a.Name), string(b.Name)) }) ||
+				!slices.Contains(got, gwapiv1.SupportedFeature{Name: "HTTPRoute"}) {
+				return fmt.Errorf("%s: supportedFeatures %v", name, got)
+			}
 		}
 		return nil
 	})
@@ -114,8 +122,8 @@ func TestGatewayClassesAndServedGateways(t *testing.T) {
 	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: "other"}, gc); err != nil {
 		t.Fatal(err)
 	}
-	if accepted(gc) {
-		t.Errorf("the ccm accepted a class of another controller: %v", gc.Status.Conditions)
+	if accepted(gc) || len(gc.Status.SupportedFeatures) != 0 {
+		t.Errorf("the ccm accepted a class of another controller: %v %v", gc.Status.Conditions, gc.Status.SupportedFeatures)
 	}
 
 	// The manager's status shows on the Gateway.

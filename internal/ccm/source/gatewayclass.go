@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,8 +21,8 @@ import (
 )
 
 // GatewayClassReconciler keeps the GatewayClass kubelb (made with kubelb's controllerName when
-// missing; an existing one is never changed) and sets Accepted=True on every GatewayClass of
-// kubelb's controllerName.
+// missing; an existing one is never changed) and sets Accepted=True and the supported
+// features (SupportedFeatures) on every GatewayClass of kubelb's controllerName.
 //
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status,verbs=get;update;patch
@@ -75,6 +76,10 @@ func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		Message:            "Gateways of this class are served by kubelb.",
 		ObservedGeneration: gc.Generation,
 	})
+	if want := supportedFeaturesStatus(); !slices.Equal(gc.Status.SupportedFeatures, want) {
+		gc.Status.SupportedFeatures = want
+		changed = true
+	}
 	if !changed {
 		return reconcile.Result{}, nil
 	}
