@@ -28,7 +28,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute303RedirectStatusCode, features.SupportHTTPRoute307RedirectStatusCode,
 	features.SupportHTTPRoute308RedirectStatusCode, features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteDestinationPortMatching, features.SupportHTTPRouteBackendProtocolH2C,
-	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteBackendProtocolWebSocket,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
 }

@@ -109,6 +109,9 @@ func networkFilter(name string, errs *[]error, cfg proto.Message) *listenerv3.Fi
 	return &listenerv3.Filter{Name: name, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustPack(errs, cfg)}}
 }
 
+// UpgradeWebSocket is the upgrade type every HTTP listener allows.
+const UpgradeWebSocket = "websocket"
+
 // httpConnectionManager serves HTTP with the routes of one route configuration over RDS.
 func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *hcmv3.HttpConnectionManager {
 	hcm := &hcmv3.HttpConnectionManager{
@@ -124,6 +127,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		}},
 		// The client address is the peer's: kubelb's Envoy is the edge.
 		UseRemoteAddress: wrapperspb.Bool(true),
+		// WebSocket upgrades pass through to HTTP/1.1 upstreams (Gateway API's
+		// appProtocol kubernetes.io/ws; Ingress controllers allow them too).
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 	}
 	if hl := l.HeaderLimits; hl != nil {
 		if hl.MaxRequestHeadersKB > 0 {
