@@ -44,6 +44,9 @@ const (
 	ReasonUnsupportedFilter = "UnsupportedFilter"
 	// ReasonTooMany: a list is longer than kubelb serves; the rest is ignored.
 	ReasonTooMany = "TooMany"
+	// ReasonListenerTaken: a TCP or UDP listener forwards to its oldest route; a newer
+	// route is attached (and accepted) but gets no traffic there.
+	ReasonListenerTaken = "ListenerTaken"
 )
 
 // Limits on tenant-written lists (those of the Gateway API CRDs, enforced again because the

@@ -57,7 +57,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	}
 	ro := a.newRouteObj(r, kind, meta, common, hostnames)
 	parents := a.attach(ro)
-	// A TCP or UDP listener forwards to one route.
+	// Every attached route is accepted and counted; a TCP or UDP listener forwards to one
+	// route, the oldest: the others stay attached without traffic (Gateway API).
+	countAttached(parents)
 	for _, p := range parents {
 		var keep []*gwListener
 		var hosts [][]string
@@ -75,16 +77,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		p.listeners, p.hosts = keep, hosts
 		if len(taken) > 0 {
-			msg := strings.Join(taken, "; ")
-			if len(keep) == 0 {
-				p.accepted = t.cond(r, string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
-				t.problems.Add(t.ref(r, p.section), ir.SeverityError, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
-			} else {
-				t.problems.Add(t.ref(r, p.section), ir.SeverityWarning, string(gwv1.RouteReasonNotAllowedByListeners), "%s", msg)
-			}
+			t.problems.Add(t.ref(r, p.section), ir.SeverityWarning, ReasonListenerTaken, "%s; this route is attached but gets no traffic there", strings.Join(taken, "; "))
 		}
 	}
-	countAttached(parents)
 
 	rs := &refs{}
 	owner := t.ref(r, "rule 0")
