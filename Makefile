@@ -76,6 +76,11 @@ test: tools verify ## Run every test, as CI does.
 	go vet ./...
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: conformance
+conformance: tools ## Run the Gateway API conformance suite (also part of `make test`) and rewrite its report in docs/conformance/.
+	KUBELB_CONFORMANCE_REPORT=$(CURDIR)/docs/conformance/gateway-api-v1.6.3-report.yaml \
+	  go test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestGatewayAPIConformance$$' ./e2e/conformance/
+
 .PHONY: bench
 bench: ## Run the Go benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...

@@ -14,11 +14,12 @@ CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
 
 log() { echo "tools: $*" >&2; }
 
-# k8s builds kube-apiserver and kubectl from k8s.io/kubernetes through a throw-away wrapper
+# k8s builds kube-apiserver, kube-controller-manager (the conformance harness runs its
+# deployment, replicaset and endpointslice controllers) and kubectl from k8s.io/kubernetes through a throw-away wrapper
 # module that pins every staging module to the matching v0.x release.
 k8s() {
   local out=$BIN/k8s/$K8S_VERSION
-  if [[ -x $out/kube-apiserver && -x $out/kubectl ]]; then return; fi
+  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kubectl ]]; then return; fi
   local work=$BIN/.build/k8s-$K8S_VERSION
   mkdir -p "$work" "$out"
   local staging=${K8S_VERSION/#1./0.}
@@ -43,6 +44,7 @@ package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
@@ -51,11 +53,12 @@ GO
     ld+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=${K8S_VERSION%%.*}"
     ld+=" -X $pkg.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
   done
-  log "building kube-apiserver and kubectl v$K8S_VERSION (a few minutes when cold)"
-  (cd "$work" && GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
-    -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
-    GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
-      -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl)
+  log "building kube-apiserver, kube-controller-manager and kubectl v$K8S_VERSION (a few minutes when cold)"
+  local cmd
+  for cmd in kube-apiserver kube-controller-manager kubectl; do
+    (cd "$work" && GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
+      -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+  done
 }
 
 etcd() {

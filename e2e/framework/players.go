@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,15 +66,43 @@ func readyCondition(ready bool) corev1.NodeCondition {
 // 127.0.0.0/8 above 127.0.1.0 in its status. It runs until the test ends and returns a
 // counter of the writes it made (so scale tests can tell them from kubelb's).
 func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
+	return PlayHubLoadBalancerWith(t, c, HubLBOptions{})
+}
+
+// HubLBOptions tune the played hub LoadBalancer implementation.
+type HubLBOptions struct {
+	// Address returns the i-th address handed out (default: 127.0.1.1, 127.0.1.2, …).
+	Address func(i int) string
+	// ForwardTo, when set, makes the load balancer carry traffic as well: every TCP port of
+	// a Service with an address listens on <address>:<port> and forwards to
+	// <ForwardTo>:<targetPort> (the Envoy listener), as a real load balancer and kube-proxy
+	// would.
+	ForwardTo string
+}
+
+// LoadBalancerCIDR is the range the forwarding hub load balancer of the conformance harness
+// hands out (HubLBOptions.Address = LoadBalancerAddress).
+const LoadBalancerCIDR = "10.245.1.0/24"
+
+// LoadBalancerAddress is the i-th address of LoadBalancerCIDR.
+func LoadBalancerAddress(i int) string { return fmt.Sprintf("10.245.1.%d", 1+i%250) }
+
+// PlayHubLoadBalancerWith is PlayHubLoadBalancer with options.
+func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *atomic.Int64 {
+	if opts.Address == nil {
+		opts.Address = func(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
+	}
 	writes := &atomic.Int64{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	fs := forwarders{}
+	t.Cleanup(func() { cancel(); wg.Wait(); fs.closeAll() })
 	assigned := map[string]string{}
 	next := 0
 	go func() {
 		defer wg.Done()
+		reported := map[string]bool{}
 		for ctx.Err() == nil {
 			var svcs corev1.ServiceList
 			if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
@@ -92,23 +121,40 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 						}
 					}()
 				}
+				want := map[string][]string{}
 				for i := range svcs.Items {
 					svc := &svcs.Items[i]
-					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 {
+					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 						continue
 					}
 					key := svc.Namespace + "/" + svc.Name
 					ip, ok := assigned[key]
 					if !ok {
-						ip = fmt.Sprintf("127.0.%d.%d", 1+next/250, 1+next%250)
+						ip = opts.Address(next)
 						next++
 						assigned[key] = ip
+					}
+					if opts.ForwardTo != "" {
+						for _, p := range svc.Spec.Ports {
+							if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
+								want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
+							}
+						}
+					}
+					if len(svc.Status.LoadBalancer.Ingress) > 0 {
+						continue
 					}
 					svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
 					work <- svc
 				}
 				close(work)
 				writers.Wait()
+				for _, err := range fs.sync(want) {
+					if !reported[err.Error()] {
+						reported[err.Error()] = true
+						t.Logf("hub load balancer: %v", err)
+					}
+				}
 			}
 			select {
 			case <-ctx.Done():

@@ -50,6 +50,8 @@ type Options struct {
 	// ManagerKubeconfig runs the manager with this kubeconfig instead of the hub admin's
 	// (e.g. one that impersonates the Helm chart's ServiceAccount).
 	ManagerKubeconfig string
+	// HubLB tunes the played hub load balancer.
+	HubLB HubLBOptions
 	// ExtraManagerArgs are appended to the manager's flags.
 	ExtraManagerArgs []string
 }
@@ -75,7 +77,7 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 		"--metrics-addr", s.MetricsAddr, "--health-probe-bind-address", s.ProbeAddr,
 		"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
 	}, opts.ExtraManagerArgs...)
-	s.HubLBWrites = PlayHubLoadBalancer(t, hub.Client)
+	s.HubLBWrites = PlayHubLoadBalancerWith(t, hub.Client, opts.HubLB)
 	s.StartManager()
 	return s
 }

@@ -33,7 +33,7 @@ const KubernetesVersion = "1.36.4"
 func AssetsDir(t TB) string {
 	t.Helper()
 	dir := testsupport.Tool(t, "KUBEBUILDER_ASSETS", filepath.Join("k8s", KubernetesVersion), "kube-apiserver/etcd folder")
-	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			t.Fatalf("%s missing in %s: run `make tools`", b, dir)
 		}

@@ -123,17 +123,35 @@ type Process struct {
 	err  error
 }
 
+// KeepLogsEnv names a folder where the logs of the processes tests start are kept (for
+// debugging); by default they go to the test's temporary folder and are removed with it.
+const KeepLogsEnv = "KUBELB_KEEP_LOGS"
+
 // StartProcess starts a program with its output going to a log file in the test's temporary
 // folder; the end of the log is printed when the test fails.
 func StartProcess(t TB, name, path string, args ...string) *Process {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
+	return StartProcessWithEnv(t, name, path, nil, args...)
+}
+
+// StartProcessWithEnv is StartProcess with extra environment variables (KEY=value) added to
+// the test's own.
+func StartProcessWithEnv(t TB, name, path string, env []string, args ...string) *Process {
+	t.Helper()
+	dir := os.Getenv(KeepLogsEnv)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
