@@ -184,8 +184,9 @@ func (e *env) waitCopies(t *testing.T, ns, twin string, want map[string][]string
 // Service with two manual EndpointSlices and a headless one — get NodePort twins with copies
 // of those slices (same endpoints and ports, the twin's service-name, managed by the ccm,
 // owned by the twin, without the headless label); a source slice changing, going and coming
-// is followed; a settled Service makes no writes; a Service with a selector gets no copies,
-// and copies go when a selectorless Service gets one.
+// is followed, and so is a copy someone deletes; a settled Service makes no writes; a Service
+// with a selector gets no copies, and copies go when a selectorless Service gets one, or when
+// the twin goes.
 func TestSelectorlessServiceSlices(t *testing.T) {
 	e := newEnv(t)
 	const ns = "eps"
@@ -276,6 +277,14 @@ func TestSelectorlessServiceSlices(t *testing.T) {
 	}
 	e.waitCopies(t, ns, "manual-nodeport", nil)
 	e.waitCopies(t, ns, "headless-manual-nodeport", map[string][]string{"headless-manual-a": {"10.0.1.1"}})
+
+	// The route goes: its twins go, and their copies with them (owned by the twin; the ccm
+	// deletes them too, so this holds without a garbage collector).
+	if err := e.Tenant.Client.Delete(e.ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone(t, e.Tenant.Client, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "headless-manual-nodeport"}})
+	e.waitCopies(t, ns, "headless-manual-nodeport", nil)
 }
 
 // TestSelectorlessServiceSliceCap: a Service without a selector with more EndpointSlices than
