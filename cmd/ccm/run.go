@@ -10,6 +10,7 @@ import (
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -35,7 +36,9 @@ func run(o *options) error {
 	}
 	scheme := app.Scheme()
 	metrics.RegisterCCM()
-	mgr, err := ctrl.NewManager(tenantCfg, o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace))
+	mopts := o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace)
+	mopts.Cache.ByObject = ccmsource.CacheByObject() // not the slices of Services with a selector
+	mgr, err := ctrl.NewManager(tenantCfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}

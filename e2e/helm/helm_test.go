@@ -318,7 +318,8 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	got := rules(t, find(t, objs, "ClusterRole", "kubelb-ccm"))
 	for _, w := range []string{"list nodes", "update services", "update services/status", "update services/finalizers",
 		"create events", "create events.events.k8s.io", "update ingresses.networking.k8s.io",
-		"list secrets", "patch secrets"} { // the TLS Secrets of Ingresses are mirrored
+		"list secrets", "patch secrets", // the TLS Secrets of Ingresses are mirrored
+		"watch endpointslices.discovery.k8s.io", "create endpointslices.discovery.k8s.io"} { // the twins' slices
 		if !slices.Contains(got, w) {
 			t.Errorf("ClusterRole lacks %q", w)
 		}
@@ -332,6 +333,9 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	noIngress := rules(t, find(t, Template(t, CCMChart, "kubelb-ccm", ns, append(slices.Clone(minimalCCM), "--set", "kubelb.ingress.enabled=false")...), "ClusterRole", "kubelb-ccm"))
 	if slices.Contains(noIngress, "list secrets") {
 		t.Error("ClusterRole grants list secrets without Ingresses, Gateways or the Secret synchronizer")
+	}
+	if slices.Contains(noIngress, "create endpointslices.discovery.k8s.io") {
+		t.Error("ClusterRole grants create endpointslices without Ingresses or Gateways (no twins)")
 	}
 	find(t, objs, "Role", "kubelb-ccm-leader-election")
 	find(t, objs, "Service", "kubelb-ccm")

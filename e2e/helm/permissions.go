@@ -84,8 +84,10 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
 	}
 	if f.Ingress || f.GatewayAPI {
-		// NodePort twins of ClusterIP backends.
+		// NodePort twins of ClusterIP backends, and the copies of the EndpointSlices of
+		// Services without a selector for them.
 		add(Permissions("", []string{"services"}, []string{"create", "update", "patch", "delete"}, "")...)
+		add(Permissions("discovery.k8s.io", []string{"endpointslices"}, crud, "")...)
 	}
 	if f.Ingress {
 		add(Permissions("networking.k8s.io", []string{"ingresses"}, mirror, "")...)
@@ -117,12 +119,14 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 }
 
 // CCMForbidden is what the ccm must not be able to do in the tenant cluster with the given
-// features (creating and deleting Services only with Ingresses or Gateway API: the twins).
+// features (creating and deleting Services and EndpointSlices only with Ingresses or Gateway
+// API: the twins and their slices).
 func CCMForbidden(f CCMFeatures) []Permission {
 	var ps []Permission
 	add := func(p ...Permission) { ps = append(ps, p...) }
 	if !f.Ingress && !f.GatewayAPI {
 		add(Permissions("", []string{"services"}, []string{"create", "delete"}, "")...)
+		add(Permissions("discovery.k8s.io", []string{"endpointslices"}, []string{"create", "delete"}, "")...)
 	}
 	add(Permissions("", []string{"secrets"}, []string{"create", "update", "delete"}, "")...)
 	add(Permissions("", []string{"nodes"}, []string{"create", "update", "patch", "delete"}, "")...)

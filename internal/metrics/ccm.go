@@ -20,6 +20,9 @@ var (
 	// CCMGatewayClassReconcile counts reconciles of GatewayClasses (the kubelb class and the
 	// Accepted condition on classes of kubelb's controllerName).
 	CCMGatewayClassReconcile = newReconcile("kubelb_ccm_gatewayclass", "tenant GatewayClasses", false)
+	// CCMEndpointSliceReconcile counts reconciles of the EndpointSlices of NodePort twins of
+	// Services without a selector.
+	CCMEndpointSliceReconcile = newReconcile("kubelb_ccm_endpointslice", "the EndpointSlices of NodePort twins", true)
 
 	CCMManagedIngresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_ingresses_total",
@@ -77,7 +80,7 @@ var (
 func ccmReconciles() []*Reconcile {
 	return []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile,
 		CCMIngressReconcile, CCMGatewayReconcile, CCMHTTPRouteReconcile, CCMGRPCRouteReconcile,
-		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMSecretReconcile}
+		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMEndpointSliceReconcile, CCMSecretReconcile}
 }
 
 // ccmGauges are the other metrics of the ccm, in declaration order.

@@ -99,6 +99,7 @@ func (e *env) startCCMOn(tb testsupport.TB, tenant *rest.Config, o Options, log 
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{ByObject: CacheByObject()},
 	})
 	if err != nil {
 		return err

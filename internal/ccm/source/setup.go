@@ -122,6 +122,10 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return fmt.Errorf("setting up the %s controller: %w", k.GVK.Kind, err)
 		}
 	}
+	// The EndpointSlices of the twins of Services without a selector.
+	if err := setupSlices(mgr, &SliceReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource)}, workers); err != nil {
+		return fmt.Errorf("setting up the EndpointSlice controller: %w", err)
+	}
 	if gatewayAPI && !o.Disabled[Gateway.Name] {
 		// One event at start makes sure the GatewayClass kubelb exists.
 		start := make(chan event.TypedGenericEvent[*gwapiv1.GatewayClass], 1)
