@@ -558,6 +558,11 @@ func (t *l7) emitGateway(g *gateway) {
 			il.HeaderLimits = t.in.HeaderLimits
 			used := map[string]bool{}
 			fallback := false
+			type chain struct {
+				l  *gwListener
+				rc *ir.RouteConfig
+			}
+			var chains []chain // the HTTPS (terminating) listeners given a chain
 			take := func(names []string, owner ir.ObjectRef) []string {
 				var out []string
 				for _, n := range names {
@@ -588,7 +593,7 @@ func (t *l7) emitGateway(g *gateway) {
 					}
 					continue
 				}
-				rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, first.spec.Port, l.spec.Name), VirtualHosts: virtualHosts(l.vhosts)}
+				rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, first.spec.Port, l.spec.Name)}
 				srv := &ir.TLSServer{Secret: l.secret, RouteConfig: rc.Name}
 				if l.hostname == "" {
 					if fallback {
@@ -601,6 +606,16 @@ func (t *l7) emitGateway(g *gateway) {
 				}
 				t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 				il.TLS = append(il.TLS, srv)
+				chains = append(chains, chain{l, rc})
+			}
+			// The virtual hosts once every HTTPS chain of the port is known: each answers
+			// 421 for the hosts of the others.
+			https := make([]*gwListener, 0, len(chains))
+			for _, c := range chains {
+				https = append(https, c.l)
+			}
+			for _, c := range chains {
+				c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
 			}
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (a passthrough listener without routes)

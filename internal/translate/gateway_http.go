@@ -138,14 +138,7 @@ func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
 		}
 	}
 	for h := range owner {
-		var best *gwListener
-		for _, o := range ls {
-			lh := cmp.Or(o.hostname, "*")
-			if coversHostname(lh, h) && (best == nil || compareHostSpecificity(lh, cmp.Or(best.hostname, "*")) < 0) {
-				best = o
-			}
-		}
-		owner[h] = best
+		owner[h] = hostListener(ls, h)
 	}
 	// Each listener's virtual hosts are built once, with the hostnames it owns but has no
 	// routes for added (empty: 404).
@@ -179,6 +172,74 @@ func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
 		}
 	}
 	slices.SortFunc(out, func(a, b *ir.VirtualHost) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// hostListener is the listener of ls (listeners sharing a port) that takes requests for host
+// h: the one whose hostname matches h most specifically (an exact hostname, then the longest
+// wildcard, then the listener without hostname); nil when none matches.
+func hostListener(ls []*gwListener, h string) *gwListener {
+	var best *gwListener
+	for _, o := range ls {
+		lh := cmp.Or(o.hostname, "*")
+		if coversHostname(lh, h) && (best == nil || compareHostSpecificity(lh, cmp.Or(best.hostname, "*")) < 0) {
+			best = o
+		}
+	}
+	return best
+}
+
+// misdirectedVirtualHost names the virtual host of an HTTPS listener's route configuration that
+// answers 421 Misdirected Request (no hostname can hold a "/").
+const misdirectedVirtualHost = "misdirected/421"
+
+// httpsVirtualHosts builds the virtual hosts of the route configuration of HTTPS listener l,
+// whose SNI chain shares its port with the HTTPS listeners ls (l among them). A request belongs
+// to the listener of ls whose hostname matches its host most specifically (hostListener, the
+// same rule as for HTTP listeners sharing a port). l's chain serves the requests that belong
+// to l; one that belongs to another listener, or (l having a hostname) to no listener, came
+// over a connection made for another server name (HTTP/2 connection coalescing does this) and
+// is answered 421 Misdirected Request, so the client retries on a connection of its own.
+// Envoy picks a virtual host the same way Gateway API picks a listener (an exact domain, then
+// the longest wildcard, then "*"), so the hostnames of the other listeners and "*" as domains
+// of one 421 virtual host are enough; l's own hostname always has a virtual host (404 when
+// nothing serves the host), and a route hostname of l that belongs to another listener joins
+// the 421 domains (listener isolation).
+func httpsVirtualHosts(l *gwListener, ls []*gwListener, owner ir.ObjectRef) []*ir.VirtualHost {
+	m := maps.Clone(l.vhosts)
+	if m == nil {
+		m = map[string][]*candidate{}
+	}
+	add := func(h string) {
+		if _, ok := m[h]; !ok {
+			m[h] = nil
+		}
+	}
+	for _, o := range ls {
+		if o.hostname != "" {
+			add(o.hostname)
+		}
+	}
+	if l.hostname != "" {
+		add("*")
+	}
+	var out []*ir.VirtualHost
+	var misdirected []string
+	for _, vh := range virtualHosts(m) {
+		if hostListener(ls, vh.Name) == l {
+			out = append(out, vh)
+		} else {
+			misdirected = append(misdirected, vh.Name)
+		}
+	}
+	if len(misdirected) > 0 {
+		out = append(out, &ir.VirtualHost{Name: misdirectedVirtualHost, Domains: misdirected, Routes: []*ir.Route{{
+			Name:           "misdirected",
+			Owners:         []ir.ObjectRef{owner},
+			Match:          ir.RouteMatch{PathPrefix: "/"},
+			DirectResponse: &ir.DirectResponse{Status: 421},
+		}}})
+	}
 	return out
 }
 

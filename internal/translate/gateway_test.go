@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"cmp"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -158,6 +160,80 @@ func TestPrefixRewrite(t *testing.T) {
 		got := re.ReplaceAllString(tc.path, strings.ReplaceAll(rr.Substitution, `\1`, "${1}"))
 		if got != tc.want {
 			t.Errorf("prefix %s → %s: %s became %s, want %s (%+v)", tc.prefix, tc.replacement, tc.path, got, tc.want, rr)
+		}
+	}
+}
+
+// TestHTTPSChainsAnswerMisdirected: on the SNI chain of one HTTPS listener, a request whose
+// host belongs to another listener of the port (or, for a listener with a hostname, to none)
+// gets 421; the others are routed as usual, with the chain's own routes only (isolation). The
+// virtual host a request reaches is picked as Envoy does: exact domain, longest wildcard, "*".
+func TestHTTPSChainsAnswerMisdirected(t *testing.T) {
+	t.Parallel()
+	c := func(name string) []*candidate {
+		return []*candidate{{route: &ir.Route{Name: name, Match: ir.RouteMatch{PathPrefix: "/"}, Backends: []ir.WeightedCluster{{Cluster: name, Weight: 1}}}, key: matchPrecedence(ir.RouteMatch{PathPrefix: "/"})}}
+	}
+	fallback := &gwListener{vhosts: map[string][]*candidate{"*.org": c("fallback-org"), "a.wildcard.org": c("fallback-a")}}
+	wild := &gwListener{hostname: "*.wildcard.org", vhosts: map[string][]*candidate{"*.wildcard.org": c("wild")}}
+	deep := &gwListener{hostname: "*.deep.wildcard.org", vhosts: map[string][]*candidate{}}
+	second := &gwListener{hostname: "second.org", vhosts: map[string][]*candidate{"second.org": c("second")}}
+	ls := []*gwListener{fallback, wild, deep, second}
+	answer := func(l *gwListener, host string) string {
+		vhs := httpsVirtualHosts(l, ls, ir.ObjectRef{Kind: "Route"})
+		seen := map[string]bool{}
+		var pick *ir.VirtualHost
+		best := -1
+		for _, vh := range vhs {
+			for _, d := range vh.Domains {
+				if seen[d] {
+					t.Fatalf("domain %s in two virtual hosts", d)
+				}
+				seen[d] = true
+				rank := -1
+				switch {
+				case d == host:
+					rank = 1 << 20
+				case d == "*":
+					rank = 0
+				case strings.HasPrefix(d, "*.") && strings.HasSuffix(host, d[1:]):
+					rank = len(d)
+				}
+				if rank > best {
+					best, pick = rank, vh
+				}
+			}
+		}
+		switch {
+		case pick == nil || len(pick.Routes) == 0:
+			return "404"
+		case pick.Routes[0].DirectResponse != nil:
+			return fmt.Sprint(pick.Routes[0].DirectResponse.Status)
+		}
+		return pick.Routes[0].Name
+	}
+	for _, tc := range []struct {
+		l          *gwListener
+		host, want string
+	}{
+		{fallback, "x.org", "fallback-org"},
+		{fallback, "a.wildcard.org", "421"}, // wild's host: the fallback's route is not served there
+		{fallback, "second.org", "421"},
+		{fallback, "x.deep.wildcard.org", "421"},
+		{fallback, "example.com", "404"},
+		{wild, "b.wildcard.org", "wild"},
+		{wild, "a.wildcard.org", "wild"},
+		{wild, "x.deep.wildcard.org", "421"},
+		{wild, "second.org", "421"},
+		{wild, "x.org", "421"},
+		{deep, "x.deep.wildcard.org", "404"}, // its own host, nothing attached
+		{deep, "b.wildcard.org", "421"},
+		{deep, "example.com", "421"},
+		{second, "second.org", "second"},
+		{second, "x.org", "421"},
+		{second, "b.wildcard.org", "421"},
+	} {
+		if got := answer(tc.l, tc.host); got != tc.want {
+			t.Errorf("chain of %q, host %s: %s, want %s", cmp.Or(tc.l.hostname, "(none)"), tc.host, got, tc.want)
 		}
 	}
 }

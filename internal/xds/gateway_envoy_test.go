@@ -1,12 +1,17 @@
 package xds
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -91,7 +96,9 @@ func backendPort(t *testing.T, b *testsupport.Backend) int32 {
 // TestGatewayAPITraffic sends real requests through a real Envoy configured from the Gateway
 // API golden cases: redirects carry the Gateway's tenant-facing ports (well-known ports left
 // out), prefix rewrites keep single slashes, unsupported filters answer 500, and TLS passes
-// through by SNI, still encrypted, to the TLSRoutes' backends beside a terminating listener.
+// through by SNI, still encrypted, to the TLSRoutes' backends beside a terminating listener;
+// HTTPS listeners sharing a port answer 421 Misdirected Request to a request whose host
+// belongs to another listener than the connection's server name.
 func TestGatewayAPITraffic(t *testing.T) {
 	const tenant = "tenant-gateway"
 	srv, xdsAddr := startXDS(t)
@@ -203,6 +210,73 @@ func TestGatewayAPITraffic(t *testing.T) {
 			}
 			if r.Pod != tc.to.Pod {
 				return fmt.Errorf("answered by %s, want %s", r.Pod, tc.to.Pod)
+			}
+			return nil
+		})
+	}
+
+	// The Gateway of the conformance test HTTPRouteHTTPSListenerDetectMisdirectedRequests:
+	// four HTTPS listeners on 443, one HTTPRoute each (backends v1, v2, v3, v1).
+	v := map[string]*testsupport.Backend{}
+	for _, pod := range []string{"v1", "v2", "v3"} {
+		v[pod] = testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: pod})
+	}
+	in, ports = gatewayInput(t, "gw-misdirected.in.yaml", tenant, func(svc string, _ int32) int32 {
+		return backendPort(t, v[strings.TrimPrefix(svc, "infra-backend-")])
+	})
+	pushAndWait(t, srv, e, in)
+	block, _ := pem.Decode(in.Secrets[0].Data["tls.crt"])
+	if block == nil {
+		t.Fatal("the golden Secret holds no PEM certificate")
+	}
+	addr = fmt.Sprintf("127.0.0.1:%d", ports[443])
+	for _, tc := range []struct {
+		sni, host string
+		status    int
+		pod       string
+	}{
+		{"example.org", "example.org", 200, "v1"},
+		{"example.org", "second-example.org", 421, ""},
+		{"example.org", "unknown-example.org", 404, ""},
+		{"second-example.org", "second-example.org", 200, "v2"},
+		{"second-example.org", "example.org", 421, ""},
+		{"second-example.org", "unknown-example.org", 421, ""},
+		{"third-example.wildcard.org", "third-example.wildcard.org", 200, "v3"},
+		{"third-example.wildcard.org", "fith-example.wildcard.org", 200, "v3"},
+		{"third-example.wildcard.org", "fourth-example.wildcard.org", 421, ""},
+		{"third-example.wildcard.org", "second-example.org", 421, ""},
+		{"third-example.wildcard.org", "unknown-example.org", 421, ""},
+		{"fourth-example.wildcard.org", "fourth-example.wildcard.org", 200, "v1"},
+		{"fourth-example.wildcard.org", "fith-example.wildcard.org", 421, ""},
+		{"unknown-example.org", "example.org", 200, "v1"},
+		{"unknown-example.org", "unknown-example.org", 404, ""},
+	} {
+		testsupport.Eventually(t, waitTimeout, fmt.Sprintf("server name %s, host %s", tc.sni, tc.host), func() error {
+			// HTTP/2 with the server name of one listener and the host of another, as a
+			// client coalescing connections sends it. The golden certificate names none of
+			// these hosts: the client checks it is the one Envoy serves instead.
+			tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{
+				ServerName: tc.sni, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, //nolint:gosec // checked by VerifyConnection
+				VerifyConnection: func(cs tls.ConnectionState) error {
+					if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, block.Bytes) {
+						return errors.New("Envoy did not present the listener's certificate")
+					}
+					return nil
+				},
+			}}
+			defer tr.CloseIdleConnections()
+			req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/detect-misdirected-requests", nil)
+			if err != nil {
+				return err
+			}
+			req.Host = tc.host
+			resp, err := (&http.Client{Transport: tr, Timeout: testsupport.RoundTripTimeout}).Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != tc.status || resp.Header.Get(testsupport.HeaderPod) != tc.pod {
+				return fmt.Errorf("got %s %d from %q, want HTTP/2 %d from %q", resp.Proto, resp.StatusCode, resp.Header.Get(testsupport.HeaderPod), tc.status, tc.pod)
 			}
 			return nil
 		})

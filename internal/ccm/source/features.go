@@ -19,6 +19,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGRPCRoute, features.SupportTLSRoute,
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	// HTTPRoute extended
 	features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRouteMethodMatching,
 	features.SupportHTTPRouteResponseHeaderModification, features.SupportHTTPRoutePortRedirect,
