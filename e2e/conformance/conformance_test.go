@@ -40,6 +40,7 @@ var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayHTTPConformanceProfileName,
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTLSConformanceProfileName,
+	suite.GatewayTCPConformanceProfileName,
 }
 
 // ReportEnv names the file the conformance report is written to (`make conformance` sets it

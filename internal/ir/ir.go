@@ -66,8 +66,16 @@ type Listener struct {
 	// Owners are the objects (and sections) this listener serves.
 	Owners []ObjectRef `json:"owners,omitempty"`
 
-	// TCP and UDP: every connection or datagram goes to Cluster.
+	// TCP: every connection goes to Cluster, or is shared by weight among Backends (with
+	// FailedWeight): exactly one of Cluster and Backends is set, and the front ends set
+	// Cluster whenever every connection goes to one cluster. UDP: every datagram goes to
+	// Cluster (Backends is not used).
 	Cluster string `json:"cluster,omitempty"`
+	// Backends (TCP) share the connections by weight; a backend of weight 0 gets none.
+	Backends []WeightedCluster `json:"backends,omitempty"`
+	// FailedWeight (TCP, with Backends) is the weight of backends that could not be
+	// resolved: that share of the connections is closed as soon as it is accepted.
+	FailedWeight uint32 `json:"failedWeight,omitempty"`
 	// HashSourceIP (TCP, UDP) hashes the client address, for session persistence.
 	HashSourceIP bool `json:"hashSourceIP,omitempty"`
 	// IdleTimeout (UDP) ends sessions without datagrams for this long.
@@ -93,13 +101,17 @@ type TLSServer struct {
 	Secret string `json:"secret,omitempty"`
 	// RouteConfig names the route configuration of this chain; terminated chains only.
 	RouteConfig string `json:"routeConfig,omitempty"`
-	// Cluster (passthrough chains only) receives the TLS connection as it is, by TCP proxy.
-	Cluster string `json:"cluster,omitempty"`
+	// Cluster (passthrough chains only) receives the TLS connection as it is, by TCP proxy;
+	// or Backends share the connections by weight, with FailedWeight as for a TCP Listener.
+	// A passthrough chain sets exactly one of Cluster and Backends.
+	Cluster      string            `json:"cluster,omitempty"`
+	Backends     []WeightedCluster `json:"backends,omitempty"`
+	FailedWeight uint32            `json:"failedWeight,omitempty"`
 }
 
-// Passthrough reports whether the chain passes TLS through to a cluster rather than
-// terminating it.
-func (s *TLSServer) Passthrough() bool { return s.Cluster != "" }
+// Passthrough reports whether the chain passes TLS through to one or more clusters rather
+// than terminating it.
+func (s *TLSServer) Passthrough() bool { return s.Cluster != "" || len(s.Backends) > 0 }
 
 // HeaderLimits bound the request headers an HTTP listener accepts.
 type HeaderLimits struct {
@@ -171,7 +183,7 @@ type StringMatch struct {
 	Regex bool `json:"regex,omitempty"`
 }
 
-// WeightedCluster is one backend of a route.
+// WeightedCluster is one backend of a route, a TCP listener or a passthrough chain.
 type WeightedCluster struct {
 	Cluster string `json:"cluster"`
 	Weight  uint32 `json:"weight"`

@@ -52,6 +52,36 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"}}
 		}, "either passes TLS through or terminates it"},
+		"weighted tcp valid": {func(c *ir.Config) {
+			c.Listeners[0].Cluster = ""
+			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 70}, {Cluster: "b", Weight: 30}}
+			c.Listeners[0].FailedWeight = 10
+		}, ""},
+		"tcp with cluster and backends": {func(c *ir.Config) {
+			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "b", Weight: 1}}
+		}, "exactly one of cluster and backends"},
+		"tcp weights add up to 0": {func(c *ir.Config) {
+			c.Listeners[0].Cluster = ""
+			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a"}, {Cluster: "b"}}
+		}, "weights add up to 0"},
+		"tcp weighted to missing cluster": {func(c *ir.Config) {
+			c.Listeners[0].Cluster = ""
+			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "nope", Weight: 1}}
+		}, `cluster "nope" does not exist`},
+		"tcp failed weight with one cluster": {func(c *ir.Config) { c.Listeners[0].FailedWeight = 1 }, "failed weight without backends"},
+		"udp with backends": {func(c *ir.Config) {
+			c.Clusters[0].Protocol = ir.UpstreamUDP
+			c.Listeners[0].Protocol = ir.ProtocolUDP
+			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 1}}
+		}, "a UDP listener has one cluster"},
+		"weighted passthrough valid": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}}}
+		}, ""},
+		"weighted passthrough to missing cluster": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "nope", Weight: 2}}}}
+		}, `cluster "nope" does not exist`},
 		"passthrough and terminate on one name": {func(c *ir.Config) {
 			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}

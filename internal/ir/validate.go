@@ -81,9 +81,16 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		return errors.New("stat prefix empty")
 	}
 	switch l.Protocol {
-	case ProtocolTCP, ProtocolUDP:
+	case ProtocolTCP:
+		if err := validateStream(l.Cluster, l.Backends, l.FailedWeight, clusters); err != nil {
+			return err
+		}
+	case ProtocolUDP:
 		if !clusters[l.Cluster] {
 			return fmt.Errorf("cluster %q does not exist", l.Cluster)
+		}
+		if len(l.Backends) > 0 || l.FailedWeight > 0 {
+			return errors.New("a UDP listener has one cluster, not weighted backends")
 		}
 	case ProtocolHTTP:
 		if !routeConfigs[l.RouteConfig] {
@@ -97,13 +104,16 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		fallbacks := 0
 		for _, t := range l.TLS {
 			if t.Passthrough() {
-				if !clusters[t.Cluster] {
-					return fmt.Errorf("cluster %q does not exist", t.Cluster)
+				if err := validateStream(t.Cluster, t.Backends, t.FailedWeight, clusters); err != nil {
+					return fmt.Errorf("passthrough TLS server %v: %w", t.ServerNames, err)
 				}
 				if t.Secret != "" || t.RouteConfig != "" {
-					return fmt.Errorf("TLS server of cluster %q also has a secret or route config: a chain either passes TLS through or terminates it", t.Cluster)
+					return fmt.Errorf("passthrough TLS server %v also has a secret or route config: a chain either passes TLS through or terminates it", t.ServerNames)
 				}
 			} else {
+				if t.FailedWeight > 0 {
+					return errors.New("failed weight on a TLS server that terminates TLS")
+				}
 				if !secrets[t.Secret] {
 					return fmt.Errorf("secret %q does not exist", t.Secret)
 				}
@@ -131,6 +141,34 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		}
 	default:
 		return fmt.Errorf("protocol %q is not supported", l.Protocol)
+	}
+	return nil
+}
+
+// validateStream checks where a TCP proxy sends connections: exactly one of cluster and
+// backends, every cluster existing, the weights (with failed) adding up to 1..2^32-1.
+func validateStream(cluster string, backends []WeightedCluster, failed uint32, clusters map[string]bool) error {
+	if (cluster == "") == (len(backends) == 0) {
+		return errors.New("exactly one of cluster and backends must be set")
+	}
+	if cluster != "" {
+		if failed > 0 {
+			return errors.New("failed weight without backends")
+		}
+		if !clusters[cluster] {
+			return fmt.Errorf("cluster %q does not exist", cluster)
+		}
+		return nil
+	}
+	total := uint64(failed)
+	for _, b := range backends {
+		if !clusters[b.Cluster] {
+			return fmt.Errorf("cluster %q does not exist", b.Cluster)
+		}
+		total += uint64(b.Weight)
+	}
+	if total == 0 || total > 1<<32-1 {
+		return fmt.Errorf("backend weights add up to %d; want 1 to 4294967295", total)
 	}
 	return nil
 }

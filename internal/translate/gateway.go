@@ -106,18 +106,18 @@ type gwListener struct {
 	secret string // HTTPS: the certificate
 	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
 	vhosts map[string][]*candidate
-	// stream (TCP, UDP): the one attached route's cluster and owner.
-	stream      string
+	// stream (TCP, UDP): the one attached route's backends and owner.
+	stream      streamTo
 	streamOwner ir.ObjectRef
 	streamRoute string
-	// passthrough (TLS): SNI name → cluster, in attachment order.
+	// passthrough (TLS): SNI names → backends, in attachment order.
 	passthrough []sniChain
 }
 
 type sniChain struct {
-	names   []string
-	cluster string
-	owner   ir.ObjectRef
+	names []string
+	to    streamTo
+	owner ir.ObjectRef
 }
 
 func (l *gwListener) ref(t *l7) ir.ObjectRef { return t.ref(l.gw.route, l.section) }
@@ -578,7 +578,8 @@ func (t *l7) emitGateway(g *gateway) {
 			for _, l := range ls {
 				if l.mode == gwv1.TLSModePassthrough {
 					for _, c := range l.passthrough {
-						srv := &ir.TLSServer{Cluster: c.cluster}
+						srv := &ir.TLSServer{}
+						srv.Cluster, srv.Backends, srv.FailedWeight = c.to.target()
 						if len(c.names) == 0 || c.names[0] == "*" {
 							if fallback {
 								t.problems.Add(c.owner, ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "another chain on port %d already takes connections without a matching server name; left out", first.spec.Port)
@@ -621,10 +622,10 @@ func (t *l7) emitGateway(g *gateway) {
 				continue // nothing to serve yet (a passthrough listener without routes)
 			}
 		case familyTCP, familyUDP:
-			if first.stream == "" {
+			if len(first.stream.backends) == 0 {
 				continue // no route attached: nothing to forward to
 			}
-			il.Cluster = first.stream
+			il.Cluster, il.Backends, il.FailedWeight = first.stream.target()
 			il.Owners = append(il.Owners, first.streamOwner)
 			il.Protocol = ir.ProtocolTCP
 			if k.udp {

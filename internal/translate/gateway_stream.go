@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,9 +13,10 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
-// streamRoute translates a TLSRoute (passthrough by SNI), TCPRoute or UDPRoute: its first
-// usable backend becomes the cluster of every listener it attached to. A TCP or UDP listener
-// carries one route: the oldest attached keeps it.
+// streamRoute translates a TLSRoute (passthrough by SNI), TCPRoute or UDPRoute: the usable
+// backends of its first rule, by weight, become the TCP proxy of every listener it attached
+// to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
+// oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	t := a.t
 	if !t.isGatewayAPI(r) {
@@ -100,25 +102,28 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 	}
 	proto := corev1.ProtocolTCP
-	if kind == KindUDPRoute {
+	udp := kind == KindUDPRoute
+	if udp {
 		proto = corev1.ProtocolUDP
 	}
-	cluster := ""
+	// Every usable backendRef (weight > 0, resolved) becomes a weighted cluster of the TCP
+	// proxy; a backend that cannot be resolved is reported and its share of connections
+	// refused. A UDPRoute is served by its first usable backend only: the UDP proxy does
+	// not share sessions by weight.
+	var to streamTo
+	type failedRef struct {
+		backendRef
+		share bool // its weight is refused
+	}
+	var bad []failedRef
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
-		if b.reason == "" && !served {
+		use := served && b.weight > 0 && !(udp && len(to.backends) > 0)
+		if b.reason == "" && !use {
 			a.dryResolve(ro, &b)
 		}
-		if b.reason == "" && served {
-			if cluster != "" {
-				if b.weight > 0 {
-					t.problems.Add(owner, ir.SeverityWarning, ReasonTooMany, "a %s is served by one backend; Service %s/%s is not used", kind, truncate(b.namespace), truncate(b.name))
-				}
-				continue
-			}
-			if b.weight == 0 {
-				continue
-			}
+		cluster := ""
+		if b.reason == "" && use {
 			c, reason, msg := t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
@@ -127,14 +132,40 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		if b.reason != "" {
 			rs.add(b.reason, b.message)
-			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", b.message)
+			share := served && b.weight > 0 && !udp
+			if share {
+				to.failed += uint32(b.weight) // checkBackendRef bounds weights to 0-1000000
+			}
+			bad = append(bad, failedRef{b, share})
+			continue
+		}
+		if cluster == "" {
+			if served && udp && b.weight > 0 {
+				t.problems.Add(owner, ir.SeverityWarning, ReasonTooMany, "a UDPRoute is served by its first usable backend (Envoy's UDP proxy does not share sessions by weight); Service %s/%s is not used", truncate(b.namespace), truncate(b.name))
+			}
+			continue
+		}
+		if i := slices.IndexFunc(to.backends, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
+			to.backends[i].Weight += uint32(b.weight)
+			continue
+		}
+		to.backends = append(to.backends, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight)})
+	}
+	for _, b := range bad {
+		msg := b.message
+		if b.share && len(to.backends) > 0 {
+			msg += "; its share of connections is refused"
+		}
+		t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", msg)
+	}
+	if len(to.backends) == 0 {
+		to.failed = 0
+		if served {
+			t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "the %s has no usable backend; connections are refused", kind)
+			rs.invalid("rule 0: no usable backend")
 		}
 	}
-	if served && cluster == "" {
-		t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "the %s has no usable backend; connections are refused", kind)
-		rs.invalid("rule 0: no usable backend")
-	}
-	if cluster != "" {
+	if len(to.backends) > 0 {
 		for _, p := range parents {
 			for i, l := range p.listeners {
 				if !l.served {
@@ -142,14 +173,30 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 				}
 				switch l.family {
 				case familyTLS:
-					l.passthrough = append(l.passthrough, sniChain{names: p.hosts[i], cluster: cluster, owner: owner})
+					l.passthrough = append(l.passthrough, sniChain{names: p.hosts[i], to: to, owner: owner})
 				case familyTCP, familyUDP:
-					l.stream, l.streamOwner = cluster, owner
+					l.stream, l.streamOwner = to, owner
 				}
 			}
 		}
 	}
 	a.routeStatus(ro, parents, rs)
+}
+
+// streamTo is where a stream route's connections go: clusters shared by weight, and the
+// weight of backends that could not be resolved (refused).
+type streamTo struct {
+	backends []ir.WeightedCluster
+	failed   uint32
+}
+
+// target is the IR of a TCP listener or passthrough chain: Cluster when every connection
+// goes to one cluster, otherwise Backends and FailedWeight.
+func (s streamTo) target() (string, []ir.WeightedCluster, uint32) {
+	if len(s.backends) == 1 && s.failed == 0 {
+		return s.backends[0].Cluster, nil, 0
+	}
+	return "", slices.Clone(s.backends), s.failed
 }
 
 // streamBackend resolves a TCP or UDP backend Service port of a route to a cluster of the

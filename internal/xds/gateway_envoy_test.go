@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -281,4 +282,109 @@ func TestGatewayAPITraffic(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestGatewayWeightedStreamTraffic opens real connections through a real Envoy configured
+// from the gw-tcp-weighted golden case: a TCPRoute's connections reach both of its backends
+// of weight 70 and 30 and never the one of weight 0; a TCPRoute with a missing backend
+// (weight 1 of 4) has some connections closed at once and the others answered; a TLSRoute's
+// passthrough connections reach both of its backends, TLS untouched.
+func TestGatewayWeightedStreamTraffic(t *testing.T) {
+	const tenant = "tenant-weighted"
+	srv, xdsAddr := startXDS(t)
+	e := startEnvoy(t, tenant, xdsAddr, "weighted-proxy")
+
+	backends := map[string]*testsupport.Backend{}
+	for _, name := range []string{"tcp-backend-v1", "tcp-backend-v2", "tcp-backend-v3"} {
+		backends[name] = testsupport.StartTCPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: name})
+	}
+	for _, name := range []string{"pg-a", "pg-b"} {
+		backends[name] = testsupport.StartTLSBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: name}, "pg.db.example.com")
+	}
+	dns := int32(testsupport.FreePort(t)) // UDP: no traffic in this test
+	in, ports := gatewayInput(t, "gw-tcp-weighted.in.yaml", tenant, func(svc string, _ int32) int32 {
+		if b, ok := backends[svc]; ok {
+			return backendPort(t, b)
+		}
+		return dns
+	})
+	pushAndWait(t, srv, e, in)
+
+	const tries = 60
+	weighted := fmt.Sprintf("127.0.0.1:%d", ports[9300])
+	testsupport.Eventually(t, waitTimeout, "connections to both weighted backends", func() error {
+		seen := map[string]int{}
+		for i := range tries {
+			r, err := testsupport.TCPRoundTrip(weighted, fmt.Sprintf("hello %d", i))
+			if err != nil {
+				return err
+			}
+			seen[r.Pod]++
+		}
+		if seen["tcp-backend-v1"] == 0 || seen["tcp-backend-v2"] == 0 || len(seen) != 2 {
+			return fmt.Errorf("answered by %v, want tcp-backend-v1 and tcp-backend-v2 only", seen)
+		}
+		return nil
+	})
+	if n := backends["tcp-backend-v3"].Connections(); n != 0 {
+		t.Errorf("the backend of weight 0 accepted %d connections, want none", n)
+	}
+
+	partly := fmt.Sprintf("127.0.0.1:%d", ports[9301])
+	testsupport.Eventually(t, waitTimeout, "answers from tcp-backend-v1 and refused connections", func() error {
+		answered, refused := 0, 0
+		for i := range tries {
+			r, err := testsupport.TCPRoundTrip(partly, fmt.Sprintf("hello %d", i))
+			switch {
+			case err != nil:
+				refused++
+			case r.Pod != "tcp-backend-v1":
+				return fmt.Errorf("answered by %s, want tcp-backend-v1", r.Pod)
+			default:
+				answered++
+			}
+		}
+		if answered == 0 || refused == 0 {
+			return fmt.Errorf("%d answered, %d refused; want both", answered, refused)
+		}
+		return nil
+	})
+
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", ports[443])
+	const sni = "pg.db.example.com"
+	// who completes a TLS handshake and names the backend whose own certificate was
+	// presented: the connection reached it still encrypted.
+	who := func() (string, error) {
+		got := ""
+		cfg := &tls.Config{ServerName: sni, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				for _, name := range []string{"pg-a", "pg-b"} {
+					opts := x509.VerifyOptions{Roots: backends[name].CA, DNSName: sni}
+					if _, err := cs.PeerCertificates[0].Verify(opts); err == nil {
+						got = name
+						return nil
+					}
+				}
+				return errors.New("the certificate of neither pg-a nor pg-b")
+			}}
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: testsupport.RoundTripTimeout}, "tcp", tlsAddr, cfg)
+		if err != nil {
+			return "", err
+		}
+		return got, c.Close()
+	}
+	testsupport.Eventually(t, waitTimeout, "TLS passthrough to both weighted backends", func() error {
+		seen := map[string]int{}
+		for range tries {
+			name, err := who()
+			if err != nil {
+				return err
+			}
+			seen[name]++
+		}
+		if seen["pg-a"] == 0 || seen["pg-b"] == 0 {
+			return fmt.Errorf("handshakes with %v, want pg-a and pg-b", seen)
+		}
+		return nil
+	})
 }

@@ -144,7 +144,13 @@ func checkListener(l *listenerv3.Listener, clusters map[string]*clusterv3.Cluste
 			}
 			switch c := m.(type) {
 			case *tcpproxyv3.TcpProxy:
-				if clusters[c.GetCluster()] == nil {
+				if wc := c.GetWeightedClusters(); wc != nil {
+					for _, w := range wc.GetClusters() {
+						if clusters[w.GetName()] == nil && w.GetName() != translator.FailedBackendCluster {
+							return fmt.Errorf("points at missing cluster %q", w.GetName())
+						}
+					}
+				} else if clusters[c.GetCluster()] == nil {
 					return fmt.Errorf("points at missing cluster %q", c.GetCluster())
 				}
 			case *hcmv3.HttpConnectionManager:

@@ -38,10 +38,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 	switch l.Protocol {
 	case ir.ProtocolTCP:
 		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
-		tp := &tcpproxyv3.TcpProxy{
-			StatPrefix:       l.StatPrefix,
-			ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: l.Cluster},
-		}
+		tp := tcpProxy(l.StatPrefix, l.Cluster, l.Backends, l.FailedWeight)
 		if l.HashSourceIP {
 			tp.HashPolicy = []*typev3.HashPolicy{{
 				PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}},
@@ -86,10 +83,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 			if srv.Passthrough() {
 				// TLS passthrough: the connection, still encrypted, goes to the cluster;
 				// only the SNI the tls_inspector read chooses the chain.
-				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, &tcpproxyv3.TcpProxy{
-					StatPrefix:       l.StatPrefix,
-					ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: srv.Cluster},
-				})}
+				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight))}
 			} else {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 				fc.TransportSocket = downstreamTLS(srv.Secret, &errs)
@@ -103,6 +97,33 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
 	}
 	return out, joined(errs)
+}
+
+// tcpProxy proxies every connection to one cluster, or shares the connections by weight
+// among backends (weight-0 backends left out); the share of failed backends goes to
+// FailedBackendCluster, which is never a cluster: Envoy closes those connections as soon as
+// they are accepted (the TCP proxy looks its cluster up per connection).
+func tcpProxy(statPrefix, cluster string, backends []ir.WeightedCluster, failed uint32) *tcpproxyv3.TcpProxy {
+	tp := &tcpproxyv3.TcpProxy{StatPrefix: statPrefix}
+	var wcs []*tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight
+	for _, b := range backends {
+		if b.Weight > 0 {
+			wcs = append(wcs, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: b.Weight})
+		}
+	}
+	switch {
+	case cluster != "":
+	case len(wcs) == 1 && failed == 0:
+		cluster = wcs[0].Name
+	default:
+		if failed > 0 {
+			wcs = append(wcs, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{Name: FailedBackendCluster, Weight: failed})
+		}
+		tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpproxyv3.TcpProxy_WeightedCluster{Clusters: wcs}}
+		return tp
+	}
+	tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}
+	return tp
 }
 
 func networkFilter(name string, errs *[]error, cfg proto.Message) *listenerv3.Filter {

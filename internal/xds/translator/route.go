@@ -13,7 +13,8 @@ import (
 )
 
 // FailedBackendCluster is the name, never given to a cluster, that weighted routes send the
-// share of unresolvable backends to (answered 500).
+// share of unresolvable backends to (answered 500), and weighted TCP proxies the share of
+// connections to refuse (closed at once).
 const FailedBackendCluster = "kubelb-failed-backend"
 
 // routeConfig builds a route configuration served over RDS.

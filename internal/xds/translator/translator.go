@@ -105,8 +105,14 @@ func (b *builder) problem(owners []ir.ObjectRef, format string, args ...any) {
 func (b *builder) missingDependency(l *ir.Listener) string {
 	type dep struct{ typeURL, name string }
 	deps := []dep{{resource.ClusterType, l.Cluster}, {resource.RouteType, l.RouteConfig}}
+	for _, b := range l.Backends {
+		deps = append(deps, dep{resource.ClusterType, b.Cluster})
+	}
 	for _, t := range l.TLS {
 		deps = append(deps, dep{resource.SecretType, t.Secret}, dep{resource.RouteType, t.RouteConfig}, dep{resource.ClusterType, t.Cluster})
+		for _, b := range t.Backends {
+			deps = append(deps, dep{resource.ClusterType, b.Cluster})
+		}
 	}
 	for _, d := range deps {
 		if b.dropped[d.typeURL+"/"+d.name] {
