@@ -15,8 +15,8 @@ const inNetns = "KUBELB_CONFORMANCE_NETNS"
 // TestMain runs the conformance harness in a private network namespace: Pod IPs
 // (10.244.0.0/16) and the hub load balancer's addresses (10.245.1.0/24) are not loopback, so
 // the harness binds them on the namespace's own lo, and no packet leaves the namespace.
-// `unshare -rn` needs no root: the test binary re-executes itself inside, and the kernel ends
-// the namespace with the last process in it.
+// `unshare` needs no root: the test binary re-executes itself inside a user, network and PID
+// namespace, and the kernel ends them with it.
 func TestMain(m *testing.M) {
 	if os.Getenv(inNetns) == "" {
 		os.Exit(reexecInNetns())
@@ -34,7 +34,10 @@ func reexecInNetns() int {
 		fmt.Fprintln(os.Stderr, "conformance: the harness needs unshare (util-linux) to make its network namespace:", err)
 		return 1
 	}
-	cmd := exec.Command(unshare, append([]string{"--user", "--map-root-user", "--net", "--", os.Args[0]}, os.Args[1:]...)...)
+	// --pid --fork --kill-child: the test binary is PID 1 of its own PID namespace, so when it
+	// ends (or is killed, or unshare is) the kernel kills every process the harness started —
+	// kube-apiserver, etcd, kube-controller-manager, the binaries, Envoy, the echo Pods.
+	cmd := exec.Command(unshare, append([]string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--", os.Args[0]}, os.Args[1:]...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), inNetns+"=1")
 	// The harness dies with this process (e.g. when `go test` times it out).
