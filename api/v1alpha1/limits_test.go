@@ -78,6 +78,15 @@ func conditions(n int) []metav1.Condition {
 	return out
 }
 
+func services(n int) []kubelbv1alpha1.UpstreamService {
+	out := make([]kubelbv1alpha1.UpstreamService, n)
+	for i := range out {
+		out[i].APIVersion, out[i].Kind = "v1", "Service"
+		out[i].Name, out[i].Namespace = fmt.Sprintf("s%d", i), "shop"
+	}
+	return out
+}
+
 func route(name string) *kubelbv1alpha1.Route {
 	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{}
@@ -145,6 +154,18 @@ func TestCRDListBounds(t *testing.T) {
 		if err := c.Create(ctx, lb); err != nil {
 			t.Fatalf("LoadBalancer at every bound: %v", err)
 		}
+		rt := route("at-bound")
+		rt.Spec.Endpoints = make([]kubelbv1alpha1.LoadBalancerEndpoints, 4)
+		rt.Spec.Source.Kubernetes.Services = services(512)
+		for i := range rt.Spec.Source.Kubernetes.Services {
+			for p := range 4 {
+				rt.Spec.Source.Kubernetes.Services[i].Spec.Ports = append(rt.Spec.Source.Kubernetes.Services[i].Spec.Ports,
+					corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Port: int32(80 + p), NodePort: int32(30000 + p)})
+			}
+		}
+		if err := c.Create(ctx, rt); err != nil {
+			t.Fatalf("Route with 512 Services: %v", err)
+		}
 	})
 
 	many := func(n int) map[string]string {
@@ -160,14 +181,6 @@ func TestCRDListBounds(t *testing.T) {
 			m[fmt.Sprintf("k%d", i)] = []byte("v")
 		}
 		return m
-	}
-	services := func(n int) []kubelbv1alpha1.UpstreamService {
-		out := make([]kubelbv1alpha1.UpstreamService, n)
-		for i := range out {
-			out[i].APIVersion, out[i].Kind = "v1", "Service"
-			out[i].Name, out[i].Namespace = fmt.Sprintf("s%d", i), "shop"
-		}
-		return out
 	}
 
 	specs := []struct {
@@ -221,6 +234,15 @@ func TestCRDListBounds(t *testing.T) {
 			rt.Spec.Source.Kubernetes.Services = services(513)
 			return rt
 		}(), "spec.source.kubernetes.services: Too many: 513: must have at most 512 items"},
+		{"Route Service with 129 ports", func() client.Object {
+			rt := route("service-ports")
+			rt.Spec.Source.Kubernetes.Services = services(1)
+			for i := range 129 {
+				rt.Spec.Source.Kubernetes.Services[0].Spec.Ports = append(rt.Spec.Source.Kubernetes.Services[0].Spec.Ports,
+					corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(i + 1), NodePort: int32(30000 + i)})
+			}
+			return rt
+		}(), "a Service has at most 128 ports"},
 		{"SyncSecret with 1025 data keys", &kubelbv1alpha1.SyncSecret{
 			ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"}, Data: manyBytes(1025),
 		}, "data: Too many: 1025: must have at most 1024 items"},

@@ -88,8 +88,10 @@ type GrantedRef struct {
 // UpstreamService is a tenant Service referenced by a route. It is an embedded resource, so
 // that the API server keeps its metadata (name, namespace, uid, labels: the manager matches a
 // NodePort twin to its backend by the origin-name label).
+// At most 128 ports, as a LoadBalancer's.
 // +kubebuilder:validation:XEmbeddedResource
 // +kubebuilder:pruning:PreserveUnknownFields
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.ports) || self.spec.ports.size() <= 128",message="a Service has at most 128 ports"
 type UpstreamService struct {
 	corev1.Service `json:",inline"`
 }
