@@ -6,8 +6,11 @@ import (
 
 // AddressesSpec lists the addresses of a tenant's Ready nodes.
 type AddressesSpec struct {
-	// Addresses of the tenant's Ready nodes, sorted and deduplicated.
+	// Addresses of the tenant's Ready nodes, sorted and deduplicated. At most 5000, the
+	// largest cluster Kubernetes supports.
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=5000
+	// +listType=atomic
 	Addresses []EndpointAddress `json:"addresses"`
 }
 

@@ -52,10 +52,14 @@ const (
 type LoadBalancerEndpoints struct {
 	// Name of the endpoint group.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
 	// Addresses of the endpoints.
 	// +optional
+	// At most 1000 (an EndpointSlice's limit).
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=atomic
 	Addresses []EndpointAddress `json:"addresses,omitempty"`
 
 	// AddressesReference points at an Addresses object (normally "default") whose addresses
@@ -65,6 +69,9 @@ type LoadBalancerEndpoints struct {
 
 	// Ports served by every endpoint address.
 	// +optional
+	// At most 128, as a LoadBalancer's ports.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
 	Ports []EndpointPort `json:"ports,omitempty"`
 }
 
@@ -72,10 +79,12 @@ type LoadBalancerEndpoints struct {
 type EndpointAddress struct {
 	// IP address of the endpoint.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	IP string `json:"ip,omitempty"`
 
 	// Hostname of the endpoint.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Hostname string `json:"hostname,omitempty"`
 }
 
@@ -83,6 +92,7 @@ type EndpointAddress struct {
 type EndpointPort struct {
 	// Name of the port.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
 	// Port number.
@@ -102,6 +112,8 @@ type AnnotationSettings struct {
 	// PropagatedAnnotations lists annotations (key, and optionally the only value allowed)
 	// that are copied from tenant objects onto the hub objects made for them.
 	// +optional
+	// At most 256 entries.
+	// +kubebuilder:validation:MaxProperties=256
 	PropagatedAnnotations *map[string]string `json:"propagatedAnnotations,omitempty"`
 
 	// PropagateAllAnnotations copies every annotation but the denied ones.
@@ -110,11 +122,17 @@ type AnnotationSettings struct {
 
 	// DeniedAnnotations are never copied.
 	// +optional
+	// At most 256 annotation keys.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=atomic
 	DeniedAnnotations []string `json:"deniedAnnotations,omitempty"`
 
 	// DefaultAnnotations are set on every hub object of the given kind ("service",
 	// "ingress", "gateway", "httproute", "grpcroute" or "all").
 	// +optional
+	// At most 16 kinds, each with at most 256 annotations.
+	// +kubebuilder:validation:MaxProperties=16
 	DefaultAnnotations map[AnnotatedResource]Annotations `json:"defaultAnnotations,omitempty"`
 }
 
@@ -123,6 +141,7 @@ type AnnotationSettings struct {
 type AnnotatedResource string
 
 // Annotations is a set of annotations.
+// +kubebuilder:validation:MaxProperties=256
 type Annotations map[string]string
 
 // Kinds of objects that default annotations apply to.
@@ -138,12 +157,16 @@ const (
 // Version describes a build of a kubelb component.
 type Version struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	GitVersion string `json:"gitVersion,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	GitCommit string `json:"gitCommit,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	BuildDate string `json:"buildDate,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Edition string `json:"edition,omitempty"`
 }
 
@@ -151,6 +174,7 @@ type Version struct {
 type LoadBalancerSettings struct {
 	// Class is the loadBalancerClass of the hub Services that expose the Envoy fleet.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Class *string `json:"class,omitempty"`
 
 	// Disable turns layer-4 load balancing off.
@@ -162,6 +186,7 @@ type LoadBalancerSettings struct {
 type IngressSettings struct {
 	// Class is the ingress class used on the hub.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Class *string `json:"class,omitempty"`
 
 	// Disable turns Ingress support off.
@@ -173,6 +198,7 @@ type IngressSettings struct {
 type GatewayAPISettings struct {
 	// Class is the gateway class used on the hub.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Class *string `json:"class,omitempty"`
 
 	// DefaultGateway is the hub Gateway routes attach to by default.
@@ -188,6 +214,7 @@ type GatewayAPISettings struct {
 type DNSSettings struct {
 	// WildcardDomain from which hostnames are generated.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	WildcardDomain *string `json:"wildcardDomain,omitempty"`
 
 	// AllowExplicitHostnames lets tenants ask for hostnames of their own.
@@ -207,6 +234,7 @@ type DNSSettings struct {
 type CertificatesSettings struct {
 	// DefaultClusterIssuer is the cert-manager ClusterIssuer used by default.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	DefaultClusterIssuer *string `json:"defaultClusterIssuer,omitempty"`
 }
 

@@ -60,8 +60,13 @@ type EnvoyProxy struct {
 	SinglePodPerNode bool `json:"singlePodPerNode,omitempty"`
 
 	// +optional
+	// At most 64 labels.
+	// +kubebuilder:validation:MaxProperties=64
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
+	// At most 64.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -79,6 +84,7 @@ type EnvoyProxy struct {
 
 	// Image of the Envoy proxy (an addition; ignorable). Defaults to the manager's flag.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`
 }
 

@@ -10,14 +10,21 @@ type LoadBalancerSpec struct {
 	// Endpoints are the tenant addresses and ports traffic is sent to. For a mirrored
 	// Service the ports are its NodePorts and the addresses come from Addresses/default.
 	// +kubebuilder:validation:MinItems=1
+	// At most 4 groups (a ccm writes one).
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
 	Endpoints []LoadBalancerEndpoints `json:"endpoints"`
 
 	// Ports the load balancer exposes.
 	// +optional
+	// At most 128.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
 	Ports []LoadBalancerPort `json:"ports,omitempty"`
 
 	// Hostname asked for the load balancer.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Hostname string `json:"hostname,omitempty"`
 
 	// Type of the hub Service that exposes the load balancer.
@@ -38,6 +45,7 @@ type LoadBalancerSpec struct {
 type LoadBalancerPort struct {
 	// Name of the port; must match an endpoint port name when several ports are exposed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
 	// Protocol of the port: TCP or UDP.
@@ -69,6 +77,8 @@ type Persistence struct {
 type LoadBalancerStatus struct {
 	// LoadBalancer holds the ingress addresses the tenant Service must show.
 	// +optional
+	// At most 16 ingress addresses.
+	// +kubebuilder:validation:XValidation:rule="!has(self.ingress) || self.ingress.size() <= 16",message="at most 16 ingress addresses"
 	LoadBalancer corev1.LoadBalancerStatus `json:"loadBalancer,omitempty"`
 
 	// Service describes the hub Service of the load balancer.
@@ -83,6 +93,7 @@ type LoadBalancerStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ObservedGeneration is the generation the status describes (an addition; ignorable).
@@ -93,6 +104,9 @@ type LoadBalancerStatus struct {
 // ServiceStatus lists the ports of the hub Service of a load balancer.
 type ServiceStatus struct {
 	// +optional
+	// At most 128, as the LoadBalancer's ports.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
 	Ports []ServicePort `json:"ports,omitempty"`
 }
 
@@ -107,6 +121,7 @@ type ServicePort struct {
 // HostnameStatus reports the hostname of a load balancer.
 type HostnameStatus struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Hostname string `json:"hostname,omitempty"`
 	// +optional
 	TLSEnabled bool `json:"tlsEnabled,omitempty"`

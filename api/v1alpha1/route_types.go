@@ -12,6 +12,9 @@ type RouteSpec struct {
 	// Endpoints are the tenant addresses traffic is sent to, normally one group with an
 	// addressesReference to Addresses/default.
 	// +optional
+	// At most 4 groups.
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
 	Endpoints []LoadBalancerEndpoints `json:"endpoints,omitempty"`
 
 	// Source of the route.
@@ -35,6 +38,10 @@ type KubernetesSource struct {
 
 	// Services referenced by the route's backends, as seen in the tenant (with NodePorts).
 	// +optional
+	// At most 512: a Gateway API route has at most 16 rules of 16 backends, and
+	// a ClusterIP backend may come with its NodePort twin.
+	// +kubebuilder:validation:MaxItems=512
+	// +listType=atomic
 	Services []UpstreamService `json:"services,omitempty"`
 
 	// Context is what kubelb's ccm saw in the tenant cluster that the hub cannot see, for
@@ -81,8 +88,10 @@ type GrantedRef struct {
 // UpstreamService is a tenant Service referenced by a route. It is an embedded resource, so
 // that the API server keeps its metadata (name, namespace, uid, labels: the manager matches a
 // NodePort twin to its backend by the origin-name label).
+// At most 128 ports, as a LoadBalancer's.
 // +kubebuilder:validation:XEmbeddedResource
 // +kubebuilder:pruning:PreserveUnknownFields
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.ports) || self.spec.ports.size() <= 128",message="a Service has at most 128 ports"
 type UpstreamService struct {
 	corev1.Service `json:",inline"`
 }
@@ -98,10 +107,13 @@ type RouteStatus struct {
 type RouteResourcesStatus struct {
 	// Source names the tenant object.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Source string `json:"source,omitempty"`
 
 	// Services made on the hub, keyed "namespace/name".
 	// +optional
+	// At most 512, as the spec's.
+	// +kubebuilder:validation:MaxProperties=512
 	Services map[string]RouteServiceStatus `json:"services,omitempty"`
 
 	// Route made on the hub; its status is copied back onto the tenant object.
@@ -114,20 +126,28 @@ type RouteServiceStatus struct {
 	ResourceState `json:",inline"`
 
 	// +optional
+	// At most 128.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
 	Ports []corev1.ServicePort `json:"ports,omitempty"`
 }
 
 // ResourceState describes one hub object made for a route.
 type ResourceState struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=316
 	APIVersion string `json:"apiVersion,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	GeneratedName string `json:"generatedName,omitempty"`
 
 	// Status of the object, raw.
@@ -138,6 +158,7 @@ type ResourceState struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

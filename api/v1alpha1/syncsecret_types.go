@@ -10,10 +10,12 @@ type SyncSecretStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Phase string `json:"phase,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -28,8 +30,12 @@ type SyncSecret struct {
 	// +optional
 	Immutable *bool `json:"immutable,omitempty"`
 	// +optional
+	// Data of the Secret; at most 1024 keys.
+	// +kubebuilder:validation:MaxProperties=1024
 	Data map[string][]byte `json:"data,omitempty"`
 	// +optional
+	// StringData of the Secret; at most 1024 keys.
+	// +kubebuilder:validation:MaxProperties=1024
 	StringData map[string]string `json:"stringData,omitempty"`
 	// +optional
 	Type corev1.SecretType `json:"type,omitempty"`

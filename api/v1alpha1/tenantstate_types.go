@@ -20,6 +20,7 @@ type TenantStateStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// LoadBalancer tells whether layer-4 load balancing is allowed.
