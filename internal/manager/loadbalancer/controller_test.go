@@ -317,6 +317,35 @@ func TestController(t *testing.T) {
 		deleteAll(t, c, victimNS)
 	})
 
+	// The tenant label of a hub Service names the tenant whose namespace the LoadBalancer is
+	// in, whatever the LoadBalancer's own labels (which the tenant writes) claim.
+	t.Run("TenantLabelComesFromTheNamespace", func(t *testing.T) {
+		ns := "tenant-la"
+		createNamespace(t, c, ns, true)
+		startController(t, hub, opts, 200, 400)
+		lb := newLB(ns, "claims-b", tcp(80))
+		lb.Labels = map[string]string{kubelbv1alpha1.LabelTenantName: "b", kubelbv1alpha1.LabelOriginName: "web"}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		svc := waitService(t, c, ns, "claims-b", nil)
+		if got := svc.Labels[kubelbv1alpha1.LabelTenantName]; got != "la" {
+			t.Errorf("hub Service tenant label %q, want %q (from namespace %s)", got, "la", ns)
+		}
+		if got := svc.Labels[kubelbv1alpha1.LabelOriginName]; got != "web" {
+			t.Errorf("hub Service origin-name label %q, want web", got)
+		}
+		// A LoadBalancer without the label gets it all the same.
+		plain := newLB(ns, "plain", tcp(81))
+		if err := c.Create(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		if got := waitService(t, c, ns, "plain", nil).Labels[kubelbv1alpha1.LabelTenantName]; got != "la" {
+			t.Errorf("hub Service tenant label %q, want la", got)
+		}
+		deleteAll(t, c, ns)
+	})
+
 	t.Run("PortsExhaustedOnOneLoadBalancerOnly", func(t *testing.T) {
 		ns := "tenant-c"
 		createNamespace(t, c, ns, true)
