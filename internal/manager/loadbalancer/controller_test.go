@@ -406,7 +406,7 @@ func TestController(t *testing.T) {
 		if err := c.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}
-		startController(t, hub, opts, 200, 400)
+		m := startController(t, hub, opts, 200, 400)
 		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
 			t.Fatal(err)
 		}
@@ -420,18 +420,36 @@ func TestController(t *testing.T) {
 		}
 		got := waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")}})
-		if len(got.Status.LoadBalancer.Ingress) != 0 || !slices.Equal(upstreamPorts(got), []int32{port}) {
+		// No hub Service, no ports: the Service is the one record of an allocation.
+		if len(got.Status.LoadBalancer.Ingress) != 0 || len(got.Status.Service.Ports) != 0 {
 			t.Errorf("disabled status %+v", got.Status)
+		}
+		if holder, ok := m.r.ports.Allocator().Holder(port); ok {
+			t.Errorf("port %d still held by %s while load balancing is disabled", port, holder)
+		}
+		// A LoadBalancer created while disabled takes no port either.
+		if err := c.Create(ctx, newLB(ns, "later", tcp(81))); err != nil {
+			t.Fatal(err)
+		}
+		later := waitReady(t, c, ns, "later", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
+		if len(later.Status.Service.Ports) != 0 {
+			t.Errorf("a LoadBalancer created while disabled has ports %+v", later.Status.Service.Ports)
+		}
+		for k := range m.r.ports.Allocator().Snapshot() {
+			if k.Owner().Namespace == ns {
+				t.Errorf("port of %s allocated while load balancing is disabled", k)
+			}
 		}
 		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"disable":false}}}`))); err != nil {
 			t.Fatal(err)
 		}
 		waitService(t, c, ns, "lb", func(s *corev1.Service) error {
-			if s.Spec.Ports[0].TargetPort.IntVal != port {
-				return fmt.Errorf("target port %v, want %d", s.Spec.Ports[0].TargetPort, port)
+			if !opts.PortRange.Contains(s.Spec.Ports[0].TargetPort.IntVal) {
+				return fmt.Errorf("target port %v outside %s", s.Spec.Ports[0].TargetPort, opts.PortRange)
 			}
 			return nil
 		})
+		waitService(t, c, ns, "later", nil)
 		deleteAll(t, c, ns)
 	})
 

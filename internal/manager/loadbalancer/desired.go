@@ -222,7 +222,7 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: generation}
 	switch {
 	case o.disabled:
-		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed."
+		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed and its listener ports freed."
 	case o.noPorts:
 		c.Reason, c.Message = ReasonNoPorts, "The LoadBalancer has no ports to expose."
 	case o.serviceErr != nil:
