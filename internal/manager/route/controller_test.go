@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -502,10 +503,13 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitService(t, c, ns, GatewayServiceName("odd"), nil)
-		rt := getRoute(t, c, ns, "odd")
-		rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
-		rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
-		if err := c.Update(ctx, rt); err != nil {
+		// The controller may still be writing the Route's status: retry on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			rt := getRoute(t, c, ns, "odd")
+			rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
+			rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
+			return c.Update(ctx, rt)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		got := waitCondition(t, c, ns, "odd", metav1.ConditionFalse, ReasonUnsupportedKind)
