@@ -150,8 +150,6 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	ccmRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"kubelb.k8c.io"}, Resources: []string{"loadbalancers", "routes", "addresses", "syncsecrets"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{"kubelb.k8c.io"}, Resources: []string{"loadbalancers/status", "routes/status", "addresses/status", "syncsecrets/status"},
-			Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"kubelb.k8c.io"}, Resources: []string{"tenantstates"}, Verbs: []string{"get", "list", "watch"}},
 		// The ccm renews its own token.
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"kubelb-ccm"}, Verbs: []string{"create"}},

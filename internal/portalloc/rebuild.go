@@ -89,7 +89,8 @@ type Conflict struct {
 //     Ingress Service (IngressKey).
 //
 // Services being deleted record nothing. Nothing of LoadBalancer or Route status is read:
-// tenants can write those (and no tenant can write a hub Service).
+// only hub Services, which no tenant can write, are the record (tenants cannot write hub
+// status either, but a status is a copy made for them, not a record).
 func RecordedKeys(svc *corev1.Service) map[Key]int32 {
 	if svc.DeletionTimestamp != nil {
 		return nil

@@ -234,9 +234,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return 0, svcErr
 	}
 
-	// Ports: allocate (or keep) one listener port per LoadBalancer port.
+	// Ports: allocate (or keep) one listener port per LoadBalancer port. A disabled tenant's
+	// LoadBalancer has no hub Service, the one record of an allocation, so it holds no ports:
+	// they would be lost on a restart anyway, and would let it take ports without limit.
 	planned, problems := planPorts(lb)
-	alloc, released, allocErr := ports.Ensure(owner, allocationRequests(planned, svc))
+	var reqs []portalloc.Request
+	if !tenant.DisableLoadBalancer {
+		reqs = allocationRequests(planned, svc)
+	}
+	alloc, released, allocErr := ports.Ensure(owner, reqs)
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return 0, fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}

@@ -317,6 +317,35 @@ func TestController(t *testing.T) {
 		deleteAll(t, c, victimNS)
 	})
 
+	// The tenant label of a hub Service names the tenant whose namespace the LoadBalancer is
+	// in, whatever the LoadBalancer's own labels (which the tenant writes) claim.
+	t.Run("TenantLabelComesFromTheNamespace", func(t *testing.T) {
+		ns := "tenant-la"
+		createNamespace(t, c, ns, true)
+		startController(t, hub, opts, 200, 400)
+		lb := newLB(ns, "claims-b", tcp(80))
+		lb.Labels = map[string]string{kubelbv1alpha1.LabelTenantName: "b", kubelbv1alpha1.LabelOriginName: "web"}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		svc := waitService(t, c, ns, "claims-b", nil)
+		if got := svc.Labels[kubelbv1alpha1.LabelTenantName]; got != "la" {
+			t.Errorf("hub Service tenant label %q, want %q (from namespace %s)", got, "la", ns)
+		}
+		if got := svc.Labels[kubelbv1alpha1.LabelOriginName]; got != "web" {
+			t.Errorf("hub Service origin-name label %q, want web", got)
+		}
+		// A LoadBalancer without the label gets it all the same.
+		plain := newLB(ns, "plain", tcp(81))
+		if err := c.Create(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		if got := waitService(t, c, ns, "plain", nil).Labels[kubelbv1alpha1.LabelTenantName]; got != "la" {
+			t.Errorf("hub Service tenant label %q, want la", got)
+		}
+		deleteAll(t, c, ns)
+	})
+
 	t.Run("PortsExhaustedOnOneLoadBalancerOnly", func(t *testing.T) {
 		ns := "tenant-c"
 		createNamespace(t, c, ns, true)
@@ -377,7 +406,7 @@ func TestController(t *testing.T) {
 		if err := c.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}
-		startController(t, hub, opts, 200, 400)
+		m := startController(t, hub, opts, 200, 400)
 		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
 			t.Fatal(err)
 		}
@@ -391,18 +420,36 @@ func TestController(t *testing.T) {
 		}
 		got := waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")}})
-		if len(got.Status.LoadBalancer.Ingress) != 0 || !slices.Equal(upstreamPorts(got), []int32{port}) {
+		// No hub Service, no ports: the Service is the one record of an allocation.
+		if len(got.Status.LoadBalancer.Ingress) != 0 || len(got.Status.Service.Ports) != 0 {
 			t.Errorf("disabled status %+v", got.Status)
+		}
+		if holder, ok := m.r.ports.Allocator().Holder(port); ok {
+			t.Errorf("port %d still held by %s while load balancing is disabled", port, holder)
+		}
+		// A LoadBalancer created while disabled takes no port either.
+		if err := c.Create(ctx, newLB(ns, "later", tcp(81))); err != nil {
+			t.Fatal(err)
+		}
+		later := waitReady(t, c, ns, "later", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
+		if len(later.Status.Service.Ports) != 0 {
+			t.Errorf("a LoadBalancer created while disabled has ports %+v", later.Status.Service.Ports)
+		}
+		for k := range m.r.ports.Allocator().Snapshot() {
+			if k.Owner().Namespace == ns {
+				t.Errorf("port of %s allocated while load balancing is disabled", k)
+			}
 		}
 		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"loadBalancer":{"disable":false}}}`))); err != nil {
 			t.Fatal(err)
 		}
 		waitService(t, c, ns, "lb", func(s *corev1.Service) error {
-			if s.Spec.Ports[0].TargetPort.IntVal != port {
-				return fmt.Errorf("target port %v, want %d", s.Spec.Ports[0].TargetPort, port)
+			if !opts.PortRange.Contains(s.Spec.Ports[0].TargetPort.IntVal) {
+				return fmt.Errorf("target port %v outside %s", s.Spec.Ports[0].TargetPort, opts.PortRange)
 			}
 			return nil
 		})
+		waitService(t, c, ns, "later", nil)
 		deleteAll(t, c, ns)
 	})
 

@@ -132,8 +132,13 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	if len(validation.IsValidLabelValue(lb.Name)) == 0 {
 		labels[kubelbv1alpha1.LabelLoadBalancerName] = lb.Name
 	}
+	// The tenant comes from the namespace, never from the LoadBalancer's own labels: the
+	// tenant writes those, and could name another tenant.
+	if tenant := settings.TenantName(lb.Namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
+		labels[kubelbv1alpha1.LabelTenantName] = tenant
+	}
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace,
-		kubelbv1alpha1.LabelOriginResourceKind, kubelbv1alpha1.LabelTenantName} {
+		kubelbv1alpha1.LabelOriginResourceKind} {
 		if v, ok := lb.Labels[k]; ok {
 			labels[k] = v
 		}
@@ -217,7 +222,7 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: generation}
 	switch {
 	case o.disabled:
-		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed."
+		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed and its listener ports freed."
 	case o.noPorts:
 		c.Reason, c.Message = ReasonNoPorts, "The LoadBalancer has no ports to expose."
 	case o.serviceErr != nil:

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -342,6 +343,31 @@ func TestController(t *testing.T) {
 		deleteRoutes(t, c, ns)
 	})
 
+	// The tenant label of a Route's hub Services names the tenant whose namespace the Route
+	// is in, whatever the Route's own labels (which the tenant writes) claim.
+	t.Run("TenantLabelComesFromTheNamespace", func(t *testing.T) {
+		ns := "tenant-ra"
+		createNamespace(t, c, ns)
+		startManager(t, hub, portRange)
+		gw := gatewayRoute(ns, "claims-b", listener("http", 80, "HTTP"))
+		in := ingressRoute(ns, "ing-claims-b")
+		for _, rt := range []*kubelbv1alpha1.Route{gw, in} {
+			if rt.Labels == nil {
+				rt.Labels = map[string]string{}
+			}
+			rt.Labels[kubelbv1alpha1.LabelTenantName] = "b"
+			if err := c.Create(ctx, rt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, name := range []string{GatewayServiceName("claims-b"), kubelbv1alpha1.IngressServiceName} {
+			if got := waitService(t, c, ns, name, nil).Labels[kubelbv1alpha1.LabelTenantName]; got != "ra" {
+				t.Errorf("hub Service %s tenant label %q, want %q (from namespace %s)", name, got, "ra", ns)
+			}
+		}
+		deleteRoutes(t, c, ns)
+	})
+
 	// Tenant switches: no hub Service while disabled, back when enabled.
 	t.Run("DisabledByTenant", func(t *testing.T) {
 		ns := "tenant-off"
@@ -477,10 +503,13 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitService(t, c, ns, GatewayServiceName("odd"), nil)
-		rt := getRoute(t, c, ns, "odd")
-		rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
-		rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
-		if err := c.Update(ctx, rt); err != nil {
+		// The controller may still be writing the Route's status: retry on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			rt := getRoute(t, c, ns, "odd")
+			rt.Spec.Source.Kubernetes.Route.SetAPIVersion("example.com/v1")
+			rt.Spec.Source.Kubernetes.Route.SetKind("Widget")
+			return c.Update(ctx, rt)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		got := waitCondition(t, c, ns, "odd", metav1.ConditionFalse, ReasonUnsupportedKind)

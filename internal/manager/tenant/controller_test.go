@@ -233,6 +233,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 	t.Run("ccm may do its job in its namespace", func(t *testing.T) { checkAllowed(t, ccmA, ccmACfg) })
 	t.Run("ccm may do nothing else", func(t *testing.T) { checkForbidden(t, ccmA) })
 	t.Run("exact permissions", func(t *testing.T) { checkExactRules(t, ccmA) })
+	t.Run("ccm may not write hub status", func(t *testing.T) { checkNoHubStatus(t, c, ccmA) })
 
 	t.Run("Config and Tenant settings reach TenantState", func(t *testing.T) {
 		disabled := func(tenant string, want bool) {
@@ -353,8 +354,6 @@ func checkAllowed(t *testing.T, ccm client.WithWatch, cfg *rest.Config) {
 	lb.Labels = map[string]string{kubelbv1alpha1.LabelOriginName: "web"}
 	expectAllowed(t, "update LoadBalancer", ccm.Update(bg, lb))
 	expectAllowed(t, "patch LoadBalancer", ccm.Patch(bg, lb, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`))))
-	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.0.9"}}
-	expectAllowed(t, "update LoadBalancer status", ccm.Status().Update(bg, lb))
 	addr := &kubelbv1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultAddressesName, Namespace: ns},
 		Spec: kubelbv1alpha1.AddressesSpec{Addresses: []kubelbv1alpha1.EndpointAddress{{IP: "127.0.0.2"}}}}
 	expectAllowed(t, "create Addresses", ccm.Create(bg, addr))
@@ -384,6 +383,77 @@ func checkAllowed(t *testing.T, ccm client.WithWatch, cfg *rest.Config) {
 			t.Fatal(err)
 		}
 		expectAllowed(t, "list LoadBalancers with the renewed token", renewed.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace(ns)))
+	}
+}
+
+// checkNoHubStatus proves that a tenant cannot write the status the manager keeps on the hub
+// (allocated listener ports, addresses, conditions): access reviews of the ccm's
+// ServiceAccount, as the API server's authorizer answers them, deny update and patch of every
+// status subresource in its own namespace while allowing what the ccm does; and real writes
+// with the ccm's token are refused.
+func checkNoHubStatus(t *testing.T, admin client.Client, ccm client.WithWatch) {
+	ns := "tenant-a"
+	user := "system:serviceaccount:" + ns + ":" + ServiceAccountName
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	review := func(resource, subresource, verb string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: verb, Group: kubelbv1alpha1.GroupVersion.Group, Version: kubelbv1alpha1.GroupVersion.Version,
+				Resource: resource, Subresource: subresource, Name: "x",
+			},
+		}}
+		if err := admin.Create(bg, sar); err != nil {
+			t.Fatalf("access review %s/%s %s: %v", resource, subresource, verb, err)
+		}
+		return sar.Status.Allowed
+	}
+	for _, res := range []string{"loadbalancers", "routes", "addresses", "syncsecrets", "tenantstates"} {
+		for _, verb := range []string{"update", "patch"} {
+			if review(res, "status", verb) {
+				t.Errorf("the ccm may %s %s/status in its namespace; only the manager may", verb, res)
+			}
+		}
+	}
+	for _, res := range []string{"loadbalancers", "routes", "addresses", "syncsecrets"} {
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+			if !review(res, "", verb) {
+				t.Errorf("the ccm may not %s %s in its namespace", verb, res)
+			}
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		if !review("tenantstates", "", verb) {
+			t.Errorf("the ccm may not %s tenantstates in its namespace", verb)
+		}
+	}
+
+	// Real writes with the ccm's token: a forged listener port and address are refused.
+	lb := loadBalancer(ns, "forger")
+	expectAllowed(t, "create LoadBalancer", ccm.Create(bg, lb))
+	defer func() { _ = admin.Delete(bg, lb) }()
+	lb.Status.Service.Ports = []kubelbv1alpha1.ServicePort{{ServicePort: corev1.ServicePort{Port: 80, Protocol: corev1.ProtocolTCP}, UpstreamTargetPort: 10001}}
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.0.9"}}
+	expectForbidden(t, "update LoadBalancer status", ccm.Status().Update(bg, lb))
+	expectForbidden(t, "patch LoadBalancer status", ccm.Status().Patch(bg, lb,
+		client.RawPatch(types.MergePatchType, []byte(`{"status":{"service":{"ports":[{"port":80,"upstreamTargetPort":10001}]}}}`))))
+	for _, obj := range []client.Object{
+		&kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "forger", Namespace: ns}},
+		&kubelbv1alpha1.SyncSecret{ObjectMeta: metav1.ObjectMeta{Name: "forger", Namespace: ns}},
+		&kubelbv1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: "forger", Namespace: ns}},
+	} {
+		kind := fmt.Sprintf("%T", obj)
+		expectForbidden(t, "patch "+kind+" status", ccm.Status().Patch(bg, obj,
+			client.RawPatch(types.MergePatchType, []byte(`{"status":{"conditions":[]}}`))))
+	}
+	// Status sent with the object itself is dropped by the API server (status subresource).
+	got := &kubelbv1alpha1.LoadBalancer{}
+	if err := admin.Get(bg, client.ObjectKeyFromObject(lb), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Service.Ports) > 0 || len(got.Status.LoadBalancer.Ingress) > 0 {
+		t.Errorf("the ccm's status reached the hub: %+v", got.Status)
 	}
 }
 

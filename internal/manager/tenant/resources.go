@@ -15,21 +15,19 @@ import (
 
 // CCMRules are everything a tenant's ccm may do on the hub, granted by a Role in its own
 // namespace only: mirror LoadBalancers, Routes, Addresses and SyncSecrets (and read the
-// status the manager writes), read its TenantState, and renew its own token (TokenRequest for
-// its own ServiceAccount only, so a ccm keeps working without its kubeconfig being copied
-// again). No core Services or Secrets, no Events (the ccm reports on its own cluster's
-// objects), no token for any other ServiceAccount, nothing cluster-scoped.
+// status the manager writes, which comes with the objects), read its TenantState, and renew
+// its own token (TokenRequest for its own ServiceAccount only, so a ccm keeps working without
+// its kubeconfig being copied again). No status subresource at all: hub status is the
+// manager's record (allocated listener ports, conditions, the addresses the ccm copies back)
+// and a tenant that could write it could forge it. No core Services or Secrets, no Events
+// (the ccm reports on its own cluster's objects), no token for any other ServiceAccount,
+// nothing cluster-scoped.
 func CCMRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{
 			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
 			Resources: []string{"loadbalancers", "routes", "addresses", "syncsecrets"},
 			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
-		},
-		{
-			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
-			Resources: []string{"loadbalancers/status", "routes/status", "addresses/status", "syncsecrets/status"},
-			Verbs:     []string{"get", "update", "patch"},
 		},
 		{
 			APIGroups: []string{kubelbv1alpha1.GroupVersion.Group},
