@@ -280,14 +280,11 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
 				continue
 			}
-			if !ep.Hostname {
-				if r := t.policy.denied(ip); r != nil {
-					t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, r.Prefix, r.Source)
-					continue
-				}
+			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
+				t.problem(t.ref(lb, ""), ir.SeverityWarning, reason, format, args...)
+			}) {
+				eps = append(eps, ir.Endpoint{Address: addr, Port: uint32(port)})
 			}
-			ep.Port = uint32(port)
-			eps = append(eps, ep)
 		}
 	}
 	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
