@@ -676,7 +676,6 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 			}
 			in.Tenant = tenant
 			in.Options.ListenerAddress = "127.0.0.1"
-			localHostnames(&in)
 			// Every port a listener binds is remapped to a free one: the Envoy listener ports
 			// of LoadBalancers (status upstreamTargetPort) and of the Ingress and Gateway hub
 			// Services (targetPort), so that no golden binds a fixed port such as 20080.
@@ -773,29 +772,6 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// localHostnames points every hostname endpoint at "localhost" (resolved from /etc/hosts),
-// so Envoy's STRICT_DNS clusters send no DNS query off the machine.
-func localHostnames(in *translate.Input) {
-	for name, a := range in.Addresses {
-		for i := range a.Spec.Addresses {
-			if a.Spec.Addresses[i].Hostname != "" && a.Spec.Addresses[i].IP == "" {
-				a.Spec.Addresses[i].Hostname = "localhost"
-			}
-		}
-		in.Addresses[name] = a
-	}
-	for i := range in.LoadBalancers {
-		for j := range in.LoadBalancers[i].Spec.Endpoints {
-			g := &in.LoadBalancers[i].Spec.Endpoints[j]
-			for k := range g.Addresses {
-				if g.Addresses[k].Hostname != "" && g.Addresses[k].IP == "" {
-					g.Addresses[k].Hostname = "localhost"
-				}
-			}
-		}
 	}
 }
 
