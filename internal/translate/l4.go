@@ -310,7 +310,7 @@ func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) 
 }
 
 // parseAddress accepts an IP (v4 or v6, no zone, not unspecified; returned too, unmapped)
-// or, when no IP is given, a DNS name.
+// or, when no IP is given, a DNS name (normalized; the returned IP is then invalid).
 func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 	if a.IP != "" {
 		ip, err := netip.ParseAddr(strings.TrimSpace(a.IP))
@@ -325,7 +325,7 @@ func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 		if len(validation.IsDNS1123Subdomain(h)) > 0 {
 			return ir.Endpoint{}, netip.Addr{}, false
 		}
-		return ir.Endpoint{Address: h, Hostname: true}, netip.Addr{}, true
+		return ir.Endpoint{Address: h}, netip.Addr{}, true
 	}
 	return ir.Endpoint{}, netip.Addr{}, false
 }

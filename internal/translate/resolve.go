@@ -33,7 +33,7 @@ func EndpointHostnames(in *Input) []string {
 			if a.IP != "" || a.Hostname == "" {
 				continue
 			}
-			if ep, _, ok := parseAddress(a); ok && ep.Hostname {
+			if ep, ip, ok := parseAddress(a); ok && !ip.IsValid() {
 				names = append(names, ep.Address)
 			}
 		}
@@ -55,11 +55,11 @@ func EndpointHostnames(in *Input) []string {
 	return slices.Compact(names)
 }
 
-// endpointIPs turns one parsed endpoint address into the IPs that may be used: the IP itself
-// unless the policy denies it, or for a hostname each address it resolved to (Input.Resolved)
+// endpointIPs turns one parsed endpoint address (parseAddress: ip is invalid for a hostname)
+// into the IPs that may be used: the IP itself unless the policy denies it, or for a hostname each address it resolved to (Input.Resolved)
 // that the policy allows. Every left-out address is reported through problem.
 func endpointIPs(in *Input, pol *policy, ep ir.Endpoint, ip netip.Addr, problem func(reason, format string, args ...any)) []string {
-	if !ep.Hostname {
+	if ip.IsValid() {
 		if d := pol.denied(ip); d != nil {
 			problem(ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, d.Prefix, d.Source)
 			return nil

@@ -778,7 +778,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 // TestEnvoyAcceptsBackEndGoldenCases sends every IR case of the back end's golden files —
 // Layer 4, HTTP routes over RDS, HTTPS with SNI chains and SDS secrets — to a real Envoy and
 // checks that every listener becomes active with no NACK. Listeners move to free loopback
-// ports, hostname endpoints to localhost.
+// ports.
 func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 	const tenant = "tenant-backend"
 	srv, xdsAddr := startXDS(t)
@@ -802,13 +802,6 @@ func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 			}
 			for _, l := range cfg.Listeners {
 				l.Address, l.Port = "127.0.0.1", uint32(testsupport.FreePort(t))
-			}
-			for _, c := range cfg.Clusters {
-				for i := range c.Endpoints {
-					if c.Endpoints[i].Hostname {
-						c.Endpoints[i].Address = "localhost"
-					}
-				}
 			}
 			cfg.Normalize()
 			res, _, err := translator.Translate(cfg)

@@ -8,6 +8,11 @@
 // writer turns it into conditions. It writes nothing to the API server. An IR equal to the
 // tenant's previous one is neither translated again nor pushed.
 //
+// Endpoint hostnames (the ccm's Hostname node addresses) are resolved here (resolve.go),
+// never by Envoy: the addresses go into the translation input (translate.Input.Resolved),
+// where the endpoint policy checks each one. A tenant with hostnames is rebuilt every
+// ResolveInterval so that changed answers reach its proxies.
+//
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
 // Namespace object itself). Every LoadBalancer, Addresses, Route, Route hub Service and synced
 // Secret event maps to its namespace's key,

@@ -105,10 +105,10 @@ func (n *names) resolve(ctx context.Context, tenant string, hostnames []string) 
 func (n *names) lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
-	// A trailing dot makes the name absolute: no search domain of the manager's Pod
-	// (tenant-a.svc.cluster.local, ...) is ever tried, so a short name cannot reach a hub
-	// Service through the manager's resolv.conf.
-	addrs, err := n.resolver.LookupNetIP(ctx, "ip", name+".")
+	// The name is looked up as the manager's Pod would (hosts file, resolv.conf with its
+	// search domains): a short name may find a hub Service, which is why translation checks
+	// every address against the endpoint policy (the hub ranges deny it).
+	addrs, err := n.resolver.LookupNetIP(ctx, "ip", name)
 	if err != nil {
 		return nil, err
 	}

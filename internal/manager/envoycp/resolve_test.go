@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
@@ -26,7 +27,7 @@ import (
 // fakeDNS is a Resolver answering from a table; it records the names asked.
 type fakeDNS struct {
 	mu     sync.Mutex
-	answer map[string][]string // absolute name → addresses
+	answer map[string][]string // name → addresses
 	fail   map[string]error
 	asked  []string
 }
@@ -34,14 +35,14 @@ type fakeDNS struct {
 func (f *fakeDNS) set(name string, addrs ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.answer[name+"."] = addrs
-	delete(f.fail, name+".")
+	f.answer[name] = addrs
+	delete(f.fail, name)
 }
 
 func (f *fakeDNS) failWith(name string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fail[name+"."] = err
+	f.fail[name] = err
 }
 
 func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
@@ -151,14 +152,14 @@ func TestReconcileResolvesHostnames(t *testing.T) {
 	reconcileOnce()
 
 	// A failing DNS server keeps the last good answer.
-	dns.failWith("node-a.example.com", &net.DNSError{Err: "i/o timeout", Name: "node-a.example.com.", IsTimeout: true})
+	dns.failWith("node-a.example.com", &net.DNSError{Err: "i/o timeout", Name: "node-a.example.com", IsTimeout: true})
 	reconcileOnce()
 	if got := served(t, rec.set["tenant-h"]); !slices.Equal(got, []string{"10.0.0.2"}) {
 		t.Errorf("after a lookup timed out: served %v, want the last answer [10.0.0.2]", got)
 	}
 
 	// A name that no longer exists is left out with a problem.
-	dns.failWith("node-a.example.com", &net.DNSError{Err: "no such host", Name: "node-a.example.com.", IsNotFound: true})
+	dns.failWith("node-a.example.com", &net.DNSError{Err: "no such host", Name: "node-a.example.com", IsNotFound: true})
 	reconcileOnce()
 	if got := served(t, rec.set["tenant-h"]); len(got) != 0 {
 		t.Errorf("a name that does not exist is served: %v", got)
@@ -171,8 +172,7 @@ func TestReconcileResolvesHostnames(t *testing.T) {
 }
 
 // TestResolveBounds: at most MaxResolvedNames names of a tenant are looked up, and at most
-// MaxResolvedAddrs addresses of a name are used; names are looked up absolute (no search
-// domain of the manager's Pod).
+// MaxResolvedAddrs addresses of a name are used.
 func TestResolveBounds(t *testing.T) {
 	t.Parallel()
 	dns := &fakeDNS{answer: map[string][]string{}, fail: map[string]error{}}
@@ -191,15 +191,42 @@ func TestResolveBounds(t *testing.T) {
 	if len(dns.asked) != MaxResolvedNames {
 		t.Errorf("%d lookups, want %d", len(dns.asked), MaxResolvedNames)
 	}
-	for _, h := range dns.asked {
-		if !strings.HasSuffix(h, ".example.com.") {
-			t.Errorf("looked up %q, want an absolute name", h)
-		}
-	}
 	if r := got[hostnames[len(hostnames)-1]]; len(r.Addrs) != 0 || !strings.Contains(r.Error, "only the first 64") {
 		t.Errorf("the name over the limit: %+v", r)
 	}
 	if r := got["n000.example.com"]; len(r.Addrs) != MaxResolvedAddrs || r.Addrs[0] != netip.MustParseAddr("10.2.0.80") {
 		t.Errorf("n000: %d addresses from %v, want the lowest %d", len(r.Addrs), r.Addrs, MaxResolvedAddrs)
+	}
+}
+
+// TestResolveWithTheRealResolver: the manager's real resolver (net.DefaultResolver) finds
+// "localhost" (from /etc/hosts, no query leaves the machine), and the translation then
+// refuses it as loopback.
+func TestResolveWithTheRealResolver(t *testing.T) {
+	t.Parallel()
+	got := newNames(net.DefaultResolver).resolve(context.Background(), "tenant-r", []string{"localhost"})
+	r := got["localhost"]
+	if r.Error != "" || !slices.Contains(r.Addrs, netip.MustParseAddr("127.0.0.1")) {
+		t.Fatalf("localhost resolved to %+v, want 127.0.0.1 among the addresses", r)
+	}
+	in := translate.Input{
+		Tenant:        "tenant-r",
+		Addresses:     map[string]v1alpha1.Addresses{v1alpha1.DefaultAddressesName: {Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{Hostname: "localhost"}}}}},
+		LoadBalancers: []v1alpha1.LoadBalancer{*loadBalancer("tenant-r", "web", 20001)},
+		Resolved:      got,
+	}
+	cfg, problems, err := translate.Translate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		if len(c.Endpoints) != 0 {
+			t.Errorf("cluster %s serves %v; localhost must be refused", c.Name, c.Endpoints)
+		}
+	}
+	if !slices.ContainsFunc(problems, func(p ir.Problem) bool {
+		return p.Reason == translate.ReasonEndpointDenied && strings.Contains(p.Message, "localhost resolves to 127.0.0.1")
+	}) {
+		t.Errorf("problems %v, want EndpointDenied for localhost → 127.0.0.1", problems)
 	}
 }
