@@ -71,7 +71,9 @@ func (n *names) resolve(ctx context.Context, tenant string, hostnames []string) 
 	sem := make(chan struct{}, resolveParallel)
 	for i, name := range hostnames {
 		if i >= MaxResolvedNames {
+			mu.Lock()
 			out[name] = translate.Resolved{Error: fmt.Sprintf("the tenant has %d endpoint hostnames; only the first %d (sorted) are resolved", len(hostnames), MaxResolvedNames)}
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
