@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,6 +96,13 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	hub := testenv.Start(t, "hub", testenv.Options{WithoutKubelbCRDs: true, GatewayAPIChannel: "standard"})
+	// A tenant namespace that exists at install time gets the Envoy fleet's NetworkPolicy
+	// (rendered by default); another namespace does not.
+	for name, labels := range map[string]map[string]string{
+		"tenant-np": {kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}, "not-a-tenant": nil,
+	} {
+		must(t, "creating namespace "+name, hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
+	}
 	// ServiceMonitor needs the Prometheus Operator's CRDs, which envtest lacks; helm template
 	// covers it.
 	out := Install(t, hub, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart), "--set", "serviceMonitor.enabled=false")
@@ -122,6 +130,15 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	}
 	must(t, "getting Deployment", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-manager"}, &appsv1.Deployment{}))
 	must(t, "getting Service kubelb", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb"}, &corev1.Service{}))
+	nps := &networkingv1.NetworkPolicyList{}
+	must(t, "listing NetworkPolicies", hub.Client.List(ctx, nps))
+	var npAt []string
+	for _, np := range nps.Items {
+		npAt = append(npAt, np.Namespace+"/"+np.Name)
+	}
+	if !slices.Equal(npAt, []string{"tenant-np/kubelb-envoy"}) {
+		t.Errorf("NetworkPolicies %v, want tenant-np/kubelb-envoy only", npAt)
+	}
 	cms := &corev1.ConfigMapList{}
 	must(t, "listing dashboards", hub.Client.List(ctx, cms, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}))
 	if len(cms.Items) != 2 {

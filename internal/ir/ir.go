@@ -247,8 +247,8 @@ type Cluster struct {
 	StatName string           `json:"statName"`
 	Protocol UpstreamProtocol `json:"protocol"`
 	Owners   []ObjectRef      `json:"owners,omitempty"`
-	// Endpoints, sorted and unique. Any hostname endpoint makes the cluster resolve names
-	// (STRICT_DNS); otherwise endpoints are served over EDS.
+	// Endpoints, sorted and unique, served over EDS. They are IP addresses only: Envoy never
+	// resolves a name of a tenant (the manager resolves hostname endpoints before translation).
 	Endpoints      []Endpoint `json:"endpoints,omitempty"`
 	ConnectTimeout Duration   `json:"connectTimeout"`
 	// MaxConnections is the circuit-breaker limit on connections, requests and pending
@@ -264,10 +264,9 @@ type Cluster struct {
 
 // Endpoint is one upstream host and port.
 type Endpoint struct {
-	// Address is an IP address, or a DNS name when Hostname is set.
-	Address  string `json:"address"`
-	Port     uint32 `json:"port"`
-	Hostname bool   `json:"hostname,omitempty"`
+	// Address is an IP address (never a name).
+	Address string `json:"address"`
+	Port    uint32 `json:"port"`
 }
 
 // HealthCheck is an active TCP connect health check.
@@ -286,12 +285,6 @@ type Secret struct {
 	Owners     []ObjectRef `json:"owners,omitempty"`
 	CertChain  []byte      `json:"certChain"`
 	PrivateKey []byte      `json:"privateKey"`
-}
-
-// DNSResolved reports whether the cluster resolves hostnames itself (STRICT_DNS) rather
-// than being served its endpoints over EDS.
-func (c *Cluster) DNSResolved() bool {
-	return slices.ContainsFunc(c.Endpoints, func(e Endpoint) bool { return e.Hostname })
 }
 
 // Normalize puts the Config in its one deterministic order: every list of named elements is
@@ -317,7 +310,7 @@ func (c *Config) Normalize() {
 	for _, cl := range c.Clusters {
 		cl.Owners = NormalizeRefs(cl.Owners)
 		slices.SortFunc(cl.Endpoints, func(a, b Endpoint) int {
-			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port), boolCmp(a.Hostname, b.Hostname))
+			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
 		})
 		cl.Endpoints = slices.Compact(cl.Endpoints)
 	}
@@ -340,16 +333,6 @@ func (r *RouteConfig) name() string { return r.Name }
 func (v *VirtualHost) name() string { return v.Name }
 func (c *Cluster) name() string     { return c.Name }
 func (s *Secret) name() string      { return s.Name }
-
-func boolCmp(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
-}
 
 // Duration is a time.Duration that reads and writes as a string such as "5s" in YAML and JSON
 // (the golden files), rather than as nanoseconds.

@@ -26,6 +26,7 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 		"two on one port":    {func(c *ir.Config) { c.Listeners[1].Port = c.Listeners[0].Port }, "both bind tcp/0.0.0.0/80"},
 		"repeated listener":  {func(c *ir.Config) { c.Listeners[1].Name = c.Listeners[0].Name }, "name empty or repeated"},
 		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
+		"endpoint is a name": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "metadata.google.internal" }, "not a usable IP address"},
 		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},
 		"missing route conf": {func(c *ir.Config) { c.Listeners[0].Protocol, c.Listeners[0].RouteConfig = ir.ProtocolHTTP, "rc" }, `route config "rc" does not exist`},
 		"bad regex route": {func(c *ir.Config) {

@@ -310,12 +310,6 @@ func (c *Cluster) validate() error {
 		if e.Port < 1 || e.Port > 65535 {
 			return fmt.Errorf("endpoint %s port %d out of range 1-65535", e.Address, e.Port)
 		}
-		if e.Hostname {
-			if e.Address == "" {
-				return errors.New("endpoint without a hostname")
-			}
-			continue
-		}
 		ip, err := netip.ParseAddr(e.Address)
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
 			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)

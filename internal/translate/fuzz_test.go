@@ -76,6 +76,20 @@ func (s *bytesource) input() translate.Input {
 		in.Policy.Deny = []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.2/32"), Source: translate.SourceTenantDeny}}
 		in.Policy.Hub = []translate.PolicyRule{{Prefix: netip.MustParsePrefix("10.96.0.0/12"), Source: translate.SourceHubServiceCIDR}}
 	}
+	// What the manager resolved for some of the hostnames: nothing, allowed and denied
+	// addresses (IPv4-mapped loopback, metadata), or an error.
+	in.Resolved = map[string]translate.Resolved{}
+	for _, name := range []string{"node-1", "node-2.example.com", "node-3"} {
+		switch s.intn(4) {
+		case 0:
+		case 1:
+			in.Resolved[name] = translate.Resolved{Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("::ffff:127.0.0.2")}}
+		case 2:
+			in.Resolved[name] = translate.Resolved{Addrs: []netip.Addr{netip.MustParseAddr("169.254.169.254"), {}}}
+		default:
+			in.Resolved[name] = translate.Resolved{Error: "no such host"}
+		}
+	}
 	in.Options.HealthCheck.Disabled = s.intn(4) == 0
 	in.Options.HealthCheck.Interval = time.Duration(s.intn(3)) * time.Second
 	for i, n := 0, s.intn(9); i < n; i++ {

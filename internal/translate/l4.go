@@ -280,14 +280,11 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
 				continue
 			}
-			if !ep.Hostname {
-				if r := t.policy.denied(ip); r != nil {
-					t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, r.Prefix, r.Source)
-					continue
-				}
+			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
+				t.problem(t.ref(lb, ""), ir.SeverityWarning, reason, format, args...)
+			}) {
+				eps = append(eps, ir.Endpoint{Address: addr, Port: uint32(port)})
 			}
-			ep.Port = uint32(port)
-			eps = append(eps, ep)
 		}
 	}
 	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
@@ -313,7 +310,7 @@ func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) 
 }
 
 // parseAddress accepts an IP (v4 or v6, no zone, not unspecified; returned too, unmapped)
-// or, when no IP is given, a DNS name.
+// or, when no IP is given, a DNS name (normalized; the returned IP is then invalid).
 func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 	if a.IP != "" {
 		ip, err := netip.ParseAddr(strings.TrimSpace(a.IP))
@@ -328,7 +325,7 @@ func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 		if len(validation.IsDNS1123Subdomain(h)) > 0 {
 			return ir.Endpoint{}, netip.Addr{}, false
 		}
-		return ir.Endpoint{Address: h, Hostname: true}, netip.Addr{}, true
+		return ir.Endpoint{Address: h}, netip.Addr{}, true
 	}
 	return ir.Endpoint{}, netip.Addr{}, false
 }

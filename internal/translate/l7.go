@@ -354,14 +354,11 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
 				continue
 			}
-			if !ep.Hostname {
-				if d := t.policy.denied(ip); d != nil {
-					t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, d.Prefix, d.Source)
-					continue
-				}
+			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
+				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, reason, format, args...)
+			}) {
+				eps = append(eps, ir.Endpoint{Address: addr, Port: port})
 			}
-			ep.Port = port
-			eps = append(eps, ep)
 		}
 	}
 	slices.SortFunc(eps, func(a, b ir.Endpoint) int {

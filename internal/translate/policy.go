@@ -21,8 +21,8 @@ const (
 // built-in defaults (DefaultDenied: loopback, link-local, multicast) always
 // apply; the zero value adds nothing to them.
 //
-// Policy entries apply to IP endpoints only; hostnames are resolved by Envoy and not checked
-// (not yet).
+// Policy entries apply to IP endpoints and to the addresses hostname endpoints resolved to
+// (Input.Resolved: the manager resolves names, Envoy never does).
 //
 // The rule: the most specific entry (longest prefix) containing the address decides. At
 // equal length an explicit deny (Config/Tenant deny) beats an allow, and an allow beats a

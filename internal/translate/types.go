@@ -43,6 +43,11 @@ type Input struct {
 	// Policy decides which endpoint IPs may be used (see EndpointPolicy); the defaults
 	// (DefaultDenied) apply even to the zero value.
 	Policy EndpointPolicy
+	// Resolved holds the addresses of the endpoint hostnames (EndpointHostnames) by name,
+	// as the manager resolved them. Translation never resolves a name: a hostname endpoint
+	// becomes one endpoint per resolved address the Policy allows, and a name missing here
+	// is left out (HostnameNotResolved).
+	Resolved map[string]Resolved
 
 	// Routes of the tenant (Layer 7: Ingresses, Gateways, Gateway API routes); objects being
 	// deleted must already be left out.

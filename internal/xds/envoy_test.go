@@ -676,7 +676,6 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 			}
 			in.Tenant = tenant
 			in.Options.ListenerAddress = "127.0.0.1"
-			localHostnames(&in)
 			// Every port a listener binds is remapped to a free one: the Envoy listener ports
 			// of LoadBalancers (status upstreamTargetPort) and of the Ingress and Gateway hub
 			// Services (targetPort), so that no golden binds a fixed port such as 20080.
@@ -776,33 +775,10 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 	}
 }
 
-// localHostnames points every hostname endpoint at "localhost" (resolved from /etc/hosts),
-// so Envoy's STRICT_DNS clusters send no DNS query off the machine.
-func localHostnames(in *translate.Input) {
-	for name, a := range in.Addresses {
-		for i := range a.Spec.Addresses {
-			if a.Spec.Addresses[i].Hostname != "" && a.Spec.Addresses[i].IP == "" {
-				a.Spec.Addresses[i].Hostname = "localhost"
-			}
-		}
-		in.Addresses[name] = a
-	}
-	for i := range in.LoadBalancers {
-		for j := range in.LoadBalancers[i].Spec.Endpoints {
-			g := &in.LoadBalancers[i].Spec.Endpoints[j]
-			for k := range g.Addresses {
-				if g.Addresses[k].Hostname != "" && g.Addresses[k].IP == "" {
-					g.Addresses[k].Hostname = "localhost"
-				}
-			}
-		}
-	}
-}
-
 // TestEnvoyAcceptsBackEndGoldenCases sends every IR case of the back end's golden files —
 // Layer 4, HTTP routes over RDS, HTTPS with SNI chains and SDS secrets — to a real Envoy and
 // checks that every listener becomes active with no NACK. Listeners move to free loopback
-// ports, hostname endpoints to localhost.
+// ports.
 func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 	const tenant = "tenant-backend"
 	srv, xdsAddr := startXDS(t)
@@ -826,13 +802,6 @@ func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 			}
 			for _, l := range cfg.Listeners {
 				l.Address, l.Port = "127.0.0.1", uint32(testsupport.FreePort(t))
-			}
-			for _, c := range cfg.Clusters {
-				for i := range c.Endpoints {
-					if c.Endpoints[i].Hostname {
-						c.Endpoints[i].Address = "localhost"
-					}
-				}
 			}
 			cfg.Normalize()
 			res, _, err := translator.Translate(cfg)

@@ -307,7 +307,7 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 	return snap, hex.EncodeToString(all.Sum(nil))[:16], nil
 }
 
-// countEndpoints counts the upstream hosts of the EDS clusters and the STRICT_DNS ones.
+// countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).
 func countEndpoints(res Resources) int {
 	n := 0
 	count := func(cla *endpointv3.ClusterLoadAssignment) {

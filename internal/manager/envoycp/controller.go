@@ -8,6 +8,11 @@
 // writer turns it into conditions. It writes nothing to the API server. An IR equal to the
 // tenant's previous one is neither translated again nor pushed.
 //
+// Endpoint hostnames (the ccm's Hostname node addresses) are resolved here (resolve.go),
+// never by Envoy: the addresses go into the translation input (translate.Input.Resolved),
+// where the endpoint policy checks each one. A tenant with hostnames is rebuilt every
+// ResolveInterval so that changed answers reach its proxies.
+//
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
 // Namespace object itself). Every LoadBalancer, Addresses, Route, Route hub Service and synced
 // Secret event maps to its namespace's key,
@@ -23,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -83,6 +89,8 @@ type Reconciler struct {
 	namespace string // the manager's, where Config "default" is
 	opts      translate.Options
 
+	names *names // resolves the tenants' endpoint hostnames
+
 	mu   sync.Mutex
 	last map[string]*built // tenant → what was last pushed
 }
@@ -98,7 +106,8 @@ type built struct {
 // "default" in namespace; also the hub Services and Secrets), writing snapshots to s and
 // reports to store.
 func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
-	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts, last: map[string]*built{}}
+	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts,
+		names: newNames(net.DefaultResolver), last: map[string]*built{}}
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
@@ -412,6 +421,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	// Endpoint hostnames are resolved here, never by Envoy; a tenant with any is rebuilt
+	// every ResolveInterval, so a changed answer reaches its proxies.
+	hostnames := translate.EndpointHostnames(&in)
+	in.Resolved = r.names.resolve(ctx, tenant, hostnames)
+	var res reconcile.Result
+	if len(hostnames) > 0 {
+		res.RequeueAfter = ResolveInterval
+	}
 	buildStart := time.Now()
 	out, err := translate.Run(in)
 	if err != nil {
@@ -428,7 +445,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
 	}
 	r.store.Publish(tenant, r.report(tenant, in, out.Routes, b, append(slices.Clone(problems), b.problems...)))
-	return reconcile.Result{}, nil
+	return res, nil
 }
 
 // push runs the back end and sets the snapshot, unless the IR equals the one last pushed.
@@ -481,6 +498,7 @@ func (r *Reconciler) report(tenant string, in translate.Input, routes map[string
 }
 
 func (r *Reconciler) forget(tenant string) {
+	r.names.forget(tenant)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, tenant)

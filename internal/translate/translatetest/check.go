@@ -67,8 +67,8 @@ func Check(res translator.Resources) error {
 	for _, r := range res[resource.ClusterType] {
 		c := r.(*clusterv3.Cluster)
 		clusters[c.Name] = c
-		if c.GetType() == clusterv3.Cluster_STRICT_DNS && c.LoadAssignment == nil {
-			return fmt.Errorf("STRICT_DNS cluster %q without load assignment", c.Name)
+		if c.GetType() != clusterv3.Cluster_EDS || c.LoadAssignment != nil {
+			return fmt.Errorf("cluster %q is not an EDS cluster: Envoy must never resolve a tenant's name", c.Name)
 		}
 		if ts := c.GetTransportSocket(); ts != nil {
 			if err := validateAny(ts.GetTypedConfig()); err != nil {

@@ -37,7 +37,9 @@ type goldenInput struct {
 	// EndpointPolicy is the Input's Policy: allow, deny and hub entries of {prefix, source}.
 	EndpointPolicy translate.EndpointPolicy `json:"endpointPolicy,omitempty"`
 	Addresses      []v1alpha1.Addresses     `json:"addresses,omitempty"`
-	LoadBalancers  []v1alpha1.LoadBalancer  `json:"loadBalancers,omitempty"`
+	// Resolved are the addresses the manager resolved for endpoint hostnames, by name.
+	Resolved      map[string]translate.Resolved `json:"resolved,omitempty"`
+	LoadBalancers []v1alpha1.LoadBalancer       `json:"loadBalancers,omitempty"`
 	// Routes, the Route controller's hub Services and the synced hub Secrets (Layer 7).
 	Routes        []v1alpha1.Route `json:"routes,omitempty"`
 	RouteServices []corev1.Service `json:"routeServices,omitempty"`
@@ -71,6 +73,7 @@ func (g goldenInput) input() translate.Input {
 		LoadBalancers:   g.LoadBalancers,
 		Addresses:       map[string]v1alpha1.Addresses{},
 		Policy:          g.EndpointPolicy,
+		Resolved:        g.Resolved,
 		Routes:          g.Routes,
 		RouteServices:   g.RouteServices,
 		Secrets:         g.Secrets,

@@ -21,9 +21,8 @@ const (
 	httpProtocolOptionsKey           = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
-// cluster builds a cluster: EDS (over ADS) when every endpoint is an IP address, or
-// STRICT_DNS with the endpoints inline when any is a hostname, because Envoy rejects
-// hostnames in EDS.
+// cluster builds a cluster, its endpoints served over EDS (ADS). No cluster ever makes Envoy
+// resolve a name: IR endpoints are IP addresses.
 func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 	var errs []error
 	n := wrapperspb.UInt32(c.MaxConnections)
@@ -78,14 +77,8 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 		out.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustPack(&errs, opts)}
 	}
 
-	if c.DNSResolved() {
-		out.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
-		out.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
-		out.LoadAssignment = loadAssignment(c)
-	} else {
-		out.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-		out.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource()}
-	}
+	out.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+	out.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource()}
 	return out, joined(errs)
 }
 

@@ -46,7 +46,7 @@ func Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
 	}
 	for _, c := range cfg.Clusters {
 		built := b.add(resource.ClusterType, c.Name, c.Owners, func() (proto.Message, error) { return cluster(c) })
-		if built && !c.DNSResolved() {
+		if built {
 			b.add(resource.EndpointType, c.Name, c.Owners, func() (proto.Message, error) { return loadAssignment(c), nil })
 		}
 	}
@@ -213,9 +213,7 @@ func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
 	}
 	for _, c := range cfg.Clusters {
 		add(resource.ClusterType, c.Name, c.Owners)
-		if !c.DNSResolved() {
-			add(resource.EndpointType, c.Name, c.Owners)
-		}
+		add(resource.EndpointType, c.Name, c.Owners)
 	}
 	for _, s := range cfg.Secrets {
 		add(resource.SecretType, s.Name, s.Owners)

@@ -1,0 +1,92 @@
+package translate
+
+import (
+	"net/netip"
+	"slices"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// ReasonHostnameNotResolved: an endpoint hostname has no resolved addresses in the input
+// (the manager could not resolve it, or has not yet); it is left out.
+const ReasonHostnameNotResolved = "HostnameNotResolved"
+
+// Resolved is what the manager's resolver found for one endpoint hostname. Translation never
+// resolves a name itself: a hostname endpoint becomes one endpoint per resolved address, each
+// checked by the endpoint policy, so Envoy is never given a tenant-supplied name.
+type Resolved struct {
+	// Addrs are the addresses the name resolved to.
+	Addrs []netip.Addr `json:"addrs,omitempty"`
+	// Error says why the name has no addresses (not found, timed out, over a limit).
+	Error string `json:"error,omitempty"`
+}
+
+// EndpointHostnames lists the hostname endpoints of the input (in Addresses objects and in
+// the inline addresses of LoadBalancers and Routes), normalized as translation keys
+// Input.Resolved (lower case, no trailing dot), sorted and unique. Invalid names are left
+// out: translation reports them as InvalidAddress.
+func EndpointHostnames(in *Input) []string {
+	var names []string
+	add := func(addrs []v1alpha1.EndpointAddress) {
+		for _, a := range addrs {
+			if a.IP != "" || a.Hostname == "" {
+				continue
+			}
+			if ep, ip, ok := parseAddress(a); ok && !ip.IsValid() {
+				names = append(names, ep.Address)
+			}
+		}
+	}
+	for _, a := range in.Addresses {
+		add(a.Spec.Addresses)
+	}
+	for i := range in.LoadBalancers {
+		for _, g := range in.LoadBalancers[i].Spec.Endpoints {
+			add(g.Addresses)
+		}
+	}
+	for i := range in.Routes {
+		for _, g := range in.Routes[i].Spec.Endpoints {
+			add(g.Addresses)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// endpointIPs turns one parsed endpoint address (parseAddress: ip is invalid for a hostname)
+// into the IPs that may be used: the IP itself unless the policy denies it, or for a hostname each address it resolved to (Input.Resolved)
+// that the policy allows. Every left-out address is reported through problem.
+func endpointIPs(in *Input, pol *policy, ep ir.Endpoint, ip netip.Addr, problem func(reason, format string, args ...any)) []string {
+	if ip.IsValid() {
+		if d := pol.denied(ip); d != nil {
+			problem(ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, d.Prefix, d.Source)
+			return nil
+		}
+		return []string{ep.Address}
+	}
+	r, ok := in.Resolved[ep.Address]
+	if !ok || len(r.Addrs) == 0 {
+		why := "it has not been resolved yet"
+		if r.Error != "" {
+			why = "resolving it failed: " + truncate(r.Error)
+		}
+		problem(ReasonHostnameNotResolved, "endpoint hostname %s has no address (%s); left out", truncate(ep.Address), why)
+		return nil
+	}
+	out := make([]string, 0, len(r.Addrs))
+	for _, a := range r.Addrs {
+		a = a.Unmap()
+		if !a.IsValid() || a.Zone() != "" || a.IsUnspecified() {
+			problem(ReasonInvalidAddress, "endpoint hostname %s resolves to %s, which is not a usable address; left out", truncate(ep.Address), a)
+			continue
+		}
+		if d := pol.denied(a); d != nil {
+			problem(ReasonEndpointDenied, "endpoint hostname %s resolves to %s, which is denied by %s (%s); left out", truncate(ep.Address), a, d.Prefix, d.Source)
+			continue
+		}
+		out = append(out, a.String())
+	}
+	return out
+}
