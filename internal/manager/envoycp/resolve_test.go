@@ -2,6 +2,7 @@ package envoycp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -204,7 +205,12 @@ func TestResolveBounds(t *testing.T) {
 // refuses it as loopback.
 func TestResolveWithTheRealResolver(t *testing.T) {
 	t.Parallel()
-	got := newNames(net.DefaultResolver).resolve(context.Background(), "tenant-r", []string{"localhost"})
+	// Go's own resolver, as the manager uses it, but with no DNS server to talk to: localhost
+	// comes from /etc/hosts and no query can leave the machine.
+	offline := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS in tests")
+	}}
+	got := newNames(offline).resolve(context.Background(), "tenant-r", []string{"localhost"})
 	r := got["localhost"]
 	if r.Error != "" || !slices.Contains(r.Addrs, netip.MustParseAddr("127.0.0.1")) {
 		t.Fatalf("localhost resolved to %+v, want 127.0.0.1 among the addresses", r)
