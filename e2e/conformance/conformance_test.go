@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -157,20 +156,11 @@ func version() string {
 // startEnvoyWhenDeployed starts the tenant's Envoy as soon as the manager has written its
 // bootstrap, in the background; it gives up when the test ends.
 func startEnvoyWhenDeployed(t *testing.T, sys *framework.System, tenant *framework.Tenant) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			if _, err := framework.EnvoyBootstrap(ctx, sys.Hub.Client, tenant.Namespace); err == nil {
-				tenant.StartEnvoy(framework.EnvoyBootstrap)
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
+	framework.Every(t, framework.PlayInterval, func(ctx context.Context) bool {
+		if _, err := framework.EnvoyBootstrap(ctx, sys.Hub.Client, tenant.Namespace); err != nil {
+			return false
 		}
-	}()
+		tenant.StartEnvoy(framework.EnvoyBootstrap)
+		return true
+	})
 }

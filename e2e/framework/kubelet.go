@@ -48,9 +48,8 @@ type Kubelet struct {
 	ips   int
 	ipOf  map[types.UID]string
 	dir   string
-	// said holds the messages logged already: a Pod waiting for its Secret is retried every
-	// pass but said once.
-	said map[string]bool
+	// log says each message once: a Pod waiting for its Secret is retried every pass.
+	log *onceLogger
 }
 
 // playedPod is one running Pod: its IP, the stand-in processes and the forwarders from
@@ -68,19 +67,14 @@ type playedPod struct {
 // A Pod being deleted is stopped and its deletion completed. Everything stops when the test
 // ends.
 func PlayKubelet(t testenv.TB, cfg *rest.Config, c client.Client, opts KubeletOptions) *Kubelet {
-	k := &Kubelet{t: t, c: c, cs: kubernetes.NewForConfigOrDie(cfg), opts: opts, pods: map[types.UID]*playedPod{}, dir: t.TempDir(), said: map[string]bool{}, ipOf: map[types.UID]string{}}
+	k := &Kubelet{t: t, c: c, cs: kubernetes.NewForConfigOrDie(cfg), opts: opts, pods: map[types.UID]*playedPod{}, dir: t.TempDir(), log: newOnceLogger(t), ipOf: map[types.UID]string{}}
 	for n := range opts.Nodes {
 		k.nodes = append(k.nodes, n)
 	}
 	if len(k.nodes) == 0 {
 		t.Fatalf("PlayKubelet needs at least one node")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
 	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		for uid, p := range k.pods {
@@ -88,16 +82,7 @@ func PlayKubelet(t testenv.TB, cfg *rest.Config, c client.Client, opts KubeletOp
 			delete(k.pods, uid)
 		}
 	})
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			k.syncOnce(ctx)
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
+	Every(t, PlayInterval, func(ctx context.Context) bool { k.syncOnce(ctx); return false })
 	return k
 }
 
@@ -175,16 +160,6 @@ func (k *Kubelet) podIP(uid types.UID) string {
 	return ip
 }
 
-func (k *Kubelet) logOnce(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !k.said[msg] {
-		k.said[msg] = true
-		k.t.Logf("%s", msg)
-	}
-}
-
 func hash(s string) uint32 {
 	var h uint32 = 2166136261
 	for i := 0; i < len(s); i++ {
@@ -218,12 +193,12 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 	for _, ctr := range pod.Spec.Containers {
 		bin, ok := k.opts.Images[imageName(ctr.Image)]
 		if !ok {
-			k.logOnce("kubelet: no stand-in for image %s (Pod %s/%s): reported running without a process", ctr.Image, pod.Namespace, pod.Name)
+			k.log.Logf("kubelet: no stand-in for image %s (Pod %s/%s): reported running without a process", ctr.Image, pod.Namespace, pod.Name)
 			continue
 		}
 		env, err := k.containerEnv(pod, ctr, ip)
 		if err != nil {
-			k.logOnce("kubelet: Pod %s/%s: %v (retried)", pod.Namespace, pod.Name, err)
+			k.log.Logf("kubelet: Pod %s/%s: %v (retried)", pod.Namespace, pod.Name, err)
 			return
 		}
 		// The Pod's network namespace: the process listens on fresh loopback ports and

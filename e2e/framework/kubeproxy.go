@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,29 +17,17 @@ import (
 // ready endpoints (round robin), read from the EndpointSlices kube-controller-manager
 // maintains. It follows Services and EndpointSlices until the test ends.
 func PlayKubeProxy(t testenv.TB, c client.Client, nodeIPs []string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
 	fs := forwarders{}
-	t.Cleanup(func() { cancel(); wg.Wait(); fs.closeAll() })
-	go func() {
-		defer wg.Done()
-		reported := map[string]bool{}
-		for ctx.Err() == nil {
-			if want, err := nodePortTargets(ctx, c, nodeIPs); err == nil {
-				for _, err := range fs.sync(want) {
-					if !reported[err.Error()] {
-						reported[err.Error()] = true
-						t.Logf("kube-proxy: %v", err)
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
+	t.Cleanup(fs.closeAll)
+	log := newOnceLogger(t)
+	Every(t, PlayInterval, func(ctx context.Context) bool {
+		if want, err := nodePortTargets(ctx, c, nodeIPs); err == nil {
+			for _, err := range fs.sync(want) {
+				log.Logf("kube-proxy: %v", err)
 			}
 		}
-	}()
+		return false
+	})
 }
 
 // nodePortTargets maps node-address:NodePort to the ready endpoints behind it.

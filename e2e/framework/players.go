@@ -93,75 +93,63 @@ func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *
 		opts.Address = func(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
 	}
 	writes := &atomic.Int64{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
 	fs := forwarders{}
-	t.Cleanup(func() { cancel(); wg.Wait(); fs.closeAll() })
+	t.Cleanup(fs.closeAll)
+	log := newOnceLogger(t)
 	assigned := map[string]string{}
 	next := 0
-	go func() {
-		defer wg.Done()
-		reported := map[string]bool{}
-		for ctx.Err() == nil {
-			var svcs corev1.ServiceList
-			if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
-				// Like a real implementation, it assigns addresses concurrently: a burst of
-				// a thousand Services must not queue behind one writer.
-				work := make(chan *corev1.Service)
-				var writers sync.WaitGroup
-				for w := 0; w < 8; w++ {
-					writers.Add(1)
-					go func() {
-						defer writers.Done()
-						for svc := range work {
-							if c.Status().Update(ctx, svc) == nil {
-								writes.Add(1)
-							}
-						}
-					}()
-				}
-				want := map[string][]string{}
-				for i := range svcs.Items {
-					svc := &svcs.Items[i]
-					if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-						continue
-					}
-					key := svc.Namespace + "/" + svc.Name
-					ip, ok := assigned[key]
-					if !ok {
-						ip = opts.Address(next)
-						next++
-						assigned[key] = ip
-					}
-					if opts.ForwardTo != "" {
-						for _, p := range svc.Spec.Ports {
-							if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
-								want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
-							}
+	Every(t, PlayInterval, func(ctx context.Context) bool {
+		var svcs corev1.ServiceList
+		if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
+			// Like a real implementation, it assigns addresses concurrently: a burst of
+			// a thousand Services must not queue behind one writer.
+			work := make(chan *corev1.Service)
+			var writers sync.WaitGroup
+			for w := 0; w < 8; w++ {
+				writers.Add(1)
+				go func() {
+					defer writers.Done()
+					for svc := range work {
+						if c.Status().Update(ctx, svc) == nil {
+							writes.Add(1)
 						}
 					}
-					if len(svc.Status.LoadBalancer.Ingress) > 0 {
-						continue
-					}
-					svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-					work <- svc
-				}
-				close(work)
-				writers.Wait()
-				for _, err := range fs.sync(want) {
-					if !reported[err.Error()] {
-						reported[err.Error()] = true
-						t.Logf("hub load balancer: %v", err)
-					}
-				}
+				}()
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
+			want := map[string][]string{}
+			for i := range svcs.Items {
+				svc := &svcs.Items[i]
+				if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+					continue
+				}
+				key := svc.Namespace + "/" + svc.Name
+				ip, ok := assigned[key]
+				if !ok {
+					ip = opts.Address(next)
+					next++
+					assigned[key] = ip
+				}
+				if opts.ForwardTo != "" {
+					for _, p := range svc.Spec.Ports {
+						if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
+							want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
+						}
+					}
+				}
+				if len(svc.Status.LoadBalancer.Ingress) > 0 {
+					continue
+				}
+				svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+				work <- svc
+			}
+			close(work)
+			writers.Wait()
+			for _, err := range fs.sync(want) {
+				log.Logf("hub load balancer: %v", err)
 			}
 		}
-	}()
+		return false
+	})
 	return writes
 }
 
@@ -242,31 +230,22 @@ func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, ready string) {
 // goes away as in a real cluster. It runs until the test ends.
 func PlayNamespaceController(t testenv.TB, cfg *rest.Config, c client.Client) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			var nss corev1.NamespaceList
-			if err := c.List(ctx, &nss); err == nil {
-				for i := range nss.Items {
-					ns := &nss.Items[i]
-					if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
-						continue
-					}
-					var lbs kubelbv1alpha1.LoadBalancerList
-					if err := c.List(ctx, &lbs, client.InNamespace(ns.Name)); err != nil || len(lbs.Items) > 0 {
-						continue
-					}
-					ns.Spec.Finalizers = nil
-					_, _ = cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
+	Every(t, PlayInterval, func(ctx context.Context) bool {
+		var nss corev1.NamespaceList
+		if err := c.List(ctx, &nss); err == nil {
+			for i := range nss.Items {
+				ns := &nss.Items[i]
+				if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
+					continue
 				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
+				var lbs kubelbv1alpha1.LoadBalancerList
+				if err := c.List(ctx, &lbs, client.InNamespace(ns.Name)); err != nil || len(lbs.Items) > 0 {
+					continue
+				}
+				ns.Spec.Finalizers = nil
+				_, _ = cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
 			}
 		}
-	}()
+		return false
+	})
 }
