@@ -122,15 +122,7 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 		}(), `spec.persistence.type: Unsupported value: "Cookie"`},
 	}
 	for _, tc := range rejected {
-		t.Run("rejects "+tc.name, func(t *testing.T) {
-			err := c.Create(ctx, tc.obj)
-			if err == nil {
-				t.Fatalf("created, want rejection containing %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q does not contain %q", err, tc.want)
-			}
-		})
+		t.Run("rejects "+tc.name, func(t *testing.T) { wantRejected(t, c.Create(ctx, tc.obj), tc.want) })
 	}
 
 	t.Run("Tenant is cluster-scoped", func(t *testing.T) {
@@ -184,4 +176,15 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 			t.Errorf("Tenant with 65 allow entries: error %v, want a maxItems error", err)
 		}
 	})
+}
+
+// wantRejected fails unless err is the API server's refusal containing want.
+func wantRejected(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted, want rejection containing %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
 }
