@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -85,4 +87,18 @@ func NamespaceManaged(ctx context.Context, c client.Reader, name string) (bool, 
 		return false, fmt.Errorf("getting namespace %s: %w", name, err)
 	}
 	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
+}
+
+// ManagedLabelChanged passes namespaces that gain or lose the managed-by label (the
+// LoadBalancer, Route and SyncSecret controllers revisit their objects then).
+func ManagedLabelChanged() predicate.Predicate {
+	managed := func(o client.Object) bool {
+		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

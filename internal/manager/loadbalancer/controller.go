@@ -153,7 +153,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
-			builder.WithPredicates(managedLabelChanged())).
+			builder.WithPredicates(manager.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(rec)
@@ -565,17 +565,4 @@ func (r *Reconciler) loadBalancersIn(ctx context.Context, namespace string) []re
 // isConfig selects Config "default" in the manager's namespace.
 func (r *Reconciler) isConfig(o client.Object) bool {
 	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
-}
-
-// managedLabelChanged passes namespaces that gain or lose the managed-by label.
-func managedLabelChanged() predicate.Predicate {
-	managed := func(o client.Object) bool {
-		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
-	}
-	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }

@@ -118,7 +118,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		WatchesRawSource(source.Kind(owned.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
-			builder.WithPredicates(managedLabelChanged())).
+			builder.WithPredicates(manager.ManagedLabelChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(r)
 	if err != nil {
@@ -318,17 +318,4 @@ func (r *Reconciler) namespaceToSyncSecrets(ctx context.Context, o client.Object
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return out
-}
-
-// managedLabelChanged passes namespaces that gain or lose the managed-by label.
-func managedLabelChanged() predicate.Predicate {
-	managed := func(o client.Object) bool {
-		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
-	}
-	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }
