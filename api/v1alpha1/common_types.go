@@ -238,6 +238,36 @@ type CertificatesSettings struct {
 	DefaultClusterIssuer *string `json:"defaultClusterIssuer,omitempty"`
 }
 
+// Limits bound what one tenant may hold in the hub (an addition to the KubeLB CE API;
+// ignorable). A field left unset takes the Config's value, and the Config's unset fields take
+// the defaults in docs/security.md. The manager serves the oldest objects (by creation time,
+// then namespace/name) up to a limit and marks the rest Ready=False with reason
+// QuotaExceeded; the Tenant controller also writes a ResourceQuota counting the tenant's
+// LoadBalancers and Routes.
+type Limits struct {
+	// LoadBalancers is the most LoadBalancer objects the tenant's namespace may hold.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	LoadBalancers *int32 `json:"loadBalancers,omitempty"`
+	// Routes is the most Route objects the tenant's namespace may hold.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	Routes *int32 `json:"routes,omitempty"`
+	// ListenerPorts is the most Envoy listener ports (from the hub-wide range) the tenant may
+	// hold.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	ListenerPorts *int32 `json:"listenerPorts,omitempty"`
+	// EndpointsPerCluster is the most endpoints one upstream cluster of the tenant may have.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	EndpointsPerCluster *int32 `json:"endpointsPerCluster,omitempty"`
+}
+
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)
 // be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast and the
 // hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default; only an allow

@@ -25,6 +25,10 @@ type ConfigSpec struct {
 	// lists replace these (each list separately).
 	// +optional
 	EndpointPolicy *EndpointPolicy `json:"endpointPolicy,omitempty"`
+	// Limits bound what each tenant may hold; a Tenant's own spec.limits override them
+	// field by field.
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
 }
 
 // EnvoyProxyTopology says how Envoy proxies are laid out.

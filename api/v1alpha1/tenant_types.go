@@ -25,6 +25,9 @@ type TenantSpec struct {
 	// list, and its deny list, when set, replaces the Config's deny list.
 	// +optional
 	EndpointPolicy *EndpointPolicy `json:"endpointPolicy,omitempty"`
+	// Limits of this tenant: each field set overrides the Config's.
+	// +optional
+	Limits Limits `json:"limits,omitempty"`
 }
 
 // TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.

@@ -18,6 +18,23 @@ import (
 // DefaultEnvoyReplicas is used when neither Config nor Tenant set replicas.
 const DefaultEnvoyReplicas int32 = 1
 
+// Default limits of a tenant, when neither Config nor Tenant set one (docs/security.md).
+// The listener-port default lets 20 tenants share the default range of 10000 ports.
+const (
+	DefaultLimitLoadBalancers       int32 = 1000
+	DefaultLimitRoutes              int32 = 1000
+	DefaultLimitListenerPorts       int32 = 500
+	DefaultLimitEndpointsPerCluster int32 = 1000
+)
+
+// Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
+type Limits struct {
+	LoadBalancers       int
+	Routes              int
+	ListenerPorts       int
+	EndpointsPerCluster int
+}
+
 // Tenant is the effective configuration of one tenant.
 type Tenant struct {
 	// Name of the tenant (without the tenant- prefix); "" for a namespace with no Tenant.
@@ -49,6 +66,9 @@ type Tenant struct {
 	// DefaultClusterIssuer is the cert-manager ClusterIssuer of the Certificates of
 	// LoadBalancer hostnames (spec.certificates.defaultClusterIssuer); "" makes none.
 	DefaultClusterIssuer string
+	// Limits bound what the tenant may hold: each field of the Tenant's spec.limits overrides
+	// the Config's, and unset ones take the Default* constants.
+	Limits Limits
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -69,6 +89,7 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.AnnotationSettings = spec.AnnotationSettings
 	}
 	resolveDNS(&out, config, tenant)
+	out.Limits = resolveLimits(config, tenant)
 	var allow, deny []string
 	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
 	if config != nil && config.Spec.EndpointPolicy != nil {
@@ -158,6 +179,35 @@ func resolveDNS(out *Tenant, config *kubelbv1alpha1.Config, tenant *kubelbv1alph
 			out.DefaultClusterIssuer = strings.TrimSpace(*c.DefaultClusterIssuer)
 		}
 	}
+}
+
+// resolveLimits takes each limit from the Tenant, else the Config, else its default.
+func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Limits {
+	out := Limits{
+		LoadBalancers:       int(DefaultLimitLoadBalancers),
+		Routes:              int(DefaultLimitRoutes),
+		ListenerPorts:       int(DefaultLimitListenerPorts),
+		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
+	}
+	var specs []*kubelbv1alpha1.Limits
+	if config != nil {
+		specs = append(specs, &config.Spec.Limits)
+	}
+	if tenant != nil {
+		specs = append(specs, &tenant.Spec.Limits)
+	}
+	set := func(dst *int, v *int32) {
+		if v != nil && *v >= 0 {
+			*dst = int(*v)
+		}
+	}
+	for _, l := range specs {
+		set(&out.LoadBalancers, l.LoadBalancers)
+		set(&out.Routes, l.Routes)
+		set(&out.ListenerPorts, l.ListenerPorts)
+		set(&out.EndpointsPerCluster, l.EndpointsPerCluster)
+	}
+	return out
 }
 
 // policyRules parses CIDRs into policy rules of source src; entries that are not CIDRs are
