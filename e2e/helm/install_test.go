@@ -89,9 +89,12 @@ func mustForbid(t *testing.T, what string, err error) {
 
 // TestManagerChartInstallAndRBAC installs the manager chart (full values) into a hub without
 // kubelb's CRDs: the chart's crds/ installs them and Config "default" is accepted. Then, as
-// the chart's ServiceAccount, it checks every permission the manager needs (by design and
-// from its controllers' rbac markers) and performs a tenant onboarding with real requests:
-// the API server's escalation check proves the manager may grant the ccm's Role.
+// the chart's ServiceAccount, it checks every permission the manager needs (its controllers'
+// rbac markers and leader election), that it holds exactly those (rules reviews per
+// namespace) and none of ManagerForbidden, and performs a tenant onboarding with real
+// requests: the API server's escalation check proves the manager may grant the ccm's Role.
+// The chart's admission policy is enforced throughout: the same writes outside kubelb's
+// namespaces are refused (checkAdmissionPolicy).
 func TestManagerChartInstallAndRBAC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
