@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -151,5 +152,47 @@ func TestManagerChartRBACIsTheMarkers(t *testing.T) {
 		if strings.HasPrefix(o.GetObjectKind().GroupVersionKind().Group, "rbac.authorization.k8s.io") {
 			t.Errorf("rbac.create=false renders %s %s", o.GetKind(), o.GetName())
 		}
+	}
+}
+
+// TestManagerAdmissionPolicyTemplate: the admission policy is rendered by default for the
+// manager's ServiceAccount (whatever its name), names the release namespace and the label and
+// prefix the manager gives tenant namespaces (the Go constants), denies, and is absent when
+// turned off. TestManagerChartInstallAndRBAC shows it at work on a real API server.
+func TestManagerAdmissionPolicyTemplate(t *testing.T) {
+	t.Parallel()
+	const release, namespace = "kubelb-manager", "hub-system"
+	for _, tc := range []struct {
+		args []string
+		sa   string
+	}{
+		{nil, release},
+		{[]string{"--set", "serviceAccount.name=lb"}, "lb"},
+	} {
+		objs := Template(t, ManagerChart, release, namespace, tc.args...)
+		p := find(t, objs, "ValidatingAdmissionPolicy", release+"-namespaces")
+		spec := jsonString(p.Object["spec"])
+		for _, want := range []string{
+			`request.userInfo.username == 'system:serviceaccount:` + namespace + `:` + tc.sa + `'`,
+			`'` + namespace + `'`,
+			`'` + kubelbv1alpha1.LabelManagedBy + `'`,
+			`== '` + kubelbv1alpha1.LabelManagedByValue + `'`,
+			`startsWith('` + kubelbv1alpha1.TenantNamespacePrefix + `')`,
+			`"failurePolicy":"Fail"`,
+			`"operations":["CREATE","UPDATE","DELETE"]`,
+			`"resources":["*/*"]`,
+		} {
+			if !strings.Contains(spec, want) {
+				t.Errorf("policy spec lacks %s: %s", want, spec)
+			}
+		}
+		b := find(t, objs, "ValidatingAdmissionPolicyBinding", release+"-namespaces")
+		if got := jsonString(b.Object["spec"]); got != `{"policyName":"`+release+`-namespaces","validationActions":["Deny"]}` {
+			t.Errorf("binding spec %s", got)
+		}
+	}
+	objs := Template(t, ManagerChart, release, namespace, "--set", "admissionPolicy.enabled=false")
+	if n := count(objs, "ValidatingAdmissionPolicy") + count(objs, "ValidatingAdmissionPolicyBinding"); n != 0 {
+		t.Errorf("%d admission policy objects with admissionPolicy.enabled=false", n)
 	}
 }
