@@ -47,7 +47,7 @@ func ManagerForbidden(elsewhere, tenantNS string) []Permission {
 		}
 	}
 	// Secrets: nothing beyond get, list, watch, create, update, patch, delete.
-	add(Permissions("", []string{"secrets"}, []string{"deletecollection", "escalate", "bind"}, elsewhere)...)
+	add(Permissions("", []string{"secrets"}, []string{"deletecollection"}, elsewhere)...)
 	add(Permissions("", []string{"secrets"}, []string{"deletecollection"}, tenantNS)...)
 	// Status the manager never writes, kinds it only reads or never creates.
 	add(Permissions("", []string{"services/status", "namespaces/status", "namespaces/finalize"}, []string{"update", "patch"}, "")...)
