@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
@@ -37,7 +38,9 @@ func run(o *options) error {
 		return err
 	}
 	metrics.RegisterManager()
-	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace))
+	mopts := o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace)
+	mopts.Cache.ByObject = manager.CacheByObject() // Secrets: only kubelb's, by label
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return err
 	}

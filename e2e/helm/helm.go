@@ -208,3 +208,38 @@ func Allowed(ctx context.Context, cfg *rest.Config, perms []Permission) (allowed
 	}
 	return allowed, denied, nil
 }
+
+// Rules asks the API server, as the identity of cfg, for every resource rule it holds in
+// namespace (SelfSubjectRulesReview: its ClusterRoles and that namespace's Roles) and expands
+// them into permissions in that namespace, one per verb, resource and name.
+func Rules(ctx context.Context, cfg *rest.Config, namespace string) ([]Permission, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := cs.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("rules review in %s: %w", namespace, err)
+	}
+	if r.Status.Incomplete {
+		return nil, fmt.Errorf("rules review in %s is incomplete: %s", namespace, r.Status.EvaluationError)
+	}
+	var out []Permission
+	for _, rule := range r.Status.ResourceRules {
+		names := rule.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range rule.APIGroups {
+			for _, p := range Permissions(g, rule.Resources, rule.Verbs, namespace) {
+				for _, n := range names {
+					p.Name = n
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out, nil
+}

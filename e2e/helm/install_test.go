@@ -89,9 +89,12 @@ func mustForbid(t *testing.T, what string, err error) {
 
 // TestManagerChartInstallAndRBAC installs the manager chart (full values) into a hub without
 // kubelb's CRDs: the chart's crds/ installs them and Config "default" is accepted. Then, as
-// the chart's ServiceAccount, it checks every permission the manager needs (by design and
-// from its controllers' rbac markers) and performs a tenant onboarding with real requests:
-// the API server's escalation check proves the manager may grant the ccm's Role.
+// the chart's ServiceAccount, it checks every permission the manager needs (its controllers'
+// rbac markers and leader election), that it holds exactly those (rules reviews per
+// namespace) and none of ManagerForbidden, and performs a tenant onboarding with real
+// requests: the API server's escalation check proves the manager may grant the ccm's Role.
+// The chart's admission policy is enforced throughout: the same writes outside kubelb's
+// namespaces are refused (checkAdmissionPolicy).
 func TestManagerChartInstallAndRBAC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -145,16 +148,19 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		t.Errorf("%d dashboard ConfigMaps, want 2", len(cms.Items))
 	}
 
-	markers, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "manager"))
-	must(t, "reading the manager's rbac markers", err)
+	markers := managerMarkers(t, ns)
 	t.Logf("%d permissions from +kubebuilder:rbac markers under internal/manager", len(markers))
-	checkRBAC(t, ImpersonatedConfig(hub, ns, "kubelb-manager"), append(ManagerPermissions(ns), markers...), ManagerForbidden())
+	checkRBAC(t, ImpersonatedConfig(hub, ns, "kubelb-manager"), append(ManagerPermissions(ns), markers...), ManagerForbidden("not-a-tenant", "tenant-np"))
+	// Exactly these, nothing more: in the manager's namespace, kube-public (cluster-info), a
+	// tenant namespace and any other.
+	checkExactRules(t, hub, "kubelb-manager", append(ManagerPermissions(ns), markers...), ns, "kube-public", "tenant-np", "not-a-tenant")
+	m := impersonatedClient(t, hub, ns, "kubelb-manager")
+	waitForAdmissionPolicy(t, m, "not-a-tenant")
 
 	// Real requests as the manager, the way tenant onboarding and an L4 load balancer use them.
 	must(t, "creating kube-public/cluster-info", hub.Client.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "cluster-info"}, Data: map[string]string{"kubeconfig": "x"}}))
 	hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenantName}}) //nolint:errcheck // checked by the Get below
-	m := impersonatedClient(t, hub, ns, "kubelb-manager")
 	tns := kubelbv1alpha1.TenantNamespacePrefix + tenantName
 	must(t, "reading cluster-info", m.Get(ctx, client.ObjectKey{Namespace: "kube-public", Name: "cluster-info"}, &corev1.ConfigMap{}))
 	tenant := &kubelbv1alpha1.Tenant{}
@@ -205,7 +211,7 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		Selector: map[string]string{"app": "envoy"}}}
 	must(t, "creating the hub Service", m.Create(ctx, svc))
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
-	must(t, "writing hub Service status", m.Status().Update(ctx, svc))
+	mustForbid(t, "writing hub Service status (a load balancer implementation's)", m.Status().Update(ctx, svc))
 	must(t, "creating the Envoy Deployment", m.Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tns, Name: "envoy"},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "envoy"}},
@@ -216,11 +222,12 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		EventTime: metav1.NowMicro(), ReportingController: "kubelb", ReportingInstance: "kubelb-0", Action: "Allocate",
 		Reason: "PortsAllocated", Type: corev1.EventTypeNormal,
 		Regarding: corev1.ObjectReference{Kind: "LoadBalancer", Namespace: tns, Name: lb.Name, APIVersion: "kubelb.k8c.io/v1alpha1"}}))
-	must(t, "listing Gateways", m.List(ctx, &gwapiv1.GatewayList{}))
+	mustForbid(t, "listing Gateways (the ccm mirrors them; the manager reads Routes)", m.List(ctx, &gwapiv1.GatewayList{}))
 	must(t, "taking the leader lease", m.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubelb-manager.kubelb.k8c.io"}}))
 	mustForbid(t, "taking a lease in kube-system", m.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "x"}}))
 	mustForbid(t, "creating a ClusterRole", m.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "x"}}))
 	mustForbid(t, "deleting a CRD", m.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "tenants.kubelb.k8c.io"}}))
+	checkAdmissionPolicy(t, hub, m, tns, "not-a-tenant")
 
 	// The token the manager minted works for the ccm's ServiceAccount, confined to its namespace.
 	ccmCfg := rest.AnonymousClientConfig(hub.Config)

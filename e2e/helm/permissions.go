@@ -10,41 +10,22 @@ var (
 	publish = []string{"create", "patch", "update"}
 )
 
-// kubelbKinds are the kubelb.k8c.io resources.
-var kubelbKinds = []string{"addresses", "configs", "loadbalancers", "routes", "syncsecrets", "tenants", "tenantstates"}
-
-func suffixed(rs []string, suffix string) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r + suffix
-	}
-	return out
-}
-
-// ManagerPermissions is what the manager does, by design (architecture.md, api-contract.md):
-// its controllers' +kubebuilder:rbac markers come on top (MarkerPermissions). namespace is
-// the manager's own.
+// ManagerPermissions is what the manager holds beyond its controllers' +kubebuilder:rbac
+// markers (MarkerPermissions, which the chart renders as they are): leader election in its
+// own namespace, the lease and the core Events controller-runtime's leader election records.
+// namespace is the manager's own.
 func ManagerPermissions(namespace string) []Permission {
 	var ps []Permission
-	add := func(p ...Permission) { ps = append(ps, p...) }
-	add(Permissions("kubelb.k8c.io", kubelbKinds, append(slices.Clone(crud), "deletecollection"), "")...)
-	add(Permissions("kubelb.k8c.io", suffixed(kubelbKinds, "/status"), status, "")...)
-	add(Permissions("kubelb.k8c.io", suffixed(kubelbKinds, "/finalizers"), []string{"update"}, "")...)
-	add(Permissions("", []string{"namespaces", "services", "secrets", "configmaps", "serviceaccounts"}, crud, "")...)
-	add(Permissions("", []string{"services/status"}, status, "")...)
-	add(Permissions("", []string{"serviceaccounts/token"}, []string{"create"}, "")...)
-	add(Permissions("", []string{"events"}, publish, "")...)
-	add(Permissions("events.k8s.io", []string{"events"}, publish, "")...)
-	add(Permissions("apps", []string{"deployments", "daemonsets"}, crud, "")...)
-	add(Permissions("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, crud, "")...)
-	add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes"}, read, "")...)
-	add(Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
-	add(Permission{Resource: "configmaps", Verb: "get", Namespace: "kube-public", Name: "cluster-info"})
+	ps = append(ps, Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
+	ps = append(ps, Permissions("", []string{"events"}, []string{"create", "patch"}, namespace)...)
 	return ps
 }
 
-// ManagerForbidden is what the manager must not be able to do.
-func ManagerForbidden() []Permission {
+// ManagerForbidden is what the manager must not be able to do: elsewhere is a namespace that
+// is neither the manager's nor a tenant's, tenantNS a tenant namespace. (Writes RBAC grants in
+// every namespace but the admission policy refuses outside kubelb's namespaces are shown with
+// real requests, not here: an access review sees RBAC only.)
+func ManagerForbidden(elsewhere, tenantNS string) []Permission {
 	var ps []Permission
 	add := func(p ...Permission) { ps = append(ps, p...) }
 	add(Permissions("", []string{"nodes"}, []string{"update", "patch", "delete"}, "")...)
@@ -55,8 +36,28 @@ func ManagerForbidden() []Permission {
 	add(Permissions("rbac.authorization.k8s.io", []string{"roles"}, []string{"escalate", "bind"}, "")...)
 	add(Permissions("", []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}, "")...)
 	add(Permissions("coordination.k8s.io", []string{"leases"}, []string{"create", "update"}, "kube-system")...)
-	add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes"}, []string{"create", "update", "delete"}, "")...)
-	add(Permissions("admissionregistration.k8s.io", []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, []string{"create"}, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, []string{"create"}, elsewhere)...)
+	add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes"}, []string{"get", "list", "create", "update", "delete"}, "")...)
+	add(Permissions("admissionregistration.k8s.io", []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+		"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, []string{"create", "update", "patch", "delete"}, "")...)
+	// Tokens only for the ccm's ServiceAccount, kubelb-ccm: not for any other, not unnamed.
+	for _, name := range []string{"", "default", "kubelb-manager"} {
+		for _, n := range []string{tenantNS, elsewhere, "kube-system"} {
+			add(Permission{Resource: "serviceaccounts", Subresource: "token", Verb: "create", Namespace: n, Name: name})
+		}
+	}
+	// Secrets: nothing beyond get, list, watch, create, update, patch, delete.
+	add(Permissions("", []string{"secrets"}, []string{"deletecollection"}, elsewhere)...)
+	add(Permissions("", []string{"secrets"}, []string{"deletecollection"}, tenantNS)...)
+	// Status the manager never writes, kinds it only reads or never creates.
+	add(Permissions("", []string{"services/status", "namespaces/status", "namespaces/finalize"}, []string{"update", "patch"}, "")...)
+	add(Permissions("kubelb.k8c.io", []string{"addresses/status", "configs/status"}, []string{"update", "patch"}, "")...)
+	add(Permissions("kubelb.k8c.io", []string{"configs", "tenants"}, []string{"create", "delete", "deletecollection"}, "")...)
+	add(Permissions("kubelb.k8c.io", []string{"configs"}, []string{"update", "patch"}, "")...)
+	add(Permissions("", []string{"services", "secrets", "serviceaccounts", "namespaces"}, []string{"deletecollection"}, "")...)
+	// Core Events only where leader election records them (its namespace), not elsewhere.
+	add(Permissions("", []string{"events"}, []string{"create", "update"}, elsewhere)...)
+	add(Permissions("events.k8s.io", []string{"events"}, []string{"update", "delete"}, "")...)
 	return ps
 }
 

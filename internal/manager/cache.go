@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -23,6 +24,19 @@ func ManagedSelector(extra map[string]string) labels.Selector {
 		set[k] = v
 	}
 	return labels.SelectorFromSet(set)
+}
+
+// CacheByObject is the selection of the manager's own cache (ctrl.Options.Cache.ByObject):
+// Secrets only when labelled kubelb.k8c.io/managed-by=kubelb. The controllers read the Secrets
+// they made from caches of their own (NewLabelledCluster, narrower selectors) and any other
+// Secret by name through the API reader, uncached; with this selection a read of a Secret
+// through the manager's client can never make it cache every Secret of the hub either.
+// (RBAC cannot select by label: the ClusterRole still lets the manager list every Secret,
+// see docs/security.md.)
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: ManagedSelector(nil)},
+	}
 }
 
 // NewLabelledCluster adds to mgr a cache of only the objects kubelb made (by label), so a

@@ -57,8 +57,8 @@ const controllerName = "tenant"
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;addresses;syncsecrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;secrets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=kube-public
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create,resourceNames=kubelb-ccm
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=kube-public,resourceNames=cluster-info
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
