@@ -68,11 +68,12 @@ type Result struct {
 // Gateways and Gateway API routes) into one IR. It returns an error only when the Options
 // themselves are invalid.
 func Run(in Input) (Result, error) {
-	cfg, problems, err := Translate(in)
+	l4, err := translateL4(in)
 	if err != nil {
 		return Result{}, err
 	}
-	t := newL7(in, cfg)
+	cfg, problems := l4.cfg, l4.problems.List()
+	t := newL7(in, cfg, l4.expander)
 	t.ingresses()
 	t.gateways()
 	cfg.Normalize()
@@ -87,7 +88,7 @@ type l7 struct {
 	opts     Options
 	cfg      *ir.Config
 	problems ir.ProblemSet
-	policy   *policy
+	expander *expander
 	statuses map[string]RouteStatus
 	// byKind holds the Routes by the kind of their tenant object, oldest first.
 	byKind map[string][]*v1alpha1.Route
@@ -96,12 +97,12 @@ type l7 struct {
 	secrets  map[string]*ir.Secret
 }
 
-func newL7(in Input, cfg *ir.Config) *l7 {
+func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 	t := &l7{
 		in:       in,
 		opts:     in.Options.withDefaults(),
 		cfg:      cfg,
-		policy:   compilePolicy(in.Policy),
+		expander: x,
 		statuses: map[string]RouteStatus{},
 		byKind:   map[string][]*v1alpha1.Route{},
 		clusters: map[string]*ir.Cluster{},
@@ -335,36 +336,17 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 	if len(groups) == 0 { // a route always goes to the tenant's nodes
 		groups = []v1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}}}
 	}
-	var eps []ir.Endpoint
+	var eps clusterEndpoints
 	for gi := range groups {
-		g := &groups[gi]
-		addrs := g.Addresses
-		if aref := g.AddressesReference; aref != nil {
-			name := cmp.Or(aref.Name, v1alpha1.DefaultAddressesName)
-			a, ok := t.in.Addresses[name]
-			if !ok || (aref.Namespace != "" && aref.Namespace != t.in.Tenant) {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
-				continue
-			}
-			addrs = a.Spec.Addresses
+		e, name, ok := t.expander.group(&groups[gi])
+		if !ok {
+			t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
+			continue
 		}
-		for _, a := range addrs {
-			ep, ip, ok := parseAddress(a)
-			if !ok {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
-				continue
-			}
-			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, reason, format, args...)
-			}) {
-				eps = append(eps, ir.Endpoint{Address: addr, Port: port})
-			}
-		}
+		e.report(&t.problems, t.ref(r, ""))
+		eps.add(e, port)
 	}
-	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
-	})
-	return slices.Compact(eps)
+	return eps.list()
 }
 
 // certificate resolves a tenant TLS Secret (namespace/name as written in the tenant object)

@@ -1,0 +1,90 @@
+package translate_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// badAddressesTenant is a tenant of k LoadBalancers, each with 16 ports and four endpoint
+// groups referencing Addresses/default, which holds 8 usable addresses and 64·k that are
+// denied (loopback) or not addresses at all. Its input grows linearly with k, and so does
+// what a correct translation makes of it: 16·k clusters of 8 endpoints, and a bounded number
+// of problems per LoadBalancer.
+func badAddressesTenant(k int) translate.Input {
+	addrs := make([]v1alpha1.EndpointAddress, 0, 8+64*k)
+	for i := range 8 {
+		addrs = append(addrs, v1alpha1.EndpointAddress{IP: fmt.Sprintf("10.0.0.%d", i+1)})
+	}
+	for i := range 64 * k {
+		if i%2 == 0 {
+			addrs = append(addrs, v1alpha1.EndpointAddress{IP: fmt.Sprintf("127.0.%d.%d", i/250, i%250+1)})
+		} else {
+			addrs = append(addrs, v1alpha1.EndpointAddress{IP: fmt.Sprintf("not-an-ip-%d", i)})
+		}
+	}
+	in := translate.Input{
+		Tenant:    "tenant-linear",
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}},
+	}
+	for i := range k {
+		lb := v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%d", i)}}
+		var eports []v1alpha1.EndpointPort
+		for p := range 16 {
+			lb.Spec.Ports = append(lb.Spec.Ports, v1alpha1.LoadBalancerPort{Port: int32(1000 + p), Protocol: corev1.ProtocolTCP})
+			eports = append(eports, v1alpha1.EndpointPort{Port: int32(30000 + p), Protocol: corev1.ProtocolTCP})
+			sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(10000 + i*16 + p)}
+			sp.Port, sp.Protocol = int32(1000+p), corev1.ProtocolTCP
+			lb.Status.Service.Ports = append(lb.Status.Service.Ports, sp)
+		}
+		for range 4 {
+			lb.Spec.Endpoints = append(lb.Spec.Endpoints, v1alpha1.LoadBalancerEndpoints{
+				AddressesReference: &corev1.ObjectReference{Name: "default"}, Ports: eports,
+			})
+		}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
+	}
+	return in
+}
+
+// TestTranslationCostIsLinear: when a tenant makes its input four times larger, translation
+// allocates about four times more, not sixteen. An Addresses object shared by every port of
+// every LoadBalancer is parsed and checked once, and its problems are reported once per
+// LoadBalancer, bounded. Allocation counts are deterministic, so this holds on any machine;
+// time is measured by BenchmarkLargestTenant instead.
+func TestTranslationCostIsLinear(t *testing.T) {
+	allocs := func(k int) float64 {
+		in := badAddressesTenant(k)
+		r, err := translate.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(r.Config.Clusters), 16*k; got != want {
+			t.Fatalf("k=%d: %d clusters, want %d", k, got, want)
+		}
+		for _, c := range r.Config.Clusters {
+			if len(c.Endpoints) != 8 {
+				t.Fatalf("k=%d: cluster %s has %d endpoints, want the 8 usable addresses", k, c.Name, len(c.Endpoints))
+			}
+		}
+		perLB := len(r.Problems) / k
+		if perLB > 20 {
+			t.Errorf("k=%d: %d problems per LoadBalancer; the problems of one Addresses object must be bounded", k, perLB)
+		}
+		return testing.AllocsPerRun(2, func() {
+			if _, err := translate.Run(in); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(4), allocs(16)
+	t.Logf("allocations: %.0f at k=4, %.0f at k=16 (×%.1f for ×4 input)", small, large, large/small)
+	if large > 6*small {
+		t.Errorf("translating 4 times the input allocates %.1f times more (%.0f → %.0f); the cost must be linear", large/small, small, large)
+	}
+}
