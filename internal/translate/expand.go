@@ -123,35 +123,73 @@ type sourcePort struct {
 }
 
 // clusterEndpoints builds the endpoints of one cluster: each (expansion, port) once, sorted
-// by address and port, duplicates dropped.
+// by address and port, duplicates dropped, at most max of them (0: all).
 type clusterEndpoints struct {
 	done []sourcePort // at most the endpoint groups of one object (4)
-	eps  []ir.Endpoint
 }
 
 func (c *clusterEndpoints) add(e *expansion, port uint32) {
 	sp := sourcePort{e, port}
-	if slices.Contains(c.done, sp) {
+	if len(e.ips) == 0 || slices.Contains(c.done, sp) {
 		return
 	}
 	c.done = append(c.done, sp)
-	c.eps = slices.Grow(c.eps, len(e.ips))
-	for _, ip := range e.ips {
-		c.eps = append(c.eps, ir.Endpoint{Address: ip, Port: port})
-	}
 }
 
-// list returns the endpoints sorted and unique. One expansion is sorted already; more are
-// merged by the sort.
-func (c *clusterEndpoints) list() []ir.Endpoint {
-	if len(c.done) > 1 {
-		slices.SortFunc(c.eps, compareEndpoints)
-		c.eps = slices.Compact(c.eps)
+// list merges the sources (each sorted already) and returns the first max endpoints, or all
+// when max is 0; cut says whether some were left out. Its cost is the size of what it
+// returns times the number of sources (at most 4), whatever the size of the sources.
+func (c *clusterEndpoints) list(max int) (eps []ir.Endpoint, cut bool) {
+	switch len(c.done) {
+	case 0:
+		return nil, false
+	case 1:
+		sp := c.done[0]
+		ips := sp.e.ips
+		if max > 0 && len(ips) > max {
+			ips, cut = ips[:max], true
+		}
+		eps = make([]ir.Endpoint, len(ips))
+		for i, ip := range ips {
+			eps[i] = ir.Endpoint{Address: ip, Port: sp.port}
+		}
+		return eps, cut
 	}
-	if len(c.eps) == 0 {
-		return nil
+	next := make([]int, len(c.done)) // the next address of each source
+	total := 0
+	for _, sp := range c.done {
+		total += len(sp.e.ips)
 	}
-	return slices.Clip(c.eps)
+	if max > 0 {
+		total = min(total, max)
+	}
+	eps = make([]ir.Endpoint, 0, total)
+	for {
+		best := -1
+		var min ir.Endpoint
+		for i, sp := range c.done {
+			if next[i] == len(sp.e.ips) {
+				continue
+			}
+			ep := ir.Endpoint{Address: sp.e.ips[next[i]], Port: sp.port}
+			if best < 0 || compareEndpoints(ep, min) < 0 {
+				best, min = i, ep
+			}
+		}
+		if best < 0 {
+			return slices.Clip(eps), false
+		}
+		if max > 0 && len(eps) == max {
+			return eps, true
+		}
+		// Drop the same endpoint from every source (two groups, one address and port).
+		for i, sp := range c.done {
+			if next[i] < len(sp.e.ips) && sp.port == min.Port && sp.e.ips[next[i]] == min.Address {
+				next[i]++
+			}
+		}
+		eps = append(eps, min)
+	}
 }
 
 func compareEndpoints(a, b ir.Endpoint) int {

@@ -401,7 +401,11 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 		e.report(&t.problems, t.ref(r, ""))
 		eps.add(e, port)
 	}
-	return eps.list()
+	list, cut := eps.list(t.opts.MaxEndpointsPerCluster)
+	if cut {
+		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonQuotaExceeded, quotaMessage, t.opts.MaxEndpointsPerCluster, t.opts.MaxEndpointsPerCluster)
+	}
+	return list
 }
 
 // certificate resolves a tenant TLS Secret (namespace/name as written in the tenant object)

@@ -1,13 +1,19 @@
 package translate_test
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -86,5 +92,72 @@ func TestTranslationCostIsLinear(t *testing.T) {
 	t.Logf("allocations: %.0f at k=4, %.0f at k=16 (×%.1f for ×4 input)", small, large, large/small)
 	if large > 6*small {
 		t.Errorf("translating 4 times the input allocates %.1f times more (%.0f → %.0f); the cost must be linear", large/small, small, large)
+	}
+}
+
+// TestEndpointsMergedAndCut: a cluster's endpoints are the union of its groups' addresses ×
+// ports, sorted and unique, whichever way the groups share Addresses objects and ports; with
+// MaxEndpointsPerCluster only the first ones are kept and the LoadBalancer is told.
+func TestEndpointsMergedAndCut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	for round := range 200 {
+		in := translate.Input{Tenant: "tenant-merge", Addresses: map[string]v1alpha1.Addresses{}}
+		lists := map[string][]string{}
+		for a := range 3 {
+			name := fmt.Sprintf("a%d", a)
+			var addrs []v1alpha1.EndpointAddress
+			for range rng.IntN(6) {
+				ip := fmt.Sprintf("10.0.%d.%d", rng.IntN(2), rng.IntN(8)+1) // overlapping, repeated
+				addrs = append(addrs, v1alpha1.EndpointAddress{IP: ip})
+				lists[name] = append(lists[name], ip)
+			}
+			in.Addresses[name] = v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}
+		}
+		lb := v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "lb"}}
+		lb.Spec.Ports = []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}}
+		sp := v1alpha1.ServicePort{UpstreamTargetPort: 20000}
+		sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
+		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+		want := map[string]bool{}
+		for range rng.IntN(4) + 1 {
+			name, port := fmt.Sprintf("a%d", rng.IntN(3)), int32(30000+rng.IntN(2))
+			lb.Spec.Endpoints = append(lb.Spec.Endpoints, v1alpha1.LoadBalancerEndpoints{
+				AddressesReference: &corev1.ObjectReference{Name: name},
+				Ports:              []v1alpha1.EndpointPort{{Port: port, Protocol: corev1.ProtocolTCP}},
+			})
+			for _, ip := range lists[name] {
+				want[fmt.Sprintf("%s:%d", ip, port)] = true
+			}
+		}
+		in.LoadBalancers = []v1alpha1.LoadBalancer{lb}
+		wantList := slices.Collect(maps.Keys(want))
+		slices.SortFunc(wantList, func(a, b string) int { // address, then port, as strings
+			ha, pa, _ := strings.Cut(a, ":")
+			hb, pb, _ := strings.Cut(b, ":")
+			return cmp.Or(strings.Compare(ha, hb), strings.Compare(pa, pb))
+		})
+		max := rng.IntN(6)
+		in.Options.MaxEndpointsPerCluster = max
+		r, err := translate.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		if len(r.Config.Clusters) == 1 {
+			for _, ep := range r.Config.Clusters[0].Endpoints {
+				got = append(got, fmt.Sprintf("%s:%d", ep.Address, ep.Port))
+			}
+		}
+		cut := max > 0 && len(wantList) > max
+		if cut {
+			wantList = wantList[:max]
+		}
+		if !slices.Equal(got, wantList) {
+			t.Fatalf("round %d (max %d): endpoints %v, want %v", round, max, got, wantList)
+		}
+		told := slices.ContainsFunc(r.Problems, func(p ir.Problem) bool { return p.Reason == translate.ReasonQuotaExceeded })
+		if told != cut {
+			t.Fatalf("round %d: QuotaExceeded reported %v, want %v (problems %v)", round, told, cut, r.Problems)
+		}
 	}
 }

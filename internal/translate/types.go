@@ -86,6 +86,10 @@ type Options struct {
 	UDPSessionIdleTimeout time.Duration
 	// HealthCheck of TCP clusters.
 	HealthCheck HealthCheck
+	// MaxEndpointsPerCluster bounds the endpoints of one cluster (the tenant's
+	// spec.limits.endpointsPerCluster): the first ones in address order are kept, and the
+	// object is told (QuotaExceeded, a Warning). Zero keeps them all.
+	MaxEndpointsPerCluster int
 }
 
 // HealthCheck configures the active TCP connect health check of TCP clusters. UDP clusters
@@ -167,6 +171,9 @@ const (
 	ReasonProxyProtocolUnsupported = "ProxyProtocolUnsupported"
 	// ReasonUnsupportedPersistence: spec.persistence.type is not understood (ignored).
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
+	// ReasonQuotaExceeded: a cluster has more endpoints than Options.MaxEndpointsPerCluster
+	// (the tenant's limit); only the first ones are used.
+	ReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // KindLoadBalancer is the kind of the objects the Layer 4 front end reports problems on.
