@@ -42,6 +42,8 @@ type expander struct {
 	// byName: Addresses objects, by name; inline: the inline lists, by their endpoint group.
 	byName map[string]*expansion
 	inline map[*v1alpha1.LoadBalancerEndpoints]*expansion
+	// used counts the endpoints given to clusters so far (Options.MaxEndpoints).
+	used int
 }
 
 func newExpander(in *Input, pol *policy) *expander {
@@ -194,4 +196,39 @@ func (c *clusterEndpoints) list(max int) (eps []ir.Endpoint, cut bool) {
 
 func compareEndpoints(a, b ir.Endpoint) int {
 	return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+}
+
+// Messages of QuotaExceeded problems.
+const (
+	clusterQuotaMessage = "the cluster has more than %d endpoints (spec.limits.endpointsPerCluster of the tenant); only the first %d by address are used"
+	tenantQuotaSome     = "the tenant's clusters have reached %d endpoints in all; this cluster gets only its first %d by address"
+	tenantQuotaNone     = "the tenant's clusters have reached %d endpoints in all; this cluster gets none"
+)
+
+// take returns the endpoints of a cluster within Options.MaxEndpointsPerCluster and what is
+// left of Options.MaxEndpoints (the clusters translated first take theirs first), and the
+// message of the QuotaExceeded problem to report when some are left out ("" when none are).
+func (x *expander) take(c *clusterEndpoints, opts Options) ([]ir.Endpoint, string) {
+	limit, tenant := opts.MaxEndpointsPerCluster, false
+	if opts.MaxEndpoints > 0 {
+		if left := max(opts.MaxEndpoints-x.used, 0); limit <= 0 || left < limit {
+			limit, tenant = left, true
+		}
+	}
+	if tenant && limit == 0 {
+		if len(c.done) == 0 {
+			return nil, ""
+		}
+		return nil, fmt.Sprintf(tenantQuotaNone, opts.MaxEndpoints)
+	}
+	eps, cut := c.list(limit)
+	x.used += len(eps)
+	switch {
+	case !cut:
+		return eps, ""
+	case tenant:
+		return eps, fmt.Sprintf(tenantQuotaSome, opts.MaxEndpoints, len(eps))
+	default:
+		return eps, fmt.Sprintf(clusterQuotaMessage, limit, limit)
+	}
 }

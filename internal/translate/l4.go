@@ -282,15 +282,12 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 		e.report(&t.problems, t.ref(lb, ""))
 		eps.add(e, uint32(port))
 	}
-	list, cut := eps.list(t.opts.MaxEndpointsPerCluster)
-	if cut {
-		t.problem(ref, ir.SeverityWarning, ReasonQuotaExceeded, quotaMessage, t.opts.MaxEndpointsPerCluster, t.opts.MaxEndpointsPerCluster)
+	list, quota := t.expander.take(&eps, t.opts)
+	if quota != "" {
+		t.problems.AddMessage(ref, ir.SeverityWarning, ReasonQuotaExceeded, quota)
 	}
 	return list
 }
-
-// quotaMessage is the problem of a cluster cut to Options.MaxEndpointsPerCluster.
-const quotaMessage = "the cluster has more than %d endpoints (spec.limits.endpointsPerCluster of the tenant); only the first %d by address are used"
 
 // manyPorts is the number of ports above which a list of ports is looked up through an index
 // rather than scanned (a LoadBalancer may have 128 ports, and each port looks up its

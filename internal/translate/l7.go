@@ -401,9 +401,9 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 		e.report(&t.problems, t.ref(r, ""))
 		eps.add(e, port)
 	}
-	list, cut := eps.list(t.opts.MaxEndpointsPerCluster)
-	if cut {
-		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonQuotaExceeded, quotaMessage, t.opts.MaxEndpointsPerCluster, t.opts.MaxEndpointsPerCluster)
+	list, quota := t.expander.take(&eps, t.opts)
+	if quota != "" {
+		t.problems.AddMessage(t.ref(r, ""), ir.SeverityWarning, ReasonQuotaExceeded, quota)
 	}
 	return list
 }

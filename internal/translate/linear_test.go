@@ -161,3 +161,57 @@ func TestEndpointsMergedAndCut(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsTenantBudget: with Options.MaxEndpoints the tenant's clusters share one
+// budget: the older LoadBalancers get all their endpoints, the next one what is left, the
+// rest none — each of them told why.
+func TestEndpointsTenantBudget(t *testing.T) {
+	addrs := make([]v1alpha1.EndpointAddress, 10)
+	for i := range addrs {
+		addrs[i] = v1alpha1.EndpointAddress{IP: fmt.Sprintf("10.0.0.%d", i+1)}
+	}
+	in := translate.Input{
+		Tenant:    "tenant-budget",
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}},
+		Options:   translate.Options{MaxEndpoints: 25},
+	}
+	for i := range 4 {
+		lb := v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%d", i)}}
+		lb.Spec.Ports = []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}}
+		lb.Spec.Endpoints = []v1alpha1.LoadBalancerEndpoints{{
+			AddressesReference: &corev1.ObjectReference{Name: "default"},
+			Ports:              []v1alpha1.EndpointPort{{Port: 30080, Protocol: corev1.ProtocolTCP}},
+		}}
+		sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(20000 + i)}
+		sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
+		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
+	}
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, c := range r.Config.Clusters {
+		got[c.Name] = len(c.Endpoints)
+	}
+	want := map[string]int{"lb-0-tcp-80": 10, "lb-1-tcp-80": 10, "lb-2-tcp-80": 5, "lb-3-tcp-80": 0}
+	if !maps.Equal(got, want) {
+		t.Fatalf("endpoints per cluster %v, want %v", got, want)
+	}
+	reasons := map[string][]string{}
+	for _, p := range r.Problems {
+		reasons[p.Object.Name] = append(reasons[p.Object.Name], p.Reason)
+	}
+	for lb, want := range map[string][]string{
+		"lb-2": {translate.ReasonQuotaExceeded},
+		"lb-3": {translate.ReasonQuotaExceeded, translate.ReasonNoEndpoints},
+	} {
+		if !slices.Equal(reasons[lb], want) {
+			t.Errorf("%s: problems %v, want %v", lb, reasons[lb], want)
+		}
+	}
+	if len(reasons["lb-0"])+len(reasons["lb-1"]) > 0 {
+		t.Errorf("the older LoadBalancers have problems: %v", reasons)
+	}
+}
