@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -213,5 +214,30 @@ func TestEndpointsTenantBudget(t *testing.T) {
 	}
 	if len(reasons["lb-0"])+len(reasons["lb-1"]) > 0 {
 		t.Errorf("the older LoadBalancers have problems: %v", reasons)
+	}
+}
+
+// BenchmarkPolicyLargeHub checks the 5000 addresses of a tenant's Addresses against the
+// ranges of a hub of 5000 nodes (a Pod CIDR and an address each): the policy looks each
+// address up by prefix length, instead of comparing it with every range.
+func BenchmarkPolicyLargeHub(b *testing.B) {
+	in := badAddressesTenant(0)
+	addrs := make([]v1alpha1.EndpointAddress, 5000)
+	for i := range addrs {
+		addrs[i] = v1alpha1.EndpointAddress{IP: fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}
+	}
+	in.Addresses["default"] = v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}
+	for i := range 5000 {
+		in.Policy.Hub = append(in.Policy.Hub,
+			translate.PolicyRule{Prefix: netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256)), Source: translate.SourceHubPodCIDR},
+			translate.PolicyRule{Prefix: netip.MustParsePrefix(fmt.Sprintf("192.168.%d.%d/32", i/250, i%250+1)), Source: translate.SourceHubNode})
+	}
+	in.LoadBalancers = badAddressesTenant(1).LoadBalancers
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := translate.Run(in)
+		if err != nil || len(r.Config.Clusters) != 16 || len(r.Config.Clusters[0].Endpoints) != 5000 {
+			b.Fatalf("unexpected result (%v): %d problems", err, len(r.Problems))
+		}
 	}
 }
