@@ -87,6 +87,10 @@ conformance: tools ## Run the Gateway API conformance suite (also part of `make 
 bench: ## Run the Go benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-largest
+bench-largest: ## Translate the largest tenant the CRDs and default limits allow, at 1/4, 1/2 and 1 of its size (time, allocations, peak RSS; part of `make bench`).
+	go test -run '^$$' -bench '^BenchmarkLargestTenant$$' -benchmem ./internal/xds/
+
 .PHONY: demo
 demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
 	go build -o $(BIN)/demo ./e2e/demo

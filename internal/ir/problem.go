@@ -89,7 +89,13 @@ type ProblemSet struct {
 
 // Add records a problem unless an identical one is already there.
 func (s *ProblemSet) Add(obj ObjectRef, sev Severity, reason, format string, args ...any) {
-	p := Problem{Object: obj, Severity: sev, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	s.AddMessage(obj, sev, reason, fmt.Sprintf(format, args...))
+}
+
+// AddMessage is Add with the message already made (one message reported on many objects is
+// formatted once).
+func (s *ProblemSet) AddMessage(obj ObjectRef, sev Severity, reason, message string) {
+	p := Problem{Object: obj, Severity: sev, Reason: reason, Message: message}
 	if s.seen == nil {
 		s.seen = map[Problem]struct{}{}
 	}

@@ -134,6 +134,9 @@ func (s *bytesource) input() translate.Input {
 		}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	// Last, so that the seeds' earlier choices stay as they were.
+	in.Options.MaxEndpointsPerCluster = s.intn(4)
+	in.Options.MaxEndpoints = pick(s, 0, 0, 2, 5)
 	return in
 }
 
@@ -170,6 +173,17 @@ func FuzzTranslate(f *testing.F) {
 		again, _, _ := translate.Translate((&bytesource{b: data}).input())
 		if !cfg.Equal(again) {
 			t.Fatal("Translate is not deterministic")
+		}
+		// The endpoint limits hold.
+		total := 0
+		for _, c := range cfg.Clusters {
+			if max := in.Options.MaxEndpointsPerCluster; max > 0 && len(c.Endpoints) > max {
+				t.Fatalf("cluster %s has %d endpoints, over MaxEndpointsPerCluster %d", c.Name, len(c.Endpoints), max)
+			}
+			total += len(c.Endpoints)
+		}
+		if max := in.Options.MaxEndpoints; max > 0 && total > max {
+			t.Fatalf("%d endpoints in all, over MaxEndpoints %d", total, max)
 		}
 		// Every LoadBalancer port either has a listener or an Error problem explaining why not.
 		listeners := map[string]bool{}

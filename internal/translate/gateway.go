@@ -638,11 +638,27 @@ func (t *l7) emitGateway(g *gateway) {
 }
 
 // boundBy names the IR listener already bound to the same address, port and transport, or "".
+// The listeners are indexed as they are appended (the first bound wins), so a tenant of many
+// Gateways costs one lookup per Envoy port.
 func (t *l7) boundBy(address string, port uint32, udp bool) string {
-	for _, o := range t.cfg.Listeners {
-		if o.Port == port && o.Address == address && (o.Protocol == ir.ProtocolUDP) == udp {
-			return "listener " + o.Name
+	if t.bound == nil {
+		t.bound = map[boundKey]string{}
+	}
+	for _, o := range t.cfg.Listeners[t.boundIndexed:] {
+		k := boundKey{o.Address, o.Port, o.Protocol == ir.ProtocolUDP}
+		if _, dup := t.bound[k]; !dup {
+			t.bound[k] = o.Name
 		}
 	}
+	t.boundIndexed = len(t.cfg.Listeners)
+	if name, ok := t.bound[boundKey{address, port, udp}]; ok {
+		return "listener " + name
+	}
 	return ""
+}
+
+type boundKey struct {
+	address string
+	port    uint32
+	udp     bool
 }

@@ -20,6 +20,20 @@ import (
 type attacher struct {
 	t        *l7
 	gateways []*gateway
+	byName   map[nsName]*gateway // the first Gateway of each namespace and name
+}
+
+// gateway finds a Gateway of the tenant by namespace and name; nil when there is none.
+func (a *attacher) gateway(namespace, name string) *gateway {
+	if a.byName == nil {
+		a.byName = make(map[nsName]*gateway, len(a.gateways))
+		for _, g := range a.gateways {
+			if _, dup := a.byName[nsName{g.namespace, g.obj.Name}]; !dup {
+				a.byName[nsName{g.namespace, g.obj.Name}] = g
+			}
+		}
+	}
+	return a.byName[nsName{namespace, name}]
 }
 
 // routeObj is what attachment needs of any route kind.
@@ -160,13 +174,7 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 		if p.Namespace != nil && *p.Namespace != "" {
 			ns = string(*p.Namespace)
 		}
-		var g *gateway
-		for _, c := range a.gateways {
-			if c.namespace == ns && c.obj.Name == string(p.Name) {
-				g = c
-				break
-			}
-		}
+		g := a.gateway(ns, string(p.Name))
 		if g == nil {
 			t.problems.Add(t.ref(r, section), ir.SeverityError, string(gwv1.RouteReasonNoMatchingParent), "Gateway %s/%s is not among the tenant's Gateways; the route is not served there", truncate(ns), truncate(string(p.Name)))
 			continue

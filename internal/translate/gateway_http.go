@@ -77,25 +77,34 @@ func matchPrecedence(m ir.RouteMatch) precedence {
 // a route reached through two listeners is kept once.
 func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 	keys := slices.Sorted(maps.Keys(m))
-	// Only a hostname itself and wildcards cover a hostname: looking at the wildcards alone
-	// keeps this linear in the number of hostnames (a Gateway may carry thousands).
-	var wild []string
+	// Only a hostname itself and wildcards cover a hostname (coversHostname): "*", and
+	// "*.<suffix>" for each suffix of the hostname that starts at a dot. Looking those up
+	// keeps this linear in the total length of the hostnames (a Gateway may carry thousands,
+	// and thousands of wildcards).
+	star := false
+	wild := map[string]bool{} // the wildcards "*.<suffix>" by ".<suffix>"
 	for _, k := range keys {
-		if strings.HasPrefix(k, "*") {
-			wild = append(wild, k)
+		switch {
+		case k == "*":
+			star = true
+		case strings.HasPrefix(k, "*."):
+			wild[k[1:]] = true
 		}
 	}
 	var out []*ir.VirtualHost
-	covering := make([]string, 0, len(wild)+1)
+	var covering []string
 	for _, h := range keys {
 		type ranked struct {
 			c    *candidate
 			host string
 		}
 		covering = append(covering[:0], h)
-		for _, k := range wild {
-			if k != h && coversHostname(k, h) {
-				covering = append(covering, k)
+		if star && h != "*" {
+			covering = append(covering, "*")
+		}
+		for i := range len(h) {
+			if h[i] == '.' && wild[h[i:]] && (i != 1 || h[0] != '*') {
+				covering = append(covering, "*"+h[i:])
 			}
 		}
 		slices.Sort(covering)

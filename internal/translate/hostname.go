@@ -164,7 +164,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	l4 := &l4{in: t.in, opts: t.opts, policy: t.policy} // for endpoints; its problems are the Layer 4 front end's
+	l4 := &l4{in: t.in, opts: t.opts, expander: t.expander} // for endpoints; its problems are the Layer 4 front end's
 	claimed := map[string]string{}
 	seen := map[string]bool{}
 	for _, lb := range lbs {

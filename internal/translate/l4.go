@@ -22,13 +22,23 @@ import (
 // LoadBalancer of the tenant); everything wrong with a single LoadBalancer is a problem on
 // that LoadBalancer (and port), and the Config is normalized and valid (ir.Config.Validate).
 func Translate(in Input) (*ir.Config, ir.Problems, error) {
+	t, err := translateL4(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.cfg, t.problems.List(), nil
+}
+
+// translateL4 is Translate, returning the front end's state (Run shares its endpoint
+// expansions with the Layer 7 front end).
+func translateL4(in Input) (*l4, error) {
 	opts := in.Options.withDefaults()
 	listenAddr, err := netip.ParseAddr(opts.ListenerAddress)
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid listener address %q: %w", opts.ListenerAddress, err)
+		return nil, fmt.Errorf("invalid listener address %q: %w", opts.ListenerAddress, err)
 	}
 	if listenAddr.Zone() != "" {
-		return nil, nil, fmt.Errorf("invalid listener address %q: zones are not supported", opts.ListenerAddress)
+		return nil, fmt.Errorf("invalid listener address %q: zones are not supported", opts.ListenerAddress)
 	}
 	opts.ListenerAddress = listenAddr.String()
 
@@ -37,8 +47,8 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 		opts:      opts,
 		cfg:       &ir.Config{},
 		listeners: map[listenerKey]string{},
-		policy:    compilePolicy(in.Policy),
 	}
+	t.expander = newExpander(&t.in, compilePolicy(in.Policy))
 
 	// Older LoadBalancers first, so that when two ask for the same listener port the one that
 	// had it first keeps it. Ties (and zero timestamps) fall back to the name.
@@ -62,7 +72,7 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 		t.loadBalancer(lb)
 	}
 	t.cfg.Normalize()
-	return t.cfg, t.problems.List(), nil
+	return t, nil
 }
 
 type listenerKey struct {
@@ -76,7 +86,9 @@ type l4 struct {
 	cfg       *ir.Config
 	problems  ir.ProblemSet
 	listeners map[listenerKey]string // listener port → name of the listener that has it
-	policy    *policy
+	expander  *expander
+	// portNames indexes the named ports of endpoint groups with many ports (endpointPort).
+	portNames map[*v1alpha1.LoadBalancerEndpoints]map[string]int32
 }
 
 func (t *l4) ref(lb *v1alpha1.LoadBalancer, section string) ir.ObjectRef {
@@ -113,6 +125,7 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 	settings := t.settings(lb)
 
 	used := map[listenerKey]bool{}
+	status := indexStatusPorts(&lb.Status)
 	for i, p := range lb.Spec.Ports {
 		ps := portSpec{index: i, name: p.Name, protocol: v1alpha1.ProtocolOrTCP(p.Protocol), port: p.Port}
 		ps.label = fmt.Sprintf("%s/%d", ps.protocol, ps.port)
@@ -134,7 +147,7 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 		}
 		used[listenerKey{ps.protocol, ps.port}] = true
 
-		if sp, ok := lb.Status.StatusPortFor(p); ok {
+		if sp, ok := status.portFor(p); ok {
 			ps.listenerPort = sp.UpstreamTargetPort
 		}
 		if ps.listenerPort == 0 {
@@ -248,11 +261,11 @@ func statName(lb *v1alpha1.LoadBalancer, ps portSpec) string {
 // endpoints collects every address × matching endpoint port over all endpoint groups of the
 // LoadBalancer, sorted and deduplicated.
 func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
-	var eps []ir.Endpoint
+	var eps clusterEndpoints
 	ref := t.ref(lb, ps.label)
 	for gi := range lb.Spec.Endpoints {
 		g := &lb.Spec.Endpoints[gi]
-		port, ok := endpointPort(g, ps)
+		port, ok := t.endpointPort(g, ps)
 		if !ok {
 			t.problem(ref, ir.SeverityWarning, ReasonEndpointPortNotFound, "endpoints[%d] has no port named %q nor a port at index %d; left out", gi, ps.name, ps.index)
 			continue
@@ -261,45 +274,53 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 			t.problem(ref, ir.SeverityWarning, ReasonInvalidPort, "endpoints[%d] port %d is out of range 1-65535; left out", gi, port)
 			continue
 		}
-		addrs := g.Addresses
-		if aref := g.AddressesReference; aref != nil {
-			name := aref.Name
-			if name == "" {
-				name = v1alpha1.DefaultAddressesName
-			}
-			a, ok := t.in.Addresses[name]
-			if !ok || (aref.Namespace != "" && aref.Namespace != t.in.Tenant) {
-				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
-				continue
-			}
-			addrs = a.Spec.Addresses
+		e, name, ok := t.expander.group(g)
+		if !ok {
+			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
+			continue
 		}
-		for _, a := range addrs {
-			ep, ip, ok := parseAddress(a)
-			if !ok {
-				t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
-				continue
-			}
-			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
-				t.problem(t.ref(lb, ""), ir.SeverityWarning, reason, format, args...)
-			}) {
-				eps = append(eps, ir.Endpoint{Address: addr, Port: uint32(port)})
-			}
-		}
+		e.report(&t.problems, t.ref(lb, ""))
+		eps.add(e, uint32(port))
 	}
-	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
-	})
-	return slices.Compact(eps)
+	list, quota := t.expander.take(&eps, t.opts)
+	if quota != "" {
+		t.problems.AddMessage(ref, ir.SeverityWarning, ReasonQuotaExceeded, quota)
+	}
+	return list
 }
 
+// manyPorts is the number of ports above which a list of ports is looked up through an index
+// rather than scanned (a LoadBalancer may have 128 ports, and each port looks up its
+// endpoint port and status port).
+const manyPorts = 8
+
 // endpointPort picks the port of an endpoint group matching a LoadBalancer port: by name when
-// the LoadBalancer port is named and the group has a port of that name, else by index.
-func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) {
+// the LoadBalancer port is named and the group has a port of that name (the first one), else
+// by index.
+func (t *l4) endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) {
 	if ps.name != "" {
-		for _, p := range g.Ports {
-			if p.Name == ps.name {
-				return p.Port, true
+		if len(g.Ports) > manyPorts {
+			names, ok := t.portNames[g]
+			if !ok {
+				names = make(map[string]int32, len(g.Ports))
+				for _, p := range g.Ports {
+					if _, dup := names[p.Name]; !dup {
+						names[p.Name] = p.Port
+					}
+				}
+				if t.portNames == nil {
+					t.portNames = map[*v1alpha1.LoadBalancerEndpoints]map[string]int32{}
+				}
+				t.portNames[g] = names
+			}
+			if port, ok := names[ps.name]; ok {
+				return port, true
+			}
+		} else {
+			for _, p := range g.Ports {
+				if p.Name == ps.name {
+					return p.Port, true
+				}
 			}
 		}
 	}
@@ -307,6 +328,53 @@ func endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32, bool) 
 		return g.Ports[ps.index].Port, true
 	}
 	return 0, false
+}
+
+// statusPorts answers LoadBalancerStatus.StatusPortFor for every port of a LoadBalancer in
+// time linear in its ports (an index when there are many).
+type statusPorts struct {
+	s        *v1alpha1.LoadBalancerStatus
+	byName   map[listenerName]v1alpha1.ServicePort
+	byNumber map[listenerKey]v1alpha1.ServicePort
+}
+
+type listenerName struct {
+	protocol corev1.Protocol
+	name     string
+}
+
+func indexStatusPorts(s *v1alpha1.LoadBalancerStatus) statusPorts {
+	ps := s.Service.Ports
+	if len(ps) <= manyPorts {
+		return statusPorts{s: s}
+	}
+	x := statusPorts{s: s, byName: make(map[listenerName]v1alpha1.ServicePort, len(ps)), byNumber: make(map[listenerKey]v1alpha1.ServicePort, len(ps))}
+	for _, sp := range ps {
+		proto := v1alpha1.ProtocolOrTCP(sp.Protocol)
+		if _, dup := x.byName[listenerName{proto, sp.Name}]; !dup {
+			x.byName[listenerName{proto, sp.Name}] = sp
+		}
+		if _, dup := x.byNumber[listenerKey{proto, sp.Port}]; !dup {
+			x.byNumber[listenerKey{proto, sp.Port}] = sp
+		}
+	}
+	return x
+}
+
+// portFor is s.StatusPortFor(p): the first status port matching by name (when p is named),
+// else the first matching by number.
+func (x statusPorts) portFor(p v1alpha1.LoadBalancerPort) (v1alpha1.ServicePort, bool) {
+	if x.byName == nil {
+		return x.s.StatusPortFor(p)
+	}
+	proto := v1alpha1.ProtocolOrTCP(p.Protocol)
+	if p.Name != "" {
+		if sp, ok := x.byName[listenerName{proto, p.Name}]; ok {
+			return sp, true
+		}
+	}
+	sp, ok := x.byNumber[listenerKey{proto, p.Port}]
+	return sp, ok
 }
 
 // parseAddress accepts an IP (v4 or v6, no zone, not unspecified; returned too, unmapped)

@@ -68,11 +68,12 @@ type Result struct {
 // Gateways and Gateway API routes) into one IR. It returns an error only when the Options
 // themselves are invalid.
 func Run(in Input) (Result, error) {
-	cfg, problems, err := Translate(in)
+	l4, err := translateL4(in)
 	if err != nil {
 		return Result{}, err
 	}
-	t := newL7(in, cfg)
+	cfg, problems := l4.cfg, l4.problems.List()
+	t := newL7(in, cfg, l4.expander)
 	t.ingresses()
 	t.gateways()
 	cfg.Normalize()
@@ -87,25 +88,35 @@ type l7 struct {
 	opts     Options
 	cfg      *ir.Config
 	problems ir.ProblemSet
-	policy   *policy
+	expander *expander
 	statuses map[string]RouteStatus
 	// byKind holds the Routes by the kind of their tenant object, oldest first.
 	byKind map[string][]*v1alpha1.Route
 	// clusters and secrets already in cfg, by name.
 	clusters map[string]*ir.Cluster
 	secrets  map[string]*ir.Secret
+	// Indexes of the input, made when first needed: the Services of Routes with many
+	// (service), hub Secrets by origin, hub Services of Routes by Route name.
+	services       map[*v1alpha1.Route]serviceIndex
+	secretIndex    map[nsName]*corev1.Secret
+	routeServices  map[string]*corev1.Service
+	ingressService *corev1.Service
+	// bound indexes cfg.Listeners[:boundIndexed] by address, port and transport (boundBy).
+	bound        map[boundKey]string
+	boundIndexed int
 }
 
-func newL7(in Input, cfg *ir.Config) *l7 {
+func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 	t := &l7{
 		in:       in,
 		opts:     in.Options.withDefaults(),
 		cfg:      cfg,
-		policy:   compilePolicy(in.Policy),
+		expander: x,
 		statuses: map[string]RouteStatus{},
 		byKind:   map[string][]*v1alpha1.Route{},
 		clusters: map[string]*ir.Cluster{},
 		secrets:  map[string]*ir.Secret{},
+		services: map[*v1alpha1.Route]serviceIndex{},
 	}
 	for _, c := range cfg.Clusters {
 		t.clusters[c.Name] = c
@@ -302,11 +313,25 @@ func isHTTP2(p *corev1.ServicePort) bool {
 }
 
 // service finds a backend Service among the Route's embedded Services: by namespace and
-// name, or by the origin labels of a NodePort twin.
+// name (the first), or else by the origin labels of a NodePort twin (the first). A Route may
+// carry 512 Services and reference them thousands of times: an index per Route answers
+// when there are many.
 func (t *l7) service(r *v1alpha1.Route, namespace, name string) *corev1.Service {
 	src := r.Spec.Source.Kubernetes
 	if src == nil {
 		return nil
+	}
+	if len(src.Services) > manyServices {
+		x, ok := t.services[r]
+		if !ok {
+			x = indexServices(src)
+			t.services[r] = x
+		}
+		key := nsName{namespace, name}
+		if s, ok := x.byName[key]; ok {
+			return s
+		}
+		return x.twins[key]
 	}
 	var twin *corev1.Service
 	for i := range src.Services {
@@ -328,6 +353,37 @@ func (t *l7) service(r *v1alpha1.Route, namespace, name string) *corev1.Service 
 	return twin
 }
 
+// manyServices is the number of a Route's Services above which they are indexed.
+const manyServices = 8
+
+type nsName struct{ namespace, name string }
+
+// serviceIndex finds a Route's Services by namespace and name, and NodePort twins by
+// namespace and origin name.
+type serviceIndex struct {
+	byName, twins map[nsName]*corev1.Service
+}
+
+func indexServices(src *v1alpha1.KubernetesSource) serviceIndex {
+	x := serviceIndex{byName: make(map[nsName]*corev1.Service, len(src.Services)), twins: map[nsName]*corev1.Service{}}
+	for i := range src.Services {
+		s := &src.Services[i].Service
+		ns := s.Namespace
+		if ns == "" {
+			ns = src.Route.GetNamespace()
+		}
+		if _, dup := x.byName[nsName{ns, s.Name}]; !dup {
+			x.byName[nsName{ns, s.Name}] = s
+		}
+		if origin, ok := s.Labels[v1alpha1.LabelOriginName]; ok {
+			if _, dup := x.twins[nsName{ns, origin}]; !dup {
+				x.twins[nsName{ns, origin}] = s
+			}
+		}
+	}
+	return x
+}
+
 // endpoints are the addresses of the Route's endpoint groups (normally Addresses/default) ×
 // port, filtered by the endpoint policy.
 func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
@@ -335,36 +391,21 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 	if len(groups) == 0 { // a route always goes to the tenant's nodes
 		groups = []v1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}}}
 	}
-	var eps []ir.Endpoint
+	var eps clusterEndpoints
 	for gi := range groups {
-		g := &groups[gi]
-		addrs := g.Addresses
-		if aref := g.AddressesReference; aref != nil {
-			name := cmp.Or(aref.Name, v1alpha1.DefaultAddressesName)
-			a, ok := t.in.Addresses[name]
-			if !ok || (aref.Namespace != "" && aref.Namespace != t.in.Tenant) {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
-				continue
-			}
-			addrs = a.Spec.Addresses
+		e, name, ok := t.expander.group(&groups[gi])
+		if !ok {
+			t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonAddressesNotFound, "endpoints[%d] references Addresses %q, which does not exist in %s", gi, truncate(name), t.in.Tenant)
+			continue
 		}
-		for _, a := range addrs {
-			ep, ip, ok := parseAddress(a)
-			if !ok {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
-				continue
-			}
-			for _, addr := range endpointIPs(&t.in, t.policy, ep, ip, func(reason, format string, args ...any) {
-				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, reason, format, args...)
-			}) {
-				eps = append(eps, ir.Endpoint{Address: addr, Port: port})
-			}
-		}
+		e.report(&t.problems, t.ref(r, ""))
+		eps.add(e, port)
 	}
-	slices.SortFunc(eps, func(a, b ir.Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
-	})
-	return slices.Compact(eps)
+	list, quota := t.expander.take(&eps, t.opts)
+	if quota != "" {
+		t.problems.AddMessage(t.ref(r, ""), ir.SeverityWarning, ReasonQuotaExceeded, quota)
+	}
+	return list
 }
 
 // certificate resolves a tenant TLS Secret (namespace/name as written in the tenant object)
@@ -379,15 +420,7 @@ func (t *l7) certificate(owner ir.ObjectRef, namespace, name string) (string, st
 		s.Owners = append(s.Owners, owner)
 		return irName, "", ""
 	}
-	var found *corev1.Secret
-	for i := range t.in.Secrets {
-		s := &t.in.Secrets[i]
-		if s.Labels[v1alpha1.LabelOriginNamespace] == namespace && s.Labels[v1alpha1.LabelOriginName] == name {
-			if found == nil || s.CreationTimestamp.After(found.CreationTimestamp.Time) {
-				found = s
-			}
-		}
-	}
+	found := t.secretByOrigin()[nsName{namespace, name}]
 	if found == nil {
 		return "", ReasonCertificateNotFound, fmt.Sprintf("Secret %s/%s has not reached the hub (the ccm mirrors Secrets referenced by served Ingresses and Gateways)", truncate(namespace), truncate(name))
 	}
@@ -401,22 +434,46 @@ func (t *l7) certificate(owner ir.ObjectRef, namespace, name string) (string, st
 	return irName, "", ""
 }
 
-// routeService finds the hub Service the Route controller made: the Gateway Route's
-// (LabelRouteName) or, with routeName "", the tenant's shared Ingress Service.
-func (t *l7) routeService(routeName string) *corev1.Service {
-	for i := range t.in.RouteServices {
-		s := &t.in.RouteServices[i]
-		if routeName == "" {
-			if s.Labels[v1alpha1.LabelIngressService] == "true" && s.Name == v1alpha1.IngressServiceName {
-				return s
-			}
-			continue
-		}
-		if s.Labels[v1alpha1.LabelRouteName] == routeName {
-			return s
+// secretByOrigin indexes the hub Secrets by the namespace and name of their tenant Secret
+// (the origin labels), once per translation; of two for one tenant Secret, the newer.
+func (t *l7) secretByOrigin() map[nsName]*corev1.Secret {
+	if t.secretIndex != nil {
+		return t.secretIndex
+	}
+	t.secretIndex = make(map[nsName]*corev1.Secret, len(t.in.Secrets))
+	for i := range t.in.Secrets {
+		s := &t.in.Secrets[i]
+		ns, name := s.Labels[v1alpha1.LabelOriginNamespace], s.Labels[v1alpha1.LabelOriginName]
+		key := nsName{ns, name}
+		if found := t.secretIndex[key]; found == nil || s.CreationTimestamp.After(found.CreationTimestamp.Time) {
+			t.secretIndex[key] = s
 		}
 	}
-	return nil
+	return t.secretIndex
+}
+
+// routeService finds the hub Service the Route controller made: the Gateway Route's
+// (LabelRouteName; the first) or, with routeName "", the tenant's shared Ingress Service.
+// The Services are indexed once per translation.
+func (t *l7) routeService(routeName string) *corev1.Service {
+	if t.routeServices == nil {
+		t.routeServices = make(map[string]*corev1.Service, len(t.in.RouteServices))
+		for i := range t.in.RouteServices {
+			s := &t.in.RouteServices[i]
+			if s.Labels[v1alpha1.LabelIngressService] == "true" && s.Name == v1alpha1.IngressServiceName && t.ingressService == nil {
+				t.ingressService = s
+			}
+			if key := s.Labels[v1alpha1.LabelRouteName]; key != "" {
+				if _, dup := t.routeServices[key]; !dup {
+					t.routeServices[key] = s
+				}
+			}
+		}
+	}
+	if routeName == "" {
+		return t.ingressService
+	}
+	return t.routeServices[routeName]
 }
 
 // listenerPort is the Envoy listener port the Route controller allocated for a tenant-facing

@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // Sources of endpoint policy rules, named in EndpointDenied messages.
@@ -75,17 +76,19 @@ type rule struct {
 	rank rank
 }
 
-// policy is an EndpointPolicy compiled for lookups: host entries (/32, /128) in a map, the
-// rest in a slice, and a memo of decisions, since a tenant's node addresses repeat in every
-// LoadBalancer.
+// policy is an EndpointPolicy compiled for lookups: the entries by prefix, and the prefix
+// lengths in use per address family, longest first. A lookup tries each length in use (at
+// most 33 for IPv4, 129 for IPv6), however many entries the hub's nodes and ranges add; a
+// memo keeps the decisions, since a tenant's node addresses repeat in every LoadBalancer.
 type policy struct {
-	hosts    map[netip.Addr]rule
-	prefixes []rule
-	memo     map[netip.Addr]*rule
+	rules map[netip.Prefix]rule
+	lens4 []int
+	lens6 []int
+	memo  map[netip.Addr]*rule
 }
 
 func compilePolicy(p EndpointPolicy) *policy {
-	c := &policy{hosts: map[netip.Addr]rule{}, memo: map[netip.Addr]*rule{}}
+	c := &policy{rules: map[netip.Prefix]rule{}, memo: map[netip.Addr]*rule{}}
 	add := func(rs []PolicyRule, rk rank) {
 		for _, r := range rs {
 			if !r.Prefix.IsValid() {
@@ -95,41 +98,54 @@ func compilePolicy(p EndpointPolicy) *policy {
 			if r.Prefix.Addr().Is4In6() {
 				r.Prefix = netip.PrefixFrom(r.Prefix.Addr().Unmap(), max(r.Prefix.Bits()-96, 0)).Masked()
 			}
-			nr := rule{r, rk}
-			if r.Prefix.IsSingleIP() {
-				if old, ok := c.hosts[r.Prefix.Addr()]; !ok || rk > old.rank {
-					c.hosts[r.Prefix.Addr()] = nr
-				}
+			// Of entries with the same prefix, the higher rank decides (the first of equals).
+			if old, ok := c.rules[r.Prefix]; ok && rk <= old.rank {
 				continue
 			}
-			c.prefixes = append(c.prefixes, nr)
+			c.rules[r.Prefix] = rule{r, rk}
 		}
 	}
 	add(DefaultDenied, rankBuiltin)
 	add(p.Hub, rankBuiltin)
 	add(p.Allow, rankAllow)
 	add(p.Deny, rankDeny)
+	seen4, seen6 := map[int]bool{}, map[int]bool{}
+	for pfx := range c.rules {
+		bits := pfx.Bits()
+		if pfx.Addr().Is4() {
+			if !seen4[bits] {
+				seen4[bits] = true
+				c.lens4 = append(c.lens4, bits)
+			}
+		} else if !seen6[bits] {
+			seen6[bits] = true
+			c.lens6 = append(c.lens6, bits)
+		}
+	}
+	slices.SortFunc(c.lens4, func(a, b int) int { return b - a })
+	slices.SortFunc(c.lens6, func(a, b int) int { return b - a })
 	return c
 }
 
-// denied returns the rule that denies ip, or nil when ip is allowed.
+// denied returns the rule that denies ip, or nil when ip is allowed: the entry of the longest
+// prefix containing ip decides.
 func (c *policy) denied(ip netip.Addr) *rule {
 	if d, ok := c.memo[ip]; ok {
 		return d
 	}
+	lens := c.lens6
+	if ip.Is4() {
+		lens = c.lens4
+	}
 	var best *rule
-	if r, ok := c.hosts[ip]; ok {
-		best = &r
-	} else {
-		for i := range c.prefixes {
-			r := &c.prefixes[i]
-			if !r.Prefix.Contains(ip) {
-				continue
-			}
-			if best == nil || r.Prefix.Bits() > best.Prefix.Bits() ||
-				(r.Prefix.Bits() == best.Prefix.Bits() && r.rank > best.rank) {
-				best = r
-			}
+	for _, bits := range lens {
+		pfx, err := ip.Prefix(bits)
+		if err != nil {
+			continue
+		}
+		if r, ok := c.rules[pfx]; ok {
+			best = &r
+			break
 		}
 	}
 	if best != nil && best.rank == rankAllow {

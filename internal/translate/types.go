@@ -86,6 +86,15 @@ type Options struct {
 	UDPSessionIdleTimeout time.Duration
 	// HealthCheck of TCP clusters.
 	HealthCheck HealthCheck
+	// MaxEndpointsPerCluster bounds the endpoints of one cluster (the tenant's
+	// spec.limits.endpointsPerCluster): the first ones in address order are kept, and the
+	// object is told (QuotaExceeded, a Warning). Zero keeps them all.
+	MaxEndpointsPerCluster int
+	// MaxEndpoints bounds the endpoints of all the tenant's clusters together: the clusters
+	// translated first (LoadBalancers oldest first, port by port, then Routes) take theirs
+	// first; the rest get fewer or none, and their objects are told (QuotaExceeded). Zero
+	// keeps them all. Not yet set by the manager: no limit of the API carries it.
+	MaxEndpoints int
 }
 
 // HealthCheck configures the active TCP connect health check of TCP clusters. UDP clusters
@@ -167,6 +176,10 @@ const (
 	ReasonProxyProtocolUnsupported = "ProxyProtocolUnsupported"
 	// ReasonUnsupportedPersistence: spec.persistence.type is not understood (ignored).
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
+	// ReasonQuotaExceeded: a cluster has more endpoints than Options.MaxEndpointsPerCluster
+	// (the tenant's limit), or the tenant's clusters more than Options.MaxEndpoints; only the
+	// first ones are used.
+	ReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // KindLoadBalancer is the kind of the objects the Layer 4 front end reports problems on.

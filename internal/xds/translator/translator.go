@@ -199,7 +199,7 @@ func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
 		if out[typeURL] == nil {
 			out[typeURL] = map[string][]ir.ObjectRef{}
 		}
-		out[typeURL][name] = ir.NormalizeRefs(append(out[typeURL][name], refs...))
+		out[typeURL][name] = append(out[typeURL][name], refs...)
 	}
 	for _, l := range cfg.Listeners {
 		add(resource.ListenerType, l.Name, l.Owners)
@@ -217,6 +217,13 @@ func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
 	}
 	for _, s := range cfg.Secrets {
 		add(resource.SecretType, s.Name, s.Owners)
+	}
+	// Sorted once at the end: a route configuration gathers the owners of its every route
+	// (thousands of Ingress rules), and sorting at each step would be quadratic.
+	for _, byName := range out {
+		for name, refs := range byName {
+			byName[name] = ir.NormalizeRefs(refs)
+		}
 	}
 	return out
 }
