@@ -3,7 +3,10 @@ package xds
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +15,9 @@ import (
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,7 +29,9 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
@@ -255,4 +262,80 @@ func TestXDSRequiresTenantCertificate(t *testing.T) {
 			t.Errorf("%d metric series name %s, want 0", n, unknown)
 		}
 	})
+}
+
+// TestEnvoyReloadsRotatedCertificate: a running Envoy takes a new client certificate and CA
+// from its mounted Secret without a restart. The CA is rotated (the server trusts and presents
+// only the new one), the Secret's files are swapped as the kubelet swaps them, and the server
+// restarts: the same Envoy process connects again, which needs both the new client
+// certificate and the new CA.
+func TestEnvoyReloadsRotatedCertificate(t *testing.T) {
+	const tenant = "tenant-rotate"
+	var (
+		mu      sync.Mutex
+		current = xdstest.NewPKI(t)
+	)
+	creds := pki.ServerTLS(func() (*pki.CA, *tls.Certificate) {
+		mu.Lock()
+		defer mu.Unlock()
+		return current.ServerCredentials()
+	})
+	srv := NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), creds)
+	if _, err := srv.SetTenant(context.Background(), tenant, nil); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	serve := func(lis net.Listener) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ctx, lis) }()
+		return func() {
+			cancel()
+			if err := <-errc; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}
+	}
+	stop := serve(lis)
+
+	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: addr, XDSServerName: xdstest.ServerName, AdminAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount := xdstest.MountSecret(t, current.ClientSecretData(t, tenant))
+	e := testsupport.StartEnvoy(t, "rotating-proxy", mount.Bootstrap(b), testsupport.EnvoyOptions{Node: "rotating-proxy", Concurrency: 1})
+	connected := func(what string) {
+		t.Helper()
+		testsupport.Eventually(t, time.Minute, what, func() error {
+			if got := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)); got != 1 {
+				return fmt.Errorf("%v proxies of %s connected", got, tenant)
+			}
+			return nil
+		})
+	}
+	connected("Envoy connected with the first CA")
+
+	// Rotate: a new CA on the server, the Secret's files swapped, connections dropped.
+	next := xdstest.NewPKI(t)
+	mu.Lock()
+	current = next
+	mu.Unlock()
+	mount.Update(t, next.ClientSecretData(t, tenant))
+	stop()
+	if got := testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)); got != 0 {
+		t.Fatalf("%v proxies still connected after the server stopped", got)
+	}
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve(lis)()
+	connected("the same Envoy connected again with the new certificate and CA")
+	if e.Exited() {
+		t.Fatal("Envoy exited")
+	}
 }

@@ -7,6 +7,7 @@ package xdstest
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -106,17 +107,77 @@ func (p *PKI) Bootstrap(t testsupport.TB, opts bootstrap.Options) []byte {
 	return Mount(t, b, p.ClientSecretData(t, opts.Tenant))
 }
 
+// NewPKI returns a CA of its own (not the shared one of New), e.g. to rotate to.
+func NewPKI(t testsupport.TB) *PKI {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.IssueServer([]string{ServerName}, now, pki.ServerLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &PKI{CA: ca, server: cert}
+}
+
+// ServerCredentials returns the CA and server certificate (for pki.ServerTLS).
+func (p *PKI) ServerCredentials() (*pki.CA, *tls.Certificate) { return p.CA, &p.server }
+
 // Mount plays the kubelet for the client Secret of a fleet: it writes the Secret's files into
 // a fresh directory and returns the bootstrap reading them from there (the bootstrap and the
 // SDS files name bootstrap.DefaultTLSDir, the fleet's mount path).
 func Mount(t testsupport.TB, bootstrapYAML []byte, secretData map[string][]byte) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	for name, data := range secretData {
-		data = bytes.ReplaceAll(data, []byte(bootstrap.DefaultTLSDir), []byte(dir))
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	return MountSecret(t, secretData).Bootstrap(bootstrapYAML)
+}
+
+// Mounted is a Secret volume laid out as the kubelet does it: the files are symbolic links
+// into ..data, itself a link to a timestamped directory, and an update swaps ..data by a
+// rename (the move Envoy's watched_directory reacts to).
+type Mounted struct {
+	Dir string
+	n   int
+}
+
+// MountSecret writes the Secret's files into a fresh directory.
+func MountSecret(t testsupport.TB, secretData map[string][]byte) *Mounted {
+	t.Helper()
+	m := &Mounted{Dir: t.TempDir()}
+	m.Update(t, secretData)
+	for name := range secretData {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(m.Dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return bytes.ReplaceAll(bootstrapYAML, []byte(bootstrap.DefaultTLSDir), []byte(dir))
+	return m
+}
+
+// Update replaces the files atomically with the Secret's new data (same keys).
+func (m *Mounted) Update(t testsupport.TB, secretData map[string][]byte) {
+	t.Helper()
+	m.n++
+	version := fmt.Sprintf("..%d", m.n)
+	if err := os.Mkdir(filepath.Join(m.Dir, version), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range secretData {
+		data = bytes.ReplaceAll(data, []byte(bootstrap.DefaultTLSDir), []byte(m.Dir))
+		if err := os.WriteFile(filepath.Join(m.Dir, version, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(m.Dir, "..data_tmp")
+	if err := os.Symlink(version, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(m.Dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bootstrap returns the bootstrap reading the Secret from this directory.
+func (m *Mounted) Bootstrap(bootstrapYAML []byte) []byte {
+	return bytes.ReplaceAll(bootstrapYAML, []byte(bootstrap.DefaultTLSDir), []byte(m.Dir))
 }
