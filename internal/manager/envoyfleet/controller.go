@@ -12,6 +12,7 @@ package envoyfleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -65,6 +66,18 @@ const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ReasonXDSSecretConflict is the reason of the Warning Event on the Tenant when a Secret
+// envoy-xds-tls that kubelb did not make is in the way of the fleet's client certificate:
+// the manager leaves it alone, and the fleet is not deployed until it is deleted.
+const ReasonXDSSecretConflict = "XDSSecretConflict"
+
+// foreignSecretError: a Secret of the client Secret's name that kubelb did not make.
+type foreignSecretError struct{ namespace string }
+
+func (e *foreignSecretError) Error() string {
+	return fmt.Sprintf("the Secret %s/%s exists and was not made by kubelb: delete it so that the manager can issue the Envoy fleet's xDS certificate", e.namespace, pki.ClientSecretName)
+}
 
 // Reconciler reconciles the Envoy fleet of one tenant namespace (the request's Name).
 type Reconciler struct {
@@ -265,6 +278,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// The client certificate first: the pods mount it.
 	renewAt, err := r.applyClientSecret(ctx, ns, existing.secret)
 	if err != nil {
+		var foreign *foreignSecretError
+		if errors.As(err, &foreign) && t != nil {
+			r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonXDSSecretConflict, "IssueXDSCertificate", "%v", err)
+		}
 		return ctrl.Result{}, err
 	}
 	res.RequeueAfter = max(renewAt.Sub(r.now()), time.Second)
@@ -318,7 +335,7 @@ func (r *Reconciler) applyClientSecret(ctx context.Context, ns string, existing 
 		foreign := &corev1.Secret{}
 		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pki.ClientSecretName}, foreign)
 		if err == nil && foreign.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
-			return time.Time{}, fmt.Errorf("the Secret %s/%s exists and was not made by kubelb: delete it so that the manager can issue the Envoy fleet's xDS certificate", ns, pki.ClientSecretName)
+			return time.Time{}, &foreignSecretError{namespace: ns}
 		}
 		if client.IgnoreNotFound(err) != nil {
 			return time.Time{}, fmt.Errorf("getting Secret %s/%s: %w", ns, pki.ClientSecretName, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -152,6 +153,25 @@ func TestFleetXDSCertificate(t *testing.T) {
 		}
 		return err
 	})
+
+	// A Secret of that name that kubelb did not make is left alone, and says so.
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: "tenant-c"}, Data: map[string][]byte{"tls.crt": []byte("mine")}}
+	create(t, c, tenantNamespace("c"), &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, foreign, loadBalancer("tenant-c", "lb"))
+	testsupport.Eventually(t, 20*time.Second, "a Warning Event about the foreign Secret", func() error {
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == ReasonXDSSecretConflict && e.Regarding.Name == "c" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s Event", ReasonXDSSecretConflict)
+	})
+	if got, err := getSecret(c, "tenant-c", pki.ClientSecretName); err != nil || string(got.Data["tls.crt"]) != "mine" || len(got.Data) != 1 {
+		t.Errorf("the foreign Secret was changed: %v %v", err, keys(got.Data))
+	}
 
 	// Rotation: the CA Secret is deleted; a new CA is made and every fleet's Secret follows.
 	if err := c.Delete(ctx, caSecret); err != nil {
