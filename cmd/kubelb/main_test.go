@@ -2,17 +2,26 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -93,7 +102,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 }
 
 // TestManagerLifecycle runs the real binary against a real API server: it becomes ready,
-// serves metrics, wins the leader election, and exits 0 on SIGTERM, releasing its lease.
+// serves metrics, makes its xDS CA and serves xDS with mutual TLS only, wins the leader
+// election, and exits 0 on SIGTERM, releasing its lease.
 func TestManagerLifecycle(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	ctx := context.Background()
@@ -117,6 +127,7 @@ func TestManagerLifecycle(t *testing.T) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
+	checkXDSServesOnlyMutualTLS(t, hub.Client, testsupport.Loopback(xdsPort))
 	if n := strings.Count(proc.Output(), "not implemented yet, and are ignored: --enable-gateway-api=true"); n != 1 {
 		t.Errorf("%d start-up warnings about --enable-gateway-api, want 1:\n%s", n, proc.Output())
 	}
@@ -148,5 +159,63 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	if missing := app.NotYetUndocumented(app.DocSection(string(doc), "## `kubelb`"), notYetFlags); len(missing) > 0 {
 		t.Errorf("docs/configuration.md does not say \"not yet\" in the rows of: %v", missing)
+	}
+}
+
+// checkXDSServesOnlyMutualTLS: the manager made the xDS CA Secret; its xDS port presents a
+// certificate of that CA for the default xDS host, takes a tenant's client certificate, and
+// refuses plaintext gRPC and TLS without a client certificate.
+func checkXDSServesOnlyMutualTLS(t *testing.T, c client.Client, addr string) {
+	t.Helper()
+	sec := &corev1.Secret{}
+	testsupport.Eventually(t, time.Minute, "the xDS CA Secret", func() error {
+		return c.Get(context.Background(), types.NamespacedName{Namespace: "kubelb", Name: pki.CASecretName}, sec)
+	})
+	ca, err := pki.ParseCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueClient("tenant-a", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(certs []tls.Certificate) error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{
+			ServerName: "kubelb.kubelb.svc", RootCAs: ca.Pool(), Certificates: certs, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12,
+		})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		// TLS 1.3: the server's verdict on the client certificate comes with the first read.
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				return err
+			}
+		}
+		return nil
+	}
+	testsupport.Eventually(t, time.Minute, "a mutual TLS handshake with the xDS server", func() error { return dial([]tls.Certificate{cert}) })
+	if err := dial(nil); err == nil {
+		t.Error("the xDS server accepted TLS without a client certificate")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx); err == nil {
+		if err := s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "x", Cluster: "tenant-a"}}); err == nil {
+			if _, err := s.Recv(); err == nil {
+				t.Error("the xDS server answered plaintext gRPC")
+			}
+		}
 	}
 }

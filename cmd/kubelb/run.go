@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
@@ -47,7 +49,18 @@ func run(o *options) error {
 
 	// Every replica serves xDS and keeps snapshots (Envoy connects to any of them); the
 	// controllers that write to the API server run on the leader only.
-	srv := xds.NewServer(ctrl.Log.WithName("xds"))
+	// The xDS server speaks only mutual TLS: the CA is kept in a Secret of the manager's
+	// namespace (made by the first replica that finds none); each replica issues itself a server
+	// certificate for the xDS host and renews it in memory.
+	xdsHost, _, err := net.SplitHostPort(o.EnvoyXDSAddress)
+	if err != nil {
+		return fmt.Errorf("reading the xDS host of %q: %w", o.EnvoyXDSAddress, err)
+	}
+	authority := store.NewAuthority(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, xdsHost, ctrl.Log.WithName("xds-ca"))
+	if err := mgr.Add(authority); err != nil {
+		return err
+	}
+	srv := xds.NewServer(ctrl.Log.WithName("xds"), authority.ServerTLS())
 	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
 		return err
 	}

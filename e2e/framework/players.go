@@ -10,15 +10,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 // AddNode plays a kubelet registering a Node with an InternalIP on loopback and a Ready
@@ -171,6 +174,19 @@ func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	// What the kubelet's readiness probe asks.
 	testsupport.WaitHTTP200(t, e.Process, "http://"+ready+xdsbootstrap.ReadyPath, time.Minute)
 	return e
+}
+
+// MountXDSSecret plays the kubelet's mount of the fleet's xDS client Secret (the certificate
+// naming the tenant, the CA and the SDS files, which the manager makes beside the bootstrap):
+// it waits for the Secret, writes its files into a temporary directory and returns the
+// bootstrap reading them from there.
+func MountXDSSecret(t testenv.TB, c client.Reader, namespace string, bootstrap []byte) []byte {
+	t.Helper()
+	sec := &corev1.Secret{}
+	testsupport.Eventually(t, time.Minute, "the xDS client Secret of "+namespace, func() error {
+		return c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: pki.ClientSecretName}, sec)
+	})
+	return xdstest.Mount(t, bootstrap, sec.Data)
 }
 
 // Stat returns the value of one Envoy statistic, failing the test when Envoy does not report

@@ -287,6 +287,6 @@ func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Read
 		bootstrap, err = bootstrapOf(context.Background(), tn.sys.Hub.Client, tn.Namespace)
 		return err
 	})
-	tn.Envoy = StartEnvoy(t, "envoy-"+tn.Name, bootstrap)
+	tn.Envoy = StartEnvoy(t, "envoy-"+tn.Name, MountXDSSecret(t, tn.sys.Hub.Client, tn.Namespace, bootstrap))
 	return tn.Envoy
 }

@@ -32,6 +32,7 @@ import (
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 // TestIngressThroughEnvoy serves two Ingresses and a LoadBalancer hostname through a real
@@ -140,7 +141,8 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		t.Fatalf("problems: %v", problems)
 	}
 
-	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	certs := xdstest.New(t)
+	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), certs.ServerTLS())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -154,14 +156,11 @@ func TestIngressThroughEnvoy(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	boot, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testsupport.StartEnvoy(t, "ingress-proxy", boot, testsupport.EnvoyOptions{Node: "ingress-proxy", Concurrency: 1})
 	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
 		t.Fatal(err)
 	}
+	boot := certs.Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
+	testsupport.StartEnvoy(t, "ingress-proxy", boot, testsupport.EnvoyOptions{Node: "ingress-proxy", Concurrency: 1})
 
 	plain := testsupport.Loopback(httpPort)
 	secure := testsupport.Loopback(httpsPort)

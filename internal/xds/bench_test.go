@@ -29,7 +29,7 @@ func BenchmarkSetTenant1000(b *testing.B) {
 		}
 		outs[i] = out
 	}
-	srv := NewServer(logr.Discard())
+	srv := NewServer(logr.Discard(), nil)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -54,7 +54,7 @@ func BenchmarkSetTenantHTTPRoutes1000(b *testing.B) {
 		}
 		outs[i] = out
 	}
-	srv := NewServer(logr.Discard())
+	srv := NewServer(logr.Discard(), nil)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

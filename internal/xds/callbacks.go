@@ -2,19 +2,24 @@ package xds
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/pki"
 )
 
 // errNoTenant closes streams of proxies that do not say which tenant they serve.
-var errNoTenant = errors.New("node.cluster must be set to the tenant namespace (see the bootstrap kubelb generates)")
+var errNoTenant = status.Error(codes.InvalidArgument, "node.cluster must be set to the tenant namespace (see the bootstrap kubelb generates)")
 
 // proxy identifies one Envoy: its tenant (node.cluster) and its node.id.
 type proxy struct {
@@ -48,11 +53,15 @@ type callbacks struct {
 	serverv3.CallbackFuncs
 	log      logr.Logger
 	onReject func(Rejection)
+	// hasTenant reports whether a tenant has a snapshot; a stream for any other is refused.
+	hasTenant func(string) bool
 
-	mu      sync.Mutex
-	streams map[stream]proxy
-	proxies map[proxy]int              // open streams per proxy
-	sent    map[stream]map[string]sent // last response per stream and type URL
+	mu sync.Mutex
+	// identities: the tenant the client certificate of each open stream names.
+	identities map[stream]string
+	streams    map[stream]proxy
+	proxies    map[proxy]int              // open streams per proxy
+	sent       map[stream]map[string]sent // last response per stream and type URL
 	// rejected: the type URLs whose latest response the stream's proxy rejected.
 	rejected map[stream]map[string]bool
 }
@@ -74,9 +83,13 @@ type Rejection struct {
 	Resolved bool
 }
 
-func newCallbacks(l logr.Logger) *callbacks {
-	c := &callbacks{log: l, streams: map[stream]proxy{}, proxies: map[proxy]int{}, sent: map[stream]map[string]sent{},
-		rejected: map[stream]map[string]bool{}}
+func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
+	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
+		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{}}
+	c.StreamOpenFunc = func(ctx context.Context, id int64, _ string) error { return c.open(ctx, stream{id: id}) }
+	c.DeltaStreamOpenFunc = func(ctx context.Context, id int64, _ string) error {
+		return c.open(ctx, stream{delta: true, id: id})
+	}
 	c.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
 		s := stream{id: id}
 		version := ""
@@ -110,11 +123,12 @@ func newCallbacks(l logr.Logger) *callbacks {
 	}
 	c.StreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{id: id}) }
 	c.DeltaStreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{delta: true, id: id}) }
-	c.FetchRequestFunc = func(_ context.Context, req *discoveryv3.DiscoveryRequest) error {
-		if req.GetNode().GetCluster() == "" {
-			return errNoTenant
+	c.FetchRequestFunc = func(ctx context.Context, req *discoveryv3.DiscoveryRequest) error {
+		identity, err := peerTenant(ctx)
+		if err != nil {
+			return err
 		}
-		return nil
+		return c.authorize(identity, req.GetNode(), true)
 	}
 	return c
 }
@@ -166,18 +180,78 @@ func (c *callbacks) reject(s stream, typeURL, version, message string) {
 	}
 }
 
-// request records the proxy of a stream on its first request and counts NACKs. Envoy may
-// send the node only in the first request of a stream.
+// peerTenant is the tenant the verified client certificate of the connection names.
+func peerTenant(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", status.Error(codes.PermissionDenied, "no peer information")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return "", status.Error(codes.PermissionDenied, "no verified client certificate")
+	}
+	tenant, err := pki.TenantOf(info.State.VerifiedChains[0][0])
+	if err != nil {
+		return "", status.Error(codes.PermissionDenied, err.Error())
+	}
+	return tenant, nil
+}
+
+// open records the tenant the client certificate of a new stream names.
+func (c *callbacks) open(ctx context.Context, s stream) error {
+	tenant, err := peerTenant(ctx)
+	if err != nil {
+		c.log.Info("refusing xDS stream", "error", err)
+		return err
+	}
+	c.mu.Lock()
+	c.identities[s] = tenant
+	c.mu.Unlock()
+	return nil
+}
+
+// authorize refuses a request whose node.cluster is not the certificate's tenant and, when
+// first (the first request of a stream, or a fetch), one whose tenant has no snapshot on this
+// server. A request without a node (Envoy sends it only on the first request of a stream)
+// keeps the stream's first node.
+func (c *callbacks) authorize(identity string, node *corev3.Node, first bool) error {
+	if node != nil && node.GetCluster() != identity {
+		if node.GetCluster() == "" {
+			return errNoTenant
+		}
+		c.log.Info("refusing xDS request for another tenant", "certificate", identity, "cluster", node.GetCluster(), "node", node.GetId())
+		return status.Error(codes.PermissionDenied, fmt.Sprintf("the client certificate names tenant %q, not node.cluster %q", identity, node.GetCluster()))
+	}
+	if first && !c.hasTenant(identity) {
+		c.log.V(1).Info("refusing xDS request for a tenant without configuration", "tenant", identity)
+		return status.Error(codes.PermissionDenied, fmt.Sprintf("tenant %q has no configuration on this server", identity))
+	}
+	return nil
+}
+
+// request checks a request against the stream's client certificate, records the proxy of a
+// stream on its first request and counts NACKs. Envoy may send the node only in the first
+// request of a stream.
 func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage string, nack bool) error {
+	c.mu.Lock()
+	identity, authenticated := c.identities[s]
+	_, known := c.streams[s]
+	c.mu.Unlock()
+	if !authenticated {
+		return status.Error(codes.PermissionDenied, "no verified client certificate")
+	}
+	if !known && node.GetCluster() == "" {
+		c.log.Info("refusing xDS stream without node.cluster", "node", node.GetId())
+		return errNoTenant
+	}
+	// hasTenant takes the server's lock: not under c.mu.
+	if err := c.authorize(identity, node, !known); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	p, known := c.streams[s]
 	if !known {
-		if node.GetCluster() == "" {
-			c.mu.Unlock()
-			c.log.Info("refusing xDS stream without node.cluster", "node", node.GetId())
-			return errNoTenant
-		}
-		p = proxy{tenant: node.GetCluster(), node: node.GetId()}
+		p = proxy{tenant: identity, node: node.GetId()}
 		c.streams[s] = p
 		c.proxies[p]++
 		if c.proxies[p] == 1 {
@@ -197,6 +271,7 @@ func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage st
 func (c *callbacks) closed(s stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.identities, s)
 	p, ok := c.streams[s]
 	if !ok {
 		return

@@ -33,6 +33,7 @@ import (
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
 	"kubelb.dev/kubelb/internal/xds/translator"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 const waitTimeout = 30 * time.Second
@@ -40,7 +41,7 @@ const waitTimeout = 30 * time.Second
 // startXDS serves a new Server on a free loopback port until the test ends.
 func startXDS(t *testing.T) (*Server, string) {
 	t.Helper()
-	srv := NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	srv := NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), xdstest.New(t).ServerTLS())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,13 +63,17 @@ func startXDS(t *testing.T) (*Server, string) {
 	return srv, lis.Addr().String()
 }
 
-// startEnvoy starts a real Envoy for tenant with the bootstrap Bootstrap generates.
-func startEnvoy(t *testing.T, tenant, xdsAddr, node string) *testsupport.Envoy {
+// startEnvoy starts a real Envoy for tenant with the bootstrap Bootstrap generates and a
+// client certificate of the tenant. The server refuses a tenant without a snapshot, so an
+// empty one is set first when there is none (as the manager does for every tenant namespace).
+func startEnvoy(t *testing.T, srv *Server, tenant, xdsAddr, node string) *testsupport.Envoy {
 	t.Helper()
-	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
+	if srv.Version(tenant) == "" {
+		if _, err := srv.SetTenant(context.Background(), tenant, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
+	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
 	return testsupport.StartEnvoy(t, node, b, testsupport.EnvoyOptions{Node: node, Concurrency: 1})
 }
 
@@ -315,7 +320,7 @@ func TestEnvoy(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("SetTenant = %v, %v; want true, nil", changed, err)
 	}
-	e := startEnvoy(t, tenant, xdsAddr, "test-proxy")
+	e := startEnvoy(t, srv, tenant, xdsAddr, "test-proxy")
 	at := func(port int) string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(port)) }
 
 	testsupport.Eventually(t, waitTimeout, "Envoy to have the tenant's listeners", func() error {
@@ -663,7 +668,7 @@ func TestEnvoy(t *testing.T) {
 func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 	const tenant = "tenant-golden"
 	srv, xdsAddr := startXDS(t)
-	e := startEnvoy(t, tenant, xdsAddr, "golden-proxy")
+	e := startEnvoy(t, srv, tenant, xdsAddr, "golden-proxy")
 	files, err := filepath.Glob("../translate/testdata/*.in.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden inputs: %v", err)
@@ -782,7 +787,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 	const tenant = "tenant-backend"
 	srv, xdsAddr := startXDS(t)
-	e := startEnvoy(t, tenant, xdsAddr, "backend-proxy")
+	e := startEnvoy(t, srv, tenant, xdsAddr, "backend-proxy")
 	files, err := filepath.Glob("translator/testdata/in/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no back-end golden inputs: %v", err)

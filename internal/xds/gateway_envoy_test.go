@@ -103,7 +103,7 @@ func backendPort(t *testing.T, b *testsupport.Backend) int32 {
 func TestGatewayAPITraffic(t *testing.T) {
 	const tenant = "tenant-gateway"
 	srv, xdsAddr := startXDS(t)
-	e := startEnvoy(t, tenant, xdsAddr, "gateway-proxy")
+	e := startEnvoy(t, srv, tenant, xdsAddr, "gateway-proxy")
 
 	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
 	in, ports := gatewayInput(t, "gw-filters.in.yaml", tenant, func(string, int32) int32 { return backendPort(t, web) })
@@ -292,7 +292,7 @@ func TestGatewayAPITraffic(t *testing.T) {
 func TestGatewayWeightedStreamTraffic(t *testing.T) {
 	const tenant = "tenant-weighted"
 	srv, xdsAddr := startXDS(t)
-	e := startEnvoy(t, tenant, xdsAddr, "weighted-proxy")
+	e := startEnvoy(t, srv, tenant, xdsAddr, "weighted-proxy")
 
 	backends := map[string]*testsupport.Backend{}
 	for _, name := range []string{"tcp-backend-v1", "tcp-backend-v2", "tcp-backend-v3"} {

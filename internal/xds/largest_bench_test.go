@@ -54,7 +54,7 @@ func BenchmarkLargestTenant(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := NewServer(logr.Discard()).SetTenant(context.Background(), in.Tenant, out); err != nil {
+				if _, err := NewServer(logr.Discard(), nil).SetTenant(context.Background(), in.Tenant, out); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -107,7 +107,7 @@ func TestLargestTenantChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewServer(logr.Discard()).SetTenant(context.Background(), in.Tenant, out); err != nil {
+	if _, err := NewServer(logr.Discard(), nil).SetTenant(context.Background(), in.Tenant, out); err != nil {
 		t.Fatal(err)
 	}
 	r.Seconds, r.CPU = time.Since(start).Seconds(), cpuSeconds(t)-cpu

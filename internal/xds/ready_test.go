@@ -10,6 +10,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 // TestReadyListenerExposesOnlyReady starts a real Envoy whose admin interface is on loopback
@@ -24,10 +25,7 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	}
 	admin := testsupport.Loopback(testsupport.FreePort(t))
 	ready := testsupport.Loopback(testsupport.FreePort(t))
-	b, err := bootstrap.Generate(bootstrap.Options{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
 	if !strings.Contains(string(b), bootstrap.ReadyListenerName) {
 		t.Fatalf("no ready listener in:\n%s", b)
 	}

@@ -3,6 +3,13 @@
 // identifies itself with node.cluster = the tenant namespace (node.id names the individual
 // proxy); all proxies of a tenant share one snapshot.
 //
+// The server speaks only mutual TLS: a client must present a certificate of the manager's CA
+// (internal/pki) naming a tenant, and every stream (state of the world and delta, ADS and the
+// per-type services, and the unary fetches) is refused with PermissionDenied unless
+// node.cluster is that tenant and the tenant has a snapshot. The check runs before the
+// snapshot cache sees the request, so a refused request leaves no cache entry and no metric
+// series behind.
+//
 // It takes resources by xDS type URL (listeners, routes, clusters, endpoints, secrets,
 // runtime) and knows neither the API types nor the translation. A snapshot is only ever set
 // when it is consistent and every resource validates, so Envoy never receives configuration
@@ -15,6 +22,7 @@ package xds
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,6 +47,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
@@ -66,20 +75,52 @@ type Server struct {
 	log   logr.Logger
 	cache cache.SnapshotCache
 	cb    *callbacks
+	tls   *tls.Config
 
 	mu       sync.Mutex
 	versions map[string]string // tenant → version of its current snapshot
 }
 
-// NewServer returns a Server with an empty cache; SetTenant may be called before Run.
-func NewServer(logger logr.Logger) *Server {
+// NewServer returns a Server with an empty cache; SetTenant may be called before Run. creds
+// is the server's TLS configuration (pki.Authority.ServerTLS in the manager): the server
+// always requires and verifies client certificates, whatever creds says; Serve refuses to
+// run without it.
+func NewServer(logger logr.Logger, creds *tls.Config) *Server {
 	s := &Server{
 		log:      logger,
 		cache:    cache.NewSnapshotCache(true, tenantHash{}, cacheLogger(logger.WithName("cache"))),
+		tls:      creds,
 		versions: map[string]string{},
 	}
-	s.cb = newCallbacks(logger)
+	s.cb = newCallbacks(logger, s.hasTenant)
 	return s
+}
+
+// hasTenant reports whether the tenant has a snapshot set (and not removed).
+func (s *Server) hasTenant(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.versions[tenant]
+	return ok
+}
+
+// serverTLS is creds with client certificates required and verified, also in the
+// configurations GetConfigForClient returns.
+func serverTLS(creds *tls.Config) *tls.Config {
+	cfg := creds.Clone()
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	if get := creds.GetConfigForClient; get != nil {
+		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := get(hello)
+			if err != nil || c == nil {
+				return c, err
+			}
+			c = c.Clone()
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+			return c, nil
+		}
+	}
+	return cfg
 }
 
 // OnRejection sets the hook that hears every NACK of a proxy connected to this server, and
@@ -123,8 +164,13 @@ func (r *Runnable) NeedLeaderElection() bool { return false }
 
 // Serve serves xDS on lis until ctx is done, then stops gracefully. It closes lis.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if s.tls == nil {
+		_ = lis.Close()
+		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
+	}
 	xds := serverv3.NewServer(ctx, s.cache, s.cb)
 	g := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(1<<16),
@@ -139,7 +185,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
-	s.log.Info("serving xDS", "address", lis.Addr().String())
+	s.log.Info("serving xDS (mutual TLS)", "address", lis.Addr().String())
 
 	select {
 	case err := <-errc:

@@ -17,6 +17,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 var (
@@ -27,7 +28,7 @@ var (
 func TestSetTenantVersions(t *testing.T) {
 	t.Parallel()
 	const tenant = "tenant-unit"
-	srv := NewServer(logr.Discard())
+	srv := NewServer(logr.Discard(), nil)
 	in := translate.Input{
 		Tenant:        tenant,
 		LoadBalancers: []v1alpha1.LoadBalancer{newLB("a").port(corev1.ProtocolTCP, 80, 31080, 20001).LoadBalancer},
@@ -90,7 +91,10 @@ func TestSetTenantVersions(t *testing.T) {
 func TestCallbacks(t *testing.T) {
 	t.Parallel()
 	const tenant = "tenant-callbacks"
-	c := newCallbacks(logr.Discard())
+	c := newCallbacks(logr.Discard(), func(string) bool { return true })
+	for _, id := range []int64{1, 10, 11} { // the client certificates name the tenant
+		c.identities[stream{id: id}] = tenant
+	}
 	connected := func() float64 { return testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)) }
 	node := &corev3.Node{Id: "p1", Cluster: tenant}
 	nacks := func() float64 {
@@ -145,7 +149,7 @@ func TestCallbacks(t *testing.T) {
 
 func TestRunnableStopsWithContext(t *testing.T) {
 	t.Parallel()
-	r := NewServer(logr.Discard()).Runnable("127.0.0.1:0")
+	r := NewServer(logr.Discard(), xdstest.New(t).ServerTLS()).Runnable("127.0.0.1:0")
 	if r.NeedLeaderElection() {
 		t.Error("the xDS server must run on every replica")
 	}
@@ -161,7 +165,7 @@ func TestRunnableStopsWithContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return after cancellation")
 	}
-	if err := NewServer(logr.Discard()).Run(context.Background(), "not an address"); err == nil {
+	if err := NewServer(logr.Discard(), nil).Run(context.Background(), "not an address"); err == nil {
 		t.Error("Run accepted a bad address")
 	}
 }

@@ -2,13 +2,17 @@
 // with at least one LoadBalancer or Route, a ConfigMap envoy-bootstrap with the Envoy
 // bootstrap (internal/xds/bootstrap: ADS to the manager, node.cluster = the tenant namespace) and a
 // Deployment (or DaemonSet) "envoy" whose pods carry app.kubernetes.io/name=envoy and
-// kubelb.k8c.io/tenant=<tenant>, the labels the hub Services select. Replicas, resources,
+// kubelb.k8c.io/tenant=<tenant>, the labels the hub Services select, and a Secret
+// envoy-xds-tls with the fleet's client certificate for xDS (internal/pki: it names the tenant
+// namespace; issued from the manager's CA, reissued after 2/3 of its lifetime and when the CA
+// changes), which the pods mount. Replicas, resources,
 // scheduling, image and graceful shutdown come from Config "default" and the Tenant. The
 // fleet is removed when the tenant has no more LoadBalancers or Routes.
 package envoyfleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +43,8 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/pki"
+	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/settings"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
@@ -55,8 +62,22 @@ const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// The fleets' client certificate Secrets, and the xDS CA Secret in the manager's namespace.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ReasonXDSSecretConflict is the reason of the Warning Event on the Tenant when a Secret
+// envoy-xds-tls that kubelb did not make is in the way of the fleet's client certificate:
+// the manager leaves it alone, and the fleet is not deployed until it is deleted.
+const ReasonXDSSecretConflict = "XDSSecretConflict"
+
+// foreignSecretError: a Secret of the client Secret's name that kubelb did not make.
+type foreignSecretError struct{ namespace string }
+
+func (e *foreignSecretError) Error() string {
+	return fmt.Sprintf("the Secret %s/%s exists and was not made by kubelb: delete it so that the manager can issue the Envoy fleet's xDS certificate", e.namespace, pki.ClientSecretName)
+}
 
 // Reconciler reconciles the Envoy fleet of one tenant namespace (the request's Name).
 type Reconciler struct {
@@ -67,8 +88,13 @@ type Reconciler struct {
 	// has many Deployments and ConfigMaps; the manager caches none of the others).
 	owned        client.Reader
 	ownedCluster cluster.Cluster
-	recorder     events.EventRecorder
-	opts         Options
+	// apiReader reads what the caches do not hold: the xDS CA Secret when the manager makes it,
+	// a Secret in the client Secret's place that kubelb did not make.
+	apiReader client.Reader
+	// now is the clock of certificate issuance and renewal.
+	now      func() time.Time
+	recorder events.EventRecorder
+	opts     Options
 	// legacyManager is the field manager of this binary's creates and updates (earlier
 	// versions made the fleet that way); its fields are handed to FieldOwner.
 	legacyManager string
@@ -88,6 +114,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		client:        mgr.GetClient(),
 		owned:         owned.GetClient(),
 		ownedCluster:  owned,
+		apiReader:     mgr.GetAPIReader(),
+		now:           time.Now,
 		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
 		opts:          opts,
 		legacyManager: apply.LegacyFieldManager(mgr.GetConfig()),
@@ -100,9 +128,20 @@ func fleetSelector() labels.Selector {
 	return manager.ManagedSelector(map[string]string{manager.LabelAppName: manager.EnvoyAppName})
 }
 
+// xdsTLSSelector selects the xDS CA Secret and the fleets' client Secrets.
+func xdsTLSSelector() labels.Selector {
+	sel := manager.ManagedSelector(nil)
+	req, err := labels.NewRequirement(pki.LabelXDSTLS, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
+	return sel.Add(*req)
+}
+
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
 	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:  {Label: manager.ManagedSelector(nil)},
+		&corev1.Secret{}:     {Label: xdsTLSSelector()},
 		&corev1.ConfigMap{}:  {Label: fleetSelector()},
 		&appsv1.Deployment{}: {Label: fleetSelector()},
 		&appsv1.DaemonSet{}:  {Label: fleetSelector()},
@@ -133,6 +172,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 			}), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
+		// A new CA (its Secret deleted and made again) reissues every fleet's certificate.
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o client.Object) []reconcile.Request {
+				if o.GetNamespace() == r.opts.Namespace && o.GetName() == pki.CASecretName {
+					return r.allTenants(ctx, o)
+				}
+				return tenantRequest(o.GetNamespace())
+			}))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), byNamespace)).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.DaemonSet{}), byNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
@@ -228,6 +275,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		result = metrics.ResultSkipped
 		return ctrl.Result{}, nil
 	}
+	// The client certificate first: the pods mount it.
+	renewAt, err := r.applyClientSecret(ctx, ns, existing.secret)
+	if err != nil {
+		var foreign *foreignSecretError
+		if errors.As(err, &foreign) && t != nil {
+			r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonXDSSecretConflict, "IssueXDSCertificate", "%v", err)
+		}
+		return ctrl.Result{}, err
+	}
+	res.RequeueAfter = max(renewAt.Sub(r.now()), time.Second)
 	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, Bootstrap: bootstrap})
 	if err := r.apply(ctx, desired, existing); err != nil {
 		return ctrl.Result{}, err
@@ -240,7 +297,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 	}
 	metrics.ManagerEnvoyProxies.WithLabelValues(tenant).Set(float64(replicas))
-	return ctrl.Result{}, nil
+	return res, nil
+}
+
+// xdsCA returns the xDS CA from its Secret in the manager's namespace, making the CA when
+// there is none yet.
+func (r *Reconciler) xdsCA(ctx context.Context) (*pki.CA, error) {
+	sec := &corev1.Secret{}
+	err := r.owned.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: pki.CASecretName}, sec)
+	if apierrors.IsNotFound(err) {
+		return store.EnsureCA(ctx, r.client, r.apiReader, r.opts.Namespace)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting the xDS CA Secret: %w", err)
+	}
+	return store.CAFromSecret(sec)
+}
+
+// applyClientSecret keeps the fleet's client certificate Secret current: it issues a new
+// certificate when there is none, when the CA changed or when the certificate is due for
+// renewal, and returns when the certificate will be due. A Secret of that name that kubelb
+// did not make is left alone (an error says so).
+func (r *Reconciler) applyClientSecret(ctx context.Context, ns string, existing *corev1.Secret) (time.Time, error) {
+	ca, err := r.xdsCA(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sds, err := xdsbootstrap.TLSFiles("")
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := r.now()
+	if ok, renewAt := ClientSecretCurrent(existing, ns, ca, sds, now); ok {
+		return renewAt, nil
+	}
+	if existing == nil {
+		foreign := &corev1.Secret{}
+		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pki.ClientSecretName}, foreign)
+		if err == nil && foreign.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
+			return time.Time{}, &foreignSecretError{namespace: ns}
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return time.Time{}, fmt.Errorf("getting Secret %s/%s: %w", ns, pki.ClientSecretName, err)
+		}
+	}
+	certPEM, keyPEM, err := ca.IssueClient(ns, now, pki.ClientLifetime)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("issuing the xDS client certificate of %s: %w", ns, err)
+	}
+	var have client.Object // not a typed nil
+	if existing != nil {
+		have = existing
+	}
+	if err := r.applyObject(ctx, ClientSecret(ns, certPEM, keyPEM, ca.CertPEM, sds), have); err != nil {
+		return time.Time{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("issued the Envoy fleet's xDS client certificate", "namespace", ns, "ca", ca.Fingerprint())
+	_, renewAt := pki.NeedsRenewal(certPEM, ca, now)
+	return renewAt, nil
 }
 
 // wanted says whether namespace ns needs a fleet: it is a kubelb namespace that is not being
@@ -272,9 +386,12 @@ type current struct {
 	configMap  *corev1.ConfigMap
 	deployment *appsv1.Deployment
 	daemonSet  *appsv1.DaemonSet
+	secret     *corev1.Secret
 }
 
-func (c current) any() bool { return c.configMap != nil || c.deployment != nil || c.daemonSet != nil }
+func (c current) any() bool {
+	return c.configMap != nil || c.deployment != nil || c.daemonSet != nil || c.secret != nil
+}
 
 func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 	var c current
@@ -288,7 +405,7 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 		}
 		return true, nil
 	}
-	cm, dep, ds := &corev1.ConfigMap{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}
+	cm, dep, ds, sec := &corev1.ConfigMap{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.Secret{}
 	for _, x := range []struct {
 		obj  client.Object
 		name string
@@ -297,6 +414,7 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 		{cm, BootstrapConfigMapName, func() { c.configMap = cm }},
 		{dep, WorkloadName, func() { c.deployment = dep }},
 		{ds, WorkloadName, func() { c.daemonSet = ds }},
+		{sec, pki.ClientSecretName, func() { c.secret = sec }},
 	} {
 		found, err := get(x.obj, x.name)
 		if err != nil {
@@ -393,11 +511,12 @@ func ptrEqual[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// Delete removes the Envoy fleet of a tenant namespace (its Deployment, DaemonSet and
-// bootstrap ConfigMap, found by label); objects of other tenants are never touched.
+// Delete removes the Envoy fleet of a tenant namespace (its Deployment, DaemonSet, bootstrap
+// ConfigMap and client certificate Secret, found by label); objects of other tenants are
+// never touched.
 func Delete(ctx context.Context, c client.Client, namespace string) error {
 	sel := client.MatchingLabelsSelector{Selector: fleetSelector()}
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}} {
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the Envoy fleet (%T) of %s: %w", obj, namespace, err)
 		}

@@ -20,8 +20,10 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 const managerNS = "kubelb"
@@ -82,9 +84,15 @@ func gone(c client.Client, obj client.Object) error {
 	return fmt.Errorf("%T %s/%s still exists", obj, obj.GetNamespace(), obj.GetName())
 }
 
-// validateWithEnvoy runs the real Envoy in validate mode on a bootstrap, as the pods start it.
-func validateWithEnvoy(t *testing.T, bootstrap []byte, cluster string) {
+// validateWithEnvoy runs the real Envoy in validate mode on a bootstrap, as the pods start it,
+// with the fleet's client Secret mounted.
+func validateWithEnvoy(t *testing.T, c client.Client, bootstrap []byte, cluster string) {
 	t.Helper()
+	sec := &corev1.Secret{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: cluster, Name: pki.ClientSecretName}, sec); err != nil {
+		t.Fatalf("the fleet's client Secret: %v", err)
+	}
+	bootstrap = xdstest.Mount(t, bootstrap, sec.Data)
 	if err := testsupport.ValidateEnvoy(t, bootstrap, "--service-node", "envoy-0", "--service-cluster", cluster); err != nil {
 		t.Fatalf("Envoy rejects the bootstrap: %v\n--- bootstrap ---\n%s", err, bootstrap)
 	}
@@ -159,7 +167,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 			t.Errorf("bootstrap lacks %q:\n%s", want, bootstrap)
 		}
 	}
-	validateWithEnvoy(t, bootstrap, "tenant-a")
+	validateWithEnvoy(t, c, bootstrap, "tenant-a")
 
 	// The Tenant overrides replicas and resources for itself only.
 	depB, _ := getDeployment(c, "tenant-b")
@@ -227,6 +235,9 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		if err := gone(c, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: "tenant-a"}}); err != nil {
 			return err
 		}
+		if err := gone(c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: "tenant-a"}}); err != nil {
+			return err
+		}
 		return gone(c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: "tenant-a"}})
 	})
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "tenant-b", Name: WorkloadName}, &appsv1.DaemonSet{}); err != nil {
@@ -245,6 +256,7 @@ func resourceVersions(t *testing.T, c client.Client, namespaces ...string) map[s
 		for kind, obj := range map[string]client.Object{
 			"ConfigMap":  &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: ns}},
 			"Deployment": &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: ns}},
+			"Secret":     &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: ns}},
 		} {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 				t.Fatalf("%s/%s: %v", ns, kind, err)

@@ -1,7 +1,9 @@
 package envoyfleet
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"maps"
@@ -16,6 +18,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/settings"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
@@ -34,6 +37,7 @@ const (
 	bootstrapDir  = "/etc/envoy"
 	containerName = "envoy"
 	volumeName    = "bootstrap"
+	tlsVolumeName = "xds-tls"
 	envoyBinary   = "/usr/local/bin/envoy"
 )
 
@@ -120,7 +124,11 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 			}},
 			PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: volumeName, MountPath: bootstrapDir, ReadOnly: true}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volumeName, MountPath: bootstrapDir, ReadOnly: true},
+			// The client certificate for xDS; Envoy reloads it when the kubelet updates the files.
+			{Name: tlsVolumeName, MountPath: xdsbootstrap.DefaultTLSDir, ReadOnly: true},
+		},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),
@@ -154,9 +162,14 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		NodeSelector: maps.Clone(envoy.NodeSelector),
 		Tolerations:  append([]corev1.Toleration(nil), envoy.Tolerations...),
 		Affinity:     affinity(envoy, tenant),
-		Volumes: []corev1.Volume{{Name: volumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: BootstrapConfigMapName},
-		}}}},
+		Volumes: []corev1.Volume{
+			{Name: volumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: BootstrapConfigMapName},
+			}}},
+			{Name: tlsVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: pki.ClientSecretName,
+			}}},
+		},
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
@@ -224,4 +237,46 @@ func setHash(meta *metav1.ObjectMeta, spec any) {
 	}{meta.Labels, spec})
 	sum := sha256.Sum256(b)
 	meta.Annotations = map[string]string{AnnotationConfigHash: hex.EncodeToString(sum[:16])}
+}
+
+// ClientSecret is the Secret that carries the fleet's client certificate for xDS (certPEM,
+// keyPEM, naming the tenant namespace), the CA that signed it and the SDS files of the
+// bootstrap (sds, xdsbootstrap.TLSFiles). The fleet's pods mount it at
+// xdsbootstrap.DefaultTLSDir. It is pure: the certificate is issued by the caller.
+func ClientSecret(namespace string, certPEM, keyPEM, caPEM []byte, sds map[string][]byte) *corev1.Secret {
+	labels := objectLabels(namespace)
+	labels[pki.LabelXDSTLS] = "client"
+	data := make(map[string][]byte, len(sds)+3)
+	maps.Copy(data, sds)
+	data[pki.KeyCert], data[pki.KeyKey], data[pki.KeyCA] = certPEM, keyPEM, caPEM
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: namespace, Labels: labels},
+		Type:       corev1.SecretTypeTLS,
+		Data:       data,
+	}
+}
+
+// ClientSecretCurrent reports whether an existing client Secret can stay: it carries the
+// labels, the CA ca (as ca.crt), the SDS files, and a certificate of ca for namespace that is
+// not yet due for renewal at now (pki.RenewFraction of its lifetime). It also returns when
+// the certificate will be due (zero when it must be reissued now).
+func ClientSecretCurrent(existing *corev1.Secret, namespace string, ca *pki.CA, sds map[string][]byte, now time.Time) (bool, time.Time) {
+	if existing == nil || !bytes.Equal(existing.Data[pki.KeyCA], ca.CertPEM) || !manager.HasAll(existing.Labels, ClientSecret(namespace, nil, nil, nil, nil).Labels) {
+		return false, time.Time{}
+	}
+	for name, data := range sds {
+		if !bytes.Equal(existing.Data[name], data) {
+			return false, time.Time{}
+		}
+	}
+	cert, err := tls.X509KeyPair(existing.Data[pki.KeyCert], existing.Data[pki.KeyKey])
+	if err != nil || cert.Leaf == nil {
+		return false, time.Time{}
+	}
+	if tenant, err := pki.TenantOf(cert.Leaf); err != nil || tenant != namespace {
+		return false, time.Time{}
+	}
+	renew, at := pki.NeedsRenewal(existing.Data[pki.KeyCert], ca, now)
+	return !renew, at
 }

@@ -12,7 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/settings"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 func input(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Input {
@@ -106,6 +108,66 @@ func TestBuildPodContract(t *testing.T) {
 	}
 	if d.Spec.Template.Spec.Volumes[0].ConfigMap.Name != BootstrapConfigMapName {
 		t.Error("the pods do not mount the bootstrap ConfigMap")
+	}
+	if v := d.Spec.Template.Spec.Volumes[1]; v.Secret == nil || v.Secret.SecretName != pki.ClientSecretName ||
+		c.VolumeMounts[1].Name != v.Name || c.VolumeMounts[1].MountPath != xdsbootstrap.DefaultTLSDir || !c.VolumeMounts[1].ReadOnly {
+		t.Errorf("the pods do not mount the xDS client Secret at %s: %+v %+v", xdsbootstrap.DefaultTLSDir, d.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
+}
+
+// TestClientSecretCurrent: the fleet's client Secret stays while it carries a certificate of
+// the current CA for its namespace that is not due; anything else reissues it.
+func TestClientSecretCurrent(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	ca, err := pki.NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sds, err := xdsbootstrap.TLSFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(ca *pki.CA, ns string) *corev1.Secret {
+		cert, key, err := ca.IssueClient(ns, now, pki.ClientLifetime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ClientSecret("tenant-a", cert, key, ca.CertPEM, sds)
+	}
+	good := secret(ca, "tenant-a")
+	if good.Labels[pki.LabelXDSTLS] != "client" || good.Labels[kubelbv1alpha1.LabelTenantName] != "a" || good.Type != corev1.SecretTypeTLS {
+		t.Errorf("client Secret %+v", good.ObjectMeta)
+	}
+	ok, at := ClientSecretCurrent(good, "tenant-a", ca, sds, now)
+	if want := now.Add(time.Duration(float64(pki.ClientLifetime) * pki.RenewFraction)); !ok || at.Sub(want).Abs() > 10*time.Minute {
+		t.Errorf("a fresh Secret: current %v, due at %v; want true, about %v", ok, at, want)
+	}
+	if ok, _ := ClientSecretCurrent(good, "tenant-a", ca, sds, now.Add(21*24*time.Hour)); ok {
+		t.Error("a certificate past 2/3 of its lifetime is kept")
+	}
+	if ok, _ := ClientSecretCurrent(good, "tenant-a", other, sds, now); ok {
+		t.Error("a certificate of the old CA is kept after a rotation")
+	}
+	if ok, _ := ClientSecretCurrent(secret(ca, "tenant-b"), "tenant-a", ca, sds, now); ok {
+		t.Error("a certificate naming another tenant is kept")
+	}
+	if ok, _ := ClientSecretCurrent(nil, "tenant-a", ca, sds, now); ok {
+		t.Error("no Secret counts as current")
+	}
+	unlabelled := good.DeepCopy()
+	unlabelled.Labels = nil
+	if ok, _ := ClientSecretCurrent(unlabelled, "tenant-a", ca, sds, now); ok {
+		t.Error("a Secret without the labels is kept")
+	}
+	stale := good.DeepCopy()
+	stale.Data[xdsbootstrap.CASDSFile] = []byte("old")
+	if ok, _ := ClientSecretCurrent(stale, "tenant-a", ca, sds, now); ok {
+		t.Error("a Secret with outdated SDS files is kept")
 	}
 }
 

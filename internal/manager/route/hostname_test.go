@@ -40,6 +40,7 @@ import (
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
 	"kubelb.dev/kubelb/internal/xds/translator"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 // TestLoadBalancerHostnames runs the LoadBalancer and Route controllers on a hub serving
@@ -221,7 +222,8 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	certs := xdstest.New(t)
+	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), certs.ServerTLS())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -235,14 +237,11 @@ func TestLoadBalancerHostnames(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	boot, err := bootstrap.Generate(bootstrap.Options{Tenant: ns, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testsupport.StartEnvoy(t, "hostname-proxy", boot, testsupport.EnvoyOptions{Node: "hostname-proxy", Concurrency: 1})
 	if _, err := srv.SetTenant(ctx, ns, res); err != nil {
 		t.Fatal(err)
 	}
+	boot := certs.Bootstrap(t, bootstrap.Options{Tenant: ns, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
+	testsupport.StartEnvoy(t, "hostname-proxy", boot, testsupport.EnvoyOptions{Node: "hostname-proxy", Concurrency: 1})
 	ingress := &corev1.Service{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}, ingress); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
 const (
@@ -49,7 +50,7 @@ func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 	t.Helper()
 	addr := testsupport.Loopback(testsupport.FreePort(t))
 	mgr := testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
-		srv := xds.NewServer(mgr.GetLogger().WithName("xds"))
+		srv := xds.NewServer(mgr.GetLogger().WithName("xds"), xdstest.New(t).ServerTLS())
 		rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
 		srv.OnRejection(rec.Hear)
 		store := status.NewStore()
@@ -192,10 +193,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal("replica-a was not elected")
 	}
 	standby := startReplica(t, hub, "replica-b")
-	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
 	testsupport.StartEnvoy(t, "envoy", b, testsupport.EnvoyOptions{Node: "proxy-on-standby"})
 
 	// The tenant's "nodes" are loopback addresses, which the endpoint policy denies by

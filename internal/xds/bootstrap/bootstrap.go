@@ -1,11 +1,11 @@
 // Package bootstrap renders the Envoy bootstrap of a tenant's proxies: node identity (the
-// tenant in node.cluster), ADS over gRPC to the manager's xDS server, the admin interface on
+// tenant in node.cluster), ADS over gRPC with mutual TLS to the manager's xDS server (the
+// client certificate and CA from the mounted client Secret, see TLSFiles), the admin interface on
 // loopback, an optional listener that serves only /ready, and the overload manager. It is
 // built from the bootstrap protos and validated, and golden-tested (testdata/).
 package bootstrap
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -21,11 +21,9 @@ import (
 	downstreamconnsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
@@ -56,6 +54,12 @@ type Options struct {
 	NodeID string
 	// XDSAddress is host:port of the xDS server, e.g. "kubelb.kubelb.svc:8001".
 	XDSAddress string
+	// XDSServerName is the name Envoy sends as SNI and requires in the xDS server's
+	// certificate (a DNS SAN, or an IP SAN for an address); default: the host of XDSAddress.
+	XDSServerName string
+	// TLSDir is where the client Secret (certificate, key, CA and the SDS files of TLSFiles)
+	// is mounted; default DefaultTLSDir.
+	TLSDir string
 	// AdminAddress is ip:port of Envoy's admin interface; default 127.0.0.1:9901. Port 0 lets
 	// Envoy pick one (read it back with --admin-address-path).
 	AdminAddress string
@@ -80,16 +84,7 @@ func Generate(opts Options) ([]byte, error) {
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid bootstrap: %w", err)
 	}
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	// protojson output is deliberately unstable; round-trip through a map for stable YAML.
-	var doc map[string]any
-	if err := json.Unmarshal(js, &doc); err != nil {
-		return nil, err
-	}
-	return yaml.Marshal(doc)
+	return toYAML(b)
 }
 
 func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
@@ -99,6 +94,13 @@ func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 	xdsHost, xdsPort, err := splitHostPort(opts.XDSAddress, false)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: xDS address: %w", err)
+	}
+	if opts.XDSServerName == "" {
+		opts.XDSServerName = xdsHost
+	}
+	xdsTLS, err := xdsTransportSocket(opts.TLSDir, opts.XDSServerName)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: xDS TLS: %w", err)
 	}
 	if opts.AdminAddress == "" {
 		opts.AdminAddress = DefaultAdminAddress
@@ -156,6 +158,7 @@ func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 					httpProtocolOptionsKey: http2,
 				},
 				UpstreamConnectionOptions: &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}},
+				TransportSocket:           xdsTLS,
 				LoadAssignment: &endpointv3.ClusterLoadAssignment{
 					ClusterName: XDSClusterName,
 					Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{

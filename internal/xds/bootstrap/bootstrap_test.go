@@ -1,14 +1,18 @@
 package bootstrap
 
 import (
+	"bytes"
 	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
@@ -72,7 +76,7 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 			if strings.Contains(tc.name, "disabled") && strings.Contains(string(b), "overload_manager") {
 				t.Errorf("overload manager present although disabled:\n%s", b)
 			}
-			if err := testsupport.ValidateEnvoy(t, b, "--service-node", "validate-proxy"); err != nil {
+			if err := testsupport.ValidateEnvoy(t, mountTLS(t, b, tc.opts.Tenant), "--service-node", "validate-proxy"); err != nil {
 				t.Fatalf("Envoy rejects the bootstrap:\n%s\n%v", b, err)
 			}
 			translatetest.Golden(t, filepath.Join("testdata", strings.ReplaceAll(tc.name, " ", "-")+".yaml"), b, *update)
@@ -81,6 +85,68 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 				t.Error("Bootstrap is not deterministic")
 			}
 		})
+	}
+}
+
+// mountTLS writes a client Secret's files (a certificate of tenant from a new CA, and the SDS
+// files) into a temporary directory, as the kubelet mounts it, and returns the bootstrap
+// reading them from there: Envoy checks that the files exist.
+func mountTLS(t *testing.T, b []byte, tenant string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.IssueClient(tenant, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := TLSFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[pki.KeyCert], files[pki.KeyKey], files[pki.KeyCA] = cert, key, ca.CertPEM
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bytes.ReplaceAll(b, []byte(DefaultTLSDir), []byte(dir))
+}
+
+// TestBootstrapXDSTLS: the connection to the xDS server is mutual TLS with the mounted
+// client certificate and CA (through SDS files in the watched mount, so a renewed
+// certificate needs no restart), ALPN h2, SNI and the server's name checked.
+func TestBootstrapXDSTLS(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		opts Options
+		want []string
+	}{
+		{Options{Tenant: "tenant-a", XDSAddress: "kubelb.kubelb.svc:8001"}, []string{"sni: kubelb.kubelb.svc", "san_type: DNS", "exact: kubelb.kubelb.svc"}},
+		{Options{Tenant: "tenant-a", XDSAddress: "127.0.0.1:8001", XDSServerName: "xds.example"}, []string{"sni: xds.example", "exact: xds.example"}},
+		{Options{Tenant: "tenant-a", XDSAddress: "10.0.0.7:8001"}, []string{"san_type: IP_ADDRESS", "exact: 10.0.0.7"}},
+		{Options{Tenant: "tenant-a", XDSAddress: "kubelb:8001", TLSDir: "/x"}, []string{"path: /x/" + ClientCertSDSFile, "path: /x/" + CASDSFile}},
+	} {
+		b, err := Generate(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range append(tc.want, "envoy.transport_sockets.tls", "- h2", ClientCertSecretName, CASecretName, "watched_directory") {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%+v: bootstrap lacks %q:\n%s", tc.opts, w, b)
+			}
+		}
+	}
+	files, err := TLSFiles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]string{ClientCertSDSFile: DefaultTLSDir + "/tls.key", CASDSFile: DefaultTLSDir + "/ca.crt"} {
+		if !strings.Contains(string(files[name]), w) {
+			t.Errorf("%s lacks %q:\n%s", name, w, files[name])
+		}
 	}
 }
 
