@@ -63,7 +63,7 @@ const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The fleets' client certificate Secrets, and the xDS CA Secret in the manager's namespace.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -516,9 +516,22 @@ func ptrEqual[T comparable](a, b *T) bool {
 // never touched.
 func Delete(ctx context.Context, c client.Client, namespace string) error {
 	sel := client.MatchingLabelsSelector{Selector: fleetSelector()}
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.ConfigMap{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace), sel, client.PropagationPolicy("Background")); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the Envoy fleet (%T) of %s: %w", obj, namespace, err)
+		}
+	}
+	// The client Secret by name, and only when kubelb made it: the manager may not delete
+	// Secrets in bulk (least privilege, docs/security.md).
+	secret := &corev1.Secret{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: pki.ClientSecretName}, secret)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("getting the Envoy fleet's Secret %s/%s: %w", namespace, pki.ClientSecretName, err)
+	}
+	if err == nil && xdsTLSSelector().Matches(labels.Set(secret.Labels)) {
+		uid := secret.UID
+		if err := c.Delete(ctx, secret, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the Envoy fleet's Secret %s/%s: %w", namespace, pki.ClientSecretName, err)
 		}
 	}
 	metrics.ManagerEnvoyProxies.DeleteLabelValues(settings.TenantName(namespace))

@@ -91,7 +91,11 @@ func TestFleetXDSCertificate(t *testing.T) {
 		if secretA, err = getSecret(c, "tenant-a", pki.ClientSecretName); err != nil {
 			return err
 		}
-		_, err = getSecret(c, "tenant-b", pki.ClientSecretName)
+		if _, err = getSecret(c, "tenant-b", pki.ClientSecretName); err != nil {
+			return err
+		}
+		// The Secret is applied before the workload that mounts it.
+		_, err = getDeployment(c, "tenant-a")
 		return err
 	})
 	ca, err := store.CAFromSecret(caSecret)
