@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,6 +64,8 @@ const controllerName = "tenant"
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler reconciles Tenants.
 type Reconciler struct {
@@ -106,6 +109,9 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	opts = opts.withDefaults()
 	if opts.Namespace == "" {
 		return nil, errors.New("tenant controller: the manager namespace must be set")
+	}
+	if err := checkNetworkPolicyOptions(opts.NetworkPolicy); err != nil && !opts.NetworkPolicy.Disabled {
+		return nil, err
 	}
 	if opts.TokenTTL < MinTokenTTL {
 		return nil, fmt.Errorf("tenant controller: token lifetime %s is below the minimum of %s", opts.TokenTTL, MinTokenTTL)
@@ -167,10 +173,16 @@ func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
 		&rbacv1.Role{}:           {Label: access},
 		&rbacv1.RoleBinding{}:    {Label: access},
 		&corev1.Secret{}:         {Label: access},
+		// The Envoy fleet's NetworkPolicy and the tenant's ResourceQuota.
+		&networkingv1.NetworkPolicy{}: {Label: manager.ManagedSelector(nil)},
+		&corev1.ResourceQuota{}:       {Label: manager.ManagedSelector(nil)},
 	})
 }
 
 func (r *Reconciler) setup(mgr ctrl.Manager) error {
+	if err := trackTenantMetrics(mgr); err != nil {
+		return err
+	}
 	ownedCache := r.ownedCluster.GetCache()
 	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[kubelbv1alpha1.LabelTenantName]; name != "" {
@@ -189,7 +201,8 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
-	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{},
+		&networkingv1.NetworkPolicy{}, &corev1.ResourceQuota{}} {
 		b = b.WatchesRawSource(source.Kind(ownedCache, obj, byTenantLabel))
 	}
 	return b.Complete(r)
