@@ -56,11 +56,23 @@ func capNamed(named []string) []string {
 }
 
 // foreign reports whether finalizer is someone else's to remove: not kubelb's own (which the
-// LoadBalancer controller or this controller removes) nor the garbage collector's.
+// LoadBalancer controller or this controller removes) nor Kubernetes' own (the garbage
+// collector's foregroundDeletion and orphan, and those of the kubernetes.io and k8s.io
+// domains, e.g. service.kubernetes.io/load-balancer-cleanup of the hub's load balancer
+// controller), which its controllers remove as part of the deletion.
 func foreign(finalizer string) bool {
 	switch finalizer {
 	case kubelbv1alpha1.CleanupFinalizer, metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents:
 		return false
+	}
+	domain, _, ok := strings.Cut(finalizer, "/")
+	if !ok {
+		return true
+	}
+	for _, k8s := range []string{"kubernetes.io", "k8s.io"} {
+		if domain == k8s || strings.HasSuffix(domain, "."+k8s) {
+			return false
+		}
 	}
 	return true
 }
@@ -68,8 +80,8 @@ func foreign(finalizer string) bool {
 // foreignFinalizers returns the outcome of a deletion held by finalizers kubelb does not
 // remove: it names each object and its foreign finalizers ("LoadBalancer tenant-a/x holds
 // finalizer example.com/foo"), then extra (what the namespace controller reports), so that
-// an admin can act; nil when nothing foreign holds it. The outcome warns: an Event goes with
-// the transition.
+// an admin can act; nil when no object it was given is held by a foreign finalizer. The
+// outcome warns: an Event goes with the transition.
 func foreignFinalizers(objs []held, extra []string) *outcome {
 	var named []string
 	for _, o := range objs {
@@ -92,7 +104,7 @@ func foreignFinalizers(objs []held, extra []string) *outcome {
 		}
 		named = append(named, fmt.Sprintf("%s holds %s %s", what, word, strings.Join(fins, ", ")))
 	}
-	if len(named) == 0 && len(extra) == 0 {
+	if len(named) == 0 {
 		return nil
 	}
 	named = append(capNamed(named), extra...)
@@ -125,14 +137,21 @@ var namespaceKinds = []schema.GroupVersionKind{
 	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicyList"},
 }
 
-// namespaceBlockers returns the outcome of a terminating tenant namespace that is held by
-// finalizers kubelb does not remove: its own, those of the objects left in it (of
-// namespaceKinds), and what the namespace controller reports in its conditions
-// (NamespaceFinalizersRemaining, NamespaceContentRemaining); nil when none is known (the
-// namespace controller is still at work).
-func (r *Reconciler) namespaceBlockers(ctx context.Context, ns *corev1.Namespace) (*outcome, error) {
+// namespaceBlockers looks at a terminating tenant namespace. blocked is the outcome when
+// finalizers kubelb does not remove hold it: its own, or those of objects left in it (of
+// namespaceKinds); the message adds report. report is what the namespace controller says in
+// its conditions (NamespaceFinalizersRemaining, NamespaceContentRemaining), for kinds the
+// Tenant controller does not look at; alone it is no alarm (content being deleted, e.g. pods
+// terminating, shows there too).
+func (r *Reconciler) namespaceBlockers(ctx context.Context, ns *corev1.Namespace) (blocked *outcome, report []string, err error) {
 	if ns.DeletionTimestamp.IsZero() {
-		return nil, nil
+		return nil, nil, nil
+	}
+	for _, c := range ns.Status.Conditions {
+		if (c.Type == corev1.NamespaceFinalizersRemaining || c.Type == corev1.NamespaceContentRemaining) &&
+			c.Status == corev1.ConditionTrue && c.Message != "" {
+			report = append(report, fmt.Sprintf("namespace %s: %s", ns.Name, c.Message))
+		}
 	}
 	objs := []held{{kind: "namespace", name: ns.Name, finalizers: ns.Finalizers}}
 	for _, gvk := range namespaceKinds {
@@ -141,7 +160,7 @@ func (r *Reconciler) namespaceBlockers(ctx context.Context, ns *corev1.Namespace
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, it := range items {
 			if len(it.Finalizers) > 0 {
@@ -149,14 +168,7 @@ func (r *Reconciler) namespaceBlockers(ctx context.Context, ns *corev1.Namespace
 			}
 		}
 	}
-	var extra []string
-	for _, c := range ns.Status.Conditions {
-		if (c.Type == corev1.NamespaceFinalizersRemaining || c.Type == corev1.NamespaceContentRemaining) &&
-			c.Status == corev1.ConditionTrue && c.Message != "" {
-			extra = append(extra, fmt.Sprintf("namespace %s: %s", ns.Name, c.Message))
-		}
-	}
-	return foreignFinalizers(objs, extra), nil
+	return foreignFinalizers(objs, report), report, nil
 }
 
 func terminating(err error) (outcome, bool, error) {
@@ -186,15 +198,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 				return terminating(fmt.Errorf("deleting namespace %s: %w", nsName, err))
 			}
 		}
-		if o, err := r.namespaceBlockers(ctx, ns); o != nil || err != nil {
-			if err != nil {
-				return terminating(err)
-			}
-			return *o, false, nil
+		blocked, report, err := r.namespaceBlockers(ctx, ns)
+		if err != nil {
+			return terminating(err)
+		}
+		if blocked != nil {
+			return *blocked, false, nil
+		}
+		message := fmt.Sprintf("the tenant's objects are deleted; waiting for namespace %s to be removed", nsName)
+		if len(report) > 0 {
+			message += "; " + strings.Join(report, "; ")
 		}
 		return outcome{
 			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForNamespace, requeueAfter: retryTerminating,
-			message: fmt.Sprintf("the tenant's objects are deleted; waiting for namespace %s to be removed", nsName),
+			message: message,
 		}, false, nil
 	}
 	orig := t.DeepCopy()

@@ -3,6 +3,7 @@ package tenant
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"kubelb.dev/kubelb/internal/settings"
@@ -73,5 +74,39 @@ func TestDesiredResourceQuota(t *testing.T) {
 	}
 	if rq.Namespace != "tenant-shop" || rq.Name != ResourceQuotaName || rq.Labels["kubelb.k8c.io/tenant"] != "shop" {
 		t.Errorf("quota %s/%s labels %v", rq.Namespace, rq.Name, rq.Labels)
+	}
+}
+
+// TestForeignFinalizers: kubelb's own and Kubernetes' own finalizers are not named; others
+// are, per object, capped.
+func TestForeignFinalizers(t *testing.T) {
+	for f, want := range map[string]bool{
+		"kubelb.k8c.io/cleanup": false, "foregroundDeletion": false, "orphan": false,
+		"service.kubernetes.io/load-balancer-cleanup": false, "kubernetes.io/pvc-protection": false,
+		"example.com/foo": true, "kubernetes.io.example.com/x": true, "custom": true,
+	} {
+		if got := foreign(f); got != want {
+			t.Errorf("foreign(%q) = %v, want %v", f, got, want)
+		}
+	}
+	if o := foreignFinalizers([]held{{kind: "LoadBalancer", namespace: "tenant-a", name: "x", finalizers: []string{"kubelb.k8c.io/cleanup"}}},
+		[]string{"namespace tenant-a: content remains"}); o != nil {
+		t.Errorf("only kubelb's finalizer and a namespace report: %+v, want no alarm", o)
+	}
+	var objs []held
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		objs = append(objs, held{kind: "Route", namespace: "tenant-a", name: n, finalizers: []string{"kubelb.k8c.io/cleanup", "example.com/x", "example.com/y"}})
+	}
+	o := foreignFinalizers(objs, nil)
+	if o == nil || o.reason != ReasonForeignFinalizers || !o.warn {
+		t.Fatalf("outcome %+v", o)
+	}
+	for _, want := range []string{"Route tenant-a/a holds finalizers example.com/x, example.com/y", "Route tenant-a/e holds", "2 more"} {
+		if !strings.Contains(o.message, want) {
+			t.Errorf("message %q lacks %q", o.message, want)
+		}
+	}
+	if strings.Contains(o.message, "tenant-a/f") || strings.Contains(o.message, "kubelb.k8c.io/cleanup") {
+		t.Errorf("message %q names more than 5 objects or kubelb's finalizer", o.message)
 	}
 }
