@@ -1,9 +1,13 @@
 // Package tenant onboards tenants on the hub. For a Tenant "x" it makes namespace tenant-x
-// (owned by the Tenant), the ccm's ServiceAccount, a Role that confines the ccm to that
-// namespace, the RoleBinding, the Secret kubelb-ccm-kubeconfig with a kubeconfig for the
-// ServiceAccount (a TokenRequest token that is replaced after 80% of its lifetime), and
-// TenantState "default". Deleting the Tenant removes the tenant's LoadBalancers, Routes and
-// SyncSecrets first, then its Envoy fleet, RBAC, kubeconfig and namespace.
+// (owned by the Tenant), the ResourceQuota kubelb-tenant (LoadBalancer and Route counts at
+// the tenant's limits), the Envoy fleet's NetworkPolicy kubelb-envoy (unless disabled), the
+// ccm's ServiceAccount, a Role that confines the ccm to that namespace, the RoleBinding, the
+// Secret kubelb-ccm-kubeconfig with a kubeconfig for the ServiceAccount (a TokenRequest token
+// that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
+// removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
+// RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
+// the Tenant's condition. On every replica it also keeps the manager's tenant-labelled
+// metrics to the Tenants that exist (metrics.go).
 package tenant
 
 import (
