@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -331,10 +332,27 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
 	}
-	if o.warn && (prev == nil || prev.Reason != o.reason) {
-		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", o.message)
+	// A Warning when the reason changes; for ForeignFinalizers also when what holds the
+	// deletion changes, so the Event names the new holders.
+	if o.warn && (prev == nil || prev.Reason != o.reason || (o.reason == ReasonForeignFinalizers && prev.Message != o.message)) {
+		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", eventNote(o.message))
 	}
 	return nil
+}
+
+// maxEventNote is the longest note the API server accepts in an Event (events.k8s.io/v1).
+const maxEventNote = 1024
+
+// eventNote cuts a condition message (which may be longer) to what an Event's note holds.
+func eventNote(message string) string {
+	if len(message) <= maxEventNote {
+		return message
+	}
+	cut := maxEventNote - len("...")
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + "..."
 }
 
 func (r *Reconciler) countTenants(ctx context.Context) {

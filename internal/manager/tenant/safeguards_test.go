@@ -275,6 +275,10 @@ func TestTenantDeletionNamesForeignFinalizers(t *testing.T) {
 		return nil
 	})
 
+	testsupport.Eventually(t, 10*time.Second, "a Warning Event naming the new holders", func() error {
+		return hasEvent(c, "fin", ReasonForeignFinalizers, cmHeld, nsHeld)
+	})
+
 	removeFinalizers(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin-notes"}})
 	waitTerminating(t, c, "fin", ReasonForeignFinalizers, func(message string) error {
 		if !strings.Contains(message, nsHeld) || strings.Contains(message, "ConfigMap") {
