@@ -25,6 +25,9 @@ type options struct {
 	manager.Options
 	xdsAddr   app.Address
 	portRange string
+	// networkPolicy shapes the Envoy fleets' NetworkPolicy, from networkPolicyFlags.
+	networkPolicy      tenant.NetworkPolicyOptions
+	networkPolicyFlags tenant.NetworkPolicyFlags
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 }
@@ -46,6 +49,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
+	o.networkPolicyFlags.Bind(fs.FlagSet)
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +74,11 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	if o.Namespace == "" {
 		return nil, fs, fmt.Errorf("flag --namespace must not be empty")
 	}
+	np, err := o.networkPolicyFlags.Options(o.XDSListenAddress)
+	if err != nil {
+		return nil, fs, err
+	}
+	o.networkPolicy = np
 	return o, fs, o.Validate()
 }
 

@@ -63,15 +63,18 @@ func TestNotYetFlagsWarn(t *testing.T) {
 
 func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 	for args, want := range map[string]string{
-		"--listen-address=nope":       "invalid value \"nope\" for flag --listen-address",
-		"--metrics-addr=:99999":       "for flag --metrics-addr: port \"99999\"",
-		"--enable-leader-election=mb": "for --enable-leader-election",
-		"--namespace=":                "flag --namespace must not be empty",
-		"--log-format=xml":            "for flag --log-format: must be one of json, console",
-		"--kube-api-qps=0":            "flag --kube-api-qps must be positive",
-		"--envoy-port-range=20-10":    "for flag --envoy-port-range",
-		"--tenant-token-ttl=5m":       "for flag --tenant-token-ttl: at least 10m0s",
-		"--envoy-xds-address=nohost":  "for flag --envoy-xds-address",
+		"--listen-address=nope":            "invalid value \"nope\" for flag --listen-address",
+		"--metrics-addr=:99999":            "for flag --metrics-addr: port \"99999\"",
+		"--enable-leader-election=mb":      "for --enable-leader-election",
+		"--namespace=":                     "flag --namespace must not be empty",
+		"--log-format=xml":                 "for flag --log-format: must be one of json, console",
+		"--kube-api-qps=0":                 "flag --kube-api-qps must be positive",
+		"--envoy-port-range=20-10":         "for flag --envoy-port-range",
+		"--tenant-token-ttl=5m":            "for flag --tenant-token-ttl: at least 10m0s",
+		"--envoy-xds-address=nohost":       "for flag --envoy-xds-address",
+		"--envoy-egress-cidrs=10.0.0.0/33": "for flag --envoy-egress-cidrs",
+		"--envoy-egress-cidrs=":            "flag --envoy-egress-cidrs must not be empty",
+		"--envoy-dns-pod-labels=a":         "for flag --envoy-dns-pod-labels",
 	} {
 		_, _, err := parse(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

@@ -84,6 +84,7 @@ func run(o *options) error {
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{
 		Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer, TokenTTL: o.TenantTokenTTL,
+		NetworkPolicy: o.networkPolicy,
 	}); err != nil {
 		return err
 	}

@@ -1,43 +1,81 @@
 package helm
 
 import (
+	"flag"
+	"io"
 	"strings"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
-// networkPolicies returns the NetworkPolicies kubelb-envoy rendered, by namespace.
-func networkPolicies(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
-	out := map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
-		if o.GetKind() == "NetworkPolicy" && o.GetName() == "kubelb-envoy" {
-			out[o.GetNamespace()] = o
+// managerEnvoyPolicy reads the manager Deployment's arguments the way the manager does
+// (tenant.NetworkPolicyFlags, the parser cmd/kubelb binds) and returns the NetworkPolicy the
+// manager keeps in a tenant namespace with them (tenant.DesiredNetworkPolicy), or nil when
+// they turn it off.
+func managerEnvoyPolicy(t *testing.T, objs []*unstructured.Unstructured, tenantNS string) *networkingv1.NetworkPolicy {
+	t.Helper()
+	d := find(t, objs, "Deployment", "kubelb-manager")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	fs := flag.NewFlagSet("kubelb", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f tenant.NetworkPolicyFlags
+	f.Bind(fs)
+	var ours []string
+	listen, namespace := "", ""
+	for _, a := range args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		switch {
+		case fs.Lookup(name) != nil:
+			ours = append(ours, a)
+		case name == "listen-address":
+			listen = value
+		case name == "namespace":
+			namespace = value
 		}
 	}
-	return out
+	if err := fs.Parse(ours); err != nil {
+		t.Fatalf("the manager's NetworkPolicy flags %v: %v", ours, err)
+	}
+	o, err := f.Options(listen)
+	if err != nil {
+		t.Fatalf("the manager's NetworkPolicy flags %v: %v", ours, err)
+	}
+	if o.Disabled {
+		return nil
+	}
+	return tenant.DesiredNetworkPolicy(settings.TenantName(tenantNS), namespace, o)
 }
 
-// TestManagerNetworkPolicy: the manager chart renders, by default, a NetworkPolicy for the
-// Envoy fleet of each tenant namespace: it selects the fleet's pods (the labels the
-// envoyfleet controller puts on them), restricts egress only, to the tenant node CIDRs minus
-// the hub ranges, to the manager pods' xDS port and to the cluster DNS. It is absent when
-// turned off. (Nothing in the test harness enforces NetworkPolicies: this checks the
-// rendered objects, not traffic.)
+// TestManagerNetworkPolicy: the manager chart renders no NetworkPolicy itself (tenant
+// namespaces come and go after install; the manager keeps the policy in each); it passes its
+// values to the manager, whose policy — read from the rendered arguments with the manager's
+// own parser — selects the fleet's pods (the labels the envoyfleet controller puts on them)
+// and restricts egress only: to the tenant node CIDRs minus the hub ranges, to the manager
+// pods' xDS port and to the cluster DNS. It is off when turned off. (Nothing in the test
+// harness enforces NetworkPolicies: this checks objects, not traffic.)
 func TestManagerNetworkPolicy(t *testing.T) {
 	t.Parallel()
 	tenantNS := settings.Namespace("shop")
-	objs := Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.tenantNamespaces={"+tenantNS+"}",
+	objs := Template(t, ManagerChart, "kubelb-manager", ns,
 		"--set", "networkPolicy.exceptCIDRs={169.254.0.0/16,fe80::/10,10.96.0.0/12}")
-	nps := networkPolicies(objs)
-	np := nps[tenantNS]
-	if len(nps) != 1 || np == nil {
-		t.Fatalf("NetworkPolicies kubelb-envoy in %v, want one in %s", keys(nps), tenantNS)
+	if n := count(objs, "NetworkPolicy"); n != 0 {
+		t.Errorf("the chart renders %d NetworkPolicies; the manager makes them", n)
 	}
-	sel, _, _ := unstructured.NestedStringMap(np.Object, "spec", "podSelector", "matchLabels")
+	np := managerEnvoyPolicy(t, objs, tenantNS)
+	if np == nil {
+		t.Fatal("the chart turns the manager's NetworkPolicy off by default")
+	}
+	if np.Name != "kubelb-envoy" || np.Namespace != tenantNS {
+		t.Errorf("policy %s/%s, want %s/kubelb-envoy", np.Namespace, np.Name, tenantNS)
+	}
+	sel := np.Spec.PodSelector.MatchLabels
 	pod := manager.EnvoyPodLabels(tenantNS)
 	for k, v := range sel {
 		if pod[k] != v {
@@ -47,14 +85,13 @@ func TestManagerNetworkPolicy(t *testing.T) {
 	if len(sel) == 0 {
 		t.Error("empty podSelector: it would select every pod of the namespace")
 	}
-	types, _, _ := unstructured.NestedStringSlice(np.Object, "spec", "policyTypes")
-	if len(types) != 1 || types[0] != "Egress" {
+	if types := np.Spec.PolicyTypes; len(types) != 1 || types[0] != networkingv1.PolicyTypeEgress {
 		t.Errorf("policyTypes %v, want [Egress] (ingress stays as it is)", types)
 	}
-	if _, found, _ := unstructured.NestedSlice(np.Object, "spec", "ingress"); found {
+	if len(np.Spec.Ingress) > 0 {
 		t.Error("the policy has ingress rules")
 	}
-	egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+	egress := np.Spec.Egress
 	if len(egress) != 3 {
 		t.Fatalf("%d egress rules, want 3 (tenant nodes, xDS, DNS): %s", len(egress), jsonString(egress))
 	}
@@ -63,36 +100,37 @@ func TestManagerNetworkPolicy(t *testing.T) {
 	}
 	d := find(t, objs, "Deployment", "kubelb-manager")
 	managerPod, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
-	xds := egress[1].(map[string]any)
-	peer := xds["to"].([]any)[0].(map[string]any)
-	peerPods, _, _ := unstructured.NestedStringMap(peer, "podSelector", "matchLabels")
-	peerNS, _, _ := unstructured.NestedStringMap(peer, "namespaceSelector", "matchLabels")
-	for k, v := range peerPods {
-		if managerPod[k] != v {
-			t.Errorf("xDS rule selects pods %v, not the manager's (%v)", peerPods, managerPod)
+	xds := egress[1]
+	peer := xds.To[0]
+	if peer.PodSelector == nil || len(peer.PodSelector.MatchLabels) == 0 || peer.NamespaceSelector == nil ||
+		peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != ns {
+		t.Errorf("xDS rule peer %s, want the manager pods in namespace %s", jsonString(peer), ns)
+	} else {
+		for k, v := range peer.PodSelector.MatchLabels {
+			if managerPod[k] != v {
+				t.Errorf("xDS rule selects pods %v, not the manager's (%v)", peer.PodSelector.MatchLabels, managerPod)
+			}
 		}
 	}
-	if len(peerPods) == 0 || peerNS["kubernetes.io/metadata.name"] != ns {
-		t.Errorf("xDS rule peer %s, want the manager pods in namespace %s", jsonString(peer), ns)
-	}
-	if got := jsonString(xds["ports"]); got != `[{"port":8001,"protocol":"TCP"}]` {
+	if got := jsonString(xds.Ports); got != `[{"protocol":"TCP","port":8001}]` {
 		t.Errorf("xDS rule ports %s, want TCP 8001 only", got)
 	}
-	if got := jsonString(egress[2]); !strings.Contains(got, `"k8s-app":"kube-dns"`) || !strings.Contains(got, `{"port":53,"protocol":"UDP"}`) {
+	if got := jsonString(egress[2]); !strings.Contains(got, `"k8s-app":"kube-dns"`) || !strings.Contains(got, `{"protocol":"UDP","port":53}`) ||
+		!strings.Contains(got, `"kubernetes.io/metadata.name":"kube-system"`) {
 		t.Errorf("DNS rule %s", got)
 	}
 
-	objs = Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.tenantNamespaces={"+tenantNS+"}",
-		"--set", "networkPolicy.enabled=false")
+	// dns: null allows no DNS.
+	objs = Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.dns=null")
+	if np := managerEnvoyPolicy(t, objs, tenantNS); np == nil || len(np.Spec.Egress) != 2 {
+		t.Errorf("with networkPolicy.dns=null: %v, want the tenant node and xDS rules only", np)
+	}
+
+	objs = Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.enabled=false")
+	if np := managerEnvoyPolicy(t, objs, tenantNS); np != nil {
+		t.Errorf("networkPolicy.enabled=false still has the manager make %s", jsonString(np))
+	}
 	if n := count(objs, "NetworkPolicy"); n != 0 {
 		t.Errorf("%d NetworkPolicies with networkPolicy.enabled=false, want none", n)
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

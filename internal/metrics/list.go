@@ -24,13 +24,10 @@ func All() []Declared {
 			out = append(out, Declared{Binary: binary, Collector: c})
 		}
 	}
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile} {
+	for _, r := range managerReconciles() {
 		add(BinaryManager, r.collectors()...)
 	}
-	add(BinaryManager, ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
-		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
-		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
-		ManagerPortsAllocated, ManagerPortsFree)
+	add(BinaryManager, managerGauges()...)
 	for _, r := range ccmReconciles() {
 		add(BinaryCCM, r.collectors()...)
 	}

@@ -4,62 +4,62 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of the manager.
 var (
-	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true)
-	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true)
+	ManagerLoadBalancerReconcile = newReconcile("kubelb_manager_loadbalancer", "LoadBalancers", true).perTenant()
+	ManagerEnvoyCPReconcile      = newReconcile("kubelb_manager_envoycp", "tenant Envoy snapshots", true).perTenant()
 	ManagerTenantReconcile       = newReconcile("kubelb_manager_tenant", "Tenants", false)
-	ManagerStatusReconcile       = newReconcile("kubelb_manager_status", "the Programmed conditions of a tenant's objects", true)
-	ManagerEnvoyFleetReconcile   = newReconcile("kubelb_manager_envoyfleet", "tenant Envoy fleets", true)
-	ManagerRouteReconcile        = newReconcile("kubelb_manager_route", "Routes", true)
+	ManagerStatusReconcile       = newReconcile("kubelb_manager_status", "the Programmed conditions of a tenant's objects", true).perTenant()
+	ManagerEnvoyFleetReconcile   = newReconcile("kubelb_manager_envoyfleet", "tenant Envoy fleets", true).perTenant()
+	ManagerRouteReconcile        = newReconcile("kubelb_manager_route", "Routes", true).perTenant()
 
-	ManagerLoadBalancers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	ManagerLoadBalancers = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_loadbalancers_total",
 		Help: "LoadBalancers on the hub, per tenant.",
-	}, []string{"tenant"})
-	ManagerRoutes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant"})}
+	ManagerRoutes = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_routes_total",
 		Help: "Routes on the hub, per tenant.",
-	}, []string{"tenant"})
-	ManagerSnapshotUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
+	}, []string{"tenant"})}
+	ManagerSnapshotUpdates = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_manager_envoycp_snapshot_updates_total",
 		Help: "Snapshots pushed to a tenant's Envoy fleet (identical snapshots are not pushed).",
-	}, []string{"tenant"})
-	ManagerSnapshotClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant"})}
+	ManagerSnapshotClusters = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoycp_clusters",
 		Help: "Clusters in the current snapshot of a tenant.",
-	}, []string{"tenant"})
-	ManagerSnapshotListeners = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant"})}
+	ManagerSnapshotListeners = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoycp_listeners",
 		Help: "Listeners in the current snapshot of a tenant.",
-	}, []string{"tenant"})
-	ManagerSnapshotEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant"})}
+	ManagerSnapshotEndpoints = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoycp_endpoints",
 		Help: "Endpoints in the current snapshot of a tenant.",
-	}, []string{"tenant"})
-	ManagerSnapshotBuildDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	}, []string{"tenant"})}
+	ManagerSnapshotBuildDuration = &TenantHistogramVec{prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kubelb_manager_envoycp_snapshot_build_duration_seconds",
 		Help:    "Time taken to translate a tenant's state into an Envoy snapshot.",
 		Buckets: durationBuckets,
-	}, []string{"tenant"})
-	ManagerXDSConnectedProxies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant"})}
+	ManagerXDSConnectedProxies = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoycp_connected_proxies",
 		Help: "Envoy proxies with an open xDS stream, per tenant.",
-	}, []string{"tenant"})
-	ManagerXDSNacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+	}, []string{"tenant"})}
+	ManagerXDSNacks = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_manager_envoycp_nacks_total",
 		Help: "xDS responses rejected by Envoy, per tenant and type URL.",
-	}, []string{"tenant", "type_url"})
-	ManagerEnvoyProxies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	}, []string{"tenant", "type_url"})}
+	ManagerEnvoyProxies = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoy_proxies_total",
 		Help: "Envoy proxies the manager runs (desired replicas of the tenant's fleet).",
-	}, []string{"tenant"})
+	}, []string{"tenant"})}
 	ManagerTenants = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kubelb_manager_tenants_total",
 		Help: "Tenants on the hub.",
 	})
-	ManagerPortsAllocated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	ManagerPortsAllocated = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_ports_allocated",
 		Help: "Envoy listener ports allocated, per tenant.",
-	}, []string{"tenant"})
+	}, []string{"tenant"})}
 	ManagerPortsFree = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kubelb_manager_ports_free",
 		Help: "Envoy listener ports still free in the allocation range.",
@@ -68,14 +68,44 @@ var (
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
 func RegisterManager() {
-	for _, r := range []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile, ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile} {
+	for _, r := range managerReconciles() {
 		register(r.collectors()...)
 	}
-	register(ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
-		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration,
-		ManagerXDSConnectedProxies, ManagerXDSNacks, ManagerEnvoyProxies, ManagerTenants,
-		ManagerPortsAllocated, ManagerPortsFree)
+	register(managerGauges()...)
+}
+
+// managerReconciles are the reconcile metrics of the manager, in declaration order.
+func managerReconciles() []*Reconcile {
+	return []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile,
+		ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile}
+}
+
+// managerGauges are the other metrics of the manager, in declaration order (the vectors
+// themselves: the Tenant*Vec wrappers only filter what is observed).
+func managerGauges() []prometheus.Collector {
+	return []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
+		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
+		ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
+		ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+}
+
+// tenantVecs are the manager's vectors labelled "tenant", which ForgetTenant clears.
+func tenantVecs() []partialDeleter {
+	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
+		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
+		ManagerXDSNacks, ManagerEnvoyProxies, ManagerPortsAllocated}
+}
+
+// tenantReconciles are the reconcile metrics labelled by tenant namespace.
+func tenantReconciles() []*Reconcile {
+	var out []*Reconcile
+	for _, r := range managerReconciles() {
+		if r.tenantScoped {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Metrics of the manager's SyncSecret controller (internal/manager/syncsecret).
-var ManagerSyncSecretReconcile = newReconcile("kubelb_manager_syncsecret", "SyncSecrets", true)
+var ManagerSyncSecretReconcile = newReconcile("kubelb_manager_syncsecret", "SyncSecrets", true).perTenant()

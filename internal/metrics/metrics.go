@@ -34,6 +34,15 @@ type Reconcile struct {
 	Total    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 	labels   []string
+	// tenantScoped: the "namespace" label is a tenant namespace of the hub; observations for
+	// a namespace without a Tenant are dropped (TrackTenants).
+	tenantScoped bool
+}
+
+// perTenant marks a manager reconcile metric whose namespace label is a tenant namespace.
+func (r *Reconcile) perTenant() *Reconcile {
+	r.tenantScoped = true
+	return r
 }
 
 // newReconcile declares <prefix>_reconcile_total and <prefix>_reconcile_duration_seconds.
@@ -58,10 +67,14 @@ func newReconcile(prefix, what string, namespaced bool) *Reconcile {
 }
 
 // Observe records one reconcile that started at start. namespace is ignored for
-// cluster-scoped controllers.
+// cluster-scoped controllers; for the manager's per-tenant controllers, a reconcile in a
+// namespace without a Tenant is not recorded (see TrackTenants).
 func (r *Reconcile) Observe(namespace, result string, start time.Time) {
 	var lv []string
 	if len(r.labels) > 0 {
+		if r.tenantScoped && !tenantAllowed(namespace) {
+			return
+		}
 		lv = []string{namespace}
 	}
 	r.Total.WithLabelValues(append(append([]string{}, lv...), result)...).Inc()

@@ -133,6 +133,9 @@ controller-runtime's own (` + "`controller_runtime_reconcile_*`" + `, ` + "`work
 Conventions: reconcile counters carry ` + "`result`" + ` (` + "`success`" + `, ` + "`error`" + ` or ` + "`skipped`" + `) and, for namespaced
 objects, ` + "`namespace`" + `; durations are histograms in seconds (buckets from 0.5 ms doubling to about 16 s);
 gauges that only the leader sets read 0 on other replicas, so dashboards aggregate them with ` + "`max`" + `.
+The manager's series labelled by tenant (` + "`tenant`" + `, and ` + "`namespace`" + ` of its per-tenant controllers'
+reconciles) exist only for Tenants that exist: other label values are dropped, and a removed Tenant's
+series are deleted.
 
 Only metrics that a controller actually updates are declared. The ccm's Layer 7 (Ingress, Gateway
 API routes) metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + ` and

@@ -1,9 +1,13 @@
 // Package tenant onboards tenants on the hub. For a Tenant "x" it makes namespace tenant-x
-// (owned by the Tenant), the ccm's ServiceAccount, a Role that confines the ccm to that
-// namespace, the RoleBinding, the Secret kubelb-ccm-kubeconfig with a kubeconfig for the
-// ServiceAccount (a TokenRequest token that is replaced after 80% of its lifetime), and
-// TenantState "default". Deleting the Tenant removes the tenant's LoadBalancers, Routes and
-// SyncSecrets first, then its Envoy fleet, RBAC, kubeconfig and namespace.
+// (owned by the Tenant), the ResourceQuota kubelb-tenant (LoadBalancer and Route counts at
+// the tenant's limits), the Envoy fleet's NetworkPolicy kubelb-envoy (unless disabled), the
+// ccm's ServiceAccount, a Role that confines the ccm to that namespace, the RoleBinding, the
+// Secret kubelb-ccm-kubeconfig with a kubeconfig for the ServiceAccount (a TokenRequest token
+// that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
+// removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
+// RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
+// the Tenant's condition. On every replica it also keeps the manager's tenant-labelled
+// metrics to the Tenants that exist (metrics.go).
 package tenant
 
 import (
@@ -15,8 +19,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,6 +69,8 @@ const controllerName = "tenant"
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;patch;delete
 
 // Reconciler reconciles Tenants.
 type Reconciler struct {
@@ -106,6 +114,9 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	opts = opts.withDefaults()
 	if opts.Namespace == "" {
 		return nil, errors.New("tenant controller: the manager namespace must be set")
+	}
+	if err := checkNetworkPolicyOptions(opts.NetworkPolicy); err != nil && !opts.NetworkPolicy.Disabled {
+		return nil, err
 	}
 	if opts.TokenTTL < MinTokenTTL {
 		return nil, fmt.Errorf("tenant controller: token lifetime %s is below the minimum of %s", opts.TokenTTL, MinTokenTTL)
@@ -167,10 +178,16 @@ func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
 		&rbacv1.Role{}:           {Label: access},
 		&rbacv1.RoleBinding{}:    {Label: access},
 		&corev1.Secret{}:         {Label: access},
+		// The Envoy fleet's NetworkPolicy and the tenant's ResourceQuota.
+		&networkingv1.NetworkPolicy{}: {Label: manager.ManagedSelector(nil)},
+		&corev1.ResourceQuota{}:       {Label: manager.ManagedSelector(nil)},
 	})
 }
 
 func (r *Reconciler) setup(mgr ctrl.Manager) error {
+	if err := trackTenantMetrics(mgr); err != nil {
+		return err
+	}
 	ownedCache := r.ownedCluster.GetCache()
 	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[kubelbv1alpha1.LabelTenantName]; name != "" {
@@ -189,7 +206,8 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
-	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{},
+		&networkingv1.NetworkPolicy{}, &corev1.ResourceQuota{}} {
 		b = b.WatchesRawSource(source.Kind(ownedCache, obj, byTenantLabel))
 	}
 	return b.Complete(r)
@@ -314,10 +332,27 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
 	}
-	if o.warn && (prev == nil || prev.Reason != o.reason) {
-		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", o.message)
+	// A Warning when the reason changes; for ForeignFinalizers also when what holds the
+	// deletion changes, so the Event names the new holders.
+	if o.warn && (prev == nil || prev.Reason != o.reason || (o.reason == ReasonForeignFinalizers && prev.Message != o.message)) {
+		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", eventNote(o.message))
 	}
 	return nil
+}
+
+// maxEventNote is the longest note the API server accepts in an Event (events.k8s.io/v1).
+const maxEventNote = 1024
+
+// eventNote cuts a condition message (which may be longer) to what an Event's note holds.
+func eventNote(message string) string {
+	if len(message) <= maxEventNote {
+		return message
+	}
+	cut := maxEventNote - len("...")
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + "..."
 }
 
 func (r *Reconciler) countTenants(ctx context.Context) {

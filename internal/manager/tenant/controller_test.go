@@ -166,11 +166,19 @@ type hubSetup struct {
 // stand-ins for the controllers envtest and this package do not have.
 func startHub(t *testing.T, serverURLOption bool) *hubSetup {
 	t.Helper()
+	return startHubWith(t, func(opts *Options, hub *testenv.Cluster) {
+		if serverURLOption {
+			opts.HubAPIServerURL = hub.Config.Host
+		}
+	})
+}
+
+// startHubWith is startHub with the controller's options set by tune.
+func startHubWith(t *testing.T, tune func(*Options, *testenv.Cluster)) *hubSetup {
+	t.Helper()
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	var opts Options
-	if serverURLOption {
-		opts.HubAPIServerURL = hub.Config.Host
-	}
+	tune(&opts, hub)
 	create(t, hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}})
 	s := &hubSetup{hub: hub, lbs: &lbFinalizerStandIn{}, namespaces: &namespaceStandIn{}}
 	var err error

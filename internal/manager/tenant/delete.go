@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,6 +47,130 @@ var tenantObjectKinds = []struct {
 // maxNamedWaits bounds how many waited-for objects the Ready message names.
 const maxNamedWaits = 5
 
+// capNamed keeps the first maxNamedWaits entries and says how many more there are.
+func capNamed(named []string) []string {
+	if len(named) <= maxNamedWaits {
+		return named
+	}
+	return append(slices.Clone(named[:maxNamedWaits]), fmt.Sprintf("%d more", len(named)-maxNamedWaits))
+}
+
+// foreign reports whether finalizer is someone else's to remove: not kubelb's own (which the
+// LoadBalancer controller or this controller removes) nor Kubernetes' own (the garbage
+// collector's foregroundDeletion and orphan, and those of the kubernetes.io and k8s.io
+// domains, e.g. service.kubernetes.io/load-balancer-cleanup of the hub's load balancer
+// controller), which its controllers remove as part of the deletion.
+func foreign(finalizer string) bool {
+	switch finalizer {
+	case kubelbv1alpha1.CleanupFinalizer, metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents:
+		return false
+	}
+	domain, _, ok := strings.Cut(finalizer, "/")
+	if !ok {
+		return true
+	}
+	for _, k8s := range []string{"kubernetes.io", "k8s.io"} {
+		if domain == k8s || strings.HasSuffix(domain, "."+k8s) {
+			return false
+		}
+	}
+	return true
+}
+
+// foreignFinalizers returns the outcome of a deletion held by finalizers kubelb does not
+// remove: it names each object and its foreign finalizers ("LoadBalancer tenant-a/x holds
+// finalizer example.com/foo"), then extra (what the namespace controller reports), so that
+// an admin can act; nil when no object it was given is held by a foreign finalizer. The
+// outcome warns: an Event goes with the transition.
+func foreignFinalizers(objs []held, extra []string) *outcome {
+	var named []string
+	for _, o := range objs {
+		var fins []string
+		for _, f := range o.finalizers {
+			if foreign(f) {
+				fins = append(fins, f)
+			}
+		}
+		if len(fins) == 0 {
+			continue
+		}
+		what := o.kind + " " + o.name
+		if o.namespace != "" {
+			what = fmt.Sprintf("%s %s/%s", o.kind, o.namespace, o.name)
+		}
+		word := "finalizer"
+		if len(fins) > 1 {
+			word = "finalizers"
+		}
+		named = append(named, fmt.Sprintf("%s holds %s %s", what, word, strings.Join(fins, ", ")))
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	named = append(capNamed(named), extra...)
+	return &outcome{
+		phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonForeignFinalizers, warn: true, requeueAfter: retryWaiting,
+		message: fmt.Sprintf("deleting the tenant is blocked by finalizers kubelb does not remove: %s; "+
+			"the controllers that set them remove them, or remove them yourself once it is safe", strings.Join(named, "; ")),
+	}
+}
+
+// namespaceKinds are the kinds whose objects the Tenant controller looks at when a
+// terminating tenant namespace stays: kubelb's, and those the manager makes there. A kind
+// the API server does not serve, or the manager may not list, is skipped; the namespace
+// controller's own report covers every kind (namespaceBlockers).
+var namespaceKinds = []schema.GroupVersionKind{
+	kubelbv1alpha1.GroupVersion.WithKind("LoadBalancerList"),
+	kubelbv1alpha1.GroupVersion.WithKind("RouteList"),
+	kubelbv1alpha1.GroupVersion.WithKind("SyncSecretList"),
+	kubelbv1alpha1.GroupVersion.WithKind("AddressesList"),
+	kubelbv1alpha1.GroupVersion.WithKind("TenantStateList"),
+	{Version: "v1", Kind: "ServiceList"},
+	{Version: "v1", Kind: "SecretList"},
+	{Version: "v1", Kind: "ConfigMapList"},
+	{Version: "v1", Kind: "ServiceAccountList"},
+	{Version: "v1", Kind: "ResourceQuotaList"},
+	{Group: "apps", Version: "v1", Kind: "DeploymentList"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSetList"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleList"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBindingList"},
+	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicyList"},
+}
+
+// namespaceBlockers looks at a terminating tenant namespace. blocked is the outcome when
+// finalizers kubelb does not remove hold it: its own, or those of objects left in it (of
+// namespaceKinds); the message adds report. report is what the namespace controller says in
+// its conditions (NamespaceFinalizersRemaining, NamespaceContentRemaining), for kinds the
+// Tenant controller does not look at; alone it is no alarm (content being deleted, e.g. pods
+// terminating, shows there too).
+func (r *Reconciler) namespaceBlockers(ctx context.Context, ns *corev1.Namespace) (blocked *outcome, report []string, err error) {
+	if ns.DeletionTimestamp.IsZero() {
+		return nil, nil, nil
+	}
+	for _, c := range ns.Status.Conditions {
+		if (c.Type == corev1.NamespaceFinalizersRemaining || c.Type == corev1.NamespaceContentRemaining) &&
+			c.Status == corev1.ConditionTrue && c.Message != "" {
+			report = append(report, fmt.Sprintf("namespace %s: %s", ns.Name, c.Message))
+		}
+	}
+	objs := []held{{kind: "namespace", name: ns.Name, finalizers: ns.Finalizers}}
+	for _, gvk := range namespaceKinds {
+		items, err := r.listMetadata(ctx, gvk, ns.Name)
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, it := range items {
+			if len(it.Finalizers) > 0 {
+				objs = append(objs, held{kind: strings.TrimSuffix(gvk.Kind, "List"), namespace: ns.Name, name: it.Name, finalizers: it.Finalizers})
+			}
+		}
+	}
+	return foreignFinalizers(objs, report), report, nil
+}
+
 func terminating(err error) (outcome, bool, error) {
 	return outcome{phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonTerminating, message: err.Error()}, false, err
 }
@@ -73,9 +198,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 				return terminating(fmt.Errorf("deleting namespace %s: %w", nsName, err))
 			}
 		}
+		blocked, report, err := r.namespaceBlockers(ctx, ns)
+		if err != nil {
+			return terminating(err)
+		}
+		if blocked != nil {
+			return *blocked, false, nil
+		}
+		message := fmt.Sprintf("the tenant's objects are deleted; waiting for namespace %s to be removed", nsName)
+		if len(report) > 0 {
+			message += "; " + strings.Join(report, "; ")
+		}
 		return outcome{
 			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForNamespace, requeueAfter: retryTerminating,
-			message: fmt.Sprintf("the tenant's objects are deleted; waiting for namespace %s to be removed", nsName),
+			message: message,
 		}, false, nil
 	}
 	orig := t.DeepCopy()
@@ -102,7 +238,7 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 	}
 
 	// 2. The tenant's objects, and wait for their finalizers.
-	var waits []string
+	var waits []held
 	for _, k := range tenantObjectKinds {
 		w, err := r.deleteAll(ctx, ns, k.kind, k.list, k.obj, k.releaseOwn)
 		if err != nil {
@@ -110,14 +246,17 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 		}
 		waits = append(waits, w...)
 	}
+	if o := foreignFinalizers(waits, nil); o != nil {
+		return *o, true, nil
+	}
 	if len(waits) > 0 {
-		named := waits
-		if len(named) > maxNamedWaits {
-			named = append(slices.Clone(named[:maxNamedWaits]), fmt.Sprintf("%d more", len(waits)-maxNamedWaits))
+		named := make([]string, 0, len(waits))
+		for _, w := range waits {
+			named = append(named, fmt.Sprintf("%s %s/%s (finalizers %s)", w.kind, w.namespace, w.name, strings.Join(w.finalizers, ", ")))
 		}
 		return outcome{
 			phase: kubelbv1alpha1.TenantPhaseTerminating, reason: ReasonWaitingForTenantObjects, requeueAfter: retryWaiting,
-			message: fmt.Sprintf("waiting for the finalizers of %s to be removed", strings.Join(named, ", ")),
+			message: fmt.Sprintf("waiting for the finalizers of %s to be removed", strings.Join(capNamed(named), ", ")),
 		}, true, nil
 	}
 
@@ -143,11 +282,17 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 	return outcome{}, false, nil
 }
 
-// deleteAll deletes every object of a kind in ns and describes those that still exist
-// ("Route tenant-x/y (finalizers a, b)"). With releaseOwn it removes kubelb's own finalizer
-// (kubelb.k8c.io/cleanup) from them first, and only that one. It reads uncached, metadata
-// only, so it never waits on a stale cache nor proceeds on one.
-func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client.ObjectList, obj client.Object, releaseOwn bool) ([]string, error) {
+// held is an object that still exists because of its finalizers.
+type held struct {
+	kind, namespace, name string
+	finalizers            []string
+}
+
+// deleteAll deletes every object of a kind in ns and returns those that still exist, with
+// their finalizers. With releaseOwn it removes kubelb's own finalizer (kubelb.k8c.io/cleanup)
+// from them first, and only that one. It reads uncached, metadata only, so it never waits on
+// a stale cache nor proceeds on one.
+func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client.ObjectList, obj client.Object, releaseOwn bool) ([]held, error) {
 	gvk, err := r.client.GroupVersionKindFor(list)
 	if err != nil {
 		return nil, fmt.Errorf("finding the kind of %T: %w", list, err)
@@ -168,7 +313,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client
 			return nil, err
 		}
 	}
-	var waits []string
+	var waits []held
 	for i := range items {
 		o := &items[i]
 		o.SetGroupVersionKind(objGVK)
@@ -182,7 +327,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client
 				continue // gone now
 			}
 		}
-		waits = append(waits, fmt.Sprintf("%s %s/%s (finalizers %s)", kind, ns, o.Name, strings.Join(o.Finalizers, ", ")))
+		waits = append(waits, held{kind: kind, namespace: ns, name: o.Name, finalizers: o.Finalizers})
 	}
 	return waits, nil
 }

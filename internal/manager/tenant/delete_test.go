@@ -26,13 +26,20 @@ import (
 // WaitingForTenantObjects) and check accepts the condition's message.
 func waitForTenantObjects(t *testing.T, c client.Client, name string, check func(message string) error) {
 	t.Helper()
-	testsupport.Eventually(t, 30*time.Second, "Tenant "+name+" to wait for its objects", func() error {
+	waitTerminating(t, c, name, ReasonWaitingForTenantObjects, check)
+}
+
+// waitTerminating waits until the terminating Tenant name's Ready condition has reason and
+// check accepts its message.
+func waitTerminating(t *testing.T, c client.Client, name, reason string, check func(message string) error) {
+	t.Helper()
+	testsupport.Eventually(t, 30*time.Second, "Tenant "+name+" to be terminating with reason "+reason, func() error {
 		tn := tenantObj(name)
 		if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
 			return err
 		}
 		cond := meta.FindStatusCondition(tn.Status.Conditions, ConditionReady)
-		if tn.Status.Phase != kubelbv1alpha1.TenantPhaseTerminating || cond == nil || cond.Reason != ReasonWaitingForTenantObjects {
+		if tn.Status.Phase != kubelbv1alpha1.TenantPhaseTerminating || cond == nil || cond.Reason != reason {
 			return fmt.Errorf("phase %q condition %+v", tn.Status.Phase, cond)
 		}
 		return check(cond.Message)
@@ -123,9 +130,9 @@ func TestTenantDeletionReleasesRoutesAndSyncSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Everything but the held Route goes; the Tenant names what it waits for.
-	waitForTenantObjects(t, c, "ce", func(message string) error {
-		want := fmt.Sprintf("%s %s (finalizers %s)", held.GetKind(), heldKey, foreign)
+	// Everything but the held Route goes; the Tenant names what holds it.
+	waitTerminating(t, c, "ce", ReasonForeignFinalizers, func(message string) error {
+		want := fmt.Sprintf("%s %s holds finalizer %s", held.GetKind(), heldKey, foreign)
 		if !strings.Contains(message, want) {
 			return fmt.Errorf("message %q does not name %q", message, want)
 		}

@@ -17,6 +17,10 @@ const (
 	// AppName is the value of manager.LabelAppName on the ccm access objects (ServiceAccount,
 	// Role, RoleBinding, kubeconfig Secret); the controller caches only objects with it.
 	AppName = "kubelb-ccm"
+	// NetworkPolicyName is the NetworkPolicy of the tenant's Envoy fleet.
+	NetworkPolicyName = "kubelb-envoy"
+	// ResourceQuotaName is the ResourceQuota that bounds the tenant's object counts.
+	ResourceQuotaName = "kubelb-tenant"
 
 	// AnnotationTokenIssuedAt and AnnotationTokenExpiresAt (RFC 3339) on the kubeconfig
 	// Secret record the lifetime of the token inside it.
@@ -59,11 +63,56 @@ type Options struct {
 	// TokenTTL is the lifetime of the ccm's token (default DefaultTokenTTL, at least
 	// MinTokenTTL); it is replaced after 80% of it.
 	TokenTTL time.Duration
+	// NetworkPolicy shapes the NetworkPolicy NetworkPolicyName the controller keeps in every
+	// tenant namespace (on unless Disabled).
+	NetworkPolicy NetworkPolicyOptions
 }
+
+// NetworkPolicyOptions shape the NetworkPolicy of the Envoy fleets (DesiredNetworkPolicy):
+// the Envoy pods may send traffic only to EgressCIDRs minus ExceptCIDRs (the tenants' node
+// addresses), to the manager pods' xDS port, and to the cluster DNS.
+type NetworkPolicyOptions struct {
+	// Disabled: no policy is made, and one the controller made is deleted.
+	Disabled bool
+	// EgressCIDRs are where tenant nodes may be (default DefaultEgressCIDRs).
+	EgressCIDRs []string
+	// ExceptCIDRs are hub ranges carved out of EgressCIDRs, each from the CIDRs of its
+	// address family (nil: DefaultExceptCIDRs; empty: none).
+	ExceptCIDRs []string
+	// XDSPort is the port the manager's xDS server listens on in its pods (default 8001).
+	XDSPort int32
+	// ManagerPodLabels select the manager's pods in its namespace (empty: every pod of it).
+	ManagerPodLabels map[string]string
+	// DNSNamespace and DNSPodLabels select the cluster DNS pods, which the Envoy pods may
+	// query on port 53 (the bootstrap resolves the xDS Service name); an empty DNSNamespace
+	// allows no DNS.
+	DNSNamespace string
+	DNSPodLabels map[string]string
+}
+
+// Defaults of the NetworkPolicy (the manager's flags default to them too).
+var (
+	// DefaultEgressCIDRs: the controller cannot know the tenants' node addresses.
+	DefaultEgressCIDRs = []string{"0.0.0.0/0", "::/0"}
+	// DefaultExceptCIDRs: link-local, where cloud metadata services live.
+	DefaultExceptCIDRs = []string{"169.254.0.0/16", "fe80::/10"}
+)
+
+// DefaultXDSPort is the xDS port of the manager's pods when none is given.
+const DefaultXDSPort = 8001
 
 func (o Options) withDefaults() Options {
 	if o.TokenTTL == 0 {
 		o.TokenTTL = DefaultTokenTTL
+	}
+	if o.NetworkPolicy.EgressCIDRs == nil {
+		o.NetworkPolicy.EgressCIDRs = DefaultEgressCIDRs
+	}
+	if o.NetworkPolicy.ExceptCIDRs == nil {
+		o.NetworkPolicy.ExceptCIDRs = DefaultExceptCIDRs
+	}
+	if o.NetworkPolicy.XDSPort == 0 {
+		o.NetworkPolicy.XDSPort = DefaultXDSPort
 	}
 	return o
 }

@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 			return transient(err)
 		}
 		return *stop, nil
+	}
+	// The bounds before the access: a tenant is never without its quota, and its fleet never
+	// without its NetworkPolicy.
+	if err := r.ensureResourceQuota(ctx, t.Name, eff.Limits); err != nil {
+		return transient(err)
+	}
+	if err := r.ensureNetworkPolicy(ctx, t.Name); err != nil {
+		return transient(err)
 	}
 	sa, wait, err := r.ensureServiceAccount(ctx, t.Name)
 	if err != nil {
@@ -227,6 +236,53 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 		return nil
 	}
 	return r.apply(ctx, desired, rb)
+}
+
+// ensureNetworkPolicy keeps NetworkPolicy kubelb-envoy of the tenant's Envoy fleet as
+// DesiredNetworkPolicy says (an edit is undone), or deletes the one kubelb made when the
+// policy is disabled.
+func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, tenant string) error {
+	ns := settings.Namespace(tenant)
+	np := &networkingv1.NetworkPolicy{}
+	err := r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: NetworkPolicyName}, np)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting NetworkPolicy %s/%s: %w", ns, NetworkPolicyName, err)
+	}
+	exists := err == nil
+	if r.opts.NetworkPolicy.Disabled {
+		if !exists {
+			return nil
+		}
+		if err := r.client.Delete(ctx, np, client.Preconditions{UID: &np.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting NetworkPolicy %s/%s (disabled): %w", ns, NetworkPolicyName, err)
+		}
+		return nil
+	}
+	desired := DesiredNetworkPolicy(tenant, r.opts.Namespace, r.opts.NetworkPolicy)
+	if !exists {
+		return r.apply(ctx, desired, nil)
+	}
+	if equality.Semantic.DeepEqual(np.Spec, desired.Spec) && manager.HasAll(np.Labels, desired.Labels) {
+		return nil
+	}
+	return r.apply(ctx, desired, np)
+}
+
+// ensureResourceQuota keeps ResourceQuota kubelb-tenant at the tenant's limits.
+func (r *Reconciler) ensureResourceQuota(ctx context.Context, tenant string, limits settings.Limits) error {
+	desired := desiredResourceQuota(tenant, limits)
+	rq := &corev1.ResourceQuota{}
+	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rq)
+	if apierrors.IsNotFound(err) {
+		return r.apply(ctx, desired, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("getting ResourceQuota %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	if equality.Semantic.DeepEqual(rq.Spec, desired.Spec) && manager.HasAll(rq.Labels, desired.Labels) {
+		return nil
+	}
+	return r.apply(ctx, desired, rq)
 }
 
 // errNoHubServer: no hub server URL is known.

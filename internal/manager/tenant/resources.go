@@ -1,11 +1,18 @@
 package tenant
 
 import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -110,6 +117,99 @@ func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[s
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{kubelbv1alpha1.CCMKubeconfigSecretKey: kubeconfig},
+	}
+}
+
+// DesiredNetworkPolicy is the NetworkPolicy of the tenant's Envoy fleet: it selects the Envoy
+// pods (manager.EnvoyPodLabels) and restricts their egress only (ingress stays as it is) to
+//   - the tenant node addresses: each of o.EgressCIDRs, minus the o.ExceptCIDRs it strictly
+//     contains (the API server refuses an except outside its cidr);
+//   - the manager pods (o.ManagerPodLabels in managerNS) on TCP o.XDSPort;
+//   - the cluster DNS (o.DNSPodLabels in o.DNSNamespace) on UDP and TCP 53, when set.
+//
+// o has its defaults and valid CIDRs (checkNetworkPolicyOptions).
+func DesiredNetworkPolicy(tenant, managerNS string, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+	ns := settings.Namespace(tenant)
+	nodes := networkingv1.NetworkPolicyEgressRule{}
+	for _, c := range o.EgressCIDRs {
+		cidr := netip.MustParsePrefix(c).Masked()
+		block := &networkingv1.IPBlock{CIDR: cidr.String()}
+		for _, e := range o.ExceptCIDRs {
+			ex := netip.MustParsePrefix(e).Masked()
+			if ex.Addr().Is4() == cidr.Addr().Is4() && ex.Bits() > cidr.Bits() && cidr.Contains(ex.Addr()) {
+				block.Except = append(block.Except, ex.String())
+			}
+		}
+		nodes.To = append(nodes.To, networkingv1.NetworkPolicyPeer{IPBlock: block})
+	}
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	xds := networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: managerNS}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: o.ManagerPodLabels},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(o.XDSPort))}},
+	}
+	egress := []networkingv1.NetworkPolicyEgressRule{nodes, xds}
+	if o.DNSNamespace != "" {
+		dns := intstr.FromInt32(53)
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: o.DNSNamespace}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: o.DNSPodLabels},
+			}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+		})
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: ns, Labels: tenantLabels(tenant)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(ns)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      egress,
+		},
+	}
+}
+
+// checkNetworkPolicyOptions refuses CIDRs that are not CIDRs.
+func checkNetworkPolicyOptions(o NetworkPolicyOptions) error {
+	for _, list := range []struct {
+		what  string
+		cidrs []string
+	}{{"egress", o.EgressCIDRs}, {"except", o.ExceptCIDRs}} {
+		for _, c := range list.cidrs {
+			if _, err := netip.ParsePrefix(c); err != nil {
+				return fmt.Errorf("tenant controller: NetworkPolicy %s CIDR %q: %w", list.what, c, err)
+			}
+		}
+	}
+	if len(o.EgressCIDRs) == 0 {
+		return fmt.Errorf("tenant controller: the NetworkPolicy needs at least one egress CIDR")
+	}
+	if o.XDSPort < 1 || o.XDSPort > 65535 {
+		return fmt.Errorf("tenant controller: xDS port %d is not a port", o.XDSPort)
+	}
+	return nil
+}
+
+// Resources the ResourceQuota counts: kubelb's objects a tenant writes, by the API server's
+// object count quota (count/<resource>.<group>).
+var (
+	QuotaLoadBalancers = corev1.ResourceName("count/loadbalancers." + kubelbv1alpha1.GroupVersion.Group)
+	QuotaRoutes        = corev1.ResourceName("count/routes." + kubelbv1alpha1.GroupVersion.Group)
+)
+
+// desiredResourceQuota bounds the number of LoadBalancers and Routes the tenant's namespace
+// may hold, at the tenant's resolved limits: the API server refuses one more ("exceeded
+// quota"), whatever writes it. Addresses (one per ccm) and SyncSecrets have no limit of their
+// own (the CRDs bound their size, not their number), so they are not counted.
+func desiredResourceQuota(tenant string, limits settings.Limits) *corev1.ResourceQuota {
+	return &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: settings.Namespace(tenant), Labels: tenantLabels(tenant)},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			QuotaLoadBalancers: resource.MustParse(strconv.Itoa(limits.LoadBalancers)),
+			QuotaRoutes:        resource.MustParse(strconv.Itoa(limits.Routes)),
+		}},
 	}
 }
 

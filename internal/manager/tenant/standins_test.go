@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,8 +52,10 @@ func (s *lbFinalizerStandIn) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // namespaceStandIn plays kube-controller-manager's namespace controller, which envtest does
-// not run: it finalizes a deleted tenant namespace. Before that it records anything kubelb
-// made that is still in the namespace: the Tenant controller must have removed it all.
+// not run: it deletes the content of a deleted tenant namespace, waits until it is gone (an
+// object with a finalizer holds the namespace, as it does in a cluster) and finalizes the
+// namespace. Before that it records anything kubelb made that is still in the namespace: the
+// Tenant controller must have removed it all.
 type namespaceStandIn struct {
 	c    client.Client
 	api  client.Reader
@@ -60,15 +63,36 @@ type namespaceStandIn struct {
 
 	mu        sync.Mutex
 	leftovers []string
+	seen      map[types.UID]bool
 }
 
 func (s *namespaceStandIn) setup(mgr ctrl.Manager) error {
 	s.c, s.api = mgr.GetClient(), mgr.GetAPIReader()
+	s.seen = map[types.UID]bool{}
 	var err error
 	if s.kube, err = kubernetes.NewForConfig(mgr.GetConfig()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("namespace-standin").For(&corev1.Namespace{}).Complete(s)
+}
+
+// contentKinds are the kinds the stand-in deletes and waits for.
+var contentKinds = []struct {
+	list client.ObjectList
+	obj  client.Object
+}{
+	{&kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.LoadBalancer{}},
+	{&kubelbv1alpha1.RouteList{}, &kubelbv1alpha1.Route{}},
+	{&kubelbv1alpha1.SyncSecretList{}, &kubelbv1alpha1.SyncSecret{}},
+	{&kubelbv1alpha1.AddressesList{}, &kubelbv1alpha1.Addresses{}},
+	{&kubelbv1alpha1.TenantStateList{}, &kubelbv1alpha1.TenantState{}},
+	{&appsv1.DeploymentList{}, &appsv1.Deployment{}},
+	{&appsv1.DaemonSetList{}, &appsv1.DaemonSet{}},
+	{&corev1.ConfigMapList{}, &corev1.ConfigMap{}},
+	{&corev1.SecretList{}, &corev1.Secret{}},
+	{&corev1.ServiceAccountList{}, &corev1.ServiceAccount{}},
+	{&rbacv1.RoleList{}, &rbacv1.Role{}},
+	{&rbacv1.RoleBindingList{}, &rbacv1.RoleBinding{}},
 }
 
 func (s *namespaceStandIn) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -79,20 +103,30 @@ func (s *namespaceStandIn) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if ns.DeletionTimestamp.IsZero() || !strings.HasPrefix(ns.Name, kubelbv1alpha1.TenantNamespacePrefix) || len(ns.Spec.Finalizers) == 0 {
 		return ctrl.Result{}, nil
 	}
-	for _, list := range []client.ObjectList{
-		&kubelbv1alpha1.LoadBalancerList{}, &kubelbv1alpha1.RouteList{}, &kubelbv1alpha1.SyncSecretList{},
-		&kubelbv1alpha1.AddressesList{}, &kubelbv1alpha1.TenantStateList{},
-		&appsv1.DeploymentList{}, &appsv1.DaemonSetList{}, &corev1.ConfigMapList{},
-		&corev1.SecretList{}, &corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
-	} {
-		if err := s.api.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+	s.mu.Lock()
+	first := !s.seen[ns.UID]
+	s.seen[ns.UID] = true
+	s.mu.Unlock()
+	remaining := 0
+	for _, k := range contentKinds {
+		if err := s.api.List(ctx, k.list, client.InNamespace(ns.Name)); err != nil {
 			return ctrl.Result{}, err
 		}
-		if n := meta.LenList(list); n > 0 {
+		n := meta.LenList(k.list)
+		if first && n > 0 {
 			s.mu.Lock()
-			s.leftovers = append(s.leftovers, fmt.Sprintf("%d %T in %s", n, list, ns.Name))
+			s.leftovers = append(s.leftovers, fmt.Sprintf("%d %T in %s", n, k.list, ns.Name))
 			s.mu.Unlock()
 		}
+		if n > 0 {
+			remaining += n
+			if err := s.c.DeleteAllOf(ctx, k.obj, client.InNamespace(ns.Name)); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if remaining > 0 {
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	ns.Spec.Finalizers = nil
 	_, err := s.kube.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})

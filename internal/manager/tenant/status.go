@@ -47,6 +47,11 @@ const (
 	ReasonWaitingForTenantObjects = "WaitingForTenantObjects"
 	// ReasonWaitingForNamespace: the Tenant is being deleted and its namespace still exists.
 	ReasonWaitingForNamespace = "WaitingForNamespace"
+	// ReasonForeignFinalizers: the Tenant is being deleted and finalizers kubelb does not
+	// remove hold its objects or its namespace; the message names each object and finalizer
+	// ("LoadBalancer tenant-a/x holds finalizer example.com/foo"), and a Warning Event goes
+	// with the transition.
+	ReasonForeignFinalizers = "ForeignFinalizers"
 )
 
 // outcome is what one reconcile achieved; it becomes the Tenant's status.
