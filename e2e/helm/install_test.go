@@ -101,9 +101,13 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	ctx := context.Background()
 	hub := testenv.Start(t, "hub", testenv.Options{WithoutKubelbCRDs: true, GatewayAPIChannel: "standard"})
 	// A tenant namespace that exists at install time: the chart renders no NetworkPolicy into
-	// it (the manager keeps one in every tenant namespace, whenever it is onboarded).
-	must(t, "creating namespace tenant-np", hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-np",
-		Labels: map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}}}))
+	// it (the manager keeps one in every tenant namespace, whenever it is onboarded). Another
+	// namespace is where the admission policy refuses the manager's writes.
+	for name, labels := range map[string]map[string]string{
+		"tenant-np": {kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}, "not-a-tenant": nil,
+	} {
+		must(t, "creating namespace "+name, hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
+	}
 	// ServiceMonitor needs the Prometheus Operator's CRDs, which envtest lacks; helm template
 	// covers it.
 	out := Install(t, hub, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart), "--set", "serviceMonitor.enabled=false")
