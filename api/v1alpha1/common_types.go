@@ -266,6 +266,12 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=100000
 	// +optional
 	EndpointsPerCluster *int32 `json:"endpointsPerCluster,omitempty"`
+	// Endpoints is the most endpoints all the tenant's upstream clusters may have together;
+	// the oldest objects are served first. It bounds the manager's memory for one tenant.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	// +optional
+	Endpoints *int32 `json:"endpoints,omitempty"`
 }
 
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)

@@ -25,6 +25,9 @@ const (
 	DefaultLimitRoutes              int32 = 1000
 	DefaultLimitListenerPorts       int32 = 500
 	DefaultLimitEndpointsPerCluster int32 = 1000
+	// DefaultLimitEndpoints keeps one tenant's snapshot near 250 MiB of the manager's memory
+	// (docs/performance.md).
+	DefaultLimitEndpoints int32 = 500000
 )
 
 // Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
@@ -33,6 +36,7 @@ type Limits struct {
 	Routes              int
 	ListenerPorts       int
 	EndpointsPerCluster int
+	Endpoints           int
 }
 
 // Tenant is the effective configuration of one tenant.
@@ -188,6 +192,7 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		Routes:              int(DefaultLimitRoutes),
 		ListenerPorts:       int(DefaultLimitListenerPorts),
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
+		Endpoints:           int(DefaultLimitEndpoints),
 	}
 	var specs []*kubelbv1alpha1.Limits
 	if config != nil {
@@ -206,6 +211,7 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		set(&out.Routes, l.Routes)
 		set(&out.ListenerPorts, l.ListenerPorts)
 		set(&out.EndpointsPerCluster, l.EndpointsPerCluster)
+		set(&out.Endpoints, l.Endpoints)
 	}
 	return out
 }

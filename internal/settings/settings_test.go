@@ -200,9 +200,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000}},
-		{"config", config, nil, Limits{50, 60, 500, 1000}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 7}},
+		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000, 500000}},
+		{"config", config, nil, Limits{50, 60, 500, 1000, 500000}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 7, 500000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {
