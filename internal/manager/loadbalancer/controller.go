@@ -242,7 +242,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	}
 	r.quota.Observe(lb.Namespace, verdict)
 	refusal, refused := verdict.Refused(quota.KindLoadBalancer, lb.Name)
-	host, requeue, err := r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+	var host hostnameState
+	if refused { // no hostname, and no Certificate: a refused LoadBalancer holds nothing
+		requeue, err = r.syncCertificate(ctx, lb, &host, "")
+	} else {
+		host, requeue, err = r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+	}
 	if err != nil {
 		return 0, err
 	}
