@@ -27,19 +27,35 @@ func LoadBalancerPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []LoadBalancerPor
 		port     int32
 		protocol corev1.Protocol
 	}
-	keys := map[portalloc.Key]struct{}{}
-	nums := map[numProto]struct{}{}
+	// A few ports (the usual case) are compared one by one; many go through sets.
+	small := len(lb.Spec.Ports) <= 16
+	var keys map[portalloc.Key]struct{}
+	var nums map[numProto]struct{}
+	if !small {
+		keys, nums = map[portalloc.Key]struct{}{}, map[numProto]struct{}{}
+	}
+	ports = make([]LoadBalancerPort, 0, len(lb.Spec.Ports))
 	for _, p := range lb.Spec.Ports {
 		proto := kubelbv1alpha1.ProtocolOrTCP(p.Protocol)
 		k := portalloc.KeyFor(lb.Namespace, lb.Name, proto, p.Name, p.Port)
 		np := numProto{p.Port, proto}
-		_, dupKey := keys[k]
-		_, dupNum := nums[np]
+		var dupKey, dupNum bool
+		if small {
+			for _, q := range ports {
+				dupKey = dupKey || q.Key == k
+				dupNum = dupNum || (q.Port == p.Port && q.Protocol == proto)
+			}
+		} else {
+			_, dupKey = keys[k]
+			_, dupNum = nums[np]
+		}
 		if dupKey || dupNum {
 			problems = append(problems, fmt.Sprintf("port %s %d (name %q) repeats another port", proto, p.Port, p.Name))
 			continue
 		}
-		keys[k], nums[np] = struct{}{}, struct{}{}
+		if !small {
+			keys[k], nums[np] = struct{}{}, struct{}{}
+		}
 		ports = append(ports, LoadBalancerPort{Name: p.Name, Protocol: proto, Port: p.Port, Key: k})
 	}
 	return ports, problems

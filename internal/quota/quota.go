@@ -57,16 +57,34 @@ type Ref struct {
 // Verdict is the outcome of Admit: the refused objects, each with a message a user can act
 // on. Every object not refused is admitted.
 type Verdict struct {
-	refused map[Ref]string
+	namespace string
+	limits    settings.Limits
+	refused   map[Ref]refusal
 	// UsedPorts is the number of listener ports the admitted objects hold.
 	UsedPorts int
+}
+
+// refusal is why an object is refused; its message is written only when asked for.
+type refusal struct {
+	rank  int // > 0: refused as the rank-th oldest of its kind; 0: for listener ports
+	used  int // listener ports the older admitted objects hold
+	needs int // listener ports the object needs
 }
 
 // Refused returns the message of a refused object and true, or "" and false when the
 // object is admitted (or unknown).
 func (v Verdict) Refused(kind Kind, name string) (string, bool) {
-	m, ok := v.refused[Ref{kind, name}]
-	return m, ok
+	r, ok := v.refused[Ref{kind, name}]
+	if !ok {
+		return "", false
+	}
+	if r.rank > 0 {
+		limit, field := countLimit(kind, v.limits)
+		return fmt.Sprintf("tenant %s may hold %d %s (spec.limits.%s); this is the %s oldest — delete another or ask the platform team to raise the limit",
+			v.namespace, limit, plural(kind, limit), field, ordinal(r.rank)), true
+	}
+	return fmt.Sprintf("tenant %s may hold %d listener ports (spec.limits.listenerPorts); older objects hold %d and this %s needs %d more — delete or shrink another or ask the platform team to raise the limit",
+		v.namespace, v.limits.ListenerPorts, r.used, kind, r.needs), true
 }
 
 // Admitted reports whether the object is not refused.
@@ -92,20 +110,29 @@ func (v Verdict) RefusedNames(kind Kind) []string {
 // number of objects plus the sort. Objects being deleted should not be passed: they hold
 // nothing for long.
 func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
-	ranked := slices.Clone(objs)
-	slices.SortFunc(ranked, func(a, b Object) int {
+	order := make([]int32, len(objs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &objs[i], &objs[j]
 		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
 	})
-	v := Verdict{refused: map[Ref]string{}}
-	counts := map[Kind]int{}
+	v := Verdict{namespace: namespace, limits: limits, refused: map[Ref]refusal{}}
+	var lbs, routes int
 	paid := map[string]bool{}
-	for _, o := range ranked {
-		counts[o.Kind]++
-		n := counts[o.Kind]
-		if limit, field := countLimit(o.Kind, limits); n > limit {
-			v.refused[Ref{o.Kind, o.Name}] = fmt.Sprintf(
-				"tenant %s may hold %d %s (spec.limits.%s); this is the %s oldest — delete another or ask the platform team to raise the limit",
-				namespace, limit, plural(o.Kind, limit), field, ordinal(n))
+	for _, i := range order {
+		o := &objs[i]
+		n, limit := 0, 0
+		if o.Kind == KindLoadBalancer {
+			lbs++
+			n, limit = lbs, limits.LoadBalancers
+		} else {
+			routes++
+			n, limit = routes, limits.Routes
+		}
+		if n > limit {
+			v.refused[Ref{o.Kind, o.Name}] = refusal{rank: n}
 			continue
 		}
 		need := o.Ports
@@ -113,9 +140,7 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 			need += o.SharedPorts
 		}
 		if need > 0 && v.UsedPorts+need > limits.ListenerPorts {
-			v.refused[Ref{o.Kind, o.Name}] = fmt.Sprintf(
-				"tenant %s may hold %d listener ports (spec.limits.listenerPorts); older objects hold %d and this %s needs %d more — delete or shrink another or ask the platform team to raise the limit",
-				namespace, limits.ListenerPorts, v.UsedPorts, o.Kind, need)
+			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedPorts, needs: need}
 			continue
 		}
 		v.UsedPorts += need

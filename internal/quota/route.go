@@ -96,19 +96,21 @@ func GatewayPorts(u *unstructured.Unstructured) (ports []ListenerPort, problems 
 			problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
 			continue
 		}
-		label := fmt.Sprintf("listener %d", i)
-		if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
-			label = fmt.Sprintf("listener %q", name)
+		label := func() string { // only for a problem: most listeners have none
+			if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
+				return fmt.Sprintf("listener %q", name)
+			}
+			return fmt.Sprintf("listener %d", i)
 		}
 		port, ok := wholeNumber(m["port"])
 		if !ok || port < 1 || port > 65535 {
-			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label))
+			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label()))
 			continue
 		}
 		protoName, _ := m["protocol"].(string)
 		proto, ok := listenerProtocols[protoName]
 		if !ok {
-			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label))
+			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label()))
 			continue
 		}
 		lp := ListenerPort{Protocol: proto, Port: int32(port)}
@@ -147,4 +149,19 @@ func wholeNumber(v any) (int64, bool) {
 
 // ValidRouteName reports whether a Route's name can label its hub Service (a Gateway
 // Route with another name gets no hub Service and no ports).
-func ValidRouteName(name string) bool { return len(validation.IsValidLabelValue(name)) == 0 }
+// It is validation.IsValidLabelValue without the regular expression (every reconcile asks it
+// of every Route of the tenant).
+func ValidRouteName(name string) bool {
+	if len(name) > validation.LabelValueMaxLength {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		inner := i > 0 && i < len(name)-1 && (c == '-' || c == '_' || c == '.')
+		if !alnum && !inner {
+			return false
+		}
+	}
+	return true
+}
