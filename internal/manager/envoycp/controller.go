@@ -26,6 +26,7 @@ package envoycp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -451,7 +452,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
 	}
-	r.store.Publish(tenant, r.report(tenant, scope, out.Routes, b, append(problems, b.problems...)))
+	routes := out.Routes
+	if len(scope.HeldRoutes) > 0 {
+		routes = maps.Clone(routes)
+		if routes == nil {
+			routes = map[string]translate.RouteStatus{}
+		}
+		maps.Copy(routes, scope.HeldRoutes)
+	}
+	r.store.Publish(tenant, r.report(tenant, scope, routes, b, append(problems, b.problems...)))
 	return res, nil
 }
 
@@ -539,6 +548,10 @@ type Scope struct {
 	HeldBack ir.Problems
 	// HeldObjects are those objects with their generations, for status.Report.Objects.
 	HeldObjects map[ir.ObjectRef]int64
+	// HeldRoutes are the statuses of the tenant objects of held Gateway and Ingress Routes
+	// (HeldStatus), for status.Report.Routes: a Gateway says Programmed=False (NoResources),
+	// an Ingress has no address.
+	HeldRoutes map[string]translate.RouteStatus
 	// EndpointsPerCluster is the tenant's limit on the endpoints of one cluster
 	// (CutEndpoints).
 	EndpointsPerCluster int
@@ -644,6 +657,12 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		}
 		if msg, refused := verdict.Refused(quota.KindRoute, rt.Name); refused {
 			hold(translate.KindRoute, rt.Name, rt.Generation, quota.ReasonQuotaExceeded, msg)
+			if st, ok := HeldStatus(&rt, msg); ok {
+				if scope.HeldRoutes == nil {
+					scope.HeldRoutes = map[string]translate.RouteStatus{}
+				}
+				scope.HeldRoutes[rt.Name] = st
+			}
 			continue
 		}
 		in.Routes = append(in.Routes, rt)
@@ -668,6 +687,45 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	scope.HeldBack.Sort()
 	return in, scope, nil
+}
+
+// HeldStatus is the status of the tenant object of a Route that is not served because the
+// tenant's limits refuse it (msg says why), for the ccm to copy back: a Gateway is Accepted
+// (nothing is wrong with it) but Programmed=False with Gateway API's reason NoResources, and
+// has no addresses or listeners; an Ingress has no address. Other kinds get none (false):
+// their parents' status says nothing of a Gateway that is not served.
+func HeldStatus(rt *v1alpha1.Route, msg string) (translate.RouteStatus, bool) {
+	src := rt.Spec.Source.Kubernetes
+	if src == nil {
+		return translate.RouteStatus{}, false
+	}
+	gen := src.Route.GetGeneration()
+	if gen <= 0 {
+		gen = rt.Generation
+	}
+	var status any
+	switch kind, _ := quota.Classify(rt); kind {
+	case quota.SourceIngress:
+		status = map[string]any{"loadBalancer": map[string]any{}}
+	case quota.SourceGateway:
+		at := metav1.NewTime(rt.CreationTimestamp.UTC())
+		if rt.CreationTimestamp.IsZero() {
+			at = metav1.NewTime(time.Unix(0, 0).UTC())
+		}
+		status = map[string]any{"conditions": []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "The Gateway is valid; it is not programmed: see Programmed.",
+				ObservedGeneration: gen, LastTransitionTime: at},
+			{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "NoResources", Message: "Not served: " + msg + ".",
+				ObservedGeneration: gen, LastTransitionTime: at},
+		}}
+	default:
+		return translate.RouteStatus{}, false
+	}
+	raw, err := json.Marshal(status)
+	if err != nil { // plain maps and API types; this cannot happen
+		return translate.RouteStatus{}, false
+	}
+	return translate.RouteStatus{Kind: src.Route.GetKind(), Generation: gen, Status: raw}, true
 }
 
 // isIngressRoute reports whether a Route embeds an Ingress (networking.k8s.io).

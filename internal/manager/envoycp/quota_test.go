@@ -2,6 +2,7 @@ package envoycp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,7 +76,7 @@ func TestQuota(t *testing.T) {
 		namespace(ns, true),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}},
 		&v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.TenantSpec{Limits: v1alpha1.Limits{
-			LoadBalancers: ptr.To[int32](1), EndpointsPerCluster: ptr.To[int32](2)}}},
+			LoadBalancers: ptr.To[int32](1), Routes: ptr.To[int32](1), EndpointsPerCluster: ptr.To[int32](2)}}},
 		&v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.DefaultAddressesName},
 			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "192.0.2.3"}, {IP: "192.0.2.1"}, {IP: "192.0.2.2"}}}},
 	} {
@@ -84,13 +87,16 @@ func TestQuota(t *testing.T) {
 	// Two LoadBalancers with their listener ports recorded (as the LoadBalancer controller
 	// does), the second created in a later second: it is the one refused.
 	var last time.Time
-	for i, name := range []string{"old", "new"} {
+	nextSecond := func() {
 		testsupport.Eventually(t, 5*time.Second, "a new second", func() error {
 			if !time.Now().Truncate(time.Second).After(last) {
 				return fmt.Errorf("same second")
 			}
 			return nil
 		})
+	}
+	for i, name := range []string{"old", "new"} {
+		nextSecond()
 		lb := loadBalancer(ns, name, int32(20001+i))
 		st := lb.Status
 		if err := c.Create(ctx, lb); err != nil {
@@ -101,6 +107,20 @@ func TestQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		last = lb.CreationTimestamp.Time
+	}
+
+	// Three Routes under a limit of one: the Gateway, oldest, is served; the Ingress and the
+	// second Gateway are not, and their tenant objects are told so.
+	for _, rt := range []*v1alpha1.Route{
+		embedding(ns, "gw-a", "gateway.networking.k8s.io/v1", "Gateway"),
+		embedding(ns, "ing-b", "networking.k8s.io/v1", "Ingress"),
+		embedding(ns, "gw-c", "gateway.networking.k8s.io/v1", "Gateway"),
+	} {
+		nextSecond()
+		if err := c.Create(ctx, rt); err != nil {
+			t.Fatal(err)
+		}
+		last = rt.CreationTimestamp.Time
 	}
 
 	rec := &recorder{set: map[string]xds.Resources{}}
@@ -148,6 +168,28 @@ func TestQuota(t *testing.T) {
 		t.Errorf("Programmed of the cut LoadBalancer: %+v", c)
 	}
 
+	routeRef := func(name string) ir.ObjectRef {
+		return ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: name}
+	}
+	if c := status.Programmed(1, byObject[routeRef("gw-c")]); c.Reason != quota.ReasonQuotaExceeded ||
+		!strings.Contains(c.Message, "may hold 1 Route (spec.limits.routes); this is the 3rd oldest") {
+		t.Errorf("Programmed of the refused Gateway Route: %+v", c)
+	}
+	if c := status.Programmed(1, byObject[routeRef("gw-a")]); c.Reason == quota.ReasonQuotaExceeded {
+		t.Errorf("the admitted Gateway Route is refused: %+v", c)
+	}
+	if got := string(rep.Routes["ing-b"].Status); got != `{"loadBalancer":{}}` {
+		t.Errorf("status of the refused Ingress %s, want no address", got)
+	}
+	var gw struct{ Conditions []metav1.Condition }
+	if err := json.Unmarshal(rep.Routes["gw-c"].Status, &gw); err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(gw.Conditions, "Programmed"); p == nil || p.Status != metav1.ConditionFalse || p.Reason != "NoResources" ||
+		!strings.Contains(p.Message, "spec.limits.routes") {
+		t.Errorf("status of the refused Gateway %+v, want Programmed=False NoResources", gw.Conditions)
+	}
+
 	// Load balancing disabled: no listener, and a reason that says why.
 	tn := &v1alpha1.Tenant{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, tn); err != nil {
@@ -167,4 +209,15 @@ func TestQuota(t *testing.T) {
 			t.Errorf("Programmed of %s while disabled: %+v", ref.Name, c)
 		}
 	}
+}
+
+// embedding is a Route embedding a tenant object of apiVersion and kind, named like it.
+func embedding(ns, name, apiVersion, kind string) *v1alpha1.Route {
+	rt := &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	rt.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": "shop", "generation": int64(3)},
+		"spec":     map[string]any{"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
+	}}}
+	return rt
 }
