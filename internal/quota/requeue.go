@@ -6,8 +6,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // Requeuer remembers, per namespace, which objects of one kind a controller last found
@@ -80,4 +84,29 @@ func (q *Requeuer) Source() source.Source {
 		q.queue = wq
 		return nil
 	})
+}
+
+// Recheck computes the verdict of a tenant namespace from c (a cache; Config "default" in
+// managerNamespace) and observes it, after a change that reconciles none of the Requeuer's
+// objects of its own (one of them gone, an object of the other kind changed). A namespace
+// that is not managed is forgotten.
+func (q *Requeuer) Recheck(ctx context.Context, c client.Reader, managerNamespace, namespace string) error {
+	managed, err := manager.NamespaceManaged(ctx, c, namespace)
+	if err != nil {
+		return err
+	}
+	if !managed {
+		q.Forget(namespace)
+		return nil
+	}
+	tenant, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(namespace))
+	if err != nil {
+		return err
+	}
+	verdict, err := LoadAdmission(ctx, c, namespace, tenant)
+	if err != nil {
+		return err
+	}
+	q.Observe(namespace, verdict)
+	return nil
 }

@@ -526,24 +526,7 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 // reconciles no LoadBalancer of its own (a LoadBalancer gone, a Route changed), so that the
 // LoadBalancers it admits or refuses anew are requeued (quota.Requeuer).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
-	managed, err := manager.NamespaceManaged(ctx, r.client, namespace)
-	if err != nil {
-		return err
-	}
-	if !managed {
-		r.quota.Forget(namespace)
-		return nil
-	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(namespace))
-	if err != nil {
-		return err
-	}
-	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
-	if err != nil {
-		return err
-	}
-	r.quota.Observe(namespace, verdict)
-	return nil
+	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }
 
 // namespaceRequest maps an object to the request {Namespace: <its namespace>, Name: ""}:

@@ -417,24 +417,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 // recheckQuota computes the quota verdict of a managed namespace after a Route went (or
 // started going), so that the Routes it admits anew are requeued (quota.Requeuer).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
-	managed, err := manager.NamespaceManaged(ctx, r.client, namespace)
-	if err != nil {
-		return err
-	}
-	if !managed {
-		r.quota.Forget(namespace)
-		return nil
-	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(namespace))
-	if err != nil {
-		return err
-	}
-	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
-	if err != nil {
-		return err
-	}
-	r.quota.Observe(namespace, verdict)
-	return nil
+	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }
 
 // loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
