@@ -571,6 +571,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	return scope, err
 }
 
+// buildInput reads what Build returns, the input apart from the rest of the scope.
 func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, Scope, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var scope Scope
