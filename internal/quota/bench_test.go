@@ -29,3 +29,18 @@ func BenchmarkAdmission1000(b *testing.B) {
 		Admission("tenant-a", lbs, routes, t)
 	}
 }
+
+// BenchmarkAdmissionLoadBalancers1000 is the same for a tenant of 1000 one-port
+// LoadBalancers (kubelb's L4 scale test).
+func BenchmarkAdmissionLoadBalancers1000(b *testing.B) {
+	lbs := make([]kubelbv1alpha1.LoadBalancer, 1000)
+	for i := range lbs {
+		lbs[i] = hubLB(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), t0.Add(time.Duration(i)*time.Second),
+			kubelbv1alpha1.LoadBalancerPort{Port: 80, Protocol: corev1.ProtocolTCP})
+	}
+	t := settings.Tenant{Limits: settings.Limits{LoadBalancers: 1000, Routes: 1000, ListenerPorts: 1000, EndpointsPerCluster: 1000}}
+	b.ReportAllocs()
+	for b.Loop() {
+		Admission("tenant-a", lbs, nil, t)
+	}
+}
