@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,11 @@ func BenchmarkHTTPRouteChange1000(b *testing.B) {
 	tenant := sys.AddTenant("routes", pair.Tenant, 1, "--enable-gateway-api")
 	tc := pair.Tenant.Client
 	ctx := context.Background()
+	// The tenant may hold the Gateway and every route (the default limit is 1000 Routes).
+	if err := pair.Hub.Client.Patch(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "routes"}},
+		client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"limits":{"routes":%d}}}`, max(n+1, 1000)))); err != nil {
+		b.Fatal(err)
+	}
 
 	const ns = "apps"
 	tenant.CreateNamespace(ns, nil)

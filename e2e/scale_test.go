@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -33,6 +34,13 @@ func BenchmarkBurstLoadBalancerServices(b *testing.B) {
 	sys := framework.StartSystem(b, pair.Hub, framework.Options{})
 	tenant := sys.AddTenant("burst", pair.Tenant, 3)
 	ctx := context.Background()
+	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500
+	// listener ports).
+	limits := fmt.Sprintf(`{"spec":{"limits":{"loadBalancers":%d,"listenerPorts":%d}}}`, max(n, 1000), max(n, 1000))
+	if err := pair.Hub.Client.Patch(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "burst"}},
+		client.RawPatch(types.MergePatchType, []byte(limits))); err != nil {
+		b.Fatal(err)
+	}
 	// Let the tenant settle (its ccm has published the nodes) before measuring.
 	testsupport.Eventually(b, time.Minute, "Addresses/default of the tenant", func() error {
 		return pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace, Name: kubelbv1alpha1.DefaultAddressesName}, &kubelbv1alpha1.Addresses{})

@@ -30,15 +30,9 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 			out = append(out, "Config spec.envoyProxy.podMonitor")
 		}
 	}
-	if config != nil && config.Spec.Limits != (kubelbv1alpha1.Limits{}) {
-		out = append(out, "Config spec.limits")
-	}
 	if tenant != nil {
 		s := &tenant.Spec
 		out = append(out, notYetShared("Tenant", s.Ingress, s.GatewayAPI, s.DNS, s.Certificates)...)
-		if s.Limits != (kubelbv1alpha1.Limits{}) {
-			out = append(out, "Tenant spec.limits")
-		}
 		if s.EnvoyProxy.HeaderLimits != nil && s.EnvoyProxy.HeaderLimits.MaxResponseHeadersKb != nil {
 			out = append(out, "Tenant spec.envoyProxy.headerLimits.maxResponseHeadersKb")
 		}

@@ -49,9 +49,13 @@ func TestNotYet(t *testing.T) {
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyShared, Replicas: 3,
 				UseDaemonset: true, OverloadManager: &kubelbv1alpha1.OverloadManager{Enabled: true}},
 			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)},
+			Limits:             kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](10)},
 		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
 			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("cilium")},
 			EnvoyProxy:   kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](2)},
+			// Enforced by the manager (internal/quota).
+			Limits: kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](2), Routes: ptr.To[int32](3),
+				ListenerPorts: ptr.To[int32](4), EndpointsPerCluster: ptr.To[int32](5)},
 		}}},
 		{name: "everything in the Config", config: &kubelbv1alpha1.Config{Spec: everything}, want: allConfig},
 		{name: "everything in the Tenant", tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{

@@ -26,6 +26,7 @@ package envoycp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -59,6 +60,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
@@ -417,10 +419,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, nil
 	}
 
-	in, err := BuildInput(ctx, r.client, r.owned, r.namespace, tenant, r.opts)
+	scope, err := Build(ctx, r.client, r.owned, r.namespace, tenant, r.opts)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	in := scope.Input
 	// Endpoint hostnames are resolved here, never by Envoy; a tenant with any is rebuilt
 	// every ResolveInterval, so a changed answer reaches its proxies.
 	hostnames := translate.EndpointHostnames(&in)
@@ -434,7 +437,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
-	cfg, problems := out.Config, out.Problems
+	cfg := out.Config
+	// What the tenant's settings hold back (objects refused by its limits, LoadBalancers of a
+	// tenant with load balancing disabled) and the endpoints cut by its limits are problems
+	// on those objects.
+	problems := append(slices.Clone(out.Problems), scope.HeldBack...)
+	problems = append(problems, CutEndpoints(cfg, scope.EndpointsPerCluster)...)
 	b, changed, err := r.push(ctx, tenant, cfg)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
@@ -444,7 +452,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
 	}
-	r.store.Publish(tenant, r.report(tenant, in, out.Routes, b, append(slices.Clone(problems), b.problems...)))
+	routes := out.Routes
+	if len(scope.HeldRoutes) > 0 {
+		routes = maps.Clone(routes)
+		if routes == nil {
+			routes = map[string]translate.RouteStatus{}
+		}
+		maps.Copy(routes, scope.HeldRoutes)
+	}
+	r.store.Publish(tenant, r.report(tenant, scope, routes, b, append(problems, b.problems...)))
 	return res, nil
 }
 
@@ -472,9 +488,10 @@ func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config) (*
 }
 
 // report is what the status writer needs to know of this translation.
-func (r *Reconciler) report(tenant string, in translate.Input, routes map[string]translate.RouteStatus, b *built, problems ir.Problems) *status.Report {
+func (r *Reconciler) report(tenant string, scope Scope, routes map[string]translate.RouteStatus, b *built, problems ir.Problems) *status.Report {
+	in := &scope.Input
 	rep := &status.Report{
-		Objects:  make(map[ir.ObjectRef]int64, len(in.LoadBalancers)+len(in.Routes)),
+		Objects:  make(map[ir.ObjectRef]int64, len(in.LoadBalancers)+len(in.Routes)+len(scope.HeldObjects)),
 		Problems: problems,
 		Owners:   b.owners,
 		Versions: map[string]string{},
@@ -489,6 +506,7 @@ func (r *Reconciler) report(tenant string, in translate.Input, routes map[string
 		rt := &in.Routes[i]
 		rep.Objects[ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: rt.Name}] = rt.Generation
 	}
+	maps.Copy(rep.Objects, scope.HeldObjects)
 	for _, typeURL := range xds.TypeURLs {
 		if v := r.snapshots.TypeVersion(tenant, typeURL); v != "" {
 			rep.Versions[typeURL] = v
@@ -513,11 +531,53 @@ func (r *Reconciler) forget(tenant string) {
 // (IsSyncedSecret), and the Secrets cert-manager issued for the Certificates the LoadBalancer
 // controller made for LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant
 // namespace is read.
+//
+// The tenant's limits (quota.Admission) and settings hold objects back: see Build.
 func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, error) {
+	scope, err := Build(ctx, c, owned, managerNamespace, tenant, opts)
+	return scope.Input, err
+}
+
+// Scope is one tenant's translation input (BuildInput) with what its settings hold back.
+type Scope struct {
+	Input translate.Input
+	// HeldBack are the problems of the objects left out of Input: LoadBalancers and Routes
+	// the tenant's limits refuse (quota.ReasonQuotaExceeded), and every LoadBalancer of a
+	// tenant with load balancing disabled (ReasonLoadBalancingDisabled). Each is an Error: the
+	// object is not served.
+	HeldBack ir.Problems
+	// HeldObjects are those objects with their generations, for status.Report.Objects.
+	HeldObjects map[ir.ObjectRef]int64
+	// HeldRoutes are the statuses of the tenant objects of held Gateway and Ingress Routes
+	// (HeldStatus), for status.Report.Routes: a Gateway says Programmed=False (NoResources),
+	// an Ingress has no address.
+	HeldRoutes map[string]translate.RouteStatus
+	// EndpointsPerCluster is the tenant's limit on the endpoints of one cluster
+	// (CutEndpoints).
+	EndpointsPerCluster int
+}
+
+// ReasonLoadBalancingDisabled is the problem of a LoadBalancer of a tenant whose Tenant or
+// Config disables load balancing: it is not translated.
+const ReasonLoadBalancingDisabled = "LoadBalancingDisabled"
+
+// Build reads one tenant's scope: the translation input as BuildInput describes it, less the
+// LoadBalancers and Routes the tenant's limits refuse (quota.Admission, the same verdict the
+// LoadBalancer and Route controllers act on) and, when the tenant's load balancing is
+// disabled, less its LoadBalancers; those are in HeldBack and HeldObjects.
+func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (Scope, error) {
+	in, scope, err := buildInput(ctx, c, owned, managerNamespace, tenant, opts)
+	scope.Input = in
+	return scope, err
+}
+
+// buildInput reads what Build returns, the input apart from the rest of the scope.
+func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, Scope, error) {
 	log := ctrl.LoggerFrom(ctx)
+	var scope Scope
 	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
 	if err != nil {
-		return translate.Input{}, err
+		return translate.Input{}, scope, err
 	}
 	set := settings.Resolve(config, tn)
 	if len(set.InvalidEndpointPolicy) > 0 {
@@ -529,30 +589,30 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	}
 	hub, err := hubRanges(ctx, c)
 	if err != nil {
-		return translate.Input{}, err
+		return translate.Input{}, scope, err
 	}
 
 	// Translation only reads its input: the cache's objects are used without a deep copy.
 	lbs := &v1alpha1.LoadBalancerList{}
 	if err := c.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return translate.Input{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
+		return translate.Input{}, scope, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
 	}
 	addrs := &v1alpha1.AddressesList{}
 	if err := c.List(ctx, addrs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return translate.Input{}, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
+		return translate.Input{}, scope, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
 	}
 	routes := &v1alpha1.RouteList{}
 	if err := c.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return translate.Input{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
+		return translate.Input{}, scope, fmt.Errorf("listing Routes of %s: %w", tenant, err)
 	}
 	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
 	svcs := &corev1.ServiceList{}
 	if err := owned.List(ctx, svcs, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
-		return translate.Input{}, fmt.Errorf("listing the Route hub Services of %s: %w", tenant, err)
+		return translate.Input{}, scope, fmt.Errorf("listing the Route hub Services of %s: %w", tenant, err)
 	}
 	secrets := &corev1.SecretList{}
 	if err := owned.List(ctx, secrets, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
-		return translate.Input{}, fmt.Errorf("listing the synced Secrets of %s: %w", tenant, err)
+		return translate.Input{}, scope, fmt.Errorf("listing the synced Secrets of %s: %w", tenant, err)
 	}
 	in := translate.Input{
 		Tenant:        tenant,
@@ -564,10 +624,28 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		DNS:           set.DNS,
 	}
 	in.Policy.Hub = hub
+	scope.EndpointsPerCluster = set.Limits.EndpointsPerCluster
+	scope.HeldObjects = map[ir.ObjectRef]int64{}
+	verdict := quota.Admission(tenant, lbs.Items, routes.Items, set)
+	hold := func(kind, name string, generation int64, reason, msg string) {
+		ref := ir.ObjectRef{Kind: kind, Namespace: tenant, Name: name}
+		scope.HeldObjects[ref] = generation
+		scope.HeldBack = append(scope.HeldBack, ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: reason, Message: msg})
+	}
 	for _, lb := range lbs.Items {
-		if lb.DeletionTimestamp.IsZero() {
-			in.LoadBalancers = append(in.LoadBalancers, lb)
+		if !lb.DeletionTimestamp.IsZero() {
+			continue
 		}
+		if set.DisableLoadBalancer {
+			hold(translate.KindLoadBalancer, lb.Name, lb.Generation, ReasonLoadBalancingDisabled,
+				"load balancing is disabled for this tenant (spec.loadBalancer.disable of the Tenant or Config); the LoadBalancer is not served")
+			continue
+		}
+		if msg, refused := verdict.Refused(quota.KindLoadBalancer, lb.Name); refused {
+			hold(translate.KindLoadBalancer, lb.Name, lb.Generation, quota.ReasonQuotaExceeded, msg)
+			continue
+		}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
@@ -575,9 +653,20 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	for _, rt := range routes.Items {
 		// With Ingress disabled, kubelb-ingress may still exist for LoadBalancer hostnames:
 		// the tenant's Ingresses are left out, so that it serves only those.
-		if rt.DeletionTimestamp.IsZero() && !(set.DisableIngress && isIngressRoute(&rt)) {
-			in.Routes = append(in.Routes, rt)
+		if !rt.DeletionTimestamp.IsZero() || (set.DisableIngress && isIngressRoute(&rt)) {
+			continue
 		}
+		if msg, refused := verdict.Refused(quota.KindRoute, rt.Name); refused {
+			hold(translate.KindRoute, rt.Name, rt.Generation, quota.ReasonQuotaExceeded, msg)
+			if st, ok := HeldStatus(&rt, msg); ok {
+				if scope.HeldRoutes == nil {
+					scope.HeldRoutes = map[string]translate.RouteStatus{}
+				}
+				scope.HeldRoutes[rt.Name] = st
+			}
+			continue
+		}
+		in.Routes = append(in.Routes, rt)
 	}
 	for i := range svcs.Items {
 		if IsRouteService(&svcs.Items[i]) {
@@ -590,14 +679,54 @@ func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		}
 	}
 	if in.HostnameSecrets, err = hostnameSecrets(ctx, c, in.LoadBalancers, secrets.Items); err != nil {
-		return translate.Input{}, err
+		return translate.Input{}, scope, err
 	}
 	// The caches list in no fixed order; sorted, the same state always gives the same input.
 	byName := func(a, b corev1.Service) int { return cmp.Compare(a.Name, b.Name) }
 	slices.SortFunc(in.RouteServices, byName)
 	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
-	return in, nil
+	scope.HeldBack.Sort()
+	return in, scope, nil
+}
+
+// HeldStatus is the status of the tenant object of a Route that is not served because the
+// tenant's limits refuse it (msg says why), for the ccm to copy back: a Gateway is Accepted
+// (nothing is wrong with it) but Programmed=False with Gateway API's reason NoResources, and
+// has no addresses or listeners; an Ingress has no address. Other kinds get none (false):
+// their parents' status says nothing of a Gateway that is not served.
+func HeldStatus(rt *v1alpha1.Route, msg string) (translate.RouteStatus, bool) {
+	src := rt.Spec.Source.Kubernetes
+	if src == nil {
+		return translate.RouteStatus{}, false
+	}
+	gen := src.Route.GetGeneration()
+	if gen <= 0 {
+		gen = rt.Generation
+	}
+	var status any
+	switch kind, _ := quota.Classify(rt); kind {
+	case quota.SourceIngress:
+		status = map[string]any{"loadBalancer": map[string]any{}}
+	case quota.SourceGateway:
+		at := metav1.NewTime(rt.CreationTimestamp.UTC())
+		if rt.CreationTimestamp.IsZero() {
+			at = metav1.NewTime(time.Unix(0, 0).UTC())
+		}
+		status = map[string]any{"conditions": []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", Message: "The Gateway is valid; it is not programmed: see Programmed.",
+				ObservedGeneration: gen, LastTransitionTime: at},
+			{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "NoResources", Message: "Not served: " + msg + ".",
+				ObservedGeneration: gen, LastTransitionTime: at},
+		}}
+	default:
+		return translate.RouteStatus{}, false
+	}
+	raw, err := json.Marshal(status)
+	if err != nil { // plain maps and API types; this cannot happen
+		return translate.RouteStatus{}, false
+	}
+	return translate.RouteStatus{Kind: src.Route.GetKind(), Generation: gen, Status: raw}, true
 }
 
 // isIngressRoute reports whether a Route embeds an Ingress (networking.k8s.io).
@@ -734,4 +863,31 @@ func HubRanges(cidrs []networkingv1.ServiceCIDR, nodes []corev1.Node) []translat
 		return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()), cmp.Compare(a.Source, b.Source))
 	})
 	return slices.Compact(out)
+}
+
+// CutEndpoints keeps at most limit endpoints in each cluster of cfg (limit <= 0: no limit):
+// the first ones of its sorted endpoints, so that the same input always keeps the same ones.
+// It returns a Warning (quota.ReasonQuotaExceeded) for every owner of a cluster it cut: the
+// object is served, by fewer endpoints than it names.
+func CutEndpoints(cfg *ir.Config, limit int) ir.Problems {
+	if cfg == nil || limit <= 0 {
+		return nil
+	}
+	var out ir.Problems
+	for _, cl := range cfg.Clusters {
+		if len(cl.Endpoints) <= limit {
+			continue
+		}
+		n := len(cl.Endpoints)
+		slices.SortFunc(cl.Endpoints, func(a, b ir.Endpoint) int {
+			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+		})
+		cl.Endpoints = slices.Clip(cl.Endpoints[:limit])
+		for _, o := range cl.Owners {
+			out = append(out, ir.Problem{Object: o, Severity: ir.SeverityWarning, Reason: quota.ReasonQuotaExceeded,
+				Message: fmt.Sprintf("upstream cluster %s has %d endpoints; the tenant may have %d per cluster (spec.limits.endpointsPerCluster), so only the first %d (by address) receive traffic",
+					cl.StatName, n, limit, limit)})
+		}
+	}
+	return out
 }

@@ -50,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -84,6 +85,8 @@ type Reconciler struct {
 	ports   *portalloc.Shared // rebuilt on the first reconcile
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
+
+	quota *quota.Requeuer // requeues LoadBalancers the tenant's limits admit or refuse anew
 
 	mu      sync.Mutex
 	waiting manager.PortWaiters               // objects waiting for free ports
@@ -134,6 +137,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
 		perNS:     map[string]int{},
+		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -154,7 +158,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
+		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
+			builder.WithPredicates(quotaInputChanged())).
 		WatchesRawSource(r.waiting.Source()).
+		WatchesRawSource(r.quota.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(rec)
 	if err != nil {
@@ -167,6 +174,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -185,16 +193,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if req.Name == "" { // a Route of the namespace changed: the tenant's quota verdict may have
+		return reconcile.Result{}, r.recheckQuota(ctx, req.Namespace)
+	}
 	lb := &kubelbv1alpha1.LoadBalancer{}
 	if err := r.client.Get(ctx, req.NamespacedName, lb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(ctx, ports, req.NamespacedName)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.recheckQuota(ctx, req.Namespace)
 		}
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
-	if !lb.DeletionTimestamp.IsZero() {
-		return apply.RetryConflict(reconcile.Result{}, r.reconcileDelete(ctx, ports, lb))
+	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
+		return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckQuota(ctx, lb.Namespace)))
 	}
 	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
 	if err != nil {
@@ -224,7 +235,19 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return 0, err
 	}
-	host, requeue, err := r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+	// The tenant's limits: a refused LoadBalancer holds no ports and has no hub Service.
+	verdict, err := quota.LoadAdmission(ctx, r.client, lb.Namespace, tenant)
+	if err != nil {
+		return 0, err
+	}
+	r.quota.Observe(lb.Namespace, verdict)
+	refusal, refused := verdict.Refused(quota.KindLoadBalancer, lb.Name)
+	var host hostnameState
+	if refused { // no hostname, and no Certificate: a refused LoadBalancer holds nothing
+		requeue, err = r.syncCertificate(ctx, lb, &host, "")
+	} else {
+		host, requeue, err = r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -239,7 +262,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	// they would be lost on a restart anyway, and would let it take ports without limit.
 	planned, problems := planPorts(lb)
 	var reqs []portalloc.Request
-	if !tenant.DisableLoadBalancer {
+	if !tenant.DisableLoadBalancer && !refused {
 		reqs = allocationRequests(planned, svc)
 	}
 	alloc, released, allocErr := ports.Ensure(owner, reqs)
@@ -253,7 +276,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	exposed := allocated(planned, alloc)
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
-	out := outcome{disabled: tenant.DisableLoadBalancer, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
+	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
 	defer func() {
 		if err != nil {
 			return // the hub Service is in an unknown state; the retry reports it
@@ -269,7 +292,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	switch {
 	case foreign:
 		out.serviceErr = svcErr
-	case out.disabled || len(exposed) == 0:
+	case out.disabled || refused || len(exposed) == 0:
 		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
 			return 0, err
 		}
@@ -301,7 +324,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
@@ -497,6 +520,28 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// recheckQuota computes the quota verdict of a managed namespace after a change that
+// reconciles no LoadBalancer of its own (a LoadBalancer gone, a Route changed), so that the
+// LoadBalancers it admits or refuses anew are requeued (quota.Requeuer).
+func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
+	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
+}
+
+// namespaceRequest maps an object to the request {Namespace: <its namespace>, Name: ""}:
+// recheck the namespace's quota verdict.
+func namespaceRequest(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+}
+
+// quotaInputChanged passes creates and deletes, and updates that change the generation or
+// start the deletion: what the tenant's quota verdict reads (quota.Object).
+func quotaInputChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
 }
 
 // tenantToLoadBalancers requeues the LoadBalancers of one tenant only.

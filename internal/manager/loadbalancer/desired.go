@@ -1,7 +1,6 @@
 package loadbalancer
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -49,41 +49,18 @@ const (
 	ReasonInvalidPorts = "InvalidPorts"
 	// ReasonServiceFailed: the API server rejected the hub Service.
 	ReasonServiceFailed = "ServiceFailed"
+	// ReasonQuotaExceeded: the tenant's limits (spec.limits of the Tenant or Config) refuse
+	// the LoadBalancer (quota.Admit); it has no hub Service and holds no listener ports.
+	ReasonQuotaExceeded = quota.ReasonQuotaExceeded
 )
 
 // lbPort is one port a LoadBalancer exposes, with its allocation key.
-type lbPort struct {
-	name     string
-	protocol corev1.Protocol
-	port     int32
-	key      portalloc.Key
-}
+type lbPort = quota.LoadBalancerPort
 
-// planPorts returns the LoadBalancer's ports in spec order with the protocol defaulted to
-// TCP. A port that repeats the key (protocol and name, or number when unnamed) or the number
-// and protocol of an earlier port is left out and described in problems: the hub Service
-// could not have both.
-func planPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []lbPort, problems []string) {
-	type numProto struct {
-		port     int32
-		protocol corev1.Protocol
-	}
-	keys := map[portalloc.Key]struct{}{}
-	nums := map[numProto]struct{}{}
-	for _, p := range lb.Spec.Ports {
-		proto := kubelbv1alpha1.ProtocolOrTCP(p.Protocol)
-		k := portalloc.KeyFor(lb.Namespace, lb.Name, proto, p.Name, p.Port)
-		np := numProto{p.Port, proto}
-		_, dupKey := keys[k]
-		_, dupNum := nums[np]
-		if dupKey || dupNum {
-			problems = append(problems, fmt.Sprintf("port %s %d (name %q) repeats another port", proto, p.Port, p.Name))
-			continue
-		}
-		keys[k], nums[np] = struct{}{}, struct{}{}
-		ports = append(ports, lbPort{name: p.Name, protocol: proto, port: p.Port, key: k})
-	}
-	return ports, problems
+// planPorts returns the LoadBalancer's ports (quota.LoadBalancerPorts: the same ports the
+// tenant's limits count).
+func planPorts(lb *kubelbv1alpha1.LoadBalancer) ([]lbPort, []string) {
+	return quota.LoadBalancerPorts(lb)
 }
 
 // allocationRequests asks for a listener port per LoadBalancer port. A port not allocated yet
@@ -95,11 +72,11 @@ func planPorts(lb *kubelbv1alpha1.LoadBalancer) (ports []lbPort, problems []stri
 func allocationRequests(ports []lbPort, svc *corev1.Service) []portalloc.Request {
 	reqs := make([]portalloc.Request, 0, len(ports))
 	for _, p := range ports {
-		rq := portalloc.Request{Key: p.key}
+		rq := portalloc.Request{Key: p.Key}
 		if svc != nil {
 			for _, sp := range svc.Spec.Ports {
-				sameName := p.name != "" && sp.Name == p.name
-				sameNumber := sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol
+				sameName := p.Name != "" && sp.Name == p.Name
+				sameNumber := sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol
 				if (sameName || sameNumber) && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
 					rq.Hints = append(rq.Hints, sp.TargetPort.IntVal)
 				}
@@ -114,7 +91,7 @@ func allocationRequests(ports []lbPort, svc *corev1.Service) []portalloc.Request
 func allocated(ports []lbPort, alloc map[portalloc.Key]int32) []lbPort {
 	out := make([]lbPort, 0, len(ports))
 	for _, p := range ports {
-		if alloc[p.key] != 0 {
+		if alloc[p.Key] != 0 {
 			out = append(out, p)
 		}
 	}
@@ -146,14 +123,14 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
 	for _, p := range ports {
 		sp := corev1ac.ServicePort().
-			WithProtocol(p.protocol).
-			WithPort(p.port).
-			WithTargetPort(intstr.FromInt32(alloc[p.key]))
+			WithProtocol(p.Protocol).
+			WithPort(p.Port).
+			WithTargetPort(intstr.FromInt32(alloc[p.Key]))
 		switch {
-		case p.name != "":
-			sp.WithName(p.name)
+		case p.Name != "":
+			sp.WithName(p.Name)
 		case len(ports) > 1: // a Service with several ports must name them all
-			sp.WithName(portalloc.GeneratedPortName(p.protocol, p.port))
+			sp.WithName(portalloc.GeneratedPortName(p.Protocol, p.Port))
 		}
 		svcPorts = append(svcPorts, sp)
 	}
@@ -195,12 +172,12 @@ func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32) []kubelbv1alpha1
 	for _, p := range ports {
 		out = append(out, kubelbv1alpha1.ServicePort{
 			ServicePort: corev1.ServicePort{
-				Name:       p.name,
-				Protocol:   p.protocol,
-				Port:       p.port,
-				TargetPort: intstr.FromInt32(alloc[p.key]),
+				Name:       p.Name,
+				Protocol:   p.Protocol,
+				Port:       p.Port,
+				TargetPort: intstr.FromInt32(alloc[p.Key]),
 			},
-			UpstreamTargetPort: alloc[p.key],
+			UpstreamTargetPort: alloc[p.Key],
 		})
 	}
 	return out
@@ -209,6 +186,7 @@ func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32) []kubelbv1alpha1
 // outcome is what a reconcile found; readyCondition turns it into the Ready condition.
 type outcome struct {
 	disabled   bool
+	quota      string // why the tenant's limits refuse the LoadBalancer; "" when admitted
 	noPorts    bool
 	serviceErr error
 	exhausted  error
@@ -223,6 +201,8 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 	switch {
 	case o.disabled:
 		c.Reason, c.Message = ReasonLoadBalancingDisabled, "Load balancing is disabled for this tenant; the hub Service was removed and its listener ports freed."
+	case o.quota != "":
+		c.Reason, c.Message = ReasonQuotaExceeded, "Not served: "+o.quota+". It has no hub Service and holds no listener ports."
 	case o.noPorts:
 		c.Reason, c.Message = ReasonNoPorts, "The LoadBalancer has no ports to expose."
 	case o.serviceErr != nil:

@@ -69,7 +69,7 @@ func TestPlanPorts(t *testing.T) {
 	ports, problems := planPorts(lb)
 	var keys []string
 	for _, p := range ports {
-		keys = append(keys, p.key.String())
+		keys = append(keys, p.Key.String())
 	}
 	want := []string{"tenant-a/0b5f3c1e-uid/TCP/80", "tenant-a/0b5f3c1e-uid/UDP/dns", "tenant-a/0b5f3c1e-uid/TCP/dns-tcp"}
 	if diff := cmp.Diff(want, keys); diff != "" {
@@ -117,7 +117,7 @@ func TestHubService(t *testing.T) {
 		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb")},
 	}}, nil)
 	ports, _ := planPorts(lb)
-	alloc := map[portalloc.Key]int32{ports[0].key: 10000, ports[1].key: 10001}
+	alloc := map[portalloc.Key]int32{ports[0].Key: 10000, ports[1].Key: 10001}
 	svc := hubService(lb, tenant, ports, alloc)
 
 	if *svc.Name != "envoy-0b5f3c1e-uid" || *svc.Namespace != "tenant-a" {
@@ -196,7 +196,7 @@ func TestNextStatus(t *testing.T) {
 	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 81})
 	lb.Status.Hostname = &kubelbv1alpha1.HostnameStatus{Hostname: "kept.example.com"}
 	ports, _ := planPorts(lb)
-	alloc := map[portalloc.Key]int32{ports[0].key: 10000} // 81 not allocated
+	alloc := map[portalloc.Key]int32{ports[0].Key: 10000} // 81 not allocated
 	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
 		Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.10"}},
 	}}}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -84,7 +85,10 @@ func TestScale(t *testing.T) {
 	const ns = "tenant-scale"
 	createNamespace(t, c, managerNS, false)
 	createNamespace(t, c, ns, true)
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName}}); err != nil {
+	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500 ports).
+	limit := ptr.To(int32(max(n, 1000)))
+	if err := c.Create(ctx, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
+		Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: limit, ListenerPorts: limit}}}); err != nil {
 		t.Fatal(err)
 	}
 

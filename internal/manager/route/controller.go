@@ -48,6 +48,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -83,6 +84,8 @@ type Reconciler struct {
 
 	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
 
+	quota *quota.Requeuer // requeues Routes the tenant's limits admit or refuse anew
+
 	mu      sync.Mutex
 	waiting manager.PortWaiters               // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
@@ -110,6 +113,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		ports:    opts.Ports,
 		known:    map[types.NamespacedName]struct{}{},
 		perNS:    map[string]int{},
+		quota:    quota.NewRequeuer(quota.KindRoute),
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -129,6 +133,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
+		WatchesRawSource(r.quota.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(rec)
 	if err != nil {
@@ -165,12 +170,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	route := &kubelbv1alpha1.Route{}
 	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, r.forget(ctx, ports, req.NamespacedName)
+			return reconcile.Result{}, errors.Join(r.forget(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace))
 		}
 		return reconcile.Result{}, fmt.Errorf("getting Route %s: %w", req, err)
 	}
-	if !route.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.reconcileDelete(ctx, ports, route)
+	if !route.DeletionTimestamp.IsZero() { // the Route no longer counts: others may be admitted
+		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, route), r.recheckQuota(ctx, route.Namespace))
 	}
 	managed, err := manager.NamespaceManaged(ctx, r.client, route.Namespace)
 	if err != nil {
@@ -214,6 +219,22 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	// Scope: the tenant's settings.
 	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	// The tenant's limits: a refused Route has no hub Service and holds no ports.
+	verdict, err := quota.LoadAdmission(ctx, r.client, route.Namespace, tenant)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.quota.Observe(route.Namespace, verdict)
+	if msg, refused := verdict.Refused(quota.KindRoute, route.Name); refused {
+		out.quota = msg
+		if err := r.dropGateway(ctx, ports, route); err != nil {
+			return reconcile.Result{}, err
+		}
+		if r.holdsIngress(ports, route.Namespace) {
+			_, err = r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{})
+		}
 		return reconcile.Result{}, err
 	}
 	// What the Route had as another kind (its embedded object was replaced) goes.
@@ -328,13 +349,17 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	if err != nil && !foreign {
 		return nil, err
 	}
+	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
+	if err != nil {
+		return nil, err
+	}
 	wanted := false
 	if !tenant.DisableIngress {
-		if wanted, err = r.hasIngressRoute(ctx, namespace, except); err != nil {
+		if wanted, err = r.hasIngressRoute(ctx, namespace, except, verdict); err != nil {
 			return nil, err
 		}
 	}
-	hosts, err := r.loadBalancerHostnames(ctx, namespace, tenant)
+	hosts, err := r.loadBalancerHostnames(ctx, namespace, tenant, verdict)
 	if err != nil {
 		return nil, err
 	}
@@ -379,14 +404,27 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	if err != nil {
 		return err
 	}
+	// A LoadBalancer changed: the Routes the tenant's limits admit or refuse anew are requeued.
+	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
+	if err != nil {
+		return err
+	}
+	r.quota.Observe(namespace, verdict)
 	_, err = r.syncIngressService(ctx, ports, namespace, tenant, "", &outcome{})
 	return err
 }
 
+// recheckQuota computes the quota verdict of a managed namespace after a Route went (or
+// started going), so that the Routes it admits anew are requeued (quota.Requeuer).
+func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
+	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
+}
+
 // loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
-// (translate.LoadBalancerHostname with the tenant's DNS settings; invalid ones left out),
-// sorted and without repeats. None when load balancing is disabled for the tenant.
-func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant) ([]string, error) {
+// and admitted by the tenant's limits (translate.LoadBalancerHostname with the tenant's DNS
+// settings; invalid ones left out), sorted and without repeats. None when load balancing is
+// disabled for the tenant.
+func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant, verdict quota.Verdict) ([]string, error) {
 	if tenant.DisableLoadBalancer || (tenant.DNS == translate.DNS{}) {
 		return nil, nil
 	}
@@ -394,19 +432,25 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
 	}
-	return LoadBalancerHostnames(list.Items, settings.TenantName(namespace), tenant.DNS), nil
+	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
+	for i := range list.Items {
+		if verdict.Admitted(quota.KindLoadBalancer, list.Items[i].Name) {
+			admitted = append(admitted, list.Items[i])
+		}
+	}
+	return LoadBalancerHostnames(admitted, settings.TenantName(namespace), tenant.DNS), nil
 }
 
-// hasIngressRoute reports whether the namespace has an Ingress Route not being deleted,
-// other than except.
-func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except string) (bool, error) {
+// hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
+// admitted by the tenant's limits, other than except.
+func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except string, verdict quota.Verdict) (bool, error) {
 	list := &kubelbv1alpha1.RouteList{}
 	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
 	}
 	for i := range list.Items {
 		rt := &list.Items[i]
-		if rt.Name == except || !rt.DeletionTimestamp.IsZero() {
+		if rt.Name == except || !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
 			continue
 		}
 		if kind, _ := classify(rt); kind == kindIngress {
@@ -430,7 +474,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Rout
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidListeners, ReasonUnsupportedKind, ReasonInvalidName:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidListeners, ReasonUnsupportedKind, ReasonInvalidName, ReasonQuotaExceeded:
 			r.recorder.Eventf(route, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}

@@ -1,10 +1,8 @@
 package route
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -21,6 +19,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -57,139 +56,40 @@ const (
 	ReasonServiceFailed = "ServiceFailed"
 	// ReasonInvalidName: the Route's name cannot label its hub Service.
 	ReasonInvalidName = "InvalidName"
+	// ReasonQuotaExceeded: the tenant's limits (spec.limits of the Tenant or Config) refuse
+	// the Route (quota.Admit); it has no hub Service, holds no listener ports and is not served.
+	ReasonQuotaExceeded = quota.ReasonQuotaExceeded
 )
 
 // MaxListeners is the most listeners of a Gateway that get ports, as in Gateway API.
-const MaxListeners = 64
+const MaxListeners = quota.MaxListeners
 
-// Groups of the embedded objects.
+// sourceKind is what a Route's embedded object asks of the hub (quota.SourceKind).
+type sourceKind = quota.SourceKind
+
+// The kinds of embedded objects.
 const (
-	groupIngress = "networking.k8s.io"
-	groupGateway = "gateway.networking.k8s.io"
-)
-
-// sourceKind is what a Route's embedded object asks of the hub.
-type sourceKind int
-
-const (
-	kindUnsupported sourceKind = iota
-	// kindIngress: ports 80 and 443 of the tenant's shared Ingress Service.
-	kindIngress
-	// kindGateway: a hub Service of its own, one port per listener port.
-	kindGateway
-	// kindGatewayRoute: HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute: served through
-	// their Gateway's Service; no hub objects of their own.
-	kindGatewayRoute
+	kindUnsupported  = quota.SourceUnsupported
+	kindIngress      = quota.SourceIngress
+	kindGateway      = quota.SourceGateway
+	kindGatewayRoute = quota.SourceGatewayRoute
 )
 
 // classify returns the kind of a Route's embedded object and its GroupVersionKind.
 func classify(r *kubelbv1alpha1.Route) (sourceKind, schema.GroupVersionKind) {
-	if r.Spec.Source.Kubernetes == nil {
-		return kindUnsupported, schema.GroupVersionKind{}
-	}
-	u := &r.Spec.Source.Kubernetes.Route
-	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
-	if err != nil {
-		return kindUnsupported, schema.GroupVersionKind{Kind: u.GetKind()}
-	}
-	gvk := gv.WithKind(u.GetKind())
-	switch {
-	case gv.Group == groupIngress && gvk.Kind == "Ingress":
-		return kindIngress, gvk
-	case gv.Group == groupGateway && gvk.Kind == "Gateway":
-		return kindGateway, gvk
-	case gv.Group == groupGateway && slices.Contains([]string{"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}, gvk.Kind):
-		return kindGatewayRoute, gvk
-	}
-	return kindUnsupported, gvk
+	return quota.Classify(r)
 }
 
 // listenerPort is one port of a Gateway's hub Service.
-type listenerPort struct {
-	protocol corev1.Protocol
-	port     int32
-}
+type listenerPort = quota.ListenerPort
 
-// name is the Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
-func (p listenerPort) name() string { return portalloc.GeneratedPortName(p.protocol, p.port) }
+// portName is a Gateway Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
+func portName(p listenerPort) string { return portalloc.GeneratedPortName(p.Protocol, p.Port) }
 
-// listenerProtocols maps Gateway listener protocols to Service protocols.
-var listenerProtocols = map[string]corev1.Protocol{
-	"HTTP": corev1.ProtocolTCP, "HTTPS": corev1.ProtocolTCP, "TLS": corev1.ProtocolTCP,
-	"TCP": corev1.ProtocolTCP, "UDP": corev1.ProtocolUDP,
-}
-
-// gatewayPorts returns the distinct (port, protocol) pairs of a Gateway's spec.listeners,
-// sorted by port then protocol, and a description of every listener left out: beyond the
-// first MaxListeners, not an object, a port outside 1-65535 or not a whole number, an
-// unknown protocol. The Gateway is tenant input: nothing of it is trusted.
-func gatewayPorts(u *unstructured.Unstructured) (ports []listenerPort, problems []string) {
-	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "listeners")
-	if err != nil || !found {
-		return nil, []string{"the Gateway has no spec.listeners"}
-	}
-	listeners, ok := raw.([]any)
-	if !ok {
-		return nil, []string{"spec.listeners is not a list"}
-	}
-	if len(listeners) > MaxListeners {
-		problems = append(problems, fmt.Sprintf("the Gateway has %d listeners; only the first %d are served", len(listeners), MaxListeners))
-		listeners = listeners[:MaxListeners]
-	}
-	seen := map[listenerPort]bool{}
-	for i, l := range listeners {
-		m, ok := l.(map[string]any)
-		if !ok {
-			problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
-			continue
-		}
-		label := fmt.Sprintf("listener %d", i)
-		if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
-			label = fmt.Sprintf("listener %q", name)
-		}
-		port, ok := wholeNumber(m["port"])
-		if !ok || port < 1 || port > 65535 {
-			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label))
-			continue
-		}
-		protoName, _ := m["protocol"].(string)
-		proto, ok := listenerProtocols[protoName]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label))
-			continue
-		}
-		lp := listenerPort{protocol: proto, port: int32(port)}
-		if !seen[lp] {
-			seen[lp] = true
-			ports = append(ports, lp)
-		}
-	}
-	slices.SortFunc(ports, func(a, b listenerPort) int {
-		return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.protocol, b.protocol))
-	})
-	return ports, problems
-}
-
-// wholeNumber reads a JSON number (int64 from the API machinery, float64 or json.Number
-// from elsewhere) that is a whole number.
-func wholeNumber(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int:
-		return int64(n), true
-	case float64:
-		if n != math.Trunc(n) || math.IsInf(n, 0) || math.Abs(n) > 1e9 {
-			return 0, false
-		}
-		return int64(n), true
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	}
-	return 0, false
+// gatewayPorts returns the distinct (port, protocol) pairs of a Gateway's listeners
+// (quota.GatewayPorts: the same ports the tenant's limits count).
+func gatewayPorts(u *unstructured.Unstructured) ([]listenerPort, []string) {
+	return quota.GatewayPorts(u)
 }
 
 // gatewayRequests asks for a listener port per Gateway port, preferring the target port the
@@ -197,7 +97,7 @@ func wholeNumber(v any) (int64, bool) {
 func gatewayRequests(r *kubelbv1alpha1.Route, ports []listenerPort, svc *corev1.Service) []portalloc.Request {
 	reqs := make([]portalloc.Request, 0, len(ports))
 	for _, p := range ports {
-		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.protocol, p.port), Hints: targetHints(svc, p)})
+		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port), Hints: targetHints(svc, p)})
 	}
 	return reqs
 }
@@ -213,7 +113,7 @@ func ingressRequests(namespace string, svc *corev1.Service) []portalloc.Request 
 	reqs := make([]portalloc.Request, 0, len(ingressPorts))
 	for _, p := range ingressPorts {
 		reqs = append(reqs, portalloc.Request{Key: portalloc.IngressKey(namespace, p.port),
-			Hints: targetHints(svc, listenerPort{protocol: corev1.ProtocolTCP, port: p.port})})
+			Hints: targetHints(svc, listenerPort{Protocol: corev1.ProtocolTCP, Port: p.port})})
 	}
 	return reqs
 }
@@ -224,7 +124,7 @@ func targetHints(svc *corev1.Service, p listenerPort) []int32 {
 		return nil
 	}
 	for _, sp := range svc.Spec.Ports {
-		if sp.Port == p.port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+		if sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
 			return []int32{sp.TargetPort.IntVal}
 		}
 	}
@@ -244,8 +144,8 @@ type hubPort struct {
 func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []listenerPort, alloc map[portalloc.Key]int32) []hubPort {
 	var out []hubPort
 	for _, p := range ports {
-		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.protocol, p.port)]; t != 0 {
-			out = append(out, hubPort{name: p.name(), protocol: p.protocol, port: p.port, target: t})
+		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)]; t != 0 {
+			out = append(out, hubPort{name: portName(p), protocol: p.Protocol, port: p.Port, target: t})
 		}
 	}
 	return out
@@ -264,7 +164,7 @@ func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hu
 
 // validRouteName reports whether the Route's name can be the value of the route-name label
 // of its hub Service, by which the port allocations are found again after a restart.
-func validRouteName(name string) bool { return len(validation.IsValidLabelValue(name)) == 0 }
+func validRouteName(name string) bool { return quota.ValidRouteName(name) }
 
 // gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
 // gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
@@ -387,6 +287,7 @@ type outcome struct {
 	kind        sourceKind
 	gvk         schema.GroupVersionKind
 	invalidName bool
+	quota       string // why the tenant's limits refuse the Route; "" when admitted
 	disabled    string // "Ingress" or "Gateway API" when disabled
 	serviceErr  error
 	exhausted   error
@@ -399,6 +300,8 @@ type outcome struct {
 func appliedCondition(o outcome, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionFalse, ObservedGeneration: generation}
 	switch {
+	case o.quota != "":
+		c.Reason, c.Message = ReasonQuotaExceeded, "Not served: "+o.quota+". It has no hub Service and holds no listener ports."
 	case o.kind == kindUnsupported:
 		c.Reason = ReasonUnsupportedKind
 		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",

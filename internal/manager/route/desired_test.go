@@ -91,7 +91,7 @@ func TestGatewayPorts(t *testing.T) {
 		"not an object",
 		map[string]any{"name": strings.Repeat("x", 300), "port": int64(-1), "protocol": "HTTP"},
 	}))
-	want := []listenerPort{{corev1.ProtocolTCP, 53}, {corev1.ProtocolUDP, 53}, {corev1.ProtocolTCP, 80}, {corev1.ProtocolTCP, 443}}
+	want := []listenerPort{{Protocol: corev1.ProtocolTCP, Port: 53}, {Protocol: corev1.ProtocolUDP, Port: 53}, {Protocol: corev1.ProtocolTCP, Port: 80}, {Protocol: corev1.ProtocolTCP, Port: 443}}
 	if diff := cmp.Diff(want, ports, cmp.AllowUnexported(listenerPort{})); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
@@ -108,8 +108,8 @@ func TestGatewayPorts(t *testing.T) {
 	if diff := cmp.Diff(wantProblems, problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
-	if ports[0].name() != "tcp-53" || ports[1].name() != "udp-53" {
-		t.Errorf("names %s %s", ports[0].name(), ports[1].name())
+	if portName(ports[0]) != "tcp-53" || portName(ports[1]) != "udp-53" {
+		t.Errorf("names %s %s", portName(ports[0]), portName(ports[1]))
 	}
 
 	// At most 64 listeners get ports.

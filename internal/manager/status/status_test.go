@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
@@ -326,5 +327,32 @@ func TestProblemsBecomeStatus(t *testing.T) {
 			}
 			return nil
 		})
+	})
+	t.Run("over the tenant's limits", func(t *testing.T) {
+		// A Tenant that may hold exactly the LoadBalancers there are: the next one is not
+		// served, says why, and is served once the limit is raised.
+		lbs := &v1alpha1.LoadBalancerList{}
+		if err := c.List(ctx, lbs, client.InNamespace(tenant)); err != nil {
+			t.Fatal(err)
+		}
+		n := int32(len(lbs.Items))
+		tn := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(tenant, v1alpha1.TenantNamespacePrefix)},
+			Spec: v1alpha1.TenantSpec{Limits: v1alpha1.Limits{LoadBalancers: &n}}}
+		if err := c.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		p := testsupport.FreePort(t)
+		create(t, c, lb("zz-over", p), p) // the newest, and the last by name
+		waitProgrammed(t, c, "zz-over", metav1.ConditionFalse, quota.ReasonQuotaExceeded,
+			fmt.Sprintf("may hold %d LoadBalancers (spec.limits.loadBalancers)", n))
+		waitEvent(t, c, "zz-over", corev1.EventTypeWarning, quota.ReasonQuotaExceeded, "spec.limits.loadBalancers")
+		waitProgrammed(t, c, "good", metav1.ConditionTrue, status.ReasonProgrammed, "")
+
+		more := n + 1
+		tn.Spec.Limits.LoadBalancers = &more
+		if err := c.Update(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		waitProgrammed(t, c, "zz-over", metav1.ConditionTrue, status.ReasonProgrammed, "")
 	})
 }

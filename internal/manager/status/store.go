@@ -16,7 +16,9 @@ import (
 // Report is what one translation of a tenant found.
 type Report struct {
 	// Objects are the objects translated (refs without section) and the generation of each
-	// that was translated.
+	// that was translated, and those the tenant's settings held back from translation
+	// (refused by its limits, or LoadBalancers of a tenant with load balancing disabled),
+	// whose Error problems say why.
 	Objects map[ir.ObjectRef]int64
 	// Problems found by the front end and the back end.
 	Problems ir.Problems

@@ -1,0 +1,86 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// sharedIngress names the listener ports of the tenant's Ingress Service in Object.
+const sharedIngress = "ingress"
+
+// IngressServicePorts is the number of listener ports of a tenant's Ingress Service
+// (kubelb-ingress: 80 and 443).
+const IngressServicePorts = 2
+
+// Objects returns what Admit needs to know of a tenant's LoadBalancers and Routes
+// (those being deleted are left out) under the tenant's settings t: each object's creation
+// time and the listener ports it needs — a LoadBalancer one per port
+// (LoadBalancerPorts), a Gateway one per distinct listener port and protocol
+// (GatewayPorts), none for what is disabled. Ingress Routes and LoadBalancers with a
+// hostname share the two ports of the tenant's Ingress Service. The LoadBalancer, Route and
+// envoycp controllers all decide from it, so that they agree.
+func Objects(lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) []Object {
+	out := make([]Object, 0, len(lbs)+len(routes))
+	for i := range lbs {
+		lb := &lbs[i]
+		if !lb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time}
+		if !t.DisableLoadBalancer {
+			ports, _ := LoadBalancerPorts(lb)
+			o.Ports = len(ports)
+			if t.DNS != (translate.DNS{}) {
+				if h, err := translate.LoadBalancerHostname(lb, settings.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
+					o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	for i := range routes {
+		rt := &routes[i]
+		if !rt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time}
+		switch kind, _ := Classify(rt); kind {
+		case SourceGateway:
+			if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {
+				ports, _ := GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+				o.Ports = len(ports)
+			}
+		case SourceIngress:
+			if !t.DisableIngress {
+				o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// Admission is the tenant's verdict (Admit) over its LoadBalancers and Routes.
+func Admission(namespace string, lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) Verdict {
+	return Admit(namespace, Objects(lbs, routes, t), t.Limits)
+}
+
+// LoadAdmission lists the tenant's LoadBalancers and Routes from c (a cache) and returns
+// Admission over them.
+func LoadAdmission(ctx context.Context, c client.Reader, namespace string, t settings.Tenant) (Verdict, error) {
+	lbs := &kubelbv1alpha1.LoadBalancerList{}
+	if err := c.List(ctx, lbs, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return Verdict{}, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
+	}
+	routes := &kubelbv1alpha1.RouteList{}
+	if err := c.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return Verdict{}, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
+	}
+	return Admission(namespace, lbs.Items, routes.Items, t), nil
+}

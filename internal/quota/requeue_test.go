@@ -1,0 +1,60 @@
+package quota
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestRequeuer: only the objects whose verdict changed are requeued, of the Requeuer's kind
+// and namespace.
+func TestRequeuer(t *testing.T) {
+	t.Parallel()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	rq := NewRequeuer(KindLoadBalancer)
+	if err := rq.Source().Start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	drain := func() []string {
+		var out []string
+		for q.Len() > 0 {
+			req, _ := q.Get()
+			out = append(out, req.Namespace+"/"+req.Name)
+			q.Done(req)
+			q.Forget(req)
+		}
+		slices.Sort(out)
+		return out
+	}
+	objs := []Object{lb("a", 3, 1), lb("b", 2, 1), lb("c", 1, 1), rt("r1", 3, 0), rt("r2", 2, 0)}
+
+	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(1, 1, 10)))
+	if got := drain(); !slices.Equal(got, []string{"tenant-x/b", "tenant-x/c"}) {
+		t.Fatalf("first verdict requeued %v, want the refused LoadBalancers only", got)
+	}
+	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(1, 1, 10)))
+	if got := drain(); len(got) != 0 {
+		t.Fatalf("the same verdict requeued %v", got)
+	}
+	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(2, 1, 10)))
+	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
+		t.Fatalf("a raised limit requeued %v, want the LoadBalancer it admits", got)
+	}
+	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(2, 1, 1)))
+	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
+		t.Fatalf("a lowered port limit requeued %v, want the LoadBalancer it refuses", got)
+	}
+	rq.Observe("tenant-y", Admit("tenant-y", objs, limits(3, 3, 10)))
+	if got := drain(); len(got) != 0 {
+		t.Fatalf("another namespace's verdict requeued %v", got)
+	}
+	rq.Forget("tenant-x")
+	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(10, 10, 10)))
+	if got := drain(); len(got) != 0 {
+		t.Fatalf("after Forget, requeued %v", got)
+	}
+}

@@ -1,0 +1,167 @@
+package quota
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// MaxListeners is the most listeners of a Gateway that get ports, as in Gateway API.
+const MaxListeners = 64
+
+// Groups of the embedded objects.
+const (
+	groupIngress = "networking.k8s.io"
+	groupGateway = "gateway.networking.k8s.io"
+)
+
+// SourceKind is what a Route's embedded object asks of the hub.
+type SourceKind int
+
+const (
+	SourceUnsupported SourceKind = iota
+	// SourceIngress: ports 80 and 443 of the tenant's shared Ingress Service.
+	SourceIngress
+	// SourceGateway: a hub Service of its own, one port per listener port.
+	SourceGateway
+	// SourceGatewayRoute: HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute: served through
+	// their Gateway's Service; no hub objects of their own.
+	SourceGatewayRoute
+)
+
+// Classify returns the kind of a Route's embedded object and its GroupVersionKind.
+func Classify(r *kubelbv1alpha1.Route) (SourceKind, schema.GroupVersionKind) {
+	if r.Spec.Source.Kubernetes == nil {
+		return SourceUnsupported, schema.GroupVersionKind{}
+	}
+	u := &r.Spec.Source.Kubernetes.Route
+	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+	if err != nil {
+		return SourceUnsupported, schema.GroupVersionKind{Kind: u.GetKind()}
+	}
+	gvk := gv.WithKind(u.GetKind())
+	switch {
+	case gv.Group == groupIngress && gvk.Kind == "Ingress":
+		return SourceIngress, gvk
+	case gv.Group == groupGateway && gvk.Kind == "Gateway":
+		return SourceGateway, gvk
+	case gv.Group == groupGateway && slices.Contains([]string{"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}, gvk.Kind):
+		return SourceGatewayRoute, gvk
+	}
+	return SourceUnsupported, gvk
+}
+
+// ListenerPort is one port of a Gateway's hub Service: one listener port.
+type ListenerPort struct {
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+// listenerProtocols maps Gateway listener protocols to Service protocols.
+var listenerProtocols = map[string]corev1.Protocol{
+	"HTTP": corev1.ProtocolTCP, "HTTPS": corev1.ProtocolTCP, "TLS": corev1.ProtocolTCP,
+	"TCP": corev1.ProtocolTCP, "UDP": corev1.ProtocolUDP,
+}
+
+// GatewayPorts returns the distinct (port, protocol) pairs of a Gateway's spec.listeners,
+// sorted by port then protocol, and a description of every listener left out: beyond the
+// first MaxListeners, not an object, a port outside 1-65535 or not a whole number, an
+// unknown protocol. The Gateway is tenant input: nothing of it is trusted.
+func GatewayPorts(u *unstructured.Unstructured) (ports []ListenerPort, problems []string) {
+	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "listeners")
+	if err != nil || !found {
+		return nil, []string{"the Gateway has no spec.listeners"}
+	}
+	listeners, ok := raw.([]any)
+	if !ok {
+		return nil, []string{"spec.listeners is not a list"}
+	}
+	if len(listeners) > MaxListeners {
+		problems = append(problems, fmt.Sprintf("the Gateway has %d listeners; only the first %d are served", len(listeners), MaxListeners))
+		listeners = listeners[:MaxListeners]
+	}
+	seen := map[ListenerPort]bool{}
+	for i, l := range listeners {
+		m, ok := l.(map[string]any)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
+			continue
+		}
+		label := func() string { // only for a problem: most listeners have none
+			if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
+				return fmt.Sprintf("listener %q", name)
+			}
+			return fmt.Sprintf("listener %d", i)
+		}
+		port, ok := wholeNumber(m["port"])
+		if !ok || port < 1 || port > 65535 {
+			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label()))
+			continue
+		}
+		protoName, _ := m["protocol"].(string)
+		proto, ok := listenerProtocols[protoName]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label()))
+			continue
+		}
+		lp := ListenerPort{Protocol: proto, Port: int32(port)}
+		if !seen[lp] {
+			seen[lp] = true
+			ports = append(ports, lp)
+		}
+	}
+	slices.SortFunc(ports, func(a, b ListenerPort) int {
+		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
+	})
+	return ports, problems
+}
+
+// wholeNumber reads a JSON number (int64 from the API machinery, float64 or json.Number
+// from elsewhere) that is a whole number.
+func wholeNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case float64:
+		if n != math.Trunc(n) || math.IsInf(n, 0) || math.Abs(n) > 1e9 {
+			return 0, false
+		}
+		return int64(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// ValidRouteName reports whether a Route's name can label its hub Service (a Gateway
+// Route with another name gets no hub Service and no ports).
+// It is validation.IsValidLabelValue without the regular expression (every reconcile asks it
+// of every Route of the tenant).
+func ValidRouteName(name string) bool {
+	if len(name) > validation.LabelValueMaxLength {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		inner := i > 0 && i < len(name)-1 && (c == '-' || c == '_' || c == '.')
+		if !alnum && !inner {
+			return false
+		}
+	}
+	return true
+}
