@@ -201,8 +201,8 @@ func compareEndpoints(a, b ir.Endpoint) int {
 // Messages of QuotaExceeded problems.
 const (
 	clusterQuotaMessage = "the cluster has more than %d endpoints (spec.limits.endpointsPerCluster of the tenant); only the first %d by address are used"
-	tenantQuotaSome     = "the tenant's clusters have reached %d endpoints in all; this cluster gets only its first %d by address"
-	tenantQuotaNone     = "the tenant's clusters have reached %d endpoints in all; this cluster gets none"
+	tenantQuotaSome     = "the tenant's clusters have reached %d endpoints in all (spec.limits.endpoints of the tenant); this cluster gets only its first %d by address"
+	tenantQuotaNone     = "the tenant's clusters have reached %d endpoints in all (spec.limits.endpoints of the tenant); this cluster gets none"
 )
 
 // take returns the endpoints of a cluster within Options.MaxEndpointsPerCluster and what is

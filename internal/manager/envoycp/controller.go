@@ -439,10 +439,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	cfg := out.Config
 	// What the tenant's settings hold back (objects refused by its limits, LoadBalancers of a
-	// tenant with load balancing disabled) and the endpoints cut by its limits are problems
-	// on those objects.
+	// tenant with load balancing disabled) are problems on those objects; the endpoints cut
+	// by its limits are the translation's own (translate.Options.MaxEndpoints*).
 	problems := append(slices.Clone(out.Problems), scope.HeldBack...)
-	problems = append(problems, CutEndpoints(cfg, scope.EndpointsPerCluster)...)
 	b, changed, err := r.push(ctx, tenant, cfg)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
@@ -552,9 +551,6 @@ type Scope struct {
 	// (HeldStatus), for status.Report.Routes: a Gateway says Programmed=False (NoResources),
 	// an Ingress has no address.
 	HeldRoutes map[string]translate.RouteStatus
-	// EndpointsPerCluster is the tenant's limit on the endpoints of one cluster
-	// (CutEndpoints).
-	EndpointsPerCluster int
 }
 
 // ReasonLoadBalancingDisabled is the problem of a LoadBalancer of a tenant whose Tenant or
@@ -624,7 +620,10 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		DNS:           set.DNS,
 	}
 	in.Policy.Hub = hub
-	scope.EndpointsPerCluster = set.Limits.EndpointsPerCluster
+	// The endpoint limits bound the translation itself: it stops merging a cluster's
+	// endpoints at the limit, so an oversized input never costs more than what is kept.
+	in.Options.MaxEndpointsPerCluster = set.Limits.EndpointsPerCluster
+	in.Options.MaxEndpoints = set.Limits.Endpoints
 	scope.HeldObjects = map[ir.ObjectRef]int64{}
 	verdict := quota.Admission(tenant, lbs.Items, routes.Items, set)
 	hold := func(kind, name string, generation int64, reason, msg string) {
@@ -863,31 +862,4 @@ func HubRanges(cidrs []networkingv1.ServiceCIDR, nodes []corev1.Node) []translat
 		return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()), cmp.Compare(a.Source, b.Source))
 	})
 	return slices.Compact(out)
-}
-
-// CutEndpoints keeps at most limit endpoints in each cluster of cfg (limit <= 0: no limit):
-// the first ones of its sorted endpoints, so that the same input always keeps the same ones.
-// It returns a Warning (quota.ReasonQuotaExceeded) for every owner of a cluster it cut: the
-// object is served, by fewer endpoints than it names.
-func CutEndpoints(cfg *ir.Config, limit int) ir.Problems {
-	if cfg == nil || limit <= 0 {
-		return nil
-	}
-	var out ir.Problems
-	for _, cl := range cfg.Clusters {
-		if len(cl.Endpoints) <= limit {
-			continue
-		}
-		n := len(cl.Endpoints)
-		slices.SortFunc(cl.Endpoints, func(a, b ir.Endpoint) int {
-			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
-		})
-		cl.Endpoints = slices.Clip(cl.Endpoints[:limit])
-		for _, o := range cl.Owners {
-			out = append(out, ir.Problem{Object: o, Severity: ir.SeverityWarning, Reason: quota.ReasonQuotaExceeded,
-				Message: fmt.Sprintf("upstream cluster %s has %d endpoints; the tenant may have %d per cluster (spec.limits.endpointsPerCluster), so only the first %d (by address) receive traffic",
-					cl.StatName, n, limit, limit)})
-		}
-	}
-	return out
 }

@@ -20,6 +20,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
@@ -161,8 +162,11 @@ func TestBuildInput(t *testing.T) {
 	if _, ok := in.Addresses[v1alpha1.DefaultAddressesName]; !ok || len(in.Addresses) != 1 {
 		t.Errorf("Addresses %v", in.Addresses)
 	}
-	if in.Tenant != ns || in.Options != opts {
-		t.Errorf("tenant %q options %+v", in.Tenant, in.Options)
+	// The options given, with the tenant's endpoint limits (the defaults here).
+	wantOpts := opts
+	wantOpts.MaxEndpointsPerCluster, wantOpts.MaxEndpoints = int(settings.DefaultLimitEndpointsPerCluster), int(settings.DefaultLimitEndpoints)
+	if in.Tenant != ns || in.Options != wantOpts {
+		t.Errorf("tenant %q options %+v, want %+v", in.Tenant, in.Options, wantOpts)
 	}
 	if in.HeaderLimits == nil || *in.HeaderLimits != (ir.HeaderLimits{MaxRequestHeadersKB: 60, MaxRequestHeadersCount: 100}) {
 		t.Errorf("header limits %+v, want the Config's", in.HeaderLimits)

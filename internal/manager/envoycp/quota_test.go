@@ -31,37 +31,6 @@ import (
 	"kubelb.dev/kubelb/internal/xds"
 )
 
-func TestCutEndpoints(t *testing.T) {
-	t.Parallel()
-	owner := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "web", Section: "TCP/80"}
-	eps := func(addrs ...string) []ir.Endpoint {
-		out := make([]ir.Endpoint, len(addrs))
-		for i, a := range addrs {
-			out[i] = ir.Endpoint{Address: a, Port: 30000}
-		}
-		return out
-	}
-	cfg := &ir.Config{Clusters: []*ir.Cluster{
-		{Name: "big", StatName: "web-80", Owners: []ir.ObjectRef{owner}, Endpoints: eps("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
-		{Name: "small", StatName: "small", Endpoints: eps("10.0.0.9")},
-	}}
-	problems := CutEndpoints(cfg, 2)
-	if got := cfg.Clusters[0].Endpoints; !slices.Equal(got, eps("10.0.0.1", "10.0.0.2")) {
-		t.Errorf("kept %v, want the first two", got)
-	}
-	if len(cfg.Clusters[1].Endpoints) != 1 {
-		t.Errorf("a cluster within the limit was cut: %v", cfg.Clusters[1].Endpoints)
-	}
-	if len(problems) != 1 || problems[0].Object != owner || problems[0].Severity != ir.SeverityWarning ||
-		problems[0].Reason != quota.ReasonQuotaExceeded || !strings.Contains(problems[0].Message, "web-80 has 4 endpoints") ||
-		!strings.Contains(problems[0].Message, "spec.limits.endpointsPerCluster") {
-		t.Errorf("problems %+v", problems)
-	}
-	if CutEndpoints(cfg, 0) != nil || CutEndpoints(nil, 1) != nil {
-		t.Error("no limit cut something")
-	}
-}
-
 // TestQuota: on a real API server, the envoycp controller leaves out of a tenant's snapshot
 // the LoadBalancers its limits refuse (the same verdict as the LoadBalancer controller's) and
 // reports them QuotaExceeded; it cuts a cluster's endpoints to spec.limits.endpointsPerCluster
