@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
 
+	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
@@ -43,11 +44,21 @@ type largestResult struct {
 // manager doing it is measured in a child process, a re-execution of this test binary that
 // builds the input and translates it once, then reads its VmHWM. The figures are in
 // docs/performance.md.
+//
+// The last case, "size=4/4,limits", adds the tenant-wide endpoint limit the manager applies
+// (spec.limits.endpoints, default 500 000): what the largest tenant really costs.
 func BenchmarkLargestTenant(b *testing.B) {
-	for _, q := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("size=%d/4", q), func(b *testing.B) {
-			child := largestInChild(b, q)
-			in := translatetest.LargestTenant(b, q)
+	for _, c := range []struct {
+		q      int
+		limits bool
+	}{{1, false}, {2, false}, {4, false}, {4, true}} {
+		name := fmt.Sprintf("size=%d/4", c.q)
+		if c.limits {
+			name += ",limits"
+		}
+		b.Run(name, func(b *testing.B) {
+			child := largestInChild(b, c.q, c.limits)
+			in := largestInput(b, c.q, c.limits)
 			b.ReportAllocs()
 			for b.Loop() {
 				_, _, out, err := translatetest.Pipeline(in)
@@ -68,10 +79,14 @@ func BenchmarkLargestTenant(b *testing.B) {
 }
 
 // largestInChild runs TestLargestTenantChild in a new process and returns what it measured.
-func largestInChild(b *testing.B, quarters int) largestResult {
+func largestInChild(b *testing.B, quarters int, limits bool) largestResult {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLargestTenantChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), largestChildEnv+"="+strconv.Itoa(quarters))
+	env := strconv.Itoa(quarters)
+	if limits {
+		env += largestLimitsSuffix
+	}
+	cmd.Env = append(os.Environ(), largestChildEnv+"="+env)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -95,11 +110,12 @@ func largestInChild(b *testing.B, quarters int) largestResult {
 // TestLargestTenantChild is BenchmarkLargestTenant's child process; without
 // KUBELB_LARGEST_TENANT_CHILD it is skipped.
 func TestLargestTenantChild(t *testing.T) {
-	q, err := strconv.Atoi(os.Getenv(largestChildEnv))
+	v, limits := strings.CutSuffix(os.Getenv(largestChildEnv), largestLimitsSuffix)
+	q, err := strconv.Atoi(v)
 	if err != nil {
 		t.Skip("run by BenchmarkLargestTenant")
 	}
-	in := translatetest.LargestTenant(t, q)
+	in := largestInput(t, q, limits)
 	runtime.GC()
 	r := largestResult{InputMiB: peakRSSMiB(t)}
 	start, cpu := time.Now(), cpuSeconds(t)
@@ -113,15 +129,52 @@ func TestLargestTenantChild(t *testing.T) {
 	r.Seconds, r.CPU = time.Since(start).Seconds(), cpuSeconds(t)-cpu
 	r.PeakMiB = peakRSSMiB(t)
 	r.Clusters = len(out[resource.ClusterType])
-	for _, res := range out[resource.EndpointType] {
-		r.Endpoints += len(res.(*endpointv3.ClusterLoadAssignment).GetEndpoints()[0].GetLbEndpoints())
-	}
+	r.Endpoints = countEndpoints(Resources(out))
 	runtime.KeepAlive(in)
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Printf("LARGEST %s\n", b)
+}
+
+// largestLimitsSuffix marks a child that applies the tenant-wide endpoint limit.
+const largestLimitsSuffix = "+limits"
+
+// largestInput is translatetest.LargestTenant, with the default tenant-wide endpoint limit
+// (spec.limits.endpoints) when limits is set, as the manager applies it.
+func largestInput(t testing.TB, quarters int, limits bool) translate.Input {
+	in := translatetest.LargestTenant(t, quarters)
+	if limits {
+		in.Options.MaxEndpoints = int(settings.DefaultLimitEndpoints)
+	}
+	return in
+}
+
+// TestLargestTenantWithinLimits: the largest input a tenant can write, translated with the
+// default limits the manager applies, stays within the tenant-wide endpoint bound — the
+// clusters of the newest objects get fewer endpoints or none, and are told so — so one tenant
+// cannot make the manager's memory grow beyond what the limit allows (figures:
+// BenchmarkLargestTenant, docs/performance.md).
+func TestLargestTenantWithinLimits(t *testing.T) {
+	in := largestInput(t, 4, true)
+	_, problems, out, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := countEndpoints(Resources(out))
+	if limit := int(settings.DefaultLimitEndpoints); endpoints != limit {
+		t.Errorf("%d endpoints in the snapshot, want the limit %d (the input has about three times more)", endpoints, limit)
+	}
+	told := 0
+	for _, p := range problems {
+		if p.Reason == "QuotaExceeded" && strings.Contains(p.Message, "spec.limits.endpoints of the tenant") {
+			told++
+		}
+	}
+	if told == 0 {
+		t.Error("no object was told that the tenant's endpoint budget is spent")
+	}
 }
 
 // peakRSSMiB is this process's peak resident memory (VmHWM of /proc/self/status), in MiB.
