@@ -199,11 +199,22 @@ func TestProblemsBecomeStatus(t *testing.T) {
 
 	// The tenant's "nodes" are loopback addresses, which the endpoint policy denies by
 	// default: a LoadBalancer whose only address is one is not served ...
+	// A server listens where the endpoint points (as Envoy's admin interface or a hub service
+	// would): while the endpoint is denied, no connection through the public port reaches it.
+	target := testsupport.StartTCPBackend(t, "127.0.0.22:31080", testsupport.Identity{Node: "hub", Pod: "admin"})
 	local := testsupport.FreePort(t)
 	create(t, c, lb("local", local, "127.0.0.22"), local)
 	waitProgrammed(t, c, "local", metav1.ConditionFalse, translate.ReasonNoEndpoints,
 		"EndpointDenied: endpoint address 127.0.0.22 is denied by 127.0.0.0/8 (default)")
 	waitEvent(t, c, "local", corev1.EventTypeWarning, translate.ReasonNoEndpoints, "127.0.0.22")
+	for i := range 5 {
+		if r, err := testsupport.TCPRoundTrip(testsupport.Loopback(local), fmt.Sprintf("probe-%d", i)); err == nil {
+			t.Fatalf("a connection to the public port of a denied endpoint was answered by %s", r.Identity)
+		}
+	}
+	if n := target.Connections(); n != 0 {
+		t.Fatalf("the denied endpoint received %d connections, want none", n)
+	}
 	// ... until Config "default" allows them.
 	config := &v1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: v1alpha1.DefaultConfigName},
 		Spec: v1alpha1.ConfigSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}}}}
@@ -211,6 +222,14 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProgrammed(t, c, "local", metav1.ConditionTrue, status.ReasonProgrammed, "")
+	// The same port now reaches it: the probes above were refused by the policy, not lost.
+	testsupport.Eventually(t, timeout, "a round trip to the allowed endpoint", func() error {
+		r, err := testsupport.TCPRoundTrip(testsupport.Loopback(local), "allowed")
+		if err == nil && r.Identity != target.Identity {
+			return fmt.Errorf("answered by %s", r.Identity)
+		}
+		return err
+	})
 
 	// The hub's Service CIDR (the API server's ServiceCIDR "kubernetes") stays denied.
 	cidrs := &networkingv1.ServiceCIDRList{}
