@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Series labelled by tenant exist only for tenants that exist. A label value can come from
@@ -102,4 +103,25 @@ func (v *TenantHistogramVec) WithLabelValues(lvs ...string) prometheus.Observer 
 		return discardedHistogram
 	}
 	return v.HistogramVec.WithLabelValues(lvs...)
+}
+
+// TenantSeries lists the series among families labelled (tenant or namespace) with one of
+// values, as "name{label=value}": what a tenant's label has left in a registry.
+func TenantSeries(families []*dto.MetricFamily, values ...string) []string {
+	var out []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "tenant" && l.GetName() != "namespace" {
+					continue
+				}
+				for _, v := range values {
+					if l.GetValue() == v {
+						out = append(out, f.GetName()+"{"+l.GetName()+"="+v+"}")
+					}
+				}
+			}
+		}
+	}
+	return out
 }

@@ -23,19 +23,7 @@ func seriesWith(t *testing.T, values ...string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				for _, v := range values {
-					if (l.GetName() == "tenant" || l.GetName() == "namespace") && l.GetValue() == v {
-						n++
-					}
-				}
-			}
-		}
-	}
-	return n
+	return len(TenantSeries(families, values...))
 }
 
 // observeAll records something for tenant name (namespace ns) in every tenant-labelled

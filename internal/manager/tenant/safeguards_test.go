@@ -304,20 +304,8 @@ func managerSeries(t *testing.T, values ...string) (int, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, names := 0, []string{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				for _, v := range values {
-					if (l.GetName() == "tenant" || l.GetName() == "namespace") && l.GetValue() == v {
-						n++
-						names = append(names, f.GetName()+"{"+l.GetName()+"="+v+"}")
-					}
-				}
-			}
-		}
-	}
-	return n, names
+	names := metrics.TenantSeries(families, values...)
+	return len(names), names
 }
 
 // TestTenantMetricsOnlyForExistingTenants: the Envoy fleet controller records series for a

@@ -52,23 +52,18 @@ func BenchAddresses() map[string]v1alpha1.Addresses {
 	}}
 }
 
-// HTTPRoutesTenant is one tenant with a Gateway (HTTP on 80, HTTPS on 443 with a wildcard
-// certificate) and n HTTPRoutes attached to both listeners, each with its own hostname, three
-// rules (a path prefix with a header match, a method and exact path, a catch-all) and two
-// weighted backend Services.
-func HTTPRoutesTenant(b testsupport.TB, n int) translate.Input {
-	in := translate.Input{
-		Tenant:    "tenant-bench",
-		Addresses: BenchAddresses(),
-		Secrets:   []corev1.Secret{BenchSecret(b, "apps", "wildcard", "*.example.com")},
-		RouteServices: []corev1.Service{{
-			ObjectMeta: metav1.ObjectMeta{Name: "gateway-gw", Namespace: "tenant-bench", Labels: map[string]string{v1alpha1.LabelRouteName: "gw"}},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-				{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20080)},
-				{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20443)},
-			}},
+// benchGateway adds to in the Gateway "gw" of namespace apps (HTTP on 80, HTTPS on 443 with
+// the wildcard certificate "wildcard", listener ports 20080 and 20443) with its Secret and hub
+// Service; the Gateway's Route is the last of in.Routes.
+func benchGateway(b testsupport.TB, in *translate.Input) {
+	in.Secrets = append(in.Secrets, BenchSecret(b, "apps", "wildcard", "*.example.com"))
+	in.RouteServices = append(in.RouteServices, corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "gateway-gw", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelRouteName: "gw"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20080)},
+			{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20443)},
 		}},
-	}
+	})
 	in.Routes = append(in.Routes, BenchRoute("gw", map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
 		"metadata": map[string]any{"name": "gw", "namespace": "apps"},
@@ -78,6 +73,15 @@ func HTTPRoutesTenant(b testsupport.TB, n int) translate.Input {
 				"tls": map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": "wildcard"}}}},
 		}},
 	}))
+}
+
+// HTTPRoutesTenant is one tenant with a Gateway (HTTP on 80, HTTPS on 443 with a wildcard
+// certificate) and n HTTPRoutes attached to both listeners, each with its own hostname, three
+// rules (a path prefix with a header match, a method and exact path, a catch-all) and two
+// weighted backend Services.
+func HTTPRoutesTenant(b testsupport.TB, n int) translate.Input {
+	in := translate.Input{Tenant: "tenant-bench", Addresses: BenchAddresses()}
+	benchGateway(b, &in)
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
 		stable, canary := name+"-stable", name+"-canary"

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -87,25 +86,8 @@ func LargestTenant(b testsupport.TB, quarters int) translate.Input {
 	}
 
 	// Layer 7: a Gateway (HTTP 80, HTTPS 443 with a wildcard certificate) and HTTPRoutes.
-	in.Secrets = []corev1.Secret{BenchSecret(b, "apps", "wildcard", "*.example.com")}
-	in.RouteServices = []corev1.Service{{
-		ObjectMeta: metav1.ObjectMeta{Name: "gateway-gw", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelRouteName: "gw"}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-			{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20080)},
-			{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(20443)},
-		}},
-	}}
-	gw := BenchRoute("gw", map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-		"metadata": map[string]any{"name": "gw", "namespace": "apps"},
-		"spec": map[string]any{"gatewayClassName": "kubelb", "listeners": []any{
-			map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
-			map[string]any{"name": "https", "port": int64(443), "protocol": "HTTPS", "hostname": "*.example.com",
-				"tls": map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": "wildcard"}}}},
-		}},
-	})
-	gw.Spec.Endpoints = groups
-	in.Routes = append(in.Routes, gw)
+	benchGateway(b, &in)
+	in.Routes[len(in.Routes)-1].Spec.Endpoints = groups
 	for i := range LargestHTTPRoutes * quarters / 4 {
 		name := fmt.Sprintf("app-%d", i)
 		var hostnames, rules []any
