@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -37,6 +38,7 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts .
 	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
+	recordDepthBaseline()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -47,6 +49,34 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts .
 		}
 	})
 	return mgr
+}
+
+// depthBaseline is the workqueue depth each controller name had when the last manager
+// started. workqueue_depth is one process-wide gauge per controller name: a manager stopped
+// with items still queued leaves its depth in the gauge, and the next manager with a
+// controller of that name counts on from there. WaitControllerIdle subtracts it.
+var (
+	depthMu       sync.Mutex
+	depthBaseline = map[string]float64{}
+)
+
+// recordDepthBaseline takes the queue depths before a manager starts (its controllers have
+// queued nothing yet).
+func recordDepthBaseline() {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return
+	}
+	depthMu.Lock()
+	defer depthMu.Unlock()
+	for _, f := range families {
+		if f.GetName() != "workqueue_depth" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			depthBaseline[label(m, "controller")] = m.GetGauge().GetValue()
+		}
+	}
 }
 
 // controllerStats are controller-runtime's metrics of one controller.
@@ -95,7 +125,10 @@ func WaitControllerIdle(t TB, controller string, min float64) float64 {
 		if err != nil {
 			return err
 		}
-		idle := s.reconciles >= min && s.depth == 0 && s.active == 0 && s == last
+		depthMu.Lock()
+		s.depth -= depthBaseline[controller]
+		depthMu.Unlock()
+		idle := s.reconciles >= min && s.depth <= 0 && s.active == 0 && s == last
 		last = s
 		if !idle {
 			return fmt.Errorf("%+v", s)

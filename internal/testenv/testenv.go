@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -85,6 +86,9 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		ErrorIfCRDPathMissing: true,
+		// envtest's default (20 s) is too short for a loaded 2-core machine starting several
+		// API servers at once; a slow start is not a failure of the code under test.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	// Room for thousands of Services (envtest's default is a /24), for burst tests.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
