@@ -128,8 +128,11 @@ type AnnotationSettings struct {
 	// +listType=atomic
 	DeniedAnnotations []string `json:"deniedAnnotations,omitempty"`
 
-	// DefaultAnnotations are set on every hub object of the given kind ("service",
-	// "ingress", "gateway", "httproute", "grpcroute" or "all").
+	// DefaultAnnotations are set on every hub object of the given kind ("service": a
+	// LoadBalancer's hub Service, "ingress": the shared Ingress hub Service, "gateway": a
+	// Gateway's hub Service, or "all"). KubeLB CE's route kinds ("httproute", "grpcroute",
+	// "tcproute", "udproute", "tlsroute") are accepted and have no hub object to land on:
+	// routes are translated into Envoy, not into hub objects.
 	// +optional
 	// At most 16 kinds, each with at most 256 annotations.
 	// +kubebuilder:validation:MaxProperties=16
@@ -137,7 +140,9 @@ type AnnotationSettings struct {
 }
 
 // AnnotatedResource names a kind of hub object that default annotations apply to.
-// +kubebuilder:validation:Enum=all;service;ingress;gateway;httproute;grpcroute
+// It has KubeLB CE's values. The CRDs do not restrict the keys of defaultAnnotations to them
+// (neither do KubeLB CE's); kinds outside this list are ignored.
+// +kubebuilder:validation:Enum=all;service;ingress;gateway;httproute;grpcroute;tcproute;udproute;tlsroute
 type AnnotatedResource string
 
 // Annotations is a set of annotations.
@@ -152,6 +157,9 @@ const (
 	AnnotatedResourceGateway   AnnotatedResource = "gateway"
 	AnnotatedResourceHTTPRoute AnnotatedResource = "httproute"
 	AnnotatedResourceGRPCRoute AnnotatedResource = "grpcroute"
+	AnnotatedResourceTCPRoute  AnnotatedResource = "tcproute"
+	AnnotatedResourceUDPRoute  AnnotatedResource = "udproute"
+	AnnotatedResourceTLSRoute  AnnotatedResource = "tlsroute"
 )
 
 // Version describes a build of a kubelb component.

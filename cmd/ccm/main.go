@@ -19,6 +19,10 @@ const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors Lo
 // "not yet" (a test checks it). Remove a flag from here when it is wired.
 var notYetFlags = []string{}
 
+// deprecatedFlags are accepted so that command lines written for KubeLB CE keep working, and
+// ignored: the binary logs one warning at start naming those that were given.
+var deprecatedFlags = []string{"enable-tenant-migration"}
+
 type options struct {
 	app.Common
 	ccm.Options
@@ -30,6 +34,8 @@ type options struct {
 	gatewayCRDsChannel      app.Enum
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
+	// deprecatedWarning names the deprecated flags that were given ("" when none).
+	deprecatedWarning string
 }
 
 func parse(args []string) (*options, *app.FlagSet, error) {
@@ -38,12 +44,12 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.Bind(fs, ":9445")
 	o.nodeAddressType = app.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
 	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
-	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster (tenant-<tenant name>). Required.")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster, tenant-<tenant name>, or the tenant's name (tenant- is then prefixed, as KubeLB CE does). Required.")
 	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
 	fs.Var(&o.HubKubeconfigSecret, "kubelb-kubeconfig-secret", "Secret (namespace/name) in this cluster that --kubelb-kubeconfig comes from; every renewed hub token is written back into it, so a restart starts from a fresh token. Empty: the token is renewed in memory only.")
 	fs.StringVar(&o.HubKubeconfigSecretKey, "kubelb-kubeconfig-secret-key", hubtoken.DefaultSecretKey, "Key of the kubeconfig in --kubelb-kubeconfig-secret.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease in the tenant cluster (default: $POD_NAMESPACE, else kube-system).")
-	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Mirror Services of type LoadBalancer and Ready node addresses.")
+	fs.BoolVar(&o.EnableCloudProvider, "enable-cloud-provider", true, "Be the load balancer implementation of the tenant's LoadBalancer Services: mirror them with Ready node addresses and NodePorts, and copy the hub's address into their status. false: mirror them with the addresses another implementation put in their status, and leave their status alone (KubeLB CE's meaning).")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, "Mirror Gateways, HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes (needs the Gateway API CRDs; kinds whose CRD is missing are skipped with a warning).")
 	fs.BoolVar(&o.EnableSecretSynchronizer, "enable-secret-synchronizer", false, "Mirror every Secret labelled kubelb.k8c.io/managed-by=kubelb into the hub as a SyncSecret (TLS Secrets named by served Ingresses and Gateways are mirrored anyway).")
 	fs.BoolVar(&o.InstallGatewayAPICRDs, "install-gateway-api-crds", false, "Install the Gateway API CRDs into the tenant cluster at start-up (server-side apply), with --enable-gateway-api.")
@@ -60,13 +66,16 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.BoolVar(&o.DisableUDPRouteController, "disable-udproute-controller", false, "Do not mirror UDPRoutes.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
+	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
 	fs.Required("cluster-name")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	o.NodeAddressType = o.nodeAddressType.Value
+	o.ClusterName = ccm.HubNamespace(o.ClusterName)
 	o.GatewayAPICRDsChannel = o.gatewayCRDsChannel.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
+	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = os.Getenv("POD_NAMESPACE")
 	}

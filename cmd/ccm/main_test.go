@@ -230,3 +230,34 @@ func TestCCMWithTenantKubeconfig(t *testing.T) {
 		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
 	}
 }
+
+// TestClusterNameWithOrWithoutPrefix: as in KubeLB CE, --cluster-name takes the tenant's name
+// with or without tenant-; both mean the hub namespace tenant-<name>.
+func TestClusterNameWithOrWithoutPrefix(t *testing.T) {
+	for _, arg := range []string{"--cluster-name=shroud", "--cluster-name=tenant-shroud"} {
+		o, _, err := parse([]string{arg})
+		if err != nil || o.ClusterName != "tenant-shroud" {
+			t.Errorf("%s: cluster name %q, err %v; want tenant-shroud", arg, o.ClusterName, err)
+		}
+	}
+}
+
+// TestEnableTenantMigrationIsDeprecated: KubeLB CE's --enable-tenant-migration is accepted
+// (any value), changes nothing, and is warned about as deprecated.
+func TestEnableTenantMigrationIsDeprecated(t *testing.T) {
+	for _, arg := range []string{"--enable-tenant-migration", "--enable-tenant-migration=false"} {
+		o, _, err := parse([]string{"--cluster-name=a", arg})
+		if err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if !strings.Contains(o.deprecatedWarning, "deprecated") || !strings.Contains(o.deprecatedWarning, "--enable-tenant-migration=") {
+			t.Errorf("%s: warning %q", arg, o.deprecatedWarning)
+		}
+		if ref, _, _ := parse([]string{"--cluster-name=a"}); fmt.Sprint(ref.Options) != fmt.Sprint(o.Options) {
+			t.Errorf("%s changed the options: %+v", arg, o.Options)
+		}
+	}
+	if o, _, _ := parse([]string{"--cluster-name=a"}); o.deprecatedWarning != "" {
+		t.Errorf("no deprecated flag given: warning %q", o.deprecatedWarning)
+	}
+}

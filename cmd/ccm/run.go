@@ -25,6 +25,9 @@ func run(o *options) error {
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
 	}
+	if o.deprecatedWarning != "" {
+		log.Info(o.deprecatedWarning)
+	}
 
 	tenantCfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {

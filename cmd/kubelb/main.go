@@ -20,6 +20,10 @@ const summary = "kubelb: the kubelb manager for the management cluster; allocate
 // each "not yet" (a test checks it). Remove a flag from here when it is wired.
 var notYetFlags = []string{"enable-gateway-api"}
 
+// deprecatedFlags are accepted so that command lines written for KubeLB CE keep working, and
+// ignored: the binary logs one warning at start naming those that were given.
+var deprecatedFlags = []string{"enable-tenant-migration"}
+
 type options struct {
 	app.Common
 	manager.Options
@@ -30,6 +34,8 @@ type options struct {
 	networkPolicyFlags tenant.NetworkPolicyFlags
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
+	// deprecatedWarning names the deprecated flags that were given ("" when none).
+	deprecatedWarning string
 }
 
 func parse(args []string) (*options, *app.FlagSet, error) {
@@ -52,11 +58,13 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.networkPolicyFlags.Bind(fs.FlagSet)
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
+	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	o.XDSListenAddress = o.xdsAddr.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
+	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
 	if o.TenantTokenTTL < tenant.MinTokenTTL {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --tenant-token-ttl: at least %s", o.TenantTokenTTL, tenant.MinTokenTTL)
 	}

@@ -222,3 +222,20 @@ func checkXDSServesOnlyMutualTLS(t *testing.T, c client.Client, addr string) {
 		}
 	}
 }
+
+// TestEnableTenantMigrationIsDeprecated: KubeLB CE's manager flag --enable-tenant-migration is
+// accepted (any value), changes nothing, and is warned about as deprecated.
+func TestEnableTenantMigrationIsDeprecated(t *testing.T) {
+	for _, arg := range []string{"--enable-tenant-migration", "--enable-tenant-migration=false"} {
+		o, _, err := parse([]string{arg})
+		if err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if !strings.Contains(o.deprecatedWarning, "deprecated") || !strings.Contains(o.deprecatedWarning, "--enable-tenant-migration=") {
+			t.Errorf("%s: warning %q", arg, o.deprecatedWarning)
+		}
+	}
+	if o, _, _ := parse(nil); o.deprecatedWarning != "" {
+		t.Errorf("no deprecated flag given: warning %q", o.deprecatedWarning)
+	}
+}

@@ -34,6 +34,9 @@ func run(o *options) error {
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
 	}
+	if o.deprecatedWarning != "" {
+		log.Info(o.deprecatedWarning)
+	}
 
 	cfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {

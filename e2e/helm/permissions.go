@@ -79,10 +79,12 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 	add(Permissions("", []string{"events"}, publish, "")...)
 	add(Permissions("events.k8s.io", []string{"events"}, publish, "")...)
 	add(Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
+	// LoadBalancer Services get the cleanup finalizer with or without the cloud provider;
+	// their status is written only as the cloud provider.
+	add(Permissions("", []string{"services"}, []string{"update", "patch"}, "")...)
+	add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
 	if f.CloudProvider {
-		add(Permissions("", []string{"services"}, []string{"update", "patch"}, "")...)
 		add(Permissions("", []string{"services/status"}, status, "")...)
-		add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
 	}
 	if f.Ingress || f.GatewayAPI {
 		// NodePort twins of ClusterIP backends, and the copies of the EndpointSlices of

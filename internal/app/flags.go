@@ -209,3 +209,30 @@ func Main[O any](program, summary string, parse func([]string) (O, *FlagSet, err
 		os.Exit(1)
 	}
 }
+
+// DeprecatedHelp starts the help text of a flag that is accepted for compatibility and
+// ignored.
+const DeprecatedHelp = "Deprecated: accepted and ignored (a warning is logged). "
+
+// DeprecatedBool defines a boolean flag that is accepted (so that command lines written for
+// KubeLB CE keep working) and ignored.
+func (f *FlagSet) DeprecatedBool(name string, value bool, usage string) {
+	f.Bool(name, value, DeprecatedHelp+usage)
+}
+
+// DeprecatedWarning is the one start-up warning about deprecated flags given on the command
+// line (whatever their value), or "" when none was.
+func (f *FlagSet) DeprecatedWarning(names []string) string {
+	visited := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { visited[fl.Name] = true })
+	var set []string
+	for _, name := range names {
+		if fl := f.Lookup(name); fl != nil && visited[name] {
+			set = append(set, "--"+name+"="+fl.Value.String())
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return "WARNING: these flags are deprecated, have no effect, and will be removed: " + strings.Join(set, ", ")
+}

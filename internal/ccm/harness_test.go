@@ -134,6 +134,9 @@ type ccmOpts struct {
 	hubConfig *rest.Config
 	// syncPeriod forces resyncs of both caches (default: controller-runtime's).
 	syncPeriod time.Duration
+	// external runs the ccm with EnableCloudProvider off (another load balancer
+	// implementation serves the Services).
+	external bool
 }
 
 // startCCM runs the ccm's controllers in-process against the pair, as cmd/ccm does: a manager
@@ -141,8 +144,10 @@ type ccmOpts struct {
 // returned function stops it (also done at the end of the test).
 func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 	t.Helper()
-	o.ClusterName = tenantNS
-	o.EnableCloudProvider = true
+	if o.ClusterName == "" {
+		o.ClusterName = tenantNS
+	}
+	o.EnableCloudProvider = !o.external
 	// These are the layer-4 tests; the Layer 7 controllers are tested in package source.
 	o.DisableIngressController = true
 	if o.NodeAddressType == "" {

@@ -149,3 +149,42 @@ func mirroredAnnotations(in map[string]string) map[string]string {
 	}
 	return out
 }
+
+// ExternalLoadBalancer turns desired, the mirror of svc that DesiredLoadBalancer made, into
+// the mirror for --enable-cloud-provider=false (KubeLB CE's meaning): another load balancer
+// implementation serves svc, and the hub sends to the addresses it put in the Service's
+// status.loadBalancer.ingress (an IP, else the hostname), on the Service's own ports (that
+// address serves spec.ports[].port; KubeLB CE sends to the NodePort instead, which only
+// kube-proxy in IPVS mode answers there). NodePorts are not needed, so ports DesiredLoadBalancer
+// left out waiting for one are put back; the returned problems are the rest.
+func ExternalLoadBalancer(desired *v1alpha1.LoadBalancer, svc *corev1.Service) (*v1alpha1.LoadBalancer, []PortProblem) {
+	var ports []v1alpha1.LoadBalancerPort
+	var endpointPorts []v1alpha1.EndpointPort
+	var problems []PortProblem
+	for _, p := range svc.Spec.Ports {
+		protocol := p.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		name := PortName(p)
+		if protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP {
+			problems = append(problems, PortProblem{Port: name, Message: fmt.Sprintf("protocol %s is not supported; only TCP and UDP are", protocol)})
+			continue
+		}
+		ports = append(ports, v1alpha1.LoadBalancerPort{Name: name, Port: p.Port, Protocol: protocol})
+		endpointPorts = append(endpointPorts, v1alpha1.EndpointPort{Name: name, Port: p.Port, Protocol: protocol})
+	}
+	var addresses []v1alpha1.EndpointAddress
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		switch {
+		case in.IP != "":
+			addresses = append(addresses, v1alpha1.EndpointAddress{IP: in.IP})
+		case in.Hostname != "":
+			addresses = append(addresses, v1alpha1.EndpointAddress{Hostname: in.Hostname})
+		}
+	}
+	out := desired.DeepCopy()
+	out.Spec.Ports = ports
+	out.Spec.Endpoints = []v1alpha1.LoadBalancerEndpoints{{Addresses: addresses, Ports: endpointPorts}}
+	return out, problems
+}

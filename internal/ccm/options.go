@@ -5,7 +5,13 @@
 // mirrored as SyncSecrets by internal/ccm/secrets.
 package ccm
 
-import "kubelb.dev/kubelb/internal/ccm/secrets"
+import (
+	"strings"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ccm/secrets"
+	"kubelb.dev/kubelb/internal/settings"
+)
 
 // NodeAddressType values: which node address the hub sends traffic to.
 const (
@@ -16,12 +22,17 @@ const (
 
 // Options configure the ccm's controllers (from cmd/ccm flags).
 type Options struct {
-	// ClusterName is the tenant's namespace on the hub (tenant-<name>).
+	// ClusterName is the tenant's namespace on the hub (tenant-<name>), or the tenant's name
+	// (<name>): Setup uses HubNamespace(ClusterName).
 	ClusterName string
 	// NodeAddressType is ExternalIP, InternalIP or Hostname.
 	NodeAddressType string
 
-	// EnableCloudProvider runs the Service and node controllers.
+	// EnableCloudProvider makes the ccm the load balancer implementation of the tenant's
+	// Services: it mirrors them with Ready node addresses and NodePorts as endpoints and copies
+	// the hub's address into their status. Off, another implementation (e.g. MetalLB) serves
+	// them, and the ccm mirrors them with the addresses that implementation put in their
+	// status as endpoints, and leaves their status alone (KubeLB CE's meaning).
 	EnableCloudProvider bool
 	// UseLoadBalancerClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseLoadBalancerClass bool
@@ -76,4 +87,15 @@ func (o Options) secretOptions() secrets.Options {
 		UseGatewayClass: o.UseGatewayClass,
 		Labelled:        o.EnableSecretSynchronizer,
 	}
+}
+
+// HubNamespace returns the tenant's namespace on the hub for a --cluster-name value, which
+// may name the tenant with or without the tenant- prefix ("shroud" and "tenant-shroud" both
+// mean namespace tenant-shroud), as KubeLB CE accepts it. A tenant whose own name starts
+// with tenant- is named by its full namespace (tenant-tenant-x).
+func HubNamespace(clusterName string) string {
+	if clusterName == "" || strings.HasPrefix(clusterName, v1alpha1.TenantNamespacePrefix) {
+		return clusterName
+	}
+	return settings.Namespace(clusterName)
 }

@@ -81,6 +81,10 @@ type ServiceReconciler struct {
 	Namespace string
 	// UseClass limits the ccm to Services of loadBalancerClass kubelb.
 	UseClass bool
+	// External is --enable-cloud-provider=false: another load balancer implementation serves
+	// the Services; their mirrors send to the addresses it put in their status
+	// (ExternalLoadBalancer), and the ccm never writes their status.
+	External bool
 	// LegacyFieldManager is the field manager of earlier ccm versions' creates and patches
 	// of LoadBalancers, whose fields the ccm adopts (see hubApplier).
 	LegacyFieldManager string
@@ -122,6 +126,15 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	desired, problems := desiredMirror(svc, r.Namespace, sc.current)
+	if r.External {
+		desired, problems = ExternalLoadBalancer(desired, svc)
+		if len(desired.Spec.Endpoints[0].Addresses) == 0 && sc.current == nil {
+			// No address from the other implementation yet: nothing to send to. Its status
+			// write brings the Service back (mirrorPredicate).
+			r.managed.Set(req.NamespacedName, false)
+			return reconcile.Result{}, nil
+		}
+	}
 	return r.mirror(ctx, svc, sc, desired, problems)
 }
 
@@ -303,7 +316,7 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 	if !hasFinalizer {
 		return nil
 	}
-	if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+	if !r.External && svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		// Clear the status we copied: when it is the mirror's, or when no other
 		// implementation can have written it (no foreign class).
 		ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, current.Status.LoadBalancer)

@@ -45,8 +45,10 @@ const hubProbeInterval = 30 * time.Second
 //	kubelb.k8c.io syncsecrets:   get list watch create update patch delete
 
 // Setup adds the ccm's controllers to mgr (a manager on the tenant cluster); hub is the
-// management cluster, whose cache covers only namespace opts.ClusterName. With
-// EnableCloudProvider off it adds no layer-4 controllers (Services, Nodes); the Layer 7
+// management cluster, whose cache covers only namespace opts.ClusterName (the tenant's name
+// may be given without the tenant- prefix, see HubNamespace). With EnableCloudProvider off
+// the Services are mirrored with the addresses another implementation gave them
+// (ExternalLoadBalancer), without the node controller and without copying status; the Layer 7
 // controllers (package source) follow their own options, and the Secret synchronizer
 // (internal/ccm/secrets) runs whenever Ingresses, the Gateway API or labelled Secrets are
 // enabled.
@@ -54,6 +56,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if opts.ClusterName == "" {
 		return errors.New("the tenant's namespace on the hub (ClusterName) is required")
 	}
+	opts.ClusterName = HubNamespace(opts.ClusterName)
 	if opts.NodeAddressType == "" {
 		opts.NodeAddressType = NodeAddressExternalIP
 	}
@@ -71,14 +74,14 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if err := secrets.Setup(mgr, hub, hubc, opts.secretOptions()); err != nil {
 		return fmt.Errorf("setting up the Secret synchronizer: %w", err)
 	}
-	if !opts.EnableCloudProvider {
-		return nil
-	}
 	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancer{}, indexOrigin, originIndex); err != nil {
 		return fmt.Errorf("indexing hub LoadBalancers: %w", err)
 	}
-	if err := setupNodeController(mgr, hub, hubc, opts); err != nil {
-		return fmt.Errorf("setting up the node controller: %w", err)
+	if opts.EnableCloudProvider {
+		// Without it the endpoints are another implementation's addresses, not the nodes.
+		if err := setupNodeController(mgr, hub, hubc, opts); err != nil {
+			return fmt.Errorf("setting up the node controller: %w", err)
+		}
 	}
 	if err := setupServiceControllers(mgr, hub, hubc, opts); err != nil {
 		return fmt.Errorf("setting up the Service controllers: %w", err)
@@ -117,6 +120,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Namespace: opts.ClusterName,
 		UseClass:  opts.UseLoadBalancerClass,
+		External:  !opts.EnableCloudProvider,
 		warn:      newWarnOnce(),
 		managed:   metrics.NewManagedSet(metrics.CCMManagedServices),
 
@@ -148,7 +152,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 
 	err := builder.ControllerManagedBy(mgr).
 		Named("ccm-service").
-		For(&corev1.Service{}, builder.WithPredicates(mirrorServicePredicate)).
+		For(&corev1.Service{}, builder.WithPredicates(mirrorPredicate(mirror.External))).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
 			predicate.Or[*v1alpha1.LoadBalancer](
 				predicate.TypedGenerationChangedPredicate[*v1alpha1.LoadBalancer]{},
@@ -162,6 +166,10 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		Complete(mirror)
 	if err != nil {
 		return err
+	}
+	if mirror.External {
+		// The Services' status is the other implementation's to write.
+		return nil
 	}
 
 	status := NewStatusReconciler(mgr.GetClient(), hub.GetClient(), mgr.GetEventRecorder(EventSource), opts.ClusterName, opts.UseLoadBalancerClass)
@@ -212,6 +220,25 @@ var mirrorServicePredicate = predicate.Funcs{
 		}
 		return o.ResourceVersion == n.ResourceVersion || !sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec, n.Spec)
 	},
+}
+
+// mirrorPredicate is mirrorServicePredicate, and with external (--enable-cloud-provider=false)
+// also passes updates of a Service's status.loadBalancer: the other implementation's
+// addresses are the mirror's endpoints.
+func mirrorPredicate(external bool) predicate.Predicate {
+	if !external {
+		return mirrorServicePredicate
+	}
+	return predicate.Or(mirrorServicePredicate, predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := asService(e.ObjectOld)
+			n, ok2 := asService(e.ObjectNew)
+			return ok1 && ok2 && serviceRelevant(n) && !equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
+		},
+	})
 }
 
 // statusServicePredicate passes Service events the status controller must see: creations and

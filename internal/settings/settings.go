@@ -15,8 +15,9 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// DefaultEnvoyReplicas is used when neither Config nor Tenant set replicas.
-const DefaultEnvoyReplicas int32 = 1
+// DefaultEnvoyReplicas is used when neither Config nor Tenant set replicas (the product
+// specification's default, and the Config CRD's).
+const DefaultEnvoyReplicas int32 = 3
 
 // Default limits of a tenant, when neither Config nor Tenant set one (docs/security.md).
 // The listener-port default lets 20 tenants share the default range of 10000 ports.

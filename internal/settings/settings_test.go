@@ -42,7 +42,7 @@ func TestResolveTenantOverridesConfig(t *testing.T) {
 		onlyConfig.Envoy.HeaderLimits == nil || *onlyConfig.Envoy.HeaderLimits.MaxRequestHeadersKb != 60 {
 		t.Fatalf("config only: %+v", onlyConfig)
 	}
-	if none := Resolve(nil, nil); none.Envoy.Replicas != DefaultEnvoyReplicas || none.LoadBalancerClass != nil {
+	if none := Resolve(nil, nil); none.Envoy.Replicas != 3 || none.LoadBalancerClass != nil {
 		t.Fatalf("defaults: %+v", none)
 	}
 }

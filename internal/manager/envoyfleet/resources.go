@@ -23,11 +23,15 @@ import (
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
-// Graceful shutdown defaults (Config envoyProxy.gracefulShutdown overrides them).
+// Graceful shutdown defaults, the product specification's (Config envoyProxy.gracefulShutdown
+// overrides them).
 const (
-	DefaultDrainTimeout     = 60 * time.Second
+	DefaultDrainTimeout     = 30 * time.Second
 	DefaultMinDrainDuration = 10 * time.Second
-	// shutdownSlack is added to the drain time for the default termination grace period.
+	// DefaultTerminationGracePeriod is the pods' termination grace period when graceful
+	// shutdown is on and the Config sets none, unless drain + shutdownSlack is longer.
+	DefaultTerminationGracePeriod = 60 * time.Second
+	// shutdownSlack is the least time the pod gets after a drain that ran its full time.
 	shutdownSlack = 15 * time.Second
 	// envoyUID is the uid of the envoy user in the envoyproxy/envoy images.
 	envoyUID = 101
@@ -220,7 +224,7 @@ func shutdownTimes(g *kubelbv1alpha1.GracefulShutdown) (drain, minDrain, grace t
 	minDrain = min(minDrain, drain)
 	grace = corev1.DefaultTerminationGracePeriodSeconds * time.Second
 	if graceful {
-		grace = drain + shutdownSlack
+		grace = max(DefaultTerminationGracePeriod, drain+shutdownSlack)
 	}
 	if g != nil && g.TerminationGracePeriodSeconds != nil && *g.TerminationGracePeriodSeconds >= 0 {
 		grace = time.Duration(*g.TerminationGracePeriodSeconds) * time.Second

@@ -79,8 +79,9 @@ func TestBuildPodContract(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a"}, d.Spec.Selector.MatchLabels); diff != "" {
 		t.Errorf("selector (-want +got):\n%s", diff)
 	}
-	if *d.Spec.Replicas != settings.DefaultEnvoyReplicas {
-		t.Errorf("replicas without Config: %d", *d.Spec.Replicas)
+	// The product specification's defaults: 3 replicas, a 30 s drain, 60 s to terminate.
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas without Config: %d, want 3", *d.Spec.Replicas)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != "flag/envoy:1" {
@@ -100,8 +101,11 @@ func TestBuildPodContract(t *testing.T) {
 	if c.Lifecycle == nil || c.Lifecycle.PreStop.Exec.Command[0] != "/bin/bash" {
 		t.Errorf("no drain hook: %+v", c.Lifecycle)
 	}
-	if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != int64((DefaultDrainTimeout+shutdownSlack)/time.Second) {
-		t.Errorf("termination grace %d", got)
+	if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != 60 {
+		t.Errorf("termination grace %d, want 60", got)
+	}
+	if i := slices.Index(c.Args, "--drain-time-s"); i < 0 || c.Args[i+1] != "30" {
+		t.Errorf("args %q, want --drain-time-s 30", c.Args)
 	}
 	if f.ConfigMap.Name != BootstrapConfigMapName || f.ConfigMap.Data[BootstrapKey] != "node: {}\n" {
 		t.Errorf("ConfigMap %+v", f.ConfigMap)
