@@ -115,7 +115,14 @@ type portSpec struct {
 type lbSettings struct {
 	proxyProtocol bool
 	sourceIP      bool
+	// healthCheckPort is spec.healthCheckNodePort (externalTrafficPolicy Local): every node
+	// is checked with GET /healthz on it; 0 when unset.
+	healthCheckPort uint32
 }
+
+// HealthCheckNodePath is what kube-proxy answers on a Service's healthCheckNodePort: 200
+// while the node has a local endpoint of the Service, 503 otherwise.
+const HealthCheckNodePath = "/healthz"
 
 func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 	if errs := validation.IsDNS1123Subdomain(lb.Name); len(errs) > 0 {
@@ -205,14 +212,22 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 	} else {
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		c.ProxyProtocol = s.proxyProtocol
-		if hc := t.opts.HealthCheck; !hc.Disabled {
-			c.HealthCheck = &ir.HealthCheck{
-				Interval:           ir.Duration(hc.Interval),
-				Timeout:            ir.Duration(hc.Timeout),
-				UnhealthyThreshold: hc.UnhealthyThreshold,
-				HealthyThreshold:   hc.HealthyThreshold,
-				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
-			}
+	}
+	// TCP ports are checked by a TCP connect to the NodePort; with a healthCheckNodePort
+	// (externalTrafficPolicy Local), TCP and UDP ports alike are checked the way kube-proxy
+	// expects: GET /healthz on that port of every node, healthy on 200 only, so a node without
+	// a local endpoint gets no new connections.
+	if hc := t.opts.HealthCheck; !hc.Disabled && (c.Protocol == ir.UpstreamTCP || s.healthCheckPort != 0) {
+		c.HealthCheck = &ir.HealthCheck{
+			Interval:           ir.Duration(hc.Interval),
+			Timeout:            ir.Duration(hc.Timeout),
+			UnhealthyThreshold: hc.UnhealthyThreshold,
+			HealthyThreshold:   hc.HealthyThreshold,
+			NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+		}
+		if s.healthCheckPort != 0 {
+			c.HealthCheck.HTTPPath = HealthCheckNodePath
+			c.HealthCheck.Port = s.healthCheckPort
 		}
 	}
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
@@ -231,6 +246,13 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
 				v1alpha1.AnnotationProxyProtocol, truncate(v))
 		}
+	}
+	switch p := lb.Spec.HealthCheckNodePort; {
+	case p == 0:
+	case p < 1 || p > 65535:
+		t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidPort, "healthCheckNodePort %d is out of range 1-65535; nodes are checked as without it", p)
+	default:
+		s.healthCheckPort = uint32(p)
 	}
 	if p := lb.Spec.Persistence; p != nil {
 		switch p.Type {
