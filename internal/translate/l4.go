@@ -213,25 +213,33 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		c.ProxyProtocol = s.proxyProtocol
 	}
-	// TCP ports are checked by a TCP connect to the NodePort; with a healthCheckNodePort
-	// (externalTrafficPolicy Local), TCP and UDP ports alike are checked the way kube-proxy
-	// expects: GET /healthz on that port of every node, healthy on 200 only, so a node without
-	// a local endpoint gets no new connections.
-	if hc := t.opts.HealthCheck; !hc.Disabled && (c.Protocol == ir.UpstreamTCP || s.healthCheckPort != 0) {
-		c.HealthCheck = &ir.HealthCheck{
-			Interval:           ir.Duration(hc.Interval),
-			Timeout:            ir.Duration(hc.Timeout),
-			UnhealthyThreshold: hc.UnhealthyThreshold,
-			HealthyThreshold:   hc.HealthyThreshold,
-			NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
-		}
-		if s.healthCheckPort != 0 {
-			c.HealthCheck.HTTPPath = HealthCheckNodePath
-			c.HealthCheck.Port = s.healthCheckPort
-		}
-	}
+	c.HealthCheck = t.healthCheck(s, c.Protocol == ir.UpstreamUDP)
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
 	t.cfg.Clusters = append(t.cfg.Clusters, c)
+}
+
+// healthCheck is the health check of a cluster of a LoadBalancer's nodes (nil for none). TCP
+// ports are checked by a TCP connect to the NodePort; with a healthCheckNodePort
+// (externalTrafficPolicy Local), every port, TCP and UDP alike, is checked the way kube-proxy
+// expects: GET /healthz on that port of every node, healthy on 200 only, so a node without a
+// local endpoint gets no new connections.
+func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
+	hc := t.opts.HealthCheck
+	if hc.Disabled || (udp && s.healthCheckPort == 0) {
+		return nil
+	}
+	out := &ir.HealthCheck{
+		Interval:           ir.Duration(hc.Interval),
+		Timeout:            ir.Duration(hc.Timeout),
+		UnhealthyThreshold: hc.UnhealthyThreshold,
+		HealthyThreshold:   hc.HealthyThreshold,
+		NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+	}
+	if s.healthCheckPort != 0 {
+		out.HTTPPath = HealthCheckNodePath
+		out.Port = s.healthCheckPort
+	}
+	return out
 }
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
