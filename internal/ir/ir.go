@@ -278,6 +278,11 @@ type HealthCheck struct {
 	// endpoint's own port (kube-proxy's healthCheckNodePort). A UDP cluster is checked only
 	// over HTTP on such a port.
 	Port uint32 `json:"port,omitempty"`
+	// NoPanic turns Envoy's panic mode off: by default, when fewer than half the hosts are
+	// healthy, Envoy spreads traffic over all of them, healthy or not. With
+	// externalTrafficPolicy Local, a few healthy nodes among many is the normal case, and the
+	// others drop the connections, so only healthy hosts may get traffic (none when none is).
+	NoPanic bool `json:"noPanic,omitempty"`
 
 	Interval           Duration `json:"interval"`
 	Timeout            Duration `json:"timeout"`

@@ -238,6 +238,7 @@ func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
 	if s.healthCheckPort != 0 {
 		out.HTTPPath = HealthCheckNodePath
 		out.Port = s.healthCheckPort
+		out.NoPanic = true
 	}
 	return out
 }

@@ -16,16 +16,18 @@ import (
 )
 
 // TestEnvoyExternalTrafficPolicyLocal: a LoadBalancer with externalTrafficPolicy Local and a
-// healthCheckNodePort, backends on two nodes, and kube-proxy's health endpoint played on
-// both. Only the node whose /healthz answers 200 (it has a local endpoint) gets connections,
+// healthCheckNodePort, backends on three nodes, and kube-proxy's health endpoint played on
+// each. Only the node whose /healthz answers 200 (it has a local endpoint) gets connections,
 // TCP and UDP alike, with no failed request once Envoy has converged; when the endpoint moves
 // to the other node (the first answers 503, the second 200), all traffic follows it.
 func TestEnvoyExternalTrafficPolicyLocal(t *testing.T) {
 	const tenant = "tenant-etp-local"
 	srv, xdsAddr := startXDS(t)
 
-	nodes := []string{"127.0.0.1", "127.0.0.2"}
-	names := []string{"node-a", "node-b"}
+	// Three nodes, one with the local endpoint: a third of the hosts healthy, which puts a
+	// cluster in Envoy's default panic mode (traffic to every host) — so panic mode is off.
+	nodes := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	names := []string{"node-a", "node-b", "node-c"}
 	tcpNodePort := testsupport.FreePort(t, nodes...)
 	udpNodePort := testsupport.FreePort(t, nodes...)
 	healthPort := testsupport.FreePort(t, nodes...)
@@ -102,7 +104,7 @@ func TestEnvoyExternalTrafficPolicyLocal(t *testing.T) {
 	// learn of health changes a moment after its main thread, and during a flip both nodes
 	// may be unhealthy for an instant (Envoy then spreads over all of them, "panic" mode).
 	// Four TCP connections and UDP sessions in a row reaching node end the wait (round robin
-	// over both nodes could not do that).
+	// over all nodes could not do that).
 	convergedTraffic := func(node string) {
 		t.Helper()
 		testsupport.Eventually(t, waitTimeout, "traffic to reach "+node+" only", func() error {
@@ -128,8 +130,10 @@ func TestEnvoyExternalTrafficPolicyLocal(t *testing.T) {
 	convergedTraffic("node-a")
 	allTo("node-a", 40)
 
-	if health["node-b"].Checks() == 0 {
-		t.Error("node B's health endpoint was never asked")
+	for _, n := range []string{"node-b", "node-c"} {
+		if health[n].Checks() == 0 {
+			t.Errorf("%s's health endpoint was never asked", n)
+		}
 	}
 
 	// The endpoint moves: node A loses it, node B gets it.

@@ -7,6 +7,7 @@ import (
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -65,6 +66,9 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
 		}
 		out.HealthChecks = []*corev3.HealthCheck{check}
+		if hc.NoPanic {
+			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
+		}
 	}
 	if c.ProxyProtocol {
 		out.TransportSocket = proxyProtocolSocket(&errs)
