@@ -86,6 +86,22 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a LoadBalancer with a healthCheckNodePort keeps it", func(t *testing.T) {
+		lb := validLB("hc-port")
+		lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		lb.Spec.HealthCheckNodePort = 32000
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		got := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.HealthCheckNodePort != 32000 {
+			t.Errorf("healthCheckNodePort = %d, want 32000", got.Spec.HealthCheckNodePort)
+		}
+	})
+
 	rejected := []struct {
 		name string
 		obj  client.Object
@@ -111,6 +127,16 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 			lb.Spec.Ports[0].Port = 70000
 			return lb
 		}(), "spec.ports[0].port: Invalid value: 70000: spec.ports[0].port in body should be less than or equal to 65535"},
+		{"healthCheckNodePort out of range", func() client.Object {
+			lb := validLB("hc-port-range")
+			lb.Spec.HealthCheckNodePort = 70000
+			return lb
+		}(), "spec.healthCheckNodePort: Invalid value: 70000: spec.healthCheckNodePort in body should be less than or equal to 65535"},
+		{"healthCheckNodePort negative", func() client.Object {
+			lb := validLB("hc-port-negative")
+			lb.Spec.HealthCheckNodePort = -1
+			return lb
+		}(), "spec.healthCheckNodePort in body should be greater than or equal to 1"},
 		{"empty Addresses", &kubelbv1alpha1.Addresses{
 			ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"},
 			Spec:       kubelbv1alpha1.AddressesSpec{Addresses: []kubelbv1alpha1.EndpointAddress{}},

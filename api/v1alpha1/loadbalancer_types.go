@@ -36,6 +36,17 @@ type LoadBalancerSpec struct {
 	// +optional
 	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy `json:"externalTrafficPolicy,omitempty"`
 
+	// HealthCheckNodePort is the tenant Service's spec.healthCheckNodePort, set by the ccm
+	// when the Service has externalTrafficPolicy Local: on every node, kube-proxy answers
+	// GET /healthz on this port with 200 while the node has a local endpoint of the Service
+	// and 503 otherwise. The hub then health-checks each node there (TCP and UDP ports
+	// alike), so a node without local endpoints gets no new connections. Unset: nodes are
+	// checked as before. (An addition to the KubeLB CE contract; KubeLB CE ignores it.)
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	HealthCheckNodePort int32 `json:"healthCheckNodePort,omitempty"`
+
 	// Persistence asks for session persistence.
 	// +optional
 	Persistence *Persistence `json:"persistence,omitempty"`

@@ -117,6 +117,12 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 			ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
 		},
 	}
+	// With externalTrafficPolicy Local only nodes with a local endpoint may get traffic: the
+	// hub health-checks kube-proxy's /healthz on this port of every node. Any other policy
+	// leaves the field out, so a Service switched back to Cluster clears it.
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && svc.Spec.HealthCheckNodePort > 0 {
+		lb.Spec.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+	}
 	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		lb.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
 	}

@@ -54,6 +54,7 @@ func TestDesiredLoadBalancer(t *testing.T) {
 		Spec: corev1.ServiceSpec{
 			Type:                  corev1.ServiceTypeLoadBalancer,
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			HealthCheckNodePort:   32123,
 			SessionAffinity:       corev1.ServiceAffinityClientIP,
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080},
@@ -91,6 +92,7 @@ func TestDesiredLoadBalancer(t *testing.T) {
 			},
 			Type:                  corev1.ServiceTypeLoadBalancer,
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			HealthCheckNodePort:   32123,
 			Persistence:           &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP},
 		},
 	}

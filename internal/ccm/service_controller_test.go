@@ -303,3 +303,55 @@ func TestServiceClassFilter(t *testing.T) {
 		t.Errorf("Service of another class got %d Events", n)
 	}
 }
+
+// TestServiceMirrorHealthCheckNodePort: a Service with externalTrafficPolicy Local carries the
+// healthCheckNodePort its API server allocated to the mirror (the hub health-checks every node
+// there); switched to Cluster, the field leaves the mirror; back to Local, the new port is
+// mirrored again.
+func TestServiceMirrorHealthCheckNodePort(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "shop")
+	e.startCCM(t, ccmOpts{})
+
+	svc := lbService("shop", "local")
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
+	e.create(t, e.Tenant.Client, svc)
+	svc = e.getService(t, "shop", "local")
+	if svc.Spec.HealthCheckNodePort == 0 {
+		t.Fatal("the tenant API server allocated no healthCheckNodePort")
+	}
+	e.mirrorOf(t, svc, func(lb *v1alpha1.LoadBalancer) error {
+		if lb.Spec.HealthCheckNodePort != svc.Spec.HealthCheckNodePort {
+			return fmt.Errorf("healthCheckNodePort = %d, want %d", lb.Spec.HealthCheckNodePort, svc.Spec.HealthCheckNodePort)
+		}
+		return nil
+	})
+
+	// Cluster: the API server releases the port, and the mirror drops it.
+	svc = e.update(t, svc, func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+		s.Spec.HealthCheckNodePort = 0
+	})
+	e.mirrorOf(t, svc, func(lb *v1alpha1.LoadBalancer) error {
+		if lb.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+			return fmt.Errorf("externalTrafficPolicy = %q", lb.Spec.ExternalTrafficPolicy)
+		}
+		if lb.Spec.HealthCheckNodePort != 0 {
+			return fmt.Errorf("healthCheckNodePort = %d after the switch to Cluster", lb.Spec.HealthCheckNodePort)
+		}
+		return nil
+	})
+
+	// Local again, with a port the tenant chose.
+	svc = e.update(t, svc, func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = 32555
+	})
+	e.mirrorOf(t, svc, func(lb *v1alpha1.LoadBalancer) error {
+		if lb.Spec.HealthCheckNodePort != 32555 {
+			return fmt.Errorf("healthCheckNodePort = %d, want 32555", lb.Spec.HealthCheckNodePort)
+		}
+		return wantMirror(e.getService(t, "shop", "local"), lb)
+	})
+}

@@ -254,7 +254,7 @@ type Cluster struct {
 	// MaxConnections is the circuit-breaker limit on connections, requests and pending
 	// requests (sessions for UDP).
 	MaxConnections uint32 `json:"maxConnections"`
-	// HealthCheck is an active health check (TCP connect); nil disables it.
+	// HealthCheck is an active health check (TCP connect, or HTTP GET); nil disables it.
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
 	// HashSourceIP picks endpoints by a hash (ring hash) instead of round robin.
 	HashSourceIP bool `json:"hashSourceIP,omitempty"`
@@ -269,8 +269,21 @@ type Endpoint struct {
 	Port    uint32 `json:"port"`
 }
 
-// HealthCheck is an active TCP connect health check.
+// HealthCheck is an active health check of every endpoint of a cluster: a TCP connect, or,
+// with HTTPPath, an HTTP/1.1 GET of that path that passes on status 200 only.
 type HealthCheck struct {
+	// HTTPPath, when set, makes the check an HTTP GET of this path (starting with "/").
+	HTTPPath string `json:"httpPath,omitempty"`
+	// Port, when set, is the port checked on every endpoint's address instead of the
+	// endpoint's own port (kube-proxy's healthCheckNodePort). A UDP cluster is checked only
+	// over HTTP on such a port.
+	Port uint32 `json:"port,omitempty"`
+	// NoPanic turns Envoy's panic mode off: by default, when fewer than half the hosts are
+	// healthy, Envoy spreads traffic over all of them, healthy or not. With
+	// externalTrafficPolicy Local, a few healthy nodes among many is the normal case, and the
+	// others drop the connections, so only healthy hosts may get traffic (none when none is).
+	NoPanic bool `json:"noPanic,omitempty"`
+
 	Interval           Duration `json:"interval"`
 	Timeout            Duration `json:"timeout"`
 	UnhealthyThreshold uint32   `json:"unhealthyThreshold"`

@@ -75,6 +75,20 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolUDP
 			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 1}}
 		}, "a UDP listener has one cluster"},
+		"udp http health check on its own port valid": {func(c *ir.Config) {
+			c.Clusters[0].Protocol, c.Listeners[0].Protocol = ir.UpstreamUDP, ir.ProtocolUDP
+			c.Clusters[0].HealthCheck = &ir.HealthCheck{Interval: 1, Timeout: 1, HealthyThreshold: 1, UnhealthyThreshold: 1, HTTPPath: "/healthz", Port: 32000}
+		}, ""},
+		"udp tcp health check": {func(c *ir.Config) {
+			c.Clusters[0].Protocol, c.Listeners[0].Protocol = ir.UpstreamUDP, ir.ProtocolUDP
+			c.Clusters[0].HealthCheck = &ir.HealthCheck{Interval: 1, Timeout: 1, HealthyThreshold: 1, UnhealthyThreshold: 1}
+		}, "must be an HTTP check on its own port"},
+		"health check port out of range": {func(c *ir.Config) {
+			c.Clusters[0].HealthCheck = &ir.HealthCheck{Interval: 1, Timeout: 1, HealthyThreshold: 1, UnhealthyThreshold: 1, HTTPPath: "/healthz", Port: 70000}
+		}, "health check port 70000"},
+		"health check path not absolute": {func(c *ir.Config) {
+			c.Clusters[0].HealthCheck = &ir.HealthCheck{Interval: 1, Timeout: 1, HealthyThreshold: 1, UnhealthyThreshold: 1, HTTPPath: "healthz\r\n"}
+		}, "not a plain absolute path"},
 		"weighted passthrough valid": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}}}

@@ -306,6 +306,19 @@ func (c *Cluster) validate() error {
 	if hc := c.HealthCheck; hc != nil && (hc.Interval <= 0 || hc.Timeout <= 0 || hc.HealthyThreshold == 0 || hc.UnhealthyThreshold == 0) {
 		return errors.New("health check interval, timeout and thresholds must be positive")
 	}
+	if hc := c.HealthCheck; hc != nil {
+		if hc.Port > 65535 {
+			return fmt.Errorf("health check port %d out of range 1-65535", hc.Port)
+		}
+		if hc.HTTPPath != "" && (!strings.HasPrefix(hc.HTTPPath, "/") || len(hc.HTTPPath) > 1024 || strings.ContainsFunc(hc.HTTPPath, func(r rune) bool { return r <= ' ' || r >= 0x7f })) {
+			return fmt.Errorf("health check path %q is not a plain absolute path", hc.HTTPPath)
+		}
+		if c.Protocol == UpstreamUDP && (hc.HTTPPath == "" || hc.Port == 0) {
+			// A TCP connect to a UDP port says nothing: a UDP cluster is only checked over
+			// HTTP on a separate port (kube-proxy's healthCheckNodePort).
+			return errors.New("a UDP cluster's health check must be an HTTP check on its own port")
+		}
+	}
 	for _, e := range c.Endpoints {
 		if e.Port < 1 || e.Port > 65535 {
 			return fmt.Errorf("endpoint %s port %d out of range 1-65535", e.Address, e.Port)

@@ -137,6 +137,10 @@ func (s *bytesource) input() translate.Input {
 	// Last, so that the seeds' earlier choices stay as they were.
 	in.Options.MaxEndpointsPerCluster = s.intn(4)
 	in.Options.MaxEndpoints = pick(s, 0, 0, 2, 5)
+	// externalTrafficPolicy Local: a healthCheckNodePort, in range or not.
+	for i := range in.LoadBalancers {
+		in.LoadBalancers[i].Spec.HealthCheckNodePort = pick[int32](s, 0, 0, 32000, 70000, -1)
+	}
 	return in
 }
 

@@ -238,17 +238,10 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			Endpoints:      eps,
 			ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 			MaxConnections: t.opts.MaxConnectionsPerCluster,
-			ProxyProtocol:  l4.settings(lb).proxyProtocol,
 		}
-		if hc := t.opts.HealthCheck; !hc.Disabled {
-			c.HealthCheck = &ir.HealthCheck{
-				Interval:           ir.Duration(hc.Interval),
-				Timeout:            ir.Duration(hc.Timeout),
-				UnhealthyThreshold: hc.UnhealthyThreshold,
-				HealthyThreshold:   hc.HealthyThreshold,
-				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
-			}
-		}
+		settings := l4.settings(lb)
+		c.ProxyProtocol = settings.proxyProtocol
+		c.HealthCheck = l4.healthCheck(settings, false)
 		t.clusters[name] = c
 		t.cfg.Clusters = append(t.cfg.Clusters, c)
 		irSecret := "hostname-" + lb.Name

@@ -115,7 +115,14 @@ type portSpec struct {
 type lbSettings struct {
 	proxyProtocol bool
 	sourceIP      bool
+	// healthCheckPort is spec.healthCheckNodePort (externalTrafficPolicy Local): every node
+	// is checked with GET /healthz on it; 0 when unset.
+	healthCheckPort uint32
 }
+
+// HealthCheckNodePath is what kube-proxy answers on a Service's healthCheckNodePort: 200
+// while the node has a local endpoint of the Service, 503 otherwise.
+const HealthCheckNodePath = "/healthz"
 
 func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 	if errs := validation.IsDNS1123Subdomain(lb.Name); len(errs) > 0 {
@@ -205,18 +212,35 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 	} else {
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		c.ProxyProtocol = s.proxyProtocol
-		if hc := t.opts.HealthCheck; !hc.Disabled {
-			c.HealthCheck = &ir.HealthCheck{
-				Interval:           ir.Duration(hc.Interval),
-				Timeout:            ir.Duration(hc.Timeout),
-				UnhealthyThreshold: hc.UnhealthyThreshold,
-				HealthyThreshold:   hc.HealthyThreshold,
-				NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
-			}
-		}
 	}
+	c.HealthCheck = t.healthCheck(s, c.Protocol == ir.UpstreamUDP)
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
 	t.cfg.Clusters = append(t.cfg.Clusters, c)
+}
+
+// healthCheck is the health check of a cluster of a LoadBalancer's nodes (nil for none). TCP
+// ports are checked by a TCP connect to the NodePort; with a healthCheckNodePort
+// (externalTrafficPolicy Local), every port, TCP and UDP alike, is checked the way kube-proxy
+// expects: GET /healthz on that port of every node, healthy on 200 only, so a node without a
+// local endpoint gets no new connections.
+func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
+	hc := t.opts.HealthCheck
+	if hc.Disabled || (udp && s.healthCheckPort == 0) {
+		return nil
+	}
+	out := &ir.HealthCheck{
+		Interval:           ir.Duration(hc.Interval),
+		Timeout:            ir.Duration(hc.Timeout),
+		UnhealthyThreshold: hc.UnhealthyThreshold,
+		HealthyThreshold:   hc.HealthyThreshold,
+		NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
+	}
+	if s.healthCheckPort != 0 {
+		out.HTTPPath = HealthCheckNodePath
+		out.Port = s.healthCheckPort
+		out.NoPanic = true
+	}
+	return out
 }
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
@@ -231,6 +255,13 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
 				v1alpha1.AnnotationProxyProtocol, truncate(v))
 		}
+	}
+	switch p := lb.Spec.HealthCheckNodePort; {
+	case p == 0:
+	case p < 1 || p > 65535:
+		t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidPort, "healthCheckNodePort %d is out of range 1-65535; nodes are checked as without it", p)
+	default:
+		s.healthCheckPort = uint32(p)
 	}
 	if p := lb.Spec.Persistence; p != nil {
 		switch p.Type {

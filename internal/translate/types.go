@@ -84,7 +84,7 @@ type Options struct {
 	MaxConnectionsPerCluster uint32
 	// UDPSessionIdleTimeout ends UDP sessions without datagrams for this long; default 60s.
 	UDPSessionIdleTimeout time.Duration
-	// HealthCheck of TCP clusters.
+	// HealthCheck of Layer 4 clusters (see HealthCheck).
 	HealthCheck HealthCheck
 	// MaxEndpointsPerCluster bounds the endpoints of one cluster (the tenant's
 	// spec.limits.endpointsPerCluster): the first ones in address order are kept, and the
@@ -97,8 +97,11 @@ type Options struct {
 	MaxEndpoints int
 }
 
-// HealthCheck configures the active TCP connect health check of TCP clusters. UDP clusters
-// are not health checked. The zero value means "enabled, with the defaults".
+// HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each
+// node's NodePort for TCP ports, and, for a LoadBalancer with spec.healthCheckNodePort
+// (externalTrafficPolicy Local), GET /healthz on that port of each node for its TCP and UDP
+// ports alike. Other UDP clusters are not health checked. The zero value means "enabled, with
+// the defaults"; Disabled turns both kinds off.
 type HealthCheck struct {
 	// Disabled turns active health checking off.
 	Disabled bool

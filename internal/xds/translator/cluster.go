@@ -7,6 +7,7 @@ import (
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -54,10 +55,20 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
 			HealthChecker:      &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
 		}
+		if hc.HTTPPath != "" {
+			// HTTP/1.1 GET; Envoy's default expected status is 200 only. The Host header is
+			// the cluster name, which kube-proxy's health server ignores.
+			check.HealthChecker = &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: &corev3.HealthCheck_HttpHealthCheck{
+				Path: hc.HTTPPath,
+			}}
+		}
 		if hc.NoTrafficInterval > 0 {
 			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
 		}
 		out.HealthChecks = []*corev3.HealthCheck{check}
+		if hc.NoPanic {
+			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
+		}
 	}
 	if c.ProxyProtocol {
 		out.TransportSocket = proxyProtocolSocket(&errs)
@@ -111,11 +122,18 @@ func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	if len(c.Endpoints) == 0 {
 		return cla
 	}
+	var hcPort uint32
+	if c.HealthCheck != nil {
+		hcPort = c.HealthCheck.Port
+	}
 	lbeps := make([]*endpointv3.LbEndpoint, 0, len(c.Endpoints))
 	for _, ep := range c.Endpoints {
-		lbeps = append(lbeps, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: socketAddress(corev3.SocketAddress_TCP, ep.Address, ep.Port),
-		}}})
+		e := &endpointv3.Endpoint{Address: socketAddress(corev3.SocketAddress_TCP, ep.Address, ep.Port)}
+		if hcPort != 0 {
+			// Envoy's HealthCheck has no port of its own: each endpoint says where it is checked.
+			e.HealthCheckConfig = &endpointv3.Endpoint_HealthCheckConfig{PortValue: hcPort}
+		}
+		lbeps = append(lbeps, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: e}})
 	}
 	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbeps}}
 	return cla
