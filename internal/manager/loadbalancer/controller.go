@@ -1,9 +1,10 @@
 // Package loadbalancer is the hub's LoadBalancer controller. For every LoadBalancer in a
 // namespace labelled kubelb.k8c.io/managed-by=kubelb it allocates a listener port on the
-// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service of type
-// LoadBalancer ("envoy-<lb name>", same namespace) that selects the tenant's Envoy pods and
-// maps each requested port to its listener port, and writes the allocations, the hub
-// Service's address and a Ready condition into the LoadBalancer status.
+// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service ("envoy-<lb
+// name>", same namespace) of the type spec.type asks (ClusterIP, NodePort or LoadBalancer)
+// that selects the tenant's Envoy pods and maps each requested port to its listener port,
+// and writes the allocations, the hub Service's address (type LoadBalancer only) and
+// NodePorts and a Ready condition into the LoadBalancer status.
 //
 // The port allocator (portalloc.Shared, one for the whole manager, shared with the Route
 // controller) is rebuilt lazily: the first reconcile after the controller starts (i.e. after
@@ -498,7 +499,9 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 		}
 	}
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		// Internal errors include a full NodePort range ("failed to allocate a nodePort:
+		// range is full"): reported too, and retried.
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
 			return existing, err, nil
 		}
 		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)

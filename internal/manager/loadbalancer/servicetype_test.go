@@ -218,7 +218,8 @@ func nodePortOf(svc *corev1.Service, port int32, proto corev1.Protocol) int32 {
 // ports (--service-node-port-range), a Service needing more NodePorts is refused; with the
 // switch off in the Config, 4 LoadBalancers of 3 ports each (12 hub ports) all get their
 // hub Service of type LoadBalancer, without NodePorts, and their address. A Tenant turning the
-// switch on and off again changes its hub Services in place: NodePorts come, and go again.
+// switch on and off again changes its hub Services in place: NodePorts come (a LoadBalancer
+// they do not fit is told ServiceFailed, "range is full"), and go again (it is served).
 func TestHubNodePorts(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30004"})
 	c := hub.Client
@@ -320,6 +321,15 @@ func TestHubNodePorts(t *testing.T) {
 		}
 		return nil
 	})
+	// The range (5) has no room for another 3: the hub Service is refused, and the
+	// LoadBalancer says why.
+	if err := c.Create(ctx, newLB(ns, "full", tcp(80), tcp(443), tcp(8080))); err != nil {
+		t.Fatal(err)
+	}
+	full := waitReady(t, c, ns, "full", metav1.ConditionFalse, ReasonServiceFailed)
+	if msg := meta.FindStatusCondition(full.Status.Conditions, ConditionReady).Message; !strings.Contains(msg, "range is full") {
+		t.Errorf("Ready message %q does not say the NodePort range is full", msg)
+	}
 	// Off again: the NodePorts allocated meanwhile are given back (the API server keeps
 	// them unless asked), and the range is free for others.
 	setTenant("null")
@@ -327,6 +337,7 @@ func TestHubNodePorts(t *testing.T) {
 	if off.UID != before.UID {
 		t.Errorf("the hub Service was recreated")
 	}
+	waitService(t, c, ns, "full", withoutNodePorts)
 	testsupport.Eventually(t, waitTimeout, "all 5 NodePorts free again", func() error {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "every-nodeport"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "x"}}}
