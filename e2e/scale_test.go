@@ -35,8 +35,11 @@ func BenchmarkBurstLoadBalancerServices(b *testing.B) {
 	tenant := sys.AddTenant("burst", pair.Tenant, 3)
 	ctx := context.Background()
 	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500
-	// listener ports).
-	limits := fmt.Sprintf(`{"spec":{"limits":{"loadBalancers":%d,"listenerPorts":%d}}}`, max(n, 1000), max(n, 1000))
+	// listener ports), and its hub Services take no hub NodePorts (as with MetalLB), which
+	// would cap the hub at 2768 LoadBalancer ports. The tenant cluster's own NodePort range
+	// (one NodePort per tenant Service, which the hub sends traffic to) still caps KUBELB_BURST
+	// at 2768 here.
+	limits := fmt.Sprintf(`{"spec":{"limits":{"loadBalancers":%d,"listenerPorts":%d},"loadBalancer":{"allocateNodePorts":false}}}`, max(n, 1000), max(n, 1000))
 	if err := pair.Hub.Client.Patch(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "burst"}},
 		client.RawPatch(types.MergePatchType, []byte(limits))); err != nil {
 		b.Fatal(err)

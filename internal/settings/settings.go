@@ -48,10 +48,14 @@ type Tenant struct {
 	LoadBalancerClass *string
 	// DisableLoadBalancer turns layer-4 load balancing off for the tenant.
 	DisableLoadBalancer bool
-	IngressClass        *string
-	DisableIngress      bool
-	GatewayClass        *string
-	DisableGatewayAPI   bool
+	// AllocateNodePorts is allocateLoadBalancerNodePorts of the tenant's LoadBalancers' hub
+	// Services of type LoadBalancer (spec.loadBalancer.allocateNodePorts of the Tenant, else
+	// of the Config, else true).
+	AllocateNodePorts bool
+	IngressClass      *string
+	DisableIngress    bool
+	GatewayClass      *string
+	DisableGatewayAPI bool
 	// Envoy is the Envoy fleet settings with the Tenant's replicas, resources and header
 	// limits applied.
 	Envoy kubelbv1alpha1.EnvoyProxy
@@ -81,10 +85,13 @@ type Tenant struct {
 
 // Resolve merges Config (may be nil) and Tenant (may be nil).
 func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenant {
-	var out Tenant
+	out := Tenant{AllocateNodePorts: true}
 	if config != nil {
 		spec := config.Spec.DeepCopy()
 		out.LoadBalancerClass = spec.LoadBalancer.Class
+		if spec.LoadBalancer.AllocateNodePorts != nil {
+			out.AllocateNodePorts = *spec.LoadBalancer.AllocateNodePorts
+		}
 		out.DisableLoadBalancer = spec.LoadBalancer.Disable
 		out.IngressClass = spec.Ingress.Class
 		out.DisableIngress = spec.Ingress.Disable
@@ -123,6 +130,9 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.LoadBalancerClass = spec.LoadBalancer.Class
 	}
 	out.DisableLoadBalancer = out.DisableLoadBalancer || spec.LoadBalancer.Disable
+	if spec.LoadBalancer.AllocateNodePorts != nil {
+		out.AllocateNodePorts = *spec.LoadBalancer.AllocateNodePorts
+	}
 	if spec.Ingress.Class != nil {
 		out.IngressClass = spec.Ingress.Class
 	}

@@ -211,3 +211,33 @@ func TestResolveLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveAllocateNodePorts: hub NodePorts are allocated unless the Config or the Tenant
+// says otherwise; the Tenant's value, when set, replaces the Config's either way.
+func TestResolveAllocateNodePorts(t *testing.T) {
+	config := func(v *bool) *kubelbv1alpha1.Config {
+		return &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: v}}}
+	}
+	tenant := func(v *bool) *kubelbv1alpha1.Tenant {
+		return &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: v}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		config *kubelbv1alpha1.Config
+		tenant *kubelbv1alpha1.Tenant
+		want   bool
+	}{
+		{"neither: allocated, as Kubernetes does", nil, nil, true},
+		{"unset in both", config(nil), tenant(nil), true},
+		{"the Config turns them off", config(ptr.To(false)), nil, false},
+		{"a Tenant without the field keeps the Config's", config(ptr.To(false)), tenant(nil), false},
+		{"the Tenant turns them back on", config(ptr.To(false)), tenant(ptr.To(true)), true},
+		{"the Tenant turns them off", config(nil), tenant(ptr.To(false)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Resolve(tc.config, tc.tenant).AllocateNodePorts; got != tc.want {
+				t.Errorf("AllocateNodePorts = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -68,6 +68,9 @@ type Options struct {
 	GatewayAPIChannel string
 	// WithoutKubelbCRDs leaves kubelb's CRDs out (for tests that install them, e.g. Helm).
 	WithoutKubelbCRDs bool
+	// ServiceNodePortRange is the API server's --service-node-port-range ("30000-30009");
+	// "" keeps the default (30000-32767).
+	ServiceNodePortRange string
 }
 
 // Start starts one control plane and stops it when the test ends.
@@ -92,6 +95,9 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	}
 	// Room for thousands of Services (envtest's default is a /24), for burst tests.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	if opts.ServiceNodePortRange != "" {
+		env.ControlPlane.GetAPIServer().Configure().Set("service-node-port-range", opts.ServiceNodePortRange)
+	}
 	if !opts.WithoutKubelbCRDs {
 		env.CRDDirectoryPaths = []string{filepath.Join(testsupport.RepoRoot(), "config", "crd", "bases")}
 	}

@@ -1,9 +1,10 @@
 // Package loadbalancer is the hub's LoadBalancer controller. For every LoadBalancer in a
 // namespace labelled kubelb.k8c.io/managed-by=kubelb it allocates a listener port on the
-// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service of type
-// LoadBalancer ("envoy-<lb name>", same namespace) that selects the tenant's Envoy pods and
-// maps each requested port to its listener port, and writes the allocations, the hub
-// Service's address and a Ready condition into the LoadBalancer status.
+// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service ("envoy-<lb
+// name>", same namespace) of the type spec.type asks (ClusterIP, NodePort or LoadBalancer)
+// that selects the tenant's Envoy pods and maps each requested port to its listener port,
+// and writes the allocations, the hub Service's address (type LoadBalancer only) and
+// NodePorts and a Ready condition into the LoadBalancer status.
 //
 // The port allocator (portalloc.Shared, one for the whole manager, shared with the Route
 // controller) is rebuilt lazily: the first reconcile after the controller starts (i.e. after
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -277,12 +279,16 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
 	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
+	typ, supported := hubServiceType(lb)
+	if !supported {
+		out.unsupportedType = lb.Spec.Type
+	}
 	defer func() {
 		if err != nil {
 			return // the hub Service is in an unknown state; the retry reports it
 		}
-		out.hasAddress = svc != nil && len(svc.Status.LoadBalancer.Ingress) > 0
-		err = r.writeStatus(ctx, lb, svc, planned, alloc, out)
+		out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
+		err = r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
 		if out.serviceErr != nil { // retried with backoff: some rejections are transient
 			err = errors.Join(err, fmt.Errorf("applying hub Service of LoadBalancer %s: %w", owner, out.serviceErr))
 		}
@@ -298,9 +304,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		}
 		svc = nil
 	default:
-		svc, out.serviceErr, err = r.applyHubService(ctx, svc, hubService(lb, tenant, exposed, alloc))
+		svc, out.serviceErr, err = r.applyHubService(ctx, svc, hubService(lb, tenant, exposed, alloc, svc))
 		if err != nil {
 			return 0, err
+		}
+		if out.serviceErr == nil {
+			out.serviceType = typ
 		}
 	}
 	return requeue, nil
@@ -310,11 +319,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 // field owner StatusFieldOwner) when it differs from the status the LoadBalancer has, and
 // emits a Warning Event when Ready turns False for a reason a user must act on. The
 // API server keeps times to the second.
-func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, planned []lbPort,
+func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1.ServiceType, planned []lbPort,
 	alloc map[portalloc.Key]int32, out outcome) error {
 	cond := readyCondition(out, lb.Generation)
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
-	status := nextStatus(lb, svc, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	status := nextStatus(lb, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
@@ -324,7 +333,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
@@ -470,12 +479,15 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 }
 
 // applyHubService applies the desired hub Service unless the fields this controller owns
-// already match. A load balancer class change recreates the Service (the field is
-// immutable); the Service comes back once the deletion is seen. A rejected Service is
+// already match. A load balancer class change of a Service that stays of type LoadBalancer
+// recreates the Service (the field is immutable while the type is LoadBalancer); the Service
+// comes back once the deletion is seen. A type change is an apply: the API server drops the
+// NodePorts, the class and the other fields of the old type. A rejected Service is
 // returned as rejected (reported in the status), other errors as err.
 func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
 	if existing != nil {
-		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
+		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
+			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
 			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
@@ -487,7 +499,9 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 		}
 	}
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		// Internal errors include a full NodePort range ("failed to allocate a nodePort:
+		// range is full"): reported too, and retried.
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
 			return existing, err, nil
 		}
 		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)

@@ -36,6 +36,13 @@ const ConditionReady = "Ready"
 const (
 	// ReasonAddressAssigned: every port has a listener port and the hub Service an address.
 	ReasonAddressAssigned = "AddressAssigned"
+	// ReasonNoExternalAddress: every port has a listener port and the hub Service is of type
+	// ClusterIP or NodePort, as spec.type asks: such a Service gets no external address, and
+	// the LoadBalancer (and the tenant Service) shows none.
+	ReasonNoExternalAddress = "NoExternalAddress"
+	// ReasonUnsupportedType: spec.type is none of ClusterIP, NodePort and LoadBalancer
+	// (ExternalName): the hub Service is of type ClusterIP.
+	ReasonUnsupportedType = "UnsupportedType"
 	// ReasonWaitingForAddress: the hub Service exists but has no address yet.
 	ReasonWaitingForAddress = "WaitingForAddress"
 	// ReasonPortsExhausted: the listener port range has no room for the LoadBalancer's ports.
@@ -98,10 +105,33 @@ func allocated(ports []lbPort, alloc map[portalloc.Key]int32) []lbPort {
 	return out
 }
 
-// hubService is the hub Service of a LoadBalancer: type LoadBalancer, selecting the tenant's
-// Envoy pods, one port per allocated LoadBalancer port (port = requested port, targetPort =
-// listener port). ports must all be allocated and not empty.
-func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32) *corev1ac.ServiceApplyConfiguration {
+// hubServiceType is the type of a LoadBalancer's hub Service: its spec.type when that is
+// ClusterIP, NodePort or LoadBalancer ("" is the CRD's default, ClusterIP), as KubeLB CE
+// does. Any other type (ExternalName, which would not select the Envoy pods) is not
+// supported: the hub Service is then of type ClusterIP and supported is false.
+func hubServiceType(lb *kubelbv1alpha1.LoadBalancer) (typ corev1.ServiceType, supported bool) {
+	switch lb.Spec.Type {
+	case "", corev1.ServiceTypeClusterIP:
+		return corev1.ServiceTypeClusterIP, true
+	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		return lb.Spec.Type, true
+	}
+	return corev1.ServiceTypeClusterIP, false
+}
+
+// hubService is the hub Service of a LoadBalancer: of the type hubServiceType says, selecting
+// the tenant's Envoy pods, one port per allocated LoadBalancer port (port = requested port,
+// targetPort = listener port). ports must all be allocated and not empty. existing is the
+// hub Service as it is (nil when there is none).
+//
+// Only a Service of type LoadBalancer carries the load balancer class and
+// allocateLoadBalancerNodePorts (t.AllocateNodePorts); ClusterIP carries no
+// externalTrafficPolicy (the API server refuses these fields on the other types). When
+// NodePorts are not to be allocated, a port of existing that still has one is applied with
+// nodePort 0: the API server keeps NodePorts allocated before, and nobody owns them.
+func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
+	typ, _ := hubServiceType(lb)
+	freeNodePorts := typ == corev1.ServiceTypeLoadBalancer && !t.AllocateNodePorts
 	labels := map[string]string{
 		kubelbv1alpha1.LabelManagedBy:      kubelbv1alpha1.LabelManagedByValue,
 		kubelbv1alpha1.LabelLoadBalancerNS: lb.Namespace,
@@ -132,6 +162,9 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		case len(ports) > 1: // a Service with several ports must name them all
 			sp.WithName(portalloc.GeneratedPortName(p.Protocol, p.Port))
 		}
+		if freeNodePorts && nodePort(existing, p) != 0 {
+			sp.WithNodePort(0)
+		}
 		svcPorts = append(svcPorts, sp)
 	}
 	etp := corev1.ServiceExternalTrafficPolicyCluster
@@ -139,12 +172,17 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		etp = corev1.ServiceExternalTrafficPolicyLocal
 	}
 	spec := corev1ac.ServiceSpec().
-		WithType(corev1.ServiceTypeLoadBalancer).
+		WithType(typ).
 		WithSelector(manager.EnvoyPodLabels(lb.Namespace)).
-		WithPorts(svcPorts...).
-		WithExternalTrafficPolicy(etp)
-	if t.LoadBalancerClass != nil {
-		spec.WithLoadBalancerClass(*t.LoadBalancerClass)
+		WithPorts(svcPorts...)
+	if typ != corev1.ServiceTypeClusterIP {
+		spec.WithExternalTrafficPolicy(etp)
+	}
+	if typ == corev1.ServiceTypeLoadBalancer {
+		spec.WithAllocateLoadBalancerNodePorts(t.AllocateNodePorts)
+		if t.LoadBalancerClass != nil {
+			spec.WithLoadBalancerClass(*t.LoadBalancerClass)
+		}
 	}
 	svc := corev1ac.Service(HubServiceName(lb.Name), lb.Namespace).
 		WithLabels(labels).
@@ -162,9 +200,24 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	return svc
 }
 
+// nodePort is the NodePort of the hub Service's port (same number and protocol, the keys of
+// a Service's ports) for p; 0 when svc is nil or the port has none.
+func nodePort(svc *corev1.Service, p lbPort) int32 {
+	if svc == nil {
+		return 0
+	}
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol {
+			return sp.NodePort
+		}
+	}
+	return 0
+}
+
 // statusPorts records the allocation of each allocated port. The name is the spec port's
-// own (possibly empty) name, so that the status keys back to the same allocation.
-func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32) []kubelbv1alpha1.ServicePort {
+// own (possibly empty) name, so that the status keys back to the same allocation. nodePorts
+// is the hub Service whose NodePorts the status shows (nil: none).
+func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32, nodePorts *corev1.Service) []kubelbv1alpha1.ServicePort {
 	if len(ports) == 0 {
 		return nil
 	}
@@ -176,6 +229,7 @@ func statusPorts(ports []lbPort, alloc map[portalloc.Key]int32) []kubelbv1alpha1
 				Protocol:   p.Protocol,
 				Port:       p.Port,
 				TargetPort: intstr.FromInt32(alloc[p.Key]),
+				NodePort:   nodePort(nodePorts, p),
 			},
 			UpstreamTargetPort: alloc[p.Key],
 		})
@@ -192,7 +246,12 @@ type outcome struct {
 	exhausted  error
 	problems   []string
 	hasAddress bool
-	hostname   hostnameState
+	// serviceType is the hub Service's type (hubServiceType); "" when it is not known (no
+	// hub Service is made).
+	serviceType corev1.ServiceType
+	// unsupportedType is the LoadBalancer's spec.type when hubServiceType does not support it.
+	unsupportedType corev1.ServiceType
+	hostname        hostnameState
 }
 
 // readyCondition is the Ready condition for an outcome, the most important problem first.
@@ -209,8 +268,17 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was rejected: "+o.serviceErr.Error()
 	case o.exhausted != nil:
 		c.Reason, c.Message = ReasonPortsExhausted, "No listener port is left for this LoadBalancer: "+o.exhausted.Error()
+	case o.unsupportedType != "":
+		c.Reason, c.Message = ReasonUnsupportedType, "spec.type "+string(o.unsupportedType)+
+			" is not supported (ClusterIP, NodePort or LoadBalancer); the hub Service is of type ClusterIP and gets no external address."
 	case len(o.problems) > 0:
 		c.Reason, c.Message = ReasonInvalidPorts, "Ports left out: "+strings.Join(o.problems, "; ")
+	case o.serviceType == corev1.ServiceTypeClusterIP:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonNoExternalAddress,
+			"No external address for spec.type ClusterIP: the hub Service is of type ClusterIP, reachable inside the hub and through the LoadBalancer's hostname when it has one. Set spec.type LoadBalancer for an address."
+	case o.serviceType == corev1.ServiceTypeNodePort:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonNoExternalAddress,
+			"No external address for spec.type NodePort: the hub Service is of type NodePort, reachable on the hub's nodes at the nodePorts of status.service.ports. Set spec.type LoadBalancer for an address."
 	case !o.hasAddress:
 		c.Reason, c.Message = ReasonWaitingForAddress, "Waiting for the hub Service to get an address."
 	default:
@@ -242,16 +310,22 @@ func setHostnameStatus(st *kubelbv1alpha1.LoadBalancerStatus, h hostnameState, g
 }
 
 // nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may
-// be nil), the allocated ports and the Ready condition. The condition's transition time is
-// now only when its status changes.
-func nextStatus(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, ports []lbPort, alloc map[portalloc.Key]int32,
+// be nil) when the hub Service is of type LoadBalancer, its NodePorts when it is of type
+// NodePort or LoadBalancer (typ, the type the hub Service should have: an address or
+// NodePorts of a Service that is still of another type are not shown), the allocated ports
+// and the Ready condition. The condition's transition time is now only when its status
+// changes.
+func nextStatus(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1.ServiceType, ports []lbPort, alloc map[portalloc.Key]int32,
 	cond metav1.Condition, now metav1.Time) kubelbv1alpha1.LoadBalancerStatus {
 	st := *lb.Status.DeepCopy()
 	st.LoadBalancer = corev1.LoadBalancerStatus{}
-	if svc != nil {
+	if svc != nil && (svc.Spec.Type != typ || typ == corev1.ServiceTypeClusterIP) {
+		svc = nil
+	}
+	if svc != nil && typ == corev1.ServiceTypeLoadBalancer {
 		st.LoadBalancer = *svc.Status.LoadBalancer.DeepCopy()
 	}
-	st.Service.Ports = statusPorts(allocated(ports, alloc), alloc)
+	st.Service.Ports = statusPorts(allocated(ports, alloc), alloc, svc)
 	cond.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, cond)
 	st.ObservedGeneration = lb.Generation

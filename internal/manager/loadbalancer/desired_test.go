@@ -30,7 +30,7 @@ func testLB(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalanc
 			},
 			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
 		},
-		Spec: kubelbv1alpha1.LoadBalancerSpec{Ports: ports},
+		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
 	}
 }
 
@@ -118,7 +118,7 @@ func TestHubService(t *testing.T) {
 	}}, nil)
 	ports, _ := planPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000, ports[1].Key: 10001}
-	svc := hubService(lb, tenant, ports, alloc)
+	svc := hubService(lb, tenant, ports, alloc, nil)
 
 	if *svc.Name != "envoy-0b5f3c1e-uid" || *svc.Namespace != "tenant-a" {
 		t.Errorf("name %s/%s", *svc.Namespace, *svc.Name)
@@ -138,8 +138,9 @@ func TestHubService(t *testing.T) {
 		t.Errorf("owner references %+v", svc.OwnerReferences)
 	}
 	s := svc.Spec
-	if *s.Type != corev1.ServiceTypeLoadBalancer || *s.LoadBalancerClass != "metallb" || *s.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
-		t.Errorf("type %s class %s etp %s", *s.Type, *s.LoadBalancerClass, *s.ExternalTrafficPolicy)
+	if *s.Type != corev1.ServiceTypeLoadBalancer || *s.LoadBalancerClass != "metallb" || *s.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal ||
+		!ptr.Deref(s.AllocateLoadBalancerNodePorts, false) {
+		t.Errorf("type %s class %s etp %s allocateLoadBalancerNodePorts %v", *s.Type, *s.LoadBalancerClass, *s.ExternalTrafficPolicy, s.AllocateLoadBalancerNodePorts)
 	}
 	if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), s.Selector); diff != "" {
 		t.Errorf("selector: %s", diff)
@@ -162,7 +163,7 @@ func TestHubService(t *testing.T) {
 
 	// One unnamed port stays unnamed; no class and an unknown policy give Cluster and no class.
 	lb.Spec.ExternalTrafficPolicy = "Bogus"
-	svc = hubService(lb, settings.Tenant{}, ports[:1], alloc)
+	svc = hubService(lb, settings.Tenant{}, ports[:1], alloc, nil)
 	if svc.Spec.Ports[0].Name != nil || svc.Spec.LoadBalancerClass != nil || *svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster || svc.Annotations != nil {
 		t.Errorf("single port service: %+v", svc.Spec)
 	}
@@ -183,6 +184,11 @@ func TestReadyCondition(t *testing.T) {
 		{outcome{serviceErr: boom, exhausted: boom}, metav1.ConditionFalse, ReasonServiceFailed},
 		{outcome{noPorts: true, serviceErr: boom}, metav1.ConditionFalse, ReasonNoPorts},
 		{outcome{disabled: true, noPorts: true}, metav1.ConditionFalse, ReasonLoadBalancingDisabled},
+		{outcome{serviceType: corev1.ServiceTypeLoadBalancer}, metav1.ConditionFalse, ReasonWaitingForAddress},
+		{outcome{serviceType: corev1.ServiceTypeClusterIP}, metav1.ConditionTrue, ReasonNoExternalAddress},
+		{outcome{serviceType: corev1.ServiceTypeNodePort}, metav1.ConditionTrue, ReasonNoExternalAddress},
+		{outcome{serviceType: corev1.ServiceTypeClusterIP, unsupportedType: "ExternalName"}, metav1.ConditionFalse, ReasonUnsupportedType},
+		{outcome{serviceType: corev1.ServiceTypeClusterIP, problems: []string{"x"}}, metav1.ConditionFalse, ReasonInvalidPorts},
 	} {
 		c := readyCondition(tc.o, 7)
 		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 7 || c.Type != ConditionReady || c.Message == "" {
@@ -197,11 +203,11 @@ func TestNextStatus(t *testing.T) {
 	lb.Status.Hostname = &kubelbv1alpha1.HostnameStatus{Hostname: "kept.example.com"}
 	ports, _ := planPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000} // 81 not allocated
-	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
 		Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.10"}},
 	}}}
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := nextStatus(lb, svc, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), t0)
+	st := nextStatus(lb, svc, corev1.ServiceTypeLoadBalancer, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), t0)
 	want := kubelbv1alpha1.LoadBalancerStatus{
 		LoadBalancer: svc.Status.LoadBalancer,
 		Service: kubelbv1alpha1.ServiceStatus{Ports: []kubelbv1alpha1.ServicePort{{
@@ -218,14 +224,120 @@ func TestNextStatus(t *testing.T) {
 	}
 	// Same condition later: the transition time stays, so the status is unchanged.
 	lb.Status = st
-	again := nextStatus(lb, svc, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), metav1.NewTime(t0.Add(time.Hour)))
+	again := nextStatus(lb, svc, corev1.ServiceTypeLoadBalancer, ports, alloc, readyCondition(outcome{hasAddress: true}, lb.Generation), metav1.NewTime(t0.Add(time.Hour)))
 	if diff := cmp.Diff(st, again); diff != "" {
 		t.Errorf("unchanged input changed the status:\n%s", diff)
 	}
 	// No hub Service: the address goes away.
-	gone := nextStatus(lb, nil, ports, alloc, readyCondition(outcome{disabled: true}, lb.Generation), t0)
+	gone := nextStatus(lb, nil, corev1.ServiceTypeLoadBalancer, ports, alloc, readyCondition(outcome{disabled: true}, lb.Generation), t0)
 	if len(gone.LoadBalancer.Ingress) != 0 || len(gone.Service.Ports) != 1 {
 		t.Errorf("status without hub Service: %+v", gone)
+	}
+}
+
+// TestHubServiceTypes: spec.type decides the hub Service's type, and only the fields that
+// type allows are applied (the API server refuses the others).
+func TestHubServiceTypes(t *testing.T) {
+	t.Parallel()
+	tenant := settings.Tenant{LoadBalancerClass: ptr.To("metallb"), AllocateNodePorts: true}
+	for _, tc := range []struct {
+		spec      corev1.ServiceType
+		want      corev1.ServiceType
+		supported bool
+		etp, lb   bool // externalTrafficPolicy; class and allocateLoadBalancerNodePorts
+	}{
+		{"", corev1.ServiceTypeClusterIP, true, false, false}, // the CRD's default
+		{corev1.ServiceTypeClusterIP, corev1.ServiceTypeClusterIP, true, false, false},
+		{corev1.ServiceTypeNodePort, corev1.ServiceTypeNodePort, true, true, false},
+		{corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeLoadBalancer, true, true, true},
+		{corev1.ServiceTypeExternalName, corev1.ServiceTypeClusterIP, false, false, false},
+		{"Bogus", corev1.ServiceTypeClusterIP, false, false, false},
+	} {
+		t.Run(string(tc.spec), func(t *testing.T) {
+			lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+			lb.Spec.Type = tc.spec
+			typ, supported := hubServiceType(lb)
+			if typ != tc.want || supported != tc.supported {
+				t.Fatalf("hubServiceType = %s, %v; want %s, %v", typ, supported, tc.want, tc.supported)
+			}
+			ports, _ := planPorts(lb)
+			s := hubService(lb, tenant, ports, map[portalloc.Key]int32{ports[0].Key: 10000}, nil).Spec
+			if *s.Type != tc.want || (s.ExternalTrafficPolicy != nil) != tc.etp ||
+				(s.LoadBalancerClass != nil) != tc.lb || (s.AllocateLoadBalancerNodePorts != nil) != tc.lb {
+				t.Errorf("type %s, externalTrafficPolicy %v, class %v, allocateLoadBalancerNodePorts %v",
+					*s.Type, s.ExternalTrafficPolicy, s.LoadBalancerClass, s.AllocateLoadBalancerNodePorts)
+			}
+		})
+	}
+}
+
+// TestHubServiceWithoutNodePorts: with the tenant's NodePorts switched off, the hub Service
+// of type LoadBalancer asks for none, and takes back (nodePort 0) those it still has.
+func TestHubServiceWithoutNodePorts(t *testing.T) {
+	t.Parallel()
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 53, Protocol: corev1.ProtocolUDP})
+	ports, _ := planPorts(lb)
+	alloc := map[portalloc.Key]int32{ports[0].Key: 10000, ports[1].Key: 10001}
+	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
+		{Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}, {Port: 53, Protocol: corev1.ProtocolUDP}}}}
+	off := settings.Tenant{AllocateNodePorts: false}
+	s := hubService(lb, off, ports, alloc, existing).Spec
+	if ptr.Deref(s.AllocateLoadBalancerNodePorts, true) {
+		t.Errorf("allocateLoadBalancerNodePorts %v, want false", s.AllocateLoadBalancerNodePorts)
+	}
+	if s.Ports[0].NodePort == nil || *s.Ports[0].NodePort != 0 || s.Ports[1].NodePort != nil {
+		t.Errorf("nodePorts %v, %v: want 0 for the port that has one, nothing for the other", s.Ports[0].NodePort, s.Ports[1].NodePort)
+	}
+	// Allocated: NodePorts are left to the API server.
+	on := settings.Tenant{AllocateNodePorts: true}
+	s = hubService(lb, on, ports, alloc, existing).Spec
+	if !ptr.Deref(s.AllocateLoadBalancerNodePorts, false) || s.Ports[0].NodePort != nil {
+		t.Errorf("allocated: allocateLoadBalancerNodePorts %v nodePort %v", s.AllocateLoadBalancerNodePorts, s.Ports[0].NodePort)
+	}
+	// A NodePort Service keeps its NodePorts whatever the switch says.
+	lb.Spec.Type = corev1.ServiceTypeNodePort
+	s = hubService(lb, off, ports, alloc, existing).Spec
+	if s.AllocateLoadBalancerNodePorts != nil || s.Ports[0].NodePort != nil {
+		t.Errorf("NodePort: allocateLoadBalancerNodePorts %v nodePort %v", s.AllocateLoadBalancerNodePorts, s.Ports[0].NodePort)
+	}
+}
+
+// TestNextStatusByType: the address shows only for a hub Service of type LoadBalancer, the
+// NodePorts for NodePort and LoadBalancer, and neither while the hub Service still has
+// another type than the one it should have.
+func TestNextStatusByType(t *testing.T) {
+	t.Parallel()
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+	ports, _ := planPorts(lb)
+	alloc := map[portalloc.Key]int32{ports[0].Key: 10000}
+	svc := func(typ corev1.ServiceType) *corev1.Service {
+		return &corev1.Service{
+			Spec:   corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.10"}}}},
+		}
+	}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cond := readyCondition(outcome{}, 3)
+	for _, tc := range []struct {
+		name      string
+		has, want corev1.ServiceType
+		address   bool
+		nodePort  int32
+	}{
+		{"LoadBalancer", corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeLoadBalancer, true, 30080},
+		{"NodePort", corev1.ServiceTypeNodePort, corev1.ServiceTypeNodePort, false, 30080},
+		{"ClusterIP", corev1.ServiceTypeClusterIP, corev1.ServiceTypeClusterIP, false, 0},
+		{"LoadBalancer becoming ClusterIP", corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeClusterIP, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := nextStatus(lb, svc(tc.has), tc.want, ports, alloc, cond, t0)
+			if got := len(st.LoadBalancer.Ingress) > 0; got != tc.address {
+				t.Errorf("address shown: %v, want %v", got, tc.address)
+			}
+			if got := st.Service.Ports[0].NodePort; got != tc.nodePort {
+				t.Errorf("nodePort %d, want %d", got, tc.nodePort)
+			}
+		})
 	}
 }
 

@@ -225,6 +225,7 @@ func newLB(ns, name string, ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1a
 				Ports:              eps,
 			}},
 			Ports: ports,
+			Type:  corev1.ServiceTypeLoadBalancer, // what the ccm writes
 		},
 	}
 }

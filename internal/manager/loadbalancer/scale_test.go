@@ -38,7 +38,8 @@ import (
 //	KUBELB_SCALE=1000 go test ./internal/manager/loadbalancer -run TestScale -v -count=1
 //
 // Optional: KUBELB_SCALE_WORKERS (MaxConcurrentReconciles), KUBELB_SCALE_QPS (client QPS,
-// burst twice that), KUBELB_SCALE_FINALIZER=1 (see below).
+// burst twice that), KUBELB_SCALE_FINALIZER=1 (see below), KUBELB_SCALE_NODEPORTS=1 (hub
+// NodePorts allocated, see below).
 //
 // It creates KUBELB_SCALE single-port LoadBalancers at once in one tenant against a real API
 // server, with the controller running in-process at kubelb's default client limits (200 QPS,
@@ -49,7 +50,11 @@ import (
 // server (apiserver_request_total). It asserts nothing about time.
 //
 // envtest's API server allows only 10.0.0.0/24 (~250) Service ClusterIPs by default; this
-// test starts its own with a /16 so that 1000 hub Services fit.
+// test starts its own with a /16 so that tens of thousands of hub Services fit. The Config
+// turns hub NodePorts off (spec.loadBalancer.allocateNodePorts: false), as a hub with MetalLB
+// would: with them, the default NodePort range (2768 ports) caps the hub at 2768
+// LoadBalancer ports, and hub Services beyond are refused ("range is full").
+// KUBELB_SCALE_NODEPORTS=1 keeps them.
 func TestScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("KUBELB_SCALE"))
 	if n <= 0 {
@@ -87,8 +92,10 @@ func TestScale(t *testing.T) {
 	createNamespace(t, c, ns, true)
 	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500 ports).
 	limit := ptr.To(int32(max(n, 1000)))
+	nodePorts := os.Getenv("KUBELB_SCALE_NODEPORTS") != ""
 	if err := c.Create(ctx, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: limit, ListenerPorts: limit}}}); err != nil {
+		Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: limit, ListenerPorts: limit},
+			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(nodePorts)}}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -127,7 +134,7 @@ func TestScale(t *testing.T) {
 	created := time.Since(start)
 
 	var allPorts, allAddressed time.Duration
-	testsupport.Eventually(t, 10*time.Minute, "every LoadBalancer with ports and address", func() error {
+	testsupport.Eventually(t, time.Duration(max(n/1000, 2))*5*time.Minute, "every LoadBalancer with ports and address", func() error {
 		list := &kubelbv1alpha1.LoadBalancerList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -170,8 +177,8 @@ func TestScale(t *testing.T) {
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	serverAfter := serverWrites(t, cfg)
 
-	t.Logf("%d LoadBalancers created by the test in %s; controller with %d workers, client QPS %d burst %d",
-		n, created.Round(time.Millisecond), m.r.opts.MaxConcurrentReconciles, qps, 2*qps)
+	t.Logf("%d LoadBalancers created by the test in %s; controller with %d workers, client QPS %d burst %d, hub NodePorts allocated: %v",
+		n, created.Round(time.Millisecond), m.r.opts.MaxConcurrentReconciles, qps, 2*qps, nodePorts)
 	t.Logf("all with status.service.ports after %s; all with an address after %s", allPorts.Round(time.Millisecond), allAddressed.Round(time.Millisecond))
 	t.Logf("controller writes when all were addressed: %s", writesAtAddress)
 	t.Logf("controller writes in total: %s → %.2f per LoadBalancer", m.writes, float64(m.writes.Total())/float64(n))
