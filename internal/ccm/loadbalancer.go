@@ -192,5 +192,8 @@ func ExternalLoadBalancer(desired *v1alpha1.LoadBalancer, svc *corev1.Service) (
 	out := desired.DeepCopy()
 	out.Spec.Ports = ports
 	out.Spec.Endpoints = []v1alpha1.LoadBalancerEndpoints{{Addresses: addresses, Ports: endpointPorts}}
+	// The endpoints are the other load balancer's addresses, not nodes: there is no
+	// kube-proxy health endpoint on them to check.
+	out.Spec.HealthCheckNodePort = 0
 	return out, problems
 }

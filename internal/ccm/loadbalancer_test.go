@@ -163,3 +163,36 @@ func TestWarnOnce(t *testing.T) {
 		t.Fatal("a forgotten Service is warned again")
 	}
 }
+
+// TestExternalLoadBalancerNoNodeHealthCheck: with --enable-cloud-provider=false the endpoints
+// are the other load balancer's addresses, so an externalTrafficPolicy: Local Service's
+// healthCheckNodePort is not carried (the hub would check a kube-proxy port on an address
+// that is no node).
+func TestExternalLoadBalancerNoNodeHealthCheck(t *testing.T) {
+	t.Parallel()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", UID: "uid-1"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			HealthCheckNodePort: 32000,
+			Ports:               []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 31080}},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}},
+	}
+	desired, _ := DesiredLoadBalancer(svc, "tenant-a")
+	if desired.Spec.HealthCheckNodePort != 32000 {
+		t.Fatalf("DesiredLoadBalancer healthCheckNodePort %d, want 32000 (the node mirror)", desired.Spec.HealthCheckNodePort)
+	}
+	got, problems := ExternalLoadBalancer(desired, svc)
+	if len(problems) != 0 {
+		t.Errorf("problems %v", problems)
+	}
+	if got.Spec.HealthCheckNodePort != 0 {
+		t.Errorf("healthCheckNodePort %d carried to the hub, want none", got.Spec.HealthCheckNodePort)
+	}
+	want := []v1alpha1.LoadBalancerEndpoints{{Addresses: []v1alpha1.EndpointAddress{{IP: "192.0.2.10"}},
+		Ports: []v1alpha1.EndpointPort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	if diff := cmp.Diff(want, got.Spec.Endpoints); diff != "" {
+		t.Errorf("endpoints -want +got:\n%s", diff)
+	}
+}
