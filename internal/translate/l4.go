@@ -115,6 +115,8 @@ type portSpec struct {
 type lbSettings struct {
 	proxyProtocol bool
 	sourceIP      bool
+	// opts are the tenant's options with the LoadBalancer's upstream annotations applied.
+	opts Options
 }
 
 func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
@@ -195,17 +197,17 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		StatName:       ps.statName,
 		Owners:         []ir.ObjectRef{owner},
 		Endpoints:      eps,
-		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
-		MaxConnections: t.opts.MaxConnectionsPerCluster,
+		ConnectTimeout: ir.Duration(s.opts.ConnectTimeout),
+		MaxConnections: s.opts.MaxConnectionsPerCluster,
 		HashSourceIP:   s.sourceIP,
 	}
 	if ps.protocol == corev1.ProtocolUDP {
 		l.Protocol, c.Protocol = ir.ProtocolUDP, ir.UpstreamUDP
-		l.IdleTimeout = ir.Duration(t.opts.UDPSessionIdleTimeout)
+		l.IdleTimeout = ir.Duration(s.opts.UDPSessionIdleTimeout)
 	} else {
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		c.ProxyProtocol = s.proxyProtocol
-		if hc := t.opts.HealthCheck; !hc.Disabled {
+		if hc := s.opts.HealthCheck; !hc.Disabled {
 			c.HealthCheck = &ir.HealthCheck{
 				Interval:           ir.Duration(hc.Interval),
 				Timeout:            ir.Duration(hc.Timeout),
@@ -221,16 +223,12 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
 func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
-	var s lbSettings
-	if v, ok := lb.Annotations[v1alpha1.AnnotationProxyProtocol]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "v2", "true":
-			s.proxyProtocol = true
-		case "", "false":
-		default:
-			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
-				v1alpha1.AnnotationProxyProtocol, truncate(v))
-		}
+	s := lbSettings{opts: t.upstreamAnnotations(lb)}
+	on, ok := ProxyProtocol(lb)
+	s.proxyProtocol = on
+	if !ok {
+		t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
+			v1alpha1.AnnotationProxyProtocol, truncate(lb.Annotations[v1alpha1.AnnotationProxyProtocol]))
 	}
 	if p := lb.Spec.Persistence; p != nil {
 		switch p.Type {
