@@ -193,6 +193,8 @@ type outcome struct {
 	problems   []string
 	hasAddress bool
 	hostname   hostnameState
+	// ipMode of the addresses in status (translate.IPMode).
+	ipMode corev1.LoadBalancerIPMode
 }
 
 // readyCondition is the Ready condition for an outcome, the most important problem first.
