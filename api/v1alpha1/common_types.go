@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Names, labels and annotations of the tenant ↔ hub contract.
@@ -32,6 +33,22 @@ const (
 
 	// AnnotationProxyProtocol on a tenant Service asks for PROXY protocol v2 towards the tenant.
 	AnnotationProxyProtocol = "kubelb.k8c.io/proxy-protocol"
+
+	// Annotations on a tenant Service that override the tenant's spec.upstream for its
+	// LoadBalancer (additions; ignorable). Durations are Go durations ("5s", "1m30s").
+	AnnotationConnectTimeout                = "kubelb.k8c.io/connect-timeout"
+	AnnotationMaxConnections                = "kubelb.k8c.io/max-connections"
+	AnnotationUDPIdleTimeout                = "kubelb.k8c.io/udp-idle-timeout"
+	AnnotationHealthCheckDisable            = "kubelb.k8c.io/health-check-disable"
+	AnnotationHealthCheckInterval           = "kubelb.k8c.io/health-check-interval"
+	AnnotationHealthCheckTimeout            = "kubelb.k8c.io/health-check-timeout"
+	AnnotationHealthCheckUnhealthyThreshold = "kubelb.k8c.io/health-check-unhealthy-threshold"
+	AnnotationHealthCheckHealthyThreshold   = "kubelb.k8c.io/health-check-healthy-threshold"
+	AnnotationHealthCheckNoTrafficInterval  = "kubelb.k8c.io/health-check-no-traffic-interval"
+	// AnnotationIPMode on a tenant Service chooses the ipMode ("VIP" or "Proxy") of its
+	// status.loadBalancer.ingress, overriding spec.loadBalancer.ipMode of the Tenant and
+	// Config (an addition; ignorable).
+	AnnotationIPMode = "kubelb.k8c.io/ip-mode"
 
 	// DefaultClass is the load balancer, ingress and gateway class kubelb answers to.
 	DefaultClass = "kubelb"
@@ -198,6 +215,15 @@ type LoadBalancerSettings struct {
 	// KubeLB CE API.
 	// +optional
 	AllocateNodePorts *bool `json:"allocateNodePorts,omitempty"`
+	// IPMode of the addresses the tenant Services show (status.loadBalancer.ingress[].ipMode;
+	// an addition; ignorable): "Proxy" keeps the tenant's kube-proxy from short-cutting
+	// in-cluster traffic to the address, so it goes through Envoy (and gets PROXY protocol);
+	// "VIP" lets it short-cut. Unset: Proxy for Services with PROXY protocol on, VIP for the
+	// others. The Tenant's overrides the Config's; a Service's kubelb.k8c.io/ip-mode
+	// annotation overrides both.
+	// +kubebuilder:validation:Enum=VIP;Proxy
+	// +optional
+	IPMode *corev1.LoadBalancerIPMode `json:"ipMode,omitempty"`
 }
 
 // IngressSettings are the tenant-wide settings of Ingress support.
@@ -313,4 +339,63 @@ type EndpointPolicy struct {
 	// +listType=atomic
 	// +optional
 	Deny []string `json:"deny,omitempty"`
+}
+
+// UpstreamSettings tune the Envoy clusters that carry a tenant's traffic to its nodes (an
+// addition to the KubeLB CE API; ignorable): every cluster of the tenant's LoadBalancers and
+// Routes. A field left unset takes the Config's value, and the Config's unset fields take
+// the defaults in docs/translate.md. A tenant Service may override them for its own
+// LoadBalancer with the kubelb.k8c.io/ annotations listed in docs/ccm.md.
+type UpstreamSettings struct {
+	// ConnectTimeout of connections to the tenant's nodes (10ms to 10m); default 5s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('10m')",message="must be a duration from 10ms to 10m, e.g. 5s"
+	// +optional
+	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
+	// MaxConnections is the most connections (TCP) or sessions (UDP) one Envoy proxy opens
+	// to one cluster, i.e. per Service port; default 1048576.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxConnections *int32 `json:"maxConnections,omitempty"`
+	// UDPIdleTimeout ends a UDP session that carried no datagram for this long (1s to 24h);
+	// default 60s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="must be a duration from 1s to 24h, e.g. 60s"
+	// +optional
+	UDPIdleTimeout *metav1.Duration `json:"udpIdleTimeout,omitempty"`
+	// HealthCheck is the active health check of TCP clusters.
+	// +optional
+	HealthCheck UpstreamHealthCheck `json:"healthCheck,omitempty"`
+}
+
+// UpstreamHealthCheck configures the active health check of a tenant's TCP clusters (a TCP
+// connect to every node); each field set overrides the Config's.
+type UpstreamHealthCheck struct {
+	// Disable turns active health checking off: every node gets traffic until a connection
+	// to it fails.
+	// +optional
+	Disable *bool `json:"disable,omitempty"`
+	// Interval between two checks of a node (1s to 1h); default 5s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration from 1s to 1h, e.g. 5s"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Timeout of one check (10ms to 1h); default 2s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('1h')",message="must be a duration from 10ms to 1h, e.g. 2s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// UnhealthyThreshold is the number of failed checks that take a node out (1 to 100);
+	// default 2.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	UnhealthyThreshold *int32 `json:"unhealthyThreshold,omitempty"`
+	// HealthyThreshold is the number of passed checks that bring a node back (1 to 100);
+	// default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	HealthyThreshold *int32 `json:"healthyThreshold,omitempty"`
+	// NoTrafficInterval is the interval of checks while a cluster has carried no traffic
+	// (1s to 1h); default Envoy's 60s, which keeps idle Services cheap.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be a duration from 1s to 1h, e.g. 60s"
+	// +optional
+	NoTrafficInterval *metav1.Duration `json:"noTrafficInterval,omitempty"`
 }

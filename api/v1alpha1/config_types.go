@@ -29,6 +29,10 @@ type ConfigSpec struct {
 	// field by field.
 	// +optional
 	Limits Limits `json:"limits,omitempty"`
+	// Upstream tunes the Envoy clusters towards the tenant's nodes (connect timeout, health
+	// check, UDP idle timeout, connection limit); a Tenant's own spec.upstream overrides it field by field.
+	// +optional
+	Upstream UpstreamSettings `json:"upstream,omitempty"`
 }
 
 // EnvoyProxyTopology says how Envoy proxies are laid out.

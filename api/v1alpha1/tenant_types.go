@@ -28,6 +28,10 @@ type TenantSpec struct {
 	// Limits of this tenant: each field set overrides the Config's.
 	// +optional
 	Limits Limits `json:"limits,omitempty"`
+	// Upstream tunes the Envoy clusters towards the tenant's nodes (connect timeout, health
+	// check, UDP idle timeout, connection limit): each field set overrides the Config's.
+	// +optional
+	Upstream UpstreamSettings `json:"upstream,omitempty"`
 }
 
 // TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.

@@ -319,7 +319,7 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 	if !r.External && svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		// Clear the status we copied: when it is the mirror's, or when no other
 		// implementation can have written it (no foreign class).
-		ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, current.Status.LoadBalancer)
+		ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, tenantStatus(current.Status.LoadBalancer))
 		foreign := svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != v1alpha1.DefaultClass
 		if ours || !foreign {
 			orig := svc.DeepCopy()

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -79,13 +80,29 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if ev, ok := r.programmed.next(req.NamespacedName, svc.UID, programmedCondition(lb)); ok {
 		record(r.Recorder, svc, ev.eventType, ev.reason, actionStatus, "%s", ev.note)
 	}
-	if equality.Semantic.DeepEqual(svc.Status.LoadBalancer, lb.Status.LoadBalancer) {
+	want := tenantStatus(lb.Status.LoadBalancer)
+	if equality.Semantic.DeepEqual(svc.Status.LoadBalancer, want) {
 		return reconcile.Result{}, nil
 	}
 	orig := svc.DeepCopy()
-	svc.Status.LoadBalancer = *lb.Status.LoadBalancer.DeepCopy()
+	svc.Status.LoadBalancer = want
 	if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying the status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
 	}
 	return reconcile.Result{}, nil
+}
+
+// tenantStatus is the status.loadBalancer a tenant Service gets from its LoadBalancer: a copy,
+// with each ingress entry's ipMode — which the manager decides (Proxy when PROXY protocol is
+// on, or as the Tenant, Config or the Service's kubelb.k8c.io/ip-mode annotation say) — and
+// VIP for an IP entry without one, as the API server defaults it: a hub that writes none
+// (an older manager) then does not make the ccm patch the same status on every reconcile.
+func tenantStatus(in corev1.LoadBalancerStatus) corev1.LoadBalancerStatus {
+	out := *in.DeepCopy()
+	for i := range out.Ingress {
+		if out.Ingress[i].IP != "" && out.Ingress[i].IPMode == nil {
+			out.Ingress[i].IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
+		}
+	}
+	return out
 }

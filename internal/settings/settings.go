@@ -8,8 +8,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
@@ -78,6 +80,13 @@ type Tenant struct {
 	// Limits bound what the tenant may hold: each field of the Tenant's spec.limits overrides
 	// the Config's, and unset ones take the Default* constants.
 	Limits Limits
+	// Upstream holds the tenant's upstream options (Config and Tenant spec.upstream, each
+	// field of the Tenant's overriding the Config's); zero fields keep translate's defaults.
+	// The envoycp controller overlays them onto its own options (Options.WithUpstream).
+	Upstream translate.Options
+	// IPMode is spec.loadBalancer.ipMode of the Tenant, else of the Config; nil when
+	// neither sets it (translate.IPMode decides).
+	IPMode *corev1.LoadBalancerIPMode
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -102,6 +111,8 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	}
 	resolveDNS(&out, config, tenant)
 	out.Limits = resolveLimits(config, tenant)
+	out.Upstream = resolveUpstream(config, tenant)
+	out.IPMode = resolveIPMode(config, tenant)
 	var allow, deny []string
 	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
 	if config != nil && config.Spec.EndpointPolicy != nil {
@@ -225,6 +236,72 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		set(&out.Endpoints, l.Endpoints)
 	}
 	return out
+}
+
+// resolveUpstream takes each upstream option from the Tenant, else the Config; unset ones
+// (and values outside translate's bounds, which the CRDs refuse) stay zero: the defaults.
+func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) translate.Options {
+	var specs []*kubelbv1alpha1.UpstreamSettings
+	if config != nil {
+		specs = append(specs, &config.Spec.Upstream)
+	}
+	if tenant != nil {
+		specs = append(specs, &tenant.Spec.Upstream)
+	}
+	var out translate.Options
+	dur := func(dst *time.Duration, v *metav1.Duration, lo, hi time.Duration) {
+		if v != nil && translate.DurationInRange(v.Duration, lo, hi) {
+			*dst = v.Duration
+		}
+	}
+	count := func(dst *uint32, v *int32, hi int64) {
+		if v != nil && *v >= 1 && int64(*v) <= hi {
+			*dst = uint32(*v)
+		}
+	}
+	for _, u := range specs {
+		dur(&out.ConnectTimeout, u.ConnectTimeout, translate.MinConnectTimeout, translate.MaxConnectTimeout)
+		count(&out.MaxConnectionsPerCluster, u.MaxConnections, translate.MaxMaxConnectionsPerCluster)
+		dur(&out.UDPSessionIdleTimeout, u.UDPIdleTimeout, translate.MinUDPSessionIdleTimeout, translate.MaxUDPSessionIdleTimeout)
+		h, hc := &u.HealthCheck, &out.HealthCheck
+		if h.Disable != nil {
+			hc.Disabled = *h.Disable
+		}
+		dur(&hc.Interval, h.Interval, translate.MinHealthCheckInterval, translate.MaxHealthCheckInterval)
+		dur(&hc.Timeout, h.Timeout, translate.MinHealthCheckTimeout, translate.MaxHealthCheckTimeout)
+		count(&hc.UnhealthyThreshold, h.UnhealthyThreshold, translate.MaxHealthCheckThreshold)
+		count(&hc.HealthyThreshold, h.HealthyThreshold, translate.MaxHealthCheckThreshold)
+		dur(&hc.NoTrafficInterval, h.NoTrafficInterval, translate.MinNoTrafficInterval, translate.MaxNoTrafficInterval)
+	}
+	return out
+}
+
+// resolveIPMode takes spec.loadBalancer.ipMode from the Tenant, else the Config.
+func resolveIPMode(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) *corev1.LoadBalancerIPMode {
+	var out *corev1.LoadBalancerIPMode
+	for _, m := range []*corev1.LoadBalancerIPMode{ipModeOf(config), tenantIPMode(tenant)} {
+		if m == nil {
+			continue
+		}
+		if v, ok := translate.ParseIPMode(string(*m)); ok {
+			out = &v
+		}
+	}
+	return out
+}
+
+func ipModeOf(config *kubelbv1alpha1.Config) *corev1.LoadBalancerIPMode {
+	if config == nil {
+		return nil
+	}
+	return config.Spec.LoadBalancer.IPMode
+}
+
+func tenantIPMode(tenant *kubelbv1alpha1.Tenant) *corev1.LoadBalancerIPMode {
+	if tenant == nil {
+		return nil
+	}
+	return tenant.Spec.LoadBalancer.IPMode
 }
 
 // policyRules parses CIDRs into policy rules of source src; entries that are not CIDRs are

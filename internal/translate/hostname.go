@@ -231,15 +231,15 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 		ps.protocol = "HTTP"
 		// The same endpoints as the Layer 4 port, with its PROXY protocol and health check.
 		c := &ir.Cluster{
-			Name:           name,
-			StatName:       statName(lb, ps),
-			Protocol:       ir.UpstreamHTTP1,
-			Owners:         []ir.ObjectRef{ref},
-			Endpoints:      eps,
-			ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
-			MaxConnections: t.opts.MaxConnectionsPerCluster,
+			Name:      name,
+			StatName:  statName(lb, ps),
+			Protocol:  ir.UpstreamHTTP1,
+			Owners:    []ir.ObjectRef{ref},
+			Endpoints: eps,
 		}
 		settings := l4.settings(lb)
+		c.ConnectTimeout = ir.Duration(settings.opts.ConnectTimeout)
+		c.MaxConnections = settings.opts.MaxConnectionsPerCluster
 		c.ProxyProtocol = settings.proxyProtocol
 		c.HealthCheck = l4.healthCheck(settings, false)
 		t.clusters[name] = c

@@ -118,6 +118,8 @@ type lbSettings struct {
 	// healthCheckPort is spec.healthCheckNodePort (externalTrafficPolicy Local): every node
 	// is checked with GET /healthz on it; 0 when unset.
 	healthCheckPort uint32
+	// opts are the tenant's options with the LoadBalancer's upstream annotations applied.
+	opts Options
 }
 
 // HealthCheckNodePath is what kube-proxy answers on a Service's healthCheckNodePort: 200
@@ -202,13 +204,13 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		StatName:       ps.statName,
 		Owners:         []ir.ObjectRef{owner},
 		Endpoints:      eps,
-		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
-		MaxConnections: t.opts.MaxConnectionsPerCluster,
+		ConnectTimeout: ir.Duration(s.opts.ConnectTimeout),
+		MaxConnections: s.opts.MaxConnectionsPerCluster,
 		HashSourceIP:   s.sourceIP,
 	}
 	if ps.protocol == corev1.ProtocolUDP {
 		l.Protocol, c.Protocol = ir.ProtocolUDP, ir.UpstreamUDP
-		l.IdleTimeout = ir.Duration(t.opts.UDPSessionIdleTimeout)
+		l.IdleTimeout = ir.Duration(s.opts.UDPSessionIdleTimeout)
 	} else {
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		c.ProxyProtocol = s.proxyProtocol
@@ -224,7 +226,7 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 // expects: GET /healthz on that port of every node, healthy on 200 only, so a node without a
 // local endpoint gets no new connections.
 func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
-	hc := t.opts.HealthCheck
+	hc := s.opts.HealthCheck
 	if hc.Disabled || (udp && s.healthCheckPort == 0) {
 		return nil
 	}
@@ -245,16 +247,12 @@ func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
 func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
-	var s lbSettings
-	if v, ok := lb.Annotations[v1alpha1.AnnotationProxyProtocol]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "v2", "true":
-			s.proxyProtocol = true
-		case "", "false":
-		default:
-			t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
-				v1alpha1.AnnotationProxyProtocol, truncate(v))
-		}
+	s := lbSettings{opts: t.upstreamAnnotations(lb)}
+	on, ok := ProxyProtocol(lb)
+	s.proxyProtocol = on
+	if !ok {
+		t.problem(t.ref(lb, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (use \"v2\"); PROXY protocol is off",
+			v1alpha1.AnnotationProxyProtocol, truncate(lb.Annotations[v1alpha1.AnnotationProxyProtocol]))
 	}
 	switch p := lb.Spec.HealthCheckNodePort; {
 	case p == 0:

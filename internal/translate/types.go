@@ -30,6 +30,23 @@ const (
 	DefaultUDPSessionIdleTimeout    = 60 * time.Second
 )
 
+// Bounds of the upstream options that Config and Tenant spec.upstream and the annotations of
+// a LoadBalancer may set (the CRDs validate the same ranges; see UpstreamBounds).
+const (
+	MinConnectTimeout           = 10 * time.Millisecond
+	MaxConnectTimeout           = 10 * time.Minute
+	MinUDPSessionIdleTimeout    = time.Second
+	MaxUDPSessionIdleTimeout    = 24 * time.Hour
+	MinHealthCheckInterval      = time.Second
+	MaxHealthCheckInterval      = time.Hour
+	MinHealthCheckTimeout       = 10 * time.Millisecond
+	MaxHealthCheckTimeout       = time.Hour
+	MinNoTrafficInterval        = time.Second
+	MaxNoTrafficInterval        = time.Hour
+	MaxHealthCheckThreshold     = 100
+	MaxMaxConnectionsPerCluster = 1<<31 - 1
+)
+
 // Input is everything Translate reads: one tenant's state on the hub.
 type Input struct {
 	// Tenant is the hub namespace of the tenant, e.g. "tenant-a".
@@ -117,6 +134,45 @@ type HealthCheck struct {
 	// Envoy's default (60s), which keeps idle tenants cheap.
 	NoTrafficInterval time.Duration
 }
+
+// WithUpstream returns o with the upstream options set in u (ConnectTimeout,
+// MaxConnectionsPerCluster, UDPSessionIdleTimeout, HealthCheck: each non-zero field, and
+// HealthCheck.Disabled when true) in place of o's. The manager overlays a tenant's
+// resolved spec.upstream onto its own options with it.
+func (o Options) WithUpstream(u Options) Options {
+	if u.ConnectTimeout > 0 {
+		o.ConnectTimeout = u.ConnectTimeout
+	}
+	if u.MaxConnectionsPerCluster > 0 {
+		o.MaxConnectionsPerCluster = u.MaxConnectionsPerCluster
+	}
+	if u.UDPSessionIdleTimeout > 0 {
+		o.UDPSessionIdleTimeout = u.UDPSessionIdleTimeout
+	}
+	hc, uh := &o.HealthCheck, u.HealthCheck
+	if uh.Disabled {
+		hc.Disabled = true
+	}
+	if uh.Interval > 0 {
+		hc.Interval = uh.Interval
+	}
+	if uh.Timeout > 0 {
+		hc.Timeout = uh.Timeout
+	}
+	if uh.UnhealthyThreshold > 0 {
+		hc.UnhealthyThreshold = uh.UnhealthyThreshold
+	}
+	if uh.HealthyThreshold > 0 {
+		hc.HealthyThreshold = uh.HealthyThreshold
+	}
+	if uh.NoTrafficInterval > 0 {
+		hc.NoTrafficInterval = uh.NoTrafficInterval
+	}
+	return o
+}
+
+// DurationInRange reports whether d is within [lo, hi].
+func DurationInRange(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
 
 // withDefaults fills in every unset option.
 func (o Options) withDefaults() Options {

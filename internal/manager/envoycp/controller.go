@@ -614,10 +614,11 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		Tenant:        tenant,
 		LoadBalancers: make([]v1alpha1.LoadBalancer, 0, len(lbs.Items)),
 		Addresses:     make(map[string]v1alpha1.Addresses, len(addrs.Items)),
-		Options:       opts,
-		Policy:        set.EndpointPolicy,
-		HeaderLimits:  limits,
-		DNS:           set.DNS,
+		// The tenant's spec.upstream (Config, Tenant) in place of the manager's defaults.
+		Options:      opts.WithUpstream(set.Upstream),
+		Policy:       set.EndpointPolicy,
+		HeaderLimits: limits,
+		DNS:          set.DNS,
 	}
 	in.Policy.Hub = hub
 	// The endpoint limits bound the translation itself: it stops merging a cluster's

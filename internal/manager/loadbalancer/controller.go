@@ -54,6 +54,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -283,6 +284,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if !supported {
 		out.unsupportedType = lb.Spec.Type
 	}
+	out.ipMode = translate.IPMode(lb, tenant.IPMode)
 	defer func() {
 		if err != nil {
 			return // the hub Service is in an unknown state; the retry reports it
@@ -324,6 +326,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	cond := readyCondition(out, lb.Generation)
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
 	status := nextStatus(lb, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	if out.ipMode != "" { // the tenant's kube-proxy reads it (Proxy: no short-cut past Envoy)
+		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
+	}
 	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {

@@ -252,6 +252,8 @@ type outcome struct {
 	// unsupportedType is the LoadBalancer's spec.type when hubServiceType does not support it.
 	unsupportedType corev1.ServiceType
 	hostname        hostnameState
+	// ipMode of the addresses in status (translate.IPMode).
+	ipMode corev1.LoadBalancerIPMode
 }
 
 // readyCondition is the Ready condition for an outcome, the most important problem first.
