@@ -71,6 +71,20 @@ func PortName(p corev1.ServicePort) string {
 	return fmt.Sprintf("%d-%s", p.Port, strings.ToLower(string(p.Protocol)))
 }
 
+// carriedPort is a Service port's name and protocol (TCP when unset), or the problem when the
+// LoadBalancer API cannot carry its protocol (only TCP and UDP).
+func carriedPort(p corev1.ServicePort) (string, corev1.Protocol, *PortProblem) {
+	protocol := p.Protocol
+	if protocol == "" {
+		protocol = corev1.ProtocolTCP
+	}
+	name := PortName(p)
+	if protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP {
+		return name, protocol, &PortProblem{Port: name, Message: fmt.Sprintf("protocol %s is not supported; only TCP and UDP are", protocol)}
+	}
+	return name, protocol, nil
+}
+
 // DesiredLoadBalancer maps a tenant Service to the LoadBalancer the ccm keeps in namespace
 // (the tenant's namespace on the hub). Ports whose NodePort is not allocated yet, or whose
 // protocol the LoadBalancer API does not carry (SCTP), are left out and reported.
@@ -79,14 +93,10 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 	var endpointPorts []v1alpha1.EndpointPort
 	var problems []PortProblem
 	for _, p := range svc.Spec.Ports {
-		protocol := p.Protocol
-		if protocol == "" {
-			protocol = corev1.ProtocolTCP
-		}
-		name := PortName(p)
+		name, protocol, problem := carriedPort(p)
 		switch {
-		case protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP:
-			problems = append(problems, PortProblem{Port: name, Message: fmt.Sprintf("protocol %s is not supported; only TCP and UDP are", protocol)})
+		case problem != nil:
+			problems = append(problems, *problem)
 			continue
 		case p.NodePort == 0:
 			problems = append(problems, PortProblem{Port: name, Pending: true, Message: "no NodePort is allocated yet"})
@@ -168,13 +178,9 @@ func ExternalLoadBalancer(desired *v1alpha1.LoadBalancer, svc *corev1.Service) (
 	var endpointPorts []v1alpha1.EndpointPort
 	var problems []PortProblem
 	for _, p := range svc.Spec.Ports {
-		protocol := p.Protocol
-		if protocol == "" {
-			protocol = corev1.ProtocolTCP
-		}
-		name := PortName(p)
-		if protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP {
-			problems = append(problems, PortProblem{Port: name, Message: fmt.Sprintf("protocol %s is not supported; only TCP and UDP are", protocol)})
+		name, protocol, problem := carriedPort(p)
+		if problem != nil {
+			problems = append(problems, *problem)
 			continue
 		}
 		ports = append(ports, v1alpha1.LoadBalancerPort{Name: name, Port: p.Port, Protocol: protocol})
