@@ -181,14 +181,12 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 // spec.certificates overrides the Config's when set (not nil), so a Tenant can also turn off
 // what the Config turns on (allowExplicitHostnames: false, wildcardDomain: "").
 func resolveDNS(out *Tenant, config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) {
-	var specs []*kubelbv1alpha1.DNSSettings
-	var certs []*kubelbv1alpha1.CertificatesSettings
-	if config != nil {
-		specs, certs = append(specs, &config.Spec.DNS), append(certs, &config.Spec.Certificates)
-	}
-	if tenant != nil {
-		specs, certs = append(specs, &tenant.Spec.DNS), append(certs, &tenant.Spec.Certificates)
-	}
+	specs := layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.DNSSettings { return &s.DNS },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.DNSSettings { return &s.DNS })
+	certs := layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.CertificatesSettings { return &s.Certificates },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.CertificatesSettings { return &s.Certificates })
 	for _, d := range specs {
 		if d.WildcardDomain != nil {
 			out.DNS.WildcardDomain = *d.WildcardDomain
@@ -216,13 +214,9 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
 		Endpoints:           int(DefaultLimitEndpoints),
 	}
-	var specs []*kubelbv1alpha1.Limits
-	if config != nil {
-		specs = append(specs, &config.Spec.Limits)
-	}
-	if tenant != nil {
-		specs = append(specs, &tenant.Spec.Limits)
-	}
+	specs := layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.Limits { return &s.Limits },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.Limits { return &s.Limits })
 	set := func(dst *int, v *int32) {
 		if v != nil && *v >= 0 {
 			*dst = int(*v)
@@ -241,13 +235,9 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 // resolveUpstream takes each upstream option from the Tenant, else the Config; unset ones
 // (and values outside translate's bounds, which the CRDs refuse) stay zero: the defaults.
 func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) translate.Options {
-	var specs []*kubelbv1alpha1.UpstreamSettings
-	if config != nil {
-		specs = append(specs, &config.Spec.Upstream)
-	}
-	if tenant != nil {
-		specs = append(specs, &tenant.Spec.Upstream)
-	}
+	specs := layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.UpstreamSettings { return &s.Upstream },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.UpstreamSettings { return &s.Upstream })
 	var out translate.Options
 	dur := func(dst *time.Duration, v *metav1.Duration, lo, hi time.Duration) {
 		if v != nil && translate.DurationInRange(v.Duration, lo, hi) {
@@ -279,29 +269,32 @@ func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenan
 // resolveIPMode takes spec.loadBalancer.ipMode from the Tenant, else the Config.
 func resolveIPMode(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) *corev1.LoadBalancerIPMode {
 	var out *corev1.LoadBalancerIPMode
-	for _, m := range []*corev1.LoadBalancerIPMode{ipModeOf(config), tenantIPMode(tenant)} {
-		if m == nil {
+	for _, lb := range layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer }) {
+		if lb.IPMode == nil {
 			continue
 		}
-		if v, ok := translate.ParseIPMode(string(*m)); ok {
+		if v, ok := translate.ParseIPMode(string(*lb.IPMode)); ok {
 			out = &v
 		}
 	}
 	return out
 }
 
-func ipModeOf(config *kubelbv1alpha1.Config) *corev1.LoadBalancerIPMode {
-	if config == nil {
-		return nil
+// layers returns the settings of one kind that apply to a tenant, the Config's first and the
+// Tenant's last (either may be nil), so that a loop over them lets the Tenant's fields
+// override the Config's.
+func layers[T any](config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant,
+	ofConfig func(*kubelbv1alpha1.ConfigSpec) *T, ofTenant func(*kubelbv1alpha1.TenantSpec) *T) []*T {
+	out := make([]*T, 0, 2)
+	if config != nil {
+		out = append(out, ofConfig(&config.Spec))
 	}
-	return config.Spec.LoadBalancer.IPMode
-}
-
-func tenantIPMode(tenant *kubelbv1alpha1.Tenant) *corev1.LoadBalancerIPMode {
-	if tenant == nil {
-		return nil
+	if tenant != nil {
+		out = append(out, ofTenant(&tenant.Spec))
 	}
-	return tenant.Spec.LoadBalancer.IPMode
+	return out
 }
 
 // policyRules parses CIDRs into policy rules of source src; entries that are not CIDRs are
