@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -38,7 +37,6 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts .
 	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
-	recordDepthBaseline()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -49,34 +47,6 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts .
 		}
 	})
 	return mgr
-}
-
-// depthBaseline is the workqueue depth each controller name had when the last manager
-// started. workqueue_depth is one process-wide gauge per controller name: a manager stopped
-// with items still queued leaves its depth in the gauge, and the next manager with a
-// controller of that name counts on from there. WaitControllerIdle subtracts it.
-var (
-	depthMu       sync.Mutex
-	depthBaseline = map[string]float64{}
-)
-
-// recordDepthBaseline takes the queue depths before a manager starts (its controllers have
-// queued nothing yet).
-func recordDepthBaseline() {
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return
-	}
-	depthMu.Lock()
-	defer depthMu.Unlock()
-	for _, f := range families {
-		if f.GetName() != "workqueue_depth" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			depthBaseline[label(m, "controller")] = m.GetGauge().GetValue()
-		}
-	}
 }
 
 // controllerStats are controller-runtime's metrics of one controller.
@@ -115,23 +85,30 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// WaitControllerIdle waits until an in-process controller has at least min reconciles,
-// nothing queued and nothing running, twice in a row, and returns its reconcile count.
+// WaitControllerIdle waits until an in-process controller has at least min reconciles and
+// nothing running, with its metrics unchanged for half a second, and returns its reconcile
+// count. The queue depth is not trusted to be zero: workqueue_depth is one process-wide gauge
+// per controller name, and a manager stopped with items still queued leaves its depth in it
+// for the next manager with a controller of that name. A queued item of this manager shows
+// within the quiet period instead, as a running worker or one more reconcile.
 func WaitControllerIdle(t TB, controller string, min float64) float64 {
 	t.Helper()
+	const quietPolls = 5 // × Eventually's 100 ms
 	var last controllerStats
+	same := 0
 	testsupport.Eventually(t, 30*time.Second, controller+" to be idle", func() error {
 		s, err := statsOf(controller)
 		if err != nil {
 			return err
 		}
-		depthMu.Lock()
-		s.depth -= depthBaseline[controller]
-		depthMu.Unlock()
-		idle := s.reconciles >= min && s.depth <= 0 && s.active == 0 && s == last
+		if s == last {
+			same++
+		} else {
+			same = 0
+		}
 		last = s
-		if !idle {
-			return fmt.Errorf("%+v", s)
+		if s.reconciles < min || s.active != 0 || same < quietPolls {
+			return fmt.Errorf("%+v, unchanged for %d polls", s, same)
 		}
 		return nil
 	})
