@@ -207,8 +207,9 @@ type LoadBalancerSettings struct {
 	Disable bool `json:"disable,omitempty"`
 
 	// AllocateNodePorts sets allocateLoadBalancerNodePorts of the hub Services of type
-	// LoadBalancer made for LoadBalancers. Unset means true: every port of such a hub Service
-	// takes a NodePort of the hub, as Kubernetes does by default. Set it to false when the
+	// LoadBalancer made for the tenant: its LoadBalancers', its Gateways' and its shared
+	// Ingress Service. Unset means true: every port of such a hub Service takes a NodePort of
+	// the hub, as Kubernetes does by default. Set it to false when the
 	// hub's load balancer implementation sends traffic to the Envoy pods directly (MetalLB in
 	// L2 or BGP mode, kube-vip, Cilium): the hub's NodePort range then no longer bounds the
 	// number of LoadBalancer ports. A Tenant's value replaces the Config's. An addition to the

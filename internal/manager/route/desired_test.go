@@ -137,7 +137,7 @@ func TestGatewayService(t *testing.T) {
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}})
+	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil)
 	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
 	}
@@ -242,13 +242,13 @@ func TestIngressServiceDNSAnnotation(t *testing.T) {
 	}
 	ports := []hubPort{{name: "https", protocol: corev1.ProtocolTCP, port: 443, target: 20000}}
 	on := settings.Tenant{UseDNSAnnotations: true}
-	if got := ingressService("tenant-x", on, ports, hosts).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
+	if got := ingressService("tenant-x", on, ports, hosts, nil).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
 		t.Errorf("annotation %q", got)
 	}
-	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without useDNSAnnotations: %v", a)
 	}
-	if a := ingressService("tenant-x", on, ports, nil).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := ingressService("tenant-x", on, ports, nil, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without hostnames: %v", a)
 	}
 }
