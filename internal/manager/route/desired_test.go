@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -250,5 +251,37 @@ func TestIngressServiceDNSAnnotation(t *testing.T) {
 	}
 	if a := ingressService("tenant-x", on, ports, nil, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without hostnames: %v", a)
+	}
+}
+
+// TestServiceNodePorts: the Gateway and Ingress hub Services follow allocateNodePorts as
+// LoadBalancers' do: off, allocateLoadBalancerNodePorts false and nodePort 0 for a port the
+// Service still has a NodePort for (matched by port and protocol); on, no nodePort at all.
+func TestServiceNodePorts(t *testing.T) {
+	t.Parallel()
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1"}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	ports := []hubPort{{name: "tcp-53", protocol: corev1.ProtocolTCP, port: 53, target: 10001}, {name: "udp-53", protocol: corev1.ProtocolUDP, port: 53, target: 10002}}
+	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
+		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}
+	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
+	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
+		"gateway": gatewayService(rt, off, ports, existing).Spec,
+		"ingress": ingressService("tenant-a", off, ports, nil, existing).Spec,
+	} {
+		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
+			t.Errorf("%s off: allocateLoadBalancerNodePorts %v, want false", name, spec.AllocateLoadBalancerNodePorts)
+		}
+		if spec.Ports[0].NodePort != nil || spec.Ports[1].NodePort == nil || *spec.Ports[1].NodePort != 0 {
+			t.Errorf("%s off: nodePorts %v, %v: want nothing for TCP 53, 0 for UDP 53 (which has one)", name, spec.Ports[0].NodePort, spec.Ports[1].NodePort)
+		}
+	}
+	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
+		"gateway": gatewayService(rt, on, ports, existing).Spec,
+		"ingress": ingressService("tenant-a", on, ports, nil, existing).Spec,
+	} {
+		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {
+			t.Errorf("%s on: allocateLoadBalancerNodePorts %v nodePort %v", name, spec.AllocateLoadBalancerNodePorts, spec.Ports[1].NodePort)
+		}
 	}
 }
