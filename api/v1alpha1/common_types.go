@@ -149,16 +149,20 @@ type AnnotationSettings struct {
 	// LoadBalancer's hub Service, "ingress": the shared Ingress hub Service, "gateway": a
 	// Gateway's hub Service, or "all"). KubeLB CE's route kinds ("httproute", "grpcroute",
 	// "tcproute", "udproute", "tlsroute") are accepted and have no hub object to land on:
-	// routes are translated into Envoy, not into hub objects.
+	// routes are translated into Envoy, not into hub objects. Any other key (a typo such as
+	// "services") is rejected: the enum of AnnotatedResource does not reach map keys, so a
+	// CEL rule checks them.
 	// +optional
 	// At most 16 kinds, each with at most 256 annotations.
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['all', 'service', 'ingress', 'gateway', 'httproute', 'grpcroute', 'tcproute', 'udproute', 'tlsroute'])",message="defaultAnnotations keys must be one of: all, service, ingress, gateway, httproute, grpcroute, tcproute, udproute, tlsroute"
 	DefaultAnnotations map[AnnotatedResource]Annotations `json:"defaultAnnotations,omitempty"`
 }
 
 // AnnotatedResource names a kind of hub object that default annotations apply to.
-// It has KubeLB CE's values. The CRDs do not restrict the keys of defaultAnnotations to them
-// (neither do KubeLB CE's); kinds outside this list are ignored.
+// It has KubeLB CE's values. The enum does not reach the keys of defaultAnnotations (a CRD
+// cannot restrict map keys by an enum); a CEL rule on that field (AnnotationSettings)
+// rejects other keys.
 // +kubebuilder:validation:Enum=all;service;ingress;gateway;httproute;grpcroute;tcproute;udproute;tlsroute
 type AnnotatedResource string
 
@@ -207,8 +211,9 @@ type LoadBalancerSettings struct {
 	Disable bool `json:"disable,omitempty"`
 
 	// AllocateNodePorts sets allocateLoadBalancerNodePorts of the hub Services of type
-	// LoadBalancer made for LoadBalancers. Unset means true: every port of such a hub Service
-	// takes a NodePort of the hub, as Kubernetes does by default. Set it to false when the
+	// LoadBalancer made for the tenant: its LoadBalancers', its Gateways' and its shared
+	// Ingress Service. Unset means true: every port of such a hub Service takes a NodePort of
+	// the hub, as Kubernetes does by default. Set it to false when the
 	// hub's load balancer implementation sends traffic to the Envoy pods directly (MetalLB in
 	// L2 or BGP mode, kube-vip, Cilium): the hub's NodePort range then no longer bounds the
 	// number of LoadBalancer ports. A Tenant's value replaces the Config's. An addition to the

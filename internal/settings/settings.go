@@ -50,9 +50,9 @@ type Tenant struct {
 	LoadBalancerClass *string
 	// DisableLoadBalancer turns layer-4 load balancing off for the tenant.
 	DisableLoadBalancer bool
-	// AllocateNodePorts is allocateLoadBalancerNodePorts of the tenant's LoadBalancers' hub
-	// Services of type LoadBalancer (spec.loadBalancer.allocateNodePorts of the Tenant, else
-	// of the Config, else true).
+	// AllocateNodePorts is allocateLoadBalancerNodePorts of the tenant's hub Services of type
+	// LoadBalancer — its LoadBalancers', Gateways' and its Ingress Service —
+	// (spec.loadBalancer.allocateNodePorts of the Tenant, else of the Config, else true).
 	AllocateNodePorts bool
 	IngressClass      *string
 	DisableIngress    bool

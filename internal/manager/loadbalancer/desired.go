@@ -128,10 +128,9 @@ func hubServiceType(lb *kubelbv1alpha1.LoadBalancer) (typ corev1.ServiceType, su
 // allocateLoadBalancerNodePorts (t.AllocateNodePorts); ClusterIP carries no
 // externalTrafficPolicy (the API server refuses these fields on the other types). When
 // NodePorts are not to be allocated, a port of existing that still has one is applied with
-// nodePort 0: the API server keeps NodePorts allocated before, and nobody owns them.
+// nodePort 0 (manager.HubNodePorts, shared with the Route controller's hub Services).
 func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	typ, _ := hubServiceType(lb)
-	freeNodePorts := typ == corev1.ServiceTypeLoadBalancer && !t.AllocateNodePorts
 	labels := map[string]string{
 		kubelbv1alpha1.LabelManagedBy:      kubelbv1alpha1.LabelManagedByValue,
 		kubelbv1alpha1.LabelLoadBalancerNS: lb.Namespace,
@@ -162,9 +161,6 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		case len(ports) > 1: // a Service with several ports must name them all
 			sp.WithName(portalloc.GeneratedPortName(p.Protocol, p.Port))
 		}
-		if freeNodePorts && nodePort(existing, p) != 0 {
-			sp.WithNodePort(0)
-		}
 		svcPorts = append(svcPorts, sp)
 	}
 	etp := corev1.ServiceExternalTrafficPolicyCluster
@@ -179,7 +175,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		spec.WithExternalTrafficPolicy(etp)
 	}
 	if typ == corev1.ServiceTypeLoadBalancer {
-		spec.WithAllocateLoadBalancerNodePorts(t.AllocateNodePorts)
+		manager.HubNodePorts(spec, t.AllocateNodePorts, existing)
 		if t.LoadBalancerClass != nil {
 			spec.WithLoadBalancerClass(*t.LoadBalancerClass)
 		}

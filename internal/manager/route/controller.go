@@ -300,7 +300,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if len(exposed) == 0 {
 		return nil, manager.DeleteHubService(ctx, r.client, svc)
 	}
-	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed))
+	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed, svc))
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}
@@ -386,7 +386,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	if len(exposed) == 0 {
 		return nil, manager.DeleteHubService(ctx, r.client, svc)
 	}
-	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts))
+	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts, svc))
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}
@@ -617,7 +617,7 @@ func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*cor
 // applyService applies the desired hub Service unless the fields this controller owns
 // already match. A load balancer class change recreates the Service (the field is
 // immutable); it comes back once the deletion is seen. A rejected Service is returned as
-// rejected (reported in the status), other errors as err.
+// rejected (reported in the status, and retried), other errors as err.
 func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
 	if existing != nil {
 		if !existing.DeletionTimestamp.IsZero() {
@@ -635,7 +635,9 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 		}
 	}
 	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		// Internal errors include a full hub NodePort range ("failed to allocate a nodePort:
+		// range is full"), with the tenant's allocateNodePorts on.
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
 			return existing, err, nil
 		}
 		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)

@@ -169,8 +169,9 @@ func validRouteName(name string) bool { return quota.ValidRouteName(name) }
 // gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
 // gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
 // (port = listener port, targetPort = Envoy listener port), labelled with the Route's name
-// and controlled by the Route. ports must not be empty.
-func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort) *corev1ac.ServiceApplyConfiguration {
+// and controlled by the Route; hub NodePorts as the tenant's allocateNodePorts says
+// (serviceSpec). ports must not be empty; existing is the Service as it is (nil: none).
+func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	labels := baseLabels(r.Namespace)
 	labels[kubelbv1alpha1.LabelRouteName] = r.Name
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
@@ -187,7 +188,7 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort)
 			WithUID(r.UID).
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
-		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, ports))
+		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
 	var source map[string]string
 	if r.Spec.Source.Kubernetes != nil {
 		source = r.Spec.Source.Kubernetes.Route.GetAnnotations()
@@ -207,13 +208,15 @@ const AnnotationDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
 // "http" 80 and "https" 443 (those allocated). It has no owner: the Route controller deletes
 // it when the tenant's last Ingress Route and LoadBalancer hostname go. With the tenant's
 // dns.useDNSAnnotations, the external-dns hostname annotation lists hosts (the tenant's
-// LoadBalancer hostnames, served on this Service's address). ports must not be empty.
-func ingressService(namespace string, t settings.Tenant, ports []hubPort, hosts []string) *corev1ac.ServiceApplyConfiguration {
+// LoadBalancer hostnames, served on this Service's address). Hub NodePorts as the tenant's
+// allocateNodePorts says (serviceSpec). ports must not be empty; existing is the Service as
+// it is (nil: none).
+func ingressService(namespace string, t settings.Tenant, ports []hubPort, hosts []string, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	labels := baseLabels(namespace)
 	labels[kubelbv1alpha1.LabelIngressService] = "true"
 	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
 		WithLabels(labels).
-		WithSpec(serviceSpec(namespace, t.IngressClass, ports))
+		WithSpec(serviceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, existing))
 	a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil))
 	if t.UseDNSAnnotations && len(hosts) > 0 {
 		if a == nil {
@@ -252,7 +255,11 @@ func baseLabels(namespace string) map[string]string {
 	return labels
 }
 
-func serviceSpec(namespace string, class *string, ports []hubPort) *corev1ac.ServiceSpecApplyConfiguration {
+// serviceSpec is the spec of a Route's hub Service: type LoadBalancer of class, selecting the
+// tenant's Envoy pods, with ports. allocateNodePorts (the tenant's
+// spec.loadBalancer.allocateNodePorts) decides its hub NodePorts as for LoadBalancers' hub
+// Services (manager.HubNodePorts): off, existing's NodePorts are given back.
+func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports []hubPort, existing *corev1.Service) *corev1ac.ServiceSpecApplyConfiguration {
 	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
 	for _, p := range ports {
 		svcPorts = append(svcPorts, corev1ac.ServicePort().
@@ -265,6 +272,7 @@ func serviceSpec(namespace string, class *string, ports []hubPort) *corev1ac.Ser
 		WithType(corev1.ServiceTypeLoadBalancer).
 		WithSelector(manager.EnvoyPodLabels(namespace)).
 		WithPorts(svcPorts...)
+	manager.HubNodePorts(spec, allocateNodePorts, existing)
 	if class != nil {
 		spec.WithLoadBalancerClass(*class)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -137,7 +138,7 @@ func TestGatewayService(t *testing.T) {
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}})
+	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil)
 	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
 	}
@@ -242,13 +243,45 @@ func TestIngressServiceDNSAnnotation(t *testing.T) {
 	}
 	ports := []hubPort{{name: "https", protocol: corev1.ProtocolTCP, port: 443, target: 20000}}
 	on := settings.Tenant{UseDNSAnnotations: true}
-	if got := ingressService("tenant-x", on, ports, hosts).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
+	if got := ingressService("tenant-x", on, ports, hosts, nil).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
 		t.Errorf("annotation %q", got)
 	}
-	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without useDNSAnnotations: %v", a)
 	}
-	if a := ingressService("tenant-x", on, ports, nil).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := ingressService("tenant-x", on, ports, nil, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without hostnames: %v", a)
+	}
+}
+
+// TestServiceNodePorts: the Gateway and Ingress hub Services follow allocateNodePorts as
+// LoadBalancers' do: off, allocateLoadBalancerNodePorts false and nodePort 0 for a port the
+// Service still has a NodePort for (matched by port and protocol); on, no nodePort at all.
+func TestServiceNodePorts(t *testing.T) {
+	t.Parallel()
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1"}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	ports := []hubPort{{name: "tcp-53", protocol: corev1.ProtocolTCP, port: 53, target: 10001}, {name: "udp-53", protocol: corev1.ProtocolUDP, port: 53, target: 10002}}
+	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
+		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}
+	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
+	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
+		"gateway": gatewayService(rt, off, ports, existing).Spec,
+		"ingress": ingressService("tenant-a", off, ports, nil, existing).Spec,
+	} {
+		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
+			t.Errorf("%s off: allocateLoadBalancerNodePorts %v, want false", name, spec.AllocateLoadBalancerNodePorts)
+		}
+		if spec.Ports[0].NodePort != nil || spec.Ports[1].NodePort == nil || *spec.Ports[1].NodePort != 0 {
+			t.Errorf("%s off: nodePorts %v, %v: want nothing for TCP 53, 0 for UDP 53 (which has one)", name, spec.Ports[0].NodePort, spec.Ports[1].NodePort)
+		}
+	}
+	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
+		"gateway": gatewayService(rt, on, ports, existing).Spec,
+		"ingress": ingressService("tenant-a", on, ports, nil, existing).Spec,
+	} {
+		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {
+			t.Errorf("%s on: allocateLoadBalancerNodePorts %v nodePort %v", name, spec.AllocateLoadBalancerNodePorts, spec.Ports[1].NodePort)
+		}
 	}
 }
