@@ -215,15 +215,15 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoint) {
 	addr, more := listenerAddresses(t.opts, s.families)
 	l := &ir.Listener{
-		Name:                ps.resource,
-		Address:             addr,
-		AdditionalAddresses: more,
+		Name:         ps.resource,
+		Address:      addr,
 		Port:         uint32(ps.listenerPort),
 		StatPrefix:   ps.statName,
 		Owners:       []ir.ObjectRef{owner},
 		Cluster:      ps.resource,
 		HashSourceIP: s.sourceIP,
 	}
+	l.AdditionalAddresses = more
 	c := &ir.Cluster{
 		Name:           ps.resource,
 		StatName:       ps.statName,

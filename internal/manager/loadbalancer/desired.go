@@ -322,7 +322,7 @@ type outcome struct {
 	noPorts    bool
 	serviceErr error
 	// familyErr is the API server's refusal of the IP families the LoadBalancer asks for.
-	familyErr error
+	familyErr  error
 	exhausted  error
 	problems   []string
 	hasAddress bool
