@@ -122,11 +122,9 @@ func TestIPFamilies(t *testing.T) {
 			listener := before.Spec.Ports[0].TargetPort.IntVal
 			setFamilies := func(policy corev1.IPFamilyPolicy, fams ...corev1.IPFamily) {
 				t.Helper()
-				lb := getLB(t, c, ns, "change")
-				lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = ptr.To(policy), fams
-				if err := c.Update(ctx, lb); err != nil {
-					t.Fatal(err)
-				}
+				updateLB(t, c, ns, "change", func(lb *kubelbv1alpha1.LoadBalancer) {
+					lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = ptr.To(policy), fams
+				})
 			}
 
 			// SingleStack → PreferDualStack: the API server adds the second family.
@@ -208,11 +206,9 @@ func TestIPFamilies(t *testing.T) {
 		})
 
 		t.Run("a refused LoadBalancer asking for PreferDualStack is served", func(t *testing.T) {
-			lb := getLB(t, c, ns, "require")
-			lb.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
-			if err := c.Update(ctx, lb); err != nil {
-				t.Fatal(err)
-			}
+			updateLB(t, c, ns, "require", func(lb *kubelbv1alpha1.LoadBalancer) {
+				lb.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+			})
 			waitService(t, c, ns, "require", hubFamiliesAre(v4))
 			waitReady(t, c, ns, "require", metav1.ConditionFalse, ReasonWaitingForAddress)
 			if got := countEvents(t, c, ns, "require", ReasonIPFamilyUnavailable); got != 1 {
@@ -227,6 +223,20 @@ func TestIPFamilies(t *testing.T) {
 				t.Errorf("the refusal was returned as a reconcile error: %s", msg)
 			}
 		}
+	})
+}
+
+// updateLB changes a LoadBalancer's spec, again on a conflict (the controller adds its
+// finalizer).
+func updateLB(t *testing.T, c client.Client, ns, name string, change func(*kubelbv1alpha1.LoadBalancer)) {
+	t.Helper()
+	testsupport.Eventually(t, waitTimeout, "updating LoadBalancer "+name, func() error {
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+			return err
+		}
+		change(lb)
+		return c.Update(context.Background(), lb)
 	})
 }
 
