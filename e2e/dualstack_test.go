@@ -35,7 +35,9 @@ import (
 func TestDualStack(t *testing.T) {
 	pair := testenv.StartPairWith(t, testenv.PairOptions{DualStack: true})
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-listener-address-ipv6", "::1"}})
-	a := sys.AddTenantWith("a", pair.Tenant, framework.TenantOptions{Nodes: 1, ExtraNodeAddresses: []string{"::1"}})
+	// The Tenant allows 127.0.0.0/8 only, for now.
+	a := sys.AddTenantWith("a", pair.Tenant, framework.TenantOptions{Nodes: 1, ExtraNodeAddresses: []string{"::1"},
+		EndpointAllow: []string{framework.LoopbackCIDR}})
 	ctx := context.Background()
 	hub := pair.Hub.Client
 

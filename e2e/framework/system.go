@@ -32,9 +32,9 @@ const ManagerNamespace = "kubelb"
 // Tenant's endpoint policy (spec.endpointPolicy.allow), since it is denied by default.
 const LoopbackCIDR = "127.0.0.0/8"
 
-// LoopbackIPv6CIDR is the IPv6 loopback address as a range: a tenant node on ::1 is denied by
-// the endpoint policy unless the Tenant allows it explicitly (TenantOptions.EndpointAllow);
-// allowing LoopbackCIDR does not.
+// LoopbackIPv6CIDR is the IPv6 loopback address as a range, for tenant nodes on ::1. The
+// endpoint policy denies it by default, and allowing LoopbackCIDR does not open it: AddTenant
+// allows it explicitly beside LoopbackCIDR.
 const LoopbackIPv6CIDR = "::1/128"
 
 // System is a running hub with the manager.
@@ -131,7 +131,8 @@ type TenantOptions struct {
 	// ExtraNodeAddresses registers one more Ready node per address (e.g. "::1"), after the
 	// Nodes on fresh loopback addresses.
 	ExtraNodeAddresses []string
-	// EndpointAllow is the Tenant's spec.endpointPolicy.allow (default: LoopbackCIDR).
+	// EndpointAllow is the Tenant's spec.endpointPolicy.allow (default: LoopbackCIDR and
+	// LoopbackIPv6CIDR).
 	EndpointAllow []string
 }
 
@@ -141,7 +142,7 @@ func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccm
 	return s.AddTenantWith(name, cluster, TenantOptions{Nodes: nodes, Args: ccmArgs})
 }
 
-// AddTenantWith creates a Tenant (allowing LoopbackCIDR endpoints) on the hub, waits for the kubeconfig the manager made for
+// AddTenantWith creates a Tenant (allowing LoopbackCIDR and LoopbackIPv6CIDR endpoints) on the hub, waits for the kubeconfig the manager made for
 // it, registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
 // real ccm binary with exactly that kubeconfig.
 func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts TenantOptions) *Tenant {
@@ -154,7 +155,7 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 	// default: the Tenant allows them.
 	allow := opts.EndpointAllow
 	if allow == nil {
-		allow = []string{LoopbackCIDR}
+		allow = []string{LoopbackCIDR, LoopbackIPv6CIDR}
 	}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: allow}}}); err != nil {
