@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -102,11 +104,47 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a LoadBalancer with IP families keeps them", func(t *testing.T) {
+		lb := validLB("families")
+		lb.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+		lb.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		got := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), got); err != nil {
+			t.Fatal(err)
+		}
+		if ptr.Deref(got.Spec.IPFamilyPolicy, "") != corev1.IPFamilyPolicyRequireDualStack || !slices.Equal(got.Spec.IPFamilies, lb.Spec.IPFamilies) {
+			t.Errorf("ipFamilyPolicy, ipFamilies = %v, %v; want RequireDualStack, [IPv6 IPv4]", ptr.Deref(got.Spec.IPFamilyPolicy, ""), got.Spec.IPFamilies)
+		}
+	})
+
 	rejected := []struct {
 		name string
 		obj  client.Object
 		want string
 	}{
+		{"ipFamilyPolicy unknown", func() client.Object {
+			lb := validLB("family-policy")
+			lb.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicy("DualStack"))
+			return lb
+		}(), `spec.ipFamilyPolicy: Unsupported value: "DualStack"`},
+		{"ipFamilies unknown", func() client.Object {
+			lb := validLB("family-unknown")
+			lb.Spec.IPFamilies = []corev1.IPFamily{"IPv5"}
+			return lb
+		}(), `spec.ipFamilies[0]: Unsupported value: "IPv5"`},
+		{"ipFamilies repeated", func() client.Object {
+			lb := validLB("family-repeated")
+			lb.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv4Protocol}
+			return lb
+		}(), "ipFamilies must not repeat a family"},
+		{"ipFamilies more than two", func() client.Object {
+			lb := validLB("family-three")
+			lb.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol, corev1.IPv4Protocol}
+			return lb
+		}(), "spec.ipFamilies: Too many: 3: must have at most 2 items"},
 		{"protocol outside TCP|UDP", func() client.Object {
 			lb := validLB("sctp")
 			lb.Spec.Ports[0].Protocol = corev1.ProtocolSCTP

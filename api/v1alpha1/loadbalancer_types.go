@@ -50,6 +50,24 @@ type LoadBalancerSpec struct {
 	// Persistence asks for session persistence.
 	// +optional
 	Persistence *Persistence `json:"persistence,omitempty"`
+
+	// IPFamilyPolicy is the tenant Service's spec.ipFamilyPolicy, set by the ccm: the hub
+	// Service asks for the same (SingleStack, PreferDualStack or RequireDualStack). Unset: the
+	// hub Service takes the hub's default. (An addition to the KubeLB CE contract; KubeLB CE
+	// ignores it.)
+	// +optional
+	// +kubebuilder:validation:Enum=SingleStack;PreferDualStack;RequireDualStack
+	IPFamilyPolicy *corev1.IPFamilyPolicy `json:"ipFamilyPolicy,omitempty"`
+
+	// IPFamilies is the tenant Service's spec.ipFamilies (IPv4, IPv6; at most two, no
+	// repeats), set by the ccm: the hub Service asks for the same families in the same order.
+	// Unset: the hub's default. (An addition to the KubeLB CE contract; KubeLB CE ignores it.)
+	// +optional
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:Enum=IPv4;IPv6
+	// +kubebuilder:validation:XValidation:rule="self.size() < 2 || self[0] != self[1]",message="ipFamilies must not repeat a family"
+	// +listType=atomic
+	IPFamilies []corev1.IPFamily `json:"ipFamilies,omitempty"`
 }
 
 // LoadBalancerPort is a port a load balancer exposes.
@@ -119,6 +137,15 @@ type ServiceStatus struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=atomic
 	Ports []ServicePort `json:"ports,omitempty"`
+
+	// IPFamilies are the IP families the hub Service got (its spec.ipFamilies), in its
+	// order: the families the load balancer is served on. (An addition to the contract;
+	// ignorable.)
+	// +optional
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:Enum=IPv4;IPv6
+	// +listType=atomic
+	IPFamilies []corev1.IPFamily `json:"ipFamilies,omitempty"`
 }
 
 // ServicePort is a hub Service port with the listener port allocated on the Envoy fleet.

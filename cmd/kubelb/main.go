@@ -5,12 +5,14 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants."
@@ -51,6 +53,8 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the manager runs in and reads Config \"default\" from (env NAMESPACE).")
 	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
 	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
+	fs.StringVar(&o.EnvoyListenerAddressIPv6, "envoy-listener-address-ipv6", translate.DefaultListenerAddressIPv6,
+		"IPv6 address the Envoy listeners of LoadBalancers whose hub Service has IPv6 bind (as well as --envoy-listener-address when it is dual-stack).")
 	fs.StringVar(&o.EnvoyImage, "envoy-image", envoyfleet.DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
 	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
@@ -81,6 +85,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	}
 	if o.Namespace == "" {
 		return nil, fs, fmt.Errorf("flag --namespace must not be empty")
+	}
+	if ip, err := netip.ParseAddr(o.EnvoyListenerAddressIPv6); err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
+		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-listener-address-ipv6: want an IPv6 address", o.EnvoyListenerAddressIPv6)
 	}
 	np, err := o.networkPolicyFlags.Options(o.XDSListenAddress)
 	if err != nil {

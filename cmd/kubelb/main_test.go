@@ -37,7 +37,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 	if o.EnvoyXDSAddress != "kubelb.kubelb.svc:8001" || o.PortRangeMin != 10000 || o.PortRangeMax != 19999 ||
-		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage {
+		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyListenerAddressIPv6 != "::" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage {
 		t.Fatalf("unexpected Envoy defaults: %+v", o.Options)
 	}
 	t.Setenv("NAMESPACE", "lb-system")
@@ -63,18 +63,19 @@ func TestNotYetFlagsWarn(t *testing.T) {
 
 func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 	for args, want := range map[string]string{
-		"--listen-address=nope":            "invalid value \"nope\" for flag --listen-address",
-		"--metrics-addr=:99999":            "for flag --metrics-addr: port \"99999\"",
-		"--enable-leader-election=mb":      "for --enable-leader-election",
-		"--namespace=":                     "flag --namespace must not be empty",
-		"--log-format=xml":                 "for flag --log-format: must be one of json, console",
-		"--kube-api-qps=0":                 "flag --kube-api-qps must be positive",
-		"--envoy-port-range=20-10":         "for flag --envoy-port-range",
-		"--tenant-token-ttl=5m":            "for flag --tenant-token-ttl: at least 10m0s",
-		"--envoy-xds-address=nohost":       "for flag --envoy-xds-address",
-		"--envoy-egress-cidrs=10.0.0.0/33": "for flag --envoy-egress-cidrs",
-		"--envoy-egress-cidrs=":            "flag --envoy-egress-cidrs must not be empty",
-		"--envoy-dns-pod-labels=a":         "for flag --envoy-dns-pod-labels",
+		"--listen-address=nope":                  "invalid value \"nope\" for flag --listen-address",
+		"--metrics-addr=:99999":                  "for flag --metrics-addr: port \"99999\"",
+		"--enable-leader-election=mb":            "for --enable-leader-election",
+		"--namespace=":                           "flag --namespace must not be empty",
+		"--log-format=xml":                       "for flag --log-format: must be one of json, console",
+		"--kube-api-qps=0":                       "flag --kube-api-qps must be positive",
+		"--envoy-port-range=20-10":               "for flag --envoy-port-range",
+		"--tenant-token-ttl=5m":                  "for flag --tenant-token-ttl: at least 10m0s",
+		"--envoy-xds-address=nohost":             "for flag --envoy-xds-address",
+		"--envoy-egress-cidrs=10.0.0.0/33":       "for flag --envoy-egress-cidrs",
+		"--envoy-egress-cidrs=":                  "flag --envoy-egress-cidrs must not be empty",
+		"--envoy-dns-pod-labels=a":               "for flag --envoy-dns-pod-labels",
+		"--envoy-listener-address-ipv6=10.0.0.1": "for flag --envoy-listener-address-ipv6: want an IPv6 address",
 	} {
 		_, _, err := parse(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

@@ -79,7 +79,7 @@ func run(o *options) error {
 		return err
 	}
 	store := status.NewStore()
-	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress}); err != nil {
+	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return err
 	}
 	if err := status.SetupWriterWithManager(mgr, store); err != nil {

@@ -177,7 +177,7 @@ func HTTPRequest(addr, host, path string, ca *x509.CertPool, header http.Header)
 }
 
 // AddTenantWithoutCCM onboards a tenant whose hub objects the test writes itself, playing
-// another ccm (e.g. KubeLB CE's): the Tenant (allowing LoopbackCIDR endpoints) and its
+// another ccm (e.g. KubeLB CE's): the Tenant (allowing LoopbackCIDR and LoopbackIPv6CIDR endpoints) and its
 // Addresses/default with nodes fresh loopback addresses.
 func (s *System) AddTenantWithoutCCM(name string, nodes int) *Tenant {
 	t := s.T
@@ -185,7 +185,7 @@ func (s *System) AddTenantWithoutCCM(name string, nodes int) *Tenant {
 	ctx := context.Background()
 	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, sys: s}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{LoopbackCIDR}}}}); err != nil {
+		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{LoopbackCIDR, LoopbackIPv6CIDR}}}}); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Eventually(t, time.Minute, "the namespace of tenant "+name, func() error {

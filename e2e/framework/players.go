@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,8 @@ func readyCondition(ready bool) corev1.NodeCondition {
 // PlayHubLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB or a cloud in
 // production): every hub Service of type LoadBalancer that kubelb made (for a LoadBalancer, a
 // Gateway or the tenant's Ingresses) gets an ingress IP from
-// 127.0.0.0/8 above 127.0.1.0 in its status. It runs until the test ends and returns a
+// 127.0.0.0/8 above 127.0.1.0 in its status, and one of LoadBalancerAddressIPv6 as well when
+// it has the IPv6 family. It runs until the test ends and returns a
 // counter of the writes it made (so scale tests can tell them from kubelb's).
 func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 	return PlayHubLoadBalancerWith(t, c, HubLBOptions{})
@@ -76,6 +78,10 @@ func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
 type HubLBOptions struct {
 	// Address returns the i-th address handed out (default: 127.0.1.1, 127.0.1.2, …).
 	Address func(i int) string
+	// AddressIPv6 returns the i-th IPv6 address handed out, to Services with the IPv6
+	// family (default LoadBalancerAddressIPv6). A dual-stack Service gets one of each
+	// family, in the order of its spec.ipFamilies.
+	AddressIPv6 func(i int) string
 	// ForwardTo, when set, makes the load balancer carry traffic as well: every TCP port of
 	// a Service with an address listens on <address>:<port> and forwards to
 	// <ForwardTo>:<targetPort> (the Envoy listener), as a real load balancer and kube-proxy
@@ -90,6 +96,44 @@ const LoadBalancerCIDR = "10.245.1.0/24"
 // LoadBalancerAddress is the i-th address of LoadBalancerCIDR.
 func LoadBalancerAddress(i int) string { return fmt.Sprintf("10.245.1.%d", 1+i%250) }
 
+// LoadBalancerAddressIPv6 is the i-th IPv6 address the played hub load balancer hands out
+// (fd00:1b::/64; addresses only shown in status, no traffic is sent to them).
+func LoadBalancerAddressIPv6(i int) string { return fmt.Sprintf("fd00:1b::%x", i+1) }
+
+// hubLBIngress is the status.loadBalancer.ingress the played hub load balancer gives svc:
+// an address per IP family of the Service, in its order (ip for IPv4, ip6 for IPv6; ip
+// alone when the Service names no family).
+func hubLBIngress(svc *corev1.Service, ip, ip6 string) []corev1.LoadBalancerIngress {
+	var out []corev1.LoadBalancerIngress
+	for _, f := range svc.Spec.IPFamilies {
+		switch f {
+		case corev1.IPv4Protocol:
+			out = append(out, corev1.LoadBalancerIngress{IP: ip})
+		case corev1.IPv6Protocol:
+			out = append(out, corev1.LoadBalancerIngress{IP: ip6})
+		}
+	}
+	if len(out) == 0 {
+		out = []corev1.LoadBalancerIngress{{IP: ip}}
+	}
+	return out
+}
+
+// hasFamilies reports whether have holds an IP address of each family of want (and no
+// more addresses): the Service has its addresses already (perhaps written by a test).
+func hasFamilies(have, want []corev1.LoadBalancerIngress) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	is6 := func(ip string) bool { a, err := netip.ParseAddr(ip); return err == nil && a.Is6() }
+	for i := range want {
+		if have[i].IP == "" || is6(have[i].IP) != is6(want[i].IP) {
+			return false
+		}
+	}
+	return true
+}
+
 // PlayHubLoadBalancerWith is PlayHubLoadBalancer with options.
 func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *atomic.Int64 {
 	if opts.Address == nil {
@@ -101,6 +145,18 @@ func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *
 	log := newOnceLogger(t)
 	assigned := map[string]string{}
 	next := 0
+	if opts.AddressIPv6 == nil {
+		opts.AddressIPv6 = LoadBalancerAddressIPv6
+	}
+	assignedV6 := map[string]int{}
+	assigned6 := func(key string) int {
+		i, ok := assignedV6[key]
+		if !ok {
+			i = len(assignedV6)
+			assignedV6[key] = i
+		}
+		return i
+	}
 	Every(t, PlayInterval, func(ctx context.Context) bool {
 		var svcs corev1.ServiceList
 		if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
@@ -139,10 +195,11 @@ func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *
 						}
 					}
 				}
-				if len(svc.Status.LoadBalancer.Ingress) > 0 {
+				ingress := hubLBIngress(svc, ip, opts.AddressIPv6(assigned6(key)))
+				if hasFamilies(svc.Status.LoadBalancer.Ingress, ingress) {
 					continue
 				}
-				svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+				svc.Status.LoadBalancer.Ingress = ingress
 				work <- svc
 			}
 			close(work)

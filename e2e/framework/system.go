@@ -8,6 +8,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -30,6 +31,11 @@ const ManagerNamespace = "kubelb"
 // LoopbackCIDR is the range of the tenant nodes' addresses; AddTenant allows it in the
 // Tenant's endpoint policy (spec.endpointPolicy.allow), since it is denied by default.
 const LoopbackCIDR = "127.0.0.0/8"
+
+// LoopbackIPv6CIDR is the IPv6 loopback address as a range, for tenant nodes on ::1. The
+// endpoint policy denies it by default, and allowing LoopbackCIDR does not open it: AddTenant
+// allows it explicitly beside LoopbackCIDR.
+const LoopbackIPv6CIDR = "::1/128"
 
 // System is a running hub with the manager.
 type System struct {
@@ -122,6 +128,12 @@ type TenantOptions struct {
 	LeaderElectionNamespace string
 	// Args are appended to the ccm's flags.
 	Args []string
+	// ExtraNodeAddresses registers one more Ready node per address (e.g. "::1"), after the
+	// Nodes on fresh loopback addresses.
+	ExtraNodeAddresses []string
+	// EndpointAllow is the Tenant's spec.endpointPolicy.allow (default: LoopbackCIDR and
+	// LoopbackIPv6CIDR).
+	EndpointAllow []string
 }
 
 // AddTenant onboards a tenant whose ccm runs with the tenant cluster's admin credentials.
@@ -130,7 +142,7 @@ func (s *System) AddTenant(name string, cluster *testenv.Cluster, nodes int, ccm
 	return s.AddTenantWith(name, cluster, TenantOptions{Nodes: nodes, Args: ccmArgs})
 }
 
-// AddTenantWith creates a Tenant (allowing LoopbackCIDR endpoints) on the hub, waits for the kubeconfig the manager made for
+// AddTenantWith creates a Tenant (allowing LoopbackCIDR and LoopbackIPv6CIDR endpoints) on the hub, waits for the kubeconfig the manager made for
 // it, registers nodes (Ready, on fresh loopback addresses) in the tenant cluster and starts the
 // real ccm binary with exactly that kubeconfig.
 func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts TenantOptions) *Tenant {
@@ -141,8 +153,12 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t))}
 	// The tenant's nodes live on loopback addresses, which the endpoint policy denies by
 	// default: the Tenant allows them.
+	allow := opts.EndpointAllow
+	if allow == nil {
+		allow = []string{LoopbackCIDR, LoopbackIPv6CIDR}
+	}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{LoopbackCIDR}}}}); err != nil {
+		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: allow}}}); err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{}
@@ -157,6 +173,10 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 		s.tenantIPs++
 		ip := fmt.Sprintf("127.0.0.%d", 10+s.tenantIPs)
 		AddNode(t, cluster.Client, fmt.Sprintf("%s-node-%d", name, i), ip)
+		tn.NodeIPs = append(tn.NodeIPs, ip)
+	}
+	for _, ip := range opts.ExtraNodeAddresses {
+		AddNode(t, cluster.Client, fmt.Sprintf("%s-node-%d", name, len(tn.NodeIPs)), ip)
 		tn.NodeIPs = append(tn.NodeIPs, ip)
 	}
 	tenantKubeconfig, leNamespace := cluster.Kubeconfig, "kube-system"
@@ -222,7 +242,7 @@ func (tn *Tenant) StartBackends(svc *corev1.Service) map[string][]*testsupport.B
 		for i, ip := range tn.NodeIPs {
 			node := fmt.Sprintf("%s-node-%d", tn.Name, i)
 			id := testsupport.Identity{Node: node, Pod: svc.Name + "-" + node}
-			addr := fmt.Sprintf("%s:%d", ip, p.NodePort)
+			addr := net.JoinHostPort(ip, fmt.Sprint(p.NodePort))
 			var b *testsupport.Backend
 			if p.Protocol == corev1.ProtocolUDP {
 				b = testsupport.StartUDPBackend(t, addr, id)
@@ -252,6 +272,29 @@ func (tn *Tenant) WaitAddress(name string, timeout time.Duration) string {
 		return nil
 	})
 	return ip
+}
+
+// WaitAddresses waits until the tenant Service shows n addresses in
+// status.loadBalancer.ingress and returns them.
+func (tn *Tenant) WaitAddresses(name string, n int, timeout time.Duration) []string {
+	t := tn.sys.T
+	t.Helper()
+	var ips []string
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%d addresses on Service %s", n, name), func() error {
+		svc := &corev1.Service{}
+		if err := tn.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
+			return err
+		}
+		ips = ips[:0]
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		if len(ips) != n {
+			return fmt.Errorf("ingress %v", ips)
+		}
+		return nil
+	})
+	return ips
 }
 
 // ListenerPorts returns the Envoy listener ports allocated for a tenant Service, by Service

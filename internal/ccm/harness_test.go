@@ -86,7 +86,13 @@ func (m countingManager) GetEventRecorder(string) events.EventRecorder { return 
 // newEnv starts a hub and a tenant control plane and makes the tenant's hub namespace.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{Pair: testenv.StartPair(t), ctx: t.Context()}
+	return newEnvWith(t, testenv.PairOptions{})
+}
+
+// newEnvWith is newEnv with options for the control planes (e.g. dual-stack).
+func newEnvWith(t *testing.T, o testenv.PairOptions) *env {
+	t.Helper()
+	e := &env{Pair: testenv.StartPairWith(t, o), ctx: t.Context()}
 	e.create(t, e.Hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: tenantNS, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}})
 	e.playManagerFinalizer(t)

@@ -3,10 +3,12 @@ package ccm
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -136,7 +138,30 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		lb.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
 	}
+	lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = ipFamilies(svc)
 	return lb, problems
+}
+
+// ipFamilies are the Service's ipFamilyPolicy and ipFamilies as the LoadBalancer carries
+// them, so that the hub Service asks for the same families. The tenant API server fills both
+// on create; a family other than IPv4 and IPv6, a repeated one or more than two (which it
+// would not accept) leave the families out.
+func ipFamilies(svc *corev1.Service) (*corev1.IPFamilyPolicy, []corev1.IPFamily) {
+	var policy *corev1.IPFamilyPolicy
+	switch p := ptr.Deref(svc.Spec.IPFamilyPolicy, ""); p {
+	case corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack:
+		policy = ptr.To(p)
+	}
+	fams := svc.Spec.IPFamilies
+	if len(fams) == 0 || len(fams) > 2 || (len(fams) == 2 && fams[0] == fams[1]) {
+		return policy, nil
+	}
+	for _, f := range fams {
+		if f != corev1.IPv4Protocol && f != corev1.IPv6Protocol {
+			return policy, nil
+		}
+	}
+	return policy, slices.Clone(fams)
 }
 
 // OriginLabels are the labels of a LoadBalancer mirroring Service namespace/name for the

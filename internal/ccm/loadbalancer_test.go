@@ -1,6 +1,7 @@
 package ccm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,6 +99,17 @@ func TestDesiredLoadBalancer(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadBalancer (-want +got):\n%s", diff)
+	}
+	// The IP families: carried as the API server filled them; an impossible list is not.
+	svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	got, _ = DesiredLoadBalancer(svc, "tenant-a")
+	if ptr.Deref(got.Spec.IPFamilyPolicy, "") != corev1.IPFamilyPolicyRequireDualStack || fmt.Sprint(got.Spec.IPFamilies) != "[IPv6 IPv4]" {
+		t.Errorf("ipFamilyPolicy %v, ipFamilies %v; want RequireDualStack [IPv6 IPv4]", got.Spec.IPFamilyPolicy, got.Spec.IPFamilies)
+	}
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv4Protocol}
+	if got, _ = DesiredLoadBalancer(svc, "tenant-a"); got.Spec.IPFamilies != nil {
+		t.Errorf("a repeated family carried: %v", got.Spec.IPFamilies)
 	}
 	wantProblems := []PortProblem{
 		{Port: "pending", Pending: true, Message: "no NodePort is allocated yet"},

@@ -57,6 +57,10 @@ type Listener struct {
 	Name string `json:"name"`
 	// Address is the IP the listener binds, e.g. "0.0.0.0".
 	Address string `json:"address"`
+	// AdditionalAddresses (TCP, UDP) are more IPs the listener binds on the same port, one
+	// socket each: the other IP family of a dual-stack load balancer (e.g. "::" next to
+	// "0.0.0.0"; an IPv6 socket accepts IPv6 only, so both bind). None is Address.
+	AdditionalAddresses []string `json:"additionalAddresses,omitempty"`
 	// Port is the port it binds (1-65535).
 	Port uint32 `json:"port"`
 	// Protocol decides which of the fields below are used.

@@ -21,10 +21,22 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 		mutate func(*ir.Config)
 		want   string
 	}{
-		"valid":              {func(*ir.Config) {}, ""},
-		"missing cluster":    {func(c *ir.Config) { c.Listeners[0].Cluster = "nope" }, `cluster "nope" does not exist`},
-		"two on one port":    {func(c *ir.Config) { c.Listeners[1].Port = c.Listeners[0].Port }, "both bind tcp/0.0.0.0/80"},
-		"repeated listener":  {func(c *ir.Config) { c.Listeners[1].Name = c.Listeners[0].Name }, "name empty or repeated"},
+		"valid":             {func(*ir.Config) {}, ""},
+		"missing cluster":   {func(c *ir.Config) { c.Listeners[0].Cluster = "nope" }, `cluster "nope" does not exist`},
+		"two on one port":   {func(c *ir.Config) { c.Listeners[1].Port = c.Listeners[0].Port }, "both bind tcp/0.0.0.0/80"},
+		"repeated listener": {func(c *ir.Config) { c.Listeners[1].Name = c.Listeners[0].Name }, "name empty or repeated"},
+		"dual-stack valid":  {func(c *ir.Config) { c.Listeners[0].AdditionalAddresses = []string{"::"} }, ""},
+		"additional address taken by another listener": {func(c *ir.Config) {
+			c.Listeners[0].AdditionalAddresses = []string{"::"}
+			c.Listeners[1].Address, c.Listeners[1].Port = "::", c.Listeners[0].Port
+		}, "both bind tcp/::/80"},
+		"additional address not an IP":           {func(c *ir.Config) { c.Listeners[0].AdditionalAddresses = []string{"localhost"} }, `additional address "localhost" is not an IP address`},
+		"additional address repeats the address": {func(c *ir.Config) { c.Listeners[0].AdditionalAddresses = []string{"0.0.0.0"} }, "address 0.0.0.0 is bound twice"},
+		"additional address on an HTTP listener": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].AdditionalAddresses = []string{"::"}
+		}, "TCP and UDP only"},
 		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
 		"endpoint is a name": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "metadata.google.internal" }, "not a usable IP address"},
 		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},

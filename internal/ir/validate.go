@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -61,11 +62,13 @@ func (c *Config) Validate() error {
 		if l.Protocol == ProtocolUDP {
 			family = "udp"
 		}
-		key := fmt.Sprintf("%s/%s/%d", family, l.Address, l.Port)
-		if other, ok := bound[key]; ok {
-			fail("listeners %q and %q both bind %s", other, l.Name, key)
+		for _, addr := range append([]string{l.Address}, l.AdditionalAddresses...) {
+			key := fmt.Sprintf("%s/%s/%d", family, addr, l.Port)
+			if other, ok := bound[key]; ok {
+				fail("listeners %q and %q both bind %s", other, l.Name, key)
+			}
+			bound[key] = l.Name
 		}
-		bound[key] = l.Name
 	}
 	return errors.Join(errs...)
 }
@@ -73,6 +76,17 @@ func (c *Config) Validate() error {
 func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) error {
 	if ip, err := netip.ParseAddr(l.Address); err != nil || ip.Zone() != "" {
 		return fmt.Errorf("address %q is not an IP address", l.Address)
+	}
+	if len(l.AdditionalAddresses) > 0 && l.Protocol != ProtocolTCP && l.Protocol != ProtocolUDP {
+		return fmt.Errorf("additional addresses on a %s listener (TCP and UDP only)", l.Protocol)
+	}
+	for i, a := range l.AdditionalAddresses {
+		if ip, err := netip.ParseAddr(a); err != nil || ip.Zone() != "" {
+			return fmt.Errorf("additional address %q is not an IP address", a)
+		}
+		if a == l.Address || slices.Contains(l.AdditionalAddresses[:i], a) {
+			return fmt.Errorf("address %s is bound twice", a)
+		}
 	}
 	if l.Port < 1 || l.Port > 65535 {
 		return fmt.Errorf("port %d out of range 1-65535", l.Port)

@@ -15,6 +15,9 @@ type Options struct {
 	EnvoyXDSAddress string
 	// EnvoyListenerAddress is the address Envoy listeners bind to.
 	EnvoyListenerAddress string
+	// EnvoyListenerAddressIPv6 is the address the Envoy listeners of LoadBalancers whose hub
+	// Service got IPv6 bind for it (translate.Options.ListenerAddressIPv6).
+	EnvoyListenerAddressIPv6 string
 	// EnvoyImage is the Envoy image of the fleets, unless Config sets one.
 	EnvoyImage string
 	// PortRangeMin and PortRangeMax bound the listener ports allocated on the Envoy fleets.

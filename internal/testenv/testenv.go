@@ -71,7 +71,19 @@ type Options struct {
 	// ServiceNodePortRange is the API server's --service-node-port-range ("30000-30009");
 	// "" keeps the default (30000-32767).
 	ServiceNodePortRange string
+	// DualStack gives the API server an IPv6 Service range (DualStackServiceRange) after the
+	// IPv4 one: Services may then ask for IPv6 and dual-stack (ipFamilyPolicy). Without it
+	// the control plane is IPv4 single-stack and refuses them.
+	DualStack bool
 }
+
+// ServiceRange and DualStackServiceRange are the API server's --service-cluster-ip-range,
+// single-stack and with DualStack. (IPv6 ranges must be /108 or narrower for the
+// API server's allocator.)
+const (
+	ServiceRange          = "10.0.0.0/16"
+	DualStackServiceRange = ServiceRange + ",fd00:10::/108"
+)
 
 // Start starts one control plane and stops it when the test ends.
 func Start(t TB, name string, opts Options) *Cluster {
@@ -94,7 +106,11 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	// Room for thousands of Services (envtest's default is a /24), for burst tests.
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	serviceRange := ServiceRange
+	if opts.DualStack {
+		serviceRange = DualStackServiceRange
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceRange)
 	if opts.ServiceNodePortRange != "" {
 		env.ControlPlane.GetAPIServer().Configure().Set("service-node-port-range", opts.ServiceNodePortRange)
 	}
@@ -164,15 +180,27 @@ type Pair struct {
 // CRDs.
 func StartPair(t TB) *Pair {
 	t.Helper()
+	return StartPairWith(t, PairOptions{})
+}
+
+// PairOptions tune StartPairWith.
+type PairOptions struct {
+	// DualStack gives both control planes a dual-stack Service range (Options.DualStack).
+	DualStack bool
+}
+
+// StartPairWith is StartPair with options.
+func StartPairWith(t TB, o PairOptions) *Pair {
+	t.Helper()
 	assets := AssetsDir(t)
 	var tenant *Cluster
 	var tenantErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true, DualStack: o.DualStack})
 	}()
-	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard"})
+	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard", DualStack: o.DualStack})
 	<-done
 	if hubErr != nil || tenantErr != nil {
 		t.Fatalf("starting control planes: hub: %v, tenant: %v", hubErr, tenantErr)

@@ -41,6 +41,11 @@ func translateL4(in Input) (*l4, error) {
 		return nil, fmt.Errorf("invalid listener address %q: zones are not supported", opts.ListenerAddress)
 	}
 	opts.ListenerAddress = listenAddr.String()
+	listenAddr6, err := netip.ParseAddr(opts.ListenerAddressIPv6)
+	if err != nil || !listenAddr6.Is6() || listenAddr6.Is4In6() || listenAddr6.Zone() != "" {
+		return nil, fmt.Errorf("invalid IPv6 listener address %q: an IPv6 address without a zone is needed", opts.ListenerAddressIPv6)
+	}
+	opts.ListenerAddressIPv6 = listenAddr6.String()
 
 	t := &l4{
 		in:        in,
@@ -120,6 +125,24 @@ type lbSettings struct {
 	healthCheckPort uint32
 	// opts are the tenant's options with the LoadBalancer's upstream annotations applied.
 	opts Options
+	// families are the IP families the hub Service got (status.service.ipFamilies).
+	families []corev1.IPFamily
+}
+
+// listenerAddresses are the addresses the listeners of a LoadBalancer bind: one per IP
+// family its hub Service got (families: status.service.ipFamilies, which only the manager
+// writes, from the hub Service), the IPv4 one (Options.ListenerAddress) first; IPv4 alone
+// when none is recorded (a hub Service made before the field, or none yet). An IPv4-only
+// LoadBalancer never binds IPv6: the Envoy pods of an IPv4 hub may have IPv6 disabled.
+func listenerAddresses(opts Options, families []corev1.IPFamily) (string, []string) {
+	v4, v6 := slices.Contains(families, corev1.IPv4Protocol), slices.Contains(families, corev1.IPv6Protocol)
+	switch {
+	case v6 && !v4:
+		return opts.ListenerAddressIPv6, nil
+	case v6 && opts.ListenerAddressIPv6 != opts.ListenerAddress:
+		return opts.ListenerAddress, []string{opts.ListenerAddressIPv6}
+	}
+	return opts.ListenerAddress, nil
 }
 
 // HealthCheckNodePath is what kube-proxy answers on a Service's healthCheckNodePort: 200
@@ -190,15 +213,17 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 
 // emit adds the listener and cluster of one port.
 func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoint) {
+	addr, more := listenerAddresses(t.opts, s.families)
 	l := &ir.Listener{
 		Name:         ps.resource,
-		Address:      t.opts.ListenerAddress,
+		Address:      addr,
 		Port:         uint32(ps.listenerPort),
 		StatPrefix:   ps.statName,
 		Owners:       []ir.ObjectRef{owner},
 		Cluster:      ps.resource,
 		HashSourceIP: s.sourceIP,
 	}
+	l.AdditionalAddresses = more
 	c := &ir.Cluster{
 		Name:           ps.resource,
 		StatName:       ps.statName,
@@ -247,7 +272,7 @@ func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
 func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
-	s := lbSettings{opts: t.upstreamAnnotations(lb)}
+	s := lbSettings{opts: t.upstreamAnnotations(lb), families: lb.Status.Service.IPFamilies}
 	on, ok := ProxyProtocol(lb)
 	s.proxyProtocol = on
 	if !ok {

@@ -21,6 +21,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultListenerAddress          = "0.0.0.0"
+	DefaultListenerAddressIPv6      = "::"
 	DefaultConnectTimeout           = 5 * time.Second
 	DefaultHealthCheckInterval      = 5 * time.Second
 	DefaultHealthCheckTimeout       = 2 * time.Second
@@ -93,6 +94,10 @@ type Input struct {
 type Options struct {
 	// ListenerAddress is the address listeners bind to; default "0.0.0.0".
 	ListenerAddress string
+	// ListenerAddressIPv6 is the address the listeners of LoadBalancers whose hub Service
+	// got IPv6 (status.service.ipFamilies) bind for it; default "::". A dual-stack
+	// LoadBalancer's listeners bind both addresses (ListenerAddress first).
+	ListenerAddressIPv6 string
 	// ConnectTimeout of upstream connections; default 5s.
 	ConnectTimeout time.Duration
 	// MaxConnectionsPerCluster is the circuit-breaker limit on connections (TCP) or sessions
@@ -178,6 +183,9 @@ func DurationInRange(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
 func (o Options) withDefaults() Options {
 	if o.ListenerAddress == "" {
 		o.ListenerAddress = DefaultListenerAddress
+	}
+	if o.ListenerAddressIPv6 == "" {
+		o.ListenerAddressIPv6 = DefaultListenerAddressIPv6
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout

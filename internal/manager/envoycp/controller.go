@@ -236,7 +236,8 @@ func hubRangesChanged() predicate.Predicate {
 }
 
 // translationInputChanged passes LoadBalancer updates that can change the translation: the
-// spec, annotations, origin labels, deletion, or the allocated ports in the status. Address
+// spec, annotations, origin labels, deletion, or the allocated ports and the hub Service's IP
+// families (the listener addresses) in the status. Address
 // writes into the status (half of the manager's status writes) rebuild nothing.
 func translationInputChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -247,7 +248,7 @@ func translationInputChanged() predicate.Predicate {
 		}
 		return o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Status.Service.Ports, n.Status.Service.Ports)
+			!equality.Semantic.DeepEqual(o.Status.Service, n.Status.Service)
 	}}
 }
 

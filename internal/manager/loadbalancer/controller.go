@@ -310,11 +310,30 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err != nil {
 			return 0, err
 		}
-		if out.serviceErr == nil {
+		if isIPFamilyRefusal(out.serviceErr) {
+			// Not retried with backoff: nothing changes until the LoadBalancer (the tenant
+			// Service) or the hub's Service range does; a change of the first reconciles
+			// anyway, the second is looked at again after a while.
+			out.familyErr, out.serviceErr = out.serviceErr, nil
+			requeue = minRequeue(requeue, familyRecheck)
+		}
+		if out.serviceErr == nil && out.familyErr == nil {
 			out.serviceType = typ
 		}
 	}
 	return requeue, nil
+}
+
+// familyRecheck is how long a LoadBalancer whose IP families the hub refused waits before
+// asking again (the hub's Service range may have been extended).
+const familyRecheck = 5 * time.Minute
+
+// minRequeue is the sooner of two requeue delays, 0 meaning none.
+func minRequeue(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
@@ -338,7 +357,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
@@ -485,14 +504,21 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 
 // applyHubService applies the desired hub Service unless the fields this controller owns
 // already match. A load balancer class change of a Service that stays of type LoadBalancer
-// recreates the Service (the field is immutable while the type is LoadBalancer); the Service
-// comes back once the deletion is seen. A type change is an apply: the API server drops the
+// recreates the Service (the field is immutable while the type is LoadBalancer), and so does
+// a change of the primary IP family (ipFamilies[0]); the Service comes back once the
+// deletion is seen. A type change is an apply: the API server drops the
 // NodePorts, the class and the other fields of the old type. A rejected Service is
 // returned as rejected (reported in the status), other errors as err.
 func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
 	if existing != nil {
 		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
 			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
+			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+		}
+		// Another primary IP family (the tenant Service was made anew with another one, or
+		// a ccm that mirrors the families replaced one that did not): the API server refuses
+		// the change, so the Service is made anew, with new cluster IPs and address.
+		if primaryFamilyChanged(existing, desired) {
 			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)

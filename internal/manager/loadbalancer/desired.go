@@ -1,15 +1,19 @@
 package loadbalancer
 
 import (
+	"errors"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
@@ -56,6 +60,10 @@ const (
 	ReasonInvalidPorts = "InvalidPorts"
 	// ReasonServiceFailed: the API server rejected the hub Service.
 	ReasonServiceFailed = "ServiceFailed"
+	// ReasonIPFamilyUnavailable: the hub's API server refused the IP families the
+	// LoadBalancer asks for (spec.ipFamilyPolicy RequireDualStack, or a family in
+	// spec.ipFamilies, on a hub whose Service range lacks that family).
+	ReasonIPFamilyUnavailable = "IPFamilyUnavailable"
 	// ReasonQuotaExceeded: the tenant's limits (spec.limits of the Tenant or Config) refuse
 	// the LoadBalancer (quota.Admit); it has no hub Service and holds no listener ports.
 	ReasonQuotaExceeded = quota.ReasonQuotaExceeded
@@ -174,6 +182,9 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	if typ != corev1.ServiceTypeClusterIP {
 		spec.WithExternalTrafficPolicy(etp)
 	}
+	if policy, families := hubIPFamilies(lb); policy != "" {
+		spec.WithIPFamilyPolicy(policy).WithIPFamilies(families...)
+	}
 	if typ == corev1.ServiceTypeLoadBalancer {
 		manager.HubNodePorts(spec, t.AllocateNodePorts, existing)
 		if t.LoadBalancerClass != nil {
@@ -194,6 +205,73 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		svc.WithAnnotations(a)
 	}
 	return svc
+}
+
+// hubIPFamilies is what the hub Service asks of the hub's IP families, from the
+// LoadBalancer's spec.ipFamilyPolicy and spec.ipFamilies (the tenant Service's, as the ccm
+// mirrors them); policy "" leaves both to the hub's defaults (a LoadBalancer without the
+// fields, as KubeLB CE's ccm writes it; ipFamilies alone are not read).
+//   - SingleStack: the first family asked for (none: the hub's primary family);
+//   - PreferDualStack: the policy only, so that the hub Service gets what the hub has: both
+//     families on a dual-stack hub, the one it has otherwise (the API server refuses
+//     PreferDualStack with a family it does not have, even as the second one);
+//   - RequireDualStack: the policy and the families in their order; a single-stack hub refuses
+//     it (ReasonIPFamilyUnavailable).
+func hubIPFamilies(lb *kubelbv1alpha1.LoadBalancer) (corev1.IPFamilyPolicy, []corev1.IPFamily) {
+	families := lb.Spec.IPFamilies
+	for _, f := range families { // the CRD checks them; a family it does not know is left out
+		if f != corev1.IPv4Protocol && f != corev1.IPv6Protocol {
+			families = nil
+		}
+	}
+	if len(families) == 2 && families[0] == families[1] {
+		families = families[:1]
+	}
+	switch p := ptr.Deref(lb.Spec.IPFamilyPolicy, ""); p {
+	case corev1.IPFamilyPolicySingleStack:
+		if len(families) > 1 {
+			families = families[:1]
+		}
+		return p, slices.Clone(families)
+	case corev1.IPFamilyPolicyPreferDualStack:
+		return p, nil
+	case corev1.IPFamilyPolicyRequireDualStack:
+		return p, slices.Clone(families)
+	}
+	return "", nil
+}
+
+// primaryFamilyChanged reports whether the hub Service asks for another primary IP family
+// than existing has: the API server refuses that change (ipFamilies[0] and clusterIPs[0]
+// are immutable), so the Service must be made anew.
+func primaryFamilyChanged(existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) bool {
+	if existing == nil || desired.Spec == nil || len(desired.Spec.IPFamilies) == 0 || len(existing.Spec.IPFamilies) == 0 {
+		return false
+	}
+	return desired.Spec.IPFamilies[0] != existing.Spec.IPFamilies[0]
+}
+
+// isIPFamilyRefusal reports whether the API server refused a Service for its IP families
+// (a cause on spec.ipFamilyPolicy or spec.ipFamilies: the hub's Service range lacks a family).
+func isIPFamilyRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == "spec.ipFamilyPolicy" || strings.HasPrefix(c.Field, "spec.ipFamilies") {
+			return true
+		}
+	}
+	return false
+}
+
+// hubFamilies are the IP families the hub Service got (nil when there is none).
+func hubFamilies(svc *corev1.Service) []corev1.IPFamily {
+	if svc == nil || len(svc.Spec.IPFamilies) == 0 {
+		return nil
+	}
+	return slices.Clone(svc.Spec.IPFamilies)
 }
 
 // nodePort is the NodePort of the hub Service's port (same number and protocol, the keys of
@@ -239,6 +317,8 @@ type outcome struct {
 	quota      string // why the tenant's limits refuse the LoadBalancer; "" when admitted
 	noPorts    bool
 	serviceErr error
+	// familyErr is the API server's refusal of the IP families the LoadBalancer asks for.
+	familyErr  error
 	exhausted  error
 	problems   []string
 	hasAddress bool
@@ -262,6 +342,9 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 		c.Reason, c.Message = ReasonQuotaExceeded, "Not served: "+o.quota+". It has no hub Service and holds no listener ports."
 	case o.noPorts:
 		c.Reason, c.Message = ReasonNoPorts, "The LoadBalancer has no ports to expose."
+	case o.familyErr != nil:
+		c.Reason, c.Message = ReasonIPFamilyUnavailable, "The hub cannot give the IP families asked for (spec.ipFamilyPolicy, spec.ipFamilies; the tenant Service's): "+
+			o.familyErr.Error()+". Ask for PreferDualStack, which gets what the hub has, or the hub's family, or have the hub's Service range configured for the family."
 	case o.serviceErr != nil:
 		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was rejected: "+o.serviceErr.Error()
 	case o.exhausted != nil:
@@ -310,13 +393,14 @@ func setHostnameStatus(st *kubelbv1alpha1.LoadBalancerStatus, h hostnameState, g
 // nextStatus is the status the LoadBalancer should have: the hub Service's address (svc may
 // be nil) when the hub Service is of type LoadBalancer, its NodePorts when it is of type
 // NodePort or LoadBalancer (typ, the type the hub Service should have: an address or
-// NodePorts of a Service that is still of another type are not shown), the allocated ports
-// and the Ready condition. The condition's transition time is now only when its status
+// NodePorts of a Service that is still of another type are not shown), the IP families the
+// hub Service got (whatever its type), the allocated ports and the Ready condition. The condition's transition time is now only when its status
 // changes.
 func nextStatus(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1.ServiceType, ports []lbPort, alloc map[portalloc.Key]int32,
 	cond metav1.Condition, now metav1.Time) kubelbv1alpha1.LoadBalancerStatus {
 	st := *lb.Status.DeepCopy()
 	st.LoadBalancer = corev1.LoadBalancerStatus{}
+	families := hubFamilies(svc) // whatever its type: Envoy serves its cluster IPs too
 	if svc != nil && (svc.Spec.Type != typ || typ == corev1.ServiceTypeClusterIP) {
 		svc = nil
 	}
@@ -324,6 +408,7 @@ func nextStatus(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1
 		st.LoadBalancer = *svc.Status.LoadBalancer.DeepCopy()
 	}
 	st.Service.Ports = statusPorts(allocated(ports, alloc), alloc, svc)
+	st.Service.IPFamilies = families
 	cond.LastTransitionTime = now
 	meta.SetStatusCondition(&st.Conditions, cond)
 	st.ObservedGeneration = lb.Generation

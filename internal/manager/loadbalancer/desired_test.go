@@ -372,3 +372,58 @@ func TestAlreadyWritten(t *testing.T) {
 		t.Error("an opaque resourceVersion was compared")
 	}
 }
+
+// TestHubIPFamilies: what the hub Service asks of the hub's IP families, for each policy the
+// LoadBalancer (the tenant Service) has; and the status records the families the hub
+// Service got, whatever its type.
+func TestHubIPFamilies(t *testing.T) {
+	t.Parallel()
+	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
+	for name, tc := range map[string]struct {
+		policy       *corev1.IPFamilyPolicy
+		families     []corev1.IPFamily
+		wantPolicy   corev1.IPFamilyPolicy
+		wantFamilies []corev1.IPFamily
+	}{
+		"none (KubeLB CE)":                 {nil, nil, "", nil},
+		"families without a policy":        {nil, []corev1.IPFamily{v6}, "", nil},
+		"SingleStack IPv6":                 {ptr.To(corev1.IPFamilyPolicySingleStack), []corev1.IPFamily{v6}, corev1.IPFamilyPolicySingleStack, []corev1.IPFamily{v6}},
+		"SingleStack with two: the first":  {ptr.To(corev1.IPFamilyPolicySingleStack), []corev1.IPFamily{v6, v4}, corev1.IPFamilyPolicySingleStack, []corev1.IPFamily{v6}},
+		"PreferDualStack: the policy only": {ptr.To(corev1.IPFamilyPolicyPreferDualStack), []corev1.IPFamily{v6, v4}, corev1.IPFamilyPolicyPreferDualStack, nil},
+		"RequireDualStack in order":        {ptr.To(corev1.IPFamilyPolicyRequireDualStack), []corev1.IPFamily{v6, v4}, corev1.IPFamilyPolicyRequireDualStack, []corev1.IPFamily{v6, v4}},
+		"unknown family left out":          {ptr.To(corev1.IPFamilyPolicyRequireDualStack), []corev1.IPFamily{"IPv5"}, corev1.IPFamilyPolicyRequireDualStack, nil},
+		"unknown policy":                   {ptr.To(corev1.IPFamilyPolicy("DualStack")), []corev1.IPFamily{v4}, "", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+			lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = tc.policy, tc.families
+			ports, _ := planPorts(lb)
+			svc := hubService(lb, settings.Tenant{}, ports, map[portalloc.Key]int32{ports[0].Key: 10000}, nil)
+			if got := ptr.Deref(svc.Spec.IPFamilyPolicy, ""); got != tc.wantPolicy {
+				t.Errorf("ipFamilyPolicy %q, want %q", got, tc.wantPolicy)
+			}
+			if diff := cmp.Diff(tc.wantFamilies, svc.Spec.IPFamilies); diff != "" {
+				t.Errorf("ipFamilies (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+	ports, _ := planPorts(lb)
+	alloc := map[portalloc.Key]int32{ports[0].Key: 10000}
+	cip := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{v6, v4}}}
+	st := nextStatus(lb, cip, corev1.ServiceTypeClusterIP, ports, alloc, readyCondition(outcome{serviceType: corev1.ServiceTypeClusterIP}, lb.Generation), metav1.Now())
+	if diff := cmp.Diff([]corev1.IPFamily{v6, v4}, st.Service.IPFamilies); diff != "" {
+		t.Errorf("status.service.ipFamilies of a ClusterIP hub Service (-want +got):\n%s", diff)
+	}
+	if st := nextStatus(lb, nil, corev1.ServiceTypeLoadBalancer, ports, alloc, readyCondition(outcome{}, lb.Generation), metav1.Now()); st.Service.IPFamilies != nil {
+		t.Errorf("status.service.ipFamilies %v without a hub Service", st.Service.IPFamilies)
+	}
+
+	// The refusal is its own reason, with what to do.
+	c := readyCondition(outcome{familyErr: errors.New(`Service "x" is invalid: spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this cluster is not configured for dual-stack services`)}, 1)
+	if c.Reason != ReasonIPFamilyUnavailable || !strings.Contains(c.Message, "not configured for dual-stack") || !strings.Contains(c.Message, "PreferDualStack") {
+		t.Errorf("Ready %+v", c)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -35,6 +36,8 @@ func TestSampleLoadBalancerIsWhatTheCCMWrites(t *testing.T) {
 		Spec: corev1.ServiceSpec{
 			Type:                  corev1.ServiceTypeLoadBalancer,
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+			IPFamilyPolicy:        ptr.To(corev1.IPFamilyPolicySingleStack), // as the API server fills them
+			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
 			Ports:                 []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080}},
 		},
 	}

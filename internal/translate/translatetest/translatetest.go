@@ -52,6 +52,7 @@ type goldenInput struct {
 
 type goldenOptions struct {
 	ListenerAddress          string            `json:"listenerAddress,omitempty"`
+	ListenerAddressIPv6      string            `json:"listenerAddressIPv6,omitempty"`
 	ConnectTimeout           metav1.Duration   `json:"connectTimeout,omitempty"`
 	MaxConnectionsPerCluster uint32            `json:"maxConnectionsPerCluster,omitempty"`
 	UDPSessionIdleTimeout    metav1.Duration   `json:"udpSessionIdleTimeout,omitempty"`
@@ -82,6 +83,7 @@ func (g goldenInput) input() translate.Input {
 		HostnameSecrets: g.HostnameSecrets,
 		Options: translate.Options{
 			ListenerAddress:          g.Options.ListenerAddress,
+			ListenerAddressIPv6:      g.Options.ListenerAddressIPv6,
 			ConnectTimeout:           g.Options.ConnectTimeout.Duration,
 			MaxConnectionsPerCluster: g.Options.MaxConnectionsPerCluster,
 			UDPSessionIdleTimeout:    g.Options.UDPSessionIdleTimeout.Duration,

@@ -96,6 +96,14 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 	default:
 		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
 	}
+	// The other IP family of a dual-stack load balancer: a socket per address, same port
+	// and protocol (an IPv6 socket is IPv6 only: Envoy sets IPV6_V6ONLY unless
+	// ipv4_compat is asked for, so "::" binds next to "0.0.0.0").
+	for _, a := range l.AdditionalAddresses {
+		out.AdditionalAddresses = append(out.AdditionalAddresses, &listenerv3.AdditionalAddress{
+			Address: socketAddress(out.GetAddress().GetSocketAddress().GetProtocol(), a, l.Port),
+		})
+	}
 	return out, joined(errs)
 }
 
