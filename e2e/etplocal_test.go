@@ -41,15 +41,15 @@ const etpRequests = 60
 //   - The Pod moves to node 1 (a new Pod there, the old one deleted): once Envoy has seen node
 //     0 answer 503 (unhealthy threshold × interval at most), every request succeeds on node
 //     1's Pod. Requests that fail during the move are counted and reported, not asserted.
+//   - A Service with externalTrafficPolicy Cluster and its Pod on node 0 only gets no
+//     healthCheckNodePort (neither on the tenant Service nor on the hub LoadBalancer), a TCP
+//     connect check in Envoy, and traffic through both nodes, node 1's kube-proxy forwarding
+//     to the Pod on node 0.
 //
 // Converged means: Envoy's admin interface shows the wanted health of each node, and then 12
 // requests in a row are served by the wanted Pod (the requests failing before are logged);
 // after that, all etpRequests requests must succeed there, and Envoy must open no connection
 // to a node without a local endpoint.
-//   - A Service with externalTrafficPolicy Cluster and its Pod on node 0 only gets no
-//     healthCheckNodePort (neither on the tenant Service nor on the hub LoadBalancer), a TCP
-//     connect check in Envoy, and traffic through both nodes, node 1's kube-proxy forwarding
-//     to the Pod on node 0.
 //
 // It runs in a private network namespace (framework.PrivateNetwork): Pod IPs are not loopback.
 // UDP is proven at the Envoy level only (TestEnvoyExternalTrafficPolicyLocal in
