@@ -164,13 +164,27 @@ type Pair struct {
 // CRDs.
 func StartPair(t TB) *Pair {
 	t.Helper()
+	return StartPairWith(t, PairOptions{})
+}
+
+// PairOptions tune StartPairWith.
+type PairOptions struct {
+	// TenantServiceNodePortRange is the tenant API server's --service-node-port-range
+	// (default 30000-32767: 2768 ports, one per port of a tenant LoadBalancer Service).
+	TenantServiceNodePortRange string
+}
+
+// StartPairWith is StartPair with options.
+func StartPairWith(t TB, opts PairOptions) *Pair {
+	t.Helper()
 	assets := AssetsDir(t)
 	var tenant *Cluster
 	var tenantErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true,
+			ServiceNodePortRange: opts.TenantServiceNodePortRange})
 	}()
 	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard"})
 	<-done
