@@ -407,6 +407,20 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	if err != nil {
 		return err
 	}
+	// Most LoadBalancer changes concern no Route and no Ingress Service: in a tenant without
+	// Routes, LoadBalancer hostnames and an Ingress Service there is nothing to decide (a
+	// tenant of 10 000 LoadBalancers would otherwise be walked for each one created).
+	if tenant.DNS == (translate.DNS{}) {
+		routes := &kubelbv1alpha1.RouteList{}
+		if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("listing the Routes of %s: %w", namespace, err)
+		}
+		svc, err := r.ingressService(ctx, namespace)
+		if len(routes.Items) == 0 && svc == nil && err == nil {
+			r.release(ports, portalloc.IngressOwner(namespace))
+			return nil
+		}
+	}
 	// A LoadBalancer changed: the Routes the tenant's limits admit or refuse anew are requeued.
 	verdict, err := r.admission.LoadAdmission(ctx, namespace, tenant)
 	if err != nil {
