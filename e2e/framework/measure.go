@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -103,4 +106,53 @@ func WritesSince(before, after map[string]int64) (map[string]int64, int64) {
 		}
 	}
 	return diff, total
+}
+
+// CollectProfiles fetches CPU profiles of the named processes' /debug/pprof endpoints
+// (address by name; a process runs with --pprof-bind-address) back to back, each covering
+// window, into dir/<name>-cpu-<i>.pprof, until the returned stop is called; stop waits for
+// the profiles under way and then writes a heap profile of each, dir/<name>-heap.pprof.
+// `go tool pprof` merges several profiles given together.
+func CollectProfiles(t interface{ Logf(string, ...any) }, dir string, addrs map[string]string, window time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	fetch := func(url, file string) error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}
+	for name, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(window.Seconds()))
+				if err := fetch(url, filepath.Join(dir, fmt.Sprintf("%s-cpu-%d.pprof", name, i))); err != nil {
+					t.Logf("profiling %s: %v", name, err)
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		for name, addr := range addrs {
+			if err := fetch("http://"+addr+"/debug/pprof/heap", filepath.Join(dir, name+"-heap.pprof")); err != nil {
+				t.Logf("profiling %s: %v", name, err)
+			}
+		}
+	}
 }

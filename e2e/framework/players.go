@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -70,8 +72,8 @@ func readyCondition(ready bool) corev1.NodeCondition {
 // 127.0.0.0/8 above 127.0.1.0 in its status, and one of LoadBalancerAddressIPv6 as well when
 // it has the IPv6 family. It runs until the test ends and returns a
 // counter of the writes it made (so scale tests can tell them from kubelb's).
-func PlayHubLoadBalancer(t testenv.TB, c client.Client) *atomic.Int64 {
-	return PlayHubLoadBalancerWith(t, c, HubLBOptions{})
+func PlayHubLoadBalancer(t testenv.TB, cfg *rest.Config, c client.Client) *atomic.Int64 {
+	return PlayHubLoadBalancerWith(t, cfg, c, HubLBOptions{})
 }
 
 // HubLBOptions tune the played hub LoadBalancer implementation.
@@ -134,8 +136,10 @@ func hasFamilies(have, want []corev1.LoadBalancerIngress) bool {
 	return true
 }
 
-// PlayHubLoadBalancerWith is PlayHubLoadBalancer with options.
-func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *atomic.Int64 {
+// PlayHubLoadBalancerWith is PlayHubLoadBalancer with options. Like a real implementation it
+// watches the Services (an informer) instead of listing them every pass: with thousands of
+// hub Services a list every 200 ms would cost the API server and the test more than kubelb.
+func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, opts HubLBOptions) *atomic.Int64 {
 	if opts.Address == nil {
 		opts.Address = func(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
 	}
@@ -144,6 +148,10 @@ func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *
 	t.Cleanup(fs.closeAll)
 	log := newOnceLogger(t)
 	assigned := map[string]string{}
+	// written is the resourceVersion of each Service when its address was written: the
+	// informer has not caught up with the write while it still shows that version.
+	var mu sync.Mutex
+	written := map[string]string{}
 	next := 0
 	if opts.AddressIPv6 == nil {
 		opts.AddressIPv6 = LoadBalancerAddressIPv6
@@ -157,60 +165,82 @@ func PlayHubLoadBalancerWith(t testenv.TB, c client.Client, opts HubLBOptions) *
 		}
 		return i
 	}
+	services := watchServices(t, cfg, kubelbv1alpha1.LabelManagedBy+"="+kubelbv1alpha1.LabelManagedByValue)
 	Every(t, PlayInterval, func(ctx context.Context) bool {
-		var svcs corev1.ServiceList
-		if err := c.List(ctx, &svcs, client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err == nil {
-			// Like a real implementation, it assigns addresses concurrently: a burst of
-			// a thousand Services must not queue behind one writer.
-			work := make(chan *corev1.Service)
-			var writers sync.WaitGroup
-			for w := 0; w < 8; w++ {
-				writers.Add(1)
-				go func() {
-					defer writers.Done()
-					for svc := range work {
-						if c.Status().Update(ctx, svc) == nil {
-							writes.Add(1)
-						}
-					}
-				}()
-			}
-			want := map[string][]string{}
-			for i := range svcs.Items {
-				svc := &svcs.Items[i]
-				if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-					continue
-				}
-				key := svc.Namespace + "/" + svc.Name
-				ip, ok := assigned[key]
-				if !ok {
-					ip = opts.Address(next)
-					next++
-					assigned[key] = ip
-				}
-				if opts.ForwardTo != "" {
-					for _, p := range svc.Spec.Ports {
-						if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
-							want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
-						}
+		if !services.HasSynced() {
+			return false
+		}
+		// Like a real implementation, it assigns addresses concurrently: a burst of
+		// a thousand Services must not queue behind one writer.
+		work := make(chan *corev1.Service)
+		var writers sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			writers.Add(1)
+			go func() {
+				defer writers.Done()
+				for svc := range work {
+					key, seen := svc.Namespace+"/"+svc.Name, svc.ResourceVersion
+					if c.Status().Update(ctx, svc) == nil {
+						writes.Add(1)
+						mu.Lock()
+						written[key] = seen
+						mu.Unlock()
 					}
 				}
-				ingress := hubLBIngress(svc, ip, opts.AddressIPv6(assigned6(key)))
-				if hasFamilies(svc.Status.LoadBalancer.Ingress, ingress) {
-					continue
+			}()
+		}
+		want := map[string][]string{}
+		for _, item := range services.GetStore().List() {
+			svc := item.(*corev1.Service) // the informer's: read only
+			if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				continue
+			}
+			key := svc.Namespace + "/" + svc.Name
+			ip, ok := assigned[key]
+			if !ok {
+				ip = opts.Address(next)
+				next++
+				assigned[key] = ip
+			}
+			if opts.ForwardTo != "" {
+				for _, p := range svc.Spec.Ports {
+					if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
+						want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
+					}
 				}
-				svc.Status.LoadBalancer.Ingress = ingress
-				work <- svc
 			}
-			close(work)
-			writers.Wait()
-			for _, err := range fs.sync(want) {
-				log.Logf("hub load balancer: %v", err)
+			mu.Lock()
+			pending := written[key] == svc.ResourceVersion
+			mu.Unlock()
+			ingress := hubLBIngress(svc, ip, opts.AddressIPv6(assigned6(key)))
+			if hasFamilies(svc.Status.LoadBalancer.Ingress, ingress) || pending {
+				continue
 			}
+			update := svc.DeepCopy()
+			update.Status.LoadBalancer.Ingress = ingress
+			work <- update
+		}
+		close(work)
+		writers.Wait()
+		for _, err := range fs.sync(want) {
+			log.Logf("hub load balancer: %v", err)
 		}
 		return false
 	})
 	return writes
+}
+
+// watchServices starts an informer on the Services matching a label selector, stopped when
+// the test ends.
+func watchServices(t testenv.TB, cfg *rest.Config, selector string) toolscache.SharedIndexInformer {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	inf := factory.Core().V1().Services().Informer()
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	return inf
 }
 
 // Envoy is a real Envoy process started from the bootstrap the manager generated.

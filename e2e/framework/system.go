@@ -83,7 +83,7 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 		"--metrics-addr", s.MetricsAddr, "--health-probe-bind-address", s.ProbeAddr,
 		"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
 	}, opts.ExtraManagerArgs...)
-	s.HubLBWrites = PlayHubLoadBalancerWith(t, hub.Client, opts.HubLB)
+	s.HubLBWrites = PlayHubLoadBalancerWith(t, hub.Config, hub.Client, opts.HubLB)
 	s.StartManager()
 	return s
 }

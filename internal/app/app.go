@@ -21,6 +21,7 @@ import (
 type Common struct {
 	MetricsAddr          Address
 	HealthProbeAddr      Address
+	PprofAddr            Address
 	Kubeconfig           string
 	EnableLeaderElection bool
 	LogFormat            Enum
@@ -33,9 +34,11 @@ type Common struct {
 func (c *Common) Bind(fs *FlagSet, metricsAddr string) {
 	c.MetricsAddr.Value = metricsAddr
 	c.HealthProbeAddr.Value = ":8081"
+	c.PprofAddr.Value = "0"
 	c.LogFormat = Enum{Value: "json", Allowed: []string{"json", "console"}}
 	fs.Var(&c.MetricsAddr, "metrics-addr", "Address the Prometheus /metrics endpoint binds to (\"0\" disables it).")
 	fs.Var(&c.HealthProbeAddr, "health-probe-bind-address", "Address the /healthz and /readyz probes bind to.")
+	fs.Var(&c.PprofAddr, "pprof-bind-address", "Address Go's /debug/pprof/ profiling endpoints bind to (\"0\", the default, disables them). Profiles show what the process spends CPU and memory on; bind it to localhost only.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster this binary runs in (default: in-cluster config or $KUBECONFIG).")
 	fs.BoolVar(&c.EnableLeaderElection, "enable-leader-election", true, "Elect a leader so that only one replica reconciles at a time.")
 	fs.Var(&c.LogFormat, "log-format", "Log encoding: json or console.")
@@ -112,6 +115,7 @@ func (c *Common) ManagerOptions(scheme *runtime.Scheme, leaderID, leaderNamespac
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr.Value},
 		HealthProbeBindAddress:        c.HealthProbeAddr.Value,
+		PprofBindAddress:              c.PprofAddr.Value,
 		LeaderElection:                c.EnableLeaderElection,
 		LeaderElectionID:              leaderID,
 		LeaderElectionNamespace:       leaderNamespace,

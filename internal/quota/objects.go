@@ -28,43 +28,66 @@ const IngressServicePorts = 2
 func Objects(lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) []Object {
 	out := make([]Object, 0, len(lbs)+len(routes))
 	for i := range lbs {
-		lb := &lbs[i]
-		if !lb.DeletionTimestamp.IsZero() {
-			continue
+		if o, ok := loadBalancerObject(&lbs[i], t); ok {
+			out = append(out, o)
 		}
-		o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time}
-		if !t.DisableLoadBalancer {
-			ports, _ := LoadBalancerPorts(lb)
-			o.Ports = len(ports)
-			if t.DNS != (translate.DNS{}) {
-				if h, err := translate.LoadBalancerHostname(lb, settings.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
-					o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
-				}
-			}
-		}
-		out = append(out, o)
 	}
 	for i := range routes {
-		rt := &routes[i]
-		if !rt.DeletionTimestamp.IsZero() {
-			continue
+		if o, ok := routeObject(&routes[i], t); ok {
+			out = append(out, o)
 		}
-		o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time}
-		switch kind, _ := Classify(rt); kind {
-		case SourceGateway:
-			if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {
-				ports, _ := GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
-				o.Ports = len(ports)
-			}
-		case SourceIngress:
-			if !t.DisableIngress {
-				o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
-			}
-		}
-		out = append(out, o)
 	}
 	return out
 }
+
+// loadBalancerObject is what Admit needs of one LoadBalancer (false: being deleted). It
+// depends on t only through loadBalancerSettings.
+func loadBalancerObject(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant) (Object, bool) {
+	if !lb.DeletionTimestamp.IsZero() {
+		return Object{}, false
+	}
+	o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time}
+	if !t.DisableLoadBalancer {
+		ports, _ := LoadBalancerPorts(lb)
+		o.Ports = len(ports)
+		if t.DNS != (translate.DNS{}) {
+			if h, err := translate.LoadBalancerHostname(lb, settings.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
+				o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+			}
+		}
+	}
+	return o, true
+}
+
+// loadBalancerSettings is what of the tenant's settings loadBalancerObject reads.
+type loadBalancerSettings struct {
+	disabled bool
+	dns      translate.DNS
+}
+
+// routeObject is what Admit needs of one Route (false: being deleted). It depends on t only
+// through routeSettings.
+func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
+	if !rt.DeletionTimestamp.IsZero() {
+		return Object{}, false
+	}
+	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time}
+	switch kind, _ := Classify(rt); kind {
+	case SourceGateway:
+		if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {
+			ports, _ := GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+			o.Ports = len(ports)
+		}
+	case SourceIngress:
+		if !t.DisableIngress {
+			o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+		}
+	}
+	return o, true
+}
+
+// routeSettings is what of the tenant's settings routeObject reads.
+type routeSettings struct{ disableGatewayAPI, disableIngress bool }
 
 // Admission is the tenant's verdict (Admit) over its LoadBalancers and Routes.
 func Admission(namespace string, lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) Verdict {

@@ -26,7 +26,12 @@ type Requeuer struct {
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	refused map[string]map[string]struct{} // namespace → names
+	store   *Store                         // set: Recheck reads the tenant from it
 }
+
+// UseStore makes Recheck compute verdicts with s (straight from the informers' stores)
+// instead of listing the tenant.
+func (q *Requeuer) UseStore(s *Store) { q.store = s }
 
 // NewRequeuer returns a Requeuer of the objects of kind.
 func NewRequeuer(kind Kind) *Requeuer {
@@ -103,7 +108,12 @@ func (q *Requeuer) Recheck(ctx context.Context, c client.Reader, managerNamespac
 	if err != nil {
 		return err
 	}
-	verdict, err := LoadAdmission(ctx, c, namespace, tenant)
+	var verdict Verdict
+	if q.store != nil {
+		verdict, err = q.store.LoadAdmission(ctx, namespace, tenant)
+	} else {
+		verdict, err = LoadAdmission(ctx, c, namespace, tenant)
+	}
 	if err != nil {
 		return err
 	}

@@ -187,6 +187,9 @@ func StartPair(t TB) *Pair {
 type PairOptions struct {
 	// DualStack gives both control planes a dual-stack Service range (Options.DualStack).
 	DualStack bool
+	// TenantServiceNodePortRange is the tenant API server's --service-node-port-range
+	// (default 30000-32767: 2768 ports, one per port of a tenant LoadBalancer Service).
+	TenantServiceNodePortRange string
 }
 
 // StartPairWith is StartPair with options.
@@ -198,7 +201,8 @@ func StartPairWith(t TB, o PairOptions) *Pair {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true, DualStack: o.DualStack})
+		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true,
+			DualStack: o.DualStack, ServiceNodePortRange: o.TenantServiceNodePortRange})
 	}()
 	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard", DualStack: o.DualStack})
 	<-done

@@ -95,6 +95,10 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	last map[string]*built // tenant → what was last pushed
+	// next is, per tenant, the earliest time of its next rebuild after a slow one (see
+	// stretchedHoldOff); nil leaves every rebuild to the event's HoldOff alone.
+	next map[string]time.Time
+	now  func() time.Time
 }
 
 // built is the last IR of a tenant that reached the xDS server, with what came of it.
@@ -109,7 +113,51 @@ type built struct {
 // reports to store.
 func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
 	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts,
-		names: newNames(net.DefaultResolver), last: map[string]*built{}}
+		names: newNames(net.DefaultResolver), last: map[string]*built{}, now: time.Now}
+}
+
+// StretchHoldOff makes a tenant whose rebuild took longer than HoldOff wait as long again
+// before its next rebuild (at most MaxHoldOff): under a burst of events in a large tenant,
+// rebuilds then take at most about half of a core instead of running back to back, and
+// leave the rest to the controllers that write the hub objects and addresses. The events
+// in between are folded into that next rebuild. SetupWithManager turns it on.
+func (r *Reconciler) StretchHoldOff() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = map[string]time.Time{}
+}
+
+// MaxHoldOff bounds the hold-off a slow rebuild stretches (StretchHoldOff): a change waits
+// at most this long, plus a rebuild, to reach the tenant's proxies.
+const MaxHoldOff = 5 * time.Second
+
+// stretchedHoldOff is how long after a rebuild that took took the tenant's next rebuild may
+// start: as long as the rebuild took, at most MaxHoldOff. A rebuild faster than HoldOff
+// stretches nothing: the event's own HoldOff is longer.
+func stretchedHoldOff(took time.Duration) time.Duration { return min(took, MaxHoldOff) }
+
+// deferred returns how long the tenant's rebuild must still wait (0: rebuild now).
+func (r *Reconciler) deferred(tenant string, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if next, ok := r.next[tenant]; ok && now.Before(next) {
+		return next.Sub(now)
+	}
+	return 0
+}
+
+// rebuilt records a rebuild of the tenant from start to end.
+func (r *Reconciler) rebuilt(tenant string, start, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		return
+	}
+	if took := end.Sub(start); took > HoldOff {
+		r.next[tenant] = end.Add(stretchedHoldOff(took))
+	} else {
+		delete(r.next, tenant)
+	}
 }
 
 // SetupWithManager registers the controller with mgr. The translation options are checked
@@ -134,6 +182,7 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 	}
 	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
 	r.owned = owned.GetClient()
+	r.StretchHoldOff()
 	noLeaderElection := false
 	allTenants := enqueueAllTenantsAfter(mgr.GetClient(), HoldOff)
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -395,7 +444,7 @@ func managed(o client.Object) bool {
 // LoadBalancers gets an empty snapshot, so its proxies drop every listener.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	tenant := req.Name
-	start := time.Now()
+	start := r.now()
 	result := ""
 	defer func() {
 		if result == "" {
@@ -419,6 +468,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		result = metrics.ResultSkipped
 		return reconcile.Result{}, nil
 	}
+	// After a slow rebuild, the next waits (StretchHoldOff); this request comes back then.
+	if wait := r.deferred(tenant, start); wait > 0 {
+		result = metrics.ResultSkipped
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	defer func() { r.rebuilt(tenant, start, r.now()) }()
 
 	scope, err := Build(ctx, r.client, r.owned, r.namespace, tenant, r.opts)
 	if err != nil {
@@ -520,6 +575,7 @@ func (r *Reconciler) forget(tenant string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, tenant)
+	delete(r.next, tenant)
 }
 
 // BuildInput reads one tenant's translation input. From c (the manager's cache): the

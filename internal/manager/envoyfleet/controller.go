@@ -159,8 +159,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 	byTenant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return tenantRequest(settings.Namespace(o.GetName()))
 	})
-	// Only whether a tenant has LoadBalancers or Routes matters, not what they say.
-	existence := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	// Only whether a tenant has LoadBalancers or Routes matters, not what they say. A new one
+	// matters only to a tenant without its fleet yet: once the fleet is there, the events of
+	// its own objects keep it current (a burst of 10 000 creates would otherwise generate
+	// the bootstrap and compare the fleet 10 000 times).
+	existence := predicate.Funcs{
+		UpdateFunc: func(event.UpdateEvent) bool { return false },
+		CreateFunc: func(e event.CreateEvent) bool { return !r.hasFleet(e.Object.GetNamespace()) },
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, byNamespace, builder.WithPredicates(existence)).
@@ -391,6 +397,13 @@ type current struct {
 
 func (c current) any() bool {
 	return c.configMap != nil || c.deployment != nil || c.daemonSet != nil || c.secret != nil
+}
+
+// hasFleet reports whether the tenant namespace has its whole fleet (bootstrap ConfigMap,
+// Deployment or DaemonSet, client Secret) in the cache.
+func (r *Reconciler) hasFleet(ns string) bool {
+	c, err := r.existing(context.Background(), ns)
+	return err == nil && c.configMap != nil && (c.deployment != nil || c.daemonSet != nil) && c.secret != nil
 }
 
 func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {

@@ -211,6 +211,16 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		t.Errorf("%v reconciles wrote objects although nothing changed:\nbefore %v\nafter  %v", after-before, snapshot, got)
 	}
 
+	// More LoadBalancers in a tenant that has its fleet leave the fleet alone: not one
+	// reconcile (a burst of thousands would otherwise rebuild it once per LoadBalancer).
+	before = testenv.WaitControllerIdle(t, controllerName, 0)
+	for i := range 5 {
+		create(t, c, loadBalancer("tenant-b", fmt.Sprintf("more-%d", i)))
+	}
+	if after := testenv.WaitControllerIdle(t, controllerName, before); after != before {
+		t.Errorf("%v fleet reconciles for 5 more LoadBalancers in a tenant that has its fleet, want none", after-before)
+	}
+
 	// DaemonSet mode replaces the Deployments.
 	update(t, c, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultConfigName, Namespace: managerNS}},
 		func(cfg *kubelbv1alpha1.Config) { cfg.Spec.EnvoyProxy.UseDaemonset = true })

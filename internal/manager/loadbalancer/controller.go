@@ -89,7 +89,8 @@ type Reconciler struct {
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
-	quota *quota.Requeuer // requeues LoadBalancers the tenant's limits admit or refuse anew
+	quota     *quota.Requeuer // requeues LoadBalancers the tenant's limits admit or refuse anew
+	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
 	waiting manager.PortWaiters               // objects waiting for free ports
@@ -141,7 +142,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		written:   map[types.NamespacedName]writtenStatus{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
+		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
 	}
+	r.quota.UseStore(r.admission)
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
@@ -239,7 +242,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return 0, err
 	}
 	// The tenant's limits: a refused LoadBalancer holds no ports and has no hub Service.
-	verdict, err := quota.LoadAdmission(ctx, r.client, lb.Namespace, tenant)
+	verdict, err := r.admission.LoadAdmissionFor(ctx, lb, tenant)
 	if err != nil {
 		return 0, err
 	}

@@ -84,7 +84,8 @@ type Reconciler struct {
 
 	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
 
-	quota *quota.Requeuer // requeues Routes the tenant's limits admit or refuse anew
+	quota     *quota.Requeuer // requeues Routes the tenant's limits admit or refuse anew
+	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
 	waiting manager.PortWaiters               // objects waiting for free ports
@@ -107,14 +108,16 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	r := &Reconciler{
-		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorder("kubelb-manager"),
-		opts:     opts,
-		ports:    opts.Ports,
-		known:    map[types.NamespacedName]struct{}{},
-		perNS:    map[string]int{},
-		quota:    quota.NewRequeuer(quota.KindRoute),
+		client:    mgr.GetClient(),
+		recorder:  mgr.GetEventRecorder("kubelb-manager"),
+		opts:      opts,
+		ports:     opts.Ports,
+		known:     map[types.NamespacedName]struct{}{},
+		perNS:     map[string]int{},
+		quota:     quota.NewRequeuer(quota.KindRoute),
+		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
 	}
+	r.quota.UseStore(r.admission)
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
@@ -222,7 +225,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return reconcile.Result{}, err
 	}
 	// The tenant's limits: a refused Route has no hub Service and holds no ports.
-	verdict, err := quota.LoadAdmission(ctx, r.client, route.Namespace, tenant)
+	verdict, err := r.admission.LoadAdmissionFor(ctx, route, tenant)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -349,7 +352,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	if err != nil && !foreign {
 		return nil, err
 	}
-	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
+	verdict, err := r.admission.LoadAdmission(ctx, namespace, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -404,8 +407,22 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	if err != nil {
 		return err
 	}
+	// Most LoadBalancer changes concern no Route and no Ingress Service: in a tenant without
+	// Routes, LoadBalancer hostnames and an Ingress Service there is nothing to decide (a
+	// tenant of 10 000 LoadBalancers would otherwise be walked for each one created).
+	if tenant.DNS == (translate.DNS{}) {
+		routes := &kubelbv1alpha1.RouteList{}
+		if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("listing the Routes of %s: %w", namespace, err)
+		}
+		svc, err := r.ingressService(ctx, namespace)
+		if len(routes.Items) == 0 && svc == nil && err == nil {
+			r.release(ports, portalloc.IngressOwner(namespace))
+			return nil
+		}
+	}
 	// A LoadBalancer changed: the Routes the tenant's limits admit or refuse anew are requeued.
-	verdict, err := quota.LoadAdmission(ctx, r.client, namespace, tenant)
+	verdict, err := r.admission.LoadAdmission(ctx, namespace, tenant)
 	if err != nil {
 		return err
 	}
