@@ -346,7 +346,8 @@ func minRequeue(a, b time.Duration) time.Duration {
 func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1.ServiceType, planned []lbPort,
 	alloc map[portalloc.Key]int32, out outcome) error {
 	cond := readyCondition(out, lb.Generation)
-	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady)
+	known := r.knownStatus(lb)
+	prev := meta.FindStatusCondition(known.Conditions, ConditionReady)
 	status := nextStatus(lb, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if out.ipMode != "" { // the tenant's kube-proxy reads it (Proxy: no short-cut past Envoy)
 		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
@@ -364,7 +365,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
-	prevHost := meta.FindStatusCondition(lb.Status.Conditions, ConditionHostname)
+	prevHost := meta.FindStatusCondition(known.Conditions, ConditionHostname)
 	if hc := hostnameCondition(out.hostname, lb.Generation); hc != nil && hc.Status == metav1.ConditionFalse && (prevHost == nil || prevHost.Reason != hc.Reason) {
 		r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, hc.Reason, "Reconcile", "%s", hc.Message)
 	}
@@ -394,6 +395,23 @@ func (r *Reconciler) alreadyWritten(lb *kubelbv1alpha1.LoadBalancer, status kube
 	w, ok := r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}]
 	r.mu.Unlock()
 	return ok && w.uid == lb.UID && cached < w.rv && equality.Semantic.DeepEqual(w.status, status)
+}
+
+// knownStatus is the LoadBalancer's status as this controller last knew it: the status of
+// its own last write when the cached LoadBalancer is older than that write, else the cached
+// one. Events on transitions compare against it, so a second reconcile before the cache has
+// caught up with the first one's write does not announce the same transition again.
+func (r *Reconciler) knownStatus(lb *kubelbv1alpha1.LoadBalancer) kubelbv1alpha1.LoadBalancerStatus {
+	cached, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
+	if err != nil {
+		return lb.Status
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}]; ok && w.uid == lb.UID && cached < w.rv {
+		return w.status
+	}
+	return lb.Status
 }
 
 // recordWritten remembers a status write (lb as the API server returned it).
