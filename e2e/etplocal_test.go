@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -299,59 +298,10 @@ func waitNodeHealth(t *testing.T, nodeIP string, port int32, code, local int) {
 	})
 }
 
-// envoyHost is one host of an Envoy cluster as the admin interface's /clusters reports it.
-type envoyHost struct {
-	healthy     bool
-	connections int64
-}
-
 // clusterHostsOf returns the hosts of the Envoy cluster whose name starts with prefix (a
 // LoadBalancer's clusters are named by its name, the tenant Service's UID), by address.
-func clusterHostsOf(e *framework.Envoy, prefix string) (map[string]envoyHost, error) {
-	var doc struct {
-		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address struct {
-					SocketAddress struct {
-						Address   string `json:"address"`
-						PortValue int    `json:"port_value"`
-					} `json:"socket_address"`
-				} `json:"address"`
-				Stats []struct {
-					Name  string          `json:"name"`
-					Value json.RawMessage `json:"value"`
-				} `json:"stats"`
-				HealthStatus map[string]any `json:"health_status"`
-			} `json:"host_statuses"`
-		} `json:"cluster_statuses"`
-	}
-	if err := e.GetJSON("/clusters?format=json", &doc); err != nil {
-		return nil, err
-	}
-	for _, c := range doc.ClusterStatuses {
-		if !strings.HasPrefix(c.Name, prefix+"-") {
-			continue
-		}
-		hosts := map[string]envoyHost{}
-		for _, h := range c.HostStatuses {
-			host := envoyHost{healthy: h.HealthStatus["eds_health_status"] == "HEALTHY"}
-			for k, v := range h.HealthStatus {
-				if strings.HasPrefix(k, "failed_") && v == true {
-					host.healthy = false
-				}
-			}
-			for _, s := range h.Stats {
-				if s.Name == "cx_total" {
-					host.connections, _ = strconv.ParseInt(strings.Trim(string(s.Value), `"`), 10, 64)
-				}
-			}
-			sa := h.Address.SocketAddress
-			hosts[net.JoinHostPort(sa.Address, fmt.Sprint(sa.PortValue))] = host
-		}
-		return hosts, nil
-	}
-	return nil, fmt.Errorf("no cluster %s-*", prefix)
+func clusterHostsOf(e *framework.Envoy, prefix string) (map[string]testsupport.EnvoyHost, error) {
+	return e.ClusterHosts(func(name string) bool { return strings.HasPrefix(name, prefix+"-") })
 }
 
 // waitPodServes waits for convergence as traffic shows it: until 12 requests in a row succeed
@@ -389,7 +339,7 @@ func waitHealthy(t *testing.T, e *framework.Envoy, prefix string, want map[strin
 			return fmt.Errorf("hosts %v", hosts)
 		}
 		for addr, healthy := range want {
-			if h, ok := hosts[addr]; !ok || h.healthy != healthy {
+			if h, ok := hosts[addr]; !ok || h.Healthy != healthy {
 				return fmt.Errorf("hosts %+v", hosts)
 			}
 		}
@@ -406,7 +356,7 @@ func hostConnections(t *testing.T, e *framework.Envoy, prefix string) map[string
 	}
 	out := map[string]int64{}
 	for addr, h := range hosts {
-		out[addr] = h.connections
+		out[addr] = h.Connections
 	}
 	return out
 }

@@ -41,22 +41,58 @@ type Store struct {
 // namespaceMemo is the remembered Objects of one namespace.
 type namespaceMemo struct {
 	mu     sync.Mutex
-	lbs    map[types.UID]*memoLB
-	routes map[types.UID]*memoRoute
+	lbs    memo[loadBalancerSettings]
+	routes memo[routeSettings]
 }
 
-type memoLB struct {
+func newNamespaceMemo() *namespaceMemo {
+	return &namespaceMemo{lbs: memo[loadBalancerSettings]{}, routes: memo[routeSettings]{}}
+}
+
+// memo is the remembered Object of each object of one kind, by UID, valid for the
+// resourceVersion and the tenant settings S it was worked out with.
+type memo[S comparable] map[types.UID]*memoEntry[S]
+
+type memoEntry[S comparable] struct {
 	resourceVersion string
-	settings        loadBalancerSettings
+	settings        S
 	obj             Object
 	ok              bool
 }
 
-type memoRoute struct {
-	resourceVersion string
-	settings        routeSettings
-	obj             Object
-	ok              bool
+// remember returns the remembered Object of o, working it out anew when o or the settings
+// changed since.
+func remember[S comparable, T client.Object](m memo[S], o T, set S, object func(T) (Object, bool)) *memoEntry[S] {
+	e, hit := m[o.GetUID()]
+	if !hit || e.resourceVersion != o.GetResourceVersion() || e.settings != set {
+		e = &memoEntry[S]{resourceVersion: o.GetResourceVersion(), settings: set}
+		e.obj, e.ok = object(o)
+		m[o.GetUID()] = e
+	}
+	return e
+}
+
+// pruned forgets objects no longer in the namespace (items, of type T) once they are many.
+func pruned[S comparable, T client.Object](m memo[S], items []any) memo[S] {
+	if len(m) <= 2*len(items)+64 {
+		return m
+	}
+	keep := make(memo[S], len(items))
+	each(items, func(o T) {
+		if e, hit := m[o.GetUID()]; hit {
+			keep[o.GetUID()] = e
+		}
+	})
+	return keep
+}
+
+// each calls f with every item of an informer's store that is of type T (read-only).
+func each[T client.Object](items []any, f func(T)) {
+	for _, item := range items {
+		if o, ok := item.(T); ok {
+			f(o)
+		}
+	}
 }
 
 // NewStore returns a Store over the manager's cache (informers) and client c (reading
@@ -137,7 +173,7 @@ func (s *Store) LoadAdmission(ctx context.Context, namespace string, t settings.
 	s.mu.Lock()
 	m := s.memo[namespace]
 	if m == nil {
-		m = &namespaceMemo{lbs: map[types.UID]*memoLB{}, routes: map[types.UID]*memoRoute{}}
+		m = newNamespaceMemo()
 		s.memo[namespace] = m
 	}
 	s.mu.Unlock()
@@ -170,37 +206,17 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 			}
 		}
 	}
-	for _, item := range lbs {
-		lb, ok := item.(*kubelbv1alpha1.LoadBalancer)
-		if !ok {
-			continue
-		}
-		e, hit := m.lbs[lb.UID]
-		if !hit || e.resourceVersion != lb.ResourceVersion || e.settings != lbSet {
-			e = &memoLB{resourceVersion: lb.ResourceVersion, settings: lbSet}
-			e.obj, e.ok = loadBalancerObject(lb, t)
-			m.lbs[lb.UID] = e
-		}
-		if e.ok {
+	each(lbs, func(lb *kubelbv1alpha1.LoadBalancer) {
+		if e := remember(m.lbs, lb, lbSet, func(lb *kubelbv1alpha1.LoadBalancer) (Object, bool) { return loadBalancerObject(lb, t) }); e.ok {
 			add(e.obj)
 		}
-	}
-	for _, item := range routes {
-		rt, ok := item.(*kubelbv1alpha1.Route)
-		if !ok {
-			continue
-		}
-		e, hit := m.routes[rt.UID]
-		if !hit || e.resourceVersion != rt.ResourceVersion || e.settings != routeSet {
-			e = &memoRoute{resourceVersion: rt.ResourceVersion, settings: routeSet}
-			e.obj, e.ok = routeObject(rt, t)
-			m.routes[rt.UID] = e
-		}
-		if e.ok {
+	})
+	each(routes, func(rt *kubelbv1alpha1.Route) {
+		if e := remember(m.routes, rt, routeSet, func(rt *kubelbv1alpha1.Route) (Object, bool) { return routeObject(rt, t) }); e.ok {
 			add(e.obj)
 		}
-	}
-	m.prune(lbs, routes)
+	})
+	m.lbs, m.routes = pruned[loadBalancerSettings, *kubelbv1alpha1.LoadBalancer](m.lbs, lbs), pruned[routeSettings, *kubelbv1alpha1.Route](m.routes, routes)
 	for _, p := range shared {
 		ports += p
 	}
@@ -211,47 +227,17 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 		return Verdict{namespace: namespace, limits: l, UsedPorts: ports}
 	}
 	objs := make([]Object, 0, nLB+nRoute)
-	for _, item := range lbs {
-		if lb, ok := item.(*kubelbv1alpha1.LoadBalancer); ok {
-			if e := m.lbs[lb.UID]; e.ok {
-				objs = append(objs, e.obj)
-			}
+	each(lbs, func(lb *kubelbv1alpha1.LoadBalancer) {
+		if e := m.lbs[lb.UID]; e.ok {
+			objs = append(objs, e.obj)
 		}
-	}
-	for _, item := range routes {
-		if rt, ok := item.(*kubelbv1alpha1.Route); ok {
-			if e := m.routes[rt.UID]; e.ok {
-				objs = append(objs, e.obj)
-			}
+	})
+	each(routes, func(rt *kubelbv1alpha1.Route) {
+		if e := m.routes[rt.UID]; e.ok {
+			objs = append(objs, e.obj)
 		}
-	}
+	})
 	return Admit(namespace, objs, l)
-}
-
-// prune forgets objects no longer in the namespace once they are many.
-func (m *namespaceMemo) prune(lbs, routes []any) {
-	if len(m.lbs) > 2*len(lbs)+64 {
-		keep := make(map[types.UID]*memoLB, len(lbs))
-		for _, item := range lbs {
-			if lb, ok := item.(*kubelbv1alpha1.LoadBalancer); ok {
-				if e, hit := m.lbs[lb.UID]; hit {
-					keep[lb.UID] = e
-				}
-			}
-		}
-		m.lbs = keep
-	}
-	if len(m.routes) > 2*len(routes)+64 {
-		keep := make(map[types.UID]*memoRoute, len(routes))
-		for _, item := range routes {
-			if rt, ok := item.(*kubelbv1alpha1.Route); ok {
-				if e, hit := m.routes[rt.UID]; hit {
-					keep[rt.UID] = e
-				}
-			}
-		}
-		m.routes = keep
-	}
 }
 
 // The fast path of LoadAdmissionFor: the informers' event handlers keep, per namespace,

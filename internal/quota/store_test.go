@@ -82,7 +82,7 @@ func TestStoreAdmissionIsAdmission(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 40 {
 		s := &storeTenant{}
-		m := &namespaceMemo{lbs: map[types.UID]*memoLB{}, routes: map[types.UID]*memoRoute{}}
+		m := newNamespaceMemo()
 		next := 0
 		for range 1 + r.IntN(30) {
 			s.lbs = append(s.lbs, s.randomLB(r, next))
@@ -157,7 +157,7 @@ func TestStoreAdmissionIsAdmission(t *testing.T) {
 func TestStoreForgetsDeletedObjects(t *testing.T) {
 	t.Parallel()
 	s := &storeTenant{}
-	m := &namespaceMemo{lbs: map[types.UID]*memoLB{}, routes: map[types.UID]*memoRoute{}}
+	m := newNamespaceMemo()
 	r := rand.New(rand.NewPCG(3, 4))
 	ten := settings.Tenant{Limits: limits(1000, 1000, 1000)}
 	for i := range 2000 {
@@ -185,7 +185,7 @@ func BenchmarkStoreAdmission10000(b *testing.B) {
 		s.lbs = append(s.lbs, &lb)
 	}
 	lbs, routes, _, _ := s.items()
-	m := &namespaceMemo{lbs: map[types.UID]*memoLB{}, routes: map[types.UID]*memoRoute{}}
+	m := newNamespaceMemo()
 	ten := settings.Tenant{Limits: limits(10000, 1000, 10000)}
 	b.ReportAllocs()
 	for b.Loop() {

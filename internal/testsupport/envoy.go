@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,4 +196,61 @@ func (e *Envoy) Stat(name string) (int64, error) {
 		return 0, fmt.Errorf("Envoy reports no stat %s", name)
 	}
 	return v, nil
+}
+
+// EnvoyHost is one host of an Envoy cluster as the admin interface's /clusters reports it.
+type EnvoyHost struct {
+	// Healthy is false when EDS or any health check marks the host unhealthy.
+	Healthy bool
+	// Connections is the host's cx_total.
+	Connections int64
+}
+
+// ClusterHosts returns the hosts ("ip:port", IPv6 in brackets) of the first cluster whose name
+// match accepts, from the admin interface's /clusters.
+func (e *Envoy) ClusterHosts(match func(cluster string) bool) (map[string]EnvoyHost, error) {
+	var doc struct {
+		ClusterStatuses []struct {
+			Name         string `json:"name"`
+			HostStatuses []struct {
+				Address struct {
+					SocketAddress struct {
+						Address   string `json:"address"`
+						PortValue int    `json:"port_value"`
+					} `json:"socket_address"`
+				} `json:"address"`
+				Stats []struct {
+					Name  string          `json:"name"`
+					Value json.RawMessage `json:"value"`
+				} `json:"stats"`
+				HealthStatus map[string]any `json:"health_status"`
+			} `json:"host_statuses"`
+		} `json:"cluster_statuses"`
+	}
+	if err := e.GetJSON("/clusters?format=json", &doc); err != nil {
+		return nil, err
+	}
+	for _, c := range doc.ClusterStatuses {
+		if !match(c.Name) {
+			continue
+		}
+		hosts := map[string]EnvoyHost{}
+		for _, h := range c.HostStatuses {
+			host := EnvoyHost{Healthy: h.HealthStatus["eds_health_status"] == "HEALTHY"}
+			for k, v := range h.HealthStatus {
+				if strings.HasPrefix(k, "failed_") && v == true {
+					host.Healthy = false
+				}
+			}
+			for _, s := range h.Stats {
+				if s.Name == "cx_total" {
+					host.Connections, _ = strconv.ParseInt(strings.Trim(string(s.Value), `"`), 10, 64)
+				}
+			}
+			sa := h.Address.SocketAddress
+			hosts[net.JoinHostPort(sa.Address, strconv.Itoa(sa.PortValue))] = host
+		}
+		return hosts, nil
+	}
+	return nil, fmt.Errorf("no such cluster in Envoy's /clusters")
 }

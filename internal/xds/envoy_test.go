@@ -149,41 +149,15 @@ func listenerNames(e *testsupport.Envoy) ([]string, error) {
 // clusterHosts returns the hosts ("ip:port") of a cluster with whether Envoy considers them
 // healthy.
 func clusterHosts(e *testsupport.Envoy, cluster string) (map[string]bool, error) {
-	var doc struct {
-		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address struct {
-					SocketAddress struct {
-						Address   string `json:"address"`
-						PortValue int    `json:"port_value"`
-					} `json:"socket_address"`
-				} `json:"address"`
-				HealthStatus map[string]any `json:"health_status"`
-			} `json:"host_statuses"`
-		} `json:"cluster_statuses"`
+	hosts, err := e.ClusterHosts(func(name string) bool { return name == cluster })
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster, err)
 	}
-	if err := e.GetJSON("/clusters?format=json", &doc); err != nil {
-		return nil, err
+	out := map[string]bool{}
+	for addr, h := range hosts {
+		out[addr] = h.Healthy
 	}
-	for _, c := range doc.ClusterStatuses {
-		if c.Name != cluster {
-			continue
-		}
-		hosts := map[string]bool{}
-		for _, h := range c.HostStatuses {
-			sa := h.Address.SocketAddress
-			healthy := h.HealthStatus["eds_health_status"] == "HEALTHY"
-			for k, v := range h.HealthStatus {
-				if strings.HasPrefix(k, "failed_") && v == true {
-					healthy = false
-				}
-			}
-			hosts[fmt.Sprintf("%s:%d", sa.Address, sa.PortValue)] = healthy
-		}
-		return hosts, nil
-	}
-	return nil, fmt.Errorf("no cluster %q", cluster)
+	return out, nil
 }
 
 // configVersions returns the version_info Envoy last accepted for listeners and clusters.
