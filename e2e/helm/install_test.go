@@ -146,6 +146,7 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		!labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(labels.Set(dep.Spec.Template.Labels)) {
 		t.Errorf("PodDisruptionBudget spec %+v: want minAvailable 2 over the manager pods %v", pdb.Spec, dep.Spec.Template.Labels)
 	}
+	checkDefaultHAAccepted(t, hub)
 	must(t, "getting Service kubelb", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb"}, &corev1.Service{}))
 	nps := &networkingv1.NetworkPolicyList{}
 	must(t, "listing NetworkPolicies", hub.Client.List(ctx, nps))
@@ -347,4 +348,16 @@ func checkImpersonatedKubeconfig(t *testing.T, c *testenv.Cluster) {
 	}
 	_, err = cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
 	mustForbid(t, "listing namespaces as a ServiceAccount without RBAC", err)
+}
+
+// checkDefaultHAAccepted: the API server accepts the default render's Deployment (2 replicas,
+// surge 1, none unavailable, the anti-affinity) and PodDisruptionBudget (maxUnavailable 1)
+// as they are (server-side dry run, under another release name).
+func checkDefaultHAAccepted(t *testing.T, hub *testenv.Cluster) {
+	t.Helper()
+	objs := Template(t, ManagerChart, "kubelb-default", ns)
+	for _, kind := range []string{"Deployment", "PodDisruptionBudget"} {
+		o := find(t, objs, kind, "kubelb-default-kubelb-manager")
+		must(t, "dry-run creating the default "+kind, hub.Client.Create(context.Background(), o, client.DryRunAll))
+	}
 }
