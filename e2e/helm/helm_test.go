@@ -197,9 +197,10 @@ func TestManagerTemplateFullValues(t *testing.T) {
 		"--kube-api-qps=100", "--kube-api-burst=200", "--debug",
 		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-xds-address=kubelb-xds.example.com:8001",
 		"--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
-	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "2" {
+	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "3" {
 		t.Errorf("replicas %s", r)
 	}
+	checkFullValuesHA(t, objs)
 	pod := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	for _, k := range []string{"nodeSelector", "tolerations", "affinity", "imagePullSecrets", "priorityClassName"} {
 		if pod[k] == nil {

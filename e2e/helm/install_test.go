@@ -13,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -133,7 +135,18 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 		ptr.Deref(cfg.Spec.LoadBalancer.Class, "") != "metallb" || cfg.Spec.EnvoyProxy.GracefulShutdown == nil {
 		t.Errorf("Config default spec from values: %+v", cfg.Spec)
 	}
-	must(t, "getting Deployment", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-manager"}, &appsv1.Deployment{}))
+	dep := &appsv1.Deployment{}
+	must(t, "getting Deployment", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-manager"}, dep))
+	if r := ptr.Deref(dep.Spec.Replicas, 0); r != 3 || dep.Spec.Strategy.RollingUpdate == nil || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("Deployment: %d replicas, strategy %+v; want 3 replicas, none unavailable during a rollout", r, dep.Spec.Strategy)
+	}
+	pdb := &policyv1.PodDisruptionBudget{}
+	must(t, "getting the PodDisruptionBudget", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb-manager"}, pdb))
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.Selector == nil ||
+		!labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget spec %+v: want minAvailable 2 over the manager pods %v", pdb.Spec, dep.Spec.Template.Labels)
+	}
+	checkDefaultHAAccepted(t, hub)
 	must(t, "getting Service kubelb", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubelb"}, &corev1.Service{}))
 	nps := &networkingv1.NetworkPolicyList{}
 	must(t, "listing NetworkPolicies", hub.Client.List(ctx, nps))
@@ -335,4 +348,16 @@ func checkImpersonatedKubeconfig(t *testing.T, c *testenv.Cluster) {
 	}
 	_, err = cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
 	mustForbid(t, "listing namespaces as a ServiceAccount without RBAC", err)
+}
+
+// checkDefaultHAAccepted: the API server accepts the default render's Deployment (2 replicas,
+// surge 1, none unavailable, the anti-affinity) and PodDisruptionBudget (maxUnavailable 1)
+// as they are (server-side dry run, under another release name).
+func checkDefaultHAAccepted(t *testing.T, hub *testenv.Cluster) {
+	t.Helper()
+	objs := Template(t, ManagerChart, "kubelb-default", ns)
+	for _, kind := range []string{"Deployment", "PodDisruptionBudget"} {
+		o := find(t, objs, kind, "kubelb-default-kubelb-manager")
+		must(t, "dry-run creating the default "+kind, hub.Client.Create(context.Background(), o, client.DryRunAll))
+	}
 }

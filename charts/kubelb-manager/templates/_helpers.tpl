@@ -41,3 +41,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "kubelb-manager.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+
+{{/* The pods' affinity: .Values.affinity, plus the podAntiAffinity preset on the manager's
+selector labels unless .Values.affinity has its own podAntiAffinity. */}}
+{{- define "kubelb-manager.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- $preset := .Values.podAntiAffinity | default dict }}
+{{- if and $preset.type (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "topologyKey" ($preset.topologyKey | default "kubernetes.io/hostname") "labelSelector" (dict "matchLabels" (include "kubelb-manager.selectorLabels" . | fromYaml)) }}
+{{- if eq $preset.type "preferred" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- else if eq $preset.type "required" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $affinity }}
+{{- end }}
