@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -148,7 +150,7 @@ func TestManagerTemplateDefaults(t *testing.T) {
 	d := find(t, objs, "Deployment", "kubelb-manager")
 	wantArgs(t, args(t, d), "--namespace=kubelb", "--listen-address=:8001", "--metrics-addr=:9443",
 		"--health-probe-bind-address=:8081", "--enable-leader-election=true", "--enable-gateway-api=false",
-		"--envoy-image=envoyproxy/envoy:distroless-v1.40.0", "--envoy-xds-address=kubelb.kubelb.svc:8001",
+		"--envoy-image=envoyproxy/envoy:v1.40.0", "--envoy-xds-address=kubelb.kubelb.svc:8001",
 		"--envoy-listener-address=0.0.0.0", "--envoy-listener-address-ipv6=::", "--envoy-port-range=10000-19999")
 	for _, a := range args(t, d) {
 		if strings.HasPrefix(a, "--tenant-kubeconfig-server") {
@@ -462,5 +464,28 @@ func TestChartArgsAreBinaryFlags(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %s rejects the chart's arguments %v: %v\n%s", tc.name, tc.pkg, a, err, out)
 		}
+	}
+}
+
+// TestManagerChartEnvoyImageDrains: the fleets' preStop drain hook runs /bin/bash
+// (envoyfleet.DrainScript), so the chart's default Envoy image must be the one the manager
+// defaults to, which has it. The chart once defaulted to the distroless image, where the hook
+// failed and every Envoy pod stopped without draining its connections.
+func TestManagerChartEnvoyImageDrains(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(ChartDir(ManagerChart), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Envoy struct {
+			Image string `json:"image"`
+		} `json:"envoy"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	if values.Envoy.Image != envoyfleet.DefaultEnvoyImage {
+		t.Errorf("the chart's envoy.image is %q, want the manager's default %q (it has the /bin/bash the drain hook needs)",
+			values.Envoy.Image, envoyfleet.DefaultEnvoyImage)
 	}
 }
