@@ -1,6 +1,7 @@
 package testsupport
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,14 @@ import (
 var (
 	buildMu    sync.Mutex
 	buildCache = map[string]string{}
-	buildDir   string
 )
 
 // BuildBinary builds one of kubelb's commands (e.g. "./cmd/kubelb") once per test process and
-// returns the path of the binary.
+// returns the path of the binary. Binaries go to bin/test/<checkout>/ (git-ignored, one
+// directory per checkout, since worktrees may share bin/), not to a temporary directory: a
+// test process has no hook at exit to remove one, and each left 156 MiB behind. Concurrent
+// test processes build the same code, and each renames its build into place, so a running
+// binary is never written over.
 func BuildBinary(t TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -29,19 +33,22 @@ func BuildBinary(t TB, pkg string) string {
 	if p, ok := buildCache[pkg]; ok {
 		return p
 	}
-	if buildDir == "" {
-		d, err := os.MkdirTemp("", "kubelb-test-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		buildDir = d
+	root := RepoRoot()
+	dir := filepath.Join(root, "bin", "test", fmt.Sprintf("%x", sha256.Sum256([]byte(root)))[:12])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	out := filepath.Join(buildDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = RepoRoot()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(tmp)
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		t.Fatal(err)
 	}
 	buildCache[pkg] = out
 	return out
