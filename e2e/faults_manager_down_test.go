@@ -42,9 +42,10 @@ var envoyConfigChurn = []string{
 // close of the xDS stream, no lease released, nothing flushed, the harder case) and stays
 // down for 60 s while requests flow through the tenant's Envoy, which keeps serving its last
 // configuration without a single failed request. The manager comes back, Envoy reconnects,
-// the new manager re-sends every type at the same content-hashed versions and Envoy takes it
-// as a no-op: the versions it holds and its listener/cluster change counters are unchanged,
-// and so are the LoadBalancer's ports and the tenant Service's address.
+// the new manager re-sends every type at the same content-hashed versions (Envoy's
+// *.version_text, the versions of the updates it accepted, are unchanged) and Envoy takes it
+// as a no-op: the version_info of its config dump and its listener/cluster change counters
+// are unchanged, and so are the LoadBalancer's ports and the tenant Service's address.
 func TestManagerDownFor60s(t *testing.T) {
 	pair := testenv.StartPair(t)
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
@@ -63,9 +64,10 @@ func TestManagerDownFor60s(t *testing.T) {
 	addressBefore := tenantIngress(t, pair.Tenant.Client, "web")
 	hubPortsBefore := hubServicePorts(t, sys.Hub.Client, a.Namespace, web)
 	versionsBefore := envoy.XDSVersions(t)
+	sentBefore := envoy.SubscriptionVersions(t)
 	churnBefore := envoy.Counters(t, envoyConfigChurn...)
 	updatesBefore := envoy.Counters(t, "cluster_manager.cds.update_success", "listener_manager.lds.update_success")
-	t.Logf("before: versions %v, counters %v", versionsBefore, churnBefore)
+	t.Logf("before: versions sent %v, held %v, counters %v", sentBefore, versionsBefore, churnBefore)
 
 	var down atomic.Bool
 	var failedDown, okDown, failedUp, okUp atomic.Int64
@@ -182,10 +184,15 @@ func TestManagerDownFor60s(t *testing.T) {
 	}
 
 	versionsAfter := envoy.XDSVersions(t)
+	sentAfter := envoy.SubscriptionVersions(t)
 	churnAfter := envoy.Counters(t, envoyConfigChurn...)
-	t.Logf("after: versions %v, counters %v", versionsAfter, churnAfter)
+	t.Logf("after: versions sent %v, held %v, counters %v", sentAfter, versionsAfter, churnAfter)
+	// The restarted manager re-sent every type at the versions the killed one had sent.
+	if !maps.Equal(sentBefore, sentAfter) {
+		t.Errorf("the versions the manager sent changed across the restart:\nbefore %v\nafter  %v", sentBefore, sentAfter)
+	}
 	if !maps.Equal(versionsBefore, versionsAfter) {
-		t.Errorf("Envoy's xDS versions changed across the restart:\nbefore %v\nafter  %v", versionsBefore, versionsAfter)
+		t.Errorf("the xDS versions of Envoy's configuration changed across the restart:\nbefore %v\nafter  %v", versionsBefore, versionsAfter)
 	}
 	for _, name := range envoyConfigChurn {
 		if churnAfter[name] != churnBefore[name] {

@@ -85,3 +85,28 @@ func (e *Envoy) Counters(t testenv.TB, names ...string) map[string]int64 {
 	}
 	return out
 }
+
+// SubscriptionVersions returns the version_info of the last update Envoy accepted on each of
+// its xDS subscriptions (the text readouts *.version_text: cluster_manager.cds.version_text,
+// listener_manager.lds.version_text, ...), by name. Unlike the config dump's version_info,
+// which Envoy leaves as it was when an update changes nothing, these follow every accepted
+// response: they show the versions the control plane sent.
+func (e *Envoy) SubscriptionVersions(t testenv.TB) map[string]string {
+	t.Helper()
+	body, err := e.Get("/stats?filter=version_text$")
+	if err != nil {
+		t.Fatalf("reading Envoy's stats: %v", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(body, "\n") {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if !ok || !strings.HasSuffix(name, ".version_text") {
+			continue
+		}
+		out[name] = strings.Trim(val, `"`)
+	}
+	if len(out) == 0 {
+		t.Fatalf("Envoy reports no xDS subscription version:\n%s", body)
+	}
+	return out
+}
