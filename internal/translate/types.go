@@ -10,6 +10,7 @@
 package translate
 
 import (
+	"cmp"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -145,35 +146,27 @@ type HealthCheck struct {
 // HealthCheck.Disabled when true) in place of o's. The manager overlays a tenant's
 // resolved spec.upstream onto its own options with it.
 func (o Options) WithUpstream(u Options) Options {
-	if u.ConnectTimeout > 0 {
-		o.ConnectTimeout = u.ConnectTimeout
-	}
-	if u.MaxConnectionsPerCluster > 0 {
-		o.MaxConnectionsPerCluster = u.MaxConnectionsPerCluster
-	}
-	if u.UDPSessionIdleTimeout > 0 {
-		o.UDPSessionIdleTimeout = u.UDPSessionIdleTimeout
-	}
+	o.ConnectTimeout = setOr(u.ConnectTimeout, o.ConnectTimeout)
+	o.MaxConnectionsPerCluster = setOr(u.MaxConnectionsPerCluster, o.MaxConnectionsPerCluster)
+	o.UDPSessionIdleTimeout = setOr(u.UDPSessionIdleTimeout, o.UDPSessionIdleTimeout)
 	hc, uh := &o.HealthCheck, u.HealthCheck
-	if uh.Disabled {
-		hc.Disabled = true
-	}
-	if uh.Interval > 0 {
-		hc.Interval = uh.Interval
-	}
-	if uh.Timeout > 0 {
-		hc.Timeout = uh.Timeout
-	}
-	if uh.UnhealthyThreshold > 0 {
-		hc.UnhealthyThreshold = uh.UnhealthyThreshold
-	}
-	if uh.HealthyThreshold > 0 {
-		hc.HealthyThreshold = uh.HealthyThreshold
-	}
-	if uh.NoTrafficInterval > 0 {
-		hc.NoTrafficInterval = uh.NoTrafficInterval
-	}
+	hc.Disabled = hc.Disabled || uh.Disabled
+	hc.Interval = setOr(uh.Interval, hc.Interval)
+	hc.Timeout = setOr(uh.Timeout, hc.Timeout)
+	hc.UnhealthyThreshold = setOr(uh.UnhealthyThreshold, hc.UnhealthyThreshold)
+	hc.HealthyThreshold = setOr(uh.HealthyThreshold, hc.HealthyThreshold)
+	hc.NoTrafficInterval = setOr(uh.NoTrafficInterval, hc.NoTrafficInterval)
 	return o
+}
+
+// setOr returns v when it is set (above its type's zero value: a positive number or
+// duration, a non-empty string), else fallback.
+func setOr[T cmp.Ordered](v, fallback T) T {
+	var zero T
+	if v > zero {
+		return v
+	}
+	return fallback
 }
 
 // DurationInRange reports whether d is within [lo, hi].
@@ -181,34 +174,16 @@ func DurationInRange(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
 
 // withDefaults fills in every unset option.
 func (o Options) withDefaults() Options {
-	if o.ListenerAddress == "" {
-		o.ListenerAddress = DefaultListenerAddress
-	}
-	if o.ListenerAddressIPv6 == "" {
-		o.ListenerAddressIPv6 = DefaultListenerAddressIPv6
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
-	if o.MaxConnectionsPerCluster == 0 {
-		o.MaxConnectionsPerCluster = DefaultMaxConnectionsPerCluster
-	}
-	if o.UDPSessionIdleTimeout <= 0 {
-		o.UDPSessionIdleTimeout = DefaultUDPSessionIdleTimeout
-	}
+	o.ListenerAddress = setOr(o.ListenerAddress, DefaultListenerAddress)
+	o.ListenerAddressIPv6 = setOr(o.ListenerAddressIPv6, DefaultListenerAddressIPv6)
+	o.ConnectTimeout = setOr(o.ConnectTimeout, DefaultConnectTimeout)
+	o.MaxConnectionsPerCluster = setOr(o.MaxConnectionsPerCluster, DefaultMaxConnectionsPerCluster)
+	o.UDPSessionIdleTimeout = setOr(o.UDPSessionIdleTimeout, DefaultUDPSessionIdleTimeout)
 	hc := &o.HealthCheck
-	if hc.Interval <= 0 {
-		hc.Interval = DefaultHealthCheckInterval
-	}
-	if hc.Timeout <= 0 {
-		hc.Timeout = DefaultHealthCheckTimeout
-	}
-	if hc.UnhealthyThreshold == 0 {
-		hc.UnhealthyThreshold = DefaultHealthCheckUnhealthy
-	}
-	if hc.HealthyThreshold == 0 {
-		hc.HealthyThreshold = DefaultHealthCheckHealthy
-	}
+	hc.Interval = setOr(hc.Interval, DefaultHealthCheckInterval)
+	hc.Timeout = setOr(hc.Timeout, DefaultHealthCheckTimeout)
+	hc.UnhealthyThreshold = setOr(hc.UnhealthyThreshold, DefaultHealthCheckUnhealthy)
+	hc.HealthyThreshold = setOr(hc.HealthyThreshold, DefaultHealthCheckHealthy)
 	return o
 }
 
