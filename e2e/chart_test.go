@@ -44,12 +44,12 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	p := prom.Start(t, map[string][]string{"kubelb": {sys.MetricsAddr}, "ccm": {a.MetricsAddr}})
 	p.WaitTargetsUp(t, time.Minute)
 
-	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 	a.StartBackends(web)
 	a.StartEnvoy(framework.EnvoyBootstrap)
 	a.WaitAddress("web", addressTimeout)
 	target := fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(web)["http"])
-	waitServes(t, target, "a-node-0", "a-node-1")
+	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 
 	// A TLS Secret of an Ingress of class kubelb reaches the hub (ccm → SyncSecret → manager →
 	// Secret) with the permissions the charts grant; it feeds the Secret panels.
@@ -77,7 +77,7 @@ func waitGatewayAPIOnHub(t *testing.T, hub *testenv.Cluster, a *framework.Tenant
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "shop"} }
 	objs := []client.Object{
 		&corev1.Service{ObjectMeta: meta("web"), Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{tcpPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
+			Ports: []corev1.ServicePort{framework.TCPPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
 		&gwv1.Gateway{ObjectMeta: meta("gw"), Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
 			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
 			{Name: "tls", Protocol: gwv1.TLSProtocolType, Port: 8443, Hostname: ptr.To(gwv1.Hostname("tls.example.com")),

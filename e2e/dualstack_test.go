@@ -42,7 +42,7 @@ func TestDualStack(t *testing.T) {
 	hub := pair.Hub.Client
 
 	svc := a.CreateService(framework.LBService{Name: "web",
-		Ports: []corev1.ServicePort{tcpPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}},
+		Ports: []corev1.ServicePort{framework.TCPPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}},
 		Mutate: func(s *corev1.Service) {
 			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
 		}})
@@ -84,8 +84,8 @@ func TestDualStack(t *testing.T) {
 	})
 
 	t.Run("::1 is denied until the Tenant allows it explicitly", func(t *testing.T) {
-		waitServes(t, v4, "a-node-0")
-		waitServes(t, v6, "a-node-0") // the IPv6 listener serves, with the IPv4 node
+		framework.WaitServes(t, v4, "a-node-0")
+		framework.WaitServes(t, v6, "a-node-0") // the IPv6 listener serves, with the IPv4 node
 		testsupport.Eventually(t, time.Minute, "the denied endpoint in Programmed", func() error {
 			lb := &kubelbv1alpha1.LoadBalancer{}
 			if err := hub.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: string(svc.UID)}, lb); err != nil {
@@ -108,8 +108,8 @@ func TestDualStack(t *testing.T) {
 			tn.Spec.EndpointPolicy.Allow = []string{framework.LoopbackCIDR, framework.LoopbackIPv6CIDR}
 			return hub.Update(ctx, tn)
 		})
-		waitServes(t, v4, "a-node-0", "a-node-1")
-		waitServes(t, v6, "a-node-0", "a-node-1")
+		framework.WaitServes(t, v4, "a-node-0", "a-node-1")
+		framework.WaitServes(t, v6, "a-node-0", "a-node-1")
 		for _, target := range []string{udp4, udp6} {
 			testsupport.Eventually(t, time.Minute, "UDP echoes from both nodes through "+target, func() error {
 				seen := map[string]bool{}

@@ -26,10 +26,6 @@ import (
 
 const addressTimeout = 2 * time.Minute
 
-func tcpPort(name string, port int32) corev1.ServicePort {
-	return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP}
-}
-
 // roundTrips sends n requests through Envoy (each on a new connection) and returns how many
 // each backend answered; it fails on any error after the first success.
 func roundTrips(t *testing.T, target string, n int) map[string]int {
@@ -43,30 +39,6 @@ func roundTrips(t *testing.T, target string, n int) map[string]int {
 		seen[reply.Node]++
 	}
 	return seen
-}
-
-// waitServes waits until requests to target are answered by exactly the wanted backends.
-func waitServes(t *testing.T, target string, want ...string) {
-	t.Helper()
-	testsupport.Eventually(t, time.Minute, fmt.Sprintf("%s served by %v", target, want), func() error {
-		seen := map[string]bool{}
-		for i := 0; i < 12; i++ {
-			reply, err := testsupport.TCPRoundTrip(target, "ping")
-			if err != nil {
-				return err
-			}
-			seen[reply.Node] = true
-		}
-		if len(seen) != len(want) {
-			return fmt.Errorf("served by %v", seen)
-		}
-		for _, w := range want {
-			if !seen[w] {
-				return fmt.Errorf("served by %v, not by %s", seen, w)
-			}
-		}
-		return nil
-	})
 }
 
 // waitServiceEvent waits for an Event of type and reason on the tenant Service default/name
@@ -97,7 +69,7 @@ func TestL4EndToEnd(t *testing.T) {
 	ctx := context.Background()
 
 	created := time.Now()
-	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 	ip := a.WaitAddress("web", addressTimeout)
 	t.Logf("tenant Service web addressed %s %s after its creation", ip, time.Since(created).Round(time.Millisecond))
 	a.StartBackends(web)
@@ -110,7 +82,7 @@ func TestL4EndToEnd(t *testing.T) {
 		if !strings.HasPrefix(ip, "127.0.1.") {
 			t.Fatalf("address %q is not the hub Service's", ip)
 		}
-		waitServes(t, webTarget, "a-node-0", "a-node-1")
+		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1")
 	})
 
 	t.Run("UDP datagrams are echoed through Envoy", func(t *testing.T) {
@@ -125,7 +97,7 @@ func TestL4EndToEnd(t *testing.T) {
 	})
 
 	t.Run("multi-port Service and a second tenant with the same ports", func(t *testing.T) {
-		multi := a.CreateService(framework.LBService{Name: "multi", Ports: []corev1.ServicePort{tcpPort("http", 80), tcpPort("https", 443)}})
+		multi := a.CreateService(framework.LBService{Name: "multi", Ports: []corev1.ServicePort{framework.TCPPort("http", 80), framework.TCPPort("https", 443)}})
 		a.StartBackends(multi)
 		a.WaitAddress("multi", addressTimeout)
 		ports := a.ListenerPorts(multi)
@@ -133,24 +105,24 @@ func TestL4EndToEnd(t *testing.T) {
 			t.Fatalf("both ports share listener %d", ports["http"])
 		}
 		for _, name := range []string{"http", "https"} {
-			waitServes(t, fmt.Sprintf("127.0.0.1:%d", ports[name]), "a-node-0", "a-node-1")
+			framework.WaitServes(t, fmt.Sprintf("127.0.0.1:%d", ports[name]), "a-node-0", "a-node-1")
 		}
 
 		b = sys.AddTenant("b", tenantB, 1, "--use-loadbalancer-class")
-		webB = b.CreateService(framework.LBService{Name: "web", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		webB = b.CreateService(framework.LBService{Name: "web", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		b.StartBackends(webB)
 		b.StartEnvoy(framework.EnvoyBootstrap)
 		b.WaitAddress("web", addressTimeout)
 		targetB := fmt.Sprintf("127.0.0.1:%d", b.ListenerPorts(webB)["http"])
-		waitServes(t, targetB, "b-node-0")
-		waitServes(t, webTarget, "a-node-0", "a-node-1") // tenant a is unaffected
+		framework.WaitServes(t, targetB, "b-node-0")
+		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1") // tenant a is unaffected
 	})
 
 	t.Run("a NotReady node stops receiving traffic and comes back", func(t *testing.T) {
 		framework.SetNodeReady(t, pair.Tenant.Client, "a-node-1", false)
-		waitServes(t, webTarget, "a-node-0")
+		framework.WaitServes(t, webTarget, "a-node-0")
 		framework.SetNodeReady(t, pair.Tenant.Client, "a-node-1", true)
-		waitServes(t, webTarget, "a-node-0", "a-node-1")
+		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1")
 	})
 
 	t.Run("with no Ready node the app team is told why on its Service, and told again when it recovers", func(t *testing.T) {
@@ -164,7 +136,7 @@ func TestL4EndToEnd(t *testing.T) {
 			framework.SetNodeReady(t, pair.Tenant.Client, n, true)
 		}
 		waitServiceEvent(t, pair.Tenant.Client, "web", corev1.EventTypeNormal, "Programmed")
-		waitServes(t, webTarget, "a-node-0", "a-node-1")
+		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1")
 	})
 
 	t.Run("manager restart keeps ports and Envoy serves throughout", func(t *testing.T) {
@@ -192,10 +164,10 @@ func TestL4EndToEnd(t *testing.T) {
 		sys.StopManager()
 		sys.StartManager()
 		// A change after the restart must reach Envoy over the new xDS connection.
-		late := a.CreateService(framework.LBService{Name: "late", Ports: []corev1.ServicePort{tcpPort("http", 8080)}})
+		late := a.CreateService(framework.LBService{Name: "late", Ports: []corev1.ServicePort{framework.TCPPort("http", 8080)}})
 		a.StartBackends(late)
 		a.WaitAddress("late", addressTimeout)
-		waitServes(t, fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(late)["http"]), "a-node-0", "a-node-1")
+		framework.WaitServes(t, fmt.Sprintf("127.0.0.1:%d", a.ListenerPorts(late)["http"]), "a-node-0", "a-node-1")
 		close(stop)
 		<-done
 		if failures.Load() > 0 {
@@ -210,7 +182,7 @@ func TestL4EndToEnd(t *testing.T) {
 	})
 
 	t.Run("deleting the Service removes everything and the port is reused", func(t *testing.T) {
-		gone := a.CreateService(framework.LBService{Name: "gone", Ports: []corev1.ServicePort{tcpPort("http", 9090)}})
+		gone := a.CreateService(framework.LBService{Name: "gone", Ports: []corev1.ServicePort{framework.TCPPort("http", 9090)}})
 		a.WaitAddress("gone", addressTimeout)
 		port := a.ListenerPorts(gone)["http"]
 		if err := pair.Tenant.Client.Delete(ctx, gone); err != nil {
@@ -238,7 +210,7 @@ func TestL4EndToEnd(t *testing.T) {
 			}
 			return nil
 		})
-		next := a.CreateService(framework.LBService{Name: "next", Ports: []corev1.ServicePort{tcpPort("http", 9091)}})
+		next := a.CreateService(framework.LBService{Name: "next", Ports: []corev1.ServicePort{framework.TCPPort("http", 9091)}})
 		if got := a.ListenerPorts(next)["http"]; got != port {
 			t.Errorf("next Service got port %d, want the freed %d", got, port)
 		}
@@ -250,13 +222,13 @@ func TestL4EndToEnd(t *testing.T) {
 
 	t.Run("Services of another loadBalancerClass are never touched", func(t *testing.T) {
 		// Tenant a does not filter: a Service of another implementation's class is still not ours.
-		other := a.CreateService(framework.LBService{Name: "other", Class: ptr.To("example.com/other"), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		other := a.CreateService(framework.LBService{Name: "other", Class: ptr.To("example.com/other"), Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		// Tenant b filters on class kubelb: a Service without a class is left alone too.
-		classless := b.CreateService(framework.LBService{Name: "classless", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		classless := b.CreateService(framework.LBService{Name: "classless", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		// Services the ccms do handle, created after, prove they have seen the others.
-		a.CreateService(framework.LBService{Name: "ours", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		a.CreateService(framework.LBService{Name: "ours", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		a.WaitAddress("ours", addressTimeout)
-		b.CreateService(framework.LBService{Name: "ours", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		b.CreateService(framework.LBService{Name: "ours", Class: ptr.To(kubelbv1alpha1.DefaultClass), Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		b.WaitAddress("ours", addressTimeout)
 		for _, c := range []struct {
 			tenant *framework.Tenant
@@ -310,7 +282,7 @@ func TestL4EndToEnd(t *testing.T) {
 				t.Errorf("LoadBalancer %s of tenant a changed while tenant b was deleted: %v", lb.Name, err)
 			}
 		}
-		waitServes(t, webTarget, "a-node-0", "a-node-1")
+		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1")
 
 		// Re-created, the tenant gets a new kubeconfig; a ccm started with it mirrors the
 		// tenant's Services again.

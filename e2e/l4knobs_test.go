@@ -54,7 +54,7 @@ func TestL4UpstreamSettingsAndIPMode(t *testing.T) {
 	})
 
 	annotated := func(name string, annotations map[string]string) *corev1.Service {
-		return a.CreateService(framework.LBService{Name: name, Ports: []corev1.ServicePort{tcpPort("tcp", 80)},
+		return a.CreateService(framework.LBService{Name: name, Ports: []corev1.ServicePort{framework.TCPPort("tcp", 80)},
 			Mutate: func(s *corev1.Service) { s.Annotations = annotations }})
 	}
 	plain := annotated("plain", nil)

@@ -565,7 +565,7 @@ func TestL7EndToEnd(t *testing.T) {
 		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}
-		svc := a.CreateService(framework.LBService{Name: "site", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
+		svc := a.CreateService(framework.LBService{Name: "site", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		a.ServeBackend("default", "site", 80, testsupport.StartHTTPBackend)
 		lbName := string(svc.UID)
 		host := lbName + ".a.lb.example.com"

@@ -1,20 +1,14 @@
-package e2e
+package faults
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -51,83 +45,41 @@ func TestManagerDownFor60s(t *testing.T) {
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2)
 
-	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{tcpPort("http", 80)}})
-	a.WaitAddress("web", addressTimeout)
+	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
+	a.WaitAddress("web", 2*time.Minute)
 	a.StartBackends(web)
 	envoy := a.StartEnvoy(framework.EnvoyBootstrap)
 	portsBefore := a.ListenerPorts(web)
 	target := fmt.Sprintf("127.0.0.1:%d", portsBefore["http"])
-	waitServes(t, target, "a-node-0", "a-node-1")
-	waitConnected(t, envoy, 1)
+	framework.WaitServes(t, target, "a-node-0", "a-node-1")
+	framework.WaitEnvoyConnected(t, envoy, 1)
 
 	oldLeader := sys.Hub.WaitLeaseHolder(t, framework.ManagerNamespace, managerLease, time.Minute)
-	addressBefore := tenantIngress(t, pair.Tenant.Client, "web")
-	hubPortsBefore := hubServicePorts(t, sys.Hub.Client, a.Namespace, web)
+	addressBefore := a.Ingress("web")
+	hubPortsBefore := a.HubServicePorts(web)
 	versionsBefore := envoy.XDSVersions(t)
 	sentBefore := envoy.SubscriptionVersions(t)
 	churnBefore := envoy.Counters(t, envoyConfigChurn...)
 	updatesBefore := envoy.Counters(t, "cluster_manager.cds.update_success", "listener_manager.lds.update_success")
 	t.Logf("before: versions sent %v, held %v, counters %v", sentBefore, versionsBefore, churnBefore)
 
-	var down atomic.Bool
-	var failedDown, okDown, failedUp, okUp atomic.Int64
-	var killed atomic.Value // time.Time of the SIGKILL
-	killed.Store(time.Now())
-	failures := make(chan string, 6000) // when and how each failed request failed
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		// Bounded: stops when told, or after 6000 requests (at least 5 minutes).
-		for i := 0; i < 6000; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			isDown := down.Load()
-			_, err := testsupport.TCPRoundTrip(target, "manager-down")
-			switch {
-			case err != nil && isDown:
-				failedDown.Add(1)
-			case err != nil:
-				failedUp.Add(1)
-			case isDown:
-				okDown.Add(1)
-			default:
-				okUp.Add(1)
-			}
-			if err != nil {
-				failures <- fmt.Sprintf("%s after the kill: %v", time.Since(killed.Load().(time.Time)).Round(time.Millisecond), err)
-			}
-			time.Sleep(managerDownRequestEvery)
-		}
-	}()
-	stopTraffic := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}
-	defer stopTraffic()
+	traffic := framework.StartTraffic(t, target, managerDownRequestEvery, 6000) // at least 5 minutes' worth
 
-	down.Store(true)
 	killedAt := time.Now()
-	killed.Store(killedAt)
+	traffic.Phase("manager down")
 	sys.Manager.Kill()
 	// Envoy notices: its xDS stream is gone.
-	waitConnected(t, envoy, 0)
+	framework.WaitEnvoyConnected(t, envoy, 0)
 	t.Logf("Envoy saw the xDS stream drop %s after the SIGKILL", time.Since(killedAt).Round(time.Millisecond))
 	// The scenario's length, not an assertion: requests flow all along.
 	time.Sleep(time.Until(killedAt.Add(managerDownFor)))
-	down.Store(false)
+	traffic.Phase("manager back")
 
 	t.Logf("manager restarted %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	restarted := time.Now()
 	sys.StartManager()
 	ready := time.Since(restarted)
-	waitConnected(t, envoy, 1)
+	framework.WaitEnvoyConnected(t, envoy, 1)
 	reconnected := time.Since(restarted)
 	t.Logf("manager ready %s after its restart; Envoy reconnected %s after it", ready.Round(time.Millisecond), reconnected.Round(time.Millisecond))
 
@@ -150,7 +102,7 @@ func TestManagerDownFor60s(t *testing.T) {
 		return nil
 	})
 	testsupport.Eventually(t, time.Minute, "the restarted manager to reconcile the LoadBalancer", func() error {
-		n, err := loadBalancerReconciles(sys.MetricsAddr, a.Namespace)
+		n, err := framework.MetricSum(sys.MetricsAddr, "kubelb_manager_loadbalancer_reconcile_total", `namespace="`+a.Namespace+`"`)
 		if err != nil {
 			return err
 		}
@@ -159,21 +111,15 @@ func TestManagerDownFor60s(t *testing.T) {
 		}
 		return nil
 	})
-	waitProgrammed(t, sys, a, web)
-	stopTraffic()
+	a.WaitProgrammed(web, time.Minute)
+	res := traffic.Stop()
 
-	t.Logf("requests while the manager was down %s: %d ok, %d failed; after its return: %d ok, %d failed",
-		managerDownFor, okDown.Load(), failedDown.Load(), okUp.Load(), failedUp.Load())
-	if okDown.Load() == 0 {
+	t.Logf("requests (the manager down for %s, then back): %s", managerDownFor, res)
+	if res.OK["manager down"] == 0 {
 		t.Errorf("no request was sent while the manager was down")
 	}
-	if n := failedDown.Load() + failedUp.Load(); n > 0 {
-		close(failures)
-		var how []string
-		for f := range failures {
-			how = append(how, f)
-		}
-		t.Errorf("%d requests failed (%d while the manager was down): %s", n, failedDown.Load(), strings.Join(how, "; "))
+	if n := res.FailedTotal(); n > 0 {
+		t.Errorf("%d requests failed: %s", n, strings.Join(res.Failures, "; "))
 		if st, err := envoy.Stats(""); err == nil {
 			for name, v := range st {
 				if v != 0 && (strings.HasPrefix(name, "cluster.") && !strings.HasPrefix(name, "cluster.xds") || strings.HasPrefix(name, "tcp.")) {
@@ -202,104 +148,11 @@ func TestManagerDownFor60s(t *testing.T) {
 	if after := a.ListenerPorts(web); !maps.Equal(after, portsBefore) {
 		t.Errorf("the LoadBalancer's listener ports changed: %v → %v", portsBefore, after)
 	}
-	if after := hubServicePorts(t, sys.Hub.Client, a.Namespace, web); after != hubPortsBefore {
+	if after := a.HubServicePorts(web); after != hubPortsBefore {
 		t.Errorf("the hub Service's ports changed: %s → %s", hubPortsBefore, after)
 	}
-	if after := tenantIngress(t, pair.Tenant.Client, "web"); after != addressBefore {
+	if after := a.Ingress("web"); after != addressBefore {
 		t.Errorf("the tenant Service's address changed: %s → %s", addressBefore, after)
 	}
-	waitServes(t, target, "a-node-0", "a-node-1")
-}
-
-// waitConnected waits until Envoy's control_plane.connected_state is want (1: its xDS stream
-// is up, 0: it is not).
-func waitConnected(t *testing.T, envoy *framework.Envoy, want int64) {
-	t.Helper()
-	testsupport.Eventually(t, 2*time.Minute, fmt.Sprintf("Envoy's control_plane.connected_state to be %d", want), func() error {
-		v, err := envoy.Envoy.Stat("control_plane.connected_state")
-		if err != nil {
-			return err
-		}
-		if v != want {
-			return fmt.Errorf("connected_state %d", v)
-		}
-		return nil
-	})
-}
-
-// waitProgrammed waits until the LoadBalancer of svc is Programmed (the leader writes it
-// after reconciling; a reconcile that found something to fix would show it here).
-func waitProgrammed(t *testing.T, sys *framework.System, tn *framework.Tenant, svc *corev1.Service) {
-	t.Helper()
-	testsupport.Eventually(t, time.Minute, "the LoadBalancer to be Programmed after the restart", func() error {
-		lb := &kubelbv1alpha1.LoadBalancer{}
-		if err := sys.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: tn.Namespace, Name: string(svc.UID)}, lb); err != nil {
-			return err
-		}
-		for _, c := range lb.Status.Conditions {
-			if c.Type == "Programmed" {
-				if c.Status != "True" {
-					return fmt.Errorf("Programmed %s: %s", c.Status, c.Message)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("no Programmed condition")
-	})
-}
-
-// tenantIngress returns the tenant Service's status.loadBalancer.ingress, as text.
-func tenantIngress(t *testing.T, c client.Client, name string) string {
-	t.Helper()
-	svc := &corev1.Service{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(svc.Status.LoadBalancer.Ingress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// hubServicePorts returns the ports of the tenant Service's hub Service (port, targetPort =
-// Envoy listener port, nodePort), as text.
-func hubServicePorts(t *testing.T, c client.Client, namespace string, svc *corev1.Service) string {
-	t.Helper()
-	var list corev1.ServiceList
-	if err := c.List(context.Background(), &list, client.InNamespace(namespace),
-		client.MatchingLabels{kubelbv1alpha1.LabelLoadBalancerName: string(svc.UID)}); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 1 {
-		t.Fatalf("%d hub Services for %s", len(list.Items), svc.Name)
-	}
-	var out []string
-	for _, p := range list.Items[0].Spec.Ports {
-		out = append(out, fmt.Sprintf("%s %d→%s node %d", p.Name, p.Port, p.TargetPort.String(), p.NodePort))
-	}
-	return strings.Join(out, ", ")
-}
-
-// loadBalancerReconciles sums the manager's kubelb_manager_loadbalancer_reconcile_total of a
-// tenant namespace.
-func loadBalancerReconciles(metricsAddr, namespace string) (float64, error) {
-	body, err := testsupport.HTTPGetOK("http://"+metricsAddr+"/metrics", 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || !strings.HasPrefix(name, "kubelb_manager_loadbalancer_reconcile_total{") ||
-			!strings.Contains(name, `namespace="`+namespace+`"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += v
-	}
-	return sum, nil
+	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 }
