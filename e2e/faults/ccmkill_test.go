@@ -32,7 +32,9 @@ const ccmBurst = 80
 func TestCCMKilledMidBurst(t *testing.T) {
 	ctx := context.Background()
 	pair := testenv.StartPair(t)
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
+	// A private listener port range: the Envoy of another test on this machine never shares
+	// a port with this one (framework.ListenerPortRange).
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-port-range", framework.ListenerPortRange(t, 1000)}})
 	a := sys.AddTenant("a", pair.Tenant, 2)
 	// The ccm is up and mirrors: one Service first.
 	a.CreateService(framework.LBService{Name: "first", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})

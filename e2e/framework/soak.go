@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +16,48 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
+
+// Listener port ranges ListenerPortRange picks from: above the manager's default range
+// (10000-19999, which every other test's manager uses) and below Linux's ephemeral ports
+// (32768-60999), from which the kernel picks the client ports of the traffic.
+const (
+	privatePortsMin = 20000
+	privatePortsMax = 32767
+)
+
+// ListenerPortRange returns a value for the manager's --envoy-port-range: a block of n ports
+// at a random place in 20000-32767, none of whose first 64 ports is bound on 127.0.0.1 now.
+//
+// Envoy binds its listeners with SO_REUSEPORT, and Linux lets any process of the same user
+// bind the same address and port that way. Two managers on one machine with the same range
+// (tests of several packages, or of several worktrees, running at once, every one allocating
+// from 10000 up) give their Envoys the same listener ports on 127.0.0.1, and the kernel then
+// hands each new connection to either Envoy: requests fail that no fault of the test caused
+// (the soak saw 1 446 of 8 805 requests reset that way). A test that counts failed requests
+// runs its manager with a private range.
+func ListenerPortRange(t testsupport.TB, n int) string {
+	t.Helper()
+	if n < 1 || n > privatePortsMax-privatePortsMin {
+		t.Fatalf("a listener port range of %d ports does not fit %d-%d", n, privatePortsMin, privatePortsMax)
+	}
+	for range 50 {
+		lo := privatePortsMin + rand.IntN(privatePortsMax-privatePortsMin-n+2)
+		free := true
+		for p := lo; p < lo+min(n, 64) && free; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(p)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return fmt.Sprintf("%d-%d", lo, lo+n-1)
+		}
+	}
+	t.Fatalf("no free block of %d listener ports in %d-%d", n, privatePortsMin, privatePortsMax)
+	return ""
+}
 
 // RestartCCM starts the tenant's ccm again with the arguments it had (after it was killed or
 // stopped; a ccm still running is killed first). Its log goes to a new file, "<name>-restarted".
