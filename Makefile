@@ -83,7 +83,7 @@ conformance: tools ## Run the Gateway API conformance suite (also part of `make 
 	KUBELB_CONFORMANCE_REPORT=$(CURDIR)/docs/conformance/gateway-api-v1.6.3-report.yaml \
 	  go test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestGatewayAPIConformance$$' ./e2e/conformance/
 
-# SOAK_DURATION is the churn of `make soak` (the short form in `make test` churns 90 s). The
+# SOAK_DURATION is the churn of `make soak` (the short form in `make test` churns 75 s). The
 # test's timeout is the churn plus 15 minutes of set-up and checks (Go durations add up:
 # "30m15m" is 45 minutes).
 SOAK_DURATION ?= 10m

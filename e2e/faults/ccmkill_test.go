@@ -36,6 +36,9 @@ func TestCCMKilledMidBurst(t *testing.T) {
 	// a port with this one (framework.ListenerPortRange).
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-port-range", framework.ListenerPortRange(t, 1000)}})
 	a := sys.AddTenant("a", pair.Tenant, 2)
+	// A manager that loses its lease on this loaded machine exits; its pod would be restarted.
+	sup := framework.Supervise(t)
+	sup.Manager(sys)
 	// The ccm is up and mirrors: one Service first.
 	a.CreateService(framework.LBService{Name: "first", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 	a.WaitAddress("first", 2*time.Minute)
@@ -177,6 +180,7 @@ func TestCCMKilledMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("manager restarts (it exits when it loses its lease): %v", sup.Restarts())
 	t.Logf("in the end: %d LoadBalancer Services, each with one LoadBalancer and one hub Service, addressed", len(svcs))
 	if want := 1 + ccmBurst - 12 - 6; len(svcs) != want {
 		t.Errorf("%d LoadBalancer Services in the tenant, want %d", len(svcs), want)

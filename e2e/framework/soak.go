@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -323,4 +324,91 @@ lines:
 		out = append(out, name)
 	}
 	return out, nil
+}
+
+// Supervisor plays the restart policy of the kubelet for the binaries of a test: a manager or
+// a ccm that loses its leader election lease exits (as it must: its pod is restarted), and on
+// a loaded machine a lease renewal can miss its deadline. Each watched process that exits is
+// started again with the same arguments and the restart is counted with the last line the
+// process logged (its reason). It stops when told or when the test ends.
+type Supervisor struct {
+	t        testsupport.TB
+	mu       sync.Mutex
+	watched  []*supervised
+	restarts []string
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type supervised struct {
+	name string
+	get  func() *testsupport.Process
+	set  func(*testsupport.Process)
+}
+
+// Supervise starts a supervisor that looks at its processes every second.
+func Supervise(t testsupport.TB) *Supervisor {
+	s := &Supervisor{t: t, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Manager watches the system's manager (its readiness is not waited for).
+func (s *Supervisor) Manager(sys *System) {
+	s.watch("kubelb", func() *testsupport.Process { return sys.Manager }, func(p *testsupport.Process) { sys.Manager = p })
+}
+
+// CCM watches the tenant's ccm.
+func (s *Supervisor) CCM(tn *Tenant) {
+	s.watch("ccm-"+tn.Name, func() *testsupport.Process { return tn.CCM }, func(p *testsupport.Process) { tn.CCM = p })
+}
+
+func (s *Supervisor) watch(name string, get func() *testsupport.Process, set func(*testsupport.Process)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watched = append(s.watched, &supervised{name, get, set})
+}
+
+func (s *Supervisor) run() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		s.mu.Lock()
+		for _, w := range s.watched {
+			p := w.get()
+			if !p.Exited() {
+				continue
+			}
+			reason := strings.TrimSpace(p.Tail(1))
+			n := len(s.restarts) + 1
+			s.restarts = append(s.restarts, fmt.Sprintf("%s %s: %s", time.Now().UTC().Format("15:04:05"), w.name, reason))
+			w.set(testsupport.StartProcess(s.t, fmt.Sprintf("%s-restart-%d", w.name, n), p.Cmd.Path, p.Cmd.Args[1:]...))
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Stop ends the supervision (it may be called more than once); the processes are left as they
+// are, and may be used by the test again.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	<-s.done
+}
+
+// Restarts lists the restarts so far: when, which process, and the last line it logged.
+func (s *Supervisor) Restarts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.restarts...)
 }
