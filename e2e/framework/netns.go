@@ -104,3 +104,21 @@ func PrivateNetwork(t *testing.T) bool {
 	}
 	return false
 }
+
+// RunInNetns is a TestMain that runs the whole test binary in its own private network
+// namespace (ReexecInNetns, then SetupNetns inside it) and exits with its code; what names
+// the package in error messages.
+func RunInNetns(m *testing.M, what string) {
+	if os.Getenv(InNetnsEnv) == "" {
+		code, err := ReexecInNetns("*", os.Args[1:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, what+":", err)
+		}
+		os.Exit(code)
+	}
+	if err := SetupNetns(); err != nil {
+		fmt.Fprintln(os.Stderr, what+": setting up the network namespace:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
