@@ -1,14 +1,18 @@
 package helm
 
 import (
-	"context"
 	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -37,7 +42,7 @@ var alertCharts = []struct{ chart, binary, tests string }{
 const managerLease = "kubelb-manager.kubelb.k8c.io"
 
 // externalMetrics are the metrics the alerts read that are not kubelb's own (not in
-// internal/metrics), with their labels. TestAlertsOnRealPrometheus proves that the real
+// internal/metrics), with their labels. TestManagerAlertsOnRealPrometheus proves that the real
 // binaries export them.
 var externalMetrics = map[string]map[string][]string{
 	metrics.BinaryManager: {"leader_election_master_status": {"name"}},
@@ -435,7 +440,7 @@ func TestPrometheusRuleTemplate(t *testing.T) {
 		{"manager/full", ManagerChart, []string{"-f", FullValues(ManagerChart)}, without(ManagerChart, "KubeLBListenerPortsNearlyExhausted")},
 		{"ccm/defaults", CCMChart, minimalCCM, nil},
 		{"ccm/enabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true"}, minimalCCM...), all(CCMChart)},
-		{"ccm/every alert disabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.disabledAlerts={KubeLBCCMHubUnreachable,KubeLBCCMReconcileErrors}"}, minimalCCM...), nil},
+		{"ccm/every alert disabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.disabledAlerts={KubeLBCCMDown,KubeLBCCMHubUnreachable,KubeLBCCMReconcileErrors}"}, minimalCCM...), nil},
 		{"ccm/full", CCMChart, []string{"-f", FullValues(CCMChart)}, without(CCMChart, "KubeLBCCMReconcileErrors")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -470,50 +475,19 @@ func TestPrometheusRuleTemplate(t *testing.T) {
 	}
 }
 
-// TestAlertsOnRealPrometheus runs the real manager binary against a real API server while
-// another identity holds its leader Lease, and a real Prometheus that scrapes it and loads
-// both charts' rule files as they are (rule_files): every rule evaluates without error, the
-// metrics the alerts read that are not kubelb's own are really exported, and with the manager
-// standing by KubeLBManagerNoLeader and KubeLBManagerReplicasMissing (one replica) are
-// pending; once the foreign Lease is gone the manager leads and KubeLBManagerNoLeader clears.
-func TestAlertsOnRealPrometheus(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	hub := testenv.Start(t, "hub", testenv.Options{})
-	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	foreign := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: managerLease},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-manager"), LeaseDurationSeconds: ptr.To[int32](3600),
-			AcquireTime: &now, RenewTime: &now},
-	}
-	if err := hub.Client.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
-
-	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
-	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
-	probeAddr := testsupport.Loopback(testsupport.FreePort(t))
-	proc := testsupport.StartProcess(t, "kubelb", bin,
-		"--kubeconfig", hub.Kubeconfig, "--namespace", ns,
-		"--metrics-addr", metricsAddr, "--health-probe-bind-address", probeAddr,
-		"--listen-address", testsupport.Loopback(testsupport.FreePort(t)))
-	testsupport.WaitHTTP200(t, proc, "http://"+probeAddr+"/readyz", time.Minute)
-
-	p := prom.StartWithRules(t, map[string][]string{"kubelb": {metricsAddr}}, alertsFile(ManagerChart), alertsFile(CCMChart))
-	p.WaitTargetsUp(t, 30*time.Second)
-
+// waitRulesHealthy waits until Prometheus has loaded and evaluated, without error, exactly the
+// alerts of the charts' rule files.
+func waitRulesHealthy(t *testing.T, p *prom.Server, charts ...string) {
+	t.Helper()
 	var names []string
-	for _, c := range alertCharts {
-		for _, r := range alertRules(readRules(t, alertsFile(c.chart))) {
+	for _, c := range charts {
+		for _, r := range alertRules(readRules(t, alertsFile(c))) {
 			names = append(names, r.Alert)
 		}
 	}
 	slices.Sort(names)
 	testsupport.Eventually(t, 30*time.Second, "every alert rule to be loaded and evaluated without error", func() error {
-		groups, err := p.Rules(ctx)
+		groups, err := p.Rules(t.Context())
 		if err != nil {
 			return err
 		}
@@ -532,6 +506,66 @@ func TestAlertsOnRealPrometheus(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// waitActiveAlerts waits until the active alerts of Prometheus (name → pending or firing)
+// are exactly want.
+func waitActiveAlerts(t *testing.T, p *prom.Server, timeout time.Duration, what string, want map[string]string) {
+	t.Helper()
+	testsupport.Eventually(t, timeout, what, func() error {
+		alerts, err := p.Alerts(t.Context())
+		if err != nil {
+			return err
+		}
+		got := map[string]string{}
+		for _, a := range alerts {
+			got[a.Name()] = a.State
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("active alerts %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// TestManagerAlertsOnRealPrometheus: a real Prometheus loads the manager chart's rule file as
+// it is (rule_files) and scrapes a real manager, run against a real API server while another
+// identity holds its leader Lease. Every rule evaluates without error and the metrics the
+// alerts read that are not kubelb's own are really exported. Before the manager runs,
+// KubeLBManagerDown is pending; with the manager standing by, KubeLBManagerNoLeader and
+// KubeLBManagerReplicasMissing (one replica) are; once the foreign Lease is gone the manager
+// leads and KubeLBManagerNoLeader clears.
+func TestManagerAlertsOnRealPrometheus(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	foreign := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: managerLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-manager"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &now, RenewTime: &now},
+	}
+	if err := hub.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
+
+	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
+	p := prom.StartWithRules(t, map[string][]string{"kubelb": {metricsAddr}}, alertsFile(ManagerChart))
+	waitRulesHealthy(t, p, ManagerChart)
+	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerDown to be pending before the manager runs",
+		map[string]string{"KubeLBManagerDown": "pending"})
+
+	probeAddr := testsupport.Loopback(testsupport.FreePort(t))
+	proc := testsupport.StartProcess(t, "kubelb", bin,
+		"--kubeconfig", hub.Kubeconfig, "--namespace", ns,
+		"--metrics-addr", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--listen-address", testsupport.Loopback(testsupport.FreePort(t)))
+	testsupport.WaitHTTP200(t, proc, "http://"+probeAddr+"/readyz", time.Minute)
+	p.WaitTargetsUp(t, 30*time.Second)
 
 	// The metrics the alerts read from outside internal/metrics, as the binary exports them.
 	for name, labels := range externalMetrics[metrics.BinaryManager] {
@@ -545,45 +579,128 @@ func TestAlertsOnRealPrometheus(t *testing.T) {
 	if err != nil || len(r.Series) != 1 || r.Series[0].Value[1] != "0" {
 		t.Fatalf("leader_election_master_status of the standby: %v %+v, want 0", err, r)
 	}
-
-	active := func() (map[string]string, error) {
-		alerts, err := p.Alerts(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := map[string]string{}
-		for _, a := range alerts {
-			out[a.Name()] = a.State
-		}
-		return out, nil
-	}
-	testsupport.Eventually(t, 30*time.Second, "KubeLBManagerNoLeader and KubeLBManagerReplicasMissing to be pending", func() error {
-		got, err := active()
-		if err != nil {
-			return err
-		}
-		want := map[string]string{"KubeLBManagerNoLeader": "pending", "KubeLBManagerReplicasMissing": "pending"}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			return fmt.Errorf("active alerts %v, want %v", got, want)
-		}
-		return nil
-	})
+	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerNoLeader and KubeLBManagerReplicasMissing to be pending",
+		map[string]string{"KubeLBManagerNoLeader": "pending", "KubeLBManagerReplicasMissing": "pending"})
 
 	if err := hub.Client.Delete(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	hub.WaitLeaseHolder(t, ns, managerLease, 30*time.Second)
-	testsupport.Eventually(t, 30*time.Second, "KubeLBManagerNoLeader to clear once the manager leads", func() error {
-		got, err := active()
+	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerNoLeader to clear once the manager leads",
+		map[string]string{"KubeLBManagerReplicasMissing": "pending"})
+}
+
+// link forwards TCP connections from a loopback port to an upstream address until it is cut:
+// then it refuses new connections and closes the open ones, as a partition would.
+type link struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startLink(t *testing.T, upstream string) *link {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &link{l: l}
+	t.Cleanup(k.cut)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			k.mu.Lock()
+			k.conns = append(k.conns, c, u)
+			k.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
+			go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
+		}
+	}()
+	return k
+}
+
+func (k *link) addr() string { return k.l.Addr().String() }
+
+func (k *link) cut() {
+	_ = k.l.Close()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+	k.conns = nil
+}
+
+// TestCCMAlertsOnRealPrometheus: a real Prometheus loads the ccm chart's rule file as it is
+// and scrapes a real ccm whose hub API server it reaches through a link the test can cut.
+// Every rule evaluates without error. Before the ccm runs, KubeLBCCMDown is pending; with
+// the ccm connected to the hub no alert is active; once the link to the hub is cut, the
+// ccm's probe of the hub fails and KubeLBCCMHubUnreachable is pending.
+func TestCCMAlertsOnRealPrometheus(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pair := testenv.StartPair(t)
+	cfg, err := clientcmd.LoadFromFile(pair.Hub.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubURL, err := url.Parse(pair.Hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toHub := startLink(t, hubURL.Host)
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + toHub.addr()
+	}
+	hubKubeconfig := filepath.Join(t.TempDir(), "hub.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, hubKubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+
+	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
+	p := prom.StartWithRules(t, map[string][]string{"ccm": {metricsAddr}}, alertsFile(CCMChart))
+	waitRulesHealthy(t, p, CCMChart)
+	waitActiveAlerts(t, p, 30*time.Second, "KubeLBCCMDown to be pending before the ccm runs",
+		map[string]string{"KubeLBCCMDown": "pending"})
+
+	probeAddr := testsupport.Loopback(testsupport.FreePort(t))
+	proc := testsupport.StartProcess(t, "ccm", bin,
+		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", hubKubeconfig,
+		"--cluster-name", "shop", "--leader-election-namespace", "kube-system",
+		"--metrics-addr", metricsAddr, "--health-probe-bind-address", probeAddr)
+	testsupport.WaitHTTP200(t, proc, "http://"+probeAddr+"/readyz", time.Minute)
+	p.WaitTargetsUp(t, 30*time.Second)
+	testsupport.Eventually(t, 30*time.Second, "the ccm to report the hub connected", func() error {
+		r, err := prom.InstantQuery(ctx, p.URL, "kubelb_ccm_kubelb_cluster_connected")
 		if err != nil {
 			return err
 		}
-		if _, ok := got["KubeLBManagerNoLeader"]; ok {
-			return fmt.Errorf("active alerts %v", got)
-		}
-		if got["KubeLBManagerReplicasMissing"] != "pending" {
-			return fmt.Errorf("active alerts %v, want KubeLBManagerReplicasMissing still pending", got)
+		if len(r.Series) != 1 || r.Series[0].Value[1] != "1" {
+			return fmt.Errorf("kubelb_ccm_kubelb_cluster_connected %+v, want one series at 1", r.Series)
 		}
 		return nil
 	})
+	waitActiveAlerts(t, p, 30*time.Second, "no alert with the ccm connected", map[string]string{})
+
+	toHub.cut()
+	cut := time.Now()
+	// A tenant change the ccm must write to the hub finds it unreachable at once; without one
+	// the ccm's probe (every 30 s) does.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	if err := pair.Tenant.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitActiveAlerts(t, p, time.Minute, "KubeLBCCMHubUnreachable to be pending once the hub is cut off",
+		map[string]string{"KubeLBCCMHubUnreachable": "pending"})
+	t.Logf("KubeLBCCMHubUnreachable pending %s after the hub was cut off", time.Since(cut).Round(time.Millisecond))
 }
