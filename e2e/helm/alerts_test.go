@@ -486,7 +486,7 @@ func waitRulesHealthy(t *testing.T, p *prom.Server, charts ...string) {
 		}
 	}
 	slices.Sort(names)
-	testsupport.Eventually(t, 30*time.Second, "every alert rule to be loaded and evaluated without error", func() error {
+	testsupport.Eventually(t, time.Minute, "every alert rule to be loaded and evaluated without error", func() error {
 		groups, err := p.Rules(t.Context())
 		if err != nil {
 			return err
@@ -509,8 +509,8 @@ func waitRulesHealthy(t *testing.T, p *prom.Server, charts ...string) {
 }
 
 // waitActiveAlerts waits until the active alerts of Prometheus (name → pending or firing)
-// are exactly want.
-func waitActiveAlerts(t *testing.T, p *prom.Server, timeout time.Duration, what string, want map[string]string) {
+// are exactly want, give or take the alerts named in mayBe.
+func waitActiveAlerts(t *testing.T, p *prom.Server, timeout time.Duration, what string, want map[string]string, mayBe ...string) {
 	t.Helper()
 	testsupport.Eventually(t, timeout, what, func() error {
 		alerts, err := p.Alerts(t.Context())
@@ -519,7 +519,9 @@ func waitActiveAlerts(t *testing.T, p *prom.Server, timeout time.Duration, what 
 		}
 		got := map[string]string{}
 		for _, a := range alerts {
-			got[a.Name()] = a.State
+			if _, wanted := want[a.Name()]; wanted || !slices.Contains(mayBe, a.Name()) {
+				got[a.Name()] = a.State
+			}
 		}
 		if !maps.Equal(got, want) {
 			return fmt.Errorf("active alerts %v, want %v", got, want)
@@ -556,7 +558,7 @@ func TestManagerAlertsOnRealPrometheus(t *testing.T) {
 	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
 	p := prom.StartWithRules(t, map[string][]string{"kubelb": {metricsAddr}}, alertsFile(ManagerChart))
 	waitRulesHealthy(t, p, ManagerChart)
-	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerDown to be pending before the manager runs",
+	waitActiveAlerts(t, p, time.Minute, "KubeLBManagerDown to be pending before the manager runs",
 		map[string]string{"KubeLBManagerDown": "pending"})
 
 	probeAddr := testsupport.Loopback(testsupport.FreePort(t))
@@ -565,7 +567,7 @@ func TestManagerAlertsOnRealPrometheus(t *testing.T) {
 		"--metrics-addr", metricsAddr, "--health-probe-bind-address", probeAddr,
 		"--listen-address", testsupport.Loopback(testsupport.FreePort(t)))
 	testsupport.WaitHTTP200(t, proc, "http://"+probeAddr+"/readyz", time.Minute)
-	p.WaitTargetsUp(t, 30*time.Second)
+	p.WaitTargetsUp(t, time.Minute)
 
 	// The metrics the alerts read from outside internal/metrics, as the binary exports them.
 	for name, labels := range externalMetrics[metrics.BinaryManager] {
@@ -579,14 +581,14 @@ func TestManagerAlertsOnRealPrometheus(t *testing.T) {
 	if err != nil || len(r.Series) != 1 || r.Series[0].Value[1] != "0" {
 		t.Fatalf("leader_election_master_status of the standby: %v %+v, want 0", err, r)
 	}
-	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerNoLeader and KubeLBManagerReplicasMissing to be pending",
+	waitActiveAlerts(t, p, time.Minute, "KubeLBManagerNoLeader and KubeLBManagerReplicasMissing to be pending",
 		map[string]string{"KubeLBManagerNoLeader": "pending", "KubeLBManagerReplicasMissing": "pending"})
 
 	if err := hub.Client.Delete(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	hub.WaitLeaseHolder(t, ns, managerLease, 30*time.Second)
-	waitActiveAlerts(t, p, 30*time.Second, "KubeLBManagerNoLeader to clear once the manager leads",
+	hub.WaitLeaseHolder(t, ns, managerLease, time.Minute)
+	waitActiveAlerts(t, p, time.Minute, "KubeLBManagerNoLeader to clear once the manager leads",
 		map[string]string{"KubeLBManagerReplicasMissing": "pending"})
 }
 
@@ -641,13 +643,15 @@ func (k *link) cut() {
 
 // TestCCMAlertsOnRealPrometheus: a real Prometheus loads the ccm chart's rule file as it is
 // and scrapes a real ccm whose hub API server it reaches through a link the test can cut.
-// Every rule evaluates without error. Before the ccm runs, KubeLBCCMDown is pending; with
-// the ccm connected to the hub no alert is active; once the link to the hub is cut, the
-// ccm's probe of the hub fails and KubeLBCCMHubUnreachable is pending.
+// Every rule evaluates without error. A ccm started without a reachable hub exits, and
+// KubeLBCCMDown is pending; with a ccm connected to the hub no alert is active; once its link
+// to the hub is cut, its next hub request fails and KubeLBCCMHubUnreachable is pending.
 func TestCCMAlertsOnRealPrometheus(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	start := time.Now()
 	pair := testenv.StartPair(t)
+	t.Logf("API servers up after %s", time.Since(start).Round(time.Millisecond))
 	cfg, err := clientcmd.LoadFromFile(pair.Hub.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -669,8 +673,32 @@ func TestCCMAlertsOnRealPrometheus(t *testing.T) {
 	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
 	p := prom.StartWithRules(t, map[string][]string{"ccm": {metricsAddr}}, alertsFile(CCMChart))
 	waitRulesHealthy(t, p, CCMChart)
-	waitActiveAlerts(t, p, 30*time.Second, "KubeLBCCMDown to be pending before the ccm runs",
+
+	// A ccm that cannot reach the hub when it starts exits: it is not scraped (KubeLBCCMDown)
+	// rather than reporting kubelb_ccm_kubelb_cluster_connected 0.
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + testsupport.Loopback(testsupport.FreePort(t)) // nothing listens there
+	}
+	nowhere := filepath.Join(t.TempDir(), "nowhere.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, nowhere); err != nil {
+		t.Fatal(err)
+	}
+	cutOff := testsupport.StartProcess(t, "ccm-cut-off", bin,
+		"--kubeconfig", pair.Tenant.Kubeconfig, "--kubelb-kubeconfig", nowhere,
+		"--cluster-name", "shop", "--leader-election-namespace", "kube-system",
+		"--metrics-addr", metricsAddr, "--health-probe-bind-address", testsupport.Loopback(testsupport.FreePort(t)))
+	testsupport.Eventually(t, time.Minute, "a ccm without a hub to exit", func() error {
+		if !cutOff.Exited() {
+			return fmt.Errorf("still running")
+		}
+		return nil
+	})
+	if out := cutOff.Output(); !strings.Contains(out, "connection refused") {
+		t.Errorf("the ccm without a hub exited without naming the refused connection:\n%s", out)
+	}
+	waitActiveAlerts(t, p, time.Minute, "KubeLBCCMDown to be pending while no ccm runs",
 		map[string]string{"KubeLBCCMDown": "pending"})
+	t.Logf("KubeLBCCMDown pending after %s", time.Since(start).Round(time.Millisecond))
 
 	probeAddr := testsupport.Loopback(testsupport.FreePort(t))
 	proc := testsupport.StartProcess(t, "ccm", bin,
@@ -678,8 +706,8 @@ func TestCCMAlertsOnRealPrometheus(t *testing.T) {
 		"--cluster-name", "shop", "--leader-election-namespace", "kube-system",
 		"--metrics-addr", metricsAddr, "--health-probe-bind-address", probeAddr)
 	testsupport.WaitHTTP200(t, proc, "http://"+probeAddr+"/readyz", time.Minute)
-	p.WaitTargetsUp(t, 30*time.Second)
-	testsupport.Eventually(t, 30*time.Second, "the ccm to report the hub connected", func() error {
+	p.WaitTargetsUp(t, time.Minute)
+	testsupport.Eventually(t, time.Minute, "the ccm to report the hub connected", func() error {
 		r, err := prom.InstantQuery(ctx, p.URL, "kubelb_ccm_kubelb_cluster_connected")
 		if err != nil {
 			return err
@@ -689,7 +717,8 @@ func TestCCMAlertsOnRealPrometheus(t *testing.T) {
 		}
 		return nil
 	})
-	waitActiveAlerts(t, p, 30*time.Second, "no alert with the ccm connected", map[string]string{})
+	waitActiveAlerts(t, p, time.Minute, "no alert with the ccm connected", map[string]string{})
+	t.Logf("ccm connected, no alert, after %s", time.Since(start).Round(time.Millisecond))
 
 	toHub.cut()
 	cut := time.Now()
@@ -700,7 +729,8 @@ func TestCCMAlertsOnRealPrometheus(t *testing.T) {
 	if err := pair.Tenant.Client.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
+	// The ccm's failed writes are reconcile errors too (KubeLBCCMReconcileErrors may be pending).
 	waitActiveAlerts(t, p, time.Minute, "KubeLBCCMHubUnreachable to be pending once the hub is cut off",
-		map[string]string{"KubeLBCCMHubUnreachable": "pending"})
+		map[string]string{"KubeLBCCMHubUnreachable": "pending"}, "KubeLBCCMReconcileErrors")
 	t.Logf("KubeLBCCMHubUnreachable pending %s after the hub was cut off", time.Since(cut).Round(time.Millisecond))
 }
