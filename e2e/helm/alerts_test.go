@@ -170,6 +170,7 @@ var (
 	// label_replace(v, "dst", "replacement", "src", "regex"): the label it adds.
 	labelReplaceDst = regexp.MustCompile(`"([A-Za-z_][A-Za-z0-9_]*)"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*,\s*"[^"]*"\s*\)`)
 	templateLabel   = regexp.MustCompile(`\$labels\.([A-Za-z_][A-Za-z0-9_]*)`)
+	identifier      = regexp.MustCompile(`^[A-Za-z_:]`)
 )
 
 // promqlKeywords are PromQL's keywords and aggregation operators (which may be followed by
@@ -186,7 +187,7 @@ func parseExpr(expr string) (sels []selector, grouping, added []string) {
 		added = append(added, m[1])
 	}
 	toks := token.FindAllString(quotedString.ReplaceAllString(expr, `""`), -1)
-	isIdent := func(s string) bool { return regexp.MustCompile(`^[A-Za-z_:]`).MatchString(s) }
+	isIdent := identifier.MatchString
 	next := func(i int) string {
 		if i+1 < len(toks) {
 			return toks[i+1]
