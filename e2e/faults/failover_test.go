@@ -53,7 +53,10 @@ func TestLeaderKilled(t *testing.T) {
 	a := sys.AddTenant("a", pair.Tenant, 2)
 
 	stable := a.CreateService(framework.LBService{Name: "stable", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
-	a.StartBackends(stable)
+	stablePods := map[string]bool{}
+	for _, b := range a.StartBackends(stable)["http"] {
+		stablePods[b.Pod] = true
+	}
 	// The Envoy starts while the first replica is the only endpoint of the kubelb Service, so
 	// its xDS stream is on the replica that is about to be killed.
 	envoy := a.StartEnvoy(framework.EnvoyBootstrap)
@@ -212,6 +215,13 @@ func TestLeaderKilled(t *testing.T) {
 	if n := res.FailedTotal(); n > 0 {
 		t.Errorf("%d of %d requests to the stable Service failed across the failover: %s", n, res.Requests(), strings.Join(res.Failures, "; "))
 		t.Logf("Envoy's log:\n%s", envoy.Tail(200))
+	}
+	// Every answer came from the stable Service's own backends, through this test's Envoy:
+	// nothing else may listen on its port (TestMain).
+	for pod, n := range res.Pods {
+		if !stablePods[pod] {
+			t.Errorf("%d requests to the stable Service were answered by %q, not by its backends %v", n, pod, stablePods)
+		}
 	}
 	if res.OK["takeover"] == 0 {
 		t.Error("no request reached the stable Service during the takeover")
