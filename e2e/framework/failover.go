@@ -64,7 +64,7 @@ func (e *Envoy) ServiceResources(t testenv.TB, port int32) ServiceResources {
 		assignments = append(assignments, list(c, "dynamic_endpoint_configs")...)
 		for _, l := range list(c, "dynamic_listeners") {
 			listener, _ := l.ActiveState["listener"].(map[string]any)
-			if listener == nil || !strings.Contains(mustJSON(listener["address"]), fmt.Sprintf(`"port_value":%d`, port)) {
+			if listener == nil || !strings.Contains(jsonOf(listener["address"]), fmt.Sprintf(`"port_value":%d`, port)) {
 				continue
 			}
 			v, _ := l.ActiveState["version_info"].(string)
@@ -94,7 +94,7 @@ func (e *Envoy) ServiceResources(t testenv.TB, port int32) ServiceResources {
 	return out
 }
 
-func mustJSON(v any) string {
+func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }

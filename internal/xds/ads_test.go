@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"testing"
@@ -64,7 +65,7 @@ func (p *sotwProxy) recv() string {
 				p.t.Fatal(err)
 			}
 			if c.GetType() == clusterv3.Cluster_EDS {
-				p.want = append(p.want, cmpOr(c.GetEdsClusterConfig().GetServiceName(), c.GetName()))
+				p.want = append(p.want, cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName()))
 			}
 		}
 		slices.Sort(p.want)
@@ -115,13 +116,6 @@ func (p *sotwProxy) warm() bool {
 		}
 	}
 	return true
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // TestEndpointsWhileClustersGrow: a snapshot that adds a cluster lands while the proxy is
