@@ -82,8 +82,11 @@ func TestSetTenantVersions(t *testing.T) {
 	if srv.Version(tenant) != "" {
 		t.Error("version kept after RemoveTenant")
 	}
-	if snap, err := srv.cache.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.ListenerType)) != 0 {
+	if snap, err := srv.ordered.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.ListenerType)) != 0 {
 		t.Errorf("after RemoveTenant the cache holds %v, %v; want an empty snapshot", snap, err)
+	}
+	if snap, err := srv.endpoints.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.EndpointType)) != 0 {
+		t.Errorf("after RemoveTenant the endpoints cache holds %v, %v; want an empty snapshot", snap, err)
 	}
 	srv.RemoveTenant("never-seen") // no-op
 }
