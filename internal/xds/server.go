@@ -16,7 +16,10 @@
 // it would reject; each type is versioned by a hash of its content, so an unchanged tenant is
 // never re-pushed and a change of one type re-sends only that type (and endpoints with
 // clusters, see newSnapshot). Envoy's answers (NACKs, and ACKs after a NACK) are handed to
-// the OnRejection hook.
+// the OnRejection hook. A rejected response is not re-sent at once (a NACK storm), but again
+// after a delay that doubles with every NACK (RetryRejectedAfter up to RetryRejectedAtMost),
+// so a rejection that goes away by itself (a listener port held by another process) heals
+// without a change of the snapshot.
 package xds
 
 import (
@@ -214,7 +217,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		_ = lis.Close()
 		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
 	}
-	xds := serverv3.NewServer(ctx, s.cache, s.cb)
+	xds := serverv3.NewServer(ctx, &retryCache{SnapshotCache: s.cache, srv: s}, s.cb)
 	g := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
