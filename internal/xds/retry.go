@@ -17,7 +17,7 @@ import (
 // applies the others, and some rejections do not last: a listener whose port another process
 // held binds once the port is free, and nothing else would ever re-send it.
 type retryCache struct {
-	cache.SnapshotCache
+	cache.Cache
 	srv *Server
 }
 
@@ -39,9 +39,9 @@ type heldWatch struct {
 func (r *retryCache) CreateWatch(req *cache.Request, sub cache.Subscription, value chan cache.Response) (func(), error) {
 	hold, ok := r.srv.cb.takeHeld(req)
 	if !ok {
-		return r.SnapshotCache.CreateWatch(req, sub, value)
+		return r.Cache.CreateWatch(req, sub, value)
 	}
-	cancel, err := r.SnapshotCache.CreateWatch(req, sub, value)
+	cancel, err := r.Cache.CreateWatch(req, sub, value)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (r *retryCache) retry(w *heldWatch) {
 	}
 	tenant := tenantHash{}.ID(w.req.GetNode())
 	typeURL := w.req.GetTypeUrl()
-	snap, err := r.SnapshotCache.GetSnapshot(tenant)
+	snap, err := r.srv.snapshotCache(typeURL).GetSnapshot(tenant)
 	if err != nil || snap.GetVersion(typeURL) != w.hold.version {
 		return // a newer snapshot answered the held watch (or the tenant is gone)
 	}
@@ -84,10 +84,10 @@ func (r *retryCache) retry(w *heldWatch) {
 	again.VersionInfo = "" // not the current version: the cache answers at once
 	r.srv.log.V(1).Info("re-sending rejected configuration", "tenant", tenant, "typeURL", typeURL, "version", w.hold.version,
 		"after", w.hold.delay.String())
-	cancel, err := r.SnapshotCache.CreateWatch(again, w.sub, w.value)
+	cancel, err := r.Cache.CreateWatch(again, w.sub, w.value)
 	if err != nil {
 		r.srv.log.Error(err, "re-sending rejected configuration; holding it again", "tenant", tenant, "typeURL", typeURL)
-		cancel, err = r.SnapshotCache.CreateWatch(w.req, w.sub, w.value)
+		cancel, err = r.Cache.CreateWatch(w.req, w.sub, w.value)
 		if err != nil {
 			r.srv.log.Error(err, "holding rejected configuration", "tenant", tenant, "typeURL", typeURL)
 		}

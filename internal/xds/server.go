@@ -141,6 +141,14 @@ func cacheFor(typeURL string) string {
 	return orderedCache
 }
 
+// snapshotCache is the cache that serves a type.
+func (s *Server) snapshotCache(typeURL string) cache.SnapshotCache {
+	if cacheFor(typeURL) == endpointsCache {
+		return s.endpoints
+	}
+	return s.ordered
+}
+
 // setSnapshot sets snap in both caches: first the ordered one (clusters, listeners, ...),
 // then the endpoints, so that a proxy receives a changed cluster before the endpoints that
 // complete it.
@@ -217,7 +225,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		_ = lis.Close()
 		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
 	}
-	xds := serverv3.NewServer(ctx, &retryCache{SnapshotCache: s.cache, srv: s}, s.cb)
+	xds := serverv3.NewServer(ctx, &retryCache{Cache: s.cache, srv: s}, s.cb)
 	g := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
