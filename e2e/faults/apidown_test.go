@@ -337,7 +337,6 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-
 // privatePortRange returns an Envoy listener port range of its own for this test's system,
 // free on 127.0.0.1 now, between the default range (10000-19999) and the NodePort range. Envoy
 // binds its listeners with SO_REUSEPORT: the Envoy of another test running at the same time on
