@@ -74,10 +74,16 @@ func StartAPIProxy(t testenv.TB, cluster *testenv.Cluster) *APIProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := newAPIProxy(l, u.Host)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// newAPIProxy forwards what l accepts to upstream (host:port); it owns l.
+func newAPIProxy(l net.Listener, upstream string) *APIProxy {
 	p := &APIProxy{Addr: l.Addr().String(), open: map[*gatedConn]bool{}, restored: make(chan struct{})}
 	close(p.restored)
-	p.fwd = forwardFrom(&gatedListener{Listener: l, p: p}, []string{u.Host})
-	t.Cleanup(p.Close)
+	p.fwd = forwardFrom(&gatedListener{Listener: l, p: p}, []string{upstream})
 	return p
 }
 
