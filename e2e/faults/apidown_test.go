@@ -79,7 +79,7 @@ func TestHubAPIServerUnreachable(t *testing.T) {
 	portsBefore, hubPortsBefore, addressBefore := a.ListenerPorts(web), a.HubServicePorts(web), a.Ingress("web")
 
 	traffic := framework.StartTraffic(t, target, cutRequestEvery, 20*60*5) // 5 minutes' worth
-	deleted := 0
+	deleted, exitsInCuts := 0, 0
 	for i, cut := range hubCuts {
 		n := i + 1
 		statusBefore := tenantStatuses(t, a)
@@ -136,13 +136,18 @@ func TestHubAPIServerUnreachable(t *testing.T) {
 
 		// Every exit was clean: the leader on its lost lease, and a manager started while
 		// the hub was still away when it could not read the API server's resources.
-		for _, e := range manager.Exits()[exits:] {
+		exitsInCuts = len(manager.Exits())
+		for _, e := range manager.Exits()[exits:exitsInCuts] {
 			t.Logf("cut %d: %s exited %s into the cut, code %d: %s", n, e.Process, e.At.Sub(cutAt).Round(100*time.Millisecond), e.Code, lastLines(e.Tail, 1))
 			checkCleanExit(t, e)
 		}
 
 		oneAt := waitMetric(t, a.MetricsAddr, ccmConnected, 1, 2*time.Minute)
-		testsupport.WaitHTTP200(t, manager.Current(), "http://"+sys.ProbeAddr+"/readyz", 2*time.Minute)
+		// Whichever run of the manager is up by now (one may still exit and be restarted).
+		testsupport.Eventually(t, 2*time.Minute, "the restarted manager to be ready", func() error {
+			_, err := testsupport.HTTPGetOK("http://"+sys.ProbeAddr+"/readyz", 2*time.Second)
+			return err
+		})
 		readyAt := time.Now()
 		framework.WaitEnvoyConnected(t, envoy, 1)
 		envoyAt := time.Now()
@@ -163,6 +168,12 @@ func TestHubAPIServerUnreachable(t *testing.T) {
 	}
 	res := traffic.Stop()
 	t.Logf("requests: %s", res)
+	if all := manager.Exits(); len(all) > 0 {
+		for _, e := range all[exitsInCuts:] {
+			t.Logf("after the cuts: %s exited, code %d: %s", e.Process, e.Code, lastLines(e.Tail, 1))
+			checkCleanExit(t, e)
+		}
+	}
 	for i := range hubCuts {
 		if res.OK[fmt.Sprintf("hub cut %d (%s)", i+1, hubCuts[i])] == 0 {
 			t.Errorf("no request was answered during cut %d", i+1)

@@ -81,7 +81,8 @@ func TestTenantAPIServerUnreachable(t *testing.T) {
 	if !maps.Equal(hubBefore, hubDuring) {
 		t.Errorf("the hub objects changed while the tenant API server was away:\nbefore %v\nafter  %v", hubBefore, hubDuring)
 	}
-	for _, e := range ccm.Exits() {
+	exitsInCut := ccm.Exits()
+	for _, e := range exitsInCut {
 		t.Logf("%s exited %s into the cut, code %d: %s", e.Process, e.At.Sub(cutAt).Round(100*time.Millisecond), e.Code, lastLines(e.Tail, 1))
 		checkCleanExit(t, e)
 	}
@@ -90,6 +91,10 @@ func TestTenantAPIServerUnreachable(t *testing.T) {
 	t.Logf("after the cut: converged after %s (ccm restarts %d)", time.Since(restoredAt).Round(100*time.Millisecond), ccm.Restarts())
 	res := traffic.Stop()
 	t.Logf("requests: %s", res)
+	for _, e := range ccm.Exits()[len(exitsInCut):] {
+		t.Logf("after the cut: %s exited, code %d: %s", e.Process, e.Code, lastLines(e.Tail, 1))
+		checkCleanExit(t, e)
+	}
 	if res.OK["tenant cut"] == 0 {
 		t.Errorf("no request was answered during the cut")
 	}
