@@ -258,6 +258,9 @@ type TenantOptions struct {
 	// EndpointAllow is the Tenant's spec.endpointPolicy.allow (default: LoopbackCIDR and
 	// LoopbackIPv6CIDR).
 	EndpointAllow []string
+	// HubServer replaces the hub API server address in the kubeconfig the manager made for
+	// the ccm (e.g. an APIProxy's URL).
+	HubServer string
 }
 
 // AddTenant onboards a tenant whose ccm runs with the tenant cluster's admin credentials.
@@ -290,7 +293,14 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 		return s.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, secret)
 	})
 	kubeconfig := filepath.Join(t.TempDir(), "kubelb-"+name)
-	if err := os.WriteFile(kubeconfig, secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], 0o600); err != nil {
+	hubKubeconfig := secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey]
+	if opts.HubServer != "" {
+		var err error
+		if hubKubeconfig, err = RewriteKubeconfigServer(hubKubeconfig, opts.HubServer); err != nil {
+			t.Fatalf("pointing the ccm kubeconfig of tenant %s at %s: %v", name, opts.HubServer, err)
+		}
+	}
+	if err := os.WriteFile(kubeconfig, hubKubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < opts.Nodes; i++ {
