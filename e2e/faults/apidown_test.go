@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/rand/v2"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -56,8 +54,7 @@ const ccmConnected = "kubelb_ccm_kubelb_cluster_connected"
 func TestHubAPIServerUnreachable(t *testing.T) {
 	pair := testenv.StartPair(t)
 	hubPath := framework.StartAPIProxy(t, pair.Hub)
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{ManagerKubeconfig: hubPath.Kubeconfig(t, pair.Hub.Kubeconfig),
-		ExtraManagerArgs: []string{"--envoy-port-range", privatePortRange(t)}})
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{ManagerKubeconfig: hubPath.Kubeconfig(t, pair.Hub.Kubeconfig)})
 	a := sys.AddTenantWith("a", pair.Tenant, framework.TenantOptions{Nodes: 2, HubServer: hubPath.URL()})
 	manager := framework.Supervise(t, sys.Manager, restartDelay)
 	defer manager.Stop()
@@ -357,31 +354,4 @@ func lineCount(s string) int { return strings.Count(s, "\n") }
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// privatePortRange returns an Envoy listener port range of its own for this test's system,
-// free on 127.0.0.1 now, between the default range (10000-19999) and the NodePort range. Envoy
-// binds its listeners with SO_REUSEPORT: the Envoy of another test running at the same time on
-// this machine (another package of go test ./..., another worktree) would otherwise bind the
-// same ports, and the kernel would hand it half of this test's connections.
-func privatePortRange(t *testing.T) string {
-	t.Helper()
-	const size = 100
-	for try := 0; try < 50; try++ {
-		base := 20000 + size*rand.IntN(100)
-		free := true
-		for p := base; p < base+size && free; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				break
-			}
-			_ = l.Close()
-		}
-		if free {
-			return fmt.Sprintf("%d-%d", base, base+size-1)
-		}
-	}
-	t.Fatal("no free Envoy port range between 20000 and 29999")
-	return ""
 }

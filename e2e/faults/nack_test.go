@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -46,12 +45,9 @@ const nackRequestEvery = 50 * time.Millisecond
 func TestPartialNACK(t *testing.T) {
 	pair := testenv.StartPair(t)
 	clusterB := testenv.Start(t, "tenant-b", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
-	// Listener ports of a block of their own, away from the default range (10000-19999) that
-	// the Envoys of tests running beside this one (go test ./... runs packages in parallel)
-	// bind: the port this test takes must be free, and must not break another test's Envoy.
-	base := 20000 + 100*rand.IntN(100)
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{
-		ExtraManagerArgs: []string{"--envoy-port-range", fmt.Sprintf("%d-%d", base, base+99)}})
+	// The package runs in its own network namespace (TestMain): the port this test takes is
+	// free, and no other test's Envoy binds it.
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2)
 	b := sys.AddTenant("b", clusterB, 2)
 

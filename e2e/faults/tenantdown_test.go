@@ -32,7 +32,7 @@ const tenantCut = 30 * time.Second
 func TestTenantAPIServerUnreachable(t *testing.T) {
 	pair := testenv.StartPair(t)
 	tenantPath := framework.StartAPIProxy(t, pair.Tenant)
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-port-range", privatePortRange(t)}})
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenantWith("a", pair.Tenant, framework.TenantOptions{Nodes: 2, Kubeconfig: tenantPath.Kubeconfig(t, pair.Tenant.Kubeconfig)})
 	ccm := framework.Supervise(t, a.CCM, restartDelay)
 	defer ccm.Stop()
