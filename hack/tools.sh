@@ -129,8 +129,9 @@ controller-gen() {
     "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
 }
 
+# Debian's package holds both prometheus and promtool (the alert rule tests run promtool).
 prometheus() {
-  if type -P prometheus >/dev/null 2>&1; then return; fi
+  if type -P prometheus >/dev/null 2>&1 && type -P promtool >/dev/null 2>&1; then return; fi
   log "installing Debian's prometheus package"
   local sudo=""
   [[ $(id -u) == 0 ]] || sudo=sudo

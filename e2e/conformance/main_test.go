@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"kubelb.dev/kubelb/e2e/framework"
@@ -12,18 +10,5 @@ import (
 // (10.244.0.0/16) and the hub load balancer's addresses (10.245.1.0/24) are not loopback, so
 // the harness binds them on the namespace's own lo, and no packet leaves the namespace.
 // `unshare` needs no root: the test binary re-executes itself inside a user, network and PID
-// namespace, and the kernel ends them with it (framework.ReexecInNetns).
-func TestMain(m *testing.M) {
-	if os.Getenv(framework.InNetnsEnv) == "" {
-		code, err := framework.ReexecInNetns("*", os.Args[1:])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "conformance:", err)
-		}
-		os.Exit(code)
-	}
-	if err := framework.SetupNetns(); err != nil {
-		fmt.Fprintln(os.Stderr, "conformance: setting up the network namespace:", err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+// namespace, and the kernel ends them with it (framework.RunInNetns).
+func TestMain(m *testing.M) { framework.RunInNetns(m, "conformance") }

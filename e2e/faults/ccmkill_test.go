@@ -32,13 +32,10 @@ const ccmBurst = 80
 func TestCCMKilledMidBurst(t *testing.T) {
 	ctx := context.Background()
 	pair := testenv.StartPair(t)
-	// A private listener port range: the Envoy of another test on this machine never shares
-	// a port with this one (framework.ListenerPortRange).
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-port-range", framework.ListenerPortRange(t, 1000)}})
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	a := sys.AddTenant("a", pair.Tenant, 2)
 	// A manager that loses its lease on this loaded machine exits; its pod would be restarted.
-	sup := framework.Supervise(t)
-	sup.Manager(sys)
+	manager := framework.Supervise(t, sys.Manager, restartDelay)
 	// The ccm is up and mirrors: one Service first.
 	a.CreateService(framework.LBService{Name: "first", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 	a.WaitAddress("first", 2*time.Minute)
@@ -180,7 +177,7 @@ func TestCCMKilledMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("manager restarts (it exits when it loses its lease): %v", sup.Restarts())
+	t.Logf("manager restarts (it exits when it loses its lease): %v", manager.Exits())
 	t.Logf("in the end: %d LoadBalancer Services, each with one LoadBalancer and one hub Service, addressed", len(svcs))
 	if want := 1 + ccmBurst - 12 - 6; len(svcs) != want {
 		t.Errorf("%d LoadBalancer Services in the tenant, want %d", len(svcs), want)

@@ -90,17 +90,14 @@ func TestSoak(t *testing.T) {
 	began := time.Now()
 	pair := testenv.StartPair(t)
 	tenantB := testenv.Start(t, "tenant-b", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
-	// A private listener port range: the Envoy of another test on this machine never shares
-	// a port with this one (framework.ListenerPortRange).
-	sys := framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: []string{"--envoy-port-range", framework.ListenerPortRange(t, 1000)}})
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{})
 	framework.PlayNamespaceController(t, pair.Hub.Config, pair.Hub.Client)
 	a := sys.AddTenant("a", pair.Tenant, 2, "--enable-gateway-api")
 	b := sys.AddTenant("b", tenantB, 1)
 	// A binary that loses its lease on this loaded machine exits; its pod would be restarted.
-	sup := framework.Supervise(t)
-	sup.Manager(sys)
-	sup.CCM(a)
-	sup.CCM(b)
+	manager := framework.Supervise(t, sys.Manager, restartDelay)
+	ccmA := framework.Supervise(t, a.CCM, restartDelay)
+	ccmB := framework.Supervise(t, b.CCM, restartDelay)
 
 	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 	a.WaitAddress("web", 2*time.Minute)
@@ -188,11 +185,8 @@ func TestSoak(t *testing.T) {
 	t.Logf("clean %s after the churn ended", time.Since(cleanupStart).Round(time.Millisecond))
 
 	// Tenant b goes: every series of it goes with it.
-	sup.Stop()
-	restarts := sup.Restarts()
-	sup = framework.Supervise(t)
-	sup.Manager(sys)
-	if code, err := b.CCM.Stop(30 * time.Second); err != nil || code != 0 {
+	ccmB.Stop()
+	if code, err := ccmB.Current().Stop(30 * time.Second); err != nil || code != 0 {
 		t.Errorf("ccm b: exit %d, %v", code, err)
 	}
 	if err := pair.Hub.Client.Delete(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); err != nil {
@@ -223,7 +217,12 @@ func TestSoak(t *testing.T) {
 	watch()
 
 	t.Logf("stable Service's requests: %s", res)
-	restarts = append(restarts, sup.Restarts()...)
+	var restarts []string
+	for _, sup := range []*framework.Supervisor{manager, ccmA, ccmB} {
+		for _, e := range sup.Exits() {
+			restarts = append(restarts, e.String())
+		}
+	}
 	t.Logf("binaries restarted (they exit when they lose their lease): %d %v", len(restarts), restarts)
 	if n := res.FailedTotal(); n > 0 {
 		t.Errorf("%d of %d requests to the stable Service failed: %s", n, res.Requests(), strings.Join(res.Failures, "; "))

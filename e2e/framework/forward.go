@@ -30,11 +30,16 @@ func forwardTCP(addr string, upstreams []string) (*tcpForwarder, error) {
 	if err != nil {
 		return nil, err
 	}
+	return forwardFrom(l, upstreams), nil
+}
+
+// forwardFrom forwards every connection l accepts to one of upstreams; it owns l.
+func forwardFrom(l net.Listener, upstreams []string) *tcpForwarder {
 	f := &tcpForwarder{l: l, conns: map[net.Conn]struct{}{}}
 	f.setUpstreams(upstreams)
 	f.wg.Add(1)
 	go f.serve()
-	return f, nil
+	return f
 }
 
 func (f *tcpForwarder) setUpstreams(u []string) {

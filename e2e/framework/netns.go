@@ -22,8 +22,14 @@ const NetnsHostAddress = "10.245.0.1"
 
 // SetupNetns brings lo up in a fresh network namespace and makes 10.244.0.0/15 (PodCIDR and
 // LoadBalancerCIDR) local, with a default route on lo (source NetnsHostAddress) so nothing
-// can be sent anywhere else.
+// can be sent anywhere else. It does so once per process; later calls return the first
+// call's result.
 func SetupNetns() error {
+	netnsOnce.Do(func() { netnsErr = setupNetns() })
+	return netnsErr
+}
+
+func setupNetns() error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"addr", "add", NetnsHostAddress + "/32", "dev", "lo"},
@@ -77,9 +83,8 @@ var (
 func PrivateNetwork(t *testing.T) bool {
 	t.Helper()
 	if v := os.Getenv(InNetnsEnv); v == t.Name() || v == "*" {
-		netnsOnce.Do(func() { netnsErr = SetupNetns() })
-		if netnsErr != nil {
-			t.Fatalf("setting up the network namespace: %v", netnsErr)
+		if err := SetupNetns(); err != nil {
+			t.Fatalf("setting up the network namespace: %v", err)
 		}
 		return true
 	}
@@ -98,4 +103,22 @@ func PrivateNetwork(t *testing.T) bool {
 		t.Fatalf("%s failed in its network namespace (exit code %d; its output is above)", t.Name(), code)
 	}
 	return false
+}
+
+// RunInNetns is a TestMain that runs the whole test binary in its own private network
+// namespace (ReexecInNetns, then SetupNetns inside it) and exits with its code; what names
+// the package in error messages.
+func RunInNetns(m *testing.M, what string) {
+	if os.Getenv(InNetnsEnv) == "" {
+		code, err := ReexecInNetns("*", os.Args[1:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, what+":", err)
+		}
+		os.Exit(code)
+	}
+	if err := SetupNetns(); err != nil {
+		fmt.Fprintln(os.Stderr, what+": setting up the network namespace:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
 }

@@ -3,12 +3,9 @@ package framework
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,48 +14,6 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
-
-// Listener port ranges ListenerPortRange picks from: above the manager's default range
-// (10000-19999, which every other test's manager uses) and below Linux's ephemeral ports
-// (32768-60999), from which the kernel picks the client ports of the traffic.
-const (
-	privatePortsMin = 20000
-	privatePortsMax = 32767
-)
-
-// ListenerPortRange returns a value for the manager's --envoy-port-range: a block of n ports
-// at a random place in 20000-32767, none of whose first 64 ports is bound on 127.0.0.1 now.
-//
-// Envoy binds its listeners with SO_REUSEPORT, and Linux lets any process of the same user
-// bind the same address and port that way. Two managers on one machine with the same range
-// (tests of several packages, or of several worktrees, running at once, every one allocating
-// from 10000 up) give their Envoys the same listener ports on 127.0.0.1, and the kernel then
-// hands each new connection to either Envoy: requests fail that no fault of the test caused
-// (the soak saw 1 446 of 8 805 requests reset that way). A test that counts failed requests
-// runs its manager with a private range.
-func ListenerPortRange(t testsupport.TB, n int) string {
-	t.Helper()
-	if n < 1 || n > privatePortsMax-privatePortsMin {
-		t.Fatalf("a listener port range of %d ports does not fit %d-%d", n, privatePortsMin, privatePortsMax)
-	}
-	for range 50 {
-		lo := privatePortsMin + rand.IntN(privatePortsMax-privatePortsMin-n+2)
-		free := true
-		for p := lo; p < lo+min(n, 64) && free; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(p)))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		if free {
-			return fmt.Sprintf("%d-%d", lo, lo+n-1)
-		}
-	}
-	t.Fatalf("no free block of %d listener ports in %d-%d", n, privatePortsMin, privatePortsMax)
-	return ""
-}
 
 // RestartCCM starts the tenant's ccm again with the arguments it had (after it was killed or
 // stopped; a ccm still running is killed first). Its log goes to a new file, "<name>-restarted".
@@ -324,91 +279,4 @@ lines:
 		out = append(out, name)
 	}
 	return out, nil
-}
-
-// Supervisor plays the restart policy of the kubelet for the binaries of a test: a manager or
-// a ccm that loses its leader election lease exits (as it must: its pod is restarted), and on
-// a loaded machine a lease renewal can miss its deadline. Each watched process that exits is
-// started again with the same arguments and the restart is counted with the last line the
-// process logged (its reason). It stops when told or when the test ends.
-type Supervisor struct {
-	t        testsupport.TB
-	mu       sync.Mutex
-	watched  []*supervised
-	restarts []string
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-type supervised struct {
-	name string
-	get  func() *testsupport.Process
-	set  func(*testsupport.Process)
-}
-
-// Supervise starts a supervisor that looks at its processes every second.
-func Supervise(t testsupport.TB) *Supervisor {
-	s := &Supervisor{t: t, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.run()
-	t.Cleanup(s.Stop)
-	return s
-}
-
-// Manager watches the system's manager (its readiness is not waited for).
-func (s *Supervisor) Manager(sys *System) {
-	s.watch("kubelb", func() *testsupport.Process { return sys.Manager }, func(p *testsupport.Process) { sys.Manager = p })
-}
-
-// CCM watches the tenant's ccm.
-func (s *Supervisor) CCM(tn *Tenant) {
-	s.watch("ccm-"+tn.Name, func() *testsupport.Process { return tn.CCM }, func(p *testsupport.Process) { tn.CCM = p })
-}
-
-func (s *Supervisor) watch(name string, get func() *testsupport.Process, set func(*testsupport.Process)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watched = append(s.watched, &supervised{name, get, set})
-}
-
-func (s *Supervisor) run() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-time.After(time.Second):
-		}
-		s.mu.Lock()
-		for _, w := range s.watched {
-			p := w.get()
-			if !p.Exited() {
-				continue
-			}
-			reason := strings.TrimSpace(p.Tail(1))
-			n := len(s.restarts) + 1
-			s.restarts = append(s.restarts, fmt.Sprintf("%s %s: %s", time.Now().UTC().Format("15:04:05"), w.name, reason))
-			w.set(testsupport.StartProcess(s.t, fmt.Sprintf("%s-restart-%d", w.name, n), p.Cmd.Path, p.Cmd.Args[1:]...))
-		}
-		s.mu.Unlock()
-	}
-}
-
-// Stop ends the supervision (it may be called more than once); the processes are left as they
-// are, and may be used by the test again.
-func (s *Supervisor) Stop() {
-	s.mu.Lock()
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	<-s.done
-}
-
-// Restarts lists the restarts so far: when, which process, and the last line it logged.
-func (s *Supervisor) Restarts() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.restarts...)
 }

@@ -8,9 +8,13 @@ package framework
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +53,21 @@ type System struct {
 	tenantIPs   int
 	// HubLBWrites counts the writes of the played hub LoadBalancer implementation.
 	HubLBWrites *atomic.Int64
+
+	// Replicated systems (Options.Replicated) reach the manager's xDS through the played
+	// kubelb Service; replicaArgs builds a replica's flags from its own addresses.
+	replicaArgs func(xds, metrics, probe string) []string
+	replicasMu  sync.Mutex
+	replicas    []*Replica
+}
+
+// Replica is one manager process of a replicated System, with its own xDS, metrics and
+// probe addresses; every replica shares the hub, the namespace and the leader election.
+type Replica struct {
+	Process     *testsupport.Process
+	XDSAddr     string
+	MetricsAddr string
+	ProbeAddr   string
 }
 
 // Options tune the system.
@@ -60,6 +79,11 @@ type Options struct {
 	HubLB HubLBOptions
 	// ExtraManagerArgs are appended to the manager's flags.
 	ExtraManagerArgs []string
+	// Replicated plays the kubelb Service in front of the manager's xDS: the Envoy bootstrap
+	// names the Service address (XDSPort), a forwarder there passes each connection (TLS
+	// and all) to a live replica, as kube-proxy would, and AddManagerReplica starts more
+	// replicas, each on its own xDS port. Without it, the one manager listens on XDSPort.
+	Replicated bool
 }
 
 // StartSystem starts the hub control plane and the real kubelb manager binary.
@@ -77,16 +101,111 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 		kubeconfig = opts.ManagerKubeconfig
 	}
 	xds := testsupport.Loopback(s.XDSPort)
-	s.ManagerArgs = append([]string{
-		"--kubeconfig", kubeconfig, "--namespace", ManagerNamespace,
-		"--listen-address", xds, "--envoy-xds-address", xds, "--envoy-listener-address", "127.0.0.1",
-		"--metrics-addr", s.MetricsAddr, "--health-probe-bind-address", s.ProbeAddr,
-		"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
-	}, opts.ExtraManagerArgs...)
+	args := func(listen, metrics, probe string) []string {
+		return append([]string{
+			"--kubeconfig", kubeconfig, "--namespace", ManagerNamespace,
+			"--listen-address", listen, "--envoy-xds-address", xds, "--envoy-listener-address", "127.0.0.1",
+			"--metrics-addr", metrics, "--health-probe-bind-address", probe,
+			"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
+		}, opts.ExtraManagerArgs...)
+	}
+	listen := xds
+	if opts.Replicated {
+		// The first replica listens on its own port; the played Service owns XDSPort.
+		listen = testsupport.Loopback(testsupport.FreePort(t))
+		s.replicaArgs = args
+		s.playXDSService()
+	}
+	s.ManagerArgs = args(listen, s.MetricsAddr, s.ProbeAddr)
 	s.HubLBWrites = PlayHubLoadBalancerWith(t, hub.Config, hub.Client, opts.HubLB)
 	s.StartManager()
+	if opts.Replicated {
+		s.replicasMu.Lock()
+		s.replicas = []*Replica{{Process: s.Manager, XDSAddr: listen, MetricsAddr: s.MetricsAddr, ProbeAddr: s.ProbeAddr}}
+		s.replicasMu.Unlock()
+	}
 	return s
 }
+
+// playXDSService plays the kubelb Service of a replicated System: a TCP forwarder on the
+// address the Envoy bootstrap names, whose endpoints are the replicas that are ready and
+// still running. A replica whose process has ended (e.g. SIGKILLed) leaves the endpoints
+// at the next pass, and its forwarded connections close with it, so Envoy reconnects
+// through the Service to a live replica. The manager's xDS certificate names the host of
+// --envoy-xds-address (127.0.0.1, the same for every replica), so the pass-through TLS
+// still verifies.
+func (s *System) playXDSService() {
+	t := s.T
+	f, err := forwardTCP(testsupport.Loopback(s.XDSPort), nil)
+	if err != nil {
+		t.Fatalf("playing the kubelb Service: %v", err)
+	}
+	t.Cleanup(f.Close)
+	Every(t, 50*time.Millisecond, func(context.Context) bool {
+		var live []string
+		for _, r := range s.Replicas() {
+			if !r.Process.Exited() {
+				live = append(live, r.XDSAddr)
+			}
+		}
+		f.setUpstreams(live)
+		return false
+	})
+}
+
+// Replicas returns the manager replicas of a replicated System, in the order they started
+// (dead ones included).
+func (s *System) Replicas() []*Replica {
+	s.replicasMu.Lock()
+	defer s.replicasMu.Unlock()
+	return append([]*Replica(nil), s.replicas...)
+}
+
+// AddManagerReplica starts one more manager replica of a replicated System, on its own xDS,
+// metrics and probe ports, and waits until it is ready (its caches synced); the played
+// kubelb Service then forwards to it too.
+func (s *System) AddManagerReplica() *Replica {
+	t := s.T
+	t.Helper()
+	if s.replicaArgs == nil {
+		t.Fatal("AddManagerReplica needs a System started with Options.Replicated")
+	}
+	r := &Replica{XDSAddr: testsupport.Loopback(testsupport.FreePort(t)),
+		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t)), ProbeAddr: testsupport.Loopback(testsupport.FreePort(t))}
+	s.replicasMu.Lock()
+	n := len(s.replicas)
+	s.replicasMu.Unlock()
+	r.Process = testsupport.StartProcess(t, fmt.Sprintf("kubelb-%d", n), testsupport.BuildBinary(t, "./cmd/kubelb"),
+		s.replicaArgs(r.XDSAddr, r.MetricsAddr, r.ProbeAddr)...)
+	testsupport.WaitHTTP200(t, r.Process, "http://"+r.ProbeAddr+"/readyz", 2*time.Minute)
+	s.replicasMu.Lock()
+	s.replicas = append(s.replicas, r)
+	s.replicasMu.Unlock()
+	return r
+}
+
+// IsLeader reports whether the replica holds the manager's leader lease, from its own
+// leader_election_master_status metric.
+func (r *Replica) IsLeader() (bool, error) {
+	resp, err := http.Get("http://" + r.MetricsAddr + "/metrics")
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "leader_election_master_status{") && strings.Contains(line, `name="`+ManagerLeaderElectionID+`"`) {
+			return strings.HasSuffix(strings.TrimSpace(line), " 1"), nil
+		}
+	}
+	return false, nil
+}
+
+// ManagerLeaderElectionID is the name of the manager's leader Lease (in ManagerNamespace).
+const ManagerLeaderElectionID = "kubelb-manager.kubelb.k8c.io"
 
 // StartManager starts (or restarts) the manager binary and waits until it is ready.
 func (s *System) StartManager() {
@@ -94,6 +213,11 @@ func (s *System) StartManager() {
 	t.Helper()
 	s.Manager = testsupport.StartProcess(t, "kubelb", testsupport.BuildBinary(t, "./cmd/kubelb"), s.ManagerArgs...)
 	testsupport.WaitHTTP200(t, s.Manager, "http://"+s.ProbeAddr+"/readyz", 2*time.Minute)
+	s.replicasMu.Lock()
+	if len(s.replicas) > 0 {
+		s.replicas[0].Process = s.Manager
+	}
+	s.replicasMu.Unlock()
 }
 
 // StopManager stops the manager with SIGTERM and checks it exits cleanly.
@@ -134,6 +258,9 @@ type TenantOptions struct {
 	// EndpointAllow is the Tenant's spec.endpointPolicy.allow (default: LoopbackCIDR and
 	// LoopbackIPv6CIDR).
 	EndpointAllow []string
+	// HubServer replaces the hub API server address in the kubeconfig the manager made for
+	// the ccm (e.g. an APIProxy's URL).
+	HubServer string
 }
 
 // AddTenant onboards a tenant whose ccm runs with the tenant cluster's admin credentials.
@@ -166,7 +293,14 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 		return s.Hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, secret)
 	})
 	kubeconfig := filepath.Join(t.TempDir(), "kubelb-"+name)
-	if err := os.WriteFile(kubeconfig, secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], 0o600); err != nil {
+	hubKubeconfig := secret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey]
+	if opts.HubServer != "" {
+		var err error
+		if hubKubeconfig, err = RewriteKubeconfigServer(hubKubeconfig, opts.HubServer); err != nil {
+			t.Fatalf("pointing the ccm kubeconfig of tenant %s at %s: %v", name, opts.HubServer, err)
+		}
+	}
+	if err := os.WriteFile(kubeconfig, hubKubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < opts.Nodes; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type Traffic struct {
 	ok       map[string]int64
 	failed   map[string]int64
 	failures []string
+	pods     map[string]int64
 
 	stop, done chan struct{}
 	once       sync.Once
@@ -46,6 +48,9 @@ type TrafficResult struct {
 	// Failures says when (phase and time into it) and how each failed request failed; at
 	// most the first 100.
 	Failures []string
+	// Pods counts the answers by the backend (Pod) that gave them: on a loopback shared with
+	// another test, a Pod of that test may answer (see e2e/faults TestMain).
+	Pods map[string]int64
 }
 
 // Requests are all the requests of the result, ok or failed.
@@ -90,7 +95,7 @@ func (r TrafficResult) String() string {
 func StartTraffic(t testenv.TB, target string, every time.Duration, maxRequests int) *Traffic {
 	now := time.Now()
 	tr := &Traffic{target: target, start: now, phase: "start", phaseAt: now,
-		ok: map[string]int64{}, failed: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+		ok: map[string]int64{}, failed: map[string]int64{}, pods: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	t.Cleanup(func() { tr.Stop() })
 	go func() {
 		defer close(tr.done)
@@ -103,7 +108,7 @@ func StartTraffic(t testenv.TB, target string, every time.Duration, maxRequests 
 			tr.mu.Lock()
 			phase := tr.phase
 			tr.mu.Unlock()
-			_, err := testsupport.TCPRoundTrip(target, "traffic")
+			reply, err := testsupport.TCPRoundTrip(target, "traffic")
 			tr.mu.Lock()
 			if err != nil {
 				tr.failed[phase]++
@@ -112,6 +117,7 @@ func StartTraffic(t testenv.TB, target string, every time.Duration, maxRequests 
 				}
 			} else {
 				tr.ok[phase]++
+				tr.pods[reply.Pod]++
 			}
 			tr.mu.Unlock()
 			select {
@@ -135,7 +141,8 @@ func (tr *Traffic) Phase(name string) {
 func (tr *Traffic) Result() TrafficResult {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	r := TrafficResult{OK: map[string]int64{}, Failed: map[string]int64{}, Failures: append([]string(nil), tr.failures...)}
+	r := TrafficResult{OK: map[string]int64{}, Failed: map[string]int64{}, Failures: append([]string(nil), tr.failures...),
+		Pods: maps.Clone(tr.pods)}
 	for k, v := range tr.ok {
 		r.OK[k] = v
 	}

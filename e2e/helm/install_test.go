@@ -110,9 +110,9 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	} {
 		must(t, "creating namespace "+name, hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}))
 	}
-	// ServiceMonitor needs the Prometheus Operator's CRDs, which envtest lacks; helm template
-	// covers it.
-	out := Install(t, hub, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart), "--set", "serviceMonitor.enabled=false")
+	// ServiceMonitor and PrometheusRule need the Prometheus Operator's CRDs, which envtest
+	// lacks; helm template covers them.
+	out := Install(t, hub, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart), "--set", "serviceMonitor.enabled=false", "--set", "prometheusRule.enabled=false")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Fatalf("helm install:\n%s", out)
 	}
@@ -270,7 +270,7 @@ func TestCCMChartInstallAndRBAC(t *testing.T) {
 	must(t, "creating the hub kubeconfig Secret", tenant.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubelb-hub"},
 		Data:       map[string][]byte{"kubelb": []byte("apiVersion: v1\nkind: Config\n")}}))
-	out := Install(t, tenant, CCMChart, "kubelb-ccm", ns, "-f", FullValues(CCMChart), "--set", "serviceMonitor.enabled=false")
+	out := Install(t, tenant, CCMChart, "kubelb-ccm", ns, "-f", FullValues(CCMChart), "--set", "serviceMonitor.enabled=false", "--set", "prometheusRule.enabled=false")
 	if !strings.Contains(out, "STATUS: deployed") {
 		t.Fatalf("helm install:\n%s", out)
 	}

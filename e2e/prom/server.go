@@ -48,6 +48,12 @@ type Server struct {
 // ends.
 func Start(t testenv.TB, targets map[string][]string) *Server {
 	t.Helper()
+	return start(t, targets, nil)
+}
+
+// start is Start loading ruleFiles (rule_files of prometheus.yml; absolute paths) too.
+func start(t testenv.TB, targets map[string][]string, ruleFiles []string) *Server {
+	t.Helper()
 	dir := t.TempDir()
 	type staticConfig struct {
 		Targets []string `json:"targets"`
@@ -72,6 +78,9 @@ func Start(t testenv.TB, targets map[string][]string) *Server {
 			"evaluation_interval": ScrapeInterval.String(),
 		},
 		"scrape_configs": scrapes,
+	}
+	if len(ruleFiles) > 0 {
+		cfg["rule_files"] = ruleFiles
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -32,7 +32,13 @@ const EventSource = "kubelb-ccm"
 
 // hubProbeInterval is how often the ccm asks the hub something while it has nothing to
 // write, so that CCMClusterConnected also tells the truth on a quiet system.
-const hubProbeInterval = 30 * time.Second
+const hubProbeInterval = 10 * time.Second
+
+// hubProbeTimeout bounds one probe: a hub behind a partition (a black hole: nothing
+// answers, nothing is refused) would otherwise hold the request until the HTTP/2 health
+// check gives up on the connection (45 s), and the metric would say "connected" all along.
+// A list of at most one TenantState answers in milliseconds.
+const hubProbeTimeout = 5 * time.Second
 
 // RBAC the ccm needs on the hub, in the tenant's namespace only (the Role the manager makes for
 // each Tenant; deliberately not a +kubebuilder:rbac marker, which would land in the ccm's
@@ -276,6 +282,13 @@ type hubProbe struct {
 // NeedLeaderElection is false: connectivity matters on standby replicas too.
 func (p *hubProbe) NeedLeaderElection() bool { return false }
 
+// probe asks the hub once, within hubProbeTimeout.
+func (p *hubProbe) probe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, hubProbeTimeout)
+	defer cancel()
+	_ = p.reader.List(ctx, &v1alpha1.TenantStateList{}, client.InNamespace(p.namespace), client.Limit(1))
+}
+
 // Start probes until ctx ends.
 func (p *hubProbe) Start(ctx context.Context) error {
 	t := time.NewTicker(hubProbeInterval)
@@ -285,7 +298,7 @@ func (p *hubProbe) Start(ctx context.Context) error {
 			return nil
 		}
 		// The answer is recorded by hubReader; errors show in the metrics only.
-		_ = p.reader.List(ctx, &v1alpha1.TenantStateList{}, client.InNamespace(p.namespace), client.Limit(1))
+		p.probe(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

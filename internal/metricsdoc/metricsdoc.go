@@ -125,8 +125,9 @@ func Render(ms []Metric, panels map[string][]string) []byte {
 
 Both binaries serve Prometheus metrics over plain HTTP at ` + "`/metrics`" + ` on ` + "`--metrics-addr`" + `
 (manager ` + "`:9443`" + `, ccm ` + "`:9445`" + `; ` + "`0`" + ` turns the endpoint off). The Helm charts expose that port on
-their Service and can create a Prometheus Operator ` + "`ServiceMonitor`" + ` (` + "`serviceMonitor.enabled`" + `) and the
-Grafana dashboards (` + "`grafanaDashboards.enabled`" + `). Next to the metrics below, both serve
+their Service and can create a Prometheus Operator ` + "`ServiceMonitor`" + ` (` + "`serviceMonitor.enabled`" + `), the
+Grafana dashboards (` + "`grafanaDashboards.enabled`" + `) and a ` + "`PrometheusRule`" + ` with the alerts of
+` + "`files/alerts.yaml`" + ` (` + "`prometheusRule.enabled`" + `; what each alert means: [operations.md](operations.md#alerts)). Next to the metrics below, both serve
 controller-runtime's own (` + "`controller_runtime_reconcile_*`" + `, ` + "`workqueue_*`" + `, ` + "`rest_client_*`" + `,
 ` + "`leader_election_master_status`" + `) and the Go and process collectors.
 

@@ -214,7 +214,8 @@ func (p *Process) Stop(timeout time.Duration) (int, error) {
 	return 0, p.err
 }
 
-// Kill ends the process by its PID, if it still runs, and waits for it.
+// Kill ends the process by its PID with SIGKILL (nothing is flushed or released), if it still
+// runs, and waits for it.
 func (p *Process) Kill() {
 	if !p.Exited() {
 		_ = p.Cmd.Process.Kill()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -48,7 +49,11 @@ type sent struct {
 // it rejected, so go-control-plane's cache sees an outdated proxy and answers at once with the
 // same rejected snapshot, which Envoy rejects again, as fast as both can go (Envoy 1.40,
 // go-control-plane 0.14). So a NACK of the latest response is recorded as being at the
-// rejected version: the proxy then gets nothing until the snapshot changes.
+// rejected version: the proxy then gets nothing until the snapshot changes, or until the
+// retry delay has passed (see retryCache): some rejections go away by themselves (a listener
+// port another process held is free again), and the snapshot may not change for hours.
+// The delay doubles with every NACK of the stream and type, from RetryRejectedAfter up to
+// RetryRejectedAtMost, and starts over when the proxy accepts that type.
 type callbacks struct {
 	serverv3.CallbackFuncs
 	log      logr.Logger
@@ -64,7 +69,25 @@ type callbacks struct {
 	sent       map[stream]map[string]sent // last response per stream and type URL
 	// rejected: the type URLs whose latest response the stream's proxy rejected.
 	rejected map[stream]map[string]bool
+	// backoff: the retry delay of the next held NACK per stream and type URL.
+	backoff map[stream]map[string]time.Duration
+	// held: the NACK requests being held (see holdRejected), until retryCache takes them.
+	held map[*discoveryv3.DiscoveryRequest]heldNACK
 }
+
+// heldNACK is a NACK of the latest response that the cache is to hold at the rejected
+// version for delay, then answer with the current snapshot again.
+type heldNACK struct {
+	stream  stream
+	version string
+	delay   time.Duration
+}
+
+// The retry delays of a rejected response (see callbacks); variables for tests.
+var (
+	RetryRejectedAfter  = 5 * time.Second
+	RetryRejectedAtMost = 30 * time.Second
+)
 
 // Rejection is Envoy's answer to a configuration: a proxy rejected (NACKed) the resources of
 // one type at one version, or (Resolved) a proxy that had rejected a type accepted a later
@@ -85,7 +108,8 @@ type Rejection struct {
 
 func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
-		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{}}
+		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{},
+		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{}}
 	c.StreamOpenFunc = func(ctx context.Context, id int64, _ string) error { return c.open(ctx, stream{id: id}) }
 	c.DeltaStreamOpenFunc = func(ctx context.Context, id int64, _ string) error {
 		return c.open(ctx, stream{delta: true, id: id})
@@ -135,17 +159,36 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 
 // holdRejected makes a NACK of the latest response on the stream look like a request at the
 // rejected version, so the cache waits for a new snapshot instead of resending the rejected
-// one. The server hands this same request to the cache right after the callback. It returns
-// the rejected version, "" when the NACK is not of the latest response.
+// one, and marks it held for the retry delay (retryCache). The server hands this same
+// request to the cache right after the callback. It returns the rejected version, "" when
+// the NACK is not of the latest response.
 func (c *callbacks) holdRejected(s stream, req *discoveryv3.DiscoveryRequest) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last, ok := c.sent[s][req.GetTypeUrl()]
-	if ok && last.nonce == req.GetResponseNonce() {
-		req.VersionInfo = last.version
-		return last.version
+	if !ok || last.nonce != req.GetResponseNonce() {
+		return ""
 	}
-	return ""
+	req.VersionInfo = last.version
+	if c.backoff[s] == nil {
+		c.backoff[s] = map[string]time.Duration{}
+	}
+	delay := c.backoff[s][req.GetTypeUrl()]
+	if delay == 0 {
+		delay = RetryRejectedAfter
+	}
+	c.backoff[s][req.GetTypeUrl()] = min(2*delay, RetryRejectedAtMost)
+	c.held[req] = heldNACK{stream: s, version: last.version, delay: min(delay, RetryRejectedAtMost)}
+	return last.version
+}
+
+// takeHeld returns (and forgets) the hold of a request holdRejected marked.
+func (c *callbacks) takeHeld(req *discoveryv3.DiscoveryRequest) (heldNACK, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[req]
+	delete(c.held, req)
+	return h, ok
 }
 
 // answer hands a NACK, or an ACK of the latest response after a NACK, to the hook.
@@ -159,6 +202,7 @@ func (c *callbacks) answer(s stream, req *discoveryv3.DiscoveryRequest, rejected
 	acked := ok && req.GetResponseNonce() == last.nonce && req.GetVersionInfo() == last.version && c.rejected[s][req.GetTypeUrl()]
 	if acked {
 		delete(c.rejected[s], req.GetTypeUrl())
+		delete(c.backoff[s], req.GetTypeUrl())
 	}
 	p, hook := c.streams[s], c.onReject
 	c.mu.Unlock()
@@ -283,6 +327,12 @@ func (c *callbacks) closed(s stream) {
 		}
 	}
 	delete(c.rejected, s)
+	delete(c.backoff, s)
+	for req, h := range c.held {
+		if h.stream == s {
+			delete(c.held, req)
+		}
+	}
 	delete(c.streams, s)
 	delete(c.sent, s)
 	c.proxies[p]--

@@ -530,6 +530,10 @@ func TestEnvoy(t *testing.T) {
 	})
 
 	t.Run("nack is counted", func(t *testing.T) {
+		// Not re-sent while this test looks (TestEnvoyRetriesRejectedListener covers that).
+		after := RetryRejectedAfter
+		RetryRejectedAfter = time.Hour
+		defer func() { RetryRejectedAfter = after }()
 		// A listener port some other process holds: valid config, but Envoy cannot bind it.
 		busy, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

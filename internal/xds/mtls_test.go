@@ -255,8 +255,10 @@ func TestXDSRequiresTenantCertificate(t *testing.T) {
 				t.Errorf("%s for a tenant without configuration: %v, %v; want PermissionDenied", kind, got, err)
 			}
 		}
-		if slices.Contains(srv.cache.GetStatusKeys(), unknown) {
-			t.Errorf("the snapshot cache has an entry for %s", unknown)
+		for _, c := range []cache.SnapshotCache{srv.ordered, srv.endpoints} {
+			if slices.Contains(c.GetStatusKeys(), unknown) {
+				t.Errorf("a snapshot cache has an entry for %s", unknown)
+			}
 		}
 		if n := tenantSeries(t, unknown); n != before || n != 0 {
 			t.Errorf("%d metric series name %s, want 0", n, unknown)

@@ -16,7 +16,10 @@
 // it would reject; each type is versioned by a hash of its content, so an unchanged tenant is
 // never re-pushed and a change of one type re-sends only that type (and endpoints with
 // clusters, see newSnapshot). Envoy's answers (NACKs, and ACKs after a NACK) are handed to
-// the OnRejection hook.
+// the OnRejection hook. A rejected response is not re-sent at once (a NACK storm), but again
+// after a delay that doubles with every NACK (RetryRejectedAfter up to RetryRejectedAtMost),
+// so a rejection that goes away by itself (a listener port held by another process) heals
+// without a change of the snapshot.
 package xds
 
 import (
@@ -72,10 +75,16 @@ func (tenantHash) ID(node *corev3.Node) string { return node.GetCluster() }
 // Server is the xDS server of the manager: a snapshot cache keyed by tenant and the gRPC
 // services that serve it. It is safe for concurrent use.
 type Server struct {
-	log   logr.Logger
-	cache cache.SnapshotCache
-	cb    *callbacks
-	tls   *tls.Config
+	log logr.Logger
+	// cache serves the proxies: endpoints from endpoints, every other type from ordered.
+	cache cache.Cache
+	// ordered holds the whole snapshot and answers in ADS order (clusters before listeners).
+	ordered cache.SnapshotCache
+	// endpoints holds the endpoints alone and answers any request for a subset of them (see
+	// NewServer).
+	endpoints cache.SnapshotCache
+	cb        *callbacks
+	tls       *tls.Config
 
 	mu       sync.Mutex
 	versions map[string]string // tenant → version of its current snapshot
@@ -87,10 +96,24 @@ type Server struct {
 // run without it.
 func NewServer(logger logr.Logger, creds *tls.Config) *Server {
 	s := &Server{
-		log:      logger,
-		cache:    cache.NewSnapshotCache(true, tenantHash{}, cacheLogger(logger.WithName("cache"))),
-		tls:      creds,
-		versions: map[string]string{},
+		log:       logger,
+		ordered:   cache.NewSnapshotCache(true, tenantHash{}, cacheLogger(logger.WithName("cache"))),
+		endpoints: cache.NewSnapshotCache(false, tenantHash{}, cacheLogger(logger.WithName("cache"))),
+		tls:       creds,
+		versions:  map[string]string{},
+	}
+	// Endpoints are served from a cache without go-control-plane's ADS rule that answers a
+	// request only when it names every endpoint resource of the snapshot. Under that rule a
+	// proxy could wait for endpoints for its initial fetch timeout (15 s): a new snapshot
+	// adds cluster B while the proxy is still taking the one that added cluster A; the proxy
+	// asks for the endpoints of A, the snapshot has those of A and B, and the request is
+	// dropped without a watch. The proxy holds its cluster update until A's endpoints arrive,
+	// so it never learns of B and never asks again. Served from this cache, the request is
+	// answered with the endpoints it names (TestEndpointsWhileClustersGrow).
+	s.cache = &cache.MuxCache{
+		Classify:      func(r *cache.Request) string { return cacheFor(r.GetTypeUrl()) },
+		ClassifyDelta: func(r *cache.DeltaRequest) string { return cacheFor(r.GetTypeUrl()) },
+		Caches:        map[string]cache.Cache{orderedCache: s.ordered, endpointsCache: s.endpoints},
 	}
 	s.cb = newCallbacks(logger, s.hasTenant)
 	return s
@@ -102,6 +125,40 @@ func (s *Server) hasTenant(tenant string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.versions[tenant]
 	return ok
+}
+
+// The caches of a Server, by what MuxCache.Classify answers.
+const (
+	orderedCache   = "ordered"
+	endpointsCache = "endpoints"
+)
+
+// cacheFor names the cache that serves a type.
+func cacheFor(typeURL string) string {
+	if typeURL == resource.EndpointType {
+		return endpointsCache
+	}
+	return orderedCache
+}
+
+// snapshotCache is the cache that serves a type.
+func (s *Server) snapshotCache(typeURL string) cache.SnapshotCache {
+	if cacheFor(typeURL) == endpointsCache {
+		return s.endpoints
+	}
+	return s.ordered
+}
+
+// setSnapshot sets snap in both caches: first the ordered one (clusters, listeners, ...),
+// then the endpoints, so that a proxy receives a changed cluster before the endpoints that
+// complete it.
+func (s *Server) setSnapshot(ctx context.Context, tenant string, snap *cache.Snapshot) error {
+	if err := s.ordered.SetSnapshot(ctx, tenant, snap); err != nil {
+		return err
+	}
+	eds := &cache.Snapshot{}
+	eds.Resources[types.Endpoint] = snap.Resources[types.Endpoint]
+	return s.endpoints.SetSnapshot(ctx, tenant, eds)
 }
 
 // serverTLS is creds with client certificates required and verified, also in the
@@ -168,7 +225,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		_ = lis.Close()
 		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
 	}
-	xds := serverv3.NewServer(ctx, s.cache, s.cb)
+	xds := serverv3.NewServer(ctx, &retryCache{Cache: s.cache, srv: s}, s.cb)
 	g := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
@@ -236,7 +293,7 @@ func (s *Server) SetTenant(ctx context.Context, tenant string, res Resources) (b
 	if s.versions[tenant] == version {
 		return false, nil
 	}
-	if err := s.cache.SetSnapshot(ctx, tenant, snap); err != nil {
+	if err := s.setSnapshot(ctx, tenant, snap); err != nil {
 		return false, fmt.Errorf("setting snapshot for tenant %s: %w", tenant, err)
 	}
 	s.versions[tenant] = version
@@ -261,7 +318,7 @@ func (s *Server) RemoveTenant(tenant string) {
 	}
 	snap, _, err := newSnapshot(nil)
 	if err == nil {
-		err = s.cache.SetSnapshot(context.Background(), tenant, snap)
+		err = s.setSnapshot(context.Background(), tenant, snap)
 	}
 	if err != nil {
 		s.log.Error(err, "setting the empty snapshot of a removed tenant", "tenant", tenant)
@@ -284,7 +341,7 @@ func (s *Server) Version(tenant string) string {
 // when there is none. Versions are content hashes, so every replica gives the same
 // configuration the same versions.
 func (s *Server) TypeVersion(tenant string, typeURL string) string {
-	snap, err := s.cache.GetSnapshot(tenant)
+	snap, err := s.ordered.GetSnapshot(tenant)
 	if err != nil {
 		return ""
 	}

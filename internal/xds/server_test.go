@@ -82,8 +82,11 @@ func TestSetTenantVersions(t *testing.T) {
 	if srv.Version(tenant) != "" {
 		t.Error("version kept after RemoveTenant")
 	}
-	if snap, err := srv.cache.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.ListenerType)) != 0 {
+	if snap, err := srv.ordered.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.ListenerType)) != 0 {
 		t.Errorf("after RemoveTenant the cache holds %v, %v; want an empty snapshot", snap, err)
+	}
+	if snap, err := srv.endpoints.GetSnapshot(tenant); err != nil || len(snap.GetResources(resource.EndpointType)) != 0 {
+		t.Errorf("after RemoveTenant the endpoints cache holds %v, %v; want an empty snapshot", snap, err)
 	}
 	srv.RemoveTenant("never-seen") // no-op
 }
@@ -135,8 +138,54 @@ func TestCallbacks(t *testing.T) {
 	if got := nacks() - nacksBefore; got != 2 {
 		t.Errorf("nacks grew by %v, want 2", got)
 	}
+	// The held NACK is re-sent after a delay that doubles with every NACK, up to a bound,
+	// and starts over once the proxy accepts the type; a NACK of an older response is not held.
+	if h, ok := c.takeHeld(nack); !ok || h.delay != RetryRejectedAfter || h.version != "bad" {
+		t.Errorf("held %+v, %v; want version bad for %s", h, ok, RetryRejectedAfter)
+	}
+	if _, ok := c.takeHeld(stale); ok {
+		t.Error("a NACK of an older response is held")
+	}
+	want := RetryRejectedAfter
+	for i, nonce := range []string{"8", "9", "10", "11", "12", "13"} {
+		c.OnStreamResponse(context.Background(), 10, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resource.ListenerType, VersionInfo: "bad" + nonce, Nonce: nonce})
+		again := &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: "good", ResponseNonce: nonce, ErrorDetail: &status.Status{Message: "no"}}
+		if err := c.OnStreamRequest(10, again); err != nil {
+			t.Fatal(err)
+		}
+		want = min(2*want, RetryRejectedAtMost)
+		if h, _ := c.takeHeld(again); h.delay != want {
+			t.Errorf("NACK %d held for %s, want %s", i+2, h.delay, want)
+		}
+	}
+	if want != RetryRejectedAtMost {
+		t.Errorf("the delay did not reach its bound: %s", want)
+	}
+	c.OnStreamResponse(context.Background(), 10, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resource.ListenerType, VersionInfo: "fixed", Nonce: "14"})
+	if err := c.OnStreamRequest(10, &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: "fixed", ResponseNonce: "14"}); err != nil {
+		t.Fatal(err)
+	}
+	c.OnStreamResponse(context.Background(), 10, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resource.ListenerType, VersionInfo: "bad2", Nonce: "15"})
+	afterACK := &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: "fixed", ResponseNonce: "15", ErrorDetail: &status.Status{Message: "no"}}
+	if err := c.OnStreamRequest(10, afterACK); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.held) != 1 {
+		t.Errorf("%d NACKs held, want 1", len(c.held))
+	}
+	if h, _ := c.takeHeld(afterACK); h.delay != RetryRejectedAfter {
+		t.Errorf("after an ACK, a NACK is held for %s, want %s again", h.delay, RetryRejectedAfter)
+	}
 
+	// A held NACK the server never hands to the cache is forgotten with its stream.
+	c.OnStreamResponse(context.Background(), 10, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resource.ListenerType, VersionInfo: "bad3", Nonce: "16"})
+	if err := c.OnStreamRequest(10, &discoveryv3.DiscoveryRequest{TypeUrl: resource.ListenerType, ResponseNonce: "16", ErrorDetail: &status.Status{Message: "no"}}); err != nil {
+		t.Fatal(err)
+	}
 	c.OnStreamClosed(10, node)
+	if len(c.held) != 0 || len(c.backoff) != 0 {
+		t.Errorf("after the stream closed: %d held NACKs, %d backoffs", len(c.held), len(c.backoff))
+	}
 	if got := connected(); got != 1 {
 		t.Fatalf("connected = %v after closing one of two streams, want 1", got)
 	}
