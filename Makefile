@@ -83,6 +83,15 @@ conformance: tools ## Run the Gateway API conformance suite (also part of `make 
 	KUBELB_CONFORMANCE_REPORT=$(CURDIR)/docs/conformance/gateway-api-v1.6.3-report.yaml \
 	  go test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestGatewayAPIConformance$$' ./e2e/conformance/
 
+# SOAK_DURATION is the churn of `make soak` (the short form in `make test` churns 75 s). The
+# test's timeout is the churn plus 15 minutes of set-up and checks (Go durations add up:
+# "30m15m" is 45 minutes).
+SOAK_DURATION ?= 10m
+
+.PHONY: soak
+soak: tools ## Run only the soak (issue 13), churning for SOAK_DURATION (default 10m): make soak SOAK_DURATION=30m.
+	SOAK_DURATION=$(SOAK_DURATION) go test -count=1 -v -timeout $(SOAK_DURATION)15m -run '^TestSoak$$' ./e2e/faults/
+
 .PHONY: bench
 bench: ## Run the Go benchmarks.
 	go test -run '^$$' -bench . -benchmem ./...
