@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -39,26 +38,6 @@ func roundTrips(t *testing.T, target string, n int) map[string]int {
 		seen[reply.Node]++
 	}
 	return seen
-}
-
-// waitServiceEvent waits for an Event of type and reason on the tenant Service default/name
-// whose note carries the hub's words ("kubelb: ...").
-func waitServiceEvent(t *testing.T, c client.Client, name, typ, reason string) {
-	t.Helper()
-	testsupport.Eventually(t, time.Minute, fmt.Sprintf("a %s Event %s on Service %s", typ, reason, name), func() error {
-		evs := &eventsv1.EventList{}
-		if err := c.List(context.Background(), evs, client.InNamespace("default")); err != nil {
-			return err
-		}
-		var seen []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Service" && e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.HasPrefix(e.Note, "kubelb: ") {
-				return nil
-			}
-			seen = append(seen, e.Regarding.Name+":"+e.Type+"/"+e.Reason)
-		}
-		return fmt.Errorf("events %v", seen)
-	})
 }
 
 func TestL4EndToEnd(t *testing.T) {
@@ -131,11 +110,11 @@ func TestL4EndToEnd(t *testing.T) {
 		for _, n := range []string{"a-node-0", "a-node-1"} {
 			framework.SetNodeReady(t, pair.Tenant.Client, n, false)
 		}
-		waitServiceEvent(t, pair.Tenant.Client, "web", corev1.EventTypeWarning, "NoEndpoints")
+		a.WaitServiceEvent(t, "web", corev1.EventTypeWarning, "NoEndpoints")
 		for _, n := range []string{"a-node-0", "a-node-1"} {
 			framework.SetNodeReady(t, pair.Tenant.Client, n, true)
 		}
-		waitServiceEvent(t, pair.Tenant.Client, "web", corev1.EventTypeNormal, "Programmed")
+		a.WaitServiceEvent(t, "web", corev1.EventTypeNormal, "Programmed")
 		framework.WaitServes(t, webTarget, "a-node-0", "a-node-1")
 	})
 

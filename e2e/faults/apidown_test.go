@@ -73,7 +73,7 @@ func TestHubAPIServerUnreachable(t *testing.T) {
 	waitConverged(t, sys, a)
 	waitMetric(t, a.MetricsAddr, ccmConnected, 1, time.Minute)
 	removedBefore := envoy.Counters(t, envoyRemovals...)
-	portsBefore, hubPortsBefore, addressBefore := a.ListenerPorts(web), a.HubServicePorts(web), a.Ingress("web")
+	before := a.Footprint(web)
 
 	traffic := framework.StartTraffic(t, target, cutRequestEvery, 20*60*5) // 5 minutes' worth
 	deleted, exitsInCuts := 0, 0
@@ -186,15 +186,7 @@ func TestHubAPIServerUnreachable(t *testing.T) {
 		}
 	}
 	// The stable Service kept its listener port, hub Service ports and address.
-	if after := a.ListenerPorts(web); !maps.Equal(after, portsBefore) {
-		t.Errorf("the LoadBalancer's listener ports changed: %v → %v", portsBefore, after)
-	}
-	if after := a.HubServicePorts(web); after != hubPortsBefore {
-		t.Errorf("the hub Service's ports changed: %s → %s", hubPortsBefore, after)
-	}
-	if after := a.Ingress("web"); after != addressBefore {
-		t.Errorf("the tenant Service's address changed: %s → %s", addressBefore, after)
-	}
+	a.ExpectFootprint(t, before)
 	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 }
 

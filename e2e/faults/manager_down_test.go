@@ -49,14 +49,12 @@ func TestManagerDownFor60s(t *testing.T) {
 	a.WaitAddress("web", 2*time.Minute)
 	a.StartBackends(web)
 	envoy := a.StartEnvoy(framework.EnvoyBootstrap)
-	portsBefore := a.ListenerPorts(web)
-	target := fmt.Sprintf("127.0.0.1:%d", portsBefore["http"])
+	before := a.Footprint(web)
+	target := fmt.Sprintf("127.0.0.1:%d", before.Listener("http"))
 	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 	framework.WaitEnvoyConnected(t, envoy, 1)
 
 	oldLeader := sys.Hub.WaitLeaseHolder(t, framework.ManagerNamespace, managerLease, time.Minute)
-	addressBefore := a.Ingress("web")
-	hubPortsBefore := a.HubServicePorts(web)
 	versionsBefore := envoy.XDSVersions(t)
 	sentBefore := envoy.SubscriptionVersions(t)
 	churnBefore := envoy.Counters(t, envoyConfigChurn...)
@@ -145,14 +143,6 @@ func TestManagerDownFor60s(t *testing.T) {
 			t.Errorf("Envoy's %s went %d → %d across the restart", name, churnBefore[name], churnAfter[name])
 		}
 	}
-	if after := a.ListenerPorts(web); !maps.Equal(after, portsBefore) {
-		t.Errorf("the LoadBalancer's listener ports changed: %v → %v", portsBefore, after)
-	}
-	if after := a.HubServicePorts(web); after != hubPortsBefore {
-		t.Errorf("the hub Service's ports changed: %s → %s", hubPortsBefore, after)
-	}
-	if after := a.Ingress("web"); after != addressBefore {
-		t.Errorf("the tenant Service's address changed: %s → %s", addressBefore, after)
-	}
+	a.ExpectFootprint(t, before)
 	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -119,7 +118,7 @@ func TestPartialNACK(t *testing.T) {
 	if lb.Reason != "Rejected" || !strings.Contains(lb.Message, "cannot bind") || !strings.Contains(lb.Message, fmt.Sprint(blockedPort)) {
 		t.Errorf("the condition does not say Envoy rejected the listener it could not bind on port %d: %s: %s", blockedPort, lb.Reason, lb.Message)
 	}
-	waitEvent(t, a.Cluster.Client, "blocked", corev1.EventTypeWarning, "Rejected")
+	a.WaitServiceEvent(t, "blocked", corev1.EventTypeWarning, "Rejected")
 	// The stable LoadBalancer of the same tenant is still Programmed.
 	a.WaitProgrammed(webA, time.Minute)
 
@@ -225,26 +224,6 @@ func waitRejected(t *testing.T, sys *framework.System, tn *framework.Tenant, svc
 		return fmt.Errorf("no Programmed condition")
 	})
 	return out
-}
-
-// waitEvent waits for an Event of the ccm (its note starts with "kubelb: ") on the tenant
-// Service default/name.
-func waitEvent(t *testing.T, c client.Client, name, typ, reason string) {
-	t.Helper()
-	testsupport.Eventually(t, time.Minute, fmt.Sprintf("a %s Event %s on Service %s", typ, reason, name), func() error {
-		evs := &eventsv1.EventList{}
-		if err := c.List(context.Background(), evs, client.InNamespace("default")); err != nil {
-			return err
-		}
-		var seen []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Service" && e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.HasPrefix(e.Note, "kubelb: ") {
-				return nil
-			}
-			seen = append(seen, e.Regarding.Name+":"+e.Type+"/"+e.Reason)
-		}
-		return fmt.Errorf("events %v", seen)
-	})
 }
 
 // activeListeners returns the addresses (ip:port) of Envoy's active dynamic listeners.

@@ -48,7 +48,7 @@ func TestTenantAPIServerUnreachable(t *testing.T) {
 	framework.WaitEnvoyConnected(t, envoy, 1)
 	waitConverged(t, sys, a)
 	removedBefore := envoy.Counters(t, envoyRemovals...)
-	portsBefore, hubPortsBefore, addressBefore := a.ListenerPorts(web), a.HubServicePorts(web), a.Ingress("web")
+	before := a.Footprint(web)
 	hubBefore := hubObjects(t, sys, a)
 
 	traffic := framework.StartTraffic(t, target, cutRequestEvery, 20*60*3) // 3 minutes' worth
@@ -112,15 +112,7 @@ func TestTenantAPIServerUnreachable(t *testing.T) {
 		return nil
 	})
 	// The stable Service kept its listener port, hub Service ports and address.
-	if after := a.ListenerPorts(web); !maps.Equal(after, portsBefore) {
-		t.Errorf("the LoadBalancer's listener ports changed: %v → %v", portsBefore, after)
-	}
-	if after := a.HubServicePorts(web); after != hubPortsBefore {
-		t.Errorf("the hub Service's ports changed: %s → %s", hubPortsBefore, after)
-	}
-	if after := a.Ingress("web"); after != addressBefore {
-		t.Errorf("the tenant Service's address changed: %s → %s", addressBefore, after)
-	}
+	a.ExpectFootprint(t, before)
 	framework.WaitServes(t, target, "a-node-0", "a-node-1")
 }
 

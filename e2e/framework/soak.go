@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -83,7 +84,8 @@ func (tn *Tenant) CheckMirrors(ctx context.Context) error {
 			problems = append(problems, fmt.Sprintf("Service %s has no LoadBalancer", key))
 			continue
 		}
-		if want, got := servicePortSet(s.Spec.Ports), lbPortSet(lb.Spec.Ports); want != got {
+		if want, got := portSet(s.Spec.Ports, func(p corev1.ServicePort) (int32, corev1.Protocol) { return p.Port, p.Protocol }),
+			portSet(lb.Spec.Ports, func(p kubelbv1alpha1.LoadBalancerPort) (int32, corev1.Protocol) { return p.Port, p.Protocol }); want != got {
 			problems = append(problems, fmt.Sprintf("LoadBalancer of %s exposes %s, the Service %s", key, got, want))
 		}
 		if len(s.Status.LoadBalancer.Ingress) == 0 {
@@ -119,27 +121,12 @@ func (tn *Tenant) CheckMirrors(ctx context.Context) error {
 	return fmt.Errorf("%d Services, %d LoadBalancers, %d hub Services: %s", len(svcs), len(lbs.Items), len(hubSvcs.Items), strings.Join(problems, "; "))
 }
 
-func servicePortSet(ports []corev1.ServicePort) string {
+// portSet is ports as sorted "port/protocol" text (no protocol: TCP).
+func portSet[P any](ports []P, of func(P) (int32, corev1.Protocol)) string {
 	var out []string
 	for _, p := range ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		out = append(out, fmt.Sprintf("%d/%s", p.Port, proto))
-	}
-	slices.Sort(out)
-	return strings.Join(out, ",")
-}
-
-func lbPortSet(ports []kubelbv1alpha1.LoadBalancerPort) string {
-	var out []string
-	for _, p := range ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		out = append(out, fmt.Sprintf("%d/%s", p.Port, proto))
+		port, proto := of(p)
+		out = append(out, fmt.Sprintf("%d/%s", port, cmp.Or(proto, corev1.ProtocolTCP)))
 	}
 	slices.Sort(out)
 	return strings.Join(out, ",")

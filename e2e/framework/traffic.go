@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -282,4 +283,61 @@ lines:
 		sum += v
 	}
 	return sum, nil
+}
+
+// Footprint is what a tenant Service holds on the hub and shows the tenant: its LoadBalancer's
+// listener ports, its hub Service's ports and its address. A fault must change none of them.
+type Footprint struct {
+	service   *corev1.Service
+	listeners map[string]int32
+	hubPorts  string
+	address   string
+}
+
+// Footprint records the footprint of the tenant Service svc (default/svc.Name) now.
+func (tn *Tenant) Footprint(svc *corev1.Service) Footprint {
+	tn.sys.T.Helper()
+	return Footprint{service: svc, listeners: tn.ListenerPorts(svc), hubPorts: tn.HubServicePorts(svc), address: tn.Ingress(svc.Name)}
+}
+
+// ExpectFootprint reports, as errors of t, every part of a Service's footprint that differs
+// from was.
+func (tn *Tenant) ExpectFootprint(t interface {
+	Helper()
+	Errorf(format string, args ...any)
+}, was Footprint) {
+	t.Helper()
+	now := tn.Footprint(was.service)
+	if !maps.Equal(now.listeners, was.listeners) {
+		t.Errorf("the listener ports of %s changed: %v → %v", was.service.Name, was.listeners, now.listeners)
+	}
+	if now.hubPorts != was.hubPorts {
+		t.Errorf("the hub Service ports of %s changed: %s → %s", was.service.Name, was.hubPorts, now.hubPorts)
+	}
+	if now.address != was.address {
+		t.Errorf("the address of %s changed: %s → %s", was.service.Name, was.address, now.address)
+	}
+}
+
+// Listener is the Envoy listener port of the footprint's port name.
+func (f Footprint) Listener(name string) int32 { return f.listeners[name] }
+
+// WaitServiceEvent waits for an Event of type and reason on the tenant Service default/name
+// whose note carries the hub's words ("kubelb: ...").
+func (tn *Tenant) WaitServiceEvent(t testenv.TB, name, typ, reason string) {
+	t.Helper()
+	testsupport.Eventually(t, time.Minute, fmt.Sprintf("a %s Event %s on Service %s", typ, reason, name), func() error {
+		evs := &eventsv1.EventList{}
+		if err := tn.Cluster.Client.List(context.Background(), evs, client.InNamespace("default")); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Service" && e.Regarding.Name == name && e.Type == typ && e.Reason == reason && strings.HasPrefix(e.Note, "kubelb: ") {
+				return nil
+			}
+			seen = append(seen, e.Regarding.Name+":"+e.Type+"/"+e.Reason)
+		}
+		return fmt.Errorf("events %v", seen)
+	})
 }
