@@ -18,9 +18,6 @@ func TestConfigManagerHA(t *testing.T) {
 	chart := Template(t, ManagerChart, "kubelb-manager", ns)
 	cd := find(t, chart, "Deployment", "kubelb-manager")
 
-	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "2" {
-		t.Errorf("replicas %s, want 2", r)
-	}
 	if got, want := strategy(d), strategy(cd); got != want {
 		t.Errorf("strategy %s, want the chart's %s", got, want)
 	}
@@ -34,25 +31,13 @@ func TestConfigManagerHA(t *testing.T) {
 	if len(found) != 1 {
 		t.Fatalf("%d PodDisruptionBudgets in namespace %s, want 1", len(found), d.GetNamespace())
 	}
-	spec := found[0].Object["spec"].(map[string]any)
-	if jsonString(spec["maxUnavailable"]) != "1" || spec["minAvailable"] != nil {
-		t.Errorf("PodDisruptionBudget spec %s, want maxUnavailable 1 only", jsonString(spec))
-	}
-	sel, _, _ := unstructured.NestedStringMap(spec, "selector", "matchLabels")
-	if !selects(sel, pods) {
-		t.Errorf("PodDisruptionBudget selects %v, not the manager pods %v", sel, pods)
-	}
-
-	preferred, required := antiAffinity(t, d)
-	if len(preferred) != 1 || len(required) != 0 {
-		t.Fatalf("pod anti-affinity: %d preferred, %d required terms, want one preferred", len(preferred), len(required))
-	}
-	term := preferred[0]["podAffinityTerm"].(map[string]any)
+	preferred := expectHADefaults(t, d, found[0])
+	term := preferred["podAffinityTerm"].(map[string]any)
 	cpreferred, _ := antiAffinity(t, cd)
 	cterm := cpreferred[0]["podAffinityTerm"].(map[string]any)
-	if term["topologyKey"] != cterm["topologyKey"] || jsonString(preferred[0]["weight"]) != jsonString(cpreferred[0]["weight"]) ||
+	if term["topologyKey"] != cterm["topologyKey"] || jsonString(preferred["weight"]) != jsonString(cpreferred[0]["weight"]) ||
 		!selects(matchLabels(t, term), pods) {
 		t.Errorf("preferred anti-affinity %s: want the chart's weight and topology key (%s) against the manager pods %v",
-			jsonString(preferred[0]), jsonString(cpreferred[0]), pods)
+			jsonString(preferred), jsonString(cpreferred[0]), pods)
 	}
 }

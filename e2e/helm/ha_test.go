@@ -80,33 +80,17 @@ func TestManagerChartHAByDefault(t *testing.T) {
 	objs := Template(t, ManagerChart, "kubelb-manager", ns)
 	d := find(t, objs, "Deployment", "kubelb-manager")
 	pods := podLabels(t, d)
-	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "2" {
-		t.Errorf("replicas %s, want 2", r)
-	}
 	if got, want := strategy(d), `{"rollingUpdate":{"maxSurge":1,"maxUnavailable":0},"type":"RollingUpdate"}`; got != want {
 		t.Errorf("strategy %s, want %s (a new replica first, none down before it is ready)", got, want)
 	}
-
 	pdb := find(t, objs, "PodDisruptionBudget", "kubelb-manager")
 	if pdb.GetNamespace() != ns || pdb.GetAPIVersion() != "policy/v1" {
 		t.Errorf("PodDisruptionBudget %s/%s %s", pdb.GetNamespace(), pdb.GetName(), pdb.GetAPIVersion())
 	}
-	spec := pdb.Object["spec"].(map[string]any)
-	if jsonString(spec["maxUnavailable"]) != "1" || spec["minAvailable"] != nil {
-		t.Errorf("PodDisruptionBudget spec %s, want maxUnavailable 1 only", jsonString(spec))
-	}
-	sel, _, _ := unstructured.NestedStringMap(spec, "selector", "matchLabels")
-	if !selects(sel, pods) {
-		t.Errorf("PodDisruptionBudget selects %v, not the manager pods %v", sel, pods)
-	}
-
-	preferred, required := antiAffinity(t, d)
-	if len(preferred) != 1 || len(required) != 0 {
-		t.Fatalf("pod anti-affinity: %d preferred, %d required terms, want one preferred", len(preferred), len(required))
-	}
-	term := preferred[0]["podAffinityTerm"].(map[string]any)
-	if term["topologyKey"] != "kubernetes.io/hostname" || jsonString(preferred[0]["weight"]) != "100" || !selects(matchLabels(t, term), pods) {
-		t.Errorf("preferred anti-affinity %s: want weight 100, by hostname, against the manager pods %v", jsonString(preferred[0]), pods)
+	preferred := expectHADefaults(t, d, pdb)
+	term := preferred["podAffinityTerm"].(map[string]any)
+	if term["topologyKey"] != "kubernetes.io/hostname" || jsonString(preferred["weight"]) != "100" || !selects(matchLabels(t, term), pods) {
+		t.Errorf("preferred anti-affinity %s: want weight 100, by hostname, against the manager pods %v", jsonString(preferred), pods)
 	}
 	// Another release in the same namespace is not repelled: the selector names the instance.
 	if matchLabels(t, term)["app.kubernetes.io/instance"] != "kubelb-manager" {
@@ -196,4 +180,28 @@ func checkFullValuesHA(t *testing.T, objs []*unstructured.Unstructured) {
 	if !slices.Equal(keys, []string{"nodeAffinity", "podAntiAffinity"}) || len(required) != 1 || required[0]["topologyKey"] != "topology.kubernetes.io/zone" {
 		t.Errorf("affinity %s, want the values' nodeAffinity and a required anti-affinity by zone", jsonString(aff))
 	}
+}
+
+// expectHADefaults checks what both the chart and the kustomize install give the manager by
+// default: two replicas, a PodDisruptionBudget of maxUnavailable 1 only that selects the
+// Deployment's pods, and one preferred (no required) pod anti-affinity term, which it returns.
+func expectHADefaults(t *testing.T, d, pdb *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	pods := podLabels(t, d)
+	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "2" {
+		t.Errorf("replicas %s, want 2", r)
+	}
+	spec := pdb.Object["spec"].(map[string]any)
+	if jsonString(spec["maxUnavailable"]) != "1" || spec["minAvailable"] != nil {
+		t.Errorf("PodDisruptionBudget spec %s, want maxUnavailable 1 only", jsonString(spec))
+	}
+	sel, _, _ := unstructured.NestedStringMap(spec, "selector", "matchLabels")
+	if !selects(sel, pods) {
+		t.Errorf("PodDisruptionBudget selects %v, not the manager pods %v", sel, pods)
+	}
+	preferred, required := antiAffinity(t, d)
+	if len(preferred) != 1 || len(required) != 0 {
+		t.Fatalf("pod anti-affinity: %d preferred, %d required terms, want one preferred", len(preferred), len(required))
+	}
+	return preferred[0]
 }
