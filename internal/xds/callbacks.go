@@ -3,6 +3,8 @@ package xds
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,7 +47,7 @@ type sent struct {
 // connected while it has at least one open stream (with ADS that is exactly one), from its
 // first request on.
 //
-// NACK storms: a state-of-the-world NACK carries the last version Envoy accepted, not the one
+// NACK storms, state of the world: a NACK carries the last version Envoy accepted, not the one
 // it rejected, so go-control-plane's cache sees an outdated proxy and answers at once with the
 // same rejected snapshot, which Envoy rejects again, as fast as both can go (Envoy 1.40,
 // go-control-plane 0.14). So a NACK of the latest response is recorded as being at the
@@ -54,6 +56,15 @@ type sent struct {
 // port another process held is free again), and the snapshot may not change for hours.
 // The delay doubles with every NACK of the stream and type, from RetryRejectedAfter up to
 // RetryRejectedAtMost, and starts over when the proxy accepts that type.
+//
+// Delta: go-control-plane's delta server records the resources of a response as the proxy's
+// when it sends them, so a NACK causes no storm, but the rejected resources would never be
+// sent again (only changed ones are). So the callbacks remember which resources each response
+// carried; those of a NACKed response stay pending until a later response that carries them
+// is ACKed, and the cache re-sends the pending ones after the same growing delay (see
+// retryCache.CreateDeltaWatch). While resources are pending, each ACK of a newer version
+// reports the rejection again at that version (a snapshot change does not resolve it, unlike
+// state of the world, where every response carries every resource).
 type callbacks struct {
 	serverv3.CallbackFuncs
 	log      logr.Logger
@@ -73,6 +84,44 @@ type callbacks struct {
 	backoff map[stream]map[string]time.Duration
 	// held: the NACK requests being held (see holdRejected), until retryCache takes them.
 	held map[*discoveryv3.DiscoveryRequest]heldNACK
+	// delta: the state of each delta stream and type URL (NACK guard).
+	delta map[stream]map[string]*deltaType
+	// deltaHeld: the delta requests of a type with pending resources, until retryCache takes them.
+	deltaHeld map[*discoveryv3.DeltaDiscoveryRequest]heldDelta
+}
+
+// deltaType is what the callbacks know of one type on one delta stream.
+type deltaType struct {
+	// unanswered: the responses sent and not yet ACKed or NACKed, oldest first (at most
+	// maxUnanswered; Envoy answers each in order).
+	unanswered []deltaResponse
+	// last is the nonce of the latest response sent.
+	last string
+	// pending: the resources of NACKed responses not accepted since; version and message of
+	// the rejection as last reported.
+	pending  map[string]bool
+	version  string
+	message  string
+	retryDue time.Time
+}
+
+// deltaResponse is a delta response sent: its nonce, system version and resource names
+// (those it carried and those it removed).
+type deltaResponse struct {
+	nonce, version string
+	names          []string
+}
+
+// maxUnanswered bounds the delta responses remembered per stream and type.
+const maxUnanswered = 16
+
+// heldDelta marks a delta request whose type has pending resources: the cache is to re-send
+// them after delay unless a response answers the watch first (the latest response is then
+// no longer last).
+type heldDelta struct {
+	stream stream
+	last   string
+	delay  time.Duration
 }
 
 // heldNACK is a NACK of the latest response that the cache is to hold at the rejected
@@ -109,7 +158,8 @@ type Rejection struct {
 func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
 		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{},
-		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{}}
+		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{},
+		delta: map[stream]map[string]*deltaType{}, deltaHeld: map[*discoveryv3.DeltaDiscoveryRequest]heldDelta{}}
 	c.StreamOpenFunc = func(ctx context.Context, id int64, _ string) error { return c.open(ctx, stream{id: id}) }
 	c.DeltaStreamOpenFunc = func(ctx context.Context, id int64, _ string) error {
 		return c.open(ctx, stream{delta: true, id: id})
@@ -140,10 +190,11 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 		if err := c.request(s, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil); err != nil {
 			return err
 		}
-		if req.GetErrorDetail() != nil {
-			c.reject(s, req.GetTypeUrl(), "", req.GetErrorDetail().GetMessage())
-		}
+		c.deltaAnswer(s, req)
 		return nil
+	}
+	c.StreamDeltaResponseFunc = func(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+		c.deltaSent(stream{delta: true, id: id}, resp)
 	}
 	c.StreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{id: id}) }
 	c.DeltaStreamClosedFunc = func(id int64, _ *corev3.Node) { c.closed(stream{delta: true, id: id}) }
@@ -170,16 +221,130 @@ func (c *callbacks) holdRejected(s stream, req *discoveryv3.DiscoveryRequest) st
 		return ""
 	}
 	req.VersionInfo = last.version
+	c.held[req] = heldNACK{stream: s, version: last.version, delay: c.nextDelay(s, req.GetTypeUrl())}
+	return last.version
+}
+
+// nextDelay returns the retry delay of a NACK on the stream of the type, and doubles the
+// next one up to RetryRejectedAtMost. The caller holds c.mu.
+func (c *callbacks) nextDelay(s stream, typeURL string) time.Duration {
 	if c.backoff[s] == nil {
 		c.backoff[s] = map[string]time.Duration{}
 	}
-	delay := c.backoff[s][req.GetTypeUrl()]
+	delay := c.backoff[s][typeURL]
 	if delay == 0 {
 		delay = RetryRejectedAfter
 	}
-	c.backoff[s][req.GetTypeUrl()] = min(2*delay, RetryRejectedAtMost)
-	c.held[req] = heldNACK{stream: s, version: last.version, delay: min(delay, RetryRejectedAtMost)}
-	return last.version
+	c.backoff[s][typeURL] = min(2*delay, RetryRejectedAtMost)
+	return min(delay, RetryRejectedAtMost)
+}
+
+// deltaSent records a delta response about to be sent.
+func (c *callbacks) deltaSent(s stream, resp *discoveryv3.DeltaDiscoveryResponse) {
+	names := make([]string, 0, len(resp.GetResources())+len(resp.GetRemovedResources()))
+	for _, r := range resp.GetResources() {
+		names = append(names, r.GetName())
+	}
+	names = append(names, resp.GetRemovedResources()...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.deltaType(s, resp.GetTypeUrl())
+	if len(t.unanswered) == maxUnanswered {
+		t.unanswered = slices.Delete(t.unanswered, 0, 1)
+	}
+	t.unanswered = append(t.unanswered, deltaResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo(), names: names})
+	t.last = resp.GetNonce()
+}
+
+// deltaType returns the state of a type on a delta stream. The caller holds c.mu.
+func (c *callbacks) deltaType(s stream, typeURL string) *deltaType {
+	if c.delta[s] == nil {
+		c.delta[s] = map[string]*deltaType{}
+	}
+	t := c.delta[s][typeURL]
+	if t == nil {
+		t = &deltaType{}
+		c.delta[s][typeURL] = t
+	}
+	return t
+}
+
+// deltaAnswer handles an ACK or NACK on a delta stream. A NACK makes the resources of the
+// rejected response pending and is reported; an ACK accepts the resources of its response,
+// and resolves the rejection once none is pending (or, when some still are, reports it again
+// at the ACKed version, which is the current one). A request of a type with pending resources
+// is marked for retryCache, which re-sends them when their delay has passed.
+func (c *callbacks) deltaAnswer(s stream, req *discoveryv3.DeltaDiscoveryRequest) {
+	typeURL := req.GetTypeUrl()
+	c.mu.Lock()
+	t := c.deltaType(s, typeURL)
+	var resp deltaResponse
+	answered := false
+	if nonce := req.GetResponseNonce(); nonce != "" {
+		if i := slices.IndexFunc(t.unanswered, func(r deltaResponse) bool { return r.nonce == nonce }); i >= 0 {
+			resp, answered = t.unanswered[i], true
+			t.unanswered = slices.Delete(t.unanswered, i, i+1)
+		}
+	}
+	var report *Rejection
+	p := c.streams[s]
+	switch {
+	case req.GetErrorDetail() != nil:
+		if t.pending == nil {
+			t.pending = map[string]bool{}
+		}
+		for _, n := range resp.names {
+			t.pending[n] = true
+		}
+		t.version, t.message = resp.version, req.GetErrorDetail().GetMessage()
+		if len(t.pending) > 0 {
+			t.retryDue = time.Now().Add(c.nextDelay(s, typeURL))
+		}
+	case answered && c.rejected[s][typeURL]:
+		for _, n := range resp.names {
+			delete(t.pending, n)
+		}
+		if len(t.pending) == 0 {
+			delete(c.rejected[s], typeURL)
+			delete(c.backoff[s], typeURL)
+			report = &Rejection{Tenant: p.tenant, Proxy: p.node, TypeURL: typeURL, Version: resp.version, Resolved: true}
+		} else if resp.version != t.version {
+			t.version = resp.version
+			report = &Rejection{Tenant: p.tenant, Proxy: p.node, TypeURL: typeURL, Version: resp.version, Message: t.message}
+		}
+	}
+	if len(t.pending) > 0 {
+		c.deltaHeld[req] = heldDelta{stream: s, last: t.last, delay: max(time.Until(t.retryDue), 0)}
+	}
+	hook := c.onReject
+	c.mu.Unlock()
+	if req.GetErrorDetail() != nil {
+		c.reject(s, typeURL, resp.version, req.GetErrorDetail().GetMessage())
+	}
+	if report != nil && hook != nil {
+		hook(*report)
+	}
+}
+
+// takeDeltaHeld returns (and forgets) the hold of a delta request deltaAnswer marked.
+func (c *callbacks) takeDeltaHeld(req *discoveryv3.DeltaDiscoveryRequest) (heldDelta, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.deltaHeld[req]
+	delete(c.deltaHeld, req)
+	return h, ok
+}
+
+// deltaPending returns the pending resources of a type on a delta stream, or nil when a
+// response was sent after last (it answered the watch the hold was for).
+func (c *callbacks) deltaPending(s stream, typeURL, last string) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.delta[s][typeURL]
+	if t == nil || t.last != last || len(t.pending) == 0 {
+		return nil
+	}
+	return maps.Clone(t.pending)
 }
 
 // takeHeld returns (and forgets) the hold of a request holdRejected marked.
@@ -331,6 +496,12 @@ func (c *callbacks) closed(s stream) {
 	for req, h := range c.held {
 		if h.stream == s {
 			delete(c.held, req)
+		}
+	}
+	delete(c.delta, s)
+	for req, h := range c.deltaHeld {
+		if h.stream == s {
+			delete(c.deltaHeld, req)
 		}
 	}
 	delete(c.streams, s)

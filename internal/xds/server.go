@@ -19,21 +19,25 @@
 // the OnRejection hook. A rejected response is not re-sent at once (a NACK storm), but again
 // after a delay that doubles with every NACK (RetryRejectedAfter up to RetryRejectedAtMost),
 // so a rejection that goes away by itself (a listener port held by another process) heals
-// without a change of the snapshot.
+// without a change of the snapshot. Delta streams have the same guard: there the resources of
+// a NACKed response are re-sent alone, after the same delays (see callbacks).
 package xds
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sync"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -158,7 +162,42 @@ func (s *Server) setSnapshot(ctx context.Context, tenant string, snap *cache.Sna
 	}
 	eds := &cache.Snapshot{}
 	eds.Resources[types.Endpoint] = snap.Resources[types.Endpoint]
+	versions, err := deltaEndpointVersions(snap)
+	if err != nil {
+		return err
+	}
+	eds.VersionMap = map[string]map[string]string{resource.EndpointType: versions}
 	return s.endpoints.SetSnapshot(ctx, tenant, eds)
+}
+
+// deltaEndpointVersions returns the versions delta streams see of the endpoints of snap: the
+// hash of each ClusterLoadAssignment with that of the cluster it belongs to. Envoy re-creates
+// a changed EDS cluster and keeps it warming until it receives its endpoints again (for
+// initial_fetch_timeout, 15 s), even when they did not change; so a changed cluster changes
+// the version of its endpoints, and a delta stream is sent them again (newSnapshot does the
+// same for state of the world). It builds snap's version map, which the cache would build on
+// its first delta watch anyway.
+func deltaEndpointVersions(snap *cache.Snapshot) (map[string]string, error) {
+	if err := snap.ConstructVersionMap(); err != nil {
+		return nil, err
+	}
+	clusterOf := map[string]string{}
+	for _, r := range snap.Resources[types.Cluster].Items {
+		if c, ok := r.Resource.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
+			clusterOf[cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())] = c.GetName()
+		}
+	}
+	clusters := snap.GetVersionMap(resource.ClusterType)
+	versions := maps.Clone(snap.GetVersionMap(resource.EndpointType))
+	if versions == nil {
+		versions = map[string]string{}
+	}
+	for name, v := range versions {
+		if c, ok := clusterOf[name]; ok {
+			versions[name] = v + "/" + clusters[c]
+		}
+	}
+	return versions, nil
 }
 
 // serverTLS is creds with client certificates required and verified, also in the

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -193,6 +194,131 @@ func TestCallbacks(t *testing.T) {
 	c.OnStreamClosed(11, node) // twice is harmless
 	if got := connected(); got != 0 {
 		t.Fatalf("connected = %v, want 0", got)
+	}
+}
+
+// TestDeltaCallbacks: the NACK guard of delta streams. A NACK makes the resources of the
+// rejected response pending, is reported with the response's version and counted; the
+// requests of that type are then held with a delay that doubles with every NACK; an ACK of a
+// response without the pending resources reports the rejection again at its version, one
+// that carries them resolves it and starts the delay over.
+func TestDeltaCallbacks(t *testing.T) {
+	t.Parallel()
+	const tenant = "tenant-delta-callbacks"
+	c := newCallbacks(logr.Discard(), func(string) bool { return true })
+	var heard []Rejection
+	c.onReject = func(r Rejection) { heard = append(heard, r) }
+	s := stream{delta: true, id: 1}
+	c.identities[s] = tenant
+	node := &corev3.Node{Id: "p1", Cluster: tenant}
+	nacks := func() float64 {
+		return testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType))
+	}
+	connected := func() float64 { return testutil.ToFloat64(metrics.ManagerXDSConnectedProxies.WithLabelValues(tenant)) }
+	send := func(nonce, version string, names ...string) {
+		resp := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.ListenerType, Nonce: nonce, SystemVersionInfo: version}
+		for _, n := range names {
+			resp.Resources = append(resp.Resources, &discoveryv3.Resource{Name: n})
+		}
+		c.OnStreamDeltaResponse(1, nil, resp)
+	}
+	answer := func(nonce string, nack bool) *discoveryv3.DeltaDiscoveryRequest {
+		t.Helper()
+		req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ListenerType, ResponseNonce: nonce}
+		if nack {
+			req.ErrorDetail = &status.Status{Message: "Error adding/updating listener(s) bad: cannot bind"}
+		}
+		if err := c.OnStreamDeltaRequest(1, req); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+
+	if err := c.OnStreamDeltaRequest(1, &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ListenerType}); err != nil {
+		t.Fatal(err)
+	}
+	if got := connected(); got != 1 {
+		t.Fatalf("connected = %v, want 1", got)
+	}
+	before := nacks()
+	send("1", "v1", "good", "bad")
+	if _, held := c.takeDeltaHeld(answer("1", false)); held || len(heard) != 0 {
+		t.Fatalf("an ACK without a rejection: held %v, heard %+v", held, heard)
+	}
+
+	// A NACK: reported with the rejected version, counted; the next requests are held.
+	send("2", "v2", "bad")
+	nack := answer("2", true)
+	if len(heard) != 1 || heard[0].Resolved || heard[0].Version != "v2" || heard[0].TypeURL != resource.ListenerType || heard[0].Proxy != "p1" {
+		t.Fatalf("heard %+v, want the rejection of listeners v2", heard)
+	}
+	if got := nacks() - before; got != 1 {
+		t.Errorf("nacks grew by %v, want 1", got)
+	}
+	h, ok := c.takeDeltaHeld(nack)
+	if !ok || h.delay <= 0 || h.delay > RetryRejectedAfter || h.last != "2" {
+		t.Fatalf("held %+v %v; want a delay of at most %s after nonce 2", h, ok, RetryRejectedAfter)
+	}
+	if p := c.deltaPending(s, resource.ListenerType, "2"); len(p) != 1 || !p["bad"] {
+		t.Errorf("pending %v, want bad", p)
+	}
+	// The delay doubles with every NACK, up to its bound.
+	want := RetryRejectedAfter
+	for i, nonce := range []string{"3", "4", "5", "6", "7"} {
+		send(nonce, "v2", "bad")
+		h, _ := c.takeDeltaHeld(answer(nonce, true))
+		want = min(2*want, RetryRejectedAtMost)
+		if h.delay <= want-time.Second || h.delay > want {
+			t.Errorf("NACK %d held for %s, want about %s", i+2, h.delay, want)
+		}
+	}
+	// A response sent after the hold answers its watch: nothing is re-sent on it.
+	send("8", "v3", "other")
+	if p := c.deltaPending(s, resource.ListenerType, "7"); p != nil {
+		t.Errorf("pending %v for a watch a later response answered", p)
+	}
+	// Its ACK does not resolve the rejection (bad is still not applied) but reports it at v3.
+	heard = nil
+	if _, held := c.takeDeltaHeld(answer("8", false)); !held {
+		t.Error("the ACK of a response without the pending resources is not held")
+	}
+	if len(heard) != 1 || heard[0].Resolved || heard[0].Version != "v3" || heard[0].Message == "" {
+		t.Errorf("heard %+v, want the rejection again at v3", heard)
+	}
+	// The re-sent resources are accepted: resolved, nothing held, the delay starts over.
+	heard = nil
+	send("9", "v3", "bad")
+	if _, held := c.takeDeltaHeld(answer("9", false)); held {
+		t.Error("a request is held after the pending resources were accepted")
+	}
+	if len(heard) != 1 || !heard[0].Resolved || heard[0].Version != "v3" {
+		t.Errorf("heard %+v, want the rejection resolved at v3", heard)
+	}
+	send("10", "v4", "bad")
+	if h, _ := c.takeDeltaHeld(answer("10", true)); h.delay <= RetryRejectedAfter-time.Second || h.delay > RetryRejectedAfter {
+		t.Errorf("after the rejection was resolved, a NACK is held for %s, want %s again", h.delay, RetryRejectedAfter)
+	}
+	// Closing the stream resolves what it rejected and forgets it.
+	send("11", "v4", "bad")
+	answer("11", true) // held, never handed to the cache
+	heard = nil
+	c.OnDeltaStreamClosed(1, node)
+	if len(heard) != 1 || !heard[0].Resolved {
+		t.Errorf("heard %+v on close, want the rejection resolved", heard)
+	}
+	if len(c.delta) != 0 || len(c.deltaHeld) != 0 || len(c.backoff) != 0 || len(c.rejected) != 0 {
+		t.Errorf("after the stream closed: %d delta states, %d held, %d backoffs, %d rejected", len(c.delta), len(c.deltaHeld), len(c.backoff), len(c.rejected))
+	}
+	if got := connected(); got != 0 {
+		t.Errorf("connected = %v, want 0", got)
+	}
+	// Responses are remembered up to a bound when the proxy does not answer them.
+	c.identities[s] = tenant
+	for i := range 3 * maxUnanswered {
+		send(fmt.Sprint(i), "v", "x")
+	}
+	if n := len(c.delta[s][resource.ListenerType].unanswered); n != maxUnanswered {
+		t.Errorf("%d unanswered responses remembered, want %d", n, maxUnanswered)
 	}
 }
 
