@@ -13,6 +13,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/translate"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants."
@@ -30,6 +31,7 @@ type options struct {
 	app.Common
 	manager.Options
 	xdsAddr   app.Address
+	xdsProto  app.Enum
 	portRange string
 	// networkPolicy shapes the Envoy fleets' NetworkPolicy, from networkPolicyFlags.
 	networkPolicy      tenant.NetworkPolicyOptions
@@ -52,6 +54,8 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.Var(&o.xdsAddr, "listen-address", "Address the Envoy xDS gRPC server listens on.")
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the manager runs in and reads Config \"default\" from (env NAMESPACE).")
 	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
+	o.xdsProto = app.Enum{Value: string(xdsbootstrap.DefaultProtocol), Allowed: xdsbootstrap.Protocols}
+	fs.Var(&o.xdsProto, "envoy-xds-protocol", "xDS protocol of the Envoy fleets: delta (only what changed is sent) or sotw (state of the world: every update of a type carries all of it). The server serves both; a change rolls the fleets' pods.")
 	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
 	fs.StringVar(&o.EnvoyListenerAddressIPv6, "envoy-listener-address-ipv6", translate.DefaultListenerAddressIPv6,
 		"IPv6 address the Envoy listeners of LoadBalancers whose hub Service has IPv6 bind (as well as --envoy-listener-address when it is dual-stack).")
@@ -67,6 +71,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		return nil, fs, err
 	}
 	o.XDSListenAddress = o.xdsAddr.Value
+	o.EnvoyXDSProtocol = o.xdsProto.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
 	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
 	if o.TenantTokenTTL < tenant.MinTokenTTL {

@@ -37,7 +37,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 	if o.EnvoyXDSAddress != "kubelb.kubelb.svc:8001" || o.PortRangeMin != 10000 || o.PortRangeMax != 19999 ||
-		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyListenerAddressIPv6 != "::" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage {
+		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyListenerAddressIPv6 != "::" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage || o.EnvoyXDSProtocol != "delta" {
 		t.Fatalf("unexpected Envoy defaults: %+v", o.Options)
 	}
 	t.Setenv("NAMESPACE", "lb-system")
@@ -72,6 +72,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--envoy-port-range=20-10":               "for flag --envoy-port-range",
 		"--tenant-token-ttl=5m":                  "for flag --tenant-token-ttl: at least 10m0s",
 		"--envoy-xds-address=nohost":             "for flag --envoy-xds-address",
+		"--envoy-xds-protocol=rest":              "for flag --envoy-xds-protocol: must be one of delta, sotw",
 		"--envoy-egress-cidrs=10.0.0.0/33":       "for flag --envoy-egress-cidrs",
 		"--envoy-egress-cidrs=":                  "flag --envoy-egress-cidrs must not be empty",
 		"--envoy-dns-pod-labels=a":               "for flag --envoy-dns-pod-labels",

@@ -22,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
 	"kubelb.dev/kubelb/internal/xds"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // leaderElectionID is the name of the manager's lease in --namespace.
@@ -107,6 +108,7 @@ func run(o *options) error {
 	}
 	if err := envoyfleet.SetupWithManager(mgr, envoyfleet.Options{
 		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, XDSAddress: o.EnvoyXDSAddress,
+		XDSProtocol: xdsbootstrap.Protocol(o.EnvoyXDSProtocol),
 	}); err != nil {
 		return err
 	}

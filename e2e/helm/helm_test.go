@@ -151,7 +151,7 @@ func TestManagerTemplateDefaults(t *testing.T) {
 	wantArgs(t, args(t, d), "--namespace=kubelb", "--listen-address=:8001", "--metrics-addr=:9443",
 		"--health-probe-bind-address=:8081", "--enable-leader-election=true", "--enable-gateway-api=false",
 		"--envoy-image=envoyproxy/envoy:v1.40.0", "--envoy-xds-address=kubelb.kubelb.svc:8001",
-		"--envoy-listener-address=0.0.0.0", "--envoy-listener-address-ipv6=::", "--envoy-port-range=10000-19999")
+		"--envoy-xds-protocol=delta", "--envoy-listener-address=0.0.0.0", "--envoy-listener-address-ipv6=::", "--envoy-port-range=10000-19999")
 	for _, a := range args(t, d) {
 		if strings.HasPrefix(a, "--tenant-kubeconfig-server") {
 			t.Errorf("%s set by default; the manager reads kube-public/cluster-info", a)
@@ -198,7 +198,7 @@ func TestManagerTemplateFullValues(t *testing.T) {
 	wantArgs(t, args(t, d), "--enable-gateway-api=true", "--log-format=console", "--log-level=debug",
 		"--kube-api-qps=100", "--kube-api-burst=200", "--debug",
 		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-xds-address=kubelb-xds.example.com:8001",
-		"--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
+		"--envoy-xds-protocol=sotw", "--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
 	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "3" {
 		t.Errorf("replicas %s", r)
 	}

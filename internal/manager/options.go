@@ -13,6 +13,9 @@ type Options struct {
 	// EnvoyXDSAddress is the host:port the Envoy fleets dial for xDS
 	// (default kubelb.<namespace>.svc:8001).
 	EnvoyXDSAddress string
+	// EnvoyXDSProtocol is the xDS protocol of the fleets' bootstrap: "delta" (default) or
+	// "sotw" (state of the world).
+	EnvoyXDSProtocol string
 	// EnvoyListenerAddress is the address Envoy listeners bind to.
 	EnvoyListenerAddress string
 	// EnvoyListenerAddressIPv6 is the address the Envoy listeners of LoadBalancers whose hub

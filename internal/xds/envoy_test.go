@@ -68,12 +68,18 @@ func startXDS(t *testing.T) (*Server, string) {
 // empty one is set first when there is none (as the manager does for every tenant namespace).
 func startEnvoy(t *testing.T, srv *Server, tenant, xdsAddr, node string) *testsupport.Envoy {
 	t.Helper()
+	return startEnvoyProtocol(t, srv, tenant, xdsAddr, node, bootstrap.DefaultProtocol)
+}
+
+// startEnvoyProtocol is startEnvoy with the xDS protocol of the bootstrap.
+func startEnvoyProtocol(t *testing.T, srv *Server, tenant, xdsAddr, node string, protocol bootstrap.Protocol) *testsupport.Envoy {
+	t.Helper()
 	if srv.Version(tenant) == "" {
 		if _, err := srv.SetTenant(context.Background(), tenant, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
+	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0", Protocol: protocol})
 	return testsupport.StartEnvoy(t, node, b, testsupport.EnvoyOptions{Node: node, Concurrency: 1})
 }
 
@@ -252,8 +258,17 @@ func waitHosts(t *testing.T, e *testsupport.Envoy, cluster string, want ...strin
 // flows, that both nodes get traffic, that SourceIP persistence and PROXY protocol work, that
 // an invalid snapshot is refused while Envoy keeps serving, that endpoint updates take
 // effect, that identical updates are not pushed, and that the metrics follow.
+//
+// It runs for both protocols: delta, the fleets' default, and state of the world, the
+// fallback (--envoy-xds-protocol=sotw).
 func TestEnvoy(t *testing.T) {
-	const tenant = "tenant-envoy"
+	for _, p := range []bootstrap.Protocol{bootstrap.ProtocolDelta, bootstrap.ProtocolSotW} {
+		t.Run(string(p), func(t *testing.T) { testEnvoy(t, p) })
+	}
+}
+
+func testEnvoy(t *testing.T, protocol bootstrap.Protocol) {
+	tenant := "tenant-envoy-" + string(protocol)
 	srv, xdsAddr := startXDS(t)
 
 	// Two tenant "nodes", 127.0.0.1 and 127.0.0.2, with the same NodePorts.
@@ -294,7 +309,7 @@ func TestEnvoy(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("SetTenant = %v, %v; want true, nil", changed, err)
 	}
-	e := startEnvoy(t, srv, tenant, xdsAddr, "test-proxy")
+	e := startEnvoyProtocol(t, srv, tenant, xdsAddr, "test-proxy", protocol)
 	at := func(port int) string { return net.JoinHostPort("127.0.0.1", fmt.Sprint(port)) }
 
 	testsupport.Eventually(t, waitTimeout, "Envoy to have the tenant's listeners", func() error {

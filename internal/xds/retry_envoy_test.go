@@ -17,19 +17,25 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // TestEnvoyRetriesRejectedListener: a real Envoy rejects one listener of its configuration
 // because another process holds its port, and applies the other one. The rejected
 // configuration is not re-sent at once (no NACK storm) but again after a growing delay; once
 // the port is free, the next re-send binds it, without any change of the tenant's snapshot,
-// and the rejection is resolved.
+// and the rejection is resolved. Both protocols: the delta stream has a guard of its own.
 func TestEnvoyRetriesRejectedListener(t *testing.T) {
 	after, atMost := RetryRejectedAfter, RetryRejectedAtMost
 	RetryRejectedAfter, RetryRejectedAtMost = time.Second, 2*time.Second
 	t.Cleanup(func() { RetryRejectedAfter, RetryRejectedAtMost = after, atMost })
+	for _, p := range []bootstrap.Protocol{bootstrap.ProtocolDelta, bootstrap.ProtocolSotW} {
+		t.Run(string(p), func(t *testing.T) { testEnvoyRetriesRejectedListener(t, p) })
+	}
+}
 
-	const tenant = "tenant-retry"
+func testEnvoyRetriesRejectedListener(t *testing.T, protocol bootstrap.Protocol) {
+	tenant := "tenant-retry-" + string(protocol)
 	srv, xdsAddr := startXDS(t)
 	var mu sync.Mutex
 	var heard []Rejection
@@ -69,7 +75,7 @@ func TestEnvoyRetriesRejectedListener(t *testing.T) {
 	nacks := func() float64 {
 		return testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, resource.ListenerType))
 	}
-	e := startEnvoy(t, srv, tenant, xdsAddr, "retry-proxy")
+	e := startEnvoyProtocol(t, srv, tenant, xdsAddr, "retry-proxy", protocol)
 
 	testsupport.Eventually(t, waitTimeout, "Envoy to reject the listener it cannot bind", func() error {
 		r, n := lastHeard()

@@ -260,6 +260,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	bootstrap, err := xdsbootstrap.Generate(xdsbootstrap.Options{
 		Tenant:       ns,
 		XDSAddress:   r.opts.XDSAddress,
+		Protocol:     r.opts.XDSProtocol,
 		AdminAddress: fmt.Sprintf("127.0.0.1:%d", AdminPort),
 		ReadyAddress: fmt.Sprintf("0.0.0.0:%d", ReadyPort),
 		EnvoyProxy:   &eff.Envoy,

@@ -162,7 +162,9 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster: tenant-a", "address: 127.0.0.1", "port_value: 18001", "port_value: 9901", "port_value: 19003", "envoy-ready"} {
+	// Delta xDS unless --envoy-xds-protocol says otherwise (TestOptionsDefaults).
+	for _, want := range []string{"cluster: tenant-a", "address: 127.0.0.1", "port_value: 18001", "port_value: 9901", "port_value: 19003", "envoy-ready",
+		"api_type: DELTA_GRPC"} {
 		if !strings.Contains(string(bootstrap), want) {
 			t.Errorf("bootstrap lacks %q:\n%s", want, bootstrap)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 // Names and labels of a tenant's Envoy fleet. The e2e harness and operators find the fleet by
@@ -43,6 +45,9 @@ type Options struct {
 	EnvoyImage string
 	// XDSAddress is the host:port Envoy dials for xDS; default kubelb.<Namespace>.svc:8001.
 	XDSAddress string
+	// XDSProtocol is the xDS protocol the fleets' bootstrap asks for (delta or sotw);
+	// default delta. Changing it changes the bootstrap, so the pods roll.
+	XDSProtocol xdsbootstrap.Protocol
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -51,6 +56,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.EnvoyImage == "" {
 		o.EnvoyImage = DefaultEnvoyImage
+	}
+	if o.XDSProtocol == "" {
+		o.XDSProtocol = xdsbootstrap.DefaultProtocol
+	}
+	if o.XDSProtocol != xdsbootstrap.ProtocolDelta && o.XDSProtocol != xdsbootstrap.ProtocolSotW {
+		return o, fmt.Errorf("envoy fleet controller: unknown xDS protocol %q", o.XDSProtocol)
 	}
 	if o.XDSAddress == "" {
 		o.XDSAddress = net.JoinHostPort("kubelb."+o.Namespace+".svc", strconv.Itoa(DefaultXDSPort))

@@ -246,15 +246,30 @@ func TestBuildHash(t *testing.T) {
 	if hash(boot) == hash(base) {
 		t.Error("the bootstrap does not change the hash (pods would not roll)")
 	}
+	// --envoy-xds-protocol changes the bootstrap, so the fleets roll onto the other protocol.
+	hashes := map[string]xdsbootstrap.Protocol{}
+	for _, p := range []xdsbootstrap.Protocol{xdsbootstrap.ProtocolDelta, xdsbootstrap.ProtocolSotW} {
+		b, err := xdsbootstrap.Generate(xdsbootstrap.Options{Tenant: "tenant-a", XDSAddress: "kubelb.kubelb.svc:8001", Protocol: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := base
+		in.Bootstrap = b
+		hashes[hash(in)] = p
+	}
+	if len(hashes) != 2 {
+		t.Errorf("the xDS protocol does not change the hash: %v", hashes)
+	}
 }
 
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
 	o, err := Options{Namespace: "kubelb"}.withDefaults()
-	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage {
+	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage || o.XDSProtocol != xdsbootstrap.ProtocolDelta {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, bad := range []Options{{}, {Namespace: "x", XDSAddress: "nohost"}, {Namespace: "x", XDSAddress: ":80"}, {Namespace: "x", XDSAddress: "h:0"}} {
+	for _, bad := range []Options{{}, {Namespace: "x", XDSAddress: "nohost"}, {Namespace: "x", XDSAddress: ":80"}, {Namespace: "x", XDSAddress: "h:0"},
+		{Namespace: "x", XDSProtocol: "rest"}} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}

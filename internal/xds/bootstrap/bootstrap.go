@@ -45,6 +45,35 @@ const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
+// Protocol is the xDS protocol variant Envoy speaks on its ADS stream.
+type Protocol string
+
+// The xDS protocols (the manager's --envoy-xds-protocol). The xDS server serves both.
+const (
+	// ProtocolDelta is incremental xDS (api_type DELTA_GRPC): each response carries only the
+	// resources that changed, so the bytes on the wire follow the change, not the tenant.
+	ProtocolDelta Protocol = "delta"
+	// ProtocolSotW is state of the world (api_type GRPC): every response of a type carries
+	// all its resources. The fallback.
+	ProtocolSotW Protocol = "sotw"
+	// DefaultProtocol is the protocol when Options.Protocol is empty.
+	DefaultProtocol = ProtocolDelta
+)
+
+// Protocols lists the protocols, for flag validation.
+var Protocols = []string{string(ProtocolDelta), string(ProtocolSotW)}
+
+// apiType is the ADS api_type of a protocol.
+func (p Protocol) apiType() (corev3.ApiConfigSource_ApiType, error) {
+	switch p {
+	case "", ProtocolDelta:
+		return corev3.ApiConfigSource_DELTA_GRPC, nil
+	case ProtocolSotW:
+		return corev3.ApiConfigSource_GRPC, nil
+	}
+	return 0, fmt.Errorf("unknown xDS protocol %q (want %s or %s)", p, ProtocolDelta, ProtocolSotW)
+}
+
 // Options describe one tenant's Envoy fleet.
 type Options struct {
 	// Tenant is the tenant namespace; it becomes node.cluster, which selects the snapshot.
@@ -67,13 +96,16 @@ type Options struct {
 	// admin interface), for readiness probes from outside the pod; "" adds none. It lets the
 	// admin interface itself stay on loopback.
 	ReadyAddress string
+	// Protocol is the xDS protocol of the ADS stream; default DefaultProtocol (delta).
+	Protocol Protocol
 	// EnvoyProxy settings; only overloadManager is used (header limits belong to HTTP
 	// connection managers, which layer-4 load balancing does not have).
 	EnvoyProxy *v1alpha1.EnvoyProxy
 }
 
 // Generate returns the Envoy bootstrap configuration (YAML) of a tenant's proxies: ADS over
-// gRPC to the xDS server for listeners and clusters (endpoints come through ADS as well, see
+// gRPC (delta or state of the world, see Options.Protocol) to the xDS server for listeners
+// and clusters (endpoints come through ADS as well, see
 // translate), the admin interface, and the overload manager when enabled. It is built from the
 // bootstrap protos and validated, so it is valid by construction.
 func Generate(opts Options) ([]byte, error) {
@@ -90,6 +122,10 @@ func Generate(opts Options) ([]byte, error) {
 func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 	if opts.Tenant == "" {
 		return nil, errors.New("bootstrap: tenant must not be empty")
+	}
+	apiType, err := opts.Protocol.apiType()
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	xdsHost, xdsPort, err := splitHostPort(opts.XDSAddress, false)
 	if err != nil {
@@ -138,7 +174,7 @@ func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 		},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:             corev3.ApiConfigSource_GRPC,
+				ApiType:             apiType,
 				TransportApiVersion: corev3.ApiVersion_V3,
 				GrpcServices: []*corev3.GrpcService{{
 					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSClusterName}},

@@ -32,7 +32,13 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 		{
 			name: "manager default",
 			opts: Options{Tenant: "tenant-a", XDSAddress: "kubelb.kubelb.svc:8001"},
-			want: []string{"cluster: tenant-a", "address: kubelb.kubelb.svc", "port_value: 8001", "port_value: 9901", "ads: {}", "STRICT_DNS"},
+			want: []string{"cluster: tenant-a", "address: kubelb.kubelb.svc", "port_value: 8001", "port_value: 9901", "ads: {}", "STRICT_DNS",
+				"api_type: DELTA_GRPC", "resource_api_version: V3"},
+		},
+		{
+			name: "state of the world",
+			opts: Options{Tenant: "tenant-f", XDSAddress: "kubelb.kubelb.svc:8001", Protocol: ProtocolSotW},
+			want: []string{"api_type: GRPC", "ads: {}"},
 		},
 		{
 			name: "loopback with node id",
@@ -159,6 +165,7 @@ func TestBootstrapRejectsBadOptions(t *testing.T) {
 		"xds port zero":    {Tenant: "t", XDSAddress: "kubelb:0"},
 		"admin not an ip":  {Tenant: "t", XDSAddress: "kubelb:1", AdminAddress: "localhost:9901"},
 		"zero connections": {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxActiveDownstreamConnections: ptr(uint64(0))}}},
+		"unknown protocol": {Tenant: "t", XDSAddress: "kubelb:1", Protocol: "rest"},
 		"zero heap":        {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxHeapSizeBytes: ptr(uint64(0))}}},
 	} {
 		if _, err := Generate(opts); err == nil {
