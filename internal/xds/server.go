@@ -89,6 +89,8 @@ type Server struct {
 	endpoints cache.SnapshotCache
 	cb        *callbacks
 	tls       *tls.Config
+	// grpcOptions are added to the gRPC server's (tests: a stats handler counting bytes).
+	grpcOptions []grpc.ServerOption
 
 	mu       sync.Mutex
 	versions map[string]string // tenant → version of its current snapshot
@@ -265,12 +267,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
 	}
 	xds := serverv3.NewServer(ctx, &retryCache{Cache: s.cache, srv: s}, s.cb)
-	g := grpc.NewServer(
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1<<16),
-	)
+		grpc.MaxConcurrentStreams(1 << 16),
+	}, s.grpcOptions...)...)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, xds)
