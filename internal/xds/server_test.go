@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,6 +195,56 @@ func TestCallbacks(t *testing.T) {
 	c.OnStreamClosed(11, node) // twice is harmless
 	if got := connected(); got != 0 {
 		t.Fatalf("connected = %v, want 0", got)
+	}
+}
+
+// TestDeltaEndpointVersions: on delta, the version of a cluster's endpoints moves with the
+// cluster (Envoy keeps a changed EDS cluster warming until it gets its endpoints again) and
+// with the endpoints themselves, and no other endpoints' version moves.
+func TestDeltaEndpointVersions(t *testing.T) {
+	t.Parallel()
+	const tenant = "tenant-delta-versions"
+	srv := NewServer(logr.Discard(), nil)
+	lbs := []v1alpha1.LoadBalancer{
+		newLB("a").port(corev1.ProtocolTCP, 80, 31080, 20001).LoadBalancer,
+		newLB("b").port(corev1.ProtocolTCP, 80, 31081, 20002).LoadBalancer,
+	}
+	in := translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses("10.0.0.1", "10.0.0.2")}
+	versions := func() map[string]string {
+		t.Helper()
+		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := srv.endpoints.GetSnapshot(tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := snap.GetVersionMap(resource.EndpointType)
+		if len(v) != 2 {
+			t.Fatalf("delta versions of %d endpoints, want 2: %v", len(v), v)
+		}
+		return v
+	}
+	before := versions()
+	// Only a's cluster changes (PROXY protocol), not its endpoints.
+	in.LoadBalancers = []v1alpha1.LoadBalancer{
+		newLB("a").annotate(v1alpha1.AnnotationProxyProtocol, "v2").port(corev1.ProtocolTCP, 80, 31080, 20001).LoadBalancer, lbs[1]}
+	clusterChanged := versions()
+	// Only b's endpoints change (its NodePort).
+	in.LoadBalancers[1] = newLB("b").port(corev1.ProtocolTCP, 80, 31082, 20002).LoadBalancer
+	endpointsChanged := versions()
+	var moved []string
+	for name, v := range clusterChanged {
+		if v != before[name] {
+			moved = append(moved, "cluster change: "+name)
+		}
+		if endpointsChanged[name] != v {
+			moved = append(moved, "endpoints change: "+name)
+		}
+	}
+	slices.Sort(moved)
+	if want := []string{"cluster change: a-tcp-80", "endpoints change: b-tcp-80"}; !slices.Equal(moved, want) {
+		t.Errorf("moved %v, want %v", moved, want)
 	}
 }
 
