@@ -147,7 +147,10 @@ type Rejection struct {
 	Proxy  string
 	// TypeURL of the rejected resources.
 	TypeURL string
-	// Version that was rejected ("" when not known, e.g. on delta streams).
+	// Version that was rejected: the version of the type in the snapshot the rejected response
+	// came from (on delta streams its system_version_info); "" when not known (a NACK of a
+	// response the server no longer remembers). On delta, while rejected resources stay
+	// pending, each ACK of a newer version reports the rejection again at that version.
 	Version string
 	// Message is Envoy's error detail; it names the rejected resources.
 	Message string
