@@ -84,6 +84,8 @@ type callbacks struct {
 	backoff map[stream]map[string]time.Duration
 	// held: the NACK requests being held (see holdRejected), until retryCache takes them.
 	held map[*discoveryv3.DiscoveryRequest]heldNACK
+	// deltaStreams counts the open delta streams (those open accepted).
+	deltaStreams int
 	// delta: the state of each delta stream and type URL (NACK guard).
 	delta map[stream]map[string]*deltaType
 	// deltaHeld: the delta requests of a type with pending resources, until retryCache takes them.
@@ -418,8 +420,18 @@ func (c *callbacks) open(ctx context.Context, s stream) error {
 	}
 	c.mu.Lock()
 	c.identities[s] = tenant
+	if s.delta {
+		c.deltaStreams++
+	}
 	c.mu.Unlock()
 	return nil
+}
+
+// hasDeltaStreams reports whether a delta stream is open.
+func (c *callbacks) hasDeltaStreams() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deltaStreams > 0
 }
 
 // authorize refuses a request whose node.cluster is not the certificate's tenant and, when
@@ -483,6 +495,9 @@ func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage st
 func (c *callbacks) closed(s stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, open := c.identities[s]; open && s.delta {
+		c.deltaStreams--
+	}
 	delete(c.identities, s)
 	p, ok := c.streams[s]
 	if !ok {

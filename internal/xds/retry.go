@@ -7,6 +7,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -104,6 +105,11 @@ func (r *retryCache) retry(w *heldWatch) {
 // the watch is replaced by one that sees the pending resources as never sent, which the
 // cache answers at once with them (and only them, unless something else changed).
 func (r *retryCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, value chan cache.DeltaResponse) (func(), error) {
+	if req.GetTypeUrl() == resource.EndpointType {
+		if err := r.srv.deltaEndpoints(tenantHash{}.ID(req.GetNode())); err != nil {
+			return nil, err
+		}
+	}
 	hold, ok := r.srv.cb.takeDeltaHeld(req)
 	if !ok {
 		return r.Cache.CreateDeltaWatch(req, sub, value)

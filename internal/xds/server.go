@@ -164,12 +164,50 @@ func (s *Server) setSnapshot(ctx context.Context, tenant string, snap *cache.Sna
 	}
 	eds := &cache.Snapshot{}
 	eds.Resources[types.Endpoint] = snap.Resources[types.Endpoint]
+	if s.cb.hasDeltaStreams() {
+		// The cache answers the delta watches with the new snapshot right away: its versions
+		// must be there. Without delta streams they wait for one (deltaEndpoints).
+		if err := setDeltaEndpointVersions(eds, snap); err != nil {
+			return err
+		}
+	}
+	return s.endpoints.SetSnapshot(ctx, tenant, eds)
+}
+
+// deltaEndpoints gives the tenant's endpoints snapshot its delta versions, when it has none
+// yet, before a delta watch of endpoints reaches the cache (which would otherwise hash the
+// endpoints alone). Building them hashes every resource of the snapshot, so a server without
+// delta streams (only state of the world, or no proxies at all) does not.
+func (s *Server) deltaEndpoints(tenant string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, err := s.endpoints.GetSnapshot(tenant)
+	if err != nil {
+		return nil // no snapshot yet: SetTenant builds the versions (a delta stream is open)
+	}
+	eds, ok := got.(*cache.Snapshot)
+	if !ok || eds.VersionMap != nil {
+		return nil
+	}
+	ordered, err := s.ordered.GetSnapshot(tenant)
+	if err != nil {
+		return err
+	}
+	snap, ok := ordered.(*cache.Snapshot)
+	if !ok {
+		return fmt.Errorf("snapshot of tenant %s is a %T", tenant, ordered)
+	}
+	return setDeltaEndpointVersions(eds, snap)
+}
+
+// setDeltaEndpointVersions sets the version map of eds, the endpoints of snap.
+func setDeltaEndpointVersions(eds, snap *cache.Snapshot) error {
 	versions, err := deltaEndpointVersions(snap)
 	if err != nil {
 		return err
 	}
 	eds.VersionMap = map[string]map[string]string{resource.EndpointType: versions}
-	return s.endpoints.SetSnapshot(ctx, tenant, eds)
+	return nil
 }
 
 // deltaEndpointVersions returns the versions delta streams see of the endpoints of snap: the
@@ -196,7 +234,9 @@ func deltaEndpointVersions(snap *cache.Snapshot) (map[string]string, error) {
 	}
 	for name, v := range versions {
 		if c, ok := clusterOf[name]; ok {
-			versions[name] = v + "/" + clusters[c]
+			// Half of each hash (128 bits of each), so the version is no longer than the
+			// others: it is sent with every resource.
+			versions[name] = v[:len(v)/2] + clusters[c][:len(clusters[c])/2]
 		}
 	}
 	return versions, nil

@@ -200,7 +200,9 @@ func TestCallbacks(t *testing.T) {
 
 // TestDeltaEndpointVersions: on delta, the version of a cluster's endpoints moves with the
 // cluster (Envoy keeps a changed EDS cluster warming until it gets its endpoints again) and
-// with the endpoints themselves, and no other endpoints' version moves.
+// with the endpoints themselves, and no other endpoints' version moves. Without a delta
+// stream the versions are built when a delta watch of endpoints comes (deltaEndpoints), with
+// one when the snapshot is set.
 func TestDeltaEndpointVersions(t *testing.T) {
 	t.Parallel()
 	const tenant = "tenant-delta-versions"
@@ -215,6 +217,11 @@ func TestDeltaEndpointVersions(t *testing.T) {
 		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
 			t.Fatal(err)
 		}
+		if !srv.cb.hasDeltaStreams() {
+			if err := srv.deltaEndpoints(tenant); err != nil {
+				t.Fatal(err)
+			}
+		}
 		snap, err := srv.endpoints.GetSnapshot(tenant)
 		if err != nil {
 			t.Fatal(err)
@@ -226,6 +233,9 @@ func TestDeltaEndpointVersions(t *testing.T) {
 		return v
 	}
 	before := versions()
+	srv.cb.mu.Lock()
+	srv.cb.deltaStreams++ // a delta stream is open from now on
+	srv.cb.mu.Unlock()
 	// Only a's cluster changes (PROXY protocol), not its endpoints.
 	in.LoadBalancers = []v1alpha1.LoadBalancer{
 		newLB("a").annotate(v1alpha1.AnnotationProxyProtocol, "v2").port(corev1.ProtocolTCP, 80, 31080, 20001).LoadBalancer, lbs[1]}
