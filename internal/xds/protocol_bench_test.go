@@ -89,6 +89,8 @@ type protocolFixture struct {
 	tenant string
 	in     translate.Input
 	wire   atomic.Int64 // bytes the server sent (gRPC wire length)
+	// requests and responses on the stream
+	requests, responses atomic.Int64
 
 	mu      sync.Mutex
 	changed *sync.Cond
@@ -122,28 +124,35 @@ func newProtocolFixture(b *testing.B, protocol bootstrap.Protocol, n int) *proto
 	boot := xdstest.New(b).Bootstrap(b, bootstrap.Options{Tenant: f.tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0", Protocol: protocol})
 	f.envoy = testsupport.StartEnvoy(b, "bench-"+string(protocol), boot, testsupport.EnvoyOptions{Node: "bench-proxy", Concurrency: 1, LogLevel: "warning"})
 	f.waitACK(b, resource.ListenerType, f.srv.TypeVersion(f.tenant, resource.ListenerType), 10*time.Minute)
-	b.Logf("%s: %d LoadBalancers applied by Envoy %s after the first snapshot, %d bytes sent", protocol, n,
-		time.Since(start).Round(time.Millisecond), f.wire.Load())
+	b.Logf("%s: %d LoadBalancers applied by Envoy %s after the first snapshot, %d bytes sent; %d requests, %d responses", protocol, n,
+		time.Since(start).Round(time.Millisecond), f.wire.Load(), f.requests.Load(), f.responses.Load())
 	return f
 }
 
 // watchACKs wraps the server's request callbacks to record the versions Envoy ACKs.
 func (f *protocolFixture) watchACKs() {
 	cb := f.srv.cb
-	sotw, delta, deltaResp := cb.StreamRequestFunc, cb.StreamDeltaRequestFunc, cb.StreamDeltaResponseFunc
+	sotw, delta, deltaResp, sotwResp := cb.StreamRequestFunc, cb.StreamDeltaRequestFunc, cb.StreamDeltaResponseFunc, cb.StreamResponseFunc
+	cb.StreamResponseFunc = func(ctx context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+		f.responses.Add(1)
+		sotwResp(ctx, id, req, resp)
+	}
 	cb.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
+		f.requests.Add(1)
 		if req.GetErrorDetail() == nil && req.GetResponseNonce() != "" {
 			f.ack(req.GetTypeUrl(), req.GetVersionInfo())
 		}
 		return sotw(id, req)
 	}
 	cb.StreamDeltaResponseFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+		f.responses.Add(1)
 		f.mu.Lock()
 		f.version[resp.GetTypeUrl()+"/"+resp.GetNonce()] = resp.GetSystemVersionInfo()
 		f.mu.Unlock()
 		deltaResp(id, req, resp)
 	}
 	cb.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+		f.requests.Add(1)
 		if req.GetErrorDetail() == nil && req.GetResponseNonce() != "" {
 			f.mu.Lock()
 			v := f.version[req.GetTypeUrl()+"/"+req.GetResponseNonce()]

@@ -234,8 +234,10 @@ func deltaEndpointVersions(snap *cache.Snapshot) (map[string]string, error) {
 	}
 	for name, v := range versions {
 		if c, ok := clusterOf[name]; ok {
-			// Half of each hash (128 bits of each), so the version is no longer than the
-			// others: it is sent with every resource.
+			// Half of each hash (128 bits of each). These versions are the server's record
+			// of what a stream has; on the wire each resource carries the hash of its own
+			// content (go-control-plane), so a proxy that reconnects with the versions it has
+			// is sent its endpoints again.
 			versions[name] = v[:len(v)/2] + clusters[c][:len(clusters[c])/2]
 		}
 	}
@@ -442,7 +444,9 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 			return nil, "", fmt.Errorf("resource type %s is not served", typeURL)
 		}
 	}
-	snap := &cache.Snapshot{}
+	// The per-resource versions delta streams compare (go-control-plane would marshal and
+	// hash every resource again for them on each snapshot), from the bytes hashed here anyway.
+	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(TypeURLs))}
 	all := sha256.New()
 	clusterVersion := ""
 	for _, typeURL := range TypeURLs {
@@ -455,6 +459,8 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 			fmt.Fprintf(h, "clusters=%s;", clusterVersion)
 		}
 		seen := make(map[string]bool, len(items))
+		versions := make(map[string]string, len(items))
+		snap.VersionMap[typeURL] = versions
 		for _, r := range items {
 			name := cache.GetResourceName(r)
 			if name == "" {
@@ -477,6 +483,8 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 			}
 			fmt.Fprintf(h, "%d:%s:%d:", len(name), name, len(b))
 			h.Write(b)
+			sum := sha256.Sum256(b)
+			versions[name] = hex.EncodeToString(sum[:16])
 		}
 		version := hex.EncodeToString(h.Sum(nil))[:16]
 		if typeURL == resource.ClusterType {
