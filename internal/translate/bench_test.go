@@ -9,6 +9,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // tenantOf builds one tenant with n LoadBalancers of one TCP port each and three node
@@ -42,6 +43,7 @@ func tenantOf(n int) translate.Input {
 		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
 

@@ -20,6 +20,7 @@ func BenchmarkSetTenant1000(b *testing.B) {
 	for i := range 1000 {
 		in.LoadBalancers = append(in.LoadBalancers, newLB(fmt.Sprintf("lb-%d", i)).port(corev1.ProtocolTCP, 80, 30000+i, 20000+i).LoadBalancer)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	outs := make([]Resources, 2)
 	for i := range outs {
 		in.Addresses = addresses("10.0.0.1", "10.0.0.2", fmt.Sprintf("10.0.1.%d", i+1))

@@ -14,7 +14,7 @@
 // ResolveInterval so that changed answers reach its proxies.
 //
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
-// Namespace object itself). Every LoadBalancer, Addresses, Route, Route hub Service and synced
+// Namespace object itself). Every LoadBalancer, Addresses, Route, Route or LoadBalancer hub Service and synced
 // Secret event maps to its namespace's key,
 // so a burst of events in one tenant coalesces in the workqueue into one rebuild, and an event
 // in one tenant never rebuilds another.
@@ -192,6 +192,7 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 		Watches(&v1alpha1.Addresses{}, enqueueTenantAfter(HoldOff)).
 		Watches(&v1alpha1.Route{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(routeChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), routeServiceChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), hubServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -285,9 +286,9 @@ func hubRangesChanged() predicate.Predicate {
 }
 
 // translationInputChanged passes LoadBalancer updates that can change the translation: the
-// spec, annotations, origin labels, deletion, or the allocated ports and the hub Service's IP
-// families (the listener addresses) in the status. Address
-// writes into the status (half of the manager's status writes) rebuild nothing.
+// spec, annotations, origin labels and deletion. Translation does not read the status (the
+// listener ports and IP families come from the hub Service, hubServiceChanged), so status
+// writes rebuild nothing.
 func translationInputChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
@@ -296,9 +297,60 @@ func translationInputChanged() predicate.Predicate {
 			return true
 		}
 		return o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Status.Service, n.Status.Service)
+			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels)
 	}}
+}
+
+// HubServiceOf returns the name of the LoadBalancer whose hub Service svc is, or "": a
+// Service labelled managed-by: kubelb and kubelb.k8c.io/lb-namespace (its own namespace),
+// named loadbalancer.HubServiceName of the LoadBalancer that kubelb.k8c.io/lb-name or its
+// controller reference (kind LoadBalancer) names. Only the manager makes such Services; no
+// other Service of a tenant namespace is read for a LoadBalancer.
+func HubServiceOf(svc client.Object) string {
+	l := svc.GetLabels()
+	if l[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue || l[v1alpha1.LabelLoadBalancerNS] != svc.GetNamespace() {
+		return ""
+	}
+	lb := l[v1alpha1.LabelLoadBalancerName]
+	if lb == "" {
+		if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "LoadBalancer" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			lb = ref.Name
+		}
+	}
+	if lb == "" || svc.GetName() != loadbalancer.HubServiceName(lb) {
+		return ""
+	}
+	return lb
+}
+
+// hubServiceChanged passes the LoadBalancers' hub Services (HubServiceOf, before or after the
+// event) when what translation reads of them changes: the listener ports (each port's
+// protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
+// other writes and the hub's address rebuild nothing.
+func hubServiceChanged() predicate.TypedPredicate[client.Object] {
+	is := func(o client.Object) bool { return HubServiceOf(o) != "" }
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !is(e.ObjectOld) && !is(e.ObjectNew) {
+				return false
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Service)
+			n, ok2 := e.ObjectNew.(*corev1.Service)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return is(o) != is(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) || !slices.EqualFunc(o.Spec.Ports, n.Spec.Ports, sameListenerPort)
+		},
+	}
+}
+
+// sameListenerPort reports whether two hub Service ports record the same listener port.
+func sameListenerPort(a, b corev1.ServicePort) bool {
+	return a.Protocol == b.Protocol && a.Port == b.Port && a.TargetPort == b.TargetPort
 }
 
 // routeChanged passes Route updates that can change the translation: the spec (generation),
@@ -584,7 +636,8 @@ func (r *Reconciler) forget(tenant string) {
 // Routes (those being deleted left out) and Addresses. From owned (a reader of the Services
 // and Secrets labelled managed-by: kubelb; c itself will do): the hub Services the Route
 // controller made (IsRouteService) and the hub Secrets made from SyncSecrets
-// (IsSyncedSecret), and the Secrets cert-manager issued for the Certificates the LoadBalancer
+// (IsSyncedSecret), the LoadBalancers' hub Services (HubServiceOf: their targetPorts are the
+// listener ports), and the Secrets cert-manager issued for the Certificates the LoadBalancer
 // controller made for LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant
 // namespace is read.
 //
@@ -726,8 +779,14 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		in.Routes = append(in.Routes, rt)
 	}
 	for i := range svcs.Items {
-		if IsRouteService(&svcs.Items[i]) {
-			in.RouteServices = append(in.RouteServices, svcs.Items[i])
+		svc := &svcs.Items[i]
+		if IsRouteService(svc) {
+			in.RouteServices = append(in.RouteServices, *svc)
+		} else if lb := HubServiceOf(svc); lb != "" {
+			if in.HubServices == nil {
+				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
+			}
+			in.HubServices[lb] = svc
 		}
 	}
 	for i := range secrets.Items {

@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -75,8 +76,24 @@ func loadBalancer(ns, name string, listenerPort int32) *v1alpha1.LoadBalancer {
 	return lb
 }
 
+// hubService is the hub Service the LoadBalancer controller makes for the allocation lb's
+// status records (the test plays the port allocator there): translation reads the listener
+// ports from it.
+func hubService(lb *v1alpha1.LoadBalancer) *corev1.Service {
+	return translatetest.HubServicesFromStatus([]v1alpha1.LoadBalancer{*lb})[lb.Name]
+}
+
+// newClient is a fake client holding objs and, for every LoadBalancer among them, its hub
+// Service (hubService).
 func newClient(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
+	for _, o := range objs {
+		if lb, ok := o.(*v1alpha1.LoadBalancer); ok {
+			if svc := hubService(lb); svc != nil {
+				objs = append(objs, svc)
+			}
+		}
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
