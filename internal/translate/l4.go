@@ -33,6 +33,26 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 // translateL4 is Translate, returning the front end's state (Run shares its endpoint
 // expansions with the Layer 7 front end).
 func translateL4(in Input) (*l4, error) {
+	t, err := newL4(in)
+	if err != nil {
+		return nil, err
+	}
+	lbs := byAge(in.LoadBalancers)
+	seen := make(map[string]bool, len(lbs))
+	for _, lb := range lbs {
+		if seen[lb.Name] {
+			t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "another LoadBalancer of the same name was translated already")
+			continue
+		}
+		seen[lb.Name] = true
+		t.loadBalancer(lb)
+	}
+	t.cfg.Normalize()
+	return t, nil
+}
+
+// newL4 checks the options and returns an empty Layer 4 front end for in.
+func newL4(in Input) (*l4, error) {
 	opts := in.Options.withDefaults()
 	listenAddr, err := netip.ParseAddr(opts.ListenerAddress)
 	if err != nil {
@@ -55,12 +75,15 @@ func translateL4(in Input) (*l4, error) {
 		listeners: map[listenerKey]string{},
 	}
 	t.expander = newExpander(&t.in, compilePolicy(in.Policy))
+	return t, nil
+}
 
-	// Older LoadBalancers first, so that when two ask for the same listener port the one that
-	// had it first keeps it. Ties (and zero timestamps) fall back to the name.
-	lbs := make([]*v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
-	for i := range in.LoadBalancers {
-		lbs = append(lbs, &in.LoadBalancers[i])
+// byAge orders LoadBalancers older first, so that when two ask for the same listener port
+// the one that had it first keeps it. Ties (and zero timestamps) fall back to the name.
+func byAge(in []v1alpha1.LoadBalancer) []*v1alpha1.LoadBalancer {
+	lbs := make([]*v1alpha1.LoadBalancer, 0, len(in))
+	for i := range in {
+		lbs = append(lbs, &in[i])
 	}
 	slices.SortStableFunc(lbs, func(a, b *v1alpha1.LoadBalancer) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
@@ -68,17 +91,7 @@ func translateL4(in Input) (*l4, error) {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	seen := make(map[string]bool, len(lbs))
-	for _, lb := range lbs {
-		if seen[lb.Name] {
-			t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "another LoadBalancer of the same name was translated already")
-			continue
-		}
-		seen[lb.Name] = true
-		t.loadBalancer(lb)
-	}
-	t.cfg.Normalize()
-	return t, nil
+	return lbs
 }
 
 type listenerKey struct {

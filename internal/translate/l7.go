@@ -72,14 +72,19 @@ func Run(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cfg, problems := l4.cfg, l4.problems.List()
-	t := newL7(in, cfg, l4.expander)
+	return runL7(in, l4.cfg, l4.problems.List(), l4.expander), nil
+}
+
+// runL7 runs the Layer 7 front ends after the Layer 4 one gave cfg and problems, with its
+// expansions (x), and normalizes the whole.
+func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
+	t := newL7(in, cfg, x)
 	t.ingresses()
 	t.gateways()
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all.Sort()
-	return Result{Config: cfg, Problems: all, Routes: t.statuses}, nil
+	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }
 
 // l7 is the state shared by the Layer 7 front ends while they translate one tenant.
