@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	envoytypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
 // tenantState is a tenant as an informer cache holds it: every object has a UID and a
@@ -276,9 +280,10 @@ func TestIncrementalMatchesRun(t *testing.T) {
 				}
 				s.stamp()
 				var inc translate.Incremental
+				var back translator.Cache
 				var prev translate.Result
 				var prevIR []byte
-				reused, full := 0, 0
+				reused, full, backReused := 0, 0, 0
 				for step := range steps {
 					what := "first run"
 					if step > 0 {
@@ -310,12 +315,27 @@ func TestIncrementalMatchesRun(t *testing.T) {
 						}
 					}
 					prev, prevIR = got, gotIR
+					// The back end's Cache builds the same Envoy resources as Translate.
+					gotRes, gotProblems, gotErr := back.Translate(got.Config)
+					wantRes, wantProblems, wantErr := translator.Translate(want.Config)
+					if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(gotProblems, wantProblems) {
+						t.Fatalf("seed %d step %d (%s): back end: %v, %v and %v, %v", seed, step, what, gotErr, gotProblems, wantErr, wantProblems)
+					}
+					for _, typeURL := range slices.Sorted(maps.Keys(wantRes)) {
+						if gotOut, wantOut := wire(t, gotRes[typeURL]), wire(t, wantRes[typeURL]); !bytes.Equal(gotOut, wantOut) {
+							t.Fatalf("seed %d step %d (%s): the back end's %s differ", seed, step, what, typeURL)
+						}
+					}
+					if len(gotRes) != len(wantRes) {
+						t.Fatalf("seed %d step %d (%s): the back end's types differ", seed, step, what)
+					}
+					backReused += back.Reused
 					reused += inc.Stats.Reused
 					if inc.Stats.Full {
 						full++
 					}
 				}
-				if len(s.in.LoadBalancers) > 1 && reused == 0 {
+				if len(s.in.LoadBalancers) > 1 && (reused == 0 || backReused == 0) {
 					t.Errorf("seed %d: no LoadBalancer's translation was ever reused", seed)
 				}
 				if file == "" && (full == 0 || full == steps) {
@@ -324,6 +344,21 @@ func TestIncrementalMatchesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wire is the resources' deterministic wire form, one after another.
+func wire(t *testing.T, rs []envoytypes.Resource) []byte {
+	t.Helper()
+	var out []byte
+	for _, r := range rs {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+		out = append(out, 0)
+	}
+	return out
 }
 
 // TestIncrementalTranslatesOnlyTheChange checks the cost side: in a tenant of 100
