@@ -6,7 +6,10 @@
 // Envoy resources to the xDS server (internal/xds), and publishes what it found (problems,
 // resource owners, versions) to the status store (internal/manager/status), whose leader-only
 // writer turns it into conditions. It writes nothing to the API server. An IR equal to the
-// tenant's previous one is neither translated again nor pushed.
+// tenant's previous one is neither translated again nor pushed. Each tenant keeps what its
+// last translation built (translate.Incremental, translator.Cache; the xDS server keeps the
+// resources' digests): a rebuild translates, builds and hashes again only the LoadBalancers
+// that changed.
 //
 // Endpoint hostnames (the ccm's Hostname node addresses) are resolved here (resolve.go),
 // never by Envoy: the addresses go into the translation input (translate.Input.Resolved),
@@ -95,10 +98,32 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	last map[string]*built // tenant → what was last pushed
+	// caches are, per tenant, what its last translation built (translate.Incremental,
+	// translator.Cache), so that a rebuild costs what changed, not the whole tenant.
+	caches map[string]*caches
 	// next is, per tenant, the earliest time of its next rebuild after a slow one (see
 	// stretchedHoldOff); nil leaves every rebuild to the event's HoldOff alone.
 	next map[string]time.Time
 	now  func() time.Time
+}
+
+// caches are one tenant's translation caches. Requests of one tenant are never reconciled
+// at once, so they are used by one reconcile at a time.
+type caches struct {
+	front translate.Incremental
+	back  translator.Cache
+}
+
+// cachesOf returns the tenant's translation caches.
+func (r *Reconciler) cachesOf(tenant string) *caches {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.caches[tenant]
+	if c == nil {
+		c = &caches{}
+		r.caches[tenant] = c
+	}
+	return c
 }
 
 // built is the last IR of a tenant that reached the xDS server, with what came of it.
@@ -113,7 +138,7 @@ type built struct {
 // reports to store.
 func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
 	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts,
-		names: newNames(net.DefaultResolver), last: map[string]*built{}, now: time.Now}
+		names: newNames(net.DefaultResolver), last: map[string]*built{}, caches: map[string]*caches{}, now: time.Now}
 }
 
 // StretchHoldOff makes a tenant whose rebuild took longer than HoldOff wait as long again
@@ -541,7 +566,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		res.RequeueAfter = ResolveInterval
 	}
 	buildStart := time.Now()
-	out, err := translate.Run(in)
+	cache := r.cachesOf(tenant)
+	out, err := cache.front.Run(in)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
@@ -550,14 +576,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	// tenant with load balancing disabled) are problems on those objects; the endpoints cut
 	// by its limits are the translation's own (translate.Options.MaxEndpoints*).
 	problems := append(slices.Clone(out.Problems), scope.HeldBack...)
-	b, changed, err := r.push(ctx, tenant, cfg)
+	b, changed, err := r.push(ctx, tenant, cfg, &cache.back)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if changed {
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
-			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
+			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems),
+			"translated", cache.front.Stats.Translated, "reused", cache.front.Stats.Reused,
+			"resourcesBuilt", cache.back.Built, "resourcesReused", cache.back.Reused)
 	}
 	routes := out.Routes
 	if len(scope.HeldRoutes) > 0 {
@@ -571,15 +599,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	return res, nil
 }
 
-// push runs the back end and sets the snapshot, unless the IR equals the one last pushed.
-func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config) (*built, bool, error) {
+// push runs the back end (with the tenant's cache) and sets the snapshot, unless the IR
+// equals the one last pushed.
+func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config, back *translator.Cache) (*built, bool, error) {
 	r.mu.Lock()
 	last := r.last[tenant]
 	r.mu.Unlock()
 	if last != nil && last.cfg.Equal(cfg) {
 		return last, false, nil
 	}
-	res, problems, err := translator.Translate(cfg)
+	res, problems, err := back.Translate(cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("building the Envoy resources of tenant %s: %w", tenant, err)
 	}
@@ -627,6 +656,7 @@ func (r *Reconciler) forget(tenant string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, tenant)
+	delete(r.caches, tenant)
 	delete(r.next, tenant)
 }
 
