@@ -59,3 +59,42 @@ func BenchmarkTranslate1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFrontEnd translates a tenant of n single-port LoadBalancers on 3 nodes
+// (translatetest.LoadBalancerTenant) after one LoadBalancer changed: "full" with Run (the
+// whole tenant), "one-change" with an Incremental that translated the tenant before (the
+// changed LoadBalancer only). ns/lb is the time per LoadBalancer of the tenant.
+func BenchmarkFrontEnd(b *testing.B) {
+	for _, n := range []int{1000, 3000, 10000} {
+		for _, incremental := range []bool{false, true} {
+			name := fmt.Sprintf("full/%d", n)
+			if incremental {
+				name = fmt.Sprintf("one-change/%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				in := translatetest.LoadBalancerTenant(n)
+				var inc translate.Incremental
+				run := func() {
+					var err error
+					if incremental {
+						_, err = inc.Run(in)
+					} else {
+						_, err = translate.Run(in)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				run()
+				i := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					i += 7919
+					translatetest.ChangeOneLoadBalancer(&in, i)
+					run()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/lb")
+			})
+		}
+	}
+}

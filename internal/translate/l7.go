@@ -97,7 +97,8 @@ type l7 struct {
 	statuses map[string]RouteStatus
 	// byKind holds the Routes by the kind of their tenant object, oldest first.
 	byKind map[string][]*v1alpha1.Route
-	// clusters and secrets already in cfg, by name.
+	// clusters and secrets already in cfg, by name; clusters is made when first needed
+	// (clusterIndex): a tenant of LoadBalancers alone never needs it.
 	clusters map[string]*ir.Cluster
 	secrets  map[string]*ir.Secret
 	// Indexes of the input, made when first needed: the Services of Routes with many
@@ -119,12 +120,8 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		expander: x,
 		statuses: map[string]RouteStatus{},
 		byKind:   map[string][]*v1alpha1.Route{},
-		clusters: map[string]*ir.Cluster{},
 		secrets:  map[string]*ir.Secret{},
 		services: map[*v1alpha1.Route]serviceIndex{},
-	}
-	for _, c := range cfg.Clusters {
-		t.clusters[c.Name] = c
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {
@@ -145,6 +142,17 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		t.byKind[kind] = append(t.byKind[kind], r)
 	}
 	return t
+}
+
+// clusterIndex returns the clusters of cfg by name, indexing them on first use.
+func (t *l7) clusterIndex() map[string]*ir.Cluster {
+	if t.clusters == nil {
+		t.clusters = make(map[string]*ir.Cluster, len(t.cfg.Clusters))
+		for _, c := range t.cfg.Clusters {
+			t.clusters[c.Name] = c
+		}
+	}
+	return t.clusters
 }
 
 // ref names a Route (and a section of its tenant object) in problems and IR owners.
@@ -238,7 +246,7 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	if proto == ir.UpstreamHTTP2 {
 		clusterName += "/h2"
 	}
-	if c, ok := t.clusters[clusterName]; ok {
+	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return backend{cluster: clusterName}, "", ""
 	}

@@ -29,8 +29,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -365,7 +367,15 @@ type validator interface{ Validate() error }
 
 // digests are the digests of the resources of a snapshot, by resource (the message itself:
 // the back end hands an unchanged resource on as the same message, translator.Cache).
-type digests map[types.Resource]string
+type digests map[types.Resource]digest
+
+// digest is what newSnapshot works out of one resource: the hash of its content and the
+// resources it references (a cluster its endpoints, a listener its route configurations;
+// go-control-plane's GetResourceReferences), for the consistency check.
+type digest struct {
+	hash string
+	refs map[resource.Type]map[string]bool
+}
 
 // newSnapshot validates the resources and builds a consistent snapshot whose version (for
 // each resource type, and overall) is a hash of the content. Each type has its own version,
@@ -378,6 +388,9 @@ type digests map[types.Resource]string
 // version hashes its resources' names and digests. Resources found in prev (the digests of
 // the tenant's last snapshot) are neither validated nor hashed again: the cost of a snapshot
 // follows the resources that changed. next are the digests of this snapshot's resources.
+// The snapshot must be consistent as go-control-plane's Snapshot.Consistent defines it (every
+// endpoints and route configuration referenced, and no other); the check reads each
+// resource's references once, from its digest.
 func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next digests, _ error) {
 	for typeURL := range res {
 		if !slices.Contains(TypeURLs, typeURL) {
@@ -390,6 +403,8 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 	}
 	next = make(digests, n)
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(TypeURLs))}
+	referenced := map[resource.Type]map[string]bool{}
+	var line []byte
 	all := sha256.New()
 	clusterVersion := ""
 	for _, typeURL := range TypeURLs {
@@ -423,11 +438,23 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 				if err != nil {
 					return nil, "", nil, fmt.Errorf("%s %q: %w", typeURL, name, err)
 				}
-				d = cache.HashResource(b)
+				d.hash = cache.HashResource(b)
+				if typeURL == resource.ClusterType || typeURL == resource.ListenerType {
+					d.refs = cache.GetResourceReferences(map[string]types.ResourceWithTTL{name: {Resource: r}})
+				}
 			}
 			next[r] = d
-			versions[name] = d
-			fmt.Fprintf(h, "%d:%s:%s;", len(name), name, d)
+			versions[name] = d.hash
+			for t, names := range d.refs {
+				if referenced[t] == nil {
+					referenced[t] = map[string]bool{}
+				}
+				maps.Copy(referenced[t], names)
+			}
+			// "<len>:<name>:<digest>;", without fmt: this runs for every resource.
+			line = strconv.AppendInt(line[:0], int64(len(name)), 10)
+			line = append(append(append(append(append(line, ':'), name...), ':'), d.hash...), ';')
+			h.Write(line)
 		}
 		version := hex.EncodeToString(h.Sum(nil))[:16]
 		if typeURL == resource.ClusterType {
@@ -437,8 +464,16 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 		snap.Resources[cache.GetResponseType(typeURL)] = cache.NewResources(version, items)
 		snap.VersionMap[typeURL] = versions
 	}
-	if err := snap.Consistent(); err != nil {
-		return nil, "", nil, fmt.Errorf("inconsistent snapshot: %w", err)
+	for _, typeURL := range []string{resource.EndpointType, resource.RouteType} {
+		refs, have := referenced[typeURL], snap.VersionMap[typeURL]
+		if len(refs) != len(have) {
+			return nil, "", nil, fmt.Errorf("inconsistent snapshot: %d %s referenced, %d in the snapshot", len(refs), typeURL, len(have))
+		}
+		for name := range refs {
+			if _, ok := have[name]; !ok {
+				return nil, "", nil, fmt.Errorf("inconsistent snapshot: %s %q is referenced but missing", typeURL, name)
+			}
+		}
 	}
 	return snap, hex.EncodeToString(all.Sum(nil))[:16], next, nil
 }

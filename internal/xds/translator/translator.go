@@ -171,6 +171,9 @@ func (b *builder) problem(owners []ir.ObjectRef, format string, args ...any) {
 
 // missingDependency names a resource the listener needs that was left out, or "".
 func (b *builder) missingDependency(l *ir.Listener) string {
+	if len(b.dropped) == 0 {
+		return ""
+	}
 	type dep struct{ typeURL, name string }
 	deps := []dep{{resource.ClusterType, l.Cluster}, {resource.RouteType, l.RouteConfig}}
 	for _, b := range l.Backends {
