@@ -342,7 +342,9 @@ func HubServiceOf(svc client.Object) string {
 			lb = ref.Name
 		}
 	}
-	if lb == "" || svc.GetName() != loadbalancer.HubServiceName(lb) {
+	// A Service named "envoy-<lb>" exists, so that is a valid Service name and HubServiceName
+	// gives it without the check (a regular expression, for every Service of the tenant).
+	if name := svc.GetName(); lb == "" || (name != "envoy-"+lb && name != loadbalancer.HubServiceName(lb)) {
 		return ""
 	}
 	return lb
