@@ -336,13 +336,29 @@ func (c *Config) Normalize() {
 	}
 }
 
-// Equal reports whether two Configs are the same, element by element. Both should be
-// normalized.
+// Equal reports whether two Configs are the same, element by element (reflect.DeepEqual's
+// answer). Both should be normalized. An element shared by both (the same pointer, as
+// translate.Incremental hands on unchanged ones) is not compared field by field.
 func (c *Config) Equal(o *Config) bool {
 	if c == nil || o == nil {
 		return c == o
 	}
-	return reflect.DeepEqual(c, o)
+	return equalElements(c.Listeners, o.Listeners) && equalElements(c.RouteConfigs, o.RouteConfigs) &&
+		equalElements(c.Clusters, o.Clusters) && equalElements(c.Secrets, o.Secrets)
+}
+
+// equalElements is reflect.DeepEqual of two lists of elements, comparing shared ones by
+// pointer only.
+func equalElements[T any](a, b []*T) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && !reflect.DeepEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *Listener) name() string    { return l.Name }

@@ -17,7 +17,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	clusters := map[string]bool{}
+	clusters := make(map[string]bool, len(c.Clusters))
 	for _, cl := range c.Clusters {
 		if cl.Name == "" || clusters[cl.Name] {
 			fail("cluster %q: name empty or repeated", cl.Name)
@@ -48,8 +48,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	listeners := map[string]bool{}
-	bound := map[string]string{}
+	type bindKey struct {
+		family, addr string
+		port         uint32
+	}
+	listeners := make(map[string]bool, len(c.Listeners))
+	bound := make(map[bindKey]string, len(c.Listeners))
 	for _, l := range c.Listeners {
 		if l.Name == "" || listeners[l.Name] {
 			fail("listener %q: name empty or repeated", l.Name)
@@ -62,12 +66,16 @@ func (c *Config) Validate() error {
 		if l.Protocol == ProtocolUDP {
 			family = "udp"
 		}
-		for _, addr := range append([]string{l.Address}, l.AdditionalAddresses...) {
-			key := fmt.Sprintf("%s/%s/%d", family, addr, l.Port)
+		bind := func(addr string) {
+			key := bindKey{family, addr, l.Port}
 			if other, ok := bound[key]; ok {
-				fail("listeners %q and %q both bind %s", other, l.Name, key)
+				fail("listeners %q and %q both bind %s/%s/%d", other, l.Name, family, addr, l.Port)
 			}
 			bound[key] = l.Name
+		}
+		bind(l.Address)
+		for _, addr := range l.AdditionalAddresses {
+			bind(addr)
 		}
 	}
 	return errors.Join(errs...)

@@ -9,6 +9,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // tenantOf builds one tenant with n LoadBalancers of one TCP port each and three node
@@ -42,6 +43,7 @@ func tenantOf(n int) translate.Input {
 		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
 
@@ -54,6 +56,45 @@ func BenchmarkTranslate1000(b *testing.B) {
 		cfg, _, err := translate.Translate(in)
 		if err != nil || len(cfg.Listeners) != 1000 {
 			b.Fatalf("got %d listeners, %v", len(cfg.Listeners), err)
+		}
+	}
+}
+
+// BenchmarkFrontEnd translates a tenant of n single-port LoadBalancers on 3 nodes
+// (translatetest.LoadBalancerTenant) after one LoadBalancer changed: "full" with Run (the
+// whole tenant), "one-change" with an Incremental that translated the tenant before (the
+// changed LoadBalancer only). ns/lb is the time per LoadBalancer of the tenant.
+func BenchmarkFrontEnd(b *testing.B) {
+	for _, n := range []int{1000, 3000, 10000} {
+		for _, incremental := range []bool{false, true} {
+			name := fmt.Sprintf("full/%d", n)
+			if incremental {
+				name = fmt.Sprintf("one-change/%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				in := translatetest.LoadBalancerTenant(n)
+				var inc translate.Incremental
+				run := func() {
+					var err error
+					if incremental {
+						_, err = inc.Run(in)
+					} else {
+						_, err = translate.Run(in)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				run()
+				i := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					i += 7919
+					translatetest.ChangeOneLoadBalancer(&in, i)
+					run()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/lb")
+			})
 		}
 	}
 }

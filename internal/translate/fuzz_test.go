@@ -141,6 +141,7 @@ func (s *bytesource) input() translate.Input {
 	for i := range in.LoadBalancers {
 		in.LoadBalancers[i].Spec.HealthCheckNodePort = pick[int32](s, 0, 0, 32000, 70000, -1)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
 

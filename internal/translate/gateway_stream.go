@@ -226,7 +226,7 @@ func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, nam
 	}
 	p := strings.ToLower(string(proto))
 	clusterName := backendClusterName(r.Name, namespace, name, port, p)
-	if c, ok := t.clusters[clusterName]; ok {
+	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return clusterName, "", ""
 	}

@@ -153,6 +153,17 @@ func hostnamePort(lb *v1alpha1.LoadBalancer) (portSpec, bool) {
 // PROXY protocol setting and health check). Problems are Warnings on the LoadBalancer's
 // section "hostname": its ports are served either way.
 func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
+	// Without a wildcard domain only a spec.hostname gives a hostname (LoadBalancerHostname):
+	// a tenant without any is not walked (in age order) at all.
+	if strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(strings.TrimSpace(t.in.DNS.WildcardDomain)), "."), "*.") == "" {
+		any := false
+		for i := range t.in.LoadBalancers {
+			any = any || t.in.LoadBalancers[i].Spec.Hostname != ""
+		}
+		if !any {
+			return
+		}
+	}
 	tenantName := strings.TrimPrefix(t.in.Tenant, v1alpha1.TenantNamespacePrefix)
 	lbs := make([]*v1alpha1.LoadBalancer, 0, len(t.in.LoadBalancers))
 	for i := range t.in.LoadBalancers {
@@ -224,7 +235,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			t.problems.Add(ref, ir.SeverityWarning, ReasonNoEndpoints, "the hostname %s has no usable endpoints; requests fail until the tenant has Ready nodes with valid addresses", host)
 		}
 		name := fmt.Sprintf("%s-http-%d", lb.Name, ps.port)
-		if _, taken := t.clusters[name]; taken { // only crafted Route and Service names get here
+		if _, taken := t.clusterIndex()[name]; taken { // only crafted Route and Service names get here
 			warn(ReasonHostnameConflict, "the cluster name %s is already used by a route backend", name)
 			continue
 		}

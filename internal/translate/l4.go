@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -32,6 +33,26 @@ func Translate(in Input) (*ir.Config, ir.Problems, error) {
 // translateL4 is Translate, returning the front end's state (Run shares its endpoint
 // expansions with the Layer 7 front end).
 func translateL4(in Input) (*l4, error) {
+	t, err := newL4(in)
+	if err != nil {
+		return nil, err
+	}
+	lbs := byAge(in.LoadBalancers)
+	seen := make(map[string]bool, len(lbs))
+	for _, lb := range lbs {
+		if seen[lb.Name] {
+			t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "another LoadBalancer of the same name was translated already")
+			continue
+		}
+		seen[lb.Name] = true
+		t.loadBalancer(lb)
+	}
+	t.cfg.Normalize()
+	return t, nil
+}
+
+// newL4 checks the options and returns an empty Layer 4 front end for in.
+func newL4(in Input) (*l4, error) {
 	opts := in.Options.withDefaults()
 	listenAddr, err := netip.ParseAddr(opts.ListenerAddress)
 	if err != nil {
@@ -54,12 +75,15 @@ func translateL4(in Input) (*l4, error) {
 		listeners: map[listenerKey]string{},
 	}
 	t.expander = newExpander(&t.in, compilePolicy(in.Policy))
+	return t, nil
+}
 
-	// Older LoadBalancers first, so that when two ask for the same listener port the one that
-	// had it first keeps it. Ties (and zero timestamps) fall back to the name.
-	lbs := make([]*v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
-	for i := range in.LoadBalancers {
-		lbs = append(lbs, &in.LoadBalancers[i])
+// byAge orders LoadBalancers older first, so that when two ask for the same listener port
+// the one that had it first keeps it. Ties (and zero timestamps) fall back to the name.
+func byAge(in []v1alpha1.LoadBalancer) []*v1alpha1.LoadBalancer {
+	lbs := make([]*v1alpha1.LoadBalancer, 0, len(in))
+	for i := range in {
+		lbs = append(lbs, &in[i])
 	}
 	slices.SortStableFunc(lbs, func(a, b *v1alpha1.LoadBalancer) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
@@ -67,17 +91,7 @@ func translateL4(in Input) (*l4, error) {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	seen := make(map[string]bool, len(lbs))
-	for _, lb := range lbs {
-		if seen[lb.Name] {
-			t.problem(t.ref(lb, ""), ir.SeverityError, ReasonInvalidName, "another LoadBalancer of the same name was translated already")
-			continue
-		}
-		seen[lb.Name] = true
-		t.loadBalancer(lb)
-	}
-	t.cfg.Normalize()
-	return t, nil
+	return lbs
 }
 
 type listenerKey struct {
@@ -125,13 +139,13 @@ type lbSettings struct {
 	healthCheckPort uint32
 	// opts are the tenant's options with the LoadBalancer's upstream annotations applied.
 	opts Options
-	// families are the IP families the hub Service got (status.service.ipFamilies).
+	// families are the IP families the hub Service got (its spec.ipFamilies).
 	families []corev1.IPFamily
 }
 
 // listenerAddresses are the addresses the listeners of a LoadBalancer bind: one per IP
-// family its hub Service got (families: status.service.ipFamilies, which only the manager
-// writes, from the hub Service), the IPv4 one (Options.ListenerAddress) first; IPv4 alone
+// family its hub Service got (families: the hub Service's spec.ipFamilies; the manager
+// makes the hub Service, the tenant cannot write it), the IPv4 one (Options.ListenerAddress) first; IPv4 alone
 // when none is recorded (a hub Service made before the field, or none yet). An IPv4-only
 // LoadBalancer never binds IPv6: the Envoy pods of an IPv4 hub may have IPv6 disabled.
 func listenerAddresses(opts Options, families []corev1.IPFamily) (string, []string) {
@@ -157,7 +171,7 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 	settings := t.settings(lb)
 
 	used := map[listenerKey]bool{}
-	status := indexStatusPorts(&lb.Status)
+	hub := indexHubPorts(t.in.HubServices[lb.Name])
 	for i, p := range lb.Spec.Ports {
 		ps := portSpec{index: i, name: p.Name, protocol: v1alpha1.ProtocolOrTCP(p.Protocol), port: p.Port}
 		ps.label = fmt.Sprintf("%s/%d", ps.protocol, ps.port)
@@ -179,11 +193,9 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 		}
 		used[listenerKey{ps.protocol, ps.port}] = true
 
-		if sp, ok := status.portFor(p); ok {
-			ps.listenerPort = sp.UpstreamTargetPort
-		}
+		ps.listenerPort = hub.listenerPort(ps.protocol, ps.port)
 		if ps.listenerPort == 0 {
-			t.problem(ref, ir.SeverityError, ReasonPortNotAllocated, "no listener port is allocated yet (status.service.ports)")
+			t.problem(ref, ir.SeverityError, ReasonPortNotAllocated, "no listener port is allocated yet (the hub Service has no port for it)")
 			continue
 		}
 		if ps.listenerPort < 0 || ps.listenerPort > 65535 {
@@ -272,7 +284,10 @@ func (t *l4) healthCheck(s lbSettings, udp bool) *ir.HealthCheck {
 
 // settings reads the per-LoadBalancer annotations and spec knobs.
 func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
-	s := lbSettings{opts: t.upstreamAnnotations(lb), families: lb.Status.Service.IPFamilies}
+	s := lbSettings{opts: t.upstreamAnnotations(lb)}
+	if svc := t.in.HubServices[lb.Name]; svc != nil && svc.DeletionTimestamp.IsZero() {
+		s.families = svc.Spec.IPFamilies
+	}
 	on, ok := ProxyProtocol(lb)
 	s.proxyProtocol = on
 	if !ok {
@@ -345,7 +360,7 @@ func (t *l4) endpoints(lb *v1alpha1.LoadBalancer, ps portSpec) []ir.Endpoint {
 
 // manyPorts is the number of ports above which a list of ports is looked up through an index
 // rather than scanned (a LoadBalancer may have 128 ports, and each port looks up its
-// endpoint port and status port).
+// endpoint port and listener port).
 const manyPorts = 8
 
 // endpointPort picks the port of an endpoint group matching a LoadBalancer port: by name when
@@ -384,51 +399,54 @@ func (t *l4) endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32
 	return 0, false
 }
 
-// statusPorts answers LoadBalancerStatus.StatusPortFor for every port of a LoadBalancer in
-// time linear in its ports (an index when there are many).
-type statusPorts struct {
-	s        *v1alpha1.LoadBalancerStatus
-	byName   map[listenerName]v1alpha1.ServicePort
-	byNumber map[listenerKey]v1alpha1.ServicePort
+// hubPorts are the listener ports a LoadBalancer's hub Service records: the targetPort of
+// each of its ports, by protocol and port number (the hub Service has one port per
+// LoadBalancer port, with the same protocol and number). Looked up through an index when
+// there are many.
+type hubPorts struct {
+	ports []corev1.ServicePort
+	index map[listenerKey]int32
 }
 
-type listenerName struct {
-	protocol corev1.Protocol
-	name     string
-}
-
-func indexStatusPorts(s *v1alpha1.LoadBalancerStatus) statusPorts {
-	ps := s.Service.Ports
-	if len(ps) <= manyPorts {
-		return statusPorts{s: s}
+// indexHubPorts indexes the ports of a hub Service (nil, or one being deleted, records none).
+func indexHubPorts(svc *corev1.Service) hubPorts {
+	if svc == nil || !svc.DeletionTimestamp.IsZero() {
+		return hubPorts{}
 	}
-	x := statusPorts{s: s, byName: make(map[listenerName]v1alpha1.ServicePort, len(ps)), byNumber: make(map[listenerKey]v1alpha1.ServicePort, len(ps))}
-	for _, sp := range ps {
-		proto := v1alpha1.ProtocolOrTCP(sp.Protocol)
-		if _, dup := x.byName[listenerName{proto, sp.Name}]; !dup {
-			x.byName[listenerName{proto, sp.Name}] = sp
-		}
-		if _, dup := x.byNumber[listenerKey{proto, sp.Port}]; !dup {
-			x.byNumber[listenerKey{proto, sp.Port}] = sp
+	x := hubPorts{ports: svc.Spec.Ports}
+	if len(x.ports) > manyPorts {
+		x.index = make(map[listenerKey]int32, len(x.ports))
+		for _, sp := range x.ports {
+			k := listenerKey{v1alpha1.ProtocolOrTCP(sp.Protocol), sp.Port}
+			if _, dup := x.index[k]; !dup {
+				x.index[k] = targetPort(sp)
+			}
 		}
 	}
 	return x
 }
 
-// portFor is s.StatusPortFor(p): the first status port matching by name (when p is named),
-// else the first matching by number.
-func (x statusPorts) portFor(p v1alpha1.LoadBalancerPort) (v1alpha1.ServicePort, bool) {
-	if x.byName == nil {
-		return x.s.StatusPortFor(p)
+// listenerPort is the listener port recorded for the LoadBalancer port (protocol, port): the
+// targetPort of the first hub Service port with that protocol and number, 0 when there is
+// none or its targetPort is not a number.
+func (x hubPorts) listenerPort(protocol corev1.Protocol, port int32) int32 {
+	if x.index != nil {
+		return x.index[listenerKey{protocol, port}]
 	}
-	proto := v1alpha1.ProtocolOrTCP(p.Protocol)
-	if p.Name != "" {
-		if sp, ok := x.byName[listenerName{proto, p.Name}]; ok {
-			return sp, true
+	for _, sp := range x.ports {
+		if sp.Port == port && v1alpha1.ProtocolOrTCP(sp.Protocol) == protocol {
+			return targetPort(sp)
 		}
 	}
-	sp, ok := x.byNumber[listenerKey{proto, p.Port}]
-	return sp, ok
+	return 0
+}
+
+// targetPort is a Service port's targetPort when it is a number, else 0.
+func targetPort(sp corev1.ServicePort) int32 {
+	if sp.TargetPort.Type != intstr.Int {
+		return 0
+	}
+	return sp.TargetPort.IntVal
 }
 
 // parseAddress accepts an IP (v4 or v6, no zone, not unspecified; returned too, unmapped)

@@ -72,14 +72,19 @@ func Run(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cfg, problems := l4.cfg, l4.problems.List()
-	t := newL7(in, cfg, l4.expander)
+	return runL7(in, l4.cfg, l4.problems.List(), l4.expander), nil
+}
+
+// runL7 runs the Layer 7 front ends after the Layer 4 one gave cfg and problems, with its
+// expansions (x), and normalizes the whole.
+func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
+	t := newL7(in, cfg, x)
 	t.ingresses()
 	t.gateways()
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all.Sort()
-	return Result{Config: cfg, Problems: all, Routes: t.statuses}, nil
+	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }
 
 // l7 is the state shared by the Layer 7 front ends while they translate one tenant.
@@ -92,7 +97,8 @@ type l7 struct {
 	statuses map[string]RouteStatus
 	// byKind holds the Routes by the kind of their tenant object, oldest first.
 	byKind map[string][]*v1alpha1.Route
-	// clusters and secrets already in cfg, by name.
+	// clusters and secrets already in cfg, by name; clusters is made when first needed
+	// (clusterIndex): a tenant of LoadBalancers alone never needs it.
 	clusters map[string]*ir.Cluster
 	secrets  map[string]*ir.Secret
 	// Indexes of the input, made when first needed: the Services of Routes with many
@@ -114,12 +120,8 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		expander: x,
 		statuses: map[string]RouteStatus{},
 		byKind:   map[string][]*v1alpha1.Route{},
-		clusters: map[string]*ir.Cluster{},
 		secrets:  map[string]*ir.Secret{},
 		services: map[*v1alpha1.Route]serviceIndex{},
-	}
-	for _, c := range cfg.Clusters {
-		t.clusters[c.Name] = c
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {
@@ -140,6 +142,17 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		t.byKind[kind] = append(t.byKind[kind], r)
 	}
 	return t
+}
+
+// clusterIndex returns the clusters of cfg by name, indexing them on first use.
+func (t *l7) clusterIndex() map[string]*ir.Cluster {
+	if t.clusters == nil {
+		t.clusters = make(map[string]*ir.Cluster, len(t.cfg.Clusters))
+		for _, c := range t.cfg.Clusters {
+			t.clusters[c.Name] = c
+		}
+	}
+	return t.clusters
 }
 
 // ref names a Route (and a section of its tenant object) in problems and IR owners.
@@ -233,7 +246,7 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	if proto == ir.UpstreamHTTP2 {
 		clusterName += "/h2"
 	}
-	if c, ok := t.clusters[clusterName]; ok {
+	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return backend{cluster: clusterName}, "", ""
 	}

@@ -16,6 +16,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // badAddressesTenant is a tenant of k LoadBalancers, each with 16 ports and four endpoint
@@ -56,6 +57,7 @@ func badAddressesTenant(k int) translate.Input {
 		}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
 
@@ -139,6 +141,7 @@ func TestEndpointsMergedAndCut(t *testing.T) {
 		})
 		max := rng.IntN(6)
 		in.Options.MaxEndpointsPerCluster = max
+		in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 		r, err := translate.Run(in)
 		if err != nil {
 			t.Fatal(err)
@@ -188,6 +191,7 @@ func TestEndpointsTenantBudget(t *testing.T) {
 		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	r, err := translate.Run(in)
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +237,7 @@ func BenchmarkPolicyLargeHub(b *testing.B) {
 			translate.PolicyRule{Prefix: netip.MustParsePrefix(fmt.Sprintf("192.168.%d.%d/32", i/250, i%250+1)), Source: translate.SourceHubNode})
 	}
 	in.LoadBalancers = badAddressesTenant(1).LoadBalancers
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	b.ReportAllocs()
 	for b.Loop() {
 		r, err := translate.Run(in)

@@ -55,6 +55,14 @@ type Input struct {
 	Tenant string
 	// LoadBalancers of the tenant; objects being deleted must already be left out.
 	LoadBalancers []v1alpha1.LoadBalancer
+	// HubServices are the hub Services of the LoadBalancers ("envoy-<lb name>", made by the
+	// manager's LoadBalancer controller; no tenant can write them), by LoadBalancer name.
+	// They are the record of the listener ports: the targetPort of the hub Service port with
+	// a LoadBalancer port's protocol and number is that port's listener port, and their
+	// spec.ipFamilies are the families the listeners bind. A LoadBalancer without one has
+	// no listener port yet (PortNotAllocated). The LoadBalancer status, which the tenant may
+	// write and which is written after the hub Service, is not read.
+	HubServices map[string]*corev1.Service
 	// Addresses of the tenant by object name (normally only "default").
 	Addresses map[string]v1alpha1.Addresses
 	// Options tune the generated configuration.
@@ -198,7 +206,7 @@ const (
 	// ReasonInvalidPort: a port number is out of range or repeated (the port is skipped, or
 	// for an endpoint port, that endpoint group is left out).
 	ReasonInvalidPort = "InvalidPort"
-	// ReasonPortNotAllocated: no listener port in status.service.ports yet (skipped).
+	// ReasonPortNotAllocated: no listener port in the hub Service yet (skipped).
 	ReasonPortNotAllocated = "PortNotAllocated"
 	// ReasonListenerPortConflict: another port already uses the listener port (skipped).
 	ReasonListenerPortConflict = "ListenerPortConflict"

@@ -8,8 +8,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
 // BenchmarkSetTenant1000 measures validating, hashing and setting the snapshot of a tenant
@@ -20,6 +22,7 @@ func BenchmarkSetTenant1000(b *testing.B) {
 	for i := range 1000 {
 		in.LoadBalancers = append(in.LoadBalancers, newLB(fmt.Sprintf("lb-%d", i)).port(corev1.ProtocolTCP, 80, 30000+i, 20000+i).LoadBalancer)
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	outs := make([]Resources, 2)
 	for i := range outs {
 		in.Addresses = addresses("10.0.0.1", "10.0.0.2", fmt.Sprintf("10.0.1.%d", i+1))
@@ -62,5 +65,69 @@ func BenchmarkSetTenantHTTPRoutes1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkRebuild measures what the Envoy control plane does to rebuild one tenant's
+// snapshot — front end, IR comparison, back end, resource owners, setting the snapshot — for
+// a tenant of n single-port LoadBalancers on 3 nodes (translatetest.LoadBalancerTenant),
+// after one LoadBalancer changed: "full" translates, builds and hashes everything anew (as
+// every rebuild did before incremental translation); "one-change" keeps the caches of the
+// previous rebuild (translate.Incremental, translator.Cache, the server's digests), as
+// envoycp does. ns/lb is the time per LoadBalancer of the tenant.
+func BenchmarkRebuild(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1000, 3000, 10000} {
+		for _, incremental := range []bool{false, true} {
+			name := fmt.Sprintf("full/%d", n)
+			if incremental {
+				name = fmt.Sprintf("one-change/%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				in := translatetest.LoadBalancerTenant(n)
+				srv := NewServer(logr.Discard(), nil)
+				var front translate.Incremental
+				var back translator.Cache
+				var last *ir.Config
+				rebuild := func() {
+					var r translate.Result
+					var res Resources
+					var err error
+					if incremental {
+						r, err = front.Run(in)
+					} else {
+						r, err = translate.Run(in)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if last != nil && last.Equal(r.Config) {
+						b.Fatal("the IR did not change")
+					}
+					if incremental {
+						res, _, err = back.Translate(r.Config)
+					} else {
+						res, _, err = translator.Translate(r.Config)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					_ = translator.Owners(r.Config)
+					if changed, err := srv.SetTenant(ctx, in.Tenant, res); err != nil || !changed {
+						b.Fatalf("SetTenant: %v, %v", changed, err)
+					}
+					last = r.Config
+				}
+				rebuild()
+				i := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					i += 7919 // a prime: a different LoadBalancer every time
+					translatetest.ChangeOneLoadBalancer(&in, i)
+					rebuild()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/lb")
+			})
+		}
 	}
 }

@@ -126,8 +126,12 @@ func addresses(ips ...string) map[string]v1alpha1.Addresses {
 	return map[string]v1alpha1.Addresses{a.Name: a}
 }
 
+// mustTranslate translates in with the hub Services the LoadBalancer controller makes for
+// the allocations these tests record in the LoadBalancers' status (the tests play the port
+// allocator there; translation reads only the hub Services).
 func mustTranslate(t *testing.T, in translate.Input) Resources {
 	t.Helper()
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	_, problems, out, err := translatetest.Pipeline(in)
 	if err != nil {
 		t.Fatal(err)
@@ -675,8 +679,8 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 			in.Tenant = tenant
 			in.Options.ListenerAddress = "127.0.0.1"
 			// Every port a listener binds is remapped to a free one: the Envoy listener ports
-			// of LoadBalancers (status upstreamTargetPort) and of the Ingress and Gateway hub
-			// Services (targetPort), so that no golden binds a fixed port such as 20080.
+			// of LoadBalancers and of the Ingress and Gateway (their hub Services' targetPorts),
+			// so that no golden binds a fixed port such as 20080.
 			remap := map[int32]int32{}
 			free := func(p int32) int32 {
 				if _, ok := remap[p]; !ok {
@@ -684,18 +688,16 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 				}
 				return remap[p]
 			}
-			for i := range in.LoadBalancers {
-				for j := range in.LoadBalancers[i].Status.Service.Ports {
-					p := &in.LoadBalancers[i].Status.Service.Ports[j].UpstreamTargetPort
-					if *p < 1 || *p > 65535 {
-						continue
-					}
-					*p = free(*p)
-				}
-			}
+			svcs := []*corev1.Service{}
 			for i := range in.RouteServices {
-				for j := range in.RouteServices[i].Spec.Ports {
-					tp := &in.RouteServices[i].Spec.Ports[j].TargetPort
+				svcs = append(svcs, &in.RouteServices[i])
+			}
+			for _, name := range slices.Sorted(maps.Keys(in.HubServices)) {
+				svcs = append(svcs, in.HubServices[name])
+			}
+			for _, svc := range svcs {
+				for j := range svc.Spec.Ports {
+					tp := &svc.Spec.Ports[j].TargetPort
 					if v := tp.IntValue(); tp.Type == intstr.Int && v >= 1 && v <= 65535 {
 						*tp = intstr.FromInt32(free(int32(v)))
 					}

@@ -34,6 +34,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,7 +57,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/protobuf/proto"
 
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -94,6 +94,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	versions map[string]string // tenant → version of its current snapshot
+	// digests are, per tenant, the digests of the resources of its last snapshot (see
+	// newSnapshot): a resource set again unchanged (the same message) is neither validated
+	// nor marshalled and hashed again.
+	digests map[string]digests
 }
 
 // NewServer returns a Server with an empty cache; SetTenant may be called before Run. creds
@@ -107,6 +111,7 @@ func NewServer(logger logr.Logger, creds *tls.Config) *Server {
 		endpoints: cache.NewSnapshotCache(false, tenantHash{}, cacheLogger(logger.WithName("cache"))),
 		tls:       creds,
 		versions:  map[string]string{},
+		digests:   map[string]digests{},
 	}
 	// Endpoints are served from a cache without go-control-plane's ADS rule that answers a
 	// request only when it names every endpoint resource of the snapshot. Under that rule a
@@ -366,13 +371,17 @@ func (s *Server) SetTenant(ctx context.Context, tenant string, res Resources) (b
 	if tenant == "" {
 		return false, errors.New("tenant must not be empty")
 	}
-	snap, version, err := newSnapshot(res)
+	s.mu.Lock()
+	prev := s.digests[tenant]
+	s.mu.Unlock()
+	snap, version, next, err := newSnapshot(res, prev)
 	if err != nil {
 		return false, fmt.Errorf("refusing snapshot for tenant %s: %w", tenant, err)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.digests[tenant] = next
 	if s.versions[tenant] == version {
 		return false, nil
 	}
@@ -399,7 +408,7 @@ func (s *Server) RemoveTenant(tenant string) {
 	if _, ok := s.versions[tenant]; !ok {
 		return
 	}
-	snap, _, err := newSnapshot(nil)
+	snap, _, _, err := newSnapshot(nil, nil)
 	if err == nil {
 		err = s.setSnapshot(context.Background(), tenant, snap)
 	}
@@ -407,6 +416,7 @@ func (s *Server) RemoveTenant(tenant string) {
 		s.log.Error(err, "setting the empty snapshot of a removed tenant", "tenant", tenant)
 	}
 	delete(s.versions, tenant)
+	delete(s.digests, tenant)
 	metrics.ManagerSnapshotListeners.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotClusters.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotEndpoints.DeleteLabelValues(tenant)
@@ -434,19 +444,46 @@ func (s *Server) TypeVersion(tenant string, typeURL string) string {
 // validator is implemented by every generated (protoc-gen-validate) Envoy message.
 type validator interface{ Validate() error }
 
+// digests are the digests of the resources of a snapshot, by resource (the message itself:
+// the back end hands an unchanged resource on as the same message, translator.Cache).
+type digests map[types.Resource]digest
+
+// digest is what newSnapshot works out of one resource: the hash of its content and the
+// resources it references (a cluster its endpoints, a listener its route configurations;
+// go-control-plane's GetResourceReferences), for the consistency check.
+type digest struct {
+	hash string
+	refs map[resource.Type]map[string]bool
+}
+
 // newSnapshot validates the resources and builds a consistent snapshot whose version (for
 // each resource type, and overall) is a hash of the content. Each type has its own version,
 // so a change of endpoints only re-sends endpoints; but a change of clusters re-sends
 // endpoints too (see below).
-func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
+//
+// Every resource's digest is the hex SHA-256 of its deterministic wire form (what
+// go-control-plane's delta versions are, HashResource: the snapshot's VersionMap is filled
+// with them, so the cache does not marshal and hash every resource again), and a type's
+// version hashes its resources' names and digests. Resources found in prev (the digests of
+// the tenant's last snapshot) are neither validated nor hashed again: the cost of a snapshot
+// follows the resources that changed. next are the digests of this snapshot's resources.
+// The snapshot must be consistent as go-control-plane's Snapshot.Consistent defines it (every
+// endpoints and route configuration referenced, and no other); the check reads each
+// resource's references once, from its digest.
+func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next digests, _ error) {
 	for typeURL := range res {
 		if !slices.Contains(TypeURLs, typeURL) {
-			return nil, "", fmt.Errorf("resource type %s is not served", typeURL)
+			return nil, "", nil, fmt.Errorf("resource type %s is not served", typeURL)
 		}
 	}
-	// The per-resource versions delta streams compare (go-control-plane would marshal and
-	// hash every resource again for them on each snapshot), from the bytes hashed here anyway.
+	n := 0
+	for _, items := range res {
+		n += len(items)
+	}
+	next = make(digests, n)
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(TypeURLs))}
+	referenced := map[resource.Type]map[string]bool{}
+	var line []byte
 	all := sha256.New()
 	clusterVersion := ""
 	for _, typeURL := range TypeURLs {
@@ -458,33 +495,45 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 			// (for initial_fetch_timeout, 15s), even when the assignment did not change.
 			fmt.Fprintf(h, "clusters=%s;", clusterVersion)
 		}
-		seen := make(map[string]bool, len(items))
 		versions := make(map[string]string, len(items))
-		snap.VersionMap[typeURL] = versions
 		for _, r := range items {
 			name := cache.GetResourceName(r)
 			if name == "" {
-				return nil, "", fmt.Errorf("%s without a name", typeURL)
+				return nil, "", nil, fmt.Errorf("%s without a name", typeURL)
 			}
-			if seen[name] {
-				return nil, "", fmt.Errorf("%s %q appears twice", typeURL, name)
+			if _, dup := versions[name]; dup {
+				return nil, "", nil, fmt.Errorf("%s %q appears twice", typeURL, name)
 			}
-			seen[name] = true
-			v, ok := r.(validator)
+			d, ok := prev[r]
 			if !ok {
-				return nil, "", fmt.Errorf("%s %q cannot be validated", typeURL, name)
+				v, ok := r.(validator)
+				if !ok {
+					return nil, "", nil, fmt.Errorf("%s %q cannot be validated", typeURL, name)
+				}
+				if err := v.Validate(); err != nil {
+					return nil, "", nil, fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
+				}
+				b, err := cache.MarshalResource(r)
+				if err != nil {
+					return nil, "", nil, fmt.Errorf("%s %q: %w", typeURL, name, err)
+				}
+				d.hash = cache.HashResource(b)
+				if typeURL == resource.ClusterType || typeURL == resource.ListenerType {
+					d.refs = cache.GetResourceReferences(map[string]types.ResourceWithTTL{name: {Resource: r}})
+				}
 			}
-			if err := v.Validate(); err != nil {
-				return nil, "", fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
+			next[r] = d
+			versions[name] = d.hash
+			for t, names := range d.refs {
+				if referenced[t] == nil {
+					referenced[t] = map[string]bool{}
+				}
+				maps.Copy(referenced[t], names)
 			}
-			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-			if err != nil {
-				return nil, "", fmt.Errorf("%s %q: %w", typeURL, name, err)
-			}
-			fmt.Fprintf(h, "%d:%s:%d:", len(name), name, len(b))
-			h.Write(b)
-			sum := sha256.Sum256(b)
-			versions[name] = hex.EncodeToString(sum[:16])
+			// "<len>:<name>:<digest>;", without fmt: this runs for every resource.
+			line = strconv.AppendInt(line[:0], int64(len(name)), 10)
+			line = append(append(append(append(append(line, ':'), name...), ':'), d.hash...), ';')
+			h.Write(line)
 		}
 		version := hex.EncodeToString(h.Sum(nil))[:16]
 		if typeURL == resource.ClusterType {
@@ -492,11 +541,20 @@ func newSnapshot(res Resources) (*cache.Snapshot, string, error) {
 		}
 		fmt.Fprintf(all, "%s=%s;", typeURL, version)
 		snap.Resources[cache.GetResponseType(typeURL)] = cache.NewResources(version, items)
+		snap.VersionMap[typeURL] = versions
 	}
-	if err := snap.Consistent(); err != nil {
-		return nil, "", fmt.Errorf("inconsistent snapshot: %w", err)
+	for _, typeURL := range []string{resource.EndpointType, resource.RouteType} {
+		refs, have := referenced[typeURL], snap.VersionMap[typeURL]
+		if len(refs) != len(have) {
+			return nil, "", nil, fmt.Errorf("inconsistent snapshot: %d %s referenced, %d in the snapshot", len(refs), typeURL, len(have))
+		}
+		for name := range refs {
+			if _, ok := have[name]; !ok {
+				return nil, "", nil, fmt.Errorf("inconsistent snapshot: %s %q is referenced but missing", typeURL, name)
+			}
+		}
 	}
-	return snap, hex.EncodeToString(all.Sum(nil))[:16], nil
+	return snap, hex.EncodeToString(all.Sum(nil))[:16], next, nil
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).

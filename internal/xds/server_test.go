@@ -9,16 +9,20 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/translator"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
@@ -403,5 +407,85 @@ func TestRunnableStopsWithContext(t *testing.T) {
 	}
 	if err := NewServer(logr.Discard(), nil).Run(context.Background(), "not an address"); err == nil {
 		t.Error("Run accepted a bad address")
+	}
+}
+
+// TestSetTenantReusesDigests: a snapshot set again with mostly the same messages (as
+// translator.Cache hands them on) gets the versions a fresh server gives the same content,
+// and its per-resource versions (the delta protocol's) are go-control-plane's own hashes.
+func TestSetTenantReusesDigests(t *testing.T) {
+	t.Parallel()
+	const tenant = "tenant-digests"
+	ctx := context.Background()
+	var lbs []v1alpha1.LoadBalancer
+	for i := range 20 {
+		lbs = append(lbs, newLB(fmt.Sprintf("lb-%d", i)).port(corev1.ProtocolTCP, 80, 31000+i, 20000+i).LoadBalancer)
+	}
+	in := translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses("10.0.0.1")}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
+	for i := range in.LoadBalancers {
+		in.LoadBalancers[i].UID, in.LoadBalancers[i].ResourceVersion = types.UID(in.LoadBalancers[i].Name), "1"
+	}
+	for _, svc := range in.HubServices {
+		svc.ResourceVersion = "1"
+	}
+	var inc translate.Incremental
+	var back translator.Cache
+	build := func() Resources {
+		t.Helper()
+		r, err := inc.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, problems, err := back.Translate(r.Config)
+		if err != nil || len(problems) > 0 {
+			t.Fatal(err, problems)
+		}
+		return res
+	}
+	srv := NewServer(logr.Discard(), nil)
+	if _, err := srv.SetTenant(ctx, tenant, build()); err != nil {
+		t.Fatal(err)
+	}
+	// One LoadBalancer's endpoint port changes: its listener, cluster and endpoints are new
+	// messages, the other 19 LoadBalancers' are reused.
+	in.LoadBalancers = slices.Clone(in.LoadBalancers)
+	in.LoadBalancers[7].Spec = *in.LoadBalancers[7].Spec.DeepCopy()
+	in.LoadBalancers[7].Spec.Endpoints[0].Ports[0].Port = 32000
+	in.LoadBalancers[7].ResourceVersion = "2"
+	res := build()
+	if back.Reused != 57 || back.Built != 3 {
+		t.Fatalf("the back end built %d resources and reused %d; want the changed LoadBalancer's 3 built, 57 reused", back.Built, back.Reused)
+	}
+	if changed, err := srv.SetTenant(ctx, tenant, res); err != nil || !changed {
+		t.Fatalf("SetTenant = %v, %v", changed, err)
+	}
+	fresh := NewServer(logr.Discard(), nil)
+	if _, err := fresh.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Version(tenant) != fresh.Version(tenant) {
+		t.Errorf("version %s, a fresh server's %s", srv.Version(tenant), fresh.Version(tenant))
+	}
+	for _, typeURL := range TypeURLs {
+		if a, b := srv.TypeVersion(tenant, typeURL), fresh.TypeVersion(tenant, typeURL); a != b {
+			t.Errorf("%s: version %s, a fresh server's %s", typeURL, a, b)
+		}
+	}
+	snap, err := srv.ordered.GetSnapshot(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typeURL := range []string{resource.ClusterType, resource.ListenerType, resource.EndpointType} {
+		versions := snap.GetVersionMap(typeURL)
+		for _, r := range res[typeURL] {
+			b, err := cache.MarshalResource(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name := cache.GetResourceName(r); versions[name] != cache.HashResource(b) {
+				t.Errorf("%s %s: delta version %q, want go-control-plane's hash", typeURL, name, versions[name])
+			}
+		}
 	}
 }

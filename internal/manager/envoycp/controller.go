@@ -6,7 +6,10 @@
 // Envoy resources to the xDS server (internal/xds), and publishes what it found (problems,
 // resource owners, versions) to the status store (internal/manager/status), whose leader-only
 // writer turns it into conditions. It writes nothing to the API server. An IR equal to the
-// tenant's previous one is neither translated again nor pushed.
+// tenant's previous one is neither translated again nor pushed. Each tenant keeps what its
+// last translation built (translate.Incremental, translator.Cache; the xDS server keeps the
+// resources' digests): a rebuild translates, builds and hashes again only the LoadBalancers
+// that changed.
 //
 // Endpoint hostnames (the ccm's Hostname node addresses) are resolved here (resolve.go),
 // never by Envoy: the addresses go into the translation input (translate.Input.Resolved),
@@ -14,7 +17,7 @@
 // ResolveInterval so that changed answers reach its proxies.
 //
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
-// Namespace object itself). Every LoadBalancer, Addresses, Route, Route hub Service and synced
+// Namespace object itself). Every LoadBalancer, Addresses, Route, Route or LoadBalancer hub Service and synced
 // Secret event maps to its namespace's key,
 // so a burst of events in one tenant coalesces in the workqueue into one rebuild, and an event
 // in one tenant never rebuilds another.
@@ -95,10 +98,32 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	last map[string]*built // tenant → what was last pushed
+	// caches are, per tenant, what its last translation built (translate.Incremental,
+	// translator.Cache), so that a rebuild costs what changed, not the whole tenant.
+	caches map[string]*caches
 	// next is, per tenant, the earliest time of its next rebuild after a slow one (see
 	// stretchedHoldOff); nil leaves every rebuild to the event's HoldOff alone.
 	next map[string]time.Time
 	now  func() time.Time
+}
+
+// caches are one tenant's translation caches. Requests of one tenant are never reconciled
+// at once, so they are used by one reconcile at a time.
+type caches struct {
+	front translate.Incremental
+	back  translator.Cache
+}
+
+// cachesOf returns the tenant's translation caches.
+func (r *Reconciler) cachesOf(tenant string) *caches {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.caches[tenant]
+	if c == nil {
+		c = &caches{}
+		r.caches[tenant] = c
+	}
+	return c
 }
 
 // built is the last IR of a tenant that reached the xDS server, with what came of it.
@@ -113,7 +138,7 @@ type built struct {
 // reports to store.
 func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace string, opts translate.Options) *Reconciler {
 	return &Reconciler{client: c, owned: c, snapshots: s, store: store, namespace: namespace, opts: opts,
-		names: newNames(net.DefaultResolver), last: map[string]*built{}, now: time.Now}
+		names: newNames(net.DefaultResolver), last: map[string]*built{}, caches: map[string]*caches{}, now: time.Now}
 }
 
 // StretchHoldOff makes a tenant whose rebuild took longer than HoldOff wait as long again
@@ -192,6 +217,7 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 		Watches(&v1alpha1.Addresses{}, enqueueTenantAfter(HoldOff)).
 		Watches(&v1alpha1.Route{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(routeChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), routeServiceChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), hubServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -285,9 +311,9 @@ func hubRangesChanged() predicate.Predicate {
 }
 
 // translationInputChanged passes LoadBalancer updates that can change the translation: the
-// spec, annotations, origin labels, deletion, or the allocated ports and the hub Service's IP
-// families (the listener addresses) in the status. Address
-// writes into the status (half of the manager's status writes) rebuild nothing.
+// spec, annotations, origin labels and deletion. Translation does not read the status (the
+// listener ports and IP families come from the hub Service, hubServiceChanged), so status
+// writes rebuild nothing.
 func translationInputChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
@@ -296,9 +322,62 @@ func translationInputChanged() predicate.Predicate {
 			return true
 		}
 		return o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Status.Service, n.Status.Service)
+			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels)
 	}}
+}
+
+// HubServiceOf returns the name of the LoadBalancer whose hub Service svc is, or "": a
+// Service labelled managed-by: kubelb and kubelb.k8c.io/lb-namespace (its own namespace),
+// named loadbalancer.HubServiceName of the LoadBalancer that kubelb.k8c.io/lb-name or its
+// controller reference (kind LoadBalancer) names. Only the manager makes such Services; no
+// other Service of a tenant namespace is read for a LoadBalancer.
+func HubServiceOf(svc client.Object) string {
+	l := svc.GetLabels()
+	if l[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue || l[v1alpha1.LabelLoadBalancerNS] != svc.GetNamespace() {
+		return ""
+	}
+	lb := l[v1alpha1.LabelLoadBalancerName]
+	if lb == "" {
+		if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "LoadBalancer" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			lb = ref.Name
+		}
+	}
+	// A Service named "envoy-<lb>" exists, so that is a valid Service name and HubServiceName
+	// gives it without the check (a regular expression, for every Service of the tenant).
+	if name := svc.GetName(); lb == "" || (name != "envoy-"+lb && name != loadbalancer.HubServiceName(lb)) {
+		return ""
+	}
+	return lb
+}
+
+// hubServiceChanged passes the LoadBalancers' hub Services (HubServiceOf, before or after the
+// event) when what translation reads of them changes: the listener ports (each port's
+// protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
+// other writes and the hub's address rebuild nothing.
+func hubServiceChanged() predicate.TypedPredicate[client.Object] {
+	is := func(o client.Object) bool { return HubServiceOf(o) != "" }
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !is(e.ObjectOld) && !is(e.ObjectNew) {
+				return false
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Service)
+			n, ok2 := e.ObjectNew.(*corev1.Service)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return is(o) != is(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) || !slices.EqualFunc(o.Spec.Ports, n.Spec.Ports, sameListenerPort)
+		},
+	}
+}
+
+// sameListenerPort reports whether two hub Service ports record the same listener port.
+func sameListenerPort(a, b corev1.ServicePort) bool {
+	return a.Protocol == b.Protocol && a.Port == b.Port && a.TargetPort == b.TargetPort
 }
 
 // routeChanged passes Route updates that can change the translation: the spec (generation),
@@ -489,7 +568,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		res.RequeueAfter = ResolveInterval
 	}
 	buildStart := time.Now()
-	out, err := translate.Run(in)
+	cache := r.cachesOf(tenant)
+	out, err := cache.front.Run(in)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
@@ -498,14 +578,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	// tenant with load balancing disabled) are problems on those objects; the endpoints cut
 	// by its limits are the translation's own (translate.Options.MaxEndpoints*).
 	problems := append(slices.Clone(out.Problems), scope.HeldBack...)
-	b, changed, err := r.push(ctx, tenant, cfg)
+	b, changed, err := r.push(ctx, tenant, cfg, &cache.back)
 	metrics.ManagerSnapshotBuildDuration.WithLabelValues(tenant).Observe(time.Since(buildStart).Seconds())
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if changed {
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
-			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems))
+			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems),
+			"translated", cache.front.Stats.Translated, "reused", cache.front.Stats.Reused,
+			"resourcesBuilt", cache.back.Built, "resourcesReused", cache.back.Reused)
 	}
 	routes := out.Routes
 	if len(scope.HeldRoutes) > 0 {
@@ -519,15 +601,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	return res, nil
 }
 
-// push runs the back end and sets the snapshot, unless the IR equals the one last pushed.
-func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config) (*built, bool, error) {
+// push runs the back end (with the tenant's cache) and sets the snapshot, unless the IR
+// equals the one last pushed.
+func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config, back *translator.Cache) (*built, bool, error) {
 	r.mu.Lock()
 	last := r.last[tenant]
 	r.mu.Unlock()
 	if last != nil && last.cfg.Equal(cfg) {
 		return last, false, nil
 	}
-	res, problems, err := translator.Translate(cfg)
+	res, problems, err := back.Translate(cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("building the Envoy resources of tenant %s: %w", tenant, err)
 	}
@@ -575,6 +658,7 @@ func (r *Reconciler) forget(tenant string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, tenant)
+	delete(r.caches, tenant)
 	delete(r.next, tenant)
 }
 
@@ -584,7 +668,8 @@ func (r *Reconciler) forget(tenant string) {
 // Routes (those being deleted left out) and Addresses. From owned (a reader of the Services
 // and Secrets labelled managed-by: kubelb; c itself will do): the hub Services the Route
 // controller made (IsRouteService) and the hub Secrets made from SyncSecrets
-// (IsSyncedSecret), and the Secrets cert-manager issued for the Certificates the LoadBalancer
+// (IsSyncedSecret), the LoadBalancers' hub Services (HubServiceOf: their targetPorts are the
+// listener ports), and the Secrets cert-manager issued for the Certificates the LoadBalancer
 // controller made for LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant
 // namespace is read.
 //
@@ -726,8 +811,14 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		in.Routes = append(in.Routes, rt)
 	}
 	for i := range svcs.Items {
-		if IsRouteService(&svcs.Items[i]) {
-			in.RouteServices = append(in.RouteServices, svcs.Items[i])
+		svc := &svcs.Items[i]
+		if IsRouteService(svc) {
+			in.RouteServices = append(in.RouteServices, *svc)
+		} else if lb := HubServiceOf(svc); lb != "" {
+			if in.HubServices == nil {
+				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
+			}
+			in.HubServices[lb] = svc
 		}
 	}
 	for i := range secrets.Items {

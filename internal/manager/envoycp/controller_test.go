@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -25,6 +26,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -75,8 +77,24 @@ func loadBalancer(ns, name string, listenerPort int32) *v1alpha1.LoadBalancer {
 	return lb
 }
 
+// hubService is the hub Service the LoadBalancer controller makes for the allocation lb's
+// status records (the test plays the port allocator there): translation reads the listener
+// ports from it.
+func hubService(lb *v1alpha1.LoadBalancer) *corev1.Service {
+	return translatetest.HubServicesFromStatus([]v1alpha1.LoadBalancer{*lb})[lb.Name]
+}
+
+// newClient is a fake client holding objs and, for every LoadBalancer among them, its hub
+// Service (hubService).
 func newClient(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
+	for _, o := range objs {
+		if lb, ok := o.(*v1alpha1.LoadBalancer); ok {
+			if svc := hubService(lb); svc != nil {
+				objs = append(objs, svc)
+			}
+		}
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -334,5 +352,66 @@ func TestReconcileEndpointPolicy(t *testing.T) {
 				t.Errorf("%d EndpointDenied problems, want %d", denied, len(tc.reasons))
 			}
 		})
+	}
+}
+
+// TestHubServiceEvents: the listener ports come from the LoadBalancers' hub Services, so a
+// new, deleted or re-ported hub Service rebuilds the tenant, while the LoadBalancer
+// controller's other writes to it, and every LoadBalancer status write, do not. A Service
+// that is not a LoadBalancer's hub Service (wrong name, no managed-by label, another
+// namespace in its labels) is not one.
+func TestHubServiceEvents(t *testing.T) {
+	t.Parallel()
+	lb := loadBalancer("tenant-a", "web", 20001)
+	svc := hubService(lb)
+	if got := HubServiceOf(svc); got != "web" {
+		t.Fatalf("HubServiceOf(envoy-web) = %q", got)
+	}
+	renamed := svc.DeepCopy()
+	renamed.Name = "envoy-other"
+	unmanaged := svc.DeepCopy()
+	delete(unmanaged.Labels, v1alpha1.LabelManagedBy)
+	foreign := svc.DeepCopy()
+	foreign.Labels[v1alpha1.LabelLoadBalancerNS] = "tenant-b"
+	byOwner := svc.DeepCopy()
+	delete(byOwner.Labels, v1alpha1.LabelLoadBalancerName)
+	controller := true
+	byOwner.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoadBalancer", Name: "web", Controller: &controller}}
+	for name, tc := range map[string]struct {
+		svc  *corev1.Service
+		want string
+	}{"renamed": {renamed, ""}, "unmanaged": {unmanaged, ""}, "foreign": {foreign, ""}, "controller reference": {byOwner, "web"}} {
+		if got := HubServiceOf(tc.svc); got != tc.want {
+			t.Errorf("%s: HubServiceOf = %q, want %q", name, got, tc.want)
+		}
+	}
+
+	p := hubServiceChanged()
+	reported := svc.DeepCopy()
+	reported.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	reported.Labels["kubelb.k8c.io/other"] = "x"
+	moved := svc.DeepCopy()
+	moved.Spec.Ports[0].TargetPort = intstr.FromInt32(20009)
+	dual := svc.DeepCopy()
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	deleting := svc.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	lbPred := translationInputChanged()
+	addressed := lb.DeepCopy()
+	addressed.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	addressed.Status.Service.Ports = nil
+	for name, tc := range map[string]struct{ got, want bool }{
+		"create":                      {p.Create(event.CreateEvent{Object: svc}), true},
+		"delete":                      {p.Delete(event.DeleteEvent{Object: svc}), true},
+		"other Service created":       {p.Create(event.CreateEvent{Object: renamed}), false},
+		"address and labels":          {p.Update(event.UpdateEvent{ObjectOld: svc, ObjectNew: reported}), false},
+		"targetPort":                  {p.Update(event.UpdateEvent{ObjectOld: svc, ObjectNew: moved}), true},
+		"IP families":                 {p.Update(event.UpdateEvent{ObjectOld: svc, ObjectNew: dual}), true},
+		"deletion":                    {p.Update(event.UpdateEvent{ObjectOld: svc, ObjectNew: deleting}), true},
+		"LoadBalancer status written": {lbPred.Update(event.UpdateEvent{ObjectOld: lb, ObjectNew: addressed}), false},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", name, tc.got, tc.want)
+		}
 	}
 }

@@ -61,7 +61,11 @@ func TestSlowRebuildStretchesTheHoldOff(t *testing.T) {
 	sets := rec.sets
 	// A LoadBalancer is added; its event comes 1 s after that rebuild ended: deferred by the
 	// second left of the stretched hold-off, nothing is rebuilt or pushed.
-	if err := c.Create(context.Background(), loadBalancer("tenant-a", "api", 20002)); err != nil {
+	api := loadBalancer("tenant-a", "api", 20002)
+	if err := c.Create(context.Background(), api); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), hubService(api)); err != nil {
 		t.Fatal(err)
 	}
 	if res := reconcileAt(t0.Add(3 * time.Second)); res.RequeueAfter != time.Second || rec.sets != sets {

@@ -67,12 +67,11 @@ func TestQuota(t *testing.T) {
 	for i, name := range []string{"old", "new"} {
 		nextSecond()
 		lb := loadBalancer(ns, name, int32(20001+i))
-		st := lb.Status
+		svc := hubService(lb)
 		if err := c.Create(ctx, lb); err != nil {
 			t.Fatal(err)
 		}
-		lb.Status = st
-		if err := c.Status().Update(ctx, lb); err != nil {
+		if err := c.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
 		last = lb.CreationTimestamp.Time

@@ -22,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -221,6 +222,7 @@ func TestResolveWithTheRealResolver(t *testing.T) {
 		LoadBalancers: []v1alpha1.LoadBalancer{*loadBalancer("tenant-r", "web", 20001)},
 		Resolved:      got,
 	}
+	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	cfg, problems, err := translate.Translate(in)
 	if err != nil {
 		t.Fatal(err)

@@ -103,12 +103,9 @@ func TestUpstreamSettings(t *testing.T) {
 	for _, l := range lbs {
 		lb := loadBalancer(l.ns, l.name, l.port)
 		lb.Annotations = l.annotations
-		st := lb.Status
+		svc := hubService(lb)
 		upstreamCreate(t, c, lb)
-		lb.Status = st
-		if err := c.Status().Update(ctx, lb); err != nil {
-			t.Fatal(err)
-		}
+		upstreamCreate(t, c, svc)
 	}
 
 	base := translate.Options{ListenerAddress: "127.0.0.1", ConnectTimeout: 9 * time.Second}

@@ -2,10 +2,12 @@ package translatetest
 
 import (
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -109,4 +111,48 @@ func HTTPRoutesTenant(b testsupport.TB, n int) translate.Input {
 		}, BenchService("apps", stable, int32(30000+(2*i)%2000)), BenchService("apps", canary, int32(30001+(2*i)%2000))))
 	}
 	return in
+}
+
+// LoadBalancerTenant is one tenant ("tenant-bench") of n LoadBalancers of one TCP port each
+// (80, listener port 10000+i, NodePort 30000+i%2000) with their hub Services, on three nodes
+// (Addresses/default), every object with a UID and a resourceVersion as an informer cache
+// holds them: the shape of a tenant with n mirrored Services.
+func LoadBalancerTenant(n int) translate.Input {
+	in := translate.Input{Tenant: "tenant-bench", Addresses: BenchAddresses(), HubServices: make(map[string]*corev1.Service, n)}
+	a := in.Addresses["default"]
+	a.UID, a.ResourceVersion = "addresses-default", "1"
+	in.Addresses["default"] = a
+	for i := range n {
+		name := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
+		lb := v1alpha1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Tenant, UID: types.UID("lb-" + name), ResourceVersion: "1",
+				Labels: map[string]string{v1alpha1.LabelOriginNamespace: "default", v1alpha1.LabelOriginName: fmt.Sprintf("svc-%d", i)}},
+			Spec: v1alpha1.LoadBalancerSpec{
+				Endpoints: []v1alpha1.LoadBalancerEndpoints{{
+					AddressesReference: &corev1.ObjectReference{Name: "default"},
+					Ports:              []v1alpha1.EndpointPort{{Port: int32(30000 + i%2000), Protocol: corev1.ProtocolTCP}},
+				}},
+				Ports: []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}
+		in.LoadBalancers = append(in.LoadBalancers, lb)
+		in.HubServices[name] = &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "envoy-" + name, Namespace: in.Tenant, UID: types.UID("svc-" + name), ResourceVersion: "1",
+				Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue, v1alpha1.LabelLoadBalancerNS: in.Tenant, v1alpha1.LabelLoadBalancerName: name}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(int32(10000 + i))}}},
+		}
+	}
+	return in
+}
+
+// ChangeOneLoadBalancer replaces LoadBalancer i of in (mod their number) by a copy with
+// another endpoint port and resourceVersion, as an informer does on an update.
+func ChangeOneLoadBalancer(in *translate.Input, i int) {
+	i %= len(in.LoadBalancers)
+	lbs := in.LoadBalancers
+	lb := lbs[i].DeepCopy()
+	lb.Spec.Endpoints[0].Ports[0].Port = 30000 + (lb.Spec.Endpoints[0].Ports[0].Port-29999)%2000
+	v, _ := strconv.Atoi(lb.ResourceVersion)
+	lb.ResourceVersion = strconv.Itoa(v + 1)
+	lbs[i] = *lb
 }

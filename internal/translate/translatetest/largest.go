@@ -118,5 +118,6 @@ func LargestTenant(b testsupport.TB, quarters int) translate.Input {
 		r.Spec.Endpoints = groups
 		in.Routes = append(in.Routes, r)
 	}
+	in.HubServices = HubServicesFromStatus(in.LoadBalancers)
 	return in
 }

@@ -7,9 +7,11 @@ package translatetest
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -40,6 +42,11 @@ type goldenInput struct {
 	// Resolved are the addresses the manager resolved for endpoint hostnames, by name.
 	Resolved      map[string]translate.Resolved `json:"resolved,omitempty"`
 	LoadBalancers []v1alpha1.LoadBalancer       `json:"loadBalancers,omitempty"`
+	// HubServices are the LoadBalancers' hub Services ("envoy-<lb name>", labelled with the
+	// LoadBalancer's name). When the file has none, they are made from the allocations the
+	// LoadBalancers' status.service records (HubServicesFromStatus), as the manager's
+	// LoadBalancer controller would have made them.
+	HubServices []corev1.Service `json:"hubServices,omitempty"`
 	// Routes, the Route controller's hub Services and the synced hub Secrets (Layer 7).
 	Routes        []v1alpha1.Route `json:"routes,omitempty"`
 	RouteServices []corev1.Service `json:"routeServices,omitempty"`
@@ -100,5 +107,47 @@ func (g goldenInput) input() translate.Input {
 	for _, a := range g.Addresses {
 		in.Addresses[a.Name] = a
 	}
+	if g.HubServices == nil {
+		in.HubServices = HubServicesFromStatus(in.LoadBalancers)
+	} else {
+		in.HubServices = map[string]*corev1.Service{}
+		for i := range g.HubServices {
+			svc := &g.HubServices[i]
+			in.HubServices[svc.Labels[v1alpha1.LabelLoadBalancerName]] = svc
+		}
+	}
 	return in
+}
+
+// HubServicesFromStatus returns the hub Services the manager's LoadBalancer controller
+// makes for the allocations recorded in the LoadBalancers' status.service (ports and IP
+// families), by LoadBalancer name: one port per spec port that has a status port
+// (v1alpha1.LoadBalancerStatus.StatusPortFor) with a listener port, of the spec port's
+// protocol and number, targetPort the listener port. A LoadBalancer without any gets none.
+// Tests record allocations in the status, where the manager records them too; translation
+// reads only the hub Services.
+func HubServicesFromStatus(lbs []v1alpha1.LoadBalancer) map[string]*corev1.Service {
+	out := map[string]*corev1.Service{}
+	for i := range lbs {
+		lb := &lbs[i]
+		var ports []corev1.ServicePort
+		for _, p := range lb.Spec.Ports {
+			sp, ok := lb.Status.StatusPortFor(p)
+			if !ok || sp.UpstreamTargetPort == 0 {
+				continue
+			}
+			ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: v1alpha1.ProtocolOrTCP(p.Protocol), Port: p.Port,
+				TargetPort: intstr.FromInt32(sp.UpstreamTargetPort)})
+		}
+		if len(ports) == 0 {
+			continue
+		}
+		out[lb.Name] = &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "envoy-" + lb.Name, Namespace: lb.Namespace,
+				Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue,
+					v1alpha1.LabelLoadBalancerNS: lb.Namespace, v1alpha1.LabelLoadBalancerName: lb.Name}},
+			Spec: corev1.ServiceSpec{Ports: ports, IPFamilies: slices.Clone(lb.Status.Service.IPFamilies)},
+		}
+	}
+	return out
 }

@@ -34,20 +34,90 @@ type Resources map[string][]types.Resource
 // validate (a front end bug: nothing is built); problems name the objects whose elements
 // were left out because their Envoy resources did not validate.
 func Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
+	return translate(cfg, nil)
+}
+
+// Cache is Translate for one tenant translated again after every change: it keeps the Envoy
+// resources built (and validated) for each IR element of the last Translate, by the
+// element's identity, and builds only the elements it has not seen. translate.Incremental
+// hands on the elements of unchanged LoadBalancers as the same pointers, so the back end's
+// cost follows the change too; its output is Translate's (TestCacheMatchesTranslate).
+// Elements must not be modified once given to it. A Cache is not safe for concurrent use; the
+// zero value is ready.
+type Cache struct {
+	clusters, endpoints map[*ir.Cluster]built
+	listeners           map[*ir.Listener]built
+	routes              map[*ir.RouteConfig]built
+	secrets             map[*ir.Secret]built
+	// Built and Reused count the resources built and reused by the last Translate.
+	Built, Reused int
+}
+
+// built is one element's validated resource, or why it failed.
+type built struct {
+	m   proto.Message
+	err error
+}
+
+// Translate is the package's Translate, reusing the resources of the elements it built last
+// time.
+func (c *Cache) Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
+	return translate(cfg, c)
+}
+
+// memo returns build, validated, through the previous and next maps of a Cache (nil maps: no
+// cache); c counts what was built and reused.
+func memo[K comparable](c *Cache, prev, next map[K]built, k K, build func() (proto.Message, error)) func() (proto.Message, error) {
+	return func() (proto.Message, error) {
+		if b, ok := prev[k]; ok {
+			next[k] = b
+			c.Reused++
+			return b.m, b.err
+		}
+		m, err := build()
+		if err == nil {
+			err = validate(m)
+		}
+		if next != nil {
+			next[k] = built{m, err}
+		}
+		c.Built++
+		return m, err
+	}
+}
+
+func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 	if cfg == nil {
 		cfg = &ir.Config{}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("invalid IR: %w", err)
 	}
+	var next Cache
+	if c != nil {
+		next = Cache{
+			clusters:  make(map[*ir.Cluster]built, len(cfg.Clusters)),
+			endpoints: make(map[*ir.Cluster]built, len(cfg.Clusters)),
+			listeners: make(map[*ir.Listener]built, len(cfg.Listeners)),
+			routes:    make(map[*ir.RouteConfig]built, len(cfg.RouteConfigs)),
+			secrets:   make(map[*ir.Secret]built, len(cfg.Secrets)),
+		}
+		defer func() {
+			next.Built, next.Reused = c.Built, c.Reused
+			*c = next
+		}()
+		c.Built, c.Reused = 0, 0
+	} else {
+		c = &Cache{} // counts only
+	}
 	b := &builder{out: Resources{}, dropped: map[string]bool{}}
 	for _, s := range cfg.Secrets {
-		b.add(resource.SecretType, s.Name, s.Owners, func() (proto.Message, error) { return secret(s) })
+		b.add(resource.SecretType, s.Name, s.Owners, memo(c, c.secrets, next.secrets, s, func() (proto.Message, error) { return secret(s) }))
 	}
-	for _, c := range cfg.Clusters {
-		built := b.add(resource.ClusterType, c.Name, c.Owners, func() (proto.Message, error) { return cluster(c) })
-		if built {
-			b.add(resource.EndpointType, c.Name, c.Owners, func() (proto.Message, error) { return loadAssignment(c), nil })
+	for _, cl := range cfg.Clusters {
+		ok := b.add(resource.ClusterType, cl.Name, cl.Owners, memo(c, c.clusters, next.clusters, cl, func() (proto.Message, error) { return cluster(cl) }))
+		if ok {
+			b.add(resource.EndpointType, cl.Name, cl.Owners, memo(c, c.endpoints, next.endpoints, cl, func() (proto.Message, error) { return loadAssignment(cl), nil }))
 		}
 	}
 	for _, rc := range cfg.RouteConfigs {
@@ -57,14 +127,14 @@ func Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
 				owners = append(owners, r.Owners...)
 			}
 		}
-		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), func() (proto.Message, error) { return routeConfig(rc) })
+		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), memo(c, c.routes, next.routes, rc, func() (proto.Message, error) { return routeConfig(rc) }))
 	}
 	for _, l := range cfg.Listeners {
 		if dep := b.missingDependency(l); dep != "" {
 			b.problem(l.Owners, "listener %s is left out: %s was left out", l.Name, dep)
 			continue
 		}
-		b.add(resource.ListenerType, l.Name, l.Owners, func() (proto.Message, error) { return listener(l) })
+		b.add(resource.ListenerType, l.Name, l.Owners, memo(c, c.listeners, next.listeners, l, func() (proto.Message, error) { return listener(l) }))
 	}
 	for _, rs := range b.out {
 		slices.SortFunc(rs, func(a, b types.Resource) int {
@@ -80,12 +150,10 @@ type builder struct {
 	dropped  map[string]bool // "<type URL>/<name>" of elements left out
 }
 
-// add builds, validates and adds one resource; a failure is a problem on the owners.
+// add builds and adds one resource (build validates it: memo); a failure is a problem on the
+// owners.
 func (b *builder) add(typeURL, name string, owners []ir.ObjectRef, build func() (proto.Message, error)) bool {
 	m, err := build()
-	if err == nil {
-		err = validate(m)
-	}
 	if err != nil {
 		b.dropped[typeURL+"/"+name] = true
 		b.problem(owners, "generated Envoy %s %s is invalid and left out: %v", shortType(typeURL), name, err)
@@ -103,6 +171,9 @@ func (b *builder) problem(owners []ir.ObjectRef, format string, args ...any) {
 
 // missingDependency names a resource the listener needs that was left out, or "".
 func (b *builder) missingDependency(l *ir.Listener) string {
+	if len(b.dropped) == 0 {
+		return ""
+	}
 	type dep struct{ typeURL, name string }
 	deps := []dep{{resource.ClusterType, l.Cluster}, {resource.RouteType, l.RouteConfig}}
 	for _, b := range l.Backends {
