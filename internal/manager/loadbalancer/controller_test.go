@@ -69,8 +69,8 @@ func TestController(t *testing.T) {
 		}
 
 		got := waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
-		if !slices.Contains(got.Finalizers, kubelbv1alpha1.CleanupFinalizer) {
-			t.Errorf("finalizers %v", got.Finalizers)
+		if len(got.Finalizers) != 0 {
+			t.Errorf("finalizers %v: the manager needs none of its own", got.Finalizers)
 		}
 		ports := upstreamPorts(got)
 		if len(ports) != 2 || ports[0] == ports[1] || !opts.PortRange.Contains(ports[0]) || !opts.PortRange.Contains(ports[1]) {
@@ -185,9 +185,9 @@ func TestController(t *testing.T) {
 			return nil
 		})
 
-		// Deletion removes the hub Service, then the finalizer.
+		// Deletion removes the hub Service (no garbage collector runs here).
 		deleteAll(t, c, "tenant-a")
-		// The ports are freed just after the finalizer is removed, which the test may see first.
+		// The ports are freed just after the hub Service is deleted, which the test may see first.
 		testsupport.Eventually(t, waitTimeout, "the ports to be freed after deletion", func() error {
 			if n := m.r.ports.Allocator().Allocated(); n != 0 {
 				return fmt.Errorf("%d ports still allocated", n)
@@ -255,6 +255,131 @@ func TestController(t *testing.T) {
 		}
 		if got := upstreamPorts(waitPorts(t, c, ns, "lb-5", 1)); got[0] != freed {
 			t.Errorf("new LoadBalancer got port %d, want the freed %d", got[0], freed)
+		}
+		deleteAll(t, c, ns)
+	})
+
+	// The manager has no finalizer on LoadBalancers: deleting one is the tenant's one write,
+	// and the manager's is the hub Service's delete. No reconcile error is logged.
+	t.Run("DeleteIsOneWriteOfTheManager", func(t *testing.T) {
+		ns := "tenant-del"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		for _, name := range []string{"lb-0", "lb-1", "lb-2"} {
+			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
+				t.Fatal(err)
+			}
+			waitPorts(t, c, ns, name, 1)
+			waitService(t, c, ns, name, nil)
+		}
+		before := m.writes.Total()
+		allocated := m.r.ports.Allocator().Allocated()
+		deleteAll(t, c, ns) // the LoadBalancers are gone at once: nothing holds them
+		testsupport.Eventually(t, waitTimeout, "the ports to be freed", func() error {
+			if n := m.r.ports.Allocator().Allocated(); n != allocated-3 {
+				return fmt.Errorf("%d ports allocated, want %d", n, allocated-3)
+			}
+			return nil
+		})
+		if w := m.writes.Total() - before; w != 3 {
+			t.Errorf("writes by the manager for deleting 3 LoadBalancers: %d (%s), want 3 (the hub Services' deletes)", w, m.writes)
+		}
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+	})
+
+	// A LoadBalancer an older ccm made with the cleanup finalizer is still cleaned up, and
+	// the finalizer removed, so its deletion completes.
+	t.Run("LegacyCleanupFinalizerStillRemoved", func(t *testing.T) {
+		ns := "tenant-legacy"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		lb := newLB(ns, "old", tcp(80))
+		lb.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitPorts(t, c, ns, lb.Name, 1)
+		svc := waitService(t, c, ns, lb.Name, nil)
+		allocated := m.r.ports.Allocator().Allocated()
+		if err := c.Delete(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, lb)
+		waitGone(t, c, svc)
+		testsupport.Eventually(t, waitTimeout, "the port to be freed", func() error {
+			if n := m.r.ports.Allocator().Allocated(); n != allocated-1 {
+				return fmt.Errorf("%d ports allocated, want %d", n, allocated-1)
+			}
+			return nil
+		})
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+	})
+
+	// A LoadBalancer deleted while no manager runs leaves its hub Service (owned, but no
+	// garbage collector here, and none needed): the next manager's start-up sweep deletes it
+	// and its port serves a new LoadBalancer. One deleted and made anew under the same name
+	// meanwhile is not stuck behind the old hub Service ("foreign"): that one is stale and
+	// is replaced.
+	t.Run("OrphansSweptAtStartAndPortsReused", func(t *testing.T) {
+		ns := "tenant-orphan"
+		createNamespace(t, c, ns, true)
+		m1 := startController(t, hub, opts, 200, 400)
+		for _, name := range []string{"keep", "gone", "again"} {
+			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ports := map[string]int32{}
+		svcs := map[string]*corev1.Service{}
+		for _, name := range []string{"keep", "gone", "again"} {
+			ports[name] = upstreamPorts(waitPorts(t, c, ns, name, 1))[0]
+			svcs[name] = waitService(t, c, ns, name, nil)
+		}
+		m1.stop()
+
+		gone, again := getLB(t, c, ns, "gone"), getLB(t, c, ns, "again")
+		for _, lb := range []*kubelbv1alpha1.LoadBalancer{gone, again} {
+			if err := c.Delete(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, lb)
+		}
+		if err := c.Create(ctx, newLB(ns, "again", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		newAgain := getLB(t, c, ns, "again")
+
+		m2 := startController(t, hub, opts, 200, 400)
+		waitGone(t, c, svcs["gone"].DeepCopy())
+		svc := waitService(t, c, ns, "again", func(s *corev1.Service) error {
+			if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != newAgain.UID {
+				return fmt.Errorf("controller %v, want the new LoadBalancer %s", ref, newAgain.UID)
+			}
+			return nil
+		})
+		if svc.UID == svcs["again"].UID {
+			t.Errorf("the stale hub Service was kept")
+		}
+		waitPorts(t, c, ns, "again", 1)
+		if got := upstreamPorts(getLB(t, c, ns, "keep")); !slices.Equal(got, []int32{ports["keep"]}) {
+			t.Errorf("keep: ports %v, were %d", got, ports["keep"])
+		}
+		if err := c.Create(ctx, newLB(ns, "new", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		got := upstreamPorts(waitPorts(t, c, ns, "new", 1))[0]
+		if got == ports["keep"] || got == upstreamPorts(getLB(t, c, ns, "again"))[0] {
+			t.Errorf("new LoadBalancer got port %d, held by another", got)
+		}
+		if got != ports["gone"] && got != ports["again"] {
+			t.Errorf("new LoadBalancer got port %d, want one the sweep freed (%d or %d)", got, ports["gone"], ports["again"])
+		}
+		if errs := m2.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
 		}
 		deleteAll(t, c, ns)
 	})
