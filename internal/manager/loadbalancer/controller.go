@@ -50,6 +50,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -76,7 +77,19 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Status is the translation reports' store (every replica has one): when set, the
+	// controller's status write carries the Programmed condition the leader-only status
+	// writer would write, when it is known, so that a new LoadBalancer's status is written
+	// once. Nil leaves Programmed to the status writer alone.
+	Status *statuspkg.Store
+	// AddressWait is how long the first status write of a LoadBalancer whose hub Service
+	// is of type LoadBalancer waits for the hub's load balancer to give it an address, so
+	// that ports and address are written at once; zero means DefaultAddressWait.
+	AddressWait time.Duration
 }
+
+// DefaultAddressWait is Options.AddressWait when unset.
+const DefaultAddressWait = 10 * time.Second
 
 // Reconciler reconciles LoadBalancers into hub Services and port allocations.
 type Reconciler struct {
@@ -118,6 +131,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if opts.AddressWait <= 0 {
+		opts.AddressWait = DefaultAddressWait
 	}
 	if opts.Ports == nil {
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
@@ -301,6 +317,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return // the hub Service is in an unknown state; the retry reports it
 		}
 		out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
+		if wait := r.waitForAddress(lb, svc, out); wait > 0 {
+			requeue = minRequeue(requeue, wait)
+			return // the address (an update of the hub Service) or the requeue brings it back
+		}
 		err = r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
 		if out.serviceErr != nil { // retried with backoff: some rejections are transient
 			err = errors.Join(err, fmt.Errorf("applying hub Service of LoadBalancer %s: %w", owner, out.serviceErr))
@@ -347,6 +367,26 @@ func minRequeue(a, b time.Duration) time.Duration {
 	return a
 }
 
+// waitForAddress is how long the LoadBalancer's first status write waits for the hub
+// Service's address, 0 to write now. Only a first write (no Ready condition yet) of a
+// LoadBalancer whose only news is "waiting for the address" waits, and at most AddressWait
+// from the hub Service's creation: the allocated ports and the address are then written at
+// once, not one after the other (a burst of new LoadBalancers costs one status write each).
+// Anything else to report (a refusal, exhausted ports, a rejected hub Service) is written at
+// once, and so is a status already written.
+func (r *Reconciler) waitForAddress(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, out outcome) time.Duration {
+	if out.serviceType != corev1.ServiceTypeLoadBalancer || out.hasAddress || readyCondition(out, lb.Generation).Reason != ReasonWaitingForAddress {
+		return 0
+	}
+	if meta.FindStatusCondition(r.knownStatus(lb).Conditions, ConditionReady) != nil {
+		return 0
+	}
+	if svc == nil { // just created by this reconcile
+		return r.opts.AddressWait
+	}
+	return max(r.opts.AddressWait-time.Since(svc.CreationTimestamp.Time), 0)
+}
+
 // writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
 // field owner StatusFieldOwner) when it differs from the status the LoadBalancer has, and
 // emits a Warning Event when Ready turns False for a reason a user must act on. The
@@ -361,11 +401,30 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
 	}
 	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
+	// Programmed, as the status writer would write it, when it is known: one write for both.
+	// Once on the object it is always carried (status starts from the LoadBalancer's), so
+	// that this apply never drops it.
+	prevProgrammed := meta.FindStatusCondition(known.Conditions, statuspkg.ConditionProgrammed)
+	var programmed *metav1.Condition
+	if r.opts.Status != nil {
+		c, ok, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+			meta.SetStatusCondition(&status.Conditions, c)
+			programmed = &c
+		}
+	}
 	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
 		r.recordWritten(lb)
+		if programmed != nil {
+			statuspkg.ProgrammedEvent(r.recorder, lb, prevProgrammed, *programmed)
+		}
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -18,10 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 const managerNS = "kubelb-system"
@@ -256,6 +260,47 @@ func TestController(t *testing.T) {
 		if got := upstreamPorts(waitPorts(t, c, ns, "lb-5", 1)); got[0] != freed {
 			t.Errorf("new LoadBalancer got port %d, want the freed %d", got[0], freed)
 		}
+		deleteAll(t, c, ns)
+	})
+
+	// A new LoadBalancer's status is written once: the allocated ports wait (a bounded
+	// while) for the hub Service's address, and the write carries the Programmed verdict of
+	// the translation when it is known (the test plays the Envoy control plane's Report).
+	t.Run("NewLoadBalancerStatusWrittenOnce", func(t *testing.T) {
+		ns := "tenant-once"
+		createNamespace(t, c, ns, true)
+		store := statuspkg.NewStore()
+		o := opts
+		o.Status, o.AddressWait = store, 15*time.Second
+		m := startController(t, hub, o, 200, 400)
+		lb := newLB(ns, "web", tcp(80))
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, lb.Name, nil)
+		store.Publish(ns, &statuspkg.Report{Objects: map[ir.ObjectRef]int64{{Kind: translate.KindLoadBalancer, Namespace: ns, Name: lb.Name}: 1}})
+		if got := getLB(t, c, ns, lb.Name); len(got.Status.Conditions) != 0 {
+			t.Errorf("status written before the address: %+v", got.Status)
+		}
+		playLoadBalancer(t, c, ns, lb.Name, "127.0.0.11")
+		got := waitReady(t, c, ns, lb.Name, metav1.ConditionTrue, ReasonAddressAssigned)
+		if p := meta.FindStatusCondition(got.Status.Conditions, statuspkg.ConditionProgrammed); p == nil || p.Status != metav1.ConditionTrue || p.Reason != statuspkg.ReasonProgrammed {
+			t.Errorf("Programmed %+v, want True/Programmed in the same write", p)
+		}
+		if len(upstreamPorts(got)) != 1 || len(got.Status.LoadBalancer.Ingress) != 1 {
+			t.Errorf("status %+v", got.Status)
+		}
+		if n := m.writes.n["PATCH loadbalancers/status"]; n != 1 {
+			t.Errorf("LoadBalancer status writes: %d (%s), want 1", n, m.writes)
+		}
+
+		// Without an address, the ports are written once the wait is over.
+		slow := newLB(ns, "no-address", tcp(80))
+		if err := c.Create(ctx, slow); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, c, ns, slow.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
+		waitPorts(t, c, ns, slow.Name, 1)
 		deleteAll(t, c, ns)
 	})
 

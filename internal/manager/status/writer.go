@@ -80,7 +80,9 @@ func rejectionsChanged() predicate.Predicate {
 }
 
 // programmedTouched passes new LoadBalancers and updates that change the generation or the
-// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores).
+// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores), or
+// where the Ready condition appears (the LoadBalancer controller's first status write, before
+// which the Writer leaves the LoadBalancer alone).
 func programmedTouched() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
@@ -90,7 +92,8 @@ func programmedTouched() predicate.Predicate {
 		}
 		oc := meta.FindStatusCondition(o.Status.Conditions, ConditionProgrammed)
 		nc := meta.FindStatusCondition(n.Status.Conditions, ConditionProgrammed)
-		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc)
+		or, nr := meta.FindStatusCondition(o.Status.Conditions, conditionReady), meta.FindStatusCondition(n.Status.Conditions, conditionReady)
+		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc) || (or == nil) != (nr == nil)
 	}}
 }
 
@@ -128,6 +131,11 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}
 		gen, translated := report.Objects[ref]
 		if !translated || !lb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// Not before the LoadBalancer controller's first status write, which carries the
+		// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
+		if meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil || transient(lb, byObject[ref], false) {
 			continue
 		}
 		if err := w.apply(ctx, lb, Programmed(gen, byObject[ref])); err != nil {
