@@ -52,13 +52,13 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 		return metav1.Condition{}, false, err
 	}
 	var problems []ir.Problem
-	for _, p := range report.Problems {
-		if p.Object == ref {
+	for _, p := range report.Problems { // problems of a port (a section) are the object's
+		if p.Object.Object() == ref {
 			problems = append(problems, p)
 		}
 	}
 	for _, p := range rejectionProblems(report, rejections) {
-		if p.Object == ref {
+		if p.Object.Object() == ref {
 			problems = append(problems, p)
 		}
 	}

@@ -78,4 +78,17 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); !ok || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonRejected {
 		t.Errorf("verdict with a rejection %+v %v, want False/Rejected", cond, ok)
 	}
+	// A problem of one port (a section of the object) is the object's.
+	port := ref
+	port.Section = "http"
+	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{ref: 2},
+		Problems: ir.Problems{{Object: port, Severity: ir.SeverityError, Reason: translate.ReasonNoEndpoints, Message: "denied"}}})
+	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); !ok || cond.Status != metav1.ConditionFalse || cond.Reason != translate.ReasonNoEndpoints {
+		t.Errorf("verdict with a port's problem %+v %v, want False/NoEndpoints", cond, ok)
+	}
+	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{ref: 2},
+		Problems: ir.Problems{{Object: port, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "no port yet"}}})
+	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); ok {
+		t.Errorf("the LoadBalancer controller carries a PortNotAllocated verdict: %+v", cond)
+	}
 }
