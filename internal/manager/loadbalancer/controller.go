@@ -401,12 +401,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
 	}
 	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
-	// Programmed, as the status writer would write it, when it is known: one write for both.
-	// Once on the object it is always carried (status starts from the LoadBalancer's), so
-	// that this apply never drops it.
+	// When the status is written anyway, it carries Programmed, as the status writer would
+	// write it, when that is known: one write for both. (Never a write for Programmed alone:
+	// that is the status writer's.) Once on the object it is always carried (status starts
+	// from the LoadBalancer's), so that this apply never drops it.
 	prevProgrammed := meta.FindStatusCondition(known.Conditions, statuspkg.ConditionProgrammed)
 	var programmed *metav1.Condition
-	if r.opts.Status != nil {
+	write := !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status)
+	if write && r.opts.Status != nil {
 		c, ok, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
 		if err != nil {
 			return err
@@ -417,7 +419,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 			programmed = &c
 		}
 	}
-	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
+	if write {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
