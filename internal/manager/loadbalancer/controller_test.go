@@ -334,6 +334,48 @@ func TestController(t *testing.T) {
 		}
 	})
 
+	// A LoadBalancer made anew under the name of one whose hub Service is still there (the
+	// old one controlled by a UID that no longer exists) is not stuck behind it as "foreign":
+	// the stale hub Service is replaced.
+	t.Run("RecreatedLoadBalancerReplacesStaleHubService", func(t *testing.T) {
+		ns := "tenant-stale"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		stale := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("x"),
+				Labels: map[string]string{kubelbv1alpha1.LabelLoadBalancerName: "x", kubelbv1alpha1.LabelLoadBalancerNS: ns,
+					kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: kubelbv1alpha1.GroupVersion.String(), Kind: "LoadBalancer", Name: "x",
+					UID: "00000000-0000-4000-8000-00000000dead", Controller: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(10099)}}},
+		}
+		if err := c.Create(ctx, stale); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, newLB(ns, "x", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		lb := getLB(t, c, ns, "x")
+		svc := waitService(t, c, ns, "x", func(s *corev1.Service) error {
+			if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != lb.UID {
+				return fmt.Errorf("controller %v, want the LoadBalancer %s", ref, lb.UID)
+			}
+			return nil
+		})
+		if svc.UID == stale.UID {
+			t.Error("the stale hub Service was kept")
+		}
+		waitPorts(t, c, ns, "x", 1)
+		if got := getLB(t, c, ns, "x"); meta.IsStatusConditionFalse(got.Status.Conditions, ConditionReady) &&
+			meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Reason == ReasonServiceFailed {
+			t.Errorf("Ready %+v", got.Status.Conditions)
+		}
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+		deleteAll(t, c, ns)
+	})
+
 	// A LoadBalancer an older ccm made with the cleanup finalizer is still cleaned up, and
 	// the finalizer removed, so its deletion completes.
 	t.Run("LegacyCleanupFinalizerStillRemoved", func(t *testing.T) {
