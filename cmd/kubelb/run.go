@@ -97,7 +97,7 @@ func run(o *options) error {
 	if err := ports.Range().Validate(); err != nil {
 		return err
 	}
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store}); err != nil {
 		return err
 	}
 	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports}); err != nil {

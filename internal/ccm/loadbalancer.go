@@ -114,10 +114,9 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 			Namespace:   namespace,
 			Labels:      OriginLabels(svc.Namespace, svc.Name, namespace),
 			Annotations: mirroredAnnotations(svc.Annotations),
-			// The manager's cleanup finalizer is set at creation: it saves the manager a write
-			// per LoadBalancer (a burst of creates costs 4 hub writes per Service, not 5).
-			// Once someone removed it, it is not put back (desiredMirror).
-			Finalizers: []string{v1alpha1.CleanupFinalizer},
+			// No finalizer: the manager needs none (it deletes the hub Service on the delete
+			// event, and sweeps what it missed at start-up), so the delete is one write.
+			// Mirrors an earlier ccm made with kubelb.k8c.io/cleanup keep it (desiredMirror).
 		},
 		Spec: v1alpha1.LoadBalancerSpec{
 			Endpoints: []v1alpha1.LoadBalancerEndpoints{{

@@ -69,7 +69,6 @@ func TestDesiredLoadBalancer(t *testing.T) {
 	want := &v1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "1234-uid", Namespace: "tenant-a",
-			Finalizers: []string{v1alpha1.CleanupFinalizer},
 			Labels: map[string]string{
 				v1alpha1.LabelOriginName:         "web",
 				v1alpha1.LabelOriginNamespace:    "shop",

@@ -159,13 +159,14 @@ func (r *ServiceReconciler) loadScope(ctx context.Context, svc *corev1.Service) 
 	return serviceScope{current: current, disabled: disabled}, nil
 }
 
-// desiredMirror is DesiredLoadBalancer for a Service whose mirror is current (nil: none): the
-// manager's cleanup finalizer is set at creation and kept while the mirror has it, never put
-// back once someone removed it.
+// desiredMirror is DesiredLoadBalancer for a Service whose mirror is current (nil: none).
+// New mirrors carry no finalizer; one that carries the cleanup finalizer (set by an earlier
+// ccm, which applied it) keeps it, so that the ccm's apply does not remove it (a write per
+// LoadBalancer at upgrade): the manager removes it when the LoadBalancer is deleted.
 func desiredMirror(svc *corev1.Service, namespace string, current *v1alpha1.LoadBalancer) (*v1alpha1.LoadBalancer, []PortProblem) {
 	desired, problems := DesiredLoadBalancer(svc, namespace)
-	if current != nil && !controllerutil.ContainsFinalizer(current, v1alpha1.CleanupFinalizer) {
-		desired.Finalizers = nil
+	if current != nil && controllerutil.ContainsFinalizer(current, v1alpha1.CleanupFinalizer) {
+		desired.Finalizers = []string{v1alpha1.CleanupFinalizer}
 	}
 	return desired, problems
 }
@@ -297,8 +298,8 @@ func (r *ServiceReconciler) currentMirror(ctx context.Context, svc *corev1.Servi
 
 // release removes the mirror of a Service the ccm no longer handles (deleted, not a
 // LoadBalancer any more, or of another class), clears the status it copied and removes the
-// finalizer. It does not wait for the hub to finish deleting: the hub cleans up behind its own
-// finalizer, and the tenant Service is not held hostage by the hub.
+// finalizer. It does not wait for the hub to finish deleting: the manager cleans up after the
+// LoadBalancer once it is gone, and the tenant Service is not held hostage by the hub.
 func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
 	hasFinalizer := controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)

@@ -192,8 +192,24 @@ type Shared struct {
 	reader client.Reader
 	log    func(msg string, kv ...any)
 
-	mu sync.Mutex
-	a  *Allocator
+	mu    sync.Mutex
+	a     *Allocator
+	sweep Sweep
+}
+
+// Sweep looks at the hub Services listed for a rebuild before any allocation is restored
+// from them, deletes those whose owner is gone (orphans: their owner was deleted while no
+// manager ran) and returns the ones to rebuild from. An error fails the rebuild (retried on
+// the next Get).
+type Sweep func(ctx context.Context, svcs []corev1.Service) ([]corev1.Service, error)
+
+// SetSweep sets the orphan sweep that runs on every rebuild, before the allocations are
+// restored: the ports of the Services it deletes are free afterwards. Call it before the
+// first Get.
+func (s *Shared) SetSweep(sweep Sweep) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep = sweep
 }
 
 // NewShared returns a Shared allocator over r that rebuilds from what reader lists. log
@@ -225,6 +241,11 @@ func (s *Shared) Get(ctx context.Context) (*Allocator, error) {
 	svcs, err := s.listHubServices(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.sweep != nil {
+		if svcs, err = s.sweep(ctx, svcs); err != nil {
+			return nil, fmt.Errorf("sweeping orphaned hub Services: %w", err)
+		}
 	}
 	a, conflicts, err := Rebuild(s.r, svcs)
 	if err != nil {

@@ -50,6 +50,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -76,7 +77,19 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Status is the translation reports' store (every replica has one): when set, the
+	// controller's status write carries the Programmed condition the leader-only status
+	// writer would write, when it is known, so that a new LoadBalancer's status is written
+	// once. Nil leaves Programmed to the status writer alone.
+	Status *statuspkg.Store
+	// AddressWait is how long the first status write of a LoadBalancer whose hub Service
+	// is of type LoadBalancer waits for the hub's load balancer to give it an address, so
+	// that ports and address are written at once; zero means DefaultAddressWait.
+	AddressWait time.Duration
 }
+
+// DefaultAddressWait is Options.AddressWait when unset.
+const DefaultAddressWait = 10 * time.Second
 
 // Reconciler reconciles LoadBalancers into hub Services and port allocations.
 type Reconciler struct {
@@ -97,6 +110,9 @@ type Reconciler struct {
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	written map[types.NamespacedName]writtenStatus
+	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
+	// the cache no longer shows it: a delete is sent once.
+	deleting map[types.NamespacedName]types.UID
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -115,6 +131,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if opts.AddressWait <= 0 {
+		opts.AddressWait = DefaultAddressWait
 	}
 	if opts.Ports == nil {
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
@@ -140,6 +159,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts:      opts,
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
+		deleting:  map[types.NamespacedName]types.UID{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
@@ -205,8 +225,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	lb := &kubelbv1alpha1.LoadBalancer{}
 	if err := r.client.Get(ctx, req.NamespacedName, lb); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(ctx, ports, req.NamespacedName)
-			return reconcile.Result{}, r.recheckQuota(ctx, req.Namespace)
+			// Gone: nothing holds its deletion, so its hub Service and ports go now (envtest
+			// and a hub without a garbage collector would keep the owned Service).
+			return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace)))
 		}
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
@@ -228,13 +249,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (requeue time.Duration, err error) {
 	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
-	if !controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
-		orig := lb.DeepCopy()
-		controllerutil.AddFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
-		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("adding the finalizer to LoadBalancer %s: %w", owner, err)
-		}
-	}
+	// No finalizer of the manager's own: the hub Service is owned (controller reference)
+	// and is deleted on the LoadBalancer's delete event, and the orphan sweep at start-up
+	// (sweepOrphans) catches deletions missed while no manager ran.
 
 	// Scope: the tenant's settings and the hub Service as it is.
 	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(lb.Namespace))
@@ -257,10 +274,17 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return 0, err
 	}
-	svc, svcErr := r.hubService(ctx, lb)
+	svc, stale, svcErr := r.hubService(ctx, lb)
 	foreign := errors.Is(svcErr, errForeignService)
 	if svcErr != nil && !foreign {
 		return 0, svcErr
+	}
+	if stale {
+		// The hub Service of an earlier LoadBalancer of this name (the LoadBalancer was made
+		// anew while its old hub Service was still there): it goes, and this LoadBalancer's is
+		// made once its deletion is seen (the Service's delete event requeues it). Its ports
+		// stay allocated to this name meanwhile and are offered again as hints.
+		return 0, r.deleteHubService(ctx, owner, svc)
 	}
 
 	// Ports: allocate (or keep) one listener port per LoadBalancer port. A disabled tenant's
@@ -293,6 +317,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return // the hub Service is in an unknown state; the retry reports it
 		}
 		out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
+		if wait := r.waitForAddress(lb, svc, out); wait > 0 {
+			requeue = minRequeue(requeue, wait)
+			return // the address (an update of the hub Service) or the requeue brings it back
+		}
 		err = r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
 		if out.serviceErr != nil { // retried with backoff: some rejections are transient
 			err = errors.Join(err, fmt.Errorf("applying hub Service of LoadBalancer %s: %w", owner, out.serviceErr))
@@ -339,6 +367,26 @@ func minRequeue(a, b time.Duration) time.Duration {
 	return a
 }
 
+// waitForAddress is how long the LoadBalancer's first status write waits for the hub
+// Service's address, 0 to write now. Only a first write (no Ready condition yet) of a
+// LoadBalancer whose only news is "waiting for the address" waits, and at most AddressWait
+// from the hub Service's creation: the allocated ports and the address are then written at
+// once, not one after the other (a burst of new LoadBalancers costs one status write each).
+// Anything else to report (a refusal, exhausted ports, a rejected hub Service) is written at
+// once, and so is a status already written.
+func (r *Reconciler) waitForAddress(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, out outcome) time.Duration {
+	if out.serviceType != corev1.ServiceTypeLoadBalancer || out.hasAddress || readyCondition(out, lb.Generation).Reason != ReasonWaitingForAddress {
+		return 0
+	}
+	if meta.FindStatusCondition(r.knownStatus(lb).Conditions, ConditionReady) != nil {
+		return 0
+	}
+	if svc == nil { // just created by this reconcile
+		return r.opts.AddressWait
+	}
+	return max(r.opts.AddressWait-time.Since(svc.CreationTimestamp.Time), 0)
+}
+
 // writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
 // field owner StatusFieldOwner) when it differs from the status the LoadBalancer has, and
 // emits a Warning Event when Ready turns False for a reason a user must act on. The
@@ -353,11 +401,32 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
 	}
 	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
-	if !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status) {
+	// When the status is written anyway, it carries Programmed, as the status writer would
+	// write it, when that is known: one write for both. (Never a write for Programmed alone:
+	// that is the status writer's.) Once on the object it is always carried (status starts
+	// from the LoadBalancer's), so that this apply never drops it.
+	prevProgrammed := meta.FindStatusCondition(known.Conditions, statuspkg.ConditionProgrammed)
+	var programmed *metav1.Condition
+	write := !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status)
+	if write && r.opts.Status != nil {
+		c, ok, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+			meta.SetStatusCondition(&status.Conditions, c)
+			programmed = &c
+		}
+	}
+	if write {
 		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
 		r.recordWritten(lb)
+		if programmed != nil {
+			statuspkg.ProgrammedEvent(r.recorder, lb, prevProgrammed, *programmed)
+		}
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
@@ -425,26 +494,85 @@ func (r *Reconciler) recordWritten(lb *kubelbv1alpha1.LoadBalancer) {
 	r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}] = writtenStatus{uid: lb.UID, rv: rv, status: *lb.Status.DeepCopy()}
 }
 
-// reconcileDelete removes the hub Service, then the finalizer, then frees the ports (only
-// then: while the finalizer is on, a restarted manager must still count them as used).
+// reconcileDelete cleans up after a LoadBalancer being deleted (something else's finalizer
+// holds it, or the cleanup finalizer an older ccm or manager set): the hub Service goes, the
+// legacy cleanup finalizer is removed, and the ports are freed. The hub Service, the record
+// of the allocation, goes first: once it is gone no restart counts the ports as used.
 func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
 	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	svc, _, err := r.hubService(ctx, lb) // an earlier LoadBalancer's (stale) goes too
+	if err != nil && !errors.Is(err, errForeignService) {
+		return err
+	}
+	if err := r.deleteHubService(ctx, owner, svc); err != nil {
+		return err
+	}
 	if controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
-		svc, err := r.hubService(ctx, lb)
-		if err != nil && !errors.Is(err, errForeignService) {
-			return err
-		}
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
-			return err
-		}
 		orig := lb.DeepCopy()
 		controllerutil.RemoveFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
-		// NotFound: an earlier pass already removed it (the cache was behind).
+		// NotFound: an earlier pass already removed it (the cache was behind). A conflict is
+		// retried quietly (Reconcile).
 		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("removing the finalizer from LoadBalancer %s: %w", owner, err)
 		}
 	}
 	r.forget(ctx, ports, owner)
+	return nil
+}
+
+// reconcileGone cleans up after a LoadBalancer that no longer exists: its hub Service (the
+// Service of its name that a LoadBalancer of that name controls, or that carries its lb-name
+// and lb-namespace labels without a controller) is deleted and its ports are freed.
+func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) error {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: lb.Namespace, Name: HubServiceName(lb.Name)}
+	switch err := r.client.Get(ctx, key, svc); {
+	case apierrors.IsNotFound(err):
+		svc = nil
+	case err != nil:
+		return fmt.Errorf("getting hub Service %s: %w", key, err)
+	case !madeFor(svc, lb):
+		svc = nil // not this LoadBalancer's: left alone
+	}
+	if err := r.deleteHubService(ctx, lb, svc); err != nil {
+		return err
+	}
+	r.forget(ctx, ports, lb)
+	return nil
+}
+
+// madeFor tells whether a hub Service was made for the LoadBalancer lb (whichever its UID):
+// controlled by a LoadBalancer of that name, or without a controller and labelled for it.
+func madeFor(svc *corev1.Service, lb types.NamespacedName) bool {
+	if svc.Namespace != lb.Namespace {
+		return false
+	}
+	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
+		return ref.Kind == "LoadBalancer" && ref.Name == lb.Name
+	}
+	return svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name && svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
+}
+
+// deleteHubService deletes the hub Service svc (nil: none) of the LoadBalancer lb once: a
+// Service already being deleted, or whose delete this controller already sent (the cache
+// has not caught up yet), is not deleted again. The entry is dropped once the cache no
+// longer shows that Service (hubDeleted).
+func (r *Reconciler) deleteHubService(ctx context.Context, lb types.NamespacedName, svc *corev1.Service) error {
+	r.mu.Lock()
+	sent, ok := r.deleting[lb]
+	if svc == nil || sent != svc.UID {
+		delete(r.deleting, lb)
+	}
+	r.mu.Unlock()
+	if svc == nil || !svc.DeletionTimestamp.IsZero() || (ok && sent == svc.UID) {
+		return nil
+	}
+	if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.deleting[lb] = svc.UID
+	r.mu.Unlock()
 	return nil
 }
 
@@ -487,13 +615,20 @@ func (r *Reconciler) reportLoadBalancersLocked(ns string) {
 
 // NewSharedPorts returns the manager's one port allocator over r (zero: portalloc.DefaultRange),
 // rebuilt on first use from the hub Services read through mgr's API reader, logging as
-// the LoadBalancer controller. Give it to every controller that allocates listener ports.
+// the LoadBalancer controller. Before the rebuild, the hub Services of LoadBalancers that
+// are gone are deleted (sweepOrphans), so their ports are free. Give it to every controller
+// that allocates listener ports.
 func NewSharedPorts(mgr ctrl.Manager, r portalloc.Range) *portalloc.Shared {
 	if r == (portalloc.Range{}) {
 		r = portalloc.DefaultRange
 	}
 	log := mgr.GetLogger().WithName("portalloc")
-	return portalloc.NewShared(r, mgr.GetAPIReader(), func(msg string, kv ...any) { log.Info(msg, kv...) })
+	info := func(msg string, kv ...any) { log.Info(msg, kv...) }
+	s := portalloc.NewShared(r, mgr.GetAPIReader(), info)
+	s.SetSweep(func(ctx context.Context, svcs []corev1.Service) ([]corev1.Service, error) {
+		return sweepOrphans(ctx, mgr.GetAPIReader(), mgr.GetClient(), info, svcs)
+	})
+	return s
 }
 
 // errForeignService means a Service with the hub Service's name belongs to something else.
@@ -502,25 +637,30 @@ var errForeignService = errors.New("exists and is not controlled by the LoadBala
 // hubService returns the LoadBalancer's hub Service from the cache, nil when there is none.
 // A Service of that name is the LoadBalancer's when the LoadBalancer controls it, or (to
 // adopt one made by another kubelb manager) when it has no controller and carries the
-// lb-name and lb-namespace labels of the LoadBalancer. Any other is errForeignService and is
-// never touched.
-func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (*corev1.Service, error) {
-	svc := &corev1.Service{}
+// lb-name and lb-namespace labels of the LoadBalancer. One controlled by a LoadBalancer of
+// the same name but another UID is stale (returned with stale true): that LoadBalancer no
+// longer exists, since this one has its name. Any other is errForeignService and is never
+// touched.
+func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (svc *corev1.Service, stale bool, err error) {
+	svc = &corev1.Service{}
 	key := client.ObjectKey{Namespace: lb.Namespace, Name: HubServiceName(lb.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, false, nil
 		}
-		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
+		return nil, false, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
 	ref := metav1.GetControllerOfNoCopy(svc)
 	ours := ref != nil && ref.UID == lb.UID
 	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
 		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
-	if !ours && !adoptable {
-		return nil, fmt.Errorf("service %s %w", key, errForeignService)
+	if ref != nil && !ours && ref.Kind == "LoadBalancer" && ref.Name == lb.Name {
+		return svc, true, nil
 	}
-	return svc, nil
+	if !ours && !adoptable {
+		return nil, false, fmt.Errorf("service %s %w", key, errForeignService)
+	}
+	return svc, false, nil
 }
 
 // applyHubService applies the desired hub Service unless the fields this controller owns

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -18,10 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 const managerNS = "kubelb-system"
@@ -69,8 +73,8 @@ func TestController(t *testing.T) {
 		}
 
 		got := waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
-		if !slices.Contains(got.Finalizers, kubelbv1alpha1.CleanupFinalizer) {
-			t.Errorf("finalizers %v", got.Finalizers)
+		if len(got.Finalizers) != 0 {
+			t.Errorf("finalizers %v: the manager needs none of its own", got.Finalizers)
 		}
 		ports := upstreamPorts(got)
 		if len(ports) != 2 || ports[0] == ports[1] || !opts.PortRange.Contains(ports[0]) || !opts.PortRange.Contains(ports[1]) {
@@ -185,9 +189,9 @@ func TestController(t *testing.T) {
 			return nil
 		})
 
-		// Deletion removes the hub Service, then the finalizer.
+		// Deletion removes the hub Service (no garbage collector runs here).
 		deleteAll(t, c, "tenant-a")
-		// The ports are freed just after the finalizer is removed, which the test may see first.
+		// The ports are freed just after the hub Service is deleted, which the test may see first.
 		testsupport.Eventually(t, waitTimeout, "the ports to be freed after deletion", func() error {
 			if n := m.r.ports.Allocator().Allocated(); n != 0 {
 				return fmt.Errorf("%d ports still allocated", n)
@@ -255,6 +259,214 @@ func TestController(t *testing.T) {
 		}
 		if got := upstreamPorts(waitPorts(t, c, ns, "lb-5", 1)); got[0] != freed {
 			t.Errorf("new LoadBalancer got port %d, want the freed %d", got[0], freed)
+		}
+		deleteAll(t, c, ns)
+	})
+
+	// A new LoadBalancer's status is written once: the allocated ports wait (a bounded
+	// while) for the hub Service's address, and the write carries the Programmed verdict of
+	// the translation when it is known (the test plays the Envoy control plane's Report).
+	t.Run("NewLoadBalancerStatusWrittenOnce", func(t *testing.T) {
+		ns := "tenant-once"
+		createNamespace(t, c, ns, true)
+		store := statuspkg.NewStore()
+		o := opts
+		o.Status, o.AddressWait = store, 15*time.Second
+		m := startController(t, hub, o, 200, 400)
+		lb := newLB(ns, "web", tcp(80))
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, lb.Name, nil)
+		store.Publish(ns, &statuspkg.Report{Objects: map[ir.ObjectRef]int64{{Kind: translate.KindLoadBalancer, Namespace: ns, Name: lb.Name}: 1}})
+		if got := getLB(t, c, ns, lb.Name); len(got.Status.Conditions) != 0 {
+			t.Errorf("status written before the address: %+v", got.Status)
+		}
+		playLoadBalancer(t, c, ns, lb.Name, "127.0.0.11")
+		got := waitReady(t, c, ns, lb.Name, metav1.ConditionTrue, ReasonAddressAssigned)
+		if p := meta.FindStatusCondition(got.Status.Conditions, statuspkg.ConditionProgrammed); p == nil || p.Status != metav1.ConditionTrue || p.Reason != statuspkg.ReasonProgrammed {
+			t.Errorf("Programmed %+v, want True/Programmed in the same write", p)
+		}
+		if len(upstreamPorts(got)) != 1 || len(got.Status.LoadBalancer.Ingress) != 1 {
+			t.Errorf("status %+v", got.Status)
+		}
+		if n := m.writes.n["PATCH loadbalancers/status"]; n != 1 {
+			t.Errorf("LoadBalancer status writes: %d (%s), want 1", n, m.writes)
+		}
+
+		// Without an address, the ports are written once the wait is over.
+		slow := newLB(ns, "no-address", tcp(80))
+		if err := c.Create(ctx, slow); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, c, ns, slow.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
+		waitPorts(t, c, ns, slow.Name, 1)
+		deleteAll(t, c, ns)
+	})
+
+	// The manager has no finalizer on LoadBalancers: deleting one is the tenant's one write,
+	// and the manager's is the hub Service's delete. No reconcile error is logged.
+	t.Run("DeleteIsOneWriteOfTheManager", func(t *testing.T) {
+		ns := "tenant-del"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		for _, name := range []string{"lb-0", "lb-1", "lb-2"} {
+			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
+				t.Fatal(err)
+			}
+			waitPorts(t, c, ns, name, 1)
+			waitService(t, c, ns, name, nil)
+		}
+		before := m.writes.Total()
+		allocated := m.r.ports.Allocator().Allocated()
+		deleteAll(t, c, ns) // the LoadBalancers are gone at once: nothing holds them
+		testsupport.Eventually(t, waitTimeout, "the ports to be freed", func() error {
+			if n := m.r.ports.Allocator().Allocated(); n != allocated-3 {
+				return fmt.Errorf("%d ports allocated, want %d", n, allocated-3)
+			}
+			return nil
+		})
+		if w := m.writes.Total() - before; w != 3 {
+			t.Errorf("writes by the manager for deleting 3 LoadBalancers: %d (%s), want 3 (the hub Services' deletes)", w, m.writes)
+		}
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+	})
+
+	// A LoadBalancer made anew under the name of one whose hub Service is still there (the
+	// old one controlled by a UID that no longer exists) is not stuck behind it as "foreign":
+	// the stale hub Service is replaced.
+	t.Run("RecreatedLoadBalancerReplacesStaleHubService", func(t *testing.T) {
+		ns := "tenant-stale"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		stale := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("x"),
+				Labels: map[string]string{kubelbv1alpha1.LabelLoadBalancerName: "x", kubelbv1alpha1.LabelLoadBalancerNS: ns,
+					kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: kubelbv1alpha1.GroupVersion.String(), Kind: "LoadBalancer", Name: "x",
+					UID: "00000000-0000-4000-8000-00000000dead", Controller: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(10099)}}},
+		}
+		if err := c.Create(ctx, stale); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, newLB(ns, "x", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		lb := getLB(t, c, ns, "x")
+		svc := waitService(t, c, ns, "x", func(s *corev1.Service) error {
+			if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != lb.UID {
+				return fmt.Errorf("controller %v, want the LoadBalancer %s", ref, lb.UID)
+			}
+			return nil
+		})
+		if svc.UID == stale.UID {
+			t.Error("the stale hub Service was kept")
+		}
+		waitPorts(t, c, ns, "x", 1)
+		if got := getLB(t, c, ns, "x"); meta.IsStatusConditionFalse(got.Status.Conditions, ConditionReady) &&
+			meta.FindStatusCondition(got.Status.Conditions, ConditionReady).Reason == ReasonServiceFailed {
+			t.Errorf("Ready %+v", got.Status.Conditions)
+		}
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+		deleteAll(t, c, ns)
+	})
+
+	// A LoadBalancer an older ccm made with the cleanup finalizer is still cleaned up, and
+	// the finalizer removed, so its deletion completes.
+	t.Run("LegacyCleanupFinalizerStillRemoved", func(t *testing.T) {
+		ns := "tenant-legacy"
+		createNamespace(t, c, ns, true)
+		m := startController(t, hub, opts, 200, 400)
+		lb := newLB(ns, "old", tcp(80))
+		lb.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitPorts(t, c, ns, lb.Name, 1)
+		svc := waitService(t, c, ns, lb.Name, nil)
+		allocated := m.r.ports.Allocator().Allocated()
+		if err := c.Delete(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, lb)
+		waitGone(t, c, svc)
+		testsupport.Eventually(t, waitTimeout, "the port to be freed", func() error {
+			if n := m.r.ports.Allocator().Allocated(); n != allocated-1 {
+				return fmt.Errorf("%d ports allocated, want %d", n, allocated-1)
+			}
+			return nil
+		})
+		if errs := m.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
+		}
+	})
+
+	// A LoadBalancer deleted while no manager runs leaves its hub Service (owned, but no
+	// garbage collector here, and none needed): the next manager's start-up sweep deletes it
+	// and its port serves a new LoadBalancer. One deleted and made anew under the same name
+	// meanwhile is not stuck behind the old hub Service ("foreign"): that one is stale and
+	// is replaced.
+	t.Run("OrphansSweptAtStartAndPortsReused", func(t *testing.T) {
+		ns := "tenant-orphan"
+		createNamespace(t, c, ns, true)
+		m1 := startController(t, hub, opts, 200, 400)
+		for _, name := range []string{"keep", "gone", "again"} {
+			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ports := map[string]int32{}
+		svcs := map[string]*corev1.Service{}
+		for _, name := range []string{"keep", "gone", "again"} {
+			ports[name] = upstreamPorts(waitPorts(t, c, ns, name, 1))[0]
+			svcs[name] = waitService(t, c, ns, name, nil)
+		}
+		m1.stop()
+
+		gone, again := getLB(t, c, ns, "gone"), getLB(t, c, ns, "again")
+		for _, lb := range []*kubelbv1alpha1.LoadBalancer{gone, again} {
+			if err := c.Delete(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, lb)
+		}
+		if err := c.Create(ctx, newLB(ns, "again", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		newAgain := getLB(t, c, ns, "again")
+
+		m2 := startController(t, hub, opts, 200, 400)
+		waitGone(t, c, svcs["gone"].DeepCopy())
+		svc := waitService(t, c, ns, "again", func(s *corev1.Service) error {
+			if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != newAgain.UID {
+				return fmt.Errorf("controller %v, want the new LoadBalancer %s", ref, newAgain.UID)
+			}
+			return nil
+		})
+		if svc.UID == svcs["again"].UID {
+			t.Errorf("the stale hub Service was kept")
+		}
+		waitPorts(t, c, ns, "again", 1)
+		if got := upstreamPorts(getLB(t, c, ns, "keep")); !slices.Equal(got, []int32{ports["keep"]}) {
+			t.Errorf("keep: ports %v, were %d", got, ports["keep"])
+		}
+		if err := c.Create(ctx, newLB(ns, "new", tcp(80))); err != nil {
+			t.Fatal(err)
+		}
+		got := upstreamPorts(waitPorts(t, c, ns, "new", 1))[0]
+		if got == ports["keep"] || got == upstreamPorts(getLB(t, c, ns, "again"))[0] {
+			t.Errorf("new LoadBalancer got port %d, held by another", got)
+		}
+		if got != ports["gone"] && got != ports["again"] {
+			t.Errorf("new LoadBalancer got port %d, want one the sweep freed (%d or %d)", got, ports["gone"], ports["again"])
+		}
+		if errs := m2.Errors(); len(errs) != 0 {
+			t.Errorf("reconcile errors: %v", errs)
 		}
 		deleteAll(t, c, ns)
 	})

@@ -18,6 +18,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -372,7 +373,7 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 // the conditions of other types.
 func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionHostname)
+	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
 	return owned
 }
 

@@ -134,9 +134,14 @@ func (m *running) Reconciles(ns, name string) int {
 }
 
 // startController runs the controller in a manager of its own (no leader election, no
-// metrics server) until stop or the end of the test. Set KUBELB_TEST_LOG=1 for its logs.
+// metrics server) until stop or the end of the test. An unset AddressWait is 500 ms. Set KUBELB_TEST_LOG=1 for its logs.
 func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float32, burst int) *running {
 	t.Helper()
+	if opts.AddressWait == 0 {
+		// Most tests play no hub load balancer, or play it late: the first status write
+		// waits for the address only briefly.
+		opts.AddressWait = 500 * time.Millisecond
+	}
 	m := &running{writes: &writeCounter{n: map[string]int{}}, reconciles: map[types.NamespacedName]int{}, errors: map[string]int{}}
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = qps, burst

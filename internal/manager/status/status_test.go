@@ -110,7 +110,8 @@ func create(t *testing.T, c client.Client, o *v1alpha1.LoadBalancer, listener in
 	setListenerPort(t, c, o.Name, listener)
 }
 
-// setListenerPort plays the port allocator.
+// setListenerPort plays the LoadBalancer controller's status write: the allocated port and
+// the Ready condition (the Writer leaves a LoadBalancer alone until that controller reported).
 func setListenerPort(t *testing.T, c client.Client, name string, listener int) {
 	t.Helper()
 	o := &v1alpha1.LoadBalancer{}
@@ -120,6 +121,8 @@ func setListenerPort(t *testing.T, c client.Client, name string, listener int) {
 	sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(listener)}
 	sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
 	o.Status.Service.Ports = []v1alpha1.ServicePort{sp}
+	meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "AddressAssigned",
+		Message: "played", ObservedGeneration: o.Generation})
 	if err := c.Status().Update(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}

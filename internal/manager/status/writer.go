@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +47,20 @@ type Writer struct {
 	store    *Store
 	recorder events.EventRecorder
 	now      func() time.Time
+
+	// written is the last Programmed condition applied per tenant and LoadBalancer, with the
+	// resourceVersion the API server answered: while the cache is older than that write, the
+	// same condition is not applied again (a burst publishes Reports faster than the cache
+	// sees the writes). Only the Reconcile of the tenant touches its map.
+	mu      sync.Mutex
+	written map[string]map[string]writtenCondition
+}
+
+// writtenCondition is a Programmed condition the Writer applied to a LoadBalancer.
+type writtenCondition struct {
+	uid  types.UID
+	rv   int64
+	cond metav1.Condition
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
@@ -80,7 +96,9 @@ func rejectionsChanged() predicate.Predicate {
 }
 
 // programmedTouched passes new LoadBalancers and updates that change the generation or the
-// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores).
+// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores), or
+// where the Ready condition appears (the LoadBalancer controller's first status write, before
+// which the Writer leaves the LoadBalancer alone).
 func programmedTouched() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
@@ -90,7 +108,8 @@ func programmedTouched() predicate.Predicate {
 		}
 		oc := meta.FindStatusCondition(o.Status.Conditions, ConditionProgrammed)
 		nc := meta.FindStatusCondition(n.Status.Conditions, ConditionProgrammed)
-		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc)
+		or, nr := meta.FindStatusCondition(o.Status.Conditions, conditionReady), meta.FindStatusCondition(n.Status.Conditions, conditionReady)
+		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc) || (or == nil) != (nr == nil)
 	}}
 }
 
@@ -123,15 +142,43 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		return reconcile.Result{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
 	}
 	var errs []error
+	w.mu.Lock()
+	if w.written == nil {
+		w.written = map[string]map[string]writtenCondition{}
+	}
+	prev := w.written[tenant]
+	w.mu.Unlock()
+	next := make(map[string]writtenCondition, len(prev))
+	defer func() {
+		w.mu.Lock()
+		w.written[tenant] = next
+		w.mu.Unlock()
+	}()
 	for i := range lbs.Items {
 		lb := &lbs.Items[i]
+		if e, ok := prev[lb.Name]; ok && e.uid == lb.UID {
+			next[lb.Name] = e // kept while the LoadBalancer is there
+		}
 		ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}
 		gen, translated := report.Objects[ref]
 		if !translated || !lb.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if err := w.apply(ctx, lb, Programmed(gen, byObject[ref])); err != nil {
+		// Not before the LoadBalancer controller's first status write, which carries the
+		// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
+		if meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil || transient(lb, byObject[ref], false) {
+			continue
+		}
+		cond := Programmed(gen, byObject[ref])
+		if e, ok := next[lb.Name]; ok && e.cond.Status == cond.Status && e.cond.Reason == cond.Reason && e.cond.Message == cond.Message &&
+			e.cond.ObservedGeneration == cond.ObservedGeneration && olderThan(lb.ResourceVersion, e.rv) {
+			continue // applied already; the cache has not seen it yet
+		}
+		rv, err := w.apply(ctx, lb, cond)
+		if err != nil {
 			errs = append(errs, err)
+		} else if rv > 0 {
+			next[lb.Name] = writtenCondition{uid: lb.UID, rv: rv, cond: cond}
 		}
 	}
 	routes := &v1alpha1.RouteList{}
@@ -205,13 +252,20 @@ func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) 
 	return out, requeue, nil
 }
 
+// olderThan tells whether a cached resourceVersion is older than rv (etcd's are numbers;
+// one that is not never counts as older).
+func olderThan(cached string, rv int64) bool {
+	c, err := strconv.ParseInt(cached, 10, 64)
+	return err == nil && c < rv
+}
+
 // apply writes the condition when it differs from the object's, and records an Event when
-// its meaning changed.
-func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond metav1.Condition) error {
+// its meaning changed. It returns the resourceVersion of the write, 0 when none was made.
+func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond metav1.Condition) (int64, error) {
 	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionProgrammed)
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
 		prev.ObservedGeneration == cond.ObservedGeneration {
-		return nil
+		return 0, nil
 	}
 	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
 	if prev != nil && prev.Status == cond.Status {
@@ -219,7 +273,7 @@ func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond meta
 	}
 	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
@@ -229,12 +283,13 @@ func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond meta
 	}}
 	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return 0, nil
 		}
-		return fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
+		return 0, fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
 	}
 	w.event(lb, prev, cond)
-	return nil
+	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return rv, nil
 }
 
 // event records an Event on obj when the meaning of its Programmed condition changed from

@@ -1,0 +1,125 @@
+package status
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// conditionReady is the LoadBalancer controller's condition (loadbalancer.ConditionReady):
+// present once that controller reported the LoadBalancer's ports and hub Service.
+const conditionReady = "Ready"
+
+// A LoadBalancer's status has two writers, the LoadBalancer controller (ports, address,
+// Ready) and the leader-only Writer (Programmed), and a new LoadBalancer would cost a status
+// write of each, plus a transient Programmed=False (PortNotAllocated) while the translation
+// ran ahead of the port allocation. To write a new LoadBalancer's status once:
+//   - the LoadBalancer controller carries the Programmed verdict (LoadBalancerProgrammed)
+//     in its own status write when the latest Report knows the LoadBalancer at its
+//     generation;
+//   - the Writer leaves a LoadBalancer alone until the LoadBalancer controller has written
+//     Ready (its first status write carries the verdict when it is known; the Writer hears
+//     of the Ready condition's appearance), and does not write a verdict that only says
+//     PortNotAllocated while the status already holds every port: the translation has not
+//     caught up with the allocation yet, and the next Report replaces it (transient).
+
+// LoadBalancerProgrammed is the Programmed condition of lb as the Writer would write it,
+// from the tenant's latest Report and its TenantState's rejections (read through reader), and
+// whether it is known: false when the Report does not describe lb at its generation, or the
+// verdict is transient.
+func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader, lb *v1alpha1.LoadBalancer) (metav1.Condition, bool, error) {
+	report := s.Get(lb.Namespace)
+	if report == nil {
+		return metav1.Condition{}, false, nil
+	}
+	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: lb.Namespace, Name: lb.Name}
+	gen, ok := report.Objects[ref]
+	if !ok || gen != lb.Generation {
+		return metav1.Condition{}, false, nil
+	}
+	rejections, err := readRejections(ctx, reader, lb.Namespace)
+	if err != nil {
+		return metav1.Condition{}, false, err
+	}
+	var problems []ir.Problem
+	for _, p := range report.Problems { // problems of a port (a section) are the object's
+		if p.Object.Object() == ref {
+			problems = append(problems, p)
+		}
+	}
+	for _, p := range rejectionProblems(report, rejections) {
+		if p.Object.Object() == ref {
+			problems = append(problems, p)
+		}
+	}
+	if transient(lb, problems, true) {
+		return metav1.Condition{}, false, nil
+	}
+	return Programmed(gen, problems), true, nil
+}
+
+// transient tells whether a verdict would be replaced by the next one anyway: its only
+// errors are PortNotAllocated while the LoadBalancer controller has not reported yet (no
+// Ready condition) or already reports a listener port for every port of the LoadBalancer
+// (the translation ran before the allocation). byController: the caller is the
+// LoadBalancer controller, about to report the ports the Report does not have yet; it never
+// carries a PortNotAllocated verdict (when real, e.g. ports exhausted, the Writer writes it
+// after that report).
+func transient(lb *v1alpha1.LoadBalancer, problems []ir.Problem, byController bool) bool {
+	errs := 0
+	for _, p := range problems {
+		if p.Severity != ir.SeverityError {
+			continue
+		}
+		if p.Reason != translate.ReasonPortNotAllocated {
+			return false
+		}
+		errs++
+	}
+	if errs == 0 {
+		return false
+	}
+	if byController || meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil {
+		return true
+	}
+	allocated := 0
+	for _, p := range lb.Status.Service.Ports {
+		if p.UpstreamTargetPort != 0 {
+			allocated++
+		}
+	}
+	return allocated >= len(lb.Spec.Ports)
+}
+
+// readRejections reads a tenant's rejections from its TenantState (none when it has none).
+func readRejections(ctx context.Context, reader client.Reader, tenant string) ([]Rejected, error) {
+	ts := &v1alpha1.TenantState{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+	}
+	out := make([]Rejected, 0, len(ts.Status.Rejections))
+	for _, r := range ts.Status.Rejections {
+		out = append(out, Rejected{Proxy: r.Proxy, TypeURL: r.TypeURL, Version: r.Version, Message: r.Message})
+	}
+	return out, nil
+}
+
+// ProgrammedEvent records the Event of a change of a Programmed condition from prev (nil:
+// none) to cond, as the Writer does: a Warning when it is False or has warnings, a Normal one
+// when it recovered; nothing when its meaning did not change.
+func ProgrammedEvent(recorder events.EventRecorder, obj *v1alpha1.LoadBalancer, prev *metav1.Condition, cond metav1.Condition) {
+	(&Writer{recorder: recorder}).event(obj, prev, cond)
+}
