@@ -70,17 +70,17 @@ func TestBurstWrites(t *testing.T) {
 	if got := c["APPLY services"] + c["PATCH services"] + c["POST services"]; got != int64(n) {
 		t.Errorf("hub Service writes on create: %d, want %d (one apply each)", got, n)
 	}
-	// One status write by the LoadBalancer controller (ports, address, Ready; and Programmed
-	// when the translation already knew the ports), and at most one Programmed by the status
-	// writer: today the translator reads the listener ports from that status, so Programmed
-	// can only follow it. Once it reads them from the hub Service, the first bound is 1.
-	if got := c["APPLY loadbalancers/status"] + c["PATCH loadbalancers/status"]; got > int64(2*n) {
-		t.Errorf("LoadBalancer status writes: %d, want at most %d", got, 2*n)
+	// One status write by the LoadBalancer controller: ports, address, Ready and Programmed
+	// (the translation reads the listener ports from the hub Service, so its verdict is
+	// usually known when the address comes). A LoadBalancer whose address came before its
+	// translation gets Programmed in a second write by the status writer: a few per burst.
+	if got := c["APPLY loadbalancers/status"] + c["PATCH loadbalancers/status"]; got > int64(n+n/5) {
+		t.Errorf("LoadBalancer status writes: %d, want at most %d (one each, and a few Programmed)", got, n+n/5)
 	}
 	// Per Service: the writes to the kinds made per Service (the tenant's Envoy fleet,
 	// made with its first LoadBalancer and removed with its last, is not).
-	if got := r.perService(perServiceWrites(c)); got > 4 {
-		t.Errorf("hub writes per Service on create: %.2f, want at most 4 (%v); 3 once Programmed comes with the first status write", got, c)
+	if got := r.perService(perServiceWrites(c)); got > 3.2 {
+		t.Errorf("hub writes per Service on create: %.2f, want 3 (at most 3.2) (%v)", got, c)
 	}
 	if got := d["DELETE loadbalancers"]; got != int64(n) {
 		t.Errorf("LoadBalancer deletes: %d, want %d", got, n)

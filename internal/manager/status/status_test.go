@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -124,6 +126,33 @@ func setListenerPort(t *testing.T, c client.Client, name string, listener int) {
 	meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "AddressAssigned",
 		Message: "played", ObservedGeneration: o.Generation})
 	if err := c.Status().Update(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	setHubServicePort(t, c, o, listener)
+}
+
+// setHubServicePort plays the LoadBalancer controller's hub Service, the record of the
+// allocation the translation reads: envoy-<name>, port 80 to the listener port.
+func setHubServicePort(t *testing.T, c client.Client, o *v1alpha1.LoadBalancer, listener int) {
+	t.Helper()
+	ctx := context.Background()
+	svc := &corev1.Service{}
+	key := types.NamespacedName{Namespace: tenant, Name: "envoy-" + o.Name}
+	if err := c.Get(ctx, key, svc); err == nil {
+		svc.Spec.Ports[0].TargetPort = intstr.FromInt(listener)
+		if err := c.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		return
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	svc = &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: tenant, Labels: map[string]string{
+			v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue, v1alpha1.LabelLoadBalancerNS: tenant, v1alpha1.LabelLoadBalancerName: o.Name}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt(listener)}}},
+	}
+	if err := c.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -295,8 +324,8 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	})
 
 	t.Run("listener port conflict", func(t *testing.T) {
-		// A status that claims a listener port another LoadBalancer holds (a tenant can
-		// write its LoadBalancers' status): the newer one is not served.
+		// Two hub Services that name one listener port (the allocator never hands a port out
+		// twice; a hub Service edited by hand could): the newer LoadBalancer is not served.
 		create(t, c, lb("newer", good), good)
 		waitProgrammed(t, c, "newer", metav1.ConditionFalse, translate.ReasonListenerPortConflict, "is already used by good-tcp-80")
 		waitEvent(t, c, "newer", corev1.EventTypeWarning, translate.ReasonListenerPortConflict, "good-tcp-80")
