@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,6 +65,14 @@ type Config struct {
 	PprofDir string
 	// Command is recorded in the result (how to re-run it).
 	Command string
+	// Workloads are the workloads to run after the burst, which always runs first (nil: all
+	// of quiet, change, churn and delete, in that order).
+	Workloads []string
+}
+
+// runs tells whether a workload after the burst is to run.
+func (c *Config) runs(name string) bool {
+	return c.Workloads == nil || slices.Contains(c.Workloads, name)
 }
 
 // churnPool is how many churned Services live at once before the oldest is deleted.
@@ -129,19 +138,23 @@ func Run(t testenv.TB, cfg Config) *Result {
 			PlayedTenants: cfg.Tenants - cfg.RealTenants, CCMProcesses: cfg.RealTenants, Envoy: cfg.Envoy,
 			Clients: cfg.Clients, ChurnPerSecond: cfg.ChurnPerSecond, ChurnSeconds: cfg.ChurnDuration.Seconds(),
 			QuietSeconds: cfg.Quiet.Seconds()}}
-	if !cfg.Envoy {
+	if !cfg.Envoy && cfg.runs("change") {
 		res.NotMeasured["change_to_envoy"] = "run without a real Envoy (BENCH_ENVOY=1 starts one for tenant 0)"
 	}
 
 	res.Workloads["burst"] = h.burst()
-	if cfg.Quiet > 0 {
+	if cfg.Quiet > 0 && cfg.runs("quiet") {
 		res.Workloads["quiet"] = h.quiet()
 	}
-	res.Workloads["change"] = h.change()
-	if cfg.ChurnPerSecond > 0 && cfg.ChurnDuration > 0 {
+	if cfg.runs("change") {
+		res.Workloads["change"] = h.change()
+	}
+	if cfg.ChurnPerSecond > 0 && cfg.ChurnDuration > 0 && cfg.runs("churn") {
 		res.Workloads["churn"] = h.churn()
 	}
-	res.Workloads["delete"] = h.deleteAll()
+	if cfg.runs("delete") {
+		res.Workloads["delete"] = h.deleteAll()
+	}
 
 	res.Machine = load.stop()
 	res.WallSeconds = time.Since(began).Seconds()
