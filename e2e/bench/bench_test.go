@@ -38,6 +38,9 @@ func TestHarnessMeasuresEveryWorkload(t *testing.T) {
 					t.Errorf("burst: convergence %v s, issued in %v s, %d kubelb writes, %d by the played ccm (want 3)",
 						w.ConvergenceSeconds, w.IssueSeconds, w.HubWrites.Kubelb, w.HubWrites.PlayedCCM)
 				}
+				if w.SettledSeconds < w.ConvergenceSeconds {
+					t.Errorf("burst: settled after %v s, before the last address at %v s", w.SettledSeconds, w.ConvergenceSeconds)
+				}
 				if w.TenantWrites.LoadGen != 3 || w.Envoycp.Builds <= 0 || w.Envoycp.TenantsBuilt != 2 || w.EnvoySyncSeconds <= 0 {
 					t.Errorf("burst: %d creates by the load generator (want 3), %v snapshot builds over %d tenants (want 2), Envoy synced after %v s",
 						w.TenantWrites.LoadGen, w.Envoycp.Builds, w.Envoycp.TenantsBuilt, w.EnvoySyncSeconds)

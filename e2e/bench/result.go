@@ -155,6 +155,11 @@ type Workload struct {
 	ConvergenceSeconds float64 `json:"convergence_seconds,omitempty"`
 	// ConvergenceOverIssue is ConvergenceSeconds / IssueSeconds (issue 14 aims ≤ 1.3).
 	ConvergenceOverIssue float64 `json:"convergence_over_issue,omitempty"`
+	// SettledSeconds (burst, change) is from the first request until the hub served no
+	// write but leader-election leases and the manager built no snapshot (for 5 s, not
+	// counted). The workload's counters are read once settled, so its writes and CPU include
+	// what followed the last address (status conditions, Events).
+	SettledSeconds float64 `json:"settled_seconds,omitempty"`
 	// ChangeToHubSeconds and ChangeToEnvoySeconds (change): from the tenant Service's update
 	// until the hub LoadBalancer's spec changed, and until a real Envoy added the listener.
 	ChangeToHubSeconds   float64 `json:"change_to_hub_s,omitempty"`

@@ -37,18 +37,21 @@ func (h *harness) burst() *Workload {
 	}
 	issued := time.Since(before.at)
 	h.waitAddressed(keys, fmt.Sprintf("all %d Services of the burst addressed", n))
-	after := h.mark()
-	w := h.workload(before, after, n)
+	var envoySync float64
+	if h.cfg.Envoy {
+		envoySync = h.startEnvoy()
+	}
+	// What the burst causes after the last address (status conditions, Events) counts too.
+	settled := h.settle()
+	w := h.workload(before, h.mark(), n)
 	lat, last := h.tl.latencies(keys)
-	w.IssueSeconds, w.TimeToAddress = issued.Seconds(), dist(lat)
+	w.IssueSeconds, w.TimeToAddress, w.EnvoySyncSeconds = issued.Seconds(), dist(lat), envoySync
 	w.ConvergenceSeconds = last.Sub(before.at).Seconds()
 	w.ConvergenceOverIssue = w.ConvergenceSeconds / w.IssueSeconds
-	t.Logf("burst of %d Services across %d tenants: issued in %s, all addressed after %.1f s (p50 %.1f s, p99 %.1f s); %.2f hub writes per Service by kubelb; manager %.1f CPU s, peak RSS %.0f MiB",
-		n, tenants, issued.Round(time.Millisecond), w.ConvergenceSeconds, w.TimeToAddress.P50, w.TimeToAddress.P99,
+	w.SettledSeconds = settled.Sub(before.at).Seconds()
+	t.Logf("burst of %d Services across %d tenants: issued in %s, all addressed after %.1f s (p50 %.1f s, p99 %.1f s), settled after %.1f s; %.2f hub writes per Service by kubelb; manager %.1f CPU s, peak RSS %.0f MiB",
+		n, tenants, issued.Round(time.Millisecond), w.ConvergenceSeconds, w.TimeToAddress.P50, w.TimeToAddress.P99, w.SettledSeconds,
 		w.HubWrites.PerService, w.Manager.CPUSeconds, w.Manager.PeakRSSMiB)
-	if h.cfg.Envoy {
-		w.EnvoySyncSeconds = h.startEnvoy()
-	}
 	return w
 }
 
@@ -162,8 +165,9 @@ func (h *harness) change() *Workload {
 		return nil
 	})
 	// Let the status writes and pushes the change causes land before reading the counters.
-	h.settle()
+	settled := h.settle()
 	w := h.workload(before, h.mark(), 1)
+	w.SettledSeconds = settled.Sub(before.at).Seconds()
 	w.ChangeToHubSeconds = hubAt.Sub(before.at).Seconds()
 	if !envoyAt.IsZero() {
 		w.ChangeToEnvoySeconds = envoyAt.Sub(before.at).Seconds()
@@ -174,21 +178,33 @@ func (h *harness) change() *Workload {
 	return w
 }
 
-// settle waits until the manager has made no snapshot build and the hub no write for a
-// second (bounded by a minute: a busy machine may never be still).
-func (h *harness) settle() {
+// settleStill is how long the hub and the manager must be still for the system to count as
+// settled; settleLimit bounds the wait (a busy machine may never be still).
+const (
+	settleStill = 5 * time.Second
+	settleLimit = 2 * time.Minute
+)
+
+// settle waits until, for settleStill, the manager has built no snapshot and the hub has
+// served no write but leader-election leases, and returns when that stillness began (when
+// the limit passed first: the last write seen).
+func (h *harness) settle() time.Time {
 	prev := h.mark()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	stillSince := prev.at
+	for deadline := time.Now().Add(settleLimit); time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 		cur := h.mark()
 		_, writes := framework.WritesSince(prev.hub, cur.hub)
-		builds := len(deltas(prev.builds, cur.builds))
 		leases := cur.hub["PUT leases"] - prev.hub["PUT leases"]
-		if builds == 0 && writes == leases {
-			return
+		if len(deltas(prev.builds, cur.builds)) > 0 || writes != leases {
+			stillSince = cur.at
+		} else if cur.at.Sub(stillSince) >= settleStill {
+			return stillSince
 		}
 		prev = cur
 	}
+	h.t.Logf("not still for %s within %s", settleStill, settleLimit)
+	return stillSince
 }
 
 // churn creates a Service in tenant 0 every 1/rate seconds and, once churnPool of them live,
