@@ -121,8 +121,8 @@ bench-harness: tools ## Run the harness at BENCH_N × BENCH_T, write docs/benchm
 	$(MAKE) --no-print-directory bench-plot
 
 .PHONY: bench-plot
-bench-plot: ## Redraw docs/benchmarks' PNG plots from its JSON results.
-	go run ./e2e/bench/cmd/plot $(BENCH_OUT)
+bench-plot: ## Redraw docs/benchmarks' PNG plots and docs/benchmarks.md's tables from the JSON results.
+	go run ./e2e/bench/cmd/plot -doc docs/benchmarks.md $(BENCH_OUT)
 
 .PHONY: bench-largest
 bench-largest: ## Translate the largest tenant the CRDs and default limits allow, at 1/4, 1/2 and 1 of its size (time, allocations, peak RSS; part of `make bench`).

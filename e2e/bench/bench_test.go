@@ -84,6 +84,9 @@ func TestHarnessMeasuresEveryWorkload(t *testing.T) {
 	if err != nil || back.Workloads["burst"].TimeToAddress.Count != 6 {
 		t.Fatalf("reading %s back: %v", path, err)
 	}
+	if table := Tables([]*Result{back}); !strings.Contains(table, "| 6 × 2 (1 real, 1 played) |") {
+		t.Errorf("the results tables lack the run:\n%s", table)
+	}
 	if err := Plot([]*Result{back}, dir); err != nil {
 		t.Fatal(err)
 	}

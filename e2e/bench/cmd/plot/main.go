@@ -1,9 +1,11 @@
 // Command plot draws the PNG plots of docs/benchmarks.md from the harness's JSON results:
-// `go run ./e2e/bench/cmd/plot docs/benchmarks` reads every docs/benchmarks/n*-t*.json and
-// writes time-to-address.png and manager-memory.png beside them.
+// `go run ./e2e/bench/cmd/plot -doc docs/benchmarks.md docs/benchmarks` reads every
+// docs/benchmarks/n*-t*.json, writes time-to-address.png and manager-memory.png beside them
+// and, with -doc, rewrites the results tables of that Markdown file between its markers.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,11 +14,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: plot <folder of the JSON results>")
+	doc := flag.String("doc", "", "Markdown file whose results tables are rewritten")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: plot [-doc docs/benchmarks.md] <folder of the JSON results>")
 		os.Exit(2)
 	}
-	dir := os.Args[1]
+	dir := flag.Arg(0)
 	files, err := filepath.Glob(filepath.Join(dir, "n*-t*.json"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -34,6 +38,12 @@ func main() {
 	if err := bench.Plot(results, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if *doc != "" {
+		if err := bench.WriteTables(*doc, results); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	fmt.Printf("plotted %d results into %s\n", len(results), dir)
 }
