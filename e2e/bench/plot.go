@@ -22,6 +22,9 @@ const (
 type series struct {
 	label string
 	pts   plotter.XYs
+	// group picks the colour and the mark (one per T); dashed draws a p99 line.
+	group  int
+	dashed bool
 }
 
 // Plot draws, from the burst workload of the results, the time to address (p50 and p99)
@@ -43,7 +46,7 @@ func Plot(results []*Result, dir string) error {
 	}
 	sort.Ints(ts)
 	var lat, mem []series
-	for _, t := range ts {
+	for g, t := range ts {
 		var p50, p99, rss plotter.XYs
 		for _, r := range byT[t] {
 			b, n := r.Workloads["burst"], float64(r.Setup.Services)
@@ -51,8 +54,8 @@ func Plot(results []*Result, dir string) error {
 			p99 = append(p99, plotter.XY{X: n, Y: b.TimeToAddress.P99})
 			rss = append(rss, plotter.XY{X: n, Y: b.Manager.PeakRSSMiB})
 		}
-		lat = append(lat, series{fmt.Sprintf("T=%d p50", t), p50}, series{fmt.Sprintf("T=%d p99", t), p99})
-		mem = append(mem, series{fmt.Sprintf("T=%d", t), rss})
+		lat = append(lat, series{fmt.Sprintf("T=%d p50", t), p50, g, false}, series{fmt.Sprintf("T=%d p99", t), p99, g, true})
+		mem = append(mem, series{fmt.Sprintf("T=%d", t), rss, g, false})
 	}
 	if err := draw(filepath.Join(dir, PlotTimeToAddress), "Burst: time from create to address", "seconds", lat); err != nil {
 		return err
@@ -70,15 +73,17 @@ func draw(path, title, ylabel string, lines []series) error {
 	p.Y.Min = 0
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
-	for i, s := range lines {
+	for _, s := range lines {
 		l, pts, err := plotter.NewLinePoints(s.pts)
 		if err != nil {
 			return err
 		}
-		c := plotutil.Color(i)
+		c := plotutil.Color(s.group)
 		l.Color, pts.Color = c, c
-		l.Dashes = plotutil.Dashes(i % 2)
-		pts.Shape = plotutil.Shape(i / 2)
+		if s.dashed {
+			l.Dashes = plotutil.Dashes(1)
+		}
+		pts.Shape = plotutil.Shape(s.group)
 		p.Add(l, pts)
 		p.Legend.Add(s.label, l, pts)
 	}
