@@ -105,18 +105,20 @@ type tenant struct {
 
 // harness holds a running system.
 type harness struct {
-	t        testenv.TB
-	cfg      Config
-	sys      *framework.System
-	tenants  []*tenant
-	byNS     map[string]*tenant
-	tl       *timeline
-	obs      *observer
-	envoy    *framework.Envoy
-	played   atomic.Int64 // hub writes by the played ccms
-	loadGen  atomic.Int64 // tenant writes by the load generator
-	managerP string       // pprof address of the manager
-	ccmP     string       // pprof address of tenant 0's ccm
+	t       testenv.TB
+	cfg     Config
+	sys     *framework.System
+	tenants []*tenant
+	byNS    map[string]*tenant
+	tl      *timeline
+	obs     *observer
+	envoy   *framework.Envoy
+	// envoyWorkers is the Envoy's --concurrency (0: one worker per core).
+	envoyWorkers int
+	played       atomic.Int64 // hub writes by the played ccms
+	loadGen      atomic.Int64 // tenant writes by the load generator
+	managerP     string       // pprof address of the manager
+	ccmP         string       // pprof address of tenant 0's ccm
 }
 
 // Run starts the system for cfg, runs every workload in order (burst, quiet, change, churn,
@@ -156,6 +158,7 @@ func Run(t testenv.TB, cfg Config) *Result {
 		res.Workloads["delete"] = h.deleteAll()
 	}
 
+	res.Setup.EnvoyWorkers = h.envoyWorkers
 	res.Machine = load.stop()
 	res.WallSeconds = time.Since(began).Seconds()
 	return res

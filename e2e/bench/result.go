@@ -51,6 +51,9 @@ type Setup struct {
 	PlayedTenants int  `json:"played_tenants"`
 	CCMProcesses  int  `json:"ccm_processes"`
 	Envoy         bool `json:"envoy"`
+	// EnvoyWorkers is the Envoy's --concurrency: 0 is one worker per core; 1 when tenant 0
+	// holds more listeners than half the descriptor limit allows for one socket per worker.
+	EnvoyWorkers int `json:"envoy_workers,omitempty"`
 	// Clients is the number of concurrent clients of the load generator.
 	Clients        int     `json:"clients"`
 	ChurnPerSecond float64 `json:"churn_per_second"`

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,9 +61,24 @@ func (h *harness) burst() *Workload {
 // returns the seconds until it holds a listener per Service port of the tenant.
 func (h *harness) startEnvoy() float64 {
 	t, tn := h.t, h.tenants[0]
-	start := time.Now()
-	h.envoy = tn.real.StartEnvoy(framework.EnvoyBootstrap)
+	ctx := context.Background()
 	want := h.servicePorts(tn)
+	// Every worker opens a socket per listener: with one worker per core, 10 000 listeners
+	// on 2 cores need more descriptors than this machine's limit (20 000), and Envoy 1.40
+	// crashed there ("Too many open files", then a segmentation fault). Past half the limit
+	// Envoy runs one worker; the result says so (setup.envoy_workers).
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(want*runtime.NumCPU()) > lim.Max/2 {
+		h.envoyWorkers = 1
+	}
+	var bootstrap []byte
+	testsupport.Eventually(t, time.Minute, "the Envoy bootstrap of "+tn.namespace, func() error {
+		var err error
+		bootstrap, err = framework.EnvoyBootstrap(ctx, h.sys.Hub.Client, tn.namespace)
+		return err
+	})
+	start := time.Now()
+	h.envoy = framework.StartEnvoyWith(t, "envoy-"+tn.name, framework.MountXDSSecret(t, h.sys.Hub.Client, tn.namespace, bootstrap), h.envoyWorkers)
 	testsupport.Eventually(t, h.cfg.Timeout, fmt.Sprintf("Envoy of %s holding %d listeners", tn.name, want), func() error {
 		if got := h.envoyListeners(); got < want {
 			return fmt.Errorf("%d listeners", got)
