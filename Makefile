@@ -92,9 +92,37 @@ SOAK_DURATION ?= 10m
 soak: tools ## Run only the soak (issue 13), churning for SOAK_DURATION (default 10m): make soak SOAK_DURATION=30m.
 	SOAK_DURATION=$(SOAK_DURATION) go test -count=1 -v -timeout $(SOAK_DURATION)15m -run '^TestSoak$$' ./e2e/faults/
 
+# The sizes `make bench` runs the harness (e2e/bench) at: every N of BENCH_N across every T of
+# BENCH_T (N < T skipped), e.g. `make bench BENCH_N=100,1000 BENCH_T=1`. How long each size
+# takes is in docs/benchmarks.md; the whole matrix takes hours on 2 cores. BENCH_ENVOY=0 runs
+# without a real Envoy; BENCH_QUIET, BENCH_CHURN_RATE and BENCH_CHURN_DURATION tune the
+# workloads; BENCH_OUT is where the JSON results go.
+BENCH_N              ?= 100,1000,10000
+BENCH_T              ?= 1,10,100
+BENCH_ENVOY          ?= 1
+BENCH_QUIET          ?= 60s
+BENCH_CHURN_RATE     ?= 5
+BENCH_CHURN_DURATION ?= 60s
+BENCH_OUT            ?= $(CURDIR)/docs/benchmarks
+BENCH_TIMEOUT        ?= 6h
+
 .PHONY: bench
-bench: ## Run the Go benchmarks.
-	go test -run '^$$' -bench . -benchmem ./...
+bench: bench-micro bench-harness ## Run the Go benchmarks and the harness (BENCH_N, BENCH_T: see docs/benchmarks.md), then plot.
+
+.PHONY: bench-micro
+bench-micro: ## Run the Go benchmarks (all but the harness).
+	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v '/e2e/bench')
+
+.PHONY: bench-harness
+bench-harness: tools ## Run the harness at BENCH_N × BENCH_T, write docs/benchmarks/n<N>-t<T>.json and redraw the plots.
+	BENCH_N=$(BENCH_N) BENCH_T=$(BENCH_T) BENCH_ENVOY=$(BENCH_ENVOY) BENCH_QUIET=$(BENCH_QUIET) \
+	  BENCH_CHURN_RATE=$(BENCH_CHURN_RATE) BENCH_CHURN_DURATION=$(BENCH_CHURN_DURATION) BENCH_OUT=$(BENCH_OUT) \
+	  go test -count=1 -v -run '^$$' -bench '^BenchmarkHarness$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./e2e/bench/
+	$(MAKE) --no-print-directory bench-plot
+
+.PHONY: bench-plot
+bench-plot: ## Redraw docs/benchmarks' PNG plots and docs/benchmarks.md's tables from the JSON results.
+	go run ./e2e/bench/cmd/plot -doc docs/benchmarks.md $(BENCH_OUT)
 
 .PHONY: bench-largest
 bench-largest: ## Translate the largest tenant the CRDs and default limits allow, at 1/4, 1/2 and 1 of its size (time, allocations, peak RSS; part of `make bench`).

@@ -47,13 +47,15 @@ func setupNetns() error {
 // namespace (InNetnsEnv set to what), with its output on ours, and returns its exit code.
 // `unshare` needs no root; the test binary is PID 1 of its PID namespace, so when it ends (or
 // is killed, or unshare is) the kernel kills every process it started — kube-apiserver,
-// etcd, kube-controller-manager, the binaries, Envoy, the played Pods.
+// etcd, kube-controller-manager, the binaries, Envoy, the played Pods. The namespace mounts
+// its own /proc (--mount-proc), so /proc/<pid> of a process the harness started is that
+// process (ProcessCPU, ProcessPeakRSS), not the host's process of the same number.
 func ReexecInNetns(what string, args []string) (int, error) {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		return 1, fmt.Errorf("the harness needs unshare (util-linux) to make its network namespace: %w", err)
 	}
-	cmd := exec.Command(unshare, append([]string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--", os.Args[0]}, args...)...)
+	cmd := exec.Command(unshare, append([]string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--", os.Args[0]}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), InNetnsEnv+"="+what)
 	// The harness dies with this process (e.g. when `go test` times it out).

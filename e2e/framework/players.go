@@ -256,8 +256,15 @@ type Envoy struct {
 // dynamic base id keeps several Envoys apart.
 func StartEnvoy(t testenv.TB, name string, bootstrap []byte) *Envoy {
 	t.Helper()
+	return StartEnvoyWith(t, name, bootstrap, 0)
+}
+
+// StartEnvoyWith is StartEnvoy with Envoy's number of worker threads (--concurrency; 0: one
+// per core). Every worker opens its own socket per listener.
+func StartEnvoyWith(t testenv.TB, name string, bootstrap []byte, workers int) *Envoy {
+	t.Helper()
 	bootstrap, ready := ownPorts(t, bootstrap)
-	e := &Envoy{Envoy: testsupport.StartEnvoy(t, name, bootstrap, testsupport.EnvoyOptions{Node: name, LogLevel: "warning"}), ReadyAddr: ready}
+	e := &Envoy{Envoy: testsupport.StartEnvoy(t, name, bootstrap, testsupport.EnvoyOptions{Node: name, LogLevel: "warning", Concurrency: workers}), ReadyAddr: ready}
 	// What the kubelet's readiness probe asks.
 	testsupport.WaitHTTP200(t, e.Process, "http://"+ready+xdsbootstrap.ReadyPath, time.Minute)
 	return e
