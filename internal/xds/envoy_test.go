@@ -800,8 +800,16 @@ func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Distinct ports: a port just freed can be handed out again, and two listeners
+			// on one port are invalid IR.
+			used := map[int]bool{}
 			for _, l := range cfg.Listeners {
-				l.Address, l.Port = "127.0.0.1", uint32(testsupport.FreePort(t))
+				p := testsupport.FreePort(t)
+				for used[p] {
+					p = testsupport.FreePort(t)
+				}
+				used[p] = true
+				l.Address, l.Port = "127.0.0.1", uint32(p)
 			}
 			cfg.Normalize()
 			res, _, err := translator.Translate(cfg)
