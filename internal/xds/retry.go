@@ -31,11 +31,34 @@ type heldWatch struct {
 	sub   cache.Subscription
 	value chan cache.Response
 	hold  heldNACK
+	heldTimer
+}
+
+// heldTimer is what both held watches share: the retry's timer and the cache watch it
+// replaces, under one lock.
+type heldTimer struct {
 	timer *time.Timer
 
 	mu     sync.Mutex
 	closed bool
 	cancel func()
+}
+
+// start arms the retry after delay and returns the watch's cancel function: it stops the
+// retry and the cache's watch.
+func (h *heldTimer) start(delay time.Duration, retry func()) func() {
+	h.mu.Lock()
+	h.timer = time.AfterFunc(delay, retry)
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.closed = true
+		h.timer.Stop()
+		if h.cancel != nil {
+			h.cancel()
+		}
+	}
 }
 
 // CreateWatch implements cache.ConfigWatcher.
@@ -48,19 +71,8 @@ func (r *retryCache) CreateWatch(req *cache.Request, sub cache.Subscription, val
 	if err != nil {
 		return nil, err
 	}
-	w := &heldWatch{req: req, sub: sub, value: value, hold: hold, cancel: cancel}
-	w.mu.Lock()
-	w.timer = time.AfterFunc(hold.delay, func() { r.retry(w) })
-	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.closed = true
-		w.timer.Stop()
-		if w.cancel != nil {
-			w.cancel()
-		}
-	}, nil
+	w := &heldWatch{req: req, sub: sub, value: value, hold: hold, heldTimer: heldTimer{cancel: cancel}}
+	return w.start(hold.delay, func() { r.retry(w) }), nil
 }
 
 // retry answers a held watch with the current configuration of its type, unless a newer
@@ -118,19 +130,8 @@ func (r *retryCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscri
 	if err != nil || cancel == nil {
 		return cancel, err // answered at once: the proxy's answer to it comes next
 	}
-	w := &heldDeltaWatch{req: req, sub: sub, value: value, hold: hold, cancel: cancel}
-	w.mu.Lock()
-	w.timer = time.AfterFunc(hold.delay, func() { r.retryDelta(w) })
-	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.closed = true
-		w.timer.Stop()
-		if w.cancel != nil {
-			w.cancel()
-		}
-	}, nil
+	w := &heldDeltaWatch{req: req, sub: sub, value: value, hold: hold, heldTimer: heldTimer{cancel: cancel}}
+	return w.start(hold.delay, func() { r.retryDelta(w) }), nil
 }
 
 // heldDeltaWatch is the watch of a delta request whose type has pending resources.
@@ -139,11 +140,7 @@ type heldDeltaWatch struct {
 	sub   cache.Subscription
 	value chan cache.DeltaResponse
 	hold  heldDelta
-	timer *time.Timer
-
-	mu     sync.Mutex
-	closed bool
-	cancel func()
+	heldTimer
 }
 
 // retryDelta re-sends the pending resources on a held delta watch, unless the server closed
