@@ -396,7 +396,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	cond := readyCondition(out, lb.Generation)
 	known := r.knownStatus(lb)
 	prev := meta.FindStatusCondition(known.Conditions, ConditionReady)
-	status := nextStatus(lb, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
+	// The next status starts from the known one: from a cache that has not caught up with
+	// our last write yet, a status built on the cached copy would lack what that write
+	// added (Programmed, the Ready condition's time) and be written a second time.
+	base := lb
+	if !equality.Semantic.DeepEqual(lb.Status, known) {
+		b := *lb
+		b.Status = known
+		base = &b
+	}
+	status := nextStatus(base, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if out.ipMode != "" { // the tenant's kube-proxy reads it (Proxy: no short-cut past Envoy)
 		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
 	}
