@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,12 +50,28 @@ type Writer struct {
 	recorder events.EventRecorder
 	now      func() time.Time
 
-	// written is the last Programmed condition applied per tenant and LoadBalancer, with the
+	mu      sync.Mutex
+	tenants map[string]*tenantState
+	// visited counts the LoadBalancers Reconcile looked at (tests).
+	visited int
+}
+
+// tenantState is what the Writer keeps of a tenant between two Reconciles, so that a Report
+// or an event that concerns a few LoadBalancers costs a look at those, not at the tenant's
+// thousands: only the LoadBalancers whose verdict inputs changed are read.
+type tenantState struct {
+	// objects and byObject are the translated objects and the problems by object (the
+	// Report's and the rejections') of the last Reconcile; nil before the first, which looks
+	// at every LoadBalancer.
+	objects  map[ir.ObjectRef]int64
+	byObject map[ir.ObjectRef][]ir.Problem
+	// dirty are the LoadBalancers an event concerned since the last Reconcile took them.
+	dirty map[string]bool
+	// written is the last Programmed condition applied per LoadBalancer, with the
 	// resourceVersion the API server answered: while the cache is older than that write, the
 	// same condition is not applied again (a burst publishes Reports faster than the cache
-	// sees the writes). Only the Reconcile of the tenant touches its map.
-	mu      sync.Mutex
-	written map[string]map[string]writtenCondition
+	// sees the writes). Only the Reconcile of the tenant touches it.
+	written map[string]writtenCondition
 }
 
 // writtenCondition is a Programmed condition the Writer applied to a LoadBalancer.
@@ -65,21 +83,52 @@ type writtenCondition struct {
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
 func SetupWriterWithManager(mgr ctrl.Manager, store *Store) error {
+	_, err := setupWriter(mgr, store)
+	return err
+}
+
+func setupWriter(mgr ctrl.Manager, store *Store) (*Writer, error) {
 	w := &Writer{client: mgr.GetClient(), store: store, recorder: mgr.GetEventRecorder("kubelb-manager"), now: time.Now}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueueOf) error { store.setQueue(q); return nil })).
 		Watches(&v1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(rejectionsChanged())).
-		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+		Watches(&v1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(w.loadBalancerTouched),
 			builder.WithPredicates(programmedTouched())).
 		Watches(&v1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(routeStatusTouched())).
 		Complete(w)
 	if err != nil {
-		return fmt.Errorf("setting up the status writer: %w", err)
+		return nil, fmt.Errorf("setting up the status writer: %w", err)
 	}
-	return nil
+	return w, nil
+}
+
+// loadBalancerTouched marks the LoadBalancer for the next Reconcile of its tenant, which it
+// requests.
+func (w *Writer) loadBalancerTouched(_ context.Context, o client.Object) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.state(o.GetNamespace())
+	if st.dirty == nil {
+		st.dirty = map[string]bool{}
+	}
+	st.dirty[o.GetName()] = true
+	return []reconcile.Request{tenantRequest(o.GetNamespace())}
+}
+
+// state returns the tenant's state, made when missing. The caller holds w.mu.
+func (w *Writer) state(tenant string) *tenantState {
+	if w.tenants == nil {
+		w.tenants = map[string]*tenantState{}
+	}
+	st := w.tenants[tenant]
+	if st == nil {
+		st = &tenantState{written: map[string]writtenCondition{}}
+		w.tenants[tenant] = st
+	}
+	return st
 }
 
 func namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
@@ -128,6 +177,9 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 
 	report := w.store.Get(tenant)
 	if report == nil {
+		w.mu.Lock()
+		delete(w.tenants, tenant)
+		w.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
 	rejections, requeue, err := w.rejections(ctx, tenant, report)
@@ -137,49 +189,51 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	problems := append(append(ir.Problems{}, report.Problems...), rejectionProblems(report, rejections)...)
 	byObject := problems.ByObject()
 
-	lbs := &v1alpha1.LoadBalancerList{}
-	if err := w.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
-	}
-	var errs []error
 	w.mu.Lock()
-	if w.written == nil {
-		w.written = map[string]map[string]writtenCondition{}
-	}
-	prev := w.written[tenant]
+	st := w.state(tenant)
+	dirty := st.dirty
+	st.dirty = nil
 	w.mu.Unlock()
-	next := make(map[string]writtenCondition, len(prev))
-	defer func() {
-		w.mu.Lock()
-		w.written[tenant] = next
-		w.mu.Unlock()
-	}()
-	for i := range lbs.Items {
-		lb := &lbs.Items[i]
-		if e, ok := prev[lb.Name]; ok && e.uid == lb.UID {
-			next[lb.Name] = e // kept while the LoadBalancer is there
-		}
-		ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: lb.Name}
-		gen, translated := report.Objects[ref]
-		if !translated || !lb.DeletionTimestamp.IsZero() {
-			continue
-		}
-		// Not before the LoadBalancer controller's first status write, which carries the
-		// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
-		if meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil || transient(lb, byObject[ref], false) {
-			continue
-		}
-		cond := Programmed(gen, byObject[ref])
-		if e, ok := next[lb.Name]; ok && e.cond.Status == cond.Status && e.cond.Reason == cond.Reason && e.cond.Message == cond.Message &&
-			e.cond.ObservedGeneration == cond.ObservedGeneration && olderThan(lb.ResourceVersion, e.rv) {
-			continue // applied already; the cache has not seen it yet
-		}
-		rv, err := w.apply(ctx, lb, cond)
-		if err != nil {
+	var errs []error
+	visit := func(lb *v1alpha1.LoadBalancer) {
+		if err := w.program(ctx, st, report, byObject, lb); err != nil {
 			errs = append(errs, err)
-		} else if rv > 0 {
-			next[lb.Name] = writtenCondition{uid: lb.UID, rv: rv, cond: cond}
 		}
+	}
+	if st.objects == nil { // the first look, or after an error: every LoadBalancer
+		lbs := &v1alpha1.LoadBalancerList{}
+		if err := w.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+			return reconcile.Result{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
+		}
+		present := make(map[string]bool, len(lbs.Items))
+		for i := range lbs.Items {
+			present[lbs.Items[i].Name] = true
+			visit(&lbs.Items[i])
+		}
+		maps.DeleteFunc(st.written, func(name string, _ writtenCondition) bool { return !present[name] })
+	} else {
+		for name := range changedLoadBalancers(st.objects, report.Objects, st.byObject, byObject) {
+			if dirty == nil {
+				dirty = map[string]bool{}
+			}
+			dirty[name] = true
+		}
+		for _, name := range slices.Sorted(maps.Keys(dirty)) {
+			lb := &v1alpha1.LoadBalancer{}
+			if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, lb); err != nil {
+				if apierrors.IsNotFound(err) {
+					delete(st.written, name)
+					continue
+				}
+				errs = append(errs, fmt.Errorf("getting LoadBalancer %s/%s: %w", tenant, name, err))
+				continue
+			}
+			visit(lb)
+		}
+	}
+	st.objects, st.byObject = report.Objects, byObject
+	if len(errs) > 0 {
+		st.objects = nil // the retry looks at every LoadBalancer
 	}
 	routes := &v1alpha1.RouteList{}
 	if err := w.client.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
@@ -201,6 +255,62 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		return reconcile.Result{}, fmt.Errorf("applying statuses in %s: %v", tenant, errs)
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// program applies lb's Programmed condition when the Report has a verdict for it that its
+// status lacks.
+func (w *Writer) program(ctx context.Context, st *tenantState, report *Report, byObject map[ir.ObjectRef][]ir.Problem, lb *v1alpha1.LoadBalancer) error {
+	w.mu.Lock()
+	w.visited++
+	w.mu.Unlock()
+	if e, ok := st.written[lb.Name]; ok && e.uid != lb.UID {
+		delete(st.written, lb.Name) // an earlier LoadBalancer of that name
+	}
+	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: lb.Namespace, Name: lb.Name}
+	gen, translated := report.Objects[ref]
+	if !translated || !lb.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	// Not before the LoadBalancer controller's first status write, which carries the
+	// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
+	if meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil || transient(lb, byObject[ref], false) {
+		return nil
+	}
+	cond := Programmed(gen, byObject[ref])
+	if e, ok := st.written[lb.Name]; ok && e.cond.Status == cond.Status && e.cond.Reason == cond.Reason && e.cond.Message == cond.Message &&
+		e.cond.ObservedGeneration == cond.ObservedGeneration && olderThan(lb.ResourceVersion, e.rv) {
+		return nil // applied already; the cache has not seen it yet
+	}
+	rv, err := w.apply(ctx, lb, cond)
+	if err != nil {
+		return err
+	}
+	if rv > 0 {
+		st.written[lb.Name] = writtenCondition{uid: lb.UID, rv: rv, cond: cond}
+	}
+	return nil
+}
+
+// changedLoadBalancers are the LoadBalancers whose verdict inputs differ between two looks:
+// translated at another generation (or newly), or with other problems.
+func changedLoadBalancers(oldObjects, objects map[ir.ObjectRef]int64, oldProblems, problems map[ir.ObjectRef][]ir.Problem) map[string]bool {
+	out := map[string]bool{}
+	for ref, gen := range objects {
+		if g, ok := oldObjects[ref]; ref.Kind == translate.KindLoadBalancer && (!ok || g != gen) {
+			out[ref.Name] = true
+		}
+	}
+	for ref, ps := range problems {
+		if ref.Kind == translate.KindLoadBalancer && !slices.Equal(ps, oldProblems[ref]) {
+			out[ref.Name] = true
+		}
+	}
+	for ref := range oldProblems {
+		if _, ok := problems[ref]; ref.Kind == translate.KindLoadBalancer && !ok {
+			out[ref.Name] = true
+		}
+	}
+	return out
 }
 
 // StaleRejectionTTL is how long a rejection of a version that is no longer current stays in
