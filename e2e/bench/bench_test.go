@@ -50,6 +50,9 @@ func TestHarnessMeasuresEveryWorkload(t *testing.T) {
 					t.Errorf("change: hub after %v s, Envoy after %v s, %d bytes and %d listeners added to Envoy",
 						w.ChangeToHubSeconds, w.ChangeToEnvoySeconds, w.Envoy.RxBytes, w.Envoy.ListenersAdded)
 				}
+				if w.Envoycp.SentBytes <= 0 {
+					t.Errorf("change: the manager counted no xDS bytes sent")
+				}
 				if w.Envoycp.BuildsByTenant["tenant-t000"] <= 0 {
 					t.Errorf("change: no snapshot build of the changed tenant: %v", w.Envoycp.BuildsByTenant)
 				}
@@ -70,8 +73,8 @@ func TestHarnessMeasuresEveryWorkload(t *testing.T) {
 	if res.Setup.RealTenants != 1 || res.Setup.PlayedTenants != 1 || res.Machine.CPUs < 1 || res.Machine.MemoryMiB <= 0 || res.Machine.LoadSamples < 1 {
 		t.Errorf("setup %+v, machine %+v", res.Setup, res.Machine)
 	}
-	if res.NotMeasured["bytes_pushed_by_manager"] == "" {
-		t.Errorf("the figure without a metric is not named: %v", res.NotMeasured)
+	if len(res.NotMeasured) != 0 {
+		t.Errorf("figures not measured: %v", res.NotMeasured)
 	}
 
 	// The JSON and the plots are made from it.
@@ -115,8 +118,21 @@ func checkCommon(t *testing.T, w *Workload) {
 			t.Errorf("writes do not add up: %+v", wr)
 		}
 	}
-	if w.Envoycp.Builds < 0 || w.Envoycp.Pushes < 0 || w.Envoycp.MeanBuildSeconds < 0 {
+	if w.Envoycp.Builds < 0 || w.Envoycp.Pushes < 0 || w.Envoycp.MeanBuildSeconds < 0 || w.Envoycp.SentBytes < 0 {
 		t.Errorf("envoycp: %+v", w.Envoycp)
+	}
+	// The harness's own processes are all seen: the API servers, etcd, the manager, the ccm
+	// and itself; the machine was busy some of the time.
+	for _, cmd := range []string{"kube-apiserver", "etcd", "kubelb", "ccm", "bench.test"} {
+		if _, ok := w.CPUByProcess[cmd]; !ok {
+			t.Errorf("no CPU of %s in %v", cmd, w.CPUByProcess)
+		}
+	}
+	if m := w.MachineCPU; m == nil || m.BusySeconds <= 0 || m.Utilization <= 0 || m.Utilization > 1 {
+		t.Errorf("machine CPU %+v", m)
+	}
+	if w.Envoy != nil && (w.Envoy.WarningLines < 0 || w.Envoy.InitialFetchTimeouts > w.Envoy.WarningLines) {
+		t.Errorf("Envoy warnings %+v", w.Envoy)
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 const (
 	metricBuilds = "kubelb_manager_envoycp_snapshot_build_duration_seconds"
 	metricPushes = "kubelb_manager_envoycp_snapshot_updates_total"
+	metricSent   = "kubelb_manager_envoycp_xds_sent_bytes_total"
 )
 
 // mark is every counter the harness reads, at one moment.
@@ -32,9 +33,15 @@ type mark struct {
 	ccmCPU                   []float64
 	managerErrors, ccmErrors int
 	builds, buildSecs        map[string]float64
-	pushes                   map[string]float64
+	pushes, sent             map[string]float64
 	hubLB, played, loadGen   int64
 	envoyRx, envoyAdded      int64
+	envoyWarnings            int
+	envoyFetchTimeouts       int
+	// cpu: CPU seconds by command of every process of the harness (framework.CPUByCommand);
+	// machineBusy and machineIdle: the whole machine's.
+	cpu                      map[string]float64
+	machineBusy, machineIdle float64
 }
 
 // mark reads the counters; a counter that cannot be read fails the run.
@@ -74,11 +81,37 @@ func (h *harness) mark() *mark {
 	m.builds = framework.SumBy(fams, metricBuilds, "tenant", false)
 	m.buildSecs = framework.SumBy(fams, metricBuilds, "tenant", true)
 	m.pushes = framework.SumBy(fams, metricPushes, "tenant", false)
+	m.sent = framework.SumBy(fams, metricSent, "tenant", false)
 	if h.envoy != nil {
 		m.envoyRx = h.envoy.Stat(t, statXDSRxBytes)
 		m.envoyAdded = h.envoy.Stat(t, statListenersAdded)
+		m.envoyWarnings, m.envoyFetchTimeouts = envoyWarnings(h.envoy.Process)
+	}
+	if m.cpu, err = framework.CPUByCommand(); err != nil {
+		t.Fatalf("reading the CPU of the harness's processes: %v", err)
+	}
+	if m.machineBusy, m.machineIdle, err = framework.MachineCPU(); err != nil {
+		t.Fatalf("reading the machine's CPU: %v", err)
 	}
 	return m
+}
+
+// envoyWarnings counts the lines Envoy logged at warning level or above, and among them the
+// "initial fetch timed out" of a resource that waited too long for its configuration.
+func envoyWarnings(p *testsupport.Process) (warnings, fetchTimeouts int) {
+	b, err := os.ReadFile(p.Log)
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if bytes.Contains(line, []byte("][warning][")) || bytes.Contains(line, []byte("][error][")) || bytes.Contains(line, []byte("][critical][")) {
+			warnings++
+			if bytes.Contains(line, []byte("initial fetch timed out")) {
+				fetchTimeouts++
+			}
+		}
+	}
+	return warnings, fetchTimeouts
 }
 
 // errorLines counts the lines a binary logged at error level (console or JSON format).
@@ -140,7 +173,17 @@ func (h *harness) workload(before, after *mark, services int) *Workload {
 
 	w.Envoycp = envoycpSince(before, after)
 	if h.envoy != nil {
-		w.Envoy = &EnvoyXDS{RxBytes: after.envoyRx - before.envoyRx, ListenersAdded: after.envoyAdded - before.envoyAdded}
+		w.Envoy = &EnvoyXDS{RxBytes: after.envoyRx - before.envoyRx, ListenersAdded: after.envoyAdded - before.envoyAdded,
+			WarningLines: after.envoyWarnings - before.envoyWarnings, InitialFetchTimeouts: after.envoyFetchTimeouts - before.envoyFetchTimeouts}
+	}
+	w.CPUByProcess = map[string]float64{}
+	for k, v := range after.cpu {
+		w.CPUByProcess[k] = max(v-before.cpu[k], 0) // 0: a process started meanwhile that ended
+	}
+	busy, idle := after.machineBusy-before.machineBusy, after.machineIdle-before.machineIdle
+	w.MachineCPU = &MachineCPU{BusySeconds: busy}
+	if busy+idle > 0 {
+		w.MachineCPU.Utilization = busy / (busy + idle)
 	}
 	return w
 }
@@ -154,6 +197,9 @@ func envoycpSince(before, after *mark) Envoycp {
 	}
 	for _, d := range e.PushesByTenant {
 		e.Pushes += d
+	}
+	for _, d := range deltas(before.sent, after.sent) {
+		e.SentBytes += d
 	}
 	e.TenantsBuilt, e.TenantsPushed = len(e.BuildsByTenant), len(e.PushesByTenant)
 	if e.Builds > 0 {

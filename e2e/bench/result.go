@@ -130,6 +130,17 @@ type Envoycp struct {
 	PushesByTenant map[string]float64 `json:"snapshot_pushes_by_tenant,omitempty"`
 	// MeanBuildSeconds is the mean translation time (snapshot_build_duration_seconds).
 	MeanBuildSeconds float64 `json:"mean_build_s"`
+	// SentBytes are the bytes of the xDS responses the manager sent to all proxies
+	// (kubelb_manager_envoycp_xds_sent_bytes_total: serialized, before TLS).
+	SentBytes float64 `json:"xds_sent_bytes"`
+}
+
+// MachineCPU is the whole machine's CPU during a workload (/proc/stat).
+type MachineCPU struct {
+	// BusySeconds is CPU time spent not idle, over all CPUs.
+	BusySeconds float64 `json:"busy_s"`
+	// Utilization is BusySeconds over the CPU time there was (1 = every CPU busy throughout).
+	Utilization float64 `json:"utilization"`
 }
 
 // EnvoyXDS is what a real Envoy received on its xDS connection during a workload (its own
@@ -140,6 +151,10 @@ type EnvoyXDS struct {
 	RxBytes int64 `json:"rx_bytes"`
 	// ListenersAdded counts listener_manager.listener_added (a listener added or replaced).
 	ListenersAdded int64 `json:"listeners_added"`
+	// WarningLines are the lines Envoy logged at warning level or above; InitialFetchTimeouts
+	// those among them saying a resource waited initial_fetch_timeout for its configuration.
+	WarningLines         int `json:"warning_lines"`
+	InitialFetchTimeouts int `json:"initial_fetch_timeouts"`
 }
 
 // Workload is what one workload measured. Fields a workload does not measure are left out.
@@ -179,6 +194,13 @@ type Workload struct {
 	TenantWrites *Writes   `json:"tenant_writes,omitempty"`
 	Envoycp      Envoycp   `json:"envoycp"`
 	Envoy        *EnvoyXDS `json:"envoy,omitempty"`
+	// CPUByProcess is the CPU seconds of every process of the harness by command name: the
+	// API servers ("kube-apiserver"), etcd, the manager ("kubelb"), the ccms ("ccm"), Envoy
+	// and the harness itself (load generator, played tenants and hub load balancer).
+	CPUByProcess map[string]float64 `json:"cpu_s_by_process,omitempty"`
+	// MachineCPU is the whole machine's: when Utilization is near 1, the workload was bound
+	// by the CPUs the processes share.
+	MachineCPU *MachineCPU `json:"machine_cpu,omitempty"`
 }
 
 // FileName is the name of a run's JSON file under docs/benchmarks/.

@@ -65,14 +65,38 @@ func Tables(results []*Result) string {
 			fmt.Sprintf("%d/%d, %d/%d", b.Manager.ErrorLogLines, b.CCM.ErrorLogLines, d.Manager.ErrorLogLines, d.CCM.ErrorLogLines))
 	}
 
+	sb.WriteString("\n**Where the CPU went during the burst** (CPU seconds by process; the machine's busy CPU seconds and how busy its CPUs were; Envoy's warning lines, of them initial fetch timeouts; — : not measured by that run)\n\n")
+	row("N × T", "machine busy s (utilization)", "kube-apiserver", "etcd", "manager", "ccm", "Envoy", "harness", "Envoy warnings (fetch timeouts)")
+	sep(9)
+	for _, r := range rs {
+		b := w(r, "burst")
+		cpu := func(cmd string) string {
+			if b.CPUByProcess == nil {
+				return "—"
+			}
+			return f1(b.CPUByProcess[cmd])
+		}
+		machine, warnings := "—", "—"
+		if b.MachineCPU != nil {
+			machine = fmt.Sprintf("%s (%.0f%%)", f1(b.MachineCPU.BusySeconds), 100*b.MachineCPU.Utilization)
+		}
+		if b.Envoy != nil && b.CPUByProcess != nil {
+			warnings = fmt.Sprintf("%d (%d)", b.Envoy.WarningLines, b.Envoy.InitialFetchTimeouts)
+		}
+		row(size(r), machine, cpu("kube-apiserver"), cpu("etcd"), cpu("kubelb"), cpu("ccm"), cpu("envoy"), cpu("bench.test"), warnings)
+	}
+
 	sb.WriteString("\n**Quiet window, one change, churn** (quiet: writes other than leader-election leases; change: one port added to a Service of tenant 0; churn: creates and deletes in tenant 0)\n\n")
-	row("N × T", "quiet: writes, manager CPU s", "change: to hub / to Envoy s", "tenants rebuilt, pushed", "bytes to Envoy", "hub writes", "churn: ops", "p50 / p99 to address", "hub writes/op", "manager CPU s")
+	row("N × T", "quiet: writes, manager CPU s", "change: to hub / to Envoy s", "tenants rebuilt, pushed", "bytes to Envoy (sent by the manager)", "hub writes", "churn: ops", "p50 / p99 to address", "hub writes/op", "manager CPU s")
 	sep(10)
 	for _, r := range rs {
 		q, c, ch := w(r, "quiet"), w(r, "change"), w(r, "churn")
 		bytes := "—"
 		if c.Envoy != nil {
 			bytes = fmt.Sprint(c.Envoy.RxBytes)
+			if c.CPUByProcess != nil { // runs that measured the manager's bytes too
+				bytes += fmt.Sprintf(" (%.0f)", c.Envoycp.SentBytes)
+			}
 		}
 		cl := ch.TimeToAddress
 		if cl == nil {

@@ -33,6 +33,64 @@ func ProcessCPU(pid int) (float64, error) {
 	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
 }
 
+// CPUByCommand returns the CPU seconds used so far by the processes this process can see,
+// added up by command name (/proc/<pid>/comm, e.g. "kube-apiserver", "etcd", "envoy"). In
+// the harness's own PID namespace (RunInNetNS) those are exactly the processes it started
+// and itself. A process that ends between two readings takes its CPU with it.
+func CPUByCommand() (map[string]float64, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		cpu, err := ProcessCPU(pid)
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSpace(string(comm))] += cpu
+	}
+	return out, nil
+}
+
+// MachineCPU returns the CPU seconds all CPUs of the machine have been busy and idle so far
+// (/proc/stat's first line; idle counts iowait). It is not namespaced: every process of the
+// machine counts.
+func MachineCPU() (busy, idle float64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	for i, v := range f[1:] {
+		if i >= 8 { // guest times are already in user and nice
+			break
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i == 3 || i == 4 { // idle, iowait
+			idle += x / 100
+		} else {
+			busy += x / 100
+		}
+	}
+	return busy, idle, nil
+}
+
 // ProcessPeakRSS returns a process's peak resident memory in bytes (VmHWM).
 func ProcessPeakRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

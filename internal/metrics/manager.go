@@ -48,6 +48,10 @@ var (
 		Name: "kubelb_manager_envoycp_nacks_total",
 		Help: "xDS responses rejected by Envoy, per tenant and type URL.",
 	}, []string{"tenant", "type_url"})}
+	ManagerXDSSentBytes = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelb_manager_envoycp_xds_sent_bytes_total",
+		Help: "Bytes of the xDS responses sent to Envoy proxies (serialized, before TLS), per tenant.",
+	}, []string{"tenant"})}
 	ManagerEnvoyProxies = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoy_proxies_total",
 		Help: "Envoy proxies the manager runs (desired replicas of the tenant's fleet).",
@@ -86,14 +90,14 @@ func managerGauges() []prometheus.Collector {
 	return []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
 		ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
-		ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+		ManagerXDSSentBytes.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
 }
 
 // tenantVecs are the manager's vectors labelled "tenant", which ForgetTenant clears.
 func tenantVecs() []partialDeleter {
 	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
-		ManagerXDSNacks, ManagerEnvoyProxies, ManagerPortsAllocated}
+		ManagerXDSNacks, ManagerXDSSentBytes, ManagerEnvoyProxies, ManagerPortsAllocated}
 }
 
 // tenantReconciles are the reconcile metrics labelled by tenant namespace.

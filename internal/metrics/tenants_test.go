@@ -38,6 +38,7 @@ func observeAll(name, ns string) {
 	ManagerSnapshotBuildDuration.WithLabelValues(ns).Observe(0.1)
 	ManagerXDSConnectedProxies.WithLabelValues(ns).Inc()
 	ManagerXDSNacks.WithLabelValues(ns, "type.googleapis.com/envoy.config.listener.v3.Listener").Inc()
+	ManagerXDSSentBytes.WithLabelValues(ns).Add(100)
 	ManagerEnvoyProxies.WithLabelValues(name).Set(2)
 	ManagerPortsAllocated.WithLabelValues(ns).Set(3)
 	for _, r := range tenantReconciles() {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
@@ -182,9 +183,11 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 		return nil
 	}
 	c.StreamResponseFunc = func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+		size := proto.Size(resp)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		s := stream{id: id}
+		c.countSent(s, size)
 		if c.sent[s] == nil {
 			c.sent[s] = map[string]sent{}
 		}
@@ -251,14 +254,25 @@ func (c *callbacks) deltaSent(s stream, resp *discoveryv3.DeltaDiscoveryResponse
 		names = append(names, r.GetName())
 	}
 	names = append(names, resp.GetRemovedResources()...)
+	size := proto.Size(resp)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.countSent(s, size)
 	t := c.deltaType(s, resp.GetTypeUrl())
 	if len(t.unanswered) == maxUnanswered {
 		t.unanswered = slices.Delete(t.unanswered, 0, 1)
 	}
 	t.unanswered = append(t.unanswered, deltaResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo(), names: names})
 	t.last = resp.GetNonce()
+}
+
+// countSent counts the bytes of a response sent on a stream for its tenant (the
+// resources are already serialized: the size costs no second marshalling). The caller
+// holds c.mu.
+func (c *callbacks) countSent(s stream, size int) {
+	if p, ok := c.streams[s]; ok {
+		metrics.ManagerXDSSentBytes.WithLabelValues(p.tenant).Add(float64(size))
+	}
 }
 
 // deltaType returns the state of a type on a delta stream. The caller holds c.mu.

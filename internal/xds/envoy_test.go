@@ -443,6 +443,7 @@ func testEnvoy(t *testing.T, protocol bootstrap.Protocol) {
 		withPP := in
 		withPP.LoadBalancers = slices.Clone(in.LoadBalancers)
 		withPP.LoadBalancers[0] = newLB("echo").annotate(v1alpha1.AnnotationProxyProtocol, "true").port(corev1.ProtocolTCP, 80, tcpNodePort, echoPort).LoadBalancer
+		sentBefore := testutil.ToFloat64(metrics.ManagerXDSSentBytes.WithLabelValues(tenant)) // the initial sync, at least
 		start := time.Now()
 		if changed, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, withPP)); err != nil || !changed {
 			t.Fatalf("SetTenant = %v, %v", changed, err)
@@ -460,6 +461,13 @@ func testEnvoy(t *testing.T, protocol bootstrap.Protocol) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("the changed cluster took %s to serve (waiting for endpoints?)", d)
 		}
+		// The manager counts what it sent; on delta, one changed cluster is a fraction of the
+		// tenant's configuration (state of the world re-sends every cluster).
+		sent := testutil.ToFloat64(metrics.ManagerXDSSentBytes.WithLabelValues(tenant)) - sentBefore
+		if sent <= 0 || (protocol == bootstrap.ProtocolDelta && sent >= sentBefore/2) {
+			t.Errorf("xDS bytes sent for one changed cluster: %v (%v before it), want more than 0 and, on delta, less than half", sent, sentBefore)
+		}
+		t.Logf("%s: %v xDS bytes sent for one changed cluster, %v before it", protocol, sent, sentBefore)
 		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
 			t.Fatal(err)
 		}
