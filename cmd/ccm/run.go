@@ -21,6 +21,7 @@ const leaderElectionID = "kubelb-ccm.kubelb.k8c.io"
 func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
+	app.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "clusterName", o.ClusterName)
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)

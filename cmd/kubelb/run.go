@@ -31,6 +31,7 @@ const leaderElectionID = "kubelb-manager.kubelb.k8c.io"
 func run(o *options) error {
 	o.SetupLogging(o.Debug)
 	log := ctrl.Log.WithName("kubelb")
+	app.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace)
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
