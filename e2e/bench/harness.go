@@ -60,6 +60,9 @@ type Config struct {
 	ChurnDuration  time.Duration
 	// Timeout bounds every wait for convergence (default 30 minutes).
 	Timeout time.Duration
+	// ManagerMemoryLimit is the manager's GOMEMLIMIT ("" none), e.g. "460MiB": what a
+	// container memory limit of 512Mi gives it (app.SetMemoryLimit: 90%).
+	ManagerMemoryLimit string
 	// PprofDir profiles the manager and the ccm of tenant 0 during the burst
 	// (framework.CollectProfiles) into that folder.
 	PprofDir string
@@ -137,7 +140,7 @@ func Run(t testenv.TB, cfg Config) *Result {
 		Setup: Setup{Services: cfg.Services, Tenants: cfg.Tenants, RealTenants: cfg.RealTenants,
 			PlayedTenants: cfg.Tenants - cfg.RealTenants, CCMProcesses: cfg.RealTenants, Envoy: cfg.Envoy,
 			Clients: cfg.Clients, ChurnPerSecond: cfg.ChurnPerSecond, ChurnSeconds: cfg.ChurnDuration.Seconds(),
-			QuietSeconds: cfg.Quiet.Seconds()}}
+			QuietSeconds: cfg.Quiet.Seconds(), ManagerMemoryLimit: cfg.ManagerMemoryLimit}}
 	if !cfg.Envoy && cfg.runs("change") {
 		res.NotMeasured["change_to_envoy"] = "run without a real Envoy (BENCH_ENVOY=1 starts one for tenant 0)"
 	}
@@ -182,7 +185,11 @@ func (h *harness) start() {
 		managerArgs = append(managerArgs, "--pprof-bind-address", h.managerP)
 		ccmArgs = []string{"--pprof-bind-address", h.ccmP}
 	}
-	h.sys = framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: managerArgs})
+	var managerEnv []string
+	if h.cfg.ManagerMemoryLimit != "" {
+		managerEnv = []string{"GOMEMLIMIT=" + h.cfg.ManagerMemoryLimit}
+	}
+	h.sys = framework.StartSystem(t, pair.Hub, framework.Options{ExtraManagerArgs: managerArgs, ManagerEnv: managerEnv})
 	hub := pair.Hub.Client
 
 	perTenant := (cfg.Services + cfg.Tenants - 1) / cfg.Tenants

@@ -54,6 +54,8 @@ type Setup struct {
 	// EnvoyWorkers is the Envoy's --concurrency: 0 is one worker per core; 1 when tenant 0
 	// holds more listeners than half the descriptor limit allows for one socket per worker.
 	EnvoyWorkers int `json:"envoy_workers,omitempty"`
+	// ManagerMemoryLimit is the manager's GOMEMLIMIT, "" for none (BENCH_MANAGER_GOMEMLIMIT).
+	ManagerMemoryLimit string `json:"manager_gomemlimit,omitempty"`
 	// Clients is the number of concurrent clients of the load generator.
 	Clients        int     `json:"clients"`
 	ChurnPerSecond float64 `json:"churn_per_second"`

@@ -47,6 +47,8 @@ type System struct {
 	Hub         *testenv.Cluster
 	Manager     *testsupport.Process
 	ManagerArgs []string
+	// ManagerEnv is Options.ManagerEnv.
+	ManagerEnv  []string
 	XDSPort     int
 	MetricsAddr string
 	ProbeAddr   string
@@ -79,6 +81,9 @@ type Options struct {
 	HubLB HubLBOptions
 	// ExtraManagerArgs are appended to the manager's flags.
 	ExtraManagerArgs []string
+	// ManagerEnv are environment variables (KEY=value) added to the manager's, e.g. the
+	// GOMEMLIMIT a container's memory limit would give it (app.SetMemoryLimit).
+	ManagerEnv []string
 	// Replicated plays the kubelb Service in front of the manager's xDS: the Envoy bootstrap
 	// names the Service address (XDSPort), a forwarder there passes each connection (TLS
 	// and all) to a live replica, as kube-proxy would, and AddManagerReplica starts more
@@ -117,6 +122,7 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 		s.playXDSService()
 	}
 	s.ManagerArgs = args(listen, s.MetricsAddr, s.ProbeAddr)
+	s.ManagerEnv = opts.ManagerEnv
 	s.HubLBWrites = PlayHubLoadBalancerWith(t, hub.Config, hub.Client, opts.HubLB)
 	s.StartManager()
 	if opts.Replicated {
@@ -211,7 +217,7 @@ const ManagerLeaderElectionID = "kubelb-manager.kubelb.k8c.io"
 func (s *System) StartManager() {
 	t := s.T
 	t.Helper()
-	s.Manager = testsupport.StartProcess(t, "kubelb", testsupport.BuildBinary(t, "./cmd/kubelb"), s.ManagerArgs...)
+	s.Manager = testsupport.StartProcessWithEnv(t, "kubelb", testsupport.BuildBinary(t, "./cmd/kubelb"), s.ManagerEnv, s.ManagerArgs...)
 	testsupport.WaitHTTP200(t, s.Manager, "http://"+s.ProbeAddr+"/readyz", 2*time.Minute)
 	s.replicasMu.Lock()
 	if len(s.replicas) > 0 {

@@ -74,6 +74,16 @@ func (q *Requeuer) Observe(namespace string, v Verdict) {
 	}
 }
 
+// Refuses tells whether the namespace's last verdict observed refused any object of the
+// Requeuer's kind. A deletion only frees room: when nothing was refused, it changes no
+// verdict of this kind and needs no Recheck (a mass delete would otherwise recompute the
+// namespace's verdict once per deleted object).
+func (q *Requeuer) Refuses(namespace string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.refused[namespace]) > 0
+}
+
 // Forget drops what is remembered of namespace (no longer managed).
 func (q *Requeuer) Forget(namespace string) {
 	q.mu.Lock()

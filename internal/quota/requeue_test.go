@@ -36,6 +36,10 @@ func TestRequeuer(t *testing.T) {
 	if got := drain(); !slices.Equal(got, []string{"tenant-x/b", "tenant-x/c"}) {
 		t.Fatalf("first verdict requeued %v, want the refused LoadBalancers only", got)
 	}
+	// A deletion needs a recheck only where something of the kind is refused.
+	if !rq.Refuses("tenant-x") || rq.Refuses("tenant-z") {
+		t.Errorf("Refuses: tenant-x %v (want true), tenant-z %v (want false)", rq.Refuses("tenant-x"), rq.Refuses("tenant-z"))
+	}
 	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(1, 1, 10)))
 	if got := drain(); len(got) != 0 {
 		t.Fatalf("the same verdict requeued %v", got)
@@ -51,6 +55,9 @@ func TestRequeuer(t *testing.T) {
 	rq.Observe("tenant-y", Admit("tenant-y", objs, limits(3, 3, 10)))
 	if got := drain(); len(got) != 0 {
 		t.Fatalf("another namespace's verdict requeued %v", got)
+	}
+	if rq.Refuses("tenant-y") {
+		t.Errorf("Refuses(tenant-y) with every LoadBalancer admitted")
 	}
 	rq.Forget("tenant-x")
 	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(10, 10, 10)))

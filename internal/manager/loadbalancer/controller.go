@@ -227,12 +227,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		if apierrors.IsNotFound(err) {
 			// Gone: nothing holds its deletion, so its hub Service and ports go now (envtest
 			// and a hub without a garbage collector would keep the owned Service).
-			return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace)))
+			return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckAfterDeletion(ctx, req.Namespace)))
 		}
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
 	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
-		return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckQuota(ctx, lb.Namespace)))
+		return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace)))
 	}
 	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
 	if err != nil {
@@ -742,6 +742,15 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 // LoadBalancers it admits or refuses anew are requeued (quota.Requeuer).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
 	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
+}
+
+// recheckAfterDeletion is recheckQuota after a LoadBalancer of the namespace went or started
+// going: only when some LoadBalancer was refused, as a deletion can only admit.
+func (r *Reconciler) recheckAfterDeletion(ctx context.Context, namespace string) error {
+	if !r.quota.Refuses(namespace) {
+		return nil
+	}
+	return r.recheckQuota(ctx, namespace)
 }
 
 // namespaceRequest maps an object to the request {Namespace: <its namespace>, Name: ""}:
