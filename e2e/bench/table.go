@@ -71,10 +71,11 @@ func Tables(results []*Result) string {
 	for _, r := range rs {
 		b := w(r, "burst")
 		cpu := func(cmd string) string {
-			if b.CPUByProcess == nil {
-				return "—"
+			v, ok := b.CPUByProcess[cmd]
+			if !ok {
+				return "—" // not measured, or no such process (no Envoy)
 			}
-			return f1(b.CPUByProcess[cmd])
+			return f1(v)
 		}
 		machine, warnings := "—", "—"
 		if b.MachineCPU != nil {
