@@ -1,9 +1,15 @@
 // Command ccm runs in a tenant cluster and mirrors its load balancing objects into the
-// tenant's namespace of the kubelb management cluster.
+// tenant's namespace of the kubelb management cluster (--mode=hub), or, in a cluster without
+// a hub (--mode=standalone), gives LoadBalancer Services the addresses of labelled nodes.
 package main
 
 import (
+	"errors"
+	"flag"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -12,7 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
@@ -31,11 +37,40 @@ type options struct {
 	HubKubeconfigSecretKey  string
 	LeaderElectionNamespace string
 	nodeAddressType         app.Enum
+	mode                    app.Enum
+	reservedPorts           reservedPorts
 	gatewayCRDsChannel      app.Enum
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 	// deprecatedWarning names the deprecated flags that were given ("" when none).
 	deprecatedWarning string
+	// modeWarning names the flags given that the mode does not use ("" when none).
+	modeWarning string
+}
+
+// hubOnlyFlags do nothing in standalone mode: there is no hub, and only LoadBalancer Services
+// are served.
+var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubeconfig-secret", "kubelb-kubeconfig-secret-key",
+	"enable-gateway-api", "enable-secret-synchronizer", "install-gateway-api-crds", "gateway-api-crds-channel",
+	"use-ingress-class", "use-gateway-class", "disable-ingress-controller", "disable-gateway-controller",
+	"disable-httproute-controller", "disable-grpcroute-controller", "disable-tlsroute-controller",
+	"disable-tcproute-controller", "disable-udproute-controller", "node-address-type", "max-concurrent-reconciles"}
+
+// standaloneOnlyFlags do nothing in hub mode.
+var standaloneOnlyFlags = []string{"reserved-ports"}
+
+// modeWarning names the given flags of unused, or "" when none was given.
+func modeWarning(fs *app.FlagSet, mode string, unused []string) string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(unused, f.Name) {
+			given = append(given, "--"+f.Name)
+		}
+	})
+	if len(given) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: these flags are not used in --mode=%s, and are ignored: %s", mode, strings.Join(given, ", "))
 }
 
 func parse(args []string) (*options, *app.FlagSet, error) {
@@ -44,7 +79,13 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.Bind(fs, ":9445")
 	o.nodeAddressType = app.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
 	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
-	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster, tenant-<tenant name>, or the tenant's name (tenant- is then prefixed, as KubeLB CE does). Required.")
+	o.mode = app.Enum{Value: ccm.ModeHub, Allowed: []string{ccm.ModeHub, ccm.ModeStandalone}}
+	if err := o.reservedPorts.Set(ccm.DefaultReservedPorts); err != nil {
+		return nil, fs, err
+	}
+	fs.Var(&o.mode, "mode", "hub: mirror the cluster's load balancing objects into the management cluster. standalone: no hub; LoadBalancer Services get the addresses of the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer (node-IP mode, docs/modes.md); --cluster-name and --kubelb-kubeconfig are not used.")
+	fs.Var(&o.reservedPorts, "reserved-ports", "Standalone mode: ports no LoadBalancer Service may take on a node address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster, tenant-<tenant name>, or the tenant's name (tenant- is then prefixed, as KubeLB CE does). Required in hub mode.")
 	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
 	fs.Var(&o.HubKubeconfigSecret, "kubelb-kubeconfig-secret", "Secret (namespace/name) in this cluster that --kubelb-kubeconfig comes from; every renewed hub token is written back into it, so a restart starts from a fresh token. Empty: the token is renewed in memory only.")
 	fs.StringVar(&o.HubKubeconfigSecretKey, "kubelb-kubeconfig-secret-key", hubtoken.DefaultSecretKey, "Key of the kubeconfig in --kubelb-kubeconfig-secret.")
@@ -67,14 +108,26 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
-	fs.Required("cluster-name")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
+	}
+	o.Mode = o.mode.Value
+	o.ReservedPorts = o.reservedPorts.ranges
+	switch {
+	case o.Mode == ccm.ModeHub && o.ClusterName == "":
+		return nil, fs, errors.New("flag --cluster-name is required")
+	case o.Mode == ccm.ModeStandalone && !o.EnableCloudProvider:
+		return nil, fs, errors.New("flag --enable-cloud-provider=false cannot be used with --mode=standalone (standalone mode is the load balancer implementation)")
 	}
 	o.NodeAddressType = o.nodeAddressType.Value
 	o.ClusterName = ccm.HubNamespace(o.ClusterName)
 	o.GatewayAPICRDsChannel = o.gatewayCRDsChannel.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
+	if o.Mode == ccm.ModeStandalone {
+		o.modeWarning = modeWarning(fs, o.Mode, hubOnlyFlags)
+	} else {
+		o.modeWarning = modeWarning(fs, o.Mode, standaloneOnlyFlags)
+	}
 	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = os.Getenv("POD_NAMESPACE")
@@ -83,6 +136,25 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		o.LeaderElectionNamespace = "kube-system"
 	}
 	return o, fs, o.Validate()
+}
+
+// reservedPorts is the flag value of --reserved-ports.
+type reservedPorts struct {
+	text   string
+	ranges []ccm.PortRange
+}
+
+// String returns the list as given.
+func (r *reservedPorts) String() string { return r.text }
+
+// Set parses the list.
+func (r *reservedPorts) Set(v string) error {
+	ranges, err := ccm.ParseReservedPorts(v)
+	if err != nil {
+		return err
+	}
+	r.text, r.ranges = v, ranges
+	return nil
 }
 
 // secretRef is a flag value "namespace/name"; empty means none.

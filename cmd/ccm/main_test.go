@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -89,7 +90,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"--enable-gateway-api", "--enable-secret-synchronizer", "--install-gateway-api-crds",
 		"--gateway-api-crds-channel", "--use-loadbalancer-class", "--use-ingress-class", "--use-gateway-class",
 		"--disable-ingress-controller", "--disable-gateway-controller", "--disable-httproute-controller",
-		"--disable-grpcroute-controller", "--node-address-type", "--kubelb-kubeconfig-secret", "--kubelb-kubeconfig-secret-key"} {
+		"--disable-grpcroute-controller", "--node-address-type", "--kubelb-kubeconfig-secret", "--kubelb-kubeconfig-secret-key",
+		"--mode", "--reserved-ports"} {
 		if !strings.Contains(string(out), "  "+f+" ") && !strings.Contains(string(out), "  "+f+"\n") {
 			t.Errorf("--help does not list %s", f)
 		}
@@ -259,5 +261,94 @@ func TestEnableTenantMigrationIsDeprecated(t *testing.T) {
 	}
 	if o, _, _ := parse([]string{"--cluster-name=a"}); o.deprecatedWarning != "" {
 		t.Errorf("no deprecated flag given: warning %q", o.deprecatedWarning)
+	}
+}
+
+// TestModeFlags: --mode is hub by default and validated; standalone needs no --cluster-name,
+// refuses --enable-cloud-provider=false, and warns about the hub flags given; hub mode warns
+// about --reserved-ports; --reserved-ports is parsed and validated.
+func TestModeFlags(t *testing.T) {
+	o, _, err := parse([]string{"--cluster-name=a"})
+	if err != nil || o.Mode != ccm.ModeHub || o.modeWarning != "" || len(o.ReservedPorts) != 4 {
+		t.Fatalf("defaults: mode %q, warning %q, reserved %v, err %v", o.Mode, o.modeWarning, o.ReservedPorts, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--reserved-ports=22/TCP,30000-32767"})
+	if err != nil || o.Mode != ccm.ModeStandalone || o.modeWarning != "" ||
+		fmt.Sprint(o.ReservedPorts) != "[22/TCP 30000-32767]" {
+		t.Fatalf("standalone: mode %q, warning %q, reserved %v, err %v", o.Mode, o.modeWarning, o.ReservedPorts, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--reserved-ports="})
+	if err != nil || len(o.ReservedPorts) != 0 {
+		t.Fatalf("no reserved ports: %v, %v", o.ReservedPorts, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--cluster-name=a", "--enable-gateway-api"})
+	if err != nil || o.modeWarning != "WARNING: these flags are not used in --mode=standalone, and are ignored: --cluster-name, --enable-gateway-api" {
+		t.Fatalf("hub flags in standalone mode: warning %q, err %v", o.modeWarning, err)
+	}
+	o, _, err = parse([]string{"--cluster-name=a", "--reserved-ports=80"})
+	if err != nil || !strings.Contains(o.modeWarning, "--mode=hub") || !strings.Contains(o.modeWarning, "--reserved-ports") {
+		t.Fatalf("--reserved-ports in hub mode: warning %q, err %v", o.modeWarning, err)
+	}
+	for args, want := range map[string]string{
+		"--mode=cloud": "invalid value \"cloud\" for flag --mode: must be one of hub, standalone",
+		"--mode=standalone --enable-cloud-provider=false": "--enable-cloud-provider=false cannot be used with --mode=standalone",
+		"--mode=standalone --reserved-ports=70000":        "for flag --reserved-ports",
+		"--mode=standalone --reserved-ports=80/ICMP":      "for flag --reserved-ports",
+		"--mode=hub": "flag --cluster-name is required",
+	} {
+		_, _, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %q, want one line containing %q", args, err, want)
+		}
+	}
+}
+
+// TestStandaloneBinary runs the real binary with --mode=standalone against one API server and
+// no hub (the hub kubeconfig it is given does not exist and is not read): it becomes ready,
+// wins the leader election, gives a LoadBalancer Service the address of the labelled Ready
+// node, warns about the hub flag it ignores, and exits 0 on SIGTERM.
+func TestStandaloneBinary(t *testing.T) {
+	c := testenv.Start(t, "cluster", testenv.Options{})
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{ccm.LabelUseAsLoadBalancer: "true"}}}
+	if err := c.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status = corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.21"}},
+	}
+	if err := c.Client.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}}}
+	if err := c.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+	metricsPort, probePort := testsupport.FreePort(t), testsupport.FreePort(t)
+	proc := testsupport.StartProcess(t, "ccm", bin, "--mode=standalone",
+		"--kubeconfig", c.Kubeconfig, "--kubelb-kubeconfig", filepath.Join(t.TempDir(), "absent"),
+		"--leader-election-namespace", "kube-system",
+		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort))
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
+	t.Logf("leader: %s", c.WaitLeaseHolder(t, "kube-system", leaderElectionID, time.Minute))
+	testsupport.Eventually(t, time.Minute, "the Service to get the node's address", func() error {
+		cur := &corev1.Service{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
+			return err
+		}
+		if in := cur.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != "127.0.0.21" {
+			return fmt.Errorf("ingress %v", in)
+		}
+		return nil
+	})
+	if out := proc.Output(); !strings.Contains(out, "not used in --mode=standalone, and are ignored: --kubelb-kubeconfig") {
+		t.Errorf("no warning about the ignored hub flag:\n%s", out)
+	}
+	if code, err := proc.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
 	}
 }

@@ -22,12 +22,18 @@ func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
 	app.SetMemoryLimit(log)
-	log.Info("starting", "version", version.Get().GitVersion, "clusterName", o.ClusterName)
+	log.Info("starting", "version", version.Get().GitVersion, "mode", o.Mode, "clusterName", o.ClusterName)
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
 	}
 	if o.deprecatedWarning != "" {
 		log.Info(o.deprecatedWarning)
+	}
+	if o.modeWarning != "" {
+		log.Info(o.modeWarning)
+	}
+	if o.Mode == ccm.ModeStandalone {
+		return runStandalone(o)
 	}
 
 	tenantCfg, err := o.RestConfig(o.Kubeconfig)
@@ -67,6 +73,23 @@ func run(o *options) error {
 	}
 	if err := ccm.Setup(mgr, hub, o.Options); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+	return app.Run(mgr)
+}
+
+// runStandalone runs the node-IP mode: a manager on the cluster itself, no hub.
+func runStandalone(o *options) error {
+	cfg, err := o.RestConfig(o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the cluster's kubeconfig (--kubeconfig): %w", err)
+	}
+	metrics.RegisterCCM()
+	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(app.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
+	if err != nil {
+		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := ccm.SetupStandalone(mgr, o.Options); err != nil {
+		return fmt.Errorf("setting up the node-IP controller: %w", err)
 	}
 	return app.Run(mgr)
 }

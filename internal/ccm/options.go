@@ -22,6 +22,11 @@ const (
 
 // Options configure the ccm's controllers (from cmd/ccm flags).
 type Options struct {
+	// Mode is ModeHub ("" too) or ModeStandalone (SetupStandalone: node-IP mode, no hub).
+	Mode string
+	// ReservedPorts are the ports no Service may take on a node address (standalone mode).
+	ReservedPorts []PortRange
+
 	// ClusterName is the tenant's namespace on the hub (tenant-<name>), or the tenant's name
 	// (<name>): Setup uses HubNamespace(ClusterName).
 	ClusterName string
