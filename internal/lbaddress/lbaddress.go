@@ -1,0 +1,192 @@
+// Package lbaddress is what kubelb's address providers share: the node-IP mode
+// (internal/nodeip) and the address pools (internal/ipam) each decide, for every
+// LoadBalancer Service they serve, a Verdict — the addresses it gets, or why it is pending —
+// and a Writer puts the verdict on the Service: status.loadBalancer.ingress, the condition
+// ConditionAddressAssigned, and a Warning Event once per change of a pending verdict.
+//
+// The providers run where the Services are: in a standalone ccm (the tenant's own Services)
+// or in the manager (the hub Services of the Envoy fleets).
+package lbaddress
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ConditionAddressAssigned is the Service condition an address provider keeps: True with
+// ReasonAssigned when the Service has its addresses, False with the reason it is pending
+// (the same reason as the Warning Event) otherwise.
+const ConditionAddressAssigned = "kubelb.k8c.io/AddressAssigned"
+
+// ReasonAssigned is the reason of a True ConditionAddressAssigned.
+const ReasonAssigned = "Assigned"
+
+// actionStatus is the action of the Events (the events.k8s.io "action" field).
+const actionStatus = "AssignAddress"
+
+// maxNote keeps Event notes under the 1 kB the events API accepts.
+const maxNote = 1000
+
+// Verdict is what a provider decides for one Service it serves.
+type Verdict struct {
+	// Addresses is the Service's status.loadBalancer.ingress; empty while it is pending.
+	Addresses []netip.Addr
+	// Reason and Message say why it is pending (a CamelCase reason, a sentence a user can
+	// act on); empty when it has its addresses.
+	Reason  string
+	Message string
+	// Holder is the Service holding what keeps this one pending (a port, an address), when
+	// there is one.
+	Holder types.NamespacedName
+}
+
+// Pending tells whether the verdict leaves the Service without addresses.
+func (v Verdict) Pending() bool { return v.Reason != "" || len(v.Addresses) == 0 }
+
+// LoadBalancer is the status.loadBalancer the verdict gives the Service (ipMode VIP:
+// kube-proxy programs the address, as for a cloud's load balancer IP).
+func (v Verdict) LoadBalancer() corev1.LoadBalancerStatus {
+	var st corev1.LoadBalancerStatus
+	if v.Reason != "" {
+		return st
+	}
+	for _, ip := range v.Addresses {
+		st.Ingress = append(st.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
+	}
+	return st
+}
+
+// condition is the ConditionAddressAssigned the verdict gives a Service of generation gen.
+func (v Verdict) condition(gen int64) metav1.Condition {
+	if v.Pending() {
+		reason := v.Reason
+		if reason == "" {
+			reason = "NoAddress"
+		}
+		return metav1.Condition{Type: ConditionAddressAssigned, Status: metav1.ConditionFalse,
+			ObservedGeneration: gen, Reason: reason, Message: v.Message}
+	}
+	return metav1.Condition{Type: ConditionAddressAssigned, Status: metav1.ConditionTrue,
+		ObservedGeneration: gen, Reason: ReasonAssigned, Message: fmt.Sprintf("The Service has %d address(es).", len(v.Addresses))}
+}
+
+// Writer writes verdicts on Services and records each pending verdict's Warning Event once
+// per change. It is safe for concurrent use; one Writer serves one provider.
+type Writer struct {
+	// Client reads and writes the Services' cluster (the status subresource).
+	Client client.Client
+	// Recorder records the Events.
+	Recorder events.EventRecorder
+
+	mu sync.Mutex
+	// last remembers the last pending verdict reported per Service (UID, reason, message).
+	last map[types.NamespacedName]string
+}
+
+// Write makes svc's status show v: status.loadBalancer and ConditionAddressAssigned (other
+// conditions are kept). It patches only when something differs, with optimistic locking (a
+// conflict is retried by the caller's reconcile, see apply.RetryConflict). A Service that is
+// gone is not an error.
+func (w *Writer) Write(ctx context.Context, svc *corev1.Service, v Verdict) error {
+	w.report(svc, v)
+	want := svc.Status.DeepCopy()
+	want.LoadBalancer = v.LoadBalancer()
+	meta.SetStatusCondition(&want.Conditions, v.condition(svc.Generation))
+	return w.patch(ctx, svc, *want)
+}
+
+// Clear takes back what a provider gave a Service it no longer serves: its
+// status.loadBalancer (when clearIngress; the caller knows whether those addresses are ours)
+// and ConditionAddressAssigned.
+func (w *Writer) Clear(ctx context.Context, svc *corev1.Service, clearIngress bool) error {
+	w.forget(client.ObjectKeyFromObject(svc))
+	want := svc.Status.DeepCopy()
+	if clearIngress {
+		want.LoadBalancer = corev1.LoadBalancerStatus{}
+	}
+	meta.RemoveStatusCondition(&want.Conditions, ConditionAddressAssigned)
+	return w.patch(ctx, svc, *want)
+}
+
+// Serves tells whether svc carries the provider's condition: something to Clear.
+func Serves(svc *corev1.Service) bool {
+	return meta.FindStatusCondition(svc.Status.Conditions, ConditionAddressAssigned) != nil
+}
+
+func (w *Writer) patch(ctx context.Context, svc *corev1.Service, want corev1.ServiceStatus) error {
+	if equality.Semantic.DeepEqual(svc.Status, want) {
+		return nil
+	}
+	orig := svc.DeepCopy()
+	svc.Status = want
+	err := w.Client.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	if err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("writing the status of Service %s/%s: %w", svc.Namespace, svc.Name, err))
+	}
+	return nil
+}
+
+// report records a Warning Event on a pending Service once per change of its verdict.
+func (w *Writer) report(svc *corev1.Service, v Verdict) {
+	key := client.ObjectKeyFromObject(svc)
+	memo := ""
+	if v.Reason != "" {
+		memo = string(svc.UID) + "/" + v.Reason + "/" + v.Message
+	}
+	w.mu.Lock()
+	if w.last == nil {
+		w.last = map[types.NamespacedName]string{}
+	}
+	last := w.last[key]
+	if memo == "" {
+		delete(w.last, key)
+	} else {
+		w.last[key] = memo
+	}
+	w.mu.Unlock()
+	if memo != "" && memo != last && w.Recorder != nil {
+		w.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, v.Reason, actionStatus, "%s", cut(v.Message, maxNote))
+	}
+}
+
+func (w *Writer) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, key)
+}
+
+// ForgetExcept forgets the verdicts of the Services not in seen (gone or no longer served),
+// so that the memory follows the Services that exist.
+func (w *Writer) ForgetExcept(seen map[types.NamespacedName]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.last {
+		if !seen[k] {
+			delete(w.last, k)
+		}
+	}
+}
+
+// cut shortens s to at most max bytes, on a rune boundary.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - len("...")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
