@@ -48,14 +48,14 @@ func waitForAdmissionPolicy(t *testing.T, m client.Client, elsewhere string) {
 	})
 }
 
-// checkExactRules: in each namespace, the rules the manager's ServiceAccount holds
+// checkExactRules: in each namespace, the rules the ServiceAccount saNS/sa holds
 // (SelfSubjectRulesReview), less those of any ServiceAccount of its namespace (discovery,
 // self reviews), are exactly want's permissions there (cluster-wide ones, and those of that
 // namespace).
-func checkExactRules(t *testing.T, hub *testenv.Cluster, sa string, want []Permission, namespaces ...string) {
+func checkExactRules(t *testing.T, hub *testenv.Cluster, saNS, sa string, want []Permission, namespaces ...string) {
 	t.Helper()
 	ctx := context.Background()
-	mgr, nobody := ImpersonatedConfig(hub, ns, sa), ImpersonatedConfig(hub, ns, "nobody")
+	mgr, nobody := ImpersonatedConfig(hub, saNS, sa), ImpersonatedConfig(hub, saNS, "nobody")
 	for _, n := range namespaces {
 		got, err := Rules(ctx, mgr, n)
 		must(t, "rules review as the manager in "+n, err)
@@ -72,12 +72,12 @@ func checkExactRules(t *testing.T, hub *testenv.Cluster, sa string, want []Permi
 		_, expected := diffPermissions(base, wantHere)
 		extra, missing := diffPermissions(granted, expected)
 		for _, p := range extra {
-			t.Errorf("the manager holds %s, beyond its markers and leader election", p)
+			t.Errorf("%s holds %s, beyond what it needs", sa, p)
 		}
 		for _, p := range missing {
-			t.Errorf("the manager lacks %s", p)
+			t.Errorf("%s lacks %s", sa, p)
 		}
-		t.Logf("namespace %s: the manager holds exactly its %d permissions", n, len(granted))
+		t.Logf("namespace %s: %s holds exactly its %d permissions", n, sa, len(granted))
 	}
 }
 

@@ -40,6 +40,9 @@ func ChartDir(chart string) string { return filepath.Join(testsupport.RepoRoot()
 // FullValues is the chart's values file that sets every option (ci/full-values.yaml).
 func FullValues(chart string) string { return filepath.Join(ChartDir(chart), "ci", "full-values.yaml") }
 
+// CIValues is one of the chart's values files under ci/, by name ("standalone-values.yaml").
+func CIValues(chart, name string) string { return filepath.Join(ChartDir(chart), "ci", name) }
+
 // Run runs the real Helm CLI with its cache, config and data folders in the test's temporary
 // folder, and returns combined output.
 func Run(t testenv.TB, args ...string) (string, error) {

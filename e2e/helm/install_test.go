@@ -33,18 +33,6 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
-func dedupe(ps []Permission) []Permission {
-	seen := map[Permission]bool{}
-	var out []Permission
-	for _, p := range ps {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // checkRBAC proves, as the impersonated ServiceAccount, that every permission in need is
 // granted and every one in forbidden is denied.
 func checkRBAC(t *testing.T, cfg *rest.Config, need, forbidden []Permission) {
@@ -168,7 +156,7 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	checkRBAC(t, ImpersonatedConfig(hub, ns, "kubelb-manager"), append(ManagerPermissions(ns), markers...), ManagerForbidden("not-a-tenant", "tenant-np"))
 	// Exactly these, nothing more: in the manager's namespace, kube-public (cluster-info), a
 	// tenant namespace and any other.
-	checkExactRules(t, hub, "kubelb-manager", append(ManagerPermissions(ns), markers...), ns, "kube-public", "tenant-np", "not-a-tenant")
+	checkExactRules(t, hub, ns, "kubelb-manager", append(ManagerPermissions(ns), markers...), ns, "kube-public", "tenant-np", "not-a-tenant")
 	m := impersonatedClient(t, hub, ns, "kubelb-manager")
 	waitForAdmissionPolicy(t, m, "not-a-tenant")
 

@@ -142,3 +142,99 @@ func CCMForbidden(f CCMFeatures) []Permission {
 	add(Permissions("kubelb.k8c.io", []string{"loadbalancers", "tenants"}, []string{"create", "list"}, "")...)
 	return ps
 }
+
+// Address providers (--address-provider), as the charts name them.
+const (
+	ProviderNodeIP = "node-ip"
+	ProviderIPAM   = "ipam"
+)
+
+// addressProvider is what an address provider does in the cluster whose Services it gives
+// addresses (the hub's for the manager, the cluster itself for the standalone ccm): it reads
+// the Services and writes their status (status.loadBalancer and the AddressAssigned
+// condition), records Warning Events on pending ones; node-ip reads the nodes, and with NAT
+// creates, updates and deletes the shadow ClusterIP Services; ipam reads the AddressPools
+// (cluster-scoped) and keeps the allocations in their status.
+func addressProvider(provider string, nat bool) []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("", []string{"services"}, read, "")...)
+	add(Permissions("", []string{"services/status"}, []string{"get", "patch"}, "")...)
+	add(Permissions("events.k8s.io", []string{"events"}, []string{"create", "patch"}, "")...)
+	switch provider {
+	case ProviderNodeIP:
+		add(Permissions("", []string{"nodes"}, read, "")...)
+		if nat {
+			add(Permissions("", []string{"services"}, []string{"create", "update", "patch", "delete"}, "")...)
+		}
+	case ProviderIPAM:
+		add(Permissions("kubelb.k8c.io", []string{"addresspools"}, read, "")...)
+		add(Permissions("kubelb.k8c.io", []string{"addresspools/status"}, status, "")...)
+	}
+	return ps
+}
+
+// ManagerAddressProviderPermissions is what the manager chart adds for addressProvider.type
+// provider (none: nothing) with nodeIPNAT nat, in its ClusterRole <fullname>-address-provider.
+func ManagerAddressProviderPermissions(provider string, nat bool) []Permission {
+	if provider == "" || provider == "none" {
+		return nil
+	}
+	return addressProvider(provider, nat)
+}
+
+// CCMStandalonePermissions is all the standalone ccm (mode: standalone) holds with
+// standalone.addressProvider provider and standalone.nodeIPNAT nat: the provider's
+// permissions (nodes are read with either provider), the lease and the core Events
+// controller-runtime's leader election records, in its namespace.
+func CCMStandalonePermissions(namespace, provider string, nat bool) []Permission {
+	ps := addressProvider(provider, nat)
+	ps = append(ps, Permissions("", []string{"nodes"}, read, "")...)
+	ps = append(ps, Permissions("coordination.k8s.io", []string{"leases"}, crud, namespace)...)
+	ps = append(ps, Permissions("", []string{"events"}, []string{"create", "patch"}, namespace)...)
+	return dedupe(ps)
+}
+
+// CCMStandaloneForbidden is what the standalone ccm must not be able to do: none of the hub
+// mode's extras (Secrets, Ingresses, Gateway API, EndpointSlices, Service finalizers and
+// updates), Services created or deleted only for NAT shadows, AddressPools only with ipam.
+func CCMStandaloneForbidden(namespace, provider string, nat bool) []Permission {
+	var ps []Permission
+	add := func(p ...Permission) { ps = append(ps, p...) }
+	add(Permissions("", []string{"secrets"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"secrets"}, []string{"get", "update"}, namespace)...)
+	add(Permissions("", []string{"services/finalizers"}, []string{"update"}, "")...)
+	add(Permissions("", []string{"services/status"}, []string{"update"}, "")...)
+	add(Permissions("", []string{"nodes"}, []string{"create", "update", "patch", "delete"}, "")...)
+	add(Permissions("", []string{"namespaces", "pods", "configmaps", "endpoints"}, []string{"get", "list", "create", "delete"}, "")...)
+	add(Permissions("", []string{"events"}, []string{"create", "patch"}, "default")...)
+	add(Permissions("events.k8s.io", []string{"events"}, []string{"update", "delete"}, "")...)
+	add(Permissions("discovery.k8s.io", []string{"endpointslices"}, []string{"get", "list", "create", "delete"}, "")...)
+	add(Permissions("networking.k8s.io", []string{"ingresses", "ingressclasses"}, []string{"get", "list"}, "")...)
+	add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "gatewayclasses"}, []string{"get", "list", "create"}, "")...)
+	add(Permissions("apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"get", "create", "update", "delete"}, "")...)
+	add(Permissions("kubelb.k8c.io", []string{"loadbalancers", "tenants", "addresspools"}, []string{"create", "update", "delete"}, "")...)
+	add(Permissions("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, []string{"create", "escalate", "bind"}, "")...)
+	add(Permissions("", []string{"users", "groups", "serviceaccounts"}, []string{"impersonate"}, "")...)
+	add(Permissions("coordination.k8s.io", []string{"leases"}, []string{"create", "update"}, "kube-system")...)
+	if !nat {
+		add(Permissions("", []string{"services"}, []string{"create", "update", "patch", "delete"}, "")...)
+	}
+	if provider != ProviderIPAM {
+		add(Permissions("kubelb.k8c.io", []string{"addresspools", "addresspools/status"}, []string{"get", "list", "update", "patch"}, "")...)
+	}
+	return ps
+}
+
+// dedupe returns ps without repetitions, in order.
+func dedupe(ps []Permission) []Permission {
+	seen := map[Permission]bool{}
+	var out []Permission
+	for _, p := range ps {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

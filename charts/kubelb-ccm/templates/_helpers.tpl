@@ -46,3 +46,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "kubelb-ccm.clusterName" -}}
 tenant-{{ required "kubelb.tenantName is required: the name of this cluster's Tenant on the hub" .Values.kubelb.tenantName }}
 {{- end }}
+
+{{/* "true" in the standalone mode (no hub), "" in the hub mode; fails on values the
+standalone mode cannot honour. */}}
+{{- define "kubelb-ccm.standalone" -}}
+{{- if eq .Values.mode "standalone" }}
+{{- if not .Values.kubelb.enableCloudProvider }}
+{{- fail "kubelb.enableCloudProvider=false cannot be used with mode=standalone: in the standalone mode the ccm is the load balancer implementation" }}
+{{- end }}
+{{- if and .Values.standalone.nodeIPNAT (ne .Values.standalone.addressProvider "node-ip") }}
+{{- fail "standalone.nodeIPNAT applies to standalone.addressProvider=node-ip only" }}
+{{- end }}
+{{- if and (kindIs "slice" .Values.standalone.reservedPorts) (ne .Values.standalone.addressProvider "node-ip") }}
+{{- fail "standalone.reservedPorts applies to standalone.addressProvider=node-ip only" }}
+{{- end }}
+true
+{{- end }}
+{{- end }}

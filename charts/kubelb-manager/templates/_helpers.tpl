@@ -58,3 +58,25 @@ selector labels unless .Values.affinity has its own podAntiAffinity. */}}
 {{- end }}
 {{- toYaml $affinity }}
 {{- end }}
+
+{{/* The address provider's values as YAML when one is on (addressProvider.type other than
+none), "" otherwise; fails on values the provider cannot honour. */}}
+{{- define "kubelb-manager.addressProvider" -}}
+{{- $p := .Values.addressProvider | default dict }}
+{{- $type := $p.type | default "none" }}
+{{- if not (has $type (list "none" "node-ip" "ipam")) }}
+{{- fail (printf "addressProvider.type must be none, node-ip or ipam, not %q" $type) }}
+{{- end }}
+{{- if and $p.nodeIPNAT (ne $type "node-ip") }}
+{{- fail "addressProvider.nodeIPNAT applies to addressProvider.type=node-ip only" }}
+{{- end }}
+{{- if and (kindIs "slice" $p.reservedPorts) (ne $type "node-ip") }}
+{{- fail "addressProvider.reservedPorts applies to addressProvider.type=node-ip only" }}
+{{- end }}
+{{- if and $p.class (eq $type "none") }}
+{{- fail "addressProvider.class needs addressProvider.type node-ip or ipam" }}
+{{- end }}
+{{- if ne $type "none" }}
+{{- toYaml (merge (dict "type" $type) $p) }}
+{{- end }}
+{{- end }}
