@@ -58,7 +58,7 @@ func checkExactRules(t *testing.T, hub *testenv.Cluster, saNS, sa string, want [
 	mgr, nobody := ImpersonatedConfig(hub, saNS, sa), ImpersonatedConfig(hub, saNS, "nobody")
 	for _, n := range namespaces {
 		got, err := Rules(ctx, mgr, n)
-		must(t, "rules review as the manager in "+n, err)
+		must(t, "rules review as "+sa+" in "+n, err)
 		base, err := Rules(ctx, nobody, n)
 		must(t, "rules review as another ServiceAccount in "+n, err)
 		var wantHere []Permission
