@@ -153,8 +153,8 @@ func TestConfigKustomizations(t *testing.T) {
 			t.Errorf("config/default has no %s", k)
 		}
 	}
-	if n := count(objs, "CustomResourceDefinition"); n != 7 {
-		t.Errorf("config/default has %d CRDs, want 7", n)
+	if n, want := count(objs, "CustomResourceDefinition"), len(generatedCRDKinds(t)); n != want {
+		t.Errorf("config/default has %d CRDs, want the %d of config/crd/bases", n, want)
 	}
 	d := find(t, objs, "Deployment", "kubelb")
 	wantArgs(t, args(t, d), "--namespace=$(NAMESPACE)", "--listen-address=:8001")
