@@ -161,6 +161,17 @@ func TestCCMStandaloneTemplate(t *testing.T) {
 		}
 	}
 
+	// The ccm's alerts without the hub's: kubelb_ccm_kubelb_cluster_connected stays 0 in the
+	// standalone mode, and KubeLBCCMHubUnreachable would fire for good.
+	rule := jsonString(find(t, Template(t, CCMChart, "kubelb-ccm", ns, "--set", "mode=standalone", "--set", "prometheusRule.enabled=true"), "PrometheusRule", "kubelb-ccm").Object["spec"])
+	if strings.Contains(rule, "KubeLBCCMHubUnreachable") || !strings.Contains(rule, `"alert":"KubeLBCCMDown"`) || !strings.Contains(rule, `"alert":"KubeLBCCMReconcileErrors"`) {
+		t.Errorf("standalone PrometheusRule: %s; want the ccm's alerts but KubeLBCCMHubUnreachable", rule)
+	}
+	rule = jsonString(find(t, Template(t, CCMChart, "kubelb-ccm", ns, append(slices.Clone(minimalCCM), "--set", "prometheusRule.enabled=true")...), "PrometheusRule", "kubelb-ccm").Object["spec"])
+	if !strings.Contains(rule, `"alert":"KubeLBCCMHubUnreachable"`) {
+		t.Errorf("hub-mode PrometheusRule lacks KubeLBCCMHubUnreachable: %s", rule)
+	}
+
 	// The hub mode is unchanged by the standalone values: they are not passed.
 	a := args(t, find(t, Template(t, CCMChart, "kubelb-ccm", ns, append(slices.Clone(minimalCCM), "--set", "standalone.nodeIPNAT=true")...), "Deployment", "kubelb-ccm"))
 	if got := withPrefix(a, append([]string{"--mode"}, addressProviderFlags...)...); len(got) > 0 {
@@ -274,6 +285,11 @@ func TestCCMStandaloneChartInstall(t *testing.T) {
 		}
 		return fmt.Errorf("none among %d Events", len(evs.Items))
 	})
+	// No hub: the hub gauge stays 0, which is why the chart leaves KubeLBCCMHubUnreachable out.
+	metricsText := testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(metricsPort)+"/metrics", time.Minute)
+	if !strings.Contains(metricsText, "\nkubelb_ccm_kubelb_cluster_connected 0\n") {
+		t.Errorf("the standalone ccm does not export kubelb_ccm_kubelb_cluster_connected 0")
+	}
 	cur := &corev1.Service{}
 	must(t, "getting Service admin", c.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "admin"}, cur))
 	if in := cur.Status.LoadBalancer.Ingress; len(in) > 0 {
