@@ -352,3 +352,34 @@ func TestStandaloneBinary(t *testing.T) {
 		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
 	}
 }
+
+// TestAddressProviderFlag: --address-provider is node-ip by default; ipam is accepted in
+// standalone mode (where --reserved-ports is then warned about as unused) and refused in
+// hub mode; node-ip given in hub mode is warned about like the other standalone flags.
+func TestAddressProviderFlag(t *testing.T) {
+	o, _, err := parse([]string{"--mode=standalone"})
+	if err != nil || o.addressProvider.Value != addressProviderNodeIP || o.providerWarning != "" {
+		t.Fatalf("default: provider %q, warning %q, err %v", o.addressProvider.Value, o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--address-provider=ipam"})
+	if err != nil || o.addressProvider.Value != addressProviderIPAM || o.providerWarning != "" || o.modeWarning != "" {
+		t.Fatalf("ipam: provider %q, warnings %q %q, err %v", o.addressProvider.Value, o.modeWarning, o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--address-provider=ipam", "--reserved-ports=22"})
+	if err != nil || o.providerWarning != "WARNING: these flags are not used with --address-provider=ipam, and are ignored: --reserved-ports" {
+		t.Fatalf("--reserved-ports with ipam: warning %q, err %v", o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--cluster-name=a", "--address-provider=node-ip"})
+	if err != nil || !strings.Contains(o.modeWarning, "--address-provider") {
+		t.Fatalf("node-ip in hub mode: warning %q, err %v", o.modeWarning, err)
+	}
+	for args, want := range map[string]string{
+		"--cluster-name=a --address-provider=ipam":   "flag --address-provider=ipam needs --mode=standalone",
+		"--mode=standalone --address-provider=cloud": `invalid value "cloud" for flag --address-provider: must be one of node-ip, ipam`,
+	} {
+		_, _, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %q, want one line containing %q", args, err, want)
+		}
+	}
+}
