@@ -254,7 +254,9 @@ func TestStandalonePools(t *testing.T) {
 		e.waitPending(t, clash, ReasonPortConflict, `shared under key "web" by Service apps/share-web`)
 		e.waitPool(t, "shared", func(st kubelbv1alpha1.AddressPoolStatus) error { return allocated(st.IPv4, "4", 2) })
 		// The holder moves to another port: the clash is resolved.
-		e.update(t, web, func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{{Name: "p8443", Port: 8443, Protocol: corev1.ProtocolTCP}} })
+		e.update(t, web, func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "p8443", Port: 8443, Protocol: corev1.ProtocolTCP}}
+		})
 		e.waitAddrs(t, clash, "10.20.0.0")
 	})
 
@@ -395,7 +397,9 @@ func TestDualStackFamilies(t *testing.T) {
 	requireDual := e.lb(t, "apps", "require-dual", both(inPool("dual"), policy(corev1.IPFamilyPolicyRequireDualStack)), 80)
 	e.waitAddrs(t, requireDual, "10.81.0.0", "fd00:81::")
 	preferDual := e.lb(t, "apps", "prefer-dual", both(inPool("dual"), policy(corev1.IPFamilyPolicyPreferDualStack),
-		func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol} }), 80)
+		func(s *corev1.Service) {
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+		}), 80)
 	e.waitAddrs(t, preferDual, "10.81.0.1", "fd00:81::1")
 	v6 := e.lb(t, "apps", "single-v6", both(inPool("dual"), func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol} }), 80)
 	e.waitAddrs(t, v6, "fd00:81::2")
