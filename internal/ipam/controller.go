@@ -67,13 +67,10 @@ func PoolFromAnnotation(_ context.Context, svc *corev1.Service) (string, error) 
 	return v, nil
 }
 
-// The address pools need these (the manager's ClusterRole has them; a standalone ccm's
-// needs them too, docs/modes.md).
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=addresspools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=addresspools/status,verbs=update;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The rights the address pools need: AddressPools get/list/watch, their status update/patch,
+// Services get/list/watch, their status get/patch, events.k8s.io Events create/patch. The
+// manager's markers are in internal/manager/addresspools.go (its RBAC is generated from
+// internal/manager only); a standalone ccm needs the same (docs/modes.md).
 
 // Reconciler gives the served Services addresses from the AddressPools. The decision covers
 // all Services at once (who came first keeps an address), so the controller has one key:
