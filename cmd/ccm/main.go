@@ -1,6 +1,7 @@
 // Command ccm runs in a tenant cluster and mirrors its load balancing objects into the
 // tenant's namespace of the kubelb management cluster (--mode=hub), or, in a cluster without
-// a hub (--mode=standalone), gives LoadBalancer Services the addresses of labelled nodes.
+// a hub (--mode=standalone), gives LoadBalancer Services the addresses of labelled nodes or
+// of AddressPools.
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes,\nor of AddressPools (--address-provider=ipam)."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
