@@ -54,6 +54,12 @@ var standalone = Options{
 // start runs the controller in-process until stop or the test's end.
 func (e *env) start(t *testing.T, o Options) (stop func()) {
 	t.Helper()
+	return e.startWith(t, func(mgr ctrl.Manager) error { return Setup(mgr, o) })
+}
+
+// startWith runs a manager with the controllers setup adds until stop or the test's end.
+func (e *env) startWith(t *testing.T, setup func(ctrl.Manager) error) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(e.c.Config, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -63,7 +69,7 @@ func (e *env) start(t *testing.T, o Options) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(mgr, o); err != nil {
+	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
