@@ -55,6 +55,16 @@ type AddressPoolSpec struct {
 	// condition.
 	// +optional
 	Default bool `json:"default,omitempty"`
+
+	// AllowedNamespaces, when set, are the only namespaces whose Services may take
+	// addresses from the pool (in the hub: the tenants' namespaces, tenant-<name>); a Service
+	// of another namespace that names the pool, or whose default it is, stays pending.
+	// Unset or empty: every namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // AddressPoolFamilyStatus counts one IP family of a pool.

@@ -267,6 +267,9 @@ func TestAddressPoolCRD(t *testing.T) {
 	wantRejected(t, c.Create(ctx, pool("many", many...)), "must have at most 64 items")
 	wantRejected(t, c.Create(ctx, pool("none", []string{}...)), "spec.addresses in body should have at least 1 items")
 	wantRejected(t, c.Create(ctx, pool("long", strings.Repeat("1", 101))), "may not be more than 100 bytes")
+	dup := pool("dup-namespaces", "10.0.0.0/28")
+	dup.Spec.AllowedNamespaces = []string{"apps", "apps"}
+	wantRejected(t, c.Create(ctx, dup), "Duplicate value")
 	if err := c.Create(ctx, pool("entry-garbage", "not-an-address")); err != nil {
 		t.Fatalf("an unreadable entry must reach the controller (it says so in a condition): %v", err)
 	}

@@ -24,6 +24,9 @@ const (
 	ReasonAddressPoolNotFound = "AddressPoolNotFound"
 	// ReasonInvalidAddressPool: the pool's name (annotation) is not a valid name.
 	ReasonInvalidAddressPool = "InvalidAddressPool"
+	// ReasonAddressPoolNotAllowed: the pool's spec.allowedNamespaces leave out the Service's
+	// namespace.
+	ReasonAddressPoolNotAllowed = "AddressPoolNotAllowed"
 	// ReasonAddressPoolExhausted: the pool has no free address of a family the Service needs.
 	ReasonAddressPoolExhausted = "AddressPoolExhausted"
 	// ReasonIPFamilyNotInPool: the pool has no address of a family the Service needs.
@@ -239,6 +242,10 @@ func (d *decision) prepare(r Request, res *Result) *claimant {
 		if c.pool = res.Pools[r.Pool]; c.pool == nil {
 			return pending(ReasonAddressPoolNotFound, "AddressPool %q does not exist; the Service stays pending until it is created.", cut(r.Pool, 253))
 		}
+	}
+	if !c.pool.Allows(svc.Namespace) {
+		return pending(ReasonAddressPoolNotAllowed, "AddressPool %q does not serve namespace %s (spec.allowedNamespaces); the Service stays pending.",
+			c.pool.Name, svc.Namespace)
 	}
 	// The families: those of the Service the pool has.
 	var asked []int

@@ -209,6 +209,14 @@ func TestAllocate(t *testing.T) {
 			services: []*corev1.Service{svc("a", 1), svc("b", 2, annotate(kubelbv1alpha1.AnnotationAddressPool, "p2")),
 				svc("c", 3, annotate(kubelbv1alpha1.AnnotationAddressPool, "p2"))},
 			want: map[string]string{"a": "10.3.0.0", "b": "10.3.0.1", "c": "10.3.0.2"}},
+		{name: "a pool of some namespaces: others stay pending, named or as the default",
+			pools: []kubelbv1alpha1.AddressPool{func() kubelbv1alpha1.AddressPool {
+				p := addressPool("apps-only", true, "10.4.0.0/30")
+				p.Spec.AllowedNamespaces = []string{"apps"}
+				return p
+			}()},
+			services: []*corev1.Service{svc("a", 1), svc("b", 2, inNamespace("other")), svc("c", 3, inNamespace("other"), annotate(kubelbv1alpha1.AnnotationAddressPool, "apps-only"))},
+			want:     map[string]string{"a": "10.4.0.0"}},
 		{name: "hub: requested addresses and sharing keys are not read",
 			hub: true,
 			services: []*corev1.Service{svc("a", 1, ask("10.0.0.3"), share("k")), svc("b", 2, share("k"), ports(53), func(s *corev1.Service) { s.Spec.LoadBalancerIP = "10.0.0.3" }),
@@ -258,6 +266,26 @@ func TestAllocate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAllocateAllowedNamespaces: a Service outside a pool's spec.allowedNamespaces is
+// pending, whether it names the pool or the pool is the default.
+func TestAllocateAllowedNamespaces(t *testing.T) {
+	p := addressPool("apps-only", true, "10.4.0.0/30")
+	p.Spec.AllowedNamespaces = []string{"apps", "tools"}
+	res := Allocate(Input{Pools: []kubelbv1alpha1.AddressPool{p}, Services: requests(
+		svc("a", 1), svc("t", 2, inNamespace("tools")), svc("b", 3, inNamespace("other")),
+		svc("c", 4, inNamespace("other"), annotate(kubelbv1alpha1.AnnotationAddressPool, "apps-only")))})
+	for key, want := range map[types.NamespacedName]string{
+		{Namespace: "apps", Name: "a"}:  "10.4.0.0",
+		{Namespace: "tools", Name: "t"}: "10.4.0.1",
+		{Namespace: "other", Name: "b"}: `AddressPoolNotAllowed: AddressPool "apps-only" does not serve namespace other (spec.allowedNamespaces)`,
+		{Namespace: "other", Name: "c"}: `AddressPoolNotAllowed: AddressPool "apps-only" does not serve namespace other`,
+	} {
+		if got := outcome(res.Verdicts[key]); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: got %s, want %s...", key, got, want)
+		}
 	}
 }
 

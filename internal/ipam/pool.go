@@ -48,11 +48,18 @@ type Pool struct {
 	ranges [2][]addrRange
 	// Invalid names the entries of spec.addresses that could not be read, and why.
 	Invalid []string
+	// Namespaces are the only namespaces whose Services may take from the pool; none: all.
+	Namespaces []string
+}
+
+// Allows tells whether Services of namespace ns may take from the pool.
+func (p *Pool) Allows(ns string) bool {
+	return len(p.Namespaces) == 0 || slices.Contains(p.Namespaces, ns)
 }
 
 // ParsePool reads an AddressPool; unreadable entries are left out and named in Invalid.
 func ParsePool(p *kubelbv1alpha1.AddressPool) Pool {
-	out := Pool{Name: p.Name, Created: p.CreationTimestamp.Time, Default: p.Spec.Default}
+	out := Pool{Name: p.Name, Created: p.CreationTimestamp.Time, Default: p.Spec.Default, Namespaces: p.Spec.AllowedNamespaces}
 	for i, e := range p.Spec.Addresses {
 		if i == kubelbv1alpha1.MaxAddressPoolEntries {
 			out.Invalid = append(out.Invalid, fmt.Sprintf("entries after the first %d", kubelbv1alpha1.MaxAddressPoolEntries))
