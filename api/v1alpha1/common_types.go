@@ -231,6 +231,13 @@ type LoadBalancerSettings struct {
 	// +kubebuilder:validation:Enum=VIP;Proxy
 	// +optional
 	IPMode *corev1.LoadBalancerIPMode `json:"ipMode,omitempty"`
+	// AddressPool is the AddressPool the tenant's hub Services of type LoadBalancer take
+	// their addresses from when the manager runs with --address-provider=ipam (an addition;
+	// ignorable). Unset or "": the default pool. The Tenant's overrides the Config's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$`
+	AddressPool *string `json:"addressPool,omitempty"`
 }
 
 // IngressSettings are the tenant-wide settings of Ingress support.

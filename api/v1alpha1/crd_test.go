@@ -2,6 +2,8 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 func validLB(name string) *kubelbv1alpha1.LoadBalancer {
@@ -39,12 +42,12 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 	ctx := context.Background()
 	c := hub.Client
 
-	t.Run("all seven kinds are established with their scope", func(t *testing.T) {
+	t.Run("all eight kinds are established with their scope", func(t *testing.T) {
 		want := map[string]apiextensionsv1.ResourceScope{
 			"loadbalancers": apiextensionsv1.NamespaceScoped, "routes": apiextensionsv1.NamespaceScoped,
 			"addresses": apiextensionsv1.NamespaceScoped, "syncsecrets": apiextensionsv1.NamespaceScoped,
 			"tenantstates": apiextensionsv1.NamespaceScoped, "tenants": apiextensionsv1.ClusterScoped,
-			"configs": apiextensionsv1.NamespaceScoped,
+			"configs": apiextensionsv1.NamespaceScoped, "addresspools": apiextensionsv1.ClusterScoped,
 		}
 		for plural, scope := range want {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -240,6 +243,43 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 			t.Errorf("Tenant with 65 allow entries: error %v, want a maxItems error", err)
 		}
 	})
+}
+
+// TestAddressPoolCRD: the AddressPool sample is accepted as it is; the schema bounds the
+// entries (at most 64, each at most 100 characters) and the Tenant's addressPool is a name.
+// Whether an entry is a CIDR or a range is the controller's to say (a condition).
+func TestAddressPoolCRD(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	ctx := context.Background()
+	c := hub.Client
+	for _, obj := range readObjects(t, filepath.Join(testsupport.RepoRoot(), "config", "samples", "kubelb_v1alpha1_addresspool.yaml")) {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("the AddressPool sample is rejected: %v", err)
+		}
+	}
+	pool := func(name string, addrs ...string) *kubelbv1alpha1.AddressPool {
+		return &kubelbv1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kubelbv1alpha1.AddressPoolSpec{Addresses: addrs}}
+	}
+	many := make([]string, 65)
+	for i := range many {
+		many[i] = fmt.Sprintf("10.0.%d.0/24", i)
+	}
+	wantRejected(t, c.Create(ctx, pool("many", many...)), "must have at most 64 items")
+	wantRejected(t, c.Create(ctx, pool("none", []string{}...)), "spec.addresses in body should have at least 1 items")
+	wantRejected(t, c.Create(ctx, pool("long", strings.Repeat("1", 101))), "may not be more than 100 bytes")
+	dup := pool("dup-namespaces", "10.0.0.0/28")
+	dup.Spec.AllowedNamespaces = []string{"apps", "apps"}
+	wantRejected(t, c.Create(ctx, dup), "Duplicate value")
+	if err := c.Create(ctx, pool("entry-garbage", "not-an-address")); err != nil {
+		t.Fatalf("an unreadable entry must reach the controller (it says so in a condition): %v", err)
+	}
+	tn := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: kubelbv1alpha1.TenantSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AddressPool: ptr.To("Not A Name")}}}
+	wantRejected(t, c.Create(ctx, tn), "spec.loadBalancer.addressPool in body should match")
+	tn.Spec.LoadBalancer.AddressPool = ptr.To("edge-v4")
+	if err := c.Create(ctx, tn); err != nil {
+		t.Fatalf("Tenant with addressPool: %v", err)
+	}
 }
 
 // wantRejected fails unless err is the API server's refusal containing want.

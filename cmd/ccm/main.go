@@ -1,6 +1,7 @@
 // Command ccm runs in a tenant cluster and mirrors its load balancing objects into the
 // tenant's namespace of the kubelb management cluster (--mode=hub), or, in a cluster without
-// a hub (--mode=standalone), gives LoadBalancer Services the addresses of labelled nodes.
+// a hub (--mode=standalone), gives LoadBalancer Services the addresses of labelled nodes or
+// of AddressPools.
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 )
 
-const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes."
+const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes,\nor of AddressPools (--address-provider=ipam)."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the ccm
 // logs one warning at start naming those that were set. docs/configuration.md marks each
@@ -38,15 +39,30 @@ type options struct {
 	LeaderElectionNamespace string
 	nodeAddressType         app.Enum
 	mode                    app.Enum
-	reservedPorts           reservedPorts
-	gatewayCRDsChannel      app.Enum
+	// addressProvider gives the Services their addresses in standalone mode: node-ip (the
+	// labelled nodes') or ipam (the AddressPools).
+	addressProvider    app.Enum
+	reservedPorts      reservedPorts
+	gatewayCRDsChannel app.Enum
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 	// deprecatedWarning names the deprecated flags that were given ("" when none).
 	deprecatedWarning string
 	// modeWarning names the flags given that the mode does not use ("" when none).
 	modeWarning string
+	// providerWarning names the flags given that the address provider does not use ("" when
+	// none).
+	providerWarning string
 }
+
+// Values of --address-provider.
+const (
+	addressProviderNodeIP = "node-ip"
+	addressProviderIPAM   = "ipam"
+)
+
+// nodeIPOnlyFlags do nothing with --address-provider=ipam.
+var nodeIPOnlyFlags = []string{"reserved-ports"}
 
 // hubOnlyFlags do nothing in standalone mode: there is no hub, and only LoadBalancer Services
 // are served.
@@ -57,7 +73,7 @@ var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubecon
 	"disable-tcproute-controller", "disable-udproute-controller", "node-address-type", "max-concurrent-reconciles"}
 
 // standaloneOnlyFlags do nothing in hub mode.
-var standaloneOnlyFlags = []string{"reserved-ports"}
+var standaloneOnlyFlags = []string{"reserved-ports", "address-provider"}
 
 // modeWarning names the given flags of unused, or "" when none was given.
 func modeWarning(fs *app.FlagSet, mode string, unused []string) string {
@@ -84,6 +100,8 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		return nil, fs, err
 	}
 	fs.Var(&o.mode, "mode", "hub: mirror the cluster's load balancing objects into the management cluster. standalone: no hub; LoadBalancer Services get the addresses of the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer (node-IP mode, docs/modes.md); --cluster-name and --kubelb-kubeconfig are not used.")
+	o.addressProvider = app.Enum{Value: addressProviderNodeIP, Allowed: []string{addressProviderNodeIP, addressProviderIPAM}}
+	fs.Var(&o.addressProvider, "address-provider", "Standalone mode: what gives LoadBalancer Services their addresses: node-ip (the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer) or ipam (the AddressPools, docs/modes.md).")
 	fs.Var(&o.reservedPorts, "reserved-ports", "Standalone mode: ports no LoadBalancer Service may take on a node address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster, tenant-<tenant name>, or the tenant's name (tenant- is then prefixed, as KubeLB CE does). Required in hub mode.")
 	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
@@ -116,6 +134,8 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	switch {
 	case o.Mode == ccm.ModeHub && o.ClusterName == "":
 		return nil, fs, errors.New("flag --cluster-name is required")
+	case o.Mode != ccm.ModeStandalone && o.addressProvider.Value != addressProviderNodeIP:
+		return nil, fs, fmt.Errorf("flag --address-provider=%s needs --mode=standalone (in hub mode the hub gives the addresses)", o.addressProvider.Value)
 	case o.Mode == ccm.ModeStandalone && !o.EnableCloudProvider:
 		return nil, fs, errors.New("flag --enable-cloud-provider=false cannot be used with --mode=standalone (standalone mode is the load balancer implementation)")
 	}
@@ -125,6 +145,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
 	if o.Mode == ccm.ModeStandalone {
 		o.modeWarning = modeWarning(fs, o.Mode, hubOnlyFlags)
+		if o.addressProvider.Value == addressProviderIPAM {
+			o.providerWarning = strings.Replace(modeWarning(fs, o.Mode, nodeIPOnlyFlags), "in --mode=standalone", "with --address-provider=ipam", 1)
+		}
 	} else {
 		o.modeWarning = modeWarning(fs, o.Mode, standaloneOnlyFlags)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/manager/tenant"
@@ -347,6 +348,85 @@ func TestStandaloneBinary(t *testing.T) {
 	})
 	if out := proc.Output(); !strings.Contains(out, "not used in --mode=standalone, and are ignored: --kubelb-kubeconfig") {
 		t.Errorf("no warning about the ignored hub flag:\n%s", out)
+	}
+	if code, err := proc.Stop(30 * time.Second); err != nil || code != 0 {
+		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
+	}
+}
+
+// TestAddressProviderFlag: --address-provider is node-ip by default; ipam is accepted in
+// standalone mode (where --reserved-ports is then warned about as unused) and refused in
+// hub mode; node-ip given in hub mode is warned about like the other standalone flags.
+func TestAddressProviderFlag(t *testing.T) {
+	o, _, err := parse([]string{"--mode=standalone"})
+	if err != nil || o.addressProvider.Value != addressProviderNodeIP || o.providerWarning != "" {
+		t.Fatalf("default: provider %q, warning %q, err %v", o.addressProvider.Value, o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--address-provider=ipam"})
+	if err != nil || o.addressProvider.Value != addressProviderIPAM || o.providerWarning != "" || o.modeWarning != "" {
+		t.Fatalf("ipam: provider %q, warnings %q %q, err %v", o.addressProvider.Value, o.modeWarning, o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--mode=standalone", "--address-provider=ipam", "--reserved-ports=22"})
+	if err != nil || o.providerWarning != "WARNING: these flags are not used with --address-provider=ipam, and are ignored: --reserved-ports" {
+		t.Fatalf("--reserved-ports with ipam: warning %q, err %v", o.providerWarning, err)
+	}
+	o, _, err = parse([]string{"--cluster-name=a", "--address-provider=node-ip"})
+	if err != nil || !strings.Contains(o.modeWarning, "--address-provider") {
+		t.Fatalf("node-ip in hub mode: warning %q, err %v", o.modeWarning, err)
+	}
+	for args, want := range map[string]string{
+		"--cluster-name=a --address-provider=ipam":   "flag --address-provider=ipam needs --mode=standalone",
+		"--mode=standalone --address-provider=cloud": `invalid value "cloud" for flag --address-provider: must be one of node-ip, ipam`,
+	} {
+		_, _, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %q, want one line containing %q", args, err, want)
+		}
+	}
+}
+
+// TestStandaloneIPAMBinary runs the real binary with --mode=standalone
+// --address-provider=ipam against one API server: a LoadBalancer Service gets the first
+// address of the default AddressPool (no node is labelled), the pool's status counts it, and
+// the ignored --reserved-ports is warned about.
+func TestStandaloneIPAMBinary(t *testing.T) {
+	c := testenv.Start(t, "cluster", testenv.Options{})
+	ctx := context.Background()
+	pool := &kubelbv1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: kubelbv1alpha1.AddressPoolSpec{Default: true, Addresses: []string{"192.0.2.8/29"}}}
+	if err := c.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}}}
+	if err := c.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+	metricsPort, probePort := testsupport.FreePort(t), testsupport.FreePort(t)
+	proc := testsupport.StartProcess(t, "ccm", bin, "--mode=standalone", "--address-provider=ipam", "--reserved-ports=22",
+		"--kubeconfig", c.Kubeconfig, "--leader-election-namespace", "kube-system",
+		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort))
+	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
+	testsupport.Eventually(t, time.Minute, "the Service to get the pool's first address and the pool to count it", func() error {
+		cur := &corev1.Service{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
+			return err
+		}
+		if in := cur.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != "192.0.2.8" {
+			return fmt.Errorf("ingress %v", in)
+		}
+		p := &kubelbv1alpha1.AddressPool{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pool), p); err != nil {
+			return err
+		}
+		if p.Status.IPv4 == nil || p.Status.IPv4.Allocated != 1 || p.Status.IPv4.Size != "8" {
+			return fmt.Errorf("pool status %+v", p.Status.IPv4)
+		}
+		return nil
+	})
+	if out := proc.Output(); !strings.Contains(out, "not used with --address-provider=ipam, and are ignored: --reserved-ports") {
+		t.Errorf("no warning about the ignored --reserved-ports:\n%s", out)
 	}
 	if code, err := proc.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -11,6 +12,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -22,7 +24,7 @@ func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
 	app.SetMemoryLimit(log)
-	log.Info("starting", "version", version.Get().GitVersion, "mode", o.Mode, "clusterName", o.ClusterName)
+	log.Info("starting", "version", version.Get().GitVersion, "mode", o.Mode, "addressProvider", o.addressProvider.Value, "clusterName", o.ClusterName)
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
 	}
@@ -31,6 +33,9 @@ func run(o *options) error {
 	}
 	if o.modeWarning != "" {
 		log.Info(o.modeWarning)
+	}
+	if o.providerWarning != "" {
+		log.Info(o.providerWarning)
 	}
 	if o.Mode == ccm.ModeStandalone {
 		return runStandalone(o)
@@ -77,7 +82,19 @@ func run(o *options) error {
 	return app.Run(mgr)
 }
 
-// runStandalone runs the node-IP mode: a manager on the cluster itself, no hub.
+// standaloneIPAM are the address pools' options in standalone mode: the Services the ccm
+// owns (ccm.ServiceClass), each taking from the pool its annotation kubelb.k8c.io/address-pool
+// names (none: the default pool).
+func standaloneIPAM(o *options) ipam.Options {
+	return ipam.Options{
+		Name: "ccm-ipam",
+		Owns: func(svc *corev1.Service) bool { return ccm.ServiceClass(svc, o.UseLoadBalancerClass) == ccm.OurClass },
+		Pool: ipam.PoolFromAnnotation,
+	}
+}
+
+// runStandalone runs the node-IP mode or the address pools: a manager on the cluster itself,
+// no hub.
 func runStandalone(o *options) error {
 	cfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {
@@ -87,6 +104,12 @@ func runStandalone(o *options) error {
 	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(app.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if o.addressProvider.Value == addressProviderIPAM {
+		if err := ipam.Setup(mgr, standaloneIPAM(o)); err != nil {
+			return fmt.Errorf("setting up the address pools (--address-provider=ipam): %w", err)
+		}
+		return app.Run(mgr)
 	}
 	if err := ccm.SetupStandalone(mgr, o.Options); err != nil {
 		return fmt.Errorf("setting up the node-IP controller: %w", err)

@@ -7,6 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager"
@@ -36,6 +39,12 @@ type options struct {
 	// networkPolicy shapes the Envoy fleets' NetworkPolicy, from networkPolicyFlags.
 	networkPolicy      tenant.NetworkPolicyOptions
 	networkPolicyFlags tenant.NetworkPolicyFlags
+	// addressProvider gives the hub Services of type LoadBalancer their addresses: none
+	// (MetalLB or a cloud does) or ipam (AddressPools).
+	addressProvider app.Enum
+	// addressProviderClass is the loadBalancerClass of the hub Services the provider serves
+	// ("": those without a class).
+	addressProviderClass string
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 	// deprecatedWarning names the deprecated flags that were given ("" when none).
@@ -64,6 +73,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
 	o.networkPolicyFlags.Bind(fs.FlagSet)
+	o.addressProvider = app.Enum{Value: addressProviderNone, Allowed: []string{addressProviderNone, addressProviderIPAM}}
+	fs.Var(&o.addressProvider, "address-provider", "What gives kubelb's hub Services of type LoadBalancer their addresses: none (MetalLB or a cloud) or ipam (the AddressPools, docs/modes.md).")
+	fs.StringVar(&o.addressProviderClass, "address-provider-class", "", "loadBalancerClass of the hub Services the address provider serves (the Tenant's or Config's spec.loadBalancer.class); empty: those without a class.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
@@ -94,6 +106,11 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	if ip, err := netip.ParseAddr(o.EnvoyListenerAddressIPv6); err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-listener-address-ipv6: want an IPv6 address", o.EnvoyListenerAddressIPv6)
 	}
+	if c := o.addressProviderClass; c != "" {
+		if errs := validation.IsQualifiedName(c); len(errs) > 0 {
+			return nil, fs, fmt.Errorf("invalid value %q for flag --address-provider-class: not a loadBalancerClass: %s", c, strings.Join(errs, "; "))
+		}
+	}
 	np, err := o.networkPolicyFlags.Options(o.XDSListenAddress)
 	if err != nil {
 		return nil, fs, err
@@ -101,5 +118,11 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.networkPolicy = np
 	return o, fs, o.Validate()
 }
+
+// Values of --address-provider.
+const (
+	addressProviderNone = "none"
+	addressProviderIPAM = "ipam"
+)
 
 func main() { app.Main("kubelb", summary, parse, run) }

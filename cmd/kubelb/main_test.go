@@ -241,3 +241,25 @@ func TestEnableTenantMigrationIsDeprecated(t *testing.T) {
 		t.Errorf("no deprecated flag given: warning %q", o.deprecatedWarning)
 	}
 }
+
+// TestAddressProviderFlags: --address-provider is none by default, ipam is accepted, other
+// values and an --address-provider-class that is no loadBalancerClass are refused in one line.
+func TestAddressProviderFlags(t *testing.T) {
+	o, _, err := parse(nil)
+	if err != nil || o.addressProvider.Value != addressProviderNone || o.addressProviderClass != "" {
+		t.Fatalf("defaults: provider %q, class %q, err %v", o.addressProvider.Value, o.addressProviderClass, err)
+	}
+	o, _, err = parse([]string{"--address-provider=ipam", "--address-provider-class=kubelb.k8c.io/pools"})
+	if err != nil || o.addressProvider.Value != addressProviderIPAM || o.addressProviderClass != "kubelb.k8c.io/pools" {
+		t.Fatalf("ipam: provider %q, class %q, err %v", o.addressProvider.Value, o.addressProviderClass, err)
+	}
+	for args, want := range map[string]string{
+		"--address-provider=metallb":           `invalid value "metallb" for flag --address-provider: must be one of none, ipam`,
+		"--address-provider-class=not/a/class": `invalid value "not/a/class" for flag --address-provider-class`,
+	} {
+		_, _, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %q, want one line containing %q", args, err, want)
+		}
+	}
+}

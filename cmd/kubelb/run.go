@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
@@ -32,7 +33,7 @@ func run(o *options) error {
 	o.SetupLogging(o.Debug)
 	log := ctrl.Log.WithName("kubelb")
 	app.SetMemoryLimit(log)
-	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace)
+	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace, "addressProvider", o.addressProvider.Value)
 	if o.notYetWarning != "" {
 		log.Info(o.notYetWarning)
 	}
@@ -106,6 +107,11 @@ func run(o *options) error {
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{}); err != nil {
 		return err
+	}
+	if o.addressProvider.Value == addressProviderIPAM {
+		if err := ipam.Setup(mgr, ipam.HubOptions(mgr.GetClient(), o.Namespace, o.addressProviderClass)); err != nil {
+			return fmt.Errorf("setting up the address pools (--address-provider=ipam): %w", err)
+		}
 	}
 	if err := envoyfleet.SetupWithManager(mgr, envoyfleet.Options{
 		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, XDSAddress: o.EnvoyXDSAddress,

@@ -87,6 +87,10 @@ type Tenant struct {
 	// IPMode is spec.loadBalancer.ipMode of the Tenant, else of the Config; nil when
 	// neither sets it (translate.IPMode decides).
 	IPMode *corev1.LoadBalancerIPMode
+	// AddressPool is the AddressPool the tenant's hub Services take their addresses from
+	// (--address-provider=ipam): spec.loadBalancer.addressPool of the Tenant, else of the
+	// Config; "" is the default pool.
+	AddressPool string
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -113,6 +117,7 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	out.Limits = resolveLimits(config, tenant)
 	out.Upstream = resolveUpstream(config, tenant)
 	out.IPMode = resolveIPMode(config, tenant)
+	out.AddressPool = resolveAddressPool(config, tenant)
 	var allow, deny []string
 	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
 	if config != nil && config.Spec.EndpointPolicy != nil {
@@ -277,6 +282,19 @@ func resolveIPMode(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		}
 		if v, ok := translate.ParseIPMode(string(*lb.IPMode)); ok {
 			out = &v
+		}
+	}
+	return out
+}
+
+// resolveAddressPool takes spec.loadBalancer.addressPool from the Tenant, else the Config.
+func resolveAddressPool(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) string {
+	out := ""
+	for _, lb := range layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer }) {
+		if lb.AddressPool != nil {
+			out = strings.TrimSpace(*lb.AddressPool)
 		}
 	}
 	return out

@@ -241,3 +241,29 @@ func TestResolveAllocateNodePorts(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveAddressPool: the Tenant's spec.loadBalancer.addressPool overrides the Config's;
+// neither set is "" (the default pool).
+func TestResolveAddressPool(t *testing.T) {
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AddressPool: ptr.To("shared")}}}
+	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AddressPool: ptr.To("gold")}}}
+	for _, tc := range []struct {
+		name   string
+		config *kubelbv1alpha1.Config
+		tenant *kubelbv1alpha1.Tenant
+		want   string
+	}{
+		{"neither", nil, nil, ""},
+		{"config only", config, &kubelbv1alpha1.Tenant{}, "shared"},
+		{"tenant overrides config", config, tenant, "gold"},
+		{"tenant only", nil, tenant, "gold"},
+		{"tenant sets the default pool explicitly", config, &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AddressPool: ptr.To("")}}}, ""},
+	} {
+		if got := Resolve(tc.config, tc.tenant).AddressPool; got != tc.want {
+			t.Errorf("%s: address pool %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
