@@ -110,8 +110,8 @@ func TestConfigManifestsApply(t *testing.T) {
 				}
 			}
 		}
-		if n != 7 {
-			return fmt.Errorf("%d of 7 established", n)
+		if want := len(generatedCRDKinds(t)); n != want {
+			return fmt.Errorf("%d of %d established", n, want)
 		}
 		return nil
 	})

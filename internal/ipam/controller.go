@@ -67,10 +67,16 @@ func PoolFromAnnotation(_ context.Context, svc *corev1.Service) (string, error) 
 	return v, nil
 }
 
-// The rights the address pools need: AddressPools get/list/watch, their status update/patch,
-// Services get/list/watch, their status get/patch, events.k8s.io Events create/patch. The
-// manager's markers are in internal/manager/addresspools.go (its RBAC is generated from
-// internal/manager only); a standalone ccm needs the same (docs/modes.md).
+// The rights the address pools need are below. They are granted only where the pools run:
+// the manager's chart gives them in a ClusterRole of their own when addressProvider.type is
+// ipam (the manager's main role, generated from internal/manager, does not hold them), and
+// the ccm's chart in standalone mode with standalone.addressProvider ipam.
+//
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=addresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=addresspools/status,verbs=update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler gives the served Services addresses from the AddressPools. The decision covers
 // all Services at once (who came first keeps an address), so the controller has one key:
