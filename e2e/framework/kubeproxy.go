@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,3 +255,61 @@ func (hs *healthServers) sync(want map[string]serviceHealth) []error {
 }
 
 func (hs *healthServers) closeAll() { hs.sync(nil) }
+
+// PlayLoadBalancerAddresses plays kube-proxy's handling of load balancer addresses and
+// external IPs in a cluster whose backends the harness runs on the nodes' NodePorts (they
+// stand for the Service's endpoints, see Tenant.StartBackends): every TCP port of a Service
+// of type LoadBalancer whose status.loadBalancer.ingress has an IP with ipMode VIP (or none),
+// and of a Service with NodePorts on each of its spec.externalIPs, listens on <ip>:<port> and
+// forwards each connection to one of <node address>:<nodePort> (round robin over nodeIPs), as
+// kube-proxy's rules send a packet for that address to the Service's endpoints. An ipMode
+// Proxy address is not programmed (kube-proxy leaves it to the load balancer). Only loopback
+// addresses are listened on. It follows the Services until the test ends.
+func PlayLoadBalancerAddresses(t testenv.TB, c client.Client, nodeIPs []string) {
+	fs := forwarders{}
+	t.Cleanup(fs.closeAll)
+	log := newOnceLogger(t)
+	Every(t, PlayInterval, func(ctx context.Context) bool {
+		var svcs corev1.ServiceList
+		if err := c.List(ctx, &svcs); err != nil {
+			return false
+		}
+		for _, err := range fs.sync(loadBalancerAddressState(svcs.Items, nodeIPs)) {
+			log.Logf("kube-proxy (load balancer addresses): %v", err)
+		}
+		return false
+	})
+}
+
+// loadBalancerAddressState maps <load balancer or external IP>:<port> to the node
+// addresses:NodePort a connection there may reach (see PlayLoadBalancerAddresses).
+func loadBalancerAddressState(svcs []corev1.Service, nodeIPs []string) map[string][]string {
+	want := map[string][]string{}
+	for i := range svcs {
+		svc := &svcs[i]
+		ips := append([]string(nil), svc.Spec.ExternalIPs...)
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				if in.IPMode == nil || *in.IPMode == corev1.LoadBalancerIPModeVIP {
+					ips = append(ips, in.IP)
+				}
+			}
+		}
+		for _, ip := range ips {
+			if a, err := netip.ParseAddr(ip); err != nil || !a.IsLoopback() {
+				continue
+			}
+			for _, p := range svc.Spec.Ports {
+				if p.Protocol != corev1.ProtocolTCP || p.NodePort == 0 {
+					continue
+				}
+				var ups []string
+				for _, n := range nodeIPs {
+					ups = append(ups, net.JoinHostPort(n, fmt.Sprint(p.NodePort)))
+				}
+				want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = ups
+			}
+		}
+	}
+	return want
+}

@@ -89,6 +89,12 @@ type HubLBOptions struct {
 	// <ForwardTo>:<targetPort> (the Envoy listener), as a real load balancer and kube-proxy
 	// would.
 	ForwardTo string
+	// KubeProxyOnly plays only the hub's kube-proxy, for a hub whose Services get their
+	// addresses from kubelb itself (--address-provider node-ip or ipam): no address is
+	// written; every TCP port of a Service that has IPs in its status.loadBalancer.ingress
+	// (whoever wrote them) listens on <ip>:<port> and forwards to <ForwardTo>:<targetPort>.
+	// Only addresses in 127.0.0.0/8 are listened on.
+	KubeProxyOnly bool
 }
 
 // LoadBalancerCIDR is the range the forwarding hub load balancer of the conformance harness
@@ -196,18 +202,22 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 				continue
 			}
 			key := svc.Namespace + "/" + svc.Name
+			if opts.KubeProxyOnly {
+				for _, in := range svc.Status.LoadBalancer.Ingress {
+					for k, v := range forwardedPorts(svc, in.IP, opts.ForwardTo) {
+						want[k] = v
+					}
+				}
+				continue
+			}
 			ip, ok := assigned[key]
 			if !ok {
 				ip = opts.Address(next)
 				next++
 				assigned[key] = ip
 			}
-			if opts.ForwardTo != "" {
-				for _, p := range svc.Spec.Ports {
-					if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
-						want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(opts.ForwardTo, fmt.Sprint(p.TargetPort.IntValue()))}
-					}
-				}
+			for k, v := range forwardedPorts(svc, ip, opts.ForwardTo) {
+				want[k] = v
 			}
 			mu.Lock()
 			pending := written[key] == svc.ResourceVersion
@@ -228,6 +238,39 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 		return false
 	})
 	return writes
+}
+
+// forwardedPorts is what a load balancer (or the hub's kube-proxy) carries for svc on ip:
+// <ip>:<port> → <to>:<targetPort> for each TCP port. Nothing when to is "", or when ip is
+// neither on loopback nor in LoadBalancerCIDR (local only in the conformance harness's
+// private network namespace): the harness listens and sends nowhere else.
+func forwardedPorts(svc *corev1.Service, ip, to string) map[string][]string {
+	out := map[string][]string{}
+	if a, err := netip.ParseAddr(ip); to == "" || err != nil || !(a.IsLoopback() || netip.MustParsePrefix(LoadBalancerCIDR).Contains(a)) {
+		return out
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
+			out[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(to, fmt.Sprint(p.TargetPort.IntValue()))}
+		}
+	}
+	return out
+}
+
+// AddNodeWith plays a kubelet registering a Ready Node with the given addresses and labels
+// (e.g. kubelb.k8c.io/use-as-loadbalancer for the node-IP mode).
+func AddNodeWith(t testenv.TB, c client.Client, name string, addresses []corev1.NodeAddress, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	node.Status.Addresses = addresses
+	node.Status.Conditions = []corev1.NodeCondition{readyCondition(true)}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatalf("setting node %s ready: %v", name, err)
+	}
 }
 
 // watchServices starts an informer on the Services matching a label selector, stopped when
