@@ -238,6 +238,15 @@ type LoadBalancerSettings struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$`
 	AddressPool *string `json:"addressPool,omitempty"`
+	// NodeSet is the value of the label kubelb.k8c.io/use-as-loadbalancer of the hub nodes
+	// whose addresses the tenant's hub Services of type LoadBalancer get when the manager runs
+	// with --address-provider=node-ip (an addition; ignorable). Unset or "": the default set
+	// (nodes labelled "true" or ""). Tenants on disjoint node sets never conflict on a port.
+	// The Tenant's overrides the Config's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	NodeSet *string `json:"nodeSet,omitempty"`
 }
 
 // IngressSettings are the tenant-wide settings of Ingress support.

@@ -6,17 +6,15 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
+	"kubelb.dev/kubelb/internal/nodeip"
 )
 
 const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes,\nor of AddressPools (--address-provider=ipam)."
@@ -42,7 +40,7 @@ type options struct {
 	// addressProvider gives the Services their addresses in standalone mode: node-ip (the
 	// labelled nodes') or ipam (the AddressPools).
 	addressProvider    app.Enum
-	reservedPorts      reservedPorts
+	reservedPorts      nodeip.ReservedPortsFlag
 	gatewayCRDsChannel app.Enum
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
@@ -62,7 +60,7 @@ const (
 )
 
 // nodeIPOnlyFlags do nothing with --address-provider=ipam.
-var nodeIPOnlyFlags = []string{"reserved-ports"}
+var nodeIPOnlyFlags = []string{"reserved-ports", "node-ip-nat"}
 
 // hubOnlyFlags do nothing in standalone mode: there is no hub, and only LoadBalancer Services
 // are served.
@@ -73,21 +71,7 @@ var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubecon
 	"disable-tcproute-controller", "disable-udproute-controller", "node-address-type", "max-concurrent-reconciles"}
 
 // standaloneOnlyFlags do nothing in hub mode.
-var standaloneOnlyFlags = []string{"reserved-ports", "address-provider"}
-
-// modeWarning names the given flags of unused, or "" when none was given.
-func modeWarning(fs *app.FlagSet, mode string, unused []string) string {
-	var given []string
-	fs.Visit(func(f *flag.Flag) {
-		if slices.Contains(unused, f.Name) {
-			given = append(given, "--"+f.Name)
-		}
-	})
-	if len(given) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("WARNING: these flags are not used in --mode=%s, and are ignored: %s", mode, strings.Join(given, ", "))
-}
+var standaloneOnlyFlags = []string{"reserved-ports", "address-provider", "node-ip-nat"}
 
 func parse(args []string) (*options, *app.FlagSet, error) {
 	o := &options{}
@@ -103,6 +87,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.addressProvider = app.Enum{Value: addressProviderNodeIP, Allowed: []string{addressProviderNodeIP, addressProviderIPAM}}
 	fs.Var(&o.addressProvider, "address-provider", "Standalone mode: what gives LoadBalancer Services their addresses: node-ip (the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer) or ipam (the AddressPools, docs/modes.md).")
 	fs.Var(&o.reservedPorts, "reserved-ports", "Standalone mode: ports no LoadBalancer Service may take on a node address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
+	fs.BoolVar(&o.NodeIPNAT, "node-ip-nat", false, "Standalone node-IP mode: keep a 1:1 NAT shadow ClusterIP Service (<name>-kubelb-nat, externalIPs = the nodes' private addresses) beside each Service whose nodes' public addresses are not on their interfaces (docs/modes.md).")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "The tenant's namespace in the management cluster, tenant-<tenant name>, or the tenant's name (tenant- is then prefixed, as KubeLB CE does). Required in hub mode.")
 	fs.StringVar(&o.HubKubeconfig, "kubelb-kubeconfig", "~/.kube/kubelb", "Kubeconfig of the management cluster (the Secret kubelb-ccm-kubeconfig the manager made).")
 	fs.Var(&o.HubKubeconfigSecret, "kubelb-kubeconfig-secret", "Secret (namespace/name) in this cluster that --kubelb-kubeconfig comes from; every renewed hub token is written back into it, so a restart starts from a fresh token. Empty: the token is renewed in memory only.")
@@ -130,7 +115,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		return nil, fs, err
 	}
 	o.Mode = o.mode.Value
-	o.ReservedPorts = o.reservedPorts.ranges
+	o.ReservedPorts = o.reservedPorts.Ranges
 	switch {
 	case o.Mode == ccm.ModeHub && o.ClusterName == "":
 		return nil, fs, errors.New("flag --cluster-name is required")
@@ -144,12 +129,12 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.GatewayAPICRDsChannel = o.gatewayCRDsChannel.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
 	if o.Mode == ccm.ModeStandalone {
-		o.modeWarning = modeWarning(fs, o.Mode, hubOnlyFlags)
+		o.modeWarning = fs.GivenWarning(hubOnlyFlags, "in --mode="+o.Mode)
 		if o.addressProvider.Value == addressProviderIPAM {
-			o.providerWarning = strings.Replace(modeWarning(fs, o.Mode, nodeIPOnlyFlags), "in --mode=standalone", "with --address-provider=ipam", 1)
+			o.providerWarning = fs.GivenWarning(nodeIPOnlyFlags, "with --address-provider=ipam")
 		}
 	} else {
-		o.modeWarning = modeWarning(fs, o.Mode, standaloneOnlyFlags)
+		o.modeWarning = fs.GivenWarning(standaloneOnlyFlags, "in --mode="+o.Mode)
 	}
 	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
 	if o.LeaderElectionNamespace == "" {
@@ -159,25 +144,6 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		o.LeaderElectionNamespace = "kube-system"
 	}
 	return o, fs, o.Validate()
-}
-
-// reservedPorts is the flag value of --reserved-ports.
-type reservedPorts struct {
-	text   string
-	ranges []ccm.PortRange
-}
-
-// String returns the list as given.
-func (r *reservedPorts) String() string { return r.text }
-
-// Set parses the list.
-func (r *reservedPorts) Set(v string) error {
-	ranges, err := ccm.ParseReservedPorts(v)
-	if err != nil {
-		return err
-	}
-	r.text, r.ranges = v, ranges
-	return nil
 }
 
 // secretRef is a flag value "namespace/name"; empty means none.

@@ -15,6 +15,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/translate"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
@@ -40,8 +41,13 @@ type options struct {
 	networkPolicy      tenant.NetworkPolicyOptions
 	networkPolicyFlags tenant.NetworkPolicyFlags
 	// addressProvider gives the hub Services of type LoadBalancer their addresses: none
-	// (MetalLB or a cloud does) or ipam (AddressPools).
+	// (MetalLB or a cloud does), node-ip (the labelled hub nodes) or ipam (AddressPools).
 	addressProvider app.Enum
+	// reservedPorts and nodeIPNAT tune the node-IP mode (--address-provider=node-ip).
+	reservedPorts nodeip.ReservedPortsFlag
+	nodeIPNAT     bool
+	// providerWarning names the node-IP flags given with another provider ("" when none).
+	providerWarning string
 	// addressProviderClass is the loadBalancerClass of the hub Services the provider serves
 	// ("": those without a class).
 	addressProviderClass string
@@ -73,8 +79,13 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
 	o.networkPolicyFlags.Bind(fs.FlagSet)
-	o.addressProvider = app.Enum{Value: addressProviderNone, Allowed: []string{addressProviderNone, addressProviderIPAM}}
-	fs.Var(&o.addressProvider, "address-provider", "What gives kubelb's hub Services of type LoadBalancer their addresses: none (MetalLB or a cloud) or ipam (the AddressPools, docs/modes.md).")
+	o.addressProvider = app.Enum{Value: addressProviderNone, Allowed: []string{addressProviderNone, addressProviderNodeIP, addressProviderIPAM}}
+	fs.Var(&o.addressProvider, "address-provider", "What gives kubelb's hub Services of type LoadBalancer their addresses: none (MetalLB or a cloud), node-ip (the Ready hub nodes labelled kubelb.k8c.io/use-as-loadbalancer=<the tenant's spec.loadBalancer.nodeSet>) or ipam (the AddressPools); docs/modes.md.")
+	if err := o.reservedPorts.Set(nodeip.DefaultReservedPorts); err != nil {
+		return nil, fs, err
+	}
+	fs.Var(&o.reservedPorts, "reserved-ports", "With --address-provider=node-ip: ports no hub Service may take on a hub node's address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
+	fs.BoolVar(&o.nodeIPNAT, "node-ip-nat", false, "With --address-provider=node-ip: keep a 1:1 NAT shadow ClusterIP Service (externalIPs = the hub nodes' private addresses) beside each hub Service whose nodes' public addresses are not on their interfaces.")
 	fs.StringVar(&o.addressProviderClass, "address-provider-class", "", "loadBalancerClass of the hub Services the address provider serves (the Tenant's or Config's spec.loadBalancer.class); empty: those without a class.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
@@ -111,6 +122,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 			return nil, fs, fmt.Errorf("invalid value %q for flag --address-provider-class: not a loadBalancerClass: %s", c, strings.Join(errs, "; "))
 		}
 	}
+	if o.addressProvider.Value != addressProviderNodeIP {
+		o.providerWarning = fs.GivenWarning(nodeIPOnlyFlags, "with --address-provider="+o.addressProvider.Value)
+	}
 	np, err := o.networkPolicyFlags.Options(o.XDSListenAddress)
 	if err != nil {
 		return nil, fs, err
@@ -121,8 +135,12 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 
 // Values of --address-provider.
 const (
-	addressProviderNone = "none"
-	addressProviderIPAM = "ipam"
+	addressProviderNone   = "none"
+	addressProviderNodeIP = "node-ip"
+	addressProviderIPAM   = "ipam"
 )
+
+// nodeIPOnlyFlags do nothing without --address-provider=node-ip.
+var nodeIPOnlyFlags = []string{"reserved-ports", "node-ip-nat"}
 
 func main() { app.Main("kubelb", summary, parse, run) }

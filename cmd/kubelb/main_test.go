@@ -242,7 +242,9 @@ func TestEnableTenantMigrationIsDeprecated(t *testing.T) {
 	}
 }
 
-// TestAddressProviderFlags: --address-provider is none by default, ipam is accepted, other
+// TestAddressProviderFlags: --address-provider is none by default, node-ip (with
+// --reserved-ports and --node-ip-nat, which are warned about with another provider) and ipam are
+// accepted, other
 // values and an --address-provider-class that is no loadBalancerClass are refused in one line.
 func TestAddressProviderFlags(t *testing.T) {
 	o, _, err := parse(nil)
@@ -253,8 +255,20 @@ func TestAddressProviderFlags(t *testing.T) {
 	if err != nil || o.addressProvider.Value != addressProviderIPAM || o.addressProviderClass != "kubelb.k8c.io/pools" {
 		t.Fatalf("ipam: provider %q, class %q, err %v", o.addressProvider.Value, o.addressProviderClass, err)
 	}
+	o, _, err = parse([]string{"--address-provider=node-ip", "--reserved-ports=22,8000-8100/UDP", "--node-ip-nat"})
+	if err != nil || o.addressProvider.Value != addressProviderNodeIP || len(o.reservedPorts.Ranges) != 2 || !o.nodeIPNAT || o.providerWarning != "" {
+		t.Fatalf("node-ip: provider %q, reserved %v, nat %v, warning %q, err %v", o.addressProvider.Value, o.reservedPorts.Ranges, o.nodeIPNAT, o.providerWarning, err)
+	}
+	if o, _, _ := parse(nil); len(o.reservedPorts.Ranges) != 4 {
+		t.Errorf("default --reserved-ports: %v", o.reservedPorts.Ranges)
+	}
+	o, _, err = parse([]string{"--address-provider=ipam", "--node-ip-nat"})
+	if err != nil || o.providerWarning != "WARNING: these flags are not used with --address-provider=ipam, and are ignored: --node-ip-nat" {
+		t.Errorf("node-IP flags with ipam: warning %q, err %v", o.providerWarning, err)
+	}
 	for args, want := range map[string]string{
-		"--address-provider=metallb":           `invalid value "metallb" for flag --address-provider: must be one of none, ipam`,
+		"--address-provider=metallb":           `invalid value "metallb" for flag --address-provider: must be one of none, node-ip, ipam`,
+		"--reserved-ports=70000":               `invalid value "70000" for flag --reserved-ports`,
 		"--address-provider-class=not/a/class": `invalid value "not/a/class" for flag --address-provider-class`,
 	} {
 		_, _, err := parse(strings.Fields(args))

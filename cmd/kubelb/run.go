@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/translate"
@@ -39,6 +40,9 @@ func run(o *options) error {
 	}
 	if o.deprecatedWarning != "" {
 		log.Info(o.deprecatedWarning)
+	}
+	if o.providerWarning != "" {
+		log.Info(o.providerWarning)
 	}
 
 	cfg, err := o.RestConfig(o.Kubeconfig)
@@ -107,6 +111,11 @@ func run(o *options) error {
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{}); err != nil {
 		return err
+	}
+	if o.addressProvider.Value == addressProviderNodeIP {
+		if err := nodeip.Setup(mgr, nodeip.HubOptions(mgr.GetClient(), o.Namespace, o.addressProviderClass, o.reservedPorts.Ranges, o.nodeIPNAT)); err != nil {
+			return fmt.Errorf("setting up the node-IP mode (--address-provider=node-ip): %w", err)
+		}
 	}
 	if o.addressProvider.Value == addressProviderIPAM {
 		if err := ipam.Setup(mgr, ipam.HubOptions(mgr.GetClient(), o.Namespace, o.addressProviderClass)); err != nil {

@@ -70,14 +70,23 @@ func checkExactly(t *testing.T, what string, got, want []Permission) {
 	}
 }
 
-// nodeIPMarkers are the tenant-side permissions the ccm's node-IP controller declares.
-func nodeIPMarkers(t *testing.T) []Permission {
+// nodeIPMarkers are the permissions the node-IP controller declares (internal/nodeip), with
+// those of the NAT shadow Services when nat.
+func nodeIPMarkers(t *testing.T, nat bool) []Permission {
 	t.Helper()
-	ps, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "ccm", "nodeip_controller.go"))
-	if err != nil || len(ps) == 0 {
-		t.Fatalf("reading the node-IP controller's rbac markers: %v (%d)", err, len(ps))
+	files := []string{"controller.go"}
+	if nat {
+		files = append(files, "nat.go")
 	}
-	return ps
+	var out []Permission
+	for _, f := range files {
+		ps, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", "nodeip", f))
+		if err != nil || len(ps) == 0 {
+			t.Fatalf("reading the node-IP controller's rbac markers in %s: %v (%d)", f, err, len(ps))
+		}
+		out = append(out, ps...)
+	}
+	return out
 }
 
 // TestCCMStandaloneTemplate: with mode=standalone the ccm chart renders no hub kubeconfig
@@ -133,7 +142,7 @@ func TestCCMStandaloneTemplate(t *testing.T) {
 			want := CCMStandalonePermissions(ns, tc.provider, tc.nat)
 			checkExactly(t, "the standalone ccm's ClusterRole and Role", got, want)
 			if tc.provider == ProviderNodeIP {
-				if _, missing := diffPermissions(got, nodeIPMarkers(t)); len(missing) > 0 {
+				if _, missing := diffPermissions(got, nodeIPMarkers(t, tc.nat)); len(missing) > 0 {
 					t.Errorf("the node-IP controller's markers declare %v, which the chart does not grant", missing)
 				}
 			}
@@ -212,7 +221,7 @@ func TestCCMStandaloneChartInstall(t *testing.T) {
 		want := CCMStandalonePermissions(tc.namespace, tc.provider, tc.nat)
 		need := want
 		if tc.provider == ProviderNodeIP {
-			need = append(slices.Clone(want), nodeIPMarkers(t)...)
+			need = append(slices.Clone(want), nodeIPMarkers(t, tc.nat)...)
 		}
 		checkRBAC(t, ImpersonatedConfig(c, tc.namespace, sa), need, CCMStandaloneForbidden(tc.namespace, tc.provider, tc.nat))
 		checkExactRules(t, c, tc.namespace, sa, want, tc.namespace, "default", "kube-system")

@@ -236,3 +236,18 @@ func (f *FlagSet) DeprecatedWarning(names []string) string {
 	}
 	return "WARNING: these flags are deprecated, have no effect, and will be removed: " + strings.Join(set, ", ")
 }
+
+// GivenWarning names the flags of names that were given, in a warning saying they are not
+// used <when> and are ignored; "" when none was given.
+func (f *FlagSet) GivenWarning(names []string, when string) string {
+	var given []string
+	f.Visit(func(fl *flag.Flag) {
+		if slices.Contains(names, fl.Name) {
+			given = append(given, "--"+fl.Name)
+		}
+	})
+	if len(given) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: these flags are not used %s, and are ignored: %s", when, strings.Join(given, ", "))
+}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -25,24 +26,11 @@ var addressFallback = map[string][]corev1.NodeAddressType{
 }
 
 // NodeReady tells whether a node's Ready condition is True.
-func NodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func NodeReady(n *corev1.Node) bool { return nodeip.NodeReady(n) }
 
 // nodeServes tells whether a node receives load balancer traffic: Ready, not being deleted, and
 // not labelled node.kubernetes.io/exclude-from-external-load-balancers.
-func nodeServes(n *corev1.Node) bool {
-	if n.DeletionTimestamp != nil || !NodeReady(n) {
-		return false
-	}
-	_, excluded := n.Labels[LabelExcludeFromExternalLoadBalancers]
-	return !excluded
-}
+func nodeServes(n *corev1.Node) bool { return nodeip.NodeServes(n) }
 
 // NodeAddresses returns the addresses the hub sends traffic to: for every serving node (see
 // nodeServes) all its addresses of the configured type, or, when it has none, of the first

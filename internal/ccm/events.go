@@ -36,16 +36,6 @@ const (
 	// ReasonNotProgrammed (Warning): the hub's LoadBalancer is not Programmed and its
 	// condition gave no usable reason.
 	ReasonNotProgrammed = "NotProgrammed"
-	// ReasonNoLoadBalancerNodes (Warning, standalone mode): no Ready node carries the node-set
-	// label the Service asks for; it stays pending.
-	ReasonNoLoadBalancerNodes = "NoLoadBalancerNodes"
-	// ReasonPortConflict (Warning, standalone mode): a port of the Service is reserved, or held
-	// on one of its node addresses by a Service created earlier (named in the note); it stays
-	// pending.
-	ReasonPortConflict = "PortConflict"
-	// ReasonInvalidNodeSet (Warning, standalone mode): the Service's
-	// kubelb.k8c.io/use-as-loadbalancer annotation is not a valid label value.
-	ReasonInvalidNodeSet = "InvalidNodeSet"
 )
 
 // Actions of the Events (the events.k8s.io "action" field).

@@ -197,27 +197,7 @@ func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 	if err := Setup(countingManager{Manager: mgr, rec: e.recorded}, hub, o.Options); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("ccm stopped with error: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("ccm did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr, "ccm", wait)
 }
 
 // lbService is a LoadBalancer Service with one TCP port "http" (80 → 8080).

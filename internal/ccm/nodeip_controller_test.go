@@ -1,12 +1,13 @@
 package ccm
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,8 +15,15 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+const (
+	ext = string(corev1.NodeExternalIP)
+	in  = string(corev1.NodeInternalIP)
 )
 
 // newStandaloneEnv starts one control plane (the cluster; there is no hub) and a namespace
@@ -33,8 +41,6 @@ func newStandaloneEnv(t *testing.T) *env {
 func (e *env) startStandalone(t *testing.T, o Options) (stop func()) {
 	t.Helper()
 	o.Mode = ModeStandalone
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -47,20 +53,7 @@ func (e *env) startStandalone(t *testing.T, o Options) (stop func()) {
 	if err := SetupStandalone(mgr, o); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ccm stopped with error: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr, "ccm", wait)
 }
 
 // labelNode sets (value != nil) or removes the node-set label of a Node.
@@ -109,9 +102,11 @@ func (e *env) createLB(t *testing.T, name string, mutate func(*corev1.Service), 
 	return svc
 }
 
-// waitNote waits for a Warning Event with reason about svc whose note contains want.
+// waitNote waits for a Warning Event with reason about svc whose note contains want, and for
+// the same verdict in the Service's condition kubelb.k8c.io/AddressAssigned (False).
 func (e *env) waitNote(t *testing.T, svc *corev1.Service, reason, want string) {
 	t.Helper()
+	e.waitAddressCondition(t, svc.Name, metav1.ConditionFalse, reason, want)
 	testsupport.Eventually(t, wait, fmt.Sprintf("%s Event on %s containing %q", reason, svc.Name, want), func() error {
 		var notes []string
 		for _, ev := range e.events(t, svc, reason) {
@@ -121,6 +116,19 @@ func (e *env) waitNote(t *testing.T, svc *corev1.Service, reason, want string) {
 			notes = append(notes, ev.Note)
 		}
 		return fmt.Errorf("Events so far: %q", notes)
+	})
+}
+
+// waitAddressCondition waits until Service apps/name has the condition
+// kubelb.k8c.io/AddressAssigned with status, reason and a message containing want.
+func (e *env) waitAddressCondition(t *testing.T, name string, status metav1.ConditionStatus, reason, want string) {
+	t.Helper()
+	testsupport.Eventually(t, wait, fmt.Sprintf("condition %s=%s/%s on %s", lbaddress.ConditionAddressAssigned, status, reason, name), func() error {
+		c := meta.FindStatusCondition(e.getService(t, "apps", name).Status.Conditions, lbaddress.ConditionAddressAssigned)
+		if c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
 	})
 }
 
@@ -146,6 +154,7 @@ func TestStandaloneFollowsNodes(t *testing.T) {
 	if hasFinalizer(got) {
 		t.Error("standalone mode added a finalizer; it has nothing to clean up")
 	}
+	e.waitAddressCondition(t, svc.Name, metav1.ConditionTrue, lbaddress.ReasonAssigned, "2 address(es)")
 
 	e.setNodeReady(t, "n4", true)
 	e.waitServiceIngress(t, svc, "10.0.0.2", "10.0.0.4", "192.0.2.1")
@@ -299,9 +308,9 @@ func TestStandalonePortConflicts(t *testing.T) {
 	}
 }
 
-func mustReserved(t *testing.T, s string) []PortRange {
+func mustReserved(t *testing.T, s string) []nodeip.PortRange {
 	t.Helper()
-	r, err := ParseReservedPorts(s)
+	r, err := nodeip.ParseReservedPorts(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -20,12 +21,23 @@ const (
 	NodeAddressHostname   = "Hostname"
 )
 
+// Modes of the ccm (--mode).
+const (
+	// ModeHub mirrors the tenant's objects into its namespace of the hub (the default).
+	ModeHub = "hub"
+	// ModeStandalone gives LoadBalancer Services addresses itself, with no hub: the node-IP
+	// mode (internal/nodeip) or the address pools (internal/ipam).
+	ModeStandalone = "standalone"
+)
+
 // Options configure the ccm's controllers (from cmd/ccm flags).
 type Options struct {
 	// Mode is ModeHub ("" too) or ModeStandalone (SetupStandalone: node-IP mode, no hub).
 	Mode string
 	// ReservedPorts are the ports no Service may take on a node address (standalone mode).
-	ReservedPorts []PortRange
+	ReservedPorts []nodeip.PortRange
+	// NodeIPNAT keeps the 1:1 NAT shadow Services (standalone node-IP mode, --node-ip-nat).
+	NodeIPNAT bool
 
 	// ClusterName is the tenant's namespace on the hub (tenant-<name>), or the tenant's name
 	// (<name>): Setup uses HubNamespace(ClusterName).

@@ -91,6 +91,10 @@ type Tenant struct {
 	// (--address-provider=ipam): spec.loadBalancer.addressPool of the Tenant, else of the
 	// Config; "" is the default pool.
 	AddressPool string
+	// NodeSet is the value of kubelb.k8c.io/use-as-loadbalancer of the hub nodes whose
+	// addresses the tenant's hub Services get (--address-provider=node-ip):
+	// spec.loadBalancer.nodeSet of the Tenant, else of the Config; "" is the default set.
+	NodeSet string
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -117,7 +121,8 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	out.Limits = resolveLimits(config, tenant)
 	out.Upstream = resolveUpstream(config, tenant)
 	out.IPMode = resolveIPMode(config, tenant)
-	out.AddressPool = resolveAddressPool(config, tenant)
+	out.AddressPool = resolveLoadBalancerString(config, tenant, func(lb *kubelbv1alpha1.LoadBalancerSettings) *string { return lb.AddressPool })
+	out.NodeSet = resolveLoadBalancerString(config, tenant, func(lb *kubelbv1alpha1.LoadBalancerSettings) *string { return lb.NodeSet })
 	var allow, deny []string
 	allowSrc, denySrc := translate.SourceConfigAllow, translate.SourceConfigDeny
 	if config != nil && config.Spec.EndpointPolicy != nil {
@@ -287,14 +292,15 @@ func resolveIPMode(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 	return out
 }
 
-// resolveAddressPool takes spec.loadBalancer.addressPool from the Tenant, else the Config.
-func resolveAddressPool(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) string {
+// resolveLoadBalancerString takes a string field of spec.loadBalancer (field) from the Tenant,
+// else the Config ("" when neither sets it).
+func resolveLoadBalancerString(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant, field func(*kubelbv1alpha1.LoadBalancerSettings) *string) string {
 	out := ""
 	for _, lb := range layers(config, tenant,
 		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer },
 		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer }) {
-		if lb.AddressPool != nil {
-			out = strings.TrimSpace(*lb.AddressPool)
+		if v := field(lb); v != nil {
+			out = strings.TrimSpace(*v)
 		}
 	}
 	return out

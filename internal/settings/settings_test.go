@@ -265,5 +265,30 @@ func TestResolveAddressPool(t *testing.T) {
 		if got := Resolve(tc.config, tc.tenant).AddressPool; got != tc.want {
 			t.Errorf("%s: address pool %q, want %q", tc.name, got, tc.want)
 		}
+		// spec.loadBalancer.nodeSet resolves the same way.
+		if got := Resolve(withNodeSet(tc.config), withNodeSet(tc.tenant)).NodeSet; got != tc.want {
+			t.Errorf("%s: node set %q, want %q", tc.name, got, tc.want)
+		}
 	}
+}
+
+// withNodeSet copies the address pool of the settings into spec.loadBalancer.nodeSet alone.
+func withNodeSet[T *kubelbv1alpha1.Config | *kubelbv1alpha1.Tenant](o T) T {
+	switch v := any(o).(type) {
+	case *kubelbv1alpha1.Config:
+		if v == nil {
+			return o
+		}
+		c := v.DeepCopy()
+		c.Spec.LoadBalancer.NodeSet, c.Spec.LoadBalancer.AddressPool = c.Spec.LoadBalancer.AddressPool, nil
+		return any(c).(T)
+	case *kubelbv1alpha1.Tenant:
+		if v == nil {
+			return o
+		}
+		c := v.DeepCopy()
+		c.Spec.LoadBalancer.NodeSet, c.Spec.LoadBalancer.AddressPool = c.Spec.LoadBalancer.AddressPool, nil
+		return any(c).(T)
+	}
+	return o
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -113,4 +114,32 @@ func WaitControllerIdle(t TB, controller string, min float64) float64 {
 		return nil
 	})
 	return last.reconciles
+}
+
+// RunManager starts mgr (already set up) until the returned stop is called or the test ends.
+// stop cancels it and waits up to timeout: an error it stopped with, or not stopping in time,
+// fails the test under the name what. stop may be called more than once.
+func RunManager(t testing.TB, mgr ctrl.Manager, what string, timeout time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s stopped with error: %v", what, err)
+			}
+		case <-time.After(timeout):
+			t.Errorf("%s did not stop", what)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }

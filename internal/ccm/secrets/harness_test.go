@@ -84,27 +84,7 @@ func (e *env) startSync(t *testing.T, o Options) (stop func()) {
 	if err := Setup(mgr, hub, hub.GetClient(), o); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("synchronizer stopped with error: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("synchronizer did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr, "synchronizer", wait)
 }
 
 // namespace makes a namespace on the tenant.

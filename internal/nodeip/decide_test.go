@@ -1,4 +1,4 @@
-package ccm
+package nodeip
 
 import (
 	"fmt"
@@ -12,6 +12,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// node is a node, Ready or not, with addresses given as type=address pairs.
+func node(name string, ready bool, addrs ...string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+	for i := 0; i+1 < len(addrs); i += 2 {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeAddressType(addrs[i]), Address: addrs[i+1]})
+	}
+	return n
+}
+
+// byAnnotation is the standalone node set (the Service's annotation).
+func byAnnotation(svc *corev1.Service) (string, error) { return NodeSetOf(svc) }
 
 // setNode is a node of a node set (label value set; "-" for no label) with addresses given
 // as type=address pairs (type, address, type, address, ...).
@@ -60,7 +77,7 @@ func TestSelectNodeIPs(t *testing.T) {
 			setNode("other", "edge", true, in, "10.0.0.3"),
 			func() corev1.Node {
 				n := setNode("excluded", "true", true, in, "10.0.0.4")
-				n.Labels[LabelExcludeFromExternalLoadBalancers] = ""
+				n.Labels[corev1.LabelNodeExcludeBalancers] = ""
 				return n
 			}(),
 			func() corev1.Node {
@@ -88,11 +105,66 @@ func TestSelectNodeIPs(t *testing.T) {
 				"10.0.0.9", "10.0.0.10", "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14", "10.0.0.15", "10.0.0.16")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := SelectNodeIPs(tc.nodes, tc.set, tc.families)
+			got := SelectNodeIPs(tc.nodes, tc.set, tc.families).Public
 			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 				t.Error(diff)
 			}
 		})
+	}
+}
+
+// TestSelectPublicAndPrivate: the node annotations override the node's addresses (invalid
+// entries are skipped, an annotation without a valid entry is ignored), and only nodes whose
+// private addresses differ from their public ones (a 1:1 NAT) give private addresses.
+func TestSelectPublicAndPrivate(t *testing.T) {
+	annotated := func(n corev1.Node, kv ...string) corev1.Node {
+		n.Annotations = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			n.Annotations[kv[i]] = kv[i+1]
+		}
+		return n
+	}
+	nodes := []corev1.Node{
+		setNode("nat", "true", true, ext, "192.0.2.1", in, "10.0.0.1"), // cloud 1:1 NAT: the ExternalIP is public
+		setNode("plain", "true", true, in, "10.0.0.2"),                 // public = private: no NAT
+		annotated(setNode("labelled", "true", true, in, "10.0.0.3"), // addresses from annotations
+			AnnotationPublicAddresses, "198.51.100.3, not-an-ip, 2001:db8::3", AnnotationPrivateAddresses, "10.1.0.3"),
+		annotated(setNode("bad", "true", true, in, "10.0.0.4"), AnnotationPublicAddresses, "nonsense"), // ignored
+	}
+	got := SelectNodeIPs(nodes, "true", nil)
+	eq := cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+	if diff := cmp.Diff(addrs("10.0.0.2", "10.0.0.4", "192.0.2.1", "198.51.100.3", "2001:db8::3"), got.Public, eq); diff != "" {
+		t.Errorf("public: %s", diff)
+	}
+	if diff := cmp.Diff(addrs("10.0.0.1", "10.1.0.3"), got.Private, eq); diff != "" {
+		t.Errorf("private: %s", diff)
+	}
+	v6 := SelectNodeIPs(nodes, "true", []corev1.IPFamily{corev1.IPv6Protocol})
+	if diff := cmp.Diff(addrs("2001:db8::3"), v6.Public, eq); diff != "" {
+		t.Errorf("IPv6 public: %s", diff)
+	}
+}
+
+// TestAssignNodeIPsHub: in the hub, a pending Service's message never names a Service of
+// another namespace (another tenant's); one of its own namespace is named.
+func TestAssignNodeIPsHub(t *testing.T) {
+	nodes := []corev1.Node{setNode("a", "true", true, in, "10.0.0.1")}
+	other := nodeIPService("theirs", 1, "", "80/TCP")
+	other.Namespace = "tenant-b"
+	mine := nodeIPService("mine", 2, "", "80/TCP")
+	mine.Namespace = "tenant-a"
+	mine2 := nodeIPService("mine2", 3, "", "443/TCP")
+	mine2.Namespace = "tenant-a"
+	first := nodeIPService("first", 0, "", "443/TCP")
+	first.Namespace = "tenant-a"
+	got := AssignNodeIPs([]*corev1.Service{other, mine, mine2, first}, nodes, nil, byAnnotation, true)
+	v := got[types.NamespacedName{Namespace: "tenant-a", Name: "mine"}]
+	if v.Reason != ReasonPortConflict || strings.Contains(v.Message, "tenant-b") || strings.Contains(v.Message, "theirs") ||
+		!strings.Contains(v.Message, "a Service of another tenant") || v.Holder != (types.NamespacedName{}) {
+		t.Errorf("another tenant's holder shown: %+v", v)
+	}
+	if v := got[types.NamespacedName{Namespace: "tenant-a", Name: "mine2"}]; !strings.Contains(v.Message, "tenant-a/first") {
+		t.Errorf("the tenant's own holder not named: %+v", v)
 	}
 }
 
@@ -120,7 +192,7 @@ func TestParseReservedPorts(t *testing.T) {
 
 func TestNodeSetOf(t *testing.T) {
 	for v, want := range map[string]string{"": DefaultNodeSet, "edge": "edge", "true": "true", "bad value!": "", strings.Repeat("a", 64): ""} {
-		svc := lbService("ns", "s")
+		svc := nodeIPService("s", 1, "")
 		svc.Annotations = map[string]string{LabelUseAsLoadBalancer: v}
 		got, err := NodeSetOf(svc)
 		if got != want || (err != nil) != (want == "") {
@@ -132,7 +204,10 @@ func TestNodeSetOf(t *testing.T) {
 // nodeIPService is a LoadBalancer Service created at second created, on node set (""
 // none), with ports "80/TCP" style.
 func nodeIPService(name string, created int64, set string, ports ...string) *corev1.Service {
-	svc := lbService("ns", name)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name}},
+	}
 	svc.CreationTimestamp = metav1.Time{Time: time.Unix(created, 0)}
 	if set != "" {
 		svc.Annotations = map[string]string{LabelUseAsLoadBalancer: set}
@@ -213,7 +288,7 @@ func TestAssignNodeIPs(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := AssignNodeIPs(tc.services, nodes, reserved)
+			got := AssignNodeIPs(tc.services, nodes, reserved, byAnnotation, false)
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d verdicts, want %d: %+v", len(got), len(tc.want), got)
 			}
@@ -239,8 +314,8 @@ func TestAssignNodeIPs(t *testing.T) {
 func TestAssignNodeIPsIsOrderIndependent(t *testing.T) {
 	nodes := []corev1.Node{setNode("a", "true", true, in, "10.0.0.1")}
 	s := []*corev1.Service{nodeIPService("x", 3, "", "80/TCP"), nodeIPService("y", 1, "", "80/TCP"), nodeIPService("z", 2, "", "80/TCP")}
-	first := AssignNodeIPs(s, nodes, nil)
-	second := AssignNodeIPs([]*corev1.Service{s[2], s[0], s[1]}, nodes, nil)
+	first := AssignNodeIPs(s, nodes, nil, byAnnotation, false)
+	second := AssignNodeIPs([]*corev1.Service{s[2], s[0], s[1]}, nodes, nil, byAnnotation, false)
 	if !cmp.Equal(first, second, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
 		t.Errorf("%+v != %+v", first, second)
 	}
@@ -285,6 +360,6 @@ func BenchmarkAssignNodeIPs(b *testing.B) {
 	reserved, _ := ParseReservedPorts(DefaultReservedPorts)
 	b.ReportAllocs()
 	for b.Loop() {
-		AssignNodeIPs(services, nodes, reserved)
+		AssignNodeIPs(services, nodes, reserved, byAnnotation, false)
 	}
 }

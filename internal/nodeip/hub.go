@@ -1,0 +1,59 @@
+package nodeip
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
+)
+
+// HubOptions are the manager's Options (--address-provider=node-ip): the mode serves the hub
+// Services kubelb made in tenant namespaces (labelled kubelb.k8c.io/managed-by=kubelb) of type
+// LoadBalancer whose loadBalancerClass is class ("": those without one); each takes the
+// addresses of the hub nodes of its tenant's spec.loadBalancer.nodeSet (else the Config's,
+// else the default set), read with internal/settings from c (the manager's cache). Nothing a
+// tenant wrote chooses a node set.
+func HubOptions(c client.Reader, managerNamespace, class string, reserved []PortRange, nat bool) Options {
+	return Options{
+		Name: "node-ip-hub",
+		Hub:  true,
+		Owns: func(svc *corev1.Service) bool {
+			return svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+				svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue &&
+				svc.Labels[LabelNATShadowOf] == "" &&
+				strings.HasPrefix(svc.Namespace, kubelbv1alpha1.TenantNamespacePrefix) &&
+				ptr.Deref(svc.Spec.LoadBalancerClass, "") == class
+		},
+		NodeSet: func(ctx context.Context, svc *corev1.Service) (string, error) {
+			t, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(svc.Namespace))
+			if err != nil {
+				return "", fmt.Errorf("reading the settings of the Service's tenant: %w", err)
+			}
+			return nodeSetValue(t.NodeSet, "the tenant's spec.loadBalancer.nodeSet")
+		},
+		Reserved: reserved,
+		NAT:      nat,
+	}
+}
+
+// StandaloneNodeSet is the node set of a Service in a standalone ccm: its
+// kubelb.k8c.io/use-as-loadbalancer annotation (see NodeSetOf).
+func StandaloneNodeSet(_ context.Context, svc *corev1.Service) (string, error) { return NodeSetOf(svc) }
+
+// nodeSetValue validates a node set name ("" is the default set).
+func nodeSetValue(v, what string) (string, error) {
+	if v == "" {
+		return DefaultNodeSet, nil
+	}
+	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+		return "", fmt.Errorf("%s: %q is not a valid label value: %s", what, cut(v, 70), strings.Join(errs, "; "))
+	}
+	return v, nil
+}
