@@ -479,38 +479,25 @@ func TestChartCRDsMatchGenerated(t *testing.T) {
 // TestChartArgsAreBinaryFlags runs the real binaries with the arguments each chart renders
 // (default and full values, the standalone ccm, the hub's address provider) followed by
 // --help: the flag parser accepts every argument before --help, so exit 0 proves the chart
-// passes only flags the binary knows, with valid values. A case whose flags the binary does
-// not have yet (--address-provider, --node-ip-nat: issue 15, built in parallel) is skipped,
-// saying so, until they are there.
+// passes only flags the binary knows, with valid values.
 func TestChartArgsAreBinaryFlags(t *testing.T) {
 	t.Parallel()
 	standaloneFull := []string{"-f", CIValues(CCMChart, "standalone-values.yaml")}
 	for _, tc := range []struct {
 		name, chart, release, pkg string
 		values                    []string
-		// needs are flags of issue 15 the case's arguments use.
-		needs []string
 	}{
-		{"manager/defaults", ManagerChart, "kubelb-manager", "./cmd/kubelb", nil, nil},
-		{"manager/full", ManagerChart, "kubelb-manager", "./cmd/kubelb", []string{"-f", FullValues(ManagerChart)}, nil},
-		{"ccm/defaults", CCMChart, "kubelb-ccm", "./cmd/ccm", minimalCCM, nil},
-		{"ccm/full", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"-f", FullValues(CCMChart)}, nil},
-		{"ccm/standalone", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"--set", "mode=standalone", "--set-json", `standalone.reservedPorts=["22/TCP","30000-32767"]`}, nil},
-		{"ccm/standalone-full", CCMChart, "kubelb-ccm", "./cmd/ccm", standaloneFull, []string{"--node-ip-nat"}},
-		{"ccm/standalone-ipam", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"--set", "mode=standalone", "--set", "standalone.addressProvider=ipam"}, []string{"--address-provider"}},
-		{"manager/address-provider", ManagerChart, "kubelb-manager", "./cmd/kubelb", []string{"-f", CIValues(ManagerChart, "address-provider-values.yaml")},
-			[]string{"--address-provider", "--address-provider-class", "--reserved-ports", "--node-ip-nat"}},
+		{"manager/defaults", ManagerChart, "kubelb-manager", "./cmd/kubelb", nil},
+		{"manager/full", ManagerChart, "kubelb-manager", "./cmd/kubelb", []string{"-f", FullValues(ManagerChart)}},
+		{"ccm/defaults", CCMChart, "kubelb-ccm", "./cmd/ccm", minimalCCM},
+		{"ccm/full", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"-f", FullValues(CCMChart)}},
+		{"ccm/standalone", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"--set", "mode=standalone", "--set-json", `standalone.reservedPorts=["22/TCP","30000-32767"]`}},
+		{"ccm/standalone-full", CCMChart, "kubelb-ccm", "./cmd/ccm", standaloneFull},
+		{"ccm/standalone-ipam", CCMChart, "kubelb-ccm", "./cmd/ccm", []string{"--set", "mode=standalone", "--set", "standalone.addressProvider=ipam"}},
+		{"manager/address-provider", ManagerChart, "kubelb-manager", "./cmd/kubelb", []string{"-f", CIValues(ManagerChart, "address-provider-values.yaml")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := testsupport.BuildBinary(t, tc.pkg)
-			if len(tc.needs) > 0 {
-				help, _ := exec.Command(bin, "--help").CombinedOutput()
-				for _, f := range tc.needs {
-					if !strings.Contains(string(help), f+" ") && !strings.Contains(string(help), f+"=") {
-						t.Skipf("%s has no flag %s yet", tc.pkg, f)
-					}
-				}
-			}
 			d := find(t, Template(t, tc.chart, tc.release, ns, tc.values...), "Deployment", tc.release)
 			a := args(t, d)
 			out, err := exec.Command(bin, append(a, "--help")...).CombinedOutput()
