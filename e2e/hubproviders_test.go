@@ -77,3 +77,62 @@ func waitTenantAddress(t *testing.T, tn *framework.Tenant, name, want string) {
 		return nil
 	})
 }
+
+// TestL4HubNodeIP runs the L4 path with the hub in node-IP mode (kubelb
+// --address-provider=node-ip) instead of the harness playing MetalLB: the hub Services get the
+// addresses of the Ready hub nodes of their tenant's node set, the harness plays only the
+// hub's kube-proxy (a node address:port goes to the Envoy listener), and real TCP traffic sent
+// to the hub nodes' addresses goes through the real Envoy to the tenant nodes. Two tenants on
+// disjoint node sets serve the same port; a hub node that is not Ready stops being an address.
+func TestL4HubNodeIP(t *testing.T) {
+	pair := testenv.StartPair(t)
+	tenantB := testenv.Start(t, "tenant-b", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
+	hub := pair.Hub.Client
+	for name, n := range map[string]struct{ ip, set string }{
+		"hub-0": {"127.0.8.1", "true"}, "hub-1": {"127.0.8.2", ""}, "hub-edge": {"127.0.8.9", "edge"},
+	} {
+		framework.AddNodeWith(t, hub, name, []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip}},
+			map[string]string{"kubelb.k8c.io/use-as-loadbalancer": n.set})
+	}
+	framework.AddNodeWith(t, hub, "hub-unlabelled", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.8.5"}}, nil)
+	sys := framework.StartSystem(t, pair.Hub, framework.Options{
+		ExtraManagerArgs: []string{"--address-provider=node-ip"},
+		HubLB:            framework.HubLBOptions{KubeProxyOnly: true, ForwardTo: "127.0.0.1"},
+	})
+	a := sys.AddTenant("a", pair.Tenant, 2)
+	web := a.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 18080)}})
+	a.StartBackends(web)
+	a.StartEnvoy(framework.EnvoyBootstrap)
+
+	t.Run("the tenant Service shows the default set's hub node addresses and traffic to each goes through Envoy", func(t *testing.T) {
+		if got := a.WaitAddresses("web", 2, addressTimeout); got[0] != "127.0.8.1" || got[1] != "127.0.8.2" {
+			t.Fatalf("addresses %v, want the default set's hub nodes 127.0.8.1, 127.0.8.2", got)
+		}
+		framework.WaitServes(t, "127.0.8.1:18080", "a-node-0", "a-node-1")
+		framework.WaitServes(t, "127.0.8.2:18080", "a-node-0", "a-node-1")
+	})
+
+	t.Run("a tenant on another node set serves the same port on its own hub node", func(t *testing.T) {
+		b := sys.AddTenant("b", tenantB, 1)
+		tn := &kubelbv1alpha1.Tenant{}
+		if err := hub.Get(context.Background(), client.ObjectKey{Name: "b"}, tn); err != nil {
+			t.Fatal(err)
+		}
+		tn.Spec.LoadBalancer.NodeSet = ptr.To("edge")
+		if err := hub.Update(context.Background(), tn); err != nil {
+			t.Fatal(err)
+		}
+		webB := b.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 18080)}})
+		b.StartBackends(webB)
+		b.StartEnvoy(framework.EnvoyBootstrap)
+		waitTenantAddress(t, b, "web", "127.0.8.9")
+		framework.WaitServes(t, "127.0.8.9:18080", "b-node-0")
+		framework.WaitServes(t, "127.0.8.1:18080", "a-node-0", "a-node-1") // tenant a is unaffected
+	})
+
+	t.Run("a hub node that is not Ready is no longer an address", func(t *testing.T) {
+		framework.SetNodeReady(t, hub, "hub-0", false)
+		waitTenantAddress(t, a, "web", "127.0.8.2")
+		framework.WaitServes(t, "127.0.8.2:18080", "a-node-0", "a-node-1")
+	})
+}

@@ -49,6 +49,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/manager"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -317,6 +318,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return // the hub Service is in an unknown state; the retry reports it
 		}
 		out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
+		if svc != nil && !out.hasAddress {
+			if c := meta.FindStatusCondition(svc.Status.Conditions, lbaddress.ConditionAddressAssigned); c != nil && c.Status == metav1.ConditionFalse {
+				out.addressPending = c.Message
+			}
+		}
 		if wait := r.waitForAddress(lb, svc, out); wait > 0 {
 			requeue = minRequeue(requeue, wait)
 			return // the address (an update of the hub Service) or the requeue brings it back

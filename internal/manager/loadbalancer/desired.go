@@ -323,6 +323,10 @@ type outcome struct {
 	exhausted  error
 	problems   []string
 	hasAddress bool
+	// addressPending is why kubelb's own address provider (--address-provider) keeps the hub
+	// Service without an address (its condition kubelb.k8c.io/AddressAssigned); "" when
+	// none says.
+	addressPending string
 	// serviceType is the hub Service's type (hubServiceType); "" when it is not known (no
 	// hub Service is made).
 	serviceType corev1.ServiceType
@@ -361,6 +365,8 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 	case o.serviceType == corev1.ServiceTypeNodePort:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonNoExternalAddress,
 			"No external address for spec.type NodePort: the hub Service is of type NodePort, reachable on the hub's nodes at the nodePorts of status.service.ports. Set spec.type LoadBalancer for an address."
+	case !o.hasAddress && o.addressPending != "":
+		c.Reason, c.Message = ReasonWaitingForAddress, "The hub Service has no address: "+o.addressPending
 	case !o.hasAddress:
 		c.Reason, c.Message = ReasonWaitingForAddress, "Waiting for the hub Service to get an address."
 	default:
