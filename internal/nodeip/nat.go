@@ -122,4 +122,3 @@ func (r *Reconciler) reportTaken(svc *corev1.Service, taken bool) {
 			ShadowName(svc.Name))
 	}
 }
-
