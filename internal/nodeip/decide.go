@@ -275,10 +275,20 @@ type Verdict struct {
 // With hub, a message never names a Service of another namespace (another tenant's).
 func AssignNodeIPs(services []*corev1.Service, nodes []corev1.Node, reserved []PortRange, setOf func(*corev1.Service) (string, error), hub bool) map[types.NamespacedName]Verdict {
 	ordered := slices.Clone(services)
+	// Creation times have a resolution of one second: within the same second a Service that
+	// has its addresses already comes first, so a newer one never takes its port.
+	holds := func(s *corev1.Service) int {
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			return 0
+		}
+		return 1
+	}
 	slices.SortFunc(ordered, func(a, b *corev1.Service) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(holds(a), holds(b)),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	// The selection depends only on the node set and the families: made once for each.
+	selected := map[string]Selected{}
 	type slot struct {
 		addr     netip.Addr
 		protocol corev1.Protocol
@@ -293,7 +303,12 @@ func AssignNodeIPs(services []*corev1.Service, nodes []corev1.Node, reserved []P
 			out[key] = pending(ReasonInvalidNodeSet, err.Error()+".")
 			continue
 		}
-		sel := SelectNodeIPs(nodes, set, svc.Spec.IPFamilies)
+		selKey := fmt.Sprint(set, svc.Spec.IPFamilies)
+		sel, ok := selected[selKey]
+		if !ok {
+			sel = SelectNodeIPs(nodes, set, svc.Spec.IPFamilies)
+			selected[selKey] = sel
+		}
 		addrs := sel.Public
 		if len(addrs) == 0 {
 			out[key] = pending(ReasonNoLoadBalancerNodes, fmt.Sprintf(

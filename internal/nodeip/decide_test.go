@@ -324,6 +324,23 @@ func TestAssignNodeIPsIsOrderIndependent(t *testing.T) {
 	}
 }
 
+// TestAssignNodeIPsKeepsTheHolderWithinASecond: creation times have a resolution of one
+// second; a Service created in the same second as the holder of its port, and sorting before it
+// by name, does not take the port from it.
+func TestAssignNodeIPsKeepsTheHolderWithinASecond(t *testing.T) {
+	nodes := []corev1.Node{setNode("a", "true", true, in, "10.0.0.1")}
+	holder := nodeIPService("web", 5, "", "80/TCP")
+	holder.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.1"}}
+	late := nodeIPService("late", 5, "", "80/TCP") // "late" < "web", same second
+	got := AssignNodeIPs([]*corev1.Service{late, holder}, nodes, nil, byAnnotation, false)
+	if v := got[types.NamespacedName{Namespace: "ns", Name: "web"}]; v.Pending() {
+		t.Errorf("the holder lost its port to a Service of the same second: %+v", v)
+	}
+	if v := got[types.NamespacedName{Namespace: "ns", Name: "late"}]; v.Reason != ReasonPortConflict || !strings.Contains(v.Message, "ns/web") {
+		t.Errorf("the newcomer: %+v", v)
+	}
+}
+
 func TestOnlyNodeIPs(t *testing.T) {
 	given := map[netip.Addr]bool{netip.MustParseAddr("10.0.0.1"): true}
 	for _, tc := range []struct {
