@@ -8,11 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
@@ -41,15 +39,7 @@ func newStandaloneEnv(t *testing.T) *env {
 func (e *env) startStandalone(t *testing.T, o Options) (stop func()) {
 	t.Helper()
 	o.Mode = ModeStandalone
-	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, e.Tenant.Config)
 	if err := SetupStandalone(mgr, o); err != nil {
 		t.Fatal(err)
 	}
@@ -223,17 +213,21 @@ func TestStandaloneClassAndType(t *testing.T) {
 	e.waitServiceIngress(t, ours, "10.0.0.1")
 
 	// Type ClusterIP: no addresses; LoadBalancer again: back.
-	cur := e.getService(t, "apps", "plain")
-	cur.Spec.Type = corev1.ServiceTypeClusterIP
-	if err := e.Tenant.Client.Update(e.ctx, cur); err != nil {
-		t.Fatal(err)
+	// (The ccm writes the Service's status as its type changes: the updates retry conflicts, as
+	// kubectl would.)
+	setType := func(typ corev1.ServiceType) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := e.getService(t, "apps", "plain")
+			cur.Spec.Type = typ
+			return e.Tenant.Client.Update(e.ctx, cur)
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	setType(corev1.ServiceTypeClusterIP)
 	e.waitServiceIngress(t, plain)
-	cur = e.getService(t, "apps", "plain")
-	cur.Spec.Type = corev1.ServiceTypeLoadBalancer
-	if err := e.Tenant.Client.Update(e.ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	setType(corev1.ServiceTypeLoadBalancer)
 	e.waitServiceIngress(t, plain, "10.0.0.1")
 	if got := e.getService(t, "apps", "other"); len(got.Status.LoadBalancer.Ingress) != 0 {
 		t.Errorf("Service of another class got %v", got.Status.LoadBalancer.Ingress)
@@ -246,7 +240,7 @@ func TestStandaloneClassAndType(t *testing.T) {
 	e.waitServiceIngress(t, ours, "10.0.0.1")
 
 	// The other implementation's status is left alone.
-	cur = e.getService(t, "apps", "other")
+	cur := e.getService(t, "apps", "other")
 	cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.50"}}
 	if err := e.Tenant.Client.Status().Update(e.ctx, cur); err != nil {
 		t.Fatal(err)

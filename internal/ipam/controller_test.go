@@ -15,8 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
@@ -60,34 +58,11 @@ func (e *env) start(t *testing.T, o Options) (stop func()) {
 // startWith runs a manager with the controllers setup adds until stop or the test's end.
 func (e *env) startWith(t *testing.T, setup func(ctrl.Manager) error) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(e.c.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, e.c.Config)
 	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller stopped with error: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr, "controller", wait)
 }
 
 func (e *env) pool(t *testing.T, name string, def bool, addrs ...string) *kubelbv1alpha1.AddressPool {

@@ -22,6 +22,26 @@ import (
 // ends, and returns it. Options may change the manager's options before it is made.
 func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts ...func(*ctrl.Options)) ctrl.Manager {
 	t.Helper()
+	mgr := NewManager(t, cfg, opts...)
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("manager: %v", err)
+		}
+	})
+	return mgr
+}
+
+// NewManager makes a controller-runtime manager for a test (no metrics or probe servers, no
+// leader election unless an option turns it on, any controller name), not started.
+func NewManager(t TB, cfg *rest.Config, opts ...func(*ctrl.Options)) ctrl.Manager {
+	t.Helper()
 	o := ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -35,18 +55,6 @@ func StartManager(t TB, cfg *rest.Config, setup func(ctrl.Manager) error, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setup(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("manager: %v", err)
-		}
-	})
 	return mgr
 }
 
