@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -232,40 +231,16 @@ func (r *Reconciler) writePoolStatus(ctx context.Context, ap *kubelbv1alpha1.Add
 	return nil
 }
 
-// serviceChanged passes Service events that can change a decision: creations and deletions
-// of Services of type LoadBalancer, with addresses or with the provider's condition, and
-// updates of type, class, labels, ports, IP families and policy, the pool, address and
-// sharing annotations, spec.loadBalancerIP, deletion, or status.loadBalancer (a status
-// someone else rewrote is put back). Resyncs pass.
-var serviceChanged = predicate.TypedFuncs[client.Object]{
-	CreateFunc: func(e event.TypedCreateEvent[client.Object]) bool { return relevant(e.Object) },
-	DeleteFunc: func(e event.TypedDeleteEvent[client.Object]) bool { return relevant(e.Object) },
-	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Service)
-		n, ok2 := e.ObjectNew.(*corev1.Service)
-		if !ok1 || !ok2 || !(relevant(o) || relevant(n)) {
-			return false
-		}
-		annotations := []string{kubelbv1alpha1.AnnotationAddressPool, kubelbv1alpha1.AnnotationLoadBalancerIPs, kubelbv1alpha1.AnnotationAllowSharedIP}
-		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
-			!equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass) ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
-			!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) ||
-			!equality.Semantic.DeepEqual(o.Spec.IPFamilyPolicy, n.Spec.IPFamilyPolicy) ||
-			o.Spec.LoadBalancerIP != n.Spec.LoadBalancerIP ||
-			slices.ContainsFunc(annotations, func(k string) bool { return o.Annotations[k] != n.Annotations[k] }) ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
-			lbaddress.Serves(o) != lbaddress.Serves(n)
-	},
-}
-
-// relevant tells whether a Service event may concern the pools.
-func relevant(o client.Object) bool {
-	svc, ok := o.(*corev1.Service)
-	return ok && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 || lbaddress.Serves(svc))
-}
+// serviceChanged passes Service events that can change a decision: those every provider
+// watches (lbaddress.ServicePredicate, lbaddress.ServiceChanged), and updates of the IP family
+// policy, the pool, address and sharing annotations and spec.loadBalancerIP.
+var serviceChanged = lbaddress.ServicePredicate(lbaddress.Relevant, func(o, n *corev1.Service) bool {
+	annotations := []string{kubelbv1alpha1.AnnotationAddressPool, kubelbv1alpha1.AnnotationLoadBalancerIPs, kubelbv1alpha1.AnnotationAllowSharedIP}
+	return lbaddress.ServiceChanged(o, n) ||
+		!equality.Semantic.DeepEqual(o.Spec.IPFamilyPolicy, n.Spec.IPFamilyPolicy) ||
+		o.Spec.LoadBalancerIP != n.Spec.LoadBalancerIP ||
+		slices.ContainsFunc(annotations, func(k string) bool { return o.Annotations[k] != n.Annotations[k] })
+})
 
 // Setup adds the address pool controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) error {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -23,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // ConditionAddressAssigned is the Service condition an address provider keeps: True with
@@ -189,4 +192,45 @@ func cut(s string, max int) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// Relevant tells whether a Service may concern an address provider: of type LoadBalancer,
+// with addresses in its status, or carrying the provider's condition.
+func Relevant(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 || Serves(svc)
+}
+
+// ServiceChanged tells whether an update of a Service changed what every provider decides on:
+// its type, class, labels, ports, IP families, deletion, status.loadBalancer (a status
+// someone else rewrote is put back) or the provider's condition. A resync (same
+// resourceVersion) counts as a change.
+func ServiceChanged(o, n *corev1.Service) bool {
+	return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
+		!equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass) ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
+		!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
+		!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, ConditionAddressAssigned),
+			meta.FindStatusCondition(n.Status.Conditions, ConditionAddressAssigned))
+}
+
+// ServicePredicate passes the Service events a provider must see: creations and deletions of
+// Services relevant says so of, and updates where either version is relevant and changed says
+// the update matters (ServiceChanged, or'ed with the provider's own fields).
+func ServicePredicate(relevant func(*corev1.Service) bool, changed func(o, n *corev1.Service) bool) predicate.TypedFuncs[client.Object] {
+	is := func(o client.Object) bool {
+		svc, ok := o.(*corev1.Service)
+		return ok && relevant(svc)
+	}
+	return predicate.TypedFuncs[client.Object]{
+		CreateFunc: func(e event.TypedCreateEvent[client.Object]) bool { return is(e.Object) },
+		DeleteFunc: func(e event.TypedDeleteEvent[client.Object]) bool { return is(e.Object) },
+		UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Service)
+			n, ok2 := e.ObjectNew.(*corev1.Service)
+			return ok1 && ok2 && (relevant(o) || relevant(n)) && changed(o, n)
+		},
+	}
 }

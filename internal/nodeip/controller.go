@@ -227,37 +227,19 @@ func onlyNodeIPs(st corev1.LoadBalancerStatus, given map[netip.Addr]bool) bool {
 	return true
 }
 
-// serviceChanged passes Service events that can change a verdict: creations and deletions of
-// Services of type LoadBalancer, with addresses in their status or that are NAT shadows, and
-// updates of type, class, labels, ports, selector, IP families, the node-set annotation,
-// conditions or status.loadBalancer (a status someone else rewrote is put back). Resyncs pass.
-var serviceChanged = predicate.TypedFuncs[client.Object]{
-	CreateFunc: func(e event.TypedCreateEvent[client.Object]) bool { return relevant(e.Object) },
-	DeleteFunc: func(e event.TypedDeleteEvent[client.Object]) bool { return relevant(e.Object) },
-	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Service)
-		n, ok2 := e.ObjectNew.(*corev1.Service)
-		if !ok1 || !ok2 || !(relevant(o) || relevant(n)) {
-			return false
-		}
-		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
-			!equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass) ||
-			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
-			!equality.Semantic.DeepEqual(o.Spec.Selector, n.Spec.Selector) ||
-			!slices.Equal(o.Spec.ExternalIPs, n.Spec.ExternalIPs) ||
-			!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-			o.Annotations[LabelUseAsLoadBalancer] != n.Annotations[LabelUseAsLoadBalancer] ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-			!equality.Semantic.DeepEqual(o.Status, n.Status)
-	},
-}
+// serviceChanged passes Service events that can change a verdict: those every provider
+// watches (lbaddress.ServicePredicate, lbaddress.ServiceChanged), the events of NAT shadow
+// Services, and updates of the selector, the external IPs or the node-set annotation.
+var serviceChanged = lbaddress.ServicePredicate(relevant, func(o, n *corev1.Service) bool {
+	return lbaddress.ServiceChanged(o, n) ||
+		!equality.Semantic.DeepEqual(o.Spec.Selector, n.Spec.Selector) ||
+		!slices.Equal(o.Spec.ExternalIPs, n.Spec.ExternalIPs) ||
+		o.Annotations[LabelUseAsLoadBalancer] != n.Annotations[LabelUseAsLoadBalancer]
+})
 
-// relevant tells whether a Service event may concern the node-IP mode.
-func relevant(o client.Object) bool {
-	svc, ok := o.(*corev1.Service)
-	return ok && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 ||
-		svc.Labels[LabelNATShadowOf] != "" || lbaddress.Serves(svc))
+// relevant tells whether a Service may concern the node-IP mode.
+func relevant(svc *corev1.Service) bool {
+	return lbaddress.Relevant(svc) || svc.Labels[LabelNATShadowOf] != ""
 }
 
 // nodeSetChanged passes Node events that can change the selected addresses: creations,
