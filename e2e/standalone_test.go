@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -123,4 +124,51 @@ func TestStandaloneServesOnNodeAddresses(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// TestStandaloneServesOnPoolAddress runs the real ccm binary in standalone mode with the
+// address pools (--address-provider=ipam): a LoadBalancer Service gets the default pool's first
+// address, and real TCP requests to <pool address>:<port> reach its backends through the
+// played kube-proxy, as a router or BGP speaker would bring them to a node.
+func TestStandaloneServesOnPoolAddress(t *testing.T) {
+	cluster := testenv.Start(t, "standalone-ipam", testenv.Options{})
+	ctx := context.Background()
+	c := cluster.Client
+	nodes := map[string]string{"p-node-0": "127.0.6.21", "p-node-1": "127.0.6.22"}
+	var nodeIPs []string
+	for name, ip := range nodes {
+		framework.AddNode(t, c, name, ip)
+		nodeIPs = append(nodeIPs, ip)
+	}
+	if err := c.Create(ctx, &kubelbv1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: kubelbv1alpha1.AddressPoolSpec{Default: true, Addresses: []string{"127.0.9.1-127.0.9.2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.StartProcess(t, "ccm-standalone-ipam", testsupport.BuildBinary(t, "./cmd/ccm"),
+		"--mode=standalone", "--address-provider=ipam", "--kubeconfig", cluster.Kubeconfig, "--leader-election-namespace", "kube-system",
+		"--metrics-addr", testsupport.Loopback(testsupport.FreePort(t)),
+		"--health-probe-bind-address", testsupport.Loopback(testsupport.FreePort(t)), "--log-format", "console")
+	framework.PlayLoadBalancerAddresses(t, c, nodeIPs)
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+		Ports: []corev1.ServicePort{{Name: "http", Port: 18080, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+	}}
+	if err := c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for node, ip := range nodes {
+		testsupport.StartTCPBackend(t, net.JoinHostPort(ip, fmt.Sprint(svc.Spec.Ports[0].NodePort)), testsupport.Identity{Node: node, Pod: "web-" + node})
+	}
+	testsupport.Eventually(t, time.Minute, "Service web addressed from the pool", func() error {
+		cur := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
+			return err
+		}
+		if in := cur.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != "127.0.9.1" {
+			return fmt.Errorf("status.loadBalancer.ingress %v", in)
+		}
+		return nil
+	})
+	framework.WaitServes(t, "127.0.9.1:18080", "p-node-0", "p-node-1")
 }
