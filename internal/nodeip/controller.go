@@ -49,8 +49,9 @@ type Options struct {
 	// hub: its tenant's spec.loadBalancer.nodeSet, never anything the tenant wrote).
 	NodeSet func(context.Context, *corev1.Service) (string, error)
 	// Hub: the Services are hub Services of several tenants: messages never name a Service of
-	// another namespace, only Services with the condition are cleared, and Tenants and the
-	// Config are watched (they choose the node sets).
+	// another namespace, only Services with the condition are cleared, Tenants and the Config
+	// are watched (they choose the node sets), and NodeSet depends on the namespace only (it
+	// is asked once per namespace).
 	Hub bool
 	// Reserved are ports no Service may take on a node address (--reserved-ports).
 	Reserved []PortRange
@@ -114,6 +115,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 	var owned []*corev1.Service
 	sets := map[types.NamespacedName]string{}
 	setErrs := map[types.NamespacedName]error{}
+	// In the hub the node set is the tenant's: read once per namespace, not per Service.
+	type nsSet struct {
+		set string
+		err error
+	}
+	byNamespace := map[string]nsSet{}
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if svc.DeletionTimestamp != nil || !r.Opts.Owns(svc) {
@@ -121,7 +128,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 		}
 		owned = append(owned, svc)
 		k := client.ObjectKeyFromObject(svc)
+		if m, ok := byNamespace[svc.Namespace]; ok && r.Opts.Hub {
+			sets[k], setErrs[k] = m.set, m.err
+			continue
+		}
 		sets[k], setErrs[k] = r.Opts.NodeSet(ctx, svc)
+		byNamespace[svc.Namespace] = nsSet{sets[k], setErrs[k]}
 	}
 	setOf := func(svc *corev1.Service) (string, error) {
 		k := client.ObjectKeyFromObject(svc)
