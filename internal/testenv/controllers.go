@@ -3,6 +3,9 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,28 +129,60 @@ func WaitControllerIdle(t TB, controller string, min float64) float64 {
 
 // RunManager starts mgr (already set up) until the returned stop is called or the test ends.
 // stop cancels it and waits up to timeout: an error it stopped with, or not stopping in time,
-// fails the test under the name what. stop may be called more than once.
+// fails the test under the name what. stop may be called more than once, from any goroutine.
+// A manager still running halfway through the wait has the stacks of kubelb's and
+// controller-runtime's goroutines logged, so a shutdown that hangs shows what it waits for.
 func RunManager(t testing.TB, mgr ctrl.Manager, what string, timeout time.Duration) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
+	var once sync.Once
 	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s stopped with error: %v", what, err)
+		once.Do(func() {
+			cancel()
+			half := time.NewTimer(timeout / 2)
+			defer half.Stop()
+			deadline := time.NewTimer(timeout)
+			defer deadline.Stop()
+			for {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("%s stopped with error: %v", what, err)
+					}
+					return
+				case <-half.C:
+					t.Logf("%s still stopping after %s; its goroutines:\n%s", what, timeout/2, Goroutines("kubelb.dev/", "sigs.k8s.io/controller-runtime"))
+				case <-deadline.C:
+					t.Errorf("%s did not stop within %s", what, timeout)
+					return
+				}
 			}
-		case <-time.After(timeout):
-			t.Errorf("%s did not stop", what)
-		}
+		})
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Goroutines returns the stacks of the running goroutines that have a frame containing one
+// of the substrings, at most 64 KiB of them.
+func Goroutines(substrings ...string) string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, s := range substrings {
+			if strings.Contains(g, s) {
+				out.WriteString(g)
+				out.WriteString("\n\n")
+				break
+			}
+		}
+		if out.Len() > 64<<10 {
+			out.WriteString("(more left out)\n")
+			break
+		}
+	}
+	return out.String()
 }

@@ -17,15 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -146,19 +142,12 @@ func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Wrap(m.writes.RoundTripper)
-	mopts := ctrl.Options{
-		Scheme:                 app.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if os.Getenv("KUBELB_TEST_LOG") != "" {
-		mopts.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
-	}
-	mgr, err := ctrl.NewManager(cfg, mopts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, cfg, func(o *ctrl.Options) {
+		if os.Getenv("KUBELB_TEST_LOG") != "" {
+			o.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
+		}
+	})
+	var err error
 	m.r, err = setup(mgr, opts, func(inner reconcile.Reconciler) reconcile.Reconciler {
 		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			start := time.Now()
@@ -181,24 +170,9 @@ func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	m.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("manager stopped with %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("manager did not stop")
-			}
-		})
-	}
-	t.Cleanup(m.stop)
+	// Longer than the manager's own grace period (30 s), so a runnable that does not end
+	// shows as the manager's error.
+	m.stop = testenv.RunManager(t, mgr, "manager", 45*time.Second)
 	return m
 }
 

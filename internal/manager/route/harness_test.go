@@ -21,14 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -86,19 +82,11 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.Wrap(m.writes.RoundTripper)
-	mopts := ctrl.Options{
-		Scheme:                 app.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if os.Getenv("KUBELB_TEST_LOG") != "" {
-		mopts.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
-	}
-	mgr, err := ctrl.NewManager(cfg, mopts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, cfg, func(o *ctrl.Options) {
+		if os.Getenv("KUBELB_TEST_LOG") != "" {
+			o.Logger = testr.NewWithInterface(t, testr.Options{Verbosity: 1})
+		}
+	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports}); err != nil {
 		t.Fatal(err)
@@ -106,24 +94,9 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	m.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("manager stopped with %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("manager did not stop")
-			}
-		})
-	}
-	t.Cleanup(m.stop)
+	// Longer than the manager's own grace period (30 s), so a runnable that does not end
+	// shows as the manager's error.
+	m.stop = testenv.RunManager(t, mgr, "manager", 45*time.Second)
 	return m
 }
 
