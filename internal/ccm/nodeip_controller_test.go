@@ -96,7 +96,7 @@ func (e *env) createLB(t *testing.T, name string, mutate func(*corev1.Service), 
 // the same verdict in the Service's condition kubelb.k8c.io/AddressAssigned (False).
 func (e *env) waitNote(t *testing.T, svc *corev1.Service, reason, want string) {
 	t.Helper()
-	e.waitAddressCondition(t, svc.Name, metav1.ConditionFalse, reason, want)
+	e.waitAddressCondition(t, svc, metav1.ConditionFalse, reason, want)
 	testsupport.Eventually(t, wait, fmt.Sprintf("%s Event on %s containing %q", reason, svc.Name, want), func() error {
 		var notes []string
 		for _, ev := range e.events(t, svc, reason) {
@@ -109,12 +109,12 @@ func (e *env) waitNote(t *testing.T, svc *corev1.Service, reason, want string) {
 	})
 }
 
-// waitAddressCondition waits until Service apps/name has the condition
-// kubelb.k8c.io/AddressAssigned with status, reason and a message containing want.
-func (e *env) waitAddressCondition(t *testing.T, name string, status metav1.ConditionStatus, reason, want string) {
+// waitAddressCondition waits until svc has the condition kubelb.k8c.io/AddressAssigned with
+// status, reason and a message containing want.
+func (e *env) waitAddressCondition(t *testing.T, svc *corev1.Service, status metav1.ConditionStatus, reason, want string) {
 	t.Helper()
-	testsupport.Eventually(t, wait, fmt.Sprintf("condition %s=%s/%s on %s", lbaddress.ConditionAddressAssigned, status, reason, name), func() error {
-		c := meta.FindStatusCondition(e.getService(t, "apps", name).Status.Conditions, lbaddress.ConditionAddressAssigned)
+	testsupport.Eventually(t, wait, fmt.Sprintf("condition %s=%s/%s on %s", lbaddress.ConditionAddressAssigned, status, reason, svc.Name), func() error {
+		c := meta.FindStatusCondition(e.getService(t, svc.Namespace, svc.Name).Status.Conditions, lbaddress.ConditionAddressAssigned)
 		if c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, want) {
 			return fmt.Errorf("condition %+v", c)
 		}
@@ -144,7 +144,7 @@ func TestStandaloneFollowsNodes(t *testing.T) {
 	if hasFinalizer(got) {
 		t.Error("standalone mode added a finalizer; it has nothing to clean up")
 	}
-	e.waitAddressCondition(t, svc.Name, metav1.ConditionTrue, lbaddress.ReasonAssigned, "2 address(es)")
+	e.waitAddressCondition(t, svc, metav1.ConditionTrue, lbaddress.ReasonAssigned, "2 address(es)")
 
 	e.setNodeReady(t, "n4", true)
 	e.waitServiceIngress(t, svc, "10.0.0.2", "10.0.0.4", "192.0.2.1")

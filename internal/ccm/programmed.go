@@ -36,18 +36,28 @@ const notePrefix = "kubelb: "
 // programmedCondition returns the LoadBalancer's Programmed condition when it describes the
 // current spec (a condition without observedGeneration counts as current), else nil.
 func programmedCondition(lb *v1alpha1.LoadBalancer) *metav1.Condition {
-	c := meta.FindStatusCondition(lb.Status.Conditions, ConditionProgrammed)
+	return currentCondition(lb, ConditionProgrammed)
+}
+
+// currentCondition returns the LoadBalancer's condition of type typ when it describes the
+// current spec (a condition without observedGeneration counts as current), else nil.
+func currentCondition(lb *v1alpha1.LoadBalancer, typ string) *metav1.Condition {
+	c := meta.FindStatusCondition(lb.Status.Conditions, typ)
 	if c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < lb.Generation) {
 		return nil
 	}
 	return c
 }
 
-// programmedChanged tells whether the Programmed condition differs between two versions of a
-// LoadBalancer in anything the ccm reports.
-func programmedChanged(a, b *v1alpha1.LoadBalancer) bool {
-	ca := meta.FindStatusCondition(a.Status.Conditions, ConditionProgrammed)
-	cb := meta.FindStatusCondition(b.Status.Conditions, ConditionProgrammed)
+// hubConditionsChanged tells whether the Programmed or Ready condition differs between two
+// versions of a LoadBalancer in anything the ccm reports.
+func hubConditionsChanged(a, b *v1alpha1.LoadBalancer) bool {
+	return conditionChanged(a, b, ConditionProgrammed) || conditionChanged(a, b, ConditionReady)
+}
+
+func conditionChanged(a, b *v1alpha1.LoadBalancer, typ string) bool {
+	ca := meta.FindStatusCondition(a.Status.Conditions, typ)
+	cb := meta.FindStatusCondition(b.Status.Conditions, typ)
 	if ca == nil || cb == nil {
 		return (ca == nil) != (cb == nil)
 	}
@@ -95,7 +105,7 @@ func (p *programmedEvents) next(key types.NamespacedName, uid types.UID, cond *m
 	// told to the app team as Warnings.
 	warn := cond.Status == metav1.ConditionFalse || cond.Reason == ReasonProgrammedWithWarnings
 	if warn {
-		cur.reason = eventReason(cond.Reason)
+		cur.reason = eventReason(cond.Reason, ReasonNotProgrammed)
 		cur.message = cleanText(cond.Message, maxHubMessage)
 	}
 	p.mu.Lock()
@@ -126,21 +136,22 @@ func (p *programmedEvents) forget(key types.NamespacedName) {
 	delete(p.seen, key)
 }
 
-// eventReason makes an Event reason of a reason written by the hub: letters and digits only
-// (CamelCase, as conditions use), at most maxReason bytes; ReasonNotProgrammed when nothing
-// is left.
-func eventReason(s string) string {
+// eventReason makes an Event or condition reason of a reason written by the hub: letters and
+// digits only, starting with a letter (CamelCase, as conditions use), at most maxReason
+// bytes; fallback when nothing is left.
+func eventReason(s, fallback string) string {
 	s = strings.Map(func(r rune) rune {
 		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
 			return r
 		}
 		return -1
 	}, s)
+	s = strings.TrimLeft(s, "0123456789")
 	if len(s) > maxReason {
 		s = s[:maxReason]
 	}
 	if s == "" {
-		return ReasonNotProgrammed
+		return fallback
 	}
 	return s
 }

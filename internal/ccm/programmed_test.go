@@ -123,13 +123,20 @@ func TestCleanText(t *testing.T) {
 // status (and keeps the ingress addresses as they are).
 func (e *env) lbCondition(t *testing.T, lb *v1alpha1.LoadBalancer, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
-	testsupport.Eventually(t, wait, "patching the Programmed condition", func() error {
+	e.lbConditionOf(t, lb, ConditionProgrammed, status, reason, message)
+}
+
+// lbConditionOf plays the manager: it patches the condition typ of a hub LoadBalancer's
+// status (and keeps the rest as it is).
+func (e *env) lbConditionOf(t *testing.T, lb *v1alpha1.LoadBalancer, typ string, status metav1.ConditionStatus, reason, message string) {
+	t.Helper()
+	testsupport.Eventually(t, wait, "patching the "+typ+" condition", func() error {
 		cur := &v1alpha1.LoadBalancer{}
 		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(lb), cur); err != nil {
 			return err
 		}
 		orig := cur.DeepCopy()
-		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: ConditionProgrammed, Status: status,
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: typ, Status: status,
 			Reason: reason, Message: message, ObservedGeneration: cur.Generation})
 		return e.Hub.Client.Status().Patch(e.ctx, cur, client.MergeFrom(orig))
 	})

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,6 +22,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -317,14 +319,20 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 	if !hasFinalizer {
 		return nil
 	}
-	if !r.External && svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
-		// Clear the status we copied: when it is the mirror's, or when no other
-		// implementation can have written it (no foreign class).
-		ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, tenantStatus(current.Status.LoadBalancer))
-		foreign := svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != v1alpha1.DefaultClass
-		if ours || !foreign {
-			orig := svc.DeepCopy()
-			svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if !r.External && svc.DeletionTimestamp == nil {
+		orig := svc.DeepCopy()
+		if len(svc.Status.LoadBalancer.Ingress) > 0 {
+			// Clear the status we copied: when it is the mirror's, or when no other
+			// implementation can have written it (no foreign class).
+			ours := current != nil && equality.Semantic.DeepEqual(svc.Status.LoadBalancer, tenantStatus(current.Status.LoadBalancer))
+			foreign := svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != v1alpha1.DefaultClass
+			if ours || !foreign {
+				svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+			}
+		}
+		// The condition is kubelb's, whoever wrote the addresses.
+		meta.RemoveStatusCondition(&svc.Status.Conditions, lbaddress.ConditionAddressAssigned)
+		if !equality.Semantic.DeepEqual(orig.Status, svc.Status) {
 			if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
 				return fmt.Errorf("clearing status of Service %s: %w", key, err)
 			}

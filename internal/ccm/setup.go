@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -186,7 +188,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 			predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
 				UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.LoadBalancer]) bool {
 					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer) ||
-						programmedChanged(e.ObjectOld, e.ObjectNew)
+						hubConditionsChanged(e.ObjectOld, e.ObjectNew)
 				},
 				DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
 			})).
@@ -268,7 +270,9 @@ var statusServicePredicate = predicate.Funcs{
 		}
 		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
 			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
-			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass)
+			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass) ||
+			!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, lbaddress.ConditionAddressAssigned),
+				meta.FindStatusCondition(n.Status.Conditions, lbaddress.ConditionAddressAssigned))
 	},
 }
 

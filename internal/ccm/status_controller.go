@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,15 +18,18 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // StatusReconciler copies the hub's LoadBalancer.status.loadBalancer onto the tenant Service's
-// status.loadBalancer, and reports the hub's Programmed condition as Events on the Service: a
-// Warning with the condition's reason and message when it is False, a Normal "Programmed"
-// when it turns True again; once per change of the verdict. It has its own queue and workers,
-// so a status change is never queued behind a backlog of mirror work; it only reads caches and
-// writes only when the status differs.
+// status.loadBalancer, with the condition kubelb.k8c.io/AddressAssigned that the hub's Ready
+// condition gives (False with the hub's reason and message while the hub cannot give the
+// Service an address, and a Warning Event once per change of them), and reports the hub's
+// Programmed condition as Events on the Service: a Warning with the condition's reason and
+// message when it is False, a Normal "Programmed" when it turns True again; once per change
+// of the verdict. It has its own queue and workers, so a status change is never queued behind
+// a backlog of mirror work; it only reads caches and writes only when the status differs.
 //
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
 type StatusReconciler struct {
@@ -40,12 +45,13 @@ type StatusReconciler struct {
 	Recorder events.EventRecorder
 
 	programmed *programmedEvents
+	addresses  *lbaddress.Writer
 }
 
 // NewStatusReconciler returns a StatusReconciler that records Events with rec.
 func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.EventRecorder, namespace string, useClass bool) *StatusReconciler {
 	return &StatusReconciler{Tenant: tenant, Hub: hub, Recorder: rec, Namespace: namespace, UseClass: useClass,
-		programmed: newProgrammedEvents()}
+		programmed: newProgrammedEvents(), addresses: &lbaddress.Writer{Client: tenant, Recorder: rec}}
 }
 
 // Reconcile copies the status of one Service's mirror onto it and reports the mirror's
@@ -58,7 +64,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.programmed.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("getting Service %s: %w", req.NamespacedName, err)
@@ -67,7 +73,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	// controller's job.
 	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil ||
 		!controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer) {
-		r.programmed.forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	lb := &v1alpha1.LoadBalancer{}
@@ -81,6 +87,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		record(r.Recorder, svc, ev.eventType, ev.reason, actionStatus, "%s", ev.note)
 	}
 	want := tenantStatus(lb.Status.LoadBalancer)
+	if cond, ok := addressCondition(lb, svc.Generation, want); ok {
+		return reconcile.Result{}, r.addresses.WriteStatus(ctx, svc, want, cond)
+	}
 	if equality.Semantic.DeepEqual(svc.Status.LoadBalancer, want) {
 		return reconcile.Result{}, nil
 	}
@@ -90,6 +99,46 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying the status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
 	}
 	return reconcile.Result{}, nil
+}
+
+// forget drops what is remembered of a Service that is gone or no longer the ccm's.
+func (r *StatusReconciler) forget(key types.NamespacedName) {
+	r.programmed.forget(key)
+	r.addresses.Forget(key)
+}
+
+// ConditionReady is the condition the manager writes on a hub LoadBalancer: True when every
+// port has a listener port and the hub Service its address (or the type the tenant asked for
+// needs none), False with the reason otherwise (PortsExhausted, QuotaExceeded,
+// WaitingForAddress, ...).
+const ConditionReady = "Ready"
+
+// reasonNoAddress is the reason of a False AddressAssigned condition when the hub calls its
+// LoadBalancer Ready and gives it no address, without a usable reason of its own.
+const reasonNoAddress = "NoAddress"
+
+// addressCondition is the condition kubelb.k8c.io/AddressAssigned a tenant Service (of
+// generation gen) gets from its LoadBalancer, whose status lb copies to it: True when the hub
+// calls it Ready and it has an address; False with the hub's reason and message (cleaned,
+// they are untrusted) when the hub says it is not Ready or Ready without an address (a hub
+// Service of type ClusterIP); nothing (false) while the hub has not judged the current spec.
+func addressCondition(lb *v1alpha1.LoadBalancer, gen int64, status corev1.LoadBalancerStatus) (metav1.Condition, bool) {
+	ready := currentCondition(lb, ConditionReady)
+	if ready == nil || (ready.Status != metav1.ConditionTrue && ready.Status != metav1.ConditionFalse) {
+		return metav1.Condition{}, false
+	}
+	if ready.Status == metav1.ConditionTrue && len(status.Ingress) > 0 {
+		return lbaddress.Condition(gen, len(status.Ingress), "", ""), true
+	}
+	reason := eventReason(ready.Reason, reasonNoAddress)
+	if reason == "AddressAssigned" || reason == lbaddress.ReasonAssigned { // no reason for a Service without address
+		reason = reasonNoAddress
+	}
+	msg := cleanText(ready.Message, maxHubMessage)
+	if msg == "" {
+		msg = "the management cluster has given this load balancer no address (no message given)"
+	}
+	return lbaddress.Condition(gen, 0, reason, notePrefix+msg), true
 }
 
 // tenantStatus is the status.loadBalancer a tenant Service gets from its LoadBalancer: a copy,

@@ -73,16 +73,23 @@ func (v Verdict) LoadBalancer() corev1.LoadBalancerStatus {
 
 // condition is the ConditionAddressAssigned the verdict gives a Service of generation gen.
 func (v Verdict) condition(gen int64) metav1.Condition {
-	if v.Pending() {
-		reason := v.Reason
-		if reason == "" {
-			reason = "NoAddress"
-		}
+	reason := v.Reason
+	if reason == "" && len(v.Addresses) == 0 {
+		reason = "NoAddress"
+	}
+	return Condition(gen, len(v.Addresses), reason, v.Message)
+}
+
+// Condition is the ConditionAddressAssigned of a Service of generation gen: False with reason
+// and message when reason is set (why the Service has no address), else True with the number
+// of addresses it has.
+func Condition(gen int64, addresses int, reason, message string) metav1.Condition {
+	if reason != "" {
 		return metav1.Condition{Type: ConditionAddressAssigned, Status: metav1.ConditionFalse,
-			ObservedGeneration: gen, Reason: reason, Message: v.Message}
+			ObservedGeneration: gen, Reason: reason, Message: message}
 	}
 	return metav1.Condition{Type: ConditionAddressAssigned, Status: metav1.ConditionTrue,
-		ObservedGeneration: gen, Reason: ReasonAssigned, Message: fmt.Sprintf("The Service has %d address(es).", len(v.Addresses))}
+		ObservedGeneration: gen, Reason: ReasonAssigned, Message: fmt.Sprintf("The Service has %d address(es).", addresses)}
 }
 
 // Writer writes verdicts on Services and records each pending verdict's Warning Event once
@@ -103,10 +110,26 @@ type Writer struct {
 // conflict is retried by the caller's reconcile, see apply.RetryConflict). A Service that is
 // gone is not an error.
 func (w *Writer) Write(ctx context.Context, svc *corev1.Service, v Verdict) error {
-	w.report(svc, v)
+	w.report(svc, v.Reason, v.Message)
+	return w.write(ctx, svc, v.LoadBalancer(), v.condition(svc.Generation))
+}
+
+// WriteStatus is Write for a status decided elsewhere (the ccm copies the hub's): svc gets
+// lb as status.loadBalancer and cond (a ConditionAddressAssigned, see Condition); a False
+// cond has its Warning Event recorded once per change of reason and message.
+func (w *Writer) WriteStatus(ctx context.Context, svc *corev1.Service, lb corev1.LoadBalancerStatus, cond metav1.Condition) error {
+	if cond.Status == metav1.ConditionFalse {
+		w.report(svc, cond.Reason, cond.Message)
+	} else {
+		w.report(svc, "", "")
+	}
+	return w.write(ctx, svc, lb, cond)
+}
+
+func (w *Writer) write(ctx context.Context, svc *corev1.Service, lb corev1.LoadBalancerStatus, cond metav1.Condition) error {
 	want := svc.Status.DeepCopy()
-	want.LoadBalancer = v.LoadBalancer()
-	meta.SetStatusCondition(&want.Conditions, v.condition(svc.Generation))
+	want.LoadBalancer = lb
+	meta.SetStatusCondition(&want.Conditions, cond)
 	return w.patch(ctx, svc, *want)
 }
 
@@ -114,7 +137,7 @@ func (w *Writer) Write(ctx context.Context, svc *corev1.Service, v Verdict) erro
 // status.loadBalancer (when clearIngress; the caller knows whether those addresses are ours)
 // and ConditionAddressAssigned.
 func (w *Writer) Clear(ctx context.Context, svc *corev1.Service, clearIngress bool) error {
-	w.forget(client.ObjectKeyFromObject(svc))
+	w.Forget(client.ObjectKeyFromObject(svc))
 	want := svc.Status.DeepCopy()
 	if clearIngress {
 		want.LoadBalancer = corev1.LoadBalancerStatus{}
@@ -141,12 +164,13 @@ func (w *Writer) patch(ctx context.Context, svc *corev1.Service, want corev1.Ser
 	return nil
 }
 
-// report records a Warning Event on a pending Service once per change of its verdict.
-func (w *Writer) report(svc *corev1.Service, v Verdict) {
+// report records a Warning Event on a pending Service (reason set) once per change of
+// reason and message.
+func (w *Writer) report(svc *corev1.Service, reason, message string) {
 	key := client.ObjectKeyFromObject(svc)
 	memo := ""
-	if v.Reason != "" {
-		memo = string(svc.UID) + "/" + v.Reason + "/" + v.Message
+	if reason != "" {
+		memo = string(svc.UID) + "/" + reason + "/" + message
 	}
 	w.mu.Lock()
 	if w.last == nil {
@@ -160,11 +184,12 @@ func (w *Writer) report(svc *corev1.Service, v Verdict) {
 	}
 	w.mu.Unlock()
 	if memo != "" && memo != last && w.Recorder != nil {
-		w.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, v.Reason, actionStatus, "%s", cut(v.Message, maxNote))
+		w.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, actionStatus, "%s", cut(message, maxNote))
 	}
 }
 
-func (w *Writer) forget(key types.NamespacedName) {
+// Forget drops what is remembered of a Service (gone, or no longer served).
+func (w *Writer) Forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.last, key)
