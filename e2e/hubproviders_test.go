@@ -3,15 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -83,7 +86,8 @@ func waitTenantAddress(t *testing.T, tn *framework.Tenant, name, want string) {
 // addresses of the Ready hub nodes of their tenant's node set, the harness plays only the
 // hub's kube-proxy (a node address:port goes to the Envoy listener), and real TCP traffic sent
 // to the hub nodes' addresses goes through the real Envoy to the tenant nodes. Two tenants on
-// disjoint node sets serve the same port; a hub node that is not Ready stops being an address.
+// disjoint node sets serve the same port; a hub node that is not Ready stops being an address;
+// a second Service on a held port shows the app team why it waits, on its own Service.
 func TestL4HubNodeIP(t *testing.T) {
 	pair := testenv.StartPair(t)
 	tenantB := testenv.Start(t, "tenant-b", testenv.Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true})
@@ -134,5 +138,32 @@ func TestL4HubNodeIP(t *testing.T) {
 		framework.SetNodeReady(t, hub, "hub-0", false)
 		waitTenantAddress(t, a, "web", "127.0.8.2")
 		framework.WaitServes(t, "127.0.8.2:18080", "a-node-0", "a-node-1")
+	})
+
+	t.Run("a second Service on a held port tells the app team why it waits, and is served once the port is free", func(t *testing.T) {
+		a.CreateService(framework.LBService{Name: "api", Ports: []corev1.ServicePort{framework.TCPPort("http", 18080)}})
+		waitTenantCondition(t, a, "api", metav1.ConditionFalse, "WaitingForAddress", "is held by")
+		if err := a.Cluster.Client.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}); err != nil {
+			t.Fatal(err)
+		}
+		waitTenantAddress(t, a, "api", "127.0.8.2")
+		waitTenantCondition(t, a, "api", metav1.ConditionTrue, lbaddress.ReasonAssigned, "1 address(es)")
+	})
+}
+
+// waitTenantCondition waits until the tenant Service has the condition
+// kubelb.k8c.io/AddressAssigned with status and reason, and a message containing want.
+func waitTenantCondition(t *testing.T, tn *framework.Tenant, name string, status metav1.ConditionStatus, reason, want string) {
+	t.Helper()
+	testsupport.Eventually(t, addressTimeout, fmt.Sprintf("Service %s condition %s/%s", name, status, reason), func() error {
+		svc := &corev1.Service{}
+		if err := tn.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(svc.Status.Conditions, lbaddress.ConditionAddressAssigned)
+		if c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
 	})
 }
