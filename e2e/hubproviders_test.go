@@ -64,6 +64,10 @@ func TestL4HubAddressPool(t *testing.T) {
 		waitTenantAddress(t, a, "web", "127.0.7.16")
 		framework.WaitServes(t, "127.0.7.16:18080", "a-node-0", "a-node-1")
 	})
+
+	t.Run("the manager dashboard's address provider panels show the pools", func(t *testing.T) {
+		checkAddressProviderPanels(t, "kubelb", sys.MetricsAddr, managerProvidersRow)
+	})
 }
 
 // waitTenantAddress waits until the tenant Service's first address is want.
@@ -148,6 +152,10 @@ func TestL4HubNodeIP(t *testing.T) {
 		}
 		waitTenantAddress(t, a, "api", "127.0.8.2")
 		waitTenantCondition(t, a, "api", metav1.ConditionTrue, lbaddress.ReasonAssigned, "1 address(es)")
+	})
+
+	t.Run("the manager dashboard's address provider panels show the node-IP mode", func(t *testing.T) {
+		checkAddressProviderPanels(t, "kubelb", sys.MetricsAddr, managerProvidersRow, "Address pool usage")
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
+	"kubelb.dev/kubelb/e2e/prom"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -38,9 +39,10 @@ func TestStandaloneServesOnNodeAddresses(t *testing.T) {
 	}
 	// The unlabelled node never gives its address.
 	framework.AddNodeWith(t, c, "s-node-2", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.6.3"}}, nil)
+	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
 	testsupport.StartProcess(t, "ccm-standalone", testsupport.BuildBinary(t, "./cmd/ccm"),
 		"--mode=standalone", "--kubeconfig", cluster.Kubeconfig, "--leader-election-namespace", "kube-system",
-		"--metrics-addr", testsupport.Loopback(testsupport.FreePort(t)),
+		"--metrics-addr", metricsAddr,
 		"--health-probe-bind-address", testsupport.Loopback(testsupport.FreePort(t)), "--log-format", "console")
 	framework.PlayLoadBalancerAddresses(t, c, nodeIPs)
 
@@ -124,6 +126,11 @@ func TestStandaloneServesOnNodeAddresses(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("the ccm dashboard's address provider panels show the node-IP mode", func(t *testing.T) {
+		checkAddressProviderPanels(t, "ccm", metricsAddr, ccmProvidersRow,
+			"Address pool usage", "Address provider decisions by result", "Address provider decision duration p95")
+	})
 }
 
 // TestStandaloneServesOnPoolAddress runs the real ccm binary in standalone mode with the
@@ -144,9 +151,10 @@ func TestStandaloneServesOnPoolAddress(t *testing.T) {
 		Spec: kubelbv1alpha1.AddressPoolSpec{Default: true, Addresses: []string{"127.0.9.1-127.0.9.2"}}}); err != nil {
 		t.Fatal(err)
 	}
+	metricsAddr := testsupport.Loopback(testsupport.FreePort(t))
 	testsupport.StartProcess(t, "ccm-standalone-ipam", testsupport.BuildBinary(t, "./cmd/ccm"),
 		"--mode=standalone", "--address-provider=ipam", "--kubeconfig", cluster.Kubeconfig, "--leader-election-namespace", "kube-system",
-		"--metrics-addr", testsupport.Loopback(testsupport.FreePort(t)),
+		"--metrics-addr", metricsAddr,
 		"--health-probe-bind-address", testsupport.Loopback(testsupport.FreePort(t)), "--log-format", "console")
 	framework.PlayLoadBalancerAddresses(t, c, nodeIPs)
 
@@ -171,4 +179,23 @@ func TestStandaloneServesOnPoolAddress(t *testing.T) {
 		return nil
 	})
 	framework.WaitServes(t, "127.0.9.1:18080", "p-node-0", "p-node-1")
+	// A real Prometheus scrapes the ccm: every panel of the dashboard's address provider row
+	// has data (the pool is half used).
+	checkAddressProviderPanels(t, "ccm", metricsAddr, ccmProvidersRow)
+}
+
+// The dashboard rows about the address providers (charts/*/dashboards).
+const (
+	managerProvidersRow = "Address providers (--address-provider)"
+	ccmProvidersRow     = "Standalone mode: address providers"
+)
+
+// checkAddressProviderPanels has a real Prometheus scrape one binary (as job) and checks that
+// every query of the dashboard row returns data, but for the panels named in without.
+func checkAddressProviderPanels(t *testing.T, job, metricsAddr, row string, without ...string) {
+	t.Helper()
+	p := prom.Start(t, map[string][]string{job: {metricsAddr}})
+	p.WaitTargetsUp(t, time.Minute)
+	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute,
+		Only: func(q prom.Query) bool { return q.Row == row && !slices.Contains(without, q.Panel) }})
 }

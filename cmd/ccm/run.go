@@ -87,9 +87,10 @@ func run(o *options) error {
 // names (none: the default pool).
 func standaloneIPAM(o *options) ipam.Options {
 	return ipam.Options{
-		Name: "ccm-ipam",
-		Owns: func(svc *corev1.Service) bool { return ccm.ServiceClass(svc, o.UseLoadBalancerClass) == ccm.OurClass },
-		Pool: ipam.PoolFromAnnotation,
+		Name:    "ccm-ipam",
+		Owns:    func(svc *corev1.Service) bool { return ccm.ServiceClass(svc, o.UseLoadBalancerClass) == ccm.OurClass },
+		Pool:    ipam.PoolFromAnnotation,
+		Metrics: metrics.CCMIPAM,
 	}
 }
 

@@ -108,6 +108,7 @@ func exposeAllMetrics(t *testing.T) string {
 	values := map[string]string{
 		"namespace": "tenant-a", "tenant": "tenant-a", "result": metrics.ResultSuccess,
 		"operation": "update", "type_url": "type.googleapis.com/envoy.config.listener.v3.Listener",
+		"reason": "Assigned", "pool": "default", "family": "IPv4",
 	}
 	reg := prometheus.NewRegistry()
 	for _, d := range metrics.All() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -212,6 +213,9 @@ type CheckOptions struct {
 	// AllowEmpty names queries that may return no series (nil: none may). They must still be
 	// valid PromQL.
 	AllowEmpty func(Query) bool
+	// Only, when set, limits CheckDashboards to the queries it passes (a scenario that feeds
+	// some panels only, e.g. one row).
+	Only func(Query) bool
 }
 
 // CheckQueries runs every query against the Prometheus at baseURL until each returns at least
@@ -289,6 +293,12 @@ func CheckDashboards(t TB, repoRoot, baseURL string, opts CheckOptions) []Result
 	qs, err := DashboardTargets(files...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Only != nil {
+		qs = slices.DeleteFunc(qs, func(q Query) bool { return !opts.Only(q) })
+		if len(qs) == 0 {
+			t.Fatal("CheckOptions.Only passes no dashboard query")
+		}
 	}
 	return CheckQueries(t, baseURL, qs, opts)
 }

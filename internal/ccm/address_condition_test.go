@@ -38,14 +38,14 @@ func TestAddressCondition(t *testing.T) {
 		{name: "ready, type ClusterIP on the hub", ready: &metav1.Condition{Status: metav1.ConditionTrue, Reason: "NoExternalAddress",
 			Message: "spec.type ClusterIP", ObservedGeneration: 2}, want: metav1.ConditionFalse, reason: "NoExternalAddress", message: "kubelb: spec.type ClusterIP"},
 		{name: "ready without address nor reason", ready: &metav1.Condition{Status: metav1.ConditionTrue, Reason: "AddressAssigned", ObservedGeneration: 2},
-			want: metav1.ConditionFalse, reason: reasonNoAddress, message: "kubelb: the management cluster has given this load balancer no address"},
+			want: metav1.ConditionFalse, reason: lbaddress.ReasonNoAddress, message: "kubelb: the management cluster has given this load balancer no address"},
 		{name: "pending", ready: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "WaitingForAddress",
 			Message: "port 80 is held by a Service of another tenant", ObservedGeneration: 2},
 			status: ingress, want: metav1.ConditionFalse, reason: "WaitingForAddress", message: "kubelb: port 80 is held by a Service of another tenant"},
 		{name: "hostile reason and message", ready: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "42 Ports\x1bExhausted!",
 			Message: "line\nbreak\u202e", ObservedGeneration: 2}, want: metav1.ConditionFalse, reason: "PortsExhausted", message: "kubelb: line break"},
 		{name: "reason of digits only", ready: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "404", ObservedGeneration: 2},
-			want: metav1.ConditionFalse, reason: reasonNoAddress},
+			want: metav1.ConditionFalse, reason: lbaddress.ReasonNoAddress},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lb := &v1alpha1.LoadBalancer{}

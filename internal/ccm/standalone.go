@@ -1,8 +1,6 @@
 package ccm
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -40,9 +38,7 @@ func SetupStandalone(mgr ctrl.Manager, opts Options) error {
 		NodeSet:  nodeip.StandaloneNodeSet,
 		Reserved: opts.ReservedPorts,
 		NAT:      opts.NodeIPNAT,
-		Observe: func(err error, start time.Time, serving int) {
-			metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start)
-			metrics.CCMNodes.Set(float64(serving))
-		},
+		Metrics:  metrics.CCMNodeIP,
+		Observe:  func(serving int) { metrics.CCMNodes.Set(float64(serving)) },
 	})
 }

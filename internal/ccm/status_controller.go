@@ -113,10 +113,6 @@ func (r *StatusReconciler) forget(key types.NamespacedName) {
 // WaitingForAddress, ...).
 const ConditionReady = "Ready"
 
-// reasonNoAddress is the reason of a False AddressAssigned condition when the hub calls its
-// LoadBalancer Ready and gives it no address, without a usable reason of its own.
-const reasonNoAddress = "NoAddress"
-
 // addressCondition is the condition kubelb.k8c.io/AddressAssigned a tenant Service (of
 // generation gen) gets from its LoadBalancer, whose status lb copies to it: True when the hub
 // calls it Ready and it has an address; False with the hub's reason and message (cleaned,
@@ -130,9 +126,9 @@ func addressCondition(lb *v1alpha1.LoadBalancer, gen int64, status corev1.LoadBa
 	if ready.Status == metav1.ConditionTrue && len(status.Ingress) > 0 {
 		return lbaddress.Condition(gen, len(status.Ingress), "", ""), true
 	}
-	reason := eventReason(ready.Reason, reasonNoAddress)
+	reason := eventReason(ready.Reason, lbaddress.ReasonNoAddress)
 	if reason == "AddressAssigned" || reason == lbaddress.ReasonAssigned { // no reason for a Service without address
-		reason = reasonNoAddress
+		reason = lbaddress.ReasonNoAddress
 	}
 	msg := cleanText(ready.Message, maxHubMessage)
 	if msg == "" {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,6 +26,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // EventSource is the reporting controller of the address pools' Events.
@@ -43,8 +46,11 @@ type Options struct {
 	// Hub: the Services are the manager's hub Services (Input.Hub). The Tenants and the
 	// Config are watched too, since they choose the pools.
 	Hub bool
-	// Name of the controller (its metrics and logs); "ipam" when empty.
+	// Name of the controller (its logs); "ipam" when empty.
 	Name string
+	// Metrics, when set, counts the reconciles, the served Services by reason and the pools'
+	// sizes and allocations.
+	Metrics *metrics.AddressProvider
 }
 
 // PoolError is a Service's choice of pool that cannot be read.
@@ -97,6 +103,12 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "ipam"}}
 // pools' status when it changed. Errors of single objects are joined; the others are still
 // written.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
+	start := time.Now()
+	defer func() {
+		if r.Opts.Metrics != nil {
+			r.Opts.Metrics.Reconcile.Observe("", metrics.Result(err), start)
+		}
+	}()
 	defer func() { res, err = apply.RetryConflict(res, err) }()
 	services := &corev1.ServiceList{}
 	if err := r.Client.List(ctx, services); err != nil {
@@ -131,6 +143,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 		in.Services = append(in.Services, req)
 	}
 	out := Allocate(in)
+	if r.Opts.Metrics != nil {
+		r.Opts.Metrics.SetServices(lbaddress.CountByReason(out.Verdicts))
+		r.Opts.Metrics.SetPools(PoolUsage(pools.Items, out))
+	}
 
 	seen := make(map[types.NamespacedName]bool, len(in.Services))
 	var errs []error
@@ -179,6 +195,24 @@ func inPools(st corev1.LoadBalancerStatus, pools map[string]*Pool) bool {
 		}
 	}
 	return true
+}
+
+// PoolUsage is the size and allocated addresses of each family of each pool after a decision
+// (the pools' metrics), in the order of pools.
+func PoolUsage(pools []kubelbv1alpha1.AddressPool, out Result) []metrics.PoolUsage {
+	var usage []metrics.PoolUsage
+	for i := range pools {
+		name := pools[i].Name
+		p := out.Pools[name]
+		for f, family := range []string{"IPv4", "IPv6"} {
+			if p == nil || !p.Has(f) {
+				continue
+			}
+			size, _ := new(big.Float).SetInt(p.Size(f)).Float64()
+			usage = append(usage, metrics.PoolUsage{Pool: name, Family: family, Size: size, Allocated: float64(out.Allocated[name][f])})
+		}
+	}
+	return usage
 }
 
 // PoolStatus is the status a pool gets from a decision: its counts per family, Ready (every

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // TestPoolStatus: counts per family (a family the pool lacks is absent), Ready False naming
@@ -45,6 +48,16 @@ func TestPoolStatus(t *testing.T) {
 	st = PoolStatus(&plain, out)
 	if st.IPv4 != nil || st.IPv6 == nil || st.IPv6.Size != "256" || meta.FindStatusCondition(st.Conditions, "Default") != nil {
 		t.Errorf("plain %+v", st)
+	}
+
+	// The pools' metrics: the same counts, per pool and family present.
+	want := []metrics.PoolUsage{{Pool: "older", Family: "IPv4", Size: 4, Allocated: 2}, {Pool: "older", Family: "IPv6", Size: 1 << 64},
+		{Pool: "newer", Family: "IPv4", Size: 4}, {Pool: "plain", Family: "IPv6", Size: 256}}
+	if got := PoolUsage([]kubelbv1alpha1.AddressPool{older, newer, plain}, out); !slices.Equal(got, want) {
+		t.Errorf("PoolUsage %+v, want %+v", got, want)
+	}
+	if got := lbaddress.CountByReason(out.Verdicts); len(got) != 1 || got[lbaddress.ReasonAssigned] != 2 {
+		t.Errorf("Services by reason %v, want 2 Assigned", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -33,5 +34,6 @@ func HubOptions(c client.Reader, managerNamespace, class string) Options {
 			return t.AddressPool, err
 		},
 		PoolByNamespace: true,
+		Metrics:         metrics.ManagerIPAM,
 	}
 }

@@ -71,11 +71,36 @@ func (v Verdict) LoadBalancer() corev1.LoadBalancerStatus {
 	return st
 }
 
+// ConditionReason is the reason of the ConditionAddressAssigned the verdict gives: ReasonAssigned,
+// or why the Service waits (ReasonNoAddress when the provider gave no reason).
+func (v Verdict) ConditionReason() string {
+	switch {
+	case v.Reason != "":
+		return v.Reason
+	case len(v.Addresses) == 0:
+		return ReasonNoAddress
+	}
+	return ReasonAssigned
+}
+
+// ReasonNoAddress is the reason of a False ConditionAddressAssigned when no other is known.
+const ReasonNoAddress = "NoAddress"
+
+// CountByReason counts verdicts (a Verdict, or a provider's type embedding one) by
+// ConditionReason, for the address providers' metrics.
+func CountByReason[K comparable, V interface{ ConditionReason() string }](verdicts map[K]V) map[string]int {
+	out := map[string]int{}
+	for _, v := range verdicts {
+		out[v.ConditionReason()]++
+	}
+	return out
+}
+
 // condition is the ConditionAddressAssigned the verdict gives a Service of generation gen.
 func (v Verdict) condition(gen int64) metav1.Condition {
-	reason := v.Reason
-	if reason == "" && len(v.Addresses) == 0 {
-		reason = "NoAddress"
+	reason := v.ConditionReason()
+	if reason == ReasonAssigned {
+		reason = ""
 	}
 	return Condition(gen, len(v.Addresses), reason, v.Message)
 }

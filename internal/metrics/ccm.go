@@ -80,14 +80,16 @@ var (
 func ccmReconciles() []*Reconcile {
 	return []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile,
 		CCMIngressReconcile, CCMGatewayReconcile, CCMHTTPRouteReconcile, CCMGRPCRouteReconcile,
-		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMEndpointSliceReconcile, CCMSecretReconcile}
+		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMEndpointSliceReconcile, CCMSecretReconcile,
+		CCMIPAM.Reconcile}
 }
 
 // ccmGauges are the other metrics of the ccm, in declaration order.
 func ccmGauges() []prometheus.Collector {
-	return []prometheus.Collector{CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes, CCMManagedGRPCRoutes,
+	out := []prometheus.Collector{CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes, CCMManagedGRPCRoutes,
 		CCMManagedTLSRoutes, CCMManagedTCPRoutes, CCMManagedUDPRoutes,
 		CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets}
+	return append(append(out, CCMNodeIP.gauges()...), CCMIPAM.gauges()...)
 }
 
 // RegisterCCM registers the ccm's metrics; call it once at start-up.

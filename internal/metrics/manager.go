@@ -81,16 +81,17 @@ func RegisterManager() {
 // managerReconciles are the reconcile metrics of the manager, in declaration order.
 func managerReconciles() []*Reconcile {
 	return []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile,
-		ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile}
+		ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile, ManagerNodeIP.Reconcile, ManagerIPAM.Reconcile}
 }
 
 // managerGauges are the other metrics of the manager, in declaration order (the vectors
 // themselves: the Tenant*Vec wrappers only filter what is observed).
 func managerGauges() []prometheus.Collector {
-	return []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
+	out := []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
 		ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
 		ManagerXDSSentBytes.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+	return append(append(out, ManagerNodeIP.gauges()...), ManagerIPAM.gauges()...)
 }
 
 // tenantVecs are the manager's vectors labelled "tenant", which ForgetTenant clears.

@@ -25,6 +25,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/metrics"
 )
 
 // EventSource is the reporting controller of the node-IP mode's Events.
@@ -58,9 +59,10 @@ type Options struct {
 	// NAT keeps a 1:1 NAT shadow Service per served Service whose nodes have private
 	// addresses other than their public ones (--node-ip-nat).
 	NAT bool
-	// Observe, when set, is told the result and start of every reconcile and the number of
-	// serving labelled nodes (metrics).
-	Observe func(err error, start time.Time, servingNodes int)
+	// Metrics, when set, counts the reconciles and the served Services by reason.
+	Metrics *metrics.AddressProvider
+	// Observe, when set, is told the number of serving labelled nodes after every decision.
+	Observe func(servingNodes int)
 }
 
 // Reconciler gives every Service the mode serves the addresses of the Ready nodes of its node
@@ -96,10 +98,9 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "node-ip"
 // written.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
-	serving := 0
 	defer func() {
-		if r.Opts.Observe != nil {
-			r.Opts.Observe(err, start, serving)
+		if r.Opts.Metrics != nil {
+			r.Opts.Metrics.Reconcile.Observe("", metrics.Result(err), start)
 		}
 	}()
 	defer func() { res, err = apply.RetryConflict(res, err) }()
@@ -140,7 +141,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 		return sets[k], setErrs[k]
 	}
 	verdicts := AssignNodeIPs(owned, nodes.Items, r.Opts.Reserved, setOf, r.Opts.Hub)
-	serving = servingLabelledNodes(nodes.Items)
+	if r.Opts.Metrics != nil {
+		r.Opts.Metrics.SetServices(lbaddress.CountByReason(verdicts))
+	}
+	if r.Opts.Observe != nil {
+		r.Opts.Observe(servingLabelledNodes(nodes.Items))
+	}
 	given := labelledNodeIPs(nodes.Items)
 
 	seen := make(map[types.NamespacedName]bool, len(owned))

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -40,6 +41,7 @@ func HubOptions(c client.Reader, managerNamespace, class string, reserved []Port
 		},
 		Reserved: reserved,
 		NAT:      nat,
+		Metrics:  metrics.ManagerNodeIP,
 	}
 }
 
