@@ -433,16 +433,19 @@ func TestPrometheusRuleTemplate(t *testing.T) {
 		want  []string // nil: no PrometheusRule
 	}{
 		{"manager/defaults", ManagerChart, nil, nil},
-		{"manager/enabled", ManagerChart, []string{"--set", "prometheusRule.enabled=true"}, all(ManagerChart)},
+		{"manager/enabled", ManagerChart, []string{"--set", "prometheusRule.enabled=true"}, without(ManagerChart, "KubeLBAddressPoolExhausted")},
+		{"manager/address pools", ManagerChart, []string{"--set", "prometheusRule.enabled=true", "--set", "addressProvider.type=ipam"}, all(ManagerChart)},
 		{"manager/one replica, no leader election", ManagerChart, []string{"--set", "prometheusRule.enabled=true", "--set", "replicaCount=1", "--set", "leaderElection.enabled=false"},
-			without(ManagerChart, "KubeLBManagerReplicasMissing", "KubeLBManagerNoLeader")},
+			without(ManagerChart, "KubeLBManagerReplicasMissing", "KubeLBManagerNoLeader", "KubeLBAddressPoolExhausted")},
 		{"manager/disabledAlerts", ManagerChart, []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.disabledAlerts={KubeLBListenerPortsNearlyExhausted,KubeLBManagerDown}"},
-			without(ManagerChart, "KubeLBListenerPortsNearlyExhausted", "KubeLBManagerDown")},
-		{"manager/full", ManagerChart, []string{"-f", FullValues(ManagerChart)}, without(ManagerChart, "KubeLBListenerPortsNearlyExhausted")},
+			without(ManagerChart, "KubeLBListenerPortsNearlyExhausted", "KubeLBManagerDown", "KubeLBAddressPoolExhausted")},
+		{"manager/full", ManagerChart, []string{"-f", FullValues(ManagerChart)}, without(ManagerChart, "KubeLBListenerPortsNearlyExhausted", "KubeLBAddressPoolExhausted")},
 		{"ccm/defaults", CCMChart, minimalCCM, nil},
-		{"ccm/enabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true"}, minimalCCM...), all(CCMChart)},
+		{"ccm/enabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true"}, minimalCCM...), without(CCMChart, "KubeLBCCMAddressPoolExhausted")},
+		{"ccm/standalone address pools", CCMChart, []string{"--set", "mode=standalone", "--set", "standalone.addressProvider=ipam", "--set", "prometheusRule.enabled=true"},
+			without(CCMChart, "KubeLBCCMHubUnreachable")},
 		{"ccm/every alert disabled", CCMChart, append([]string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.disabledAlerts={KubeLBCCMDown,KubeLBCCMHubUnreachable,KubeLBCCMReconcileErrors}"}, minimalCCM...), nil},
-		{"ccm/full", CCMChart, []string{"-f", FullValues(CCMChart)}, without(CCMChart, "KubeLBCCMReconcileErrors")},
+		{"ccm/full", CCMChart, []string{"-f", FullValues(CCMChart)}, without(CCMChart, "KubeLBCCMReconcileErrors", "KubeLBCCMAddressPoolExhausted")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
