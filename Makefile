@@ -48,6 +48,9 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubelb paths=./internal/manager/... output:rbac:artifacts:config=config/rbac
+	@# The address providers' rights, for the kustomize components (config/components/*).
+	$(CONTROLLER_GEN) rbac:roleName=kubelb-node-ip paths=./internal/nodeip/... output:rbac:artifacts:config=config/components/node-ip
+	$(CONTROLLER_GEN) rbac:roleName=kubelb-ipam paths=./internal/ipam/... output:rbac:artifacts:config=config/components/ipam
 	@# The manager chart renders its RBAC from this same file (templates/rbac.yaml): one source.
 	mkdir -p charts/kubelb-manager/rbac && cp config/rbac/role.yaml charts/kubelb-manager/rbac/role.yaml
 	for chart in charts/*/; do if [ -d $$chart/crds ]; then cp config/crd/bases/*.yaml $$chart/crds/; fi; done

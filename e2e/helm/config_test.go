@@ -166,3 +166,63 @@ func TestConfigKustomizations(t *testing.T) {
 		t.Errorf("config/samples has %d objects, want 3", n)
 	}
 }
+
+// TestConfigAddressProviderComponents: the kustomize components config/components/node-ip and
+// config/components/ipam hold the roles controller-gen makes from the providers' markers
+// today; an overlay of config/default with one of them builds with --address-provider set,
+// applies to a real API server, and the manager's ServiceAccount then holds every permission
+// the provider's markers declare.
+func TestConfigAddressProviderComponents(t *testing.T) {
+	t.Parallel()
+	gen := filepath.Join(testsupport.RepoRoot(), "bin", "controller-gen", "v0.21.0", "controller-gen")
+	if _, err := os.Stat(gen); err != nil {
+		t.Fatalf("controller-gen not found at %s: run make tools", gen)
+	}
+	hub := testenv.Start(t, "hub", testenv.Options{WithoutKubelbCRDs: true})
+	for _, p := range []struct{ mode, pkg string }{{"node-ip", "nodeip"}, {"ipam", "ipam"}} {
+		out := t.TempDir()
+		cmd := exec.Command(gen, "rbac:roleName=kubelb-"+p.mode, "paths=./internal/"+p.pkg+"/...", "output:rbac:artifacts:config="+out)
+		cmd.Dir = testsupport.RepoRoot()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("controller-gen rbac: %v\n%s", err, b)
+		}
+		want, err := os.ReadFile(filepath.Join(out, "role.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(testsupport.RepoRoot(), "config", "components", p.mode, "role.yaml")); string(got) != string(want) {
+			t.Errorf("config/components/%s/role.yaml is stale: run make generate", p.mode)
+		}
+
+		// An overlay as a user writes it (the component and config/default by relative path).
+		overlay := t.TempDir()
+		rel := func(dir string) string {
+			r, err := filepath.Rel(overlay, filepath.Join(testsupport.RepoRoot(), "config", dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		k := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n", rel("default"), rel(filepath.Join("components", p.mode)))
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := Decode(kubectl(t, "kustomize", overlay))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantArgs(t, args(t, find(t, objs, "Deployment", "kubelb")), "--address-provider="+p.mode, "--namespace=$(NAMESPACE)")
+		find(t, objs, "ClusterRole", "kubelb-"+p.mode)
+		find(t, objs, "ClusterRoleBinding", "kubelb-"+p.mode)
+
+		kubectl(t, "--kubeconfig", hub.Kubeconfig, "apply", "--server-side", "--field-manager=kubelb-test", "--force-conflicts", "-k", overlay)
+		need, err := MarkerPermissions(filepath.Join(testsupport.RepoRoot(), "internal", p.pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(need) == 0 {
+			t.Fatalf("no +kubebuilder:rbac markers in internal/%s", p.pkg)
+		}
+		checkRBAC(t, ImpersonatedConfig(hub, "kubelb", "kubelb"), need, nil)
+	}
+}

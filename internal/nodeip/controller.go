@@ -65,6 +65,14 @@ type Options struct {
 	Observe func(servingNodes int)
 }
 
+// The rights the node-IP mode needs (package-level markers: controller-gen generates
+// config/components/node-ip/role.yaml from them; the charts grant the same).
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Reconciler gives every Service the mode serves the addresses of the Ready nodes of its node
 // set (see AssignNodeIPs) in status.loadBalancer.ingress, for kube-proxy to program, with the
 // condition kubelb.k8c.io/AddressAssigned; a pending Service gets the condition False and a
@@ -72,11 +80,6 @@ type Options struct {
 // shadow Services. The decision covers all Services at once (who came first holds a port), so
 // the controller has one key: every relevant Service and Node event leads to it, and a burst
 // of changes costs one reconcile.
-//
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 type Reconciler struct {
 	// Client reads from the cluster's cache and writes Services and their status.
 	Client   client.Client
