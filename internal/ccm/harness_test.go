@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -52,7 +52,7 @@ type env struct {
 
 // eventCounter counts Events per reason and object UID, then passes them on.
 type eventCounter struct {
-	events.EventRecorder
+	recorder.EventRecorder
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -81,7 +81,7 @@ type countingManager struct {
 }
 
 // GetEventRecorder returns the counting recorder.
-func (m countingManager) GetEventRecorder(string) events.EventRecorder { return m.rec }
+func (m countingManager) GetEventRecorder(string) recorder.EventRecorder { return m.rec }
 
 // newEnv starts a hub and a tenant control plane and makes the tenant's hub namespace.
 func newEnv(t *testing.T) *env {
