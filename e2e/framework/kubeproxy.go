@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,9 +264,13 @@ func (hs *healthServers) closeAll() { hs.sync(nil) }
 // of type LoadBalancer whose status.loadBalancer.ingress has an IP with ipMode VIP (or none),
 // and of a Service with NodePorts on each of its spec.externalIPs, listens on <ip>:<port> and
 // forwards each connection to one of <node address>:<nodePort> (round robin over nodeIPs), as
-// kube-proxy's rules send a packet for that address to the Service's endpoints. An ipMode
+// kube-proxy's rules send a packet for that address to the Service's endpoints. A Service
+// without NodePorts (a ClusterIP Service with externalIPs, such as a 1:1 NAT shadow Service)
+// reaches the endpoints through the NodePorts of a Service of its namespace with the same
+// selector and port: the same Pods, which the harness plays on those NodePorts. An ipMode
 // Proxy address is not programmed (kube-proxy leaves it to the load balancer). Only loopback
-// addresses are listened on. It follows the Services until the test ends.
+// addresses are listened on, and in the test's private network namespace its local range
+// (10.244.0.0/15, see SetupNetns). It follows the Services until the test ends.
 func PlayLoadBalancerAddresses(t testenv.TB, c client.Client, nodeIPs []string) {
 	fs := forwarders{}
 	t.Cleanup(fs.closeAll)
@@ -296,20 +302,54 @@ func loadBalancerAddressState(svcs []corev1.Service, nodeIPs []string) map[strin
 			}
 		}
 		for _, ip := range ips {
-			if a, err := netip.ParseAddr(ip); err != nil || !a.IsLoopback() {
+			if a, err := netip.ParseAddr(ip); err != nil || !listenable(a) {
 				continue
 			}
 			for _, p := range svc.Spec.Ports {
-				if p.Protocol != corev1.ProtocolTCP || p.NodePort == 0 {
+				nodePort := p.NodePort
+				if nodePort == 0 {
+					nodePort = sameEndpointsNodePort(svcs, svc, p)
+				}
+				if p.Protocol != corev1.ProtocolTCP || nodePort == 0 {
 					continue
 				}
 				var ups []string
 				for _, n := range nodeIPs {
-					ups = append(ups, net.JoinHostPort(n, fmt.Sprint(p.NodePort)))
+					ups = append(ups, net.JoinHostPort(n, fmt.Sprint(nodePort)))
 				}
 				want[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = ups
 			}
 		}
 	}
 	return want
+}
+
+// sameEndpointsNodePort is the NodePort of port p of another Service of svc's namespace with
+// the same (non-empty) selector, whose endpoints are therefore the same Pods; 0 when there is
+// none.
+func sameEndpointsNodePort(svcs []corev1.Service, svc *corev1.Service, p corev1.ServicePort) int32 {
+	if len(svc.Spec.Selector) == 0 {
+		return 0
+	}
+	for i := range svcs {
+		o := &svcs[i]
+		if o.Namespace != svc.Namespace || o.Name == svc.Name || !maps.Equal(o.Spec.Selector, svc.Spec.Selector) {
+			continue
+		}
+		for _, op := range o.Spec.Ports {
+			if op.Port == p.Port && op.Protocol == p.Protocol && op.NodePort != 0 {
+				return op.NodePort
+			}
+		}
+	}
+	return 0
+}
+
+// netnsLocal is the range SetupNetns makes local in the test's private network namespace.
+var netnsLocal = netip.MustParsePrefix("10.244.0.0/15")
+
+// listenable tells whether the played kube-proxy may listen on a: a loopback address, or one
+// of the private network namespace's local range when the test runs in it.
+func listenable(a netip.Addr) bool {
+	return a.IsLoopback() || (os.Getenv(InNetnsEnv) != "" && netnsLocal.Contains(a))
 }

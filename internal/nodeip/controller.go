@@ -39,6 +39,15 @@ const LabelNATShadowOf = "kubelb.k8c.io/nat-shadow-of"
 // kubelb did not make; it is left alone, and the Service has its addresses without a shadow.
 const ReasonNATServiceNameTaken = "NATServiceNameTaken"
 
+// ReasonNATServiceRejected (Warning): the API server refused a Service's NAT shadow (invalid, or
+// forbidden by admission such as the DenyServiceExternalIPs plugin); the Service has its
+// addresses without a shadow, and the shadow is tried again every natRetry.
+const ReasonNATServiceRejected = "NATServiceRejected"
+
+// natRetry is how long a refused NAT shadow waits before it is tried again (an admission
+// policy may change without any object kubelb watches changing).
+const natRetry = 5 * time.Minute
+
 // Options configure the node-IP controller for where it runs.
 type Options struct {
 	// Name of the controller.
@@ -88,8 +97,9 @@ type Reconciler struct {
 	Opts     Options
 
 	mu sync.Mutex
-	// natTaken remembers the Services whose shadow name is taken (Event once).
-	natTaken map[types.NamespacedName]bool
+	// natProblem remembers each Service's NAT shadow problem (reason and note), so its Warning
+	// Event is recorded once per change.
+	natProblem map[types.NamespacedName]string
 }
 
 // key is the one key of the node-IP controller.
@@ -155,6 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 	seen := make(map[types.NamespacedName]bool, len(owned))
 	shadows := map[types.NamespacedName]*corev1.Service{} // shadow Services by their LB Service
 	var errs []error
+	retry := false
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if of, ok := svc.Labels[LabelNATShadowOf]; ok && svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue {
@@ -172,9 +183,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 				errs = append(errs, err)
 			}
 			if r.Opts.NAT && !v.Pending() && len(v.Private) > 0 {
-				if err := r.keepShadow(ctx, svc, v.Private, shadows[k], services.Items); err != nil {
+				refused, err := r.keepShadow(ctx, svc, v.Private, shadows[k], services.Items)
+				if err != nil {
 					errs = append(errs, err)
 				}
+				retry = retry || refused
 				delete(shadows, k)
 			}
 		case svc.DeletionTimestamp != nil:
@@ -197,6 +210,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 		}
 	}
 	r.Writer.ForgetExcept(seen)
+	r.forgetNATExcept(seen)
+	if retry {
+		return reconcile.Result{RequeueAfter: natRetry}, errors.Join(errs...)
+	}
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
@@ -294,7 +311,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	rec := mgr.GetEventRecorder(EventSource)
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: rec, Opts: opts,
 		Writer:   &lbaddress.Writer{Client: mgr.GetClient(), Recorder: rec},
-		natTaken: map[types.NamespacedName]bool{}}
+		natProblem: map[types.NamespacedName]string{}}
 	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} })
 	b := builder.ControllerManagedBy(mgr).
 		Named(opts.Name).

@@ -263,6 +263,20 @@ func TestNATShadows(t *testing.T) {
 	}, false)
 	shadow("10.9.0.1")
 
+	// A shadow the API server refuses (externalIPs may not be loopback; admission such as
+	// DenyServiceExternalIPs refuses any): a Warning Event on the Service, which keeps its
+	// addresses and its last shadow; a valid address again updates the shadow.
+	e.updateNode(t, "n1", func(n *corev1.Node) {
+		n.Annotations = map[string]string{AnnotationPrivateAddresses: "127.0.0.9"}
+	}, false)
+	e.waitEvent(t, "tenant-a", "web", ReasonNATServiceRejected)
+	e.waitIngress(t, "tenant-a", "web", "10.1.0.2", "192.0.2.1")
+	shadow("10.9.0.1")
+	e.updateNode(t, "n1", func(n *corev1.Node) {
+		n.Annotations = map[string]string{AnnotationPrivateAddresses: "10.9.0.3"}
+	}, false)
+	shadow("10.9.0.3")
+
 	// Someone else's Service has the shadow name of "other": it is not touched.
 	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "other-kubelb-nat"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1, Protocol: corev1.ProtocolTCP}}}}
@@ -283,7 +297,7 @@ func TestNATShadows(t *testing.T) {
 
 	// Back, then the Service is deleted: the shadow goes with it (no garbage collector here).
 	e.updateNode(t, "n1", func(n *corev1.Node) { n.Labels = map[string]string{LabelUseAsLoadBalancer: "true"} }, false)
-	shadow("10.9.0.1")
+	shadow("10.9.0.3")
 	if err := e.c.Delete(e.ctx, e.get(t, "tenant-a", "web")); err != nil {
 		t.Fatal(err)
 	}

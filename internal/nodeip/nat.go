@@ -6,10 +6,13 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,42 +62,65 @@ func shadowFor(svc *corev1.Service, private []netip.Addr) *corev1.Service {
 }
 
 // keepShadow creates or updates the NAT shadow of svc (existing: the shadow found by label).
-// A Service of that name kubelb did not make is never written: svc gets a Warning Event.
-func (r *Reconciler) keepShadow(ctx context.Context, svc *corev1.Service, private []netip.Addr, existing *corev1.Service, all []corev1.Service) error {
+// A Service of that name kubelb did not make is never written: svc gets a Warning Event. A
+// shadow the API server refuses (invalid, or forbidden by admission) gives svc a Warning Event
+// and refused true (the caller tries again later); it is not a reconcile error.
+func (r *Reconciler) keepShadow(ctx context.Context, svc *corev1.Service, private []netip.Addr, existing *corev1.Service, all []corev1.Service) (refused bool, err error) {
 	want := shadowFor(svc, private)
 	if existing == nil {
 		for i := range all {
 			if all[i].Namespace == want.Namespace && all[i].Name == want.Name {
-				r.reportTaken(svc, true)
-				return nil
+				r.reportNAT(svc, ReasonNATServiceNameTaken, fmt.Sprintf(
+					"The Service %s, which kubelb did not make, has the name of this Service's 1:1 NAT shadow; it is left alone, so traffic arriving on the nodes' private addresses is not matched. Rename or delete it.",
+					want.Name))
+				return false, nil
 			}
 		}
-		r.reportTaken(svc, false)
 		if err := r.Client.Create(ctx, want); err != nil {
-			return client.IgnoreAlreadyExists(fmt.Errorf("creating NAT shadow Service %s/%s: %w", want.Namespace, want.Name, err))
+			if r.refused(svc, want, err) {
+				return true, nil
+			}
+			return false, client.IgnoreAlreadyExists(fmt.Errorf("creating NAT shadow Service %s/%s: %w", want.Namespace, want.Name, err))
 		}
+		r.reportNAT(svc, "", "")
 		ctrl.LoggerFrom(ctx).Info("created NAT shadow Service", "service", client.ObjectKeyFromObject(want), "externalIPs", want.Spec.ExternalIPs)
-		return nil
+		return false, nil
 	}
-	r.reportTaken(svc, false)
 	if existing.Name == want.Name && equality.Semantic.DeepEqual(existing.Spec.Selector, want.Spec.Selector) &&
 		slices.Equal(existing.Spec.ExternalIPs, want.Spec.ExternalIPs) && samePorts(existing.Spec.Ports, want.Spec.Ports) &&
 		equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences) {
-		return nil
+		r.reportNAT(svc, "", "")
+		return false, nil
 	}
 	if existing.Name != want.Name {
 		// A shadow under another name (its Service was renamed? never: names are fixed) —
 		// delete it; the next pass creates the right one.
-		return client.IgnoreNotFound(r.Client.Delete(ctx, existing))
+		return false, client.IgnoreNotFound(r.Client.Delete(ctx, existing))
 	}
 	update := existing.DeepCopy()
 	update.Labels, update.OwnerReferences = want.Labels, want.OwnerReferences
 	update.Spec.Selector, update.Spec.ExternalIPs = want.Spec.Selector, want.Spec.ExternalIPs
 	update.Spec.Ports = want.Spec.Ports
 	if err := r.Client.Update(ctx, update); err != nil {
-		return fmt.Errorf("updating NAT shadow Service %s/%s: %w", update.Namespace, update.Name, err)
+		if r.refused(svc, want, err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("updating NAT shadow Service %s/%s: %w", update.Namespace, update.Name, err)
 	}
-	return nil
+	r.reportNAT(svc, "", "")
+	return false, nil
+}
+
+// refused tells whether err is the API server refusing the shadow (invalid, or forbidden by
+// admission) and reports it on svc.
+func (r *Reconciler) refused(svc, shadow *corev1.Service, err error) bool {
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		return false
+	}
+	r.reportNAT(svc, ReasonNATServiceRejected, fmt.Sprintf(
+		"The API server refused this Service's 1:1 NAT shadow Service %s (externalIPs %s): %v. Traffic arriving on the nodes' private addresses is not matched until it is allowed (an admission policy such as DenyServiceExternalIPs may refuse externalIPs); kubelb tries again every %s.",
+		shadow.Name, strings.Join(shadow.Spec.ExternalIPs, ", "), err, natRetry))
+	return true
 }
 
 // samePorts compares the ports a shadow sets (name, protocol, port, targetPort).
@@ -104,21 +130,34 @@ func samePorts(a, b []corev1.ServicePort) bool {
 	})
 }
 
-// reportTaken records a Warning Event once when the shadow name of svc is taken by a Service
-// kubelb did not make.
-func (r *Reconciler) reportTaken(svc *corev1.Service, taken bool) {
+// reportNAT records a Warning Event on svc once per change of its NAT shadow problem (reason
+// and note); an empty reason means there is none.
+func (r *Reconciler) reportNAT(svc *corev1.Service, reason, note string) {
 	k := client.ObjectKeyFromObject(svc)
+	memo := ""
+	if reason != "" {
+		memo = string(svc.UID) + "/" + reason + "/" + note
+	}
 	r.mu.Lock()
-	was := r.natTaken[k]
-	if taken {
-		r.natTaken[k] = true
+	was := r.natProblem[k]
+	if memo == "" {
+		delete(r.natProblem, k)
 	} else {
-		delete(r.natTaken, k)
+		r.natProblem[k] = memo
 	}
 	r.mu.Unlock()
-	if taken && !was && r.Recorder != nil {
-		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonNATServiceNameTaken, "AssignAddress",
-			"The Service %s, which kubelb did not make, has the name of this Service's 1:1 NAT shadow; it is left alone, so traffic arriving on the nodes' private addresses is not matched. Rename or delete it.",
-			ShadowName(svc.Name))
+	if memo != "" && memo != was && r.Recorder != nil {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, "AssignAddress", "%s", note)
+	}
+}
+
+// forgetNATExcept forgets the NAT problems of the Services not in seen.
+func (r *Reconciler) forgetNATExcept(seen map[types.NamespacedName]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.natProblem {
+		if !seen[k] {
+			delete(r.natProblem, k)
+		}
 	}
 }
