@@ -144,7 +144,7 @@ prometheus() {
 # Debian's nftables: the 1:1 NAT e2e (TestStandaloneOneToOneNAT) plays a cloud's NAT with nft
 # rules inside its private network namespace (no rule ever touches the machine's own).
 nftables() {
-  if type -P nft >/dev/null 2>&1; then return; fi
+  if type -P nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]]; then return; fi
   log "installing Debian's nftables package"
   local sudo=""
   [[ $(id -u) == 0 ]] || sudo=sudo

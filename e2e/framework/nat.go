@@ -27,7 +27,10 @@ func PlayOneToOneNAT(t testenv.TB, publicToPrivate map[string]string) {
 	}
 	nft, err := exec.LookPath("nft")
 	if err != nil {
-		t.Fatal("nft not found on $PATH: run `make tools` (hack/tools.sh nftables installs Debian's nftables)")
+		nft = "/usr/sbin/nft" // Debian's, off the PATH of users other than root
+		if _, err := os.Stat(nft); err != nil {
+			t.Fatal("nft not found on $PATH nor in /usr/sbin: run `make tools` (hack/tools.sh nftables installs Debian's nftables)")
+		}
 	}
 	publics := make([]string, 0, len(publicToPrivate))
 	for pub, priv := range publicToPrivate {
