@@ -125,9 +125,7 @@ type Writer struct {
 	// Recorder records the Events.
 	Recorder events.EventRecorder
 
-	mu sync.Mutex
-	// last remembers the last pending verdict reported per Service (UID, reason, message).
-	last map[types.NamespacedName]string
+	warnings Warnings
 }
 
 // Write makes svc's status show v: status.loadBalancer and ConditionAddressAssigned (other
@@ -192,42 +190,64 @@ func (w *Writer) patch(ctx context.Context, svc *corev1.Service, want corev1.Ser
 // report records a Warning Event on a pending Service (reason set) once per change of
 // reason and message.
 func (w *Writer) report(svc *corev1.Service, reason, message string) {
-	key := client.ObjectKeyFromObject(svc)
-	memo := ""
-	if reason != "" {
-		memo = string(svc.UID) + "/" + reason + "/" + message
-	}
-	w.mu.Lock()
-	if w.last == nil {
-		w.last = map[types.NamespacedName]string{}
-	}
-	last := w.last[key]
-	if memo == "" {
-		delete(w.last, key)
-	} else {
-		w.last[key] = memo
-	}
-	w.mu.Unlock()
-	if memo != "" && memo != last && w.Recorder != nil {
-		w.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, actionStatus, "%s", cut(message, maxNote))
-	}
+	w.warnings.Report(w.Recorder, svc, reason, message)
 }
 
 // Forget drops what is remembered of a Service (gone, or no longer served).
-func (w *Writer) Forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, key)
-}
+func (w *Writer) Forget(key types.NamespacedName) { w.warnings.Forget(key) }
 
 // ForgetExcept forgets the verdicts of the Services not in seen (gone or no longer served),
 // so that the memory follows the Services that exist.
-func (w *Writer) ForgetExcept(seen map[types.NamespacedName]bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k := range w.last {
+func (w *Writer) ForgetExcept(seen map[types.NamespacedName]bool) { w.warnings.ForgetExcept(seen) }
+
+// Warnings records a Warning Event about a Service once per change of what is wrong with it
+// (reason and note), not once per reconcile. Memory only: after a restart a problem that
+// remains is reported once more. The zero value is ready; it is safe for concurrent use.
+type Warnings struct {
+	mu sync.Mutex
+	// last is what was reported last per Service (UID, reason, note).
+	last map[types.NamespacedName]string
+}
+
+// Report records a Warning Event with reason and note (action AssignAddress) on svc with rec
+// (nil: none) unless it is what was reported last; an empty reason means nothing is wrong
+// any more.
+func (o *Warnings) Report(rec events.EventRecorder, svc *corev1.Service, reason, note string) {
+	key := client.ObjectKeyFromObject(svc)
+	memo := ""
+	if reason != "" {
+		memo = string(svc.UID) + "/" + reason + "/" + note
+	}
+	o.mu.Lock()
+	if o.last == nil {
+		o.last = map[types.NamespacedName]string{}
+	}
+	last := o.last[key]
+	if memo == "" {
+		delete(o.last, key)
+	} else {
+		o.last[key] = memo
+	}
+	o.mu.Unlock()
+	if memo != "" && memo != last && rec != nil {
+		rec.Eventf(svc, nil, corev1.EventTypeWarning, reason, actionStatus, "%s", cut(note, maxNote))
+	}
+}
+
+// Forget drops what was reported about a Service.
+func (o *Warnings) Forget(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.last, key)
+}
+
+// ForgetExcept forgets the Services not in seen.
+func (o *Warnings) ForgetExcept(seen map[types.NamespacedName]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k := range o.last {
 		if !seen[k] {
-			delete(w.last, k)
+			delete(o.last, k)
 		}
 	}
 }

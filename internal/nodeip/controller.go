@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,10 +95,8 @@ type Reconciler struct {
 	Writer   *lbaddress.Writer
 	Opts     Options
 
-	mu sync.Mutex
-	// natProblem remembers each Service's NAT shadow problem (reason and note), so its Warning
-	// Event is recorded once per change.
-	natProblem map[types.NamespacedName]string
+	// natWarnings records each Service's NAT shadow problem once per change.
+	natWarnings lbaddress.Warnings
 }
 
 // key is the one key of the node-IP controller.
@@ -210,7 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 		}
 	}
 	r.Writer.ForgetExcept(seen)
-	r.forgetNATExcept(seen)
+	r.natWarnings.ForgetExcept(seen)
 	if retry {
 		return reconcile.Result{RequeueAfter: natRetry}, errors.Join(errs...)
 	}
@@ -310,8 +307,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	rec := mgr.GetEventRecorder(EventSource)
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: rec, Opts: opts,
-		Writer:   &lbaddress.Writer{Client: mgr.GetClient(), Recorder: rec},
-		natProblem: map[types.NamespacedName]string{}}
+		Writer: &lbaddress.Writer{Client: mgr.GetClient(), Recorder: rec}}
 	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} })
 	b := builder.ControllerManagedBy(mgr).
 		Named(opts.Name).

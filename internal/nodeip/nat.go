@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,31 +132,5 @@ func samePorts(a, b []corev1.ServicePort) bool {
 // reportNAT records a Warning Event on svc once per change of its NAT shadow problem (reason
 // and note); an empty reason means there is none.
 func (r *Reconciler) reportNAT(svc *corev1.Service, reason, note string) {
-	k := client.ObjectKeyFromObject(svc)
-	memo := ""
-	if reason != "" {
-		memo = string(svc.UID) + "/" + reason + "/" + note
-	}
-	r.mu.Lock()
-	was := r.natProblem[k]
-	if memo == "" {
-		delete(r.natProblem, k)
-	} else {
-		r.natProblem[k] = memo
-	}
-	r.mu.Unlock()
-	if memo != "" && memo != was && r.Recorder != nil {
-		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, "AssignAddress", "%s", note)
-	}
-}
-
-// forgetNATExcept forgets the NAT problems of the Services not in seen.
-func (r *Reconciler) forgetNATExcept(seen map[types.NamespacedName]bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.natProblem {
-		if !seen[k] {
-			delete(r.natProblem, k)
-		}
-	}
+	r.natWarnings.Report(r.Recorder, svc, reason, note)
 }
