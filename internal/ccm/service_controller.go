@@ -333,7 +333,8 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 		// The condition is kubelb's, whoever wrote the addresses.
 		meta.RemoveStatusCondition(&svc.Status.Conditions, lbaddress.ConditionAddressAssigned)
 		if !equality.Semantic.DeepEqual(orig.Status, svc.Status) {
-			if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			// Optimistic lock: the patch replaces the whole conditions list.
+			if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 				return fmt.Errorf("clearing status of Service %s: %w", key, err)
 			}
 		}
