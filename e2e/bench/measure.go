@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"time"
 
@@ -42,6 +43,29 @@ type mark struct {
 	// machineBusy and machineIdle: the whole machine's.
 	cpu                      map[string]float64
 	machineBusy, machineIdle float64
+}
+
+// settledMark is mark once the hub API server's write counters have settled: the harness
+// sees a write's result (a watch event) a moment before apiserver_request_total counts the
+// request, so a workload that has just converged waits until two readings 200 ms apart agree
+// (at most 5 s).
+func (h *harness) settledMark() *mark {
+	t := h.t
+	t.Helper()
+	ctx := context.Background()
+	prev, err := framework.APIWrites(ctx, h.sys.Hub.Config)
+	for i := 0; i < 25 && err == nil; i++ {
+		time.Sleep(200 * time.Millisecond)
+		var cur map[string]int64
+		if cur, err = framework.APIWrites(ctx, h.sys.Hub.Config); err == nil && maps.Equal(prev, cur) {
+			break
+		}
+		prev = cur
+	}
+	if err != nil {
+		t.Fatalf("reading the hub API server's writes: %v", err)
+	}
+	return h.mark()
 }
 
 // mark reads the counters; a counter that cannot be read fails the run.

@@ -45,7 +45,7 @@ func (h *harness) burst() *Workload {
 	}
 	// What the burst causes after the last address (status conditions, Events) counts too.
 	settled := h.settle()
-	w := h.workload(before, h.mark(), n)
+	w := h.workload(before, h.settledMark(), n)
 	lat, last := h.tl.latencies(keys)
 	w.IssueSeconds, w.TimeToAddress, w.EnvoySyncSeconds = issued.Seconds(), dist(lat), envoySync
 	w.ConvergenceSeconds = last.Sub(before.at).Seconds()
@@ -122,7 +122,7 @@ func (h *harness) envoyListeners() int {
 func (h *harness) quiet() *Workload {
 	before := h.mark()
 	time.Sleep(h.cfg.Quiet)
-	w := h.workload(before, h.mark(), 0)
+	w := h.workload(before, h.settledMark(), 0)
 	h.t.Logf("quiet %s: %d hub writes %v, manager %.2f CPU s", h.cfg.Quiet, w.HubWrites.Total, w.HubWrites.ByVerbResource, w.Manager.CPUSeconds)
 	return w
 }
@@ -183,7 +183,7 @@ func (h *harness) change() *Workload {
 	})
 	// Let the status writes and pushes the change causes land before reading the counters.
 	settled := h.settle()
-	w := h.workload(before, h.mark(), 1)
+	w := h.workload(before, h.settledMark(), 1)
 	w.SettledSeconds = settled.Sub(before.at).Seconds()
 	w.ChangeToHubSeconds = hubAt.Sub(before.at).Seconds()
 	if !envoyAt.IsZero() {
@@ -256,7 +256,7 @@ func (h *harness) churn() *Workload {
 	issued := time.Since(before.at)
 	// Only the live ones must end addressed; a deleted one may never have been.
 	h.waitAddressed(keys[len(keys)-len(live):], "the churned Services that live to be addressed")
-	w := h.workload(before, h.mark(), ops)
+	w := h.workload(before, h.settledMark(), ops)
 	lat, last := h.tl.latencies(keys)
 	w.IssueSeconds, w.TimeToAddress = issued.Seconds(), dist(lat)
 	w.ConvergenceSeconds = last.Sub(before.at).Seconds()
@@ -318,7 +318,7 @@ func (h *harness) deleteAll() *Workload {
 		done = time.Now()
 		return nil
 	})
-	w := h.workload(before, h.mark(), len(all))
+	w := h.workload(before, h.settledMark(), len(all))
 	w.IssueSeconds = issued.Seconds()
 	w.ConvergenceSeconds = done.Sub(before.at).Seconds()
 	w.ConvergenceOverIssue = w.ConvergenceSeconds / w.IssueSeconds
