@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -52,51 +51,6 @@ func BuildBinary(t TB, pkg string) string {
 	}
 	buildCache[pkg] = out
 	return out
-}
-
-// FreePort returns a port that is free for both TCP and UDP on every one of ips (default
-// 127.0.0.1) at the time of the call.
-func FreePort(t TB, ips ...string) int {
-	t.Helper()
-	if len(ips) == 0 {
-		ips = []string{"127.0.0.1"}
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if portFree(port, ips) {
-			return port
-		}
-	}
-	t.Fatal("no port free on all of", ips)
-	return 0
-}
-
-func portFree(port int, ips []string) bool {
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			_ = c.Close()
-		}
-	}()
-	for _, ip := range ips {
-		addr := net.JoinHostPort(ip, fmt.Sprint(port))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return false
-		}
-		closers = append(closers, l)
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		closers = append(closers, u)
-	}
-	return true
 }
 
 // Loopback is 127.0.0.1:port.
