@@ -84,48 +84,32 @@ func (p *AddressProvider) gauges() []prometheus.Collector {
 // and of the standalone ccm (--mode=standalone). The standalone node-IP mode counts its
 // reconciles in kubelb_ccm_node_reconcile_* and its serving nodes in kubelb_ccm_nodes_total.
 var (
-	ManagerNodeIP = &AddressProvider{
-		Reconcile: newReconcile("kubelb_manager_nodeip", "the hub node-IP mode's decision", false),
-		Services: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_manager_nodeip_services",
-			Help: "Hub Services the node-IP mode serves, by the reason of their condition kubelb.k8c.io/AddressAssigned (Assigned, or why they wait).",
-		}, []string{"reason"}),
-	}
-	ManagerIPAM = &AddressProvider{
-		Reconcile: newReconcile("kubelb_manager_ipam", "the hub address pools' decision", false),
-		Services: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_manager_ipam_services",
-			Help: "Hub Services the address pools serve, by the reason of their condition kubelb.k8c.io/AddressAssigned (Assigned, or why they wait).",
-		}, []string{"reason"}),
-		PoolAddresses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_manager_ipam_pool_addresses",
-			Help: "Addresses of an AddressPool, per IP family.",
-		}, []string{"pool", "family"}),
-		PoolAllocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_manager_ipam_pool_allocated",
-			Help: "Addresses of an AddressPool held by Services, per IP family.",
-		}, []string{"pool", "family"}),
-	}
-	CCMNodeIP = &AddressProvider{
-		Reconcile: CCMNodeReconcile,
-		Services: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_ccm_nodeip_services",
-			Help: "Services the standalone node-IP mode serves, by the reason of their condition kubelb.k8c.io/AddressAssigned (Assigned, or why they wait).",
-		}, []string{"reason"}),
-	}
-	CCMIPAM = &AddressProvider{
-		Reconcile: newReconcile("kubelb_ccm_ipam", "the standalone address pools' decision", false),
-		Services: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_ccm_ipam_services",
-			Help: "Services the standalone address pools serve, by the reason of their condition kubelb.k8c.io/AddressAssigned (Assigned, or why they wait).",
-		}, []string{"reason"}),
-		PoolAddresses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_ccm_ipam_pool_addresses",
-			Help: "Addresses of an AddressPool, per IP family.",
-		}, []string{"pool", "family"}),
-		PoolAllocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kubelb_ccm_ipam_pool_allocated",
-			Help: "Addresses of an AddressPool held by Services, per IP family.",
-		}, []string{"pool", "family"}),
-	}
+	ManagerNodeIP = newAddressProvider("kubelb_manager_nodeip", newReconcile("kubelb_manager_nodeip", "the hub node-IP mode's decision", false),
+		"Hub Services the node-IP mode serves", false)
+	ManagerIPAM = newAddressProvider("kubelb_manager_ipam", newReconcile("kubelb_manager_ipam", "the hub address pools' decision", false),
+		"Hub Services the address pools serve", true)
+	CCMNodeIP = newAddressProvider("kubelb_ccm_nodeip", CCMNodeReconcile,
+		"Services the standalone node-IP mode serves", false)
+	CCMIPAM = newAddressProvider("kubelb_ccm_ipam", newReconcile("kubelb_ccm_ipam", "the standalone address pools' decision", false),
+		"Services the standalone address pools serve", true)
 )
+
+// newAddressProvider declares the gauges of a provider named prefix_*: served says in their
+// help which Services it counts, and pools adds the gauges of the address pools.
+func newAddressProvider(prefix string, reconcile *Reconcile, served string, pools bool) *AddressProvider {
+	p := &AddressProvider{Reconcile: reconcile, Services: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: prefix + "_services",
+		Help: served + ", by the reason of their condition kubelb.k8c.io/AddressAssigned (Assigned, or why they wait).",
+	}, []string{"reason"})}
+	if pools {
+		p.PoolAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: prefix + "_pool_addresses",
+			Help: "Addresses of an AddressPool, per IP family.",
+		}, []string{"pool", "family"})
+		p.PoolAllocated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: prefix + "_pool_allocated",
+			Help: "Addresses of an AddressPool held by Services, per IP family.",
+		}, []string{"pool", "family"})
+	}
+	return p
+}

@@ -149,7 +149,8 @@ func declaredVars(t *testing.T) map[string][]string {
 	return out
 }
 
-// metricNamesIn finds Name: "..." in prometheus option literals and newReconcile("prefix", ...).
+// metricNamesIn finds Name: "..." in prometheus option literals, newReconcile("prefix", ...)
+// and newAddressProvider("prefix", reconcile, served, pools).
 func metricNamesIn(e ast.Expr) []string {
 	var names []string
 	ast.Inspect(e, func(n ast.Node) bool {
@@ -166,6 +167,15 @@ func metricNamesIn(e ast.Expr) []string {
 				if v, ok := n.Args[0].(*ast.BasicLit); ok && v.Kind == token.STRING {
 					s, _ := strconv.Unquote(v.Value)
 					names = append(names, s+"_reconcile_total", s+"_reconcile_duration_seconds")
+				}
+			}
+			if f, ok := n.Fun.(*ast.Ident); ok && f.Name == "newAddressProvider" && len(n.Args) == 4 {
+				if v, ok := n.Args[0].(*ast.BasicLit); ok && v.Kind == token.STRING {
+					s, _ := strconv.Unquote(v.Value)
+					names = append(names, s+"_services")
+					if pools, ok := n.Args[3].(*ast.Ident); ok && pools.Name == "true" {
+						names = append(names, s+"_pool_addresses", s+"_pool_allocated")
+					}
 				}
 			}
 		}
