@@ -631,21 +631,23 @@ func TestL7EndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		var gatewayUID string
+		kinds := map[string]string{} // Route name → kind of the tenant object
 		for _, doc := range strings.Split(string(raw), "\n---\n") {
 			route := &kubelbv1alpha1.Route{}
 			if err := yaml.Unmarshal([]byte(doc), route); err != nil {
 				t.Fatal(err)
 			}
 			kind := route.Spec.Source.Kubernetes.Route.GetKind()
-			if kind != "Gateway" && kind != "HTTPRoute" {
-				continue // the Ingress and the GRPCRoute are exercised above
-			}
 			if kind == "Gateway" {
 				gatewayUID = route.Name
 			}
+			kinds[route.Name] = kind
 			route.Namespace = ce.Namespace
 			route.ResourceVersion, route.UID, route.Finalizers, route.Status = "", "", nil, kubelbv1alpha1.RouteStatus{}
 			create(t, pair.Hub.Client, route)
+		}
+		if len(kinds) != 4 {
+			t.Fatalf("the fixture has %d Routes, want the Ingress, Gateway, HTTPRoute and GRPCRoute: %v", len(kinds), kinds)
 		}
 		ce.StartEnvoy(framework.EnvoyBootstrap)
 		// Play kube-proxy on the NodePorts the fixture records: web-nodeport 16378 (HTTP/1),
@@ -675,7 +677,78 @@ func TestL7EndToEnd(t *testing.T) {
 		}
 		// Without the header the fixture's only rule does not match.
 		waitHTTP(t, addr, "app.example.com", "/api", nil, nil, http.StatusNotFound, "")
+
+		// The Ingress answers on the tenant's Ingress ports (its fixture's backend is
+		// web-nodeport 16378 too).
+		httpPort, _ := ce.IngressPorts()
+		waitHTTP(t, testsupport.Loopback(int(httpPort)), "app.example.com", "/", nil, nil, http.StatusOK, "web-")
+
+		// Status back: a KubeLB CE ccm copies a Route's status onto its tenant object only
+		// once status.resources.route.generatedName is set and the status is not "{}", and
+		// decodes it strictly into the kind's status type (its source_reconciler.go and
+		// gateway_controller.go). Every Route must pass that, with the status a user expects.
+		for name, kind := range kinds {
+			testsupport.Eventually(t, time.Minute, kind+" status a KubeLB CE ccm copies back", func() error {
+				route := &kubelbv1alpha1.Route{}
+				if err := pair.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: ce.Namespace, Name: name}, route); err != nil {
+					return err
+				}
+				return ceCopiesStatus(kind, route)
+			})
+		}
 	})
+}
+
+// ceCopiesStatus checks a Route's status.resources.route as a KubeLB CE ccm reads it before it
+// copies the status onto the tenant object: generatedName set, a status other than "{}",
+// which decodes strictly (no field unknown to the Gateway API or networking types) into the
+// status of kind, and says what a user of that kind expects (an address, Accepted parents).
+func ceCopiesStatus(kind string, route *kubelbv1alpha1.Route) error {
+	st := route.Status.Resources.Route
+	if st.GeneratedName == "" {
+		return fmt.Errorf("status.resources.route.generatedName is empty: a KubeLB CE ccm copies nothing back")
+	}
+	raw := st.Status.Raw
+	if len(raw) == 0 || string(raw) == "{}" {
+		return fmt.Errorf("status.resources.route.status is %q", raw)
+	}
+	accepted := func(conds []metav1.Condition) error {
+		if c := meta.FindStatusCondition(conds, "Accepted"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("not Accepted: %+v", conds)
+		}
+		return nil
+	}
+	switch kind {
+	case "Ingress":
+		var s networkingv1.IngressStatus
+		if err := yaml.UnmarshalStrict(raw, &s); err != nil {
+			return fmt.Errorf("decoding the Ingress status strictly: %w", err)
+		}
+		if len(s.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("the Ingress status has no address: %s", raw)
+		}
+	case "Gateway":
+		var s gwv1.GatewayStatus
+		if err := yaml.UnmarshalStrict(raw, &s); err != nil {
+			return fmt.Errorf("decoding the Gateway status strictly: %w", err)
+		}
+		if len(s.Addresses) == 0 {
+			return fmt.Errorf("the Gateway status has no address: %s", raw)
+		}
+		return accepted(s.Conditions)
+	case "HTTPRoute", "GRPCRoute":
+		var s gwv1.HTTPRouteStatus // GRPCRouteStatus is the same RouteStatus
+		if err := yaml.UnmarshalStrict(raw, &s); err != nil {
+			return fmt.Errorf("decoding the %s status strictly: %w", kind, err)
+		}
+		if len(s.Parents) == 0 {
+			return fmt.Errorf("the %s status has no parents: %s", kind, raw)
+		}
+		return accepted(s.Parents[0].Conditions)
+	default:
+		return fmt.Errorf("unexpected kind %s", kind)
+	}
+	return nil
 }
 
 func slicesContains(s []string, v string) bool {

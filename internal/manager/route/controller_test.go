@@ -187,6 +187,20 @@ func TestController(t *testing.T) {
 		if r := gwRoute.Status.Resources.Route; r.Kind != "Gateway" || r.APIVersion != "gateway.networking.k8s.io/v1" || r.Name != "kubelb" || r.Namespace != "shop" {
 			t.Errorf("route %+v", r)
 		}
+		// A KubeLB CE ccm copies status back only once generatedName is set: every kind has it,
+		// naming the Route (kubelb makes no hub Ingress or Gateway).
+		for _, kind := range []string{"Gateway", "Ingress", "HTTPRoute", "GRPCRoute"} {
+			testsupport.Eventually(t, waitTimeout, "generatedName of the "+kind+" Route", func() error {
+				r := &kubelbv1alpha1.Route{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(routes[kind]), r); err != nil {
+					return err
+				}
+				if got := r.Status.Resources.Route.GeneratedName; got != r.Name {
+					return fmt.Errorf("status.resources.route.generatedName %q, want %q", got, r.Name)
+				}
+				return nil
+			})
+		}
 		if raw := string(gwRoute.Status.Resources.Route.Status.Raw); raw != `{"addresses":[{"type":"IPAddress","value":"192.0.2.1"}]}` {
 			t.Errorf("resources.route.status of the other owner lost or changed: %q", raw)
 		}

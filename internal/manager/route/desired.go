@@ -362,11 +362,15 @@ type ownedResources struct {
 }
 
 type ownedRoute struct {
-	APIVersion string             `json:"apiVersion,omitempty"`
-	Kind       string             `json:"kind,omitempty"`
-	Name       string             `json:"name,omitempty"`
-	Namespace  string             `json:"namespace,omitempty"`
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	// GeneratedName is the hub object that serves the tenant object: in KubeLB CE the hub
+	// Ingress or Gateway API object its manager made, in kubelb (which makes none) the Route
+	// itself. A KubeLB CE ccm copies status back only once it is set.
+	GeneratedName string             `json:"generatedName,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
 }
 
 type ownedService struct {
@@ -395,7 +399,8 @@ func nextStatus(r *kubelbv1alpha1.Route, o outcome, services []hubServiceState, 
 	var st ownedStatus
 	if r.Spec.Source.Kubernetes != nil {
 		u := &r.Spec.Source.Kubernetes.Route
-		st.Resources.Route = ownedRoute{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Namespace: u.GetNamespace()}
+		st.Resources.Route = ownedRoute{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Namespace: u.GetNamespace(),
+			GeneratedName: r.Name}
 		st.Resources.Source = strings.TrimSpace(u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName())
 	}
 	st.Resources.Route.Conditions = setCondition(r.Status.Resources.Route.Conditions, cond, now)
@@ -440,7 +445,7 @@ func currentStatus(r *kubelbv1alpha1.Route) ownedStatus {
 	st := ownedStatus{Resources: ownedResources{
 		Source: in.Source,
 		Route: ownedRoute{APIVersion: in.Route.APIVersion, Kind: in.Route.Kind, Name: in.Route.Name, Namespace: in.Route.Namespace,
-			Conditions: ownConditions(in.Route.Conditions)},
+			GeneratedName: in.Route.GeneratedName, Conditions: ownConditions(in.Route.Conditions)},
 	}}
 	for k, s := range in.Services {
 		if st.Resources.Services == nil {
