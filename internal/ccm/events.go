@@ -9,12 +9,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/internal/hubschema"
 )
 
 // Reasons of the Events the ccm records on tenant Services.
 const (
 	// ReasonLoadBalancerCreated (Normal): the mirror was created on the hub.
 	ReasonLoadBalancerCreated = "LoadBalancerCreated"
+	// ReasonHubFeatureUnavailable: the hub's CRDs (KubeLB CE, an older kubelb) do not declare
+	// a field the object needs; it is left out and the feature is unavailable on that hub.
+	ReasonHubFeatureUnavailable = "HubFeatureUnavailable"
 	// ReasonLoadBalancingDisabled (Warning): the hub disabled load balancing for the tenant, so
 	// the mirror is not created or updated.
 	ReasonLoadBalancingDisabled = "LoadBalancingDisabled"
@@ -87,4 +93,12 @@ func namespaceNotFound(err error) bool {
 	}
 	d := s.Status().Details
 	return d != nil && d.Kind == "namespaces"
+}
+
+// noteHubFeatures records a Warning Event on obj when the hub's CRDs make a feature it asks
+// for unavailable (hubschema.Reported.Note), once per change.
+func noteHubFeatures(rec events.EventRecorder, notes *hubschema.Reported, obj client.Object, kind string, removed, lost []string) {
+	if note, ok := notes.Note(client.ObjectKeyFromObject(obj).String(), kind, removed, lost); ok {
+		record(rec, obj, corev1.EventTypeWarning, ReasonHubFeatureUnavailable, actionMirror, "%s", note)
+	}
 }

@@ -143,6 +143,8 @@ type ccmOpts struct {
 	// external runs the ccm with EnableCloudProvider off (another load balancer
 	// implementation serves the Services).
 	external bool
+	// l7 runs the Layer 7 controllers too (Ingresses and the Gateway API, default classes).
+	l7 bool
 }
 
 // startCCM runs the ccm's controllers in-process against the pair, as cmd/ccm does: a manager
@@ -154,8 +156,9 @@ func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 		o.ClusterName = tenantNS
 	}
 	o.EnableCloudProvider = !o.external
-	// These are the layer-4 tests; the Layer 7 controllers are tested in package source.
-	o.DisableIngressController = true
+	// Most are the layer-4 tests; the Layer 7 controllers are tested in package source.
+	o.DisableIngressController = !o.l7
+	o.EnableGatewayAPI = o.EnableGatewayAPI || o.l7
 	if o.NodeAddressType == "" {
 		o.NodeAddressType = NodeAddressExternalIP
 	}

@@ -3,12 +3,16 @@ package ccm
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -24,12 +28,38 @@ const (
 // hubClient is the hub client of the ccm: reads come from the hub cache (no request), writes
 // go to the hub API server and are counted and timed (CCMOperations, CCMOperationDuration);
 // each answer sets CCMClusterConnected.
+//
+// Server-side applies are cut to the hub's schema first (hubschema): a field the hub's CRDs do
+// not declare — kubelb's additions on a KubeLB CE or older kubelb hub — is left out, logged
+// once per kind and set of fields and counted (CCMHubFieldsLeftOut), instead of the hub
+// refusing the whole object.
 type hubClient struct {
 	client.Client
+	schema   *hubschema.Loader
+	log      logr.Logger
+	reported hubschema.Reported
 }
 
-// newHubClient wraps the client of the hub cluster.
-func newHubClient(c client.Client) *hubClient { return &hubClient{Client: c} }
+// newHubClient wraps the client of the hub cluster; schema (nil: none) is the hub's, whose
+// LeftOut it takes.
+func newHubClient(c client.Client, schema *hubschema.Loader, log logr.Logger) *hubClient {
+	hc := &hubClient{Client: c, schema: schema, log: log}
+	if schema != nil {
+		schema.LeftOut = hc.leftOut
+	}
+	return hc
+}
+
+// leftOut counts the fields left out of an object of kind for the hub, and logs each set of
+// them once per kind.
+func (c *hubClient) leftOut(kind string, removed []string) {
+	for _, p := range removed {
+		metrics.CCMHubFieldsLeftOut.WithLabelValues(kind, p).Inc()
+	}
+	if c.reported.Changed(kind, strings.Join(removed, ",")) {
+		c.log.Info(hubschema.Describe(kind, removed, nil), "kind", kind, "fields", removed)
+	}
+}
 
 // observeHub records one request to the hub.
 func observeHub(op string, start time.Time, err error) {
@@ -82,9 +112,18 @@ func (c *hubClient) Patch(ctx context.Context, obj client.Object, patch client.P
 
 // Apply applies obj on the hub (server-side apply, a PATCH request: counted as a patch).
 func (c *hubClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if u, ok := obj.(interface{ UnstructuredContent() map[string]any }); ok {
+		content := u.UnstructuredContent()
+		kind, _ := content["kind"].(string)
+		c.schema.Prune(kind, content)
+	}
 	start := time.Now()
 	err := c.Client.Apply(ctx, obj, opts...)
 	observeHub(opPatch, start, err)
+	if err != nil && strings.Contains(err.Error(), "field not declared in schema") {
+		// The hub's CRDs changed under us (downgraded): read them again.
+		c.schema.Refresh()
+	}
 	return err
 }
 

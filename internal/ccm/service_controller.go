@@ -22,6 +22,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -90,9 +91,14 @@ type ServiceReconciler struct {
 	// LegacyFieldManager is the field manager of earlier ccm versions' creates and patches
 	// of LoadBalancers, whose fields the ccm adopts (see hubApplier).
 	LegacyFieldManager string
+	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
+	HubSchema *hubschema.Loader
 
-	warn    *warnOnce
-	managed *metrics.ManagedSet
+	// hubNotes remembers, per Service, what the hub's schema made unavailable, so that it is
+	// said once per change.
+	hubNotes hubschema.Reported
+	warn     *warnOnce
+	managed  *metrics.ManagedSet
 	// created remembers when the ccm created a mirror (Service UID → time), so that a
 	// reconcile racing the hub cache does not try to create it again.
 	created sync.Map
@@ -114,6 +120,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		}
 		// Gone (its finalizer was removed, by us or by hand): remove mirrors left behind.
 		r.managed.Set(req.NamespacedName, false)
+		r.hubNotes.Forget(req.NamespacedName.String())
 		return reconcile.Result{}, r.deleteMirrors(ctx, nil, req.NamespacedName, "")
 	}
 	if ServiceClass(svc, r.UseClass) != OurClass || svc.DeletionTimestamp != nil {
@@ -178,6 +185,10 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 	key := client.ObjectKeyFromObject(svc)
 	log := ctrl.LoggerFrom(ctx)
 	current := sc.current
+	// Only what the hub's CRDs declare is written (and compared); what that costs is said on
+	// the Service once.
+	removed, lost := r.HubSchema.Fit("LoadBalancer", desired)
+	noteHubFeatures(r.Recorder, &r.hubNotes, svc, "LoadBalancer", removed, lost)
 	applier := hubApplier{hub: r.Hub, legacy: r.LegacyFieldManager}
 	drifted, err := applier.drifted(present(current), desired)
 	if err != nil {

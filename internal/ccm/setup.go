@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -75,8 +76,17 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 	if err := mgr.Add(&hubProbe{reader: hubReader{hub.GetAPIReader()}, namespace: opts.ClusterName}); err != nil {
 		return fmt.Errorf("adding the hub probe: %w", err)
 	}
-	hubc := newHubClient(hub.GetClient())
-	if err := ccmsource.Setup(mgr, hub, hubc, sourceOptions(opts)); err != nil {
+	schema, err := hubschema.NewLoader(hub.GetConfig(), mgr.GetLogger().WithName("hub-schema"))
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(schema); err != nil {
+		return fmt.Errorf("adding the hub schema loader: %w", err)
+	}
+	hubc := newHubClient(hub.GetClient(), schema, mgr.GetLogger().WithName("hub"))
+	so := sourceOptions(opts)
+	so.HubSchema = schema
+	if err := ccmsource.Setup(mgr, hub, hubc, so); err != nil {
 		return fmt.Errorf("setting up the Layer 7 controllers: %w", err)
 	}
 	if err := secrets.Setup(mgr, hub, hubc, opts.secretOptions()); err != nil {
@@ -91,7 +101,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, opts Options) error {
 			return fmt.Errorf("setting up the node controller: %w", err)
 		}
 	}
-	if err := setupServiceControllers(mgr, hub, hubc, opts); err != nil {
+	if err := setupServiceControllers(mgr, hub, hubc, schema, opts); err != nil {
 		return fmt.Errorf("setting up the Service controllers: %w", err)
 	}
 	return nil
@@ -121,7 +131,7 @@ func sourceOptions(o Options) ccmsource.Options {
 }
 
 // setupServiceControllers registers the mirror controller and the status controller.
-func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
+func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, schema *hubschema.Loader, opts Options) error {
 	mirror := &ServiceReconciler{
 		Tenant:    mgr.GetClient(),
 		Hub:       hubc,
@@ -133,6 +143,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		managed:   metrics.NewManagedSet(metrics.CCMManagedServices),
 
 		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig()),
+		HubSchema:          schema,
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {
 		if key, ok := originOf(lb); ok {

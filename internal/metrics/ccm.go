@@ -69,6 +69,10 @@ var (
 		Name: "kubelb_ccm_kubelb_operations_total",
 		Help: "Requests of the ccm to the hub API server, by operation and result.",
 	}, []string{"operation", "result"})
+	CCMHubFieldsLeftOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelb_ccm_hub_fields_left_out_total",
+		Help: "Objects the ccm prepared for the hub from which it left out a field the hub's CRDs do not declare (a KubeLB CE or older kubelb hub), by kind and field path.",
+	}, []string{"kind", "field"})
 	CCMOperationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kubelb_ccm_kubelb_operation_duration_seconds",
 		Help:    "Time taken by requests of the ccm to the hub API server.",
@@ -88,7 +92,7 @@ func ccmReconciles() []*Reconcile {
 func ccmGauges() []prometheus.Collector {
 	out := []prometheus.Collector{CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes, CCMManagedGRPCRoutes,
 		CCMManagedTLSRoutes, CCMManagedTCPRoutes, CCMManagedUDPRoutes,
-		CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets}
+		CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets, CCMHubFieldsLeftOut}
 	return append(append(out, CCMNodeIP.gauges()...), CCMIPAM.gauges()...)
 }
 

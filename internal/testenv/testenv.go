@@ -68,6 +68,8 @@ type Options struct {
 	GatewayAPIChannel string
 	// WithoutKubelbCRDs leaves kubelb's CRDs out (for tests that install them, e.g. Helm).
 	WithoutKubelbCRDs bool
+	// KubelbCRDsDir installs the CRDs of this folder instead of kubelb's (e.g. KubeLBCECRDs).
+	KubelbCRDsDir string
 	// ServiceNodePortRange is the API server's --service-node-port-range ("30000-30009");
 	// "" keeps the default (30000-32767).
 	ServiceNodePortRange string
@@ -114,7 +116,10 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	if opts.ServiceNodePortRange != "" {
 		env.ControlPlane.GetAPIServer().Configure().Set("service-node-port-range", opts.ServiceNodePortRange)
 	}
-	if !opts.WithoutKubelbCRDs {
+	switch {
+	case opts.KubelbCRDsDir != "":
+		env.CRDDirectoryPaths = []string{opts.KubelbCRDsDir}
+	case !opts.WithoutKubelbCRDs:
 		env.CRDDirectoryPaths = []string{filepath.Join(testsupport.RepoRoot(), "config", "crd", "bases")}
 	}
 	if opts.GatewayAPIChannel != "" {
@@ -187,6 +192,9 @@ func StartPair(t TB) *Pair {
 type PairOptions struct {
 	// DualStack gives both control planes a dual-stack Service range (Options.DualStack).
 	DualStack bool
+	// HubCRDsDir gives the hub the CRDs of this folder instead of kubelb's (e.g. KubeLBCECRDs:
+	// a KubeLB CE hub).
+	HubCRDsDir string
 	// TenantServiceNodePortRange is the tenant API server's --service-node-port-range
 	// (default 30000-32767: 2768 ports, one per port of a tenant LoadBalancer Service).
 	TenantServiceNodePortRange string
@@ -204,7 +212,7 @@ func StartPairWith(t TB, o PairOptions) *Pair {
 		tenant, tenantErr = start(t, assets, "tenant", Options{GatewayAPIChannel: "standard", WithoutKubelbCRDs: true,
 			DualStack: o.DualStack, ServiceNodePortRange: o.TenantServiceNodePortRange})
 	}()
-	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard", DualStack: o.DualStack})
+	hub, hubErr := start(t, assets, "hub", Options{GatewayAPIChannel: "standard", DualStack: o.DualStack, KubelbCRDsDir: o.HubCRDsDir})
 	<-done
 	if hubErr != nil || tenantErr != nil {
 		t.Fatalf("starting control planes: hub: %v, tenant: %v", hubErr, tenantErr)

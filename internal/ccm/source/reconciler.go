@@ -24,6 +24,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -33,10 +34,13 @@ const FieldOwner = "kubelb-ccm"
 
 // Event reasons.
 const (
-	ReasonRouteCreated       = "RouteCreated"
-	ReasonHubError           = "HubError"
-	ReasonTwinConflict       = "NodePortServiceConflict"
-	ReasonBackendUnsupported = "BackendNotMirrored"
+	ReasonRouteCreated = "RouteCreated"
+	// ReasonHubFeatureUnavailable: the hub's Route CRD (KubeLB CE, an older kubelb) does not
+	// declare a field the object needs; it is left out and the feature is unavailable there.
+	ReasonHubFeatureUnavailable = "HubFeatureUnavailable"
+	ReasonHubError              = "HubError"
+	ReasonTwinConflict          = "NodePortServiceConflict"
+	ReasonBackendUnsupported    = "BackendNotMirrored"
 )
 
 // Reconciler mirrors the tenant objects of one Kind into hub Routes, keeps the NodePort
@@ -66,9 +70,13 @@ type Reconciler struct {
 	UseIngressClass, UseGatewayClass bool
 	// ReferenceGrants tells whether the tenant serves ReferenceGrants (v1beta1).
 	ReferenceGrants bool
+	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
+	HubSchema *hubschema.Loader
 
-	twins   *twinRefs
-	managed *metrics.ManagedSet
+	// hubNotes remembers, per object, what the hub's schema made unavailable (said once).
+	hubNotes hubschema.Reported
+	twins    *twinRefs
+	managed  *metrics.ManagedSet
 }
 
 // scope is what a Route depends on besides the object.
@@ -97,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		// Gone: remove what is left behind (its Routes are found by origin labels).
 		r.managed.Set(req.NamespacedName, false)
+		r.hubNotes.Forget(req.NamespacedName.String())
 		return reconcile.Result{}, r.deleteRoutes(ctx, nil, req.NamespacedName, "")
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -133,6 +142,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		err = errors.Join(err, r.writeStatus(ctx, obj, u, sc.current))
 	}()
 	desired := DesiredRoute(r.Kind, u, r.Namespace, sc.services, sc.context)
+	// Only what the hub's CRDs declare is written and compared; what that costs is said once.
+	removed, lost := r.HubSchema.Fit("Route", desired)
+	if note, ok := r.hubNotes.Note(req.NamespacedName.String(), "Route", removed, lost); ok {
+		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubFeatureUnavailable, "%s", note)
+	}
 	if err := r.applyRoute(ctx, obj, sc.current, desired); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -32,6 +32,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -64,6 +65,8 @@ type Options struct {
 	CRDsChannel string
 	// MaxConcurrentReconciles is the number of workers per controller (0: 1).
 	MaxConcurrentReconciles int
+	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
+	HubSchema *hubschema.Loader
 }
 
 // Setup installs the Gateway API CRDs when asked, and adds the controllers of the enabled kinds
@@ -117,7 +120,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
-			ReferenceGrants: grants, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
+			ReferenceGrants: grants, HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.GVK.Kind, err)
 		}
