@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +204,118 @@ func TestDrainRealEnvoyTimeout(t *testing.T) {
 	}
 	if err := conn.roundTrip("still served"); err != nil {
 		t.Errorf("the connection after the drain: %v", err)
+	}
+}
+
+// TestDrainRealEnvoyHTTPKeepAlive: an idle HTTP/1.1 keep-alive connection is not closed by
+// Envoy on its own, so it holds the drain. A request on it after Envoy's drain time (the
+// listener closed) is still served, on the same connection, with "Connection: close": the
+// client goes elsewhere for the next one, and the drain ends once the connection closed,
+// before its timeout. No request fails.
+func TestDrainRealEnvoyHTTPKeepAlive(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
+	defer backend.Close()
+	_, backendPort, err := net.SplitHostPort(backend.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, listener := testsupport.FreePort(t), testsupport.FreePort(t)
+	bootstrap := fmt.Sprintf(`admin:
+  address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+static_resources:
+  listeners:
+  - name: http
+    address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: http
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes: [{match: {prefix: "/"}, route: {cluster: backend}}]
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+  clusters:
+  - name: backend
+    type: STATIC
+    load_assignment:
+      cluster_name: backend
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: %s}}}}]}]
+`, admin, listener, backendPort)
+	envoy := testsupport.StartEnvoy(t, "envoy", []byte(bootstrap), testsupport.EnvoyOptions{LogLevel: "warning", DrainTime: 2 * time.Second, Args: []string{"--disable-hot-restart"}})
+	envoy.WaitReady(t, 30*time.Second)
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	// get sends one request and reports whether it went over a reused connection and whether
+	// Envoy asked to close it.
+	get := func() (reused, closing bool, err error) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+testsupport.Loopback(listener)+"/", nil)
+		if err != nil {
+			return false, false, err
+		}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		resp, err := client.Do(req)
+		if err != nil {
+			return reused, false, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && (resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok") {
+			err = fmt.Errorf("%s %q", resp.Status, body)
+		}
+		return reused, resp.Close, err
+	}
+	if _, _, err := get(); err != nil {
+		t.Fatal(err)
+	}
+	activeOn(t, envoy, 1)
+
+	drain := make(chan Result, 1)
+	start := time.Now()
+	go func() {
+		res, err := Drain(context.Background(), Options{AdminAddress: envoy.AdminAddr, MinDuration: time.Second, Timeout: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		drain <- res
+	}()
+	testsupport.Eventually(t, 20*time.Second, "the drained listener to stop", func() error {
+		v, err := envoy.Stat("listener_manager.listener_stopped")
+		if err == nil && v != 1 {
+			err = fmt.Errorf("listener_stopped %d", v)
+		}
+		return err
+	})
+	// Idle, the connection stays open.
+	activeOn(t, envoy, 1)
+	select {
+	case res := <-drain:
+		t.Fatalf("the drain returned with an idle connection open: %s", res)
+	default:
+	}
+	reused, closing, err := get()
+	if err != nil || !reused || !closing {
+		t.Fatalf("request after Envoy's drain time: reused %t, Connection: close %t, error %v; want served on the kept connection, closing it", reused, closing, err)
+	}
+	select {
+	case res := <-drain:
+		if res.Outcome != Drained {
+			t.Errorf("drain %s", res)
+		}
+		t.Logf("drained after %s", time.Since(start).Round(10*time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not return within 10s of the connection closing")
+	}
+	if v, err := envoy.Stat("listener.127.0.0.1_" + strconv.Itoa(listener) + ".downstream_cx_total"); err != nil || v != 1 {
+		t.Errorf("downstream connections %d (%v), want the one", v, err)
 	}
 }
