@@ -201,7 +201,8 @@ func TestManagerTemplateFullValues(t *testing.T) {
 	d := find(t, objs, "Deployment", "kubelb-manager")
 	wantArgs(t, args(t, d), "--enable-gateway-api=true", "--log-format=console", "--log-level=debug",
 		"--kube-api-qps=100", "--kube-api-burst=200", "--debug",
-		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-xds-address=kubelb-xds.example.com:8001",
+		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-shutdown-manager-image=registry.example.com/kubelb/kubelb-manager:v0.1.0",
+		"--envoy-xds-address=kubelb-xds.example.com:8001",
 		"--envoy-xds-protocol=sotw", "--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
 	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "3" {
 		t.Errorf("replicas %s", r)
