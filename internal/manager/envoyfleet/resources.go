@@ -33,7 +33,9 @@ const (
 	DefaultTerminationGracePeriod = 60 * time.Second
 	// shutdownSlack is the least time the pod gets after a drain that ran its full time.
 	shutdownSlack = 15 * time.Second
-	// envoyUID is the uid of the envoy user in the envoyproxy/envoy images.
+	// envoyUID is the uid of the envoy user of the full envoyproxy/envoy image; the
+	// distroless image (whose own user is 65532) runs as it too: a numeric uid, and the
+	// mounted bootstrap and certificate files are readable by all.
 	envoyUID = 101
 )
 

@@ -338,7 +338,8 @@ func TestBuildHash(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
 	o, err := Options{Namespace: "kubelb"}.withDefaults()
-	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage || o.XDSProtocol != xdsbootstrap.ProtocolDelta {
+	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage || o.XDSProtocol != xdsbootstrap.ProtocolDelta ||
+		o.ShutdownManagerImage != "ghcr.io/kubelb/kubelb-manager:v0.0.0-dev" {
 		t.Fatalf("%+v %v", o, err)
 	}
 	for _, bad := range []Options{{}, {Namespace: "x", XDSAddress: "nohost"}, {Namespace: "x", XDSAddress: ":80"}, {Namespace: "x", XDSAddress: "h:0"},
