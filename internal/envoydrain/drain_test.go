@@ -101,11 +101,11 @@ func TestDrain(t *testing.T) {
 		{name: "returns once the connections reach 0", active: func(n int) int64 { return int64(max(3-n, 0)) },
 			want: Drained, counts: 4, minTime: minDrain + 3*poll, maxTime: timeout, active0: 0},
 		{name: "no connection: still waits the minimum", active: func(int) int64 { return 0 },
-			want: Drained, counts: 1, minTime: minDrain, maxTime: minDrain + 200*time.Millisecond, active0: 0},
+			want: Drained, counts: 1, minTime: minDrain, maxTime: minDrain + 500*time.Millisecond, active0: 0},
 		{name: "gives up at the timeout", active: func(int) int64 { return 2 },
-			want: TimedOut, minTime: timeout, maxTime: timeout + 300*time.Millisecond, active0: 2},
+			want: TimedOut, minTime: timeout, maxTime: timeout + 500*time.Millisecond, active0: 2},
 		{name: "counts that fail until the timeout", broken: true,
-			want: TimedOut, minTime: timeout, maxTime: timeout + 300*time.Millisecond, active0: -1},
+			want: TimedOut, minTime: timeout, maxTime: timeout + 500*time.Millisecond, active0: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
