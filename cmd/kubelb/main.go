@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/envoydrain"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
@@ -20,7 +21,8 @@ import (
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
-const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants."
+const summary = "kubelb: the kubelb manager for the management cluster; allocates ports, serves Envoy xDS,\nruns the per-tenant Envoy fleets and writes status back to tenants.\n\n" +
+	"kubelb " + envoydrain.Command + " [" + envoydrain.DrainCommand + "] runs the Envoy pods' shutdown manager sidecar instead (see its --help)."
 
 // notYetFlags are accepted but not implemented yet: setting one changes nothing, and the
 // manager logs one warning at start naming those that were set. docs/configuration.md marks
@@ -74,7 +76,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
 	fs.StringVar(&o.EnvoyListenerAddressIPv6, "envoy-listener-address-ipv6", translate.DefaultListenerAddressIPv6,
 		"IPv6 address the Envoy listeners of LoadBalancers whose hub Service has IPv6 bind (as well as --envoy-listener-address when it is dual-stack).")
-	fs.StringVar(&o.EnvoyImage, "envoy-image", envoyfleet.DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it).")
+	fs.StringVar(&o.EnvoyImage, "envoy-image", envoyfleet.DefaultEnvoyImage, "Envoy image of the fleets (Config envoyProxy.image overrides it); the official full and distroless images both work.")
+	fs.StringVar(&o.EnvoyShutdownManagerImage, "envoy-shutdown-manager-image", envoyfleet.DefaultShutdownManagerImage(),
+		"Image of the shutdown manager sidecar of the Envoy pods, which drains Envoy before it stops (\"kubelb envoy-shutdown-manager\"): the manager's own image (the chart sets it).")
 	fs.StringVar(&o.portRange, "envoy-port-range", "10000-19999", "Range of listener ports allocated on the Envoy fleets, min-max.")
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
@@ -143,4 +147,10 @@ const (
 // nodeIPOnlyFlags do nothing without --address-provider=node-ip.
 var nodeIPOnlyFlags = []string{"reserved-ports", "node-ip-nat"}
 
-func main() { app.Main("kubelb", summary, parse, run) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == envoydrain.Command {
+		shutdownManagerMain(os.Args[2:])
+		return
+	}
+	app.Main("kubelb", summary, parse, run)
+}

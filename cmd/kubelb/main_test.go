@@ -37,7 +37,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 	if o.EnvoyXDSAddress != "kubelb.kubelb.svc:8001" || o.PortRangeMin != 10000 || o.PortRangeMax != 19999 ||
-		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyListenerAddressIPv6 != "::" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage || o.EnvoyXDSProtocol != "delta" {
+		o.EnvoyListenerAddress != "0.0.0.0" || o.EnvoyListenerAddressIPv6 != "::" || o.EnvoyImage != envoyfleet.DefaultEnvoyImage || o.EnvoyXDSProtocol != "delta" ||
+		o.EnvoyShutdownManagerImage != "ghcr.io/kubelb/kubelb-manager:v0.0.0-dev" {
 		t.Fatalf("unexpected Envoy defaults: %+v", o.Options)
 	}
 	t.Setenv("NAMESPACE", "lb-system")

@@ -123,7 +123,7 @@ func run(o *options) error {
 		}
 	}
 	if err := envoyfleet.SetupWithManager(mgr, envoyfleet.Options{
-		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, XDSAddress: o.EnvoyXDSAddress,
+		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, ShutdownManagerImage: o.EnvoyShutdownManagerImage, XDSAddress: o.EnvoyXDSAddress,
 		XDSProtocol: xdsbootstrap.Protocol(o.EnvoyXDSProtocol),
 	}); err != nil {
 		return err

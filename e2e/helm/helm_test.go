@@ -201,7 +201,8 @@ func TestManagerTemplateFullValues(t *testing.T) {
 	d := find(t, objs, "Deployment", "kubelb-manager")
 	wantArgs(t, args(t, d), "--enable-gateway-api=true", "--log-format=console", "--log-level=debug",
 		"--kube-api-qps=100", "--kube-api-burst=200", "--debug",
-		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-xds-address=kubelb-xds.example.com:8001",
+		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-shutdown-manager-image=registry.example.com/kubelb/kubelb-manager:v0.1.0",
+		"--envoy-xds-address=kubelb-xds.example.com:8001",
 		"--envoy-xds-protocol=sotw", "--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
 	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "3" {
 		t.Errorf("replicas %s", r)
@@ -508,10 +509,10 @@ func TestChartArgsAreBinaryFlags(t *testing.T) {
 	}
 }
 
-// TestManagerChartEnvoyImageDrains: the fleets' preStop drain hook runs /bin/bash
-// (envoyfleet.DrainScript), so the chart's default Envoy image must be the one the manager
-// defaults to, which has it. The chart once defaulted to the distroless image, where the hook
-// failed and every Envoy pod stopped without draining its connections.
+// TestManagerChartEnvoyImageDrains: the fleets drain through the shutdown manager sidecar,
+// which runs the manager's binary, so the chart gives --envoy-shutdown-manager-image the
+// manager's own image (image.repository:image.tag) unless envoy.shutdownManagerImage pins
+// one; the chart's default Envoy image is the manager's default.
 func TestManagerChartEnvoyImageDrains(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ChartDir(ManagerChart), "values.yaml"))
 	if err != nil {
@@ -526,7 +527,38 @@ func TestManagerChartEnvoyImageDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	if values.Envoy.Image != envoyfleet.DefaultEnvoyImage {
-		t.Errorf("the chart's envoy.image is %q, want the manager's default %q (it has the /bin/bash the drain hook needs)",
-			values.Envoy.Image, envoyfleet.DefaultEnvoyImage)
+		t.Errorf("the chart's envoy.image is %q, want the manager's default %q", values.Envoy.Image, envoyfleet.DefaultEnvoyImage)
 	}
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   string
+	}{
+		{"defaults", nil, "--envoy-shutdown-manager-image=ghcr.io/kubelb/kubelb-manager:" + chartAppVersion(t, ManagerChart)},
+		{"manager image", []string{"--set", "image.repository=mirror.example/kubelb", "--set", "image.tag=v9.9.9"}, "--envoy-shutdown-manager-image=mirror.example/kubelb:v9.9.9"},
+		{"pinned", []string{"--set", "image.tag=v9.9.9", "--set", "envoy.shutdownManagerImage=mirror.example/kubelb:v1.0.0"}, "--envoy-shutdown-manager-image=mirror.example/kubelb:v1.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := find(t, Template(t, ManagerChart, "kubelb-manager", "kubelb", tc.values...), "Deployment", "kubelb-manager")
+			if got := withPrefix(args(t, d), "--envoy-shutdown-manager-image="); !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("args %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// chartAppVersion is the appVersion of a chart's Chart.yaml.
+func chartAppVersion(t *testing.T, chart string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ChartDir(chart), "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("the appVersion of %s: %q %v", chart, c.AppVersion, err)
+	}
+	return c.AppVersion
 }

@@ -195,7 +195,12 @@ func NotYetUndocumented(doc string, names []string) []string {
 // Main runs a binary: parse its flags (--help prints the usage and exits 0; a bad flag exits
 // 2 with one line naming it), then run (a failure exits 1).
 func Main[O any](program, summary string, parse func([]string) (O, *FlagSet, error), run func(O) error) {
-	o, fs, err := parse(os.Args[1:])
+	MainArgs(program, summary, os.Args[1:], parse, run)
+}
+
+// MainArgs is Main with the arguments given (a subcommand's, after its name).
+func MainArgs[O any](program, summary string, args []string, parse func([]string) (O, *FlagSet, error), run func(O) error) {
+	o, fs, err := parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage(os.Stdout, summary)
 		return

@@ -23,6 +23,9 @@ type Options struct {
 	EnvoyListenerAddressIPv6 string
 	// EnvoyImage is the Envoy image of the fleets, unless Config sets one.
 	EnvoyImage string
+	// EnvoyShutdownManagerImage is the image of the fleets' shutdown manager sidecar (the
+	// manager's own image).
+	EnvoyShutdownManagerImage string
 	// PortRangeMin and PortRangeMax bound the listener ports allocated on the Envoy fleets.
 	PortRangeMin, PortRangeMax int
 	// TenantKubeconfigServer is the hub API server URL written into tenants' kubeconfigs

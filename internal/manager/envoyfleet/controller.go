@@ -292,7 +292,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	res.RequeueAfter = max(renewAt.Sub(r.now()), time.Second)
-	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, Bootstrap: bootstrap})
+	desired := Build(Input{Namespace: ns, Settings: eff, Image: r.opts.EnvoyImage, ShutdownManagerImage: r.opts.ShutdownManagerImage, Bootstrap: bootstrap})
 	if err := r.apply(ctx, desired, existing); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"kubelb.dev/kubelb/internal/version"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
@@ -24,12 +25,20 @@ const (
 	// AnnotationBootstrapHash on the pod template rolls the pods when the bootstrap changes.
 	AnnotationBootstrapHash = "kubelb.k8c.io/bootstrap-hash"
 
-	// DefaultEnvoyImage is the Envoy image unless the flag or Config says otherwise. It is the
-	// regular (not distroless) image because the graceful-shutdown hook needs /bin/bash.
+	// DefaultEnvoyImage is the Envoy image unless the flag or Config says otherwise. The pods
+	// need no shell, so the distroless image (envoyproxy/envoy:distroless-v1.40.0) serves as
+	// well.
 	DefaultEnvoyImage = "envoyproxy/envoy:v1.40.0"
+	// ManagerImageRepository is the repository of the manager's image, which is also the
+	// shutdown manager's (DefaultShutdownManagerImage).
+	ManagerImageRepository = "ghcr.io/kubelb/kubelb-manager"
 	// AdminPort is the port of Envoy's admin interface in the pods, on loopback only: the
-	// graceful-shutdown hook uses it; nothing outside the pod can reach it.
+	// shutdown manager drains Envoy through it; nothing outside the pod can reach it.
 	AdminPort = 9901
+	// ShutdownManagerPort is the port of the shutdown manager's GET /drained (the Envoy
+	// container's preStop hook, which the kubelet sends to the pod's address). Outside the
+	// default listener port range, as AdminPort.
+	ShutdownManagerPort = 9902
 	// ReadyPort is the port of the readiness listener, which serves only GET /ready (from the
 	// admin interface) for the kubelet's readiness probe.
 	ReadyPort = 19003
@@ -37,12 +46,22 @@ const (
 	DefaultXDSPort = 8001
 )
 
+// DefaultShutdownManagerImage is the manager's image of this build's version,
+// ManagerImageRepository:<version>, as the chart's default image.
+func DefaultShutdownManagerImage() string {
+	return ManagerImageRepository + ":" + version.Get().GitVersion
+}
+
 // Options configure the Envoy fleet controller (from cmd/kubelb flags).
 type Options struct {
 	// Namespace the manager runs in; holds Config "default".
 	Namespace string
 	// EnvoyImage is the Envoy image; Config envoyProxy.image overrides it.
 	EnvoyImage string
+	// ShutdownManagerImage is the image of the pods' shutdown manager sidecar, which runs
+	// "kubelb envoy-shutdown-manager" (the manager's image); default
+	// DefaultShutdownManagerImage().
+	ShutdownManagerImage string
 	// XDSAddress is the host:port Envoy dials for xDS; default kubelb.<Namespace>.svc:8001.
 	XDSAddress string
 	// XDSProtocol is the xDS protocol the fleets' bootstrap asks for (delta or sotw);
@@ -56,6 +75,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.EnvoyImage == "" {
 		o.EnvoyImage = DefaultEnvoyImage
+	}
+	if o.ShutdownManagerImage == "" {
+		o.ShutdownManagerImage = DefaultShutdownManagerImage()
 	}
 	if o.XDSProtocol == "" {
 		o.XDSProtocol = xdsbootstrap.DefaultProtocol

@@ -33,7 +33,9 @@ const (
 	DefaultTerminationGracePeriod = 60 * time.Second
 	// shutdownSlack is the least time the pod gets after a drain that ran its full time.
 	shutdownSlack = 15 * time.Second
-	// envoyUID is the uid of the envoy user in the envoyproxy/envoy images.
+	// envoyUID is the uid of the envoy user of the full envoyproxy/envoy image; the
+	// distroless image (whose own user is 65532) runs as it too: a numeric uid, and the
+	// mounted bootstrap and certificate files are readable by all.
 	envoyUID = 101
 )
 
@@ -43,6 +45,8 @@ const (
 	volumeName    = "bootstrap"
 	tlsVolumeName = "xds-tls"
 	envoyBinary   = "/usr/local/bin/envoy"
+	// annotationDefaultContainer names the container kubectl logs and exec pick.
+	annotationDefaultContainer = "kubectl.kubernetes.io/default-container"
 )
 
 // Input is everything the fleet of one tenant namespace is made from.
@@ -53,6 +57,8 @@ type Input struct {
 	Settings settings.Tenant
 	// Image is the Envoy image from the flag; Settings.Envoy.Image overrides it.
 	Image string
+	// ShutdownManagerImage is the image of the shutdown manager sidecar (the manager's).
+	ShutdownManagerImage string
 	// Bootstrap is the Envoy bootstrap (xdsbootstrap.Generate).
 	Bootstrap []byte
 }
@@ -145,11 +151,6 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 	if envoy.Resources != nil {
 		c.Resources = *envoy.Resources.DeepCopy()
 	}
-	if graceful {
-		c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
-			Command: []string{"/bin/bash", "-c", DrainScript(AdminPort, minDrain, drain)},
-		}}}
-	}
 	sum := sha256.Sum256(in.Bootstrap)
 	spec := corev1.PodSpec{
 		Containers:                    []corev1.Container{c},
@@ -175,12 +176,14 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 			}}},
 		},
 	}
+	annotations := map[string]string{AnnotationBootstrapHash: hex.EncodeToString(sum[:8])}
+	if graceful {
+		gracefulShutdown(&spec, &spec.Containers[0], in.ShutdownManagerImage, minDrain, drain)
+		annotations[annotationDefaultContainer] = containerName
+	}
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels:      maps.Clone(labels),
-			Annotations: map[string]string{AnnotationBootstrapHash: hex.EncodeToString(sum[:8])},
-		},
-		Spec: spec,
+		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels), Annotations: annotations},
+		Spec:       spec,
 	}
 }
 
@@ -208,7 +211,7 @@ func affinity(envoy kubelbv1alpha1.EnvoyProxy, tenant string) *corev1.Affinity {
 	return a
 }
 
-// shutdownTimes returns Envoy's drain time, the least time the preStop hook waits, the pod's
+// shutdownTimes returns Envoy's drain time, the least time the drain lasts, the pod's
 // termination grace period, and whether graceful shutdown is on.
 func shutdownTimes(g *kubelbv1alpha1.GracefulShutdown) (drain, minDrain, grace time.Duration, graceful bool) {
 	drain, minDrain, graceful = DefaultDrainTimeout, DefaultMinDrainDuration, true

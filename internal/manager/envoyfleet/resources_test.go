@@ -1,6 +1,8 @@
 package envoyfleet
 
 import (
+	"fmt"
+	"path"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -18,7 +21,7 @@ import (
 )
 
 func input(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Input {
-	return Input{Namespace: "tenant-a", Settings: settings.Resolve(config, tenant), Image: "flag/envoy:1", Bootstrap: []byte("node: {}\n")}
+	return Input{Namespace: "tenant-a", Settings: settings.Resolve(config, tenant), Image: "flag/envoy:1", ShutdownManagerImage: "flag/kubelb:1", Bootstrap: []byte("node: {}\n")}
 }
 
 func TestBuildDeploymentFromConfigAndTenant(t *testing.T) {
@@ -98,9 +101,7 @@ func TestBuildPodContract(t *testing.T) {
 	if !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("security context %+v", sc)
 	}
-	if c.Lifecycle == nil || c.Lifecycle.PreStop.Exec.Command[0] != "/bin/bash" {
-		t.Errorf("no drain hook: %+v", c.Lifecycle)
-	}
+	checkShutdownManager(t, d.Spec.Template, 10*time.Second, 30*time.Second)
 	if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != 60 {
 		t.Errorf("termination grace %d, want 60", got)
 	}
@@ -217,17 +218,89 @@ func TestBuildOptions(t *testing.T) {
 		if *pod.TerminationGracePeriodSeconds != 45 || !slices.Contains(pod.Containers[0].Args, "20") {
 			t.Errorf("grace %d args %q", *pod.TerminationGracePeriodSeconds, pod.Containers[0].Args)
 		}
-		if got := pod.Containers[0].Lifecycle.PreStop.Exec.Command[2]; got != DrainScript(AdminPort, 5*time.Second, 20*time.Second) {
-			t.Errorf("drain hook:\n%s", got)
-		}
+		checkShutdownManager(t, f.Deployment.Spec.Template, 5*time.Second, 20*time.Second)
+	})
+	t.Run("minimum longer than the timeout", func(t *testing.T) {
+		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{GracefulShutdown: &kubelbv1alpha1.GracefulShutdown{
+			DrainTimeout: &metav1.Duration{Duration: 4 * time.Second}, MinDrainDuration: &metav1.Duration{Duration: 9 * time.Second},
+		}}), nil))
+		checkShutdownManager(t, f.Deployment.Spec.Template, 4*time.Second, 4*time.Second)
 	})
 	t.Run("graceful shutdown disabled", func(t *testing.T) {
-		f := Build(input(cfg(kubelbv1alpha1.EnvoyProxy{GracefulShutdown: &kubelbv1alpha1.GracefulShutdown{Disabled: true}}), nil))
+		in := input(cfg(kubelbv1alpha1.EnvoyProxy{GracefulShutdown: &kubelbv1alpha1.GracefulShutdown{Disabled: true}}), nil)
+		f := Build(in)
 		pod := f.Deployment.Spec.Template.Spec
-		if pod.Containers[0].Lifecycle != nil || *pod.TerminationGracePeriodSeconds != corev1.DefaultTerminationGracePeriodSeconds {
-			t.Errorf("lifecycle %+v grace %d", pod.Containers[0].Lifecycle, *pod.TerminationGracePeriodSeconds)
+		if pod.Containers[0].Lifecycle != nil || len(pod.Containers) != 1 || *pod.TerminationGracePeriodSeconds != corev1.DefaultTerminationGracePeriodSeconds {
+			t.Errorf("containers %+v grace %d, want Envoy alone without a hook", pod.Containers, *pod.TerminationGracePeriodSeconds)
+		}
+		if _, ok := f.Deployment.Spec.Template.Annotations[annotationDefaultContainer]; ok {
+			t.Error("a default container with one container")
+		}
+		// Without the sidecar its image does not roll the pods.
+		in.ShutdownManagerImage = "flag/kubelb:2"
+		if a, b := f.Deployment.Annotations[AnnotationConfigHash], Build(in).Deployment.Annotations[AnnotationConfigHash]; a != b {
+			t.Error("the shutdown manager's image changes the hash of a fleet without graceful shutdown")
 		}
 	})
+}
+
+// checkShutdownManager checks the drain of a pod with graceful shutdown: no shell anywhere;
+// Envoy's preStop hook is an HTTP GET of the sidecar's /drained; the sidecar runs the
+// manager's image as a locked-down non-root user, with the drain times as flags, and its
+// preStop hook execs the kubelb binary.
+func checkShutdownManager(t *testing.T, template corev1.PodTemplateSpec, minDrain, drain time.Duration) {
+	t.Helper()
+	pod := template.Spec
+	if len(pod.Containers) != 2 || pod.Containers[0].Name != "envoy" || pod.Containers[1].Name != ShutdownManagerContainerName {
+		t.Fatalf("containers %+v, want envoy and %s", pod.Containers, ShutdownManagerContainerName)
+	}
+	if got := template.Annotations[annotationDefaultContainer]; got != "envoy" {
+		t.Errorf("default container %q, want envoy", got)
+	}
+	envoy, sidecar := pod.Containers[0], pod.Containers[1]
+	wantHook := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/drained", Port: intstr.FromInt32(9902), Scheme: corev1.URISchemeHTTP,
+	}}}
+	if diff := cmp.Diff(wantHook, envoy.Lifecycle); diff != "" {
+		t.Errorf("Envoy's preStop hook (-want +got):\n%s", diff)
+	}
+	if sidecar.Image != "flag/kubelb:1" || !slices.Equal(sidecar.Command, []string{"/usr/local/bin/kubelb"}) {
+		t.Errorf("sidecar image %q command %q", sidecar.Image, sidecar.Command)
+	}
+	wantArgs := []string{"envoy-shutdown-manager", "--admin-address=127.0.0.1:9901", "--listen-address=:9902",
+		fmt.Sprintf("--min-drain-duration=%s", minDrain), fmt.Sprintf("--drain-timeout=%s", drain)}
+	if diff := cmp.Diff(wantArgs, sidecar.Args); diff != "" {
+		t.Errorf("sidecar args (-want +got):\n%s", diff)
+	}
+	if sidecar.Lifecycle == nil || sidecar.Lifecycle.PreStop.Exec == nil ||
+		!slices.Equal(sidecar.Lifecycle.PreStop.Exec.Command, []string{"/usr/local/bin/kubelb", "envoy-shutdown-manager", "drain"}) {
+		t.Errorf("sidecar preStop hook %+v", sidecar.Lifecycle)
+	}
+	for _, c := range pod.Containers {
+		for _, cmd := range [][]string{c.Command, c.Args, execOf(c.Lifecycle)} {
+			for _, arg := range cmd {
+				if slices.Contains([]string{"sh", "bash", "dash", "ash"}, path.Base(arg)) || arg == "-c" && c.Name != "envoy" {
+					t.Errorf("container %s runs a shell: %q", c.Name, cmd)
+				}
+			}
+		}
+	}
+	sc := sidecar.SecurityContext
+	if !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("sidecar security context %+v", sc)
+	}
+	if sidecar.Resources.Requests.Cpu().MilliValue() > 50 || sidecar.Resources.Requests.Memory().Value() > 96<<20 || sidecar.Resources.Limits.Memory().IsZero() {
+		t.Errorf("sidecar resources %+v, want small requests and a memory limit", sidecar.Resources)
+	}
+}
+
+// execOf is the command of a container's preStop exec hook.
+func execOf(l *corev1.Lifecycle) []string {
+	if l == nil || l.PreStop == nil || l.PreStop.Exec == nil {
+		return nil
+	}
+	return l.PreStop.Exec.Command
 }
 
 func TestBuildHash(t *testing.T) {
@@ -265,7 +338,8 @@ func TestBuildHash(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
 	o, err := Options{Namespace: "kubelb"}.withDefaults()
-	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage || o.XDSProtocol != xdsbootstrap.ProtocolDelta {
+	if err != nil || o.XDSAddress != "kubelb.kubelb.svc:8001" || o.EnvoyImage != DefaultEnvoyImage || o.XDSProtocol != xdsbootstrap.ProtocolDelta ||
+		o.ShutdownManagerImage != "ghcr.io/kubelb/kubelb-manager:v0.0.0-dev" {
 		t.Fatalf("%+v %v", o, err)
 	}
 	for _, bad := range []Options{{}, {Namespace: "x", XDSAddress: "nohost"}, {Namespace: "x", XDSAddress: ":80"}, {Namespace: "x", XDSAddress: "h:0"},

@@ -2,40 +2,67 @@ package envoyfleet
 
 import (
 	"fmt"
+	"strconv"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"kubelb.dev/kubelb/internal/envoydrain"
 )
 
-// DrainScript is the preStop hook of the Envoy container (run with bash -c). Envoy exits at
-// once on SIGTERM, so before the kubelet sends it the hook asks Envoy's admin interface on
-// loopback to drain its listeners gracefully (POST /drain_listeners?graceful; Envoy's
-// --drain-time-s bounds the drain), waits minDrain so load balancers stop sending new
-// connections, then waits until no listener has a downstream connection open, at most
-// drainTimeout in all. It needs only bash (its /dev/tcp), no curl: the envoyproxy/envoy image
-// has it, the distroless image does not (the hook then fails and Envoy stops at once).
-func DrainScript(adminPort int, minDrain, drainTimeout time.Duration) string {
-	return fmt.Sprintf(`set -u
-admin() {
-  exec 3<>/dev/tcp/127.0.0.1/%[1]d || return 1
-  printf '%%s %%s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n' "$1" "$2" >&3
-  cat <&3
-  exec 3<&-
-}
-admin POST '/drain_listeners?graceful' >/dev/null || exit 0
-end=$((SECONDS + %[3]d))
-sleep %[2]d
-while [ "$SECONDS" -lt "$end" ]; do
-  active=0
-  while IFS=': ' read -r name value; do
-    value=${value%%$'\r'}
-    case "$value" in ''|*[!0-9]*) continue ;; esac
-    case "$name" in
-      listener.admin.*) ;;
-      listener.*.downstream_cx_active) active=$((active + value)) ;;
-    esac
-  done < <(admin GET '/stats?filter=downstream_cx_active')
-  [ "$active" -eq 0 ] && exit 0
-  sleep 1
-done
-exit 0
-`, adminPort, int(minDrain/time.Second), int(drainTimeout/time.Second))
+const (
+	// ShutdownManagerContainerName is the sidecar that drains Envoy before it is stopped.
+	ShutdownManagerContainerName = "shutdown-manager"
+	// ManagerBinary is the kubelb binary in the manager's image (Dockerfile.manager).
+	ManagerBinary = "/usr/local/bin/kubelb"
+	// managerUID is the uid the manager's distroless image runs as.
+	managerUID = 65532
+)
+
+// gracefulShutdown adds the drain to the pod: Envoy exits at once on SIGTERM, so the pod
+// gets the shutdown manager as a second container ("kubelb envoy-shutdown-manager", from the
+// manager's image), which needs no shell in either image. When the pod is stopped the kubelet
+// runs both containers' preStop hooks at once: the sidecar's (an exec of the static kubelb
+// binary in the sidecar) asks Envoy's admin interface on loopback to drain and waits
+// minDrain, then until no listener has a downstream connection open, at most drain; Envoy's
+// (an HTTP GET of the sidecar's /drained) returns when that drain ended, and only then does
+// Envoy get its SIGTERM. /drained only waits: it cannot start or change a drain.
+func gracefulShutdown(spec *corev1.PodSpec, envoy *corev1.Container, image string, minDrain, drain time.Duration) {
+	envoy.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: envoydrain.DrainedPath, Port: intstr.FromInt32(ShutdownManagerPort), Scheme: corev1.URISchemeHTTP,
+	}}}
+	spec.Containers = append(spec.Containers, corev1.Container{
+		Name:            ShutdownManagerContainerName,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{ManagerBinary},
+		Args: []string{
+			envoydrain.Command,
+			fmt.Sprintf("--admin-address=127.0.0.1:%d", AdminPort),
+			fmt.Sprintf("--listen-address=:%d", ShutdownManagerPort),
+			"--min-drain-duration=" + strconv.Itoa(int(minDrain/time.Second)) + "s",
+			"--drain-timeout=" + strconv.Itoa(int(drain/time.Second)) + "s",
+		},
+		Ports: []corev1.ContainerPort{{Name: "shutdown", ContainerPort: ShutdownManagerPort, Protocol: corev1.ProtocolTCP}},
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+			Command: []string{ManagerBinary, envoydrain.Command, envoydrain.DrainCommand},
+		}}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To[int64](managerUID),
+			RunAsGroup:               ptr.To[int64](managerUID),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
 }
