@@ -26,6 +26,10 @@ import (
 // K8sVersion is the version of the Kubernetes binaries (bin/k8s/<K8sVersion>/).
 const K8sVersion = "1.36.4"
 
+// KeepEnv, when set, keeps every cluster's folder (logs, configuration, certificates) after
+// its teardown, as a failed test does.
+const KeepEnv = "KUBELB_REALCLUSTER_KEEP"
+
 // DefaultNodePortRange is the NodePort range of every cluster.
 const DefaultNodePortRange = "30000-32767"
 
@@ -59,7 +63,7 @@ type Cluster struct {
 	// Service range; NodePortRange its NodePort range.
 	PodCIDR, ServiceCIDR, NodePortRange string
 	// LogDir holds every component's log (<node>-<component>.log). It is kept, and named
-	// in the test's output, when the test fails.
+	// in the test's output, when the test fails or KeepEnv is set.
 	LogDir string
 	// BootTime is how long Start took, ImportTime of it how long importing the pause image.
 	BootTime, ImportTime time.Duration
@@ -507,6 +511,8 @@ func (c *Cluster) stop() {
 		labMu.Lock()
 		for _, n := range c.nodes {
 			delete(labNodes, n)
+		}
+		for _, n := range c.nodes {
 			for other := range labNodes {
 				if err := other.run(c.tools.nsenter, "ip", "route", "del", n.podCIDR); err != nil {
 					problems = append(problems, err.Error())
@@ -529,14 +535,14 @@ func (c *Cluster) stop() {
 		if c.dir == "" {
 			return
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv(KeepEnv) != "" {
 			var names []string
 			entries, _ := os.ReadDir(c.LogDir)
 			for _, e := range entries {
 				names = append(names, e.Name())
 			}
 			sort.Strings(names)
-			t.Logf("real cluster %s failed; its folder (logs: %s) is kept: %s", c.Name, strings.Join(names, ", "), c.dir)
+			t.Logf("real cluster %s stopped; its folder (logs: %s) is kept: %s", c.Name, strings.Join(names, ", "), c.dir)
 			return
 		}
 		if err := os.RemoveAll(c.dir); err != nil {

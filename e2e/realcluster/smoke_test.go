@@ -24,9 +24,10 @@ import (
 
 func TestMain(m *testing.M) { realcluster.Main(m) }
 
-// TestRealClusterSmoke boots a hub and a tenant cluster in one lab, runs a hardened
-// 2-replica Deployment of the test image behind a NodePort Service in each, and checks
-// that the lab reaches both Pods through NodeIP:NodePort, that `kubectl exec` (to the
+// TestRealClusterSmoke boots a hub cluster (one node) and a tenant cluster (two nodes) in
+// one lab, runs a hardened 2-replica Deployment of the test image behind a NodePort Service
+// in each (one Pod per node), and checks that the lab reaches both Pods through every
+// NodeIP:NodePort, that `kubectl exec` (to the
 // ClusterIP) and `kubectl logs` work, that each cluster's Pods reach the other cluster's
 // node (NodePort), and that nothing is left on the machine afterwards.
 func TestRealClusterSmoke(t *testing.T) {
@@ -40,7 +41,7 @@ func TestRealClusterSmoke(t *testing.T) {
 
 	begin := time.Now()
 	hub := realcluster.Start(t, realcluster.Options{Name: "hub", Registry: realcluster.LabAddress + ":5000"})
-	tenant := realcluster.Start(t, realcluster.Options{Name: "tenant"})
+	tenant := realcluster.Start(t, realcluster.Options{Name: "tenant", Nodes: 2})
 	dirs = append(dirs, filepath.Dir(hub.LogDir), filepath.Dir(tenant.LogDir))
 	tars, err := realcluster.ImageTars()
 	if err != nil {
@@ -62,24 +63,27 @@ func TestRealClusterSmoke(t *testing.T) {
 
 	for _, c := range []*realcluster.Cluster{hub, tenant} {
 		pods := helloPods(t, c)
-		// From the lab: NodeIP:NodePort reaches both Pods.
-		url := fmt.Sprintf("http://%s:%d/", c.NodeIPs[0], nodePorts[c.Name])
-		seen := map[string]bool{}
-		// A new connection per request, so that kube-proxy picks a Pod for each.
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		deadline := time.Now().Add(30 * time.Second)
-		for i := 0; i < 100 && len(seen) < len(pods) && time.Now().Before(deadline); i++ {
-			resp, err := client.Get(url)
-			if err != nil {
-				continue
+		// From the lab: every NodeIP:NodePort reaches both Pods (with two nodes, one Pod
+		// is on the other node: Pod routing between nodes).
+		for _, ip := range c.NodeIPs {
+			url := fmt.Sprintf("http://%s:%d/", ip, nodePorts[c.Name])
+			seen := map[string]bool{}
+			// A new connection per request, so that kube-proxy picks a Pod for each.
+			client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			deadline := time.Now().Add(30 * time.Second)
+			for i := 0; i < 100 && len(seen) < len(pods) && time.Now().Before(deadline); i++ {
+				resp, err := client.Get(url)
+				if err != nil {
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				seen[strings.TrimSpace(string(body))] = true
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			seen[strings.TrimSpace(string(body))] = true
-		}
-		for _, p := range pods {
-			if !seen["pod="+p] {
-				t.Errorf("%s: %s never answered as %s (seen %v)", c.Name, url, p, seen)
+			for _, p := range pods {
+				if !seen["pod="+p] {
+					t.Errorf("%s: %s never answered as %s (seen %v)", c.Name, url, p, seen)
+				}
 			}
 		}
 		// kubectl exec: a Pod reaches the Service's ClusterIP.
@@ -133,6 +137,11 @@ func deployHello(t *testing.T, c *realcluster.Cluster) int32 {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](2),
+					// One Pod per node where there are two nodes.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](realcluster.HelloUID),
@@ -196,14 +205,19 @@ func helloPods(t *testing.T, c *realcluster.Cluster) []string {
 		t.Fatalf("%s: listing the hello Pods: %v", c.Name, err)
 	}
 	var names []string
+	nodes := map[string]bool{}
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil {
 			names = append(names, p.Name)
+			nodes[p.Spec.NodeName] = true
 		}
 	}
 	sort.Strings(names)
 	if len(names) != 2 {
 		t.Fatalf("%s: hello Pods: %v, want 2", c.Name, names)
+	}
+	if len(nodes) != min(2, len(c.NodeNames)) {
+		t.Fatalf("%s: the hello Pods run on %v, want one per node", c.Name, nodes)
 	}
 	return names
 }
