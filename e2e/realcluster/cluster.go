@@ -458,15 +458,34 @@ func tail(path string, lines int) string {
 // containerd, in the k8s.io namespace the kubelet uses (`ctr images import`). The image's
 // name comes from the tar's index (annotation io.containerd.image.name).
 func (c *Cluster) ImportImage(tarPath string) error {
-	for _, n := range c.nodes {
-		cmd := exec.Command(c.tools.nsenter, n.nsenterArgs(filepath.Join(c.tools.node, "ctr"),
-			"--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images", "import", "--no-unpack=false", tarPath)...)
-		cmd.Env = c.nodeEnv()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing %s into %s: %w: %s", tarPath, n.name, err, strings.TrimSpace(string(out)))
+	for i := range c.nodes {
+		if _, err := c.Ctr(i, "-n", "k8s.io", "images", "import", tarPath); err != nil {
+			return fmt.Errorf("importing %s: %w", tarPath, err)
 		}
 	}
 	return nil
+}
+
+// NodeExec runs a program in every namespace of node i (0 first), as root, with the node's
+// environment, and returns its combined output (e.g. NodeExec(0, "ip", "route")).
+func (c *Cluster) NodeExec(i int, name string, args ...string) (string, error) {
+	if i < 0 || i >= len(c.nodes) {
+		return "", fmt.Errorf("cluster %s has no node %d", c.Name, i)
+	}
+	cmd := exec.Command(c.tools.nsenter, c.nodes[i].nsenterArgs(append([]string{name}, args...)...)...)
+	cmd.Env = c.nodeEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s on %s: %w: %s", name, strings.Join(args, " "), c.nodes[i].name, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// Ctr runs ctr against the containerd of node i (0 first), in its namespaces, and returns
+// its combined output; e.g. Ctr(0, "-n", "k8s.io", "images", "ls"). Paths given must be
+// readable from the node (anything outside its /run, /var/log and /var/lib is).
+func (c *Cluster) Ctr(i int, args ...string) (string, error) {
+	return c.NodeExec(i, filepath.Join(c.tools.node, "ctr"), append([]string{"--address", "/run/containerd/containerd.sock"}, args...)...)
 }
 
 // Kubectl runs kubectl with the cluster's admin kubeconfig (HOME in the cluster's folder)

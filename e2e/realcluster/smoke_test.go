@@ -71,7 +71,12 @@ func TestRealClusterSmoke(t *testing.T) {
 			// A new connection per request, so that kube-proxy picks a Pod for each.
 			client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 			deadline := time.Now().Add(30 * time.Second)
-			for i := 0; i < 100 && len(seen) < len(pods) && time.Now().Before(deadline); i++ {
+			// At most 200 requests, 50 ms apart: kube-proxy may program the second
+			// endpoint a moment after the Deployment is ready.
+			for i := 0; i < 200 && len(seen) < len(pods) && time.Now().Before(deadline); i++ {
+				if i > 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
 				resp, err := client.Get(url)
 				if err != nil {
 					continue
@@ -84,6 +89,17 @@ func TestRealClusterSmoke(t *testing.T) {
 				if !seen["pod="+p] {
 					t.Errorf("%s: %s never answered as %s (seen %v)", c.Name, url, p, seen)
 				}
+			}
+			if t.Failed() {
+				out, _ := c.Kubectl("get", "pods,endpointslices", "-o", "wide")
+				t.Log(out)
+				for i := range c.NodeIPs {
+					out, _ := c.NodeExec(i, "sh", "-c", "ip route; ip neigh; nft list ruleset | head -150; ip addr")
+					t.Log(out)
+				}
+				lab, _ := exec.Command("sh", "-c", "ip route; ip neigh; bridge fdb show br lab0").CombinedOutput()
+				t.Log(string(lab))
+				t.FailNow()
 			}
 		}
 		// kubectl exec: a Pod reaches the Service's ClusterIP.
@@ -295,7 +311,7 @@ func checkNothingLeft(t *testing.T, before machine, dirs []string) {
 		return
 	}
 	for _, d := range dirs {
-		if _, err := os.Stat(d); err == nil {
+		if _, err := os.Stat(d); err == nil && os.Getenv(realcluster.KeepEnv) == "" {
 			t.Errorf("the cluster folder %s is left", d)
 		}
 	}
