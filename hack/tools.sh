@@ -104,7 +104,7 @@ node-debs() {
   [[ $(id -u) == 0 ]] || sudo=sudo
   if ! apt-cache show containerd >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
   log "downloading Debian's containerd, runc and containernetworking-plugins into bin/node"
-  (cd "$debs" && apt-get download -qq containerd runc containernetworking-plugins >/dev/null)
+  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root containerd runc containernetworking-plugins >/dev/null)
   local deb
   for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
   install -m 0755 "$debs/root/usr/bin/containerd" "$debs/root/usr/bin/containerd-shim-runc-v2" \

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -142,11 +143,42 @@ func sweepStaleCgroups() {
 	}
 	for _, dir := range dirs {
 		pid := strings.SplitN(strings.TrimPrefix(filepath.Base(dir), "realcluster-"), "-", 2)[0]
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
 		if _, err := os.Stat("/proc/" + pid); err == nil {
 			continue
 		}
 		if err := removeTree(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "realcluster: removing stale cgroup %s: %v\n", dir, err)
+		}
+	}
+}
+
+// keptMarker marks a cluster folder kept on purpose (failed test, KeepEnv): no sweep
+// removes it.
+const keptMarker = "KEPT"
+
+// sweepStaleFolders removes the cluster and image folders (realcluster-<PID>-...) of
+// earlier runs whose test process is gone, unless they were kept on purpose.
+func sweepStaleFolders() {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "realcluster-*-*"))
+	if err != nil {
+		return
+	}
+	for _, dir := range dirs {
+		pid := strings.SplitN(strings.TrimPrefix(filepath.Base(dir), "realcluster-"), "-", 2)[0]
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, keptMarker)); err == nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "realcluster: removing stale folder %s: %v\n", dir, err)
 		}
 	}
 }

@@ -215,7 +215,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 func (c *Cluster) boot(opts Options, pauseTar string) error {
 	var err error
-	if c.dir, err = os.MkdirTemp("", "realcluster-"+c.Name+"-"); err != nil {
+	if c.dir, err = os.MkdirTemp("", "realcluster-"+hostPID()+"-"+c.Name+"-"); err != nil {
 		return fmt.Errorf("making the cluster's folder: %w", err)
 	}
 	c.LogDir = filepath.Join(c.dir, "logs")
@@ -561,6 +561,9 @@ func (c *Cluster) stop() {
 				names = append(names, e.Name())
 			}
 			sort.Strings(names)
+			if err := os.WriteFile(filepath.Join(c.dir, keptMarker), nil, 0o644); err != nil {
+				t.Errorf("marking %s kept: %v", c.dir, err)
+			}
 			t.Logf("real cluster %s stopped; its folder (logs: %s) is kept: %s", c.Name, strings.Join(names, ", "), c.dir)
 			return
 		}

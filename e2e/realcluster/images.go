@@ -55,7 +55,7 @@ var (
 // process removes in Main when the tests end.
 func ImageTars() (map[string]string, error) {
 	imagesOnce.Do(func() {
-		imagesDir, imagesErr = os.MkdirTemp("", "realcluster-images-")
+		imagesDir, imagesErr = os.MkdirTemp("", "realcluster-"+hostPID()+"-images-")
 		if imagesErr != nil {
 			imagesErr = fmt.Errorf("making the images folder: %w", imagesErr)
 			return

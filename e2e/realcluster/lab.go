@@ -96,6 +96,7 @@ func runLab(m *testing.M) int {
 	}
 	inLab = true
 	sweepStaleCgroups()
+	sweepStaleFolders()
 	return m.Run()
 }
 

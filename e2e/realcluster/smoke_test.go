@@ -126,6 +126,16 @@ func TestRealClusterSmoke(t *testing.T) {
 			t.Errorf("a %s Pod to %s (%s's NodePort): %q, %v", from.Name, url, to.Name, out, err)
 		}
 	}
+	// What the nodes warn about (e.g. cgroup v1) is logged, not checked.
+	for _, c := range []*realcluster.Cluster{hub, tenant} {
+		events, err := c.Client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "type=Warning,involvedObject.kind=Node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			t.Logf("%s: Warning Event on Node %s: %s: %s", c.Name, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
 	for _, c := range []*realcluster.Cluster{hub, tenant} {
 		rss, procs, err := c.RSS()
 		if err != nil {
@@ -239,11 +249,15 @@ func helloPods(t *testing.T, c *realcluster.Cluster) []string {
 }
 
 // machine is what the test checks the machine for before and after: kernel settings
-// kubelet would write, the machine's network links and nftables ruleset, and its mounts
-// (those of the test process outside the lab, realcluster.MachinePID).
+// kubelet would write, the fixed paths of containerd, kubelet and CNI, the machine's
+// network links and nftables ruleset, and its mounts (those of the test process outside
+// the lab, realcluster.MachinePID).
 type machine struct {
 	sysctls, links, ruleset string
-	mounts                  []string
+	// paths says whether each fixed path of containerd, kubelet and CNI exists, and when
+	// it last changed (another test on the machine may use them; this one must not).
+	paths  string
+	mounts []string
 }
 
 func hostState(t *testing.T) machine {
@@ -255,6 +269,13 @@ func hostState(t *testing.T) machine {
 			t.Fatal(err)
 		}
 		m.sysctls += key + "=" + strings.TrimSpace(string(b)) + " "
+	}
+	for _, p := range []string{"/run/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/var/lib/kubelet", "/var/lib/containerd", "/run/netns", "/etc/cni", "/opt/cni"} {
+		if fi, err := os.Stat(p); err == nil {
+			m.paths += fmt.Sprintf("%s: modified %s\n", p, fi.ModTime().UTC().Format(time.RFC3339Nano))
+		} else {
+			m.paths += p + ": absent\n"
+		}
 	}
 	machine := fmt.Sprintf("/proc/%d", realcluster.MachinePID())
 	out, err := exec.Command("nsenter", "--net="+machine+"/ns/net", "ip", "-o", "link").CombinedOutput()
@@ -295,10 +316,8 @@ func checkNothingLeft(t *testing.T, before machine, dirs []string) {
 	if strings.Join(after.mounts, "\n") != strings.Join(before.mounts, "\n") {
 		t.Errorf("the machine's mounts changed: %v -> %v", before.mounts, after.mounts)
 	}
-	for _, p := range []string{"/run/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/var/lib/kubelet", "/var/lib/containerd", "/run/netns"} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s exists on the machine", p)
-		}
+	if after.paths != before.paths {
+		t.Errorf("the machine's fixed paths of containerd, kubelet and CNI changed:\n%s\n->\n%s", before.paths, after.paths)
 	}
 	left, err := realcluster.CgroupsLeft()
 	if err != nil {
