@@ -488,11 +488,18 @@ func (c *Cluster) Ctr(i int, args ...string) (string, error) {
 	return c.NodeExec(i, filepath.Join(c.tools.node, "ctr"), append([]string{"--address", "/run/containerd/containerd.sock"}, args...)...)
 }
 
-// Kubectl runs kubectl with the cluster's admin kubeconfig (HOME in the cluster's folder)
-// and returns its standard output; the error carries its standard error.
+// ClientEnv returns the environment for a client program run against the cluster from the
+// lab (kubectl, helm): KUBECONFIG is the admin kubeconfig and HOME a folder of the cluster's
+// own (their caches), e.g. cmd.Env = append(os.Environ(), c.ClientEnv()...).
+func (c *Cluster) ClientEnv() []string {
+	return []string{"KUBECONFIG=" + c.Kubeconfig, "HOME=" + filepath.Join(c.dir, "home")}
+}
+
+// Kubectl runs kubectl with the cluster's admin kubeconfig (ClientEnv) and returns its
+// standard output; the error carries its standard error.
 func (c *Cluster) Kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(c.tools.k8s, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(c.dir, "home"))
+	cmd := exec.Command(filepath.Join(c.tools.k8s, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), c.ClientEnv()...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -501,6 +508,10 @@ func (c *Cluster) Kubectl(args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// Stop stops the cluster now rather than when the test ends (see stop); it is safe to
+// call more than once.
+func (c *Cluster) Stop() { c.stop() }
 
 // stop kills every node (its init, and with it every process of its PID namespace), waits
 // for the components, removes the routes to its Pods and its cgroups, and removes its
