@@ -105,6 +105,11 @@ func setupLab() error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
+	// A new network namespace inherits the machine's IPv4 forwarding setting: the lab
+	// forwards nothing (it has no other link anyway).
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0o644); err != nil {
+		return fmt.Errorf("turning forwarding off in the lab: %w", err)
+	}
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", LabBridge, "type", "bridge"},
