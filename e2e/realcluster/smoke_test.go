@@ -111,6 +111,13 @@ func TestRealClusterSmoke(t *testing.T) {
 		if err != nil || !strings.HasPrefix(out, "pod=hello-") {
 			t.Errorf("%s: kubectl exec to the ClusterIP: %q, %v", c.Name, out, err)
 		}
+		// The Pod's ServiceAccount token authenticates it to the API server (through the
+		// kubernetes Service's ClusterIP, trusting the root CA kube-controller-manager
+		// publishes).
+		out, err = c.Kubectl("exec", pods[0], "--", "/hello", "whoami")
+		if err != nil || strings.TrimSpace(out) != "system:serviceaccount:default:default" {
+			t.Errorf("%s: the Pod's ServiceAccount token: %q, %v", c.Name, out, err)
+		}
 		// kubectl logs.
 		out, err = c.Kubectl("logs", pods[1])
 		if err != nil || !strings.Contains(out, "hello: serving on :8080 as pod \""+pods[1]+"\"") {

@@ -5,15 +5,23 @@
 //	hello get URL    sends one GET (5 s timeout) and prints the answer's body; it exits 1
 //	                 with the error when the request fails or the status is not 200 (for
 //	                 `kubectl exec`, since the image has no other client).
+//	hello whoami     asks the API server who the Pod's ServiceAccount token is (a
+//	                 SelfSubjectReview to https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,
+//	                 trusting the mounted ca.crt) and prints the user name.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -21,6 +29,13 @@ import (
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "get" {
 		if err := get(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) == 2 && os.Args[1] == "whoami" {
+		if err := whoami(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -73,5 +88,55 @@ func serve() error {
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		return fmt.Errorf("serving on :%s: %w", port, err)
 	}
+	return nil
+}
+
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+func whoami() error {
+	token, err := os.ReadFile(filepath.Join(serviceAccountDir, "token"))
+	if err != nil {
+		return fmt.Errorf("reading the ServiceAccount token: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(serviceAccountDir, "ca.crt"))
+	if err != nil {
+		return fmt.Errorf("reading the cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("no certificate in %s/ca.crt", serviceAccountDir)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := "https://" + os.Getenv("KUBERNETES_SERVICE_HOST") + ":" + os.Getenv("KUBERNETES_SERVICE_PORT") +
+		"/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+string(bytes.TrimSpace(token)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the answer of %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: status %d: %s", url, resp.StatusCode, body)
+	}
+	var review struct {
+		Status struct {
+			UserInfo struct {
+				Username string `json:"username"`
+			} `json:"userInfo"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(body, &review); err != nil {
+		return fmt.Errorf("decoding the SelfSubjectReview: %w", err)
+	}
+	fmt.Println(review.Status.UserInfo.Username)
 	return nil
 }
