@@ -27,9 +27,10 @@ func TestMain(m *testing.M) { realcluster.Main(m) }
 // TestRealClusterSmoke boots a hub cluster (one node) and a tenant cluster (two nodes) in
 // one lab, runs a hardened 2-replica Deployment of the test image behind a NodePort Service
 // in each (one Pod per node), and checks that the lab reaches both Pods through every
-// NodeIP:NodePort, that `kubectl exec` (to the
-// ClusterIP) and `kubectl logs` work, that each cluster's Pods reach the other cluster's
-// node (NodePort), and that nothing is left on the machine afterwards.
+// NodeIP:NodePort, that `kubectl exec` (to the ClusterIP) and `kubectl logs` work, that a
+// Pod's ServiceAccount token authenticates it to the API server, that each cluster's Pods
+// reach the other cluster's node (NodePort), and that nothing is left on the machine
+// afterwards.
 func TestRealClusterSmoke(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("real clusters need real root (kubelet and runc need real cgroups and namespaces): run the tests as root")
