@@ -82,6 +82,7 @@ type node struct {
 	ip      net.IP
 	podCIDR string
 	cgroup  string // kubelet's cgroupRoot
+	routed  bool   // the routes to its Pods are in every other node and the lab
 	dir     string
 	init    *exec.Cmd
 	procs   []*proc
@@ -357,6 +358,7 @@ func (c *Cluster) addNode(i int, sysctls string) error {
 		return fmt.Errorf("lab route to node %s's Pods: %w", n.name, err)
 	}
 	labNodes[n] = true
+	n.routed = true
 	return nil
 }
 
@@ -543,6 +545,9 @@ func (c *Cluster) stop() {
 			delete(labNodes, n)
 		}
 		for _, n := range c.nodes {
+			if !n.routed {
+				continue
+			}
 			for other := range labNodes {
 				if err := other.run(c.tools.nsenter, "ip", "route", "del", n.podCIDR); err != nil {
 					problems = append(problems, err.Error())
