@@ -456,7 +456,7 @@ func tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// ImportImage imports an OCI image layout tar (or a docker save tar) into every node's
+// ImportImage imports an OCI image layout tar into every node's
 // containerd, in the k8s.io namespace the kubelet uses (`ctr images import`). The image's
 // name comes from the tar's index (annotation io.containerd.image.name).
 func (c *Cluster) ImportImage(tarPath string) error {
