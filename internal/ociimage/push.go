@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -22,7 +23,8 @@ type Pushed struct {
 // referrers of its subject (the OCI 1.1 referrers API); when it does not implement that API
 // the artifact is added to the fallback tag sha256-<subject digest> (go-containerregistry
 // does both). plainHTTP speaks HTTP instead of HTTPS, as a test registry on loopback needs
-// (loopback addresses get HTTP anyway).
+// (loopback addresses get HTTP anyway). Credentials come from the Docker config
+// (~/.docker/config.json, $DOCKER_CONFIG), as `docker login` writes them; none: anonymous.
 func Push(ctx context.Context, b *Built, ref string, plainHTTP bool) (Pushed, error) {
 	var opts []name.Option
 	if plainHTTP {
@@ -32,7 +34,8 @@ func Push(ctx context.Context, b *Built, ref string, plainHTTP bool) (Pushed, er
 	if err != nil {
 		return Pushed{}, fmt.Errorf("image reference %q: %w", ref, err)
 	}
-	if err := remote.WriteIndex(r, b.Index, remote.WithContext(ctx)); err != nil {
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	if err := remote.WriteIndex(r, b.Index, ropts...); err != nil {
 		return Pushed{}, fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	d, err := b.Index.Digest()
@@ -49,7 +52,7 @@ func Push(ctx context.Context, b *Built, ref string, plainHTTP bool) (Pushed, er
 			return out, err
 		}
 		sref := r.Context().Digest(sd.String())
-		if err := remote.Write(sref, bi.SBOM, remote.WithContext(ctx)); err != nil {
+		if err := remote.Write(sref, bi.SBOM, ropts...); err != nil {
 			return out, fmt.Errorf("pushing the SBOM of %s for %s: %w", ref, bi.Platform, err)
 		}
 		out.SBOMs = append(out.SBOMs, sref)

@@ -45,6 +45,7 @@ func main() {
 	host, _ := os.Hostname()
 	pod := flag.String("pod", envOr("POD_NAME", host), "Pod name every answer carries (env POD_NAME, else the host name).")
 	node := flag.String("node", envOr("NODE_NAME", host), "Node name every answer carries (env NODE_NAME, else the host name).")
+	bind := flag.String("address", os.Getenv("BIND_ADDRESS"), "IP the backends listen on; empty: every address (env BIND_ADDRESS).")
 	names := flag.String("tls-server-names", envOr("TLS_SERVER_NAMES", "localhost"), "Comma-separated DNS names of the HTTPS certificate (env TLS_SERVER_NAMES).")
 	flag.Parse()
 	id := testsupport.Identity{Node: *node, Pod: *pod}
@@ -60,7 +61,7 @@ func main() {
 	}
 	for _, kind := range []string{"tcp", "udp", "http", "h2c", "grpc", "https"} {
 		if p := *ports[kind]; p != 0 {
-			b := start[kind](net.JoinHostPort("", strconv.Itoa(p)))
+			b := start[kind](net.JoinHostPort(*bind, strconv.Itoa(p)))
 			fmt.Printf("backend: %s on %s as %s\n", kind, b.Addr, id)
 		}
 	}
