@@ -66,17 +66,18 @@ images-push: ## Build the images and push them with their SBOMs: make images-pus
 # Charts: `helm package` (version from Chart.yaml unless CHART_VERSION is set; appVersion, the
 # default image tag, is IMAGE_TAG) and `helm push` to oci://REGISTRY/charts.
 CHART_VERSION ?=
+CHARTS_OUT    ?= $(BIN)/charts
 CHARTS        := kubelb-manager kubelb-ccm
 LOOPBACK_REGISTRY := $(filter localhost:% 127.% [::1]:%,$(REGISTRY))
 
 .PHONY: charts-push
 charts-push: ## Package charts/kubelb-{manager,ccm} and push them to oci://REGISTRY/charts (helm; PLAIN_HTTP=1 or a loopback registry: over HTTP).
-	hack/tools.sh helm
-	@mkdir -p $(BIN)/charts
+	test -x $(HELM) || hack/tools.sh helm
+	@mkdir -p $(CHARTS_OUT)
 	for c in $(CHARTS); do \
-	  $(HELM) package charts/$$c -d $(BIN)/charts --app-version $(IMAGE_TAG) $(if $(CHART_VERSION),--version $(CHART_VERSION)) >/dev/null; \
+	  $(HELM) package charts/$$c -d $(CHARTS_OUT) --app-version $(IMAGE_TAG) $(if $(CHART_VERSION),--version $(CHART_VERSION)) >/dev/null; \
 	  v=$(or $(CHART_VERSION),$$(sed -n 's/^version: *//p' charts/$$c/Chart.yaml)); \
-	  $(HELM) push $(BIN)/charts/$$c-$$v.tgz oci://$(REGISTRY)/charts $(if $(or $(filter 1,$(PLAIN_HTTP)),$(LOOPBACK_REGISTRY)),--plain-http); \
+	  $(HELM) push $(CHARTS_OUT)/$$c-$$v.tgz oci://$(REGISTRY)/charts $(if $(or $(filter 1,$(PLAIN_HTTP)),$(LOOPBACK_REGISTRY)),--plain-http); \
 	done
 
 .PHONY: tools
