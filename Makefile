@@ -44,15 +44,18 @@ build: ## Build bin/kubelb and bin/ccm.
 # for every platform of PLATFORMS. Every time in them is SOURCE_DATE_EPOCH (default: the
 # commit's time), which also stamps the binaries' build date, so a rebuild gives the same
 # digests. REGISTRY is host:port[/prefix]; PLAIN_HTTP=1 pushes over HTTP (loopback always is).
+# IMAGES_OUT is where the OCI layouts go; CA_BUNDLE is the images' /etc/ssl/certs/ca-certificates.crt.
 REGISTRY          ?= ghcr.io/kubelb
 IMAGE_TAG         ?= $(GIT_VERSION)
 PLATFORMS         ?= linux/amd64,linux/arm64
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 PLAIN_HTTP        ?= 0
+IMAGES_OUT        ?= $(BIN)/images
+CA_BUNDLE         ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_LDFLAGS := -s -w -X kubelb.dev/kubelb/internal/version.gitVersion=$(GIT_VERSION) \
 	-X kubelb.dev/kubelb/internal/version.gitCommit=$(GIT_COMMIT) \
 	-X kubelb.dev/kubelb/internal/version.buildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
-IMAGES_FLAGS = -out $(BIN)/images -platforms $(PLATFORMS) -registry $(REGISTRY) -tag $(IMAGE_TAG) \
+IMAGES_FLAGS = -out $(IMAGES_OUT) -ca-bundle $(CA_BUNDLE) -platforms $(PLATFORMS) -registry $(REGISTRY) -tag $(IMAGE_TAG) \
 	-ldflags "$(IMAGE_LDFLAGS)" -version $(GIT_VERSION) -revision $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH)
 
 .PHONY: images

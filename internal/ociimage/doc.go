@@ -7,6 +7,7 @@
 //
 // Same inputs give the same digests: every timestamp is Options.Created (from
 // SOURCE_DATE_EPOCH or the commit time), and nothing of the host (owners, times, umask)
-// reaches a layer. The images of kubelb itself are described by ProjectImages; the images
-// only tests use (pause, the test backend, Envoy) by TestImages.
+// reaches a layer. kubelb's own images (Binaries) are built by BuildProjectImage, which
+// `make images` runs through hack/images; the images only tests use are built by
+// PauseImage, BackendImage and EnvoyImage.
 package ociimage
