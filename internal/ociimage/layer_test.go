@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 type tarEntry struct {
@@ -144,5 +146,25 @@ func TestLayerDigestIsStable(t *testing.T) {
 	l, _ := Layer(files, time.Unix(1700000001, 0))
 	if d, _ := l.Digest(); d.String() == digests[0] {
 		t.Fatal("another mtime gave the same digest")
+	}
+}
+
+func TestContainerdName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"envoyproxy/envoy:v1.40.0":                "docker.io/envoyproxy/envoy:v1.40.0",
+		"docker.io/envoyproxy/envoy:distroless-1": "docker.io/envoyproxy/envoy:distroless-1",
+		"nginx":                               "docker.io/library/nginx:latest",
+		"registry.k8s.io/pause:3.10.1":        "registry.k8s.io/pause:3.10.1",
+		"127.0.0.1:5000/kubelb/kubelb-ccm:v1": "127.0.0.1:5000/kubelb/kubelb-ccm:v1",
+		"127.0.0.1:5000/a@sha256:0000000000000000000000000000000000000000000000000000000000000000": "127.0.0.1:5000/a@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+	} {
+		r, err := name.ParseReference(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ContainerdName(r); got != want {
+			t.Errorf("ContainerdName(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

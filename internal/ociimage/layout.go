@@ -18,8 +18,9 @@ import (
 )
 
 // WriteLayout writes b as an OCI image layout in dir (replacing what is there): index.json
-// names the multi-platform index by ref (annotations io.containerd.image.name = the full
-// reference, org.opencontainers.image.ref.name = its tag, as BuildKit's OCI exporter does)
+// names the multi-platform index by ref (annotations io.containerd.image.name =
+// ContainerdName(ref), org.opencontainers.image.ref.name = its tag, as BuildKit's OCI
+// exporter does)
 // and lists each SBOM artifact after it, unnamed, with its artifactType; every blob is under
 // blobs/sha256/.
 func WriteLayout(dir string, b *Built, ref string) error {
@@ -34,7 +35,7 @@ func WriteLayout(dir string, b *Built, ref string) error {
 	if err != nil {
 		return fmt.Errorf("writing OCI layout %s: %w", dir, err)
 	}
-	anns := map[string]string{AnnotationContainerdName: r.Name(), AnnotationRefName: r.Identifier()}
+	anns := map[string]string{AnnotationContainerdName: ContainerdName(r), AnnotationRefName: r.Identifier()}
 	if err := p.AppendIndex(b.Index, layout.WithAnnotations(anns)); err != nil {
 		return fmt.Errorf("writing image %s to %s: %w", ref, dir, err)
 	}
@@ -54,6 +55,21 @@ func WriteLayout(dir string, b *Built, ref string) error {
 		}
 	}
 	return nil
+}
+
+// ContainerdName is a reference as containerd and the kubelet name it: fully qualified, with
+// Docker Hub as docker.io (go-containerregistry says index.docker.io), so that an imported
+// image is found under the name a Pod spec's image normalizes to.
+func ContainerdName(r name.Reference) string {
+	reg := r.Context().RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = "docker.io"
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	return reg + "/" + r.Context().RepositoryStr() + sep + r.Identifier()
 }
 
 // TarDir writes the files under dir to w as a tar with sorted entries, mode 0644 files and

@@ -174,3 +174,33 @@ func resolved(path string) string {
 	}
 	return path
 }
+
+// WriteTestImages builds the pause and backend images for platforms and the Envoy image (of
+// the binary envoy, for the host's linux/amd64) and writes each into dir as an OCI layout
+// (<name>/) and its tarball (<name>.oci.tar), named PauseRef, BackendRef and EnvoyRef. It
+// returns each reference's tarball, ready for `ctr -n k8s.io images import`, and the built
+// images by reference, ready for Push.
+func WriteTestImages(ctx context.Context, root, dir, envoy string, platforms []Platform, meta Metadata) (map[string]string, map[string]*Built, error) {
+	binDir := filepath.Join(dir, "build")
+	pause, err := PauseImage(ctx, root, platforms, binDir, meta)
+	if err != nil {
+		return nil, nil, err
+	}
+	backend, err := BackendImage(ctx, root, platforms, binDir, HostCABundle, meta)
+	if err != nil {
+		return nil, nil, err
+	}
+	envoyImg, err := EnvoyImage(ctx, envoy, LinuxAMD64, HostCABundle, meta)
+	if err != nil {
+		return nil, nil, err
+	}
+	tars, built := map[string]string{}, map[string]*Built{PauseRef: pause, BackendRef: backend, EnvoyRef: envoyImg}
+	for ref, b := range built {
+		tarPath := filepath.Join(dir, b.Name+".oci.tar")
+		if err := WriteLayoutTar(filepath.Join(dir, b.Name), tarPath, b, ref, meta.Created); err != nil {
+			return nil, nil, err
+		}
+		tars[ref] = tarPath
+	}
+	return tars, built, nil
+}

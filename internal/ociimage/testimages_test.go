@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -206,4 +208,40 @@ func TestEnvoyImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s", s)
+}
+
+// TestWriteTestImages writes the three test images' layouts: each tarball's index.json names
+// its reference, and the built images are returned for a push.
+func TestWriteTestImages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	tars, built, err := WriteTestImages(ctx, testsupport.RepoRoot(), dir, testsupport.EnvoyBinary(t), []Platform{LinuxAMD64}, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{PauseRef, BackendRef, EnvoyRef} {
+		if built[ref] == nil {
+			t.Fatalf("no image %s", ref)
+		}
+		lp, err := layout.FromPath(strings.TrimSuffix(tars[ref], ".oci.tar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ii, err := lp.ImageIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := ii.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := built[ref].Index.Digest()
+		if im.Manifests[0].Annotations[AnnotationContainerdName] != ref || im.Manifests[0].Digest != want {
+			t.Errorf("layout of %s names %+v", ref, im.Manifests[0])
+		}
+		if fi, err := os.Stat(tars[ref]); err != nil || fi.Size() == 0 {
+			t.Errorf("tarball of %s: %v", ref, err)
+		}
+	}
 }
