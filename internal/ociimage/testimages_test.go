@@ -55,8 +55,9 @@ func TestPauseImage(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	pid := cmd.Process.Pid
 	// A shell entering the namespace starts a short sleep and exits: the sleep, orphaned,
-	// becomes a child of PID 1 there, pause.
-	if out, err := exec.Command("nsenter", "--target", fmt.Sprint(pid), "--pid", "--", "/bin/sh", "-c", "sleep 2 & exit 0").CombinedOutput(); err != nil {
+	// becomes a child of PID 1 there, pause. (The sleep's output is not the pipe nsenter's
+	// output goes to, or reading that would wait for the sleep to end.)
+	if out, err := exec.Command("nsenter", "--target", fmt.Sprint(pid), "--pid", "--", "/bin/sh", "-c", "sleep 5 </dev/null >/dev/null 2>&1 & exit 0").CombinedOutput(); err != nil {
 		t.Fatalf("nsenter: %v\n%s", err, out)
 	}
 	testsupport.Eventually(t, 10*time.Second, "the orphaned sleep becoming a child of pause", func() error {
