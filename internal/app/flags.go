@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"kubelb.dev/kubelb/internal/version"
 )
 
 // FlagSet wraps a standard flag set so that --help lists flags with two dashes and a bad
@@ -21,13 +23,19 @@ import (
 type FlagSet struct {
 	*flag.FlagSet
 	required []string
+	version  bool
 }
 
-// NewFlagSet returns an empty flag set for the named program.
+// ErrVersion is what Parse returns for --version: print the build information and exit 0.
+var ErrVersion = errors.New("version requested")
+
+// NewFlagSet returns a flag set for the named program holding only --version.
 func NewFlagSet(program string) *FlagSet {
 	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &FlagSet{FlagSet: fs}
+	f := &FlagSet{FlagSet: fs}
+	fs.BoolVar(&f.version, "version", false, "Print the version, commit and build date, and exit.")
+	return f
 }
 
 // Required marks flags that must be given a non-empty value.
@@ -35,14 +43,18 @@ func (f *FlagSet) Required(names ...string) { f.required = append(f.required, na
 
 var singleDash = regexp.MustCompile(`(^|[ :])-([a-zA-Z])`)
 
-// Parse parses args. It returns flag.ErrHelp for -h/--help, and otherwise a one-line error
-// that names the offending flag with two dashes.
+// Parse parses args. It returns flag.ErrHelp for -h/--help, ErrVersion for --version
+// (before any check of the other flags), and otherwise a one-line error that names the
+// offending flag with two dashes.
 func (f *FlagSet) Parse(args []string) error {
 	if err := f.FlagSet.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errors.New(singleDash.ReplaceAllString(err.Error(), "$1--$2"))
+	}
+	if f.version {
+		return ErrVersion
 	}
 	if f.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", f.Arg(0))
@@ -192,8 +204,15 @@ func NotYetUndocumented(doc string, names []string) []string {
 	return missing
 }
 
-// Main runs a binary: parse its flags (--help prints the usage and exits 0; a bad flag exits
-// 2 with one line naming it), then run (a failure exits 1).
+// VersionLine is what --version prints: program, version, commit and build date.
+func VersionLine(program string) string {
+	v := version.Get()
+	return fmt.Sprintf("%s %s (commit %s, built %s)", program, v.GitVersion, v.GitCommit, v.BuildDate)
+}
+
+// Main runs a binary: parse its flags (--help prints the usage and exits 0, --version prints
+// VersionLine and exits 0; a bad flag exits 2 with one line naming it), then run (a failure
+// exits 1).
 func Main[O any](program, summary string, parse func([]string) (O, *FlagSet, error), run func(O) error) {
 	MainArgs(program, summary, os.Args[1:], parse, run)
 }
@@ -203,6 +222,10 @@ func MainArgs[O any](program, summary string, args []string, parse func([]string
 	o, fs, err := parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.Usage(os.Stdout, summary)
+		return
+	}
+	if errors.Is(err, ErrVersion) {
+		fmt.Println(VersionLine(program))
 		return
 	}
 	if err != nil {

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +67,39 @@ func TestDocSection(t *testing.T) {
 	}
 	if missing := NotYetUndocumented(DocSection(doc, "## `a`"), []string{"x"}); len(missing) != 0 {
 		t.Errorf("flag x is marked in section a: %v", missing)
+	}
+}
+
+// TestVersionFlag: --version makes Parse return ErrVersion whatever else is given (a required
+// flag missing, a flag after it), and only a bad flag is reported first.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		want error
+	}{
+		{"alone", []string{"--version"}, ErrVersion},
+		{"with a required flag missing", []string{"--version", "--debug"}, ErrVersion},
+		{"set to false", []string{"--version=false", "--name=x"}, nil},
+		{"absent", []string{"--name=x"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := NewFlagSet("test")
+			fs.String("name", "", "")
+			fs.Bool("debug", false, "")
+			fs.Required("name")
+			if err := fs.Parse(tc.args); !errors.Is(err, tc.want) {
+				t.Fatalf("Parse(%q) = %v, want %v", tc.args, err, tc.want)
+			}
+		})
+	}
+	if err := NewFlagSet("test").Parse([]string{"--version", "--nope"}); err == nil || errors.Is(err, ErrVersion) ||
+		!strings.Contains(err.Error(), "--nope") {
+		t.Errorf("an unknown flag with --version: %v, want the unknown flag named", err)
+	}
+	if got, want := VersionLine("kubelb"), "kubelb v0.0.0-dev (commit unknown, built unknown)"; got != want {
+		t.Errorf("VersionLine = %q, want %q (the defaults of an unstamped test binary)", got, want)
 	}
 }

@@ -12,6 +12,8 @@ import (
 const (
 	EnvoyVersion = "1.40.0"
 	HelmVersion  = "v3.22.0"
+	// RegistryVersion is the CNCF distribution registry's (hack/tools.sh registry).
+	RegistryVersion = "v3.1.2"
 )
 
 // RepoRoot is the root of the kubelb repository.
