@@ -43,7 +43,7 @@ build: ## Build bin/kubelb and bin/ccm.
 # Images (docs/images.md): <REGISTRY>/kubelb-manager:<IMAGE_TAG> and <REGISTRY>/kubelb-ccm:<IMAGE_TAG>
 # for every platform of PLATFORMS. Every time in them is SOURCE_DATE_EPOCH (default: the
 # commit's time), which also stamps the binaries' build date, so a rebuild gives the same
-# digests. REGISTRY is host:port[/prefix]; PLAIN_HTTP=1 pushes over HTTP (loopback always is).
+# digests. REGISTRY is host:port[/prefix]; PLAIN_HTTP=1 pushes over HTTP (loopback: HTTP after HTTPS).
 # IMAGES_OUT is where the OCI layouts go; CA_BUNDLE is the images' /etc/ssl/certs/ca-certificates.crt.
 REGISTRY          ?= ghcr.io/kubelb
 IMAGE_TAG         ?= $(GIT_VERSION)

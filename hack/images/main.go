@@ -40,7 +40,7 @@ func run() error {
 	epoch := flag.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "Every time in the images, in seconds since 1970 (SOURCE_DATE_EPOCH; the Makefile passes the commit time).")
 	caBundle := flag.String("ca-bundle", ociimage.HostCABundle, "CA bundle copied to "+ociimage.CABundlePath+".")
 	push := flag.Bool("push", false, "Push the images and their SBOMs to -registry after writing them.")
-	plainHTTP := flag.Bool("plain-http", false, "Push over HTTP (a loopback registry gets HTTP anyway).")
+	plainHTTP := flag.Bool("plain-http", false, "Push over HTTP (a loopback, RFC 1918 or .local registry gets HTTP after HTTPS fails anyway).")
 	flag.Parse()
 	if *tag == "" {
 		return fmt.Errorf("flag -tag is required")

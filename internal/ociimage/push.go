@@ -23,7 +23,8 @@ type Pushed struct {
 // referrers of its subject (the OCI 1.1 referrers API); when it does not implement that API
 // the artifact is added to the fallback tag sha256-<subject digest> (go-containerregistry
 // does both). plainHTTP speaks HTTP instead of HTTPS, as a test registry on loopback needs
-// (loopback addresses get HTTP anyway). Credentials come from the Docker config
+// (for loopback, RFC 1918 and .local registries go-containerregistry tries HTTP after HTTPS
+// anyway). Credentials come from the Docker config
 // (~/.docker/config.json, $DOCKER_CONFIG), as `docker login` writes them; none: anonymous.
 func Push(ctx context.Context, b *Built, ref string, plainHTTP bool) (Pushed, error) {
 	var opts []name.Option
