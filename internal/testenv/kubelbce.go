@@ -40,11 +40,16 @@ var ceTenantAdditions = []string{
 }
 
 // KubeLBCECRDs returns a folder of CRDs that declare what a KubeLB CE hub declares: the files
-// of $KUBELB_CE_CRDS when set, otherwise kubelb's CRDs (config/crd/bases) without
+// of $KUBELB_CE_CRDS when set, else those of ../shared/fixtures/kubelb-ce/crds beside the
+// repository when it exists, otherwise kubelb's CRDs (config/crd/bases) without
 // KubeLBCEAdditions and without kinds KubeLB CE does not have. The second value says which.
 func KubeLBCECRDs(t TB) (dir, origin string) {
 	t.Helper()
 	if d := os.Getenv(EnvKubeLBCECRDs); d != "" {
+		return d, "KubeLB CE's own CRDs from " + d
+	}
+	// The steering repository's shared fixtures, beside this repository, may hold them.
+	if d := filepath.Join(testsupport.RepoRoot(), "..", "shared", "fixtures", "kubelb-ce", "crds"); hasYAML(d) {
 		return d, "KubeLB CE's own CRDs from " + d
 	}
 	dir = t.TempDir()
@@ -114,4 +119,10 @@ func withoutFields(raw []byte, paths []string) ([]byte, error) {
 		return nil, err
 	}
 	return yaml.Marshal(crd)
+}
+
+// hasYAML tells whether dir holds a .yaml file.
+func hasYAML(dir string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	return len(m) > 0
 }
