@@ -102,6 +102,9 @@ type ServiceReconciler struct {
 	// created remembers when the ccm created a mirror (Service UID → time), so that a
 	// reconcile racing the hub cache does not try to create it again.
 	created sync.Map
+	// deleted remembers the mirrors the ccm deleted (name → deletedMirror) until the hub
+	// cache sees them go, so that a reconcile racing the cache does not delete them again.
+	deleted sync.Map
 }
 
 // Reconcile brings the hub mirror of one Service in line with it: get the Service (gone →
@@ -381,10 +384,16 @@ func (r *ServiceReconciler) deleteMirrors(ctx context.Context, svc *corev1.Servi
 		lb := &v1alpha1.LoadBalancer{}
 		err := r.Hub.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, lb)
 		if apierrors.IsNotFound(err) || (err == nil && lb.DeletionTimestamp != nil) {
+			r.deleted.Delete(name)
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("getting LoadBalancer %s/%s: %w", r.Namespace, name, err)
+		}
+		if at, ok := r.deleted.Load(name); ok && at.(deletedMirror).uid == lb.UID && time.Since(at.(deletedMirror).at) < createdGrace {
+			// Deleted a moment ago; the hub cache has not seen it yet (a second DELETE would
+			// be a wasted hub write).
+			continue
 		}
 		if err := r.Hub.Delete(ctx, lb, client.Preconditions{UID: &lb.UID}); client.IgnoreNotFound(err) != nil {
 			if svc != nil {
@@ -392,9 +401,22 @@ func (r *ServiceReconciler) deleteMirrors(ctx context.Context, svc *corev1.Servi
 			}
 			return fmt.Errorf("deleting LoadBalancer %s/%s of Service %s: %w", r.Namespace, name, key, err)
 		}
+		r.deleted.Range(func(k, v any) bool { // forget what the cache has surely seen by now
+			if time.Since(v.(deletedMirror).at) >= createdGrace {
+				r.deleted.Delete(k)
+			}
+			return true
+		})
+		r.deleted.Store(name, deletedMirror{uid: lb.UID, at: time.Now()})
 		ctrl.LoggerFrom(ctx).Info("deleted LoadBalancer", "loadBalancer", client.ObjectKeyFromObject(lb))
 	}
 	return nil
+}
+
+// deletedMirror is a LoadBalancer the ccm deleted, and when.
+type deletedMirror struct {
+	uid types.UID
+	at  time.Time
 }
 
 // sameMeta tells whether two objects agree on everything but status and bookkeeping.
