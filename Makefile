@@ -8,11 +8,12 @@ ETCD_VERSION           ?= 3.6.16
 ENVOY_VERSION          ?= 1.40.0
 HELM_VERSION           ?= v3.22.0
 CONTROLLER_GEN_VERSION ?= v0.21.0
-# The CNCF distribution registry the image and chart tests push to, on loopback.
-REGISTRY_VERSION       ?= v3.1.2
+# The CNCF distribution registry (bin/registry) the image and chart tests push to, on loopback. Not named
+# REGISTRY_VERSION: the registry reads REGISTRY_* variables of its environment as its configuration.
+DISTRIBUTION_VERSION   ?= v3.1.2
 # cert-manager's Certificate CRD (internal/certmanagercrds) is copied from this release.
 CERT_MANAGER_VERSION   ?= v1.21.2
-export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION REGISTRY_VERSION
+export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION DISTRIBUTION_VERSION
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
@@ -31,7 +32,7 @@ LDFLAGS := -s -w -X kubelb.dev/kubelb/internal/version.gitVersion=$(GIT_VERSION)
 export KUBEBUILDER_ASSETS := $(ASSETS)
 export KUBELB_ENVOY := $(ENVOY)
 export KUBELB_HELM := $(HELM)
-export KUBELB_REGISTRY := $(BIN)/registry/$(REGISTRY_VERSION)/registry
+export KUBELB_REGISTRY := $(BIN)/registry/$(DISTRIBUTION_VERSION)/registry
 
 TEST_TIMEOUT ?= 30m
 

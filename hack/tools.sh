@@ -11,7 +11,7 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
-REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
+DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
 
 log() { echo "tools: $*" >&2; }
 
@@ -190,16 +190,16 @@ controller-gen() {
 # registry builds the CNCF distribution registry (the OCI registry tests push images and charts
 # to, on loopback) through a throw-away wrapper module, as etcd is built.
 registry() {
-  local out=$BIN/registry/$REGISTRY_VERSION
+  local out=$BIN/registry/$DISTRIBUTION_VERSION
   if [[ -x $out/registry ]]; then return; fi
-  local work=$BIN/.build/registry-$REGISTRY_VERSION
+  local work=$BIN/.build/registry-$DISTRIBUTION_VERSION
   mkdir -p "$work" "$out"
   cat >"$work/go.mod" <<GOMOD
 module kubelb.dev/tools/registry
 
 go 1.26
 
-require github.com/distribution/distribution/v3 $REGISTRY_VERSION
+require github.com/distribution/distribution/v3 $DISTRIBUTION_VERSION
 GOMOD
   cat >"$work/tools.go" <<'GO'
 //go:build tools
@@ -208,10 +208,10 @@ package tools
 
 import _ "github.com/distribution/distribution/v3/cmd/registry"
 GO
-  log "building the distribution registry $REGISTRY_VERSION"
+  log "building the distribution registry $DISTRIBUTION_VERSION"
   (cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 &&
     GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" \
+      -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
       -o "$out/registry.tmp" github.com/distribution/distribution/v3/cmd/registry)
   mv "$out/registry.tmp" "$out/registry"
 }

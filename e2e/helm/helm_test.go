@@ -535,7 +535,7 @@ func TestManagerChartEnvoyImageDrains(t *testing.T) {
 		want   string
 	}{
 		{"defaults", nil, "--envoy-shutdown-manager-image=ghcr.io/kubelb/kubelb-manager:" + chartAppVersion(t, ManagerChart)},
-		{"manager image", []string{"--set", "image.repository=mirror.example/kubelb", "--set", "image.tag=v9.9.9"}, "--envoy-shutdown-manager-image=mirror.example/kubelb:v9.9.9"},
+		{"manager image", []string{"--set", "image.registry=mirror.example", "--set", "image.repository=kubelb", "--set", "image.tag=v9.9.9"}, "--envoy-shutdown-manager-image=mirror.example/kubelb:v9.9.9"},
 		{"pinned", []string{"--set", "image.tag=v9.9.9", "--set", "envoy.shutdownManagerImage=mirror.example/kubelb:v1.0.0"}, "--envoy-shutdown-manager-image=mirror.example/kubelb:v1.0.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -109,6 +109,7 @@ func exposeAllMetrics(t *testing.T) string {
 		"namespace": "tenant-a", "tenant": "tenant-a", "result": metrics.ResultSuccess,
 		"operation": "update", "type_url": "type.googleapis.com/envoy.config.listener.v3.Listener",
 		"reason": "Assigned", "pool": "default", "family": "IPv4",
+		"kind": "LoadBalancer", "field": "spec.ipFamilies",
 	}
 	reg := prometheus.NewRegistry()
 	for _, d := range metrics.All() {

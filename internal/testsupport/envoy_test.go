@@ -115,7 +115,7 @@ func TestVersionsMatchMakefile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, want := range map[string]string{"ENVOY_VERSION": EnvoyVersion, "HELM_VERSION": HelmVersion, "REGISTRY_VERSION": RegistryVersion} {
+		for name, want := range map[string]string{"ENVOY_VERSION": EnvoyVersion, "HELM_VERSION": HelmVersion, "DISTRIBUTION_VERSION": RegistryVersion} {
 			m := regexp.MustCompile(fmt.Sprintf(f.pattern, name)).FindSubmatch(b)
 			if m == nil {
 				t.Errorf("%s sets no %s", f.file, name)
