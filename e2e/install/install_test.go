@@ -281,6 +281,8 @@ func TestInstallQuickStart(t *testing.T) {
 	if _, err := realclusterDynamic(t, hub).Resource(configGVR).Namespace("kubelb").Patch(ctx, "default", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patching Config default: %v", err)
 	}
+	// When each old pod was first seen terminating, and when it was gone: its drain.
+	terminating, gone := map[string]time.Time{}, map[string]time.Time{}
 	testsupport.Eventually(t, 4*time.Minute, "the Envoy Deployment rolled to the new resources", func() error {
 		d, err := hub.Client.AppsV1().Deployments(tenantNS).Get(ctx, envoyDeploy, metav1.GetOptions{})
 		if err != nil {
@@ -298,13 +300,32 @@ func TestInstallQuickStart(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		now, present := time.Now(), map[string]bool{}
 		for _, p := range pods.Items {
-			if containsString(envoyPods, p.Name) {
-				return fmt.Errorf("old Envoy pod %s is still there (deleted: %v)", p.Name, p.DeletionTimestamp != nil)
+			present[p.Name] = true
+			if containsString(envoyPods, p.Name) && p.DeletionTimestamp != nil {
+				if _, ok := terminating[p.Name]; !ok {
+					terminating[p.Name] = now
+				}
+			}
+		}
+		for _, name := range envoyPods {
+			if _, ok := gone[name]; !ok && !present[name] {
+				gone[name] = now
+			}
+		}
+		for _, name := range envoyPods {
+			if present[name] {
+				return fmt.Errorf("old Envoy pod %s is still there", name)
 			}
 		}
 		return nil
 	})
+	for _, name := range envoyPods {
+		if start, ok := terminating[name]; ok {
+			t.Logf("old Envoy pod %s: terminating for %s (seen from deletion to gone; the drain waits at least minDrainDuration, 10 s)", name, gone[name].Sub(start).Round(100*time.Millisecond))
+		}
+	}
 	phase("Envoy Deployment roll", start)
 	total := loads.stop()
 	for name, st := range total {
@@ -558,8 +579,9 @@ func containsCap(caps []corev1.Capability, want corev1.Capability) bool {
 }
 
 // checkNothingLeft checks what the uninstall leaves: no object of kubelb's kinds on the hub,
-// no namespace kubelb or tenant-shop, no kubelb pod in either cluster, no Service or Secret
-// of the tenant carrying the ccm's finalizer.
+// no namespace kubelb or tenant-shop, no pod in either cluster but the tenant's backend, no
+// Service or Secret of the tenant carrying the ccm's finalizer, no NodePort twin, no hub
+// address in a Service's status; the tenant's Services handed back are still there.
 func checkNothingLeft(t *testing.T, hub, shop *realcluster.Cluster) {
 	t.Helper()
 	ctx := context.Background()
@@ -593,6 +615,10 @@ func checkNothingLeft(t *testing.T, hub, shop *realcluster.Cluster) {
 			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
+			// The tenant's own backend keeps running; nothing else may be left.
+			if c.cluster == shop && p.Namespace == "default" && p.Labels["app"] == "backend" {
+				continue
+			}
 			t.Errorf("%s: pod %s/%s is left", c.cluster.Name, p.Namespace, p.Name)
 		}
 	}
@@ -600,9 +626,23 @@ func checkNothingLeft(t *testing.T, hub, shop *realcluster.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kept := map[string]bool{}
 	for _, s := range svcs.Items {
+		kept[s.Namespace+"/"+s.Name] = true
 		if containsString(s.Finalizers, cleanupFinalizer) {
 			t.Errorf("shop: Service %s/%s still carries %s", s.Namespace, s.Name, cleanupFinalizer)
+		}
+		if strings.HasSuffix(s.Name, "-nodeport") {
+			t.Errorf("shop: the ccm's NodePort twin %s/%s is left", s.Namespace, s.Name)
+		}
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			t.Errorf("shop: Service %s/%s still shows the hub's address %v", s.Namespace, s.Name, s.Status.LoadBalancer.Ingress)
+		}
+	}
+	// The Services handed back stay.
+	for _, name := range []string{"default/backend", "default/backend-l7"} {
+		if !kept[name] {
+			t.Errorf("shop: Service %s was deleted; the uninstall should hand it back", name)
 		}
 	}
 	secrets, err := shop.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
@@ -614,7 +654,7 @@ func checkNothingLeft(t *testing.T, hub, shop *realcluster.Cluster) {
 			t.Errorf("shop: Secret %s/%s still carries %s", s.Namespace, s.Name, cleanupFinalizer)
 		}
 	}
-	t.Logf("after the uninstall: no kubelb object, namespace or pod in either cluster; %d tenant Services, none with %s", len(svcs.Items), cleanupFinalizer)
+	t.Logf("after the uninstall: no kubelb object, namespace or pod in either cluster; %d tenant Services kept, none with %s", len(svcs.Items), cleanupFinalizer)
 }
 
 // dumpState logs what helps to find why the test failed.
