@@ -562,3 +562,29 @@ func chartAppVersion(t *testing.T, chart string) string {
 	}
 	return c.AppVersion
 }
+
+// TestManagerServiceClusterIP checks service.clusterIP: unset, the API server picks the
+// address; set (with envoy.xdsAddress, as docs/quickstart.md does on a hub without cluster
+// DNS), the Service has that address and the fleets dial it.
+func TestManagerServiceClusterIP(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantIP  string
+		wantXDS string
+	}{
+		{name: "default", wantXDS: "--envoy-xds-address=kubelb.kubelb.svc:8001"},
+		{name: "empty, as the quick start passes it without XDS_IP", args: []string{"--set", "service.clusterIP=", "--set", "envoy.xdsAddress="}, wantXDS: "--envoy-xds-address=kubelb.kubelb.svc:8001"},
+		{name: "pinned", args: []string{"--set", "service.clusterIP=10.96.0.80", "--set", "envoy.xdsAddress=10.96.0.80:8001"}, wantIP: "10.96.0.80", wantXDS: "--envoy-xds-address=10.96.0.80:8001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := Template(t, ManagerChart, "kubelb-manager", ns, tc.args...)
+			svc := find(t, objs, "Service", "kubelb")
+			if got := str(t, svc, "spec", "clusterIP"); got != tc.wantIP {
+				t.Errorf("spec.clusterIP %q, want %q", got, tc.wantIP)
+			}
+			wantArgs(t, args(t, find(t, objs, "Deployment", "kubelb-manager")), tc.wantXDS)
+		})
+	}
+}

@@ -2,6 +2,7 @@ package realcluster
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -287,10 +289,45 @@ func (c *Cluster) boot(opts Options, pauseTar string) error {
 			return err
 		}
 	}
-	return c.waitFor(time.Minute, "the default ServiceAccount", func() (bool, error) {
+	if err := c.waitFor(time.Minute, "the default ServiceAccount", func() (bool, error) {
 		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, err
-	})
+	}); err != nil {
+		return err
+	}
+	return c.publishClusterInfo(ctx, server)
+}
+
+// publishClusterInfo writes the ConfigMap kube-public/cluster-info as kubeadm's
+// bootstrap-token phase does: key "kubeconfig", a kubeconfig with one unnamed cluster (the
+// API server's address and CA, no user), readable by anonymous clients through the Role
+// and RoleBinding kubeadm:bootstrap-signer-clusterinfo. Programs that find the cluster's
+// public address there (kubelb's manager writes the tenants' kubeconfigs from it) see what
+// they see in a kubeadm cluster.
+func (c *Cluster) publishClusterInfo(ctx context.Context, server string) error {
+	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    certificate-authority-data: %s\n    server: %s\ncontexts: []\ncurrent-context: \"\"\npreferences: {}\nusers: []\n",
+		base64.StdEncoding.EncodeToString(c.pki.caPEM()), server)
+	const name = "kubeadm:bootstrap-signer-clusterinfo"
+	if _, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: metav1.NamespacePublic},
+		Data:       map[string]string{"kubeconfig": kubeconfig},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating kube-public/cluster-info: %w", err)
+	}
+	if _, err := c.Client.RbacV1().Roles(metav1.NamespacePublic).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespacePublic},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-info"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the Role %s: %w", name, err)
+	}
+	if _, err := c.Client.RbacV1().RoleBindings(metav1.NamespacePublic).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespacePublic},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:anonymous"}},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the RoleBinding %s: %w", name, err)
+	}
+	return nil
 }
 
 // addNode makes node i: its init (namespaces), its veth on the lab bridge, its address,

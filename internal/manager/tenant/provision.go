@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -60,7 +61,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	}
 	// The bounds before the access: a tenant is never without its quota, and its fleet never
 	// without its NetworkPolicy.
-	if err := r.ensureResourceQuota(ctx, t.Name, eff.Limits); err != nil {
+	quotaRecheck, err := r.ensureResourceQuota(ctx, t.Name, eff.Limits)
+	if err != nil {
 		return transient(err)
 	}
 	if err := r.ensureNetworkPolicy(ctx, t.Name); err != nil {
@@ -85,6 +87,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	}
 	if err := r.ensureTenantState(ctx, t.Name, eff, o); err != nil {
 		return transient(err)
+	}
+	if quotaRecheck > 0 && (o.requeueAfter == 0 || quotaRecheck < o.requeueAfter) {
+		o.requeueAfter = quotaRecheck
 	}
 	return o, nil
 }
@@ -268,21 +273,63 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, tenant string) err
 	return r.apply(ctx, desired, np)
 }
 
-// ensureResourceQuota keeps ResourceQuota kubelb-tenant at the tenant's limits.
-func (r *Reconciler) ensureResourceQuota(ctx context.Context, tenant string, limits settings.Limits) error {
+// quotaRecountAfter is how long the quota controller may leave a resource of ResourceQuota
+// kubelb-tenant uncounted before the manager re-creates the quota.
+const quotaRecountAfter = 10 * time.Second
+
+// ensureResourceQuota keeps ResourceQuota kubelb-tenant at the tenant's limits. It also
+// re-creates a quota that the quota controller (kube-controller-manager) synced without
+// counting every resource it limits, which happens when the quota was made before the
+// controller's discovery (every 30 s) saw kubelb's CRDs, e.g. a Tenant created right after the
+// chart installed them: status.hard is set but status.used lacks
+// count/loadbalancers.kubelb.k8c.io, the API server refuses every LoadBalancer create with
+// "status unknown for quota", and the controller would count again only at its full resync
+// (--resource-quota-sync-period, 5 minutes by default), since no create gets through to
+// trigger it. A new quota is counted at once. It returns how soon to look again while the
+// quota is not fully counted (0 when it is, or when no quota controller has synced it).
+func (r *Reconciler) ensureResourceQuota(ctx context.Context, tenant string, limits settings.Limits) (time.Duration, error) {
 	desired := desiredResourceQuota(tenant, limits)
 	rq := &corev1.ResourceQuota{}
 	err := r.owned.Get(ctx, client.ObjectKeyFromObject(desired), rq)
 	if apierrors.IsNotFound(err) {
-		return r.apply(ctx, desired, nil)
+		return 0, r.apply(ctx, desired, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("getting ResourceQuota %s/%s: %w", desired.Namespace, desired.Name, err)
+		return 0, fmt.Errorf("getting ResourceQuota %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	if equality.Semantic.DeepEqual(rq.Spec, desired.Spec) && manager.HasAll(rq.Labels, desired.Labels) {
-		return nil
+	if !equality.Semantic.DeepEqual(rq.Spec, desired.Spec) || !manager.HasAll(rq.Labels, desired.Labels) {
+		return 0, r.apply(ctx, desired, rq)
 	}
-	return r.apply(ctx, desired, rq)
+	uncounted := QuotaUncounted(rq)
+	if len(uncounted) == 0 {
+		return 0, nil
+	}
+	if age := r.now().Sub(rq.CreationTimestamp.Time); age < quotaRecountAfter {
+		return quotaRecountAfter - age, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("re-creating the ResourceQuota: the quota controller has not counted some of its resources, and the API server refuses their creation until it does",
+		"resourceQuota", client.ObjectKeyFromObject(rq), "uncounted", uncounted)
+	if err := r.client.Delete(ctx, rq, client.Preconditions{UID: &rq.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("deleting ResourceQuota %s/%s to have it counted: %w", rq.Namespace, rq.Name, err)
+	}
+	if err := r.apply(ctx, desired, nil); err != nil {
+		return 0, err
+	}
+	return quotaRecountAfter, nil
+}
+
+// QuotaUncounted returns the resources of rq's status.hard that its status.used lacks,
+// sorted: those the quota controller synced the quota without counting. Nil while the
+// controller has not synced the quota (no status.hard).
+func QuotaUncounted(rq *corev1.ResourceQuota) []corev1.ResourceName {
+	var missing []corev1.ResourceName
+	for name := range rq.Status.Hard {
+		if _, ok := rq.Status.Used[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+	return missing
 }
 
 // errNoHubServer: no hub server URL is known.

@@ -2,10 +2,14 @@ package tenant
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -120,5 +124,29 @@ func TestEventNote(t *testing.T) {
 	got := eventNote(long)
 	if len(got) > maxEventNote || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
 		t.Errorf("eventNote of %d bytes: %d bytes, valid UTF-8 %v", len(long), len(got), utf8.ValidString(got))
+	}
+}
+
+func TestQuotaUncounted(t *testing.T) {
+	zero := resource.MustParse("0")
+	hard := corev1.ResourceList{QuotaLoadBalancers: resource.MustParse("5"), QuotaRoutes: resource.MustParse("5")}
+	for _, tc := range []struct {
+		name   string
+		status corev1.ResourceQuotaStatus
+		want   []corev1.ResourceName
+	}{
+		{name: "not synced yet", status: corev1.ResourceQuotaStatus{}},
+		{name: "everything counted", status: corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{QuotaLoadBalancers: zero, QuotaRoutes: zero}}},
+		{name: "LoadBalancers uncounted", status: corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{QuotaRoutes: zero}},
+			want: []corev1.ResourceName{QuotaLoadBalancers}},
+		{name: "nothing counted, sorted", status: corev1.ResourceQuotaStatus{Hard: hard},
+			want: []corev1.ResourceName{QuotaLoadBalancers, QuotaRoutes}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := QuotaUncounted(&corev1.ResourceQuota{Status: tc.status})
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("QuotaUncounted = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -349,3 +349,39 @@ func TestTenantMetricsOnlyForExistingTenants(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTenantQuotaRecountedWhenStuck: a ResourceQuota the quota controller synced without
+// counting LoadBalancers (status.hard set, status.used without it, as kube-controller-manager
+// leaves a quota made before its discovery saw kubelb's CRDs, and the API server then refuses
+// every LoadBalancer) is re-created by the manager, so that the controller counts it anew.
+// The envtest hub runs no quota controller: the test writes the stuck status itself.
+func TestTenantQuotaRecountedWhenStuck(t *testing.T) {
+	s := startHub(t, true)
+	c := s.hub.Client
+	create(t, c, tenantObj("recount"))
+	waitReady(t, c, "recount")
+	key := types.NamespacedName{Namespace: "tenant-recount", Name: ResourceQuotaName}
+	rq := &corev1.ResourceQuota{}
+	if err := c.Get(bg, key, rq); err != nil {
+		t.Fatal(err)
+	}
+	stuck := rq.UID
+	rq.Status.Hard = rq.Spec.Hard.DeepCopy()
+	rq.Status.Used = corev1.ResourceList{QuotaRoutes: resource.MustParse("0")}
+	if err := c.Status().Update(bg, rq); err != nil {
+		t.Fatalf("writing the stuck quota status: %v", err)
+	}
+	testsupport.Eventually(t, 30*time.Second, "the uncounted ResourceQuota to be re-created", func() error {
+		rq := &corev1.ResourceQuota{}
+		if err := c.Get(bg, key, rq); err != nil {
+			return err
+		}
+		if rq.UID == stuck {
+			return fmt.Errorf("still the quota %s, uncounted %v", rq.UID, QuotaUncounted(rq))
+		}
+		if l := rq.Spec.Hard[QuotaLoadBalancers]; l.Value() != 1000 {
+			return fmt.Errorf("the new quota allows %d LoadBalancers", l.Value())
+		}
+		return nil
+	})
+}
