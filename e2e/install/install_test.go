@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/e2e/realcluster"
 	"kubelb.dev/kubelb/internal/ociimage"
@@ -281,9 +282,27 @@ func TestInstallQuickStart(t *testing.T) {
 	if _, err := realclusterDynamic(t, hub).Resource(configGVR).Namespace("kubelb").Patch(ctx, "default", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patching Config default: %v", err)
 	}
-	// When each old pod was first seen terminating, and when it was gone: its drain.
-	terminating, gone := map[string]time.Time{}, map[string]time.Time{}
+	// When each old pod was deleted (its deletionTimestamp less its grace period, to the
+	// second) and when it was first seen gone: its termination, drain included.
+	deleted, gone := map[string]time.Time{}, map[string]time.Time{}
 	testsupport.Eventually(t, 4*time.Minute, "the Envoy Deployment rolled to the new resources", func() error {
+		pods, err := hub.Client.CoreV1().Pods(tenantNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		now, present := time.Now(), map[string]bool{}
+		for _, p := range pods.Items {
+			present[p.Name] = true
+			if _, ok := deleted[p.Name]; !ok && containsString(envoyPods, p.Name) && p.DeletionTimestamp != nil {
+				grace := time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second
+				deleted[p.Name] = p.DeletionTimestamp.Add(-grace)
+			}
+		}
+		for _, name := range envoyPods {
+			if _, ok := gone[name]; !ok && !present[name] {
+				gone[name] = now
+			}
+		}
 		d, err := hub.Client.AppsV1().Deployments(tenantNS).Get(ctx, envoyDeploy, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -296,24 +315,6 @@ func TestInstallQuickStart(t *testing.T) {
 		}
 		// Until the old pods are gone, not only terminating: their drain is what the
 		// requests go through.
-		pods, err := hub.Client.CoreV1().Pods(tenantNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		now, present := time.Now(), map[string]bool{}
-		for _, p := range pods.Items {
-			present[p.Name] = true
-			if containsString(envoyPods, p.Name) && p.DeletionTimestamp != nil {
-				if _, ok := terminating[p.Name]; !ok {
-					terminating[p.Name] = now
-				}
-			}
-		}
-		for _, name := range envoyPods {
-			if _, ok := gone[name]; !ok && !present[name] {
-				gone[name] = now
-			}
-		}
 		for _, name := range envoyPods {
 			if present[name] {
 				return fmt.Errorf("old Envoy pod %s is still there", name)
@@ -322,8 +323,10 @@ func TestInstallQuickStart(t *testing.T) {
 		return nil
 	})
 	for _, name := range envoyPods {
-		if start, ok := terminating[name]; ok {
-			t.Logf("old Envoy pod %s: terminating for %s (seen from deletion to gone; the drain waits at least minDrainDuration, 10 s)", name, gone[name].Sub(start).Round(100*time.Millisecond))
+		if at, ok := deleted[name]; ok {
+			t.Logf("old Envoy pod %s: gone %s after its deletion (to the second; the drain waits at least minDrainDuration, 10 s)", name, gone[name].Sub(at).Round(100*time.Millisecond))
+		} else {
+			t.Logf("old Envoy pod %s: never seen terminating", name)
 		}
 	}
 	phase("Envoy Deployment roll", start)
