@@ -50,6 +50,9 @@ type ReleaseReport struct {
 	MirrorsOfGone int
 	// AddressesDeleted tells whether Addresses/default was deleted.
 	AddressesDeleted bool
+	// HubErrors are the failures on the hub alone, after it answered (the tenant side was
+	// released all the same).
+	HubErrors []string
 	// LeftOnHub are the objects of the tenant's namespace on the hub still there and not
 	// being deleted after the release ("Kind/name"), as the hub API server answered.
 	LeftOnHub []string
@@ -63,6 +66,8 @@ func (r ReleaseReport) Summary() string {
 	switch {
 	case !r.HubReachable:
 		fmt.Fprintf(&b, "; the hub was not reachable: nothing was deleted there, the mirrors in namespace %s are left (deleting the Tenant on the hub removes them)", r.Namespace)
+	case len(r.HubErrors) > 0:
+		fmt.Fprintf(&b, "; %d errors on the hub (logged), left in namespace %s: %s", len(r.HubErrors), r.Namespace, strings.Join(r.LeftOnHub, ", "))
 	case len(r.LeftOnHub) > 0:
 		fmt.Fprintf(&b, "; left in namespace %s on the hub: %s", r.Namespace, strings.Join(r.LeftOnHub, ", "))
 	default:
@@ -89,7 +94,8 @@ type ReleaseOptions struct {
 // deletes the hub mirrors of objects that are gone, Addresses/default, and every NodePort
 // twin. It is idempotent. When the hub does not answer within HubWait, the tenant side is
 // released all the same and the report says that the hub's objects were left. tenantCfg and
-// hubCfg are the two clusters; the caller bounds the whole run with ctx.
+// hubCfg are the two clusters (hubCfg nil: the hub's credentials are gone, the tenant side
+// is released alone); the caller bounds the whole run with ctx.
 func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtime.Scheme, o ReleaseOptions) (ReleaseReport, error) {
 	ns := HubNamespace(o.ClusterName)
 	rep := ReleaseReport{Namespace: ns}
@@ -105,11 +111,16 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 	if wait <= 0 {
 		wait = DefaultHubWait
 	}
-	hub, hubReader, stop, err := startReleaseHub(ctx, hubCfg, scheme, ns, wait)
-	if err != nil {
-		log.Info("WARNING: the hub did not answer; releasing the tenant side only", "wait", wait, "error", err.Error())
+	var hub client.Client
+	var hubReader client.Reader
+	if hubCfg != nil {
+		var stop func()
+		hub, hubReader, stop, err = startReleaseHub(ctx, hubCfg, scheme, ns, wait)
+		if err != nil {
+			log.Info("WARNING: the hub did not answer; releasing the tenant side only", "wait", wait.String(), "error", err.Error())
+		}
+		defer stop()
 	}
-	defer stop()
 	rep.HubReachable = hub != nil
 
 	var errs []error
@@ -123,6 +134,7 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 	l7, err := ccmsource.ReleaseAll(ctx, tenant, hub, tenant.RESTMapper(), ns)
 	rep.Layer7, rep.Twins = l7.Released, l7.Twins
 	rep.MirrorsOfGone += l7.RoutesOfGone
+	rep.HubErrors = append(rep.HubErrors, l7.HubErrors...)
 	errs = append(errs, err)
 
 	rep.Secrets, err = secrets.ReleaseAll(ctx, tenant, hub, ns)
@@ -136,11 +148,16 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 			rep.AddressesDeleted = true
 			log.Info("deleted Addresses", "addresses", client.ObjectKeyFromObject(addrs))
 		case !apierrors.IsNotFound(err):
-			errs = append(errs, fmt.Errorf("deleting Addresses %s/%s: %w", ns, addrs.Name, err))
+			rep.HubErrors = append(rep.HubErrors, fmt.Sprintf("deleting Addresses %s/%s: %v", ns, addrs.Name, err))
 		}
 		left, err := leftOnHub(ctx, hubReader, ns)
 		rep.LeftOnHub = left
-		errs = append(errs, err)
+		if err != nil {
+			rep.HubErrors = append(rep.HubErrors, err.Error())
+		}
+	}
+	for _, e := range rep.HubErrors {
+		log.Info("WARNING: on the hub: " + e)
 	}
 	return rep, errors.Join(errs...)
 }

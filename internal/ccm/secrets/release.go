@@ -44,7 +44,10 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, namespace string
 	if hub != nil {
 		list := &v1alpha1.SyncSecretList{}
 		if err := hub.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return nil, fmt.Errorf("listing SyncSecrets in %s: %w", namespace, err)
+			// The tenant side is released all the same; what stays is reported.
+			ctrl.LoggerFrom(ctx).Info("WARNING: could not list the SyncSecrets on the hub; releasing the Secrets in the tenant only", "error", err.Error())
+			hub = nil
+			r.Hub = nil
 		}
 		for i := range list.Items {
 			if key, ok := originOf(&list.Items[i]); ok {

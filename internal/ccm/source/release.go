@@ -44,6 +44,8 @@ type ReleaseResult struct {
 	RoutesOfGone int
 	// Twins are the NodePort twins ("ns/name") deleted.
 	Twins []string
+	// HubErrors are the failures on the hub alone (the tenant side was released).
+	HubErrors []string
 }
 
 // releaseRetries bounds the attempts at one object that keeps changing under the release.
@@ -99,7 +101,7 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.REST
 		n, err := releaseRoutesOfGone(ctx, tenant, hub, namespace, twins, existing)
 		res.RoutesOfGone = n
 		if err != nil {
-			errs = append(errs, err)
+			res.HubErrors = append(res.HubErrors, err.Error())
 		}
 	}
 	// The per-object release deleted the twins only its object used; the rest goes now.
