@@ -79,7 +79,8 @@ func (r ReleaseReport) Summary() string {
 // ReleaseOptions configure Release.
 type ReleaseOptions struct {
 	// Options are the ccm's options: ClusterName (the tenant's namespace on the hub),
-	// UseLoadBalancerClass and EnableCloudProvider are used.
+	// UseLoadBalancerClass, EnableCloudProvider, and the Layer 7 and Secret options: as the
+	// ccm's controllers (and its RBAC), the release leaves the kinds they switch off alone.
 	Options
 	// HubWait bounds the wait for the hub's first answers (0: DefaultHubWait); when it runs
 	// out the tenant side is released alone.
@@ -131,14 +132,16 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 	rep.Services, rep.MirrorsOfGone = released, gone
 	errs = append(errs, err)
 
-	l7, err := ccmsource.ReleaseAll(ctx, tenant, hub, tenant.RESTMapper(), ns)
+	l7, err := ccmsource.ReleaseAll(ctx, tenant, hub, tenant.RESTMapper(), ns, sourceOptions(o.Options))
 	rep.Layer7, rep.Twins = l7.Released, l7.Twins
 	rep.MirrorsOfGone += l7.RoutesOfGone
 	rep.HubErrors = append(rep.HubErrors, l7.HubErrors...)
 	errs = append(errs, err)
 
-	rep.Secrets, err = secrets.ReleaseAll(ctx, tenant, hub, ns)
-	errs = append(errs, err)
+	if o.secretOptions().Enabled() {
+		rep.Secrets, err = secrets.ReleaseAll(ctx, tenant, hub, ns)
+		errs = append(errs, err)
+	}
 
 	if hub != nil {
 		addrs := &v1alpha1.Addresses{}

@@ -145,7 +145,7 @@ func (e *env) release(t *testing.T, hubCfg *rest.Config, hubWait time.Duration) 
 	ctx := ctrl.LoggerInto(e.ctx, testr.NewWithOptions(t, testr.Options{LogTimestamp: true}).WithName("release"))
 	start := time.Now()
 	rep, err := Release(ctx, e.Tenant.Config, hubCfg, testenv.Scheme(), ReleaseOptions{
-		Options: Options{ClusterName: tenantNS, EnableCloudProvider: true}, HubWait: hubWait})
+		Options: Options{ClusterName: tenantNS, EnableCloudProvider: true, EnableGatewayAPI: true}, HubWait: hubWait})
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}

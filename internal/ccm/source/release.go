@@ -51,15 +51,15 @@ type ReleaseResult struct {
 // releaseRetries bounds the attempts at one object that keeps changing under the release.
 const releaseRetries = 5
 
-// ReleaseAll releases every Ingress and Gateway API object of the kinds the tenant serves
-// (mapper) with the controllers' own release: its hub Route goes, the status the ccm copied
+// ReleaseAll releases every Ingress and Gateway API object of the kinds the ccm's options o
+// enable and the tenant serves (mapper) with the controllers' own release: its hub Route goes, the status the ccm copied
 // and the finalizer of earlier versions go; then the hub Routes whose object is gone, and
 // every NodePort twin left. tenant reads and writes the tenant directly; hub (a client whose
 // reads come from a synced hub cache with IndexHub's indexes) writes the tenant's namespace
 // on the hub; nil when the hub is unreachable: then only the tenant side is released (the
 // status only where it is surely kubelb's: route parents of kubelb's controller). Errors of
 // single objects are joined; the others are still released.
-func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.RESTMapper, namespace string) (ReleaseResult, error) {
+func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.RESTMapper, namespace string, o Options) (ReleaseResult, error) {
 	var res ReleaseResult
 	var errs []error
 	before, err := listTwins(ctx, tenant)
@@ -69,6 +69,9 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.REST
 	twins := newTwinRefs()
 	existing := map[string]bool{} // originKey of every tenant object seen
 	for _, k := range Kinds {
+		if k.Name == Ingress.Name && !o.Ingress || k.GatewayAPI && !o.GatewayAPI || o.Disabled[k.Name] {
+			continue // not the ccm's (nor in its RBAC): as its controllers, the release leaves it
+		}
 		if _, err := mapper.RESTMapping(k.GVK.GroupKind(), k.GVK.Version); err != nil {
 			continue // the tenant does not serve the kind: nothing of it to release
 		}
