@@ -30,6 +30,9 @@ import (
 // tenant side alone.
 const DefaultHubWait = 30 * time.Second
 
+// hubRetry is how soon Release asks a hub that failed at once again, within the hub wait.
+const hubRetry = time.Second
+
 // hubRequestTimeout bounds one request of Release to the hub once it answered.
 const hubRequestTimeout = 15 * time.Second
 
@@ -115,12 +118,25 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 	var hub client.Client
 	var hubReader client.Reader
 	if hubCfg != nil {
-		var stop func()
-		hub, hubReader, stop, err = startReleaseHub(ctx, hubCfg, scheme, ns, wait)
-		if err != nil {
-			log.Info("WARNING: the hub did not answer; releasing the tenant side only", "wait", wait.String(), "error", err.Error())
+		// A refused connection fails at once: ask again until the wait runs out.
+		deadline := time.Now().Add(wait)
+		for {
+			var stop func()
+			hub, hubReader, stop, err = startReleaseHub(ctx, hubCfg, scheme, ns, time.Until(deadline))
+			if err == nil {
+				defer stop()
+				break
+			}
+			stop()
+			if time.Until(deadline) < hubRetry || ctx.Err() != nil {
+				log.Info("WARNING: the hub did not answer; releasing the tenant side only", "wait", wait.String(), "error", err.Error())
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(hubRetry):
+			}
 		}
-		defer stop()
 	}
 	rep.HubReachable = hub != nil
 
