@@ -74,8 +74,14 @@ var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubecon
 var standaloneOnlyFlags = []string{"reserved-ports", "address-provider", "node-ip-nat"}
 
 func parse(args []string) (*options, *app.FlagSet, error) {
+	return parseWith("ccm", args, nil)
+}
+
+// parseWith parses the ccm's flags as program (the ccm, or a subcommand of it), with extra
+// flags that extra (nil: none) adds to the flag set.
+func parseWith(program string, args []string, extra func(*app.FlagSet)) (*options, *app.FlagSet, error) {
 	o := &options{}
-	fs := app.NewFlagSet("ccm")
+	fs := app.NewFlagSet(program)
 	o.Bind(fs, ":9445")
 	o.nodeAddressType = app.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
 	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
@@ -111,6 +117,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
+	if extra != nil {
+		extra(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -171,4 +180,10 @@ func (s *secretRef) Set(v string) error {
 	return nil
 }
 
-func main() { app.Main("ccm", summary, parse, run) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == releaseCommand {
+		app.MainArgs("ccm "+releaseCommand, releaseSummary, os.Args[2:], parseRelease, runRelease)
+		return
+	}
+	app.Main("ccm", summary, parse, run)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -448,5 +449,47 @@ func TestVersion(t *testing.T) {
 	// testsupport.BuildBinary stamps nothing: the defaults of internal/version.
 	if want := app.VersionLine("ccm") + "\n"; string(out) != want || !strings.HasPrefix(want, "ccm v0.0.0-dev (commit unknown, built unknown)") {
 		t.Errorf("--version printed %q, want %q", out, want)
+	}
+}
+
+// TestReleaseFlagsAreDocumented: the flags `ccm release` adds to the ccm's are in its
+// section of docs/configuration.md.
+func TestReleaseFlagsAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := app.DocSection(string(doc), "## `ccm release`")
+	if section == "" {
+		t.Fatal("docs/configuration.md has no section ## `ccm release`")
+	}
+	r, fs, err := parseRelease([]string{"--cluster-name=x", "--stop-deployment=kubelb/kubelb-ccm", "--hub-wait=5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.hubWait != 5*time.Second || r.stopDeployment.String() != "kubelb/kubelb-ccm" || r.ClusterName != "tenant-x" {
+		t.Errorf("parsed %+v", r)
+	}
+	_, ccmFlags, err := parse([]string{"--cluster-name=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if ccmFlags.Lookup(f.Name) == nil {
+			own = append(own, f.Name)
+			if !strings.Contains(section, "`--"+f.Name+"`") {
+				t.Errorf("the section of ccm release lacks --%s", f.Name)
+			}
+		}
+	})
+	if len(own) != 3 {
+		t.Errorf("ccm release's own flags: %v", own)
+	}
+	for _, args := range [][]string{{"--cluster-name=x", "--hub-wait=0"}, {"--cluster-name=x", "--stop-deployment=nonamespace"}} {
+		if _, _, err := parseRelease(args); err == nil {
+			t.Errorf("parseRelease(%v) accepted", args)
+		}
 	}
 }

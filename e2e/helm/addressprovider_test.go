@@ -146,8 +146,8 @@ func TestCCMStandaloneTemplate(t *testing.T) {
 					t.Errorf("the node-IP controller's markers declare %v, which the chart does not grant", missing)
 				}
 			}
-			if n := count(objs, "Role"); n != 1 {
-				t.Errorf("%d Roles, want only the leader-election Role", n)
+			if n := count(objs, "Role"); n != 2 || find(t, objs, "Role", "kubelb-ccm-release").GetAnnotations()["helm.sh/hook"] != "pre-delete" {
+				t.Errorf("%d Roles, want only the leader-election Role and the release hook's", n)
 			}
 		})
 	}

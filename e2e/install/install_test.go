@@ -39,6 +39,8 @@ const (
 	tenantNS = "tenant-shop"
 	// cleanupFinalizer is the ccm's finalizer on the tenant objects it serves.
 	cleanupFinalizer = "kubelb.k8c.io/cleanup"
+	// addressCondition is the condition the ccm writes on the Services it serves.
+	addressCondition = "kubelb.k8c.io/AddressAssigned"
 )
 
 // TestInstallQuickStart installs kubelb as docs/quickstart.md tells users, on a real hub
@@ -640,6 +642,11 @@ func checkNothingLeft(t *testing.T, hub, shop *realcluster.Cluster) {
 		}
 		if len(s.Status.LoadBalancer.Ingress) > 0 {
 			t.Errorf("shop: Service %s/%s still shows the hub's address %v", s.Namespace, s.Name, s.Status.LoadBalancer.Ingress)
+		}
+		for _, c := range s.Status.Conditions {
+			if c.Type == addressCondition {
+				t.Errorf("shop: Service %s/%s still carries the condition %s (%s)", s.Namespace, s.Name, c.Type, c.Reason)
+			}
 		}
 	}
 	// The Services handed back stay.

@@ -333,6 +333,14 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 	if !hasFinalizer {
 		return nil
 	}
+	return r.releaseTenant(ctx, svc, current)
+}
+
+// releaseTenant is the tenant half of release for a Service carrying the finalizer: the
+// status copied from the mirror current (nil: none, or unknown because the hub is out of
+// reach) and the AddressAssigned condition are cleared, then the finalizer goes.
+func (r *ServiceReconciler) releaseTenant(ctx context.Context, svc *corev1.Service, current *v1alpha1.LoadBalancer) error {
+	key := client.ObjectKeyFromObject(svc)
 	if !r.External && svc.DeletionTimestamp == nil {
 		orig := svc.DeepCopy()
 		if len(svc.Status.LoadBalancer.Ingress) > 0 {

@@ -1,9 +1,19 @@
 package ccm
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"context"
+	"errors"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/nodeip"
 )
@@ -41,4 +51,68 @@ func SetupStandalone(mgr ctrl.Manager, opts Options) error {
 		Metrics:  metrics.CCMNodeIP,
 		Observe:  func(serving int) { metrics.CCMNodes.Set(float64(serving)) },
 	})
+}
+
+// StandaloneReleaseReport is what ReleaseStandalone did.
+type StandaloneReleaseReport struct {
+	// Services are the Services whose address and condition were cleared ("ns/name").
+	Services []string
+	// Shadows are the 1:1 NAT shadow Services deleted ("ns/name").
+	Shadows []string
+}
+
+// Summary is the report in one line.
+func (r StandaloneReleaseReport) Summary() string {
+	return fmt.Sprintf("cleared the address of %d Services; deleted %d NAT shadow Services (standalone mode: no hub)", len(r.Services), len(r.Shadows))
+}
+
+// ReleaseStandalone hands back what a standalone ccm gave the cluster (`ccm release
+// --mode=standalone`, with the ccm stopped): the Services of its class that carry the
+// address providers' condition get their status.loadBalancer and ConditionAddressAssigned
+// cleared with the providers' own Clear (no other implementation writes the addresses of
+// Services of kubelb's class), and the 1:1 NAT shadow Services are deleted. There is no
+// finalizer and no hub in standalone mode. It is idempotent.
+func ReleaseStandalone(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, useClass bool) (StandaloneReleaseReport, error) {
+	var rep StandaloneReleaseReport
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return rep, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	list := &corev1.ServiceList{}
+	if err := c.List(ctx, list); err != nil {
+		return rep, fmt.Errorf("listing Services: %w", err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	w := &lbaddress.Writer{Client: c, Recorder: discardEvents{}}
+	var errs []error
+	for i := range list.Items {
+		svc := &list.Items[i]
+		key := client.ObjectKeyFromObject(svc)
+		switch {
+		case svc.Labels[nodeip.LabelNATShadowOf] != "" && svc.Labels[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue:
+			if err := c.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("deleting NAT shadow Service %s: %w", key, err))
+				continue
+			}
+			log.Info("deleted NAT shadow Service", "service", key)
+			rep.Shadows = append(rep.Shadows, key.String())
+		case ServiceClass(svc, useClass) == OurClass && lbaddress.Serves(svc):
+			var err error
+			for range releaseRetries {
+				if err = w.Clear(ctx, svc, true); !apierrors.IsConflict(err) {
+					break
+				}
+				if err = c.Get(ctx, key, svc); err != nil {
+					break
+				}
+			}
+			if client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("clearing the status of Service %s: %w", key, err))
+				continue
+			}
+			log.Info("cleared the address of Service", "service", key)
+			rep.Services = append(rep.Services, key.String())
+		}
+	}
+	return rep, errors.Join(errs...)
 }

@@ -41,8 +41,8 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := hub.GetFieldIndexer().IndexField(ctx, &v1alpha1.SyncSecret{}, indexOrigin, originIndex); err != nil {
-		return fmt.Errorf("indexing hub SyncSecrets: %w", err)
+	if err := IndexHub(ctx, hub.GetFieldIndexer()); err != nil {
+		return err
 	}
 	r := &Reconciler{
 		Tenant:       mgr.GetClient(),

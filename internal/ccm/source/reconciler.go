@@ -407,16 +407,31 @@ func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[strin
 	if err := r.deleteRoutes(ctx, obj, key, ""); err != nil {
 		return err
 	}
+	if err := r.releaseTenant(ctx, obj, u, current); err != nil {
+		return err
+	}
+	if current != nil {
+		ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
+	}
+	return nil
+}
+
+// releaseTenant is the tenant half of release: the status the ccm copied from the hub's
+// Route current (nil: unknown, only what is surely kubelb's goes) and the finalizer an
+// earlier version added.
+func (r *Reconciler) releaseTenant(ctx context.Context, obj client.Object, u map[string]any, current *v1alpha1.Route) error {
 	if obj.GetDeletionTimestamp() == nil {
 		// ReleaseStatus takes back only what is still the hub's (Ingress, Gateway) or
 		// kubelb's own route parents; patchStatus writes nothing when that is nothing.
 		var hub map[string]any
 		if current != nil {
+			var err error
 			if hub, err = HubStatus(r.Kind, current); err != nil {
 				return err
 			}
 		}
 		cur, _ := u["status"].(map[string]any)
+		var err error
 		if obj, err = r.patchStatus(ctx, obj, u, ReleaseStatus(r.Kind, cur, hub)); err != nil {
 			return err
 		}
@@ -425,9 +440,6 @@ func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[strin
 		if err := r.removeFinalizer(ctx, obj); err != nil {
 			return err
 		}
-	}
-	if current != nil {
-		ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
 	}
 	return nil
 }

@@ -86,11 +86,8 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
 	}
-	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Route{}, indexRouteOrigin, routeOriginIndex); err != nil {
-		return fmt.Errorf("indexing hub Routes: %w", err)
-	}
-	if err := hub.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Route{}, indexRouteServices, routeServicesIndex); err != nil {
-		return fmt.Errorf("indexing hub Routes: %w", err)
+	if err := IndexHub(context.Background(), hub.GetFieldIndexer()); err != nil {
+		return err
 	}
 	served := func(gvk schema.GroupVersionKind) bool {
 		_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
