@@ -127,21 +127,9 @@ func TestShutdownManagerFlagsAreDocumented(t *testing.T) {
 func TestShutdownManagerDrainsRealEnvoy(t *testing.T) {
 	t.Parallel()
 	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
-	admin, listener, wait := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
-	bootstrap := fmt.Sprintf(`admin:
-  address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-static_resources:
-  listeners:
-  - name: echo
-    address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.echo
-        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.echo.v3.Echo}
-`, admin, listener)
-	envoy := testsupport.StartEnvoy(t, "envoy", []byte(bootstrap), testsupport.EnvoyOptions{LogLevel: "warning", DrainTime: 2 * time.Second, Args: []string{"--disable-hot-restart"}})
-	envoy.WaitReady(t, 30*time.Second)
-	conn, err := net.DialTimeout("tcp", testsupport.Loopback(listener), 2*time.Second)
+	envoy, _, listenerAddr := testsupport.StartEchoEnvoy(t, 2*time.Second)
+	wait := testsupport.FreePort(t)
+	conn, err := net.DialTimeout("tcp", listenerAddr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

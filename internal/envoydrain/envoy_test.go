@@ -19,29 +19,6 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
-// startEchoEnvoy runs a real Envoy with an admin interface and one TCP echo listener, with
-// --drain-time-s drainTime; it returns Envoy, the admin address and the listener address.
-func startEchoEnvoy(t *testing.T, drainTime time.Duration) (*testsupport.Envoy, string, string) {
-	t.Helper()
-	admin, listener := testsupport.FreePort(t), testsupport.FreePort(t)
-	bootstrap := fmt.Sprintf(`admin:
-  address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-static_resources:
-  listeners:
-  - name: echo
-    address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.echo
-        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.echo.v3.Echo}
-`, admin, listener)
-	envoy := testsupport.StartEnvoy(t, "envoy", []byte(bootstrap), testsupport.EnvoyOptions{
-		LogLevel: "warning", DrainTime: drainTime, Args: []string{"--disable-hot-restart"},
-	})
-	envoy.WaitReady(t, 30*time.Second)
-	return envoy, testsupport.Loopback(admin), testsupport.Loopback(listener)
-}
-
 // echoConn is an open downstream connection through the echo listener.
 type echoConn struct {
 	net.Conn
@@ -100,7 +77,7 @@ func activeOn(t *testing.T, envoy *testsupport.Envoy, n int64) {
 // drain and the Envoy hook end only once every connection closed.
 func TestDrainRealEnvoy(t *testing.T) {
 	t.Parallel()
-	envoy, adminAddr, listener := startEchoEnvoy(t, 3*time.Second)
+	envoy, adminAddr, listener := testsupport.StartEchoEnvoy(t, 3*time.Second)
 	first, err := dialEcho(listener)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +163,7 @@ func TestDrainRealEnvoy(t *testing.T) {
 // TestDrainRealEnvoyTimeout: a connection that stays open holds the drain until the timeout.
 func TestDrainRealEnvoyTimeout(t *testing.T) {
 	t.Parallel()
-	envoy, adminAddr, listener := startEchoEnvoy(t, 3*time.Second)
+	envoy, adminAddr, listener := testsupport.StartEchoEnvoy(t, 3*time.Second)
 	conn, err := dialEcho(listener)
 	if err != nil {
 		t.Fatal(err)

@@ -254,3 +254,27 @@ func (e *Envoy) ClusterHosts(match func(cluster string) bool) (map[string]EnvoyH
 	}
 	return nil, fmt.Errorf("no such cluster in Envoy's /clusters")
 }
+
+// StartEchoEnvoy runs a real Envoy with an admin interface and one TCP echo listener on
+// loopback, with --drain-time-s drainTime (for tests of the drain); it waits until Envoy is
+// ready and returns it, the admin address and the listener address.
+func StartEchoEnvoy(t TB, drainTime time.Duration) (envoy *Envoy, admin, listener string) {
+	t.Helper()
+	adminPort, listenerPort := FreePort(t), FreePort(t)
+	bootstrap := fmt.Sprintf(`admin:
+  address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+static_resources:
+  listeners:
+  - name: echo
+    address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.echo
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.echo.v3.Echo}
+`, adminPort, listenerPort)
+	envoy = StartEnvoy(t, "envoy", []byte(bootstrap), EnvoyOptions{
+		LogLevel: "warning", DrainTime: drainTime, Args: []string{"--disable-hot-restart"},
+	})
+	envoy.WaitReady(t, 30*time.Second)
+	return envoy, Loopback(adminPort), Loopback(listenerPort)
+}
