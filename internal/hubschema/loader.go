@@ -227,12 +227,13 @@ func (l *Loader) Fit(kind string, obj any) (removed, lost []string) {
 	if err != nil {
 		return nil, nil
 	}
-	before, err := toContent(obj)
-	if err != nil {
-		return nil, nil
-	}
 	removed = s.Prune(kind, content)
 	if len(removed) == 0 {
+		return nil, nil
+	}
+	// obj is still as it was: what it asked for, for Unavailable (only when something goes).
+	before, err := toContent(obj)
+	if err != nil {
 		return nil, nil
 	}
 	if l.LeftOut != nil {
