@@ -52,6 +52,15 @@ var (
 		Name: "kubelb_manager_envoycp_xds_sent_bytes_total",
 		Help: "Bytes of the xDS responses sent to Envoy proxies (serialized, before TLS), per tenant.",
 	}, []string{"tenant"})}
+	XDSStreamsRefused = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelb_xds_streams_refused_total",
+		Help: "xDS streams the server refused by its limits, per tenant (that of the client certificate) and reason: " +
+			"streams_per_connection, streams_per_tenant or unknown_type_url.",
+	}, []string{"tenant", "reason"})}
+	XDSRequestsDelayed = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelb_xds_requests_delayed_total",
+		Help: "xDS requests delayed by the request rate limits (per stream and per tenant), per tenant.",
+	}, []string{"tenant"})}
 	ManagerEnvoyProxies = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_manager_envoy_proxies_total",
 		Help: "Envoy proxies the manager runs (desired replicas of the tenant's fleet).",
@@ -90,7 +99,7 @@ func managerGauges() []prometheus.Collector {
 	out := []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
 		ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
-		ManagerXDSSentBytes.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+		ManagerXDSSentBytes.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
 	return append(append(out, ManagerNodeIP.gauges()...), ManagerIPAM.gauges()...)
 }
 
@@ -98,7 +107,7 @@ func managerGauges() []prometheus.Collector {
 func tenantVecs() []partialDeleter {
 	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
-		ManagerXDSNacks, ManagerXDSSentBytes, ManagerEnvoyProxies, ManagerPortsAllocated}
+		ManagerXDSNacks, ManagerXDSSentBytes, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated}
 }
 
 // tenantReconciles are the reconcile metrics labelled by tenant namespace.

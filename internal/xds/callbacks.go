@@ -91,6 +91,15 @@ type callbacks struct {
 	delta map[stream]map[string]*deltaType
 	// deltaHeld: the delta requests of a type with pending resources, until retryCache takes them.
 	deltaHeld map[*discoveryv3.DeltaDiscoveryRequest]heldDelta
+
+	// limits bound streams and requests (see Limits); states are the open streams admitted,
+	// connStreams count them per connection, tenants per tenant (with its request bucket).
+	limits      Limits
+	states      map[stream]*streamState
+	connStreams map[string]int
+	tenants     map[string]*tenantState
+	// refusalLog spaces the log lines of refused streams, per reason.
+	refusalLog map[string]refusalLog
 }
 
 // deltaType is what the callbacks know of one type on one delta stream.
@@ -165,13 +174,23 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
 		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{},
 		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{},
-		delta: map[stream]map[string]*deltaType{}, deltaHeld: map[*discoveryv3.DeltaDiscoveryRequest]heldDelta{}}
-	c.StreamOpenFunc = func(ctx context.Context, id int64, _ string) error { return c.open(ctx, stream{id: id}) }
-	c.DeltaStreamOpenFunc = func(ctx context.Context, id int64, _ string) error {
-		return c.open(ctx, stream{delta: true, id: id})
+		delta: map[stream]map[string]*deltaType{}, deltaHeld: map[*discoveryv3.DeltaDiscoveryRequest]heldDelta{},
+		limits: DefaultLimits(), states: map[stream]*streamState{}, connStreams: map[string]int{}, tenants: map[string]*tenantState{},
+		refusalLog: map[string]refusalLog{}}
+	c.StreamOpenFunc = func(ctx context.Context, id int64, typeURL string) error {
+		return c.open(ctx, stream{id: id}, typeURL)
+	}
+	c.DeltaStreamOpenFunc = func(ctx context.Context, id int64, typeURL string) error {
+		return c.open(ctx, stream{delta: true, id: id}, typeURL)
 	}
 	c.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
 		s := stream{id: id}
+		// The type first: a request for a type not served reaches neither the cache nor a
+		// metric (the server has set a per-type stream's type URL; ADS requires one).
+		if err := c.checkType(s, req.GetTypeUrl()); err != nil {
+			return err
+		}
+		c.throttle(s)
 		version := ""
 		if req.GetErrorDetail() != nil {
 			version = c.holdRejected(s, req)
@@ -195,7 +214,12 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	}
 	c.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 		s := stream{delta: true, id: id}
-		if err := c.request(s, req.GetNode(), req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil); err != nil {
+		// The delta server calls back before it sets a per-type stream's type URL.
+		if err := c.checkType(s, req.GetTypeUrl()); err != nil {
+			return err
+		}
+		c.throttle(s)
+		if err := c.request(s, req.GetNode(), c.streamType(s, req.GetTypeUrl()), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil); err != nil {
 			return err
 		}
 		c.deltaAnswer(s, req)
@@ -211,7 +235,16 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 		if err != nil {
 			return err
 		}
-		return c.authorize(identity, req.GetNode(), true)
+		if !servedType(req.GetTypeUrl()) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.refuse(identity, refusedTypeURL, errUnknownType(req.GetTypeUrl()))
+		}
+		if err := c.authorize(identity, req.GetNode(), true); err != nil {
+			return err
+		}
+		c.throttleFetch(ctx, identity)
+		return nil
 	}
 	return c
 }
@@ -425,19 +458,29 @@ func peerTenant(ctx context.Context) (string, error) {
 	return tenant, nil
 }
 
-// open records the tenant the client certificate of a new stream names.
-func (c *callbacks) open(ctx context.Context, s stream) error {
+// open records the tenant the client certificate of a new stream names, and refuses the
+// stream when its connection or its tenant has as many streams open as the limits allow.
+// typeURL is the type of a per-type service, resource.AnyType for ADS.
+func (c *callbacks) open(ctx context.Context, s stream, typeURL string) error {
 	tenant, err := peerTenant(ctx)
 	if err != nil {
 		c.log.Info("refusing xDS stream", "error", err)
 		return err
 	}
 	c.mu.Lock()
+	if err := c.admit(ctx, s, tenant, typeURL); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	c.identities[s] = tenant
 	if s.delta {
 		c.deltaStreams++
 	}
+	limiter := c.tenants[tenant].limiter
 	c.mu.Unlock()
+	// Opening a stream costs a token of the tenant's bucket: a client that opens and closes
+	// streams in a loop is held back like one that floods requests.
+	c.wait(ctx, tenant, limiter)
 	return nil
 }
 
@@ -513,6 +556,7 @@ func (c *callbacks) closed(s stream) {
 		c.deltaStreams--
 	}
 	delete(c.identities, s)
+	c.release(s)
 	p, ok := c.streams[s]
 	if !ok {
 		return

@@ -41,7 +41,16 @@ const waitTimeout = 30 * time.Second
 // startXDS serves a new Server on a free loopback port until the test ends.
 func startXDS(t *testing.T) (*Server, string) {
 	t.Helper()
+	return startXDSLimits(t, DefaultLimits())
+}
+
+// startXDSLimits is startXDS with the limits l.
+func startXDSLimits(t *testing.T, l Limits) (*Server, string) {
+	t.Helper()
 	srv := NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), xdstest.New(t).ServerTLS())
+	if err := srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

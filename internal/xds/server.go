@@ -68,6 +68,12 @@ const (
 	KeepaliveTimeout     = 10 * time.Second
 	keepaliveMinPingTime = 10 * time.Second
 	gracefulStopTimeout  = 5 * time.Second
+	// maxHeaderListBytes bounds the request headers of a stream (Envoy sends a few hundred
+	// bytes).
+	maxHeaderListBytes = 16 << 10
+	// streamWindowBytes is the receive window of a stream: requests a client may send
+	// ahead of what the server has read.
+	streamWindowBytes = 64 << 10
 )
 
 // tenantHash keys snapshots by node.cluster, the tenant namespace.
@@ -314,11 +320,26 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return errors.New("serving xDS: no TLS credentials (the server serves only mutual TLS)")
 	}
 	xds := serverv3.NewServer(ctx, &retryCache{Cache: s.cache, srv: s}, s.cb)
+	s.cb.mu.Lock()
+	limits := s.cb.limits
+	s.cb.mu.Unlock()
 	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		// A client that pings more often than every keepaliveMinPingTime is disconnected.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1 << 16),
+		// The limits (see Limits): gRPC announces the streams per connection (a client that
+		// goes beyond is refused by the transport; the callbacks count them as well) and
+		// refuses a larger request with ResourceExhausted.
+		grpc.MaxConcurrentStreams(uint32(limits.StreamsPerConnection)),
+		grpc.MaxRecvMsgSize(limits.MaxRequestBytes),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		// Fixed receive windows (which turns off gRPC's BDP estimation, which would grow
+		// them to 16 MiB): a stream whose requests are being delayed (see Limits) holds at
+		// most one window of requests in the server. They bound what a client may send
+		// ahead; the responses, which Envoy's windows govern, are not affected.
+		grpc.InitialWindowSize(streamWindowBytes),
+		grpc.InitialConnWindowSize(int32(min(streamWindowBytes*int64(limits.StreamsPerConnection), 16<<20))),
 	}, s.grpcOptions...)...)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, xds)
@@ -417,6 +438,7 @@ func (s *Server) RemoveTenant(tenant string) {
 	}
 	delete(s.versions, tenant)
 	delete(s.digests, tenant)
+	s.cb.forgetTenant(tenant)
 	metrics.ManagerSnapshotListeners.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotClusters.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotEndpoints.DeleteLabelValues(tenant)

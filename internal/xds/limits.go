@@ -1,0 +1,296 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"kubelb.dev/kubelb/internal/metrics"
+)
+
+// Limits bound what one xDS client, and all the clients of one tenant together, may cost the
+// server (issue 26: tenants are untrusted, and a tenant's fleet certificate is in a Secret of
+// its namespace). They hold per server (manager replica).
+//
+//   - Streams: a connection may have StreamsPerConnection streams open at once (the HTTP/2
+//     SETTINGS_MAX_CONCURRENT_STREAMS the server announces, and a check of its own), a
+//     tenant StreamsPerTenant over all its connections. A stream beyond either is refused
+//     with ResourceExhausted when it opens. Envoy opens one ADS stream per proxy.
+//   - Requests: each stream has a token bucket (RequestsPerSecond, RequestBurst) and each
+//     tenant one (TenantRequestsPerSecond, TenantRequestBurst), unary fetches included. A
+//     request beyond them is delayed, not refused: the stream's next request is read only
+//     after it, so a flooding client is held back by gRPC flow control and costs the server
+//     no more than the rate. The bursts are far above what an Envoy sends when it connects
+//     (about a dozen requests) or on an update (one ACK per type), so Envoy is not delayed in
+//     normal operation, reconnect storms of the whole fleet included.
+//   - Bytes: a request may be at most MaxRequestBytes (gRPC's MaxRecvMsgSize).
+//   - Type URLs: a request for a type the server does not serve (TypeURLs) is refused with
+//     InvalidArgument before the snapshot cache sees it; it creates no watch and no series.
+//
+// Every refused stream is counted in kubelb_xds_streams_refused_total{tenant,reason} and
+// logged (at most once per refusalLogInterval and reason, with the number left unlogged);
+// every delayed request in kubelb_xds_requests_delayed_total{tenant}.
+type Limits struct {
+	StreamsPerConnection    int
+	StreamsPerTenant        int
+	RequestsPerSecond       float64
+	RequestBurst            int
+	TenantRequestsPerSecond float64
+	TenantRequestBurst      int
+	MaxRequestBytes         int
+}
+
+// Defaults of Limits (the flags of kubelb, docs/configuration.md).
+const (
+	DefaultStreamsPerConnection    = 8
+	DefaultStreamsPerTenant        = 512
+	DefaultRequestsPerSecond       = 20
+	DefaultRequestBurst            = 200
+	DefaultTenantRequestsPerSecond = 500
+	DefaultTenantRequestBurst      = 10000
+	DefaultMaxRequestBytes         = 4 << 20
+)
+
+// DefaultLimits are the limits of a server unless SetLimits says otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		StreamsPerConnection: DefaultStreamsPerConnection, StreamsPerTenant: DefaultStreamsPerTenant,
+		RequestsPerSecond: DefaultRequestsPerSecond, RequestBurst: DefaultRequestBurst,
+		TenantRequestsPerSecond: DefaultTenantRequestsPerSecond, TenantRequestBurst: DefaultTenantRequestBurst,
+		MaxRequestBytes: DefaultMaxRequestBytes,
+	}
+}
+
+// Validate reports a limit that is not positive.
+func (l Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"streams per connection", l.StreamsPerConnection > 0 && l.StreamsPerConnection <= 1<<16},
+		{"streams per tenant", l.StreamsPerTenant > 0},
+		{"requests per second", l.RequestsPerSecond > 0},
+		{"request burst", l.RequestBurst > 0},
+		{"tenant requests per second", l.TenantRequestsPerSecond > 0},
+		{"tenant request burst", l.TenantRequestBurst > 0},
+		{"request bytes", l.MaxRequestBytes > 0},
+	} {
+		if !f.ok {
+			errs = append(errs, fmt.Errorf("xDS limit of %s must be positive", f.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetLimits replaces the server's limits; call it before Run.
+func (s *Server) SetLimits(l Limits) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.cb.mu.Lock()
+	defer s.cb.mu.Unlock()
+	s.cb.limits = l
+	return nil
+}
+
+// Reasons a stream is refused: the values of the reason label of
+// kubelb_xds_streams_refused_total.
+const (
+	refusedPerConnection = "streams_per_connection"
+	refusedPerTenant     = "streams_per_tenant"
+	refusedTypeURL       = "unknown_type_url"
+)
+
+// refusalLogInterval spaces the log lines of refusals of one reason.
+const refusalLogInterval = 10 * time.Second
+
+// streamState is what the limits keep of one open stream.
+type streamState struct {
+	ctx     context.Context
+	conn    string
+	tenant  string
+	typeURL string // the type of a per-type service, resource.AnyType for ADS
+	limiter *rate.Limiter
+}
+
+// tenantState is what the limits keep of one tenant with open streams.
+type tenantState struct {
+	streams int
+	limiter *rate.Limiter
+}
+
+// servedType reports whether the server serves typeURL.
+func servedType(typeURL string) bool { return slices.Contains(TypeURLs, typeURL) }
+
+// errUnknownType is the error of a request for a type the server does not serve.
+func errUnknownType(typeURL string) error {
+	const most = 64 // the client's string, quoted back shortened
+	if len(typeURL) > most {
+		typeURL = typeURL[:most] + "..."
+	}
+	return status.Errorf(codes.InvalidArgument, "type URL %q is not served (served: %v)", typeURL, TypeURLs)
+}
+
+// connOf names the connection of a stream: the client's address, as gRPC saw it.
+func connOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// admit counts a new stream of tenant against the stream limits. It returns the error that
+// refuses it, or nil with the stream recorded. The caller holds c.mu.
+func (c *callbacks) admit(ctx context.Context, s stream, tenant, typeURL string) error {
+	conn := connOf(ctx)
+	if c.connStreams[conn] >= c.limits.StreamsPerConnection {
+		return c.refuse(tenant, refusedPerConnection, status.Errorf(codes.ResourceExhausted,
+			"this connection has %d xDS streams open, the most one connection may have", c.connStreams[conn]))
+	}
+	t := c.tenant(tenant)
+	if t.streams >= c.limits.StreamsPerTenant {
+		return c.refuse(tenant, refusedPerTenant, status.Errorf(codes.ResourceExhausted,
+			"tenant %s has %d xDS streams open on this server, the most one tenant may have", tenant, t.streams))
+	}
+	t.streams++
+	c.connStreams[conn]++
+	c.states[s] = &streamState{ctx: ctx, conn: conn, tenant: tenant, typeURL: typeURL,
+		limiter: rate.NewLimiter(rate.Limit(c.limits.RequestsPerSecond), c.limits.RequestBurst)}
+	return nil
+}
+
+// release forgets a stream admit recorded. The caller holds c.mu.
+func (c *callbacks) release(s stream) {
+	st, ok := c.states[s]
+	if !ok {
+		return
+	}
+	delete(c.states, s)
+	if c.connStreams[st.conn]--; c.connStreams[st.conn] <= 0 {
+		delete(c.connStreams, st.conn)
+	}
+	if t := c.tenants[st.tenant]; t != nil {
+		t.streams--
+	}
+}
+
+// refuse counts and logs a refused stream and returns err. The caller holds c.mu.
+func (c *callbacks) refuse(tenant, reason string, err error) error {
+	metrics.XDSStreamsRefused.WithLabelValues(tenant, reason).Inc()
+	now := time.Now()
+	l := c.refusalLog[reason]
+	if now.Sub(l.last) < refusalLogInterval {
+		l.suppressed++
+		c.refusalLog[reason] = l
+		return err
+	}
+	c.log.Info("refusing xDS stream", "tenant", tenant, "reason", reason, "error", status.Convert(err).Message(),
+		"refusedUnlogged", l.suppressed)
+	c.refusalLog[reason] = refusalLog{last: now}
+	return err
+}
+
+// refusalLog spaces the log lines of one refusal reason.
+type refusalLog struct {
+	last       time.Time
+	suppressed int
+}
+
+// checkType refuses a request of stream s for a type the server does not serve. An empty
+// type URL is the stream's own (a per-type service; go-control-plane refuses it on ADS).
+func (c *callbacks) checkType(s stream, typeURL string) error {
+	if typeURL == "" || servedType(typeURL) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tenant := c.identities[s]
+	return c.refuse(tenant, refusedTypeURL, errUnknownType(typeURL))
+}
+
+// streamType is the type a request of stream s is for: its own, or the stream's.
+func (c *callbacks) streamType(s stream, typeURL string) string {
+	if typeURL != "" {
+		return typeURL
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.states[s]; st != nil {
+		return st.typeURL
+	}
+	return ""
+}
+
+// throttle delays a request of stream s until both the stream's and its tenant's token
+// buckets allow it, or the stream ends. A stream processes its requests one at a time, so
+// a tenant waits at most its open streams' worth of tokens.
+func (c *callbacks) throttle(s stream) {
+	c.mu.Lock()
+	st := c.states[s]
+	var t *tenantState
+	if st != nil {
+		t = c.tenants[st.tenant]
+	}
+	c.mu.Unlock()
+	if st == nil || t == nil {
+		return
+	}
+	c.wait(st.ctx, st.tenant, st.limiter, t.limiter)
+}
+
+// throttleFetch delays a unary fetch of tenant until the tenant's token bucket allows it.
+func (c *callbacks) throttleFetch(ctx context.Context, tenant string) {
+	c.mu.Lock()
+	t := c.tenant(tenant)
+	c.mu.Unlock()
+	c.wait(ctx, tenant, t.limiter)
+}
+
+// tenant returns the state of a tenant, made on first use. It lives until the tenant is
+// removed (forgetTenant), so closing its streams does not refill a tenant's bucket; tenant
+// names come from certificates of the manager's CA, so there are as many as tenants. The
+// caller holds c.mu.
+func (c *callbacks) tenant(name string) *tenantState {
+	t := c.tenants[name]
+	if t == nil {
+		t = &tenantState{limiter: rate.NewLimiter(rate.Limit(c.limits.TenantRequestsPerSecond), c.limits.TenantRequestBurst)}
+		c.tenants[name] = t
+	}
+	return t
+}
+
+// forgetTenant drops the state of a removed tenant without open streams.
+func (c *callbacks) forgetTenant(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.tenants[name]; t != nil && t.streams == 0 {
+		delete(c.tenants, name)
+	}
+}
+
+// wait reserves a token of each limiter and sleeps until they are due (or ctx ends).
+func (c *callbacks) wait(ctx context.Context, tenant string, limiters ...*rate.Limiter) {
+	now := time.Now()
+	var delay time.Duration
+	for _, l := range limiters {
+		delay = max(delay, l.ReserveN(now, 1).DelayFrom(now))
+	}
+	if delay <= 0 {
+		return
+	}
+	metrics.XDSRequestsDelayed.WithLabelValues(tenant).Inc()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
