@@ -2,23 +2,30 @@ package xds
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/pki"
 )
 
 // Limits bound what one xDS client, and all the clients of one tenant together, may cost the
 // server (issue 26: tenants are untrusted, and a tenant's fleet certificate is in a Secret of
 // its namespace). They hold per server (manager replica).
 //
+//   - Connections: a tenant may have ConnectionsPerTenant connections open (counted once
+//     the TLS handshake has named the tenant); the server closes one more right after its
+//     handshake. Envoy opens one connection per proxy.
 //   - Streams: a connection may have StreamsPerConnection streams open at once (the HTTP/2
 //     SETTINGS_MAX_CONCURRENT_STREAMS the server announces, and a check of its own), a
 //     tenant StreamsPerTenant over all its connections. A stream beyond either is refused
@@ -38,6 +45,7 @@ import (
 // logged (at most once per refusalLogInterval and reason, with the number left unlogged);
 // every delayed request in kubelb_xds_requests_delayed_total{tenant}.
 type Limits struct {
+	ConnectionsPerTenant    int
 	StreamsPerConnection    int
 	StreamsPerTenant        int
 	RequestsPerSecond       float64
@@ -49,6 +57,7 @@ type Limits struct {
 
 // Defaults of Limits (the flags of kubelb, docs/configuration.md).
 const (
+	DefaultConnectionsPerTenant    = 256
 	DefaultStreamsPerConnection    = 8
 	DefaultStreamsPerTenant        = 512
 	DefaultRequestsPerSecond       = 20
@@ -61,6 +70,7 @@ const (
 // DefaultLimits are the limits of a server unless SetLimits says otherwise.
 func DefaultLimits() Limits {
 	return Limits{
+		ConnectionsPerTenant: DefaultConnectionsPerTenant,
 		StreamsPerConnection: DefaultStreamsPerConnection, StreamsPerTenant: DefaultStreamsPerTenant,
 		RequestsPerSecond: DefaultRequestsPerSecond, RequestBurst: DefaultRequestBurst,
 		TenantRequestsPerSecond: DefaultTenantRequestsPerSecond, TenantRequestBurst: DefaultTenantRequestBurst,
@@ -70,11 +80,12 @@ func DefaultLimits() Limits {
 
 // Validate reports a limit that is not positive.
 func (l Limits) Validate() error {
-	var errs []error
+	var bad []string
 	for _, f := range []struct {
 		name string
 		ok   bool
 	}{
+		{"connections per tenant", l.ConnectionsPerTenant > 0},
 		{"streams per connection", l.StreamsPerConnection > 0 && l.StreamsPerConnection <= 1<<16},
 		{"streams per tenant", l.StreamsPerTenant > 0},
 		{"requests per second", l.RequestsPerSecond > 0},
@@ -84,10 +95,13 @@ func (l Limits) Validate() error {
 		{"request bytes", l.MaxRequestBytes > 0},
 	} {
 		if !f.ok {
-			errs = append(errs, fmt.Errorf("xDS limit of %s must be positive", f.name))
+			bad = append(bad, f.name)
 		}
 	}
-	return errors.Join(errs...)
+	if len(bad) > 0 {
+		return fmt.Errorf("xDS limits must be positive (streams per connection at most 65536): %s", strings.Join(bad, ", "))
+	}
+	return nil
 }
 
 // SetLimits replaces the server's limits; call it before Run.
@@ -104,6 +118,7 @@ func (s *Server) SetLimits(l Limits) error {
 // Reasons a stream is refused: the values of the reason label of
 // kubelb_xds_streams_refused_total.
 const (
+	refusedConnections   = "connections_per_tenant"
 	refusedPerConnection = "streams_per_connection"
 	refusedPerTenant     = "streams_per_tenant"
 	refusedTypeURL       = "unknown_type_url"
@@ -124,6 +139,7 @@ type streamState struct {
 // tenantState is what the limits keep of one tenant with open streams.
 type tenantState struct {
 	streams int
+	conns   int
 	limiter *rate.Limiter
 }
 
@@ -267,11 +283,11 @@ func (c *callbacks) tenant(name string) *tenantState {
 	return t
 }
 
-// forgetTenant drops the state of a removed tenant without open streams.
+// forgetTenant drops the state of a removed tenant without open streams or connections.
 func (c *callbacks) forgetTenant(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := c.tenants[name]; t != nil && t.streams == 0 {
+	if t := c.tenants[name]; t != nil && t.streams == 0 && t.conns == 0 {
 		delete(c.tenants, name)
 	}
 }
@@ -293,4 +309,61 @@ func (c *callbacks) wait(ctx context.Context, tenant string, limiters ...*rate.L
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+}
+
+// limitedCreds are the server's TLS credentials with the limit of connections per tenant:
+// once the handshake has verified the client certificate, a connection beyond the tenant's
+// limit is closed, and the others are counted until they close.
+type limitedCreds struct {
+	credentials.TransportCredentials
+	cb *callbacks
+}
+
+// ServerHandshake is the TLS handshake, then the count of the tenant's connections.
+func (l limitedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := l.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return conn, info, err
+	}
+	tls, ok := info.(credentials.TLSInfo)
+	if !ok || len(tls.State.VerifiedChains) == 0 || len(tls.State.VerifiedChains[0]) == 0 {
+		return conn, info, nil // the streams are refused (peerTenant)
+	}
+	tenant, err := pki.TenantOf(tls.State.VerifiedChains[0][0])
+	if err != nil {
+		return conn, info, nil // the streams are refused (peerTenant)
+	}
+	c := l.cb
+	c.mu.Lock()
+	t := c.tenant(tenant)
+	if t.conns >= c.limits.ConnectionsPerTenant {
+		err := c.refuse(tenant, refusedConnections, fmt.Errorf("tenant %s has %d xDS connections open on this server, the most one tenant may have", tenant, t.conns))
+		c.mu.Unlock()
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	t.conns++
+	c.mu.Unlock()
+	return &countedConn{Conn: conn, release: sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.conns--
+	})}, info, nil
+}
+
+// Clone keeps the limit.
+func (l limitedCreds) Clone() credentials.TransportCredentials {
+	return limitedCreds{TransportCredentials: l.TransportCredentials.Clone(), cb: l.cb}
+}
+
+// countedConn is a connection counted against its tenant's limit until it closes.
+type countedConn struct {
+	net.Conn
+	release func()
+}
+
+// Close closes the connection and releases its count (once).
+func (c *countedConn) Close() error {
+	c.release()
+	return c.Conn.Close()
 }

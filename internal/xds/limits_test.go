@@ -53,6 +53,16 @@ func openADS(ctx context.Context, conn *grpc.ClientConn, tenant string) (discove
 	return s, nil
 }
 
+// connsOf is the number of connections the server counts for tenant.
+func connsOf(srv *Server, tenant string) int {
+	srv.cb.mu.Lock()
+	defer srv.cb.mu.Unlock()
+	if t := srv.cb.tenants[tenant]; t != nil {
+		return t.conns
+	}
+	return 0
+}
+
 // streamsOf is the number of streams the server holds open for tenant.
 func streamsOf(srv *Server, tenant string) int {
 	srv.cb.mu.Lock()
@@ -77,10 +87,11 @@ func TestHostileTenantXDSLimits(t *testing.T) {
 		victim, attacker = "tenant-xdslim-a", "tenant-xdslim-b"
 		perConn          = 4
 		perTenant        = 24
+		connLimit        = 20
 		connections      = 16 // × perConn streams: far more than perTenant
 		madeUp           = 40
 	)
-	limits := Limits{StreamsPerConnection: perConn, StreamsPerTenant: perTenant, RequestsPerSecond: 20, RequestBurst: 40,
+	limits := Limits{ConnectionsPerTenant: connLimit, StreamsPerConnection: perConn, StreamsPerTenant: perTenant, RequestsPerSecond: 20, RequestBurst: 40,
 		TenantRequestsPerSecond: 50, TenantRequestBurst: 100, MaxRequestBytes: DefaultMaxRequestBytes}
 	p := xdstest.New(t)
 	srv, addr := startXDSLimits(t, limits)
@@ -191,6 +202,53 @@ func TestHostileTenantXDSLimits(t *testing.T) {
 		if n := streamsOf(srv, attacker); n > perTenant {
 			t.Errorf("the server holds %d streams of %s, more than the limit %d", n, attacker, perTenant)
 		}
+	})
+
+	t.Run("connections beyond the limit are closed", func(t *testing.T) {
+		extra := connLimit - connections + 4
+		var wg sync.WaitGroup
+		errs := make([]error, extra)
+		extras := make([]*grpc.ClientConn, extra)
+		for i := range extra {
+			extras[i] = dial(t, addr, p.ClientTLS(t, attacker))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = openADS(ctx, extras[i], attacker)
+			}()
+		}
+		wg.Wait()
+		defer func() {
+			for _, c := range extras {
+				_ = c.Close()
+			}
+		}()
+		var unavailable int
+		for _, err := range errs {
+			switch status.Code(err) {
+			case codes.Unavailable: // the connection was closed after its handshake
+				unavailable++
+			case codes.ResourceExhausted: // a connection in the limit: the tenant's streams are full
+			default:
+				t.Errorf("a stream on an extra connection: %v; want Unavailable or ResourceExhausted", err)
+			}
+		}
+		t.Logf("%d extra connections beyond %d open: %d closed by the server", extra, connections, unavailable)
+		if unavailable < extra-(connLimit-connections) {
+			t.Errorf("%d of %d extra connections were closed, want at least %d (the limit is %d)", unavailable, extra, extra-(connLimit-connections), connLimit)
+		}
+		if got := testutil.ToFloat64(metrics.XDSStreamsRefused.WithLabelValues(attacker, refusedConnections)); got < 1 {
+			t.Errorf("kubelb_xds_streams_refused_total{reason=%s} = %v, want at least 1", refusedConnections, got)
+		}
+		if n := connsOf(srv, attacker); n > connLimit {
+			t.Errorf("the server counts %d connections of %s, more than the limit %d", n, attacker, connLimit)
+		}
+	})
+	testsupport.Eventually(t, 30*time.Second, "the extra connections are released", func() error {
+		if n := connsOf(srv, attacker); n != connections {
+			return fmt.Errorf("%d connections open, want %d", n, connections)
+		}
+		return nil
 	})
 
 	// A connection with nothing open, for the requests below (they close their streams).

@@ -324,7 +324,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	limits := s.cb.limits
 	s.cb.mu.Unlock()
 	g := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(serverTLS(s.tls))),
+		grpc.Creds(limitedCreds{TransportCredentials: credentials.NewTLS(serverTLS(s.tls)), cb: s.cb}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		// A client that pings more often than every keepaliveMinPingTime is disconnected.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinPingTime, PermitWithoutStream: true}),
