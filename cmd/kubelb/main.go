@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
@@ -36,8 +37,10 @@ var deprecatedFlags = []string{"enable-tenant-migration"}
 type options struct {
 	app.Common
 	manager.Options
-	xdsAddr   app.Address
-	xdsProto  app.Enum
+	xdsAddr  app.Address
+	xdsProto app.Enum
+	// xdsLimits bound what one xDS client and one tenant's clients may cost the server.
+	xdsLimits xds.Limits
 	portRange string
 	// networkPolicy shapes the Envoy fleets' NetworkPolicy, from networkPolicyFlags.
 	networkPolicy      tenant.NetworkPolicyOptions
@@ -73,6 +76,22 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
 	o.xdsProto = app.Enum{Value: string(xdsbootstrap.DefaultProtocol), Allowed: xdsbootstrap.Protocols}
 	fs.Var(&o.xdsProto, "envoy-xds-protocol", "xDS protocol of the Envoy fleets: delta (only what changed is sent) or sotw (state of the world: every update of a type carries all of it). The server serves both; a change rolls the fleets' pods.")
+	o.xdsLimits = xds.DefaultLimits()
+	fs.IntVar(&o.xdsLimits.ConnectionsPerTenant, "xds-max-connections-per-tenant", o.xdsLimits.ConnectionsPerTenant,
+		"Most xDS connections one tenant's clients may have open on one manager replica (an Envoy opens one); one more is closed after its TLS handshake.")
+	fs.IntVar(&o.xdsLimits.StreamsPerConnection, "xds-max-streams-per-connection", o.xdsLimits.StreamsPerConnection,
+		"Most xDS streams one connection may have open (an Envoy opens one); more are refused with ResourceExhausted.")
+	fs.IntVar(&o.xdsLimits.StreamsPerTenant, "xds-max-streams-per-tenant", o.xdsLimits.StreamsPerTenant,
+		"Most xDS streams one tenant's clients may have open on one manager replica (an Envoy opens one); more are refused with ResourceExhausted.")
+	fs.Float64Var(&o.xdsLimits.RequestsPerSecond, "xds-requests-per-second", o.xdsLimits.RequestsPerSecond,
+		"Rate of xDS requests one stream may send; beyond it (and --xds-request-burst) requests are delayed.")
+	fs.IntVar(&o.xdsLimits.RequestBurst, "xds-request-burst", o.xdsLimits.RequestBurst, "Burst of xDS requests one stream may send at once.")
+	fs.Float64Var(&o.xdsLimits.TenantRequestsPerSecond, "xds-tenant-requests-per-second", o.xdsLimits.TenantRequestsPerSecond,
+		"Rate of xDS requests (and stream opens) of one tenant's clients together, per manager replica; beyond it (and --xds-tenant-request-burst) requests are delayed.")
+	fs.IntVar(&o.xdsLimits.TenantRequestBurst, "xds-tenant-request-burst", o.xdsLimits.TenantRequestBurst,
+		"Burst of xDS requests (and stream opens) one tenant's clients may send at once, per manager replica.")
+	fs.IntVar(&o.xdsLimits.MaxRequestBytes, "xds-max-request-bytes", o.xdsLimits.MaxRequestBytes,
+		"Largest xDS request the server reads (bytes); a larger one closes its stream with ResourceExhausted.")
 	fs.StringVar(&o.EnvoyListenerAddress, "envoy-listener-address", "0.0.0.0", "Address the Envoy listeners bind to.")
 	fs.StringVar(&o.EnvoyListenerAddressIPv6, "envoy-listener-address-ipv6", translate.DefaultListenerAddressIPv6,
 		"IPv6 address the Envoy listeners of LoadBalancers whose hub Service has IPv6 bind (as well as --envoy-listener-address when it is dual-stack).")
@@ -101,6 +120,23 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	o.EnvoyXDSProtocol = o.xdsProto.Value
 	o.notYetWarning = fs.NotYetWarning(notYetFlags)
 	o.deprecatedWarning = fs.DeprecatedWarning(deprecatedFlags)
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"xds-max-connections-per-tenant", o.xdsLimits.ConnectionsPerTenant > 0},
+		{"xds-max-streams-per-connection", o.xdsLimits.StreamsPerConnection > 0 && o.xdsLimits.StreamsPerConnection <= 1<<16},
+		{"xds-max-streams-per-tenant", o.xdsLimits.StreamsPerTenant > 0},
+		{"xds-requests-per-second", o.xdsLimits.RequestsPerSecond > 0},
+		{"xds-request-burst", o.xdsLimits.RequestBurst > 0},
+		{"xds-tenant-requests-per-second", o.xdsLimits.TenantRequestsPerSecond > 0},
+		{"xds-tenant-request-burst", o.xdsLimits.TenantRequestBurst > 0},
+		{"xds-max-request-bytes", o.xdsLimits.MaxRequestBytes > 0},
+	} {
+		if !f.ok {
+			return nil, fs, fmt.Errorf("flag --%s must be positive (and --xds-max-streams-per-connection at most 65536)", f.name)
+		}
+	}
 	if o.TenantTokenTTL < tenant.MinTokenTTL {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --tenant-token-ttl: at least %s", o.TenantTokenTTL, tenant.MinTokenTTL)
 	}

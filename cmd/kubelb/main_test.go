@@ -79,6 +79,8 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--envoy-egress-cidrs=":                  "flag --envoy-egress-cidrs must not be empty",
 		"--envoy-dns-pod-labels=a":               "for flag --envoy-dns-pod-labels",
 		"--envoy-listener-address-ipv6=10.0.0.1": "for flag --envoy-listener-address-ipv6: want an IPv6 address",
+		"--xds-max-streams-per-tenant=0":         "flag --xds-max-streams-per-tenant must be positive",
+		"--xds-requests-per-second=-1":           "flag --xds-requests-per-second must be positive",
 	} {
 		_, _, err := parse(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

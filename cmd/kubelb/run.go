@@ -71,6 +71,9 @@ func run(o *options) error {
 		return err
 	}
 	srv := xds.NewServer(ctrl.Log.WithName("xds"), authority.ServerTLS())
+	if err := srv.SetLimits(o.xdsLimits); err != nil {
+		return err
+	}
 	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
 		return err
 	}

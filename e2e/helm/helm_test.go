@@ -155,7 +155,10 @@ func TestManagerTemplateDefaults(t *testing.T) {
 	wantArgs(t, args(t, d), "--namespace=kubelb", "--listen-address=:8001", "--metrics-addr=:9443",
 		"--health-probe-bind-address=:8081", "--enable-leader-election=true", "--enable-gateway-api=false",
 		"--envoy-image=envoyproxy/envoy:v1.40.0", "--envoy-xds-address=kubelb.kubelb.svc:8001",
-		"--envoy-xds-protocol=delta", "--envoy-listener-address=0.0.0.0", "--envoy-listener-address-ipv6=::", "--envoy-port-range=10000-19999")
+		"--envoy-xds-protocol=delta", "--envoy-listener-address=0.0.0.0", "--envoy-listener-address-ipv6=::", "--envoy-port-range=10000-19999",
+		"--xds-max-connections-per-tenant=256", "--xds-max-streams-per-tenant=512", "--xds-max-streams-per-connection=8",
+		"--xds-requests-per-second=100", "--xds-request-burst=1000", "--xds-tenant-requests-per-second=2000",
+		"--xds-tenant-request-burst=20000", "--xds-max-request-bytes=4194304")
 	for _, a := range args(t, d) {
 		if strings.HasPrefix(a, "--tenant-kubeconfig-server") {
 			t.Errorf("%s set by default; the manager reads kube-public/cluster-info", a)
@@ -203,7 +206,10 @@ func TestManagerTemplateFullValues(t *testing.T) {
 		"--kube-api-qps=100", "--kube-api-burst=200", "--debug",
 		"--envoy-image=registry.example.com/envoyproxy/envoy:distroless-v1.40.0", "--envoy-shutdown-manager-image=registry.example.com/kubelb/kubelb-manager:v0.1.0",
 		"--envoy-xds-address=kubelb-xds.example.com:8001",
-		"--envoy-xds-protocol=sotw", "--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443")
+		"--envoy-xds-protocol=sotw", "--envoy-listener-address=::", "--envoy-listener-address-ipv6=fd00::1", "--envoy-port-range=20000-29999", "--tenant-kubeconfig-server=https://hub.example.com:6443",
+		"--xds-max-connections-per-tenant=64", "--xds-max-streams-per-tenant=128", "--xds-max-streams-per-connection=4",
+		"--xds-requests-per-second=10.5", "--xds-request-burst=100", "--xds-tenant-requests-per-second=250",
+		"--xds-tenant-request-burst=5000", "--xds-max-request-bytes=8388608")
 	if r := jsonString(d.Object["spec"].(map[string]any)["replicas"]); r != "3" {
 		t.Errorf("replicas %s", r)
 	}

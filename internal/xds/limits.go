@@ -34,9 +34,11 @@ import (
 //     tenant one (TenantRequestsPerSecond, TenantRequestBurst), unary fetches included. A
 //     request beyond them is delayed, not refused: the stream's next request is read only
 //     after it, so a flooding client is held back by gRPC flow control and costs the server
-//     no more than the rate. The bursts are far above what an Envoy sends when it connects
-//     (about a dozen requests) or on an update (one ACK per type), so Envoy is not delayed in
-//     normal operation, reconnect storms of the whole fleet included.
+//     no more than the rate. An Envoy sends about a dozen requests when it connects and one
+//     ACK per changed type on an update; the manager sets a tenant's snapshot at most every
+//     100 ms (envoycp.HoldOff), so a proxy sends at most about 60 requests a second, and a
+//     fleet of 200 proxies about 2000 a second when only endpoints churn. The defaults leave
+//     that undelayed, reconnect storms of the whole fleet (bursts) included.
 //   - Bytes: a request may be at most MaxRequestBytes (gRPC's MaxRecvMsgSize).
 //   - Type URLs: a request for a type the server does not serve (TypeURLs) is refused with
 //     InvalidArgument before the snapshot cache sees it; it creates no watch and no series.
@@ -60,10 +62,10 @@ const (
 	DefaultConnectionsPerTenant    = 256
 	DefaultStreamsPerConnection    = 8
 	DefaultStreamsPerTenant        = 512
-	DefaultRequestsPerSecond       = 20
-	DefaultRequestBurst            = 200
-	DefaultTenantRequestsPerSecond = 500
-	DefaultTenantRequestBurst      = 10000
+	DefaultRequestsPerSecond       = 100
+	DefaultRequestBurst            = 1000
+	DefaultTenantRequestsPerSecond = 2000
+	DefaultTenantRequestBurst      = 20000
 	DefaultMaxRequestBytes         = 4 << 20
 )
 

@@ -319,6 +319,21 @@ func TestHostileTenantXDSLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("a request larger than the limit closes its stream", func(t *testing.T) {
+		rctx, stop := context.WithTimeout(ctx, 10*time.Second)
+		defer stop()
+		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(free).StreamAggregatedResources(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		huge := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "attacker", Cluster: attacker}, TypeUrl: resource.ClusterType,
+			ResourceNames: []string{strings.Repeat("x", limits.MaxRequestBytes)}}
+		_ = s.Send(huge)
+		if _, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("a request of %d bytes: %v; want ResourceExhausted", limits.MaxRequestBytes, err)
+		}
+	})
+
 	t.Run("a request flood is held to the tenant's rate while the victim is served", func(t *testing.T) {
 		const flooders = 3
 		var streams []discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
