@@ -10,6 +10,11 @@
 // snapshot cache sees the request, so a refused request leaves no cache entry and no metric
 // series behind.
 //
+// What one client, and one tenant's clients together, may cost the server is bounded
+// (Limits): connections and streams per tenant, streams per connection, a request rate per
+// stream and per tenant, request size; a request for a type the server does not serve is
+// refused before the cache sees it.
+//
 // It takes resources by xDS type URL (listeners, routes, clusters, endpoints, secrets,
 // runtime) and knows neither the API types nor the translation. A snapshot is only ever set
 // when it is consistent and every resource validates, so Envoy never receives configuration
