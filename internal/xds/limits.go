@@ -34,7 +34,7 @@ import (
 //     tenant one (TenantRequestsPerSecond, TenantRequestBurst), unary fetches included. A
 //     request beyond them is delayed, not refused: the stream's next request is read only
 //     after it, so a flooding client is held back by gRPC flow control and costs the server
-//     no more than the rate. An Envoy sends about a dozen requests when it connects and one
+//     no more than the rate. An Envoy sends 6 requests when it connects (delta) and one
 //     ACK per changed type on an update; the manager sets a tenant's snapshot at most every
 //     100 ms (envoycp.HoldOff), so a proxy sends at most about 60 requests a second, and a
 //     fleet of 200 proxies about 2000 a second when only endpoints churn. The defaults leave

@@ -443,3 +443,107 @@ func TestStreamLimitsPerConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyFleetReconnectIsNotLimited: the default limits never hold back a real fleet. A
+// fleet of real Envoys (delta, the default protocol) with listeners and clusters connects,
+// the server restarts so that the whole fleet reconnects at once (a reconnect storm), and
+// its configuration changes: no request of the fleet was delayed and no stream or connection
+// refused. The requests each proxy sent are logged.
+func TestEnvoyFleetReconnectIsNotLimited(t *testing.T) {
+	const (
+		tenant  = "tenant-xdslim-fleet"
+		proxies = 3
+	)
+	var requests atomic.Int64
+	p := xdstest.New(t)
+	srv := NewServer(logr.Discard(), p.ServerTLS())
+	countSotw, countDelta := srv.cb.StreamRequestFunc, srv.cb.StreamDeltaRequestFunc
+	srv.cb.StreamRequestFunc = func(id int64, req *discoveryv3.DiscoveryRequest) error {
+		requests.Add(1)
+		return countSotw(id, req)
+	}
+	srv.cb.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+		requests.Add(1)
+		return countDelta(id, req)
+	}
+	// Listeners every proxy binds (Envoy sets SO_REUSEPORT), each with its cluster.
+	ports := []int{testsupport.FreePort(t, "127.0.0.1"), testsupport.FreePort(t, "127.0.0.1"), testsupport.FreePort(t, "127.0.0.1")}
+	fleetResources := func(n int) Resources {
+		var lbs []v1alpha1.LoadBalancer
+		for i := range n {
+			lb := newLB(fmt.Sprintf("fleet-%d", i)).port(corev1.ProtocolTCP, 80, 30080+i, ports[i]).LoadBalancer
+			lb.Namespace = tenant
+			lbs = append(lbs, lb)
+		}
+		return mustTranslate(t, translate.Input{Tenant: tenant, LoadBalancers: lbs, Addresses: addresses("10.0.0.1"),
+			Options: translate.Options{ListenerAddress: "127.0.0.1"}})
+	}
+	if _, err := srv.SetTenant(context.Background(), tenant, fleetResources(2)); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	serve := func(lis net.Listener) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ctx, lis) }()
+		return func() {
+			cancel()
+			if err := <-errc; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}
+	}
+	stop := serve(lis)
+	var fleet []*testsupport.Envoy
+	for i := range proxies {
+		fleet = append(fleet, startEnvoy(t, srv, tenant, addr, fmt.Sprintf("fleet-proxy-%d", i)))
+	}
+	waitFleet := func(what string, listeners int) {
+		t.Helper()
+		testsupport.Eventually(t, time.Minute, what, func() error {
+			if err := connectedProxies(tenant, proxies); err != nil {
+				return err
+			}
+			for _, e := range fleet {
+				names, err := listenerNames(e)
+				if err != nil {
+					return err
+				}
+				if len(names) != listeners {
+					return fmt.Errorf("listeners %v", names)
+				}
+			}
+			return nil
+		})
+	}
+	waitFleet("the fleet connected with 2 listeners each", 2)
+	atConnect := requests.Load()
+
+	// A reconnect storm: every proxy reconnects at once to the restarted server.
+	stop()
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve(lis)()
+	waitFleet("the fleet reconnected", 2)
+	if _, err := srv.SetTenant(context.Background(), tenant, fleetResources(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet("the fleet took a third listener", 3)
+	t.Logf("%d proxies: %d xDS requests to connect, %d more to reconnect and take one change (delta)",
+		proxies, atConnect, requests.Load()-atConnect)
+
+	if got := testutil.ToFloat64(metrics.XDSRequestsDelayed.WithLabelValues(tenant)); got != 0 {
+		t.Errorf("%v requests of the fleet were delayed by the default limits", got)
+	}
+	for _, reason := range []string{refusedConnections, refusedPerConnection, refusedPerTenant, refusedTypeURL} {
+		if got := testutil.ToFloat64(metrics.XDSStreamsRefused.WithLabelValues(tenant, reason)); got != 0 {
+			t.Errorf("%v streams of the fleet refused (%s) by the default limits", got, reason)
+		}
+	}
+}
