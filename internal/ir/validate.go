@@ -100,6 +100,9 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if l.Port < 1 || l.Port > 65535 {
 		return fmt.Errorf("port %d out of range 1-65535", l.Port)
 	}
+	if IsFleetPort(l.Port) {
+		return fmt.Errorf("port %d is one of the Envoy pods' own ports", l.Port)
+	}
 	if l.StatPrefix == "" {
 		return errors.New("stat prefix empty")
 	}
