@@ -58,19 +58,23 @@ func Check(pattern string) error {
 		return err
 	}
 	if n > MaxProgramSize {
-		return fmt.Errorf("regular expression is too complex for Envoy: its RE2 program size is %d, at most %d is allowed (use fewer alternatives, character classes and counted repetitions such as {n,m})", n, MaxProgramSize)
+		size := strconv.Itoa(n)
+		if n > MaxCounted {
+			size = "over " + strconv.Itoa(MaxCounted)
+		}
+		return fmt.Errorf("regular expression is too complex for Envoy: its RE2 program size is %s, at most %d is allowed (use fewer alternatives, character classes and counted repetitions such as {n,m})", size, MaxProgramSize)
 	}
 	return nil
 }
 
-// ProgramSize returns the size of the RE2 program Envoy compiles pattern to, or why RE2 (as
-// Envoy runs it) does not accept the pattern.
+// ProgramSize returns the size of the RE2 program Envoy compiles pattern to (MaxCounted+1 for
+// any size above MaxCounted), or why RE2 (as Envoy runs it) does not accept the pattern.
 func ProgramSize(pattern string) (int, error) {
 	re, err := parse(pattern)
 	if err != nil {
 		return 0, err
 	}
-	return programSize(re) + 2*alternatives(pattern), nil
+	return min(programSize(re)+2*alternatives(pattern), MaxCounted+1), nil
 }
 
 // alternatives counts the |s of pattern, each as often as a counted repetition around it
@@ -260,9 +264,20 @@ type frag struct {
 	nullable bool
 }
 
-type compiler struct{ inst []inst }
+// MaxCounted bounds the work of ProgramSize: a program is compiled up to this many
+// instructions only, and a larger one has ProgramSize MaxCounted+1. (Counted repetitions let a
+// 1024-byte pattern stand for a million instructions.)
+const MaxCounted = 4096
+
+type compiler struct {
+	inst     []inst
+	overflow bool
+}
 
 func (c *compiler) alloc(op int) int {
+	if len(c.inst) >= MaxCounted {
+		c.overflow = true
+	}
 	c.inst = append(c.inst, inst{op: op})
 	return len(c.inst) - 1
 }
@@ -456,6 +471,9 @@ func (c *compiler) literal(r rune, fold bool) frag {
 }
 
 func (c *compiler) compile(re *syntax.Regexp) frag {
+	if c.overflow {
+		return noMatch()
+	}
 	nongreedy := re.Flags&syntax.NonGreedy != 0
 	switch re.Op {
 	case syntax.OpNoMatch:
@@ -596,6 +614,9 @@ func programSize(re *syntax.Regexp) int {
 		all = c.cat(c.star(c.byteRange(0x00, 0xFF, false), true), all)
 	}
 	startUnanchored := all.begin
+	if c.overflow {
+		return MaxCounted + 1
+	}
 	if start == 0 && startUnanchored == 0 {
 		return 1
 	}
