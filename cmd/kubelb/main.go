@@ -13,6 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/envoydrain"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
@@ -143,6 +144,9 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	if _, err := fmt.Sscanf(o.portRange, "%d-%d", &o.PortRangeMin, &o.PortRangeMax); err != nil ||
 		o.PortRangeMin < 1 || o.PortRangeMax > 65535 || o.PortRangeMin > o.PortRangeMax {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-port-range: want min-max within 1-65535", o.portRange)
+	}
+	if err := ir.CheckPortRange(int32(o.PortRangeMin), int32(o.PortRangeMax)); err != nil {
+		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-port-range: %w", o.portRange, err)
 	}
 	if o.EnvoyXDSAddress == "" {
 		_, port, _ := net.SplitHostPort(o.XDSListenAddress)

@@ -72,6 +72,7 @@ func TestParseRejectsBadValuesInOneLine(t *testing.T) {
 		"--log-format=xml":                       "for flag --log-format: must be one of json, console",
 		"--kube-api-qps=0":                       "flag --kube-api-qps must be positive",
 		"--envoy-port-range=20-10":               "for flag --envoy-port-range",
+		"--envoy-port-range=9000-9999":           "for flag --envoy-port-range: port range 9000-9999 includes port 9901, which the Envoy pods use themselves",
 		"--tenant-token-ttl=5m":                  "for flag --tenant-token-ttl: at least 10m0s",
 		"--envoy-xds-address=nohost":             "for flag --envoy-xds-address",
 		"--envoy-xds-protocol=rest":              "for flag --envoy-xds-protocol: must be one of delta, sotw",

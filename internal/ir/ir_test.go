@@ -192,3 +192,34 @@ func BenchmarkProblemSet100k(b *testing.B) {
 		}
 	}
 }
+
+// TestFleetPortsAreNeverListeners: the Envoy pods' own ports (admin, shutdown manager,
+// readiness) lie outside the default listener port range, a range that includes one is
+// refused, and a listener on one does not validate (Envoy would fail to bind it, or take the
+// readiness probe's port).
+func TestFleetPortsAreNeverListeners(t *testing.T) {
+	for _, p := range ir.FleetPorts {
+		if p >= 10000 && p <= 19999 {
+			t.Errorf("fleet port %d is inside the default listener port range 10000-19999", p)
+		}
+	}
+	if err := ir.CheckPortRange(10000, 19999); err != nil {
+		t.Errorf("default range: %v", err)
+	}
+	for _, r := range [][2]int32{{9903, 9903}, {1, 65535}, {9000, 9901}} {
+		if err := ir.CheckPortRange(r[0], r[1]); err == nil {
+			t.Errorf("range %d-%d includes a fleet port and was accepted", r[0], r[1])
+		}
+	}
+	cfg := &ir.Config{
+		Clusters:  []*ir.Cluster{{Name: "c", StatName: "c", Protocol: ir.UpstreamTCP, ConnectTimeout: ir.Duration(time.Second), MaxConnections: 1}},
+		Listeners: []*ir.Listener{{Name: "l", Address: "0.0.0.0", Port: ir.EnvoyReadyPort, Protocol: ir.ProtocolTCP, StatPrefix: "l", Cluster: "c"}},
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "one of the Envoy pods' own ports") {
+		t.Errorf("a listener on the readiness port: %v", err)
+	}
+	cfg.Listeners[0].Port = 10000
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a listener on 10000: %v", err)
+	}
+}

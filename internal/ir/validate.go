@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
+
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // Validate reports every reason the back end could not turn the Config into a consistent
@@ -98,6 +99,9 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	}
 	if l.Port < 1 || l.Port > 65535 {
 		return fmt.Errorf("port %d out of range 1-65535", l.Port)
+	}
+	if IsFleetPort(l.Port) {
+		return fmt.Errorf("port %d is one of the Envoy pods' own ports", l.Port)
 	}
 	if l.StatPrefix == "" {
 		return errors.New("stat prefix empty")
@@ -266,7 +270,7 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return errors.New("path matches must start with /")
 	}
 	if m.PathRegex != "" {
-		if _, err := regexp.Compile(m.PathRegex); err != nil {
+		if err := checkRegex(m.PathRegex); err != nil {
 			return fmt.Errorf("path regex: %w", err)
 		}
 	}
@@ -275,7 +279,7 @@ func (r *Route) validate(clusters map[string]bool) error {
 			return errors.New("header or query match without a name")
 		}
 		if sm.Regex {
-			if _, err := regexp.Compile(sm.Value); err != nil {
+			if err := checkRegex(sm.Value); err != nil {
 				return fmt.Errorf("match %q: %w", sm.Name, err)
 			}
 		}
@@ -370,8 +374,16 @@ func (rr *RegexRewrite) validate() error {
 	if rr.Pattern == "" {
 		return errors.New("path regex without a pattern")
 	}
-	if _, err := regexp.Compile(rr.Pattern); err != nil {
+	if err := checkRegex(rr.Pattern); err != nil {
 		return fmt.Errorf("path regex: %w", err)
 	}
 	return nil
+}
+
+// checkRegex refuses a regex RE2 (as Envoy runs it) does not parse. Its program size is the
+// front end's to check (re2.Check), where a refusal concerns one rule: here it would stop the
+// whole tenant's configuration.
+func checkRegex(re string) error {
+	_, err := re2.ProgramSize(re)
+	return err
 }

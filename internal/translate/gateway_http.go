@@ -13,6 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // candidate is one IR route (a rule's match) waiting for its place in a virtual host.
@@ -579,12 +580,12 @@ func validPath(p string) bool {
 	return true
 }
 
-func validRegex(re string) bool {
-	if re == "" || len(re) > 1024 {
-		return false
+// regexProblem says why Envoy would refuse re (re2.Check), "" when it accepts it.
+func regexProblem(re string) string {
+	if err := re2.Check(re); err != nil {
+		return err.Error()
 	}
-	_, err := regexp.Compile(re)
-	return err == nil
+	return ""
 }
 
 // headerModifier checks and merges a header filter. Envoy refuses to modify Host and
@@ -654,8 +655,8 @@ func httpMatch(m *gwv1.HTTPRouteMatch) (ir.RouteMatch, string) {
 				out.PathPrefix = v
 			}
 		case gwv1.PathMatchRegularExpression:
-			if !validRegex(v) {
-				return out, fmt.Sprintf("path %q is not a regular expression (RE2)", truncate(v))
+			if err := regexProblem(v); err != "" {
+				return out, fmt.Sprintf("path %q: %s", truncate(v), err)
 			}
 			out.PathPrefix, out.PathRegex = "", v
 		default:
@@ -703,8 +704,13 @@ func stringMatch(name, value string, regex, header bool) (ir.StringMatch, string
 	if header {
 		name = strings.ToLower(name)
 	}
-	if regex && !validRegex(value) || !validValue(value) {
+	if !validValue(value) {
 		return ir.StringMatch{}, fmt.Sprintf("the value of %s is not valid", truncate(name))
+	}
+	if regex {
+		if err := regexProblem(value); err != "" {
+			return ir.StringMatch{}, fmt.Sprintf("the value of %s: %s", truncate(name), err)
+		}
 	}
 	return ir.StringMatch{Name: name, Value: value, Regex: regex}, ""
 }
@@ -977,18 +983,21 @@ func grpcMatch(m *gwv1.GRPCRouteMatch) (ir.RouteMatch, string) {
 		if regex {
 			svcRE, methodRE := "[^/]+", "[^/]+"
 			if svc != "" {
-				if !validRegex(svc) {
-					return out, fmt.Sprintf("service %q is not a regular expression (RE2)", truncate(svc))
+				if err := regexProblem(svc); err != "" {
+					return out, fmt.Sprintf("service %q: %s", truncate(svc), err)
 				}
 				svcRE = "(?:" + svc + ")"
 			}
 			if method != "" {
-				if !validRegex(method) {
-					return out, fmt.Sprintf("method %q is not a regular expression (RE2)", truncate(method))
+				if err := regexProblem(method); err != "" {
+					return out, fmt.Sprintf("method %q: %s", truncate(method), err)
 				}
 				methodRE = "(?:" + method + ")"
 			}
 			out.PathPrefix, out.PathRegex = "", "^/"+svcRE+"/"+methodRE+"$"
+			if err := regexProblem(out.PathRegex); err != "" {
+				return out, fmt.Sprintf("service and method together: %s", err)
+			}
 		} else {
 			if svc != "" && !grpcServiceRE.MatchString(svc) || len(svc) > 1024 {
 				return out, fmt.Sprintf("service %q is not a gRPC service name", truncate(svc))

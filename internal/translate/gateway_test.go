@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"kubelb.dev/kubelb/internal/ir"
 )
 
@@ -235,5 +237,25 @@ func TestHTTPSChainsAnswerMisdirected(t *testing.T) {
 		if got := answer(tc.l, tc.host); got != tc.want {
 			t.Errorf("chain of %q, host %s: %s, want %s", cmp.Or(tc.l.hostname, "(none)"), tc.host, got, tc.want)
 		}
+	}
+}
+
+// TestGRPCMethodRegexCheckedAsEnvoyGetsIt: a GRPCRoute's service and method regexes become
+// one path regex; each may pass on its own while the whole is too large for Envoy's RE2, so
+// the whole is checked too, and the match is refused with the reason instead of reaching Envoy.
+func TestGRPCMethodRegexCheckedAsEnvoyGetsIt(t *testing.T) {
+	t.Parallel()
+	typ := gwv1.GRPCMethodMatchRegularExpression
+	part := "[a-z]{45}"
+	if err := regexProblem(part); err != "" {
+		t.Fatalf("%s alone: %s", part, err)
+	}
+	_, msg := grpcMatch(&gwv1.GRPCRouteMatch{Method: &gwv1.GRPCMethodMatch{Type: &typ, Service: &part, Method: &part}})
+	if !strings.Contains(msg, "service and method together") || !strings.Contains(msg, "RE2 program size") {
+		t.Errorf("service and method %s: %q, want the combined regex refused", part, msg)
+	}
+	short := "[a-z]{5}"
+	if m, msg := grpcMatch(&gwv1.GRPCRouteMatch{Method: &gwv1.GRPCMethodMatch{Type: &typ, Service: &short, Method: &short}}); msg != "" || m.PathRegex == "" {
+		t.Errorf("service and method %s: %q (%+v), want a path regex", short, msg, m)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // Names of the shared Ingress listeners and route configurations of a tenant.
@@ -394,7 +395,22 @@ func ingressHost(host string) (string, string) {
 			return "", fmt.Sprintf("has a label longer than %d characters", validation.DNS1123LabelMaxLength)
 		}
 	}
+	if suffix, ok := strings.CutPrefix(h, "*."); ok {
+		// kubelb writes this regex, in one shape on which ProgramSize is exact
+		// (TestProgramSizeMatchesEnvoy): it is held to Envoy's own limit, not re2.Check's margin.
+		if n, err := re2.ProgramSize(wildcardAuthority(suffix)); err != nil || n > re2.EnvoyMaxProgramSize {
+			return "", fmt.Sprintf("is too long for a wildcard host: Envoy checks that exactly one label comes before %s with a regular expression, and Envoy would refuse this one as too complex (RE2 program size %d, at most %d)",
+				truncate(suffix), n, re2.EnvoyMaxProgramSize)
+		}
+	}
 	return h, ""
+}
+
+// wildcardAuthority is the regular expression that matches the :authority of a request for
+// exactly one DNS label before suffix (a wildcard host "*.<suffix>"), with or without a port.
+// Its RE2 program grows with suffix: ingressHost refuses a suffix too long for Envoy.
+func wildcardAuthority(suffix string) string {
+	return `(?i)^[^.:]+\.` + regexp.QuoteMeta(suffix) + `(:[0-9]+)?$`
 }
 
 // ingressPath reads a path: exact or (element-wise) prefix, and the path to match. Prefix
@@ -481,7 +497,7 @@ func (vh *ingressVHost) virtualHost(anyHost *ingressVHost) *ir.VirtualHost {
 	})
 	var authority []ir.StringMatch
 	if suffix, ok := strings.CutPrefix(vh.domain, "*."); ok {
-		authority = []ir.StringMatch{{Name: ":authority", Value: `(?i)^[^.:]+\.` + regexp.QuoteMeta(suffix) + `(:[0-9]+)?$`, Regex: true}}
+		authority = []ir.StringMatch{{Name: ":authority", Value: wildcardAuthority(suffix), Regex: true}}
 	}
 	out := &ir.VirtualHost{Name: vh.domain, Domains: []string{vh.domain}}
 	add := func(r *ir.Route) {

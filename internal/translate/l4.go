@@ -443,7 +443,8 @@ func (x hubPorts) listenerPort(protocol corev1.Protocol, port int32) int32 {
 
 // targetPort is a Service port's targetPort when it is a number, else 0.
 func targetPort(sp corev1.ServicePort) int32 {
-	if sp.TargetPort.Type != intstr.Int {
+	// A port of the Envoy pods themselves is never a listener's (ir.FleetPorts).
+	if sp.TargetPort.Type != intstr.Int || ir.IsFleetPort(uint32(sp.TargetPort.IntVal)) {
 		return 0
 	}
 	return sp.TargetPort.IntVal

@@ -497,7 +497,8 @@ func listenerPort(svc *corev1.Service, port int32, proto corev1.Protocol) uint32
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.Port == port && v1alpha1.ProtocolOrTCP(p.Protocol) == proto {
-			if v := p.TargetPort.IntValue(); v > 0 && v <= 65535 {
+			// A port of the Envoy pods themselves is never a listener's (ir.FleetPorts).
+			if v := p.TargetPort.IntValue(); v > 0 && v <= 65535 && !ir.IsFleetPort(uint32(v)) {
 				return uint32(v)
 			}
 		}

@@ -556,7 +556,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 // ConfigMap envoy-bootstrap (key bootstrap.yaml). Start Envoy with it as the fleet's pods do:
 // envoy -c <file> --service-node <any unique id> --service-cluster <namespace>. Its admin
 // interface listens on 127.0.0.1:9901 and its readiness listener (GET /ready only) on
-// 0.0.0.0:19003; to run several on one host, give each its own ports (the e2e harness does).
+// 0.0.0.0:9903 (ReadyPort); to run several on one host, give each its own ports (the e2e harness does).
 func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {

@@ -163,7 +163,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Delta xDS unless --envoy-xds-protocol says otherwise (TestOptionsDefaults).
-	for _, want := range []string{"cluster: tenant-a", "address: 127.0.0.1", "port_value: 18001", "port_value: 9901", "port_value: 19003", "envoy-ready",
+	for _, want := range []string{"cluster: tenant-a", "address: 127.0.0.1", "port_value: 18001", "port_value: 9901", "port_value: 9903", "envoy-ready",
 		"api_type: DELTA_GRPC"} {
 		if !strings.Contains(string(bootstrap), want) {
 			t.Errorf("bootstrap lacks %q:\n%s", want, bootstrap)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/version"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
@@ -34,14 +35,15 @@ const (
 	ManagerImageRepository = "ghcr.io/kubelb/kubelb-manager"
 	// AdminPort is the port of Envoy's admin interface in the pods, on loopback only: the
 	// shutdown manager drains Envoy through it; nothing outside the pod can reach it.
-	AdminPort = 9901
+	AdminPort = ir.EnvoyAdminPort
 	// ShutdownManagerPort is the port of the shutdown manager's GET /drained (the Envoy
 	// container's preStop hook, which the kubelet sends to the pod's address). Outside the
-	// default listener port range, as AdminPort.
-	ShutdownManagerPort = 9902
+	// listener port range, as AdminPort and ReadyPort (ir.CheckPortRange).
+	ShutdownManagerPort = ir.ShutdownManagerPort
 	// ReadyPort is the port of the readiness listener, which serves only GET /ready (from the
-	// admin interface) for the kubelet's readiness probe.
-	ReadyPort = 19003
+	// admin interface) for the kubelet's readiness probe. It was 19003, inside the default
+	// listener port range, until issue 26.
+	ReadyPort = ir.EnvoyReadyPort
 	// DefaultXDSPort is the port of the manager's xDS server.
 	DefaultXDSPort = 8001
 )

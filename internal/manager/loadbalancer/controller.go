@@ -49,6 +49,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/manager"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
@@ -127,7 +128,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.PortRange == (portalloc.Range{}) {
 		opts.PortRange = portalloc.DefaultRange
 	}
-	if err := opts.PortRange.Validate(); err != nil {
+	if err := errors.Join(opts.PortRange.Validate(), ir.CheckPortRange(opts.PortRange.Min, opts.PortRange.Max)); err != nil {
 		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
 	if opts.MaxConcurrentReconciles <= 0 {

@@ -12,12 +12,16 @@ import (
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/re2"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
@@ -62,6 +66,11 @@ func Check(res translator.Resources) error {
 		return m
 	}
 	routes, secrets := names(resource.RouteType), names(resource.SecretType)
+	for _, r := range res[resource.RouteType] {
+		if err := checkRegexes(r.(proto.Message).ProtoReflect()); err != nil {
+			return fmt.Errorf("route configuration %q: %w", cache.GetResourceName(r), err)
+		}
+	}
 
 	clusters := map[string]*clusterv3.Cluster{}
 	for _, r := range res[resource.ClusterType] {
@@ -96,6 +105,9 @@ func Check(res translator.Resources) error {
 			return fmt.Errorf("listeners %q and %q both bind %s", other, l.Name, key)
 		}
 		ports[key] = l.Name
+		if ir.IsFleetPort(sa.GetPortValue()) {
+			return fmt.Errorf("listener %q binds port %d, one of the Envoy pods' own ports", l.Name, sa.GetPortValue())
+		}
 		if err := checkListener(l, clusters, routes, secrets); err != nil {
 			return fmt.Errorf("listener %q: %w", l.Name, err)
 		}
@@ -198,4 +210,38 @@ func validate(m proto.Message) error {
 		return fmt.Errorf("%T has no Validate method", m)
 	}
 	return v.Validate()
+}
+
+// checkRegexes finds every RegexMatcher in m and checks that Envoy's RE2 parses it with a
+// program within Envoy's default limit (re2.ProgramSize, re2.EnvoyMaxProgramSize): Envoy would
+// refuse the whole resource otherwise.
+func checkRegexes(m protoreflect.Message) error {
+	if rm, ok := m.Interface().(*matcherv3.RegexMatcher); ok {
+		n, err := re2.ProgramSize(rm.GetRegex())
+		if err != nil {
+			return fmt.Errorf("regex %q: %w", rm.GetRegex(), err)
+		}
+		if n > re2.EnvoyMaxProgramSize {
+			return fmt.Errorf("regex %q: RE2 program size %d, Envoy refuses above %d", rm.GetRegex(), n, re2.EnvoyMaxProgramSize)
+		}
+		return nil
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len() && err == nil; i++ {
+				err = checkRegexes(v.List().Get(i).Message())
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				err = checkRegexes(mv.Message())
+				return err == nil
+			})
+		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
+			err = checkRegexes(v.Message())
+		}
+		return err == nil
+	})
+	return err
 }

@@ -54,8 +54,8 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 		},
 		{
 			name: "ready listener",
-			opts: Options{Tenant: "tenant-e", XDSAddress: "kubelb.kubelb.svc:8001", ReadyAddress: "0.0.0.0:19003"},
-			want: []string{"port_value: 19003", "/ready"},
+			opts: Options{Tenant: "tenant-e", XDSAddress: "kubelb.kubelb.svc:8001", ReadyAddress: "0.0.0.0:9903"},
+			want: []string{"port_value: 9903", "/ready"},
 		},
 		{
 			name: "overload manager disabled",
