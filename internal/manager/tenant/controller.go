@@ -289,6 +289,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, fmt.Errorf("getting Tenant %s: %w", req.Name, err)
 	}
 	if !t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+		// Kubelb's part is done; what may still hold the Tenant (foreground deletion) are
+		// owner references tenants set on their objects: they are removed.
+		if _, err := r.releaseOwnerReferences(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, nil
 	}
 	if t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {

@@ -1,0 +1,80 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// ReasonForeignOwnerReferences is the reason of the Warning Event on a Tenant being deleted
+// when objects a tenant writes named it as their owner (an ownerReference, which with
+// blockOwnerDeletion holds a foreground deletion for as long as they exist): the manager
+// removed those references; the Event and the Tenant's Ready message name the objects.
+const ReasonForeignOwnerReferences = "ForeignOwnerReferences"
+
+// tenantWrittenKinds are the kinds a tenant's ccm writes (the tenant Role): an owner
+// reference on them is the tenant's, never the manager's, which sets none there.
+var tenantWrittenKinds = []schema.GroupVersionKind{
+	kubelbv1alpha1.GroupVersion.WithKind("LoadBalancerList"),
+	kubelbv1alpha1.GroupVersion.WithKind("RouteList"),
+	kubelbv1alpha1.GroupVersion.WithKind("SyncSecretList"),
+	kubelbv1alpha1.GroupVersion.WithKind("AddressesList"),
+}
+
+// namesTenant reports whether ref names Tenant t (by UID, which is what the garbage
+// collector follows, or by kind and name).
+func namesTenant(ref metav1.OwnerReference, t *kubelbv1alpha1.Tenant) bool {
+	if ref.UID == t.UID {
+		return true
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == kubelbv1alpha1.GroupVersion.Group && ref.Kind == "Tenant" && ref.Name == t.Name
+}
+
+// releaseOwnerReferences removes, from the objects of every tenant namespace that a tenant
+// writes (tenantWrittenKinds), the owner references that name the deleting Tenant t: the
+// manager sets none there, and with blockOwnerDeletion (and any finalizer) such an object
+// would hold the Tenant's foreground deletion for ever, and with it the Tenant's name. It
+// returns a sentence naming the objects it released ("" when none) and emits it as a Warning
+// Event on the Tenant. It reads uncached, metadata only.
+func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alpha1.Tenant) (string, error) {
+	var released []string
+	for _, gvk := range tenantWrittenKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk)
+		if err := r.apiReader.List(ctx, list); err != nil {
+			return "", fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		kind := strings.TrimSuffix(gvk.Kind, "List")
+		for i := range list.Items {
+			o := &list.Items[i]
+			if !strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) ||
+				!slices.ContainsFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t) }) {
+				continue
+			}
+			o.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind))
+			orig := o.DeepCopy()
+			o.OwnerReferences = slices.DeleteFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t) })
+			if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+				return "", fmt.Errorf("removing the owner reference to Tenant %s from %s %s/%s: %w", t.Name, kind, o.Namespace, o.Name, err)
+			}
+			released = append(released, fmt.Sprintf("%s %s/%s", kind, o.Namespace, o.Name))
+		}
+	}
+	if len(released) == 0 {
+		return "", nil
+	}
+	slices.Sort(released)
+	message := fmt.Sprintf("%s named this Tenant as owner, which would hold its deletion; the manager removed those owner references",
+		strings.Join(capNamed(released), ", "))
+	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", eventNote(message))
+	return message, nil
+}

@@ -1,0 +1,106 @@
+package tenant
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+// TestForeignOwnerReferenceDoesNotHoldTenantDeletion is issue 26's proof that a tenant
+// cannot block the hub's lifecycle. On a real API server with the real garbage collector
+// (kube-controller-manager), tenant b (the attacker), with its ccm's own credentials, names
+// Tenant a as the owner of its LoadBalancer (blockOwnerDeletion) and holds that object with
+// a finalizer of its own. Tenant a is deleted with foreground propagation: before, the
+// garbage collector waited for b's object for ever, Tenant a never went away and its name
+// could not be onboarded again. Now the manager removes the owner reference, says so on
+// Tenant a (Event, and the Ready message while it lasts), Tenant a and its namespace go, and
+// a new Tenant a becomes Ready.
+func TestForeignOwnerReferenceDoesNotHoldTenantDeletion(t *testing.T) {
+	s := startHub(t, true)
+	c := s.hub.Client
+	s.lbs.release.Store(true)
+	testsupport.StartProcess(t, "kube-controller-manager", filepath.Join(testenv.AssetsDir(t), "kube-controller-manager"),
+		"--kubeconfig", s.hub.Kubeconfig, "--controllers", "garbage-collector-controller",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--v=1")
+	create(t, c, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultConfigName, Namespace: managerNS}})
+	create(t, c, tenantObj("a"), tenantObj("b"))
+	victim := waitReady(t, c, "a")
+	waitReady(t, c, "b")
+
+	// The attacker's object, written with its ccm's credentials.
+	ccmB, _, _ := ccmClient(t, kubeconfigSecret(t, c, "b"))
+	hold := loadBalancer("tenant-b", "hold", "example.com/hold")
+	hold.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: kubelbv1alpha1.GroupVersion.String(), Kind: "Tenant", Name: "a", UID: victim.UID,
+		BlockOwnerDeletion: ptr.To(true),
+	}}
+	if err := ccmB.Create(bg, hold); err != nil {
+		t.Fatalf("tenant b writing its LoadBalancer with an owner reference to Tenant a: %v", err)
+	}
+	t.Cleanup(func() { // let the API server go without waiting on the finalizer
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(hold), lb); err == nil {
+			lb.Finalizers = nil
+			_ = c.Update(bg, lb)
+		}
+	})
+
+	deleted := time.Now()
+	if err := c.Delete(bg, tenantObj("a"), client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 60*time.Second, "Tenant a and namespace tenant-a to be gone", func() error {
+		if err := gone(c, tenantObj("a")); err != nil {
+			tn := tenantObj("a")
+			if c.Get(bg, client.ObjectKeyFromObject(tn), tn) == nil {
+				return fmt.Errorf("%w (finalizers %v)", err, tn.Finalizers)
+			}
+			return err
+		}
+		return gone(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}})
+	})
+	t.Logf("Tenant a (deleted in the foreground, named as owner by tenant b) gone %v after its deletion", time.Since(deleted).Round(time.Millisecond))
+
+	// Tenant a was told what held it.
+	testsupport.Eventually(t, 10*time.Second, "the Warning Event on Tenant a", func() error {
+		var evs eventsv1.EventList
+		if err := c.List(bg, &evs); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Tenant" && e.Regarding.Name == "a" && e.Reason == ReasonForeignOwnerReferences && e.Type == corev1.EventTypeWarning {
+				if !strings.Contains(e.Note, "LoadBalancer tenant-b/hold named this Tenant as owner") {
+					return fmt.Errorf("event note %q does not name tenant-b/hold", e.Note)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s Event on Tenant a among %d", ReasonForeignOwnerReferences, len(evs.Items))
+	})
+	// The attacker's object no longer names Tenant a.
+	lb := &kubelbv1alpha1.LoadBalancer{}
+	if err := c.Get(bg, client.ObjectKeyFromObject(hold), lb); err == nil &&
+		slices.ContainsFunc(lb.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == victim.UID }) {
+		t.Errorf("tenant-b/hold still names Tenant a: %v", lb.OwnerReferences)
+	}
+
+	// The name can be onboarded again.
+	create(t, c, tenantObj("a"))
+	again := waitReady(t, c, "a")
+	if again.UID == victim.UID {
+		t.Errorf("the re-created Tenant a has the old UID")
+	}
+}
