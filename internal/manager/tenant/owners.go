@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // ReasonForeignOwnerReferences is the reason of the Warning Event on a Tenant being deleted
@@ -30,9 +32,10 @@ var tenantWrittenKinds = []schema.GroupVersionKind{
 }
 
 // namesTenant reports whether ref names Tenant t (by UID, which is what the garbage
-// collector follows, or by kind and name).
-func namesTenant(ref metav1.OwnerReference, t *kubelbv1alpha1.Tenant) bool {
-	if ref.UID == t.UID {
+// collector follows, or by kind and name) or its namespace (nsUID: the namespace is a
+// dependent of the Tenant, so holding it holds the Tenant).
+func namesTenant(ref metav1.OwnerReference, t *kubelbv1alpha1.Tenant, nsUID types.UID) bool {
+	if ref.UID == t.UID || (nsUID != "" && ref.UID == nsUID) {
 		return true
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -40,12 +43,20 @@ func namesTenant(ref metav1.OwnerReference, t *kubelbv1alpha1.Tenant) bool {
 }
 
 // releaseOwnerReferences removes, from the objects of every tenant namespace that a tenant
-// writes (tenantWrittenKinds), the owner references that name the deleting Tenant t: the
+// writes (tenantWrittenKinds), the owner references that name the deleting Tenant t or the
+// namespace it controls: the
 // manager sets none there, and with blockOwnerDeletion (and any finalizer) such an object
 // would hold the Tenant's foreground deletion for ever, and with it the Tenant's name. It
 // returns a sentence naming the objects it released ("" when none) and emits it as a Warning
 // Event on the Tenant. It reads uncached, metadata only.
 func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alpha1.Tenant) (string, error) {
+	var nsUID types.UID
+	ns := &corev1.Namespace{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: settings.Namespace(t.Name)}, ns); err == nil && controlledBy(ns, t) {
+		nsUID = ns.UID
+	} else if client.IgnoreNotFound(err) != nil {
+		return "", fmt.Errorf("getting namespace %s: %w", settings.Namespace(t.Name), err)
+	}
 	var released []string
 	for _, gvk := range tenantWrittenKinds {
 		list := &metav1.PartialObjectMetadataList{}
@@ -57,12 +68,12 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 		for i := range list.Items {
 			o := &list.Items[i]
 			if !strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) ||
-				!slices.ContainsFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t) }) {
+				!slices.ContainsFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t, nsUID) }) {
 				continue
 			}
 			o.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind))
 			orig := o.DeepCopy()
-			o.OwnerReferences = slices.DeleteFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t) })
+			o.OwnerReferences = slices.DeleteFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t, nsUID) })
 			if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 				return "", fmt.Errorf("removing the owner reference to Tenant %s from %s %s/%s: %w", t.Name, kind, o.Namespace, o.Name, err)
 			}
@@ -73,7 +84,7 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 		return "", nil
 	}
 	slices.Sort(released)
-	message := fmt.Sprintf("%s named this Tenant as owner, which would hold its deletion; the manager removed those owner references",
+	message := fmt.Sprintf("%s named this Tenant or its namespace as owner, which would hold its deletion; the manager removed those owner references",
 		strings.Join(capNamed(released), ", "))
 	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", eventNote(message))
 	return message, nil

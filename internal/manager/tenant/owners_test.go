@@ -22,8 +22,8 @@ import (
 // TestForeignOwnerReferenceDoesNotHoldTenantDeletion is issue 26's proof that a tenant
 // cannot block the hub's lifecycle. On a real API server with the real garbage collector
 // (kube-controller-manager), tenant b (the attacker), with its ccm's own credentials, names
-// Tenant a as the owner of its LoadBalancer (blockOwnerDeletion) and holds that object with
-// a finalizer of its own. Tenant a is deleted with foreground propagation: before, the
+// Tenant a as the owner of one LoadBalancer and Tenant a's namespace as the owner of another
+// (blockOwnerDeletion), and holds both with a finalizer of its own. Tenant a is deleted with foreground propagation: before, the
 // garbage collector waited for b's object for ever, Tenant a never went away and its name
 // could not be onboarded again. Now the manager removes the owner reference, says so on
 // Tenant a (Event, and the Ready message while it lasts), Tenant a and its namespace go, and
@@ -50,11 +50,25 @@ func TestForeignOwnerReferenceDoesNotHoldTenantDeletion(t *testing.T) {
 	if err := ccmB.Create(bg, hold); err != nil {
 		t.Fatalf("tenant b writing its LoadBalancer with an owner reference to Tenant a: %v", err)
 	}
-	t.Cleanup(func() { // let the API server go without waiting on the finalizer
-		lb := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(bg, client.ObjectKeyFromObject(hold), lb); err == nil {
-			lb.Finalizers = nil
-			_ = c.Update(bg, lb)
+	// A second one names Tenant a's namespace, a dependent of the Tenant.
+	nsA := &corev1.Namespace{}
+	if err := c.Get(bg, client.ObjectKey{Name: "tenant-a"}, nsA); err != nil {
+		t.Fatal(err)
+	}
+	holdNS := loadBalancer("tenant-b", "hold-ns", "example.com/hold")
+	holdNS.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Namespace", Name: "tenant-a", UID: nsA.UID, BlockOwnerDeletion: ptr.To(true),
+	}}
+	if err := ccmB.Create(bg, holdNS); err != nil {
+		t.Fatalf("tenant b writing its LoadBalancer with an owner reference to namespace tenant-a: %v", err)
+	}
+	t.Cleanup(func() { // let the API server go without waiting on the finalizers
+		for _, o := range []*kubelbv1alpha1.LoadBalancer{hold, holdNS} {
+			lb := &kubelbv1alpha1.LoadBalancer{}
+			if err := c.Get(bg, client.ObjectKeyFromObject(o), lb); err == nil {
+				lb.Finalizers = nil
+				_ = c.Update(bg, lb)
+			}
 		}
 	})
 
@@ -82,19 +96,21 @@ func TestForeignOwnerReferenceDoesNotHoldTenantDeletion(t *testing.T) {
 		}
 		for _, e := range evs.Items {
 			if e.Regarding.Kind == "Tenant" && e.Regarding.Name == "a" && e.Reason == ReasonForeignOwnerReferences && e.Type == corev1.EventTypeWarning {
-				if !strings.Contains(e.Note, "LoadBalancer tenant-b/hold named this Tenant as owner") {
-					return fmt.Errorf("event note %q does not name tenant-b/hold", e.Note)
+				if !strings.Contains(e.Note, "LoadBalancer tenant-b/hold, LoadBalancer tenant-b/hold-ns named this Tenant or its namespace as owner") {
+					return fmt.Errorf("event note %q does not name tenant-b/hold and tenant-b/hold-ns", e.Note)
 				}
 				return nil
 			}
 		}
 		return fmt.Errorf("no %s Event on Tenant a among %d", ReasonForeignOwnerReferences, len(evs.Items))
 	})
-	// The attacker's object no longer names Tenant a.
-	lb := &kubelbv1alpha1.LoadBalancer{}
-	if err := c.Get(bg, client.ObjectKeyFromObject(hold), lb); err == nil &&
-		slices.ContainsFunc(lb.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == victim.UID }) {
-		t.Errorf("tenant-b/hold still names Tenant a: %v", lb.OwnerReferences)
+	// The attacker's objects no longer name Tenant a nor its namespace.
+	for _, o := range []*kubelbv1alpha1.LoadBalancer{hold, holdNS} {
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(o), lb); err == nil &&
+			slices.ContainsFunc(lb.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == victim.UID || r.UID == nsA.UID }) {
+			t.Errorf("tenant-b/%s still names Tenant a or its namespace: %v", o.Name, lb.OwnerReferences)
+		}
 	}
 
 	// The name can be onboarded again.
