@@ -18,7 +18,8 @@ import (
 // Bounds of the resolution of endpoint hostnames (the ccm's --node-address-type=Hostname).
 const (
 	// ResolveInterval: a tenant with endpoint hostnames is rebuilt this often, and its names
-	// whose answers are older than this are looked up again.
+	// whose answers are older than half of it are looked up again then (so every name is
+	// looked up again about every ResolveInterval). It is also the period of ResolveBudget.
 	ResolveInterval = 30 * time.Second
 	// ResolveTimeout bounds one lookup.
 	ResolveTimeout = 5 * time.Second
@@ -50,20 +51,21 @@ var _ Resolver = (*net.Resolver)(nil)
 // address against the endpoint policy.
 //
 // A rebuild only reads the last answers (want) and never waits on DNS: want queues the
-// tenant's names that have no answer yet or an answer older than the interval, and returns
-// at once. The lookups run in goroutines of their own, at most ResolveParallel of one tenant
-// and ResolveGlobal of all at once, handed out to the tenant with the fewest lookups in
-// flight (ties round robin), and within ResolveBudget of lookup time per tenant per interval: a tenant whose
-// names time out holds a few lookups, never the capacity of the others nor a rebuild worker.
-// When an answer changes, the tenant is rebuilt (onChange; SetupWithManager turns it into an
-// event of the controller).
+// tenant's names that have no answer yet or a stale one, and returns at once. The lookups
+// run in goroutines of their own, at most ResolveParallel of one tenant and ResolveGlobal of
+// all at once, handed out to the tenant with the fewest lookups in flight (ties round
+// robin), and within ResolveBudget of lookup time per tenant per ResolveInterval: a tenant
+// whose names time out holds a few lookups, never the capacity of the others nor a rebuild
+// worker. When an answer changes, the tenant is rebuilt (forward: SetupWithManager turns
+// the notice into an event of the controller).
 //
 // A lookup that fails for a reason other than "no such host" (a timeout, a server failure)
 // keeps the name's last good addresses, so that a DNS hiccup does not empty a tenant's
 // clusters.
 type names struct {
 	resolver  Resolver
-	interval  time.Duration // answers older than this are looked up again
+	stale     time.Duration // answers older than this are looked up again
+	interval  time.Duration // the period of the budget
 	perTenant int
 	global    int
 	budget    time.Duration
@@ -98,7 +100,7 @@ type answer struct {
 }
 
 func newNames(r Resolver) *names {
-	return &names{resolver: r, interval: ResolveInterval, perTenant: ResolveParallel, global: ResolveGlobal,
+	return &names{resolver: r, stale: ResolveInterval / 2, interval: ResolveInterval, perTenant: ResolveParallel, global: ResolveGlobal,
 		budget: ResolveBudget, now: time.Now, tenants: map[string]*tenantNames{}, changed: map[string]bool{},
 		signal: make(chan struct{}, 1)}
 }
@@ -132,7 +134,7 @@ func (n *names) want(tenant string, hostnames []string) map[string]translate.Res
 		if ok {
 			out[name] = a.res
 		}
-		if (!ok || now.Sub(a.at) >= n.interval) && !tn.queued[name] {
+		if (!ok || now.Sub(a.at) >= n.stale) && !tn.queued[name] {
 			tn.queued[name] = true
 			tn.pending = append(tn.pending, name)
 		}

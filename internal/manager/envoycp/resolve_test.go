@@ -71,7 +71,7 @@ func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, 
 func (n *names) setInterval(d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.interval = d
+	n.stale = d
 }
 
 // settle waits until no name of tenant waits for a lookup or is being looked up.
