@@ -6,8 +6,10 @@
 // that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
 // removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
 // RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
-// the Tenant's condition. On every replica it also keeps the manager's tenant-labelled
-// metrics to the Tenants that exist (metrics.go).
+// the Tenant's condition. Owner references naming a Tenant or a namespace on the objects
+// tenants write are removed (owners.go), so that no tenant holds another's deletion. On
+// every replica it also keeps the manager's tenant-labelled metrics to the Tenants that
+// exist (metrics.go).
 package tenant
 
 import (
@@ -187,6 +189,11 @@ func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
 func (r *Reconciler) setup(mgr ctrl.Manager) error {
 	if err := trackTenantMetrics(mgr); err != nil {
 		return err
+	}
+	if !r.opts.keepOwnerReferences {
+		if err := setupOwnerReferences(mgr, r.recorder); err != nil {
+			return err
+		}
 	}
 	ownedCache := r.ownedCluster.GetCache()
 	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

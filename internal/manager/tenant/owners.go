@@ -10,9 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -88,4 +94,81 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 		strings.Join(capNamed(released), ", "))
 	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", eventNote(message))
 	return message, nil
+}
+
+// ReasonOwnerReferenceRemoved is the reason of the Warning Event on a tenant's object whose
+// owner reference to a Tenant or a namespace the manager removed.
+const ReasonOwnerReferenceRemoved = "OwnerReferenceRemoved"
+
+// foreignOwner reports whether an owner reference of an object in a tenant namespace names
+// something cluster-scoped that kubelb owns or makes: a Tenant, or a namespace. The manager
+// sets no owner reference on the objects tenants write, and one of these, with
+// blockOwnerDeletion, would hold that Tenant's (or namespace's) foreground deletion.
+func foreignOwner(ref metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	return (gv.Group == kubelbv1alpha1.GroupVersion.Group && ref.Kind == "Tenant") || (gv.Group == "" && ref.Kind == "Namespace")
+}
+
+// ownerReferences removes foreignOwner references from the objects of one kind a tenant
+// writes, as soon as they are written, and tells the tenant with a Warning Event on the
+// object. (The Tenant controller also removes those naming a Tenant being deleted, in case
+// one is written in between: releaseOwnerReferences.)
+type ownerReferences struct {
+	client   client.Client
+	recorder events.EventRecorder
+	kind     string
+	newObj   func() client.Object
+}
+
+// setupOwnerReferences adds an ownerReferences controller per kind a tenant writes.
+func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error {
+	hasForeignOwner := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return strings.HasPrefix(o.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) &&
+			slices.ContainsFunc(o.GetOwnerReferences(), foreignOwner)
+	})
+	for _, k := range []ownerReferences{
+		{kind: "LoadBalancer", newObj: func() client.Object { return &kubelbv1alpha1.LoadBalancer{} }},
+		{kind: "Route", newObj: func() client.Object { return &kubelbv1alpha1.Route{} }},
+		{kind: "SyncSecret", newObj: func() client.Object { return &kubelbv1alpha1.SyncSecret{} }},
+		{kind: "Addresses", newObj: func() client.Object { return &kubelbv1alpha1.Addresses{} }},
+	} {
+		r := &ownerReferences{client: mgr.GetClient(), recorder: recorder, kind: k.kind, newObj: k.newObj}
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("ownerrefs-"+strings.ToLower(k.kind)).
+			For(k.newObj(), builder.WithPredicates(hasForeignOwner)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: manager.FairQueue}).
+			Complete(r)
+		if err != nil {
+			return fmt.Errorf("setting up the owner references controller of %ss: %w", k.kind, err)
+		}
+	}
+	return nil
+}
+
+func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.newObj()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	refs := obj.GetOwnerReferences()
+	if !strings.HasPrefix(obj.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) || !slices.ContainsFunc(refs, foreignOwner) {
+		return ctrl.Result{}, nil
+	}
+	var named []string
+	for _, ref := range refs {
+		if foreignOwner(ref) {
+			named = append(named, ref.Kind+" "+ref.Name)
+		}
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	obj.SetOwnerReferences(slices.DeleteFunc(slices.Clone(refs), foreignOwner))
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonOwnerReferenceRemoved, "Reconcile",
+		"%s", eventNote(fmt.Sprintf("the owner reference to %s was removed: an object in a tenant namespace may not name a Tenant or a namespace as its owner", strings.Join(named, ", "))))
+	return ctrl.Result{}, nil
 }
