@@ -11,10 +11,12 @@
 // resources' digests): a rebuild translates, builds and hashes again only the LoadBalancers
 // that changed.
 //
-// Endpoint hostnames (the ccm's Hostname node addresses) are resolved here (resolve.go),
-// never by Envoy: the addresses go into the translation input (translate.Input.Resolved),
-// where the endpoint policy checks each one. A tenant with hostnames is rebuilt every
-// ResolveInterval so that changed answers reach its proxies.
+// Endpoint hostnames (the ccm's Hostname node addresses) are resolved by the manager
+// (resolve.go), never by Envoy, and never on the controller's workers: a rebuild reads the
+// last answers, the lookups run apart (per-tenant and global bounds, round robin across
+// tenants) and a changed answer rebuilds its tenant. The addresses go into the translation
+// input (translate.Input.Resolved), where the endpoint policy checks each one. A tenant with
+// hostnames is rebuilt every ResolveInterval, which looks its stale names up again.
 //
 // Requests are keyed by tenant: {Name: <namespace>}, with an empty Namespace (the key of the
 // Namespace object itself). Every LoadBalancer, Addresses, Route, Route or LoadBalancer hub Service and synced
@@ -193,6 +195,11 @@ func (r *Reconciler) rebuilt(tenant string, start, end time.Time) {
 // the hub's ServiceCIDRs and Nodes its hub ranges. A change of Config, a ServiceCIDR or a
 // Node's Pod CIDRs or addresses rebuilds every managed tenant (an unchanged IR is not pushed).
 func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, namespace string, opts translate.Options) error {
+	return setup(mgr, srv, store, namespace, opts, net.DefaultResolver)
+}
+
+// setup is SetupWithManager with the resolver of the endpoint hostnames.
+func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace string, opts translate.Options, resolver Resolver) error {
 	if _, _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
@@ -207,7 +214,14 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 	}
 	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
 	r.owned = owned.GetClient()
+	r.names = newNames(resolver)
 	r.StretchHoldOff()
+	// A tenant whose endpoint hostnames resolve differently is rebuilt: the resolver's
+	// notices come in as events of the tenant's key.
+	resolved := make(chan event.GenericEvent)
+	if err := mgr.Add(forwarder{r.names, resolved}); err != nil {
+		return fmt.Errorf("setting up the envoycp controller: %w", err)
+	}
 	noLeaderElection := false
 	allTenants := enqueueAllTenantsAfter(mgr.GetClient(), HoldOff)
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -228,6 +242,9 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 		}), predicate.GenerationChangedPredicate{})).
 		Watches(&networkingv1.ServiceCIDR{}, allTenants, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, allTenants, builder.WithPredicates(hubRangesChanged())).
+		WatchesRawSource(source.Channel(resolved, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		}))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: maxConcurrentReconciles,
 			NeedLeaderElection:      &noLeaderElection,
@@ -237,6 +254,24 @@ func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, na
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
 	return nil
+}
+
+// forwarder runs the resolver's notices into the controller, on every replica.
+type forwarder struct {
+	names  *names
+	events chan<- event.GenericEvent
+}
+
+func (f forwarder) Start(ctx context.Context) error {
+	f.names.forward(ctx, f.events)
+	return nil
+}
+
+func (forwarder) NeedLeaderElection() bool { return false }
+
+// tenantKey is the object whose event requests the rebuild of tenant (its namespace).
+func tenantKey(tenant string) client.Object {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}
 }
 
 // HoldOff is how long a tenant's rebuild waits after an event, so that a burst of events
@@ -559,10 +594,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	in := scope.Input
-	// Endpoint hostnames are resolved here, never by Envoy; a tenant with any is rebuilt
-	// every ResolveInterval, so a changed answer reaches its proxies.
+	// Endpoint hostnames are resolved by the manager, never by Envoy, and never here: the
+	// rebuild reads the last answers and queues the stale names (want). A tenant with any is
+	// rebuilt every ResolveInterval, which looks them up again; a changed answer rebuilds it
+	// at once.
 	hostnames := translate.EndpointHostnames(&in)
-	in.Resolved = r.names.resolve(ctx, tenant, hostnames)
+	in.Resolved = r.names.want(tenant, hostnames)
 	var res reconcile.Result
 	if len(hostnames) > 0 {
 		res.RequeueAfter = ResolveInterval

@@ -10,13 +10,16 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
 	"kubelb.dev/kubelb/internal/translate"
 )
 
 // Bounds of the resolution of endpoint hostnames (the ccm's --node-address-type=Hostname).
 const (
-	// ResolveInterval: a tenant with endpoint hostnames is rebuilt, and its names resolved
-	// again, this often; every rebuild for a change of its input resolves them too.
+	// ResolveInterval: a tenant with endpoint hostnames is rebuilt this often, and its names
+	// whose answers are older than half of it are looked up again then (so every name is
+	// looked up again about every ResolveInterval). It is also the period of ResolveBudget.
 	ResolveInterval = 30 * time.Second
 	// ResolveTimeout bounds one lookup.
 	ResolveTimeout = 5 * time.Second
@@ -25,8 +28,14 @@ const (
 	MaxResolvedNames = 64
 	// MaxResolvedAddrs is how many addresses of one name are used (the lowest, sorted).
 	MaxResolvedAddrs = 16
-	// resolveParallel bounds the lookups of one tenant in flight at once.
-	resolveParallel = 8
+	// ResolveParallel bounds the lookups of one tenant in flight at once.
+	ResolveParallel = 4
+	// ResolveGlobal bounds the lookups of all tenants in flight at once.
+	ResolveGlobal = 32
+	// ResolveBudget is the lookup time one tenant may spend per ResolveInterval (the sum of
+	// its lookups' durations): a tenant whose names time out gets a few lookups per interval,
+	// the rest wait for the next one.
+	ResolveBudget = 4 * ResolveTimeout
 )
 
 // Resolver looks up the addresses of a host name; *net.Resolver implements it.
@@ -37,69 +46,242 @@ type Resolver interface {
 var _ Resolver = (*net.Resolver)(nil)
 
 // names resolves the endpoint hostnames of tenants for the translation input
-// (translate.Input.Resolved). Envoy is never given a tenant-supplied name: the manager
-// resolves it here, and translation checks every resulting address against the endpoint
-// policy. A lookup that fails for a reason other than "no such host" (a timeout, a server
-// failure) keeps the name's last good addresses, so that a DNS hiccup does not empty a
-// tenant's clusters.
+// (translate.Input.Resolved), off the controller's workers. Envoy is never given a
+// tenant-supplied name: the manager resolves it here, and translation checks every resulting
+// address against the endpoint policy.
+//
+// A rebuild only reads the last answers (want) and never waits on DNS: want queues the
+// tenant's names that have no answer yet or a stale one, and returns at once. The lookups
+// run in goroutines of their own, at most ResolveParallel of one tenant and ResolveGlobal of
+// all at once, handed out to the tenant with the fewest lookups in flight (ties round
+// robin), and within ResolveBudget of lookup time per tenant per ResolveInterval: a tenant
+// whose names time out holds a few lookups, never the capacity of the others nor a rebuild
+// worker. When an answer changes, the tenant is rebuilt (forward: SetupWithManager turns
+// the notice into an event of the controller).
+//
+// A lookup that fails for a reason other than "no such host" (a timeout, a server failure)
+// keeps the name's last good addresses, so that a DNS hiccup does not empty a tenant's
+// clusters.
 type names struct {
-	resolver Resolver
+	resolver  Resolver
+	stale     time.Duration // answers older than this are looked up again
+	interval  time.Duration // the period of the budget
+	perTenant int
+	global    int
+	budget    time.Duration
+	now       func() time.Time
 
-	mu   sync.Mutex
-	last map[string]map[string][]netip.Addr // tenant → name → last good addresses
+	mu       sync.Mutex
+	tenants  map[string]*tenantNames
+	ring     []string // the tenants, in the order lookups are handed out
+	cursor   int
+	inflight int
+	timer    *time.Timer // wakes pump when a tenant's budget renews
+	changed  map[string]bool
+	signal   chan struct{} // a tenant was added to changed
+}
+
+// tenantNames is the resolution state of one tenant.
+type tenantNames struct {
+	answers  map[string]answer
+	wanted   map[string]bool
+	queued   map[string]bool // waiting in pending or in flight
+	pending  []string
+	inflight int
+	window   time.Time // start of the current budget interval
+	spent    time.Duration
+}
+
+// answer is the last result of a name.
+type answer struct {
+	res  translate.Resolved
+	good []netip.Addr // the last good addresses
+	at   time.Time
 }
 
 func newNames(r Resolver) *names {
-	return &names{resolver: r, last: map[string]map[string][]netip.Addr{}}
+	return &names{resolver: r, stale: ResolveInterval / 2, interval: ResolveInterval, perTenant: ResolveParallel, global: ResolveGlobal,
+		budget: ResolveBudget, now: time.Now, tenants: map[string]*tenantNames{}, changed: map[string]bool{},
+		signal: make(chan struct{}, 1)}
 }
 
-// resolve looks up every name of a tenant (at most MaxResolvedNames, each bounded by
-// ResolveTimeout, a few at once) and returns what translation needs.
-func (n *names) resolve(ctx context.Context, tenant string, hostnames []string) map[string]translate.Resolved {
+// want returns the last answers for a tenant's names (at most MaxResolvedNames; a name
+// without an answer yet is missing, which translation reports as not resolved yet) and queues
+// the names whose answers are missing or stale. It never waits on a lookup.
+func (n *names) want(tenant string, hostnames []string) map[string]translate.Resolved {
 	if len(hostnames) == 0 {
 		n.forget(tenant)
 		return nil
 	}
 	n.mu.Lock()
-	last := n.last[tenant]
-	n.mu.Unlock()
-
+	defer n.mu.Unlock()
+	tn := n.tenants[tenant]
+	if tn == nil {
+		tn = &tenantNames{answers: map[string]answer{}, queued: map[string]bool{}}
+		n.tenants[tenant] = tn
+		n.ring = append(n.ring, tenant)
+	}
+	now := n.now()
 	out := make(map[string]translate.Resolved, len(hostnames))
-	good := make(map[string][]netip.Addr, len(hostnames))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, resolveParallel)
+	tn.wanted = make(map[string]bool, min(len(hostnames), MaxResolvedNames))
 	for i, name := range hostnames {
 		if i >= MaxResolvedNames {
-			mu.Lock()
 			out[name] = translate.Resolved{Error: fmt.Sprintf("the tenant has %d endpoint hostnames; only the first %d (sorted) are resolved", len(hostnames), MaxResolvedNames)}
-			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			addrs, err := n.lookup(ctx, name)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				out[name] = translate.Resolved{Addrs: addrs}
-				good[name] = addrs
-			case !isNotFound(err) && len(last[name]) > 0:
-				out[name] = translate.Resolved{Addrs: last[name]}
-				good[name] = last[name]
-			default:
-				out[name] = translate.Resolved{Error: err.Error()}
-			}
-		}()
+		tn.wanted[name] = true
+		a, ok := tn.answers[name]
+		if ok {
+			out[name] = a.res
+		}
+		if (!ok || now.Sub(a.at) >= n.stale) && !tn.queued[name] {
+			tn.queued[name] = true
+			tn.pending = append(tn.pending, name)
+		}
 	}
-	wg.Wait()
-	n.mu.Lock()
-	n.last[tenant] = good
-	n.mu.Unlock()
+	for name := range tn.answers {
+		if !tn.wanted[name] {
+			delete(tn.answers, name)
+		}
+	}
+	n.pump(now)
 	return out
+}
+
+// pump hands out lookups, one at a time, to the tenant with names waiting that has the
+// fewest lookups in flight (ties: round robin), within the per-tenant, global and budget
+// bounds. n.mu is held.
+func (n *names) pump(now time.Time) {
+	var renew time.Time // the earliest budget renewal of a tenant held back by its budget
+	for n.inflight < n.global && len(n.ring) > 0 {
+		best := -1
+		for i := range len(n.ring) {
+			at := (n.cursor + i) % len(n.ring)
+			tn := n.tenants[n.ring[at]]
+			for len(tn.pending) > 0 && !tn.wanted[tn.pending[0]] { // no longer wanted
+				delete(tn.queued, tn.pending[0])
+				tn.pending = tn.pending[1:]
+			}
+			if len(tn.pending) == 0 || tn.inflight >= n.perTenant {
+				continue
+			}
+			if now.Sub(tn.window) >= n.interval {
+				tn.window, tn.spent = now, 0
+			}
+			if tn.spent >= n.budget {
+				if r := tn.window.Add(n.interval); renew.IsZero() || r.Before(renew) {
+					renew = r
+				}
+				continue
+			}
+			if best < 0 || tn.inflight < n.tenants[n.ring[best]].inflight {
+				best = at
+			}
+		}
+		if best < 0 {
+			break
+		}
+		n.cursor = best + 1
+		tenant := n.ring[best]
+		tn := n.tenants[tenant]
+		name := tn.pending[0]
+		tn.pending = tn.pending[1:]
+		tn.inflight++
+		n.inflight++
+		go n.run(tenant, tn, name)
+	}
+	if !renew.IsZero() && n.inflight < n.global {
+		if n.timer != nil {
+			n.timer.Stop()
+		}
+		n.timer = time.AfterFunc(renew.Sub(now), func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.pump(n.now())
+		})
+	}
+}
+
+// run looks up one name of a tenant and records the answer.
+func (n *names) run(tenant string, tn *tenantNames, name string) {
+	start := time.Now()
+	addrs, err := n.lookup(context.Background(), name)
+	took := time.Since(start)
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.inflight--
+	defer func() { n.pump(n.now()) }()
+	if n.tenants[tenant] != tn {
+		return // forgotten meanwhile
+	}
+	tn.inflight--
+	tn.spent += took
+	delete(tn.queued, name)
+	if !tn.wanted[name] {
+		return
+	}
+	prev, had := tn.answers[name]
+	a := answer{at: n.now()}
+	switch {
+	case err == nil:
+		a.res, a.good = translate.Resolved{Addrs: addrs}, addrs
+	case !isNotFound(err) && len(prev.good) > 0:
+		a.res, a.good = translate.Resolved{Addrs: prev.good}, prev.good
+	default:
+		a.res = translate.Resolved{Error: err.Error()}
+	}
+	tn.answers[name] = a
+	if !had || prev.res.Error != a.res.Error || !slices.Equal(prev.res.Addrs, a.res.Addrs) {
+		n.changed[tenant] = true
+		select {
+		case n.signal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// busy returns how many names of a tenant wait for a lookup or are being looked up.
+func (n *names) busy(tenant string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	tn := n.tenants[tenant]
+	if tn == nil {
+		return 0
+	}
+	return len(tn.queued)
+}
+
+// takeChanged returns the tenants whose answers changed since the last call, sorted.
+func (n *names) takeChanged() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.changed))
+	for t := range n.changed {
+		out = append(out, t)
+	}
+	clear(n.changed)
+	slices.Sort(out)
+	return out
+}
+
+// forward sends an event for every tenant whose answers changed (an object named after
+// its namespace) to events, until ctx ends.
+func (n *names) forward(ctx context.Context, events chan<- event.GenericEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.signal:
+		}
+		for _, tenant := range n.takeChanged() {
+			select {
+			case events <- event.GenericEvent{Object: tenantKey(tenant)}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // lookup resolves one name to its sorted, unique, unmapped addresses, at most
@@ -128,7 +310,14 @@ func (n *names) lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 func (n *names) forget(tenant string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(n.last, tenant)
+	if _, ok := n.tenants[tenant]; !ok {
+		return
+	}
+	delete(n.tenants, tenant)
+	delete(n.changed, tenant)
+	if i := slices.Index(n.ring, tenant); i >= 0 {
+		n.ring = slices.Delete(n.ring, i, i+1)
+	}
 }
 
 // isNotFound reports whether err says the name does not exist.

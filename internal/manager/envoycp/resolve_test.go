@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -21,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
@@ -63,6 +65,32 @@ func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, 
 		out = append(out, netip.MustParseAddr(a))
 	}
 	return out, nil
+}
+
+// setInterval sets the age after which answers are looked up again.
+func (n *names) setInterval(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stale = d
+}
+
+// settle waits until no name of tenant waits for a lookup or is being looked up.
+func settle(t *testing.T, n *names, tenant string) {
+	t.Helper()
+	testsupport.Eventually(t, 30*time.Second, "the lookups of "+tenant, func() error {
+		if b := n.busy(tenant); b > 0 {
+			return fmt.Errorf("%d names waiting or being looked up", b)
+		}
+		return nil
+	})
+}
+
+// resolveNow queues a tenant's names, waits for their lookups and returns the answers.
+func resolveNow(t *testing.T, n *names, tenant string, hostnames []string) map[string]translate.Resolved {
+	t.Helper()
+	n.want(tenant, hostnames)
+	settle(t, n, tenant)
+	return n.want(tenant, hostnames)
 }
 
 // served lists the endpoint addresses of a tenant's snapshot and fails on any cluster that
@@ -109,8 +137,16 @@ func TestReconcileResolvesHostnames(t *testing.T) {
 	store := status.NewStore()
 	r := NewReconciler(newClient(t, namespace("tenant-h", true), loadBalancer("tenant-h", "web", 20001), addrs), rec, store, "kubelb", translate.Options{})
 	r.names = newNames(dns)
+	// One round: a rebuild that queues every name again, the lookups, and the rebuild their
+	// answers bring.
 	reconcileOnce := func() reconcile.Result {
 		t.Helper()
+		r.names.setInterval(0)
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "tenant-h"}}); err != nil {
+			t.Fatal(err)
+		}
+		r.names.setInterval(time.Hour)
+		settle(t, r.names, "tenant-h")
 		res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "tenant-h"}})
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +225,7 @@ func TestResolveBounds(t *testing.T) {
 		many = append(many, fmt.Sprintf("10.2.0.%d", 100-i))
 	}
 	dns.set("n000.example.com", many...)
-	got := newNames(dns).resolve(context.Background(), "tenant-b", hostnames)
+	got := resolveNow(t, newNames(dns), "tenant-b", hostnames)
 	if len(dns.asked) != MaxResolvedNames {
 		t.Errorf("%d lookups, want %d", len(dns.asked), MaxResolvedNames)
 	}
@@ -211,7 +247,7 @@ func TestResolveWithTheRealResolver(t *testing.T) {
 	offline := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("no DNS in tests")
 	}}
-	got := newNames(offline).resolve(context.Background(), "tenant-r", []string{"localhost"})
+	got := resolveNow(t, newNames(offline), "tenant-r", []string{"localhost"})
 	r := got["localhost"]
 	if r.Error != "" || !slices.Contains(r.Addrs, netip.MustParseAddr("127.0.0.1")) {
 		t.Fatalf("localhost resolved to %+v, want 127.0.0.1 among the addresses", r)

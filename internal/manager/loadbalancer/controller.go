@@ -190,7 +190,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(quotaInputChanged())).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		// Requests go out round robin across tenant namespaces: one tenant's flood of
+		// objects does not hold back another's (manager.FairQueue).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)

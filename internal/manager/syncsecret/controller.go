@@ -119,7 +119,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		// Requests go out round robin across tenant namespaces: one tenant's flood of
+		// objects does not hold back another's (manager.FairQueue).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the SyncSecret controller: %w", err)

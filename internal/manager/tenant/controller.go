@@ -6,8 +6,10 @@
 // that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
 // removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
 // RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
-// the Tenant's condition. On every replica it also keeps the manager's tenant-labelled
-// metrics to the Tenants that exist (metrics.go).
+// the Tenant's condition. Owner references naming a Tenant or a namespace on the objects
+// tenants write are removed (owners.go), so that no tenant holds another's deletion. On
+// every replica it also keeps the manager's tenant-labelled metrics to the Tenants that
+// exist (metrics.go).
 package tenant
 
 import (
@@ -188,6 +190,11 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 	if err := trackTenantMetrics(mgr); err != nil {
 		return err
 	}
+	if !r.opts.keepOwnerReferences {
+		if err := setupOwnerReferences(mgr, r.recorder); err != nil {
+			return err
+		}
+	}
 	ownedCache := r.ownedCluster.GetCache()
 	byTenantLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[kubelbv1alpha1.LabelTenantName]; name != "" {
@@ -289,6 +296,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, fmt.Errorf("getting Tenant %s: %w", req.Name, err)
 	}
 	if !t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
+		// Kubelb's part is done; what may still hold the Tenant (foreground deletion) are
+		// owner references tenants set on their objects: they are removed.
+		if _, err := r.releaseOwnerReferences(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, nil
 	}
 	if t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {

@@ -181,7 +181,22 @@ func terminating(err error) (outcome, bool, error) {
 // kubeconfig and TenantState, then the namespace; when the namespace is gone the finalizer is
 // removed. A namespace the Tenant does not control is left alone. done is true once the
 // finalizer is removed.
+//
+// First, owner references naming the Tenant on objects tenants write, in any tenant
+// namespace, are removed (releaseOwnerReferences): they are never the manager's, and would
+// hold a foreground deletion; the condition's message names those objects.
 func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tenant) (o outcome, done bool, err error) {
+	released, err := r.releaseOwnerReferences(ctx, t)
+	if err != nil {
+		return terminating(err)
+	}
+	if released != "" {
+		defer func() {
+			if err == nil && !done {
+				o.message = released + "; " + o.message
+			}
+		}()
+	}
 	nsName := settings.Namespace(t.Name)
 	ns := &corev1.Namespace{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: nsName}, ns); apierrors.IsNotFound(err) {

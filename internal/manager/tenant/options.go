@@ -66,6 +66,9 @@ type Options struct {
 	// NetworkPolicy shapes the NetworkPolicy NetworkPolicyName the controller keeps in every
 	// tenant namespace (on unless Disabled).
 	NetworkPolicy NetworkPolicyOptions
+	// keepOwnerReferences leaves owner references on tenant objects to the deletion of the
+	// Tenant they name (tests of that path only): no ownerrefs controller.
+	keepOwnerReferences bool
 }
 
 // NetworkPolicyOptions shape the NetworkPolicy of the Envoy fleets (DesiredNetworkPolicy):
