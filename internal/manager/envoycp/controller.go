@@ -584,6 +584,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	if changed {
+		// What the tenant may not read (the rule that denied an endpoint, what the hub's
+		// DNS answered) is logged for the platform team, once per change of the snapshot.
+		for _, p := range problems {
+			if p.Detail != "" {
+				log.Info("Endpoint left out", "object", p.Object.String(), "reason", p.Reason, "detail", p.Detail)
+			}
+		}
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems),
 			"translated", cache.front.Stats.Translated, "reused", cache.front.Stats.Reused,

@@ -91,7 +91,7 @@ func (n *names) resolve(ctx context.Context, tenant string, hostnames []string) 
 				out[name] = translate.Resolved{Addrs: last[name]}
 				good[name] = last[name]
 			default:
-				out[name] = translate.Resolved{Error: err.Error()}
+				out[name] = translate.Resolved{Error: tenantSafe(err), Detail: err.Error()}
 			}
 		}()
 	}
@@ -120,7 +120,7 @@ func (n *names) lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	addrs = slices.Compact(addrs)
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("lookup %s: no addresses", name)
+		return nil, fmt.Errorf("lookup %s: %w", name, errNoAddresses)
 	}
 	return addrs[:min(len(addrs), MaxResolvedAddrs)], nil
 }
@@ -132,6 +132,26 @@ func (n *names) forget(tenant string) {
 }
 
 // isNotFound reports whether err says the name does not exist.
+// tenantSafe says why a lookup failed in words the tenant may read: the resolver's own error
+// names the hub's DNS server ("lookup x on 10.96.0.10:53: ..."), which stays in the
+// manager's log (translate.Resolved.Detail).
+func tenantSafe(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case isNotFound(err):
+		return "no such host"
+	case errors.As(err, &dnsErr) && dnsErr.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "the lookup timed out"
+	case errors.Is(err, errNoAddresses):
+		return "no addresses"
+	default:
+		return "the lookup failed"
+	}
+}
+
+// errNoAddresses: the name exists but has no address.
+var errNoAddresses = errors.New("no addresses")
+
 func isNotFound(err error) bool {
 	var dnsErr *net.DNSError
 	return errors.As(err, &dnsErr) && dnsErr.IsNotFound
