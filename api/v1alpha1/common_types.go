@@ -339,6 +339,15 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=10000000
 	// +optional
 	Endpoints *int32 `json:"endpoints,omitempty"`
+	// HealthCheckProbesPerSecond is the most active health-check probes per second the
+	// tenant's Envoy proxies may send together (each proxy checks every endpoint of every
+	// checked cluster once per interval); over it, intervals are stretched, and for the
+	// largest clusters checks are turned off. The tenant also gets at most its share of the
+	// Config's spec.totalHealthCheckProbesPerSecond. Default 2000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	HealthCheckProbesPerSecond *int32 `json:"healthCheckProbesPerSecond,omitempty"`
 }
 
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)

@@ -774,6 +774,13 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	// endpoints at the limit, so an oversized input never costs more than what is kept.
 	in.Options.MaxEndpointsPerCluster = set.Limits.EndpointsPerCluster
 	in.Options.MaxEndpoints = set.Limits.Endpoints
+	// The health-check budget: the tenant's own, at most its share of the hub's total.
+	budget, err := HealthCheckBudget(ctx, c, set.Limits)
+	if err != nil {
+		return translate.Input{}, scope, err
+	}
+	in.Options.HealthCheckProbesPerSecond = budget
+	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	scope.HeldObjects = map[ir.ObjectRef]int64{}
 	verdict := quota.Admission(tenant, lbs.Items, routes.Items, set)
 	hold := func(kind, name string, generation int64, reason, msg string) {

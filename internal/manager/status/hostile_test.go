@@ -202,9 +202,15 @@ func TestHostileTenantNeitherWeaponNorMap(t *testing.T) {
 // plays the LoadBalancer controller: the listener port in its status and its hub Service.
 func createLB(t *testing.T, c client.Client, ns, name string, listener int, addrs ...string) {
 	t.Helper()
+	createLBWith(t, c, ns, name, listener, nil, addrs...)
+}
+
+// createLBWith is createLB with annotations on the LoadBalancer.
+func createLBWith(t *testing.T, c client.Client, ns, name string, listener int, annotations map[string]string, addrs ...string) {
+	t.Helper()
 	ctx := context.Background()
 	o := &v1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
 		Spec: v1alpha1.LoadBalancerSpec{
 			Endpoints: []v1alpha1.LoadBalancerEndpoints{{Ports: []v1alpha1.EndpointPort{{Port: 31080}}}},
 			Ports:     []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
@@ -254,4 +260,145 @@ func waitProgrammedIn(t *testing.T, c client.Client, ns, name string, st metav1.
 		return fmt.Errorf("%s/%s %q gen %d/%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration, o.Generation)
 	})
 	return got
+}
+
+// TestHostileTenantHealthChecksBounded: tenant b, hostile, points a LoadBalancer at many
+// endpoints with a health-check interval of one second, to make the hub's proxies probe them
+// as fast as it may. Its budget (spec.limits.healthCheckProbesPerSecond 10, with the default
+// fleet of 3 proxies: 40 endpoints × 3 / 1 s = 120 probes/s asked) stretches the interval to
+// 12 s in the configuration b's Envoy runs, b's LoadBalancer says so (HealthCheckThrottled),
+// and tenant a, whose one endpoint asks 3 probes/s, keeps its 1 s interval and is served.
+// The probes the endpoints receive are measured and logged (docs/security.md).
+func TestHostileTenantHealthChecksBounded(t *testing.T) {
+	const victim, attacker, endpoints = "tenant-a", "tenant-b", 40
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	victimBackend := "127.0.0.32"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
+		&v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Spec: v1alpha1.TenantSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{victimBackend + "/32"}}}},
+		&v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+			Spec: v1alpha1.TenantSpec{EndpointPolicy: &v1alpha1.EndpointPolicy{Allow: []string{"127.1.0.0/24"}},
+				Limits: v1alpha1.Limits{HealthCheckProbesPerSecond: ptrTo(int32(10))}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range []string{victim, attacker} {
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
+			&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: ns}},
+		} {
+			if err := c.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := startReplica(t, hub, "replica")
+	select {
+	case <-r.elected:
+	case <-time.After(timeout):
+		t.Fatal("the replica was not elected")
+	}
+	envoys := map[string]*testsupport.Envoy{}
+	for _, ns := range []string{victim, attacker} {
+		b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: ns, XDSAddress: r.xdsAddr, AdminAddress: "127.0.0.1:0"})
+		envoys[ns] = testsupport.StartEnvoy(t, "envoy-"+ns, b, testsupport.EnvoyOptions{Node: "proxy-" + ns})
+	}
+	// Every second, with traffic or without (the no-traffic interval is the tenant's too).
+	everySecond := map[string]string{v1alpha1.AnnotationHealthCheckInterval: "1s", v1alpha1.AnnotationHealthCheckNoTrafficInterval: "1s"}
+
+	nodePort := testsupport.FreePort(t)
+	victimBackendSrv := testsupport.StartTCPBackend(t, fmt.Sprintf("%s:%d", victimBackend, nodePort), testsupport.Identity{Node: "a", Pod: "web"})
+	victimPort := testsupport.FreePort(t)
+	createLBWithPort(t, c, victim, "web", victimPort, nodePort, everySecond, victimBackend)
+
+	var targets []string
+	var floods []*testsupport.Backend
+	for i := 1; i <= endpoints; i++ {
+		ip := fmt.Sprintf("127.1.0.%d", i)
+		targets = append(targets, ip)
+		floods = append(floods, testsupport.StartTCPBackend(t, fmt.Sprintf("%s:%d", ip, nodePort), testsupport.Identity{Node: ip, Pod: "target"}))
+	}
+	createLBWithPort(t, c, attacker, "flood", testsupport.FreePort(t), nodePort, everySecond, targets...)
+
+	cond := waitProgrammedIn(t, c, attacker, "flood", metav1.ConditionTrue, status.ReasonProgrammedWithWarnings, translate.ReasonHealthCheckThrottled)
+	if !strings.Contains(cond.Message, "they run every 12s instead") {
+		t.Errorf("b's LoadBalancer: %q, want its checks stretched to 12s", cond.Message)
+	}
+	waitProgrammedIn(t, c, victim, "web", metav1.ConditionTrue, status.ReasonProgrammed, "")
+	interval := func(ns, cluster, want string) {
+		t.Helper()
+		testsupport.Eventually(t, timeout, fmt.Sprintf("%s's Envoy checks %s every %s", ns, cluster, want), func() error {
+			// With ?resource=, each config is one DynamicCluster.
+			var dump struct {
+				Configs []struct {
+					Cluster struct {
+						Name         string `json:"name"`
+						HealthChecks []struct {
+							Interval string `json:"interval"`
+						} `json:"health_checks"`
+					} `json:"cluster"`
+				} `json:"configs"`
+			}
+			if err := envoys[ns].ConfigDump("?resource=dynamic_active_clusters", &dump); err != nil {
+				return err
+			}
+			for _, dc := range dump.Configs {
+				if dc.Cluster.Name == cluster {
+					if len(dc.Cluster.HealthChecks) == 1 && dc.Cluster.HealthChecks[0].Interval == want {
+						return nil
+					}
+					return fmt.Errorf("health checks %+v", dc.Cluster.HealthChecks)
+				}
+			}
+			return fmt.Errorf("no cluster %s", cluster)
+		})
+	}
+	interval(attacker, "flood-tcp-80", "12s")
+	interval(victim, "web-tcp-80", "1s")
+	rep, err := testsupport.TCPRoundTrip(testsupport.Loopback(victimPort), "served")
+	if err != nil || rep.Identity != victimBackendSrv.Identity {
+		t.Errorf("a's round trip: %v from %v", err, rep.Identity)
+	}
+
+	// The figures: probes sent over a window, against what b asked for.
+	// Envoy counts its health-check probes per cluster (health checks are not connections
+	// the test backends count: they connect and close).
+	// The cluster's stats carry its readable stat name; each proxy has one checked cluster.
+	attempts := func(ns, _ string) int64 {
+		stats, err := envoys[ns].Stats(`^cluster\..*\.health_check\.attempt$`)
+		if err != nil || len(stats) != 1 {
+			t.Fatalf("%s's health-check stats %v, err %v", ns, stats, err)
+		}
+		var n int64
+		for _, v := range stats {
+			n += v
+		}
+		return n
+	}
+	before, victimBefore, start := attempts(attacker, "flood-tcp-80"), attempts(victim, "web-tcp-80"), time.Now()
+	time.Sleep(24 * time.Second)
+	window := time.Since(start).Seconds()
+	t.Logf("b's Envoy sent %.2f probes/s to its %d endpoints (asked: %d/s per proxy; budget 10/s for its 3 proxies); a's Envoy %.2f probes/s to its one endpoint (asked 1/s)",
+		float64(attempts(attacker, "flood-tcp-80")-before)/window, endpoints, endpoints, float64(attempts(victim, "web-tcp-80")-victimBefore)/window)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// createLBWithPort is createLBWith with the endpoints' port (the NodePort) given.
+func createLBWithPort(t *testing.T, c client.Client, ns, name string, listener, nodePort int, annotations map[string]string, addrs ...string) {
+	t.Helper()
+	createLBWith(t, c, ns, name, listener, annotations, addrs...)
+	o := &v1alpha1.LoadBalancer{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Spec.Endpoints[0].Ports[0].Port = int32(nodePort)
+	if err := c.Update(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
 }
