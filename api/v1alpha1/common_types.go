@@ -351,8 +351,10 @@ type Limits struct {
 }
 
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)
-// be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast and the
-// hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default; only an allow
+// be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast, cloud
+// metadata addresses, the IANA special-purpose ranges that are never an endpoint, and the
+// hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default (NAT64 and 6to4
+// addresses also as the IPv4 address they carry; docs/tenants.md); only an allow
 // entry at least as specific as such a range opens it. The most specific entry containing an
 // address decides; at equal prefix length a deny beats an allow. Hostname endpoints are not
 // checked. See docs/translate.md.
