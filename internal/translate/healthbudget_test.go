@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -40,6 +42,15 @@ func TestHealthCheckBudgetLargestTenant(t *testing.T) {
 	asked, checked := probes(free.Config, proxies)
 
 	in.Options.HealthCheckProbesPerSecond = budget
+	// Versions, as objects from the API server have, so that the incremental front end
+	// caches each LoadBalancer's translation.
+	for i := range in.LoadBalancers {
+		lb := &in.LoadBalancers[i]
+		lb.UID, lb.ResourceVersion = types.UID(lb.Name), "1"
+		if svc := in.HubServices[lb.Name]; svc != nil {
+			svc.UID, svc.ResourceVersion = types.UID("svc-"+lb.Name), "1"
+		}
+	}
 	inc := &translate.Incremental{}
 	for _, run := range []struct {
 		name string
@@ -78,6 +89,15 @@ func TestHealthCheckBudgetLargestTenant(t *testing.T) {
 	}
 	if got, _ := probes(r.Config, proxies); got != asked {
 		t.Errorf("without the budget the incremental front end asks %.0f probes/s, want %.0f: a budgeted run modified its cache", got, asked)
+	}
+	// The budget applies to the assembled configuration: changing it re-translates no more
+	// than an unchanged input does (the LoadBalancers that cannot be cached).
+	changed := inc.Stats
+	if _, err := inc.Run(in); err != nil {
+		t.Fatal(err)
+	}
+	if changed.Translated != 0 || changed.Full || inc.Stats.Translated != 0 {
+		t.Errorf("a changed budget re-translated %d LoadBalancers (full: %v), an unchanged input %d; want none", changed.Translated, changed.Full, inc.Stats.Translated)
 	}
 }
 
