@@ -92,7 +92,7 @@ func TestDualStack(t *testing.T) {
 				return err
 			}
 			c := meta.FindStatusCondition(lb.Status.Conditions, "Programmed")
-			if c == nil || !strings.Contains(c.Message, "endpoint address ::1 is denied by ::1/128 (default)") {
+			if c == nil || !strings.Contains(c.Message, "endpoint address ::1 is denied by the hub's endpoint policy") {
 				return fmt.Errorf("Programmed %+v", c)
 			}
 			return nil

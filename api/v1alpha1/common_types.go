@@ -339,11 +339,22 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=10000000
 	// +optional
 	Endpoints *int32 `json:"endpoints,omitempty"`
+	// HealthCheckProbesPerSecond is the most active health-check probes per second the
+	// tenant's Envoy proxies may send together (each proxy checks every endpoint of every
+	// checked cluster once per interval); over it, intervals are stretched, and for the
+	// largest clusters checks are turned off. The tenant also gets at most its share of the
+	// Config's spec.totalHealthCheckProbesPerSecond. Default 2000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	HealthCheckProbesPerSecond *int32 `json:"healthCheckProbesPerSecond,omitempty"`
 }
 
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)
-// be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast and the
-// hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default; only an allow
+// be (an addition to the KubeLB CE API; ignorable). Loopback, link-local, multicast, cloud
+// metadata addresses, the IANA special-purpose ranges that are never an endpoint, and the
+// hub's own Service CIDRs, Pod CIDRs and node addresses are denied by default (NAT64 and 6to4
+// addresses also as the IPv4 address they carry; docs/tenants.md); only an allow
 // entry at least as specific as such a range opens it. The most specific entry containing an
 // address decides; at equal prefix length a deny beats an allow. Hostname endpoints are not
 // checked. See docs/translate.md.

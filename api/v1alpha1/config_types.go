@@ -33,6 +33,13 @@ type ConfigSpec struct {
 	// check, UDP idle timeout, connection limit); a Tenant's own spec.upstream overrides it field by field.
 	// +optional
 	Upstream UpstreamSettings `json:"upstream,omitempty"`
+	// TotalHealthCheckProbesPerSecond bounds the active health-check probes per second of
+	// all tenants' proxies together: each tenant gets at most an equal share of it (and at
+	// most its spec.limits.healthCheckProbesPerSecond). Default 20000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000000
+	// +optional
+	TotalHealthCheckProbesPerSecond *int32 `json:"totalHealthCheckProbesPerSecond,omitempty"`
 }
 
 // EnvoyProxyTopology says how Envoy proxies are laid out.

@@ -65,8 +65,13 @@ type Problem struct {
 	Severity Severity  `json:"severity"`
 	// Reason is CamelCase, for conditions and Events.
 	Reason string `json:"reason"`
-	// Message says what happened and what to do, for humans.
+	// Message says what happened and what to do, for humans. The tenant reads it (conditions
+	// and Events in its namespace, the ccm's Events): it names only the tenant's own objects
+	// and values, never the hub's ranges, addresses or resolver answers.
 	Message string `json:"message"`
+	// Detail is what the platform team needs and the tenant may not read (the hub range that
+	// denied an endpoint, what the hub's DNS answered): only the manager's log shows it.
+	Detail string `json:"detail,omitempty"`
 }
 
 // String renders the problem for logs and condition messages.
@@ -95,7 +100,11 @@ func (s *ProblemSet) Add(obj ObjectRef, sev Severity, reason, format string, arg
 // AddMessage is Add with the message already made (one message reported on many objects is
 // formatted once).
 func (s *ProblemSet) AddMessage(obj ObjectRef, sev Severity, reason, message string) {
-	p := Problem{Object: obj, Severity: sev, Reason: reason, Message: message}
+	s.AddProblem(Problem{Object: obj, Severity: sev, Reason: reason, Message: message})
+}
+
+// AddProblem records a problem unless an identical one is already there.
+func (s *ProblemSet) AddProblem(p Problem) {
 	if s.seen == nil {
 		s.seen = map[Problem]struct{}{}
 	}

@@ -31,6 +31,12 @@ const (
 	// DefaultLimitEndpoints keeps one tenant's snapshot near 250 MiB of the manager's memory
 	// (docs/performance.md).
 	DefaultLimitEndpoints int32 = 500000
+	// DefaultLimitHealthCheckProbesPerSecond: 3 proxies checking about 3300 endpoints every
+	// 5 s; the largest tenant (500000 endpoints) is checked about every 12 minutes.
+	DefaultLimitHealthCheckProbesPerSecond int32 = 2000
+	// DefaultTotalHealthCheckProbesPerSecond is split between the tenants: ten get their
+	// whole default budget.
+	DefaultTotalHealthCheckProbesPerSecond int32 = 20000
 )
 
 // Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
@@ -40,6 +46,10 @@ type Limits struct {
 	ListenerPorts       int
 	EndpointsPerCluster int
 	Endpoints           int
+	// HealthCheckProbesPerSecond is the tenant's own health-check budget; the manager
+	// gives it at most its share of TotalHealthCheckProbesPerSecond (the Config's alone).
+	HealthCheckProbesPerSecond      int
+	TotalHealthCheckProbesPerSecond int
 }
 
 // Tenant is the effective configuration of one tenant.
@@ -223,6 +233,12 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		ListenerPorts:       int(DefaultLimitListenerPorts),
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
 		Endpoints:           int(DefaultLimitEndpoints),
+
+		HealthCheckProbesPerSecond:      int(DefaultLimitHealthCheckProbesPerSecond),
+		TotalHealthCheckProbesPerSecond: int(DefaultTotalHealthCheckProbesPerSecond),
+	}
+	if config != nil && config.Spec.TotalHealthCheckProbesPerSecond != nil && *config.Spec.TotalHealthCheckProbesPerSecond > 0 {
+		out.TotalHealthCheckProbesPerSecond = int(*config.Spec.TotalHealthCheckProbesPerSecond)
 	}
 	specs := layers(config, tenant,
 		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.Limits { return &s.Limits },
@@ -238,6 +254,9 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		set(&out.ListenerPorts, l.ListenerPorts)
 		set(&out.EndpointsPerCluster, l.EndpointsPerCluster)
 		set(&out.Endpoints, l.Endpoints)
+		if v := l.HealthCheckProbesPerSecond; v != nil && *v > 0 {
+			out.HealthCheckProbesPerSecond = int(*v)
+		}
 	}
 	return out
 }

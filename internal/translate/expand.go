@@ -32,7 +32,9 @@ type expansion struct {
 	reportedTo  ir.ObjectRef
 }
 
-type sourceProblem struct{ reason, message string }
+// sourceProblem is a problem of one list of addresses; detail is for the manager's log only
+// (ir.Problem.Detail).
+type sourceProblem struct{ reason, message, detail string }
 
 // expander holds the expansions of one translation, shared by the Layer 4 and Layer 7 front
 // ends.
@@ -79,12 +81,12 @@ func (x *expander) group(g *v1alpha1.LoadBalancerEndpoints) (*expansion, string,
 func (x *expander) expand(addrs []v1alpha1.EndpointAddress, what string) *expansion {
 	e := &expansion{ips: make([]string, 0, len(addrs))}
 	more := 0
-	problem := func(reason, format string, args ...any) {
+	problem := func(reason, detail, format string, args ...any) {
 		if len(e.problems) >= maxSourceProblems {
 			more++
 			return
 		}
-		p := sourceProblem{reason: reason, message: fmt.Sprintf(format, args...)}
+		p := sourceProblem{reason: reason, message: fmt.Sprintf(format, args...), detail: detail}
 		if !slices.Contains(e.problems, p) {
 			e.problems = append(e.problems, p)
 		}
@@ -92,14 +94,14 @@ func (x *expander) expand(addrs []v1alpha1.EndpointAddress, what string) *expans
 	for _, a := range addrs {
 		ep, ip, ok := parseAddress(a)
 		if !ok {
-			problem(ReasonInvalidAddress, "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
+			problem(ReasonInvalidAddress, "", "endpoint address (ip %q, hostname %q) is neither an IP address nor a DNS name; left out", truncate(a.IP), truncate(a.Hostname))
 			continue
 		}
 		e.ips = append(e.ips, endpointIPs(x.in, x.policy, ep, ip, problem)...)
 	}
 	if more > 0 {
-		e.problems = append(e.problems, sourceProblem{ReasonTooMany,
-			fmt.Sprintf("%d more endpoint addresses of %s are left out; only the first %d reasons are listed", more, what, maxSourceProblems)})
+		e.problems = append(e.problems, sourceProblem{reason: ReasonTooMany,
+			message: fmt.Sprintf("%d more endpoint addresses of %s are left out; only the first %d reasons are listed", more, what, maxSourceProblems)})
 	}
 	slices.Sort(e.ips)
 	e.ips = slices.Clip(slices.Compact(e.ips))
@@ -113,7 +115,7 @@ func (e *expansion) report(set *ir.ProblemSet, obj ir.ObjectRef) {
 	}
 	e.reportedSet, e.reportedTo = set, obj
 	for _, p := range e.problems {
-		set.AddMessage(obj, ir.SeverityWarning, p.reason, p.message)
+		set.AddProblem(ir.Problem{Object: obj, Severity: ir.SeverityWarning, Reason: p.reason, Message: p.message, Detail: p.detail})
 	}
 }
 

@@ -180,10 +180,14 @@ func (t *l4) piece(lb *v1alpha1.LoadBalancer) *piece {
 
 // fingerprint hashes the tenant-wide input every LoadBalancer's translation reads: the
 // tenant, the options (opts, with defaults, less the tenant's endpoint limit, which Run
-// checks when putting the pieces together), the endpoint policy, the resolved hostnames and
+// checks when putting the pieces together, and its health-check budget), the endpoint policy, the resolved hostnames and
 // the Addresses objects (by UID and resourceVersion, or their content when they have none).
 func fingerprint(in *Input, opts Options) ([sha256.Size]byte, error) {
 	opts.MaxEndpoints = 0
+	// The health-check budget applies to the assembled configuration (budgetHealthChecks),
+	// never to one LoadBalancer's piece: a tenant's share changing with the number of
+	// tenants re-translates nothing.
+	opts.HealthCheckProbesPerSecond, opts.HealthCheckProxies = 0, 0
 	h := sha256.New()
 	fmt.Fprintf(h, "%q;%#v;", in.Tenant, opts)
 	enc := json.NewEncoder(h)

@@ -83,6 +83,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
 	t.gateways()
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
+	all = append(all, budgetHealthChecks(cfg, t.opts)...)
 	all.Sort()
 	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }

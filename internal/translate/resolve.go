@@ -1,8 +1,10 @@
 package translate
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -18,8 +20,11 @@ const ReasonHostnameNotResolved = "HostnameNotResolved"
 type Resolved struct {
 	// Addrs are the addresses the name resolved to.
 	Addrs []netip.Addr `json:"addrs,omitempty"`
-	// Error says why the name has no addresses (not found, timed out, over a limit).
+	// Error says why the name has no addresses (not found, timed out, over a limit), in
+	// words the tenant may read: never the hub's resolver addresses.
 	Error string `json:"error,omitempty"`
+	// Detail is the resolver's own error, for the manager's log only (ir.Problem.Detail).
+	Detail string `json:"detail,omitempty"`
 }
 
 // EndpointHostnames lists the hostname endpoints of the input (in Addresses objects and in
@@ -55,13 +60,22 @@ func EndpointHostnames(in *Input) []string {
 	return slices.Compact(names)
 }
 
+// DeniedByPolicy is how a problem a tenant reads says that the endpoint policy refused an
+// address: it never names the rule, since the hub's own ranges (Service and Pod CIDRs, node
+// addresses) and what the hub's DNS answered are not the tenant's to know. The manager's log
+// has the detail (ir.Problem.Detail).
+const DeniedByPolicy = "denied by the hub's endpoint policy"
+
 // endpointIPs turns one parsed endpoint address (parseAddress: ip is invalid for a hostname)
-// into the IPs that may be used: the IP itself unless the policy denies it, or for a hostname each address it resolved to (Input.Resolved)
-// that the policy allows. Every left-out address is reported through problem.
-func endpointIPs(in *Input, pol *policy, ep ir.Endpoint, ip netip.Addr, problem func(reason, format string, args ...any)) []string {
+// into the IPs that may be used: the IP itself unless the policy denies it, or for a hostname
+// each address it resolved to (Input.Resolved) that the policy allows. Every left-out address
+// is reported through problem: the message names only what the tenant wrote; the detail
+// (for the manager's log) names the rule and the resolved addresses.
+func endpointIPs(in *Input, pol *policy, ep ir.Endpoint, ip netip.Addr, problem func(reason, detail, format string, args ...any)) []string {
 	if ip.IsValid() {
 		if d := pol.denied(ip); d != nil {
-			problem(ReasonEndpointDenied, "endpoint address %s is denied by %s (%s); left out", ep.Address, d.Prefix, d.Source)
+			problem(ReasonEndpointDenied, fmt.Sprintf("%s is denied by %s (%s)", ep.Address, d.Prefix, d.Source),
+				"endpoint address %s is %s; left out", ep.Address, DeniedByPolicy)
 			return nil
 		}
 		return []string{ep.Address}
@@ -72,21 +86,30 @@ func endpointIPs(in *Input, pol *policy, ep ir.Endpoint, ip netip.Addr, problem 
 		if r.Error != "" {
 			why = "resolving it failed: " + truncate(r.Error)
 		}
-		problem(ReasonHostnameNotResolved, "endpoint hostname %s has no address (%s); left out", truncate(ep.Address), why)
+		problem(ReasonHostnameNotResolved, r.Detail, "endpoint hostname %s has no address (%s); left out", truncate(ep.Address), why)
 		return nil
 	}
 	out := make([]string, 0, len(r.Addrs))
+	var denied, unusable []string
 	for _, a := range r.Addrs {
 		a = a.Unmap()
 		if !a.IsValid() || a.Zone() != "" || a.IsUnspecified() {
-			problem(ReasonInvalidAddress, "endpoint hostname %s resolves to %s, which is not a usable address; left out", truncate(ep.Address), a)
+			unusable = append(unusable, a.String())
 			continue
 		}
 		if d := pol.denied(a); d != nil {
-			problem(ReasonEndpointDenied, "endpoint hostname %s resolves to %s, which is denied by %s (%s); left out", truncate(ep.Address), a, d.Prefix, d.Source)
+			denied = append(denied, fmt.Sprintf("%s is denied by %s (%s)", a, d.Prefix, d.Source))
 			continue
 		}
 		out = append(out, a.String())
+	}
+	if len(unusable) > 0 {
+		problem(ReasonInvalidAddress, fmt.Sprintf("%s resolves to %s", ep.Address, strings.Join(unusable, ", ")),
+			"endpoint hostname %s resolves to addresses that are not usable; they are left out", truncate(ep.Address))
+	}
+	if len(denied) > 0 {
+		problem(ReasonEndpointDenied, fmt.Sprintf("%s resolves to: %s", ep.Address, strings.Join(denied, "; ")),
+			"endpoint hostname %s resolves to addresses %s; they are left out", truncate(ep.Address), DeniedByPolicy)
 	}
 	return out
 }

@@ -126,6 +126,15 @@ type Options struct {
 	// first; the rest get fewer or none, and their objects are told (QuotaExceeded). Zero
 	// keeps them all. Not yet set by the manager: no limit of the API carries it.
 	MaxEndpoints int
+	// HealthCheckProbesPerSecond is the tenant's health-check budget: the most active
+	// health-check probes per second all its proxies together may send (each proxy checks
+	// every endpoint of every checked cluster once per interval). Over it, intervals are
+	// stretched, and for the largest clusters checks turned off (HealthCheckThrottled).
+	// Zero: no budget.
+	HealthCheckProbesPerSecond int
+	// HealthCheckProxies is the number of proxies of the tenant's fleet, each of which
+	// checks every endpoint; default 1.
+	HealthCheckProxies int
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each

@@ -621,6 +621,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	if changed {
+		// What the tenant may not read (the rule that denied an endpoint, what the hub's
+		// DNS answered) is logged for the platform team, once per change of the snapshot.
+		for _, p := range problems {
+			if p.Detail != "" {
+				log.Info("Endpoint left out", "object", p.Object.String(), "reason", p.Reason, "detail", p.Detail)
+			}
+		}
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(cfg.Listeners), "problems", len(problems)+len(b.problems),
 			"translated", cache.front.Stats.Translated, "reused", cache.front.Stats.Reused,
@@ -804,6 +811,13 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	// endpoints at the limit, so an oversized input never costs more than what is kept.
 	in.Options.MaxEndpointsPerCluster = set.Limits.EndpointsPerCluster
 	in.Options.MaxEndpoints = set.Limits.Endpoints
+	// The health-check budget: the tenant's own, at most its share of the hub's total.
+	budget, err := HealthCheckBudget(ctx, c, set.Limits)
+	if err != nil {
+		return translate.Input{}, scope, err
+	}
+	in.Options.HealthCheckProbesPerSecond = budget
+	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	scope.HeldObjects = map[ir.ObjectRef]int64{}
 	verdict := quota.Admission(tenant, lbs.Items, routes.Items, set)
 	hold := func(kind, name string, generation int64, reason, msg string) {

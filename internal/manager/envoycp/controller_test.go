@@ -340,12 +340,19 @@ func TestReconcileEndpointPolicy(t *testing.T) {
 				denied++
 				found := false
 				for addr, rule := range tc.reasons {
-					if strings.Contains(p.Message, "address "+addr+" ") && strings.Contains(p.Message, rule) {
+					// The tenant reads the message: its own address and no rule; the rule is
+					// in the detail, for the manager's log.
+					if strings.Contains(p.Message, "address "+addr+" is "+translate.DeniedByPolicy) && strings.Contains(p.Detail, rule) {
 						found = true
 					}
 				}
 				if !found {
-					t.Errorf("problem %q names none of %v", p.Message, tc.reasons)
+					t.Errorf("problem %q (detail %q) names none of %v", p.Message, p.Detail, tc.reasons)
+				}
+				for _, hub := range []string{"10.96.0.0", "10.244.1.0", "192.168.0.10/32", "hub ", "/"} {
+					if strings.Contains(p.Message, hub) {
+						t.Errorf("the tenant's message %q reveals %q", p.Message, hub)
+					}
 				}
 			}
 			if denied != len(tc.reasons) {

@@ -165,6 +165,8 @@ func TestBuildInput(t *testing.T) {
 	// The options given, with the tenant's endpoint limits (the defaults here).
 	wantOpts := opts
 	wantOpts.MaxEndpointsPerCluster, wantOpts.MaxEndpoints = int(settings.DefaultLimitEndpointsPerCluster), int(settings.DefaultLimitEndpoints)
+	// And its health-check budget (a few tenants: the whole default) for the default fleet.
+	wantOpts.HealthCheckProbesPerSecond, wantOpts.HealthCheckProxies = int(settings.DefaultLimitHealthCheckProbesPerSecond), int(settings.DefaultEnvoyReplicas)
 	if in.Tenant != ns || in.Options != wantOpts {
 		t.Errorf("tenant %q options %+v, want %+v", in.Tenant, in.Options, wantOpts)
 	}

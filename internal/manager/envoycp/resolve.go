@@ -229,7 +229,7 @@ func (n *names) run(tenant string, tn *tenantNames, name string) {
 	case !isNotFound(err) && len(prev.good) > 0:
 		a.res, a.good = translate.Resolved{Addrs: prev.good}, prev.good
 	default:
-		a.res = translate.Resolved{Error: err.Error()}
+		a.res = translate.Resolved{Error: tenantSafe(err), Detail: err.Error()}
 	}
 	tn.answers[name] = a
 	if !had || prev.res.Error != a.res.Error || !slices.Equal(prev.res.Addrs, a.res.Addrs) {
@@ -302,7 +302,7 @@ func (n *names) lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	addrs = slices.Compact(addrs)
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("lookup %s: no addresses", name)
+		return nil, fmt.Errorf("lookup %s: %w", name, errNoAddresses)
 	}
 	return addrs[:min(len(addrs), MaxResolvedAddrs)], nil
 }
@@ -321,6 +321,26 @@ func (n *names) forget(tenant string) {
 }
 
 // isNotFound reports whether err says the name does not exist.
+// tenantSafe says why a lookup failed in words the tenant may read: the resolver's own error
+// names the hub's DNS server ("lookup x on 10.96.0.10:53: ..."), which stays in the
+// manager's log (translate.Resolved.Detail).
+func tenantSafe(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case isNotFound(err):
+		return "no such host"
+	case errors.As(err, &dnsErr) && dnsErr.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "the lookup timed out"
+	case errors.Is(err, errNoAddresses):
+		return "no addresses"
+	default:
+		return "the lookup failed"
+	}
+}
+
+// errNoAddresses: the name exists but has no address.
+var errNoAddresses = errors.New("no addresses")
+
 func isNotFound(err error) bool {
 	var dnsErr *net.DNSError
 	return errors.As(err, &dnsErr) && dnsErr.IsNotFound

@@ -169,8 +169,12 @@ func TestReconcileResolvesHostnames(t *testing.T) {
 		t.Errorf("served %v, want [10.0.0.1]", got)
 	}
 	ps := problems()
-	if len(ps) != 1 || !strings.HasPrefix(ps[0], translate.ReasonEndpointDenied+": endpoint hostname evil.example.com resolves to 169.254.169.254") {
-		t.Errorf("problems %q, want one EndpointDenied naming evil.example.com and 169.254.169.254", ps)
+	// The tenant reads its own name and the policy's verdict, not what the hub's DNS answered.
+	if len(ps) != 1 || ps[0] != translate.ReasonEndpointDenied+": endpoint hostname evil.example.com resolves to addresses "+translate.DeniedByPolicy+"; they are left out" {
+		t.Errorf("problems %q, want one EndpointDenied naming evil.example.com and nothing of the hub", ps)
+	}
+	if d := store.Get("tenant-h").Problems[0].Detail; !strings.Contains(d, "169.254.169.254 is denied by 169.254.0.0/16 (default)") {
+		t.Errorf("detail %q, want the resolved address and the rule (for the manager's log)", d)
 	}
 
 	// The next resolution finds a new address: the snapshot follows.
@@ -269,8 +273,72 @@ func TestResolveWithTheRealResolver(t *testing.T) {
 		}
 	}
 	if !slices.ContainsFunc(problems, func(p ir.Problem) bool {
-		return p.Reason == translate.ReasonEndpointDenied && strings.Contains(p.Message, "localhost resolves to 127.0.0.1")
+		return p.Reason == translate.ReasonEndpointDenied && strings.Contains(p.Message, "localhost resolves to addresses "+translate.DeniedByPolicy) &&
+			!strings.Contains(p.Message, "127.0.0.1") && strings.Contains(p.Detail, "127.0.0.1 is denied by 127.0.0.0/8")
 	}) {
 		t.Errorf("problems %v, want EndpointDenied for localhost → 127.0.0.1", problems)
+	}
+}
+
+// startServfailDNS starts a DNS server on loopback that answers every query with SERVFAIL;
+// it returns its address. It stops with the test.
+func startServfailDNS(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			q := buf[:n]
+			if len(q) < 12 {
+				continue
+			}
+			// The header and the question only: QR set, RCODE 2 (SERVFAIL), no records.
+			end := 12
+			for end < len(q) && q[end] != 0 {
+				end += int(q[end]) + 1
+			}
+			end += 5 // the root label, QTYPE, QCLASS
+			if end > len(q) {
+				continue
+			}
+			resp := append([]byte(nil), q[:end]...)
+			resp[2] |= 0x80
+			resp[3] = resp[3]&0xf0 | 2
+			resp[6], resp[7], resp[8], resp[9], resp[10], resp[11] = 0, 0, 0, 0, 0, 0
+			_, _ = pc.WriteTo(resp, from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
+// TestResolveFailureHidesTheHubResolver: a name the hub's DNS fails on is reported to the
+// tenant without the resolver's own error, which names the hub's DNS server; the manager's
+// log keeps it (Resolved.Detail, then ir.Problem.Detail).
+func TestResolveFailureHidesTheHubResolver(t *testing.T) {
+	t.Parallel()
+	server := startServfailDNS(t)
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", server)
+	}}
+	got := resolveNow(t, newNames(res), "tenant-b", []string{"probe.example.com"})
+	r := got["probe.example.com"]
+	var dnsErr *net.DNSError
+	if _, err := res.LookupNetIP(context.Background(), "ip", "probe.example.com"); !errors.As(err, &dnsErr) || dnsErr.Server == "" {
+		t.Fatalf("the resolver's error %v names no server", err)
+	}
+	if r.Error != "the lookup failed" || strings.Contains(r.Error, dnsErr.Server) {
+		t.Errorf("the tenant reads %q; want %q and never the hub's DNS server %s", r.Error, "the lookup failed", dnsErr.Server)
+	}
+	if !strings.Contains(r.Detail, dnsErr.Server) {
+		t.Errorf("the manager's detail %q does not name the DNS server %s", r.Detail, dnsErr.Server)
 	}
 }

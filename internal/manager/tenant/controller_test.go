@@ -238,6 +238,20 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 		}
 	})
 
+	t.Run("token audiences on the namespace", func(t *testing.T) {
+		// The chart's admission policy allows the tenant's own TokenRequests only for these.
+		want, err := tokenAudiences(kubeconfigToken(secretA.Data[kubelbv1alpha1.CCMKubeconfigSecretKey]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := &corev1.Namespace{}
+		if err := c.Get(bg, types.NamespacedName{Name: "tenant-a"}, ns); err != nil {
+			t.Fatal(err)
+		}
+		if got := ns.Annotations[AnnotationTokenAudiences]; got != strings.Join(want, " ") || got == "" {
+			t.Errorf("namespace tenant-a: %s=%q, want the audiences of the ccm's token %q", AnnotationTokenAudiences, got, want)
+		}
+	})
 	t.Run("ccm may do its job in its namespace", func(t *testing.T) { checkAllowed(t, ccmA, ccmACfg) })
 	t.Run("ccm may do nothing else", func(t *testing.T) { checkForbidden(t, ccmA) })
 	t.Run("exact permissions", func(t *testing.T) { checkExactRules(t, ccmA) })

@@ -418,6 +418,9 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		life = tokenLifetime{IssuedAt: now.Truncate(time.Second), ExpiresAt: tr.Status.ExpirationTimestamp.Time}
 	}
 
+	if err := r.ensureTokenAudiences(ctx, ns, token); err != nil {
+		return transient(err)
+	}
 	kubeconfig, err := RenderKubeconfig(hub, ns, token)
 	if err != nil {
 		return transient(err)

@@ -64,6 +64,9 @@ type goldenOptions struct {
 	MaxConnectionsPerCluster uint32            `json:"maxConnectionsPerCluster,omitempty"`
 	UDPSessionIdleTimeout    metav1.Duration   `json:"udpSessionIdleTimeout,omitempty"`
 	HealthCheck              goldenHealthCheck `json:"healthCheck,omitempty"`
+	// The tenant's health-check budget and the proxies of its fleet.
+	HealthCheckProbesPerSecond int `json:"healthCheckProbesPerSecond,omitempty"`
+	HealthCheckProxies         int `json:"healthCheckProxies,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -102,6 +105,8 @@ func (g goldenInput) input() translate.Input {
 				HealthyThreshold:   g.Options.HealthCheck.HealthyThreshold,
 				NoTrafficInterval:  g.Options.HealthCheck.NoTrafficInterval.Duration,
 			},
+			HealthCheckProbesPerSecond: g.Options.HealthCheckProbesPerSecond,
+			HealthCheckProxies:         g.Options.HealthCheckProxies,
 		},
 	}
 	for _, a := range g.Addresses {
