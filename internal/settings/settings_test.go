@@ -66,7 +66,7 @@ func TestAnnotations(t *testing.T) {
 			}},
 			want: map[string]string{"external-dns.alpha.kubernetes.io/hostname": "a.example.com"},
 		},
-		"all but denied, over defaults": {
+		"all but denied and steering, over defaults": {
 			settings: kubelbv1alpha1.AnnotationSettings{
 				PropagateAllAnnotations: ptr.To(true),
 				DeniedAnnotations:       []string{"secret"},
@@ -74,9 +74,18 @@ func TestAnnotations(t *testing.T) {
 					"all": {"owner": "platform", "team": "default"}, "service": {"svc": "yes"}, "ingress": {"ing": "no"},
 				},
 			},
+			want: map[string]string{"team": "x", "owner": "platform", "svc": "yes"},
+		},
+		"all, with steering the platform team allows (a prefix, a key) or lists": {
+			settings: kubelbv1alpha1.AnnotationSettings{
+				PropagateAllAnnotations:    ptr.To(true),
+				DeniedAnnotations:          []string{"secret"},
+				AllowedSteeringAnnotations: []string{"metallb.universe.tf/", "kube-vip.io/loadbalancerIPs"},
+				PropagatedAnnotations:      &map[string]string{"external-dns.alpha.kubernetes.io/hostname": "a.example.com"},
+			},
 			want: map[string]string{
 				"external-dns.alpha.kubernetes.io/hostname": "a.example.com", "team": "x",
-				"metallb.universe.tf/address-pool": "public", "owner": "platform", "svc": "yes",
+				"metallb.universe.tf/address-pool": "public",
 			},
 		},
 	}
@@ -87,6 +96,40 @@ func TestAnnotations(t *testing.T) {
 				t.Fatalf("-want +got:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSteeringAnnotations: every known prefix (and a subdomain of one) is steering; the
+// keys dropped by propagateAllAnnotations are listed, sorted, but not those the platform
+// team allows, lists or denies anyway.
+func TestSteeringAnnotations(t *testing.T) {
+	for _, k := range []string{"metallb.universe.tf/loadBalancerIPs", "metallb.io/ip-allocated-from-pool", "kube-vip.io/loadbalancerIPs",
+		"external-dns.alpha.kubernetes.io/hostname", "service.beta.kubernetes.io/aws-load-balancer-eip-allocations",
+		"lbipam.cilium.io/ips", "io.cilium/lb-ipam-ips", "io.cilium.foo/x", "purelb.io/addresses", "networking.gke.io/load-balancer-ip-addresses",
+		"a.metallb.universe.tf/x"} {
+		if !IsSteeringAnnotation(k) {
+			t.Errorf("%s is not steering", k)
+		}
+	}
+	for _, k := range []string{"team", "example.com/metallb.universe.tf", "metallb.universe.tf.example.com/x", "prometheus.io/scrape"} {
+		if IsSteeringAnnotation(k) {
+			t.Errorf("%s is steering", k)
+		}
+	}
+	tn := Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+		PropagateAllAnnotations:    ptr.To(true),
+		AllowedSteeringAnnotations: []string{"kube-vip.io/"},
+		PropagatedAnnotations:      &map[string]string{"purelb.io/service-group": ""},
+		DeniedAnnotations:          []string{"lbipam.cilium.io/ips"},
+	}}
+	got := tn.DroppedSteeringAnnotations(map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.0.1", "kube-vip.io/loadbalancerIPs": "10.0.0.1",
+		"purelb.io/service-group": "a", "lbipam.cilium.io/ips": "10.0.0.1", "external-dns.alpha.kubernetes.io/hostname": "x", "team": "a"})
+	if diff := cmp.Diff([]string{"external-dns.alpha.kubernetes.io/hostname", "metallb.universe.tf/loadBalancerIPs"}, got); diff != "" {
+		t.Errorf("dropped (-want +got):\n%s", diff)
+	}
+	tn.AnnotationSettings.PropagateAllAnnotations = nil
+	if got := tn.DroppedSteeringAnnotations(map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.0.1"}); got != nil {
+		t.Errorf("dropped %v without propagateAllAnnotations", got)
 	}
 }
 
@@ -178,7 +221,7 @@ func TestResolveDNSAndCertificates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got := Resolve(tc.config, tc.tenant)
-			if got.DNS != tc.dns || got.UseDNSAnnotations != tc.annotation || got.DefaultClusterIssuer != tc.issuer {
+			if got.DNS.WildcardDomain != tc.dns.WildcardDomain || got.DNS.AllowExplicitHostnames != tc.dns.AllowExplicitHostnames || got.UseDNSAnnotations != tc.annotation || got.DefaultClusterIssuer != tc.issuer {
 				t.Fatalf("got DNS %+v, useDNSAnnotations %v, issuer %q; want %+v, %v, %q",
 					got.DNS, got.UseDNSAnnotations, got.DefaultClusterIssuer, tc.dns, tc.annotation, tc.issuer)
 			}
@@ -192,7 +235,7 @@ func TestResolveLimits(t *testing.T) {
 		LoadBalancers: i32(50), Routes: i32(60),
 	}}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{
-		Routes: i32(0), EndpointsPerCluster: i32(7),
+		Routes: i32(0), EndpointsPerCluster: i32(7), NodePorts: i32(12),
 	}}}
 	for _, tc := range []struct {
 		name   string
@@ -200,9 +243,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000, 500000}},
-		{"config", config, nil, Limits{50, 60, 500, 1000, 500000}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 7, 500000}},
+		{"defaults", nil, nil, Limits{1000, 1000, 500, 256, 1000, 500000}},
+		{"config", config, nil, Limits{50, 60, 500, 256, 1000, 500000}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 12, 7, 500000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {

@@ -114,6 +114,8 @@ type Reconciler struct {
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
+	// dropped is the steering annotation keys last told of per LoadBalancer (joined by ",").
+	dropped map[types.NamespacedName]string
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -161,6 +163,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
 		deleting:  map[types.NamespacedName]types.UID{},
+		dropped:   map[types.NamespacedName]string{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
@@ -187,6 +190,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(manager.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
 			builder.WithPredicates(quotaInputChanged())).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+				return ok && lb.Spec.Hostname != ""
+			}))).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
@@ -308,7 +316,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
 	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
-	typ, supported := hubServiceType(lb)
+	typ, supported := hubServiceType(lb, tenant.AllocateNodePorts)
 	if !supported {
 		out.unsupportedType = lb.Spec.Type
 	}
@@ -347,6 +355,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err != nil {
 			return 0, err
 		}
+		r.warnDroppedAnnotations(lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
 		if isIPFamilyRefusal(out.serviceErr) {
 			// Not retried with backoff: nothing changes until the LoadBalancer (the tenant
 			// Service) or the hub's Service range does; a change of the first reconciles
@@ -445,7 +454,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable, ReasonNodePortsNotAllowed:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
@@ -601,12 +610,64 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.written, lb)
+	delete(r.dropped, lb)
 	if _, ok := r.known[lb]; ok {
 		delete(r.known, lb)
 		r.perNS[lb.Namespace]--
 		r.reportLoadBalancersLocked(lb.Namespace)
 	}
 }
+
+// warnDroppedAnnotations emits a Warning Event on the LoadBalancer naming the annotations
+// propagateAllAnnotations did not copy onto its hub Service because they steer a hub load
+// balancer or DNS (settings.SteeringAnnotationPrefixes), once per set of keys (this
+// manager's memory: a restart tells again once).
+func (r *Reconciler) warnDroppedAnnotations(lb *kubelbv1alpha1.LoadBalancer, dropped []string) {
+	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	keys := strings.Join(dropped, ",")
+	r.mu.Lock()
+	told := r.dropped[owner] == keys
+	if keys == "" {
+		delete(r.dropped, owner)
+	} else {
+		r.dropped[owner] = keys
+	}
+	r.mu.Unlock()
+	if told || keys == "" {
+		return
+	}
+	shown := dropped
+	if len(shown) > 10 {
+		shown = shown[:10]
+	}
+	r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile",
+		"%d annotation(s) not copied to the hub Service: they steer the hub's load balancer or DNS, which the platform team has not allowed (allowedSteeringAnnotations of the Tenant or Config): %s",
+		len(dropped), strings.Join(shown, ", "))
+}
+
+// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname (created, changed,
+// deleted: the old and the new object of an update both come here) to the LoadBalancers of
+// other tenants asking for the same hostname: one of them may now hold it, or lose it.
+func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, reconcile.Request{NamespacedName: k})
+	}
+	return out
+}
+
+// ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
+// steering annotations were not copied to its hub Service.
+const ReasonAnnotationsDropped = "AnnotationsDropped"
 
 // remember counts a LoadBalancer for the per-tenant gauge.
 func (r *Reconciler) remember(lb types.NamespacedName) {

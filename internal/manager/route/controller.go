@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +51,6 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -129,6 +129,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.NewPredicateFuncs(isRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(hostnameInputChanged())).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
+			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(func(o client.Object) bool {
+				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+				return ok && lb.Spec.Hostname != ""
+			}))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -410,7 +415,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	// Most LoadBalancer changes concern no Route and no Ingress Service: in a tenant without
 	// Routes, LoadBalancer hostnames and an Ingress Service there is nothing to decide (a
 	// tenant of 10 000 LoadBalancers would otherwise be walked for each one created).
-	if tenant.DNS == (translate.DNS{}) {
+	if tenant.DNS.IsZero() {
 		routes := &kubelbv1alpha1.RouteList{}
 		if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("listing the Routes of %s: %w", namespace, err)
@@ -442,7 +447,7 @@ func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
 // settings; invalid ones left out), sorted and without repeats. None when load balancing is
 // disabled for the tenant.
 func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant, verdict quota.Verdict) ([]string, error) {
-	if tenant.DisableLoadBalancer || (tenant.DNS == translate.DNS{}) {
+	if tenant.DisableLoadBalancer || tenant.DNS.IsZero() {
 		return nil, nil
 	}
 	list := &kubelbv1alpha1.LoadBalancerList{}
@@ -451,9 +456,18 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 	}
 	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
 	for i := range list.Items {
-		if verdict.Admitted(quota.KindLoadBalancer, list.Items[i].Name) {
-			admitted = append(admitted, list.Items[i])
+		lb := &list.Items[i]
+		if !verdict.Admitted(quota.KindLoadBalancer, lb.Name) {
+			continue
 		}
+		// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
+		// controller, a certificate).
+		if held, err := manager.HostnameHeldElsewhere(ctx, r.client, r.opts.Namespace, lb, manager.ExplicitHostname(lb)); err != nil {
+			return nil, err
+		} else if held {
+			continue
+		}
+		admitted = append(admitted, *lb)
 	}
 	return LoadBalancerHostnames(admitted, settings.TenantName(namespace), tenant.DNS), nil
 }
@@ -717,6 +731,29 @@ func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reco
 // ({Namespace: <its namespace>, Name: ""}).
 func tenantIngressRequest(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+}
+
+// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the Ingress
+// Services of the other tenants with a LoadBalancer of the same hostname: which of them holds
+// it (and gets its DNS record) may have changed.
+func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, k := range keys {
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: k.Namespace}}
+		if !slices.Contains(out, req) {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 // hostnameInputChanged passes LoadBalancer creates, deletes and updates of what its hostname
