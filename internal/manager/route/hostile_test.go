@@ -208,3 +208,52 @@ func waitLBEvent(t *testing.T, c client.Client, ns, name, reason string) {
 		return fmt.Errorf("no event")
 	})
 }
+
+// TestHostileTenantGatewaySteeringAnnotations (issue 26): with propagateAllAnnotations on,
+// the attacker's Gateway carries MetalLB and external-dns annotations naming the victim's
+// address and hostname. Today they reached the Gateway's hub Service. Asserted: the hub
+// Service carries none of them (an innocent one passes) and the Route gets one
+// AnnotationsDropped Warning Event.
+func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &kubelbv1alpha1.Config{
+		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
+		Spec: kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+			PropagateAllAnnotations: ptr.To(true)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, c, "tenant-b")
+	startManager(t, hub, freeRange(t, 8))
+
+	steering := map[string]string{
+		"metallb.universe.tf/loadBalancerIPs":       "192.0.2.10",
+		"external-dns.alpha.kubernetes.io/hostname": "shop.example.org",
+	}
+	rt := gatewayRoute("tenant-b", "gw", listener("http", 80, "HTTP"))
+	annotations := map[string]string{"team": "b"}
+	for k, v := range steering {
+		annotations[k] = v
+	}
+	rt.Spec.Source.Kubernetes.Route.SetAnnotations(annotations)
+	if err := c.Create(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	svc := waitService(t, c, "tenant-b", GatewayServiceName("gw"), func(s *corev1.Service) error {
+		if s.Annotations["team"] != "b" {
+			return fmt.Errorf("annotations %v", s.Annotations)
+		}
+		return nil
+	})
+	for k := range steering {
+		if v, ok := svc.Annotations[k]; ok {
+			t.Errorf("the Gateway's hub Service carries %s=%s", k, v)
+		}
+	}
+	waitEvent(t, c, "tenant-b", "gw", ReasonAnnotationsDropped)
+}
