@@ -253,9 +253,10 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 // totals are what the tracker adds up of one namespace's objects (those not being deleted),
 // under settings that enable everything and make no LoadBalancer hostnames.
 type totals struct {
-	loadBalancers, routes int
-	lbPorts, routePorts   int
-	ingresses             int // Routes that share the Ingress Service
+	loadBalancers, routes       int
+	lbPorts, routePorts         int
+	lbNodePorts, routeNodePorts int // with allocateNodePorts on
+	ingresses                   int // Routes that share the Ingress Service
 }
 
 // tracked is what the tracker knows of one object: the version it saw last and its Object
@@ -290,9 +291,11 @@ func (tr *tracker) set(uid types.UID, now *tracked) {
 		if f.obj.Kind == KindLoadBalancer {
 			t.loadBalancers += sign
 			t.lbPorts += sign * f.obj.Ports
+			t.lbNodePorts += sign * f.obj.NodePorts
 		} else {
 			t.routes += sign
 			t.routePorts += sign * f.obj.Ports
+			t.routeNodePorts += sign * f.obj.NodePorts
 			if f.obj.Shared != "" {
 				t.ingresses += sign
 			}
@@ -311,6 +314,10 @@ func (tr *tracker) set(uid types.UID, now *tracked) {
 	}
 }
 
+// trackerSettings are the neutral settings the tracker counts under: everything enabled, no
+// hostnames, hub NodePorts on (fits drops them when the tenant has them off).
+var trackerSettings = settings.Tenant{AllocateNodePorts: true}
+
 // observe is the event handler's view of one object (nil: gone).
 func (tr *tracker) observe(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -319,11 +326,11 @@ func (tr *tracker) observe(obj any) {
 	switch o := obj.(type) {
 	case *kubelbv1alpha1.LoadBalancer:
 		f := tracked{namespace: o.Namespace, resourceVersion: o.ResourceVersion}
-		f.obj, f.ok = loadBalancerObject(o, settings.Tenant{})
+		f.obj, f.ok = loadBalancerObject(o, trackerSettings)
 		tr.set(o.UID, &f)
 	case *kubelbv1alpha1.Route:
 		f := tracked{namespace: o.Namespace, resourceVersion: o.ResourceVersion}
-		f.obj, f.ok = routeObject(o, settings.Tenant{})
+		f.obj, f.ok = routeObject(o, trackerSettings)
 		tr.set(o.UID, &f)
 	}
 }
@@ -381,8 +388,19 @@ func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, bool) {
 		ports += IngressServicePorts
 	}
 	l := t.Limits
-	// Hub NodePorts are at most one per listener port, and none without allocateNodePorts
-	// (quota.Object.NodePorts).
-	nodePortsFit := !t.AllocateNodePorts || ports <= l.NodePorts
+	// Hub NodePorts: none without allocateNodePorts (quota.Object.NodePorts).
+	nodePorts := 0
+	if t.AllocateNodePorts {
+		if !t.DisableLoadBalancer {
+			nodePorts += sum.lbNodePorts
+		}
+		if !t.DisableGatewayAPI {
+			nodePorts += sum.routeNodePorts
+		}
+		if !t.DisableIngress && sum.ingresses > 0 {
+			nodePorts += IngressServicePorts
+		}
+	}
+	nodePortsFit := nodePorts <= l.NodePorts
 	return ports, sum.loadBalancers <= l.LoadBalancers && sum.routes <= l.Routes && ports <= l.ListenerPorts && nodePortsFit
 }
