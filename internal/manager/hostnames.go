@@ -21,45 +21,87 @@ func ExplicitHostname(lb *kubelbv1alpha1.LoadBalancer) string {
 }
 
 // HostnameHeldElsewhere reports whether host, the explicit hostname (spec.hostname) of lb,
-// is held by a LoadBalancer of another tenant: one hub-wide owner per hostname, the oldest
-// claim (creation time, then namespace, then name) whose own tenant lets it have the
-// hostname (translate.LoadBalancerHostname under that tenant's settings). Claims of tenants
-// that may not have the hostname never hold it, so a tenant without explicit hostnames
-// cannot block one. It is derived from the hub's objects alone (c, a cache of every tenant
-// namespace's LoadBalancers; managerNamespace holds the Config), so every replica and every
-// restart agree. Conflicts within a tenant are the caller's.
+// is held by a LoadBalancer of another tenant (HostnamesHeldElsewhere).
 func HostnameHeldElsewhere(ctx context.Context, c client.Reader, managerNamespace string, lb *kubelbv1alpha1.LoadBalancer, host string) (bool, error) {
-	if host == "" {
+	if host == "" || host != ExplicitHostname(lb) {
 		return false, nil
+	}
+	held, err := HostnamesHeldElsewhere(ctx, c, managerNamespace, []*kubelbv1alpha1.LoadBalancer{lb})
+	return held[lb.Name], err
+}
+
+// HostnamesHeldElsewhere returns the names of the LoadBalancers of mine (all of one tenant
+// namespace) whose explicit hostname is held by a LoadBalancer of another tenant: one owner
+// per hostname hub-wide, the oldest claim (creation time, then namespace, then name) whose
+// own tenant lets it have the hostname (translate.LoadBalancerHostname under that tenant's
+// settings). Claims of tenants that may not have the hostname never hold it, so a tenant
+// without explicit hostnames cannot block one. It is derived from the hub's objects alone
+// (c, a cache of every namespace's LoadBalancers, listed once; managerNamespace holds the
+// Config), so every replica and every restart agree. Conflicts within a tenant are the
+// caller's.
+func HostnamesHeldElsewhere(ctx context.Context, c client.Reader, managerNamespace string, mine []*kubelbv1alpha1.LoadBalancer) (map[string]bool, error) {
+	wanted := map[string][]*kubelbv1alpha1.LoadBalancer{}
+	for _, lb := range mine {
+		if h := ExplicitHostname(lb); h != "" {
+			wanted[h] = append(wanted[h], lb)
+		}
+	}
+	if len(wanted) == 0 {
+		return nil, nil
 	}
 	all := &kubelbv1alpha1.LoadBalancerList{}
 	if err := c.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing LoadBalancers: %w", err)
+		return nil, fmt.Errorf("listing LoadBalancers: %w", err)
 	}
 	older := func(a, b *kubelbv1alpha1.LoadBalancer) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	}
-	var claims []*kubelbv1alpha1.LoadBalancer
+	claims := map[string][]*kubelbv1alpha1.LoadBalancer{} // by hostname: other tenants' claims
 	for i := range all.Items {
 		o := &all.Items[i]
-		if o.Namespace == lb.Namespace || !o.DeletionTimestamp.IsZero() || !strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) ||
-			ExplicitHostname(o) != host || older(o, lb) >= 0 {
+		if o.Spec.Hostname == "" || o.Namespace == mine[0].Namespace || !o.DeletionTimestamp.IsZero() ||
+			!strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) {
 			continue
 		}
-		claims = append(claims, o)
+		if h := ExplicitHostname(o); wanted[h] != nil {
+			claims[h] = append(claims[h], o)
+		}
 	}
-	slices.SortFunc(claims, older)
-	for _, o := range claims {
+	dns := map[string]translate.DNS{} // by tenant, loaded once
+	valid := func(o *kubelbv1alpha1.LoadBalancer, host string) (bool, error) {
 		tenantName := settings.TenantName(o.Namespace)
-		t, err := settings.Load(ctx, c, managerNamespace, tenantName)
-		if err != nil {
-			return false, err
+		d, ok := dns[tenantName]
+		if !ok {
+			t, err := settings.Load(ctx, c, managerNamespace, tenantName)
+			if err != nil {
+				return false, err
+			}
+			d, dns[tenantName] = t.DNS, t.DNS
 		}
-		if h, err := translate.LoadBalancerHostname(o, tenantName, t.DNS); err == nil && h == host {
-			return true, nil
+		h, err := translate.LoadBalancerHostname(o, tenantName, d)
+		return err == nil && h == host, nil
+	}
+	held := map[string]bool{}
+	for host, cs := range claims {
+		slices.SortFunc(cs, older)
+		// The oldest valid claim of the other tenants; each of mine younger than it loses.
+		for _, o := range cs {
+			ok, err := valid(o, host)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			for _, lb := range wanted[host] {
+				if older(o, lb) < 0 {
+					held[lb.Name] = true
+				}
+			}
+			break
 		}
 	}
-	return false, nil
+	return held, nil
 }
 
 // LoadBalancersWithHostname returns the LoadBalancers (all namespaces but except's) whose

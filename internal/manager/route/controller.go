@@ -460,19 +460,21 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
 	}
 	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
+	mine := make([]*kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
+	for i := range list.Items {
+		mine = append(mine, &list.Items[i])
+	}
+	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
+	// controller, a certificate).
+	held, err := manager.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
+	if err != nil {
+		return nil, err
+	}
 	for i := range list.Items {
 		lb := &list.Items[i]
-		if !verdict.Admitted(quota.KindLoadBalancer, lb.Name) {
-			continue
+		if verdict.Admitted(quota.KindLoadBalancer, lb.Name) && !held[lb.Name] {
+			admitted = append(admitted, *lb)
 		}
-		// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
-		// controller, a certificate).
-		if held, err := manager.HostnameHeldElsewhere(ctx, r.client, r.opts.Namespace, lb, manager.ExplicitHostname(lb)); err != nil {
-			return nil, err
-		} else if held {
-			continue
-		}
-		admitted = append(admitted, *lb)
 	}
 	return LoadBalancerHostnames(admitted, settings.TenantName(namespace), tenant.DNS), nil
 }
