@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +19,50 @@ import (
 // no trailing dot); "" when it has none.
 func ExplicitHostname(lb *kubelbv1alpha1.LoadBalancer) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(lb.Spec.Hostname)), ".")
+}
+
+// IndexLoadBalancerHostname is the field index of LoadBalancers by ExplicitHostname (those
+// without one are not indexed).
+const IndexLoadBalancerHostname = "kubelb.hostname"
+
+// indexed holds the field indexers IndexHostnames registered the index with: the
+// LoadBalancer and Route controllers both need it, on one manager's cache.
+var indexed sync.Map
+
+// IndexHostnames registers IndexLoadBalancerHostname with idx (a manager's field indexer),
+// once per indexer.
+func IndexHostnames(ctx context.Context, idx client.FieldIndexer) error {
+	if _, done := indexed.LoadOrStore(idx, struct{}{}); done {
+		return nil
+	}
+	err := idx.IndexField(ctx, &kubelbv1alpha1.LoadBalancer{}, IndexLoadBalancerHostname, HostnameIndex)
+	if err != nil {
+		indexed.Delete(idx)
+		return fmt.Errorf("indexing LoadBalancers by hostname: %w", err)
+	}
+	return nil
+}
+
+// HostnameIndex is the index function of IndexLoadBalancerHostname.
+func HostnameIndex(o client.Object) []string {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	if h := ExplicitHostname(lb); h != "" {
+		return []string{h}
+	}
+	return nil
+}
+
+// withHostname lists the LoadBalancers of every namespace whose explicit hostname is host
+// (c must have IndexLoadBalancerHostname).
+func withHostname(ctx context.Context, c client.Reader, host string) ([]kubelbv1alpha1.LoadBalancer, error) {
+	list := &kubelbv1alpha1.LoadBalancerList{}
+	if err := c.List(ctx, list, client.MatchingFields{IndexLoadBalancerHostname: host}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing LoadBalancers of hostname %s: %w", host, err)
+	}
+	return list.Items, nil
 }
 
 // HostnameHeldElsewhere reports whether host, the explicit hostname (spec.hostname) of lb,
@@ -36,9 +81,9 @@ func HostnameHeldElsewhere(ctx context.Context, c client.Reader, managerNamespac
 // own tenant lets it have the hostname (translate.LoadBalancerHostname under that tenant's
 // settings). Claims of tenants that may not have the hostname never hold it, so a tenant
 // without explicit hostnames cannot block one. It is derived from the hub's objects alone
-// (c, a cache of every namespace's LoadBalancers, listed once; managerNamespace holds the
-// Config), so every replica and every restart agree. Conflicts within a tenant are the
-// caller's.
+// (c, a cache of every namespace's LoadBalancers with IndexLoadBalancerHostname: one look-up
+// per hostname; managerNamespace holds the Config), so every replica and every restart agree.
+// Conflicts within a tenant are the caller's.
 func HostnamesHeldElsewhere(ctx context.Context, c client.Reader, managerNamespace string, mine []*kubelbv1alpha1.LoadBalancer) (map[string]bool, error) {
 	wanted := map[string][]*kubelbv1alpha1.LoadBalancer{}
 	for _, lb := range mine {
@@ -49,22 +94,22 @@ func HostnamesHeldElsewhere(ctx context.Context, c client.Reader, managerNamespa
 	if len(wanted) == 0 {
 		return nil, nil
 	}
-	all := &kubelbv1alpha1.LoadBalancerList{}
-	if err := c.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing LoadBalancers: %w", err)
-	}
 	older := func(a, b *kubelbv1alpha1.LoadBalancer) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	}
 	claims := map[string][]*kubelbv1alpha1.LoadBalancer{} // by hostname: other tenants' claims
-	for i := range all.Items {
-		o := &all.Items[i]
-		if o.Spec.Hostname == "" || o.Namespace == mine[0].Namespace || !o.DeletionTimestamp.IsZero() ||
-			!strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) {
-			continue
+	for host := range wanted {
+		items, err := withHostname(ctx, c, host)
+		if err != nil {
+			return nil, err
 		}
-		if h := ExplicitHostname(o); wanted[h] != nil {
-			claims[h] = append(claims[h], o)
+		for i := range items {
+			o := &items[i]
+			if o.Namespace == mine[0].Namespace || !o.DeletionTimestamp.IsZero() || ExplicitHostname(o) != host ||
+				!strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) {
+				continue
+			}
+			claims[host] = append(claims[host], o)
 		}
 	}
 	dns := map[string]translate.DNS{} // by tenant, loaded once
@@ -110,13 +155,13 @@ func LoadBalancersWithHostname(ctx context.Context, c client.Reader, host, excep
 	if host == "" {
 		return nil, nil
 	}
-	all := &kubelbv1alpha1.LoadBalancerList{}
-	if err := c.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing LoadBalancers: %w", err)
+	items, err := withHostname(ctx, c, host)
+	if err != nil {
+		return nil, err
 	}
 	var out []client.ObjectKey
-	for i := range all.Items {
-		o := &all.Items[i]
+	for i := range items {
+		o := &items[i]
 		if o.Namespace != except && ExplicitHostname(o) == host {
 			out = append(out, client.ObjectKeyFromObject(o))
 		}

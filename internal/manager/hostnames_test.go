@@ -50,7 +50,8 @@ func TestHostnamesHeldElsewhere(t *testing.T) {
 	gone := lb("tenant-b", "gone", "gone.example.org", 0)
 	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: t0}, []string{"example.com/keep"}
 	objs = append(objs, gone, lb("tenant-a", "gone", "gone.example.org", 4))
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).
+		WithIndex(&kubelbv1alpha1.LoadBalancer{}, manager.IndexLoadBalancerHostname, manager.HostnameIndex).Build()
 
 	held := func(ns string) []string {
 		list := &kubelbv1alpha1.LoadBalancerList{}

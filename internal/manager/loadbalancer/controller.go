@@ -152,6 +152,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, err
 	}
+	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
+	}
 	r := &Reconciler{
 		secrets:   owned.GetClient(),
 		certs:     &certAPI{mapper: mgr.GetRESTMapper()},

@@ -109,6 +109,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the Route controller: %w", err)
+	}
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
