@@ -257,3 +257,84 @@ func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
 	}
 	waitEvent(t, c, "tenant-b", "gw", ReasonAnnotationsDropped)
 }
+
+// TestHostileTenantGatewayNodePorts (issue 26): on a hub whose NodePort range has 10 ports,
+// under nodePorts: 4, the victim tenant A's Gateway holds 2 hub NodePorts; attacker B
+// creates 4 Gateways of 2 ports. Today B took the rest of the range and the platform team's
+// NodePort Service was refused. Asserted: B's 2 oldest Gateways hold 4 NodePorts, the
+// others are QuotaExceeded with an Event naming spec.limits.nodePorts, A's NodePorts are
+// unchanged, and the platform team's 4-port NodePort Service is created.
+func TestHostileTenantGatewayNodePorts(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30009"})
+	c := hub.Client
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &kubelbv1alpha1.Config{
+		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
+		Spec:       kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := c.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		createNamespace(t, c, "tenant-"+name)
+	}
+	startManager(t, hub, freeRange(t, 40))
+	nodePorts := func(s *corev1.Service) []int32 {
+		var out []int32
+		for _, p := range s.Spec.Ports {
+			out = append(out, p.NodePort)
+		}
+		return out
+	}
+	withNodePorts := func(s *corev1.Service) error {
+		for _, p := range s.Spec.Ports {
+			if p.NodePort == 0 {
+				return fmt.Errorf("port %s without a NodePort", p.Name)
+			}
+		}
+		return nil
+	}
+
+	if err := c.Create(ctx, gatewayRoute("tenant-a", "web", listener("http", 80, "HTTP"), listener("dns", 53, "UDP"))); err != nil {
+		t.Fatal(err)
+	}
+	victim := nodePorts(waitService(t, c, "tenant-a", GatewayServiceName("web"), withNodePorts))
+
+	for i := range 4 {
+		if err := c.Create(ctx, gatewayRoute("tenant-b", fmt.Sprintf("gw-%d", i), listener("http", 80, "HTTP"), listener("dns", 53, "UDP"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Created one after the other: their age order (creation time, then name) is name order.
+	for i := range 2 {
+		waitService(t, c, "tenant-b", GatewayServiceName(fmt.Sprintf("gw-%d", i)), withNodePorts)
+	}
+	for i := 2; i < 4; i++ {
+		name := fmt.Sprintf("gw-%d", i)
+		got := waitCondition(t, c, "tenant-b", name, metav1.ConditionFalse, ReasonQuotaExceeded)
+		if st := got.Status.Resources.Route; !strings.Contains(fmt.Sprint(st.Conditions), "spec.limits.nodePorts") {
+			t.Errorf("%s: condition does not name the limit: %+v", name, st.Conditions)
+		}
+		waitEvent(t, c, "tenant-b", name, ReasonQuotaExceeded)
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: GatewayServiceName(name)}, svc); !apierrors.IsNotFound(err) {
+			t.Errorf("%s has a hub Service (%v)", name, err)
+		}
+	}
+	if got := nodePorts(waitService(t, c, "tenant-a", GatewayServiceName("web"), withNodePorts)); !cmp.Equal(got, victim) {
+		t.Errorf("victim's NodePorts %v, were %v", got, victim)
+	}
+	platform := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "platform-ingress"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "platform"}}}
+	for i := range int32(4) {
+		platform.Spec.Ports = append(platform.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: 80 + i, Protocol: corev1.ProtocolTCP})
+	}
+	if err := c.Create(ctx, platform); err != nil {
+		t.Fatalf("the platform team's NodePort Service was refused: %v", err)
+	}
+}
