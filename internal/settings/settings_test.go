@@ -335,3 +335,28 @@ func withNodeSet[T *kubelbv1alpha1.Config | *kubelbv1alpha1.Tenant](o T) T {
 	}
 	return o
 }
+
+// TestResolveReservedDomainsAndSteering: reserved domains add up (the Config's and the
+// Tenant's lists and both wildcard domains); a Tenant's allowedSteeringAnnotations replace
+// the Config's.
+func TestResolveReservedDomainsAndSteering(t *testing.T) {
+	t.Parallel()
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		DNS:                kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.com"), ReservedDomains: []string{"hub.example.net"}},
+		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{AllowedSteeringAnnotations: []string{"metallb.universe.tf/"}},
+	}}
+	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+		DNS:                kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("b.example.com"), ReservedDomains: []string{"b-internal.example.com"}},
+		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{AllowedSteeringAnnotations: []string{"kube-vip.io/"}},
+	}}
+	got := Resolve(config, tenant)
+	if diff := cmp.Diff([]string{"hub.example.net", "*.apps.example.com", "b-internal.example.com", "b.example.com"}, got.DNS.ReservedDomains); diff != "" {
+		t.Errorf("reserved domains (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"kube-vip.io/"}, got.AnnotationSettings.AllowedSteeringAnnotations); diff != "" {
+		t.Errorf("allowed steering annotations (-want +got):\n%s", diff)
+	}
+	if got := Resolve(config, nil); !cmp.Equal(got.AnnotationSettings.AllowedSteeringAnnotations, []string{"metallb.universe.tf/"}) {
+		t.Errorf("Config alone: %v", got.AnnotationSettings.AllowedSteeringAnnotations)
+	}
+}
