@@ -4,6 +4,7 @@
 package settings
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -466,6 +467,22 @@ func (t Tenant) DroppedSteeringAnnotations(source map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// DroppedAnnotationsNote is the note of the Warning Event (reason AnnotationsDropped) of an
+// object whose steering annotations (DroppedSteeringAnnotations) were not copied to its hub
+// Service: what happened, what to do, and as many keys as an Event's note holds.
+func DroppedAnnotationsNote(dropped []string) string {
+	note := fmt.Sprintf("%d annotation(s) not copied to the hub Service: they steer the hub's load balancer or DNS, which the platform team has not allowed (allowedSteeringAnnotations of the Tenant or Config): ", len(dropped))
+	const maxNote = 1000 // an Event's note holds 1024 bytes
+	for i, k := range dropped {
+		more := fmt.Sprintf(" and %d more", len(dropped)-i)
+		if len(note)+len(k)+2+len(more) > maxNote {
+			return strings.TrimSuffix(note, ", ") + more
+		}
+		note += k + ", "
+	}
+	return strings.TrimSuffix(note, ", ")
 }
 
 // DeniedKeys lists denied annotation keys, sorted (for messages).

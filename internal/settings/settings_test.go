@@ -1,7 +1,10 @@
 package settings
 
 import (
+	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -358,5 +361,22 @@ func TestResolveReservedDomainsAndSteering(t *testing.T) {
 	}
 	if got := Resolve(config, nil); !cmp.Equal(got.AnnotationSettings.AllowedSteeringAnnotations, []string{"metallb.universe.tf/"}) {
 		t.Errorf("Config alone: %v", got.AnnotationSettings.AllowedSteeringAnnotations)
+	}
+}
+
+// TestDroppedAnnotationsNote: every key while they fit, then how many more, within an
+// Event's note.
+func TestDroppedAnnotationsNote(t *testing.T) {
+	t.Parallel()
+	if got := DroppedAnnotationsNote([]string{"kube-vip.io/a", "metallb.io/b"}); !strings.HasSuffix(got, "Config): kube-vip.io/a, metallb.io/b") {
+		t.Errorf("note %q", got)
+	}
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("metallb.universe.tf/%s-%d", strings.Repeat("k", 60), i))
+	}
+	got := DroppedAnnotationsNote(many)
+	if len(got) > 1000 || !strings.HasPrefix(got, "40 annotation(s)") || !strings.Contains(got, many[0]) || !regexp.MustCompile(` and \d+ more$`).MatchString(got) {
+		t.Errorf("note of %d bytes: %q", len(got), got)
 	}
 }

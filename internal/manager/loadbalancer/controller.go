@@ -639,13 +639,7 @@ func (r *Reconciler) warnDroppedAnnotations(lb *kubelbv1alpha1.LoadBalancer, dro
 	if told || keys == "" {
 		return
 	}
-	shown := dropped
-	if len(shown) > 10 {
-		shown = shown[:10]
-	}
-	r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile",
-		"%d annotation(s) not copied to the hub Service: they steer the hub's load balancer or DNS, which the platform team has not allowed (allowedSteeringAnnotations of the Tenant or Config): %s",
-		len(dropped), strings.Join(shown, ", "))
+	r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
 }
 
 // sameHostnameElsewhere maps a LoadBalancer with an explicit hostname (created, changed,

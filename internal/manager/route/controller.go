@@ -621,12 +621,7 @@ func (r *Reconciler) warnDroppedAnnotations(route *kubelbv1alpha1.Route, dropped
 	if told || keys == "" {
 		return
 	}
-	if len(dropped) > 10 {
-		dropped = dropped[:10]
-	}
-	r.recorder.Eventf(route, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile",
-		"annotation(s) of the Gateway not copied to its hub Service: they steer the hub's load balancer or DNS, which the platform team has not allowed (allowedSteeringAnnotations of the Tenant or Config): %s",
-		strings.Join(dropped, ", "))
+	r.recorder.Eventf(route, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
 }
 
 // remember counts a Route for the per-tenant gauge.
