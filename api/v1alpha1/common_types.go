@@ -147,6 +147,21 @@ type AnnotationSettings struct {
 	// +listType=atomic
 	DeniedAnnotations []string `json:"deniedAnnotations,omitempty"`
 
+	// AllowedSteeringAnnotations lets annotations that steer a hub load balancer or DNS
+	// (MetalLB, kube-vip, external-dns, Cilium LB-IPAM, PureLB, cloud providers' Service
+	// annotations: the built-in list in docs/tenants.md) be copied by
+	// propagateAllAnnotations: each entry is a key, or a prefix ending in "/" or ".".
+	// Without an entry, such annotations are never copied from a tenant object by
+	// propagateAllAnnotations (propagatedAnnotations and defaultAnnotations, which the
+	// platform team writes, still pass). A Tenant's list replaces the Config's. An addition
+	// to the KubeLB CE API; ignorable.
+	// +optional
+	// At most 64 entries.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=atomic
+	AllowedSteeringAnnotations []string `json:"allowedSteeringAnnotations,omitempty"`
+
 	// DefaultAnnotations are set on every hub object of the given kind ("service": a
 	// LoadBalancer's hub Service, "ingress": the shared Ingress hub Service, "gateway": a
 	// Gateway's hub Service, or "all"). KubeLB CE's route kinds ("httproute", "grpcroute",
@@ -292,6 +307,18 @@ type DNSSettings struct {
 	// +optional
 	UseDNSAnnotations *bool `json:"useDNSAnnotations,omitempty"`
 
+	// ReservedDomains are domains no tenant's explicit hostname (spec.hostname of a
+	// LoadBalancer) may be or be under, added to the built-in ones (cluster.local, svc,
+	// kubernetes.default, localhost, and the wildcard domains of the Config and the
+	// Tenant). The Config's and the Tenant's lists add up. An addition to the KubeLB CE
+	// API; ignorable.
+	// +optional
+	// At most 64 domains.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	ReservedDomains []string `json:"reservedDomains,omitempty"`
+
 	// UseCertificateAnnotations adds cert-manager annotations to hub objects.
 	// +optional
 	UseCertificateAnnotations *bool `json:"useCertificateAnnotations,omitempty"`
@@ -328,6 +355,14 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	ListenerPorts *int32 `json:"listenerPorts,omitempty"`
+	// NodePorts is the most hub NodePorts the tenant's hub Services may take together: one
+	// per port of a hub Service of type NodePort, and of type LoadBalancer when the tenant's
+	// allocateNodePorts is on. The hub's NodePort range is shared with the platform team's
+	// own Services.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	NodePorts *int32 `json:"nodePorts,omitempty"`
 	// EndpointsPerCluster is the most endpoints one upstream cluster of the tenant may have.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000

@@ -275,6 +275,11 @@ func (in *AnnotationSettings) DeepCopyInto(out *AnnotationSettings) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedSteeringAnnotations != nil {
+		in, out := &in.AllowedSteeringAnnotations, &out.AllowedSteeringAnnotations
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.DefaultAnnotations != nil {
 		in, out := &in.DefaultAnnotations, &out.DefaultAnnotations
 		*out = make(map[AnnotatedResource]Annotations, len(*in))
@@ -488,6 +493,11 @@ func (in *DNSSettings) DeepCopyInto(out *DNSSettings) {
 		in, out := &in.UseDNSAnnotations, &out.UseDNSAnnotations
 		*out = new(bool)
 		**out = **in
+	}
+	if in.ReservedDomains != nil {
+		in, out := &in.ReservedDomains, &out.ReservedDomains
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 	if in.UseCertificateAnnotations != nil {
 		in, out := &in.UseCertificateAnnotations, &out.UseCertificateAnnotations
@@ -798,6 +808,11 @@ func (in *Limits) DeepCopyInto(out *Limits) {
 	}
 	if in.ListenerPorts != nil {
 		in, out := &in.ListenerPorts, &out.ListenerPorts
+		*out = new(int32)
+		**out = **in
+	}
+	if in.NodePorts != nil {
+		in, out := &in.NodePorts, &out.NodePorts
 		*out = new(int32)
 		**out = **in
 	}

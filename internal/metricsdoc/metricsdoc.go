@@ -129,7 +129,11 @@ their Service and can create a Prometheus Operator ` + "`ServiceMonitor`" + ` (`
 Grafana dashboards (` + "`grafanaDashboards.enabled`" + `) and a ` + "`PrometheusRule`" + ` with the alerts of
 ` + "`files/alerts.yaml`" + ` (` + "`prometheusRule.enabled`" + `; what each alert means: [operations.md](operations.md#alerts)). Next to the metrics below, both serve
 controller-runtime's own (` + "`controller_runtime_reconcile_*`" + `, ` + "`workqueue_*`" + `, ` + "`rest_client_*`" + `,
-` + "`leader_election_master_status`" + `) and the Go and process collectors.
+` + "`leader_election_master_status`" + `) and the Go and process collectors. The ` + "`workqueue_*`" + ` series
+of the manager's LoadBalancer, Route and SyncSecret controllers (and of the ` + "`ownerrefs-*`" + `
+controllers) describe their fair queue's round robin (` + "`manager.FairQueue`" + `): ` + "`workqueue_depth`" + `
+counts the tenant namespaces with requests waiting, not the requests, and retries are not
+counted in ` + "`workqueue_retries_total`" + `.
 
 Conventions: reconcile counters carry ` + "`result`" + ` (` + "`success`" + `, ` + "`error`" + ` or ` + "`skipped`" + `) and, for namespaced
 objects, ` + "`namespace`" + `; durations are histograms in seconds (buckets from 0.5 ms doubling to about 16 s);

@@ -3,6 +3,9 @@ package quota
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,19 +53,43 @@ func loadBalancerObject(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant) (Obj
 	if !t.DisableLoadBalancer {
 		ports, _ := LoadBalancerPorts(lb)
 		o.Ports = len(ports)
-		if t.DNS != (translate.DNS{}) {
+		if LoadBalancerTakesNodePorts(lb, t.AllocateNodePorts) {
+			o.NodePorts = len(ports)
+		}
+		if !t.DNS.IsZero() {
 			if h, err := translate.LoadBalancerHostname(lb, settings.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
 				o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+				if t.AllocateNodePorts {
+					o.SharedNodePorts = IngressServicePorts
+				}
 			}
 		}
 	}
 	return o, true
 }
 
+// LoadBalancerTakesNodePorts reports whether the hub Service of lb takes hub NodePorts
+// (one per port) under the tenant's allocateNodePorts: only with allocateNodePorts on, and
+// then when its type is NodePort or LoadBalancer. Without allocateNodePorts a LoadBalancer
+// of spec.type NodePort gets a hub Service of type ClusterIP: no hub Service of a tenant
+// takes a NodePort the tenant's settings do not allow.
+func LoadBalancerTakesNodePorts(lb *kubelbv1alpha1.LoadBalancer, allocateNodePorts bool) bool {
+	return allocateNodePorts && (lb.Spec.Type == corev1.ServiceTypeNodePort || lb.Spec.Type == corev1.ServiceTypeLoadBalancer)
+}
+
 // loadBalancerSettings is what of the tenant's settings loadBalancerObject reads.
 type loadBalancerSettings struct {
-	disabled bool
-	dns      translate.DNS
+	disabled          bool
+	allocateNodePorts bool
+	wildcardDomain    string
+	allowExplicit     bool
+	reservedDomains   string // joined by ","
+}
+
+// lbSettings is loadBalancerSettings of t.
+func lbSettings(t settings.Tenant) loadBalancerSettings {
+	return loadBalancerSettings{disabled: t.DisableLoadBalancer, allocateNodePorts: t.AllocateNodePorts,
+		wildcardDomain: t.DNS.WildcardDomain, allowExplicit: t.DNS.AllowExplicitHostnames, reservedDomains: strings.Join(t.DNS.ReservedDomains, ",")}
 }
 
 // routeObject is what Admit needs of one Route (false: being deleted). It depends on t only
@@ -77,17 +104,23 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 		if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {
 			ports, _ := GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
 			o.Ports = len(ports)
+			if t.AllocateNodePorts {
+				o.NodePorts = len(ports)
+			}
 		}
 	case SourceIngress:
 		if !t.DisableIngress {
 			o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
+			if t.AllocateNodePorts {
+				o.SharedNodePorts = IngressServicePorts
+			}
 		}
 	}
 	return o, true
 }
 
 // routeSettings is what of the tenant's settings routeObject reads.
-type routeSettings struct{ disableGatewayAPI, disableIngress bool }
+type routeSettings struct{ disableGatewayAPI, disableIngress, allocateNodePorts bool }
 
 // Admission is the tenant's verdict (Admit) over its LoadBalancers and Routes.
 func Admission(namespace string, lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) Verdict {

@@ -8,7 +8,8 @@
 // Walking in rank order, the n-th LoadBalancer is refused when n exceeds
 // limits.loadBalancers, the n-th Route when n exceeds limits.routes; an object that is not
 // refused for its count is refused when its listener ports, added to those of the older
-// admitted objects, exceed limits.listenerPorts. A new object therefore never displaces an
+// admitted objects, exceed limits.listenerPorts, and when the hub NodePorts its hub Service
+// takes, added to those of the older admitted objects, exceed limits.nodePorts. A new object therefore never displaces an
 // older one, and raising a limit or deleting an object admits the next ones.
 package quota
 
@@ -46,6 +47,11 @@ type Object struct {
 	// SharedPorts; the later ones need no more for it.
 	Shared      string
 	SharedPorts int
+	// NodePorts is the number of hub NodePorts the object's hub Service takes (0 when its
+	// hub Service takes none: LoadBalancerTakesNodePorts); SharedNodePorts those of the
+	// shared set's Service, paid like SharedPorts.
+	NodePorts       int
+	SharedNodePorts int
 }
 
 // Ref names an object of the tenant.
@@ -62,13 +68,17 @@ type Verdict struct {
 	refused   map[Ref]refusal
 	// UsedPorts is the number of listener ports the admitted objects hold.
 	UsedPorts int
+	// UsedNodePorts is the number of hub NodePorts the admitted objects take (only filled
+	// in by a full walk; 0 on the fast path).
+	UsedNodePorts int
 }
 
 // refusal is why an object is refused; its message is written only when asked for.
 type refusal struct {
-	rank  int // > 0: refused as the rank-th oldest of its kind; 0: for listener ports
-	used  int // listener ports the older admitted objects hold
-	needs int // listener ports the object needs
+	rank      int  // > 0: refused as the rank-th oldest of its kind; 0: for listener ports or NodePorts
+	nodePorts bool // refused for hub NodePorts (used, needs count NodePorts)
+	used      int  // listener ports (NodePorts) the older admitted objects hold
+	needs     int  // listener ports (NodePorts) the object needs
 }
 
 // Refused returns the message of a refused object and true, or "" and false when the
@@ -82,6 +92,10 @@ func (v Verdict) Refused(kind Kind, name string) (string, bool) {
 		limit, field := countLimit(kind, v.limits)
 		return fmt.Sprintf("tenant %s may hold %d %s (spec.limits.%s); this is the %s oldest — delete another or ask the platform team to raise the limit",
 			v.namespace, limit, plural(kind, limit), field, ordinal(r.rank)), true
+	}
+	if r.nodePorts {
+		return fmt.Sprintf("tenant %s may hold %d hub NodePorts (spec.limits.nodePorts); older objects hold %d and this %s needs %d more — delete or shrink another, use spec.type ClusterIP, or ask the platform team to raise the limit",
+			v.namespace, v.limits.NodePorts, r.used, kind, r.needs), true
 	}
 	return fmt.Sprintf("tenant %s may hold %d listener ports (spec.limits.listenerPorts); older objects hold %d and this %s needs %d more — delete or shrink another or ask the platform team to raise the limit",
 		v.namespace, v.limits.ListenerPorts, r.used, kind, r.needs), true
@@ -143,7 +157,16 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedPorts, needs: need}
 			continue
 		}
+		nodes := o.NodePorts
+		if o.Shared != "" && !paid[o.Shared] {
+			nodes += o.SharedNodePorts
+		}
+		if nodes > 0 && v.UsedNodePorts+nodes > limits.NodePorts {
+			v.refused[Ref{o.Kind, o.Name}] = refusal{nodePorts: true, used: v.UsedNodePorts, needs: nodes}
+			continue
+		}
 		v.UsedPorts += need
+		v.UsedNodePorts += nodes
 		if o.Shared != "" {
 			paid[o.Shared] = true
 		}

@@ -12,7 +12,6 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // Store computes a tenant's verdict (the same as LoadAdmission) at a cost that stays small
@@ -184,12 +183,13 @@ func (s *Store) LoadAdmission(ctx context.Context, namespace string, t settings.
 func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t settings.Tenant) Verdict {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	lbSet := loadBalancerSettings{disabled: t.DisableLoadBalancer, dns: t.DNS}
-	routeSet := routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress}
+	lbSet := lbSettings(t)
+	routeSet := routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress, allocateNodePorts: t.AllocateNodePorts}
 	// The totals decide the fast path; the full ranking (Admit) is built from the memo only
 	// when the limits need it.
-	var nLB, nRoute, ports int
-	shared := map[string]int{} // SharedPorts of each shared set
+	var nLB, nRoute, ports, nodePorts int
+	shared := map[string]int{}      // SharedPorts of each shared set
+	sharedNodes := map[string]int{} // SharedNodePorts of each shared set
 	uniform := true
 	add := func(o Object) {
 		if o.Kind == KindLoadBalancer {
@@ -198,10 +198,12 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 			nRoute++
 		}
 		ports += o.Ports
+		nodePorts += o.NodePorts
 		if o.Shared != "" {
 			if p, seen := shared[o.Shared]; !seen {
 				shared[o.Shared] = o.SharedPorts
-			} else if p != o.SharedPorts {
+				sharedNodes[o.Shared] = o.SharedNodePorts
+			} else if p != o.SharedPorts || sharedNodes[o.Shared] != o.SharedNodePorts {
 				uniform = false
 			}
 		}
@@ -220,8 +222,11 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 	for _, p := range shared {
 		ports += p
 	}
+	for _, p := range sharedNodes {
+		nodePorts += p
+	}
 	l := t.Limits
-	if uniform && nLB <= l.LoadBalancers && nRoute <= l.Routes && ports <= l.ListenerPorts {
+	if uniform && nLB <= l.LoadBalancers && nRoute <= l.Routes && ports <= l.ListenerPorts && nodePorts <= l.NodePorts {
 		// Nothing can be refused: Admit walks fewer objects than each count limit, and the
 		// ports of any prefix are at most the total.
 		return Verdict{namespace: namespace, limits: l, UsedPorts: ports}
@@ -248,9 +253,10 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 // totals are what the tracker adds up of one namespace's objects (those not being deleted),
 // under settings that enable everything and make no LoadBalancer hostnames.
 type totals struct {
-	loadBalancers, routes int
-	lbPorts, routePorts   int
-	ingresses             int // Routes that share the Ingress Service
+	loadBalancers, routes       int
+	lbPorts, routePorts         int
+	lbNodePorts, routeNodePorts int // with allocateNodePorts on
+	ingresses                   int // Routes that share the Ingress Service
 }
 
 // tracked is what the tracker knows of one object: the version it saw last and its Object
@@ -285,9 +291,11 @@ func (tr *tracker) set(uid types.UID, now *tracked) {
 		if f.obj.Kind == KindLoadBalancer {
 			t.loadBalancers += sign
 			t.lbPorts += sign * f.obj.Ports
+			t.lbNodePorts += sign * f.obj.NodePorts
 		} else {
 			t.routes += sign
 			t.routePorts += sign * f.obj.Ports
+			t.routeNodePorts += sign * f.obj.NodePorts
 			if f.obj.Shared != "" {
 				t.ingresses += sign
 			}
@@ -306,6 +314,10 @@ func (tr *tracker) set(uid types.UID, now *tracked) {
 	}
 }
 
+// trackerSettings are the neutral settings the tracker counts under: everything enabled, no
+// hostnames, hub NodePorts on (fits drops them when the tenant has them off).
+var trackerSettings = settings.Tenant{AllocateNodePorts: true}
+
 // observe is the event handler's view of one object (nil: gone).
 func (tr *tracker) observe(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -314,11 +326,11 @@ func (tr *tracker) observe(obj any) {
 	switch o := obj.(type) {
 	case *kubelbv1alpha1.LoadBalancer:
 		f := tracked{namespace: o.Namespace, resourceVersion: o.ResourceVersion}
-		f.obj, f.ok = loadBalancerObject(o, settings.Tenant{})
+		f.obj, f.ok = loadBalancerObject(o, trackerSettings)
 		tr.set(o.UID, &f)
 	case *kubelbv1alpha1.Route:
 		f := tracked{namespace: o.Namespace, resourceVersion: o.ResourceVersion}
-		f.obj, f.ok = routeObject(o, settings.Tenant{})
+		f.obj, f.ok = routeObject(o, trackerSettings)
 		tr.set(o.UID, &f)
 	}
 }
@@ -348,7 +360,7 @@ func (tr *tracker) handler() toolscache.ResourceEventHandler {
 // cache — it would be behind the cache the reconcile reads — or t makes LoadBalancer
 // hostnames (which depend on the settings).
 func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, bool) {
-	if t.DNS != (translate.DNS{}) {
+	if !t.DNS.IsZero() {
 		return 0, false
 	}
 	for _, r := range tr.synced {
@@ -376,5 +388,19 @@ func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, bool) {
 		ports += IngressServicePorts
 	}
 	l := t.Limits
-	return ports, sum.loadBalancers <= l.LoadBalancers && sum.routes <= l.Routes && ports <= l.ListenerPorts
+	// Hub NodePorts: none without allocateNodePorts (quota.Object.NodePorts).
+	nodePorts := 0
+	if t.AllocateNodePorts {
+		if !t.DisableLoadBalancer {
+			nodePorts += sum.lbNodePorts
+		}
+		if !t.DisableGatewayAPI {
+			nodePorts += sum.routeNodePorts
+		}
+		if !t.DisableIngress && sum.ingresses > 0 {
+			nodePorts += IngressServicePorts
+		}
+	}
+	nodePortsFit := nodePorts <= l.NodePorts
+	return ports, sum.loadBalancers <= l.LoadBalancers && sum.routes <= l.Routes && ports <= l.ListenerPorts && nodePortsFit
 }

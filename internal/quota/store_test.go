@@ -48,6 +48,7 @@ func (s *storeTenant) randomLB(r *rand.Rand, i int) *kubelbv1alpha1.LoadBalancer
 	}
 	lb := hubLB(fmt.Sprintf("lb-%d", i), t0.Add(time.Duration(r.IntN(50))*time.Second), ports...)
 	lb.UID, lb.ResourceVersion = types.UID(fmt.Sprintf("uid-lb-%d", i)), s.nextRV()
+	lb.Spec.Type = []corev1.ServiceType{"", corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer}[r.IntN(4)]
 	if r.IntN(5) == 0 {
 		lb.Spec.Hostname = fmt.Sprintf("own-%d.example.org", i)
 	}
@@ -96,12 +97,15 @@ func TestStoreAdmissionIsAdmission(t *testing.T) {
 			ten := settings.Tenant{
 				Limits:              limits(r.IntN(40), r.IntN(12), r.IntN(80)),
 				DisableLoadBalancer: r.IntN(6) == 0, DisableGatewayAPI: r.IntN(6) == 0, DisableIngress: r.IntN(6) == 0,
+				AllocateNodePorts: r.IntN(2) == 0,
 			}
+			ten.Limits.NodePorts = r.IntN(60)
 			if r.IntN(3) == 0 { // every LoadBalancer gets a hostname: they share the Ingress Service's ports
 				ten.DNS = translate.DNS{WildcardDomain: "lb.example.com", AllowExplicitHostnames: r.IntN(2) == 0}
 			}
 			if r.IntN(2) == 0 { // generous limits: the fast path
 				ten.Limits = limits(1000, 1000, 1000)
+				ten.Limits.NodePorts = 1000
 			}
 			lbs, routes, lbList, routeList := s.items()
 			want := Admission("tenant-a", lbList, routeList, ten)
@@ -243,7 +247,9 @@ func TestTrackerFastPath(t *testing.T) {
 		s.lbs[0] = changed
 
 		ten := settings.Tenant{Limits: limits(r.IntN(25), r.IntN(8), r.IntN(60)),
-			DisableLoadBalancer: r.IntN(5) == 0, DisableGatewayAPI: r.IntN(5) == 0, DisableIngress: r.IntN(5) == 0}
+			DisableLoadBalancer: r.IntN(5) == 0, DisableGatewayAPI: r.IntN(5) == 0, DisableIngress: r.IntN(5) == 0,
+			AllocateNodePorts: r.IntN(2) == 0}
+		ten.Limits.NodePorts = r.IntN(60)
 		_, _, lbList, routeList := s.items()
 		want := Admission("tenant-a", lbList, routeList, ten)
 		noneRefused := len(want.RefusedNames(KindLoadBalancer))+len(want.RefusedNames(KindRoute)) == 0

@@ -4,6 +4,7 @@
 package settings
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -28,6 +29,9 @@ const (
 	DefaultLimitRoutes              int32 = 1000
 	DefaultLimitListenerPorts       int32 = 500
 	DefaultLimitEndpointsPerCluster int32 = 1000
+	// DefaultLimitNodePorts lets 10 tenants at the default share Kubernetes' default NodePort
+	// range (30000-32767, 2768 ports) and leaves the platform team 208 of it.
+	DefaultLimitNodePorts int32 = 256
 	// DefaultLimitEndpoints keeps one tenant's snapshot near 250 MiB of the manager's memory
 	// (docs/performance.md).
 	DefaultLimitEndpoints int32 = 500000
@@ -44,6 +48,7 @@ type Limits struct {
 	LoadBalancers       int
 	Routes              int
 	ListenerPorts       int
+	NodePorts           int
 	EndpointsPerCluster int
 	Endpoints           int
 	// HealthCheckProbesPerSecond is the tenant's own health-check budget; the manager
@@ -79,7 +84,8 @@ type Tenant struct {
 	EndpointPolicy translate.EndpointPolicy
 	// DNS decides the tenant's LoadBalancer hostnames (translate.LoadBalancerHostname):
 	// Config and Tenant spec.dns.wildcardDomain and allowExplicitHostnames, each field of the
-	// Tenant's overriding the Config's when set.
+	// Tenant's overriding the Config's when set; its ReservedDomains are spec.dns.reservedDomains
+	// and spec.dns.wildcardDomain of the Config and of the Tenant, all of them.
 	DNS translate.DNS
 	// UseDNSAnnotations puts the external-dns hostname annotation listing the tenant's
 	// LoadBalancer hostnames on its Ingress Service (spec.dns.useDNSAnnotations).
@@ -194,6 +200,9 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	if a.DefaultAnnotations != nil {
 		out.AnnotationSettings.DefaultAnnotations = a.DefaultAnnotations
 	}
+	if a.AllowedSteeringAnnotations != nil {
+		out.AnnotationSettings.AllowedSteeringAnnotations = a.AllowedSteeringAnnotations
+	}
 	return out
 }
 
@@ -217,6 +226,12 @@ func resolveDNS(out *Tenant, config *kubelbv1alpha1.Config, tenant *kubelbv1alph
 		if d.UseDNSAnnotations != nil {
 			out.UseDNSAnnotations = *d.UseDNSAnnotations
 		}
+		// Reserved domains add up, and so do the wildcard domains: a Tenant cannot give
+		// itself the Config's generated names.
+		out.DNS.ReservedDomains = append(out.DNS.ReservedDomains, d.ReservedDomains...)
+		if d.WildcardDomain != nil {
+			out.DNS.ReservedDomains = append(out.DNS.ReservedDomains, *d.WildcardDomain)
+		}
 	}
 	for _, c := range certs {
 		if c.DefaultClusterIssuer != nil {
@@ -231,6 +246,7 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		LoadBalancers:       int(DefaultLimitLoadBalancers),
 		Routes:              int(DefaultLimitRoutes),
 		ListenerPorts:       int(DefaultLimitListenerPorts),
+		NodePorts:           int(DefaultLimitNodePorts),
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
 		Endpoints:           int(DefaultLimitEndpoints),
 
@@ -252,6 +268,7 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		set(&out.LoadBalancers, l.LoadBalancers)
 		set(&out.Routes, l.Routes)
 		set(&out.ListenerPorts, l.ListenerPorts)
+		set(&out.NodePorts, l.NodePorts)
 		set(&out.EndpointsPerCluster, l.EndpointsPerCluster)
 		set(&out.Endpoints, l.Endpoints)
 		if v := l.HealthCheckProbesPerSecond; v != nil && *v > 0 {
@@ -376,14 +393,13 @@ func (t Tenant) Annotations(kind kubelbv1alpha1.AnnotatedResource, source map[st
 		if strings.HasPrefix(k, "kubelb.k8c.io/") || k == corev1.LastAppliedConfigAnnotation {
 			continue
 		}
-		if !all {
-			if a.PropagatedAnnotations == nil {
-				continue
-			}
+		listed := false
+		if a.PropagatedAnnotations != nil {
 			want, ok := (*a.PropagatedAnnotations)[k]
-			if !ok || (want != "" && want != v) {
-				continue
-			}
+			listed = ok && (want == "" || want == v)
+		}
+		if !listed && (!all || t.steeringDenied(k)) {
+			continue
 		}
 		out[k] = v
 	}
@@ -394,6 +410,98 @@ func (t Tenant) Annotations(kind kubelbv1alpha1.AnnotatedResource, source map[st
 		return nil
 	}
 	return out
+}
+
+// SteeringAnnotationPrefixes are the prefixes of annotation keys that steer a hub load
+// balancer, an address provider or DNS: propagateAllAnnotations never copies them from a
+// tenant object unless the platform team allows them (allowedSteeringAnnotations), for with
+// them a tenant would pick another tenant's address or DNS name. A prefix ending in "/"
+// matches keys of that prefix; one ending in "." also matches the keys of its subdomains
+// ("service.beta.kubernetes.io/" and "service.kubernetes.io/" cover every cloud's; "metallb."
+// every MetalLB domain).
+var SteeringAnnotationPrefixes = []string{
+	"metallb.universe.tf/", "metallb.io/",
+	"kube-vip.io/",
+	"external-dns.alpha.kubernetes.io/", "external-dns.kubernetes.io/",
+	"service.beta.kubernetes.io/", "service.kubernetes.io/",
+	"lbipam.cilium.io/", "io.cilium/", "io.cilium.", "cilium.io/",
+	"purelb.io/",
+	"networking.gke.io/", "cloud.google.com/",
+	"loadbalancer.openstack.org/",
+	"load-balancer.hetzner.cloud/",
+	"k8s.ovn.org/",
+	"projectcalico.org/",
+	"dns.alpha.kubernetes.io/",
+}
+
+// IsSteeringAnnotation reports whether key is one of SteeringAnnotationPrefixes's.
+func IsSteeringAnnotation(key string) bool {
+	return matchesAny(key, SteeringAnnotationPrefixes)
+}
+
+// matchesAny reports whether key is one of entries, or starts with an entry ending in "/"
+// or ".". A prefix "x/" also covers a key of a subdomain of x ("a.x/k").
+func matchesAny(key string, entries []string) bool {
+	prefix, _, hasSlash := strings.Cut(key, "/")
+	for _, e := range entries {
+		switch {
+		case e == key:
+			return true
+		case strings.HasSuffix(e, "/") || strings.HasSuffix(e, "."):
+			if strings.HasPrefix(key, e) {
+				return true
+			}
+			if d := strings.TrimSuffix(e, "/"); hasSlash && d != e && strings.HasSuffix(prefix, "."+d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// steeringDenied reports whether propagateAllAnnotations must not copy key: it steers a hub
+// load balancer or DNS and the platform team did not allow it.
+func (t Tenant) steeringDenied(key string) bool {
+	return IsSteeringAnnotation(key) && !matchesAny(key, t.AnnotationSettings.AllowedSteeringAnnotations)
+}
+
+// DroppedSteeringAnnotations lists, sorted, the keys of source that propagateAllAnnotations
+// would copy but for their steering a hub load balancer or DNS (nil when
+// propagateAllAnnotations is off or none is dropped).
+func (t Tenant) DroppedSteeringAnnotations(source map[string]string) []string {
+	a := t.AnnotationSettings
+	if a.PropagateAllAnnotations == nil || !*a.PropagateAllAnnotations {
+		return nil
+	}
+	var out []string
+	for k := range source {
+		if a.PropagatedAnnotations != nil {
+			if want, listed := (*a.PropagatedAnnotations)[k]; listed && (want == "" || want == source[k]) {
+				continue
+			}
+		}
+		if t.steeringDenied(k) && !slices.Contains(a.DeniedAnnotations, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DroppedAnnotationsNote is the note of the Warning Event (reason AnnotationsDropped) of an
+// object whose steering annotations (DroppedSteeringAnnotations) were not copied to its hub
+// Service: what happened, what to do, and as many keys as an Event's note holds.
+func DroppedAnnotationsNote(dropped []string) string {
+	note := fmt.Sprintf("%d annotation(s) not copied to the hub Service: they steer the hub's load balancer or DNS, which the platform team has not allowed (allowedSteeringAnnotations of the Tenant or Config): ", len(dropped))
+	const maxNote = 1000 // an Event's note holds 1024 bytes
+	for i, k := range dropped {
+		more := fmt.Sprintf(" and %d more", len(dropped)-i)
+		if len(note)+len(k)+2+len(more) > maxNote {
+			return strings.TrimSuffix(note, ", ") + more
+		}
+		note += k + ", "
+	}
+	return strings.TrimSuffix(note, ", ")
 }
 
 // DeniedKeys lists denied annotation keys, sorted (for messages).

@@ -1,7 +1,10 @@
 package settings
 
 import (
+	"fmt"
 	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,7 +69,7 @@ func TestAnnotations(t *testing.T) {
 			}},
 			want: map[string]string{"external-dns.alpha.kubernetes.io/hostname": "a.example.com"},
 		},
-		"all but denied, over defaults": {
+		"all but denied and steering, over defaults": {
 			settings: kubelbv1alpha1.AnnotationSettings{
 				PropagateAllAnnotations: ptr.To(true),
 				DeniedAnnotations:       []string{"secret"},
@@ -74,9 +77,18 @@ func TestAnnotations(t *testing.T) {
 					"all": {"owner": "platform", "team": "default"}, "service": {"svc": "yes"}, "ingress": {"ing": "no"},
 				},
 			},
+			want: map[string]string{"team": "x", "owner": "platform", "svc": "yes"},
+		},
+		"all, with steering the platform team allows (a prefix, a key) or lists": {
+			settings: kubelbv1alpha1.AnnotationSettings{
+				PropagateAllAnnotations:    ptr.To(true),
+				DeniedAnnotations:          []string{"secret"},
+				AllowedSteeringAnnotations: []string{"metallb.universe.tf/", "kube-vip.io/loadbalancerIPs"},
+				PropagatedAnnotations:      &map[string]string{"external-dns.alpha.kubernetes.io/hostname": "a.example.com"},
+			},
 			want: map[string]string{
 				"external-dns.alpha.kubernetes.io/hostname": "a.example.com", "team": "x",
-				"metallb.universe.tf/address-pool": "public", "owner": "platform", "svc": "yes",
+				"metallb.universe.tf/address-pool": "public",
 			},
 		},
 	}
@@ -87,6 +99,40 @@ func TestAnnotations(t *testing.T) {
 				t.Fatalf("-want +got:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSteeringAnnotations: every known prefix (and a subdomain of one) is steering; the
+// keys dropped by propagateAllAnnotations are listed, sorted, but not those the platform
+// team allows, lists or denies anyway.
+func TestSteeringAnnotations(t *testing.T) {
+	for _, k := range []string{"metallb.universe.tf/loadBalancerIPs", "metallb.io/ip-allocated-from-pool", "kube-vip.io/loadbalancerIPs",
+		"external-dns.alpha.kubernetes.io/hostname", "service.beta.kubernetes.io/aws-load-balancer-eip-allocations",
+		"lbipam.cilium.io/ips", "io.cilium/lb-ipam-ips", "io.cilium.foo/x", "purelb.io/addresses", "networking.gke.io/load-balancer-ip-addresses",
+		"a.metallb.universe.tf/x"} {
+		if !IsSteeringAnnotation(k) {
+			t.Errorf("%s is not steering", k)
+		}
+	}
+	for _, k := range []string{"team", "example.com/metallb.universe.tf", "metallb.universe.tf.example.com/x", "prometheus.io/scrape"} {
+		if IsSteeringAnnotation(k) {
+			t.Errorf("%s is steering", k)
+		}
+	}
+	tn := Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+		PropagateAllAnnotations:    ptr.To(true),
+		AllowedSteeringAnnotations: []string{"kube-vip.io/"},
+		PropagatedAnnotations:      &map[string]string{"purelb.io/service-group": ""},
+		DeniedAnnotations:          []string{"lbipam.cilium.io/ips"},
+	}}
+	got := tn.DroppedSteeringAnnotations(map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.0.1", "kube-vip.io/loadbalancerIPs": "10.0.0.1",
+		"purelb.io/service-group": "a", "lbipam.cilium.io/ips": "10.0.0.1", "external-dns.alpha.kubernetes.io/hostname": "x", "team": "a"})
+	if diff := cmp.Diff([]string{"external-dns.alpha.kubernetes.io/hostname", "metallb.universe.tf/loadBalancerIPs"}, got); diff != "" {
+		t.Errorf("dropped (-want +got):\n%s", diff)
+	}
+	tn.AnnotationSettings.PropagateAllAnnotations = nil
+	if got := tn.DroppedSteeringAnnotations(map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.0.1"}); got != nil {
+		t.Errorf("dropped %v without propagateAllAnnotations", got)
 	}
 }
 
@@ -178,7 +224,7 @@ func TestResolveDNSAndCertificates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got := Resolve(tc.config, tc.tenant)
-			if got.DNS != tc.dns || got.UseDNSAnnotations != tc.annotation || got.DefaultClusterIssuer != tc.issuer {
+			if got.DNS.WildcardDomain != tc.dns.WildcardDomain || got.DNS.AllowExplicitHostnames != tc.dns.AllowExplicitHostnames || got.UseDNSAnnotations != tc.annotation || got.DefaultClusterIssuer != tc.issuer {
 				t.Fatalf("got DNS %+v, useDNSAnnotations %v, issuer %q; want %+v, %v, %q",
 					got.DNS, got.UseDNSAnnotations, got.DefaultClusterIssuer, tc.dns, tc.annotation, tc.issuer)
 			}
@@ -192,7 +238,7 @@ func TestResolveLimits(t *testing.T) {
 		LoadBalancers: i32(50), Routes: i32(60), HealthCheckProbesPerSecond: i32(300),
 	}, TotalHealthCheckProbesPerSecond: i32(9000)}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{
-		Routes: i32(0), EndpointsPerCluster: i32(7), HealthCheckProbesPerSecond: i32(10),
+		Routes: i32(0), EndpointsPerCluster: i32(7), NodePorts: i32(12), HealthCheckProbesPerSecond: i32(10),
 	}}}
 	for _, tc := range []struct {
 		name   string
@@ -200,9 +246,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000, 500000, 2000, 20000}},
-		{"config", config, nil, Limits{50, 60, 500, 1000, 500000, 300, 9000}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 7, 500000, 10, 9000}},
+		{"defaults", nil, nil, Limits{1000, 1000, 500, 256, 1000, 500000, 2000, 20000}},
+		{"config", config, nil, Limits{50, 60, 500, 256, 1000, 500000, 300, 9000}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 12, 7, 500000, 10, 9000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {
@@ -291,4 +337,46 @@ func withNodeSet[T *kubelbv1alpha1.Config | *kubelbv1alpha1.Tenant](o T) T {
 		return any(c).(T)
 	}
 	return o
+}
+
+// TestResolveReservedDomainsAndSteering: reserved domains add up (the Config's and the
+// Tenant's lists and both wildcard domains); a Tenant's allowedSteeringAnnotations replace
+// the Config's.
+func TestResolveReservedDomainsAndSteering(t *testing.T) {
+	t.Parallel()
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		DNS:                kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.com"), ReservedDomains: []string{"hub.example.net"}},
+		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{AllowedSteeringAnnotations: []string{"metallb.universe.tf/"}},
+	}}
+	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
+		DNS:                kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("b.example.com"), ReservedDomains: []string{"b-internal.example.com"}},
+		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{AllowedSteeringAnnotations: []string{"kube-vip.io/"}},
+	}}
+	got := Resolve(config, tenant)
+	if diff := cmp.Diff([]string{"hub.example.net", "*.apps.example.com", "b-internal.example.com", "b.example.com"}, got.DNS.ReservedDomains); diff != "" {
+		t.Errorf("reserved domains (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"kube-vip.io/"}, got.AnnotationSettings.AllowedSteeringAnnotations); diff != "" {
+		t.Errorf("allowed steering annotations (-want +got):\n%s", diff)
+	}
+	if got := Resolve(config, nil); !cmp.Equal(got.AnnotationSettings.AllowedSteeringAnnotations, []string{"metallb.universe.tf/"}) {
+		t.Errorf("Config alone: %v", got.AnnotationSettings.AllowedSteeringAnnotations)
+	}
+}
+
+// TestDroppedAnnotationsNote: every key while they fit, then how many more, within an
+// Event's note.
+func TestDroppedAnnotationsNote(t *testing.T) {
+	t.Parallel()
+	if got := DroppedAnnotationsNote([]string{"kube-vip.io/a", "metallb.io/b"}); !strings.HasSuffix(got, "Config): kube-vip.io/a, metallb.io/b") {
+		t.Errorf("note %q", got)
+	}
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("metallb.universe.tf/%s-%d", strings.Repeat("k", 60), i))
+	}
+	got := DroppedAnnotationsNote(many)
+	if len(got) > 1000 || !strings.HasPrefix(got, "40 annotation(s)") || !strings.Contains(got, many[0]) || !regexp.MustCompile(` and \d+ more$`).MatchString(got) {
+		t.Errorf("note of %d bytes: %q", len(got), got)
+	}
 }

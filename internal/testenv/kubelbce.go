@@ -34,7 +34,8 @@ var KubeLBCEAdditions = map[string][]string{
 }
 
 var ceTenantAdditions = []string{
-	"spec.deniedAnnotations", "spec.endpointPolicy", "spec.envoyProxy.headerLimits",
+	"spec.allowedSteeringAnnotations", "spec.deniedAnnotations", "spec.dns.reservedDomains",
+	"spec.endpointPolicy", "spec.envoyProxy.headerLimits",
 	"spec.limits", "spec.loadBalancer.addressPool", "spec.loadBalancer.allocateNodePorts",
 	"spec.loadBalancer.ipMode", "spec.loadBalancer.nodeSet", "spec.upstream",
 }

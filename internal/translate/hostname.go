@@ -29,6 +29,38 @@ type DNS struct {
 	// AllowExplicitHostnames lets LoadBalancers ask for a hostname of their own
 	// (spec.hostname); otherwise such a LoadBalancer gets no hostname and a problem.
 	AllowExplicitHostnames bool `json:"allowExplicitHostnames,omitempty"`
+	// ReservedDomains are domains an explicit hostname may not be or be under, besides
+	// BuiltinReservedDomains ("*.example.com" and "example.com" mean the same): the hub's
+	// own names, and the wildcard domains whose names are generated.
+	ReservedDomains []string `json:"reservedDomains,omitempty"`
+}
+
+// IsZero reports whether the settings give no hostname at all (no wildcard domain, no
+// explicit hostnames); reserved domains alone do not count.
+func (d DNS) IsZero() bool { return d.WildcardDomain == "" && !d.AllowExplicitHostnames }
+
+// BuiltinReservedDomains are the domains no tenant's explicit hostname may be or be under:
+// the hub's in-cluster names (svc, cluster.local, kubernetes.default), names that never
+// leave a host or a site (localhost, local, internal: also the metadata servers of clouds,
+// such as metadata.google.internal) and reverse DNS (arpa).
+var BuiltinReservedDomains = []string{"svc", "local", "cluster.local", "kubernetes.default", "localhost", "internal", "arpa"}
+
+// ErrReservedHostname is returned by LoadBalancerHostname for a spec.hostname that is, or is
+// under, a domain reserved by the hub.
+var ErrReservedHostname = errors.New("is reserved by the hub")
+
+// ReservedDomain returns the reserved domain (BuiltinReservedDomains, then reserved) that
+// host is or is under, "" when none.
+func ReservedDomain(host string, reserved []string) string {
+	for _, list := range [][]string{BuiltinReservedDomains, reserved} {
+		for _, d := range list {
+			d = strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), "."), "*.")
+			if d != "" && (host == d || strings.HasSuffix(host, "."+d)) {
+				return d
+			}
+		}
+	}
+	return ""
 }
 
 // Reasons of LoadBalancer hostname problems (Warnings on the LoadBalancer, section
@@ -62,6 +94,10 @@ func LoadBalancerHostname(lb *v1alpha1.LoadBalancer, tenantName string, dns DNS)
 		h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 		if err := checkHostname(h); err != nil {
 			return "", fmt.Errorf("spec.hostname %q %w", truncate(lb.Spec.Hostname), err)
+		}
+		if d := ReservedDomain(h, dns.ReservedDomains); d != "" {
+			return "", fmt.Errorf("spec.hostname %q %w (the domain %s and its names are the hub's own or generated for LoadBalancers without spec.hostname); choose a hostname outside it",
+				truncate(lb.Spec.Hostname), ErrReservedHostname, d)
 		}
 		return h, nil
 	}

@@ -23,6 +23,7 @@ func TestLoadBalancerHostname(t *testing.T) {
 	explicit := translate.DNS{AllowExplicitHostnames: true}
 	wildcard := translate.DNS{WildcardDomain: "*.lb.example.com"}
 	both := translate.DNS{WildcardDomain: "*.lb.example.com", AllowExplicitHostnames: true}
+	reserved := translate.DNS{AllowExplicitHostnames: true, ReservedDomains: []string{"hub.example.net.", "*.lb.example.com"}}
 	long := func(n int) string { return strings.Repeat("a", n) }
 
 	for name, c := range map[string]struct {
@@ -45,6 +46,13 @@ func TestLoadBalancerHostname(t *testing.T) {
 		"explicit with a label of 64 characters":      {lb: lb(uid, long(64)+".example.com"), tenant: "a", dns: explicit, wantErr: "longer than 63"},
 		"explicit of 254 characters":                  {lb: lb(uid, strings.Repeat(long(62)+".", 4)+"com"), tenant: "a", dns: explicit, wantErr: "not a DNS name"},
 		"explicit IP address":                         {lb: lb(uid, "10.0.0.1"), tenant: "a", dns: explicit, wantErr: "IP address"},
+		"explicit in the cluster domain":              {lb: lb(uid, "kubernetes.default.svc.cluster.local"), tenant: "a", dns: explicit, wantErr: "reserved by the hub"},
+		"explicit Service name":                       {lb: lb(uid, "kubelb.kubelb-system.svc"), tenant: "a", dns: explicit, wantErr: "reserved by the hub"},
+		"explicit kubernetes.default":                 {lb: lb(uid, "kubernetes.default"), tenant: "a", dns: explicit, wantErr: "reserved by the hub"},
+		"explicit metadata name":                      {lb: lb(uid, "Metadata.Google.Internal."), tenant: "a", dns: explicit, wantErr: "reserved by the hub"},
+		"explicit under a reserved domain":            {lb: lb(uid, "xds.hub.example.net"), tenant: "a", dns: reserved, wantErr: "reserved by the hub"},
+		"explicit, the reserved wildcard's apex":      {lb: lb(uid, "lb.example.com"), tenant: "a", dns: reserved, wantErr: "reserved by the hub"},
+		"explicit, next to a reserved domain":         {lb: lb(uid, "myhub.example.net"), tenant: "a", dns: reserved, want: "myhub.example.net"},
 		"generated":                                   {lb: lb(uid, ""), tenant: "a", dns: wildcard, want: uid + ".a.lb.example.com"},
 		"generated from a domain without *.":          {lb: lb(uid, ""), tenant: "a", dns: translate.DNS{WildcardDomain: "LB.example.com."}, want: uid + ".a.lb.example.com"},
 		"generated, the domain is invalid":            {lb: lb(uid, ""), tenant: "a", dns: translate.DNS{WildcardDomain: "*.lb_example.com"}, wantErr: "wildcard domain"},

@@ -212,7 +212,7 @@ func TestBuildInput(t *testing.T) {
 	if len(in.Routes) != 0 {
 		t.Errorf("Routes %v with Ingress disabled", names(in.Routes, func(r *v1alpha1.Route) string { return r.Name }))
 	}
-	if in.DNS != (translate.DNS{WildcardDomain: "apps.example.com", AllowExplicitHostnames: true}) {
+	if in.DNS.WildcardDomain != "apps.example.com" || !in.DNS.AllowExplicitHostnames {
 		t.Errorf("DNS %+v, want the Tenant's", in.DNS)
 	}
 	if len(in.HostnameSecrets) != 0 {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -199,7 +200,8 @@ const (
 	// ReasonHostnameInvalid: the hostname is not a usable DNS name, or explicit hostnames
 	// are not allowed.
 	ReasonHostnameInvalid = "InvalidHostname"
-	// ReasonHostnameConflict: an older LoadBalancer of the tenant has the same hostname.
+	// ReasonHostnameConflict: an older LoadBalancer of the tenant has the same hostname, or
+	// an older LoadBalancer of another tenant holds it (manager.HostnameHeldElsewhere).
 	ReasonHostnameConflict = "HostnameConflict"
 	// ReasonCertificateFailed: the cert-manager Certificate could not be made.
 	ReasonCertificateFailed = "CertificateFailed"
@@ -277,9 +279,20 @@ func (r *Reconciler) reconcileHostname(ctx context.Context, lb *kubelbv1alpha1.L
 		if err := r.client.List(ctx, lbs, client.InNamespace(lb.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 			return st, 0, fmt.Errorf("listing the LoadBalancers of %s: %w", lb.Namespace, err)
 		}
+		held := false
+		if lb.Spec.Hostname != "" {
+			held, err = manager.HostnameHeldElsewhere(ctx, r.client, r.opts.Namespace, lb, host)
+			if err != nil {
+				return st, 0, err
+			}
+		}
 		if owner := hostnameOwner(lbs.Items, tenantName, dns, host); owner != "" && owner != lb.Name {
 			st.reason = ReasonHostnameConflict
 			st.problem = fmt.Sprintf("The hostname %s is already the hostname of the older LoadBalancer %s; choose another spec.hostname.", host, owner)
+		} else if held {
+			// Never name the other tenant or its object.
+			st.reason = ReasonHostnameConflict
+			st.problem = fmt.Sprintf("The hostname %s is held by another tenant; it gets no certificate and no DNS record. Choose another spec.hostname.", host)
 		} else {
 			st.hostname = host
 		}

@@ -115,6 +115,8 @@ type Reconciler struct {
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
+	// dropped is the steering annotation keys last told of per LoadBalancer (joined by ",").
+	dropped map[types.NamespacedName]string
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -151,6 +153,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, err
 	}
+	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
+	}
 	r := &Reconciler{
 		secrets:   owned.GetClient(),
 		certs:     &certAPI{mapper: mgr.GetRESTMapper()},
@@ -162,6 +167,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
 		deleting:  map[types.NamespacedName]types.UID{},
+		dropped:   map[types.NamespacedName]string{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
@@ -188,6 +194,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(manager.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
 			builder.WithPredicates(quotaInputChanged())).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+				return ok && lb.Spec.Hostname != ""
+			}))).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
@@ -311,7 +322,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
 	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
-	typ, supported := hubServiceType(lb)
+	typ, supported := hubServiceType(lb, tenant.AllocateNodePorts)
 	if !supported {
 		out.unsupportedType = lb.Spec.Type
 	}
@@ -350,6 +361,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err != nil {
 			return 0, err
 		}
+		r.warnDroppedAnnotations(lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
 		if isIPFamilyRefusal(out.serviceErr) {
 			// Not retried with backoff: nothing changes until the LoadBalancer (the tenant
 			// Service) or the hub's Service range does; a change of the first reconciles
@@ -448,7 +460,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 	}
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
-		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable:
+		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable, ReasonNodePortsNotAllowed:
 			r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "Reconcile", "%s", cond.Message)
 		}
 	}
@@ -604,12 +616,58 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.written, lb)
+	delete(r.dropped, lb)
 	if _, ok := r.known[lb]; ok {
 		delete(r.known, lb)
 		r.perNS[lb.Namespace]--
 		r.reportLoadBalancersLocked(lb.Namespace)
 	}
 }
+
+// warnDroppedAnnotations emits a Warning Event on the LoadBalancer naming the annotations
+// propagateAllAnnotations did not copy onto its hub Service because they steer a hub load
+// balancer or DNS (settings.SteeringAnnotationPrefixes), once per set of keys (this
+// manager's memory: a restart tells again once).
+func (r *Reconciler) warnDroppedAnnotations(lb *kubelbv1alpha1.LoadBalancer, dropped []string) {
+	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	keys := strings.Join(dropped, ",")
+	r.mu.Lock()
+	told := r.dropped[owner] == keys
+	if keys == "" {
+		delete(r.dropped, owner)
+	} else {
+		r.dropped[owner] = keys
+	}
+	r.mu.Unlock()
+	if told || keys == "" {
+		return
+	}
+	r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
+}
+
+// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname (created, changed,
+// deleted: the old and the new object of an update both come here) to the LoadBalancers of
+// other tenants asking for the same hostname: one of them may now hold it, or lose it.
+func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, reconcile.Request{NamespacedName: k})
+	}
+	return out
+}
+
+// ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
+// steering annotations were not copied to its hub Service.
+const ReasonAnnotationsDropped = "AnnotationsDropped"
 
 // remember counts a LoadBalancer for the per-tenant gauge.
 func (r *Reconciler) remember(lb types.NamespacedName) {

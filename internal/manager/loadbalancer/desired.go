@@ -48,6 +48,10 @@ const (
 	// ReasonUnsupportedType: spec.type is none of ClusterIP, NodePort and LoadBalancer
 	// (ExternalName): the hub Service is of type ClusterIP.
 	ReasonUnsupportedType = "UnsupportedType"
+	// ReasonNodePortsNotAllowed: spec.type is NodePort and the tenant's
+	// spec.loadBalancer.allocateNodePorts is off: the hub Service is of type ClusterIP and
+	// takes no hub NodePort.
+	ReasonNodePortsNotAllowed = "NodePortsNotAllowed"
 	// ReasonWaitingForAddress: the hub Service exists but has no address yet.
 	ReasonWaitingForAddress = "WaitingForAddress"
 	// ReasonPortsExhausted: the listener port range has no room for the LoadBalancer's ports.
@@ -117,12 +121,19 @@ func allocated(ports []lbPort, alloc map[portalloc.Key]int32) []lbPort {
 // hubServiceType is the type of a LoadBalancer's hub Service: its spec.type when that is
 // ClusterIP, NodePort or LoadBalancer ("" is the CRD's default, ClusterIP), as KubeLB CE
 // does. Any other type (ExternalName, which would not select the Envoy pods) is not
-// supported: the hub Service is then of type ClusterIP and supported is false.
-func hubServiceType(lb *kubelbv1alpha1.LoadBalancer) (typ corev1.ServiceType, supported bool) {
+// supported: the hub Service is then of type ClusterIP and supported is false. NodePort
+// takes hub NodePorts, so it needs the tenant's allocateNodePorts (allocate): without it
+// the hub Service is of type ClusterIP too, and supported is false.
+func hubServiceType(lb *kubelbv1alpha1.LoadBalancer, allocate bool) (typ corev1.ServiceType, supported bool) {
 	switch lb.Spec.Type {
 	case "", corev1.ServiceTypeClusterIP:
 		return corev1.ServiceTypeClusterIP, true
-	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+	case corev1.ServiceTypeNodePort:
+		if !allocate {
+			return corev1.ServiceTypeClusterIP, false
+		}
+		return lb.Spec.Type, true
+	case corev1.ServiceTypeLoadBalancer:
 		return lb.Spec.Type, true
 	}
 	return corev1.ServiceTypeClusterIP, false
@@ -139,7 +150,7 @@ func hubServiceType(lb *kubelbv1alpha1.LoadBalancer) (typ corev1.ServiceType, su
 // NodePorts are not to be allocated, a port of existing that still has one is applied with
 // nodePort 0 (manager.HubNodePorts, shared with the Route controller's hub Services).
 func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
-	typ, _ := hubServiceType(lb)
+	typ, _ := hubServiceType(lb, t.AllocateNodePorts)
 	labels := map[string]string{
 		kubelbv1alpha1.LabelManagedBy:      kubelbv1alpha1.LabelManagedByValue,
 		kubelbv1alpha1.LabelLoadBalancerNS: lb.Namespace,
@@ -354,6 +365,9 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was rejected: "+o.serviceErr.Error()
 	case o.exhausted != nil:
 		c.Reason, c.Message = ReasonPortsExhausted, "No listener port is left for this LoadBalancer: "+o.exhausted.Error()
+	case o.unsupportedType == corev1.ServiceTypeNodePort:
+		c.Reason, c.Message = ReasonNodePortsNotAllowed, "spec.type NodePort takes hub NodePorts, which this tenant may not take (spec.loadBalancer.allocateNodePorts of the Tenant or Config is false); "+
+			"the hub Service is of type ClusterIP and gets no NodePort. Use spec.type LoadBalancer, or ask the platform team to allow NodePorts."
 	case o.unsupportedType != "":
 		c.Reason, c.Message = ReasonUnsupportedType, "spec.type "+string(o.unsupportedType)+
 			" is not supported (ClusterIP, NodePort or LoadBalancer); the hub Service is of type ClusterIP and gets no external address."

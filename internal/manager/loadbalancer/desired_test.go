@@ -256,9 +256,17 @@ func TestHubServiceTypes(t *testing.T) {
 		t.Run(string(tc.spec), func(t *testing.T) {
 			lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
 			lb.Spec.Type = tc.spec
-			typ, supported := hubServiceType(lb)
+			typ, supported := hubServiceType(lb, true)
 			if typ != tc.want || supported != tc.supported {
 				t.Fatalf("hubServiceType = %s, %v; want %s, %v", typ, supported, tc.want, tc.supported)
+			}
+			// Without allocateNodePorts, NodePort becomes ClusterIP (no hub NodePort); the
+			// others stay.
+			noNP, npSupported := hubServiceType(lb, false)
+			if tc.spec == corev1.ServiceTypeNodePort && (noNP != corev1.ServiceTypeClusterIP || npSupported) {
+				t.Errorf("hubServiceType without NodePorts = %s, %v; want ClusterIP, false", noNP, npSupported)
+			} else if tc.spec != corev1.ServiceTypeNodePort && (noNP != typ || npSupported != supported) {
+				t.Errorf("hubServiceType without NodePorts = %s, %v; want %s, %v", noNP, npSupported, typ, supported)
 			}
 			ports, _ := planPorts(lb)
 			s := hubService(lb, tenant, ports, map[portalloc.Key]int32{ports[0].Key: 10000}, nil).Spec

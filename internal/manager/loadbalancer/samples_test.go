@@ -54,7 +54,7 @@ func TestSampleLoadBalancerIsWhatTheCCMWrites(t *testing.T) {
 	if diff := cmp.Diff(want.Finalizers, sample.Finalizers); diff != "" {
 		t.Errorf("the sample's finalizers are not what the ccm writes (-ccm +sample):\n%s", diff)
 	}
-	if typ, _ := hubServiceType(sample); typ != corev1.ServiceTypeLoadBalancer {
+	if typ, _ := hubServiceType(sample, true); typ != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("the sample's hub Service would be of type %s", typ)
 	}
 }

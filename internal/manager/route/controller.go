@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +51,6 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -91,6 +91,8 @@ type Reconciler struct {
 	waiting manager.PortWaiters               // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
+	// dropped is the steering annotation keys last told of per Route (joined by ",").
+	dropped map[types.NamespacedName]string
 }
 
 // SetupWithManager registers the Route controller with mgr.
@@ -106,6 +108,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
 		client:    mgr.GetClient(),
@@ -129,6 +134,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.NewPredicateFuncs(isRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(hostnameInputChanged())).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
+			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(func(o client.Object) bool {
+				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+				return ok && lb.Spec.Hostname != ""
+			}))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -309,6 +319,9 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}
+	if route.Spec.Source.Kubernetes != nil {
+		r.warnDroppedAnnotations(route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
+	}
 	return []hubServiceState{{name: GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
 }
 
@@ -412,7 +425,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	// Most LoadBalancer changes concern no Route and no Ingress Service: in a tenant without
 	// Routes, LoadBalancer hostnames and an Ingress Service there is nothing to decide (a
 	// tenant of 10 000 LoadBalancers would otherwise be walked for each one created).
-	if tenant.DNS == (translate.DNS{}) {
+	if tenant.DNS.IsZero() {
 		routes := &kubelbv1alpha1.RouteList{}
 		if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("listing the Routes of %s: %w", namespace, err)
@@ -444,7 +457,7 @@ func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
 // settings; invalid ones left out), sorted and without repeats. None when load balancing is
 // disabled for the tenant.
 func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant, verdict quota.Verdict) ([]string, error) {
-	if tenant.DisableLoadBalancer || (tenant.DNS == translate.DNS{}) {
+	if tenant.DisableLoadBalancer || tenant.DNS.IsZero() {
 		return nil, nil
 	}
 	list := &kubelbv1alpha1.LoadBalancerList{}
@@ -452,9 +465,20 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
 	}
 	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
+	mine := make([]*kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
 	for i := range list.Items {
-		if verdict.Admitted(quota.KindLoadBalancer, list.Items[i].Name) {
-			admitted = append(admitted, list.Items[i])
+		mine = append(mine, &list.Items[i])
+	}
+	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
+	// controller, a certificate).
+	held, err := manager.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		lb := &list.Items[i]
+		if verdict.Admitted(quota.KindLoadBalancer, lb.Name) && !held[lb.Name] {
+			admitted = append(admitted, *lb)
 		}
 	}
 	return LoadBalancerHostnames(admitted, settings.TenantName(namespace), tenant.DNS), nil
@@ -540,6 +564,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
 	r.waiting.Set(key, false)
 	r.mu.Lock()
+	delete(r.dropped, key)
 	if _, ok := r.known[key]; ok {
 		delete(r.known, key)
 		r.perNS[key.Namespace]--
@@ -572,6 +597,33 @@ func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedN
 	if ports.ReleaseOwner(owner) > 0 {
 		r.waiting.Wake()
 	}
+}
+
+// ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
+// steering annotations were not copied to its hub Service.
+const ReasonAnnotationsDropped = "AnnotationsDropped"
+
+// warnDroppedAnnotations emits a Warning Event on the Route naming the annotations of its
+// Gateway that propagateAllAnnotations did not copy onto the hub Service because they steer
+// a hub load balancer or DNS, once per set of keys (this manager's memory).
+func (r *Reconciler) warnDroppedAnnotations(route *kubelbv1alpha1.Route, dropped []string) {
+	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
+	keys := strings.Join(dropped, ",")
+	r.mu.Lock()
+	if r.dropped == nil {
+		r.dropped = map[types.NamespacedName]string{}
+	}
+	told := r.dropped[key] == keys
+	if keys == "" {
+		delete(r.dropped, key)
+	} else {
+		r.dropped[key] = keys
+	}
+	r.mu.Unlock()
+	if told || keys == "" {
+		return
+	}
+	r.recorder.Eventf(route, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
 }
 
 // remember counts a Route for the per-tenant gauge.
@@ -719,6 +771,29 @@ func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reco
 // ({Namespace: <its namespace>, Name: ""}).
 func tenantIngressRequest(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+}
+
+// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the Ingress
+// Services of the other tenants with a LoadBalancer of the same hostname: which of them holds
+// it (and gets its DNS record) may have changed.
+func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, k := range keys {
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: k.Namespace}}
+		if !slices.Contains(out, req) {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 // hostnameInputChanged passes LoadBalancer creates, deletes and updates of what its hostname

@@ -202,7 +202,7 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.DNS != (translate.DNS{WildcardDomain: "*.apps.example.test", AllowExplicitHostnames: true}) {
+	if in.DNS.WildcardDomain != "*.apps.example.test" || !in.DNS.AllowExplicitHostnames || !slices.Contains(in.DNS.ReservedDomains, "*.apps.example.test") {
 		t.Errorf("Input.DNS %+v", in.DNS)
 	}
 	var keys []string
