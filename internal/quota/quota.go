@@ -8,8 +8,10 @@
 // Walking in rank order, the n-th LoadBalancer is refused when n exceeds
 // limits.loadBalancers, the n-th Route when n exceeds limits.routes; an object that is not
 // refused for its count is refused when its listener ports, added to those of the older
-// admitted objects, exceed limits.listenerPorts. A new object therefore never displaces an
-// older one, and raising a limit or deleting an object admits the next ones.
+// admitted objects, exceed limits.listenerPorts, and when its bytes (Object.Bytes), added to
+// those of the older admitted objects, exceed limits.objectBytes. A new object therefore
+// never displaces an older one, and raising a limit or deleting an object admits the next
+// ones.
 package quota
 
 import (
@@ -46,6 +48,8 @@ type Object struct {
 	// SharedPorts; the later ones need no more for it.
 	Shared      string
 	SharedPorts int
+	// Bytes is what the object counts against limits.objectBytes (ObjectBytes).
+	Bytes int64
 }
 
 // Ref names an object of the tenant.
@@ -62,13 +66,16 @@ type Verdict struct {
 	refused   map[Ref]refusal
 	// UsedPorts is the number of listener ports the admitted objects hold.
 	UsedPorts int
+	// UsedBytes is the number of bytes the admitted objects take (limits.objectBytes).
+	UsedBytes int64
 }
 
 // refusal is why an object is refused; its message is written only when asked for.
 type refusal struct {
-	rank  int // > 0: refused as the rank-th oldest of its kind; 0: for listener ports
-	used  int // listener ports the older admitted objects hold
-	needs int // listener ports the object needs
+	rank  int   // > 0: refused as the rank-th oldest of its kind; 0: for listener ports or bytes
+	used  int64 // listener ports (bytes) the older admitted objects hold
+	needs int64 // listener ports (bytes) the object needs
+	bytes bool  // refused for limits.objectBytes
 }
 
 // Refused returns the message of a refused object and true, or "" and false when the
@@ -82,6 +89,10 @@ func (v Verdict) Refused(kind Kind, name string) (string, bool) {
 		limit, field := countLimit(kind, v.limits)
 		return fmt.Sprintf("tenant %s may hold %d %s (spec.limits.%s); this is the %s oldest — delete another or ask the platform team to raise the limit",
 			v.namespace, limit, plural(kind, limit), field, ordinal(r.rank)), true
+	}
+	if r.bytes {
+		return fmt.Sprintf("tenant %s's LoadBalancers and Routes may take %d bytes (spec.limits.objectBytes); older objects take %d and this %s takes %d — delete or shrink another or ask the platform team to raise the limit",
+			v.namespace, v.limits.ObjectBytes, r.used, kind, r.needs), true
 	}
 	return fmt.Sprintf("tenant %s may hold %d listener ports (spec.limits.listenerPorts); older objects hold %d and this %s needs %d more — delete or shrink another or ask the platform team to raise the limit",
 		v.namespace, v.limits.ListenerPorts, r.used, kind, r.needs), true
@@ -140,10 +151,15 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 			need += o.SharedPorts
 		}
 		if need > 0 && v.UsedPorts+need > limits.ListenerPorts {
-			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedPorts, needs: need}
+			v.refused[Ref{o.Kind, o.Name}] = refusal{used: int64(v.UsedPorts), needs: int64(need)}
+			continue
+		}
+		if v.UsedBytes+o.Bytes > limits.ObjectBytes {
+			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedBytes, needs: o.Bytes, bytes: true}
 			continue
 		}
 		v.UsedPorts += need
+		v.UsedBytes += o.Bytes
 		if o.Shared != "" {
 			paid[o.Shared] = true
 		}

@@ -24,7 +24,7 @@ func rt(name string, age, ports int) Object {
 func ingress(o Object) Object { o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts; return o }
 
 func limits(lbs, routes, ports int) settings.Limits {
-	return settings.Limits{LoadBalancers: lbs, Routes: routes, ListenerPorts: ports, EndpointsPerCluster: 1000}
+	return settings.Limits{LoadBalancers: lbs, Routes: routes, ListenerPorts: ports, EndpointsPerCluster: 1000, ObjectBytes: 1 << 30}
 }
 
 func refused(v Verdict) []string {
@@ -270,5 +270,29 @@ func TestAdmitLarge(t *testing.T) {
 	// The oldest are the admitted ones: the LoadBalancers are named by age, oldest last.
 	if !v.Admitted(KindLoadBalancer, "lb-099999") || v.Admitted(KindLoadBalancer, "lb-000000") {
 		t.Fatal("the oldest LoadBalancers are not the admitted ones")
+	}
+}
+
+// TestAdmitObjectBytes: limits.objectBytes refuses the object whose bytes, added to those of
+// the older admitted objects, exceed it; a smaller, newer one still fits.
+func TestAdmitObjectBytes(t *testing.T) {
+	t.Parallel()
+	sized := func(o Object, n int64) Object { o.Bytes = n; return o }
+	l := limits(10, 10, 10)
+	l.ObjectBytes = 1000
+	v := Admit("tenant-a", []Object{
+		sized(lb("old", 3, 0), 600), sized(rt("big", 2, 0), 500), sized(rt("small", 1, 0), 400),
+	}, l)
+	if got := refused(v); fmt.Sprint(got) != "[Route/big]" {
+		t.Fatalf("refused %v, want [Route/big]", got)
+	}
+	msg, _ := v.Refused(KindRoute, "big")
+	for _, part := range []string{"1000 bytes (spec.limits.objectBytes)", "older objects take 600", "this Route takes 500"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("message %q lacks %q", msg, part)
+		}
+	}
+	if v.UsedBytes != 1000 {
+		t.Errorf("UsedBytes %d, want 1000", v.UsedBytes)
 	}
 }

@@ -31,6 +31,17 @@ const (
 	// DefaultLimitEndpoints keeps one tenant's snapshot near 250 MiB of the manager's memory
 	// (docs/performance.md).
 	DefaultLimitEndpoints int32 = 500000
+	// DefaultLimitObjectBytes bounds the LoadBalancers and Routes of one tenant together
+	// (4 KiB each at the default counts); DefaultLimitSyncSecretBytes the data of its
+	// SyncSecrets (about 800 TLS certificates with their keys). With them the largest tenant the
+	// defaults allow costs the manager tens of MiB, not GiB (docs/performance.md, "A hostile
+	// tenant's largest footprint").
+	DefaultLimitObjectBytes     int64 = 8 << 20
+	DefaultLimitSyncSecrets     int32 = 1000
+	DefaultLimitSyncSecretBytes int64 = 4 << 20
+	// DefaultLimitAddresses: the ccm writes one Addresses object ("default"); a few more
+	// leave room for tooling.
+	DefaultLimitAddresses int32 = 4
 )
 
 // Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
@@ -40,6 +51,10 @@ type Limits struct {
 	ListenerPorts       int
 	EndpointsPerCluster int
 	Endpoints           int
+	ObjectBytes         int64
+	SyncSecrets         int
+	SyncSecretBytes     int64
+	Addresses           int
 }
 
 // Tenant is the effective configuration of one tenant.
@@ -223,6 +238,10 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		ListenerPorts:       int(DefaultLimitListenerPorts),
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
 		Endpoints:           int(DefaultLimitEndpoints),
+		ObjectBytes:         DefaultLimitObjectBytes,
+		SyncSecrets:         int(DefaultLimitSyncSecrets),
+		SyncSecretBytes:     DefaultLimitSyncSecretBytes,
+		Addresses:           int(DefaultLimitAddresses),
 	}
 	specs := layers(config, tenant,
 		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.Limits { return &s.Limits },
@@ -232,12 +251,21 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 			*dst = int(*v)
 		}
 	}
+	set64 := func(dst *int64, v *int64) {
+		if v != nil && *v >= 0 {
+			*dst = *v
+		}
+	}
 	for _, l := range specs {
 		set(&out.LoadBalancers, l.LoadBalancers)
 		set(&out.Routes, l.Routes)
 		set(&out.ListenerPorts, l.ListenerPorts)
 		set(&out.EndpointsPerCluster, l.EndpointsPerCluster)
 		set(&out.Endpoints, l.Endpoints)
+		set64(&out.ObjectBytes, l.ObjectBytes)
+		set(&out.SyncSecrets, l.SyncSecrets)
+		set64(&out.SyncSecretBytes, l.SyncSecretBytes)
+		set(&out.Addresses, l.Addresses)
 	}
 	return out
 }
