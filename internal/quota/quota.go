@@ -176,7 +176,7 @@ func countLimit(k Kind, l settings.Limits) (int, string) {
 }
 
 func plural(k Kind, n int) string {
-	if n == 1 {
+	if n == 1 || k == KindAddresses {
 		return string(k)
 	}
 	return string(k) + "s"

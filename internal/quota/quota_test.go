@@ -296,3 +296,30 @@ func TestAdmitObjectBytes(t *testing.T) {
 		t.Errorf("UsedBytes %d, want 1000", v.UsedBytes)
 	}
 }
+
+// TestAdmitItems: SyncSecrets (or Addresses) oldest first, refused past the count and past
+// the byte limit, a smaller newer one still fitting; no byte limit when Bytes < 0.
+func TestAdmitItems(t *testing.T) {
+	t.Parallel()
+	item := func(name string, age int, n int64) Item {
+		return Item{Name: name, Created: t0.Add(time.Duration(-age) * time.Minute), Bytes: n}
+	}
+	items := []Item{item("d", 1, 10), item("a", 4, 60), item("c", 2, 10), item("b", 3, 50), item("e", 0, 10)}
+	v := AdmitItems("tenant-b", KindSyncSecret, items, ItemLimits{Count: 4, CountField: "syncSecrets", Bytes: 100, BytesField: "syncSecretBytes"})
+	if got := v.RefusedNames(); fmt.Sprint(got) != "[b e]" {
+		t.Fatalf("refused %v, want [b e]", got)
+	}
+	if msg, _ := v.Refused("b"); !strings.Contains(msg, "may take 100 bytes (spec.limits.syncSecretBytes); older ones take 60 and this one takes 50") {
+		t.Errorf("b: %s", msg)
+	}
+	if msg, _ := v.Refused("e"); !strings.Contains(msg, "tenant-b may hold 4 SyncSecrets (spec.limits.syncSecrets); this is the 5th oldest") {
+		t.Errorf("e: %s", msg)
+	}
+	if v.Used != 3 || v.UsedBytes != 80 {
+		t.Errorf("used %d, %d bytes", v.Used, v.UsedBytes)
+	}
+	v = AdmitItems("tenant-b", KindAddresses, items, ItemLimits{Count: 1, CountField: "addresses", Bytes: -1})
+	if msg, _ := v.Refused("b"); !strings.Contains(msg, "may hold 1 Addresses (spec.limits.addresses); this is the 2nd oldest") {
+		t.Errorf("Addresses b: %s", msg)
+	}
+}
