@@ -37,7 +37,7 @@ const (
 	// defaults allow costs the manager tens of MiB, not GiB (docs/performance.md, "A hostile
 	// tenant's largest footprint").
 	DefaultLimitObjectBytes     int64 = 8 << 20
-	DefaultLimitSyncSecrets     int32 = 1000
+	DefaultLimitSyncSecrets     int32 = 250
 	DefaultLimitSyncSecretBytes int64 = 4 << 20
 	// DefaultLimitAddresses: the ccm writes one Addresses object ("default"); a few more
 	// leave room for tooling.

@@ -201,7 +201,7 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000, 500000, 8 << 20, 1000, 4 << 20, 4}},
+		{"defaults", nil, nil, Limits{1000, 1000, 500, 1000, 500000, 8 << 20, 250, 4 << 20, 4}},
 		{"config", config, nil, Limits{50, 60, 500, 1000, 500000, 8 << 20, 9, 1 << 20, 4}},
 		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 7, 500000, 4096, 9, 0, 1}},
 	} {
