@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,8 +59,8 @@ const kubelbLabelPrefix = "kubelb.k8c.io/"
 
 // TransformTenantObject strips from an object a tenant wrote what the manager never reads
 // and the tenant controls the size of: kubectl's last-applied-configuration annotation (a
-// second copy of the object) and the managedFields of the object's spec and metadata (only
-// the entries of the status subresource are kept: apply.ApplyStatus reads them).
+// second copy of the object). The managedFields stay: apply.ApplyStatus may rewrite the whole
+// list from the cached object (adopting legacy status updates), which must not lose entries.
 func TransformTenantObject(obj any) (any, error) {
 	o, ok := obj.(client.Object)
 	if !ok {
@@ -76,19 +75,7 @@ func TransformTenantObject(obj any) (any, error) {
 			o.SetAnnotations(a)
 		}
 	}
-	o.SetManagedFields(statusManagedFields(o.GetManagedFields()))
 	return o, nil
-}
-
-// statusManagedFields keeps the managedFields entries of the status subresource.
-func statusManagedFields(in []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	var out []metav1.ManagedFieldsEntry
-	for _, e := range in {
-		if e.Subresource == "status" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // TransformSyncSecret caches a SyncSecret without its data: the SyncSecret controller reads
@@ -109,7 +96,6 @@ func TransformSyncSecret(obj any) (any, error) {
 		}
 	}
 	ss.Data, ss.StringData = nil, nil
-	ss.ManagedFields = statusManagedFields(ss.ManagedFields)
 	return ss, nil
 }
 
