@@ -337,7 +337,7 @@ type CertificatesSettings struct {
 // the defaults in docs/security.md. The manager serves the oldest objects (by creation time,
 // then namespace/name) up to a limit and marks the rest Ready=False with reason
 // QuotaExceeded; the Tenant controller also writes a ResourceQuota counting the tenant's
-// LoadBalancers and Routes.
+// LoadBalancers, Routes, SyncSecrets and Addresses.
 type Limits struct {
 	// LoadBalancers is the most LoadBalancer objects the tenant's namespace may hold.
 	// +kubebuilder:validation:Minimum=0
@@ -383,6 +383,30 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	HealthCheckProbesPerSecond *int32 `json:"healthCheckProbesPerSecond,omitempty"`
+	// ObjectBytes is the most bytes the tenant's LoadBalancers and Routes may take together
+	// (each one's spec as JSON, plus its labels and annotations); the oldest objects are
+	// served first. It bounds the manager's memory and the hub's etcd for one tenant.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	ObjectBytes *int64 `json:"objectBytes,omitempty"`
+	// SyncSecrets is the most SyncSecret objects the tenant's namespace may hold.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	SyncSecrets *int32 `json:"syncSecrets,omitempty"`
+	// SyncSecretBytes is the most bytes the data (keys and values) of the tenant's
+	// SyncSecrets may take together; the oldest SyncSecrets are copied first.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	SyncSecretBytes *int64 `json:"syncSecretBytes,omitempty"`
+	// Addresses is the most Addresses objects the tenant's namespace may hold (the ccm
+	// writes one, "default").
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Addresses *int32 `json:"addresses,omitempty"`
 }
 
 // EndpointPolicy lists CIDRs the tenant's endpoint addresses may (allow) or may not (deny)

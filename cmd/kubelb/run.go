@@ -112,7 +112,7 @@ func run(o *options) error {
 	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
 		return err
 	}
-	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{}); err != nil {
+	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {
 		return err
 	}
 	if o.addressProvider.Value == addressProviderNodeIP {

@@ -3,6 +3,8 @@ package manager
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,10 +35,91 @@ func ManagedSelector(extra map[string]string) labels.Selector {
 // through the manager's client can never make it cache every Secret of the hub either.
 // (RBAC cannot select by label: the ClusterRole still lets the manager list every Secret,
 // see docs/security.md.)
+//
+// The kinds a tenant writes are cached as the manager needs them, not as the tenant wrote
+// them (TransformTenantObject, TransformSyncSecret): their memory is bounded by the tenant's
+// limits (spec.limits), not by what the API server accepts.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: ManagedSelector(nil)},
+		&corev1.Secret{}:               {Label: ManagedSelector(nil)},
+		&kubelbv1alpha1.SyncSecret{}:   {Transform: TransformSyncSecret},
+		&kubelbv1alpha1.LoadBalancer{}: {Transform: TransformTenantObject},
+		&kubelbv1alpha1.Route{}:        {Transform: TransformTenantObject},
+		&kubelbv1alpha1.Addresses{}:    {Transform: TransformTenantObject},
 	}
+}
+
+// AnnotationCachedDataBytes is set, in the manager's cache only, on each SyncSecret whose
+// data TransformSyncSecret dropped: the bytes its data and stringData take (keys and values,
+// stringData winning as in Data). It is never written to the API server.
+const AnnotationCachedDataBytes = "kubelb.k8c.io/cached-data-bytes"
+
+// kubelbLabelPrefix prefixes the labels of kubelb's contract (origin labels, managed-by).
+const kubelbLabelPrefix = "kubelb.k8c.io/"
+
+// TransformTenantObject strips from an object a tenant wrote what the manager never reads
+// and the tenant controls the size of: kubectl's last-applied-configuration annotation (a
+// second copy of the object). The managedFields stay: apply.ApplyStatus may rewrite the whole
+// list from the cached object (adopting legacy status updates), which must not lose entries.
+func TransformTenantObject(obj any) (any, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return obj, nil
+	}
+	if a := o.GetAnnotations(); a != nil {
+		if _, has := a[corev1.LastAppliedConfigAnnotation]; has {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			if len(a) == 0 {
+				a = nil
+			}
+			o.SetAnnotations(a)
+		}
+	}
+	return o, nil
+}
+
+// TransformSyncSecret caches a SyncSecret without its data: the SyncSecret controller reads
+// the data by name from the API server when it copies it into a Secret, one SyncSecret at a
+// time, so the cache holds no tenant's secrets however many it writes. What the data takes
+// is kept as AnnotationCachedDataBytes (the tenant's spec.limits.syncSecretBytes counts it);
+// the SyncSecret's other annotations and its labels other than kubelb.k8c.io/ ones, which
+// nothing reads, are dropped with it.
+func TransformSyncSecret(obj any) (any, error) {
+	ss, ok := obj.(*kubelbv1alpha1.SyncSecret)
+	if !ok {
+		return obj, nil
+	}
+	ss.Annotations = map[string]string{AnnotationCachedDataBytes: strconv.FormatInt(SyncSecretDataBytes(ss), 10)}
+	for k := range ss.Labels {
+		if !strings.HasPrefix(k, kubelbLabelPrefix) {
+			delete(ss.Labels, k)
+		}
+	}
+	ss.Data, ss.StringData = nil, nil
+	return ss, nil
+}
+
+// SyncSecretDataBytes is what a SyncSecret's data takes (keys and values of data merged with
+// stringData, stringData winning, as the API server merges a Secret's). On a SyncSecret read
+// from the manager's cache, it is AnnotationCachedDataBytes.
+func SyncSecretDataBytes(ss *kubelbv1alpha1.SyncSecret) int64 {
+	if ss.Data == nil && ss.StringData == nil {
+		if v, ok := ss.Annotations[AnnotationCachedDataBytes]; ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	var n int64
+	for k, v := range ss.Data {
+		if _, over := ss.StringData[k]; !over {
+			n += int64(len(k) + len(v))
+		}
+	}
+	for k, v := range ss.StringData {
+		n += int64(len(k) + len(v))
+	}
+	return n
 }
 
 // NewLabelledCluster adds to mgr a cache of only the objects kubelb made (by label), so a

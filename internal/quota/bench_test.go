@@ -23,7 +23,7 @@ func BenchmarkAdmission1000(b *testing.B) {
 		routes[i] = hubRoute(fmt.Sprintf("gw-%d", i), t0.Add(time.Duration(i)*time.Second), gateway(
 			map[string]any{"name": "a", "port": int64(80), "protocol": "HTTP"}))
 	}
-	t := settings.Tenant{Limits: settings.Limits{LoadBalancers: 1000, Routes: 1000, ListenerPorts: 500, EndpointsPerCluster: 1000}}
+	t := settings.Tenant{Limits: settings.Limits{LoadBalancers: 1000, Routes: 1000, ListenerPorts: 500, EndpointsPerCluster: 1000, ObjectBytes: settings.DefaultLimitObjectBytes}}
 	b.ReportAllocs()
 	for b.Loop() {
 		Admission("tenant-a", lbs, routes, t)
@@ -38,7 +38,7 @@ func BenchmarkAdmissionLoadBalancers1000(b *testing.B) {
 		lbs[i] = hubLB(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), t0.Add(time.Duration(i)*time.Second),
 			kubelbv1alpha1.LoadBalancerPort{Port: 80, Protocol: corev1.ProtocolTCP})
 	}
-	t := settings.Tenant{Limits: settings.Limits{LoadBalancers: 1000, Routes: 1000, ListenerPorts: 1000, EndpointsPerCluster: 1000}}
+	t := settings.Tenant{Limits: settings.Limits{LoadBalancers: 1000, Routes: 1000, ListenerPorts: 1000, EndpointsPerCluster: 1000, ObjectBytes: settings.DefaultLimitObjectBytes}}
 	b.ReportAllocs()
 	for b.Loop() {
 		Admission("tenant-a", lbs, nil, t)

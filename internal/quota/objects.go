@@ -28,6 +28,9 @@ const IngressServicePorts = 2
 // (GatewayPorts), none for what is disabled. Ingress Routes and LoadBalancers with a
 // hostname share the two ports of the tenant's Ingress Service. The LoadBalancer, Route and
 // envoycp controllers all decide from it, so that they agree.
+//
+// Each object's Bytes is its spec as JSON plus its labels and annotations (what
+// limits.objectBytes counts).
 func Objects(lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) []Object {
 	out := make([]Object, 0, len(lbs)+len(routes))
 	for i := range lbs {
@@ -49,7 +52,7 @@ func loadBalancerObject(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant) (Obj
 	if !lb.DeletionTimestamp.IsZero() {
 		return Object{}, false
 	}
-	o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time}
+	o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time, Bytes: objectBytes(&lb.ObjectMeta, &lb.Spec)}
 	if !t.DisableLoadBalancer {
 		ports, _ := LoadBalancerPorts(lb)
 		o.Ports = len(ports)
@@ -98,7 +101,7 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 	if !rt.DeletionTimestamp.IsZero() {
 		return Object{}, false
 	}
-	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time}
+	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time, Bytes: objectBytes(&rt.ObjectMeta, &rt.Spec)}
 	switch kind, _ := Classify(rt); kind {
 	case SourceGateway:
 		if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {

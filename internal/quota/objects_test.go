@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -65,6 +66,13 @@ func TestObjects(t *testing.T) {
 		{Kind: KindRoute, Name: "gw", Created: young, Ports: 2},
 		{Kind: KindRoute, Name: "ing", Created: young, Shared: sharedIngress, SharedPorts: 2},
 		{Kind: KindRoute, Name: "http", Created: young},
+	}
+	for i, o := range []any{&lbs[0].Spec, &routes[0].Spec, &routes[1].Spec, &routes[2].Spec} {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i].Bytes = int64(len(b))
 	}
 	got := Objects(lbs, routes, settings.Tenant{})
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -8,9 +8,11 @@
 // Walking in rank order, the n-th LoadBalancer is refused when n exceeds
 // limits.loadBalancers, the n-th Route when n exceeds limits.routes; an object that is not
 // refused for its count is refused when its listener ports, added to those of the older
-// admitted objects, exceed limits.listenerPorts, and when the hub NodePorts its hub Service
-// takes, added to those of the older admitted objects, exceed limits.nodePorts. A new object therefore never displaces an
-// older one, and raising a limit or deleting an object admits the next ones.
+// admitted objects, exceed limits.listenerPorts, when its bytes (Object.Bytes), added to
+// those of the older admitted objects, exceed limits.objectBytes, and when the hub NodePorts
+// its hub Service takes, added to those of the older admitted objects, exceed
+// limits.nodePorts. A new object therefore never displaces an older one, and raising a limit
+// or deleting an object admits the next ones.
 package quota
 
 import (
@@ -52,6 +54,8 @@ type Object struct {
 	// shared set's Service, paid like SharedPorts.
 	NodePorts       int
 	SharedNodePorts int
+	// Bytes is what the object counts against limits.objectBytes (ObjectBytes).
+	Bytes int64
 }
 
 // Ref names an object of the tenant.
@@ -71,14 +75,17 @@ type Verdict struct {
 	// UsedNodePorts is the number of hub NodePorts the admitted objects take (only filled
 	// in by a full walk; 0 on the fast path).
 	UsedNodePorts int
+	// UsedBytes is the number of bytes the admitted objects take (limits.objectBytes).
+	UsedBytes int64
 }
 
 // refusal is why an object is refused; its message is written only when asked for.
 type refusal struct {
-	rank      int  // > 0: refused as the rank-th oldest of its kind; 0: for listener ports or NodePorts
-	nodePorts bool // refused for hub NodePorts (used, needs count NodePorts)
-	used      int  // listener ports (NodePorts) the older admitted objects hold
-	needs     int  // listener ports (NodePorts) the object needs
+	rank      int   // > 0: refused as the rank-th oldest of its kind; 0: for listener ports, bytes or NodePorts
+	nodePorts bool  // refused for hub NodePorts (used, needs count NodePorts)
+	bytes     bool  // refused for limits.objectBytes (used, needs count bytes)
+	used      int64 // listener ports (bytes, NodePorts) the older admitted objects hold
+	needs     int64 // listener ports (bytes, NodePorts) the object needs
 }
 
 // Refused returns the message of a refused object and true, or "" and false when the
@@ -96,6 +103,10 @@ func (v Verdict) Refused(kind Kind, name string) (string, bool) {
 	if r.nodePorts {
 		return fmt.Sprintf("tenant %s may hold %d hub NodePorts (spec.limits.nodePorts); older objects hold %d and this %s needs %d more — delete or shrink another, use spec.type ClusterIP, or ask the platform team to raise the limit",
 			v.namespace, v.limits.NodePorts, r.used, kind, r.needs), true
+	}
+	if r.bytes {
+		return fmt.Sprintf("tenant %s's LoadBalancers and Routes may take %d bytes (spec.limits.objectBytes); older objects take %d and this %s takes %d — delete or shrink another or ask the platform team to raise the limit",
+			v.namespace, v.limits.ObjectBytes, r.used, kind, r.needs), true
 	}
 	return fmt.Sprintf("tenant %s may hold %d listener ports (spec.limits.listenerPorts); older objects hold %d and this %s needs %d more — delete or shrink another or ask the platform team to raise the limit",
 		v.namespace, v.limits.ListenerPorts, r.used, kind, r.needs), true
@@ -154,7 +165,11 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 			need += o.SharedPorts
 		}
 		if need > 0 && v.UsedPorts+need > limits.ListenerPorts {
-			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedPorts, needs: need}
+			v.refused[Ref{o.Kind, o.Name}] = refusal{used: int64(v.UsedPorts), needs: int64(need)}
+			continue
+		}
+		if v.UsedBytes+o.Bytes > limits.ObjectBytes {
+			v.refused[Ref{o.Kind, o.Name}] = refusal{used: v.UsedBytes, needs: o.Bytes, bytes: true}
 			continue
 		}
 		nodes := o.NodePorts
@@ -162,11 +177,12 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 			nodes += o.SharedNodePorts
 		}
 		if nodes > 0 && v.UsedNodePorts+nodes > limits.NodePorts {
-			v.refused[Ref{o.Kind, o.Name}] = refusal{nodePorts: true, used: v.UsedNodePorts, needs: nodes}
+			v.refused[Ref{o.Kind, o.Name}] = refusal{nodePorts: true, used: int64(v.UsedNodePorts), needs: int64(nodes)}
 			continue
 		}
 		v.UsedPorts += need
 		v.UsedNodePorts += nodes
+		v.UsedBytes += o.Bytes
 		if o.Shared != "" {
 			paid[o.Shared] = true
 		}
@@ -183,7 +199,7 @@ func countLimit(k Kind, l settings.Limits) (int, string) {
 }
 
 func plural(k Kind, n int) string {
-	if n == 1 {
+	if n == 1 || k == KindAddresses {
 		return string(k)
 	}
 	return string(k) + "s"

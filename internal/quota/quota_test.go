@@ -24,7 +24,7 @@ func rt(name string, age, ports int) Object {
 func ingress(o Object) Object { o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts; return o }
 
 func limits(lbs, routes, ports int) settings.Limits {
-	return settings.Limits{LoadBalancers: lbs, Routes: routes, ListenerPorts: ports, EndpointsPerCluster: 1000}
+	return settings.Limits{LoadBalancers: lbs, Routes: routes, ListenerPorts: ports, EndpointsPerCluster: 1000, ObjectBytes: 1 << 30}
 }
 
 func refused(v Verdict) []string {
@@ -270,5 +270,56 @@ func TestAdmitLarge(t *testing.T) {
 	// The oldest are the admitted ones: the LoadBalancers are named by age, oldest last.
 	if !v.Admitted(KindLoadBalancer, "lb-099999") || v.Admitted(KindLoadBalancer, "lb-000000") {
 		t.Fatal("the oldest LoadBalancers are not the admitted ones")
+	}
+}
+
+// TestAdmitObjectBytes: limits.objectBytes refuses the object whose bytes, added to those of
+// the older admitted objects, exceed it; a smaller, newer one still fits.
+func TestAdmitObjectBytes(t *testing.T) {
+	t.Parallel()
+	sized := func(o Object, n int64) Object { o.Bytes = n; return o }
+	l := limits(10, 10, 10)
+	l.ObjectBytes = 1000
+	v := Admit("tenant-a", []Object{
+		sized(lb("old", 3, 0), 600), sized(rt("big", 2, 0), 500), sized(rt("small", 1, 0), 400),
+	}, l)
+	if got := refused(v); fmt.Sprint(got) != "[Route/big]" {
+		t.Fatalf("refused %v, want [Route/big]", got)
+	}
+	msg, _ := v.Refused(KindRoute, "big")
+	for _, part := range []string{"1000 bytes (spec.limits.objectBytes)", "older objects take 600", "this Route takes 500"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("message %q lacks %q", msg, part)
+		}
+	}
+	if v.UsedBytes != 1000 {
+		t.Errorf("UsedBytes %d, want 1000", v.UsedBytes)
+	}
+}
+
+// TestAdmitItems: SyncSecrets (or Addresses) oldest first, refused past the count and past
+// the byte limit, a smaller newer one still fitting; no byte limit when Bytes < 0.
+func TestAdmitItems(t *testing.T) {
+	t.Parallel()
+	item := func(name string, age int, n int64) Item {
+		return Item{Name: name, Created: t0.Add(time.Duration(-age) * time.Minute), Bytes: n}
+	}
+	items := []Item{item("d", 1, 10), item("a", 4, 60), item("c", 2, 10), item("b", 3, 50), item("e", 0, 10)}
+	v := AdmitItems("tenant-b", KindSyncSecret, items, ItemLimits{Count: 4, CountField: "syncSecrets", Bytes: 100, BytesField: "syncSecretBytes"})
+	if got := v.RefusedNames(); fmt.Sprint(got) != "[b e]" {
+		t.Fatalf("refused %v, want [b e]", got)
+	}
+	if msg, _ := v.Refused("b"); !strings.Contains(msg, "may take 100 bytes (spec.limits.syncSecretBytes); older ones take 60 and this one takes 50") {
+		t.Errorf("b: %s", msg)
+	}
+	if msg, _ := v.Refused("e"); !strings.Contains(msg, "tenant-b may hold 4 SyncSecrets (spec.limits.syncSecrets); this is the 5th oldest") {
+		t.Errorf("e: %s", msg)
+	}
+	if v.Used != 3 || v.UsedBytes != 80 {
+		t.Errorf("used %d, %d bytes", v.Used, v.UsedBytes)
+	}
+	v = AdmitItems("tenant-b", KindAddresses, items, ItemLimits{Count: 1, CountField: "addresses", Bytes: -1})
+	if msg, _ := v.Refused("b"); !strings.Contains(msg, "may hold 1 Addresses (spec.limits.addresses); this is the 2nd oldest") {
+		t.Errorf("Addresses b: %s", msg)
 	}
 }

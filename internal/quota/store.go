@@ -147,8 +147,8 @@ func (s *Store) indexers(ctx context.Context) (lbs, routes toolscache.Indexer, o
 // own verdicts, which requeue the objects they refuse or admit anew (Requeuer).
 func (s *Store) LoadAdmissionFor(ctx context.Context, obj client.Object, t settings.Tenant) (Verdict, error) {
 	if _, _, ok := s.indexers(ctx); ok {
-		if ports, fits := s.track.fits(obj, t); fits {
-			return Verdict{namespace: obj.GetNamespace(), limits: t.Limits, UsedPorts: ports}, nil
+		if ports, bytes, fits := s.track.fits(obj, t); fits {
+			return Verdict{namespace: obj.GetNamespace(), limits: t.Limits, UsedPorts: ports, UsedBytes: bytes}, nil
 		}
 	}
 	return s.LoadAdmission(ctx, obj.GetNamespace(), t)
@@ -188,6 +188,7 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 	// The totals decide the fast path; the full ranking (Admit) is built from the memo only
 	// when the limits need it.
 	var nLB, nRoute, ports, nodePorts int
+	var bytes int64
 	shared := map[string]int{}      // SharedPorts of each shared set
 	sharedNodes := map[string]int{} // SharedNodePorts of each shared set
 	uniform := true
@@ -199,6 +200,7 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 		}
 		ports += o.Ports
 		nodePorts += o.NodePorts
+		bytes += o.Bytes
 		if o.Shared != "" {
 			if p, seen := shared[o.Shared]; !seen {
 				shared[o.Shared] = o.SharedPorts
@@ -226,10 +228,10 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 		nodePorts += p
 	}
 	l := t.Limits
-	if uniform && nLB <= l.LoadBalancers && nRoute <= l.Routes && ports <= l.ListenerPorts && nodePorts <= l.NodePorts {
+	if uniform && nLB <= l.LoadBalancers && nRoute <= l.Routes && ports <= l.ListenerPorts && nodePorts <= l.NodePorts && bytes <= l.ObjectBytes {
 		// Nothing can be refused: Admit walks fewer objects than each count limit, and the
-		// ports of any prefix are at most the total.
-		return Verdict{namespace: namespace, limits: l, UsedPorts: ports}
+		// ports and bytes of any prefix are at most the totals.
+		return Verdict{namespace: namespace, limits: l, UsedPorts: ports, UsedBytes: bytes}
 	}
 	objs := make([]Object, 0, nLB+nRoute)
 	each(lbs, func(lb *kubelbv1alpha1.LoadBalancer) {
@@ -255,8 +257,9 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 type totals struct {
 	loadBalancers, routes       int
 	lbPorts, routePorts         int
-	lbNodePorts, routeNodePorts int // with allocateNodePorts on
-	ingresses                   int // Routes that share the Ingress Service
+	lbNodePorts, routeNodePorts int   // with allocateNodePorts on
+	ingresses                   int   // Routes that share the Ingress Service
+	bytes                       int64 // of every object (limits.objectBytes)
 }
 
 // tracked is what the tracker knows of one object: the version it saw last and its Object
@@ -288,6 +291,7 @@ func (tr *tracker) set(uid types.UID, now *tracked) {
 			t = &totals{}
 			tr.totals[f.namespace] = t
 		}
+		t.bytes += int64(sign) * f.obj.Bytes
 		if f.obj.Kind == KindLoadBalancer {
 			t.loadBalancers += sign
 			t.lbPorts += sign * f.obj.Ports
@@ -353,25 +357,25 @@ func (tr *tracker) handler() toolscache.ResourceEventHandler {
 	}
 }
 
-// fits returns the ports the namespace's objects use and true when, as the tracker saw
+// fits returns the ports and bytes the namespace's objects use and true when, as the tracker saw
 // them, they fit the tenant's limits under its settings t: then Admit refuses none of
 // them. It returns false when it cannot tell: the handlers have not seen every object yet,
 // or the tracker has not seen obj (the object being reconciled) at its version from the
 // cache — it would be behind the cache the reconcile reads — or t makes LoadBalancer
 // hostnames (which depend on the settings).
-func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, bool) {
+func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, int64, bool) {
 	if !t.DNS.IsZero() {
-		return 0, false
+		return 0, 0, false
 	}
 	for _, r := range tr.synced {
 		if !r.HasSynced() {
-			return 0, false
+			return 0, 0, false
 		}
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if f, ok := tr.objs[obj.GetUID()]; !ok || f.resourceVersion != obj.GetResourceVersion() {
-		return 0, false
+		return 0, 0, false
 	}
 	var sum totals
 	if n := tr.totals[obj.GetNamespace()]; n != nil {
@@ -401,6 +405,6 @@ func (tr *tracker) fits(obj client.Object, t settings.Tenant) (int, bool) {
 			nodePorts += IngressServicePorts
 		}
 	}
-	nodePortsFit := nodePorts <= l.NodePorts
-	return ports, sum.loadBalancers <= l.LoadBalancers && sum.routes <= l.Routes && ports <= l.ListenerPorts && nodePortsFit
+	return ports, sum.bytes, sum.loadBalancers <= l.LoadBalancers && sum.routes <= l.Routes && ports <= l.ListenerPorts &&
+		nodePorts <= l.NodePorts && sum.bytes <= l.ObjectBytes
 }

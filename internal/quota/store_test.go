@@ -250,22 +250,25 @@ func TestTrackerFastPath(t *testing.T) {
 			DisableLoadBalancer: r.IntN(5) == 0, DisableGatewayAPI: r.IntN(5) == 0, DisableIngress: r.IntN(5) == 0,
 			AllocateNodePorts: r.IntN(2) == 0}
 		ten.Limits.NodePorts = r.IntN(60)
+		if r.IntN(3) == 0 {
+			ten.Limits.ObjectBytes = int64(r.IntN(4000))
+		}
 		_, _, lbList, routeList := s.items()
 		want := Admission("tenant-a", lbList, routeList, ten)
 		noneRefused := len(want.RefusedNames(KindLoadBalancer))+len(want.RefusedNames(KindRoute)) == 0
-		ports, fits := tr.fits(changed, ten)
-		if fits != noneRefused || (fits && ports != want.UsedPorts) {
-			t.Fatalf("round %d: fast path says fits=%v with %d ports; Admission refuses %v and uses %d ports", round, fits, ports, refused(want), want.UsedPorts)
+		ports, bytes, fits := tr.fits(changed, ten)
+		if fits != noneRefused || (fits && (ports != want.UsedPorts || bytes != want.UsedBytes)) {
+			t.Fatalf("round %d: fast path says fits=%v with %d ports, %d bytes; Admission refuses %v and uses %d ports, %d bytes", round, fits, ports, bytes, refused(want), want.UsedPorts, want.UsedBytes)
 		}
 		// The reconcile read a version the tracker has not seen: it must walk the tenant.
 		newer := changed.DeepCopy()
 		newer.ResourceVersion = s.nextRV()
-		if _, fits := tr.fits(newer, ten); fits {
+		if _, _, fits := tr.fits(newer, ten); fits {
 			t.Fatalf("round %d: the fast path answered for a version it has not seen", round)
 		}
 		// LoadBalancer hostnames depend on the settings: it does not answer.
 		ten.DNS = translate.DNS{WildcardDomain: "lb.example.com"}
-		if _, fits := tr.fits(changed, ten); fits {
+		if _, _, fits := tr.fits(changed, ten); fits {
 			t.Fatalf("round %d: the fast path answered with LoadBalancer hostnames", round)
 		}
 	}

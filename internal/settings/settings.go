@@ -41,6 +41,17 @@ const (
 	// DefaultTotalHealthCheckProbesPerSecond is split between the tenants: ten get their
 	// whole default budget.
 	DefaultTotalHealthCheckProbesPerSecond int32 = 20000
+	// DefaultLimitObjectBytes bounds the LoadBalancers and Routes of one tenant together
+	// (4 KiB each at the default counts); DefaultLimitSyncSecretBytes the data of its
+	// SyncSecrets (about 800 TLS certificates with their keys). With them the largest tenant the
+	// defaults allow costs the manager tens of MiB, not GiB (docs/performance.md, "A hostile
+	// tenant's largest footprint").
+	DefaultLimitObjectBytes     int64 = 8 << 20
+	DefaultLimitSyncSecrets     int32 = 250
+	DefaultLimitSyncSecretBytes int64 = 4 << 20
+	// DefaultLimitAddresses: the ccm writes one Addresses object ("default"); a few more
+	// leave room for tooling.
+	DefaultLimitAddresses int32 = 4
 )
 
 // Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
@@ -55,6 +66,10 @@ type Limits struct {
 	// gives it at most its share of TotalHealthCheckProbesPerSecond (the Config's alone).
 	HealthCheckProbesPerSecond      int
 	TotalHealthCheckProbesPerSecond int
+	ObjectBytes                     int64
+	SyncSecrets                     int
+	SyncSecretBytes                 int64
+	Addresses                       int
 }
 
 // Tenant is the effective configuration of one tenant.
@@ -249,6 +264,10 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		NodePorts:           int(DefaultLimitNodePorts),
 		EndpointsPerCluster: int(DefaultLimitEndpointsPerCluster),
 		Endpoints:           int(DefaultLimitEndpoints),
+		ObjectBytes:         DefaultLimitObjectBytes,
+		SyncSecrets:         int(DefaultLimitSyncSecrets),
+		SyncSecretBytes:     DefaultLimitSyncSecretBytes,
+		Addresses:           int(DefaultLimitAddresses),
 
 		HealthCheckProbesPerSecond:      int(DefaultLimitHealthCheckProbesPerSecond),
 		TotalHealthCheckProbesPerSecond: int(DefaultTotalHealthCheckProbesPerSecond),
@@ -264,6 +283,11 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 			*dst = int(*v)
 		}
 	}
+	set64 := func(dst *int64, v *int64) {
+		if v != nil && *v >= 0 {
+			*dst = *v
+		}
+	}
 	for _, l := range specs {
 		set(&out.LoadBalancers, l.LoadBalancers)
 		set(&out.Routes, l.Routes)
@@ -274,6 +298,10 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		if v := l.HealthCheckProbesPerSecond; v != nil && *v > 0 {
 			out.HealthCheckProbesPerSecond = int(*v)
 		}
+		set64(&out.ObjectBytes, l.ObjectBytes)
+		set(&out.SyncSecrets, l.SyncSecrets)
+		set64(&out.SyncSecretBytes, l.SyncSecretBytes)
+		set(&out.Addresses, l.Addresses)
 	}
 	return out
 }

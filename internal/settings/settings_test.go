@@ -234,11 +234,13 @@ func TestResolveDNSAndCertificates(t *testing.T) {
 
 func TestResolveLimits(t *testing.T) {
 	i32 := func(v int32) *int32 { return &v }
+	i64 := func(v int64) *int64 { return &v }
 	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{
-		LoadBalancers: i32(50), Routes: i32(60), HealthCheckProbesPerSecond: i32(300),
+		LoadBalancers: i32(50), Routes: i32(60), HealthCheckProbesPerSecond: i32(300), SyncSecrets: i32(9), SyncSecretBytes: i64(1 << 20),
 	}, TotalHealthCheckProbesPerSecond: i32(9000)}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{
 		Routes: i32(0), EndpointsPerCluster: i32(7), NodePorts: i32(12), HealthCheckProbesPerSecond: i32(10),
+		SyncSecretBytes: i64(0), Addresses: i32(1), ObjectBytes: i64(4096),
 	}}}
 	for _, tc := range []struct {
 		name   string
@@ -246,9 +248,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 256, 1000, 500000, 2000, 20000}},
-		{"config", config, nil, Limits{50, 60, 500, 256, 1000, 500000, 300, 9000}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 12, 7, 500000, 10, 9000}},
+		{"defaults", nil, nil, Limits{1000, 1000, 500, 256, 1000, 500000, 2000, 20000, 8 << 20, 250, 4 << 20, 4}},
+		{"config", config, nil, Limits{50, 60, 500, 256, 1000, 500000, 300, 9000, 8 << 20, 9, 1 << 20, 4}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 12, 7, 500000, 10, 9000, 4096, 9, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {

@@ -219,3 +219,11 @@ func StartPairWith(t TB, o PairOptions) *Pair {
 	}
 	return &Pair{Hub: hub, Tenant: tenant}
 }
+
+// EtcdMetricsURL is the /metrics address of the cluster's etcd (e.g. for
+// etcd_mvcc_db_total_size_in_bytes).
+func (c *Cluster) EtcdMetricsURL() string {
+	u := *c.env.ControlPlane.Etcd.URL
+	u.Path = "/metrics"
+	return u.String()
+}

@@ -840,8 +840,22 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		}
 		in.LoadBalancers = append(in.LoadBalancers, lb)
 	}
+	// Addresses beyond spec.limits.addresses (oldest first) are left out: a LoadBalancer
+	// that references one reports it missing.
+	addrItems := make([]quota.Item, 0, len(addrs.Items))
 	for _, a := range addrs.Items {
-		in.Addresses[a.Name] = a
+		if a.DeletionTimestamp.IsZero() {
+			addrItems = append(addrItems, quota.Item{Name: a.Name, Created: a.CreationTimestamp.Time})
+		}
+	}
+	addrVerdict := quota.AdmitItems(tenant, quota.KindAddresses, addrItems, quota.ItemLimits{Count: set.Limits.Addresses, CountField: "addresses", Bytes: -1})
+	if refused := addrVerdict.RefusedNames(); len(refused) > 0 {
+		log.V(1).Info("Addresses over the tenant's limit are not used", "tenant", tenant, "addresses", refused)
+	}
+	for _, a := range addrs.Items {
+		if _, refused := addrVerdict.Refused(a.Name); !refused {
+			in.Addresses[a.Name] = a
+		}
 	}
 	for _, rt := range routes.Items {
 		// With Ingress disabled, kubelb-ingress may still exist for LoadBalancer hostnames:

@@ -6,12 +6,20 @@
 // immutable. It never takes over a Secret of that name it did not make: that is reported in
 // the SyncSecret's Synced condition. The Envoy control plane finds a tenant's Secret ns/name
 // by the origin labels.
+//
+// A tenant's SyncSecrets are bounded by its limits (spec.limits.syncSecrets and
+// syncSecretBytes): oldest first, the SyncSecret beyond the count, or whose data would take
+// the tenant past the byte limit, gets no Secret (one it had is deleted) and shows Synced=False
+// with reason QuotaExceeded and a Warning Event. The manager's cache holds SyncSecrets
+// without their data (manager.TransformSyncSecret); the data is read from the API server by
+// name, one SyncSecret at a time, when it is copied.
 package syncsecret
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +48,8 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 // controllerName names the controller (logs, controller-runtime's metrics).
@@ -77,14 +87,21 @@ const conflictRetry = time.Minute
 type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means 4.
 	MaxConcurrentReconciles int
+	// Namespace is the manager's namespace, where Config "default" is (the tenants' limits).
+	Namespace string
 }
 
 // Reconciler keeps the hub Secret of each SyncSecret.
 type Reconciler struct {
 	client    client.Client // the manager's: SyncSecrets, namespaces (cached); writes
 	secrets   client.Reader // cache of the Secrets this controller made (by label)
-	apiReader client.Reader // uncached: a Secret of that name this controller did not make
+	apiReader client.Reader // uncached: a Secret of that name this controller did not make; a SyncSecret's data
 	recorder  events.EventRecorder
+	namespace string // the manager's (Config "default")
+
+	// refusing holds the namespaces whose last verdict refused a SyncSecret: a deletion there
+	// requeues the namespace's SyncSecrets, as it may admit one.
+	refusing sync.Map
 }
 
 // SetupWithManager registers the SyncSecret controller with mgr.
@@ -107,6 +124,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		secrets:   owned.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("kubelb-" + controllerName),
+		namespace: opts.Namespace,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
@@ -119,6 +137,14 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
+		// The verdict over a tenant's SyncSecrets changes with its limits and with a SyncSecret
+		// that grows, shrinks or goes: its SyncSecrets are looked at again.
+		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.siblings),
+			builder.WithPredicates(r.quotaInputChanged())).
+		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToSyncSecrets),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToSyncSecrets),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (manager.FairQueue).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
@@ -134,6 +160,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=syncsecrets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one SyncSecret's hub Secret and status in line. It has the manager's
@@ -172,6 +199,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			err = errors.Join(err, r.writeStatus(ctx, ss, cond))
 		}
 	}()
+	verdict, err := r.admission(ctx, ss.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if msg, refused := verdict.Refused(ss.Name); refused {
+		cond = failed(quota.ReasonQuotaExceeded, "The SyncSecret is not copied into a Secret: "+msg+".")
+		return reconcile.Result{}, r.deleteSecret(ctx, ss)
+	}
+	// The cache holds no data: the SyncSecret is read whole, by name, to be copied.
+	full := &kubelbv1alpha1.SyncSecret{}
+	if err := r.apiReader.Get(ctx, req.NamespacedName, full); err != nil {
+		cond = metav1.Condition{}
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("getting SyncSecret %s: %w", req.NamespacedName, err)
+	}
+	if full.UID != ss.UID || !full.DeletionTimestamp.IsZero() {
+		return reconcile.Result{Requeue: true}, nil // the cache is behind: look again
+	}
+	ss = full
 	if msg := validate(ss); msg != "" {
 		cond = failed(ReasonInvalid, "The SyncSecret cannot become a Secret: "+msg+".")
 		return reconcile.Result{}, nil
@@ -186,6 +234,87 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	cond, err = r.applySecret(ctx, current, DesiredSecret(ss))
 	return reconcile.Result{}, err
+}
+
+// admission is the verdict over the SyncSecrets of namespace (not being deleted) under the
+// tenant's limits, from the cache (which knows each one's data size without its data).
+func (r *Reconciler) admission(ctx context.Context, namespace string) (quota.ItemVerdict, error) {
+	t, err := settings.Load(ctx, r.client, r.namespace, settings.TenantName(namespace))
+	if err != nil {
+		return quota.ItemVerdict{}, err
+	}
+	list := &kubelbv1alpha1.SyncSecretList{}
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return quota.ItemVerdict{}, fmt.Errorf("listing the SyncSecrets of %s: %w", namespace, err)
+	}
+	items := make([]quota.Item, 0, len(list.Items))
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.DeletionTimestamp.IsZero() {
+			items = append(items, quota.Item{Name: o.Name, Created: o.CreationTimestamp.Time, Bytes: manager.SyncSecretDataBytes(o)})
+		}
+	}
+	v := quota.AdmitItems(namespace, quota.KindSyncSecret, items, quota.ItemLimits{
+		Count: t.Limits.SyncSecrets, CountField: "syncSecrets",
+		Bytes: t.Limits.SyncSecretBytes, BytesField: "syncSecretBytes",
+	})
+	if len(v.RefusedNames()) > 0 {
+		r.refusing.Store(namespace, true)
+	} else {
+		r.refusing.Delete(namespace)
+	}
+	return v, nil
+}
+
+// deleteSecret deletes the hub Secret a refused SyncSecret had (made before a limit was
+// lowered or an older SyncSecret grew).
+func (r *Reconciler) deleteSecret(ctx context.Context, ss *kubelbv1alpha1.SyncSecret) error {
+	current, _, err := r.currentSecret(ctx, ss)
+	if err != nil || current == nil {
+		return err
+	}
+	if err := r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting hub Secret %s/%s of a SyncSecret over the tenant's limits: %w", current.Namespace, current.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("deleted the hub Secret of a SyncSecret over the tenant's limits", "secret", client.ObjectKeyFromObject(current))
+	return nil
+}
+
+// quotaInputChanged passes the SyncSecret events that may change the verdict over the
+// others of its namespace: its data changed (generation), it is being deleted, or it is gone
+// from a namespace that refused some. A new SyncSecret is the newest: it refuses no other.
+func (r *Reconciler) quotaInputChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			_, refusing := r.refusing.Load(e.Object.GetNamespace())
+			return refusing
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// siblings requeues the SyncSecrets of an object's namespace.
+func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.syncSecretsIn(ctx, o.GetNamespace())
+}
+
+// tenantToSyncSecrets requeues the SyncSecrets of one tenant.
+func (r *Reconciler) tenantToSyncSecrets(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.syncSecretsIn(ctx, settings.Namespace(o.GetName()))
+}
+
+// configToSyncSecrets requeues every SyncSecret when Config "default" of the manager's
+// namespace changes.
+func (r *Reconciler) configToSyncSecrets(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.namespace || o.GetName() != kubelbv1alpha1.DefaultConfigName {
+		return nil
+	}
+	return r.syncSecretsIn(ctx, "")
 }
 
 // failed is a False Synced condition.
@@ -310,9 +439,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ss *kubelbv1alpha1.Syn
 
 // namespaceToSyncSecrets requeues the SyncSecrets of a namespace.
 func (r *Reconciler) namespaceToSyncSecrets(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.syncSecretsIn(ctx, o.GetName())
+}
+
+// syncSecretsIn requeues the SyncSecrets of namespace ("": of every namespace).
+func (r *Reconciler) syncSecretsIn(ctx context.Context, namespace string) []reconcile.Request {
 	list := &kubelbv1alpha1.SyncSecretList{}
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing SyncSecrets to requeue", "namespace", o.GetName())
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing SyncSecrets to requeue", "namespace", namespace)
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))

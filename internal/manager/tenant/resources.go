@@ -197,18 +197,22 @@ func checkNetworkPolicyOptions(o NetworkPolicyOptions) error {
 var (
 	QuotaLoadBalancers = corev1.ResourceName("count/loadbalancers." + kubelbv1alpha1.GroupVersion.Group)
 	QuotaRoutes        = corev1.ResourceName("count/routes." + kubelbv1alpha1.GroupVersion.Group)
+	QuotaSyncSecrets   = corev1.ResourceName("count/syncsecrets." + kubelbv1alpha1.GroupVersion.Group)
+	QuotaAddresses     = corev1.ResourceName("count/addresses." + kubelbv1alpha1.GroupVersion.Group)
 )
 
-// desiredResourceQuota bounds the number of LoadBalancers and Routes the tenant's namespace
-// may hold, at the tenant's resolved limits: the API server refuses one more ("exceeded
-// quota"), whatever writes it. Addresses (one per ccm) and SyncSecrets have no limit of their
-// own (the CRDs bound their size, not their number), so they are not counted.
+// desiredResourceQuota bounds the number of LoadBalancers, Routes, SyncSecrets and Addresses
+// the tenant's namespace may hold, at the tenant's resolved limits: the API server refuses
+// one more ("exceeded quota"), whatever writes it, where the quota controller runs. (The
+// byte limits have no ResourceQuota form; the manager enforces them, and the counts, itself.)
 func desiredResourceQuota(tenant string, limits settings.Limits) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: settings.Namespace(tenant), Labels: tenantLabels(tenant)},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
 			QuotaLoadBalancers: resource.MustParse(strconv.Itoa(limits.LoadBalancers)),
 			QuotaRoutes:        resource.MustParse(strconv.Itoa(limits.Routes)),
+			QuotaSyncSecrets:   resource.MustParse(strconv.Itoa(limits.SyncSecrets)),
+			QuotaAddresses:     resource.MustParse(strconv.Itoa(limits.Addresses)),
 		}},
 	}
 }

@@ -66,15 +66,19 @@ func TestCheckNetworkPolicyOptions(t *testing.T) {
 	}
 }
 
-// TestDesiredResourceQuota: the quota counts LoadBalancers and Routes at the resolved limits,
-// a limit of 0 included, and nothing else.
+// TestDesiredResourceQuota: the quota counts LoadBalancers, Routes, SyncSecrets and Addresses
+// at the resolved limits, a limit of 0 included, and nothing else.
 func TestDesiredResourceQuota(t *testing.T) {
-	rq := desiredResourceQuota("shop", settings.Limits{LoadBalancers: 0, Routes: 7, ListenerPorts: 3, EndpointsPerCluster: 9})
-	if len(rq.Spec.Hard) != 2 {
-		t.Errorf("hard %v, want LoadBalancers and Routes only", rq.Spec.Hard)
+	rq := desiredResourceQuota("shop", settings.Limits{LoadBalancers: 0, Routes: 7, ListenerPorts: 3, EndpointsPerCluster: 9, SyncSecrets: 11, Addresses: 1, ObjectBytes: 5, SyncSecretBytes: 6})
+	if len(rq.Spec.Hard) != 4 {
+		t.Errorf("hard %v, want LoadBalancers, Routes, SyncSecrets and Addresses only", rq.Spec.Hard)
 	}
 	lbs, routes := rq.Spec.Hard[QuotaLoadBalancers], rq.Spec.Hard[QuotaRoutes]
 	if lbs.Value() != 0 || routes.Value() != 7 || string(QuotaLoadBalancers) != "count/loadbalancers.kubelb.k8c.io" {
+		t.Errorf("hard %v", rq.Spec.Hard)
+	}
+	ss, addrs := rq.Spec.Hard[QuotaSyncSecrets], rq.Spec.Hard[QuotaAddresses]
+	if ss.Value() != 11 || addrs.Value() != 1 || string(QuotaSyncSecrets) != "count/syncsecrets.kubelb.k8c.io" || string(QuotaAddresses) != "count/addresses.kubelb.k8c.io" {
 		t.Errorf("hard %v", rq.Spec.Hard)
 	}
 	if rq.Namespace != "tenant-shop" || rq.Name != ResourceQuotaName || rq.Labels["kubelb.k8c.io/tenant"] != "shop" {
