@@ -35,7 +35,7 @@ func TestAdmitNodePorts(t *testing.T) {
 		typed("late", 3, corev1.ServiceTypeNodePort, 1),
 	}
 	routes := []kubelbv1alpha1.Route{hubRoute("gw", t0.Add(4*time.Second), gateway(map[string]any{"name": "a", "port": int64(80), "protocol": "HTTP"}))}
-	limits := settings.Limits{LoadBalancers: 10, Routes: 10, ListenerPorts: 100, NodePorts: 4}
+	limits := settings.Limits{LoadBalancers: 10, Routes: 10, ListenerPorts: 100, NodePorts: 4, ObjectBytes: 1 << 30}
 
 	on := settings.Tenant{AllocateNodePorts: true, Limits: limits}
 	v := Admission("tenant-a", lbs, routes, on)
