@@ -115,8 +115,8 @@ type Reconciler struct {
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
-	// dropped is the steering annotation keys last told of per LoadBalancer (joined by ",").
-	dropped map[types.NamespacedName]string
+	// dropped tells which steering annotations were not propagated, once per set.
+	dropped manager.DroppedAnnotations
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -167,7 +167,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		known:     map[types.NamespacedName]struct{}{},
 		written:   map[types.NamespacedName]writtenStatus{},
 		deleting:  map[types.NamespacedName]types.UID{},
-		dropped:   map[types.NamespacedName]string{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
@@ -361,7 +360,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err != nil {
 			return 0, err
 		}
-		r.warnDroppedAnnotations(lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
+		r.dropped.Warn(r.recorder, lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
 		if isIPFamilyRefusal(out.serviceErr) {
 			// Not retried with backoff: nothing changes until the LoadBalancer (the tenant
 			// Service) or the hub's Service range does; a change of the first reconciles
@@ -616,33 +615,12 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.written, lb)
-	delete(r.dropped, lb)
+	r.dropped.Forget(lb)
 	if _, ok := r.known[lb]; ok {
 		delete(r.known, lb)
 		r.perNS[lb.Namespace]--
 		r.reportLoadBalancersLocked(lb.Namespace)
 	}
-}
-
-// warnDroppedAnnotations emits a Warning Event on the LoadBalancer naming the annotations
-// propagateAllAnnotations did not copy onto its hub Service because they steer a hub load
-// balancer or DNS (settings.SteeringAnnotationPrefixes), once per set of keys (this
-// manager's memory: a restart tells again once).
-func (r *Reconciler) warnDroppedAnnotations(lb *kubelbv1alpha1.LoadBalancer, dropped []string) {
-	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
-	keys := strings.Join(dropped, ",")
-	r.mu.Lock()
-	told := r.dropped[owner] == keys
-	if keys == "" {
-		delete(r.dropped, owner)
-	} else {
-		r.dropped[owner] = keys
-	}
-	r.mu.Unlock()
-	if told || keys == "" {
-		return
-	}
-	r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
 }
 
 // sameHostnameElsewhere maps a LoadBalancer with an explicit hostname (created, changed,
@@ -667,7 +645,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = "AnnotationsDropped"
+const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
 
 // remember counts a LoadBalancer for the per-tenant gauge.
 func (r *Reconciler) remember(lb types.NamespacedName) {

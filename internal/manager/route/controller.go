@@ -91,8 +91,8 @@ type Reconciler struct {
 	waiting manager.PortWaiters               // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
-	// dropped is the steering annotation keys last told of per Route (joined by ",").
-	dropped map[types.NamespacedName]string
+	// dropped tells which steering annotations were not propagated, once per set.
+	dropped manager.DroppedAnnotations
 }
 
 // SetupWithManager registers the Route controller with mgr.
@@ -320,7 +320,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		return nil, err
 	}
 	if route.Spec.Source.Kubernetes != nil {
-		r.warnDroppedAnnotations(route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
+		r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
 	}
 	return []hubServiceState{{name: GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
 }
@@ -564,7 +564,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
 	r.waiting.Set(key, false)
 	r.mu.Lock()
-	delete(r.dropped, key)
+	r.dropped.Forget(key)
 	if _, ok := r.known[key]; ok {
 		delete(r.known, key)
 		r.perNS[key.Namespace]--
@@ -601,30 +601,7 @@ func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedN
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = "AnnotationsDropped"
-
-// warnDroppedAnnotations emits a Warning Event on the Route naming the annotations of its
-// Gateway that propagateAllAnnotations did not copy onto the hub Service because they steer
-// a hub load balancer or DNS, once per set of keys (this manager's memory).
-func (r *Reconciler) warnDroppedAnnotations(route *kubelbv1alpha1.Route, dropped []string) {
-	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
-	keys := strings.Join(dropped, ",")
-	r.mu.Lock()
-	if r.dropped == nil {
-		r.dropped = map[types.NamespacedName]string{}
-	}
-	told := r.dropped[key] == keys
-	if keys == "" {
-		delete(r.dropped, key)
-	} else {
-		r.dropped[key] = keys
-	}
-	r.mu.Unlock()
-	if told || keys == "" {
-		return
-	}
-	r.recorder.Eventf(route, nil, corev1.EventTypeWarning, ReasonAnnotationsDropped, "Reconcile", "%s", settings.DroppedAnnotationsNote(dropped))
-}
+const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
 
 // remember counts a Route for the per-tenant gauge.
 func (r *Reconciler) remember(key types.NamespacedName) {
