@@ -31,6 +31,9 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 	helm.Install(t, hub, "kubelb-manager", "kubelb-manager", framework.ManagerNamespace)
 	sys := framework.StartSystem(t, hub, framework.Options{
 		ManagerKubeconfig: helm.ImpersonatedKubeconfig(t, hub, framework.ManagerNamespace, "kubelb-manager"),
+		// The chart's admission webhook, reached by URL instead of the chart's Service; the
+		// manager keeps its CA bundle with the chart's RBAC.
+		AdmissionWebhook: true,
 	})
 
 	helm.Install(t, tenant, "kubelb-ccm", "kubelb-ccm", "kubelb", "--set", "kubelb.tenantName=a", "--set", "kubelb.gatewayAPI.enabled=true")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,13 +29,14 @@ import (
 // The largest tenant the default limits allow, of every kind at once (docs/performance.md,
 // "A hostile tenant's largest footprint"): the most LoadBalancers and Routes, of a size that
 // together fills spec.limits.objectBytes; the most Addresses, at their largest (5000
-// addresses); SyncSecrets at their largest (1000 KiB of data), as many as the API server
-// takes, most of them past spec.limits.syncSecretBytes.
+// addresses); as many SyncSecrets as the ResourceQuota counts (250), each at its largest
+// (1000 KiB of data), of which the admission webhook lets only those within
+// spec.limits.syncSecretBytes into etcd.
 const (
 	footprintLBs          = int(settings.DefaultLimitLoadBalancers)
 	footprintRoutes       = int(settings.DefaultLimitRoutes)
 	footprintAddresses    = int(settings.DefaultLimitAddresses)
-	footprintSyncSecrets  = 64
+	footprintSyncSecrets  = int(settings.DefaultLimitSyncSecrets)
 	footprintSecretBytes  = 1000 * 1024
 	footprintLBAddresses  = 150 // inline endpoint addresses of one LoadBalancer: about 3.6 KiB
 	footprintRoutePadding = 3800
@@ -66,12 +68,8 @@ func TestLargestTenantFootprint(t *testing.T) {
 	if bin == "" {
 		bin = testsupport.BuildBinary(t, "./cmd/kubelb")
 	}
-	metricsPort, probePort, xdsPort, pprofPort := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
-	proc := testsupport.StartProcess(t, "kubelb", bin,
-		"--kubeconfig", hub.Kubeconfig, "--namespace", "kubelb",
-		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort),
-		"--listen-address", testsupport.Loopback(xdsPort), "--pprof-bind-address", testsupport.Loopback(pprofPort))
-	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
+	m := startWithWebhook(t, hub, bin)
+	proc, metricsPort, pprofPort := m.proc, m.metricsPort, m.pprofPort
 	ns := settings.Namespace("big")
 	testsupport.Eventually(t, time.Minute, "the Tenant's namespace", func() error {
 		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
@@ -129,8 +127,8 @@ func TestLargestTenantFootprint(t *testing.T) {
 			Data: map[string][]byte{"k": big},
 		})
 	}
-	createAll(t, c, objs, 8)
-	t.Logf("wrote %d objects in %v", len(objs), time.Since(start).Round(time.Second))
+	refused := createAll(t, c, objs, 8)
+	t.Logf("wrote %d objects in %v; the API server refused %d (the admission webhook: past a byte limit)", len(objs)-refused, time.Since(start).Round(time.Second), refused)
 
 	// Settled: every LoadBalancer and SyncSecret has a status from the manager, and the
 	// manager's work queues are empty.
@@ -155,8 +153,8 @@ func TestLargestTenantFootprint(t *testing.T) {
 				ssDone++
 			}
 		}
-		if done < footprintLBs || ssDone < footprintSyncSecrets {
-			return fmt.Errorf("%d of %d LoadBalancers and %d of %d SyncSecrets have a status", done, footprintLBs, ssDone, footprintSyncSecrets)
+		if done < len(lbs.Items) || ssDone < len(sss.Items) {
+			return fmt.Errorf("%d of %d LoadBalancers and %d of %d SyncSecrets have a status", done, len(lbs.Items), ssDone, len(sss.Items))
 		}
 		return nil
 	})
@@ -170,7 +168,7 @@ func TestLargestTenantFootprint(t *testing.T) {
 	t.Logf("settled %v after the first write", settled)
 	t.Logf("manager: VmHWM (peak RSS) %s, VmRSS %s, Go heap in use %.0f MiB", peak["VmHWM"], peak["VmRSS"], heap/(1<<20))
 	t.Logf("etcd db size: %.0f MiB before, %.0f MiB after (+%.0f MiB)", etcdBefore/(1<<20), etcdAfter/(1<<20), (etcdAfter-etcdBefore)/(1<<20))
-	t.Logf("hub Secrets made from the %d SyncSecrets: %d", footprintSyncSecrets, len(secrets.Items))
+	t.Logf("hub Secrets made from the %d SyncSecrets attempted: %d", footprintSyncSecrets, len(secrets.Items))
 	if dir := os.Getenv("KUBELB_PPROF_DIR"); dir != "" {
 		resp, err := http.Get("http://" + testsupport.Loopback(pprofPort) + "/debug/pprof/heap") //nolint:noctx // a test, loopback
 		must(err)
@@ -181,13 +179,15 @@ func TestLargestTenantFootprint(t *testing.T) {
 	}
 }
 
-// createAll creates objs with workers goroutines.
-func createAll(t *testing.T, c client.Client, objs []client.Object, workers int) {
+// createAll creates objs with workers goroutines and returns how many the API server refused
+// as Forbidden (the admission webhook); any other error fails the test.
+func createAll(t *testing.T, c client.Client, objs []client.Object, workers int) int {
 	t.Helper()
 	ch := make(chan client.Object)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
+	forbidden := 0
 	for range workers {
 		wg.Add(1)
 		go func() {
@@ -195,6 +195,11 @@ func createAll(t *testing.T, c client.Client, objs []client.Object, workers int)
 			for o := range ch {
 				if err := c.Create(context.Background(), o); err != nil {
 					mu.Lock()
+					if apierrors.IsForbidden(err) {
+						forbidden++
+						mu.Unlock()
+						continue
+					}
 					errs = append(errs, fmt.Errorf("%T %s: %w", o, o.GetName(), err))
 					mu.Unlock()
 				}
@@ -209,6 +214,7 @@ func createAll(t *testing.T, c client.Client, objs []client.Object, workers int)
 	if len(errs) > 0 {
 		t.Fatalf("%d creates failed, the first: %v", len(errs), errs[0])
 	}
+	return forbidden
 }
 
 // procStatus reads /proc/<pid>/status.

@@ -57,6 +57,9 @@ type options struct {
 	// addressProviderClass is the loadBalancerClass of the hub Services the provider serves
 	// ("": those without a class).
 	addressProviderClass string
+	// webhookAddr is where the admission webhook serves ("": it does not); webhookHost the
+	// name (or address) the API server dials it by, which its certificate carries.
+	webhookAddr, webhookHost string
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 	// deprecatedWarning names the deprecated flags that were given ("" when none).
@@ -112,6 +115,10 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.BoolVar(&o.nodeIPNAT, "node-ip-nat", false, "With --address-provider=node-ip: keep a 1:1 NAT shadow ClusterIP Service (externalIPs = the hub nodes' private addresses) beside each hub Service whose nodes' public addresses are not on their interfaces.")
 	fs.StringVar(&o.addressProviderClass, "address-provider-class", "", "loadBalancerClass of the hub Services the address provider serves (the Tenant's or Config's spec.loadBalancer.class); empty: those without a class.")
 	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
+	fs.StringVar(&o.webhookAddr, "admission-webhook-address", "",
+		"host:port the admission webhook serves on (HTTPS, certificate from the manager's CA), which refuses tenant writes past their byte limits; empty: no webhook (the kubelb-manager chart sets it).")
+	fs.StringVar(&o.webhookHost, "admission-webhook-host", "",
+		"Name or address the API server reaches the admission webhook by, for its certificate (default kubelb.<namespace>.svc).")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +164,14 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	}
 	if o.Namespace == "" {
 		return nil, fs, fmt.Errorf("flag --namespace must not be empty")
+	}
+	if o.webhookAddr != "" {
+		if _, _, err := net.SplitHostPort(o.webhookAddr); err != nil {
+			return nil, fs, fmt.Errorf("invalid value %q for flag --admission-webhook-address: want host:port", o.webhookAddr)
+		}
+	}
+	if o.webhookHost == "" {
+		o.webhookHost = "kubelb." + o.Namespace + ".svc"
 	}
 	if ip, err := netip.ParseAddr(o.EnvoyListenerAddressIPv6); err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
 		return nil, fs, fmt.Errorf("invalid value %q for flag --envoy-listener-address-ipv6: want an IPv6 address", o.EnvoyListenerAddressIPv6)

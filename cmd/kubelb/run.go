@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
@@ -69,6 +74,11 @@ func run(o *options) error {
 	authority := store.NewAuthority(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, xdsHost, ctrl.Log.WithName("xds-ca"))
 	if err := mgr.Add(authority); err != nil {
 		return err
+	}
+	if o.webhookAddr != "" {
+		if err := setupWebhook(mgr, o); err != nil {
+			return err
+		}
 	}
 	srv := xds.NewServer(ctrl.Log.WithName("xds"), authority.ServerTLS())
 	if err := srv.SetLimits(o.xdsLimits); err != nil {
@@ -132,4 +142,38 @@ func run(o *options) error {
 		return err
 	}
 	return app.Run(mgr)
+}
+
+// setupWebhook serves the admission webhook on --admission-webhook-address (every replica),
+// with a certificate for --admission-webhook-host from the manager's CA, and keeps the CA
+// bundle of its ValidatingWebhookConfiguration (the leader).
+func setupWebhook(mgr ctrl.Manager, o *options) error {
+	host, port, err := net.SplitHostPort(o.webhookAddr)
+	if err != nil {
+		return fmt.Errorf("reading --admission-webhook-address %q: %w", o.webhookAddr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("reading the port of --admission-webhook-address %q: %w", o.webhookAddr, err)
+	}
+	serving := store.NewServingAuthority(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.webhookHost, "admission webhook", ctrl.Log.WithName("webhook-ca"))
+	if err := mgr.Add(serving); err != nil {
+		return err
+	}
+	ledger, err := admission.NewLedger(context.Background(), mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	srv := webhook.NewServer(webhook.Options{Host: host, Port: p, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+		c.GetCertificate = serving.GetCertificate
+		c.MinVersion = tls.VersionTLS12
+	}}})
+	srv.Register(admission.Path, &webhook.Admission{Handler: admission.NewHandler(mgr.GetClient(), o.Namespace, ledger, mgr.GetScheme())})
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	return mgr.Add(&admission.CABundle{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Name: admission.ConfigurationName,
+		CA: serving.CA, Interval: store.RefreshInterval, Log: ctrl.Log.WithName("webhook-ca"),
+	})
 }

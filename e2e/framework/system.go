@@ -18,13 +18,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -89,6 +92,10 @@ type Options struct {
 	// and all) to a live replica, as kube-proxy would, and AddManagerReplica starts more
 	// replicas, each on its own xDS port. Without it, the one manager listens on XDSPort.
 	Replicated bool
+	// AdmissionWebhook runs the manager's admission webhook on loopback and points the hub's
+	// ValidatingWebhookConfiguration at it by URL (envtest has no Service network): the
+	// chart's, when a chart installed it, else admission.Configuration. Not with Replicated.
+	AdmissionWebhook bool
 }
 
 // StartSystem starts the hub control plane and the real kubelb manager binary.
@@ -113,6 +120,9 @@ func StartSystem(t testenv.TB, hub *testenv.Cluster, opts Options) *System {
 			"--metrics-addr", metrics, "--health-probe-bind-address", probe,
 			"--tenant-kubeconfig-server", hub.Config.Host, "--log-format", "console",
 		}, opts.ExtraManagerArgs...)
+	}
+	if opts.AdmissionWebhook {
+		opts.ExtraManagerArgs = append(opts.ExtraManagerArgs, s.pointWebhookHere()...)
 	}
 	listen := xds
 	if opts.Replicated {
@@ -472,4 +482,33 @@ func (tn *Tenant) StartEnvoy(bootstrapOf func(ctx context.Context, c client.Read
 	})
 	tn.Envoy = StartEnvoy(t, "envoy-"+tn.Name, MountXDSSecret(t, tn.sys.Hub.Client, tn.Namespace, bootstrap))
 	return tn.Envoy
+}
+
+// pointWebhookHere points the hub's ValidatingWebhookConfiguration for tenant objects at a
+// loopback port (the chart's, or admission.Configuration when none is installed) and returns
+// the manager flags that serve the webhook there.
+func (s *System) pointWebhookHere() []string {
+	t := s.T
+	t.Helper()
+	ctx := context.Background()
+	addr := testsupport.Loopback(testsupport.FreePort(t))
+	cc := admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + addr + admission.Path)}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	err := s.Hub.Client.Get(ctx, client.ObjectKey{Name: admission.ConfigurationName}, vwc)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := s.Hub.Client.Create(ctx, admission.Configuration(cc)); err != nil {
+			t.Fatalf("creating the ValidatingWebhookConfiguration: %v", err)
+		}
+	case err != nil:
+		t.Fatalf("getting the ValidatingWebhookConfiguration: %v", err)
+	default:
+		for i := range vwc.Webhooks {
+			vwc.Webhooks[i].ClientConfig = cc
+		}
+		if err := s.Hub.Client.Update(ctx, vwc); err != nil {
+			t.Fatalf("pointing the chart's ValidatingWebhookConfiguration at the manager: %v", err)
+		}
+	}
+	return []string{"--admission-webhook-address", addr, "--admission-webhook-host", "127.0.0.1"}
 }

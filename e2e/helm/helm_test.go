@@ -185,8 +185,8 @@ func TestManagerTemplateDefaults(t *testing.T) {
 		pm := p.(map[string]any)
 		got = append(got, pm["name"].(string)+":"+jsonString(pm["port"]))
 	}
-	if !slices.Equal(got, []string{"xds:8001", "metrics:9443"}) {
-		t.Errorf("Service kubelb ports %v, want xds:8001 (the Envoy fleets dial kubelb.<ns>.svc:8001) and metrics:9443", got)
+	if !slices.Equal(got, []string{"xds:8001", "webhook:8443", "metrics:9443"}) {
+		t.Errorf("Service kubelb ports %v, want xds:8001 (the Envoy fleets dial kubelb.<ns>.svc:8001), webhook:8443 (the API server calls the admission webhook) and metrics:9443", got)
 	}
 
 	cfg := find(t, objs, "Config", "default")

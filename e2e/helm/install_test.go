@@ -2,6 +2,8 @@ package helm
 
 import (
 	"context"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +31,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -117,6 +120,7 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	if want := generatedCRDKinds(t); !slices.Equal(kubelbCRDs, want) || !slices.Contains(want, "LoadBalancer") {
 		t.Errorf("kubelb CRDs installed by the chart: %v, want %v", kubelbCRDs, want)
 	}
+	checkWebhookConfiguration(t, hub, ns)
 	cfg := &kubelbv1alpha1.Config{}
 	must(t, "getting Config default", hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubelbv1alpha1.DefaultConfigName}, cfg))
 	if cfg.Spec.EnvoyProxy.Image != "docker.io/envoyproxy/envoy:v1.40.0" || cfg.Spec.EnvoyProxy.Replicas != 2 ||
@@ -348,4 +352,22 @@ func checkDefaultHAAccepted(t *testing.T, hub *testenv.Cluster) {
 		o := find(t, objs, kind, "kubelb-default-kubelb-manager")
 		must(t, "dry-run creating the default "+kind, hub.Client.Create(context.Background(), o, client.DryRunAll))
 	}
+}
+
+// checkWebhookConfiguration: the chart's ValidatingWebhookConfiguration is the manager's own
+// definition (admission.Configuration) through the chart's Service; caBundle is the
+// manager's to set. Then it is deleted: no manager runs in this test to answer it, and the
+// test goes on to write LoadBalancers (the webhook itself: cmd/kubelb TestHostileTenantEtcdBytes,
+// e2e TestL4AsInstalledByHelm).
+func checkWebhookConfiguration(t *testing.T, hub *testenv.Cluster, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	must(t, "getting the chart's ValidatingWebhookConfiguration", hub.Client.Get(ctx, client.ObjectKey{Name: admission.ConfigurationName}, got))
+	want := admission.Configuration(admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: ns, Name: "kubelb", Path: ptr.To(admission.Path), Port: ptr.To[int32](8443)}})
+	if len(got.Webhooks) != 1 || !equality.Semantic.DeepEqual(got.Webhooks, want.Webhooks) {
+		t.Errorf("the chart's webhooks:\n%s\nwant (admission.Configuration):\n%s", jsonString(got.Webhooks), jsonString(want.Webhooks))
+	}
+	must(t, "deleting the ValidatingWebhookConfiguration", hub.Client.Delete(ctx, got))
 }

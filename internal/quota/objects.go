@@ -52,7 +52,7 @@ func loadBalancerObject(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant) (Obj
 	if !lb.DeletionTimestamp.IsZero() {
 		return Object{}, false
 	}
-	o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time, Bytes: objectBytes(&lb.ObjectMeta, &lb.Spec)}
+	o := Object{Kind: KindLoadBalancer, Name: lb.Name, Created: lb.CreationTimestamp.Time, Bytes: LoadBalancerBytes(lb)}
 	if !t.DisableLoadBalancer {
 		ports, _ := LoadBalancerPorts(lb)
 		o.Ports = len(ports)
@@ -101,7 +101,7 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 	if !rt.DeletionTimestamp.IsZero() {
 		return Object{}, false
 	}
-	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time, Bytes: objectBytes(&rt.ObjectMeta, &rt.Spec)}
+	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time, Bytes: RouteBytes(rt)}
 	switch kind, _ := Classify(rt); kind {
 	case SourceGateway:
 		if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // objectBytes is what one object counts against limits.objectBytes: its spec as JSON, plus
@@ -29,3 +31,11 @@ func jsonBytes(v any) int64 {
 	}
 	return int64(len(b))
 }
+
+// LoadBalancerBytes is what lb counts against limits.objectBytes.
+func LoadBalancerBytes(lb *kubelbv1alpha1.LoadBalancer) int64 {
+	return objectBytes(&lb.ObjectMeta, &lb.Spec)
+}
+
+// RouteBytes is what rt counts against limits.objectBytes.
+func RouteBytes(rt *kubelbv1alpha1.Route) int64 { return objectBytes(&rt.ObjectMeta, &rt.Spec) }

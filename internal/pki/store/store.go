@@ -86,6 +86,7 @@ type Authority struct {
 	reader    client.Reader
 	namespace string
 	names     []string
+	purpose   string
 	log       logr.Logger
 	now       func() time.Time
 
@@ -98,7 +99,15 @@ type Authority struct {
 // NewAuthority returns the Authority of a replica: the CA Secret is in namespace (written
 // with c, read with r, an API reader), and the server certificate names pki.ServerNames(xdsHost).
 func NewAuthority(c client.Client, r client.Reader, namespace, xdsHost string, log logr.Logger) *Authority {
-	return &Authority{client: c, reader: r, namespace: namespace, names: pki.ServerNames(xdsHost), log: log, now: time.Now}
+	return &Authority{client: c, reader: r, namespace: namespace, names: pki.ServerNames(xdsHost), purpose: "xDS server", log: log, now: time.Now}
+}
+
+// NewServingAuthority is NewAuthority for another server of the manager (purpose names it
+// in logs and errors): its certificate, from the same CA, names pki.ServerNames(host).
+func NewServingAuthority(c client.Client, r client.Reader, namespace, host, purpose string, log logr.Logger) *Authority {
+	a := NewAuthority(c, r, namespace, host, log)
+	a.purpose = purpose
+	return a
 }
 
 // Refresh loads the CA (making it if absent) and issues a new server certificate when the CA
@@ -118,12 +127,12 @@ func (a *Authority) Refresh(ctx context.Context) error {
 	}
 	cert, err := ca.IssueServer(a.names, now, pki.ServerLifetime)
 	if err != nil {
-		return fmt.Errorf("issuing the xDS server certificate: %w", err)
+		return fmt.Errorf("issuing the %s certificate: %w", a.purpose, err)
 	}
 	a.mu.Lock()
 	a.ca, a.server, a.renewAt = ca, &cert, pki.RenewAt(cert.Leaf)
 	a.mu.Unlock()
-	a.log.Info("xDS server certificate issued", "names", a.names, "ca", ca.Fingerprint(), "renewAt", a.renewAt.UTC())
+	a.log.Info(a.purpose+" certificate issued", "names", a.names, "ca", ca.Fingerprint(), "renewAt", a.renewAt.UTC())
 	return nil
 }
 
@@ -134,7 +143,7 @@ func (a *Authority) Start(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error(err, "refreshing the xDS server credentials")
+			a.log.Error(err, "refreshing the "+a.purpose+" credentials")
 		}
 		select {
 		case <-ctx.Done():
@@ -162,4 +171,15 @@ func (a *Authority) ServerTLS() *tls.Config {
 		defer a.mu.RUnlock()
 		return a.ca, a.server
 	})
+}
+
+// GetCertificate hands the current server certificate to a TLS server that does not ask for
+// client certificates (tls.Config.GetCertificate), e.g. the admission webhook's.
+func (a *Authority) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.server == nil {
+		return nil, fmt.Errorf("no %s certificate yet", a.purpose)
+	}
+	return a.server, nil
 }
