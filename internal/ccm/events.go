@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,9 @@ const (
 	ReasonLoadBalancingDisabled = "LoadBalancingDisabled"
 	// ReasonHubForbidden (Warning): the hub refused the ccm's credentials or request (401/403).
 	ReasonHubForbidden = "HubForbidden"
+	// ReasonHubLimitExceeded (Warning): the hub refused the mirror because it would take the
+	// tenant past one of its limits (the ResourceQuota's counts, the admission webhook's bytes).
+	ReasonHubLimitExceeded = "HubLimitExceeded"
 	// ReasonHubUnreachable (Warning): the hub's API server could not be reached or failed.
 	ReasonHubUnreachable = "HubUnreachable"
 	// ReasonLoadBalancerRejected (Warning): the hub rejected the LoadBalancer as invalid.
@@ -68,6 +72,9 @@ func recordHubError(ctx context.Context, rec events.EventRecorder, svc *corev1.S
 		return
 	}
 	switch {
+	case hubLimitExceeded(err):
+		record(rec, svc, corev1.EventTypeWarning, ReasonHubLimitExceeded, action,
+			"The management cluster refused %s: the tenant would pass one of its limits: %v. Delete or shrink other Services, Ingresses, routes or TLS Secrets mirrored to the hub, or ask the hub's operators to raise the Tenant's spec.limits.", doing, err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		record(rec, svc, corev1.EventTypeWarning, ReasonHubForbidden, action,
 			"The management cluster refused %s: %v. Check the ccm's kubeconfig (Secret kubelb-ccm-kubeconfig) and that the Tenant exists.", doing, err)
@@ -83,6 +90,16 @@ func recordHubError(ctx context.Context, rec events.EventRecorder, svc *corev1.S
 		record(rec, svc, corev1.EventTypeWarning, ReasonHubUnreachable, action,
 			"The management cluster could not be reached for %s: %v. Retrying.", doing, err)
 	}
+}
+
+// hubLimitExceeded tells whether err is the hub refusing a write for the tenant's limits: the
+// ResourceQuota ("exceeded quota") or kubelb's admission webhook (its name in the denial).
+func hubLimitExceeded(err error) bool {
+	if !apierrors.IsForbidden(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "exceeded quota") || strings.Contains(msg, `"tenant-objects.kubelb.k8c.io" denied`)
 }
 
 // namespaceNotFound tells whether err says that a namespace does not exist (a create in it).

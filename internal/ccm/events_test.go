@@ -24,6 +24,8 @@ func TestRecordHubError(t *testing.T) {
 	}{
 		{"forbidden", apierrors.NewForbidden(lbs, "x", errors.New("RBAC")), ReasonHubForbidden, false},
 		{"unauthorized", apierrors.NewUnauthorized("token expired"), ReasonHubForbidden, false},
+		{"quota", apierrors.NewForbidden(lbs, "x", errors.New("exceeded quota: kubelb-tenant, requested: count/loadbalancers.kubelb.k8c.io=1")), ReasonHubLimitExceeded, true},
+		{"byte limit", apierrors.NewForbidden(lbs, "x", errors.New(`admission webhook "tenant-objects.kubelb.k8c.io" denied the request: tenant a's LoadBalancers and Routes may take 8388608 bytes`)), ReasonHubLimitExceeded, true},
 		{"invalid", apierrors.NewInvalid(schema.GroupKind{Group: "kubelb.k8c.io", Kind: "LoadBalancer"}, "x",
 			field.ErrorList{field.Required(field.NewPath("spec"), "")}), ReasonLoadBalancerRejected, true},
 		{"namespace missing", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "tenant-a"), ReasonTenantNamespaceMissing, true},

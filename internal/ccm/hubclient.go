@@ -73,11 +73,11 @@ func observeHub(op string, start time.Time, err error) {
 }
 
 // hubAnswered tells whether the hub did its job: success, or an answer that is part of normal
-// operation (not found, already exists, conflict, invalid). Transport errors, 401, 403 and
-// server errors count as "not connected".
+// operation (not found, already exists, conflict, invalid, a tenant limit reached). Transport
+// errors, other 401 and 403 and server errors count as "not connected".
 func hubAnswered(err error) bool {
 	return err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) ||
-		apierrors.IsConflict(err) || apierrors.IsInvalid(err)
+		apierrors.IsConflict(err) || apierrors.IsInvalid(err) || hubLimitExceeded(err)
 }
 
 // isAPIError tells whether err is an answer of an API server (as opposed to a transport error).
