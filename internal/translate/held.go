@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -49,9 +50,10 @@ type Held struct {
 	Routes map[string]RouteStatus
 }
 
-// Hold returns in less the objects being deleted and less what h holds back, with what it
-// held back. It reads in.LoadBalancers, in.Routes and in.Addresses and modifies none of them:
-// the result's are new.
+// Hold returns in less the objects being deleted and less what h holds back (with the
+// certificates of the hostnames of LoadBalancers left out), and what it held back. It
+// modifies nothing of in: the result's LoadBalancers, Routes, and Addresses and
+// HostnameSecrets when it leaves some out, are new.
 func Hold(in Input, h Holds) (Input, Held) {
 	held := Held{Generations: map[ir.ObjectRef]int64{}}
 	hold := func(kind, name string, generation int64, reason, msg string) {
@@ -91,6 +93,15 @@ func Hold(in Input, h Holds) (Input, Held) {
 			continue
 		}
 		routes = append(routes, rt)
+	}
+	if len(in.HostnameSecrets) > 0 && len(lbs) < len(in.LoadBalancers) {
+		kept := make(map[string]corev1.Secret, len(in.HostnameSecrets))
+		for i := range lbs {
+			if s, ok := in.HostnameSecrets[lbs[i].Name]; ok {
+				kept[lbs[i].Name] = s
+			}
+		}
+		in.HostnameSecrets = kept
 	}
 	in.LoadBalancers, in.Routes = lbs, routes
 	if len(h.RefusedAddresses) > 0 {

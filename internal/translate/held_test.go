@@ -3,7 +3,11 @@ package translate_test
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
@@ -50,5 +54,26 @@ func TestHeldGenerationsAndWith(t *testing.T) {
 	}
 	if nothing := (translate.Held{}).With(r); !reflect.DeepEqual(nothing, r) {
 		t.Error("nothing held changes the Result")
+	}
+}
+
+// TestHoldLeavesOutHostnameCertificates: the certificates of the hostnames of LoadBalancers
+// held back or being deleted are left out with them, and the gathered map is not modified.
+func TestHoldLeavesOutHostnameCertificates(t *testing.T) {
+	t.Parallel()
+	gathered, holds, err := translatetest.LoadCase("testdata/held-quota.in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered.HostnameSecrets = map[string]corev1.Secret{}
+	for _, name := range []string{"old", "new", "going"} {
+		gathered.HostnameSecrets[name] = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: translate.HostnameSecretName(name)}}
+	}
+	in, _ := translate.Hold(gathered, holds)
+	if got := slices.Sorted(maps.Keys(in.HostnameSecrets)); !slices.Equal(got, []string{"old"}) {
+		t.Errorf("certificates of %v, want only old's", got)
+	}
+	if len(gathered.HostnameSecrets) != 3 {
+		t.Errorf("Hold modified the gathered certificates: %d left", len(gathered.HostnameSecrets))
 	}
 }
