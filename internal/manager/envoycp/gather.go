@@ -72,26 +72,25 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	}
 
 	// Translation only reads its input: the cache's objects are used without a deep copy.
-	lbs := &v1alpha1.LoadBalancerList{}
-	if err := c.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return Scope{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
-	}
-	addrs := &v1alpha1.AddressesList{}
-	if err := c.List(ctx, addrs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return Scope{}, fmt.Errorf("listing Addresses of %s: %w", tenant, err)
-	}
-	routes := &v1alpha1.RouteList{}
-	if err := c.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
-		return Scope{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
-	}
+	lbs, addrs, routes := &v1alpha1.LoadBalancerList{}, &v1alpha1.AddressesList{}, &v1alpha1.RouteList{}
+	svcs, secrets := &corev1.ServiceList{}, &corev1.SecretList{}
 	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
-	svcs := &corev1.ServiceList{}
-	if err := owned.List(ctx, svcs, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
-		return Scope{}, fmt.Errorf("listing the Route hub Services of %s: %w", tenant, err)
-	}
-	secrets := &corev1.SecretList{}
-	if err := owned.List(ctx, secrets, client.InNamespace(tenant), managed, client.UnsafeDisableDeepCopy); err != nil {
-		return Scope{}, fmt.Errorf("listing the synced Secrets of %s: %w", tenant, err)
+	for _, l := range []struct {
+		from client.Reader
+		list client.ObjectList
+		what string
+		opts []client.ListOption
+	}{
+		{c, lbs, "LoadBalancers", nil},
+		{c, addrs, "Addresses", nil},
+		{c, routes, "Routes", nil},
+		{owned, svcs, "the Route hub Services", []client.ListOption{managed}},
+		{owned, secrets, "the synced Secrets", []client.ListOption{managed}},
+	} {
+		opts := append([]client.ListOption{client.InNamespace(tenant), client.UnsafeDisableDeepCopy}, l.opts...)
+		if err := l.from.List(ctx, l.list, opts...); err != nil {
+			return Scope{}, fmt.Errorf("listing %s of %s: %w", l.what, tenant, err)
+		}
 	}
 	in := translate.Input{
 		Tenant:        tenant,

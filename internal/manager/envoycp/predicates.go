@@ -20,14 +20,9 @@ import (
 // hubRangesChanged passes Node creates and deletes, and updates that change what HubRanges
 // reads (Pod CIDRs, addresses); heartbeats and condition updates rebuild nothing.
 func hubRangesChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Node)
-		n, ok2 := e.ObjectNew.(*corev1.Node)
-		if !ok1 || !ok2 {
-			return true
-		}
+	return updateChanged(func(o, n *corev1.Node) bool {
 		return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !slices.Equal(o.Status.Addresses, n.Status.Addresses)
-	}}
+	})
 }
 
 // translationInputChanged passes LoadBalancer updates that can change the translation: the
@@ -35,15 +30,10 @@ func hubRangesChanged() predicate.Predicate {
 // listener ports and IP families come from the hub Service, hubServiceChanged), so status
 // writes rebuild nothing.
 func translationInputChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
-		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancer)
-		if !ok1 || !ok2 {
-			return true
-		}
+	return updateChanged(func(o, n *v1alpha1.LoadBalancer) bool {
 		return o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 			!maps.Equal(o.Annotations, n.Annotations) || !maps.Equal(o.Labels, n.Labels)
-	}}
+	})
 }
 
 // hubServiceChanged passes the LoadBalancers' hub Services (HubServiceOf, before or after the
@@ -51,24 +41,10 @@ func translationInputChanged() predicate.Predicate {
 // protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
 // other writes and the hub's address rebuild nothing.
 func hubServiceChanged() predicate.TypedPredicate[client.Object] {
-	is := func(o client.Object) bool { return HubServiceOf(o) != "" }
-	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !is(e.ObjectOld) && !is(e.ObjectNew) {
-				return false
-			}
-			o, ok1 := e.ObjectOld.(*corev1.Service)
-			n, ok2 := e.ObjectNew.(*corev1.Service)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return is(o) != is(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-				!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) || !slices.EqualFunc(o.Spec.Ports, n.Spec.Ports, sameListenerPort)
-		},
-	}
+	return ownedChanged(func(o client.Object) bool { return HubServiceOf(o) != "" }, func(o, n *corev1.Service) bool {
+		return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+			!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) || !slices.EqualFunc(o.Spec.Ports, n.Spec.Ports, sameListenerPort)
+	})
 }
 
 // sameListenerPort reports whether two hub Service ports record the same listener port.
@@ -91,67 +67,57 @@ func routeChanged() predicate.Predicate {
 // after the event) when what translation reads of them changes: ports (the targetPorts are
 // the listener ports), addresses, labels, deletion.
 func routeServiceChanged() predicate.TypedPredicate[client.Object] {
-	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return IsRouteService(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return IsRouteService(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return IsRouteService(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !IsRouteService(e.ObjectOld) && !IsRouteService(e.ObjectNew) {
-				return false
-			}
-			o, ok1 := e.ObjectOld.(*corev1.Service)
-			n, ok2 := e.ObjectNew.(*corev1.Service)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return !maps.Equal(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-				!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
-				!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
-		},
-	}
+	return ownedChanged(IsRouteService, func(o, n *corev1.Service) bool {
+		return !maps.Equal(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
+			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
+	})
 }
 
 // syncedSecretChanged passes Secrets made from SyncSecrets (before or after the event) when
 // their data, labels or owners change.
 func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
-	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return IsSyncedSecret(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return IsSyncedSecret(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return IsSyncedSecret(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !IsSyncedSecret(e.ObjectOld) && !IsSyncedSecret(e.ObjectNew) {
-				return false
-			}
-			o, ok1 := e.ObjectOld.(*corev1.Secret)
-			n, ok2 := e.ObjectNew.(*corev1.Secret)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
-				!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
-		},
-	}
+	return ownedChanged(IsSyncedSecret, func(o, n *corev1.Secret) bool {
+		return !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+			!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+	})
 }
 
 // hostnameSecretChanged passes the Secrets cert-manager issued for LoadBalancer hostnames
 // (loadbalancer.IsHostnameSecret, before or after the event) when their data, labels or
 // annotations change.
 func hostnameSecretChanged() predicate.TypedPredicate[client.Object] {
+	return ownedChanged(loadbalancer.IsHostnameSecret, func(o, n *corev1.Secret) bool {
+		return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+			!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+	})
+}
+
+// updateChanged passes creates, deletes and generic events, and the updates of objects of
+// type T that changed reports (an update of another type passes).
+func updateChanged[T client.Object](changed func(o, n T) bool) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(T)
+		n, ok2 := e.ObjectNew.(T)
+		return !ok1 || !ok2 || changed(o, n)
+	}}
+}
+
+// ownedChanged passes the events of the objects is picks (before or after an update): an
+// update passes when is picks the object on one side only or changed reports a change of
+// what translation reads (an update of another type than T passes).
+func ownedChanged[T client.Object](is func(client.Object) bool, changed func(o, n T) bool) predicate.TypedPredicate[client.Object] {
 	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return loadbalancer.IsHostnameSecret(e.Object) },
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !loadbalancer.IsHostnameSecret(e.ObjectOld) && !loadbalancer.IsHostnameSecret(e.ObjectNew) {
+			if !is(e.ObjectOld) && !is(e.ObjectNew) {
 				return false
 			}
-			o, ok1 := e.ObjectOld.(*corev1.Secret)
-			n, ok2 := e.ObjectNew.(*corev1.Secret)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
-				!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+			o, ok1 := e.ObjectOld.(T)
+			n, ok2 := e.ObjectNew.(T)
+			return !ok1 || !ok2 || is(o) != is(n) || changed(o, n)
 		},
 	}
 }
