@@ -242,7 +242,7 @@ const (
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
 	// ReasonQuotaExceeded: a cluster has more endpoints than Options.MaxEndpointsPerCluster
 	// (the tenant's limit), or the tenant's clusters more than Options.MaxEndpoints; only the
-	// first ones are used.
+	// first ones are used. Also the Error of an object the tenant's limits refuse (Hold).
 	ReasonQuotaExceeded = "QuotaExceeded"
 )
 
