@@ -16,9 +16,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden testdata/*.ir.yaml and *.out.yaml files")
 
-// TestGolden runs every testdata/*.in.yaml through the Layer 4 front end and compares the IR
-// and problems with *.ir.yaml, then through the back end and compares the Envoy resources
-// with *.out.yaml. Regenerate with: go test ./internal/translate -update
+// TestGolden runs every testdata/*.in.yaml through what the tenant's settings hold back
+// (Hold) and the front ends and compares the IR and problems (the held objects' among them)
+// with *.ir.yaml, then through the back end and compares the Envoy resources with
+// *.out.yaml, and the Routes' statuses (the held ones' among them) with *.status.yaml.
+// Regenerate with: go test ./internal/translate -update
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.in.yaml")
@@ -32,28 +34,35 @@ func TestGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			in, err := translatetest.LoadInput(file)
+			gathered, holds, err := translatetest.LoadCase(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The manager hands Translate the informer cache's objects without a copy: it
-			// must never modify its input.
-			pristine, err := translatetest.LoadInput(file)
+			// The manager hands Hold and Translate the informer cache's objects without a
+			// copy: they must never modify their input.
+			pristine, _, err := translatetest.LoadCase(file)
 			if err != nil {
 				t.Fatal(err)
 			}
+			in, held := translate.Hold(gathered, holds)
 			r, err := translate.Run(in)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			cfg, problems := r.Config, r.Problems
-			if diff := cmp.Diff(pristine, in, cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})); diff != "" {
-				t.Fatalf("Translate modified its input (-before +after):\n%s", diff)
+			if diff := cmp.Diff(pristine, gathered, cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})); diff != "" {
+				t.Fatalf("Hold or Translate modified its input (-before +after):\n%s", diff)
+			}
+			if want, _ := translate.Hold(pristine, holds); !cmp.Equal(want, in, cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})) {
+				t.Fatalf("Translate modified its input (-before +after):\n%s", cmp.Diff(want, in, cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})))
 			}
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("the front end made an invalid IR: %v", err)
 			}
-			gotIR, err := translatetest.RenderIR(cfg, problems)
+			// What the tenant's settings and limits hold back is reported beside what the
+			// front end found.
+			withHeld := held.With(r)
+			gotIR, err := translatetest.RenderIR(cfg, withHeld.Problems)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +87,7 @@ func TestGolden(t *testing.T) {
 			translatetest.Golden(t, filepath.Join("testdata", name+".ir.yaml"), gotIR, *update)
 			translatetest.Golden(t, filepath.Join("testdata", name+".out.yaml"), gotOut, *update)
 			// The status of every Route (Layer 7), as the ccm copies it back to the tenant.
-			if gotStatus, err := translatetest.RenderStatuses(r.Routes); err != nil {
+			if gotStatus, err := translatetest.RenderStatuses(withHeld.Routes); err != nil {
 				t.Fatal(err)
 			} else {
 				translatetest.Golden(t, filepath.Join("testdata", name+".status.yaml"), gotStatus, *update)

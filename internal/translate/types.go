@@ -3,6 +3,11 @@
 // LoadBalancers and Addresses; the back end in internal/xds/translator turns the IR into
 // Envoy resources.
 //
+// Before the front ends, Hold leaves out what the tenant's settings and limits hold back
+// (held.go: the problems and Route statuses of those objects), and the API forms of the
+// settings the manager reads become Input fields here (HeaderLimits, HubRanges): the manager
+// only gathers the objects and publishes what comes out.
+//
 // Translation is a pure function of its input: no client, no clock, no globals. The same
 // Input always gives the same IR, so an unchanged tenant is never re-pushed. Bad input on one
 // object (or one of its sections) is reported as an ir.Problem on that object and never drops
@@ -237,7 +242,7 @@ const (
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
 	// ReasonQuotaExceeded: a cluster has more endpoints than Options.MaxEndpointsPerCluster
 	// (the tenant's limit), or the tenant's clusters more than Options.MaxEndpoints; only the
-	// first ones are used.
+	// first ones are used. Also the Error of an object the tenant's limits refuse (Hold).
 	ReasonQuotaExceeded = "QuotaExceeded"
 )
 

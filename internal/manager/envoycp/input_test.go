@@ -228,21 +228,6 @@ func TestBuildInput(t *testing.T) {
 	}
 }
 
-func TestHeaderLimits(t *testing.T) {
-	t.Parallel()
-	if got, ignored := envoycp.HeaderLimits(nil); got != nil || ignored != nil {
-		t.Errorf("nil: %+v %v", got, ignored)
-	}
-	got, ignored := envoycp.HeaderLimits(&v1alpha1.HeaderLimits{MaxRequestHeadersKb: ptr.To[uint32](9000), MaxRequestHeadersCount: ptr.To[uint32](80),
-		MaxResponseHeadersKb: ptr.To[uint32](10)})
-	if got == nil || *got != (ir.HeaderLimits{MaxRequestHeadersCount: 80}) || len(ignored) != 1 {
-		t.Errorf("a size Envoy refuses is left out: %+v %v", got, ignored)
-	}
-	if got, ignored := envoycp.HeaderLimits(&v1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](0)}); got != nil || len(ignored) != 1 {
-		t.Errorf("count 0: %+v %v", got, ignored)
-	}
-}
-
 // TestIsRouteServiceAndSyncedSecret: the filters of what a tenant namespace contributes.
 func TestIsRouteServiceAndSyncedSecret(t *testing.T) {
 	t.Parallel()

@@ -173,7 +173,7 @@ func TestQuota(t *testing.T) {
 	}
 	byObject = store.Get(ns).Problems.ByObject()
 	for _, ref := range []ir.ObjectRef{oldRef, newRef} {
-		if c := status.Programmed(1, byObject[ref]); c.Reason != ReasonLoadBalancingDisabled || !strings.Contains(c.Message, "load balancing is disabled") {
+		if c := status.Programmed(1, byObject[ref]); c.Reason != translate.ReasonLoadBalancingDisabled || !strings.Contains(c.Message, "load balancing is disabled") {
 			t.Errorf("Programmed of %s while disabled: %+v", ref.Name, c)
 		}
 	}

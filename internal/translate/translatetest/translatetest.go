@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -19,17 +20,34 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// LoadInput reads an Input from a golden testdata/*.in.yaml file.
+// LoadInput reads an Input from a golden testdata/*.in.yaml file: what LoadCase reads, less
+// what its holds hold back (translate.Hold), as the manager hands it to translate.Run.
 func LoadInput(path string) (translate.Input, error) {
-	raw, err := os.ReadFile(path)
+	in, holds, err := LoadCase(path)
 	if err != nil {
 		return translate.Input{}, err
 	}
+	in, _ = translate.Hold(in, holds)
+	return in, nil
+}
+
+// LoadCase reads a golden testdata/*.in.yaml file: the tenant's objects as the manager
+// gathers them, with the API forms of its settings converted (translate.HeaderLimits,
+// translate.HubRanges), and what its settings and limits hold back (translate.Holds).
+func LoadCase(path string) (translate.Input, translate.Holds, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return translate.Input{}, translate.Holds{}, err
+	}
 	var g goldenInput
 	if err := yaml.UnmarshalStrict(raw, &g); err != nil {
-		return translate.Input{}, fmt.Errorf("parse %s: %w", path, err)
+		return translate.Input{}, translate.Holds{}, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return g.input(), nil
+	in, err := g.input()
+	if err != nil {
+		return translate.Input{}, translate.Holds{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return in, g.Held, nil
 }
 
 // goldenInput is the YAML form of an Input: Addresses as a list, durations as strings.
@@ -52,6 +70,15 @@ type goldenInput struct {
 	RouteServices []corev1.Service `json:"routeServices,omitempty"`
 	Secrets       []corev1.Secret  `json:"secrets,omitempty"`
 	HeaderLimits  *ir.HeaderLimits `json:"headerLimits,omitempty"`
+	// EnvoyHeaderLimits are the header limits as the tenant's Config or Tenant sets them
+	// (envoyProxy.headerLimits), converted with translate.HeaderLimits; not with HeaderLimits.
+	EnvoyHeaderLimits *v1alpha1.HeaderLimits `json:"envoyHeaderLimits,omitempty"`
+	// HubServiceCIDRs and HubNodes are the hub's, made into the endpoint policy's hub ranges
+	// with translate.HubRanges; not with endpointPolicy.hub.
+	HubServiceCIDRs []networkingv1.ServiceCIDR `json:"hubServiceCIDRs,omitempty"`
+	HubNodes        []corev1.Node              `json:"hubNodes,omitempty"`
+	// Held is what the tenant's settings and limits hold back (translate.Hold).
+	Held translate.Holds `json:"held,omitempty"`
 	// DNS settings and the certificates of LoadBalancer hostnames (by LoadBalancer name).
 	DNS             translate.DNS            `json:"dns,omitempty"`
 	HostnameSecrets map[string]corev1.Secret `json:"hostnameSecrets,omitempty"`
@@ -78,7 +105,7 @@ type goldenHealthCheck struct {
 	NoTrafficInterval  metav1.Duration `json:"noTrafficInterval,omitempty"`
 }
 
-func (g goldenInput) input() translate.Input {
+func (g goldenInput) input() (translate.Input, error) {
 	in := translate.Input{
 		Tenant:          g.Tenant,
 		LoadBalancers:   g.LoadBalancers,
@@ -112,6 +139,18 @@ func (g goldenInput) input() translate.Input {
 	for _, a := range g.Addresses {
 		in.Addresses[a.Name] = a
 	}
+	if g.EnvoyHeaderLimits != nil {
+		if g.HeaderLimits != nil {
+			return translate.Input{}, fmt.Errorf("both headerLimits and envoyHeaderLimits")
+		}
+		in.HeaderLimits, _ = translate.HeaderLimits(g.EnvoyHeaderLimits)
+	}
+	if g.HubServiceCIDRs != nil || g.HubNodes != nil {
+		if g.EndpointPolicy.Hub != nil {
+			return translate.Input{}, fmt.Errorf("both endpointPolicy.hub and hubServiceCIDRs or hubNodes")
+		}
+		in.Policy.Hub = translate.HubRanges(g.HubServiceCIDRs, g.HubNodes)
+	}
 	if g.HubServices == nil {
 		in.HubServices = HubServicesFromStatus(in.LoadBalancers)
 	} else {
@@ -121,7 +160,7 @@ func (g goldenInput) input() translate.Input {
 			in.HubServices[svc.Labels[v1alpha1.LabelLoadBalancerName]] = svc
 		}
 	}
-	return in
+	return in, nil
 }
 
 // HubServicesFromStatus returns the hub Services the manager's LoadBalancer controller

@@ -1,0 +1,237 @@
+package envoycp
+
+// The gather: one tenant's scope, read from the caches. Nothing here decides what is
+// translated or what an object's status says: that is translate's (Hold, Run).
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// BuildInput reads one tenant's translation input: its Scope, less what the tenant's
+// settings and limits hold back (translate.Hold), as Run gets it.
+func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, error) {
+	scope, err := Build(ctx, c, owned, managerNamespace, tenant, opts)
+	in, _ := translate.Hold(scope.Input, scope.Holds)
+	return in, err
+}
+
+// Scope is what the controller gathers of one tenant: the translation input before anything
+// is held back, and what the tenant's settings and limits hold back.
+type Scope struct {
+	// Input holds, from c (the manager's cache): the tenant's settings (Config "default" in
+	// managerNamespace and the Tenant: endpoint policy, header limits, upstream options,
+	// limits), the hub ranges (ServiceCIDRs, Nodes), and the tenant's LoadBalancers, Routes
+	// and Addresses. From owned (a reader of the Services and Secrets labelled managed-by:
+	// kubelb; c itself will do): the hub Services the Route controller made (IsRouteService)
+	// and the hub Secrets made from SyncSecrets (IsSyncedSecret), the LoadBalancers' hub
+	// Services (HubServiceOf: their targetPorts are the listener ports), and the Secrets
+	// cert-manager issued for the Certificates the LoadBalancer controller made for
+	// LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant namespace is read.
+	Input translate.Input
+	// Holds are the tenant's LoadBalancers and Routes its limits refuse (quota.Admission, the
+	// same verdict the LoadBalancer and Route controllers act on), its Addresses over
+	// spec.limits.addresses, and whether its load balancing or Ingress is disabled.
+	Holds translate.Holds
+}
+
+// Build reads one tenant's Scope.
+func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (Scope, error) {
+	log := ctrl.LoggerFrom(ctx)
+	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
+	if err != nil {
+		return Scope{}, err
+	}
+	set := settings.Resolve(config, tn)
+	if len(set.InvalidEndpointPolicy) > 0 {
+		log.Info("WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
+	}
+	limits, ignored := translate.HeaderLimits(set.Envoy.HeaderLimits)
+	if len(ignored) > 0 {
+		log.Info("WARNING: header limits out of Envoy's range are ignored", "tenant", tenant, "fields", ignored)
+	}
+	hub, err := hubRanges(ctx, c)
+	if err != nil {
+		return Scope{}, err
+	}
+
+	// Translation only reads its input: the cache's objects are used without a deep copy.
+	lbs, addrs, routes := &v1alpha1.LoadBalancerList{}, &v1alpha1.AddressesList{}, &v1alpha1.RouteList{}
+	svcs, secrets := &corev1.ServiceList{}, &corev1.SecretList{}
+	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
+	for _, l := range []struct {
+		from client.Reader
+		list client.ObjectList
+		what string
+		opts []client.ListOption
+	}{
+		{c, lbs, "LoadBalancers", nil},
+		{c, addrs, "Addresses", nil},
+		{c, routes, "Routes", nil},
+		{owned, svcs, "the Route hub Services", []client.ListOption{managed}},
+		{owned, secrets, "the synced Secrets", []client.ListOption{managed}},
+	} {
+		opts := append([]client.ListOption{client.InNamespace(tenant), client.UnsafeDisableDeepCopy}, l.opts...)
+		if err := l.from.List(ctx, l.list, opts...); err != nil {
+			return Scope{}, fmt.Errorf("listing %s of %s: %w", l.what, tenant, err)
+		}
+	}
+	in := translate.Input{
+		Tenant:        tenant,
+		LoadBalancers: lbs.Items,
+		Addresses:     make(map[string]v1alpha1.Addresses, len(addrs.Items)),
+		Routes:        routes.Items,
+		// The tenant's spec.upstream (Config, Tenant) in place of the manager's defaults.
+		Options:      opts.WithUpstream(set.Upstream),
+		Policy:       set.EndpointPolicy,
+		HeaderLimits: limits,
+		DNS:          set.DNS,
+	}
+	in.Policy.Hub = hub
+	// The endpoint limits bound the translation itself: it stops merging a cluster's
+	// endpoints at the limit, so an oversized input never costs more than what is kept.
+	in.Options.MaxEndpointsPerCluster = set.Limits.EndpointsPerCluster
+	in.Options.MaxEndpoints = set.Limits.Endpoints
+	// The health-check budget: the tenant's own, at most its share of the hub's total.
+	budget, err := HealthCheckBudget(ctx, c, set.Limits)
+	if err != nil {
+		return Scope{}, err
+	}
+	in.Options.HealthCheckProbesPerSecond = budget
+	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
+	for _, a := range addrs.Items {
+		in.Addresses[a.Name] = a
+	}
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		if IsRouteService(svc) {
+			in.RouteServices = append(in.RouteServices, *svc)
+		} else if lb := HubServiceOf(svc); lb != "" {
+			if in.HubServices == nil {
+				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
+			}
+			in.HubServices[lb] = svc
+		}
+	}
+	for i := range secrets.Items {
+		if IsSyncedSecret(&secrets.Items[i]) {
+			in.Secrets = append(in.Secrets, secrets.Items[i])
+		}
+	}
+	if in.HostnameSecrets, err = hostnameSecrets(ctx, c, in.LoadBalancers, secrets.Items); err != nil {
+		return Scope{}, err
+	}
+	// The caches list in no fixed order; sorted, the same state always gives the same input.
+	byName := func(a, b corev1.Service) int { return cmp.Compare(a.Name, b.Name) }
+	slices.SortFunc(in.RouteServices, byName)
+	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
+	scope := Scope{Input: in, Holds: holds(tenant, lbs.Items, routes.Items, addrs.Items, set)}
+	if refused := scope.Holds.RefusedAddresses; len(refused) > 0 {
+		log.V(1).Info("Addresses over the tenant's limit are not used", "tenant", tenant, "addresses", refused)
+	}
+	return scope, nil
+}
+
+// holds are what the tenant's settings and its limits' verdicts hold back.
+func holds(tenant string, lbs []v1alpha1.LoadBalancer, routes []v1alpha1.Route, addrs []v1alpha1.Addresses, set settings.Tenant) translate.Holds {
+	verdict := quota.Admission(tenant, lbs, routes, set)
+	h := translate.Holds{
+		LoadBalancingDisabled: set.DisableLoadBalancer,
+		IngressDisabled:       set.DisableIngress,
+		RefusedLoadBalancers:  refusals(verdict, quota.KindLoadBalancer),
+		RefusedRoutes:         refusals(verdict, quota.KindRoute),
+	}
+	// Addresses beyond spec.limits.addresses (oldest first) are left out.
+	items := make([]quota.Item, 0, len(addrs))
+	for _, a := range addrs {
+		if a.DeletionTimestamp.IsZero() {
+			items = append(items, quota.Item{Name: a.Name, Created: a.CreationTimestamp.Time})
+		}
+	}
+	h.RefusedAddresses = quota.AdmitItems(tenant, quota.KindAddresses, items,
+		quota.ItemLimits{Count: set.Limits.Addresses, CountField: "addresses", Bytes: -1}).RefusedNames()
+	return h
+}
+
+// refusals are the objects of kind the verdict refuses, by name, with its messages.
+func refusals(v quota.Verdict, kind quota.Kind) map[string]string {
+	names := v.RefusedNames(kind)
+	if len(names) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(names))
+	for _, name := range names {
+		out[name], _ = v.Refused(kind, name)
+	}
+	return out
+}
+
+// hostnameSecrets returns the certificates of LoadBalancer hostnames by LoadBalancer name:
+// the Secret translate.HostnameSecretName(lb) that cert-manager issued
+// (loadbalancer.IsHostnameSecret: labels from the Certificate's secretTemplate, cert-manager's
+// certificate-name annotation) for a Certificate the LoadBalancer controller made for that
+// LoadBalancer (loadbalancer.OwnsCertificate: its labels and controller reference). The
+// Certificates are read as metadata from c, only for such Secrets: none is read where
+// cert-manager issued nothing, so a hub without cert-manager is never asked for them.
+func hostnameSecrets(ctx context.Context, c client.Reader, lbs []v1alpha1.LoadBalancer, secrets []corev1.Secret) (map[string]corev1.Secret, error) {
+	byName := make(map[string]*corev1.Secret)
+	for i := range secrets {
+		if loadbalancer.IsHostnameSecret(&secrets[i]) {
+			byName[secrets[i].Name] = &secrets[i]
+		}
+	}
+	if len(byName) == 0 {
+		return nil, nil
+	}
+	out := map[string]corev1.Secret{}
+	for i := range lbs {
+		lb := &lbs[i]
+		s, ok := byName[translate.HostnameSecretName(lb.Name)]
+		if !ok || s.Labels[v1alpha1.LabelLoadBalancerName] != lb.Name {
+			continue
+		}
+		cert := &metav1.PartialObjectMetadata{}
+		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		err := c.Get(ctx, client.ObjectKey{Namespace: lb.Namespace, Name: s.Name}, cert)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("getting Certificate %s/%s: %w", lb.Namespace, s.Name, err)
+		}
+		if loadbalancer.OwnsCertificate(cert, lb) {
+			out[lb.Name] = *s
+		}
+	}
+	return out, nil
+}
+
+// hubRanges lists the hub's ServiceCIDRs and Nodes from the cache and returns their ranges.
+func hubRanges(ctx context.Context, c client.Reader) ([]translate.PolicyRule, error) {
+	cidrs := &networkingv1.ServiceCIDRList{}
+	if err := c.List(ctx, cidrs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	return translate.HubRanges(cidrs.Items, nodes.Items), nil
+}
