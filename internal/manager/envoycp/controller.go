@@ -66,6 +66,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
@@ -860,7 +861,7 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	for _, rt := range routes.Items {
 		// With Ingress disabled, kubelb-ingress may still exist for LoadBalancer hostnames:
 		// the tenant's Ingresses are left out, so that it serves only those.
-		if !rt.DeletionTimestamp.IsZero() || (set.DisableIngress && isIngressRoute(&rt)) {
+		if !rt.DeletionTimestamp.IsZero() || (set.DisableIngress && isIngress(&rt)) {
 			continue
 		}
 		if msg, refused := verdict.Refused(quota.KindRoute, rt.Name); refused {
@@ -918,10 +919,10 @@ func HeldStatus(rt *v1alpha1.Route, msg string) (translate.RouteStatus, bool) {
 		gen = rt.Generation
 	}
 	var status any
-	switch kind, _ := quota.Classify(rt); kind {
-	case quota.SourceIngress:
+	switch kind, _ := routekind.Of(rt); kind {
+	case routekind.Ingress:
 		status = map[string]any{"loadBalancer": map[string]any{}}
-	case quota.SourceGateway:
+	case routekind.Gateway:
 		at := metav1.NewTime(rt.CreationTimestamp.UTC())
 		if rt.CreationTimestamp.IsZero() {
 			at = metav1.NewTime(time.Unix(0, 0).UTC())
@@ -942,13 +943,10 @@ func HeldStatus(rt *v1alpha1.Route, msg string) (translate.RouteStatus, bool) {
 	return translate.RouteStatus{Kind: src.Route.GetKind(), Generation: gen, Status: raw}, true
 }
 
-// isIngressRoute reports whether a Route embeds an Ingress (networking.k8s.io).
-func isIngressRoute(rt *v1alpha1.Route) bool {
-	if rt.Spec.Source.Kubernetes == nil {
-		return false
-	}
-	gvk := rt.Spec.Source.Kubernetes.Route.GroupVersionKind()
-	return gvk.Group == "networking.k8s.io" && gvk.Kind == "Ingress"
+// isIngress reports whether a Route embeds an Ingress.
+func isIngress(rt *v1alpha1.Route) bool {
+	kind, _ := routekind.Of(rt)
+	return kind == routekind.Ingress
 }
 
 // hostnameSecrets returns the certificates of LoadBalancer hostnames by LoadBalancer name:
