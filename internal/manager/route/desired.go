@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -283,7 +284,7 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 	case o.kind == routekind.Unsupported:
 		c.Reason = ReasonUnsupportedKind
 		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",
-			truncate(o.gvk.Kind), truncate(o.gvk.GroupVersion().String()))
+			textcut.Cut(o.gvk.Kind, maxQuoted, textcut.Ellipsis), textcut.Cut(o.gvk.GroupVersion().String(), maxQuoted, textcut.Ellipsis))
 	case o.invalidName:
 		c.Reason, c.Message = ReasonInvalidName, "The Route's name is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.'); its hub Service cannot be made. Routes are named by the tenant object's UID."
 	case o.disabled != "":
@@ -310,13 +311,8 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 	return c
 }
 
-// truncate shortens tenant text quoted in a message.
-func truncate(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
-}
+// maxQuoted bounds tenant text quoted in a message: 100 bytes and the ellipsis.
+const maxQuoted = 100 + len(textcut.Ellipsis)
 
 // ownedStatus is the part of a Route status this controller applies (StatusFieldOwner).
 // It is its own type, not RouteStatus, so that nothing else — above all
