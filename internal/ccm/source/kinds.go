@@ -78,37 +78,35 @@ type Kind struct {
 // "HTTPRoute.gateway.networking.k8s.io".
 func (k Kind) OriginKind() string { return k.String() + "." + k.GroupVersionKind().Group }
 
+// mirrored is the Kind of the ccm's controller named name for kind k.
+func mirrored(name string, k routekind.Kind, newObj func() client.Object, newList func() client.ObjectList, r *metrics.Reconcile, g *prometheus.GaugeVec) Kind {
+	return Kind{Name: name, Kind: k, New: newObj, NewList: newList, Reconcile: r, Managed: g}
+}
+
 // The kinds the ccm mirrors. TLSRoute, TCPRoute and UDPRoute are served as
 // gateway.networking.k8s.io/v1 in gateway-api v1.6's standard channel.
 var (
-	Ingress = Kind{Name: "ingress", Kind: routekind.Ingress,
-		New:       func() client.Object { return &networkingv1.Ingress{} },
-		NewList:   func() client.ObjectList { return &networkingv1.IngressList{} },
-		Reconcile: metrics.CCMIngressReconcile, Managed: metrics.CCMManagedIngresses}
-	Gateway = Kind{Name: "gateway", Kind: routekind.Gateway,
-		New:       func() client.Object { return &gwapiv1.Gateway{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.GatewayList{} },
-		Reconcile: metrics.CCMGatewayReconcile, Managed: metrics.CCMManagedGateways}
-	HTTPRoute = Kind{Name: "httproute", Kind: routekind.HTTPRoute,
-		New:       func() client.Object { return &gwapiv1.HTTPRoute{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.HTTPRouteList{} },
-		Reconcile: metrics.CCMHTTPRouteReconcile, Managed: metrics.CCMManagedHTTPRoutes}
-	GRPCRoute = Kind{Name: "grpcroute", Kind: routekind.GRPCRoute,
-		New:       func() client.Object { return &gwapiv1.GRPCRoute{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.GRPCRouteList{} },
-		Reconcile: metrics.CCMGRPCRouteReconcile, Managed: metrics.CCMManagedGRPCRoutes}
-	TLSRoute = Kind{Name: "tlsroute", Kind: routekind.TLSRoute,
-		New:       func() client.Object { return &gwapiv1.TLSRoute{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.TLSRouteList{} },
-		Reconcile: metrics.CCMTLSRouteReconcile, Managed: metrics.CCMManagedTLSRoutes}
-	TCPRoute = Kind{Name: "tcproute", Kind: routekind.TCPRoute,
-		New:       func() client.Object { return &gwapiv1.TCPRoute{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.TCPRouteList{} },
-		Reconcile: metrics.CCMTCPRouteReconcile, Managed: metrics.CCMManagedTCPRoutes}
-	UDPRoute = Kind{Name: "udproute", Kind: routekind.UDPRoute,
-		New:       func() client.Object { return &gwapiv1.UDPRoute{} },
-		NewList:   func() client.ObjectList { return &gwapiv1.UDPRouteList{} },
-		Reconcile: metrics.CCMUDPRouteReconcile, Managed: metrics.CCMManagedUDPRoutes}
+	Ingress = mirrored("ingress", routekind.Ingress,
+		func() client.Object { return &networkingv1.Ingress{} }, func() client.ObjectList { return &networkingv1.IngressList{} },
+		metrics.CCMIngressReconcile, metrics.CCMManagedIngresses)
+	Gateway = mirrored("gateway", routekind.Gateway,
+		func() client.Object { return &gwapiv1.Gateway{} }, func() client.ObjectList { return &gwapiv1.GatewayList{} },
+		metrics.CCMGatewayReconcile, metrics.CCMManagedGateways)
+	HTTPRoute = mirrored("httproute", routekind.HTTPRoute,
+		func() client.Object { return &gwapiv1.HTTPRoute{} }, func() client.ObjectList { return &gwapiv1.HTTPRouteList{} },
+		metrics.CCMHTTPRouteReconcile, metrics.CCMManagedHTTPRoutes)
+	GRPCRoute = mirrored("grpcroute", routekind.GRPCRoute,
+		func() client.Object { return &gwapiv1.GRPCRoute{} }, func() client.ObjectList { return &gwapiv1.GRPCRouteList{} },
+		metrics.CCMGRPCRouteReconcile, metrics.CCMManagedGRPCRoutes)
+	TLSRoute = mirrored("tlsroute", routekind.TLSRoute,
+		func() client.Object { return &gwapiv1.TLSRoute{} }, func() client.ObjectList { return &gwapiv1.TLSRouteList{} },
+		metrics.CCMTLSRouteReconcile, metrics.CCMManagedTLSRoutes)
+	TCPRoute = mirrored("tcproute", routekind.TCPRoute,
+		func() client.Object { return &gwapiv1.TCPRoute{} }, func() client.ObjectList { return &gwapiv1.TCPRouteList{} },
+		metrics.CCMTCPRouteReconcile, metrics.CCMManagedTCPRoutes)
+	UDPRoute = mirrored("udproute", routekind.UDPRoute,
+		func() client.Object { return &gwapiv1.UDPRoute{} }, func() client.ObjectList { return &gwapiv1.UDPRouteList{} },
+		metrics.CCMUDPRouteReconcile, metrics.CCMManagedUDPRoutes)
 )
 
 // Kinds are all kinds, in the order their controllers are set up.
