@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // ReasonProgrammedWithWarnings is the reason of a True Programmed condition whose message
@@ -171,12 +171,5 @@ func cleanText(s string, max int) string {
 		}
 		return r
 	}, s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return textcut.Cut(s, max, textcut.Dots)
 }

@@ -13,6 +13,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // Reasons of a pending Service (the condition lbaddress.ConditionAddressAssigned and the
@@ -240,7 +241,7 @@ func (d *decision) prepare(r Request, res *Result) *claimant {
 		c.pool = res.Pools[res.Default]
 	default:
 		if c.pool = res.Pools[r.Pool]; c.pool == nil {
-			return pending(ReasonAddressPoolNotFound, "AddressPool %q does not exist; the Service stays pending until it is created.", cut(r.Pool, 253))
+			return pending(ReasonAddressPoolNotFound, "AddressPool %q does not exist; the Service stays pending until it is created.", textcut.Cut(r.Pool, 253, textcut.Dots))
 		}
 	}
 	if !c.pool.Allows(svc.Namespace) {
@@ -330,7 +331,7 @@ func requested(svc *corev1.Service) ([]netip.Addr, string) {
 		for _, s := range strings.Split(ann, ",") {
 			a, err := netip.ParseAddr(strings.TrimSpace(s))
 			if err != nil || a.Zone() != "" || a.Is4In6() {
-				return nil, fmt.Sprintf("The annotation %s must list IP addresses, comma-separated; %q is not one", kubelbv1alpha1.AnnotationLoadBalancerIPs, cut(strings.TrimSpace(s), 64))
+				return nil, fmt.Sprintf("The annotation %s must list IP addresses, comma-separated; %q is not one", kubelbv1alpha1.AnnotationLoadBalancerIPs, textcut.Cut(strings.TrimSpace(s), 64, textcut.Dots))
 			}
 			if slices.ContainsFunc(out, func(b netip.Addr) bool { return family(a) == family(b) }) {
 				return nil, fmt.Sprintf("The annotation %s lists two %s addresses; at most one per IP family", kubelbv1alpha1.AnnotationLoadBalancerIPs, familyNames[family(a)])
@@ -341,7 +342,7 @@ func requested(svc *corev1.Service) ([]netip.Addr, string) {
 	if s := strings.TrimSpace(svc.Spec.LoadBalancerIP); s != "" {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" || a.Is4In6() {
-			return nil, fmt.Sprintf("spec.loadBalancerIP %q is not an IP address", cut(s, 64))
+			return nil, fmt.Sprintf("spec.loadBalancerIP %q is not an IP address", textcut.Cut(s, 64, textcut.Dots))
 		}
 		switch {
 		case len(out) == 0:
@@ -410,7 +411,7 @@ func (d *decision) take(c *claimant, f int) *lbaddress.Verdict {
 			m := h.overlap(c.ports)
 			return &lbaddress.Verdict{Reason: ReasonPortConflict, Holder: d.named(c, m.key), Message: fmt.Sprintf(
 				"The requested address %s is shared under key %q by %s, which uses one of the Service's ports too; the Service stays pending until the ports differ.",
-				a, cut(c.share, 64), d.holderText(c, m.key))}
+				a, textcut.Cut(c.share, 64, textcut.Dots), d.holderText(c, m.key))}
 		}
 		return &lbaddress.Verdict{Reason: ReasonAddressInUse, Holder: d.named(c, h.members[0].key), Message: fmt.Sprintf(
 			"The requested address %s is held by %s; the Service stays pending until it is free.", a, d.holderText(c, h.members[0].key))}

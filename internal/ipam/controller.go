@@ -27,6 +27,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // EventSource is the reporting controller of the address pools' Events.
@@ -67,7 +68,7 @@ func PoolFromAnnotation(_ context.Context, svc *corev1.Service) (string, error) 
 	}
 	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
 		return "", &PoolError{Message: fmt.Sprintf("The annotation %s: %q is not an AddressPool name: %s",
-			kubelbv1alpha1.AnnotationAddressPool, cut(v, 70), strings.Join(errs, "; "))}
+			kubelbv1alpha1.AnnotationAddressPool, textcut.Cut(v, 70, textcut.Dots), strings.Join(errs, "; "))}
 	}
 	return v, nil
 }
@@ -233,8 +234,8 @@ func PoolStatus(ap *kubelbv1alpha1.AddressPool, out Result) kubelbv1alpha1.Addre
 		Reason: kubelbv1alpha1.AddressPoolReasonValid, Message: "Every entry of spec.addresses is valid.", ObservedGeneration: ap.Generation}
 	if len(p.Invalid) > 0 {
 		ready.Status, ready.Reason = metav1.ConditionFalse, kubelbv1alpha1.AddressPoolReasonInvalidAddresses
-		ready.Message = cut(fmt.Sprintf("These entries of spec.addresses are ignored: %s. The pool hands out its other entries' addresses.",
-			strings.Join(p.Invalid, "; ")), 1000)
+		ready.Message = textcut.Cut(fmt.Sprintf("These entries of spec.addresses are ignored: %s. The pool hands out its other entries' addresses.",
+			strings.Join(p.Invalid, "; ")), 1000, textcut.Dots)
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	switch {

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // Families are indexed 0 (IPv4) and 1 (IPv6).
@@ -83,7 +84,7 @@ func ParsePool(p *kubelbv1alpha1.AddressPool) Pool {
 func parseEntry(e string) (addrRange, error) {
 	s := strings.TrimSpace(e)
 	bad := func(why string) (addrRange, error) {
-		return addrRange{}, fmt.Errorf("%q: %s", cut(e, 100), why)
+		return addrRange{}, fmt.Errorf("%q: %s", textcut.Cut(e, 100, textcut.Dots), why)
 	}
 	usable := func(ip netip.Addr) bool { return ip.IsValid() && ip.Zone() == "" && !ip.Is4In6() }
 	switch {
@@ -169,16 +170,4 @@ func (p *Pool) Size(f int) *big.Int {
 		n.Add(n, d.Add(d, big.NewInt(1)))
 	}
 	return n
-}
-
-// cut shortens s to at most n bytes for a message (user-written text), on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	for len(string(r)) > n-3 {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "..."
 }

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // ConditionAddressAssigned is the Service condition an address provider keeps: True with
@@ -230,7 +231,7 @@ func (o *Warnings) Report(rec events.EventRecorder, svc *corev1.Service, reason,
 	}
 	o.mu.Unlock()
 	if memo != "" && memo != last && rec != nil {
-		rec.Eventf(svc, nil, corev1.EventTypeWarning, reason, actionStatus, "%s", cut(note, maxNote))
+		rec.Eventf(svc, nil, corev1.EventTypeWarning, reason, actionStatus, "%s", textcut.Cut(note, maxNote, textcut.Dots))
 	}
 }
 
@@ -250,18 +251,6 @@ func (o *Warnings) ForgetExcept(seen map[types.NamespacedName]bool) {
 			delete(o.last, k)
 		}
 	}
-}
-
-// cut shortens s to at most max bytes, on a rune boundary.
-func cut(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	n := max - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
 
 // Relevant tells whether a Service may concern an address provider: of type LoadBalancer,

@@ -2,7 +2,6 @@ package lbaddress
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,16 +27,5 @@ func TestVerdictStatus(t *testing.T) {
 	}
 	if c := (Verdict{}).condition(1); c.Status != metav1.ConditionFalse || c.Reason == "" {
 		t.Fatalf("a verdict without addresses nor reason must still be a valid False condition: %+v", c)
-	}
-}
-
-func TestCutKeepsRunes(t *testing.T) {
-	s := strings.Repeat("é", 600) // 1200 bytes
-	got := cut(s, maxNote)
-	if len(got) > maxNote || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, "é") {
-		t.Fatalf("cut to %d bytes: %q", len(got), got[len(got)-8:])
-	}
-	if cut("short", maxNote) != "short" {
-		t.Fatal("a short note must be kept")
 	}
 }

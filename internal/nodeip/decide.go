@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -368,19 +367,6 @@ func defaultSetNote(set string, hub bool) string {
 		return " (or an empty value; the Tenant's spec.loadBalancer.nodeSet picks another set)"
 	}
 	return ` (or an empty value; a Service picks another set with the annotation ` + LabelUseAsLoadBalancer + `)`
-}
-
-// cut shortens s to at most max bytes for a message, on a rune boundary.
-func cut(s string, max int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= max {
-		return s
-	}
-	n := max - len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
 
 // ReservedPortsFlag is the flag value of --reserved-ports (the ccm's and the manager's).

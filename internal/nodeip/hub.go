@@ -13,6 +13,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // HubOptions are the manager's Options (--address-provider=node-ip): the mode serves the hub
@@ -55,7 +56,7 @@ func nodeSetValue(v, what string) (string, error) {
 		return DefaultNodeSet, nil
 	}
 	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-		return "", fmt.Errorf("%s: %q is not a valid label value: %s", what, cut(v, 70), strings.Join(errs, "; "))
+		return "", fmt.Errorf("%s: %q is not a valid label value: %s", what, textcut.Cut(strings.ToValidUTF8(v, "?"), 70, textcut.Dots), strings.Join(errs, "; "))
 	}
 	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -25,7 +26,7 @@ const IngressServicePorts = 2
 // (those being deleted are left out) under the tenant's settings t: each object's creation
 // time and the listener ports it needs — a LoadBalancer one per port
 // (LoadBalancerPorts), a Gateway one per distinct listener port and protocol
-// (GatewayPorts), none for what is disabled. Ingress Routes and LoadBalancers with a
+// (routekind.GatewayPorts), none for what is disabled. Ingress Routes and LoadBalancers with a
 // hostname share the two ports of the tenant's Ingress Service. The LoadBalancer, Route and
 // envoycp controllers all decide from it, so that they agree.
 //
@@ -102,16 +103,16 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 		return Object{}, false
 	}
 	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time, Bytes: RouteBytes(rt)}
-	switch kind, _ := Classify(rt); kind {
-	case SourceGateway:
-		if !t.DisableGatewayAPI && ValidRouteName(rt.Name) {
-			ports, _ := GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+	switch kind, _ := routekind.Of(rt); kind.HubService() {
+	case routekind.OwnHubService:
+		if !t.DisableGatewayAPI && routekind.ValidRouteName(rt.Name) {
+			ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
 			o.Ports = len(ports)
 			if t.AllocateNodePorts {
 				o.NodePorts = len(ports)
 			}
 		}
-	case SourceIngress:
+	case routekind.SharedIngressService:
 		if !t.DisableIngress {
 			o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
 			if t.AllocateNodePorts {

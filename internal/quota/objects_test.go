@@ -3,8 +3,6 @@ package quota
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -98,26 +95,6 @@ func TestObjects(t *testing.T) {
 			t.Fatalf("got %+v", got)
 		}
 	})
-}
-
-// TestValidRouteName compares ValidRouteName with the API machinery's label value check.
-func TestValidRouteName(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(3, 4))
-	alphabet := "aZ09-_.é/ "
-	cases := []string{"", "a", "-a", "a-", "a.b", "a_b", "_", strings.Repeat("a", 63), strings.Repeat("a", 64), "0f0c5b2a-0000-4000-8000-000000000001"}
-	for range 5000 {
-		b := make([]byte, r.IntN(70))
-		for i := range b {
-			b[i] = alphabet[r.IntN(len(alphabet))]
-		}
-		cases = append(cases, string(b))
-	}
-	for _, name := range cases {
-		if got, want := ValidRouteName(name), len(validation.IsValidLabelValue(name)) == 0; got != want {
-			t.Errorf("ValidRouteName(%q) = %v, want %v", name, got, want)
-		}
-	}
 }
 
 // TestLoadBalancerPortsMany: beyond 16 ports, repeats are found the same way.

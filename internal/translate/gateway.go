@@ -15,6 +15,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/routekind"
 )
 
 // GatewayControllerName is the controllerName kubelb writes into the parents of route
@@ -52,7 +53,6 @@ const (
 // Limits on tenant-written lists (those of the Gateway API CRDs, enforced again because the
 // hub does not validate the embedded object).
 const (
-	maxListeners   = 64
 	maxParentRefs  = 32
 	maxHostnames   = 16
 	maxRules       = 64
@@ -126,36 +126,31 @@ func (l *gwListener) ref(t *l7) ir.ObjectRef { return t.ref(l.gw.route, l.sectio
 // to them (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute). See docs/l7.md.
 func (t *l7) gateways() {
 	var gws []*gateway
-	for _, r := range t.byKind[KindGateway] {
+	for _, r := range t.byKind[routekind.Gateway] {
 		if g := t.gateway(r); g != nil {
 			gws = append(gws, g)
 		}
 	}
 	a := &attacher{t: t, gateways: gws}
-	for _, r := range t.byKind[KindHTTPRoute] {
+	for _, r := range t.byKind[routekind.HTTPRoute] {
 		a.httpRoute(r)
 	}
-	for _, r := range t.byKind[KindGRPCRoute] {
+	for _, r := range t.byKind[routekind.GRPCRoute] {
 		a.grpcRoute(r)
 	}
-	for _, r := range t.byKind[KindTLSRoute] {
+	for _, r := range t.byKind[routekind.TLSRoute] {
 		a.streamRoute(r, KindTLSRoute)
 	}
-	for _, r := range t.byKind[KindTCPRoute] {
+	for _, r := range t.byKind[routekind.TCPRoute] {
 		a.streamRoute(r, KindTCPRoute)
 	}
-	for _, r := range t.byKind[KindUDPRoute] {
+	for _, r := range t.byKind[routekind.UDPRoute] {
 		a.streamRoute(r, KindUDPRoute)
 	}
 	for _, g := range gws {
 		t.emitGateway(g)
 		t.gatewayStatus(g)
 	}
-}
-
-// isGatewayAPI reports whether the Route embeds a Gateway API object.
-func (t *l7) isGatewayAPI(r *v1alpha1.Route) bool {
-	return t.sourceGVK(r).Group == gatewayGroup
 }
 
 // transitionTime is the lastTransitionTime of every condition the front end writes: the
@@ -180,9 +175,6 @@ func (t *l7) cond(r *v1alpha1.Route, typ string, ok bool, reason, format string,
 
 // gateway reads a Gateway Route and validates its listeners; nil when it cannot be read.
 func (t *l7) gateway(r *v1alpha1.Route) *gateway {
-	if !t.isGatewayAPI(r) {
-		return nil
-	}
 	g := &gateway{route: r}
 	if !t.decode(r, &g.obj) {
 		return nil
@@ -190,9 +182,9 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	g.namespace = g.obj.Namespace
 	g.svc = t.routeService(r.Name)
 	specs := g.obj.Spec.Listeners
-	if len(specs) > maxListeners {
-		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), maxListeners)
-		specs = specs[:maxListeners]
+	if len(specs) > routekind.MaxListeners {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), routekind.MaxListeners)
+		specs = specs[:routekind.MaxListeners]
 	}
 	names := map[string]bool{}
 	for i := range specs {

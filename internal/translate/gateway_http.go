@@ -289,9 +289,6 @@ func (rs *refs) invalid(msg string) {
 // listener it attached to.
 func (a *attacher) httpRoute(r *v1alpha1.Route) {
 	t := a.t
-	if !t.isGatewayAPI(r) {
-		return
-	}
 	var hr gwv1.HTTPRoute
 	if !t.decode(r, &hr) {
 		return
@@ -842,9 +839,6 @@ func prefixRewrite(prefix, replacement string) *ir.RegexRewrite {
 // gRPC service and method in the path.
 func (a *attacher) grpcRoute(r *v1alpha1.Route) {
 	t := a.t
-	if !t.isGatewayAPI(r) {
-		return
-	}
 	var gr gwv1.GRPCRoute
 	if !t.decode(r, &gr) {
 		return

@@ -19,9 +19,6 @@ import (
 // oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	t := a.t
-	if !t.isGatewayAPI(r) {
-		return
-	}
 	var (
 		meta      metav1.ObjectMeta
 		common    gwv1.CommonRouteSpec

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/ir"
 )
 
@@ -79,7 +80,7 @@ func Hold(in Input, h Holds) (Input, Held) {
 	}
 	var routes []v1alpha1.Route
 	for _, rt := range in.Routes {
-		if !rt.DeletionTimestamp.IsZero() || (h.IngressDisabled && embeddedKind(&rt) == kindIngress) {
+		if !rt.DeletionTimestamp.IsZero() || (h.IngressDisabled && carried(&rt) == routekind.Ingress) {
 			continue
 		}
 		if msg, refused := h.RefusedRoutes[rt.Name]; refused {
@@ -161,10 +162,10 @@ func heldStatus(rt *v1alpha1.Route, msg string) (RouteStatus, bool) {
 		gen = rt.Generation
 	}
 	var status any
-	switch embeddedKind(rt) {
-	case kindIngress:
+	switch carried(rt) {
+	case routekind.Ingress:
 		status = map[string]any{"loadBalancer": map[string]any{}}
-	case KindGateway:
+	case routekind.Gateway:
 		at := metav1.NewTime(rt.CreationTimestamp.UTC())
 		if rt.CreationTimestamp.IsZero() {
 			at = metav1.NewTime(time.Unix(0, 0).UTC())
@@ -185,18 +186,8 @@ func heldStatus(rt *v1alpha1.Route, msg string) (RouteStatus, bool) {
 	return RouteStatus{Kind: src.Route.GetKind(), Generation: gen, Status: raw}, true
 }
 
-// embeddedKind is the kind of a Route's embedded tenant object when it is an Ingress
-// (networking.k8s.io) or a Gateway (gateway.networking.k8s.io), else "".
-func embeddedKind(rt *v1alpha1.Route) string {
-	if rt.Spec.Source.Kubernetes == nil {
-		return ""
-	}
-	gvk := rt.Spec.Source.Kubernetes.Route.GroupVersionKind()
-	switch {
-	case gvk.Group == "networking.k8s.io" && gvk.Kind == kindIngress:
-		return kindIngress
-	case gvk.Group == gatewayGroup && gvk.Kind == KindGateway:
-		return KindGateway
-	}
-	return ""
+// carried is what a Route carries (routekind.Of, without the reason).
+func carried(rt *v1alpha1.Route) routekind.Kind {
+	k, _ := routekind.Of(rt)
+	return k
 }

@@ -14,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/re2"
+	"kubelb.dev/kubelb/internal/routekind"
 )
 
 // Names of the shared Ingress listeners and route configurations of a tenant.
@@ -46,9 +47,6 @@ const (
 	// ReasonInvalidTLS: a TLS entry cannot be served (no secretName, no hosts).
 	ReasonInvalidTLS = "InvalidTLS"
 )
-
-// kindIngress is the kind of an Ingress Route's tenant object.
-const kindIngress = "Ingress"
 
 // maxIngressPath bounds the length of a path; longer paths are refused.
 const maxIngressPath = 1024
@@ -123,12 +121,12 @@ func (t *l7) ingresses() {
 		chains: map[string]*ingressChain{},
 	}
 	status := ingressStatus(svc)
-	for _, r := range t.byKind[kindIngress] {
+	for _, r := range t.byKind[routekind.Ingress] {
 		var ing networkingv1.Ingress
 		if !t.decode(r, &ing) {
 			continue
 		}
-		t.setStatus(r, kindIngress, status)
+		t.setStatus(r, routekind.Ingress.String(), status)
 		if httpPort == 0 {
 			t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonListenerPortNotAllocated,
 				"the tenant's Ingress Service %s has no listener port for port 80 yet; the Ingress is not served", v1alpha1.IngressServiceName)
@@ -333,9 +331,9 @@ func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, db *netw
 // describe names a section of a Route's tenant object for messages: "Ingress shop/web
 // (rule 0 path /)".
 func (t *l7) describe(r *v1alpha1.Route, section string) string {
-	kind, ns, name := t.sourceGVK(r).Kind, "", r.Name
+	kind, ns, name := "", "", r.Name
 	if src := r.Spec.Source.Kubernetes; src != nil {
-		ns, name = src.Route.GetNamespace(), src.Route.GetName()
+		kind, ns, name = src.Route.GetKind(), src.Route.GetNamespace(), src.Route.GetName()
 	}
 	s := fmt.Sprintf("%s %s/%s", kind, truncate(ns), truncate(name))
 	if section != "" {

@@ -13,6 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // Translate is the Layer 4 front end: it turns one tenant's LoadBalancers and Addresses into
@@ -471,13 +472,9 @@ func parseAddress(a v1alpha1.EndpointAddress) (ir.Endpoint, netip.Addr, bool) {
 	return ir.Endpoint{}, netip.Addr{}, false
 }
 
-// maxQuoted bounds how much of a tenant-written value a problem message quotes.
-const maxQuoted = 64
+// maxQuoted bounds how much of a tenant-written value a problem message quotes: 64 bytes and
+// the ellipsis.
+const maxQuoted = 64 + len(textcut.Ellipsis)
 
-// truncate shortens a tenant-written value for a message.
-func truncate(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	return s[:maxQuoted] + "…"
-}
+// truncate shortens a tenant-written value for a message (textcut.Cut to maxQuoted).
+func truncate(s string) string { return textcut.Cut(s, maxQuoted, textcut.Ellipsis) }

@@ -10,11 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/routekind"
 )
 
 // KindRoute is the kind of hub object Layer 7 problems are reported on: the Route mirroring
@@ -96,8 +96,9 @@ type l7 struct {
 	problems ir.ProblemSet
 	expander *expander
 	statuses map[string]RouteStatus
-	// byKind holds the Routes by the kind of their tenant object, oldest first.
-	byKind map[string][]*v1alpha1.Route
+	// byKind holds the Routes by the kind of their tenant object, oldest first (those of
+	// kinds kubelb does not serve are left out).
+	byKind map[routekind.Kind][]*v1alpha1.Route
 	// clusters and secrets already in cfg, by name; clusters is made when first needed
 	// (clusterIndex): a tenant of LoadBalancers alone never needs it.
 	clusters map[string]*ir.Cluster
@@ -120,7 +121,7 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		cfg:      cfg,
 		expander: x,
 		statuses: map[string]RouteStatus{},
-		byKind:   map[string][]*v1alpha1.Route{},
+		byKind:   map[routekind.Kind][]*v1alpha1.Route{},
 		secrets:  map[string]*ir.Secret{},
 		services: map[*v1alpha1.Route]serviceIndex{},
 	}
@@ -139,8 +140,9 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 			t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidName, "name %q cannot be used in Envoy resource names: %s", truncate(r.Name), strings.Join(errs, "; "))
 			continue
 		}
-		kind := t.sourceGVK(r).Kind
-		t.byKind[kind] = append(t.byKind[kind], r)
+		if kind, _ := routekind.Of(r); kind != routekind.Unsupported {
+			t.byKind[kind] = append(t.byKind[kind], r)
+		}
 	}
 	return t
 }
@@ -159,14 +161,6 @@ func (t *l7) clusterIndex() map[string]*ir.Cluster {
 // ref names a Route (and a section of its tenant object) in problems and IR owners.
 func (t *l7) ref(r *v1alpha1.Route, section string) ir.ObjectRef {
 	return ir.ObjectRef{Kind: KindRoute, Namespace: t.in.Tenant, Name: r.Name, Section: section}
-}
-
-// sourceGVK is the group, version and kind of the Route's embedded tenant object.
-func (t *l7) sourceGVK(r *v1alpha1.Route) schema.GroupVersionKind {
-	if r.Spec.Source.Kubernetes == nil {
-		return schema.GroupVersionKind{}
-	}
-	return r.Spec.Source.Kubernetes.Route.GroupVersionKind()
 }
 
 // decode converts the Route's embedded tenant object into out (a typed object such as

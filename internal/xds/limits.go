@@ -17,6 +17,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // Limits bound what one xDS client, and all the clients of one tenant together, may cost the
@@ -150,10 +151,8 @@ func servedType(typeURL string) bool { return slices.Contains(TypeURLs, typeURL)
 
 // errUnknownType is the error of a request for a type the server does not serve.
 func errUnknownType(typeURL string) error {
-	const most = 64 // the client's string, quoted back shortened
-	if len(typeURL) > most {
-		typeURL = typeURL[:most] + "..."
-	}
+	const most = 64 + len(textcut.Dots) // the client's string, quoted back shortened
+	typeURL = textcut.Cut(typeURL, most, textcut.Dots)
 	return status.Errorf(codes.InvalidArgument, "type URL %q is not served (served: %v)", typeURL, TypeURLs)
 }
 

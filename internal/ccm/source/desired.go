@@ -75,7 +75,7 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 					Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
 			}
 		}
-	case k.Route:
+	case k.AttachesToGateway():
 		for _, r := range list(u, "spec", "rules") {
 			rule, _ := r.(map[string]any)
 			for _, b := range list(rule, "backendRefs") {
@@ -164,8 +164,8 @@ func DesiredContext(fromKind, fromNS string, nsLabels map[string]string, refs []
 // metadata.{name,namespace,uid,generation} and spec.
 func TrimResource(k Kind, u map[string]any) unstructured.Unstructured {
 	out := unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(k.GVK.GroupVersion().String())
-	out.SetKind(k.GVK.Kind)
+	out.SetAPIVersion(k.GroupVersionKind().GroupVersion().String())
+	out.SetKind(k.String())
 	meta := map[string]any{}
 	for _, f := range []string{"name", "namespace", "uid", "generation"} {
 		if v, ok, _ := unstructured.NestedFieldNoCopy(u, "metadata", f); ok {

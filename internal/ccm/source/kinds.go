@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/routekind"
 )
 
 // ControllerName is the GatewayClass controllerName of kubelb; it is also the controllerName
@@ -61,14 +61,11 @@ type ParentRef struct {
 type Kind struct {
 	// Name is the lower-case kind, used in controller names and logs ("httproute").
 	Name string
-	// GVK is the kind the ccm reads and writes in the tenant.
-	GVK schema.GroupVersionKind
-	// GatewayAPI tells whether the kind belongs to Gateway API (needs --enable-gateway-api,
-	// gets a SourceContext).
-	GatewayAPI bool
-	// Route tells whether the kind is a Gateway API route (attaches to Gateways by parentRefs,
-	// has status.parents).
-	Route bool
+	// Kind is what the hub makes of the kind (routekind): its GroupVersionKind, the one the
+	// ccm reads and writes in the tenant; GatewayAPI, whether it needs --enable-gateway-api
+	// and gets a SourceContext; AttachesToGateway, whether it is a Gateway API route
+	// (parentRefs, status.parents).
+	routekind.Kind
 	// New returns an empty object of the kind; NewList an empty list.
 	New     func() client.Object
 	NewList func() client.ObjectList
@@ -79,37 +76,35 @@ type Kind struct {
 
 // OriginKind is the value of the origin-resource-kind label of the kind's Routes, e.g.
 // "HTTPRoute.gateway.networking.k8s.io".
-func (k Kind) OriginKind() string { return k.GVK.Kind + "." + k.GVK.Group }
+func (k Kind) OriginKind() string { return k.String() + "." + k.GroupVersionKind().Group }
 
-// gatewayAPIKind is a Kind of gateway.networking.k8s.io/v1.
-func gatewayAPIKind(name, kind string, route bool, newObj func() client.Object, newList func() client.ObjectList, r *metrics.Reconcile, g *prometheus.GaugeVec) Kind {
-	return Kind{Name: name, GVK: gwapiv1.SchemeGroupVersion.WithKind(kind), GatewayAPI: true, Route: route,
-		New: newObj, NewList: newList, Reconcile: r, Managed: g}
+// mirrored is the Kind of the ccm's controller named name for kind k.
+func mirrored(name string, k routekind.Kind, newObj func() client.Object, newList func() client.ObjectList, r *metrics.Reconcile, g *prometheus.GaugeVec) Kind {
+	return Kind{Name: name, Kind: k, New: newObj, NewList: newList, Reconcile: r, Managed: g}
 }
 
 // The kinds the ccm mirrors. TLSRoute, TCPRoute and UDPRoute are served as
 // gateway.networking.k8s.io/v1 in gateway-api v1.6's standard channel.
 var (
-	Ingress = Kind{Name: "ingress", GVK: networkingv1.SchemeGroupVersion.WithKind("Ingress"),
-		New:       func() client.Object { return &networkingv1.Ingress{} },
-		NewList:   func() client.ObjectList { return &networkingv1.IngressList{} },
-		Reconcile: metrics.CCMIngressReconcile, Managed: metrics.CCMManagedIngresses}
-	Gateway = gatewayAPIKind("gateway", "Gateway", false,
+	Ingress = mirrored("ingress", routekind.Ingress,
+		func() client.Object { return &networkingv1.Ingress{} }, func() client.ObjectList { return &networkingv1.IngressList{} },
+		metrics.CCMIngressReconcile, metrics.CCMManagedIngresses)
+	Gateway = mirrored("gateway", routekind.Gateway,
 		func() client.Object { return &gwapiv1.Gateway{} }, func() client.ObjectList { return &gwapiv1.GatewayList{} },
 		metrics.CCMGatewayReconcile, metrics.CCMManagedGateways)
-	HTTPRoute = gatewayAPIKind("httproute", "HTTPRoute", true,
+	HTTPRoute = mirrored("httproute", routekind.HTTPRoute,
 		func() client.Object { return &gwapiv1.HTTPRoute{} }, func() client.ObjectList { return &gwapiv1.HTTPRouteList{} },
 		metrics.CCMHTTPRouteReconcile, metrics.CCMManagedHTTPRoutes)
-	GRPCRoute = gatewayAPIKind("grpcroute", "GRPCRoute", true,
+	GRPCRoute = mirrored("grpcroute", routekind.GRPCRoute,
 		func() client.Object { return &gwapiv1.GRPCRoute{} }, func() client.ObjectList { return &gwapiv1.GRPCRouteList{} },
 		metrics.CCMGRPCRouteReconcile, metrics.CCMManagedGRPCRoutes)
-	TLSRoute = gatewayAPIKind("tlsroute", "TLSRoute", true,
+	TLSRoute = mirrored("tlsroute", routekind.TLSRoute,
 		func() client.Object { return &gwapiv1.TLSRoute{} }, func() client.ObjectList { return &gwapiv1.TLSRouteList{} },
 		metrics.CCMTLSRouteReconcile, metrics.CCMManagedTLSRoutes)
-	TCPRoute = gatewayAPIKind("tcproute", "TCPRoute", true,
+	TCPRoute = mirrored("tcproute", routekind.TCPRoute,
 		func() client.Object { return &gwapiv1.TCPRoute{} }, func() client.ObjectList { return &gwapiv1.TCPRouteList{} },
 		metrics.CCMTCPRouteReconcile, metrics.CCMManagedTCPRoutes)
-	UDPRoute = gatewayAPIKind("udproute", "UDPRoute", true,
+	UDPRoute = mirrored("udproute", routekind.UDPRoute,
 		func() client.Object { return &gwapiv1.UDPRoute{} }, func() client.ObjectList { return &gwapiv1.UDPRouteList{} },
 		metrics.CCMUDPRouteReconcile, metrics.CCMManagedUDPRoutes)
 )

@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	obj := r.Kind.New()
 	if err := r.Tenant.Get(ctx, req.NamespacedName, obj); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+			return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", r.Kind.String(), req.NamespacedName, err)
 		}
 		// Gone: remove what is left behind (its Routes are found by origin labels).
 		r.managed.Set(req.NamespacedName, false)
@@ -110,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("encoding %s %s: %w", r.Kind.GVK.Kind, req.NamespacedName, err)
+		return reconcile.Result{}, fmt.Errorf("encoding %s %s: %w", r.Kind.String(), req.NamespacedName, err)
 	}
 	served, err := r.served(ctx, obj, u)
 	if err != nil {
@@ -188,23 +188,23 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 	sc.current = current
 	sc.refs = ObjectRefs(r.Kind, u, obj.GetNamespace())
 	var grants []gwapiv1beta1.ReferenceGrant
-	if r.Kind.GatewayAPI && r.ReferenceGrants && slices.ContainsFunc(sc.refs, func(ref Ref) bool { return ref.Namespace != obj.GetNamespace() }) {
+	if r.Kind.GatewayAPI() && r.ReferenceGrants && slices.ContainsFunc(sc.refs, func(ref Ref) bool { return ref.Namespace != obj.GetNamespace() }) {
 		list := &gwapiv1beta1.ReferenceGrantList{}
 		if err := r.Tenant.List(ctx, list); err != nil {
 			return sc, fmt.Errorf("listing ReferenceGrants: %w", err)
 		}
 		grants = list.Items
 	}
-	if r.Kind.GatewayAPI {
+	if r.Kind.GatewayAPI() {
 		ns := &corev1.Namespace{}
 		if err := r.Tenant.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns); client.IgnoreNotFound(err) != nil {
 			return sc, fmt.Errorf("getting Namespace %s: %w", obj.GetNamespace(), err)
 		}
-		sc.context = DesiredContext(r.Kind.GVK.Kind, obj.GetNamespace(), ns.Labels, sc.refs, grants)
+		sc.context = DesiredContext(r.Kind.String(), obj.GetNamespace(), ns.Labels, sc.refs, grants)
 	}
 	var backends []types.NamespacedName
 	for _, ref := range sc.refs {
-		if ref.isService() && Permitted(ref, r.Kind.GVK.Kind, obj.GetNamespace(), grants) {
+		if ref.isService() && Permitted(ref, r.Kind.String(), obj.GetNamespace(), grants) {
 			backends = append(backends, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
 		}
 	}
@@ -323,7 +323,7 @@ func (r *Reconciler) applyRoute(ctx context.Context, obj client.Object, current,
 	if err := apply.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
 		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
 			"Applying Route %s/%s in the management cluster: %v", r.Namespace, desired.Name, err)
-		return fmt.Errorf("applying Route %s/%s for %s %s: %w", r.Namespace, desired.Name, r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+		return fmt.Errorf("applying Route %s/%s for %s %s: %w", r.Namespace, desired.Name, r.Kind.String(), client.ObjectKeyFromObject(obj), err)
 	}
 	if current == nil {
 		ctrl.LoggerFrom(ctx).Info("created Route", "route", client.ObjectKeyFromObject(desired))
@@ -379,7 +379,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[s
 	next["status"] = status
 	updated := r.Kind.New()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(next, updated); err != nil {
-		return nil, fmt.Errorf("decoding the status of %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+		return nil, fmt.Errorf("decoding the status of %s %s: %w", r.Kind.String(), client.ObjectKeyFromObject(obj), err)
 	}
 	normal, err := runtime.DefaultUnstructuredConverter.ToUnstructured(updated)
 	if err != nil {
@@ -389,7 +389,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[s
 		return obj, nil
 	}
 	if err := r.Tenant.Status().Patch(ctx, updated, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("writing the status of %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+		return nil, fmt.Errorf("writing the status of %s %s: %w", r.Kind.String(), client.ObjectKeyFromObject(obj), err)
 	}
 	return updated, nil
 }
@@ -411,7 +411,7 @@ func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[strin
 		return err
 	}
 	if current != nil {
-		ctrl.LoggerFrom(ctx).Info("released " + r.Kind.GVK.Kind)
+		ctrl.LoggerFrom(ctx).Info("released " + r.Kind.String())
 	}
 	return nil
 }
@@ -450,7 +450,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj client.Object) err
 	orig := obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(obj, v1alpha1.CleanupFinalizer)
 	if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.GVK.Kind, client.ObjectKeyFromObject(obj), err)
+		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.String(), client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
 }
@@ -461,7 +461,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj client.Object) err
 func (r *Reconciler) deleteRoutes(ctx context.Context, obj client.Object, key types.NamespacedName, keep types.UID) error {
 	list := &v1alpha1.RouteList{}
 	if err := r.Hub.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingFields{indexRouteOrigin: originKey(r.Kind.OriginKind(), key)}); err != nil {
-		return fmt.Errorf("listing Routes of %s %s: %w", r.Kind.GVK.Kind, key, err)
+		return fmt.Errorf("listing Routes of %s %s: %w", r.Kind.String(), key, err)
 	}
 	routes := list.Items
 	// The Route named by the UID goes even if someone stripped its labels.
@@ -483,7 +483,7 @@ func (r *Reconciler) deleteRoutes(ctx context.Context, obj client.Object, key ty
 					record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
 						"Deleting Route %s/%s in the management cluster: %v", r.Namespace, rt.Name, err)
 				}
-				return fmt.Errorf("deleting Route %s/%s of %s %s: %w", r.Namespace, rt.Name, r.Kind.GVK.Kind, key, err)
+				return fmt.Errorf("deleting Route %s/%s of %s %s: %w", r.Namespace, rt.Name, r.Kind.String(), key, err)
 			}
 			ctrl.LoggerFrom(ctx).Info("deleted Route", "route", client.ObjectKeyFromObject(rt))
 		}

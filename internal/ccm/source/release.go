@@ -69,22 +69,22 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.REST
 	twins := newTwinRefs()
 	existing := map[string]bool{} // originKey of every tenant object seen
 	for _, k := range Kinds {
-		if k.Name == Ingress.Name && !o.Ingress || k.GatewayAPI && !o.GatewayAPI || o.Disabled[k.Name] {
+		if k.Name == Ingress.Name && !o.Ingress || k.GatewayAPI() && !o.GatewayAPI || o.Disabled[k.Name] {
 			continue // not the ccm's (nor in its RBAC): as its controllers, the release leaves it
 		}
-		if _, err := mapper.RESTMapping(k.GVK.GroupKind(), k.GVK.Version); err != nil {
+		if _, err := mapper.RESTMapping(k.GroupVersionKind().GroupKind(), k.GroupVersionKind().Version); err != nil {
 			continue // the tenant does not serve the kind: nothing of it to release
 		}
 		r := &Reconciler{Kind: k, Tenant: tenant, Hub: hub, Namespace: namespace, twins: twins,
 			managed: metrics.NewManagedSet(k.Managed)}
 		list := k.NewList()
 		if err := tenant.List(ctx, list); err != nil {
-			errs = append(errs, fmt.Errorf("listing %s: %w", k.GVK.Kind, err))
+			errs = append(errs, fmt.Errorf("listing %s: %w", k.String(), err))
 			continue
 		}
 		items, err := meta.ExtractList(list)
 		if err != nil {
-			return res, fmt.Errorf("reading the list of %s: %w", k.GVK.Kind, err)
+			return res, fmt.Errorf("reading the list of %s: %w", k.String(), err)
 		}
 		for _, item := range items {
 			obj := item.(client.Object)
@@ -96,7 +96,7 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.REST
 				continue
 			}
 			if released {
-				res.Released = append(res.Released, k.GVK.Kind+" "+key.String())
+				res.Released = append(res.Released, k.String()+" "+key.String())
 			}
 		}
 	}
@@ -130,7 +130,7 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, mapper meta.REST
 // something of kubelb's (a Route or the finalizer).
 func (r *Reconciler) releaseOne(ctx context.Context, obj client.Object) (bool, error) {
 	key := client.ObjectKeyFromObject(obj)
-	log := ctrl.LoggerFrom(ctx).WithValues("kind", r.Kind.GVK.Kind, "object", key)
+	log := ctrl.LoggerFrom(ctx).WithValues("kind", r.Kind.String(), "object", key)
 	ctx = ctrl.LoggerInto(ctx, log)
 	had := controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer)
 	if r.Hub != nil {
@@ -143,7 +143,7 @@ func (r *Reconciler) releaseOne(ctx context.Context, obj client.Object) (bool, e
 	for range releaseRetries {
 		var u map[string]any
 		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
-			return false, fmt.Errorf("encoding %s %s: %w", r.Kind.GVK.Kind, key, err)
+			return false, fmt.Errorf("encoding %s %s: %w", r.Kind.String(), key, err)
 		}
 		if !hubFailed {
 			if err = r.release(ctx, obj, u); err != nil && !apierrors.IsConflict(err) {
@@ -165,7 +165,7 @@ func (r *Reconciler) releaseOne(ctx context.Context, obj client.Object) (bool, e
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("releasing %s %s: %w", r.Kind.GVK.Kind, key, err)
+		return false, fmt.Errorf("releasing %s %s: %w", r.Kind.String(), key, err)
 	}
 	if had {
 		log.Info("released")

@@ -109,17 +109,17 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	for _, k := range Kinds {
 		switch {
-		case k.Name == Ingress.Name && !o.Ingress, k.GatewayAPI && !gatewayAPI, o.Disabled[k.Name]:
+		case k.Name == Ingress.Name && !o.Ingress, k.GatewayAPI() && !gatewayAPI, o.Disabled[k.Name]:
 			continue
-		case !served(k.GVK):
-			log.Info("WARNING: the tenant cluster does not serve "+k.GVK.GroupVersion().String()+" "+k.GVK.Kind+"; not mirrored", "kind", k.GVK.Kind)
+		case !served(k.GroupVersionKind()):
+			log.Info("WARNING: the tenant cluster does not serve "+k.GroupVersionKind().GroupVersion().String()+" "+k.String()+"; not mirrored", "kind", k.String())
 			continue
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
 			ReferenceGrants: grants, HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", k.GVK.Kind, err)
+			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
 		}
 	}
 	// The EndpointSlices of the twins of Services without a selector.
@@ -164,7 +164,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 	}); err != nil {
 		return err
 	}
-	if k.Route {
+	if k.AttachesToGateway() {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {
 			var out []string
 			for _, p := range ParentRefs(toUnstructured(o), o.GetNamespace()) {
@@ -180,7 +180,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 	requests := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 		list := k.NewList()
 		if err := mgr.GetClient().List(ctx, list, opts...); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing "+k.GVK.Kind+"s")
+			ctrl.LoggerFrom(ctx).Error(err, "listing "+k.String()+"s")
 			return nil
 		}
 		var out []reconcile.Request
@@ -220,7 +220,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 			},
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
-	if k.GatewayAPI {
+	if k.GatewayAPI() {
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Namespace{}, namespaceToObjects, predicate.TypedFuncs[*corev1.Namespace]{
 			CreateFunc: func(event.TypedCreateEvent[*corev1.Namespace]) bool { return false },
 			DeleteFunc: func(event.TypedDeleteEvent[*corev1.Namespace]) bool { return false },
@@ -234,19 +234,19 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return requests(ctx)
 			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.GatewayClass]{}))
 	}
-	if k.GatewayAPI && r.ReferenceGrants {
+	if k.GatewayAPI() && r.ReferenceGrants {
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1beta1.ReferenceGrant{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, g *gwapiv1beta1.ReferenceGrant) []reconcile.Request {
 				var out []reconcile.Request
 				for _, f := range g.Spec.From {
-					if string(f.Kind) == k.GVK.Kind && string(f.Group) == gatewayGroup {
+					if string(f.Kind) == k.String() && string(f.Group) == gatewayGroup {
 						out = append(out, requests(ctx, client.InNamespace(string(f.Namespace)))...)
 					}
 				}
 				return out
 			})))
 	}
-	if k.Route {
+	if k.AttachesToGateway() {
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.Gateway{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, gw *gwapiv1.Gateway) []reconcile.Request {
 				return requests(ctx, client.MatchingFields{indexParents: client.ObjectKeyFromObject(gw).String()})

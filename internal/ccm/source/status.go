@@ -28,7 +28,7 @@ func HubStatus(k Kind, r *v1alpha1.Route) (map[string]any, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(wrapped, obj); err != nil {
-		return nil, fmt.Errorf("decoding the status of Route %s/%s as a %s status: %w", r.Namespace, r.Name, k.GVK.Kind, err)
+		return nil, fmt.Errorf("decoding the status of Route %s/%s as a %s status: %w", r.Namespace, r.Name, k.String(), err)
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -59,7 +59,7 @@ func MergeStatus(k Kind, cur, hub map[string]any) map[string]any {
 				delete(out, f)
 			}
 		}
-	case k.Route:
+	case k.AttachesToGateway():
 		parents := otherParents(out)
 		hp, _ := hub["parents"].([]any)
 		for _, p := range hp {
@@ -96,7 +96,7 @@ func ReleaseStatus(k Kind, cur, hub map[string]any) map[string]any {
 				delete(out, f)
 			}
 		}
-	case k.Route:
+	case k.AttachesToGateway():
 		if _, ok := out["parents"]; ok {
 			out["parents"] = otherParents(out)
 		}

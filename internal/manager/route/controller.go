@@ -50,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -214,7 +215,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		}
 	}
 
-	kind, gvk := classify(route)
+	kind, gvk := routekind.Of(route)
 	out := outcome{kind: kind, gvk: gvk}
 	var services []hubServiceState
 	defer func() { // the one status write
@@ -253,22 +254,23 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return reconcile.Result{}, err
 	}
 	// What the Route had as another kind (its embedded object was replaced) goes.
-	if kind != kindGateway {
+	service := kind.HubService()
+	if service != routekind.OwnHubService {
 		if err := r.dropGateway(ctx, ports, route); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	if kind != kindIngress && r.holdsIngress(ports, route.Namespace) {
+	if service != routekind.SharedIngressService && r.holdsIngress(ports, route.Namespace) {
 		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	switch kind {
-	case kindGateway:
+	switch {
+	case service == routekind.OwnHubService:
 		services, err = r.reconcileGateway(ctx, ports, route, tenant, &out)
-	case kindIngress:
+	case service == routekind.SharedIngressService:
 		services, err = r.reconcileIngress(ctx, ports, route.Namespace, tenant, &out)
-	case kindGatewayRoute:
+	case kind.AttachesToGateway():
 		if tenant.DisableGatewayAPI {
 			out.disabled = "Gateway API"
 		}
@@ -280,7 +282,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 // removes both when Gateway API is disabled or no listener is left).
 func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route, tenant settings.Tenant, out *outcome) ([]hubServiceState, error) {
 	owner := portalloc.RouteOwner(route.Namespace, route.Name)
-	if !validRouteName(route.Name) {
+	if !routekind.ValidRouteName(route.Name) {
 		out.invalidName = true
 		return nil, nil
 	}
@@ -301,7 +303,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		out.serviceErr = err
 		return nil, nil
 	}
-	planned, problems := gatewayPorts(&route.Spec.Source.Kubernetes.Route)
+	planned, problems := routekind.GatewayPorts(&route.Spec.Source.Kubernetes.Route)
 	out.problems, out.noPorts = problems, len(planned) == 0
 	alloc, released, allocErr := ports.Ensure(owner, gatewayRequests(route, planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
@@ -496,7 +498,7 @@ func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except stri
 		if rt.Name == except || !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
 			continue
 		}
-		if kind, _ := classify(rt); kind == kindIngress {
+		if kind, _ := routekind.Of(rt); kind.HubService() == routekind.SharedIngressService {
 			return true, nil
 		}
 	}
@@ -531,8 +533,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 	if !controllerutil.ContainsFinalizer(route, kubelbv1alpha1.CleanupFinalizer) {
 		return r.forget(ctx, ports, key)
 	}
-	switch kind, _ := classify(route); kind {
-	case kindGateway:
+	switch kind, _ := routekind.Of(route); kind.HubService() {
+	case routekind.OwnHubService:
 		svc, err := r.gatewayService(ctx, route)
 		if err != nil && !errors.Is(err, errForeignService) {
 			return err
@@ -540,7 +542,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil { // the ports are freed with the finalizer
 			return err
 		}
-	case kindIngress:
+	case routekind.SharedIngressService:
 		tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
 		if err != nil {
 			return err
@@ -706,7 +708,7 @@ func isRouteService(o client.Object) bool {
 func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if o.GetName() == kubelbv1alpha1.IngressServiceName {
-		return r.routesIn(ctx, ns, kindIngress)
+		return r.routesIn(ctx, ns, routekind.Ingress)
 	}
 	name := o.GetLabels()[kubelbv1alpha1.LabelRouteName]
 	if ref := metav1.GetControllerOfNoCopy(o); name == "" && ref != nil && ref.Kind == "Route" {
@@ -722,13 +724,13 @@ func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []rec
 // LoadBalancer hostnames depend on the Tenant's DNS settings).
 func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	ns := settings.Namespace(o.GetName())
-	return append(r.routesIn(ctx, ns, -1), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
+	return append(r.routesIn(ctx, ns), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
 }
 
 // configToRoutes requeues every Route: Config applies to all tenants; and the Ingress Service
 // of every namespace with LoadBalancers.
 func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
-	reqs := r.routesIn(ctx, "", -1)
+	reqs := r.routesIn(ctx, "")
 	list := &kubelbv1alpha1.LoadBalancerList{}
 	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing LoadBalancers to requeue")
@@ -784,11 +786,11 @@ func hostnameInputChanged() predicate.Predicate {
 
 // namespaceToRoutes requeues the Routes of a namespace.
 func (r *Reconciler) namespaceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.routesIn(ctx, o.GetName(), -1)
+	return r.routesIn(ctx, o.GetName())
 }
 
-// routesIn lists the Routes of a namespace ("" = all) from the cache, of one kind (-1 = all).
-func (r *Reconciler) routesIn(ctx context.Context, namespace string, kind sourceKind) []reconcile.Request {
+// routesIn lists the Routes of a namespace ("" = all) from the cache, of the given kinds (none: all).
+func (r *Reconciler) routesIn(ctx context.Context, namespace string, kinds ...routekind.Kind) []reconcile.Request {
 	list := &kubelbv1alpha1.RouteList{}
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
 	if namespace != "" {
@@ -800,7 +802,7 @@ func (r *Reconciler) routesIn(ctx context.Context, namespace string, kind source
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		if k, _ := classify(&list.Items[i]); kind >= 0 && k != kind {
+		if k, _ := routekind.Of(&list.Items[i]); len(kinds) > 0 && !slices.Contains(kinds, k) {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,7 +19,9 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -61,40 +62,14 @@ const (
 	ReasonQuotaExceeded = quota.ReasonQuotaExceeded
 )
 
-// MaxListeners is the most listeners of a Gateway that get ports, as in Gateway API.
-const MaxListeners = quota.MaxListeners
-
-// sourceKind is what a Route's embedded object asks of the hub (quota.SourceKind).
-type sourceKind = quota.SourceKind
-
-// The kinds of embedded objects.
-const (
-	kindUnsupported  = quota.SourceUnsupported
-	kindIngress      = quota.SourceIngress
-	kindGateway      = quota.SourceGateway
-	kindGatewayRoute = quota.SourceGatewayRoute
-)
-
-// classify returns the kind of a Route's embedded object and its GroupVersionKind.
-func classify(r *kubelbv1alpha1.Route) (sourceKind, schema.GroupVersionKind) {
-	return quota.Classify(r)
-}
-
-// listenerPort is one port of a Gateway's hub Service.
-type listenerPort = quota.ListenerPort
-
 // portName is a Gateway Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
-func portName(p listenerPort) string { return portalloc.GeneratedPortName(p.Protocol, p.Port) }
-
-// gatewayPorts returns the distinct (port, protocol) pairs of a Gateway's listeners
-// (quota.GatewayPorts: the same ports the tenant's limits count).
-func gatewayPorts(u *unstructured.Unstructured) ([]listenerPort, []string) {
-	return quota.GatewayPorts(u)
+func portName(p routekind.ListenerPort) string {
+	return portalloc.GeneratedPortName(p.Protocol, p.Port)
 }
 
 // gatewayRequests asks for a listener port per Gateway port, preferring the target port the
 // existing hub Service (svc, may be nil) already has for it.
-func gatewayRequests(r *kubelbv1alpha1.Route, ports []listenerPort, svc *corev1.Service) []portalloc.Request {
+func gatewayRequests(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, svc *corev1.Service) []portalloc.Request {
 	reqs := make([]portalloc.Request, 0, len(ports))
 	for _, p := range ports {
 		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port), Hints: targetHints(svc, p)})
@@ -113,13 +88,13 @@ func ingressRequests(namespace string, svc *corev1.Service) []portalloc.Request 
 	reqs := make([]portalloc.Request, 0, len(ingressPorts))
 	for _, p := range ingressPorts {
 		reqs = append(reqs, portalloc.Request{Key: portalloc.IngressKey(namespace, p.port),
-			Hints: targetHints(svc, listenerPort{Protocol: corev1.ProtocolTCP, Port: p.port})})
+			Hints: targetHints(svc, routekind.ListenerPort{Protocol: corev1.ProtocolTCP, Port: p.port})})
 	}
 	return reqs
 }
 
 // targetHints is the target port svc has for p, if any.
-func targetHints(svc *corev1.Service, p listenerPort) []int32 {
+func targetHints(svc *corev1.Service, p routekind.ListenerPort) []int32 {
 	if svc == nil {
 		return nil
 	}
@@ -141,7 +116,7 @@ type hubPort struct {
 }
 
 // allocatedGatewayPorts returns the Gateway ports that have a listener port.
-func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []listenerPort, alloc map[portalloc.Key]int32) []hubPort {
+func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, alloc map[portalloc.Key]int32) []hubPort {
 	var out []hubPort
 	for _, p := range ports {
 		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)]; t != 0 {
@@ -161,10 +136,6 @@ func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hu
 	}
 	return out
 }
-
-// validRouteName reports whether the Route's name can be the value of the route-name label
-// of its hub Service, by which the port allocations are found again after a restart.
-func validRouteName(name string) bool { return quota.ValidRouteName(name) }
 
 // gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
 // gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
@@ -292,7 +263,7 @@ func validAnnotations(a map[string]string) map[string]string {
 
 // outcome is what a reconcile found; appliedCondition turns it into the condition.
 type outcome struct {
-	kind        sourceKind
+	kind        routekind.Kind
 	gvk         schema.GroupVersionKind
 	invalidName bool
 	quota       string // why the tenant's limits refuse the Route; "" when admitted
@@ -310,10 +281,10 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 	switch {
 	case o.quota != "":
 		c.Reason, c.Message = ReasonQuotaExceeded, "Not served: "+o.quota+". It has no hub Service and holds no listener ports."
-	case o.kind == kindUnsupported:
+	case o.kind == routekind.Unsupported:
 		c.Reason = ReasonUnsupportedKind
 		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",
-			truncate(o.gvk.Kind), truncate(o.gvk.GroupVersion().String()))
+			textcut.Cut(o.gvk.Kind, maxQuoted, textcut.Ellipsis), textcut.Cut(o.gvk.GroupVersion().String(), maxQuoted, textcut.Ellipsis))
 	case o.invalidName:
 		c.Reason, c.Message = ReasonInvalidName, "The Route's name is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.'); its hub Service cannot be made. Routes are named by the tenant object's UID."
 	case o.disabled != "":
@@ -328,10 +299,10 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 		c.Reason, c.Message = ReasonInvalidListeners, "The Gateway has no listener to serve."
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonApplied
-		switch o.kind {
-		case kindGateway:
+		switch o.kind.HubService() {
+		case routekind.OwnHubService:
 			c.Message = "The Gateway's hub Service is applied."
-		case kindIngress:
+		case routekind.SharedIngressService:
 			c.Message = "The tenant's Ingress Service " + kubelbv1alpha1.IngressServiceName + " is applied."
 		default:
 			c.Message = "Nothing to make on the hub: the route is served through its Gateway's Service."
@@ -340,13 +311,8 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 	return c
 }
 
-// truncate shortens tenant text quoted in a message.
-func truncate(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
-}
+// maxQuoted bounds tenant text quoted in a message: 100 bytes and the ellipsis.
+const maxQuoted = 100 + len(textcut.Ellipsis)
 
 // ownedStatus is the part of a Route status this controller applies (StatusFieldOwner).
 // It is its own type, not RouteStatus, so that nothing else — above all

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -36,97 +37,18 @@ func TestGatewayServiceName(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		apiVersion, kind string
-		want             sourceKind
-	}{
-		{"networking.k8s.io/v1", "Ingress", kindIngress},
-		{"gateway.networking.k8s.io/v1", "Gateway", kindGateway},
-		{"gateway.networking.k8s.io/v1beta1", "Gateway", kindGateway},
-		{"gateway.networking.k8s.io/v1", "HTTPRoute", kindGatewayRoute},
-		{"gateway.networking.k8s.io/v1", "GRPCRoute", kindGatewayRoute},
-		{"gateway.networking.k8s.io/v1alpha2", "TLSRoute", kindGatewayRoute},
-		{"gateway.networking.k8s.io/v1alpha2", "TCPRoute", kindGatewayRoute},
-		{"gateway.networking.k8s.io/v1alpha2", "UDPRoute", kindGatewayRoute},
-		{"example.com/v1", "Ingress", kindUnsupported},
-		{"networking.k8s.io/v1", "Gateway", kindUnsupported},
-		{"v1", "Service", kindUnsupported},
-		{"a/b/c", "Gateway", kindUnsupported},
-	} {
-		rt := &kubelbv1alpha1.Route{}
-		rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": tc.apiVersion, "kind": tc.kind,
-		}}}
-		if got, _ := classify(rt); got != tc.want {
-			t.Errorf("%s %s: %v, want %v", tc.apiVersion, tc.kind, got, tc.want)
-		}
-	}
-	if got, _ := classify(&kubelbv1alpha1.Route{}); got != kindUnsupported {
-		t.Errorf("no source: %v", got)
-	}
+// gatewayEmbedded is an embedded Gateway without listeners.
+func gatewayEmbedded() unstructured.Unstructured {
+	return unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway"}}
 }
 
-func gatewayObject(listeners any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-		"spec": map[string]any{"listeners": listeners},
-	}}
-}
-
-func TestGatewayPorts(t *testing.T) {
+func TestPortName(t *testing.T) {
 	t.Parallel()
-	ports, problems := gatewayPorts(gatewayObject([]any{
-		map[string]any{"name": "https", "port": int64(443), "protocol": "HTTPS"},
-		map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
-		map[string]any{"name": "tls", "port": int64(443), "protocol": "TLS"}, // same Service port as https
-		map[string]any{"name": "dns", "port": float64(53), "protocol": "UDP"},
-		map[string]any{"name": "dns-tcp", "port": int64(53), "protocol": "TCP"},
-		map[string]any{"name": "zero", "port": int64(0), "protocol": "HTTP"},
-		map[string]any{"name": "big", "port": int64(65536), "protocol": "HTTP"},
-		map[string]any{"name": "frac", "port": 80.5, "protocol": "HTTP"},
-		map[string]any{"name": "text", "port": "80", "protocol": "HTTP"},
-		map[string]any{"name": "sctp", "port": int64(9), "protocol": "SCTP"},
-		map[string]any{"name": "custom", "port": int64(9), "protocol": "example.com/foo"},
-		"not an object",
-		map[string]any{"name": strings.Repeat("x", 300), "port": int64(-1), "protocol": "HTTP"},
-	}))
-	want := []listenerPort{{Protocol: corev1.ProtocolTCP, Port: 53}, {Protocol: corev1.ProtocolUDP, Port: 53}, {Protocol: corev1.ProtocolTCP, Port: 80}, {Protocol: corev1.ProtocolTCP, Port: 443}}
-	if diff := cmp.Diff(want, ports, cmp.AllowUnexported(listenerPort{})); diff != "" {
-		t.Errorf("ports (-want +got):\n%s", diff)
+	if got := portName(routekind.ListenerPort{Protocol: corev1.ProtocolTCP, Port: 53}); got != "tcp-53" {
+		t.Errorf("TCP 53: %s", got)
 	}
-	wantProblems := []string{
-		`listener "zero": port must be a number from 1 to 65535`,
-		`listener "big": port must be a number from 1 to 65535`,
-		`listener "frac": port must be a number from 1 to 65535`,
-		`listener "text": port must be a number from 1 to 65535`,
-		`listener "sctp": protocol must be HTTP, HTTPS, TLS, TCP or UDP`,
-		`listener "custom": protocol must be HTTP, HTTPS, TLS, TCP or UDP`,
-		`listener 11 is not an object`,
-		`listener 12: port must be a number from 1 to 65535`, // a name too long to quote
-	}
-	if diff := cmp.Diff(wantProblems, problems); diff != "" {
-		t.Errorf("problems (-want +got):\n%s", diff)
-	}
-	if portName(ports[0]) != "tcp-53" || portName(ports[1]) != "udp-53" {
-		t.Errorf("names %s %s", portName(ports[0]), portName(ports[1]))
-	}
-
-	// At most 64 listeners get ports.
-	var many []any
-	for i := range 70 {
-		many = append(many, map[string]any{"name": fmt.Sprintf("l%d", i), "port": int64(1000 + i), "protocol": "TCP"})
-	}
-	ports, problems = gatewayPorts(gatewayObject(many))
-	if len(ports) != MaxListeners || len(problems) != 1 || !strings.Contains(problems[0], "70 listeners") {
-		t.Errorf("%d ports, problems %v", len(ports), problems)
-	}
-	if _, problems := gatewayPorts(gatewayObject("nope")); len(problems) != 1 {
-		t.Errorf("listeners not a list: %v", problems)
-	}
-	if _, problems := gatewayPorts(&unstructured.Unstructured{Object: map[string]any{}}); len(problems) != 1 {
-		t.Errorf("no listeners: %v", problems)
+	if got := portName(routekind.ListenerPort{Protocol: corev1.ProtocolUDP, Port: 53}); got != "udp-53" {
+		t.Errorf("UDP 53: %s", got)
 	}
 }
 
@@ -135,7 +57,7 @@ func TestGatewayService(t *testing.T) {
 	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1", Labels: map[string]string{
 		kubelbv1alpha1.LabelOriginName: "gw", kubelbv1alpha1.LabelOriginNamespace: "shop", kubelbv1alpha1.LabelOriginResourceKind: "not a label value!",
 	}}}
-	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
 	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil)
@@ -167,15 +89,15 @@ func TestAppliedCondition(t *testing.T) {
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{outcome{kind: kindGateway}, metav1.ConditionTrue, ReasonApplied},
-		{outcome{kind: kindGatewayRoute}, metav1.ConditionTrue, ReasonApplied},
-		{outcome{kind: kindUnsupported}, metav1.ConditionFalse, ReasonUnsupportedKind},
-		{outcome{kind: kindGateway, disabled: "Gateway API", exhausted: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonDisabled},
-		{outcome{kind: kindGateway, exhausted: fmt.Errorf("x"), problems: []string{"p"}}, metav1.ConditionFalse, ReasonPortsExhausted},
-		{outcome{kind: kindGateway, problems: []string{"p"}}, metav1.ConditionFalse, ReasonInvalidListeners},
-		{outcome{kind: kindGateway, noPorts: true}, metav1.ConditionFalse, ReasonInvalidListeners},
-		{outcome{kind: kindGateway, invalidName: true}, metav1.ConditionFalse, ReasonInvalidName},
-		{outcome{kind: kindIngress, serviceErr: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonServiceFailed},
+		{outcome{kind: routekind.Gateway}, metav1.ConditionTrue, ReasonApplied},
+		{outcome{kind: routekind.HTTPRoute}, metav1.ConditionTrue, ReasonApplied},
+		{outcome{kind: routekind.Unsupported}, metav1.ConditionFalse, ReasonUnsupportedKind},
+		{outcome{kind: routekind.Gateway, disabled: "Gateway API", exhausted: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonDisabled},
+		{outcome{kind: routekind.Gateway, exhausted: fmt.Errorf("x"), problems: []string{"p"}}, metav1.ConditionFalse, ReasonPortsExhausted},
+		{outcome{kind: routekind.Gateway, problems: []string{"p"}}, metav1.ConditionFalse, ReasonInvalidListeners},
+		{outcome{kind: routekind.Gateway, noPorts: true}, metav1.ConditionFalse, ReasonInvalidListeners},
+		{outcome{kind: routekind.Gateway, invalidName: true}, metav1.ConditionFalse, ReasonInvalidName},
+		{outcome{kind: routekind.Ingress, serviceErr: fmt.Errorf("x")}, metav1.ConditionFalse, ReasonServiceFailed},
 	} {
 		c := appliedCondition(tc.o, 3)
 		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 3 || c.Type != ConditionApplied || c.Message == "" {
@@ -190,12 +112,12 @@ func TestAppliedCondition(t *testing.T) {
 func TestNextStatus(t *testing.T) {
 	t.Parallel()
 	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", Generation: 2}}
-	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	rt.Spec.Source.Kubernetes.Route.SetName("gw")
 	rt.Spec.Source.Kubernetes.Route.SetNamespace("shop")
 	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}}}}}
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	o := outcome{kind: kindGateway}
+	o := outcome{kind: routekind.Gateway}
 	services := []hubServiceState{{name: "gateway-r1", ports: []hubPort{{"tcp-80", corev1.ProtocolTCP, 80, 10001}}, svc: svc}}
 	st := nextStatus(rt, o, services, appliedCondition(o, 2), t0)
 	entry := st.Resources.Services["tenant-a/gateway-r1"]
@@ -260,7 +182,7 @@ func TestIngressServiceDNSAnnotation(t *testing.T) {
 func TestServiceNodePorts(t *testing.T) {
 	t.Parallel()
 	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1"}}
-	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: *gatewayObject([]any{})}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	ports := []hubPort{{name: "tcp-53", protocol: corev1.ProtocolTCP, port: 53, target: 10001}, {name: "udp-53", protocol: corev1.ProtocolUDP, port: 53, target: 10002}}
 	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
 		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // ConditionProgrammed is the condition type the writer owns.
@@ -78,20 +79,11 @@ func Programmed(generation int64, problems []ir.Problem) metav1.Condition {
 	return c
 }
 
-// bounded cuts a message to maxMessage bytes at a rune boundary.
+// bounded cuts a condition message to maxMessage bytes, ending it with a pointer to the
+// object's Events (where every problem is) when cut.
 func bounded(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	const more = " … (more in the object's Events)"
-	cut := maxMessage - len(more)
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return s[:cut] + more
+	return textcut.Cut(s, maxMessage, " … (more in the object's Events)")
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 // rejectionProblems maps the active rejections of one tenant to problems on the objects that
 // own the rejected resources. A rejection counts only while its version is the version of

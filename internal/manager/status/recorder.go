@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/xds"
 )
 
@@ -54,11 +55,7 @@ func NewRecorder(c client.Client, log logr.Logger, replica string) *Recorder {
 
 // FieldOwner returns the replica's field owner on TenantState status.
 func (r *Recorder) FieldOwner() string {
-	owner := "kubelb-xds/" + r.replica
-	if len(owner) > 128 {
-		owner = owner[:128]
-	}
-	return owner
+	return textcut.Cut("kubelb-xds/"+r.replica, 128, "")
 }
 
 // Hear records a rejection or its resolution; it never blocks.
@@ -85,8 +82,8 @@ func (r *Recorder) Hear(rej xds.Rejection) {
 			return
 		}
 		entries[key] = v1alpha1.ConfigRejection{
-			Proxy: shorten(rej.Proxy, 253), TypeURL: shorten(rej.TypeURL, 256), Version: shorten(rej.Version, 64),
-			Message: shorten(rej.Message, maxRejectionMessage), Replica: shorten(r.replica, 253), Time: metav1.Now().Rfc3339Copy(),
+			Proxy: textcut.Cut(rej.Proxy, 253, ""), TypeURL: textcut.Cut(rej.TypeURL, 256, ""), Version: textcut.Cut(rej.Version, 64, ""),
+			Message: textcut.Cut(rej.Message, maxRejectionMessage, ""), Replica: textcut.Cut(r.replica, 253, ""), Time: metav1.Now().Rfc3339Copy(),
 		}
 	}
 	r.dirty[rej.Tenant] = true
@@ -194,15 +191,4 @@ func (r *Recorder) write(ctx context.Context, tenant string) error {
 		return fmt.Errorf("applying the rejections of TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
 	return nil
-}
-
-// shorten cuts s to n bytes at a rune boundary.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -51,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // controllerName names the controller, its logger and its Events.
@@ -347,25 +347,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 	// A Warning when the reason changes; for ForeignFinalizers also when what holds the
 	// deletion changes, so the Event names the new holders.
 	if o.warn && (prev == nil || prev.Reason != o.reason || (o.reason == ReasonForeignFinalizers && prev.Message != o.message)) {
-		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", eventNote(o.message))
+		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, o.reason, "Provision", "%s", textcut.Cut(o.message, maxEventNote, textcut.Dots))
 	}
 	return nil
 }
 
 // maxEventNote is the longest note the API server accepts in an Event (events.k8s.io/v1).
 const maxEventNote = 1024
-
-// eventNote cuts a condition message (which may be longer) to what an Event's note holds.
-func eventNote(message string) string {
-	if len(message) <= maxEventNote {
-		return message
-	}
-	cut := maxEventNote - len("...")
-	for cut > 0 && !utf8.RuneStart(message[cut]) {
-		cut--
-	}
-	return message[:cut] + "..."
-}
 
 func (r *Reconciler) countTenants(ctx context.Context) {
 	var list kubelbv1alpha1.TenantList

@@ -20,6 +20,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // ReasonForeignOwnerReferences is the reason of the Warning Event on a Tenant being deleted
@@ -92,7 +93,7 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 	slices.Sort(released)
 	message := fmt.Sprintf("%s named this Tenant or its namespace as owner, which would hold its deletion; the manager removed those owner references",
 		strings.Join(capNamed(released), ", "))
-	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", eventNote(message))
+	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", textcut.Cut(message, maxEventNote, textcut.Dots))
 	return message, nil
 }
 
@@ -169,6 +170,6 @@ func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonOwnerReferenceRemoved, "Reconcile",
-		"%s", eventNote(fmt.Sprintf("the owner reference to %s was removed: an object in a tenant namespace may not name a Tenant or a namespace as its owner", strings.Join(named, ", "))))
+		"%s", textcut.Cut(fmt.Sprintf("the owner reference to %s was removed: an object in a tenant namespace may not name a Tenant or a namespace as its owner", strings.Join(named, ", ")), maxEventNote, textcut.Dots))
 	return ctrl.Result{}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -117,17 +116,6 @@ func TestForeignFinalizers(t *testing.T) {
 	}
 	if strings.Contains(o.message, "tenant-a/f") || strings.Contains(o.message, "kubelb.k8c.io/cleanup") {
 		t.Errorf("message %q names more than 5 objects or kubelb's finalizer", o.message)
-	}
-}
-
-func TestEventNote(t *testing.T) {
-	if got := eventNote("short"); got != "short" {
-		t.Errorf("eventNote(short) = %q", got)
-	}
-	long := strings.Repeat("é", 600) // 1200 bytes
-	got := eventNote(long)
-	if len(got) > maxEventNote || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
-		t.Errorf("eventNote of %d bytes: %d bytes, valid UTF-8 %v", len(long), len(got), utf8.ValidString(got))
 	}
 }
 

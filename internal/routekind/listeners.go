@@ -1,4 +1,4 @@
-package quota
+package routekind
 
 import (
 	"cmp"
@@ -9,56 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// MaxListeners is the most listeners of a Gateway that get ports, as in Gateway API.
+// MaxListeners is the most listeners of a Gateway that are served (get ports, get Envoy
+// listeners), as in Gateway API.
 const MaxListeners = 64
-
-// Groups of the embedded objects.
-const (
-	groupIngress = "networking.k8s.io"
-	groupGateway = "gateway.networking.k8s.io"
-)
-
-// SourceKind is what a Route's embedded object asks of the hub.
-type SourceKind int
-
-const (
-	SourceUnsupported SourceKind = iota
-	// SourceIngress: ports 80 and 443 of the tenant's shared Ingress Service.
-	SourceIngress
-	// SourceGateway: a hub Service of its own, one port per listener port.
-	SourceGateway
-	// SourceGatewayRoute: HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute: served through
-	// their Gateway's Service; no hub objects of their own.
-	SourceGatewayRoute
-)
-
-// Classify returns the kind of a Route's embedded object and its GroupVersionKind.
-func Classify(r *kubelbv1alpha1.Route) (SourceKind, schema.GroupVersionKind) {
-	if r.Spec.Source.Kubernetes == nil {
-		return SourceUnsupported, schema.GroupVersionKind{}
-	}
-	u := &r.Spec.Source.Kubernetes.Route
-	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
-	if err != nil {
-		return SourceUnsupported, schema.GroupVersionKind{Kind: u.GetKind()}
-	}
-	gvk := gv.WithKind(u.GetKind())
-	switch {
-	case gv.Group == groupIngress && gvk.Kind == "Ingress":
-		return SourceIngress, gvk
-	case gv.Group == groupGateway && gvk.Kind == "Gateway":
-		return SourceGateway, gvk
-	case gv.Group == groupGateway && slices.Contains([]string{"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}, gvk.Kind):
-		return SourceGatewayRoute, gvk
-	}
-	return SourceUnsupported, gvk
-}
 
 // ListenerPort is one port of a Gateway's hub Service: one listener port.
 type ListenerPort struct {
