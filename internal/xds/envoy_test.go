@@ -893,3 +893,17 @@ func TestEnvoyAcceptsBackEndGoldenCases(t *testing.T) {
 func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
 
 func cacheName(r types.Resource) string { return cache.GetResourceName(r) }
+
+// serveOn serves srv on lis until the returned stop is called, which waits for Serve to
+// return and reports its error.
+func serveOn(t *testing.T, srv *Server, lis net.Listener) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, lis) }()
+	return func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+}

@@ -486,18 +486,7 @@ func TestEnvoyFleetReconnectIsNotLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	serve := func(lis net.Listener) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ctx, lis) }()
-		return func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		}
-	}
-	stop := serve(lis)
+	stop := serveOn(t, srv, lis)
 	var fleet []*testsupport.Envoy
 	for i := range proxies {
 		fleet = append(fleet, startEnvoy(t, srv, tenant, addr, fmt.Sprintf("fleet-proxy-%d", i)))
@@ -529,7 +518,7 @@ func TestEnvoyFleetReconnectIsNotLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer serve(lis)()
+	defer serveOn(t, srv, lis)()
 	waitFleet("the fleet reconnected", 2)
 	if _, err := srv.SetTenant(context.Background(), tenant, fleetResources(3)); err != nil {
 		t.Fatal(err)

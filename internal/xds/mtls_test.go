@@ -291,18 +291,7 @@ func TestEnvoyReloadsRotatedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	serve := func(lis net.Listener) (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ctx, lis) }()
-		return func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		}
-	}
-	stop := serve(lis)
+	stop := serveOn(t, srv, lis)
 
 	b, err := bootstrap.Generate(bootstrap.Options{Tenant: tenant, XDSAddress: addr, XDSServerName: xdstest.ServerName, AdminAddress: "127.0.0.1:0"})
 	if err != nil {
@@ -335,7 +324,7 @@ func TestEnvoyReloadsRotatedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer serve(lis)()
+	defer serveOn(t, srv, lis)()
 	connected("the same Envoy connected again with the new certificate and CA")
 	if e.Exited() {
 		t.Fatal("Envoy exited")

@@ -28,23 +28,7 @@ import (
 
 // blackHoleDNS is a DNS server on loopback that reads every query and never answers: each
 // lookup sent to it runs until its timeout. It stops when the test ends.
-func blackHoleDNS(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			if _, _, err := pc.ReadFrom(buf); err != nil {
-				return
-			}
-		}
-	}()
-	return pc.LocalAddr().String()
-}
+func blackHoleDNS(t *testing.T) string { return startDNS(t, nil) }
 
 // keeping is the xDS server, remembering what each tenant was last given.
 type keeping struct {

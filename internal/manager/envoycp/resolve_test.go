@@ -283,6 +283,31 @@ func TestResolveWithTheRealResolver(t *testing.T) {
 // startServfailDNS starts a DNS server on loopback that answers every query with SERVFAIL;
 // it returns its address. It stops with the test.
 func startServfailDNS(t *testing.T) string {
+	return startDNS(t, func(q []byte) []byte {
+		if len(q) < 12 {
+			return nil
+		}
+		// The header and the question only: QR set, RCODE 2 (SERVFAIL), no records.
+		end := 12
+		for end < len(q) && q[end] != 0 {
+			end += int(q[end]) + 1
+		}
+		end += 5 // the root label, QTYPE, QCLASS
+		if end > len(q) {
+			return nil
+		}
+		resp := append([]byte(nil), q[:end]...)
+		resp[2] |= 0x80
+		resp[3] = resp[3]&0xf0 | 2
+		resp[6], resp[7], resp[8], resp[9], resp[10], resp[11] = 0, 0, 0, 0, 0, 0
+		return resp
+	})
+}
+
+// startDNS starts a DNS server on loopback that answers each query with answer(query) (no
+// answer when it returns nil, or when answer is nil); it returns its address. It stops with
+// the test.
+func startDNS(t *testing.T, answer func(query []byte) []byte) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -296,24 +321,12 @@ func startServfailDNS(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			q := buf[:n]
-			if len(q) < 12 {
+			if answer == nil {
 				continue
 			}
-			// The header and the question only: QR set, RCODE 2 (SERVFAIL), no records.
-			end := 12
-			for end < len(q) && q[end] != 0 {
-				end += int(q[end]) + 1
+			if resp := answer(buf[:n]); resp != nil {
+				_, _ = pc.WriteTo(resp, from)
 			}
-			end += 5 // the root label, QTYPE, QCLASS
-			if end > len(q) {
-				continue
-			}
-			resp := append([]byte(nil), q[:end]...)
-			resp[2] |= 0x80
-			resp[3] = resp[3]&0xf0 | 2
-			resp[6], resp[7], resp[8], resp[9], resp[10], resp[11] = 0, 0, 0, 0, 0, 0
-			_, _ = pc.WriteTo(resp, from)
 		}
 	}()
 	return pc.LocalAddr().String()
