@@ -50,16 +50,7 @@ func TestHostileTenantNeitherWeaponNorMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range []string{victim, attacker} {
-		for _, o := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
-			&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: ns}},
-		} {
-			if err := c.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	tenantNamespaces(t, c, victim, attacker)
 	// The hub: its API server's ServiceCIDR, and a Node with a Pod CIDR and an address.
 	cidrs := &networkingv1.ServiceCIDRList{}
 	if err := c.List(ctx, cidrs); err != nil || len(cidrs.Items) == 0 || len(cidrs.Items[0].Spec.CIDRs) == 0 {
@@ -77,16 +68,8 @@ func TestHostileTenantNeitherWeaponNorMap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := startReplica(t, hub, "replica")
-	select {
-	case <-r.elected:
-	case <-time.After(timeout):
-		t.Fatal("the replica was not elected")
-	}
-	for _, ns := range []string{victim, attacker} {
-		b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: ns, XDSAddress: r.xdsAddr, AdminAddress: "127.0.0.1:0"})
-		testsupport.StartEnvoy(t, "envoy-"+ns, b, testsupport.EnvoyOptions{Node: "proxy-" + ns})
-	}
+	r := startLeader(t, hub, "replica")
+	envoysOf(t, r, victim, attacker)
 
 	// The victim is served.
 	backend := testsupport.StartTCPBackend(t, victimBackend+":31080", testsupport.Identity{Node: "a", Pod: "web"})
@@ -287,27 +270,9 @@ func TestHostileTenantHealthChecksBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range []string{victim, attacker} {
-		for _, o := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
-			&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: ns}},
-		} {
-			if err := c.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	r := startReplica(t, hub, "replica")
-	select {
-	case <-r.elected:
-	case <-time.After(timeout):
-		t.Fatal("the replica was not elected")
-	}
-	envoys := map[string]*testsupport.Envoy{}
-	for _, ns := range []string{victim, attacker} {
-		b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: ns, XDSAddress: r.xdsAddr, AdminAddress: "127.0.0.1:0"})
-		envoys[ns] = testsupport.StartEnvoy(t, "envoy-"+ns, b, testsupport.EnvoyOptions{Node: "proxy-" + ns})
-	}
+	tenantNamespaces(t, c, victim, attacker)
+	r := startLeader(t, hub, "replica")
+	envoys := envoysOf(t, r, victim, attacker)
 	// Every second, with traffic or without (the no-traffic interval is the tenant's too).
 	everySecond := map[string]string{v1alpha1.AnnotationHealthCheckInterval: "1s", v1alpha1.AnnotationHealthCheckNoTrafficInterval: "1s"}
 
@@ -401,4 +366,43 @@ func createLBWithPort(t *testing.T, c client.Client, ns, name string, listener, 
 	if err := c.Update(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tenantNamespaces creates the tenant namespaces (labelled as the manager makes them) with
+// their TenantStates.
+func tenantNamespaces(t *testing.T, c client.Client, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
+			&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: ns}},
+		} {
+			if err := c.Create(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// startLeader starts a replica and waits until it is elected.
+func startLeader(t *testing.T, hub *testenv.Cluster, name string) *replica {
+	t.Helper()
+	r := startReplica(t, hub, name)
+	select {
+	case <-r.elected:
+	case <-time.After(timeout):
+		t.Fatalf("%s was not elected", name)
+	}
+	return r
+}
+
+// envoysOf starts one real Envoy per tenant namespace, fed by replica r, by namespace.
+func envoysOf(t *testing.T, r *replica, namespaces ...string) map[string]*testsupport.Envoy {
+	t.Helper()
+	out := map[string]*testsupport.Envoy{}
+	for _, ns := range namespaces {
+		b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: ns, XDSAddress: r.xdsAddr, AdminAddress: "127.0.0.1:0"})
+		out[ns] = testsupport.StartEnvoy(t, "envoy-"+ns, b, testsupport.EnvoyOptions{Node: "proxy-" + ns})
+	}
+	return out
 }

@@ -161,23 +161,7 @@ func setHubServicePort(t *testing.T, c client.Client, o *v1alpha1.LoadBalancer, 
 // (and, when given, a message containing msg) and returns it.
 func waitProgrammed(t *testing.T, c client.Client, name string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	t.Helper()
-	var got metav1.Condition
-	testsupport.Eventually(t, timeout, fmt.Sprintf("%s Programmed=%s/%s", name, st, reason), func() error {
-		o := &v1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: tenant, Name: name}, o); err != nil {
-			return err
-		}
-		cond := meta.FindStatusCondition(o.Status.Conditions, status.ConditionProgrammed)
-		if cond == nil {
-			return fmt.Errorf("no Programmed condition")
-		}
-		got = *cond
-		if cond.Status == st && cond.Reason == reason && strings.Contains(cond.Message, msg) && cond.ObservedGeneration == o.Generation {
-			return nil
-		}
-		return fmt.Errorf("%s/%s %q gen %d/%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration, o.Generation)
-	})
-	return got
+	return waitProgrammedIn(t, c, tenant, name, st, reason, msg)
 }
 
 // waitEvent waits for an Event of type and reason regarding the LoadBalancer.
@@ -219,12 +203,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		}
 	}
 
-	leader := startReplica(t, hub, "replica-a")
-	select {
-	case <-leader.elected:
-	case <-time.After(timeout):
-		t.Fatal("replica-a was not elected")
-	}
+	startLeader(t, hub, "replica-a")
 	standby := startReplica(t, hub, "replica-b")
 	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: standby.xdsAddr, AdminAddress: "127.0.0.1:0"})
 	testsupport.StartEnvoy(t, "envoy", b, testsupport.EnvoyOptions{Node: "proxy-on-standby"})
