@@ -1,0 +1,18 @@
+// Command kubectl-kubelb is the kubectl plugin of kubelb (`kubectl kubelb ...`): see
+// internal/cli and docs/troubleshooting.md.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"kubelb.dev/kubelb/internal/cli"
+)
+
+func main() {
+	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
