@@ -10,7 +10,8 @@ import (
 )
 
 func main() {
-	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})// One line per top-level command, in help order.
+
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

@@ -2,7 +2,7 @@
 // tells each user why something does not work, with the credentials that user really has —
 // the platform team's hub kubeconfig, a tenant admin's tenant kubeconfig (and the ccm's hub
 // kubeconfig), an app team's tenant kubeconfig. Each command lives in its own package under
-// internal/cli and is registered in Commands.
+// internal/cli and is listed in cmd/kubectl-kubelb.
 package cli
 
 import (
@@ -63,11 +63,9 @@ func (o *Options) CurrentNamespace() (string, error) {
 // Command makes one top-level command.
 type Command func(o *Options) *cobra.Command
 
-// Commands are the plugin's top-level commands, in help order.
-var Commands = []Command{}
-
-// NewRoot returns the root command of the plugin.
-func NewRoot(streams Streams) *cobra.Command {
+// NewRoot returns the root command of the plugin with the given top-level commands (in help
+// order; cmd/kubectl-kubelb lists them, each from its package under internal/cli).
+func NewRoot(streams Streams, commands ...Command) *cobra.Command {
 	o := &Options{Streams: streams}
 	v := version.Get()
 	root := &cobra.Command{
@@ -90,7 +88,7 @@ func NewRoot(streams Streams) *cobra.Command {
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace (default: the context's)")
 	f.StringVar(&o.HubKubeconfig, "hub-kubeconfig", "",
 		"kubeconfig of the hub (management cluster) for tenant-side commands; default: the ccm's, from its Secret in the tenant cluster")
-	for _, c := range Commands {
+	for _, c := range commands {
 		root.AddCommand(c(o))
 	}
 	return root
