@@ -10,8 +10,10 @@ import (
 )
 
 func main() {
-	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})// One line per top-level command, in help order.
-
+	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
+		// One line per top-level command, in help order: each from its package under internal/cli.
+		nil,
+	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

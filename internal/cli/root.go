@@ -89,6 +89,9 @@ func NewRoot(streams Streams, commands ...Command) *cobra.Command {
 	f.StringVar(&o.HubKubeconfig, "hub-kubeconfig", "",
 		"kubeconfig of the hub (management cluster) for tenant-side commands; default: the ccm's, from its Secret in the tenant cluster")
 	for _, c := range commands {
+		if c == nil {
+			continue
+		}
 		root.AddCommand(c(o))
 	}
 	return root
