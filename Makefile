@@ -37,9 +37,10 @@ export KUBELB_REGISTRY := $(BIN)/registry/$(DISTRIBUTION_VERSION)/registry
 TEST_TIMEOUT ?= 30m
 
 .PHONY: build
-build: ## Build bin/kubelb and bin/ccm.
+build: ## Build bin/kubelb, bin/ccm and bin/kubectl-kubelb (the kubectl plugin).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubelb ./cmd/kubelb
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ccm ./cmd/ccm
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-kubelb ./cmd/kubectl-kubelb
 
 # Images (docs/images.md): <REGISTRY>/kubelb-manager:<IMAGE_TAG> and <REGISTRY>/kubelb-ccm:<IMAGE_TAG>
 # for every platform of PLATFORMS. Every time in them is SOURCE_DATE_EPOCH (default: the

@@ -1,0 +1,21 @@
+// Command kubectl-kubelb is the kubectl plugin of kubelb (`kubectl kubelb ...`): see
+// internal/cli and docs/troubleshooting.md.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"kubelb.dev/kubelb/internal/cli"
+)
+
+func main() {
+	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
+		// One line per top-level command, in help order: each from its package under internal/cli.
+		nil,
+	)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
