@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
@@ -40,10 +41,10 @@ func run(args ...string) (string, error) {
 // with the real manager and ccm: a Service the hub serves, one its limits refuse, an Ingress,
 // and the ccm's hub kubeconfig good and with a token the hub does not accept.
 func TestTenantSide(t *testing.T) {
-	hub := testenv.Start(t, "hub", testenv.Options{})
+	pair := testenv.StartPair(t)
+	hub, tc := pair.Hub, pair.Tenant
 	sys := framework.StartSystem(t, hub, framework.Options{})
-	tc := testenv.Start(t, "tenant", testenv.Options{})
-	tn := sys.AddTenant("shop", tc, 1, "--leader-election-namespace", "kube-system")
+	tn := sys.AddTenant("shop", tc, 1, "--leader-election-namespace", "kube-system", "--enable-gateway-api")
 	ctx := t.Context()
 	kc := tc.Kubeconfig
 
@@ -125,13 +126,38 @@ func TestTenantSide(t *testing.T) {
 		t.Log("\n" + out)
 	})
 
+	t.Run("status of a Gateway and an HTTPRoute: followed to their hub Routes", func(t *testing.T) {
+		gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
+			Spec: gwapiv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwapiv1.Listener{{Name: "http", Protocol: gwapiv1.HTTPProtocolType, Port: 80}}}}
+		create(t, tc.Client, gw)
+		create(t, tc.Client, &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec: gwapiv1.HTTPRouteSpec{CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{Name: "gw"}}},
+				Rules: []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{
+					BackendObjectReference: gwapiv1.BackendObjectReference{Name: "web", Port: ptr.To[gwapiv1.PortNumber](80)}}}}}}}})
+		for _, c := range []struct{ arg, want string }{
+			{"gtw/gw", "✓ hub address"},
+			{"httproute/web", "- hub address"},
+		} {
+			var out string
+			testsupport.Eventually(t, time.Minute, c.arg+" followed to the hub", func() error {
+				var err error
+				out, err = run("--kubeconfig", kc, "-n", "default", "status", c.arg)
+				if err != nil || !strings.Contains(out, "✓ hub Route") || !strings.Contains(out, "✓ Envoy accepted") || !strings.Contains(out, c.want) {
+					return fmt.Errorf("err %v, output:\n%s", err, out)
+				}
+				return nil
+			})
+			t.Log("\n" + out)
+		}
+	})
+
 	t.Run("check tenant with the ccm's hub kubeconfig: every check ok", func(t *testing.T) {
 		out, err := run("--kubeconfig", kc, "check", "tenant")
 		t.Log("\n" + out)
 		if err != nil {
 			t.Fatalf("check tenant failed: %v", err)
 		}
-		for _, want := range []string{"✓ ccm Deployment", "✓ hub kubeconfig: Secret kubelb/hub-kubeconfig", "✓ hub token: expires in", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: all 1 nodes have an InternalIP", "✓ IngressClass kubelb"} {
+		for _, want := range []string{"✓ ccm Deployment", "✓ hub kubeconfig: Secret kubelb/hub-kubeconfig", "✓ hub token: expires in", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: all 1 nodes have an InternalIP", "✓ IngressClass kubelb", "✓ Gateway API CRDs: Gateway v1.6", "✓ GatewayClass: kubelb"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q", want)
 			}
@@ -176,7 +202,7 @@ func playCCMDeployment(t *testing.T, c client.Client, hubNamespace string) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: ccmContainer, Image: "kubelb-ccm", Args: []string{
 					"--cluster-name=" + hubNamespace, "--node-address-type=InternalIP", "--leader-election-namespace", "kube-system",
-					"--kubelb-kubeconfig=/etc/kubelb/kubeconfig"}}},
+					"--kubelb-kubeconfig=/etc/kubelb/kubeconfig", "--enable-gateway-api"}}},
 				Volumes: []corev1.Volume{{Name: ccmKubeconfigVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: "hub-kubeconfig", Items: []corev1.KeyToPath{{Key: "kubeconfig", Path: "kubeconfig"}}}}}},
 			}}}}
