@@ -7,12 +7,14 @@ import (
 	"os"
 
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/cli/tenantside"
 )
 
 func main() {
 	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		// One line per top-level command, in help order: each from its package under internal/cli.
-		nil,
+		tenantside.StatusCommand,
+		cli.Group("check", "Check that a hub or a tenant cluster is set up right, with a hint per failed check", tenantside.CheckTenantCommand),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

@@ -96,3 +96,16 @@ func NewRoot(streams Streams, commands ...Command) *cobra.Command {
 	}
 	return root
 }
+
+// Group is a command that only holds subcommands, e.g. check (check hub, check tenant): the
+// packages of the subcommands each give one Command.
+func Group(use, short string, subcommands ...Command) Command {
+	return func(o *Options) *cobra.Command {
+		cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+		for _, sub := range subcommands {
+			cmd.AddCommand(sub(o))
+		}
+		return cmd
+	}
+}

@@ -1,0 +1,272 @@
+package tenantside
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/e2e/framework"
+	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+// run runs kubectl kubelb with args and returns its output and error.
+func run(args ...string) (string, error) {
+	var out bytes.Buffer
+	root := cli.NewRoot(cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
+		StatusCommand, cli.Group("check", "checks", CheckTenantCommand))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestTenantSide runs status and check tenant against a real hub and tenant control plane
+// with the real manager and ccm: a Service the hub serves, one its limits refuse, an Ingress,
+// and the ccm's hub kubeconfig good and with a token the hub does not accept.
+func TestTenantSide(t *testing.T) {
+	pair := testenv.StartPair(t)
+	hub, tc := pair.Hub, pair.Tenant
+	sys := framework.StartSystem(t, hub, framework.Options{})
+	tn := sys.AddTenant("shop", tc, 1, "--leader-election-namespace", "kube-system", "--enable-gateway-api")
+	ctx := t.Context()
+	kc := tc.Kubeconfig
+
+	// As the kubelb-ccm chart installs the ccm: its hub kubeconfig in Secret kubelb/kubelb-cluster,
+	// its Deployment (with the flags the test's ccm runs with; envtest runs no Pods, so the
+	// test plays its ready replica), and the IngressClass kubelb.
+	hubSecret := &corev1.Secret{}
+	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, hubSecret); err != nil {
+		t.Fatal(err)
+	}
+	raw := hubSecret.Data[kubelbv1alpha1.CCMKubeconfigSecretKey]
+	create(t, tc.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: defaultCCMNamespace}})
+	create(t, tc.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: defaultCCMNamespace, Name: "hub-kubeconfig"},
+		Data: map[string][]byte{"kubeconfig": raw}})
+	playCCMDeployment(t, tc.Client, tn.Namespace)
+	create(t, tc.Client, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultClass},
+		Spec: networkingv1.IngressClassSpec{Controller: "kubelb.k8c.io/ingress-controller"}})
+
+	web := tn.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}})
+	tn.WaitAddress(web.Name, time.Minute)
+	waitCondition(t, hub.Client, tn.Namespace, string(web.UID), "Programmed")
+
+	t.Run("status of a served Service: every step ok", func(t *testing.T) {
+		out, err := run("--kubeconfig", kc, "-n", "default", "status", "svc/web")
+		t.Log("\n" + out)
+		if err != nil {
+			t.Fatalf("status failed: %v", err)
+		}
+		for _, want := range []string{"✓ hub LoadBalancer", "✓ hub accepted", "✓ listener ports: 80/TCP→", "✓ hub address", "✓ Envoy accepted", "✓ endpoints", "✓ tenant address", "Ready=True", "every step is ok"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("status of a Service over the tenant's limit: the first failing step is the hub's", func(t *testing.T) {
+		tenant := &kubelbv1alpha1.Tenant{}
+		if err := hub.Client.Get(ctx, client.ObjectKey{Name: tn.Name}, tenant); err != nil {
+			t.Fatal(err)
+		}
+		tenant.Spec.Limits.LoadBalancers = ptr.To[int32](1)
+		if err := hub.Client.Update(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		over := tn.CreateService(framework.LBService{Name: "over", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}})
+		waitCondition(t, hub.Client, tn.Namespace, string(over.UID), "Ready")
+		out, err := run("--kubeconfig", kc, "-n", "default", "status", "service/over")
+		t.Log("\n" + out)
+		if err == nil {
+			t.Fatal("status succeeded for a Service the hub refuses")
+		}
+		for _, want := range []string{"✓ hub LoadBalancer", "✗ hub accepted: Ready=False QuotaExceeded", "first failing step: hub accepted", "raise spec.limits"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("status of a Service that does not exist", func(t *testing.T) {
+		out, err := run("--kubeconfig", kc, "-n", "default", "status", "svc/nope")
+		if err == nil || !strings.Contains(out, "first failing step: tenant Service") {
+			t.Fatalf("err %v, output:\n%s", err, out)
+		}
+	})
+
+	t.Run("status of an Ingress: followed to its hub Route", func(t *testing.T) {
+		ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop"},
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+				DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
+		create(t, tc.Client, ing)
+		var out string
+		testsupport.Eventually(t, time.Minute, "the Ingress's hub Route", func() error {
+			out, _ = run("--kubeconfig", kc, "-n", "default", "status", "ing/shop")
+			if !strings.Contains(out, "✓ hub Route") || !strings.Contains(out, "✓ Envoy accepted") || !strings.Contains(out, "✓ hub address") {
+				return fmt.Errorf("output:\n%s", out)
+			}
+			return nil
+		})
+		t.Log("\n" + out)
+	})
+
+	t.Run("status of a Gateway and an HTTPRoute: followed to their hub Routes", func(t *testing.T) {
+		gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
+			Spec: gwapiv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwapiv1.Listener{{Name: "http", Protocol: gwapiv1.HTTPProtocolType, Port: 80}}}}
+		create(t, tc.Client, gw)
+		create(t, tc.Client, &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec: gwapiv1.HTTPRouteSpec{CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{Name: "gw"}}},
+				Rules: []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{{BackendRef: gwapiv1.BackendRef{
+					BackendObjectReference: gwapiv1.BackendObjectReference{Name: "web", Port: ptr.To[gwapiv1.PortNumber](80)}}}}}}}})
+		for _, c := range []struct{ arg, want string }{
+			{"gtw/gw", "✓ hub address"},
+			{"httproute/web", "- hub address"},
+		} {
+			var out string
+			testsupport.Eventually(t, time.Minute, c.arg+" followed to the hub", func() error {
+				var err error
+				out, err = run("--kubeconfig", kc, "-n", "default", "status", c.arg)
+				if err != nil || !strings.Contains(out, "✓ hub Route") || !strings.Contains(out, "✓ Envoy accepted") || !strings.Contains(out, c.want) {
+					return fmt.Errorf("err %v, output:\n%s", err, out)
+				}
+				return nil
+			})
+			t.Log("\n" + out)
+		}
+	})
+
+	t.Run("check tenant with the ccm's hub kubeconfig: every check ok", func(t *testing.T) {
+		out, err := run("--kubeconfig", kc, "check", "tenant")
+		t.Log("\n" + out)
+		if err != nil {
+			t.Fatalf("check tenant failed: %v", err)
+		}
+		for _, want := range []string{"✓ ccm Deployment", "✓ hub kubeconfig: Secret kubelb/hub-kubeconfig", "✓ hub token: expires in", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: all 1 nodes have an InternalIP", "✓ IngressClass kubelb", "✓ Gateway API CRDs: Gateway v1.6", "✓ GatewayClass: kubelb"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("check tenant --pre with a token the hub does not accept", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "hub.kubeconfig")
+		if err := os.WriteFile(bad, withToken(t, raw, expiredJWT()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run("--kubeconfig", kc, "--hub-kubeconfig", bad, "check", "tenant", "--pre")
+		t.Log("\n" + out)
+		if err == nil {
+			t.Fatal("check tenant --pre succeeded with a bad token")
+		}
+		for _, want := range []string{"✗ hub token: expired", "✗ hub reachable", "does not accept the token", "hint:", "✓ node addresses"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if strings.Contains(out, "ccm lease") {
+			t.Error("--pre checked the ccm's lease")
+		}
+	})
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// playCCMDeployment creates the kubelb-ccm chart's Deployment with the flags the test's ccm
+// runs with, and plays its one ready replica.
+func playCCMDeployment(t *testing.T, c client.Client, hubNamespace string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": ccmAppName, "app.kubernetes.io/instance": "kubelb-ccm"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: defaultCCMNamespace, Name: "kubelb-ccm", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: ccmContainer, Image: "kubelb-ccm", Args: []string{
+					"--cluster-name=" + hubNamespace, "--node-address-type=InternalIP", "--leader-election-namespace", "kube-system",
+					"--kubelb-kubeconfig=/etc/kubelb/kubeconfig", "--enable-gateway-api"}}},
+				Volumes: []corev1.Volume{{Name: ccmKubeconfigVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: "hub-kubeconfig", Items: []corev1.KeyToPath{{Key: "kubeconfig", Path: "kubeconfig"}}}}}},
+			}}}}
+	create(t, c, d)
+	d.Status.Replicas, d.Status.ReadyReplicas = 1, 1
+	if err := c.Status().Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCondition waits until the hub LoadBalancer has a condition of type cond.
+func waitCondition(t *testing.T, hub client.Client, ns, name, cond string) {
+	t.Helper()
+	testsupport.Eventually(t, time.Minute, "condition "+cond+" on LoadBalancer "+name, func() error {
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := hub.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+			return err
+		}
+		for _, c := range lb.Status.Conditions {
+			if c.Type == cond {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", lb.Status.Conditions)
+	})
+}
+
+// expiredJWT is an unsigned JWT whose exp is an hour ago.
+func expiredJWT() string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(fmt.Sprintf(`{"exp":%d}`, time.Now().Add(-time.Hour).Unix()))) + "." + enc([]byte("sig"))
+}
+
+// withToken replaces the token of every user of a kubeconfig.
+func withToken(t *testing.T, raw []byte, token string) []byte {
+	t.Helper()
+	kc, err := clientcmd.Load(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range kc.AuthInfos {
+		u.Token = token
+	}
+	out, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTokenExpiryAndFlags(t *testing.T) {
+	if _, found := TokenExpiry("not-a-jwt"); found {
+		t.Error("an expiry read from a token that is no JWT")
+	}
+	exp, found := TokenExpiry(expiredJWT())
+	if !found || time.Since(exp) < 59*time.Minute {
+		t.Errorf("expiry %v %v", exp, found)
+	}
+	got := ParseFlags([]string{"/ccm", "--a=1", "--b", "2", "--c", "-d"})
+	want := map[string]string{"--a": "1", "--b": "2", "--c": "true", "--d": "true"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ParseFlags = %v, want %v", got, want)
+	}
+	if _, err := ParseTarget("deployment/x", "default"); err == nil {
+		t.Error("deployment/x accepted")
+	}
+}
