@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -72,7 +73,7 @@ func TestLargestTenantFootprint(t *testing.T) {
 		"--metrics-addr", testsupport.Loopback(metricsPort), "--health-probe-bind-address", testsupport.Loopback(probePort),
 		"--listen-address", testsupport.Loopback(xdsPort), "--pprof-bind-address", testsupport.Loopback(pprofPort))
 	testsupport.WaitHTTP200(t, proc, "http://"+testsupport.Loopback(probePort)+"/readyz", time.Minute)
-	ns := settings.Namespace("big")
+	ns := hubnames.TenantNamespace("big")
 	testsupport.Eventually(t, time.Minute, "the Tenant's namespace", func() error {
 		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 	})

@@ -2,13 +2,12 @@ package ipam
 
 import (
 	"context"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -25,12 +24,12 @@ func HubOptions(c client.Reader, managerNamespace, class string) Options {
 		Hub:  true,
 		Owns: func(svc *corev1.Service) bool {
 			return svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
-				svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue &&
-				strings.HasPrefix(svc.Namespace, kubelbv1alpha1.TenantNamespacePrefix) &&
+				hubnames.IsManaged(svc) &&
+				hubnames.IsTenantNamespace(svc.Namespace) &&
 				ptr.Deref(svc.Spec.LoadBalancerClass, "") == class
 		},
 		Pool: func(ctx context.Context, svc *corev1.Service) (string, error) {
-			t, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(svc.Namespace))
+			t, err := settings.Load(ctx, c, managerNamespace, hubnames.TenantName(svc.Namespace))
 			return t.AddressPool, err
 		},
 		PoolByNamespace: true,

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -48,7 +49,7 @@ func TestHubLoadBalancerTakesPoolAddress(t *testing.T) {
 		}
 		return nil
 	})
-	hub := e.waitAddrs(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: loadbalancer.HubServiceName("web")}}, "10.96.0.0")
+	hub := e.waitAddrs(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: hubnames.LoadBalancerServiceName("web")}}, "10.96.0.0")
 	if hub.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
 		t.Errorf("hub Service labels %v", hub.Labels)
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -27,13 +27,13 @@ func HubOptions(c client.Reader, managerNamespace, class string, reserved []Port
 		Hub:  true,
 		Owns: func(svc *corev1.Service) bool {
 			return svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
-				svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue &&
+				hubnames.IsManaged(svc) &&
 				svc.Labels[LabelNATShadowOf] == "" &&
-				strings.HasPrefix(svc.Namespace, kubelbv1alpha1.TenantNamespacePrefix) &&
+				hubnames.IsTenantNamespace(svc.Namespace) &&
 				ptr.Deref(svc.Spec.LoadBalancerClass, "") == class
 		},
 		NodeSet: func(ctx context.Context, svc *corev1.Service) (string, error) {
-			t, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(svc.Namespace))
+			t, err := settings.Load(ctx, c, managerNamespace, hubnames.TenantName(svc.Namespace))
 			if err != nil {
 				return "", fmt.Errorf("reading the settings of the Service's tenant: %w", err)
 			}

@@ -136,12 +136,6 @@ func TestSteeringAnnotations(t *testing.T) {
 	}
 }
 
-func TestNamespaceNames(t *testing.T) {
-	if Namespace("a") != "tenant-a" || TenantName("tenant-a") != "a" {
-		t.Fatal("tenant namespace naming")
-	}
-}
-
 func TestResolveEndpointPolicy(t *testing.T) {
 	t.Parallel()
 	rules := func(src string, cidrs ...string) []translate.PolicyRule {

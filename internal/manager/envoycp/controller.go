@@ -60,6 +60,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
@@ -235,7 +236,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.Namespace(o.GetName())}}}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: hubnames.TenantNamespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == namespace && o.GetName() == v1alpha1.DefaultConfigName
@@ -361,36 +362,12 @@ func translationInputChanged() predicate.Predicate {
 	}}
 }
 
-// HubServiceOf returns the name of the LoadBalancer whose hub Service svc is, or "": a
-// Service labelled managed-by: kubelb and kubelb.k8c.io/lb-namespace (its own namespace),
-// named loadbalancer.HubServiceName of the LoadBalancer that kubelb.k8c.io/lb-name or its
-// controller reference (kind LoadBalancer) names. Only the manager makes such Services; no
-// other Service of a tenant namespace is read for a LoadBalancer.
-func HubServiceOf(svc client.Object) string {
-	l := svc.GetLabels()
-	if l[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue || l[v1alpha1.LabelLoadBalancerNS] != svc.GetNamespace() {
-		return ""
-	}
-	lb := l[v1alpha1.LabelLoadBalancerName]
-	if lb == "" {
-		if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "LoadBalancer" && ref.APIVersion == v1alpha1.GroupVersion.String() {
-			lb = ref.Name
-		}
-	}
-	// A Service named "envoy-<lb>" exists, so that is a valid Service name and HubServiceName
-	// gives it without the check (a regular expression, for every Service of the tenant).
-	if name := svc.GetName(); lb == "" || (name != "envoy-"+lb && name != loadbalancer.HubServiceName(lb)) {
-		return ""
-	}
-	return lb
-}
-
-// hubServiceChanged passes the LoadBalancers' hub Services (HubServiceOf, before or after the
-// event) when what translation reads of them changes: the listener ports (each port's
-// protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
+// hubServiceChanged passes the LoadBalancers' hub Services (hubnames.LoadBalancerOf, before
+// or after the event) when what translation reads of them changes: the listener ports (each
+// port's protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
 // other writes and the hub's address rebuild nothing.
 func hubServiceChanged() predicate.TypedPredicate[client.Object] {
-	is := func(o client.Object) bool { return HubServiceOf(o) != "" }
+	is := func(o client.Object) bool { return hubnames.LoadBalancerOf(o) != "" }
 	return predicate.TypedFuncs[client.Object]{
 		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
 		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
@@ -426,26 +403,16 @@ func routeChanged() predicate.Predicate {
 	}}
 }
 
-// IsRouteService reports whether a hub Service is one the Route controller made: labelled
-// managed-by: kubelb and either kubelb.k8c.io/route-name (a Gateway's) or
-// kubelb.k8c.io/ingress=true (the tenant's Ingress Service). No other Service of a tenant
-// namespace is read: a tenant could have written it.
-func IsRouteService(o client.Object) bool {
-	l := o.GetLabels()
-	return l[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue &&
-		(l[v1alpha1.LabelRouteName] != "" || l[v1alpha1.LabelIngressService] == "true")
-}
-
-// routeServiceChanged passes the Route controller's hub Services (IsRouteService, before or
-// after the event) when what translation reads of them changes: ports (the targetPorts are
-// the listener ports), addresses, labels, deletion.
+// routeServiceChanged passes the Route controller's hub Services (hubnames.IsRouteService,
+// before or after the event) when what translation reads of them changes: ports (the
+// targetPorts are the listener ports), addresses, labels, deletion.
 func routeServiceChanged() predicate.TypedPredicate[client.Object] {
 	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return IsRouteService(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return IsRouteService(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return IsRouteService(e.Object) },
+		CreateFunc:  func(e event.CreateEvent) bool { return hubnames.IsRouteService(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return hubnames.IsRouteService(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return hubnames.IsRouteService(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !IsRouteService(e.ObjectOld) && !IsRouteService(e.ObjectNew) {
+			if !hubnames.IsRouteService(e.ObjectOld) && !hubnames.IsRouteService(e.ObjectNew) {
 				return false
 			}
 			o, ok1 := e.ObjectOld.(*corev1.Service)
@@ -460,30 +427,15 @@ func routeServiceChanged() predicate.TypedPredicate[client.Object] {
 	}
 }
 
-// IsSyncedSecret reports whether a hub Secret is one made from a SyncSecret: labelled
-// managed-by: kubelb and controlled (ownerReference) by a SyncSecret of its namespace. No
-// other Secret is read.
-func IsSyncedSecret(o client.Object) bool {
-	if o.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
-		return false
-	}
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "SyncSecret" && ref.APIVersion == v1alpha1.GroupVersion.String() {
-			return true
-		}
-	}
-	return false
-}
-
 // syncedSecretChanged passes Secrets made from SyncSecrets (before or after the event) when
 // their data, labels or owners change.
 func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
 	return predicate.TypedFuncs[client.Object]{
-		CreateFunc:  func(e event.CreateEvent) bool { return IsSyncedSecret(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return IsSyncedSecret(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return IsSyncedSecret(e.Object) },
+		CreateFunc:  func(e event.CreateEvent) bool { return hubnames.IsSyncedSecret(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return hubnames.IsSyncedSecret(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return hubnames.IsSyncedSecret(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !IsSyncedSecret(e.ObjectOld) && !IsSyncedSecret(e.ObjectNew) {
+			if !hubnames.IsSyncedSecret(e.ObjectOld) && !hubnames.IsSyncedSecret(e.ObjectNew) {
 				return false
 			}
 			o, ok1 := e.ObjectOld.(*corev1.Secret)
@@ -532,17 +484,15 @@ func TenantOf(_ context.Context, o client.Object) []reconcile.Request {
 // and label changes either way.
 func managedNamespaceChanged() predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return managed(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return managed(e.Object) },
+		CreateFunc: func(e event.CreateEvent) bool { return hubnames.IsManaged(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return hubnames.IsManaged(e.ObjectOld) != hubnames.IsManaged(e.ObjectNew)
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool { return hubnames.IsManaged(e.Object) },
 		GenericFunc: func(e event.GenericEvent) bool {
-			return managed(e.Object)
+			return hubnames.IsManaged(e.Object)
 		},
 	}
-}
-
-func managed(o client.Object) bool {
-	return o != nil && o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue
 }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -575,7 +525,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 		ns = nil
 	}
-	if ns == nil || !managed(ns) {
+	if ns == nil || !hubnames.IsManaged(ns) {
 		r.snapshots.RemoveTenant(tenant)
 		r.store.Remove(tenant)
 		r.forget(tenant)
@@ -711,9 +661,9 @@ func (r *Reconciler) forget(tenant string) {
 // header limits), the hub ranges (ServiceCIDRs, Nodes), and the tenant's LoadBalancers and
 // Routes (those being deleted left out) and Addresses. From owned (a reader of the Services
 // and Secrets labelled managed-by: kubelb; c itself will do): the hub Services the Route
-// controller made (IsRouteService) and the hub Secrets made from SyncSecrets
-// (IsSyncedSecret), the LoadBalancers' hub Services (HubServiceOf: their targetPorts are the
-// listener ports), and the Secrets cert-manager issued for the Certificates the LoadBalancer
+// controller made (hubnames.IsRouteService) and the hub Secrets made from SyncSecrets
+// (hubnames.IsSyncedSecret), the LoadBalancers' hub Services (hubnames.LoadBalancerOf: their
+// targetPorts are the listener ports), and the Secrets cert-manager issued for the Certificates the LoadBalancer
 // controller made for LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant
 // namespace is read.
 //
@@ -757,7 +707,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, Scope, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var scope Scope
-	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
+	config, tn, err := settings.Read(ctx, c, managerNamespace, hubnames.TenantName(tenant))
 	if err != nil {
 		return translate.Input{}, scope, err
 	}
@@ -877,9 +827,9 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 	}
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
-		if IsRouteService(svc) {
+		if hubnames.IsRouteService(svc) {
 			in.RouteServices = append(in.RouteServices, *svc)
-		} else if lb := HubServiceOf(svc); lb != "" {
+		} else if lb := hubnames.LoadBalancerOf(svc); lb != "" {
 			if in.HubServices == nil {
 				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
 			}
@@ -887,7 +837,7 @@ func buildInput(ctx context.Context, c, owned client.Reader, managerNamespace, t
 		}
 	}
 	for i := range secrets.Items {
-		if IsSyncedSecret(&secrets.Items[i]) {
+		if hubnames.IsSyncedSecret(&secrets.Items[i]) {
 			in.Secrets = append(in.Secrets, secrets.Items[i])
 		}
 	}
