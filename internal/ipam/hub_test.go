@@ -14,6 +14,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -32,7 +33,7 @@ func TestHubLoadBalancerTakesPoolAddress(t *testing.T) {
 		if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: "kubelb"}); err != nil {
 			return err
 		}
-		return Setup(mgr, HubOptions(mgr.GetClient(), "kubelb", ""))
+		return Setup(mgr, HubOptions(settings.Reader{Client: mgr.GetClient(), ManagerNamespace: "kubelb"}.AddressPool, ""))
 	})
 	lb := hubLoadBalancer("web")
 	if err := e.c.Client.Create(e.ctx, lb); err != nil {
@@ -84,7 +85,7 @@ func TestHubLoadBalancerTellsWhyNoAddress(t *testing.T) {
 		if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: "kubelb"}); err != nil {
 			return err
 		}
-		return Setup(mgr, HubOptions(mgr.GetClient(), "kubelb", ""))
+		return Setup(mgr, HubOptions(settings.Reader{Client: mgr.GetClient(), ManagerNamespace: "kubelb"}.AddressPool, ""))
 	})
 	for _, name := range []string{"first", "second"} {
 		if err := e.c.Client.Create(e.ctx, hubLoadBalancer(name)); err != nil {

@@ -8,20 +8,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // HubOptions are the manager's Options (--address-provider=node-ip): the mode serves the hub
 // Services kubelb made in tenant namespaces (labelled kubelb.k8c.io/managed-by=kubelb) of type
 // LoadBalancer whose loadBalancerClass is class ("": those without one); each takes the
 // addresses of the hub nodes of its tenant's spec.loadBalancer.nodeSet (else the Config's,
-// else the default set), read with internal/settings from c (the manager's cache). Nothing a
-// tenant wrote chooses a node set.
-func HubOptions(c client.Reader, managerNamespace, class string, reserved []PortRange, nat bool) Options {
+// else the default set), which nodeSetOf returns for the tenant's name
+// (settings.Reader.NodeSet, from the manager's cache). Nothing a tenant wrote chooses a node
+// set.
+func HubOptions(nodeSetOf func(ctx context.Context, tenant string) (string, error), class string, reserved []PortRange, nat bool) Options {
 	return Options{
 		Name: "node-ip-hub",
 		Hub:  true,
@@ -33,11 +32,11 @@ func HubOptions(c client.Reader, managerNamespace, class string, reserved []Port
 				ptr.Deref(svc.Spec.LoadBalancerClass, "") == class
 		},
 		NodeSet: func(ctx context.Context, svc *corev1.Service) (string, error) {
-			t, err := settings.Load(ctx, c, managerNamespace, hubnames.TenantName(svc.Namespace))
+			set, err := nodeSetOf(ctx, hubnames.TenantName(svc.Namespace))
 			if err != nil {
 				return "", fmt.Errorf("reading the settings of the Service's tenant: %w", err)
 			}
-			return nodeSetValue(t.NodeSet, "the tenant's spec.loadBalancer.nodeSet")
+			return nodeSetValue(set, "the tenant's spec.loadBalancer.nodeSet")
 		},
 		Reserved: reserved,
 		NAT:      nat,
