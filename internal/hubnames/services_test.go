@@ -57,59 +57,45 @@ func service(ns, name, kind, owner string, kv ...string) *corev1.Service {
 
 const managed, managedBy = kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelManagedBy
 
-// TestLoadBalancerOf: the strict check. Only a Service kubelb's labels prove to be a
-// LoadBalancer's hub Service, under its name, counts.
-func TestLoadBalancerOf(t *testing.T) {
-	t.Parallel()
-	hashed := strings.Repeat("a", 80)
-	for _, tc := range []struct {
-		name string
-		svc  *corev1.Service
-		want string
-	}{
-		{"labelled", service("tenant-a", "envoy-web", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), "web"},
-		{"hashed name", service("tenant-a", LoadBalancerServiceName(hashed), "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, hashed), hashed},
-		{"controller reference", service("tenant-a", "envoy-web", "LoadBalancer", "web", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a"), "web"},
-		{"renamed", service("tenant-a", "envoy-other", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), ""},
-		{"unmanaged", service("tenant-a", "envoy-web", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), ""},
-		{"another namespace in its labels", service("tenant-a", "envoy-web", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-b", kubelbv1alpha1.LabelLoadBalancerName, "web"), ""},
-		{"only the name", service("tenant-a", "envoy-web", "", ""), ""},
-		{"controlled by a Route", service("tenant-a", "envoy-web", "Route", "web", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a"), ""},
-	} {
-		if got := LoadBalancerOf(tc.svc); got != tc.want {
-			t.Errorf("%s: LoadBalancerOf = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
+// hashed is a LoadBalancer name too long for a Service name: its hub Service's is hashed.
+var hashed = strings.Repeat("a", 80)
 
-// TestLooksLikeLoadBalancerService: the loose check of the LoadBalancer controller's watch.
-// It also passes Services kubelb did not make that stand where a hub Service would (a
-// foreign Service in the way), which LoadBalancerOf refuses.
-func TestLooksLikeLoadBalancerService(t *testing.T) {
+// TestLoadBalancerOfAndLooksLikeLoadBalancerService: LoadBalancerOf is the strict check: only
+// a Service kubelb's labels prove to be a LoadBalancer's hub Service, under its name, counts.
+// LooksLikeLoadBalancerService is the loose check of the LoadBalancer controller's watch: it
+// also passes Services kubelb did not make that stand where a hub Service would (a foreign
+// Service in the way), which LoadBalancerOf refuses.
+func TestLoadBalancerOfAndLooksLikeLoadBalancerService(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		svc  *corev1.Service
-		want bool
+		name    string
+		svc     *corev1.Service
+		of      string
+		looksSo bool
 	}{
-		{"kubelb's", service("tenant-a", "envoy-web", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), true},
-		{"a foreign Service in the way", service("tenant-a", "envoy-web", "", ""), true},
-		{"labelled only", service("tenant-a", "x", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-b"), true},
-		{"another Service", service("tenant-a", "web", "", ""), false},
-		{"a Gateway's", service("tenant-a", "gateway-r", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, "r"), false},
+		{"labelled", service("tenant-a", "envoy-web", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), "web", true},
+		{"hashed name", service("tenant-a", LoadBalancerServiceName(hashed), "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, hashed), hashed, true},
+		{"controller reference", service("tenant-a", "envoy-web", "LoadBalancer", "web", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a"), "web", true},
+		{"renamed", service("tenant-a", "envoy-other", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), "", true},
+		{"unmanaged", service("tenant-a", "envoy-web", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), "", true},
+		{"another namespace in its labels", service("tenant-a", "envoy-web", "", "", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-b", kubelbv1alpha1.LabelLoadBalancerName, "web"), "", true},
+		{"a foreign Service in the way", service("tenant-a", "envoy-web", "", ""), "", true},
+		{"controlled by a Route", service("tenant-a", "envoy-web", "Route", "web", managedBy, managed, kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a"), "", true},
+		{"labelled only", service("tenant-a", "x", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-b"), "", true},
+		{"another Service", service("tenant-a", "web", "", ""), "", false},
+		{"a Gateway's", service("tenant-a", "gateway-r", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, "r"), "", false},
 	} {
-		if got := LooksLikeLoadBalancerService(tc.svc); got != tc.want {
-			t.Errorf("%s: LooksLikeLoadBalancerService = %v, want %v", tc.name, got, tc.want)
+		if got := LoadBalancerOf(tc.svc); got != tc.of {
+			t.Errorf("%s: LoadBalancerOf = %q, want %q", tc.name, got, tc.of)
 		}
-		if tc.name == "a foreign Service in the way" && LoadBalancerOf(tc.svc) != "" {
-			t.Errorf("%s: LoadBalancerOf takes it", tc.name)
+		if got := LooksLikeLoadBalancerService(tc.svc); got != tc.looksSo {
+			t.Errorf("%s: LooksLikeLoadBalancerService = %v, want %v", tc.name, got, tc.looksSo)
 		}
 	}
 }
 
 func TestLoadBalancerNamedBy(t *testing.T) {
 	t.Parallel()
-	hashed := strings.Repeat("a", 80)
 	for _, tc := range []struct {
 		name     string
 		svc      *corev1.Service
@@ -128,44 +114,30 @@ func TestLoadBalancerNamedBy(t *testing.T) {
 	}
 }
 
-// TestIsRouteService: the strict check of the filters of what a tenant namespace contributes.
-func TestIsRouteService(t *testing.T) {
+// TestIsRouteServiceAndLooksLikeRouteService: IsRouteService is the strict check of the
+// filters of what a tenant namespace contributes; LooksLikeRouteService the loose check of the
+// Route controller's watch, which also passes Services kubelb did not make that carry a Route
+// label or stand where a Route's hub Service would.
+func TestIsRouteServiceAndLooksLikeRouteService(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		o    client.Object
-		want bool
+		o               client.Object
+		proven, looksSo bool
 	}{
-		{service("t", "a", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, "r"), true},
-		{service("t", "b", "", "", managedBy, managed, kubelbv1alpha1.LabelIngressService, "true"), true},
-		{service("t", "c", "", "", kubelbv1alpha1.LabelIngressService, "true"), false},
-		{service("t", "d", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, ""), false},
-		{service("t", kubelbv1alpha1.IngressServiceName, "", ""), false},
-		{service("t", "gateway-r", "Route", "r"), false},
+		{service("t", "a", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, "r"), true, true},
+		{service("t", "b", "", "", managedBy, managed, kubelbv1alpha1.LabelIngressService, "true"), true, true},
+		{service("t", "c", "", "", kubelbv1alpha1.LabelIngressService, "true"), false, true},
+		{service("t", "c2", "", "", kubelbv1alpha1.LabelIngressService, "false"), false, true},
+		{service("t", "d", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, ""), false, false},
+		{service("t", kubelbv1alpha1.IngressServiceName, "", ""), false, true},
+		{service("t", "gateway-r", "Route", "r"), false, true},
+		{service("t", "envoy-web", "", "", managedBy, managed), false, false},
+		{service("t", "web", "", ""), false, false},
 	} {
-		if got := IsRouteService(tc.o); got != tc.want {
+		if got := IsRouteService(tc.o); got != tc.proven {
 			t.Errorf("IsRouteService(%s) = %v", tc.o.GetName(), got)
 		}
-	}
-}
-
-// TestLooksLikeRouteService: the loose check of the Route controller's watch. It also passes
-// Services kubelb did not make that carry a Route label or stand where a Route's hub Service
-// would, which IsRouteService refuses.
-func TestLooksLikeRouteService(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		o    client.Object
-		want bool
-	}{
-		{service("t", "a", "", "", managedBy, managed, kubelbv1alpha1.LabelRouteName, "r"), true},
-		{service("t", "c", "", "", kubelbv1alpha1.LabelIngressService, "true"), true},
-		{service("t", "c2", "", "", kubelbv1alpha1.LabelIngressService, "false"), true},
-		{service("t", kubelbv1alpha1.IngressServiceName, "", ""), true},
-		{service("t", "gateway-r", "", ""), true},
-		{service("t", "envoy-web", "", "", managedBy, managed), false},
-		{service("t", "web", "", ""), false},
-	} {
-		if got := LooksLikeRouteService(tc.o); got != tc.want {
+		if got := LooksLikeRouteService(tc.o); got != tc.looksSo {
 			t.Errorf("LooksLikeRouteService(%s) = %v", tc.o.GetName(), got)
 		}
 	}
