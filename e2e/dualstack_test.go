@@ -16,7 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
-	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -71,7 +71,7 @@ func TestDualStack(t *testing.T) {
 			return nil
 		})
 		hubSvc := &corev1.Service{}
-		if err := hub.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: loadbalancer.HubServiceName(string(svc.UID))}, hubSvc); err != nil {
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: hubnames.LoadBalancerServiceName(string(svc.UID))}, hubSvc); err != nil {
 			t.Fatal(err)
 		}
 		if len(hubSvc.Spec.ClusterIPs) != 2 {

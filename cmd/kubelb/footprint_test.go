@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -70,7 +71,7 @@ func TestLargestTenantFootprint(t *testing.T) {
 	}
 	m := startWithWebhook(t, hub, bin)
 	proc, metricsPort, pprofPort := m.proc, m.metricsPort, m.pprofPort
-	ns := settings.Namespace("big")
+	ns := hubnames.TenantNamespace("big")
 	testsupport.Eventually(t, time.Minute, "the Tenant's namespace", func() error {
 		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 	})

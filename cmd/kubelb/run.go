@@ -26,6 +26,7 @@ import (
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
 	"kubelb.dev/kubelb/internal/xds"
@@ -125,13 +126,14 @@ func run(o *options) error {
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {
 		return err
 	}
+	tenantSettings := settings.Reader{Client: mgr.GetClient(), ManagerNamespace: o.Namespace}
 	if o.addressProvider.Value == addressProviderNodeIP {
-		if err := nodeip.Setup(mgr, nodeip.HubOptions(mgr.GetClient(), o.Namespace, o.addressProviderClass, o.reservedPorts.Ranges, o.nodeIPNAT)); err != nil {
+		if err := nodeip.Setup(mgr, nodeip.HubOptions(tenantSettings.NodeSet, o.addressProviderClass, o.reservedPorts.Ranges, o.nodeIPNAT)); err != nil {
 			return fmt.Errorf("setting up the node-IP mode (--address-provider=node-ip): %w", err)
 		}
 	}
 	if o.addressProvider.Value == addressProviderIPAM {
-		if err := ipam.Setup(mgr, ipam.HubOptions(mgr.GetClient(), o.Namespace, o.addressProviderClass)); err != nil {
+		if err := ipam.Setup(mgr, ipam.HubOptions(tenantSettings.AddressPool, o.addressProviderClass)); err != nil {
 			return fmt.Errorf("setting up the address pools (--address-provider=ipam): %w", err)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/admission"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -38,8 +38,8 @@ func hubWithWebhook(t *testing.T, tenants ...*kubelbv1alpha1.Tenant) client.Clie
 	}
 	startWithWebhook(t, hub, testsupport.BuildBinary(t, "./cmd/kubelb"))
 	for _, tn := range tenants {
-		testsupport.Eventually(t, time.Minute, "tenant namespace "+settings.Namespace(tn.Name), func() error {
-			return hub.Client.Get(ctx, client.ObjectKey{Name: settings.Namespace(tn.Name)}, &corev1.Namespace{})
+		testsupport.Eventually(t, time.Minute, "tenant namespace "+hubnames.TenantNamespace(tn.Name), func() error {
+			return hub.Client.Get(ctx, client.ObjectKey{Name: hubnames.TenantNamespace(tn.Name)}, &corev1.Namespace{})
 		})
 	}
 	return hub.Client
@@ -98,7 +98,7 @@ func TestHostileTenantEtcdBytes(t *testing.T) {
 	victim := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "victim"}}
 	c := hubWithWebhook(t, attacker, victim)
 	ctx := context.Background()
-	attackerNS, victimNS := settings.Namespace("attacker"), settings.Namespace("victim")
+	attackerNS, victimNS := hubnames.TenantNamespace("attacker"), hubnames.TenantNamespace("victim")
 
 	// SyncSecrets of 50 KiB: the first two fit 128 KiB, the third does not. Each write is
 	// followed by the manager's status on it, so the webhook has seen it (one cache).

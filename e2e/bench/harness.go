@@ -34,6 +34,7 @@ import (
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -195,7 +196,7 @@ func (h *harness) start() {
 	perTenant := (cfg.Services + cfg.Tenants - 1) / cfg.Tenants
 	for i := 0; i < cfg.Tenants; i++ {
 		tn := &tenant{index: i, name: fmt.Sprintf("t%03d", i)}
-		tn.namespace = kubelbv1alpha1.TenantNamespacePrefix + tn.name
+		tn.namespace = hubnames.TenantNamespace(tn.name)
 		if i < cfg.RealTenants {
 			args := ccmArgs
 			if i > 0 {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -183,7 +184,7 @@ func (s *System) AddTenantWithoutCCM(name string, nodes int) *Tenant {
 	t := s.T
 	t.Helper()
 	ctx := context.Background()
-	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, sys: s}
+	tn := &Tenant{Name: name, Namespace: hubnames.TenantNamespace(name), sys: s}
 	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{LoopbackCIDR, LoopbackIPv6CIDR}}}}); err != nil {
 		t.Fatal(err)

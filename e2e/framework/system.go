@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -292,7 +293,7 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 	t := s.T
 	t.Helper()
 	ctx := context.Background()
-	tn := &Tenant{Name: name, Namespace: kubelbv1alpha1.TenantNamespacePrefix + name, Cluster: cluster, sys: s,
+	tn := &Tenant{Name: name, Namespace: hubnames.TenantNamespace(name), Cluster: cluster, sys: s,
 		MetricsAddr: testsupport.Loopback(testsupport.FreePort(t))}
 	// The tenant's nodes live on loopback addresses, which the endpoint policy denies by
 	// default: the Tenant allows them.

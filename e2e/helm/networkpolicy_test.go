@@ -9,9 +9,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/tenant"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // managerEnvoyPolicy reads the manager Deployment's arguments the way the manager does
@@ -50,7 +49,7 @@ func managerEnvoyPolicy(t *testing.T, objs []*unstructured.Unstructured, tenantN
 	if o.Disabled {
 		return nil
 	}
-	return tenant.DesiredNetworkPolicy(settings.TenantName(tenantNS), namespace, o)
+	return tenant.DesiredNetworkPolicy(hubnames.TenantName(tenantNS), namespace, o)
 }
 
 // TestManagerNetworkPolicy: the manager chart renders no NetworkPolicy itself (tenant
@@ -62,7 +61,7 @@ func managerEnvoyPolicy(t *testing.T, objs []*unstructured.Unstructured, tenantN
 // harness enforces NetworkPolicies: this checks objects, not traffic.)
 func TestManagerNetworkPolicy(t *testing.T) {
 	t.Parallel()
-	tenantNS := settings.Namespace("shop")
+	tenantNS := hubnames.TenantNamespace("shop")
 	objs := Template(t, ManagerChart, "kubelb-manager", ns,
 		"--set", "networkPolicy.exceptCIDRs={169.254.0.0/16,fe80::/10,10.96.0.0/12}")
 	if n := count(objs, "NetworkPolicy"); n != 0 {
@@ -76,7 +75,7 @@ func TestManagerNetworkPolicy(t *testing.T) {
 		t.Errorf("policy %s/%s, want %s/kubelb-envoy", np.Namespace, np.Name, tenantNS)
 	}
 	sel := np.Spec.PodSelector.MatchLabels
-	pod := manager.EnvoyPodLabels(tenantNS)
+	pod := hubnames.EnvoyPodLabels(tenantNS)
 	for k, v := range sel {
 		if pod[k] != v {
 			t.Errorf("podSelector %v does not select the Envoy pods (labels %v)", sel, pod)

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/nodeip"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // LabelExcludeFromExternalLoadBalancers is the well-known node label that keeps a node out of
@@ -79,11 +79,8 @@ func DesiredAddresses(namespace string, addresses []v1alpha1.EndpointAddress) *v
 		return nil
 	}
 	return &v1alpha1.Addresses{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: namespace, Labels: map[string]string{
-			v1alpha1.LabelManagedBy:  v1alpha1.LabelManagedByValue,
-			v1alpha1.LabelTenantName: settings.TenantName(namespace),
-		}},
-		Spec: v1alpha1.AddressesSpec{Addresses: addresses},
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: namespace, Labels: hubnames.TenantLabels(hubnames.TenantName(namespace))},
+		Spec:       v1alpha1.AddressesSpec{Addresses: addresses},
 	}
 }
 

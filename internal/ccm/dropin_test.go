@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -27,12 +27,12 @@ func TestHubNamespace(t *testing.T) {
 func TestClusterNameWithoutPrefix(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "shop")
-	e.startCCM(t, ccmOpts{Options: Options{ClusterName: settings.TenantName(tenantNS)}})
+	e.startCCM(t, ccmOpts{Options: Options{ClusterName: hubnames.TenantName(tenantNS)}})
 
 	e.create(t, e.Tenant.Client, lbService("shop", "web"))
 	svc := e.getService(t, "shop", "web")
 	lb := e.mirrorOf(t, svc, nil)
-	if lb.Namespace != tenantNS || lb.Labels[v1alpha1.LabelTenantName] != settings.TenantName(tenantNS) {
+	if lb.Namespace != tenantNS || lb.Labels[v1alpha1.LabelTenantName] != hubnames.TenantName(tenantNS) {
 		t.Fatalf("mirror %s/%s labels %v", lb.Namespace, lb.Name, lb.Labels)
 	}
 	// Status flows back too: the ccm reads the hub namespace it writes to.

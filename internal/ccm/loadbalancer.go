@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // KindService is the value of the origin-resource-kind label on LoadBalancers mirroring
@@ -112,7 +112,7 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        string(svc.UID),
 			Namespace:   namespace,
-			Labels:      OriginLabels(svc.Namespace, svc.Name, namespace),
+			Labels:      hubnames.OriginLabels(namespace, KindService, svc.Namespace, svc.Name),
 			Annotations: mirroredAnnotations(svc.Annotations),
 			// No finalizer: the manager needs none (it deletes the hub Service on the delete
 			// event, and sweeps what it missed at start-up), so the delete is one write.
@@ -161,19 +161,6 @@ func ipFamilies(svc *corev1.Service) (*corev1.IPFamilyPolicy, []corev1.IPFamily)
 		}
 	}
 	return policy, slices.Clone(fams)
-}
-
-// OriginLabels are the labels of a LoadBalancer mirroring Service namespace/name for the
-// tenant whose hub namespace is tenantNamespace. The tenant label holds the tenant's name, as
-// on every other hub object made for the tenant.
-func OriginLabels(namespace, name, tenantNamespace string) map[string]string {
-	return map[string]string{
-		v1alpha1.LabelOriginName:         name,
-		v1alpha1.LabelOriginNamespace:    namespace,
-		v1alpha1.LabelOriginResourceKind: KindService,
-		v1alpha1.LabelTenantName:         settings.TenantName(tenantNamespace),
-		v1alpha1.LabelManagedBy:          v1alpha1.LabelManagedByValue,
-	}
 }
 
 // mirroredAnnotations are the Service's annotations as mirrored: all of them (the hub decides

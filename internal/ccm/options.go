@@ -6,12 +6,9 @@
 package ccm
 
 import (
-	"strings"
-
-	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/nodeip"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // NodeAddressType values: which node address the hub sends traffic to.
@@ -111,8 +108,8 @@ func (o Options) secretOptions() secrets.Options {
 // mean namespace tenant-shroud), as KubeLB CE accepts it. A tenant whose own name starts
 // with tenant- is named by its full namespace (tenant-tenant-x).
 func HubNamespace(clusterName string) string {
-	if clusterName == "" || strings.HasPrefix(clusterName, v1alpha1.TenantNamespacePrefix) {
+	if clusterName == "" || hubnames.IsTenantNamespace(clusterName) {
 		return clusterName
 	}
-	return settings.Namespace(clusterName)
+	return hubnames.TenantNamespace(clusterName)
 }

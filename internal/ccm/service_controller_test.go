@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -100,7 +100,7 @@ func TestServiceMirror(t *testing.T) {
 	}
 	wantLabels := map[string]string{
 		v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginResourceKind: "Service",
-		v1alpha1.LabelTenantName: settings.TenantName(tenantNS), v1alpha1.LabelManagedBy: "kubelb",
+		v1alpha1.LabelTenantName: hubnames.TenantName(tenantNS), v1alpha1.LabelManagedBy: "kubelb",
 	}
 	if diff := cmp.Diff(wantLabels, lb.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)

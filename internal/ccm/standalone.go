@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/nodeip"
@@ -89,7 +89,7 @@ func ReleaseStandalone(ctx context.Context, cfg *rest.Config, scheme *runtime.Sc
 		svc := &list.Items[i]
 		key := client.ObjectKeyFromObject(svc)
 		switch {
-		case svc.Labels[nodeip.LabelNATShadowOf] != "" && svc.Labels[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue:
+		case svc.Labels[nodeip.LabelNATShadowOf] != "" && hubnames.IsManaged(svc):
 			if err := c.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("deleting NAT shadow Service %s: %w", key, err))
 				continue

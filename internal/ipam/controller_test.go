@@ -18,6 +18,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -397,7 +398,7 @@ func TestDualStackFamilies(t *testing.T) {
 // default pool; its annotations request nothing; a Service kubelb did not make is untouched.
 func TestHubPools(t *testing.T) {
 	e := newEnv(t, false, "kubelb", "tenant-a", "tenant-b")
-	e.start(t, HubOptions(e.c.Client, "kubelb", ""))
+	e.start(t, HubOptions(settings.Reader{Client: e.c.Client, ManagerNamespace: "kubelb"}.AddressPool, ""))
 	e.pool(t, "shared", true, "10.90.0.0/30")
 	e.pool(t, "gold", false, "10.91.0.0/30")
 	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"},

@@ -86,8 +86,8 @@ func TestHubOwns(t *testing.T) {
 			s.Labels = map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
 		}}, opts...)...)
 	}
-	classless := HubOptions(nil, "kubelb", "").Owns
-	classy := HubOptions(nil, "kubelb", "pools").Owns
+	classless := HubOptions(nil, "").Owns
+	classy := HubOptions(nil, "pools").Owns
 	withClass := func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("pools") }
 	for _, tc := range []struct {
 		name string

@@ -12,7 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -31,7 +33,7 @@ func TestHubLoadBalancerTakesPoolAddress(t *testing.T) {
 		if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: "kubelb"}); err != nil {
 			return err
 		}
-		return Setup(mgr, HubOptions(mgr.GetClient(), "kubelb", ""))
+		return Setup(mgr, HubOptions(settings.Reader{Client: mgr.GetClient(), ManagerNamespace: "kubelb"}.AddressPool, ""))
 	})
 	lb := hubLoadBalancer("web")
 	if err := e.c.Client.Create(e.ctx, lb); err != nil {
@@ -48,7 +50,7 @@ func TestHubLoadBalancerTakesPoolAddress(t *testing.T) {
 		}
 		return nil
 	})
-	hub := e.waitAddrs(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: loadbalancer.HubServiceName("web")}}, "10.96.0.0")
+	hub := e.waitAddrs(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: hubnames.LoadBalancerServiceName("web")}}, "10.96.0.0")
 	if hub.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
 		t.Errorf("hub Service labels %v", hub.Labels)
 	}
@@ -83,7 +85,7 @@ func TestHubLoadBalancerTellsWhyNoAddress(t *testing.T) {
 		if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: "kubelb"}); err != nil {
 			return err
 		}
-		return Setup(mgr, HubOptions(mgr.GetClient(), "kubelb", ""))
+		return Setup(mgr, HubOptions(settings.Reader{Client: mgr.GetClient(), ManagerNamespace: "kubelb"}.AddressPool, ""))
 	})
 	for _, name := range []string{"first", "second"} {
 		if err := e.c.Client.Create(e.ctx, hubLoadBalancer(name)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -106,7 +107,7 @@ func HostnamesHeldElsewhere(ctx context.Context, c client.Reader, managerNamespa
 		for i := range items {
 			o := &items[i]
 			if o.Namespace == mine[0].Namespace || !o.DeletionTimestamp.IsZero() || ExplicitHostname(o) != host ||
-				!strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) {
+				!hubnames.IsTenantNamespace(o.Namespace) {
 				continue
 			}
 			claims[host] = append(claims[host], o)
@@ -114,7 +115,7 @@ func HostnamesHeldElsewhere(ctx context.Context, c client.Reader, managerNamespa
 	}
 	dns := map[string]translate.DNS{} // by tenant, loaded once
 	valid := func(o *kubelbv1alpha1.LoadBalancer, host string) (bool, error) {
-		tenantName := settings.TenantName(o.Namespace)
+		tenantName := hubnames.TenantName(o.Namespace)
 		d, ok := dns[tenantName]
 		if !ok {
 			t, err := settings.Load(ctx, c, managerNamespace, tenantName)

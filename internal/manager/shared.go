@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // PortWaiters remembers the objects of one controller that wait for free listener ports and
@@ -86,15 +86,13 @@ func NamespaceManaged(ctx context.Context, c client.Reader, name string) (bool, 
 		}
 		return false, fmt.Errorf("getting namespace %s: %w", name, err)
 	}
-	return ns.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue, nil
+	return hubnames.IsManaged(ns), nil
 }
 
 // ManagedLabelChanged passes namespaces that gain or lose the managed-by label (the
 // LoadBalancer, Route and SyncSecret controllers revisit their objects then).
 func ManagedLabelChanged() predicate.Predicate {
-	managed := func(o client.Object) bool {
-		return o.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
-	}
+	managed := hubnames.IsManaged
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return managed(e.Object) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return managed(e.ObjectOld) != managed(e.ObjectNew) },

@@ -23,6 +23,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -165,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 	retry := false
 	for i := range services.Items {
 		svc := &services.Items[i]
-		if of, ok := svc.Labels[LabelNATShadowOf]; ok && svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue {
+		if of, ok := svc.Labels[LabelNATShadowOf]; ok && hubnames.IsManaged(svc) {
 			shadows[types.NamespacedName{Namespace: svc.Namespace, Name: of}] = svc
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -48,7 +49,7 @@ func newHubEnv(t *testing.T) *hubEnv {
 		e.create(t, tn)
 	}
 	testenv.StartManager(t, cluster.Config, func(mgr ctrl.Manager) error {
-		return Setup(mgr, HubOptions(mgr.GetClient(), "kubelb", "", nil, true))
+		return Setup(mgr, HubOptions(settings.Reader{Client: mgr.GetClient(), ManagerNamespace: "kubelb"}.NodeSet, "", nil, true))
 	})
 	return e
 }

@@ -8,11 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -20,25 +18,26 @@ import (
 // Services kubelb made in tenant namespaces (labelled kubelb.k8c.io/managed-by=kubelb) of type
 // LoadBalancer whose loadBalancerClass is class ("": those without one); each takes the
 // addresses of the hub nodes of its tenant's spec.loadBalancer.nodeSet (else the Config's,
-// else the default set), read with internal/settings from c (the manager's cache). Nothing a
-// tenant wrote chooses a node set.
-func HubOptions(c client.Reader, managerNamespace, class string, reserved []PortRange, nat bool) Options {
+// else the default set), which nodeSetOf returns for the tenant's name
+// (settings.Reader.NodeSet, from the manager's cache). Nothing a tenant wrote chooses a node
+// set.
+func HubOptions(nodeSetOf func(ctx context.Context, tenant string) (string, error), class string, reserved []PortRange, nat bool) Options {
 	return Options{
 		Name: "node-ip-hub",
 		Hub:  true,
 		Owns: func(svc *corev1.Service) bool {
 			return svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
-				svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue &&
+				hubnames.IsManaged(svc) &&
 				svc.Labels[LabelNATShadowOf] == "" &&
-				strings.HasPrefix(svc.Namespace, kubelbv1alpha1.TenantNamespacePrefix) &&
+				hubnames.IsTenantNamespace(svc.Namespace) &&
 				ptr.Deref(svc.Spec.LoadBalancerClass, "") == class
 		},
 		NodeSet: func(ctx context.Context, svc *corev1.Service) (string, error) {
-			t, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(svc.Namespace))
+			set, err := nodeSetOf(ctx, hubnames.TenantName(svc.Namespace))
 			if err != nil {
 				return "", fmt.Errorf("reading the settings of the Service's tenant: %w", err)
 			}
-			return nodeSetValue(t.NodeSet, "the tenant's spec.loadBalancer.nodeSet")
+			return nodeSetValue(set, "the tenant's spec.loadBalancer.nodeSet")
 		},
 		Reserved: reserved,
 		NAT:      nat,

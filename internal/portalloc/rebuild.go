@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // Owner names of the allocations that do not belong to a LoadBalancer. A LoadBalancer's
@@ -96,7 +97,7 @@ func RecordedKeys(svc *corev1.Service) map[Key]int32 {
 		return nil
 	}
 	ns := svc.Namespace
-	ours := svc.Labels[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
+	ours := hubnames.IsManaged(svc)
 	var keyOf func(p corev1.ServicePort) Key
 	switch {
 	case ours && svc.Labels[kubelbv1alpha1.LabelRouteName] != "":

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
@@ -61,7 +62,7 @@ func loadBalancerObject(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant) (Obj
 			o.NodePorts = len(ports)
 		}
 		if !t.DNS.IsZero() {
-			if h, err := translate.LoadBalancerHostname(lb, settings.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
+			if h, err := translate.LoadBalancerHostname(lb, hubnames.TenantName(lb.Namespace), t.DNS); err == nil && h != "" {
 				o.Shared, o.SharedPorts = sharedIngress, IngressServicePorts
 				if t.AllocateNodePorts {
 					o.SharedNodePorts = IngressServicePorts

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -114,7 +115,7 @@ func (q *Requeuer) Recheck(ctx context.Context, c client.Reader, managerNamespac
 		q.Forget(namespace)
 		return nil
 	}
-	tenant, err := settings.Load(ctx, c, managerNamespace, settings.TenantName(namespace))
+	tenant, err := settings.Load(ctx, c, managerNamespace, hubnames.TenantName(namespace))
 	if err != nil {
 		return err
 	}

@@ -38,3 +38,24 @@ func Load(ctx context.Context, c client.Reader, managerNamespace, tenantName str
 	}
 	return Resolve(config, tenant), nil
 }
+
+// Reader reads tenants' settings with Load from Client, for a manager running in
+// ManagerNamespace. Its methods, taking a tenant's name, are what the hub's address providers
+// ask (ipam.HubOptions, nodeip.HubOptions), which do not link this package: the ccm links
+// those providers, and this package links the hub's translation.
+type Reader struct {
+	Client           client.Reader
+	ManagerNamespace string
+}
+
+// AddressPool is the tenant's AddressPool (Tenant.AddressPool; "" is the default pool).
+func (r Reader) AddressPool(ctx context.Context, tenant string) (string, error) {
+	t, err := Load(ctx, r.Client, r.ManagerNamespace, tenant)
+	return t.AddressPool, err
+}
+
+// NodeSet is the tenant's node set (Tenant.NodeSet; "" is the default set).
+func (r Reader) NodeSet(ctx context.Context, tenant string) (string, error) {
+	t, err := Load(ctx, r.Client, r.ManagerNamespace, tenant)
+	return t.NodeSet, err
+}

@@ -400,14 +400,6 @@ func policyRules(cidrs []string, src string, invalid []string) ([]translate.Poli
 	return out, invalid
 }
 
-// TenantName returns the tenant's name for its hub namespace ("tenant-x" → "x").
-func TenantName(namespace string) string {
-	return strings.TrimPrefix(namespace, kubelbv1alpha1.TenantNamespacePrefix)
-}
-
-// Namespace returns the hub namespace of a tenant ("x" → "tenant-x").
-func Namespace(tenant string) string { return kubelbv1alpha1.TenantNamespacePrefix + tenant }
-
 // Annotations returns the annotations a hub object of the given kind gets from the tenant
 // object's annotations: defaults for that kind (and "all") first, then the propagated ones.
 // Denied annotations never pass; kubelb's own kubelb.k8c.io/ annotations are not copied.

@@ -13,6 +13,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 func TestResolveTenantOverridesConfig(t *testing.T) {
@@ -133,12 +134,6 @@ func TestSteeringAnnotations(t *testing.T) {
 	tn.AnnotationSettings.PropagateAllAnnotations = nil
 	if got := tn.DroppedSteeringAnnotations(map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.0.1"}); got != nil {
 		t.Errorf("dropped %v without propagateAllAnnotations", got)
-	}
-}
-
-func TestNamespaceNames(t *testing.T) {
-	if Namespace("a") != "tenant-a" || TenantName("tenant-a") != "a" {
-		t.Fatal("tenant namespace naming")
 	}
 }
 
@@ -380,5 +375,17 @@ func TestDroppedAnnotationsNote(t *testing.T) {
 	got := DroppedAnnotationsNote(many)
 	if len(got) > 1000 || !strings.HasPrefix(got, "40 annotation(s)") || !strings.Contains(got, many[0]) || !regexp.MustCompile(` and \d+ more$`).MatchString(got) {
 		t.Errorf("note of %d bytes: %q", len(got), got)
+	}
+}
+
+// TestLargestTenantAtDefaultLimits: the largest tenant of the translation benchmarks and
+// tests (translatetest, below this package, so it writes the numbers out) is made at the
+// default limits.
+func TestLargestTenantAtDefaultLimits(t *testing.T) {
+	t.Parallel()
+	if translatetest.LargestListenerPorts != int(DefaultLimitListenerPorts) ||
+		translatetest.LargestEndpointsPerCluster != int(DefaultLimitEndpointsPerCluster) {
+		t.Fatalf("translatetest's largest tenant (%d listener ports, %d endpoints per cluster) is not at the default limits (%d, %d)",
+			translatetest.LargestListenerPorts, translatetest.LargestEndpointsPerCluster, DefaultLimitListenerPorts, DefaultLimitEndpointsPerCluster)
 	}
 }

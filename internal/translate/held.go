@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/routekind"
 )
 
 // ReasonLoadBalancingDisabled is the problem of a LoadBalancer of a tenant whose Tenant or

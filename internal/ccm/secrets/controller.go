@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -186,7 +187,7 @@ func (r *Reconciler) warn(s *corev1.Secret, reason, msg string) {
 // wanted tells whether the hub needs Secret meta: it is labelled (with the synchronizer on),
 // or a served Ingress or Gateway names it.
 func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, error) {
-	if r.Opts.Labelled && labelled(meta) {
+	if r.Opts.Labelled && hubnames.IsManaged(meta) {
 		return true, nil
 	}
 	key := client.ObjectKeyFromObject(meta)

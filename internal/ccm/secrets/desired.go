@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // MaxDataBytes bounds what one Secret may push to the hub: the sum of the lengths of its data
@@ -67,22 +67,11 @@ func DesiredSyncSecret(s *corev1.Secret, namespace string) *v1alpha1.SyncSecret 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      string(s.UID),
 			Namespace: namespace,
-			Labels:    OriginLabels(s.Namespace, s.Name, namespace),
+			Labels:    hubnames.OriginLabels(namespace, "", s.Namespace, s.Name),
 		},
 		Data:      maps.Clone(s.Data),
 		Type:      typ,
 		Immutable: s.Immutable,
-	}
-}
-
-// OriginLabels are the labels of the SyncSecret mirroring Secret namespace/name for the tenant
-// whose hub namespace is tenantNamespace.
-func OriginLabels(namespace, name, tenantNamespace string) map[string]string {
-	return map[string]string{
-		v1alpha1.LabelOriginName:      name,
-		v1alpha1.LabelOriginNamespace: namespace,
-		v1alpha1.LabelManagedBy:       v1alpha1.LabelManagedByValue,
-		v1alpha1.LabelTenantName:      settings.TenantName(tenantNamespace),
 	}
 }
 

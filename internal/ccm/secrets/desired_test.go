@@ -10,8 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 )
 
 func TestGatewayServed(t *testing.T) {

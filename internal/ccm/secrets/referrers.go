@@ -160,8 +160,3 @@ func keys(in []types.NamespacedName) []string {
 	}
 	return out
 }
-
-// labelled tells whether a Secret carries kubelb.k8c.io/managed-by=kubelb.
-func labelled(o client.Object) bool {
-	return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue
-}

@@ -12,7 +12,7 @@ import (
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // TwinSuffix is appended to a ClusterIP Service's name to name its NodePort twin.
@@ -199,14 +199,8 @@ func TrimService(svc *corev1.Service) v1alpha1.UpstreamService {
 func DesiredRoute(k Kind, u map[string]any, hubNS string, services []corev1.Service, sc *v1alpha1.SourceContext) *v1alpha1.Route {
 	obj := unstructured.Unstructured{Object: u}
 	r := &v1alpha1.Route{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Route"},
-		ObjectMeta: metav1.ObjectMeta{Name: string(obj.GetUID()), Namespace: hubNS, Labels: map[string]string{
-			v1alpha1.LabelOriginName:         obj.GetName(),
-			v1alpha1.LabelOriginNamespace:    obj.GetNamespace(),
-			v1alpha1.LabelOriginResourceKind: k.OriginKind(),
-			v1alpha1.LabelManagedBy:          v1alpha1.LabelManagedByValue,
-			v1alpha1.LabelTenantName:         settings.TenantName(hubNS),
-		}},
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Route"},
+		ObjectMeta: metav1.ObjectMeta{Name: string(obj.GetUID()), Namespace: hubNS, Labels: hubnames.OriginLabels(hubNS, k.OriginKind(), obj.GetNamespace(), obj.GetName())},
 		Spec: v1alpha1.RouteSpec{
 			Endpoints: []v1alpha1.LoadBalancerEndpoints{{
 				Name:               "default",
@@ -291,6 +285,6 @@ func equalPtr[T comparable](a, b *T) bool {
 
 // isTwin tells whether a tenant Service is a twin the ccm made.
 func isTwin(svc *corev1.Service) bool {
-	return svc.Labels[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue && svc.Labels[v1alpha1.LabelOriginName] != "" &&
+	return hubnames.IsManaged(svc) && svc.Labels[v1alpha1.LabelOriginName] != "" &&
 		svc.Name == svc.Labels[v1alpha1.LabelOriginName]+TwinSuffix
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -52,7 +52,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	if !strings.HasPrefix(req.Namespace, kubelbv1alpha1.TenantNamespacePrefix) {
+	if !hubnames.IsTenantNamespace(req.Namespace) {
 		return admission.Allowed("not a tenant namespace")
 	}
 	newObj, oldObj, f, err := h.decode(req)
@@ -65,7 +65,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if !h.waitSynced(ctx) {
 		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("the kubelb manager is still reading the tenant's objects; try again"))
 	}
-	t, err := settings.Load(ctx, h.Reader, h.Namespace, settings.TenantName(req.Namespace))
+	t, err := settings.Load(ctx, h.Reader, h.Namespace, hubnames.TenantName(req.Namespace))
 	if err != nil {
 		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("reading the tenant's limits: %w", err))
 	}
@@ -83,7 +83,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if d := Decide(used, old, e.bytes, limit); !d {
 		return admission.Denied(fmt.Sprintf(
 			"tenant %s's %s may take %d bytes (spec.limits.%s); the others take %d and this %s would take %d. Delete or shrink another, or ask the platform team to raise the limit",
-			settings.TenantName(req.Namespace), kinds, limit, field, used, req.Kind.Kind, e.bytes))
+			hubnames.TenantName(req.Namespace), kinds, limit, field, used, req.Kind.Kind, e.bytes))
 	}
 	return admission.Allowed("")
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
@@ -345,8 +346,8 @@ func TestHubServiceEvents(t *testing.T) {
 	t.Parallel()
 	lb := loadBalancer("tenant-a", "web", 20001)
 	svc := hubService(lb)
-	if got := HubServiceOf(svc); got != "web" {
-		t.Fatalf("HubServiceOf(envoy-web) = %q", got)
+	if got := hubnames.LoadBalancerOf(svc); got != "web" {
+		t.Fatalf("hubnames.LoadBalancerOf(envoy-web) = %q", got)
 	}
 	renamed := svc.DeepCopy()
 	renamed.Name = "envoy-other"
@@ -362,8 +363,8 @@ func TestHubServiceEvents(t *testing.T) {
 		svc  *corev1.Service
 		want string
 	}{"renamed": {renamed, ""}, "unmanaged": {unmanaged, ""}, "foreign": {foreign, ""}, "controller reference": {byOwner, "web"}} {
-		if got := HubServiceOf(tc.svc); got != tc.want {
-			t.Errorf("%s: HubServiceOf = %q, want %q", name, got, tc.want)
+		if got := hubnames.LoadBalancerOf(tc.svc); got != tc.want {
+			t.Errorf("%s: LoadBalancerOf = %q, want %q", name, got, tc.want)
 		}
 	}
 

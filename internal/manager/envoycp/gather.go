@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -39,9 +40,9 @@ type Scope struct {
 	// managerNamespace and the Tenant: endpoint policy, header limits, upstream options,
 	// limits), the hub ranges (ServiceCIDRs, Nodes), and the tenant's LoadBalancers, Routes
 	// and Addresses. From owned (a reader of the Services and Secrets labelled managed-by:
-	// kubelb; c itself will do): the hub Services the Route controller made (IsRouteService)
-	// and the hub Secrets made from SyncSecrets (IsSyncedSecret), the LoadBalancers' hub
-	// Services (HubServiceOf: their targetPorts are the listener ports), and the Secrets
+	// kubelb; c itself will do): the hub Services the Route controller made (hubnames.IsRouteService)
+	// and the hub Secrets made from SyncSecrets (hubnames.IsSyncedSecret), the LoadBalancers' hub
+	// Services (hubnames.LoadBalancerOf: their targetPorts are the listener ports), and the Secrets
 	// cert-manager issued for the Certificates the LoadBalancer controller made for
 	// LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant namespace is read.
 	Input translate.Input
@@ -54,7 +55,7 @@ type Scope struct {
 // Build reads one tenant's Scope.
 func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (Scope, error) {
 	log := ctrl.LoggerFrom(ctx)
-	config, tn, err := settings.Read(ctx, c, managerNamespace, settings.TenantName(tenant))
+	config, tn, err := settings.Read(ctx, c, managerNamespace, hubnames.TenantName(tenant))
 	if err != nil {
 		return Scope{}, err
 	}
@@ -120,9 +121,9 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	}
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
-		if IsRouteService(svc) {
+		if hubnames.IsRouteService(svc) {
 			in.RouteServices = append(in.RouteServices, *svc)
-		} else if lb := HubServiceOf(svc); lb != "" {
+		} else if lb := hubnames.LoadBalancerOf(svc); lb != "" {
 			if in.HubServices == nil {
 				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
 			}
@@ -130,7 +131,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 		}
 	}
 	for i := range secrets.Items {
-		if IsSyncedSecret(&secrets.Items[i]) {
+		if hubnames.IsSyncedSecret(&secrets.Items[i]) {
 			in.Secrets = append(in.Secrets, secrets.Items[i])
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -21,7 +22,7 @@ func HealthCheckBudget(ctx context.Context, c client.Reader, limits settings.Lim
 	}
 	tenants := 0
 	for _, ns := range nss.Items {
-		if managed(&ns) {
+		if hubnames.IsManaged(&ns) {
 			tenants++
 		}
 	}

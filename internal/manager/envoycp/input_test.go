@@ -228,40 +228,6 @@ func TestBuildInput(t *testing.T) {
 	}
 }
 
-// TestIsRouteServiceAndSyncedSecret: the filters of what a tenant namespace contributes.
-func TestIsRouteServiceAndSyncedSecret(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		o    client.Object
-		want bool
-	}{
-		{service("t", "a", withManagedBy(v1alpha1.LabelRouteName, "r")), true},
-		{service("t", "b", withManagedBy(v1alpha1.LabelIngressService, "true")), true},
-		{service("t", "c", labels(v1alpha1.LabelIngressService, "true")), false},
-		{service("t", "d", withManagedBy(v1alpha1.LabelRouteName, "")), false},
-	} {
-		if got := envoycp.IsRouteService(tc.o); got != tc.want {
-			t.Errorf("IsRouteService(%s) = %v", tc.o.GetName(), got)
-		}
-	}
-	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SyncSecret", Name: "s", UID: "u", Controller: ptr.To(true)}
-	wrongGroup := owner
-	wrongGroup.APIVersion = "example.com/v1"
-	for _, tc := range []struct {
-		o    client.Object
-		want bool
-	}{
-		{secret("t", "a", withManagedBy(), owner), true},
-		{secret("t", "b", nil, owner), false},
-		{secret("t", "c", withManagedBy(), wrongGroup), false},
-		{secret("t", "d", withManagedBy()), false},
-	} {
-		if got := envoycp.IsSyncedSecret(tc.o); got != tc.want {
-			t.Errorf("IsSyncedSecret(%s) = %v", tc.o.GetName(), got)
-		}
-	}
-}
-
 // TestWatchedChangesRetranslate: with the controller running against a real API server, a
 // new Route, a Route spec change, a change of the Ingress hub Service's ports and of a
 // synced Secret's data each rebuild the tenant, and the Report names the Routes at their

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 )
 
@@ -36,12 +37,12 @@ func translationInputChanged() predicate.Predicate {
 	})
 }
 
-// hubServiceChanged passes the LoadBalancers' hub Services (HubServiceOf, before or after the
+// hubServiceChanged passes the LoadBalancers' hub Services (hubnames.LoadBalancerOf, before or after the
 // event) when what translation reads of them changes: the listener ports (each port's
 // protocol, number and targetPort), the IP families, deletion. The LoadBalancer controller's
 // other writes and the hub's address rebuild nothing.
 func hubServiceChanged() predicate.TypedPredicate[client.Object] {
-	return ownedChanged(func(o client.Object) bool { return HubServiceOf(o) != "" }, func(o, n *corev1.Service) bool {
+	return ownedChanged(func(o client.Object) bool { return hubnames.LoadBalancerOf(o) != "" }, func(o, n *corev1.Service) bool {
 		return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 			!slices.Equal(o.Spec.IPFamilies, n.Spec.IPFamilies) || !slices.EqualFunc(o.Spec.Ports, n.Spec.Ports, sameListenerPort)
 	})
@@ -63,11 +64,11 @@ func routeChanged() predicate.Predicate {
 	}}
 }
 
-// routeServiceChanged passes the Route controller's hub Services (IsRouteService, before or
+// routeServiceChanged passes the Route controller's hub Services (hubnames.IsRouteService, before or
 // after the event) when what translation reads of them changes: ports (the targetPorts are
 // the listener ports), addresses, labels, deletion.
 func routeServiceChanged() predicate.TypedPredicate[client.Object] {
-	return ownedChanged(IsRouteService, func(o, n *corev1.Service) bool {
+	return ownedChanged(hubnames.IsRouteService, func(o, n *corev1.Service) bool {
 		return !maps.Equal(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
 			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
@@ -77,7 +78,7 @@ func routeServiceChanged() predicate.TypedPredicate[client.Object] {
 // syncedSecretChanged passes Secrets made from SyncSecrets (before or after the event) when
 // their data, labels or owners change.
 func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
-	return ownedChanged(IsSyncedSecret, func(o, n *corev1.Secret) bool {
+	return ownedChanged(hubnames.IsSyncedSecret, func(o, n *corev1.Secret) bool {
 		return !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
 			!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
 	})

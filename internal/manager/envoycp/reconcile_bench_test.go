@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/status"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -49,7 +49,7 @@ func BenchmarkReconcileOneChange(b *testing.B) {
 	addrs.Namespace, addrs.UID, addrs.ResourceVersion = in.Tenant, "", ""
 	// Limits that hold the whole tenant (the defaults hold 1000 LoadBalancers, 500 ports).
 	limits := v1alpha1.Limits{LoadBalancers: ptr.To(int32(n)), ListenerPorts: ptr.To(int32(min(n, 65535)))}
-	tenant := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: settings.TenantName(in.Tenant)}, Spec: v1alpha1.TenantSpec{Limits: limits}}
+	tenant := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantName(in.Tenant)}, Spec: v1alpha1.TenantSpec{Limits: limits}}
 	for _, o := range []client.Object{namespace(in.Tenant, true), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}}, tenant, &addrs} {
 		if err := c.Create(ctx, o); err != nil {
 			b.Fatal(err)

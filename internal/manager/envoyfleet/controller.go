@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,6 +40,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
@@ -125,7 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return manager.ManagedSelector(map[string]string{manager.LabelAppName: manager.EnvoyAppName})
+	return manager.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
 }
 
 // xdsTLSSelector selects the xDS CA Secret and the fleets' client Secrets.
@@ -157,7 +157,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		return tenantRequest(o.GetName())
 	})
 	byTenant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return tenantRequest(settings.Namespace(o.GetName()))
+		return tenantRequest(hubnames.TenantNamespace(o.GetName()))
 	})
 	// Only whether a tenant has LoadBalancers or Routes matters, not what they say. A new one
 	// matters only to a tenant without its fleet yet: once the fleet is there, the events of
@@ -193,7 +193,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 }
 
 func tenantRequest(ns string) []reconcile.Request {
-	if !strings.HasPrefix(ns, kubelbv1alpha1.TenantNamespacePrefix) {
+	if !hubnames.IsTenantNamespace(ns) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
@@ -231,7 +231,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	ns := req.Name
-	tenant := settings.TenantName(ns)
+	tenant := hubnames.TenantName(ns)
 	want, err := r.wanted(ctx, ns)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -341,7 +341,7 @@ func (r *Reconciler) applyClientSecret(ctx context.Context, ns string, existing 
 	if existing == nil {
 		foreign := &corev1.Secret{}
 		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pki.ClientSecretName}, foreign)
-		if err == nil && foreign.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue {
+		if err == nil && !hubnames.IsManaged(foreign) {
 			return time.Time{}, &foreignSecretError{namespace: ns}
 		}
 		if client.IgnoreNotFound(err) != nil {
@@ -467,7 +467,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, desired, existing *core
 	if existing == nil {
 		return r.applyObject(ctx, desired, nil)
 	}
-	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && manager.HasAll(existing.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(existing.Data, desired.Data) && hubnames.HasAll(existing.Labels, desired.Labels) {
 		return nil
 	}
 	return r.applyObject(ctx, desired, existing)
@@ -518,7 +518,7 @@ func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error 
 
 // upToDate reports whether the workload carries the desired config hash and labels.
 func upToDate(have, want metav1.ObjectMeta) bool {
-	return have.Annotations[AnnotationConfigHash] == want.Annotations[AnnotationConfigHash] && manager.HasAll(have.Labels, want.Labels)
+	return have.Annotations[AnnotationConfigHash] == want.Annotations[AnnotationConfigHash] && hubnames.HasAll(have.Labels, want.Labels)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {
@@ -548,7 +548,7 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 			return fmt.Errorf("deleting the Envoy fleet's Secret %s/%s: %w", namespace, pki.ClientSecretName, err)
 		}
 	}
-	metrics.ManagerEnvoyProxies.DeleteLabelValues(settings.TenantName(namespace))
+	metrics.ManagerEnvoyProxies.DeleteLabelValues(hubnames.TenantName(namespace))
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/settings"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
@@ -72,16 +72,16 @@ type Fleet struct {
 }
 
 // objectLabels are on every object and pod of the fleet: the Envoy pod labels
-// (manager.EnvoyPodLabels) and the managed-by label.
+// (hubnames.EnvoyPodLabels) and the managed-by label.
 func objectLabels(namespace string) map[string]string {
-	l := manager.EnvoyPodLabels(namespace)
+	l := hubnames.EnvoyPodLabels(namespace)
 	l[kubelbv1alpha1.LabelManagedBy] = kubelbv1alpha1.LabelManagedByValue
 	return l
 }
 
 // Build computes the desired fleet. It is pure: the same input gives the same objects.
 func Build(in Input) Fleet {
-	tenant := settings.TenantName(in.Namespace)
+	tenant := hubnames.TenantName(in.Namespace)
 	labels := objectLabels(in.Namespace)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: in.Namespace, Labels: maps.Clone(labels)},
@@ -89,7 +89,7 @@ func Build(in Input) Fleet {
 	}
 	template := podTemplate(in, tenant, labels)
 	meta := metav1.ObjectMeta{Name: WorkloadName, Namespace: in.Namespace, Labels: maps.Clone(labels)}
-	selector := &metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(in.Namespace)}
+	selector := &metav1.LabelSelector{MatchLabels: hubnames.EnvoyPodLabels(in.Namespace)}
 	f := Fleet{ConfigMap: cm}
 	if in.Settings.Envoy.UseDaemonset {
 		f.DaemonSet = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: template}}
@@ -205,7 +205,7 @@ func affinity(envoy kubelbv1alpha1.EnvoyProxy, tenant string) *corev1.Affinity {
 	}
 	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
 		corev1.PodAffinityTerm{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(settings.Namespace(tenant))},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: hubnames.EnvoyPodLabels(hubnames.TenantNamespace(tenant))},
 			TopologyKey:   corev1.LabelHostname,
 		})
 	return a
@@ -269,7 +269,7 @@ func ClientSecret(namespace string, certPEM, keyPEM, caPEM []byte, sds map[strin
 // not yet due for renewal at now (pki.RenewFraction of its lifetime). It also returns when
 // the certificate will be due (zero when it must be reissued now).
 func ClientSecretCurrent(existing *corev1.Secret, namespace string, ca *pki.CA, sds map[string][]byte, now time.Time) (bool, time.Time) {
-	if existing == nil || !bytes.Equal(existing.Data[pki.KeyCA], ca.CertPEM) || !manager.HasAll(existing.Labels, ClientSecret(namespace, nil, nil, nil, nil).Labels) {
+	if existing == nil || !bytes.Equal(existing.Data[pki.KeyCA], ca.CertPEM) || !hubnames.HasAll(existing.Labels, ClientSecret(namespace, nil, nil, nil, nil).Labels) {
 		return false, time.Time{}
 	}
 	for name, data := range sds {

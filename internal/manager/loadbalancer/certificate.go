@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -112,7 +113,7 @@ func OwnsCertificate(cert metav1.Object, lb *kubelbv1alpha1.LoadBalancer) bool {
 func IsHostnameSecret(o client.Object) bool {
 	l := o.GetLabels()
 	lbName := l[kubelbv1alpha1.LabelLoadBalancerName]
-	if l[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue || lbName == "" {
+	if !hubnames.IsManaged(o) || lbName == "" {
 		return false
 	}
 	name := translate.HostnameSecretName(lbName)

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +48,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/manager"
@@ -180,7 +180,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Named(controllerName).
 		For(&kubelbv1alpha1.LoadBalancer{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceToLoadBalancer),
-			builder.WithPredicates(predicate.NewPredicateFuncs(isHubService))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeLoadBalancerService))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.ingressServiceToLoadBalancers),
 			builder.WithPredicates(dnsAnnotationChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}),
@@ -268,7 +268,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	// (sweepOrphans) catches deletions missed while no manager ran.
 
 	// Scope: the tenant's settings and the hub Service as it is.
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(lb.Namespace))
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(lb.Namespace))
 	if err != nil {
 		return 0, err
 	}
@@ -283,7 +283,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if refused { // no hostname, and no Certificate: a refused LoadBalancer holds nothing
 		requeue, err = r.syncCertificate(ctx, lb, &host, "")
 	} else {
-		host, requeue, err = r.reconcileHostname(ctx, lb, settings.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
+		host, requeue, err = r.reconcileHostname(ctx, lb, hubnames.TenantName(lb.Namespace), tenant.DNS, tenant.DefaultClusterIssuer)
 	}
 	if err != nil {
 		return 0, err
@@ -554,7 +554,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 // and lb-namespace labels without a controller) is deleted and its ports are freed.
 func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) error {
 	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: lb.Namespace, Name: HubServiceName(lb.Name)}
+	key := client.ObjectKey{Namespace: lb.Namespace, Name: hubnames.LoadBalancerServiceName(lb.Name)}
 	switch err := r.client.Get(ctx, key, svc); {
 	case apierrors.IsNotFound(err):
 		svc = nil
@@ -697,7 +697,7 @@ var errForeignService = errors.New("exists and is not controlled by the LoadBala
 // touched.
 func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (svc *corev1.Service, stale bool, err error) {
 	svc = &corev1.Service{}
-	key := client.ObjectKey{Namespace: lb.Namespace, Name: HubServiceName(lb.Name)}
+	key := client.ObjectKey{Namespace: lb.Namespace, Name: hubnames.LoadBalancerServiceName(lb.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
@@ -758,24 +758,10 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 	return nil, nil, nil // just created: no address yet
 }
 
-// isHubService selects Services this controller made (or may have made, or is waiting to
-// make: a foreign Service in the way of a hub Service) for a LoadBalancer.
-func isHubService(o client.Object) bool {
-	return o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerNS] != "" || strings.HasPrefix(o.GetName(), hubServicePrefix)
-}
-
-// serviceToLoadBalancer maps a hub Service back to its LoadBalancer: by the lb-name and
-// lb-namespace labels, else by its controller reference, else by its name.
+// serviceToLoadBalancer maps a hub Service back to its LoadBalancer
+// (hubnames.LoadBalancerNamedBy).
 func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name := o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerNS], o.GetLabels()[kubelbv1alpha1.LabelLoadBalancerName]
-	if ns == "" || name == "" {
-		ns, name = o.GetNamespace(), ""
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == "LoadBalancer" {
-			name = ref.Name
-		} else if n, ok := strings.CutPrefix(o.GetName(), hubServicePrefix); ok && HubServiceName(n) == o.GetName() {
-			name = n
-		}
-	}
+	ns, name := hubnames.LoadBalancerNamedBy(o)
 	if name == "" {
 		return nil
 	}
@@ -815,7 +801,7 @@ func quotaInputChanged() predicate.Predicate {
 
 // tenantToLoadBalancers requeues the LoadBalancers of one tenant only.
 func (r *Reconciler) tenantToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.loadBalancersIn(ctx, settings.Namespace(o.GetName()))
+	return r.loadBalancersIn(ctx, hubnames.TenantNamespace(o.GetName()))
 }
 
 // configToLoadBalancers requeues every LoadBalancer: Config applies to all tenants.

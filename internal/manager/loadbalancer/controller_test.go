@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
-	"kubelb.dev/kubelb/internal/manager"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -88,7 +88,7 @@ func TestController(t *testing.T) {
 			svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 			t.Errorf("hub Service spec %+v", svc.Spec)
 		}
-		if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), svc.Spec.Selector); diff != "" {
+		if diff := cmp.Diff(hubnames.EnvoyPodLabels("tenant-a"), svc.Spec.Selector); diff != "" {
 			t.Errorf("selector: %s", diff)
 		}
 		wantLabels := map[string]string{
@@ -230,7 +230,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitGone(t, c, lb1)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb-1")}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb-1")}})
 		delete(before, "lb-1")
 		names = slices.DeleteFunc(names, func(n string) bool { return n == "lb-1" })
 		m1.stop()
@@ -355,7 +355,7 @@ func TestController(t *testing.T) {
 		createNamespace(t, c, ns, true)
 		m := startController(t, hub, opts, 200, 400)
 		stale := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("x"),
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("x"),
 				Labels: map[string]string{kubelbv1alpha1.LabelLoadBalancerName: "x", kubelbv1alpha1.LabelLoadBalancerNS: ns,
 					kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: kubelbv1alpha1.GroupVersion.String(), Kind: "LoadBalancer", Name: "x",
@@ -644,7 +644,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb")}})
 		// No hub Service, no ports: the Service is the one record of an allocation.
 		if len(got.Status.LoadBalancer.Ingress) != 0 || len(got.Status.Service.Ports) != 0 {
 			t.Errorf("disabled status %+v", got.Status)
@@ -737,7 +737,7 @@ func TestController(t *testing.T) {
 		}
 		// A Service with the hub Service's name that is not ours: never touched.
 		foreign := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName("lb")},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb")},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1}}},
 		}
 		if err := c.Create(ctx, foreign); err != nil {

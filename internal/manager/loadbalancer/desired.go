@@ -17,6 +17,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -160,7 +161,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	}
 	// The tenant comes from the namespace, never from the LoadBalancer's own labels: the
 	// tenant writes those, and could name another tenant.
-	if tenant := settings.TenantName(lb.Namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
+	if tenant := hubnames.TenantName(lb.Namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
 		labels[kubelbv1alpha1.LabelTenantName] = tenant
 	}
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace,
@@ -189,7 +190,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(typ).
-		WithSelector(manager.EnvoyPodLabels(lb.Namespace)).
+		WithSelector(hubnames.EnvoyPodLabels(lb.Namespace)).
 		WithPorts(svcPorts...)
 	if typ != corev1.ServiceTypeClusterIP {
 		spec.WithExternalTrafficPolicy(etp)
@@ -203,7 +204,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 			spec.WithLoadBalancerClass(*t.LoadBalancerClass)
 		}
 	}
-	svc := corev1ac.Service(HubServiceName(lb.Name), lb.Namespace).
+	svc := corev1ac.Service(hubnames.LoadBalancerServiceName(lb.Name), lb.Namespace).
 		WithLabels(labels).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(kubelbv1alpha1.GroupVersion.String()).

@@ -11,11 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -31,29 +30,6 @@ func testLB(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalanc
 			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
 		},
 		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
-	}
-}
-
-func TestHubServiceName(t *testing.T) {
-	t.Parallel()
-	// UIDs often start with a digit: the prefix makes them valid Service names.
-	if got := HubServiceName("0b5f3c1e-8d2a-4e7b-9c1d-2f3a4b5c6d7e"); got != "envoy-0b5f3c1e-8d2a-4e7b-9c1d-2f3a4b5c6d7e" {
-		t.Errorf("HubServiceName(uid) = %q", got)
-	}
-	long := HubServiceName(strings.Repeat("a", 80))
-	if len(validation.IsDNS1035Label(long)) != 0 || long != HubServiceName(strings.Repeat("a", 80)) {
-		t.Errorf("long name %q is invalid or not deterministic", long)
-	}
-	if HubServiceName("x.y") == HubServiceName("x-y") {
-		t.Error("distinct invalid names map to the same Service")
-	}
-}
-
-func TestEnvoySelector(t *testing.T) {
-	t.Parallel()
-	want := map[string]string{"app.kubernetes.io/name": "envoy", "kubelb.k8c.io/tenant": "a"}
-	if diff := cmp.Diff(want, manager.EnvoyPodLabels("tenant-a")); diff != "" {
-		t.Error(diff)
 	}
 }
 
@@ -142,7 +118,7 @@ func TestHubService(t *testing.T) {
 		!ptr.Deref(s.AllocateLoadBalancerNodePorts, false) {
 		t.Errorf("type %s class %s etp %s allocateLoadBalancerNodePorts %v", *s.Type, *s.LoadBalancerClass, *s.ExternalTrafficPolicy, s.AllocateLoadBalancerNodePorts)
 	}
-	if diff := cmp.Diff(manager.EnvoyPodLabels("tenant-a"), s.Selector); diff != "" {
+	if diff := cmp.Diff(hubnames.EnvoyPodLabels("tenant-a"), s.Selector); diff != "" {
 		t.Errorf("selector: %s", diff)
 	}
 	type port struct {

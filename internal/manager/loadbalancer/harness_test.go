@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -276,7 +277,7 @@ func waitService(t testing.TB, c client.Client, ns, lbName string, cond func(*co
 	var svc *corev1.Service
 	testsupport.Eventually(t, waitTimeout, "hub Service of "+ns+"/"+lbName, func() error {
 		svc = &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
 			return err
 		}
 		if cond != nil {
@@ -308,7 +309,7 @@ func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
 	t.Helper()
 	testsupport.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
 		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
 			return err
 		}
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
@@ -58,7 +58,7 @@ func TestHostileTenantNodePorts(t *testing.T) {
 		if err := c.Create(ctx, tn); err != nil {
 			t.Fatal(err)
 		}
-		createNamespace(t, c, settings.Namespace(tn.Name), true)
+		createNamespace(t, c, hubnames.TenantNamespace(tn.Name), true)
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
@@ -185,7 +185,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		if err := c.Create(ctx, tn); err != nil {
 			t.Fatal(err)
 		}
-		createNamespace(t, c, settings.Namespace(tn.Name), true)
+		createNamespace(t, c, hubnames.TenantNamespace(tn.Name), true)
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 

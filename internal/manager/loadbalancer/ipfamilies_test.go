@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -177,7 +178,7 @@ func TestIPFamilies(t *testing.T) {
 			}
 			waitEvent(t, c, ns, name, ReasonIPFamilyUnavailable)
 			svc := &corev1.Service{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: HubServiceName(name)}, svc); err == nil {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(name)}, svc); err == nil {
 				t.Errorf("a hub Service exists: %+v", svc.Spec)
 			}
 		}
@@ -246,7 +247,7 @@ func playLoadBalancerIPs(t testing.TB, c client.Client, ns, lbName string, ips .
 	t.Helper()
 	testsupport.Eventually(t, waitTimeout, "addresses on the hub Service of "+lbName, func() error {
 		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: HubServiceName(lbName)}, svc); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
 			return err
 		}
 		svc.Status.LoadBalancer.Ingress = nil

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -44,7 +45,7 @@ func createAged(t *testing.T, c client.Client, lbs ...*kubelbv1alpha1.LoadBalanc
 // waitNoService checks that a LoadBalancer has no hub Service, and keeps none.
 func waitNoService(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HubServiceName(name)}})
+	waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(name)}})
 }
 
 // portsOf counts the listener ports the allocator holds for a LoadBalancer.
@@ -105,7 +106,7 @@ func TestQuota(t *testing.T) {
 		if len(got.Status.Service.Ports) != 0 || portsOf(m, ns, "a-newest") != 0 {
 			t.Errorf("the refused LoadBalancer holds ports: status %+v, allocator %d", got.Status.Service.Ports, portsOf(m, ns, "a-newest"))
 		}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: HubServiceName("a-newest")}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName("a-newest")}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the refused LoadBalancer has a hub Service (get: %v)", err)
 		}
 

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +45,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -132,7 +132,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Named(controllerName).
 		For(&kubelbv1alpha1.Route{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
-			builder.WithPredicates(predicate.NewPredicateFuncs(isRouteService))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(hostnameInputChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
@@ -233,7 +233,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	}()
 
 	// Scope: the tenant's settings.
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(route.Namespace))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -324,7 +324,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if route.Spec.Source.Kubernetes != nil {
 		r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
 	}
-	return []hubServiceState{{name: GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
+	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
 }
 
 // dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.
@@ -420,7 +420,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 	if err != nil || !managed {
 		return err
 	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(namespace))
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(namespace))
 	if err != nil {
 		return err
 	}
@@ -483,7 +483,7 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 			admitted = append(admitted, *lb)
 		}
 	}
-	return LoadBalancerHostnames(admitted, settings.TenantName(namespace), tenant.DNS), nil
+	return LoadBalancerHostnames(admitted, hubnames.TenantName(namespace), tenant.DNS), nil
 }
 
 // hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
@@ -543,7 +543,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 			return err
 		}
 	case routekind.SharedIngressService:
-		tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(route.Namespace))
+		tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(route.Namespace))
 		if err != nil {
 			return err
 		}
@@ -576,7 +576,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key
 	if !r.holdsIngress(ports, key.Namespace) {
 		return nil
 	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, settings.TenantName(key.Namespace))
+	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(key.Namespace))
 	if err != nil {
 		return err
 	}
@@ -633,7 +633,7 @@ var errForeignService = errors.New("exists and was not made by kubelb for this R
 // and is never touched.
 func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (*corev1.Service, error) {
 	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: route.Namespace, Name: GatewayServiceName(route.Name)}
+	key := client.ObjectKey{Namespace: route.Namespace, Name: hubnames.GatewayServiceName(route.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -658,7 +658,7 @@ func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*cor
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if svc.Labels[kubelbv1alpha1.LabelManagedBy] != kubelbv1alpha1.LabelManagedByValue || svc.Labels[kubelbv1alpha1.LabelIngressService] != "true" {
+	if !hubnames.IsIngressService(svc) {
 		return nil, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, nil
@@ -695,25 +695,15 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 	return existing, nil, nil // the status, all the Route status reports of it, did not change
 }
 
-// isRouteService selects Services this controller made (or may be waiting to make: a
-// foreign Service in the way).
-func isRouteService(o client.Object) bool {
-	return o.GetLabels()[kubelbv1alpha1.LabelRouteName] != "" || o.GetLabels()[kubelbv1alpha1.LabelIngressService] != "" ||
-		o.GetName() == kubelbv1alpha1.IngressServiceName || strings.HasPrefix(o.GetName(), kubelbv1alpha1.GatewayServicePrefix)
-}
-
 // serviceToRoutes maps a hub Service to the Routes it serves: a Gateway's Service to its
-// Route (by label, else controller reference), the Ingress Service to every Ingress Route of
+// Route (hubnames.RouteNamedBy), the Ingress Service to every Ingress Route of
 // the namespace.
 func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if o.GetName() == kubelbv1alpha1.IngressServiceName {
 		return r.routesIn(ctx, ns, routekind.Ingress)
 	}
-	name := o.GetLabels()[kubelbv1alpha1.LabelRouteName]
-	if ref := metav1.GetControllerOfNoCopy(o); name == "" && ref != nil && ref.Kind == "Route" {
-		name = ref.Name
-	}
+	name := hubnames.RouteNamedBy(o)
 	if name == "" {
 		return nil
 	}
@@ -723,7 +713,7 @@ func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []rec
 // tenantToRoutes requeues the Routes of one tenant only, and its Ingress Service (its
 // LoadBalancer hostnames depend on the Tenant's DNS settings).
 func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	ns := settings.Namespace(o.GetName())
+	ns := hubnames.TenantNamespace(o.GetName())
 	return append(r.routesIn(ctx, ns), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
 }
 

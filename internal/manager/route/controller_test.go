@@ -19,8 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
-	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -74,7 +73,7 @@ func TestController(t *testing.T) {
 		}
 
 		// The Gateway's hub Service: one port per listener, the Tenant's gateway class.
-		gwSvcName := GatewayServiceName(gw.Name)
+		gwSvcName := hubnames.GatewayServiceName(gw.Name)
 		if gwSvcName != "gateway-"+gw.Name {
 			t.Fatalf("hub Service name %s", gwSvcName)
 		}
@@ -82,7 +81,7 @@ func TestController(t *testing.T) {
 		if gwSvc.Spec.Type != corev1.ServiceTypeLoadBalancer || ptr.Deref(gwSvc.Spec.LoadBalancerClass, "") != "tenant-gateway" {
 			t.Errorf("Gateway hub Service spec %+v", gwSvc.Spec)
 		}
-		if diff := cmp.Diff(manager.EnvoyPodLabels(ns), gwSvc.Spec.Selector); diff != "" {
+		if diff := cmp.Diff(hubnames.EnvoyPodLabels(ns), gwSvc.Spec.Selector); diff != "" {
 			t.Errorf("selector: %s", diff)
 		}
 		wantLabels := map[string]string{
@@ -114,7 +113,7 @@ func TestController(t *testing.T) {
 		if ptr.Deref(ingSvc.Spec.LoadBalancerClass, "") != "config-ingress" || ingSvc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			t.Errorf("Ingress hub Service spec %+v", ingSvc.Spec)
 		}
-		if diff := cmp.Diff(manager.EnvoyPodLabels(ns), ingSvc.Spec.Selector); diff != "" {
+		if diff := cmp.Diff(hubnames.EnvoyPodLabels(ns), ingSvc.Spec.Selector); diff != "" {
 			t.Errorf("selector: %s", diff)
 		}
 		if diff := cmp.Diff(map[string]string{kubelbv1alpha1.LabelManagedBy: "kubelb", kubelbv1alpha1.LabelTenantName: "probe",
@@ -313,7 +312,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
-		svc := waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		svc := waitService(t, c, ns, hubnames.GatewayServiceName("gw"), nil)
 		http80 := svc.Spec.Ports[0].TargetPort.IntVal
 
 		// 443 goes, DNS over UDP and TCP comes, and three listeners are refused.
@@ -335,7 +334,7 @@ func TestController(t *testing.T) {
 			}
 		}
 		waitEvent(t, c, ns, "gw", ReasonInvalidListeners)
-		svc = waitService(t, c, ns, GatewayServiceName("gw"), func(s *corev1.Service) error {
+		svc = waitService(t, c, ns, hubnames.GatewayServiceName("gw"), func(s *corev1.Service) error {
 			if len(s.Spec.Ports) != 3 {
 				return fmt.Errorf("ports %v", targets(s))
 			}
@@ -374,7 +373,7 @@ func TestController(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, name := range []string{GatewayServiceName("claims-b"), kubelbv1alpha1.IngressServiceName} {
+		for _, name := range []string{hubnames.GatewayServiceName("claims-b"), kubelbv1alpha1.IngressServiceName} {
 			if got := waitService(t, c, ns, name, nil).Labels[kubelbv1alpha1.LabelTenantName]; got != "ra" {
 				t.Errorf("hub Service %s tenant label %q, want %q (from namespace %s)", name, got, "ra", ns)
 			}
@@ -396,7 +395,7 @@ func TestController(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		waitService(t, c, ns, hubnames.GatewayServiceName("gw"), nil)
 		waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
 
 		if err := c.Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"gatewayAPI":{"disable":true},"ingress":{"disable":true}}}`))); err != nil {
@@ -404,7 +403,7 @@ func TestController(t *testing.T) {
 		}
 		gw := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonDisabled)
 		waitCondition(t, c, ns, "ing", metav1.ConditionFalse, ReasonDisabled)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName("gw")}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.GatewayServiceName("gw")}})
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
 		if len(gw.Status.Resources.Services) != 0 {
 			t.Errorf("disabled Gateway Route still reports %v", gw.Status.Resources.Services)
@@ -415,7 +414,7 @@ func TestController(t *testing.T) {
 		}
 		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
 		waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
-		waitService(t, c, ns, GatewayServiceName("gw"), nil)
+		waitService(t, c, ns, hubnames.GatewayServiceName("gw"), nil)
 		waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
 		deleteRoutes(t, c, ns)
 	})
@@ -441,7 +440,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
-		waitService(t, c, ns, GatewayServiceName("gw"), func(s *corev1.Service) error {
+		waitService(t, c, ns, hubnames.GatewayServiceName("gw"), func(s *corev1.Service) error {
 			if p := s.Spec.Ports[0].TargetPort.IntVal; p != 21000 && p != 21001 {
 				return fmt.Errorf("listener port %d", p)
 			}
@@ -467,7 +466,7 @@ func TestController(t *testing.T) {
 		}
 		waitCondition(t, c, ns, "gw", metav1.ConditionTrue, ReasonApplied)
 		waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
-		waitService(t, c, ns, loadbalancer.HubServiceName("lb"), nil)
+		waitService(t, c, ns, hubnames.LoadBalancerServiceName("lb"), nil)
 		testsupport.Eventually(t, waitTimeout, "5 ports allocated", func() error {
 			if n := len(m1.ports.Allocator().Snapshot()); n != 5 {
 				return fmt.Errorf("%d", n)
@@ -516,7 +515,7 @@ func TestController(t *testing.T) {
 		if err := c.Create(ctx, gatewayRoute(ns, "odd", listener("http", 80, "HTTP"))); err != nil {
 			t.Fatal(err)
 		}
-		waitService(t, c, ns, GatewayServiceName("odd"), nil)
+		waitService(t, c, ns, hubnames.GatewayServiceName("odd"), nil)
 		// The controller may still be writing the Route's status: retry on a conflict.
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			rt := getRoute(t, c, ns, "odd")
@@ -527,7 +526,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := waitCondition(t, c, ns, "odd", metav1.ConditionFalse, ReasonUnsupportedKind)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName("odd")}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.GatewayServiceName("odd")}})
 		if _, ok := m.ports.Allocator().Lookup(portalloc.RouteKey(ns, "odd", corev1.ProtocolTCP, 80)); ok {
 			t.Errorf("the former Gateway still holds its port")
 		}

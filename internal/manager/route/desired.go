@@ -16,6 +16,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -150,7 +151,7 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort,
 			labels[k] = v
 		}
 	}
-	svc := corev1ac.Service(GatewayServiceName(r.Name), r.Namespace).
+	svc := corev1ac.Service(hubnames.GatewayServiceName(r.Name), r.Namespace).
 		WithLabels(labels).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(kubelbv1alpha1.GroupVersion.String()).
@@ -220,7 +221,7 @@ func LoadBalancerHostnames(lbs []kubelbv1alpha1.LoadBalancer, tenantName string,
 // baseLabels are the labels of every hub Service of a Route.
 func baseLabels(namespace string) map[string]string {
 	labels := map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
-	if tenant := settings.TenantName(namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
+	if tenant := hubnames.TenantName(namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
 		labels[kubelbv1alpha1.LabelTenantName] = tenant
 	}
 	return labels
@@ -241,7 +242,7 @@ func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports 
 	}
 	spec := corev1ac.ServiceSpec().
 		WithType(corev1.ServiceTypeLoadBalancer).
-		WithSelector(manager.EnvoyPodLabels(namespace)).
+		WithSelector(hubnames.EnvoyPodLabels(namespace)).
 		WithPorts(svcPorts...)
 	manager.HubNodePorts(spec, allocateNodePorts, existing)
 	if class != nil {

@@ -3,7 +3,6 @@ package route
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -22,20 +20,6 @@ import (
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
-
-func TestGatewayServiceName(t *testing.T) {
-	t.Parallel()
-	if got := GatewayServiceName("be937bc2-3b42-4cc1-896a-a1723ee3e897"); got != "gateway-be937bc2-3b42-4cc1-896a-a1723ee3e897" {
-		t.Errorf("UID name → %s", got)
-	}
-	long := GatewayServiceName(strings.Repeat("a", 60))
-	if len(validation.IsDNS1035Label(long)) != 0 || !strings.HasPrefix(long, "gateway-") || len(long) != len("gateway-")+32 {
-		t.Errorf("long name → %s", long)
-	}
-	if GatewayServiceName("Not.Valid") == GatewayServiceName("not.valid") {
-		t.Errorf("distinct names hash alike")
-	}
-}
 
 // gatewayEmbedded is an embedded Gateway without listeners.
 func gatewayEmbedded() unstructured.Unstructured {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -313,7 +314,7 @@ func deleteRoutes(t testing.TB, c client.Client, ns string) {
 		}
 		n := 0
 		for _, s := range svcs.Items {
-			if isRouteService(&s) {
+			if hubnames.LooksLikeRouteService(&s) {
 				n++
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -244,7 +245,7 @@ func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
 	if err := c.Create(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	svc := waitService(t, c, "tenant-b", GatewayServiceName("gw"), func(s *corev1.Service) error {
+	svc := waitService(t, c, "tenant-b", hubnames.GatewayServiceName("gw"), func(s *corev1.Service) error {
 		if s.Annotations["team"] != "b" {
 			return fmt.Errorf("annotations %v", s.Annotations)
 		}
@@ -303,7 +304,7 @@ func TestHostileTenantGatewayNodePorts(t *testing.T) {
 	if err := c.Create(ctx, gatewayRoute("tenant-a", "web", listener("http", 80, "HTTP"), listener("dns", 53, "UDP"))); err != nil {
 		t.Fatal(err)
 	}
-	victim := nodePorts(waitService(t, c, "tenant-a", GatewayServiceName("web"), withNodePorts))
+	victim := nodePorts(waitService(t, c, "tenant-a", hubnames.GatewayServiceName("web"), withNodePorts))
 
 	for i := range 4 {
 		if err := c.Create(ctx, gatewayRoute("tenant-b", fmt.Sprintf("gw-%d", i), listener("http", 80, "HTTP"), listener("dns", 53, "UDP"))); err != nil {
@@ -312,7 +313,7 @@ func TestHostileTenantGatewayNodePorts(t *testing.T) {
 	}
 	// Created one after the other: their age order (creation time, then name) is name order.
 	for i := range 2 {
-		waitService(t, c, "tenant-b", GatewayServiceName(fmt.Sprintf("gw-%d", i)), withNodePorts)
+		waitService(t, c, "tenant-b", hubnames.GatewayServiceName(fmt.Sprintf("gw-%d", i)), withNodePorts)
 	}
 	for i := 2; i < 4; i++ {
 		name := fmt.Sprintf("gw-%d", i)
@@ -322,11 +323,11 @@ func TestHostileTenantGatewayNodePorts(t *testing.T) {
 		}
 		waitEvent(t, c, "tenant-b", name, ReasonQuotaExceeded)
 		svc := &corev1.Service{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: GatewayServiceName(name)}, svc); !apierrors.IsNotFound(err) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: hubnames.GatewayServiceName(name)}, svc); !apierrors.IsNotFound(err) {
 			t.Errorf("%s has a hub Service (%v)", name, err)
 		}
 	}
-	if got := nodePorts(waitService(t, c, "tenant-a", GatewayServiceName("web"), withNodePorts)); !cmp.Equal(got, victim) {
+	if got := nodePorts(waitService(t, c, "tenant-a", hubnames.GatewayServiceName("web"), withNodePorts)); !cmp.Equal(got, victim) {
 		t.Errorf("victim's NodePorts %v, were %v", got, victim)
 	}
 	platform := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "platform-ingress"},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -82,7 +83,7 @@ func TestRouteHubNodePorts(t *testing.T) {
 		return nil
 	}
 	for _, name := range gateways {
-		waitService(t, c, ns, GatewayServiceName(name), withoutNodePorts)
+		waitService(t, c, ns, hubnames.GatewayServiceName(name), withoutNodePorts)
 		waitCondition(t, c, ns, name, metav1.ConditionTrue, ReasonApplied)
 	}
 	waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, withoutNodePorts)
@@ -94,9 +95,9 @@ func TestRouteHubNodePorts(t *testing.T) {
 		if err := c.Delete(ctx, getRoute(t, c, ns, name)); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: GatewayServiceName(name)}})
+		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.GatewayServiceName(name)}})
 	}
-	kept := []string{GatewayServiceName("gw-0"), kubelbv1alpha1.IngressServiceName}
+	kept := []string{hubnames.GatewayServiceName("gw-0"), kubelbv1alpha1.IngressServiceName}
 	uids := map[string]types.UID{}
 	for _, name := range kept {
 		uids[name] = waitService(t, c, ns, name, nil).UID
@@ -132,7 +133,7 @@ func TestRouteHubNodePorts(t *testing.T) {
 			t.Errorf("hub Service %s was recreated", name)
 		}
 	}
-	waitService(t, c, ns, GatewayServiceName("full"), withoutNodePorts)
+	waitService(t, c, ns, hubnames.GatewayServiceName("full"), withoutNodePorts)
 	waitCondition(t, c, ns, "full", metav1.ConditionTrue, ReasonApplied)
 	testsupport.Eventually(t, waitTimeout, "all 5 NodePorts free again", func() error {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "every-nodeport"},

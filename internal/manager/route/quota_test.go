@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -86,7 +87,7 @@ func TestQuota(t *testing.T) {
 		gatewayRoute(ns, "gw-new", listener("alt", 8080, "HTTP")), // 1 port: 5 > 4
 		httpRoute(ns, "hr"))                                       // the 4th Route
 
-	waitService(t, c, ns, GatewayServiceName("gw-old"), nil)
+	waitService(t, c, ns, hubnames.GatewayServiceName("gw-old"), nil)
 	waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
 	waitCondition(t, c, ns, "ing", metav1.ConditionTrue, ReasonApplied)
 
@@ -95,7 +96,7 @@ func TestQuota(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 	waitEvent(t, c, ns, "gw-new", ReasonQuotaExceeded)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: GatewayServiceName("gw-new")}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: hubnames.GatewayServiceName("gw-new")}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused Gateway has a hub Service (get: %v)", err)
 	}
 	for k := range m.ports.Allocator().Snapshot() {
@@ -114,7 +115,7 @@ func TestQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
-	waitService(t, c, ns, GatewayServiceName("gw-new"), nil)
+	waitService(t, c, ns, hubnames.GatewayServiceName("gw-new"), nil)
 	waitCondition(t, c, ns, "gw-new", metav1.ConditionTrue, ReasonApplied)
 	waitCondition(t, c, ns, "hr", metav1.ConditionTrue, ReasonApplied)
 

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/quota"
@@ -366,7 +367,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := int32(len(lbs.Items))
-		tn := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(tenant, v1alpha1.TenantNamespacePrefix)},
+		tn := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantName(tenant)},
 			Spec: v1alpha1.TenantSpec{Limits: v1alpha1.Limits{LoadBalancers: &n}}}
 		if err := c.Create(ctx, tn); err != nil {
 			t.Fatal(err)

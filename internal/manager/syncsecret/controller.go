@@ -46,6 +46,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
@@ -239,7 +240,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 // admission is the verdict over the SyncSecrets of namespace (not being deleted) under the
 // tenant's limits, from the cache (which knows each one's data size without its data).
 func (r *Reconciler) admission(ctx context.Context, namespace string) (quota.ItemVerdict, error) {
-	t, err := settings.Load(ctx, r.client, r.namespace, settings.TenantName(namespace))
+	t, err := settings.Load(ctx, r.client, r.namespace, hubnames.TenantName(namespace))
 	if err != nil {
 		return quota.ItemVerdict{}, err
 	}
@@ -305,7 +306,7 @@ func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.
 
 // tenantToSyncSecrets requeues the SyncSecrets of one tenant.
 func (r *Reconciler) tenantToSyncSecrets(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.syncSecretsIn(ctx, settings.Namespace(o.GetName()))
+	return r.syncSecretsIn(ctx, hubnames.TenantNamespace(o.GetName()))
 }
 
 // configToSyncSecrets requeues every SyncSecret when Config "default" of the manager's

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
@@ -89,7 +90,7 @@ func TestHostileTenantSyncSecrets(t *testing.T) {
 		t.Helper()
 		testsupport.Eventually(t, hostileWait, fmt.Sprintf("tenant a's hub Service on port %d", want), func() error {
 			svc := &corev1.Service{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "tenant-a", Name: loadbalancer.HubServiceName("web")}, svc); err != nil {
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "tenant-a", Name: hubnames.LoadBalancerServiceName("web")}, svc); err != nil {
 				return err
 			}
 			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != want {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +46,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
@@ -173,7 +173,7 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	access := manager.ManagedSelector(map[string]string{manager.LabelAppName: AppName})
+	access := manager.ManagedSelector(map[string]string{hubnames.LabelAppName: AppName})
 	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
 		&corev1.ServiceAccount{}: {Label: access},
@@ -259,10 +259,10 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 
 // byNamespace maps an object in tenant-x to Tenant x.
 func byNamespace(_ context.Context, o client.Object) []reconcile.Request {
-	if !strings.HasPrefix(o.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) {
+	if !hubnames.IsTenantNamespace(o.GetNamespace()) {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: settings.TenantName(o.GetNamespace())}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: hubnames.TenantName(o.GetNamespace())}}}
 }
 
 // terminatingTenant maps an object in tenant-x to Tenant x when x is being deleted.

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // ReasonTerminating: the Tenant is being deleted and a request failed; it is retried.
@@ -197,7 +197,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 			}
 		}()
 	}
-	nsName := settings.Namespace(t.Name)
+	nsName := hubnames.TenantNamespace(t.Name)
 	ns := &corev1.Namespace{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: nsName}, ns); apierrors.IsNotFound(err) {
 		ns = nil
@@ -245,7 +245,7 @@ func controlledBy(obj metav1.Object, t *kubelbv1alpha1.Tenant) bool {
 // cleanupNamespace deletes everything kubelb made in a tenant namespace, in order. waiting is
 // true while LoadBalancers, Routes or SyncSecrets still exist.
 func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outcome, bool, error) {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	// 1. Revoke the ccm's access first.
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: ns}}
 	if err := r.client.Delete(ctx, rb); client.IgnoreNotFound(err) != nil {

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
-	"kubelb.dev/kubelb/internal/settings"
 )
 
 // trackTenantMetrics limits the manager's tenant-labelled metrics to the Tenants of the hub
@@ -32,7 +32,7 @@ func trackTenantMetrics(mgr ctrl.Manager) error {
 			obj = d.Obj
 		}
 		if t, ok := obj.(*kubelbv1alpha1.Tenant); ok {
-			metrics.ForgetTenant(t.Name, settings.Namespace(t.Name))
+			metrics.ForgetTenant(t.Name, hubnames.TenantNamespace(t.Name))
 		}
 	}}); err != nil {
 		return fmt.Errorf("tenant controller: watching Tenant deletions for the metrics: %w", err)

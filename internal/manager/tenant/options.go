@@ -14,7 +14,7 @@ const (
 	RoleBindingName = "kubelb-ccm"
 	// TenantStateName is the one TenantState per tenant namespace.
 	TenantStateName = "default"
-	// AppName is the value of manager.LabelAppName on the ccm access objects (ServiceAccount,
+	// AppName is the value of hubnames.LabelAppName on the ccm access objects (ServiceAccount,
 	// Role, RoleBinding, kubeconfig Secret); the controller caches only objects with it.
 	AppName = "kubelb-ccm"
 	// NetworkPolicyName is the NetworkPolicy of the tenant's Envoy fleet.

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -59,10 +59,10 @@ func namesTenant(ref metav1.OwnerReference, t *kubelbv1alpha1.Tenant, nsUID type
 func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alpha1.Tenant) (string, error) {
 	var nsUID types.UID
 	ns := &corev1.Namespace{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: settings.Namespace(t.Name)}, ns); err == nil && controlledBy(ns, t) {
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: hubnames.TenantNamespace(t.Name)}, ns); err == nil && controlledBy(ns, t) {
 		nsUID = ns.UID
 	} else if client.IgnoreNotFound(err) != nil {
-		return "", fmt.Errorf("getting namespace %s: %w", settings.Namespace(t.Name), err)
+		return "", fmt.Errorf("getting namespace %s: %w", hubnames.TenantNamespace(t.Name), err)
 	}
 	var released []string
 	for _, gvk := range tenantWrittenKinds {
@@ -74,7 +74,7 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 		kind := strings.TrimSuffix(gvk.Kind, "List")
 		for i := range list.Items {
 			o := &list.Items[i]
-			if !strings.HasPrefix(o.Namespace, kubelbv1alpha1.TenantNamespacePrefix) ||
+			if !hubnames.IsTenantNamespace(o.Namespace) ||
 				!slices.ContainsFunc(o.OwnerReferences, func(ref metav1.OwnerReference) bool { return namesTenant(ref, t, nsUID) }) {
 				continue
 			}
@@ -127,7 +127,7 @@ type ownerReferences struct {
 // setupOwnerReferences adds an ownerReferences controller per kind a tenant writes.
 func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error {
 	hasForeignOwner := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return strings.HasPrefix(o.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) &&
+		return hubnames.IsTenantNamespace(o.GetNamespace()) &&
 			slices.ContainsFunc(o.GetOwnerReferences(), foreignOwner)
 	})
 	for _, k := range []ownerReferences{
@@ -155,7 +155,7 @@ func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	refs := obj.GetOwnerReferences()
-	if !strings.HasPrefix(obj.GetNamespace(), kubelbv1alpha1.TenantNamespacePrefix) || !slices.ContainsFunc(refs, foreignOwner) {
+	if !hubnames.IsTenantNamespace(obj.GetNamespace()) || !slices.ContainsFunc(refs, foreignOwner) {
 		return ctrl.Result{}, nil
 	}
 	var named []string

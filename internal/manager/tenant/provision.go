@@ -24,7 +24,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 // checkName refuses Tenant names that give no valid namespace name (a DNS label of at most
 // 63 characters, so at most 56 after the "tenant-" prefix, and no dots).
 func checkName(name string) *outcome {
-	ns := settings.Namespace(name)
+	ns := hubnames.TenantNamespace(name)
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		return &outcome{
 			phase: kubelbv1alpha1.TenantPhaseFailed, reason: ReasonInvalidName, warn: true,
@@ -138,7 +138,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 				ns.Name, owner.Kind, owner.Name, owner.UID, t.Name),
 		}, nil
 	}
-	if metav1.GetControllerOf(ns) != nil && manager.HasAll(ns.Labels, desired.Labels) {
+	if metav1.GetControllerOf(ns) != nil && hubnames.HasAll(ns.Labels, desired.Labels) {
 		return nil, nil
 	}
 	// Adopt: kubelb's labels and the Tenant as its controller, next to what others set.
@@ -181,7 +181,7 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context, tenant string) (*
 // ccm may request tokens for its ServiceAccount by name: re-created at once, the new
 // ServiceAccount would hand fresh tokens to the holder of a revoked one.
 func (r *Reconciler) waitBeforeRecreating(ctx context.Context, tenant string) (*outcome, error) {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	sec := &corev1.Secret{}
 	err := r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, sec)
 	if apierrors.IsNotFound(err) || (err == nil && sec.Annotations[AnnotationServiceAccountUID] == "") {
@@ -214,7 +214,7 @@ func (r *Reconciler) ensureRole(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fmt.Errorf("getting Role %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && manager.HasAll(role.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(role.Rules, desired.Rules) && hubnames.HasAll(role.Labels, desired.Labels) {
 		return nil
 	}
 	return r.apply(ctx, desired, role)
@@ -237,7 +237,7 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 		}
 		return fmt.Errorf("RoleBinding %s/%s had a foreign roleRef and was deleted; it is re-created next", desired.Namespace, desired.Name)
 	}
-	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && manager.HasAll(rb.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(rb.Subjects, desired.Subjects) && hubnames.HasAll(rb.Labels, desired.Labels) {
 		return nil
 	}
 	return r.apply(ctx, desired, rb)
@@ -247,7 +247,7 @@ func (r *Reconciler) ensureRoleBinding(ctx context.Context, tenant string) error
 // DesiredNetworkPolicy says (an edit is undone), or deletes the one kubelb made when the
 // policy is disabled.
 func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, tenant string) error {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	np := &networkingv1.NetworkPolicy{}
 	err := r.owned.Get(ctx, types.NamespacedName{Namespace: ns, Name: NetworkPolicyName}, np)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -267,7 +267,7 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, tenant string) err
 	if !exists {
 		return r.apply(ctx, desired, nil)
 	}
-	if equality.Semantic.DeepEqual(np.Spec, desired.Spec) && manager.HasAll(np.Labels, desired.Labels) {
+	if equality.Semantic.DeepEqual(np.Spec, desired.Spec) && hubnames.HasAll(np.Labels, desired.Labels) {
 		return nil
 	}
 	return r.apply(ctx, desired, np)
@@ -297,7 +297,7 @@ func (r *Reconciler) ensureResourceQuota(ctx context.Context, tenant string, lim
 	if err != nil {
 		return 0, fmt.Errorf("getting ResourceQuota %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	if !equality.Semantic.DeepEqual(rq.Spec, desired.Spec) || !manager.HasAll(rq.Labels, desired.Labels) {
+	if !equality.Semantic.DeepEqual(rq.Spec, desired.Spec) || !hubnames.HasAll(rq.Labels, desired.Labels) {
 		return 0, r.apply(ctx, desired, rq)
 	}
 	uncounted := QuotaUncounted(rq)
@@ -374,7 +374,7 @@ func (r *Reconciler) hubEndpoint(ctx context.Context) (HubEndpoint, error) {
 // token that is replaced after 80% of its lifetime (or at once when the ServiceAccount was
 // re-created). It returns the Ready outcome with the time until the next refresh.
 func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *corev1.ServiceAccount) (outcome, error) {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	hub, err := r.hubEndpoint(ctx)
 	if errors.Is(err, errNoHubServer) {
 		return outcome{
@@ -439,7 +439,7 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 		}
 		return transient(fmt.Errorf("secret %s/%s had type %s and was deleted; it is re-created next", ns, desired.Name, existing.Type))
 	} else if !bytes.Equal(existing.Data[kubelbv1alpha1.CCMKubeconfigSecretKey], kubeconfig) ||
-		!manager.HasAll(existing.Annotations, ann) || !manager.HasAll(existing.Labels, desired.Labels) {
+		!hubnames.HasAll(existing.Annotations, ann) || !hubnames.HasAll(existing.Labels, desired.Labels) {
 		if err := r.apply(ctx, desired, existing); err != nil {
 			return transient(err)
 		}
@@ -456,11 +456,11 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 
 // ensureTenantState keeps TenantState "default" up to date for the tenant's ccm.
 func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff settings.Tenant, o outcome) error {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	ts := &kubelbv1alpha1.TenantState{}
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts)
 	if apierrors.IsNotFound(err) {
-		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: tenantLabels(tenant)}}
+		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: hubnames.TenantLabels(tenant)}}
 		if err := r.apply(ctx, ts, nil); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -50,18 +50,10 @@ func CCMRules() []rbacv1.PolicyRule {
 	}
 }
 
-// tenantLabels are on every object made for a tenant.
-func tenantLabels(tenant string) map[string]string {
-	return map[string]string{
-		kubelbv1alpha1.LabelManagedBy:  kubelbv1alpha1.LabelManagedByValue,
-		kubelbv1alpha1.LabelTenantName: tenant,
-	}
-}
-
 // accessLabels are on the ccm access objects (ServiceAccount, Role, RoleBinding, Secret).
 func accessLabels(tenant string) map[string]string {
-	l := tenantLabels(tenant)
-	l[manager.LabelAppName] = AppName
+	l := hubnames.TenantLabels(tenant)
+	l[hubnames.LabelAppName] = AppName
 	return l
 }
 
@@ -79,27 +71,27 @@ func ownerRef(t *kubelbv1alpha1.Tenant) metav1.OwnerReference {
 
 func desiredNamespace(t *kubelbv1alpha1.Tenant) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:            settings.Namespace(t.Name),
-		Labels:          tenantLabels(t.Name),
+		Name:            hubnames.TenantNamespace(t.Name),
+		Labels:          hubnames.TenantLabels(t.Name),
 		OwnerReferences: []metav1.OwnerReference{ownerRef(t)},
 	}}
 }
 
 func desiredServiceAccount(tenant string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-		Name: ServiceAccountName, Namespace: settings.Namespace(tenant), Labels: accessLabels(tenant),
+		Name: ServiceAccountName, Namespace: hubnames.TenantNamespace(tenant), Labels: accessLabels(tenant),
 	}}
 }
 
 func desiredRole(tenant string) *rbacv1.Role {
 	return &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: settings.Namespace(tenant), Labels: accessLabels(tenant)},
+		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: hubnames.TenantNamespace(tenant), Labels: accessLabels(tenant)},
 		Rules:      CCMRules(),
 	}
 }
 
 func desiredRoleBinding(tenant string) *rbacv1.RoleBinding {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: ns, Labels: accessLabels(tenant)},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
@@ -111,7 +103,7 @@ func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[s
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        kubelbv1alpha1.CCMKubeconfigSecretName,
-			Namespace:   settings.Namespace(tenant),
+			Namespace:   hubnames.TenantNamespace(tenant),
 			Labels:      accessLabels(tenant),
 			Annotations: annotations,
 		},
@@ -121,7 +113,7 @@ func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[s
 }
 
 // DesiredNetworkPolicy is the NetworkPolicy of the tenant's Envoy fleet: it selects the Envoy
-// pods (manager.EnvoyPodLabels) and restricts their egress only (ingress stays as it is) to
+// pods (hubnames.EnvoyPodLabels) and restricts their egress only (ingress stays as it is) to
 //   - the tenant node addresses: each of o.EgressCIDRs, minus the o.ExceptCIDRs it strictly
 //     contains (the API server refuses an except outside its cidr);
 //   - the manager pods (o.ManagerPodLabels in managerNS) on TCP o.XDSPort;
@@ -129,7 +121,7 @@ func desiredKubeconfigSecret(tenant string, kubeconfig []byte, annotations map[s
 //
 // o has its defaults and valid CIDRs (checkNetworkPolicyOptions).
 func DesiredNetworkPolicy(tenant, managerNS string, o NetworkPolicyOptions) *networkingv1.NetworkPolicy {
-	ns := settings.Namespace(tenant)
+	ns := hubnames.TenantNamespace(tenant)
 	nodes := networkingv1.NetworkPolicyEgressRule{}
 	for _, c := range o.EgressCIDRs {
 		cidr := netip.MustParsePrefix(c).Masked()
@@ -162,9 +154,9 @@ func DesiredNetworkPolicy(tenant, managerNS string, o NetworkPolicyOptions) *net
 		})
 	}
 	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: ns, Labels: tenantLabels(tenant)},
+		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: ns, Labels: hubnames.TenantLabels(tenant)},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: manager.EnvoyPodLabels(ns)},
+			PodSelector: metav1.LabelSelector{MatchLabels: hubnames.EnvoyPodLabels(ns)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress:      egress,
 		},
@@ -207,7 +199,7 @@ var (
 // byte limits have no ResourceQuota form; the manager enforces them, and the counts, itself.)
 func desiredResourceQuota(tenant string, limits settings.Limits) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: settings.Namespace(tenant), Labels: tenantLabels(tenant)},
+		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: hubnames.TenantNamespace(tenant), Labels: hubnames.TenantLabels(tenant)},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
 			QuotaLoadBalancers: resource.MustParse(strconv.Itoa(limits.LoadBalancers)),
 			QuotaRoutes:        resource.MustParse(strconv.Itoa(limits.Routes)),

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -23,7 +24,7 @@ func TestDesiredNetworkPolicyExcepts(t *testing.T) {
 		ExceptCIDRs: []string{"10.96.0.0/12", "169.254.0.0/16", "10.0.0.0/8", "192.0.2.128/25", "2001:db8:1::/48", "fe80::/10"},
 	}}.withDefaults()
 	np := DesiredNetworkPolicy("shop", "kubelb", o.NetworkPolicy)
-	if np.Namespace != settings.Namespace("shop") || np.Name != NetworkPolicyName {
+	if np.Namespace != hubnames.TenantNamespace("shop") || np.Name != NetworkPolicyName {
 		t.Errorf("policy %s/%s", np.Namespace, np.Name)
 	}
 	if len(np.Spec.Egress) != 2 {

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -38,7 +38,7 @@ func jsonOf(t *testing.T, v any) string {
 // checkEnvoyPolicy returns an error unless np is the Envoy fleet's policy of namespace ns as
 // the options of TestTenantNetworkPolicyAndQuota make it.
 func checkEnvoyPolicy(t *testing.T, np *networkingv1.NetworkPolicy, ns string) error {
-	if got, want := np.Spec.PodSelector.MatchLabels, manager.EnvoyPodLabels(ns); jsonOf(t, got) != jsonOf(t, want) {
+	if got, want := np.Spec.PodSelector.MatchLabels, hubnames.EnvoyPodLabels(ns); jsonOf(t, got) != jsonOf(t, want) {
 		return fmt.Errorf("podSelector %v, want the Envoy pods' labels %v", got, want)
 	}
 	if got := np.Spec.PolicyTypes; len(got) != 1 || got[0] != networkingv1.PolicyTypeEgress {
@@ -100,7 +100,7 @@ func TestTenantNetworkPolicyAndQuota(t *testing.T) {
 		o.HubAPIServerURL = hub.Config.Host
 		o.NetworkPolicy = NetworkPolicyOptions{
 			ExceptCIDRs:      []string{"169.254.0.0/16", "fe80::/10", "10.96.0.0/12"},
-			ManagerPodLabels: map[string]string{manager.LabelAppName: "kubelb-manager"},
+			ManagerPodLabels: map[string]string{hubnames.LabelAppName: "kubelb-manager"},
 			DNSNamespace:     "kube-system",
 			DNSPodLabels:     map[string]string{"k8s-app": "kube-dns"},
 		}
@@ -179,7 +179,7 @@ func TestTenantNetworkPolicyDisabled(t *testing.T) {
 	}
 	// One left from when it was enabled (kubelb's labels) is deleted.
 	create(t, c, &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: tenantLabels("open")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: hubnames.TenantLabels("open")},
 		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}},
 	})
 	testsupport.Eventually(t, 20*time.Second, "the disabled NetworkPolicy to be deleted", func() error {
@@ -318,7 +318,7 @@ func TestTenantMetricsOnlyForExistingTenants(t *testing.T) {
 
 	// A namespace that looks like a tenant's, without a Tenant, with a LoadBalancer: the
 	// Envoy fleet controller makes it a fleet (reconciles, desired proxies)...
-	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-ghost", Labels: tenantLabels("ghost")}})
+	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-ghost", Labels: hubnames.TenantLabels("ghost")}})
 	create(t, c, loadBalancer("tenant-ghost", "lb"))
 	testsupport.Eventually(t, 20*time.Second, "the Envoy fleet of tenant-ghost", func() error {
 		return c.Get(bg, types.NamespacedName{Namespace: "tenant-ghost", Name: envoyfleet.WorkloadName}, &appsv1.Deployment{})

@@ -3,7 +3,6 @@ package tenant
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // lbFinalizerStandIn plays the manager's LoadBalancer controller (another package, not
@@ -100,7 +100,7 @@ func (s *namespaceStandIn) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := s.c.Get(ctx, req.NamespacedName, ns); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if ns.DeletionTimestamp.IsZero() || !strings.HasPrefix(ns.Name, kubelbv1alpha1.TenantNamespacePrefix) || len(ns.Spec.Finalizers) == 0 {
+	if ns.DeletionTimestamp.IsZero() || !hubnames.IsTenantNamespace(ns.Name) || len(ns.Spec.Finalizers) == 0 {
 		return ctrl.Result{}, nil
 	}
 	s.mu.Lock()

@@ -7,14 +7,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
 // The largest tenant (docs/performance.md "The largest tenant"): what one tenant can make the
 // manager translate within the CRDs' bounds (api/v1alpha1's maxItems) and the default
-// per-tenant limits (settings.DefaultLimit*).
+// per-tenant limits (settings.DefaultLimit*, which this package does not import, for it is
+// below settings: settings' TestLargestTenantAtDefaultLimits checks they agree).
 const (
 	// LargestAddresses is the number of Addresses objects the endpoint groups reference (a
 	// LoadBalancer or Route has at most 4 groups) and LargestAddressesItems their size
@@ -25,9 +25,9 @@ const (
 	LargestLBPorts = 128
 	// LargestListenerPorts is the tenant's listener ports (spec.limits.listenerPorts); the
 	// Gateway takes two (80, 443), the LoadBalancers the rest.
-	LargestListenerPorts = int(settings.DefaultLimitListenerPorts)
+	LargestListenerPorts = 500
 	// LargestEndpointsPerCluster is spec.limits.endpointsPerCluster.
-	LargestEndpointsPerCluster = int(settings.DefaultLimitEndpointsPerCluster)
+	LargestEndpointsPerCluster = 1000
 	// LargestHTTPRoutes HTTPRoutes at the Gateway API's bounds that make clusters: 16
 	// hostnames, 16 rules of 16 backends (256 clusters per route). The Routes limit (1000)
 	// allows more; see docs/performance.md for why the benchmark stops here.
