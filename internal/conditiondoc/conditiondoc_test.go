@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -19,21 +18,7 @@ var update = flag.Bool("update", false, "rewrite docs/conditions.md")
 
 // TestReferenceUpToDate fails when docs/conditions.md differs from the table.
 func TestReferenceUpToDate(t *testing.T) {
-	got := Render()
-	path := filepath.Join(testsupport.RepoRoot(), "docs", "conditions.md")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v: run `go test ./internal/conditiondoc -update` (or make generate)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("docs/conditions.md is stale: run `go test ./internal/conditiondoc -update` (or make generate) (-file +generated):\n%s", d)
-	}
+	testsupport.GeneratedFile(t, filepath.Join("docs", "conditions.md"), Render(), *update, "go test ./internal/conditiondoc -update")
 }
 
 // TestCRDsDescribeEveryCondition checks that the generated CRD schema describes, in the
