@@ -171,10 +171,10 @@ func ExpandHome(p string) string {
 // stopped cleanly (the leader lease is released).
 func Run(mgr ctrl.Manager) error {
 	if err := AddProbes(mgr); err != nil {
-		return err
+		return fmt.Errorf("adding the health probes: %w", err)
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		return err
+		return err // "leader election lost" and the like say what happened; docs quote them as they are
 	}
 	mgr.GetLogger().Info("stopped")
 	return nil
