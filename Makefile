@@ -115,11 +115,12 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	  test -n "$$cm" || { echo "cert-manager module not found"; exit 1; }; \
 	  install -m 0644 $$cm/deploy/crds/cert-manager.io_certificates.yaml internal/certmanagercrds/
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
+	go test ./internal/conditiondoc -run TestReferenceUpToDate -update >/dev/null
 
-GENERATED := api/v1alpha1 config charts internal/gatewaycrds internal/certmanagercrds docs/metrics.md
+GENERATED := api/v1alpha1 config charts internal/gatewaycrds internal/certmanagercrds docs/metrics.md docs/conditions.md
 
 .PHONY: verify
-verify: ## Fail when generated files are stale (deepcopy, CRDs, chart CRDs, RBAC, metrics reference).
+verify: ## Fail when generated files are stale (deepcopy, CRDs, chart CRDs, RBAC, metrics and conditions references).
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	  for p in $(GENERATED); do mkdir -p $$tmp/$$(dirname $$p); cp -r $$p $$tmp/$$p; done; \
 	  $(MAKE) --no-print-directory generate >/dev/null; \

@@ -20,6 +20,8 @@ type AddressesStatus struct{}
 // Addresses holds the addresses of a tenant's Ready nodes; one named "default" per tenant.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kladdr,categories=kubelb
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses[*].ip`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Addresses struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -87,6 +87,10 @@ type AddressPoolStatus struct {
 	// IPv6 counts the pool's IPv6 addresses; absent when it has none.
 	// +optional
 	IPv6 *AddressPoolFamilyStatus `json:"ipv6,omitempty"`
+	// Conditions of the pool. Ready: Valid (True, every entry of spec.addresses is valid) or
+	// InvalidAddresses (False, the message names the entries left out). Default (on a pool
+	// with spec.default): Default (True, it is the default pool) or AnotherDefaultPool (False,
+	// an older default pool wins).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -100,7 +104,7 @@ type AddressPoolStatus struct {
 // a router, kube-vip or a BGP speaker (docs/modes.md).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:resource:scope=Cluster,shortName=klpool,categories=kubelb
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="IPv4 Size",type=string,JSONPath=`.status.ipv4.size`
 // +kubebuilder:printcolumn:name="IPv4 Allocated",type=integer,JSONPath=`.status.ipv4.allocated`

@@ -152,6 +152,8 @@ type ConfigStatus struct {
 // Config holds the hub-wide settings; one named "default" in the manager's namespace.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=klconfig,categories=kubelb
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version.gitVersion`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Config struct {
 	metav1.TypeMeta   `json:",inline"`

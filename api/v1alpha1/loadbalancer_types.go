@@ -118,7 +118,30 @@ type LoadBalancerStatus struct {
 	// +optional
 	Hostname *HostnameStatus `json:"hostname,omitempty"`
 
-	// Conditions of the load balancer (an addition to the contract; ignorable).
+	// Conditions of the load balancer (an addition to the contract; ignorable). Types:
+	// Ready: whether the hub Service exposes every port with an address. True reasons:
+	// AddressAssigned; NoExternalAddress (spec.type ClusterIP or NodePort, no address asked).
+	// False reasons: WaitingForAddress (nothing on the hub serves the hub Service's
+	// load-balancer class), UnsupportedType, NodePortsNotAllowed, PortsExhausted (no listener
+	// port left), LoadBalancingDisabled (by the Tenant or Config), NoPorts, InvalidPorts
+	// (repeated ports left out), ServiceFailed (the hub Service was rejected),
+	// IPFamilyUnavailable, QuotaExceeded (the tenant's limits).
+	// Hostname (only with a hostname): HostnameAssigned (True); InvalidHostname,
+	// HostnameConflict (an older LoadBalancer holds it), CertificateFailed (False).
+	// Programmed (written by the leader): whether the tenant's Envoy proxies hold the
+	// configuration. True reasons: Programmed, ProgrammedWithWarnings (some input ignored, see
+	// the message). False reasons: Rejected (an Envoy proxy NACKed it; see the TenantState's
+	// status.rejections), or a translation problem's reason.
+	// A False Programmed condition may also take the reason of the first translation problem:
+	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
+	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
+	// InvalidAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence, QuotaExceeded,
+	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
+	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
+	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,
+	// InvalidPath, PathConflict, CertificateConflict, UnsupportedBackend, InvalidTLS,
+	// InvalidListener, InvalidRule, UnsupportedFilter, TooMany, ListenerTaken, InvalidConfig
+	// (each explained in docs/conditions.md); the message lists every problem.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -170,10 +193,13 @@ type HostnameStatus struct {
 // LoadBalancer mirrors a tenant Service of type LoadBalancer into the hub.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=lb
+// +kubebuilder:resource:shortName=lb,categories=kubelb
 // +kubebuilder:printcolumn:name="OriginName",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-name`
 // +kubebuilder:printcolumn:name="OriginNamespace",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-ns`
 // +kubebuilder:printcolumn:name="Hostname",type=string,JSONPath=`.status.hostname.hostname`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.loadBalancer.ingress[*].ip`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=`.status.conditions[?(@.type=="Programmed")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LoadBalancer struct {
 	metav1.TypeMeta   `json:",inline"`

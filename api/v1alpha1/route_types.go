@@ -29,7 +29,8 @@ type RouteSource struct {
 	Kubernetes *KubernetesSource `json:"kubernetes,omitempty"`
 }
 
-// KubernetesSource is a tenant Ingress, Gateway, HTTPRoute or GRPCRoute with its Services.
+// KubernetesSource is a tenant Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute or
+// UDPRoute with its Services.
 type KubernetesSource struct {
 	// Route is the whole tenant object.
 	// +kubebuilder:pruning:PreserveUnknownFields
@@ -155,6 +156,28 @@ type ResourceState struct {
 	// +optional
 	Status runtime.RawExtension `json:"status,omitempty"`
 
+	// Conditions of the hub object. On status.resources.route (and each entry of
+	// status.resources.services): ResourceAppliedSuccessfully, whether the Route's hub objects
+	// are in place. True reason: InstallationSuccessful. False reasons: Disabled (Ingress or
+	// Gateway API disabled by the Tenant or Config), PortsExhausted (no listener port left),
+	// InvalidListeners (some Gateway listeners left out), UnsupportedKind, ServiceFailed (the
+	// hub Service was rejected or another Service is in the way), InvalidName, QuotaExceeded
+	// (the tenant's limits).
+	// On status.resources.route only, Programmed (written by the leader): whether the tenant's
+	// Envoy proxies hold the route's configuration. True reasons: Programmed,
+	// ProgrammedWithWarnings (some input ignored, see the message). False reasons: Rejected (an
+	// Envoy proxy NACKed it; see the TenantState's status.rejections), NotTranslated (kubelb
+	// does not translate the kind), or a translation problem's reason.
+	// A False Programmed condition may also take the reason of the first translation problem:
+	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
+	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
+	// InvalidAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence, QuotaExceeded,
+	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
+	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
+	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,
+	// InvalidPath, PathConflict, CertificateConflict, UnsupportedBackend, InvalidTLS,
+	// InvalidListener, InvalidRule, UnsupportedFilter, TooMany, ListenerTaken, InvalidConfig
+	// (each explained in docs/conditions.md); the message lists every problem.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -162,12 +185,15 @@ type ResourceState struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Route mirrors a tenant Ingress, Gateway, HTTPRoute or GRPCRoute into the hub.
+// Route mirrors a tenant Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute or UDPRoute
+// into the hub.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=klroute,categories=kubelb
 // +kubebuilder:printcolumn:name="OriginName",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-name`
 // +kubebuilder:printcolumn:name="OriginNamespace",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-ns`
 // +kubebuilder:printcolumn:name="OriginResource",type=string,JSONPath=`.metadata.labels.kubelb\.k8c\.io/origin-resource-kind`
+// +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=`.status.resources.route.conditions[?(@.type=="Programmed")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Route struct {
 	metav1.TypeMeta   `json:",inline"`

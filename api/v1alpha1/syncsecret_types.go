@@ -12,6 +12,10 @@ type SyncSecretStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Phase string `json:"phase,omitempty"`
+	// Conditions of the SyncSecret. Synced: whether the hub Secret is made from it. True
+	// reason: Synced. False reasons: InvalidSyncSecret (it cannot become a Secret: labels,
+	// keys, size, TLS keys), SecretConflict (a Secret of that name exists and was not made for
+	// it), SecretRejected (the hub's API server refused the Secret).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -22,6 +26,8 @@ type SyncSecretStatus struct {
 // SyncSecret mirrors a tenant Secret into the hub, where the manager turns it into a Secret.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=klsync,categories=kubelb
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SyncSecret struct {
 	metav1.TypeMeta   `json:",inline"`

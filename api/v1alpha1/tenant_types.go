@@ -66,6 +66,13 @@ type TenantStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Phase string `json:"phase,omitempty"`
+	// Conditions of the tenant. Ready: whether the tenant is onboarded.
+	// True reason: Provisioned (namespace, RBAC, the ccm's kubeconfig Secret and TenantState in
+	// place). False reasons: Provisioning (creating objects or retrying), NoHubServerURL (set
+	// --tenant-kubeconfig-server), InvalidName, NamespaceConflict (tenant-<name> has another
+	// owner), NamespaceTerminating, ServiceAccountRevoked, TokenRequestFailed; while deleting:
+	// WaitingForTenantObjects, WaitingForNamespace, ForeignFinalizers (finalizers kubelb does
+	// not remove; the message names them). See docs/conditions.md.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -77,8 +84,9 @@ type TenantStatus struct {
 // and kubeconfig.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:resource:scope=Cluster,shortName=kltenant,categories=kubelb
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`

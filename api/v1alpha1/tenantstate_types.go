@@ -17,6 +17,14 @@ type TenantStateStatus struct {
 	// +optional
 	LastUpdated metav1.Time `json:"lastUpdated,omitempty"`
 
+	// Conditions of the tenant on the hub. Ready: whether the hub serves the tenant, with the
+	// reason of the Tenant's Ready condition.
+	// True reason: Provisioned (namespace, RBAC, the ccm's kubeconfig Secret and TenantState in
+	// place). False reasons: Provisioning (creating objects or retrying), NoHubServerURL (set
+	// --tenant-kubeconfig-server), InvalidName, NamespaceConflict (tenant-<name> has another
+	// owner), NamespaceTerminating, ServiceAccountRevoked, TokenRequestFailed; while deleting:
+	// WaitingForTenantObjects, WaitingForNamespace, ForeignFinalizers (finalizers kubelb does
+	// not remove; the message names them). See docs/conditions.md.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -74,7 +82,10 @@ type LoadBalancerState struct {
 // TenantState is the hub's view of a tenant, read by the tenant's ccm.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=klstate,categories=kubelb
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version.gitVersion`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="L4 Disabled",type=boolean,JSONPath=`.status.loadBalancer.disable`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TenantState struct {
 	metav1.TypeMeta   `json:",inline"`

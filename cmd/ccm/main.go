@@ -117,6 +117,16 @@ func parseWith(program string, args []string, extra func(*app.FlagSet)) (*option
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
+	fs.Topic("Mode and hub", "mode", "cluster-name", "kubelb-kubeconfig", "kubelb-kubeconfig-secret", "kubelb-kubeconfig-secret-key")
+	fs.Topic("Services", "enable-cloud-provider", "use-loadbalancer-class", "node-address-type", "max-concurrent-reconciles")
+	fs.Topic("Standalone mode", "address-provider", "reserved-ports", "node-ip-nat")
+	fs.Topic("Ingress and Gateway API", "use-ingress-class", "use-gateway-class", "enable-gateway-api", "install-gateway-api-crds",
+		"gateway-api-crds-channel", "disable-ingress-controller", "disable-gateway-controller", "disable-httproute-controller",
+		"disable-grpcroute-controller", "disable-tlsroute-controller", "disable-tcproute-controller", "disable-udproute-controller")
+	fs.Topic("Secrets", "enable-secret-synchronizer")
+	fs.Topic("Leader election", "leader-election-namespace")
+	o.Topics(fs)
+	fs.Topic("Deprecated", "enable-tenant-migration")
 	if extra != nil {
 		extra(fs)
 	}

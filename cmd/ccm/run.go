@@ -13,6 +13,7 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/ipam"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/version"
 )
@@ -26,16 +27,16 @@ func run(o *options) error {
 	app.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "mode", o.Mode, "addressProvider", o.addressProvider.Value, "clusterName", o.ClusterName)
 	if o.notYetWarning != "" {
-		log.Info(o.notYetWarning)
+		logging.Warn(log, o.notYetWarning)
 	}
 	if o.deprecatedWarning != "" {
-		log.Info(o.deprecatedWarning)
+		logging.Warn(log, o.deprecatedWarning)
 	}
 	if o.modeWarning != "" {
-		log.Info(o.modeWarning)
+		logging.Warn(log, o.modeWarning)
 	}
 	if o.providerWarning != "" {
-		log.Info(o.providerWarning)
+		logging.Warn(log, o.providerWarning)
 	}
 	if o.Mode == ccm.ModeStandalone {
 		return runStandalone(o)

@@ -121,6 +121,18 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 		"Name or address the API server reaches the admission webhook by, for its certificate (default kubelb.<namespace>.svc).")
 	fs.BoolVar(&o.Debug, "debug", false, "Log at debug level.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
+	fs.Topic("Manager", "namespace", "enable-gateway-api", "tenant-kubeconfig-server", "tenant-token-ttl")
+	fs.Topic("Envoy fleets", "envoy-image", "envoy-shutdown-manager-image", "envoy-port-range", "envoy-listener-address",
+		"envoy-listener-address-ipv6", "envoy-xds-address", "envoy-xds-protocol")
+	fs.Topic("Envoy network policy", "envoy-network-policy", "envoy-egress-cidrs", "envoy-egress-except-cidrs",
+		"envoy-dns-namespace", "envoy-dns-pod-labels", "manager-pod-labels")
+	fs.Topic("xDS server", "listen-address", "xds-max-connections-per-tenant", "xds-max-streams-per-connection",
+		"xds-max-streams-per-tenant", "xds-requests-per-second", "xds-request-burst", "xds-tenant-requests-per-second",
+		"xds-tenant-request-burst", "xds-max-request-bytes")
+	fs.Topic("Hub Service addresses", "address-provider", "address-provider-class", "reserved-ports", "node-ip-nat")
+	fs.Topic("Admission webhook", "admission-webhook-address", "admission-webhook-host")
+	o.Topics(fs, "debug")
+	fs.Topic("Deprecated", "enable-tenant-migration")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ipam"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
@@ -42,25 +43,25 @@ func run(o *options) error {
 	app.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace, "addressProvider", o.addressProvider.Value)
 	if o.notYetWarning != "" {
-		log.Info(o.notYetWarning)
+		logging.Warn(log, o.notYetWarning)
 	}
 	if o.deprecatedWarning != "" {
-		log.Info(o.deprecatedWarning)
+		logging.Warn(log, o.deprecatedWarning)
 	}
 	if o.providerWarning != "" {
-		log.Info(o.providerWarning)
+		logging.Warn(log, o.providerWarning)
 	}
 
 	cfg, err := o.RestConfig(o.Kubeconfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the management cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	metrics.RegisterManager()
 	mopts := o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace)
 	mopts.Cache.ByObject = manager.CacheByObject() // Secrets: only kubelb's, by label
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
-		return err
+		return fmt.Errorf("creating the controller manager: %w", err)
 	}
 
 	// Every replica serves xDS and keeps snapshots (Envoy connects to any of them); the
@@ -74,19 +75,19 @@ func run(o *options) error {
 	}
 	authority := store.NewAuthority(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, xdsHost, ctrl.Log.WithName("xds-ca"))
 	if err := mgr.Add(authority); err != nil {
-		return err
+		return fmt.Errorf("adding the xDS CA: %w", err)
 	}
 	if o.webhookAddr != "" {
 		if err := setupWebhook(mgr, o); err != nil {
-			return err
+			return fmt.Errorf("setting up the admission webhook (--admission-webhook-address): %w", err)
 		}
 	}
 	srv := xds.NewServer(ctrl.Log.WithName("xds"), authority.ServerTLS())
 	if err := srv.SetLimits(o.xdsLimits); err != nil {
-		return err
+		return fmt.Errorf("setting the xDS limits (--xds-*): %w", err)
 	}
 	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
-		return err
+		return fmt.Errorf("adding the xDS server (--listen-address): %w", err)
 	}
 	// Envoy NACKs reach this replica's recorder, which writes them into the tenant's
 	// TenantState; the leader's status writer joins them with the translation reports.
@@ -97,34 +98,34 @@ func run(o *options) error {
 	recorder := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), replica)
 	srv.OnRejection(recorder.Hear)
 	if err := mgr.Add(recorder); err != nil {
-		return err
+		return fmt.Errorf("adding the xDS rejection recorder: %w", err)
 	}
 	store := status.NewStore()
 	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
-		return err
+		return fmt.Errorf("setting up the Envoy control plane: %w", err)
 	}
 	if err := status.SetupWriterWithManager(mgr, store); err != nil {
-		return err
+		return fmt.Errorf("setting up the status writer: %w", err)
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{
 		Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer, TokenTTL: o.TenantTokenTTL,
 		NetworkPolicy: o.networkPolicy,
 	}); err != nil {
-		return err
+		return fmt.Errorf("setting up the Tenant controller: %w", err)
 	}
 	// One listener port allocator for the hub, rebuilt from the hub Services on first use.
 	ports := loadbalancer.NewSharedPorts(mgr, portalloc.Range{Min: int32(o.PortRangeMin), Max: int32(o.PortRangeMax)})
 	if err := ports.Range().Validate(); err != nil {
-		return err
+		return fmt.Errorf("reading --envoy-port-range: %w", err)
 	}
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store}); err != nil {
-		return err
+		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
 	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
-		return err
+		return fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {
-		return err
+		return fmt.Errorf("setting up the SyncSecret controller: %w", err)
 	}
 	tenantSettings := settings.Reader{Client: mgr.GetClient(), ManagerNamespace: o.Namespace}
 	if o.addressProvider.Value == addressProviderNodeIP {
@@ -141,7 +142,7 @@ func run(o *options) error {
 		Namespace: o.Namespace, EnvoyImage: o.EnvoyImage, ShutdownManagerImage: o.EnvoyShutdownManagerImage, XDSAddress: o.EnvoyXDSAddress,
 		XDSProtocol: xdsbootstrap.Protocol(o.EnvoyXDSProtocol),
 	}); err != nil {
-		return err
+		return fmt.Errorf("setting up the Envoy fleet controller: %w", err)
 	}
 	return app.Run(mgr)
 }
@@ -160,11 +161,11 @@ func setupWebhook(mgr ctrl.Manager, o *options) error {
 	}
 	serving := store.NewServingAuthority(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.webhookHost, "admission webhook", ctrl.Log.WithName("webhook-ca"))
 	if err := mgr.Add(serving); err != nil {
-		return err
+		return fmt.Errorf("adding the webhook CA: %w", err)
 	}
 	ledger, err := admission.NewLedger(context.Background(), mgr.GetCache())
 	if err != nil {
-		return err
+		return fmt.Errorf("starting the admission ledger: %w", err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: p, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
 		c.GetCertificate = serving.GetCertificate
@@ -172,7 +173,7 @@ func setupWebhook(mgr ctrl.Manager, o *options) error {
 	}}})
 	srv.Register(admission.Path, &webhook.Admission{Handler: admission.NewHandler(mgr.GetClient(), o.Namespace, ledger, mgr.GetScheme())})
 	if err := mgr.Add(srv); err != nil {
-		return err
+		return fmt.Errorf("adding the webhook server: %w", err)
 	}
 	return mgr.Add(&admission.CABundle{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Name: admission.ConfigurationName,

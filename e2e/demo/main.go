@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,7 +79,10 @@ func run(tb testenv.TB, exit bool) error {
 	}
 	fmt.Printf("\nEnvoy admin: http://%s  (try /listeners, /clusters)\n", envoy.AdminAddr)
 	fmt.Printf("tenant cluster:  %s --kubeconfig %s get svc\n", kubectl, pair.Tenant.Kubeconfig)
-	fmt.Printf("hub cluster:     %s --kubeconfig %s get lb,routes,svc -A\n", kubectl, pair.Hub.Kubeconfig)
+	step("kubelb's objects on the hub (kubectl get kubelb -A):")
+	out, _ = exec.Command(kubectl, "--kubeconfig", pair.Hub.Kubeconfig, "get", "kubelb", "-A").CombinedOutput()
+	fmt.Print(string(out))
+	fmt.Printf("hub cluster:     %s --kubeconfig %s get kubelb,svc -A\n", kubectl, pair.Hub.Kubeconfig)
 	if exit {
 		return nil
 	}
@@ -131,6 +135,16 @@ func httpRoute(tb testenv.TB, pair *testenv.Pair, tenant *framework.Tenant, kube
 	if err != nil || res.Status != 200 {
 		return fmt.Errorf("HTTP request through Envoy: status %d, %v", res.Status, err)
 	}
+	step("waiting until the Gateway is Programmed (the hub's verdict, copied back by the ccm)")
+	testsupport.Eventually(tb, 2*time.Minute, "Gateway default/demo to be Programmed", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)); cond == nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions %v", gw.Status.Conditions)
+		}
+		return nil
+	})
 	step("the Gateway and the HTTPRoute as the app team sees them:")
 	out, _ := exec.Command(kubectl, "--kubeconfig", pair.Tenant.Kubeconfig, "get", "gateway,httproute", "-n", "default").CombinedOutput()
 	fmt.Print(string(out))

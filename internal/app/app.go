@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
@@ -18,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kubelb.dev/kubelb/internal/logging"
 )
 
 // Common holds the flags both binaries share.
@@ -45,9 +48,18 @@ func (c *Common) Bind(fs *FlagSet, metricsAddr string) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster this binary runs in (default: in-cluster config or $KUBECONFIG).")
 	fs.BoolVar(&c.EnableLeaderElection, "enable-leader-election", true, "Elect a leader so that only one replica reconciles at a time.")
 	fs.Var(&c.LogFormat, "log-format", "Log encoding: json or console.")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "Log level: debug, info, error, or a number (higher is more verbose).")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "Log level: debug, info, warn (warnings and errors only), error, or a number (higher is more verbose).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", 200, "Requests per second each Kubernetes client may send.")
 	fs.IntVar(&c.Burst, "kube-api-burst", 400, "Burst of requests each Kubernetes client may send.")
+}
+
+// Topics lists the shared flags in --help under "Cluster access and process" and "Logging"
+// (with the binary's own logging flags, logging). Call it after the binary's own topics.
+func (c *Common) Topics(fs *FlagSet, logging ...string) {
+	fs.Topic("Cluster access and process", "kubeconfig", "kube-api-qps", "kube-api-burst", "enable-leader-election",
+		"metrics-addr", "health-probe-bind-address", "pprof-bind-address")
+	fs.Topic("Logging", append([]string{"log-format", "log-level"}, logging...)...)
+	fs.Topic("Other", "version")
 }
 
 // Validate checks values the flag types cannot.
@@ -64,21 +76,7 @@ func (c *Common) Validate() error {
 	return nil
 }
 
-func (c *Common) zapLevel() (zapcore.LevelEnabler, error) {
-	switch strings.ToLower(c.LogLevel) {
-	case "debug":
-		return zapcore.DebugLevel, nil
-	case "info":
-		return zapcore.InfoLevel, nil
-	case "error":
-		return zapcore.ErrorLevel, nil
-	}
-	var n int
-	if _, err := fmt.Sscanf(c.LogLevel, "%d", &n); err != nil || n < 0 {
-		return nil, fmt.Errorf("invalid value %q for flag --log-level: want debug, info, error or a number", c.LogLevel)
-	}
-	return zapcore.Level(-n), nil
-}
+func (c *Common) zapLevel() (zapcore.Level, error) { return logging.ParseLevel(c.LogLevel) }
 
 // SetupLogging installs the logger of controller-runtime (and klog through it).
 func (c *Common) SetupLogging(debug bool) {
@@ -86,11 +84,16 @@ func (c *Common) SetupLogging(debug bool) {
 	if debug {
 		level = zapcore.DebugLevel
 	}
+	// RFC 3339 timestamps (with nanoseconds, in UTC) in both encodings, rather than the
+	// epoch seconds of zap's production encoder: readable, and sortable as text.
+	rfc3339 := func(ec *zapcore.EncoderConfig) {
+		ec.EncodeTime = func(t time.Time, enc zapcore.PrimitiveArrayEncoder) { zapcore.RFC3339NanoTimeEncoder(t.UTC(), enc) }
+	}
 	opts := zap.Options{Level: level}
 	if c.LogFormat.Value == "console" {
-		zap.ConsoleEncoder()(&opts)
+		zap.ConsoleEncoder(rfc3339)(&opts)
 	} else {
-		zap.JSONEncoder()(&opts)
+		zap.JSONEncoder(rfc3339)(&opts)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 }
@@ -168,10 +171,10 @@ func ExpandHome(p string) string {
 // stopped cleanly (the leader lease is released).
 func Run(mgr ctrl.Manager) error {
 	if err := AddProbes(mgr); err != nil {
-		return err
+		return fmt.Errorf("adding the health probes: %w", err)
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		return err
+		return err // "leader election lost" and the like say what happened; docs quote them as they are
 	}
 	mgr.GetLogger().Info("stopped")
 	return nil

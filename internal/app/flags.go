@@ -24,6 +24,19 @@ type FlagSet struct {
 	*flag.FlagSet
 	required []string
 	version  bool
+	topics   []topic
+}
+
+// topic is a heading of --help and the flags listed under it.
+type topic struct {
+	title string
+	names []string
+}
+
+// Topic lists the named flags under title in --help, topics in the order they were added.
+// Flags of no topic are listed last, under "Other flags".
+func (f *FlagSet) Topic(title string, names ...string) {
+	f.topics = append(f.topics, topic{title, names})
 }
 
 // ErrVersion is what Parse returns for --version: print the build information and exit 0.
@@ -67,21 +80,71 @@ func (f *FlagSet) Parse(args []string) error {
 	return nil
 }
 
-// Usage writes the help text: every flag with two dashes, its default and its meaning.
+// Usage writes the help text: the flags by topic (see Topic), each with two dashes, its
+// default, its meaning and, for an Enum, its choices.
 func (f *FlagSet) Usage(w io.Writer, summary string) {
-	fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n\nFlags:\n", summary, f.Name())
+	fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n", summary, f.Name())
+	listed := map[string]bool{}
+	for _, t := range f.topics {
+		fmt.Fprintf(w, "\n%s:\n", t.title)
+		for _, name := range t.names {
+			if fl := f.Lookup(name); fl != nil && !listed[name] {
+				listed[name] = true
+				writeFlag(w, fl)
+			}
+		}
+	}
+	heading := "Flags"
+	if len(f.topics) > 0 {
+		heading = "Other flags"
+	}
+	first := true
 	f.VisitAll(func(fl *flag.Flag) {
-		kind, usage := flag.UnquoteUsage(fl)
-		line := "  --" + fl.Name
-		if kind != "" {
-			line += " " + kind
+		if listed[fl.Name] {
+			return
 		}
-		fmt.Fprintf(w, "%s\n      %s", line, strings.ReplaceAll(usage, "\n", "\n      "))
-		if fl.DefValue != "" {
-			fmt.Fprintf(w, " (default %q)", fl.DefValue)
+		if first {
+			fmt.Fprintf(w, "\n%s:\n", heading)
+			first = false
 		}
-		fmt.Fprintln(w)
+		writeFlag(w, fl)
 	})
+}
+
+// Untopical returns the flags that no Topic lists.
+func (f *FlagSet) Untopical() []string {
+	listed := map[string]bool{}
+	for _, t := range f.topics {
+		for _, n := range t.names {
+			listed[n] = true
+		}
+	}
+	var rest []string
+	f.VisitAll(func(fl *flag.Flag) {
+		if !listed[fl.Name] {
+			rest = append(rest, fl.Name)
+		}
+	})
+	return rest
+}
+
+func writeFlag(w io.Writer, fl *flag.Flag) {
+	kind, usage := flag.UnquoteUsage(fl)
+	line := "  --" + fl.Name
+	switch v := fl.Value.(type) {
+	case *Enum:
+		kind = strings.Join(v.Allowed, "|")
+	case *Address:
+		kind = "host:port"
+	}
+	if kind != "" {
+		line += " " + kind
+	}
+	fmt.Fprintf(w, "%s\n      %s", line, strings.ReplaceAll(usage, "\n", "\n      "))
+	if fl.DefValue != "" {
+		fmt.Fprintf(w, " (default %q)", fl.DefValue)
+	}
+	fmt.Fprintln(w)
 }
 
 // Enum is a string flag restricted to a set of values.

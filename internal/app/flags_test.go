@@ -103,3 +103,21 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("VersionLine = %q, want %q (the defaults of an unstamped test binary)", got, want)
 	}
 }
+
+func TestUsageByTopic(t *testing.T) {
+	t.Parallel()
+	fs := NewFlagSet("test")
+	fs.Var(&Enum{Value: "a", Allowed: []string{"a", "b"}}, "choice", "A choice.")
+	fs.Bool("loose", false, "Of no topic.")
+	fs.Topic("Choices", "choice")
+	var b strings.Builder
+	fs.Usage(&b, "Test.")
+	want := "Test.\n\nUsage: test [flags]\n\nChoices:\n  --choice a|b\n      A choice. (default \"a\")\n\nOther flags:\n" +
+		"  --loose\n      Of no topic. (default \"false\")\n  --version\n      Print the version, commit and build date, and exit. (default \"false\")\n"
+	if b.String() != want {
+		t.Errorf("usage:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if got := fs.Untopical(); !slices.Equal(got, []string{"loose", "version"}) {
+		t.Errorf("Untopical() = %v", got)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -129,7 +130,7 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 			}
 			stop()
 			if time.Until(deadline) < hubRetry || ctx.Err() != nil {
-				log.Info("WARNING: the hub did not answer; releasing the tenant side only", "wait", wait.String(), "error", err.Error())
+				logging.Warn(log, "WARNING: the hub did not answer; releasing the tenant side only", "wait", wait.String(), "error", err.Error())
 				break
 			}
 			select {
@@ -176,7 +177,7 @@ func Release(ctx context.Context, tenantCfg, hubCfg *rest.Config, scheme *runtim
 		}
 	}
 	for _, e := range rep.HubErrors {
-		log.Info("WARNING: on the hub: " + e)
+		logging.Warn(log, "WARNING: on the hub: "+e)
 	}
 	return rep, errors.Join(errs...)
 }
@@ -314,7 +315,7 @@ func (r *ServiceReconciler) releaseOne(ctx context.Context, key types.Namespaced
 				return false, nil
 			}
 			if err := r.deleteMirrors(ctx, nil, key, ""); err != nil {
-				log.Info("WARNING: could not delete the mirror of a Service that is gone", "error", err.Error())
+				logging.Warn(log, "WARNING: could not delete the mirror of a Service that is gone", "error", err.Error())
 			}
 			return false, nil
 		}
@@ -328,7 +329,7 @@ func (r *ServiceReconciler) releaseOne(ctx context.Context, key types.Namespaced
 			}
 			// The hub failed us: the Service is not held hostage; what stays on the hub is
 			// reported.
-			log.Info("WARNING: could not release the Service on the hub; releasing it in the tenant only", "error", err.Error())
+			logging.Warn(log, "WARNING: could not release the Service on the hub; releasing it in the tenant only", "error", err.Error())
 			hubFailed = true
 		}
 		err = nil

@@ -142,9 +142,8 @@ The manager's series labelled by tenant (` + "`tenant`" + `, and ` + "`namespace
 reconciles) exist only for Tenants that exist: other label values are dropped, and a removed Tenant's
 series are deleted.
 
-Only metrics that a controller actually updates are declared. The ccm's Layer 7 (Ingress, Gateway
-API routes) metrics — ` + "`kubelb_ccm_{ingress,gateway,httproute,grpcroute}_reconcile_*`" + ` and
-` + "`kubelb_ccm_managed_{ingresses,gateways,httproutes,grpcroutes}_total`" + ` — and their dashboard panels arrive with those controllers.
+Only metrics that a controller actually updates are declared (a test checks it); the last column
+names the dashboard panels that read each one.
 `)
 	for _, bin := range binaries {
 		fmt.Fprintf(&b, "\n## %s\n\n", bin.title)

@@ -35,20 +35,7 @@ func TestReferenceUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Render(ms, dashboardPanels(t, ms))
-	path := filepath.Join(testsupport.RepoRoot(), "docs", "metrics.md")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v: run `go test ./internal/metricsdoc -update` (or make generate)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("docs/metrics.md is stale: run `go test ./internal/metricsdoc -update` (or make generate) (-file +generated):\n%s", d)
-	}
+	testsupport.GeneratedFile(t, filepath.Join("docs", "metrics.md"), got, *update, "go test ./internal/metricsdoc -update")
 }
 
 // dashboardPanels maps each metric to the dashboard panels whose queries read it.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -45,7 +46,7 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, namespace string
 		list := &v1alpha1.SyncSecretList{}
 		if err := hub.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			// The tenant side is released all the same; what stays is reported.
-			ctrl.LoggerFrom(ctx).Info("WARNING: could not list the SyncSecrets on the hub; releasing the Secrets in the tenant only", "error", err.Error())
+			logging.Warn(ctrl.LoggerFrom(ctx), "WARNING: could not list the SyncSecrets on the hub; releasing the Secrets in the tenant only", "error", err.Error())
 			hub = nil
 			r.Hub = nil
 		}
@@ -76,7 +77,7 @@ func ReleaseAll(ctx context.Context, tenant, hub client.Client, namespace string
 				if err = r.release(ctx, key); err != nil && !apierrors.IsConflict(err) {
 					// The hub failed us: the Secret is not held hostage; what stays on
 					// the hub is reported.
-					ctrl.LoggerFrom(ctx).Info("WARNING: could not release the Secret on the hub; releasing it in the tenant only", "error", err.Error())
+					logging.Warn(ctrl.LoggerFrom(ctx), "WARNING: could not release the Secret on the hub; releasing it in the tenant only", "error", err.Error())
 					hubFailed = true
 				}
 			}

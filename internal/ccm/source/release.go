@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -149,7 +150,7 @@ func (r *Reconciler) releaseOne(ctx context.Context, obj client.Object) (bool, e
 			if err = r.release(ctx, obj, u); err != nil && !apierrors.IsConflict(err) {
 				// The hub failed us: the object is not held hostage; what stays on the
 				// hub is reported.
-				log.Info("WARNING: could not release the object on the hub; releasing it in the tenant only", "error", err.Error())
+				logging.Warn(log, "WARNING: could not release the object on the hub; releasing it in the tenant only", "error", err.Error())
 				hubFailed = true
 			}
 		}

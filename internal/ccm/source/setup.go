@@ -33,6 +33,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
 	"kubelb.dev/kubelb/internal/hubschema"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -95,12 +96,12 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	gatewayAPI := o.GatewayAPI
 	if gatewayAPI && (!served(gwapiv1.SchemeGroupVersion.WithKind("Gateway")) || !served(gwapiv1.SchemeGroupVersion.WithKind("GatewayClass"))) {
-		log.Info("WARNING: the tenant cluster does not serve Gateway API v1 Gateways and GatewayClasses; Gateway API objects are not mirrored (install the CRDs, or use --install-gateway-api-crds)")
+		logging.Warn(log, "WARNING: the tenant cluster does not serve Gateway API v1 Gateways and GatewayClasses; Gateway API objects are not mirrored (install the CRDs, or use --install-gateway-api-crds)")
 		gatewayAPI = false
 	}
 	grants := gatewayAPI && served(gwapiv1beta1.SchemeGroupVersion.WithKind("ReferenceGrant"))
 	if gatewayAPI && !grants {
-		log.Info("WARNING: the tenant cluster does not serve ReferenceGrants (v1beta1); cross-namespace references are not permitted")
+		logging.Warn(log, "WARNING: the tenant cluster does not serve ReferenceGrants (v1beta1); cross-namespace references are not permitted")
 	}
 	twins := newTwinRefs()
 	workers := o.MaxConcurrentReconciles
@@ -112,7 +113,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		case k.Name == Ingress.Name && !o.Ingress, k.GatewayAPI() && !gatewayAPI, o.Disabled[k.Name]:
 			continue
 		case !served(k.GroupVersionKind()):
-			log.Info("WARNING: the tenant cluster does not serve "+k.GroupVersionKind().GroupVersion().String()+" "+k.String()+"; not mirrored", "kind", k.String())
+			logging.Warn(log, "WARNING: the tenant cluster does not serve "+k.GroupVersionKind().GroupVersion().String()+" "+k.String()+"; not mirrored", "kind", k.String())
 			continue
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),

@@ -19,6 +19,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -61,11 +62,11 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	}
 	set := settings.Resolve(config, tn)
 	if len(set.InvalidEndpointPolicy) > 0 {
-		log.Info("WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
+		logging.Warn(log, "WARNING: endpoint policy entries that are not CIDRs are ignored", "tenant", tenant, "entries", set.InvalidEndpointPolicy)
 	}
 	limits, ignored := translate.HeaderLimits(set.Envoy.HeaderLimits)
 	if len(ignored) > 0 {
-		log.Info("WARNING: header limits out of Envoy's range are ignored", "tenant", tenant, "fields", ignored)
+		logging.Warn(log, "WARNING: header limits out of Envoy's range are ignored", "tenant", tenant, "fields", ignored)
 	}
 	hub, err := hubRanges(ctx, c)
 	if err != nil {

@@ -1,0 +1,178 @@
+// Package conditiondoc holds the one table of the condition types and reasons the manager
+// writes on kubelb's objects, with what each means. It renders the reference
+// docs/conditions.md (`go test ./internal/conditiondoc -update`, run by make generate), and
+// its test checks that the CRD schemas describe every type and reason of the table, so that
+// `kubectl explain` tells what they mean. A new condition type or reason goes into Kinds.
+package conditiondoc
+
+import (
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/route"
+	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/syncsecret"
+	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/xds/translator"
+)
+
+// Reason is one reason of a condition and what it means.
+type Reason struct {
+	Name    string
+	Status  string // "True", "False" or "" for either
+	Meaning string
+}
+
+// Condition is one condition type of a kind.
+type Condition struct {
+	Type    string
+	Meaning string
+	Reasons []Reason
+	// Problems: a False condition may also take the reason of a translation problem
+	// (TranslationProblems).
+	Problems bool
+}
+
+// Kind is a kubelb kind and the conditions the manager writes on it.
+type Kind struct {
+	Kind   string
+	Plural string
+	// Field is the path of the conditions list in the object, e.g. status.conditions.
+	Field      string
+	Conditions []Condition
+}
+
+// Kinds lists every condition the manager writes on kubelb's objects, by kind.
+var Kinds = []Kind{
+	{Kind: "LoadBalancer", Plural: "loadbalancers", Field: "status.conditions", Conditions: []Condition{
+		{Type: loadbalancer.ConditionReady, Meaning: "whether the hub Service exposes every port with an address", Reasons: []Reason{
+			{loadbalancer.ReasonAddressAssigned, "True", "every port has a listener port and the hub Service an address"},
+			{loadbalancer.ReasonNoExternalAddress, "True", "spec.type is ClusterIP or NodePort: the hub Service gets no external address, as asked"},
+			{loadbalancer.ReasonWaitingForAddress, "False", "the hub Service has no address yet: nothing on the hub serves its load-balancer class (an AddressPool, a cloud, MetalLB)"},
+			{loadbalancer.ReasonUnsupportedType, "False", "spec.type is not ClusterIP, NodePort or LoadBalancer"},
+			{loadbalancer.ReasonNodePortsNotAllowed, "False", "spec.type NodePort while the tenant may not take hub NodePorts"},
+			{loadbalancer.ReasonPortsExhausted, "False", "no listener port is left in the manager's port range"},
+			{loadbalancer.ReasonLoadBalancingDisabled, "False", "the Tenant or Config disables load balancing; the hub Service is removed"},
+			{loadbalancer.ReasonNoPorts, "False", "the LoadBalancer asks for no ports"},
+			{loadbalancer.ReasonInvalidPorts, "False", "some ports repeat another one and were left out"},
+			{loadbalancer.ReasonServiceFailed, "False", "the hub's API server rejected the hub Service"},
+			{loadbalancer.ReasonIPFamilyUnavailable, "False", "the hub cannot give the IP families asked for"},
+			{loadbalancer.ReasonQuotaExceeded, "False", "the tenant's limits refuse the LoadBalancer"},
+		}},
+		{Type: loadbalancer.ConditionHostname, Meaning: "whether the LoadBalancer's hostname is assigned (absent without a hostname)", Reasons: []Reason{
+			{loadbalancer.ReasonHostnameAssigned, "True", "the hostname is in status.hostname"},
+			{loadbalancer.ReasonHostnameInvalid, "False", "the hostname is not a usable DNS name, or explicit hostnames are not allowed"},
+			{loadbalancer.ReasonHostnameConflict, "False", "an older LoadBalancer (of this or another tenant) holds the hostname"},
+			{loadbalancer.ReasonCertificateFailed, "False", "the cert-manager Certificate could not be made"},
+		}},
+		programmed,
+	}},
+	{Kind: "Route", Plural: "routes", Field: "status.resources.route.conditions", Conditions: []Condition{
+		{Type: route.ConditionApplied, Meaning: "whether the hub objects of the Route (its hub Service, listener ports) are in place", Reasons: []Reason{
+			{route.ReasonApplied, "True", "the hub objects the Route needs are applied"},
+			{route.ReasonDisabled, "False", "the Tenant or Config disables Ingress or Gateway API"},
+			{route.ReasonPortsExhausted, "False", "no listener port is left in the manager's port range"},
+			{route.ReasonInvalidListeners, "False", "some Gateway listeners were left out (the others are served)"},
+			{route.ReasonUnsupportedKind, "False", "the embedded object is not a kind kubelb serves"},
+			{route.ReasonServiceFailed, "False", "the hub Service was rejected, or a Service of its name is in the way"},
+			{route.ReasonInvalidName, "False", "the Route's name cannot label its hub Service"},
+			{route.ReasonQuotaExceeded, "False", "the tenant's limits refuse the Route"},
+		}},
+		{Type: status.ConditionProgrammed, Meaning: programmed.Meaning, Problems: true,
+			Reasons: append(append([]Reason{}, programmed.Reasons...),
+				Reason{status.ReasonNotTranslated, "False", "no front end said anything of the Route: kubelb does not translate its kind"})},
+	}},
+	{Kind: "Tenant", Plural: "tenants", Field: "status.conditions", Conditions: []Condition{
+		{Type: tenant.ConditionReady, Meaning: "whether the tenant is onboarded: namespace, RBAC, the ccm's kubeconfig Secret and TenantState in place", Reasons: tenantReasons},
+	}},
+	{Kind: "TenantState", Plural: "tenantstates", Field: "status.conditions", Conditions: []Condition{
+		{Type: tenant.TenantStateReady, Meaning: "whether the hub serves the tenant; the reason is the Tenant's Ready reason", Reasons: tenantReasons},
+	}},
+	{Kind: "SyncSecret", Plural: "syncsecrets", Field: "status.conditions", Conditions: []Condition{
+		{Type: syncsecret.ConditionSynced, Meaning: "whether the hub Secret is made from the SyncSecret", Reasons: []Reason{
+			{syncsecret.ReasonSynced, "True", "the hub Secret matches the SyncSecret"},
+			{syncsecret.ReasonInvalid, "False", "the SyncSecret cannot become a Secret (labels, keys, size, TLS keys)"},
+			{syncsecret.ReasonSecretConflict, "False", "a Secret of the hub Secret's name exists and was not made for this SyncSecret"},
+			{syncsecret.ReasonSecretRejected, "False", "the hub's API server refused the Secret"},
+		}},
+	}},
+	{Kind: "AddressPool", Plural: "addresspools", Field: "status.conditions", Conditions: []Condition{
+		{Type: v1alpha1.AddressPoolConditionReady, Meaning: "whether every entry of spec.addresses is valid", Reasons: []Reason{
+			{v1alpha1.AddressPoolReasonValid, "True", "every entry is valid"},
+			{v1alpha1.AddressPoolReasonInvalidAddresses, "False", "some entries cannot be read; the message names them (the others are handed out)"},
+		}},
+		{Type: v1alpha1.AddressPoolConditionDefault, Meaning: "on a pool with spec.default: whether it is the default pool", Reasons: []Reason{
+			{v1alpha1.AddressPoolReasonDefault, "True", "the pool is the default pool"},
+			{v1alpha1.AddressPoolReasonNotDefault, "False", "an older pool with spec.default wins"},
+		}},
+	}},
+}
+
+// programmed is the Programmed condition of LoadBalancers (and, with one more reason, Routes).
+var programmed = Condition{Type: status.ConditionProgrammed,
+	Meaning:  "whether the tenant's Envoy proxies hold the object's configuration (written by the leader)",
+	Problems: true,
+	Reasons: []Reason{
+		{status.ReasonProgrammed, "True", "every port is in a configuration no proxy rejected"},
+		{status.ReasonProgrammedWithWarnings, "True", "served, but some input was refused or ignored; the message names it"},
+		{status.ReasonRejected, "False", "an Envoy proxy rejected (NACKed) the configuration; the TenantState's status.rejections holds Envoy's message"},
+	}}
+
+// tenantReasons are the reasons of the Tenant's (and the TenantState's) Ready condition.
+var tenantReasons = []Reason{
+	{tenant.ReasonProvisioned, "True", "namespace, RBAC, kubeconfig Secret and TenantState are in place"},
+	{tenant.ReasonProvisioning, "False", "the manager is creating objects or retrying a failed request"},
+	{tenant.ReasonNoHubServerURL, "False", "neither --tenant-kubeconfig-server nor kube-public/cluster-info gives the API server URL for the ccm's kubeconfig"},
+	{tenant.ReasonInvalidName, "False", "tenant-<name> is not a valid namespace name"},
+	{tenant.ReasonNamespaceConflict, "False", "namespace tenant-<name> belongs to another owner"},
+	{tenant.ReasonNamespaceTerminating, "False", "namespace tenant-<name> of a previous Tenant is still being deleted"},
+	{tenant.ReasonServiceAccountRevoked, "False", "the ccm's ServiceAccount was deleted and is re-created once its tokens are no longer accepted"},
+	{tenant.ReasonTokenRequestFailed, "False", "the hub's API server refused a token for the ccm's ServiceAccount"},
+	{tenant.ReasonWaitingForTenantObjects, "False", "the Tenant is being deleted and LoadBalancers, Routes or SyncSecrets still exist"},
+	{tenant.ReasonWaitingForNamespace, "False", "the Tenant is being deleted and its namespace still exists"},
+	{tenant.ReasonForeignFinalizers, "False", "the Tenant is being deleted and finalizers kubelb does not remove hold its objects"},
+}
+
+// TranslationProblems are the reasons of the problems the translation finds; a False
+// Programmed condition takes the reason of its first Error problem, and the message lists
+// every problem.
+var TranslationProblems = []Reason{
+	{translate.ReasonInvalidName, "", "the object's name cannot be used in Envoy names"},
+	{translate.ReasonUnsupportedProtocol, "", "a port's protocol is neither TCP nor UDP"},
+	{translate.ReasonInvalidPort, "", "a port number is out of range or repeated"},
+	{translate.ReasonPortNotAllocated, "", "no listener port in the hub Service yet"},
+	{translate.ReasonListenerPortConflict, "", "another port already uses the listener port"},
+	{translate.ReasonAddressesNotFound, "", "the referenced Addresses object does not exist: is the ccm running?"},
+	{translate.ReasonInvalidAddress, "", "an endpoint address is neither an IP nor a DNS name"},
+	{translate.ReasonEndpointDenied, "", "an endpoint IP is denied by the endpoint policy"},
+	{translate.ReasonEndpointPortNotFound, "", "an endpoint group has no port for this port"},
+	{translate.ReasonNoEndpoints, "", "no endpoints at all (e.g. no Ready tenant nodes)"},
+	{translate.ReasonInvalidAnnotation, "", "an annotation value is not understood (ignored)"},
+	{translate.ReasonProxyProtocolUnsupported, "", "PROXY protocol was asked for a UDP port (ignored)"},
+	{translate.ReasonUnsupportedPersistence, "", "spec.persistence.type is not understood (ignored)"},
+	{translate.ReasonQuotaExceeded, "", "the tenant's limits refuse the object, or cut its endpoints"},
+	{translate.ReasonHealthCheckThrottled, "", "health checks run less often than asked (the tenant's probe budget)"},
+	{translate.ReasonHostnameNotResolved, "", "an endpoint hostname has no resolved addresses (left out)"},
+	{translate.ReasonLoadBalancingDisabled, "", "the Tenant or Config disables load balancing"},
+	{translate.ReasonInvalidHostname, "", "the hostname is not a usable DNS name, or explicit hostnames are not allowed"},
+	{translate.ReasonHostnameConflict, "", "an Ingress, or an older LoadBalancer, already serves the host"},
+	{translate.ReasonHostnameNoHTTPPort, "", "the LoadBalancer has no TCP port to serve its hostname on"},
+	{translate.ReasonInvalidRoute, "", "the embedded tenant object cannot be read"},
+	{translate.ReasonBackendNotFound, "", "a backend Service (or its port) is not among the Route's Services"},
+	{translate.ReasonBackendNoNodePort, "", "the backend Service port has no NodePort to reach it on"},
+	{translate.ReasonCertificateNotFound, "", "no synced Secret for a referenced certificate: is the Secret labelled for sync in the tenant?"},
+	{translate.ReasonInvalidCertificate, "", "the Secret holds no usable certificate and key"},
+	{translate.ReasonListenerPortNotAllocated, "", "the hub Service carrying the listener has no port yet"},
+	{translate.ReasonInvalidHost, "", "an Ingress host is neither a DNS name nor a wildcard"},
+	{translate.ReasonInvalidPath, "", "a path is not absolute, or holds characters a path cannot"},
+	{translate.ReasonPathConflict, "", "an older Ingress already serves the same host and path"},
+	{translate.ReasonCertificateConflict, "", "an older Ingress already serves the host with another certificate"},
+	{translate.ReasonUnsupportedBackend, "", "a backend is not a Service"},
+	{translate.ReasonInvalidTLS, "", "a TLS entry cannot be served (no secretName, no hosts)"},
+	{translate.ReasonInvalidListener, "", "a Gateway listener's name, port, hostname or TLS settings cannot be served"},
+	{translate.ReasonInvalidRule, "", "a route rule cannot be served (the route's other rules are)"},
+	{translate.ReasonUnsupportedFilter, "", "a filter kubelb does not implement"},
+	{translate.ReasonTooMany, "", "a list is longer than kubelb serves; the rest is ignored"},
+	{translate.ReasonListenerTaken, "", "a TCP or UDP listener forwards to its oldest route; this one gets no traffic there"},
+	{translator.ReasonInvalidConfig, "", "the Envoy resources failed validation: a bug in kubelb, please report it"},
+}
