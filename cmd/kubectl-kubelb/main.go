@@ -7,12 +7,13 @@ import (
 	"os"
 
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/cli/checkhub"
 )
 
 func main() {
 	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		// One line per top-level command, in help order: each from its package under internal/cli.
-		nil,
+		cli.Group("check", "Check that kubelb works, with the credentials you have", checkhub.Command),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
