@@ -8,12 +8,14 @@ import (
 
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/cli/checkhub"
+	"kubelb.dev/kubelb/internal/cli/tenantcmd"
 )
 
 func main() {
 	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		// One line per top-level command, in help order: each from its package under internal/cli.
 		cli.Group("check", "Check that kubelb works, with the credentials you have", checkhub.Command),
+		tenantcmd.Command,
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
