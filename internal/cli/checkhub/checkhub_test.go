@@ -3,6 +3,8 @@ package checkhub_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +124,19 @@ func TestCheckHub(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "1 of the hub's checks failed") {
 		t.Errorf("error %q", err)
+	}
+
+	// The built plugin exits 1, with the error on stderr and no Go stack.
+	cmd := exec.Command(testsupport.BuildBinary(t, "./cmd/kubectl-kubelb"), "check", "hub", "--kubeconfig", hub.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("kubectl-kubelb check hub: %v, want exit status 1", err)
+	}
+	if stderr.String() != "Error: 1 of the hub's checks failed\n" || !strings.Contains(stdout.String(), "nobody serves Services of class example.com/nobody") {
+		t.Errorf("kubectl-kubelb check hub printed\n%s\nand on stderr\n%s", stdout.String(), stderr.String())
 	}
 }
 
