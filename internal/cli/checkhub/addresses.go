@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/internal/portalloc"
 )
@@ -14,21 +16,38 @@ import (
 // DefaultPortRange is the manager's --envoy-port-range when its Deployment does not set it.
 const DefaultPortRange = "10000-19999"
 
-// providerClass is the loadBalancerClass the manager's own address provider serves, when its
-// Deployment runs one (--address-provider node-ip or ipam).
-func (h *hub) providerClass() (string, bool) {
-	p, _ := flagValue(h.args, "address-provider")
-	if p == "" || p == "none" {
-		return "", false
+// knownProviders are load balancer implementations recognised by their CRD on the hub, each
+// serving Services without a loadBalancerClass in its default setup.
+var knownProviders = []struct{ crd, name string }{
+	{"ipaddresspools.metallb.io", "MetalLB"},
+	{"ciliumloadbalancerippools.cilium.io", "Cilium's LB IPAM"},
+}
+
+// servers says who serves each loadBalancerClass: the manager's address provider, a known
+// provider whose CRD is installed, or whoever gave a Service of that class an address.
+func (h *hub) servers(ctx context.Context, services []corev1.Service) map[string]string {
+	out := map[string]string{}
+	for _, p := range knownProviders {
+		if err := h.c.Get(ctx, client.ObjectKey{Name: p.crd}, &apiextensionsv1.CustomResourceDefinition{}); err == nil {
+			out[""] = p.name + " (its CRD " + p.crd + " is installed)"
+		}
 	}
-	class, _ := flagValue(h.args, "address-provider-class")
-	return class, true
+	for i := range services {
+		s := &services[i]
+		if _, ok := out[serviceClass(s)]; !ok && s.Spec.Type == corev1.ServiceTypeLoadBalancer && len(s.Status.LoadBalancer.Ingress) > 0 {
+			out[serviceClass(s)] = "whoever gave " + s.Namespace + "/" + s.Name + " its address"
+		}
+	}
+	if p, _ := flagValue(h.args, "address-provider"); p != "" && p != "none" {
+		class, _ := flagValue(h.args, "address-provider-class")
+		out[class] = "the manager's --address-provider=" + p
+	}
+	return out
 }
 
 // checkAddresses: hub Services of type LoadBalancer in the tenant namespaces without an
-// address, one check per loadBalancerClass they wait for, naming the classes nobody serves:
-// neither the manager's address provider nor anyone who gave a Service of that class an
-// address.
+// address, one check per loadBalancerClass they wait for, naming who should serve that class
+// (servers) or saying that nobody does.
 func (h *hub) checkAddresses(ctx context.Context) []Check {
 	const name = "hub Service addresses"
 	list := &corev1.ServiceList{}
@@ -36,27 +55,16 @@ func (h *hub) checkAddresses(ctx context.Context) []Check {
 		return []Check{readFailed(name, "Services", err)}
 	}
 	tenantNS := h.tenantNamespaces()
-	served := map[string]bool{}
-	if class, ok := h.providerClass(); ok {
-		served[class] = true
-	}
 	waiting := map[string][]string{}
 	total := 0
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
-		}
-		class := serviceClass(s)
-		if len(s.Status.LoadBalancer.Ingress) > 0 {
-			served[class] = true
-		}
-		if !tenantNS[s.Namespace] {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer || !tenantNS[s.Namespace] {
 			continue
 		}
 		total++
 		if len(s.Status.LoadBalancer.Ingress) == 0 {
-			waiting[class] = append(waiting[class], s.Namespace+"/"+s.Name)
+			waiting[serviceClass(s)] = append(waiting[serviceClass(s)], s.Namespace+"/"+s.Name)
 		}
 	}
 	switch {
@@ -65,6 +73,7 @@ func (h *hub) checkAddresses(ctx context.Context) []Check {
 	case len(waiting) == 0:
 		return []Check{{Name: name, Status: Pass, Detail: fmt.Sprintf("all %d hub Services of type LoadBalancer have an address", total)}}
 	}
+	served := h.servers(ctx, list.Items)
 	classes := make([]string, 0, len(waiting))
 	for c := range waiting {
 		classes = append(classes, c)
@@ -80,9 +89,10 @@ func (h *hub) checkAddresses(ctx context.Context) []Check {
 		}
 		c := Check{Name: name, Status: Fail,
 			Detail: fmt.Sprintf("%s %s waiting for an address (%s)", count(len(svcs), "hub Service"), classLabel(class), strings.Join(shown, ", "))}
-		if served[class] {
-			c.Hint = fmt.Sprintf("a provider serves Services %s but gave these none yet: kubectl -n %s describe service %s (its Events), and the provider's pool and logs",
-				classLabel(class), strings.Split(svcs[0], "/")[0], strings.Split(svcs[0], "/")[1])
+		if who, ok := served[class]; ok {
+			ns, svc, _ := strings.Cut(svcs[0], "/")
+			c.Detail += "; served by " + who
+			c.Hint = fmt.Sprintf("it gave these none yet: kubectl -n %s describe service %s (its Events), and the provider's address pool and logs", ns, svc)
 		} else {
 			c.Detail += "; nobody serves Services " + classLabel(class)
 			c.Hint = "run a load balancer for them on the hub (MetalLB, a cloud's, or the manager's --address-provider with --address-provider-class=" + class +

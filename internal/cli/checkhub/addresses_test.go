@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -50,12 +51,12 @@ func TestAddressesAndPorts(t *testing.T) {
 		tenants: []kubelbv1alpha1.Tenant{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}}
 	var lines []string
 	for _, ch := range h.checkAddresses(context.Background()) {
-		lines = append(lines, ch.Detail+" → "+ch.Hint[:strings.Index(ch.Hint, " ")])
+		lines = append(lines, ch.Detail)
 	}
 	want := []string{
-		"1 hub Service without a loadBalancerClass waiting for an address (tenant-b/none) → a",
-		"2 hub Services of class x waiting for an address (tenant-a/x1, tenant-a/x2) → a",
-		"1 hub Service of class y waiting for an address (tenant-b/y1) → a",
+		"1 hub Service without a loadBalancerClass waiting for an address (tenant-b/none); served by whoever gave tenant-b/ok its address",
+		"2 hub Services of class x waiting for an address (tenant-a/x1, tenant-a/x2); served by the manager's --address-provider=ipam",
+		"1 hub Service of class y waiting for an address (tenant-b/y1); served by whoever gave other/y-served its address",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("addresses:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
@@ -66,5 +67,12 @@ func TestAddressesAndPorts(t *testing.T) {
 	}
 	if got := h.checkPorts(context.Background()); got.Detail != "6 of 10 left in 10000-10009" || got.Status != Pass {
 		t.Errorf("ports: %+v", got)
+	}
+
+	// With MetalLB's CRD installed, Services without a class are MetalLB's.
+	h.c = fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(lbService("tenant-b", "none", "", false, 10003),
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "ipaddresspools.metallb.io"}}).Build()
+	if got := h.checkAddresses(context.Background())[0]; !strings.HasSuffix(got.Detail, "; served by MetalLB (its CRD ipaddresspools.metallb.io is installed)") {
+		t.Errorf("with MetalLB: %q", got.Detail)
 	}
 }
