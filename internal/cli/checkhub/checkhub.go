@@ -44,6 +44,12 @@ type hub struct {
 // Run runs every check against the hub c reads, in a fixed order.
 func Run(ctx context.Context, c client.Client, o Options) []Check {
 	h := &hub{c: c, o: o}
+	// One request first, so an unreachable hub is one line and not one per check.
+	err := c.Get(ctx, client.ObjectKey{Name: o.ManagerNamespace}, &corev1.Namespace{})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return []Check{{Name: "hub", Status: Fail, Detail: err.Error(),
+			Hint: "check that the hub's API server is reachable with this kubeconfig: kubectl --kubeconfig ... get --raw /readyz"}}
+	}
 	checks := []Check{h.checkManager(ctx), h.checkVersion(ctx), h.checkLeader(ctx), checkCRDs(ctx, c), h.checkCA(ctx)}
 	tenants := &kubelbv1alpha1.TenantList{}
 	if err := c.List(ctx, tenants); err != nil {

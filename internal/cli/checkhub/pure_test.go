@@ -2,9 +2,15 @@ package checkhub
 
 import (
 	"bytes"
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+
+	"kubelb.dev/kubelb/internal/cli"
 )
 
 func TestFlagValue(t *testing.T) {
@@ -61,5 +67,17 @@ func TestPrint(t *testing.T) {
 	want := "✓ a: fine\n✗ b: broken\n    → fix it\n! c: odd\n    → look\n- d: not checked\n"
 	if out.String() != want || failed != 1 {
 		t.Errorf("Print wrote %q (failed %d), want %q (1)", out.String(), failed, want)
+	}
+}
+
+// TestUnreachableHub: a hub that does not answer is one failed check, not one per check.
+func TestUnreachableHub(t *testing.T) {
+	c, err := cli.NewClient(&rest.Config{Host: "https://127.0.0.1:1", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := Run(context.Background(), c, Options{ManagerNamespace: "kubelb", Now: time.Now()})
+	if len(checks) != 1 || checks[0].Name != "hub" || checks[0].Status != Fail || !strings.Contains(checks[0].Detail, "connection refused") {
+		t.Errorf("checks of an unreachable hub: %+v", checks)
 	}
 }
