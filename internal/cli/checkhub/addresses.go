@@ -3,6 +3,8 @@ package checkhub
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -74,13 +76,8 @@ func (h *hub) checkAddresses(ctx context.Context) []Check {
 		return []Check{{Name: name, Status: Pass, Detail: fmt.Sprintf("all %d hub Services of type LoadBalancer have an address", total)}}
 	}
 	served := h.servers(ctx, list.Items)
-	classes := make([]string, 0, len(waiting))
-	for c := range waiting {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
 	var out []Check
-	for _, class := range classes {
+	for _, class := range slices.Sorted(maps.Keys(waiting)) {
 		svcs := waiting[class]
 		sort.Strings(svcs)
 		shown := svcs

@@ -8,6 +8,8 @@ package checkhub
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -175,12 +177,7 @@ func (h *hub) checkVersion(ctx context.Context) Check {
 			Hint: "the manager writes its version when it reconciles: is it running? (see manager above)"}
 	}
 	if len(versions) > 1 {
-		all := make([]string, 0, len(versions))
-		for v := range versions {
-			all = append(all, v)
-		}
-		sort.Strings(all)
-		return Check{Name: name, Status: Warn, Detail: strings.Join(parts, ", ") + "; TenantStates carry " + strings.Join(all, ", "),
+		return Check{Name: name, Status: Warn, Detail: strings.Join(parts, ", ") + "; TenantStates carry " + strings.Join(slices.Sorted(maps.Keys(versions)), ", "),
 			Hint: "an upgrade is under way or a replica of another version runs: kubectl -n " + h.o.ManagerNamespace + " get pods -o wide"}
 	}
 	return Check{Name: name, Status: Pass, Detail: strings.Join(parts, ", ")}

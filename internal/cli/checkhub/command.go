@@ -1,7 +1,6 @@
 package checkhub
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -28,12 +27,8 @@ func Command(o *cli.Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
 			opts.Now = time.Now()
-			if failed := Print(o.Streams.Out, Run(ctx, c, opts)); failed > 0 {
+			if failed := Print(o.Streams.Out, Run(cmd.Context(), c, opts)); failed > 0 {
 				return fmt.Errorf("%d of the hub's checks failed", failed)
 			}
 			return nil

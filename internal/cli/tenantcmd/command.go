@@ -62,11 +62,7 @@ func Command(o *cli.Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return do(ctx, hub, args[0], dst)
+			return do(cmd.Context(), hub, args[0], dst)
 		}
 	}
 	onboard := &cobra.Command{

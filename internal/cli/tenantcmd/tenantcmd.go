@@ -79,14 +79,15 @@ func CopyKubeconfig(ctx context.Context, hub client.Client, name string, dst Cop
 func waitKubeconfig(ctx context.Context, hub client.Client, name string, timeout time.Duration) (*corev1.Secret, error) {
 	ns := settings.Namespace(name)
 	var sec *corev1.Secret
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	// The reads use ctx, not the poll's context: a read the deadline cuts short is no error.
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		sa := &corev1.ServiceAccount{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: tenant.ServiceAccountName}, sa); err != nil {
-			return false, ignoreMissing(ctx, err)
+			return false, ignoreMissing(err)
 		}
 		s := &corev1.Secret{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubelbv1alpha1.CCMKubeconfigSecretName}, s); err != nil {
-			return false, ignoreMissing(ctx, err)
+			return false, ignoreMissing(err)
 		}
 		if len(s.Data[kubelbv1alpha1.CCMKubeconfigSecretKey]) == 0 || s.Annotations[tenant.AnnotationServiceAccountUID] != string(sa.UID) {
 			return false, nil // the manager has not written the current ServiceAccount's token yet
@@ -115,10 +116,9 @@ func waitKubeconfig(ctx context.Context, hub client.Client, name string, timeout
 		ns, kubelbv1alpha1.CCMKubeconfigSecretName, timeout, why)
 }
 
-// ignoreMissing lets polling go on over a NotFound, or an error of the poll's own deadline,
-// and stops it over any other error.
-func ignoreMissing(ctx context.Context, err error) error {
-	if apierrors.IsNotFound(err) || ctx.Err() != nil {
+// ignoreMissing lets polling go on over a NotFound and stops it over any other error.
+func ignoreMissing(err error) error {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
