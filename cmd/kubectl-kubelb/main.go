@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/cli/checkhub"
+	"kubelb.dev/kubelb/internal/cli/tenantcmd"
 	"kubelb.dev/kubelb/internal/cli/tenantside"
 )
 
@@ -14,7 +16,8 @@ func main() {
 	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		// One line per top-level command, in help order: each from its package under internal/cli.
 		tenantside.StatusCommand,
-		cli.Group("check", "Check that a hub or a tenant cluster is set up right, with a hint per failed check", tenantside.CheckTenantCommand),
+		cli.Group("check", "Check that a hub or a tenant cluster is set up right, with a hint per failed check", checkhub.Command, tenantside.CheckTenantCommand),
+		tenantcmd.Command,
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
