@@ -134,12 +134,33 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			Named("ccm-gatewayclass").
 			For(&gwapiv1.GatewayClass{}).
 			WatchesRawSource(source.Channel(start, &handler.TypedEnqueueRequestForObject[*gwapiv1.GatewayClass]{})).
-			Complete(&GatewayClassReconciler{Tenant: mgr.GetClient()})
+			// The hub's TenantState says whether Gateway API is allowed: every class again.
+			WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{},
+				handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *v1alpha1.TenantState) []reconcile.Request {
+					return classRequests(ctx, mgr.GetClient())
+				}))).
+			Complete(&GatewayClassReconciler{Tenant: mgr.GetClient(), Hub: hub.GetAPIReader(), Namespace: o.Namespace})
 		if err != nil {
 			return fmt.Errorf("setting up the GatewayClass controller: %w", err)
 		}
 	}
 	return nil
+}
+
+// classRequests are requests for every GatewayClass of kubelb's controllerName.
+func classRequests(ctx context.Context, c client.Reader) []reconcile.Request {
+	list := &gwapiv1.GatewayClassList{}
+	if err := c.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing GatewayClasses")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, gc := range list.Items {
+		if gc.Spec.ControllerName == ControllerName {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gc)})
+		}
+	}
+	return out
 }
 
 // setup registers the controller of r's kind and its watches.
