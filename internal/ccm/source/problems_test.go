@@ -271,3 +271,33 @@ func TestGatewayClassLayer7Disabled(t *testing.T) {
 	}
 	testsupport.Eventually(t, timeout, "GatewayClass not accepted", classReason(ReasonClassDisabled))
 }
+
+// TestIngressClass: with Ingress support on, the ccm makes the IngressClass kubelb (controller
+// kubelb.k8c.io/ingress-controller), and makes it again after it was deleted.
+func TestIngressClass(t *testing.T) {
+	e := newEnv(t)
+	ic := &networkingv1.IngressClass{}
+	present := func() error {
+		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: v1alpha1.DefaultClass}, ic); err != nil {
+			return err
+		}
+		if ic.Spec.Controller != IngressControllerName || ic.DeletionTimestamp != nil {
+			return fmt.Errorf("IngressClass %+v", ic)
+		}
+		return nil
+	}
+	testsupport.Eventually(t, timeout, "IngressClass kubelb", present)
+	first := ic.UID
+	if err := e.Tenant.Client.Delete(e.ctx, ic); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, timeout, "IngressClass kubelb made again", func() error {
+		if err := present(); err != nil {
+			return err
+		}
+		if ic.UID == first {
+			return errors.New("not deleted yet")
+		}
+		return nil
+	})
+}

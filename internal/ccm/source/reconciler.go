@@ -76,8 +76,8 @@ type Reconciler struct {
 	// hubNotes remembers, per object, what the hub's schema made unavailable (said once);
 	// problemNotes, per object, the hub's problems last told in a Warning Event.
 	hubNotes, problemNotes hubschema.Reported
-	twins    *twinRefs
-	managed  *metrics.ManagedSet
+	twins                  *twinRefs
+	managed                *metrics.ManagedSet
 }
 
 // scope is what a Route depends on besides the object.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,11 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			ReferenceGrants: grants, HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
+		}
+	}
+	if o.Ingress && !o.Disabled[Ingress.Name] && served(networkingv1.SchemeGroupVersion.WithKind("IngressClass")) {
+		if err := setupIngressClass(mgr); err != nil {
+			return fmt.Errorf("setting up the IngressClass controller: %w", err)
 		}
 	}
 	// The EndpointSlices of the twins of Services without a selector.
