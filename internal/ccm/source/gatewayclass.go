@@ -105,6 +105,9 @@ func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	}
 	states := &v1alpha1.TenantStateList{}
 	readErr := r.Hub.List(ctx, states, client.InNamespace(r.Namespace))
+	if meta.IsNoMatchError(readErr) || apierrors.IsNotFound(readErr) {
+		readErr = nil // a hub without TenantStates answered: it allows everything
+	}
 	if readErr != nil {
 		res.RequeueAfter = retryHub
 	}
