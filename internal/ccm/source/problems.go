@@ -67,6 +67,20 @@ func RouteProblems(r *v1alpha1.Route) []HubProblem {
 	return out
 }
 
+// HubJudged tells whether the hub has judged the Route as it is: no condition the ccm reads
+// (RouteProblems) was written for an older generation. Right after the ccm changed a
+// Route, its conditions are the old spec's until the manager looks at it again; what
+// they say is then neither told nor taken back (a problem that stands is not told twice).
+func HubJudged(r *v1alpha1.Route) bool {
+	for _, typ := range []string{hubConditionApplied, hubConditionProgrammed} {
+		c := meta.FindStatusCondition(r.Status.Resources.Route.Conditions, typ)
+		if c != nil && c.ObservedGeneration != 0 && c.ObservedGeneration < r.Generation {
+			return false
+		}
+	}
+	return true
+}
+
 // ProblemNote is the text of the one Warning Event that tells a set of problems (the
 // first problem's reason, every message; "" for none). The Event is recorded again only
 // when it changes, so a problem that stays makes no new Event.

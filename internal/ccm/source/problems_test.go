@@ -46,10 +46,16 @@ func TestRouteProblems(t *testing.T) {
 	if reason != "Disabled" || note != "The management cluster reports: Ingress is disabled for this tenant; Secret a/tls has not reached the hub" {
 		t.Errorf("note %q %q", reason, note)
 	}
-	// A condition of an older generation is stale: not told.
+	// A condition of an older generation is stale: not told, and the Route not judged.
+	if !HubJudged(rt) {
+		t.Error("a Route with current conditions is not judged")
+	}
 	rt.Status.Resources.Route.Conditions[1].ObservedGeneration = 2
 	if p := RouteProblems(rt); len(p) != 1 || p[0].Reason != "CertificateNotFound" {
 		t.Errorf("stale condition counted: %+v", p)
+	}
+	if HubJudged(rt) {
+		t.Error("a Route with a stale condition is judged")
 	}
 	// Warnings are problems too, but the object is served; True Programmed is none.
 	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("Programmed", metav1.ConditionTrue, "ProgrammedWithWarnings", "one endpoint left out", 3)}

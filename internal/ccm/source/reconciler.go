@@ -361,13 +361,20 @@ func routeDrifted(current, desired *v1alpha1.Route) (bool, error) {
 
 // writeStatus copies the hub's status of the Route (nil: none yet) onto the object when it
 // differs, and tells the hub's problems (RouteProblems): a Warning Event when they changed,
-// and on a Gateway its Programmed condition (WithHubProblems).
+// and on a Gateway its Programmed condition (WithHubProblems). Both wait while the hub has
+// not judged the Route as it is (HubJudged), and so does a Gateway's whole status.
 func (r *Reconciler) writeStatus(ctx context.Context, obj client.Object, u map[string]any, route *v1alpha1.Route) error {
 	if route == nil {
 		return nil
 	}
+	judged := HubJudged(route)
+	if !judged && r.Kind.Name == Gateway.Name {
+		return nil // its Programmed condition waits for the hub's verdict (WithHubProblems)
+	}
 	problems := RouteProblems(route)
-	r.reportProblems(obj, problems)
+	if judged {
+		r.reportProblems(obj, problems)
+	}
 	hub, err := HubStatus(r.Kind, route)
 	if err != nil {
 		return err
