@@ -310,6 +310,13 @@ func TestL7EndToEnd(t *testing.T) {
 		} else {
 			t.Logf("the Ingress was told: %s", reasons[0])
 		}
+		// The subtests after this one see the tenant as they would without it.
+		if err := tc.Delete(ctx, ing); err != nil {
+			t.Errorf("deleting Ingress late: %v", err)
+		}
+		if err := tc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-tls"}}); err != nil {
+			t.Errorf("deleting Secret late-tls: %v", err)
+		}
 	})
 
 	t.Run("a certificate rotated in the tenant reaches Envoy with zero failed requests", func(t *testing.T) {
