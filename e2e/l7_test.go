@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -233,6 +234,88 @@ func TestL7EndToEnd(t *testing.T) {
 		t.Logf("HTTPS answered by %s over %s", r.Pod, r.Proto)
 		if _, err := framework.HTTPRequest(addr, "app.example.com", "/", gwCert.pool, nil); err == nil {
 			t.Fatal("a client trusting another CA accepted the certificate")
+		}
+	})
+
+	t.Run("an Ingress whose TLS Secret is missing gets one Warning Event from the hub, not a storm", func(t *testing.T) {
+		startEnvoy()
+		lateCert := newCert(t, "late.example.com")
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+				TLS:              []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
+				Rules: []networkingv1.IngressRule{{Host: "late.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+				}}}},
+			},
+		}
+		create(t, tc, ing)
+		// The hub's problems on the Ingress: Warning Events naming the missing Secret, each
+		// occurrence counted (a repeated Event becomes a series).
+		missing := func() (n int32, reasons []string) {
+			evs := &eventsv1.EventList{}
+			if err := tc.List(ctx, evs, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs.Items {
+				if ev.Regarding.UID != ing.UID || ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "late-tls") {
+					continue
+				}
+				reasons = append(reasons, ev.Reason+": "+ev.Note)
+				n++
+				if ev.Series != nil {
+					n += ev.Series.Count - 1
+				}
+			}
+			return n, reasons
+		}
+		testsupport.Eventually(t, time.Minute, "a Warning Event naming the missing Secret", func() error {
+			if n, _ := missing(); n == 0 {
+				return fmt.Errorf("none yet")
+			}
+			return nil
+		})
+		// A change of the Ingress that leaves the problem as it is: the ccm mirrors it and the
+		// manager judges the new Route, and no second Event follows.
+		update := func() error {
+			get(t, tc, ing)
+			paths := &ing.Spec.Rules[0].HTTP.Paths
+			*paths = append(*paths, networkingv1.HTTPIngressPath{Path: "/more", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: (*paths)[0].Backend})
+			return tc.Update(ctx, ing)
+		}
+		testsupport.Eventually(t, time.Minute, "updating the Ingress", update)
+		testsupport.Eventually(t, time.Minute, "the manager's verdict on the changed Route", func() error {
+			rt := &kubelbv1alpha1.Route{}
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: "tenant-a", Name: string(ing.UID)}, rt); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(rt.Status.Resources.Route.Conditions, "Programmed")
+			if src := rt.Spec.Source.Kubernetes; src == nil || !strings.Contains(fmt.Sprint(src.Route.Object), "/more") || c == nil || c.ObservedGeneration != rt.Generation {
+				return fmt.Errorf("Programmed %+v of generation %d", c, rt.Generation)
+			}
+			return nil
+		})
+		if n, reasons := missing(); n != 1 {
+			t.Errorf("after the change: %d Warning Events about the missing Secret, want 1: %q", n, reasons)
+		}
+		// The Secret arrives: the hub serves the host over HTTPS (proof that the hub and the
+		// ccm went on working), and the problem was told exactly once.
+		create(t, tc, tlsSecret(ns, "late-tls", lateCert))
+		_, httpsPort := a.IngressPorts()
+		waitHTTP(t, testsupport.Loopback(int(httpsPort)), "late.example.com", "/", lateCert.pool, nil, http.StatusOK, "web-")
+		if n, reasons := missing(); n != 1 {
+			t.Errorf("%d Warning Events about the missing Secret, want 1: %q", n, reasons)
+		} else {
+			t.Logf("the Ingress was told: %s", reasons[0])
+		}
+		// The subtests after this one see the tenant as they would without it.
+		if err := tc.Delete(ctx, ing); err != nil {
+			t.Errorf("deleting Ingress late: %v", err)
+		}
+		if err := tc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-tls"}}); err != nil {
+			t.Errorf("deleting Secret late-tls: %v", err)
 		}
 	})
 

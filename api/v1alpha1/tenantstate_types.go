@@ -73,6 +73,17 @@ type ConfigRejection struct {
 	Time metav1.Time `json:"time,omitempty"`
 }
 
+// Condition types of a TenantState that tell the ccm whether the hub serves the tenant's
+// Ingresses and Gateway API objects: True (reason TenantStateReasonAllowed) or False (reason
+// TenantStateReasonDisabled: the Tenant's or the Config's ingress.disable or
+// gatewayAPI.disable). A TenantState without them (an older manager) allows both.
+const (
+	TenantStateConditionIngress    = "IngressAllowed"
+	TenantStateConditionGatewayAPI = "GatewayAPIAllowed"
+	TenantStateReasonAllowed       = "Allowed"
+	TenantStateReasonDisabled      = "Disabled"
+)
+
 // LoadBalancerState tells whether layer-4 load balancing is allowed.
 type LoadBalancerState struct {
 	// +optional

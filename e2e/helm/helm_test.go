@@ -333,7 +333,8 @@ func TestCCMTemplateDefaults(t *testing.T) {
 	for _, w := range []string{"list nodes", "update services", "update services/status", "update services/finalizers",
 		"create events", "create events.events.k8s.io", "update ingresses.networking.k8s.io",
 		"list secrets", "patch secrets", // the TLS Secrets of Ingresses are mirrored
-		"watch endpointslices.discovery.k8s.io", "create endpointslices.discovery.k8s.io"} { // the twins' slices
+		"watch endpointslices.discovery.k8s.io", "create endpointslices.discovery.k8s.io", // the twins' slices
+		"create ingressclasses.networking.k8s.io"} { // the IngressClass kubelb
 		if !slices.Contains(got, w) {
 			t.Errorf("ClusterRole lacks %q", w)
 		}

@@ -96,6 +96,7 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("networking.k8s.io", []string{"ingresses"}, mirror, "")...)
 		add(Permissions("networking.k8s.io", []string{"ingresses/status"}, status, "")...)
 		add(Permissions("networking.k8s.io", []string{"ingressclasses"}, read, "")...)
+		add(Permissions("networking.k8s.io", []string{"ingressclasses"}, []string{"create"}, "")...)
 	}
 	if f.GatewayAPI {
 		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes"}, mirror, "")...)

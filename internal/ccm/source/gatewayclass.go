@@ -18,10 +18,12 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // GatewayClassReconciler keeps the GatewayClass kubelb (made with kubelb's controllerName when
-// missing; an existing one is never changed) and sets Accepted=True and the supported
+// missing; an existing one is never changed) and sets Accepted (ClassAccepted: True only
+// when the hub answers and serves the tenant's Gateway API objects) and the supported
 // features (SupportedFeatures) on every GatewayClass of kubelb's controllerName.
 //
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses,verbs=get;list;watch;create
@@ -29,6 +31,39 @@ import (
 type GatewayClassReconciler struct {
 	// Tenant reads from the tenant cache and writes to the tenant.
 	Tenant client.Client
+	// Hub reads the tenant's TenantStates straight from the hub (not a cache: whether the
+	// hub answers is part of the verdict); Namespace is the tenant's namespace there.
+	Hub       client.Reader
+	Namespace string
+}
+
+// retryHub is how soon a GatewayClass that is not Accepted because the hub did not answer
+// is looked at again.
+const retryHub = 30 * time.Second
+
+// ReasonClassDisabled is the reason of Accepted=False when the hub's platform team disabled
+// Gateway API for the tenant.
+const ReasonClassDisabled = "Disabled"
+
+// ClassAccepted is the Accepted condition of kubelb's GatewayClasses (pure): Pending when
+// the hub's TenantStates could not be read (readErr), False (ReasonClassDisabled, with the
+// hub's message) when a TenantState says the hub does not serve the tenant's Gateway API
+// objects, True otherwise.
+func ClassAccepted(states []v1alpha1.TenantState, readErr error, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: string(gwapiv1.GatewayClassConditionStatusAccepted), ObservedGeneration: generation,
+		Status: metav1.ConditionTrue, Reason: string(gwapiv1.GatewayClassReasonAccepted), Message: "Gateways of this class are served by kubelb."}
+	if readErr != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, string(gwapiv1.GatewayClassReasonPending)
+		c.Message = textcut.Cut("The management cluster does not answer ("+readErr.Error()+"); check the ccm's hub kubeconfig and the hub's reachability (kubectl kubelb check tenant).", maxProblemNote, textcut.Dots)
+		return c
+	}
+	for i := range states {
+		if gw := meta.FindStatusCondition(states[i].Status.Conditions, v1alpha1.TenantStateConditionGatewayAPI); gw != nil && gw.Status == metav1.ConditionFalse {
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonClassDisabled, gw.Message
+			return c
+		}
+	}
+	return c
 }
 
 // DesiredGatewayClass is the GatewayClass kubelb the ccm makes when it is missing.
@@ -68,23 +103,25 @@ func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if gc.Spec.ControllerName != ControllerName {
 		return reconcile.Result{}, nil
 	}
+	states := &v1alpha1.TenantStateList{}
+	readErr := r.Hub.List(ctx, states, client.InNamespace(r.Namespace))
+	if meta.IsNoMatchError(readErr) || apierrors.IsNotFound(readErr) {
+		readErr = nil // a hub without TenantStates answered: it allows everything
+	}
+	if readErr != nil {
+		res.RequeueAfter = retryHub
+	}
 	orig := gc.DeepCopy()
-	changed := meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
-		Type:               string(gwapiv1.GatewayClassConditionStatusAccepted),
-		Status:             metav1.ConditionTrue,
-		Reason:             string(gwapiv1.GatewayClassReasonAccepted),
-		Message:            "Gateways of this class are served by kubelb.",
-		ObservedGeneration: gc.Generation,
-	})
+	changed := meta.SetStatusCondition(&gc.Status.Conditions, ClassAccepted(states.Items, readErr, gc.Generation))
 	if want := supportedFeaturesStatus(); !slices.Equal(gc.Status.SupportedFeatures, want) {
 		gc.Status.SupportedFeatures = want
 		changed = true
 	}
 	if !changed {
-		return reconcile.Result{}, nil
+		return res, nil
 	}
 	if err := r.Tenant.Status().Patch(ctx, gc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return reconcile.Result{}, fmt.Errorf("writing the status of GatewayClass %s: %w", gc.Name, err)
 	}
-	return reconcile.Result{}, nil
+	return res, nil
 }

@@ -73,10 +73,11 @@ type Reconciler struct {
 	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
 	HubSchema *hubschema.Loader
 
-	// hubNotes remembers, per object, what the hub's schema made unavailable (said once).
-	hubNotes hubschema.Reported
-	twins    *twinRefs
-	managed  *metrics.ManagedSet
+	// hubNotes remembers, per object, what the hub's schema made unavailable (said once);
+	// problemNotes, per object, the hub's problems last told in a Warning Event.
+	hubNotes, problemNotes hubschema.Reported
+	twins                  *twinRefs
+	managed                *metrics.ManagedSet
 }
 
 // scope is what a Route depends on besides the object.
@@ -106,6 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		// Gone: remove what is left behind (its Routes are found by origin labels).
 		r.managed.Set(req.NamespacedName, false)
 		r.hubNotes.Forget(req.NamespacedName.String())
+		r.problemNotes.Forget(req.NamespacedName.String())
 		return reconcile.Result{}, r.deleteRoutes(ctx, nil, req.NamespacedName, "")
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -358,18 +360,52 @@ func routeDrifted(current, desired *v1alpha1.Route) (bool, error) {
 }
 
 // writeStatus copies the hub's status of the Route (nil: none yet) onto the object when it
-// differs.
+// differs, and tells the hub's problems (RouteProblems): a Warning Event when they changed,
+// and on a Gateway its Programmed condition (WithHubProblems). Both wait while the hub has
+// not judged the Route as it is (HubJudged), and so does a Gateway's whole status.
 func (r *Reconciler) writeStatus(ctx context.Context, obj client.Object, u map[string]any, route *v1alpha1.Route) error {
 	if route == nil {
 		return nil
 	}
+	judged := HubJudged(route)
+	if !judged && r.Kind.Name == Gateway.Name {
+		return nil // its Programmed condition waits for the hub's verdict (WithHubProblems)
+	}
+	problems := RouteProblems(route)
+	if judged {
+		r.reportProblems(obj, problems)
+	}
 	hub, err := HubStatus(r.Kind, route)
-	if err != nil || hub == nil {
+	if err != nil {
 		return err
 	}
 	cur, _ := u["status"].(map[string]any)
-	_, err = r.patchStatus(ctx, obj, u, MergeStatus(r.Kind, cur, hub))
+	next := cur
+	if hub != nil {
+		next = MergeStatus(r.Kind, cur, hub)
+	}
+	if r.Kind.Name == Gateway.Name {
+		next = WithHubProblems(next, problems, obj.GetGeneration())
+	}
+	if hub == nil && r.Kind.Name != Gateway.Name {
+		return nil
+	}
+	_, err = r.patchStatus(ctx, obj, u, next)
 	return err
+}
+
+// reportProblems records one Warning Event on obj for the hub's problems each time they
+// change (never again while they stay; none when there are none).
+func (r *Reconciler) reportProblems(obj client.Object, problems []HubProblem) {
+	key := client.ObjectKeyFromObject(obj).String()
+	reason, note := ProblemNote(problems)
+	if note == "" {
+		r.problemNotes.Forget(key)
+		return
+	}
+	if r.problemNotes.Changed(key, string(obj.GetUID())+note) {
+		record(r.Recorder, obj, corev1.EventTypeWarning, reason, "%s", note)
+	}
 }
 
 // patchStatus writes status onto the object (u: its unstructured content) with a merge patch
@@ -400,6 +436,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, u map[s
 func (r *Reconciler) release(ctx context.Context, obj client.Object, u map[string]any) error {
 	key := client.ObjectKeyFromObject(obj)
 	defer r.managed.Set(key, false)
+	r.problemNotes.Forget(key.String())
 	current, err := r.currentRoute(ctx, obj.GetUID())
 	if err != nil {
 		return err

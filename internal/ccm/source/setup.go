@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -123,6 +124,11 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
 		}
 	}
+	if o.Ingress && !o.Disabled[Ingress.Name] && served(networkingv1.SchemeGroupVersion.WithKind("IngressClass")) {
+		if err := setupIngressClass(mgr); err != nil {
+			return fmt.Errorf("setting up the IngressClass controller: %w", err)
+		}
+	}
 	// The EndpointSlices of the twins of Services without a selector.
 	if err := setupSlices(mgr, &SliceReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource)}, workers); err != nil {
 		return fmt.Errorf("setting up the EndpointSlice controller: %w", err)
@@ -135,12 +141,33 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			Named("ccm-gatewayclass").
 			For(&gwapiv1.GatewayClass{}).
 			WatchesRawSource(source.Channel(start, &handler.TypedEnqueueRequestForObject[*gwapiv1.GatewayClass]{})).
-			Complete(&GatewayClassReconciler{Tenant: mgr.GetClient()})
+			// The hub's TenantState says whether Gateway API is allowed: every class again.
+			WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{},
+				handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *v1alpha1.TenantState) []reconcile.Request {
+					return classRequests(ctx, mgr.GetClient())
+				}))).
+			Complete(&GatewayClassReconciler{Tenant: mgr.GetClient(), Hub: hub.GetAPIReader(), Namespace: o.Namespace})
 		if err != nil {
 			return fmt.Errorf("setting up the GatewayClass controller: %w", err)
 		}
 	}
 	return nil
+}
+
+// classRequests are requests for every GatewayClass of kubelb's controllerName.
+func classRequests(ctx context.Context, c client.Reader) []reconcile.Request {
+	list := &gwapiv1.GatewayClassList{}
+	if err := c.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing GatewayClasses")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, gc := range list.Items {
+		if gc.Spec.ControllerName == ControllerName {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gc)})
+		}
+	}
+	return out
 }
 
 // setup registers the controller of r's kind and its watches.

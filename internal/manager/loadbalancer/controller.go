@@ -320,7 +320,8 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	exposed := allocated(planned, alloc)
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
-	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host}
+	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host,
+		lbClass: tenant.LoadBalancerClass, hubService: lb.Namespace + "/" + hubnames.LoadBalancerServiceName(lb.Name)}
 	typ, supported := hubServiceType(lb, tenant.AllocateNodePorts)
 	if !supported {
 		out.unsupportedType = lb.Spec.Type

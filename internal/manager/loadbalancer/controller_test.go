@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,11 @@ func TestController(t *testing.T) {
 		}
 
 		got := waitReady(t, c, lb.Namespace, lb.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
+		// Nothing serves the hub's Services here: the condition says who should.
+		if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); !strings.Contains(c.Message, "hub Service tenant-a/"+hubnames.LoadBalancerServiceName(lb.Name)) ||
+			!strings.Contains(c.Message, "load-balancer class") {
+			t.Errorf("Ready %+v: want the hub Service and the class it waits for", c)
+		}
 		if len(got.Finalizers) != 0 {
 			t.Errorf("finalizers %v: the manager needs none of its own", got.Finalizers)
 		}

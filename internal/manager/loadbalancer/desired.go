@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -339,6 +340,10 @@ type outcome struct {
 	// Service without an address (its condition kubelb.k8c.io/AddressAssigned); "" when
 	// none says.
 	addressPending string
+	// lbClass is the load-balancer class the hub Service asks for (nil: none, the hub's
+	// default implementation); hubService is its name.
+	lbClass    *string
+	hubService string
 	// serviceType is the hub Service's type (hubServiceType); "" when it is not known (no
 	// hub Service is made).
 	serviceType corev1.ServiceType
@@ -383,11 +388,26 @@ func readyCondition(o outcome, generation int64) metav1.Condition {
 	case !o.hasAddress && o.addressPending != "":
 		c.Reason, c.Message = ReasonWaitingForAddress, "The hub Service has no address: "+o.addressPending
 	case !o.hasAddress:
-		c.Reason, c.Message = ReasonWaitingForAddress, "Waiting for the hub Service to get an address."
+		c.Reason, c.Message = ReasonWaitingForAddress, waitingMessage(o)
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAddressAssigned, "The hub Service has an address."
 	}
 	return c
+}
+
+// waitingMessage says what a hub Service without an address waits for: which load-balancer
+// class, and who should serve it.
+func waitingMessage(o outcome) string {
+	svc := "the hub Service"
+	if o.hubService != "" {
+		svc = "hub Service " + o.hubService
+	}
+	if o.lbClass != nil {
+		return fmt.Sprintf("Waiting for %s to get an address: it asks for load-balancer class %q, and nothing in the hub cluster has given it one yet. "+
+			"The hub's platform team should run the implementation of that class, or set spec.loadBalancer.class of the Tenant or Config to a class that is served.", svc, *o.lbClass)
+	}
+	return "Waiting for " + svc + " to get an address: it names no load-balancer class, so the hub cluster's default implementation (a cloud provider, MetalLB, kube-vip, ...) should give it one, and none has yet. " +
+		"The hub's platform team should install one, or start the manager with --address-provider=node-ip or ipam (docs/modes.md)."
 }
 
 // ownedStatus is the part of a LoadBalancer status this controller applies: every field but

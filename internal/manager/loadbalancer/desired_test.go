@@ -411,3 +411,25 @@ func TestHubIPFamilies(t *testing.T) {
 		t.Errorf("Ready %+v", c)
 	}
 }
+
+// TestWaitingForAddressSaysWhoShouldServe: a hub Service without an address says which
+// load-balancer class it waits for and who should serve it; the ccm carries the message to
+// the tenant Service (condition kubelb.k8c.io/AddressAssigned and a Warning Event).
+func TestWaitingForAddressSaysWhoShouldServe(t *testing.T) {
+	class := "example.com/lb"
+	c := readyCondition(outcome{lbClass: &class, hubService: "tenant-a/lb-x"}, 1)
+	if c.Reason != ReasonWaitingForAddress || !strings.Contains(c.Message, `hub Service tenant-a/lb-x`) ||
+		!strings.Contains(c.Message, `load-balancer class "example.com/lb"`) || !strings.Contains(c.Message, "spec.loadBalancer.class of the Tenant or Config") {
+		t.Errorf("with a class: %+v", c)
+	}
+	c = readyCondition(outcome{hubService: "tenant-a/lb-x"}, 1)
+	if c.Reason != ReasonWaitingForAddress || !strings.Contains(c.Message, "names no load-balancer class") ||
+		!strings.Contains(c.Message, "--address-provider=node-ip or ipam") {
+		t.Errorf("without a class: %+v", c)
+	}
+	// kubelb's own address provider says why itself.
+	c = readyCondition(outcome{addressPending: "no AddressPool is the default"}, 1)
+	if c.Message != "The hub Service has no address: no AddressPool is the default" {
+		t.Errorf("provider's reason: %+v", c)
+	}
+}

@@ -402,7 +402,14 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		gw := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonDisabled)
-		waitCondition(t, c, ns, "ing", metav1.ConditionFalse, ReasonDisabled)
+		ing := waitCondition(t, c, ns, "ing", metav1.ConditionFalse, ReasonDisabled)
+		// The ccm carries these messages to the tenant's objects: they say who disabled what.
+		if cond := meta.FindStatusCondition(ing.Status.Resources.Route.Conditions, ConditionApplied); !strings.Contains(cond.Message, "hub's platform team (spec.ingress.disable") {
+			t.Errorf("Ingress Route %+v", cond)
+		}
+		if cond := meta.FindStatusCondition(gw.Status.Resources.Route.Conditions, ConditionApplied); !strings.Contains(cond.Message, "hub's platform team (spec.gatewayAPI.disable") {
+			t.Errorf("Gateway Route %+v", cond)
+		}
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.GatewayServiceName("gw")}})
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
 		if len(gw.Status.Resources.Services) != 0 {

@@ -289,7 +289,11 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 	case o.invalidName:
 		c.Reason, c.Message = ReasonInvalidName, "The Route's name is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.'); its hub Service cannot be made. Routes are named by the tenant object's UID."
 	case o.disabled != "":
-		c.Reason, c.Message = ReasonDisabled, o.disabled+" is disabled for this tenant (Tenant or Config); no hub Service is made."
+		field := "spec.ingress.disable"
+		if o.disabled != "Ingress" {
+			field = "spec.gatewayAPI.disable"
+		}
+		c.Reason, c.Message = ReasonDisabled, o.disabled+" is disabled for this tenant by the hub's platform team ("+field+" of the Tenant or Config): not served, no hub Service is made."
 	case o.serviceErr != nil:
 		c.Reason, c.Message = ReasonServiceFailed, "The hub Service was not applied: "+o.serviceErr.Error()
 	case o.exhausted != nil:

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
 func TestRenderKubeconfig(t *testing.T) {
@@ -143,20 +145,29 @@ func TestTenantStateStatusDoesNotChurn(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := metav1.NewTime(t0.Add(time.Hour))
 	v := kubelbv1alpha1.Version{GitVersion: "v1"}
-	first := desiredTenantStateStatus(kubelbv1alpha1.TenantStateStatus{}, 1, v, false, true, ReasonProvisioned, "ok", t0)
-	if !first.LastUpdated.Equal(&t0) || len(first.Conditions) != 1 {
+	first := desiredTenantStateStatus(kubelbv1alpha1.TenantStateStatus{}, 1, v, settings.Tenant{}, true, ReasonProvisioned, "ok", t0)
+	if !first.LastUpdated.Equal(&t0) || len(first.Conditions) != 3 {
 		t.Fatalf("first %+v", first)
 	}
-	same := desiredTenantStateStatus(first, 1, v, false, true, ReasonProvisioned, "ok", t1)
+	same := desiredTenantStateStatus(first, 1, v, settings.Tenant{}, true, ReasonProvisioned, "ok", t1)
 	if !same.LastUpdated.Equal(&t0) || tenantStateChanged(first, same) {
 		t.Errorf("an unchanged state moved lastUpdated: %+v", same)
 	}
-	disabled := desiredTenantStateStatus(first, 1, v, true, true, ReasonProvisioned, "ok", t1)
+	disabled := desiredTenantStateStatus(first, 1, v, settings.Tenant{DisableLoadBalancer: true}, true, ReasonProvisioned, "ok", t1)
 	if !disabled.LastUpdated.Equal(&t1) || !disabled.LoadBalancer.Disable {
 		t.Errorf("a change did not move lastUpdated: %+v", disabled)
 	}
 	if c := disabled.Conditions[0]; !c.LastTransitionTime.Equal(&t0) {
 		t.Errorf("the condition did not transition but its time moved: %+v", c)
+	}
+	// Layer 7 disabled on the Tenant: the ccm is told, kind by kind.
+	l7 := desiredTenantStateStatus(first, 1, v, settings.Tenant{DisableGatewayAPI: true}, true, ReasonProvisioned, "ok", t1)
+	gw := meta.FindStatusCondition(l7.Conditions, kubelbv1alpha1.TenantStateConditionGatewayAPI)
+	ing := meta.FindStatusCondition(l7.Conditions, kubelbv1alpha1.TenantStateConditionIngress)
+	if gw == nil || gw.Status != metav1.ConditionFalse || gw.Reason != kubelbv1alpha1.TenantStateReasonDisabled ||
+		!strings.Contains(gw.Message, "gatewayAPI.disable") || !gw.LastTransitionTime.Equal(&t1) ||
+		ing == nil || ing.Status != metav1.ConditionTrue || !ing.LastTransitionTime.Equal(&t0) || !l7.LastUpdated.Equal(&t1) {
+		t.Errorf("Layer 7 conditions %+v", l7.Conditions)
 	}
 }
 

@@ -42,7 +42,7 @@ func transient(err error) (outcome, error) {
 }
 
 // reconcileNormal makes or repairs everything a live Tenant needs.
-func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tenant) (outcome, error) {
+func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tenant) (o outcome, err error) {
 	if o := checkName(t.Name); o != nil {
 		return *o, nil
 	}
@@ -51,6 +51,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 		return transient(err)
 	}
 	r.notYet.Warn(ctrl.LoggerFrom(ctx), cfg, t)
+	notYet := settings.NotYet(cfg, t)
+	defer func() { o.notYet, o.settingsRead = notYet, true }()
 	eff := settings.Resolve(cfg, t)
 
 	if stop, err := r.ensureNamespace(ctx, t); stop != nil || err != nil {
@@ -81,7 +83,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	if err := r.ensureRoleBinding(ctx, t.Name); err != nil {
 		return transient(err)
 	}
-	o, err := r.ensureKubeconfig(ctx, t.Name, sa)
+	o, err = r.ensureKubeconfig(ctx, t.Name, sa)
 	if err != nil {
 		return o, err
 	}
@@ -467,7 +469,7 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	} else if err != nil {
 		return fmt.Errorf("getting TenantState %s/%s: %w", ns, TenantStateName, err)
 	}
-	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff.DisableLoadBalancer,
+	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff,
 		o.ready(), o.reason, tenantStateMessage(o, eff), r.metaNow())
 	if equality.Semantic.DeepEqual(ts.Status, next) {
 		return nil

@@ -215,13 +215,14 @@ const (
 	TenantStateReady = "Ready"
 )
 
-// desiredTenantStateStatus computes the TenantState status from the previous one. lastUpdated
-// moves only when something else changed, so an unchanged tenant causes no writes.
+// desiredTenantStateStatus computes the TenantState status from the previous one: what eff
+// disables (loadBalancer.disable; the Layer 7 conditions, layer7Condition) and Ready.
+// lastUpdated moves only when something else changed, so an unchanged tenant causes no writes.
 func desiredTenantStateStatus(prev kubelbv1alpha1.TenantStateStatus, generation int64, version kubelbv1alpha1.Version,
-	disableLB bool, ready bool, reason, message string, now metav1.Time) kubelbv1alpha1.TenantStateStatus {
+	eff settings.Tenant, ready bool, reason, message string, now metav1.Time) kubelbv1alpha1.TenantStateStatus {
 	next := *prev.DeepCopy()
 	next.Version = version
-	next.LoadBalancer.Disable = disableLB
+	next.LoadBalancer.Disable = eff.DisableLoadBalancer
 	status := metav1.ConditionFalse
 	if ready {
 		status = metav1.ConditionTrue
@@ -230,10 +231,24 @@ func desiredTenantStateStatus(prev kubelbv1alpha1.TenantStateStatus, generation 
 		Type: TenantStateReady, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: generation, LastTransitionTime: now,
 	})
+	meta.SetStatusCondition(&next.Conditions, layer7Condition(kubelbv1alpha1.TenantStateConditionIngress, "Ingresses", "ingress.disable", eff.DisableIngress, generation, now))
+	meta.SetStatusCondition(&next.Conditions, layer7Condition(kubelbv1alpha1.TenantStateConditionGatewayAPI, "Gateway API objects", "gatewayAPI.disable", eff.DisableGatewayAPI, generation, now))
 	if tenantStateChanged(prev, next) || prev.LastUpdated.IsZero() {
 		next.LastUpdated = now
 	}
 	return next
+}
+
+// layer7Condition tells the ccm whether the hub serves the tenant's objects of one kind
+// (what: "Ingresses"; field: the setting that disables them).
+func layer7Condition(typ, what, field string, disabled bool, generation int64, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: kubelbv1alpha1.TenantStateReasonAllowed,
+		Message: "The hub serves the tenant's " + what + ".", ObservedGeneration: generation, LastTransitionTime: now}
+	if disabled {
+		c.Status, c.Reason = metav1.ConditionFalse, kubelbv1alpha1.TenantStateReasonDisabled
+		c.Message = "The hub's platform team disabled " + what + " for this tenant (" + field + " on the Tenant or the Config); they are not served."
+	}
+	return c
 }
 
 func tenantStateChanged(a, b kubelbv1alpha1.TenantStateStatus) bool {

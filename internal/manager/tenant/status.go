@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -9,6 +10,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // FieldOwner is the server-side apply field manager of the Tenant and TenantState status
@@ -54,11 +56,23 @@ const (
 	ReasonForeignFinalizers = "ForeignFinalizers"
 )
 
+// ConditionSettingsIgnored is the Tenant condition, present only while it is True, that
+// names the settings of the Config and the Tenant in use that are accepted but not
+// implemented yet (settings.NotYet), so they are ignored. Reason ReasonNotYetImplemented.
+const ConditionSettingsIgnored = "SettingsIgnored"
+
+// ReasonNotYetImplemented is the reason of ConditionSettingsIgnored.
+const ReasonNotYetImplemented = "NotYetImplemented"
+
 // outcome is what one reconcile achieved; it becomes the Tenant's status.
 type outcome struct {
-	phase   string
-	reason  string
-	message string
+	// settingsRead: the Config and the Tenant were read, and notYet are their not-yet
+	// settings in use (settings.NotYet); otherwise ConditionSettingsIgnored stays as it is.
+	settingsRead bool
+	notYet       []string
+	phase        string
+	reason       string
+	message      string
 	// warn asks for a Warning Event when the condition moves to this reason.
 	warn bool
 	// requeueAfter asks for another reconcile (e.g. to refresh the token).
@@ -80,14 +94,36 @@ func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) k
 		Type: ConditionReady, Status: status, Reason: o.reason, Message: o.message,
 		ObservedGeneration: t.Generation, LastTransitionTime: now,
 	})
+	if o.settingsRead {
+		meta.RemoveStatusCondition(&next.Conditions, ConditionSettingsIgnored)
+		if len(o.notYet) > 0 {
+			meta.SetStatusCondition(&next.Conditions, settingsIgnored(t, o.notYet, now))
+		}
+	}
 	return next
 }
 
+// settingsIgnored is ConditionSettingsIgnored for the not-yet settings in use; its
+// lastTransitionTime is kept while it stays True.
+func settingsIgnored(t *kubelbv1alpha1.Tenant, fields []string, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{Type: ConditionSettingsIgnored, Status: metav1.ConditionTrue, Reason: ReasonNotYetImplemented,
+		ObservedGeneration: t.Generation, LastTransitionTime: now,
+		Message: textcut.Cut("These settings are accepted but not implemented yet, so they are ignored: "+strings.Join(fields, ", ")+
+			". Unset them, or expect no effect from them.", maxConditionMessage, textcut.Dots)}
+	if prev := meta.FindStatusCondition(t.Status.Conditions, ConditionSettingsIgnored); prev != nil && prev.Status == c.Status {
+		c.LastTransitionTime = prev.LastTransitionTime
+	}
+	return c
+}
+
+// maxConditionMessage bounds a condition message (the API allows 32768 bytes).
+const maxConditionMessage = 32768
+
 // ownedTenantStatus is the part of a Tenant status this controller applies: every field but
-// the conditions of other types.
+// the conditions of other types than Ready and SettingsIgnored.
 func ownedTenantStatus(st kubelbv1alpha1.TenantStatus) *kubelbv1alpha1.TenantStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady)
+	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionSettingsIgnored)
 	return owned
 }
 
