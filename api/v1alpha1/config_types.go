@@ -96,6 +96,10 @@ type EnvoyProxy struct {
 	PodMonitor *PodMonitor `json:"podMonitor,omitempty"`
 	// +optional
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+	// AccessLog writes one JSON line per request (HTTP) or connection (TCP) of every
+	// tenant's listeners to Envoy's stdout; off unless enabled (an addition; ignorable).
+	// +optional
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
 
 	// Image of the Envoy proxy (an addition; ignorable). Defaults to the manager's flag.
 	// +optional
@@ -129,6 +133,13 @@ type OverloadManager struct {
 
 // PodMonitor asks for a Prometheus PodMonitor for the Envoy fleet.
 type PodMonitor struct {
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// AccessLog turns the Envoy access log on or off.
+type AccessLog struct {
+	// Enabled writes the access log, JSON to Envoy's stdout.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 }
