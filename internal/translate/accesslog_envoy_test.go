@@ -1,7 +1,6 @@
 package translate_test
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +19,8 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdstest"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // TestAccessLogThroughEnvoy: with the tenant's access log on, a real Envoy fed over xDS
@@ -85,26 +82,7 @@ func TestAccessLogThroughEnvoy(t *testing.T) {
 		t.Fatalf("translation: %v %v", problems, err)
 	}
 
-	certs := xdstest.New(t)
-	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), certs.ServerTLS())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
-		t.Fatal(err)
-	}
-	boot := certs.Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
-	envoy := testsupport.StartEnvoy(t, "log-proxy", boot, testsupport.EnvoyOptions{Node: "log-proxy", Concurrency: 1,
+	envoy := xdsenvoy.Start(t, "log-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1,
 		// Envoy writes access logs out every 10s by default.
 		Args: []string{"--file-flush-interval-msec", "100"}})
 	testsupport.Eventually(t, 30*time.Second, "Envoy to listen on both ports", func() error {
