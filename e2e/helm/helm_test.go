@@ -235,7 +235,7 @@ func TestManagerTemplateFullValues(t *testing.T) {
 	if sm.GetLabels()["release"] != "prometheus" || !strings.Contains(jsonString(sm.Object["spec"]), `"port":"metrics"`) {
 		t.Errorf("ServiceMonitor %v", sm.Object)
 	}
-	checkDashboards(t, objs, ns, ManagerChart, "kubelb-manager", "kubelb-envoy-control-plane")
+	checkDashboards(t, objs, ns, ManagerChart, "kubelb-manager", "kubelb-envoy-control-plane", "kubelb-envoy-data-plane")
 }
 
 // checkDashboards: one ConfigMap per dashboard file, with the sidecar label, holding the file

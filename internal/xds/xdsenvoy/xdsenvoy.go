@@ -18,7 +18,7 @@ import (
 
 // Start serves res as tenant's resources on an xDS server on loopback and starts an Envoy
 // named name with the bootstrap of opts (Tenant and XDSAddress are set here; AdminAddress
-// defaults to a port Envoy picks). Both stop when the test ends.
+// defaults to a free loopback port). Both stop when the test ends.
 func Start(t *testing.T, name, tenant string, res translator.Resources, opts bootstrap.Options, eopts testsupport.EnvoyOptions) *testsupport.Envoy {
 	t.Helper()
 	certs := xdstest.New(t)
@@ -41,7 +41,8 @@ func Start(t *testing.T, name, tenant string, res translator.Resources, opts boo
 	}
 	opts.Tenant, opts.XDSAddress = tenant, lis.Addr().String()
 	if opts.AdminAddress == "" {
-		opts.AdminAddress = "127.0.0.1:0"
+		// A port of its own, not 0: the ready and stats listeners forward to it.
+		opts.AdminAddress = testsupport.Loopback(testsupport.FreePort(t))
 	}
 	if eopts.Node == "" {
 		eopts.Node = name
