@@ -131,7 +131,10 @@ type OverloadManager struct {
 	MaxHeapSizeBytes *uint64 `json:"maxHeapSizeBytes,omitempty"`
 }
 
-// PodMonitor asks for a Prometheus PodMonitor for the Envoy fleet.
+// PodMonitor asks for a Prometheus Operator PodMonitor that scrapes every tenant's Envoy pods
+// on their stats port (9904, /stats/prometheus). The manager chart renders it from this
+// setting (config.envoyProxy.podMonitor) when the PodMonitor CRD exists; the manager itself
+// does not read it.
 type PodMonitor struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
