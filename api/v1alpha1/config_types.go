@@ -96,6 +96,10 @@ type EnvoyProxy struct {
 	PodMonitor *PodMonitor `json:"podMonitor,omitempty"`
 	// +optional
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+	// AccessLog writes one JSON line per request (HTTP) or connection (TCP) of every
+	// tenant's listeners to Envoy's stdout; off unless enabled (an addition; ignorable).
+	// +optional
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
 
 	// Image of the Envoy proxy (an addition; ignorable). Defaults to the manager's flag.
 	// +optional
@@ -127,8 +131,18 @@ type OverloadManager struct {
 	MaxHeapSizeBytes *uint64 `json:"maxHeapSizeBytes,omitempty"`
 }
 
-// PodMonitor asks for a Prometheus PodMonitor for the Envoy fleet.
+// PodMonitor asks for a Prometheus Operator PodMonitor that scrapes every tenant's Envoy pods
+// on their stats port (9904, /stats/prometheus). The manager chart renders it from this
+// setting (config.envoyProxy.podMonitor) when the PodMonitor CRD exists; the manager itself
+// does not read it.
 type PodMonitor struct {
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// AccessLog turns the Envoy access log on or off.
+type AccessLog struct {
+	// Enabled writes the access log, JSON to Envoy's stdout.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 }

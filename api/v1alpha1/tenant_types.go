@@ -49,6 +49,11 @@ type TenantEnvoyProxy struct {
 	// replace the Config's spec.envoyProxy.headerLimits (an addition; ignorable).
 	// +optional
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+
+	// AccessLog of the tenant's listeners; when set, it replaces the Config's
+	// spec.envoyProxy.accessLog (an addition; ignorable).
+	// +optional
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
 }
 
 // Tenant phases.

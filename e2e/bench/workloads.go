@@ -103,7 +103,8 @@ func (h *harness) servicePorts(tn *tenant) int {
 	return n
 }
 
-// envoyListeners counts the Envoy's active listeners other than its static readiness one.
+// envoyListeners counts the Envoy's active listeners other than its static readiness and
+// stats ones.
 func (h *harness) envoyListeners() int {
 	ls, err := h.envoy.Listeners()
 	if err != nil {
@@ -111,7 +112,7 @@ func (h *harness) envoyListeners() int {
 	}
 	n := 0
 	for _, l := range ls {
-		if l.Name != xdsbootstrap.ReadyListenerName {
+		if l.Name != xdsbootstrap.ReadyListenerName && l.Name != xdsbootstrap.StatsListenerName {
 			n++
 		}
 	}

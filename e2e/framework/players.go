@@ -337,8 +337,8 @@ func (e *Envoy) Stat(t testenv.TB, name string) int64 {
 	return v
 }
 
-// ownPorts moves a bootstrap's admin interface and readiness listener to free loopback ports
-// and returns the new bootstrap with the readiness address.
+// ownPorts moves a bootstrap's admin interface, readiness and stats listeners to free loopback
+// ports and returns the new bootstrap with the readiness address.
 func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, ready string) {
 	t.Helper()
 	var doc map[string]any
@@ -354,9 +354,14 @@ func ownPorts(t testenv.TB, bootstrap []byte) (out []byte, ready string) {
 	found := 0
 	listeners, _ := static["listeners"].([]any)
 	for _, l := range listeners {
-		if l, ok := l.(map[string]any); ok && l["name"] == xdsbootstrap.ReadyListenerName {
+		l, ok := l.(map[string]any)
+		switch {
+		case !ok:
+		case l["name"] == xdsbootstrap.ReadyListenerName:
 			l["address"] = socket(readyPort)
 			found++
+		case l["name"] == xdsbootstrap.StatsListenerName:
+			l["address"] = socket(testsupport.FreePort(t))
 		}
 	}
 	clusters, _ := static["clusters"].([]any)

@@ -16,6 +16,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 
 	"kubelb.dev/kubelb/internal/testsupport"
+	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
 const (
@@ -234,7 +235,7 @@ func TestManagerTemplateFullValues(t *testing.T) {
 	if sm.GetLabels()["release"] != "prometheus" || !strings.Contains(jsonString(sm.Object["spec"]), `"port":"metrics"`) {
 		t.Errorf("ServiceMonitor %v", sm.Object)
 	}
-	checkDashboards(t, objs, ns, ManagerChart, "kubelb-manager", "kubelb-envoy-control-plane")
+	checkDashboards(t, objs, ns, ManagerChart, "kubelb-manager", "kubelb-envoy-control-plane", "kubelb-envoy-data-plane")
 }
 
 // checkDashboards: one ConfigMap per dashboard file, with the sidecar label, holding the file
@@ -593,5 +594,31 @@ func TestManagerServiceClusterIP(t *testing.T) {
 			}
 			wantArgs(t, args(t, find(t, objs, "Deployment", "kubelb-manager")), tc.wantXDS)
 		})
+	}
+}
+
+// TestManagerPodMonitor: config.envoyProxy.podMonitor.enabled renders a PodMonitor that
+// scrapes every tenant's Envoy pods (any namespace, the fleet's labels) on their stats port,
+// only where the PodMonitor CRD exists; none by default.
+func TestManagerPodMonitor(t *testing.T) {
+	t.Parallel()
+	const hasCRD = "--api-versions=monitoring.coreos.com/v1/PodMonitor"
+	if n := count(Template(t, ManagerChart, "kubelb-manager", ns, hasCRD), "PodMonitor"); n != 0 {
+		t.Errorf("%d PodMonitors by default, want none", n)
+	}
+	if n := count(Template(t, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart)), "PodMonitor"); n != 0 {
+		t.Errorf("%d PodMonitors without the PodMonitor CRD, want none", n)
+	}
+	pm := find(t, Template(t, ManagerChart, "kubelb-manager", ns, "-f", FullValues(ManagerChart), hasCRD), "PodMonitor", "kubelb-manager-envoy")
+	spec := jsonString(pm.Object["spec"])
+	for _, want := range []string{`"namespaceSelector":{"any":true}`, `"app.kubernetes.io/name":"envoy"`, `"kubelb.k8c.io/managed-by":"kubelb"`,
+		`"key":"kubelb.k8c.io/tenant","operator":"Exists"`, `"port":"` + envoyfleet.StatsPortName + `"`, `"path":"` + xdsbootstrap.StatsPath + `"`,
+		`"targetLabel":"tenant"`} {
+		if !strings.Contains(spec, want) {
+			t.Errorf("PodMonitor spec lacks %s:\n%s", want, spec)
+		}
+	}
+	if pm.GetLabels()["release"] != "prometheus" {
+		t.Errorf("PodMonitor labels %v, want serviceMonitor.labels", pm.GetLabels())
 	}
 }

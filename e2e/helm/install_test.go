@@ -151,8 +151,8 @@ func TestManagerChartInstallAndRBAC(t *testing.T) {
 	}
 	cms := &corev1.ConfigMapList{}
 	must(t, "listing dashboards", hub.Client.List(ctx, cms, client.InNamespace(ns), client.MatchingLabels{"grafana_dashboard": "1"}))
-	if len(cms.Items) != 2 {
-		t.Errorf("%d dashboard ConfigMaps, want 2", len(cms.Items))
+	if len(cms.Items) != 3 { // the manager, Envoy control plane and Envoy data plane dashboards
+		t.Errorf("%d dashboard ConfigMaps, want 3", len(cms.Items))
 	}
 
 	markers := managerMarkers(t, ns)

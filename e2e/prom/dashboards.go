@@ -34,6 +34,11 @@ func (q Query) String() string {
 	return fmt.Sprintf("%s › %s › %s: %s", q.Dashboard, q.Row, q.Panel, q.Expr)
 }
 
+// DataPlaneDashboard is the title of the dashboard of Envoy's own metrics, which only a
+// Prometheus scraping the Envoy proxies (the chart's PodMonitor) fills; a Prometheus scraping
+// the kubelb binaries finds none of its series.
+const DataPlaneDashboard = "kubelb / Envoy data plane"
+
 // Intervals replace Grafana's built-in interval variables; any other variable is a label
 // filter whose "All" value is the regex ".*".
 var Intervals = map[string]string{

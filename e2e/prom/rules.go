@@ -10,7 +10,7 @@ import (
 // prometheus.yml: absolute paths); rules are evaluated every ScrapeInterval.
 func StartWithRules(t testenv.TB, targets map[string][]string, ruleFiles ...string) *Server {
 	t.Helper()
-	return start(t, targets, ruleFiles)
+	return start(t, jobsOf(targets), ruleFiles)
 }
 
 // RuleGroup is a rule group as /api/v1/rules reports it.

@@ -49,28 +49,55 @@ type Server struct {
 // ends.
 func Start(t testenv.TB, targets map[string][]string) *Server {
 	t.Helper()
-	return start(t, targets, nil)
+	return start(t, jobsOf(targets), nil)
 }
 
-// start is Start loading ruleFiles (rule_files of prometheus.yml; absolute paths) too.
-func start(t testenv.TB, targets map[string][]string, ruleFiles []string) *Server {
+// Job is one scrape job of StartJobs.
+type Job struct {
+	// Name is the job label.
+	Name string
+	// Targets are host:port addresses.
+	Targets []string
+	// MetricsPath is the path scraped; default /metrics.
+	MetricsPath string
+	// Labels are added to every series of the job's targets (as a PodMonitor's relabelings
+	// would add them).
+	Labels map[string]string
+}
+
+// StartJobs is Start with jobs that may have their own metrics path and target labels.
+func StartJobs(t testenv.TB, jobs ...Job) *Server {
+	t.Helper()
+	return start(t, jobs, nil)
+}
+
+// jobsOf turns Start's targets into jobs, in job name order.
+func jobsOf(targets map[string][]string) []Job {
+	jobs := make([]Job, 0, len(targets))
+	for j, addrs := range targets {
+		jobs = append(jobs, Job{Name: j, Targets: addrs})
+	}
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Name < jobs[b].Name })
+	return jobs
+}
+
+// start is StartJobs loading ruleFiles (rule_files of prometheus.yml; absolute paths) too.
+func start(t testenv.TB, jobs []Job, ruleFiles []string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	type staticConfig struct {
-		Targets []string `json:"targets"`
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels,omitempty"`
 	}
 	type scrapeConfig struct {
 		JobName       string         `json:"job_name"`
+		MetricsPath   string         `json:"metrics_path,omitempty"`
 		StaticConfigs []staticConfig `json:"static_configs"`
 	}
-	jobs := make([]string, 0, len(targets))
-	for j := range targets {
-		jobs = append(jobs, j)
-	}
-	sort.Strings(jobs)
 	var scrapes []scrapeConfig
 	for _, j := range jobs {
-		scrapes = append(scrapes, scrapeConfig{JobName: j, StaticConfigs: []staticConfig{{Targets: targets[j]}}})
+		scrapes = append(scrapes, scrapeConfig{JobName: j.Name, MetricsPath: j.MetricsPath,
+			StaticConfigs: []staticConfig{{Targets: j.Targets, Labels: j.Labels}}})
 	}
 	cfg := map[string]any{
 		"global": map[string]string{

@@ -92,6 +92,9 @@ type Listener struct {
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+	// AccessLog (TCP, HTTP, HTTPS; never set on UDP) writes one JSON line per connection (TCP, TLS
+	// passthrough) or request (HTTP) to Envoy's stdout.
+	AccessLog bool `json:"accessLog,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it

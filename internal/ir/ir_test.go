@@ -194,7 +194,7 @@ func BenchmarkProblemSet100k(b *testing.B) {
 }
 
 // TestFleetPortsAreNeverListeners: the Envoy pods' own ports (admin, shutdown manager,
-// readiness) lie outside the default listener port range, a range that includes one is
+// readiness, stats) lie outside the default listener port range, a range that includes one is
 // refused, and a listener on one does not validate (Envoy would fail to bind it, or take the
 // readiness probe's port).
 func TestFleetPortsAreNeverListeners(t *testing.T) {
@@ -206,7 +206,7 @@ func TestFleetPortsAreNeverListeners(t *testing.T) {
 	if err := ir.CheckPortRange(10000, 19999); err != nil {
 		t.Errorf("default range: %v", err)
 	}
-	for _, r := range [][2]int32{{9903, 9903}, {1, 65535}, {9000, 9901}} {
+	for _, r := range [][2]int32{{9903, 9903}, {9904, 9904}, {1, 65535}, {9000, 9901}} {
 		if err := ir.CheckPortRange(r[0], r[1]); err == nil {
 			t.Errorf("range %d-%d includes a fleet port and was accepted", r[0], r[1])
 		}

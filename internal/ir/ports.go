@@ -12,10 +12,13 @@ const (
 	ShutdownManagerPort = 9902
 	// EnvoyReadyPort is the readiness listener (GET /ready only).
 	EnvoyReadyPort = 9903
+	// EnvoyStatsPort is the stats listener (GET /stats/prometheus only), which Prometheus
+	// scrapes.
+	EnvoyStatsPort = 9904
 )
 
 // FleetPorts are the Envoy pods' own ports, in order.
-var FleetPorts = []uint32{EnvoyAdminPort, ShutdownManagerPort, EnvoyReadyPort}
+var FleetPorts = []uint32{EnvoyAdminPort, ShutdownManagerPort, EnvoyReadyPort, EnvoyStatsPort}
 
 // IsFleetPort reports whether port is one of FleetPorts.
 func IsFleetPort(port uint32) bool {
@@ -32,8 +35,8 @@ func IsFleetPort(port uint32) bool {
 func CheckPortRange(minPort, maxPort int32) error {
 	for _, p := range FleetPorts {
 		if int64(minPort) <= int64(p) && int64(p) <= int64(maxPort) {
-			return fmt.Errorf("port range %d-%d includes port %d, which the Envoy pods use themselves (admin %d, shutdown manager %d, readiness %d)",
-				minPort, maxPort, p, EnvoyAdminPort, ShutdownManagerPort, EnvoyReadyPort)
+			return fmt.Errorf("port range %d-%d includes port %d, which the Envoy pods use themselves (admin %d, shutdown manager %d, readiness %d, stats %d)",
+				minPort, maxPort, p, EnvoyAdminPort, ShutdownManagerPort, EnvoyReadyPort, EnvoyStatsPort)
 		}
 	}
 	return nil

@@ -135,6 +135,11 @@ controllers) describe their fair queue's round robin (` + "`manager.FairQueue`" 
 counts the tenant namespaces with requests waiting, not the requests, and retries are not
 counted in ` + "`workqueue_retries_total`" + `.
 
+The tenants' Envoy proxies serve Envoy's own metrics (` + "`envoy_*`" + `, not listed here) on their stats
+listener, port 9904, path ` + "`/stats/prometheus`" + ` only; the manager chart's PodMonitor
+(` + "`config.envoyProxy.podMonitor.enabled`" + `) scrapes them with a ` + "`tenant`" + ` label, and the *kubelb / Envoy
+data plane* dashboard shows them ([operations.md](operations.md#envoy-data-plane-metrics)).
+
 Conventions: reconcile counters carry ` + "`result`" + ` (` + "`success`" + `, ` + "`error`" + ` or ` + "`skipped`" + `) and, for namespaced
 objects, ` + "`namespace`" + `; durations are histograms in seconds (buckets from 0.5 ms doubling to about 16 s);
 gauges that only the leader sets read 0 on other replicas, so dashboards aggregate them with ` + "`max`" + `.

@@ -10,7 +10,8 @@ import (
 
 // NotYet returns the fields of config and tenant (either may be nil) that are set but not
 // implemented yet, so the manager ignores them: the Gateway API default gateway,
-// dns.useCertificateAnnotations, the Config's Envoy maxResponseHeadersKb (request header limits are applied), PodMonitor and any topology but shared. A
+// dns.useCertificateAnnotations, the Config's Envoy maxResponseHeadersKb (request header limits
+// are applied) and any topology but shared (podMonitor is the chart's: it renders the PodMonitor). A
 // path is the object's kind and the field's JSON path, e.g. "Config spec.gatewayAPI.defaultGateway" or
 // "Tenant spec.dns.useCertificateAnnotations"; Config's come first, each in a fixed order. A pointer
 // counts as set when it is not nil, a bool when it is true.
@@ -25,9 +26,6 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 		}
 		if e.HeaderLimits != nil && e.HeaderLimits.MaxResponseHeadersKb != nil {
 			out = append(out, "Config spec.envoyProxy.headerLimits.maxResponseHeadersKb")
-		}
-		if e.PodMonitor != nil {
-			out = append(out, "Config spec.envoyProxy.podMonitor")
 		}
 	}
 	if tenant != nil {

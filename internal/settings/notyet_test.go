@@ -32,7 +32,7 @@ func TestNotYet(t *testing.T) {
 		return out
 	}
 	allConfig := append(prefix("Config", shared...),
-		"Config spec.envoyProxy.topology", "Config spec.envoyProxy.headerLimits.maxResponseHeadersKb", "Config spec.envoyProxy.podMonitor")
+		"Config spec.envoyProxy.topology", "Config spec.envoyProxy.headerLimits.maxResponseHeadersKb")
 
 	cases := []struct {
 		name   string
@@ -64,12 +64,12 @@ func TestNotYet(t *testing.T) {
 		{name: "dedicated topology", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyDedicated},
 		}}, want: []string{"Config spec.envoyProxy.topology"}},
-		{name: "certificate annotations that are off and a podMonitor that is off are still set", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
+		{name: "certificate annotations that are off are still set; podMonitor is the chart's", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{PodMonitor: &kubelbv1alpha1.PodMonitor{}},
 		}}, tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
 			DNS:          kubelbv1alpha1.DNSSettings{UseCertificateAnnotations: ptr.To(false), WildcardDomain: ptr.To("")},
 			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("")},
-		}}, want: []string{"Config spec.envoyProxy.podMonitor", "Tenant spec.dns.useCertificateAnnotations"}},
+		}}, want: []string{"Tenant spec.dns.useCertificateAnnotations"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,8 +88,8 @@ type Tenant struct {
 	DisableIngress    bool
 	GatewayClass      *string
 	DisableGatewayAPI bool
-	// Envoy is the Envoy fleet settings with the Tenant's replicas, resources and header
-	// limits applied.
+	// Envoy is the Envoy fleet settings with the Tenant's replicas, resources, header
+	// limits and access log applied.
 	Envoy kubelbv1alpha1.EnvoyProxy
 	// Annotations decides which annotations reach hub objects.
 	AnnotationSettings kubelbv1alpha1.AnnotationSettings
@@ -201,6 +201,9 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	}
 	if spec.EnvoyProxy.HeaderLimits != nil {
 		out.Envoy.HeaderLimits = spec.EnvoyProxy.HeaderLimits
+	}
+	if spec.EnvoyProxy.AccessLog != nil {
+		out.Envoy.AccessLog = spec.EnvoyProxy.AccessLog
 	}
 	a := spec.AnnotationSettings
 	if a.PropagatedAnnotations != nil {

@@ -20,12 +20,14 @@ func TestResolveTenantOverridesConfig(t *testing.T) {
 	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("metallb")},
 		EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Replicas: 3, NodeSelector: map[string]string{"role": "lb"},
-			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersKb: ptr.To[uint32](60)}},
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersKb: ptr.To[uint32](60)},
+			AccessLog:    &kubelbv1alpha1.AccessLog{Enabled: true}},
 	}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
 		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("cilium"), Disable: true},
 		EnvoyProxy: kubelbv1alpha1.TenantEnvoyProxy{Replicas: ptr.To[int32](5),
-			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](50)}},
+			HeaderLimits: &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](50)},
+			AccessLog:    &kubelbv1alpha1.AccessLog{}},
 	}}
 	tenant.Name = "a"
 	got := Resolve(config, tenant)
@@ -37,13 +39,18 @@ func TestResolveTenantOverridesConfig(t *testing.T) {
 	if hl := got.Envoy.HeaderLimits; hl == nil || hl.MaxRequestHeadersKb != nil || hl.MaxRequestHeadersCount == nil || *hl.MaxRequestHeadersCount != 50 {
 		t.Fatalf("header limits %+v, want the Tenant's", got.Envoy.HeaderLimits)
 	}
+	// The Tenant's access log setting replaces the Config's: this tenant turns it off.
+	if al := got.Envoy.AccessLog; al == nil || al.Enabled {
+		t.Fatalf("access log %+v, want the Tenant's (off)", al)
+	}
 	// The Config is not modified by the merge.
 	if *config.Spec.LoadBalancer.Class != "metallb" || config.Spec.EnvoyProxy.Replicas != 3 {
 		t.Fatal("Resolve modified the Config")
 	}
 	onlyConfig := Resolve(config, nil)
 	if *onlyConfig.LoadBalancerClass != "metallb" || onlyConfig.Envoy.Replicas != 3 || onlyConfig.DisableLoadBalancer ||
-		onlyConfig.Envoy.HeaderLimits == nil || *onlyConfig.Envoy.HeaderLimits.MaxRequestHeadersKb != 60 {
+		onlyConfig.Envoy.HeaderLimits == nil || *onlyConfig.Envoy.HeaderLimits.MaxRequestHeadersKb != 60 ||
+		onlyConfig.Envoy.AccessLog == nil || !onlyConfig.Envoy.AccessLog.Enabled {
 		t.Fatalf("config only: %+v", onlyConfig)
 	}
 	if none := Resolve(nil, nil); none.Envoy.Replicas != 3 || none.LoadBalancerClass != nil {

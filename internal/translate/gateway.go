@@ -527,6 +527,7 @@ func (t *l7) emitGateway(g *gateway) {
 			Address:    t.opts.ListenerAddress,
 			Port:       k.port,
 			StatPrefix: fmt.Sprintf("%s/%s/%s-%d", g.namespace, g.obj.Name, proto, first.spec.Port),
+			AccessLog:  t.opts.AccessLog && !k.udp,
 		}
 		if other := t.boundBy(il.Address, k.port, k.udp); other != "" {
 			for _, l := range ls {

@@ -568,6 +568,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 				Owners:       slices.Clone(st.httpOwners),
 				RouteConfig:  IngressHTTPListener,
 				HeaderLimits: limits,
+				AccessLog:    t.opts.AccessLog,
 			})
 		}
 	}
@@ -594,6 +595,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		StatPrefix:   IngressHTTPSListener,
 		Owners:       slices.Clone(st.httpsOwners),
 		HeaderLimits: limits,
+		AccessLog:    t.opts.AccessLog,
 	}
 	for _, s := range secrets {
 		c := st.chains[s]

@@ -251,6 +251,7 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		l.IdleTimeout = ir.Duration(s.opts.UDPSessionIdleTimeout)
 	} else {
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
+		l.AccessLog = t.opts.AccessLog
 		c.ProxyProtocol = s.proxyProtocol
 	}
 	c.HealthCheck = t.healthCheck(s, c.Protocol == ir.UpstreamUDP)

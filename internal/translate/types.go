@@ -140,6 +140,9 @@ type Options struct {
 	// HealthCheckProxies is the number of proxies of the tenant's fleet, each of which
 	// checks every endpoint; default 1.
 	HealthCheckProxies int
+	// AccessLog writes an access log of every TCP and HTTP listener to Envoy's stdout
+	// (Config/Tenant envoyProxy.accessLog).
+	AccessLog bool
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +15,9 @@ import (
 )
 
 // TestReadyListenerExposesOnlyReady starts a real Envoy whose admin interface is on loopback
-// and whose ready listener answers probes: GET /ready reaches the admin's /ready, and nothing
-// else of the admin API (which can stop Envoy) is reachable through it.
+// and whose ready and stats listeners answer probes and Prometheus: GET /ready and GET
+// /stats/prometheus reach the admin's, and nothing else of the admin API (which can stop
+// Envoy) is reachable through either.
 func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	t.Parallel()
 	// Static listeners open once Envoy has its first configuration: serve it an empty one.
@@ -25,7 +27,8 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 	}
 	admin := testsupport.Loopback(testsupport.FreePort(t))
 	ready := testsupport.Loopback(testsupport.FreePort(t))
-	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready})
+	stats := testsupport.Loopback(testsupport.FreePort(t))
+	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: "tenant-r", XDSAddress: xdsAddr, AdminAddress: admin, ReadyAddress: ready, StatsAddress: stats})
 	if !strings.Contains(string(b), bootstrap.ReadyListenerName) {
 		t.Fatalf("no ready listener in:\n%s", b)
 	}
@@ -50,10 +53,21 @@ func TestReadyListenerExposesOnlyReady(t *testing.T) {
 		}
 		return err
 	})
-	for _, path := range []string{"/quitquitquit", "/drain_listeners", "/config_dump", "/"} {
-		code, err := status(http.MethodPost, "http://"+ready+path)
-		if err != nil || code != http.StatusNotFound {
-			t.Errorf("POST %s through the ready listener: %d %v, want 404", path, code, err)
+	resp, err := client.Get("http://" + stats + bootstrap.StatsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "# TYPE envoy_server_live gauge") {
+		t.Errorf("GET %s through the stats listener: %d, want 200 with Envoy's metrics:\n%.400s", bootstrap.StatsPath, resp.StatusCode, body)
+	}
+	for _, listener := range []string{ready, stats} {
+		for _, path := range []string{"/quitquitquit", "/drain_listeners", "/config_dump", "/stats", "/"} {
+			code, err := status(http.MethodPost, "http://"+listener+path)
+			if err != nil || code != http.StatusNotFound {
+				t.Errorf("POST %s through %s: %d %v, want 404", path, listener, code, err)
+			}
 		}
 	}
 	if e.Exited() {

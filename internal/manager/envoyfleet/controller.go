@@ -263,6 +263,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		Protocol:     r.opts.XDSProtocol,
 		AdminAddress: fmt.Sprintf("127.0.0.1:%d", AdminPort),
 		ReadyAddress: fmt.Sprintf("0.0.0.0:%d", ReadyPort),
+		StatsAddress: fmt.Sprintf("0.0.0.0:%d", StatsPort),
 		EnvoyProxy:   &eff.Envoy,
 	})
 	if err != nil {
@@ -556,7 +557,8 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 // ConfigMap envoy-bootstrap (key bootstrap.yaml). Start Envoy with it as the fleet's pods do:
 // envoy -c <file> --service-node <any unique id> --service-cluster <namespace>. Its admin
 // interface listens on 127.0.0.1:9901 and its readiness listener (GET /ready only) on
-// 0.0.0.0:9903 (ReadyPort); to run several on one host, give each its own ports (the e2e harness does).
+// 0.0.0.0:9903 (ReadyPort) and its stats listener (GET /stats/prometheus only) on 0.0.0.0:9904
+// (StatsPort); to run several on one host, give each its own ports (the e2e harness does).
 func BootstrapFor(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: BootstrapConfigMapName}, cm); err != nil {

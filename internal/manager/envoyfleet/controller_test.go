@@ -164,6 +164,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 	}
 	// Delta xDS unless --envoy-xds-protocol says otherwise (TestOptionsDefaults).
 	for _, want := range []string{"cluster: tenant-a", "address: 127.0.0.1", "port_value: 18001", "port_value: 9901", "port_value: 9903", "envoy-ready",
+		"port_value: 9904", "envoy-stats", "/stats/prometheus",
 		"api_type: DELTA_GRPC"} {
 		if !strings.Contains(string(bootstrap), want) {
 			t.Errorf("bootstrap lacks %q:\n%s", want, bootstrap)

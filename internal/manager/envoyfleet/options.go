@@ -44,6 +44,12 @@ const (
 	// admin interface) for the kubelet's readiness probe. It was 19003, inside the default
 	// listener port range, until issue 26.
 	ReadyPort = ir.EnvoyReadyPort
+	// StatsPort is the port of the stats listener, which serves only GET /stats/prometheus
+	// (from the admin interface) for Prometheus (the chart's PodMonitor scrapes the pods'
+	// port named StatsPortName).
+	StatsPort = ir.EnvoyStatsPort
+	// StatsPortName names StatsPort in the Envoy container.
+	StatsPortName = "stats"
 	// DefaultXDSPort is the port of the manager's xDS server.
 	DefaultXDSPort = 8001
 )

@@ -127,7 +127,10 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
 		}}},
-		Ports: []corev1.ContainerPort{{Name: "ready", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP}},
+		Ports: []corev1.ContainerPort{
+			{Name: "ready", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP},
+			{Name: StatsPortName, ContainerPort: StatsPort, Protocol: corev1.ProtocolTCP},
+		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: xdsbootstrap.ReadyPath, Port: intstr.FromString("ready"), Scheme: corev1.URISchemeHTTP,

@@ -94,8 +94,11 @@ func TestBuildPodContract(t *testing.T) {
 	if !slices.Equal(c.Args[:len(wantArgs)], wantArgs) {
 		t.Errorf("args %q", c.Args)
 	}
-	if c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.StrVal != "ready" || c.Ports[0].ContainerPort != ReadyPort || len(c.Ports) != 1 {
+	if c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.StrVal != "ready" || c.Ports[0].ContainerPort != ReadyPort {
 		t.Errorf("readiness probe %+v", c.ReadinessProbe.HTTPGet)
+	}
+	if len(c.Ports) != 2 || c.Ports[1].Name != StatsPortName || c.Ports[1].ContainerPort != StatsPort {
+		t.Errorf("ports %+v, want ready and the stats port %s:%d the PodMonitor scrapes", c.Ports, StatsPortName, StatsPort)
 	}
 	sc := c.SecurityContext
 	if !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {

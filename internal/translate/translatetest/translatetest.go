@@ -94,6 +94,8 @@ type goldenOptions struct {
 	// The tenant's health-check budget and the proxies of its fleet.
 	HealthCheckProbesPerSecond int `json:"healthCheckProbesPerSecond,omitempty"`
 	HealthCheckProxies         int `json:"healthCheckProxies,omitempty"`
+	// AccessLog: the tenant's envoyProxy.accessLog.enabled.
+	AccessLog bool `json:"accessLog,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -134,6 +136,7 @@ func (g goldenInput) input() (translate.Input, error) {
 			},
 			HealthCheckProbesPerSecond: g.Options.HealthCheckProbesPerSecond,
 			HealthCheckProxies:         g.Options.HealthCheckProxies,
+			AccessLog:                  g.Options.AccessLog,
 		},
 	}
 	for _, a := range g.Addresses {

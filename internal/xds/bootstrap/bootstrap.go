@@ -1,7 +1,8 @@
 // Package bootstrap renders the Envoy bootstrap of a tenant's proxies: node identity (the
 // tenant in node.cluster), ADS over gRPC with mutual TLS to the manager's xDS server (the
 // client certificate and CA from the mounted client Secret, see TLSFiles), the admin interface on
-// loopback, an optional listener that serves only /ready, and the overload manager. It is
+// loopback, optional listeners that serve only /ready and only /stats/prometheus of it, and
+// the overload manager. It is
 // built from the bootstrap protos and validated, and golden-tested (testdata/).
 package bootstrap
 
@@ -96,6 +97,9 @@ type Options struct {
 	// admin interface), for readiness probes from outside the pod; "" adds none. It lets the
 	// admin interface itself stay on loopback.
 	ReadyAddress string
+	// StatsAddress is ip:port of a listener that serves only GET /stats/prometheus
+	// (forwarded to the admin interface), for Prometheus; "" adds none.
+	StatsAddress string
 	// Protocol is the xDS protocol of the ADS stream; default DefaultProtocol (delta).
 	Protocol Protocol
 	// EnvoyProxy settings; only overloadManager is used (header limits belong to HTTP
@@ -206,17 +210,8 @@ func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 			}},
 		},
 	}
-	if opts.ReadyAddress != "" {
-		readyHost, readyPort, err := splitHostPort(opts.ReadyAddress, false)
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap: ready address: %w", err)
-		}
-		l, c, err := readyResources(readyHost, readyPort, adminHost, adminPort)
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap: ready address %q: %w", opts.ReadyAddress, err)
-		}
-		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
-		b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
+	if err := adminPathListeners(b.StaticResources, opts, adminHost, adminPort); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	if opts.EnvoyProxy != nil {
 		if b.OverloadManager, err = overloadManager(opts.EnvoyProxy.OverloadManager); err != nil {

@@ -58,6 +58,11 @@ func TestBootstrapEnvoyValidates(t *testing.T) {
 			want: []string{"port_value: 9903", "/ready"},
 		},
 		{
+			name: "stats listener",
+			opts: Options{Tenant: "tenant-g", XDSAddress: "kubelb.kubelb.svc:8001", ReadyAddress: "0.0.0.0:9903", StatsAddress: "0.0.0.0:9904"},
+			want: []string{"port_value: 9903", "/ready", "port_value: 9904", "path: /stats/prometheus", "envoy-stats"},
+		},
+		{
 			name: "overload manager disabled",
 			opts: Options{Tenant: "tenant-d", XDSAddress: "kubelb.kubelb.svc:8001", EnvoyProxy: &v1alpha1.EnvoyProxy{
 				OverloadManager: &v1alpha1.OverloadManager{MaxHeapSizeBytes: ptr(uint64(1 << 30))},
@@ -166,6 +171,7 @@ func TestBootstrapRejectsBadOptions(t *testing.T) {
 		"admin not an ip":  {Tenant: "t", XDSAddress: "kubelb:1", AdminAddress: "localhost:9901"},
 		"zero connections": {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxActiveDownstreamConnections: ptr(uint64(0))}}},
 		"unknown protocol": {Tenant: "t", XDSAddress: "kubelb:1", Protocol: "rest"},
+		"stats not an ip":  {Tenant: "t", XDSAddress: "kubelb:1", StatsAddress: "envoy:9904"},
 		"zero heap":        {Tenant: "t", XDSAddress: "kubelb:1", EnvoyProxy: &v1alpha1.EnvoyProxy{OverloadManager: &v1alpha1.OverloadManager{Enabled: true, MaxHeapSizeBytes: ptr(uint64(0))}}},
 	} {
 		if _, err := Generate(opts); err == nil {

@@ -39,6 +39,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 	case ir.ProtocolTCP:
 		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
 		tp := tcpProxy(l.StatPrefix, l.Cluster, l.Backends, l.FailedWeight)
+		tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
 		if l.HashSourceIP {
 			tp.HashPolicy = []*typev3.HashPolicy{{
 				PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}},
@@ -83,7 +84,9 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 			if srv.Passthrough() {
 				// TLS passthrough: the connection, still encrypted, goes to the cluster;
 				// only the SNI the tls_inspector read chooses the chain.
-				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight))}
+				tp := tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight)
+				tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
+				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}
 			} else {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 				fc.TransportSocket = downstreamTLS(srv.Secret, &errs)
@@ -159,6 +162,7 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		// WebSocket upgrades pass through to HTTP/1.1 upstreams (Gateway API's
 		// appProtocol kubernetes.io/ws; Ingress controllers allow them too).
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
+		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
 	if hl := l.HeaderLimits; hl != nil {
 		if hl.MaxRequestHeadersKB > 0 {
