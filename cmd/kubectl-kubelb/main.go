@@ -7,12 +7,14 @@ import (
 	"os"
 
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/cli/envoyadmin"
 	"kubelb.dev/kubelb/internal/cli/translatecmd"
 )
 
 func main() {
 	root := cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		// One line per top-level command, in help order: each from its package under internal/cli.
+		envoyadmin.Command,
 		translatecmd.Command,
 	)
 	if err := root.Execute(); err != nil {
