@@ -98,7 +98,9 @@ func Command(o *cli.Options) *cobra.Command {
 		}
 	}
 	config := run("config", "List the listeners, clusters and route configurations (--raw: the whole /config_dump)",
-		func(ctx context.Context, s *Session, out io.Writer) error { return Config(ctx, s.Admin, s.Names, raw, out) })
+		func(ctx context.Context, s *Session, out io.Writer) error {
+			return Config(ctx, s.Admin, s.Names, raw, out)
+		})
 	config.Flags().BoolVar(&raw, "raw", false, "print Envoy's whole /config_dump (JSON; Envoy redacts secrets)")
 	clusters := run("clusters", "List the clusters and the health of each endpoint; exit 1 when one is unhealthy",
 		func(ctx context.Context, s *Session, out io.Writer) error {
@@ -109,7 +111,9 @@ func Command(o *cli.Options) *cobra.Command {
 			return err
 		})
 	stats := run("stats", "Print Envoy's stats (--filter: those whose name contains a string)",
-		func(ctx context.Context, s *Session, out io.Writer) error { return Stats(ctx, s.Admin, s.Names, filter, out) })
+		func(ctx context.Context, s *Session, out io.Writer) error {
+			return Stats(ctx, s.Admin, s.Names, filter, out)
+		})
 	stats.Flags().StringVar(&filter, "filter", "", "only the stats whose name contains this string")
 	c.AddCommand(config, clusters, stats)
 	return c

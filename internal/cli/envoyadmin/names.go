@@ -17,7 +17,7 @@ type Names struct {
 	lbs map[string]v1alpha1.LoadBalancer
 	// byOrigin are the LoadBalancers by "<origin ns>/<origin name>/" (stat prefixes).
 	byOrigin map[string]string
-	routes map[string]v1alpha1.Route
+	routes   map[string]v1alpha1.Route
 	// lbNames are the LoadBalancer names, longest first (a name may prefix another).
 	lbNames []string
 }
