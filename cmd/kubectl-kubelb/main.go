@@ -8,6 +8,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/cli/envoyadmin"
+	"kubelb.dev/kubelb/internal/cli/sysdump"
 	"kubelb.dev/kubelb/internal/cli/translatecmd"
 )
 
@@ -16,6 +17,7 @@ func main() {
 		// One line per top-level command, in help order: each from its package under internal/cli.
 		envoyadmin.Command,
 		translatecmd.Command,
+		sysdump.Command,
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -44,7 +45,11 @@ func Open(ctx context.Context, o *cli.Options, tenant string) (*Session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the hub: %w", err)
 	}
-	ns := TenantNamespace(tenant)
+	return OpenNamespace(ctx, cfg, c, TenantNamespace(tenant))
+}
+
+// OpenNamespace is Open for the tenant namespace ns of the hub of cfg and c.
+func OpenNamespace(ctx context.Context, cfg *rest.Config, c client.Reader, ns string) (*Session, error) {
 	names, err := TenantNames(ctx, c, ns)
 	if err != nil {
 		return nil, err
