@@ -39,7 +39,8 @@ type Hub struct {
 // listener ports their status records (none recorded: none, PortNotAllocated) or, for those
 // mirrored from tenant Services, the lowest free ones of the default range.
 // tenant is the tenant's hub namespace; empty: the namespace of the first namespaced kubelb
-// object, else "tenant-default". Objects without a namespace are put in it.
+// object, else "tenant-default". Objects without a namespace are put in it; those of other
+// namespaces are left there, out of the translation (as the manager's gather of one tenant).
 func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) {
 	h := &Hub{Tenant: tenant, ManagerNamespace: "kubelb"}
 	if h.Tenant == "" {
@@ -62,14 +63,16 @@ func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) 
 				h.ManagerNamespace = x.Namespace
 			}
 		case *v1alpha1.SyncSecret:
-			x.Namespace = h.Tenant
+			if x.Namespace == "" {
+				x.Namespace = h.Tenant
+			}
 			s, err := syncedSecret(x)
 			if err != nil {
 				return nil, err
 			}
 			objs = append(objs, s)
 		}
-		if isTenantKind(o) || isHubService(o) {
+		if (isTenantKind(o) || isHubService(o)) && o.GetNamespace() == "" {
 			o.SetNamespace(h.Tenant)
 		}
 		objs = append(objs, o)
@@ -141,7 +144,7 @@ func (h *Hub) hubServices(objs []client.Object, mirrored map[string]bool) []clie
 	has, used := map[string]bool{}, map[int32]bool{}
 	for _, o := range objs {
 		if svc, ok := o.(*corev1.Service); ok {
-			if lb := envoycp.HubServiceOf(svc); lb != "" {
+			if lb := envoycp.HubServiceOf(svc); lb != "" && svc.Namespace == h.Tenant {
 				has[lb] = true
 			}
 			for _, p := range svc.Spec.Ports {
@@ -165,7 +168,7 @@ func (h *Hub) hubServices(objs []client.Object, mirrored map[string]bool) []clie
 	var out []client.Object
 	for _, o := range objs {
 		lb, ok := o.(*v1alpha1.LoadBalancer)
-		if !ok || has[lb.Name] {
+		if !ok || lb.Namespace != h.Tenant || has[lb.Name] {
 			continue
 		}
 		svc := &corev1.Service{

@@ -203,7 +203,10 @@ func TestTenantService(t *testing.T) {
 		Spec:       v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}}}
 	a, _ := yaml.Marshal(svc)
 	b, _ := yaml.Marshal(addrs)
-	if err := os.WriteFile(path, []byte(string(a)+"---\n"+string(b)+"---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(string(a)+"---\n"+string(b)+"---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"+
+		// Another tenant's LoadBalancer: not this tenant's, left out.
+		"---\napiVersion: kubelb.k8c.io/v1alpha1\nkind: LoadBalancer\nmetadata: {name: other, namespace: tenant-other}\n"+
+		"spec: {ports: [{port: 81}], endpoints: [{addressesReference: {name: default}, ports: [{port: 30081}]}]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := run(t, "-f", path, "-n", "tenant-shop")
