@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
+
+	"kubelb.dev/kubelb/internal/envoyclusters"
 )
 
 // Config prints the names of the listeners, clusters and route configurations Envoy holds
@@ -77,75 +77,26 @@ func Config(ctx context.Context, a Admin, names *Names, raw bool, out io.Writer)
 	return nil
 }
 
-// Host is one upstream host of a cluster, as Envoy's /clusters reports it.
-type Host struct {
-	Address string
-	Healthy bool
-	// Why lists the health flags that are set (failed_active_health_check, ...).
-	Why []string
-}
-
-// ClusterHosts returns the hosts of every cluster Envoy holds, by cluster name.
-func ClusterHosts(ctx context.Context, a Admin) (map[string][]Host, []string, error) {
-	body, err := a.Get(ctx, "/clusters?format=json")
-	if err != nil {
-		return nil, nil, err
-	}
-	var doc struct {
-		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address struct {
-					SocketAddress struct {
-						Address   string `json:"address"`
-						PortValue int    `json:"port_value"`
-					} `json:"socket_address"`
-				} `json:"address"`
-				HealthStatus map[string]any `json:"health_status"`
-			} `json:"host_statuses"`
-		} `json:"cluster_statuses"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, nil, fmt.Errorf("reading Envoy's clusters: %w", err)
-	}
-	out, order := map[string][]Host{}, []string{}
-	for _, c := range doc.ClusterStatuses {
-		order = append(order, c.Name)
-		hosts := []Host{}
-		for _, h := range c.HostStatuses {
-			sa := h.Address.SocketAddress
-			host := Host{Address: net.JoinHostPort(sa.Address, strconv.Itoa(sa.PortValue)),
-				Healthy: h.HealthStatus["eds_health_status"] == "HEALTHY"}
-			for k, v := range h.HealthStatus {
-				if strings.HasPrefix(k, "failed_") && v == true {
-					host.Healthy = false
-					host.Why = append(host.Why, k)
-				}
-			}
-			sort.Strings(host.Why)
-			hosts = append(hosts, host)
-		}
-		out[c.Name] = hosts
-	}
-	sort.Strings(order)
-	return out, order, nil
-}
-
 // Clusters prints every cluster with the object it serves and each host's health, one line
 // each (✓ healthy, ✗ not, with Envoy's reasons). It returns the number of unhealthy hosts.
 func Clusters(ctx context.Context, a Admin, names *Names, out io.Writer) (int, error) {
-	hosts, order, err := ClusterHosts(ctx, a)
+	body, err := a.Get(ctx, envoyclusters.Path)
 	if err != nil {
 		return 0, err
 	}
+	clusters, err := envoyclusters.Parse(body)
+	if err != nil {
+		return 0, err
+	}
+	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
 	bad := 0
-	for _, c := range order {
-		fmt.Fprintf(out, "cluster %s\n", names.Annotate(c))
-		if len(hosts[c]) == 0 {
+	for _, c := range clusters {
+		fmt.Fprintf(out, "cluster %s\n", names.Annotate(c.Name))
+		if len(c.Hosts) == 0 {
 			fmt.Fprintln(out, "  ✗ no endpoints: check the tenant's nodes (Addresses) and the Service's NodePorts")
 			bad++
 		}
-		for _, h := range hosts[c] {
+		for _, h := range c.Hosts {
 			if h.Healthy {
 				fmt.Fprintf(out, "  ✓ %s healthy\n", h.Address)
 				continue

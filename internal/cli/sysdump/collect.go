@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/cli/envoyadmin"
+	"kubelb.dev/kubelb/internal/envoyclusters"
 )
 
 // Options of a sysdump.
@@ -263,7 +264,7 @@ func envoyDump(ctx context.Context, cfg *rest.Config, c client.Reader, ns string
 	defer s.Stop()
 	_, pod, _ := strings.Cut(s.Pod, "/")
 	for _, page := range []struct{ path, file string }{
-		{"/config_dump", "config_dump.json"}, {"/clusters?format=json", "clusters.json"}, {"/stats", "stats.txt"},
+		{"/config_dump", "config_dump.json"}, {envoyclusters.Path, "clusters.json"}, {"/stats", "stats.txt"},
 	} {
 		b, err := s.Admin.Get(ctx, page.path)
 		if err != nil {

@@ -10,12 +10,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/internal/app"
@@ -69,7 +66,7 @@ func NewDocument(tenant string, r Result) (Document, error) {
 		{resource.ListenerType, &d.Listeners}, {resource.RouteType, &d.Routes},
 		{resource.ClusterType, &d.Clusters}, {resource.EndpointType, &d.Endpoints},
 	} {
-		list, err := Plain(r.Resources[k.typeURL])
+		list, err := translator.Plain(r.Resources[k.typeURL])
 		if err != nil {
 			return Document{}, err
 		}
@@ -79,24 +76,6 @@ func NewDocument(tenant string, r Result) (Document, error) {
 		d.Secrets = append(d.Secrets, cache.GetResourceName(s))
 	}
 	return d, nil
-}
-
-// Plain turns Envoy resources into generic values (protojson with Envoy's field names, then
-// a generic map): key order is sorted, so the rendering is byte-stable.
-func Plain(rs []types.Resource) ([]any, error) {
-	list := make([]any, 0, len(rs))
-	for _, r := range rs {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r.(proto.Message))
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			return nil, err
-		}
-		list = append(list, v)
-	}
-	return list, nil
 }
 
 // Options of the command.
