@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,8 @@ func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) 
 	var objs []client.Object
 	for _, o := range m.Objects {
 		o = o.DeepCopyObject().(client.Object)
+		// Translation never reads them, and the in-memory reader refuses partial ones.
+		o.SetManagedFields(nil)
 		switch x := o.(type) {
 		case *v1alpha1.Config:
 			if x.Namespace != "" {
@@ -98,8 +101,33 @@ func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) 
 			c.Namespace = h.ManagerNamespace
 		}
 	}
-	h.Reader = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	seen := map[string]bool{}
+	for _, o := range objs {
+		kind := fmt.Sprintf("%T", o)
+		kind = kind[strings.LastIndex(kind, ".")+1:]
+		key := fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())
+		if seen[key] {
+			return nil, fmt.Errorf("%s appears twice in the manifests", key)
+		}
+		seen[key] = true
+	}
+	reader, err := newReader(scheme, objs)
+	if err != nil {
+		return nil, err
+	}
+	h.Reader = reader
 	return h, nil
+}
+
+// newReader holds the objects in memory as a client.Reader; it refuses objects it cannot
+// hold (e.g. two of the same name) with an error, not a panic.
+func newReader(scheme *runtime.Scheme, objs []client.Object) (r client.Reader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("reading the manifests: %v", p)
+		}
+	}()
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), nil
 }
 
 // isTenantKind reports whether o is a kubelb object of a tenant namespace.

@@ -234,6 +234,32 @@ func TestTenantService(t *testing.T) {
 	if err == nil || !strings.Contains(out, "✗ LoadBalancer tenant-shop/web: Error") {
 		t.Errorf("want an Error line and a failure, got %v:\n%s", err, out)
 	}
+	// kubectl's List output, with managed fields; the same object twice is refused.
+	list := `apiVersion: v1
+kind: List
+items:
+- apiVersion: kubelb.k8c.io/v1alpha1
+  kind: LoadBalancer
+  metadata:
+    name: web
+    namespace: tenant-shop
+    resourceVersion: "12345"
+    managedFields: [{manager: ccm, operation: Apply, apiVersion: kubelb.k8c.io/v1alpha1}]
+  spec:
+    endpoints: [{addresses: [{ip: 10.0.0.1}], ports: [{port: 30080}]}]
+    ports: [{port: 80}]
+  status:
+    service: {ports: [{port: 80, upstreamTargetPort: 10007}]}
+`
+	if err := os.WriteFile(path, []byte(list), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "-f", path); err != nil || !strings.Contains(out, "tenant tenant-shop: 1 listeners") {
+		t.Errorf("a List: %v\n%s", err, out)
+	}
+	if _, err := run(t, "-f", path, "-f", path); err == nil || err.Error() != "LoadBalancer tenant-shop/web appears twice in the manifests" {
+		t.Errorf("the same object twice: %v", err)
+	}
 	if _, err := run(t, "-f", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "reading the manifests") {
 		t.Errorf("a missing file: %v", err)
 	}
