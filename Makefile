@@ -182,6 +182,30 @@ bench-plot: ## Redraw docs/benchmarks' PNG plots and docs/benchmarks.md's tables
 bench-largest: ## Translate the largest tenant the CRDs and default limits allow, at 1/4, 1/2 and 1 of its size (time, allocations, peak RSS; part of `make bench`).
 	go test -run '^$$' -bench '^BenchmarkLargestTenant$$' -benchmem ./internal/xds/
 
+# The kubectl plugin's release archives (docs/kubectl-kubelb.md): PLUGIN_OUT/kubectl-kubelb_<os>_<arch>.tar.gz
+# for each of PLUGIN_PLATFORMS, cross-compiled with CGO off (stamped with SOURCE_DATE_EPOCH, as the
+# images: a rebuild gives the same sums), SHA256SUMS, and the krew manifest config/krew/kubelb.yaml
+# with the version, the archives' URLs under PLUGIN_URL and their sums filled in.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+PLUGIN_OUT       ?= $(BIN)/plugin
+PLUGIN_URL       ?= https://github.com/kubelb/kubelb/releases/download/$(GIT_VERSION)
+
+.PHONY: plugin-archives
+plugin-archives: ## Build the kubectl-kubelb release archives (linux, darwin; amd64, arm64) in bin/plugin/ with SHA256SUMS and the krew manifest.
+	rm -rf $(PLUGIN_OUT) && mkdir -p $(PLUGIN_OUT)
+	sed -e 's|@VERSION@|$(GIT_VERSION)|g' -e 's|@URL@|$(PLUGIN_URL)|g' config/krew/kubelb.yaml > $(PLUGIN_OUT)/kubelb.yaml
+	for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=kubectl-kubelb_$${os}_$${arch}; dir=$(PLUGIN_OUT)/$$name; \
+		mkdir -p $$dir; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o $$dir/kubectl-kubelb ./cmd/kubectl-kubelb; \
+		tar -C $$dir --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) -cf - kubectl-kubelb | gzip -9n > $$dir.tar.gz; \
+		rm -rf $$dir; \
+		sum=$$(sha256sum $$dir.tar.gz | cut -d' ' -f1); \
+		sed -i "s|@SHA256_$${os}_$${arch}@|$$sum|" $(PLUGIN_OUT)/kubelb.yaml; \
+	done
+	cd $(PLUGIN_OUT) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+	! grep -n '@[A-Z0-9_a-z]*@' $(PLUGIN_OUT)/kubelb.yaml
+
 .PHONY: demo
 demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a request through Envoy.
 	go build -o $(BIN)/demo ./e2e/demo
@@ -189,7 +213,7 @@ demo: tools ## Start hub, tenant, manager, ccm and Envoy locally and send a requ
 
 .PHONY: clean
 clean:
-	rm -rf $(BIN)/kubelb $(BIN)/ccm $(BIN)/images $(BIN)/charts
+	rm -rf $(BIN)/kubelb $(BIN)/ccm $(BIN)/kubectl-kubelb $(BIN)/images $(BIN)/charts $(BIN)/plugin
 
 .PHONY: help
 help:

@@ -8,8 +8,11 @@ import (
 
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/cli/checkhub"
+	"kubelb.dev/kubelb/internal/cli/envoyadmin"
+	"kubelb.dev/kubelb/internal/cli/sysdump"
 	"kubelb.dev/kubelb/internal/cli/tenantcmd"
 	"kubelb.dev/kubelb/internal/cli/tenantside"
+	"kubelb.dev/kubelb/internal/cli/translatecmd"
 )
 
 func main() {
@@ -18,6 +21,9 @@ func main() {
 		tenantside.StatusCommand,
 		cli.Group("check", "Check that a hub or a tenant cluster is set up right, with a hint per failed check", checkhub.Command, tenantside.CheckTenantCommand),
 		tenantcmd.Command,
+		envoyadmin.Command,
+		translatecmd.Command,
+		sysdump.Command,
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)

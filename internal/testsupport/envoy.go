@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"kubelb.dev/kubelb/internal/envoyclusters"
 )
 
 // writeBootstrap writes a bootstrap into a fresh temporary folder and returns its path.
@@ -209,46 +210,21 @@ type EnvoyHost struct {
 // ClusterHosts returns the hosts ("ip:port", IPv6 in brackets) of the first cluster whose name
 // match accepts, from the admin interface's /clusters.
 func (e *Envoy) ClusterHosts(match func(cluster string) bool) (map[string]EnvoyHost, error) {
-	var doc struct {
-		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address struct {
-					SocketAddress struct {
-						Address   string `json:"address"`
-						PortValue int    `json:"port_value"`
-					} `json:"socket_address"`
-				} `json:"address"`
-				Stats []struct {
-					Name  string          `json:"name"`
-					Value json.RawMessage `json:"value"`
-				} `json:"stats"`
-				HealthStatus map[string]any `json:"health_status"`
-			} `json:"host_statuses"`
-		} `json:"cluster_statuses"`
-	}
-	if err := e.GetJSON("/clusters?format=json", &doc); err != nil {
+	body, err := e.Get(envoyclusters.Path)
+	if err != nil {
 		return nil, err
 	}
-	for _, c := range doc.ClusterStatuses {
+	clusters, err := envoyclusters.Parse([]byte(body))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range clusters {
 		if !match(c.Name) {
 			continue
 		}
 		hosts := map[string]EnvoyHost{}
-		for _, h := range c.HostStatuses {
-			host := EnvoyHost{Healthy: h.HealthStatus["eds_health_status"] == "HEALTHY"}
-			for k, v := range h.HealthStatus {
-				if strings.HasPrefix(k, "failed_") && v == true {
-					host.Healthy = false
-				}
-			}
-			for _, s := range h.Stats {
-				if s.Name == "cx_total" {
-					host.Connections, _ = strconv.ParseInt(strings.Trim(string(s.Value), `"`), 10, 64)
-				}
-			}
-			sa := h.Address.SocketAddress
-			hosts[net.JoinHostPort(sa.Address, strconv.Itoa(sa.PortValue))] = host
+		for _, h := range c.Hosts {
+			hosts[h.Address] = EnvoyHost{Healthy: h.Healthy, Connections: h.Connections}
 		}
 		return hosts, nil
 	}

@@ -6,11 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -106,7 +103,7 @@ func RenderResources(res translator.Resources, keys ...string) ([]byte, error) {
 			if k != tf.Suffix {
 				continue
 			}
-			list, err := plain(res[tf.TypeURL])
+			list, err := translator.Plain(res[tf.TypeURL])
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -118,30 +115,11 @@ func RenderResources(res translator.Resources, keys ...string) ([]byte, error) {
 
 // RenderType renders the resources of one type URL as a YAML list.
 func RenderType(res translator.Resources, typeURL string) ([]byte, error) {
-	list, err := plain(res[typeURL])
+	list, err := translator.Plain(res[typeURL])
 	if err != nil {
 		return nil, err
 	}
 	return yaml.Marshal(list)
-}
-
-// plain turns resources into generic values: every resource through protojson (snake_case
-// field names, as in Envoy's docs) and then through a generic map, so key order is sorted and
-// the result is byte-stable (protojson's own output deliberately is not).
-func plain(rs []types.Resource) ([]any, error) {
-	list := make([]any, 0, len(rs))
-	for _, r := range rs {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r.(proto.Message))
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			return nil, err
-		}
-		list = append(list, v)
-	}
-	return list, nil
 }
 
 // Golden compares got with the golden file at path, or rewrites the file when update is set.
