@@ -407,7 +407,9 @@ func TestManagerChartAddressProviderInstall(t *testing.T) {
 		values                       []string
 	}{
 		{"kubelb-manager", ns, ProviderNodeIP, true, []string{"-f", CIValues(ManagerChart, "address-provider-values.yaml")}},
-		{"ipam", "hub-ipam", ProviderIPAM, false, []string{"--set", "addressProvider.type=ipam"}},
+		// A second release in the same hub: the admission webhook's configuration is
+		// cluster-scoped (kubelb-tenant-objects), one per hub, and the first release owns it.
+		{"ipam", "hub-ipam", ProviderIPAM, false, []string{"--set", "addressProvider.type=ipam", "--set", "admissionWebhook.enabled=false"}},
 	} {
 		out := Install(t, hub, ManagerChart, tc.release, tc.namespace, tc.values...)
 		if !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "Address provider "+tc.provider) {
