@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +29,8 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdstest"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // TestIngressThroughEnvoy serves two Ingresses and a LoadBalancer hostname through a real
@@ -141,26 +139,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		t.Fatalf("problems: %v", problems)
 	}
 
-	certs := xdstest.New(t)
-	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), certs.ServerTLS())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
-		t.Fatal(err)
-	}
-	boot := certs.Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})
-	testsupport.StartEnvoy(t, "ingress-proxy", boot, testsupport.EnvoyOptions{Node: "ingress-proxy", Concurrency: 1})
+	xdsenvoy.Start(t, "ingress-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
 
 	plain := testsupport.Loopback(httpPort)
 	secure := testsupport.Loopback(httpsPort)

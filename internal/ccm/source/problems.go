@@ -20,6 +20,11 @@ const (
 	hubConditionApplied         = "ResourceAppliedSuccessfully"
 	hubConditionProgrammed      = "Programmed"
 	hubReasonProgrammedWarnings = "ProgrammedWithWarnings"
+	// hubReasonInvalidListeners: the hub left some of a Gateway's listeners out and serves
+	// the others (a False ResourceAppliedSuccessfully that does not stop the Gateway).
+	hubReasonInvalidListeners = "InvalidListeners"
+	// hubReasonRejected: an Envoy proxy of the tenant's fleet rejected the configuration.
+	hubReasonRejected = "Rejected"
 )
 
 // ReasonHubProblem is the reason of a hub problem's Warning Event when the hub condition's
@@ -59,12 +64,24 @@ func RouteProblems(r *v1alpha1.Route) []HubProblem {
 		}
 		switch {
 		case c.Status == metav1.ConditionFalse:
-			out = append(out, HubProblem{Reason: c.Reason, Message: c.Message, NotServed: true, Since: c.LastTransitionTime})
+			out = append(out, HubProblem{Reason: c.Reason, Message: c.Message, NotServed: notServed(typ, c.Reason), Since: c.LastTransitionTime})
 		case typ == hubConditionProgrammed && c.Reason == hubReasonProgrammedWarnings:
 			out = append(out, HubProblem{Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime})
 		}
 	}
 	return out
+}
+
+// notServed tells whether a False hub condition means that the object is not served at all:
+// the hub did not apply it (ResourceAppliedSuccessfully, except InvalidListeners: the other
+// listeners are served), or Envoy rejected it (Programmed, Rejected). A False Programmed for
+// a translation problem is not: the problem is about a part (a listener, a rule), and the
+// translated status the ccm copies already says which.
+func notServed(conditionType, reason string) bool {
+	if conditionType == hubConditionApplied {
+		return reason != hubReasonInvalidListeners
+	}
+	return reason == hubReasonRejected
 }
 
 // HubJudged tells whether the hub has judged the Route as it is: no condition the ccm reads

@@ -62,6 +62,22 @@ func TestRouteProblems(t *testing.T) {
 	if p := RouteProblems(rt); len(p) != 1 || p[0].NotServed {
 		t.Errorf("warnings %+v", p)
 	}
+	// Some of a Gateway's listeners left out: the others are served, so the Gateway stays
+	// Programmed (Gateway API conformance, GatewayObservedGenerationBump).
+	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("ResourceAppliedSuccessfully", metav1.ConditionFalse, "InvalidListeners", "Listeners left out: listener \"invalid\"", 3)}
+	if p := RouteProblems(rt); len(p) != 1 || p[0].NotServed {
+		t.Errorf("listeners left out: %+v", p)
+	}
+	// A translation problem of one listener: told, but the Gateway is served; Envoy's
+	// rejection is not served.
+	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("Programmed", metav1.ConditionFalse, "UnsupportedProtocol", "listener invalid is not served", 3)}
+	if p := RouteProblems(rt); len(p) != 1 || p[0].NotServed {
+		t.Errorf("a listener's translation problem: %+v", p)
+	}
+	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("Programmed", metav1.ConditionFalse, "Rejected", "Envoy rejected it", 3)}
+	if p := RouteProblems(rt); len(p) != 1 || !p[0].NotServed {
+		t.Errorf("Envoy's rejection: %+v", p)
+	}
 	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("Programmed", metav1.ConditionTrue, "Programmed", "ok", 3)}
 	if p := RouteProblems(rt); p != nil {
 		t.Errorf("programmed: %+v", p)
