@@ -90,7 +90,9 @@ func TestTenantSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		over := tn.CreateService(framework.LBService{Name: "over", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}})
-		waitCondition(t, hub.Client, tn.Namespace, string(over.UID), "Ready")
+		// The manager may judge the new LoadBalancer before it sees the lowered limit; the
+		// Tenant's change then judges it again.
+		waitConditionIs(t, hub.Client, tn.Namespace, string(over.UID), "Ready", metav1.ConditionFalse, "QuotaExceeded")
 		out, err := run("--kubeconfig", kc, "-n", "default", "status", "service/over")
 		t.Log("\n" + out)
 		if err == nil {
@@ -216,13 +218,20 @@ func playCCMDeployment(t *testing.T, c client.Client, hubNamespace string) {
 // waitCondition waits until the hub LoadBalancer has a condition of type cond.
 func waitCondition(t *testing.T, hub client.Client, ns, name, cond string) {
 	t.Helper()
-	testsupport.Eventually(t, time.Minute, "condition "+cond+" on LoadBalancer "+name, func() error {
+	waitConditionIs(t, hub, ns, name, cond, "", "")
+}
+
+// waitConditionIs waits until the LoadBalancer has the condition, with status and reason
+// when they are given.
+func waitConditionIs(t *testing.T, hub client.Client, ns, name, cond string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	testsupport.Eventually(t, time.Minute, fmt.Sprintf("condition %s %s %s on LoadBalancer %s", cond, status, reason, name), func() error {
 		lb := &kubelbv1alpha1.LoadBalancer{}
 		if err := hub.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
 			return err
 		}
 		for _, c := range lb.Status.Conditions {
-			if c.Type == cond {
+			if c.Type == cond && (status == "" || c.Status == status) && (reason == "" || c.Reason == reason) {
 				return nil
 			}
 		}
