@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/hubschema"
 )
 
@@ -99,7 +100,7 @@ func hubLimitExceeded(err error) bool {
 		return false
 	}
 	msg := err.Error()
-	return strings.Contains(msg, "exceeded quota") || strings.Contains(msg, `"tenant-objects.kubelb.k8c.io" denied`)
+	return strings.Contains(msg, "exceeded quota") || strings.Contains(msg, `"`+hubnames.AdmissionWebhookName+`" denied`)
 }
 
 // namespaceNotFound tells whether err says that a namespace does not exist (a create in it).

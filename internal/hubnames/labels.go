@@ -64,3 +64,8 @@ func HasAll(have, want map[string]string) bool {
 	}
 	return true
 }
+
+// AdmissionWebhookName is the name of the manager's admission webhook for tenant objects
+// (in ValidatingWebhookConfiguration kubelb-tenant-objects); the API server names it in
+// each refusal, which is how the ccm tells a tenant-limit refusal from others.
+const AdmissionWebhookName = "tenant-objects.kubelb.k8c.io"

@@ -5,10 +5,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // WebhookName is the name of the one webhook of ConfigurationName.
-const WebhookName = "tenant-objects.kubelb.k8c.io"
+const WebhookName = hubnames.AdmissionWebhookName
 
 // TimeoutSeconds is how long the API server waits for the webhook.
 const TimeoutSeconds = 10
