@@ -89,6 +89,13 @@ func TestTenantSide(t *testing.T) {
 		if err := hub.Client.Update(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}
+		// The hub ranks a tenant's objects by creationTimestamp (whole seconds), then name:
+		// "over" must be created in a later second than "web"'s LoadBalancer to be the younger.
+		webLB := &kubelbv1alpha1.LoadBalancer{}
+		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: string(web.UID)}, webLB); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(webLB.CreationTimestamp.Add(1100 * time.Millisecond)))
 		over := tn.CreateService(framework.LBService{Name: "over", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}})
 		// The manager may judge the new LoadBalancer before it sees the lowered limit; the
 		// Tenant's change then judges it again.
