@@ -6,7 +6,9 @@
 // that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
 // removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
 // RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
-// the Tenant's condition. Owner references naming a Tenant or a namespace on the objects
+// the Tenant's condition. The Tenant's status counts the tenant's LoadBalancers and Routes,
+// written when they change and at most once per 10 s per tenant (counts.go). Owner
+// references naming a Tenant or a namespace on the objects
 // tenants write are removed (owners.go), so that no tenant holds another's deletion. On
 // every replica it also keeps the manager's tenant-labelled metrics to the Tenants that
 // exist (metrics.go).
