@@ -83,6 +83,14 @@ func TestBrokenSetups(t *testing.T) {
 		t.Log("app team: kubectl kubelb status svc/web\n" + out)
 		wantFailure(t, out, err, "✗ hub accepted: Ready=False WaitingForAddress", `load-balancer class "`+nobodysClass+`"`, "✗ hub address: no address",
 			"first failing step: hub accepted", "--address-provider-class="+nobodysClass, "spec.loadBalancer.class of your Tenant")
+		// The tenant's Envoy fleet comes with its first LoadBalancer.
+		testsupport.Eventually(t, time.Minute, "the Envoy fleet of "+bare.Namespace, func() error {
+			deps := &appsv1.DeploymentList{}
+			if err := hub.Client.List(ctx, deps, client.InNamespace(bare.Namespace)); err != nil || len(deps.Items) == 0 {
+				return fmt.Errorf("no Deployment yet (%v)", err)
+			}
+			return nil
+		})
 		out, err = runCheckHub(t, hub.Client, hub.Kubeconfig)
 		t.Log("platform team: kubectl kubelb check hub\n" + out)
 		wantFailure(t, out, err, "✓ tenant bare: Ready", "✗ hub Service addresses: 1 hub Service of class "+nobodysClass+" waiting for an address",
@@ -124,9 +132,10 @@ func TestBrokenSetups(t *testing.T) {
 				}}}}}})
 		var out string
 		var err error
+		// Until the hub judged the Route and the ccm copied the address onto the Ingress.
 		testsupport.Eventually(t, time.Minute, "status to name the missing certificate", func() error {
 			out, err = run("--kubeconfig", shop.Cluster.Kubeconfig, "-n", "default", "status", "ing/shop")
-			if !strings.Contains(out, "shop-tls") {
+			if !strings.Contains(out, "shop-tls") || !strings.Contains(out, "✓ hub address") {
 				return fmt.Errorf("output:\n%s", out)
 			}
 			return nil
