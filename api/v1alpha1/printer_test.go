@@ -66,6 +66,7 @@ func TestKubectlGetKubelb(t *testing.T) {
 	}
 	tenant.Status.Phase = kubelbv1alpha1.TenantPhaseReady
 	tenant.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionTrue, "Provisioned")}
+	tenant.Status.LoadBalancers, tenant.Status.Routes = 7, 3
 	if err := c.Status().Update(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestKubectlGetKubelb(t *testing.T) {
 	t.Logf("kubectl get kubelb -A:\n%s", out)
 	for _, want := range []string{
 		"loadbalancer.kubelb.k8c.io/svc-uid", "route.kubelb.k8c.io/ing-uid", "tenant.kubelb.k8c.io/acme",
-		"ADDRESS", "READY", "PROGRAMMED", "192.0.2.10", "ORIGINRESOURCE", "PHASE",
+		"ADDRESS", "READY", "PROGRAMMED", "192.0.2.10", "ORIGINRESOURCE", "PHASE", "LOADBALANCERS", "ROUTES",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl get kubelb -A does not show %q", want)
@@ -87,8 +88,8 @@ func TestKubectlGetKubelb(t *testing.T) {
 	if l := lineWith(out, "route.kubelb.k8c.io/ing-uid"); !strings.Contains(l, "Ingress") || !strings.Contains(l, "True") {
 		t.Errorf("Route row = %q, want kind Ingress and Programmed True", l)
 	}
-	if l := lineWith(out, "tenant.kubelb.k8c.io/acme"); !strings.Contains(l, "Ready") || !strings.Contains(l, "True") {
-		t.Errorf("Tenant row = %q, want phase Ready and Ready True", l)
+	if l := lineWith(out, "tenant.kubelb.k8c.io/acme"); !strings.Contains(l, "Ready") || !strings.Contains(l, "True") || !strings.Contains(l, " 7 ") || !strings.Contains(l, " 3 ") {
+		t.Errorf("Tenant row = %q, want phase Ready, Ready True, 7 LoadBalancers and 3 Routes", l)
 	}
 
 	for _, short := range []string{"lb", "klroute", "kltenant", "klstate", "klpool", "kladdr", "klsync", "klconfig"} {

@@ -83,6 +83,16 @@ type TenantStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LoadBalancers is the number of LoadBalancers in the tenant's namespace. The manager
+	// writes it when it changes, at most about once per 10 seconds per tenant, so it may lag a
+	// burst of changes by that much.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LoadBalancers int32 `json:"loadBalancers,omitempty"`
+	// Routes is the number of Routes in the tenant's namespace, written like LoadBalancers.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Routes int32 `json:"routes,omitempty"`
 }
 
 // Tenant onboards a tenant cluster: the manager makes namespace tenant-<name>, the ccm's RBAC
@@ -92,6 +102,8 @@ type TenantStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=kltenant,categories=kubelb
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="LoadBalancers",type=integer,JSONPath=`.status.loadBalancers`
+// +kubebuilder:printcolumn:name="Routes",type=integer,JSONPath=`.status.routes`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`

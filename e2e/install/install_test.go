@@ -251,6 +251,9 @@ func TestInstallQuickStart(t *testing.T) {
 	}
 	phase("traffic checks", start)
 
+	// The kubectl plugin, as each persona runs it, against this installation.
+	checkPlugin(t, hub, kubeconfig, home)
+
 	// Disruptions while traffic flows: the leader's pod is deleted, then the Envoy
 	// Deployment rolls.
 	start = time.Now()

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -112,6 +113,18 @@ func ParentRefs(u map[string]any, ns string) []ParentRef {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return slices.Compact(out)
+}
+
+// ServiceBackends are the Services among refs (made by an object of kind fromKind in
+// namespace fromNS) that the object may use as backends: those Permitted by the grants.
+func ServiceBackends(refs []Ref, fromKind, fromNS string, grants []gwapiv1beta1.ReferenceGrant) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, ref := range refs {
+		if ref.isService() && Permitted(ref, fromKind, fromNS, grants) {
+			out = append(out, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
+		}
+	}
+	return out
 }
 
 // Permitted tells whether ref, made by an object of kind fromKind in namespace fromNS, may

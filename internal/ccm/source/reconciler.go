@@ -204,12 +204,7 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 		}
 		sc.context = DesiredContext(r.Kind.String(), obj.GetNamespace(), ns.Labels, sc.refs, grants)
 	}
-	var backends []types.NamespacedName
-	for _, ref := range sc.refs {
-		if ref.isService() && Permitted(ref, r.Kind.String(), obj.GetNamespace(), grants) {
-			backends = append(backends, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
-		}
-	}
+	backends := ServiceBackends(sc.refs, r.Kind.String(), obj.GetNamespace(), grants)
 	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
 	return sc, err
 }

@@ -176,3 +176,32 @@ func TestPickPod(t *testing.T) {
 		t.Error("TenantNamespace")
 	}
 }
+
+// statsAdmin answers /stats with fixed lines.
+type statsAdmin string
+
+func (s statsAdmin) Get(context.Context, string) ([]byte, error) { return []byte(s), nil }
+
+// TestStatsOwners: the stats of a LoadBalancer's listener and TCP proxy, and of a Gateway's
+// listener and its HTTP connection manager (stat prefix "<ns>/<gateway>/<port>"), name their
+// tenant object; Envoy's own stats name none.
+func TestStatsOwners(t *testing.T) {
+	lb := v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "0b1c",
+		Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "web"}}}
+	gw := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "9d2e", Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop",
+		v1alpha1.LabelOriginName: "gw", v1alpha1.LabelOriginResourceKind: "Gateway.gateway.networking.k8s.io"}}}
+	names := envoyadmin.NewNames([]v1alpha1.LoadBalancer{lb}, []v1alpha1.Route{gw})
+	var out bytes.Buffer
+	stats := "listener.shop/web/tcp-80.downstream_cx_total: 2\ntcp.shop/web/tcp-80.downstream_cx_total: 2\n" +
+		"http.shop/gw/tcp-8080.downstream_cx_total: 1\nlistener.shop/gw/tcp-8080.downstream_cx_total: 1\nhttp.admin.downstream_cx_total: 5\n"
+	if err := envoyadmin.Stats(context.Background(), statsAdmin(stats), names, "", &out); err != nil {
+		t.Fatal(err)
+	}
+	lbOwner, gwOwner := "  (LoadBalancer 0b1c (Service shop/web) port tcp-80)", "  (Route 9d2e (Gateway.gateway.networking.k8s.io shop/gw) tcp-8080)"
+	want := "listener.shop/web/tcp-80.downstream_cx_total: 2" + lbOwner + "\ntcp.shop/web/tcp-80.downstream_cx_total: 2" + lbOwner +
+		"\nhttp.shop/gw/tcp-8080.downstream_cx_total: 1" + gwOwner + "\nlistener.shop/gw/tcp-8080.downstream_cx_total: 1" + gwOwner +
+		"\nhttp.admin.downstream_cx_total: 5\n"
+	if out.String() != want {
+		t.Errorf("stats:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -127,9 +127,10 @@ func Stats(ctx context.Context, a Admin, names *Names, filter string, out io.Wri
 	return nil
 }
 
-// statOwner is "  (<object>)" for a stat of a cluster or listener Envoy's names map back.
+// statOwner is "  (<object>)" for a stat of a cluster, a listener or a listener's filter
+// (http., tcp., udp.: their stat prefix) Envoy's names map back.
 func statOwner(names *Names, stat string) string {
-	for _, prefix := range []string{"cluster.", "listener."} {
+	for _, prefix := range []string{"cluster.", "listener.", "http.", "tcp.", "udp."} {
 		rest, ok := strings.CutPrefix(stat, prefix)
 		if !ok {
 			continue

@@ -18,13 +18,16 @@ type Names struct {
 	// byOrigin are the LoadBalancers by "<origin ns>/<origin name>/" (stat prefixes).
 	byOrigin map[string]string
 	routes   map[string]v1alpha1.Route
+	// gateways are the Routes of Gateways by "<origin ns>/<origin name>/" (the stat prefixes of
+	// their listeners).
+	gateways map[string]string
 	// lbNames are the LoadBalancer names, longest first (a name may prefix another).
 	lbNames []string
 }
 
 // NewNames maps the names of the tenant's LoadBalancers and Routes.
 func NewNames(lbs []v1alpha1.LoadBalancer, routes []v1alpha1.Route) *Names {
-	n := &Names{lbs: map[string]v1alpha1.LoadBalancer{}, byOrigin: map[string]string{}, routes: map[string]v1alpha1.Route{}}
+	n := &Names{lbs: map[string]v1alpha1.LoadBalancer{}, byOrigin: map[string]string{}, routes: map[string]v1alpha1.Route{}, gateways: map[string]string{}}
 	for _, lb := range lbs {
 		n.lbs[lb.Name] = lb
 		if ns, name := lb.Labels[v1alpha1.LabelOriginNamespace], lb.Labels[v1alpha1.LabelOriginName]; ns != "" && name != "" {
@@ -35,6 +38,10 @@ func NewNames(lbs []v1alpha1.LoadBalancer, routes []v1alpha1.Route) *Names {
 	sort.Slice(n.lbNames, func(i, j int) bool { return len(n.lbNames[i]) > len(n.lbNames[j]) })
 	for _, r := range routes {
 		n.routes[r.Name] = r
+		ns, name := r.Labels[v1alpha1.LabelOriginNamespace], r.Labels[v1alpha1.LabelOriginName]
+		if strings.HasPrefix(r.Labels[v1alpha1.LabelOriginResourceKind], "Gateway.") && ns != "" && name != "" {
+			n.gateways[ns+"/"+name+"/"] = r.Name
+		}
 	}
 	return n
 }
@@ -50,6 +57,9 @@ func (n *Names) Of(name string) string {
 	if i := strings.LastIndex(name, "/"); i > 0 {
 		if lb, ok := n.byOrigin[name[:i+1]]; ok {
 			return fmt.Sprintf("LoadBalancer %s%s port %s", lb, origin(n.lbs[lb].Labels, "Service"), name[i+1:])
+		}
+		if r, ok := n.gateways[name[:i+1]]; ok {
+			return fmt.Sprintf("Route %s%s %s", r, origin(n.routes[r].Labels, "object"), name[i+1:])
 		}
 	}
 	parts := strings.Split(name, "/")

@@ -19,8 +19,10 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/routekind"
 )
 
@@ -188,12 +190,14 @@ func leaseStep(ctx context.Context, env TenantEnv) Step {
 		"no Lease %s in %s", ccmLeaseName, strings.Join(namespaces, ", "))
 }
 
-// nodeAddressStep: every node has the address type the ccm sends the hub.
+// nodeAddressStep: every node that takes load balancer traffic has an address the ccm sends
+// the hub: of its --node-address-type, or of the ccm's fallback type (ccm.NodeAddresses:
+// ExternalIP → InternalIP → Hostname, ...), which the step names.
 func nodeAddressStep(ctx context.Context, env TenantEnv) Step {
 	const name = "node addresses"
 	want := env.NodeAddressType
 	if want == "" {
-		want = env.CCM.Flag("--node-address-type", "ExternalIP")
+		want = env.CCM.Flag("--node-address-type", ccm.NodeAddressExternalIP)
 	}
 	nodes := &corev1.NodeList{}
 	if err := env.Tenant.List(ctx, nodes); err != nil {
@@ -202,17 +206,33 @@ func nodeAddressStep(ctx context.Context, env TenantEnv) Step {
 	if len(nodes.Items) == 0 {
 		return failed(name, "the tenant cluster has no Node: the hub has nowhere to send traffic", "no Node")
 	}
-	var lacking []string
+	var lacking, fellBack []string
+	serving := 0
 	for _, n := range nodes.Items {
-		if !slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return string(a.Type) == want && a.Address != "" }) {
+		if !nodeip.NodeServes(&n) {
+			continue
+		}
+		serving++
+		addrs, _ := ccm.NodeAddresses([]corev1.Node{n}, want)
+		switch {
+		case len(addrs) == 0:
 			lacking = append(lacking, n.Name)
+		case !slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return string(a.Type) == want && a.Address != "" }):
+			fellBack = append(fellBack, fmt.Sprintf("%s: %s%s", n.Name, addrs[0].IP, addrs[0].Hostname))
 		}
 	}
-	if len(lacking) > 0 {
+	switch {
+	case serving == 0:
+		return failed(name, "no node is Ready and open to load balancer traffic (node.kubernetes.io/exclude-from-external-load-balancers): the hub has nowhere to send traffic",
+			"none of %d nodes serves", len(nodes.Items))
+	case len(lacking) > 0:
 		return failed(name, "set the ccm's --node-address-type (chart value kubelb.nodeAddressType) to a type your nodes have (`kubectl get nodes -o wide`), one the hub can reach",
-			"%d of %d nodes have no %s address: %s", len(lacking), len(nodes.Items), want, strings.Join(firstN(lacking, 5), ", "))
+			"%d of %d serving nodes have no address the ccm can send: %s", len(lacking), serving, strings.Join(firstN(lacking, 5), ", "))
+	case len(fellBack) > 0:
+		return ok(name, "%d of %d serving node(s) without an %s address are sent by the ccm's fallback (%s): check that the hub reaches them",
+			len(fellBack), serving, want, strings.Join(firstN(fellBack, 5), ", "))
 	}
-	return ok(name, "all %d nodes have an %s address", len(nodes.Items), want)
+	return ok(name, "all %d serving node(s) have an %s address", serving, want)
 }
 
 // gatewayCRDStep: the Gateway API CRDs serve the versions the ccm reads, when it mirrors

@@ -57,6 +57,9 @@ func StatusCommand(o *cli.Options) *cobra.Command {
 			for _, rej := range r.Rejections {
 				fmt.Fprintf(w, "Envoy rejection: proxy %s, %s: %s\n", rej.Proxy, rej.TypeURL, oneLine(rej.Message))
 			}
+			if r.OtherRejections > 0 {
+				fmt.Fprintf(w, "%d other Envoy rejection(s) of this tenant's configuration name other objects (`kubectl kubelb check tenant` shows the first)\n", r.OtherRejections)
+			}
 			if f := FirstFailed(r.Steps); f != nil {
 				fmt.Fprintf(w, "first failing step: %s\n    %s\n", f.Name, oneLine(f.Hint))
 				return fmt.Errorf("%s: step %q fails", target, f.Name)

@@ -42,7 +42,7 @@ func routeStatus(ctx context.Context, tenant client.Reader, hub HubAccess, t Tar
 	}
 	rs := route.Status.Resources
 	r.Conditions = append(r.Conditions, Conditions{Heading: "hub Route " + route.Namespace + "/" + route.Name, Conditions: rs.Route.Conditions})
-	r.Rejections = rejections(ctx, hub)
+	r.Rejections, r.OtherRejections = rejections(ctx, hub, route.Name, rs.Route.Conditions)
 	r.Steps = append(r.Steps, appliedStep(rs.Route.Conditions), hubServiceStep(t.Kind, rs.Services))
 	switch t.Kind {
 	case routekind.Ingress:
@@ -52,7 +52,7 @@ func routeStatus(ctx context.Context, tenant client.Reader, hub HubAccess, t Tar
 	default:
 		r.Steps = append(r.Steps, skipped("hub address", "a route is reached on the address of the Gateways it attaches to (kubectl kubelb status gateway/<name>)"))
 	}
-	r.Steps = append(r.Steps, programmedStep(rs.Route.Conditions, r.Rejections))
+	r.Steps = append(r.Steps, programmedStep(rs.Route.Conditions))
 	if c := meta.FindStatusCondition(rs.Route.Conditions, condReachable); c != nil && c.Status != metav1.ConditionTrue {
 		r.Steps = append(r.Steps, failed("endpoints", "the hub's Envoy cannot reach your backends' NodePorts: check firewalls between the hub and your nodes", "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message))
 	} else if c != nil {

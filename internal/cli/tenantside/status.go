@@ -79,8 +79,11 @@ type Conditions struct {
 type StatusReport struct {
 	Steps      []Step
 	Conditions []Conditions
-	// Rejections are the Envoy rejections of the tenant's configuration the hub holds.
+	// Rejections are the Envoy rejections the hub holds that name the object (all of the
+	// tenant's when the hub says the object was rejected and none names it).
 	Rejections []v1alpha1.ConfigRejection
+	// OtherRejections counts the tenant's other Envoy rejections.
+	OtherRejections int
 }
 
 // HubAccess is the hub as status reaches it: a client for the tenant's namespace there, or
@@ -163,12 +166,12 @@ func serviceStatus(ctx context.Context, tenant client.Reader, hub HubAccess, t T
 		return r
 	}
 	r.Conditions = append(r.Conditions, Conditions{Heading: "hub LoadBalancer " + lb.Namespace + "/" + lb.Name, Conditions: lb.Status.Conditions})
-	r.Rejections = rejections(ctx, hub)
+	r.Rejections, r.OtherRejections = rejections(ctx, hub, lb.Name, lb.Status.Conditions)
 	r.Steps = append(r.Steps,
 		readyStep(lb.Status.Conditions),
 		listenerStep(lb),
 		addressStep(lb.Status.LoadBalancer.Ingress, meta.FindStatusCondition(lb.Status.Conditions, condReady), "the hub LoadBalancer's status"),
-		programmedStep(lb.Status.Conditions, r.Rejections),
+		programmedStep(lb.Status.Conditions),
 		endpointsStep(lb),
 		copiedStep(svc, lb))
 	return r
@@ -184,7 +187,40 @@ func readyStep(conds []metav1.Condition) Step {
 	case c.Status == metav1.ConditionTrue:
 		return ok(name, "Ready (%s)", c.Reason)
 	}
-	return failed(name, readyHint(c.Reason), "Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+	hint := readyHint(c.Reason)
+	if c.Reason == reasonWaitingForAddress {
+		hint = waitingHint(c.Message)
+	}
+	return failed(name, hint, "Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+}
+
+// reasonWaitingForAddress is the hub's Ready reason of a LoadBalancer whose hub Service has
+// no address yet (internal/manager/loadbalancer).
+const reasonWaitingForAddress = "WaitingForAddress"
+
+// waitingClass reads the load-balancer class the hub Service waits for from the manager's
+// WaitingForAddress message (`... asks for load-balancer class "X" ...`); named is false
+// when the message names none (the hub's default implementation should serve it).
+func waitingClass(message string) (class string, named bool) {
+	_, rest, found := strings.Cut(message, `load-balancer class "`)
+	if !found {
+		return "", false
+	}
+	class, _, found = strings.Cut(rest, `"`)
+	return class, found && class != ""
+}
+
+// waitingHint says which load-balancer class the hub Service waits for and who should serve
+// it: the tenant's credentials cannot read hub Services, so it comes from the manager's
+// message.
+func waitingHint(message string) string {
+	if class, named := waitingClass(message); named {
+		return fmt.Sprintf("the hub Service asks for load-balancer class %q and nothing on the hub serves it: the hub's platform team runs an implementation of that class "+
+			"(MetalLB, a cloud's, or the manager's --address-provider with --address-provider-class=%s), or sets spec.loadBalancer.class of your Tenant to a class the hub serves; "+
+			"`kubectl kubelb check hub` names who serves each class", class, class)
+	}
+	return "the hub Service names no load-balancer class, and the hub's default implementation (MetalLB, a cloud's) has not given it an address: " +
+		"the hub's platform team installs one, or starts the manager with --address-provider=node-ip or ipam; `kubectl kubelb check hub` names who serves each class"
 }
 
 // reasonHints say what to do about a reason of the hub's Ready, ResourceAppliedSuccessfully
@@ -194,12 +230,13 @@ var reasonHints = map[string]string{
 	"PortsExhausted":        "the hub has no listener port left: the platform team widens the manager's listener port range",
 	"LoadBalancingDisabled": "the platform team disabled this for your tenant (Tenant or Config spec): ask them to enable it",
 	"Disabled":              "the platform team disabled this for your tenant (Tenant or Config spec): ask them to enable it",
-	"WaitingForAddress":     "the hub Service waits for an address from the hub's load-balancer implementation (its class is in the message, when the hub names it): the platform team runs `kubectl kubelb check hub`",
 	"NodePortsNotAllowed":   "use type LoadBalancer, or ask the platform team to allow NodePorts (spec.loadBalancer.allocateNodePorts)",
 	"UnsupportedType":       "use type LoadBalancer, ClusterIP or NodePort",
 	"IPFamilyUnavailable":   "the hub does not serve the IP family asked for: drop spec.ipFamilyPolicy RequireDualStack or the family from spec.ipFamilies",
 	"InvalidPorts":          "give every port a distinct name and number (the message names the ones left out)",
 	"InvalidListeners":      "give every listener a distinct port and protocol (the message names the ones left out)",
+	"CertificateNotFound":   "create the TLS Secret the message names in your object's namespace (kubectl create secret tls NAME --cert=FILE --key=FILE), or fix the Secret's name in your object: the ccm copies it to the hub, and its hosts are then served over HTTPS",
+	"BackendNotFound":       "create the Service the message names, or fix the backend's name and port in your object",
 }
 
 // readyHint is the hint for a reason the hub refuses an object with.
@@ -235,7 +272,13 @@ func addressStep(ingress []corev1.LoadBalancerIngress, ready *metav1.Condition, 
 	const name = "hub address"
 	if len(ingress) == 0 {
 		hint := "the hub Service has no address yet: the platform team checks which load-balancer class it waits for (`kubectl kubelb check hub`)"
-		if ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != "WaitingForAddress" {
+		switch {
+		case ready != nil && ready.Reason == reasonWaitingForAddress:
+			hint = "see \"hub accepted\": the hub Service waits for a load balancer"
+			if class, named := waitingClass(ready.Message); named {
+				hint += fmt.Sprintf(" of class %q", class)
+			}
+		case ready != nil && ready.Status == metav1.ConditionFalse:
 			hint = "no address while the hub refuses it: see \"hub accepted\""
 		}
 		return failed(name, hint, "no address")
@@ -256,7 +299,7 @@ func ingressAddresses(ingress []corev1.LoadBalancerIngress) []string {
 }
 
 // programmedStep is whether the tenant's Envoy proxies carry the object.
-func programmedStep(conds []metav1.Condition, rej []v1alpha1.ConfigRejection) Step {
+func programmedStep(conds []metav1.Condition) Step {
 	const name = "Envoy accepted"
 	c := meta.FindStatusCondition(conds, condProgrammed)
 	switch {
@@ -267,7 +310,7 @@ func programmedStep(conds []metav1.Condition, rej []v1alpha1.ConfigRejection) St
 	}
 	hint, known := reasonHints[c.Reason]
 	switch {
-	case c.Reason == "Rejected" || len(rej) > 0:
+	case c.Reason == reasonRejected:
 		hint = "an Envoy proxy rejected the configuration (rejections below): tell the platform team, with this output"
 	case !known:
 		hint = "fix what the message names in your object; the rest of your configuration is still served"
@@ -321,11 +364,27 @@ func copiedStep(svc *corev1.Service, lb *v1alpha1.LoadBalancer) Step {
 	return ok(name, "status.loadBalancer shows %s", strings.Join(got, ", "))
 }
 
-// rejections are the Envoy rejections in the tenant's TenantState (none when unreadable).
-func rejections(ctx context.Context, hub HubAccess) []v1alpha1.ConfigRejection {
+// reasonRejected is the hub's Programmed reason when an Envoy proxy rejected the object's
+// resources (internal/manager/status).
+const reasonRejected = "Rejected"
+
+// rejections are the Envoy rejections in the tenant's TenantState that name the hub object
+// (Envoy's messages name the resources, which carry its name), and how many others there
+// are; when the object's Programmed condition says Rejected and none names it, all of them.
+// None when the TenantState is unreadable.
+func rejections(ctx context.Context, hub HubAccess, name string, conds []metav1.Condition) (mine []v1alpha1.ConfigRejection, others int) {
 	ts := &v1alpha1.TenantState{}
 	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: hub.Hub.Namespace, Name: tenantStateKey}, ts); err != nil {
-		return nil
+		return nil, 0
 	}
-	return ts.Status.Rejections
+	all := ts.Status.Rejections
+	for _, rej := range all {
+		if strings.Contains(rej.Message, name) {
+			mine = append(mine, rej)
+		}
+	}
+	if c := meta.FindStatusCondition(conds, condProgrammed); len(mine) == 0 && c != nil && c.Reason == reasonRejected {
+		return all, 0
+	}
+	return mine, len(all) - len(mine)
 }

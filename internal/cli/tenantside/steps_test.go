@@ -25,11 +25,11 @@ func TestStepsFromConditions(t *testing.T) {
 		{"ready", readyStep(cond("Ready", metav1.ConditionTrue, "AddressAssigned")), OK, ""},
 		{"no ready yet", readyStep(nil), Failed, "not judged it yet"},
 		{"quota", readyStep(cond("Ready", metav1.ConditionFalse, "QuotaExceeded")), Failed, "raise spec.limits"},
-		{"waiting", readyStep(cond("Ready", metav1.ConditionFalse, "WaitingForAddress")), Failed, "check hub"},
-		{"programmed", programmedStep(cond("Programmed", metav1.ConditionTrue, "Programmed"), nil), OK, ""},
-		{"rejected", programmedStep(cond("Programmed", metav1.ConditionFalse, "Rejected"), nil), Failed, "rejected the configuration"},
-		{"quota programmed", programmedStep(cond("Programmed", metav1.ConditionFalse, "QuotaExceeded"), nil), Failed, "raise spec.limits"},
-		{"translation problem", programmedStep(cond("Programmed", metav1.ConditionFalse, "BackendNotFound"), nil), Failed, "fix what the message names"},
+		{"waiting", readyStep(cond("Ready", metav1.ConditionFalse, "WaitingForAddress")), Failed, "names no load-balancer class"},
+		{"programmed", programmedStep(cond("Programmed", metav1.ConditionTrue, "Programmed")), OK, ""},
+		{"rejected", programmedStep(cond("Programmed", metav1.ConditionFalse, "Rejected")), Failed, "rejected the configuration"},
+		{"quota programmed", programmedStep(cond("Programmed", metav1.ConditionFalse, "QuotaExceeded")), Failed, "raise spec.limits"},
+		{"translation problem", programmedStep(cond("Programmed", metav1.ConditionFalse, "InvalidRule")), Failed, "fix what the message names"},
 		{"applied", appliedStep(cond(condApplied, metav1.ConditionFalse, "Disabled")), Failed, "disabled this for your tenant"},
 	} {
 		if c.step.State != c.state || !strings.Contains(c.step.Hint, c.hint) {
@@ -62,5 +62,33 @@ func TestTokenStepAndPrint(t *testing.T) {
 	}
 	if FirstFailed([]Step{ok("a", ""), expired}).Name != "hub token" {
 		t.Error("FirstFailed")
+	}
+}
+
+// TestWaitingNamesTheClass: a LoadBalancer waiting for an address names, in its hint, the
+// class the manager's message names and who should serve it, or the hub's default.
+func TestWaitingNamesTheClass(t *testing.T) {
+	waiting := func(msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: reasonWaitingForAddress, Message: msg}}
+	}
+	classed := waiting(`Waiting for hub Service tenant-a/x to get an address: it asks for load-balancer class "example.com/lb", and nothing in the hub cluster has given it one yet.`)
+	plain := waiting("Waiting for the hub Service to get an address: it names no load-balancer class, so the hub cluster's default implementation should give it one.")
+	for _, c := range []struct {
+		name string
+		step Step
+		want []string
+	}{
+		{"ready, classed", readyStep(classed), []string{`class "example.com/lb"`, "--address-provider-class=example.com/lb", "spec.loadBalancer.class of your Tenant"}},
+		{"address, classed", addressStep(nil, &classed[0], "x"), []string{`class "example.com/lb"`}},
+		{"ready, no class", readyStep(plain), []string{"names no load-balancer class", "--address-provider=node-ip or ipam"}},
+	} {
+		if c.step.State != Failed {
+			t.Errorf("%s: %+v, want failed", c.name, c.step)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(c.step.Hint, w) {
+				t.Errorf("%s: hint %q lacks %q", c.name, c.step.Hint, w)
+			}
+		}
 	}
 }

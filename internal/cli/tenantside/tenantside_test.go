@@ -166,7 +166,7 @@ func TestTenantSide(t *testing.T) {
 		if err != nil {
 			t.Fatalf("check tenant failed: %v", err)
 		}
-		for _, want := range []string{"✓ ccm Deployment", "✓ hub kubeconfig: Secret kubelb/hub-kubeconfig", "✓ hub token: expires in", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: all 1 nodes have an InternalIP", "✓ IngressClass kubelb", "✓ Gateway API CRDs: Gateway v1.6", "✓ GatewayClass: kubelb"} {
+		for _, want := range []string{"✓ ccm Deployment", "✓ hub kubeconfig: Secret kubelb/hub-kubeconfig", "✓ hub token: expires in", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: all 1 serving node(s) have an InternalIP", "✓ IngressClass kubelb", "✓ Gateway API CRDs: Gateway v1.6", "✓ GatewayClass: kubelb"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q", want)
 			}

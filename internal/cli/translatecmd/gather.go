@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
@@ -94,6 +95,33 @@ func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) 
 		}
 		objs = append(objs, lb)
 		mirrored[lb.Name] = true
+	}
+	ts, err := newTenantSide(m)
+	if err != nil {
+		return nil, err
+	}
+	l7, notes, err := ts.mirror(m.TenantObjects, h.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	h.Notes = append(h.Notes, notes...)
+	for _, o := range l7 {
+		if rt, ok := o.(*v1alpha1.Route); ok {
+			mirrored[rt.Name] = true
+		}
+		if ss, ok := o.(*v1alpha1.SyncSecret); ok {
+			s, err := syncedSecret(ss)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, s)
+		}
+		objs = append(objs, o)
+	}
+	for _, svc := range m.tenantBackends {
+		if !ts.used[client.ObjectKeyFromObject(svc)] {
+			h.Notes = append(h.Notes, fmt.Sprintf("ignored Service %s/%s (a tenant Service not of type LoadBalancer, and no mirrored object's backend)", svc.Namespace, svc.Name))
+		}
 	}
 	objs = append(objs, h.hubServices(objs, mirrored)...)
 	// The manager's Config is read from its namespace; a Config given without one is it.
@@ -176,6 +204,9 @@ func (h *Hub) hubServices(objs []client.Object, mirrored map[string]bool) []clie
 			if lb := hubnames.LoadBalancerOf(svc); lb != "" && svc.Namespace == h.Tenant {
 				has[lb] = true
 			}
+			if svc.Namespace == h.Tenant && hubnames.IsRouteService(svc) {
+				has[svc.Labels[v1alpha1.LabelRouteName]] = true // "": the Ingress Service
+			}
 			for _, p := range svc.Spec.Ports {
 				used[p.TargetPort.IntVal] = true
 			}
@@ -196,6 +227,12 @@ func (h *Hub) hubServices(objs []client.Object, mirrored map[string]bool) []clie
 	}
 	var out []client.Object
 	for _, o := range objs {
+		if rt, ok := o.(*v1alpha1.Route); ok && mirrored[rt.Name] && !has[rt.Name] {
+			if svc := h.routeService(rt, has, free); svc != nil {
+				out = append(out, svc)
+			}
+			continue
+		}
 		lb, ok := o.(*v1alpha1.LoadBalancer)
 		if !ok || lb.Namespace != h.Tenant || has[lb.Name] {
 			continue
@@ -250,4 +287,50 @@ func Translate(ctx context.Context, h *Hub) (Result, error) {
 	problems := slices.Concat(r.Problems, more)
 	problems.Sort()
 	return Result{Problems: problems, Resources: res, Routes: r.Routes}, nil
+}
+
+// assumedGatewayAddress is the address assumed for the hub Service of a Gateway mirrored from
+// the manifests (TEST-NET-1): the hub's load balancer gives the real one.
+const assumedGatewayAddress = "192.0.2.1"
+
+// routeService is the hub Service the Route controller makes for a Route mirrored from the
+// manifests, when there is none: the tenant's shared Ingress Service (http 80, https 443) for
+// an Ingress, the Gateway's own Service (a port per listener port) with an assumed address;
+// none for a route. has records the Services made; free gives listener ports.
+func (h *Hub) routeService(rt *v1alpha1.Route, has map[string]bool, free func() int32) *corev1.Service {
+	k, _ := routekind.Of(rt)
+	labels := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
+	var svc *corev1.Service
+	switch k.HubService() {
+	case routekind.SharedIngressService:
+		if has[""] {
+			return nil
+		}
+		has[""] = true
+		labels[v1alpha1.LabelIngressService] = "true"
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: h.Tenant, Labels: labels},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}, {Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	case routekind.OwnHubService:
+		has[rt.Name] = true
+		labels[v1alpha1.LabelRouteName] = rt.Name
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: hubnames.GatewayServiceName(rt.Name), Namespace: h.Tenant, Labels: labels},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+		for _, p := range ports {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: portalloc.GeneratedPortName(p.Protocol, p.Port), Port: p.Port, Protocol: p.Protocol})
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: assumedGatewayAddress}}
+		h.Notes = append(h.Notes, fmt.Sprintf("hub Service %s: address %s assumed (the hub's load balancer gives the real one)", svc.Name, assumedGatewayAddress))
+	default:
+		return nil
+	}
+	var assumed []string
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		p.TargetPort = intstr.FromInt32(free())
+		assumed = append(assumed, fmt.Sprintf("%d/%s→%d", p.Port, p.Protocol, p.TargetPort.IntVal))
+	}
+	h.Notes = append(h.Notes, fmt.Sprintf("hub Service %s: listener ports assumed %s (no hub Service in the manifests)", svc.Name, strings.Join(assumed, ", ")))
+	return svc
 }

@@ -23,8 +23,15 @@ type Manifests struct {
 	// TenantServices are the tenant Services of type LoadBalancer (those not labelled
 	// managed-by kubelb): the ccm mirrors each to a LoadBalancer.
 	TenantServices []*corev1.Service
+	// TenantObjects are the tenant's Ingresses, Gateways and Gateway API routes: the ccm
+	// mirrors each to a Route (tenantobjects.go).
+	TenantObjects []*unstructured.Unstructured
 	// Ignored names the documents that are not read, with why.
 	Ignored []string
+	// tenantBackends are the other tenant Services (backends of TenantObjects), and
+	// tenantSecrets the tenant's Secrets (certificates of TenantObjects).
+	tenantBackends []*corev1.Service
+	tenantSecrets  []*corev1.Secret
 }
 
 // ReadFiles reads the manifests of the files ("-" is stdin); each may hold several YAML
@@ -84,6 +91,10 @@ func (m *Manifests) add(where string, u *unstructured.Unstructured, scheme *runt
 	if gvk.Kind == "" {
 		return fmt.Errorf("%s has no kind", where)
 	}
+	if _, isL7 := tenantKind(u); isL7 && u.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
+		m.TenantObjects = append(m.TenantObjects, u)
+		return nil
+	}
 	if !scheme.Recognizes(gvk) {
 		m.Ignored = append(m.Ignored, fmt.Sprintf("%s: %s %s (not a kind the manager reads)", where, gvk.Kind, u.GetName()))
 		return nil
@@ -101,11 +112,21 @@ func (m *Manifests) add(where string, u *unstructured.Unstructured, scheme *runt
 		return nil
 	}
 	if svc, ok := o.(*corev1.Service); ok && svc.Labels[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
+		if svc.Namespace == "" {
+			svc.Namespace = corev1.NamespaceDefault
+		}
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			m.Ignored = append(m.Ignored, fmt.Sprintf("%s: Service %s (a tenant Service not of type LoadBalancer)", where, svc.Name))
+			m.tenantBackends = append(m.tenantBackends, svc)
 			return nil
 		}
 		m.TenantServices = append(m.TenantServices, svc)
+		return nil
+	}
+	if s, ok := o.(*corev1.Secret); ok && s.Labels[v1alpha1.LabelManagedBy] != v1alpha1.LabelManagedByValue {
+		if s.Namespace == "" {
+			s.Namespace = corev1.NamespaceDefault
+		}
+		m.tenantSecrets = append(m.tenantSecrets, s)
 		return nil
 	}
 	m.Objects = append(m.Objects, o)

@@ -169,13 +169,15 @@ func Command(o *cli.Options) *cobra.Command {
 		Short: "Translate manifests offline as the manager would: the problems, and the Envoy configuration",
 		Long: "translate runs the manager's translation on manifests, with no cluster: hub objects\n" +
 			"(LoadBalancer, Route, Addresses, SyncSecret, Config, Tenant, the hub Services) as\n" +
-			"`kubectl get -o yaml` writes them, and tenant Services of type LoadBalancer, mirrored as\n" +
-			"the ccm mirrors them. It prints the problems the manager would put in the objects'\n" +
+			"`kubectl get -o yaml` writes them, and tenant manifests (Services of type LoadBalancer,\n" +
+			"Ingresses, Gateways and Gateway API routes with their backend Services and TLS Secrets),\n" +
+			"mirrored with the ccm's own functions. It prints the problems the manager would put in the objects'\n" +
 			"conditions (exit 1 when one is an Error) and, with -o yaml|json, the Envoy listeners,\n" +
 			"route configurations, clusters and endpoints (secrets by name only).",
 		Example: "  kubectl get loadbalancers,routes,addresses,services -n tenant-a -o yaml > hub.yaml\n" +
 			"  kubectl kubelb translate -f hub.yaml\n" +
-			"  kubectl kubelb translate -f service.yaml -o yaml",
+			"  kubectl kubelb translate -f service.yaml -o yaml\n" +
+			"  kubectl get ingresses,services,secrets -n shop -o yaml | kubectl kubelb translate -f - -n tenant-shop",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Tenant = o.Namespace

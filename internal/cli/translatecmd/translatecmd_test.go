@@ -2,6 +2,7 @@ package translatecmd_test
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,5 +263,40 @@ items:
 	}
 	if _, err := run(t, "-f", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "reading the manifests") {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden outputs of TestTenantManifests")
+
+// TestTenantManifests translates tenant manifests (Services, a TLS Secret, Ingresses, a
+// GatewayClass, a Gateway, an HTTPRoute and a GRPCRoute, Addresses) as the ccm mirrors them
+// and the manager translates them; the output, for people and as YAML, matches the goldens
+// (go test -run TestTenantManifests -update rewrites them).
+func TestTenantManifests(t *testing.T) {
+	in := filepath.Join("testdata", "tenant.in.yaml")
+	for _, c := range []struct {
+		golden string
+		args   []string
+	}{
+		{"tenant.out.txt", nil},
+		{"tenant.out.yaml", []string{"-o", "yaml"}},
+	} {
+		out, err := run(t, append([]string{"-f", in, "-n", "tenant-shop"}, c.args...)...)
+		if err == nil {
+			t.Errorf("%s: no error, though a backend is missing", c.golden)
+		}
+		path := filepath.Join("testdata", c.golden)
+		if *update {
+			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), out); diff != "" {
+			t.Errorf("%s differs (-want +got):\n%s", c.golden, diff)
+		}
 	}
 }

@@ -6,7 +6,9 @@
 // that is replaced after 80% of its lifetime), and TenantState "default". Deleting the Tenant
 // removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
 // RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
-// the Tenant's condition. Owner references naming a Tenant or a namespace on the objects
+// the Tenant's condition. The Tenant's status counts the tenant's LoadBalancers and Routes,
+// written when they change and at most once per 10 s per tenant (counts.go). Owner
+// references naming a Tenant or a namespace on the objects
 // tenants write are removed (owners.go), so that no tenant holds another's deletion. On
 // every replica it also keeps the manager's tenant-labelled metrics to the Tenants that
 // exist (metrics.go).
@@ -98,6 +100,8 @@ type Reconciler struct {
 	// missed (see waitBeforeRecreating). A restarted manager waits afresh, which is safe.
 	serviceAccountsGone sync.Map
 	now                 func() time.Time
+	// countGate spaces the writes of each Tenant's counts (counts.go).
+	countGate countGate
 	// legacyManager is the field manager of this binary's creates and updates (earlier
 	// versions made the tenant's objects that way); its fields are handed to FieldOwner.
 	legacyManager string
@@ -212,6 +216,9 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
 		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
+		// Creations and deletions of tenant objects change the Tenant's counts.
+		Watches(&kubelbv1alpha1.LoadBalancer{}, enqueueCountLater(r.opts.countsInterval)).
+		Watches(&kubelbv1alpha1.Route{}, enqueueCountLater(r.opts.countsInterval)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	for _, obj := range []client.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.Secret{},
 		&networkingv1.NetworkPolicy{}, &corev1.ResourceQuota{}} {
@@ -326,10 +333,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}()
 	if !t.DeletionTimestamp.IsZero() {
 		o, done, err = r.reconcileDelete(ctx, t)
+		if done {
+			r.countGate.forget(t.Name)
+		}
 		return ctrl.Result{}, err
 	}
-	o, err = r.reconcileNormal(ctx, t)
-	return ctrl.Result{}, err
+	if o, err = r.reconcileNormal(ctx, t); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.counts(ctx, t, &o)
 }
 
 // writeStatus applies the Tenant status (observedGeneration, phase and the Ready condition,
@@ -343,6 +355,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
 	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
+	}
+	if o.counts != nil && *o.counts != countsOf(t.Status) {
+		r.countGate.wrote(t.Name, r.now())
 	}
 	// A Warning when the reason changes; for ForeignFinalizers also when what holds the
 	// deletion changes, so the Event names the new holders.

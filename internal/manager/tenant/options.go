@@ -69,6 +69,9 @@ type Options struct {
 	// keepOwnerReferences leaves owner references on tenant objects to the deletion of the
 	// Tenant they name (tests of that path only): no ownerrefs controller.
 	keepOwnerReferences bool
+	// countsInterval is the least time between two writes of a Tenant's counts (default
+	// DefaultCountsInterval; tests shorten it).
+	countsInterval time.Duration
 }
 
 // NetworkPolicyOptions shape the NetworkPolicy of the Envoy fleets (DesiredNetworkPolicy):
@@ -113,6 +116,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NetworkPolicy.ExceptCIDRs == nil {
 		o.NetworkPolicy.ExceptCIDRs = DefaultExceptCIDRs
+	}
+	if o.countsInterval == 0 {
+		o.countsInterval = DefaultCountsInterval
 	}
 	if o.NetworkPolicy.XDSPort == 0 {
 		o.NetworkPolicy.XDSPort = DefaultXDSPort

@@ -77,6 +77,9 @@ type outcome struct {
 	warn bool
 	// requeueAfter asks for another reconcile (e.g. to refresh the token).
 	requeueAfter time.Duration
+	// counts, when set, are the tenant's object counts to write (counts.go); otherwise the
+	// status keeps the ones it shows.
+	counts *objectCounts
 }
 
 func (o outcome) ready() bool { return o.phase == kubelbv1alpha1.TenantPhaseReady }
@@ -86,6 +89,9 @@ func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) k
 	next := *t.Status.DeepCopy()
 	next.ObservedGeneration = t.Generation
 	next.Phase = o.phase
+	if o.counts != nil {
+		next.LoadBalancers, next.Routes = o.counts.loadBalancers, o.counts.routes
+	}
 	status := metav1.ConditionFalse
 	if o.ready() {
 		status = metav1.ConditionTrue
