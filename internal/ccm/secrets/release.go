@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -104,13 +105,8 @@ func (r *Reconciler) releaseTenant(ctx context.Context, key types.NamespacedName
 	if err := r.Tenant.Get(ctx, key, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controllerutil.ContainsFinalizer(secret, v1alpha1.CleanupFinalizer) {
-		return nil
-	}
-	orig := secret.DeepCopy()
-	controllerutil.RemoveFinalizer(secret, v1alpha1.CleanupFinalizer)
-	if err := r.Tenant.Patch(ctx, secret, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from Secret %s: %w", key, err)
+	if removed, err := finalizer.Remove(ctx, r.Tenant, secret, v1alpha1.CleanupFinalizer); err != nil || !removed {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("released Secret (tenant side only)")
 	return nil

@@ -46,6 +46,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -430,12 +431,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ss *kubelbv1alpha1.Syn
 			return fmt.Errorf("deleting hub Secret %s/%s: %w", current.Namespace, current.Name, err)
 		}
 	}
-	orig := ss.DeepCopy()
-	controllerutil.RemoveFinalizer(ss, kubelbv1alpha1.CleanupFinalizer)
-	if err := r.client.Patch(ctx, ss, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the finalizer from SyncSecret %s/%s: %w", ss.Namespace, ss.Name, err)
-	}
-	return nil
+	_, err = finalizer.Remove(ctx, r.client, ss, kubelbv1alpha1.CleanupFinalizer)
+	return err
 }
 
 // namespaceToSyncSecrets requeues the SyncSecrets of a namespace.
