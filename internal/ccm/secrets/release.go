@@ -21,15 +21,6 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
-// IndexHub registers on a hub cache the index of SyncSecrets by origin that the release (and
-// the controller) look mirrors up by.
-func IndexHub(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &v1alpha1.SyncSecret{}, indexOrigin, originIndex); err != nil {
-		return fmt.Errorf("indexing hub SyncSecrets: %w", err)
-	}
-	return nil
-}
-
 // releaseRetries bounds the attempts at one Secret that keeps changing under the release.
 const releaseRetries = 5
 

@@ -38,7 +38,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -137,10 +136,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(hostnameInputChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(func(o client.Object) bool {
-				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-				return ok && lb.Spec.Hostname != ""
-			}))).
+			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(hasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -787,15 +783,6 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	return out
 }
 
-// hostnameInputChanged passes LoadBalancer creates, deletes and updates of what its hostname
-// depends on (spec: generation; deletion).
-func hostnameInputChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
-}
-
 // namespaceToRoutes requeues the Routes of a namespace.
 func (r *Reconciler) namespaceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.routesIn(ctx, o.GetName())
@@ -820,9 +807,4 @@ func (r *Reconciler) routesIn(ctx context.Context, namespace string, kinds ...ro
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return reqs
-}
-
-// isConfig selects Config "default" in the manager's namespace.
-func (r *Reconciler) isConfig(o client.Object) bool {
-	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
 }
