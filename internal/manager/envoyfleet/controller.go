@@ -165,7 +165,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
-			predicate.NewPredicateFuncs(r.isConfig), predicate.GenerationChangedPredicate{})).
+			manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
 		// A new CA (its Secret deleted and made again) reissues every fleet's certificate.

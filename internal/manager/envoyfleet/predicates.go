@@ -3,11 +3,8 @@
 package envoyfleet
 
 import (
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-
-	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // deletionChanged passes creates, deletes and updates that start a deletion.
@@ -27,9 +24,4 @@ func (r *Reconciler) existenceMatters() predicate.Predicate {
 		UpdateFunc: func(event.UpdateEvent) bool { return false },
 		CreateFunc: func(e event.CreateEvent) bool { return !r.hasFleet(e.Object.GetNamespace()) },
 	}
-}
-
-// isConfig selects Config "default" in the manager's namespace.
-func (r *Reconciler) isConfig(o client.Object) bool {
-	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
 }

@@ -19,11 +19,6 @@ func hostnameInputChanged() predicate.Predicate {
 	}}
 }
 
-// isConfig selects Config "default" in the manager's namespace.
-func (r *Reconciler) isConfig(o client.Object) bool {
-	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
-}
-
 // hasExplicitHostname selects LoadBalancers that ask for a hostname of their own.
 func hasExplicitHostname(o client.Object) bool {
 	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)

@@ -11,6 +11,7 @@ package objects
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -174,11 +175,7 @@ func (w *WriteCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
 func (w *WriteCounter) Snapshot() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]int, len(w.n))
-	for k, v := range w.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.n)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
