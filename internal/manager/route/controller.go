@@ -12,10 +12,11 @@
 //     Service: nothing of their own.
 //
 // A Route has no finalizer: its deletion needs nothing the "gone" path does not do (see
-// reconcileGone). It writes status.resources.source, status.resources.services (the hub Service, its ports
-// and its status) and the ResourceAppliedSuccessfully condition of status.resources.route;
-// never status.resources.route.status, which the leader-only status writer owns. The
-// allocations are recorded only in the hub Services' targetPorts (see internal/portalloc).
+// reconcileGone). It writes status.resources.source, status.resources.services (the hub
+// Service, its ports and its status) and the ResourceAppliedSuccessfully condition of
+// status.resources.route; never status.resources.route.status, which the leader-only status
+// writer owns. The allocations are recorded only in the hub Services' targetPorts (see
+// internal/portalloc).
 package route
 
 import (
