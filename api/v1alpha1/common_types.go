@@ -7,8 +7,8 @@ import (
 
 // Names, labels and annotations of the tenant ↔ hub contract.
 const (
-	// CleanupFinalizer is set by the ccm on tenant objects it mirrors, and by the manager on
-	// hub objects whose removal needs cleanup (Routes, Tenants). LoadBalancers no longer
+	// CleanupFinalizer is set by the ccm on the tenant Services and Secrets it mirrors, and by
+	// the manager on Tenants, whose removal needs cleanup. LoadBalancers and Routes no longer
 	// carry it (the manager cleans up after them without); on those an earlier version set,
 	// the manager still removes it.
 	CleanupFinalizer = "kubelb.k8c.io/cleanup"

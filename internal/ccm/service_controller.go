@@ -22,6 +22,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -213,12 +214,8 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 		return reconcile.Result{}, nil
 	}
 
-	if !controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer) {
-		orig := svc.DeepCopy()
-		controllerutil.AddFinalizer(svc, v1alpha1.CleanupFinalizer)
-		if err := r.Tenant.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer to Service %s: %w", key, err)
-		}
+	if _, err := finalizer.Ensure(ctx, r.Tenant, svc, v1alpha1.CleanupFinalizer); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	var res reconcile.Result
@@ -361,10 +358,8 @@ func (r *ServiceReconciler) releaseTenant(ctx context.Context, svc *corev1.Servi
 			}
 		}
 	}
-	orig := svc.DeepCopy()
-	controllerutil.RemoveFinalizer(svc, v1alpha1.CleanupFinalizer)
-	if err := r.Tenant.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from Service %s: %w", key, err)
+	if _, err := finalizer.Remove(ctx, r.Tenant, svc, v1alpha1.CleanupFinalizer); err != nil {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("released Service")
 	return nil

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 )
 
@@ -99,4 +100,12 @@ func ManagedLabelChanged() predicate.Predicate {
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// DefaultConfig passes only Config "default" in the manager's namespace, the one the
+// controllers read (settings.Load).
+func DefaultConfig(namespace string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -135,12 +136,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	desired := DesiredSyncSecret(secret, r.Opts.Namespace)
 
-	if !controllerutil.ContainsFinalizer(secret, v1alpha1.CleanupFinalizer) {
-		orig := secret.DeepCopy()
-		controllerutil.AddFinalizer(secret, v1alpha1.CleanupFinalizer)
-		if err := r.Tenant.Patch(ctx, secret, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer to Secret %s: %w", req.NamespacedName, err)
-		}
+	if _, err := finalizer.Ensure(ctx, r.Tenant, secret, v1alpha1.CleanupFinalizer); err != nil {
+		return reconcile.Result{}, err
 	}
 	if current != nil && current.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // its delete event brings us back to create it anew
@@ -290,13 +287,8 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName) erro
 	if secret.DeletionTimestamp != nil {
 		r.warned.Delete(secret.UID)
 	}
-	if !controllerutil.ContainsFinalizer(secret, v1alpha1.CleanupFinalizer) {
-		return nil
-	}
-	orig := secret.DeepCopy()
-	controllerutil.RemoveFinalizer(secret, v1alpha1.CleanupFinalizer)
-	if err := r.Tenant.Patch(ctx, secret, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from Secret %s: %w", key, err)
+	if removed, err := finalizer.Remove(ctx, r.Tenant, secret, v1alpha1.CleanupFinalizer); err != nil || !removed {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("released Secret")
 	return nil

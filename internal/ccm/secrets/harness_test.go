@@ -24,6 +24,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // tenantNS is the tenant's namespace on the hub in these tests.
@@ -41,16 +42,13 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{Pair: testenv.StartPair(t), ctx: t.Context()}
-	e.create(t, e.Hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: tenantNS, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}})
+	objects.Create(t, e.Hub.Client, objects.ManagedNamespace(tenantNS))
 	return e
 }
 
 func (e *env) create(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
-	if err := c.Create(e.ctx, obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
+	objects.Create(t, c, obj)
 }
 
 // startSync runs the Secret synchronizer in-process as the ccm does: a manager on the tenant
@@ -90,7 +88,7 @@ func (e *env) startSync(t *testing.T, o Options) (stop func()) {
 // namespace makes a namespace on the tenant.
 func (e *env) namespace(t *testing.T, name string) {
 	t.Helper()
-	e.create(t, e.Tenant.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	objects.Create(t, e.Tenant.Client, objects.Namespace(name, nil))
 }
 
 // tlsSecret makes a kubernetes.io/tls Secret with a fresh self-signed certificate.
@@ -109,41 +107,25 @@ func (e *env) tlsSecret(t *testing.T, ns, name string, labels map[string]string)
 // syncSecretOf waits for the SyncSecret of a Secret and returns it once check accepts it.
 func (e *env) syncSecretOf(t *testing.T, s *corev1.Secret, check func(*v1alpha1.SyncSecret) error) *v1alpha1.SyncSecret {
 	t.Helper()
-	ss := &v1alpha1.SyncSecret{}
-	testsupport.Eventually(t, wait, "SyncSecret of Secret "+s.Namespace+"/"+s.Name, func() error {
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(s.UID)}, ss); err != nil {
-			return err
-		}
-		if check != nil {
-			return check(ss)
-		}
-		return nil
-	})
-	return ss
+	return objects.WaitFor(t, e.Hub.Client, wait, mirrorKey(s), &v1alpha1.SyncSecret{}, check)
 }
 
 // noSyncSecret fails unless the hub has no SyncSecret for a Secret.
 func (e *env) noSyncSecret(t *testing.T, s *corev1.Secret) {
 	t.Helper()
-	err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(s.UID)}, &v1alpha1.SyncSecret{})
-	if !apierrors.IsNotFound(err) {
-		t.Fatalf("Secret %s/%s: want no SyncSecret on the hub, got err=%v", s.Namespace, s.Name, err)
-	}
+	objects.Absent(t, e.Hub.Client, mirrorKey(s), &v1alpha1.SyncSecret{})
 }
 
 // waitSyncSecretGone waits until the SyncSecret of a Secret is gone.
 func (e *env) waitSyncSecretGone(t *testing.T, s *corev1.Secret) {
 	t.Helper()
-	testsupport.Eventually(t, wait, "SyncSecret of Secret "+s.Name+" to be deleted", func() error {
-		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(s.UID)}, &v1alpha1.SyncSecret{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return errors.New("still there")
-	})
+	key := mirrorKey(s)
+	objects.WaitGone(t, e.Hub.Client, wait, &v1alpha1.SyncSecret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+}
+
+// mirrorKey is the key of the hub SyncSecret of a tenant Secret.
+func mirrorKey(s *corev1.Secret) client.ObjectKey {
+	return client.ObjectKey{Namespace: tenantNS, Name: string(s.UID)}
 }
 
 // secret reads a tenant Secret (nil when it is gone).
@@ -177,21 +159,8 @@ func (e *env) waitFinalizer(t *testing.T, s *corev1.Secret, want bool) {
 // waitEvent waits for an Event about a Secret with a reason and type.
 func (e *env) waitEvent(t *testing.T, s *corev1.Secret, eventType, reason string) eventsv1.Event {
 	t.Helper()
-	var got eventsv1.Event
-	testsupport.Eventually(t, wait, reason+" Event on "+s.Name, func() error {
-		list := &eventsv1.EventList{}
-		if err := e.Tenant.Client.List(e.ctx, list, client.InNamespace(s.Namespace)); err != nil {
-			return err
-		}
-		for _, ev := range list.Items {
-			if ev.Regarding.UID == s.UID && ev.Reason == reason && ev.Type == eventType {
-				got = ev
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s Event %s yet", eventType, reason)
-	})
-	return got
+	return objects.WaitEvent(t, e.Tenant.Client, wait, objects.EventFilter{
+		Namespace: s.Namespace, Kind: "Secret", Name: s.Name, UID: string(s.UID), Reason: reason, Type: eventType})
 }
 
 // settle waits until the synchronizer has nothing queued or running: what it would do about

@@ -81,61 +81,6 @@ func SecretGranted(from string, key types.NamespacedName, grants []gwapiv1.Refer
 	return false
 }
 
-// Index names (tenant cache) and their functions.
-const (
-	// indexIngressSecret indexes Ingresses by "<namespace>/<name>" of the Secrets they name.
-	indexIngressSecret = "secrets.ccm.kubelb.k8c.io/ingress-tls"
-	// indexGatewaySecret indexes Gateways by "<namespace>/<name>" of the Secrets they name.
-	indexGatewaySecret = "secrets.ccm.kubelb.k8c.io/gateway-tls"
-	// indexGatewaySecretNS indexes Gateways by the namespaces of the Secrets they name (for
-	// ReferenceGrant changes).
-	indexGatewaySecretNS = "secrets.ccm.kubelb.k8c.io/gateway-tls-namespace"
-	// indexGatewayClass indexes Gateways by gatewayClassName.
-	indexGatewayClass = "secrets.ccm.kubelb.k8c.io/gateway-class"
-	// indexOrigin indexes hub SyncSecrets by "<origin namespace>/<origin name>".
-	indexOrigin = "secrets.ccm.kubelb.k8c.io/origin"
-)
-
-func ingressSecretIndex(o client.Object) []string {
-	ing, ok := o.(*networkingv1.Ingress)
-	if !ok {
-		return nil
-	}
-	return keys(IngressSecrets(ing))
-}
-
-func gatewaySecretIndex(o client.Object) []string {
-	gw, ok := o.(*gwapiv1.Gateway)
-	if !ok {
-		return nil
-	}
-	return keys(GatewaySecrets(gw))
-}
-
-func gatewaySecretNSIndex(o client.Object) []string {
-	gw, ok := o.(*gwapiv1.Gateway)
-	if !ok {
-		return nil
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, k := range GatewaySecrets(gw) {
-		if !seen[k.Namespace] {
-			seen[k.Namespace] = true
-			out = append(out, k.Namespace)
-		}
-	}
-	return out
-}
-
-func gatewayClassIndex(o client.Object) []string {
-	gw, ok := o.(*gwapiv1.Gateway)
-	if !ok {
-		return nil
-	}
-	return []string{string(gw.Spec.GatewayClassName)}
-}
-
 // originOf is the tenant Secret a SyncSecret mirrors, from its origin labels.
 func originOf(o client.Object) (types.NamespacedName, bool) {
 	l := o.GetLabels()
@@ -144,19 +89,4 @@ func originOf(o client.Object) (types.NamespacedName, bool) {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, true
-}
-
-func originIndex(o client.Object) []string {
-	if key, ok := originOf(o); ok {
-		return []string{key.String()}
-	}
-	return nil
-}
-
-func keys(in []types.NamespacedName) []string {
-	out := make([]string, 0, len(in))
-	for _, k := range in {
-		out = append(out, k.String())
-	}
-	return out
 }

@@ -16,18 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 )
-
-// IndexHub registers on a hub cache the index of SyncSecrets by origin that the release (and
-// the controller) look mirrors up by.
-func IndexHub(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &v1alpha1.SyncSecret{}, indexOrigin, originIndex); err != nil {
-		return fmt.Errorf("indexing hub SyncSecrets: %w", err)
-	}
-	return nil
-}
 
 // releaseRetries bounds the attempts at one Secret that keeps changing under the release.
 const releaseRetries = 5
@@ -104,13 +96,8 @@ func (r *Reconciler) releaseTenant(ctx context.Context, key types.NamespacedName
 	if err := r.Tenant.Get(ctx, key, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !controllerutil.ContainsFinalizer(secret, v1alpha1.CleanupFinalizer) {
-		return nil
-	}
-	orig := secret.DeepCopy()
-	controllerutil.RemoveFinalizer(secret, v1alpha1.CleanupFinalizer)
-	if err := r.Tenant.Patch(ctx, secret, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from Secret %s: %w", key, err)
+	if removed, err := finalizer.Remove(ctx, r.Tenant, secret, v1alpha1.CleanupFinalizer); err != nil || !removed {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("released Secret (tenant side only)")
 	return nil

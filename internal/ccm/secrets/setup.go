@@ -3,7 +3,6 @@ package secrets
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -40,8 +38,10 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 		return errors.New("the tenant's namespace on the hub is required")
 	}
 	ctx := context.Background()
-	idx := mgr.GetFieldIndexer()
 	if err := IndexHub(ctx, hub.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := indexTenant(ctx, mgr.GetFieldIndexer(), opts); err != nil {
 		return err
 	}
 	r := &Reconciler{
@@ -61,26 +61,13 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 					return []reconcile.Request{{NamespacedName: key}}
 				}
 				return nil
-			}),
-			predicate.Or[*v1alpha1.SyncSecret](
-				predicate.TypedGenerationChangedPredicate[*v1alpha1.SyncSecret]{},
-				predicate.TypedLabelChangedPredicate[*v1alpha1.SyncSecret]{})))
+			}), mirrorChanged))
 	if opts.Ingress {
-		if err := idx.IndexField(ctx, &networkingv1.Ingress{}, indexIngressSecret, ingressSecretIndex); err != nil {
-			return fmt.Errorf("indexing Ingresses by Secret: %w", err)
-		}
 		b = b.Watches(&networkingv1.Ingress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return requests(ingressSecretIndex(o))
 		}))
 	}
 	if opts.Gateway {
-		for name, fn := range map[string]client.IndexerFunc{
-			indexGatewaySecret: gatewaySecretIndex, indexGatewaySecretNS: gatewaySecretNSIndex, indexGatewayClass: gatewayClassIndex,
-		} {
-			if err := idx.IndexField(ctx, &gwapiv1.Gateway{}, name, fn); err != nil {
-				return fmt.Errorf("indexing Gateways (%s): %w", name, err)
-			}
-		}
 		b = b.Watches(&gwapiv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return requests(gatewaySecretIndex(o))
 		})).

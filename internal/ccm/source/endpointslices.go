@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -25,9 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -308,14 +305,7 @@ func setupSlices(mgr ctrl.Manager, r *SliceReconciler, workers int) error {
 	})
 	return builder.ControllerManagedBy(mgr).
 		Named("ccm-endpointslice").
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, serviceToTwin, predicate.TypedFuncs[*corev1.Service]{
-			UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Service]) bool {
-				o, n := e.ObjectOld, e.ObjectNew
-				return o.ResourceVersion == n.ResourceVersion || !maps.Equal(o.Spec.Selector, n.Spec.Selector) ||
-					!maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
-					(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-			},
-		})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, serviceToTwin, twinInputChanged)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &discoveryv1.EndpointSlice{}, sliceToTwin)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)

@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -28,6 +27,7 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // tenantNS is the tenant's namespace on the hub of the ccm every test shares.
@@ -145,15 +145,13 @@ func (l loggerT) Error(args ...any) { l.Logf("ERROR %s", fmt.Sprint(args...)) }
 // namespace makes a tenant namespace with labels.
 func (e *env) namespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
-	e.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	objects.Create(t, e.Tenant.Client, objects.Namespace(name, labels))
 }
 
 // create creates a tenant object.
 func (e *env) create(t *testing.T, obj client.Object) {
 	t.Helper()
-	if err := e.Tenant.Client.Create(e.ctx, obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
+	objects.Create(t, e.Tenant.Client, obj)
 }
 
 // clusterIP is a ClusterIP Service with one port (name port → target).
@@ -168,32 +166,13 @@ func clusterIP(ns, name string, port int32) *corev1.Service {
 // routeOf waits for the hub Route of a tenant object (by UID) until check accepts it.
 func (e *env) routeOf(t *testing.T, hubNS string, uid types.UID, check func(*v1alpha1.Route) error) *v1alpha1.Route {
 	t.Helper()
-	rt := &v1alpha1.Route{}
-	testsupport.Eventually(t, timeout, "Route "+string(uid), func() error {
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: hubNS, Name: string(uid)}, rt); err != nil {
-			return err
-		}
-		if check != nil {
-			return check(rt)
-		}
-		return nil
-	})
-	return rt
+	return objects.WaitFor(t, e.Hub.Client, timeout, client.ObjectKey{Namespace: hubNS, Name: string(uid)}, &v1alpha1.Route{}, check)
 }
 
 // waitGone waits until a tenant or hub object is gone.
 func (e *env) waitGone(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
-	testsupport.Eventually(t, timeout, fmt.Sprintf("%T %s to be deleted", obj, obj.GetName()), func() error {
-		err := c.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return errors.New("still there")
-	})
+	objects.WaitGone(t, c, timeout, obj)
 }
 
 // reconciles is the number of finished reconciles of a kind in a namespace.
@@ -217,8 +196,5 @@ func waitReconciles(t *testing.T, k Kind, ns string, before float64) {
 // noRoute fails when the hub has a Route for uid.
 func (e *env) noRoute(t *testing.T, hubNS string, uid types.UID) {
 	t.Helper()
-	err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: hubNS, Name: string(uid)}, &v1alpha1.Route{})
-	if !apierrors.IsNotFound(err) {
-		t.Fatalf("want no Route %s/%s, got err=%v", hubNS, uid, err)
-	}
+	objects.Absent(t, e.Hub.Client, client.ObjectKey{Namespace: hubNS, Name: string(uid)}, &v1alpha1.Route{})
 }

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -71,10 +70,7 @@ func setupIngressClass(mgr ctrl.Manager) error {
 	start <- event.TypedGenericEvent[*networkingv1.IngressClass]{Object: DesiredIngressClass()}
 	return builder.ControllerManagedBy(mgr).
 		Named("ccm-ingressclass").
-		For(&networkingv1.IngressClass{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(event.UpdateEvent) bool { return false },
-		})).
+		For(&networkingv1.IngressClass{}, builder.WithPredicates(onlyDeletes)).
 		WatchesRawSource(source.Channel(start, &handler.TypedEnqueueRequestForObject[*networkingv1.IngressClass]{})).
 		Complete(&IngressClassReconciler{Tenant: mgr.GetClient()})
 }

@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
 )
@@ -125,10 +125,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	// same name (GitOps, the Gateway API conformance suite) is never an update of the one
 	// being deleted. Its Route goes by UID instead (deleteRoutes, also after a restart through
 	// the hub Route's events). The finalizer earlier versions added is removed.
-	if controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
-		if err := r.removeFinalizer(ctx, obj); err != nil {
-			return reconcile.Result{}, err
-		}
+	unfinalized, err := finalizer.Remove(ctx, r.Tenant, obj, v1alpha1.CleanupFinalizer)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if unfinalized {
 		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -468,23 +469,8 @@ func (r *Reconciler) releaseTenant(ctx context.Context, obj client.Object, u map
 			return err
 		}
 	}
-	if controllerutil.ContainsFinalizer(obj, v1alpha1.CleanupFinalizer) {
-		if err := r.removeFinalizer(ctx, obj); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeFinalizer removes kubelb.k8c.io/cleanup from the object (merge patch, optimistic
-// locking).
-func (r *Reconciler) removeFinalizer(ctx context.Context, obj client.Object) error {
-	orig := obj.DeepCopyObject().(client.Object)
-	controllerutil.RemoveFinalizer(obj, v1alpha1.CleanupFinalizer)
-	if err := r.Tenant.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer from %s %s: %w", r.Kind.String(), client.ObjectKeyFromObject(obj), err)
-	}
-	return nil
+	_, err := finalizer.Remove(ctx, r.Tenant, obj, v1alpha1.CleanupFinalizer)
+	return err
 }
 
 // deleteRoutes deletes the hub Routes mirroring the object key of this kind, except the one

@@ -21,18 +21,6 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
-// IndexHub registers on a hub cache the indexes of hub Routes that the Layer 7 release (and
-// the controllers) look Routes up by.
-func IndexHub(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &v1alpha1.Route{}, indexRouteOrigin, routeOriginIndex); err != nil {
-		return fmt.Errorf("indexing hub Routes by origin: %w", err)
-	}
-	if err := idx.IndexField(ctx, &v1alpha1.Route{}, indexRouteServices, routeServicesIndex); err != nil {
-		return fmt.Errorf("indexing hub Routes by Service: %w", err)
-	}
-	return nil
-}
-
 // IsTwin tells whether a tenant Service is a NodePort twin the ccm made.
 func IsTwin(svc *corev1.Service) bool { return isTwin(svc) }
 

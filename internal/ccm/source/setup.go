@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,14 +33,6 @@ import (
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
-)
-
-// Field indexes of the tenant cache, per kind.
-const (
-	// indexBackends: "namespace/name" of every Service the object references.
-	indexBackends = "ccm.kubelb.k8c.io/backends"
-	// indexParents: "namespace/name" of every Gateway a route names as parent.
-	indexParents = "ccm.kubelb.k8c.io/parents"
 )
 
 // crdInstallTimeout bounds the wait for installed Gateway API CRDs to be established.
@@ -174,34 +163,8 @@ func classRequests(ctx context.Context, c client.Reader) []reconcile.Request {
 func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) error {
 	k := r.Kind
 	ctx := context.Background()
-	toUnstructured := func(o client.Object) map[string]any {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			return nil
-		}
-		return u
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), indexBackends, func(o client.Object) []string {
-		var out []string
-		for _, ref := range ObjectRefs(k, toUnstructured(o), o.GetNamespace()) {
-			if ref.isService() {
-				out = append(out, ref.Namespace+"/"+ref.Name)
-			}
-		}
-		return out
-	}); err != nil {
+	if err := indexTenant(ctx, mgr.GetFieldIndexer(), k); err != nil {
 		return err
-	}
-	if k.AttachesToGateway() {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {
-			var out []string
-			for _, p := range ParentRefs(toUnstructured(o), o.GetNamespace()) {
-				out = append(out, p.Namespace+"/"+p.Name)
-			}
-			return out
-		}); err != nil {
-			return err
-		}
 	}
 
 	// requests lists the objects of the kind matching opts as requests.
@@ -241,21 +204,10 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 		Named("ccm-"+k.Name).
 		For(k.New(), builder.WithPredicates(objectPredicate)).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.Route{}, routeToObject)).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, serviceToObjects, predicate.TypedFuncs[*corev1.Service]{
-			UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Service]) bool {
-				return !equality.Semantic.DeepEqual(e.ObjectOld.Spec, e.ObjectNew.Spec) ||
-					!maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) || e.ObjectOld.ResourceVersion == e.ObjectNew.ResourceVersion
-			},
-		})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, serviceToObjects, serviceSpecOrLabelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if k.GatewayAPI() {
-		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Namespace{}, namespaceToObjects, predicate.TypedFuncs[*corev1.Namespace]{
-			CreateFunc: func(event.TypedCreateEvent[*corev1.Namespace]) bool { return false },
-			DeleteFunc: func(event.TypedDeleteEvent[*corev1.Namespace]) bool { return false },
-			UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Namespace]) bool {
-				return !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels)
-			},
-		}))
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Namespace{}, namespaceToObjects, namespaceLabelsChanged))
 		// A GatewayClass changing its controllerName can change which objects are served.
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.GatewayClass{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *gwapiv1.GatewayClass) []reconcile.Request {
@@ -281,18 +233,6 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.Gateway]{}))
 	}
 	return b.Complete(r)
-}
-
-// objectPredicate passes events of the mirrored objects except updates of their status only
-// (our own status writes among them). Resyncs (same resourceVersion) pass.
-var objectPredicate = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld, e.ObjectNew
-		return o.GetResourceVersion() == n.GetResourceVersion() || o.GetGeneration() != n.GetGeneration() ||
-			!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
-			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
-	},
 }
 
 // InstallCRDs applies the Gateway API CRDs of a channel (server-side apply, field owner

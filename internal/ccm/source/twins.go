@@ -17,14 +17,6 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// Field indexes of the hub cache's Routes.
-const (
-	// indexRouteOrigin: "<origin-resource-kind>/<origin namespace>/<origin name>".
-	indexRouteOrigin = "ccm.kubelb.k8c.io/route-origin"
-	// indexRouteServices: "namespace/name" of every Service a Route embeds.
-	indexRouteServices = "ccm.kubelb.k8c.io/route-services"
-)
-
 // originKey is the indexRouteOrigin value of the object key of a kind.
 func originKey(originKind string, key types.NamespacedName) string {
 	return originKind + "/" + key.Namespace + "/" + key.Name
@@ -38,29 +30,6 @@ func routeOrigin(rt *v1alpha1.Route) (kind string, key types.NamespacedName, ok 
 		return "", types.NamespacedName{}, false
 	}
 	return kind, types.NamespacedName{Namespace: ns, Name: name}, true
-}
-
-func routeOriginIndex(o client.Object) []string {
-	rt, ok := o.(*v1alpha1.Route)
-	if !ok {
-		return nil
-	}
-	if kind, key, ok := routeOrigin(rt); ok {
-		return []string{originKey(kind, key)}
-	}
-	return nil
-}
-
-func routeServicesIndex(o client.Object) []string {
-	rt, ok := o.(*v1alpha1.Route)
-	if !ok || rt.Spec.Source.Kubernetes == nil {
-		return nil
-	}
-	var out []string
-	for _, s := range rt.Spec.Source.Kubernetes.Services {
-		out = append(out, s.Namespace+"/"+s.Name)
-	}
-	return out
 }
 
 // twinRefs remembers which tenant objects (by UID) use which NodePort twins, for the life of

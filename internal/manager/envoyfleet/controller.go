@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -159,23 +158,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 	byTenant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return tenantRequest(hubnames.TenantNamespace(o.GetName()))
 	})
-	// Only whether a tenant has LoadBalancers or Routes matters, not what they say. A new one
-	// matters only to a tenant without its fleet yet: once the fleet is there, the events of
-	// its own objects keep it current (a burst of 10 000 creates would otherwise generate
-	// the bootstrap and compare the fleet 10 000 times).
-	existence := predicate.Funcs{
-		UpdateFunc: func(event.UpdateEvent) bool { return false },
-		CreateFunc: func(e event.CreateEvent) bool { return !r.hasFleet(e.Object.GetNamespace()) },
-	}
+	existence := r.existenceMatters()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, byNamespace, builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
-			predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
-			}), predicate.GenerationChangedPredicate{})).
+			manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
 		// A new CA (its Secret deleted and made again) reissues every fleet's certificate.
@@ -197,13 +187,6 @@ func tenantRequest(ns string) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ns}}}
-}
-
-// deletionChanged passes creates, deletes and updates that start a deletion.
-func deletionChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
 }
 
 // allTenants maps a Config change to every kubelb namespace.

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
@@ -30,17 +31,11 @@ const managerNS = "kubelb"
 
 func create(t *testing.T, c client.Client, objs ...client.Object) {
 	t.Helper()
-	for _, o := range objs {
-		if err := c.Create(context.Background(), o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	objects.Create(t, c, objs...)
 }
 
 func tenantNamespace(name string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + name, Labels: map[string]string{
-		kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue,
-	}}}
+	return objects.ManagedNamespace("tenant-" + name)
 }
 
 func loadBalancer(ns, name string) *kubelbv1alpha1.LoadBalancer {
@@ -71,17 +66,6 @@ func update[T client.Object](t *testing.T, c client.Client, obj T, change func(T
 func getDeployment(c client.Client, ns string) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
 	return d, c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: WorkloadName}, d)
-}
-
-func gone(c client.Client, obj client.Object) error {
-	err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%T %s/%s still exists", obj, obj.GetNamespace(), obj.GetName())
 }
 
 // validateWithEnvoy runs the real Envoy in validate mode on a bootstrap, as the pods start it,
@@ -236,7 +220,7 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 			if ds.Spec.Template.Labels["kubelb.k8c.io/tenant"] != strings.TrimPrefix(ns, "tenant-") {
 				return fmt.Errorf("labels %v", ds.Spec.Template.Labels)
 			}
-			return gone(c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: ns}})
+			return objects.Gone(c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: ns}})
 		})
 	}
 
@@ -245,13 +229,13 @@ func TestFleetFollowsLoadBalancersAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.Eventually(t, 20*time.Second, "tenant-a's fleet to be removed", func() error {
-		if err := gone(c, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: "tenant-a"}}); err != nil {
+		if err := objects.Gone(c, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: WorkloadName, Namespace: "tenant-a"}}); err != nil {
 			return err
 		}
-		if err := gone(c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: "tenant-a"}}); err != nil {
+		if err := objects.Gone(c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: pki.ClientSecretName, Namespace: "tenant-a"}}); err != nil {
 			return err
 		}
-		return gone(c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: "tenant-a"}})
+		return objects.Gone(c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMapName, Namespace: "tenant-a"}})
 	})
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "tenant-b", Name: WorkloadName}, &appsv1.DaemonSet{}); err != nil {
 		t.Errorf("tenant-b lost its fleet: %v", err)

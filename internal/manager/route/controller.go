@@ -1,6 +1,6 @@
 // Package route is the hub's Route controller. For every Route in a namespace labelled
-// kubelb.k8c.io/managed-by=kubelb it keeps the cleanup finalizer and makes what the Route's
-// embedded tenant object needs on the hub:
+// kubelb.k8c.io/managed-by=kubelb it makes what the Route's embedded tenant object needs on
+// the hub:
 //
 //   - a Gateway gets a hub Service of its own, "gateway-<route name>", with one port per
 //     distinct (port, protocol) of its listeners, each mapped to an Envoy listener port
@@ -11,10 +11,12 @@
 //   - HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes ride on their Gateway's
 //     Service: nothing of their own.
 //
-// It writes status.resources.source, status.resources.services (the hub Service, its ports
-// and its status) and the ResourceAppliedSuccessfully condition of status.resources.route;
-// never status.resources.route.status, which the leader-only status writer owns. The
-// allocations are recorded only in the hub Services' targetPorts (see internal/portalloc).
+// A Route has no finalizer: its deletion needs nothing the "gone" path does not do (see
+// reconcileGone). It writes status.resources.source, status.resources.services (the hub
+// Service, its ports and its status) and the ResourceAppliedSuccessfully condition of
+// status.resources.route; never status.resources.route.status, which the leader-only status
+// writer owns. The allocations are recorded only in the hub Services' targetPorts (see
+// internal/portalloc).
 package route
 
 import (
@@ -37,14 +39,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -136,14 +137,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(hostnameInputChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(func(o client.Object) bool {
-				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-				return ok && lb.Spec.Hostname != ""
-			}))).
+			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(hasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
@@ -186,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	route := &kubelbv1alpha1.Route{}
 	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, errors.Join(r.forget(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace))
+			return reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace))
 		}
 		return reconcile.Result{}, fmt.Errorf("getting Route %s: %w", req, err)
 	}
@@ -207,14 +205,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) (res reconcile.Result, err error) {
 	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
-	if !controllerutil.ContainsFinalizer(route, kubelbv1alpha1.CleanupFinalizer) {
-		orig := route.DeepCopy()
-		controllerutil.AddFinalizer(route, kubelbv1alpha1.CleanupFinalizer)
-		if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding the finalizer to Route %s: %w", key, err)
-		}
-	}
-
 	kind, gvk := routekind.Of(route)
 	out := outcome{kind: kind, gvk: gvk}
 	var services []hubServiceState
@@ -286,10 +276,19 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		out.invalidName = true
 		return nil, nil
 	}
-	svc, err := r.gatewayService(ctx, route)
+	svc, stale, err := r.gatewayService(ctx, route)
 	foreign := errors.Is(err, errForeignService)
 	if err != nil && !foreign {
 		return nil, err
+	}
+	if stale {
+		// The hub Service of an earlier Route of this name (the Route was made anew before
+		// its old one's "gone" pass): it goes, and this Route's is applied in its place. Its
+		// ports stay allocated to this name meanwhile and are offered again as hints.
+		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+			return nil, err
+		}
+		svc = nil
 	}
 	if tenant.DisableGatewayAPI {
 		out.disabled = "Gateway API"
@@ -329,11 +328,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 
 // dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.
 func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
-	svc, err := r.gatewayService(ctx, route)
-	if err != nil && !errors.Is(err, errForeignService) {
-		return err
-	}
-	if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+	if err := r.deleteGatewayService(ctx, client.ObjectKeyFromObject(route)); err != nil {
 		return err
 	}
 	r.release(ports, portalloc.RouteOwner(route.Namespace, route.Name))
@@ -526,38 +521,42 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Rout
 	return nil
 }
 
-// reconcileDelete removes the Route's hub objects, then the finalizer, then frees the ports
-// (only then: while the Service is there, a restarted manager counts them as used).
+// reconcileDelete cleans up after a Route being deleted (something else's finalizer holds
+// it, or the cleanup finalizer an earlier version set): as reconcileGone, and the legacy
+// finalizer is removed in between. The Gateway Service, the record of the allocation, goes
+// first: once it is gone no restart counts the ports as used.
 func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
-	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
-	if !controllerutil.ContainsFinalizer(route, kubelbv1alpha1.CleanupFinalizer) {
-		return r.forget(ctx, ports, key)
+	key := client.ObjectKeyFromObject(route)
+	if err := r.deleteGatewayService(ctx, key); err != nil {
+		return err
 	}
-	switch kind, _ := routekind.Of(route); kind.HubService() {
-	case routekind.OwnHubService:
-		svc, err := r.gatewayService(ctx, route)
-		if err != nil && !errors.Is(err, errForeignService) {
-			return err
-		}
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil { // the ports are freed with the finalizer
-			return err
-		}
-	case routekind.SharedIngressService:
-		tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(route.Namespace))
-		if err != nil {
-			return err
-		}
-		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
-			return err
-		}
-	}
-	orig := route.DeepCopy()
-	controllerutil.RemoveFinalizer(route, kubelbv1alpha1.CleanupFinalizer)
-	// NotFound: an earlier pass already removed it (the cache was behind) and the Route is gone.
-	if err := r.client.Patch(ctx, route, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the finalizer from Route %s: %w", key, err)
+	if _, err := finalizer.Remove(ctx, r.client, route, kubelbv1alpha1.CleanupFinalizer); err != nil {
+		return err
 	}
 	return r.forget(ctx, ports, key)
+}
+
+// reconcileGone cleans up after a Route that no longer exists. Its deletion needs no
+// finalizer: its Gateway Service (controlled by it) is deleted here, then its ports are
+// freed and, if it was the tenant's last Ingress Route, the Ingress Service is settled
+// (forget). A Route deleted while no manager ran is caught the same way: its Gateway
+// Service's event at start-up brings its key here, and the Tenant's brings the Ingress
+// Service's (reconcileTenantIngress). A Route makes no Secrets.
+func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
+	if err := r.deleteGatewayService(ctx, key); err != nil {
+		return err
+	}
+	return r.forget(ctx, ports, key)
+}
+
+// deleteGatewayService deletes the Gateway Service of the Route key: the Service of its
+// name that a Route of that name controls, whichever its UID. Any other is left alone.
+func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.NamespacedName) error {
+	svc, err := r.gatewayServiceOf(ctx, key)
+	if err != nil && !errors.Is(err, errForeignService) {
+		return err
+	}
+	return manager.DeleteHubService(ctx, r.client, svc)
 }
 
 // forget frees the ports of a Route that is gone (a Gateway's), forgets it for the gauge
@@ -629,9 +628,24 @@ func (r *Reconciler) reportRoutesLocked(ns string) {
 var errForeignService = errors.New("exists and was not made by kubelb for this Route; rename or delete it")
 
 // gatewayService returns the Gateway Route's hub Service from the cache, nil when there is
-// none. It is the Route's only when the Route controls it; any other is errForeignService
-// and is never touched.
-func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (*corev1.Service, error) {
+// none. It is the Route's only when the Route controls it; one an earlier Route of this name
+// controls is stale (returned with stale true); any other is errForeignService and is never
+// touched.
+func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (svc *corev1.Service, stale bool, err error) {
+	svc, err = r.gatewayServiceOf(ctx, client.ObjectKeyFromObject(route))
+	if err != nil || svc == nil {
+		return nil, false, err
+	}
+	if metav1.GetControllerOfNoCopy(svc).UID != route.UID {
+		return svc, true, nil
+	}
+	return svc, false, nil
+}
+
+// gatewayServiceOf returns the hub Service of the Route key from the cache when a Route of
+// that name controls it (whichever its UID), nil when there is none, and errForeignService
+// when another object stands in its place.
+func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.NamespacedName) (*corev1.Service, error) {
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: route.Namespace, Name: hubnames.GatewayServiceName(route.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
@@ -640,7 +654,7 @@ func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.R
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.UID != route.UID {
+	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.Kind != "Route" || ref.Name != route.Name {
 		return nil, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, nil
@@ -696,12 +710,17 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 }
 
 // serviceToRoutes maps a hub Service to the Routes it serves: a Gateway's Service to its
-// Route (hubnames.RouteNamedBy), the Ingress Service to every Ingress Route of
-// the namespace.
+// Route (hubnames.RouteNamedBy; a Route that is gone gets its Service deleted), the Ingress
+// Service to every Ingress Route of the namespace, or to the tenant's Ingress Service
+// request when there is none.
 func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if o.GetName() == kubelbv1alpha1.IngressServiceName {
-		return r.routesIn(ctx, ns, routekind.Ingress)
+		if reqs := r.routesIn(ctx, ns, routekind.Ingress); len(reqs) > 0 {
+			return reqs
+		}
+		// No Ingress Route (the last went while no manager ran): the Service is settled alone.
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns}}}
 	}
 	name := hubnames.RouteNamedBy(o)
 	if name == "" {
@@ -765,15 +784,6 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	return out
 }
 
-// hostnameInputChanged passes LoadBalancer creates, deletes and updates of what its hostname
-// depends on (spec: generation; deletion).
-func hostnameInputChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
-}
-
 // namespaceToRoutes requeues the Routes of a namespace.
 func (r *Reconciler) namespaceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.routesIn(ctx, o.GetName())
@@ -798,9 +808,4 @@ func (r *Reconciler) routesIn(ctx context.Context, namespace string, kinds ...ro
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return reqs
-}
-
-// isConfig selects Config "default" in the manager's namespace.
-func (r *Reconciler) isConfig(o client.Object) bool {
-	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
 }

@@ -215,7 +215,8 @@ func TestController(t *testing.T) {
 		}
 
 		// The Ingress Route reports the shared Service; the HTTPRoute and GRPCRoute ride on
-		// the Gateway and have nothing of their own; all carry the finalizer.
+		// the Gateway and have nothing of their own; the manager adds no finalizer (a Route's
+		// deletion needs no cleanup the "gone" pass does not do).
 		ing := waitCondition(t, c, ns, routes["Ingress"].Name, metav1.ConditionTrue, ReasonApplied)
 		if e, ok := ing.Status.Resources.Services[ns+"/"+kubelbv1alpha1.IngressServiceName]; !ok || len(e.Ports) != 2 || e.Ports[0].TargetPort.IntVal != ingTargets[0] {
 			t.Errorf("Ingress Route services %+v", ing.Status.Resources.Services)
@@ -230,8 +231,8 @@ func TestController(t *testing.T) {
 			}
 		}
 		for _, kind := range []string{"Gateway", "Ingress", "HTTPRoute", "GRPCRoute"} {
-			if rt := getRoute(t, c, ns, routes[kind].Name); !slices.Contains(rt.Finalizers, kubelbv1alpha1.CleanupFinalizer) {
-				t.Errorf("%s Route finalizers %v", kind, rt.Finalizers)
+			if rt := getRoute(t, c, ns, routes[kind].Name); !slices.Equal(rt.Finalizers, routes[kind].Finalizers) {
+				t.Errorf("%s Route finalizers %v, want the ccm's %v", kind, rt.Finalizers, routes[kind].Finalizers)
 			}
 		}
 
@@ -256,11 +257,14 @@ func TestController(t *testing.T) {
 		}
 		waitGone(t, c, &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gw.Name}})
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gwSvcName}})
-		for _, p := range gwTargets {
-			if holder, ok := m.ports.Allocator().Holder(p); ok {
-				t.Errorf("port %d still held by %s", p, holder)
+		testsupport.Eventually(t, waitTimeout, "the Gateway's ports to be freed", func() error {
+			for _, p := range gwTargets {
+				if holder, ok := m.ports.Allocator().Holder(p); ok {
+					return fmt.Errorf("port %d still held by %s", p, holder)
+				}
 			}
-		}
+			return nil
+		})
 		deleteRoutes(t, c, ns)
 	})
 
@@ -295,11 +299,14 @@ func TestController(t *testing.T) {
 		}
 		waitGone(t, c, two)
 		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.IngressServiceName}})
-		for _, p := range []int32{80, 443} {
-			if port, ok := m.ports.Allocator().Lookup(portalloc.IngressKey(ns, p)); ok {
-				t.Errorf("Ingress port %d still holds listener port %d", p, port)
+		testsupport.Eventually(t, waitTimeout, "the Ingress Service's ports to be freed", func() error {
+			for _, p := range []int32{80, 443} {
+				if port, ok := m.ports.Allocator().Lookup(portalloc.IngressKey(ns, p)); ok {
+					return fmt.Errorf("Ingress port %d still holds listener port %d", p, port)
+				}
 			}
-		}
+			return nil
+		})
 	})
 
 	// Listener changes add and remove ports; bad listeners are reported, the others served.
@@ -512,6 +519,64 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitGone(t, c, lb)
+	})
+
+	// A Route's deletion needs no finalizer. Routes deleted while no manager runs leave
+	// their Gateway Service (owned, but no garbage collector here, and none needed) and the
+	// Ingress Service: the next manager deletes both at start-up and frees their ports. A
+	// Route carrying the cleanup finalizer of an earlier version is cleaned up and the
+	// finalizer removed, so its deletion completes.
+	t.Run("DeletionNeedsNoFinalizer", func(t *testing.T) {
+		ns := "tenant-gone"
+		createNamespace(t, c, ns)
+		m1 := startManager(t, hub, portRange)
+		gw, ing := gatewayRoute(ns, "gw", listener("http", 80, "HTTP")), ingressRoute(ns, "ing")
+		for _, rt := range []*kubelbv1alpha1.Route{gw, ing} {
+			if err := c.Create(ctx, rt); err != nil {
+				t.Fatal(err)
+			}
+			waitCondition(t, c, ns, rt.Name, metav1.ConditionTrue, ReasonApplied)
+		}
+		gwSvc := waitService(t, c, ns, hubnames.GatewayServiceName("gw"), nil)
+		ingSvc := waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
+		m1.stop()
+		for _, rt := range []*kubelbv1alpha1.Route{gw, ing} {
+			if err := c.Delete(ctx, rt); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, rt)
+		}
+
+		m2 := startManager(t, hub, portRange)
+		waitGone(t, c, gwSvc)
+		waitGone(t, c, ingSvc)
+		testsupport.Eventually(t, waitTimeout, "the ports of the Routes that went to be freed", func() error {
+			for k := range m2.ports.Allocator().Snapshot() {
+				if k.Namespace == ns {
+					return fmt.Errorf("%s still allocated", k)
+				}
+			}
+			return nil
+		})
+
+		old := gatewayRoute(ns, "old", listener("http", 80, "HTTP"))
+		old.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer} // as an earlier manager left it
+		if err := c.Create(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "old", metav1.ConditionTrue, ReasonApplied)
+		oldSvc := waitService(t, c, ns, hubnames.GatewayServiceName("old"), nil)
+		if err := c.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, old)
+		waitGone(t, c, oldSvc)
+		testsupport.Eventually(t, waitTimeout, "the port of the Route with the legacy finalizer to be freed", func() error {
+			if _, ok := m2.ports.Allocator().Lookup(portalloc.RouteKey(ns, "old", corev1.ProtocolTCP, 80)); ok {
+				return fmt.Errorf("still allocated")
+			}
+			return nil
+		})
 	})
 
 	// A Route of a kind kubelb does not serve says so; what it had as a Gateway goes.

@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,47 +26,16 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 const waitTimeout = 30 * time.Second
-
-// writeCounter counts the write requests a client sends.
-type writeCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (w *writeCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			w.mu.Lock()
-			w.n[req.Method+" "+req.URL.Path]++
-			w.mu.Unlock()
-		}
-		return next.RoundTrip(req)
-	})
-}
-
-func (w *writeCounter) Snapshot() map[string]int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range w.n {
-		out[k] = v
-	}
-	return out
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // running is a manager with the Route and LoadBalancer controllers, sharing one port
 // allocator as in cmd/kubelb, running in-process against a test API server.
 type running struct {
 	ports  *portalloc.Shared
-	writes *writeCounter
+	writes *objects.WriteCounter
 	stop   func()
 }
 
@@ -79,7 +44,7 @@ type running struct {
 // KUBELB_TEST_LOG=1 for its logs.
 func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *running {
 	t.Helper()
-	m := &running{writes: &writeCounter{n: map[string]int{}}}
+	m := &running{writes: &objects.WriteCounter{}}
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.Wrap(m.writes.RoundTripper)
@@ -107,12 +72,7 @@ const managerNS = "kubelb-system"
 
 func createNamespace(t testing.TB, c client.Client, name string) {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue,
-	}}}
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.ManagedNamespace(name))
 }
 
 // ceRoutes reads the Routes a KubeLB CE ccm wrote (testdata/hub-routes.yaml, a copy of
@@ -218,33 +178,13 @@ func waitCondition(t testing.TB, c client.Client, ns, name string, status metav1
 // waitService waits for a hub Service and checks it with cond.
 func waitService(t testing.TB, c client.Client, ns, name string, cond func(*corev1.Service) error) *corev1.Service {
 	t.Helper()
-	var svc *corev1.Service
-	testsupport.Eventually(t, waitTimeout, "hub Service "+ns+"/"+name, func() error {
-		svc = &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-			return err
-		}
-		if cond != nil {
-			return cond(svc)
-		}
-		return nil
-	})
-	return svc
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{}, cond)
 }
 
 // waitGone waits until an object no longer exists.
 func waitGone(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
-		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("still there (finalizers %v)", obj.GetFinalizers())
-	})
+	objects.WaitGone(t, c, waitTimeout, obj)
 }
 
 // playLoadBalancer plays the hub's own load balancer implementation (MetalLB in
@@ -270,29 +210,19 @@ func targets(svc *corev1.Service) []string {
 	return out
 }
 
+// routeWarning selects the Warning Events of a reason about Route ns/name.
+func routeWarning(ns, name, reason string) objects.EventFilter {
+	return objects.EventFilter{Namespace: ns, Kind: "Route", Name: name, Reason: reason, Type: corev1.EventTypeWarning}
+}
+
 func countEvents(t testing.TB, c client.Client, ns, name, reason string) int {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == "Route" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			n++
-		}
-	}
-	return n
+	return objects.CountEvents(t, c, routeWarning(ns, name, reason))
 }
 
 func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
-		if countEvents(t, c, ns, name, reason) == 0 {
-			return fmt.Errorf("no event")
-		}
-		return nil
-	})
+	objects.WaitEvent(t, c, waitTimeout, routeWarning(ns, name, reason))
 }
 
 // deleteRoutes deletes every Route of a namespace and waits until they and the hub Services

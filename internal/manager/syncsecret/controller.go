@@ -38,7 +38,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -46,6 +45,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -129,11 +129,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		For(&kubelbv1alpha1.SyncSecret{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
-			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-			}}))).
+		For(&kubelbv1alpha1.SyncSecret{}, builder.WithPredicates(syncSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
@@ -281,24 +277,6 @@ func (r *Reconciler) deleteSecret(ctx context.Context, ss *kubelbv1alpha1.SyncSe
 	return nil
 }
 
-// quotaInputChanged passes the SyncSecret events that may change the verdict over the
-// others of its namespace: its data changed (generation), it is being deleted, or it is gone
-// from a namespace that refused some. A new SyncSecret is the newest: it refuses no other.
-func (r *Reconciler) quotaInputChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-		},
-		DeleteFunc: func(e event.DeleteEvent) bool {
-			_, refusing := r.refusing.Load(e.Object.GetNamespace())
-			return refusing
-		},
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
 // siblings requeues the SyncSecrets of an object's namespace.
 func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.syncSecretsIn(ctx, o.GetNamespace())
@@ -430,12 +408,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ss *kubelbv1alpha1.Syn
 			return fmt.Errorf("deleting hub Secret %s/%s: %w", current.Namespace, current.Name, err)
 		}
 	}
-	orig := ss.DeepCopy()
-	controllerutil.RemoveFinalizer(ss, kubelbv1alpha1.CleanupFinalizer)
-	if err := r.client.Patch(ctx, ss, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the finalizer from SyncSecret %s/%s: %w", ss.Namespace, ss.Name, err)
-	}
-	return nil
+	_, err = finalizer.Remove(ctx, r.client, ss, kubelbv1alpha1.CleanupFinalizer)
+	return err
 }
 
 // namespaceToSyncSecrets requeues the SyncSecrets of a namespace.

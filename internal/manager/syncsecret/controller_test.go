@@ -22,6 +22,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 const wait = 30 * time.Second
@@ -44,19 +45,17 @@ func startHub(t *testing.T) *hub {
 
 func (h *hub) create(obj client.Object) {
 	h.t.Helper()
-	if err := h.Client.Create(h.t.Context(), obj); err != nil {
-		h.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
+	objects.Create(h.t, h.Client, obj)
 }
 
 // namespace makes a namespace, labelled as a tenant namespace when managed.
 func (h *hub) namespace(name string, managed bool) {
 	h.t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if managed {
-		ns.Labels = map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
+		h.create(objects.ManagedNamespace(name))
+		return
 	}
-	h.create(ns)
+	h.create(objects.Namespace(name, nil))
 }
 
 // syncSecret is a SyncSecret as the ccm writes it, mirroring tenant Secret originNS/originName.
@@ -98,17 +97,7 @@ func (h *hub) get(ss *kubelbv1alpha1.SyncSecret) *kubelbv1alpha1.SyncSecret {
 // secretOf waits for the hub Secret of a SyncSecret and returns it once check accepts it.
 func (h *hub) secretOf(ss *kubelbv1alpha1.SyncSecret, check func(*corev1.Secret) error) *corev1.Secret {
 	h.t.Helper()
-	s := &corev1.Secret{}
-	testsupport.Eventually(h.t, wait, "hub Secret of SyncSecret "+ss.Name, func() error {
-		if err := h.Client.Get(h.t.Context(), client.ObjectKey{Namespace: ss.Namespace, Name: string(ss.UID)}, s); err != nil {
-			return err
-		}
-		if check != nil {
-			return check(s)
-		}
-		return nil
-	})
-	return s
+	return objects.WaitFor(h.t, h.Client, wait, client.ObjectKey{Namespace: ss.Namespace, Name: string(ss.UID)}, &corev1.Secret{}, check)
 }
 
 // waitSynced waits until the SyncSecret's Synced condition has status and reason.

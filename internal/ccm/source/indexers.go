@@ -1,0 +1,102 @@
+// The field indexes of the source controllers' caches and their functions.
+
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// Field indexes of the hub cache's Routes.
+const (
+	// indexRouteOrigin: "<origin-resource-kind>/<origin namespace>/<origin name>".
+	indexRouteOrigin = "ccm.kubelb.k8c.io/route-origin"
+	// indexRouteServices: "namespace/name" of every Service a Route embeds.
+	indexRouteServices = "ccm.kubelb.k8c.io/route-services"
+)
+
+func routeOriginIndex(o client.Object) []string {
+	rt, ok := o.(*v1alpha1.Route)
+	if !ok {
+		return nil
+	}
+	if kind, key, ok := routeOrigin(rt); ok {
+		return []string{originKey(kind, key)}
+	}
+	return nil
+}
+
+func routeServicesIndex(o client.Object) []string {
+	rt, ok := o.(*v1alpha1.Route)
+	if !ok || rt.Spec.Source.Kubernetes == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range rt.Spec.Source.Kubernetes.Services {
+		out = append(out, s.Namespace+"/"+s.Name)
+	}
+	return out
+}
+
+// IndexHub registers on a hub cache the indexes of hub Routes that the Layer 7 release (and
+// the controllers) look Routes up by.
+func IndexHub(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &v1alpha1.Route{}, indexRouteOrigin, routeOriginIndex); err != nil {
+		return fmt.Errorf("indexing hub Routes by origin: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.Route{}, indexRouteServices, routeServicesIndex); err != nil {
+		return fmt.Errorf("indexing hub Routes by Service: %w", err)
+	}
+	return nil
+}
+
+// Field indexes of the tenant cache, per kind.
+const (
+	// indexBackends: "namespace/name" of every Service the object references.
+	indexBackends = "ccm.kubelb.k8c.io/backends"
+	// indexParents: "namespace/name" of every Gateway a route names as parent.
+	indexParents = "ccm.kubelb.k8c.io/parents"
+)
+
+// indexTenant registers on the tenant cache the indexes of kind k: by the Services its
+// objects reference and, for routes, by their parent Gateways.
+func indexTenant(ctx context.Context, idx client.FieldIndexer, k Kind) error {
+	if err := idx.IndexField(ctx, k.New(), indexBackends, func(o client.Object) []string {
+		var out []string
+		for _, ref := range ObjectRefs(k, toUnstructured(o), o.GetNamespace()) {
+			if ref.isService() {
+				out = append(out, ref.Namespace+"/"+ref.Name)
+			}
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing %ss by Service: %w", k.String(), err)
+	}
+	if !k.AttachesToGateway() {
+		return nil
+	}
+	if err := idx.IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {
+		var out []string
+		for _, p := range ParentRefs(toUnstructured(o), o.GetNamespace()) {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing %ss by parent Gateway: %w", k.String(), err)
+	}
+	return nil
+}
+
+// toUnstructured is o's content, nil when it cannot be converted.
+func toUnstructured(o client.Object) map[string]any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil
+	}
+	return u
+}

@@ -1,0 +1,183 @@
+// Package objects holds the object builders and waiters that the controller tests of both
+// binaries share, for tests on a real API server (internal/testenv): create objects, build
+// the namespaces kubelb acts in, wait until an object is there and passes a check, until it
+// is gone, or fail when it exists; find and wait for Events; count the write requests a
+// client sends. Each test package keeps its own timeout and passes it in.
+//
+// It builds on internal/testsupport (TB, Eventually) and, unlike that leaf, knows the API
+// server's client.
+package objects
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+// Create creates objs in order and fails the test on the first error.
+func Create(t testsupport.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// Namespace is a namespace with labels (nil: none).
+func Namespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+// ManagedNamespace is a hub namespace labelled kubelb.k8c.io/managed-by=kubelb, as the Tenant
+// controller makes it: the manager's controllers act only in those.
+func ManagedNamespace(name string) *corev1.Namespace {
+	return Namespace(name, map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
+}
+
+// WaitFor reads the object key into obj until it exists and check (nil: none) accepts it,
+// and returns it.
+func WaitFor[T client.Object](t testsupport.TB, c client.Reader, timeout time.Duration, key client.ObjectKey, obj T, check func(T) error) T {
+	t.Helper()
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%T %s", obj, key), func() error {
+		if err := c.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		if check != nil {
+			return check(obj)
+		}
+		return nil
+	})
+	return obj
+}
+
+// WaitGone waits until obj (by its namespace and name) no longer exists.
+func WaitGone(t testsupport.TB, c client.Reader, timeout time.Duration, obj client.Object) {
+	t.Helper()
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
+		return Gone(c, obj)
+	})
+}
+
+// Gone returns nil when obj (by its namespace and name) no longer exists, else an error
+// naming what holds it.
+func Gone(c client.Reader, obj client.Object) error {
+	err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%T %s/%s still exists (finalizers %v)", obj, obj.GetNamespace(), obj.GetName(), obj.GetFinalizers())
+}
+
+// Absent fails the test unless the object key does not exist (obj receives it otherwise).
+func Absent(t testsupport.TB, c client.Reader, key client.ObjectKey, obj client.Object) {
+	t.Helper()
+	if err := c.Get(context.Background(), key, obj); !apierrors.IsNotFound(err) {
+		t.Fatalf("want no %T %s, got err=%v", obj, key, err)
+	}
+}
+
+// EventFilter selects Events: those regarding an object (by UID when set, else by kind and
+// name) with a reason and, when set, a type.
+type EventFilter struct {
+	Namespace string
+	Kind      string
+	Name      string
+	UID       string
+	Reason    string
+	Type      string
+}
+
+// Events lists the Events of f.Namespace that f selects.
+func Events(ctx context.Context, c client.Reader, f EventFilter) ([]eventsv1.Event, error) {
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(f.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		r := e.Regarding
+		same := (f.UID != "" && string(r.UID) == f.UID) || (f.UID == "" && r.Kind == f.Kind && r.Name == f.Name)
+		if same && e.Reason == f.Reason && (f.Type == "" || e.Type == f.Type) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// CountEvents is the number of Events f selects.
+func CountEvents(t testsupport.TB, c client.Reader, f EventFilter) int {
+	t.Helper()
+	list, err := Events(context.Background(), c, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}
+
+// WaitEvent waits for an Event f selects and returns the first.
+func WaitEvent(t testsupport.TB, c client.Reader, timeout time.Duration, f EventFilter) eventsv1.Event {
+	t.Helper()
+	var got eventsv1.Event
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%s Event %s on %s %s/%s", f.Type, f.Reason, f.Kind, f.Namespace, f.Name), func() error {
+		list, err := Events(context.Background(), c, f)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return fmt.Errorf("no Event yet")
+		}
+		got = list[0]
+		return nil
+	})
+	return got
+}
+
+// WriteCounter counts the write requests (POST, PUT, PATCH, DELETE) a client sends, by
+// method and path. Wrap a rest.Config with it: cfg.Wrap(w.RoundTripper).
+type WriteCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// RoundTripper counts the writes next carries.
+func (w *WriteCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			w.mu.Lock()
+			if w.n == nil {
+				w.n = map[string]int{}
+			}
+			w.n[req.Method+" "+req.URL.Path]++
+			w.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// Snapshot is a copy of the counts so far ("METHOD path" → requests).
+func (w *WriteCounter) Snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.n)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
