@@ -12,6 +12,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
@@ -66,6 +67,12 @@ var Kinds = []Kind{
 			{loadbalancer.ReasonCertificateFailed, "False", "the cert-manager Certificate could not be made"},
 		}},
 		programmed,
+		{Type: status.ConditionBackendsReachable, Meaning: "whether the tenant's Envoy proxies reach the LoadBalancer's endpoints (the tenant's NodePorts) in their health checks (written by the leader; the ccm copies it onto the Service as kubelb.k8c.io/BackendsReachable)", Reasons: []Reason{
+			{reach.ReasonReachable, "True", "every endpoint answered the health checks of every proxy"},
+			{reach.ReasonSomeUnreachable, "False", "some endpoints did not answer; the message names them (address:port)"},
+			{reach.ReasonNoneReachable, "False", "no endpoint answered: a firewall between the hub and the tenant's nodes, or nothing behind the NodePort"},
+			{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none"},
+		}},
 	}},
 	{Kind: "Route", Plural: "routes", Field: "status.resources.route.conditions", Conditions: []Condition{
 		{Type: route.ConditionApplied, Meaning: "whether the hub objects of the Route (its hub Service, listener ports) are in place", Reasons: []Reason{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -49,6 +51,8 @@ type Writer struct {
 	store    *Store
 	recorder events.EventRecorder
 	now      func() time.Time
+	// endpoints are the current endpoints of a tenant's clusters (WithEndpoints).
+	endpoints func(tenant string) map[string][]string
 
 	mu      sync.Mutex
 	tenants map[string]*tenantState
@@ -72,6 +76,9 @@ type tenantState struct {
 	// same condition is not applied again (a burst publishes Reports faster than the cache
 	// sees the writes). Only the Reconcile of the tenant touches it.
 	written map[string]writtenCondition
+	// reach is the BackendsReachable verdict of each LoadBalancer at the last look (nil
+	// before the first, which looks at every LoadBalancer).
+	reach map[string]reach.Verdict
 }
 
 // writtenCondition is a Programmed condition the Writer applied to a LoadBalancer.
@@ -82,13 +89,16 @@ type writtenCondition struct {
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
-func SetupWriterWithManager(mgr ctrl.Manager, store *Store) error {
-	_, err := setupWriter(mgr, store)
+func SetupWriterWithManager(mgr ctrl.Manager, store *Store, opts ...WriterOption) error {
+	_, err := setupWriter(mgr, store, opts...)
 	return err
 }
 
-func setupWriter(mgr ctrl.Manager, store *Store) (*Writer, error) {
+func setupWriter(mgr ctrl.Manager, store *Store, opts ...WriterOption) (*Writer, error) {
 	w := &Writer{client: mgr.GetClient(), store: store, recorder: mgr.GetEventRecorder("kubelb-manager"), now: time.Now}
+	for _, o := range opts {
+		o(w)
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueueOf) error { store.setQueue(q); return nil })).
@@ -135,12 +145,13 @@ func namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{tenantRequest(o.GetNamespace())}
 }
 
-// rejectionsChanged passes TenantStates whose rejections changed.
+// rejectionsChanged passes TenantStates whose rejections or backend health changed.
 func rejectionsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.TenantState)
 		n, ok2 := e.ObjectNew.(*v1alpha1.TenantState)
-		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections)
+		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections) ||
+			!equality.Semantic.DeepEqual(o.Status.BackendHealth, n.Status.BackendHealth)
 	}}
 }
 
@@ -180,6 +191,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		w.mu.Lock()
 		delete(w.tenants, tenant)
 		w.mu.Unlock()
+		metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant})
 		return reconcile.Result{}, nil
 	}
 	rejections, requeue, err := w.rejections(ctx, tenant, report)
@@ -251,8 +263,15 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			errs = append(errs, err)
 		}
 	}
+	reachAgain, err := w.reachability(ctx, st, tenant, report)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("applying statuses in %s: %v", tenant, errs)
+	}
+	if reachAgain > 0 && (requeue == 0 || reachAgain < requeue) {
+		requeue = reachAgain
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
