@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -13,18 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
 // ConditionBackendsReachable tells whether the tenant's Envoy proxies reach a LoadBalancer's
-// endpoints (the tenant's NodePorts or endpoint addresses); reasons in internal/reach.
+// (or a Route's, in status.resources.route.conditions) endpoints (the tenant's NodePorts or
+// endpoint addresses); reasons in internal/reach.
 const ConditionBackendsReachable = "BackendsReachable"
 
 // ReachFieldOwner is the server-side apply field owner of the BackendsReachable condition:
@@ -48,9 +50,9 @@ func WithEndpoints(endpoints func(tenant string) map[string][]string) WriterOpti
 	return func(w *Writer) { w.endpoints = endpoints }
 }
 
-// reachability applies the BackendsReachable condition of every LoadBalancer of the tenant
-// whose verdict changed since the last look, and sets the metric of each. It returns when to
-// look again (an entry that goes stale).
+// reachability applies the BackendsReachable condition of every LoadBalancer and Route of
+// the tenant whose verdict changed since the last look, and sets the metric of each
+// LoadBalancer. It returns when to look again (an entry that goes stale).
 func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant string, report *Report) (time.Duration, error) {
 	if w.endpoints == nil {
 		return 0, nil
@@ -60,49 +62,42 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 		return 0, err
 	}
 	endpoints := w.endpoints(tenant)
-	clustersOf := map[string]map[string][]string{} // LoadBalancer → cluster → endpoints
+	clustersOf := map[ir.ObjectRef]map[string][]string{} // LoadBalancer or Route → cluster → endpoints
 	for cluster, owners := range report.Owners[resource.ClusterType] {
 		for _, o := range owners {
-			if o.Kind != translate.KindLoadBalancer {
+			if o.Kind != translate.KindLoadBalancer && o.Kind != translate.KindRoute {
 				continue
 			}
-			if clustersOf[o.Name] == nil {
-				clustersOf[o.Name] = map[string][]string{}
+			o = ir.ObjectRef{Kind: o.Kind, Name: o.Name}
+			if clustersOf[o] == nil {
+				clustersOf[o] = map[string][]string{}
 			}
-			clustersOf[o.Name][cluster] = endpoints[cluster]
+			clustersOf[o][cluster] = endpoints[cluster]
 		}
 	}
-	verdicts := make(map[string]reach.Verdict, len(clustersOf))
-	for name, clusters := range clustersOf {
-		verdicts[name] = reach.Decide(clusters, found)
+	verdicts := make(map[ir.ObjectRef]reach.Verdict, len(clustersOf))
+	for ref, clusters := range clustersOf {
+		verdicts[ref] = reach.Decide(clusters, found)
 	}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(verdicts)) {
-		v := verdicts[name]
-		metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, name, "reachable").Set(float64(v.Reachable))
-		metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, name, "unreachable").Set(float64(v.Unreachable))
-		if prev, ok := st.reach[name]; ok && prev == v {
+	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
+	for _, ref := range refs {
+		v := verdicts[ref]
+		if ref.Kind == translate.KindLoadBalancer {
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "reachable").Set(float64(v.Reachable))
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "unreachable").Set(float64(v.Unreachable))
+		}
+		if prev, ok := st.reach[ref]; ok && prev == v {
 			continue
 		}
-		lb := &v1alpha1.LoadBalancer{}
-		if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, lb); err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("getting LoadBalancer %s/%s: %w", tenant, name, err))
-				delete(verdicts, name) // looked at again next time
-			}
-			continue
-		}
-		if !lb.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := w.applyReachable(ctx, lb, v); err != nil {
+		if err := w.reachableOf(ctx, tenant, ref, v); err != nil {
 			errs = append(errs, err)
-			delete(verdicts, name)
+			delete(verdicts, ref) // looked at again next time
 		}
 	}
-	for name := range st.reach {
-		if _, ok := clustersOf[name]; !ok {
-			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": name})
+	for ref := range st.reach {
+		if _, ok := clustersOf[ref]; !ok && ref.Kind == translate.KindLoadBalancer {
+			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": ref.Name})
 		}
 	}
 	st.reach = verdicts
@@ -149,17 +144,41 @@ func (w *Writer) backendHealth(ctx context.Context, tenant string) ([]reach.Foun
 		}
 	}
 	if len(keep) < len(ts.Status.BackendHealth) {
-		orig := ts.DeepCopy()
-		ts.Status.BackendHealth = keep
-		// A patch, as for stale rejections: the entries belong to other field owners.
-		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return nil, 0, fmt.Errorf("removing stale backend health from TenantState %s/%s: %w", tenant, TenantStateName, err)
-			}
-			requeue = time.Second
+		retry, err := w.dropEntries(ctx, ts, "backend health", func(ts *v1alpha1.TenantState) { ts.Status.BackendHealth = keep })
+		if err != nil {
+			return nil, 0, err
 		}
+		requeue = cmp.Or(retry, requeue)
 	}
 	return out, requeue, nil
+}
+
+// reachableOf applies the verdict to the LoadBalancer or Route ref of the tenant.
+func (w *Writer) reachableOf(ctx context.Context, tenant string, ref ir.ObjectRef, v reach.Verdict) error {
+	var obj client.Object = &v1alpha1.LoadBalancer{}
+	if ref.Kind == translate.KindRoute {
+		obj = &v1alpha1.Route{}
+	}
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("getting %s %s/%s: %w", ref.Kind, tenant, ref.Name, err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	switch o := obj.(type) {
+	case *v1alpha1.LoadBalancer:
+		return w.applyReachable(ctx, o, o.Status.Conditions, v, func(c map[string]any) map[string]any {
+			return map[string]any{"conditions": []any{c}}
+		})
+	case *v1alpha1.Route:
+		return w.applyReachable(ctx, o, o.Status.Resources.Route.Conditions, v, func(c map[string]any) map[string]any {
+			return map[string]any{"resources": map[string]any{"route": map[string]any{"conditions": []any{c}}}}
+		})
+	}
+	return nil
 }
 
 // Reachable is the BackendsReachable condition of a verdict.
@@ -168,44 +187,45 @@ func Reachable(generation int64, v reach.Verdict) metav1.Condition {
 		Message: bounded(v.Message), ObservedGeneration: generation}
 }
 
-// applyReachable writes lb's BackendsReachable condition when it differs from the one it
-// has, and records an Event when its meaning changed: a Warning when it becomes False, a
-// Normal one when it becomes True after being False.
-func (w *Writer) applyReachable(ctx context.Context, lb *v1alpha1.LoadBalancer, v reach.Verdict) error {
-	cond := Reachable(lb.Generation, v)
-	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionBackendsReachable)
+// applyReachable writes obj's BackendsReachable condition (in conds, at the place in status
+// that at gives) when it differs from the one it has, and records an Event when its meaning
+// changed: a Warning when it becomes False, a Normal one when it becomes True after being
+// False.
+func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []metav1.Condition, v reach.Verdict, at func(map[string]any) map[string]any) error {
+	cond := Reachable(obj.GetGeneration(), v)
+	prev := meta.FindStatusCondition(conds, ConditionBackendsReachable)
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
 		prev.ObservedGeneration == cond.ObservedGeneration {
 		return nil
 	}
-	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
-	if prev != nil && prev.Status == cond.Status {
-		cond.LastTransitionTime = prev.LastTransitionTime
-	}
-	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
+	c, err := w.transition(&cond, prev)
 	if err != nil {
 		return err
 	}
+	kind := "LoadBalancer"
+	if _, ok := obj.(*v1alpha1.Route); ok {
+		kind = "Route"
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "LoadBalancer",
-		"metadata":   map[string]any{"name": lb.Name, "namespace": lb.Namespace},
-		"status":     map[string]any{"conditions": []any{c}},
+		"kind":       kind,
+		"metadata":   map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
+		"status":     at(c),
 	}}
 	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(ReachFieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("applying the BackendsReachable condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
+		return fmt.Errorf("applying the BackendsReachable condition of %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message {
 		return nil
 	}
 	switch {
 	case cond.Status == metav1.ConditionFalse:
-		w.recorder.Eventf(lb, nil, corev1.EventTypeWarning, cond.Reason, "CheckBackends", "%s", cond.Message)
+		w.recorder.Eventf(obj, nil, corev1.EventTypeWarning, cond.Reason, "CheckBackends", "%s", cond.Message)
 	case cond.Status == metav1.ConditionTrue && prev != nil && prev.Status == metav1.ConditionFalse:
-		w.recorder.Eventf(lb, nil, corev1.EventTypeNormal, cond.Reason, "CheckBackends", "%s", cond.Message)
+		w.recorder.Eventf(obj, nil, corev1.EventTypeNormal, cond.Reason, "CheckBackends", "%s", cond.Message)
 	}
 	return nil
 }

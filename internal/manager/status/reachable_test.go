@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,14 +21,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
@@ -199,4 +203,72 @@ func clientTLS(t *testing.T, tenant string) *tls.Config {
 	cfg := xdstest.New(t).ClientTLS(t, tenant)
 	cfg.ServerName = xdstest.ServerName
 	return cfg
+}
+
+// TestReachableRouteAndStaleEntries: the Writer judges a Route's clusters as a
+// LoadBalancer's, and writes BackendsReachable into status.resources.route.conditions beside
+// Programmed (each under its own field owner, neither removing the other). An entry naming
+// unreachable endpoints that its replica stopped confirming (a replica that is gone) no
+// longer counts, and is removed from the TenantState.
+func TestReachableRouteAndStaleEntries(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	tenantNamespaces(t, c, tenant)
+	gw := gatewayRoute("gw-uid")
+	if err := c.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	applyRouteControllerStatus(t, c, gw.Name)
+	a, b := "10.0.0.1:30080", "10.0.0.2:30080"
+	endpoints := map[string][]string{"gw-backend": {a, b}}
+	store := status.NewStore()
+	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
+		return status.SetupWriterWithManager(mgr, store, status.WithEndpoints(func(string) map[string][]string { return endpoints }))
+	})
+	gwRef := ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: gw.Name}
+	store.Publish(tenant, &status.Report{
+		Objects: map[ir.ObjectRef]int64{gwRef: gw.Generation},
+		Owners:  map[string]map[string][]ir.ObjectRef{resource.ClusterType: {"gw-backend": {gwRef}}},
+		Routes:  map[string]translate.RouteStatus{gw.Name: {Kind: "Gateway", Generation: 3, Status: gatewayStatus(t, 0, "True")}},
+	})
+	routeReachable := func(st metav1.ConditionStatus, reason, msg string) {
+		t.Helper()
+		waitRouteStatus(t, c, gw.Name, metav1.ConditionTrue, status.ReasonProgrammed, func(r *v1alpha1.Route) error {
+			cond := meta.FindStatusCondition(r.Status.Resources.Route.Conditions, status.ConditionBackendsReachable)
+			if cond == nil || cond.Status != st || cond.Reason != reason || !strings.Contains(cond.Message, msg) {
+				return fmt.Errorf("BackendsReachable %+v", cond)
+			}
+			return nil
+		})
+	}
+	routeReachable(metav1.ConditionUnknown, reach.ReasonNotYetChecked, "not reported on 2 of 2")
+
+	// A replica's proxies found b unreachable; another replica's entry says the same but was
+	// not confirmed for longer than StaleHealthTTL.
+	hash := reach.EndpointsHash(endpoints["gw-backend"])
+	ts := &v1alpha1.TenantState{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now().Rfc3339Copy()
+	ts.Status.BackendHealth = []v1alpha1.BackendHealth{
+		{Replica: "live", Cluster: "gw-backend", Endpoints: hash, Reachable: 1, UnreachableCount: 1, Unreachable: []string{b}, Time: now},
+		{Replica: "gone", Cluster: "gw-backend", Endpoints: hash, UnreachableCount: 2, Unreachable: []string{a, b},
+			Time: metav1.NewTime(now.Add(-status.StaleHealthTTL - time.Minute))},
+	}
+	if err := c.Status().Update(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	routeReachable(metav1.ConditionFalse, reach.ReasonSomeUnreachable, "1 of 2 endpoints do not answer the hub's Envoy proxies: "+b)
+	testsupport.Eventually(t, timeout, "the stale entry removed", func() error {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+			return err
+		}
+		if len(ts.Status.BackendHealth) != 1 || ts.Status.BackendHealth[0].Replica != "live" {
+			return fmt.Errorf("entries %+v", ts.Status.BackendHealth)
+		}
+		return nil
+	})
+	waitEventIn(t, c, tenant, gw.Name, corev1.EventTypeWarning, reach.ReasonSomeUnreachable, b)
 }

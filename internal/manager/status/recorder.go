@@ -298,26 +298,16 @@ func (r *Recorder) Entries(tenant string) []v1alpha1.ConfigRejection {
 // write applies this replica's entries of one tenant; entries it no longer lists are removed
 // by server-side apply, entries of other replicas are left alone.
 func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error {
-	entries := r.Entries(tenant)
-	list := make([]any, 0, len(entries))
-	for i := range entries {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entries[i])
-		if err != nil {
-			return err
-		}
-		list = append(list, m)
+	list, err := unstructuredList(r.Entries(tenant))
+	if err != nil {
+		return err
+	}
+	healthList, err := unstructuredList(r.healthEntries(tenant, refresh))
+	if err != nil {
+		return err
 	}
 	// An empty list (not an empty status, which the API server reads as null) releases
 	// every entry this replica wrote; other replicas' entries stay.
-	health := r.healthEntries(tenant, refresh)
-	healthList := make([]any, 0, len(health))
-	for i := range health {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&health[i])
-		if err != nil {
-			return err
-		}
-		healthList = append(healthList, m)
-	}
 	status := map[string]any{"rejections": list, "backendHealth": healthList}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
@@ -325,7 +315,7 @@ func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error
 		"metadata":   map[string]any{"name": TenantStateName, "namespace": tenant},
 		"status":     status,
 	}}
-	err := r.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(r.FieldOwner()), client.ForceOwnership)
+	err = r.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(r.FieldOwner()), client.ForceOwnership)
 	if apierrors.IsNotFound(err) {
 		return nil // the tenant is gone
 	}
@@ -333,4 +323,17 @@ func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error
 		return fmt.Errorf("applying the rejections of TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
 	return nil
+}
+
+// unstructuredList is items as a list of an unstructured object, never nil.
+func unstructuredList[T any](items []T) ([]any, error) {
+	out := make([]any, 0, len(items))
+	for i := range items {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
