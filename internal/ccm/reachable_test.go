@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,4 +44,16 @@ func TestHubBackendsReachableReachesTheService(t *testing.T) {
 	if n := e.recorded.count("SomeBackendsUnreachable", svc); n != 1 {
 		t.Errorf("SomeBackendsUnreachable recorded %d times, want 1", n)
 	}
+
+	// Another type: no longer kubelb's; the condition goes.
+	e.update(t, svc, func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		s.Spec.Ports[0].NodePort = 0
+	})
+	testsupport.Eventually(t, wait, "the condition cleared", func() error {
+		if c := meta.FindStatusCondition(e.getService(t, svc.Namespace, svc.Name).Status.Conditions, ConditionBackendsReachable); c != nil {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
 }
