@@ -142,6 +142,10 @@ type LoadBalancerStatus struct {
 	// InvalidPath, PathConflict, CertificateConflict, UnsupportedBackend, InvalidTLS,
 	// InvalidListener, InvalidRule, UnsupportedFilter, TooMany, ListenerTaken, InvalidConfig
 	// (each explained in docs/conditions.md); the message lists every problem.
+	// BackendsReachable (written by the leader): whether the tenant's Envoy proxies reach the
+	// endpoints in their health checks. True reason: Reachable. False reasons:
+	// SomeBackendsUnreachable (the message names them), NoBackendReachable. Unknown reason:
+	// NotYetChecked.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -45,6 +45,49 @@ type TenantStateStatus struct {
 	// +listMapKey=typeURL
 	// +kubebuilder:validation:MaxItems=256
 	Rejections []ConfigRejection `json:"rejections,omitempty"`
+
+	// BackendHealth is what the tenant's Envoy proxies found when they health-checked the
+	// tenant's endpoints (Envoy's health discovery service), one entry per manager replica
+	// and Envoy cluster the replica's proxies reported on; the leader turns them into the
+	// BackendsReachable condition of each LoadBalancer. An addition to the contract
+	// (ignorable).
+	// +optional
+	// +listType=map
+	// +listMapKey=replica
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=1024
+	BackendHealth []BackendHealth `json:"backendHealth,omitempty"`
+}
+
+// BackendHealth is what the proxies connected to one manager replica found of the endpoints
+// of one Envoy cluster.
+type BackendHealth struct {
+	// Replica is the manager replica the proxies are connected to.
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica"`
+	// Cluster is the Envoy cluster whose endpoints were checked.
+	// +kubebuilder:validation:MaxLength=256
+	Cluster string `json:"cluster"`
+	// Endpoints identifies the set of endpoints that was checked (a hash of their
+	// addresses, the same on every replica): an entry about another set than the
+	// cluster's current one is not used.
+	// +kubebuilder:validation:MaxLength=64
+	Endpoints string `json:"endpoints"`
+	// Reachable is the number of endpoints every reporting proxy reached.
+	// +optional
+	Reachable int32 `json:"reachable,omitempty"`
+	// UnreachableCount is the number of endpoints at least one proxy could not reach.
+	// +optional
+	UnreachableCount int32 `json:"unreachableCount,omitempty"`
+	// Unreachable names (address:port) the first of those, sorted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=64
+	Unreachable []string `json:"unreachable,omitempty"`
+	// Time the entry last changed, or was confirmed while it names unreachable endpoints.
+	// +optional
+	Time metav1.Time `json:"time,omitempty"`
 }
 
 // ConfigRejection is one Envoy proxy's rejection of the resources of one xDS type.

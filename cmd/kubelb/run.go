@@ -89,14 +89,16 @@ func run(o *options) error {
 	if err := mgr.Add(srv.Runnable(o.XDSListenAddress)); err != nil {
 		return fmt.Errorf("adding the xDS server (--listen-address): %w", err)
 	}
-	// Envoy NACKs reach this replica's recorder, which writes them into the tenant's
-	// TenantState; the leader's status writer joins them with the translation reports.
+	// Envoy NACKs and health reports (HDS) reach this replica's recorder, which writes them
+	// into the tenant's TenantState; the leader's status writer joins them with the
+	// translation reports.
 	replica, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("reading the host name for the replica identity: %w", err)
 	}
 	recorder := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), replica)
 	srv.OnRejection(recorder.Hear)
+	srv.OnHealth(recorder.HearHealth)
 	if err := mgr.Add(recorder); err != nil {
 		return fmt.Errorf("adding the xDS rejection recorder: %w", err)
 	}
@@ -104,7 +106,7 @@ func run(o *options) error {
 	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return fmt.Errorf("setting up the Envoy control plane: %w", err)
 	}
-	if err := status.SetupWriterWithManager(mgr, store); err != nil {
+	if err := status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints)); err != nil {
 		return fmt.Errorf("setting up the status writer: %w", err)
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{

@@ -52,7 +52,7 @@ func currentCondition(lb *v1alpha1.LoadBalancer, typ string) *metav1.Condition {
 // hubConditionsChanged tells whether the Programmed or Ready condition differs between two
 // versions of a LoadBalancer in anything the ccm reports.
 func hubConditionsChanged(a, b *v1alpha1.LoadBalancer) bool {
-	return conditionChanged(a, b, ConditionProgrammed) || conditionChanged(a, b, ConditionReady)
+	return conditionChanged(a, b, ConditionProgrammed) || conditionChanged(a, b, ConditionReady) || conditionChanged(a, b, hubBackendsReachable)
 }
 
 func conditionChanged(a, b *v1alpha1.LoadBalancer, typ string) bool {

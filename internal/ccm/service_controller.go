@@ -335,7 +335,8 @@ func (r *ServiceReconciler) release(ctx context.Context, svc *corev1.Service) er
 
 // releaseTenant is the tenant half of release for a Service carrying the finalizer: the
 // status copied from the mirror current (nil: none, or unknown because the hub is out of
-// reach) and the AddressAssigned condition are cleared, then the finalizer goes.
+// reach) and the AddressAssigned and BackendsReachable conditions are cleared, then the
+// finalizer goes.
 func (r *ServiceReconciler) releaseTenant(ctx context.Context, svc *corev1.Service, current *v1alpha1.LoadBalancer) error {
 	key := client.ObjectKeyFromObject(svc)
 	if !r.External && svc.DeletionTimestamp == nil {
@@ -349,8 +350,9 @@ func (r *ServiceReconciler) releaseTenant(ctx context.Context, svc *corev1.Servi
 				svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
 			}
 		}
-		// The condition is kubelb's, whoever wrote the addresses.
+		// The conditions are kubelb's, whoever wrote the addresses.
 		meta.RemoveStatusCondition(&svc.Status.Conditions, lbaddress.ConditionAddressAssigned)
+		meta.RemoveStatusCondition(&svc.Status.Conditions, ConditionBackendsReachable)
 		if !equality.Semantic.DeepEqual(orig.Status, svc.Status) {
 			// Optimistic lock: the patch replaces the whole conditions list.
 			if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -86,6 +87,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if ev, ok := r.programmed.next(req.NamespacedName, svc.UID, programmedCondition(lb)); ok {
 		record(r.Recorder, svc, ev.eventType, ev.reason, actionStatus, "%s", ev.note)
 	}
+	if err := r.copyReachable(ctx, svc, lb); err != nil {
+		return reconcile.Result{}, err
+	}
 	want := tenantStatus(lb.Status.LoadBalancer)
 	if cond, ok := addressCondition(lb, svc.Generation, want); ok {
 		return reconcile.Result{}, r.addresses.WriteStatus(ctx, svc, want, cond)
@@ -99,6 +103,46 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("copying the status of LoadBalancer %s/%s to Service %s: %w", r.Namespace, lb.Name, req.NamespacedName, err))
 	}
 	return reconcile.Result{}, nil
+}
+
+// ConditionBackendsReachable is the condition of a tenant Service that tells whether the
+// hub's Envoy proxies reach its backends (the nodes' NodePorts): a copy of the hub
+// LoadBalancer's BackendsReachable condition (reasons Reachable, SomeBackendsUnreachable,
+// NoBackendReachable, NotYetChecked), with a Warning Event when it becomes False.
+const ConditionBackendsReachable = "kubelb.k8c.io/BackendsReachable"
+
+// hubBackendsReachable is the hub LoadBalancer's condition (status.ConditionBackendsReachable).
+const hubBackendsReachable = "BackendsReachable"
+
+// copyReachable copies the hub LoadBalancer's BackendsReachable condition onto the Service
+// (message cleaned: it is untrusted), when it differs, and records a Warning Event when it
+// becomes False (once per change of its reason or message); the message starts with
+// "kubelb: ", as AddressAssigned's. A hub without the condition
+// leaves the Service's alone.
+func (r *StatusReconciler) copyReachable(ctx context.Context, svc *corev1.Service, lb *v1alpha1.LoadBalancer) error {
+	hub := meta.FindStatusCondition(lb.Status.Conditions, hubBackendsReachable)
+	if hub == nil {
+		return nil
+	}
+	st := hub.Status
+	if st != metav1.ConditionTrue && st != metav1.ConditionFalse {
+		st = metav1.ConditionUnknown
+	}
+	want := metav1.Condition{Type: ConditionBackendsReachable, Status: st, Reason: eventReason(hub.Reason, "NotYetChecked"),
+		Message: notePrefix + cleanText(hub.Message, maxHubMessage), ObservedGeneration: svc.Generation}
+	prev := meta.FindStatusCondition(svc.Status.Conditions, ConditionBackendsReachable)
+	if prev != nil && prev.Status == want.Status && prev.Reason == want.Reason && prev.Message == want.Message && prev.ObservedGeneration == want.ObservedGeneration {
+		return nil
+	}
+	orig := svc.DeepCopy()
+	meta.SetStatusCondition(&svc.Status.Conditions, want)
+	if err := r.Tenant.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("copying BackendsReachable of LoadBalancer %s/%s to Service %s/%s: %w", lb.Namespace, lb.Name, svc.Namespace, svc.Name, err))
+	}
+	if want.Status == metav1.ConditionFalse && (prev == nil || prev.Status != want.Status || prev.Reason != want.Reason || prev.Message != want.Message) {
+		record(r.Recorder, svc, corev1.EventTypeWarning, want.Reason, actionStatus, "%s", want.Message)
+	}
+	return nil
 }
 
 // forget drops what is remembered of a Service that is gone or no longer the ccm's.

@@ -12,6 +12,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
@@ -66,6 +67,8 @@ var Kinds = []Kind{
 			{loadbalancer.ReasonCertificateFailed, "False", "the cert-manager Certificate could not be made"},
 		}},
 		programmed,
+		{Type: status.ConditionBackendsReachable, Meaning: reachableMeaning + " (written by the leader; the ccm copies it onto the Service as kubelb.k8c.io/BackendsReachable)",
+			Reasons: backendsReachable.Reasons},
 	}},
 	{Kind: "Route", Plural: "routes", Field: "status.resources.route.conditions", Conditions: []Condition{
 		{Type: route.ConditionApplied, Meaning: "whether the hub objects of the Route (its hub Service, listener ports) are in place", Reasons: []Reason{
@@ -81,6 +84,7 @@ var Kinds = []Kind{
 		{Type: status.ConditionProgrammed, Meaning: programmed.Meaning, Problems: true,
 			Reasons: append(append([]Reason{}, programmed.Reasons...),
 				Reason{status.ReasonNotTranslated, "False", "no front end said anything of the Route: kubelb does not translate its kind"})},
+		backendsReachable,
 	}},
 	{Kind: "Tenant", Plural: "tenants", Field: "status.conditions", Conditions: []Condition{
 		{Type: tenant.ConditionReady, Meaning: "whether the tenant is onboarded: namespace, RBAC, the ccm's kubeconfig Secret and TenantState in place", Reasons: tenantReasons},
@@ -116,6 +120,20 @@ var programmed = Condition{Type: status.ConditionProgrammed,
 		{status.ReasonProgrammed, "True", "every port is in a configuration no proxy rejected"},
 		{status.ReasonProgrammedWithWarnings, "True", "served, but some input was refused or ignored; the message names it"},
 		{status.ReasonRejected, "False", "an Envoy proxy rejected (NACKed) the configuration; the TenantState's status.rejections holds Envoy's message"},
+	}}
+
+// reachableMeaning is what BackendsReachable says.
+const reachableMeaning = "whether the tenant's Envoy proxies reach the object's endpoints (the tenant's NodePorts) in their health checks"
+
+// backendsReachable is the BackendsReachable condition of Routes (and, with the ccm's copy
+// named, LoadBalancers).
+var backendsReachable = Condition{Type: status.ConditionBackendsReachable,
+	Meaning: reachableMeaning + " (written by the leader)",
+	Reasons: []Reason{
+		{reach.ReasonReachable, "True", "every endpoint answered the health checks of every proxy"},
+		{reach.ReasonSomeUnreachable, "False", "some endpoints did not answer; the message names them (address:port)"},
+		{reach.ReasonNoneReachable, "False", "no endpoint answered: a firewall between the hub and the tenant's nodes, or nothing behind the NodePort"},
+		{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none"},
 	}}
 
 // tenantReasons are the reasons of the Tenant's (and the TenantState's) Ready condition.

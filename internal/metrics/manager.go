@@ -35,6 +35,10 @@ var (
 		Name: "kubelb_manager_envoycp_endpoints",
 		Help: "Endpoints in the current snapshot of a tenant.",
 	}, []string{"tenant"})}
+	ManagerLoadBalancerBackends = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_manager_loadbalancer_backends",
+		Help: "Endpoints of a LoadBalancer by what the tenant's Envoy proxies found when they health-checked them (state: reachable, unreachable); set by the leader.",
+	}, []string{"tenant", "loadbalancer", "state"})}
 	ManagerSnapshotBuildDuration = &TenantHistogramVec{prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kubelb_manager_envoycp_snapshot_build_duration_seconds",
 		Help:    "Time taken to translate a tenant's state into an Envoy snapshot.",
@@ -98,7 +102,7 @@ func managerReconciles() []*Reconcile {
 func managerGauges() []prometheus.Collector {
 	out := []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
-		ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
+		ManagerLoadBalancerBackends.GaugeVec, ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
 		ManagerXDSSentBytes.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
 	return append(append(out, ManagerNodeIP.gauges()...), ManagerIPAM.gauges()...)
 }
@@ -106,7 +110,7 @@ func managerGauges() []prometheus.Collector {
 // tenantVecs are the manager's vectors labelled "tenant", which ForgetTenant clears.
 func tenantVecs() []partialDeleter {
 	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
-		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
+		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerLoadBalancerBackends, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
 		ManagerXDSNacks, ManagerXDSSentBytes, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated}
 }
 

@@ -35,6 +35,7 @@ func observeAll(name, ns string) {
 	ManagerSnapshotClusters.WithLabelValues(ns).Set(1)
 	ManagerSnapshotListeners.WithLabelValues(ns).Set(1)
 	ManagerSnapshotEndpoints.WithLabelValues(ns).Set(1)
+	ManagerLoadBalancerBackends.WithLabelValues(ns, "web", "unreachable").Set(1)
 	ManagerSnapshotBuildDuration.WithLabelValues(ns).Observe(0.1)
 	ManagerXDSConnectedProxies.WithLabelValues(ns).Inc()
 	ManagerXDSNacks.WithLabelValues(ns, "type.googleapis.com/envoy.config.listener.v3.Listener").Inc()

@@ -49,6 +49,7 @@ import (
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
@@ -109,6 +110,8 @@ type Server struct {
 	// newSnapshot): a resource set again unchanged (the same message) is neither validated
 	// nor marshalled and hashed again.
 	digests map[string]digests
+	// hds serves health discovery (hds.go).
+	hds hds
 }
 
 // NewServer returns a Server with an empty cache; SetTenant may be called before Run. creds
@@ -138,6 +141,7 @@ func NewServer(logger logr.Logger, creds *tls.Config) *Server {
 		Caches:        map[string]cache.Cache{orderedCache: s.ordered, endpointsCache: s.endpoints},
 	}
 	s.cb = newCallbacks(logger, s.hasTenant)
+	s.hds.srv = s
 	return s
 }
 
@@ -353,6 +357,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	routeservice.RegisterRouteDiscoveryServiceServer(g, xds)
 	secretservice.RegisterSecretDiscoveryServiceServer(g, xds)
 	runtimeservice.RegisterRuntimeDiscoveryServiceServer(g, xds)
+	healthv3.RegisterHealthDiscoveryServiceServer(g, &s.hds)
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
@@ -415,6 +420,7 @@ func (s *Server) SetTenant(ctx context.Context, tenant string, res Resources) (b
 		return false, fmt.Errorf("setting snapshot for tenant %s: %w", tenant, err)
 	}
 	s.versions[tenant] = version
+	s.hds.healthChanged(tenant)
 	metrics.ManagerSnapshotUpdates.WithLabelValues(tenant).Inc()
 	metrics.ManagerSnapshotListeners.WithLabelValues(tenant).Set(float64(len(res[resource.ListenerType])))
 	metrics.ManagerSnapshotClusters.WithLabelValues(tenant).Set(float64(len(res[resource.ClusterType])))
@@ -444,6 +450,7 @@ func (s *Server) RemoveTenant(tenant string) {
 	delete(s.versions, tenant)
 	delete(s.digests, tenant)
 	s.cb.forgetTenant(tenant)
+	s.hds.healthChanged(tenant)
 	metrics.ManagerSnapshotListeners.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotClusters.DeleteLabelValues(tenant)
 	metrics.ManagerSnapshotEndpoints.DeleteLabelValues(tenant)

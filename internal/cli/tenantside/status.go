@@ -334,11 +334,14 @@ func endpointsStep(lb *v1alpha1.LoadBalancer) Step {
 			"the hub LoadBalancer has no endpoint addresses")
 	}
 	if c := meta.FindStatusCondition(lb.Status.Conditions, condReachable); c != nil {
-		if c.Status != metav1.ConditionTrue {
-			return failed(name, "the hub's Envoy cannot reach your nodes' NodePorts: check firewalls between the hub and your nodes, and that the pods behind the Service are Ready",
+		switch c.Status {
+		case metav1.ConditionFalse:
+			return failed(name, "the hub's Envoy cannot reach your nodes' NodePorts named above: check firewalls between the hub and your nodes, and that the pods behind the Service are Ready",
 				"%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message)
+		case metav1.ConditionTrue:
+			return ok(name, "%s (%s)", condReachable, c.Reason)
 		}
-		return ok(name, "%s (%s)", condReachable, c.Reason)
+		return ok(name, "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message) // not checked yet
 	}
 	src := "node addresses"
 	if lb.Spec.Endpoints[0].AddressesReference != nil {

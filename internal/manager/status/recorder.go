@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/xds"
 )
@@ -27,13 +28,22 @@ const (
 	maxRejectionMessage    = 2000
 	recorderHoldOff        = 200 * time.Millisecond
 	recorderRetry          = 2 * time.Second
+	// maxHealthPerTenant bounds the backend health entries a replica writes per tenant
+	// (clusters with unreachable endpoints first).
+	maxHealthPerTenant = 256
+	// HealthRefresh is how often a replica confirms (re-writes with a new time) entries
+	// that name unreachable endpoints, so that the leader can tell them from those of a
+	// replica that is gone (StaleHealthTTL). Entries of reachable clusters are never
+	// re-written: a settled, healthy hub makes no writes.
+	HealthRefresh = 5 * time.Minute
 )
 
 // Recorder writes the NACKs heard by this replica's xDS server into the tenants'
-// TenantStates (status.rejections), under a field owner of its own ("kubelb-xds/<replica>"),
-// so every replica keeps exactly its own entries and the leader's Writer sees them all. It
-// runs on every replica. Use Hear as the xDS server's OnRejection hook, and add the Recorder
-// to the manager.
+// TenantStates (status.rejections), and what the proxies found of the tenant's backends
+// (status.backendHealth, the reach.Tracker's summary), under a field owner of its own
+// ("kubelb-xds/<replica>"), so every replica keeps exactly its own entries and the leader's
+// Writer sees them all. It runs on every replica. Use Hear as the xDS server's OnRejection
+// hook and HearHealth as its OnHealth hook, and add the Recorder to the manager.
 type Recorder struct {
 	client  client.Client
 	log     logr.Logger
@@ -43,6 +53,10 @@ type Recorder struct {
 	active map[string]map[rejectionKey]v1alpha1.ConfigRejection // tenant → entries
 	dirty  map[string]bool
 	wake   chan struct{}
+	// health holds the proxies' reports; written are the entries last built per tenant.
+	health  *reach.Tracker
+	written map[string][]v1alpha1.BackendHealth
+	now     func() time.Time
 }
 
 type rejectionKey struct{ proxy, typeURL string }
@@ -50,7 +64,128 @@ type rejectionKey struct{ proxy, typeURL string }
 // NewRecorder returns a Recorder writing with c as replica (e.g. the pod name).
 func NewRecorder(c client.Client, log logr.Logger, replica string) *Recorder {
 	return &Recorder{client: c, log: log.WithName("rejections"), replica: replica, active: map[string]map[rejectionKey]v1alpha1.ConfigRejection{},
-		dirty: map[string]bool{}, wake: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, wake: make(chan struct{}, 1), health: reach.NewTracker(), written: map[string][]v1alpha1.BackendHealth{}, now: time.Now}
+}
+
+// HearHealth records a proxy's health report (or its stream's end); it never blocks. The
+// tenant is written when its summary changed.
+func (r *Recorder) HearHealth(h xds.HealthReport) {
+	if h.Tenant == "" {
+		return
+	}
+	if h.Gone {
+		r.health.Forget(h.Tenant, h.Proxy)
+	} else {
+		r.health.Hear(h.Tenant, h.Proxy, reach.Report{Asked: h.Asked, Health: h.Health})
+	}
+	r.mu.Lock()
+	changed := !sameHealth(r.written[h.Tenant], r.health.Summary(h.Tenant))
+	if changed {
+		r.dirty[h.Tenant] = true
+	}
+	r.mu.Unlock()
+	if changed {
+		r.poke()
+	}
+}
+
+func (r *Recorder) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sameHealth tells whether entries already say what summary says.
+func sameHealth(entries []v1alpha1.BackendHealth, summary []reach.ClusterHealth) bool {
+	if len(entries) != len(boundedHealth(summary)) {
+		return false
+	}
+	for i, c := range boundedHealth(summary) {
+		e := entries[i]
+		if e.Cluster != c.Cluster || e.Endpoints != c.Endpoints || int(e.Reachable) != c.Reachable ||
+			int(e.UnreachableCount) != len(c.Unreachable) || !slices.Equal(e.Unreachable, named(c.Unreachable)) {
+			return false
+		}
+	}
+	return true
+}
+
+// boundedHealth keeps at most maxHealthPerTenant clusters of a summary, those with unreachable
+// endpoints first, sorted by cluster.
+func boundedHealth(summary []reach.ClusterHealth) []reach.ClusterHealth {
+	if len(summary) <= maxHealthPerTenant {
+		return summary
+	}
+	out := slices.Clone(summary)
+	slices.SortStableFunc(out, func(a, b reach.ClusterHealth) int {
+		return cmpBool(len(a.Unreachable) == 0, len(b.Unreachable) == 0)
+	})
+	out = out[:maxHealthPerTenant]
+	slices.SortFunc(out, func(a, b reach.ClusterHealth) int { return strings.Compare(a.Cluster, b.Cluster) })
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func named(addrs []string) []string {
+	if len(addrs) > reach.MaxNamed {
+		return addrs[:reach.MaxNamed]
+	}
+	return addrs
+}
+
+// healthEntries are the tenant's entries as this replica writes them now: the summary,
+// with the time of each entry's last change, and a new time for entries with unreachable
+// endpoints when refresh is set.
+func (r *Recorder) healthEntries(tenant string, refresh bool) []v1alpha1.BackendHealth {
+	summary := boundedHealth(r.health.Summary(tenant))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := map[string]v1alpha1.BackendHealth{}
+	for _, e := range r.written[tenant] {
+		prev[e.Cluster] = e
+	}
+	now := metav1.NewTime(r.now().Truncate(time.Second))
+	out := make([]v1alpha1.BackendHealth, 0, len(summary))
+	for _, c := range summary {
+		e := v1alpha1.BackendHealth{Replica: textcut.Cut(r.replica, 253, ""), Cluster: textcut.Cut(c.Cluster, 256, ""), Endpoints: c.Endpoints,
+			Reachable: int32(c.Reachable), UnreachableCount: int32(len(c.Unreachable)), Unreachable: slices.Clone(named(c.Unreachable)), Time: now}
+		if p, ok := prev[c.Cluster]; ok && sameHealth([]v1alpha1.BackendHealth{p}, []reach.ClusterHealth{c}) && !(refresh && e.UnreachableCount > 0) {
+			e.Time = p.Time
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		delete(r.written, tenant)
+	} else {
+		r.written[tenant] = out
+	}
+	return out
+}
+
+// refreshHealth marks the tenants whose entries name unreachable endpoints.
+func (r *Recorder) refreshHealth() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for tenant, entries := range r.written {
+		for _, e := range entries {
+			if e.UnreachableCount > 0 {
+				out[tenant] = true
+				r.dirty[tenant] = true
+			}
+		}
+	}
+	return out
 }
 
 // FieldOwner returns the replica's field owner on TenantState status.
@@ -88,10 +223,7 @@ func (r *Recorder) Hear(rej xds.Rejection) {
 	}
 	r.dirty[rej.Tenant] = true
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.poke()
 }
 
 // NeedLeaderElection is false: every replica records the NACKs of its own proxies.
@@ -100,11 +232,16 @@ func (r *Recorder) NeedLeaderElection() bool { return false }
 // Start writes dirty tenants until ctx is done (manager.Runnable).
 func (r *Recorder) Start(ctx context.Context) error {
 	log := r.log
+	refresh := time.NewTicker(HealthRefresh)
+	defer refresh.Stop()
+	var refreshing map[string]bool
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
+		case <-refresh.C:
+			refreshing = r.refreshHealth()
 		}
 		// Hold off, so a burst of NACKs from many proxies costs one write per tenant.
 		select {
@@ -113,18 +250,14 @@ func (r *Recorder) Start(ctx context.Context) error {
 		case <-time.After(recorderHoldOff):
 		}
 		for _, tenant := range r.takeDirty() {
-			log.V(1).Info("writing Envoy rejections", "tenant", tenant, "rejections", len(r.Entries(tenant)))
-			if err := r.write(ctx, tenant); err != nil {
+			log.V(1).Info("writing Envoy rejections and backend health", "tenant", tenant, "rejections", len(r.Entries(tenant)))
+			if err := r.write(ctx, tenant, refreshing[tenant]); err != nil {
 				log.Error(err, "recording Envoy rejections; retrying", "tenant", tenant)
 				r.markDirty(tenant)
-				time.AfterFunc(recorderRetry, func() {
-					select {
-					case r.wake <- struct{}{}:
-					default:
-					}
-				})
+				time.AfterFunc(recorderRetry, r.poke)
 			}
 		}
+		refreshing = nil
 	}
 }
 
@@ -164,26 +297,25 @@ func (r *Recorder) Entries(tenant string) []v1alpha1.ConfigRejection {
 
 // write applies this replica's entries of one tenant; entries it no longer lists are removed
 // by server-side apply, entries of other replicas are left alone.
-func (r *Recorder) write(ctx context.Context, tenant string) error {
-	entries := r.Entries(tenant)
-	list := make([]any, 0, len(entries))
-	for i := range entries {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entries[i])
-		if err != nil {
-			return err
-		}
-		list = append(list, m)
+func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error {
+	list, err := unstructuredList(r.Entries(tenant))
+	if err != nil {
+		return err
+	}
+	healthList, err := unstructuredList(r.healthEntries(tenant, refresh))
+	if err != nil {
+		return err
 	}
 	// An empty list (not an empty status, which the API server reads as null) releases
 	// every entry this replica wrote; other replicas' entries stay.
-	status := map[string]any{"rejections": list}
+	status := map[string]any{"rejections": list, "backendHealth": healthList}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "TenantState",
 		"metadata":   map[string]any{"name": TenantStateName, "namespace": tenant},
 		"status":     status,
 	}}
-	err := r.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(r.FieldOwner()), client.ForceOwnership)
+	err = r.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(r.FieldOwner()), client.ForceOwnership)
 	if apierrors.IsNotFound(err) {
 		return nil // the tenant is gone
 	}
@@ -191,4 +323,17 @@ func (r *Recorder) write(ctx context.Context, tenant string) error {
 		return fmt.Errorf("applying the rejections of TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
 	return nil
+}
+
+// unstructuredList is items as a list of an unstructured object, never nil.
+func unstructuredList[T any](items []T) ([]any, error) {
+	out := make([]any, 0, len(items))
+	for i := range items {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

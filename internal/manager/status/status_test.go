@@ -52,17 +52,26 @@ type replica struct {
 
 func startReplica(t *testing.T, hub *testenv.Cluster, name string) *replica {
 	t.Helper()
+	return startReplicaChecking(t, hub, name, xds.HealthChecking{})
+}
+
+// startReplicaChecking is startReplica whose proxies health-check the endpoints as checks
+// says (the zero value: xds.DefaultHealthChecking).
+func startReplicaChecking(t *testing.T, hub *testenv.Cluster, name string, checks xds.HealthChecking) *replica {
+	t.Helper()
 	addr := testsupport.Loopback(testsupport.FreePort(t))
 	mgr := testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
 		srv := xds.NewServer(mgr.GetLogger().WithName("xds"), xdstest.New(t).ServerTLS())
 		rec := status.NewRecorder(mgr.GetClient(), mgr.GetLogger(), name)
 		srv.OnRejection(rec.Hear)
+		srv.OnHealth(rec.HearHealth)
+		srv.SetHealthChecking(checks)
 		store := status.NewStore()
 		return errors.Join(
 			mgr.Add(srv.Runnable(addr)),
 			mgr.Add(rec),
 			envoycp.SetupWithManager(mgr, srv, store, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"}),
-			status.SetupWriterWithManager(mgr, store),
+			status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints)),
 		)
 	}, func(o *ctrl.Options) {
 		o.LeaderElection = true
@@ -168,9 +177,15 @@ func waitProgrammed(t *testing.T, c client.Client, name string, st metav1.Condit
 // waitEvent waits for an Event of type and reason regarding the LoadBalancer.
 func waitEvent(t *testing.T, c client.Client, name, typ, reason, msg string) {
 	t.Helper()
+	waitEventIn(t, c, tenant, name, typ, reason, msg)
+}
+
+// waitEventIn is waitEvent for an object of namespace ns.
+func waitEventIn(t *testing.T, c client.Client, ns, name, typ, reason, msg string) {
+	t.Helper()
 	testsupport.Eventually(t, timeout, fmt.Sprintf("%s Event %s/%s", name, typ, reason), func() error {
 		evs := &eventsv1.EventList{}
-		if err := c.List(context.Background(), evs, client.InNamespace(tenant)); err != nil {
+		if err := c.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		var seen []string

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -49,6 +52,8 @@ type Writer struct {
 	store    *Store
 	recorder events.EventRecorder
 	now      func() time.Time
+	// endpoints are the current endpoints of a tenant's clusters (WithEndpoints).
+	endpoints func(tenant string) map[string][]string
 
 	mu      sync.Mutex
 	tenants map[string]*tenantState
@@ -72,6 +77,9 @@ type tenantState struct {
 	// same condition is not applied again (a burst publishes Reports faster than the cache
 	// sees the writes). Only the Reconcile of the tenant touches it.
 	written map[string]writtenCondition
+	// reach is the BackendsReachable verdict of each LoadBalancer and Route (refs without
+	// namespace) at the last look (nil before the first, which looks at every one).
+	reach map[ir.ObjectRef]reach.Verdict
 }
 
 // writtenCondition is a Programmed condition the Writer applied to a LoadBalancer.
@@ -82,13 +90,16 @@ type writtenCondition struct {
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
-func SetupWriterWithManager(mgr ctrl.Manager, store *Store) error {
-	_, err := setupWriter(mgr, store)
+func SetupWriterWithManager(mgr ctrl.Manager, store *Store, opts ...WriterOption) error {
+	_, err := setupWriter(mgr, store, opts...)
 	return err
 }
 
-func setupWriter(mgr ctrl.Manager, store *Store) (*Writer, error) {
+func setupWriter(mgr ctrl.Manager, store *Store, opts ...WriterOption) (*Writer, error) {
 	w := &Writer{client: mgr.GetClient(), store: store, recorder: mgr.GetEventRecorder("kubelb-manager"), now: time.Now}
+	for _, o := range opts {
+		o(w)
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueueOf) error { store.setQueue(q); return nil })).
@@ -135,12 +146,13 @@ func namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{tenantRequest(o.GetNamespace())}
 }
 
-// rejectionsChanged passes TenantStates whose rejections changed.
+// rejectionsChanged passes TenantStates whose rejections or backend health changed.
 func rejectionsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.TenantState)
 		n, ok2 := e.ObjectNew.(*v1alpha1.TenantState)
-		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections)
+		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections) ||
+			!equality.Semantic.DeepEqual(o.Status.BackendHealth, n.Status.BackendHealth)
 	}}
 }
 
@@ -180,6 +192,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		w.mu.Lock()
 		delete(w.tenants, tenant)
 		w.mu.Unlock()
+		metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant})
 		return reconcile.Result{}, nil
 	}
 	rejections, requeue, err := w.rejections(ctx, tenant, report)
@@ -251,8 +264,15 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			errs = append(errs, err)
 		}
 	}
+	reachAgain, err := w.reachability(ctx, st, tenant, report)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("applying statuses in %s: %v", tenant, errs)
+	}
+	if reachAgain > 0 && (requeue == 0 || reachAgain < requeue) {
+		requeue = reachAgain
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
@@ -347,19 +367,30 @@ func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) 
 		}
 	}
 	if len(keep) < len(ts.Status.Rejections) {
-		orig := ts.DeepCopy()
-		ts.Status.Rejections = keep
-		// A patch, not an apply: the entries belong to other field owners (replicas), which only
-		// an update can remove. Named "kubelb-status", the Tenant controller's status apply
-		// leaves the entry alone (apply.ApplyStatus adopts only legacy updaters).
-		if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return nil, 0, fmt.Errorf("removing stale rejections from TenantState %s/%s: %w", tenant, TenantStateName, err)
-			}
-			requeue = time.Second // retried on the next look
+		retry, err := w.dropEntries(ctx, ts, "rejections", func(ts *v1alpha1.TenantState) { ts.Status.Rejections = keep })
+		if err != nil {
+			return nil, 0, err
 		}
+		requeue = cmp.Or(retry, requeue)
 	}
 	return out, requeue, nil
+}
+
+// dropEntries removes entries of other field owners (replicas) from the TenantState's status
+// (drop sets what stays) by a patch, not an apply: only an update can remove them. Named
+// "kubelb-status", the Tenant controller's status apply leaves the entry alone
+// (apply.ApplyStatus adopts only legacy updaters). It returns when to retry (a conflict),
+// 0 when done.
+func (w *Writer) dropEntries(ctx context.Context, ts *v1alpha1.TenantState, what string, drop func(*v1alpha1.TenantState)) (time.Duration, error) {
+	orig := ts.DeepCopy()
+	drop(ts)
+	if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("removing stale %s from TenantState %s/%s: %w", what, ts.Namespace, TenantStateName, err)
+		}
+		return time.Second, nil // retried on the next look
+	}
+	return 0, nil
 }
 
 // olderThan tells whether a cached resourceVersion is older than rv (etcd's are numbers;
@@ -377,11 +408,7 @@ func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond meta
 		prev.ObservedGeneration == cond.ObservedGeneration {
 		return 0, nil
 	}
-	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
-	if prev != nil && prev.Status == cond.Status {
-		cond.LastTransitionTime = prev.LastTransitionTime
-	}
-	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
+	c, err := w.transition(&cond, prev)
 	if err != nil {
 		return 0, err
 	}
@@ -400,6 +427,16 @@ func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond meta
 	w.event(lb, prev, cond)
 	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	return rv, nil
+}
+
+// transition sets cond's lastTransitionTime (prev's when the status did not change, now
+// otherwise) and returns it for an apply.
+func (w *Writer) transition(cond, prev *metav1.Condition) (map[string]any, error) {
+	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
+	if prev != nil && prev.Status == cond.Status {
+		cond.LastTransitionTime = prev.LastTransitionTime
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(cond)
 }
 
 // event records an Event on obj when the meaning of its Programmed condition changed from

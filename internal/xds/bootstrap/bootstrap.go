@@ -188,6 +188,15 @@ func bootstrapProto(opts Options) (*bootstrapv3.Bootstrap, error) {
 			LdsConfig: ads,
 			CdsConfig: proto.Clone(ads).(*corev3.ConfigSource),
 		},
+		// Health discovery over the same connection: the manager asks the proxy to check
+		// the tenant's endpoints and hears what it found (internal/xds, hds.go).
+		HdsConfig: &corev3.ApiConfigSource{
+			ApiType:             corev3.ApiConfigSource_GRPC,
+			TransportApiVersion: corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{
+				TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSClusterName}},
+			}},
+		},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{{
 				Name:                 XDSClusterName,

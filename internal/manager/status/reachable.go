@@ -1,0 +1,231 @@
+package status
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/reach"
+	"kubelb.dev/kubelb/internal/translate"
+)
+
+// ConditionBackendsReachable tells whether the tenant's Envoy proxies reach a LoadBalancer's
+// (or a Route's, in status.resources.route.conditions) endpoints (the tenant's NodePorts or
+// endpoint addresses); reasons in internal/reach.
+const ConditionBackendsReachable = "BackendsReachable"
+
+// ReachFieldOwner is the server-side apply field owner of the BackendsReachable condition:
+// its own, so that its applies and the Programmed condition's (FieldOwner) never remove each
+// other's condition.
+const ReachFieldOwner = "kubelb-reach"
+
+// StaleHealthTTL is how long an entry of status.backendHealth that names unreachable
+// endpoints counts without being confirmed (its replica re-writes it every HealthRefresh),
+// and how long an entry about endpoints that are no longer current stays before the leader
+// removes it.
+const StaleHealthTTL = 3 * HealthRefresh
+
+// WriterOption configures the Writer.
+type WriterOption func(*Writer)
+
+// WithEndpoints gives the Writer the current endpoints of a tenant's clusters (the leader's
+// own xDS snapshot, xds.Server.ClusterEndpoints), which the BackendsReachable condition
+// judges; without it the Writer writes no BackendsReachable condition.
+func WithEndpoints(endpoints func(tenant string) map[string][]string) WriterOption {
+	return func(w *Writer) { w.endpoints = endpoints }
+}
+
+// reachability applies the BackendsReachable condition of every LoadBalancer and Route of
+// the tenant whose verdict changed since the last look, and sets the metric of each
+// LoadBalancer. It returns when to look again (an entry that goes stale).
+func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant string, report *Report) (time.Duration, error) {
+	if w.endpoints == nil {
+		return 0, nil
+	}
+	found, requeue, err := w.backendHealth(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	endpoints := w.endpoints(tenant)
+	clustersOf := map[ir.ObjectRef]map[string][]string{} // LoadBalancer or Route → cluster → endpoints
+	for cluster, owners := range report.Owners[resource.ClusterType] {
+		for _, o := range owners {
+			if o.Kind != translate.KindLoadBalancer && o.Kind != translate.KindRoute {
+				continue
+			}
+			o = ir.ObjectRef{Kind: o.Kind, Name: o.Name}
+			if clustersOf[o] == nil {
+				clustersOf[o] = map[string][]string{}
+			}
+			clustersOf[o][cluster] = endpoints[cluster]
+		}
+	}
+	verdicts := make(map[ir.ObjectRef]reach.Verdict, len(clustersOf))
+	for ref, clusters := range clustersOf {
+		verdicts[ref] = reach.Decide(clusters, found)
+	}
+	var errs []error
+	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
+	for _, ref := range refs {
+		v := verdicts[ref]
+		if ref.Kind == translate.KindLoadBalancer {
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "reachable").Set(float64(v.Reachable))
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "unreachable").Set(float64(v.Unreachable))
+		}
+		if prev, ok := st.reach[ref]; ok && prev == v {
+			continue
+		}
+		if err := w.reachableOf(ctx, tenant, ref, v); err != nil {
+			errs = append(errs, err)
+			delete(verdicts, ref) // looked at again next time
+		}
+	}
+	for ref := range st.reach {
+		if _, ok := clustersOf[ref]; !ok && ref.Kind == translate.KindLoadBalancer {
+			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": ref.Name})
+		}
+	}
+	st.reach = verdicts
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("applying BackendsReachable in %s: %v", tenant, errs)
+	}
+	return requeue, nil
+}
+
+// backendHealth reads what the replicas wrote of the tenant's backends. Entries naming
+// unreachable endpoints that were not confirmed within StaleHealthTTL (their replica is
+// gone) are not used; those, and entries about endpoints no longer current (the replica
+// moved on, or is gone), are removed once older than StaleHealthTTL.
+func (w *Writer) backendHealth(ctx context.Context, tenant string) ([]reach.Found, time.Duration, error) {
+	ts := &v1alpha1.TenantState{}
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, 0, nil
+		}
+		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+	}
+	current := map[string]string{}
+	for c, addrs := range w.endpoints(tenant) {
+		current[c] = reach.EndpointsHash(addrs)
+	}
+	var out []reach.Found
+	keep := make([]v1alpha1.BackendHealth, 0, len(ts.Status.BackendHealth))
+	var requeue time.Duration
+	for _, e := range ts.Status.BackendHealth {
+		age := w.now().Sub(e.Time.Time)
+		stale := age >= StaleHealthTTL
+		if e.UnreachableCount > 0 && stale {
+			continue // not confirmed: its replica is gone
+		}
+		if current[e.Cluster] != e.Endpoints && stale {
+			continue
+		}
+		keep = append(keep, e)
+		out = append(out, reach.Found{Cluster: e.Cluster, Endpoints: e.Endpoints, UnreachableCount: int(e.UnreachableCount), Unreachable: e.Unreachable})
+		if e.UnreachableCount > 0 || current[e.Cluster] != e.Endpoints {
+			if left := StaleHealthTTL - age; requeue == 0 || left < requeue {
+				requeue = max(left, time.Second)
+			}
+		}
+	}
+	if len(keep) < len(ts.Status.BackendHealth) {
+		retry, err := w.dropEntries(ctx, ts, "backend health", func(ts *v1alpha1.TenantState) { ts.Status.BackendHealth = keep })
+		if err != nil {
+			return nil, 0, err
+		}
+		requeue = cmp.Or(retry, requeue)
+	}
+	return out, requeue, nil
+}
+
+// reachableOf applies the verdict to the LoadBalancer or Route ref of the tenant.
+func (w *Writer) reachableOf(ctx context.Context, tenant string, ref ir.ObjectRef, v reach.Verdict) error {
+	var obj client.Object = &v1alpha1.LoadBalancer{}
+	if ref.Kind == translate.KindRoute {
+		obj = &v1alpha1.Route{}
+	}
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("getting %s %s/%s: %w", ref.Kind, tenant, ref.Name, err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	switch o := obj.(type) {
+	case *v1alpha1.LoadBalancer:
+		return w.applyReachable(ctx, o, o.Status.Conditions, v, func(c map[string]any) map[string]any {
+			return map[string]any{"conditions": []any{c}}
+		})
+	case *v1alpha1.Route:
+		return w.applyReachable(ctx, o, o.Status.Resources.Route.Conditions, v, func(c map[string]any) map[string]any {
+			return map[string]any{"resources": map[string]any{"route": map[string]any{"conditions": []any{c}}}}
+		})
+	}
+	return nil
+}
+
+// Reachable is the BackendsReachable condition of a verdict.
+func Reachable(generation int64, v reach.Verdict) metav1.Condition {
+	return metav1.Condition{Type: ConditionBackendsReachable, Status: metav1.ConditionStatus(v.Status), Reason: v.Reason,
+		Message: bounded(v.Message), ObservedGeneration: generation}
+}
+
+// applyReachable writes obj's BackendsReachable condition (in conds, at the place in status
+// that at gives) when it differs from the one it has, and records an Event when its meaning
+// changed: a Warning when it becomes False, a Normal one when it becomes True after being
+// False.
+func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []metav1.Condition, v reach.Verdict, at func(map[string]any) map[string]any) error {
+	cond := Reachable(obj.GetGeneration(), v)
+	prev := meta.FindStatusCondition(conds, ConditionBackendsReachable)
+	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
+		prev.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	c, err := w.transition(&cond, prev)
+	if err != nil {
+		return err
+	}
+	kind := "LoadBalancer"
+	if _, ok := obj.(*v1alpha1.Route); ok {
+		kind = "Route"
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       kind,
+		"metadata":   map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
+		"status":     at(c),
+	}}
+	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(ReachFieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("applying the BackendsReachable condition of %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message {
+		return nil
+	}
+	switch {
+	case cond.Status == metav1.ConditionFalse:
+		w.recorder.Eventf(obj, nil, corev1.EventTypeWarning, cond.Reason, "CheckBackends", "%s", cond.Message)
+	case cond.Status == metav1.ConditionTrue && prev != nil && prev.Status == metav1.ConditionFalse:
+		w.recorder.Eventf(obj, nil, corev1.EventTypeNormal, cond.Reason, "CheckBackends", "%s", cond.Message)
+	}
+	return nil
+}

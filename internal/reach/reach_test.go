@@ -1,0 +1,85 @@
+package reach
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSummaryAndDecide(t *testing.T) {
+	live, dead := "10.0.0.1:30080", "10.0.0.2:30080"
+	asked := map[string][]string{"lb-a": {dead, live}}
+	tr := NewTracker()
+
+	// Asked, nothing reported yet: not yet checked.
+	tr.Hear("tenant-a", "p1", Report{Asked: asked})
+	if got := tr.Summary("tenant-a"); len(got) != 0 {
+		t.Fatalf("summary before any report = %+v, want none", got)
+	}
+	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Reason != ReasonNotYetChecked || v.Status != "Unknown" {
+		t.Fatalf("verdict before any report = %+v", v)
+	}
+
+	// One answers, one does not.
+	tr.Hear("tenant-a", "p1", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: true, dead: false}}})
+	v := Decide(asked, found(tr.Summary("tenant-a")))
+	if v.Status != "False" || v.Reason != ReasonSomeUnreachable || v.Reachable != 1 || v.Unreachable != 1 || !strings.Contains(v.Message, dead) || strings.Contains(v.Message, live) {
+		t.Fatalf("verdict with one dead endpoint = %+v", v)
+	}
+
+	// A second proxy reaches both: the endpoint is still unreachable from p1.
+	tr.Hear("tenant-a", "p2", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: true, dead: true}}})
+	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Reason != ReasonSomeUnreachable {
+		t.Fatalf("verdict with p1 failing = %+v", v)
+	}
+	// p1 disconnects: its reports go.
+	tr.Forget("tenant-a", "p1")
+	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Status != "True" || v.Reason != ReasonReachable || v.Reachable != 2 {
+		t.Fatalf("verdict after p1 left = %+v", v)
+	}
+
+	// None answers.
+	tr.Hear("tenant-a", "p2", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: false, dead: false}}})
+	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Status != "False" || v.Reason != ReasonNoneReachable || v.Unreachable != 2 {
+		t.Fatalf("verdict with none reachable = %+v", v)
+	}
+
+	// The endpoints change: what was found of the old set is not used.
+	changed := map[string][]string{"lb-a": {live}}
+	if v := Decide(changed, found(tr.Summary("tenant-a"))); v.Reason != ReasonNotYetChecked {
+		t.Fatalf("verdict for a changed set = %+v", v)
+	}
+	// Another tenant's summary is its own.
+	if got := tr.Summary("tenant-b"); got != nil {
+		t.Fatalf("tenant-b summary = %+v", got)
+	}
+	if v := Decide(map[string][]string{"lb-a": nil}, nil); v.Reason != ReasonNotYetChecked || !strings.Contains(v.Message, "no endpoints") {
+		t.Fatalf("verdict without endpoints = %+v", v)
+	}
+}
+
+func TestDecideAcrossReplicasAndBounds(t *testing.T) {
+	var addrs []string
+	for i := range 20 {
+		addrs = append(addrs, "10.0.1."+string(rune('a'+i))+":1")
+	}
+	h := EndpointsHash(addrs)
+	if EndpointsHash([]string{addrs[1], addrs[0]}) != EndpointsHash([]string{addrs[0], addrs[1]}) {
+		t.Fatal("the hash depends on the order")
+	}
+	v := Decide(map[string][]string{"c": addrs}, []Found{
+		{Cluster: "c", Endpoints: h, UnreachableCount: 12, Unreachable: addrs[:8]},
+		{Cluster: "c", Endpoints: h, UnreachableCount: 1, Unreachable: []string{addrs[19]}},
+		{Cluster: "c", Endpoints: h, Unreachable: []string{"192.0.2.1:1"}}, // not an endpoint of c
+	})
+	if v.Unreachable != 12 || v.Reachable != 8 || !strings.Contains(v.Message, "(and 4 more)") || strings.Contains(v.Message, "192.0.2.1") {
+		t.Fatalf("verdict = %+v", v)
+	}
+}
+
+func found(s []ClusterHealth) []Found {
+	out := make([]Found, 0, len(s))
+	for _, c := range s {
+		out = append(out, Found{Cluster: c.Cluster, Endpoints: c.Endpoints, UnreachableCount: len(c.Unreachable), Unreachable: c.Unreachable})
+	}
+	return out
+}
