@@ -14,11 +14,13 @@ import (
 )
 
 // The conditions of a hub Route's status.resources.route the ccm carries back: the Route
-// controller's (is the hub Service made?) and the status writer's (is it in Envoy's
-// configuration?).
+// controller's (is the hub Service made?), the status writer's (is it in Envoy's
+// configuration?) and the reachability writer's (do the tenant's Envoy proxies reach its
+// backends?).
 const (
 	hubConditionApplied         = "ResourceAppliedSuccessfully"
 	hubConditionProgrammed      = "Programmed"
+	hubConditionReachable       = "BackendsReachable"
 	hubReasonProgrammedWarnings = "ProgrammedWithWarnings"
 	// hubReasonInvalidListeners: the hub left some of a Gateway's listeners out and serves
 	// the others (a False ResourceAppliedSuccessfully that does not stop the Gateway).
@@ -51,13 +53,15 @@ type HubProblem struct {
 // RouteProblems are the problems the hub reports on a Route (nil: none, or no Route), in a
 // fixed order: ResourceAppliedSuccessfully when False (e.g. Disabled: the Tenant's
 // ingress.disable or gatewayAPI.disable), then Programmed when False or True with
-// warnings. A condition written for an older generation of the Route is not counted. Pure.
+// warnings, then BackendsReachable when False (served, but some or all backends do not
+// answer the hub's Envoy proxies). A condition written for an older generation of the Route
+// is not counted. Pure.
 func RouteProblems(r *v1alpha1.Route) []HubProblem {
 	if r == nil {
 		return nil
 	}
 	var out []HubProblem
-	for _, typ := range []string{hubConditionApplied, hubConditionProgrammed} {
+	for _, typ := range []string{hubConditionApplied, hubConditionProgrammed, hubConditionReachable} {
 		c := meta.FindStatusCondition(r.Status.Resources.Route.Conditions, typ)
 		if c == nil || (c.ObservedGeneration != 0 && c.ObservedGeneration < r.Generation) {
 			continue
@@ -76,8 +80,12 @@ func RouteProblems(r *v1alpha1.Route) []HubProblem {
 // the hub did not apply it (ResourceAppliedSuccessfully, except InvalidListeners: the other
 // listeners are served), or Envoy rejected it (Programmed, Rejected). A False Programmed for
 // a translation problem is not: the problem is about a part (a listener, a rule), and the
-// translated status the ccm copies already says which.
+// translated status the ccm copies already says which. Unreachable backends are not either:
+// the configuration is served, the backends do not answer.
 func notServed(conditionType, reason string) bool {
+	if conditionType == hubConditionReachable {
+		return false
+	}
 	if conditionType == hubConditionApplied {
 		return reason != hubReasonInvalidListeners
 	}

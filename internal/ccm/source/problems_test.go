@@ -78,6 +78,21 @@ func TestRouteProblems(t *testing.T) {
 	if p := RouteProblems(rt); len(p) != 1 || !p[0].NotServed {
 		t.Errorf("Envoy's rejection: %+v", p)
 	}
+	// Backends the hub's Envoy proxies cannot reach: told (after the other problems), the
+	// object is served; reachable or not yet checked backends are no problem.
+	rt.Status.Resources.Route.Conditions = []metav1.Condition{
+		hubCondition("BackendsReachable", metav1.ConditionFalse, "SomeBackendsUnreachable", "1 of 2 endpoints do not answer the hub's Envoy proxies: 10.0.0.2:31000", 3),
+		hubCondition("Programmed", metav1.ConditionTrue, "ProgrammedWithWarnings", "one endpoint left out", 3),
+	}
+	if p := RouteProblems(rt); len(p) != 2 || p[1].Reason != "SomeBackendsUnreachable" || p[1].NotServed {
+		t.Errorf("unreachable backends: %+v", p)
+	}
+	for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionUnknown} {
+		rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("BackendsReachable", st, "NotYetChecked", "", 3)}
+		if p := RouteProblems(rt); p != nil {
+			t.Errorf("BackendsReachable=%s: %+v", st, p)
+		}
+	}
 	rt.Status.Resources.Route.Conditions = []metav1.Condition{hubCondition("Programmed", metav1.ConditionTrue, "Programmed", "ok", 3)}
 	if p := RouteProblems(rt); p != nil {
 		t.Errorf("programmed: %+v", p)
@@ -166,7 +181,8 @@ func (e *env) warnings(t *testing.T, ns string, uid types.UID) []string {
 
 // TestIngressHubProblemEvents: an Ingress whose TLS Secret has not reached the hub (the
 // manager's Programmed is False, CertificateNotFound) gets exactly one Warning Event telling
-// it, however often the ccm looks at it again, and one more when the problem changes.
+// it, however often the ccm looks at it again, and one more when the problem changes; backends
+// the hub's Envoy proxies cannot reach (BackendsReachable=False) are one more.
 func TestIngressHubProblemEvents(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "prob", nil)
@@ -203,6 +219,17 @@ func TestIngressHubProblemEvents(t *testing.T) {
 		got := e.warnings(t, "prob", ing.UID)
 		if len(got) != 2 || !slices.Contains(got, want) ||
 			!slices.Contains(got, "InvalidCertificate: The management cluster reports: "+invalid) {
+			return fmt.Errorf("warnings %q", got)
+		}
+		return nil
+	})
+	// Served, but a backend does not answer the hub's Envoy proxies: a third Event.
+	unreachable := "1 of 2 endpoints do not answer the hub's Envoy proxies: 10.0.0.2:31000"
+	e.setRouteConditions(t, rt.Name,
+		metav1.Condition{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", Message: "served", LastTransitionTime: since},
+		metav1.Condition{Type: "BackendsReachable", Status: metav1.ConditionFalse, Reason: "SomeBackendsUnreachable", Message: unreachable, LastTransitionTime: since})
+	testsupport.Eventually(t, timeout, "the unreachable backends' Warning Event", func() error {
+		if got := e.warnings(t, "prob", ing.UID); len(got) != 3 || !slices.Contains(got, "SomeBackendsUnreachable: The management cluster reports: "+unreachable) {
 			return fmt.Errorf("warnings %q", got)
 		}
 		return nil
