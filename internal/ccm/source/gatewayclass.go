@@ -38,8 +38,12 @@ type GatewayClassReconciler struct {
 }
 
 // retryHub is how soon a GatewayClass that is not Accepted because the hub did not answer
-// is looked at again.
-const retryHub = 30 * time.Second
+// is looked at again; recheckHub how soon an Accepted one is (a hub that stops answering
+// later makes it Pending then: one List of the tenant's TenantStates a minute).
+const (
+	retryHub   = 30 * time.Second
+	recheckHub = time.Minute
+)
 
 // ReasonClassDisabled is the reason of Accepted=False when the hub's platform team disabled
 // Gateway API for the tenant.
@@ -108,6 +112,7 @@ func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if meta.IsNoMatchError(readErr) || apierrors.IsNotFound(readErr) {
 		readErr = nil // a hub without TenantStates answered: it allows everything
 	}
+	res.RequeueAfter = recheckHub
 	if readErr != nil {
 		res.RequeueAfter = retryHub
 	}

@@ -14,11 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -349,4 +352,54 @@ func TestIngressClass(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGatewayClassFollowsTheHub: an Accepted GatewayClass is looked at again, so a hub that
+// stops answering after it was Accepted makes it Pending (and Accepted again once the hub
+// answers). The tenant and the hub are real API servers; the hub that "stops answering" is a
+// client of a loopback port where nothing listens.
+func TestGatewayClassFollowsTheHub(t *testing.T) {
+	e := newEnv(t)
+	tenant := testenv.Start(t, "tenant-gatewayclass", testenv.Options{GatewayAPIChannel: "standard"})
+	gc := DesiredGatewayClass()
+	gc.Name = "kubelb-follows-hub"
+	if err := tenant.Client.Create(e.ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	down, err := client.New(&rest.Config{Host: "http://127.0.0.1:1", Timeout: 5 * time.Second}, client.Options{Scheme: tenant.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileWith := func(hub client.Reader) (reconcile.Result, metav1.Condition) {
+		t.Helper()
+		r := &GatewayClassReconciler{Tenant: tenant.Client, Hub: hub, Namespace: tenantNS}
+		res, err := r.Reconcile(e.ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: gc.Name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &gwapiv1.GatewayClass{}
+		if err := tenant.Client.Get(e.ctx, client.ObjectKey{Name: gc.Name}, got); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, string(gwapiv1.GatewayClassConditionStatusAccepted))
+		if c == nil {
+			t.Fatal("no Accepted condition")
+		}
+		return res, *c
+	}
+	for _, step := range []struct {
+		name   string
+		hub    client.Reader
+		reason string
+		again  time.Duration
+	}{
+		{"the hub answers", e.Hub.Client, "Accepted", recheckHub},
+		{"the hub stops answering", down, "Pending", retryHub},
+		{"the hub answers again", e.Hub.Client, "Accepted", recheckHub},
+	} {
+		res, c := reconcileWith(step.hub)
+		if c.Reason != step.reason || res.RequeueAfter != step.again {
+			t.Errorf("%s: Accepted %s %s (%s), looked at again in %s; want %s, again in %s", step.name, c.Status, c.Reason, c.Message, res.RequeueAfter, step.reason, step.again)
+		}
+	}
 }
