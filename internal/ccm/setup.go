@@ -7,17 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -26,7 +21,6 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/hubschema"
-	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -173,14 +167,9 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		Named("ccm-service").
 		For(&corev1.Service{}, builder.WithPredicates(mirrorPredicate(mirror.External))).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
-			predicate.Or[*v1alpha1.LoadBalancer](
-				predicate.TypedGenerationChangedPredicate[*v1alpha1.LoadBalancer]{},
-				predicate.TypedLabelChangedPredicate[*v1alpha1.LoadBalancer]{},
-				predicate.TypedAnnotationChangedPredicate[*v1alpha1.LoadBalancer]{}))).
+			hubLoadBalancerChanged())).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{}, tenantStateToServices,
-			predicate.TypedFuncs[*v1alpha1.TenantState]{UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.TenantState]) bool {
-				return e.ObjectOld.Status.LoadBalancer.Disable != e.ObjectNew.Status.LoadBalancer.Disable
-			}})).
+			hubVerdictChanged)).
 		WithOptions(workers).
 		Complete(mirror)
 	if err != nil {
@@ -196,95 +185,9 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		Named("ccm-service-status").
 		For(&corev1.Service{}, builder.WithPredicates(statusServicePredicate)).
 		WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.LoadBalancer{}, lbToService,
-			predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
-				UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.LoadBalancer]) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.Status.LoadBalancer, e.ObjectNew.Status.LoadBalancer) ||
-						hubConditionsChanged(e.ObjectOld, e.ObjectNew)
-				},
-				DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
-			})).
+			hubStatusChanged)).
 		WithOptions(workers).
 		Complete(status)
-}
-
-// serviceRelevant tells whether the ccm may have work for a Service: it is of type
-// LoadBalancer, or carries our finalizer (so must be released).
-func serviceRelevant(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)
-}
-
-// asService returns o as a Service.
-func asService(o client.Object) (*corev1.Service, bool) {
-	svc, ok := o.(*corev1.Service)
-	return svc, ok
-}
-
-// mirrorServicePredicate passes Service events the mirror controller must see: anything about
-// relevant Services except updates that changed only their status (our own status writes
-// among them). Resyncs (same resourceVersion) pass.
-var mirrorServicePredicate = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool {
-		svc, ok := asService(e.Object)
-		return ok && serviceRelevant(svc)
-	},
-	DeleteFunc: func(e event.DeleteEvent) bool {
-		svc, ok := asService(e.Object)
-		return ok && serviceRelevant(svc)
-	},
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := asService(e.ObjectOld)
-		n, ok2 := asService(e.ObjectNew)
-		if !ok1 || !ok2 || !(serviceRelevant(o) || serviceRelevant(n)) {
-			return false
-		}
-		return o.ResourceVersion == n.ResourceVersion || !sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec, n.Spec)
-	},
-}
-
-// mirrorPredicate is mirrorServicePredicate, and with external (--enable-cloud-provider=false)
-// also passes updates of a Service's status.loadBalancer: the other implementation's
-// addresses are the mirror's endpoints.
-func mirrorPredicate(external bool) predicate.Predicate {
-	if !external {
-		return mirrorServicePredicate
-	}
-	return predicate.Or(mirrorServicePredicate, predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := asService(e.ObjectOld)
-			n, ok2 := asService(e.ObjectNew)
-			return ok1 && ok2 && serviceRelevant(n) && !equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
-		},
-	})
-}
-
-// statusServicePredicate passes Service events the status controller must see: creations and
-// resyncs of LoadBalancer Services, updates that change their status, finalizers, type or
-// class (e.g. the finalizer that makes a Service ours), and deletions and type changes away
-// from LoadBalancer of relevant Services (so that it forgets them).
-var statusServicePredicate = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool {
-		svc, ok := asService(e.Object)
-		return ok && svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	},
-	DeleteFunc: func(e event.DeleteEvent) bool {
-		svc, ok := asService(e.Object)
-		return ok && serviceRelevant(svc)
-	},
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := asService(e.ObjectOld)
-		n, ok2 := asService(e.ObjectNew)
-		if !ok1 || !ok2 || (n.Spec.Type != corev1.ServiceTypeLoadBalancer && o.Spec.Type != corev1.ServiceTypeLoadBalancer) {
-			return false
-		}
-		return o.ResourceVersion == n.ResourceVersion || o.Spec.Type != n.Spec.Type ||
-			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer) ||
-			!sameMeta(o, n) || !equality.Semantic.DeepEqual(o.Spec.LoadBalancerClass, n.Spec.LoadBalancerClass) ||
-			!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, lbaddress.ConditionAddressAssigned),
-				meta.FindStatusCondition(n.Status.Conditions, lbaddress.ConditionAddressAssigned))
-	},
 }
 
 // hubProbe asks the hub a cheap question every hubProbeInterval so that CCMClusterConnected

@@ -32,7 +32,7 @@ func Ensure(ctx context.Context, c Patcher, obj client.Object, name string) (boo
 	orig := obj.DeepCopyObject().(client.Object)
 	controllerutil.AddFinalizer(obj, name)
 	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, fmt.Errorf("adding the finalizer to %s %s: %w", kind(c, obj), client.ObjectKeyFromObject(obj), err)
+		return false, fmt.Errorf("adding the finalizer to %s %s: %w", kind(c, obj), objectName(obj), err)
 	}
 	return true, nil
 }
@@ -47,7 +47,7 @@ func Remove(ctx context.Context, c Patcher, obj client.Object, name string) (boo
 	orig := obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(obj, name)
 	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return false, fmt.Errorf("removing the finalizer from %s %s: %w", kind(c, obj), client.ObjectKeyFromObject(obj), err)
+		return false, fmt.Errorf("removing the finalizer from %s %s: %w", kind(c, obj), objectName(obj), err)
 	}
 	return true, nil
 }
@@ -58,4 +58,12 @@ func kind(c Patcher, obj client.Object) string {
 		return gvk.Kind
 	}
 	return fmt.Sprintf("%T", obj)
+}
+
+// objectName names obj in an error message: namespace/name, or name alone when cluster-scoped.
+func objectName(obj client.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
 }

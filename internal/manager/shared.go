@@ -109,3 +109,20 @@ func DefaultConfig(namespace string) predicate.Predicate {
 		return o.GetNamespace() == namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
 	})
 }
+
+// SpecOrDeletionChanged passes creates and deletes, and updates that change the generation
+// (the spec) or start the deletion: what a LoadBalancer's or Route's quota verdict and
+// hostname read (the LoadBalancer and Route controllers watch them with it).
+func SpecOrDeletionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
+
+// HasExplicitHostname selects LoadBalancers that ask for a hostname of their own
+// (spec.hostname): only those can claim a hostname another object holds.
+func HasExplicitHostname(o client.Object) bool {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	return ok && lb.Spec.Hostname != ""
+}

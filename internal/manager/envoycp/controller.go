@@ -169,9 +169,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: hubnames.TenantNamespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == namespace && o.GetName() == v1alpha1.DefaultConfigName
-		}), predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(manager.DefaultConfig(namespace), predicate.GenerationChangedPredicate{})).
 		Watches(&networkingv1.ServiceCIDR{}, allTenants, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, allTenants, builder.WithPredicates(hubRangesChanged())).
 		WatchesRawSource(source.Channel(resolved, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -39,8 +39,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,6 +46,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
@@ -188,16 +187,13 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(r.isConfig))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
 			builder.WithPredicates(manager.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
-			builder.WithPredicates(quotaInputChanged())).
+			builder.WithPredicates(manager.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-				return ok && lb.Spec.Hostname != ""
-			}))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
@@ -225,9 +221,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // manager's controller shape (docs/development.md): get (gone → forget), finalizer, scope
 // (settings, hub Service), desired state (pure, desired.go), server-side apply of the hub
 // Service, and one status apply at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
@@ -241,12 +238,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		if apierrors.IsNotFound(err) {
 			// Gone: nothing holds its deletion, so its hub Service and ports go now (envtest
 			// and a hub without a garbage collector would keep the owned Service).
-			return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckAfterDeletion(ctx, req.Namespace)))
+			return reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckAfterDeletion(ctx, req.Namespace))
 		}
 		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
 	}
 	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
-		return apply.RetryConflict(reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace)))
+		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace))
 	}
 	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
 	if err != nil {
@@ -258,7 +255,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	r.remember(req.NamespacedName)
 	requeue, err := r.reconcile(ctx, ports, lb)
-	return apply.RetryConflict(reconcile.Result{RequeueAfter: requeue}, err)
+	return reconcile.Result{RequeueAfter: requeue}, err
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (requeue time.Duration, err error) {
@@ -537,14 +534,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 	if err := r.deleteHubService(ctx, owner, svc); err != nil {
 		return err
 	}
-	if controllerutil.ContainsFinalizer(lb, kubelbv1alpha1.CleanupFinalizer) {
-		orig := lb.DeepCopy()
-		controllerutil.RemoveFinalizer(lb, kubelbv1alpha1.CleanupFinalizer)
-		// NotFound: an earlier pass already removed it (the cache was behind). A conflict is
-		// retried quietly (Reconcile).
-		if err := r.client.Patch(ctx, lb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("removing the finalizer from LoadBalancer %s: %w", owner, err)
-		}
+	if _, err := finalizer.Remove(ctx, r.client, lb, kubelbv1alpha1.CleanupFinalizer); err != nil {
+		return err
 	}
 	r.forget(ctx, ports, owner)
 	return nil
@@ -791,15 +782,6 @@ func namespaceRequest(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
 }
 
-// quotaInputChanged passes creates and deletes, and updates that change the generation or
-// start the deletion: what the tenant's quota verdict reads (quota.Object).
-func quotaInputChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
-}
-
 // tenantToLoadBalancers requeues the LoadBalancers of one tenant only.
 func (r *Reconciler) tenantToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.loadBalancersIn(ctx, hubnames.TenantNamespace(o.GetName()))
@@ -825,21 +807,6 @@ func secretToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reques
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
-// dnsAnnotationChanged passes the tenant's Ingress Service when it comes, goes or its DNS
-// annotation changes.
-func dnsAnnotationChanged() predicate.Predicate {
-	is := func(o client.Object) bool { return o.GetName() == kubelbv1alpha1.IngressServiceName }
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return is(e.Object) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return is(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return is(e.ObjectNew) && (e.ObjectOld.GetAnnotations()[AnnotationDNSHostname] != e.ObjectNew.GetAnnotations()[AnnotationDNSHostname] ||
-				e.ObjectOld.GetLabels()[kubelbv1alpha1.LabelIngressService] != e.ObjectNew.GetLabels()[kubelbv1alpha1.LabelIngressService])
-		},
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
 // namespaceToLoadBalancers requeues the LoadBalancers of a namespace.
 func (r *Reconciler) namespaceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.loadBalancersIn(ctx, o.GetName())
@@ -861,9 +828,4 @@ func (r *Reconciler) loadBalancersIn(ctx context.Context, namespace string) []re
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
 	return reqs
-}
-
-// isConfig selects Config "default" in the manager's namespace.
-func (r *Reconciler) isConfig(o client.Object) bool {
-	return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
 }

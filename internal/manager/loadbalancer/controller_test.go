@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -37,7 +37,7 @@ func TestController(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	cfg := &kubelbv1alpha1.Config{
 		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
 		Spec: kubelbv1alpha1.ConfigSpec{
@@ -56,7 +56,7 @@ func TestController(t *testing.T) {
 	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
 
 	t.Run("HubServiceStatusAndSettings", func(t *testing.T) {
-		createNamespace(t, c, "tenant-a", true)
+		objects.Create(t, c, objects.ManagedNamespace("tenant-a"))
 		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
 		if err := c.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func TestController(t *testing.T) {
 
 	t.Run("PortsStableAcrossRestartAndReused", func(t *testing.T) {
 		ns := "tenant-b"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m1 := startController(t, hub, opts, 200, 400)
 		names := []string{"lb-0", "lb-1", "lb-2", "lb-3", "lb-4"}
 		for i, name := range names {
@@ -235,8 +235,8 @@ func TestController(t *testing.T) {
 		if err := c.Delete(ctx, lb1); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, lb1)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb-1")}})
+		objects.WaitGone(t, c, waitTimeout, lb1)
+		objects.WaitGone(t, c, waitTimeout, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb-1")}})
 		delete(before, "lb-1")
 		names = slices.DeleteFunc(names, func(n string) bool { return n == "lb-1" })
 		m1.stop()
@@ -274,7 +274,7 @@ func TestController(t *testing.T) {
 	// the translation when it is known (the test plays the Envoy control plane's Report).
 	t.Run("NewLoadBalancerStatusWrittenOnce", func(t *testing.T) {
 		ns := "tenant-once"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		store := statuspkg.NewStore()
 		o := opts
 		o.Status, o.AddressWait = store, 15*time.Second
@@ -297,7 +297,7 @@ func TestController(t *testing.T) {
 		if len(upstreamPorts(got)) != 1 || len(got.Status.LoadBalancer.Ingress) != 1 {
 			t.Errorf("status %+v", got.Status)
 		}
-		if n := m.writes.n["PATCH loadbalancers/status"]; n != 1 {
+		if n := m.writes.Count("PATCH loadbalancers/status"); n != 1 {
 			t.Errorf("LoadBalancer status writes: %d (%s), want 1", n, m.writes)
 		}
 		// A reconcile whose cache has not caught up with that write yet (played here with
@@ -309,7 +309,7 @@ func TestController(t *testing.T) {
 		if _, err := m.r.reconcile(ctx, ports, stale); err != nil {
 			t.Fatal(err)
 		}
-		if n := m.writes.n["PATCH loadbalancers/status"]; n != 1 {
+		if n := m.writes.Count("PATCH loadbalancers/status"); n != 1 {
 			t.Errorf("LoadBalancer status writes after a reconcile from a stale cache: %d (%s), want 1", n, m.writes)
 		}
 
@@ -327,7 +327,7 @@ func TestController(t *testing.T) {
 	// and the manager's is the hub Service's delete. No reconcile error is logged.
 	t.Run("DeleteIsOneWriteOfTheManager", func(t *testing.T) {
 		ns := "tenant-del"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m := startController(t, hub, opts, 200, 400)
 		for _, name := range []string{"lb-0", "lb-1", "lb-2"} {
 			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
@@ -358,7 +358,7 @@ func TestController(t *testing.T) {
 	// the stale hub Service is replaced.
 	t.Run("RecreatedLoadBalancerReplacesStaleHubService", func(t *testing.T) {
 		ns := "tenant-stale"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m := startController(t, hub, opts, 200, 400)
 		stale := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("x"),
@@ -399,7 +399,7 @@ func TestController(t *testing.T) {
 	// the finalizer removed, so its deletion completes.
 	t.Run("LegacyCleanupFinalizerStillRemoved", func(t *testing.T) {
 		ns := "tenant-legacy"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m := startController(t, hub, opts, 200, 400)
 		lb := newLB(ns, "old", tcp(80))
 		lb.Finalizers = []string{kubelbv1alpha1.CleanupFinalizer}
@@ -412,8 +412,8 @@ func TestController(t *testing.T) {
 		if err := c.Delete(ctx, lb); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, lb)
-		waitGone(t, c, svc)
+		objects.WaitGone(t, c, waitTimeout, lb)
+		objects.WaitGone(t, c, waitTimeout, svc)
 		testsupport.Eventually(t, waitTimeout, "the port to be freed", func() error {
 			if n := m.r.ports.Allocator().Allocated(); n != allocated-1 {
 				return fmt.Errorf("%d ports allocated, want %d", n, allocated-1)
@@ -432,7 +432,7 @@ func TestController(t *testing.T) {
 	// is replaced.
 	t.Run("OrphansSweptAtStartAndPortsReused", func(t *testing.T) {
 		ns := "tenant-orphan"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m1 := startController(t, hub, opts, 200, 400)
 		for _, name := range []string{"keep", "gone", "again"} {
 			if err := c.Create(ctx, newLB(ns, name, tcp(80))); err != nil {
@@ -452,7 +452,7 @@ func TestController(t *testing.T) {
 			if err := c.Delete(ctx, lb); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, c, lb)
+			objects.WaitGone(t, c, waitTimeout, lb)
 		}
 		if err := c.Create(ctx, newLB(ns, "again", tcp(80))); err != nil {
 			t.Fatal(err)
@@ -460,7 +460,7 @@ func TestController(t *testing.T) {
 		newAgain := getLB(t, c, ns, "again")
 
 		m2 := startController(t, hub, opts, 200, 400)
-		waitGone(t, c, svcs["gone"].DeepCopy())
+		objects.WaitGone(t, c, waitTimeout, svcs["gone"].DeepCopy())
 		svc := waitService(t, c, ns, "again", func(s *corev1.Service) error {
 			if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != newAgain.UID {
 				return fmt.Errorf("controller %v, want the new LoadBalancer %s", ref, newAgain.UID)
@@ -495,8 +495,8 @@ func TestController(t *testing.T) {
 	// status does not take another tenant's port away after a restart.
 	t.Run("ForgedStatusDoesNotStealAPortAfterRestart", func(t *testing.T) {
 		thiefNS, victimNS := "tenant-f1", "tenant-f2"
-		createNamespace(t, c, thiefNS, true)
-		createNamespace(t, c, victimNS, true)
+		objects.Create(t, c, objects.ManagedNamespace(thiefNS))
+		objects.Create(t, c, objects.ManagedNamespace(victimNS))
 		m1 := startController(t, hub, opts, 200, 400)
 		// The thief's LoadBalancer is the older one (and its namespace sorts first), so a
 		// rebuild from status would have given it the port.
@@ -552,7 +552,7 @@ func TestController(t *testing.T) {
 	// in, whatever the LoadBalancer's own labels (which the tenant writes) claim.
 	t.Run("TenantLabelComesFromTheNamespace", func(t *testing.T) {
 		ns := "tenant-la"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		startController(t, hub, opts, 200, 400)
 		lb := newLB(ns, "claims-b", tcp(80))
 		lb.Labels = map[string]string{kubelbv1alpha1.LabelTenantName: "b", kubelbv1alpha1.LabelOriginName: "web"}
@@ -579,7 +579,7 @@ func TestController(t *testing.T) {
 
 	t.Run("PortsExhaustedOnOneLoadBalancerOnly", func(t *testing.T) {
 		ns := "tenant-c"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		small := opts
 		small.PortRange = portalloc.Range{Min: 11000, Max: 11001}
 		startController(t, hub, small, 200, 400)
@@ -598,7 +598,7 @@ func TestController(t *testing.T) {
 		if len(got.Status.Service.Ports) != 0 {
 			t.Errorf("exhausted LoadBalancer has ports %+v", got.Status.Service.Ports)
 		}
-		waitEvent(t, c, ns, "greedy", ReasonPortsExhausted)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, "greedy", ReasonPortsExhausted))
 		// The others keep working: a third LoadBalancer gets the last port, the first its address.
 		if err := c.Create(ctx, newLB(ns, "third", tcp(22))); err != nil {
 			t.Fatal(err)
@@ -609,7 +609,7 @@ func TestController(t *testing.T) {
 		playLoadBalancer(t, c, ns, "first", "127.0.0.11")
 		waitReady(t, c, ns, "first", metav1.ConditionTrue, ReasonAddressAssigned)
 		for _, name := range []string{"first", "third"} {
-			if n := countEvents(t, c, ns, name, ReasonPortsExhausted); n != 0 {
+			if n := objects.CountEvents(t, c, lbWarning(ns, name, ReasonPortsExhausted)); n != 0 {
 				t.Errorf("%s got %d PortsExhausted events", name, n)
 			}
 		}
@@ -619,7 +619,7 @@ func TestController(t *testing.T) {
 			if err := c.Delete(ctx, lb); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, c, lb)
+			objects.WaitGone(t, c, waitTimeout, lb)
 		}
 		got = waitPorts(t, c, ns, "greedy", 2)
 		if ports := upstreamPorts(got); !slices.Equal(ports, []int32{11000, 11001}) {
@@ -632,7 +632,7 @@ func TestController(t *testing.T) {
 
 	t.Run("DisabledTenant", func(t *testing.T) {
 		ns := "tenant-d"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
 		if err := c.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
@@ -650,7 +650,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonLoadBalancingDisabled)
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb")}})
+		objects.WaitGone(t, c, waitTimeout, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName("lb")}})
 		// No hub Service, no ports: the Service is the one record of an allocation.
 		if len(got.Status.LoadBalancer.Ingress) != 0 || len(got.Status.Service.Ports) != 0 {
 			t.Errorf("disabled status %+v", got.Status)
@@ -689,7 +689,7 @@ func TestController(t *testing.T) {
 	// fields) must keep it. A merge patch of the conditions list would have dropped it.
 	t.Run("ProgrammedConditionOfAnotherOwnerSurvives", func(t *testing.T) {
 		ns := "tenant-p"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		startController(t, hub, opts, 200, 400)
 		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
 			t.Fatal(err)
@@ -736,7 +736,7 @@ func TestController(t *testing.T) {
 
 	t.Run("UnmanagedNamespaceAndForeignService", func(t *testing.T) {
 		ns := "plain"
-		createNamespace(t, c, ns, false)
+		objects.Create(t, c, objects.Namespace(ns, nil))
 		m := startController(t, hub, opts, 200, 400)
 		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
 			t.Fatal(err)
@@ -767,7 +767,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady(t, c, ns, "lb", metav1.ConditionFalse, ReasonServiceFailed)
-		waitEvent(t, c, ns, "lb", ReasonServiceFailed)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, "lb", ReasonServiceFailed))
 		if svc := waitService(t, c, ns, "lb", nil); svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].Port != 1 {
 			t.Errorf("foreign Service was changed: %+v", svc.Spec)
 		}
@@ -782,30 +782,5 @@ func TestController(t *testing.T) {
 			return nil
 		})
 		deleteAll(t, c, ns)
-	})
-}
-
-func countEvents(t testing.TB, c client.Client, ns, name, reason string) int {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == "LoadBalancer" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			n++
-		}
-	}
-	return n
-}
-
-func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
-	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "event "+reason+" on "+name, func() error {
-		if countEvents(t, c, ns, name, reason) == 0 {
-			return fmt.Errorf("no event")
-		}
-		return nil
 	})
 }

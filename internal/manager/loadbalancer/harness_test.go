@@ -3,9 +3,7 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -25,84 +22,12 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
-
-// writeCounter counts the write requests a client sends, by "METHOD resource[/subresource]".
-type writeCounter struct {
-	mu      sync.Mutex
-	n       map[string]int
-	latency time.Duration            // summed over write requests
-	byKey   map[string]time.Duration // summed latency by "METHOD resource"
-}
-
-func (w *writeCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			start := time.Now()
-			resp, err := next.RoundTrip(req)
-			w.mu.Lock()
-			k := req.Method + " " + resourceOf(req.URL.Path)
-			w.n[k]++
-			w.latency += time.Since(start)
-			if w.byKey == nil {
-				w.byKey = map[string]time.Duration{}
-			}
-			w.byKey[k] += time.Since(start)
-			w.mu.Unlock()
-			return resp, err
-		}
-		return next.RoundTrip(req)
-	})
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf turns /api/v1/namespaces/ns/services/x or .../loadbalancers/x/status into
-// "services" or "loadbalancers/status".
-func resourceOf(path string) string {
-	seg := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(seg); i++ {
-		if seg[i] == "namespaces" {
-			if i+4 < len(seg) {
-				return seg[i+2] + "/" + seg[i+4]
-			}
-			return seg[i+2]
-		}
-	}
-	return path
-}
-
-func (w *writeCounter) Total() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	total := 0
-	for _, n := range w.n {
-		total += n
-	}
-	return total
-}
-
-func (w *writeCounter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	keys := make([]string, 0, len(w.n))
-	for k := range w.n {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, w.n[k]))
-	}
-	return strings.Join(parts, " ")
-}
 
 // running is a controller running in-process against a test API server.
 type running struct {
-	writes *writeCounter
+	writes *objects.WriteCounter
 	r      *Reconciler
 	stop   func()
 
@@ -139,7 +64,7 @@ func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float
 		// waits for the address only briefly.
 		opts.AddressWait = 500 * time.Millisecond
 	}
-	m := &running{writes: &writeCounter{n: map[string]int{}}, reconciles: map[types.NamespacedName]int{}, errors: map[string]int{}}
+	m := &running{writes: &objects.WriteCounter{ByResource: true}, reconciles: map[types.NamespacedName]int{}, errors: map[string]int{}}
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Wrap(m.writes.RoundTripper)
@@ -180,17 +105,6 @@ func startController(t testing.TB, hub *testenv.Cluster, opts Options, qps float
 // ---- fixtures ----
 
 const waitTimeout = 30 * time.Second
-
-func createNamespace(t testing.TB, c client.Client, name string, managed bool) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if managed {
-		ns.Labels = map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
-	}
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func newLB(ns, name string, ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
 	eps := make([]kubelbv1alpha1.EndpointPort, 0, len(ports))
@@ -271,36 +185,16 @@ func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.Con
 	return lb
 }
 
-// waitService waits for the hub Service of a LoadBalancer and checks it with cond.
+// waitService waits for the hub Service of a LoadBalancer and checks it with cond (nil: none).
 func waitService(t testing.TB, c client.Client, ns, lbName string, cond func(*corev1.Service) error) *corev1.Service {
 	t.Helper()
-	var svc *corev1.Service
-	testsupport.Eventually(t, waitTimeout, "hub Service of "+ns+"/"+lbName, func() error {
-		svc = &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
-			return err
-		}
-		if cond != nil {
-			return cond(svc)
-		}
-		return nil
-	})
-	return svc
+	key := client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}
+	return objects.WaitFor(t, c, waitTimeout, key, &corev1.Service{}, cond)
 }
 
-// waitGone waits until an object no longer exists.
-func waitGone(t testing.TB, c client.Client, obj client.Object) {
-	t.Helper()
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%T %s/%s to be gone", obj, obj.GetNamespace(), obj.GetName()), func() error {
-		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("still there (finalizers %v)", obj.GetFinalizers())
-	})
+// lbWarning selects the Warning Events of a reason about LoadBalancer ns/name.
+func lbWarning(ns, name, reason string) objects.EventFilter {
+	return objects.EventFilter{Namespace: ns, Kind: "LoadBalancer", Name: name, Reason: reason, Type: corev1.EventTypeWarning}
 }
 
 // playLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB in production):

@@ -19,6 +19,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // nodePortsOf returns the NodePorts of a Service, in port order.
@@ -42,7 +43,7 @@ func TestHostileTenantNodePorts(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30019"})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	if err := c.Create(ctx, &kubelbv1alpha1.Config{
 		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
 		Spec:       kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}},
@@ -58,7 +59,7 @@ func TestHostileTenantNodePorts(t *testing.T) {
 		if err := c.Create(ctx, tn); err != nil {
 			t.Fatal(err)
 		}
-		createNamespace(t, c, hubnames.TenantNamespace(tn.Name), true)
+		objects.Create(t, c, objects.ManagedNamespace(hubnames.TenantNamespace(tn.Name)))
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
@@ -96,11 +97,11 @@ func TestHostileTenantNodePorts(t *testing.T) {
 		if msg := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady).Message; !strings.Contains(msg, "spec.limits.nodePorts") {
 			t.Errorf("%s: message %q does not name the limit", name, msg)
 		}
-		waitEvent(t, c, "tenant-b", name, ReasonQuotaExceeded)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning("tenant-b", name, ReasonQuotaExceeded))
 	}
 	lb := waitReady(t, c, "tenant-c", "sneak", metav1.ConditionFalse, ReasonNodePortsNotAllowed)
 	t.Logf("C's condition: %s", meta.FindStatusCondition(lb.Status.Conditions, ConditionReady).Message)
-	waitEvent(t, c, "tenant-c", "sneak", ReasonNodePortsNotAllowed)
+	objects.WaitEvent(t, c, waitTimeout, lbWarning("tenant-c", "sneak", ReasonNodePortsNotAllowed))
 	sneak := waitService(t, c, "tenant-c", "sneak", func(s *corev1.Service) error {
 		if s.Spec.Type != corev1.ServiceTypeClusterIP {
 			return fmt.Errorf("type %s", s.Spec.Type)
@@ -169,7 +170,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	if err := c.Create(ctx, &kubelbv1alpha1.Config{
 		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
 		Spec: kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
@@ -185,7 +186,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		if err := c.Create(ctx, tn); err != nil {
 			t.Fatal(err)
 		}
-		createNamespace(t, c, hubnames.TenantNamespace(tn.Name), true)
+		objects.Create(t, c, objects.ManagedNamespace(hubnames.TenantNamespace(tn.Name)))
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
@@ -230,7 +231,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 			t.Errorf("B's hub Service carries %s=%s", k, v)
 		}
 	}
-	waitEvent(t, c, "tenant-b", "steal", ReasonAnnotationsDropped)
+	objects.WaitEvent(t, c, waitTimeout, lbWarning("tenant-b", "steal", ReasonAnnotationsDropped))
 
 	// Another change of the LoadBalancer reconciles it again: no second Event for the
 	// same keys.
@@ -247,12 +248,15 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		}
 		return nil
 	})
-	if n := countEvents(t, c, "tenant-b", "steal", ReasonAnnotationsDropped); n != 1 {
+	if n := objects.CountEvents(t, c, lbWarning("tenant-b", "steal", ReasonAnnotationsDropped)); n != 1 {
 		t.Errorf("%d AnnotationsDropped Events, want 1", n)
 	}
-	list := eventsFor(t, c, "tenant-b", "steal", ReasonAnnotationsDropped)
+	list, err := objects.Events(context.Background(), c, lbWarning("tenant-b", "steal", ReasonAnnotationsDropped))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for k := range steering {
-		if !slices.ContainsFunc(list, func(note string) bool { return strings.Contains(note, k) }) {
+		if !slices.ContainsFunc(list, func(e eventsv1.Event) bool { return strings.Contains(e.Note, k) }) {
 			t.Errorf("the Event does not name %s: %v", k, list)
 		}
 	}
@@ -263,20 +267,4 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// eventsFor returns the notes of the Warning Events of a LoadBalancer with the reason.
-func eventsFor(t testing.TB, c client.Client, ns, name, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == "LoadBalancer" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			out = append(out, e.Note)
-		}
-	}
-	return out
 }

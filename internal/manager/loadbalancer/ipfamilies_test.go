@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // families is a list of IP families, for short.
@@ -74,9 +75,9 @@ func TestIPFamilies(t *testing.T) {
 	t.Run("DualStackHub", func(t *testing.T) {
 		hub := testenv.Start(t, "hub", testenv.Options{DualStack: true})
 		c := hub.Client
-		createNamespace(t, c, managerNS, false)
+		objects.Create(t, c, objects.Namespace(managerNS, nil))
 		ns := "tenant-dual"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		startController(t, hub, opts, 200, 400)
 
 		t.Run("RequireDualStack in the tenant's order, both addresses in status", func(t *testing.T) {
@@ -162,9 +163,9 @@ func TestIPFamilies(t *testing.T) {
 	t.Run("SingleStackHub", func(t *testing.T) {
 		hub := testenv.Start(t, "hub", testenv.Options{})
 		c := hub.Client
-		createNamespace(t, c, managerNS, false)
+		objects.Create(t, c, objects.Namespace(managerNS, nil))
 		ns := "tenant-single"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		m := startController(t, hub, opts, 200, 400)
 
 		refused := func(t *testing.T, name string) {
@@ -176,7 +177,7 @@ func TestIPFamilies(t *testing.T) {
 					t.Errorf("Ready message %q does not say %q", msg, want)
 				}
 			}
-			waitEvent(t, c, ns, name, ReasonIPFamilyUnavailable)
+			objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, name, ReasonIPFamilyUnavailable))
 			svc := &corev1.Service{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(name)}, svc); err == nil {
 				t.Errorf("a hub Service exists: %+v", svc.Spec)
@@ -212,7 +213,7 @@ func TestIPFamilies(t *testing.T) {
 			})
 			waitService(t, c, ns, "require", hubFamiliesAre(v4))
 			waitReady(t, c, ns, "require", metav1.ConditionFalse, ReasonWaitingForAddress)
-			if got := countEvents(t, c, ns, "require", ReasonIPFamilyUnavailable); got != 1 {
+			if got := objects.CountEvents(t, c, lbWarning(ns, "require", ReasonIPFamilyUnavailable)); got != 1 {
 				t.Errorf("%d %s Events, want 1 (one per transition)", got, ReasonIPFamilyUnavailable)
 			}
 		})

@@ -20,6 +20,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // createAged creates LoadBalancers one after another, each in a later second than the one
@@ -45,7 +46,7 @@ func createAged(t *testing.T, c client.Client, lbs ...*kubelbv1alpha1.LoadBalanc
 // waitNoService checks that a LoadBalancer has no hub Service, and keeps none.
 func waitNoService(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(name)}})
+	objects.WaitGone(t, c, waitTimeout, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(name)}})
 }
 
 // portsOf counts the listener ports the allocator holds for a LoadBalancer.
@@ -76,12 +77,12 @@ func TestQuota(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
 
 	t.Run("LoadBalancers", func(t *testing.T) {
 		ns := "tenant-q"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "q"},
 			Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](2)}}}
 		if err := c.Create(ctx, tenant); err != nil {
@@ -102,7 +103,7 @@ func TestQuota(t *testing.T) {
 				t.Errorf("message %q does not say %q", msg, want)
 			}
 		}
-		waitEvent(t, c, ns, "a-newest", ReasonQuotaExceeded)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, "a-newest", ReasonQuotaExceeded))
 		if len(got.Status.Service.Ports) != 0 || portsOf(m, ns, "a-newest") != 0 {
 			t.Errorf("the refused LoadBalancer holds ports: status %+v, allocator %d", got.Status.Service.Ports, portsOf(m, ns, "a-newest"))
 		}
@@ -139,7 +140,7 @@ func TestQuota(t *testing.T) {
 
 	t.Run("ListenerPorts", func(t *testing.T) {
 		ns := "tenant-p"
-		createNamespace(t, c, ns, true)
+		objects.Create(t, c, objects.ManagedNamespace(ns))
 		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 			Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{ListenerPorts: ptr.To[int32](3)}}}
 		if err := c.Create(ctx, tenant); err != nil {
@@ -158,7 +159,7 @@ func TestQuota(t *testing.T) {
 		if !strings.Contains(msg, "may hold 3 listener ports (spec.limits.listenerPorts)") || !strings.Contains(msg, "needs 2 more") {
 			t.Errorf("message %q", msg)
 		}
-		waitEvent(t, c, ns, "big", ReasonQuotaExceeded)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, "big", ReasonQuotaExceeded))
 		if n := portsOf(m, ns, "big"); n != 0 {
 			t.Errorf("the refused LoadBalancer holds %d ports", n)
 		}

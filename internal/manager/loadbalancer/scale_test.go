@@ -31,6 +31,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestScale is run by hand, not by `make test`:
@@ -88,8 +89,8 @@ func TestScale(t *testing.T) {
 	hub := &testenv.Cluster{Name: "hub", Config: cfg, Client: c}
 	ctx := t.Context()
 	const ns = "tenant-scale"
-	createNamespace(t, c, managerNS, false)
-	createNamespace(t, c, ns, true)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	objects.Create(t, c, objects.ManagedNamespace(ns))
 	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500 ports).
 	limit := ptr.To(int32(max(n, 1000)))
 	nodePorts := os.Getenv("KUBELB_SCALE_NODEPORTS") != ""
@@ -199,14 +200,13 @@ func TestScale(t *testing.T) {
 	for _, r := range m.reconciles {
 		recs += r
 	}
+	latency, byKey := m.writes.Latency()
 	t.Logf("%d reconciles, %.1f s reconciling in total (%.1f ms each); write requests took %.1f s in total (%.1f ms each)",
-		recs, m.busy.Seconds(), m.busy.Seconds()*1000/float64(recs), m.writes.latency.Seconds(), m.writes.latency.Seconds()*1000/float64(m.writes.Total()))
+		recs, m.busy.Seconds(), m.busy.Seconds()*1000/float64(recs), latency.Seconds(), latency.Seconds()*1000/float64(m.writes.Total()))
 	m.mu.Unlock()
-	m.writes.mu.Lock()
-	for k, d := range m.writes.byKey {
-		t.Logf("  %-30s %.1f ms each", k, d.Seconds()*1000/float64(m.writes.n[k]))
+	for k, d := range byKey {
+		t.Logf("  %-30s %.1f ms each", k, d.Seconds()*1000/float64(m.writes.Count(k)))
 	}
-	m.writes.mu.Unlock()
 	t.Logf("test process (controller + load generator + MetalLB player): %.1f CPU seconds, peak RSS %d MiB",
 		cpu.Seconds(), ru1.Maxrss/1024)
 }

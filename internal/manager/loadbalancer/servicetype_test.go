@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestServiceType: a LoadBalancer's spec.type decides its hub Service's type, on a real API
@@ -29,7 +30,7 @@ func TestServiceType(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	// A load balancer class, which only a Service of type LoadBalancer may carry.
 	if err := c.Create(ctx, &kubelbv1alpha1.Config{
 		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
@@ -38,7 +39,7 @@ func TestServiceType(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := "tenant-types"
-	createNamespace(t, c, ns, true)
+	objects.Create(t, c, objects.ManagedNamespace(ns))
 	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
 	startController(t, hub, opts, 200, 400)
 
@@ -200,7 +201,7 @@ func TestServiceType(t *testing.T) {
 		if msg := meta.FindStatusCondition(lb.Status.Conditions, ConditionReady).Message; !strings.Contains(msg, "ExternalName") {
 			t.Errorf("Ready message %q does not name the type", msg)
 		}
-		waitEvent(t, c, ns, "ext", ReasonUnsupportedType)
+		objects.WaitEvent(t, c, waitTimeout, lbWarning(ns, "ext", ReasonUnsupportedType))
 	})
 	deleteAll(t, c, ns)
 }
@@ -225,7 +226,7 @@ func TestHubNodePorts(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30004"})
 	c := hub.Client
 	ctx := context.Background()
-	createNamespace(t, c, managerNS, false)
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 
 	// The range is really that small: 6 NodePorts do not fit.
 	tooMany := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "too-many-nodeports"},
@@ -246,7 +247,7 @@ func TestHubNodePorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := "tenant-many"
-	createNamespace(t, c, ns, true)
+	objects.Create(t, c, objects.ManagedNamespace(ns))
 	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "many"}}
 	if err := c.Create(ctx, tenant); err != nil {
 		t.Fatal(err)
@@ -291,7 +292,7 @@ func TestHubNodePorts(t *testing.T) {
 		if err := c.Delete(ctx, lb); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lb.Name)}})
+		objects.WaitGone(t, c, waitTimeout, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lb.Name)}})
 	}
 	before := waitService(t, c, ns, "lb-0", nil)
 	setTenant := func(v string) {

@@ -135,9 +135,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
-			builder.WithPredicates(hostnameInputChanged())).
+			builder.WithPredicates(manager.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(hostnameInputChanged(), predicate.NewPredicateFuncs(hasExplicitHostname))).
+			builder.WithPredicates(manager.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),

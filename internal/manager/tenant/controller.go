@@ -40,7 +40,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,6 +47,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -210,7 +210,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Named(controllerName).
 		For(&kubelbv1alpha1.Tenant{}, builder.WithPredicates(tenantChanged())).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
-			builder.WithPredicates(r.isDefaultConfig(), predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(byNamespace)).
 		// Deletions of tenant objects wake a Tenant that waits for them.
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
@@ -225,29 +225,6 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Kind(ownedCache, obj, byTenantLabel))
 	}
 	return b.Complete(r)
-}
-
-// tenantChanged passes spec changes, deletion and finalizer changes, not status writes.
-func tenantChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
-			len(e.ObjectOld.GetFinalizers()) != len(e.ObjectNew.GetFinalizers())
-	}}
-}
-
-func deletesOnly() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-func (r *Reconciler) isDefaultConfig() predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.opts.Namespace && o.GetName() == kubelbv1alpha1.DefaultConfigName
-	})
 }
 
 // allTenants maps a Config change to every Tenant.
@@ -310,11 +287,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		return ctrl.Result{}, nil
 	}
-	if t.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(t, kubelbv1alpha1.CleanupFinalizer) {
-		orig := t.DeepCopy()
-		controllerutil.AddFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
-		if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding the finalizer to Tenant %s: %w", t.Name, err)
+	if t.DeletionTimestamp.IsZero() {
+		if _, err := finalizer.Ensure(ctx, r.client, t, kubelbv1alpha1.CleanupFinalizer); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 

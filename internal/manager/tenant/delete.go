@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 )
@@ -229,10 +229,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *kubelbv1alpha1.Tena
 			message: message,
 		}, false, nil
 	}
-	orig := t.DeepCopy()
-	controllerutil.RemoveFinalizer(t, kubelbv1alpha1.CleanupFinalizer)
-	if err := r.client.Patch(ctx, t, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return terminating(fmt.Errorf("removing the finalizer from Tenant %s: %w", t.Name, err))
+	if _, err := finalizer.Remove(ctx, r.client, t, kubelbv1alpha1.CleanupFinalizer); err != nil {
+		return terminating(err)
 	}
 	return outcome{}, true, nil
 }
@@ -332,13 +330,12 @@ func (r *Reconciler) deleteAll(ctx context.Context, ns, kind string, list client
 	for i := range items {
 		o := &items[i]
 		o.SetGroupVersionKind(objGVK)
-		if releaseOwn && controllerutil.ContainsFinalizer(o, kubelbv1alpha1.CleanupFinalizer) {
-			orig := o.DeepCopy()
-			controllerutil.RemoveFinalizer(o, kubelbv1alpha1.CleanupFinalizer)
-			if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-				return nil, fmt.Errorf("removing the finalizer %s from %s %s/%s: %w", kubelbv1alpha1.CleanupFinalizer, kind, ns, o.Name, err)
+		if releaseOwn {
+			removed, err := finalizer.Remove(ctx, r.client, o, kubelbv1alpha1.CleanupFinalizer)
+			if err != nil {
+				return nil, err
 			}
-			if len(o.Finalizers) == 0 {
+			if removed && len(o.Finalizers) == 0 {
 				continue // gone now
 			}
 		}

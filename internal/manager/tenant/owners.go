@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/textcut"
@@ -126,10 +127,6 @@ type ownerReferences struct {
 
 // setupOwnerReferences adds an ownerReferences controller per kind a tenant writes.
 func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error {
-	hasForeignOwner := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return hubnames.IsTenantNamespace(o.GetNamespace()) &&
-			slices.ContainsFunc(o.GetOwnerReferences(), foreignOwner)
-	})
 	for _, k := range []ownerReferences{
 		{kind: "LoadBalancer", newObj: func() client.Object { return &kubelbv1alpha1.LoadBalancer{} }},
 		{kind: "Route", newObj: func() client.Object { return &kubelbv1alpha1.Route{} }},
@@ -139,7 +136,7 @@ func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error
 		r := &ownerReferences{client: mgr.GetClient(), recorder: recorder, kind: k.kind, newObj: k.newObj}
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named("ownerrefs-"+strings.ToLower(k.kind)).
-			For(k.newObj(), builder.WithPredicates(hasForeignOwner)).
+			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(hasForeignOwner))).
 			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: manager.FairQueue}).
 			Complete(r)
 		if err != nil {
@@ -149,7 +146,10 @@ func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error
 	return nil
 }
 
-func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile removes the foreignOwner references of one object (get → patch → Event); a
+// conflict is retried quietly.
+func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer func() { res, err = apply.RetryConflict(res, err) }()
 	obj := r.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

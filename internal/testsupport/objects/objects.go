@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,34 +150,108 @@ func WaitEvent(t testsupport.TB, c client.Reader, timeout time.Duration, f Event
 	return got
 }
 
-// WriteCounter counts the write requests (POST, PUT, PATCH, DELETE) a client sends, by
-// method and path. Wrap a rest.Config with it: cfg.Wrap(w.RoundTripper).
+// WriteCounter counts the write requests (POST, PUT, PATCH, DELETE) a client sends, and
+// sums the time each took, by method and path ("METHOD path"), or with ByResource by method
+// and resource ("METHOD resource[/subresource]", see Resource). Wrap a rest.Config with it:
+// cfg.Wrap(w.RoundTripper).
 type WriteCounter struct {
-	mu sync.Mutex
-	n  map[string]int
+	// ByResource keys the counts by resource rather than by path.
+	ByResource bool
+
+	mu      sync.Mutex
+	n       map[string]int
+	latency map[string]time.Duration
 }
 
-// RoundTripper counts the writes next carries.
+// RoundTripper counts the writes next carries. A write is counted when it is sent, and its
+// time when the answer comes.
 func (w *WriteCounter) RoundTripper(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			w.mu.Lock()
-			if w.n == nil {
-				w.n = map[string]int{}
-			}
-			w.n[req.Method+" "+req.URL.Path]++
-			w.mu.Unlock()
+		default:
+			return next.RoundTrip(req)
 		}
-		return next.RoundTrip(req)
+		key := req.Method + " " + req.URL.Path
+		if w.ByResource {
+			key = req.Method + " " + Resource(req.URL.Path)
+		}
+		w.mu.Lock()
+		if w.n == nil {
+			w.n, w.latency = map[string]int{}, map[string]time.Duration{}
+		}
+		w.n[key]++
+		w.mu.Unlock()
+		start := time.Now()
+		resp, err := next.RoundTrip(req)
+		w.mu.Lock()
+		w.latency[key] += time.Since(start)
+		w.mu.Unlock()
+		return resp, err
 	})
 }
 
-// Snapshot is a copy of the counts so far ("METHOD path" → requests).
+// Resource turns an API path such as /api/v1/namespaces/ns/services/x or
+// .../loadbalancers/x/status into "services" or "loadbalancers/status" (a path outside a
+// namespace is returned as is).
+func Resource(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+2 < len(seg); i++ {
+		if seg[i] == "namespaces" {
+			if i+4 < len(seg) {
+				return seg[i+2] + "/" + seg[i+4]
+			}
+			return seg[i+2]
+		}
+	}
+	return path
+}
+
+// Snapshot is a copy of the counts so far (key → requests).
 func (w *WriteCounter) Snapshot() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return maps.Clone(w.n)
+}
+
+// Count is the number of writes of one key so far.
+func (w *WriteCounter) Count(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n[key]
+}
+
+// Total is the number of writes so far.
+func (w *WriteCounter) Total() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	total := 0
+	for _, n := range w.n {
+		total += n
+	}
+	return total
+}
+
+// Latency is the time the writes answered so far took, in all and by key.
+func (w *WriteCounter) Latency() (time.Duration, map[string]time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var total time.Duration
+	for _, d := range w.latency {
+		total += d
+	}
+	return total, maps.Clone(w.latency)
+}
+
+// String lists the counts, "key=n" by key, in order.
+func (w *WriteCounter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	parts := make([]string, 0, len(w.n))
+	for _, k := range slices.Sorted(maps.Keys(w.n)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, w.n[k]))
+	}
+	return strings.Join(parts, " ")
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
