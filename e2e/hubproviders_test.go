@@ -17,6 +17,7 @@ import (
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestL4HubAddressPool runs the L4 path with the hub's Envoy Services addressed by kubelb's
@@ -53,14 +54,9 @@ func TestL4HubAddressPool(t *testing.T) {
 	})
 
 	t.Run("the tenant's pool set on its Tenant moves the address and the traffic", func(t *testing.T) {
-		tenant := &kubelbv1alpha1.Tenant{}
-		if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Name: "a"}, tenant); err != nil {
-			t.Fatal(err)
-		}
-		tenant.Spec.LoadBalancer.AddressPool = ptr.To("blue")
-		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, pair.Hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.LoadBalancer.AddressPool = ptr.To("blue")
+		})
 		waitTenantAddress(t, a, "web", "127.0.7.16")
 		framework.WaitServes(t, "127.0.7.16:18080", "a-node-0", "a-node-1")
 	})

@@ -35,6 +35,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -640,14 +641,11 @@ func TestL7EndToEnd(t *testing.T) {
 
 	t.Run("a LoadBalancer hostname is served over HTTPS with the certificate cert-manager issues", func(t *testing.T) {
 		// The platform team gives tenant a a wildcard domain and an issuer.
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-		get(t, pair.Hub.Client, tenant)
-		tenant.Spec.DNS.WildcardDomain = ptr.To("*.lb.example.com")
-		tenant.Spec.DNS.UseDNSAnnotations = ptr.To(true)
-		tenant.Spec.Certificates.DefaultClusterIssuer = ptr.To("e2e-issuer")
-		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, pair.Hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.DNS.WildcardDomain = ptr.To("*.lb.example.com")
+			tenant.Spec.DNS.UseDNSAnnotations = ptr.To(true)
+			tenant.Spec.Certificates.DefaultClusterIssuer = ptr.To("e2e-issuer")
+		})
 		svc := a.CreateService(framework.LBService{Name: "site", Ports: []corev1.ServicePort{framework.TCPPort("http", 80)}})
 		a.ServeBackend("default", "site", 80, testsupport.StartHTTPBackend)
 		lbName := string(svc.UID)
@@ -691,12 +689,9 @@ func TestL7EndToEnd(t *testing.T) {
 	})
 
 	t.Run("the Tenant's request header limits apply to its HTTP listeners", func(t *testing.T) {
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-		get(t, pair.Hub.Client, tenant)
-		tenant.Spec.EnvoyProxy.HeaderLimits = &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](30)}
-		if err := pair.Hub.Client.Update(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, pair.Hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.EnvoyProxy.HeaderLimits = &kubelbv1alpha1.HeaderLimits{MaxRequestHeadersCount: ptr.To[uint32](30)}
+		})
 		httpPort, _ := a.IngressPorts()
 		addr := testsupport.Loopback(int(httpPort))
 		many := http.Header{}

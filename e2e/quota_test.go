@@ -17,6 +17,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // quotaLB is a LoadBalancer as a ccm would mirror it.
@@ -89,14 +90,9 @@ func TestTenantQuotaRefusesLoadBalancersOverTheLimit(t *testing.T) {
 	t.Logf("refused: %v", err)
 
 	// The admin raises the tenant's limit: the manager updates the quota, and it is let in.
-	tn := &kubelbv1alpha1.Tenant{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Name: "capped"}, tn); err != nil {
-		t.Fatal(err)
-	}
-	tn.Spec.Limits.LoadBalancers = ptr.To[int32](3)
-	if err := hub.Client.Update(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
+	objects.Update(t, hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "capped"}}, func(tn *kubelbv1alpha1.Tenant) {
+		tn.Spec.Limits.LoadBalancers = ptr.To[int32](3)
+	})
 	hard(3)
 	testsupport.Eventually(t, 30*time.Second, "the third LoadBalancer to be accepted", func() error {
 		return ccm.Create(ctx, quotaLB(ns, "lb-3"))

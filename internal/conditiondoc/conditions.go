@@ -133,7 +133,7 @@ var backendsReachable = Condition{Type: status.ConditionBackendsReachable,
 		{reach.ReasonReachable, "True", "every endpoint answered the health checks of every proxy"},
 		{reach.ReasonSomeUnreachable, "False", "some endpoints did not answer; the message names them (address:port)"},
 		{reach.ReasonNoneReachable, "False", "no endpoint answered: a firewall between the hub and the tenant's nodes, or nothing behind the NodePort"},
-		{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none"},
+		{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none (a new object has no BackendsReachable condition until the first report)"},
 	}}
 
 // tenantReasons are the reasons of the Tenant's (and the TenantState's) Ready condition.

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // nobodysClass is a load-balancer class no implementation on the test's hub serves.
@@ -60,14 +61,10 @@ func TestBrokenSetups(t *testing.T) {
 	}
 
 	t.Run("no load balancer on the hub", func(t *testing.T) {
-		tenant := &kubelbv1alpha1.Tenant{}
-		if err := hub.Client.Get(ctx, client.ObjectKey{Name: bare.Name}, tenant); err != nil {
-			t.Fatal(err)
-		}
-		tenant.Spec.LoadBalancer.Class = ptr.To(nobodysClass)
-		if err := hub.Client.Update(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: bare.Name}}
+		objects.Update(t, hub.Client, tenant, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.LoadBalancer.Class = ptr.To(nobodysClass)
+		})
 		testsupport.Eventually(t, time.Minute, "the manager to see the Tenant's class", func() error {
 			if err := hub.Client.Get(ctx, client.ObjectKey{Name: bare.Name}, tenant); err != nil {
 				return err

@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // run runs kubectl kubelb with args and returns its output and error.
@@ -81,14 +82,9 @@ func TestTenantSide(t *testing.T) {
 	})
 
 	t.Run("status of a Service over the tenant's limit: the first failing step is the hub's", func(t *testing.T) {
-		tenant := &kubelbv1alpha1.Tenant{}
-		if err := hub.Client.Get(ctx, client.ObjectKey{Name: tn.Name}, tenant); err != nil {
-			t.Fatal(err)
-		}
-		tenant.Spec.Limits.LoadBalancers = ptr.To[int32](1)
-		if err := hub.Client.Update(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.Name}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.Limits.LoadBalancers = ptr.To[int32](1)
+		})
 		// The hub ranks a tenant's objects by creationTimestamp (whole seconds), then name:
 		// "over" must be created in a later second than "web"'s LoadBalancer to be the younger.
 		webLB := &kubelbv1alpha1.LoadBalancer{}

@@ -194,6 +194,11 @@ func Reachable(generation int64, v reach.Verdict) metav1.Condition {
 func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []metav1.Condition, v reach.Verdict, at func(map[string]any) map[string]any) error {
 	cond := Reachable(obj.GetGeneration(), v)
 	prev := meta.FindStatusCondition(conds, ConditionBackendsReachable)
+	if prev == nil && cond.Status == metav1.ConditionUnknown {
+		// Nothing known yet, and nothing said before: no write (a new LoadBalancer's status
+		// costs one write less; its first report writes the condition).
+		return nil
+	}
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
 		prev.ObservedGeneration == cond.ObservedGeneration {
 		return nil

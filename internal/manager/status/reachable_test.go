@@ -242,7 +242,13 @@ func TestReachableRouteAndStaleEntries(t *testing.T) {
 			return nil
 		})
 	}
-	routeReachable(metav1.ConditionUnknown, reach.ReasonNotYetChecked, "not reported on 2 of 2")
+	// Nothing reported yet: no condition is written (Unknown is what its absence says).
+	waitRouteStatus(t, c, gw.Name, metav1.ConditionTrue, status.ReasonProgrammed, func(r *v1alpha1.Route) error {
+		if cond := meta.FindStatusCondition(r.Status.Resources.Route.Conditions, status.ConditionBackendsReachable); cond != nil {
+			return fmt.Errorf("BackendsReachable written before any report: %+v", cond)
+		}
+		return nil
+	})
 
 	// A replica's proxies found b unreachable; another replica's entry says the same but was
 	// not confirmed for longer than StaleHealthTTL.

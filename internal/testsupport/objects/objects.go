@@ -22,6 +22,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -35,6 +36,24 @@ func Create(t testsupport.TB, c client.Client, objs ...client.Object) {
 		if err := c.Create(context.Background(), o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}
+	}
+}
+
+// Update reads obj (by its name and namespace) afresh, applies mutate and updates it, again
+// while the API server answers with a conflict (a controller wrote the object meanwhile, e.g.
+// the tenant controller's status counts), as a user's kubectl edit would be retried. obj
+// holds the updated object.
+func Update[T client.Object](t testsupport.TB, c client.Client, obj T, mutate func(T)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return c.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatalf("updating %T %s: %v", obj, obj.GetName(), err)
 	}
 }
 
