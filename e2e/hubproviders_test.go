@@ -118,14 +118,9 @@ func TestL4HubNodeIP(t *testing.T) {
 
 	t.Run("a tenant on another node set serves the same port on its own hub node", func(t *testing.T) {
 		b := sys.AddTenant("b", tenantB, 1)
-		tn := &kubelbv1alpha1.Tenant{}
-		if err := hub.Get(context.Background(), client.ObjectKey{Name: "b"}, tn); err != nil {
-			t.Fatal(err)
-		}
-		tn.Spec.LoadBalancer.NodeSet = ptr.To("edge")
-		if err := hub.Update(context.Background(), tn); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, hub, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, func(tn *kubelbv1alpha1.Tenant) {
+			tn.Spec.LoadBalancer.NodeSet = ptr.To("edge")
+		})
 		webB := b.CreateService(framework.LBService{Name: "web", Ports: []corev1.ServicePort{framework.TCPPort("http", 18080)}})
 		b.StartBackends(webB)
 		b.StartEnvoy(framework.EnvoyBootstrap)
