@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -117,7 +119,9 @@ func TestTenantAPIServerUnreachable(t *testing.T) {
 }
 
 // hubObjects returns the tenant's hub LoadBalancers and Services, by kind and name, with their
-// ports and resourceVersion.
+// ports; a LoadBalancer's generation and Ready and Programmed conditions (the hub's own
+// health checks may change its BackendsReachable meanwhile: that is not the ccm's write),
+// a Service's resourceVersion.
 func hubObjects(t *testing.T, sys *framework.System, tn *framework.Tenant) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -128,7 +132,7 @@ func hubObjects(t *testing.T, sys *framework.System, tn *framework.Tenant) map[s
 	}
 	for _, lb := range lbs.Items {
 		out["LoadBalancer/"+lb.Name] = lbPorts(lb.Spec.Ports, func(p kubelbv1alpha1.LoadBalancerPort) string { return fmt.Sprintf("%d/%s", p.Port, p.Protocol) }) +
-			" rv " + lb.ResourceVersion
+			fmt.Sprintf(" gen %d Ready=%s Programmed=%s", lb.Generation, conditionStatus(lb.Status.Conditions, "Ready"), conditionStatus(lb.Status.Conditions, "Programmed"))
 	}
 	var svcs corev1.ServiceList
 	if err := sys.Hub.Client.List(ctx, &svcs, client.InNamespace(tn.Namespace)); err != nil {
@@ -140,4 +144,12 @@ func hubObjects(t *testing.T, sys *framework.System, tn *framework.Tenant) map[s
 		}) + " rv " + s.ResourceVersion
 	}
 	return out
+}
+
+// conditionStatus is the status of the condition of type typ ("" when there is none).
+func conditionStatus(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status)
+	}
+	return ""
 }
