@@ -48,6 +48,7 @@ import (
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -147,8 +148,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
-		// objects does not hold back another's (manager.FairQueue).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
+		// objects does not hold back another's (fairqueue.New).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)

@@ -48,6 +48,7 @@ import (
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -143,8 +144,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToSyncSecrets),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
-		// objects does not hold back another's (manager.FairQueue).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
+		// objects does not hold back another's (fairqueue.New).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the SyncSecret controller: %w", err)

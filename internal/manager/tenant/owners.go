@@ -20,7 +20,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -137,7 +137,7 @@ func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named("ownerrefs-"+strings.ToLower(k.kind)).
 			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(hasForeignOwner))).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: manager.FairQueue}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: fairqueue.New}).
 			Complete(r)
 		if err != nil {
 			return fmt.Errorf("setting up the owner references controller of %ss: %w", k.kind, err)
