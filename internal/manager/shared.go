@@ -119,10 +119,3 @@ func SpecOrDeletionChanged() predicate.Predicate {
 			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}
 }
-
-// HasExplicitHostname selects LoadBalancers that ask for a hostname of their own
-// (spec.hostname): only those can claim a hostname another object holds.
-func HasExplicitHostname(o client.Object) bool {
-	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-	return ok && lb.Spec.Hostname != ""
-}

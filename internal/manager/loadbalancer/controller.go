@@ -52,6 +52,7 @@ import (
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -153,7 +154,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, err
 	}
-	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
 	r := &Reconciler{
@@ -194,7 +195,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
 			builder.WithPredicates(manager.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
@@ -624,7 +625,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
 		return nil

@@ -49,6 +49,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -112,7 +113,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
-	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
@@ -138,7 +139,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
 			builder.WithPredicates(manager.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(manager.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
+			builder.WithPredicates(manager.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -469,7 +470,7 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 	}
 	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
 	// controller, a certificate).
-	held, err := manager.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
+	held, err := hostnames.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -770,7 +771,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
 		return nil
