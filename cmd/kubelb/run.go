@@ -14,10 +14,10 @@ import (
 	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/logging"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
@@ -58,7 +58,7 @@ func run(o *options) error {
 	}
 	metrics.RegisterManager()
 	mopts := o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace)
-	mopts.Cache.ByObject = manager.CacheByObject() // Secrets: only kubelb's, by label
+	mopts.Cache.ByObject = hubcache.CacheByObject() // Secrets: only kubelb's, by label
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)

@@ -57,6 +57,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
@@ -137,9 +138,9 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 	}
 	// Services and Secrets come from a cache of the objects labelled managed-by: kubelb only,
 	// so that no replica caches every Secret (or Service) of the hub.
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Label: manager.ManagedSelector(nil)},
-		&corev1.Secret{}:  {Label: manager.ManagedSelector(nil)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Service{}: {Label: hubcache.ManagedSelector(nil)},
+		&corev1.Secret{}:  {Label: hubcache.ManagedSelector(nil)},
 	})
 	if err != nil {
 		return err

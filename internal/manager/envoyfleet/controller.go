@@ -41,6 +41,7 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/pki/store"
@@ -124,12 +125,12 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return manager.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
+	return hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
 }
 
 // xdsTLSSelector selects the xDS CA Secret and the fleets' client Secrets.
 func xdsTLSSelector() labels.Selector {
-	sel := manager.ManagedSelector(nil)
+	sel := hubcache.ManagedSelector(nil)
 	req, err := labels.NewRequirement(pki.LabelXDSTLS, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid key
@@ -138,8 +139,8 @@ func xdsTLSSelector() labels.Selector {
 }
 
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:  {Label: manager.ManagedSelector(nil)},
+	return hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:  {Label: hubcache.ManagedSelector(nil)},
 		&corev1.Secret{}:     {Label: xdsTLSSelector()},
 		&corev1.ConfigMap{}:  {Label: fleetSelector()},
 		&appsv1.Deployment{}: {Label: fleetSelector()},

@@ -53,6 +53,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -148,8 +149,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, err
 	}
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: manager.ManagedSelector(nil).Add(*hasLB)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: hubcache.ManagedSelector(nil).Add(*hasLB)},
 	})
 	if err != nil {
 		return nil, err

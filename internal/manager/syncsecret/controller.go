@@ -11,7 +11,7 @@
 // syncSecretBytes): oldest first, the SyncSecret beyond the count, or whose data would take
 // the tenant past the byte limit, gets no Secret (one it had is deleted) and shows Synced=False
 // with reason QuotaExceeded and a Warning Event. The manager's cache holds SyncSecrets
-// without their data (manager.TransformSyncSecret); the data is read from the API server by
+// without their data (hubcache.TransformSyncSecret); the data is read from the API server by
 // name, one SyncSecret at a time, when it is copied.
 package syncsecret
 
@@ -49,6 +49,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -115,8 +116,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: manager.ManagedSelector(nil).Add(*made)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: hubcache.ManagedSelector(nil).Add(*made)},
 	})
 	if err != nil {
 		return err
@@ -249,7 +250,7 @@ func (r *Reconciler) admission(ctx context.Context, namespace string) (quota.Ite
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.DeletionTimestamp.IsZero() {
-			items = append(items, quota.Item{Name: o.Name, Created: o.CreationTimestamp.Time, Bytes: manager.SyncSecretDataBytes(o)})
+			items = append(items, quota.Item{Name: o.Name, Created: o.CreationTimestamp.Time, Bytes: hubcache.SyncSecretDataBytes(o)})
 		}
 	}
 	v := quota.AdmitItems(namespace, quota.KindSyncSecret, items, quota.ItemLimits{

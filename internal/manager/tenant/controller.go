@@ -50,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
@@ -177,16 +178,16 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	access := manager.ManagedSelector(map[string]string{hubnames.LabelAppName: AppName})
-	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
+	access := hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: AppName})
+	return hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:      {Label: hubcache.ManagedSelector(nil)},
 		&corev1.ServiceAccount{}: {Label: access},
 		&rbacv1.Role{}:           {Label: access},
 		&rbacv1.RoleBinding{}:    {Label: access},
 		&corev1.Secret{}:         {Label: access},
 		// The Envoy fleet's NetworkPolicy and the tenant's ResourceQuota.
-		&networkingv1.NetworkPolicy{}: {Label: manager.ManagedSelector(nil)},
-		&corev1.ResourceQuota{}:       {Label: manager.ManagedSelector(nil)},
+		&networkingv1.NetworkPolicy{}: {Label: hubcache.ManagedSelector(nil)},
+		&corev1.ResourceQuota{}:       {Label: hubcache.ManagedSelector(nil)},
 	})
 }
 

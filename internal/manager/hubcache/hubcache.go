@@ -1,4 +1,7 @@
-package manager
+// Package hubcache holds what the manager caches of the hub and how: label selectors so that
+// only kubelb's objects are cached, transforms that drop what no controller reads, and
+// labelled caches of their own for kinds such as Secrets and Deployments.
+package hubcache
 
 import (
 	"fmt"
