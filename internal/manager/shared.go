@@ -64,19 +64,6 @@ func (w *PortWaiters) Source() source.Source {
 	})
 }
 
-// DeleteHubService deletes a hub Service the manager made, only if it is still the same
-// object (its UID); nil, a Service already gone or replaced is nothing to do.
-func DeleteHubService(ctx context.Context, c client.Client, svc *corev1.Service) error {
-	if svc == nil {
-		return nil
-	}
-	err := c.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	return nil
-}
-
 // NamespaceManaged reports whether a hub namespace carries kubelb.k8c.io/managed-by=kubelb
 // (a missing namespace is not managed): the manager's controllers act only in those.
 func NamespaceManaged(ctx context.Context, c client.Reader, name string) (bool, error) {

@@ -54,6 +54,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -352,7 +353,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	case foreign:
 		out.serviceErr = svcErr
 	case out.disabled || refused || len(exposed) == 0:
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return 0, err
 		}
 		svc = nil
@@ -591,7 +592,7 @@ func (r *Reconciler) deleteHubService(ctx context.Context, lb types.NamespacedNa
 	if svc == nil || !svc.DeletionTimestamp.IsZero() || (ok && sent == svc.UID) {
 		return nil
 	}
-	if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+	if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -723,13 +724,13 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 	if existing != nil {
 		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
 			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		// Another primary IP family (the tenant Service was made anew with another one, or
 		// a ccm that mirrors the families replaced one that did not): the API server refuses
 		// the change, so the Service is made anew, with new cluster IPs and address.
 		if primaryFamilyChanged(existing, desired) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {

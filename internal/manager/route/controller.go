@@ -50,6 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -287,14 +288,14 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		// The hub Service of an earlier Route of this name (the Route was made anew before
 		// its old one's "gone" pass): it goes, and this Route's is applied in its place. Its
 		// ports stay allocated to this name meanwhile and are offered again as hints.
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return nil, err
 		}
 		svc = nil
 	}
 	if tenant.DisableGatewayAPI {
 		out.disabled = "Gateway API"
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return nil, err
 		}
 		r.release(ports, owner)
@@ -316,7 +317,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	exposed := allocatedGatewayPorts(route, planned, alloc)
 	if len(exposed) == 0 {
-		return nil, manager.DeleteHubService(ctx, r.client, svc)
+		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed, svc))
 	if err != nil || out.serviceErr != nil {
@@ -383,7 +384,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	wanted = wanted || len(hosts) > 0
 	if !wanted {
 		if !foreign {
-			if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+			if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 				return nil, err
 			}
 		}
@@ -401,7 +402,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	out.exhausted = allocErr
 	exposed := allocatedIngressPorts(namespace, alloc)
 	if len(exposed) == 0 {
-		return nil, manager.DeleteHubService(ctx, r.client, svc)
+		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts, svc))
 	if err != nil || out.serviceErr != nil {
@@ -558,7 +559,7 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 	if err != nil && !errors.Is(err, errForeignService) {
 		return err
 	}
-	return manager.DeleteHubService(ctx, r.client, svc)
+	return hubservice.Delete(ctx, r.client, svc)
 }
 
 // forget frees the ports of a Route that is gone (a Gateway's), forgets it for the gauge
@@ -690,7 +691,7 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 			return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
 		}
 		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {
