@@ -51,6 +51,7 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
@@ -119,7 +120,7 @@ type Reconciler struct {
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
 	// dropped tells which steering annotations were not propagated, once per set.
-	dropped manager.DroppedAnnotations
+	dropped dropped.Annotations
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -641,7 +642,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
+const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
 
 // remember counts a LoadBalancer for the per-tenant gauge.
 func (r *Reconciler) remember(lb types.NamespacedName) {

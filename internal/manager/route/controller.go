@@ -48,6 +48,7 @@ import (
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
@@ -97,7 +98,7 @@ type Reconciler struct {
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 	// dropped tells which steering annotations were not propagated, once per set.
-	dropped manager.DroppedAnnotations
+	dropped dropped.Annotations
 }
 
 // SetupWithManager registers the Route controller with mgr.
@@ -605,7 +606,7 @@ func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedN
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
+const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
 
 // remember counts a Route for the per-tenant gauge.
 func (r *Reconciler) remember(key types.NamespacedName) {
