@@ -40,8 +40,8 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/pki/store"
@@ -166,7 +166,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
-			manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
+			predicates.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
 		// A new CA (its Secret deleted and made again) reissues every fleet's certificate.

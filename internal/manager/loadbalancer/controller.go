@@ -50,12 +50,14 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/portwait"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -112,7 +114,7 @@ type Reconciler struct {
 	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting manager.PortWaiters               // objects waiting for free ports
+	waiting portwait.Waiters                  // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	written map[types.NamespacedName]writtenStatus
@@ -192,11 +194,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
-			builder.WithPredicates(manager.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source()).
@@ -250,7 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
 		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace))
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, lb.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -47,11 +47,13 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/portwait"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -94,7 +96,7 @@ type Reconciler struct {
 	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting manager.PortWaiters               // objects waiting for free ports
+	waiting portwait.Waiters                  // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 	// dropped tells which steering annotations were not propagated, once per set.
@@ -139,15 +141,15 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
-			builder.WithPredicates(manager.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(manager.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
@@ -195,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !route.DeletionTimestamp.IsZero() { // the Route no longer counts: others may be admitted
 		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, route), r.recheckQuota(ctx, route.Namespace))
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, route.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, route.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -415,7 +417,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 // reconcileTenantIngress settles the tenant's Ingress Service after a change of its
 // LoadBalancers' hostnames (request {Namespace: <tenant namespace>, Name: ""}).
 func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portalloc.Allocator, namespace string) error {
-	managed, err := manager.NamespaceManaged(ctx, r.client, namespace)
+	managed, err := namespaces.Managed(ctx, r.client, namespace)
 	if err != nil || !managed {
 		return err
 	}

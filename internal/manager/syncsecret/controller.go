@@ -47,9 +47,9 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -135,7 +135,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		WatchesRawSource(source.Kind(owned.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		// The verdict over a tenant's SyncSecrets changes with its limits and with a SyncSecret
 		// that grows, shrinks or goes: its SyncSecrets are looked at again.
 		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.siblings),
@@ -183,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !ss.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, ss)
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, ss.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, ss.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

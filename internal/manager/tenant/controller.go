@@ -49,8 +49,8 @@ import (
 	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
@@ -211,7 +211,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Named(controllerName).
 		For(&kubelbv1alpha1.Tenant{}, builder.WithPredicates(tenantChanged())).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
-			builder.WithPredicates(manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(predicates.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(byNamespace)).
 		// Deletions of tenant objects wake a Tenant that waits for them.
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
