@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/predicates"
@@ -46,6 +46,7 @@ import (
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
@@ -118,7 +119,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		now:           time.Now,
 		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
 		opts:          opts,
-		legacyManager: apply.LegacyFieldManager(mgr.GetConfig()),
+		legacyManager: ssa.LegacyFieldManager(mgr.GetConfig()),
 	}
 	return r.setup(mgr)
 }
@@ -212,7 +213,7 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = conflict.Retry(res, err) }()
 
 	ns := req.Name
 	tenant := hubnames.TenantName(ns)
@@ -487,7 +488,7 @@ func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *apps
 
 // applyObject applies one object of the fleet under FieldOwner (existing: as it is, or nil).
 func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.Object) error {
-	return apply.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
+	return ssa.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // deleteObject deletes one object (it is re-created by the next reconcile, which its

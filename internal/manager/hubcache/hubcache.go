@@ -62,7 +62,7 @@ const kubelbLabelPrefix = "kubelb.k8c.io/"
 
 // TransformTenantObject strips from an object a tenant wrote what the manager never reads
 // and the tenant controls the size of: kubectl's last-applied-configuration annotation (a
-// second copy of the object). The managedFields stay: apply.ApplyStatus may rewrite the whole
+// second copy of the object). The managedFields stay: ssa.ApplyStatus may rewrite the whole
 // list from the cached object (adopting legacy status updates), which must not lose entries.
 func TransformTenantObject(obj any) (any, error) {
 	o, ok := obj.(client.Object)

@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
@@ -63,6 +63,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -231,7 +232,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = conflict.Retry(res, err) }()
 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
@@ -454,7 +455,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		}
 	}
 	if write {
-		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
 		r.recordWritten(lb)

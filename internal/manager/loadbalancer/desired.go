@@ -17,13 +17,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services.
@@ -414,7 +414,7 @@ func waitingMessage(o outcome) string {
 // the conditions of other types.
 func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
+	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
 	return owned
 }
 

@@ -44,7 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/dropped"
@@ -59,6 +59,7 @@ import (
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -178,7 +179,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerRouteReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = conflict.Retry(res, err) }()
 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
@@ -514,7 +515,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Rout
 	prev := meta.FindStatusCondition(route.Status.Resources.Route.Conditions, ConditionApplied)
 	next := nextStatus(route, out, services, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !sameStatus(currentStatus(route), next) {
-		if err := apply.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
 			return err
 		}
 	}

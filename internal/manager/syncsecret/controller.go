@@ -44,7 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
@@ -53,6 +53,7 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // controllerName names the controller (logs, controller-runtime's metrics).
@@ -171,7 +172,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerSyncSecretReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = conflict.Retry(res, err) }()
 
 	ss := &kubelbv1alpha1.SyncSecret{}
 	if err := r.client.Get(ctx, req.NamespacedName, ss); err != nil {
@@ -389,9 +390,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *kubelbv1alpha1.SyncSec
 	owned := &kubelbv1alpha1.SyncSecretStatus{
 		ObservedGeneration: next.ObservedGeneration,
 		Phase:              next.Phase,
-		Conditions:         apply.OwnConditions(next.Conditions, ConditionSynced),
+		Conditions:         ssa.OwnConditions(next.Conditions, ConditionSynced),
 	}
-	return apply.ApplyStatus(ctx, r.client, ss, FieldOwner, owned)
+	return ssa.ApplyStatus(ctx, r.client, ss, FieldOwner, owned)
 }
 
 // reconcileDelete handles a SyncSecret being deleted: its Secret goes with it (ownerReference).

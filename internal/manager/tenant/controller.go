@@ -46,13 +46,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -157,7 +158,7 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		caData:        caData,
 		ownedCluster:  owned,
 		now:           time.Now,
-		legacyManager: apply.LegacyFieldManager(cfg),
+		legacyManager: ssa.LegacyFieldManager(cfg),
 	}, nil
 }
 
@@ -271,7 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	start := time.Now()
 	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
 	defer r.countTenants(ctx)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = conflict.Retry(res, err) }()
 
 	t := &kubelbv1alpha1.Tenant{}
 	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {
@@ -329,7 +330,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 		return nil
 	}
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
-	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
 	}
 	if o.counts != nil && *o.counts != countsOf(t.Status) {

@@ -1,4 +1,6 @@
-package apply
+// Package conflict holds how a reconcile treats an optimistic-concurrency conflict: a quiet
+// retry, not an error.
+package conflict
 
 import (
 	"time"
@@ -10,9 +12,9 @@ import (
 // conflictRetry is how soon a reconcile that lost an optimistic-concurrency race runs again.
 const conflictRetry = time.Second
 
-// RetryConflict turns a conflict (the object changed under the reconcile; the change brings
+// Retry turns a conflict (the object changed under the reconcile; the change brings
 // it back anyway) into a quiet retry: it is not an error in the log. Other errors pass.
-func RetryConflict(res ctrl.Result, err error) (ctrl.Result, error) {
+func Retry(res ctrl.Result, err error) (ctrl.Result, error) {
 	if err != nil && apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
