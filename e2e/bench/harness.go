@@ -62,7 +62,7 @@ type Config struct {
 	// Timeout bounds every wait for convergence (default 30 minutes).
 	Timeout time.Duration
 	// ManagerMemoryLimit is the manager's GOMEMLIMIT ("" none), e.g. "460MiB": what a
-	// container memory limit of 512Mi gives it (app.SetMemoryLimit: 90%).
+	// container memory limit of 512Mi gives it (process.SetMemoryLimit: 90%).
 	ManagerMemoryLimit string
 	// PprofDir profiles the manager and the ccm of tenant 0 during the burst
 	// (framework.CollectProfiles) into that folder.

@@ -1,7 +1,7 @@
-// Package app is the process plumbing both binaries share: flag parsing with one-line errors,
-// logging, and a controller-runtime manager with health probes, metrics, leader election and
-// client rate limits.
-package app
+// Package cmdline holds the command lines of both binaries: flag parsing with one-line errors,
+// --help by topic, --version, flags not yet implemented or deprecated, and Main, which runs a
+// binary from its flags.
+package cmdline
 
 import (
 	"errors"

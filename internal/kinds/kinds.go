@@ -1,4 +1,6 @@
-package app
+// Package kinds holds the one runtime.Scheme of kubelb's binaries and tools: the core kinds,
+// kubelb's kinds, the Gateway API kinds and CRDs.
+package kinds
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
