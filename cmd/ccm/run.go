@@ -12,7 +12,6 @@ import (
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/ipam"
-	"kubelb.dev/kubelb/internal/kinds"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/process"
@@ -51,7 +50,7 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("loading the management cluster's kubeconfig (--kubelb-kubeconfig): %w", err)
 	}
-	scheme := kinds.Scheme()
+	scheme := process.Scheme()
 	metrics.RegisterCCM()
 	mopts := o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace)
 	mopts.Cache.ByObject = ccmsource.CacheByObject() // not the slices of Services with a selector
@@ -104,7 +103,7 @@ func runStandalone(o *options) error {
 		return fmt.Errorf("loading the cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	metrics.RegisterCCM()
-	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(kinds.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
+	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(process.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"kubelb.dev/kubelb/internal/ipam"
-	"kubelb.dev/kubelb/internal/kinds"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
@@ -58,7 +57,7 @@ func run(o *options) error {
 		return fmt.Errorf("loading the management cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	metrics.RegisterManager()
-	mopts := o.ManagerOptions(kinds.Scheme(), leaderElectionID, o.Namespace)
+	mopts := o.ManagerOptions(process.Scheme(), leaderElectionID, o.Namespace)
 	mopts.Cache.ByObject = hubcache.CacheByObject() // Secrets: only kubelb's, by label
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/ssa"
 )
@@ -55,7 +54,7 @@ var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alp
 func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
-	defer func() { res, err = conflict.Retry(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	nodes := &corev1.NodeList{}
 	if err := r.Tenant.List(ctx, nodes); err != nil {

@@ -1,6 +1,7 @@
-// Package process is the process plumbing both binaries share: the flags every process has,
-// logging, memory limit, and a controller-runtime manager with health probes, metrics, leader
-// election and client rate limits.
+// Package process is the process plumbing both binaries share: flag parsing with one-line
+// errors (--help by topic, --version, Main), logging, the memory limit, the scheme, and a
+// controller-runtime manager with health probes, metrics, leader election and client rate
+// limits.
 package process
 
 import (
@@ -23,29 +24,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"kubelb.dev/kubelb/internal/cmdline"
 	"kubelb.dev/kubelb/internal/logging"
 )
 
 // Common holds the flags both binaries share.
 type Common struct {
-	MetricsAddr          cmdline.Address
-	HealthProbeAddr      cmdline.Address
-	PprofAddr            cmdline.Address
+	MetricsAddr          Address
+	HealthProbeAddr      Address
+	PprofAddr            Address
 	Kubeconfig           string
 	EnableLeaderElection bool
-	LogFormat            cmdline.Enum
+	LogFormat            Enum
 	LogLevel             string
 	QPS                  float64
 	Burst                int
 }
 
 // Bind registers the shared flags with their defaults.
-func (c *Common) Bind(fs *cmdline.FlagSet, metricsAddr string) {
+func (c *Common) Bind(fs *FlagSet, metricsAddr string) {
 	c.MetricsAddr.Value = metricsAddr
 	c.HealthProbeAddr.Value = ":8081"
 	c.PprofAddr.Value = "0"
-	c.LogFormat = cmdline.Enum{Value: "json", Allowed: []string{"json", "console"}}
+	c.LogFormat = Enum{Value: "json", Allowed: []string{"json", "console"}}
 	fs.Var(&c.MetricsAddr, "metrics-addr", "Address the Prometheus /metrics endpoint binds to (\"0\" disables it).")
 	fs.Var(&c.HealthProbeAddr, "health-probe-bind-address", "Address the /healthz and /readyz probes bind to.")
 	fs.Var(&c.PprofAddr, "pprof-bind-address", "Address Go's /debug/pprof/ profiling endpoints bind to (\"0\", the default, disables them). Profiles show what the process spends CPU and memory on; bind it to localhost only.")
@@ -59,7 +59,7 @@ func (c *Common) Bind(fs *cmdline.FlagSet, metricsAddr string) {
 
 // Topics lists the shared flags in --help under "Cluster access and process" and "Logging"
 // (with the binary's own logging flags, logging). Call it after the binary's own topics.
-func (c *Common) Topics(fs *cmdline.FlagSet, logging ...string) {
+func (c *Common) Topics(fs *FlagSet, logging ...string) {
 	fs.Topic("Cluster access and process", "kubeconfig", "kube-api-qps", "kube-api-burst", "enable-leader-election",
 		"metrics-addr", "health-probe-bind-address", "pprof-bind-address")
 	fs.Topic("Logging", append([]string{"log-format", "log-level"}, logging...)...)

@@ -20,7 +20,6 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
-	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -90,7 +89,7 @@ const createdGrace = 5 * time.Second
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.CCMSecretReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = conflict.Retry(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))

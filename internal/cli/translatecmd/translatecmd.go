@@ -17,7 +17,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/ir"
-	"kubelb.dev/kubelb/internal/kinds"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) error {
 	if len(o.Files) == 0 {
 		return fmt.Errorf("no manifests: give them with -f FILE (- for stdin)")
 	}
-	scheme := kinds.Scheme()
+	scheme := process.Scheme()
 	m, err := ReadFiles(o.Files, in, scheme)
 	if err != nil {
 		return err

@@ -38,7 +38,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/predicates"
@@ -213,7 +212,7 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
-	defer func() { res, err = conflict.Retry(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	ns := req.Name
 	tenant := hubnames.TenantName(ns)

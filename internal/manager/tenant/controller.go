@@ -46,7 +46,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/conflict"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
@@ -272,7 +271,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	start := time.Now()
 	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
 	defer r.countTenants(ctx)
-	defer func() { res, err = conflict.Retry(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	t := &kubelbv1alpha1.Tenant{}
 	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {

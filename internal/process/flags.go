@@ -1,7 +1,4 @@
-// Package cmdline holds the command lines of both binaries: flag parsing with one-line errors,
-// --help by topic, --version, flags not yet implemented or deprecated, and Main, which runs a
-// binary from its flags.
-package cmdline
+package process
 
 import (
 	"errors"

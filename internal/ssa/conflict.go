@@ -1,6 +1,4 @@
-// Package conflict holds how a reconcile treats an optimistic-concurrency conflict: a quiet
-// retry, not an error.
-package conflict
+package ssa
 
 import (
 	"time"
@@ -12,9 +10,9 @@ import (
 // conflictRetry is how soon a reconcile that lost an optimistic-concurrency race runs again.
 const conflictRetry = time.Second
 
-// Retry turns a conflict (the object changed under the reconcile; the change brings
+// RetryConflict turns a conflict (the object changed under the reconcile; the change brings
 // it back anyway) into a quiet retry: it is not an error in the log. Other errors pass.
-func Retry(res ctrl.Result, err error) (ctrl.Result, error) {
+func RetryConflict(res ctrl.Result, err error) (ctrl.Result, error) {
 	if err != nil && apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}

@@ -1,6 +1,4 @@
-// Package kinds holds the one runtime.Scheme of kubelb's binaries and tools: the core kinds,
-// kubelb's kinds, the Gateway API kinds and CRDs.
-package kinds
+package process
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
