@@ -11,10 +11,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	"kubelb.dev/kubelb/internal/nodeip"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 const summary = "ccm: kubelb's cloud controller for a tenant cluster; mirrors LoadBalancer Services,\nReady node addresses, Ingresses, Gateway API objects and TLS Secrets into the hub.\nWith --mode=standalone (no hub): LoadBalancer Services get the addresses of labelled nodes,\nor of AddressPools (--address-provider=ipam)."
@@ -29,19 +29,19 @@ var notYetFlags = []string{}
 var deprecatedFlags = []string{"enable-tenant-migration"}
 
 type options struct {
-	app.Common
+	process.Common
 	ccm.Options
 	HubKubeconfig           string
 	HubKubeconfigSecret     secretRef
 	HubKubeconfigSecretKey  string
 	LeaderElectionNamespace string
-	nodeAddressType         app.Enum
-	mode                    app.Enum
+	nodeAddressType         process.Enum
+	mode                    process.Enum
 	// addressProvider gives the Services their addresses in standalone mode: node-ip (the
 	// labelled nodes') or ipam (the AddressPools).
-	addressProvider    app.Enum
+	addressProvider    process.Enum
 	reservedPorts      nodeip.ReservedPortsFlag
-	gatewayCRDsChannel app.Enum
+	gatewayCRDsChannel process.Enum
 	// notYetWarning names the not-yet flags that were set ("" when none).
 	notYetWarning string
 	// deprecatedWarning names the deprecated flags that were given ("" when none).
@@ -73,24 +73,24 @@ var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubecon
 // standaloneOnlyFlags do nothing in hub mode.
 var standaloneOnlyFlags = []string{"reserved-ports", "address-provider", "node-ip-nat"}
 
-func parse(args []string) (*options, *app.FlagSet, error) {
+func parse(args []string) (*options, *process.FlagSet, error) {
 	return parseWith("ccm", args, nil)
 }
 
 // parseWith parses the ccm's flags as program (the ccm, or a subcommand of it), with extra
 // flags that extra (nil: none) adds to the flag set.
-func parseWith(program string, args []string, extra func(*app.FlagSet)) (*options, *app.FlagSet, error) {
+func parseWith(program string, args []string, extra func(*process.FlagSet)) (*options, *process.FlagSet, error) {
 	o := &options{}
-	fs := app.NewFlagSet(program)
+	fs := process.NewFlagSet(program)
 	o.Bind(fs, ":9445")
-	o.nodeAddressType = app.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
-	o.gatewayCRDsChannel = app.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
-	o.mode = app.Enum{Value: ccm.ModeHub, Allowed: []string{ccm.ModeHub, ccm.ModeStandalone}}
+	o.nodeAddressType = process.Enum{Value: ccm.NodeAddressExternalIP, Allowed: []string{ccm.NodeAddressExternalIP, ccm.NodeAddressInternalIP, ccm.NodeAddressHostname}}
+	o.gatewayCRDsChannel = process.Enum{Value: "standard", Allowed: []string{"standard", "experimental"}}
+	o.mode = process.Enum{Value: ccm.ModeHub, Allowed: []string{ccm.ModeHub, ccm.ModeStandalone}}
 	if err := o.reservedPorts.Set(ccm.DefaultReservedPorts); err != nil {
 		return nil, fs, err
 	}
 	fs.Var(&o.mode, "mode", "hub: mirror the cluster's load balancing objects into the management cluster. standalone: no hub; LoadBalancer Services get the addresses of the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer (node-IP mode, docs/modes.md); --cluster-name and --kubelb-kubeconfig are not used.")
-	o.addressProvider = app.Enum{Value: addressProviderNodeIP, Allowed: []string{addressProviderNodeIP, addressProviderIPAM}}
+	o.addressProvider = process.Enum{Value: addressProviderNodeIP, Allowed: []string{addressProviderNodeIP, addressProviderIPAM}}
 	fs.Var(&o.addressProvider, "address-provider", "Standalone mode: what gives LoadBalancer Services their addresses: node-ip (the Ready nodes labelled kubelb.k8c.io/use-as-loadbalancer) or ipam (the AddressPools, docs/modes.md).")
 	fs.Var(&o.reservedPorts, "reserved-ports", "Standalone mode: ports no LoadBalancer Service may take on a node address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
 	fs.BoolVar(&o.NodeIPNAT, "node-ip-nat", false, "Standalone node-IP mode: keep a 1:1 NAT shadow ClusterIP Service (<name>-kubelb-nat, externalIPs = the nodes' private addresses) beside each Service whose nodes' public addresses are not on their interfaces (docs/modes.md).")
@@ -192,8 +192,8 @@ func (s *secretRef) Set(v string) error {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == releaseCommand {
-		app.MainArgs("ccm "+releaseCommand, releaseSummary, os.Args[2:], parseRelease, runRelease)
+		process.MainArgs("ccm "+releaseCommand, releaseSummary, os.Args[2:], parseRelease, runRelease)
 		return
 	}
-	app.Main("ccm", summary, parse, run)
+	process.Main("ccm", summary, parse, run)
 }

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -161,7 +161,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			t.Errorf("not-yet flag --%s is not a flag", name)
 		}
 	}
-	if missing := app.NotYetUndocumented(app.DocSection(string(doc), "## `ccm`"), notYetFlags); len(missing) > 0 {
+	if missing := process.NotYetUndocumented(process.DocSection(string(doc), "## `ccm`"), notYetFlags); len(missing) > 0 {
 		t.Errorf("docs/configuration.md does not say \"not yet\" in the rows of: %v", missing)
 	}
 }
@@ -436,10 +436,10 @@ func TestStandaloneIPAMBinary(t *testing.T) {
 }
 
 // TestVersion: --version prints the build information and exits 0, before the checks of the
-// other flags (nothing else is required with it); parse reports it as app.ErrVersion.
+// other flags (nothing else is required with it); parse reports it as process.ErrVersion.
 func TestVersion(t *testing.T) {
-	if _, _, err := parse([]string{"--version"}); !errors.Is(err, app.ErrVersion) {
-		t.Fatalf("parse(--version) = %v, want app.ErrVersion", err)
+	if _, _, err := parse([]string{"--version"}); !errors.Is(err, process.ErrVersion) {
+		t.Fatalf("parse(--version) = %v, want process.ErrVersion", err)
 	}
 	bin := testsupport.BuildBinary(t, "./cmd/ccm")
 	out, err := exec.Command(bin, "--version").CombinedOutput()
@@ -447,7 +447,7 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("--version: %v\n%s", err, out)
 	}
 	// testsupport.BuildBinary stamps nothing: the defaults of internal/version.
-	if want := app.VersionLine("ccm") + "\n"; string(out) != want || !strings.HasPrefix(want, "ccm v0.0.0-dev (commit unknown, built unknown)") {
+	if want := process.VersionLine("ccm") + "\n"; string(out) != want || !strings.HasPrefix(want, "ccm v0.0.0-dev (commit unknown, built unknown)") {
 		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }
@@ -460,7 +460,7 @@ func TestReleaseFlagsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := app.DocSection(string(doc), "## `ccm release`")
+	section := process.DocSection(string(doc), "## `ccm release`")
 	if section == "" {
 		t.Fatal("docs/configuration.md has no section ## `ccm release`")
 	}

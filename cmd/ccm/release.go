@@ -10,8 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/version"
 )
 
@@ -35,9 +35,9 @@ type releaseOptions struct {
 	stopDeployment secretRef
 }
 
-func parseRelease(args []string) (*releaseOptions, *app.FlagSet, error) {
+func parseRelease(args []string) (*releaseOptions, *process.FlagSet, error) {
 	r := &releaseOptions{}
-	o, fs, err := parseWith("ccm "+releaseCommand, args, func(fs *app.FlagSet) {
+	o, fs, err := parseWith("ccm "+releaseCommand, args, func(fs *process.FlagSet) {
 		fs.DurationVar(&r.hubWait, "hub-wait", ccm.DefaultHubWait, "Release: how long to wait for the management cluster's answer; then only the tenant side is released.")
 		fs.DurationVar(&r.timeout, "timeout", 5*time.Minute, "Release: the most the whole release takes (the stop of the ccm included).")
 		fs.Var(&r.stopDeployment, "stop-deployment", "Release: the ccm's Deployment (namespace/name), scaled to 0 and waited for until its pods are gone before the release, so that no running ccm adds finalizers back. Empty: none (the ccm must not be running).")
@@ -64,7 +64,7 @@ func runRelease(r *releaseOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading the tenant cluster's kubeconfig (--kubeconfig): %w", err)
 	}
-	scheme := app.Scheme()
+	scheme := process.Scheme()
 	if r.stopDeployment.Name != "" {
 		c, err := client.New(tenantCfg, client.Options{Scheme: scheme})
 		if err != nil {

@@ -8,13 +8,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/hubtoken"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/version"
 )
 
@@ -24,7 +24,7 @@ const leaderElectionID = "kubelb-ccm.kubelb.k8c.io"
 func run(o *options) error {
 	o.SetupLogging(false)
 	log := ctrl.Log.WithName("ccm")
-	app.SetMemoryLimit(log)
+	process.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "mode", o.Mode, "addressProvider", o.addressProvider.Value, "clusterName", o.ClusterName)
 	if o.notYetWarning != "" {
 		logging.Warn(log, o.notYetWarning)
@@ -50,7 +50,7 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("loading the management cluster's kubeconfig (--kubelb-kubeconfig): %w", err)
 	}
-	scheme := app.Scheme()
+	scheme := process.Scheme()
 	metrics.RegisterCCM()
 	mopts := o.ManagerOptions(scheme, leaderElectionID, o.LeaderElectionNamespace)
 	mopts.Cache.ByObject = ccmsource.CacheByObject() // not the slices of Services with a selector
@@ -80,7 +80,7 @@ func run(o *options) error {
 	if err := ccm.Setup(mgr, hub, o.Options); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
-	return app.Run(mgr)
+	return process.Run(mgr)
 }
 
 // standaloneIPAM are the address pools' options in standalone mode: the Services the ccm
@@ -103,7 +103,7 @@ func runStandalone(o *options) error {
 		return fmt.Errorf("loading the cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	metrics.RegisterCCM()
-	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(app.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
+	mgr, err := ctrl.NewManager(cfg, o.ManagerOptions(process.Scheme(), leaderElectionID, o.LeaderElectionNamespace))
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
@@ -111,10 +111,10 @@ func runStandalone(o *options) error {
 		if err := ipam.Setup(mgr, standaloneIPAM(o)); err != nil {
 			return fmt.Errorf("setting up the address pools (--address-provider=ipam): %w", err)
 		}
-		return app.Run(mgr)
+		return process.Run(mgr)
 	}
 	if err := ccm.SetupStandalone(mgr, o.Options); err != nil {
 		return fmt.Errorf("setting up the node-IP controller: %w", err)
 	}
-	return app.Run(mgr)
+	return process.Run(mgr)
 }

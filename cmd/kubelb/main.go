@@ -11,13 +11,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/envoydrain"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/nodeip"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
@@ -36,10 +36,10 @@ var notYetFlags = []string{"enable-gateway-api"}
 var deprecatedFlags = []string{"enable-tenant-migration"}
 
 type options struct {
-	app.Common
+	process.Common
 	manager.Options
-	xdsAddr  app.Address
-	xdsProto app.Enum
+	xdsAddr  process.Address
+	xdsProto process.Enum
 	// xdsLimits bound what one xDS client and one tenant's clients may cost the server.
 	xdsLimits xds.Limits
 	portRange string
@@ -48,7 +48,7 @@ type options struct {
 	networkPolicyFlags tenant.NetworkPolicyFlags
 	// addressProvider gives the hub Services of type LoadBalancer their addresses: none
 	// (MetalLB or a cloud does), node-ip (the labelled hub nodes) or ipam (AddressPools).
-	addressProvider app.Enum
+	addressProvider process.Enum
 	// reservedPorts and nodeIPNAT tune the node-IP mode (--address-provider=node-ip).
 	reservedPorts nodeip.ReservedPortsFlag
 	nodeIPNAT     bool
@@ -66,9 +66,9 @@ type options struct {
 	deprecatedWarning string
 }
 
-func parse(args []string) (*options, *app.FlagSet, error) {
+func parse(args []string) (*options, *process.FlagSet, error) {
 	o := &options{}
-	fs := app.NewFlagSet("kubelb")
+	fs := process.NewFlagSet("kubelb")
 	o.Bind(fs, ":9443")
 	o.xdsAddr.Value = ":8001"
 	ns := os.Getenv("NAMESPACE")
@@ -78,7 +78,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.Var(&o.xdsAddr, "listen-address", "Address the Envoy xDS gRPC server listens on.")
 	fs.StringVar(&o.Namespace, "namespace", ns, "Namespace the manager runs in and reads Config \"default\" from (env NAMESPACE).")
 	fs.StringVar(&o.EnvoyXDSAddress, "envoy-xds-address", "", "host:port the Envoy fleets dial for xDS (default kubelb.<namespace>.svc:<port of --listen-address>).")
-	o.xdsProto = app.Enum{Value: string(xdsbootstrap.DefaultProtocol), Allowed: xdsbootstrap.Protocols}
+	o.xdsProto = process.Enum{Value: string(xdsbootstrap.DefaultProtocol), Allowed: xdsbootstrap.Protocols}
 	fs.Var(&o.xdsProto, "envoy-xds-protocol", "xDS protocol of the Envoy fleets: delta (only what changed is sent) or sotw (state of the world: every update of a type carries all of it). The server serves both; a change rolls the fleets' pods.")
 	o.xdsLimits = xds.DefaultLimits()
 	fs.IntVar(&o.xdsLimits.ConnectionsPerTenant, "xds-max-connections-per-tenant", o.xdsLimits.ConnectionsPerTenant,
@@ -106,7 +106,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.StringVar(&o.TenantKubeconfigServer, "tenant-kubeconfig-server", "", "Hub API server URL written into the tenants' ccm kubeconfigs (default: from kube-public/cluster-info).")
 	fs.DurationVar(&o.TenantTokenTTL, "tenant-token-ttl", tenant.DefaultTokenTTL, "Lifetime of the ccm tokens in the tenants' kubeconfigs (at least 10m); the manager replaces them after 80% of it and the ccm renews its own.")
 	o.networkPolicyFlags.Bind(fs.FlagSet)
-	o.addressProvider = app.Enum{Value: addressProviderNone, Allowed: []string{addressProviderNone, addressProviderNodeIP, addressProviderIPAM}}
+	o.addressProvider = process.Enum{Value: addressProviderNone, Allowed: []string{addressProviderNone, addressProviderNodeIP, addressProviderIPAM}}
 	fs.Var(&o.addressProvider, "address-provider", "What gives kubelb's hub Services of type LoadBalancer their addresses: none (MetalLB or a cloud), node-ip (the Ready hub nodes labelled kubelb.k8c.io/use-as-loadbalancer=<the tenant's spec.loadBalancer.nodeSet>) or ipam (the AddressPools); docs/modes.md.")
 	if err := o.reservedPorts.Set(nodeip.DefaultReservedPorts); err != nil {
 		return nil, fs, err
@@ -114,7 +114,7 @@ func parse(args []string) (*options, *app.FlagSet, error) {
 	fs.Var(&o.reservedPorts, "reserved-ports", "With --address-provider=node-ip: ports no hub Service may take on a hub node's address, comma-separated PORT[-PORT][/PROTOCOL] (no protocol: all). Empty: none.")
 	fs.BoolVar(&o.nodeIPNAT, "node-ip-nat", false, "With --address-provider=node-ip: keep a 1:1 NAT shadow ClusterIP Service (externalIPs = the hub nodes' private addresses) beside each hub Service whose nodes' public addresses are not on their interfaces.")
 	fs.StringVar(&o.addressProviderClass, "address-provider-class", "", "loadBalancerClass of the hub Services the address provider serves (the Tenant's or Config's spec.loadBalancer.class); empty: those without a class.")
-	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, app.NotYetHelp+"Run the Gateway API controllers.")
+	fs.BoolVar(&o.EnableGatewayAPI, "enable-gateway-api", false, process.NotYetHelp+"Run the Gateway API controllers.")
 	fs.StringVar(&o.webhookAddr, "admission-webhook-address", "",
 		"host:port the admission webhook serves on (HTTPS, certificate from the manager's CA), which refuses tenant writes past their byte limits; empty: no webhook (the kubelb-manager chart sets it).")
 	fs.StringVar(&o.webhookHost, "admission-webhook-host", "",
@@ -219,5 +219,5 @@ func main() {
 		shutdownManagerMain(os.Args[2:])
 		return
 	}
-	app.Main("kubelb", summary, parse, run)
+	process.Main("kubelb", summary, parse, run)
 }

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/pki"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -167,7 +167,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			t.Errorf("not-yet flag --%s is not a flag", name)
 		}
 	}
-	if missing := app.NotYetUndocumented(app.DocSection(string(doc), "## `kubelb`"), notYetFlags); len(missing) > 0 {
+	if missing := process.NotYetUndocumented(process.DocSection(string(doc), "## `kubelb`"), notYetFlags); len(missing) > 0 {
 		t.Errorf("docs/configuration.md does not say \"not yet\" in the rows of: %v", missing)
 	}
 }
@@ -284,10 +284,10 @@ func TestAddressProviderFlags(t *testing.T) {
 }
 
 // TestVersion: --version prints the build information and exits 0, before the checks of the
-// other flags (nothing else is required with it); parse reports it as app.ErrVersion.
+// other flags (nothing else is required with it); parse reports it as process.ErrVersion.
 func TestVersion(t *testing.T) {
-	if _, _, err := parse([]string{"--version"}); !errors.Is(err, app.ErrVersion) {
-		t.Fatalf("parse(--version) = %v, want app.ErrVersion", err)
+	if _, _, err := parse([]string{"--version"}); !errors.Is(err, process.ErrVersion) {
+		t.Fatalf("parse(--version) = %v, want process.ErrVersion", err)
 	}
 	bin := testsupport.BuildBinary(t, "./cmd/kubelb")
 	out, err := exec.Command(bin, "--version").CombinedOutput()
@@ -295,7 +295,7 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("--version: %v\n%s", err, out)
 	}
 	// testsupport.BuildBinary stamps nothing: the defaults of internal/version.
-	if want := app.VersionLine("kubelb") + "\n"; string(out) != want || !strings.HasPrefix(want, "kubelb v0.0.0-dev (commit unknown, built unknown)") {
+	if want := process.VersionLine("kubelb") + "\n"; string(out) != want || !strings.HasPrefix(want, "kubelb v0.0.0-dev (commit unknown, built unknown)") {
 		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }

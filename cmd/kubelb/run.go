@@ -11,13 +11,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ipam"
 	"kubelb.dev/kubelb/internal/logging"
-	"kubelb.dev/kubelb/internal/manager"
 	"kubelb.dev/kubelb/internal/manager/admission"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
@@ -27,6 +26,7 @@ import (
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
@@ -40,7 +40,7 @@ const leaderElectionID = "kubelb-manager.kubelb.k8c.io"
 func run(o *options) error {
 	o.SetupLogging(o.Debug)
 	log := ctrl.Log.WithName("kubelb")
-	app.SetMemoryLimit(log)
+	process.SetMemoryLimit(log)
 	log.Info("starting", "version", version.Get().GitVersion, "namespace", o.Namespace, "addressProvider", o.addressProvider.Value)
 	if o.notYetWarning != "" {
 		logging.Warn(log, o.notYetWarning)
@@ -57,8 +57,8 @@ func run(o *options) error {
 		return fmt.Errorf("loading the management cluster's kubeconfig (--kubeconfig): %w", err)
 	}
 	metrics.RegisterManager()
-	mopts := o.ManagerOptions(app.Scheme(), leaderElectionID, o.Namespace)
-	mopts.Cache.ByObject = manager.CacheByObject() // Secrets: only kubelb's, by label
+	mopts := o.ManagerOptions(process.Scheme(), leaderElectionID, o.Namespace)
+	mopts.Cache.ByObject = hubcache.CacheByObject() // Secrets: only kubelb's, by label
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
@@ -146,7 +146,7 @@ func run(o *options) error {
 	}); err != nil {
 		return fmt.Errorf("setting up the Envoy fleet controller: %w", err)
 	}
-	return app.Run(mgr)
+	return process.Run(mgr)
 }
 
 // setupWebhook serves the admission webhook on --admission-webhook-address (every replica),

@@ -10,9 +10,9 @@ import (
 
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/envoydrain"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 const shutdownManagerSummary = "kubelb " + envoydrain.Command + ": the shutdown manager sidecar of the Envoy fleets' pods. It drains\n" +
@@ -27,22 +27,22 @@ const drainSummary = "kubelb " + envoydrain.Command + " " + envoydrain.DrainComm
 type shutdownManagerOptions struct {
 	// drain: the "drain" subcommand (request a drain) rather than the shutdown manager.
 	drain         bool
-	adminAddress  app.Address
-	listenAddress app.Address
+	adminAddress  process.Address
+	listenAddress process.Address
 	controlSocket string
 	minDrain      time.Duration
 	drainTimeout  time.Duration
 }
 
-func parseShutdownManager(args []string) (*shutdownManagerOptions, *app.FlagSet, error) {
+func parseShutdownManager(args []string) (*shutdownManagerOptions, *process.FlagSet, error) {
 	o := &shutdownManagerOptions{}
 	if len(args) > 0 && args[0] == envoydrain.DrainCommand {
 		o.drain = true
-		fs := app.NewFlagSet("kubelb " + envoydrain.Command + " " + envoydrain.DrainCommand)
+		fs := process.NewFlagSet("kubelb " + envoydrain.Command + " " + envoydrain.DrainCommand)
 		fs.StringVar(&o.controlSocket, "control-socket", envoydrain.DefaultControlSocket, "Unix socket of the shutdown manager to ask (@name: an abstract socket).")
 		return o, fs, fs.Parse(args[1:])
 	}
-	fs := app.NewFlagSet("kubelb " + envoydrain.Command)
+	fs := process.NewFlagSet("kubelb " + envoydrain.Command)
 	o.adminAddress.Value = fmt.Sprintf("127.0.0.1:%d", envoyfleet.AdminPort)
 	o.listenAddress.Value = fmt.Sprintf(":%d", envoyfleet.ShutdownManagerPort)
 	fs.Var(&o.adminAddress, "admin-address", "host:port of Envoy's admin interface, which is drained.")
@@ -94,5 +94,5 @@ func shutdownManagerMain(args []string) {
 	if len(args) > 0 && args[0] == envoydrain.DrainCommand {
 		summary = drainSummary
 	}
-	app.MainArgs("kubelb "+envoydrain.Command, summary, args, parseShutdownManager, runShutdownManager)
+	process.MainArgs("kubelb "+envoydrain.Command, summary, args, parseShutdownManager, runShutdownManager)
 }

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/envoydrain"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -30,12 +30,12 @@ func TestParseShutdownManager(t *testing.T) {
 		err  string
 	}{
 		{name: "defaults", want: shutdownManagerOptions{
-			adminAddress: app.Address{Value: "127.0.0.1:9901"}, listenAddress: app.Address{Value: ":9902"},
+			adminAddress: process.Address{Value: "127.0.0.1:9901"}, listenAddress: process.Address{Value: ":9902"},
 			controlSocket: "@kubelb-envoy-shutdown-manager", minDrain: 10 * time.Second, drainTimeout: 30 * time.Second,
 		}},
 		{name: "set", args: []string{"--admin-address=127.0.0.1:19000", "--listen-address=127.0.0.1:0", "--control-socket=@x", "--min-drain-duration=1s", "--drain-timeout=2m"},
 			want: shutdownManagerOptions{
-				adminAddress: app.Address{Value: "127.0.0.1:19000"}, listenAddress: app.Address{Value: "127.0.0.1:0"},
+				adminAddress: process.Address{Value: "127.0.0.1:19000"}, listenAddress: process.Address{Value: "127.0.0.1:0"},
 				controlSocket: "@x", minDrain: time.Second, drainTimeout: 2 * time.Minute,
 			}},
 		{name: "drain", args: []string{"drain"}, want: shutdownManagerOptions{drain: true, controlSocket: "@kubelb-envoy-shutdown-manager"}},
@@ -105,7 +105,7 @@ func TestShutdownManagerFlagsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := app.DocSection(string(doc), "## `kubelb envoy-shutdown-manager`")
+	section := process.DocSection(string(doc), "## `kubelb envoy-shutdown-manager`")
 	if section == "" {
 		t.Fatal("docs/configuration.md has no section ## `kubelb envoy-shutdown-manager`")
 	}

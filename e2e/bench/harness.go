@@ -32,9 +32,9 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -62,7 +62,7 @@ type Config struct {
 	// Timeout bounds every wait for convergence (default 30 minutes).
 	Timeout time.Duration
 	// ManagerMemoryLimit is the manager's GOMEMLIMIT ("" none), e.g. "460MiB": what a
-	// container memory limit of 512Mi gives it (app.SetMemoryLimit: 90%).
+	// container memory limit of 512Mi gives it (process.SetMemoryLimit: 90%).
 	ManagerMemoryLimit string
 	// PprofDir profiles the manager and the ccm of tenant 0 during the burst
 	// (framework.CollectProfiles) into that folder.
@@ -236,7 +236,7 @@ func (h *harness) start() {
 		for n := 0; n < 3; n++ {
 			addrs = append(addrs, kubelbv1alpha1.EndpointAddress{IP: fmt.Sprintf("127.0.2.%d", 10+n)})
 		}
-		if err := apply.Apply(ctx, hub, ccm.DesiredAddresses(tn.namespace, addrs), nil, ccm.FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, hub, ccm.DesiredAddresses(tn.namespace, addrs), nil, ccm.FieldOwner, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -287,7 +287,7 @@ func (h *harness) create(ctx context.Context, tn *tenant, name string, j int) er
 		return tn.cluster.Client.Create(ctx, tenantService(name))
 	}
 	h.played.Add(1)
-	return apply.Apply(ctx, h.sys.Hub.Client, playedLoadBalancer(tn, name, j), nil, ccm.FieldOwner, "")
+	return ssa.Apply(ctx, h.sys.Hub.Client, playedLoadBalancer(tn, name, j), nil, ccm.FieldOwner, "")
 }
 
 // parallel runs do(i) for i in [0, n) on the configured number of clients and returns the

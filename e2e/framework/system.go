@@ -86,7 +86,7 @@ type Options struct {
 	// ExtraManagerArgs are appended to the manager's flags.
 	ExtraManagerArgs []string
 	// ManagerEnv are environment variables (KEY=value) added to the manager's, e.g. the
-	// GOMEMLIMIT a container's memory limit would give it (app.SetMemoryLimit).
+	// GOMEMLIMIT a container's memory limit would give it (process.SetMemoryLimit).
 	ManagerEnv []string
 	// Replicated plays the kubelb Service in front of the manager's xDS: the Envoy bootstrap
 	// names the Service address (XDSPort), a forwarder there passes each connection (TLS

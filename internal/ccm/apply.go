@@ -12,16 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field owner of the hub objects the ccm writes: the
 // LoadBalancers mirroring Services and Addresses/default.
 const FieldOwner = "kubelb-ccm"
 
-// hubApplier writes hub objects with server-side apply under FieldOwner (apply.Apply).
+// hubApplier writes hub objects with server-side apply under FieldOwner (ssa.Apply).
 // Legacy is the field manager of earlier ccm versions, which created and merge-patched
-// (apply.LegacyFieldManager of the hub client's config); "" adopts nothing.
+// (ssa.LegacyFieldManager of the hub client's config); "" adopts nothing.
 type hubApplier struct {
 	hub    client.Client
 	legacy string
@@ -84,7 +84,7 @@ func (a hubApplier) drifted(current, desired client.Object) (bool, error) {
 // current (nil: none) is the object as it is, whose fields owned by an earlier ccm version
 // are handed to FieldOwner first, once, so that a field the ccm stops applying goes.
 func (a hubApplier) apply(ctx context.Context, current, desired client.Object) error {
-	return apply.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
+	return ssa.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
 }
 
 // ownedFields are the keys of the fields the ccm owns that drifted compares: label,

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -185,7 +185,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	legacyLB, _ := DesiredLoadBalancer(old, tenantNS)
 	legacyLB.Finalizers = []string{v1alpha1.CleanupFinalizer} // an earlier ccm set it
 	e.create(t, e.Hub.Client, legacyLB)
-	legacy := apply.LegacyFieldManager(e.Hub.Config)
+	legacy := ssa.LegacyFieldManager(e.Hub.Config)
 	if diff := cmp.Diff([]string{legacy + "/Update"}, mainEntries(legacyLB)); diff != "" {
 		t.Fatalf("legacy mirror's managers (-want +got):\n%s", diff)
 	}

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -50,7 +50,7 @@ func TestHubProbeSeesABlackHole(t *testing.T) {
 
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(v1alpha1.GroupVersion.WithKind("TenantState"), meta.RESTScopeNamespace)
-	c, err := client.New(&rest.Config{Host: "http://" + l.Addr().String()}, client.Options{Scheme: app.Scheme(), Mapper: mapper})
+	c, err := client.New(&rest.Config{Host: "http://" + l.Addr().String()}, client.Options{Scheme: process.Scheme(), Mapper: mapper})
 	if err != nil {
 		t.Fatal(err)
 	}

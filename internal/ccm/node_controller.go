@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // NodeReconciler publishes the addresses of the tenant's serving nodes to Addresses/default
@@ -54,7 +54,7 @@ var nodeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: v1alp
 func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMNodeReconcile.Observe("", metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	nodes := &corev1.NodeList{}
 	if err := r.Tenant.List(ctx, nodes); err != nil {
@@ -131,7 +131,7 @@ func hasKey(m map[string]string, k string) bool {
 // on the hub (so that a change made there by someone else is undone) map to the one key.
 func setupNodeController(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, opts Options) error {
 	r := &NodeReconciler{Tenant: mgr.GetClient(), Hub: hubc, Namespace: opts.ClusterName, AddressType: opts.NodeAddressType,
-		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig())}
+		LegacyFieldManager: ssa.LegacyFieldManager(hub.GetConfig())}
 	toKey := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{nodeKey} }
 	addressesToKey := func(_ context.Context, a *v1alpha1.Addresses) []reconcile.Request {
 		if a.Name != v1alpha1.DefaultAddressesName {

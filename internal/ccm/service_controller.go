@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // indexOrigin indexes the hub cache's LoadBalancers by "<origin namespace>/<origin name>" of
@@ -115,7 +115,7 @@ type ServiceReconciler struct {
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {

@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/ccm/secrets"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // EventSource is the name under which the ccm records Events.
@@ -136,7 +136,7 @@ func setupServiceControllers(mgr ctrl.Manager, hub cluster.Cluster, hubc client.
 		warn:      newWarnOnce(),
 		managed:   metrics.NewManagedSet(metrics.CCMManagedServices),
 
-		LegacyFieldManager: apply.LegacyFieldManager(hub.GetConfig()),
+		LegacyFieldManager: ssa.LegacyFieldManager(hub.GetConfig()),
 		HubSchema:          schema,
 	}
 	lbToService := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, lb *v1alpha1.LoadBalancer) []reconcile.Request {

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // StatusReconciler copies the hub's LoadBalancer.status.loadBalancer onto the tenant Service's
@@ -60,7 +60,7 @@ func NewStatusReconciler(tenant client.Client, hub client.Reader, rec events.Eve
 func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMServiceStatusReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, svc); err != nil {

@@ -2,7 +2,7 @@
 // docs/development.md, "per object"): Ensure adds a finalizer and Remove removes it, each only
 // when needed and with a merge patch under optimistic locking, so that the patch never drops a
 // finalizer someone else added meanwhile. A conflict is returned as is (wrapped): the
-// controller's deferred apply.RetryConflict turns it into a quiet retry. Only objects whose
+// controller's deferred ssa.RetryConflict turns it into a quiet retry. Only objects whose
 // deletion needs cleanup get a finalizer.
 package finalizer
 

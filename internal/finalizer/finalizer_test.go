@@ -41,7 +41,7 @@ func TestEnsureRemove(t *testing.T) {
 		t.Errorf("finalizers %v, want %v", got.Finalizers, want)
 	}
 
-	// A copy read before the write: a conflict, which apply.RetryConflict retries quietly.
+	// A copy read before the write: a conflict, which ssa.RetryConflict retries quietly.
 	stale.Finalizers = nil
 	if _, err := Ensure(ctx, c, stale, name); !apierrors.IsConflict(err) {
 		t.Errorf("Ensure on a stale object: %v, want a conflict", err)

@@ -131,7 +131,7 @@ type Writer struct {
 
 // Write makes svc's status show v: status.loadBalancer and ConditionAddressAssigned (other
 // conditions are kept). It patches only when something differs, with optimistic locking (a
-// conflict is retried by the caller's reconcile, see apply.RetryConflict). A Service that is
+// conflict is retried by the caller's reconcile, see ssa.RetryConflict). A Service that is
 // gone is not an error.
 func (w *Writer) Write(ctx context.Context, svc *corev1.Service, v Verdict) error {
 	w.report(svc, v.Reason, v.Message)

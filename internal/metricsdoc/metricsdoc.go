@@ -131,7 +131,7 @@ Grafana dashboards (` + "`grafanaDashboards.enabled`" + `) and a ` + "`Prometheu
 controller-runtime's own (` + "`controller_runtime_reconcile_*`" + `, ` + "`workqueue_*`" + `, ` + "`rest_client_*`" + `,
 ` + "`leader_election_master_status`" + `) and the Go and process collectors. The ` + "`workqueue_*`" + ` series
 of the manager's LoadBalancer, Route and SyncSecret controllers (and of the ` + "`ownerrefs-*`" + `
-controllers) describe their fair queue's round robin (` + "`manager.FairQueue`" + `): ` + "`workqueue_depth`" + `
+controllers) describe their fair queue's round robin (` + "`fairqueue.New`" + `): ` + "`workqueue_depth`" + `
 counts the tenant namespaces with requests waiting, not the requests, and retries are not
 counted in ` + "`workqueue_retries_total`" + `.
 

@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // EventSource is the reporting controller of the node-IP mode's Events.
@@ -114,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (res re
 			r.Opts.Metrics.Reconcile.Observe("", metrics.Result(err), start)
 		}
 	}()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	services := &corev1.ServiceList{}
 	if err := r.Client.List(ctx, services); err != nil {

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -107,7 +107,7 @@ func (q *Requeuer) Source() source.Source {
 // objects of its own (one of them gone, an object of the other kind changed). A namespace
 // that is not managed is forgotten.
 func (q *Requeuer) Recheck(ctx context.Context, c client.Reader, managerNamespace, namespace string) error {
-	managed, err := manager.NamespaceManaged(ctx, c, namespace)
+	managed, err := namespaces.Managed(ctx, c, namespace)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -43,7 +43,7 @@ func AssetsDir(t TB) string {
 }
 
 // Scheme knows the core kinds, kubelb's kinds and Gateway API's kinds.
-func Scheme() *k8sruntime.Scheme { return app.Scheme() }
+func Scheme() *k8sruntime.Scheme { return process.Scheme() }
 
 // Cluster is one running control plane.
 type Cluster struct {

@@ -19,11 +19,11 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field owner of the SyncSecrets the ccm writes (the
@@ -89,7 +89,7 @@ const createdGrace = 5 * time.Second
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.CCMSecretReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -155,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if current != nil {
 			existing = current
 		}
-		if err := apply.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
 			r.warn(secret, ReasonSyncFailed, "Mirroring the Secret to the management cluster: "+err.Error())
 			return reconcile.Result{}, fmt.Errorf("applying SyncSecret %s/%s for Secret %s: %w", r.Opts.Namespace, desired.Name, req.NamespacedName, err)
 		}

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // SliceManagedBy is the endpointslice.kubernetes.io/managed-by value of the EndpointSlices
@@ -167,7 +167,7 @@ type SliceReconciler struct {
 func (r *SliceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMEndpointSliceReconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	twin, original, err := r.load(ctx, req.NamespacedName)
 	if err != nil {
@@ -202,7 +202,7 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 			}
 			existing = &current.Items[i]
 		}
-		if err := apply.Apply(ctx, r.Tenant, d, existing, FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, r.Tenant, d, existing, FieldOwner, ""); err != nil {
 			return reconcile.Result{}, fmt.Errorf("applying EndpointSlice %s/%s: %w", d.Namespace, d.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("applied EndpointSlice", "endpointslice", client.ObjectKeyFromObject(d))

@@ -16,8 +16,8 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -87,7 +87,7 @@ func DesiredGatewayClass() *gwapiv1.GatewayClass {
 func (r *GatewayClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { metrics.CCMGatewayClassReconcile.Observe("", metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	gc := &gwapiv1.GatewayClass{}
 	if err := r.Tenant.Get(ctx, req.NamespacedName, gc); err != nil {

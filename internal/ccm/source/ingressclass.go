@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // IngressControllerName is the spec.controller of the IngressClass kubelb.
@@ -44,7 +44,7 @@ func DesiredIngressClass() *networkingv1.IngressClass {
 
 // Reconcile makes the IngressClass kubelb when it is missing.
 func (r *IngressClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 	if req.Name != v1alpha1.DefaultClass {
 		return reconcile.Result{}, nil
 	}

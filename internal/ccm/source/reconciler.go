@@ -22,10 +22,10 @@ import (
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field owner of what the ccm writes: hub Routes and
@@ -97,7 +97,7 @@ type scope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	start := time.Now()
 	defer func() { r.Kind.Reconcile.Observe(req.Namespace, metrics.Result(err), start) }()
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	obj := r.Kind.New()
 	if err := r.Tenant.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -285,7 +285,7 @@ func (r *Reconciler) ensureTwin(ctx context.Context, obj client.Object, svc *cor
 	if cur != nil {
 		existing = cur
 	}
-	if err := apply.Apply(ctx, r.Tenant, desired, existing, FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, r.Tenant, desired, existing, FieldOwner, ""); err != nil {
 		return nil, fmt.Errorf("applying NodePort Service %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("applied NodePort Service", "service", client.ObjectKeyFromObject(desired))
@@ -318,7 +318,7 @@ func (r *Reconciler) applyRoute(ctx context.Context, obj client.Object, current,
 	if current != nil {
 		existing = current
 	}
-	if err := apply.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
 		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
 			"Applying Route %s/%s in the management cluster: %v", r.Namespace, desired.Name, err)
 		return fmt.Errorf("applying Route %s/%s for %s %s: %w", r.Namespace, desired.Name, r.Kind.String(), client.ObjectKeyFromObject(obj), err)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 func lbService(ns, name, class string, address bool, targetPort int) *corev1.Service {
@@ -46,7 +46,7 @@ func TestAddressesAndPorts(t *testing.T) {
 		lbService("tenant-b", "outside", "", true, 30000),
 		lbService("other", "y-served", "y", true, 10004), // not a tenant's: evidence only
 	}
-	c := fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(objs...).Build()
 	h := &hub{c: c, args: []string{"--envoy-port-range=10000-10009", "--address-provider=ipam", "--address-provider-class=x"},
 		tenants: []kubelbv1alpha1.Tenant{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}}
 	var lines []string
@@ -70,7 +70,7 @@ func TestAddressesAndPorts(t *testing.T) {
 	}
 
 	// With MetalLB's CRD installed, Services without a class are MetalLB's.
-	h.c = fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(lbService("tenant-b", "none", "", false, 10003),
+	h.c = fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(lbService("tenant-b", "none", "", false, 10003),
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "ipaddresspools.metallb.io"}}).Build()
 	if got := h.checkAddresses(context.Background())[0]; !strings.HasSuffix(got.Detail, "; served by MetalLB (its CRD ipaddresspools.metallb.io is installed)") {
 		t.Errorf("with MetalLB: %q", got.Detail)

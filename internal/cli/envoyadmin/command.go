@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 // Session is an open admin interface of one Envoy of a tenant's fleet, with the tenant's
@@ -41,7 +41,7 @@ func Open(ctx context.Context, o *cli.Options, tenant string) (*Session, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: process.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the hub: %w", err)
 	}

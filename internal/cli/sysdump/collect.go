@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/cli/envoyadmin"
 	"kubelb.dev/kubelb/internal/envoyclusters"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 // Options of a sysdump.
@@ -61,7 +61,7 @@ func Collect(ctx context.Context, cfg *rest.Config, o Options, progress io.Write
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: process.Scheme()})
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 // StatusCommand is `kubectl kubelb status <kind>/<name>`.
@@ -45,7 +45,7 @@ func StatusCommand(o *cli.Options) *cobra.Command {
 			hub := HubAccess{}
 			found, _ := FindCCM(ctx, tenant) // an app team may not read Deployments: the defaults then
 			if hub.Hub, hub.Err = LoadHub(ctx, tenant, o.HubKubeconfig, found, hubNamespaceOf(hubNamespace, found)); hub.Err == nil {
-				hub.Client, hub.Err = client.New(hub.Hub.Config, client.Options{Scheme: app.Scheme()})
+				hub.Client, hub.Err = client.New(hub.Hub.Config, client.Options{Scheme: process.Scheme()})
 			}
 			r := Status(ctx, tenant, hub, target)
 			w := o.Streams.Out
@@ -99,7 +99,7 @@ func CheckTenantCommand(o *cli.Options) *cobra.Command {
 				return err
 			}
 			if env.Hub, env.HubErr = LoadHub(ctx, tenant, o.HubKubeconfig, env.CCM, hubNamespaceOf(hubNamespace, env.CCM)); env.HubErr == nil {
-				if env.HubClient, err = client.New(env.Hub.Config, client.Options{Scheme: app.Scheme()}); err != nil {
+				if env.HubClient, err = client.New(env.Hub.Config, client.Options{Scheme: process.Scheme()}); err != nil {
 					return fmt.Errorf("the hub kubeconfig: %w", err)
 				}
 				if env.HubClientset, err = kubernetes.NewForConfig(env.Hub.Config); err != nil {
@@ -143,7 +143,7 @@ func tenantClient(o *cli.Options) (client.Client, error) {
 		return nil, err
 	}
 	cfg.Timeout = 15 * time.Second
-	c, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: process.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster of the kubeconfig: %w", err)
 	}

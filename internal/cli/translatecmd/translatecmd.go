@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) error {
 	if len(o.Files) == 0 {
 		return fmt.Errorf("no manifests: give them with -f FILE (- for stdin)")
 	}
-	scheme := app.Scheme()
+	scheme := process.Scheme()
 	m, err := ReadFiles(o.Files, in, scheme)
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/quota"
 )
 
@@ -70,7 +70,7 @@ func TestLedger(t *testing.T) {
 	}
 	// SyncSecrets count their data, in their own family; the manager's cache keeps only the size.
 	ss := &kubelbv1alpha1.SyncSecret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "s", UID: "s"}, Data: map[string][]byte{"k": make([]byte, 1000)}}
-	cached, _ := manager.TransformSyncSecret(ss.DeepCopy())
+	cached, _ := hubcache.TransformSyncSecret(ss.DeepCopy())
 	l.observe(cached)
 	if got := l.Used("tenant-a", syncSecrets, ""); got != 1001 {
 		t.Errorf("SyncSecret bytes from the cache: %d, want 1001", got)

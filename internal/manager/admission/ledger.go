@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/quota"
 )
 
@@ -99,7 +99,7 @@ func bytesOf(obj any) (types.UID, entry, bool) {
 	case *kubelbv1alpha1.Route:
 		return o.UID, entry{ledgerKey{o.Namespace, objects}, quota.RouteBytes(o)}, true
 	case *kubelbv1alpha1.SyncSecret:
-		return o.UID, entry{ledgerKey{o.Namespace, syncSecrets}, manager.SyncSecretDataBytes(o)}, true
+		return o.UID, entry{ledgerKey{o.Namespace, syncSecrets}, hubcache.SyncSecretDataBytes(o)}, true
 	}
 	return "", entry{}, false
 }

@@ -56,7 +56,8 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/translate"
@@ -137,9 +138,9 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 	}
 	// Services and Secrets come from a cache of the objects labelled managed-by: kubelb only,
 	// so that no replica caches every Secret (or Service) of the hub.
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Label: manager.ManagedSelector(nil)},
-		&corev1.Secret{}:  {Label: manager.ManagedSelector(nil)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Service{}: {Label: hubcache.ManagedSelector(nil)},
+		&corev1.Secret{}:  {Label: hubcache.ManagedSelector(nil)},
 	})
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: hubnames.TenantNamespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(manager.DefaultConfig(namespace), predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.Config{}, allTenants, builder.WithPredicates(predicates.DefaultConfig(namespace), predicate.GenerationChangedPredicate{})).
 		Watches(&networkingv1.ServiceCIDR{}, allTenants, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, allTenants, builder.WithPredicates(hubRangesChanged())).
 		WatchesRawSource(source.Channel(resolved, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

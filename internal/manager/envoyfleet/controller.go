@@ -38,13 +38,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	xdsbootstrap "kubelb.dev/kubelb/internal/xds/bootstrap"
 )
 
@@ -117,19 +118,19 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		now:           time.Now,
 		recorder:      mgr.GetEventRecorder("kubelb-" + controllerName),
 		opts:          opts,
-		legacyManager: apply.LegacyFieldManager(mgr.GetConfig()),
+		legacyManager: ssa.LegacyFieldManager(mgr.GetConfig()),
 	}
 	return r.setup(mgr)
 }
 
 // fleetSelector selects the objects of every fleet.
 func fleetSelector() labels.Selector {
-	return manager.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
+	return hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
 }
 
 // xdsTLSSelector selects the xDS CA Secret and the fleets' client Secrets.
 func xdsTLSSelector() labels.Selector {
-	sel := manager.ManagedSelector(nil)
+	sel := hubcache.ManagedSelector(nil)
 	req, err := labels.NewRequirement(pki.LabelXDSTLS, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid key
@@ -138,8 +139,8 @@ func xdsTLSSelector() labels.Selector {
 }
 
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:  {Label: manager.ManagedSelector(nil)},
+	return hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:  {Label: hubcache.ManagedSelector(nil)},
 		&corev1.Secret{}:     {Label: xdsTLSSelector()},
 		&corev1.ConfigMap{}:  {Label: fleetSelector()},
 		&appsv1.Deployment{}: {Label: fleetSelector()},
@@ -165,7 +166,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
-			manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
+			predicates.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Namespace{}), byName, deletionChanged())).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), byNamespace)).
 		// A new CA (its Secret deleted and made again) reissues every fleet's certificate.
@@ -211,7 +212,7 @@ func (r *Reconciler) allTenants(ctx context.Context, _ client.Object) []reconcil
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	result := ""
 	defer metrics.ManagerEnvoyFleetReconcile.ObserveDeferred(req.Name, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	ns := req.Name
 	tenant := hubnames.TenantName(ns)
@@ -486,7 +487,7 @@ func (r *Reconciler) applyDaemonSet(ctx context.Context, desired, existing *apps
 
 // applyObject applies one object of the fleet under FieldOwner (existing: as it is, or nil).
 func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.Object) error {
-	return apply.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
+	return ssa.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // deleteObject deletes one object (it is re-created by the next reconcile, which its

@@ -23,7 +23,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -202,7 +202,7 @@ const (
 	// are not allowed.
 	ReasonHostnameInvalid = "InvalidHostname"
 	// ReasonHostnameConflict: an older LoadBalancer of the tenant has the same hostname, or
-	// an older LoadBalancer of another tenant holds it (manager.HostnameHeldElsewhere).
+	// an older LoadBalancer of another tenant holds it (hostnames.HostnameHeldElsewhere).
 	ReasonHostnameConflict = "HostnameConflict"
 	// ReasonCertificateFailed: the cert-manager Certificate could not be made.
 	ReasonCertificateFailed = "CertificateFailed"
@@ -282,7 +282,7 @@ func (r *Reconciler) reconcileHostname(ctx context.Context, lb *kubelbv1alpha1.L
 		}
 		held := false
 		if lb.Spec.Hostname != "" {
-			held, err = manager.HostnameHeldElsewhere(ctx, r.client, r.opts.Namespace, lb, host)
+			held, err = hostnames.HostnameHeldElsewhere(ctx, r.client, r.opts.Namespace, lb, host)
 			if err != nil {
 				return st, 0, err
 			}

@@ -45,17 +45,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/lbaddress"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/dropped"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/portwait"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -107,7 +114,7 @@ type Reconciler struct {
 	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting manager.PortWaiters               // objects waiting for free ports
+	waiting portwait.Waiters                  // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	written map[types.NamespacedName]writtenStatus
@@ -115,7 +122,7 @@ type Reconciler struct {
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
 	// dropped tells which steering annotations were not propagated, once per set.
-	dropped manager.DroppedAnnotations
+	dropped dropped.Annotations
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -146,13 +153,13 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, err
 	}
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: manager.ManagedSelector(nil).Add(*hasLB)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: hubcache.ManagedSelector(nil).Add(*hasLB)},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
 	r := &Reconciler{
@@ -187,18 +194,18 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
-			builder.WithPredicates(manager.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
-		// objects does not hold back another's (manager.FairQueue).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
+		// objects does not hold back another's (fairqueue.New).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
@@ -224,7 +231,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
@@ -245,7 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
 		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace))
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, lb.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, lb.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -349,7 +356,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	case foreign:
 		out.serviceErr = svcErr
 	case out.disabled || refused || len(exposed) == 0:
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return 0, err
 		}
 		svc = nil
@@ -447,7 +454,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		}
 	}
 	if write {
-		if err := apply.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
 			return err
 		}
 		r.recordWritten(lb)
@@ -588,7 +595,7 @@ func (r *Reconciler) deleteHubService(ctx context.Context, lb types.NamespacedNa
 	if svc == nil || !svc.DeletionTimestamp.IsZero() || (ok && sent == svc.UID) {
 		return nil
 	}
-	if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+	if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -623,7 +630,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
 		return nil
@@ -637,7 +644,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
+const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
 
 // remember counts a LoadBalancer for the per-tenant gauge.
 func (r *Reconciler) remember(lb types.NamespacedName) {
@@ -720,13 +727,13 @@ func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Servi
 	if existing != nil {
 		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
 			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		// Another primary IP family (the tenant Service was made anew with another one, or
 		// a ccm that mirrors the families replaced one that did not): the API server refuses
 		// the change, so the Service is made anew, with new cluster IPs and address.
 		if primaryFamilyChanged(existing, desired) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {

@@ -17,13 +17,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services.
@@ -150,7 +150,7 @@ func hubServiceType(lb *kubelbv1alpha1.LoadBalancer, allocate bool) (typ corev1.
 // allocateLoadBalancerNodePorts (t.AllocateNodePorts); ClusterIP carries no
 // externalTrafficPolicy (the API server refuses these fields on the other types). When
 // NodePorts are not to be allocated, a port of existing that still has one is applied with
-// nodePort 0 (manager.HubNodePorts, shared with the Route controller's hub Services).
+// nodePort 0 (hubservice.NodePorts, shared with the Route controller's hub Services).
 func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPort, alloc map[portalloc.Key]int32, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	typ, _ := hubServiceType(lb, t.AllocateNodePorts)
 	labels := map[string]string{
@@ -200,7 +200,7 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		spec.WithIPFamilyPolicy(policy).WithIPFamilies(families...)
 	}
 	if typ == corev1.ServiceTypeLoadBalancer {
-		manager.HubNodePorts(spec, t.AllocateNodePorts, existing)
+		hubservice.NodePorts(spec, t.AllocateNodePorts, existing)
 		if t.LoadBalancerClass != nil {
 			spec.WithLoadBalancerClass(*t.LoadBalancerClass)
 		}
@@ -414,7 +414,7 @@ func waitingMessage(o outcome) string {
 // the conditions of other types.
 func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
+	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
 	return owned
 }
 

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
 )
 
 // sweepOrphans is the port allocator's start-up sweep (portalloc.Sweep): of the hub Services
@@ -52,7 +52,7 @@ func sweepOrphans(ctx context.Context, reader client.Reader, writer client.Clien
 			kept = append(kept, *svc)
 			continue
 		}
-		if err := manager.DeleteHubService(ctx, writer, svc); err != nil {
+		if err := hubservice.Delete(ctx, writer, svc); err != nil {
 			return nil, err
 		}
 		swept++

@@ -44,15 +44,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/dropped"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/portwait"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -90,11 +96,11 @@ type Reconciler struct {
 	admission *quota.Store    // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting manager.PortWaiters               // objects waiting for free ports
+	waiting portwait.Waiters                  // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 	// dropped tells which steering annotations were not propagated, once per set.
-	dropped manager.DroppedAnnotations
+	dropped dropped.Annotations
 }
 
 // SetupWithManager registers the Route controller with mgr.
@@ -111,7 +117,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
-	if err := manager.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
@@ -135,20 +141,20 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
-			builder.WithPredicates(manager.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(manager.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(manager.HasExplicitHostname))).
+			builder.WithPredicates(predicates.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, manager.DefaultConfig(opts.Namespace))).
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.quota.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
-		// objects does not hold back another's (manager.FairQueue).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
+		// objects does not hold back another's (fairqueue.New).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
@@ -172,7 +178,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerRouteReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
@@ -191,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !route.DeletionTimestamp.IsZero() { // the Route no longer counts: others may be admitted
 		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, route), r.recheckQuota(ctx, route.Namespace))
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, route.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, route.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -285,14 +291,14 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		// The hub Service of an earlier Route of this name (the Route was made anew before
 		// its old one's "gone" pass): it goes, and this Route's is applied in its place. Its
 		// ports stay allocated to this name meanwhile and are offered again as hints.
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return nil, err
 		}
 		svc = nil
 	}
 	if tenant.DisableGatewayAPI {
 		out.disabled = "Gateway API"
-		if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 			return nil, err
 		}
 		r.release(ports, owner)
@@ -314,7 +320,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	exposed := allocatedGatewayPorts(route, planned, alloc)
 	if len(exposed) == 0 {
-		return nil, manager.DeleteHubService(ctx, r.client, svc)
+		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed, svc))
 	if err != nil || out.serviceErr != nil {
@@ -381,7 +387,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	wanted = wanted || len(hosts) > 0
 	if !wanted {
 		if !foreign {
-			if err := manager.DeleteHubService(ctx, r.client, svc); err != nil {
+			if err := hubservice.Delete(ctx, r.client, svc); err != nil {
 				return nil, err
 			}
 		}
@@ -399,7 +405,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	out.exhausted = allocErr
 	exposed := allocatedIngressPorts(namespace, alloc)
 	if len(exposed) == 0 {
-		return nil, manager.DeleteHubService(ctx, r.client, svc)
+		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
 	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts, svc))
 	if err != nil || out.serviceErr != nil {
@@ -411,7 +417,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 // reconcileTenantIngress settles the tenant's Ingress Service after a change of its
 // LoadBalancers' hostnames (request {Namespace: <tenant namespace>, Name: ""}).
 func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portalloc.Allocator, namespace string) error {
-	managed, err := manager.NamespaceManaged(ctx, r.client, namespace)
+	managed, err := namespaces.Managed(ctx, r.client, namespace)
 	if err != nil || !managed {
 		return err
 	}
@@ -468,7 +474,7 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 	}
 	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
 	// controller, a certificate).
-	held, err := manager.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
+	held, err := hostnames.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -508,7 +514,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Rout
 	prev := meta.FindStatusCondition(route.Status.Resources.Route.Conditions, ConditionApplied)
 	next := nextStatus(route, out, services, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
 	if !sameStatus(currentStatus(route), next) {
-		if err := apply.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
 			return err
 		}
 	}
@@ -556,7 +562,7 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 	if err != nil && !errors.Is(err, errForeignService) {
 		return err
 	}
-	return manager.DeleteHubService(ctx, r.client, svc)
+	return hubservice.Delete(ctx, r.client, svc)
 }
 
 // forget frees the ports of a Route that is gone (a Gateway's), forgets it for the gauge
@@ -602,7 +608,7 @@ func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedN
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
 // steering annotations were not copied to its hub Service.
-const ReasonAnnotationsDropped = manager.ReasonAnnotationsDropped
+const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
 
 // remember counts a Route for the per-tenant gauge.
 func (r *Reconciler) remember(key types.NamespacedName) {
@@ -688,7 +694,7 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 			return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
 		}
 		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, manager.DeleteHubService(ctx, r.client, existing)
+			return nil, nil, hubservice.Delete(ctx, r.client, existing)
 		}
 		current, err := corev1ac.ExtractService(existing, FieldOwner)
 		if err != nil {
@@ -769,7 +775,7 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	keys, err := manager.LoadBalancersWithHostname(ctx, r.client, manager.ExplicitHostname(lb), lb.Namespace)
+	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
 		return nil

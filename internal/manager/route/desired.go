@@ -17,7 +17,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
@@ -230,7 +230,7 @@ func baseLabels(namespace string) map[string]string {
 // serviceSpec is the spec of a Route's hub Service: type LoadBalancer of class, selecting the
 // tenant's Envoy pods, with ports. allocateNodePorts (the tenant's
 // spec.loadBalancer.allocateNodePorts) decides its hub NodePorts as for LoadBalancers' hub
-// Services (manager.HubNodePorts): off, existing's NodePorts are given back.
+// Services (hubservice.NodePorts): off, existing's NodePorts are given back.
 func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports []hubPort, existing *corev1.Service) *corev1ac.ServiceSpecApplyConfiguration {
 	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
 	for _, p := range ports {
@@ -244,7 +244,7 @@ func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports 
 		WithType(corev1.ServiceTypeLoadBalancer).
 		WithSelector(hubnames.EnvoyPodLabels(namespace)).
 		WithPorts(svcPorts...)
-	manager.HubNodePorts(spec, allocateNodePorts, existing)
+	hubservice.NodePorts(spec, allocateNodePorts, existing)
 	if class != nil {
 		spec.WithLoadBalancerClass(*class)
 	}

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -56,7 +56,7 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 	const lds = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "lb"}
 	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: "tenant-a"}}
-	c := fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(ts).Build()
+	c := fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(ts).Build()
 	s := NewStore()
 	lb := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "lb", Generation: 2}}
 	ctx := context.Background()
@@ -74,7 +74,7 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 		t.Fatalf("verdict %+v %v %v, want True/Programmed at generation 2", cond, ok, err)
 	}
 	ts.Status.Rejections = []v1alpha1.ConfigRejection{{Proxy: "p", TypeURL: lds, Version: "v1", Message: "lb-tcp-80: cannot bind"}}
-	c = fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(ts).Build()
+	c = fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(ts).Build()
 	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); !ok || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonRejected {
 		t.Errorf("verdict with a rejection %+v %v, want False/Rejected", cond, ok)
 	}

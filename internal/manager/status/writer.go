@@ -379,7 +379,7 @@ func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) 
 // dropEntries removes entries of other field owners (replicas) from the TenantState's status
 // (drop sets what stays) by a patch, not an apply: only an update can remove them. Named
 // "kubelb-status", the Tenant controller's status apply leaves the entry alone
-// (apply.ApplyStatus adopts only legacy updaters). It returns when to retry (a conflict),
+// (ssa.ApplyStatus adopts only legacy updaters). It returns when to retry (a conflict),
 // 0 when done.
 func (w *Writer) dropEntries(ctx context.Context, ts *v1alpha1.TenantState, what string, drop func(*v1alpha1.TenantState)) (time.Duration, error) {
 	orig := ts.DeepCopy()

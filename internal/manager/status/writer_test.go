@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/app"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/process"
 )
 
 // TestStaleRejectionsArePruned: entries of versions that are no longer current (left behind
@@ -28,7 +28,7 @@ func TestStaleRejectionsArePruned(t *testing.T) {
 		{Proxy: "old", TypeURL: lds, Version: "v1", Time: metav1.NewTime(now.Add(-time.Hour))},
 		{Proxy: "young", TypeURL: lds, Version: "v1", Time: metav1.NewTime(now.Add(-time.Minute))},
 	}
-	c := fake.NewClientBuilder().WithScheme(app.Scheme()).WithObjects(ts).WithStatusSubresource(ts).Build()
+	c := fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(ts).WithStatusSubresource(ts).Build()
 	w := &Writer{client: c, now: func() time.Time { return now }}
 	got, requeue, err := w.rejections(context.Background(), "tenant-a", &Report{Versions: map[string]string{lds: "v2"}})
 	if err != nil {

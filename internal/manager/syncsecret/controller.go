@@ -11,7 +11,7 @@
 // syncSecretBytes): oldest first, the SyncSecret beyond the count, or whose data would take
 // the tenant past the byte limit, gets no Secret (one it had is deleted) and shows Synced=False
 // with reason QuotaExceeded and a Warning Event. The manager's cache holds SyncSecrets
-// without their data (manager.TransformSyncSecret); the data is read from the API server by
+// without their data (hubcache.TransformSyncSecret); the data is read from the API server by
 // name, one SyncSecret at a time, when it is copied.
 package syncsecret
 
@@ -44,13 +44,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // controllerName names the controller (logs, controller-runtime's metrics).
@@ -114,8 +116,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	owned, err := manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: manager.ManagedSelector(nil).Add(*made)},
+	owned, err := hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: hubcache.ManagedSelector(nil).Add(*made)},
 	})
 	if err != nil {
 		return err
@@ -133,7 +135,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		WatchesRawSource(source.Kind(owned.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestForOwner[*corev1.Secret](mgr.GetScheme(), mgr.GetRESTMapper(), &kubelbv1alpha1.SyncSecret{}, handler.OnlyControllerOwner()))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToSyncSecrets),
-			builder.WithPredicates(manager.ManagedLabelChanged())).
+			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		// The verdict over a tenant's SyncSecrets changes with its limits and with a SyncSecret
 		// that grows, shrinks or goes: its SyncSecrets are looked at again.
 		Watches(&kubelbv1alpha1.SyncSecret{}, handler.EnqueueRequestsFromMapFunc(r.siblings),
@@ -143,8 +145,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToSyncSecrets),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
-		// objects does not hold back another's (manager.FairQueue).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: manager.FairQueue}).
+		// objects does not hold back another's (fairqueue.New).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the SyncSecret controller: %w", err)
@@ -169,7 +171,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	result := ""
 	defer metrics.ManagerSyncSecretReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	ss := &kubelbv1alpha1.SyncSecret{}
 	if err := r.client.Get(ctx, req.NamespacedName, ss); err != nil {
@@ -181,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !ss.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.reconcileDelete(ctx, ss)
 	}
-	managed, err := manager.NamespaceManaged(ctx, r.client, ss.Namespace)
+	managed, err := namespaces.Managed(ctx, r.client, ss.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -248,7 +250,7 @@ func (r *Reconciler) admission(ctx context.Context, namespace string) (quota.Ite
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.DeletionTimestamp.IsZero() {
-			items = append(items, quota.Item{Name: o.Name, Created: o.CreationTimestamp.Time, Bytes: manager.SyncSecretDataBytes(o)})
+			items = append(items, quota.Item{Name: o.Name, Created: o.CreationTimestamp.Time, Bytes: hubcache.SyncSecretDataBytes(o)})
 		}
 	}
 	v := quota.AdmitItems(namespace, quota.KindSyncSecret, items, quota.ItemLimits{
@@ -387,9 +389,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ss *kubelbv1alpha1.SyncSec
 	owned := &kubelbv1alpha1.SyncSecretStatus{
 		ObservedGeneration: next.ObservedGeneration,
 		Phase:              next.Phase,
-		Conditions:         apply.OwnConditions(next.Conditions, ConditionSynced),
+		Conditions:         ssa.OwnConditions(next.Conditions, ConditionSynced),
 	}
-	return apply.ApplyStatus(ctx, r.client, ss, FieldOwner, owned)
+	return ssa.ApplyStatus(ctx, r.client, ss, FieldOwner, owned)
 }
 
 // reconcileDelete handles a SyncSecret being deleted: its Secret goes with it (ownerReference).

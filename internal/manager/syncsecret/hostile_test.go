@@ -20,7 +20,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/quota"
@@ -70,7 +70,7 @@ func TestHostileTenantSyncSecrets(t *testing.T) {
 		return loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS})
 	}, func(o *ctrl.Options) {
 		o.Logger = log
-		o.Cache.ByObject = manager.CacheByObject() // as cmd/kubelb
+		o.Cache.ByObject = hubcache.CacheByObject() // as cmd/kubelb
 	})
 
 	// The victim: a LoadBalancer and a SyncSecret, served.
@@ -152,8 +152,8 @@ func TestHostileTenantSyncSecrets(t *testing.T) {
 	if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(attacker[0]), cached); err != nil {
 		t.Fatal(err)
 	}
-	if len(cached.Data) != 0 || len(cached.StringData) != 0 || manager.SyncSecretDataBytes(cached) != int64(len(big)+1) {
-		t.Errorf("the cache holds %d bytes of data of b-00 and says it has %d", len(cached.Data["k"]), manager.SyncSecretDataBytes(cached))
+	if len(cached.Data) != 0 || len(cached.StringData) != 0 || hubcache.SyncSecretDataBytes(cached) != int64(len(big)+1) {
+		t.Errorf("the cache holds %d bytes of data of b-00 and says it has %d", len(cached.Data["k"]), hubcache.SyncSecretDataBytes(cached))
 	}
 
 	// The victim is still served: its changes go through.

@@ -46,12 +46,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/finalizer"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -156,7 +157,7 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		caData:        caData,
 		ownedCluster:  owned,
 		now:           time.Now,
-		legacyManager: apply.LegacyFieldManager(cfg),
+		legacyManager: ssa.LegacyFieldManager(cfg),
 	}, nil
 }
 
@@ -177,16 +178,16 @@ func restConfigCA(cfg *rest.Config) ([]byte, error) {
 
 // newOwnedCluster makes a cache of only kubelb's namespaces and ccm access objects.
 func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
-	access := manager.ManagedSelector(map[string]string{hubnames.LabelAppName: AppName})
-	return manager.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:      {Label: manager.ManagedSelector(nil)},
+	access := hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: AppName})
+	return hubcache.NewLabelledCluster(mgr, controllerName, map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:      {Label: hubcache.ManagedSelector(nil)},
 		&corev1.ServiceAccount{}: {Label: access},
 		&rbacv1.Role{}:           {Label: access},
 		&rbacv1.RoleBinding{}:    {Label: access},
 		&corev1.Secret{}:         {Label: access},
 		// The Envoy fleet's NetworkPolicy and the tenant's ResourceQuota.
-		&networkingv1.NetworkPolicy{}: {Label: manager.ManagedSelector(nil)},
-		&corev1.ResourceQuota{}:       {Label: manager.ManagedSelector(nil)},
+		&networkingv1.NetworkPolicy{}: {Label: hubcache.ManagedSelector(nil)},
+		&corev1.ResourceQuota{}:       {Label: hubcache.ManagedSelector(nil)},
 	})
 }
 
@@ -210,7 +211,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 		Named(controllerName).
 		For(&kubelbv1alpha1.Tenant{}, builder.WithPredicates(tenantChanged())).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants),
-			builder.WithPredicates(manager.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(predicates.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.TenantState{}, handler.EnqueueRequestsFromMapFunc(byNamespace)).
 		// Deletions of tenant objects wake a Tenant that waits for them.
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.terminatingTenant), builder.WithPredicates(deletesOnly())).
@@ -270,7 +271,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	start := time.Now()
 	defer func() { metrics.ManagerTenantReconcile.Observe("", metrics.Result(err), start) }()
 	defer r.countTenants(ctx)
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
 	t := &kubelbv1alpha1.Tenant{}
 	if err := r.client.Get(ctx, req.NamespacedName, t); err != nil {
@@ -328,7 +329,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 		return nil
 	}
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
-	if err := apply.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
 	}
 	if o.counts != nil && *o.counts != countsOf(t.Status) {

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/fairqueue"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -137,7 +137,7 @@ func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named("ownerrefs-"+strings.ToLower(k.kind)).
 			For(k.newObj(), builder.WithPredicates(predicate.NewPredicateFuncs(hasForeignOwner))).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: manager.FairQueue}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 1, NewQueue: fairqueue.New}).
 			Complete(r)
 		if err != nil {
 			return fmt.Errorf("setting up the owner references controller of %ss: %w", k.kind, err)
@@ -149,7 +149,7 @@ func setupOwnerReferences(mgr ctrl.Manager, recorder events.EventRecorder) error
 // Reconcile removes the foreignOwner references of one object (get → patch → Event); a
 // conflict is retried quietly.
 func (r *ownerReferences) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
-	defer func() { res, err = apply.RetryConflict(res, err) }()
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
 	obj := r.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/version"
 )
 
@@ -149,7 +149,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, t *kubelbv1alpha1.Tena
 
 // apply applies an object the controller owns under FieldOwner (existing: as it is, or nil).
 func (r *Reconciler) apply(ctx context.Context, desired, existing client.Object) error {
-	return apply.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
+	return ssa.Apply(ctx, r.client, desired, existing, FieldOwner, r.legacyManager)
 }
 
 // ensureServiceAccount creates the ccm's ServiceAccount, or returns it. A ServiceAccount that
@@ -474,7 +474,7 @@ func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff s
 	if equality.Semantic.DeepEqual(ts.Status, next) {
 		return nil
 	}
-	return apply.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
+	return ssa.ApplyStatus(ctx, r.client, ts, FieldOwner, &next)
 }
 
 // tenantStateMessage is what the ccm is told; it leaves out the token times (which change

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/apply"
+	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -129,7 +129,7 @@ const maxConditionMessage = 32768
 // the conditions of other types than Ready and SettingsIgnored.
 func ownedTenantStatus(st kubelbv1alpha1.TenantStatus) *kubelbv1alpha1.TenantStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = apply.OwnConditions(st.Conditions, ConditionReady, ConditionSettingsIgnored)
+	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionSettingsIgnored)
 	return owned
 }
 

@@ -1,4 +1,6 @@
-package manager
+// Package hostnames holds the hub-wide ownership of LoadBalancer hostnames: the oldest claim a
+// tenant may make holds a hostname, found through a field index over every namespace.
+package hostnames
 
 import (
 	"cmp"
@@ -168,4 +170,11 @@ func LoadBalancersWithHostname(ctx context.Context, c client.Reader, host, excep
 		}
 	}
 	return out, nil
+}
+
+// HasExplicitHostname selects LoadBalancers that ask for a hostname of their own
+// (spec.hostname): only those can claim a hostname another object holds.
+func HasExplicitHostname(o client.Object) bool {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	return ok && lb.Spec.Hostname != ""
 }

@@ -1,4 +1,6 @@
-package manager
+// Package dropped holds the Warning Event that tells a tenant which of its annotations were
+// not copied onto its hub Service, once per set of keys and object.
+package dropped
 
 import (
 	"strings"
@@ -16,17 +18,17 @@ import (
 // propagateAllAnnotations did not copy onto a hub Service.
 const ReasonAnnotationsDropped = "AnnotationsDropped"
 
-// DroppedAnnotations tells, with a Warning Event on the tenant object, which annotations
+// Annotations tells, with a Warning Event on the tenant object, which annotations
 // propagateAllAnnotations did not copy onto its hub Service because they steer a hub load
 // balancer or DNS (settings.SteeringAnnotationPrefixes): once per set of keys and object
 // (this manager's memory: a restart tells again once). The zero value is ready to use.
-type DroppedAnnotations struct {
+type Annotations struct {
 	mu   sync.Mutex
 	told map[types.NamespacedName]string // the keys last told of, joined by ","
 }
 
 // Warn records the Event when dropped (sorted keys) differs from what was last told for obj.
-func (d *DroppedAnnotations) Warn(recorder events.EventRecorder, obj client.Object, dropped []string) {
+func (d *Annotations) Warn(recorder events.EventRecorder, obj client.Object, dropped []string) {
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	keys := strings.Join(dropped, ",")
 	d.mu.Lock()
@@ -47,7 +49,7 @@ func (d *DroppedAnnotations) Warn(recorder events.EventRecorder, obj client.Obje
 }
 
 // Forget drops what was told for an object that is gone.
-func (d *DroppedAnnotations) Forget(key types.NamespacedName) {
+func (d *Annotations) Forget(key types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.told, key)

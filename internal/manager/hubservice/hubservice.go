@@ -1,14 +1,21 @@
-package manager
+// Package hubservice holds what every hub Service the manager makes goes through, whoever
+// makes it (LoadBalancers, Gateways, the shared Ingress Service): its NodePorts and its deletion.
+package hubservice
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// HubNodePorts makes a hub Service of type LoadBalancer being applied (spec, its ports
+// NodePorts makes a hub Service of type LoadBalancer being applied (spec, its ports
 // already set) follow the tenant's spec.loadBalancer.allocateNodePorts (allocate, from
 // settings.Tenant.AllocateNodePorts): it sets allocateLoadBalancerNodePorts, and when
 // NodePorts are not to be allocated, every port of spec that still has a NodePort in
@@ -17,7 +24,7 @@ import (
 // turned off, and nobody owns them: only asking for 0 gives them back. When allocate is true
 // the ports carry no nodePort, and the API server allocates them. The hub Services of
 // LoadBalancers and of Routes (Gateways, the shared Ingress Service) all go through it.
-func HubNodePorts(spec *corev1ac.ServiceSpecApplyConfiguration, allocate bool, existing *corev1.Service) {
+func NodePorts(spec *corev1ac.ServiceSpecApplyConfiguration, allocate bool, existing *corev1.Service) {
 	spec.WithAllocateLoadBalancerNodePorts(allocate)
 	if allocate || existing == nil {
 		return
@@ -39,4 +46,17 @@ func existingNodePort(svc *corev1.Service, port int32, protocol corev1.Protocol)
 		}
 	}
 	return 0
+}
+
+// Delete deletes a hub Service the manager made, only if it is still the same
+// object (its UID); nil, a Service already gone or replaced is nothing to do.
+func Delete(ctx context.Context, c client.Client, svc *corev1.Service) error {
+	if svc == nil {
+		return nil
+	}
+	err := c.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
 }

@@ -1,7 +1,4 @@
-// Package app is the process plumbing both binaries share: flag parsing with one-line errors,
-// logging, and a controller-runtime manager with health probes, metrics, leader election and
-// client rate limits.
-package app
+package process
 
 import (
 	"errors"

@@ -1,4 +1,8 @@
-package app
+// Package process is the process plumbing both binaries share: flag parsing with one-line
+// errors (--help by topic, --version, Main), logging, the memory limit, the scheme, and a
+// controller-runtime manager with health probes, metrics, leader election and client rate
+// limits.
+package process
 
 import (
 	"fmt"

@@ -1,9 +1,9 @@
-// Package apply holds the server-side apply helpers of the one controller shape (see
+// Package ssa holds the server-side apply helpers of the controller shapes (see
 // docs/development.md), shared by the controllers of both binaries: Apply and ApplyStatus write
 // only the fields a field owner owns, taking over once what earlier versions wrote by update;
-// OwnConditions keeps a controller's own condition types; RetryConflict turns a conflict into a
-// quiet requeue.
-package apply
+// OwnConditions keeps a controller's own condition types; RetryConflict turns an
+// optimistic-concurrency conflict into a quiet requeue.
+package ssa
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package app_test
+package process_test
 
 import (
 	"encoding/json"

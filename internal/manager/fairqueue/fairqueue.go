@@ -1,4 +1,5 @@
-package manager
+// Package fairqueue holds a controller workqueue that takes turns across namespaces (tenants).
+package fairqueue
 
 import (
 	"sync"
@@ -8,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// FairQueue is a controller's workqueue (controller.Options.NewQueue) that hands requests
+// New returns a controller's workqueue (controller.Options.NewQueue) that hands requests
 // out round robin across namespaces, i.e. across tenants: a tenant that queues thousands of
 // its objects at once gets one request handed out in turn with every other tenant that has
 // requests waiting, instead of all of them ahead of the others (client-go's workqueue is
@@ -20,7 +21,7 @@ import (
 //
 // Its workqueue metrics (under the controller's name) count namespaces with requests
 // waiting, not requests.
-func FairQueue(controllerName string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+func New(controllerName string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	q := &fairQueue{
 		turns:       workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: controllerName}),
 		rateLimiter: rateLimiter,

@@ -1,4 +1,4 @@
-package manager_test
+package hostnames_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
@@ -51,7 +51,7 @@ func TestHostnamesHeldElsewhere(t *testing.T) {
 	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: t0}, []string{"example.com/keep"}
 	objs = append(objs, gone, lb("tenant-a", "gone", "gone.example.org", 4))
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).
-		WithIndex(&kubelbv1alpha1.LoadBalancer{}, manager.IndexLoadBalancerHostname, manager.HostnameIndex).Build()
+		WithIndex(&kubelbv1alpha1.LoadBalancer{}, hostnames.IndexLoadBalancerHostname, hostnames.HostnameIndex).Build()
 
 	held := func(ns string) []string {
 		list := &kubelbv1alpha1.LoadBalancerList{}
@@ -62,7 +62,7 @@ func TestHostnamesHeldElsewhere(t *testing.T) {
 		for i := range list.Items {
 			mine = append(mine, &list.Items[i])
 		}
-		got, err := manager.HostnamesHeldElsewhere(context.Background(), c, "kubelb-system", mine)
+		got, err := hostnames.HostnamesHeldElsewhere(context.Background(), c, "kubelb-system", mine)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestHostnamesHeldElsewhere(t *testing.T) {
 	if diff := cmp.Diff([]string{"api", "steal", "tie"}, held("tenant-b")); diff != "" {
 		t.Errorf("tenant-b held (-want +got):\n%s", diff)
 	}
-	one, err := manager.HostnameHeldElsewhere(context.Background(), c, "kubelb-system", lb("tenant-b", "steal", "shop.example.org", 6), "shop.example.org")
+	one, err := hostnames.HostnameHeldElsewhere(context.Background(), c, "kubelb-system", lb("tenant-b", "steal", "shop.example.org", 6), "shop.example.org")
 	if err != nil || !one {
 		t.Errorf("HostnameHeldElsewhere = %v, %v", one, err)
 	}

@@ -1,4 +1,7 @@
-package manager
+// Package hubcache holds what the manager caches of the hub and how: label selectors so that
+// only kubelb's objects are cached, transforms that drop what no controller reads, and
+// labelled caches of their own for kinds such as Secrets and Deployments.
+package hubcache
 
 import (
 	"fmt"
@@ -59,7 +62,7 @@ const kubelbLabelPrefix = "kubelb.k8c.io/"
 
 // TransformTenantObject strips from an object a tenant wrote what the manager never reads
 // and the tenant controls the size of: kubectl's last-applied-configuration annotation (a
-// second copy of the object). The managedFields stay: apply.ApplyStatus may rewrite the whole
+// second copy of the object). The managedFields stay: ssa.ApplyStatus may rewrite the whole
 // list from the cached object (adopting legacy status updates), which must not lose entries.
 func TransformTenantObject(obj any) (any, error) {
 	o, ok := obj.(client.Object)

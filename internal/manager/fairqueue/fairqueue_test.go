@@ -1,4 +1,4 @@
-package manager
+package fairqueue
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func req(ns, name string) reconcile.Request {
 // back another tenant's one: it is handed out second, and then the tenants take turns.
 func TestFairQueueRoundRobin(t *testing.T) {
 	t.Parallel()
-	q := FairQueue("fairqueue-test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	q := New("fairqueue-test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	for i := range 1000 {
 		q.Add(req("tenant-b", fmt.Sprintf("x%04d", i)))
@@ -48,7 +48,7 @@ func TestFairQueueRoundRobin(t *testing.T) {
 // and the rate limiter counts retries.
 func TestFairQueueSemantics(t *testing.T) {
 	t.Parallel()
-	q := FairQueue("fairqueue-test-2", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	q := New("fairqueue-test-2", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	a := req("tenant-a", "web")
 	q.Add(a)

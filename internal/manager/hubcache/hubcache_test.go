@@ -1,4 +1,4 @@
-package manager_test
+package hubcache_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/manager"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -51,7 +51,7 @@ func TestCacheHoldsOnlyKubelbSecrets(t *testing.T) {
 	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{
 		Scheme:  testenv.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{ByObject: manager.CacheByObject()}, // as cmd/kubelb
+		Cache:   cache.Options{ByObject: hubcache.CacheByObject()}, // as cmd/kubelb
 	})
 	if err != nil {
 		t.Fatal(err)
