@@ -106,7 +106,10 @@ func run(o *options) error {
 	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return fmt.Errorf("setting up the Envoy control plane: %w", err)
 	}
-	if err := status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints)); err != nil {
+	// The one writer of LoadBalancer and Route status, for the status writer and the
+	// LoadBalancer and Route controllers (all leader only).
+	sink := status.NewSink(mgr.GetClient())
+	if err := status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints), status.WithSink(sink)); err != nil {
 		return fmt.Errorf("setting up the status writer: %w", err)
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{
@@ -120,10 +123,10 @@ func run(o *options) error {
 	if err := ports.Range().Validate(); err != nil {
 		return fmt.Errorf("reading --envoy-port-range: %w", err)
 	}
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store}); err != nil {
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
-	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports}); err != nil {
+	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink}); err != nil {
 		return fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {

@@ -34,11 +34,21 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("decoding the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
+	pruneEmptyObjects(st)
+	return ApplyStatusFields(ctx, c, obj, owner, st)
+}
+
+// ApplyStatusFields is ApplyStatus with the status given as its JSON fields, applied as they
+// are (the caller leaves out empty objects where the API server would keep null).
+func ApplyStatusFields(ctx context.Context, c client.Client, obj client.Object, owner string, st map[string]any) error {
+	gvk, err := c.GroupVersionKindFor(obj)
+	if err != nil {
+		return fmt.Errorf("finding the kind of %T: %w", obj, err)
+	}
 	// Every status updater: only earlier versions of the controllers update these statuses.
 	if err := adoptUpdates(ctx, c, obj, owner, "status", nil); err != nil {
 		return err
 	}
-	pruneEmptyObjects(st)
 	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
 	u.SetGroupVersionKind(gvk)
 	u.SetName(obj.GetName())

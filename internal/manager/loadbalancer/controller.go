@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -90,6 +89,9 @@ type Options struct {
 	// writer would write, when it is known, so that a new LoadBalancer's status is written
 	// once. Nil leaves Programmed to the status writer alone.
 	Status *statuspkg.Store
+	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
+	// the Route controller and the status writer; nil makes one for this controller alone.
+	Sink *statuspkg.Sink
 	// AddressWait is how long the first status write of a LoadBalancer whose hub Service
 	// is of type LoadBalancer waits for the hub's load balancer to give it an address, so
 	// that ports and address are written at once; zero means DefaultAddressWait.
@@ -117,7 +119,7 @@ type Reconciler struct {
 	waiting portwait.Waiters                  // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
-	written map[types.NamespacedName]writtenStatus
+	sink    *statuspkg.Sink                   // the one writer of LoadBalancer status
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
@@ -148,6 +150,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Ports == nil {
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
 	}
+	if opts.Sink == nil {
+		opts.Sink = statuspkg.NewSink(mgr.GetClient())
+	}
 	opts.PortRange = opts.Ports.Range()
 	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
 	if err != nil {
@@ -171,7 +176,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
 		opts:      opts,
 		known:     map[types.NamespacedName]struct{}{},
-		written:   map[types.NamespacedName]writtenStatus{},
+		sink:      opts.Sink,
 		deleting:  map[types.NamespacedName]types.UID{},
 		perNS:     map[string]int{},
 		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
@@ -403,7 +408,7 @@ func (r *Reconciler) waitForAddress(lb *kubelbv1alpha1.LoadBalancer, svc *corev1
 	if out.serviceType != corev1.ServiceTypeLoadBalancer || out.hasAddress || readyCondition(out, lb.Generation).Reason != ReasonWaitingForAddress {
 		return 0
 	}
-	if meta.FindStatusCondition(r.knownStatus(lb).Conditions, ConditionReady) != nil {
+	if meta.FindStatusCondition(r.sink.KnownLoadBalancer(lb).Conditions, ConditionReady) != nil {
 		return 0
 	}
 	if svc == nil { // just created by this reconcile
@@ -412,56 +417,47 @@ func (r *Reconciler) waitForAddress(lb *kubelbv1alpha1.LoadBalancer, svc *corev1
 	return max(r.opts.AddressWait-time.Since(svc.CreationTimestamp.Time), 0)
 }
 
-// writeStatus applies the LoadBalancer's status (only the fields this controller owns, with
-// field owner StatusFieldOwner) when it differs from the status the LoadBalancer has, and
-// emits a Warning Event when Ready turns False for a reason a user must act on. The
+// writeStatus hands the LoadBalancer's status (the fields this controller decides: ports,
+// address, IP families, Ready and Hostname) to the status Sink, the one writer of
+// LoadBalancer status, and emits a Warning Event when Ready turns False for a reason a user
+// must act on. When the status is written anyway, it carries Programmed as the status
+// writer would write it, when that is known: a new LoadBalancer's status is one write. The
 // API server keeps times to the second.
 func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, typ corev1.ServiceType, planned []lbPort,
 	alloc map[portalloc.Key]int32, out outcome) error {
 	cond := readyCondition(out, lb.Generation)
-	known := r.knownStatus(lb)
-	prev := meta.FindStatusCondition(known.Conditions, ConditionReady)
-	// The next status starts from the known one: from a cache that has not caught up with
-	// our last write yet, a status built on the cached copy would lack what that write
-	// added (Programmed, the Ready condition's time) and be written a second time.
-	base := lb
-	if !equality.Semantic.DeepEqual(lb.Status, known) {
-		b := *lb
-		b.Status = known
-		base = &b
-	}
-	status := nextStatus(base, svc, typ, planned, alloc, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
-	if out.ipMode != "" { // the tenant's kube-proxy reads it (Proxy: no short-cut past Envoy)
-		translate.SetIPMode(&status.LoadBalancer, out.ipMode)
-	}
-	setHostnameStatus(&status, out.hostname, lb.Generation, metav1.NewTime(time.Now().Truncate(time.Second)))
-	// When the status is written anyway, it carries Programmed, as the status writer would
-	// write it, when that is known: one write for both. (Never a write for Programmed alone:
-	// that is the status writer's.) Once on the object it is always carried (status starts
-	// from the LoadBalancer's), so that this apply never drops it.
-	prevProgrammed := meta.FindStatusCondition(known.Conditions, statuspkg.ConditionProgrammed)
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	var programmed *metav1.Condition
-	write := !equality.Semantic.DeepEqual(lb.Status, status) && !r.alreadyWritten(lb, status)
-	if write && r.opts.Status != nil {
-		c, ok, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
-		if err != nil {
-			return err
+	var programmedErr error
+	known, wrote, err := r.sink.LoadBalancer(ctx, lb, func(st *kubelbv1alpha1.LoadBalancerStatus) {
+		base := *lb
+		base.Status = *st
+		next := nextStatus(&base, svc, typ, planned, alloc, cond, now)
+		if out.ipMode != "" { // the tenant's kube-proxy reads it (Proxy: no short-cut past Envoy)
+			translate.SetIPMode(&next.LoadBalancer, out.ipMode)
 		}
-		if ok {
-			c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
-			meta.SetStatusCondition(&status.Conditions, c)
-			programmed = &c
+		setHostnameStatus(&next, out.hostname, lb.Generation, now)
+		if r.opts.Status != nil && !equality.Semantic.DeepEqual(*st, next) {
+			c, ok, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
+			if err != nil {
+				programmedErr = err
+				return
+			}
+			if ok {
+				c.LastTransitionTime = now
+				meta.SetStatusCondition(&next.Conditions, c)
+				programmed = &c
+			}
 		}
+		*st = next
+	})
+	if err := errors.Join(programmedErr, err); err != nil {
+		return err
 	}
-	if write {
-		if err := ssa.ApplyStatus(ctx, r.client, lb, StatusFieldOwner, ownedStatus(status)); err != nil {
-			return err
-		}
-		r.recordWritten(lb)
-		if programmed != nil {
-			statuspkg.ProgrammedEvent(r.recorder, lb, prevProgrammed, *programmed)
-		}
+	if wrote && programmed != nil {
+		statuspkg.ProgrammedEvent(r.recorder, lb, meta.FindStatusCondition(known.Conditions, statuspkg.ConditionProgrammed), *programmed)
 	}
+	prev := meta.FindStatusCondition(known.Conditions, ConditionReady)
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
 		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidPorts, ReasonQuotaExceeded, ReasonUnsupportedType, ReasonIPFamilyUnavailable, ReasonNodePortsNotAllowed:
@@ -473,59 +469,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 		r.recorder.Eventf(lb, nil, corev1.EventTypeWarning, hc.Reason, "Reconcile", "%s", hc.Message)
 	}
 	return nil
-}
-
-// writtenStatus is the last status this controller wrote for a LoadBalancer and the
-// resourceVersion the API server answered with.
-type writtenStatus struct {
-	uid    types.UID
-	rv     int64
-	status kubelbv1alpha1.LoadBalancerStatus
-}
-
-// alreadyWritten reports whether the cached LoadBalancer is older than this controller's
-// last status write for it and that write already holds status: the cache has not caught up
-// with our own write yet, and writing the same status again would only cost a request. (A
-// cached copy at or past our write is compared as usual, so changes made by others after
-// our write are still corrected.) resourceVersions are compared as numbers, as etcd makes
-// them; one that is not a number never skips a write.
-func (r *Reconciler) alreadyWritten(lb *kubelbv1alpha1.LoadBalancer, status kubelbv1alpha1.LoadBalancerStatus) bool {
-	cached, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
-	if err != nil {
-		return false
-	}
-	r.mu.Lock()
-	w, ok := r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}]
-	r.mu.Unlock()
-	return ok && w.uid == lb.UID && cached < w.rv && equality.Semantic.DeepEqual(w.status, status)
-}
-
-// knownStatus is the LoadBalancer's status as this controller last knew it: the status of
-// its own last write when the cached LoadBalancer is older than that write, else the cached
-// one. Events on transitions compare against it, so a second reconcile before the cache has
-// caught up with the first one's write does not announce the same transition again.
-func (r *Reconciler) knownStatus(lb *kubelbv1alpha1.LoadBalancer) kubelbv1alpha1.LoadBalancerStatus {
-	cached, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
-	if err != nil {
-		return lb.Status
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}]; ok && w.uid == lb.UID && cached < w.rv {
-		return w.status
-	}
-	return lb.Status
-}
-
-// recordWritten remembers a status write (lb as the API server returned it).
-func (r *Reconciler) recordWritten(lb *kubelbv1alpha1.LoadBalancer) {
-	rv, err := strconv.ParseInt(lb.ResourceVersion, 10, 64)
-	if err != nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.written[types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}] = writtenStatus{uid: lb.UID, rv: rv, status: *lb.Status.DeepCopy()}
 }
 
 // reconcileDelete cleans up after a LoadBalancer being deleted (something else's finalizer
@@ -613,7 +556,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.waiting.Set(lb, false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.written, lb)
+	r.sink.Forget("LoadBalancer", lb)
 	r.dropped.Forget(lb)
 	if _, ok := r.known[lb]; ok {
 		delete(r.known, lb)

@@ -728,8 +728,8 @@ func TestController(t *testing.T) {
 				owners[f.Manager] = true
 			}
 		}
-		if !owners[StatusFieldOwner] || !owners["kubelb-status"] {
-			t.Errorf("status appliers %v, want %s and kubelb-status", owners, StatusFieldOwner)
+		if !owners[statuspkg.FieldOwner] || len(owners) != 1 {
+			t.Errorf("status appliers %v, want only %s (the one status writer)", owners, statuspkg.FieldOwner)
 		}
 		deleteAll(t, c, ns)
 	})

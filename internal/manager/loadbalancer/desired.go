@@ -19,21 +19,13 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
-	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services.
 const FieldOwner = "kubelb-manager-loadbalancer"
-
-// StatusFieldOwner is the server-side apply field manager of the LoadBalancer status fields
-// this controller owns: the Ready condition, service, loadBalancer, hostname and
-// observedGeneration. Other writers (the Programmed condition of the leader-only status
-// writer) apply theirs under their own names and keep them.
-const StatusFieldOwner = "kubelb-loadbalancer"
 
 // ConditionReady is the condition of a LoadBalancer that says whether its hub Service exposes
 // every port with an address.
@@ -408,14 +400,6 @@ func waitingMessage(o outcome) string {
 	}
 	return "Waiting for " + svc + " to get an address: it names no load-balancer class, so the hub cluster's default implementation (a cloud provider, MetalLB, kube-vip, ...) should give it one, and none has yet. " +
 		"The hub's platform team should install one, or start the manager with --address-provider=node-ip or ipam (docs/modes.md)."
-}
-
-// ownedStatus is the part of a LoadBalancer status this controller applies: every field but
-// the conditions of other types.
-func ownedStatus(st kubelbv1alpha1.LoadBalancerStatus) *kubelbv1alpha1.LoadBalancerStatus {
-	owned := st.DeepCopy()
-	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionHostname, statuspkg.ConditionProgrammed)
-	return owned
 }
 
 // setHostnameStatus sets status.hostname and the Hostname condition (removed when the

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -322,38 +321,6 @@ func TestNextStatusByType(t *testing.T) {
 				t.Errorf("nodePort %d, want %d", got, tc.nodePort)
 			}
 		})
-	}
-}
-
-func TestAlreadyWritten(t *testing.T) {
-	t.Parallel()
-	r := &Reconciler{written: map[types.NamespacedName]writtenStatus{}}
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
-	lb.ResourceVersion = "10"
-	written := kubelbv1alpha1.LoadBalancerStatus{ObservedGeneration: 3}
-	lb.Status = written
-	r.recordWritten(lb)
-
-	stale := lb.DeepCopy()
-	stale.ResourceVersion, stale.Status = "9", kubelbv1alpha1.LoadBalancerStatus{}
-	if !r.alreadyWritten(stale, written) {
-		t.Error("a stale cached copy made the same status be written again")
-	}
-	if r.alreadyWritten(stale, kubelbv1alpha1.LoadBalancerStatus{ObservedGeneration: 4}) {
-		t.Error("a different status was skipped")
-	}
-	current := lb.DeepCopy()
-	current.ResourceVersion = "10"
-	if r.alreadyWritten(current, written) {
-		t.Error("a copy at our write was skipped: changes by others would never be corrected")
-	}
-	stale.UID = "other"
-	if r.alreadyWritten(stale, written) {
-		t.Error("a recreated LoadBalancer was skipped")
-	}
-	stale.UID, stale.ResourceVersion = lb.UID, "not-a-number"
-	if r.alreadyWritten(stale, written) {
-		t.Error("an opaque resourceVersion was compared")
 	}
 }
 

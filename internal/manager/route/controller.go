@@ -53,6 +53,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/namespaces"
 	"kubelb.dev/kubelb/internal/manager/portwait"
 	"kubelb.dev/kubelb/internal/manager/predicates"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -81,6 +82,10 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
+	// the LoadBalancer controller and the status writer; nil makes one for this controller
+	// alone.
+	Sink *statuspkg.Sink
 }
 
 // Reconciler reconciles Routes into hub Services, port allocations and status.
@@ -111,6 +116,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // setup builds and registers the reconciler; wrap (tests) may wrap it.
 func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) (*Reconciler, error) {
+	if opts.Sink == nil {
+		opts.Sink = statuspkg.NewSink(mgr.GetClient())
+	}
 	if opts.Ports == nil {
 		return nil, errors.New("setting up the Route controller: no port allocator")
 	}
@@ -506,18 +514,17 @@ func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except stri
 	return false, nil
 }
 
-// writeStatus applies the Route's status (only the fields this controller owns) when it
-// differs from the status the Route has, and emits a Warning Event when the condition turns
+// writeStatus hands the Route's status (the fields this controller decides) to the status
+// Sink, the one writer of Route status, which writes it when it differs, and emits a Warning Event when the condition turns
 // False for a reason a user must act on.
 func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Route, out outcome, services []hubServiceState) error {
 	cond := appliedCondition(out, route.Generation)
-	prev := meta.FindStatusCondition(route.Status.Resources.Route.Conditions, ConditionApplied)
-	next := nextStatus(route, out, services, cond, metav1.NewTime(time.Now().Truncate(time.Second)))
-	if !sameStatus(currentStatus(route), next) {
-		if err := ssa.ApplyStatus(ctx, r.client, route, StatusFieldOwner, &next); err != nil {
-			return err
-		}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	known, _, err := r.opts.Sink.Route(ctx, route, func(st *kubelbv1alpha1.RouteStatus) { setStatus(st, route, out, services, cond, now) })
+	if err != nil {
+		return err
 	}
+	prev := meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionApplied)
 	if cond.Status == metav1.ConditionFalse && (prev == nil || prev.Reason != cond.Reason) {
 		switch cond.Reason {
 		case ReasonPortsExhausted, ReasonServiceFailed, ReasonInvalidListeners, ReasonUnsupportedKind, ReasonInvalidName, ReasonQuotaExceeded:

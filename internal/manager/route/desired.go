@@ -29,13 +29,6 @@ import (
 // FieldOwner is the server-side apply field manager of the hub Services of Routes.
 const FieldOwner = "kubelb-manager-route"
 
-// StatusFieldOwner is the server-side apply field manager of the Route status fields this
-// controller owns: resources.source, resources.services, and resources.route's apiVersion,
-// kind, name, namespace and ResourceAppliedSuccessfully condition. resources.route.status
-// (the status copied back onto the tenant object) belongs to the leader-only status writer
-// ("kubelb-status") and is never written here.
-const StatusFieldOwner = "kubelb-route"
-
 // ConditionApplied is the condition of status.resources.route (and of every entry of
 // status.resources.services) that says whether the hub objects of the Route are in place,
 // as KubeLB CE names it.
@@ -319,42 +312,6 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 // maxQuoted bounds tenant text quoted in a message: 100 bytes and the ellipsis.
 const maxQuoted = 100 + len(textcut.Ellipsis)
 
-// ownedStatus is the part of a Route status this controller applies (StatusFieldOwner).
-// It is its own type, not RouteStatus, so that nothing else — above all
-// resources.route.status, the status writer's — is sent, not even as null.
-type ownedStatus struct {
-	Resources ownedResources `json:"resources"`
-}
-
-type ownedResources struct {
-	Source   string                  `json:"source,omitempty"`
-	Services map[string]ownedService `json:"services,omitempty"`
-	Route    ownedRoute              `json:"route"`
-}
-
-type ownedRoute struct {
-	APIVersion string `json:"apiVersion,omitempty"`
-	Kind       string `json:"kind,omitempty"`
-	Name       string `json:"name,omitempty"`
-	Namespace  string `json:"namespace,omitempty"`
-	// GeneratedName is the hub object that serves the tenant object: in KubeLB CE the hub
-	// Ingress or Gateway API object its manager made, in kubelb (which makes none) the Route
-	// itself. A KubeLB CE ccm copies status back only once it is set.
-	GeneratedName string             `json:"generatedName,omitempty"`
-	Conditions    []metav1.Condition `json:"conditions,omitempty"`
-}
-
-type ownedService struct {
-	APIVersion    string               `json:"apiVersion,omitempty"`
-	Kind          string               `json:"kind,omitempty"`
-	Name          string               `json:"name,omitempty"`
-	Namespace     string               `json:"namespace,omitempty"`
-	GeneratedName string               `json:"generatedName,omitempty"`
-	Status        json.RawMessage      `json:"status,omitempty"`
-	Conditions    []metav1.Condition   `json:"conditions,omitempty"`
-	Ports         []corev1.ServicePort `json:"ports,omitempty"`
-}
-
 // hubServiceState is a hub Service as the status reports it: name, ports and its status
 // (nil svc: just applied, no status yet).
 type hubServiceState struct {
@@ -363,125 +320,49 @@ type hubServiceState struct {
 	svc   *corev1.Service
 }
 
-// nextStatus is the part of the status this controller owns, as it should be: the source,
-// the hub Services (keyed "namespace/name") and the route's identity and condition. A
-// condition keeps its transition time unless its status changes.
-func nextStatus(r *kubelbv1alpha1.Route, o outcome, services []hubServiceState, cond metav1.Condition, now metav1.Time) ownedStatus {
-	var st ownedStatus
+// setStatus writes into st (a Route's status as kubelb last knew it) what this controller
+// decides: the source, the hub Services (keyed "namespace/name", every entry: the controller
+// is the only writer of that map), the route's identity and its ResourceAppliedSuccessfully
+// condition. A condition keeps its transition time unless its status changes. The route's
+// GeneratedName is the hub object that serves the tenant object: in KubeLB CE the hub Ingress
+// or Gateway API object its manager made, in kubelb (which makes none) the Route itself; a
+// KubeLB CE ccm copies status back only once it is set.
+func setStatus(st *kubelbv1alpha1.RouteStatus, r *kubelbv1alpha1.Route, o outcome, services []hubServiceState, cond metav1.Condition, now metav1.Time) {
+	res := &st.Resources
+	res.Source = ""
 	if r.Spec.Source.Kubernetes != nil {
 		u := &r.Spec.Source.Kubernetes.Route
-		st.Resources.Route = ownedRoute{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), Namespace: u.GetNamespace(),
-			GeneratedName: r.Name}
-		st.Resources.Source = strings.TrimSpace(u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName())
+		rt := &res.Route
+		rt.APIVersion, rt.Kind, rt.Name, rt.Namespace, rt.GeneratedName = u.GetAPIVersion(), u.GetKind(), u.GetName(), u.GetNamespace(), r.Name
+		res.Source = strings.TrimSpace(u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName())
 	}
-	st.Resources.Route.Conditions = setCondition(r.Status.Resources.Route.Conditions, cond, now)
+	setCondition(&res.Route.Conditions, cond, now)
+	prev := res.Services
+	res.Services = nil
 	for _, s := range services {
 		key := r.Namespace + "/" + s.name
-		prev := r.Status.Resources.Services[key].Conditions
-		entry := ownedService{
+		entry := kubelbv1alpha1.RouteServiceStatus{ResourceState: kubelbv1alpha1.ResourceState{
 			APIVersion: "v1", Kind: "Service", Name: s.name, Namespace: r.Namespace, GeneratedName: s.name,
-			Conditions: setCondition(prev, metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionTrue,
-				Reason: ReasonApplied, Message: "Success", ObservedGeneration: r.Generation}, now),
-		}
+			Conditions: slices.Clone(prev[key].Conditions),
+		}}
+		setCondition(&entry.Conditions, metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionTrue,
+			Reason: ReasonApplied, Message: "Success", ObservedGeneration: r.Generation}, now)
 		for _, p := range s.ports {
 			entry.Ports = append(entry.Ports, corev1.ServicePort{Name: p.name, Protocol: p.protocol, Port: p.port, TargetPort: intstr.FromInt32(p.target)})
 		}
 		if s.svc != nil {
-			entry.Status, _ = json.Marshal(s.svc.Status)
+			entry.Status.Raw, _ = json.Marshal(s.svc.Status)
 		}
-		if st.Resources.Services == nil {
-			st.Resources.Services = map[string]ownedService{}
+		if res.Services == nil {
+			res.Services = map[string]kubelbv1alpha1.RouteServiceStatus{}
 		}
-		st.Resources.Services[key] = entry
+		res.Services[key] = entry
 	}
-	return st
 }
 
-// setCondition returns only cond (the one condition type this controller owns), with the
-// transition time of the same condition in conds when its status is unchanged.
-func setCondition(conds []metav1.Condition, cond metav1.Condition, now metav1.Time) []metav1.Condition {
-	var own []metav1.Condition
-	if prev := meta.FindStatusCondition(conds, cond.Type); prev != nil {
-		own = []metav1.Condition{*prev}
-	}
+// setCondition sets cond in conds, with the transition time it has there when its status
+// is unchanged, now otherwise.
+func setCondition(conds *[]metav1.Condition, cond metav1.Condition, now metav1.Time) {
 	cond.LastTransitionTime = now
-	meta.SetStatusCondition(&own, cond)
-	return own
-}
-
-// currentStatus is the part of the status this controller owns, as the Route has it (every
-// services entry: the controller is the only writer of that map).
-func currentStatus(r *kubelbv1alpha1.Route) ownedStatus {
-	in := r.Status.Resources
-	st := ownedStatus{Resources: ownedResources{
-		Source: in.Source,
-		Route: ownedRoute{APIVersion: in.Route.APIVersion, Kind: in.Route.Kind, Name: in.Route.Name, Namespace: in.Route.Namespace,
-			GeneratedName: in.Route.GeneratedName, Conditions: ownConditions(in.Route.Conditions)},
-	}}
-	for k, s := range in.Services {
-		if st.Resources.Services == nil {
-			st.Resources.Services = map[string]ownedService{}
-		}
-		st.Resources.Services[k] = ownedService{
-			APIVersion: s.APIVersion, Kind: s.Kind, Name: s.Name, Namespace: s.Namespace, GeneratedName: s.GeneratedName,
-			Status: s.Status.Raw, Conditions: s.Conditions, Ports: s.Ports,
-		}
-	}
-	return st
-}
-
-func ownConditions(conds []metav1.Condition) []metav1.Condition {
-	var out []metav1.Condition
-	for _, c := range conds {
-		if c.Type == ConditionApplied {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// sameStatus compares two owned statuses as the API server would store them: as JSON with
-// empty objects left out.
-func sameStatus(a, b ownedStatus) bool {
-	return equalJSON(normalize(a), normalize(b))
-}
-
-func normalize(v any) any {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var out any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil
-	}
-	return prune(out)
-}
-
-// prune removes empty objects and nulls, deepest first.
-func prune(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			x = prune(x)
-			if m, ok := x.(map[string]any); (ok && len(m) == 0) || x == nil {
-				delete(v, k)
-				continue
-			}
-			v[k] = x
-		}
-		return v
-	case []any:
-		for i := range v {
-			v[i] = prune(v[i])
-		}
-		return v
-	}
-	return v
-}
-
-func equalJSON(a, b any) bool {
-	ra, _ := json.Marshal(a)
-	rb, _ := json.Marshal(b)
-	return string(ra) == string(rb)
+	meta.SetStatusCondition(conds, cond)
 }

@@ -23,6 +23,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -35,6 +36,7 @@ const waitTimeout = 30 * time.Second
 // allocator as in cmd/kubelb, running in-process against a test API server.
 type running struct {
 	ports  *portalloc.Shared
+	sink   *statuspkg.Sink // the one status writer, shared as in cmd/kubelb
 	writes *objects.WriteCounter
 	stop   func()
 }
@@ -54,10 +56,11 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 		}
 	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports}); err != nil {
+	m.sink = statuspkg.NewSink(mgr.GetClient())
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports}); err != nil {
+	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink}); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the manager's own grace period (30 s), so a runnable that does not end

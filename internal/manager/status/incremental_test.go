@@ -45,7 +45,7 @@ func TestWriterLooksOnlyAtWhatChanged(t *testing.T) {
 		sp := v1alpha1.ServicePort{UpstreamTargetPort: int32(10000 + i)}
 		sp.Port, sp.Protocol = 80, corev1.ProtocolTCP
 		lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
-		meta.SetStatusCondition(&lb.Status.Conditions, metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, Reason: "AddressAssigned",
+		meta.SetStatusCondition(&lb.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "AddressAssigned",
 			Message: "played", ObservedGeneration: lb.Generation})
 		if err := c.Status().Update(ctx, lb); err != nil {
 			t.Fatal(err)

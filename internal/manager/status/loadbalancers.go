@@ -16,14 +16,11 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// conditionReady is the LoadBalancer controller's condition (loadbalancer.ConditionReady):
-// present once that controller reported the LoadBalancer's ports and hub Service.
-const conditionReady = "Ready"
-
-// A LoadBalancer's status has two writers, the LoadBalancer controller (ports, address,
-// Ready) and the leader-only Writer (Programmed), and a new LoadBalancer would cost a status
-// write of each, plus a transient Programmed=False (PortNotAllocated) while the translation
-// ran ahead of the port allocation. To write a new LoadBalancer's status once:
+// A LoadBalancer's status has two producers, the LoadBalancer controller (ports, address,
+// Ready) and the leader-only Writer (Programmed), both written by the Sink, and a new
+// LoadBalancer would cost a status write of each, plus a transient Programmed=False
+// (PortNotAllocated) while the translation ran ahead of the port allocation. To write a new
+// LoadBalancer's status once:
 //   - the LoadBalancer controller carries the Programmed verdict (LoadBalancerProgrammed)
 //     in its own status write when the latest Report knows the LoadBalancer at its
 //     generation;
@@ -89,7 +86,7 @@ func transient(lb *v1alpha1.LoadBalancer, problems []ir.Problem, byController bo
 	if errs == 0 {
 		return false
 	}
-	if byController || meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil {
+	if byController || meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil {
 		return true
 	}
 	allocated := 0

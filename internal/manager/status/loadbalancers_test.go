@@ -29,7 +29,7 @@ func TestTransientPortNotAllocated(t *testing.T) {
 	if !transient(lb, notAllocated, false) {
 		t.Error("PortNotAllocated before the LoadBalancer controller reported is written")
 	}
-	lb.Status.Conditions = []metav1.Condition{{Type: conditionReady, Status: metav1.ConditionFalse, Reason: "PortsExhausted"}}
+	lb.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "PortsExhausted"}}
 	sp := v1alpha1.ServicePort{UpstreamTargetPort: 10000}
 	sp.Port = 80
 	lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}

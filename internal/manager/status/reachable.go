@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,6 +41,12 @@ const StaleHealthTTL = 3 * HealthRefresh
 
 // WriterOption configures the Writer.
 type WriterOption func(*Writer)
+
+// WithSink makes the Writer write through s, the one writer of LoadBalancer and Route
+// status shared with the LoadBalancer and Route controllers.
+func WithSink(s *Sink) WriterOption {
+	return func(w *Writer) { w.sink = s }
+}
 
 // WithEndpoints gives the Writer the current endpoints of a tenant's clusters (the leader's
 // own xDS snapshot, xds.Server.ClusterEndpoints), which the BackendsReachable condition
@@ -155,11 +160,12 @@ func (w *Writer) backendHealth(ctx context.Context, tenant string) ([]reach.Foun
 
 // reachableOf applies the verdict to the LoadBalancer or Route ref of the tenant.
 func (w *Writer) reachableOf(ctx context.Context, tenant string, ref ir.ObjectRef, v reach.Verdict) error {
+	key := types.NamespacedName{Namespace: tenant, Name: ref.Name}
 	var obj client.Object = &v1alpha1.LoadBalancer{}
 	if ref.Kind == translate.KindRoute {
 		obj = &v1alpha1.Route{}
 	}
-	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: ref.Name}, obj); err != nil {
+	if err := w.client.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -168,62 +174,24 @@ func (w *Writer) reachableOf(ctx context.Context, tenant string, ref ir.ObjectRe
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
+	cond := Reachable(obj.GetGeneration(), v)
+	var prev *metav1.Condition
+	var err error
+	wrote := false
 	switch o := obj.(type) {
 	case *v1alpha1.LoadBalancer:
-		return w.applyReachable(ctx, o, o.Status.Conditions, v, func(c map[string]any) map[string]any {
-			return map[string]any{"conditions": []any{c}}
-		})
+		var known v1alpha1.LoadBalancerStatus
+		known, wrote, err = w.sink.LoadBalancer(ctx, o, func(st *v1alpha1.LoadBalancerStatus) { w.setReachable(&st.Conditions, cond) })
+		prev = meta.FindStatusCondition(known.Conditions, ConditionBackendsReachable)
 	case *v1alpha1.Route:
-		return w.applyReachable(ctx, o, o.Status.Resources.Route.Conditions, v, func(c map[string]any) map[string]any {
-			return map[string]any{"resources": map[string]any{"route": map[string]any{"conditions": []any{c}}}}
-		})
+		var known v1alpha1.RouteStatus
+		known, wrote, err = w.sink.Route(ctx, o, func(st *v1alpha1.RouteStatus) { w.setReachable(&st.Resources.Route.Conditions, cond) })
+		prev = meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionBackendsReachable)
 	}
-	return nil
-}
-
-// Reachable is the BackendsReachable condition of a verdict.
-func Reachable(generation int64, v reach.Verdict) metav1.Condition {
-	return metav1.Condition{Type: ConditionBackendsReachable, Status: metav1.ConditionStatus(v.Status), Reason: v.Reason,
-		Message: bounded(v.Message), ObservedGeneration: generation}
-}
-
-// applyReachable writes obj's BackendsReachable condition (in conds, at the place in status
-// that at gives) when it differs from the one it has, and records an Event when its meaning
-// changed: a Warning when it becomes False, a Normal one when it becomes True after being
-// False.
-func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []metav1.Condition, v reach.Verdict, at func(map[string]any) map[string]any) error {
-	cond := Reachable(obj.GetGeneration(), v)
-	prev := meta.FindStatusCondition(conds, ConditionBackendsReachable)
-	if prev == nil && cond.Status == metav1.ConditionUnknown {
-		// Nothing known yet, and nothing said before: no write (a new LoadBalancer's status
-		// costs one write less; its first report writes the condition).
-		return nil
-	}
-	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
-		prev.ObservedGeneration == cond.ObservedGeneration {
-		return nil
-	}
-	c, err := w.transition(&cond, prev)
 	if err != nil {
-		return err
+		return fmt.Errorf("applying the BackendsReachable condition of %s %s/%s: %w", ref.Kind, tenant, ref.Name, err)
 	}
-	kind := "LoadBalancer"
-	if _, ok := obj.(*v1alpha1.Route); ok {
-		kind = "Route"
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       kind,
-		"metadata":   map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
-		"status":     at(c),
-	}}
-	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(ReachFieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("applying the BackendsReachable condition of %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
-	}
-	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message {
+	if !wrote || (prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message) {
 		return nil
 	}
 	switch {
@@ -233,4 +201,20 @@ func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []
 		w.recorder.Eventf(obj, nil, corev1.EventTypeNormal, cond.Reason, "CheckBackends", "%s", cond.Message)
 	}
 	return nil
+}
+
+// setReachable sets the BackendsReachable condition in conds, except a first one that
+// knows nothing yet: Unknown, with nothing said before, is no write (a new LoadBalancer's
+// status costs one write less; its first report writes the condition).
+func (w *Writer) setReachable(conds *[]metav1.Condition, cond metav1.Condition) {
+	if meta.FindStatusCondition(*conds, ConditionBackendsReachable) == nil && cond.Status == metav1.ConditionUnknown {
+		return
+	}
+	w.setCondition(conds, cond)
+}
+
+// Reachable is the BackendsReachable condition of a verdict.
+func Reachable(generation int64, v reach.Verdict) metav1.Condition {
+	return metav1.Condition{Type: ConditionBackendsReachable, Status: metav1.ConditionStatus(v.Status), Reason: v.Reason,
+		Message: bounded(v.Message), ObservedGeneration: generation}
 }

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -75,67 +73,36 @@ func desiredRouteState(route *v1alpha1.Route, rs translate.RouteStatus, translat
 	return st, nil
 }
 
-// unchanged reports whether the Route already has st.
-func (st routeState) unchanged(route *v1alpha1.Route) bool {
-	cur := &route.Status.Resources.Route
-	prev := meta.FindStatusCondition(cur.Conditions, ConditionProgrammed)
-	c := st.programmed
-	return prev != nil && prev.Status == c.Status && prev.Reason == c.Reason && prev.Message == c.Message &&
-		prev.ObservedGeneration == c.ObservedGeneration &&
-		cur.APIVersion == st.apiVersion && cur.Kind == st.kind && cur.Name == st.name && cur.Namespace == st.namespace &&
-		sameJSON(cur.Status.Raw, st.status)
+// set writes st into a Route's status (status.resources.route: identity, the tenant
+// object's status, Programmed), leaving the rest alone.
+func (st routeState) set(out *v1alpha1.RouteStatus) {
+	rt := &out.Resources.Route
+	rt.APIVersion, rt.Kind, rt.Name, rt.Namespace = st.apiVersion, st.kind, st.name, st.namespace
+	rt.Status = runtime.RawExtension{Raw: st.status}
+	meta.SetStatusCondition(&rt.Conditions, st.programmed)
 }
 
-// object is the apply configuration of st: only the fields the Writer owns.
-func (st routeState) object(route *v1alpha1.Route) (*unstructured.Unstructured, error) {
-	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st.programmed)
-	if err != nil {
-		return nil, err
-	}
-	rt := map[string]any{"conditions": []any{c}}
-	for k, v := range map[string]string{"apiVersion": st.apiVersion, "kind": st.kind, "name": st.name, "namespace": st.namespace} {
-		if v != "" {
-			rt[k] = v
-		}
-	}
-	if len(st.status) > 0 {
-		var raw any
-		if err := json.Unmarshal(st.status, &raw); err != nil {
-			return nil, err
-		}
-		rt["status"] = raw
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "Route",
-		"metadata":   map[string]any{"name": route.Name, "namespace": route.Namespace},
-		"status":     map[string]any{"resources": map[string]any{"route": rt}},
-	}}, nil
-}
-
-// applyRoute writes status.resources.route of one Route when it differs from what the Route
-// has: server-side apply of the status subresource under FieldOwner, carrying only the
-// Writer's fields (the Route controller's services, source and conditions stay). An Event
-// follows when the meaning of Programmed changed.
+// applyRoute writes status.resources.route of one Route through the Sink (which writes only
+// when it differs from what the Route has); the Route controller's services, source and
+// conditions stay. An Event follows when the meaning of Programmed changed.
 func (w *Writer) applyRoute(ctx context.Context, route *v1alpha1.Route, rs translate.RouteStatus, translated bool, cond metav1.Condition) error {
-	st, err := desiredRouteState(route, rs, translated, cond, w.now())
-	if err != nil {
-		return err
-	}
-	if st.unchanged(route) {
-		return nil
-	}
-	u, err := st.object(route)
-	if err != nil {
-		return fmt.Errorf("encoding the status of Route %s/%s: %w", route.Namespace, route.Name, err)
-	}
-	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
+	var stErr error
+	known, wrote, err := w.sink.Route(ctx, route, func(out *v1alpha1.RouteStatus) {
+		cur := *route
+		cur.Status = *out
+		st, err := desiredRouteState(&cur, rs, translated, cond, w.now())
+		if err != nil {
+			stErr = err
+			return
 		}
+		st.set(out)
+	})
+	if err := errors.Join(stErr, err); err != nil {
 		return fmt.Errorf("applying the status of Route %s/%s: %w", route.Namespace, route.Name, err)
 	}
-	w.event(route, meta.FindStatusCondition(route.Status.Resources.Route.Conditions, ConditionProgrammed), st.programmed)
+	if wrote {
+		w.event(route, meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionProgrammed), cond)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,9 +60,13 @@ func TestSettledRouteIsNotWritten(t *testing.T) {
 			writes++
 			return c.SubResource(sub).Patch(ctx, o, p, opts...)
 		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, o runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			writes++
+			return c.SubResource(sub).Apply(ctx, o, opts...)
+		},
 	})
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	w := &Writer{client: counted, store: store, recorder: events.NewFakeRecorder(10), now: func() time.Time { return now }}
+	w := &Writer{client: counted, store: store, recorder: events.NewFakeRecorder(10), now: func() time.Time { return now }, sink: NewSink(counted)}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
 	if _, err := w.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -54,6 +53,8 @@ type Writer struct {
 	now      func() time.Time
 	// endpoints are the current endpoints of a tenant's clusters (WithEndpoints).
 	endpoints func(tenant string) map[string][]string
+	// sink writes every status (WithSink; one of its own otherwise).
+	sink *Sink
 
 	mu      sync.Mutex
 	tenants map[string]*tenantState
@@ -72,21 +73,9 @@ type tenantState struct {
 	byObject map[ir.ObjectRef][]ir.Problem
 	// dirty are the LoadBalancers an event concerned since the last Reconcile took them.
 	dirty map[string]bool
-	// written is the last Programmed condition applied per LoadBalancer, with the
-	// resourceVersion the API server answered: while the cache is older than that write, the
-	// same condition is not applied again (a burst publishes Reports faster than the cache
-	// sees the writes). Only the Reconcile of the tenant touches it.
-	written map[string]writtenCondition
 	// reach is the BackendsReachable verdict of each LoadBalancer and Route (refs without
 	// namespace) at the last look (nil before the first, which looks at every one).
 	reach map[ir.ObjectRef]reach.Verdict
-}
-
-// writtenCondition is a Programmed condition the Writer applied to a LoadBalancer.
-type writtenCondition struct {
-	uid  types.UID
-	rv   int64
-	cond metav1.Condition
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
@@ -99,6 +88,9 @@ func setupWriter(mgr ctrl.Manager, store *Store, opts ...WriterOption) (*Writer,
 	w := &Writer{client: mgr.GetClient(), store: store, recorder: mgr.GetEventRecorder("kubelb-manager"), now: time.Now}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.sink == nil {
+		w.sink = NewSink(mgr.GetClient())
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
@@ -136,7 +128,7 @@ func (w *Writer) state(tenant string) *tenantState {
 	}
 	st := w.tenants[tenant]
 	if st == nil {
-		st = &tenantState{written: map[string]writtenCondition{}}
+		st = &tenantState{}
 		w.tenants[tenant] = st
 	}
 	return st
@@ -169,7 +161,7 @@ func programmedTouched() predicate.Predicate {
 		}
 		oc := meta.FindStatusCondition(o.Status.Conditions, ConditionProgrammed)
 		nc := meta.FindStatusCondition(n.Status.Conditions, ConditionProgrammed)
-		or, nr := meta.FindStatusCondition(o.Status.Conditions, conditionReady), meta.FindStatusCondition(n.Status.Conditions, conditionReady)
+		or, nr := meta.FindStatusCondition(o.Status.Conditions, ConditionReady), meta.FindStatusCondition(n.Status.Conditions, ConditionReady)
 		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc) || (or == nil) != (nr == nil)
 	}}
 }
@@ -209,7 +201,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	w.mu.Unlock()
 	var errs []error
 	visit := func(lb *v1alpha1.LoadBalancer) {
-		if err := w.program(ctx, st, report, byObject, lb); err != nil {
+		if err := w.program(ctx, report, byObject, lb); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -218,12 +210,9 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		if err := w.client.List(ctx, lbs, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 			return reconcile.Result{}, fmt.Errorf("listing LoadBalancers of %s: %w", tenant, err)
 		}
-		present := make(map[string]bool, len(lbs.Items))
 		for i := range lbs.Items {
-			present[lbs.Items[i].Name] = true
 			visit(&lbs.Items[i])
 		}
-		maps.DeleteFunc(st.written, func(name string, _ writtenCondition) bool { return !present[name] })
 	} else {
 		for name := range changedLoadBalancers(st.objects, report.Objects, st.byObject, byObject) {
 			if dirty == nil {
@@ -235,7 +224,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			lb := &v1alpha1.LoadBalancer{}
 			if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, lb); err != nil {
 				if apierrors.IsNotFound(err) {
-					delete(st.written, name)
+					w.sink.Forget("LoadBalancer", types.NamespacedName{Namespace: tenant, Name: name})
 					continue
 				}
 				errs = append(errs, fmt.Errorf("getting LoadBalancer %s/%s: %w", tenant, name, err))
@@ -279,13 +268,10 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 
 // program applies lb's Programmed condition when the Report has a verdict for it that its
 // status lacks.
-func (w *Writer) program(ctx context.Context, st *tenantState, report *Report, byObject map[ir.ObjectRef][]ir.Problem, lb *v1alpha1.LoadBalancer) error {
+func (w *Writer) program(ctx context.Context, report *Report, byObject map[ir.ObjectRef][]ir.Problem, lb *v1alpha1.LoadBalancer) error {
 	w.mu.Lock()
 	w.visited++
 	w.mu.Unlock()
-	if e, ok := st.written[lb.Name]; ok && e.uid != lb.UID {
-		delete(st.written, lb.Name) // an earlier LoadBalancer of that name
-	}
 	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: lb.Namespace, Name: lb.Name}
 	gen, translated := report.Objects[ref]
 	if !translated || !lb.DeletionTimestamp.IsZero() {
@@ -293,22 +279,32 @@ func (w *Writer) program(ctx context.Context, st *tenantState, report *Report, b
 	}
 	// Not before the LoadBalancer controller's first status write, which carries the
 	// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
-	if meta.FindStatusCondition(lb.Status.Conditions, conditionReady) == nil || transient(lb, byObject[ref], false) {
+	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || transient(lb, byObject[ref], false) {
 		return nil
 	}
 	cond := Programmed(gen, byObject[ref])
-	if e, ok := st.written[lb.Name]; ok && e.cond.Status == cond.Status && e.cond.Reason == cond.Reason && e.cond.Message == cond.Message &&
-		e.cond.ObservedGeneration == cond.ObservedGeneration && olderThan(lb.ResourceVersion, e.rv) {
-		return nil // applied already; the cache has not seen it yet
-	}
-	rv, err := w.apply(ctx, lb, cond)
+	known, wrote, err := w.sink.LoadBalancer(ctx, lb, func(st *v1alpha1.LoadBalancerStatus) {
+		w.setCondition(&st.Conditions, cond)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
 	}
-	if rv > 0 {
-		st.written[lb.Name] = writtenCondition{uid: lb.UID, rv: rv, cond: cond}
+	if wrote {
+		w.event(lb, meta.FindStatusCondition(known.Conditions, ConditionProgrammed), cond)
 	}
 	return nil
+}
+
+// setCondition sets cond in conds unless the same condition (status, reason, message,
+// observed generation) is there: its lastTransitionTime is now when its status changed, the
+// one it had otherwise.
+func (w *Writer) setCondition(conds *[]metav1.Condition, cond metav1.Condition) {
+	if prev := meta.FindStatusCondition(*conds, cond.Type); prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason &&
+		prev.Message == cond.Message && prev.ObservedGeneration == cond.ObservedGeneration {
+		return
+	}
+	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
+	meta.SetStatusCondition(conds, cond) // keeps the time when the status did not change
 }
 
 // changedLoadBalancers are the LoadBalancers whose verdict inputs differ between two looks:
@@ -398,45 +394,6 @@ func (w *Writer) dropEntries(ctx context.Context, ts *v1alpha1.TenantState, what
 func olderThan(cached string, rv int64) bool {
 	c, err := strconv.ParseInt(cached, 10, 64)
 	return err == nil && c < rv
-}
-
-// apply writes the condition when it differs from the object's, and records an Event when
-// its meaning changed. It returns the resourceVersion of the write, 0 when none was made.
-func (w *Writer) apply(ctx context.Context, lb *v1alpha1.LoadBalancer, cond metav1.Condition) (int64, error) {
-	prev := meta.FindStatusCondition(lb.Status.Conditions, ConditionProgrammed)
-	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
-		prev.ObservedGeneration == cond.ObservedGeneration {
-		return 0, nil
-	}
-	c, err := w.transition(&cond, prev)
-	if err != nil {
-		return 0, err
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "LoadBalancer",
-		"metadata":   map[string]any{"name": lb.Name, "namespace": lb.Namespace},
-		"status":     map[string]any{"conditions": []any{c}},
-	}}
-	if err := w.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("applying the Programmed condition of LoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
-	}
-	w.event(lb, prev, cond)
-	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	return rv, nil
-}
-
-// transition sets cond's lastTransitionTime (prev's when the status did not change, now
-// otherwise) and returns it for an apply.
-func (w *Writer) transition(cond, prev *metav1.Condition) (map[string]any, error) {
-	cond.LastTransitionTime = metav1.NewTime(w.now().Truncate(time.Second))
-	if prev != nil && prev.Status == cond.Status {
-		cond.LastTransitionTime = prev.LastTransitionTime
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(cond)
 }
 
 // event records an Event on obj when the meaning of its Programmed condition changed from

@@ -29,7 +29,7 @@ func TestStaleRejectionsArePruned(t *testing.T) {
 		{Proxy: "young", TypeURL: lds, Version: "v1", Time: metav1.NewTime(now.Add(-time.Minute))},
 	}
 	c := fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(ts).WithStatusSubresource(ts).Build()
-	w := &Writer{client: c, now: func() time.Time { return now }}
+	w := &Writer{client: c, now: func() time.Time { return now }, sink: NewSink(c)}
 	got, requeue, err := w.rejections(context.Background(), "tenant-a", &Report{Versions: map[string]string{lds: "v2"}})
 	if err != nil {
 		t.Fatal(err)
