@@ -62,6 +62,8 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 		return 0, err
 	}
 	endpoints := w.endpoints(tenant)
+	// The clusters health discovery leaves out, chosen as it chooses them.
+	checks := reach.PlanChecks(endpoints)
 	clustersOf := map[ir.ObjectRef]map[string][]string{} // LoadBalancer or Route → cluster → endpoints
 	for cluster, owners := range report.Owners[resource.ClusterType] {
 		for _, o := range owners {
@@ -77,7 +79,7 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 	}
 	verdicts := make(map[ir.ObjectRef]reach.Verdict, len(clustersOf))
 	for ref, clusters := range clustersOf {
-		verdicts[ref] = reach.Decide(clusters, found)
+		verdicts[ref] = reach.Decide(clusters, found, checks)
 	}
 	var errs []error
 	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
@@ -194,9 +196,10 @@ func Reachable(generation int64, v reach.Verdict) metav1.Condition {
 func (w *Writer) applyReachable(ctx context.Context, obj client.Object, conds []metav1.Condition, v reach.Verdict, at func(map[string]any) map[string]any) error {
 	cond := Reachable(obj.GetGeneration(), v)
 	prev := meta.FindStatusCondition(conds, ConditionBackendsReachable)
-	if prev == nil && cond.Status == metav1.ConditionUnknown {
+	if prev == nil && cond.Reason == reach.ReasonNotYetChecked {
 		// Nothing known yet, and nothing said before: no write (a new LoadBalancer's status
-		// costs one write less; its first report writes the condition).
+		// costs one write less; its first report writes the condition). TooManyEndpoints is
+		// written: no report will come.
 		return nil
 	}
 	if prev != nil && prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message &&
