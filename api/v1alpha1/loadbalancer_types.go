@@ -144,8 +144,8 @@ type LoadBalancerStatus struct {
 	// (each explained in docs/conditions.md); the message lists every problem.
 	// BackendsReachable (written by the leader): whether the tenant's Envoy proxies reach the
 	// endpoints in their health checks. True reason: Reachable. False reasons:
-	// SomeBackendsUnreachable (the message names them), NoBackendReachable. Unknown reason:
-	// NotYetChecked.
+	// SomeBackendsUnreachable (the message names them), NoBackendReachable. Unknown reasons:
+	// NotYetChecked, TooManyEndpoints (the tenant has more endpoints than the proxies check).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -181,7 +181,8 @@ type ResourceState struct {
 	// On status.resources.route only, BackendsReachable (written by the leader): whether the
 	// tenant's Envoy proxies reach the route's backends in their health checks. True reason:
 	// Reachable. False reasons: SomeBackendsUnreachable (the message names them),
-	// NoBackendReachable. Unknown reason: NotYetChecked.
+	// NoBackendReachable. Unknown reasons: NotYetChecked, TooManyEndpoints (the tenant has
+	// more endpoints than the proxies check).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

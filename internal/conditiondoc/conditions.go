@@ -6,6 +6,8 @@
 package conditiondoc
 
 import (
+	"fmt"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/route"
@@ -134,6 +136,7 @@ var backendsReachable = Condition{Type: status.ConditionBackendsReachable,
 		{reach.ReasonSomeUnreachable, "False", "some endpoints did not answer; the message names them (address:port)"},
 		{reach.ReasonNoneReachable, "False", "no endpoint answered: a firewall between the hub and the tenant's nodes, or nothing behind the NodePort"},
 		{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none (a new object has no BackendsReachable condition until the first report)"},
+		{reach.ReasonTooManyEndpoints, "Unknown", fmt.Sprintf("the tenant's clusters have more endpoints than the proxies health-check (%d; clusters by name, those that fit) and some of this object's are left out: its reachability is not checked; the message gives the counts", reach.MaxCheckedEndpoints)},
 	}}
 
 // tenantReasons are the reasons of the Tenant's (and the TenantState's) Ready condition.

@@ -4,7 +4,9 @@
 // are connected to. A Tracker, on every replica, holds per tenant, per proxy and per
 // endpoint the last health reported, and sums it up per cluster (Summary); the replicas
 // write their summaries into the tenant's TenantState, and the leader decides per
-// LoadBalancer from all of them (Decide). Everything here is pure: no I/O, no clock.
+// LoadBalancer from all of them (Decide). Which clusters are checked at all (at most
+// MaxCheckedEndpoints endpoints a proxy) is PlanChecks, the one choice health discovery and
+// the leader share. Everything here is pure: no I/O, no clock.
 package reach
 
 import (
@@ -29,6 +31,9 @@ const (
 	// ReasonNotYetChecked (Unknown): no proxy has reported on the current endpoints yet
 	// (none connected, or the endpoints changed moments ago), or there are none to check.
 	ReasonNotYetChecked = "NotYetChecked"
+	// ReasonTooManyEndpoints (Unknown): some of the object's clusters are not checked: the
+	// tenant's clusters have more endpoints than MaxCheckedEndpoints (PlanChecks).
+	ReasonTooManyEndpoints = "TooManyEndpoints"
 )
 
 // MaxNamed is how many unreachable endpoints a summary and a verdict name.
@@ -193,11 +198,14 @@ type Verdict struct {
 }
 
 // Decide judges a LoadBalancer whose clusters have the given current endpoints (cluster →
-// host:port addresses), from what every replica found. Entries about another set of
-// endpoints than a cluster's current one are not used. An endpoint is unreachable when a
-// proxy of any replica did not reach it.
-func Decide(clusters map[string][]string, found []Found) Verdict {
-	total, unreachable, pending := 0, 0, 0
+// host:port addresses), from what every replica found, and the tenant's Checks (which
+// clusters are not checked at all). Entries about another set of endpoints than a
+// cluster's current one are not used. An endpoint is unreachable when a proxy of any
+// replica did not reach it. Unreachable endpoints make the verdict False even when other
+// clusters are not checked; otherwise a cluster left out by the checks makes it Unknown
+// (TooManyEndpoints), one not reported on yet Unknown (NotYetChecked).
+func Decide(clusters map[string][]string, found []Found, checks Checks) Verdict {
+	total, unreachable, pending, skipped := 0, 0, 0, 0
 	var named []string
 	for _, c := range slices.Sorted(maps.Keys(clusters)) {
 		addrs := slices.Compact(slices.Sorted(slices.Values(clusters[c])))
@@ -205,6 +213,10 @@ func Decide(clusters map[string][]string, found []Found) Verdict {
 			continue
 		}
 		total += len(addrs)
+		if checks.Skipped[c] {
+			skipped += len(addrs)
+			continue
+		}
 		h := EndpointsHash(addrs)
 		seen, count := false, 0
 		down := map[string]bool{}
@@ -228,18 +240,26 @@ func Decide(clusters map[string][]string, found []Found) Verdict {
 		unreachable += n
 		named = append(named, slices.Sorted(maps.Keys(down))...)
 	}
-	reachable := total - unreachable - pending
+	reachable := total - unreachable - pending - skipped
 	v := Verdict{Reachable: reachable, Unreachable: unreachable}
 	switch {
 	case total == 0:
 		v.Status, v.Reason, v.Message = "Unknown", ReasonNotYetChecked, "the LoadBalancer has no endpoints to check"
+	case unreachable == 0 && skipped > 0:
+		v.Status, v.Reason = "Unknown", ReasonTooManyEndpoints
+		what := "this object's endpoints are"
+		if skipped < total {
+			what = fmt.Sprintf("%d of this object's %d endpoints are", skipped, total)
+		}
+		v.Message = fmt.Sprintf("reachability is not checked: %s left out, the tenant has %d endpoints and the hub's Envoy proxies "+
+			"health-check at most %d (clusters by name, those that fit)", what, checks.Endpoints, MaxCheckedEndpoints)
 	case unreachable == 0 && pending > 0:
 		v.Status, v.Reason = "Unknown", ReasonNotYetChecked
 		v.Message = fmt.Sprintf("the hub's Envoy proxies have not reported on %d of %d endpoints yet", pending, total)
 	case unreachable == 0:
 		v.Status, v.Reason = "True", ReasonReachable
 		v.Message = fmt.Sprintf("the hub's Envoy proxies reach all %d endpoints", total)
-	case reachable == 0 && pending == 0:
+	case reachable == 0 && pending == 0 && skipped == 0:
 		v.Status, v.Reason = "False", ReasonNoneReachable
 		v.Message = fmt.Sprintf("the hub's Envoy proxies reach none of the %d endpoints: %s", total, nameSome(named, unreachable))
 	default:

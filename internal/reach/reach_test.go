@@ -1,6 +1,8 @@
 package reach
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -15,44 +17,44 @@ func TestSummaryAndDecide(t *testing.T) {
 	if got := tr.Summary("tenant-a"); len(got) != 0 {
 		t.Fatalf("summary before any report = %+v, want none", got)
 	}
-	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Reason != ReasonNotYetChecked || v.Status != "Unknown" {
+	if v := Decide(asked, found(tr.Summary("tenant-a")), Checks{}); v.Reason != ReasonNotYetChecked || v.Status != "Unknown" {
 		t.Fatalf("verdict before any report = %+v", v)
 	}
 
 	// One answers, one does not.
 	tr.Hear("tenant-a", "p1", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: true, dead: false}}})
-	v := Decide(asked, found(tr.Summary("tenant-a")))
+	v := Decide(asked, found(tr.Summary("tenant-a")), Checks{})
 	if v.Status != "False" || v.Reason != ReasonSomeUnreachable || v.Reachable != 1 || v.Unreachable != 1 || !strings.Contains(v.Message, dead) || strings.Contains(v.Message, live) {
 		t.Fatalf("verdict with one dead endpoint = %+v", v)
 	}
 
 	// A second proxy reaches both: the endpoint is still unreachable from p1.
 	tr.Hear("tenant-a", "p2", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: true, dead: true}}})
-	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Reason != ReasonSomeUnreachable {
+	if v := Decide(asked, found(tr.Summary("tenant-a")), Checks{}); v.Reason != ReasonSomeUnreachable {
 		t.Fatalf("verdict with p1 failing = %+v", v)
 	}
 	// p1 disconnects: its reports go.
 	tr.Forget("tenant-a", "p1")
-	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Status != "True" || v.Reason != ReasonReachable || v.Reachable != 2 {
+	if v := Decide(asked, found(tr.Summary("tenant-a")), Checks{}); v.Status != "True" || v.Reason != ReasonReachable || v.Reachable != 2 {
 		t.Fatalf("verdict after p1 left = %+v", v)
 	}
 
 	// None answers.
 	tr.Hear("tenant-a", "p2", Report{Asked: asked, Health: map[string]map[string]bool{"lb-a": {live: false, dead: false}}})
-	if v := Decide(asked, found(tr.Summary("tenant-a"))); v.Status != "False" || v.Reason != ReasonNoneReachable || v.Unreachable != 2 {
+	if v := Decide(asked, found(tr.Summary("tenant-a")), Checks{}); v.Status != "False" || v.Reason != ReasonNoneReachable || v.Unreachable != 2 {
 		t.Fatalf("verdict with none reachable = %+v", v)
 	}
 
 	// The endpoints change: what was found of the old set is not used.
 	changed := map[string][]string{"lb-a": {live}}
-	if v := Decide(changed, found(tr.Summary("tenant-a"))); v.Reason != ReasonNotYetChecked {
+	if v := Decide(changed, found(tr.Summary("tenant-a")), Checks{}); v.Reason != ReasonNotYetChecked {
 		t.Fatalf("verdict for a changed set = %+v", v)
 	}
 	// Another tenant's summary is its own.
 	if got := tr.Summary("tenant-b"); got != nil {
 		t.Fatalf("tenant-b summary = %+v", got)
 	}
-	if v := Decide(map[string][]string{"lb-a": nil}, nil); v.Reason != ReasonNotYetChecked || !strings.Contains(v.Message, "no endpoints") {
+	if v := Decide(map[string][]string{"lb-a": nil}, nil, Checks{}); v.Reason != ReasonNotYetChecked || !strings.Contains(v.Message, "no endpoints") {
 		t.Fatalf("verdict without endpoints = %+v", v)
 	}
 }
@@ -70,9 +72,61 @@ func TestDecideAcrossReplicasAndBounds(t *testing.T) {
 		{Cluster: "c", Endpoints: h, UnreachableCount: 12, Unreachable: addrs[:8]},
 		{Cluster: "c", Endpoints: h, UnreachableCount: 1, Unreachable: []string{addrs[19]}},
 		{Cluster: "c", Endpoints: h, Unreachable: []string{"192.0.2.1:1"}}, // not an endpoint of c
-	})
+	}, Checks{})
 	if v.Unreachable != 12 || v.Reachable != 8 || !strings.Contains(v.Message, "(and 4 more)") || strings.Contains(v.Message, "192.0.2.1") {
 		t.Fatalf("verdict = %+v", v)
+	}
+}
+
+// TestReachTooManyEndpoints: PlanChecks leaves out, by cluster name, the clusters whose endpoints
+// no longer fit in MaxCheckedEndpoints, and an object with such a cluster is Unknown
+// (TooManyEndpoints, with the counts and the cap) unless what is checked of it is unreachable.
+func TestReachTooManyEndpoints(t *testing.T) {
+	endpoints := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("10.%s.%d.%d:30080", prefix, i/250, i%250)
+		}
+		return out
+	}
+	clusters := map[string][]string{
+		"a": endpoints("1", MaxCheckedEndpoints-100),
+		"b": endpoints("2", 200), // does not fit after a
+		"c": endpoints("3", 100), // fits after a
+		"d": endpoints("4", 1),   // does not fit after a and c
+	}
+	checks := PlanChecks(clusters)
+	if !maps.Equal(checks.Skipped, map[string]bool{"b": true, "d": true}) || checks.Endpoints != MaxCheckedEndpoints+201 {
+		t.Fatalf("PlanChecks = %+v, want b and d skipped of %d endpoints", checks, MaxCheckedEndpoints+201)
+	}
+	if got := PlanChecks(map[string][]string{"a": clusters["a"], "c": clusters["c"]}); got.Skipped != nil {
+		t.Fatalf("PlanChecks under the cap = %+v, want nothing skipped", got)
+	}
+
+	c := clusters["c"]
+	healthy := []Found{{Cluster: "c", Endpoints: EndpointsHash(c)}}
+	v := Decide(map[string][]string{"b": clusters["b"]}, healthy, checks)
+	want := fmt.Sprintf("this object's endpoints are left out, the tenant has %d endpoints and the hub's Envoy proxies health-check at most %d", MaxCheckedEndpoints+201, MaxCheckedEndpoints)
+	if v.Status != "Unknown" || v.Reason != ReasonTooManyEndpoints || !strings.Contains(v.Message, want) || v.Reachable != 0 || v.Unreachable != 0 {
+		t.Fatalf("verdict of a skipped cluster = %+v, want Unknown %s with %q", v, ReasonTooManyEndpoints, want)
+	}
+	// Partly checked: reachable where checked, still not a True verdict.
+	v = Decide(map[string][]string{"c": c, "d": clusters["d"]}, healthy, checks)
+	if v.Status != "Unknown" || v.Reason != ReasonTooManyEndpoints || !strings.Contains(v.Message, "1 of this object's 101 endpoints are left out") || v.Reachable != 100 {
+		t.Fatalf("verdict of a partly skipped object = %+v", v)
+	}
+	// Not yet reported on, and partly skipped: the cap is what lasts.
+	if v := Decide(map[string][]string{"c": c, "d": clusters["d"]}, nil, checks); v.Reason != ReasonTooManyEndpoints {
+		t.Fatalf("verdict of a partly skipped, unreported object = %+v", v)
+	}
+	// Unreachable where checked: False, whatever is skipped.
+	down := []Found{{Cluster: "c", Endpoints: EndpointsHash(c), UnreachableCount: 100, Unreachable: c[:MaxNamed]}}
+	if v := Decide(map[string][]string{"c": c, "d": clusters["d"]}, down, checks); v.Status != "False" || v.Reason != ReasonSomeUnreachable || v.Unreachable != 100 {
+		t.Fatalf("verdict of a partly skipped object with unreachable endpoints = %+v", v)
+	}
+	// Not skipped, all checked: True as before.
+	if v := Decide(map[string][]string{"c": c}, healthy, checks); v.Status != "True" {
+		t.Fatalf("verdict of a checked cluster = %+v", v)
 	}
 }
 

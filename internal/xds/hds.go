@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -56,11 +57,11 @@ func DefaultHealthChecking() HealthChecking {
 		ReportInterval: 10 * time.Second}
 }
 
-// Bounds of health discovery: endpoints a proxy is asked to check (the clusters sorted by
-// name, the first that fit), and endpoints read of one report.
+// Bounds of health discovery: a proxy is asked to check at most reach.MaxCheckedEndpoints
+// endpoints (the clusters reach.PlanChecks takes; the leader tells the objects of the
+// others from the same choice), and at most maxReportEndpoints are read of one report.
 const (
-	maxHealthEndpoints = 4096
-	maxReportEndpoints = 2 * maxHealthEndpoints
+	maxReportEndpoints = 2 * reach.MaxCheckedEndpoints
 	healthStreamType   = "hds"
 	// healthClusterPrefix starts the name of the cluster a proxy checks for one of the
 	// snapshot's: the proxy's statistics keep the two apart.
@@ -148,10 +149,16 @@ func (h *hds) settings() (HealthChecking, func(HealthReport)) {
 }
 
 // ClusterEndpoints returns the endpoints (host:port, IP addresses only) of each cluster of
-// the tenant's current snapshot that has any, by cluster name, sorted.
+// the tenant's current snapshot that has any, by cluster name, sorted: what health
+// discovery decides from (reach.PlanChecks), and the leader judges with.
 func (s *Server) ClusterEndpoints(tenant string) map[string][]string {
-	out := map[string][]string{}
-	for name, c := range s.healthClusters(tenant) {
+	return endpointsOf(s.healthClusters(tenant))
+}
+
+// endpointsOf is the endpoints of each cluster.
+func endpointsOf(clusters map[string]healthCluster) map[string][]string {
+	out := make(map[string][]string, len(clusters))
+	for name, c := range clusters {
 		out[name] = c.addrs
 	}
 	return out
@@ -214,9 +221,9 @@ func endpointAddress(e *endpointv3.Endpoint) string {
 // cluster.
 func (s *Server) specifier(tenant string, checks HealthChecking) (*healthv3.HealthCheckSpecifier, map[string][]string) {
 	clusters := s.healthClusters(tenant)
+	skipped := reach.PlanChecks(endpointsOf(clusters)).Skipped
 	spec := &healthv3.HealthCheckSpecifier{Interval: durationpb.New(checks.ReportInterval)}
 	asked := map[string][]string{}
-	n := 0
 	tcp := &corev3.HealthCheck{
 		// The proxy sends no traffic to the endpoints it checks for the manager: without a
 		// no-traffic interval of its own, Envoy would check them every minute.
@@ -226,10 +233,9 @@ func (s *Server) specifier(tenant string, checks HealthChecking) (*healthv3.Heal
 	}
 	for _, name := range slices.Sorted(maps.Keys(clusters)) {
 		c := clusters[name]
-		if n+len(c.addrs) > maxHealthEndpoints {
-			break
+		if skipped[name] {
+			continue
 		}
-		n += len(c.addrs)
 		eps := make([]*endpointv3.Endpoint, 0, len(c.addrs))
 		for _, a := range c.addrs {
 			host, port, _ := net.SplitHostPort(a)

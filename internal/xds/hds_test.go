@@ -1,8 +1,17 @@
 package xds
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+
+	"kubelb.dev/kubelb/internal/reach"
+	"kubelb.dev/kubelb/internal/translate"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -46,5 +55,47 @@ func TestReadReportKeepsOnlyWhatWasAsked(t *testing.T) {
 	flood = append(flood, health("10.0.0.2", 30080, corev3.HealthStatus_UNHEALTHY))
 	if got := readReport(&healthv3.EndpointHealthResponse{ClusterEndpointsHealth: []*healthv3.ClusterEndpointsHealth{cluster("hds.web-tcp-80", flood...)}}, asked); len(got) != 0 {
 		t.Errorf("read %v past the bound", got)
+	}
+}
+
+// TestHealthCheckCapFollowsPlanChecks: a tenant whose clusters have more endpoints than
+// reach.MaxCheckedEndpoints has its proxies asked about exactly the clusters reach.PlanChecks
+// takes of ClusterEndpoints (what the leader judges with), within the cap, and no others.
+func TestHealthCheckCapFollowsPlanChecks(t *testing.T) {
+	const tenant = "tenant-hds-cap"
+	nodes := reach.MaxCheckedEndpoints * 3 / 8 // three LoadBalancers: 9/8 of the cap
+	ips := make([]string, nodes)
+	for i := range ips {
+		ips[i] = fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)
+	}
+	in := translate.Input{Tenant: tenant, Addresses: addresses(ips...)}
+	for i, name := range []string{"a", "b", "c"} {
+		in.LoadBalancers = append(in.LoadBalancers, newLB(name).port(corev1.ProtocolTCP, 80, 31080+i, 20001+i).LoadBalancer)
+	}
+	srv := NewServer(logr.Discard(), nil)
+	if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
+		t.Fatal(err)
+	}
+	endpoints := srv.ClusterEndpoints(tenant)
+	checks := reach.PlanChecks(endpoints)
+	names := slices.Sorted(maps.Keys(endpoints))
+	if len(names) != 3 || checks.Endpoints != 3*nodes || !maps.Equal(checks.Skipped, map[string]bool{names[2]: true}) {
+		t.Fatalf("clusters %v, checks %+v: want the last of 3 clusters skipped of %d endpoints", names, checks, 3*nodes)
+	}
+
+	spec, asked := srv.specifier(tenant, DefaultHealthChecking())
+	n := 0
+	for _, c := range spec.GetClusterHealthChecks() {
+		for _, l := range c.GetLocalityEndpoints() {
+			n += len(l.GetEndpoints())
+		}
+	}
+	if len(spec.GetClusterHealthChecks()) != 2 || n != 2*nodes || n > reach.MaxCheckedEndpoints {
+		t.Errorf("asked to check %d clusters, %d endpoints; want 2 clusters, %d endpoints", len(spec.GetClusterHealthChecks()), n, 2*nodes)
+	}
+	want := maps.Clone(endpoints)
+	maps.DeleteFunc(want, func(c string, _ []string) bool { return checks.Skipped[c] })
+	if !maps.EqualFunc(asked, want, slices.Equal) {
+		t.Errorf("asked about %v, want %v", slices.Sorted(maps.Keys(asked)), slices.Sorted(maps.Keys(want)))
 	}
 }

@@ -3,6 +3,7 @@ package tenantside
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,9 @@ func StatusCommand(o *cli.Options) *cobra.Command {
 		Short: "Follow a Service, Ingress, Gateway or route to the hub and say which step fails",
 		Long: "status follows one object of the tenant cluster to its hub object, its hub Service, address\n" +
 			"and listener ports, whether Envoy accepted it and what the hub knows of its endpoints; it\n" +
-			"prints every condition on the way and the first failing step with what to do. It needs the\n" +
+			"prints every condition on the way and the first failing step with what to do. A step the\n" +
+			"hub has no verdict on (endpoints not yet health-checked, or too many to check) prints ?\n" +
+			"with the hub's message, and does not fail the command. It needs the\n" +
 			"tenant kubeconfig and the ccm's hub kubeconfig (--hub-kubeconfig, else the ccm's Secret).\n" +
 			"Kinds: " + KindChoices + ".",
 		Example: "  kubectl kubelb status svc/web -n shop\n  kubectl kubelb status ingress/web --hub-kubeconfig hub.kubeconfig",
@@ -63,6 +66,10 @@ func StatusCommand(o *cli.Options) *cobra.Command {
 			if f := FirstFailed(r.Steps); f != nil {
 				fmt.Fprintf(w, "first failing step: %s\n    %s\n", f.Name, oneLine(f.Hint))
 				return fmt.Errorf("%s: step %q fails", target, f.Name)
+			}
+			if p := Pendings(r.Steps); len(p) > 0 {
+				fmt.Fprintf(w, "no step fails; unknown: %s\n", strings.Join(p, ", "))
+				return nil
 			}
 			fmt.Fprintln(w, "every step is ok")
 			return nil

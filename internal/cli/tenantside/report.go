@@ -24,6 +24,9 @@ const (
 	Failed
 	// Skipped: the step does not apply, or could not be judged (the Detail says why).
 	Skipped
+	// Pending: the hub has no verdict on the step yet, or cannot give one (its Hint says
+	// why); it does not fail the command.
+	Pending
 )
 
 // mark is the state's mark at the start of a line.
@@ -33,6 +36,8 @@ func (s State) mark() string {
 		return "✓"
 	case Failed:
 		return "✗"
+	case Pending:
+		return "?"
 	}
 	return "-"
 }
@@ -58,6 +63,10 @@ func failed(name, hint, format string, args ...any) Step {
 	return Step{Name: name, State: Failed, Detail: fmt.Sprintf(format, args...), Hint: hint}
 }
 
+func pending(name, hint, format string, args ...any) Step {
+	return Step{Name: name, State: Pending, Detail: fmt.Sprintf(format, args...), Hint: hint}
+}
+
 // FirstFailed is the first failed step, or nil.
 func FirstFailed(steps []Step) *Step {
 	for i := range steps {
@@ -68,11 +77,22 @@ func FirstFailed(steps []Step) *Step {
 	return nil
 }
 
-// PrintSteps writes one line per step, and the hint of each failed step under it.
+// Pendings are the names of the pending steps.
+func Pendings(steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		if s.State == Pending {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// PrintSteps writes one line per step, and the hint of each failed or pending step under it.
 func PrintSteps(w io.Writer, steps []Step) {
 	for _, s := range steps {
 		fmt.Fprintf(w, "%s %s: %s\n", s.State.mark(), s.Name, oneLine(s.Detail))
-		if s.State == Failed && s.Hint != "" {
+		if (s.State == Failed || s.State == Pending) && s.Hint != "" {
 			fmt.Fprintf(w, "    hint: %s\n", oneLine(s.Hint))
 		}
 	}

@@ -53,12 +53,8 @@ func routeStatus(ctx context.Context, tenant client.Reader, hub HubAccess, t Tar
 		r.Steps = append(r.Steps, skipped("hub address", "a route is reached on the address of the Gateways it attaches to (kubectl kubelb status gateway/<name>)"))
 	}
 	r.Steps = append(r.Steps, programmedStep(rs.Route.Conditions))
-	if c := meta.FindStatusCondition(rs.Route.Conditions, condReachable); c != nil && c.Status == metav1.ConditionFalse {
-		r.Steps = append(r.Steps, failed("endpoints", "the hub's Envoy cannot reach your backends' NodePorts: check firewalls between the hub and your nodes", "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message))
-	} else if c != nil && c.Status == metav1.ConditionTrue {
-		r.Steps = append(r.Steps, ok("endpoints", "%s (%s)", condReachable, c.Reason))
-	} else if c != nil {
-		r.Steps = append(r.Steps, ok("endpoints", "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message)) // not checked yet
+	if c := meta.FindStatusCondition(rs.Route.Conditions, condReachable); c != nil {
+		r.Steps = append(r.Steps, reachableStep(c, "the hub's Envoy cannot reach your backends' NodePorts: check firewalls between the hub and your nodes"))
 	} else {
 		r.Steps = append(r.Steps, skipped("endpoints", "the hub reports no health of the backends"))
 	}

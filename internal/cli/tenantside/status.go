@@ -1,6 +1,7 @@
 package tenantside
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -334,20 +335,27 @@ func endpointsStep(lb *v1alpha1.LoadBalancer) Step {
 			"the hub LoadBalancer has no endpoint addresses")
 	}
 	if c := meta.FindStatusCondition(lb.Status.Conditions, condReachable); c != nil {
-		switch c.Status {
-		case metav1.ConditionFalse:
-			return failed(name, "the hub's Envoy cannot reach your nodes' NodePorts named above: check firewalls between the hub and your nodes, and that the pods behind the Service are Ready",
-				"%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message)
-		case metav1.ConditionTrue:
-			return ok(name, "%s (%s)", condReachable, c.Reason)
-		}
-		return ok(name, "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message) // not checked yet
+		return reachableStep(c, "the hub's Envoy cannot reach your nodes' NodePorts named above: check firewalls between the hub and your nodes, and that the pods behind the Service are Ready")
 	}
 	src := "node addresses"
 	if lb.Spec.Endpoints[0].AddressesReference != nil {
 		src = "the tenant's node addresses (Addresses " + lb.Spec.Endpoints[0].AddressesReference.Name + ")"
 	}
 	return ok(name, "%s, %d port(s); the hub reports no health of them", src, ports)
+}
+
+// reachableStep is the endpoints step of the hub's BackendsReachable condition: False fails
+// with hint; Unknown (NotYetChecked, TooManyEndpoints: the hub has no verdict) is pending,
+// with the hub's message as its hint.
+func reachableStep(c *metav1.Condition, hint string) Step {
+	const name = "endpoints"
+	switch c.Status {
+	case metav1.ConditionFalse:
+		return failed(name, hint, "%s=%s %s: %s", condReachable, c.Status, c.Reason, c.Message)
+	case metav1.ConditionTrue:
+		return ok(name, "%s (%s)", condReachable, c.Reason)
+	}
+	return pending(name, cmp.Or(c.Message, "the hub has not judged the endpoints yet"), "%s=%s %s", condReachable, c.Status, c.Reason)
 }
 
 // copiedStep is whether the ccm copied the hub's address back onto the tenant Service.

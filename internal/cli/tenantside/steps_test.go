@@ -31,6 +31,10 @@ func TestStepsFromConditions(t *testing.T) {
 		{"quota programmed", programmedStep(cond("Programmed", metav1.ConditionFalse, "QuotaExceeded")), Failed, "raise spec.limits"},
 		{"translation problem", programmedStep(cond("Programmed", metav1.ConditionFalse, "InvalidRule")), Failed, "fix what the message names"},
 		{"applied", appliedStep(cond(condApplied, metav1.ConditionFalse, "Disabled")), Failed, "disabled this for your tenant"},
+		{"reachable", reachableStep(&cond(condReachable, metav1.ConditionTrue, "Reachable")[0], "h"), OK, ""},
+		{"unreachable", reachableStep(&cond(condReachable, metav1.ConditionFalse, "SomeBackendsUnreachable")[0], "check firewalls"), Failed, "check firewalls"},
+		{"not yet checked", reachableStep(&cond(condReachable, metav1.ConditionUnknown, "NotYetChecked")[0], "h"), Pending, "m"},
+		{"too many endpoints", reachableStep(&cond(condReachable, metav1.ConditionUnknown, "TooManyEndpoints")[0], "h"), Pending, "m"},
 	} {
 		if c.step.State != c.state || !strings.Contains(c.step.Hint, c.hint) {
 			t.Errorf("%s: %+v, want state %d and a hint with %q", c.name, c.step, c.state, c.hint)
@@ -90,5 +94,22 @@ func TestWaitingNamesTheClass(t *testing.T) {
 				t.Errorf("%s: hint %q lacks %q", c.name, c.step.Hint, w)
 			}
 		}
+	}
+}
+
+// TestPendingPrintsUnknown: a step the hub has no verdict on prints ? with its hint, is no
+// failed step, and is named by Pendings.
+func TestPendingPrintsUnknown(t *testing.T) {
+	unknown := reachableStep(&metav1.Condition{Type: condReachable, Status: metav1.ConditionUnknown, Reason: "TooManyEndpoints",
+		Message: "reachability is not checked: this object's endpoints are left out"}, "h")
+	steps := []Step{ok("a", "fine"), unknown}
+	var out bytes.Buffer
+	PrintSteps(&out, steps)
+	want := "✓ a: fine\n? endpoints: BackendsReachable=Unknown TooManyEndpoints\n    hint: reachability is not checked: this object's endpoints are left out\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	if FirstFailed(steps) != nil || strings.Join(Pendings(steps), ",") != "endpoints" {
+		t.Errorf("FirstFailed %v, Pendings %v", FirstFailed(steps), Pendings(steps))
 	}
 }

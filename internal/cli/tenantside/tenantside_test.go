@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -23,6 +24,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -79,6 +81,31 @@ func TestTenantSide(t *testing.T) {
 				t.Errorf("output lacks %q", want)
 			}
 		}
+	})
+
+	t.Run("status of a Service the hub has no reachability verdict on: pending, not failed", func(t *testing.T) {
+		// The leader, played: it writes Unknown when its proxies have not reported on the
+		// endpoints yet, or when the tenant has more endpoints than they check.
+		for _, v := range []reach.Verdict{unknownVerdict(nil), unknownVerdict(map[string][]string{"other": fakeEndpoints(reach.MaxCheckedEndpoints)})} {
+			setHubCondition(t, hub.Client, tn.Namespace, string(web.UID), metav1.Condition{Type: condReachable, Status: metav1.ConditionStatus(v.Status), Reason: v.Reason, Message: v.Message})
+			var out string
+			testsupport.Eventually(t, time.Minute, "status with BackendsReachable "+v.Reason, func() error {
+				var err error
+				out, err = run("--kubeconfig", kc, "-n", "default", "status", "svc/web")
+				for _, want := range []string{"? endpoints: BackendsReachable=Unknown " + v.Reason, "    hint: " + v.Message, "no step fails; unknown: endpoints",
+					"kubelb.k8c.io/BackendsReachable=Unknown " + v.Reason} { // the ccm's copy on the Service
+					if err != nil || !strings.Contains(out, want) {
+						return fmt.Errorf("err %v, output lacks %q:\n%s", err, want, out)
+					}
+				}
+				if strings.Contains(out, "✓ endpoints") || strings.Contains(out, "every step is ok") {
+					return fmt.Errorf("output says the endpoints are ok:\n%s", out)
+				}
+				return nil
+			})
+			t.Log("\n" + out)
+		}
+		setHubCondition(t, hub.Client, tn.Namespace, string(web.UID), metav1.Condition{Type: condReachable})
 	})
 
 	t.Run("status of a Service over the tenant's limit: the first failing step is the hub's", func(t *testing.T) {
@@ -242,7 +269,46 @@ func waitConditionIs(t *testing.T, hub client.Client, ns, name, cond string, sta
 	})
 }
 
-// expiredJWT is an unsigned JWT whose exp is an hour ago.
+// unknownVerdict is the hub's verdict on a LoadBalancer with one cluster of 8 endpoints
+// nobody reported on, in a tenant that also has the other clusters (which come first).
+func unknownVerdict(other map[string][]string) reach.Verdict {
+	clusters := map[string][]string{"web": fakeEndpoints(8)}
+	all := map[string][]string{"web": clusters["web"]}
+	for c, eps := range other {
+		all[c] = eps
+	}
+	return reach.Decide(clusters, nil, reach.PlanChecks(all))
+}
+
+// fakeEndpoints are n endpoint addresses.
+func fakeEndpoints(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("10.9.%d.%d:30080", i/250, i%250)
+	}
+	return out
+}
+
+// setHubCondition sets (or, with only a type, removes) a condition of the hub LoadBalancer,
+// as the manager would.
+func setHubCondition(t *testing.T, hub client.Client, ns, name string, cond metav1.Condition) {
+	t.Helper()
+	testsupport.Eventually(t, time.Minute, "setting "+cond.Type+" of LoadBalancer "+name, func() error {
+		lb := &kubelbv1alpha1.LoadBalancer{}
+		if err := hub.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
+			return err
+		}
+		if cond.Status == "" {
+			meta.RemoveStatusCondition(&lb.Status.Conditions, cond.Type)
+		} else {
+			cond.ObservedGeneration = lb.Generation
+			meta.SetStatusCondition(&lb.Status.Conditions, cond)
+		}
+		return hub.Status().Update(context.Background(), lb)
+	})
+}
+
+// expiredJWT is// expiredJWT is an unsigned JWT whose exp is an hour ago.
 func expiredJWT() string {
 	enc := base64.RawURLEncoding.EncodeToString
 	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(fmt.Sprintf(`{"exp":%d}`, time.Now().Add(-time.Hour).Unix()))) + "." + enc([]byte("sig"))

@@ -67,6 +67,8 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 		return 0, err
 	}
 	endpoints := w.endpoints(tenant)
+	// The clusters health discovery leaves out, chosen as it chooses them.
+	checks := reach.PlanChecks(endpoints)
 	clustersOf := map[ir.ObjectRef]map[string][]string{} // LoadBalancer or Route → cluster → endpoints
 	for cluster, owners := range report.Owners[resource.ClusterType] {
 		for _, o := range owners {
@@ -82,7 +84,7 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 	}
 	verdicts := make(map[ir.ObjectRef]reach.Verdict, len(clustersOf))
 	for ref, clusters := range clustersOf {
-		verdicts[ref] = reach.Decide(clusters, found)
+		verdicts[ref] = reach.Decide(clusters, found, checks)
 	}
 	var errs []error
 	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
@@ -204,10 +206,11 @@ func (w *Writer) reachableOf(ctx context.Context, tenant string, ref ir.ObjectRe
 }
 
 // setReachable sets the BackendsReachable condition in conds, except a first one that
-// knows nothing yet: Unknown, with nothing said before, is no write (a new LoadBalancer's
-// status costs one write less; its first report writes the condition).
+// knows nothing yet: NotYetChecked, with nothing said before, is no write (a new
+// LoadBalancer's status costs one write less; its first report writes the condition).
+// TooManyEndpoints is written: no report will come.
 func (w *Writer) setReachable(conds *[]metav1.Condition, cond metav1.Condition) {
-	if meta.FindStatusCondition(*conds, ConditionBackendsReachable) == nil && cond.Status == metav1.ConditionUnknown {
+	if meta.FindStatusCondition(*conds, ConditionBackendsReachable) == nil && cond.Reason == reach.ReasonNotYetChecked {
 		return
 	}
 	w.setCondition(conds, cond)

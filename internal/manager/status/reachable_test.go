@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,17 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
@@ -211,27 +207,10 @@ func clientTLS(t *testing.T, tenant string) *tls.Config {
 // unreachable endpoints that its replica stopped confirming (a replica that is gone) no
 // longer counts, and is removed from the TenantState.
 func TestReachableRouteAndStaleEntries(t *testing.T) {
-	hub := testenv.Start(t, "hub", testenv.Options{})
-	c := hub.Client
 	ctx := context.Background()
-	tenantNamespaces(t, c, tenant)
-	gw := gatewayRoute("gw-uid")
-	if err := c.Create(ctx, gw); err != nil {
-		t.Fatal(err)
-	}
-	applyRouteControllerStatus(t, c, gw.Name)
 	a, b := "10.0.0.1:30080", "10.0.0.2:30080"
 	endpoints := map[string][]string{"gw-backend": {a, b}}
-	store := status.NewStore()
-	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
-		return status.SetupWriterWithManager(mgr, store, status.WithEndpoints(func(string) map[string][]string { return endpoints }))
-	})
-	gwRef := ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: gw.Name}
-	store.Publish(tenant, &status.Report{
-		Objects: map[ir.ObjectRef]int64{gwRef: gw.Generation},
-		Owners:  map[string]map[string][]ir.ObjectRef{resource.ClusterType: {"gw-backend": {gwRef}}},
-		Routes:  map[string]translate.RouteStatus{gw.Name: {Kind: "Gateway", Generation: 3, Status: gatewayStatus(t, 0, "True")}},
-	})
+	c, gw := startRouteWriter(t, endpoints)
 	routeReachable := func(st metav1.ConditionStatus, reason, msg string) {
 		t.Helper()
 		waitRouteStatus(t, c, gw.Name, metav1.ConditionTrue, status.ReasonProgrammed, func(r *v1alpha1.Route) error {
