@@ -108,7 +108,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // ConditionBackendsReachable is the condition of a tenant Service that tells whether the
 // hub's Envoy proxies reach its backends (the nodes' NodePorts): a copy of the hub
 // LoadBalancer's BackendsReachable condition (reasons Reachable, SomeBackendsUnreachable,
-// NoBackendReachable, NotYetChecked), with a Warning Event when it becomes False.
+// NoBackendReachable, NotYetChecked, TooManyEndpoints), with a Warning Event when it becomes False.
 const ConditionBackendsReachable = "kubelb.k8c.io/BackendsReachable"
 
 // hubBackendsReachable is the hub LoadBalancer's condition (status.ConditionBackendsReachable).

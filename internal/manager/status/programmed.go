@@ -2,7 +2,7 @@
 // tenant wrote: a Programmed condition and Events on each LoadBalancer and Route, and on each
 // Route the status of its tenant object (status.resources.route), which the ccm copies back.
 //
-// It has three parts:
+// It has four parts:
 //   - Store (every replica): the envoycp controller publishes each tenant's Report — the
 //     objects it translated, the problems found by the front and back ends, and which objects
 //     own which Envoy resources at which snapshot version.
@@ -10,11 +10,13 @@
 //     this replica; it writes them into the tenant's TenantState (status.rejections), each
 //     replica under its own field owner, so a NACK received by a standby reaches the leader.
 //   - Writer (leader only): per tenant, it joins the Report with the rejections that concern
-//     the current snapshot version and applies the Programmed condition (field owner
-//     "kubelb-status") to every LoadBalancer whose condition changed, with an Event; and to
-//     every Route whose status.resources.route changed (routes.go): the tenant object's
-//     identity, its status as the front ends computed it (StableTransitions keeps unchanged
-//     conditions' lastTransitionTime) and Programmed.
+//     the current snapshot version and sets the Programmed condition of every LoadBalancer
+//     whose condition changed, with an Event; and status.resources.route of every Route
+//     whose part changed (routes.go): the tenant object's identity, its status as the front
+//     ends computed it (StableTransitions keeps unchanged conditions' lastTransitionTime) and
+//     Programmed; and BackendsReachable (reachable.go).
+//   - Sink (leader only, sink.go): the one writer of LoadBalancer and Route status, for the
+//     Writer and the LoadBalancer and Route controllers alike (field owner "kubelb-status").
 //
 // Programmed (see Programmed) is computed by a pure function of the Report and rejections.
 package status

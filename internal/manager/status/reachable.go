@@ -28,11 +28,6 @@ import (
 // endpoint addresses); reasons in internal/reach.
 const ConditionBackendsReachable = "BackendsReachable"
 
-// ReachFieldOwner is the server-side apply field owner of the BackendsReachable condition:
-// its own, so that its applies and the Programmed condition's (FieldOwner) never remove each
-// other's condition.
-const ReachFieldOwner = "kubelb-reach"
-
 // StaleHealthTTL is how long an entry of status.backendHealth that names unreachable
 // endpoints counts without being confirmed (its replica re-writes it every HealthRefresh),
 // and how long an entry about endpoints that are no longer current stays before the leader

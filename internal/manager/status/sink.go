@@ -133,6 +133,12 @@ func (s *Sink) lock(k sinkKey) *sync.Mutex {
 // known is the owned status of obj as kubelb last knew it. The caller holds the object's
 // lock or accepts a racy answer.
 func known[S any](s *Sink, kind string, obj client.Object, current S, owned func(S) S) S {
+	st, _ := knownFrom(s, kind, obj, current, owned)
+	return st
+}
+
+// knownFrom is known, and whether that is the Sink's last write (the object is older).
+func knownFrom[S any](s *Sink, kind string, obj client.Object, current S, owned func(S) S) (S, bool) {
 	k := sinkKey{kind, client.ObjectKeyFromObject(obj)}
 	s.mu.Lock()
 	w, ok := s.written[k]
@@ -142,9 +148,9 @@ func known[S any](s *Sink, kind string, obj client.Object, current S, owned func
 	}
 	s.mu.Unlock()
 	if ok && olderThan(obj.GetResourceVersion(), w.rv) {
-		return owned(w.status.(S))
+		return owned(w.status.(S)), true
 	}
-	return owned(current)
+	return owned(current), false
 }
 
 func sinkWrite[S any](ctx context.Context, s *Sink, kind string, obj client.Object, current S, owned func(S) S, change func(*S)) (S, bool, error) {
@@ -152,7 +158,7 @@ func sinkWrite[S any](ctx context.Context, s *Sink, kind string, obj client.Obje
 	l := s.lock(k)
 	l.Lock()
 	defer l.Unlock()
-	base := known(s, kind, obj, current, owned)
+	base, fromWrite := knownFrom(s, kind, obj, current, owned)
 	next := owned(base)
 	change(&next)
 	was, err := payload(base)
@@ -163,7 +169,9 @@ func sinkWrite[S any](ctx context.Context, s *Sink, kind string, obj client.Obje
 	if err != nil {
 		return base, false, err
 	}
-	if reflect.DeepEqual(was, now) && !listsFormerOwners(obj) {
+	// An object that still lists a former owner is written once to release it (not from a
+	// copy older than the Sink's last write, which released them already).
+	if reflect.DeepEqual(was, now) && (fromWrite || !listsFormerOwners(obj)) {
 		return base, false, nil
 	}
 	target, ok := obj.DeepCopyObject().(client.Object)
