@@ -144,7 +144,7 @@ func (s *Store) indexers(ctx context.Context) (lbs, routes toolscache.Indexer, o
 // The verdict may then miss changes the cache got after obj's version, as a List that ran a
 // moment earlier would: Admit never refuses an object for a newer one, so objects created
 // since cannot change obj's verdict, and the reconciles of changed objects compute their
-// own verdicts, which requeue the objects they refuse or admit anew (Requeuer).
+// own verdicts, which requeue the objects they refuse or admit anew (requeue.Readmit).
 func (s *Store) LoadAdmissionFor(ctx context.Context, obj client.Object, t settings.Tenant) (Verdict, error) {
 	if _, _, ok := s.indexers(ctx); ok {
 		if ports, bytes, fits := s.track.fits(obj, t); fits {

@@ -54,8 +54,8 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
-	"kubelb.dev/kubelb/internal/manager/portwait"
 	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -112,11 +112,11 @@ type Reconciler struct {
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
-	quota     *quota.Requeuer // requeues LoadBalancers the tenant's limits admit or refuse anew
-	admission *quota.Store    // the tenant's verdict, read from the informers' stores
+	quota     *requeue.Readmit // requeues LoadBalancers the tenant's limits admit or refuse anew
+	admission *quota.Store     // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting portwait.Waiters                  // objects waiting for free ports
+	waiting requeue.Waiters                   // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	sink    *statuspkg.Sink                   // the one writer of LoadBalancer status
@@ -179,7 +179,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		sink:      opts.Sink,
 		deleting:  map[types.NamespacedName]types.UID{},
 		perNS:     map[string]int{},
-		quota:     quota.NewRequeuer(quota.KindLoadBalancer),
+		quota:     requeue.NewReadmit(quota.KindLoadBalancer),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
 	}
 	r.quota.UseStore(r.admission)
@@ -712,7 +712,7 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 
 // recheckQuota computes the quota verdict of a managed namespace after a change that
 // reconciles no LoadBalancer of its own (a LoadBalancer gone, a Route changed), so that the
-// LoadBalancers it admits or refuses anew are requeued (quota.Requeuer).
+// LoadBalancers it admits or refuses anew are requeued (requeue.Readmit).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
 	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }

@@ -51,8 +51,8 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
-	"kubelb.dev/kubelb/internal/manager/portwait"
 	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -97,11 +97,11 @@ type Reconciler struct {
 
 	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
 
-	quota     *quota.Requeuer // requeues Routes the tenant's limits admit or refuse anew
-	admission *quota.Store    // the tenant's verdict, read from the informers' stores
+	quota     *requeue.Readmit // requeues Routes the tenant's limits admit or refuse anew
+	admission *quota.Store     // the tenant's verdict, read from the informers' stores
 
 	mu      sync.Mutex
-	waiting portwait.Waiters                  // objects waiting for free ports
+	waiting requeue.Waiters                   // objects waiting for free ports
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 	// dropped tells which steering annotations were not propagated, once per set.
@@ -135,7 +135,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		ports:     opts.Ports,
 		known:     map[types.NamespacedName]struct{}{},
 		perNS:     map[string]int{},
-		quota:     quota.NewRequeuer(quota.KindRoute),
+		quota:     requeue.NewReadmit(quota.KindRoute),
 		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
 	}
 	r.quota.UseStore(r.admission)
@@ -458,7 +458,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 }
 
 // recheckQuota computes the quota verdict of a managed namespace after a Route went (or
-// started going), so that the Routes it admits anew are requeued (quota.Requeuer).
+// started going), so that the Routes it admits anew are requeued (requeue.Readmit).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
 	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }

@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -104,25 +102,6 @@ func (w *Writer) applyRoute(ctx context.Context, route *v1alpha1.Route, rs trans
 		w.event(route, meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionProgrammed), cond)
 	}
 	return nil
-}
-
-// routeStatusTouched passes new Routes and updates that change the generation or what the
-// Writer owns of status.resources.route (e.g. a tenant overwriting it, which the Writer then
-// restores); the Route controller's writes pass only when they touch those fields.
-func routeStatusTouched() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*v1alpha1.Route)
-		n, ok2 := e.ObjectNew.(*v1alpha1.Route)
-		if !ok1 || !ok2 {
-			return true
-		}
-		or, nr := &o.Status.Resources.Route, &n.Status.Resources.Route
-		oc := meta.FindStatusCondition(or.Conditions, ConditionProgrammed)
-		nc := meta.FindStatusCondition(nr.Conditions, ConditionProgrammed)
-		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc) ||
-			or.APIVersion != nr.APIVersion || or.Kind != nr.Kind || or.Name != nr.Name || or.Namespace != nr.Namespace ||
-			!bytes.Equal(or.Status.Raw, nr.Status.Raw)
-	}}
 }
 
 // sameJSON reports whether two JSON documents are equal as values (empty counts as none).

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -136,34 +133,6 @@ func (w *Writer) state(tenant string) *tenantState {
 
 func namespaceOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{tenantRequest(o.GetNamespace())}
-}
-
-// rejectionsChanged passes TenantStates whose rejections or backend health changed.
-func rejectionsChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*v1alpha1.TenantState)
-		n, ok2 := e.ObjectNew.(*v1alpha1.TenantState)
-		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections) ||
-			!equality.Semantic.DeepEqual(o.Status.BackendHealth, n.Status.BackendHealth)
-	}}
-}
-
-// programmedTouched passes new LoadBalancers and updates that change the generation or the
-// Programmed condition (e.g. a tenant overwriting it, which the Writer then restores), or
-// where the Ready condition appears (the LoadBalancer controller's first status write, before
-// which the Writer leaves the LoadBalancer alone).
-func programmedTouched() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*v1alpha1.LoadBalancer)
-		n, ok2 := e.ObjectNew.(*v1alpha1.LoadBalancer)
-		if !ok1 || !ok2 {
-			return true
-		}
-		oc := meta.FindStatusCondition(o.Status.Conditions, ConditionProgrammed)
-		nc := meta.FindStatusCondition(n.Status.Conditions, ConditionProgrammed)
-		or, nr := meta.FindStatusCondition(o.Status.Conditions, ConditionReady), meta.FindStatusCondition(n.Status.Conditions, ConditionReady)
-		return o.Generation != n.Generation || (oc == nil) != (nc == nil) || (oc != nil && *oc != *nc) || (or == nil) != (nr == nil)
-	}}
 }
 
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenantstates,verbs=get;list;watch

@@ -1,21 +1,25 @@
-package quota
+package requeue
 
 import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"kubelb.dev/kubelb/internal/quota"
+	"kubelb.dev/kubelb/internal/settings"
 )
 
-// TestRequeuer: only the objects whose verdict changed are requeued, of the Requeuer's kind
+// TestReadmit: only the objects whose verdict changed are requeued, of the Readmit's kind
 // and namespace.
-func TestRequeuer(t *testing.T) {
+func TestReadmit(t *testing.T) {
 	t.Parallel()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
-	rq := NewRequeuer(KindLoadBalancer)
+	rq := NewReadmit(quota.KindLoadBalancer)
 	if err := rq.Source().Start(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +34,9 @@ func TestRequeuer(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	objs := []Object{lb("a", 3, 1), lb("b", 2, 1), lb("c", 1, 1), rt("r1", 3, 0), rt("r2", 2, 0)}
+	objs := []quota.Object{lb("a", 3, 1), lb("b", 2, 1), lb("c", 1, 1), rt("r1", 3, 0), rt("r2", 2, 0)}
 
-	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(1, 1, 10)))
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(1, 1, 10)))
 	if got := drain(); !slices.Equal(got, []string{"tenant-x/b", "tenant-x/c"}) {
 		t.Fatalf("first verdict requeued %v, want the refused LoadBalancers only", got)
 	}
@@ -40,19 +44,19 @@ func TestRequeuer(t *testing.T) {
 	if !rq.Refuses("tenant-x") || rq.Refuses("tenant-z") {
 		t.Errorf("Refuses: tenant-x %v (want true), tenant-z %v (want false)", rq.Refuses("tenant-x"), rq.Refuses("tenant-z"))
 	}
-	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(1, 1, 10)))
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(1, 1, 10)))
 	if got := drain(); len(got) != 0 {
 		t.Fatalf("the same verdict requeued %v", got)
 	}
-	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(2, 1, 10)))
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 1, 10)))
 	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
 		t.Fatalf("a raised limit requeued %v, want the LoadBalancer it admits", got)
 	}
-	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(2, 1, 1)))
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 1, 1)))
 	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
 		t.Fatalf("a lowered port limit requeued %v, want the LoadBalancer it refuses", got)
 	}
-	rq.Observe("tenant-y", Admit("tenant-y", objs, limits(3, 3, 10)))
+	rq.Observe("tenant-y", quota.Admit("tenant-y", objs, limits(3, 3, 10)))
 	if got := drain(); len(got) != 0 {
 		t.Fatalf("another namespace's verdict requeued %v", got)
 	}
@@ -60,8 +64,22 @@ func TestRequeuer(t *testing.T) {
 		t.Errorf("Refuses(tenant-y) with every LoadBalancer admitted")
 	}
 	rq.Forget("tenant-x")
-	rq.Observe("tenant-x", Admit("tenant-x", objs, limits(10, 10, 10)))
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(10, 10, 10)))
 	if got := drain(); len(got) != 0 {
 		t.Fatalf("after Forget, requeued %v", got)
 	}
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func lb(name string, age, ports int) quota.Object {
+	return quota.Object{Kind: quota.KindLoadBalancer, Name: name, Created: t0.Add(time.Duration(-age) * time.Minute), Ports: ports}
+}
+
+func rt(name string, age, ports int) quota.Object {
+	return quota.Object{Kind: quota.KindRoute, Name: name, Created: t0.Add(time.Duration(-age) * time.Minute), Ports: ports}
+}
+
+func limits(lbs, routes, ports int) settings.Limits {
+	return settings.Limits{LoadBalancers: lbs, Routes: routes, ListenerPorts: ports, EndpointsPerCluster: 1000, ObjectBytes: 1 << 30}
 }

@@ -1,0 +1,45 @@
+// Package requeue holds what the LoadBalancer and Route controllers add to their own queues
+// besides the watches' events: the objects waiting for free listener ports (Waiters), and
+// the objects whose quota verdict changed (Readmit). Each captures its controller's queue
+// through Source.
+package requeue
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// queue is a controller's queue, learnt through Source. Its zero value adds nothing until
+// the controller starts.
+type queue struct {
+	mu sync.Mutex
+	q  workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// Source is a source that only captures the controller's queue: register it with the
+// controller (WatchesRawSource).
+func (q *queue) Source() source.Source {
+	return source.Func(func(_ context.Context, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.q = wq
+		return nil
+	})
+}
+
+// add queues the keys (none before the controller started).
+func (q *queue) add(keys ...types.NamespacedName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.q == nil {
+		return
+	}
+	for _, k := range keys {
+		q.q.Add(reconcile.Request{NamespacedName: k})
+	}
+}
