@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
@@ -27,6 +28,7 @@ import (
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/process"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
@@ -123,10 +125,13 @@ func run(o *options) error {
 	if err := ports.Range().Validate(); err != nil {
 		return fmt.Errorf("reading --envoy-port-range: %w", err)
 	}
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink}); err != nil {
+	// One quota verdict per tenant for both controllers, which requeues the objects of
+	// either kind that a change admits or refuses anew.
+	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink, Readmit: readmit}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
-	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink}); err != nil {
+	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink, Readmit: readmit}); err != nil {
 		return fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {

@@ -89,6 +89,10 @@ type Options struct {
 	// writer would write, when it is known, so that a new LoadBalancer's status is written
 	// once. Nil leaves Programmed to the status writer alone.
 	Status *statuspkg.Store
+	// Readmit computes the tenants' quota verdicts for the LoadBalancer and Route
+	// controllers (one quota.Store for both) and requeues the objects admitted or refused
+	// anew; nil makes one for this controller alone.
+	Readmit *requeue.Readmit
 	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
 	// the Route controller and the status writer; nil makes one for this controller alone.
 	Sink *statuspkg.Sink
@@ -112,8 +116,7 @@ type Reconciler struct {
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
-	quota     *requeue.Readmit // requeues LoadBalancers the tenant's limits admit or refuse anew
-	admission *quota.Store     // the tenant's verdict, read from the informers' stores
+	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
 
 	mu      sync.Mutex
 	waiting requeue.Waiters                   // objects waiting for free ports
@@ -153,6 +156,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Sink == nil {
 		opts.Sink = statuspkg.NewSink(mgr.GetClient())
 	}
+	if opts.Readmit == nil {
+		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
+	}
 	opts.PortRange = opts.Ports.Range()
 	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
 	if err != nil {
@@ -179,10 +185,8 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		sink:      opts.Sink,
 		deleting:  map[types.NamespacedName]types.UID{},
 		perNS:     map[string]int{},
-		quota:     requeue.NewReadmit(quota.KindLoadBalancer),
-		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
+		readmit:   opts.Readmit,
 	}
-	r.quota.UseStore(r.admission)
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
@@ -202,12 +206,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
-		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceRequest),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source()).
-		WatchesRawSource(r.quota.Source()).
+		WatchesRawSource(r.readmit.LoadBalancers()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
@@ -241,9 +243,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	if req.Name == "" { // a Route of the namespace changed: the tenant's quota verdict may have
-		return reconcile.Result{}, r.recheckQuota(ctx, req.Namespace)
 	}
 	lb := &kubelbv1alpha1.LoadBalancer{}
 	if err := r.client.Get(ctx, req.NamespacedName, lb); err != nil {
@@ -282,11 +281,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return 0, err
 	}
 	// The tenant's limits: a refused LoadBalancer holds no ports and has no hub Service.
-	verdict, err := r.admission.LoadAdmissionFor(ctx, lb, tenant)
+	verdict, err := r.readmit.AdmissionFor(ctx, lb, tenant)
 	if err != nil {
 		return 0, err
 	}
-	r.quota.Observe(lb.Namespace, verdict)
 	refusal, refused := verdict.Refused(quota.KindLoadBalancer, lb.Name)
 	var host hostnameState
 	if refused { // no hostname, and no Certificate: a refused LoadBalancer holds nothing
@@ -710,26 +708,10 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// recheckQuota computes the quota verdict of a managed namespace after a change that
-// reconciles no LoadBalancer of its own (a LoadBalancer gone, a Route changed), so that the
-// LoadBalancers it admits or refuses anew are requeued (requeue.Readmit).
-func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
-	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
-}
-
-// recheckAfterDeletion is recheckQuota after a LoadBalancer of the namespace went or started
-// going: only when some LoadBalancer was refused, as a deletion can only admit.
+// recheckAfterDeletion recomputes the tenant's quota verdict after a LoadBalancer of the
+// namespace went or started going, so that the objects it admits anew are requeued.
 func (r *Reconciler) recheckAfterDeletion(ctx context.Context, namespace string) error {
-	if !r.quota.Refuses(namespace) {
-		return nil
-	}
-	return r.recheckQuota(ctx, namespace)
-}
-
-// namespaceRequest maps an object to the request {Namespace: <its namespace>, Name: ""}:
-// recheck the namespace's quota verdict.
-func namespaceRequest(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+	return r.readmit.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }
 
 // tenantToLoadBalancers requeues the LoadBalancers of one tenant only.

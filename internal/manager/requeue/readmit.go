@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
@@ -13,37 +14,60 @@ import (
 	"kubelb.dev/kubelb/internal/settings"
 )
 
-// Readmit remembers, per namespace, which objects of one kind a controller last found
-// refused, and requeues (in that controller's queue) every object whose verdict changed
-// since: an object that a deletion, a smaller object or a raised limit admits, and one that a
-// lowered limit or a grown older object refuses. Each reconcile computes the namespace's whole
-// verdict anyway; Observe makes it reach the objects it concerns. Register Source with the
-// controller so it learns the queue. Its zero value is not ready: use NewReadmit.
+// Readmit is the manager's one source of a tenant's quota verdict for the LoadBalancer and
+// Route controllers: it computes verdicts through one quota.Store (one memo and one tracker
+// over the informers for both controllers), remembers per namespace which objects the last
+// verdict refused, and requeues, in the queue of each object's controller, every object
+// whose verdict changed since: an object that a deletion, a smaller object or a raised limit
+// admits, and one that a lowered limit or a grown older object refuses — of either kind,
+// whichever controller computed the verdict (a Route that grows can refuse a LoadBalancer).
+// Register LoadBalancers and Routes with the two controllers so it learns their queues.
 type Readmit struct {
-	queue
-	kind quota.Kind
+	store       *quota.Store
+	lbs, routes queue
 
 	mu      sync.Mutex
-	refused map[string]map[string]struct{} // namespace → names
-	store   *quota.Store                   // set: Recheck reads the tenant from it
+	refused map[string]map[quota.Ref]struct{} // namespace → refused objects
 }
 
-// UseStore makes Recheck compute verdicts with s (straight from the informers' stores)
-// instead of listing the tenant.
-func (q *Readmit) UseStore(s *quota.Store) { q.store = s }
-
-// NewReadmit returns a Readmit of the objects of kind.
-func NewReadmit(kind quota.Kind) *Readmit {
-	return &Readmit{kind: kind, refused: map[string]map[string]struct{}{}}
+// NewReadmit returns a Readmit computing verdicts through store.
+func NewReadmit(store *quota.Store) *Readmit {
+	return &Readmit{store: store, refused: map[string]map[quota.Ref]struct{}{}}
 }
 
-// Observe records the verdict of namespace and requeues the objects of the Readmit's kind
-// whose verdict differs from the last one observed. Its cost is linear in the refused
-// objects.
+// LoadBalancers captures the LoadBalancer controller's queue.
+func (q *Readmit) LoadBalancers() source.Source { return q.lbs.Source() }
+
+// Routes captures the Route controller's queue.
+func (q *Readmit) Routes() source.Source { return q.routes.Source() }
+
+// AdmissionFor is the tenant's verdict for the reconcile of obj (quota.Store.LoadAdmissionFor),
+// observed.
+func (q *Readmit) AdmissionFor(ctx context.Context, obj client.Object, t settings.Tenant) (quota.Verdict, error) {
+	v, err := q.store.LoadAdmissionFor(ctx, obj, t)
+	if err == nil {
+		q.Observe(obj.GetNamespace(), v)
+	}
+	return v, err
+}
+
+// Admission is the verdict of namespace (quota.Store.LoadAdmission), observed.
+func (q *Readmit) Admission(ctx context.Context, namespace string, t settings.Tenant) (quota.Verdict, error) {
+	v, err := q.store.LoadAdmission(ctx, namespace, t)
+	if err == nil {
+		q.Observe(namespace, v)
+	}
+	return v, err
+}
+
+// Observe records the verdict of namespace and requeues the objects whose verdict differs
+// from the last one observed. Its cost is linear in the refused objects.
 func (q *Readmit) Observe(namespace string, v quota.Verdict) {
-	now := map[string]struct{}{}
-	for _, name := range v.RefusedNames(q.kind) {
-		now[name] = struct{}{}
+	now := map[quota.Ref]struct{}{}
+	for _, kind := range []quota.Kind{quota.KindLoadBalancer, quota.KindRoute} {
+		for _, name := range v.RefusedNames(kind) {
+			now[quota.Ref{Kind: kind, Name: name}] = struct{}{}
+		}
 	}
 	q.mu.Lock()
 	before := q.refused[namespace]
@@ -53,24 +77,33 @@ func (q *Readmit) Observe(namespace string, v quota.Verdict) {
 		q.refused[namespace] = now
 	}
 	q.mu.Unlock()
-	var changed []types.NamespacedName
-	for name := range now {
-		if _, ok := before[name]; !ok {
-			changed = append(changed, types.NamespacedName{Namespace: namespace, Name: name})
+	var lbs, routes []types.NamespacedName
+	changed := func(ref quota.Ref) {
+		key := types.NamespacedName{Namespace: namespace, Name: ref.Name}
+		if ref.Kind == quota.KindLoadBalancer {
+			lbs = append(lbs, key)
+		} else {
+			routes = append(routes, key)
 		}
 	}
-	for name := range before {
-		if _, ok := now[name]; !ok {
-			changed = append(changed, types.NamespacedName{Namespace: namespace, Name: name})
+	for ref := range now {
+		if _, ok := before[ref]; !ok {
+			changed(ref)
 		}
 	}
-	q.add(changed...)
+	for ref := range before {
+		if _, ok := now[ref]; !ok {
+			changed(ref)
+		}
+	}
+	q.lbs.add(lbs...)
+	q.routes.add(routes...)
 }
 
-// Refuses tells whether the namespace's last verdict observed refused any object of the
-// Readmit's kind. A deletion only frees room: when nothing was refused, it changes no
-// verdict of this kind and needs no Recheck (a mass delete would otherwise recompute the
-// namespace's verdict once per deleted object).
+// Refuses tells whether the namespace's last verdict observed refused any object. A
+// deletion only frees room: when nothing was refused, it changes no verdict and needs no
+// Recheck (a mass delete would otherwise recompute the namespace's verdict once per deleted
+// object).
 func (q *Readmit) Refuses(namespace string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -84,11 +117,14 @@ func (q *Readmit) Forget(namespace string) {
 	delete(q.refused, namespace)
 }
 
-// Recheck computes the verdict of a tenant namespace from c (a cache; Config "default" in
-// managerNamespace) and observes it, after a change that reconciles none of the Readmit's
-// objects of its own (one of them gone, an object of the other kind changed). A namespace
-// that is not managed is forgotten.
+// Recheck computes and observes the verdict of a tenant namespace (Config "default" and the
+// Tenant read through c, a cache, in managerNamespace) after a change that reconciles no
+// object of its own: an object gone, or going. A namespace that is not managed is
+// forgotten. Only when something was refused: a deletion can only admit.
 func (q *Readmit) Recheck(ctx context.Context, c client.Reader, managerNamespace, namespace string) error {
+	if !q.Refuses(namespace) {
+		return nil
+	}
 	managed, err := namespaces.Managed(ctx, c, namespace)
 	if err != nil {
 		return err
@@ -101,15 +137,6 @@ func (q *Readmit) Recheck(ctx context.Context, c client.Reader, managerNamespace
 	if err != nil {
 		return err
 	}
-	var verdict quota.Verdict
-	if q.store != nil {
-		verdict, err = q.store.LoadAdmission(ctx, namespace, tenant)
-	} else {
-		verdict, err = quota.LoadAdmission(ctx, c, namespace, tenant)
-	}
-	if err != nil {
-		return err
-	}
-	q.Observe(namespace, verdict)
-	return nil
+	_, err = q.Admission(ctx, namespace, tenant)
+	return err
 }

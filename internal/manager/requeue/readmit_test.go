@@ -13,17 +13,24 @@ import (
 	"kubelb.dev/kubelb/internal/settings"
 )
 
-// TestReadmit: only the objects whose verdict changed are requeued, of the Readmit's kind
-// and namespace.
+// TestReadmit: only the objects whose verdict changed are requeued, each in its own
+// controller's queue, whichever kind the verdict was computed for, and only in its namespace.
 func TestReadmit(t *testing.T) {
 	t.Parallel()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	defer q.ShutDown()
-	rq := NewReadmit(quota.KindLoadBalancer)
-	if err := rq.Source().Start(context.Background(), q); err != nil {
+	newQueue := func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		t.Cleanup(q.ShutDown)
+		return q
+	}
+	lbq, routeq := newQueue(), newQueue()
+	rq := NewReadmit(nil) // Observe needs no store
+	if err := rq.LoadBalancers().Start(context.Background(), lbq); err != nil {
 		t.Fatal(err)
 	}
-	drain := func() []string {
+	if err := rq.Routes().Start(context.Background(), routeq); err != nil {
+		t.Fatal(err)
+	}
+	drain := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) []string {
 		var out []string
 		for q.Len() > 0 {
 			req, _ := q.Get()
@@ -37,35 +44,41 @@ func TestReadmit(t *testing.T) {
 	objs := []quota.Object{lb("a", 3, 1), lb("b", 2, 1), lb("c", 1, 1), rt("r1", 3, 0), rt("r2", 2, 0)}
 
 	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(1, 1, 10)))
-	if got := drain(); !slices.Equal(got, []string{"tenant-x/b", "tenant-x/c"}) {
-		t.Fatalf("first verdict requeued %v, want the refused LoadBalancers only", got)
+	if got := drain(lbq); !slices.Equal(got, []string{"tenant-x/b", "tenant-x/c"}) {
+		t.Fatalf("first verdict requeued LoadBalancers %v, want the refused ones", got)
 	}
-	// A deletion needs a recheck only where something of the kind is refused.
+	if got := drain(routeq); !slices.Equal(got, []string{"tenant-x/r2"}) {
+		t.Fatalf("first verdict requeued Routes %v, want the refused one", got)
+	}
+	// A deletion needs a recheck only where something is refused.
 	if !rq.Refuses("tenant-x") || rq.Refuses("tenant-z") {
 		t.Errorf("Refuses: tenant-x %v (want true), tenant-z %v (want false)", rq.Refuses("tenant-x"), rq.Refuses("tenant-z"))
 	}
 	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(1, 1, 10)))
-	if got := drain(); len(got) != 0 {
+	if got := append(drain(lbq), drain(routeq)...); len(got) != 0 {
 		t.Fatalf("the same verdict requeued %v", got)
 	}
-	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 1, 10)))
-	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
-		t.Fatalf("a raised limit requeued %v, want the LoadBalancer it admits", got)
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 2, 10)))
+	if got := drain(lbq); !slices.Equal(got, []string{"tenant-x/b"}) {
+		t.Fatalf("raised limits requeued LoadBalancers %v, want the one they admit", got)
 	}
-	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 1, 1)))
-	if got := drain(); !slices.Equal(got, []string{"tenant-x/b"}) {
+	if got := drain(routeq); !slices.Equal(got, []string{"tenant-x/r2"}) {
+		t.Fatalf("raised limits requeued Routes %v, want the one they admit", got)
+	}
+	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(2, 2, 1)))
+	if got := drain(lbq); !slices.Equal(got, []string{"tenant-x/b"}) {
 		t.Fatalf("a lowered port limit requeued %v, want the LoadBalancer it refuses", got)
 	}
 	rq.Observe("tenant-y", quota.Admit("tenant-y", objs, limits(3, 3, 10)))
-	if got := drain(); len(got) != 0 {
+	if got := append(drain(lbq), drain(routeq)...); len(got) != 0 {
 		t.Fatalf("another namespace's verdict requeued %v", got)
 	}
 	if rq.Refuses("tenant-y") {
-		t.Errorf("Refuses(tenant-y) with every LoadBalancer admitted")
+		t.Errorf("Refuses(tenant-y) with every object admitted")
 	}
 	rq.Forget("tenant-x")
 	rq.Observe("tenant-x", quota.Admit("tenant-x", objs, limits(10, 10, 10)))
-	if got := drain(); len(got) != 0 {
+	if got := append(drain(lbq), drain(routeq)...); len(got) != 0 {
 		t.Fatalf("after Forget, requeued %v", got)
 	}
 }

@@ -82,6 +82,9 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Readmit computes the tenants' quota verdicts, shared with the LoadBalancer controller
+	// (loadbalancer.Options.Readmit); nil makes one for this controller alone.
+	Readmit *requeue.Readmit
 	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
 	// the LoadBalancer controller and the status writer; nil makes one for this controller
 	// alone.
@@ -97,8 +100,7 @@ type Reconciler struct {
 
 	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
 
-	quota     *requeue.Readmit // requeues Routes the tenant's limits admit or refuse anew
-	admission *quota.Store     // the tenant's verdict, read from the informers' stores
+	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
 
 	mu      sync.Mutex
 	waiting requeue.Waiters                   // objects waiting for free ports
@@ -119,6 +121,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Sink == nil {
 		opts.Sink = statuspkg.NewSink(mgr.GetClient())
 	}
+	if opts.Readmit == nil {
+		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
+	}
 	if opts.Ports == nil {
 		return nil, errors.New("setting up the Route controller: no port allocator")
 	}
@@ -129,16 +134,14 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		recorder:  mgr.GetEventRecorder("kubelb-manager"),
-		opts:      opts,
-		ports:     opts.Ports,
-		known:     map[types.NamespacedName]struct{}{},
-		perNS:     map[string]int{},
-		quota:     requeue.NewReadmit(quota.KindRoute),
-		admission: quota.NewStore(mgr.GetCache(), mgr.GetClient()),
+		client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorder("kubelb-manager"),
+		opts:     opts,
+		ports:    opts.Ports,
+		known:    map[types.NamespacedName]struct{}{},
+		perNS:    map[string]int{},
+		readmit:  opts.Readmit,
 	}
-	r.quota.UseStore(r.admission)
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
@@ -159,7 +162,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
-		WatchesRawSource(r.quota.Source()).
+		WatchesRawSource(r.readmit.Routes()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
@@ -242,11 +245,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return reconcile.Result{}, err
 	}
 	// The tenant's limits: a refused Route has no hub Service and holds no ports.
-	verdict, err := r.admission.LoadAdmissionFor(ctx, route, tenant)
+	verdict, err := r.readmit.AdmissionFor(ctx, route, tenant)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	r.quota.Observe(route.Namespace, verdict)
 	if msg, refused := verdict.Refused(quota.KindRoute, route.Name); refused {
 		out.quota = msg
 		if err := r.dropGateway(ctx, ports, route); err != nil {
@@ -378,7 +380,7 @@ func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Al
 	if err != nil && !foreign {
 		return nil, err
 	}
-	verdict, err := r.admission.LoadAdmission(ctx, namespace, tenant)
+	verdict, err := r.readmit.Admission(ctx, namespace, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -448,11 +450,9 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 		}
 	}
 	// A LoadBalancer changed: the Routes the tenant's limits admit or refuse anew are requeued.
-	verdict, err := r.admission.LoadAdmission(ctx, namespace, tenant)
-	if err != nil {
+	if _, err := r.readmit.Admission(ctx, namespace, tenant); err != nil {
 		return err
 	}
-	r.quota.Observe(namespace, verdict)
 	_, err = r.syncIngressService(ctx, ports, namespace, tenant, "", &outcome{})
 	return err
 }
@@ -460,7 +460,7 @@ func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portallo
 // recheckQuota computes the quota verdict of a managed namespace after a Route went (or
 // started going), so that the Routes it admits anew are requeued (requeue.Readmit).
 func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
-	return r.quota.Recheck(ctx, r.client, r.opts.Namespace, namespace)
+	return r.readmit.Recheck(ctx, r.client, r.opts.Namespace, namespace)
 }
 
 // loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted

@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestController runs the Route controller (with the LoadBalancer controller, sharing the
@@ -318,16 +319,14 @@ func TestController(t *testing.T) {
 		http80 := svc.Spec.Ports[0].TargetPort.IntVal
 
 		// 443 goes, DNS over UDP and TCP comes, and three listeners are refused.
-		rt = getRoute(t, c, ns, "gw")
 		listeners := []any{listener("http", 80, "HTTP"), listener("http-alt", 80, "HTTP"),
 			listener("dns", 53, "UDP"), listener("dns-tcp", 53, "TCP"),
 			listener("zero", 0, "HTTP"), listener("big", 70000, "TCP"), listener("odd", 8080, "SCTP")}
-		if err := unstructured.SetNestedSlice(rt.Spec.Source.Kubernetes.Route.Object, listeners, "spec", "listeners"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Update(ctx, rt); err != nil {
-			t.Fatal(err)
-		}
+		objects.Update(t, c, getRoute(t, c, ns, "gw"), func(rt *kubelbv1alpha1.Route) { // status writes race with the update
+			if err := unstructured.SetNestedSlice(rt.Spec.Source.Kubernetes.Route.Object, listeners, "spec", "listeners"); err != nil {
+				t.Fatal(err)
+			}
+		})
 		got := waitCondition(t, c, ns, "gw", metav1.ConditionFalse, ReasonInvalidListeners)
 		cond := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionApplied)
 		for _, want := range []string{`listener "zero"`, `listener "big"`, `listener "odd"`} {

@@ -23,8 +23,10 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -57,10 +59,11 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	m.sink = statuspkg.NewSink(mgr.GetClient())
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink}); err != nil {
+	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink}); err != nil {
+	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit}); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the manager's own grace period (30 s), so a runnable that does not end

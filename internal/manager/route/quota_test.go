@@ -64,7 +64,7 @@ func appliedMessage(rt *kubelbv1alpha1.Route) string {
 // beyond spec.limits.routes and Routes whose listener ports do not fit in
 // spec.limits.listenerPorts (counted with the tenant's Gateways, Ingress Service and
 // LoadBalancers, oldest first) get ResourceAppliedSuccessfully=False/QuotaExceeded, an Event,
-// no hub Service and no ports; deleting one admits the next.
+// no hub Service and no ports; deleting one admits the next, of either kind.
 func TestQuota(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
@@ -127,13 +127,25 @@ func TestQuota(t *testing.T) {
 	if err := c.Create(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.Eventually(t, waitTimeout, "LoadBalancer lb Ready=False QuotaExceeded", func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
-			return err
-		}
-		if cond := meta.FindStatusCondition(lb.Status.Conditions, loadbalancer.ConditionReady); cond == nil || cond.Reason != loadbalancer.ReasonQuotaExceeded {
-			return fmt.Errorf("conditions %+v", lb.Status.Conditions)
-		}
-		return nil
-	})
+	waitLBReason := func(reason string) {
+		t.Helper()
+		testsupport.Eventually(t, waitTimeout, "LoadBalancer lb Ready "+reason, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+				return err
+			}
+			if cond := meta.FindStatusCondition(lb.Status.Conditions, loadbalancer.ConditionReady); cond == nil || cond.Reason != reason {
+				return fmt.Errorf("conditions %+v", lb.Status.Conditions)
+			}
+			return nil
+		})
+	}
+	waitLBReason(loadbalancer.ReasonQuotaExceeded)
+
+	// Deleting a Route admits the LoadBalancer: the Route controller's verdict requeues it in
+	// the LoadBalancer controller's queue (one verdict for both kinds, requeue.Readmit).
+	if err := c.Delete(ctx, getRoute(t, c, ns, "gw-old")); err != nil {
+		t.Fatal(err)
+	}
+	waitService(t, c, ns, hubnames.LoadBalancerServiceName("lb"), nil)
+	waitLBReason(loadbalancer.ReasonNoExternalAddress)
 }
