@@ -24,7 +24,7 @@ import (
 // Register LoadBalancers and Routes with the two controllers so it learns their queues.
 type Readmit struct {
 	store       *quota.Store
-	lbs, routes queue
+	lbs, routes Queue
 
 	mu      sync.Mutex
 	refused map[string]map[quota.Ref]struct{} // namespace → refused objects
@@ -96,8 +96,8 @@ func (q *Readmit) Observe(namespace string, v quota.Verdict) {
 			changed(ref)
 		}
 	}
-	q.lbs.add(lbs...)
-	q.routes.add(routes...)
+	q.lbs.Add(lbs...)
+	q.routes.Add(routes...)
 }
 
 // Refuses tells whether the namespace's last verdict observed refused any object. A

@@ -14,16 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// queue is a controller's queue, learnt through Source. Its zero value adds nothing until
-// the controller starts.
-type queue struct {
+// Queue is a controller's queue, learnt through Source, for requests a controller adds to
+// its own queue. Its zero value adds nothing until the controller starts.
+type Queue struct {
 	mu sync.Mutex
 	q  workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
 // Source is a source that only captures the controller's queue: register it with the
 // controller (WatchesRawSource).
-func (q *queue) Source() source.Source {
+func (q *Queue) Source() source.Source {
 	return source.Func(func(_ context.Context, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -32,8 +32,8 @@ func (q *queue) Source() source.Source {
 	})
 }
 
-// add queues the keys (none before the controller started).
-func (q *queue) add(keys ...types.NamespacedName) {
+// Add queues the keys (none before the controller started).
+func (q *Queue) Add(keys ...types.NamespacedName) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.q == nil {

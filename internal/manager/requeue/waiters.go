@@ -10,7 +10,7 @@ import (
 // requeues them when ports are freed (the LoadBalancer and Route controllers share the
 // listener port range). Register Source with the controller so it learns the queue.
 type Waiters struct {
-	queue
+	Queue
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]struct{}
 }
@@ -37,5 +37,5 @@ func (w *Waiters) Wake() {
 		keys = append(keys, key)
 	}
 	w.mu.Unlock()
-	w.add(keys...)
+	w.Add(keys...)
 }

@@ -98,7 +98,8 @@ type Reconciler struct {
 	opts     Options
 	ports    *portalloc.Shared
 
-	ingressMu sync.Map // namespace → *sync.Mutex: one writer of a tenant's Ingress Service
+	ingress      *ingressServices // each tenant's Ingress Service, decided per tenant
+	ingressQueue requeue.Queue    // this controller's queue, for the Ingress Routes of a tenant
 
 	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
 
@@ -151,10 +152,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		For(&kubelbv1alpha1.Route{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
-		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(tenantIngressRequest),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
-		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
@@ -163,12 +160,16 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source()).
 		WatchesRawSource(r.readmit.Routes()).
+		WatchesRawSource(r.ingressQueue.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
+	}
+	if r.ingress, err = setupIngressServices(mgr, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -194,9 +195,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	ports, err := r.ports.Get(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	if req.Name == "" { // the tenant's Ingress Service alone (a LoadBalancer hostname changed)
-		return reconcile.Result{}, r.reconcileTenantIngress(ctx, ports, req.Namespace)
 	}
 	route := &kubelbv1alpha1.Route{}
 	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
@@ -226,11 +224,13 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	out := outcome{kind: kind, gvk: gvk}
 	var services []hubServiceState
 	defer func() { // the one status write
-		if err != nil {
-			return // the hub Service is in an unknown state; the retry reports it
+		if err != nil || out.pending {
+			return // the hub Service is in an unknown state; the retry (or the Ingress Service controller's requeue) reports it
 		}
 		err = r.writeStatus(ctx, route, out, services)
-		if out.serviceErr != nil { // retried with backoff: some rejections are transient
+		// Retried with backoff (some rejections are transient), except the tenant's Ingress
+		// Service's: the Ingress Service controller retries it, and requeues this Route.
+		if out.serviceErr != nil && kind.HubService() != routekind.SharedIngressService {
 			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
 		}
 		r.waiting.Set(key, out.exhausted != nil)
@@ -251,13 +251,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	}
 	if msg, refused := verdict.Refused(quota.KindRoute, route.Name); refused {
 		out.quota = msg
-		if err := r.dropGateway(ctx, ports, route); err != nil {
-			return reconcile.Result{}, err
-		}
-		if r.holdsIngress(ports, route.Namespace) {
-			_, err = r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{})
-		}
-		return reconcile.Result{}, err
+		return reconcile.Result{}, r.dropGateway(ctx, ports, route)
 	}
 	// What the Route had as another kind (its embedded object was replaced) goes.
 	service := kind.HubService()
@@ -266,16 +260,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return reconcile.Result{}, err
 		}
 	}
-	if service != routekind.SharedIngressService && r.holdsIngress(ports, route.Namespace) {
-		if _, err := r.syncIngressService(ctx, ports, route.Namespace, tenant, route.Name, &outcome{}); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
 	switch {
 	case service == routekind.OwnHubService:
 		services, err = r.reconcileGateway(ctx, ports, route, tenant, &out)
 	case service == routekind.SharedIngressService:
-		services, err = r.reconcileIngress(ctx, ports, route.Namespace, tenant, &out)
+		services = r.reconcileIngress(route.Namespace, tenant, &out)
 	case kind.AttachesToGateway():
 		if tenant.DisableGatewayAPI {
 			out.disabled = "Gateway API"
@@ -351,110 +340,34 @@ func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator
 	return nil
 }
 
-// reconcileIngress brings the tenant's shared Ingress Service in line with its Ingress
-// Routes and reports it.
-func (r *Reconciler) reconcileIngress(ctx context.Context, ports *portalloc.Allocator, namespace string, tenant settings.Tenant, out *outcome) ([]hubServiceState, error) {
+// reconcileIngress reports the tenant's shared Ingress Service, as the Ingress Service
+// controller last left it (ingress_service.go), on an Ingress Route; pending until that
+// controller first reconciled the tenant (it then requeues the tenant's Ingress Routes).
+func (r *Reconciler) reconcileIngress(namespace string, tenant settings.Tenant, out *outcome) []hubServiceState {
 	if tenant.DisableIngress {
 		out.disabled = "Ingress"
 	}
-	st, err := r.syncIngressService(ctx, ports, namespace, tenant, "", out)
-	if err != nil || st == nil {
-		return nil, err
+	st, ok := r.ingress.state(namespace)
+	if !ok {
+		out.pending = true
+		return nil
 	}
-	return []hubServiceState{*st}, nil
+	out.exhausted, out.serviceErr = st.exhausted, st.serviceErr
+	if st.service == nil {
+		return nil
+	}
+	return []hubServiceState{*st.service}
 }
 
-// syncIngressService makes the tenant's Ingress Service exist, with ports 80 and 443, while
-// the tenant has an Ingress Route that is not being deleted (other than except) and Ingress
-// is not disabled; otherwise it deletes the Service and frees its ports. One reconcile at a
-// time per tenant decides, so a Route going and another coming cannot interleave.
-func (r *Reconciler) syncIngressService(ctx context.Context, ports *portalloc.Allocator, namespace string, tenant settings.Tenant,
-	except string, out *outcome) (*hubServiceState, error) {
-	mu, _ := r.ingressMu.LoadOrStore(namespace, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-
-	owner := portalloc.IngressOwner(namespace)
-	svc, err := r.ingressService(ctx, namespace)
-	foreign := errors.Is(err, errForeignService)
-	if err != nil && !foreign {
-		return nil, err
+// requeueIngressRoutes requeues the Ingress Routes of a tenant namespace (its Ingress
+// Service changed).
+func (r *Reconciler) requeueIngressRoutes(namespace string) {
+	reqs := r.routesIn(context.Background(), namespace, routekind.Ingress)
+	keys := make([]types.NamespacedName, 0, len(reqs))
+	for _, req := range reqs {
+		keys = append(keys, req.NamespacedName)
 	}
-	verdict, err := r.readmit.Admission(ctx, namespace, tenant)
-	if err != nil {
-		return nil, err
-	}
-	wanted := false
-	if !tenant.DisableIngress {
-		if wanted, err = r.hasIngressRoute(ctx, namespace, except, verdict); err != nil {
-			return nil, err
-		}
-	}
-	hosts, err := r.loadBalancerHostnames(ctx, namespace, tenant, verdict)
-	if err != nil {
-		return nil, err
-	}
-	wanted = wanted || len(hosts) > 0
-	if !wanted {
-		if !foreign {
-			if err := hubservice.Delete(ctx, r.client, svc); err != nil {
-				return nil, err
-			}
-		}
-		r.release(ports, owner)
-		return nil, nil
-	}
-	if foreign {
-		out.serviceErr = err
-		return nil, nil
-	}
-	alloc, _, allocErr := ports.Ensure(owner, ingressRequests(namespace, svc))
-	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
-		return nil, fmt.Errorf("allocating listener ports for the Ingress Service of %s: %w", namespace, allocErr)
-	}
-	out.exhausted = allocErr
-	exposed := allocatedIngressPorts(namespace, alloc)
-	if len(exposed) == 0 {
-		return nil, hubservice.Delete(ctx, r.client, svc)
-	}
-	svc, out.serviceErr, err = r.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts, svc))
-	if err != nil || out.serviceErr != nil {
-		return nil, err
-	}
-	return &hubServiceState{name: kubelbv1alpha1.IngressServiceName, ports: exposed, svc: svc}, nil
-}
-
-// reconcileTenantIngress settles the tenant's Ingress Service after a change of its
-// LoadBalancers' hostnames (request {Namespace: <tenant namespace>, Name: ""}).
-func (r *Reconciler) reconcileTenantIngress(ctx context.Context, ports *portalloc.Allocator, namespace string) error {
-	managed, err := namespaces.Managed(ctx, r.client, namespace)
-	if err != nil || !managed {
-		return err
-	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(namespace))
-	if err != nil {
-		return err
-	}
-	// Most LoadBalancer changes concern no Route and no Ingress Service: in a tenant without
-	// Routes, LoadBalancer hostnames and an Ingress Service there is nothing to decide (a
-	// tenant of 10 000 LoadBalancers would otherwise be walked for each one created).
-	if tenant.DNS.IsZero() {
-		routes := &kubelbv1alpha1.RouteList{}
-		if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-			return fmt.Errorf("listing the Routes of %s: %w", namespace, err)
-		}
-		svc, err := r.ingressService(ctx, namespace)
-		if len(routes.Items) == 0 && svc == nil && err == nil {
-			r.release(ports, portalloc.IngressOwner(namespace))
-			return nil
-		}
-	}
-	// A LoadBalancer changed: the Routes the tenant's limits admit or refuse anew are requeued.
-	if _, err := r.readmit.Admission(ctx, namespace, tenant); err != nil {
-		return err
-	}
-	_, err = r.syncIngressService(ctx, ports, namespace, tenant, "", &outcome{})
-	return err
+	r.ingressQueue.Add(keys...)
 }
 
 // recheckQuota computes the quota verdict of a managed namespace after a Route went (or
@@ -496,15 +409,15 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 }
 
 // hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
-// admitted by the tenant's limits, other than except.
-func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace, except string, verdict quota.Verdict) (bool, error) {
+// admitted by the tenant's limits.
+func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace string, verdict quota.Verdict) (bool, error) {
 	list := &kubelbv1alpha1.RouteList{}
 	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
 	}
 	for i := range list.Items {
 		rt := &list.Items[i]
-		if rt.Name == except || !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
+		if !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
 			continue
 		}
 		if kind, _ := routekind.Of(rt); kind.HubService() == routekind.SharedIngressService {
@@ -546,20 +459,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 	if _, err := finalizer.Remove(ctx, r.client, route, kubelbv1alpha1.CleanupFinalizer); err != nil {
 		return err
 	}
-	return r.forget(ctx, ports, key)
+	r.forget(ports, key)
+	return nil
 }
 
 // reconcileGone cleans up after a Route that no longer exists. Its deletion needs no
 // finalizer: its Gateway Service (controlled by it) is deleted here, then its ports are
-// freed and, if it was the tenant's last Ingress Route, the Ingress Service is settled
-// (forget). A Route deleted while no manager ran is caught the same way: its Gateway
-// Service's event at start-up brings its key here, and the Tenant's brings the Ingress
-// Service's (reconcileTenantIngress). A Route makes no Secrets.
+// freed (forget); the Ingress Service controller settles the tenant's Ingress Service on the
+// same delete event. A Route deleted while no manager ran is caught the same way: its
+// Gateway Service's event at start-up brings its key here, and the Ingress Service's brings
+// its tenant to the Ingress Service controller. A Route makes no Secrets.
 func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
 	if err := r.deleteGatewayService(ctx, key); err != nil {
 		return err
 	}
-	return r.forget(ctx, ports, key)
+	r.forget(ports, key)
+	return nil
 }
 
 // deleteGatewayService deletes the Gateway Service of the Route key: the Service of its
@@ -572,9 +487,9 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 	return hubservice.Delete(ctx, r.client, svc)
 }
 
-// forget frees the ports of a Route that is gone (a Gateway's), forgets it for the gauge
-// and, in case it was the tenant's last Ingress Route, settles the Ingress Service.
-func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
+// forget frees the ports of a Route that is gone (a Gateway's) and forgets it for the gauge.
+// (Its tenant's Ingress Service follows the Route's delete event by itself.)
+func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName) {
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
 	r.waiting.Set(key, false)
 	r.mu.Lock()
@@ -585,25 +500,6 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, key
 		r.reportRoutesLocked(key.Namespace)
 	}
 	r.mu.Unlock()
-	if !r.holdsIngress(ports, key.Namespace) {
-		return nil
-	}
-	tenant, err := settings.Load(ctx, r.client, r.opts.Namespace, hubnames.TenantName(key.Namespace))
-	if err != nil {
-		return err
-	}
-	_, err = r.syncIngressService(ctx, ports, key.Namespace, tenant, key.Name, &outcome{})
-	return err
-}
-
-// holdsIngress reports whether the tenant's Ingress Service holds ports.
-func (r *Reconciler) holdsIngress(ports *portalloc.Allocator, namespace string) bool {
-	for _, p := range ingressPorts {
-		if _, ok := ports.Lookup(portalloc.IngressKey(namespace, p.port)); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // release frees an owner's ports and wakes the Routes waiting for ports.
@@ -722,18 +618,13 @@ func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service,
 	return existing, nil, nil // the status, all the Route status reports of it, did not change
 }
 
-// serviceToRoutes maps a hub Service to the Routes it serves: a Gateway's Service to its
-// Route (hubnames.RouteNamedBy; a Route that is gone gets its Service deleted), the Ingress
-// Service to every Ingress Route of the namespace, or to the tenant's Ingress Service
-// request when there is none.
-func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
+// serviceToRoutes maps a Gateway's hub Service to its Route (hubnames.RouteNamedBy; a Route
+// that is gone gets its Service deleted). The Ingress Service is the Ingress Service
+// controller's, which requeues the Ingress Routes when its outcome changes.
+func (r *Reconciler) serviceToRoutes(_ context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if o.GetName() == kubelbv1alpha1.IngressServiceName {
-		if reqs := r.routesIn(ctx, ns, routekind.Ingress); len(reqs) > 0 {
-			return reqs
-		}
-		// No Ingress Route (the last went while no manager ran): the Service is settled alone.
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns}}}
+		return nil
 	}
 	name := hubnames.RouteNamedBy(o)
 	if name == "" {
@@ -742,59 +633,14 @@ func (r *Reconciler) serviceToRoutes(ctx context.Context, o client.Object) []rec
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// tenantToRoutes requeues the Routes of one tenant only, and its Ingress Service (its
-// LoadBalancer hostnames depend on the Tenant's DNS settings).
+// tenantToRoutes requeues the Routes of one tenant only.
 func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	ns := hubnames.TenantNamespace(o.GetName())
-	return append(r.routesIn(ctx, ns), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
+	return r.routesIn(ctx, hubnames.TenantNamespace(o.GetName()))
 }
 
-// configToRoutes requeues every Route: Config applies to all tenants; and the Ingress Service
-// of every namespace with LoadBalancers.
+// configToRoutes requeues every Route: Config applies to all tenants.
 func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
-	reqs := r.routesIn(ctx, "")
-	list := &kubelbv1alpha1.LoadBalancerList{}
-	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing LoadBalancers to requeue")
-		return reqs
-	}
-	seen := map[string]bool{}
-	for i := range list.Items {
-		if ns := list.Items[i].Namespace; !seen[ns] {
-			seen[ns] = true
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}})
-		}
-	}
-	return reqs
-}
-
-// tenantIngressRequest maps a LoadBalancer to the request of its tenant's Ingress Service
-// ({Namespace: <its namespace>, Name: ""}).
-func tenantIngressRequest(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
-}
-
-// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the Ingress
-// Services of the other tenants with a LoadBalancer of the same hostname: which of them holds
-// it (and gets its DNS record) may have changed.
-func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
-	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-	if !ok {
-		return nil
-	}
-	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
-		return nil
-	}
-	var out []reconcile.Request
-	for _, k := range keys {
-		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: k.Namespace}}
-		if !slices.Contains(out, req) {
-			out = append(out, req)
-		}
-	}
-	return out
+	return r.routesIn(ctx, "")
 }
 
 // namespaceToRoutes requeues the Routes of a namespace.

@@ -266,6 +266,7 @@ type outcome struct {
 	exhausted   error
 	problems    []string
 	noPorts     bool
+	pending     bool // the tenant's Ingress Service was not decided yet: no status to write
 }
 
 // appliedCondition is the ResourceAppliedSuccessfully condition of status.resources.route
