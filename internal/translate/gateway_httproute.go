@@ -178,12 +178,9 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort i
 			return nil, fmt.Sprintf("scheme %q is not http or https", truncate(*f.Scheme))
 		}
 	}
-	if f.Hostname != nil {
-		h := strings.ToLower(string(*f.Hostname))
-		if !validHostname(h, false) {
-			return nil, fmt.Sprintf("hostname %q is not a DNS name", truncate(h))
-		}
-		rd.Hostname = h
+	var err string
+	if rd.Hostname, err = filterHostname(f.Hostname); err != "" {
+		return nil, err
 	}
 	listenerScheme := "http"
 	if listenerHTTPS {
@@ -215,31 +212,21 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, m ir.RouteMatch, listenerPort i
 			return nil, fmt.Sprintf("status code %d is not a redirect", *f.StatusCode)
 		}
 	}
-	if p := f.Path; p != nil {
-		full, re, err := pathModifier(p, m)
-		if err != "" {
-			return nil, err
-		}
-		rd.Path, rd.PathRegex = full, re
+	if rd.Path, rd.PathRegex, err = pathModifier(f.Path, m); err != "" {
+		return nil, err
 	}
 	return rd, ""
 }
 
+// rewrite builds a URLRewrite; nil when it changes nothing.
 func rewrite(f *gwv1.HTTPURLRewriteFilter, m ir.RouteMatch) (*ir.URLRewrite, string) {
 	rw := &ir.URLRewrite{}
-	if f.Hostname != nil {
-		h := strings.ToLower(string(*f.Hostname))
-		if !validHostname(h, false) {
-			return nil, fmt.Sprintf("hostname %q is not a DNS name", truncate(h))
-		}
-		rw.Hostname = h
+	var err string
+	if rw.Hostname, err = filterHostname(f.Hostname); err != "" {
+		return nil, err
 	}
-	if p := f.Path; p != nil {
-		full, re, err := pathModifier(p, m)
-		if err != "" {
-			return nil, err
-		}
-		rw.Path, rw.PathRegex = full, re
+	if rw.Path, rw.PathRegex, err = pathModifier(f.Path, m); err != "" {
+		return nil, err
 	}
 	if rw.Hostname == "" && rw.Path == "" && rw.PathRegex == nil {
 		return nil, ""
@@ -247,9 +234,25 @@ func rewrite(f *gwv1.HTTPURLRewriteFilter, m ir.RouteMatch) (*ir.URLRewrite, str
 	return rw, ""
 }
 
-// pathModifier returns the full path, or the rewrite of the matched prefix; ReplacePrefixMatch
-// needs a PathPrefix match.
+// filterHostname is the hostname a RequestRedirect or URLRewrite puts in place ("" for none),
+// or why it cannot be served.
+func filterHostname(h *gwv1.PreciseHostname) (string, string) {
+	if h == nil {
+		return "", ""
+	}
+	s := strings.ToLower(string(*h))
+	if !validHostname(s, false) {
+		return "", fmt.Sprintf("hostname %q is not a DNS name", truncate(s))
+	}
+	return s, ""
+}
+
+// pathModifier returns the full path, or the rewrite of the matched prefix (neither for no
+// modifier); ReplacePrefixMatch needs a PathPrefix match.
 func pathModifier(p *gwv1.HTTPPathModifier, m ir.RouteMatch) (string, *ir.RegexRewrite, string) {
+	if p == nil {
+		return "", nil, ""
+	}
 	switch p.Type {
 	case gwv1.FullPathHTTPPathModifier:
 		if p.ReplaceFullPath == nil || !validPath(*p.ReplaceFullPath) {
