@@ -133,10 +133,10 @@ func (t *l7) gateways() {
 	}
 	a := &attacher{t: t, gateways: gws}
 	for _, r := range t.byKind[routekind.HTTPRoute] {
-		a.httpRoute(r)
+		a.rulesRoute(r, KindHTTPRoute)
 	}
 	for _, r := range t.byKind[routekind.GRPCRoute] {
-		a.grpcRoute(r)
+		a.rulesRoute(r, KindGRPCRoute)
 	}
 	for _, r := range t.byKind[routekind.TLSRoute] {
 		a.streamRoute(r, KindTLSRoute)
