@@ -32,6 +32,11 @@ const (
 	IngressServiceName = "kubelb-ingress"
 	// GatewayServicePrefix prefixes a Gateway Route's name to form its hub Service name.
 	GatewayServicePrefix = "gateway-"
+	// AnnotationPortsExhausted is set by the manager on a LoadBalancer's hub Service when some
+	// ports of the LoadBalancer got no listener port because the hub's range is exhausted:
+	// "<protocol>/<port>" of each, comma-separated, sorted. A port the hub Service has no
+	// port for and that this does not list is not allocated yet (pending), not refused.
+	AnnotationPortsExhausted = "kubelb.k8c.io/ports-exhausted"
 
 	// AnnotationProxyProtocol on a tenant Service asks for PROXY protocol v2 towards the tenant.
 	AnnotationProxyProtocol = "kubelb.k8c.io/proxy-protocol"

@@ -161,7 +161,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonInvalidName, "", "the object's name cannot be used in Envoy names"},
 	{translate.ReasonUnsupportedProtocol, "", "a port's protocol is neither TCP nor UDP"},
 	{translate.ReasonInvalidPort, "", "a port number is out of range or repeated"},
-	{translate.ReasonPortNotAllocated, "", "no listener port in the hub Service yet"},
+	{translate.ReasonPortNotAllocated, "", "the hub's listener port range had no port left for it"},
 	{translate.ReasonListenerPortConflict, "", "another port already uses the listener port"},
 	{translate.ReasonAddressesNotFound, "", "the referenced Addresses object does not exist: is the ccm running?"},
 	{translate.ReasonInvalidAddress, "", "an endpoint address is neither an IP nor a DNS name"},

@@ -134,8 +134,8 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The only problems: the newer Ingress's /api, and the LoadBalancer's port 80 has no
-	// listener port (it is served on its hostname only).
-	if len(problems) != 2 || problems[0].Reason != translate.ReasonPortNotAllocated || problems[1].Reason != translate.ReasonPathConflict {
+	// listener port yet (no hub Service here; it is served on its hostname only).
+	if len(problems) != 2 || problems[0].Reason != translate.ReasonPortPending || problems[1].Reason != translate.ReasonPathConflict {
 		t.Fatalf("problems: %v", problems)
 	}
 

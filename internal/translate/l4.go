@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -196,7 +197,11 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 
 		ps.listenerPort = hub.listenerPort(ps.protocol, ps.port)
 		if ps.listenerPort == 0 {
-			t.problem(ref, ir.SeverityError, ReasonPortNotAllocated, "no listener port is allocated yet (the hub Service has no port for it)")
+			if hub.exhausted[listenerKey{ps.protocol, ps.port}] {
+				t.problem(ref, ir.SeverityError, ReasonPortNotAllocated, "no listener port is left for it in the hub's listener port range")
+			} else {
+				t.problem(ref, ir.SeverityWarning, ReasonPortPending, "no listener port yet: the manager has not allocated it (the hub Service has no port for it)")
+			}
 			continue
 		}
 		if ps.listenerPort < 0 || ps.listenerPort > 65535 {
@@ -408,6 +413,9 @@ func (t *l4) endpointPort(g *v1alpha1.LoadBalancerEndpoints, ps portSpec) (int32
 type hubPorts struct {
 	ports []corev1.ServicePort
 	index map[listenerKey]int32
+	// exhausted are the LoadBalancer ports the manager found no listener port for
+	// (v1alpha1.AnnotationPortsExhausted).
+	exhausted map[listenerKey]bool
 }
 
 // indexHubPorts indexes the ports of a hub Service (nil, or one being deleted, records none).
@@ -416,6 +424,16 @@ func indexHubPorts(svc *corev1.Service) hubPorts {
 		return hubPorts{}
 	}
 	x := hubPorts{ports: svc.Spec.Ports}
+	if a := svc.Annotations[v1alpha1.AnnotationPortsExhausted]; a != "" {
+		x.exhausted = map[listenerKey]bool{}
+		for _, p := range strings.Split(a, ",") {
+			proto, num, ok := strings.Cut(p, "/")
+			port, err := strconv.ParseInt(num, 10, 32)
+			if ok && err == nil {
+				x.exhausted[listenerKey{corev1.Protocol(proto), int32(port)}] = true
+			}
+		}
+	}
 	if len(x.ports) > manyPorts {
 		x.index = make(map[listenerKey]int32, len(x.ports))
 		for _, sp := range x.ports {

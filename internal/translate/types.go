@@ -65,8 +65,9 @@ type Input struct {
 	// They are the record of the listener ports: the targetPort of the hub Service port with
 	// a LoadBalancer port's protocol and number is that port's listener port, and their
 	// spec.ipFamilies are the families the listeners bind. A LoadBalancer without one has
-	// no listener port yet (PortNotAllocated). The LoadBalancer status, which the tenant may
-	// write and which is written after the hub Service, is not read.
+	// no listener port yet (PortPending), or none left (PortNotAllocated, when the hub
+	// Service's v1alpha1.AnnotationPortsExhausted lists the port). The LoadBalancer status,
+	// which the tenant may write and which is written after the hub Service, is not read.
 	HubServices map[string]*corev1.Service
 	// Addresses of the tenant by object name (normally only "default").
 	Addresses map[string]v1alpha1.Addresses
@@ -223,8 +224,14 @@ const (
 	// ReasonInvalidPort: a port number is out of range or repeated (the port is skipped, or
 	// for an endpoint port, that endpoint group is left out).
 	ReasonInvalidPort = "InvalidPort"
-	// ReasonPortNotAllocated: no listener port in the hub Service yet (skipped).
+	// ReasonPortNotAllocated: the hub's listener port range had no port left for it (the
+	// hub Service lists it in v1alpha1.AnnotationPortsExhausted; skipped).
 	ReasonPortNotAllocated = "PortNotAllocated"
+	// ReasonPortPending (a Warning): no listener port in the hub Service yet, and none
+	// refused: the manager has not allocated it yet (skipped for now). It is never a
+	// condition: the status writer gives no verdict on a LoadBalancer with a pending port,
+	// the next translation (after the allocation) does.
+	ReasonPortPending = "PortPending"
 	// ReasonListenerPortConflict: another port already uses the listener port (skipped).
 	ReasonListenerPortConflict = "ListenerPortConflict"
 	// ReasonAddressesNotFound: the referenced Addresses object does not exist (no endpoints).

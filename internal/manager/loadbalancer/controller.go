@@ -364,7 +364,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		}
 		svc = nil
 	default:
-		svc, out.serviceErr, err = r.applyHubService(ctx, svc, hubService(lb, tenant, exposed, alloc, svc))
+		desired := hubService(lb, tenant, exposed, alloc, svc)
+		markExhausted(desired, planned, alloc)
+		svc, out.serviceErr, err = r.applyHubService(ctx, svc, desired)
 		if err != nil {
 			return 0, err
 		}

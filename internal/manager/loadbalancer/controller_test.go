@@ -613,6 +613,20 @@ func TestController(t *testing.T) {
 				t.Errorf("%s got %d PortsExhausted events", name, n)
 			}
 		}
+		// A served LoadBalancer that asks for one more port keeps the ports it has, and its hub
+		// Service names the one refused (the translation then reports PortNotAllocated for it,
+		// not a port still pending).
+		objects.Update(t, c, getLB(t, c, ns, "third"), func(lb *kubelbv1alpha1.LoadBalancer) {
+			more := newLB(ns, "third", tcp(22), tcp(23))
+			lb.Spec.Ports, lb.Spec.Endpoints = more.Spec.Ports, more.Spec.Endpoints
+		})
+		waitService(t, c, ns, "third", func(s *corev1.Service) error {
+			if got := s.Annotations[kubelbv1alpha1.AnnotationPortsExhausted]; got != "TCP/23" || len(s.Spec.Ports) != 1 || s.Spec.Ports[0].TargetPort.IntVal != 11001 {
+				return fmt.Errorf("annotation %q, ports %+v", got, s.Spec.Ports)
+			}
+			return nil
+		})
+		waitReady(t, c, ns, "third", metav1.ConditionFalse, ReasonPortsExhausted)
 		// Freeing both ports wakes the waiting LoadBalancer.
 		for _, name := range []string{"first", "third"} {
 			lb := getLB(t, c, ns, name)

@@ -207,10 +207,30 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
 		WithSpec(spec)
-	if a := t.Annotations(kubelbv1alpha1.AnnotatedResourceService, lb.Annotations); len(a) > 0 {
+	a := t.Annotations(kubelbv1alpha1.AnnotatedResourceService, lb.Annotations)
+	delete(a, kubelbv1alpha1.AnnotationPortsExhausted) // the manager's, never a tenant's
+	if len(a) > 0 {
 		svc.WithAnnotations(a)
 	}
 	return svc
+}
+
+// markExhausted records on the hub Service svc the LoadBalancer ports (planned) that got no
+// listener port in alloc because the range is exhausted (AnnotationPortsExhausted): the
+// translation reports those as not served (PortNotAllocated), and any other port the hub
+// Service lacks as pending. Nothing when every port has one.
+func markExhausted(svc *corev1ac.ServiceApplyConfiguration, planned []lbPort, alloc map[portalloc.Key]int32) {
+	var missing []string
+	for _, p := range planned {
+		if alloc[p.Key] == 0 {
+			missing = append(missing, fmt.Sprintf("%s/%d", p.Protocol, p.Port))
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.Sort(missing)
+	svc.WithAnnotations(map[string]string{kubelbv1alpha1.AnnotationPortsExhausted: strings.Join(missing, ",")})
 }
 
 // hubIPFamilies is what the hub Service asks of the hub's IP families, from the

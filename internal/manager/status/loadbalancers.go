@@ -3,9 +3,9 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -18,17 +18,16 @@ import (
 
 // A LoadBalancer's status has two producers, the LoadBalancer controller (ports, address,
 // Ready) and the leader-only Writer (Programmed), both written by the Sink, and a new
-// LoadBalancer would cost a status write of each, plus a transient Programmed=False
-// (PortNotAllocated) while the translation ran ahead of the port allocation. To write a new
-// LoadBalancer's status once:
+// LoadBalancer would cost a status write of each. To write a new LoadBalancer's status once:
 //   - the LoadBalancer controller carries the Programmed verdict (LoadBalancerProgrammed)
 //     in its own status write when the latest Report knows the LoadBalancer at its
 //     generation;
 //   - the Writer leaves a LoadBalancer alone until the LoadBalancer controller has written
 //     Ready (its first status write carries the verdict when it is known; the Writer hears
-//     of the Ready condition's appearance), and does not write a verdict that only says
-//     PortNotAllocated while the status already holds every port: the translation has not
-//     caught up with the allocation yet, and the next Report replaces it (transient).
+//     of the Ready condition's appearance).
+// Neither gives a verdict while a port of the LoadBalancer is pending
+// (translate.ReasonPortPending: its hub Service has no listener port for it yet, and the
+// manager did not refuse one): the translation that follows the allocation does.
 
 // LoadBalancerProgrammed is the Programmed condition of lb as the Writer would write it,
 // from the tenant's latest Report and its TenantState's rejections (read through reader), and
@@ -59,43 +58,16 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 			problems = append(problems, p)
 		}
 	}
-	if transient(lb, problems, true) {
+	if pending(problems) {
 		return metav1.Condition{}, false, nil
 	}
 	return Programmed(gen, problems), true, nil
 }
 
-// transient tells whether a verdict would be replaced by the next one anyway: its only
-// errors are PortNotAllocated while the LoadBalancer controller has not reported yet (no
-// Ready condition) or already reports a listener port for every port of the LoadBalancer
-// (the translation ran before the allocation). byController: the caller is the
-// LoadBalancer controller, about to report the ports the Report does not have yet; it never
-// carries a PortNotAllocated verdict (when real, e.g. ports exhausted, the Writer writes it
-// after that report).
-func transient(lb *v1alpha1.LoadBalancer, problems []ir.Problem, byController bool) bool {
-	errs := 0
-	for _, p := range problems {
-		if p.Severity != ir.SeverityError {
-			continue
-		}
-		if p.Reason != translate.ReasonPortNotAllocated {
-			return false
-		}
-		errs++
-	}
-	if errs == 0 {
-		return false
-	}
-	if byController || meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil {
-		return true
-	}
-	allocated := 0
-	for _, p := range lb.Status.Service.Ports {
-		if p.UpstreamTargetPort != 0 {
-			allocated++
-		}
-	}
-	return allocated >= len(lb.Spec.Ports)
+// pending tells whether a LoadBalancer's problems hold a port the manager has not
+// allocated yet: no verdict until the translation that follows the allocation.
+func pending(problems []ir.Problem) bool {
+	return slices.ContainsFunc(problems, func(p ir.Problem) bool { return p.Reason == translate.ReasonPortPending })
 }
 
 // readRejections reads a tenant's rejections from its TenantState (none when it has none).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -14,38 +13,20 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// TestTransientPortNotAllocated: a PortNotAllocated verdict is written only when it is real:
-// not before the LoadBalancer controller reported (no Ready), not when its status already
-// holds every port (the translation lags the allocation), and never carried by the
-// LoadBalancer controller itself; with a port the controller could not allocate, it is.
-func TestTransientPortNotAllocated(t *testing.T) {
+// TestPendingPort: a LoadBalancer with a pending port (its hub Service has no listener port
+// for it yet, and the manager refused none) gets no verdict; one whose port the manager could
+// not allocate (PortNotAllocated) does, like any other error.
+func TestPendingPort(t *testing.T) {
 	t.Parallel()
-	lb := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "lb", Generation: 1}}
-	lb.Spec.Ports = []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}, {Port: 443, Protocol: corev1.ProtocolTCP}}
-	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "lb"}
-	notAllocated := []ir.Problem{{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "no listener port"}}
-	denied := []ir.Problem{{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonNoEndpoints, Message: "denied"}}
-
-	if !transient(lb, notAllocated, false) {
-		t.Error("PortNotAllocated before the LoadBalancer controller reported is written")
+	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "lb", Section: "TCP/443"}
+	pendingPort := ir.Problem{Object: ref, Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "not yet"}
+	exhausted := ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "none left"}
+	denied := ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonNoEndpoints, Message: "denied"}
+	if !pending([]ir.Problem{pendingPort}) || !pending([]ir.Problem{denied, pendingPort}) {
+		t.Error("a pending port gives a verdict")
 	}
-	lb.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "PortsExhausted"}}
-	sp := v1alpha1.ServicePort{UpstreamTargetPort: 10000}
-	sp.Port = 80
-	lb.Status.Service.Ports = []v1alpha1.ServicePort{sp}
-	if transient(lb, notAllocated, false) {
-		t.Error("PortNotAllocated of a port the controller could not allocate is not written")
-	}
-	if !transient(lb, notAllocated, true) {
-		t.Error("the LoadBalancer controller carries a PortNotAllocated verdict")
-	}
-	sp.Port, sp.UpstreamTargetPort = 443, 10001
-	lb.Status.Service.Ports = append(lb.Status.Service.Ports, sp)
-	if !transient(lb, notAllocated, false) {
-		t.Error("PortNotAllocated while the status holds every port is written")
-	}
-	if transient(lb, denied, false) || transient(lb, append(denied, notAllocated...), true) || transient(lb, nil, false) {
-		t.Error("a verdict with another error, or none, is transient")
+	if pending([]ir.Problem{exhausted}) || pending([]ir.Problem{denied}) || pending(nil) {
+		t.Error("a verdict with no pending port is withheld")
 	}
 }
 
@@ -87,8 +68,13 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 		t.Errorf("verdict with a port's problem %+v %v, want False/NoEndpoints", cond, ok)
 	}
 	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{ref: 2},
-		Problems: ir.Problems{{Object: port, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "no port yet"}}})
+		Problems: ir.Problems{{Object: port, Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "no port yet"}}})
 	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); ok {
-		t.Errorf("the LoadBalancer controller carries a PortNotAllocated verdict: %+v", cond)
+		t.Errorf("the LoadBalancer controller carries a verdict while a port is pending: %+v", cond)
+	}
+	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{ref: 2},
+		Problems: ir.Problems{{Object: port, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "none left"}}})
+	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); !ok || cond.Status != metav1.ConditionFalse || cond.Reason != translate.ReasonPortNotAllocated {
+		t.Errorf("verdict with a port the range had none for %+v %v, want False/PortNotAllocated", cond, ok)
 	}
 }

@@ -247,8 +247,8 @@ func (w *Writer) program(ctx context.Context, report *Report, byObject map[ir.Ob
 		return nil
 	}
 	// Not before the LoadBalancer controller's first status write, which carries the
-	// verdict itself, and not a verdict the next Report replaces (loadbalancers.go).
-	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || transient(lb, byObject[ref], false) {
+	// verdict itself, and not while a port is pending (loadbalancers.go).
+	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || pending(byObject[ref]) {
 		return nil
 	}
 	cond := Programmed(gen, byObject[ref])
