@@ -183,7 +183,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonBackendNoNodePort, "", "the backend Service port has no NodePort to reach it on"},
 	{translate.ReasonCertificateNotFound, "", "no synced Secret for a referenced certificate: is the Secret labelled for sync in the tenant?"},
 	{translate.ReasonInvalidCertificate, "", "the Secret holds no usable certificate and key"},
-	{translate.ReasonListenerPortNotAllocated, "", "the hub Service carrying the listener has no port yet"},
+	{translate.ReasonListenerPortNotAllocated, "", "the hub's listener port range had no port left for the listener"},
 	{translate.ReasonInvalidHost, "", "an Ingress host is neither a DNS name nor a wildcard"},
 	{translate.ReasonInvalidPath, "", "a path is not absolute, or holds characters a path cannot"},
 	{translate.ReasonPathConflict, "", "an older Ingress already serves the same host and path"},

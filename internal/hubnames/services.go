@@ -3,8 +3,12 @@ package hubnames
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,4 +158,39 @@ func IsSyncedSecret(o client.Object) bool {
 		}
 	}
 	return false
+}
+
+// ServicePortRef is one port of a hub Service by protocol and number.
+type ServicePortRef struct {
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+// FormatExhausted is the value of kubelbv1alpha1.AnnotationPortsExhausted for the ports the hub's
+// listener port range had none for: "<protocol>/<port>", comma-separated, sorted, without
+// repeats; "" for none.
+func FormatExhausted(ports []ServicePortRef) string {
+	out := make([]string, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, fmt.Sprintf("%s/%d", kubelbv1alpha1.ProtocolOrTCP(p.Protocol), p.Port))
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+// Exhausted reads kubelbv1alpha1.AnnotationPortsExhausted of a hub Service (nil: none): the ports
+// the manager found no listener port for. Entries it cannot read are left out.
+func Exhausted(svc *corev1.Service) map[ServicePortRef]bool {
+	if svc == nil || svc.Annotations[kubelbv1alpha1.AnnotationPortsExhausted] == "" {
+		return nil
+	}
+	out := map[ServicePortRef]bool{}
+	for _, p := range strings.Split(svc.Annotations[kubelbv1alpha1.AnnotationPortsExhausted], ",") {
+		proto, num, ok := strings.Cut(p, "/")
+		port, err := strconv.ParseInt(num, 10, 32)
+		if ok && err == nil {
+			out[ServicePortRef{Protocol: corev1.Protocol(proto), Port: int32(port)}] = true
+		}
+	}
+	return out
 }

@@ -437,9 +437,15 @@ func (t *l7) finishListener(l *gwListener) {
 	}
 	l.envoy = listenerPort(l.gw.svc, int32(l.spec.Port), proto)
 	if l.envoy == 0 {
+		if exhaustedPort(l.gw.svc, int32(l.spec.Port), proto) {
+			msg := fmt.Sprintf("the hub's listener port range has no port left for %s/%d", proto, l.spec.Port)
+			l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPending), "%s", msg)
+			t.problems.Add(l.ref(t), ir.SeverityError, ReasonListenerPortNotAllocated, "%s; the listener is not served until ports are freed", msg)
+			return
+		}
 		msg := fmt.Sprintf("the hub Service %s%s has no Envoy listener port for %s/%d yet", v1alpha1.GatewayServicePrefix, truncate(r.Name), proto, l.spec.Port)
 		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPending), "%s", msg)
-		t.problems.Add(l.ref(t), ir.SeverityError, ReasonListenerPortNotAllocated, "%s; the listener is not served until the manager allocates it", msg)
+		t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonPortPending, "%s; the manager has not allocated it yet", msg)
 		return
 	}
 	l.served = true

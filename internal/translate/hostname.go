@@ -252,7 +252,11 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 		}
 		claimed[host] = lb.Name
 		if httpsPort == 0 {
-			warn(ReasonListenerPortNotAllocated, "the tenant's Ingress Service %s has no listener port for port 443 yet", v1alpha1.IngressServiceName)
+			if exhaustedPort(t.routeService(""), 443, corev1.ProtocolTCP) {
+				warn(ReasonListenerPortNotAllocated, "the hub's listener port range has no port left for port 443 of the tenant's Ingress Service %s", v1alpha1.IngressServiceName)
+			} else {
+				warn(ReasonPortPending, "the tenant's Ingress Service %s has no listener port for port 443 yet", v1alpha1.IngressServiceName)
+			}
 			continue
 		}
 		secretName := HostnameSecretName(lb.Name)

@@ -128,8 +128,13 @@ func (t *l7) ingresses() {
 		}
 		t.setStatus(r, routekind.Ingress.String(), status)
 		if httpPort == 0 {
-			t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonListenerPortNotAllocated,
-				"the tenant's Ingress Service %s has no listener port for port 80 yet; the Ingress is not served", v1alpha1.IngressServiceName)
+			if exhaustedPort(svc, 80, corev1.ProtocolTCP) {
+				t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonListenerPortNotAllocated,
+					"the hub's listener port range has no port left for port 80 of the tenant's Ingress Service %s; the Ingress is not served", v1alpha1.IngressServiceName)
+			} else {
+				t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonPortPending,
+					"the tenant's Ingress Service %s has no listener port for port 80 yet; the Ingress is served once the manager allocates it", v1alpha1.IngressServiceName)
+			}
 			continue
 		}
 		t.ingress(st, r, &ing, httpsPort)
@@ -246,8 +251,13 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			continue
 		}
 		if httpsPort == 0 {
-			t.problems.Add(owner, ir.SeverityError, ReasonListenerPortNotAllocated,
-				"the tenant's Ingress Service %s has no listener port for port 443 yet; the hosts are not served over HTTPS", v1alpha1.IngressServiceName)
+			if exhaustedPort(t.routeService(""), 443, corev1.ProtocolTCP) {
+				t.problems.Add(owner, ir.SeverityError, ReasonListenerPortNotAllocated,
+					"the hub's listener port range has no port left for port 443 of the tenant's Ingress Service %s; the hosts are not served over HTTPS", v1alpha1.IngressServiceName)
+			} else {
+				t.problems.Add(owner, ir.SeverityWarning, ReasonPortPending,
+					"the tenant's Ingress Service %s has no listener port for port 443 yet; the hosts are served over HTTPS once the manager allocates it", v1alpha1.IngressServiceName)
+			}
 			continue
 		}
 		// The hosts this entry can serve: valid, and not served with another certificate.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/textcut"
 )
@@ -424,15 +424,11 @@ func indexHubPorts(svc *corev1.Service) hubPorts {
 		return hubPorts{}
 	}
 	x := hubPorts{ports: svc.Spec.Ports}
-	if a := svc.Annotations[v1alpha1.AnnotationPortsExhausted]; a != "" {
-		x.exhausted = map[listenerKey]bool{}
-		for _, p := range strings.Split(a, ",") {
-			proto, num, ok := strings.Cut(p, "/")
-			port, err := strconv.ParseInt(num, 10, 32)
-			if ok && err == nil {
-				x.exhausted[listenerKey{corev1.Protocol(proto), int32(port)}] = true
-			}
+	for p := range hubnames.Exhausted(svc) {
+		if x.exhausted == nil {
+			x.exhausted = map[listenerKey]bool{}
 		}
+		x.exhausted[listenerKey{p.Protocol, p.Port}] = true
 	}
 	if len(x.ports) > manyPorts {
 		x.index = make(map[listenerKey]int32, len(x.ports))

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/routekind"
 )
@@ -35,7 +36,9 @@ const (
 	ReasonCertificateNotFound = "CertificateNotFound"
 	// ReasonInvalidCertificate: the Secret holds no usable certificate and key.
 	ReasonInvalidCertificate = "InvalidCertificate"
-	// ReasonListenerPortNotAllocated: the hub Service carrying the listener has no port yet.
+	// ReasonListenerPortNotAllocated: the hub's listener port range had no port left for the
+	// listener (the hub Service lists it in v1alpha1.AnnotationPortsExhausted). A listener
+	// port not allocated yet is ReasonPortPending.
 	ReasonListenerPortNotAllocated = "ListenerPortNotAllocated"
 )
 
@@ -486,6 +489,13 @@ func (t *l7) routeService(routeName string) *corev1.Service {
 
 // listenerPort is the Envoy listener port the Route controller allocated for a tenant-facing
 // port of a hub Service (its targetPort); 0 when there is none yet.
+// exhaustedPort tells whether the manager found no listener port left in the hub's range for
+// port of the hub Service svc (hubnames.Exhausted): a listener it is missing is then refused
+// (ListenerPortNotAllocated), not pending (PortPending: the manager has not allocated it yet).
+func exhaustedPort(svc *corev1.Service, port int32, proto corev1.Protocol) bool {
+	return hubnames.Exhausted(svc)[hubnames.ServicePortRef{Protocol: proto, Port: port}]
+}
+
 func listenerPort(svc *corev1.Service, port int32, proto corev1.Protocol) uint32 {
 	if svc == nil {
 		return 0

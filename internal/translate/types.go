@@ -227,10 +227,11 @@ const (
 	// ReasonPortNotAllocated: the hub's listener port range had no port left for it (the
 	// hub Service lists it in v1alpha1.AnnotationPortsExhausted; skipped).
 	ReasonPortNotAllocated = "PortNotAllocated"
-	// ReasonPortPending (a Warning): no listener port in the hub Service yet, and none
-	// refused: the manager has not allocated it yet (skipped for now). It is never a
-	// condition: the status writer gives no verdict on a LoadBalancer with a pending port,
-	// the next translation (after the allocation) does.
+	// ReasonPortPending (a Warning): no listener port in the hub Service yet (a
+	// LoadBalancer's, a Gateway's, the tenant's Ingress Service), and none refused: the
+	// manager has not allocated it yet (skipped for now). It is never a condition: the
+	// status writer gives no Programmed verdict on an object with a pending port; the next
+	// translation (after the allocation) does.
 	ReasonPortPending = "PortPending"
 	// ReasonListenerPortConflict: another port already uses the listener port (skipped).
 	ReasonListenerPortConflict = "ListenerPortConflict"

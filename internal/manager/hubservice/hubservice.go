@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // NodePorts makes a hub Service of type LoadBalancer being applied (spec, its ports
@@ -59,4 +60,14 @@ func Delete(ctx context.Context, c client.Client, svc *corev1.Service) error {
 		return fmt.Errorf("deleting hub Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// MarkExhausted records on the hub Service svc the ports the hub's listener port range had no
+// listener port for (v1alpha1.AnnotationPortsExhausted), so that the translation tells them
+// from ports not allocated yet; nothing when there are none.
+func MarkExhausted(svc *corev1ac.ServiceApplyConfiguration, missing []hubnames.ServicePortRef) {
+	if len(missing) == 0 {
+		return
+	}
+	svc.WithAnnotations(map[string]string{kubelbv1alpha1.AnnotationPortsExhausted: hubnames.FormatExhausted(missing)})
 }

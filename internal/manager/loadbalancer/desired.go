@@ -220,17 +220,13 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 // translation reports those as not served (PortNotAllocated), and any other port the hub
 // Service lacks as pending. Nothing when every port has one.
 func markExhausted(svc *corev1ac.ServiceApplyConfiguration, planned []lbPort, alloc map[portalloc.Key]int32) {
-	var missing []string
+	var missing []hubnames.ServicePortRef
 	for _, p := range planned {
 		if alloc[p.Key] == 0 {
-			missing = append(missing, fmt.Sprintf("%s/%d", p.Protocol, p.Port))
+			missing = append(missing, hubnames.ServicePortRef{Protocol: p.Protocol, Port: p.Port})
 		}
 	}
-	if len(missing) == 0 {
-		return
-	}
-	slices.Sort(missing)
-	svc.WithAnnotations(map[string]string{kubelbv1alpha1.AnnotationPortsExhausted: strings.Join(missing, ",")})
+	hubservice.MarkExhausted(svc, missing)
 }
 
 // hubIPFamilies is what the hub Service asks of the hub's IP families, from the

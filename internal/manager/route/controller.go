@@ -321,7 +321,9 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if len(exposed) == 0 {
 		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
-	svc, out.serviceErr, err = r.applyService(ctx, svc, gatewayService(route, tenant, exposed, svc))
+	desired := gatewayService(route, tenant, exposed, svc)
+	hubservice.MarkExhausted(desired, missingGatewayPorts(route, planned, alloc))
+	svc, out.serviceErr, err = r.applyService(ctx, svc, desired)
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}

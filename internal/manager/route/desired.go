@@ -120,6 +120,30 @@ func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPo
 	return out
 }
 
+// missingGatewayPorts are the Gateway ports without a listener port (the range had none
+// left), for hubservice.MarkExhausted.
+func missingGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, alloc map[portalloc.Key]int32) []hubnames.ServicePortRef {
+	var out []hubnames.ServicePortRef
+	for _, p := range ports {
+		if alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)] == 0 {
+			out = append(out, hubnames.ServicePortRef{Protocol: p.Protocol, Port: p.Port})
+		}
+	}
+	return out
+}
+
+// missingIngressPorts are the Ingress ports without a listener port (the range had none
+// left), for hubservice.MarkExhausted.
+func missingIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubnames.ServicePortRef {
+	var out []hubnames.ServicePortRef
+	for _, p := range ingressPorts {
+		if alloc[portalloc.IngressKey(namespace, p.port)] == 0 {
+			out = append(out, hubnames.ServicePortRef{Protocol: corev1.ProtocolTCP, Port: p.port})
+		}
+	}
+	return out
+}
+
 // allocatedIngressPorts returns the Ingress ports that have a listener port.
 func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubPort {
 	var out []hubPort

@@ -183,7 +183,9 @@ func (s *ingressServices) sync(ctx context.Context, ports *portalloc.Allocator, 
 	if len(exposed) == 0 {
 		return st, hubservice.Delete(ctx, s.client, svc)
 	}
-	svc, st.serviceErr, err = s.routes.applyService(ctx, svc, ingressService(namespace, tenant, exposed, hosts, svc))
+	desired := ingressService(namespace, tenant, exposed, hosts, svc)
+	hubservice.MarkExhausted(desired, missingIngressPorts(namespace, alloc))
+	svc, st.serviceErr, err = s.routes.applyService(ctx, svc, desired)
 	if err != nil || st.serviceErr != nil {
 		return st, err
 	}

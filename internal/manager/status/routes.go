@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -43,6 +44,7 @@ type routeState struct {
 	apiVersion, kind, name, namespace string
 	status                            json.RawMessage
 	programmed                        metav1.Condition
+	keepProgrammed                    bool // no verdict yet (a listener port pending): Programmed stays as it is
 }
 
 // desiredRouteState computes what the Writer applies to a Route (pure; now stamps conditions
@@ -77,29 +79,33 @@ func (st routeState) set(out *v1alpha1.RouteStatus) {
 	rt := &out.Resources.Route
 	rt.APIVersion, rt.Kind, rt.Name, rt.Namespace = st.apiVersion, st.kind, st.name, st.namespace
 	rt.Status = runtime.RawExtension{Raw: st.status}
-	meta.SetStatusCondition(&rt.Conditions, st.programmed)
+	if !st.keepProgrammed {
+		meta.SetStatusCondition(&rt.Conditions, st.programmed)
+	}
 }
 
 // applyRoute writes status.resources.route of one Route through the Sink (which writes only
 // when it differs from what the Route has); the Route controller's services, source and
-// conditions stay. An Event follows when the meaning of Programmed changed.
-func (w *Writer) applyRoute(ctx context.Context, route *v1alpha1.Route, rs translate.RouteStatus, translated bool, cond metav1.Condition) error {
+// conditions stay, and so does Programmed when cond is nil (no verdict yet). An Event
+// follows when the meaning of Programmed changed.
+func (w *Writer) applyRoute(ctx context.Context, route *v1alpha1.Route, rs translate.RouteStatus, translated bool, cond *metav1.Condition) error {
 	var stErr error
 	known, wrote, err := w.sink.Route(ctx, route, func(out *v1alpha1.RouteStatus) {
 		cur := *route
 		cur.Status = *out
-		st, err := desiredRouteState(&cur, rs, translated, cond, w.now())
+		st, err := desiredRouteState(&cur, rs, translated, ptr.Deref(cond, metav1.Condition{}), w.now())
 		if err != nil {
 			stErr = err
 			return
 		}
+		st.keepProgrammed = cond == nil
 		st.set(out)
 	})
 	if err := errors.Join(stErr, err); err != nil {
 		return fmt.Errorf("applying the status of Route %s/%s: %w", route.Namespace, route.Name, err)
 	}
-	if wrote {
-		w.event(route, meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionProgrammed), cond)
+	if wrote && cond != nil {
+		w.event(route, meta.FindStatusCondition(known.Resources.Route.Conditions, ConditionProgrammed), *cond)
 	}
 	return nil
 }

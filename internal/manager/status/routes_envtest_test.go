@@ -3,10 +3,12 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -88,5 +90,67 @@ func TestSettledRouteIsNotWritten(t *testing.T) {
 	}
 	if writes != 2 {
 		t.Errorf("%d more writes for a settled tenant, want none", writes-2)
+	}
+}
+
+// TestPendingListenerGivesNoVerdict: on a real API server, a Gateway Route whose listener port
+// the manager has not allocated yet (PortPending) gets its tenant object's status, but no
+// Programmed verdict and no Event; once the Report has the port, Programmed is True, with no
+// Warning ever written.
+func TestPendingListenerGivesNoVerdict(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	ctx := context.Background()
+	const ns = "tenant-p"
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"}}
+	r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": map[string]any{"name": "gw", "namespace": "shop"}}}}
+	if err := hub.Client.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	ref := ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: "gw"}
+	gwStatus := json.RawMessage(`{"listeners":[{"name":"http","attachedRoutes":0,"supportedKinds":[],"conditions":[]}]}`)
+	report := func(problems ...ir.Problem) *Report {
+		return &Report{Objects: map[ir.ObjectRef]int64{ref: r.Generation},
+			Routes:   map[string]translate.RouteStatus{"gw": {Kind: "Gateway", Generation: 1, Status: gwStatus}},
+			Problems: problems}
+	}
+	store := NewStore()
+	recorder := events.NewFakeRecorder(10)
+	w := &Writer{client: hub.Client, store: store, recorder: recorder, now: time.Now, sink: NewSink(hub.Client)}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
+
+	store.Publish(ns, report(ir.Problem{Object: ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: "gw", Section: "listener http"},
+		Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "not allocated yet"}))
+	if _, err := w.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.Route{}
+	if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Resources.Route.Status.Raw) == 0 {
+		t.Error("the tenant object's status was not written")
+	}
+	if c := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionProgrammed); c != nil {
+		t.Errorf("a verdict while a listener port is pending: %+v", c)
+	}
+	store.Publish(ns, report())
+	if _, err := w.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionProgrammed); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Programmed after the allocation: %+v", c)
+	}
+	close(recorder.Events)
+	for e := range recorder.Events {
+		if strings.HasPrefix(e, corev1.EventTypeWarning) {
+			t.Errorf("Warning Event %q", e)
+		}
 	}
 }

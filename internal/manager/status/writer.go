@@ -218,7 +218,12 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			continue
 		}
 		rs, ok := report.Routes[route.Name]
-		if err := w.applyRoute(ctx, route, rs, ok, routeProgrammed(route, gen, ok, byObject[ref])); err != nil {
+		var cond *metav1.Condition // none while a listener port is pending: the next Report's
+		if !pending(byObject[ref]) {
+			c := routeProgrammed(route, gen, ok, byObject[ref])
+			cond = &c
+		}
+		if err := w.applyRoute(ctx, route, rs, ok, cond); err != nil {
 			errs = append(errs, err)
 		}
 	}
