@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -177,4 +178,21 @@ func LoadBalancersWithHostname(ctx context.Context, c client.Reader, host, excep
 func HasExplicitHostname(o client.Object) bool {
 	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
 	return ok && lb.Spec.Hostname != ""
+}
+
+// SameHostnameElsewhere returns, for a LoadBalancer with an explicit hostname (created,
+// changed or deleted: a watch's old and new objects both come here), the LoadBalancers of
+// other tenants asking for the same hostname: one of them may now hold it, or lose it. An
+// error is logged (a watch's map function cannot return it) and gives none.
+func SameHostnameElsewhere(ctx context.Context, c client.Reader, o client.Object) []client.ObjectKey {
+	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
+	if !ok {
+		return nil
+	}
+	keys, err := LoadBalancersWithHostname(ctx, c, ExplicitHostname(lb), lb.Namespace)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
+		return nil
+	}
+	return keys
 }

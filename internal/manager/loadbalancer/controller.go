@@ -565,19 +565,10 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	}
 }
 
-// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname (created, changed,
-// deleted: the old and the new object of an update both come here) to the LoadBalancers of
-// other tenants asking for the same hostname: one of them may now hold it, or lose it.
+// sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the LoadBalancers
+// of other tenants asking for the same hostname (hostnames.SameHostnameElsewhere).
 func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
-	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-	if !ok {
-		return nil
-	}
-	keys, err := hostnames.LoadBalancersWithHostname(ctx, r.client, hostnames.ExplicitHostname(lb), lb.Namespace)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
-		return nil
-	}
+	keys := hostnames.SameHostnameElsewhere(ctx, r.client, o)
 	out := make([]reconcile.Request, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, reconcile.Request{NamespacedName: k})

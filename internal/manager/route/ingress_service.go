@@ -219,20 +219,11 @@ func (s *ingressServices) state(namespace string) (ingressState, bool) {
 }
 
 // sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the tenants with a
-// LoadBalancer of the same hostname: which of them holds it (and gets its DNS record) may
-// have changed.
+// LoadBalancer of the same hostname (hostnames.SameHostnameElsewhere): which of them holds it
+// (and gets its DNS record) may have changed.
 func (s *ingressServices) sameHostnameElsewhere(ctx context.Context, o client.Object) []reconcile.Request {
-	lb, ok := o.(*kubelbv1alpha1.LoadBalancer)
-	if !ok {
-		return nil
-	}
-	keys, err := hostnames.LoadBalancersWithHostname(ctx, s.client, hostnames.ExplicitHostname(lb), lb.Namespace)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "finding LoadBalancers of the same hostname")
-		return nil
-	}
 	var out []reconcile.Request
-	for _, k := range keys {
+	for _, k := range hostnames.SameHostnameElsewhere(ctx, s.client, o) {
 		if req := tenantRequest(k.Namespace); !slices.Contains(out, req) {
 			out = append(out, req)
 		}
