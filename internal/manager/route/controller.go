@@ -494,6 +494,7 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName) {
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
 	r.waiting.Set(key, false)
+	r.opts.Sink.Forget("Route", key)
 	r.mu.Lock()
 	r.dropped.Forget(key)
 	if _, ok := r.known[key]; ok {
