@@ -410,6 +410,15 @@ func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string
 	return LoadBalancerHostnames(admitted, hubnames.TenantName(namespace), tenant.DNS), nil
 }
 
+// noRoutes reports whether the namespace has no Route at all (from the cache, one item read).
+func (r *Reconciler) noRoutes(ctx context.Context, namespace string) (bool, error) {
+	routes := &kubelbv1alpha1.RouteList{}
+	if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
+	}
+	return len(routes.Items) == 0, nil
+}
+
 // hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
 // admitted by the tenant's limits.
 func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace string, verdict quota.Verdict) (bool, error) {

@@ -148,6 +148,19 @@ func (s *ingressServices) sync(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil && !foreign {
 		return ingressState{}, err
 	}
+	// Most changes concern no Ingress Service: a tenant with no Route, no LoadBalancer
+	// hostnames (no DNS settings) and no Service has nothing to decide, and its verdict is
+	// not worked out (a walk over the tenant, for each of 10 000 LoadBalancers created).
+	if !foreign && svc == nil && tenant.DNS.IsZero() {
+		none, err := s.routes.noRoutes(ctx, namespace)
+		if err != nil {
+			return ingressState{}, err
+		}
+		if none {
+			s.routes.release(ports, owner)
+			return ingressState{}, nil
+		}
+	}
 	verdict, err := s.readmit.Admission(ctx, namespace, tenant)
 	if err != nil {
 		return ingressState{}, err

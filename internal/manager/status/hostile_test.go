@@ -87,7 +87,9 @@ func TestHostileTenantNeitherWeaponNorMap(t *testing.T) {
 		})
 	}
 	roundTrip("before the attack")
-	victimConns := backend.Connections()
+	// Requests, not connections: the proxies' health checks (HDS, BackendsReachable) connect
+	// to the victim's backend now and then, without sending anything.
+	victimRequests := backend.Requests()
 
 	// The attack: every address below is one the hub must never be pointed at.
 	v4 := func(a string) [4]byte { return netip.MustParseAddr(a).As4() }
@@ -174,8 +176,8 @@ func TestHostileTenantNeitherWeaponNorMap(t *testing.T) {
 	t.Logf("b read %d condition and Event messages; %d name a hub range or rule", len(read), leaks)
 
 	// The victim: served throughout, its backend reached only through its own port.
-	if n := backend.Connections(); n != victimConns {
-		t.Errorf("a's backend received %d connections during the attack, want none", n-victimConns)
+	if n := backend.Requests(); n != victimRequests {
+		t.Errorf("a's backend answered %d requests during the attack, want none", n-victimRequests)
 	}
 	roundTrip("after the attack")
 	waitProgrammedIn(t, c, victim, "web", metav1.ConditionTrue, status.ReasonProgrammed, "")

@@ -85,12 +85,12 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
 	for _, ref := range refs {
 		v := verdicts[ref]
+		if prev, ok := st.reach[ref]; ok && prev == v {
+			continue // the metric and the condition say this already
+		}
 		if ref.Kind == translate.KindLoadBalancer {
 			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "reachable").Set(float64(v.Reachable))
 			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "unreachable").Set(float64(v.Unreachable))
-		}
-		if prev, ok := st.reach[ref]; ok && prev == v {
-			continue
 		}
 		if err := w.reachableOf(ctx, tenant, ref, v); err != nil {
 			errs = append(errs, err)

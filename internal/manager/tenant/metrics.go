@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
@@ -43,7 +44,8 @@ func trackTenantMetrics(mgr ctrl.Manager) error {
 			names = append(names, name)
 		}
 		for _, name := range names {
-			if name != "" && c.Get(context.Background(), types.NamespacedName{Name: name}, &kubelbv1alpha1.Tenant{}) == nil {
+			// Read-only: no copy of the cached Tenant (this runs for every series set).
+			if name != "" && c.Get(context.Background(), types.NamespacedName{Name: name}, &kubelbv1alpha1.Tenant{}, client.UnsafeDisableDeepCopy) == nil {
 				return true
 			}
 		}
