@@ -110,18 +110,6 @@ func (w *Writer) applyRoute(ctx context.Context, route *v1alpha1.Route, rs trans
 	return nil
 }
 
-// sameJSON reports whether two JSON documents are equal as values (empty counts as none).
-func sameJSON(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return reflect.DeepEqual(x, y)
-}
-
 // StableTransitions returns next (a tenant object's status as JSON) with the
 // lastTransitionTime of every condition in it — an object with a "type" in a list named
 // "conditions", at any depth: a Gateway's, its listeners', a route's parents' — set: to the

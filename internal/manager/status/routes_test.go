@@ -199,3 +199,15 @@ func routeUnchanged(t *testing.T, r *v1alpha1.Route, st routeState) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
+
+// sameJSON reports whether two JSON documents are equal as values (empty counts as none).
+func sameJSON(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
