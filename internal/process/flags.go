@@ -293,6 +293,7 @@ func MainArgs[O any](program, summary string, args []string, parse func([]string
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
+		_ = logOut.Close() // the next line is the last one
 		fmt.Fprintf(os.Stderr, "%s: %v\n", program, err)
 		os.Exit(1)
 	}

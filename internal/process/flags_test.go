@@ -2,6 +2,7 @@ package process
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -119,5 +120,22 @@ func TestUsageByTopic(t *testing.T) {
 	}
 	if got := fs.Untopical(); !slices.Equal(got, []string{"loose", "version"}) {
 		t.Errorf("Untopical() = %v", got)
+	}
+}
+
+// A failing binary's last line says why: log lines written after it (controller-runtime's
+// stop sequence logs from goroutines) are dropped once the log is closed.
+func TestClosedLogDropsLaterLines(t *testing.T) {
+	var b strings.Builder
+	w := &closableWriter{w: &b}
+	fmt.Fprintln(w, "INFO before")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fmt.Fprintln(w, "INFO Stopping and waiting for caches"); err != nil || n == 0 {
+		t.Fatalf("a write after Close returned %d, %v; want it accepted and dropped", n, err)
+	}
+	if got := b.String(); got != "INFO before\n" {
+		t.Fatalf("log after Close = %q, want only the line before it", got)
 	}
 }

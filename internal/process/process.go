@@ -6,11 +6,13 @@ package process
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -82,6 +84,36 @@ func (c *Common) Validate() error {
 
 func (c *Common) zapLevel() (zapcore.Level, error) { return logging.ParseLevel(c.LogLevel) }
 
+// logOut is where the logger writes: standard error until the process exits on a failure.
+// It is closed then, before the line that says why, so that line stays the last: after a
+// lost lease controller-runtime goes on logging its stop sequence from goroutines once
+// Start has returned, and those lines used to land after it.
+var logOut = &closableWriter{w: os.Stderr}
+
+// closableWriter writes to w until closed, and drops what comes after.
+type closableWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (c *closableWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return len(p), nil
+	}
+	return c.w.Write(p)
+}
+
+// Close waits for a write under way and drops every later one.
+func (c *closableWriter) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return nil
+}
+
 // SetupLogging installs the logger of controller-runtime (and klog through it).
 func (c *Common) SetupLogging(debug bool) {
 	level, _ := c.zapLevel()
@@ -93,7 +125,7 @@ func (c *Common) SetupLogging(debug bool) {
 	rfc3339 := func(ec *zapcore.EncoderConfig) {
 		ec.EncodeTime = func(t time.Time, enc zapcore.PrimitiveArrayEncoder) { zapcore.RFC3339NanoTimeEncoder(t.UTC(), enc) }
 	}
-	opts := zap.Options{Level: level}
+	opts := zap.Options{Level: level, DestWriter: logOut}
 	if c.LogFormat.Value == "console" {
 		zap.ConsoleEncoder(rfc3339)(&opts)
 	} else {

@@ -24,17 +24,10 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, owner 
 	if err != nil {
 		return fmt.Errorf("finding the kind of %T: %w", obj, err)
 	}
-	// Through JSON, not the unstructured converter: the JSON tags' omitempty leave out what
-	// the owner does not set, and structs stay objects ({}), never null.
-	raw, err := json.Marshal(status)
+	st, err := StatusFields(status, Pruning{})
 	if err != nil {
-		return fmt.Errorf("encoding the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+		return fmt.Errorf("the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
-	var st map[string]any
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return fmt.Errorf("decoding the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
-	}
-	pruneEmptyObjects(st)
 	return ApplyStatusFields(ctx, c, obj, owner, st)
 }
 
@@ -63,23 +56,58 @@ func ApplyStatusFields(ctx context.Context, c client.Client, obj client.Object, 
 	return nil
 }
 
-// pruneEmptyObjects deletes the empty objects ({}) from m, deepest first. An owner that
-// applies an empty object owns it without its fields; when those were set before, the API
-// server is left with null there, which a CRD's "type: object" rejects. Left out, the object
-// and its fields are released instead.
-func pruneEmptyObjects(m map[string]any) {
+// Pruning says what StatusFields leaves out of a status besides its empty objects.
+type Pruning struct {
+	// Nulls and EmptyLists leave out null fields and empty lists too, so that two statuses
+	// that write the same fields encode alike whatever their Go form (nil or empty).
+	Nulls, EmptyLists bool
+	// Raw names a field kept as it is wherever it appears (unless null): raw JSON of
+	// another API's status, say, whose empty values are meaningful.
+	Raw string
+}
+
+// StatusFields is status (an API status struct) as the JSON fields an apply sends. Through
+// JSON, not the unstructured converter: the JSON tags' omitempty leave out what the owner
+// does not set, and structs stay objects ({}), never null. Empty objects are left out
+// (deepest first): an owner that applies an empty object owns it without its fields; when
+// those were set before, the API server is left with null there, which a CRD's "type:
+// object" rejects. Left out, the object and its fields are released instead.
+func StatusFields(status any, p Pruning) (map[string]any, error) {
+	raw, err := json.Marshal(status)
+	if err != nil {
+		return nil, fmt.Errorf("encoding: %w", err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	p.prune(st)
+	return st, nil
+}
+
+func (p Pruning) prune(m map[string]any) {
 	for k, v := range m {
+		if p.Raw != "" && k == p.Raw && v != nil {
+			continue
+		}
 		switch v := v.(type) {
+		case nil:
+			if p.Nulls {
+				delete(m, k)
+			}
 		case map[string]any:
-			pruneEmptyObjects(v)
+			p.prune(v)
 			if len(v) == 0 {
 				delete(m, k)
 			}
 		case []any:
 			for _, item := range v {
 				if im, ok := item.(map[string]any); ok {
-					pruneEmptyObjects(im)
+					p.prune(im)
 				}
+			}
+			if len(v) == 0 && p.EmptyLists {
+				delete(m, k)
 			}
 		}
 	}

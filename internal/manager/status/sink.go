@@ -2,13 +2,13 @@ package status
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"reflect"
 	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -161,6 +161,11 @@ func sinkWrite[S any](ctx context.Context, s *Sink, kind string, obj client.Obje
 	base, fromWrite := knownFrom(s, kind, obj, current, owned)
 	next := owned(base)
 	change(&next)
+	// Most changes change nothing: the Go values tell without encoding either (nil and
+	// empty lists are equal to both comparisons).
+	if equality.Semantic.DeepEqual(base, next) && (fromWrite || !listsFormerOwners(obj)) {
+		return base, false, nil
+	}
 	was, err := payload(base)
 	if err != nil {
 		return base, false, err
@@ -195,50 +200,16 @@ func sinkWrite[S any](ctx context.Context, s *Sink, kind string, obj client.Obje
 	return base, true, nil
 }
 
-// payload is the apply configuration of a status: its JSON without nulls and empty
-// objects, so that two statuses that would write the same fields compare equal whatever
-// their Go form (nil or empty lists, raw JSON spacing).
+// payload is the apply configuration of a status: its JSON without nulls, empty lists and
+// empty objects, so that two statuses that would write the same fields compare equal
+// whatever their Go form (nil or empty lists, raw JSON spacing). A tenant object's status
+// (a field named "status", kept raw) is kept as it is, unless null.
 func payload(st any) (map[string]any, error) {
-	raw, err := json.Marshal(st)
+	m, err := ssa.StatusFields(st, ssa.Pruning{Nulls: true, EmptyLists: true, Raw: "status"})
 	if err != nil {
-		return nil, fmt.Errorf("encoding a status: %w", err)
+		return nil, fmt.Errorf("a status: %w", err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("decoding a status: %w", err)
-	}
-	pruneEmpty(m)
 	return m, nil
-}
-
-// pruneEmpty removes nulls, empty lists and empty objects from m, deepest
-// first: the API server does not keep them (and would keep null for an empty object, which
-// "type: object" refuses). A tenant object's status (a field named "status", kept raw) is
-// kept as it is, unless null.
-func pruneEmpty(m map[string]any) {
-	for k, v := range m {
-		if k == "status" && v != nil {
-			continue
-		}
-		switch v := v.(type) {
-		case nil:
-			delete(m, k)
-		case map[string]any:
-			pruneEmpty(v)
-			if len(v) == 0 {
-				delete(m, k)
-			}
-		case []any:
-			for _, item := range v {
-				if im, ok := item.(map[string]any); ok {
-					pruneEmpty(im)
-				}
-			}
-			if len(v) == 0 {
-				delete(m, k)
-			}
-		}
-	}
 }
 
 // listsFormerOwners tells whether obj's status still lists a former field owner.
