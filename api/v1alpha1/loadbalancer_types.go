@@ -127,7 +127,8 @@ type LoadBalancerStatus struct {
 	// (repeated ports left out), ServiceFailed (the hub Service was rejected),
 	// IPFamilyUnavailable, QuotaExceeded (the tenant's limits).
 	// Hostname (only with a hostname): HostnameAssigned (True); InvalidHostname,
-	// HostnameConflict (an older LoadBalancer holds it), CertificateFailed (False).
+	// HostnameConflict (an older LoadBalancer holds it), CertificateFailed, HostnameNotServed
+	// (the tenant's Ingress Service, which serves it, cannot be made) (False).
 	// Programmed (written by the leader): whether the tenant's Envoy proxies hold the
 	// configuration. True reasons: Programmed, ProgrammedWithWarnings (some input ignored, see
 	// the message). False reasons: Rejected (an Envoy proxy NACKed it; see the TenantState's

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
+	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/pki/store"
@@ -128,10 +129,12 @@ func run(o *options) error {
 	// One quota verdict per tenant for both controllers, which requeues the objects of
 	// either kind that a change admits or refuses anew.
 	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink, Readmit: readmit}); err != nil {
+	waiters := requeue.NewWaiters()        // for free listener ports, of either kind
+	ingressProblems := tenantingress.New() // the tenants' Ingress Services, for LoadBalancer hostnames
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink, Readmit: readmit, Waiters: waiters, Ingress: ingressProblems}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
-	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink, Readmit: readmit}); err != nil {
+	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink, Readmit: readmit, Waiters: waiters, Ingress: ingressProblems}); err != nil {
 		return fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {

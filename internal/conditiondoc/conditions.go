@@ -67,6 +67,7 @@ var Kinds = []Kind{
 			{loadbalancer.ReasonHostnameInvalid, "False", "the hostname is not a usable DNS name, or explicit hostnames are not allowed"},
 			{loadbalancer.ReasonHostnameConflict, "False", "an older LoadBalancer (of this or another tenant) holds the hostname"},
 			{loadbalancer.ReasonCertificateFailed, "False", "the cert-manager Certificate could not be made"},
+			{loadbalancer.ReasonHostnameNotServed, "False", "the tenant's Ingress Service, which serves the hostname, cannot be made (no listener port left, or a Service of its name in the way)"},
 		}},
 		programmed,
 		{Type: status.ConditionBackendsReachable, Meaning: reachableMeaning + " (written by the leader; the ccm copies it onto the Service as kubelb.k8c.io/BackendsReachable)",

@@ -206,6 +206,9 @@ const (
 	ReasonHostnameConflict = "HostnameConflict"
 	// ReasonCertificateFailed: the cert-manager Certificate could not be made.
 	ReasonCertificateFailed = "CertificateFailed"
+	// ReasonHostnameNotServed: the tenant's Ingress Service, which serves LoadBalancer
+	// hostnames, cannot be made (no listener port left, or a Service of its name in the way).
+	ReasonHostnameNotServed = "HostnameNotServed"
 )
 
 // hostnameOwner returns the LoadBalancer that keeps host among lbs (the oldest, then by
@@ -303,6 +306,13 @@ func (r *Reconciler) reconcileHostname(ctx context.Context, lb *kubelbv1alpha1.L
 		return st, 0, err
 	}
 	if st.hostname == "" {
+		return st, requeue, nil
+	}
+	// Its Certificate stays: the hostname is the LoadBalancer's, and is served as soon as the
+	// Ingress Service can be made (a change of this problem requeues the LoadBalancer).
+	if problem := r.opts.Ingress.Of(lb.Namespace); problem != "" {
+		st.reason = ReasonHostnameNotServed
+		st.problem = fmt.Sprintf("The hostname %s is not served: %s.", st.hostname, problem)
 		return st, requeue, nil
 	}
 	ingress := &corev1.Service{}

@@ -57,6 +57,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -96,11 +97,22 @@ type Options struct {
 	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
 	// the Route controller and the status writer; nil makes one for this controller alone.
 	Sink *statuspkg.Sink
+	// Waiters are the objects waiting for free listener ports, shared with the Route
+	// controller so that ports either frees wake the other's; nil makes one for this
+	// controller alone.
+	Waiters *requeue.Waiters
+	// Ingress tells why a tenant's Ingress Service, which serves LoadBalancer hostnames,
+	// cannot be made (the Route controller's Ingress Service controller reports it); nil
+	// makes an empty one (no problem is ever known).
+	Ingress *tenantingress.Problems
 	// AddressWait is how long the first status write of a LoadBalancer whose hub Service
 	// is of type LoadBalancer waits for the hub's load balancer to give it an address, so
 	// that ports and address are written at once; zero means DefaultAddressWait.
 	AddressWait time.Duration
 }
+
+// waitQueue is this controller's queue in requeue.Waiters.
+const waitQueue = requeue.LoadBalancers
 
 // DefaultAddressWait is Options.AddressWait when unset.
 const DefaultAddressWait = 10 * time.Second
@@ -119,7 +131,7 @@ type Reconciler struct {
 	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
 
 	mu      sync.Mutex
-	waiting requeue.Waiters                   // objects waiting for free ports
+	waiting *requeue.Waiters                  // objects waiting for free ports (opts.Waiters)
 	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
 	perNS   map[string]int                    // len(known) per namespace
 	sink    *statuspkg.Sink                   // the one writer of LoadBalancer status
@@ -159,6 +171,12 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Readmit == nil {
 		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
 	}
+	if opts.Waiters == nil {
+		opts.Waiters = requeue.NewWaiters()
+	}
+	if opts.Ingress == nil {
+		opts.Ingress = tenantingress.New()
+	}
 	opts.PortRange = opts.Ports.Range()
 	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
 	if err != nil {
@@ -186,6 +204,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		deleting:  map[types.NamespacedName]types.UID{},
 		perNS:     map[string]int{},
 		readmit:   opts.Readmit,
+		waiting:   opts.Waiters,
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -208,8 +227,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
-		WatchesRawSource(r.waiting.Source()).
+		WatchesRawSource(r.waiting.Source(waitQueue)).
 		WatchesRawSource(r.readmit.LoadBalancers()).
+		WatchesRawSource(opts.Ingress.LoadBalancers(r.loadBalancerKeysIn)).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
@@ -316,11 +336,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if !tenant.DisableLoadBalancer && !refused {
 		reqs = allocationRequests(planned, svc)
 	}
+	freed := r.waiting.Freed()
 	alloc, released, allocErr := ports.Ensure(owner, reqs)
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return 0, fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
 	}
-	r.waiting.Set(owner, allocErr != nil)
+	r.waiting.Set(waitQueue, owner, allocErr != nil, freed)
 	if released > 0 { // ports this LoadBalancer dropped may serve one that waits
 		r.waiting.Wake()
 	}
@@ -553,7 +574,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 		ctrl.LoggerFrom(ctx).V(1).Info("freed listener ports", "count", n)
 		r.waiting.Wake()
 	}
-	r.waiting.Set(lb, false)
+	r.waiting.Set(waitQueue, lb, false, 0)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sink.Forget("LoadBalancer", lb)
@@ -735,6 +756,16 @@ func secretToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reques
 // namespaceToLoadBalancers requeues the LoadBalancers of a namespace.
 func (r *Reconciler) namespaceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.loadBalancersIn(ctx, o.GetName())
+}
+
+// loadBalancerKeysIn lists the keys of the LoadBalancers of a namespace from the cache.
+func (r *Reconciler) loadBalancerKeysIn(ctx context.Context, namespace string) []types.NamespacedName {
+	reqs := r.loadBalancersIn(ctx, namespace)
+	keys := make([]types.NamespacedName, len(reqs))
+	for i, req := range reqs {
+		keys[i] = req.NamespacedName
+	}
+	return keys
 }
 
 // loadBalancersIn lists LoadBalancers of a namespace ("" = all) from the cache.

@@ -1,7 +1,8 @@
-// Package requeue holds what the LoadBalancer and Route controllers add to their own queues
-// besides the watches' events: the objects waiting for free listener ports (Waiters), and
-// the objects whose quota verdict changed (Readmit). Each captures its controller's queue
-// through Source.
+// Package requeue holds what the LoadBalancer and Route controllers (and the tenants' Ingress
+// Service controller) add to their own queues besides the watches' events: the objects
+// waiting for free listener ports (Waiters), and the objects whose quota verdict changed
+// (Readmit). One of each serves both controllers; each captures the controllers' queues
+// through sources registered with them.
 package requeue
 
 import (

@@ -54,6 +54,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -67,10 +68,6 @@ const DefaultMaxConcurrentReconciles = 4
 
 // controllerName names the controller (logs, metrics).
 const controllerName = "route"
-
-// exhaustedRetry is how often a Route waiting for free listener ports retries: ports freed
-// by the LoadBalancer controller do not wake it.
-const exhaustedRetry = 30 * time.Second
 
 // Options configure the Route controller.
 type Options struct {
@@ -89,6 +86,14 @@ type Options struct {
 	// the LoadBalancer controller and the status writer; nil makes one for this controller
 	// alone.
 	Sink *statuspkg.Sink
+	// Waiters are the objects waiting for free listener ports, shared with the LoadBalancer
+	// controller (loadbalancer.Options.Waiters) so that ports either frees wake the other's;
+	// nil makes one for this controller alone.
+	Waiters *requeue.Waiters
+	// Ingress is where the Ingress Service controller reports why a tenant's Ingress Service
+	// cannot be made, for the LoadBalancer controller (loadbalancer.Options.Ingress), whose
+	// hostnames it serves; nil makes one nobody reads.
+	Ingress *tenantingress.Problems
 }
 
 // Reconciler reconciles Routes into hub Services, port allocations and status.
@@ -104,7 +109,7 @@ type Reconciler struct {
 	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
 
 	mu      sync.Mutex
-	waiting requeue.Waiters                   // objects waiting for free ports
+	waiting *requeue.Waiters                  // objects waiting for free ports (opts.Waiters)
 	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
 	perNS   map[string]int
 	// dropped tells which steering annotations were not propagated, once per set.
@@ -125,6 +130,12 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Readmit == nil {
 		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
 	}
+	if opts.Waiters == nil {
+		opts.Waiters = requeue.NewWaiters()
+	}
+	if opts.Ingress == nil {
+		opts.Ingress = tenantingress.New()
+	}
 	if opts.Ports == nil {
 		return nil, errors.New("setting up the Route controller: no port allocator")
 	}
@@ -142,6 +153,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		known:    map[types.NamespacedName]struct{}{},
 		perNS:    map[string]int{},
 		readmit:  opts.Readmit,
+		waiting:  opts.Waiters,
 	}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -158,7 +170,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
-		WatchesRawSource(r.waiting.Source()).
+		WatchesRawSource(r.waiting.Source(requeue.Routes)).
 		WatchesRawSource(r.readmit.Routes()).
 		WatchesRawSource(r.ingressQueue.Source()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
@@ -220,6 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) (res reconcile.Result, err error) {
 	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
+	freed := r.waiting.Freed() // before any allocation: a free while it runs is not missed
 	kind, gvk := routekind.Of(route)
 	out := outcome{kind: kind, gvk: gvk}
 	var services []hubServiceState
@@ -233,10 +246,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if out.serviceErr != nil && kind.HubService() != routekind.SharedIngressService {
 			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
 		}
-		r.waiting.Set(key, out.exhausted != nil)
-		if out.exhausted != nil && err == nil {
-			res = reconcile.Result{RequeueAfter: exhaustedRetry}
-		}
+		r.waiting.Set(requeue.Routes, key, out.exhausted != nil, freed)
 	}()
 
 	// Scope: the tenant's settings.
@@ -502,7 +512,7 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 // (Its tenant's Ingress Service follows the Route's delete event by itself.)
 func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName) {
 	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
-	r.waiting.Set(key, false)
+	r.waiting.Set(requeue.Routes, key, false, 0)
 	r.opts.Sink.Forget("Route", key)
 	r.mu.Lock()
 	r.dropped.Forget(key)

@@ -454,6 +454,25 @@ func TestController(t *testing.T) {
 			}
 			return nil
 		})
+
+		// Ports a LoadBalancer frees go to a Route that waits, at once: the controllers share
+		// one list of waiters (there is no periodic retry to fall back on).
+		lb := &kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lb"}, Spec: kubelbv1alpha1.LoadBalancerSpec{
+			Endpoints: []kubelbv1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: "default"}, Ports: []kubelbv1alpha1.EndpointPort{{Port: 30000}}}},
+			Ports:     []kubelbv1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+		}}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, hubnames.LoadBalancerServiceName("lb"), nil)
+		if err := c.Create(ctx, gatewayRoute(ns, "gw2", listener("http", 80, "HTTP"))); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw2", metav1.ConditionFalse, ReasonPortsExhausted)
+		if err := c.Delete(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		waitCondition(t, c, ns, "gw2", metav1.ConditionTrue, ReasonApplied)
 		deleteRoutes(t, c, ns)
 	})
 

@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -60,10 +61,11 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	m.sink = statuspkg.NewSink(mgr.GetClient())
 	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit}); err != nil {
+	waiters, ingress := requeue.NewWaiters(), tenantingress.New()
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit, Waiters: waiters, Ingress: ingress}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit}); err != nil {
+	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit, Waiters: waiters, Ingress: ingress}); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the manager's own grace period (30 s), so a runnable that does not end

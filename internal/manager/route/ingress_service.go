@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -59,6 +60,18 @@ type ingressState struct {
 	serviceErr error
 }
 
+// problem says why the Ingress Service cannot serve the tenant's LoadBalancer hostnames, in
+// words for the LoadBalancer's Hostname condition ("" when it can).
+func (s ingressState) problem() string {
+	switch {
+	case s.exhausted != nil:
+		return fmt.Sprintf("the tenant's Ingress Service %s has no listener port for it (%v); ports are given as soon as the hub frees some, or ask the hub's admin for a larger --envoy-port-range", kubelbv1alpha1.IngressServiceName, s.exhausted)
+	case s.serviceErr != nil:
+		return fmt.Sprintf("the tenant's Ingress Service %s cannot be applied: %v", kubelbv1alpha1.IngressServiceName, s.serviceErr)
+	}
+	return ""
+}
+
 // equal tells whether two outcomes report the same to the Ingress Routes.
 func (s ingressState) equal(o ingressState) bool {
 	return errString(s.exhausted) == errString(o.exhausted) && errString(s.serviceErr) == errString(o.serviceErr) &&
@@ -95,6 +108,10 @@ func setupIngressServices(mgr ctrl.Manager, r *Reconciler) (*ingressServices, er
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(r.opts.Namespace))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceSelf),
 			builder.WithPredicates(namespaces.ManagedLabelChanged())).
+		WatchesRawSource(r.waiting.Source(requeue.IngressServices)).
+		// One tenant per request; as many workers as the Route controller, so that tenants
+		// settle in parallel (a request never runs twice at once for one tenant).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		Complete(s)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Ingress Service controller: %w", err)
@@ -106,6 +123,7 @@ func setupIngressServices(mgr ctrl.Manager, r *Reconciler) (*ingressServices, er
 func (s *ingressServices) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	defer func() { res, err = ssa.RetryConflict(res, err) }()
 	namespace := req.Name
+	freed := s.routes.waiting.Freed() // before any allocation: a free while it runs is not missed
 	ports, err := s.ports.Get(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -116,7 +134,9 @@ func (s *ingressServices) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	if !managed {
 		s.routes.release(ports, portalloc.IngressOwner(namespace))
+		s.routes.waiting.Set(requeue.IngressServices, req.NamespacedName, false, 0)
 		s.publish(namespace, nil)
+		s.opts.Ingress.Set(ctx, namespace, "")
 		return reconcile.Result{}, nil
 	}
 	tenant, err := settings.Load(ctx, s.client, s.opts.Namespace, hubnames.TenantName(namespace))
@@ -128,11 +148,10 @@ func (s *ingressServices) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	s.publish(namespace, &st)
-	switch {
-	case st.serviceErr != nil: // retried with backoff: some rejections are transient
+	s.routes.waiting.Set(requeue.IngressServices, req.NamespacedName, st.exhausted != nil, freed)
+	s.opts.Ingress.Set(ctx, namespace, st.problem())
+	if st.serviceErr != nil { // retried with backoff: some rejections are transient
 		return reconcile.Result{}, fmt.Errorf("applying the Ingress Service of %s: %w", namespace, st.serviceErr)
-	case st.exhausted != nil: // ports freed by the LoadBalancer controller do not wake it
-		return reconcile.Result{RequeueAfter: exhaustedRetry}, nil
 	}
 	return reconcile.Result{}, nil
 }
