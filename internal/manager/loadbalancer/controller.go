@@ -53,8 +53,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
-	"kubelb.dev/kubelb/internal/manager/namespaces"
-	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/tenantingress"
@@ -128,13 +127,12 @@ type Reconciler struct {
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
-	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
+	readmit *requeue.Readmit                              // the tenant's quota verdict; requeues objects admitted or refused anew
+	steps   perobject.Steps[*kubelbv1alpha1.LoadBalancer] // get, gone, deleting, managed; the gauge
 
 	mu      sync.Mutex
-	waiting *requeue.Waiters                  // objects waiting for free ports (opts.Waiters)
-	known   map[types.NamespacedName]struct{} // LoadBalancers reconciled, for the gauge
-	perNS   map[string]int                    // len(known) per namespace
-	sink    *statuspkg.Sink                   // the one writer of LoadBalancer status
+	waiting *requeue.Waiters // objects waiting for free ports (opts.Waiters)
+	sink    *statuspkg.Sink  // the one writer of LoadBalancer status
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
@@ -199,32 +197,27 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
 		opts:      opts,
-		known:     map[types.NamespacedName]struct{}{},
 		sink:      opts.Sink,
 		deleting:  map[types.NamespacedName]types.UID{},
-		perNS:     map[string]int{},
 		readmit:   opts.Readmit,
 		waiting:   opts.Waiters,
 	}
+	r.steps = perobject.Steps[*kubelbv1alpha1.LoadBalancer]{Kind: "LoadBalancer", Client: r.client, Ports: r.ports, Readmit: r.readmit,
+		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerLoadBalancers), Gone: r.reconcileGone, Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		For(&kubelbv1alpha1.LoadBalancer{}).
+		For(&kubelbv1alpha1.LoadBalancer{})
+	err = perobject.WatchSettings(b, opts.Namespace, r.loadBalancersIn).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceToLoadBalancer),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeLoadBalancerService))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.ingressServiceToLoadBalancers),
 			builder.WithPredicates(dnsAnnotationChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}),
 			handler.EnqueueRequestsFromMapFunc(secretToLoadBalancer))).
-		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToLoadBalancers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToLoadBalancers),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToLoadBalancers),
-			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.waiting.Source(waitQueue)).
@@ -260,31 +253,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
 	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
-	ports, err := r.ports.Get(ctx)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	lb := &kubelbv1alpha1.LoadBalancer{}
-	if err := r.client.Get(ctx, req.NamespacedName, lb); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Gone: nothing holds its deletion, so its hub Service and ports go now (envtest
-			// and a hub without a garbage collector would keep the owned Service).
-			return reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckAfterDeletion(ctx, req.Namespace))
+	ports, next, err := r.steps.Begin(ctx, req, lb)
+	if next != perobject.Proceed {
+		if next == perobject.Skipped {
+			result = metrics.ResultSkipped
 		}
-		return reconcile.Result{}, fmt.Errorf("getting LoadBalancer %s: %w", req, err)
-	}
-	if !lb.DeletionTimestamp.IsZero() { // the LoadBalancer no longer counts: others may be admitted
-		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, lb), r.recheckAfterDeletion(ctx, lb.Namespace))
-	}
-	managed, err := namespaces.Managed(ctx, r.client, lb.Namespace)
-	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !managed {
-		result = metrics.ResultSkipped
-		return reconcile.Result{}, nil
-	}
-	r.remember(req.NamespacedName)
 	requeue, err := r.reconcile(ctx, ports, lb)
 	return reconcile.Result{RequeueAfter: requeue}, err
 }
@@ -579,11 +555,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	defer r.mu.Unlock()
 	r.sink.Forget("LoadBalancer", lb)
 	r.dropped.Forget(lb)
-	if _, ok := r.known[lb]; ok {
-		delete(r.known, lb)
-		r.perNS[lb.Namespace]--
-		r.reportLoadBalancersLocked(lb.Namespace)
-	}
+	r.steps.Count.Forget(lb)
 }
 
 // sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the LoadBalancers
@@ -600,26 +572,6 @@ func (r *Reconciler) sameHostnameElsewhere(ctx context.Context, o client.Object)
 // ReasonAnnotationsDropped is the reason of the Warning Event of a LoadBalancer whose
 // steering annotations were not copied to its hub Service.
 const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
-
-// remember counts a LoadBalancer for the per-tenant gauge.
-func (r *Reconciler) remember(lb types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.known[lb]; !ok {
-		r.known[lb] = struct{}{}
-		r.perNS[lb.Namespace]++
-		r.reportLoadBalancersLocked(lb.Namespace)
-	}
-}
-
-func (r *Reconciler) reportLoadBalancersLocked(ns string) {
-	if n := r.perNS[ns]; n > 0 {
-		metrics.ManagerLoadBalancers.WithLabelValues(ns).Set(float64(n))
-		return
-	}
-	delete(r.perNS, ns)
-	metrics.ManagerLoadBalancers.DeleteLabelValues(ns)
-}
 
 // NewSharedPorts returns the manager's one port allocator over r (zero: portalloc.DefaultRange),
 // rebuilt on first use from the hub Services read through mgr's API reader, logging as
@@ -722,22 +674,6 @@ func serviceToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reque
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// recheckAfterDeletion recomputes the tenant's quota verdict after a LoadBalancer of the
-// namespace went or started going, so that the objects it admits anew are requeued.
-func (r *Reconciler) recheckAfterDeletion(ctx context.Context, namespace string) error {
-	return r.readmit.Recheck(ctx, r.client, r.opts.Namespace, namespace)
-}
-
-// tenantToLoadBalancers requeues the LoadBalancers of one tenant only.
-func (r *Reconciler) tenantToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.loadBalancersIn(ctx, hubnames.TenantNamespace(o.GetName()))
-}
-
-// configToLoadBalancers requeues every LoadBalancer: Config applies to all tenants.
-func (r *Reconciler) configToLoadBalancers(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.loadBalancersIn(ctx, "")
-}
-
 // ingressServiceToLoadBalancers requeues the LoadBalancers of the namespace of the tenant's
 // Ingress Service, whose DNS annotation their status reports.
 func (r *Reconciler) ingressServiceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
@@ -753,11 +689,6 @@ func secretToLoadBalancer(_ context.Context, o client.Object) []reconcile.Reques
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
-// namespaceToLoadBalancers requeues the LoadBalancers of a namespace.
-func (r *Reconciler) namespaceToLoadBalancers(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.loadBalancersIn(ctx, o.GetName())
-}
-
 // loadBalancerKeysIn lists the keys of the LoadBalancers of a namespace from the cache.
 func (r *Reconciler) loadBalancerKeysIn(ctx context.Context, namespace string) []types.NamespacedName {
 	reqs := r.loadBalancersIn(ctx, namespace)
@@ -770,18 +701,5 @@ func (r *Reconciler) loadBalancerKeysIn(ctx context.Context, namespace string) [
 
 // loadBalancersIn lists LoadBalancers of a namespace ("" = all) from the cache.
 func (r *Reconciler) loadBalancersIn(ctx context.Context, namespace string) []reconcile.Request {
-	list := &kubelbv1alpha1.LoadBalancerList{}
-	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	if err := r.client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing LoadBalancers to requeue", "namespace", namespace)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
-	}
-	return reqs
+	return perobject.Requests(ctx, r.client, &kubelbv1alpha1.LoadBalancerList{}, namespace, nil)
 }

@@ -50,8 +50,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
-	"kubelb.dev/kubelb/internal/manager/namespaces"
-	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/tenantingress"
@@ -106,12 +105,11 @@ type Reconciler struct {
 	ingress      *ingressServices // each tenant's Ingress Service, decided per tenant
 	ingressQueue requeue.Queue    // this controller's queue, for the Ingress Routes of a tenant
 
-	readmit *requeue.Readmit // the tenant's quota verdict; requeues objects admitted or refused anew
+	readmit *requeue.Readmit                       // the tenant's quota verdict; requeues objects admitted or refused anew
+	steps   perobject.Steps[*kubelbv1alpha1.Route] // get, gone, deleting, managed; the gauge
 
 	mu      sync.Mutex
-	waiting *requeue.Waiters                  // objects waiting for free ports (opts.Waiters)
-	known   map[types.NamespacedName]struct{} // Routes reconciled, for the gauge
-	perNS   map[string]int
+	waiting *requeue.Waiters // objects waiting for free ports (opts.Waiters)
 	// dropped tells which steering annotations were not propagated, once per set.
 	dropped dropped.Annotations
 }
@@ -150,26 +148,22 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		recorder: mgr.GetEventRecorder("kubelb-manager"),
 		opts:     opts,
 		ports:    opts.Ports,
-		known:    map[types.NamespacedName]struct{}{},
-		perNS:    map[string]int{},
 		readmit:  opts.Readmit,
 		waiting:  opts.Waiters,
 	}
+	r.steps = perobject.Steps[*kubelbv1alpha1.Route]{Kind: "Route", Client: r.client, Ports: r.ports, Readmit: r.readmit,
+		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerRoutes), Gone: r.reconcileGone,
+		Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		For(&kubelbv1alpha1.Route{}).
+		For(&kubelbv1alpha1.Route{})
+	err := perobject.WatchSettings(b, opts.Namespace, func(ctx context.Context, ns string) []reconcile.Request { return r.routesIn(ctx, ns) }).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
-		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantToRoutes),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.configToRoutes),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(opts.Namespace))).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToRoutes),
-			builder.WithPredicates(namespaces.ManagedLabelChanged())).
 		WatchesRawSource(r.waiting.Source(requeue.Routes)).
 		WatchesRawSource(r.readmit.Routes()).
 		WatchesRawSource(r.ingressQueue.Source()).
@@ -204,29 +198,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	defer metrics.ManagerRouteReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
 	defer func() { res, err = ssa.RetryConflict(res, err) }()
 
-	ports, err := r.ports.Get(ctx)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	route := &kubelbv1alpha1.Route{}
-	if err := r.client.Get(ctx, req.NamespacedName, route); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, errors.Join(r.reconcileGone(ctx, ports, req.NamespacedName), r.recheckQuota(ctx, req.Namespace))
+	ports, next, err := r.steps.Begin(ctx, req, route)
+	if next != perobject.Proceed {
+		if next == perobject.Skipped {
+			result = metrics.ResultSkipped
 		}
-		return reconcile.Result{}, fmt.Errorf("getting Route %s: %w", req, err)
-	}
-	if !route.DeletionTimestamp.IsZero() { // the Route no longer counts: others may be admitted
-		return reconcile.Result{}, errors.Join(r.reconcileDelete(ctx, ports, route), r.recheckQuota(ctx, route.Namespace))
-	}
-	managed, err := namespaces.Managed(ctx, r.client, route.Namespace)
-	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !managed {
-		result = metrics.ResultSkipped
-		return reconcile.Result{}, nil
-	}
-	r.remember(req.NamespacedName)
 	return r.reconcile(ctx, ports, route)
 }
 
@@ -382,12 +361,6 @@ func (r *Reconciler) requeueIngressRoutes(namespace string) {
 	r.ingressQueue.Add(keys...)
 }
 
-// recheckQuota computes the quota verdict of a managed namespace after a Route went (or
-// started going), so that the Routes it admits anew are requeued (requeue.Readmit).
-func (r *Reconciler) recheckQuota(ctx context.Context, namespace string) error {
-	return r.readmit.Recheck(ctx, r.client, r.opts.Namespace, namespace)
-}
-
 // loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
 // and admitted by the tenant's limits (translate.LoadBalancerHostname with the tenant's DNS
 // settings; invalid ones left out), sorted and without repeats. None when load balancing is
@@ -516,12 +489,8 @@ func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName
 	r.opts.Sink.Forget("Route", key)
 	r.mu.Lock()
 	r.dropped.Forget(key)
-	if _, ok := r.known[key]; ok {
-		delete(r.known, key)
-		r.perNS[key.Namespace]--
-		r.reportRoutesLocked(key.Namespace)
-	}
 	r.mu.Unlock()
+	r.steps.Count.Forget(key)
 }
 
 // release frees an owner's ports and wakes the Routes waiting for ports.
@@ -534,26 +503,6 @@ func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedN
 // ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
 // steering annotations were not copied to its hub Service.
 const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
-
-// remember counts a Route for the per-tenant gauge.
-func (r *Reconciler) remember(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.known[key]; !ok {
-		r.known[key] = struct{}{}
-		r.perNS[key.Namespace]++
-		r.reportRoutesLocked(key.Namespace)
-	}
-}
-
-func (r *Reconciler) reportRoutesLocked(ns string) {
-	if n := r.perNS[ns]; n > 0 {
-		metrics.ManagerRoutes.WithLabelValues(ns).Set(float64(n))
-		return
-	}
-	delete(r.perNS, ns)
-	metrics.ManagerRoutes.DeleteLabelValues(ns)
-}
 
 // errForeignService means a Service with a hub Service's name belongs to something else.
 var errForeignService = errors.New("exists and was not made by kubelb for this Route; rename or delete it")
@@ -655,38 +604,14 @@ func (r *Reconciler) serviceToRoutes(_ context.Context, o client.Object) []recon
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
-// tenantToRoutes requeues the Routes of one tenant only.
-func (r *Reconciler) tenantToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.routesIn(ctx, hubnames.TenantNamespace(o.GetName()))
-}
-
-// configToRoutes requeues every Route: Config applies to all tenants.
-func (r *Reconciler) configToRoutes(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.routesIn(ctx, "")
-}
-
-// namespaceToRoutes requeues the Routes of a namespace.
-func (r *Reconciler) namespaceToRoutes(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.routesIn(ctx, o.GetName())
-}
-
 // routesIn lists the Routes of a namespace ("" = all) from the cache, of the given kinds (none: all).
 func (r *Reconciler) routesIn(ctx context.Context, namespace string, kinds ...routekind.Kind) []reconcile.Request {
-	list := &kubelbv1alpha1.RouteList{}
-	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	if err := r.client.List(ctx, list, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing Routes to requeue", "namespace", namespace)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		if k, _ := routekind.Of(&list.Items[i]); len(kinds) > 0 && !slices.Contains(kinds, k) {
-			continue
+	var keep func(client.Object) bool
+	if len(kinds) > 0 {
+		keep = func(o client.Object) bool {
+			k, _ := routekind.Of(o.(*kubelbv1alpha1.Route))
+			return slices.Contains(kinds, k)
 		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 	}
-	return reqs
+	return perobject.Requests(ctx, r.client, &kubelbv1alpha1.RouteList{}, namespace, keep)
 }

@@ -1,0 +1,184 @@
+// Package perobject holds what the per-object controllers of the objects that hold listener
+// ports — LoadBalancers and Routes — share (docs/development.md, "Per object"): the first
+// steps of a reconcile (the port allocator, get, gone or being deleted, the managed
+// namespace), the watches of a tenant's settings, and the gauge of the objects reconciled
+// per tenant.
+package perobject
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/requeue"
+	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/portalloc"
+)
+
+// Next says how a reconcile goes on after Begin.
+type Next int
+
+const (
+	// Done: the object was gone or being deleted and is cleaned up (or an error stopped it).
+	Done Next = iota
+	// Skipped: the object is not in a managed namespace; nothing was done.
+	Skipped
+	// Proceed: the object is there, alive and managed: reconcile it.
+	Proceed
+)
+
+// Steps are the first steps of a reconcile of a LoadBalancer or Route, and what differs
+// between the two.
+type Steps[T client.Object] struct {
+	// Kind names the object in errors.
+	Kind string
+	// Client reads the object and the namespace from the cache.
+	Client client.Client
+	// Ports is the manager's listener port allocator, rebuilt before the first reconcile.
+	Ports *portalloc.Shared
+	// Readmit recomputes the tenant's quota verdict once an object went or started going:
+	// others may be admitted now.
+	Readmit *requeue.Readmit
+	// Namespace is the manager's (Config default).
+	Namespace string
+	// Count is the per-tenant gauge of the objects reconciled.
+	Count *Count
+	// Gone cleans up after an object that no longer exists (key), Delete after one being
+	// deleted (something else's finalizer, or a legacy one of ours, holds it).
+	Gone   func(context.Context, *portalloc.Allocator, types.NamespacedName) error
+	Delete func(context.Context, *portalloc.Allocator, T) error
+}
+
+// Begin gets the port allocator and the object req names into obj, and cleans up after an
+// object gone or being deleted; an object outside a managed namespace is skipped; an object
+// that proceeds is counted.
+func (s Steps[T]) Begin(ctx context.Context, req reconcile.Request, obj T) (*portalloc.Allocator, Next, error) {
+	ports, err := s.Ports.Get(ctx)
+	if err != nil {
+		return nil, Done, err
+	}
+	if err := s.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone: nothing holds its deletion, so what it made and its ports go now (envtest
+			// and a hub without a garbage collector would keep what it owns).
+			return nil, Done, errors.Join(s.Gone(ctx, ports, req.NamespacedName), s.recheck(ctx, req.Namespace))
+		}
+		return nil, Done, fmt.Errorf("getting %s %s: %w", s.Kind, req, err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() { // it no longer counts: others may be admitted
+		return nil, Done, errors.Join(s.Delete(ctx, ports, obj), s.recheck(ctx, req.Namespace))
+	}
+	managed, err := namespaces.Managed(ctx, s.Client, req.Namespace)
+	if err != nil {
+		return nil, Done, err
+	}
+	if !managed {
+		return nil, Skipped, nil
+	}
+	s.Count.Remember(req.NamespacedName)
+	return ports, Proceed, nil
+}
+
+func (s Steps[T]) recheck(ctx context.Context, namespace string) error {
+	return s.Readmit.Recheck(ctx, s.Client, s.Namespace, namespace)
+}
+
+// WatchSettings adds the watches of a tenant's settings to b: a Tenant's change requeues
+// the objects of its namespace, Config default's (in the manager's namespace) every object,
+// and a change of a namespace's managed label the objects of that namespace. in lists the
+// objects of a namespace ("": all), for example with Requests.
+func WatchSettings(b *builder.Builder, namespace string, in func(ctx context.Context, namespace string) []reconcile.Request) *builder.Builder {
+	return b.
+		Watches(&kubelbv1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return in(ctx, hubnames.TenantNamespace(o.GetName()))
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			return in(ctx, "")
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicates.DefaultConfig(namespace))).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return in(ctx, o.GetName())
+		}), builder.WithPredicates(namespaces.ManagedLabelChanged()))
+}
+
+// Requests lists from the cache the objects of list's kind in namespace ("": all) that keep
+// accepts (nil: all), as requests.
+func Requests(ctx context.Context, c client.Reader, list client.ObjectList, namespace string, keep func(client.Object) bool) []reconcile.Request {
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing objects to requeue", "namespace", namespace)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, meta.LenList(list))
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if ok && (keep == nil || keep(obj)) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+		return nil
+	})
+	return reqs
+}
+
+// Count is a per-tenant gauge of the objects a controller reconciled.
+type Count struct {
+	gauge *metrics.TenantGaugeVec
+	mu    sync.Mutex
+	known map[types.NamespacedName]struct{}
+	perNS map[string]int
+}
+
+// NewCount returns a Count reported in gauge (label: the tenant namespace).
+func NewCount(gauge *metrics.TenantGaugeVec) *Count {
+	return &Count{gauge: gauge, known: map[types.NamespacedName]struct{}{}, perNS: map[string]int{}}
+}
+
+// Remember counts key (once).
+func (c *Count) Remember(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.known[key]; !ok {
+		c.known[key] = struct{}{}
+		c.perNS[key.Namespace]++
+		c.reportLocked(key.Namespace)
+	}
+}
+
+// Forget stops counting key.
+func (c *Count) Forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.known[key]; ok {
+		delete(c.known, key)
+		c.perNS[key.Namespace]--
+		c.reportLocked(key.Namespace)
+	}
+}
+
+func (c *Count) reportLocked(ns string) {
+	if n := c.perNS[ns]; n > 0 {
+		c.gauge.WithLabelValues(ns).Set(float64(n))
+		return
+	}
+	delete(c.perNS, ns)
+	c.gauge.DeleteLabelValues(ns)
+}
