@@ -4,7 +4,8 @@
 // are connected to. A Tracker, on every replica, holds per tenant, per proxy and per
 // endpoint the last health reported, and sums it up per cluster (Summary); the replicas
 // write their summaries into the tenant's TenantState, and the leader decides per
-// LoadBalancer from all of them (Decide). Which clusters are checked at all (at most
+// LoadBalancer from all of them (Decide), again only for the objects whose inputs changed
+// (a Judge per tenant, reading the snapshot's Clusters). Which clusters are checked at all (at most
 // MaxCheckedEndpoints endpoints a proxy) is PlanChecks, the one choice health discovery and
 // the leader share. Everything here is pure: no I/O, no clock.
 package reach

@@ -148,11 +148,53 @@ func (h *hds) settings() (HealthChecking, func(HealthReport)) {
 	return checks, hook
 }
 
-// ClusterEndpoints returns the endpoints (host:port, IP addresses only) of each cluster of
-// the tenant's current snapshot that has any, by cluster name, sorted: what health
-// discovery decides from (reach.PlanChecks), and the leader judges with.
-func (s *Server) ClusterEndpoints(tenant string) map[string][]string {
-	return endpointsOf(s.healthClusters(tenant))
+// ClusterEndpoints returns the clusters of the tenant's current snapshot as health discovery
+// reads them (healthClusters), for the leader to judge with: the version of each cluster's
+// endpoints is the digests of its Cluster and ClusterLoadAssignment resources (kept with the
+// snapshot: nothing is read to compare them), and the endpoints of a cluster (host:port, IP
+// addresses only, sorted, distinct) are read from the snapshot when asked for.
+func (s *Server) ClusterEndpoints(tenant string) reach.Clusters {
+	snap, err := s.ordered.GetSnapshot(tenant)
+	if err != nil {
+		return reach.Clusters{}
+	}
+	clusters, assignments := snap.GetResourcesAndTTL(resource.ClusterType), snap.GetResourcesAndTTL(resource.EndpointType)
+	clusterDigests, assignmentDigests := snap.GetVersionMap(resource.ClusterType), snap.GetVersionMap(resource.EndpointType)
+	// assignment is the name of a cluster's ClusterLoadAssignment, "" when it has its own.
+	assignment := func(c *clusterv3.Cluster) string {
+		if c.GetType() != clusterv3.Cluster_EDS {
+			return ""
+		}
+		return cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
+	}
+	return reach.Clusters{
+		Versions: func(yield func(string, reach.Version) bool) {
+			for name, r := range clusters {
+				c, ok := r.Resource.(*clusterv3.Cluster)
+				if !ok {
+					continue
+				}
+				v := reach.Version{Cluster: clusterDigests[name]}
+				if a := assignment(c); a != "" {
+					v.Assignment = assignmentDigests[a]
+				}
+				if !yield(name, v) {
+					return
+				}
+			}
+		},
+		Endpoints: func(name string) []string {
+			c, ok := clusters[name].Resource.(*clusterv3.Cluster)
+			if !ok {
+				return nil
+			}
+			cla := c.GetLoadAssignment()
+			if a := assignment(c); a != "" {
+				cla, _ = assignments[a].Resource.(*endpointv3.ClusterLoadAssignment)
+			}
+			return assignmentAddrs(cla)
+		},
+	}
 }
 
 // endpointsOf is the endpoints of each cluster.
@@ -192,19 +234,25 @@ func (s *Server) healthClusters(tenant string) map[string]healthCluster {
 		if c.GetType() == clusterv3.Cluster_EDS {
 			cla = assignments[cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())]
 		}
-		var addrs []string
-		for _, l := range cla.GetEndpoints() {
-			for _, e := range l.GetLbEndpoints() {
-				if a := endpointAddress(e.GetEndpoint()); a != "" {
-					addrs = append(addrs, a)
-				}
-			}
-		}
-		if len(addrs) > 0 {
-			out[c.GetName()] = healthCluster{addrs: slices.Compact(slices.Sorted(slices.Values(addrs))), checks: c.GetHealthChecks()}
+		if addrs := assignmentAddrs(cla); len(addrs) > 0 {
+			out[c.GetName()] = healthCluster{addrs: addrs, checks: c.GetHealthChecks()}
 		}
 	}
 	return out
+}
+
+// assignmentAddrs is the endpoints (host:port, IP addresses only) of an assignment, sorted,
+// distinct.
+func assignmentAddrs(cla *endpointv3.ClusterLoadAssignment) []string {
+	var addrs []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			if a := endpointAddress(e.GetEndpoint()); a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(addrs)))
 }
 
 // endpointAddress is host:port of an endpoint with an IP socket address, "" otherwise.

@@ -76,7 +76,7 @@ func TestHealthCheckCapFollowsPlanChecks(t *testing.T) {
 	if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
 		t.Fatal(err)
 	}
-	endpoints := srv.ClusterEndpoints(tenant)
+	endpoints := srv.ClusterEndpoints(tenant).All()
 	checks := reach.PlanChecks(endpoints)
 	names := slices.Sorted(maps.Keys(endpoints))
 	if len(names) != 3 || checks.Endpoints != 3*nodes || !maps.Equal(checks.Skipped, map[string]bool{names[2]: true}) {

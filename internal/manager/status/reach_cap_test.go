@@ -54,7 +54,7 @@ func startRouteWriter(t *testing.T, endpoints map[string][]string) (client.Clien
 	applyRouteControllerStatus(t, c, gw.Name)
 	store := status.NewStore()
 	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
-		return status.SetupWriterWithManager(mgr, store, status.WithEndpoints(func(string) map[string][]string { return endpoints }))
+		return status.SetupWriterWithManager(mgr, store, status.WithEndpoints(func(string) reach.Clusters { return reach.StaticClusters(endpoints) }))
 	})
 	gwRef := ir.ObjectRef{Kind: translate.KindRoute, Namespace: tenant, Name: gw.Name}
 	store.Publish(tenant, &status.Report{

@@ -43,43 +43,45 @@ func WithSink(s *Sink) WriterOption {
 	return func(w *Writer) { w.sink = s }
 }
 
-// WithEndpoints gives the Writer the current endpoints of a tenant's clusters (the leader's
-// own xDS snapshot, xds.Server.ClusterEndpoints), which the BackendsReachable condition
-// judges; without it the Writer writes no BackendsReachable condition.
-func WithEndpoints(endpoints func(tenant string) map[string][]string) WriterOption {
+// WithEndpoints gives the Writer the clusters of a tenant (the leader's own xDS snapshot,
+// xds.Server.ClusterEndpoints), whose endpoints the BackendsReachable condition judges;
+// without it the Writer writes no BackendsReachable condition.
+func WithEndpoints(endpoints func(tenant string) reach.Clusters) WriterOption {
 	return func(w *Writer) { w.endpoints = endpoints }
 }
 
 // reachability applies the BackendsReachable condition of every LoadBalancer and Route of
 // the tenant whose verdict changed since the last look, and sets the metric of each
-// LoadBalancer. It returns when to look again (an entry that goes stale).
+// LoadBalancer whose verdict changed. The tenant's reach.Judge decides again only the
+// objects whose clusters' endpoints, health entries or set of clusters changed (every one
+// when the clusters checked changed): a Report that changed one LoadBalancer costs a look
+// at that one. It returns when to look again (an entry that goes stale).
 func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant string, report *Report) (time.Duration, error) {
 	if w.endpoints == nil {
 		return 0, nil
 	}
-	found, requeue, err := w.backendHealth(ctx, tenant)
+	if st.judge == nil {
+		st.judge, st.reach = &reach.Judge[ir.ObjectRef]{}, map[ir.ObjectRef]reach.Verdict{}
+	}
+	st.judge.SetClusters(w.endpoints(tenant))
+	found, requeue, err := w.backendHealth(ctx, tenant, st.judge.Hash)
 	if err != nil {
 		return 0, err
 	}
-	endpoints := w.endpoints(tenant)
-	// The clusters health discovery leaves out, chosen as it chooses them.
-	checks := reach.PlanChecks(endpoints)
-	clustersOf := map[ir.ObjectRef]map[string][]string{} // LoadBalancer or Route → cluster → endpoints
-	for cluster, owners := range report.Owners[resource.ClusterType] {
-		for _, o := range owners {
-			if o.Kind != translate.KindLoadBalancer && o.Kind != translate.KindRoute {
-				continue
+	verdicts, gone := st.judge.Look(report.Owners[resource.ClusterType], judged, found)
+	for ref := range st.retry { // a write that failed
+		if v, ok := st.judge.Verdict(ref); ok {
+			if _, decided := verdicts[ref]; !decided {
+				verdicts[ref] = v
 			}
-			o = ir.ObjectRef{Kind: o.Kind, Name: o.Name}
-			if clustersOf[o] == nil {
-				clustersOf[o] = map[string][]string{}
-			}
-			clustersOf[o][cluster] = endpoints[cluster]
 		}
 	}
-	verdicts := make(map[ir.ObjectRef]reach.Verdict, len(clustersOf))
-	for ref, clusters := range clustersOf {
-		verdicts[ref] = reach.Decide(clusters, found, checks)
+	st.retry = nil
+	for _, ref := range gone {
+		delete(st.reach, ref)
+		if ref.Kind == translate.KindLoadBalancer {
+			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": ref.Name})
+		}
 	}
 	var errs []error
 	refs := slices.SortedFunc(maps.Keys(verdicts), func(a, b ir.ObjectRef) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
@@ -94,59 +96,68 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 		}
 		if err := w.reachableOf(ctx, tenant, ref, v); err != nil {
 			errs = append(errs, err)
-			delete(verdicts, ref) // looked at again next time
+			delete(st.reach, ref)
+			if st.retry == nil {
+				st.retry = map[ir.ObjectRef]bool{}
+			}
+			st.retry[ref] = true // looked at again next time
+			continue
 		}
+		st.reach[ref] = v
 	}
-	for ref := range st.reach {
-		if _, ok := clustersOf[ref]; !ok && ref.Kind == translate.KindLoadBalancer {
-			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": ref.Name})
-		}
-	}
-	st.reach = verdicts
 	if len(errs) > 0 {
 		return 0, fmt.Errorf("applying BackendsReachable in %s: %v", tenant, errs)
 	}
 	return requeue, nil
 }
 
-// backendHealth reads what the replicas wrote of the tenant's backends. Entries naming
-// unreachable endpoints that were not confirmed within StaleHealthTTL (their replica is
-// gone) are not used; those, and entries about endpoints no longer current (the replica
-// moved on, or is gone), are removed once older than StaleHealthTTL.
-func (w *Writer) backendHealth(ctx context.Context, tenant string) ([]reach.Found, time.Duration, error) {
+// judged tells the objects that own clusters the Writer judges, LoadBalancers and Routes, as
+// refs without namespace.
+func judged(o ir.ObjectRef) (ir.ObjectRef, bool) {
+	return ir.ObjectRef{Kind: o.Kind, Name: o.Name}, o.Kind == translate.KindLoadBalancer || o.Kind == translate.KindRoute
+}
+
+// backendHealth reads what the replicas wrote of the tenant's backends; current is the
+// EndpointsHash of a cluster's current endpoints. Entries naming unreachable endpoints that
+// were not confirmed within StaleHealthTTL (their replica is gone) are not used; those, and
+// entries about endpoints no longer current (the replica moved on, or is gone), are removed
+// once older than StaleHealthTTL.
+func (w *Writer) backendHealth(ctx context.Context, tenant string, current func(cluster string) string) ([]reach.Found, time.Duration, error) {
 	ts := &v1alpha1.TenantState{}
-	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+	// Not copied: read only, copied before it is changed.
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, 0, nil
 		}
 		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
-	current := map[string]string{}
-	for c, addrs := range w.endpoints(tenant) {
-		current[c] = reach.EndpointsHash(addrs)
-	}
-	var out []reach.Found
-	keep := make([]v1alpha1.BackendHealth, 0, len(ts.Status.BackendHealth))
+	entries := ts.Status.BackendHealth
+	out := make([]reach.Found, 0, len(entries))
+	var keep []v1alpha1.BackendHealth // the entries that stay, once one goes
 	var requeue time.Duration
-	for _, e := range ts.Status.BackendHealth {
+	for i, e := range entries {
 		age := w.now().Sub(e.Time.Time)
 		stale := age >= StaleHealthTTL
-		if e.UnreachableCount > 0 && stale {
-			continue // not confirmed: its replica is gone
-		}
-		if current[e.Cluster] != e.Endpoints && stale {
+		isCurrent := current(e.Cluster) == e.Endpoints
+		// Unconfirmed (its replica is gone), or about endpoints no longer current.
+		if stale && (e.UnreachableCount > 0 || !isCurrent) {
+			if keep == nil {
+				keep = append(make([]v1alpha1.BackendHealth, 0, len(entries)), entries[:i]...)
+			}
 			continue
 		}
-		keep = append(keep, e)
+		if keep != nil {
+			keep = append(keep, e)
+		}
 		out = append(out, reach.Found{Cluster: e.Cluster, Endpoints: e.Endpoints, UnreachableCount: int(e.UnreachableCount), Unreachable: e.Unreachable})
-		if e.UnreachableCount > 0 || current[e.Cluster] != e.Endpoints {
+		if e.UnreachableCount > 0 || !isCurrent {
 			if left := StaleHealthTTL - age; requeue == 0 || left < requeue {
 				requeue = max(left, time.Second)
 			}
 		}
 	}
-	if len(keep) < len(ts.Status.BackendHealth) {
-		retry, err := w.dropEntries(ctx, ts, "backend health", func(ts *v1alpha1.TenantState) { ts.Status.BackendHealth = keep })
+	if keep != nil {
+		retry, err := w.dropEntries(ctx, ts.DeepCopy(), "backend health", func(ts *v1alpha1.TenantState) { ts.Status.BackendHealth = keep })
 		if err != nil {
 			return nil, 0, err
 		}

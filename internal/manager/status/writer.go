@@ -48,8 +48,8 @@ type Writer struct {
 	store    *Store
 	recorder events.EventRecorder
 	now      func() time.Time
-	// endpoints are the current endpoints of a tenant's clusters (WithEndpoints).
-	endpoints func(tenant string) map[string][]string
+	// endpoints are a tenant's clusters (WithEndpoints).
+	endpoints func(tenant string) reach.Clusters
 	// sink writes every status (WithSink; one of its own otherwise).
 	sink *Sink
 
@@ -70,9 +70,14 @@ type tenantState struct {
 	byObject map[ir.ObjectRef][]ir.Problem
 	// dirty are the LoadBalancers an event concerned since the last Reconcile took them.
 	dirty map[string]bool
-	// reach is the BackendsReachable verdict of each LoadBalancer and Route (refs without
-	// namespace) at the last look (nil before the first, which looks at every one).
+	// judge decides the BackendsReachable verdicts of the LoadBalancers and Routes (refs
+	// without namespace), again only for those whose inputs changed (nil before the first
+	// look, which decides every one).
+	judge *reach.Judge[ir.ObjectRef]
+	// reach is the verdict the metric and the condition of each say; retry are those whose
+	// write failed, applied again at the next look.
 	reach map[ir.ObjectRef]reach.Verdict
+	retry map[ir.ObjectRef]bool
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
