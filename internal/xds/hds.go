@@ -93,6 +93,7 @@ type hds struct {
 	checks  HealthChecking
 	hook    func(HealthReport)
 	changed map[string]chan struct{} // tenant → closed on the next change of its snapshot
+	plans   map[string]tenantPlan    // tenant → the plan of its current snapshot
 	ids     atomic.Int64
 }
 
@@ -275,15 +276,20 @@ func planHealth(clusters map[string]healthCluster, interval time.Duration) healt
 		if skipped[name] {
 			continue
 		}
-		g := healthGroup{name: tcpGroup}
+		group := tcpGroup
 		if len(c.checks) > 0 {
-			g.checks, g.name = ownChecks(c.checks, interval)
+			group = checkGroupPrefix + checksHash(c.checks)
 		}
-		if byName[g.name] == nil {
-			byName[g.name] = &g
+		g := byName[group]
+		if g == nil {
+			g = &healthGroup{name: group}
+			if len(c.checks) > 0 {
+				g.checks = ownChecks(c.checks, interval)
+			}
+			byName[group] = g
 		}
-		byName[g.name].addrs = append(byName[g.name].addrs, c.addrs...)
-		p.asked[name], p.group[name] = c.addrs, g.name
+		g.addrs = append(g.addrs, c.addrs...)
+		p.asked[name], p.group[name] = c.addrs, group
 	}
 	h := fnv.New64a()
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
@@ -301,24 +307,33 @@ func planHealth(clusters map[string]healthCluster, interval time.Duration) healt
 	return p
 }
 
-// ownChecks are a cluster's own checks as the proxy is asked to run them (no more often
-// than every interval: these probes come on top of the cluster's, whose rate the tenant's
-// health-check budget bounds), and the name of the specifier's cluster for them.
-func ownChecks(checks []*corev3.HealthCheck, interval time.Duration) ([]*corev3.HealthCheck, string) {
-	out := make([]*corev3.HealthCheck, 0, len(checks))
+// checksHash identifies a cluster's own checks (as the cluster has them: the checks of
+// clusters whose intervals differ below the floor of ownChecks are asked the same, but in
+// two clusters of the specifier).
+func checksHash(checks []*corev3.HealthCheck) string {
 	h := fnv.New64a()
+	for _, check := range checks {
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(check)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// ownChecks are a cluster's own checks as the proxy is asked to run them: no more often
+// than every interval (these probes come on top of the cluster's, whose rate the tenant's
+// health-check budget bounds).
+func ownChecks(checks []*corev3.HealthCheck, interval time.Duration) []*corev3.HealthCheck {
+	out := make([]*corev3.HealthCheck, 0, len(checks))
 	for _, check := range checks {
 		check = proto.Clone(check).(*corev3.HealthCheck)
 		if check.GetInterval().AsDuration() < interval {
 			check.Interval = durationpb.New(interval)
 		}
 		check.NoTrafficInterval, check.NoTrafficHealthyInterval = check.Interval, nil
-		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(check)
-		h.Write(b)
-		h.Write([]byte{0})
 		out = append(out, check)
 	}
-	return out, checkGroupPrefix + strconv.FormatUint(h.Sum64(), 16)
+	return out
 }
 
 // specifier is the specifier of a plan.
@@ -370,6 +385,50 @@ func (p healthPlan) health(byGroup map[string]map[string]bool) map[string]map[st
 		}
 	}
 	return out
+}
+
+// tenantPlan is the plan of a snapshot's clusters and endpoints, by their versions.
+type tenantPlan struct {
+	versions [2]string
+	plan     healthPlan
+}
+
+// snapshotVersions are the versions of a snapshot's clusters and endpoints: what a plan
+// depends on.
+func snapshotVersions(snap cache.ResourceSnapshot) [2]string {
+	if snap == nil {
+		return [2]string{}
+	}
+	return [2]string{snap.GetVersion(resource.ClusterType), snap.GetVersion(resource.EndpointType)}
+}
+
+// plan returns the plan of the tenant's snapshot snap, made once for all the tenant's
+// streams on this server (the checks are the server's, the same for all). An empty plan is
+// not kept: it costs nothing to make, and a removed tenant leaves nothing behind.
+func (h *hds) plan(tenant string, snap cache.ResourceSnapshot, interval time.Duration) healthPlan {
+	versions := snapshotVersions(snap)
+	h.mu.Lock()
+	tp, ok := h.plans[tenant]
+	h.mu.Unlock()
+	if ok && tp.versions == versions {
+		return tp.plan
+	}
+	var clusters map[string]healthCluster
+	if snap != nil {
+		clusters = clustersOf(snap)
+	}
+	p := planHealth(clusters, interval)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.plans == nil {
+		h.plans = map[string]tenantPlan{}
+	}
+	if len(p.groups) == 0 {
+		delete(h.plans, tenant)
+	} else {
+		h.plans[tenant] = tenantPlan{versions: versions, plan: p}
+	}
+	return p
 }
 
 // StreamHealthCheck serves one proxy's health discovery stream.
@@ -440,17 +499,9 @@ func (h *hds) StreamHealthCheck(st healthv3.HealthDiscoveryService_StreamHealthC
 	for {
 		changed := h.watch(tenant)
 		snap, _ := s.ordered.GetSnapshot(tenant)
-		var now [2]string
-		if snap != nil {
-			now = [2]string{snap.GetVersion(resource.ClusterType), snap.GetVersion(resource.EndpointType)}
-		}
-		if !sent || now != versions {
+		if now := snapshotVersions(snap); !sent || now != versions {
 			versions = now
-			var clusters map[string]healthCluster
-			if snap != nil {
-				clusters = clustersOf(snap)
-			}
-			next := planHealth(clusters, checks.Interval)
+			next := h.plan(tenant, snap, checks.Interval)
 			resend := !sent || next.hash != plan.hash
 			if resend {
 				spec := next.specifier(checks)

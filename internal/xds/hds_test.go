@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
+	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -73,8 +75,8 @@ func TestReadReportKeepsOnlyWhatWasAsked(t *testing.T) {
 
 // TestPlanHealthGroupsByChecks: the clusters checked the same way are one cluster of the
 // specifier with their distinct endpoints; own checks are asked no more often than the
-// interval, and clusters with the same own checks share one; the plan's hash moves with
-// what the specifier carries and only with it.
+// interval, and clusters with the same own checks share one (those with other own checks
+// have theirs); the plan's hash moves with what the specifier carries and only with it.
 func TestPlanHealthGroupsByChecks(t *testing.T) {
 	const interval = 10 * time.Second
 	http := func(every time.Duration) []*corev3.HealthCheck {
@@ -86,12 +88,13 @@ func TestPlanHealthGroupsByChecks(t *testing.T) {
 		"b-tcp-80":  {addrs: []string{"10.0.0.1:30002"}},
 		"c-tcp-80":  {addrs: []string{"10.0.0.1:30001"}}, // a's endpoint again
 		"l1-tcp-80": {addrs: []string{"10.0.0.1:30003"}, checks: http(time.Second)},
-		"l2-tcp-80": {addrs: []string{"10.0.0.2:30004"}, checks: http(5 * time.Second)}, // the same once floored
+		"l2-tcp-80": {addrs: []string{"10.0.0.2:30004"}, checks: http(time.Second)},
+		"l3-tcp-80": {addrs: []string{"10.0.0.2:30005"}, checks: http(5 * time.Second)},
 	}
 	plan := planHealth(clusters, interval)
 	spec := plan.specifier(DefaultHealthChecking())
-	if n := len(spec.GetClusterHealthChecks()); n != 2 {
-		t.Fatalf("%d clusters in the specifier, want 2 (TCP and one HTTP): %v", n, spec)
+	if n := len(spec.GetClusterHealthChecks()); n != 3 {
+		t.Fatalf("%d clusters in the specifier, want 3 (TCP and two HTTP): %v", n, spec)
 	}
 	byName := map[string]*healthv3.ClusterHealthCheck{}
 	for _, c := range spec.GetClusterHealthChecks() {
@@ -116,9 +119,11 @@ func TestPlanHealthGroupsByChecks(t *testing.T) {
 	if got, want := addrs(own), []string{"10.0.0.1:30003", "10.0.0.2:30004"}; !slices.Equal(got, want) {
 		t.Errorf("HTTP-checked endpoints %v, want %v", got, want)
 	}
-	if hc := own.GetHealthChecks(); len(hc) != 1 || hc[0].GetInterval().AsDuration() != interval || hc[0].GetNoTrafficInterval().AsDuration() != interval ||
-		hc[0].GetHttpHealthCheck().GetPath() != "/healthz" {
-		t.Errorf("own checks %v, want the HTTP check every %s", hc, interval)
+	for _, c := range []*healthv3.ClusterHealthCheck{own, byName[plan.group["l3-tcp-80"]]} {
+		if hc := c.GetHealthChecks(); len(hc) != 1 || hc[0].GetInterval().AsDuration() != interval || hc[0].GetNoTrafficInterval().AsDuration() != interval ||
+			hc[0].GetHttpHealthCheck().GetPath() != "/healthz" {
+			t.Errorf("own checks of %s: %v, want the HTTP check every %s", c.GetClusterName(), hc, interval)
+		}
 	}
 	if !maps.EqualFunc(plan.asked, endpointsOf(clusters), slices.Equal) {
 		t.Errorf("asked %v, want every cluster's endpoints", plan.asked)
@@ -223,5 +228,47 @@ func BenchmarkHealthPlan1000(b *testing.B) {
 			}
 			b.ReportMetric(float64(proto.Size(spec)), "specifier-bytes")
 		})
+	}
+}
+
+// TestHealthPlanOncePerChange: the tenant's streams share the plan of its snapshot's
+// clusters and endpoints; a listener change keeps it, an endpoint change makes another, and
+// a removed tenant leaves none behind.
+func TestHealthPlanOncePerChange(t *testing.T) {
+	const tenant = "tenant-hds-plan"
+	in := translate.Input{Tenant: tenant, Addresses: addresses("10.0.0.1")}
+	in.LoadBalancers = []v1alpha1.LoadBalancer{newLB("a").port(corev1.ProtocolTCP, 80, 30080, 20080).LoadBalancer}
+	srv := NewServer(logr.Discard(), nil)
+	interval := DefaultHealthChecking().Interval
+	plan := func(in translate.Input) healthPlan {
+		t.Helper()
+		if _, err := srv.SetTenant(context.Background(), tenant, mustTranslate(t, in)); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := srv.ordered.GetSnapshot(tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.hds.plan(tenant, snap, interval)
+	}
+	same := func(a, b healthPlan) bool {
+		return reflect.ValueOf(a.asked).UnsafePointer() == reflect.ValueOf(b.asked).UnsafePointer()
+	}
+
+	first := plan(in)
+	listener := in
+	listener.LoadBalancers = []v1alpha1.LoadBalancer{newLB("a").port(corev1.ProtocolTCP, 80, 30080, 20081).LoadBalancer}
+	if again := plan(listener); !same(first, again) {
+		t.Error("a listener change made another plan")
+	}
+	endpoint := in
+	endpoint.LoadBalancers = []v1alpha1.LoadBalancer{newLB("a").port(corev1.ProtocolTCP, 80, 30081, 20081).LoadBalancer}
+	if moved := plan(endpoint); same(first, moved) || moved.hash == first.hash {
+		t.Error("an endpoint change kept the plan")
+	}
+	srv.RemoveTenant(tenant)
+	snap, _ := srv.ordered.GetSnapshot(tenant)
+	if p := srv.hds.plan(tenant, snap, interval); len(p.groups) != 0 || len(srv.hds.plans) != 0 {
+		t.Errorf("after the tenant's removal: plan %+v, %d plans kept", p, len(srv.hds.plans))
 	}
 }
