@@ -75,7 +75,8 @@ const (
 type HealthReport struct {
 	// Tenant is the proxy's node.cluster (its certificate's tenant), Proxy its node.id.
 	Tenant, Proxy string
-	// Asked are the endpoints (host:port) the proxy was asked to check, by cluster.
+	// Asked are the endpoints (host:port) the proxy was asked to check, by cluster (shared
+	// with the tenant's other proxies: read only).
 	Asked map[string][]string
 	// Health of the endpoints it reported on (true: healthy), by cluster and endpoint; only
 	// endpoints it was asked about.
