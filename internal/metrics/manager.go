@@ -54,7 +54,11 @@ var (
 	}, []string{"tenant", "type_url"})}
 	ManagerXDSSentBytes = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_manager_envoycp_xds_sent_bytes_total",
-		Help: "Bytes of the xDS responses sent to Envoy proxies (serialized, before TLS), per tenant.",
+		Help: "Bytes of the xDS responses and health check specifiers sent to Envoy proxies (serialized, before TLS), per tenant.",
+	}, []string{"tenant"})}
+	ManagerHealthSpecifiers = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelb_manager_envoycp_health_specifiers_sent_total",
+		Help: "Health check specifiers sent to Envoy proxies on health discovery, per tenant: one when a proxy connects, then one each time what it is asked to check changes.",
 	}, []string{"tenant"})}
 	XDSStreamsRefused = &TenantCounterVec{prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelb_xds_streams_refused_total",
@@ -103,7 +107,7 @@ func managerGauges() []prometheus.Collector {
 	out := []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
 		ManagerLoadBalancerBackends.GaugeVec, ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
-		ManagerXDSSentBytes.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+		ManagerXDSSentBytes.CounterVec, ManagerHealthSpecifiers.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
 	return append(append(out, ManagerNodeIP.gauges()...), ManagerIPAM.gauges()...)
 }
 
@@ -111,7 +115,7 @@ func managerGauges() []prometheus.Collector {
 func tenantVecs() []partialDeleter {
 	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerLoadBalancerBackends, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
-		ManagerXDSNacks, ManagerXDSSentBytes, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated}
+		ManagerXDSNacks, ManagerXDSSentBytes, ManagerHealthSpecifiers, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated}
 }
 
 // tenantReconciles are the reconcile metrics labelled by tenant namespace.

@@ -40,6 +40,7 @@ func observeAll(name, ns string) {
 	ManagerXDSConnectedProxies.WithLabelValues(ns).Inc()
 	ManagerXDSNacks.WithLabelValues(ns, "type.googleapis.com/envoy.config.listener.v3.Listener").Inc()
 	ManagerXDSSentBytes.WithLabelValues(ns).Add(100)
+	ManagerHealthSpecifiers.WithLabelValues(ns).Inc()
 	XDSStreamsRefused.WithLabelValues(ns, "streams_per_tenant").Inc()
 	XDSRequestsDelayed.WithLabelValues(ns).Inc()
 	ManagerEnvoyProxies.WithLabelValues(name).Set(2)

@@ -3,6 +3,7 @@ package xds
 import (
 	"cmp"
 	"errors"
+	"hash/fnv"
 	"io"
 	"maps"
 	"net"
@@ -18,6 +19,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	healthv3 "github.com/envoyproxy/go-control-plane/envoy/service/health/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/textcut"
 )
@@ -63,8 +66,8 @@ func DefaultHealthChecking() HealthChecking {
 const (
 	maxReportEndpoints = 2 * reach.MaxCheckedEndpoints
 	healthStreamType   = "hds"
-	// healthClusterPrefix starts the name of the cluster a proxy checks for one of the
-	// snapshot's: the proxy's statistics keep the two apart.
+	// healthClusterPrefix starts the names of the clusters of a specifier (tcpGroup,
+	// checkGroupPrefix): the proxy's statistics keep them apart from the snapshot's.
 	healthClusterPrefix = "hds."
 )
 
@@ -72,7 +75,8 @@ const (
 type HealthReport struct {
 	// Tenant is the proxy's node.cluster (its certificate's tenant), Proxy its node.id.
 	Tenant, Proxy string
-	// Asked are the endpoints (host:port) the proxy was asked to check, by cluster.
+	// Asked are the endpoints (host:port) the proxy was asked to check, by cluster (shared
+	// with the tenant's other proxies: read only).
 	Asked map[string][]string
 	// Health of the endpoints it reported on (true: healthy), by cluster and endpoint; only
 	// endpoints it was asked about.
@@ -90,6 +94,7 @@ type hds struct {
 	checks  HealthChecking
 	hook    func(HealthReport)
 	changed map[string]chan struct{} // tenant → closed on the next change of its snapshot
+	plans   map[string]tenantPlan    // tenant → the plan of its current snapshot
 	ids     atomic.Int64
 }
 
@@ -218,6 +223,11 @@ func (s *Server) healthClusters(tenant string) map[string]healthCluster {
 	if err != nil {
 		return nil
 	}
+	return clustersOf(snap)
+}
+
+// clustersOf reads the clusters of a snapshot that have endpoints.
+func clustersOf(snap cache.ResourceSnapshot) map[string]healthCluster {
 	assignments := map[string]*endpointv3.ClusterLoadAssignment{}
 	for _, r := range snap.GetResources(resource.EndpointType) {
 		if cla, ok := r.(*endpointv3.ClusterLoadAssignment); ok {
@@ -265,54 +275,209 @@ func endpointAddress(e *endpointv3.Endpoint) string {
 	return net.JoinHostPort(ip.String(), strconv.FormatUint(uint64(sa.GetPortValue()), 10))
 }
 
-// specifier is what a proxy of the tenant is asked to check, and the endpoints asked by
-// cluster.
-func (s *Server) specifier(tenant string, checks HealthChecking) (*healthv3.HealthCheckSpecifier, map[string][]string) {
-	clusters := s.healthClusters(tenant)
+// What a proxy is asked to check is planned first (planHealth), and the specifier built from
+// the plan only when the plan's hash differs from that of the last one the proxy got: HDS has
+// no delta, a specifier replaces the previous one whole, so an unchanged plan sends nothing.
+// The plan groups the snapshot's clusters by their checks: every cluster checked the same way
+// (the default TCP connect, or the same own checks) is one cluster of the specifier, with the
+// distinct endpoints of them all. The same endpoints are checked the same way as one cluster
+// each would be, each endpoint once per check rather than once per snapshot cluster, and the
+// specifier carries each check and each endpoint once: about 22 bytes an endpoint, where a
+// cluster each repeated its name, its checks and its locality (99 bytes for a one-endpoint
+// LoadBalancer). Envoy updates a cluster of the specifier in place (it keeps the hosts that
+// stay, with their health), and reports per cluster and endpoint; a report is read back onto
+// the snapshot's clusters through the plan.
+
+// tcpGroup is the specifier's cluster of the endpoints checked by a TCP connect (the
+// clusters without checks of their own); checkGroupPrefix starts that of the clusters with
+// the same own checks, followed by their hash.
+const (
+	tcpGroup         = healthClusterPrefix + "tcp"
+	checkGroupPrefix = healthClusterPrefix + "check-"
+)
+
+// healthGroup is one cluster of the specifier: the endpoints checked the same way.
+type healthGroup struct {
+	name   string
+	checks []*corev3.HealthCheck // nil: the TCP connect of HealthChecking
+	addrs  []string              // distinct, sorted
+}
+
+// healthPlan is what a proxy of a tenant is asked to check.
+type healthPlan struct {
+	// asked are the endpoints asked, by snapshot cluster; group is the name of the
+	// specifier's cluster each of those is checked in.
+	asked  map[string][]string
+	group  map[string]string
+	groups []healthGroup // by name
+	// hash identifies the specifier the plan makes (groups' names, which carry their
+	// checks, and endpoints): the same hash, the same specifier.
+	hash uint64
+}
+
+// planHealth plans the checks of the clusters reach.PlanChecks takes; own checks are asked
+// no more often than every interval.
+func planHealth(clusters map[string]healthCluster, interval time.Duration) healthPlan {
 	skipped := reach.PlanChecks(endpointsOf(clusters)).Skipped
+	p := healthPlan{asked: map[string][]string{}, group: map[string]string{}}
+	byName := map[string]*healthGroup{}
+	for name, c := range clusters {
+		if skipped[name] {
+			continue
+		}
+		group := tcpGroup
+		if len(c.checks) > 0 {
+			group = checkGroupPrefix + checksHash(c.checks)
+		}
+		g := byName[group]
+		if g == nil {
+			g = &healthGroup{name: group}
+			if len(c.checks) > 0 {
+				g.checks = ownChecks(c.checks, interval)
+			}
+			byName[group] = g
+		}
+		g.addrs = append(g.addrs, c.addrs...)
+		p.asked[name], p.group[name] = c.addrs, group
+	}
+	h := fnv.New64a()
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		g := byName[name]
+		g.addrs = slices.Compact(slices.Sorted(slices.Values(g.addrs)))
+		p.groups = append(p.groups, *g)
+		h.Write([]byte(g.name))
+		for _, a := range g.addrs {
+			h.Write([]byte{'\n'})
+			h.Write([]byte(a))
+		}
+		h.Write([]byte{0})
+	}
+	p.hash = h.Sum64()
+	return p
+}
+
+// checksHash identifies a cluster's own checks (as the cluster has them: the checks of
+// clusters whose intervals differ below the floor of ownChecks are asked the same, but in
+// two clusters of the specifier).
+func checksHash(checks []*corev3.HealthCheck) string {
+	h := fnv.New64a()
+	for _, check := range checks {
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(check)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// ownChecks are a cluster's own checks as the proxy is asked to run them: no more often
+// than every interval (these probes come on top of the cluster's, whose rate the tenant's
+// health-check budget bounds).
+func ownChecks(checks []*corev3.HealthCheck, interval time.Duration) []*corev3.HealthCheck {
+	out := make([]*corev3.HealthCheck, 0, len(checks))
+	for _, check := range checks {
+		check = proto.Clone(check).(*corev3.HealthCheck)
+		if check.GetInterval().AsDuration() < interval {
+			check.Interval = durationpb.New(interval)
+		}
+		check.NoTrafficInterval, check.NoTrafficHealthyInterval = check.Interval, nil
+		out = append(out, check)
+	}
+	return out
+}
+
+// specifier is the specifier of a plan.
+func (p healthPlan) specifier(checks HealthChecking) *healthv3.HealthCheckSpecifier {
 	spec := &healthv3.HealthCheckSpecifier{Interval: durationpb.New(checks.ReportInterval)}
-	asked := map[string][]string{}
-	tcp := &corev3.HealthCheck{
+	tcp := []*corev3.HealthCheck{{
 		// The proxy sends no traffic to the endpoints it checks for the manager: without a
 		// no-traffic interval of its own, Envoy would check them every minute.
 		Timeout: durationpb.New(checks.Timeout), Interval: durationpb.New(checks.Interval), NoTrafficInterval: durationpb.New(checks.Interval),
 		UnhealthyThreshold: wrapperspb.UInt32(checks.UnhealthyThreshold), HealthyThreshold: wrapperspb.UInt32(checks.HealthyThreshold),
 		HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
-	}
-	for _, name := range slices.Sorted(maps.Keys(clusters)) {
-		c := clusters[name]
-		if skipped[name] {
-			continue
-		}
-		eps := make([]*endpointv3.Endpoint, 0, len(c.addrs))
-		for _, a := range c.addrs {
+	}}
+	for _, g := range p.groups {
+		eps := make([]*endpointv3.Endpoint, 0, len(g.addrs))
+		for _, a := range g.addrs {
 			host, port, _ := net.SplitHostPort(a)
-			p, _ := strconv.ParseUint(port, 10, 32)
+			n, _ := strconv.ParseUint(port, 10, 32)
 			eps = append(eps, &endpointv3.Endpoint{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
-				SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}},
+				SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(n)}},
 			}}})
 		}
-		hc := []*corev3.HealthCheck{tcp}
-		if len(c.checks) > 0 {
-			// The cluster's own checks, no more often than the default: these probes come on
-			// top of the cluster's (whose rate the tenant's health-check budget bounds).
-			hc = make([]*corev3.HealthCheck, 0, len(c.checks))
-			for _, check := range c.checks {
-				check = proto.Clone(check).(*corev3.HealthCheck)
-				if check.GetInterval().AsDuration() < checks.Interval {
-					check.Interval = durationpb.New(checks.Interval)
-				}
-				check.NoTrafficInterval, check.NoTrafficHealthyInterval = check.Interval, nil
-				hc = append(hc, check)
-			}
+		hc := tcp
+		if g.checks != nil {
+			hc = g.checks
 		}
 		spec.ClusterHealthChecks = append(spec.ClusterHealthChecks, &healthv3.ClusterHealthCheck{
-			ClusterName: healthClusterPrefix + name, HealthChecks: hc,
-			LocalityEndpoints: []*healthv3.LocalityEndpoints{{Locality: &corev3.Locality{}, Endpoints: eps}},
+			ClusterName: g.name, HealthChecks: hc, LocalityEndpoints: []*healthv3.LocalityEndpoints{{Endpoints: eps}},
 		})
-		asked[name] = c.addrs
 	}
-	return spec, asked
+	return spec
+}
+
+// health is what a proxy's last report says of the endpoints of the snapshot's clusters
+// (true: healthy), from what it says of the specifier's clusters (by group and endpoint).
+func (p healthPlan) health(byGroup map[string]map[string]bool) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for name, addrs := range p.asked {
+		reported := byGroup[p.group[name]]
+		if len(reported) == 0 {
+			continue
+		}
+		for _, a := range addrs {
+			if healthy, ok := reported[a]; ok {
+				if out[name] == nil {
+					out[name] = map[string]bool{}
+				}
+				out[name][a] = healthy
+			}
+		}
+	}
+	return out
+}
+
+// tenantPlan is the plan of a snapshot's clusters and endpoints, by their versions.
+type tenantPlan struct {
+	versions [2]string
+	plan     healthPlan
+}
+
+// snapshotVersions are the versions of a snapshot's clusters and endpoints: what a plan
+// depends on.
+func snapshotVersions(snap cache.ResourceSnapshot) [2]string {
+	if snap == nil {
+		return [2]string{}
+	}
+	return [2]string{snap.GetVersion(resource.ClusterType), snap.GetVersion(resource.EndpointType)}
+}
+
+// plan returns the plan of the tenant's snapshot snap, made once for all the tenant's
+// streams on this server (the checks are the server's, the same for all). An empty plan is
+// not kept: it costs nothing to make, and a removed tenant leaves nothing behind.
+func (h *hds) plan(tenant string, snap cache.ResourceSnapshot, interval time.Duration) healthPlan {
+	versions := snapshotVersions(snap)
+	h.mu.Lock()
+	tp, ok := h.plans[tenant]
+	h.mu.Unlock()
+	if ok && tp.versions == versions {
+		return tp.plan
+	}
+	var clusters map[string]healthCluster
+	if snap != nil {
+		clusters = clustersOf(snap)
+	}
+	p := planHealth(clusters, interval)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.plans == nil {
+		h.plans = map[string]tenantPlan{}
+	}
+	if len(p.groups) == 0 {
+		delete(h.plans, tenant)
+	} else {
+		h.plans[tenant] = tenantPlan{versions: versions, plan: p}
+	}
+	return p
 }
 
 // StreamHealthCheck serves one proxy's health discovery stream.
@@ -372,18 +537,36 @@ func (h *hds) StreamHealthCheck(st healthv3.HealthDiscoveryService_StreamHealthC
 		}
 	}()
 
-	var asked map[string][]string
-	health := map[string]map[string]bool{}
+	// The plan depends on the snapshot's clusters and endpoints only: a change of listeners,
+	// routes or secrets is not even planned.
+	var (
+		plan     healthPlan
+		sent     bool
+		versions [2]string
+		health   = map[string]map[string]bool{} // the last report, by specifier cluster
+	)
 	for {
 		changed := h.watch(tenant)
-		spec, next := s.specifier(tenant, checks)
-		if asked == nil || !maps.EqualFunc(asked, next, slices.Equal) {
-			if err := st.Send(spec); err != nil {
-				return nil
+		snap, _ := s.ordered.GetSnapshot(tenant)
+		if now := snapshotVersions(snap); !sent || now != versions {
+			versions = now
+			next := h.plan(tenant, snap, checks.Interval)
+			resend := !sent || next.hash != plan.hash
+			if resend {
+				spec := next.specifier(checks)
+				if err := st.Send(spec); err != nil {
+					return nil
+				}
+				sent = true
+				metrics.ManagerHealthSpecifiers.WithLabelValues(tenant).Inc()
+				metrics.ManagerXDSSentBytes.WithLabelValues(tenant).Add(float64(proto.Size(spec)))
+				// Envoy keeps the health of the endpoints that stay in a cluster.
+				health = keepAsked(health, next)
 			}
-			asked = next
-			maps.DeleteFunc(health, func(c string, _ map[string]bool) bool { return asked[c] == nil })
-			hook(HealthReport{Tenant: tenant, Proxy: proxy, Asked: asked, Health: cloneHealth(health)})
+			if resend || !maps.EqualFunc(plan.asked, next.asked, slices.Equal) {
+				plan = next
+				hook(HealthReport{Tenant: tenant, Proxy: proxy, Asked: plan.asked, Health: plan.health(health)})
+			}
 		}
 	wait:
 		for {
@@ -398,22 +581,22 @@ func (h *hds) StreamHealthCheck(st healthv3.HealthDiscoveryService_StreamHealthC
 			case <-changed:
 				break wait
 			case r := <-reports:
-				health = readReport(r, asked)
-				hook(HealthReport{Tenant: tenant, Proxy: proxy, Asked: asked, Health: cloneHealth(health)})
+				health = readReport(r, plan)
+				hook(HealthReport{Tenant: tenant, Proxy: proxy, Asked: plan.asked, Health: plan.health(health)})
 			}
 		}
 	}
 }
 
-// readReport reads the health a proxy reported of the endpoints it was asked about; any
-// other cluster or endpoint is ignored, and at most maxReportEndpoints entries are read.
-func readReport(r *healthv3.EndpointHealthResponse, asked map[string][]string) map[string]map[string]bool {
+// readReport reads the health a proxy reported of the endpoints of the specifier's clusters
+// of the plan, by specifier cluster; any other cluster or endpoint is ignored, and at most
+// maxReportEndpoints entries are read.
+func readReport(r *healthv3.EndpointHealthResponse, plan healthPlan) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	read := 0
 	for _, c := range r.GetClusterEndpointsHealth() {
-		name, prefixed := strings.CutPrefix(c.GetClusterName(), healthClusterPrefix)
-		addrs, ok := asked[name]
-		ok = ok && prefixed
+		name := c.GetClusterName()
+		i, ok := slices.BinarySearchFunc(plan.groups, name, func(g healthGroup, name string) int { return strings.Compare(g.name, name) })
 		for _, l := range c.GetLocalityEndpointsHealth() {
 			for _, e := range l.GetEndpointsHealth() {
 				if read++; read > maxReportEndpoints {
@@ -423,7 +606,7 @@ func readReport(r *healthv3.EndpointHealthResponse, asked map[string][]string) m
 				if !ok || a == "" {
 					continue
 				}
-				if _, found := slices.BinarySearch(addrs, a); !found {
+				if _, found := slices.BinarySearch(plan.groups[i].addrs, a); !found {
 					continue
 				}
 				var healthy bool
@@ -444,10 +627,18 @@ func readReport(r *healthv3.EndpointHealthResponse, asked map[string][]string) m
 	return out
 }
 
-func cloneHealth(h map[string]map[string]bool) map[string]map[string]bool {
-	out := make(map[string]map[string]bool, len(h))
-	for c, m := range h {
-		out[c] = maps.Clone(m)
+// keepAsked keeps of a report (by specifier cluster) what the plan still asks.
+func keepAsked(health map[string]map[string]bool, plan healthPlan) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, g := range plan.groups {
+		for a, healthy := range health[g.name] {
+			if _, found := slices.BinarySearch(g.addrs, a); found {
+				if out[g.name] == nil {
+					out[g.name] = map[string]bool{}
+				}
+				out[g.name][a] = healthy
+			}
+		}
 	}
 	return out
 }

@@ -337,7 +337,7 @@ func TestHostileTenantHealthChecksBounded(t *testing.T) {
 	// the test backends count: they connect and close).
 	// The cluster's stats carry its readable stat name; each proxy has one checked cluster.
 	attempts := func(ns, _ string) int64 {
-		// (Not the cluster the proxy checks for the manager, hds.<name>: see TestBackendsReachable.)
+		// (Not the clusters the proxy checks for the manager, hds.tcp and hds.check-<hash>: see TestBackendsReachable.)
 		stats, err := envoys[ns].Stats(`^cluster\.[^.]+\.health_check\.attempt$`)
 		if err != nil || len(stats) != 1 {
 			t.Fatalf("%s's health-check stats %v, err %v", ns, stats, err)
