@@ -38,7 +38,7 @@ func TestClusterEndpointsVersions(t *testing.T) {
 	if len(v1) != 2 || len(all) != 2 {
 		t.Fatalf("versions %v, endpoints %v: want 2 clusters", v1, all)
 	}
-	_, asked := srv.specifier(tenant, DefaultHealthChecking())
+	asked := planHealth(srv.healthClusters(tenant), DefaultHealthChecking().Interval).asked
 	if !maps.EqualFunc(all, asked, slices.Equal) {
 		t.Errorf("endpoints %v, health discovery asks about %v", all, asked)
 	}

@@ -116,7 +116,7 @@ func TestHealthDiscoverySendsWhatChanged(t *testing.T) {
 	}
 
 	at := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-	names := slices.Sorted(maps.Keys(srv.ClusterEndpoints(tenant)))
+	names := slices.Sorted(maps.Keys(srv.ClusterEndpoints(tenant).All()))
 	if len(names) != 2 {
 		t.Fatalf("clusters %v, want 2", names)
 	}
@@ -138,7 +138,7 @@ func TestHealthDiscoverySendsWhatChanged(t *testing.T) {
 	set(added)
 	listening(int(added.LoadBalancers[2].Status.Service.Ports[0].UpstreamTargetPort))
 	clusterC := ""
-	for name := range srv.ClusterEndpoints(tenant) {
+	for name := range srv.ClusterEndpoints(tenant).All() {
 		if name != clusterA && name != clusterB {
 			clusterC = name
 		}
