@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,6 +70,30 @@ func LoadBalancerOf(svc client.Object) string {
 		return ""
 	}
 	return lb
+}
+
+// LoadBalancerMadeFor names the LoadBalancer a hub Service was made for, and the UID of its
+// controller reference ("" for a Service adopted by labels): a LoadBalancer controller
+// reference, else the lb-name and lb-namespace labels (a KubeLB CE manager's Service).
+// Route and Ingress Services, and others, are not a LoadBalancer's (ok false). It is the
+// LoadBalancer controller's test before it deletes a Service (one whose LoadBalancer is gone,
+// or at start-up an orphan); LoadBalancerOf is what envoycp serves, LoadBalancerNamedBy and
+// LooksLikeLoadBalancerService only route events.
+func LoadBalancerMadeFor(svc *corev1.Service) (lb types.NamespacedName, uid types.UID, ok bool) {
+	if svc.Labels[kubelbv1alpha1.LabelRouteName] != "" || svc.Labels[kubelbv1alpha1.LabelIngressService] == "true" {
+		return lb, "", false
+	}
+	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
+		if ref.Kind != "LoadBalancer" {
+			return lb, "", false
+		}
+		return types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, ref.UID, true
+	}
+	name := svc.Labels[kubelbv1alpha1.LabelLoadBalancerName]
+	if name == "" || svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] != svc.Namespace {
+		return lb, "", false
+	}
+	return types.NamespacedName{Namespace: svc.Namespace, Name: name}, "", true
 }
 
 // LooksLikeLoadBalancerService reports whether o may be a LoadBalancer's hub Service or stand

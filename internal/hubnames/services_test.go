@@ -114,6 +114,32 @@ func TestLoadBalancerNamedBy(t *testing.T) {
 	}
 }
 
+// LoadBalancerMadeFor is the LoadBalancer controller's check before it deletes a Service: a
+// LoadBalancer's controller reference, or a KubeLB CE manager's labels in the Service's own
+// namespace; never a Route's or the Ingress Service, nor a Service labelled for another
+// namespace.
+func TestLoadBalancerMadeFor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		want string // "" when not a LoadBalancer's
+	}{
+		{"controller reference", service("tenant-a", "envoy-web", "LoadBalancer", "web"), "web"},
+		{"KubeLB CE labels", service("tenant-a", "envoy-web", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-a", kubelbv1alpha1.LabelLoadBalancerName, "web"), "web"},
+		{"labels naming another namespace", service("tenant-a", "envoy-web", "", "", kubelbv1alpha1.LabelLoadBalancerNS, "tenant-b", kubelbv1alpha1.LabelLoadBalancerName, "web"), ""},
+		{"a Route's controller", service("tenant-a", "envoy-web", "Route", "web"), ""},
+		{"a Gateway's labels", service("tenant-a", "gateway-gw", "LoadBalancer", "web", kubelbv1alpha1.LabelRouteName, "gw"), ""},
+		{"the Ingress Service", service("tenant-a", kubelbv1alpha1.IngressServiceName, "", "", kubelbv1alpha1.LabelIngressService, "true"), ""},
+		{"nothing", service("tenant-a", "envoy-web", "", ""), ""},
+	} {
+		lb, _, ok := LoadBalancerMadeFor(tc.svc)
+		if got := lb.Name; ok != (tc.want != "") || got != tc.want || (ok && lb.Namespace != "tenant-a") {
+			t.Errorf("%s: LoadBalancerMadeFor = %v, %v; want %q", tc.name, lb, ok, tc.want)
+		}
+	}
+}
+
 // TestIsRouteServiceAndLooksLikeRouteService: IsRouteService is the strict check of the
 // filters of what a tenant namespace contributes; LooksLikeRouteService the loose check of the
 // Route controller's watch, which also passes Services kubelb did not make that carry a Route

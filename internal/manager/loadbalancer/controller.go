@@ -499,26 +499,16 @@ func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocat
 		svc = nil
 	case err != nil:
 		return fmt.Errorf("getting hub Service %s: %w", key, err)
-	case !madeFor(svc, lb):
-		svc = nil // not this LoadBalancer's: left alone
+	default:
+		if made, _, ok := hubnames.LoadBalancerMadeFor(svc); !ok || made != lb {
+			svc = nil // not made for a LoadBalancer of this name (whichever its UID): left alone
+		}
 	}
 	if err := r.deleteHubService(ctx, lb, svc); err != nil {
 		return err
 	}
 	r.forget(ctx, ports, lb)
 	return nil
-}
-
-// madeFor tells whether a hub Service was made for the LoadBalancer lb (whichever its UID):
-// controlled by a LoadBalancer of that name, or without a controller and labelled for it.
-func madeFor(svc *corev1.Service, lb types.NamespacedName) bool {
-	if svc.Namespace != lb.Namespace {
-		return false
-	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
-		return ref.Kind == "LoadBalancer" && ref.Name == lb.Name
-	}
-	return svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name && svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
 }
 
 // deleteHubService deletes the hub Service svc (nil: none) of the LoadBalancer lb once: a

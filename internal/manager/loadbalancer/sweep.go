@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 )
 
@@ -42,7 +43,7 @@ func sweepOrphans(ctx context.Context, reader client.Reader, writer client.Clien
 	swept := 0
 	for i := range svcs {
 		svc := &svcs[i]
-		lb, uid, ok := madeForLB(svc)
+		lb, uid, ok := hubnames.LoadBalancerMadeFor(svc)
 		if !ok {
 			kept = append(kept, *svc)
 			continue
@@ -63,25 +64,4 @@ func sweepOrphans(ctx context.Context, reader client.Reader, writer client.Clien
 		log("swept orphaned hub Services", "count", swept)
 	}
 	return kept, nil
-}
-
-// madeForLB names the LoadBalancer a hub Service was made for, and the UID of its
-// controller reference ("" for a Service adopted by labels): a LoadBalancer controller
-// reference, else the lb-name and lb-namespace labels (a KubeLB CE manager's Service).
-// Route and Ingress Services, and others, are not a LoadBalancer's (ok false).
-func madeForLB(svc *corev1.Service) (lb types.NamespacedName, uid types.UID, ok bool) {
-	if svc.Labels[kubelbv1alpha1.LabelRouteName] != "" || svc.Labels[kubelbv1alpha1.LabelIngressService] == "true" {
-		return lb, "", false
-	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
-		if ref.Kind != "LoadBalancer" {
-			return lb, "", false
-		}
-		return types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, ref.UID, true
-	}
-	name := svc.Labels[kubelbv1alpha1.LabelLoadBalancerName]
-	if name == "" || svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] != svc.Namespace {
-		return lb, "", false
-	}
-	return types.NamespacedName{Namespace: svc.Namespace, Name: name}, "", true
 }
