@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -180,6 +182,7 @@ func (h *harness) workload(before, after *mark, services int) *Workload {
 		hub.PerService = float64(hub.Kubelb) / float64(services)
 	}
 	w.HubWrites = hub
+	w.EventsByReason = h.eventsSince(before.at)
 
 	tw := &Writes{ByVerbResource: map[string]int64{}, LoadGen: after.loadGen - before.loadGen}
 	for i := range after.tenants {
@@ -247,4 +250,22 @@ func deltas(before, after map[string]float64) map[string]float64 {
 func dist(ds []time.Duration) *Latency {
 	l := latencyOf(ds)
 	return &l
+}
+
+// eventsSince counts the hub's Events made since at, by reason (none when they cannot be
+// listed: the figures do not depend on it).
+func (h *harness) eventsSince(at time.Time) map[string]int {
+	list := &eventsv1.EventList{}
+	if err := h.sys.Hub.Client.List(context.Background(), list); err != nil {
+		h.t.Logf("listing the hub's Events: %v", err)
+		return nil
+	}
+	out := map[string]int{}
+	since := at.Truncate(time.Second)
+	for _, e := range list.Items {
+		if !e.CreationTimestamp.Time.Before(since) {
+			out[e.Reason]++
+		}
+	}
+	return out
 }

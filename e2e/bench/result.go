@@ -193,6 +193,9 @@ type Workload struct {
 	Manager      Proc      `json:"manager"`
 	CCM          *Proc     `json:"ccm,omitempty"`
 	HubWrites    Writes    `json:"hub_writes"`
+	// EventsByReason counts the Events on the hub made during the workload, by reason (what
+	// the "POST events" writes were about; an Event repeated is counted once).
+	EventsByReason map[string]int `json:"events_by_reason,omitempty"`
 	TenantWrites *Writes   `json:"tenant_writes,omitempty"`
 	Envoycp      Envoycp   `json:"envoycp"`
 	Envoy        *EnvoyXDS `json:"envoy,omitempty"`

@@ -51,9 +51,9 @@ func (h *harness) burst() *Workload {
 	w.ConvergenceSeconds = last.Sub(before.at).Seconds()
 	w.ConvergenceOverIssue = w.ConvergenceSeconds / w.IssueSeconds
 	w.SettledSeconds = settled.Sub(before.at).Seconds()
-	t.Logf("burst of %d Services across %d tenants: issued in %s, all addressed after %.1f s (p50 %.1f s, p99 %.1f s), settled after %.1f s; %.2f hub writes per Service by kubelb; manager %.1f CPU s, peak RSS %.0f MiB",
+	t.Logf("burst of %d Services across %d tenants: issued in %s, all addressed after %.1f s (p50 %.1f s, p99 %.1f s), settled after %.1f s; %.2f hub writes per Service by kubelb (Events by reason %v); manager %.1f CPU s, peak RSS %.0f MiB",
 		n, tenants, issued.Round(time.Millisecond), w.ConvergenceSeconds, w.TimeToAddress.P50, w.TimeToAddress.P99, w.SettledSeconds,
-		w.HubWrites.PerService, w.Manager.CPUSeconds, w.Manager.PeakRSSMiB)
+		w.HubWrites.PerService, w.EventsByReason, w.Manager.CPUSeconds, w.Manager.PeakRSSMiB)
 	return w
 }
 
@@ -124,7 +124,7 @@ func (h *harness) quiet() *Workload {
 	before := h.mark()
 	time.Sleep(h.cfg.Quiet)
 	w := h.workload(before, h.settledMark(), 0)
-	h.t.Logf("quiet %s: %d hub writes %v, manager %.2f CPU s", h.cfg.Quiet, w.HubWrites.Total, w.HubWrites.ByVerbResource, w.Manager.CPUSeconds)
+	h.t.Logf("quiet %s: %d hub writes %v (Events by reason %v), manager %.2f CPU s", h.cfg.Quiet, w.HubWrites.Total, w.HubWrites.ByVerbResource, w.EventsByReason, w.Manager.CPUSeconds)
 	return w
 }
 
