@@ -152,7 +152,7 @@ func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []F
 	j.found = found
 
 	// PlanChecks plans from the clusters' numbers of endpoints, and skips nothing while the
-	// tenant's endpoints fit; Endpoints only says more when something is skipped.
+	// tenant's endpoints fit. Verdicts depend on which clusters are skipped, not on the count.
 	checks := j.checks
 	switch {
 	case j.total <= MaxCheckedEndpoints:
@@ -161,7 +161,7 @@ func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []F
 		checks = PlanChecks(j.endpoints)
 	}
 	j.recount = false
-	if !maps.Equal(checks.Skipped, j.checks.Skipped) || (len(checks.Skipped) > 0 && checks.Endpoints != j.checks.Endpoints) {
+	if !maps.Equal(checks.Skipped, j.checks.Skipped) {
 		for k := range j.clustersOf {
 			dirty[k] = true
 		}

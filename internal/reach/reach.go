@@ -252,8 +252,10 @@ func Decide(clusters map[string][]string, found []Found, checks Checks) Verdict 
 		if skipped < total {
 			what = fmt.Sprintf("%d of this object's %d endpoints are", skipped, total)
 		}
-		v.Message = fmt.Sprintf("reachability is not checked: %s left out, the tenant has %d endpoints and the hub's Envoy proxies "+
-			"health-check at most %d (clusters by name, those that fit)", what, checks.Endpoints, MaxCheckedEndpoints)
+		// Not the tenant's number of endpoints: it moves with every Service of the tenant, and
+		// every object left out would be written again each time.
+		v.Message = fmt.Sprintf("reachability is not checked: %s left out: the tenant has more endpoints than the hub's Envoy "+
+			"proxies health-check, at most %d (clusters by name, those that fit)", what, MaxCheckedEndpoints)
 	case unreachable == 0 && pending > 0:
 		v.Status, v.Reason = "Unknown", ReasonNotYetChecked
 		v.Message = fmt.Sprintf("the hub's Envoy proxies have not reported on %d of %d endpoints yet", pending, total)

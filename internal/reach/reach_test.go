@@ -106,9 +106,16 @@ func TestReachTooManyEndpoints(t *testing.T) {
 	c := clusters["c"]
 	healthy := []Found{{Cluster: "c", Endpoints: EndpointsHash(c)}}
 	v := Decide(map[string][]string{"b": clusters["b"]}, healthy, checks)
-	want := fmt.Sprintf("this object's endpoints are left out, the tenant has %d endpoints and the hub's Envoy proxies health-check at most %d", MaxCheckedEndpoints+201, MaxCheckedEndpoints)
+	want := fmt.Sprintf("this object's endpoints are left out: the tenant has more endpoints than the hub's Envoy proxies health-check, at most %d", MaxCheckedEndpoints)
 	if v.Status != "Unknown" || v.Reason != ReasonTooManyEndpoints || !strings.Contains(v.Message, want) || v.Reachable != 0 || v.Unreachable != 0 {
 		t.Fatalf("verdict of a skipped cluster = %+v, want Unknown %s with %q", v, ReasonTooManyEndpoints, want)
+	}
+	// The verdict does not move with the tenant's count: a skipped object is not written
+	// again for every Service the tenant adds.
+	grown := checks
+	grown.Endpoints += 1000
+	if again := Decide(map[string][]string{"b": clusters["b"]}, healthy, grown); again != v {
+		t.Errorf("verdict of a skipped cluster moved with the tenant's count: %+v → %+v", v, again)
 	}
 	// Partly checked: reachable where checked, still not a True verdict.
 	v = Decide(map[string][]string{"c": c, "d": clusters["d"]}, healthy, checks)

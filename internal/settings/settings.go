@@ -36,7 +36,8 @@ const (
 	// (docs/performance.md).
 	DefaultLimitEndpoints int32 = 500000
 	// DefaultLimitHealthCheckProbesPerSecond: 3 proxies checking about 3300 endpoints every
-	// 5 s; the largest tenant (500000 endpoints) is checked about every 12 minutes.
+	// 5 s; the largest tenant (500000 endpoints) is checked about every 21 minutes (the factor is
+	// rounded up to a power of two).
 	DefaultLimitHealthCheckProbesPerSecond int32 = 2000
 	// DefaultTotalHealthCheckProbesPerSecond is split between the tenants: ten get their
 	// whole default budget.

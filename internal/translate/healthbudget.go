@@ -21,8 +21,11 @@ const ReasonHealthCheckThrottled = "HealthCheckThrottled"
 // Σ endpoints × proxies / interval probes per second, aimed at addresses the tenant chose.
 // (The interval is the shorter of the interval and the no-traffic interval, which a tenant
 // may set too.) Over the budget, both intervals of every cluster are stretched by the same
-// factor (rounded up to a whole second, at most MaxHealthCheckInterval); if that is not enough, the checks of the largest
-// clusters (most endpoints, then name) are turned off until the rest fits. The clusters are
+// factor, the smallest power of two that meets the budget (rounded up to a whole second, at
+// most MaxHealthCheckInterval); if that is not enough, the checks of the largest clusters
+// (most endpoints, then name) are turned off until the rest fits. A cluster's warning names
+// only what is its own and the budget, never the tenant's total, which moves with every
+// object the tenant adds. The clusters are
 // replaced, never modified (the incremental front end shares them between runs). Returns
 // a Warning per affected cluster, on its owners.
 func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
@@ -53,7 +56,12 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 	if total <= budget {
 		return nil
 	}
-	factor := total / budget
+	// The smallest power of two that meets the budget, not total/budget itself: a tenant
+	// that grows moves the factor on every rebuild, and every checked cluster's interval, its
+	// owners' Programmed condition and their Events would move with it. A power of two moves
+	// a dozen times at most (up to MaxHealthCheckInterval), and checks run at least half as
+	// often as the budget allows.
+	factor := math.Exp2(math.Ceil(math.Log2(total / budget)))
 	stretch := func(d time.Duration) time.Duration {
 		return min(time.Duration(math.Ceil(d.Seconds()*factor))*time.Second, MaxHealthCheckInterval)
 	}
@@ -96,16 +104,16 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 		var msg string
 		if off[i] {
 			c.HealthCheck = nil
-			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies would exceed the tenant's health-check budget of %d probes/s "+
-				"(all its clusters together: %.1f probes/s asked); they are turned off for this cluster, among the largest, and a failed endpoint is noticed only when connections to it fail. "+
+			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
+				"they are turned off for this cluster, among the largest, and a failed endpoint is noticed only when connections to it fail. "+
 				"Lower the number of endpoints or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
-				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, total)
+				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond)
 		} else {
 			c.HealthCheck = stretched[i]
-			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies would exceed the tenant's health-check budget of %d probes/s "+
-				"(all its clusters together: %.1f probes/s asked); they run every %s instead (%s while the cluster has no traffic). "+
+			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
+				"they run every %s instead (%s while the cluster has no traffic). "+
 				"Lower the number of endpoints or lengthen the interval, or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
-				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, total, c.HealthCheck.Interval.D(), c.HealthCheck.NoTrafficInterval.D())
+				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, c.HealthCheck.Interval.D(), c.HealthCheck.NoTrafficInterval.D())
 		}
 		cfg.Clusters[i] = &c
 		for _, o := range old.Owners {
