@@ -190,15 +190,15 @@ type Workload struct {
 	// per Service port of its tenant.
 	EnvoySyncSeconds float64 `json:"envoy_sync_s,omitempty"`
 
-	Manager      Proc      `json:"manager"`
-	CCM          *Proc     `json:"ccm,omitempty"`
-	HubWrites    Writes    `json:"hub_writes"`
+	Manager   Proc   `json:"manager"`
+	CCM       *Proc  `json:"ccm,omitempty"`
+	HubWrites Writes `json:"hub_writes"`
 	// EventsByReason counts the Events on the hub made during the workload, by reason (what
 	// the "POST events" writes were about; an Event repeated is counted once).
 	EventsByReason map[string]int `json:"events_by_reason,omitempty"`
-	TenantWrites *Writes   `json:"tenant_writes,omitempty"`
-	Envoycp      Envoycp   `json:"envoycp"`
-	Envoy        *EnvoyXDS `json:"envoy,omitempty"`
+	TenantWrites   *Writes        `json:"tenant_writes,omitempty"`
+	Envoycp        Envoycp        `json:"envoycp"`
+	Envoy          *EnvoyXDS      `json:"envoy,omitempty"`
 	// CPUByProcess is the CPU seconds of every process of the harness by command name: the
 	// API servers ("kube-apiserver"), etcd, the manager ("kubelb"), the ccms ("ccm"), Envoy
 	// and the harness itself (load generator, played tenants and hub load balancer).
