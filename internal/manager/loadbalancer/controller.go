@@ -61,7 +61,6 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -203,7 +202,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		waiting:   opts.Waiters,
 	}
 	r.steps = perobject.Steps[*kubelbv1alpha1.LoadBalancer]{Kind: "LoadBalancer", Client: r.client, Ports: r.ports, Readmit: r.readmit,
-		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerLoadBalancers), Gone: r.reconcileGone, Delete: r.reconcileDelete}
+		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerLoadBalancers), Metric: metrics.ManagerLoadBalancerReconcile, Gone: r.reconcileGone, Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
 		rec = wrap(r)
@@ -236,11 +235,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers/finalizers,verbs=update
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 
@@ -248,21 +243,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // manager's controller shape (docs/development.md): get (gone → forget), finalizer, scope
 // (settings, hub Service), desired state (pure, desired.go), server-side apply of the hub
 // Service, and one status apply at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	result := ""
-	defer metrics.ManagerLoadBalancerReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = ssa.RetryConflict(res, err) }()
-
-	lb := &kubelbv1alpha1.LoadBalancer{}
-	ports, next, err := r.steps.Begin(ctx, req, lb)
-	if next != perobject.Proceed {
-		if next == perobject.Skipped {
-			result = metrics.ResultSkipped
-		}
-		return reconcile.Result{}, err
-	}
-	requeue, err := r.reconcile(ctx, ports, lb)
-	return reconcile.Result{RequeueAfter: requeue}, err
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return r.steps.Reconcile(ctx, req, &kubelbv1alpha1.LoadBalancer{}, func(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (reconcile.Result, error) {
+		requeue, err := r.reconcile(ctx, ports, lb)
+		return reconcile.Result{RequeueAfter: requeue}, err
+	})
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (requeue time.Duration, err error) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // Next says how a reconcile goes on after Begin.
@@ -60,10 +62,36 @@ type Steps[T client.Object] struct {
 	Namespace string
 	// Count is the per-tenant gauge of the objects reconciled.
 	Count *Count
+	// Metric times each reconcile, per tenant.
+	Metric *metrics.Reconcile
 	// Gone cleans up after an object that no longer exists (key), Delete after one being
 	// deleted (something else's finalizer, or a legacy one of ours, holds it).
 	Gone   func(context.Context, *portalloc.Allocator, types.NamespacedName) error
 	Delete func(context.Context, *portalloc.Allocator, T) error
+}
+
+// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile is one reconcile of the object req names, in obj: timed in Metric, Begin's first
+// steps, then work for an object that proceeds. A conflict is retried (ssa.RetryConflict),
+// not reported as an error. The RBAC above is what both controllers need besides their own
+// objects: the tenants' settings, hub Services, namespaces and Events.
+func (s Steps[T]) Reconcile(ctx context.Context, req reconcile.Request, obj T,
+	work func(context.Context, *portalloc.Allocator, T) (reconcile.Result, error)) (res reconcile.Result, err error) {
+	result := ""
+	defer s.Metric.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
+	ports, next, err := s.Begin(ctx, req, obj)
+	switch next {
+	case Proceed:
+		return work(ctx, ports, obj)
+	case Skipped:
+		result = metrics.ResultSkipped
+	}
+	return reconcile.Result{}, err
 }
 
 // Begin gets the port allocator and the object req names into obj, and cleans up after an

@@ -59,7 +59,6 @@ import (
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/ssa"
 )
 
 // DefaultMaxConcurrentReconciles is the number of workers when Options leaves it unset.
@@ -152,7 +151,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		waiting:  opts.Waiters,
 	}
 	r.steps = perobject.Steps[*kubelbv1alpha1.Route]{Kind: "Route", Client: r.client, Ports: r.ports, Readmit: r.readmit,
-		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerRoutes), Gone: r.reconcileGone,
+		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerRoutes), Metric: metrics.ManagerRouteReconcile, Gone: r.reconcileGone,
 		Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -183,30 +182,14 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/finalizers,verbs=update
-// +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one Route's ports, hub Service and status in line, in the manager's
 // controller shape (docs/development.md): get (gone → forget), finalizer, scope (settings,
 // hub Service), desired state (pure, desired.go), server-side apply of the hub Service, and
 // one status apply at the end.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	result := ""
-	defer metrics.ManagerRouteReconcile.ObserveDeferred(req.Namespace, time.Now(), &result, &err)
-	defer func() { res, err = ssa.RetryConflict(res, err) }()
-
-	route := &kubelbv1alpha1.Route{}
-	ports, next, err := r.steps.Begin(ctx, req, route)
-	if next != perobject.Proceed {
-		if next == perobject.Skipped {
-			result = metrics.ResultSkipped
-		}
-		return reconcile.Result{}, err
-	}
-	return r.reconcile(ctx, ports, route)
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return r.steps.Reconcile(ctx, req, &kubelbv1alpha1.Route{}, r.reconcile)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) (res reconcile.Result, err error) {
