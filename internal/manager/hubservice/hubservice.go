@@ -1,5 +1,6 @@
 // Package hubservice holds what every hub Service the manager makes goes through, whoever
-// makes it (LoadBalancers, Gateways, the shared Ingress Service): its NodePorts and its deletion.
+// makes it (LoadBalancers, Gateways, the shared Ingress Service): its NodePorts, its apply and
+// its deletion.
 package hubservice
 
 import (
@@ -7,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
@@ -47,6 +49,53 @@ func existingNodePort(svc *corev1.Service, port int32, protocol corev1.Protocol)
 		}
 	}
 	return 0
+}
+
+// Apply applies desired, a hub Service, with server-side apply as owner (a field manager),
+// unless the fields owner holds in existing (the hub Service as it is, nil when there is
+// none) already match. Two changes the API server refuses make the Service anew: another
+// load balancer class while it stays of type LoadBalancer (the field is immutable then), and
+// another primary IP family (ipFamilies[0]); existing is deleted, and the Service is applied
+// again once its deletion is seen (its delete event requeues the caller). A type change is
+// an apply: the API server drops the NodePorts, the class and the other fields of the old
+// type. svc is existing, or nil when there was none or it was deleted: the status the caller
+// reports of it (the address) did not change. A Service the API server refused (invalid,
+// forbidden, or an internal error such as a full NodePort range) is returned as rejected, to
+// report on the object and retry; other errors as err.
+func Apply(ctx context.Context, c client.Client, owner string, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
+	if existing != nil {
+		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
+			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
+			return nil, nil, Delete(ctx, c, existing)
+		}
+		if primaryFamilyChanged(existing, desired) {
+			return nil, nil, Delete(ctx, c, existing)
+		}
+		current, err := corev1ac.ExtractService(existing, owner)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the fields of hub Service %s/%s: %w", existing.Namespace, existing.Name, err)
+		}
+		if equality.Semantic.DeepEqual(current, desired) {
+			return existing, nil, nil
+		}
+	}
+	if err := c.Apply(ctx, desired, client.FieldOwner(owner), client.ForceOwnership); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
+			return existing, err, nil
+		}
+		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", ptr.Deref(desired.Namespace, ""), ptr.Deref(desired.Name, ""), err)
+	}
+	return existing, nil, nil
+}
+
+// primaryFamilyChanged reports whether desired asks for another primary IP family than
+// existing has (the tenant Service was made anew with another one, or a ccm that mirrors the
+// families replaced one that did not): the API server refuses that change.
+func primaryFamilyChanged(existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) bool {
+	if desired.Spec == nil || len(desired.Spec.IPFamilies) == 0 || len(existing.Spec.IPFamilies) == 0 {
+		return false
+	}
+	return desired.Spec.IPFamilies[0] != existing.Spec.IPFamilies[0]
 }
 
 // Delete deletes a hub Service the manager made, only if it is still the same

@@ -30,9 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -348,7 +346,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	default:
 		desired := hubService(lb, tenant, exposed, alloc, svc)
 		markExhausted(desired, planned, alloc)
-		svc, out.serviceErr, err = r.applyHubService(ctx, svc, desired)
+		svc, out.serviceErr, err = hubservice.Apply(ctx, r.client, FieldOwner, svc, desired)
 		if err != nil {
 			return 0, err
 		}
@@ -596,47 +594,6 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 		return nil, false, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, false, nil
-}
-
-// applyHubService applies the desired hub Service unless the fields this controller owns
-// already match. A load balancer class change of a Service that stays of type LoadBalancer
-// recreates the Service (the field is immutable while the type is LoadBalancer), and so does
-// a change of the primary IP family (ipFamilies[0]); the Service comes back once the
-// deletion is seen. A type change is an apply: the API server drops the
-// NodePorts, the class and the other fields of the old type. A rejected Service is
-// returned as rejected (reported in the status), other errors as err.
-func (r *Reconciler) applyHubService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
-	if existing != nil {
-		if existing.Spec.Type == corev1.ServiceTypeLoadBalancer && ptr.Deref(desired.Spec.Type, "") == corev1.ServiceTypeLoadBalancer &&
-			!equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, hubservice.Delete(ctx, r.client, existing)
-		}
-		// Another primary IP family (the tenant Service was made anew with another one, or
-		// a ccm that mirrors the families replaced one that did not): the API server refuses
-		// the change, so the Service is made anew, with new cluster IPs and address.
-		if primaryFamilyChanged(existing, desired) {
-			return nil, nil, hubservice.Delete(ctx, r.client, existing)
-		}
-		current, err := corev1ac.ExtractService(existing, FieldOwner)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the fields of hub Service %s/%s: %w", existing.Namespace, existing.Name, err)
-		}
-		if equality.Semantic.DeepEqual(current, desired) {
-			return existing, nil, nil
-		}
-	}
-	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		// Internal errors include a full NodePort range ("failed to allocate a nodePort:
-		// range is full"): reported too, and retried.
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
-			return existing, err, nil
-		}
-		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)
-	}
-	if existing != nil {
-		return existing, nil, nil // the address, all the status cares about, did not change
-	}
-	return nil, nil, nil // just created: no address yet
 }
 
 // serviceToLoadBalancer maps a hub Service back to its LoadBalancer

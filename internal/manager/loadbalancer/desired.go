@@ -263,16 +263,6 @@ func hubIPFamilies(lb *kubelbv1alpha1.LoadBalancer) (corev1.IPFamilyPolicy, []co
 	return "", nil
 }
 
-// primaryFamilyChanged reports whether the hub Service asks for another primary IP family
-// than existing has: the API server refuses that change (ipFamilies[0] and clusterIPs[0]
-// are immutable), so the Service must be made anew.
-func primaryFamilyChanged(existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) bool {
-	if existing == nil || desired.Spec == nil || len(desired.Spec.IPFamilies) == 0 || len(existing.Spec.IPFamilies) == 0 {
-		return false
-	}
-	return desired.Spec.IPFamilies[0] != existing.Spec.IPFamilies[0]
-}
-
 // isIPFamilyRefusal reports whether the API server refused a Service for its IP families
 // (a cause on spec.ipFamilyPolicy or spec.ipFamilies: the hub's Service range lacks a family).
 func isIPFamilyRefusal(err error) bool {

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -541,35 +540,13 @@ func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*cor
 	return svc, nil
 }
 
-// applyService applies the desired hub Service unless the fields this controller owns
-// already match. A load balancer class change recreates the Service (the field is
-// immutable); it comes back once the deletion is seen. A rejected Service is returned as
-// rejected (reported in the status, and retried), other errors as err.
+// applyService applies the desired hub Service (hubservice.Apply), once a deletion of it
+// in progress is seen through: the Service is made again after its delete event.
 func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
-	if existing != nil {
-		if !existing.DeletionTimestamp.IsZero() {
-			return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
-		}
-		if !equality.Semantic.DeepEqual(existing.Spec.LoadBalancerClass, desired.Spec.LoadBalancerClass) {
-			return nil, nil, hubservice.Delete(ctx, r.client, existing)
-		}
-		current, err := corev1ac.ExtractService(existing, FieldOwner)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the fields of hub Service %s/%s: %w", existing.Namespace, existing.Name, err)
-		}
-		if equality.Semantic.DeepEqual(current, desired) {
-			return existing, nil, nil
-		}
+	if existing != nil && !existing.DeletionTimestamp.IsZero() {
+		return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
 	}
-	if err := r.client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		// Internal errors include a full hub NodePort range ("failed to allocate a nodePort:
-		// range is full"), with the tenant's allocateNodePorts on.
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsInternalError(err) {
-			return existing, err, nil
-		}
-		return nil, nil, fmt.Errorf("applying hub Service %s/%s: %w", *desired.Namespace, *desired.Name, err)
-	}
-	return existing, nil, nil // the status, all the Route status reports of it, did not change
+	return hubservice.Apply(ctx, r.client, FieldOwner, existing, desired)
 }
 
 // serviceToRoutes maps a Gateway's hub Service to its Route (hubnames.RouteNamedBy; a Route
