@@ -18,18 +18,16 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
-	"kubelb.dev/kubelb/internal/manager/requeue"
+	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
 	"kubelb.dev/kubelb/internal/manager/tenant"
-	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/process"
-	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
@@ -126,15 +124,14 @@ func run(o *options) error {
 	if err := ports.Range().Validate(); err != nil {
 		return fmt.Errorf("reading --envoy-port-range: %w", err)
 	}
-	// One quota verdict per tenant for both controllers, which requeues the objects of
-	// either kind that a change admits or refuses anew.
-	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	waiters := requeue.NewWaiters()        // for free listener ports, of either kind
-	ingressProblems := tenantingress.New() // the tenants' Ingress Services, for LoadBalancer hostnames
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Ports: ports, Status: store, Sink: sink, Readmit: readmit, Waiters: waiters, Ingress: ingressProblems}); err != nil {
+	// One of each for both controllers: the port allocator, the status Sink, the tenants'
+	// quota verdicts (which requeue the objects of either kind a change admits or refuses
+	// anew), the objects waiting for free ports, the tenants' Ingress Service problems.
+	shared := perobject.Shared{Ports: ports, Sink: sink}.WithDefaults(mgr)
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Status: store, Shared: shared}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}
-	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Ports: ports, Sink: sink, Readmit: readmit, Waiters: waiters, Ingress: ingressProblems}); err != nil {
+	if err := route.SetupWithManager(mgr, route.Options{Namespace: o.Namespace, Shared: shared}); err != nil {
 		return fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {

@@ -54,7 +54,6 @@ import (
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
-	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -75,9 +74,10 @@ type Options struct {
 	// PortRange is the hub-wide listener port range (--envoy-port-range); zero means
 	// portalloc.DefaultRange. Ignored when Ports is set.
 	PortRange portalloc.Range
-	// Ports is the manager's one allocator, shared with the Route controller; nil makes one
-	// over PortRange for this controller alone.
-	Ports *portalloc.Shared
+	// Shared is what the LoadBalancer and Route controllers share (the port allocator, the
+	// status Sink, quota verdicts, port waiters, Ingress Service problems); what is nil is
+	// made for this controller alone, the port allocator over PortRange.
+	perobject.Shared
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
@@ -86,21 +86,6 @@ type Options struct {
 	// writer would write, when it is known, so that a new LoadBalancer's status is written
 	// once. Nil leaves Programmed to the status writer alone.
 	Status *statuspkg.Store
-	// Readmit computes the tenants' quota verdicts for the LoadBalancer and Route
-	// controllers (one quota.Store for both) and requeues the objects admitted or refused
-	// anew; nil makes one for this controller alone.
-	Readmit *requeue.Readmit
-	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
-	// the Route controller and the status writer; nil makes one for this controller alone.
-	Sink *statuspkg.Sink
-	// Waiters are the objects waiting for free listener ports, shared with the Route
-	// controller so that ports either frees wake the other's; nil makes one for this
-	// controller alone.
-	Waiters *requeue.Waiters
-	// Ingress tells why a tenant's Ingress Service, which serves LoadBalancer hostnames,
-	// cannot be made (the Route controller's Ingress Service controller reports it); nil
-	// makes an empty one (no problem is ever known).
-	Ingress *tenantingress.Problems
 	// AddressWait is how long the first status write of a LoadBalancer whose hub Service
 	// is of type LoadBalancer waits for the hub's load balancer to give it an address, so
 	// that ports and address are written at once; zero means DefaultAddressWait.
@@ -160,18 +145,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Ports == nil {
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
 	}
-	if opts.Sink == nil {
-		opts.Sink = statuspkg.NewSink(mgr.GetClient())
-	}
-	if opts.Readmit == nil {
-		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	}
-	if opts.Waiters == nil {
-		opts.Waiters = requeue.NewWaiters()
-	}
-	if opts.Ingress == nil {
-		opts.Ingress = tenantingress.New()
-	}
+	opts.Shared = opts.WithDefaults(mgr)
 	opts.PortRange = opts.Ports.Range()
 	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
 	if err != nil {

@@ -29,10 +29,51 @@ import (
 	"kubelb.dev/kubelb/internal/manager/namespaces"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
+	statuspkg "kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/ssa"
 )
+
+// Shared is what the LoadBalancer and Route controllers share; the manager makes one of each
+// and gives both controllers the same (cmd/kubelb), so that they agree.
+type Shared struct {
+	// Ports is the manager's one listener port allocator (loadbalancer.NewSharedPorts).
+	Ports *portalloc.Shared
+	// Sink is the one writer of LoadBalancer and Route status (leader only), also the status
+	// writer's.
+	Sink *statuspkg.Sink
+	// Readmit computes the tenants' quota verdicts (one quota.Store for both kinds) and
+	// requeues the objects admitted or refused anew.
+	Readmit *requeue.Readmit
+	// Waiters are the objects waiting for free listener ports, so that ports either
+	// controller frees wake the other's.
+	Waiters *requeue.Waiters
+	// Ingress tells why a tenant's Ingress Service, which serves LoadBalancer hostnames,
+	// cannot be made: the Route controller's Ingress Service controller reports it, the
+	// LoadBalancer controller reads it.
+	Ingress *tenantingress.Problems
+}
+
+// WithDefaults returns s with a Sink, Readmit, Waiters and Ingress of its own made for what
+// is nil (one controller alone, as in some tests). Ports stays as it is.
+func (s Shared) WithDefaults(mgr ctrl.Manager) Shared {
+	if s.Sink == nil {
+		s.Sink = statuspkg.NewSink(mgr.GetClient())
+	}
+	if s.Readmit == nil {
+		s.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
+	}
+	if s.Waiters == nil {
+		s.Waiters = requeue.NewWaiters()
+	}
+	if s.Ingress == nil {
+		s.Ingress = tenantingress.New()
+	}
+	return s
+}
 
 // Next says how a reconcile goes on after Begin.
 type Next int

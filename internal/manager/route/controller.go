@@ -51,8 +51,6 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/requeue"
-	statuspkg "kubelb.dev/kubelb/internal/manager/status"
-	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
@@ -70,27 +68,14 @@ const controllerName = "route"
 type Options struct {
 	// Namespace the manager runs in; holds Config "default".
 	Namespace string
-	// Ports is the manager's one listener port allocator, shared with the LoadBalancer
-	// controller (loadbalancer.NewSharedPorts). Required.
-	Ports *portalloc.Shared
+	// Shared is what the LoadBalancer and Route controllers share (the port allocator, the
+	// status Sink, quota verdicts, port waiters, Ingress Service problems); Ports is
+	// required (loadbalancer.NewSharedPorts), what else is nil is made for this controller
+	// alone.
+	perobject.Shared
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
-	// Readmit computes the tenants' quota verdicts, shared with the LoadBalancer controller
-	// (loadbalancer.Options.Readmit); nil makes one for this controller alone.
-	Readmit *requeue.Readmit
-	// Sink is the one writer of LoadBalancer and Route status (leader only), shared with
-	// the LoadBalancer controller and the status writer; nil makes one for this controller
-	// alone.
-	Sink *statuspkg.Sink
-	// Waiters are the objects waiting for free listener ports, shared with the LoadBalancer
-	// controller (loadbalancer.Options.Waiters) so that ports either frees wake the other's;
-	// nil makes one for this controller alone.
-	Waiters *requeue.Waiters
-	// Ingress is where the Ingress Service controller reports why a tenant's Ingress Service
-	// cannot be made, for the LoadBalancer controller (loadbalancer.Options.Ingress), whose
-	// hostnames it serves; nil makes one nobody reads.
-	Ingress *tenantingress.Problems
 }
 
 // Reconciler reconciles Routes into hub Services, port allocations and status.
@@ -120,18 +105,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // setup builds and registers the reconciler; wrap (tests) may wrap it.
 func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) (*Reconciler, error) {
-	if opts.Sink == nil {
-		opts.Sink = statuspkg.NewSink(mgr.GetClient())
-	}
-	if opts.Readmit == nil {
-		opts.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	}
-	if opts.Waiters == nil {
-		opts.Waiters = requeue.NewWaiters()
-	}
-	if opts.Ingress == nil {
-		opts.Ingress = tenantingress.New()
-	}
+	opts.Shared = opts.WithDefaults(mgr)
 	if opts.Ports == nil {
 		return nil, errors.New("setting up the Route controller: no port allocator")
 	}

@@ -23,11 +23,9 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
-	"kubelb.dev/kubelb/internal/manager/requeue"
+	"kubelb.dev/kubelb/internal/manager/perobject"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
-	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/portalloc"
-	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -60,12 +58,11 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	m.sink = statuspkg.NewSink(mgr.GetClient())
-	readmit := requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
-	waiters, ingress := requeue.NewWaiters(), tenantingress.New()
-	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit, Waiters: waiters, Ingress: ingress}); err != nil {
+	shared := perobject.Shared{Ports: m.ports, Sink: m.sink}.WithDefaults(mgr) // one of each, for both controllers
+	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Shared: shared}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Ports: m.ports, Sink: m.sink, Readmit: readmit, Waiters: waiters, Ingress: ingress}); err != nil {
+	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Shared: shared}); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the manager's own grace period (30 s), so a runnable that does not end
