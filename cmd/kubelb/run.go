@@ -19,6 +19,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/perobject"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
@@ -28,6 +29,7 @@ import (
 	"kubelb.dev/kubelb/internal/pki/store"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/process"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/version"
@@ -104,7 +106,10 @@ func run(o *options) error {
 		return fmt.Errorf("adding the xDS rejection recorder: %w", err)
 	}
 	store := status.NewStore()
-	if err := envoycp.SetupWithManager(mgr, srv, store, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
+	// The tenants' quota verdicts, one for the Envoy control plane and the LoadBalancer and
+	// Route controllers: each object's share is worked out once per change of it.
+	verdicts := quota.NewStore(mgr.GetCache(), mgr.GetClient())
+	if err := envoycp.SetupWithManager(mgr, srv, store, verdicts, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return fmt.Errorf("setting up the Envoy control plane: %w", err)
 	}
 	// The one writer of LoadBalancer and Route status, for the status writer and the
@@ -127,7 +132,7 @@ func run(o *options) error {
 	// One of each for both controllers: the port allocator, the status Sink, the tenants'
 	// quota verdicts (which requeue the objects of either kind a change admits or refuses
 	// anew), the objects waiting for free ports, the tenants' Ingress Service problems.
-	shared := perobject.Shared{Ports: ports, Sink: sink}.WithDefaults(mgr)
+	shared := perobject.Shared{Ports: ports, Sink: sink, Readmit: requeue.NewReadmit(verdicts)}.WithDefaults(mgr)
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Status: store, Shared: shared}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}

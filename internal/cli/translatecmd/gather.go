@@ -270,7 +270,7 @@ func (h *Hub) hubServices(objs []client.Object, mirrored map[string]bool) []clie
 // (envoycp.Build, with the manager's default options), what the tenant's settings and
 // limits hold back (translate.Hold), the front ends (translate.Run) and the back end.
 func Translate(ctx context.Context, h *Hub) (Result, error) {
-	scope, err := envoycp.Build(ctx, h.Reader, h.Reader, h.ManagerNamespace, h.Tenant, translate.Options{})
+	scope, err := envoycp.Build(ctx, h.Reader, h.Reader, h.ManagerNamespace, h.Tenant, translate.Options{}, nil)
 	if err != nil {
 		return Result{}, err
 	}

@@ -60,6 +60,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/translator"
@@ -77,7 +78,8 @@ type Reconciler struct {
 	owned     client.Reader // hub Services and Secrets labelled managed-by: kubelb
 	snapshots Snapshots
 	store     *status.Store
-	namespace string // the manager's, where Config "default" is
+	verdicts  *quota.Store // the tenants' quota verdicts (nil: computed over each rebuild's objects)
+	namespace string       // the manager's, where Config "default" is
 	opts      translate.Options
 
 	names *names // resolves the tenants' endpoint hostnames
@@ -127,12 +129,15 @@ func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace 
 // Config "default" (in namespace, the manager's) and the Tenants feed the endpoint policy;
 // the hub's ServiceCIDRs and Nodes its hub ranges. A change of Config, a ServiceCIDR or a
 // Node's Pod CIDRs or addresses rebuilds every managed tenant (an unchanged IR is not pushed).
-func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, namespace string, opts translate.Options) error {
-	return setup(mgr, srv, store, namespace, opts, net.DefaultResolver)
+// verdicts computes the tenants' quota verdicts: give it the one the LoadBalancer and Route
+// controllers use (requeue.NewReadmit), so that each object's share is worked out once per
+// change; nil makes one for this controller alone.
+func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, verdicts *quota.Store, namespace string, opts translate.Options) error {
+	return setup(mgr, srv, store, verdicts, namespace, opts, net.DefaultResolver)
 }
 
 // setup is SetupWithManager with the resolver of the endpoint hostnames.
-func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace string, opts translate.Options, resolver Resolver) error {
+func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota.Store, namespace string, opts translate.Options, resolver Resolver) error {
 	if _, _, err := translate.Translate(translate.Input{Options: opts}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
@@ -147,6 +152,10 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, namespace strin
 	}
 	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
 	r.owned = owned.GetClient()
+	if verdicts == nil {
+		verdicts = quota.NewStore(mgr.GetCache(), mgr.GetClient())
+	}
+	r.verdicts = verdicts
 	r.names = newNames(resolver)
 	r.StretchHoldOff()
 	// A tenant whose endpoint hostnames resolve differently is rebuilt: the resolver's
@@ -247,7 +256,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() { r.rebuilt(tenant, start, r.now()) }()
 
 	// Collect.
-	scope, err := Build(ctx, r.client, r.owned, r.namespace, tenant, r.opts)
+	scope, err := Build(ctx, r.client, r.owned, r.namespace, tenant, r.opts, r.verdicts)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

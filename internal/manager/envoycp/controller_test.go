@@ -230,7 +230,7 @@ func TestReconcile(t *testing.T) {
 
 func TestSetupRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	if err := SetupWithManager(nil, nil, nil, "kubelb", translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
+	if err := SetupWithManager(nil, nil, nil, nil, "kubelb", translate.Options{ListenerAddress: "not-an-ip"}); err == nil {
 		t.Fatal("no error for an invalid listener address")
 	}
 }

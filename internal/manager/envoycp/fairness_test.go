@@ -104,7 +104,7 @@ func TestHostileNamesDoNotSlowOtherTenants(t *testing.T) {
 	srv := &keeping{Server: xds.NewServer(logr.Discard(), nil), set: map[string]xds.Resources{}}
 	store := status.NewStore()
 	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
-		return setup(mgr, srv, store, "kubelb", translate.Options{ListenerAddress: "127.0.0.1"}, dns)
+		return setup(mgr, srv, store, nil, "kubelb", translate.Options{ListenerAddress: "127.0.0.1"}, dns)
 	})
 	create := func(objs ...client.Object) {
 		t.Helper()

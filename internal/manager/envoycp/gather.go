@@ -29,7 +29,7 @@ import (
 // BuildInput reads one tenant's translation input: its Scope, less what the tenant's
 // settings and limits hold back (translate.Hold), as Run gets it.
 func BuildInput(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (translate.Input, error) {
-	scope, err := Build(ctx, c, owned, managerNamespace, tenant, opts)
+	scope, err := Build(ctx, c, owned, managerNamespace, tenant, opts, nil)
 	in, _ := translate.Hold(scope.Input, scope.Holds)
 	return in, err
 }
@@ -53,8 +53,11 @@ type Scope struct {
 	Holds translate.Holds
 }
 
-// Build reads one tenant's Scope.
-func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options) (Scope, error) {
+// Build reads one tenant's Scope. The quota verdict comes from verdicts, the manager's one
+// quota.Store (the LoadBalancer and Route controllers act on the same), which works out what
+// it needs of each object once per change of it; nil computes it over the objects read
+// (quota.Admission), as a client without the manager's cache must.
+func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant string, opts translate.Options, verdicts *quota.Store) (Scope, error) {
 	log := ctrl.LoggerFrom(ctx)
 	config, tn, err := settings.Read(ctx, c, managerNamespace, hubnames.TenantName(tenant))
 	if err != nil {
@@ -145,7 +148,15 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	slices.SortFunc(in.RouteServices, byName)
 	slices.SortFunc(in.Secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(in.Routes, func(a, b v1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
-	scope := Scope{Input: in, Holds: holds(tenant, lbs.Items, routes.Items, addrs.Items, set)}
+	var verdict quota.Verdict
+	if verdicts != nil {
+		if verdict, err = verdicts.LoadAdmission(ctx, tenant, set); err != nil {
+			return Scope{}, err
+		}
+	} else {
+		verdict = quota.Admission(tenant, lbs.Items, routes.Items, set)
+	}
+	scope := Scope{Input: in, Holds: holds(tenant, verdict, addrs.Items, set)}
 	if refused := scope.Holds.RefusedAddresses; len(refused) > 0 {
 		log.V(1).Info("Addresses over the tenant's limit are not used", "tenant", tenant, "addresses", refused)
 	}
@@ -153,8 +164,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 }
 
 // holds are what the tenant's settings and its limits' verdicts hold back.
-func holds(tenant string, lbs []v1alpha1.LoadBalancer, routes []v1alpha1.Route, addrs []v1alpha1.Addresses, set settings.Tenant) translate.Holds {
-	verdict := quota.Admission(tenant, lbs, routes, set)
+func holds(tenant string, verdict quota.Verdict, addrs []v1alpha1.Addresses, set settings.Tenant) translate.Holds {
 	h := translate.Holds{
 		LoadBalancingDisabled: set.DisableLoadBalancer,
 		IngressDisabled:       set.DisableIngress,

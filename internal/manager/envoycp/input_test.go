@@ -249,7 +249,7 @@ func TestWatchedChangesRetranslate(t *testing.T) {
 
 	store := status.NewStore()
 	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error {
-		return envoycp.SetupWithManager(mgr, xds.NewServer(mgr.GetLogger().WithName("xds"), nil), store, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"})
+		return envoycp.SetupWithManager(mgr, xds.NewServer(mgr.GetLogger().WithName("xds"), nil), store, nil, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"})
 	})
 	n := testenv.WaitControllerIdle(t, "envoycp", 1)
 

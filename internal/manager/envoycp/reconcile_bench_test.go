@@ -20,6 +20,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/status"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -96,6 +97,7 @@ func BenchmarkReconcileOneChange(b *testing.B) {
 		b.Fatal("cache not synced")
 	}
 	r := NewReconciler(informers, xds.NewServer(logr.Discard(), nil), status.NewStore(), "kubelb", translate.Options{})
+	r.verdicts = quota.NewStore(informers, informers) // as the manager has it (SetupWithManager)
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: in.Tenant}}
 	reconcileOnce := func() {
 		if _, err := r.Reconcile(ctx, req); err != nil {

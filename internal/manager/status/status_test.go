@@ -70,7 +70,7 @@ func startReplicaChecking(t *testing.T, hub *testenv.Cluster, name string, check
 		return errors.Join(
 			mgr.Add(srv.Runnable(addr)),
 			mgr.Add(rec),
-			envoycp.SetupWithManager(mgr, srv, store, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"}),
+			envoycp.SetupWithManager(mgr, srv, store, nil, managerNamespace, translate.Options{ListenerAddress: "127.0.0.1"}),
 			status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints)),
 		)
 	}, func(o *ctrl.Options) {
