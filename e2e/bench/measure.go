@@ -275,6 +275,11 @@ func (h *harness) eventsSince(at time.Time) (map[string]int, map[string]*EventSa
 	return eventsByReason(made)
 }
 
+// objectOf names the object an Event is about: "Kind namespace/name".
+func objectOf(e eventsv1.Event) string {
+	return e.Regarding.Kind + " " + e.Regarding.Namespace + "/" + e.Regarding.Name
+}
+
 // eventsByReason counts Events by reason and samples each reason's notes and objects.
 func eventsByReason(events []eventsv1.Event) (map[string]int, map[string]*EventSample) {
 	slices.SortStableFunc(events, func(a, b eventsv1.Event) int {
@@ -297,7 +302,7 @@ func eventsByReason(events []eventsv1.Event) (map[string]int, map[string]*EventS
 				s.Messages = append(s.Messages, e.Note)
 			}
 		}
-		perObject[e.Reason][e.Regarding.Kind+" "+e.Regarding.Namespace+"/"+e.Regarding.Name]++
+		perObject[e.Reason][objectOf(e)]++
 	}
 	for reason, s := range samples {
 		s.DistinctMessages, s.Objects = len(notes[reason]), len(perObject[reason])
@@ -306,6 +311,11 @@ func eventsByReason(events []eventsv1.Event) (map[string]int, map[string]*EventS
 			if n > s.MostEvents || n == s.MostEvents && obj < s.Most {
 				s.Most, s.MostEvents = obj, n
 			}
+		}
+	}
+	for _, e := range events {
+		if s := samples[e.Reason]; objectOf(e) == s.Most && len(s.MostMessages) < maxEventMessages {
+			s.MostMessages = append(s.MostMessages, e.Note)
 		}
 	}
 	return counts, samples

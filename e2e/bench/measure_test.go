@@ -11,7 +11,8 @@ import (
 )
 
 // TestEventsByReasonSamplesNotesAndObjects: the sample keeps the first distinct notes in
-// creation order, counts objects by how many Events each got and names the one with most.
+// creation order, counts objects by how many Events each got and names the one with most,
+// with its notes.
 func TestEventsByReasonSamplesNotesAndObjects(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ev := func(sec int, reason, name, note string) eventsv1.Event {
@@ -30,7 +31,8 @@ func TestEventsByReasonSamplesNotesAndObjects(t *testing.T) {
 	}
 	w := samples["W"]
 	want := &EventSample{Messages: []string{"note 0", "note 1", "note 2", "note 3", "note 4"}, DistinctMessages: 9,
-		Objects: 3, ObjectsByEvents: map[string]int{"3": 3}, Most: "LoadBalancer tenant-a/lba", MostEvents: 3}
+		Objects: 3, ObjectsByEvents: map[string]int{"3": 3}, Most: "LoadBalancer tenant-a/lba", MostEvents: 3,
+		MostMessages: []string{"note 0", "note 3", "note 6"}}
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("sample of W:\n got %+v\nwant %+v", w, want)
 	}

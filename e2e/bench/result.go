@@ -170,10 +170,11 @@ type EventSample struct {
 	// ObjectsByEvents counts those objects by how many Events each got ("1": objects with
 	// one Event, "2": with two, ...); a repeated Event (its series) counts once.
 	ObjectsByEvents map[string]int `json:"objects_by_events"`
-	// Most is the object that got the most Events ("Kind namespace/name") and MostEvents
-	// how many.
-	Most       string `json:"most,omitempty"`
-	MostEvents int    `json:"most_events,omitempty"`
+	// Most is the object that got the most Events ("Kind namespace/name"), MostEvents how
+	// many, and MostMessages their notes in order (at most maxEventMessages): what moved.
+	Most         string   `json:"most,omitempty"`
+	MostEvents   int      `json:"most_events,omitempty"`
+	MostMessages []string `json:"most_messages,omitempty"`
 }
 
 // Workload is what one workload measured. Fields a workload does not measure are left out.
