@@ -5,6 +5,8 @@ import (
 	"context"
 	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -182,7 +184,7 @@ func (h *harness) workload(before, after *mark, services int) *Workload {
 		hub.PerService = float64(hub.Kubelb) / float64(services)
 	}
 	w.HubWrites = hub
-	w.EventsByReason = h.eventsSince(before.at)
+	w.EventsByReason, w.EventSamples = h.eventsSince(before.at)
 
 	tw := &Writes{ByVerbResource: map[string]int64{}, LoadGen: after.loadGen - before.loadGen}
 	for i := range after.tenants {
@@ -252,20 +254,69 @@ func dist(ds []time.Duration) *Latency {
 	return &l
 }
 
-// eventsSince counts the hub's Events made since at, by reason (none when they cannot be
-// listed: the figures do not depend on it).
-func (h *harness) eventsSince(at time.Time) map[string]int {
+// maxEventMessages bounds EventSample.Messages.
+const maxEventMessages = 5
+
+// eventsSince counts the hub's Events made since at, by reason, and samples what they said
+// (none when they cannot be listed: the figures do not depend on it).
+func (h *harness) eventsSince(at time.Time) (map[string]int, map[string]*EventSample) {
 	list := &eventsv1.EventList{}
 	if err := h.sys.Hub.Client.List(context.Background(), list); err != nil {
 		h.t.Logf("listing the hub's Events: %v", err)
-		return nil
+		return nil, nil
 	}
-	out := map[string]int{}
 	since := at.Truncate(time.Second)
+	var made []eventsv1.Event
 	for _, e := range list.Items {
 		if !e.CreationTimestamp.Time.Before(since) {
-			out[e.Reason]++
+			made = append(made, e)
 		}
 	}
-	return out
+	return eventsByReason(made)
+}
+
+// objectOf names the object an Event is about: "Kind namespace/name".
+func objectOf(e eventsv1.Event) string {
+	return e.Regarding.Kind + " " + e.Regarding.Namespace + "/" + e.Regarding.Name
+}
+
+// eventsByReason counts Events by reason and samples each reason's notes and objects.
+func eventsByReason(events []eventsv1.Event) (map[string]int, map[string]*EventSample) {
+	slices.SortStableFunc(events, func(a, b eventsv1.Event) int {
+		return a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time)
+	})
+	counts := map[string]int{}
+	samples := map[string]*EventSample{}
+	notes := map[string]map[string]bool{}
+	perObject := map[string]map[string]int{}
+	for _, e := range events {
+		counts[e.Reason]++
+		s := samples[e.Reason]
+		if s == nil {
+			s = &EventSample{ObjectsByEvents: map[string]int{}}
+			samples[e.Reason], notes[e.Reason], perObject[e.Reason] = s, map[string]bool{}, map[string]int{}
+		}
+		if !notes[e.Reason][e.Note] {
+			notes[e.Reason][e.Note] = true
+			if len(s.Messages) < maxEventMessages {
+				s.Messages = append(s.Messages, e.Note)
+			}
+		}
+		perObject[e.Reason][objectOf(e)]++
+	}
+	for reason, s := range samples {
+		s.DistinctMessages, s.Objects = len(notes[reason]), len(perObject[reason])
+		for obj, n := range perObject[reason] {
+			s.ObjectsByEvents[strconv.Itoa(n)]++
+			if n > s.MostEvents || n == s.MostEvents && obj < s.Most {
+				s.Most, s.MostEvents = obj, n
+			}
+		}
+	}
+	for _, e := range events {
+		if s := samples[e.Reason]; objectOf(e) == s.Most && len(s.MostMessages) < maxEventMessages {
+			s.MostMessages = append(s.MostMessages, e.Note)
+		}
+	}
+	return counts, samples
 }

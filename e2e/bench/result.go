@@ -159,6 +159,24 @@ type EnvoyXDS struct {
 	InitialFetchTimeouts int `json:"initial_fetch_timeouts"`
 }
 
+// EventSample is what the Events of one reason said during a workload.
+type EventSample struct {
+	// Messages are the first distinct notes (by creation time), at most maxEventMessages.
+	Messages []string `json:"messages"`
+	// DistinctMessages counts the distinct notes in all.
+	DistinctMessages int `json:"distinct_messages"`
+	// Objects counts the objects the Events are about (regarding).
+	Objects int `json:"objects"`
+	// ObjectsByEvents counts those objects by how many Events each got ("1": objects with
+	// one Event, "2": with two, ...); a repeated Event (its series) counts once.
+	ObjectsByEvents map[string]int `json:"objects_by_events"`
+	// Most is the object that got the most Events ("Kind namespace/name"), MostEvents how
+	// many, and MostMessages their notes in order (at most maxEventMessages): what moved.
+	Most         string   `json:"most,omitempty"`
+	MostEvents   int      `json:"most_events,omitempty"`
+	MostMessages []string `json:"most_messages,omitempty"`
+}
+
 // Workload is what one workload measured. Fields a workload does not measure are left out.
 type Workload struct {
 	Seconds float64 `json:"seconds"`
@@ -196,9 +214,12 @@ type Workload struct {
 	// EventsByReason counts the Events on the hub made during the workload, by reason (what
 	// the "POST events" writes were about; an Event repeated is counted once).
 	EventsByReason map[string]int `json:"events_by_reason,omitempty"`
-	TenantWrites   *Writes        `json:"tenant_writes,omitempty"`
-	Envoycp        Envoycp        `json:"envoycp"`
-	Envoy          *EnvoyXDS      `json:"envoy,omitempty"`
+	// EventSamples says, by reason, what those Events said and how they spread over the
+	// objects they are about: which messages move, and how many Events one object got.
+	EventSamples map[string]*EventSample `json:"event_samples,omitempty"`
+	TenantWrites *Writes                 `json:"tenant_writes,omitempty"`
+	Envoycp      Envoycp                 `json:"envoycp"`
+	Envoy        *EnvoyXDS               `json:"envoy,omitempty"`
 	// CPUByProcess is the CPU seconds of every process of the harness by command name: the
 	// API servers ("kube-apiserver"), etcd, the manager ("kubelb"), the ccms ("ccm"), Envoy
 	// and the harness itself (load generator, played tenants and hub load balancer).

@@ -24,8 +24,9 @@ const ReasonHealthCheckThrottled = "HealthCheckThrottled"
 // factor, the smallest power of two that meets the budget (rounded up to a whole second, at
 // most MaxHealthCheckInterval); if that is not enough, the checks of the largest clusters
 // (most endpoints, then name) are turned off until the rest fits. A cluster's warning names
-// only what is its own and the budget, never the tenant's total, which moves with every
-// object the tenant adds. The clusters are
+// only what is its own and the budget, never what follows the tenant's size (its total, or
+// the factor and so the stretched interval): a growing tenant would otherwise rewrite every
+// owner's condition, with an Event, each time the factor doubles. The clusters are
 // replaced, never modified (the incremental front end shares them between runs). Returns
 // a Warning per affected cluster, on its owners.
 func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
@@ -111,9 +112,9 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 		} else {
 			c.HealthCheck = stretched[i]
 			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
-				"they run every %s instead (%s while the cluster has no traffic). "+
+				"they run less often than asked, at most every %s (the tenant's clusters share the budget, so how much less follows the tenant's size). "+
 				"Lower the number of endpoints or lengthen the interval, or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
-				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, c.HealthCheck.Interval.D(), c.HealthCheck.NoTrafficInterval.D())
+				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, MaxHealthCheckInterval)
 		}
 		cfg.Clusters[i] = &c
 		for _, o := range old.Owners {
