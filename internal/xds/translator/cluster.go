@@ -49,8 +49,12 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 	}
 	if hc := c.HealthCheck; hc != nil {
 		check := &corev3.HealthCheck{
-			Timeout:            durationpb.New(hc.Timeout.D()),
-			Interval:           durationpb.New(hc.Interval.D()),
+			Timeout:  durationpb.New(hc.Timeout.D()),
+			Interval: durationpb.New(hc.Interval.D()),
+			// Each endpoint's first check comes at a random time within the interval, so
+			// the checks of thousands of endpoints are spread over it instead of opening a
+			// socket each at the same moment (descriptors: docs/performance.md).
+			InitialJitter:      durationpb.New(hc.Interval.D()),
 			UnhealthyThreshold: wrapperspb.UInt32(hc.UnhealthyThreshold),
 			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
 			HealthChecker:      &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
@@ -61,6 +65,9 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			check.HealthChecker = &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: &corev3.HealthCheck_HttpHealthCheck{
 				Path: hc.HTTPPath,
 			}}
+			// A connection per check, closed after it: Envoy would otherwise keep one open
+			// to every checked endpoint (a TCP connect check closes its own anyway).
+			check.ReuseConnection = wrapperspb.Bool(false)
 		}
 		if hc.NoTrafficInterval > 0 {
 			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
