@@ -22,6 +22,10 @@ const (
 	httpProtocolOptionsKey           = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
+// healthCheckJitterPercent is the random share of its interval added to each health check's
+// interval.
+const healthCheckJitterPercent = 20
+
 // cluster builds a cluster, its endpoints served over EDS (ADS). No cluster ever makes Envoy
 // resolve a name: IR endpoints are IP addresses.
 func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
@@ -51,13 +55,15 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 		check := &corev3.HealthCheck{
 			Timeout:  durationpb.New(hc.Timeout.D()),
 			Interval: durationpb.New(hc.Interval.D()),
-			// Each endpoint's first check comes at a random time within the interval, so
-			// the checks of thousands of endpoints are spread over it instead of opening a
-			// socket each at the same moment (descriptors: docs/performance.md).
-			InitialJitter:      durationpb.New(hc.Interval.D()),
-			UnhealthyThreshold: wrapperspb.UInt32(hc.UnhealthyThreshold),
-			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
-			HealthChecker:      &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
+			// Up to a fifth more on each interval, at random: the checks of a cluster's
+			// endpoints, all started together when it warms, drift apart instead of opening
+			// a socket each at the same moment every interval (descriptors:
+			// docs/performance.md). No initial jitter: a cluster warms only after its first
+			// checks.
+			IntervalJitterPercent: healthCheckJitterPercent,
+			UnhealthyThreshold:    wrapperspb.UInt32(hc.UnhealthyThreshold),
+			HealthyThreshold:      wrapperspb.UInt32(hc.HealthyThreshold),
+			HealthChecker:         &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
 		}
 		if hc.HTTPPath != "" {
 			// HTTP/1.1 GET; Envoy's default expected status is 200 only. The Host header is
