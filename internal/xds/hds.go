@@ -379,6 +379,7 @@ func ownChecks(checks []*corev3.HealthCheck, interval time.Duration) []*corev3.H
 		if check.GetInterval().AsDuration() < interval {
 			check.Interval = durationpb.New(interval)
 		}
+		check.InitialJitter = durationpb.New(check.GetInterval().AsDuration())
 		check.NoTrafficInterval, check.NoTrafficHealthyInterval = check.Interval, nil
 		out = append(out, check)
 	}
@@ -391,7 +392,12 @@ func (p healthPlan) specifier(checks HealthChecking) *healthv3.HealthCheckSpecif
 	tcp := []*corev3.HealthCheck{{
 		// The proxy sends no traffic to the endpoints it checks for the manager: without a
 		// no-traffic interval of its own, Envoy would check them every minute.
+		// Each endpoint's first check at a random time within the interval (these clusters
+		// carry no traffic, so nothing waits for it), and up to a fifth more on each
+		// interval: thousands of checks spread over it rather than a socket each at the
+		// same moment (descriptors: docs/performance.md).
 		Timeout: durationpb.New(checks.Timeout), Interval: durationpb.New(checks.Interval), NoTrafficInterval: durationpb.New(checks.Interval),
+		InitialJitter: durationpb.New(checks.Interval), IntervalJitterPercent: 20,
 		UnhealthyThreshold: wrapperspb.UInt32(checks.UnhealthyThreshold), HealthyThreshold: wrapperspb.UInt32(checks.HealthyThreshold),
 		HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
 	}}

@@ -180,12 +180,18 @@ func TestLargestTenantWithinLimits(t *testing.T) {
 // peakRSSMiB is this process's peak resident memory (VmHWM of /proc/self/status), in MiB.
 func peakRSSMiB(t testing.TB) float64 {
 	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
+	return statusMiB(t, "/proc/self/status", "VmHWM:")
+}
+
+// statusMiB is the figure of field (e.g. "VmRSS:") in the /proc status file path, in MiB.
+func statusMiB(t testing.TB, path, field string) float64 {
+	t.Helper()
+	status, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			if err != nil {
 				t.Fatal(err)
@@ -193,7 +199,7 @@ func peakRSSMiB(t testing.TB) float64 {
 			return kb / 1024
 		}
 	}
-	t.Fatal("no VmHWM in /proc/self/status")
+	t.Fatalf("no %s in %s", field, path)
 	return 0
 }
 

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -117,6 +118,7 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		"--log-level", "info",
 		"--disable-hot-restart",
 		"--drain-time-s", strconv.Itoa(int(drain / time.Second)),
+		"--concurrency", strconv.Itoa(Workers(envoy.Resources)),
 	}
 	c := corev1.Container{
 		Name:            containerName,
@@ -188,6 +190,26 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels), Annotations: annotations},
 		Spec:       spec,
 	}
+}
+
+// DefaultWorkers is Envoy's worker threads (--concurrency) when its container has no CPU limit
+// or request. Envoy's own default is one per core of the node, and every worker holds a
+// descriptor for every listener (with or without reuse_port: without it, Envoy duplicates the
+// one socket for each worker), so a tenant of 10 000 Services on a 64-core node would need
+// 640 000 descriptors. Figures: docs/performance.md, "Descriptors of one Envoy".
+const DefaultWorkers = 2
+
+// Workers is Envoy's worker threads for the Envoy container's resources: its CPU limit
+// rounded up, else its CPU request rounded up, else DefaultWorkers; at least one.
+func Workers(r *corev1.ResourceRequirements) int {
+	if r != nil {
+		for _, q := range []resource.Quantity{r.Limits[corev1.ResourceCPU], r.Requests[corev1.ResourceCPU]} {
+			if q.Sign() > 0 {
+				return int(max(1, (q.MilliValue()+999)/1000))
+			}
+		}
+	}
+	return DefaultWorkers
 }
 
 // affinity is the Config's affinity plus, for a Deployment with singlePodPerNode, a required

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -110,6 +111,9 @@ func TestBuildPodContract(t *testing.T) {
 	}
 	if i := slices.Index(c.Args, "--drain-time-s"); i < 0 || c.Args[i+1] != "30" {
 		t.Errorf("args %q, want --drain-time-s 30", c.Args)
+	}
+	if i := slices.Index(c.Args, "--concurrency"); i < 0 || c.Args[i+1] != strconv.Itoa(DefaultWorkers) {
+		t.Errorf("args %q, want --concurrency %d without CPU resources", c.Args, DefaultWorkers)
 	}
 	if f.ConfigMap.Name != BootstrapConfigMapName || f.ConfigMap.Data[BootstrapKey] != "node: {}\n" {
 		t.Errorf("ConfigMap %+v", f.ConfigMap)
@@ -349,6 +353,37 @@ func TestOptionsDefaults(t *testing.T) {
 		{Namespace: "x", XDSProtocol: "rest"}} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// TestWorkers: Envoy gets as many workers as its container's CPU limit, rounded up, else its
+// request, else DefaultWorkers, never Envoy's own default of one per core of the node (each
+// worker holds a descriptor per listener).
+func TestWorkers(t *testing.T) {
+	t.Parallel()
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	for _, c := range []struct {
+		name string
+		r    *corev1.ResourceRequirements
+		want int
+	}{
+		{"none", nil, DefaultWorkers},
+		{"memory only", &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}, DefaultWorkers},
+		{"request 500m", &corev1.ResourceRequirements{Requests: cpu("500m")}, 1},
+		{"request 4", &corev1.ResourceRequirements{Requests: cpu("4")}, 4},
+		{"limit 2500m over request 1", &corev1.ResourceRequirements{Requests: cpu("1"), Limits: cpu("2500m")}, 3},
+		{"limit 1m", &corev1.ResourceRequirements{Limits: cpu("1m")}, 1},
+	} {
+		if got := Workers(c.r); got != c.want {
+			t.Errorf("%s: %d workers, want %d", c.name, got, c.want)
+		}
+		f := Build(Input{Namespace: "tenant-a", Settings: settings.Tenant{Envoy: kubelbv1alpha1.EnvoyProxy{Resources: c.r, Replicas: 1}}, Bootstrap: []byte("node: {}\n")})
+		args := f.Deployment.Spec.Template.Spec.Containers[0].Args
+		if i := slices.Index(args, "--concurrency"); i < 0 || args[i+1] != strconv.Itoa(c.want) {
+			t.Errorf("%s: args %q, want --concurrency %d", c.name, args, c.want)
 		}
 	}
 }

@@ -22,6 +22,10 @@ const (
 	httpProtocolOptionsKey           = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
+// healthCheckJitterPercent is the random share of its interval added to each health check's
+// interval.
+const healthCheckJitterPercent = 20
+
 // cluster builds a cluster, its endpoints served over EDS (ADS). No cluster ever makes Envoy
 // resolve a name: IR endpoints are IP addresses.
 func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
@@ -49,11 +53,17 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 	}
 	if hc := c.HealthCheck; hc != nil {
 		check := &corev3.HealthCheck{
-			Timeout:            durationpb.New(hc.Timeout.D()),
-			Interval:           durationpb.New(hc.Interval.D()),
-			UnhealthyThreshold: wrapperspb.UInt32(hc.UnhealthyThreshold),
-			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
-			HealthChecker:      &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
+			Timeout:  durationpb.New(hc.Timeout.D()),
+			Interval: durationpb.New(hc.Interval.D()),
+			// Up to a fifth more on each interval, at random: the checks of a cluster's
+			// endpoints, all started together when it warms, drift apart instead of opening
+			// a socket each at the same moment every interval (descriptors:
+			// docs/performance.md). No initial jitter: a cluster warms only after its first
+			// checks.
+			IntervalJitterPercent: healthCheckJitterPercent,
+			UnhealthyThreshold:    wrapperspb.UInt32(hc.UnhealthyThreshold),
+			HealthyThreshold:      wrapperspb.UInt32(hc.HealthyThreshold),
+			HealthChecker:         &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
 		}
 		if hc.HTTPPath != "" {
 			// HTTP/1.1 GET; Envoy's default expected status is 200 only. The Host header is
@@ -61,6 +71,9 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			check.HealthChecker = &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: &corev3.HealthCheck_HttpHealthCheck{
 				Path: hc.HTTPPath,
 			}}
+			// A connection per check, closed after it: Envoy would otherwise keep one open
+			// to every checked endpoint (a TCP connect check closes its own anyway).
+			check.ReuseConnection = wrapperspb.Bool(false)
 		}
 		if hc.NoTrafficInterval > 0 {
 			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
