@@ -379,7 +379,10 @@ func ownChecks(checks []*corev3.HealthCheck, interval time.Duration) []*corev3.H
 		if check.GetInterval().AsDuration() < interval {
 			check.Interval = durationpb.New(interval)
 		}
-		check.InitialJitter = durationpb.New(check.GetInterval().AsDuration())
+		// The first check at a random time within the manager's own interval, not the
+		// cluster's: a stretched cluster interval (up to an hour) would leave a new
+		// LoadBalancer's reachability unknown that long.
+		check.InitialJitter = durationpb.New(min(check.GetInterval().AsDuration(), interval))
 		check.NoTrafficInterval, check.NoTrafficHealthyInterval = check.Interval, nil
 		out = append(out, check)
 	}

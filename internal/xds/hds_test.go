@@ -272,3 +272,24 @@ func TestHealthPlanOncePerChange(t *testing.T) {
 		t.Errorf("after the tenant's removal: plan %+v, %d plans kept", p, len(srv.hds.plans))
 	}
 }
+
+// A cluster's own checks, stretched by the tenant's health-check budget up to an hour, are
+// run for the manager with their first check within the manager's interval: a new
+// LoadBalancer's reachability is not left unknown for the stretched interval.
+func TestOwnChecksFirstCheckWithinTheManagersInterval(t *testing.T) {
+	stretched := &corev3.HealthCheck{Interval: durationpb.New(time.Hour), Timeout: durationpb.New(2 * time.Second)}
+	short := &corev3.HealthCheck{Interval: durationpb.New(3 * time.Second), Timeout: durationpb.New(time.Second)}
+	got := ownChecks([]*corev3.HealthCheck{stretched, short}, 10*time.Second)
+	if j := got[0].GetInitialJitter().AsDuration(); j != 10*time.Second {
+		t.Errorf("stretched check: initial jitter %v, want the manager's interval 10s", j)
+	}
+	if i := got[0].GetInterval().AsDuration(); i != time.Hour {
+		t.Errorf("stretched check: interval %v, want its own hour", i)
+	}
+	if j, i := got[1].GetInitialJitter().AsDuration(), got[1].GetInterval().AsDuration(); i != 10*time.Second || j != 10*time.Second {
+		t.Errorf("short check: interval %v jitter %v, want both raised to 10s", i, j)
+	}
+	if stretched.GetInitialJitter() != nil {
+		t.Error("ownChecks modified the cluster's check")
+	}
+}
