@@ -145,13 +145,7 @@ const tenThousandEnv = "KUBELB_ENVOY_LISTENERS"
 // and its RSS. With one worker per core (2 here) the tenant would need more than the 20 000
 // descriptors a process may have on this machine. The figures are in docs/performance.md.
 func BenchmarkEnvoyTenThousandListeners(b *testing.B) {
-	n := 10000
-	if v := os.Getenv(tenThousandEnv); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 20 || n > 10000 {
-			b.Fatalf("%s=%q: want 20 to 10000", tenThousandEnv, v)
-		}
-	}
+	n := benchSize(b, tenThousandEnv, 10000, 20, 10000)
 	descBackends(b, n)
 	lbs := make([]v1alpha1.LoadBalancer, n)
 	for i := range lbs {

@@ -44,13 +44,7 @@ const protocolBenchListenerIP = "127.0.86.1"
 // bytes the server sent for it (gRPC wire length of every message, from a stats handler).
 // The figures are in docs/performance.md.
 func BenchmarkProtocolOneChange(b *testing.B) {
-	n := 10000
-	if v := os.Getenv(protocolBenchLBsEnv); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 20000 {
-			b.Fatalf("%s=%q: want 1 to 20000", protocolBenchLBsEnv, v)
-		}
-	}
+	n := benchSize(b, protocolBenchLBsEnv, 10000, 1, 20000)
 	for _, p := range []bootstrap.Protocol{bootstrap.ProtocolDelta, bootstrap.ProtocolSotW} {
 		b.Run("protocol="+string(p), func(b *testing.B) {
 			f := newProtocolFixture(b, p, n)
@@ -264,3 +258,17 @@ func (w wireCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
 }
 func (w wireCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (w wireCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// benchSize is the size a benchmark runs at: the environment variable env, from lo to hi, or
+// def when it is unset.
+func benchSize(b *testing.B, env string, def, lo, hi int) int {
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		b.Fatalf("%s=%q: want %d to %d", env, v, lo, hi)
+	}
+	return n
+}
