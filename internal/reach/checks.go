@@ -15,8 +15,6 @@ const MaxCheckedEndpoints = 4096
 type Checks struct {
 	// Skipped are the clusters left out: their endpoints do not fit in MaxCheckedEndpoints.
 	Skipped map[string]bool
-	// Endpoints counts the endpoints of all the tenant's clusters.
-	Endpoints int
 }
 
 // PlanChecks decides which clusters (name → distinct endpoints) are health-checked: by name,
@@ -27,7 +25,6 @@ func PlanChecks(clusters map[string][]string) Checks {
 	taken := 0
 	for _, name := range slices.Sorted(maps.Keys(clusters)) {
 		n := len(clusters[name])
-		c.Endpoints += n
 		if taken+n > MaxCheckedEndpoints {
 			if c.Skipped == nil {
 				c.Skipped = map[string]bool{}

@@ -156,7 +156,7 @@ func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []F
 	checks := j.checks
 	switch {
 	case j.total <= MaxCheckedEndpoints:
-		checks = Checks{Endpoints: j.total}
+		checks = Checks{}
 	case j.recount:
 		checks = PlanChecks(j.endpoints)
 	}

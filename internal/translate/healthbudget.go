@@ -58,10 +58,10 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 		return nil
 	}
 	// The smallest power of two that meets the budget, not total/budget itself: a tenant
-	// that grows moves the factor on every rebuild, and every checked cluster's interval, its
-	// owners' Programmed condition and their Events would move with it. A power of two moves
-	// a dozen times at most (up to MaxHealthCheckInterval), and checks run at least half as
-	// often as the budget allows.
+	// that grows would move the factor on every rebuild, and every checked cluster's interval
+	// (a changed cluster sent to every proxy) with it. A power of two moves a dozen times at
+	// most (up to MaxHealthCheckInterval), and checks run at least half as often as the
+	// budget allows. The warnings do not name the factor at all.
 	factor := math.Exp2(math.Ceil(math.Log2(total / budget)))
 	stretch := func(d time.Duration) time.Duration {
 		return min(time.Duration(math.Ceil(d.Seconds()*factor))*time.Second, MaxHealthCheckInterval)
