@@ -13,6 +13,9 @@ const (
 	// the manager still removes it.
 	CleanupFinalizer = "kubelb.k8c.io/cleanup"
 
+	// AnnotationPrefix is the prefix of kubelb's annotations on tenant objects.
+	AnnotationPrefix = "kubelb.k8c.io/"
+
 	LabelOriginName         = "kubelb.k8c.io/origin-name"
 	LabelOriginNamespace    = "kubelb.k8c.io/origin-ns"
 	LabelOriginResourceKind = "kubelb.k8c.io/origin-resource-kind"
@@ -56,6 +59,15 @@ const (
 	// status.loadBalancer.ingress, overriding spec.loadBalancer.ipMode of the Tenant and
 	// Config (an addition; ignorable).
 	AnnotationIPMode = "kubelb.k8c.io/ip-mode"
+
+	// Annotations on a tenant Ingress, HTTPRoute or GRPCRoute that override the tenant's
+	// spec.http for its routes (additions; ignorable; the ccm copies the tenant object's
+	// kubelb.k8c.io/ annotations into the Route it embeds). AnnotationRequestTimeout bounds
+	// each request ("0s": none; an HTTPRoute rule's timeouts.request wins);
+	// AnnotationStreamIdleTimeout ends requests idle for that long, at most the tenant's
+	// spec.http.streamIdleTimeout.
+	AnnotationRequestTimeout    = "kubelb.k8c.io/request-timeout"
+	AnnotationStreamIdleTimeout = "kubelb.k8c.io/stream-idle-timeout"
 
 	// DefaultClass is the load balancer, ingress and gateway class kubelb answers to.
 	DefaultClass = "kubelb"
@@ -462,6 +474,27 @@ type UpstreamSettings struct {
 	// HealthCheck is the active health check of TCP clusters.
 	// +optional
 	HealthCheck UpstreamHealthCheck `json:"healthCheck,omitempty"`
+}
+
+// HTTPSettings tune the tenant's HTTP routes (Ingresses, HTTPRoutes, GRPCRoutes, LoadBalancer
+// hostnames); each field set on a Tenant overrides the Config's (an addition; ignorable).
+type HTTPSettings struct {
+	// RequestTimeout bounds a whole request, from its first byte to the last byte of its
+	// response (for gRPC, the whole stream), on every route that does not set its own
+	// (HTTPRoute timeouts.request, the kubelb.k8c.io/request-timeout annotation of an Ingress,
+	// HTTPRoute or GRPCRoute). 0s lets requests and streams take as long as they take; from
+	// 0s to 24h. Default 0s: Envoy's own 15 s default, which cuts long downloads and gRPC
+	// streams, never applies.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="must be a duration from 0s to 24h, e.g. 60s; 0s means none"
+	// +optional
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
+	// StreamIdleTimeout ends a request or stream on which no byte went either way for this
+	// long (1s to 24h); default 5m. It protects Envoy from clients and backends that hold
+	// streams open without traffic; the kubelb.k8c.io/stream-idle-timeout annotation of a
+	// route can only shorten it.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="must be a duration from 1s to 24h, e.g. 5m"
+	// +optional
+	StreamIdleTimeout *metav1.Duration `json:"streamIdleTimeout,omitempty"`
 }
 
 // UpstreamHealthCheck configures the active health check of a tenant's TCP clusters (a TCP

@@ -33,6 +33,10 @@ type ConfigSpec struct {
 	// check, UDP idle timeout, connection limit); a Tenant's own spec.upstream overrides it field by field.
 	// +optional
 	Upstream UpstreamSettings `json:"upstream,omitempty"`
+	// HTTP tunes the tenant's HTTP routes (request and stream idle timeouts); a Tenant's own
+	// spec.http overrides it field by field.
+	// +optional
+	HTTP HTTPSettings `json:"http,omitempty"`
 	// TotalHealthCheckProbesPerSecond bounds the active health-check probes per second of
 	// all tenants' proxies together: each tenant gets at most an equal share of it (and at
 	// most its spec.limits.healthCheckProbesPerSecond). Default 20000.

@@ -32,6 +32,10 @@ type TenantSpec struct {
 	// check, UDP idle timeout, connection limit): each field set overrides the Config's.
 	// +optional
 	Upstream UpstreamSettings `json:"upstream,omitempty"`
+	// HTTP tunes the tenant's HTTP routes (request and stream idle timeouts): each field set
+	// overrides the Config's.
+	// +optional
+	HTTP HTTPSettings `json:"http,omitempty"`
 }
 
 // TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.

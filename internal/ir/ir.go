@@ -92,6 +92,9 @@ type Listener struct {
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
+	// StreamIdleTimeout (HTTP, HTTPS) ends requests and streams with no traffic either way
+	// for this long, unless their route sets its own; 0 keeps Envoy's default (5 min).
+	StreamIdleTimeout Duration `json:"streamIdleTimeout,omitempty"`
 	// AccessLog (TCP, HTTP, HTTPS; never set on UDP) writes one JSON line per connection (TCP, TLS
 	// passthrough) or request (HTTP) to Envoy's stdout.
 	AccessLog bool `json:"accessLog,omitempty"`
@@ -161,10 +164,13 @@ type Route struct {
 	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
 	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
 	Rewrite         *URLRewrite     `json:"rewrite,omitempty"`
-	// Timeout bounds the whole request; 0 keeps Envoy's default (15s), unless NoTimeout.
+	// Timeout (with Backends) bounds the whole request, for gRPC the whole stream; 0 lets
+	// requests and streams take as long as they take (Envoy's own 15 s default never
+	// applies).
 	Timeout Duration `json:"timeout,omitempty"`
-	// NoTimeout (with Timeout 0) lets requests take as long as they take.
-	NoTimeout bool `json:"noTimeout,omitempty"`
+	// IdleTimeout (with Backends) ends a request or stream with no traffic either way for
+	// this long; 0 keeps the listener's StreamIdleTimeout.
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
 	BackendTimeout Duration `json:"backendTimeout,omitempty"`
 }

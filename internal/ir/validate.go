@@ -106,6 +106,9 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if l.StatPrefix == "" {
 		return errors.New("stat prefix empty")
 	}
+	if l.StreamIdleTimeout < 0 || (l.StreamIdleTimeout != 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS) {
+		return errors.New("a stream idle timeout is for HTTP and HTTPS listeners, and not negative")
+	}
 	switch l.Protocol {
 	case ProtocolTCP:
 		if err := validateStream(l.Cluster, l.Backends, l.FailedWeight, clusters); err != nil {
@@ -246,8 +249,11 @@ func (r *Route) validate(clusters map[string]bool) error {
 		}
 		total += uint64(b.Weight)
 	}
-	if r.NoTimeout && r.Timeout != 0 {
-		return errors.New("both a timeout and no timeout")
+	if r.Timeout < 0 || r.IdleTimeout < 0 || r.BackendTimeout < 0 {
+		return errors.New("a negative timeout")
+	}
+	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0) {
+		return errors.New("timeouts without backends")
 	}
 	if r.FailedWeight > 0 && len(r.Backends) == 0 {
 		return errors.New("failed weight without backends")

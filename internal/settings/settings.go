@@ -112,8 +112,9 @@ type Tenant struct {
 	// Limits bound what the tenant may hold: each field of the Tenant's spec.limits overrides
 	// the Config's, and unset ones take the Default* constants.
 	Limits Limits
-	// Upstream holds the tenant's upstream options (Config and Tenant spec.upstream, each
-	// field of the Tenant's overriding the Config's); zero fields keep translate's defaults.
+	// Upstream holds the tenant's upstream options (Config and Tenant spec.upstream and
+	// spec.http, each field of the Tenant's overriding the Config's); zero fields keep
+	// translate's defaults (for RequestTimeout, none).
 	// The envoycp controller overlays them onto its own options (Options.WithUpstream).
 	Upstream translate.Options
 	// IPMode is spec.loadBalancer.ipMode of the Tenant, else of the Config; nil when
@@ -310,7 +311,8 @@ func resolveLimits(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 	return out
 }
 
-// resolveUpstream takes each upstream option from the Tenant, else the Config; unset ones
+// resolveUpstream takes each upstream option (spec.upstream, and spec.http's timeouts) from
+// the Tenant, else the Config; unset ones
 // (and values outside translate's bounds, which the CRDs refuse) stay zero: the defaults.
 func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) translate.Options {
 	specs := layers(config, tenant,
@@ -340,6 +342,13 @@ func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenan
 		count(&hc.UnhealthyThreshold, h.UnhealthyThreshold, translate.MaxHealthCheckThreshold)
 		count(&hc.HealthyThreshold, h.HealthyThreshold, translate.MaxHealthCheckThreshold)
 		dur(&hc.NoTrafficInterval, h.NoTrafficInterval, translate.MinNoTrafficInterval, translate.MaxNoTrafficInterval)
+	}
+	for _, h := range layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.HTTPSettings { return &s.HTTP },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.HTTPSettings { return &s.HTTP }) {
+		// 0s is a request timeout of its own (none): a Tenant's 0s overrides a Config's 30s.
+		dur(&out.RequestTimeout, h.RequestTimeout, 0, translate.MaxRequestTimeout)
+		dur(&out.StreamIdleTimeout, h.StreamIdleTimeout, translate.MinStreamIdleTimeout, translate.MaxStreamIdleTimeout)
 	}
 	return out
 }

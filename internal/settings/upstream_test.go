@@ -49,6 +49,32 @@ func TestResolveUpstream(t *testing.T) {
 	}
 }
 
+// TestResolveHTTPTimeouts: spec.http of the Tenant over the Config's, field by field; a
+// Tenant's request timeout of 0s (none) overrides a Config's 30s; overlaid on the manager's
+// options, the tenant's request timeout is final, even 0.
+func TestResolveHTTPTimeouts(t *testing.T) {
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{HTTP: kubelbv1alpha1.HTTPSettings{
+		RequestTimeout: d(30 * time.Second), StreamIdleTimeout: d(10 * time.Minute)}}}
+	if got := Resolve(config, nil).Upstream; got.RequestTimeout != 30*time.Second || got.StreamIdleTimeout != 10*time.Minute {
+		t.Errorf("Config only: request %s, idle %s; want 30s, 10m", got.RequestTimeout, got.StreamIdleTimeout)
+	}
+	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{HTTP: kubelbv1alpha1.HTTPSettings{RequestTimeout: d(0)}}}
+	got := Resolve(config, tenant).Upstream
+	if got.RequestTimeout != 0 || got.StreamIdleTimeout != 10*time.Minute {
+		t.Errorf("Tenant 0s over Config 30s: request %s, idle %s; want 0s, 10m", got.RequestTimeout, got.StreamIdleTimeout)
+	}
+	tenant.Spec.HTTP = kubelbv1alpha1.HTTPSettings{RequestTimeout: d(25 * time.Hour), StreamIdleTimeout: d(0)} // out of range: ignored
+	if got := Resolve(config, tenant).Upstream; got.RequestTimeout != 30*time.Second || got.StreamIdleTimeout != 10*time.Minute {
+		t.Errorf("out of range values: request %s, idle %s; want the Config's", got.RequestTimeout, got.StreamIdleTimeout)
+	}
+	base := translate.Options{RequestTimeout: time.Minute, StreamIdleTimeout: time.Minute}
+	over := base.WithUpstream(Resolve(nil, &kubelbv1alpha1.Tenant{}).Upstream)
+	if over.RequestTimeout != 0 || over.StreamIdleTimeout != time.Minute {
+		t.Errorf("overlaid: request %s, idle %s; want 0s (none) and the manager's 1m", over.RequestTimeout, over.StreamIdleTimeout)
+	}
+}
+
 // TestResolveIPMode: the Tenant's spec.loadBalancer.ipMode over the Config's; and
 // translate.IPMode: the Service's annotation over both, else Proxy exactly when PROXY
 // protocol is on for a TCP port.

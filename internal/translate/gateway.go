@@ -547,14 +547,14 @@ func (t *l7) emitGateway(g *gateway) {
 		switch first.family {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
-			il.HeaderLimits = t.in.HeaderLimits
+			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig = rc.Name
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
-			il.HeaderLimits = t.in.HeaderLimits
+			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
 			used := map[string]bool{}
 			fallback := false
 			type chain struct {

@@ -43,6 +43,8 @@ type routeObj struct {
 	meta      metav1.ObjectMeta // of the tenant object
 	parents   []gwv1.ParentReference
 	hostnames []string // valid, lower case; nil for TCPRoute and UDPRoute
+	// timeouts (HTTPRoute, GRPCRoute) of its routes to backends where a rule sets none.
+	timeouts routeTimeouts
 }
 
 // parentResult is one parentRef that names a Gateway of the tenant.

@@ -50,7 +50,7 @@ func httpFilter(fl *gwv1.HTTPRouteFilter) ruleFilter {
 // ruleTimeouts is what an HTTPRoute rule's timeouts ask of its routes to backends.
 type ruleTimeouts struct {
 	request, backend time.Duration
-	none             bool // timeouts.request "0s": no timeout at all
+	requestSet       bool // timeouts.request is set ("0s": no timeout at all)
 }
 
 // httpTimeouts reads an HTTPRoute rule's timeouts (nil: none), or says why the rule cannot be
@@ -64,7 +64,7 @@ func httpTimeouts(to *gwv1.HTTPRouteTimeouts) (ruleTimeouts, string) {
 	if out.request, err = gatewayDuration(to.Request); err != "" {
 		return out, "timeouts.request: " + err
 	}
-	out.none = to.Request != nil && out.request == 0
+	out.requestSet = to.Request != nil
 	if out.backend, err = gatewayDuration(to.BackendRequest); err != "" {
 		return out, "timeouts.backendRequest: " + err
 	}

@@ -39,12 +39,16 @@ func (a *attacher) rulesRoute(r *v1alpha1.Route, kind string) {
 	case KindHTTPRoute:
 		var o gwv1.HTTPRoute
 		if a.t.decode(r, &o) {
-			serveRules(a, a.newRouteObj(r, kind, o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames), o.Spec.Rules, httpRule)
+			ro := a.newRouteObj(r, kind, o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames)
+			ro.timeouts = a.t.routeTimeouts(r, o.Annotations)
+			serveRules(a, ro, o.Spec.Rules, httpRule)
 		}
 	case KindGRPCRoute:
 		var o gwv1.GRPCRoute
 		if a.t.decode(r, &o) {
-			serveRules(a, a.newRouteObj(r, kind, o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames), o.Spec.Rules, grpcRule)
+			ro := a.newRouteObj(r, kind, o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames)
+			ro.timeouts = a.t.routeTimeouts(r, o.Annotations)
+			serveRules(a, ro, o.Spec.Rules, grpcRule)
 		}
 	}
 }
@@ -244,7 +248,12 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		default:
 			route.Backends, route.FailedWeight = backends, failed
-			route.Timeout, route.NoTimeout, route.BackendTimeout = ir.Duration(timeouts.request), timeouts.none, ir.Duration(timeouts.backend)
+			rt := ro.timeouts
+			if timeouts.requestSet {
+				rt.request = timeouts.request
+			}
+			rt.set(route)
+			route.BackendTimeout = ir.Duration(timeouts.backend)
 			if f.rewrite != nil {
 				rw, err := rewrite(f.rewrite, m)
 				if err != "" {

@@ -308,6 +308,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 				Owners:   []ir.ObjectRef{ref},
 				Match:    ir.RouteMatch{PathPrefix: "/"},
 				Backends: []ir.WeightedCluster{{Cluster: name, Weight: 1}},
+				Timeout:  ir.Duration(t.opts.RequestTimeout),
 			}},
 		}}
 		st.httpsOwners = append(st.httpsOwners, ref)

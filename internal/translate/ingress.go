@@ -169,6 +169,7 @@ func ingressStatus(svc *corev1.Service) networkingv1.IngressStatus {
 func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingress, httpsPort uint32) {
 	ns := r.Spec.Source.Kubernetes.Route.GetNamespace()
 	served := false
+	timeouts := t.routeTimeouts(r, ing.Annotations)
 
 	var ruleHosts []string
 	for i, rule := range ing.Spec.Rules {
@@ -211,12 +212,14 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			if exact {
 				m = ir.RouteMatch{PathExact: path}
 			}
-			vh.paths = append(vh.paths, &ingressRoute{exact: exact, path: path, route: &ir.Route{
+			route := &ir.Route{
 				Name:     fmt.Sprintf("%s/rule-%d/path-%d", r.Name, i, j),
 				Owners:   []ir.ObjectRef{owner},
 				Match:    m,
 				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
-			}})
+			}
+			timeouts.set(route)
+			vh.paths = append(vh.paths, &ingressRoute{exact: exact, path: path, route: route})
 			served = true
 		}
 	}
@@ -224,6 +227,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	// comes before it, as in Kubernetes.
 	if db := ing.Spec.DefaultBackend; db != nil {
 		if fallback := t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0); fallback != nil {
+			timeouts.set(fallback)
 			for _, h := range ruleHosts {
 				if vh := st.vhosts[h]; vh.fallback == nil {
 					vh.fallback = fallback
@@ -570,15 +574,16 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 			bound[httpPort] = IngressHTTPListener
 			t.cfg.Listeners = append(t.cfg.Listeners, &ir.Listener{
-				Name:         IngressHTTPListener,
-				Address:      t.opts.ListenerAddress,
-				Port:         httpPort,
-				Protocol:     ir.ProtocolHTTP,
-				StatPrefix:   IngressHTTPListener,
-				Owners:       slices.Clone(st.httpOwners),
-				RouteConfig:  IngressHTTPListener,
-				HeaderLimits: limits,
-				AccessLog:    t.opts.AccessLog,
+				Name:              IngressHTTPListener,
+				Address:           t.opts.ListenerAddress,
+				Port:              httpPort,
+				Protocol:          ir.ProtocolHTTP,
+				StatPrefix:        IngressHTTPListener,
+				Owners:            slices.Clone(st.httpOwners),
+				RouteConfig:       IngressHTTPListener,
+				HeaderLimits:      limits,
+				StreamIdleTimeout: ir.Duration(t.opts.StreamIdleTimeout),
+				AccessLog:         t.opts.AccessLog,
 			})
 		}
 	}
@@ -598,14 +603,15 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 	}
 	slices.Sort(secrets)
 	l := &ir.Listener{
-		Name:         IngressHTTPSListener,
-		Address:      t.opts.ListenerAddress,
-		Port:         httpsPort,
-		Protocol:     ir.ProtocolHTTPS,
-		StatPrefix:   IngressHTTPSListener,
-		Owners:       slices.Clone(st.httpsOwners),
-		HeaderLimits: limits,
-		AccessLog:    t.opts.AccessLog,
+		Name:              IngressHTTPSListener,
+		Address:           t.opts.ListenerAddress,
+		Port:              httpsPort,
+		Protocol:          ir.ProtocolHTTPS,
+		StatPrefix:        IngressHTTPSListener,
+		Owners:            slices.Clone(st.httpsOwners),
+		HeaderLimits:      limits,
+		StreamIdleTimeout: ir.Duration(t.opts.StreamIdleTimeout),
+		AccessLog:         t.opts.AccessLog,
 	}
 	for _, s := range secrets {
 		c := st.chains[s]

@@ -35,6 +35,9 @@ const (
 	DefaultHealthCheckHealthy       = 1
 	DefaultMaxConnectionsPerCluster = 1 << 20
 	DefaultUDPSessionIdleTimeout    = 60 * time.Second
+	// DefaultStreamIdleTimeout is Envoy's own default, stated so that it shows in the
+	// configuration and bounds the per-route annotation.
+	DefaultStreamIdleTimeout = 5 * time.Minute
 )
 
 // Bounds of the upstream options that Config and Tenant spec.upstream and the annotations of
@@ -52,6 +55,12 @@ const (
 	MaxNoTrafficInterval        = time.Hour
 	MaxHealthCheckThreshold     = 100
 	MaxMaxConnectionsPerCluster = 1<<31 - 1
+	// MaxRequestTimeout bounds spec.http.requestTimeout and the request-timeout annotation
+	// (0s, no timeout, is allowed); the stream idle timeout goes from MinStreamIdleTimeout
+	// to MaxStreamIdleTimeout, and the annotation up to the tenant's.
+	MaxRequestTimeout    = 24 * time.Hour
+	MinStreamIdleTimeout = time.Second
+	MaxStreamIdleTimeout = 24 * time.Hour
 )
 
 // Input is everything Translate reads: one tenant's state on the hub.
@@ -144,6 +153,13 @@ type Options struct {
 	// AccessLog writes an access log of every TCP and HTTP listener to Envoy's stdout
 	// (Config/Tenant envoyProxy.accessLog).
 	AccessLog bool
+	// RequestTimeout bounds each request (for gRPC each stream) of the routes that set no
+	// timeout of their own (Config/Tenant spec.http.requestTimeout); 0: none, requests take
+	// as long as they take (Envoy's 15 s default never applies).
+	RequestTimeout time.Duration
+	// StreamIdleTimeout ends requests and streams with no traffic either way for this long
+	// (spec.http.streamIdleTimeout); default DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each
@@ -168,13 +184,16 @@ type HealthCheck struct {
 }
 
 // WithUpstream returns o with the upstream options set in u (ConnectTimeout,
-// MaxConnectionsPerCluster, UDPSessionIdleTimeout, HealthCheck: each non-zero field, and
-// HealthCheck.Disabled when true) in place of o's. The manager overlays a tenant's
+// MaxConnectionsPerCluster, UDPSessionIdleTimeout, StreamIdleTimeout, HealthCheck: each
+// non-zero field, and HealthCheck.Disabled when true; RequestTimeout always) in place of o's. The manager overlays a tenant's
 // resolved spec.upstream onto its own options with it.
 func (o Options) WithUpstream(u Options) Options {
 	o.ConnectTimeout = setOr(u.ConnectTimeout, o.ConnectTimeout)
 	o.MaxConnectionsPerCluster = setOr(u.MaxConnectionsPerCluster, o.MaxConnectionsPerCluster)
 	o.UDPSessionIdleTimeout = setOr(u.UDPSessionIdleTimeout, o.UDPSessionIdleTimeout)
+	// The tenant's resolved request timeout is final: 0 is a value (none), not "unset".
+	o.RequestTimeout = u.RequestTimeout
+	o.StreamIdleTimeout = setOr(u.StreamIdleTimeout, o.StreamIdleTimeout)
 	hc, uh := &o.HealthCheck, u.HealthCheck
 	hc.Disabled = hc.Disabled || uh.Disabled
 	hc.Interval = setOr(uh.Interval, hc.Interval)
@@ -205,6 +224,7 @@ func (o Options) withDefaults() Options {
 	o.ConnectTimeout = setOr(o.ConnectTimeout, DefaultConnectTimeout)
 	o.MaxConnectionsPerCluster = setOr(o.MaxConnectionsPerCluster, DefaultMaxConnectionsPerCluster)
 	o.UDPSessionIdleTimeout = setOr(o.UDPSessionIdleTimeout, DefaultUDPSessionIdleTimeout)
+	o.StreamIdleTimeout = setOr(o.StreamIdleTimeout, DefaultStreamIdleTimeout)
 	hc := &o.HealthCheck
 	hc.Interval = setOr(hc.Interval, DefaultHealthCheckInterval)
 	hc.Timeout = setOr(hc.Timeout, DefaultHealthCheckTimeout)

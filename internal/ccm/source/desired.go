@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,7 +175,8 @@ func DesiredContext(fromKind, fromNS string, nsLabels map[string]string, refs []
 }
 
 // TrimResource is the tenant object as a Route embeds it: apiVersion, kind,
-// metadata.{name,namespace,uid,generation} and spec.
+// metadata.{name,namespace,uid,generation}, its kubelb.k8c.io/ annotations (KeptAnnotations)
+// and spec.
 func TrimResource(k Kind, u map[string]any) unstructured.Unstructured {
 	out := unstructured.Unstructured{Object: map[string]any{}}
 	out.SetAPIVersion(k.GroupVersionKind().GroupVersion().String())
@@ -185,9 +187,45 @@ func TrimResource(k Kind, u map[string]any) unstructured.Unstructured {
 			meta[f] = v
 		}
 	}
+	if a, ok, _ := unstructured.NestedStringMap(u, "metadata", "annotations"); ok {
+		if kept := KeptAnnotations(a); len(kept) > 0 {
+			m := make(map[string]any, len(kept))
+			for k, v := range kept {
+				m[k] = v
+			}
+			meta["annotations"] = m
+		}
+	}
 	out.Object["metadata"] = meta
 	if spec, ok, _ := unstructured.NestedFieldCopy(u, "spec"); ok {
 		out.Object["spec"] = spec
+	}
+	return out
+}
+
+// Bounds of the annotations a Route embeds: the hub reads only kubelb.k8c.io/ ones (e.g.
+// kubelb.k8c.io/request-timeout), and checks every value it reads again.
+const (
+	maxKeptAnnotations     = 16
+	maxKeptAnnotationValue = 256
+)
+
+// KeptAnnotations are the annotations of a tenant Ingress or Gateway API object that its
+// Route carries to the hub: those of prefix kubelb.k8c.io/ with a value of at most 256 bytes,
+// at most 16 of them (by key); nil when none.
+func KeptAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if !strings.HasPrefix(k, v1alpha1.AnnotationPrefix) || len(a[k]) > maxKeptAnnotationValue {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = a[k]
+		if len(out) == maxKeptAnnotations {
+			break
+		}
 	}
 	return out
 }

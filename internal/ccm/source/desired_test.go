@@ -2,6 +2,8 @@ package source
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -173,5 +175,35 @@ func TestDesiredTwin(t *testing.T) {
 	}
 	if _, ok := TwinName("a-name-that-is-fifty-six-characters-long-xxxxxxxxxxxxxx"); ok {
 		t.Error("a twin name over 63 characters is accepted")
+	}
+}
+
+// TestTrimResourceKeepsKubeLBAnnotations: a Route embeds the tenant object's kubelb.k8c.io/
+// annotations (the hub reads e.g. kubelb.k8c.io/request-timeout from them), not the others,
+// none with a value above 256 bytes, and at most 16 (the first by key).
+func TestTrimResourceKeepsKubeLBAnnotations(t *testing.T) {
+	annotations := map[string]any{
+		v1alpha1.AnnotationRequestTimeout:                  "0s",
+		"kubectl.kubernetes.io/last-applied-configuration": "{}",
+		"nginx.ingress.kubernetes.io/rewrite-target":       "/",
+		"kubelb.k8c.io/huge":                               strings.Repeat("x", 257),
+	}
+	u := map[string]any{"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": annotations}, "spec": map[string]any{}}
+	trimmed := TrimResource(Ingress, u)
+	got := trimmed.GetAnnotations()
+	if want := map[string]string{v1alpha1.AnnotationRequestTimeout: "0s"}; !maps.Equal(got, want) {
+		t.Errorf("embedded annotations %v, want %v", got, want)
+	}
+	bare := TrimResource(Ingress, map[string]any{"metadata": map[string]any{"name": "web"}})
+	if got := bare.GetAnnotations(); got != nil {
+		t.Errorf("an object without annotations embeds %v", got)
+	}
+	many := map[string]string{}
+	for i := range 20 {
+		many[fmt.Sprintf("kubelb.k8c.io/a%02d", i)] = "v"
+	}
+	kept := KeptAnnotations(many)
+	if len(kept) != 16 || kept["kubelb.k8c.io/a00"] == "" || kept["kubelb.k8c.io/a15"] == "" || kept["kubelb.k8c.io/a16"] != "" {
+		t.Errorf("of 20 annotations kept %d: %v; want the first 16 by key", len(kept), kept)
 	}
 }

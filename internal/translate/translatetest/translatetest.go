@@ -96,6 +96,9 @@ type goldenOptions struct {
 	HealthCheckProxies         int `json:"healthCheckProxies,omitempty"`
 	// AccessLog: the tenant's envoyProxy.accessLog.enabled.
 	AccessLog bool `json:"accessLog,omitempty"`
+	// The tenant's spec.http timeouts.
+	RequestTimeout    metav1.Duration `json:"requestTimeout,omitempty"`
+	StreamIdleTimeout metav1.Duration `json:"streamIdleTimeout,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -126,6 +129,8 @@ func (g goldenInput) input() (translate.Input, error) {
 			ConnectTimeout:           g.Options.ConnectTimeout.Duration,
 			MaxConnectionsPerCluster: g.Options.MaxConnectionsPerCluster,
 			UDPSessionIdleTimeout:    g.Options.UDPSessionIdleTimeout.Duration,
+			RequestTimeout:           g.Options.RequestTimeout.Duration,
+			StreamIdleTimeout:        g.Options.StreamIdleTimeout.Duration,
 			HealthCheck: translate.HealthCheck{
 				Disabled:           g.Options.HealthCheck.Disabled,
 				Interval:           g.Options.HealthCheck.Interval.Duration,

@@ -164,6 +164,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
+	if l.StreamIdleTimeout > 0 {
+		hcm.StreamIdleTimeout = durationpb.New(l.StreamIdleTimeout.D())
+	}
 	if hl := l.HeaderLimits; hl != nil {
 		if hl.MaxRequestHeadersKB > 0 {
 			hcm.MaxRequestHeadersKb = wrapperspb.UInt32(hl.MaxRequestHeadersKB)

@@ -114,8 +114,11 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	if r.Timeout > 0 || r.NoTimeout {
-		a.Timeout = durationpb.New(r.Timeout.D()) // 0s disables Envoy's route timeout
+	// Always set: 0s disables the route timeout, whose default (15 s) would cut long
+	// responses and gRPC streams.
+	a.Timeout = durationpb.New(r.Timeout.D())
+	if r.IdleTimeout > 0 {
+		a.IdleTimeout = durationpb.New(r.IdleTimeout.D())
 	}
 	if r.BackendTimeout > 0 {
 		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
