@@ -529,6 +529,65 @@ func TestL7EndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("a 60-second response and a 60-second gRPC stream are not cut; a request timeout the user sets is", func(t *testing.T) {
+		// Envoy's own route timeout (15 s) would cut both; kubelb sets none unless asked.
+		backend := func(name string) networkingv1.IngressBackend {
+			return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Number: 80}}}
+		}
+		ingress := func(name, host string, annotations map[string]string) *networkingv1.Ingress {
+			return &networkingv1.Ingress{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+				Spec: networkingv1.IngressSpec{IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+					Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+						Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: backend("web")}},
+					}}}}},
+			}
+		}
+		watch := &gwv1.GRPCRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "watch", Namespace: ns},
+			Spec: gwv1.GRPCRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", SectionName: ptr.To(gwv1.SectionName("http"))}}},
+				Rules: []gwv1.GRPCRouteRule{{
+					Matches:     []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr.To("grpc.health.v1.Health"), Method: ptr.To("Watch")}}},
+					BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "grpc", Port: ptr.To(gwv1.PortNumber(9000))}}}},
+				}},
+			},
+		}
+		create(t, tc, ingress("slow", "slow.example.com", nil),
+			ingress("hurry", "hurry.example.com", map[string]string{kubelbv1alpha1.AnnotationRequestTimeout: "2s"}), watch)
+		httpPort, _ := a.IngressPorts()
+		ingressAddr, gwAddr := testsupport.Loopback(int(httpPort)), testsupport.Loopback(int(gwPorts[80]))
+		// The annotation reached Envoy: a 5-second response is cut at 2 s (504).
+		waitHTTP(t, ingressAddr, "hurry.example.com", testsupport.DelayPath+"5s", nil, nil, http.StatusGatewayTimeout, "")
+		waitHTTP(t, ingressAddr, "slow.example.com", "/", nil, nil, http.StatusOK, "web-")
+		testsupport.Eventually(t, time.Minute, "a Watch stream through the GRPCRoute", func() error {
+			return testsupport.GRPCWatchHolds(gwAddr, time.Second)
+		})
+
+		const long = 60 * time.Second
+		slow, stream := make(chan error, 1), make(chan error, 1)
+		start := time.Now()
+		go func() {
+			r, err := framework.HTTPRequestWithin(ingressAddr, "slow.example.com", testsupport.DelayPath+long.String(), nil, nil, long+30*time.Second)
+			switch {
+			case err != nil:
+				slow <- err
+			case r.Status != http.StatusOK || !strings.HasPrefix(r.Pod, "web-"):
+				slow <- fmt.Errorf("status %d from %q after %s (%s)", r.Status, r.Pod, time.Since(start).Round(time.Second), r.Body)
+			default:
+				slow <- nil
+			}
+		}()
+		go func() { stream <- testsupport.GRPCWatchHolds(gwAddr, long) }()
+		if err := <-slow; err != nil {
+			t.Errorf("a %s response through the Ingress: %v", long, err)
+		}
+		if err := <-stream; err != nil {
+			t.Errorf("a %s gRPC stream through the GRPCRoute: %v", long, err)
+		}
+		t.Logf("a %s response and a %s gRPC stream through Envoy took %s", long, long, time.Since(start).Round(time.Second))
+	})
+
 	t.Run("TLSRoute passes TLS through by SNI and TCPRoute carries TCP", func(t *testing.T) {
 		tlsRoute := &gwv1.TLSRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: ns},

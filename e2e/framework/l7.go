@@ -139,6 +139,12 @@ type HTTPResult struct {
 // host; with ca set it speaks TLS with SNI host and verifies the chain against ca. It never
 // follows redirects. Extra headers are added as given.
 func HTTPRequest(addr, host, path string, ca *x509.CertPool, header http.Header) (HTTPResult, error) {
+	return HTTPRequestWithin(addr, host, path, ca, header, testsupport.RoundTripTimeout)
+}
+
+// HTTPRequestWithin is HTTPRequest with the client giving up after timeout (for slow
+// responses; HTTPRequest's is testsupport.RoundTripTimeout).
+func HTTPRequestWithin(addr, host, path string, ca *x509.CertPool, header http.Header, timeout time.Duration) (HTTPResult, error) {
 	scheme := "http"
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -162,7 +168,7 @@ func HTTPRequest(addr, host, path string, ca *x509.CertPool, header http.Header)
 			req.Header.Add(k, v)
 		}
 	}
-	c := &http.Client{Transport: tr, Timeout: testsupport.RoundTripTimeout,
+	c := &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
 	if err != nil {

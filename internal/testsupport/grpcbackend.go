@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -74,4 +75,56 @@ func GRPCRoundTrip(addr string) (Reply, error) {
 		return Reply{}, fmt.Errorf("no backend names in the header metadata %v", md)
 	}
 	return Reply{Identity: id, Proto: "HTTP/2.0"}, nil
+}
+
+// GRPCWatchHolds opens a grpc.health.v1.Health/Watch stream for the server as a whole on addr
+// without TLS, waits for its first answer (SERVING), and then keeps the stream open for hold:
+// an error when the stream ends or fails before that (a proxy cut it). The stream is closed
+// on return.
+func GRPCWatchHolds(addr string, hold time.Duration) error {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, firstCancel := context.WithTimeout(ctx, RoundTripTimeout)
+	defer firstCancel()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	got := make(chan error, 1)
+	go func() {
+		resp, err := stream.Recv()
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			err = fmt.Errorf("health of %s: %s", addr, resp.GetStatus())
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			return err
+		}
+	case <-first.Done():
+		return fmt.Errorf("no first answer on the Watch stream through %s within %s", addr, RoundTripTimeout)
+	}
+	start := time.Now()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		return fmt.Errorf("the Watch stream through %s ended after %s: %v", addr, time.Since(start).Round(time.Second), err)
+	case <-time.After(hold):
+		return nil
+	}
 }

@@ -53,11 +53,27 @@ func listen(t TB, kind, addr string, id Identity) (*Backend, net.Listener) {
 // Host and X- headers.
 const HeaderSeenPrefix = "X-Seen-"
 
+// DelayPath prefixes the path of a request an HTTP backend answers only after the duration
+// that follows it (e.g. /delay/60s; at most MaxDelay), or when the client goes away.
+const DelayPath = "/delay/"
+
+// MaxDelay bounds the wait a request under DelayPath asks for.
+const MaxDelay = 2 * time.Minute
+
 // handler answers every request with the backend's names in headers and
-// "<node> <pod> <path>" in the body.
+// "<node> <pod> <path>" in the body; a request under DelayPath after its delay.
 func (b *Backend) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
+		if v, ok := strings.CutPrefix(r.URL.Path, DelayPath); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				select {
+				case <-time.After(min(d, MaxDelay)):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
 		w.Header().Set(HeaderNode, b.Node)
 		w.Header().Set(HeaderPod, b.Pod)
 		// What a proxy changed on the way is visible to the client: the Host it forwarded
