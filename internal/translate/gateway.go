@@ -72,6 +72,7 @@ type gateway struct {
 	namespace string // of the tenant object
 	svc       *corev1.Service
 	listeners []*gwListener
+	addresses gatewayAddresses // what spec.addresses asks (gateway_addresses.go)
 }
 
 // listener families: listeners of one family may share a port.
@@ -181,6 +182,7 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	}
 	g.namespace = g.obj.Namespace
 	g.svc = t.routeService(r.Name)
+	g.addresses = readGatewayAddresses(g.obj.Spec.Addresses)
 	specs := g.obj.Spec.Listeners
 	if len(specs) > routekind.MaxListeners {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), routekind.MaxListeners)
@@ -207,6 +209,9 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	t.conflicts(g)
 	for _, l := range g.listeners {
 		t.finishListener(l)
+	}
+	if g.addresses.unsupported != "" {
+		t.refuseListeners(g)
 	}
 	return g
 }
@@ -489,6 +494,7 @@ func (t *l7) gatewayStatus(g *gateway) {
 	} else {
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway is served"))
 	}
+	t.addressConditions(g, &st)
 	for _, l := range g.listeners {
 		ls := gwv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
 		if ls.SupportedKinds == nil {

@@ -19,7 +19,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGRPCRoute, features.SupportTLSRoute, features.SupportTCPRoute,
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
-	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty,
 	// HTTPRoute extended
 	features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRouteMethodMatching,
 	features.SupportHTTPRouteResponseHeaderModification, features.SupportHTTPRoutePortRedirect,
