@@ -55,15 +55,18 @@ type Kubelet struct {
 // playedPod is one running Pod: its IP, the stand-in processes and the forwarders from
 // PodIP:containerPort to them (the Pod's network namespace).
 type playedPod struct {
-	ip    string
-	procs []*testsupport.Process
-	fwd   forwarders
+	ip              string
+	namespace, name string
+	procs           []*testsupport.Process
+	logs            map[string]string // container → its process's output file
+	fwd             forwarders
 }
 
 // PlayKubelet binds every Pod of the cluster to a node, gives it an IP from PodCIDR, starts
 // the stand-in binary of each container with the container's environment (downward API
 // fields resolved, Secret volumes written to files and paths rewritten to them), forwards
 // PodIP:port to it and reports the Pod Running and Ready once its ports accept connections.
+// The containers' output is served to the API server as their logs (serveLogs).
 // A Pod being deleted is stopped and its deletion completed. Everything stops when the test
 // ends.
 func PlayKubelet(t testenv.TB, cfg *rest.Config, c client.Client, opts KubeletOptions) *Kubelet {
@@ -82,6 +85,7 @@ func PlayKubelet(t testenv.TB, cfg *rest.Config, c client.Client, opts KubeletOp
 			delete(k.pods, uid)
 		}
 	})
+	k.serveLogs()
 	Every(t, PlayInterval, func(ctx context.Context) bool { k.syncOnce(ctx); return false })
 	return k
 }
@@ -188,7 +192,7 @@ var echoPorts = []struct {
 
 func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 	ip := k.podIP(pod.UID)
-	p := &playedPod{ip: ip, fwd: forwarders{}}
+	p := &playedPod{ip: ip, namespace: pod.Namespace, name: pod.Name, logs: map[string]string{}, fwd: forwarders{}}
 	var listening []string
 	for _, ctr := range pod.Spec.Containers {
 		bin, ok := k.opts.Images[imageName(ctr.Image)]
@@ -224,7 +228,9 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 				listening = append(listening, testsupport.Loopback(local))
 			}
 		}
-		p.procs = append(p.procs, testsupport.StartProcessWithEnv(k.t, "pod-"+pod.Namespace+"-"+pod.Name+"-"+ctr.Name, bin, env))
+		proc := testsupport.StartProcessWithEnv(k.t, "pod-"+pod.Namespace+"-"+pod.Name+"-"+ctr.Name, bin, env)
+		p.procs = append(p.procs, proc)
+		p.logs[ctr.Name] = proc.Log
 	}
 	for _, addr := range listening {
 		waitListening(ctx, addr, 30*time.Second)

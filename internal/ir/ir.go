@@ -173,6 +173,15 @@ type Route struct {
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
 	BackendTimeout Duration `json:"backendTimeout,omitempty"`
+	// Mirrors (with Backends) get a copy of a share of the requests; their answers are
+	// dropped.
+	Mirrors []Mirror `json:"mirrors,omitempty"`
+}
+
+// Mirror is a cluster requests are copied to: PerMillion of them (1 to 1000000, all).
+type Mirror struct {
+	Cluster    string `json:"cluster"`
+	PerMillion uint32 `json:"perMillion"`
 }
 
 // RouteMatch is what a request must match. The zero value matches every request.

@@ -252,8 +252,16 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if r.Timeout < 0 || r.IdleTimeout < 0 || r.BackendTimeout < 0 {
 		return errors.New("a negative timeout")
 	}
-	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0) {
-		return errors.New("timeouts without backends")
+	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0 || len(r.Mirrors) > 0) {
+		return errors.New("timeouts or mirrors without backends")
+	}
+	for _, m := range r.Mirrors {
+		if !clusters[m.Cluster] {
+			return fmt.Errorf("mirror cluster %q does not exist", m.Cluster)
+		}
+		if m.PerMillion == 0 || m.PerMillion > 1000000 {
+			return fmt.Errorf("mirror share %d per million; want 1 to 1000000", m.PerMillion)
+		}
 	}
 	if r.FailedWeight > 0 && len(r.Backends) == 0 {
 		return errors.New("failed weight without backends")

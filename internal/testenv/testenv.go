@@ -113,6 +113,9 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		serviceRange = DualStackServiceRange
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceRange)
+	// The played kubelets (e2e/framework) serve Pod logs on their node's InternalIP; their
+	// Hostname addresses (the node names) resolve nowhere.
+	env.ControlPlane.GetAPIServer().Configure().Set("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname")
 	if opts.ServiceNodePortRange != "" {
 		env.ControlPlane.GetAPIServer().Configure().Set("service-node-port-range", opts.ServiceNodePortRange)
 	}

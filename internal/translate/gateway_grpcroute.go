@@ -19,7 +19,7 @@ var (
 var grpcFilterUse = map[gwv1.GRPCRouteFilterType]filterUse{
 	gwv1.GRPCRouteFilterRequestHeaderModifier:  filterServed,
 	gwv1.GRPCRouteFilterResponseHeaderModifier: filterServed,
-	gwv1.GRPCRouteFilterRequestMirror:          filterIgnored,
+	gwv1.GRPCRouteFilterRequestMirror:          filterServed,
 }
 
 // grpcRule is a GRPCRoute rule as ruleCandidates takes it: an HTTPRoute rule without
@@ -37,7 +37,7 @@ func grpcRule(rule *gwv1.GRPCRouteRule) ruleOf[gwv1.GRPCRouteFilter, gwv1.GRPCRo
 func grpcFilter(fl *gwv1.GRPCRouteFilter) ruleFilter {
 	return ruleFilter{
 		typ: gwv1.HTTPRouteFilterType(fl.Type), use: grpcFilterUse[fl.Type],
-		request: fl.RequestHeaderModifier, response: fl.ResponseHeaderModifier,
+		request: fl.RequestHeaderModifier, response: fl.ResponseHeaderModifier, mirror: fl.RequestMirror,
 	}
 }
 

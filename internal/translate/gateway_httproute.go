@@ -20,7 +20,7 @@ var httpFilterUse = map[gwv1.HTTPRouteFilterType]filterUse{
 	gwv1.HTTPRouteFilterResponseHeaderModifier: filterServed,
 	gwv1.HTTPRouteFilterRequestRedirect:        filterServed,
 	gwv1.HTTPRouteFilterURLRewrite:             filterServed,
-	gwv1.HTTPRouteFilterRequestMirror:          filterIgnored,
+	gwv1.HTTPRouteFilterRequestMirror:          filterServed,
 	gwv1.HTTPRouteFilterCORS:                   filterIgnored,
 }
 
@@ -43,7 +43,7 @@ func httpFilter(fl *gwv1.HTTPRouteFilter) ruleFilter {
 	return ruleFilter{
 		typ: fl.Type, use: httpFilterUse[fl.Type],
 		request: fl.RequestHeaderModifier, response: fl.ResponseHeaderModifier,
-		redirect: fl.RequestRedirect, rewrite: fl.URLRewrite,
+		redirect: fl.RequestRedirect, rewrite: fl.URLRewrite, mirror: fl.RequestMirror,
 	}
 }
 

@@ -136,6 +136,7 @@ type ruleFilter struct {
 	request, response *gwv1.HTTPHeaderFilter
 	redirect          *gwv1.HTTPRequestRedirectFilter
 	rewrite           *gwv1.HTTPURLRewriteFilter
+	mirror            *gwv1.HTTPRequestMirrorFilter
 }
 
 // ruleFilters is what a rule's filters ask for.
@@ -143,6 +144,7 @@ type ruleFilters struct {
 	request, response *ir.HeaderModifier
 	redirect          *gwv1.HTTPRequestRedirectFilter
 	rewrite           *gwv1.HTTPURLRewriteFilter
+	mirrors           []*gwv1.HTTPRequestMirrorFilter
 	fail              string // a filter that must not be skipped cannot be served: answer 500
 }
 
@@ -163,6 +165,11 @@ func (f *ruleFilters) add(fl *ruleFilter) (err string) {
 			err = "URLRewrite is missing its settings or repeated"
 		}
 		f.rewrite = fl.rewrite
+	case gwv1.HTTPRouteFilterRequestMirror:
+		if fl.mirror == nil {
+			err = "RequestMirror is missing its settings"
+		}
+		f.mirrors = append(f.mirrors, fl.mirror)
 	}
 	return err
 }
@@ -209,6 +216,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedFilter, "filters on a backendRef are not yet supported; ignored")
 	}
 	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, rule.http2, rs, dry, f.redirect != nil)
+	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, rs, dry || f.redirect != nil)
 	timeouts, err := httpTimeouts(rule.timeouts)
 	if err != "" {
 		return bad("%s", err)
@@ -254,6 +262,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			}
 			rt.set(route)
 			route.BackendTimeout = ir.Duration(timeouts.backend)
+			route.Mirrors = mirrors
 			if f.rewrite != nil {
 				rw, err := rewrite(f.rewrite, m)
 				if err != "" {
@@ -441,4 +450,68 @@ func stringMatch(name, value string, regex, header bool) (ir.StringMatch, string
 		}
 	}
 	return ir.StringMatch{Name: name, Value: value, Regex: regex}, ""
+}
+
+// mirrors resolves a rule's RequestMirror filters into the clusters requests are copied to,
+// with the share of the requests each gets (percent, or fraction; all when neither is set).
+// A mirror whose backend cannot be used is left out with a Warning and ResolvedRefs False:
+// the rule's requests are still served. dry (the rule is served nowhere, or redirects)
+// only checks the backends.
+func (a *attacher) mirrors(ro *routeObj, owner ir.ObjectRef, filters []*gwv1.HTTPRequestMirrorFilter, http2 bool, rs *refs, dry bool) []ir.Mirror {
+	t := a.t
+	var out []ir.Mirror
+	for i, m := range filters {
+		b := a.checkBackendRef(ro, gwv1.BackendRef{BackendObjectReference: m.BackendRef})
+		if b.reason == "" && dry {
+			a.dryResolve(ro, &b)
+		}
+		var cluster string
+		if b.reason == "" && !dry {
+			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
+			if reason != "" {
+				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
+			}
+			cluster = be.cluster
+		}
+		if b.reason != "" {
+			rs.add(b.reason, b.message)
+			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "RequestMirror %d: %s; requests are not mirrored there", i, b.message)
+			continue
+		}
+		share, msg := mirrorShare(m)
+		if msg != "" {
+			t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidRule, "RequestMirror %d: %s; requests are not mirrored there", i, msg)
+			continue
+		}
+		if dry || share == 0 || cluster == "" || slices.ContainsFunc(out, func(o ir.Mirror) bool { return o.Cluster == cluster }) {
+			continue
+		}
+		out = append(out, ir.Mirror{Cluster: cluster, PerMillion: share})
+	}
+	return out
+}
+
+// mirrorShare is the share of requests, per million, a RequestMirror filter copies: its
+// percent (0 to 100), or its fraction (numerator over denominator, default 100), or all.
+func mirrorShare(m *gwv1.HTTPRequestMirrorFilter) (uint32, string) {
+	switch {
+	case m.Percent != nil && m.Fraction != nil:
+		return 0, "both percent and fraction are set"
+	case m.Percent != nil:
+		if *m.Percent < 0 || *m.Percent > 100 {
+			return 0, fmt.Sprintf("percent %d is not from 0 to 100", *m.Percent)
+		}
+		return uint32(*m.Percent) * 10000, ""
+	case m.Fraction != nil:
+		den := int64(100)
+		if m.Fraction.Denominator != nil {
+			den = int64(*m.Fraction.Denominator)
+		}
+		num := int64(m.Fraction.Numerator)
+		if den <= 0 || num < 0 || num > den {
+			return 0, fmt.Sprintf("fraction %d/%d is not from 0 to 1", num, den)
+		}
+		return uint32(num * 1000000 / den), ""
+	}
+	return 1000000, ""
 }

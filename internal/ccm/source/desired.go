@@ -50,8 +50,8 @@ func group(u map[string]any, def string, path ...string) string {
 
 // ObjectRefs lists the references of a tenant object of kind k (its unstructured content) in
 // namespace ns, without duplicates: an Ingress's backend Services (same
-// namespace), a Gateway's listeners' certificateRefs, a route's backendRefs (any kind; only
-// Services become backends).
+// namespace), a Gateway's listeners' certificateRefs, a route's backendRefs and the backends
+// of its RequestMirror filters (any kind; only Services become backends).
 func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 	var out []Ref
 	switch {
@@ -78,12 +78,22 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 			}
 		}
 	case k.AttachesToGateway():
+		backend := func(ref map[string]any) {
+			out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindService, "kind"),
+				Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
+		}
 		for _, r := range list(u, "spec", "rules") {
 			rule, _ := r.(map[string]any)
 			for _, b := range list(rule, "backendRefs") {
 				ref, _ := b.(map[string]any)
-				out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindService, "kind"),
-					Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
+				backend(ref)
+			}
+			// The backends requests are mirrored to (RequestMirror filters).
+			for _, f := range list(rule, "filters") {
+				filter, _ := f.(map[string]any)
+				if ref, ok, _ := unstructured.NestedMap(filter, "requestMirror", "backendRef"); ok {
+					backend(ref)
+				}
 			}
 		}
 	}

@@ -57,11 +57,15 @@ func TestObjectRefsAndParents(t *testing.T) {
 				map[string]any{"name": "remote", "namespace": "other", "group": "", "kind": "Service"},
 				map[string]any{"name": "bucket", "group": "example.com", "kind": "Bucket"},
 			}},
-			map[string]any{"backendRefs": []any{map[string]any{"name": "web", "port": int64(80)}}},
+			map[string]any{"backendRefs": []any{map[string]any{"name": "web", "port": int64(80)}},
+				"filters": []any{
+					map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{"backendRef": map[string]any{"name": "shadow", "port": int64(80)}}},
+					map[string]any{"type": "RequestHeaderModifier", "requestHeaderModifier": map[string]any{}},
+				}},
 		},
 	}}
 	wantRefs := []Ref{{Kind: "Service", Namespace: "ns", Name: "web"}, {Kind: "Service", Namespace: "other", Name: "remote"},
-		{Group: "example.com", Kind: "Bucket", Namespace: "ns", Name: "bucket"}}
+		{Group: "example.com", Kind: "Bucket", Namespace: "ns", Name: "bucket"}, {Kind: "Service", Namespace: "ns", Name: "shadow"}}
 	if d := cmp.Diff(wantRefs, ObjectRefs(HTTPRoute, u, "ns")); d != "" {
 		t.Errorf("refs (-want +got):\n%s", d)
 	}

@@ -30,6 +30,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode, features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteDestinationPortMatching, features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteRequestMirror, features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
 }

@@ -6,6 +6,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -119,6 +120,13 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 	a.Timeout = durationpb.New(r.Timeout.D())
 	if r.IdleTimeout > 0 {
 		a.IdleTimeout = durationpb.New(r.IdleTimeout.D())
+	}
+	for _, m := range r.Mirrors {
+		mp := &routev3.RouteAction_RequestMirrorPolicy{Cluster: m.Cluster}
+		if m.PerMillion < 1000000 {
+			mp.RuntimeFraction = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: m.PerMillion, Denominator: typev3.FractionalPercent_MILLION}}
+		}
+		a.RequestMirrorPolicies = append(a.RequestMirrorPolicies, mp)
 	}
 	if r.BackendTimeout > 0 {
 		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
