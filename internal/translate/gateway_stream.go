@@ -13,9 +13,9 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
-// streamRoute translates a TLSRoute (passthrough by SNI), TCPRoute or UDPRoute: the usable
-// backends of its first rule, by weight, become the TCP proxy of every listener it attached
-// to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
+// streamRoute translates a TLSRoute (an SNI chain, TLS passed through or terminated),
+// TCPRoute or UDPRoute: the usable backends of its first rule, by weight, become the TCP proxy
+// of every listener it attached to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
 // oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	t := a.t
@@ -170,7 +170,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 				}
 				switch l.family {
 				case familyTLS:
-					l.passthrough = append(l.passthrough, sniChain{names: p.hosts[i], to: to, owner: owner})
+					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: to, owner: owner})
 				case familyTCP, familyUDP:
 					l.stream, l.streamOwner = to, owner
 				}
@@ -187,7 +187,7 @@ type streamTo struct {
 	failed   uint32
 }
 
-// target is the IR of a TCP listener or passthrough chain: Cluster when every connection
+// target is the IR of a TCP listener or a TLS listener's chain: Cluster when every connection
 // goes to one cluster, otherwise Backends and FailedWeight.
 func (s streamTo) target() (string, []ir.WeightedCluster, uint32) {
 	if len(s.backends) == 1 && s.failed == 0 {
