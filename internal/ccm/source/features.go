@@ -32,6 +32,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteBackendProtocolWebSocket,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
+	// TLSRoute extended
+	features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed,
 }
 
 // supportedFeaturesStatus is SupportedFeatures as GatewayClass status.supportedFeatures:
