@@ -14,7 +14,8 @@ import (
 )
 
 // streamRoute translates a TLSRoute (an SNI chain, TLS passed through or terminated),
-// TCPRoute or UDPRoute: the usable backends of its first rule, by weight, become the TCP proxy
+// TCPRoute or UDPRoute: the usable backends of its rule (its first, should older CRDs have
+// let more through), by weight, become the TCP proxy
 // of every listener it attached to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
 // oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
@@ -87,7 +88,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		brefs = rules[0]
 	}
 	if len(rules) > 1 {
-		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s is served with its first rule only; %d rules ignored", kind, len(rules)-1)
+		// Gateway API v1.6.3 allows exactly one rule (the CRDs' maxItems); older CRDs
+		// allowed more, with no way to choose among them.
+		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s has one rule in Gateway API v1.6.3 (the CRD allows no more); the first rule is served, %d more ignored", kind, len(rules)-1)
 	}
 	if len(brefs) > maxBackendRefs {
 		brefs = brefs[:maxBackendRefs]
