@@ -87,8 +87,9 @@ type Listener struct {
 
 	// RouteConfig (HTTP) names the route configuration served over RDS.
 	RouteConfig string `json:"routeConfig,omitempty"`
-	// TLS (HTTPS): one filter chain per server, chosen by SNI; each either terminates TLS
-	// (Secret, RouteConfig) or passes it through to a cluster (Cluster).
+	// TLS (HTTPS): one filter chain per server, chosen by SNI; each terminates TLS into HTTP
+	// routes (Secret, RouteConfig), terminates it and proxies the plain stream (Secret,
+	// Cluster or Backends), or passes it through to clusters (Cluster or Backends).
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
@@ -101,27 +102,33 @@ type Listener struct {
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
-// answers and either its certificate and the routes behind it (TLS terminated), or the
-// cluster the still-encrypted connection is passed to (TLS passthrough). Both kinds may
-// share one listener.
+// answers and what it does with the connection. Three kinds may share one listener:
+//   - terminated into HTTP: Secret and RouteConfig (an HTTPS listener, an Ingress);
+//   - terminated into TCP: Secret, and Cluster or Backends that receive the decrypted stream
+//     (a TLS listener in mode Terminate, its TLSRoutes);
+//   - passed through: Cluster or Backends that receive the TLS connection as it is, no
+//     Secret (a TLS listener in mode Passthrough).
 type TLSServer struct {
 	// ServerNames matched against SNI; empty matches any (the fallback chain).
 	ServerNames []string `json:"serverNames,omitempty"`
 	// Secret names the certificate (a Secret of this Config); terminated chains only.
 	Secret string `json:"secret,omitempty"`
-	// RouteConfig names the route configuration of this chain; terminated chains only.
+	// RouteConfig names the route configuration of a chain terminated into HTTP.
 	RouteConfig string `json:"routeConfig,omitempty"`
-	// Cluster (passthrough chains only) receives the TLS connection as it is, by TCP proxy;
-	// or Backends share the connections by weight, with FailedWeight as for a TCP Listener.
-	// A passthrough chain sets exactly one of Cluster and Backends.
+	// Cluster receives the connection (still encrypted without Secret, decrypted with it) by
+	// TCP proxy; or Backends share the connections by weight, with FailedWeight as for a TCP
+	// Listener. A chain that proxies sets exactly one of Cluster and Backends.
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
 }
 
-// Passthrough reports whether the chain passes TLS through to one or more clusters rather
-// than terminating it.
-func (s *TLSServer) Passthrough() bool { return s.Cluster != "" || len(s.Backends) > 0 }
+// Terminates reports whether the chain terminates TLS (it has a certificate).
+func (s *TLSServer) Terminates() bool { return s.Secret != "" }
+
+// Proxies reports whether the chain proxies the connection to clusters by TCP proxy (passed
+// through, or terminated into TCP) rather than serving HTTP routes.
+func (s *TLSServer) Proxies() bool { return s.Cluster != "" || len(s.Backends) > 0 }
 
 // HeaderLimits bound the request headers an HTTP listener accepts.
 type HeaderLimits struct {

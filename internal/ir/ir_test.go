@@ -61,10 +61,27 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "nope"}}
 		}, `cluster "nope" does not exist`},
-		"passthrough with a certificate": {func(c *ir.Config) {
+		"terminated into tcp valid": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"},
+				{Secret: "s", Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}, FailedWeight: 1}}
+		}, ""},
+		"terminated into tcp without its secret": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"}}
-		}, "either passes TLS through or terminates it"},
+		}, `secret "s" does not exist`},
+		"terminated into both http and tcp": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{Cluster: "a", Secret: "s", RouteConfig: "rc"}}
+		}, "serves HTTP routes or proxies TCP"},
+		"chain without certificate or clusters": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{RouteConfig: "rc"}}
+		}, "terminates TLS or passes it through"},
 		"weighted tcp valid": {func(c *ir.Config) {
 			c.Listeners[0].Cluster = ""
 			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 70}, {Cluster: "b", Weight: 30}}

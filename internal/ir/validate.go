@@ -132,23 +132,8 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		names := map[string]bool{}
 		fallbacks := 0
 		for _, t := range l.TLS {
-			if t.Passthrough() {
-				if err := validateStream(t.Cluster, t.Backends, t.FailedWeight, clusters); err != nil {
-					return fmt.Errorf("passthrough TLS server %v: %w", t.ServerNames, err)
-				}
-				if t.Secret != "" || t.RouteConfig != "" {
-					return fmt.Errorf("passthrough TLS server %v also has a secret or route config: a chain either passes TLS through or terminates it", t.ServerNames)
-				}
-			} else {
-				if t.FailedWeight > 0 {
-					return errors.New("failed weight on a TLS server that terminates TLS")
-				}
-				if !secrets[t.Secret] {
-					return fmt.Errorf("secret %q does not exist", t.Secret)
-				}
-				if !routeConfigs[t.RouteConfig] {
-					return fmt.Errorf("route config %q does not exist", t.RouteConfig)
-				}
+			if err := t.validate(clusters, routeConfigs, secrets); err != nil {
+				return fmt.Errorf("TLS server %v: %w", t.ServerNames, err)
 			}
 			for _, n := range t.ServerNames {
 				if n == "" {
@@ -170,6 +155,28 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		}
 	default:
 		return fmt.Errorf("protocol %q is not supported", l.Protocol)
+	}
+	return nil
+}
+
+// validate checks one chain: a certificate that exists when it terminates TLS, and exactly
+// one of a route configuration (HTTP) and a TCP proxy target.
+func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) error {
+	if t.Terminates() && !secrets[t.Secret] {
+		return fmt.Errorf("secret %q does not exist", t.Secret)
+	}
+	switch {
+	case t.Proxies():
+		if t.RouteConfig != "" {
+			return errors.New("both a route config and clusters: a chain serves HTTP routes or proxies TCP")
+		}
+		return validateStream(t.Cluster, t.Backends, t.FailedWeight, clusters)
+	case !t.Terminates():
+		return errors.New("neither a certificate nor clusters: a chain terminates TLS or passes it through")
+	case t.FailedWeight > 0:
+		return errors.New("failed weight on a chain that serves HTTP routes")
+	case !routeConfigs[t.RouteConfig]:
+		return fmt.Errorf("route config %q does not exist", t.RouteConfig)
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ type gateway struct {
 // listener families: listeners of one family may share a port.
 const (
 	familyHTTP = "HTTP" // HTTP listeners
-	familyTLS  = "TLS"  // HTTPS and TLS listeners: SNI chains
+	familyTLS  = "TLS"  // HTTPS and TLS listeners (either mode): SNI chains
 	familyTCP  = "TCP"  // one TCP listener
 	familyUDP  = "UDP"  // one UDP listener
 )
@@ -104,15 +104,16 @@ type gwListener struct {
 	served     bool
 	attached   int32
 
-	secret string // HTTPS: the certificate
+	secret string // HTTPS, TLS in mode Terminate: the certificate
 	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
 	vhosts map[string][]*candidate
 	// stream (TCP, UDP): the one attached route's backends and owner.
 	stream      streamTo
 	streamOwner ir.ObjectRef
 	streamRoute string
-	// passthrough (TLS): SNI names → backends, in attachment order.
-	passthrough []sniChain
+	// sni (TLS, either mode): the attached TLSRoutes' SNI names → backends, in attachment
+	// order.
+	sni []sniChain
 }
 
 type sniChain struct {
@@ -256,8 +257,8 @@ func (t *l7) checkListener(l *gwListener) {
 		if tls := l.spec.TLS; tls != nil && tls.Mode != nil {
 			l.mode = *tls.Mode
 		}
-		if l.mode != gwv1.TLSModePassthrough {
-			refuse(gwv1.ListenerReasonUnsupportedValue, "TLS listeners are served in tls.mode Passthrough only; terminating TLS for TLSRoutes and TCPRoutes is not yet supported")
+		if l.mode != gwv1.TLSModePassthrough && l.mode != gwv1.TLSModeTerminate {
+			refuse(gwv1.ListenerReasonUnsupportedValue, "tls.mode %q is not Terminate or Passthrough", truncate(string(l.mode)))
 			return
 		}
 	case gwv1.TCPProtocolType:
@@ -298,7 +299,7 @@ func (t *l7) checkListener(l *gwListener) {
 			l.kinds = append(l.kinds, routeKind(k))
 		}
 	}
-	if l.spec.Protocol == gwv1.HTTPSProtocolType {
+	if l.mode == gwv1.TLSModeTerminate {
 		t.listenerCertificate(l)
 	}
 }
@@ -308,8 +309,9 @@ func routeKind(kind string) gwv1.RouteGroupKind {
 	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind)}
 }
 
-// listenerCertificate resolves the certificate of an HTTPS listener (its first
-// certificateRef; Envoy's chain holds one certificate per listener here).
+// listenerCertificate resolves the certificate of a listener that terminates TLS (HTTPS, or
+// TLS in mode Terminate): its first certificateRef (Envoy's chain holds one certificate per
+// listener here).
 func (t *l7) listenerCertificate(l *gwListener) {
 	r := l.gw.route
 	fail := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
@@ -318,7 +320,11 @@ func (t *l7) listenerCertificate(l *gwListener) {
 		t.problems.Add(l.ref(t), ir.SeverityError, string(reason), "%s; the listener is not served", msg)
 	}
 	if l.spec.TLS == nil || len(l.spec.TLS.CertificateRefs) == 0 {
-		fail(gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
+		what := "an HTTPS listener"
+		if l.spec.Protocol == gwv1.TLSProtocolType {
+			what = "a TLS listener in tls.mode Terminate"
+		}
+		fail(gwv1.ListenerReasonInvalidCertificateRef, "%s needs tls.certificateRefs", what)
 		return
 	}
 	refs := l.spec.TLS.CertificateRefs
@@ -561,70 +567,9 @@ func (t *l7) emitGateway(g *gateway) {
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
 			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
-			used := map[string]bool{}
-			fallback := false
-			type chain struct {
-				l  *gwListener
-				rc *ir.RouteConfig
-			}
-			var chains []chain // the HTTPS (terminating) listeners given a chain
-			take := func(names []string, owner ir.ObjectRef) []string {
-				var out []string
-				for _, n := range names {
-					if used[n] {
-						t.problems.Add(owner, ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "server name %q is already served by another chain on port %d; left out here", truncate(n), first.spec.Port)
-						continue
-					}
-					used[n] = true
-					out = append(out, n)
-				}
-				return out
-			}
-			for _, l := range ls {
-				if l.mode == gwv1.TLSModePassthrough {
-					for _, c := range l.passthrough {
-						srv := &ir.TLSServer{}
-						srv.Cluster, srv.Backends, srv.FailedWeight = c.to.target()
-						if len(c.names) == 0 || c.names[0] == "*" {
-							if fallback {
-								t.problems.Add(c.owner, ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "another chain on port %d already takes connections without a matching server name; left out", first.spec.Port)
-								continue
-							}
-							fallback = true
-						} else if srv.ServerNames = take(c.names, c.owner); len(srv.ServerNames) == 0 {
-							continue
-						}
-						il.TLS = append(il.TLS, srv)
-						il.Owners = append(il.Owners, c.owner)
-					}
-					continue
-				}
-				rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, first.spec.Port, l.spec.Name)}
-				srv := &ir.TLSServer{Secret: l.secret, RouteConfig: rc.Name}
-				if l.hostname == "" {
-					if fallback {
-						t.problems.Add(l.ref(t), ir.SeverityWarning, string(gwv1.ListenerReasonHostnameConflict), "another chain on port %d already takes connections without a matching server name; left out", first.spec.Port)
-						continue
-					}
-					fallback = true
-				} else if srv.ServerNames = take([]string{l.hostname}, l.ref(t)); len(srv.ServerNames) == 0 {
-					continue
-				}
-				t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
-				il.TLS = append(il.TLS, srv)
-				chains = append(chains, chain{l, rc})
-			}
-			// The virtual hosts once every HTTPS chain of the port is known: each answers
-			// 421 for the hosts of the others.
-			https := make([]*gwListener, 0, len(chains))
-			for _, c := range chains {
-				https = append(https, c.l)
-			}
-			for _, c := range chains {
-				c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
-			}
+			il.TLS, il.Owners = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
-				continue // nothing to serve yet (a passthrough listener without routes)
+				continue // nothing to serve yet (TLS listeners without routes)
 			}
 		case familyTCP, familyUDP:
 			if len(first.stream.backends) == 0 {

@@ -13,9 +13,10 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
-// streamRoute translates a TLSRoute (passthrough by SNI), TCPRoute or UDPRoute: the usable
-// backends of its first rule, by weight, become the TCP proxy of every listener it attached
-// to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
+// streamRoute translates a TLSRoute (an SNI chain, TLS passed through or terminated),
+// TCPRoute or UDPRoute: the usable backends of its rule (its first, should older CRDs have
+// let more through), by weight, become the TCP proxy
+// of every listener it attached to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
 // oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	t := a.t
@@ -87,7 +88,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		brefs = rules[0]
 	}
 	if len(rules) > 1 {
-		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s is served with its first rule only; %d rules ignored", kind, len(rules)-1)
+		// Gateway API v1.6.3 allows exactly one rule (the CRDs' maxItems); older CRDs
+		// allowed more, with no way to choose among them.
+		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonTooMany, "a %s has one rule in Gateway API v1.6.3 (the CRD allows no more); the first rule is served, %d more ignored", kind, len(rules)-1)
 	}
 	if len(brefs) > maxBackendRefs {
 		brefs = brefs[:maxBackendRefs]
@@ -170,7 +173,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 				}
 				switch l.family {
 				case familyTLS:
-					l.passthrough = append(l.passthrough, sniChain{names: p.hosts[i], to: to, owner: owner})
+					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: to, owner: owner})
 				case familyTCP, familyUDP:
 					l.stream, l.streamOwner = to, owner
 				}
@@ -187,7 +190,7 @@ type streamTo struct {
 	failed   uint32
 }
 
-// target is the IR of a TCP listener or passthrough chain: Cluster when every connection
+// target is the IR of a TCP listener or a TLS listener's chain: Cluster when every connection
 // goes to one cluster, otherwise Backends and FailedWeight.
 func (s streamTo) target() (string, []ir.WeightedCluster, uint32) {
 	if len(s.backends) == 1 && s.failed == 0 {

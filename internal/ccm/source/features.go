@@ -34,6 +34,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestPercentageMirror,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
+	// TLSRoute extended
+	features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed,
 }
 
 // supportedFeaturesStatus is SupportedFeatures as GatewayClass status.supportedFeatures:

@@ -81,15 +81,18 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 		}}
 		for _, srv := range l.TLS {
 			fc := &listenerv3.FilterChain{}
-			if srv.Passthrough() {
-				// TLS passthrough: the connection, still encrypted, goes to the cluster;
-				// only the SNI the tls_inspector read chooses the chain.
+			if srv.Proxies() {
+				// A TCP proxy to the clusters: passthrough (no certificate) sends the
+				// connection still encrypted, only the SNI the tls_inspector read chose the
+				// chain; a terminating chain sends the decrypted stream.
 				tp := tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight)
 				tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}
 			} else {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
-				fc.TransportSocket = downstreamTLS(srv.Secret, &errs)
+			}
+			if srv.Terminates() {
+				fc.TransportSocket = downstreamTLS(srv.Secret, !srv.Proxies(), &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -178,12 +181,15 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 	return hcm
 }
 
-// downstreamTLS terminates TLS with a certificate served over SDS (ADS).
-func downstreamTLS(secretName string, errs *[]error) *corev3.TransportSocket {
+// downstreamTLS terminates TLS with a certificate served over SDS (ADS); a chain serving HTTP
+// offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
+func downstreamTLS(secretName string, http bool, errs *[]error) *corev3.TransportSocket {
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: secretName, SdsConfig: adsSource()}},
-		AlpnProtocols:                  []string{"h2", "http/1.1"},
 	}}
+	if http {
+		ctx.CommonTlsContext.AlpnProtocols = []string{"h2", "http/1.1"}
+	}
 	return &corev3.TransportSocket{
 		Name:       TransportSocketTLS,
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, ctx)},
