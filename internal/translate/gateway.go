@@ -550,7 +550,7 @@ func (t *l7) emitGateway(g *gateway) {
 			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
-			il.RouteConfig = rc.Name
+			il.RouteConfig, il.CORS = rc.Name, rc.HasCORS()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
@@ -616,6 +616,7 @@ func (t *l7) emitGateway(g *gateway) {
 			}
 			for _, c := range chains {
 				c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
+				il.CORS = il.CORS || c.rc.HasCORS()
 			}
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (a passthrough listener without routes)
