@@ -30,6 +30,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode, features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteDestinationPortMatching, features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteBackendRequestHeaderModification, features.SupportHTTPRouteCORS,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
 }
