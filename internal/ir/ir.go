@@ -99,6 +99,9 @@ type Listener struct {
 	// AccessLog (TCP, HTTP, HTTPS; never set on UDP) writes one JSON line per connection (TCP, TLS
 	// passthrough) or request (HTTP) to Envoy's stdout.
 	AccessLog bool `json:"accessLog,omitempty"`
+	// CORS (HTTP, HTTPS) runs Envoy's CORS filter, which applies the CORS policies of the
+	// routes; set exactly when a route served by the listener has one.
+	CORS bool `json:"cors,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -183,12 +186,34 @@ type Route struct {
 	// Mirrors (with Backends) get a copy of a share of the requests; their answers are
 	// dropped.
 	Mirrors []Mirror `json:"mirrors,omitempty"`
+	// CORS answers CORS preflight requests and adds CORS headers to responses of requests
+	// from allowed origins; nil for none. The listeners serving the route set CORS.
+	CORS *CORSPolicy `json:"cors,omitempty"`
 }
 
 // Mirror is a cluster requests are copied to: PerMillion of them (1 to 1000000, all).
 type Mirror struct {
 	Cluster    string `json:"cluster"`
 	PerMillion uint32 `json:"perMillion"`
+}
+
+// CORSPolicy is a route's Cross-Origin Resource Sharing policy.
+type CORSPolicy struct {
+	// AllowOrigins are "*" alone (any origin) or origins scheme://host[:port]: scheme http or
+	// https, lower case, the port left out when it is the scheme's (80, 443) and then
+	// matching with or without it; the host may be "*" (any host) or start with "*." (any
+	// number of labels to the left).
+	AllowOrigins []string `json:"allowOrigins,omitempty"`
+	// AllowMethods, AllowHeaders: "*" alone (Envoy answers a preflight with the method or
+	// headers it asks for), or the names sent as they are.
+	AllowMethods []string `json:"allowMethods,omitempty"`
+	AllowHeaders []string `json:"allowHeaders,omitempty"`
+	// ExposeHeaders are the response headers scripts may read ("*" for all).
+	ExposeHeaders []string `json:"exposeHeaders,omitempty"`
+	// MaxAge is how long (seconds, at least 1) a client may cache a preflight answer.
+	MaxAge uint32 `json:"maxAge"`
+	// AllowCredentials sends Access-Control-Allow-Credentials: true.
+	AllowCredentials bool `json:"allowCredentials,omitempty"`
 }
 
 // RouteMatch is what a request must match. The zero value matches every request.
@@ -216,6 +241,15 @@ type StringMatch struct {
 type WeightedCluster struct {
 	Cluster string `json:"cluster"`
 	Weight  uint32 `json:"weight"`
+	// RequestHeaders and ResponseHeaders (routes only) change the headers of the requests
+	// sent to this backend and of its responses, after the route's own.
+	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
+	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
+}
+
+// HasHeaders reports whether the backend changes headers.
+func (w *WeightedCluster) HasHeaders() bool {
+	return w.RequestHeaders != nil || w.ResponseHeaders != nil
 }
 
 // Redirect answers with a redirect; empty fields keep the request's value.

@@ -49,6 +49,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	// A route's CORS policy needs Envoy's CORS filter in every listener serving it.
+	corsRoutes := map[string]bool{}
+	for _, rc := range c.RouteConfigs {
+		corsRoutes[rc.Name] = rc.HasCORS()
+	}
+
 	type bindKey struct {
 		family, addr string
 		port         uint32
@@ -61,6 +67,9 @@ func (c *Config) Validate() error {
 		}
 		listeners[l.Name] = true
 		if err := l.validate(clusters, routeConfigs, secrets); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateCORS(corsRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -181,6 +190,36 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 	return nil
 }
 
+// validateCORS checks that the listener runs the CORS filter exactly when a route
+// configuration it serves has a route with a CORS policy.
+func (l *Listener) validateCORS(corsRoutes map[string]bool) error {
+	needs := corsRoutes[l.RouteConfig]
+	for _, t := range l.TLS {
+		needs = needs || corsRoutes[t.RouteConfig]
+	}
+	switch {
+	case l.CORS && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS:
+		return fmt.Errorf("the CORS filter on a %s listener (HTTP and HTTPS only)", l.Protocol)
+	case needs && !l.CORS:
+		return errors.New("a route it serves has a CORS policy, but the listener does not run the CORS filter")
+	case !needs && l.CORS:
+		return errors.New("the CORS filter runs, but no route it serves has a CORS policy")
+	}
+	return nil
+}
+
+// HasCORS reports whether a route of the configuration has a CORS policy.
+func (rc *RouteConfig) HasCORS() bool {
+	for _, vh := range rc.VirtualHosts {
+		for _, r := range vh.Routes {
+			if r.CORS != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // validateStream checks where a TCP proxy sends connections: exactly one of cluster and
 // backends, every cluster existing, the weights (with failed) adding up to 1..2^32-1.
 func validateStream(cluster string, backends []WeightedCluster, failed uint32, clusters map[string]bool) error {
@@ -200,6 +239,9 @@ func validateStream(cluster string, backends []WeightedCluster, failed uint32, c
 	for _, b := range backends {
 		if !clusters[b.Cluster] {
 			return fmt.Errorf("cluster %q does not exist", b.Cluster)
+		}
+		if b.HasHeaders() {
+			return fmt.Errorf("backend %q changes headers: only the backends of HTTP routes can", b.Cluster)
 		}
 		total += uint64(b.Weight)
 	}
@@ -254,7 +296,20 @@ func (r *Route) validate(clusters map[string]bool) error {
 		if !clusters[b.Cluster] {
 			return fmt.Errorf("cluster %q does not exist", b.Cluster)
 		}
+		for _, h := range []*HeaderModifier{b.RequestHeaders, b.ResponseHeaders} {
+			if err := h.validate(); err != nil {
+				return fmt.Errorf("backend %q: %w", b.Cluster, err)
+			}
+		}
 		total += uint64(b.Weight)
+	}
+	for _, h := range []*HeaderModifier{r.RequestHeaders, r.ResponseHeaders} {
+		if err := h.validate(); err != nil {
+			return err
+		}
+	}
+	if err := r.CORS.validate(); err != nil {
+		return fmt.Errorf("CORS: %w", err)
 	}
 	if r.Timeout < 0 || r.IdleTimeout < 0 || r.BackendTimeout < 0 {
 		return errors.New("a negative timeout")

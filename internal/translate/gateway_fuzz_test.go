@@ -84,14 +84,24 @@ func (s *bytesource) fuzzRule(kind string) map[string]any {
 			f["requestRedirect"] = map[string]any{"scheme": pick(s, "https", "ftp"), "hostname": s.any(fuzzHostnames), "port": s.any(fuzzPorts), "statusCode": pick(s, 301, 302, 200), "path": pm}
 		case "URLRewrite":
 			f["urlRewrite"] = map[string]any{"hostname": s.any(fuzzHostnames), "path": pm}
+		case "CORS":
+			f["cors"] = map[string]any{"allowOrigins": []any{pick(s, "https://www.foo.com", "*", "https://*.bar.com", "http://*:8080", "ftp://x", "https://a.com:70000", "HTTPS://A.COM:443")},
+				"allowMethods": []any{pick(s, "GET", "*", "BREW")}, "allowHeaders": []any{pick(s, "x-a", "*", "bad header")}, "exposeHeaders": []any{pick(s, "x-b", "*", "")},
+				"allowCredentials": pick(s, true, false), "maxAge": pick(s, 0, 5, -1, 86400)}
 		}
 		filters = append(filters, f)
 	}
 	r["filters"] = filters
 	var refs []any
 	for i, n := 0, s.intn(3); i < n; i++ {
-		refs = append(refs, map[string]any{"name": pick(s, "app", "app", "missing"), "namespace": pick(s, "ns", "ns", "other"),
-			"port": s.any(fuzzPorts), "weight": pick(s, 1, 0, 5, -1, 2000000), "kind": pick(s, "Service", "Service", "Plugin")})
+		ref := map[string]any{"name": pick(s, "app", "app", "missing"), "namespace": pick(s, "ns", "ns", "other"),
+			"port": s.any(fuzzPorts), "weight": pick(s, 1, 0, 5, -1, 2000000), "kind": pick(s, "Service", "Service", "Plugin")}
+		if s.intn(3) == 0 {
+			hm := map[string]any{"set": []any{map[string]any{"name": s.any(fuzzNames), "value": s.any(fuzzValues)}}}
+			ref["filters"] = []any{map[string]any{"type": pick(s, "RequestHeaderModifier", "ResponseHeaderModifier", "RequestMirror"),
+				"requestHeaderModifier": hm, "responseHeaderModifier": hm}}
+		}
+		refs = append(refs, ref)
 	}
 	r["backendRefs"] = refs
 	if s.intn(4) == 0 {

@@ -26,9 +26,9 @@ var grpcFilterUse = map[gwv1.GRPCRouteFilterType]filterUse{
 // redirects, rewrites or timeouts, on HTTP/2 upstreams, matching the gRPC service and method
 // in the path.
 func grpcRule(rule *gwv1.GRPCRouteRule) ruleOf[gwv1.GRPCRouteFilter, gwv1.GRPCRouteMatch] {
-	refs, filtered := backendRefs(rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
+	refs := backendRefs(rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, []gwv1.GRPCRouteFilter) { return b.BackendRef, b.Filters }, grpcFilter)
 	return ruleOf[gwv1.GRPCRouteFilter, gwv1.GRPCRouteMatch]{
-		filters: rule.Filters, filter: grpcFilter, backendRefs: refs, backendFilters: filtered, http2: true,
+		filters: rule.Filters, filter: grpcFilter, backendRefs: refs, http2: true,
 		matches: rule.Matches, match: grpcMatch, precedence: grpcPrecedence,
 	}
 }

@@ -21,16 +21,16 @@ var httpFilterUse = map[gwv1.HTTPRouteFilterType]filterUse{
 	gwv1.HTTPRouteFilterRequestRedirect:        filterServed,
 	gwv1.HTTPRouteFilterURLRewrite:             filterServed,
 	gwv1.HTTPRouteFilterRequestMirror:          filterServed,
-	gwv1.HTTPRouteFilterCORS:                   filterIgnored,
+	gwv1.HTTPRouteFilterCORS:                   filterServed,
 }
 
 var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 
 // httpRule is an HTTPRoute rule as ruleCandidates takes it.
 func httpRule(rule *gwv1.HTTPRouteRule) ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRouteMatch] {
-	refs, filtered := backendRefs(rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, bool) { return b.BackendRef, len(b.Filters) > 0 })
+	refs := backendRefs(rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []gwv1.HTTPRouteFilter) { return b.BackendRef, b.Filters }, httpFilter)
 	return ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRouteMatch]{
-		filters: rule.Filters, filter: httpFilter, backendRefs: refs, backendFilters: filtered, timeouts: rule.Timeouts,
+		filters: rule.Filters, filter: httpFilter, backendRefs: refs, timeouts: rule.Timeouts,
 		matches: rule.Matches, match: httpMatch, precedence: httpPrecedence,
 	}
 }
@@ -43,7 +43,7 @@ func httpFilter(fl *gwv1.HTTPRouteFilter) ruleFilter {
 	return ruleFilter{
 		typ: fl.Type, use: httpFilterUse[fl.Type],
 		request: fl.RequestHeaderModifier, response: fl.ResponseHeaderModifier,
-		redirect: fl.RequestRedirect, rewrite: fl.URLRewrite, mirror: fl.RequestMirror,
+		redirect: fl.RequestRedirect, rewrite: fl.URLRewrite, mirror: fl.RequestMirror, cors: fl.CORS,
 	}
 }
 

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -108,15 +109,14 @@ func (a *attacher) serve(ro *routeObj, parents []*parentResult, rs *refs, build 
 // GRPCRoute rule is an HTTPRoute rule without redirects, rewrites and timeouts, on HTTP/2
 // upstreams.
 type ruleOf[F, M any] struct {
-	filters        []F
-	filter         func(*F) ruleFilter
-	backendRefs    []gwv1.BackendRef
-	backendFilters bool                    // a backendRef has filters (not yet supported)
-	http2          bool                    // the backends speak HTTP/2
-	timeouts       *gwv1.HTTPRouteTimeouts // an HTTPRoute's; nil for none
-	matches        []M
-	match          func(*M) (ir.RouteMatch, string)   // an IR match, or why it cannot be served
-	precedence     func(*M, ir.RouteMatch) precedence // the IR match's rank
+	filters     []F
+	filter      func(*F) ruleFilter
+	backendRefs []backendRefOf
+	http2       bool                    // the backends speak HTTP/2
+	timeouts    *gwv1.HTTPRouteTimeouts // an HTTPRoute's; nil for none
+	matches     []M
+	match       func(*M) (ir.RouteMatch, string)   // an IR match, or why it cannot be served
+	precedence  func(*M, ir.RouteMatch) precedence // the IR match's rank
 }
 
 // filterUse is what a route kind makes of a filter type.
@@ -137,6 +137,7 @@ type ruleFilter struct {
 	redirect          *gwv1.HTTPRequestRedirectFilter
 	rewrite           *gwv1.HTTPURLRewriteFilter
 	mirror            *gwv1.HTTPRequestMirrorFilter
+	cors              *gwv1.HTTPCORSFilter
 }
 
 // ruleFilters is what a rule's filters ask for.
@@ -145,7 +146,9 @@ type ruleFilters struct {
 	redirect          *gwv1.HTTPRequestRedirectFilter
 	rewrite           *gwv1.HTTPURLRewriteFilter
 	mirrors           []*gwv1.HTTPRequestMirrorFilter
-	fail              string // a filter that must not be skipped cannot be served: answer 500
+	cors              *ir.CORSPolicy
+	warnings          []string // what a served filter leaves out
+	fail              string   // a filter that must not be skipped cannot be served: answer 500
 }
 
 // add reads a served filter, or says why the rule cannot be served.
@@ -170,6 +173,15 @@ func (f *ruleFilters) add(fl *ruleFilter) (err string) {
 			err = "RequestMirror is missing its settings"
 		}
 		f.mirrors = append(f.mirrors, fl.mirror)
+	case gwv1.HTTPRouteFilterCORS:
+		if fl.cors == nil || f.cors != nil {
+			return "CORS is missing its settings or repeated"
+		}
+		var warn string
+		f.cors, warn, err = corsPolicy(fl.cors)
+		if warn != "" {
+			f.warnings = append(f.warnings, warn)
+		}
 	}
 	return err
 }
@@ -206,16 +218,20 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			return bad("filter %s: %s", fl.typ, err)
 		}
 	}
+	for _, w := range f.warnings {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedFilter, "filter CORS: %s", w)
+	}
 	if f.redirect != nil && f.rewrite != nil {
 		return bad("RequestRedirect and URLRewrite cannot be combined")
 	}
 	if len(rule.backendRefs) > maxBackendRefs {
 		return bad("%d backendRefs; at most %d are served", len(rule.backendRefs), maxBackendRefs)
 	}
-	if rule.backendFilters {
-		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedFilter, "filters on a backendRef are not yet supported; ignored")
+	headers, err := backendHeaders(t, owner, rule.backendRefs)
+	if err != "" {
+		return bad("%s", err)
 	}
-	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, rule.http2, rs, dry, f.redirect != nil)
+	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, rs, dry || f.redirect != nil)
 	timeouts, err := httpTimeouts(rule.timeouts)
 	if err != "" {
@@ -241,6 +257,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			Match:           m,
 			RequestHeaders:  f.request,
 			ResponseHeaders: f.response,
+			CORS:            f.cors,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,
 		// answers 500; otherwise the backends, with the rule's rewrite and timeouts.
@@ -279,30 +296,18 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	return out
 }
 
-// backendRefs is what a rule's backendRefs name, and whether any of them has filters (not yet
-// supported); read gives one of the kind's.
-func backendRefs[B any](bs []B, read func(*B) (gwv1.BackendRef, bool)) ([]gwv1.BackendRef, bool) {
-	var out []gwv1.BackendRef
-	filtered := false
-	for i := range bs {
-		ref, f := read(&bs[i])
-		out = append(out, ref)
-		filtered = filtered || f
-	}
-	return out, filtered
-}
-
-// weightedBackends resolves a rule's backendRefs into weighted clusters: weight 0 is left
-// out; a backend that cannot be resolved is reported (ResolvedRefs) and left out. The
-// caller answers 500 when none remains. ignored: the rule redirects, backends are unused.
-func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gwv1.BackendRef, http2 bool, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
+// weightedBackends resolves a rule's backendRefs into weighted clusters, each with its header
+// changes (headers, by backendRef): weight 0 is left out; a backend that cannot be resolved is
+// reported (ResolvedRefs) and left out. The caller answers 500 when none remains. ignored:
+// the rule redirects, backends are unused.
+func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []backendRefOf, headers []backendHeaderMods, http2 bool, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
 	t := a.t
 	var out []ir.WeightedCluster
 	var failed uint32
 	bad := 0
 	var firstReason gwv1.RouteConditionReason
-	for _, ref := range brefs {
-		b := a.checkBackendRef(ro, ref)
+	for i := range brefs {
+		b := a.checkBackendRef(ro, brefs[i].ref)
 		if b.reason == "" && (dry || ignored || b.weight == 0) {
 			a.dryResolve(ro, &b)
 		}
@@ -329,11 +334,15 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []gw
 		if b.weight == 0 || cluster == "" {
 			continue
 		}
-		if i := slices.IndexFunc(out, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
-			out[i].Weight += uint32(b.weight)
+		h := headers[i]
+		// backendRefs to one cluster share an entry when they change the same headers.
+		if j := slices.IndexFunc(out, func(w ir.WeightedCluster) bool {
+			return w.Cluster == cluster && reflect.DeepEqual(w.RequestHeaders, h.request) && reflect.DeepEqual(w.ResponseHeaders, h.response)
+		}); j >= 0 {
+			out[j].Weight += uint32(b.weight)
 			continue
 		}
-		out = append(out, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight)})
+		out = append(out, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight), RequestHeaders: h.request, ResponseHeaders: h.response})
 	}
 	if len(out) == 0 && bad > 0 && !dry && !ignored {
 		t.problems.Add(owner, ir.SeverityError, string(firstReason), "no backend of the rule can be used; the rule answers 500")

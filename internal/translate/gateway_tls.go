@@ -20,7 +20,9 @@ import (
 //
 // A server name is served by the first chain that claims it, and the port has at most one
 // fallback chain: a later claim is left out with a HostnameConflict warning on its owner.
-func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) ([]*ir.TLSServer, []ir.ObjectRef) {
+// cors tells whether a route of an HTTPS chain has a CORS policy (the listener runs the
+// CORS filter).
+func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ []*ir.TLSServer, _ []ir.ObjectRef, cors bool) {
 	port := ls[0].spec.Port
 	var out []*ir.TLSServer
 	used := map[string]bool{}
@@ -88,6 +90,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) ([]*
 	}
 	for _, c := range chains {
 		c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
+		cors = cors || c.rc.HasCORS()
 	}
-	return out, owners
+	return out, owners, cors
 }

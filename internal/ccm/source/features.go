@@ -32,6 +32,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteRequestMirror, features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteBackendRequestHeaderModification, features.SupportHTTPRouteCORS,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
 	// TLSRoute extended

@@ -7,6 +7,7 @@ import (
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -166,6 +167,12 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		// appProtocol kubernetes.io/ws; Ingress controllers allow them too).
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
+	}
+	if l.CORS {
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
+			Name:       FilterCORS,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &corsv3.Cors{})},
+		}}, hcm.HttpFilters...)
 	}
 	if l.StreamIdleTimeout > 0 {
 		hcm.StreamIdleTimeout = durationpb.New(l.StreamIdleTimeout.D())

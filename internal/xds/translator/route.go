@@ -7,6 +7,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -20,18 +21,19 @@ const FailedBackendCluster = "kubelb-failed-backend"
 
 // routeConfig builds a route configuration served over RDS.
 func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
+	var errs []error
 	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
 	for _, vh := range rc.VirtualHosts {
 		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
 		for _, r := range vh.Routes {
-			v.Routes = append(v.Routes, route(r))
+			v.Routes = append(v.Routes, route(r, &errs))
 		}
 		out.VirtualHosts = append(out.VirtualHosts, v)
 	}
-	return out, nil
+	return out, joined(errs)
 }
 
-func route(r *ir.Route) *routev3.Route {
+func route(r *ir.Route, errs *[]error) *routev3.Route {
 	out := &routev3.Route{Name: r.Name, Match: routeMatch(r.Match)}
 	switch {
 	case r.Redirect != nil:
@@ -52,6 +54,9 @@ func route(r *ir.Route) *routev3.Route {
 	if h := r.ResponseHeaders; h != nil {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
+	}
+	if r.CORS != nil {
+		out.TypedPerFilterConfig = map[string]*anypb.Any{FilterCORS: mustPack(errs, corsPolicy(r.CORS))}
 	}
 	return out
 }
@@ -99,12 +104,21 @@ func stringMatcher(m ir.StringMatch) *matcherv3.StringMatcher {
 
 func routeAction(r *ir.Route) *routev3.RouteAction {
 	a := &routev3.RouteAction{}
-	if len(r.Backends) == 1 && r.FailedWeight == 0 {
+	if len(r.Backends) == 1 && r.FailedWeight == 0 && !r.Backends[0].HasHeaders() {
 		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Backends[0].Cluster}
 	} else {
 		wc := &routev3.WeightedCluster{}
 		for _, b := range r.Backends {
-			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: wrapperspb.UInt32(b.Weight)})
+			cw := &routev3.WeightedCluster_ClusterWeight{Name: b.Cluster, Weight: wrapperspb.UInt32(b.Weight)}
+			// A backend's own header changes apply to the requests sent to it; Envoy
+			// applies them before the route's.
+			if h := b.RequestHeaders; h != nil {
+				cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = headersToAdd(h), h.Remove
+			}
+			if h := b.ResponseHeaders; h != nil {
+				cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = headersToAdd(h), h.Remove
+			}
+			wc.Clusters = append(wc.Clusters, cw)
 		}
 		if r.FailedWeight > 0 {
 			// The share of backends that could not be resolved goes to a cluster that does

@@ -1,0 +1,97 @@
+package ir_test
+
+import (
+	"strings"
+	"testing"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// TestValidateHTTPRouteExtras covers what routes carry beyond matches and actions: header
+// changes (of the route and of each backend) and CORS policies, and the listeners' CORS
+// filter that must run exactly where a CORS policy is served.
+func TestValidateHTTPRouteExtras(t *testing.T) {
+	t.Parallel()
+	cors := func() *ir.CORSPolicy {
+		return &ir.CORSPolicy{AllowOrigins: []string{"https://www.foo.com", "https://*.bar.com", "http://*:8080"}, AllowMethods: []string{"GET"},
+			AllowHeaders: []string{"x-a"}, ExposeHeaders: []string{"*"}, MaxAge: 5, AllowCredentials: true}
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*ir.Config, *ir.Route)
+		want   string
+	}{
+		"valid": {func(*ir.Config, *ir.Route) {}, ""},
+		"backend headers valid": {func(_ *ir.Config, r *ir.Route) {
+			r.Backends[0].RequestHeaders = &ir.HeaderModifier{Set: []ir.Header{{Name: "backend", Value: "v1"}}, Remove: []string{"x-debug"}}
+			r.Backends[0].ResponseHeaders = &ir.HeaderModifier{Add: []ir.Header{{Name: "x-by", Value: "v1"}}}
+		}, ""},
+		"backend sets Host": {func(_ *ir.Config, r *ir.Route) {
+			r.Backends[0].RequestHeaders = &ir.HeaderModifier{Set: []ir.Header{{Name: "host", Value: "x"}}}
+		}, `backend "a": "host" is not a lower-case header name`},
+		"route header with a newline": {func(_ *ir.Config, r *ir.Route) {
+			r.RequestHeaders = &ir.HeaderModifier{Set: []ir.Header{{Name: "x-a", Value: "a\nb"}}}
+		}, "control characters"},
+		"upper-case header name": {func(_ *ir.Config, r *ir.Route) {
+			r.ResponseHeaders = &ir.HeaderModifier{Remove: []string{"Server"}}
+		}, "not a lower-case header name"},
+		"too many header changes": {func(_ *ir.Config, r *ir.Route) {
+			r.RequestHeaders = &ir.HeaderModifier{Remove: make([]string, ir.MaxHeaderChanges+1)}
+		}, "more than 64 headers"},
+		"headers on a TCP backend": {func(c *ir.Config, _ *ir.Route) {
+			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 81, Protocol: ir.ProtocolTCP, StatPrefix: "tcp",
+				Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1, RequestHeaders: &ir.HeaderModifier{Remove: []string{"x"}}}}})
+		}, "only the backends of HTTP routes can"},
+		"cors valid":                   {func(c *ir.Config, r *ir.Route) { r.CORS, c.Listeners[0].CORS = cors(), true }, ""},
+		"cors without the filter":      {func(_ *ir.Config, r *ir.Route) { r.CORS = cors() }, "does not run the CORS filter"},
+		"cors filter without policies": {func(c *ir.Config, _ *ir.Route) { c.Listeners[0].CORS = true }, "no route it serves has a CORS policy"},
+		"cors filter on TCP": {func(c *ir.Config, _ *ir.Route) {
+			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 81, Protocol: ir.ProtocolTCP, StatPrefix: "tcp", Cluster: "a", CORS: true})
+		}, "the CORS filter on a TCP listener"},
+		"cors without max age": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.MaxAge = 0
+		}, "max age"},
+		"cors origin of another scheme": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.AllowOrigins = []string{"ftp://x.example.com"}
+		}, "not a lower-case origin"},
+		"cors any origin among others": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.AllowOrigins = append(r.CORS.AllowOrigins, "*")
+		}, `origin "*" with other origins`},
+		"cors unknown method": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.AllowMethods = []string{"FETCH"}
+		}, `method "FETCH"`},
+		"cors any header among others": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.AllowHeaders = []string{"*", "x-a"}
+		}, `"*" with others`},
+		"cors too many origins": {func(c *ir.Config, r *ir.Route) {
+			r.CORS, c.Listeners[0].CORS = cors(), true
+			r.CORS.AllowOrigins = make([]string, ir.MaxCORSOrigins+1)
+		}, "too many origins"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := &ir.Route{Name: "r", Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}}}
+			_, ca := tcp("a", 80)
+			cfg := &ir.Config{
+				Listeners:    []*ir.Listener{{Name: "http", Address: "0.0.0.0", Port: 80, Protocol: ir.ProtocolHTTP, StatPrefix: "http", RouteConfig: "rc"}},
+				RouteConfigs: []*ir.RouteConfig{{Name: "rc", VirtualHosts: []*ir.VirtualHost{{Name: "v", Domains: []string{"*"}, Routes: []*ir.Route{r}}}}},
+				Clusters:     []*ir.Cluster{ca},
+			}
+			tc.mutate(cfg, r)
+			err := cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid config: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
