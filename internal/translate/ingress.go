@@ -479,6 +479,22 @@ func (st *ingressState) vhost(domain string) *ingressVHost {
 	return vh
 }
 
+// otherHosts are the hosts served over HTTPS with another certificate than secret's, sorted:
+// on secret's chain a request for one of them came over a connection made for another server
+// name (HTTP/2 clients coalesce connections) and is answered 421 Misdirected Request, so
+// the client retries on a connection of its own. Envoy prefers an exact domain over a
+// wildcard, so a host of the chain inside another chain's wildcard keeps its own routes.
+func (st *ingressState) otherHosts(secret string) []string {
+	var out []string
+	for s, c := range st.chains {
+		if s != secret {
+			out = append(out, c.hosts...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (st *ingressState) chain(secret string) *ingressChain {
 	c, ok := st.chains[secret]
 	if !ok {
@@ -626,6 +642,9 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost(nil))
 				}
 			}
+		}
+		if other := st.otherHosts(s); len(other) > 0 {
+			rc.VirtualHosts = append(rc.VirtualHosts, misdirectedHost(other, slices.Clone(st.httpsOwners)...))
 		}
 		t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secret: s, RouteConfig: rc.Name})

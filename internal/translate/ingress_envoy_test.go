@@ -54,6 +54,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	httpPort, httpsPort := testsupport.FreePort(t), testsupport.FreePort(t)
 	appCert, appCA := testCert(t, "app.example.com")
 	lbCert, lbCA := testCert(t, "lb.example.com")
+	lateCert, lateCA := testCert(t, "late.example.com")
 
 	svc := func(name string, b *testsupport.Backend) v1alpha1.UpstreamService {
 		return v1alpha1.UpstreamService{Service: corev1.Service{
@@ -96,6 +97,9 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		Secrets: []corev1.Secret{{
 			ObjectMeta: metav1.ObjectMeta{Name: "synced-app-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "app-tls", v1alpha1.LabelOriginNamespace: "shop"}},
 			Data:       appCert,
+		}, {
+			ObjectMeta: metav1.ObjectMeta{Name: "synced-late-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "late-tls", v1alpha1.LabelOriginNamespace: "shop"}},
+			Data:       lateCert,
 		}},
 		Routes: []v1alpha1.Route{
 			route("00000000-0000-0000-0000-00000000000a", "web", t0, networkingv1.IngressSpec{
@@ -107,11 +111,15 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				}}}},
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}},
 			}, svc("web", web), svc("api", api), svc("other", other)),
-			// Newer: its /api on app.example.com loses to the older Ingress's.
+			// Newer: its /api on app.example.com loses to the older Ingress's; its own host
+			// late.example.com has a certificate of its own.
 			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), networkingv1.IngressSpec{
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/api", &prefix, "other")},
+				}}}, {Host: "late.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "other")},
 				}}}},
+				TLS: []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
 			}, svc("other", other)),
 		},
 		DNS: translate.DNS{AllowExplicitHostnames: true},
@@ -179,9 +187,29 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"app.example.com", appCA, "/api/x", "api"},
 		{"app.example.com", appCA, "/", "web"},
 		{"lb.example.com", lbCA, "/anything", "lbweb"},
+		{"late.example.com", lateCA, "/", "other"},
 	} {
 		if got, err := get(secure, c.sni, c.ca, c.sni, c.path); err != nil || got != c.want {
 			t.Errorf("https://%s%s answered by %q (%v), want %q", c.sni, c.path, got, err, c.want)
+		}
+	}
+	// A request for a host served with another certificate than the connection's (HTTP/2
+	// clients coalesce connections) is answered 421, on an Ingress's chain and on a
+	// LoadBalancer hostname's alike; a host without TLS is not misdirected (404).
+	for _, c := range []struct {
+		sni    string
+		ca     *x509.CertPool
+		host   string
+		status int
+	}{
+		{"app.example.com", appCA, "late.example.com", http.StatusMisdirectedRequest},
+		{"app.example.com", appCA, "lb.example.com", http.StatusMisdirectedRequest},
+		{"late.example.com", lateCA, "app.example.com", http.StatusMisdirectedRequest},
+		{"lb.example.com", lbCA, "app.example.com", http.StatusMisdirectedRequest},
+		{"app.example.com", appCA, "unknown.example.org", http.StatusNotFound},
+	} {
+		if got, err := send(secure, c.sni, c.ca, c.host, "/"); err != nil || got.status != c.status {
+			t.Errorf("https://%s/ over a connection to %s: %d (%v), want %d", c.host, c.sni, got.status, err, c.status)
 		}
 	}
 	// A host with no TLS gets no certificate: the handshake fails.
@@ -195,8 +223,29 @@ func TestIngressThroughEnvoy(t *testing.T) {
 }
 
 // get sends GET path with Host host to addr (over TLS with sni when ca is set) and returns the
-// pod that answered.
+// pod that answered; any status but 200 is an error.
 func get(addr, sni string, ca *x509.CertPool, host, path string) (string, error) {
+	a, err := send(addr, sni, ca, host, path)
+	if err != nil {
+		return "", err
+	}
+	if a.status != http.StatusOK {
+		return "", fmt.Errorf("%d: %s", a.status, a.body)
+	}
+	return a.pod, nil
+}
+
+// answer is what a request got: the status, the pod that answered, the Location header and
+// the body.
+type answer struct {
+	status        int
+	pod, location string
+	body          []byte
+}
+
+// send sends GET path with Host host to addr (over TLS with sni when ca is set), without
+// following redirects.
+func send(addr, sni string, ca *x509.CertPool, host, path string) (answer, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -210,19 +259,18 @@ func get(addr, sni string, ca *x509.CertPool, host, path string) (string, error)
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequest(http.MethodGet, scheme+"://"+addr+path, nil)
 	if err != nil {
-		return "", err
+		return answer{}, err
 	}
 	req.Host = host
-	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return resp.Header.Get(testsupport.HeaderPod), nil
+	return answer{status: resp.StatusCode, pod: resp.Header.Get(testsupport.HeaderPod), location: resp.Header.Get("Location"), body: body}, nil
 }
 
 // testCert makes a self-signed certificate for host: the Secret data (tls.crt, tls.key) and
