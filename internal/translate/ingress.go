@@ -51,6 +51,33 @@ const (
 // maxIngressPath bounds the length of a path; longer paths are refused.
 const maxIngressPath = 1024
 
+// Bounds on the lists of one Ingress (TooMany, an Error, beyond them): generous for real
+// use — a large Ingress has tens of rules, each with a few paths — while one tenant object
+// cannot grow its Envoy configuration without limit.
+const (
+	// maxIngressRules bounds spec.rules: the rules beyond it are not served.
+	maxIngressRules = 100
+	// maxIngressPaths bounds the paths of one rule: the paths beyond it are not served.
+	maxIngressPaths = 100
+	// maxIngressTLS bounds spec.tls: the entries beyond it are not used.
+	maxIngressTLS = 100
+	// maxIngressTLSHosts bounds the hosts of one TLS entry: those beyond it are not served
+	// over HTTPS.
+	maxIngressTLSHosts = 100
+)
+
+// bounded returns the first max elements of list, the what (plural) of one per (the Ingress, a
+// rule, a TLS entry); when list is longer it reports TooMany (an Error) on owner, saying how
+// many there are and the bound.
+func bounded[T any](t *l7, owner ir.ObjectRef, list []T, max int, what, per string) []T {
+	if len(list) <= max {
+		return list
+	}
+	t.problems.Add(owner, ir.SeverityError, ReasonTooMany, "the %s has %d %s; kubelb serves at most %d %s per %s, those after the first %d are not served",
+		per, len(list), what, max, what, per, max)
+	return list[:max]
+}
+
 // ingressState collects the tenant's Ingress routing while the Ingress Routes are read,
 // oldest first; emit turns it into listeners and route configurations.
 type ingressState struct {
@@ -172,7 +199,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	timeouts := t.routeTimeouts(r, ing.Annotations)
 
 	var ruleHosts []string
-	for i, rule := range ing.Spec.Rules {
+	for i, rule := range bounded(t, t.ref(r, ""), ing.Spec.Rules, maxIngressRules, "rules", "Ingress") {
 		domain := "*"
 		if rule.Host != "" {
 			h, msg := ingressHost(rule.Host)
@@ -187,7 +214,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		if rule.HTTP == nil {
 			continue
 		}
-		for j, p := range rule.HTTP.Paths {
+		for j, p := range bounded(t, t.ref(r, fmt.Sprintf("rule %d", i)), rule.HTTP.Paths, maxIngressPaths, "paths", "rule") {
 			section := fmt.Sprintf("rule %d path %s", i, truncate(p.Path))
 			if p.Path == "" {
 				section = fmt.Sprintf("rule %d path %d", i, j)
@@ -240,9 +267,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		st.httpOwners = append(st.httpOwners, t.ref(r, ""))
 	}
 
-	for k, tls := range ing.Spec.TLS {
+	for k, tls := range bounded(t, t.ref(r, ""), ing.Spec.TLS, maxIngressTLS, "TLS entries", "Ingress") {
 		owner := t.ref(r, fmt.Sprintf("tls %d", k))
-		hosts := tls.Hosts
+		hosts := bounded(t, owner, tls.Hosts, maxIngressTLSHosts, "hosts", "TLS entry")
 		if len(hosts) == 0 {
 			hosts = ruleHosts
 			if len(hosts) == 0 {

@@ -121,6 +121,12 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				}}}},
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
 			}, svc("other", other)),
+			// Too many paths: the first 100 of big.example.com are served, the 101st is not.
+			route("00000000-0000-0000-0000-00000000000c", "big", t0.Add(2*time.Hour), networkingv1.IngressSpec{
+				Rules: []networkingv1.IngressRule{{Host: "big.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: manyPaths(101, func(j int) networkingv1.HTTPIngressPath { return path(fmt.Sprintf("/p%d", j), &prefix, "web") }),
+				}}}},
+			}, svc("web", web)),
 		},
 		DNS: translate.DNS{AllowExplicitHostnames: true},
 		LoadBalancers: []v1alpha1.LoadBalancer{{
@@ -141,9 +147,11 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The only problems: the newer Ingress's /api, and the LoadBalancer's port 80 has no
-	// listener port yet (no hub Service here; it is served on its hostname only).
-	if len(problems) != 2 || problems[0].Reason != translate.ReasonPortPending || problems[1].Reason != translate.ReasonPathConflict {
+	// The only problems: the newer Ingress's /api, the big Ingress's 101st path, and the
+	// LoadBalancer's port 80 has no listener port yet (no hub Service here; it is served on
+	// its hostname only).
+	if len(problems) != 3 || problems[0].Reason != translate.ReasonPortPending || problems[1].Reason != translate.ReasonPathConflict ||
+		problems[2].Reason != translate.ReasonTooMany {
 		t.Fatalf("problems: %v", problems)
 	}
 
@@ -173,10 +181,16 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"y.x.shop.example", "/", "other"},    // a wildcard matches one label: the default backend
 		{"unknown.example.org", "/", "other"}, // the default backend
 		{"unknown.example.org", "/api", "other"},
+		{"big.example.com", "/p0", "web"},
+		{"big.example.com", "/p99/x", "web"},
 	} {
 		if got, err := get(plain, "", nil, c.host, c.path); err != nil || got != c.want {
 			t.Errorf("http://%s%s answered by %q (%v), want %q", c.host, c.path, got, err, c.want)
 		}
+	}
+	// The path beyond the bound is not served.
+	if a, err := send(plain, "", nil, "big.example.com", "/p100"); err != nil || a.status != http.StatusNotFound {
+		t.Errorf("http://big.example.com/p100: %d (%v), want 404 (beyond the bound of paths per rule)", a.status, err)
 	}
 	for _, c := range []struct {
 		sni  string
@@ -310,4 +324,13 @@ func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
 		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}, pool
+}
+
+// manyPaths makes n paths, path(j) for each j.
+func manyPaths(n int, path func(j int) networkingv1.HTTPIngressPath) []networkingv1.HTTPIngressPath {
+	out := make([]networkingv1.HTTPIngressPath, n)
+	for j := range out {
+		out[j] = path(j)
+	}
+	return out
 }
