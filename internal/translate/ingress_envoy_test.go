@@ -67,10 +67,10 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		return networkingv1.HTTPIngressPath{Path: p, PathType: typ, Backend: networkingv1.IngressBackend{
 			Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}
 	}
-	route := func(uid, name string, created time.Time, spec networkingv1.IngressSpec, svcs ...v1alpha1.UpstreamService) v1alpha1.Route {
+	route := func(uid, name string, created time.Time, annotations map[string]string, spec networkingv1.IngressSpec, svcs ...v1alpha1.UpstreamService) v1alpha1.Route {
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: annotations},
 			Spec:       spec,
 		})
 		if err != nil {
@@ -102,7 +102,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 			Data:       lateCert,
 		}},
 		Routes: []v1alpha1.Route{
-			route("00000000-0000-0000-0000-00000000000a", "web", t0, networkingv1.IngressSpec{
+			route("00000000-0000-0000-0000-00000000000a", "web", t0, nil, networkingv1.IngressSpec{
 				DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "other", Port: networkingv1.ServiceBackendPort{Number: 80}}},
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "web"), path("/api", &prefix, "api"), path("/exact", &exact, "other")},
@@ -112,8 +112,8 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}},
 			}, svc("web", web), svc("api", api), svc("other", other)),
 			// Newer: its /api on app.example.com loses to the older Ingress's; its own host
-			// late.example.com has a certificate of its own.
-			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), networkingv1.IngressSpec{
+			// late.example.com has a certificate of its own, and HTTP redirects to it.
+			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), map[string]string{v1alpha1.AnnotationSSLRedirect: "true"}, networkingv1.IngressSpec{
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/api", &prefix, "other")},
 				}}}, {Host: "late.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
@@ -122,7 +122,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
 			}, svc("other", other)),
 			// Too many paths: the first 100 of big.example.com are served, the 101st is not.
-			route("00000000-0000-0000-0000-00000000000c", "big", t0.Add(2*time.Hour), networkingv1.IngressSpec{
+			route("00000000-0000-0000-0000-00000000000c", "big", t0.Add(2*time.Hour), nil, networkingv1.IngressSpec{
 				Rules: []networkingv1.IngressRule{{Host: "big.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: manyPaths(101, func(j int) networkingv1.HTTPIngressPath { return path(fmt.Sprintf("/p%d", j), &prefix, "web") }),
 				}}}},
@@ -188,6 +188,13 @@ func TestIngressThroughEnvoy(t *testing.T) {
 			t.Errorf("http://%s%s answered by %q (%v), want %q", c.host, c.path, got, err, c.want)
 		}
 	}
+	// The Ingress annotated ssl-redirect answers its TLS host over HTTP with 301 to https, the
+	// same host and path; its /api on app.example.com (whose TLS is another Ingress's, which
+	// does not redirect) is not redirected: the older Ingress serves it.
+	if a, err := send(plain, "", nil, "late.example.com", "/some/path?q=1"); err != nil || a.status != http.StatusMovedPermanently ||
+		a.location != "https://late.example.com/some/path?q=1" {
+		t.Errorf("http://late.example.com/some/path?q=1: %d to %q (%v), want 301 to https://late.example.com/some/path?q=1", a.status, a.location, err)
+	}
 	// The path beyond the bound is not served.
 	if a, err := send(plain, "", nil, "big.example.com", "/p100"); err != nil || a.status != http.StatusNotFound {
 		t.Errorf("http://big.example.com/p100: %d (%v), want 404 (beyond the bound of paths per rule)", a.status, err)
@@ -201,7 +208,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"app.example.com", appCA, "/api/x", "api"},
 		{"app.example.com", appCA, "/", "web"},
 		{"lb.example.com", lbCA, "/anything", "lbweb"},
-		{"late.example.com", lateCA, "/", "other"},
+		{"late.example.com", lateCA, "/", "other"}, // redirected on HTTP, served on HTTPS
 	} {
 		if got, err := get(secure, c.sni, c.ca, c.sni, c.path); err != nil || got != c.want {
 			t.Errorf("https://%s%s answered by %q (%v), want %q", c.sni, c.path, got, err, c.want)
