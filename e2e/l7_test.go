@@ -238,6 +238,51 @@ func TestL7EndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("HTTP to HTTPS: an Ingress annotated ssl-redirect, and the Tenant's spec.ingress.sslRedirect, answer its TLS hosts with 301", func(t *testing.T) {
+		shopCert := newCert(t, "shop.example.com")
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "secure-shop", Namespace: ns, Annotations: map[string]string{kubelbv1alpha1.AnnotationSSLRedirect: "true"}},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+				TLS:              []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "shop-tls"}},
+				Rules: []networkingv1.IngressRule{{Host: "shop.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+				}}}},
+			},
+		}
+		create(t, tc, tlsSecret(ns, "shop-tls", shopCert), ing)
+		startEnvoy()
+		httpPort, httpsPort := a.IngressPorts()
+		plain, secure := testsupport.Loopback(int(httpPort)), testsupport.Loopback(int(httpsPort))
+		r := waitHTTP(t, plain, "shop.example.com", "/cart?item=1", nil, nil, http.StatusMovedPermanently, "")
+		if loc := r.Header.Get("Location"); loc != "https://shop.example.com/cart?item=1" {
+			t.Errorf("Location %q, want https://shop.example.com/cart?item=1", loc)
+		}
+		waitHTTP(t, secure, "shop.example.com", "/cart", shopCert.pool, nil, http.StatusOK, "web-")
+		// The tenant's setting is off: app.example.com, a TLS host of an Ingress without the
+		// annotation, is served over HTTP.
+		waitHTTP(t, plain, "app.example.com", "/", nil, nil, http.StatusOK, "web-")
+
+		// The Tenant turns it on: app.example.com redirects; the annotation "false" keeps
+		// shop.example.com on HTTP.
+		objects.Update(t, pair.Hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.Ingress.SSLRedirect = ptr.To(true)
+		})
+		objects.Update(t, tc, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "secure-shop", Namespace: ns}}, func(ing *networkingv1.Ingress) {
+			ing.Annotations[kubelbv1alpha1.AnnotationSSLRedirect] = "false"
+		})
+		r = waitHTTP(t, plain, "app.example.com", "/api", nil, nil, http.StatusMovedPermanently, "")
+		if loc := r.Header.Get("Location"); loc != "https://app.example.com/api" {
+			t.Errorf("Location %q, want https://app.example.com/api", loc)
+		}
+		waitHTTP(t, plain, "shop.example.com", "/", nil, nil, http.StatusOK, "web-")
+		objects.Update(t, pair.Hub.Client, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, func(tenant *kubelbv1alpha1.Tenant) {
+			tenant.Spec.Ingress.SSLRedirect = nil
+		})
+		waitHTTP(t, plain, "app.example.com", "/", nil, nil, http.StatusOK, "web-")
+	})
+
 	t.Run("an Ingress whose TLS Secret is missing gets one Warning Event from the hub, not a storm", func(t *testing.T) {
 		startEnvoy()
 		lateCert := newCert(t, "late.example.com")

@@ -68,6 +68,10 @@ const (
 	// spec.http.streamIdleTimeout.
 	AnnotationRequestTimeout    = "kubelb.k8c.io/request-timeout"
 	AnnotationStreamIdleTimeout = "kubelb.k8c.io/stream-idle-timeout"
+	// AnnotationSSLRedirect on a tenant Ingress ("true" or "false"; an addition, ignorable)
+	// overrides the tenant's spec.ingress.sslRedirect for it: "true" answers requests over HTTP
+	// for its TLS hosts served over HTTPS with a 301 to https.
+	AnnotationSSLRedirect = "kubelb.k8c.io/ssl-redirect"
 
 	// DefaultClass is the load balancer, ingress and gateway class kubelb answers to.
 	DefaultClass = "kubelb"
@@ -291,6 +295,14 @@ type IngressSettings struct {
 	// Disable turns Ingress support off.
 	// +optional
 	Disable bool `json:"disable,omitempty"`
+
+	// SSLRedirect answers a request over HTTP for a host an Ingress lists in spec.tls, when
+	// the host is served over HTTPS, with 301 Moved Permanently to https (same host and
+	// path) instead of its routes; hosts without TLS are unchanged. An Ingress's annotation
+	// kubelb.k8c.io/ssl-redirect ("true" or "false") overrides it. A Tenant's value replaces
+	// the Config's; unset (both): off.
+	// +optional
+	SSLRedirect *bool `json:"sslRedirect,omitempty"`
 }
 
 // GatewayAPISettings are the tenant-wide settings of Gateway API support.

@@ -128,6 +128,9 @@ type Tenant struct {
 	// addresses the tenant's hub Services get (--address-provider=node-ip):
 	// spec.loadBalancer.nodeSet of the Tenant, else of the Config; "" is the default set.
 	NodeSet string
+	// IngressSSLRedirect is spec.ingress.sslRedirect of the Tenant, else of the Config (unset:
+	// false); the envoycp controller passes it to translate (Options.IngressSSLRedirect).
+	IngressSSLRedirect bool
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -153,6 +156,13 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	resolveDNS(&out, config, tenant)
 	out.Limits = resolveLimits(config, tenant)
 	out.Upstream = resolveUpstream(config, tenant)
+	for _, in := range layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress }) {
+		if in.SSLRedirect != nil {
+			out.IngressSSLRedirect = *in.SSLRedirect
+		}
+	}
 	out.IPMode = resolveIPMode(config, tenant)
 	out.AddressPool = resolveLoadBalancerString(config, tenant, func(lb *kubelbv1alpha1.LoadBalancerSettings) *string { return lb.AddressPool })
 	out.NodeSet = resolveLoadBalancerString(config, tenant, func(lb *kubelbv1alpha1.LoadBalancerSettings) *string { return lb.NodeSet })

@@ -128,3 +128,31 @@ func TestResolveIPMode(t *testing.T) {
 		t.Errorf("SetIPMode: %+v (an entry without an IP may have no ipMode)", st.Ingress)
 	}
 }
+
+// TestResolveIngressSSLRedirect: spec.ingress.sslRedirect of the Tenant over the Config's;
+// unset (both) is off, and a Tenant's false turns a Config's true off.
+func TestResolveIngressSSLRedirect(t *testing.T) {
+	config := func(v *bool) *kubelbv1alpha1.Config {
+		return &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{Ingress: kubelbv1alpha1.IngressSettings{SSLRedirect: v}}}
+	}
+	tenant := func(v *bool) *kubelbv1alpha1.Tenant {
+		return &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Ingress: kubelbv1alpha1.IngressSettings{SSLRedirect: v}}}
+	}
+	for _, c := range []struct {
+		name   string
+		config *kubelbv1alpha1.Config
+		tenant *kubelbv1alpha1.Tenant
+		want   bool
+	}{
+		{"neither", nil, nil, false},
+		{"unset", config(nil), tenant(nil), false},
+		{"Config on", config(ptr.To(true)), tenant(nil), true},
+		{"Tenant on", config(nil), tenant(ptr.To(true)), true},
+		{"Tenant off over Config on", config(ptr.To(true)), tenant(ptr.To(false)), false},
+		{"Tenant on over Config off", config(ptr.To(false)), tenant(ptr.To(true)), true},
+	} {
+		if got := Resolve(c.config, c.tenant).IngressSSLRedirect; got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

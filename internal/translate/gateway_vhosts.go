@@ -237,14 +237,21 @@ func httpsVirtualHosts(l *gwListener, ls []*gwListener, owner ir.ObjectRef) []*i
 		}
 	}
 	if len(misdirected) > 0 {
-		out = append(out, &ir.VirtualHost{Name: misdirectedVirtualHost, Domains: misdirected, Routes: []*ir.Route{{
-			Name:           "misdirected",
-			Owners:         []ir.ObjectRef{owner},
-			Match:          ir.RouteMatch{PathPrefix: "/"},
-			DirectResponse: &ir.DirectResponse{Status: 421},
-		}}})
+		out = append(out, misdirectedHost(misdirected, owner))
 	}
 	return out
+}
+
+// misdirectedHost is the virtual host of an HTTPS chain's route configuration that answers
+// 421 Misdirected Request for domains: the hosts the chain's port serves with another
+// certificate (Gateway listeners, and the Ingress HTTPS listener's other certificates).
+func misdirectedHost(domains []string, owners ...ir.ObjectRef) *ir.VirtualHost {
+	return &ir.VirtualHost{Name: misdirectedVirtualHost, Domains: domains, Routes: []*ir.Route{{
+		Name:           "misdirected",
+		Owners:         owners,
+		Match:          ir.RouteMatch{PathPrefix: "/"},
+		DirectResponse: &ir.DirectResponse{Status: 421},
+	}}}
 }
 
 // coversHostname reports whether every request for host h also matches hostname k.

@@ -51,6 +51,33 @@ const (
 // maxIngressPath bounds the length of a path; longer paths are refused.
 const maxIngressPath = 1024
 
+// Bounds on the lists of one Ingress (TooMany, an Error, beyond them): generous for real
+// use — a large Ingress has tens of rules, each with a few paths — while one tenant object
+// cannot grow its Envoy configuration without limit.
+const (
+	// maxIngressRules bounds spec.rules: the rules beyond it are not served.
+	maxIngressRules = 100
+	// maxIngressPaths bounds the paths of one rule: the paths beyond it are not served.
+	maxIngressPaths = 100
+	// maxIngressTLS bounds spec.tls: the entries beyond it are not used.
+	maxIngressTLS = 100
+	// maxIngressTLSHosts bounds the hosts of one TLS entry: those beyond it are not served
+	// over HTTPS.
+	maxIngressTLSHosts = 100
+)
+
+// bounded returns the first max elements of list, the what (plural) of one per (the Ingress, a
+// rule, a TLS entry); when list is longer it reports TooMany (an Error) on owner, saying how
+// many there are and the bound.
+func bounded[T any](t *l7, owner ir.ObjectRef, list []T, max int, what, per string) []T {
+	if len(list) <= max {
+		return list
+	}
+	t.problems.Add(owner, ir.SeverityError, ReasonTooMany, "the %s has %d %s; kubelb serves at most %d %s per %s, those after the first %d are not served",
+		per, len(list), what, max, what, per, max)
+	return list[:max]
+}
+
 // ingressState collects the tenant's Ingress routing while the Ingress Routes are read,
 // oldest first; emit turns it into listeners and route configurations.
 type ingressState struct {
@@ -90,12 +117,18 @@ type ingressVHost struct {
 	// fallback is the default backend of the oldest Ingress with a rule for this host that
 	// has one: the route of last resort when no path matches.
 	fallback *ir.Route
+	// fallbackSSLRedirect: that Ingress redirects this host to HTTPS (see
+	// ingressRoute.sslRedirect).
+	fallbackSSLRedirect bool
 }
 
 type ingressRoute struct {
 	exact bool
 	path  string
 	route *ir.Route
+	// sslRedirect: on the HTTP listener, the route answers with a redirect to HTTPS when its
+	// host is served over HTTPS (its Ingress redirects and lists the host in spec.tls).
+	sslRedirect bool
 }
 
 // ingressChain is one HTTPS filter chain: a certificate and the hosts it serves, with the
@@ -170,9 +203,11 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	ns := r.Spec.Source.Kubernetes.Route.GetNamespace()
 	served := false
 	timeouts := t.routeTimeouts(r, ing.Annotations)
+	redirect := t.sslRedirect(r, ing.Annotations)
+	mine := map[string][]*ingressRoute{} // this Ingress's paths by domain
 
 	var ruleHosts []string
-	for i, rule := range ing.Spec.Rules {
+	for i, rule := range bounded(t, t.ref(r, ""), ing.Spec.Rules, maxIngressRules, "rules", "Ingress") {
 		domain := "*"
 		if rule.Host != "" {
 			h, msg := ingressHost(rule.Host)
@@ -187,7 +222,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		if rule.HTTP == nil {
 			continue
 		}
-		for j, p := range rule.HTTP.Paths {
+		for j, p := range bounded(t, t.ref(r, fmt.Sprintf("rule %d", i)), rule.HTTP.Paths, maxIngressPaths, "paths", "rule") {
 			section := fmt.Sprintf("rule %d path %s", i, truncate(p.Path))
 			if p.Path == "" {
 				section = fmt.Sprintf("rule %d path %d", i, j)
@@ -219,14 +254,17 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
 			}
 			timeouts.set(route)
-			vh.paths = append(vh.paths, &ingressRoute{exact: exact, path: path, route: route})
+			p := &ingressRoute{exact: exact, path: path, route: route}
+			vh.paths = append(vh.paths, p)
+			mine[domain] = append(mine[domain], p)
 			served = true
 		}
 	}
 	// The default backend, after the rules: a rule of the Ingress matching / on any host
 	// comes before it, as in Kubernetes.
+	var fallback *ir.Route
 	if db := ing.Spec.DefaultBackend; db != nil {
-		if fallback := t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0); fallback != nil {
+		if fallback = t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0); fallback != nil {
 			timeouts.set(fallback)
 			for _, h := range ruleHosts {
 				if vh := st.vhosts[h]; vh.fallback == nil {
@@ -240,15 +278,18 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		st.httpOwners = append(st.httpOwners, t.ref(r, ""))
 	}
 
-	for k, tls := range ing.Spec.TLS {
+	for k, tls := range bounded(t, t.ref(r, ""), ing.Spec.TLS, maxIngressTLS, "TLS entries", "Ingress") {
 		owner := t.ref(r, fmt.Sprintf("tls %d", k))
-		hosts := tls.Hosts
+		hosts := bounded(t, owner, tls.Hosts, maxIngressTLSHosts, "hosts", "TLS entry")
 		if len(hosts) == 0 {
 			hosts = ruleHosts
 			if len(hosts) == 0 {
 				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry lists no hosts and the Ingress has no rule with a host; nothing is served over HTTPS (a default certificate is not supported yet)")
 				continue
 			}
+		}
+		if redirect {
+			st.redirectToHTTPS(hosts, mine, fallback)
 		}
 		if tls.SecretName == "" {
 			t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry names no Secret; its hosts are not served over HTTPS (a default certificate is not supported yet)")
@@ -479,6 +520,40 @@ func (st *ingressState) vhost(domain string) *ingressVHost {
 	return vh
 }
 
+// redirectToHTTPS marks the paths of one Ingress (mine, by domain) and its default backend
+// (fallback, nil for none) on hosts (listed in its spec.tls) to redirect from HTTP to HTTPS,
+// which they do when the host is served over HTTPS (emitIngress decides).
+func (st *ingressState) redirectToHTTPS(hosts []string, mine map[string][]*ingressRoute, fallback *ir.Route) {
+	for _, host := range hosts {
+		h, msg := ingressHost(host)
+		if msg != "" {
+			continue // reported with the TLS entry
+		}
+		for _, p := range mine[h] {
+			p.sslRedirect = true
+		}
+		if vh, ok := st.vhosts[h]; ok && fallback != nil && vh.fallback == fallback {
+			vh.fallbackSSLRedirect = true
+		}
+	}
+}
+
+// otherHosts are the hosts served over HTTPS with another certificate than secret's, sorted:
+// on secret's chain a request for one of them came over a connection made for another server
+// name (HTTP/2 clients coalesce connections) and is answered 421 Misdirected Request, so
+// the client retries on a connection of its own. Envoy prefers an exact domain over a
+// wildcard, so a host of the chain inside another chain's wildcard keeps its own routes.
+func (st *ingressState) otherHosts(secret string) []string {
+	var out []string
+	for s, c := range st.chains {
+		if s != secret {
+			out = append(out, c.hosts...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (st *ingressState) chain(secret string) *ingressChain {
 	c, ok := st.chains[secret]
 	if !ok {
@@ -496,7 +571,10 @@ func (st *ingressState) chain(secret string) *ingressChain {
 // the routes of a wildcard host also match the Host header (:authority) against one label,
 // and the routes of anyHost (the "*" virtual host; nil over HTTPS) follow them, for the deeper
 // hosts that the wildcard must not take.
-func (vh *ingressVHost) virtualHost(anyHost *ingressVHost) *ir.VirtualHost {
+//
+// With toHTTPS (the HTTP listener, for a host served over HTTPS), the routes of the Ingresses
+// that redirect the host answer with a redirect to HTTPS instead.
+func (vh *ingressVHost) virtualHost(anyHost *ingressVHost, toHTTPS bool) *ir.VirtualHost {
 	paths := slices.Clone(vh.paths)
 	slices.SortStableFunc(paths, func(a, b *ingressRoute) int {
 		if a.exact != b.exact {
@@ -512,21 +590,24 @@ func (vh *ingressVHost) virtualHost(anyHost *ingressVHost) *ir.VirtualHost {
 		authority = []ir.StringMatch{{Name: ":authority", Value: wildcardAuthority(suffix), Regex: true}}
 	}
 	out := &ir.VirtualHost{Name: vh.domain, Domains: []string{vh.domain}}
-	add := func(r *ir.Route) {
+	add := func(r *ir.Route, redirect bool) {
 		c := cloneRoute(r)
 		c.Match.Headers = append(c.Match.Headers, authority...)
+		if redirect && toHTTPS {
+			c = httpsRedirect(c)
+		}
 		out.Routes = append(out.Routes, c)
 	}
 	catchAll := false
 	for _, p := range paths {
-		add(p.route)
+		add(p.route, p.sslRedirect)
 		catchAll = catchAll || (!p.exact && p.path == "/")
 	}
 	if !catchAll && vh.fallback != nil {
-		add(vh.fallback)
+		add(vh.fallback, vh.fallbackSSLRedirect)
 	}
 	if authority != nil && anyHost != nil {
-		out.Routes = append(out.Routes, anyHost.virtualHost(nil).Routes...)
+		out.Routes = append(out.Routes, anyHost.virtualHost(nil, false).Routes...)
 	}
 	return out
 }
@@ -553,6 +634,9 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		hl := *t.in.HeaderLimits
 		limits = &hl
 	}
+	// Whether the HTTPS listener is made: a host redirects to HTTPS only then.
+	_, httpsTaken := bound[httpsPort]
+	httpsServed := httpsPort != 0 && httpsPort != httpPort && len(st.chains) > 0 && !httpsTaken
 	domains := make([]string, 0, len(st.vhosts))
 	for d, vh := range st.vhosts {
 		if len(vh.paths) > 0 || vh.fallback != nil {
@@ -569,7 +653,8 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		} else {
 			rc := &ir.RouteConfig{Name: IngressHTTPListener}
 			for _, d := range domains {
-				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost(st.vhosts["*"]))
+				_, tls := st.sni[d]
+				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost(st.vhosts["*"], tls && httpsServed))
 			}
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 			bound[httpPort] = IngressHTTPListener
@@ -623,9 +708,12 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		} else {
 			for _, h := range hosts {
 				if vh, ok := st.vhosts[h]; ok && (len(vh.paths) > 0 || vh.fallback != nil) {
-					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost(nil))
+					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost(nil, false))
 				}
 			}
+		}
+		if other := st.otherHosts(s); len(other) > 0 {
+			rc.VirtualHosts = append(rc.VirtualHosts, misdirectedHost(other, slices.Clone(st.httpsOwners)...))
 		}
 		t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secret: s, RouteConfig: rc.Name})

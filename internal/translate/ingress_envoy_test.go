@@ -54,6 +54,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	httpPort, httpsPort := testsupport.FreePort(t), testsupport.FreePort(t)
 	appCert, appCA := testCert(t, "app.example.com")
 	lbCert, lbCA := testCert(t, "lb.example.com")
+	lateCert, lateCA := testCert(t, "late.example.com")
 
 	svc := func(name string, b *testsupport.Backend) v1alpha1.UpstreamService {
 		return v1alpha1.UpstreamService{Service: corev1.Service{
@@ -66,10 +67,10 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		return networkingv1.HTTPIngressPath{Path: p, PathType: typ, Backend: networkingv1.IngressBackend{
 			Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Name: "http"}}}}
 	}
-	route := func(uid, name string, created time.Time, spec networkingv1.IngressSpec, svcs ...v1alpha1.UpstreamService) v1alpha1.Route {
+	route := func(uid, name string, created time.Time, annotations map[string]string, spec networkingv1.IngressSpec, svcs ...v1alpha1.UpstreamService) v1alpha1.Route {
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: annotations},
 			Spec:       spec,
 		})
 		if err != nil {
@@ -96,9 +97,12 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		Secrets: []corev1.Secret{{
 			ObjectMeta: metav1.ObjectMeta{Name: "synced-app-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "app-tls", v1alpha1.LabelOriginNamespace: "shop"}},
 			Data:       appCert,
+		}, {
+			ObjectMeta: metav1.ObjectMeta{Name: "synced-late-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "late-tls", v1alpha1.LabelOriginNamespace: "shop"}},
+			Data:       lateCert,
 		}},
 		Routes: []v1alpha1.Route{
-			route("00000000-0000-0000-0000-00000000000a", "web", t0, networkingv1.IngressSpec{
+			route("00000000-0000-0000-0000-00000000000a", "web", t0, nil, networkingv1.IngressSpec{
 				DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "other", Port: networkingv1.ServiceBackendPort{Number: 80}}},
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "web"), path("/api", &prefix, "api"), path("/exact", &exact, "other")},
@@ -107,12 +111,22 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				}}}},
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}},
 			}, svc("web", web), svc("api", api), svc("other", other)),
-			// Newer: its /api on app.example.com loses to the older Ingress's.
-			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), networkingv1.IngressSpec{
+			// Newer: its /api on app.example.com loses to the older Ingress's; its own host
+			// late.example.com has a certificate of its own, and HTTP redirects to it.
+			route("00000000-0000-0000-0000-00000000000b", "late", t0.Add(time.Hour), map[string]string{v1alpha1.AnnotationSSLRedirect: "true"}, networkingv1.IngressSpec{
 				Rules: []networkingv1.IngressRule{{Host: "app.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 					Paths: []networkingv1.HTTPIngressPath{path("/api", &prefix, "other")},
+				}}}, {Host: "late.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/", &prefix, "other")},
 				}}}},
+				TLS: []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
 			}, svc("other", other)),
+			// Too many paths: the first 100 of big.example.com are served, the 101st is not.
+			route("00000000-0000-0000-0000-00000000000c", "big", t0.Add(2*time.Hour), nil, networkingv1.IngressSpec{
+				Rules: []networkingv1.IngressRule{{Host: "big.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: manyPaths(101, func(j int) networkingv1.HTTPIngressPath { return path(fmt.Sprintf("/p%d", j), &prefix, "web") }),
+				}}}},
+			}, svc("web", web)),
 		},
 		DNS: translate.DNS{AllowExplicitHostnames: true},
 		LoadBalancers: []v1alpha1.LoadBalancer{{
@@ -133,9 +147,11 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The only problems: the newer Ingress's /api, and the LoadBalancer's port 80 has no
-	// listener port yet (no hub Service here; it is served on its hostname only).
-	if len(problems) != 2 || problems[0].Reason != translate.ReasonPortPending || problems[1].Reason != translate.ReasonPathConflict {
+	// The only problems: the newer Ingress's /api, the big Ingress's 101st path, and the
+	// LoadBalancer's port 80 has no listener port yet (no hub Service here; it is served on
+	// its hostname only).
+	if len(problems) != 3 || problems[0].Reason != translate.ReasonPortPending || problems[1].Reason != translate.ReasonPathConflict ||
+		problems[2].Reason != translate.ReasonTooMany {
 		t.Fatalf("problems: %v", problems)
 	}
 
@@ -165,10 +181,23 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"y.x.shop.example", "/", "other"},    // a wildcard matches one label: the default backend
 		{"unknown.example.org", "/", "other"}, // the default backend
 		{"unknown.example.org", "/api", "other"},
+		{"big.example.com", "/p0", "web"},
+		{"big.example.com", "/p99/x", "web"},
 	} {
 		if got, err := get(plain, "", nil, c.host, c.path); err != nil || got != c.want {
 			t.Errorf("http://%s%s answered by %q (%v), want %q", c.host, c.path, got, err, c.want)
 		}
+	}
+	// The Ingress annotated ssl-redirect answers its TLS host over HTTP with 301 to https, the
+	// same host and path; its /api on app.example.com (whose TLS is another Ingress's, which
+	// does not redirect) is not redirected: the older Ingress serves it.
+	if a, err := send(plain, "", nil, "late.example.com", "/some/path?q=1"); err != nil || a.status != http.StatusMovedPermanently ||
+		a.location != "https://late.example.com/some/path?q=1" {
+		t.Errorf("http://late.example.com/some/path?q=1: %d to %q (%v), want 301 to https://late.example.com/some/path?q=1", a.status, a.location, err)
+	}
+	// The path beyond the bound is not served.
+	if a, err := send(plain, "", nil, "big.example.com", "/p100"); err != nil || a.status != http.StatusNotFound {
+		t.Errorf("http://big.example.com/p100: %d (%v), want 404 (beyond the bound of paths per rule)", a.status, err)
 	}
 	for _, c := range []struct {
 		sni  string
@@ -179,9 +208,29 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		{"app.example.com", appCA, "/api/x", "api"},
 		{"app.example.com", appCA, "/", "web"},
 		{"lb.example.com", lbCA, "/anything", "lbweb"},
+		{"late.example.com", lateCA, "/", "other"}, // redirected on HTTP, served on HTTPS
 	} {
 		if got, err := get(secure, c.sni, c.ca, c.sni, c.path); err != nil || got != c.want {
 			t.Errorf("https://%s%s answered by %q (%v), want %q", c.sni, c.path, got, err, c.want)
+		}
+	}
+	// A request for a host served with another certificate than the connection's (HTTP/2
+	// clients coalesce connections) is answered 421, on an Ingress's chain and on a
+	// LoadBalancer hostname's alike; a host without TLS is not misdirected (404).
+	for _, c := range []struct {
+		sni    string
+		ca     *x509.CertPool
+		host   string
+		status int
+	}{
+		{"app.example.com", appCA, "late.example.com", http.StatusMisdirectedRequest},
+		{"app.example.com", appCA, "lb.example.com", http.StatusMisdirectedRequest},
+		{"late.example.com", lateCA, "app.example.com", http.StatusMisdirectedRequest},
+		{"lb.example.com", lbCA, "app.example.com", http.StatusMisdirectedRequest},
+		{"app.example.com", appCA, "unknown.example.org", http.StatusNotFound},
+	} {
+		if got, err := send(secure, c.sni, c.ca, c.host, "/"); err != nil || got.status != c.status {
+			t.Errorf("https://%s/ over a connection to %s: %d (%v), want %d", c.host, c.sni, got.status, err, c.status)
 		}
 	}
 	// A host with no TLS gets no certificate: the handshake fails.
@@ -195,8 +244,29 @@ func TestIngressThroughEnvoy(t *testing.T) {
 }
 
 // get sends GET path with Host host to addr (over TLS with sni when ca is set) and returns the
-// pod that answered.
+// pod that answered; any status but 200 is an error.
 func get(addr, sni string, ca *x509.CertPool, host, path string) (string, error) {
+	a, err := send(addr, sni, ca, host, path)
+	if err != nil {
+		return "", err
+	}
+	if a.status != http.StatusOK {
+		return "", fmt.Errorf("%d: %s", a.status, a.body)
+	}
+	return a.pod, nil
+}
+
+// answer is what a request got: the status, the pod that answered, the Location header and
+// the body.
+type answer struct {
+	status        int
+	pod, location string
+	body          []byte
+}
+
+// send sends GET path with Host host to addr (over TLS with sni when ca is set), without
+// following redirects.
+func send(addr, sni string, ca *x509.CertPool, host, path string) (answer, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -210,19 +280,18 @@ func get(addr, sni string, ca *x509.CertPool, host, path string) (string, error)
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequest(http.MethodGet, scheme+"://"+addr+path, nil)
 	if err != nil {
-		return "", err
+		return answer{}, err
 	}
 	req.Host = host
-	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return resp.Header.Get(testsupport.HeaderPod), nil
+	return answer{status: resp.StatusCode, pod: resp.Header.Get(testsupport.HeaderPod), location: resp.Header.Get("Location"), body: body}, nil
 }
 
 // testCert makes a self-signed certificate for host: the Secret data (tls.crt, tls.key) and
@@ -262,4 +331,13 @@ func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
 		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}, pool
+}
+
+// manyPaths makes n paths, path(j) for each j.
+func manyPaths(n int, path func(j int) networkingv1.HTTPIngressPath) []networkingv1.HTTPIngressPath {
+	out := make([]networkingv1.HTTPIngressPath, n)
+	for j := range out {
+		out[j] = path(j)
+	}
+	return out
 }

@@ -24,8 +24,9 @@ var (
 
 // ingressInput adds to a random tenant (input) the Ingress side: the kubelb-ingress Service
 // with random listener ports (colliding with Layer 4 ones at times), synced Secrets (good,
-// broken), up to 4 Ingress Routes with random hosts, paths, backends, TLS entries and default
-// backends, DNS settings and hostname Secrets.
+// broken), up to 4 Ingress Routes with random hosts, paths, backends, TLS entries, default
+// backends and ssl-redirect annotations, the tenant's sslRedirect, DNS settings and hostname
+// Secrets.
 func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 	in := s.input()
 	if s.intn(5) != 0 {
@@ -95,8 +96,13 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 			}
 			spec.TLS = append(spec.TLS, tls)
 		}
+		var annotations map[string]string
+		if v := pick(s, "", "", "true", "false", "maybe"); v != "" {
+			annotations = map[string]string{v1alpha1.AnnotationSSLRedirect: v}
+		}
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
-			TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}, ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("ing-", i), Namespace: "shop"}, Spec: spec})
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("ing-", i), Namespace: "shop", Annotations: annotations}, Spec: spec})
 		if err != nil {
 			panic(err)
 		}
@@ -105,6 +111,7 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 		r.Spec.Source.Kubernetes.Route.Object = obj
 		in.Routes = append(in.Routes, r)
 	}
+	in.Options.IngressSSLRedirect = s.intn(2) == 0
 	in.DNS = translate.DNS{WildcardDomain: pick(s, "", "*.example.com", "bad_domain"), AllowExplicitHostnames: s.intn(2) == 0}
 	in.HostnameSecrets = map[string]corev1.Secret{}
 	for i := range in.LoadBalancers {

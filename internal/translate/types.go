@@ -160,6 +160,10 @@ type Options struct {
 	// StreamIdleTimeout ends requests and streams with no traffic either way for this long
 	// (spec.http.streamIdleTimeout); default DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
+	// IngressSSLRedirect redirects requests over HTTP for the TLS hosts of Ingresses to
+	// HTTPS (Config/Tenant spec.ingress.sslRedirect; an Ingress's kubelb.k8c.io/ssl-redirect
+	// annotation overrides it). See docs/l7.md "HTTP to HTTPS redirect".
+	IngressSSLRedirect bool
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each

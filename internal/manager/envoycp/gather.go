@@ -121,6 +121,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	in.Options.HealthCheckProbesPerSecond = budget
 	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	in.Options.AccessLog = set.Envoy.AccessLog != nil && set.Envoy.AccessLog.Enabled
+	in.Options.IngressSSLRedirect = set.IngressSSLRedirect
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
 	}

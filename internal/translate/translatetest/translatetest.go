@@ -99,6 +99,8 @@ type goldenOptions struct {
 	// The tenant's spec.http timeouts.
 	RequestTimeout    metav1.Duration `json:"requestTimeout,omitempty"`
 	StreamIdleTimeout metav1.Duration `json:"streamIdleTimeout,omitempty"`
+	// IngressSSLRedirect: the tenant's spec.ingress.sslRedirect.
+	IngressSSLRedirect bool `json:"ingressSSLRedirect,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -131,6 +133,7 @@ func (g goldenInput) input() (translate.Input, error) {
 			UDPSessionIdleTimeout:    g.Options.UDPSessionIdleTimeout.Duration,
 			RequestTimeout:           g.Options.RequestTimeout.Duration,
 			StreamIdleTimeout:        g.Options.StreamIdleTimeout.Duration,
+			IngressSSLRedirect:       g.Options.IngressSSLRedirect,
 			HealthCheck: translate.HealthCheck{
 				Disabled:           g.Options.HealthCheck.Disabled,
 				Interval:           g.Options.HealthCheck.Interval.Duration,
