@@ -139,16 +139,7 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			lb, cb := tcp("b", 81)
 			cfg := &ir.Config{Listeners: []*ir.Listener{la, lb}, Clusters: []*ir.Cluster{ca, cb}}
 			tc.mutate(cfg)
-			err := cfg.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("valid config: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.want)
-			}
+			wantValidation(t, cfg, tc.want)
 		})
 	}
 }
@@ -238,5 +229,21 @@ func TestFleetPortsAreNeverListeners(t *testing.T) {
 	cfg.Listeners[0].Port = 10000
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("a listener on 10000: %v", err)
+	}
+}
+
+// wantValidation checks that cfg is valid (want "") or that its validation fails with an
+// error containing want.
+func wantValidation(t *testing.T, cfg *ir.Config, want string) {
+	t.Helper()
+	err := cfg.Validate()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("valid config: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
 	}
 }

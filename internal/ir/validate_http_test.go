@@ -1,7 +1,6 @@
 package ir_test
 
 import (
-	"strings"
 	"testing"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -82,16 +81,7 @@ func TestValidateHTTPRouteExtras(t *testing.T) {
 				Clusters:     []*ir.Cluster{ca},
 			}
 			tc.mutate(cfg, r)
-			err := cfg.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("valid config: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.want)
-			}
+			wantValidation(t, cfg, tc.want)
 		})
 	}
 }
