@@ -238,6 +238,43 @@ func TestL7EndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a TLS entry without a Secret is served with the tenant's default certificate", func(t *testing.T) {
+		// The platform team's certificate, in the manager's namespace, labelled so that the
+		// manager sees it; the Tenant names it.
+		def := newCert(t, "default.example.com")
+		secret := tlsSecret(framework.ManagerNamespace, "default-ingress-cert", def)
+		secret.Labels = map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
+		create(t, pair.Hub.Client, secret)
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "nocert", Namespace: ns},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+				TLS:              []networkingv1.IngressTLS{{Hosts: []string{"default.example.com"}}},
+				Rules: []networkingv1.IngressRule{{Host: "default.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+				}}}},
+			},
+		}
+		create(t, tc, ing)
+		httpPort, httpsPort := a.IngressPorts()
+		addr := testsupport.Loopback(int(httpsPort))
+		// Without a default certificate the host is served over HTTP only.
+		waitHTTP(t, testsupport.Loopback(int(httpPort)), "default.example.com", "/", nil, nil, http.StatusOK, "web-")
+		if _, err := framework.HTTPRequest(addr, "default.example.com", "/", def.pool, nil); err == nil {
+			t.Fatal("the host was served over HTTPS before the tenant had a default certificate")
+		}
+		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+		objects.Update(t, pair.Hub.Client, tenant, func(tn *kubelbv1alpha1.Tenant) {
+			tn.Spec.Ingress.DefaultCertificate = &kubelbv1alpha1.SecretRef{Namespace: framework.ManagerNamespace, Name: secret.Name}
+		})
+		t.Cleanup(func() {
+			objects.Update(t, pair.Hub.Client, tenant, func(tn *kubelbv1alpha1.Tenant) { tn.Spec.Ingress.DefaultCertificate = nil })
+		})
+		waitHTTP(t, addr, "default.example.com", "/", def.pool, nil, http.StatusOK, "web-")
+		// The hosts with their own certificate keep it.
+		waitHTTP(t, addr, "app.example.com", "/", appCert.pool, nil, http.StatusOK, "web-")
+	})
+
 	t.Run("HTTP to HTTPS: an Ingress annotated ssl-redirect, and the Tenant's spec.ingress.sslRedirect, answer its TLS hosts with 301", func(t *testing.T) {
 		shopCert := newCert(t, "shop.example.com")
 		ing := &networkingv1.Ingress{

@@ -303,6 +303,26 @@ type IngressSettings struct {
 	// the Config's; unset (both): off.
 	// +optional
 	SSLRedirect *bool `json:"sslRedirect,omitempty"`
+
+	// DefaultCertificate is the certificate the tenant's Ingresses get for a TLS entry that
+	// names no Secret (as ingress-nginx's --default-ssl-certificate): a hub Secret of type
+	// kubernetes.io/tls, labelled kubelb.k8c.io/managed-by: kubelb (the manager watches only
+	// such Secrets). A Tenant's value replaces the Config's; unset (both): such a TLS entry is
+	// not served (InvalidTLS).
+	// +optional
+	DefaultCertificate *SecretRef `json:"defaultCertificate,omitempty"`
+}
+
+// SecretRef names a hub Secret.
+type SecretRef struct {
+	// Namespace of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // GatewayAPISettings are the tenant-wide settings of Gateway API support.

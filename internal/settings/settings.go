@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
@@ -131,6 +132,10 @@ type Tenant struct {
 	// IngressSSLRedirect is spec.ingress.sslRedirect of the Tenant, else of the Config (unset:
 	// false); the envoycp controller passes it to translate (Options.IngressSSLRedirect).
 	IngressSSLRedirect bool
+	// IngressDefaultCertificate is spec.ingress.defaultCertificate of the Tenant, else of the
+	// Config (nil: none); the envoycp controller reads that Secret for translate
+	// (Input.DefaultCertificate).
+	IngressDefaultCertificate *types.NamespacedName
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -161,6 +166,9 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress }) {
 		if in.SSLRedirect != nil {
 			out.IngressSSLRedirect = *in.SSLRedirect
+		}
+		if c := in.DefaultCertificate; c != nil {
+			out.IngressDefaultCertificate = &types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 		}
 	}
 	out.IPMode = resolveIPMode(config, tenant)

@@ -156,3 +156,20 @@ func TestResolveIngressSSLRedirect(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveIngressDefaultCertificate: spec.ingress.defaultCertificate of the Tenant over the
+// Config's; unset (both): none.
+func TestResolveIngressDefaultCertificate(t *testing.T) {
+	ref := func(ns, name string) *kubelbv1alpha1.SecretRef { return &kubelbv1alpha1.SecretRef{Namespace: ns, Name: name} }
+	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{Ingress: kubelbv1alpha1.IngressSettings{DefaultCertificate: ref("kubelb", "wildcard")}}}
+	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Ingress: kubelbv1alpha1.IngressSettings{DefaultCertificate: ref("certs", "team-a")}}}
+	if got := Resolve(nil, &kubelbv1alpha1.Tenant{}).IngressDefaultCertificate; got != nil {
+		t.Errorf("unset: %v", got)
+	}
+	if got := Resolve(config, &kubelbv1alpha1.Tenant{}).IngressDefaultCertificate; got == nil || got.String() != "kubelb/wildcard" {
+		t.Errorf("Config's: %v", got)
+	}
+	if got := Resolve(config, tenant).IngressDefaultCertificate; got == nil || got.String() != "certs/team-a" {
+		t.Errorf("Tenant's over Config's: %v", got)
+	}
+}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"regexp"
 	"slices"
@@ -284,16 +285,25 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		if len(hosts) == 0 {
 			hosts = ruleHosts
 			if len(hosts) == 0 {
-				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry lists no hosts and the Ingress has no rule with a host; nothing is served over HTTPS (a default certificate is not supported yet)")
+				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry lists no hosts and the Ingress has no rule with a host; nothing is served over HTTPS")
 				continue
 			}
 		}
 		if redirect {
 			st.redirectToHTTPS(hosts, mine, fallback)
 		}
+		ref := "Secret " + ns + "/" + tls.SecretName
+		certificate := func() (string, string, string) { return t.certificate(owner, ns, tls.SecretName) }
 		if tls.SecretName == "" {
-			t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry names no Secret; its hosts are not served over HTTPS (a default certificate is not supported yet)")
-			continue
+			if t.in.DefaultCertificate == nil {
+				msg := "the TLS entry names no Secret and the tenant has no default certificate (spec.ingress.defaultCertificate of the Tenant or Config)"
+				if p := t.in.DefaultCertificateProblem; p != "" {
+					msg = "the TLS entry names no Secret, and the tenant's default certificate cannot be used: " + p
+				}
+				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "%s; its hosts are not served over HTTPS", msg)
+				continue
+			}
+			ref, certificate = "the default certificate", func() (string, string, string) { return t.defaultCertificate(owner) }
 		}
 		if httpsPort == 0 {
 			if exhaustedPort(t.routeService(""), 443, corev1.ProtocolTCP) {
@@ -306,7 +316,6 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			continue
 		}
 		// The hosts this entry can serve: valid, and not served with another certificate.
-		ref := "Secret " + ns + "/" + tls.SecretName
 		var serve []string
 		for _, host := range hosts {
 			h, msg := ingressHost(host)
@@ -325,7 +334,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		if len(serve) == 0 {
 			continue
 		}
-		secret, reason, msg := t.certificate(owner, ns, tls.SecretName)
+		secret, reason, msg := certificate()
 		if reason != "" {
 			t.problems.Add(owner, ir.SeverityError, reason, "%s; its hosts are not served over HTTPS", msg)
 			continue
@@ -719,4 +728,25 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secret: s, RouteConfig: rc.Name})
 	}
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
+}
+
+// defaultCertificateSecret is the IR name of the tenant's default Ingress certificate.
+const defaultCertificateSecret = "default-certificate"
+
+// defaultCertificate is the IR Secret of the tenant's default Ingress certificate
+// (Input.DefaultCertificate, set), added once, or why it cannot be served.
+func (t *l7) defaultCertificate(owner ir.ObjectRef) (string, string, string) {
+	if s, ok := t.secrets[defaultCertificateSecret]; ok {
+		s.Owners = append(s.Owners, owner)
+		return defaultCertificateSecret, "", ""
+	}
+	d := t.in.DefaultCertificate
+	crt, key := d.Data[corev1.TLSCertKey], d.Data[corev1.TLSPrivateKeyKey]
+	if _, err := tls.X509KeyPair(crt, key); err != nil {
+		return "", ReasonInvalidCertificate, fmt.Sprintf("the tenant's default certificate (Secret %s/%s) does not hold a usable certificate and key (tls.crt, tls.key): %s", truncate(d.Namespace), truncate(d.Name), truncate(err.Error()))
+	}
+	s := &ir.Secret{Name: defaultCertificateSecret, Owners: []ir.ObjectRef{owner}, CertChain: crt, PrivateKey: key}
+	t.secrets[defaultCertificateSecret] = s
+	t.cfg.Secrets = append(t.cfg.Secrets, s)
+	return defaultCertificateSecret, "", ""
 }

@@ -112,6 +112,12 @@ type Input struct {
 	// the Secret HostnameSecretName(lb name) in the tenant namespace (made by cert-manager
 	// for the hostname). A hostname without one is not served.
 	HostnameSecrets map[string]corev1.Secret
+	// DefaultCertificate is the tenant's default Ingress certificate (Config/Tenant
+	// spec.ingress.defaultCertificate, a hub Secret the manager read), served for Ingress TLS
+	// entries that name no Secret; nil when none is set or it cannot be read, and then
+	// DefaultCertificateProblem says why ("" when none is set).
+	DefaultCertificate        *corev1.Secret
+	DefaultCertificateProblem string
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".

@@ -176,6 +176,9 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), hubServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
+		// A Config or Tenant may name such a Secret as the default Ingress certificate: a
+		// change rebuilds every tenant (they are few, and the event rare).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), allTenants, platformSecretChanged())).
 		Watches(&v1alpha1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: hubnames.TenantNamespace(o.GetName())}}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).

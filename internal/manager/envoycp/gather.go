@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,6 +123,9 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	in.Options.AccessLog = set.Envoy.AccessLog != nil && set.Envoy.AccessLog.Enabled
 	in.Options.IngressSSLRedirect = set.IngressSSLRedirect
+	if in.DefaultCertificate, in.DefaultCertificateProblem, err = defaultCertificate(ctx, owned, set.IngressDefaultCertificate); err != nil {
+		return Scope{}, err
+	}
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
 	}
@@ -248,4 +252,22 @@ func hubRanges(ctx context.Context, c client.Reader) ([]translate.PolicyRule, er
 		return nil, fmt.Errorf("listing Nodes: %w", err)
 	}
 	return translate.HubRanges(cidrs.Items, nodes.Items), nil
+}
+
+// defaultCertificate reads the tenant's default Ingress certificate (ref, nil for none) from
+// owned, the Secrets labelled managed-by: kubelb: the Secret, or why it cannot be used.
+func defaultCertificate(ctx context.Context, owned client.Reader, ref *types.NamespacedName) (*corev1.Secret, string, error) {
+	if ref == nil {
+		return nil, "", nil
+	}
+	s := &corev1.Secret{}
+	switch err := owned.Get(ctx, *ref, s); {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("Secret %s was not found among the hub Secrets labelled %s=%s", ref, v1alpha1.LabelManagedBy, v1alpha1.LabelManagedByValue), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("reading the default Ingress certificate %s: %w", ref, err)
+	case s.Type != corev1.SecretTypeTLS:
+		return nil, fmt.Sprintf("Secret %s is of type %q, not %s", ref, s.Type, corev1.SecretTypeTLS), nil
+	}
+	return s, "", nil
 }

@@ -94,6 +94,16 @@ func hostnameSecretChanged() predicate.TypedPredicate[client.Object] {
 	})
 }
 
+// platformSecretChanged passes the labelled Secrets outside tenant namespaces, which a
+// Config or Tenant may name as the default Ingress certificate, when their type, data or
+// labels change.
+func platformSecretChanged() predicate.TypedPredicate[client.Object] {
+	return ownedChanged(func(s client.Object) bool { return !hubnames.IsTenantNamespace(s.GetNamespace()) }, func(o, n *corev1.Secret) bool {
+		return o.Type != n.Type || !maps.Equal(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+	})
+}
+
 // updateChanged passes creates, deletes and generic events, and the updates of objects of
 // type T that changed reports (an update of another type passes).
 func updateChanged[T client.Object](changed func(o, n T) bool) predicate.Funcs {

@@ -82,6 +82,9 @@ type goldenInput struct {
 	// DNS settings and the certificates of LoadBalancer hostnames (by LoadBalancer name).
 	DNS             translate.DNS            `json:"dns,omitempty"`
 	HostnameSecrets map[string]corev1.Secret `json:"hostnameSecrets,omitempty"`
+	// The tenant's default Ingress certificate, or why it cannot be used.
+	DefaultCertificate        *corev1.Secret `json:"defaultCertificate,omitempty"`
+	DefaultCertificateProblem string         `json:"defaultCertificateProblem,omitempty"`
 }
 
 type goldenOptions struct {
@@ -125,6 +128,9 @@ func (g goldenInput) input() (translate.Input, error) {
 		HeaderLimits:    g.HeaderLimits,
 		DNS:             g.DNS,
 		HostnameSecrets: g.HostnameSecrets,
+
+		DefaultCertificate:        g.DefaultCertificate,
+		DefaultCertificateProblem: g.DefaultCertificateProblem,
 		Options: translate.Options{
 			ListenerAddress:          g.Options.ListenerAddress,
 			ListenerAddressIPv6:      g.Options.ListenerAddressIPv6,
