@@ -160,7 +160,9 @@ func TestResolveIngressSSLRedirect(t *testing.T) {
 // TestResolveIngressDefaultCertificate: spec.ingress.defaultCertificate of the Tenant over the
 // Config's; unset (both): none.
 func TestResolveIngressDefaultCertificate(t *testing.T) {
-	ref := func(ns, name string) *kubelbv1alpha1.SecretRef { return &kubelbv1alpha1.SecretRef{Namespace: ns, Name: name} }
+	ref := func(ns, name string) *kubelbv1alpha1.SecretRef {
+		return &kubelbv1alpha1.SecretRef{Namespace: ns, Name: name}
+	}
 	config := &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{Ingress: kubelbv1alpha1.IngressSettings{DefaultCertificate: ref("kubelb", "wildcard")}}}
 	tenant := &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{Ingress: kubelbv1alpha1.IngressSettings{DefaultCertificate: ref("certs", "team-a")}}}
 	if got := Resolve(nil, &kubelbv1alpha1.Tenant{}).IngressDefaultCertificate; got != nil {
