@@ -243,6 +243,9 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 // allowedRoutes.namespaces.
 func (a *attacher) allowed(l *gwListener, ro *routeObj) string {
 	if !l.attachable {
+		if l.gw.addresses.unsupported != "" {
+			return "the Gateway is not accepted (see its Accepted condition)"
+		}
 		return "the listener is not accepted or is conflicted (see the Gateway's listener conditions)"
 	}
 	if !slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == ro.kind }) {
