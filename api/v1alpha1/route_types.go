@@ -182,7 +182,8 @@ type ResourceState struct {
 	// tenant's Envoy proxies reach the route's backends in their health checks. True reason:
 	// Reachable. False reasons: SomeBackendsUnreachable (the message names them),
 	// NoBackendReachable. Unknown reasons: NotYetChecked, TooManyEndpoints (the tenant has
-	// more endpoints than the proxies check).
+	// more endpoints than the proxies check), HealthNotReported (more of the tenant's clusters
+	// have unreachable endpoints than a manager replica reports, and this one's were left out).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -57,6 +57,30 @@ type TenantStateStatus struct {
 	// +listMapKey=cluster
 	// +kubebuilder:validation:MaxItems=1024
 	BackendHealth []BackendHealth `json:"backendHealth,omitempty"`
+
+	// BackendHealthOmitted says, per manager replica, how many clusters its proxies reported
+	// on that it left out of BackendHealth (a replica writes at most 256 entries per tenant,
+	// those naming unreachable endpoints first): the leader tells the objects of clusters
+	// without an entry that their health was not reported, rather than that it is not
+	// checked yet. An addition to the contract (ignorable).
+	// +optional
+	// +listType=map
+	// +listMapKey=replica
+	// +kubebuilder:validation:MaxItems=64
+	BackendHealthOmitted []BackendHealthOmitted `json:"backendHealthOmitted,omitempty"`
+}
+
+// BackendHealthOmitted is how many clusters one manager replica left out of BackendHealth.
+type BackendHealthOmitted struct {
+	// Replica is the manager replica.
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica"`
+	// Clusters is the number of clusters left out.
+	// +kubebuilder:validation:Minimum=1
+	Clusters int32 `json:"clusters"`
+	// Time it last changed, or was confirmed (with the entries naming unreachable endpoints).
+	// +optional
+	Time metav1.Time `json:"time,omitempty"`
 }
 
 // BackendHealth is what the proxies connected to one manager replica found of the endpoints

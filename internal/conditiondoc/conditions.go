@@ -137,6 +137,7 @@ var backendsReachable = Condition{Type: status.ConditionBackendsReachable,
 		{reach.ReasonSomeUnreachable, "False", "some endpoints did not answer; the message names them (address:port)"},
 		{reach.ReasonNoneReachable, "False", "no endpoint answered: a firewall between the hub and the tenant's nodes, or nothing behind the NodePort"},
 		{reach.ReasonNotYetChecked, "Unknown", "no proxy has reported on the current endpoints yet, or there are none (a new object has no BackendsReachable condition until the first report)"},
+		{reach.ReasonHealthNotReported, "Unknown", fmt.Sprintf("the proxies found unreachable endpoints in more of the tenant's clusters than a manager replica reports (%d, those with unreachable endpoints first), and this object's clusters were left out of the report: fix the objects whose BackendsReachable is False first", reach.MaxReportedClusters)},
 		{reach.ReasonTooManyEndpoints, "Unknown", fmt.Sprintf("the tenant's clusters have more endpoints than the proxies health-check (%d; clusters by name, those that fit) and some of this object's are left out: its reachability is not checked; the message gives the counts", reach.MaxCheckedEndpoints)},
 	}}
 

@@ -15,6 +15,9 @@ const MaxCheckedEndpoints = 4096
 type Checks struct {
 	// Skipped are the clusters left out: their endpoints do not fit in MaxCheckedEndpoints.
 	Skipped map[string]bool
+	// Omitted: a manager replica left clusters its proxies reported on out of its report
+	// (MaxReportedClusters); a cluster without a report may be one of them.
+	Omitted bool
 }
 
 // PlanChecks decides which clusters (name → distinct endpoints) are health-checked: by name,

@@ -103,7 +103,7 @@ func (j *Judge[K]) Hash(cluster string) string {
 // replicas found (Found entries that count). It returns the verdicts decided, and the
 // objects that had a verdict and no longer own a cluster. owners and found are kept until
 // the next Look: they must not be modified.
-func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []Found) (decided map[K]Verdict, gone []K) {
+func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []Found, omitted bool) (decided map[K]Verdict, gone []K) {
 	if j.clusters == nil {
 		j.SetClusters(Clusters{})
 	}
@@ -161,7 +161,8 @@ func (j *Judge[K]) Look(owners map[string][]K, keep func(K) (K, bool), found []F
 		checks = PlanChecks(j.endpoints)
 	}
 	j.recount = false
-	if !maps.Equal(checks.Skipped, j.checks.Skipped) {
+	checks.Omitted = omitted
+	if !maps.Equal(checks.Skipped, j.checks.Skipped) || checks.Omitted != j.checks.Omitted {
 		for k := range j.clustersOf {
 			dirty[k] = true
 		}

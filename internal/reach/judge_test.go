@@ -65,12 +65,13 @@ func judgeAgainstDecide(t *testing.T, seed uint64) {
 	}
 	owners := map[string][]string{}
 	var found []Found
+	omitted := false
 	j := &Judge[string]{}
 	view := map[string]Verdict{}
 
 	for step := range 300 {
 		c := fmt.Sprintf("c%d", rnd.IntN(nClusters))
-		switch rnd.IntN(7) {
+		switch rnd.IntN(8) {
 		case 0: // new endpoints, or a new cluster
 			setEndpoints(c, randomAddrs())
 		case 1: // the cluster is gone
@@ -116,6 +117,8 @@ func judgeAgainstDecide(t *testing.T, seed uint64) {
 				i := rnd.IntN(len(found))
 				found = slices.Delete(slices.Clone(found), i, i+1)
 			}
+		case 7: // a replica starts or stops leaving clusters out of its report
+			omitted = !omitted
 		}
 		j.SetClusters(Clusters{
 			Versions: func(yield func(string, Version) bool) {
@@ -132,12 +135,12 @@ func judgeAgainstDecide(t *testing.T, seed uint64) {
 				t.Fatalf("step %d: Hash(%s) = %q with endpoints %v", step, f.Cluster, got, endpoints[f.Cluster])
 			}
 		}
-		decided, gone := j.Look(owners, keepObjects, found)
+		decided, gone := j.Look(owners, keepObjects, found, omitted)
 		maps.Copy(view, decided)
 		for _, k := range gone {
 			delete(view, k)
 		}
-		if want := decideAll(endpoints, owners, found); !maps.Equal(view, want) {
+		if want := decideAll(endpoints, owners, found, omitted); !maps.Equal(view, want) {
 			for k := range want {
 				if view[k] != want[k] {
 					t.Errorf("step %d: %s: judged %+v, want %+v", step, k, view[k], want[k])
@@ -150,8 +153,9 @@ func judgeAgainstDecide(t *testing.T, seed uint64) {
 
 // decideAll is every object's verdict from the whole tenant, as the status Writer decided
 // before it kept a Judge.
-func decideAll(endpoints map[string][]string, owners map[string][]string, found []Found) map[string]Verdict {
+func decideAll(endpoints map[string][]string, owners map[string][]string, found []Found, omitted bool) map[string]Verdict {
 	checks := PlanChecks(endpoints)
+	checks.Omitted = omitted
 	clustersOf := map[string]map[string][]string{}
 	for c, os := range owners {
 		for _, o := range os {

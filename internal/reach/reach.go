@@ -35,7 +35,15 @@ const (
 	// ReasonTooManyEndpoints (Unknown): some of the object's clusters are not checked: the
 	// tenant's clusters have more endpoints than MaxCheckedEndpoints (PlanChecks).
 	ReasonTooManyEndpoints = "TooManyEndpoints"
+	// ReasonHealthNotReported (Unknown): no replica reported on some of the object's
+	// clusters while a replica left clusters out of its report (Checks.Omitted: a replica
+	// writes at most MaxReportedClusters per tenant, those with unreachable endpoints first).
+	ReasonHealthNotReported = "HealthNotReported"
 )
+
+// MaxReportedClusters is how many clusters of a tenant one manager replica reports on
+// (TenantState status.backendHealth), those with unreachable endpoints first.
+const MaxReportedClusters = 256
 
 // MaxNamed is how many unreachable endpoints a summary and a verdict name.
 const MaxNamed = 8
@@ -204,7 +212,8 @@ type Verdict struct {
 // cluster's current one are not used. An endpoint is unreachable when a proxy of any
 // replica did not reach it. Unreachable endpoints make the verdict False even when other
 // clusters are not checked; otherwise a cluster left out by the checks makes it Unknown
-// (TooManyEndpoints), one not reported on yet Unknown (NotYetChecked).
+// (TooManyEndpoints), one not reported on yet Unknown (NotYetChecked), or, while a replica
+// left clusters out of its report (checks.Omitted), Unknown HealthNotReported.
 func Decide(clusters map[string][]string, found []Found, checks Checks) Verdict {
 	total, unreachable, pending, skipped := 0, 0, 0, 0
 	var named []string
@@ -256,6 +265,11 @@ func Decide(clusters map[string][]string, found []Found, checks Checks) Verdict 
 		// every object left out would be written again each time.
 		v.Message = fmt.Sprintf("reachability is not checked: %s left out: the tenant has more endpoints than the hub's Envoy "+
 			"proxies health-check, at most %d (clusters by name, those that fit)", what, MaxCheckedEndpoints)
+	case unreachable == 0 && pending > 0 && checks.Omitted:
+		// Not the number of clusters left out: it moves with the tenant.
+		v.Status, v.Reason = "Unknown", ReasonHealthNotReported
+		v.Message = fmt.Sprintf("the health of %d of %d endpoints was not reported: the hub's Envoy proxies found unreachable endpoints "+
+			"in more of the tenant's clusters than a manager replica reports (%d); fix the objects whose BackendsReachable is False first", pending, total, MaxReportedClusters)
 	case unreachable == 0 && pending > 0:
 		v.Status, v.Reason = "Unknown", ReasonNotYetChecked
 		v.Message = fmt.Sprintf("the hub's Envoy proxies have not reported on %d of %d endpoints yet", pending, total)

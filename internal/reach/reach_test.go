@@ -144,3 +144,22 @@ func found(s []ClusterHealth) []Found {
 	}
 	return out
 }
+
+// TestDecideHealthNotReported: while a replica left clusters out of its report, a cluster
+// nobody reported on is HealthNotReported (naming the cap), not NotYetChecked; unreachable
+// endpoints reported elsewhere still make the verdict False.
+func TestDecideHealthNotReported(t *testing.T) {
+	clusters := map[string][]string{"a": {"10.0.0.1:1", "10.0.0.2:1"}, "b": {"10.0.0.3:1"}}
+	found := []Found{{Cluster: "b", Endpoints: EndpointsHash(clusters["b"])}}
+	v := Decide(clusters, found, Checks{Omitted: true})
+	if v.Status != "Unknown" || v.Reason != ReasonHealthNotReported || !strings.Contains(v.Message, "2 of 3 endpoints") || !strings.Contains(v.Message, fmt.Sprint(MaxReportedClusters)) {
+		t.Errorf("omitted: %+v", v)
+	}
+	if v := Decide(clusters, found, Checks{}); v.Reason != ReasonNotYetChecked {
+		t.Errorf("nothing omitted: %+v, want NotYetChecked", v)
+	}
+	found[0].UnreachableCount, found[0].Unreachable = 1, []string{"10.0.0.3:1"}
+	if v := Decide(clusters, found, Checks{Omitted: true}); v.Status != "False" {
+		t.Errorf("an unreachable endpoint reported: %+v, want False", v)
+	}
+}

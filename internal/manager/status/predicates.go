@@ -11,13 +11,15 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// rejectionsChanged passes TenantStates whose rejections or backend health changed.
+// rejectionsChanged passes TenantStates whose rejections or backend health (the entries, or
+// what the replicas left out of them) changed.
 func rejectionsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*v1alpha1.TenantState)
 		n, ok2 := e.ObjectNew.(*v1alpha1.TenantState)
 		return !ok1 || !ok2 || !equalRejections(o.Status.Rejections, n.Status.Rejections) ||
-			!equality.Semantic.DeepEqual(o.Status.BackendHealth, n.Status.BackendHealth)
+			!equality.Semantic.DeepEqual(o.Status.BackendHealth, n.Status.BackendHealth) ||
+			!equality.Semantic.DeepEqual(o.Status.BackendHealthOmitted, n.Status.BackendHealthOmitted)
 	}}
 }
 

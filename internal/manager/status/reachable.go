@@ -64,11 +64,11 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 		st.judge, st.reach = &reach.Judge[ir.ObjectRef]{}, map[ir.ObjectRef]reach.Verdict{}
 	}
 	st.judge.SetClusters(w.endpoints(tenant))
-	found, requeue, err := w.backendHealth(ctx, tenant, st.judge.Hash)
+	found, omitted, requeue, err := w.backendHealth(ctx, tenant, st.judge.Hash)
 	if err != nil {
 		return 0, err
 	}
-	verdicts, gone := st.judge.Look(report.Owners[resource.ClusterType], judged, found)
+	verdicts, gone := st.judge.Look(report.Owners[resource.ClusterType], judged, found, omitted)
 	for ref := range st.retry { // a write that failed
 		if v, ok := st.judge.Verdict(ref); ok {
 			if _, decided := verdicts[ref]; !decided {
@@ -117,19 +117,20 @@ func judged(o ir.ObjectRef) (ir.ObjectRef, bool) {
 	return ir.ObjectRef{Kind: o.Kind, Name: o.Name}, o.Kind == translate.KindLoadBalancer || o.Kind == translate.KindRoute
 }
 
-// backendHealth reads what the replicas wrote of the tenant's backends; current is the
-// EndpointsHash of a cluster's current endpoints. Entries naming unreachable endpoints that
-// were not confirmed within StaleHealthTTL (their replica is gone) are not used; those, and
-// entries about endpoints no longer current (the replica moved on, or is gone), are removed
-// once older than StaleHealthTTL.
-func (w *Writer) backendHealth(ctx context.Context, tenant string, current func(cluster string) string) ([]reach.Found, time.Duration, error) {
+// backendHealth reads what the replicas wrote of the tenant's backends, and whether a replica
+// left clusters out (omitted); current is the EndpointsHash of a cluster's current
+// endpoints. Entries naming unreachable endpoints, and omitted counts, that were not
+// confirmed within StaleHealthTTL (their replica is gone) are not used; those, and entries
+// about endpoints no longer current (the replica moved on, or is gone), are removed once
+// older than StaleHealthTTL.
+func (w *Writer) backendHealth(ctx context.Context, tenant string, current func(cluster string) string) (_ []reach.Found, omitted bool, _ time.Duration, _ error) {
 	ts := &v1alpha1.TenantState{}
 	// Not copied: read only, copied before it is changed.
 	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, 0, nil
+			return nil, false, 0, nil
 		}
-		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return nil, false, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
 	}
 	entries := ts.Status.BackendHealth
 	out := make([]reach.Found, 0, len(entries))
@@ -156,14 +157,38 @@ func (w *Writer) backendHealth(ctx context.Context, tenant string, current func(
 			}
 		}
 	}
-	if keep != nil {
-		retry, err := w.dropEntries(ctx, ts.DeepCopy(), "backend health", func(ts *v1alpha1.TenantState) { ts.Status.BackendHealth = keep })
+	var keepOmitted []v1alpha1.BackendHealthOmitted // once one goes
+	for i, o := range ts.Status.BackendHealthOmitted {
+		age := w.now().Sub(o.Time.Time)
+		if age >= StaleHealthTTL {
+			if keepOmitted == nil {
+				keepOmitted = append(make([]v1alpha1.BackendHealthOmitted, 0, len(ts.Status.BackendHealthOmitted)), ts.Status.BackendHealthOmitted[:i]...)
+			}
+			continue
+		}
+		if keepOmitted != nil {
+			keepOmitted = append(keepOmitted, o)
+		}
+		omitted = omitted || o.Clusters > 0
+		if left := StaleHealthTTL - age; requeue == 0 || left < requeue {
+			requeue = max(left, time.Second)
+		}
+	}
+	if keep != nil || keepOmitted != nil {
+		retry, err := w.dropEntries(ctx, ts.DeepCopy(), "backend health", func(ts *v1alpha1.TenantState) {
+			if keep != nil {
+				ts.Status.BackendHealth = keep
+			}
+			if keepOmitted != nil {
+				ts.Status.BackendHealthOmitted = keepOmitted
+			}
+		})
 		if err != nil {
-			return nil, 0, err
+			return nil, false, 0, err
 		}
 		requeue = cmp.Or(retry, requeue)
 	}
-	return out, requeue, nil
+	return out, omitted, requeue, nil
 }
 
 // reachableOf applies the verdict to the LoadBalancer or Route ref of the tenant.

@@ -29,8 +29,9 @@ const (
 	recorderHoldOff        = 200 * time.Millisecond
 	recorderRetry          = 2 * time.Second
 	// maxHealthPerTenant bounds the backend health entries a replica writes per tenant
-	// (clusters with unreachable endpoints first).
-	maxHealthPerTenant = 256
+	// (clusters with unreachable endpoints first); how many it left out it writes too
+	// (status.backendHealthOmitted).
+	maxHealthPerTenant = reach.MaxReportedClusters
 	// HealthRefresh is how often a replica confirms (re-writes with a new time) entries
 	// that name unreachable endpoints, so that the leader can tell them from those of a
 	// replica that is gone (StaleHealthTTL). Entries of reachable clusters are never
@@ -56,6 +57,9 @@ type Recorder struct {
 	// health holds the proxies' reports; written are the entries last built per tenant.
 	health  *reach.Tracker
 	written map[string][]v1alpha1.BackendHealth
+	// omitted is, per tenant, how many clusters the entries last built left out, and when
+	// that last changed or was confirmed.
+	omitted map[string]v1alpha1.BackendHealthOmitted
 	now     func() time.Time
 }
 
@@ -64,7 +68,7 @@ type rejectionKey struct{ proxy, typeURL string }
 // NewRecorder returns a Recorder writing with c as replica (e.g. the pod name).
 func NewRecorder(c client.Client, log logr.Logger, replica string) *Recorder {
 	return &Recorder{client: c, log: log.WithName("rejections"), replica: replica, active: map[string]map[rejectionKey]v1alpha1.ConfigRejection{},
-		dirty: map[string]bool{}, wake: make(chan struct{}, 1), health: reach.NewTracker(), written: map[string][]v1alpha1.BackendHealth{}, now: time.Now}
+		dirty: map[string]bool{}, wake: make(chan struct{}, 1), health: reach.NewTracker(), written: map[string][]v1alpha1.BackendHealth{}, omitted: map[string]v1alpha1.BackendHealthOmitted{}, now: time.Now}
 }
 
 // HearHealth records a proxy's health report (or its stream's end); it never blocks. The
@@ -79,7 +83,8 @@ func (r *Recorder) HearHealth(h xds.HealthReport) {
 		r.health.Hear(h.Tenant, h.Proxy, reach.Report{Asked: h.Asked, Health: h.Health})
 	}
 	r.mu.Lock()
-	changed := !sameHealth(r.written[h.Tenant], r.health.Summary(h.Tenant))
+	summary := r.health.Summary(h.Tenant)
+	changed := !sameHealth(r.written[h.Tenant], summary) || int(r.omitted[h.Tenant].Clusters) != omittedOf(summary)
 	if changed {
 		r.dirty[h.Tenant] = true
 	}
@@ -109,6 +114,11 @@ func sameHealth(entries []v1alpha1.BackendHealth, summary []reach.ClusterHealth)
 		}
 	}
 	return true
+}
+
+// omittedOf is how many clusters of a summary boundedHealth leaves out.
+func omittedOf(summary []reach.ClusterHealth) int {
+	return max(len(summary)-maxHealthPerTenant, 0)
 }
 
 // boundedHealth keeps at most maxHealthPerTenant clusters of a summary, those with unreachable
@@ -145,11 +155,24 @@ func named(addrs []string) []string {
 
 // healthEntries are the tenant's entries as this replica writes them now: the summary,
 // with the time of each entry's last change, and a new time for entries with unreachable
-// endpoints when refresh is set.
-func (r *Recorder) healthEntries(tenant string, refresh bool) []v1alpha1.BackendHealth {
-	summary := boundedHealth(r.health.Summary(tenant))
+// endpoints when refresh is set; and how many clusters they leave out (none, or one entry
+// with its time, renewed as those of unreachable endpoints).
+func (r *Recorder) healthEntries(tenant string, refresh bool) ([]v1alpha1.BackendHealth, []v1alpha1.BackendHealthOmitted) {
+	full := r.health.Summary(tenant)
+	summary := boundedHealth(full)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var omitted []v1alpha1.BackendHealthOmitted
+	if n := omittedOf(full); n > 0 {
+		om := v1alpha1.BackendHealthOmitted{Replica: textcut.Cut(r.replica, 253, ""), Clusters: int32(n), Time: metav1.NewTime(r.now().Truncate(time.Second))}
+		if p, ok := r.omitted[tenant]; ok && p.Clusters == om.Clusters && !refresh {
+			om.Time = p.Time
+		}
+		r.omitted[tenant] = om
+		omitted = []v1alpha1.BackendHealthOmitted{om}
+	} else {
+		delete(r.omitted, tenant)
+	}
 	prev := map[string]v1alpha1.BackendHealth{}
 	for _, e := range r.written[tenant] {
 		prev[e.Cluster] = e
@@ -169,7 +192,7 @@ func (r *Recorder) healthEntries(tenant string, refresh bool) []v1alpha1.Backend
 	} else {
 		r.written[tenant] = out
 	}
-	return out
+	return out, omitted
 }
 
 // refreshHealth marks the tenants whose entries name unreachable endpoints.
@@ -184,6 +207,10 @@ func (r *Recorder) refreshHealth() map[string]bool {
 				r.dirty[tenant] = true
 			}
 		}
+	}
+	for tenant := range r.omitted {
+		out[tenant] = true
+		r.dirty[tenant] = true
 	}
 	return out
 }
@@ -302,13 +329,18 @@ func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error
 	if err != nil {
 		return err
 	}
-	healthList, err := unstructuredList(r.healthEntries(tenant, refresh))
+	entries, omitted := r.healthEntries(tenant, refresh)
+	healthList, err := unstructuredList(entries)
+	if err != nil {
+		return err
+	}
+	omittedList, err := unstructuredList(omitted)
 	if err != nil {
 		return err
 	}
 	// An empty list (not an empty status, which the API server reads as null) releases
 	// every entry this replica wrote; other replicas' entries stay.
-	status := map[string]any{"rejections": list, "backendHealth": healthList}
+	status := map[string]any{"rejections": list, "backendHealth": healthList, "backendHealthOmitted": omittedList}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "TenantState",
