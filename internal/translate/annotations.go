@@ -12,6 +12,17 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
+// durationAnnotation reads the annotation key of a tenant object: set tells whether it is
+// there, ok whether its value v is a Go duration d from lo to hi.
+func durationAnnotation(annotations map[string]string, key string, lo, hi time.Duration) (d time.Duration, v string, set, ok bool) {
+	v, set = annotations[key]
+	if !set {
+		return 0, "", false, false
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	return d, v, true, err == nil && DurationInRange(d, lo, hi)
+}
+
 // ProxyProtocol reads the kubelb.k8c.io/proxy-protocol annotation of a LoadBalancer: on is
 // true for "v2" and "true"; ok is false for a value that is not understood (PROXY protocol
 // is then off).
@@ -92,12 +103,11 @@ func (t *l4) upstreamAnnotations(lb *v1alpha1.LoadBalancer) Options {
 			key, truncate(v), want, current)
 	}
 	duration := func(key string, dst *time.Duration, lo, hi time.Duration) {
-		v, ok := lb.Annotations[key]
-		if !ok {
+		d, v, set, ok := durationAnnotation(lb.Annotations, key, lo, hi)
+		if !set {
 			return
 		}
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil || !DurationInRange(d, lo, hi) {
+		if !ok {
 			cur := any(shortDuration(*dst))
 			if *dst == 0 {
 				cur = "Envoy's default"

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -30,19 +29,16 @@ func (t *l7) routeTimeouts(r *v1alpha1.Route, annotations map[string]string) rou
 		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonInvalidAnnotation, "annotation %s=%q is not understood (%s); %s applies",
 			key, truncate(v), want, current)
 	}
-	if v, ok := annotations[v1alpha1.AnnotationRequestTimeout]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil || !DurationInRange(d, 0, MaxRequestTimeout) {
-			bad(v1alpha1.AnnotationRequestTimeout, v, fmt.Sprintf("use a duration from 0s, none, to %s", shortDuration(MaxRequestTimeout)), describeRequestTimeout(out.request))
-		} else {
-			out.request = d
-		}
+	switch d, v, set, ok := durationAnnotation(annotations, v1alpha1.AnnotationRequestTimeout, 0, MaxRequestTimeout); {
+	case set && !ok:
+		bad(v1alpha1.AnnotationRequestTimeout, v, fmt.Sprintf("use a duration from 0s, none, to %s", shortDuration(MaxRequestTimeout)), describeRequestTimeout(out.request))
+	case set:
+		out.request = d
 	}
-	if v, ok := annotations[v1alpha1.AnnotationStreamIdleTimeout]; ok {
-		tenant := t.opts.StreamIdleTimeout
-		d, err := time.ParseDuration(strings.TrimSpace(v))
+	tenant := t.opts.StreamIdleTimeout
+	if d, v, set, ok := durationAnnotation(annotations, v1alpha1.AnnotationStreamIdleTimeout, MinStreamIdleTimeout, tenant); set {
 		switch {
-		case err != nil || !DurationInRange(d, MinStreamIdleTimeout, tenant):
+		case !ok:
 			bad(v1alpha1.AnnotationStreamIdleTimeout, v, fmt.Sprintf("use a duration from %s to the tenant's %s (spec.http.streamIdleTimeout)", shortDuration(MinStreamIdleTimeout), shortDuration(tenant)),
 				"the tenant's "+shortDuration(tenant))
 		case d < tenant:
