@@ -24,10 +24,20 @@ type gatewayAddresses struct {
 	unusable    string // why it is not programmed ("": it is, address permitting)
 }
 
-// readGatewayAddresses reads spec.addresses (at most 16, which the CRD enforces).
+// maxGatewayAddresses is the most spec.addresses entries read: Gateway API's bound, which
+// the embedded object of a hub Route is not validated against.
+const maxGatewayAddresses = 16
+
+// maxNamedAddresses is how many static addresses a message names.
+const maxNamedAddresses = 3
+
+// readGatewayAddresses reads spec.addresses (the first maxGatewayAddresses).
 func readGatewayAddresses(addrs []gwv1.GatewaySpecAddress) gatewayAddresses {
 	var out gatewayAddresses
 	var static []string
+	if len(addrs) > maxGatewayAddresses {
+		addrs = addrs[:maxGatewayAddresses]
+	}
 	for _, a := range addrs {
 		typ := gwv1.IPAddressType
 		if a.Type != nil {
@@ -41,6 +51,9 @@ func readGatewayAddresses(addrs []gwv1.GatewaySpecAddress) gatewayAddresses {
 		case a.Value != "":
 			static = append(static, truncate(a.Value))
 		}
+	}
+	if n := len(static); n > maxNamedAddresses {
+		static = append(static[:maxNamedAddresses], fmt.Sprintf("(and %d more)", n-maxNamedAddresses))
 	}
 	if len(static) > 0 {
 		out.unusable = fmt.Sprintf("spec.addresses asks for %s: static Gateway addresses are not yet supported (the Gateway is served at the address the hub's load balancer gives); remove the value to take that address", strings.Join(static, ", "))
