@@ -43,7 +43,18 @@ var (
 	projectOnce   sync.Once
 	projectImages map[string]*Built
 	projectErr    error
+	projectDir    string // the binaries' temporary folder, removed when the tests end
 )
+
+// TestMain removes the folder buildProjectImages shares between the tests (about 200 MB of
+// binaries) once they end: a t.TempDir would go with the first test that used it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if projectDir != "" {
+		_ = os.RemoveAll(projectDir)
+	}
+	os.Exit(code)
+}
 
 // buildProjectImages builds kubelb's two images for both platforms once per test process,
 // as `make images` does (cross-compiled, stamped), with binaries in a temporary folder.
@@ -55,6 +66,7 @@ func buildProjectImages(t *testing.T) map[string]*Built {
 			projectErr = err
 			return
 		}
+		projectDir = dir
 		projectImages, projectErr = buildAll(dir)
 	})
 	if projectErr != nil {
