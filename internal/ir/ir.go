@@ -106,16 +106,19 @@ type Listener struct {
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
 // answers and what it does with the connection. Three kinds may share one listener:
-//   - terminated into HTTP: Secret and RouteConfig (an HTTPS listener, an Ingress);
-//   - terminated into TCP: Secret, and Cluster or Backends that receive the decrypted stream
+//   - terminated into HTTP: Secrets and RouteConfig (an HTTPS listener, an Ingress);
+//   - terminated into TCP: Secrets, and Cluster or Backends that receive the decrypted stream
 //     (a TLS listener in mode Terminate, its TLSRoutes);
 //   - passed through: Cluster or Backends that receive the TLS connection as it is, no
-//     Secret (a TLS listener in mode Passthrough).
+//     Secrets (a TLS listener in mode Passthrough).
 type TLSServer struct {
 	// ServerNames matched against SNI; empty matches any (the fallback chain).
 	ServerNames []string `json:"serverNames,omitempty"`
-	// Secret names the certificate (a Secret of this Config); terminated chains only.
-	Secret string `json:"secret,omitempty"`
+	// Secrets name the certificates (Secrets of this Config), terminated chains only. With
+	// more than one, Envoy picks for each connection the one whose names match its SNI and
+	// whose key type the client supports (an RSA and an ECDSA certificate for one host, or
+	// certificates for different hosts under a wildcard); the first when none matches.
+	Secrets []string `json:"secrets,omitempty"`
 	// RouteConfig names the route configuration of a chain terminated into HTTP.
 	RouteConfig string `json:"routeConfig,omitempty"`
 	// Cluster receives the connection (still encrypted without Secret, decrypted with it) by
@@ -127,7 +130,7 @@ type TLSServer struct {
 }
 
 // Terminates reports whether the chain terminates TLS (it has a certificate).
-func (s *TLSServer) Terminates() bool { return s.Secret != "" }
+func (s *TLSServer) Terminates() bool { return len(s.Secrets) > 0 }
 
 // Proxies reports whether the chain proxies the connection to clusters by TCP proxy (passed
 // through, or terminated into TCP) rather than serving HTTP routes.

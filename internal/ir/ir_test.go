@@ -51,7 +51,7 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 		}, "exactly one of backends"},
 		"https without secret": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
-			c.Listeners[0].TLS = []*ir.TLSServer{{Secret: "s", RouteConfig: "rc"}}
+			c.Listeners[0].TLS = []*ir.TLSServer{{Secrets: []string{"s"}, RouteConfig: "rc"}}
 		}, `secret "s" does not exist`},
 		"passthrough valid": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
@@ -64,18 +64,18 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 		"terminated into tcp valid": {func(c *ir.Config) {
 			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
-			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"},
-				{Secret: "s", Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}, FailedWeight: 1}}
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}},
+				{Secrets: []string{"s"}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}, FailedWeight: 1}}
 		}, ""},
 		"terminated into tcp without its secret": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
-			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secret: "s"}}
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}}}
 		}, `secret "s" does not exist`},
 		"terminated into both http and tcp": {func(c *ir.Config) {
 			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
-			c.Listeners[0].TLS = []*ir.TLSServer{{Cluster: "a", Secret: "s", RouteConfig: "rc"}}
+			c.Listeners[0].TLS = []*ir.TLSServer{{Cluster: "a", Secrets: []string{"s"}, RouteConfig: "rc"}}
 		}, "serves HTTP routes or proxies TCP"},
 		"chain without certificate or clusters": {func(c *ir.Config) {
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
@@ -130,7 +130,7 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
-			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"x.example.com"}, Cluster: "a"}, {ServerNames: []string{"x.example.com"}, Secret: "s", RouteConfig: "rc"}}
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"x.example.com"}, Cluster: "a"}, {ServerNames: []string{"x.example.com"}, Secrets: []string{"s"}, RouteConfig: "rc"}}
 		}, `server name "x.example.com" is in two TLS servers`},
 	} {
 		t.Run(name, func(t *testing.T) {

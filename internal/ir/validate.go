@@ -168,11 +168,16 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	return nil
 }
 
-// validate checks one chain: a certificate that exists when it terminates TLS, and exactly
+// validate checks one chain: certificates that exist, each named once, and exactly
 // one of a route configuration (HTTP) and a TCP proxy target.
 func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) error {
-	if t.Terminates() && !secrets[t.Secret] {
-		return fmt.Errorf("secret %q does not exist", t.Secret)
+	for i, name := range t.Secrets {
+		if !secrets[name] {
+			return fmt.Errorf("secret %q does not exist", name)
+		}
+		if slices.Contains(t.Secrets[:i], name) {
+			return fmt.Errorf("secret %q is named twice", name)
+		}
 	}
 	switch {
 	case t.Proxies():

@@ -104,7 +104,10 @@ type gwListener struct {
 	served     bool
 	attached   int32
 
-	secret string // HTTPS, TLS in mode Terminate: the certificate
+	secrets []string // HTTPS, TLS in mode Terminate: the certificates
+	// someCertificates: some certificateRefs could not be used (ResolvedRefs False), the
+	// listener is served with the others.
+	someCertificates bool
 	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
 	vhosts map[string][]*candidate
 	// stream (TCP, UDP): the one attached route's backends and owner.
@@ -309,9 +312,11 @@ func routeKind(kind string) gwv1.RouteGroupKind {
 	return gwv1.RouteGroupKind{Group: &g, Kind: gwv1.Kind(kind)}
 }
 
-// listenerCertificate resolves the certificate of a listener that terminates TLS (HTTPS, or
-// TLS in mode Terminate): its first certificateRef (Envoy's chain holds one certificate per
-// listener here).
+// listenerCertificate resolves the certificates of a listener that terminates TLS (HTTPS, or
+// TLS in mode Terminate): every certificateRef, in order (Envoy picks one per connection by
+// SNI and the client's key types). A ref that cannot be used is reported (ResolvedRefs False
+// with its reason) and left out; the listener is served with the others, and not at all
+// when none is left.
 func (t *l7) listenerCertificate(l *gwListener) {
 	r := l.gw.route
 	fail := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
@@ -328,10 +333,48 @@ func (t *l7) listenerCertificate(l *gwListener) {
 		return
 	}
 	refs := l.spec.TLS.CertificateRefs
-	if len(refs) > 1 {
-		t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonTooMany, "only the first of %d certificateRefs is served", len(refs))
+	if len(refs) > maxCertificateRefs { // the CRD's bound, which a hub Route's embedded Gateway is not validated against
+		t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonTooMany, "only the first %d of %d certificateRefs are served", maxCertificateRefs, len(refs))
+		refs = refs[:maxCertificateRefs]
 	}
-	ref := refs[0]
+	var (
+		reason gwv1.ListenerConditionReason
+		msgs   []string
+	)
+	for i, ref := range refs {
+		name, why, msg := t.listenerCertificateRef(l, ref)
+		if why != "" {
+			if reason == "" || why == gwv1.ListenerReasonRefNotPermitted { // RefNotPermitted wins: the user must add a grant
+				reason = why
+			}
+			if len(refs) > 1 {
+				msg = fmt.Sprintf("certificateRefs[%d]: %s", i, msg)
+			}
+			msgs = append(msgs, msg)
+			continue
+		}
+		if !slices.Contains(l.secrets, name) {
+			l.secrets = append(l.secrets, name)
+		}
+	}
+	switch {
+	case reason == "":
+	case len(l.secrets) == 0:
+		fail(reason, "%s", strings.Join(msgs, "; "))
+	default:
+		msg := strings.Join(msgs, "; ")
+		l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), false, string(reason), "%s", msg)
+		l.someCertificates = true
+		t.problems.Add(l.ref(t), ir.SeverityWarning, string(reason), "%s; the listener is served with its other certificates", msg)
+	}
+}
+
+// maxCertificateRefs is Gateway API's bound on a listener's tls.certificateRefs.
+const maxCertificateRefs = 64
+
+// listenerCertificateRef resolves one certificateRef of a listener into the name of its IR
+// Secret, or says why it cannot be used.
+func (t *l7) listenerCertificateRef(l *gwListener, ref gwv1.SecretObjectReference) (string, gwv1.ListenerConditionReason, string) {
 	group, kind := "", "Secret"
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -340,23 +383,21 @@ func (t *l7) listenerCertificate(l *gwListener) {
 		kind = string(*ref.Kind)
 	}
 	if (group != "" && group != "core") || kind != "Secret" {
-		fail(gwv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s is not a Secret", truncate(group), truncate(kind))
-		return
+		return "", gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRef %s/%s is not a Secret", truncate(group), truncate(kind))
 	}
 	ns := l.gw.namespace
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
 	}
-	if ns != l.gw.namespace && !t.granted(r, "", "Secret", ns, string(ref.Name)) {
-		fail(gwv1.ListenerReasonRefNotPermitted, "Secret %s/%s is in another namespace and no ReferenceGrant there permits it%s", truncate(ns), truncate(string(ref.Name)), noContext(r))
-		return
+	if ns != l.gw.namespace && !t.granted(l.gw.route, "", "Secret", ns, string(ref.Name)) {
+		return "", gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there permits it%s",
+			truncate(ns), truncate(string(ref.Name)), noContext(l.gw.route))
 	}
 	name, reason, msg := t.certificate(l.ref(t), ns, string(ref.Name))
 	if reason != "" {
-		fail(gwv1.ListenerReasonInvalidCertificateRef, "%s: %s", reason, msg)
-		return
+		return "", gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("%s: %s", reason, msg)
 	}
-	l.secret = name
+	return name, "", ""
 }
 
 // noContext explains a refusal caused by a Route without source context.
@@ -436,7 +477,8 @@ func (t *l7) finishListener(l *gwListener) {
 	r := l.gw.route
 	l.attachable = l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
 	ok := l.attachable &&
-		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
+		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds) ||
+			l.someCertificates && len(l.secrets) > 0)
 	if !ok {
 		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions")
 		return

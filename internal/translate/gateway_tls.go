@@ -58,7 +58,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 			for _, c := range l.sni {
 				srv := &ir.TLSServer{}
 				if l.mode == gwv1.TLSModeTerminate {
-					srv.Secret = l.secret
+					srv.Secrets = l.secrets
 				}
 				srv.Cluster, srv.Backends, srv.FailedWeight = c.to.target()
 				if !claim(srv, c.names, c.owner) {
@@ -70,7 +70,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 			continue
 		}
 		rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, port, l.spec.Name)}
-		srv := &ir.TLSServer{Secret: l.secret, RouteConfig: rc.Name}
+		srv := &ir.TLSServer{Secrets: l.secrets, RouteConfig: rc.Name}
 		var names []string
 		if l.hostname != "" {
 			names = []string{l.hostname}

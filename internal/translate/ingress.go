@@ -725,7 +725,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 			rc.VirtualHosts = append(rc.VirtualHosts, misdirectedHost(other, slices.Clone(st.httpsOwners)...))
 		}
 		t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
-		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secret: s, RouteConfig: rc.Name})
+		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secrets: []string{s}, RouteConfig: rc.Name})
 	}
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
 }

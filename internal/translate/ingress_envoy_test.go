@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -294,14 +295,21 @@ func send(addr, sni string, ca *x509.CertPool, host, path string) (answer, error
 	return answer{status: resp.StatusCode, pod: resp.Header.Get(testsupport.HeaderPod), location: resp.Header.Get("Location"), body: body}, nil
 }
 
-// testCert makes a self-signed certificate for host: the Secret data (tls.crt, tls.key) and
-// a pool trusting it.
+// testCert makes a self-signed ECDSA certificate for host: the Secret data (tls.crt,
+// tls.key) and a pool trusting it.
 func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return selfSigned(t, host, key)
+}
+
+// selfSigned makes a self-signed certificate for host with key (ECDSA or RSA): the Secret
+// data and a pool trusting it.
+func selfSigned(t *testing.T, host string, key crypto.Signer) (map[string][]byte, *x509.CertPool) {
+	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: host},
@@ -313,11 +321,11 @@ func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +337,7 @@ func testCert(t *testing.T, host string) (map[string][]byte, *x509.CertPool) {
 	pool.AddCert(leaf)
 	return map[string][]byte{
 		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}, pool
 }
 

@@ -93,7 +93,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 			}
 			if srv.Terminates() {
-				fc.TransportSocket = downstreamTLS(srv.Secret, !srv.Proxies(), &errs)
+				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -188,12 +188,15 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 	return hcm
 }
 
-// downstreamTLS terminates TLS with a certificate served over SDS (ADS); a chain serving HTTP
+// downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per
+// connection by SNI and the client's key types; a chain serving HTTP
 // offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
-func downstreamTLS(secretName string, http bool, errs *[]error) *corev3.TransportSocket {
-	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
-		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: secretName, SdsConfig: adsSource()}},
-	}}
+func downstreamTLS(secretNames []string, http bool, errs *[]error) *corev3.TransportSocket {
+	sds := make([]*tlsv3.SdsSecretConfig, 0, len(secretNames))
+	for _, name := range secretNames {
+		sds = append(sds, &tlsv3.SdsSecretConfig{Name: name, SdsConfig: adsSource()})
+	}
+	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds}}
 	if http {
 		ctx.CommonTlsContext.AlpnProtocols = []string{"h2", "http/1.1"}
 	}

@@ -180,7 +180,10 @@ func (b *builder) missingDependency(l *ir.Listener) string {
 		deps = append(deps, dep{resource.ClusterType, b.Cluster})
 	}
 	for _, t := range l.TLS {
-		deps = append(deps, dep{resource.SecretType, t.Secret}, dep{resource.RouteType, t.RouteConfig}, dep{resource.ClusterType, t.Cluster})
+		deps = append(deps, dep{resource.RouteType, t.RouteConfig}, dep{resource.ClusterType, t.Cluster})
+		for _, s := range t.Secrets {
+			deps = append(deps, dep{resource.SecretType, s})
+		}
 		for _, b := range t.Backends {
 			deps = append(deps, dep{resource.ClusterType, b.Cluster})
 		}

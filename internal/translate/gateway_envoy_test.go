@@ -1,0 +1,236 @@
+package translate_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
+)
+
+// TestGatewayCertificatesThroughEnvoy serves one HTTPS listener (*.example.com) with four
+// certificateRefs through a real Envoy: an ECDSA and an RSA certificate for a.example.com, an
+// ECDSA one for b.example.com, and a Secret that never reached the hub. A client gets the
+// certificate of the name it asks for, and for a.example.com the one of the key type it
+// supports (Envoy reads the signature algorithms of the ClientHello: Go's client offers ECDSA,
+// `openssl s_client -sigalgs` offers RSA only); the missing Secret is reported and the
+// listener is served with the others.
+func TestGatewayCertificatesThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-certs"
+	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
+	_, p, _ := net.SplitHostPort(web.Addr)
+	nodePort, _ := strconv.Atoi(p)
+	httpsPort := testsupport.FreePort(t)
+
+	ecKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aEC, aECPool := selfSigned(t, "a.example.com", ecKey())
+	aRSA, aRSAPool := selfSigned(t, "a.example.com", rsaKey)
+	bEC, bECPool := selfSigned(t, "b.example.com", ecKey())
+
+	toObject := func(o any) map[string]any {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	hostname := gwv1.Hostname("*.example.com")
+	ref := func(name string) gwv1.SecretObjectReference {
+		return gwv1.SecretObjectReference{Name: gwv1.ObjectName(name)}
+	}
+	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a1", Namespace: tenant,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))}}
+	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Name: "certs", Namespace: "shop"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{
+			Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: &hostname,
+			TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{ref("a-ecdsa"), ref("a-rsa"), ref("b-ecdsa"), ref("never-synced")}},
+		}}},
+	})
+	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a2", Namespace: tenant,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))}}
+	port := gwv1.PortNumber(80)
+	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
+	}}}}
+	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "certs"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}},
+		},
+	})
+	secret := func(name string, data map[string][]byte) corev1.Secret {
+		return corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "synced-" + name, Namespace: tenant,
+			Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: data}
+	}
+	in := translate.Input{
+		Tenant:    tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		Routes:    []v1alpha1.Route{gateway, route},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(httpsPort)}}},
+			Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
+		}},
+		Secrets: []corev1.Secret{secret("a-ecdsa", aEC), secret("a-rsa", aRSA), secret("b-ecdsa", bEC)},
+	}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || problems[0].Reason != string(gwv1.ListenerReasonInvalidCertificateRef) {
+		t.Fatalf("problems: %v, want one InvalidCertificateRef for never-synced", problems)
+	}
+
+	xdsenvoy.Start(t, "gateway-certs", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpsPort)
+	ecdheECDSA := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}
+	// handshake connects with sni over TLS 1.2 with only suites (nil: any, TLS 1.3 allowed),
+	// sends a request, and returns the key type of the certificate served.
+	handshake := func(sni string, pool *x509.CertPool, suites []uint16) (string, error) {
+		cfg := &tls.Config{ServerName: sni, RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if suites != nil {
+			cfg.MaxVersion, cfg.CipherSuites = tls.VersionTLS12, suites
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		switch conn.ConnectionState().PeerCertificates[0].PublicKey.(type) {
+		case *rsa.PublicKey:
+			return "RSA", nil
+		case *ecdsa.PublicKey:
+			return "ECDSA", nil
+		}
+		return "other", nil
+	}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
+		_, err := get(addr, "b.example.com", bECPool, "b.example.com", "/")
+		return err
+	})
+	for _, c := range []struct {
+		sni    string
+		pool   *x509.CertPool
+		suites []uint16
+		want   string
+	}{
+		{"a.example.com", aECPool, ecdheECDSA, "ECDSA"},
+		{"a.example.com", aECPool, nil, "ECDSA"}, // TLS 1.3: the first certificate the client can use
+		{"b.example.com", bECPool, nil, "ECDSA"},
+		{"b.example.com", bECPool, ecdheECDSA, "ECDSA"},
+	} {
+		if got, err := handshake(c.sni, c.pool, c.suites); err != nil || got != c.want {
+			t.Errorf("SNI %s with suites %v: %s certificate (%v), want the %s certificate for that name", c.sni, c.suites, got, err, c.want)
+		}
+	}
+	// A client that signs with RSA only (older clients) gets the RSA certificate of the same
+	// name, over TLS 1.2 and 1.3; Go's client always offers ECDSA, so openssl stands in for it.
+	for _, version := range []string{"-tls1_2", "-tls1_3"} {
+		if got := opensslPeerKey(t, addr, "a.example.com", version, "RSA-PSS+SHA256:RSA+SHA256"); got != "RSA" {
+			t.Errorf("SNI a.example.com, RSA signatures only (%s): %s certificate, want the RSA one", version, got)
+		}
+	}
+	if _, err := handshake("a.example.com", aRSAPool, nil); err == nil {
+		t.Error("a client offering ECDSA was served the RSA certificate of a.example.com")
+	}
+	// Each name is served with its own certificate: b's CA does not trust what a.example.com gets.
+	if _, err := handshake("a.example.com", bECPool, nil); err == nil {
+		t.Error("a.example.com was served with b.example.com's certificate")
+	}
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		pool := aECPool
+		if host == "b.example.com" {
+			pool = bECPool
+		}
+		if got, err := get(addr, host, pool, host, "/"); err != nil || got != "web" {
+			t.Errorf("https://%s/ answered by %q (%v), want web", host, got, err)
+		}
+	}
+}
+
+// opensslPeerKey connects to addr with `openssl s_client` offering only sigalgs, and returns
+// the key type of the certificate it was served ("RSA", "ECDSA" or what openssl said).
+func opensslPeerKey(t *testing.T, addr, sni, version, sigalgs string) string {
+	t.Helper()
+	bin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Fatalf("openssl is needed to offer RSA signatures only: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "s_client", "-connect", addr, "-servername", sni, version, "-sigalgs", sigalgs)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("none (%v: %s)", err, lastLines(string(out), 3))
+	}
+	i := bytes.Index(out, []byte("-----BEGIN CERTIFICATE-----"))
+	if i < 0 {
+		return "none (no certificate in the output)"
+	}
+	block, _ := pem.Decode(out[i:])
+	if block == nil {
+		return "none (no certificate in the output)"
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Sprintf("unparsable (%v)", err)
+	}
+	switch cert.PublicKey.(type) {
+	case *rsa.PublicKey:
+		return "RSA"
+	case *ecdsa.PublicKey:
+		return "ECDSA"
+	}
+	return fmt.Sprintf("%T", cert.PublicKey)
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], " / ")
+}
