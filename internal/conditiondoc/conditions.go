@@ -191,7 +191,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonPathConflict, "", "an older Ingress already serves the same host and path"},
 	{translate.ReasonCertificateConflict, "", "an older Ingress already serves the host with another certificate"},
 	{translate.ReasonUnsupportedBackend, "", "a backend is not a Service"},
-	{translate.ReasonInvalidTLS, "", "a TLS entry cannot be served (no secretName, no hosts)"},
+	{translate.ReasonInvalidTLS, "", "a TLS entry cannot be served (no secretName and no default certificate; no hosts and nothing served without a host)"},
 	{translate.ReasonInvalidListener, "", "a Gateway listener's name, port, hostname or TLS settings cannot be served"},
 	{translate.ReasonInvalidRule, "", "a route rule cannot be served (the route's other rules are)"},
 	{translate.ReasonUnsupportedFilter, "", "a filter kubelb does not implement"},

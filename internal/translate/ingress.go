@@ -45,7 +45,8 @@ const (
 	ReasonCertificateConflict = "CertificateConflict"
 	// ReasonUnsupportedBackend: a backend is not a Service (e.g. a resource backend).
 	ReasonUnsupportedBackend = "UnsupportedBackend"
-	// ReasonInvalidTLS: a TLS entry cannot be served (no secretName, no hosts).
+	// ReasonInvalidTLS: a TLS entry cannot be served (no secretName and no default certificate;
+	// no hosts and nothing the Ingress serves without a host).
 	ReasonInvalidTLS = "InvalidTLS"
 )
 
@@ -284,10 +285,16 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		hosts := bounded(t, owner, tls.Hosts, maxIngressTLSHosts, "hosts", "TLS entry")
 		if len(hosts) == 0 {
 			hosts = ruleHosts
-			if len(hosts) == 0 {
-				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry lists no hosts and the Ingress has no rule with a host; nothing is served over HTTPS")
+		}
+		if len(hosts) == 0 {
+			// No hosts anywhere: the entry serves what the Ingress serves without a host (its
+			// host-less rules, its default backend) to connections without a matching server
+			// name (anyServerName).
+			if len(mine["*"]) == 0 && fallback == nil {
+				t.problems.Add(owner, ir.SeverityError, ReasonInvalidTLS, "the TLS entry lists no hosts and the Ingress serves nothing (no rule, no default backend); nothing is served over HTTPS")
 				continue
 			}
+			hosts = []string{anyServerName}
 		}
 		if redirect {
 			st.redirectToHTTPS(hosts, mine, fallback)
@@ -318,14 +325,21 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		// The hosts this entry can serve: valid, and not served with another certificate.
 		var serve []string
 		for _, host := range hosts {
-			h, msg := ingressHost(host)
+			h, msg := host, ""
+			if host != anyServerName {
+				h, msg = ingressHost(host)
+			}
 			if msg != "" {
 				t.problems.Add(owner, ir.SeverityError, ReasonInvalidHost, "host %q %s; it is not served over HTTPS", truncate(host), msg)
 				continue
 			}
 			if c, taken := st.sni[h]; taken {
 				if c.secret != ref {
-					t.problems.Add(owner, ir.SeverityError, ReasonCertificateConflict, "host %s is already served over HTTPS with the certificate of %s; this certificate is not used for it", h, c.by)
+					if h == anyServerName {
+						t.problems.Add(owner, ir.SeverityError, ReasonCertificateConflict, "connections without a matching server name are already served over HTTPS with the certificate of %s (a TLS entry without hosts); this certificate is not used for them", c.by)
+					} else {
+						t.problems.Add(owner, ir.SeverityError, ReasonCertificateConflict, "host %s is already served over HTTPS with the certificate of %s; this certificate is not used for it", h, c.by)
+					}
 				}
 				continue
 			}
@@ -556,7 +570,11 @@ func (st *ingressState) otherHosts(secret string) []string {
 	var out []string
 	for s, c := range st.chains {
 		if s != secret {
-			out = append(out, c.hosts...)
+			for _, h := range c.hosts {
+				if h != anyServerName { // unknown hosts are not misdirected: they get 404
+					out = append(out, h)
+				}
+			}
 		}
 	}
 	slices.Sort(out)
@@ -711,11 +729,19 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 		c := st.chains[s]
 		hosts := slices.Clone(c.hosts)
 		slices.Sort(hosts)
+		// The chain of connections without a matching server name, when this certificate
+		// serves them: the same routes, on a chain without server names.
+		anyName := slices.Contains(hosts, anyServerName)
+		hosts = slices.DeleteFunc(hosts, func(h string) bool { return h == anyServerName })
 		rc := &ir.RouteConfig{Name: IngressHTTPSListener + "-" + s}
 		if c.vhost != nil {
 			rc.VirtualHosts = []*ir.VirtualHost{c.vhost}
 		} else {
-			for _, h := range hosts {
+			domains := hosts
+			if anyName { // the host-less routes, after the named hosts
+				domains = append(slices.Clone(hosts), anyServerName)
+			}
+			for _, h := range domains {
 				if vh, ok := st.vhosts[h]; ok && (len(vh.paths) > 0 || vh.fallback != nil) {
 					rc.VirtualHosts = append(rc.VirtualHosts, vh.virtualHost(nil, false))
 				}
@@ -725,10 +751,21 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 			rc.VirtualHosts = append(rc.VirtualHosts, misdirectedHost(other, slices.Clone(st.httpsOwners)...))
 		}
 		t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
-		l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secrets: []string{s}, RouteConfig: rc.Name})
+		if len(hosts) > 0 {
+			l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secrets: []string{s}, RouteConfig: rc.Name})
+		}
+		if anyName {
+			l.TLS = append(l.TLS, &ir.TLSServer{Secrets: []string{s}, RouteConfig: rc.Name})
+		}
 	}
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
 }
+
+// anyServerName stands for connections without a matching server name (no SNI, or one no
+// other chain takes) among the hosts served over HTTPS: a TLS entry without hosts of an
+// Ingress without rule hosts claims it, and its certificate is served on the listener's
+// fallback chain (no server names), which routes by the Ingress's host-less rules.
+const anyServerName = "*"
 
 // defaultCertificateSecret is the IR name of the tenant's default Ingress certificate.
 const defaultCertificateSecret = "default-certificate"

@@ -56,6 +56,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	appCert, appCA := testCert(t, "app.example.com")
 	lbCert, lbCA := testCert(t, "lb.example.com")
 	lateCert, lateCA := testCert(t, "late.example.com")
+	anyCert, anyCA := testCert(t, "any.example.net")
 
 	svc := func(name string, b *testsupport.Backend) v1alpha1.UpstreamService {
 		return v1alpha1.UpstreamService{Service: corev1.Service{
@@ -101,6 +102,9 @@ func TestIngressThroughEnvoy(t *testing.T) {
 		}, {
 			ObjectMeta: metav1.ObjectMeta{Name: "synced-late-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "late-tls", v1alpha1.LabelOriginNamespace: "shop"}},
 			Data:       lateCert,
+		}, {
+			ObjectMeta: metav1.ObjectMeta{Name: "synced-any-tls", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginName: "any-tls", v1alpha1.LabelOriginNamespace: "shop"}},
+			Data:       anyCert,
 		}},
 		Routes: []v1alpha1.Route{
 			route("00000000-0000-0000-0000-00000000000a", "web", t0, nil, networkingv1.IngressSpec{
@@ -122,6 +126,15 @@ func TestIngressThroughEnvoy(t *testing.T) {
 				}}}},
 				TLS: []networkingv1.IngressTLS{{Hosts: []string{"late.example.com"}, SecretName: "late-tls"}},
 			}, svc("other", other)),
+			// No host anywhere: its TLS entry without hosts serves connections without a
+			// matching server name with any-tls, routed by the host-less rules (its /any, and
+			// the older Ingress's default backend).
+			route("00000000-0000-0000-0000-00000000000d", "anyname", t0.Add(3*time.Hour), nil, networkingv1.IngressSpec{
+				Rules: []networkingv1.IngressRule{{IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{path("/any", &prefix, "api")},
+				}}}},
+				TLS: []networkingv1.IngressTLS{{SecretName: "any-tls"}},
+			}, svc("api", api)),
 			// Too many paths: the first 100 of big.example.com are served, the 101st is not.
 			route("00000000-0000-0000-0000-00000000000c", "big", t0.Add(2*time.Hour), nil, networkingv1.IngressSpec{
 				Rules: []networkingv1.IngressRule{{Host: "big.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
@@ -234,9 +247,36 @@ func TestIngressThroughEnvoy(t *testing.T) {
 			t.Errorf("https://%s/ over a connection to %s: %d (%v), want %d", c.host, c.sni, got.status, err, c.status)
 		}
 	}
-	// A host with no TLS gets no certificate: the handshake fails.
+	// A server name no TLS entry names gets the certificate of the TLS entry without hosts
+	// (not app.example.com's), and so does a client sending no SNI; the host-less rules
+	// route its requests, and a host served with another certificate is misdirected.
 	if got, err := get(secure, "unknown.example.org", appCA, "unknown.example.org", "/"); err == nil {
-		t.Errorf("https://unknown.example.org answered by %q, want a failed handshake", got)
+		t.Errorf("https://unknown.example.org answered by %q with app.example.com's certificate", got)
+	}
+	for _, c := range []struct {
+		sni, host, path string
+		status          int
+		want            string
+	}{
+		{"unknown.example.org", "unknown.example.org", "/any/x", http.StatusOK, "api"},
+		{"unknown.example.org", "unknown.example.org", "/", http.StatusOK, "other"}, // the default backend
+		{"", "10.1.2.3", "/any", http.StatusOK, "api"},                               // no SNI
+		{"unknown.example.org", "app.example.com", "/", http.StatusMisdirectedRequest, ""},
+	} {
+		// SNI c.sni (none when empty); the certificate must be any-tls's (any.example.net).
+		cfg := &tls.Config{ServerName: c.sni, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true,
+			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+				leaf, err := x509.ParseCertificate(raw[0])
+				if err != nil {
+					return err
+				}
+				_, err = leaf.Verify(x509.VerifyOptions{Roots: anyCA, DNSName: "any.example.net"})
+				return err
+			}}
+		a, err := sendTLS(secure, cfg, c.host, c.path)
+		if err != nil || a.status != c.status || a.pod != c.want {
+			t.Errorf("https://%s%s over a connection with SNI %q: %d from %q (%v), want %d from %q", c.host, c.path, c.sni, a.status, a.pod, err, c.status, c.want)
+		}
 	}
 	// The certificate chosen by SNI is the host's: app.example.com's CA does not trust lb's.
 	if _, err := get(secure, "lb.example.com", appCA, "lb.example.com", "/"); err == nil {
@@ -268,15 +308,25 @@ type answer struct {
 // send sends GET path with Host host to addr (over TLS with sni when ca is set), without
 // following redirects.
 func send(addr, sni string, ca *x509.CertPool, host, path string) (answer, error) {
+	var cfg *tls.Config
+	if ca != nil {
+		cfg = &tls.Config{ServerName: sni, RootCAs: ca, MinVersion: tls.VersionTLS12}
+	}
+	return sendTLS(addr, cfg, host, path)
+}
+
+// sendTLS sends GET path with Host host to addr (over TLS with cfg, plain text when nil),
+// without following redirects.
+func sendTLS(addr string, cfg *tls.Config, host, path string) (answer, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		},
 	}
 	scheme := "http"
-	if ca != nil {
+	if cfg != nil {
 		scheme = "https"
-		tr.TLSClientConfig = &tls.Config{ServerName: sni, RootCAs: ca, MinVersion: tls.VersionTLS12}
+		tr.TLSClientConfig = cfg
 	}
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequest(http.MethodGet, scheme+"://"+addr+path, nil)
