@@ -260,7 +260,7 @@ func TestIngressThroughEnvoy(t *testing.T) {
 	}{
 		{"unknown.example.org", "unknown.example.org", "/any/x", http.StatusOK, "api"},
 		{"unknown.example.org", "unknown.example.org", "/", http.StatusOK, "other"}, // the default backend
-		{"", "10.1.2.3", "/any", http.StatusOK, "api"},                               // no SNI
+		{"", "10.1.2.3", "/any", http.StatusOK, "api"},                              // no SNI
 		{"unknown.example.org", "app.example.com", "/", http.StatusMisdirectedRequest, ""},
 	} {
 		// SNI c.sni (none when empty); the certificate must be any-tls's (any.example.net).
