@@ -186,12 +186,27 @@ type Route struct {
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 	// BackendTimeout bounds each try against a backend; 0 means no separate bound.
 	BackendTimeout Duration `json:"backendTimeout,omitempty"`
+	// Retry (with Backends) tries a request again on another try; nil: never.
+	Retry *RetryPolicy `json:"retry,omitempty"`
 	// Mirrors (with Backends) get a copy of a share of the requests; their answers are
 	// dropped.
 	Mirrors []Mirror `json:"mirrors,omitempty"`
 	// CORS answers CORS preflight requests and adds CORS headers to responses of requests
 	// from allowed origins; nil for none. The listeners serving the route set CORS.
 	CORS *CORSPolicy `json:"cors,omitempty"`
+}
+
+// RetryPolicy retries a request (Gateway API HTTPRoute retry): after a connection failure,
+// a reset, a try that ran out of BackendTimeout, or an answer with one of Codes.
+type RetryPolicy struct {
+	// Attempts is how many times a request is tried again, at least 1.
+	Attempts uint32 `json:"attempts"`
+	// Codes are the status codes (400 to 599) answered by a backend that are tried again,
+	// sorted; none: only failures without an answer.
+	Codes []uint32 `json:"codes,omitempty"`
+	// Backoff is the least time before a try again (growing for the next ones); 0: Envoy's
+	// 25 ms.
+	Backoff Duration `json:"backoff,omitempty"`
 }
 
 // Mirror is a cluster requests are copied to: PerMillion of them (1 to 1000000, all).

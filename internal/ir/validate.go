@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"kubelb.dev/kubelb/internal/re2"
 )
@@ -319,8 +320,11 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if r.Timeout < 0 || r.IdleTimeout < 0 || r.BackendTimeout < 0 {
 		return errors.New("a negative timeout")
 	}
-	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0 || len(r.Mirrors) > 0) {
-		return errors.New("timeouts or mirrors without backends")
+	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0 || len(r.Mirrors) > 0 || r.Retry != nil) {
+		return errors.New("timeouts, retries or mirrors without backends")
+	}
+	if err := r.Retry.validate(); err != nil {
+		return fmt.Errorf("retry: %w", err)
 	}
 	for _, m := range r.Mirrors {
 		if !clusters[m.Cluster] {
@@ -467,4 +471,30 @@ func (rr *RegexRewrite) validate() error {
 func checkRegex(re string) error {
 	_, err := re2.ProgramSize(re)
 	return err
+}
+
+// MaxRetryAttempts bounds RetryPolicy.Attempts.
+const MaxRetryAttempts = 10
+
+// validate checks a retry policy (nil: none): 1 to MaxRetryAttempts attempts, sorted unique
+// codes from 400 to 599, a backoff of 0 or at least a millisecond (Envoy's least).
+func (p *RetryPolicy) validate() error {
+	if p == nil {
+		return nil
+	}
+	if p.Attempts < 1 || p.Attempts > MaxRetryAttempts {
+		return fmt.Errorf("%d attempts; want 1 to %d", p.Attempts, MaxRetryAttempts)
+	}
+	for i, c := range p.Codes {
+		if c < 400 || c > 599 {
+			return fmt.Errorf("status code %d; want 400 to 599", c)
+		}
+		if i > 0 && p.Codes[i-1] >= c {
+			return errors.New("status codes not sorted and unique")
+		}
+	}
+	if p.Backoff < 0 || p.Backoff > 0 && p.Backoff < Duration(time.Millisecond) {
+		return fmt.Errorf("backoff %s; want 0 or at least 1ms", p.Backoff.D())
+	}
+	return nil
 }

@@ -12,10 +12,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,4 +236,140 @@ func opensslPeerKey(t *testing.T, addr, sni, version, sigalgs string) string {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], " / ")
+}
+
+// TestRetryThroughEnvoy sends requests through a real Envoy to a backend that answers 503 to
+// the first two tries of every request: a rule retrying 503 up to 2 times answers 200 (three
+// tries reached the backend), a rule retrying once answers 503 (two tries), a rule without
+// retry answers 503 at once (one try), and a rule retrying only failures without an answer
+// does not retry the 503.
+func TestRetryThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-retry"
+	var mu sync.Mutex
+	tries := map[string]int{} // by the request's x-request-key
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		key := r.Header.Get("x-request-key")
+		tries[key]++
+		n := tries[key]
+		mu.Unlock()
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend.Listener = l
+	backend.Start()
+	t.Cleanup(backend.Close)
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	nodePort, _ := strconv.Atoi(p)
+	httpPort := testsupport.FreePort(t)
+
+	toObject := func(o any) map[string]any {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b1", Namespace: tenant,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))}}
+	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "shop"},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}},
+	})
+	port := gwv1.PortNumber(80)
+	rule := func(path string, retry *gwv1.HTTPRouteRetry) gwv1.HTTPRouteRule {
+		typ := gwv1.PathMatchPathPrefix
+		return gwv1.HTTPRouteRule{
+			Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &typ, Value: &path}}},
+			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}},
+			Retry: retry,
+		}
+	}
+	two, one := 2, 1
+	backoff := gwv1.Duration("10ms")
+	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b2", Namespace: tenant,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))}}
+	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
+	}}}}
+	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1.HTTPRouteRule{
+				rule("/twice", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &two, Backoff: &backoff}),
+				rule("/once", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &one, Backoff: &backoff}),
+				rule("/failures-only", &gwv1.HTTPRouteRetry{Attempts: &two}),
+				rule("/never", nil),
+			},
+		},
+	})
+	in := translate.Input{
+		Tenant:    tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		Routes:    []v1alpha1.Route{gateway, route},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(httpPort)}}},
+			Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
+		}},
+	}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, "gateway-retry", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpPort)
+	request := func(path, key string) (int, error) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("x-request-key", key)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route", func() error {
+		_, err := request("/never", "warm-up")
+		return err
+	})
+	for _, c := range []struct {
+		path   string
+		status int
+		tries  int
+	}{
+		{"/twice", http.StatusOK, 3},
+		{"/once", http.StatusServiceUnavailable, 2},
+		{"/failures-only", http.StatusServiceUnavailable, 1},
+		{"/never", http.StatusServiceUnavailable, 1},
+	} {
+		status, err := request(c.path, c.path)
+		mu.Lock()
+		n := tries[c.path]
+		mu.Unlock()
+		if err != nil || status != c.status || n != c.tries {
+			t.Errorf("GET %s: %d after %d tries (%v), want %d after %d", c.path, status, n, err, c.status, c.tries)
+		}
+	}
 }

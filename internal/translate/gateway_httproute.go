@@ -31,6 +31,7 @@ func httpRule(rule *gwv1.HTTPRouteRule) ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRo
 	refs := backendRefs(rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []gwv1.HTTPRouteFilter) { return b.BackendRef, b.Filters }, httpFilter)
 	return ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRouteMatch]{
 		filters: rule.Filters, filter: httpFilter, backendRefs: refs, timeouts: rule.Timeouts,
+		retry: rule.Retry, persistence: rule.SessionPersistence,
 		matches: rule.Matches, match: httpMatch, precedence: httpPrecedence,
 	}
 }
@@ -68,6 +69,53 @@ func httpTimeouts(to *gwv1.HTTPRouteTimeouts) (ruleTimeouts, string) {
 	if out.backend, err = gatewayDuration(to.BackendRequest); err != "" {
 		return out, "timeouts.backendRequest: " + err
 	}
+	return out, ""
+}
+
+// maxRetryCodes bounds the status codes of an HTTPRoute rule's retry.
+const maxRetryCodes = 32
+
+// httpRetry reads an HTTPRoute rule's retry (nil: none): Attempts default to 1 and are
+// bounded by ir.MaxRetryAttempts, codes outside 400-599 and beyond maxRetryCodes are left
+// out (each said through warn); a backoff that is not a duration makes the rule unusable
+// (the reason is returned).
+func httpRetry(rr *gwv1.HTTPRouteRetry, warn func(format string, args ...any)) (*ir.RetryPolicy, string) {
+	if rr == nil {
+		return nil, ""
+	}
+	out := &ir.RetryPolicy{Attempts: 1}
+	if a := rr.Attempts; a != nil {
+		switch {
+		case *a < 1:
+			return nil, fmt.Sprintf("retry.attempts %d is not a positive number", *a)
+		case *a > ir.MaxRetryAttempts:
+			warn("retry.attempts %d is more than kubelb's %d; %d are made", *a, ir.MaxRetryAttempts, ir.MaxRetryAttempts)
+			out.Attempts = ir.MaxRetryAttempts
+		default:
+			out.Attempts = uint32(*a)
+		}
+	}
+	for i, c := range rr.Codes {
+		if c < 400 || c > 599 {
+			warn("retry.codes[%d] %d is not a status code from 400 to 599; left out", i, c)
+			continue
+		}
+		if len(out.Codes) == maxRetryCodes {
+			warn("retry.codes has %d codes; only the first %d are retried", len(rr.Codes), maxRetryCodes)
+			break
+		}
+		out.Codes = append(out.Codes, uint32(c))
+	}
+	slices.Sort(out.Codes)
+	out.Codes = slices.Compact(out.Codes)
+	backoff, err := gatewayDuration(rr.Backoff)
+	if err != "" {
+		return nil, "retry.backoff: " + err
+	}
+	if backoff > 0 && backoff < time.Millisecond {
+		backoff = time.Millisecond // Envoy's least
+	}
+	out.Backoff = ir.Duration(backoff)
 	return out, ""
 }
 

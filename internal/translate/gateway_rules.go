@@ -114,6 +114,8 @@ type ruleOf[F, M any] struct {
 	backendRefs []backendRefOf
 	http2       bool                    // the backends speak HTTP/2
 	timeouts    *gwv1.HTTPRouteTimeouts // an HTTPRoute's; nil for none
+	retry       *gwv1.HTTPRouteRetry    // an HTTPRoute's; nil for none
+	persistence *gwv1.SessionPersistence
 	matches     []M
 	match       func(*M) (ir.RouteMatch, string)   // an IR match, or why it cannot be served
 	precedence  func(*M, ir.RouteMatch) precedence // the IR match's rank
@@ -237,6 +239,15 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if err != "" {
 		return bad("%s", err)
 	}
+	retry, err := httpRetry(rule.retry, func(format string, args ...any) {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonTooMany, format, args...)
+	})
+	if err != "" {
+		return bad("%s", err)
+	}
+	if rule.persistence != nil {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedPersistence, "sessionPersistence is not yet supported; ignored (requests are shared by weight)")
+	}
 	matches := rule.matches
 	if len(matches) > maxMatches {
 		return bad("%d matches; at most %d are served", len(matches), maxMatches)
@@ -279,6 +290,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			}
 			rt.set(route)
 			route.BackendTimeout = ir.Duration(timeouts.backend)
+			route.Retry = retry
 			route.Mirrors = mirrors
 			if f.rewrite != nil {
 				rw, err := rewrite(f.rewrite, m)

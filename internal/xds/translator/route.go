@@ -2,6 +2,7 @@ package translator
 
 import (
 	"net/http"
+	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -142,9 +143,7 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		}
 		a.RequestMirrorPolicies = append(a.RequestMirrorPolicies, mp)
 	}
-	if r.BackendTimeout > 0 {
-		a.RetryPolicy = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(r.BackendTimeout.D())}
-	}
+	a.RetryPolicy = retryPolicy(r)
 	if rw := r.Rewrite; rw != nil {
 		if rw.Hostname != "" {
 			a.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Hostname}
@@ -159,6 +158,31 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		}
 	}
 	return a
+}
+
+// retryPolicy is a route's Envoy retry policy: its Retry (connection failures, resets, tries
+// that ran out of BackendTimeout and, with codes, those answers), or none but a bound on each
+// try (BackendTimeout); nil when neither is set.
+func retryPolicy(r *ir.Route) *routev3.RetryPolicy {
+	if r.Retry == nil && r.BackendTimeout == 0 {
+		return nil
+	}
+	p := &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0)}
+	if r.BackendTimeout > 0 {
+		p.PerTryTimeout = durationpb.New(r.BackendTimeout.D())
+	}
+	if rt := r.Retry; rt != nil {
+		p.NumRetries = wrapperspb.UInt32(rt.Attempts)
+		p.RetryOn = "connect-failure,refused-stream,reset"
+		if len(rt.Codes) > 0 {
+			p.RetryOn += ",retriable-status-codes"
+			p.RetriableStatusCodes = slices.Clone(rt.Codes)
+		}
+		if rt.Backoff > 0 {
+			p.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(rt.Backoff.D())}
+		}
+	}
+	return p
 }
 
 func redirect(rd *ir.Redirect) *routev3.RedirectAction {
