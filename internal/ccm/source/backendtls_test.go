@@ -236,3 +236,34 @@ func TestCACertOnly(t *testing.T) {
 		t.Errorf("the cache keeps more than ca.crt: %s %v", diff, got.BinaryData)
 	}
 }
+
+func TestPolicyWarning(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		v          PolicyVerdict
+		conflicted bool
+		reason     string
+	}{
+		{"usable and resolved", PolicyVerdict{Usable: true, Resolved: true}, false, ""},
+		{"conflicted", PolicyVerdict{Usable: true, Resolved: true}, true, "Conflicted"},
+		{"no valid CA", PolicyVerdict{InvalidReason: "NoValidCACertificate", InvalidMessage: "no CA"}, false, "NoValidCACertificate"},
+		{"one reference of two invalid", PolicyVerdict{Usable: true, ResolvedReason: "InvalidKind", ResolvedMessage: "Secret x: only ConfigMaps"}, false, "InvalidKind"},
+	} {
+		if reason, note := PolicyWarning(c.v, c.conflicted, "older"); reason != c.reason || (reason != "" && note == "") {
+			t.Errorf("%s: got %q %q, want reason %q", c.name, reason, note, c.reason)
+		}
+	}
+	t0 := metav1.NewTime(time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC))
+	p := policy("p", t0.Time, "web", "")
+	gws := []gwapiv1.ParentReference{GatewayAncestor("app", "gw")}
+	bad := PolicyVerdict{InvalidReason: "NoValidCACertificate", ResolvedReason: "InvalidCACertificateRef"}
+	first := DesiredPolicyStatus(p, bad, false, "", gws, t0)
+	if !policyWarningChanged(p.Status, first) {
+		t.Error("the first verdict is not a change: no Warning would be recorded")
+	}
+	p.Status = first
+	p.Generation++
+	if policyWarningChanged(first, DesiredPolicyStatus(p, bad, false, "", gws, t0)) {
+		t.Error("a new generation with the same verdict records the Warning again")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -146,7 +147,10 @@ func resolvePolicy(ctx context.Context, c client.Reader, p *gwapiv1.BackendTLSPo
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=backendtlspolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 type PolicyReconciler struct {
-	Tenant          client.Client
+	Tenant client.Client
+	// Recorder records a Warning Event on a policy when its status comes to say that it
+	// cannot be used as written (once per status change).
+	Recorder        events.EventRecorder
 	UseGatewayClass bool
 	// Kinds are the route kinds set up (whose indexes exist).
 	Kinds []Kind
@@ -195,8 +199,44 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.Tenant.Status().Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
 		return reconcile.Result{}, fmt.Errorf("writing the status of BackendTLSPolicy %s: %w", req.NamespacedName, err)
 	}
+	if reason, note := PolicyWarning(v, conflicted, by); reason != "" && policyWarningChanged(p.Status, next) {
+		record(r.Recorder, p, corev1.EventTypeWarning, reason, "%s", note)
+	}
 	ctrl.LoggerFrom(ctx).V(1).Info("wrote the status of BackendTLSPolicy", "ancestors", len(ancestors), "accepted", !conflicted && v.Usable)
 	return reconcile.Result{}, nil
+}
+
+// PolicyWarning is the Warning a policy's verdict gives (reason "" for none): why its
+// backends fail (no usable CA certificate, an unsupported well-known set), why it does not
+// apply (Conflicted), or which of its CA certificate references cannot be used.
+func PolicyWarning(v PolicyVerdict, conflicted bool, by string) (string, string) {
+	switch {
+	case conflicted:
+		return string(gwapiv1.PolicyReasonConflicted), fmt.Sprintf("BackendTLSPolicy %s takes precedence for the same targets; this one is not applied", by)
+	case !v.Usable:
+		return v.InvalidReason, v.InvalidMessage
+	case !v.Resolved:
+		return v.ResolvedReason, v.ResolvedMessage + "; the other CA certificates are used"
+	}
+	return "", ""
+}
+
+// policyWarningChanged tells whether the conditions of kubelb's ancestors differ in status
+// or reason between two statuses (a Warning is recorded once per such change).
+func policyWarningChanged(before, after gwapiv1.PolicyStatus) bool {
+	verdict := func(st gwapiv1.PolicyStatus) string {
+		for _, a := range st.Ancestors {
+			if a.ControllerName == ControllerName {
+				var out []string
+				for _, c := range a.Conditions {
+					out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+				}
+				return strings.Join(out, ",")
+			}
+		}
+		return ""
+	}
+	return verdict(before) != verdict(after)
 }
 
 // ancestors are the served Gateways of the HTTPRoutes and GRPCRoutes whose backends include

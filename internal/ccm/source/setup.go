@@ -128,7 +128,8 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 	}
 	if len(policyKindsSet) > 0 {
-		pr := &PolicyReconciler{Tenant: mgr.GetClient(), UseGatewayClass: o.UseGatewayClass, Kinds: policyKindsSet}
+		pr := &PolicyReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource),
+			UseGatewayClass: o.UseGatewayClass, Kinds: policyKindsSet}
 		if err := setupPolicies(mgr, pr, workers); err != nil {
 			return fmt.Errorf("setting up the BackendTLSPolicy controller: %w", err)
 		}
