@@ -387,3 +387,23 @@ func GatewayAncestor(namespace, name string) gwapiv1.ParentReference {
 	g, k, ns := gwapiv1.Group(gatewayGroup), gwapiv1.Kind(kindGateway), gwapiv1.Namespace(namespace)
 	return gwapiv1.ParentReference{Group: &g, Kind: &k, Namespace: &ns, Name: gwapiv1.ObjectName(name)}
 }
+
+// WithoutTLSBackends leaves out of a Route the embedded Services (or NodePort twins) of the
+// backends entries name: for a hub whose Route CRD cannot carry backendTLS, which then
+// answers those backends with an error (BackendNotFound) instead of reaching them in plain
+// text.
+func WithoutTLSBackends(rt *v1alpha1.Route, entries []v1alpha1.BackendTLS) {
+	src := rt.Spec.Source.Kubernetes
+	if src == nil {
+		return
+	}
+	src.Services = slices.DeleteFunc(src.Services, func(s v1alpha1.UpstreamService) bool {
+		name := s.Name
+		if origin := s.Labels[v1alpha1.LabelOriginName]; origin != "" && s.Name == origin+TwinSuffix {
+			name = origin
+		}
+		return slices.ContainsFunc(entries, func(e v1alpha1.BackendTLS) bool {
+			return e.Namespace == s.Namespace && e.Name == name
+		})
+	})
+}

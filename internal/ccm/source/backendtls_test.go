@@ -267,3 +267,25 @@ func TestPolicyWarning(t *testing.T) {
 		t.Error("a new generation with the same verdict records the Warning again")
 	}
 }
+
+func TestWithoutTLSBackendsFailsClosed(t *testing.T) {
+	svc := func(name, origin string) v1alpha1.UpstreamService {
+		s := v1alpha1.UpstreamService{}
+		s.Namespace, s.Name = "app", name
+		if origin != "" {
+			s.Labels = map[string]string{v1alpha1.LabelOriginName: origin}
+		}
+		return s
+	}
+	rt := &v1alpha1.Route{}
+	rt.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{
+		svc("secure-nodeport", "secure"), svc("plain-nodeport", "plain"), svc("np", "")}}
+	WithoutTLSBackends(rt, []v1alpha1.BackendTLS{{Namespace: "app", Name: "secure", Port: 443}, {Namespace: "app", Name: "np", Port: 443}})
+	var got []string
+	for _, s := range rt.Spec.Source.Kubernetes.Services {
+		got = append(got, s.Name)
+	}
+	if diff := cmp.Diff([]string{"plain-nodeport"}, got); diff != "" {
+		t.Errorf("the Services a policy targets must be left out (-want +got):\n%s", diff)
+	}
+}

@@ -148,8 +148,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		err = errors.Join(err, r.writeStatus(ctx, obj, u, sc.current))
 	}()
 	desired := DesiredRoute(r.Kind, u, r.Namespace, sc.services, sc.context)
+	var tls []v1alpha1.BackendTLS
+	if sc.context != nil {
+		tls = sc.context.BackendTLS
+	}
 	// Only what the hub's CRDs declare is written and compared; what that costs is said once.
 	removed, lost := r.HubSchema.Fit("Route", desired)
+	if ctx := desired.Spec.Source.Kubernetes.Context; len(tls) > 0 && (ctx == nil || len(ctx.BackendTLS) == 0) {
+		WithoutTLSBackends(desired, tls) // a hub that cannot carry backend TLS never gets them in plain text
+	}
 	if note, ok := r.hubNotes.Note(req.NamespacedName.String(), "Route", removed, lost); ok {
 		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubFeatureUnavailable, "%s", note)
 	}
