@@ -67,6 +67,78 @@ type SourceContext struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=atomic
 	GrantedRefs []GrantedRef `json:"grantedRefs,omitempty"`
+
+	// BackendTLS says, for each backend Service port of the route that a BackendTLSPolicy
+	// targets, how the hub connects to it over TLS. A backend port listed here is never sent
+	// plain text: an entry the hub cannot use answers with an error. At most one entry per
+	// Service port: a route has at most 16 rules of 16 backendRefs and 16 mirror filters.
+	// +optional
+	// +kubebuilder:validation:MaxItems=512
+	// +listType=atomic
+	BackendTLS []BackendTLS `json:"backendTLS,omitempty"`
+
+	// BackendCACertificates are the PEM bundles of CA certificates BackendTLS entries refer
+	// to by index (caCertificates), each bundle once.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=65536
+	// +listType=atomic
+	BackendCACertificates []string `json:"backendCACertificates,omitempty"`
+}
+
+// BackendTLS is the TLS a BackendTLSPolicy asks for towards one backend Service port.
+type BackendTLS struct {
+	// Namespace and Name of the Service, as the route's backendRefs name it (not its
+	// NodePort twin).
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Port is the Service port, as the route's backendRefs name it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// Policy is the name of the BackendTLSPolicy (in the Service's namespace).
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy"`
+	// Hostname is the server name sent (SNI) and, without SubjectAltNames, the name the
+	// backend's certificate must carry.
+	// +kubebuilder:validation:MaxLength=253
+	Hostname string `json:"hostname"`
+	// SubjectAltNames, when set, are the names of which the backend's certificate must
+	// carry one (instead of Hostname).
+	// +optional
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=atomic
+	SubjectAltNames []BackendTLSSubjectAltName `json:"subjectAltNames,omitempty"`
+	// CACertificates is the index in backendCACertificates of the CA certificates that
+	// verify the backend's certificate.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=7
+	CACertificates *int32 `json:"caCertificates,omitempty"`
+	// WellKnownCACertificates is "System" for the CA certificates of Envoy's system bundle.
+	// Without it and without CACertificates the policy has no usable CA certificate, and
+	// the backend port answers with an error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	WellKnownCACertificates string `json:"wellKnownCACertificates,omitempty"`
+}
+
+// BackendTLSSubjectAltName is one subject alternative name a backend's certificate may
+// carry: a DNS name (type Hostname) or a URI (type URI).
+type BackendTLSSubjectAltName struct {
+	// Type is Hostname or URI.
+	// +kubebuilder:validation:MaxLength=16
+	Type string `json:"type"`
+	// Hostname (type Hostname).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Hostname string `json:"hostname,omitempty"`
+	// URI (type URI).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	URI string `json:"uri,omitempty"`
 }
 
 // GrantedRef is a cross-namespace reference permitted by a ReferenceGrant.

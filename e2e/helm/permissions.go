@@ -102,7 +102,9 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes"}, mirror, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status",
 			"tlsroutes/status", "tcproutes/status", "udproutes/status", "gatewayclasses/status"}, status, "")...)
-		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants"}, read, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants", "backendtlspolicies"}, read, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"backendtlspolicies/status"}, status, "")...)
+		add(Permissions("", []string{"configmaps"}, read, "")...) // the CA certificates of BackendTLSPolicies
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses"}, []string{"create"}, "")...)
 		add(Permissions("", []string{"namespaces"}, read, "")...)
 	}

@@ -24,7 +24,23 @@ var features = map[string]map[string]feature{
 	},
 	"Route": {
 		"spec.source.kubernetes.context": {"references across namespaces granted by ReferenceGrants", grantsReferences},
+		// An older kubelb's Route CRD has a context without these: the backends a
+		// BackendTLSPolicy targets are then left out (requests fail, never unencrypted).
+		"spec.source.kubernetes.context.backendTLS":            {backendTLSLost, carriesBackendTLS},
+		"spec.source.kubernetes.context.backendCACertificates": {backendTLSLost, carriesBackendTLS},
 	},
+}
+
+const backendTLSLost = "TLS to backends (BackendTLSPolicy): the backends it targets are left out, their requests fail rather than go unencrypted"
+
+// carriesBackendTLS: the Route's context carries BackendTLSPolicies.
+func carriesBackendTLS(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	src, _ := spec["source"].(map[string]any)
+	k8s, _ := src["kubernetes"].(map[string]any)
+	ctx, _ := k8s["context"].(map[string]any)
+	entries, _ := ctx["backendTLS"].([]any)
+	return len(entries) > 0
 }
 
 func always(map[string]any) bool { return true }
@@ -63,6 +79,10 @@ func Unavailable(kind string, obj map[string]any, removed []string) []string {
 			seen["the field "+p] = true
 		case f.matters(obj):
 			seen[f.what] = true
+		}
+		// Without a context, backend TLS goes with it.
+		if p == "spec.source.kubernetes.context" && carriesBackendTLS(obj) {
+			seen[backendTLSLost] = true
 		}
 	}
 	out := make([]string, 0, len(seen))

@@ -99,6 +99,13 @@ func TestUnavailableNamesWhatTheUserLoses(t *testing.T) {
 	if got := Unavailable("Route", route, []string{"spec.source.kubernetes.context"}); len(got) != 1 {
 		t.Fatalf("a Route with granted references: %v", got)
 	}
+	tlsRoute := map[string]any{"spec": map[string]any{"source": map[string]any{"kubernetes": map[string]any{
+		"context": map[string]any{"backendTLS": []any{map[string]any{"name": "secure"}}}}}}}
+	for _, removed := range []string{"spec.source.kubernetes.context", "spec.source.kubernetes.context.backendTLS"} {
+		if got := Unavailable("Route", tlsRoute, []string{removed}); !reflect.DeepEqual(got, []string{backendTLSLost}) {
+			t.Fatalf("a Route with backend TLS, %s left out: %v", removed, got)
+		}
+	}
 	if got := Unavailable("Route", map[string]any{}, []string{"spec.source.kubernetes.context", "spec.unheardOf"}); !reflect.DeepEqual(got, []string{"the field spec.unheardOf"}) {
 		t.Fatalf("an unknown field is named by its path: %v", got)
 	}

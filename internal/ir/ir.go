@@ -341,6 +341,37 @@ type Cluster struct {
 	HashSourceIP bool `json:"hashSourceIP,omitempty"`
 	// ProxyProtocol sends a PROXY protocol v2 header on every upstream connection (TCP).
 	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
+	// TLS encrypts every upstream connection (HTTP clusters; a BackendTLSPolicy); nil sends
+	// plain text.
+	TLS *UpstreamTLS `json:"tls,omitempty"`
+}
+
+// UpstreamTLS is TLS towards a cluster's endpoints, the backend's certificate verified.
+type UpstreamTLS struct {
+	// SNI is the server name sent, a DNS name.
+	SNI string `json:"sni"`
+	// CACertificates is a PEM bundle of the CA certificates that verify the backend's
+	// certificate; SystemCA uses Envoy's system bundle (SystemCABundle) instead. Exactly one.
+	CACertificates string `json:"caCertificates,omitempty"`
+	SystemCA       bool   `json:"systemCA,omitempty"`
+	// SubjectAltNames are the names of which the backend's certificate must carry one.
+	SubjectAltNames []SubjectAltName `json:"subjectAltNames"`
+}
+
+// SystemCABundle is the system CA bundle of Envoy's images (envoyproxy/envoy and its
+// distroless variant, Debian and Ubuntu's ca-certificates).
+const SystemCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// SubjectAltName types.
+const (
+	SANDNS = "DNS"
+	SANURI = "URI"
+)
+
+// SubjectAltName is a name a certificate may carry: Type SANDNS or SANURI, matched exactly.
+type SubjectAltName struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
 }
 
 // Endpoint is one upstream host and port.

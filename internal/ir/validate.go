@@ -430,6 +430,11 @@ func (c *Cluster) validate() error {
 			return errors.New("a UDP cluster's health check must be an HTTP check on its own port")
 		}
 	}
+	if t := c.TLS; t != nil {
+		if err := t.validate(c.Protocol); err != nil {
+			return fmt.Errorf("upstream TLS: %w", err)
+		}
+	}
 	for _, e := range c.Endpoints {
 		if e.Port < 1 || e.Port > 65535 {
 			return fmt.Errorf("endpoint %s port %d out of range 1-65535", e.Address, e.Port)
@@ -437,6 +442,39 @@ func (c *Cluster) validate() error {
 		ip, err := netip.ParseAddr(e.Address)
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
 			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)
+		}
+	}
+	return nil
+}
+
+// Bounds of upstream TLS: the BackendTLSPolicy API's (5 names), a CA bundle of 64 KiB.
+const (
+	maxSubjectAltNames = 5
+	maxCABundle        = 64 << 10
+)
+
+func (t *UpstreamTLS) validate(p UpstreamProtocol) error {
+	if p != UpstreamHTTP1 && p != UpstreamHTTP2 {
+		return fmt.Errorf("on a %s cluster", p)
+	}
+	if len(t.SNI) == 0 || len(t.SNI) > 253 || strings.ContainsFunc(t.SNI, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return fmt.Errorf("SNI %q is not a DNS name", t.SNI)
+	}
+	if (t.CACertificates == "") == !t.SystemCA {
+		return errors.New("exactly one of CA certificates and the system CA must be set")
+	}
+	if len(t.CACertificates) > maxCABundle {
+		return fmt.Errorf("CA certificates of %d bytes, more than %d", len(t.CACertificates), maxCABundle)
+	}
+	if len(t.SubjectAltNames) == 0 || len(t.SubjectAltNames) > maxSubjectAltNames {
+		return fmt.Errorf("%d subject alternative names, not 1 to %d", len(t.SubjectAltNames), maxSubjectAltNames)
+	}
+	for _, n := range t.SubjectAltNames {
+		if n.Type != SANDNS && n.Type != SANURI {
+			return fmt.Errorf("subject alternative name type %q", n.Type)
+		}
+		if n.Value == "" || len(n.Value) > 253 || strings.ContainsFunc(n.Value, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			return fmt.Errorf("subject alternative name %q is empty, too long or not printable", n.Value)
 		}
 	}
 	return nil

@@ -317,7 +317,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 	var out []ir.WeightedCluster
 	var failed uint32
 	bad := 0
-	var firstReason gwv1.RouteConditionReason
+	firstProblem := "" // the reason of the first backend that cannot be used
 	for i := range brefs {
 		b := a.checkBackendRef(ro, brefs[i].ref)
 		if b.reason == "" && (dry || ignored || b.weight == 0) {
@@ -326,6 +326,19 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 		var cluster string
 		if b.reason == "" && !dry && !ignored && b.weight > 0 {
 			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
+			if reason == ReasonInvalidBackendTLS {
+				// The reference resolves (the route's ResolvedRefs stays), but its policy's TLS
+				// cannot be used: its share fails rather than go unencrypted.
+				bad++
+				if firstProblem == "" {
+					firstProblem = reason
+				}
+				t.problems.Add(owner, ir.SeverityWarning, reason, "%s; its share of requests is answered with 500, not sent unencrypted", msg)
+				if b.weight <= 1000000 {
+					failed += uint32(b.weight)
+				}
+				continue
+			}
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
 			}
@@ -333,8 +346,8 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 		}
 		if b.reason != "" {
 			bad++
-			if firstReason == "" {
-				firstReason = b.reason
+			if firstProblem == "" {
+				firstProblem = string(b.reason)
 			}
 			rs.add(b.reason, b.message)
 			t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s; its share of requests is answered with 500", b.message)
@@ -357,7 +370,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 		out = append(out, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight), RequestHeaders: h.request, ResponseHeaders: h.response})
 	}
 	if len(out) == 0 && bad > 0 && !dry && !ignored {
-		t.problems.Add(owner, ir.SeverityError, string(firstReason), "no backend of the rule can be used; the rule answers 500")
+		t.problems.Add(owner, ir.SeverityError, firstProblem, "no backend of the rule can be used; the rule answers 500")
 	}
 	if len(out) == 0 {
 		failed = 0
@@ -489,6 +502,10 @@ func (a *attacher) mirrors(ro *routeObj, owner ir.ObjectRef, filters []*gwv1.HTT
 		var cluster string
 		if b.reason == "" && !dry {
 			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
+			if reason == ReasonInvalidBackendTLS {
+				t.problems.Add(owner, ir.SeverityWarning, reason, "RequestMirror %d: %s; requests are not mirrored there", i, msg)
+				continue
+			}
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
 			}

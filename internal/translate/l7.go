@@ -115,6 +115,9 @@ type l7 struct {
 	// bound indexes cfg.Listeners[:boundIndexed] by address, port and transport (boundBy).
 	bound        map[boundKey]string
 	boundIndexed int
+	// caChecked holds why each PEM bundle of backend CA certificates seen cannot be used
+	// ("" when it can).
+	caChecked map[string]string
 }
 
 func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
@@ -211,9 +214,11 @@ type backend struct {
 // NodePort, adding the cluster once. The Service is looked up among the Route's embedded
 // Services by name, or by the origin-name label of a "<name>-nodeport" twin (KubeLB CE and
 // kubelb mirror ClusterIP backends that way). http2 forces an HTTP/2 upstream (gRPC);
-// otherwise the port's appProtocol decides (kubernetes.io/h2c, grpc, h2c → HTTP/2). On
-// failure it returns the problem's reason and message; the caller reports it on the right
-// section with the severity it needs.
+// otherwise the port's appProtocol decides (kubernetes.io/h2c, grpc, h2c → HTTP/2). The
+// cluster speaks TLS when the Route's context has a BackendTLSPolicy for the port
+// (backendTLS). On failure it returns the problem's reason and message (ReasonInvalidBackendTLS
+// when that TLS cannot be used: the backend must answer with an error, never plain text);
+// the caller reports it on the right section with the severity it needs.
 func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool) (backend, string, string) {
 	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
 		return backend{}, reason, msg
@@ -240,6 +245,10 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	if http2 || isHTTP2(sp) {
 		proto = ir.UpstreamHTTP2
 	}
+	upTLS, msg := t.backendTLS(r, namespace, name, port)
+	if msg != "" {
+		return backend{}, ReasonInvalidBackendTLS, msg
+	}
 	clusterName := backendClusterName(r.Name, namespace, name, port, "")
 	if proto == ir.UpstreamHTTP2 {
 		clusterName += "/h2"
@@ -256,6 +265,7 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 		Endpoints:      t.endpoints(r, uint32(sp.NodePort)),
 		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 		MaxConnections: t.opts.MaxConnectionsPerCluster,
+		TLS:            upTLS,
 	}
 	if len(c.Endpoints) == 0 {
 		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; requests fail until the tenant has Ready nodes with valid addresses",

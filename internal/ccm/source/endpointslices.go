@@ -142,6 +142,8 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 	return map[client.Object]cache.ByObject{
 		&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*req)},
+		// BackendTLSPolicies read the key ca.crt of ConfigMaps, nothing else.
+		&corev1.ConfigMap{}: {Transform: CACertOnly},
 	}
 }
 

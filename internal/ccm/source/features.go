@@ -37,6 +37,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGRPCRouteNamedRouteRule,
 	// TLSRoute extended
 	features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed,
+	// BackendTLSPolicy (extended): HTTPRoute and GRPCRoute backends
+	features.SupportBackendTLSPolicy, features.SupportBackendTLSPolicySANValidation,
 }
 
 // supportedFeaturesStatus is SupportedFeatures as GatewayClass status.supportedFeatures:

@@ -70,6 +70,9 @@ type Reconciler struct {
 	UseIngressClass, UseGatewayClass bool
 	// ReferenceGrants tells whether the tenant serves ReferenceGrants (v1beta1).
 	ReferenceGrants bool
+	// BackendTLSPolicies tells whether the tenant serves BackendTLSPolicies (v1) and the
+	// kind's backends get their TLS (HTTPRoutes, GRPCRoutes).
+	BackendTLSPolicies bool
 	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
 	HubSchema *hubschema.Loader
 
@@ -145,8 +148,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		err = errors.Join(err, r.writeStatus(ctx, obj, u, sc.current))
 	}()
 	desired := DesiredRoute(r.Kind, u, r.Namespace, sc.services, sc.context)
+	var tls []v1alpha1.BackendTLS
+	if sc.context != nil {
+		tls = sc.context.BackendTLS
+	}
 	// Only what the hub's CRDs declare is written and compared; what that costs is said once.
 	removed, lost := r.HubSchema.Fit("Route", desired)
+	if ctx := desired.Spec.Source.Kubernetes.Context; len(tls) > 0 && (ctx == nil || len(ctx.BackendTLS) == 0) {
+		WithoutTLSBackends(desired, tls) // a hub that cannot carry backend TLS never gets them in plain text
+	}
 	if note, ok := r.hubNotes.Note(req.NamespacedName.String(), "Route", removed, lost); ok {
 		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubFeatureUnavailable, "%s", note)
 	}
@@ -207,7 +217,40 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 	}
 	backends := ServiceBackends(sc.refs, r.Kind.String(), obj.GetNamespace(), grants)
 	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
+	if err != nil || !r.BackendTLSPolicies || sc.context == nil {
+		return sc, err
+	}
+	sc.context.BackendTLS, sc.context.BackendCACertificates, err = r.backendTLS(ctx, u, obj.GetNamespace(), backends)
 	return sc, err
+}
+
+// backendTLS is what the Route carries of the BackendTLSPolicies targeting the object's
+// backend Services (DesiredBackendTLS): the permitted backends' ports, their policies and
+// ConfigMaps, as the tenant cache has them.
+func (r *Reconciler) backendTLS(ctx context.Context, u map[string]any, ns string, backends []types.NamespacedName) ([]v1alpha1.BackendTLS, []string, error) {
+	policies, verdicts, err := policyScope(ctx, r.Tenant, backends)
+	if err != nil || len(policies) == 0 {
+		return nil, nil, err
+	}
+	services := map[types.NamespacedName]*corev1.Service{}
+	for _, b := range backends {
+		svc := &corev1.Service{}
+		if err := r.Tenant.Get(ctx, b, svc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("getting Service %s: %w", b, err)
+		}
+		services[b] = svc
+	}
+	var ports []PortRef
+	for _, p := range BackendPorts(u, ns) {
+		if slices.Contains(backends, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
+			ports = append(ports, p)
+		}
+	}
+	entries, bundles := DesiredBackendTLS(ports, services, policies, verdicts)
+	return entries, bundles, nil
 }
 
 // backendServices returns the Services to embed for the backends: NodePort and LoadBalancer

@@ -93,6 +93,16 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	if gatewayAPI && !grants {
 		logging.Warn(log, "WARNING: the tenant cluster does not serve ReferenceGrants (v1beta1); cross-namespace references are not permitted")
 	}
+	policies := gatewayAPI && served(gwapiv1.SchemeGroupVersion.WithKind("BackendTLSPolicy"))
+	if gatewayAPI && !policies {
+		logging.Warn(log, "WARNING: the tenant cluster does not serve BackendTLSPolicies (v1); backends are reached in plain text")
+	}
+	if policies {
+		if err := indexPolicies(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return err
+		}
+	}
+	var policyKindsSet []Kind
 	twins := newTwinRefs()
 	workers := o.MaxConcurrentReconciles
 	if workers <= 0 {
@@ -108,9 +118,20 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
-			ReferenceGrants: grants, HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
+			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k),
+			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
+		}
+		if r.BackendTLSPolicies {
+			policyKindsSet = append(policyKindsSet, k)
+		}
+	}
+	if len(policyKindsSet) > 0 {
+		pr := &PolicyReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource),
+			UseGatewayClass: o.UseGatewayClass, Kinds: policyKindsSet}
+		if err := setupPolicies(mgr, pr, workers); err != nil {
+			return fmt.Errorf("setting up the BackendTLSPolicy controller: %w", err)
 		}
 	}
 	if o.Ingress && !o.Disabled[Ingress.Name] && served(networkingv1.SchemeGroupVersion.WithKind("IngressClass")) {
@@ -222,6 +243,33 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 					if string(f.Kind) == k.String() && string(f.Group) == gatewayGroup {
 						out = append(out, requests(ctx, client.InNamespace(string(f.Namespace)))...)
 					}
+				}
+				return out
+			})))
+	}
+	if r.BackendTLSPolicies {
+		// A policy, or a ConfigMap it names, changes the TLS of the routes using its targets.
+		targetsToObjects := func(ctx context.Context, p *gwapiv1.BackendTLSPolicy) []reconcile.Request {
+			var out []reconcile.Request
+			for _, t := range p.Spec.TargetRefs {
+				if t.Group == "" && t.Kind == kindService {
+					out = append(out, requests(ctx, client.MatchingFields{indexBackends: p.Namespace + "/" + string(t.Name)})...)
+				}
+			}
+			return out
+		}
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.BackendTLSPolicy{},
+			handler.TypedEnqueueRequestsFromMapFunc(targetsToObjects), predicate.TypedGenerationChangedPredicate[*gwapiv1.BackendTLSPolicy]{}))
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *corev1.ConfigMap) []reconcile.Request {
+				list := &gwapiv1.BackendTLSPolicyList{}
+				if err := mgr.GetClient().List(ctx, list, client.InNamespace(cm.Namespace), client.MatchingFields{indexPolicyConfigMaps: client.ObjectKeyFromObject(cm).String()}); err != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "listing BackendTLSPolicies")
+					return nil
+				}
+				var out []reconcile.Request
+				for i := range list.Items {
+					out = append(out, targetsToObjects(ctx, &list.Items[i])...)
 				}
 				return out
 			})))

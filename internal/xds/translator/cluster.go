@@ -6,7 +6,9 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -83,8 +85,11 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
 		}
 	}
-	if c.ProxyProtocol {
-		out.TransportSocket = proxyProtocolSocket(&errs)
+	switch {
+	case c.ProxyProtocol:
+		out.TransportSocket = proxyProtocolSocket(&errs, c)
+	case c.TLS != nil:
+		out.TransportSocket = upstreamTLS(c, &errs)
 	}
 	switch c.Protocol {
 	case ir.UpstreamHTTP1, ir.UpstreamHTTP2:
@@ -114,14 +119,19 @@ func adsSource() *corev3.ConfigSource {
 	}
 }
 
-// proxyProtocolSocket wraps raw_buffer in the upstream PROXY protocol (v2) transport socket.
-func proxyProtocolSocket(errs *[]error) *corev3.TransportSocket {
+// proxyProtocolSocket wraps raw_buffer (or the cluster's upstream TLS) in the upstream PROXY
+// protocol (v2) transport socket.
+func proxyProtocolSocket(errs *[]error, c *ir.Cluster) *corev3.TransportSocket {
+	inner := &corev3.TransportSocket{
+		Name:       TransportSocketRawBuffer,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, &rawbufferv3.RawBuffer{})},
+	}
+	if c.TLS != nil {
+		inner = upstreamTLS(c, errs)
+	}
 	pp := mustPack(errs, &proxyprotocolv3.ProxyProtocolUpstreamTransport{
-		Config: &corev3.ProxyProtocolConfig{Version: corev3.ProxyProtocolConfig_V2},
-		TransportSocket: &corev3.TransportSocket{
-			Name:       TransportSocketRawBuffer,
-			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, &rawbufferv3.RawBuffer{})},
-		},
+		Config:          &corev3.ProxyProtocolConfig{Version: corev3.ProxyProtocolConfig_V2},
+		TransportSocket: inner,
 	})
 	return &corev3.TransportSocket{
 		Name:       TransportSocketUpstreamProxyProt,
@@ -158,4 +168,42 @@ func socketAddress(p corev3.SocketAddress_Protocol, addr string, port uint32) *c
 		Address:       addr,
 		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
 	}}}
+}
+
+// upstreamTLS encrypts a cluster's connections: the SNI, the backend's certificate verified
+// against the CA certificates (inline, or the system bundle's file) and required to carry one
+// of the subject alternative names, ALPN for the cluster's HTTP version (h2 or http/1.1: the
+// protocol is chosen, not negotiated).
+func upstreamTLS(c *ir.Cluster, errs *[]error) *corev3.TransportSocket {
+	t := c.TLS
+	ca := &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ir.SystemCABundle}}
+	if !t.SystemCA {
+		ca = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: t.CACertificates}}
+	}
+	vc := &tlsv3.CertificateValidationContext{TrustedCa: ca}
+	for _, n := range t.SubjectAltNames {
+		typ := tlsv3.SubjectAltNameMatcher_DNS
+		if n.Type == ir.SANURI {
+			typ = tlsv3.SubjectAltNameMatcher_URI
+		}
+		vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
+			SanType: typ,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n.Value}},
+		})
+	}
+	alpn := []string{"http/1.1"}
+	if c.Protocol == ir.UpstreamHTTP2 {
+		alpn = []string{"h2"}
+	}
+	ctx := &tlsv3.UpstreamTlsContext{
+		Sni: t.SNI,
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			AlpnProtocols:         alpn,
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc},
+		},
+	}
+	return &corev3.TransportSocket{
+		Name:       TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, ctx)},
+	}
 }
