@@ -40,6 +40,7 @@ var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTLSConformanceProfileName,
 	suite.GatewayTCPConformanceProfileName,
+	suite.GatewayUDPConformanceProfileName,
 }
 
 // ReportEnv names the file the conformance report is always written to (`make conformance`
