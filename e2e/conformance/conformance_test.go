@@ -40,6 +40,7 @@ var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTLSConformanceProfileName,
 	suite.GatewayTCPConformanceProfileName,
+	suite.GatewayUDPConformanceProfileName,
 }
 
 // ReportEnv names the file the conformance report is always written to (`make conformance`
@@ -66,9 +67,11 @@ func TestGatewayAPIConformance(t *testing.T) {
 		nodes[fmt.Sprintf("%s-node-%d", tenant.Name, i)] = ip
 	}
 	echo := testsupport.BuildBinary(t, "sigs.k8s.io/gateway-api/conformance/echo-basic")
+	coredns := testsupport.BuildBinary(t, "kubelb.dev/kubelb/e2e/images/coredns")
 	framework.PlayKubelet(t, pair.Tenant.Config, pair.Tenant.Client, framework.KubeletOptions{
 		Nodes:  nodes,
-		Images: map[string]string{"registry.k8s.io/gateway-api/echo-basic": echo},
+		Images: map[string]string{"registry.k8s.io/gateway-api/echo-basic": echo, framework.CoreDNSImage: coredns},
+		Ports:  map[string]func([]string) []framework.StandInPort{framework.CoreDNSImage: framework.CoreDNSPorts},
 	})
 	framework.PlayKubeProxy(t, pair.Tenant.Client, tenant.NodeIPs)
 	// The manager deploys the tenant's Envoy fleet once the tenant has something to serve (the
@@ -167,7 +170,7 @@ func sameReport(t *testing.T, a, b []byte) bool {
 // dumpStatuses logs the status kubelb wrote on every Gateway and route of the tenant, so a
 // failed conformance test shows what kubelb reported.
 func dumpStatuses(t *testing.T, c client.Client) {
-	lists := []client.ObjectList{&gatewayv1.GatewayList{}, &gatewayv1.HTTPRouteList{}, &gatewayv1.GRPCRouteList{}, &gatewayv1.TLSRouteList{}}
+	lists := []client.ObjectList{&gatewayv1.GatewayList{}, &gatewayv1.HTTPRouteList{}, &gatewayv1.GRPCRouteList{}, &gatewayv1.TLSRouteList{}, &gatewayv1.TCPRouteList{}, &gatewayv1.UDPRouteList{}}
 	for _, l := range lists {
 		if err := c.List(context.Background(), l); err != nil {
 			t.Logf("listing %T: %v", l, err)

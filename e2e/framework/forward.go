@@ -3,6 +3,7 @@ package framework
 import (
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,30 +133,50 @@ func (f *tcpForwarder) Close() {
 	f.wg.Wait()
 }
 
-// forwarders keeps one tcpForwarder per listen address in line with a desired set.
-type forwarders map[string]*tcpForwarder
+// forwarder is a tcpForwarder or a udpForwarder.
+type forwarder interface {
+	setUpstreams([]string)
+	Close()
+}
 
-// sync makes the running forwarders match want (listen address → upstreams): new ones start,
-// changed ones get their upstreams, gone ones close. It returns the listen errors.
+// udpPrefix marks the key of a UDP forwarder in forwarders (udpKey); a key without it is a
+// TCP listen address.
+const udpPrefix = "udp/"
+
+// udpKey is the forwarders key of a UDP listen address.
+func udpKey(addr string) string { return udpPrefix + addr }
+
+// forwarders keeps one forwarder per listen address (udpKey for UDP) in line with a desired
+// set.
+type forwarders map[string]forwarder
+
+// sync makes the running forwarders match want (listen address or udpKey → upstreams): new
+// ones start, changed ones get their upstreams, gone ones close. It returns the listen errors.
 func (fs forwarders) sync(want map[string][]string) []error {
 	var errs []error
-	for addr, f := range fs {
-		if _, ok := want[addr]; !ok {
+	for key, f := range fs {
+		if _, ok := want[key]; !ok {
 			f.Close()
-			delete(fs, addr)
+			delete(fs, key)
 		}
 	}
-	for addr, ups := range want {
-		if f, ok := fs[addr]; ok {
+	for key, ups := range want {
+		if f, ok := fs[key]; ok {
 			f.setUpstreams(ups)
 			continue
 		}
-		f, err := forwardTCP(addr, ups)
+		var f forwarder
+		var err error
+		if addr, udp := strings.CutPrefix(key, udpPrefix); udp {
+			f, err = forwardUDP(addr, ups)
+		} else {
+			f, err = forwardTCP(key, ups)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		fs[addr] = f
+		fs[key] = f
 	}
 	return errs
 }

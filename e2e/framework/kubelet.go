@@ -34,6 +34,37 @@ type KubeletOptions struct {
 	// Images maps a container image (without tag) to the binary that stands in for it. A
 	// container of another image is reported running without a process.
 	Images map[string]string
+	// Ports gives the ports of an image's stand-in (by image, without tag) from the
+	// container's environment; an image not listed gets EchoBasicPorts.
+	Ports map[string]func(env []string) []StandInPort
+}
+
+// StandInPort is a port a stand-in listens on in its Pod. The kubelet gives it a fresh
+// loopback port, sets every variable of Vars to it, and forwards PodIP:<pod port> there (the
+// Pod's network namespace); the pod port is the value of the first variable of Vars the
+// container sets, else Default.
+type StandInPort struct {
+	Vars    []string
+	Default int
+	// UDP: the port is a UDP one (datagrams forwarded per flow), else TCP.
+	UDP bool
+	// Ready: the Pod is reported Ready only once the stand-in listens there (30 s at most).
+	Ready bool
+}
+
+// EchoBasicPorts are the ports of echo-basic, the conformance suite's backend, by the
+// environment variables that move them: HTTP and TCP mode share 3000, HTTPS and TLS mode
+// share 8443, h2c listens on 3001; with UDP_ECHO_SERVER set it is a UDP echo on UDP_PORT
+// (8080) only.
+func EchoBasicPorts(env []string) []StandInPort {
+	if v, ok := lookupEnv(env, "UDP_ECHO_SERVER"); ok && v != "" {
+		return []StandInPort{{Vars: []string{"UDP_PORT"}, Default: 8080, UDP: true, Ready: true}}
+	}
+	return []StandInPort{
+		{Vars: []string{"HTTP_PORT", "TCP_PORT"}, Default: 3000, Ready: true},
+		{Vars: []string{"H2C_PORT"}, Default: 3001},
+		{Vars: []string{"HTTPS_PORT", "TLS_PORT"}, Default: 8443},
+	}
 }
 
 // Kubelet plays the kubelets of the tenant's nodes for Pods.
@@ -182,58 +213,69 @@ func (k *Kubelet) forget(uid types.UID) {
 	}
 }
 
-// echoPorts are the ports echo-basic (the conformance suite's backend) listens on, by the
-// environment variables that move them, and their defaults: HTTP and TCP mode share 3000,
-// HTTPS and TLS mode share 8443, h2c listens on 3001.
-var echoPorts = []struct {
-	vars []string
-	def  int
-}{{[]string{"HTTP_PORT", "TCP_PORT"}, 3000}, {[]string{"H2C_PORT"}, 3001}, {[]string{"HTTPS_PORT", "TLS_PORT"}, 8443}}
-
 func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 	ip := k.podIP(pod.UID)
 	p := &playedPod{ip: ip, namespace: pod.Namespace, name: pod.Name, logs: map[string]string{}, fwd: forwarders{}}
-	var listening []string
+	var listening []StandInPort
+	var listeningAt []string
 	for _, ctr := range pod.Spec.Containers {
-		bin, ok := k.opts.Images[imageName(ctr.Image)]
+		image := imageName(ctr.Image)
+		bin, ok := k.opts.Images[image]
 		if !ok {
 			k.log.Logf("kubelet: no stand-in for image %s (Pod %s/%s): reported running without a process", ctr.Image, pod.Namespace, pod.Name)
 			continue
 		}
-		env, err := k.containerEnv(pod, ctr, ip)
+		env, args, err := k.containerEnv(pod, ctr, ip)
 		if err != nil {
 			k.log.Logf("kubelet: Pod %s/%s: %v (retried)", pod.Namespace, pod.Name, err)
+			p.stop()
 			return
+		}
+		ports := EchoBasicPorts
+		if f, ok := k.opts.Ports[image]; ok {
+			ports = f
 		}
 		// The Pod's network namespace: the process listens on fresh loopback ports and
 		// PodIP:port forwards to them, so Pods sharing a port number do not collide.
-		for _, ep := range echoPorts {
-			podPort, local := ep.def, testsupport.FreePort(k.t)
-			for _, v := range ep.vars {
+		for _, sp := range ports(env) {
+			podPort, local := sp.Default, testsupport.FreePort(k.t)
+			for _, v := range sp.Vars {
 				if val, ok := lookupEnv(env, v); ok {
 					fmt.Sscan(val, &podPort)
+					break
 				}
 			}
-			for _, v := range ep.vars {
+			for _, v := range sp.Vars {
 				env = append(env, fmt.Sprintf("%s=%d", v, local))
 			}
-			addr := net.JoinHostPort(ip, fmt.Sprint(podPort))
-			f, err := forwardTCP(addr, []string{testsupport.Loopback(local)})
+			addr, to := net.JoinHostPort(ip, fmt.Sprint(podPort)), testsupport.Loopback(local)
+			key := addr
+			var f forwarder
+			if sp.UDP {
+				key = udpKey(addr)
+				f, err = forwardUDP(addr, []string{to})
+			} else {
+				f, err = forwardTCP(addr, []string{to})
+			}
 			if err != nil {
 				k.t.Logf("kubelet: Pod %s/%s: %v", pod.Namespace, pod.Name, err)
 				continue
 			}
-			p.fwd[addr] = f
-			if ep.def == 3000 {
-				listening = append(listening, testsupport.Loopback(local))
+			p.fwd[key] = f
+			if sp.Ready {
+				listening, listeningAt = append(listening, sp), append(listeningAt, to)
 			}
 		}
-		proc := testsupport.StartProcessWithEnv(k.t, "pod-"+pod.Namespace+"-"+pod.Name+"-"+ctr.Name, bin, env)
+		proc := testsupport.StartProcessWithEnv(k.t, "pod-"+pod.Namespace+"-"+pod.Name+"-"+ctr.Name, bin, env, args...)
 		p.procs = append(p.procs, proc)
 		p.logs[ctr.Name] = proc.Log
 	}
-	for _, addr := range listening {
-		waitListening(ctx, addr, 30*time.Second)
+	for i, sp := range listening {
+		if sp.UDP {
+			waitUDPBound(ctx, listeningAt[i], 30*time.Second)
+		} else {
+			waitListening(ctx, listeningAt[i], 30*time.Second)
+		}
 	}
 	k.mu.Lock()
 	k.pods[pod.UID] = p
@@ -251,6 +293,42 @@ func lookupEnv(env []string, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// CoreDNSImage is CoreDNS's image (without tag), which e2e/images/coredns stands in for.
+const CoreDNSImage = "registry.k8s.io/coredns/coredns"
+
+// CoreDNSPorts are the ports of the CoreDNS stand-in (e2e/images/coredns): DNS over UDP on
+// the Corefile's port (53), moved by DNS_PORT.
+func CoreDNSPorts([]string) []StandInPort {
+	return []StandInPort{{Vars: []string{"DNS_PORT"}, Default: 53, UDP: true, Ready: true}}
+}
+
+// waitUDPBound waits until a socket of this network namespace is bound to addr's UDP port
+// (/proc/net/udp and udp6), without sending it anything: a UDP server answers nothing that
+// would tell.
+func waitUDPBound(ctx context.Context, addr string, timeout time.Duration) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	var n int
+	if _, err := fmt.Sscan(port, &n); err != nil {
+		return
+	}
+	want := fmt.Sprintf(":%04X ", n)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				if fields := strings.Fields(line); len(fields) > 1 && strings.HasSuffix(fields[1]+" ", want) {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func waitListening(ctx context.Context, addr string, timeout time.Duration) {
@@ -271,22 +349,36 @@ func imageName(image string) string {
 	return image
 }
 
-// containerEnv resolves a container's environment: literal values, downward API fields, and
-// Secret volumes written below the kubelet's folder (values naming a file under a mount path
-// are rewritten to the written file).
-func (k *Kubelet) containerEnv(pod *corev1.Pod, ctr corev1.Container, ip string) ([]string, error) {
+// containerEnv resolves a container's environment and arguments: literal values, downward
+// API fields, and Secret and ConfigMap volumes written below the kubelet's folder (values and
+// arguments naming a file under a mount path are rewritten to the written file).
+func (k *Kubelet) containerEnv(pod *corev1.Pod, ctr corev1.Container, ip string) ([]string, []string, error) {
 	mounts := map[string]string{} // mount path → folder
 	for _, m := range ctr.VolumeMounts {
 		for _, v := range pod.Spec.Volumes {
-			if v.Name != m.Name || v.Secret == nil {
+			if v.Name != m.Name || (v.Secret == nil && v.ConfigMap == nil) {
 				continue
 			}
 			dir := filepath.Join(k.dir, string(pod.UID), v.Name)
-			if err := k.writeSecretVolume(pod.Namespace, v.Secret, dir); err != nil {
-				return nil, err
+			var err error
+			if v.Secret != nil {
+				err = k.writeSecretVolume(pod.Namespace, v.Secret, dir)
+			} else {
+				err = k.writeConfigMapVolume(pod.Namespace, v.ConfigMap, dir)
+			}
+			if err != nil {
+				return nil, nil, err
 			}
 			mounts[m.MountPath] = dir
 		}
+	}
+	inMounts := func(val string) string {
+		for path, dir := range mounts {
+			if rest, ok := strings.CutPrefix(val, strings.TrimSuffix(path, "/")+"/"); ok {
+				return filepath.Join(dir, rest)
+			}
+		}
+		return val
 	}
 	host := k.opts.Nodes[pod.Spec.NodeName]
 	var env []string
@@ -306,14 +398,39 @@ func (k *Kubelet) containerEnv(pod *corev1.Pod, ctr corev1.Container, ip string)
 				val = host
 			}
 		}
-		for path, dir := range mounts {
-			if rest, ok := strings.CutPrefix(val, path+"/"); ok {
-				val = filepath.Join(dir, rest)
-			}
-		}
-		env = append(env, e.Name+"="+val)
+		env = append(env, e.Name+"="+inMounts(val))
 	}
-	return env, nil
+	var args []string
+	for _, a := range ctr.Args {
+		args = append(args, inMounts(a))
+	}
+	return env, args, nil
+}
+
+// writeConfigMapVolume writes a ConfigMap volume's keys (all, or the items it names) to dir.
+func (k *Kubelet) writeConfigMapVolume(namespace string, src *corev1.ConfigMapVolumeSource, dir string) error {
+	cm := &corev1.ConfigMap{}
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: src.Name}, cm); err != nil {
+		return fmt.Errorf("configMap volume %s: %w", src.Name, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	files := map[string]string{}
+	if len(src.Items) == 0 {
+		for key := range cm.Data {
+			files[key] = key
+		}
+	}
+	for _, it := range src.Items {
+		files[it.Key] = it.Path
+	}
+	for key, path := range files {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Clean("/"+path)), []byte(cm.Data[key]), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (k *Kubelet) writeSecretVolume(namespace string, src *corev1.SecretVolumeSource, dir string) error {

@@ -17,13 +17,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
 )
 
-// PlayKubeProxy plays kube-proxy on the tenant's nodes for TCP: every NodePort of every
-// Service listens on each node address and forwards each connection to one of the Service's
-// ready endpoints (round robin), read from the EndpointSlices kube-controller-manager
-// maintains. It follows Services, EndpointSlices and Nodes until the test ends.
+// PlayKubeProxy plays kube-proxy on the tenant's nodes: every NodePort of every Service
+// listens on each node address and forwards each TCP connection, or each UDP flow (a client
+// address: udpForwarder), to one of the Service's ready endpoints (round robin), read from the
+// EndpointSlices kube-controller-manager maintains. It follows Services, EndpointSlices and
+// Nodes until the test ends.
 //
 // A Service with externalTrafficPolicy Local is served as kube-proxy serves it: a node's
 // NodePort forwards only to the endpoints on that node (an EndpointSlice endpoint's nodeName,
@@ -104,12 +106,16 @@ func kubeProxyState(ctx context.Context, c client.Client, nodeIPs []string) (map
 			(svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort)
 		slices := byService[svc.Namespace+"/"+svc.Name]
 		for _, p := range svc.Spec.Ports {
-			if p.NodePort == 0 || p.Protocol != corev1.ProtocolTCP {
+			proto := v1alpha1.ProtocolOrTCP(p.Protocol)
+			if p.NodePort == 0 || (proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP) {
 				continue
 			}
 			eps := readyEndpoints(slices, p.Name)
 			for _, ip := range nodeIPs {
 				addr := net.JoinHostPort(ip, fmt.Sprint(p.NodePort))
+				if proto == corev1.ProtocolUDP {
+					addr = udpKey(addr)
+				}
 				want[addr] = []string{}
 				for _, ep := range eps {
 					if !local || (ep.node != "" && ep.node == nodeOf[ip]) {

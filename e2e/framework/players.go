@@ -241,7 +241,8 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 }
 
 // forwardedPorts is what a load balancer (or the hub's kube-proxy) carries for svc on ip:
-// <ip>:<port> → <to>:<targetPort> for each TCP port. Nothing when to is "", or when ip is
+// <ip>:<port> → <to>:<targetPort> for each TCP and UDP port (a UDP one keyed by udpKey).
+// Nothing when to is "", or when ip is
 // neither on loopback nor in LoadBalancerCIDR (local only in the conformance harness's
 // private network namespace): the harness listens and sends nowhere else.
 func forwardedPorts(svc *corev1.Service, ip, to string) map[string][]string {
@@ -250,8 +251,15 @@ func forwardedPorts(svc *corev1.Service, ip, to string) map[string][]string {
 		return out
 	}
 	for _, p := range svc.Spec.Ports {
-		if p.Protocol == corev1.ProtocolTCP && p.TargetPort.IntValue() > 0 {
-			out[net.JoinHostPort(ip, fmt.Sprint(p.Port))] = []string{net.JoinHostPort(to, fmt.Sprint(p.TargetPort.IntValue()))}
+		if p.TargetPort.IntValue() <= 0 {
+			continue
+		}
+		addr, ups := net.JoinHostPort(ip, fmt.Sprint(p.Port)), []string{net.JoinHostPort(to, fmt.Sprint(p.TargetPort.IntValue()))}
+		switch kubelbv1alpha1.ProtocolOrTCP(p.Protocol) {
+		case corev1.ProtocolTCP:
+			out[addr] = ups
+		case corev1.ProtocolUDP:
+			out[udpKey(addr)] = ups
 		}
 	}
 	return out

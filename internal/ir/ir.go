@@ -330,8 +330,14 @@ type Cluster struct {
 	Owners   []ObjectRef      `json:"owners,omitempty"`
 	// Endpoints, sorted and unique, served over EDS. They are IP addresses only: Envoy never
 	// resolves a name of a tenant (the manager resolves hostname endpoints before translation).
-	Endpoints      []Endpoint `json:"endpoints,omitempty"`
-	ConnectTimeout Duration   `json:"connectTimeout"`
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// Groups, when set, share the cluster's connections (sessions for UDP) by weight among
+	// groups of its endpoints before any endpoint is picked within the chosen group (Envoy
+	// localities): the weighted backends of a UDPRoute, whose UDP proxy sends every datagram
+	// to one cluster. Every endpoint then names its group, and a group without endpoints gets
+	// no share (its weight goes to the others). Without Groups no endpoint names one.
+	Groups         []EndpointGroup `json:"groups,omitempty"`
+	ConnectTimeout Duration        `json:"connectTimeout"`
 	// MaxConnections is the circuit-breaker limit on connections, requests and pending
 	// requests (sessions for UDP).
 	MaxConnections uint32 `json:"maxConnections"`
@@ -379,6 +385,17 @@ type Endpoint struct {
 	// Address is an IP address (never a name).
 	Address string `json:"address"`
 	Port    uint32 `json:"port"`
+	// Group names the cluster's EndpointGroup the endpoint belongs to (with Groups only).
+	Group string `json:"group,omitempty"`
+}
+
+// EndpointGroup is a share of a cluster's connections, given to the endpoints that name it.
+type EndpointGroup struct {
+	// Name is unique in the cluster.
+	Name string `json:"name"`
+	// Weight is the group's share against the other groups' (1 or more; the weights of a
+	// cluster add up to at most 2^32-1).
+	Weight uint32 `json:"weight"`
 }
 
 // HealthCheck is an active health check of every endpoint of a cluster: a TCP connect, or,
@@ -414,7 +431,7 @@ type Secret struct {
 
 // Normalize puts the Config in its one deterministic order: every list of named elements is
 // sorted by name, endpoints by address and port (duplicates dropped), owners sorted and
-// unique. Route order within a virtual host is meaningful and kept.
+// unique, endpoint groups by name. Route order within a virtual host is meaningful and kept.
 func (c *Config) Normalize() {
 	byName := func(a, b interface{ name() string }) int { return cmp.Compare(a.name(), b.name()) }
 	slices.SortFunc(c.Listeners, func(a, b *Listener) int { return byName(a, b) })
@@ -435,9 +452,10 @@ func (c *Config) Normalize() {
 	for _, cl := range c.Clusters {
 		cl.Owners = NormalizeRefs(cl.Owners)
 		slices.SortFunc(cl.Endpoints, func(a, b Endpoint) int {
-			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Group, b.Group))
 		})
 		cl.Endpoints = slices.Compact(cl.Endpoints)
+		slices.SortFunc(cl.Groups, func(a, b EndpointGroup) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	for _, s := range c.Secrets {
 		s.Owners = NormalizeRefs(s.Owners)

@@ -2,6 +2,7 @@ package ir_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,25 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolUDP
 			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 1}}
 		}, "a UDP listener has one cluster"},
+		"udp weighted groups valid": {func(c *ir.Config) {
+			c.Clusters[0].Protocol, c.Listeners[0].Protocol = ir.UpstreamUDP, ir.ProtocolUDP
+			groupsOf(c.Clusters[0], 70, 30)
+		}, ""},
+		"endpoint group weight 0": {func(c *ir.Config) { groupsOf(c.Clusters[0], 1, 0) }, `endpoint group "g1" has weight 0`},
+		"endpoint group repeated": {func(c *ir.Config) {
+			groupsOf(c.Clusters[0], 1, 1)
+			c.Clusters[0].Groups[1].Name = "g0"
+		}, `endpoint group "g0": name empty or repeated`},
+		"endpoint group weights overflow": {func(c *ir.Config) { groupsOf(c.Clusters[0], 1<<31, 1<<31) }, "more than 2^32-1"},
+		"endpoint in no group of a grouped cluster": {func(c *ir.Config) {
+			groupsOf(c.Clusters[0], 1, 1)
+			c.Clusters[0].Endpoints[0].Group = ""
+		}, `names group ""`},
+		"endpoint in an unknown group": {func(c *ir.Config) {
+			groupsOf(c.Clusters[0], 1, 1)
+			c.Clusters[0].Endpoints[0].Group = "nope"
+		}, `names group "nope"`},
+		"endpoint group without groups": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Group = "g0" }, `names group "g0"`},
 		"udp http health check on its own port valid": {func(c *ir.Config) {
 			c.Clusters[0].Protocol, c.Listeners[0].Protocol = ir.UpstreamUDP, ir.ProtocolUDP
 			c.Clusters[0].HealthCheck = &ir.HealthCheck{Interval: 1, Timeout: 1, HealthyThreshold: 1, UnhealthyThreshold: 1, HTTPPath: "/healthz", Port: 32000}
@@ -144,6 +164,17 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 	}
 }
 
+// groupsOf gives c one group "g<i>" per weight and puts its endpoints in them in turn.
+func groupsOf(c *ir.Cluster, weights ...uint32) {
+	c.Groups = nil
+	for i, w := range weights {
+		c.Groups = append(c.Groups, ir.EndpointGroup{Name: fmt.Sprintf("g%d", i), Weight: w})
+	}
+	for i := range c.Endpoints {
+		c.Endpoints[i].Group = c.Groups[i%len(c.Groups)].Name
+	}
+}
+
 func TestNormalizeGivesOneOrder(t *testing.T) {
 	t.Parallel()
 	la, ca := tcp("a", 80)
@@ -152,6 +183,9 @@ func TestNormalizeGivesOneOrder(t *testing.T) {
 	la2, ca2 := tcp("a", 80)
 	lb2, cb2 := tcp("b", 81)
 	y := &ir.Config{Listeners: []*ir.Listener{la2, lb2}, Clusters: []*ir.Cluster{ca2, cb2}}
+	groupsOf(cb, 1, 2)
+	groupsOf(cb2, 1, 2)
+	slices.Reverse(cb2.Groups)
 	x.Normalize()
 	y.Normalize()
 	if !x.Equal(y) {

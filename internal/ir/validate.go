@@ -435,6 +435,21 @@ func (c *Cluster) validate() error {
 			return fmt.Errorf("upstream TLS: %w", err)
 		}
 	}
+	groups := make(map[string]bool, len(c.Groups))
+	var total uint64
+	for _, g := range c.Groups {
+		if g.Name == "" || groups[g.Name] {
+			return fmt.Errorf("endpoint group %q: name empty or repeated", g.Name)
+		}
+		if g.Weight == 0 {
+			return fmt.Errorf("endpoint group %q has weight 0 (leave it out instead)", g.Name)
+		}
+		groups[g.Name] = true
+		total += uint64(g.Weight)
+	}
+	if total > 1<<32-1 {
+		return fmt.Errorf("the weights of the endpoint groups add up to %d, more than 2^32-1", total)
+	}
 	for _, e := range c.Endpoints {
 		if e.Port < 1 || e.Port > 65535 {
 			return fmt.Errorf("endpoint %s port %d out of range 1-65535", e.Address, e.Port)
@@ -442,6 +457,9 @@ func (c *Cluster) validate() error {
 		ip, err := netip.ParseAddr(e.Address)
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
 			return fmt.Errorf("endpoint address %q is not a usable IP address", e.Address)
+		}
+		if (e.Group != "") != (len(c.Groups) > 0) || (e.Group != "" && !groups[e.Group]) {
+			return fmt.Errorf("endpoint %s:%d names group %q, which the cluster does not have", e.Address, e.Port, e.Group)
 		}
 	}
 	return nil

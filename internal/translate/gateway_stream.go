@@ -15,9 +15,9 @@ import (
 
 // streamRoute translates a TLSRoute (an SNI chain, TLS passed through or terminated),
 // TCPRoute or UDPRoute: the usable backends of its rule (its first, should older CRDs have
-// let more through), by weight, become the TCP proxy
-// of every listener it attached to (a UDPRoute: its first usable backend). A TCP or UDP listener carries one route: the
-// oldest attached keeps it.
+// let more through), by weight, become the TCP proxy of every listener it attached to (a
+// UDPRoute: the UDP proxy, to one cluster whose endpoint groups share the sessions by
+// weight). A TCP or UDP listener carries one route: the oldest attached keeps it.
 func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	t := a.t
 	var (
@@ -108,41 +108,48 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	}
 	// Every usable backendRef (weight > 0, resolved) becomes a weighted cluster of the TCP
 	// proxy; a backend that cannot be resolved is reported and its share of connections
-	// refused. A UDPRoute is served by its first usable backend only: the UDP proxy does
-	// not share sessions by weight.
+	// refused. Envoy's UDP proxy sends every datagram to one cluster: a UDPRoute's usable
+	// backends become the endpoint groups of one cluster, which share the sessions by weight
+	// (udpBackends); the share of a backend that cannot be resolved goes to the others.
 	var to streamTo
 	type failedRef struct {
 		backendRef
 		share bool // its weight is refused
 	}
 	var bad []failedRef
+	var udpPorts []weightedStreamPort
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
-		use := served && b.weight > 0 && !(udp && len(to.backends) > 0)
+		use := served && b.weight > 0
 		if b.reason == "" && !use {
 			a.dryResolve(ro, &b)
 		}
 		cluster := ""
 		if b.reason == "" && use {
-			c, reason, msg := t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
+			var reason, msg string
+			if udp {
+				var sp streamPort
+				sp, reason, msg = t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
+				if reason == "" {
+					udpPorts = addWeightedPort(udpPorts, sp, uint32(b.weight))
+				}
+			} else {
+				cluster, reason, msg = t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
+			}
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
 			}
-			cluster = c
 		}
 		if b.reason != "" {
 			rs.add(b.reason, b.message)
-			share := served && b.weight > 0 && !udp
-			if share {
+			share := served && b.weight > 0
+			if share && !udp {
 				to.failed += uint32(b.weight) // checkBackendRef bounds weights to 0-1000000
 			}
 			bad = append(bad, failedRef{b, share})
 			continue
 		}
 		if cluster == "" {
-			if served && udp && b.weight > 0 {
-				t.problems.Add(owner, ir.SeverityWarning, ReasonTooMany, "a UDPRoute is served by its first usable backend (Envoy's UDP proxy does not share sessions by weight); Service %s/%s is not used", truncate(b.namespace), truncate(b.name))
-			}
 			continue
 		}
 		if i := slices.IndexFunc(to.backends, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
@@ -151,9 +158,15 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		to.backends = append(to.backends, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight)})
 	}
+	if udp && len(udpPorts) > 0 {
+		to.backends = []ir.WeightedCluster{{Cluster: t.udpBackends(r, meta, owner, udpPorts), Weight: 1}}
+	}
 	for _, b := range bad {
 		msg := b.message
-		if b.share && len(to.backends) > 0 {
+		switch {
+		case b.share && udp && len(to.backends) > 0:
+			msg += "; its share of sessions goes to the other backends (Envoy's UDP proxy cannot drop a share of datagrams)"
+		case b.share && len(to.backends) > 0:
 			msg += "; its share of connections is refused"
 		}
 		t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", msg)
@@ -199,16 +212,38 @@ func (s streamTo) target() (string, []ir.WeightedCluster, uint32) {
 	return "", slices.Clone(s.backends), s.failed
 }
 
-// streamBackend resolves a TCP or UDP backend Service port of a route to a cluster of the
-// tenant nodes' addresses × its NodePort, added once; TCP clusters get the health check of
-// Options (as Layer 4). On failure it returns the problem's reason and message.
-func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, proto corev1.Protocol) (string, string, string) {
+// streamPort is a backend Service port of a stream route, resolved to its NodePort.
+type streamPort struct {
+	namespace, name string
+	port, nodePort  int32
+	proto           corev1.Protocol
+}
+
+// weightedStreamPort is a resolved backend of a UDPRoute and its weight.
+type weightedStreamPort struct {
+	streamPort
+	weight uint32
+}
+
+// addWeightedPort adds a backend to ports, adding its weight to that of an earlier
+// backendRef to the same Service port.
+func addWeightedPort(ports []weightedStreamPort, sp streamPort, weight uint32) []weightedStreamPort {
+	if i := slices.IndexFunc(ports, func(w weightedStreamPort) bool { return w.streamPort == sp }); i >= 0 {
+		ports[i].weight += weight
+		return ports
+	}
+	return append(ports, weightedStreamPort{sp, weight})
+}
+
+// resolveStreamPort finds a TCP or UDP backend Service port of a route among the Services the
+// route carries, and its NodePort. On failure it returns the problem's reason and message.
+func (t *l7) resolveStreamPort(r *v1alpha1.Route, namespace, name string, port int32, proto corev1.Protocol) (streamPort, string, string) {
 	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
-		return "", reason, msg
+		return streamPort{}, reason, msg
 	}
 	svc := t.service(r, namespace, name)
 	if svc == nil {
-		return "", ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
+		return streamPort{}, ReasonBackendNotFound, fmt.Sprintf("Service %s/%s is not among the Services the route carries", truncate(namespace), truncate(name))
 	}
 	var sp *corev1.ServicePort
 	for i := range svc.Spec.Ports {
@@ -219,27 +254,43 @@ func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, nam
 		}
 	}
 	if sp == nil {
-		return "", ReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no %s port %d", truncate(namespace), truncate(name), proto, port)
+		return streamPort{}, ReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no %s port %d", truncate(namespace), truncate(name), proto, port)
 	}
 	if sp.NodePort < 1 || sp.NodePort > 65535 {
-		return "", ReasonBackendNoNodePort, fmt.Sprintf("port %d of Service %s/%s has no NodePort; the hub reaches tenant backends only on NodePorts", port, truncate(namespace), truncate(name))
+		return streamPort{}, ReasonBackendNoNodePort, fmt.Sprintf("port %d of Service %s/%s has no NodePort; the hub reaches tenant backends only on NodePorts", port, truncate(namespace), truncate(name))
 	}
-	p := strings.ToLower(string(proto))
-	clusterName := backendClusterName(r.Name, namespace, name, port, p)
+	return streamPort{namespace: namespace, name: name, port: port, nodePort: sp.NodePort, proto: proto}, "", ""
+}
+
+// streamBackend resolves a TCP or UDP backend Service port of a route to a cluster of the
+// tenant nodes' addresses × its NodePort, added once; TCP clusters get the health check of
+// Options (as Layer 4). On failure it returns the problem's reason and message.
+func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, proto corev1.Protocol) (string, string, string) {
+	sp, reason, msg := t.resolveStreamPort(r, namespace, name, port, proto)
+	if reason != "" {
+		return "", reason, msg
+	}
+	return t.streamCluster(r, owner, sp), "", ""
+}
+
+// streamCluster adds (once) the cluster of a resolved stream backend and returns its name.
+func (t *l7) streamCluster(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort) string {
+	p := strings.ToLower(string(sp.proto))
+	clusterName := backendClusterName(r.Name, sp.namespace, sp.name, sp.port, p)
 	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
-		return clusterName, "", ""
+		return clusterName
 	}
 	c := &ir.Cluster{
 		Name:           clusterName,
-		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/%s-%d", namespace, name, p, port), ".", "_"),
+		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/%s-%d", sp.namespace, sp.name, p, sp.port), ".", "_"),
 		Protocol:       ir.UpstreamTCP,
 		Owners:         []ir.ObjectRef{owner},
-		Endpoints:      t.endpoints(r, uint32(sp.NodePort)),
+		Endpoints:      t.endpoints(r, uint32(sp.nodePort)),
 		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 		MaxConnections: t.opts.MaxConnectionsPerCluster,
 	}
-	if proto == corev1.ProtocolUDP {
+	if sp.proto == corev1.ProtocolUDP {
 		c.Protocol = ir.UpstreamUDP
 	} else if hc := t.opts.HealthCheck; !hc.Disabled {
 		c.HealthCheck = &ir.HealthCheck{
@@ -252,9 +303,45 @@ func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, nam
 	}
 	if len(c.Endpoints) == 0 {
 		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; connections fail until the tenant has Ready nodes with valid addresses",
-			truncate(namespace), truncate(name), port)
+			truncate(sp.namespace), truncate(sp.name), sp.port)
 	}
 	t.clusters[clusterName] = c
 	t.cfg.Clusters = append(t.cfg.Clusters, c)
-	return clusterName, "", ""
+	return clusterName
+}
+
+// udpBackends returns the cluster of a UDPRoute's usable backends: the cluster of its one
+// backend, or, for more, one cluster "<route>/udp" whose endpoint groups (one per backend
+// Service port, named "<ns>/<svc>/<port>") share the sessions by the backends' weights (at
+// most maxBackendRefs × 1000000 in all). Each backend's endpoints are the tenant nodes'
+// addresses × its NodePort, bounded per backend as a cluster's are.
+func (t *l7) udpBackends(r *v1alpha1.Route, meta metav1.ObjectMeta, owner ir.ObjectRef, ports []weightedStreamPort) string {
+	if len(ports) == 1 {
+		return t.streamCluster(r, owner, ports[0].streamPort)
+	}
+	clusterName := r.Name + "/udp"
+	c := &ir.Cluster{
+		Name:           clusterName,
+		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/udp", meta.Namespace, meta.Name), ".", "_"),
+		Protocol:       ir.UpstreamUDP,
+		Owners:         []ir.ObjectRef{owner},
+		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
+		MaxConnections: t.opts.MaxConnectionsPerCluster,
+	}
+	for _, wp := range ports {
+		group := fmt.Sprintf("%s/%s/%d", wp.namespace, wp.name, wp.port)
+		c.Groups = append(c.Groups, ir.EndpointGroup{Name: group, Weight: wp.weight})
+		eps := t.endpoints(r, uint32(wp.nodePort))
+		if len(eps) == 0 {
+			t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; its share of sessions goes to the other backends until the tenant has Ready nodes with valid addresses",
+				truncate(wp.namespace), truncate(wp.name), wp.port)
+		}
+		for _, e := range eps {
+			e.Group = group
+			c.Endpoints = append(c.Endpoints, e)
+		}
+	}
+	t.clusterIndex()[clusterName] = c
+	t.cfg.Clusters = append(t.cfg.Clusters, c)
+	return clusterName
 }

@@ -388,3 +388,63 @@ func TestGatewayWeightedStreamTraffic(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGatewayWeightedUDPTraffic sends datagrams, each from a fresh socket (a new UDP session),
+// through a real Envoy configured from the gw-udp-weighted golden case: a UDPRoute's sessions
+// are shared 70/30 between its backends and the one of weight 0 gets none; a UDPRoute with a
+// missing backend shares its sessions 3:1 among the two it can reach (the missing one's share
+// goes to them).
+func TestGatewayWeightedUDPTraffic(t *testing.T) {
+	const tenant = "tenant-weighted-udp"
+	srv, xdsAddr := startXDS(t)
+	e := startEnvoy(t, srv, tenant, xdsAddr, "weighted-udp-proxy")
+
+	backends := map[string]*testsupport.Backend{}
+	for _, name := range []string{"udp-backend-v1", "udp-backend-v2", "udp-backend-v3"} {
+		backends[name] = testsupport.StartUDPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: name})
+	}
+	in, ports := gatewayInput(t, "gw-udp-weighted.in.yaml", tenant, func(svc string, _ int32) int32 {
+		return backendPort(t, backends[svc])
+	})
+	pushAndWait(t, srv, e, in)
+
+	// share sends n sessions to the listener of port and counts who answered each.
+	share := func(port int32, n int) (map[string]int, error) {
+		seen := map[string]int{}
+		for i := range n {
+			r, err := testsupport.UDPRoundTrip(fmt.Sprintf("127.0.0.1:%d", ports[port]), fmt.Sprintf("hello %d", i))
+			if err != nil {
+				return nil, err
+			}
+			seen[r.Pod]++
+		}
+		t.Logf("%d sessions to port %d answered by %v", n, port, seen)
+		return seen, nil
+	}
+	// near tells whether got sessions of n are within 10 points of want percent.
+	near := func(got, n, want int) bool { return got*100 >= (want-10)*n && got*100 <= (want+10)*n }
+	const n = 200
+	testsupport.Eventually(t, waitTimeout, "sessions shared 70/30", func() error {
+		seen, err := share(5300, n)
+		if err != nil {
+			return err
+		}
+		if len(seen) != 2 || !near(seen["udp-backend-v1"], n, 70) || !near(seen["udp-backend-v2"], n, 30) {
+			return fmt.Errorf("answered by %v of %d, want about 70%% udp-backend-v1 and 30%% udp-backend-v2 only", seen, n)
+		}
+		return nil
+	})
+	testsupport.Eventually(t, waitTimeout, "sessions shared 3:1 without the missing backend", func() error {
+		seen, err := share(5301, n)
+		if err != nil {
+			return err
+		}
+		if len(seen) != 2 || !near(seen["udp-backend-v1"], n, 75) || !near(seen["udp-backend-v2"], n, 25) {
+			return fmt.Errorf("answered by %v of %d, want about 75%% udp-backend-v1 and 25%% udp-backend-v2 only", seen, n)
+		}
+		return nil
+	})
+	if got := backends["udp-backend-v3"].Requests(); got != 0 {
+		t.Errorf("the backend of weight 0 got %d datagrams, want none", got)
+	}
+}

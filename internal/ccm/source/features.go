@@ -8,7 +8,7 @@ import (
 )
 
 // SupportedFeatures are the Gateway API features kubelb implements: the core features of the
-// GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP conformance profiles and the extended features
+// GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP and GATEWAY-UDP conformance profiles and the extended features
 // built so far. The ccm publishes them in the status of its GatewayClasses, and the
 // conformance test (e2e/conformance) claims exactly these, so a feature listed here is one the
 // official suite checks in `make test`. docs/conformance/README.md lists what is not
@@ -16,7 +16,7 @@ import (
 var SupportedFeatures = []features.FeatureName{
 	// core
 	features.SupportGateway, features.SupportReferenceGrant, features.SupportHTTPRoute,
-	features.SupportGRPCRoute, features.SupportTLSRoute, features.SupportTCPRoute,
+	features.SupportGRPCRoute, features.SupportTLSRoute, features.SupportTCPRoute, features.SupportUDPRoute,
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty,

@@ -85,6 +85,16 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
 		}
 	}
+	if len(c.Groups) > 0 {
+		// The localities of the endpoint groups share the connections by their weights
+		// before an endpoint is picked in the chosen one (loadAssignment).
+		if out.CommonLbConfig == nil {
+			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+		}
+		out.CommonLbConfig.LocalityConfigSpecifier = &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
+			LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
+		}
+	}
 	switch {
 	case c.ProxyProtocol:
 		out.TransportSocket = proxyProtocolSocket(&errs, c)
@@ -139,7 +149,9 @@ func proxyProtocolSocket(errs *[]error, c *ir.Cluster) *corev3.TransportSocket {
 	}
 }
 
-// loadAssignment puts all endpoints of a cluster into one locality.
+// loadAssignment puts all endpoints of a cluster into one locality, or, for a cluster with
+// endpoint groups, each group's endpoints into a locality of the group's weight (sub-zone:
+// the group's name); a group without endpoints has no locality, so no share.
 func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
 	if len(c.Endpoints) == 0 {
@@ -149,16 +161,28 @@ func loadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	if c.HealthCheck != nil {
 		hcPort = c.HealthCheck.Port
 	}
-	lbeps := make([]*endpointv3.LbEndpoint, 0, len(c.Endpoints))
+	byGroup := map[string][]*endpointv3.LbEndpoint{}
 	for _, ep := range c.Endpoints {
 		e := &endpointv3.Endpoint{Address: socketAddress(corev3.SocketAddress_TCP, ep.Address, ep.Port)}
 		if hcPort != 0 {
 			// Envoy's HealthCheck has no port of its own: each endpoint says where it is checked.
 			e.HealthCheckConfig = &endpointv3.Endpoint_HealthCheckConfig{PortValue: hcPort}
 		}
-		lbeps = append(lbeps, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: e}})
+		byGroup[ep.Group] = append(byGroup[ep.Group], &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: e}})
 	}
-	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbeps}}
+	if len(c.Groups) == 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: byGroup[""]}}
+		return cla
+	}
+	for _, g := range c.Groups {
+		if lbeps := byGroup[g.Name]; len(lbeps) > 0 {
+			cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+				Locality:            &corev3.Locality{SubZone: g.Name},
+				LoadBalancingWeight: wrapperspb.UInt32(g.Weight),
+				LbEndpoints:         lbeps,
+			})
+		}
+	}
 	return cla
 }
 
