@@ -2,7 +2,8 @@
 // Route embeds (spec.source.kubernetes.resource) and what that kind asks of the hub — a hub
 // Service of its own with one port per Gateway listener port, the two ports of the tenant's
 // shared Ingress Service, or nothing (a Gateway API route is served on the listeners of the
-// Gateways it attaches to). The manager's Route controller, quota, the envoycp controller and
+// Gateways it attaches to, a ListenerSet's listeners on its Gateway's hub Service:
+// listenersets.go). The manager's Route controller, quota, the envoycp controller and
 // the translation front ends classify Routes with Of; the ccm describes the kinds it mirrors
 // with Kind. The embedded object is tenant input: nothing of it is trusted.
 package routekind
