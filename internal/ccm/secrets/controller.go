@@ -257,7 +257,7 @@ func (r *Reconciler) wantedByListenerSet(ctx context.Context, key types.Namespac
 			}
 			grants, listed = gl.Items, true
 		}
-		if !secretGrantedTo("ListenerSet", ls.Namespace, key, grants) {
+		if !SecretGrantedFrom("ListenerSet", ls.Namespace, key, grants) {
 			continue
 		}
 		ref := ls.Spec.ParentRef

@@ -74,11 +74,11 @@ func certificateSecrets(ns string, listeners []*gwapiv1.ListenerTLSConfig) []typ
 // lets Gateways of namespace from use Secret key. A Secret in the Gateway's own namespace
 // needs no grant.
 func SecretGranted(from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
-	return secretGrantedTo("Gateway", from, key, grants)
+	return SecretGrantedFrom("Gateway", from, key, grants)
 }
 
-// secretGrantedTo is SecretGranted for objects of kind fromKind (Gateway, ListenerSet).
-func secretGrantedTo(fromKind, from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
+// SecretGrantedFrom is SecretGranted for objects of kind fromKind (Gateway, ListenerSet).
+func SecretGrantedFrom(fromKind, from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
 	if from == key.Namespace {
 		return true
 	}
