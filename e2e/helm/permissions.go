@@ -99,8 +99,8 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("networking.k8s.io", []string{"ingressclasses"}, []string{"create"}, "")...)
 	}
 	if f.GatewayAPI {
-		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes"}, mirror, "")...)
-		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "httproutes/status", "grpcroutes/status",
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways", "listenersets", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes"}, mirror, "")...)
+		add(Permissions("gateway.networking.k8s.io", []string{"gateways/status", "listenersets/status", "httproutes/status", "grpcroutes/status",
 			"tlsroutes/status", "tcproutes/status", "udproutes/status", "gatewayclasses/status"}, status, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants", "backendtlspolicies"}, read, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"backendtlspolicies/status"}, status, "")...)

@@ -10,13 +10,14 @@ var (
 	CCMServiceStatusReconcile = newReconcile("kubelb_ccm_service_status", "tenant Service status copies", true)
 
 	// Layer 7 sources (internal/ccm/source): one reconcile metric per kind, namespaced.
-	CCMIngressReconcile   = newReconcile("kubelb_ccm_ingress", "tenant Ingresses", true)
-	CCMGatewayReconcile   = newReconcile("kubelb_ccm_gateway", "tenant Gateways", true)
-	CCMHTTPRouteReconcile = newReconcile("kubelb_ccm_httproute", "tenant HTTPRoutes", true)
-	CCMGRPCRouteReconcile = newReconcile("kubelb_ccm_grpcroute", "tenant GRPCRoutes", true)
-	CCMTLSRouteReconcile  = newReconcile("kubelb_ccm_tlsroute", "tenant TLSRoutes", true)
-	CCMTCPRouteReconcile  = newReconcile("kubelb_ccm_tcproute", "tenant TCPRoutes", true)
-	CCMUDPRouteReconcile  = newReconcile("kubelb_ccm_udproute", "tenant UDPRoutes", true)
+	CCMIngressReconcile     = newReconcile("kubelb_ccm_ingress", "tenant Ingresses", true)
+	CCMGatewayReconcile     = newReconcile("kubelb_ccm_gateway", "tenant Gateways", true)
+	CCMHTTPRouteReconcile   = newReconcile("kubelb_ccm_httproute", "tenant HTTPRoutes", true)
+	CCMGRPCRouteReconcile   = newReconcile("kubelb_ccm_grpcroute", "tenant GRPCRoutes", true)
+	CCMTLSRouteReconcile    = newReconcile("kubelb_ccm_tlsroute", "tenant TLSRoutes", true)
+	CCMTCPRouteReconcile    = newReconcile("kubelb_ccm_tcproute", "tenant TCPRoutes", true)
+	CCMUDPRouteReconcile    = newReconcile("kubelb_ccm_udproute", "tenant UDPRoutes", true)
+	CCMListenerSetReconcile = newReconcile("kubelb_ccm_listenerset", "tenant ListenerSets", true)
 	// CCMGatewayClassReconcile counts reconciles of GatewayClasses (the kubelb class and the
 	// Accepted condition on classes of kubelb's controllerName).
 	CCMGatewayClassReconcile = newReconcile("kubelb_ccm_gatewayclass", "tenant GatewayClasses", false)
@@ -52,6 +53,10 @@ var (
 		Name: "kubelb_ccm_managed_udproutes_total",
 		Help: "Tenant UDPRoutes the ccm mirrors into the hub as Routes, per namespace.",
 	}, []string{"namespace"})
+	CCMManagedListenerSets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_ccm_managed_listenersets_total",
+		Help: "Tenant ListenerSets the ccm mirrors into the hub as Routes, per namespace.",
+	}, []string{"namespace"})
 
 	CCMManagedServices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubelb_ccm_managed_services_total",
@@ -84,14 +89,14 @@ var (
 func ccmReconciles() []*Reconcile {
 	return []*Reconcile{CCMServiceReconcile, CCMServiceStatusReconcile, CCMNodeReconcile,
 		CCMIngressReconcile, CCMGatewayReconcile, CCMHTTPRouteReconcile, CCMGRPCRouteReconcile,
-		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMGatewayClassReconcile, CCMEndpointSliceReconcile, CCMSecretReconcile,
+		CCMTLSRouteReconcile, CCMTCPRouteReconcile, CCMUDPRouteReconcile, CCMListenerSetReconcile, CCMGatewayClassReconcile, CCMEndpointSliceReconcile, CCMSecretReconcile,
 		CCMIPAM.Reconcile}
 }
 
 // ccmGauges are the other metrics of the ccm, in declaration order.
 func ccmGauges() []prometheus.Collector {
 	out := []prometheus.Collector{CCMManagedIngresses, CCMManagedGateways, CCMManagedHTTPRoutes, CCMManagedGRPCRoutes,
-		CCMManagedTLSRoutes, CCMManagedTCPRoutes, CCMManagedUDPRoutes,
+		CCMManagedTLSRoutes, CCMManagedTCPRoutes, CCMManagedUDPRoutes, CCMManagedListenerSets,
 		CCMManagedServices, CCMNodes, CCMClusterConnected, CCMOperations, CCMOperationDuration, CCMManagedSecrets, CCMHubFieldsLeftOut}
 	return append(append(out, CCMNodeIP.gauges()...), CCMIPAM.gauges()...)
 }

@@ -104,9 +104,21 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 		return Object{}, false
 	}
 	o := Object{Kind: KindRoute, Name: rt.Name, Created: rt.CreationTimestamp.Time, Bytes: RouteBytes(rt)}
-	switch kind, _ := routekind.Of(rt); kind.HubService() {
+	kind, _ := routekind.Of(rt)
+	switch kind.HubService() {
 	case routekind.OwnHubService:
 		if !t.DisableGatewayAPI && routekind.ValidRouteName(rt.Name) {
+			ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+			o.Ports = len(ports)
+			if t.AllocateNodePorts {
+				o.NodePorts = len(ports)
+			}
+		}
+	case routekind.NoHubService:
+		// A ListenerSet's listener ports are its Gateway's, and counted here, each distinct
+		// port of the ListenerSet once, even when the Gateway already has it (the Gateway's
+		// hub Service is the ListenerSet's only when the Gateway takes it).
+		if kind == routekind.ListenerSet && !t.DisableGatewayAPI {
 			ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
 			o.Ports = len(ports)
 			if t.AllocateNodePorts {

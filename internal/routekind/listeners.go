@@ -33,6 +33,16 @@ var listenerProtocols = map[string]corev1.Protocol{
 // first MaxListeners, not an object, a port outside 1-65535 or not a whole number, an
 // unknown protocol. The Gateway is tenant input: nothing of it is trusted.
 func GatewayPorts(u *unstructured.Unstructured) (ports []ListenerPort, problems []string) {
+	return GatewayPortsWith(u, nil)
+}
+
+// GatewayPortsWith is GatewayPorts with the listeners of the ListenerSets the Gateway takes
+// (sets, the embedded ListenerSets in the order GatewaySets gives) added: a Gateway and its
+// ListenerSets have at most MaxListeners listeners together, counted in that order (the
+// Gateway's first); the listeners of ListenerSets beyond that get no port (the translation
+// reports them on their ListenerSet, as it does invalid ones, which are left out here without
+// a word).
+func GatewayPortsWith(u *unstructured.Unstructured, sets []*unstructured.Unstructured) (ports []ListenerPort, problems []string) {
 	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "listeners")
 	if err != nil || !found {
 		return nil, []string{"the Gateway has no spec.listeners"}
@@ -46,11 +56,13 @@ func GatewayPorts(u *unstructured.Unstructured) (ports []ListenerPort, problems 
 		listeners = listeners[:MaxListeners]
 	}
 	seen := map[ListenerPort]bool{}
-	for i, l := range listeners {
+	add := func(l any, i int, report bool) {
 		m, ok := l.(map[string]any)
 		if !ok {
-			problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
-			continue
+			if report {
+				problems = append(problems, fmt.Sprintf("listener %d is not an object", i))
+			}
+			return
 		}
 		label := func() string { // only for a problem: most listeners have none
 			if name, ok := m["name"].(string); ok && len(validation.IsDNS1123Subdomain(name)) == 0 {
@@ -60,19 +72,37 @@ func GatewayPorts(u *unstructured.Unstructured) (ports []ListenerPort, problems 
 		}
 		port, ok := wholeNumber(m["port"])
 		if !ok || port < 1 || port > 65535 {
-			problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label()))
-			continue
+			if report {
+				problems = append(problems, fmt.Sprintf("%s: port must be a number from 1 to 65535", label()))
+			}
+			return
 		}
 		protoName, _ := m["protocol"].(string)
 		proto, ok := listenerProtocols[protoName]
 		if !ok {
-			problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label()))
-			continue
+			if report {
+				problems = append(problems, fmt.Sprintf("%s: protocol must be HTTP, HTTPS, TLS, TCP or UDP", label()))
+			}
+			return
 		}
 		lp := ListenerPort{Protocol: proto, Port: int32(port)}
 		if !seen[lp] {
 			seen[lp] = true
 			ports = append(ports, lp)
+		}
+	}
+	for i, l := range listeners {
+		add(l, i, true)
+	}
+	room := MaxListeners - len(listeners)
+	for _, set := range sets {
+		ls, _, _ := unstructured.NestedSlice(set.Object, "spec", "listeners")
+		for i, l := range ls {
+			if room == 0 {
+				break
+			}
+			room--
+			add(l, i, false)
 		}
 	}
 	slices.SortFunc(ports, func(a, b ListenerPort) int {

@@ -2,7 +2,8 @@
 // Route embeds (spec.source.kubernetes.resource) and what that kind asks of the hub — a hub
 // Service of its own with one port per Gateway listener port, the two ports of the tenant's
 // shared Ingress Service, or nothing (a Gateway API route is served on the listeners of the
-// Gateways it attaches to). The manager's Route controller, quota, the envoycp controller and
+// Gateways it attaches to, a ListenerSet's listeners on its Gateway's hub Service:
+// listenersets.go). The manager's Route controller, quota, the envoycp controller and
 // the translation front ends classify Routes with Of; the ccm describes the kinds it mirrors
 // with Kind. The embedded object is tenant input: nothing of it is trusted.
 package routekind
@@ -32,10 +33,13 @@ const (
 	TLSRoute
 	TCPRoute
 	UDPRoute
+	// ListenerSet adds listeners to the Gateway its spec.parentRef names (Gateway API
+	// v1.6, GEP-1713): served on that Gateway's hub Service, nothing of its own.
+	ListenerSet
 )
 
 // Kinds are the kinds kubelb serves, in this order.
-var Kinds = []Kind{Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute}
+var Kinds = []Kind{Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, ListenerSet}
 
 // HubService is the hub Service a kind is served through.
 type HubService uint8
@@ -66,6 +70,7 @@ var kinds = [...]struct {
 	TLSRoute:    {"TLSRoute", GroupGatewayAPI, NoHubService},
 	TCPRoute:    {"TCPRoute", GroupGatewayAPI, NoHubService},
 	UDPRoute:    {"UDPRoute", GroupGatewayAPI, NoHubService},
+	ListenerSet: {"ListenerSet", GroupGatewayAPI, NoHubService},
 }
 
 // String is the kind's name as the API spells it ("HTTPRoute"); "" for Unsupported.
@@ -84,9 +89,9 @@ func (k Kind) GroupVersionKind() schema.GroupVersionKind {
 // (spec.gatewayAPI.disable) governs it, as the Ingress switch governs an Ingress.
 func (k Kind) GatewayAPI() bool { return kinds[k].group == GroupGatewayAPI }
 
-// AttachesToGateway tells whether the kind is a Gateway API route: it attaches to Gateways by
-// spec.parentRefs, and its status is status.parents.
-func (k Kind) AttachesToGateway() bool { return k.GatewayAPI() && k != Gateway }
+// AttachesToGateway tells whether the kind is a Gateway API route: it attaches to Gateways
+// (and ListenerSets) by spec.parentRefs, and its status is status.parents.
+func (k Kind) AttachesToGateway() bool { return k.GatewayAPI() && k != Gateway && k != ListenerSet }
 
 // HubService is the hub Service the kind is served through.
 func (k Kind) HubService() HubService { return kinds[k].service }

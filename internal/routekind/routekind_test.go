@@ -43,6 +43,7 @@ func TestOf(t *testing.T) {
 		{"gateway.networking.k8s.io/v1", "TLSRoute", TLSRoute, NoHubService, true, true},
 		{"gateway.networking.k8s.io/v1alpha2", "TCPRoute", TCPRoute, NoHubService, true, true},
 		{"gateway.networking.k8s.io/v1alpha2", "UDPRoute", UDPRoute, NoHubService, true, true},
+		{"gateway.networking.k8s.io/v1", "ListenerSet", ListenerSet, NoHubService, true, false},
 		{"example.com/v1", "Ingress", Unsupported, NoHubService, false, false},
 		{"extensions/v1beta1", "Ingress", Unsupported, NoHubService, false, false},
 		{"networking.k8s.io/v1", "Gateway", Unsupported, NoHubService, false, false},

@@ -30,6 +30,8 @@ const (
 	KindTLSRoute  = "TLSRoute"
 	KindTCPRoute  = "TCPRoute"
 	KindUDPRoute  = "UDPRoute"
+	// KindListenerSet adds listeners to a Gateway (gateway_listenerset.go).
+	KindListenerSet = "ListenerSet"
 )
 
 // Reasons of Gateway API problems besides the shared ones (the route and listener
@@ -73,6 +75,13 @@ type gateway struct {
 	svc       *corev1.Service
 	listeners []*gwListener
 	addresses gatewayAddresses // what spec.addresses asks (gateway_addresses.go)
+	// own is how many of listeners are the Gateway's (they come first); the others are its
+	// ListenerSets' (sets, in the order their listeners rank).
+	own  int
+	sets []*listenerSet
+	// slots is how many of the Gateway's spec.listeners count against routekind.MaxListeners
+	// (the first 64, named well or not): its ListenerSets have the rest.
+	slots int
 }
 
 // listener families: listeners of one family may share a port.
@@ -86,6 +95,7 @@ const (
 // gwListener is one listener of a Gateway.
 type gwListener struct {
 	gw       *gateway
+	set      *listenerSet // the ListenerSet it comes from; nil for the Gateway's own
 	spec     gwv1.Listener
 	section  string
 	hostname string // "" for none; lower case
@@ -125,7 +135,35 @@ type sniChain struct {
 	owner ir.ObjectRef
 }
 
-func (l *gwListener) ref(t *l7) ir.ObjectRef { return t.ref(l.gw.route, l.section) }
+func (l *gwListener) ref(t *l7) ir.ObjectRef { return t.ref(l.route(), l.section) }
+
+// route is the Route of the object the listener is written in: its Gateway's, or its
+// ListenerSet's (its conditions, problems and owners are that object's).
+func (l *gwListener) route() *v1alpha1.Route {
+	if l.set != nil {
+		return l.set.route
+	}
+	return l.gw.route
+}
+
+// namespace is the namespace of the object the listener is written in: allowedRoutes'
+// "Same" and its certificateRefs' default namespace are that one.
+func (l *gwListener) namespace() string {
+	if l.set != nil {
+		return l.set.namespace
+	}
+	return l.gw.namespace
+}
+
+// configName names the listener in Envoy route configurations: its name, with its
+// ListenerSet's Route name before it for a ListenerSet's (names are unique only within the
+// object that has them).
+func (l *gwListener) configName() string {
+	if l.set != nil {
+		return l.set.route.Name + "/" + string(l.spec.Name)
+	}
+	return string(l.spec.Name)
+}
 
 // gateways is the Gateway API front end: the tenant's Gateway Routes and the routes attached
 // to them (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute). See docs/l7.md.
@@ -137,6 +175,10 @@ func (t *l7) gateways() {
 		}
 	}
 	a := &attacher{t: t, gateways: gws}
+	sets := t.listenerSets(a)
+	for _, g := range gws {
+		t.finishGateway(g)
+	}
 	for _, r := range t.byKind[routekind.HTTPRoute] {
 		a.rulesRoute(r, KindHTTPRoute)
 	}
@@ -155,6 +197,9 @@ func (t *l7) gateways() {
 	for _, g := range gws {
 		t.emitGateway(g)
 		t.gatewayStatus(g)
+	}
+	for _, s := range sets {
+		t.listenerSetStatus(s)
 	}
 }
 
@@ -192,6 +237,7 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), routekind.MaxListeners)
 		specs = specs[:routekind.MaxListeners]
 	}
+	g.slots = len(specs)
 	names := map[string]bool{}
 	for i := range specs {
 		l := &gwListener{gw: g, spec: specs[i], vhosts: map[string][]*candidate{}}
@@ -210,6 +256,14 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 		t.checkListener(l)
 		g.listeners = append(g.listeners, l)
 	}
+	g.own = len(g.listeners)
+	return g
+}
+
+// finishGateway decides the conflicts among the listeners of a Gateway and of the
+// ListenerSets it takes (the Gateway's first, then each ListenerSet's in rank), and which are
+// served.
+func (t *l7) finishGateway(g *gateway) {
 	t.conflicts(g)
 	for _, l := range g.listeners {
 		t.finishListener(l)
@@ -217,13 +271,12 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	if g.addresses.unsupported != "" {
 		t.refuseListeners(g)
 	}
-	return g
 }
 
 // checkListener validates one listener and sets its Accepted, ResolvedRefs and (default)
 // Conflicted conditions.
 func (t *l7) checkListener(l *gwListener) {
-	r := l.gw.route
+	r := l.route()
 	l.accepted = t.cond(r, string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "the listener is valid")
 	l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "every reference is resolved")
 	l.conflicted = t.cond(r, string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "no conflict with another listener")
@@ -318,7 +371,7 @@ func routeKind(kind string) gwv1.RouteGroupKind {
 // with its reason) and left out; the listener is served with the others, and not at all
 // when none is left.
 func (t *l7) listenerCertificate(l *gwListener) {
-	r := l.gw.route
+	r := l.route()
 	fail := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), false, string(reason), "%s", msg)
@@ -385,13 +438,13 @@ func (t *l7) listenerCertificateRef(l *gwListener, ref gwv1.SecretObjectReferenc
 	if (group != "" && group != "core") || kind != "Secret" {
 		return "", gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRef %s/%s is not a Secret", truncate(group), truncate(kind))
 	}
-	ns := l.gw.namespace
+	ns := l.namespace()
 	if ref.Namespace != nil && *ref.Namespace != "" {
 		ns = string(*ref.Namespace)
 	}
-	if ns != l.gw.namespace && !t.granted(l.gw.route, "", "Secret", ns, string(ref.Name)) {
+	if ns != l.namespace() && !t.granted(l.route(), "", "Secret", ns, string(ref.Name)) {
 		return "", gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant there permits it%s",
-			truncate(ns), truncate(string(ref.Name)), noContext(l.gw.route))
+			truncate(ns), truncate(string(ref.Name)), noContext(l.route()))
 	}
 	name, reason, msg := t.certificate(l.ref(t), ns, string(ref.Name))
 	if reason != "" {
@@ -467,20 +520,26 @@ func (t *l7) conflicts(g *gateway) {
 			hosts[k][l.hostname] = true
 			continue
 		}
-		l.conflicted = t.cond(g.route, string(gwv1.ListenerConditionConflicted), true, string(reason), "%s", msg)
+		// Gateway API: a conflicted listener is not accepted, nor programmed, for that reason.
+		l.conflicted = t.cond(l.route(), string(gwv1.ListenerConditionConflicted), true, string(reason), "%s", msg)
+		l.accepted = t.cond(l.route(), string(gwv1.ListenerConditionAccepted), false, string(reason), "%s", msg)
 		t.problems.Add(l.ref(t), ir.SeverityError, string(reason), "%s; the listener is not served", msg)
 	}
 }
 
 // finishListener decides whether the listener is served and sets Programmed.
 func (t *l7) finishListener(l *gwListener) {
-	r := l.gw.route
+	r := l.route()
 	l.attachable = l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
 	ok := l.attachable &&
 		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds) ||
 			l.someCertificates && len(l.secrets) > 0)
 	if !ok {
-		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions")
+		reason := gwv1.ListenerReasonInvalid
+		if l.conflicted.Status == metav1.ConditionTrue {
+			reason = gwv1.ListenerConditionReason(l.conflicted.Reason)
+		}
+		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(reason), "the listener is not served: see its other conditions")
 		return
 	}
 	l.valid = true
@@ -496,7 +555,7 @@ func (t *l7) finishListener(l *gwListener) {
 			t.problems.Add(l.ref(t), ir.SeverityError, ReasonListenerPortNotAllocated, "%s; the listener is not served until ports are freed", msg)
 			return
 		}
-		msg := fmt.Sprintf("the hub Service %s%s has no Envoy listener port for %s/%d yet", v1alpha1.GatewayServicePrefix, truncate(r.Name), proto, l.spec.Port)
+		msg := fmt.Sprintf("the hub Service %s%s has no Envoy listener port for %s/%d yet", v1alpha1.GatewayServicePrefix, truncate(l.gw.route.Name), proto, l.spec.Port)
 		l.programmed = t.cond(r, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPending), "%s", msg)
 		t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonPortPending, "%s; the manager has not allocated it yet", msg)
 		return
@@ -521,17 +580,18 @@ func (t *l7) gatewayStatus(g *gateway) {
 			}
 		}
 	}
+	own := g.listeners[:g.own] // the ListenerSets' have their own status
 	valid := 0
-	for _, l := range g.listeners {
+	for _, l := range own {
 		if l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse {
 			valid++
 		}
 	}
 	switch {
-	case valid == len(g.listeners) && len(g.listeners) > 0:
+	case valid == len(own) && len(own) > 0:
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "the Gateway is accepted"))
 	case valid > 0:
-		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), "%d of %d listeners are not valid", len(g.listeners)-valid, len(g.listeners)))
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), "%d of %d listeners are not valid", len(own)-valid, len(own)))
 	default:
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid"))
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(gwv1.GatewayReasonListenersNotValid), "no listener of the Gateway is valid; nothing is served")
@@ -543,7 +603,8 @@ func (t *l7) gatewayStatus(g *gateway) {
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway is served"))
 	}
 	t.addressConditions(g, &st)
-	for _, l := range g.listeners {
+	st.AttachedListenerSets = g.attachedListenerSets()
+	for _, l := range own {
 		ls := gwv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
 		if ls.SupportedKinds == nil {
 			ls.SupportedKinds = []gwv1.RouteGroupKind{}

@@ -66,7 +66,7 @@ func readGatewayAddresses(addrs []gwv1.GatewaySpecAddress) gatewayAddresses {
 func (t *l7) refuseListeners(g *gateway) {
 	for _, l := range g.listeners {
 		l.attachable, l.valid, l.served = false, false, false
-		l.programmed = t.cond(g.route, string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: the Gateway is not accepted")
+		l.programmed = t.cond(l.route(), string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not served: the Gateway is not accepted")
 	}
 }
 

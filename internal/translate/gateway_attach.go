@@ -21,6 +21,8 @@ type attacher struct {
 	t        *l7
 	gateways []*gateway
 	byName   map[nsName]*gateway // the first Gateway of each namespace and name
+	// setsByName are the tenant's ListenerSets, the first of each namespace and name.
+	setsByName map[nsName]*listenerSet
 }
 
 // gateway finds a Gateway of the tenant by namespace and name; nil when there is none.
@@ -168,18 +170,33 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 		if p.Kind != nil {
 			kind = string(*p.Kind)
 		}
-		if group != gatewayGroup || kind != KindGateway {
-			t.problems.Add(t.ref(r, section), ir.SeverityWarning, string(gwv1.RouteReasonNoMatchingParent), "parentRef %s/%s is not a Gateway; ignored (ListenerSets are not yet supported)", truncate(group), truncate(kind))
+		if group != gatewayGroup || (kind != KindGateway && kind != KindListenerSet) {
+			t.problems.Add(t.ref(r, section), ir.SeverityWarning, string(gwv1.RouteReasonNoMatchingParent), "parentRef %s/%s is not a Gateway or a ListenerSet; ignored", truncate(group), truncate(kind))
 			continue
 		}
 		ns := ro.meta.Namespace
 		if p.Namespace != nil && *p.Namespace != "" {
 			ns = string(*p.Namespace)
 		}
-		g := a.gateway(ns, string(p.Name))
-		if g == nil {
-			t.problems.Add(t.ref(r, section), ir.SeverityError, string(gwv1.RouteReasonNoMatchingParent), "Gateway %s/%s is not among the tenant's Gateways; the route is not served there", truncate(ns), truncate(string(p.Name)))
-			continue
+		// The listeners the parentRef can reach: a Gateway's own (never its ListenerSets'),
+		// or a ListenerSet's.
+		var listeners []*gwListener
+		var parent string
+		var set *listenerSet
+		if kind == KindGateway {
+			g := a.gateway(ns, string(p.Name))
+			if g == nil {
+				t.problems.Add(t.ref(r, section), ir.SeverityError, string(gwv1.RouteReasonNoMatchingParent), "Gateway %s/%s is not among the tenant's Gateways; the route is not served there", truncate(ns), truncate(string(p.Name)))
+				continue
+			}
+			listeners, parent = g.listeners[:g.own], fmt.Sprintf("Gateway %s/%s", truncate(ns), truncate(string(p.Name)))
+		} else {
+			set = a.setsByName[nsName{ns, string(p.Name)}]
+			if set == nil {
+				t.problems.Add(t.ref(r, section), ir.SeverityError, string(gwv1.RouteReasonNoMatchingParent), "ListenerSet %s/%s is not among the tenant's ListenerSets; the route is not served there", truncate(ns), truncate(string(p.Name)))
+				continue
+			}
+			listeners, parent = set.listeners, fmt.Sprintf("ListenerSet %s/%s", truncate(ns), truncate(string(p.Name)))
 		}
 		pr := &parentResult{ref: p, section: section}
 		out = append(out, pr)
@@ -189,11 +206,15 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 			t.problems.Add(t.ref(r, section), ir.SeverityError, string(reason), "%s", msg)
 		}
 		if ns != ro.meta.Namespace && sourceContext(r) == nil {
-			refuse(gwv1.RouteReasonNotAllowedByListeners, "Gateway %s/%s is in another namespace; the Route carries no source context (as from a KubeLB CE ccm), so only Gateways of the route's own namespace are used", truncate(ns), truncate(string(p.Name)))
+			refuse(gwv1.RouteReasonNotAllowedByListeners, "%s is in another namespace; the Route carries no source context (as from a KubeLB CE ccm), so only parents of the route's own namespace are used", parent)
+			continue
+		}
+		if set != nil && set.gw == nil {
+			refuse(gwv1.RouteReasonNotAllowedByListeners, "%s is not accepted: %s", parent, set.why)
 			continue
 		}
 		var candidates []*gwListener
-		for _, l := range g.listeners {
+		for _, l := range listeners {
 			if p.SectionName != nil && string(*p.SectionName) != string(l.spec.Name) {
 				continue
 			}
@@ -203,7 +224,7 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 			candidates = append(candidates, l)
 		}
 		if len(candidates) == 0 {
-			refuse(gwv1.RouteReasonNoMatchingParent, "Gateway %s/%s has no listener matching sectionName %s and port %s", truncate(ns), truncate(string(p.Name)), optString(p.SectionName), optPort(p.Port))
+			refuse(gwv1.RouteReasonNoMatchingParent, "%s has no listener matching sectionName %s and port %s", parent, optString(p.SectionName), optPort(p.Port))
 			continue
 		}
 		var notAllowed, noHost []string
@@ -226,7 +247,7 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 		switch {
 		case len(pr.listeners) > 0:
 			// Attaching to some listeners of a Gateway and not to others is normal.
-			pr.accepted = t.cond(r, string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached to Gateway %s/%s", truncate(ns), truncate(string(p.Name)))
+			pr.accepted = t.cond(r, string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "the route is attached to %s", parent)
 		case len(noHost) > 0 && len(notAllowed) == 0:
 			refuse(gwv1.RouteReasonNoMatchingListenerHostname, "no hostname of the route matches listener(s) %s", strings.Join(noHost, ", "))
 		default:
@@ -246,7 +267,7 @@ func (a *attacher) allowed(l *gwListener, ro *routeObj) string {
 		if l.gw.addresses.unsupported != "" {
 			return "the Gateway is not accepted (see its Accepted condition)"
 		}
-		return "the listener is not accepted or is conflicted (see the Gateway's listener conditions)"
+		return "the listener is not accepted or is conflicted (see its conditions)"
 	}
 	if !slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == ro.kind }) {
 		return fmt.Sprintf("%s is not among its allowed route kinds", ro.kind)
@@ -259,7 +280,7 @@ func (a *attacher) allowed(l *gwListener, ro *routeObj) string {
 		}
 		sel = ar.Namespaces.Selector
 	}
-	same := ro.meta.Namespace == l.gw.namespace
+	same := ro.meta.Namespace == l.namespace()
 	ctx := sourceContext(ro.r)
 	switch from {
 	case gwv1.NamespacesFromSame:

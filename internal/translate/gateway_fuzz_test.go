@@ -119,7 +119,7 @@ func (s *bytesource) gatewayInput() translate.Input {
 		{Port: 80, NodePort: 30080}, {Port: 53, NodePort: 30053, Protocol: corev1.ProtocolUDP}, {Port: 443, NodePort: 30443}, {Port: 8080}}}}
 	in.Secrets = []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{v1alpha1.LabelOriginNamespace: "ns", v1alpha1.LabelOriginName: "tls"}},
 		Data: map[string][]byte{corev1.TLSCertKey: []byte("not a certificate"), corev1.TLSPrivateKeyKey: []byte("x")}}}
-	kinds := []string{"Gateway", "Gateway", "HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}
+	kinds := []string{"Gateway", "Gateway", "HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "ListenerSet"}
 	for i, n := 0, s.intn(8)+1; i < n; i++ {
 		kind := kinds[s.intn(len(kinds))]
 		if i == 0 {
@@ -135,6 +135,10 @@ func (s *bytesource) gatewayInput() translate.Input {
 				ls = append(ls, s.fuzzListener(j))
 			}
 			spec["listeners"] = ls
+			if s.intn(2) == 0 {
+				spec["allowedListeners"] = map[string]any{"namespaces": map[string]any{"from": pick(s, "Same", "All", "Selector", "None", "Bogus"),
+					"selector": map[string]any{"matchLabels": map[string]any{"team": pick(s, "a", "b")}}}}
+			}
 			svc := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + name, Labels: map[string]string{v1alpha1.LabelRouteName: name}}}
 			for k, p := range []int32{80, 443, 8080, 53} {
 				if s.intn(6) != 0 {
@@ -146,8 +150,27 @@ func (s *bytesource) gatewayInput() translate.Input {
 				}
 			}
 			in.RouteServices = append(in.RouteServices, svc)
+		} else if kind == "ListenerSet" {
+			// Listeners of its own (up to 70, past the Gateway's bound of 64), to a Gateway
+			// of the tenant or not.
+			var ls []any
+			for j, m := 0, pick(s, 0, 1, 2, 3, 70); j < m; j++ {
+				ls = append(ls, s.fuzzListener(j))
+			}
+			spec["listeners"] = ls
+			parent := map[string]any{"name": pick(s, "gw", "gw", "gw", "other")}
+			if s.intn(3) == 0 {
+				parent["namespace"] = pick(s, "ns", "other")
+			}
+			if s.intn(8) == 0 {
+				parent["kind"] = "Service"
+			}
+			spec["parentRef"] = parent
 		} else {
 			ref := map[string]any{"name": pick(s, "gw", "gw", "gw", "gw", "gw", "other")}
+			if s.intn(3) == 0 {
+				ref["kind"], ref["group"] = "ListenerSet", "gateway.networking.k8s.io"
+			}
 			if s.intn(4) == 0 {
 				ref["namespace"] = pick(s, "ns", "other")
 			}

@@ -69,7 +69,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 			}
 			continue
 		}
-		rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, port, l.spec.Name)}
+		rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, port, l.configName())}
 		srv := &ir.TLSServer{Secrets: l.secrets, RouteConfig: rc.Name}
 		var names []string
 		if l.hostname != "" {

@@ -45,6 +45,9 @@ type Options struct {
 	Gateway bool
 	// UseGatewayClass: see source.GatewayServed (--use-gateway-class).
 	UseGatewayClass bool
+	// ListenerSets also mirrors the Secrets named by the ListenerSets of served Gateways
+	// (with Gateway; Setup sets it when the tenant serves ListenerSets).
+	ListenerSets bool
 	// Labelled mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb
 	// (--enable-secret-synchronizer).
 	Labelled bool
@@ -57,7 +60,7 @@ func (o Options) Enabled() bool { return o.Ingress || o.Gateway || o.Labelled }
 //
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;gatewayclasses;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;listenersets;gatewayclasses;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 type Reconciler struct {
 	// Tenant reads from the tenant cache (Secrets as metadata only) and writes to the tenant.
@@ -227,6 +230,57 @@ func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetad
 			if SecretGranted(gw.Namespace, key, items) {
 				return true, nil
 			}
+		}
+	}
+	if r.Opts.Gateway && r.Opts.ListenerSets {
+		return r.wantedByListenerSet(ctx, key)
+	}
+	return false, nil
+}
+
+// wantedByListenerSet tells whether a ListenerSet whose Gateway is served names Secret key
+// (in another namespace, with a ReferenceGrant from ListenerSets there). Whether the Gateway
+// takes the ListenerSet is the hub's decision.
+func (r *Reconciler) wantedByListenerSet(ctx context.Context, key types.NamespacedName) (bool, error) {
+	list := &gwapiv1.ListenerSetList{}
+	if err := r.Tenant.List(ctx, list, client.MatchingFields{indexListenerSetSecret: key.String()}); err != nil {
+		return false, fmt.Errorf("listing ListenerSets naming Secret %s: %w", key, err)
+	}
+	var grants []gwapiv1.ReferenceGrant
+	listed := false
+	for i := range list.Items {
+		ls := &list.Items[i]
+		if ls.Namespace != key.Namespace && !listed {
+			gl := &gwapiv1.ReferenceGrantList{}
+			if err := r.Tenant.List(ctx, gl, client.InNamespace(key.Namespace)); err != nil {
+				return false, fmt.Errorf("listing ReferenceGrants of namespace %s: %w", key.Namespace, err)
+			}
+			grants, listed = gl.Items, true
+		}
+		if !SecretGrantedFrom("ListenerSet", ls.Namespace, key, grants) {
+			continue
+		}
+		ref := ls.Spec.ParentRef
+		if (ref.Group != nil && *ref.Group != gwapiv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+			continue
+		}
+		gwKey := client.ObjectKey{Namespace: ls.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			gwKey.Namespace = string(*ref.Namespace)
+		}
+		gw := &gwapiv1.Gateway{}
+		if err := r.Tenant.Get(ctx, gwKey, gw); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, fmt.Errorf("getting Gateway %s: %w", gwKey, err)
+		}
+		class, err := r.gatewayClass(ctx, gw)
+		if err != nil {
+			return false, err
+		}
+		if ccmsource.GatewayServed(gw, class, r.Opts.UseGatewayClass) {
+			return true, nil
 		}
 	}
 	return false, nil

@@ -304,3 +304,49 @@ func TestGatewayTLSSecretsMirrored(t *testing.T) {
 	e.waitSyncSecretGone(t, shared)
 	e.waitFinalizer(t, shared, false)
 }
+
+// TestListenerSetTLSSecretsMirrored: a Secret a ListenerSet names is mirrored when the
+// ListenerSet's Gateway is served (another namespace's only with a ReferenceGrant from
+// ListenerSets there), not when its Gateway is another implementation's.
+func TestListenerSetTLSSecretsMirrored(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "shop")
+	e.namespace(t, "certs")
+	e.startSync(t, Options{Gateway: true, UseGatewayClass: true})
+
+	e.create(t, e.Tenant.Client, &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "ours"},
+		Spec: gwapiv1.GatewayClassSpec{ControllerName: ccmsource.ControllerName}})
+	local := e.tlsSecret(t, "shop", "ls-tls", nil)
+	shared := e.tlsSecret(t, "certs", "ls-shared-tls", nil)
+	foreign := e.tlsSecret(t, "shop", "ls-theirs-tls", nil)
+	for _, gw := range []struct{ name, class string }{{"web", "ours"}, {"other", "theirs"}} {
+		e.create(t, e.Tenant.Client, &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: gw.name},
+			Spec: gwapiv1.GatewaySpec{GatewayClassName: gwapiv1.ObjectName(gw.class),
+				Listeners: []gwapiv1.Listener{{Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType}}}})
+	}
+	listenerSet := func(name, gateway string, refs ...gwapiv1.SecretObjectReference) *gwapiv1.ListenerSet {
+		return &gwapiv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: gwapiv1.ListenerSetSpec{
+			ParentRef: gwapiv1.ParentGatewayReference{Name: gwapiv1.ObjectName(gateway)},
+			Listeners: []gwapiv1.ListenerEntry{{Name: "https", Port: 443, Protocol: gwapiv1.HTTPSProtocolType,
+				TLS: &gwapiv1.ListenerTLSConfig{Mode: ptr.To(gwapiv1.TLSModeTerminate), CertificateRefs: refs}}},
+		}}
+	}
+	e.create(t, e.Tenant.Client, listenerSet("ours", "web",
+		gwapiv1.SecretObjectReference{Name: "ls-tls"},
+		gwapiv1.SecretObjectReference{Name: "ls-shared-tls", Namespace: ptr.To(gwapiv1.Namespace("certs"))}))
+	e.create(t, e.Tenant.Client, listenerSet("theirs", "other", gwapiv1.SecretObjectReference{Name: "ls-theirs-tls"}))
+
+	e.syncSecretOf(t, local, nil)
+	settle(t)
+	e.noSyncSecret(t, shared)
+	e.noSyncSecret(t, foreign)
+
+	e.create(t, e.Tenant.Client, &gwapiv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "shop-listenersets"},
+		Spec: gwapiv1.ReferenceGrantSpec{
+			From: []gwapiv1.ReferenceGrantFrom{{Group: gwapiv1.GroupName, Kind: "ListenerSet", Namespace: "shop"}},
+			To:   []gwapiv1.ReferenceGrantTo{{Group: "", Kind: "Secret"}},
+		},
+	})
+	e.syncSecretOf(t, shared, nil)
+}

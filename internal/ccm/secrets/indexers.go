@@ -23,6 +23,9 @@ const (
 	// indexGatewaySecretNS indexes Gateways by the namespaces of the Secrets they name (for
 	// ReferenceGrant changes).
 	indexGatewaySecretNS = "secrets.ccm.kubelb.k8c.io/gateway-tls-namespace"
+	// indexListenerSetSecret and indexListenerSetSecretNS are the same for ListenerSets.
+	indexListenerSetSecret   = "secrets.ccm.kubelb.k8c.io/listenerset-tls"
+	indexListenerSetSecretNS = "secrets.ccm.kubelb.k8c.io/listenerset-tls-namespace"
 	// indexGatewayClass indexes Gateways by gatewayClassName.
 	indexGatewayClass = "secrets.ccm.kubelb.k8c.io/gateway-class"
 	// indexOrigin indexes hub SyncSecrets by "<origin namespace>/<origin name>".
@@ -53,6 +56,30 @@ func gatewaySecretNSIndex(o client.Object) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, k := range GatewaySecrets(gw) {
+		if !seen[k.Namespace] {
+			seen[k.Namespace] = true
+			out = append(out, k.Namespace)
+		}
+	}
+	return out
+}
+
+func listenerSetSecretIndex(o client.Object) []string {
+	ls, ok := o.(*gwapiv1.ListenerSet)
+	if !ok {
+		return nil
+	}
+	return keys(ListenerSetSecrets(ls))
+}
+
+func listenerSetSecretNSIndex(o client.Object) []string {
+	ls, ok := o.(*gwapiv1.ListenerSet)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range ListenerSetSecrets(ls) {
 		if !seen[k.Namespace] {
 			seen[k.Namespace] = true
 			out = append(out, k.Namespace)
@@ -108,6 +135,16 @@ func indexTenant(ctx context.Context, idx client.FieldIndexer, opts Options) err
 		}{{indexGatewaySecret, gatewaySecretIndex}, {indexGatewaySecretNS, gatewaySecretNSIndex}, {indexGatewayClass, gatewayClassIndex}} {
 			if err := idx.IndexField(ctx, &gwapiv1.Gateway{}, ix.name, ix.fn); err != nil {
 				return fmt.Errorf("indexing Gateways (%s): %w", ix.name, err)
+			}
+		}
+	}
+	if opts.Gateway && opts.ListenerSets {
+		for _, ix := range []struct {
+			name string
+			fn   client.IndexerFunc
+		}{{indexListenerSetSecret, listenerSetSecretIndex}, {indexListenerSetSecretNS, listenerSetSecretNSIndex}} {
+			if err := idx.IndexField(ctx, &gwapiv1.ListenerSet{}, ix.name, ix.fn); err != nil {
+				return fmt.Errorf("indexing ListenerSets (%s): %w", ix.name, err)
 			}
 		}
 	}

@@ -26,17 +26,37 @@ func IngressSecrets(ing *networkingv1.Ingress) []types.NamespacedName {
 // GatewaySecrets are the Secrets a Gateway's listeners name in tls.certificateRefs: references
 // of kind Secret in the core group; a reference without a namespace is to the Gateway's.
 func GatewaySecrets(gw *gwapiv1.Gateway) []types.NamespacedName {
+	var tls []*gwapiv1.ListenerTLSConfig
+	for i := range gw.Spec.Listeners {
+		tls = append(tls, gw.Spec.Listeners[i].TLS)
+	}
+	return certificateSecrets(gw.Namespace, tls)
+}
+
+// ListenerSetSecrets are the Secrets a ListenerSet's listeners name in tls.certificateRefs,
+// as GatewaySecrets.
+func ListenerSetSecrets(ls *gwapiv1.ListenerSet) []types.NamespacedName {
+	var tls []*gwapiv1.ListenerTLSConfig
+	for i := range ls.Spec.Listeners {
+		tls = append(tls, ls.Spec.Listeners[i].TLS)
+	}
+	return certificateSecrets(ls.Namespace, tls)
+}
+
+// certificateSecrets are the Secrets the listeners' TLS settings (of an object of namespace
+// ns) name: references of kind Secret in the core group, without repeats.
+func certificateSecrets(ns string, listeners []*gwapiv1.ListenerTLSConfig) []types.NamespacedName {
 	var out []types.NamespacedName
 	seen := map[types.NamespacedName]bool{}
-	for _, l := range gw.Spec.Listeners {
-		if l.TLS == nil {
+	for _, tls := range listeners {
+		if tls == nil {
 			continue
 		}
-		for _, ref := range l.TLS.CertificateRefs {
+		for _, ref := range tls.CertificateRefs {
 			if (ref.Group != nil && *ref.Group != "" && *ref.Group != "core") || (ref.Kind != nil && *ref.Kind != "Secret") {
 				continue
 			}
-			key := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+			key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
 			if ref.Namespace != nil && *ref.Namespace != "" {
 				key.Namespace = string(*ref.Namespace)
 			}
@@ -54,6 +74,11 @@ func GatewaySecrets(gw *gwapiv1.Gateway) []types.NamespacedName {
 // lets Gateways of namespace from use Secret key. A Secret in the Gateway's own namespace
 // needs no grant.
 func SecretGranted(from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
+	return SecretGrantedFrom("Gateway", from, key, grants)
+}
+
+// SecretGrantedFrom is SecretGranted for objects of kind fromKind (Gateway, ListenerSet).
+func SecretGrantedFrom(fromKind, from string, key types.NamespacedName, grants []gwapiv1.ReferenceGrant) bool {
 	if from == key.Namespace {
 		return true
 	}
@@ -64,7 +89,7 @@ func SecretGranted(from string, key types.NamespacedName, grants []gwapiv1.Refer
 		}
 		fromOK := false
 		for _, f := range g.Spec.From {
-			if f.Group == gwapiv1.GroupName && f.Kind == "Gateway" && string(f.Namespace) == from {
+			if f.Group == gwapiv1.GroupName && string(f.Kind) == fromKind && string(f.Namespace) == from {
 				fromOK = true
 				break
 			}

@@ -38,6 +38,10 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 		return errors.New("the tenant's namespace on the hub is required")
 	}
 	ctx := context.Background()
+	if opts.Gateway {
+		_, err := mgr.GetRESTMapper().RESTMapping(gwapiv1.SchemeGroupVersion.WithKind("ListenerSet").GroupKind(), gwapiv1.SchemeGroupVersion.Version)
+		opts.ListenerSets = err == nil
+	}
 	if err := IndexHub(ctx, hub.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -75,8 +79,14 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 				return r.gatewaySecrets(ctx, client.MatchingFields{indexGatewayClass: o.GetName()}, "")
 			})).
 			Watches(&gwapiv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-				return r.gatewaySecrets(ctx, client.MatchingFields{indexGatewaySecretNS: o.GetNamespace()}, o.GetNamespace())
+				return append(r.gatewaySecrets(ctx, client.MatchingFields{indexGatewaySecretNS: o.GetNamespace()}, o.GetNamespace()),
+					r.listenerSetSecrets(ctx, o.GetNamespace())...)
 			}))
+	}
+	if opts.Gateway && opts.ListenerSets {
+		b = b.Watches(&gwapiv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return requests(listenerSetSecretIndex(o))
+		}))
 	}
 	return b.Complete(r)
 }
@@ -93,6 +103,28 @@ func (r *Reconciler) gatewaySecrets(ctx context.Context, fields client.MatchingF
 	for i := range list.Items {
 		for _, key := range GatewaySecrets(&list.Items[i]) {
 			if ns == "" || key.Namespace == ns {
+				out = append(out, reconcile.Request{NamespacedName: key})
+			}
+		}
+	}
+	return out
+}
+
+// listenerSetSecrets are requests for the Secrets of namespace ns that ListenerSets name
+// (none when ListenerSets are not mirrored).
+func (r *Reconciler) listenerSetSecrets(ctx context.Context, ns string) []reconcile.Request {
+	if !r.Opts.ListenerSets {
+		return nil
+	}
+	list := &gwapiv1.ListenerSetList{}
+	if err := r.Tenant.List(ctx, list, client.MatchingFields{indexListenerSetSecretNS: ns}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ListenerSets to requeue their Secrets")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for _, key := range ListenerSetSecrets(&list.Items[i]) {
+			if key.Namespace == ns {
 				out = append(out, reconcile.Request{NamespacedName: key})
 			}
 		}

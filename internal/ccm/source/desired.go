@@ -68,7 +68,7 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 				}
 			}
 		}
-	case k.Name == Gateway.Name:
+	case k.Name == Gateway.Name || k.Name == ListenerSet.Name:
 		for _, l := range list(u, "spec", "listeners") {
 			listener, _ := l.(map[string]any)
 			for _, c := range list(listener, "tls", "certificateRefs") {
@@ -124,6 +124,37 @@ func ParentRefs(u map[string]any, ns string) []ParentRef {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return slices.Compact(out)
+}
+
+// ListenerSetParents lists the ListenerSets a route names in spec.parentRefs (group Gateway
+// API's, kind ListenerSet; the namespace defaults to the route's), sorted and without
+// duplicates.
+func ListenerSetParents(u map[string]any, ns string) []ParentRef {
+	var out []ParentRef
+	for _, p := range list(u, "spec", "parentRefs") {
+		ref, _ := p.(map[string]any)
+		if group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kindListenerSet {
+			continue
+		}
+		if n := str(ref, "", "name"); n != "" {
+			out = append(out, ParentRef{Namespace: str(ref, ns, "namespace"), Name: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b ParentRef) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return slices.Compact(out)
+}
+
+// ListenerSetGateway is the Gateway a ListenerSet (its unstructured content, in namespace ns)
+// names in spec.parentRef; false when it names none.
+func ListenerSetGateway(u map[string]any, ns string) (ParentRef, bool) {
+	ref, ok, _ := unstructured.NestedMap(u, "spec", "parentRef")
+	if !ok || group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kindGateway {
+		return ParentRef{}, false
+	}
+	n := str(ref, "", "name")
+	return ParentRef{Namespace: str(ref, ns, "namespace"), Name: n}, n != ""
 }
 
 // ServiceBackends are the Services among refs (made by an object of kind fromKind in
@@ -192,7 +223,12 @@ func TrimResource(k Kind, u map[string]any) unstructured.Unstructured {
 	out.SetAPIVersion(k.GroupVersionKind().GroupVersion().String())
 	out.SetKind(k.String())
 	meta := map[string]any{}
-	for _, f := range []string{"name", "namespace", "uid", "generation"} {
+	fields := []string{"name", "namespace", "uid", "generation"}
+	if k.Name == ListenerSet.Name {
+		// The hub ranks a Gateway's ListenerSets by age (Gateway API's listener precedence).
+		fields = append(fields, "creationTimestamp")
+	}
+	for _, f := range fields {
 		if v, ok, _ := unstructured.NestedFieldNoCopy(u, "metadata", f); ok {
 			meta[f] = v
 		}

@@ -20,6 +20,7 @@ var SupportedFeatures = []features.FeatureName{
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty,
+	features.SupportListenerSet,
 	// HTTPRoute extended
 	features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRouteMethodMatching,
 	features.SupportHTTPRouteResponseHeaderModification, features.SupportHTTPRoutePortRedirect,

@@ -59,8 +59,11 @@ func IndexHub(ctx context.Context, idx client.FieldIndexer) error {
 const (
 	// indexBackends: "namespace/name" of every Service the object references.
 	indexBackends = "ccm.kubelb.k8c.io/backends"
-	// indexParents: "namespace/name" of every Gateway a route names as parent.
+	// indexParents: "namespace/name" of every Gateway a route names as parent (of the one a
+	// ListenerSet names).
 	indexParents = "ccm.kubelb.k8c.io/parents"
+	// indexListenerSets: "namespace/name" of every ListenerSet a route names as parent.
+	indexListenerSets = "ccm.kubelb.k8c.io/listenersets"
 )
 
 // indexTenant registers on the tenant cache the indexes of kind k: by the Services its
@@ -77,6 +80,17 @@ func indexTenant(ctx context.Context, idx client.FieldIndexer, k Kind) error {
 	}); err != nil {
 		return fmt.Errorf("indexing %ss by Service: %w", k.String(), err)
 	}
+	if k.Name == ListenerSet.Name {
+		if err := idx.IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {
+			if p, ok := ListenerSetGateway(toUnstructured(o), o.GetNamespace()); ok {
+				return []string{p.Namespace + "/" + p.Name}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("indexing %ss by parent Gateway: %w", k.String(), err)
+		}
+		return nil
+	}
 	if !k.AttachesToGateway() {
 		return nil
 	}
@@ -88,6 +102,15 @@ func indexTenant(ctx context.Context, idx client.FieldIndexer, k Kind) error {
 		return out
 	}); err != nil {
 		return fmt.Errorf("indexing %ss by parent Gateway: %w", k.String(), err)
+	}
+	if err := idx.IndexField(ctx, k.New(), indexListenerSets, func(o client.Object) []string {
+		var out []string
+		for _, p := range ListenerSetParents(toUnstructured(o), o.GetNamespace()) {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing %ss by parent ListenerSet: %w", k.String(), err)
 	}
 	return nil
 }

@@ -34,10 +34,11 @@ const ingressClassAnnotation = "kubernetes.io/ingress.class"
 
 // Gateway API group and kinds.
 const (
-	gatewayGroup = gwapiv1.GroupName
-	kindGateway  = "Gateway"
-	kindService  = "Service"
-	kindSecret   = "Secret"
+	gatewayGroup    = gwapiv1.GroupName
+	kindGateway     = "Gateway"
+	kindListenerSet = "ListenerSet"
+	kindService     = "Service"
+	kindSecret      = "Secret"
 )
 
 // Ref is a reference of a tenant object to another object: a backend (a Service) or a
@@ -52,7 +53,7 @@ func (r Ref) String() string { return fmt.Sprintf("%s/%s %s/%s", r.Group, r.Kind
 // isService tells whether r points at a core Service.
 func (r Ref) isService() bool { return r.Group == "" && r.Kind == kindService }
 
-// ParentRef is a route's reference to a Gateway.
+// ParentRef is a route's reference to a Gateway (or, in ListenerSetParents, to a ListenerSet).
 type ParentRef struct {
 	Namespace, Name string
 }
@@ -107,10 +108,15 @@ var (
 	UDPRoute = mirrored("udproute", routekind.UDPRoute,
 		func() client.Object { return &gwapiv1.UDPRoute{} }, func() client.ObjectList { return &gwapiv1.UDPRouteList{} },
 		metrics.CCMUDPRouteReconcile, metrics.CCMManagedUDPRoutes)
+	// ListenerSet is mirrored when its spec.parentRef names a served Gateway; the hub adds its
+	// listeners to that Gateway's when the Gateway allows it.
+	ListenerSet = mirrored("listenerset", routekind.ListenerSet,
+		func() client.Object { return &gwapiv1.ListenerSet{} }, func() client.ObjectList { return &gwapiv1.ListenerSetList{} },
+		metrics.CCMListenerSetReconcile, metrics.CCMManagedListenerSets)
 )
 
 // Kinds are all kinds, in the order their controllers are set up.
-var Kinds = []Kind{Ingress, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute}
+var Kinds = []Kind{Ingress, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute}
 
 // IngressServed tells whether the ccm mirrors an Ingress: of class kubelb (spec or the older
 // annotation) when useClass, else every Ingress.

@@ -52,8 +52,8 @@ const (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes;grpcroutes;tlsroutes;tcproutes;udproutes,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status;httproutes/status;grpcroutes/status;tlsroutes/status;tcproutes/status;udproutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;listenersets;httproutes;grpcroutes;tlsroutes;tcproutes;udproutes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status;listenersets/status;httproutes/status;grpcroutes/status;tlsroutes/status;tcproutes/status;udproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 type Reconciler struct {
@@ -73,6 +73,9 @@ type Reconciler struct {
 	// BackendTLSPolicies tells whether the tenant serves BackendTLSPolicies (v1) and the
 	// kind's backends get their TLS (HTTPRoutes, GRPCRoutes).
 	BackendTLSPolicies bool
+	// ListenerSets tells whether the tenant serves ListenerSets (gateway-api v1.6's v1):
+	// routes attached to one are mirrored when its Gateway is served.
+	ListenerSets bool
 	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
 	HubSchema *hubschema.Loader
 
@@ -179,9 +182,36 @@ func (r *Reconciler) served(ctx context.Context, obj client.Object, u map[string
 	case r.Kind.Name == Gateway.Name:
 		gw := obj.(*gwapiv1.Gateway)
 		return getGatewayServed(ctx, r.Tenant, client.ObjectKeyFromObject(gw), r.UseGatewayClass)
+	case r.Kind.Name == ListenerSet.Name:
+		p, ok := ListenerSetGateway(u, obj.GetNamespace())
+		if !ok {
+			return false, nil
+		}
+		return getGatewayServed(ctx, r.Tenant, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, r.UseGatewayClass)
 	default:
 		for _, p := range ParentRefs(u, obj.GetNamespace()) {
 			ok, err := getGatewayServed(ctx, r.Tenant, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, r.UseGatewayClass)
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+		if !r.ListenerSets {
+			return false, nil
+		}
+		// A route attached to a ListenerSet is served when the ListenerSet's Gateway is.
+		for _, p := range ListenerSetParents(u, obj.GetNamespace()) {
+			ls := &gwapiv1.ListenerSet{}
+			if err := r.Tenant.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, ls); err != nil {
+				if client.IgnoreNotFound(err) != nil {
+					return false, fmt.Errorf("getting ListenerSet %s/%s: %w", p.Namespace, p.Name, err)
+				}
+				continue
+			}
+			gw, ok := ListenerSetGateway(toUnstructured(ls), ls.Namespace)
+			if !ok {
+				continue
+			}
+			ok, err := getGatewayServed(ctx, r.Tenant, client.ObjectKey{Namespace: gw.Namespace, Name: gw.Name}, r.UseGatewayClass)
 			if err != nil || ok {
 				return ok, err
 			}

@@ -103,6 +103,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 	}
 	var policyKindsSet []Kind
+	listenerSets := gatewayAPI && served(ListenerSet.GroupVersionKind()) && !o.Disabled[ListenerSet.Name]
 	twins := newTwinRefs()
 	workers := o.MaxConcurrentReconciles
 	if workers <= 0 {
@@ -118,7 +119,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		}
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
-			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k),
+			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k), ListenerSets: listenerSets,
 			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
@@ -274,7 +275,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return out
 			})))
 	}
-	if k.AttachesToGateway() {
+	if k.AttachesToGateway() && r.ListenerSets {
+		// A ListenerSet whose Gateway is served serves the routes attached to it.
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.ListenerSet{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, ls *gwapiv1.ListenerSet) []reconcile.Request {
+				return requests(ctx, client.MatchingFields{indexListenerSets: client.ObjectKeyFromObject(ls).String()})
+			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.ListenerSet]{}))
+	}
+	if k.AttachesToGateway() || k.Name == ListenerSet.Name {
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.Gateway{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, gw *gwapiv1.Gateway) []reconcile.Request {
 				return requests(ctx, client.MatchingFields{indexParents: client.ObjectKeyFromObject(gw).String()})

@@ -10,8 +10,24 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// gatewayStatusFields are the fields of a Gateway's status the hub's status replaces.
-var gatewayStatusFields = []string{"addresses", "conditions", "listeners"}
+// gatewayStatusFields are the fields of a Gateway's status the hub's status replaces;
+// listenerSetStatusFields a ListenerSet's.
+var (
+	gatewayStatusFields     = []string{"addresses", "conditions", "listeners", "attachedListenerSets"}
+	listenerSetStatusFields = []string{"conditions", "listeners"}
+)
+
+// ownedStatusFields are the status fields of kind k that the hub's status replaces whole
+// (nil: another merge).
+func ownedStatusFields(k Kind) []string {
+	switch k.Name {
+	case Gateway.Name:
+		return gatewayStatusFields
+	case ListenerSet.Name:
+		return listenerSetStatusFields
+	}
+	return nil
+}
 
 // HubStatus decodes the status the manager wrote for the tenant object
 // (Route.status.resources.route.status) as the status of kind k, in the unstructured form
@@ -40,7 +56,7 @@ func HubStatus(k Kind, r *v1alpha1.Route) (map[string]any, error) {
 
 // MergeStatus is the tenant object's status (cur, its unstructured status; may be nil) with
 // the hub's status (hub, not nil) copied in: an Ingress's loadBalancer, a Gateway's addresses,
-// conditions and listeners, a route's status.parents entries of kubelb's controllerName
+// conditions, listeners and attachedListenerSets, a ListenerSet's conditions and listeners, a route's status.parents entries of kubelb's controllerName
 // (entries of other controllers stay, in their order, before kubelb's).
 func MergeStatus(k Kind, cur, hub map[string]any) map[string]any {
 	out := runtime.DeepCopyJSON(orEmpty(cur))
@@ -51,8 +67,8 @@ func MergeStatus(k Kind, cur, hub map[string]any) map[string]any {
 			lb = map[string]any{}
 		}
 		out["loadBalancer"] = runtime.DeepCopyJSONValue(lb)
-	case k.Name == Gateway.Name:
-		for _, f := range gatewayStatusFields {
+	case ownedStatusFields(k) != nil:
+		for _, f := range ownedStatusFields(k) {
 			if v, ok := hub[f]; ok {
 				out[f] = runtime.DeepCopyJSONValue(v)
 			} else {
@@ -83,16 +99,16 @@ func ReleaseStatus(k Kind, cur, hub map[string]any) map[string]any {
 		if hub != nil && reflect.DeepEqual(out["loadBalancer"], hub["loadBalancer"]) {
 			out["loadBalancer"] = map[string]any{}
 		}
-	case k.Name == Gateway.Name:
+	case ownedStatusFields(k) != nil:
 		if hub == nil {
 			break
 		}
 		same := true
-		for _, f := range gatewayStatusFields {
+		for _, f := range ownedStatusFields(k) {
 			same = same && reflect.DeepEqual(out[f], hub[f])
 		}
 		if same {
-			for _, f := range gatewayStatusFields {
+			for _, f := range ownedStatusFields(k) {
 				delete(out, f)
 			}
 		}

@@ -43,12 +43,28 @@ func TestMergeStatusIngressAndGateway(t *testing.T) {
 		t.Errorf("released another's Ingress status: %v", rel)
 	}
 
+	// The hub's Gateway status replaces addresses, conditions, listeners and
+	// attachedListenerSets (a count it no longer reports goes); other fields stay.
 	gwHub := map[string]any{"addresses": []any{map[string]any{"value": "203.0.113.2"}}, "listeners": []any{map[string]any{"name": "http"}}}
-	cur := map[string]any{"conditions": []any{map[string]any{"type": "Accepted"}}, "attachedListenerSets": int64(1)}
+	cur := map[string]any{"conditions": []any{map[string]any{"type": "Accepted"}}, "attachedListenerSets": int64(1), "other": "kept"}
 	got = MergeStatus(Gateway, cur, gwHub)
-	want := map[string]any{"addresses": gwHub["addresses"], "listeners": gwHub["listeners"], "attachedListenerSets": int64(1)}
+	want := map[string]any{"addresses": gwHub["addresses"], "listeners": gwHub["listeners"], "other": "kept"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Gateway (-want +got):\n%s", d)
+	}
+	withSets := map[string]any{"listeners": gwHub["listeners"], "attachedListenerSets": int64(2)}
+	if got := MergeStatus(Gateway, cur, withSets); got["attachedListenerSets"] != int64(2) {
+		t.Errorf("Gateway attachedListenerSets = %v, want the hub's 2", got["attachedListenerSets"])
+	}
+
+	// A ListenerSet's conditions and listeners are the hub's, and go with it.
+	lsHub := map[string]any{"conditions": []any{map[string]any{"type": "Accepted", "status": "True"}}, "listeners": []any{map[string]any{"name": "a"}}}
+	got = MergeStatus(ListenerSet, map[string]any{"conditions": []any{map[string]any{"type": "Accepted", "status": "False"}}}, lsHub)
+	if d := cmp.Diff(lsHub, got); d != "" {
+		t.Errorf("ListenerSet (-want +got):\n%s", d)
+	}
+	if rel := ReleaseStatus(ListenerSet, got, lsHub); len(rel) != 0 {
+		t.Errorf("released ListenerSet status %v, want none", rel)
 	}
 }
 

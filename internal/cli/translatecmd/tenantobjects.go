@@ -180,6 +180,20 @@ func (ts *tenantSide) served(k source.Kind, u *unstructured.Unstructured) (bool,
 			}
 		}
 		return source.GatewayServed(gw, ts.classes[string(gw.Spec.GatewayClassName)], true), certs, nil
+	case source.ListenerSet.Name:
+		// Mirrored, as the ccm does when its Gateway is served (which Gateway takes it is the
+		// manager's decision); its certificates as a Gateway's, granted to ListenerSets.
+		ls := &gwapiv1.ListenerSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ls); err != nil {
+			return false, nil, err
+		}
+		var certs []types.NamespacedName
+		for _, key := range secrets.ListenerSetSecrets(ls) {
+			if secrets.SecretGrantedFrom("ListenerSet", ls.Namespace, key, ts.grantsV1) {
+				certs = append(certs, key)
+			}
+		}
+		return true, certs, nil
 	}
 	return true, nil, nil
 }

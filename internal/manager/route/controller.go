@@ -31,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -50,6 +51,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
+	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -134,6 +136,9 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Named(controllerName).
 		For(&kubelbv1alpha1.Route{})
 	err := perobject.WatchSettings(b, opts.Namespace, func(ctx context.Context, ns string) []reconcile.Request { return r.routesIn(ctx, ns) }).
+		// A ListenerSet's listeners give its Gateway ports.
+		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.listenerSetToGateways),
+			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
 		WatchesRawSource(r.waiting.Source(requeue.Routes)).
@@ -207,10 +212,14 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	}
 	switch {
 	case service == routekind.OwnHubService:
-		services, err = r.reconcileGateway(ctx, ports, route, tenant, &out)
+		var sets []*unstructured.Unstructured
+		if sets, err = r.listenerSets(ctx, route, verdict); err != nil {
+			return reconcile.Result{}, err
+		}
+		services, err = r.reconcileGateway(ctx, ports, route, tenant, sets, &out)
 	case service == routekind.SharedIngressService:
 		services = r.reconcileIngress(route.Namespace, tenant, &out)
-	case kind.AttachesToGateway():
+	case kind.GatewayAPI():
 		if tenant.DisableGatewayAPI {
 			out.disabled = "Gateway API"
 		}
@@ -220,7 +229,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 
 // reconcileGateway allocates the Gateway's listener ports and applies its hub Service (or
 // removes both when Gateway API is disabled or no listener is left).
-func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route, tenant settings.Tenant, out *outcome) ([]hubServiceState, error) {
+// sets are the ListenerSets the Gateway takes (listenerSets): their listeners' ports are the
+// Gateway's too.
+func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route, tenant settings.Tenant, sets []*unstructured.Unstructured, out *outcome) ([]hubServiceState, error) {
 	owner := portalloc.RouteOwner(route.Namespace, route.Name)
 	if !routekind.ValidRouteName(route.Name) {
 		out.invalidName = true
@@ -252,7 +263,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		out.serviceErr = err
 		return nil, nil
 	}
-	planned, problems := routekind.GatewayPorts(&route.Spec.Source.Kubernetes.Route)
+	planned, problems := routekind.GatewayPortsWith(&route.Spec.Source.Kubernetes.Route, sets)
 	out.problems, out.noPorts = problems, len(planned) == 0
 	alloc, released, allocErr := ports.Ensure(owner, gatewayRequests(route, planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
@@ -276,6 +287,53 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 		r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
 	}
 	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
+}
+
+// listenerSets are the ListenerSets (embedded in the tenant's ListenerSet Routes) that a
+// Gateway Route takes (routekind.GatewaySets): not being deleted, admitted by the tenant's
+// limits, naming the Gateway and allowed by its spec.allowedListeners, in the order their
+// listeners rank.
+func (r *Reconciler) listenerSets(ctx context.Context, gw *kubelbv1alpha1.Route, verdict quota.Verdict) ([]*unstructured.Unstructured, error) {
+	list := &kubelbv1alpha1.RouteList{}
+	if err := r.client.List(ctx, list, client.InNamespace(gw.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the Routes of %s: %w", gw.Namespace, err)
+	}
+	var candidates []*kubelbv1alpha1.Route
+	for i := range list.Items {
+		rt := &list.Items[i]
+		if k, _ := routekind.Of(rt); k == routekind.ListenerSet && rt.DeletionTimestamp.IsZero() && verdict.Admitted(quota.KindRoute, rt.Name) {
+			candidates = append(candidates, rt)
+		}
+	}
+	var out []*unstructured.Unstructured
+	for _, rt := range routekind.GatewaySets(gw, candidates) {
+		out = append(out, &rt.Spec.Source.Kubernetes.Route)
+	}
+	return out, nil
+}
+
+// listenerSetToGateways maps a ListenerSet Route to the Gateway Routes of its namespace that
+// embed the Gateway its spec.parentRef names: their ports follow its listeners.
+func (r *Reconciler) listenerSetToGateways(ctx context.Context, o client.Object) []reconcile.Request {
+	rt, ok := o.(*kubelbv1alpha1.Route)
+	if !ok {
+		return nil
+	}
+	if k, _ := routekind.Of(rt); k != routekind.ListenerSet {
+		return nil
+	}
+	ns, name, ok := routekind.ListenerSetParent(&rt.Spec.Source.Kubernetes.Route)
+	if !ok {
+		return nil
+	}
+	return perobject.Requests(ctx, r.client, &kubelbv1alpha1.RouteList{}, rt.Namespace, func(o client.Object) bool {
+		gw := o.(*kubelbv1alpha1.Route)
+		if k, _ := routekind.Of(gw); k != routekind.Gateway {
+			return false
+		}
+		u := &gw.Spec.Source.Kubernetes.Route
+		return u.GetNamespace() == ns && u.GetName() == name
+	})
 }
 
 // dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.

@@ -302,7 +302,7 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 		c.Reason, c.Message = ReasonQuotaExceeded, "Not served: "+o.quota+". It has no hub Service and holds no listener ports."
 	case o.kind == routekind.Unsupported:
 		c.Reason = ReasonUnsupportedKind
-		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",
+		c.Message = fmt.Sprintf("The Route carries a %q of apiVersion %q; kubelb serves Ingress (networking.k8s.io) and Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and UDPRoute (gateway.networking.k8s.io). Mirror one of those.",
 			textcut.Cut(o.gvk.Kind, maxQuoted, textcut.Ellipsis), textcut.Cut(o.gvk.GroupVersion().String(), maxQuoted, textcut.Ellipsis))
 	case o.invalidName:
 		c.Reason, c.Message = ReasonInvalidName, "The Route's name is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.'); its hub Service cannot be made. Routes are named by the tenant object's UID."
@@ -329,6 +329,9 @@ func appliedCondition(o outcome, generation int64) metav1.Condition {
 			c.Message = "The tenant's Ingress Service " + kubelbv1alpha1.IngressServiceName + " is applied."
 		default:
 			c.Message = "Nothing to make on the hub: the route is served through its Gateway's Service."
+			if o.kind == routekind.ListenerSet {
+				c.Message = "Nothing to make on the hub: the ListenerSet's listeners are served through its Gateway's Service."
+			}
 		}
 	}
 	return c
