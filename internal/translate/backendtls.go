@@ -1,14 +1,13 @@
 package translate
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/routekind"
 )
 
@@ -143,30 +142,8 @@ func (t *l7) checkCABundle(s string) string {
 }
 
 func caBundleProblem(s string) string {
-	if len(s) > maxCABundleBytes {
-		return fmt.Sprintf("its CA certificates take %d bytes, more than %d", len(s), maxCABundleBytes)
-	}
-	rest := []byte(s)
-	n := 0
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return fmt.Sprintf("its CA certificates hold a PEM block of type %q", truncate(b.Type))
-		}
-		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Sprintf("CA certificate %d cannot be read: %s", n+1, truncate(err.Error()))
-		}
-		n++
-	}
-	if strings.TrimSpace(string(rest)) != "" {
-		return "its CA certificates hold text that is not PEM"
-	}
-	if n == 0 {
-		return "its CA certificates hold no PEM certificate"
+	if err := pki.CheckCABundle(s, maxCABundleBytes); err != nil {
+		return "its CA certificates hold " + truncate(err.Error())
 	}
 	return ""
 }

@@ -605,16 +605,24 @@ func (t *l7) gatewayStatus(g *gateway) {
 	t.addressConditions(g, &st)
 	st.AttachedListenerSets = g.attachedListenerSets()
 	for _, l := range own {
-		ls := gwv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
-		if ls.SupportedKinds == nil {
-			ls.SupportedKinds = []gwv1.RouteGroupKind{}
-		}
-		for _, c := range []metav1.Condition{l.accepted, l.conflicted, l.resolved, l.programmed} {
-			meta.SetStatusCondition(&ls.Conditions, c)
-		}
-		st.Listeners = append(st.Listeners, ls)
+		kinds, conds := l.statusParts()
+		st.Listeners = append(st.Listeners, gwv1.ListenerStatus{Name: l.spec.Name, SupportedKinds: kinds, AttachedRoutes: l.attached, Conditions: conds})
 	}
 	t.setStatus(r, KindGateway, st)
+}
+
+// statusParts are what a listener's status says, in a Gateway's and in a ListenerSet's alike:
+// its supported kinds (never null, which the CRDs refuse) and its conditions.
+func (l *gwListener) statusParts() ([]gwv1.RouteGroupKind, []metav1.Condition) {
+	kinds := l.kinds
+	if kinds == nil {
+		kinds = []gwv1.RouteGroupKind{}
+	}
+	var conds []metav1.Condition
+	for _, c := range []metav1.Condition{l.accepted, l.conflicted, l.resolved, l.programmed} {
+		meta.SetStatusCondition(&conds, c)
+	}
+	return kinds, conds
 }
 
 // emitGateway adds the Envoy listeners of a Gateway's served listeners: one per port and

@@ -65,61 +65,21 @@ func TestGatewayCertificatesThroughEnvoy(t *testing.T) {
 	aRSA, aRSAPool := selfSigned(t, "a.example.com", rsaKey)
 	bEC, bECPool := selfSigned(t, "b.example.com", ecKey())
 
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	hostname := gwv1.Hostname("*.example.com")
 	ref := func(name string) gwv1.SecretObjectReference {
 		return gwv1.SecretObjectReference{Name: gwv1.ObjectName(name)}
 	}
-	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a1", Namespace: tenant,
-		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))}}
-	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
-	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
-		ObjectMeta: metav1.ObjectMeta{Name: "certs", Namespace: "shop"},
-		Spec: gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{
-			Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: &hostname,
-			TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{ref("a-ecdsa"), ref("a-rsa"), ref("b-ecdsa"), ref("never-synced")}},
-		}}},
-	})
-	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a2", Namespace: tenant,
-		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))}}
 	port := gwv1.PortNumber(80)
-	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
-	}}}}
-	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "certs"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-				BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}},
-		},
-	})
+	in := oneGateway(t, tenant, gwv1.Listener{
+		Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: &hostname,
+		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{ref("a-ecdsa"), ref("a-rsa"), ref("b-ecdsa"), ref("never-synced")}},
+	}, httpsPort, []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}}, nodePort)
 	secret := func(name string, data map[string][]byte) corev1.Secret {
 		return corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "synced-" + name, Namespace: tenant,
 			Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: data}
 	}
-	in := translate.Input{
-		Tenant:    tenant,
-		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
-		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
-		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
-		Routes:    []v1alpha1.Route{gateway, route},
-		RouteServices: []corev1.Service{{
-			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(httpsPort)}}},
-			Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
-		}},
-		Secrets: []corev1.Secret{secret("a-ecdsa", aEC), secret("a-rsa", aRSA), secret("b-ecdsa", bEC)},
-	}
+	in.Secrets = []corev1.Secret{secret("a-ecdsa", aEC), secret("a-rsa", aRSA), secret("b-ecdsa", bEC)}
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {
 		t.Fatal(err)
@@ -270,21 +230,6 @@ func TestRetryThroughEnvoy(t *testing.T) {
 	nodePort, _ := strconv.Atoi(p)
 	httpPort := testsupport.FreePort(t)
 
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b1", Namespace: tenant,
-		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))}}
-	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
-	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
-		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "shop"},
-		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}},
-	})
 	port := gwv1.PortNumber(80)
 	rule := func(path string, retry *gwv1.HTTPRouteRetry) gwv1.HTTPRouteRule {
 		typ := gwv1.PathMatchPathPrefix
@@ -297,37 +242,12 @@ func TestRetryThroughEnvoy(t *testing.T) {
 	}
 	two, one := 2, 1
 	backoff := gwv1.Duration("10ms")
-	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b2", Namespace: tenant,
-		CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))}}
-	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
-	}}}}
-	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1.HTTPRouteRule{
-				rule("/twice", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &two, Backoff: &backoff}),
-				rule("/once", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &one, Backoff: &backoff}),
-				rule("/failures-only", &gwv1.HTTPRouteRetry{Attempts: &two}),
-				rule("/never", nil),
-			},
-		},
-	})
-	in := translate.Input{
-		Tenant:    tenant,
-		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
-		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
-		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
-		Routes:    []v1alpha1.Route{gateway, route},
-		RouteServices: []corev1.Service{{
-			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(httpPort)}}},
-			Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
-		}},
-	}
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{
+		rule("/twice", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &two, Backoff: &backoff}),
+		rule("/once", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &one, Backoff: &backoff}),
+		rule("/failures-only", &gwv1.HTTPRouteRetry{Attempts: &two}),
+		rule("/never", nil),
+	}, nodePort)
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {
 		t.Fatal(err)
@@ -371,5 +291,50 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		if err != nil || status != c.status || n != c.tries {
 			t.Errorf("GET %s: %d after %d tries (%v), want %d after %d", c.path, status, n, err, c.status, c.tries)
 		}
+	}
+}
+
+// oneGateway is a tenant with one Gateway (shop/gw) of one listener, served by Envoy on
+// envoyPort of 127.0.0.1, and one HTTPRoute (shop/web) of rules attached to it whose backend
+// Service web has its NodePort at nodePort of 127.0.0.1.
+func oneGateway(t *testing.T, tenant string, listener gwv1.Listener, envoyPort int, rules []gwv1.HTTPRouteRule, nodePort int) translate.Input {
+	t.Helper()
+	toObject := func(o any) map[string]any {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a1", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0)}}
+	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "shop"},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{listener}},
+	})
+	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a2", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0.Add(time.Hour))}}
+	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
+	}}}}
+	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}, Rules: rules},
+	})
+	return translate.Input{
+		Tenant:    tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		Routes:    []v1alpha1.Route{gateway, route},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: fmt.Sprintf("tcp-%d", listener.Port), Port: int32(listener.Port), Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt(envoyPort)}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
+		}},
 	}
 }

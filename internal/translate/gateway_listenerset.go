@@ -206,14 +206,8 @@ func (t *l7) listenerSetStatus(s *listenerSet) {
 		}
 	}
 	for _, l := range s.listeners {
-		ls := gwv1.ListenerEntryStatus{Name: l.spec.Name, SupportedKinds: l.kinds, AttachedRoutes: l.attached}
-		if ls.SupportedKinds == nil {
-			ls.SupportedKinds = []gwv1.RouteGroupKind{}
-		}
-		for _, c := range []metav1.Condition{l.accepted, l.conflicted, l.resolved, l.programmed} {
-			meta.SetStatusCondition(&ls.Conditions, c)
-		}
-		st.Listeners = append(st.Listeners, ls)
+		kinds, conds := l.statusParts()
+		st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{Name: l.spec.Name, SupportedKinds: kinds, AttachedRoutes: l.attached, Conditions: conds})
 	}
 	t.setStatus(r, KindListenerSet, st)
 }

@@ -2,8 +2,6 @@ package source
 
 import (
 	"cmp"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/pki"
 )
 
 // BackendTLSPolicies (gateway.networking.k8s.io/v1) in the ccm: which policy applies to a
@@ -174,27 +173,8 @@ func refKind(group, kind string) string {
 // caProblem says why a PEM text cannot serve as CA certificates ("" when it can): only
 // CERTIFICATE blocks, at least one, each an X.509 certificate, at most 64 KiB.
 func caProblem(s string) string {
-	if len(s) > maxCABundle {
-		return fmt.Sprintf("holds %d bytes in %s, more than %d", len(s), caCertKey, maxCABundle)
-	}
-	rest := []byte(s)
-	n := 0
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return fmt.Sprintf("holds a PEM block of type %q in %s, not a certificate", b.Type, caCertKey)
-		}
-		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Sprintf("holds a certificate in %s that cannot be read: %v", caCertKey, err)
-		}
-		n++
-	}
-	if n == 0 || strings.TrimSpace(string(rest)) != "" {
-		return fmt.Sprintf("holds no PEM certificates in %s", caCertKey)
+	if err := pki.CheckCABundle(s, maxCABundle); err != nil {
+		return fmt.Sprintf("holds in %s %s", caCertKey, err)
 	}
 	return ""
 }

@@ -109,31 +109,23 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 // ParentRefs lists the Gateways a route names in spec.parentRefs (group and kind default to
 // Gateway API's Gateway, the namespace to the route's), sorted and without duplicates; parents
 // of other kinds are left out. sectionName and port stay in the embedded route.
-func ParentRefs(u map[string]any, ns string) []ParentRef {
-	var out []ParentRef
-	for _, p := range list(u, "spec", "parentRefs") {
-		ref, _ := p.(map[string]any)
-		if group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kindGateway {
-			continue
-		}
-		if n := str(ref, "", "name"); n != "" {
-			out = append(out, ParentRef{Namespace: str(ref, ns, "namespace"), Name: n})
-		}
-	}
-	slices.SortFunc(out, func(a, b ParentRef) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	return slices.Compact(out)
-}
+func ParentRefs(u map[string]any, ns string) []ParentRef { return parentsOfKind(u, ns, kindGateway) }
 
 // ListenerSetParents lists the ListenerSets a route names in spec.parentRefs (group Gateway
 // API's, kind ListenerSet; the namespace defaults to the route's), sorted and without
 // duplicates.
 func ListenerSetParents(u map[string]any, ns string) []ParentRef {
+	return parentsOfKind(u, ns, kindListenerSet)
+}
+
+// parentsOfKind lists the parents of Gateway API's group and of kind a route names in
+// spec.parentRefs (the kind defaults to Gateway, the namespace to ns), sorted and without
+// duplicates.
+func parentsOfKind(u map[string]any, ns, kind string) []ParentRef {
 	var out []ParentRef
 	for _, p := range list(u, "spec", "parentRefs") {
 		ref, _ := p.(map[string]any)
-		if group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kindListenerSet {
+		if group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kind {
 			continue
 		}
 		if n := str(ref, "", "name"); n != "" {
