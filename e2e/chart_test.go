@@ -73,8 +73,8 @@ func TestL4AsInstalledByHelm(t *testing.T) {
 }
 
 // waitGatewayAPIOnHub creates, in the tenant's namespace shop, a Gateway of class kubelb with
-// HTTP, TLS, TCP and UDP listeners and one route of every kind, and waits until the hub holds
-// a Route for each of them.
+// HTTP, TLS, TCP and UDP listeners, a ListenerSet adding one to it, and one route of every
+// kind, and waits until the hub holds a Route for each of them.
 func waitGatewayAPIOnHub(t *testing.T, hub *testenv.Cluster, a *framework.Tenant) {
 	t.Helper()
 	ctx := t.Context()
@@ -88,13 +88,17 @@ func waitGatewayAPIOnHub(t *testing.T, hub *testenv.Cluster, a *framework.Tenant
 	objs := []client.Object{
 		&corev1.Service{ObjectMeta: meta("web"), Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{framework.TCPPort("http", 80), {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}},
-		&gwv1.Gateway{ObjectMeta: meta("gw"), Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
-			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
-			{Name: "tls", Protocol: gwv1.TLSProtocolType, Port: 8443, Hostname: ptr.To(gwv1.Hostname("tls.example.com")),
-				TLS: &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModePassthrough)}},
-			{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 7000},
-			{Name: "udp", Protocol: gwv1.UDPProtocolType, Port: 5353},
-		}}},
+		&gwv1.Gateway{ObjectMeta: meta("gw"), Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass,
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}}, Listeners: []gwv1.Listener{
+				{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
+				{Name: "tls", Protocol: gwv1.TLSProtocolType, Port: 8443, Hostname: ptr.To(gwv1.Hostname("tls.example.com")),
+					TLS: &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModePassthrough)}},
+				{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 7000},
+				{Name: "udp", Protocol: gwv1.UDPProtocolType, Port: 5353},
+			}}},
+		// A ListenerSet adding a listener to the Gateway (the ccm's ListenerSet panels).
+		&gwv1.ListenerSet{ObjectMeta: meta("more"), Spec: gwv1.ListenerSetSpec{ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+			Listeners: []gwv1.ListenerEntry{{Name: "extra", Protocol: gwv1.HTTPProtocolType, Port: 8080, Hostname: ptr.To(gwv1.Hostname("more.example.com"))}}}},
 		&gwv1.HTTPRoute{ObjectMeta: meta("web"), Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: parent("http"),
 			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: backend(80)}}}}}},
 		&gwv1.GRPCRoute{ObjectMeta: meta("grpc"), Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: parent("http"), Hostnames: []gwv1.Hostname{"grpc.example.com"},
