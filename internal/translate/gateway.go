@@ -241,18 +241,9 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	names := map[string]bool{}
 	for i := range specs {
 		l := &gwListener{gw: g, spec: specs[i], vhosts: map[string][]*candidate{}}
-		name := string(l.spec.Name)
-		l.section = "listener " + truncate(name)
-		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || names[name] {
-			l.section = fmt.Sprintf("listener %d", i)
-			msg := "the listener name is repeated"
-			if len(errs) > 0 {
-				msg = fmt.Sprintf("the listener name %q is not a DNS subdomain: %s", truncate(name), strings.Join(errs, "; "))
-			}
-			t.problems.Add(l.ref(t), ir.SeverityError, ReasonInvalidListener, "%s; the listener is not served", msg)
+		if !t.listenerName(l, i, names) {
 			continue // a listener without a usable name cannot have a status entry
 		}
-		names[name] = true
 		t.checkListener(l)
 		g.listeners = append(g.listeners, l)
 	}
@@ -722,4 +713,23 @@ type boundKey struct {
 	address string
 	port    uint32
 	udp     bool
+}
+
+// listenerName gives listener i of a Gateway or ListenerSet its section, and reports whether
+// its name is usable: a DNS subdomain not taken by an earlier listener of the same object
+// (names). An unusable one is reported under its index and is not served.
+func (t *l7) listenerName(l *gwListener, i int, names map[string]bool) bool {
+	name := string(l.spec.Name)
+	l.section = "listener " + truncate(name)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || names[name] {
+		l.section = fmt.Sprintf("listener %d", i)
+		msg := "the listener name is repeated"
+		if len(errs) > 0 {
+			msg = fmt.Sprintf("the listener name %q is not a DNS subdomain: %s", truncate(name), strings.Join(errs, "; "))
+		}
+		t.problems.Add(l.ref(t), ir.SeverityError, ReasonInvalidListener, "%s; the listener is not served", msg)
+		return false
+	}
+	names[name] = true
+	return true
 }

@@ -3,11 +3,9 @@ package translate
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -116,18 +114,9 @@ func (t *l7) setListeners(g *gateway, s *listenerSet, room int) int {
 		e := &specs[i]
 		l := &gwListener{gw: g, set: s, vhosts: map[string][]*candidate{}, spec: gwv1.Listener{
 			Name: e.Name, Hostname: e.Hostname, Port: e.Port, Protocol: e.Protocol, TLS: e.TLS, AllowedRoutes: e.AllowedRoutes}}
-		name := string(l.spec.Name)
-		l.section = "listener " + truncate(name)
-		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || names[name] {
-			l.section = fmt.Sprintf("listener %d", i)
-			msg := "the listener name is repeated"
-			if len(errs) > 0 {
-				msg = fmt.Sprintf("the listener name %q is not a DNS subdomain: %s", truncate(name), strings.Join(errs, "; "))
-			}
-			t.problems.Add(l.ref(t), ir.SeverityError, ReasonInvalidListener, "%s; the listener is not served", msg)
+		if !t.listenerName(l, i, names) {
 			continue
 		}
-		names[name] = true
 		s.listeners = append(s.listeners, l)
 		if room == 0 {
 			msg := fmt.Sprintf("Gateway %s/%s already has %d listeners with its own and those of older ListenerSets", truncate(g.namespace), truncate(g.obj.Name), routekind.MaxListeners)

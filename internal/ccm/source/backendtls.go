@@ -60,19 +60,7 @@ func BackendPorts(u map[string]any, ns string) []PortRef {
 			out = append(out, p)
 		}
 	}
-	for _, r := range list(u, "spec", "rules") {
-		rule, _ := r.(map[string]any)
-		for _, b := range list(rule, "backendRefs") {
-			ref, _ := b.(map[string]any)
-			add(ref)
-		}
-		for _, f := range list(rule, "filters") {
-			filter, _ := f.(map[string]any)
-			if ref, ok, _ := unstructured.NestedMap(filter, "requestMirror", "backendRef"); ok {
-				add(ref)
-			}
-		}
-	}
+	eachBackendRef(u, add)
 	return out
 }
 

@@ -82,20 +82,7 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 			out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindService, "kind"),
 				Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
 		}
-		for _, r := range list(u, "spec", "rules") {
-			rule, _ := r.(map[string]any)
-			for _, b := range list(rule, "backendRefs") {
-				ref, _ := b.(map[string]any)
-				backend(ref)
-			}
-			// The backends requests are mirrored to (RequestMirror filters).
-			for _, f := range list(rule, "filters") {
-				filter, _ := f.(map[string]any)
-				if ref, ok, _ := unstructured.NestedMap(filter, "requestMirror", "backendRef"); ok {
-					backend(ref)
-				}
-			}
-		}
+		eachBackendRef(u, backend)
 	}
 	// In the order of first appearance (the embedded Services keep it, as KubeLB CE's do).
 	seen := map[Ref]bool{}
@@ -376,4 +363,23 @@ func equalPtr[T comparable](a, b *T) bool {
 func isTwin(svc *corev1.Service) bool {
 	return hubnames.IsManaged(svc) && svc.Labels[v1alpha1.LabelOriginName] != "" &&
 		svc.Name == svc.Labels[v1alpha1.LabelOriginName]+TwinSuffix
+}
+
+// eachBackendRef calls fn with each backend reference of a Gateway API route (unstructured
+// content u), in order: every rule's backendRefs, then the backends its RequestMirror filters
+// copy requests to.
+func eachBackendRef(u map[string]any, fn func(ref map[string]any)) {
+	for _, r := range list(u, "spec", "rules") {
+		rule, _ := r.(map[string]any)
+		for _, b := range list(rule, "backendRefs") {
+			ref, _ := b.(map[string]any)
+			fn(ref)
+		}
+		for _, f := range list(rule, "filters") {
+			filter, _ := f.(map[string]any)
+			if ref, ok, _ := unstructured.NestedMap(filter, "requestMirror", "backendRef"); ok {
+				fn(ref)
+			}
+		}
+	}
 }
