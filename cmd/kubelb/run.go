@@ -115,7 +115,7 @@ func run(o *options) error {
 	// The one writer of LoadBalancer and Route status, for the status writer and the
 	// LoadBalancer and Route controllers (all leader only).
 	sink := status.NewSink(mgr.GetClient())
-	if err := status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints), status.WithSink(sink)); err != nil {
+	if err := status.SetupWriterWithManager(mgr, store, status.WithEndpoints(srv.ClusterEndpoints), status.WithSink(sink), status.WithApplied(srv.Applied)); err != nil {
 		return fmt.Errorf("setting up the status writer: %w", err)
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{

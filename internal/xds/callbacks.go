@@ -79,6 +79,9 @@ type callbacks struct {
 	streams    map[stream]proxy
 	proxies    map[proxy]int              // open streams per proxy
 	sent       map[stream]map[string]sent // last response per stream and type URL
+	// answered: per stream and type URL, the version of the latest response the proxy
+	// answered, accepted or rejected (applied.go).
+	answered map[stream]map[string]string
 	// rejected: the type URLs whose latest response the stream's proxy rejected.
 	rejected map[stream]map[string]bool
 	// backoff: the retry delay of the next held NACK per stream and type URL.
@@ -172,7 +175,7 @@ type Rejection struct {
 
 func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
-		sent: map[stream]map[string]sent{}, rejected: map[stream]map[string]bool{},
+		sent: map[stream]map[string]sent{}, answered: map[stream]map[string]string{}, rejected: map[stream]map[string]bool{},
 		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{},
 		delta: map[stream]map[string]*deltaType{}, deltaHeld: map[*discoveryv3.DeltaDiscoveryRequest]heldDelta{},
 		limits: DefaultLimits(), states: map[stream]*streamState{}, connStreams: map[string]int{}, tenants: map[string]*tenantState{},
@@ -336,6 +339,7 @@ func (c *callbacks) deltaAnswer(s stream, req *discoveryv3.DeltaDiscoveryRequest
 		if i := slices.IndexFunc(t.unanswered, func(r deltaResponse) bool { return r.nonce == nonce }); i >= 0 {
 			resp, answered = t.unanswered[i], true
 			t.unanswered = slices.Delete(t.unanswered, i, i+1)
+			c.answeredVersion(s, typeURL, resp.version)
 		}
 	}
 	var report *Rejection
@@ -410,6 +414,11 @@ func (c *callbacks) takeHeld(req *discoveryv3.DiscoveryRequest) (heldNACK, bool)
 
 // answer hands a NACK, or an ACK of the latest response after a NACK, to the hook.
 func (c *callbacks) answer(s stream, req *discoveryv3.DiscoveryRequest, rejectedVersion string) {
+	c.mu.Lock()
+	if last, ok := c.sent[s][req.GetTypeUrl()]; ok && req.GetResponseNonce() == last.nonce {
+		c.answeredVersion(s, req.GetTypeUrl(), last.version)
+	}
+	c.mu.Unlock()
 	if req.GetErrorDetail() != nil {
 		c.reject(s, req.GetTypeUrl(), rejectedVersion, req.GetErrorDetail().GetMessage())
 		return
@@ -582,6 +591,7 @@ func (c *callbacks) closed(s stream) {
 	}
 	delete(c.streams, s)
 	delete(c.sent, s)
+	delete(c.answered, s)
 	c.proxies[p]--
 	if c.proxies[p] <= 0 {
 		delete(c.proxies, p)

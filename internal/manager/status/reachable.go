@@ -43,6 +43,13 @@ func WithSink(s *Sink) WriterOption {
 	return func(w *Writer) { w.sink = s }
 }
 
+// WithApplied makes the Writer write a Route's status only once the tenant's Envoy proxies
+// connected to this replica answered the configuration that carries it
+// (xds.Server.Applied), or after MaxAppliedWait.
+func WithApplied(applied func(tenant string, versions map[string]string) bool) WriterOption {
+	return func(w *Writer) { w.applied = applied }
+}
+
 // WithEndpoints gives the Writer the clusters of a tenant (the leader's own xDS snapshot,
 // xds.Server.ClusterEndpoints), whose endpoints the BackendsReachable condition judges;
 // without it the Writer writes no BackendsReachable condition.

@@ -154,3 +154,81 @@ func TestPendingListenerGivesNoVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteStatusWaitsForTheProxies: a Route's status, which the ccm copies to the tenant's
+// Gateway API objects where clients wait for Accepted before they send traffic, is written
+// only once the tenant's proxies answered the configuration that carries it — or, when they
+// do not, after MaxAppliedWait, so a stuck proxy does not hold every status back.
+func TestRouteStatusWaitsForTheProxies(t *testing.T) {
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	ctx := context.Background()
+	const ns, name = "tenant-w", "gw"
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Route: unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": map[string]any{"name": name, "namespace": "shop"}}}}
+	if err := hub.Client.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	report := func(version, message string) *Report {
+		return &Report{
+			Objects:  map[ir.ObjectRef]int64{{Kind: translate.KindRoute, Namespace: ns, Name: name}: r.Generation},
+			Versions: map[string]string{"routes": version},
+			Routes: map[string]translate.RouteStatus{name: {Kind: "Gateway", Generation: 1, Status: json.RawMessage(
+				`{"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"` + message + `","observedGeneration":1,"lastTransitionTime":null}]}`)}},
+		}
+	}
+	store := NewStore()
+	store.Publish(ns, report("v1", "first"))
+	answered := map[string]bool{}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	w := &Writer{client: hub.Client, store: store, recorder: events.NewFakeRecorder(10), now: func() time.Time { return now }, sink: NewSink(hub.Client),
+		applied: func(tenant string, versions map[string]string) bool {
+			return tenant == ns && answered[versions["routes"]]
+		}}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
+	message := func() string {
+		t.Helper()
+		got := &v1alpha1.Route{}
+		if err := hub.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Conditions []metav1.Condition }
+		if err := json.Unmarshal(got.Status.Resources.Route.Status.Raw, &st); err != nil && len(got.Status.Resources.Route.Status.Raw) > 0 {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(st.Conditions, "Accepted"); c != nil {
+			return c.Message
+		}
+		return ""
+	}
+	reconcileOnce := func() reconcile.Result {
+		t.Helper()
+		res, err := w.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	if res := reconcileOnce(); res.RequeueAfter != AppliedPoll || message() != "" {
+		t.Fatalf("before the proxies answered: requeue %v (want %v), Accepted %q (want none yet)", res.RequeueAfter, AppliedPoll, message())
+	}
+	answered["v1"] = true
+	if reconcileOnce(); message() != "first" {
+		t.Fatalf("the proxies answered v1, but Accepted says %q", message())
+	}
+	// A new configuration the proxies never answer: held back, then written after the wait.
+	store.Publish(ns, report("v2", "second"))
+	reconcileOnce()
+	now = now.Add(MaxAppliedWait / 2)
+	if reconcileOnce(); message() != "first" {
+		t.Fatalf("v2 is not answered, but Accepted already says %q", message())
+	}
+	now = now.Add(MaxAppliedWait / 2)
+	if res := reconcileOnce(); message() != "second" || res.RequeueAfter == AppliedPoll {
+		t.Fatalf("after %v without an answer: Accepted %q (want second), requeue %v", MaxAppliedWait, message(), res.RequeueAfter)
+	}
+}

@@ -52,6 +52,9 @@ type Writer struct {
 	endpoints func(tenant string) reach.Clusters
 	// sink writes every status (WithSink; one of its own otherwise).
 	sink *Sink
+	// applied tells whether the tenant's proxies answered a configuration (WithApplied);
+	// nil: Route statuses do not wait for them.
+	applied func(tenant string, versions map[string]string) bool
 
 	mu      sync.Mutex
 	tenants map[string]*tenantState
@@ -78,6 +81,10 @@ type tenantState struct {
 	// write failed, applied again at the next look.
 	reach map[ir.ObjectRef]reach.Verdict
 	retry map[ir.ObjectRef]bool
+	// waiting are the snapshot versions the Route statuses wait for the proxies to answer,
+	// since when (routesMayGo).
+	waiting      map[string]string
+	waitingSince time.Time
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
@@ -212,7 +219,9 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		st.objects = nil // the retry looks at every LoadBalancer
 	}
 	routes := &v1alpha1.RouteList{}
-	if err := w.client.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
+	if wait := w.routesMayGo(tenant, st, report); wait > 0 {
+		requeue = min(cmp.Or(requeue, wait), wait) // the Routes' statuses come at the next look
+	} else if err := w.client.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
 	}
 	for i := range routes.Items {
@@ -243,6 +252,41 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		requeue = reachAgain
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// AppliedPoll is how often the Writer looks again whether the tenant's proxies answered the
+// configuration a Route's status waits for; MaxAppliedWait how long it waits at most (a
+// proxy that neither accepts nor rejects does not hold every status back).
+var (
+	AppliedPoll    = 50 * time.Millisecond
+	MaxAppliedWait = 10 * time.Second
+)
+
+// routesMayGo returns 0 when the Routes' statuses may be written: the tenant's proxies
+// connected to this replica answered (accepted or rejected) the snapshot the Report
+// describes, or they were waited for MaxAppliedWait. Otherwise it returns when to look
+// again. A Route's status is what the ccm copies back to the tenant's Gateway API objects,
+// where clients wait for Accepted before they send traffic: written before the proxies
+// took the configuration, the first request could still meet the previous one.
+func (w *Writer) routesMayGo(tenant string, st *tenantState, report *Report) time.Duration {
+	if w.applied == nil {
+		return 0
+	}
+	if !maps.Equal(st.waiting, report.Versions) {
+		st.waiting, st.waitingSince = report.Versions, w.now()
+	}
+	if w.applied(tenant, report.Versions) {
+		return 0
+	}
+	waited := w.now().Sub(st.waitingSince)
+	if waited >= MaxAppliedWait {
+		if waited < MaxAppliedWait+AppliedPoll { // once per snapshot
+			ctrl.Log.WithName(controllerName).Info("Envoy proxies did not answer the configuration in time; writing the Routes' statuses anyway",
+				"tenant", tenant, "waited", waited.Round(time.Millisecond))
+		}
+		return 0
+	}
+	return AppliedPoll
 }
 
 // program applies lb's Programmed condition when the Report has a verdict for it that its
