@@ -49,6 +49,8 @@ func routeStatus(ctx context.Context, tenant client.Reader, hub HubAccess, t Tar
 		r.Steps = append(r.Steps, addressStep(objectIngress(obj, "status", "loadBalancer", "ingress"), meta.FindStatusCondition(rs.Route.Conditions, condApplied), "copied by the ccm onto the Ingress"))
 	case routekind.Gateway:
 		r.Steps = append(r.Steps, addressStep(objectIngress(obj, "status", "addresses"), meta.FindStatusCondition(rs.Route.Conditions, condApplied), "copied by the ccm onto the Gateway"))
+	case routekind.ListenerSet:
+		r.Steps = append(r.Steps, skipped("hub address", "a ListenerSet's listeners are reached on the address of its Gateway (kubectl kubelb status gateway/<name>)"))
 	default:
 		r.Steps = append(r.Steps, skipped("hub address", "a route is reached on the address of the Gateways it attaches to (kubectl kubelb status gateway/<name>)"))
 	}
@@ -77,7 +79,10 @@ func appliedStep(conds []metav1.Condition) Step {
 // hubServiceStep lists the hub Services of a Route and their listener ports.
 func hubServiceStep(k routekind.Kind, services map[string]v1alpha1.RouteServiceStatus) Step {
 	const name = "hub Service and listener ports"
-	if k.HubService() == routekind.NoHubService {
+	switch {
+	case k == routekind.ListenerSet:
+		return skipped(name, "a ListenerSet's listeners get their ports on its Gateway's hub Service (kubectl kubelb status gateway/<name>)")
+	case k.HubService() == routekind.NoHubService:
 		return skipped(name, "a route is served on the listeners of its Gateways")
 	}
 	if len(services) == 0 {

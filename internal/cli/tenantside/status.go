@@ -44,10 +44,11 @@ var kindNames = map[string]routekind.Kind{
 	"tlsroute": routekind.TLSRoute, "tlsroutes": routekind.TLSRoute,
 	"tcproute": routekind.TCPRoute, "tcproutes": routekind.TCPRoute,
 	"udproute": routekind.UDPRoute, "udproutes": routekind.UDPRoute,
+	"listenerset": routekind.ListenerSet, "listenersets": routekind.ListenerSet, "lset": routekind.ListenerSet,
 }
 
 // KindChoices lists the kinds status accepts, for help and errors.
-const KindChoices = "service (svc), ingress (ing), gateway (gtw), httproute, grpcroute, tlsroute, tcproute, udproute"
+const KindChoices = "service (svc), ingress (ing), gateway (gtw), httproute, grpcroute, tlsroute, tcproute, udproute, listenerset (lset)"
 
 // ParseTarget reads "<kind>/<name>" in namespace.
 func ParseTarget(arg, namespace string) (Target, error) {

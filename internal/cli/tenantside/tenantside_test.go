@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/reach"
+	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -346,5 +347,11 @@ func TestTokenExpiryAndFlags(t *testing.T) {
 	}
 	if _, err := ParseTarget("deployment/x", "default"); err == nil {
 		t.Error("deployment/x accepted")
+	}
+	if got, err := ParseTarget("lset/extra", "shop"); err != nil || got != (Target{Kind: routekind.ListenerSet, Namespace: "shop", Name: "extra"}) {
+		t.Errorf("lset/extra = %+v, %v; want the ListenerSet shop/extra", got, err)
+	}
+	if step := hubServiceStep(routekind.ListenerSet, nil); !strings.Contains(step.Detail+step.Hint, "Gateway's hub Service") {
+		t.Errorf("a ListenerSet's hub Service step = %+v; want it to point to its Gateway's", step)
 	}
 }
