@@ -202,7 +202,11 @@ func lastLines(s string, n int) string {
 // the first two tries of every request: a rule retrying 503 up to 2 times answers 200 (three
 // tries reached the backend), a rule retrying once answers 503 (two tries), a rule without
 // retry answers 503 at once (one try), and a rule retrying only failures without an answer
-// does not retry the 503.
+// does not retry the 503. Under /reset the backend closes the connection of a request's
+// first try without answering, under /slow it answers the first try after a second: a rule
+// with retry answers 200 after two tries for both (HTTPRouteRetryConnectionError, and
+// HTTPRouteRetryBackendTimeout with timeouts.backendRequest 200ms), and the slow rule
+// without retry answers 504 after one.
 func TestRetryThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-retry"
 	var mu sync.Mutex
@@ -213,6 +217,21 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		tries[key]++
 		n := tries[key]
 		mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/reset") && n == 1:
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		case strings.HasPrefix(r.URL.Path, "/slow") && n == 1:
+			time.Sleep(time.Second)
+			w.WriteHeader(http.StatusOK)
+			return
+		case strings.HasPrefix(r.URL.Path, "/reset"), strings.HasPrefix(r.URL.Path, "/slow"):
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if n <= 2 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -247,6 +266,9 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		rule("/once", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &one, Backoff: &backoff}),
 		rule("/failures-only", &gwv1.HTTPRouteRetry{Attempts: &two}),
 		rule("/never", nil),
+		rule("/reset", &gwv1.HTTPRouteRetry{Attempts: &one}),
+		withBackendTimeout(rule("/slow", &gwv1.HTTPRouteRetry{Attempts: &one}), "200ms"),
+		withBackendTimeout(rule("/slow-never", nil), "200ms"),
 	}, nodePort)
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {
@@ -283,6 +305,9 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		{"/once", http.StatusServiceUnavailable, 2},
 		{"/failures-only", http.StatusServiceUnavailable, 1},
 		{"/never", http.StatusServiceUnavailable, 1},
+		{"/reset", http.StatusOK, 2},
+		{"/slow", http.StatusOK, 2},
+		{"/slow-never", http.StatusGatewayTimeout, 1},
 	} {
 		status, err := request(c.path, c.path)
 		mu.Lock()
@@ -292,6 +317,12 @@ func TestRetryThroughEnvoy(t *testing.T) {
 			t.Errorf("GET %s: %d after %d tries (%v), want %d after %d", c.path, status, n, err, c.status, c.tries)
 		}
 	}
+}
+
+// withBackendTimeout is rule with timeouts.backendRequest d.
+func withBackendTimeout(rule gwv1.HTTPRouteRule, d gwv1.Duration) gwv1.HTTPRouteRule {
+	rule.Timeouts = &gwv1.HTTPRouteTimeouts{BackendRequest: &d}
+	return rule
 }
 
 // oneGateway is a tenant with one Gateway (shop/gw) of one listener, served by Envoy on
