@@ -133,8 +133,9 @@ test: tools verify ## Run every test, as CI does.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: conformance
-conformance: tools ## Run the Gateway API conformance suite (also part of `make test`) and rewrite its report in docs/conformance/.
+conformance: tools ## Run the Gateway API conformance suite (also part of `make test`; standard channel, then the experimental channel's few tests) and rewrite its reports in docs/conformance/.
 	KUBELB_CONFORMANCE_REPORT=$(CURDIR)/docs/conformance/gateway-api-v1.6.3-report.yaml \
+	KUBELB_CONFORMANCE_EXPERIMENTAL_REPORT=$(CURDIR)/docs/conformance/gateway-api-v1.6.3-experimental-report.yaml \
 	  go test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestGatewayAPIConformance$$' ./e2e/conformance/
 
 # SOAK_DURATION is the churn of `make soak` (the short form in `make test` churns 75 s). The

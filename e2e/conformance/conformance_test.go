@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,8 +25,10 @@ import (
 	xv1alpha1 "sigs.k8s.io/gateway-api/apisx/v1alpha1"
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/tests"
 	conformanceconfig "sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/e2e/framework"
@@ -55,7 +58,108 @@ const ReportFile = "docs/conformance/gateway-api-v1.6.3-report.yaml"
 // RunTestEnv runs one conformance test by its short name (for debugging).
 const RunTestEnv = "KUBELB_CONFORMANCE_RUN_TEST"
 
+// ExperimentalReportFile is the committed report of the experimental channel's run,
+// relative to the repository root.
+const ExperimentalReportFile = "docs/conformance/gateway-api-v1.6.3-experimental-report.yaml"
+
+// ExperimentalReportEnv is ReportEnv for ExperimentalReportFile.
+const ExperimentalReportEnv = "KUBELB_CONFORMANCE_EXPERIMENTAL_REPORT"
+
+// ExperimentalFeatures are the claimed features whose fields exist only in Gateway API's
+// experimental channel (HTTPRoute rules[].retry): with the standard channel's CRDs the API
+// server drops those fields, so the main run leaves them out and the experimental run checks
+// them.
+var ExperimentalFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRetry, features.SupportHTTPRouteRetryBackendTimeout, features.SupportHTTPRouteRetryConnectionError,
+}
+
+// TestGatewayAPIConformance runs the suite twice on one kubelb. The main run: every test of
+// the claimed profiles and features against a tenant with the standard channel's CRDs (what
+// most users install), claiming every supported feature but ExperimentalFeatures; its report
+// is ReportFile. Then the experimental run (subtest "experimental"): the tenant's CRDs are
+// upgraded in place to the experimental channel's, as a user would, and only the tests of
+// ExperimentalFeatures run, claiming every supported feature; its report is
+// ExperimentalReportFile. The second run shares the start-up and the suite's base resources,
+// so it adds seconds, not a second start.
 func TestGatewayAPIConformance(t *testing.T) {
+	c, opts := harness(t)
+	only := os.Getenv(RunTestEnv)
+	experimental := experimentalTests()
+	onlyExperimental := only != "" && slices.ContainsFunc(experimental, func(c suite.ConformanceTest) bool { return c.ShortName == only })
+	if !onlyExperimental {
+		main := opts
+		main.SupportedFeatures = slices.DeleteFunc(slices.Clone(source.SupportedFeatures), func(f features.FeatureName) bool {
+			return slices.Contains(ExperimentalFeatures, f)
+		})
+		main.ConformanceProfiles = Profiles
+		main.ReportOutputPath = filepath.Join(t.TempDir(), "report.yaml")
+		// The suite writes its report in a cleanup, once its parallel tests are done; this one
+		// runs after it (cleanups run last registered first).
+		t.Cleanup(func() { keepReport(t, main.ReportOutputPath, ReportFile, ReportEnv) })
+		conformance.RunConformanceWithOptions(t, main)
+	}
+	if only != "" && !onlyExperimental {
+		return
+	}
+	t.Run("experimental", func(t *testing.T) {
+		if err := source.InstallCRDs(t.Context(), c, c, "experimental"); err != nil {
+			t.Fatalf("upgrading the tenant's Gateway API CRDs to the experimental channel: %v", err)
+		}
+		exp := opts
+		exp.SupportedFeatures = source.SupportedFeatures
+		exp.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
+		// The main run deletes the base resources when the whole test ends.
+		exp.CleanupBaseResources = onlyExperimental
+		exp.ReportOutputPath = filepath.Join(t.TempDir(), "report.yaml")
+		t.Cleanup(func() { keepReport(t, exp.ReportOutputPath, ExperimentalReportFile, ExperimentalReportEnv) })
+		runTests(t, exp, experimental)
+	})
+}
+
+// runTests runs some of the suite's tests (RunConformanceWithOptions runs them all) and
+// writes their report to opts.ReportOutputPath.
+func runTests(t *testing.T, opts suite.ConformanceOptions, selected []suite.ConformanceTest) {
+	cSuite, err := suite.NewConformanceTestSuite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r, err := cSuite.Report()
+		if err != nil {
+			t.Errorf("the suite's report: %v", err)
+			return
+		}
+		b, err := yaml.Marshal(r)
+		if err == nil {
+			err = os.WriteFile(opts.ReportOutputPath, b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("writing the suite's report: %v", err)
+		}
+	})
+	cSuite.Setup(t, selected)
+	if err := cSuite.Run(t, selected); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// experimentalTests are the suite's tests that need one of ExperimentalFeatures.
+func experimentalTests() []suite.ConformanceTest {
+	var out []suite.ConformanceTest
+	for _, c := range tests.ConformanceTests {
+		if slices.ContainsFunc(c.Features, func(f features.FeatureName) bool { return slices.Contains(ExperimentalFeatures, f) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// harness starts kubelb for the suite: a hub and a tenant control plane (the tenant with the
+// standard channel's Gateway API CRDs), the tenant's controller manager and played kubelets
+// and kube-proxy, the manager, the ccm and, once the manager deploys it, the tenant's Envoy.
+// It returns a client of the tenant and the suite's options but for the features and
+// profiles to claim and the report's path.
+func harness(t *testing.T) (client.Client, suite.ConformanceOptions) {
 	pair := testenv.StartPair(t)
 	framework.StartControllerManager(t, pair.Tenant)
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{
@@ -87,17 +191,13 @@ func TestGatewayAPIConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	report := filepath.Join(t.TempDir(), "report.yaml")
 	opts := suite.ConformanceOptions{
 		ConfigurableOptions: suite.ConfigurableOptions{
 			GatewayClassName:     "kubelb",
 			CleanupBaseResources: true,
 			CleanupTestResources: true,
-			SupportedFeatures:    source.SupportedFeatures,
-			ConformanceProfiles:  Profiles,
 			TimeoutConfig:        conformanceconfig.DefaultTimeoutConfig(),
 			Mode:                 "default",
-			ReportOutputPath:     report,
 			RunTest:              os.Getenv(RunTestEnv),
 			Implementation: confv1.Implementation{
 				Organization: "kubelb",
@@ -117,27 +217,24 @@ func TestGatewayAPIConformance(t *testing.T) {
 			dumpStatuses(t, c)
 		}
 	}
-	// The suite writes its report in a cleanup, once its parallel tests are done; this one
-	// runs after it (cleanups run last registered first).
-	t.Cleanup(func() { keepReport(t, report) })
-	conformance.RunConformanceWithOptions(t, opts)
+	return c, opts
 }
 
-// keepReport writes the suite's report (at written) to ReportEnv's file, or, when the whole
-// suite ran, to ReportFile when it differs from that file in more than its date and
-// implementation version.
-func keepReport(t *testing.T, written string) {
+// keepReport writes the suite's report (at written) to env's file, or, when the whole run
+// ran (not one test of it), to file (relative to the repository root) when it differs from
+// that file in more than its date and implementation version.
+func keepReport(t *testing.T, written, file, env string) {
 	got, err := os.ReadFile(written)
 	if err != nil {
 		t.Logf("no conformance report to keep: %v", err)
 		return
 	}
-	target, always := os.Getenv(ReportEnv), true
+	target, always := os.Getenv(env), true
 	if target == "" && os.Getenv(RunTestEnv) != "" {
 		return // one test's report is not the suite's
 	}
 	if target == "" {
-		target, always = filepath.Join(testsupport.RepoRoot(), ReportFile), false
+		target, always = filepath.Join(testsupport.RepoRoot(), file), false
 	}
 	if !always {
 		if before, err := os.ReadFile(target); err == nil && sameReport(t, before, got) {

@@ -172,7 +172,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonNoEndpoints, "", "no endpoints at all (e.g. no Ready tenant nodes)"},
 	{translate.ReasonInvalidAnnotation, "", "an annotation value is not understood (ignored)"},
 	{translate.ReasonProxyProtocolUnsupported, "", "PROXY protocol was asked for a UDP port (ignored)"},
-	{translate.ReasonUnsupportedPersistence, "", "spec.persistence.type is not understood (ignored)"},
+	{translate.ReasonUnsupportedPersistence, "", "spec.persistence.type is not understood (ignored); on a Gateway API route, a part of sessionPersistence Envoy cannot keep (ignored; an unusable name, type or timeout turns the rule's session persistence off)"},
 	{translate.ReasonQuotaExceeded, "", "the tenant's limits refuse the object, or cut its endpoints"},
 	{translate.ReasonHealthCheckThrottled, "", "health checks run less often than asked (the tenant's probe budget)"},
 	{translate.ReasonHostnameNotResolved, "", "an endpoint hostname has no resolved addresses (left out)"},

@@ -102,6 +102,10 @@ type Listener struct {
 	// CORS (HTTP, HTTPS) runs Envoy's CORS filter, which applies the CORS policies of the
 	// routes; set exactly when a route served by the listener has one.
 	CORS bool `json:"cors,omitempty"`
+	// StatefulSession (HTTP, HTTPS) runs Envoy's stateful session filter, which applies the
+	// session persistence of the routes; set exactly when a route served by the listener has
+	// one.
+	StatefulSession bool `json:"statefulSession,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -194,6 +198,31 @@ type Route struct {
 	// CORS answers CORS preflight requests and adds CORS headers to responses of requests
 	// from allowed origins; nil for none. The listeners serving the route set CORS.
 	CORS *CORSPolicy `json:"cors,omitempty"`
+	// SessionPersistence (with Backends) keeps a client's requests on the backend endpoint
+	// that served its first one, by a cookie or a header naming it; nil for none. The
+	// listeners serving the route set StatefulSession.
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
+}
+
+// SessionPersistence is a route's session persistence (Gateway API sessionPersistence):
+// exactly one of Cookie and Header. Envoy's answer carries the endpoint of the session (a
+// Set-Cookie, or the header); a request that sends it back goes to that endpoint while it is
+// one of the route's, and to any endpoint (which starts a new session) when it is not.
+type SessionPersistence struct {
+	Cookie *SessionCookie `json:"cookie,omitempty"`
+	// Header is the lower-case name of the request and response header carrying the session.
+	Header string `json:"header,omitempty"`
+}
+
+// SessionCookie is the cookie of a cookie-based session.
+type SessionCookie struct {
+	// Name is the cookie's name, an RFC 6265 token.
+	Name string `json:"name"`
+	// Path is the cookie's Path attribute, starting with "/".
+	Path string `json:"path"`
+	// TTL (whole seconds) is the cookie's Max-Age and the session's lifetime; 0: a session
+	// cookie, kept until the browser ends the session.
+	TTL Duration `json:"ttl,omitempty"`
 }
 
 // RetryPolicy retries a request (Gateway API HTTPRoute retry): after a connection failure,

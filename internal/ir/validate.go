@@ -50,10 +50,11 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	// A route's CORS policy needs Envoy's CORS filter in every listener serving it.
-	corsRoutes := map[string]bool{}
+	// A route's CORS policy and session persistence need Envoy's CORS and stateful session
+	// filters in every listener serving it.
+	corsRoutes, sessionRoutes := map[string]bool{}, map[string]bool{}
 	for _, rc := range c.RouteConfigs {
-		corsRoutes[rc.Name] = rc.HasCORS()
+		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 	}
 
 	type bindKey struct {
@@ -70,7 +71,10 @@ func (c *Config) Validate() error {
 		if err := l.validate(clusters, routeConfigs, secrets); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
-		if err := l.validateCORS(corsRoutes); err != nil {
+		if err := l.validateHTTPFilter("CORS", l.CORS, corsRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("stateful session", l.StatefulSession, sessionRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -196,31 +200,38 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 	return nil
 }
 
-// validateCORS checks that the listener runs the CORS filter exactly when a route
-// configuration it serves has a route with a CORS policy.
-func (l *Listener) validateCORS(corsRoutes map[string]bool) error {
-	needs := corsRoutes[l.RouteConfig]
+// validateHTTPFilter checks that the listener runs the HTTP filter (runs) exactly when a
+// route configuration it serves has a route that needs it (routes, by route configuration).
+func (l *Listener) validateHTTPFilter(filter string, runs bool, routes map[string]bool) error {
+	needs := routes[l.RouteConfig]
 	for _, t := range l.TLS {
-		needs = needs || corsRoutes[t.RouteConfig]
+		needs = needs || routes[t.RouteConfig]
 	}
 	switch {
-	case l.CORS && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS:
-		return fmt.Errorf("the CORS filter on a %s listener (HTTP and HTTPS only)", l.Protocol)
-	case needs && !l.CORS:
-		return errors.New("a route it serves has a CORS policy, but the listener does not run the CORS filter")
-	case !needs && l.CORS:
-		return errors.New("the CORS filter runs, but no route it serves has a CORS policy")
+	case runs && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS:
+		return fmt.Errorf("the %s filter on a %s listener (HTTP and HTTPS only)", filter, l.Protocol)
+	case needs && !runs:
+		return fmt.Errorf("a route it serves needs the %s filter, but the listener does not run it", filter)
+	case !needs && runs:
+		return fmt.Errorf("the %s filter runs, but no route it serves needs it", filter)
 	}
 	return nil
 }
 
 // HasCORS reports whether a route of the configuration has a CORS policy.
 func (rc *RouteConfig) HasCORS() bool {
+	return rc.anyRoute(func(r *Route) bool { return r.CORS != nil })
+}
+
+// HasSessionPersistence reports whether a route of the configuration has session persistence.
+func (rc *RouteConfig) HasSessionPersistence() bool {
+	return rc.anyRoute(func(r *Route) bool { return r.SessionPersistence != nil })
+}
+
+func (rc *RouteConfig) anyRoute(f func(*Route) bool) bool {
 	for _, vh := range rc.VirtualHosts {
-		for _, r := range vh.Routes {
-			if r.CORS != nil {
-				return true
-			}
+		if slices.ContainsFunc(vh.Routes, f) {
+			return true
 		}
 	}
 	return false
@@ -320,11 +331,14 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if r.Timeout < 0 || r.IdleTimeout < 0 || r.BackendTimeout < 0 {
 		return errors.New("a negative timeout")
 	}
-	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0 || len(r.Mirrors) > 0 || r.Retry != nil) {
-		return errors.New("timeouts, retries or mirrors without backends")
+	if len(r.Backends) == 0 && (r.Timeout != 0 || r.IdleTimeout != 0 || r.BackendTimeout != 0 || len(r.Mirrors) > 0 || r.Retry != nil || r.SessionPersistence != nil) {
+		return errors.New("timeouts, retries, mirrors or session persistence without backends")
 	}
 	if err := r.Retry.validate(); err != nil {
 		return fmt.Errorf("retry: %w", err)
+	}
+	if err := r.SessionPersistence.Validate(); err != nil {
+		return fmt.Errorf("session persistence: %w", err)
 	}
 	for _, m := range r.Mirrors {
 		if !clusters[m.Cluster] {

@@ -1,14 +1,17 @@
 package ir_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"kubelb.dev/kubelb/internal/ir"
 )
 
 // TestValidateHTTPRouteExtras covers what routes carry beyond matches and actions: header
-// changes (of the route and of each backend) and CORS policies, and the listeners' CORS
-// filter that must run exactly where a CORS policy is served.
+// changes (of the route and of each backend), CORS policies and session persistence, and the
+// listeners' CORS and stateful session filters that must run exactly where a CORS policy or
+// session persistence is served.
 func TestValidateHTTPRouteExtras(t *testing.T) {
 	t.Parallel()
 	cors := func() *ir.CORSPolicy {
@@ -41,8 +44,8 @@ func TestValidateHTTPRouteExtras(t *testing.T) {
 				Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1, RequestHeaders: &ir.HeaderModifier{Remove: []string{"x"}}}}})
 		}, "only the backends of HTTP routes can"},
 		"cors valid":                   {func(c *ir.Config, r *ir.Route) { r.CORS, c.Listeners[0].CORS = cors(), true }, ""},
-		"cors without the filter":      {func(_ *ir.Config, r *ir.Route) { r.CORS = cors() }, "does not run the CORS filter"},
-		"cors filter without policies": {func(c *ir.Config, _ *ir.Route) { c.Listeners[0].CORS = true }, "no route it serves has a CORS policy"},
+		"cors without the filter":      {func(_ *ir.Config, r *ir.Route) { r.CORS = cors() }, "needs the CORS filter, but the listener does not run it"},
+		"cors filter without policies": {func(c *ir.Config, _ *ir.Route) { c.Listeners[0].CORS = true }, "the CORS filter runs, but no route it serves needs it"},
 		"cors filter on TCP": {func(c *ir.Config, _ *ir.Route) {
 			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 81, Protocol: ir.ProtocolTCP, StatPrefix: "tcp", Cluster: "a", CORS: true})
 		}, "the CORS filter on a TCP listener"},
@@ -70,6 +73,53 @@ func TestValidateHTTPRouteExtras(t *testing.T) {
 			r.CORS, c.Listeners[0].CORS = cors(), true
 			r.CORS.AllowOrigins = make([]string, ir.MaxCORSOrigins+1)
 		}, "too many origins"},
+		"session cookie valid": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "shop", Path: "/cart", TTL: ir.Duration(time.Hour)}}, true
+		}, ""},
+		"session header valid": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Header: "x-session"}, true
+		}, ""},
+		"session without the filter": {func(_ *ir.Config, r *ir.Route) {
+			r.SessionPersistence = &ir.SessionPersistence{Header: "x-session"}
+		}, "needs the stateful session filter, but the listener does not run it"},
+		"session filter without sessions": {func(c *ir.Config, _ *ir.Route) { c.Listeners[0].StatefulSession = true }, "the stateful session filter runs, but no route it serves needs it"},
+		"session filter on TCP": {func(c *ir.Config, _ *ir.Route) {
+			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 81, Protocol: ir.ProtocolTCP, StatPrefix: "tcp", Cluster: "a", StatefulSession: true})
+		}, "the stateful session filter on a TCP listener"},
+		"session without backends": {func(c *ir.Config, r *ir.Route) {
+			r.Backends, r.DirectResponse = nil, &ir.DirectResponse{Status: 500}
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Header: "x-session"}, true
+		}, "session persistence without backends"},
+		"session cookie and header": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a", Path: "/"}, Header: "x-a"}, true
+		}, "exactly one of a cookie and a header"},
+		"session neither cookie nor header": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{}, true
+		}, "exactly one of a cookie and a header"},
+		"session cookie name with a space": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a b", Path: "/"}}, true
+		}, `cookie name "a b" is not a token`},
+		"session cookie name too long": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: strings.Repeat("a", ir.MaxSessionName+1), Path: "/"}}, true
+		}, "is not a token of at most 128 bytes"},
+		"session cookie path with a semicolon": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a", Path: "/a;Domain=evil"}}, true
+		}, "cookie path"},
+		"session cookie path relative": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a", Path: "a"}}, true
+		}, "cookie path"},
+		"session cookie lifetime in parts of a second": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a", Path: "/", TTL: ir.Duration(1500 * time.Millisecond)}}, true
+		}, "want 0 or whole seconds"},
+		"session cookie lifetime too long": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: "a", Path: "/", TTL: ir.MaxSessionTTL + ir.Duration(time.Second)}}, true
+		}, "want 0 or whole seconds up to"},
+		"session header Host": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Header: "host"}, true
+		}, "may carry a session"},
+		"session header upper case": {func(c *ir.Config, r *ir.Route) {
+			r.SessionPersistence, c.Listeners[0].StatefulSession = &ir.SessionPersistence{Header: "X-Session"}, true
+		}, "not a lower-case header name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -664,12 +664,12 @@ func (t *l7) emitGateway(g *gateway) {
 			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
-			il.RouteConfig, il.CORS = rc.Name, rc.HasCORS()
+			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
 			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
-			il.TLS, il.Owners, il.CORS = t.tlsChains(g, ls, il.Owners)
+			il.TLS, il.Owners, il.CORS, il.StatefulSession = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (TLS listeners without routes)
 			}

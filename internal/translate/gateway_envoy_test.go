@@ -202,7 +202,11 @@ func lastLines(s string, n int) string {
 // the first two tries of every request: a rule retrying 503 up to 2 times answers 200 (three
 // tries reached the backend), a rule retrying once answers 503 (two tries), a rule without
 // retry answers 503 at once (one try), and a rule retrying only failures without an answer
-// does not retry the 503.
+// does not retry the 503. Under /reset the backend closes the connection of a request's
+// first try without answering, under /slow it answers the first try after a second: a rule
+// with retry answers 200 after two tries for both (HTTPRouteRetryConnectionError, and
+// HTTPRouteRetryBackendTimeout with timeouts.backendRequest 200ms), and the slow rule
+// without retry answers 504 after one.
 func TestRetryThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-retry"
 	var mu sync.Mutex
@@ -213,6 +217,21 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		tries[key]++
 		n := tries[key]
 		mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/reset") && n == 1:
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		case strings.HasPrefix(r.URL.Path, "/slow") && n == 1:
+			time.Sleep(time.Second)
+			w.WriteHeader(http.StatusOK)
+			return
+		case strings.HasPrefix(r.URL.Path, "/reset"), strings.HasPrefix(r.URL.Path, "/slow"):
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if n <= 2 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -247,6 +266,9 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		rule("/once", &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{503}, Attempts: &one, Backoff: &backoff}),
 		rule("/failures-only", &gwv1.HTTPRouteRetry{Attempts: &two}),
 		rule("/never", nil),
+		rule("/reset", &gwv1.HTTPRouteRetry{Attempts: &one}),
+		withBackendTimeout(rule("/slow", &gwv1.HTTPRouteRetry{Attempts: &one}), "200ms"),
+		withBackendTimeout(rule("/slow-never", nil), "200ms"),
 	}, nodePort)
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {
@@ -283,6 +305,9 @@ func TestRetryThroughEnvoy(t *testing.T) {
 		{"/once", http.StatusServiceUnavailable, 2},
 		{"/failures-only", http.StatusServiceUnavailable, 1},
 		{"/never", http.StatusServiceUnavailable, 1},
+		{"/reset", http.StatusOK, 2},
+		{"/slow", http.StatusOK, 2},
+		{"/slow-never", http.StatusGatewayTimeout, 1},
 	} {
 		status, err := request(c.path, c.path)
 		mu.Lock()
@@ -292,6 +317,12 @@ func TestRetryThroughEnvoy(t *testing.T) {
 			t.Errorf("GET %s: %d after %d tries (%v), want %d after %d", c.path, status, n, err, c.status, c.tries)
 		}
 	}
+}
+
+// withBackendTimeout is rule with timeouts.backendRequest d.
+func withBackendTimeout(rule gwv1.HTTPRouteRule, d gwv1.Duration) gwv1.HTTPRouteRule {
+	rule.Timeouts = &gwv1.HTTPRouteTimeouts{BackendRequest: &d}
+	return rule
 }
 
 // oneGateway is a tenant with one Gateway (shop/gw) of one listener, served by Envoy on
@@ -336,5 +367,147 @@ func oneGateway(t *testing.T, tenant string, listener gwv1.Listener, envoyPort i
 				TargetPort: intstr.FromInt(envoyPort)}}},
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
 		}},
+	}
+}
+
+// TestSessionPersistenceThroughEnvoy serves one HTTPRoute through a real Envoy to a Service on
+// three tenant nodes (each node's NodePort answers with its name): /cookie keeps sessions by
+// a Permanent cookie, /header by a header, /none keeps none. Without the cookie or header,
+// requests spread over the nodes; the first answer names the session's node (a Set-Cookie
+// with the cookie's Path, Max-Age and HttpOnly, or the header), and every request that sends
+// it back goes to that node. /none sets no cookie: only the routes that ask keep sessions.
+func TestSessionPersistenceThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-sessions"
+	nodes := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	nodePort := testsupport.FreePort(t, nodes...)
+	for i, ip := range nodes {
+		testsupport.StartHTTPBackend(t, net.JoinHostPort(ip, strconv.Itoa(nodePort)), testsupport.Identity{Node: fmt.Sprintf("node-%d", i), Pod: "web"})
+	}
+	httpPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	rule := func(path string, sp *gwv1.SessionPersistence) gwv1.HTTPRouteRule {
+		typ := gwv1.PathMatchPathPrefix
+		return gwv1.HTTPRouteRule{
+			Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &typ, Value: &path}}},
+			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}},
+			SessionPersistence: sp,
+		}
+	}
+	cookieName, headerName := "shop-session", "X-Session"
+	hour := gwv1.Duration("1h")
+	cookie, header, permanent := gwv1.CookieBasedSessionPersistence, gwv1.HeaderBasedSessionPersistence, gwv1.PermanentCookieLifetimeType
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{
+		rule("/cookie", &gwv1.SessionPersistence{SessionName: &cookieName, Type: &cookie, AbsoluteTimeout: &hour,
+			CookieConfig: &gwv1.CookieConfig{LifetimeType: &permanent}}),
+		rule("/header", &gwv1.SessionPersistence{SessionName: &headerName, Type: &header}),
+		rule("/none", nil),
+	}, nodePort)
+	var addrs []v1alpha1.EndpointAddress
+	for _, ip := range nodes {
+		addrs = append(addrs, v1alpha1.EndpointAddress{IP: ip})
+	}
+	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, "gateway-sessions", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpPort)
+	// get sends GET path, with the header h (name: value) when given, on a new connection.
+	get := func(path string, h ...string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(h) == 2 {
+			req.Header.Set(h[0], h[1])
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+		return resp, nil
+	}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route on every node", func() error {
+		seen := map[string]bool{}
+		for range 12 {
+			resp, err := get("/none")
+			if err != nil {
+				return err
+			}
+			seen[resp.Header.Get(testsupport.HeaderNode)] = true
+		}
+		if len(seen) < 2 {
+			return fmt.Errorf("requests without a session reached only %v", seen)
+		}
+		return nil
+	})
+	const tries = 15
+	// spread is how many nodes tries requests reach, each sending h.
+	spread := func(path string, h ...string) map[string]int {
+		t.Helper()
+		seen := map[string]int{}
+		for range tries {
+			resp, err := get(path, h...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[resp.Header.Get(testsupport.HeaderNode)]++
+		}
+		return seen
+	}
+
+	first, err := get("/cookie/cart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setCookie := first.Header.Get("Set-Cookie")
+	for _, want := range []string{cookieName + "=", "Max-Age=3600", "Path=/cookie", "HttpOnly"} {
+		if !strings.Contains(setCookie, want) {
+			t.Errorf("/cookie: Set-Cookie %q lacks %q", setCookie, want)
+		}
+	}
+	c, err := http.ParseSetCookie(setCookie)
+	if err != nil {
+		t.Fatalf("/cookie: Set-Cookie %q: %v", setCookie, err)
+	}
+	node := first.Header.Get(testsupport.HeaderNode)
+	if seen := spread("/cookie/cart", "Cookie", c.Name+"="+c.Value); len(seen) != 1 || seen[node] != tries {
+		t.Errorf("/cookie with the session's cookie: %v, want all %d on %s", seen, tries, node)
+	}
+	if seen := spread("/cookie/cart"); len(seen) < 2 {
+		t.Errorf("/cookie without the cookie: %v, want requests spread over the nodes", seen)
+	}
+
+	first, err = get("/header")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := first.Header.Get(headerName)
+	if session == "" {
+		t.Fatalf("/header: no %s header in the answer (%v)", headerName, first.Header)
+	}
+	node = first.Header.Get(testsupport.HeaderNode)
+	if seen := spread("/header", headerName, session); len(seen) != 1 || seen[node] != tries {
+		t.Errorf("/header with the session's header: %v, want all %d on %s", seen, tries, node)
+	}
+	if seen := spread("/header"); len(seen) < 2 {
+		t.Errorf("/header without the header: %v, want requests spread over the nodes", seen)
+	}
+
+	resp, err := get("/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := resp.Header.Get("Set-Cookie"); sc != "" {
+		t.Errorf("/none answered with Set-Cookie %q; only routes with session persistence keep sessions", sc)
 	}
 }

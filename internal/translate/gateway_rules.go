@@ -245,9 +245,9 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if err != "" {
 		return bad("%s", err)
 	}
-	if rule.persistence != nil {
-		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedPersistence, "sessionPersistence is not yet supported; ignored (requests are shared by weight)")
-	}
+	session := sessionPersistence(rule.persistence, defaultSessionName(ro.meta.Namespace, ro.meta.Name, i), func(format string, args ...any) {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonUnsupportedPersistence, format, args...)
+	})
 	matches := rule.matches
 	if len(matches) > maxMatches {
 		return bad("%d matches; at most %d are served", len(matches), maxMatches)
@@ -291,6 +291,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			rt.set(route)
 			route.BackendTimeout = ir.Duration(timeouts.backend)
 			route.Retry = retry
+			route.SessionPersistence = session.at(m)
 			route.Mirrors = mirrors
 			if f.rewrite != nil {
 				rw, err := rewrite(f.rewrite, m)

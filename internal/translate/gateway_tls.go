@@ -20,9 +20,9 @@ import (
 //
 // A server name is served by the first chain that claims it, and the port has at most one
 // fallback chain: a later claim is left out with a HostnameConflict warning on its owner.
-// cors tells whether a route of an HTTPS chain has a CORS policy (the listener runs the
-// CORS filter).
-func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ []*ir.TLSServer, _ []ir.ObjectRef, cors bool) {
+// cors and sessions tell whether a route of an HTTPS chain has a CORS policy or session
+// persistence (the listener runs the CORS or the stateful session filter).
+func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ []*ir.TLSServer, _ []ir.ObjectRef, cors, sessions bool) {
 	port := ls[0].spec.Port
 	var out []*ir.TLSServer
 	used := map[string]bool{}
@@ -91,6 +91,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 	for _, c := range chains {
 		c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
 		cors = cors || c.rc.HasCORS()
+		sessions = sessions || c.rc.HasSessionPersistence()
 	}
-	return out, owners, cors
+	return out, owners, cors, sessions
 }

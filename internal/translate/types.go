@@ -279,7 +279,9 @@ const (
 	ReasonInvalidAnnotation = "InvalidAnnotation"
 	// ReasonProxyProtocolUnsupported: PROXY protocol was asked for a UDP port (ignored).
 	ReasonProxyProtocolUnsupported = "ProxyProtocolUnsupported"
-	// ReasonUnsupportedPersistence: spec.persistence.type is not understood (ignored).
+	// ReasonUnsupportedPersistence: spec.persistence.type is not understood (ignored); on a
+	// Gateway API route, a part of sessionPersistence Envoy cannot keep (ignored), or a name,
+	// type or timeout that turns the rule's session persistence off.
 	ReasonUnsupportedPersistence = "UnsupportedPersistence"
 	// ReasonQuotaExceeded: a cluster has more endpoints than Options.MaxEndpointsPerCluster
 	// (the tenant's limit), or the tenant's clusters more than Options.MaxEndpoints; only the

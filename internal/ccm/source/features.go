@@ -34,6 +34,10 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestMirror, features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteBackendRequestHeaderModification, features.SupportHTTPRouteCORS,
+	// HTTPRoute extended, experimental channel (rules[].retry): checked by the conformance
+	// run after the tenant's CRDs are upgraded to the experimental channel (TestGatewayAPIConformance/experimental)
+	features.SupportHTTPRouteRetry, features.SupportHTTPRouteRetryBackendTimeout,
+	features.SupportHTTPRouteRetryConnectionError,
 	// GRPCRoute extended
 	features.SupportGRPCRouteNamedRouteRule,
 	// TLSRoute extended

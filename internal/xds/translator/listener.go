@@ -9,6 +9,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -167,6 +168,12 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		// appProtocol kubernetes.io/ws; Ingress controllers allow them too).
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
+	}
+	if l.StatefulSession {
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
+			Name:       FilterStatefulSession,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &statefulsessionv3.StatefulSession{})},
+		}}, hcm.HttpFilters...)
 	}
 	if l.CORS {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{

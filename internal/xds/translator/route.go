@@ -56,8 +56,14 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
+	if r.CORS != nil || r.SessionPersistence != nil {
+		out.TypedPerFilterConfig = map[string]*anypb.Any{}
+	}
 	if r.CORS != nil {
-		out.TypedPerFilterConfig = map[string]*anypb.Any{FilterCORS: mustPack(errs, corsPolicy(r.CORS))}
+		out.TypedPerFilterConfig[FilterCORS] = mustPack(errs, corsPolicy(r.CORS))
+	}
+	if r.SessionPersistence != nil {
+		out.TypedPerFilterConfig[FilterStatefulSession] = mustPack(errs, statefulSessionPerRoute(r.SessionPersistence, errs))
 	}
 	return out
 }
