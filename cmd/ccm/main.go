@@ -68,7 +68,7 @@ var hubOnlyFlags = []string{"cluster-name", "kubelb-kubeconfig", "kubelb-kubecon
 	"enable-gateway-api", "enable-secret-synchronizer", "install-gateway-api-crds", "gateway-api-crds-channel",
 	"use-ingress-class", "use-gateway-class", "disable-ingress-controller", "disable-gateway-controller",
 	"disable-httproute-controller", "disable-grpcroute-controller", "disable-tlsroute-controller",
-	"disable-tcproute-controller", "disable-udproute-controller", "node-address-type", "max-concurrent-reconciles"}
+	"disable-tcproute-controller", "disable-udproute-controller", "disable-gateway-services", "node-address-type", "max-concurrent-reconciles"}
 
 // standaloneOnlyFlags do nothing in hub mode.
 var standaloneOnlyFlags = []string{"reserved-ports", "address-provider", "node-ip-nat"}
@@ -114,6 +114,7 @@ func parseWith(program string, args []string, extra func(*process.FlagSet)) (*op
 	fs.BoolVar(&o.DisableTLSRouteController, "disable-tlsroute-controller", false, "Do not mirror TLSRoutes.")
 	fs.BoolVar(&o.DisableTCPRouteController, "disable-tcproute-controller", false, "Do not mirror TCPRoutes.")
 	fs.BoolVar(&o.DisableUDPRouteController, "disable-udproute-controller", false, "Do not mirror UDPRoutes.")
+	fs.BoolVar(&o.DisableGatewayServices, "disable-gateway-services", false, "Do not keep a Service <gateway>-kubelb in the namespace of each served Gateway (headless, resolving to the Gateway's addresses, or ExternalName for a hostname; with the labels and annotations of its spec.infrastructure).")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "Workers of each Service controller (mirroring, and status copying) and of each Ingress and Gateway API controller.")
 	fs.Var(&o.nodeAddressType, "node-address-type", "Node address the hub sends traffic to: ExternalIP, InternalIP or Hostname.")
 	fs.DeprecatedBool("enable-tenant-migration", true, "KubeLB CE removed its tenant migration controller and kept the flag as a no-op; kubelb never had one.")
@@ -122,7 +123,7 @@ func parseWith(program string, args []string, extra func(*process.FlagSet)) (*op
 	fs.Topic("Standalone mode", "address-provider", "reserved-ports", "node-ip-nat")
 	fs.Topic("Ingress and Gateway API", "use-ingress-class", "use-gateway-class", "enable-gateway-api", "install-gateway-api-crds",
 		"gateway-api-crds-channel", "disable-ingress-controller", "disable-gateway-controller", "disable-httproute-controller",
-		"disable-grpcroute-controller", "disable-tlsroute-controller", "disable-tcproute-controller", "disable-udproute-controller")
+		"disable-grpcroute-controller", "disable-tlsroute-controller", "disable-tcproute-controller", "disable-udproute-controller", "disable-gateway-services")
 	fs.Topic("Secrets", "enable-secret-synchronizer")
 	fs.Topic("Leader election", "leader-election-namespace")
 	o.Topics(fs)

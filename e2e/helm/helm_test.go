@@ -396,7 +396,7 @@ func TestCCMTemplateFullValues(t *testing.T) {
 	wantArgs(t, args(t, d), "--cluster-name=tenant-shop", "--node-address-type=InternalIP",
 		"--use-loadbalancer-class=true", "--use-ingress-class=false", "--enable-gateway-api=true",
 		"--use-gateway-class=false", "--install-gateway-api-crds=true", "--gateway-api-crds-channel=experimental",
-		"--disable-grpcroute-controller=true", "--disable-httproute-controller=false", "--enable-secret-synchronizer=true",
+		"--disable-grpcroute-controller=true", "--disable-httproute-controller=false", "--enable-secret-synchronizer=true", "--disable-gateway-services=true",
 		"--kubelb-kubeconfig-secret=kubelb/kubelb-hub", "--kubelb-kubeconfig-secret-key=kubelb")
 	vols := jsonString(d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["volumes"])
 	if !strings.Contains(vols, `"secretName":"kubelb-hub"`) {

@@ -72,6 +72,9 @@ type Options struct {
 	DisableTLSRouteController  bool
 	DisableTCPRouteController  bool
 	DisableUDPRouteController  bool
+	// DisableGatewayServices stops keeping the tenant Service <gateway>-kubelb of each
+	// served Gateway (source.GatewayServiceReconciler).
+	DisableGatewayServices bool
 
 	// MaxConcurrentReconciles is the number of workers of each Service controller (mirror
 	// and status) and of each Layer 7 controller; 0 means DefaultMaxConcurrentReconciles.

@@ -118,6 +118,7 @@ func sourceOptions(o Options) ccmsource.Options {
 			ccmsource.TCPRoute.Name:  o.DisableTCPRouteController,
 			ccmsource.UDPRoute.Name:  o.DisableUDPRouteController,
 		},
+		GatewayServices:         !o.DisableGatewayServices,
 		InstallCRDs:             o.InstallGatewayAPICRDs,
 		CRDsChannel:             o.GatewayAPICRDsChannel,
 		MaxConcurrentReconciles: o.workers(),

@@ -75,6 +75,9 @@ type gateway struct {
 	svc       *corev1.Service
 	listeners []*gwListener
 	addresses gatewayAddresses // what spec.addresses asks (gateway_addresses.go)
+	// refused is why the Gateway is not accepted as a whole (nil: it may be;
+	// gateway_infrastructure.go).
+	refused *gatewayRefusal
 	// own is how many of listeners are the Gateway's (they come first); the others are its
 	// ListenerSets' (sets, in the order their listeners rank).
 	own  int
@@ -232,6 +235,7 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	g.namespace = g.obj.Namespace
 	g.svc = t.routeService(r.Name)
 	g.addresses = readGatewayAddresses(g.obj.Spec.Addresses)
+	g.refused = gatewayRefused(&g.obj.Spec, g.addresses)
 	specs := g.obj.Spec.Listeners
 	if len(specs) > routekind.MaxListeners {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), routekind.MaxListeners)
@@ -259,7 +263,7 @@ func (t *l7) finishGateway(g *gateway) {
 	for _, l := range g.listeners {
 		t.finishListener(l)
 	}
-	if g.addresses.unsupported != "" {
+	if g.refused != nil {
 		t.refuseListeners(g)
 	}
 }

@@ -61,8 +61,8 @@ func readGatewayAddresses(addrs []gwv1.GatewaySpecAddress) gatewayAddresses {
 	return out
 }
 
-// refuseListeners stops serving every listener of a Gateway that is not accepted for its
-// addresses: no route attaches, nothing is programmed.
+// refuseListeners stops serving every listener of a Gateway that is not accepted (its
+// parametersRef or addresses): no route attaches, nothing is programmed.
 func (t *l7) refuseListeners(g *gateway) {
 	for _, l := range g.listeners {
 		l.attachable, l.valid, l.served = false, false, false
@@ -70,16 +70,17 @@ func (t *l7) refuseListeners(g *gateway) {
 	}
 }
 
-// addressConditions replaces the Gateway's Accepted and Programmed conditions in st when its
+// addressConditions replaces the Gateway's Accepted and Programmed conditions in st when it
+// is not accepted as a whole (its parametersRef, an address that cannot be asked for) or its
 // spec.addresses cannot be served (Programmed only when it was True), and reports why on the
 // Route.
 func (t *l7) addressConditions(g *gateway, st *gwv1.GatewayStatus) {
 	r := g.route
 	switch {
-	case g.addresses.unsupported != "":
-		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), "%s", g.addresses.unsupported))
+	case g.refused != nil:
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionAccepted), false, string(g.refused.reason), "%s", g.refused.message))
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "the Gateway is not accepted; nothing is served"))
-		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(gwv1.GatewayReasonUnsupportedAddress), "%s; nothing is served", g.addresses.unsupported)
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(g.refused.reason), "%s; nothing is served", g.refused.message)
 	case g.addresses.unusable != "":
 		// An address not assigned yet says more than the one asked for.
 		if meta.IsStatusConditionTrue(st.Conditions, string(gwv1.GatewayConditionProgrammed)) {

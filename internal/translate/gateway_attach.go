@@ -264,7 +264,7 @@ func (a *attacher) attach(ro *routeObj) []*parentResult {
 // allowedRoutes.namespaces.
 func (a *attacher) allowed(l *gwListener, ro *routeObj) string {
 	if !l.attachable {
-		if l.gw.addresses.unsupported != "" {
+		if l.gw.refused != nil {
 			return "the Gateway is not accepted (see its Accepted condition)"
 		}
 		return "the listener is not accepted or is conflicted (see its conditions)"

@@ -62,7 +62,7 @@ func (t *l7) listenerSets(a *attacher) []*listenerSet {
 		case g == nil:
 			s.refuse(t, gwv1.ListenerSetReasonParentNotAccepted, fmt.Sprintf("Gateway %s/%s is not among the tenant's Gateways kubelb serves", truncate(ns), truncate(name)))
 			continue
-		case g.addresses.unsupported != "":
+		case g.refused != nil:
 			s.refuse(t, gwv1.ListenerSetReasonParentNotAccepted, fmt.Sprintf("Gateway %s/%s is not accepted (see its Accepted condition)", truncate(ns), truncate(name)))
 			continue
 		}

@@ -113,6 +113,7 @@ provider's flags are passed only when they differ from the ccm's defaults. */}}
 - {{ printf "--disable-tlsroute-controller=%v" (not $k.gatewayAPI.tlsRoute) | quote }}
 - {{ printf "--disable-tcproute-controller=%v" (not $k.gatewayAPI.tcpRoute) | quote }}
 - {{ printf "--disable-udproute-controller=%v" (not $k.gatewayAPI.udpRoute) | quote }}
+- {{ printf "--disable-gateway-services=%v" (not $k.gatewayAPI.gatewayServices) | quote }}
 {{- end }}
 - {{ printf "--enable-secret-synchronizer=%v" ($k.enableSecretSynchronizer) | quote }}
 {{- end }}

@@ -19,7 +19,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGRPCRoute, features.SupportTLSRoute, features.SupportTCPRoute, features.SupportUDPRoute,
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
-	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty, features.SupportGatewayInfrastructure,
 	features.SupportListenerSet,
 	// HTTPRoute extended
 	features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRouteMethodMatching,

@@ -72,7 +72,7 @@ func newEnv(t *testing.T) *env {
 			return
 		}
 		if err := e.startCCM(packageTB, Options{Namespace: tenantNS, EventSource: "kubelb-ccm", Ingress: true, UseIngressClass: true,
-			GatewayAPI: true, UseGatewayClass: true, MaxConcurrentReconciles: 2}); err != nil {
+			GatewayAPI: true, UseGatewayClass: true, GatewayServices: true, MaxConcurrentReconciles: 2}); err != nil {
 			sharedErr = err
 			return
 		}

@@ -51,6 +51,8 @@ type Options struct {
 	GatewayAPI      bool
 	UseGatewayClass bool
 	Disabled        map[string]bool
+	// GatewayServices keeps a tenant Service per served Gateway (GatewayServiceReconciler).
+	GatewayServices bool
 	// InstallCRDs installs the Gateway API CRDs of CRDsChannel at start-up (with GatewayAPI).
 	InstallCRDs bool
 	CRDsChannel string
@@ -143,6 +145,12 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	// The EndpointSlices of the twins of Services without a selector.
 	if err := setupSlices(mgr, &SliceReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource)}, workers); err != nil {
 		return fmt.Errorf("setting up the EndpointSlice controller: %w", err)
+	}
+	if gatewayAPI && !o.Disabled[Gateway.Name] && o.GatewayServices {
+		gs := &GatewayServiceReconciler{Tenant: mgr.GetClient(), Recorder: mgr.GetEventRecorder(o.EventSource), UseGatewayClass: o.UseGatewayClass}
+		if err := setupGatewayServices(mgr, gs, workers); err != nil {
+			return fmt.Errorf("setting up the Gateway Service controller: %w", err)
+		}
 	}
 	if gatewayAPI && !o.Disabled[Gateway.Name] {
 		// One event at start makes sure the GatewayClass kubelb exists.

@@ -283,9 +283,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if err != nil || out.serviceErr != nil {
 		return nil, err
 	}
-	if route.Spec.Source.Kubernetes != nil {
-		r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(route.Spec.Source.Kubernetes.Route.GetAnnotations()))
-	}
+	r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(gatewayAnnotations(route)))
 	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
 }
 

@@ -3,12 +3,14 @@ package route
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -178,11 +180,7 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort,
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
 		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
-	var source map[string]string
-	if r.Spec.Source.Kubernetes != nil {
-		source = r.Spec.Source.Kubernetes.Route.GetAnnotations()
-	}
-	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, source)); len(a) > 0 {
+	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, gatewayAnnotations(r))); len(a) > 0 {
 		svc.WithAnnotations(a)
 	}
 	return svc
@@ -266,6 +264,44 @@ func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports 
 		spec.WithLoadBalancerClass(*class)
 	}
 	return spec
+}
+
+// Bounds of the spec.infrastructure.annotations of an embedded Gateway that the hub reads
+// (Gateway API's own: at most 8, values of at most 4096 bytes; the embedded object is not
+// validated against the Gateway CRD).
+const (
+	maxInfrastructureAnnotations     = 8
+	maxInfrastructureAnnotationValue = 4096
+)
+
+// gatewayAnnotations are the annotations of a Gateway's Route that its hub Service may take,
+// through the tenant's annotation settings like any (settings.Tenant.Annotations): the
+// embedded Gateway's spec.infrastructure.annotations (the first 8 by key, values of at most
+// 4096 bytes: Gateway API's annotations "for resources created in response to this
+// Gateway"), then its metadata.annotations over them. spec.infrastructure.labels are not
+// carried: labels select hub Services for address pools and policies (MetalLB's and Cilium's
+// serviceSelectors), which a tenant must not steer.
+func gatewayAnnotations(r *kubelbv1alpha1.Route) map[string]string {
+	if r.Spec.Source.Kubernetes == nil {
+		return nil
+	}
+	obj := &r.Spec.Source.Kubernetes.Route
+	infra, _, _ := unstructured.NestedMap(obj.Object, "spec", "infrastructure", "annotations")
+	own := obj.GetAnnotations()
+	if len(infra) == 0 {
+		return own
+	}
+	out := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(infra)) {
+		if v, ok := infra[k].(string); ok && len(v) <= maxInfrastructureAnnotationValue {
+			out[k] = v
+			if len(out) == maxInfrastructureAnnotations {
+				break
+			}
+		}
+	}
+	maps.Copy(out, own)
+	return out
 }
 
 // validAnnotations drops annotations whose key the API server would refuse (a tenant's

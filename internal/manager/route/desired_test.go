@@ -67,6 +67,45 @@ func TestGatewayService(t *testing.T) {
 	}
 }
 
+// TestGatewayServiceInfrastructureAnnotations: a Gateway's spec.infrastructure.annotations
+// reach its hub Service only through the tenant's annotation settings, like its own
+// annotations (which win over them): with propagateAllAnnotations, not those steering a hub
+// load balancer nor kubelb's own; with an allowlist, only what it lists. Its
+// spec.infrastructure.labels never reach the hub Service.
+func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
+	t.Parallel()
+	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1"}}
+	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
+	rt.Spec.Source.Kubernetes.Route.Object["spec"] = map[string]any{"infrastructure": map[string]any{
+		"annotations": map[string]any{
+			"example.com/owner": "shop-team", "example.com/cost-centre": "42",
+			"metallb.universe.tf/loadBalancerIPs": "192.0.2.99", "kubelb.k8c.io/request-timeout": "1s",
+		},
+		"labels": map[string]any{"team": "shop"},
+	}}
+	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"example.com/cost-centre": "7"})
+	ports := []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}
+
+	all := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
+	svc := gatewayService(rt, all, ports, nil)
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team", "example.com/cost-centre": "7"}, svc.Annotations); diff != "" {
+		t.Errorf("propagateAllAnnotations: annotations (-want +got):\n%s", diff)
+	}
+	if _, ok := svc.Labels["team"]; ok {
+		t.Errorf("an infrastructure label on the hub Service: %v", svc.Labels)
+	}
+	listed := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagatedAnnotations: &map[string]string{"example.com/owner": ""}}}
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team"}, gatewayService(rt, listed, ports, nil).Annotations); diff != "" {
+		t.Errorf("allowlist: annotations (-want +got):\n%s", diff)
+	}
+	if got := gatewayService(rt, settings.Tenant{}, ports, nil).Annotations; len(got) != 0 {
+		t.Errorf("no annotation settings: annotations %v", got)
+	}
+	if got := all.DroppedSteeringAnnotations(gatewayAnnotations(rt)); !slices.Equal(got, []string{"metallb.universe.tf/loadBalancerIPs"}) {
+		t.Errorf("dropped steering annotations %v", got)
+	}
+}
+
 func TestAppliedCondition(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
