@@ -28,6 +28,9 @@ var features = map[string]map[string]feature{
 		// BackendTLSPolicy targets are then left out (requests fail, never unencrypted).
 		"spec.source.kubernetes.context.backendTLS":            {backendTLSLost, carriesBackendTLS},
 		"spec.source.kubernetes.context.backendCACertificates": {backendTLSLost, carriesBackendTLS},
+		// Without it, a Gateway's HTTPS listeners asking for client certificate validation
+		// are not served (never served without validation).
+		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): the HTTPS listeners asking for it are not served", carriesFrontendCA},
 	},
 }
 
@@ -40,6 +43,17 @@ func carriesBackendTLS(obj map[string]any) bool {
 	k8s, _ := src["kubernetes"].(map[string]any)
 	ctx, _ := k8s["context"].(map[string]any)
 	entries, _ := ctx["backendTLS"].([]any)
+	return len(entries) > 0
+}
+
+// carriesFrontendCA: the Route's context carries the CA certificates of a Gateway's client
+// certificate validation.
+func carriesFrontendCA(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	src, _ := spec["source"].(map[string]any)
+	k8s, _ := src["kubernetes"].(map[string]any)
+	ctx, _ := k8s["context"].(map[string]any)
+	entries, _ := ctx["frontendCACertificates"].([]any)
 	return len(entries) > 0
 }
 
