@@ -28,9 +28,8 @@ var features = map[string]map[string]feature{
 		// BackendTLSPolicy targets are then left out (requests fail, never unencrypted).
 		"spec.source.kubernetes.context.backendTLS":            {backendTLSLost, carriesBackendTLS},
 		"spec.source.kubernetes.context.backendCACertificates": {backendTLSLost, carriesBackendTLS},
-		// Without it, a Gateway's HTTPS listeners asking for client certificate validation
-		// are not served (never served without validation).
-		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): the HTTPS listeners asking for it are not served", carriesFrontendCA},
+		// A hub without it (an older kubelb) does not validate client certificates.
+		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): this hub does not validate the certificates of clients", carriesFrontendCA},
 	},
 }
 
