@@ -77,13 +77,46 @@ type SourceContext struct {
 	// +listType=atomic
 	BackendTLS []BackendTLS `json:"backendTLS,omitempty"`
 
-	// BackendCACertificates are the PEM bundles of CA certificates BackendTLS entries refer
-	// to by index (caCertificates), each bundle once.
+	// BackendCACertificates are the PEM bundles of CA certificates BackendTLS entries (and,
+	// for a Gateway, FrontendCACertificates entries) refer to by index (caCertificates),
+	// each bundle once.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=65536
 	// +listType=atomic
 	BackendCACertificates []string `json:"backendCACertificates,omitempty"`
+
+	// FrontendCACertificates are, for a Gateway, the ConfigMaps its client certificate
+	// validation names (spec.tls.frontend, default and perPort caCertificateRefs) that the
+	// Gateway may use (its namespace's, or another's a ReferenceGrant permits), as the ccm
+	// found them: each one's CA certificates, by index in backendCACertificates, or why it
+	// cannot be used. A reference not listed does not resolve, and an HTTPS listener left
+	// without a usable CA certificate is not served (never served without validation).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	FrontendCACertificates []FrontendCACertificate `json:"frontendCACertificates,omitempty"`
+}
+
+// FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,
+// as the ccm found it.
+type FrontendCACertificate struct {
+	// Namespace and Name of the ConfigMap.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// CACertificates is the index in backendCACertificates of the PEM CA certificates of its
+	// key ca.crt; unset when the ConfigMap cannot be used (Problem says why).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=7
+	CACertificates *int32 `json:"caCertificates,omitempty"`
+	// Problem says why the ConfigMap cannot be used: it does not exist, has no key ca.crt,
+	// or holds no usable PEM certificates.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Problem string `json:"problem,omitempty"`
 }
 
 // BackendTLS is the TLS a BackendTLSPolicy asks for towards one backend Service port.

@@ -28,6 +28,8 @@ var features = map[string]map[string]feature{
 		// BackendTLSPolicy targets are then left out (requests fail, never unencrypted).
 		"spec.source.kubernetes.context.backendTLS":            {backendTLSLost, carriesBackendTLS},
 		"spec.source.kubernetes.context.backendCACertificates": {backendTLSLost, carriesBackendTLS},
+		// A hub without it (an older kubelb) does not validate client certificates.
+		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): this hub does not validate the certificates of clients", carriesFrontendCA},
 	},
 }
 
@@ -40,6 +42,17 @@ func carriesBackendTLS(obj map[string]any) bool {
 	k8s, _ := src["kubernetes"].(map[string]any)
 	ctx, _ := k8s["context"].(map[string]any)
 	entries, _ := ctx["backendTLS"].([]any)
+	return len(entries) > 0
+}
+
+// carriesFrontendCA: the Route's context carries the CA certificates of a Gateway's client
+// certificate validation.
+func carriesFrontendCA(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	src, _ := spec["source"].(map[string]any)
+	k8s, _ := src["kubernetes"].(map[string]any)
+	ctx, _ := k8s["context"].(map[string]any)
+	entries, _ := ctx["frontendCACertificates"].([]any)
 	return len(entries) > 0
 }
 

@@ -131,6 +131,20 @@ type TLSServer struct {
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
+	// ClientValidation (a chain terminated into HTTP) asks clients for a certificate and
+	// verifies it; nil asks for none.
+	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`
+}
+
+// ClientValidation is the verification of the certificates clients present (mutual TLS).
+type ClientValidation struct {
+	// CACertificates is a PEM bundle of the CA certificates a client's certificate must
+	// chain to.
+	CACertificates string `json:"caCertificates"`
+	// AllowInsecureFallback accepts clients without a certificate, or whose certificate does
+	// not verify (Gateway API's AllowInsecureFallback); otherwise only clients presenting a
+	// certificate that verifies are accepted.
+	AllowInsecureFallback bool `json:"allowInsecureFallback,omitempty"`
 }
 
 // Terminates reports whether the chain terminates TLS (it has a certificate).
@@ -391,6 +405,9 @@ type UpstreamTLS struct {
 	SystemCA       bool   `json:"systemCA,omitempty"`
 	// SubjectAltNames are the names of which the backend's certificate must carry one.
 	SubjectAltNames []SubjectAltName `json:"subjectAltNames"`
+	// ClientCertificate names the Secret (of this Config) presented to the backend as the
+	// client certificate; "" presents none.
+	ClientCertificate string `json:"clientCertificate,omitempty"`
 }
 
 // SystemCABundle is the system CA bundle of Envoy's images (envoyproxy/envoy and its

@@ -39,6 +39,11 @@ func (c *Config) Validate() error {
 			fail("secret %q: certificate or key missing", s.Name)
 		}
 	}
+	for _, cl := range c.Clusters {
+		if cl.TLS != nil && cl.TLS.ClientCertificate != "" && !secrets[cl.TLS.ClientCertificate] {
+			fail("cluster %q: upstream TLS: client certificate %q does not exist", cl.Name, cl.TLS.ClientCertificate)
+		}
+	}
 	routeConfigs := map[string]bool{}
 	for _, rc := range c.RouteConfigs {
 		if rc.Name == "" || routeConfigs[rc.Name] {
@@ -186,6 +191,9 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 	}
 	switch {
 	case t.Proxies():
+		if t.ClientValidation != nil {
+			return errors.New("client validation on a chain that proxies TCP (HTTP chains only)")
+		}
 		if t.RouteConfig != "" {
 			return errors.New("both a route config and clusters: a chain serves HTTP routes or proxies TCP")
 		}
@@ -194,6 +202,8 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 		return errors.New("neither a certificate nor clusters: a chain terminates TLS or passes it through")
 	case t.FailedWeight > 0:
 		return errors.New("failed weight on a chain that serves HTTP routes")
+	case t.ClientValidation != nil && (t.ClientValidation.CACertificates == "" || len(t.ClientValidation.CACertificates) > maxCABundle):
+		return fmt.Errorf("client validation with %d bytes of CA certificates, not 1 to %d", len(t.ClientValidation.CACertificates), maxCABundle)
 	case !routeConfigs[t.RouteConfig]:
 		return fmt.Errorf("route config %q does not exist", t.RouteConfig)
 	}

@@ -85,6 +85,12 @@ type gateway struct {
 	// slots is how many of the Gateway's spec.listeners count against routekind.MaxListeners
 	// (the first 64, named well or not): its ListenerSets have the rest.
 	slots int
+	// frontendCAs: the resolved client certificate validations (gateway_clientcert.go).
+	frontendCAs map[*gwv1.FrontendTLSValidation]frontendCA
+	// clientCert is the IR Secret presented to TLS backends ("" for none); clientCertCond
+	// the Gateway's ResolvedRefs condition when spec.tls.backend's reference cannot be used.
+	clientCert     string
+	clientCertCond *metav1.Condition
 }
 
 // listener families: listeners of one family may share a port.
@@ -121,6 +127,11 @@ type gwListener struct {
 	// someCertificates: some certificateRefs could not be used (ResolvedRefs False), the
 	// listener is served with the others.
 	someCertificates bool
+	// validation (HTTPS): the client certificate validation of the Gateway for its port;
+	// someCACertificates: some of its CA certificate references could not be used, the
+	// listener is served with the others.
+	validation         *ir.ClientValidation
+	someCACertificates bool
 	// vhosts (HTTP, HTTPS) by hostname ("*" for any): candidate routes, sorted at the end.
 	vhosts map[string][]*candidate
 	// stream (TCP, UDP): the one attached route's backends and owner.
@@ -252,6 +263,7 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 		g.listeners = append(g.listeners, l)
 	}
 	g.own = len(g.listeners)
+	t.backendClientCertificate(g)
 	return g
 }
 
@@ -352,6 +364,9 @@ func (t *l7) checkListener(l *gwListener) {
 	}
 	if l.mode == gwv1.TLSModeTerminate {
 		t.listenerCertificate(l)
+	}
+	if l.spec.Protocol == gwv1.HTTPSProtocolType {
+		t.clientValidation(l)
 	}
 }
 
@@ -528,7 +543,7 @@ func (t *l7) finishListener(l *gwListener) {
 	l.attachable = l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
 	ok := l.attachable &&
 		(l.resolved.Status == metav1.ConditionTrue || len(l.kinds) > 0 && l.resolved.Reason == string(gwv1.ListenerReasonInvalidRouteKinds) ||
-			l.someCertificates && len(l.secrets) > 0)
+			l.someCertificates && len(l.secrets) > 0 || l.someCACertificates && l.validation != nil)
 	if !ok {
 		reason := gwv1.ListenerReasonInvalid
 		if l.conflicted.Status == metav1.ConditionTrue {
@@ -596,6 +611,13 @@ func (t *l7) gatewayStatus(g *gateway) {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, string(gwv1.GatewayReasonAddressNotAssigned), "the hub Service %s%s has no address yet", v1alpha1.GatewayServicePrefix, truncate(r.Name))
 	} else {
 		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the Gateway is served"))
+	}
+	if c := t.resolvedRefsCondition(g); c != nil {
+		meta.SetStatusCondition(&st.Conditions, *c)
+	}
+	if ports := g.insecureFallback(); len(ports) > 0 {
+		meta.SetStatusCondition(&st.Conditions, t.cond(r, string(gwv1.GatewayConditionInsecureFrontendValidationMode), true, string(gwv1.GatewayReasonConfigurationChanged),
+			"client certificate validation (%s) is AllowInsecureFallback: clients without a certificate, or with one that does not verify, are accepted", strings.Join(ports, ", ")))
 	}
 	t.addressConditions(g, &st)
 	st.AttachedListenerSets = g.attachedListenerSets()

@@ -233,8 +233,12 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if err != "" {
 		return bad("%s", err)
 	}
-	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, rs, dry, f.redirect != nil)
-	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, rs, dry || f.redirect != nil)
+	clientCert := "" // the client certificate of the listener's Gateway, for TLS backends
+	if l != nil {
+		clientCert = l.gw.clientCert
+	}
+	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, rs, dry, f.redirect != nil)
+	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)
 	timeouts, err := httpTimeouts(rule.timeouts)
 	if err != "" {
 		return bad("%s", err)
@@ -313,7 +317,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 // changes (headers, by backendRef): weight 0 is left out; a backend that cannot be resolved is
 // reported (ResolvedRefs) and left out. The caller answers 500 when none remains. ignored:
 // the rule redirects, backends are unused.
-func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []backendRefOf, headers []backendHeaderMods, http2 bool, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
+func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []backendRefOf, headers []backendHeaderMods, http2 bool, clientCert string, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
 	t := a.t
 	var out []ir.WeightedCluster
 	var failed uint32
@@ -326,7 +330,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 		}
 		var cluster string
 		if b.reason == "" && !dry && !ignored && b.weight > 0 {
-			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
+			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2, clientCert)
 			if reason == ReasonInvalidBackendTLS {
 				// The reference resolves (the route's ResolvedRefs stays), but its policy's TLS
 				// cannot be used: its share fails rather than go unencrypted.
@@ -492,7 +496,7 @@ func stringMatch(name, value string, regex, header bool) (ir.StringMatch, string
 // A mirror whose backend cannot be used is left out with a Warning and ResolvedRefs False:
 // the rule's requests are still served. dry (the rule is served nowhere, or redirects)
 // only checks the backends.
-func (a *attacher) mirrors(ro *routeObj, owner ir.ObjectRef, filters []*gwv1.HTTPRequestMirrorFilter, http2 bool, rs *refs, dry bool) []ir.Mirror {
+func (a *attacher) mirrors(ro *routeObj, owner ir.ObjectRef, filters []*gwv1.HTTPRequestMirrorFilter, http2 bool, clientCert string, rs *refs, dry bool) []ir.Mirror {
 	t := a.t
 	var out []ir.Mirror
 	for i, m := range filters {
@@ -502,7 +506,7 @@ func (a *attacher) mirrors(ro *routeObj, owner ir.ObjectRef, filters []*gwv1.HTT
 		}
 		var cluster string
 		if b.reason == "" && !dry {
-			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2)
+			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2, clientCert)
 			if reason == ReasonInvalidBackendTLS {
 				t.problems.Add(owner, ir.SeverityWarning, reason, "RequestMirror %d: %s; requests are not mirrored there", i, msg)
 				continue

@@ -70,7 +70,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 			continue
 		}
 		rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/https-%d/%s", g.route.Name, port, l.configName())}
-		srv := &ir.TLSServer{Secrets: l.secrets, RouteConfig: rc.Name}
+		srv := &ir.TLSServer{Secrets: l.secrets, RouteConfig: rc.Name, ClientValidation: l.validation}
 		var names []string
 		if l.hostname != "" {
 			names = []string{l.hostname}

@@ -445,7 +445,7 @@ func (t *l7) ingressBackend(r *v1alpha1.Route, owner ir.ObjectRef, ns string, b 
 			return "", false
 		}
 	}
-	be, reason, msg := t.backend(r, owner, ns, b.Service.Name, port, false)
+	be, reason, msg := t.backend(r, owner, ns, b.Service.Name, port, false, "")
 	if reason != "" {
 		t.problems.Add(owner, ir.SeverityError, reason, "%s", msg)
 		return "", false

@@ -216,10 +216,11 @@ type backend struct {
 // kubelb mirror ClusterIP backends that way). http2 forces an HTTP/2 upstream (gRPC);
 // otherwise the port's appProtocol decides (kubernetes.io/h2c, grpc, h2c → HTTP/2). The
 // cluster speaks TLS when the Route's context has a BackendTLSPolicy for the port
-// (backendTLS). On failure it returns the problem's reason and message (ReasonInvalidBackendTLS
+// (backendTLS), presenting clientCert (an IR Secret, a Gateway's spec.tls.backend; "" for
+// none) as its client certificate. On failure it returns the problem's reason and message (ReasonInvalidBackendTLS
 // when that TLS cannot be used: the backend must answer with an error, never plain text);
 // the caller reports it on the right section with the severity it needs.
-func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool) (backend, string, string) {
+func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool, clientCert string) (backend, string, string) {
 	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
 		return backend{}, reason, msg
 	}
@@ -252,6 +253,12 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 	clusterName := backendClusterName(r.Name, namespace, name, port, "")
 	if proto == ir.UpstreamHTTP2 {
 		clusterName += "/h2"
+	}
+	if upTLS != nil && clientCert != "" {
+		// One cluster per client certificate: a route attached to two Gateways reaches the
+		// backend with each Gateway's own.
+		upTLS.ClientCertificate = clientCert
+		clusterName += "/client/" + clientCert
 	}
 	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
@@ -287,6 +294,7 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 //     "gateway/<route>/<tcp|udp>-<port>" (a Gateway's port);
 //   - clusters: "<lb>-<tcp|udp>-<port>" (Layer 4), "<lb>-http-<port>" (a LoadBalancer
 //     hostname), "<route>/<ns>/<svc>/<port>" (an HTTP backend; "/h2" appended for HTTP/2,
+//     then "/client/<secret>" for a TLS backend given a Gateway's client certificate;
 //     "/tcp" or "/udp" for a stream backend);
 //   - secrets: "cert/<ns>/<name>" (a tenant TLS Secret), "hostname-<lb>";
 //   - route configurations: "ingress-http", "ingress-https-<secret>",

@@ -85,6 +85,12 @@ func TestGatewaySecretsAndGrants(t *testing.T) {
 	if want := "[shop/local certs/remote]"; got != want {
 		t.Errorf("GatewaySecrets = %s, want %s", got, want)
 	}
+	// The client certificate the Gateway presents to TLS backends is mirrored too.
+	gw.Spec.TLS = &gwapiv1.GatewayTLSConfig{Backend: &gwapiv1.GatewayBackendTLS{ClientCertificateRef: &gwapiv1.SecretObjectReference{Name: "client"}}}
+	if got, want := fmt.Sprint(GatewaySecrets(gw)), "[shop/local certs/remote shop/client]"; got != want {
+		t.Errorf("GatewaySecrets with a backend client certificate = %s, want %s", got, want)
+	}
+	gw.Spec.TLS = nil
 	remote := types.NamespacedName{Namespace: "certs", Name: "remote"}
 	grant := func(fromNS string, name *gwapiv1.ObjectName) gwapiv1.ReferenceGrant {
 		return gwapiv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "certs"}, Spec: gwapiv1.ReferenceGrantSpec{

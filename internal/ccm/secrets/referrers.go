@@ -23,12 +23,17 @@ func IngressSecrets(ing *networkingv1.Ingress) []types.NamespacedName {
 	return out
 }
 
-// GatewaySecrets are the Secrets a Gateway's listeners name in tls.certificateRefs: references
-// of kind Secret in the core group; a reference without a namespace is to the Gateway's.
+// GatewaySecrets are the Secrets a Gateway's listeners name in tls.certificateRefs, and the
+// client certificate it presents to backends (spec.tls.backend.clientCertificateRef):
+// references of kind Secret in the core group; a reference without a namespace is to the
+// Gateway's.
 func GatewaySecrets(gw *gwapiv1.Gateway) []types.NamespacedName {
 	var tls []*gwapiv1.ListenerTLSConfig
 	for i := range gw.Spec.Listeners {
 		tls = append(tls, gw.Spec.Listeners[i].TLS)
+	}
+	if b := gw.Spec.TLS; b != nil && b.Backend != nil && b.Backend.ClientCertificateRef != nil {
+		tls = append(tls, &gwapiv1.ListenerTLSConfig{CertificateRefs: []gwapiv1.SecretObjectReference{*b.Backend.ClientCertificateRef}})
 	}
 	return certificateSecrets(gw.Namespace, tls)
 }

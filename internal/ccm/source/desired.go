@@ -50,7 +50,8 @@ func group(u map[string]any, def string, path ...string) string {
 
 // ObjectRefs lists the references of a tenant object of kind k (its unstructured content) in
 // namespace ns, without duplicates: an Ingress's backend Services (same
-// namespace), a Gateway's listeners' certificateRefs, a route's backendRefs and the backends
+// namespace), a Gateway's listeners' certificateRefs (and its spec.tls: the CA certificates
+// of client certificate validation, the client certificate for backends), a route's backendRefs and the backends
 // of its RequestMirror filters (any kind; only Services become backends).
 func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 	var out []Ref
@@ -76,6 +77,28 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 				out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindSecret, "kind"),
 					Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
 			}
+		}
+		// A Gateway's client certificate validation (CA certificates) and the client
+		// certificate it presents to backends.
+		caRefs := func(validation map[string]any) {
+			for _, c := range list(validation, "caCertificateRefs") {
+				ref, _ := c.(map[string]any)
+				out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, "", "kind"),
+					Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
+			}
+		}
+		if v, ok := nestedMap(u, "spec", "tls", "frontend", "default", "validation"); ok {
+			caRefs(v)
+		}
+		for _, p := range list(u, "spec", "tls", "frontend", "perPort") {
+			port, _ := p.(map[string]any)
+			if v, ok := nestedMap(port, "tls", "validation"); ok {
+				caRefs(v)
+			}
+		}
+		if ref, ok := nestedMap(u, "spec", "tls", "backend", "clientCertificateRef"); ok {
+			out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindSecret, "kind"),
+				Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
 		}
 	case k.AttachesToGateway():
 		backend := func(ref map[string]any) {

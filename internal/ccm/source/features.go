@@ -21,6 +21,9 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty, features.SupportGatewayInfrastructure,
 	features.SupportListenerSet,
+	features.SupportGatewayFrontendClientCertificateValidation,
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
+	features.SupportGatewayBackendClientCertificate,
 	// HTTPRoute extended
 	features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRouteMethodMatching,
 	features.SupportHTTPRouteResponseHeaderModification, features.SupportHTTPRoutePortRedirect,

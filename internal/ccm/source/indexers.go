@@ -64,6 +64,9 @@ const (
 	indexParents = "ccm.kubelb.k8c.io/parents"
 	// indexListenerSets: "namespace/name" of every ListenerSet a route names as parent.
 	indexListenerSets = "ccm.kubelb.k8c.io/listenersets"
+	// indexFrontendCA: "namespace/name" of every ConfigMap a Gateway's client certificate
+	// validation names.
+	indexFrontendCA = "ccm.kubelb.k8c.io/frontend-ca"
 )
 
 // indexTenant registers on the tenant cache the indexes of kind k: by the Services its
@@ -79,6 +82,18 @@ func indexTenant(ctx context.Context, idx client.FieldIndexer, k Kind) error {
 		return out
 	}); err != nil {
 		return fmt.Errorf("indexing %ss by Service: %w", k.String(), err)
+	}
+	if k.Name == Gateway.Name {
+		if err := idx.IndexField(ctx, k.New(), indexFrontendCA, func(o client.Object) []string {
+			var out []string
+			for _, ref := range FrontendCARefs(toUnstructured(o), o.GetNamespace()) {
+				out = append(out, ref.String())
+			}
+			return out
+		}); err != nil {
+			return fmt.Errorf("indexing %ss by CA ConfigMap: %w", k.String(), err)
+		}
+		return nil
 	}
 	if k.Name == ListenerSet.Name {
 		if err := idx.IndexField(ctx, k.New(), indexParents, func(o client.Object) []string {

@@ -245,6 +245,11 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 		}
 		sc.context = DesiredContext(r.Kind.String(), obj.GetNamespace(), ns.Labels, sc.refs, grants)
 	}
+	if r.Kind.Name == Gateway.Name && sc.context != nil {
+		if err := r.frontendCA(ctx, u, obj.GetNamespace(), grants, sc.context); err != nil {
+			return sc, err
+		}
+	}
 	backends := ServiceBackends(sc.refs, r.Kind.String(), obj.GetNamespace(), grants)
 	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
 	if err != nil || !r.BackendTLSPolicies || sc.context == nil {
@@ -252,6 +257,30 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 	}
 	sc.context.BackendTLS, sc.context.BackendCACertificates, err = r.backendTLS(ctx, u, obj.GetNamespace(), backends)
 	return sc, err
+}
+
+// frontendCA adds to a Gateway's context the ConfigMaps of its client certificate
+// validation (DesiredFrontendCA): those of its namespace and those a ReferenceGrant permits,
+// as the tenant cache has them (their key ca.crt only).
+func (r *Reconciler) frontendCA(ctx context.Context, u map[string]any, ns string, grants []gwapiv1beta1.ReferenceGrant, sc *v1alpha1.SourceContext) error {
+	var refs []types.NamespacedName
+	cms := map[types.NamespacedName]*corev1.ConfigMap{}
+	for _, ref := range FrontendCARefs(u, ns) {
+		if !Permitted(Ref{Kind: "ConfigMap", Namespace: ref.Namespace, Name: ref.Name}, r.Kind.String(), ns, grants) {
+			continue
+		}
+		refs = append(refs, ref)
+		cm := &corev1.ConfigMap{}
+		if err := r.Tenant.Get(ctx, ref, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("getting ConfigMap %s: %w", ref, err)
+		}
+		cms[ref] = cm
+	}
+	sc.FrontendCACertificates, sc.BackendCACertificates = DesiredFrontendCA(refs, cms, sc.BackendCACertificates)
+	return nil
 }
 
 // backendTLS is what the Route carries of the BackendTLSPolicies targeting the object's

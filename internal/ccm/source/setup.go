@@ -283,6 +283,13 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return out
 			})))
 	}
+	if k.Name == Gateway.Name {
+		// A ConfigMap a Gateway's client certificate validation names changes its Route.
+		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *corev1.ConfigMap) []reconcile.Request {
+				return requests(ctx, client.MatchingFields{indexFrontendCA: client.ObjectKeyFromObject(cm).String()})
+			})))
+	}
 	if k.AttachesToGateway() && r.ListenerSets {
 		// A ListenerSet whose Gateway is served serves the routes attached to it.
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &gwapiv1.ListenerSet{},

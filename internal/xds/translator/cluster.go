@@ -197,7 +197,7 @@ func socketAddress(p corev3.SocketAddress_Protocol, addr string, port uint32) *c
 // upstreamTLS encrypts a cluster's connections: the SNI, the backend's certificate verified
 // against the CA certificates (inline, or the system bundle's file) and required to carry one
 // of the subject alternative names, ALPN for the cluster's HTTP version (h2 or http/1.1: the
-// protocol is chosen, not negotiated).
+// protocol is chosen, not negotiated); the client certificate, when there is one, over SDS.
 func upstreamTLS(c *ir.Cluster, errs *[]error) *corev3.TransportSocket {
 	t := c.TLS
 	ca := &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ir.SystemCABundle}}
@@ -225,6 +225,9 @@ func upstreamTLS(c *ir.Cluster, errs *[]error) *corev3.TransportSocket {
 			AlpnProtocols:         alpn,
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc},
 		},
+	}
+	if t.ClientCertificate != "" { // the Gateway's client certificate (spec.tls.backend)
+		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: t.ClientCertificate, SdsConfig: adsSource()}}
 	}
 	return &corev3.TransportSocket{
 		Name:       TransportSocketTLS,

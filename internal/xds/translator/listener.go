@@ -94,7 +94,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 			}
 			if srv.Terminates() {
-				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), &errs)
+				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -198,7 +198,10 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 // downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per
 // connection by SNI and the client's key types; a chain serving HTTP
 // offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
-func downstreamTLS(secretNames []string, http bool, errs *[]error) *corev3.TransportSocket {
+// With client validation (cv not nil) the client is asked for a certificate, verified against
+// the CA certificates: required and verified (the handshake fails otherwise), or, with
+// AllowInsecureFallback, optional and accepted even when it does not verify.
+func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, errs *[]error) *corev3.TransportSocket {
 	sds := make([]*tlsv3.SdsSecretConfig, 0, len(secretNames))
 	for _, name := range secretNames {
 		sds = append(sds, &tlsv3.SdsSecretConfig{Name: name, SdsConfig: adsSource()})
@@ -206,6 +209,17 @@ func downstreamTLS(secretNames []string, http bool, errs *[]error) *corev3.Trans
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds}}
 	if http {
 		ctx.CommonTlsContext.AlpnProtocols = []string{"h2", "http/1.1"}
+	}
+	if cv != nil {
+		vc := &tlsv3.CertificateValidationContext{
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: cv.CACertificates}},
+		}
+		if cv.AllowInsecureFallback {
+			vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+		} else {
+			ctx.RequireClientCertificate = wrapperspb.Bool(true)
+		}
+		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 	}
 	return &corev3.TransportSocket{
 		Name:       TransportSocketTLS,
