@@ -87,15 +87,7 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 					Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})
 			}
 		}
-		if v, ok := nestedMap(u, "spec", "tls", "frontend", "default", "validation"); ok {
-			caRefs(v)
-		}
-		for _, p := range list(u, "spec", "tls", "frontend", "perPort") {
-			port, _ := p.(map[string]any)
-			if v, ok := nestedMap(port, "tls", "validation"); ok {
-				caRefs(v)
-			}
-		}
+		eachFrontendValidation(u, caRefs)
 		if ref, ok := nestedMap(u, "spec", "tls", "backend", "clientCertificateRef"); ok {
 			out = append(out, Ref{Group: group(ref, "", "group"), Kind: str(ref, kindSecret, "kind"),
 				Namespace: str(ref, ns, "namespace"), Name: str(ref, "", "name")})

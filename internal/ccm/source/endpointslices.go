@@ -192,34 +192,7 @@ func (r *SliceReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	desired, ignored := DesiredTwinSlices(original, twin, sources)
 	r.warnIgnored(original, req.NamespacedName, ignored)
 
-	keep := map[string]bool{}
-	for i := range desired {
-		d := &desired[i]
-		keep[d.Name] = true
-		i := slices.IndexFunc(current.Items, func(s discoveryv1.EndpointSlice) bool { return s.Name == d.Name })
-		var existing client.Object
-		if i >= 0 {
-			if !sliceDrifted(&current.Items[i], d) {
-				continue
-			}
-			existing = &current.Items[i]
-		}
-		if err := ssa.Apply(ctx, r.Tenant, d, existing, FieldOwner, ""); err != nil {
-			return reconcile.Result{}, fmt.Errorf("applying EndpointSlice %s/%s: %w", d.Namespace, d.Name, err)
-		}
-		ctrl.LoggerFrom(ctx).Info("applied EndpointSlice", "endpointslice", client.ObjectKeyFromObject(d))
-	}
-	for i := range current.Items {
-		s := &current.Items[i]
-		if keep[s.Name] || s.DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Tenant.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, fmt.Errorf("deleting EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		ctrl.LoggerFrom(ctx).Info("deleted EndpointSlice", "endpointslice", client.ObjectKeyFromObject(s))
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, syncSlices(ctx, r.Tenant, desired, current.Items)
 }
 
 // load reads the twin and its original Service from the tenant cache; either is nil when
@@ -311,4 +284,38 @@ func setupSlices(mgr ctrl.Manager, r *SliceReconciler, workers int) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), &discoveryv1.EndpointSlice{}, sliceToTwin)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// syncSlices applies the desired EndpointSlices that the current ones (those the caller
+// manages for one Service) lack or that drifted, and deletes the current ones no longer
+// desired.
+func syncSlices(ctx context.Context, c client.Client, desired, current []discoveryv1.EndpointSlice) error {
+	keep := map[string]bool{}
+	for i := range desired {
+		d := &desired[i]
+		keep[d.Name] = true
+		j := slices.IndexFunc(current, func(s discoveryv1.EndpointSlice) bool { return s.Name == d.Name })
+		var existing client.Object
+		if j >= 0 {
+			if !sliceDrifted(&current[j], d) {
+				continue
+			}
+			existing = &current[j]
+		}
+		if err := ssa.Apply(ctx, c, d, existing, FieldOwner, ""); err != nil {
+			return fmt.Errorf("applying EndpointSlice %s/%s: %w", d.Namespace, d.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("applied EndpointSlice", "endpointslice", client.ObjectKeyFromObject(d))
+	}
+	for i := range current {
+		s := &current[i]
+		if keep[s.Name] || s.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("deleted EndpointSlice", "endpointslice", client.ObjectKeyFromObject(s))
+	}
+	return nil
 }

@@ -36,16 +36,22 @@ func FrontendCARefs(u map[string]any, ns string) []types.NamespacedName {
 			}
 		}
 	}
+	eachFrontendValidation(u, add)
+	return out
+}
+
+// eachFrontendValidation calls f with each client certificate validation of a Gateway
+// (unstructured content u): spec.tls.frontend's default, then each perPort entry's.
+func eachFrontendValidation(u map[string]any, f func(validation map[string]any)) {
 	if v, ok := nestedMap(u, "spec", "tls", "frontend", "default", "validation"); ok {
-		add(v)
+		f(v)
 	}
 	for _, p := range list(u, "spec", "tls", "frontend", "perPort") {
 		port, _ := p.(map[string]any)
 		if v, ok := nestedMap(port, "tls", "validation"); ok {
-			add(v)
+			f(v)
 		}
 	}
-	return out
 }
 
 // nestedMap is the map at path in u.

@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,15 +124,7 @@ func (r *GatewayServiceReconciler) applyService(ctx context.Context, gw *gwapiv1
 	case !gatewayServiceDrifted(cur, desired):
 		return cur, nil
 	}
-	var existing client.Object
-	if cur != nil {
-		existing = cur
-	}
-	if err := ssa.Apply(ctx, r.Tenant, desired, existing, FieldOwner, ""); err != nil {
-		return nil, fmt.Errorf("applying Service %s/%s: %w", desired.Namespace, desired.Name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("applied Gateway Service", "service", client.ObjectKeyFromObject(desired))
-	return desired, nil
+	return applyTenantService(ctx, r.Tenant, desired, cur, "Gateway Service")
 }
 
 // applySlices applies the drifted EndpointSlices of the Gateway's Service svc and deletes
@@ -144,34 +135,7 @@ func (r *GatewayServiceReconciler) applySlices(ctx context.Context, gw *gwapiv1.
 		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: GatewaySliceManagedBy}); err != nil {
 		return fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	desired := DesiredGatewaySlices(gw, svc)
-	keep := map[string]bool{}
-	for i := range desired {
-		d := &desired[i]
-		keep[d.Name] = true
-		j := slices.IndexFunc(current.Items, func(s discoveryv1.EndpointSlice) bool { return s.Name == d.Name })
-		var existing client.Object
-		if j >= 0 {
-			if !sliceDrifted(&current.Items[j], d) {
-				continue
-			}
-			existing = &current.Items[j]
-		}
-		if err := ssa.Apply(ctx, r.Tenant, d, existing, FieldOwner, ""); err != nil {
-			return fmt.Errorf("applying EndpointSlice %s/%s: %w", d.Namespace, d.Name, err)
-		}
-		ctrl.LoggerFrom(ctx).Info("applied EndpointSlice", "endpointslice", client.ObjectKeyFromObject(d))
-	}
-	for i := range current.Items {
-		s := &current.Items[i]
-		if keep[s.Name] || s.DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Tenant.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
-		}
-	}
-	return nil
+	return syncSlices(ctx, r.Tenant, DesiredGatewaySlices(gw, svc), current.Items)
 }
 
 // deleteService deletes the Service of Gateway key when it is kubelb's (its EndpointSlices go

@@ -383,14 +383,20 @@ func (r *Reconciler) ensureTwin(ctx context.Context, obj client.Object, svc *cor
 	case !twinDrifted(cur, desired):
 		return cur, nil
 	}
+	return applyTenantService(ctx, r.Tenant, desired, cur, "NodePort Service")
+}
+
+// applyTenantService applies desired, a Service the ccm makes in the tenant cluster, over cur
+// (nil when there is none yet) under the ccm's field owner; what names it in errors and logs.
+func applyTenantService(ctx context.Context, c client.Client, desired, cur *corev1.Service, what string) (*corev1.Service, error) {
 	var existing client.Object
 	if cur != nil {
 		existing = cur
 	}
-	if err := ssa.Apply(ctx, r.Tenant, desired, existing, FieldOwner, ""); err != nil {
-		return nil, fmt.Errorf("applying NodePort Service %s/%s: %w", desired.Namespace, desired.Name, err)
+	if err := ssa.Apply(ctx, c, desired, existing, FieldOwner, ""); err != nil {
+		return nil, fmt.Errorf("applying %s %s/%s: %w", what, desired.Namespace, desired.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("applied NodePort Service", "service", client.ObjectKeyFromObject(desired))
+	ctrl.LoggerFrom(ctx).Info("applied "+what, "service", client.ObjectKeyFromObject(desired))
 	return desired, nil
 }
 
