@@ -16,7 +16,7 @@ type TenantSpec struct {
 	// +optional
 	Ingress IngressSettings `json:"ingress,omitempty"`
 	// +optional
-	GatewayAPI GatewayAPISettings `json:"gatewayAPI,omitempty"`
+	GatewayAPI TenantGatewayAPISettings `json:"gatewayAPI,omitempty"`
 	// +optional
 	DNS DNSSettings `json:"dns,omitempty"`
 	// +optional
@@ -67,6 +67,26 @@ const (
 	TenantPhaseTerminating  = "Terminating"
 	TenantPhaseFailed       = "Failed"
 )
+
+// TenantGatewayAPISettings are a tenant's Gateway API settings: those a Config has too, and
+// the static addresses only a Tenant grants.
+type TenantGatewayAPISettings struct {
+	GatewayAPISettings `json:",inline"`
+
+	// StaticAddresses are the addresses the tenant's Gateways may ask for in spec.addresses
+	// (type IPAddress with a value): IP addresses and CIDRs, written by the platform team.
+	// The manager asks the hub's load balancer for an asked address inside them that no other
+	// hub Service holds or asks for (spec.loadBalancerIP of the Gateway's hub Service); any
+	// other asked address leaves the Gateway not Programmed (AddressNotUsable). Grant only
+	// addresses of the hub load balancer's range that nothing else uses: unset, a tenant may
+	// ask for none. An addition to the KubeLB CE API; ignorable.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(a, isIP(a) || isCIDR(a))",message="every entry must be an IP address or a CIDR, e.g. 192.0.2.10 or 192.0.2.0/28"
+	// +listType=atomic
+	StaticAddresses []string `json:"staticAddresses,omitempty"`
+}
 
 // TenantStatus reports the onboarding of a tenant.
 type TenantStatus struct {

@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/apis/v1alpha2"
@@ -154,6 +155,13 @@ func experimentalTests() []suite.ConformanceTest {
 	return out
 }
 
+// UsableStaticAddress is inside the conformance tenant's grant (framework.StaticAddressCIDR)
+// and UnusableStaticAddress outside it: the suite's GatewayStaticAddresses asks for them.
+const (
+	UsableStaticAddress   = "10.245.2.1"
+	UnusableStaticAddress = "10.245.3.1"
+)
+
 // harness starts kubelb for the suite: a hub and a tenant control plane (the tenant with the
 // standard channel's Gateway API CRDs), the tenant's controller manager and played kubelets
 // and kube-proxy, the manager, the ccm and, once the manager deploys it, the tenant's Envoy.
@@ -165,7 +173,10 @@ func harness(t *testing.T) (client.Client, suite.ConformanceOptions) {
 	sys := framework.StartSystem(t, pair.Hub, framework.Options{
 		HubLB: framework.HubLBOptions{Address: framework.LoadBalancerAddress, ForwardTo: "127.0.0.1"},
 	})
-	tenant := sys.AddTenant("conformance", pair.Tenant, 2, "--enable-gateway-api")
+	// The tenant is granted static Gateway addresses (framework.StaticAddressCIDR), which the
+	// played hub load balancer gives to a hub Service asking for them.
+	tenant := sys.AddTenantWith("conformance", pair.Tenant, framework.TenantOptions{Nodes: 2, Args: []string{"--enable-gateway-api"},
+		StaticAddresses: []string{framework.StaticAddressCIDR}})
 	nodes := map[string]string{}
 	for i, ip := range tenant.NodeIPs {
 		nodes[fmt.Sprintf("%s-node-%d", tenant.Name, i)] = ip
@@ -206,6 +217,9 @@ func harness(t *testing.T) (client.Client, suite.ConformanceOptions) {
 				Version:      version(),
 				Contact:      []string{"https://kubelb.dev"},
 			},
+			// GatewayStaticAddresses: an address inside the tenant's grant, and one outside it.
+			UsableNetworkAddresses:   []gatewayv1.GatewaySpecAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: UsableStaticAddress}},
+			UnusableNetworkAddresses: []gatewayv1.GatewaySpecAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: UnusableStaticAddress}},
 		},
 		Client:     c,
 		Clientset:  kubernetes.NewForConfigOrDie(pair.Tenant.Config),

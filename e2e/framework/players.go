@@ -3,8 +3,10 @@ package framework
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,6 +213,11 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 				continue
 			}
 			ip, ok := assigned[key]
+			if asked := askedAddress(svc); asked != "" && asked != ip && !slices.Contains(slices.Collect(maps.Values(assigned)), asked) {
+				// Like MetalLB, it honours spec.loadBalancerIP when the address is free.
+				ip, ok = asked, true
+				assigned[key] = ip
+			}
 			if !ok {
 				ip = opts.Address(next)
 				next++
@@ -223,7 +230,7 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 			pending := written[key] == svc.ResourceVersion
 			mu.Unlock()
 			ingress := hubLBIngress(svc, ip, opts.AddressIPv6(assigned6(key)))
-			if hasFamilies(svc.Status.LoadBalancer.Ingress, ingress) || pending {
+			if (hasFamilies(svc.Status.LoadBalancer.Ingress, ingress) && !movedTo(svc, ip)) || pending {
 				continue
 			}
 			update := svc.DeepCopy()
@@ -240,6 +247,36 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 	return writes
 }
 
+// StaticAddressCIDR is the range the conformance harness grants its tenant for static Gateway
+// addresses (Tenant spec.gatewayAPI.staticAddresses): the played hub load balancer gives an
+// address of it to a Service asking for it (spec.loadBalancerIP) and carries its traffic,
+// and hands none of it out otherwise.
+const StaticAddressCIDR = "10.245.2.0/29"
+
+// askedAddress is the IPv4 address svc asks the hub's load balancer for (spec.loadBalancerIP),
+// when it is one inside StaticAddressCIDR; "" otherwise.
+func askedAddress(svc *corev1.Service) string {
+	a, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)
+	if err != nil || !netip.MustParsePrefix(StaticAddressCIDR).Contains(a) {
+		return ""
+	}
+	return a.String()
+}
+
+// movedTo reports whether svc was given ip for an address it asks for (askedAddress) that its
+// status does not show yet.
+func movedTo(svc *corev1.Service, ip string) bool {
+	if askedAddress(svc) != ip {
+		return false
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP == ip {
+			return false
+		}
+	}
+	return true
+}
+
 // forwardedPorts is what a load balancer (or the hub's kube-proxy) carries for svc on ip:
 // <ip>:<port> → <to>:<targetPort> for each TCP and UDP port (a UDP one keyed by udpKey).
 // Nothing when to is "", or when ip is
@@ -247,7 +284,7 @@ func PlayHubLoadBalancerWith(t testenv.TB, cfg *rest.Config, c client.Client, op
 // private network namespace): the harness listens and sends nowhere else.
 func forwardedPorts(svc *corev1.Service, ip, to string) map[string][]string {
 	out := map[string][]string{}
-	if a, err := netip.ParseAddr(ip); to == "" || err != nil || !(a.IsLoopback() || netip.MustParsePrefix(LoadBalancerCIDR).Contains(a)) {
+	if a, err := netip.ParseAddr(ip); to == "" || err != nil || !(a.IsLoopback() || netip.MustParsePrefix(LoadBalancerCIDR).Contains(a) || netip.MustParsePrefix(StaticAddressCIDR).Contains(a)) {
 		return out
 	}
 	for _, p := range svc.Spec.Ports {

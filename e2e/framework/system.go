@@ -278,6 +278,9 @@ type TenantOptions struct {
 	// HubServer replaces the hub API server address in the kubeconfig the manager made for
 	// the ccm (e.g. an APIProxy's URL).
 	HubServer string
+	// StaticAddresses is the Tenant's spec.gatewayAPI.staticAddresses: the addresses its
+	// Gateways may ask for (none by default).
+	StaticAddresses []string
 }
 
 // AddTenant onboards a tenant whose ccm runs with the tenant cluster's admin credentials.
@@ -301,8 +304,9 @@ func (s *System) AddTenantWith(name string, cluster *testenv.Cluster, opts Tenan
 	if allow == nil {
 		allow = []string{LoopbackCIDR, LoopbackIPv6CIDR}
 	}
-	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: allow}}}); err != nil {
+	spec := kubelbv1alpha1.TenantSpec{EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: allow}}
+	spec.GatewayAPI.StaticAddresses = opts.StaticAddresses
+	if err := s.Hub.Client.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}); err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{}

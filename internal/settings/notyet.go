@@ -30,7 +30,7 @@ func NotYet(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) []stri
 	}
 	if tenant != nil {
 		s := &tenant.Spec
-		out = append(out, notYetShared("Tenant", s.Ingress, s.GatewayAPI, s.DNS, s.Certificates)...)
+		out = append(out, notYetShared("Tenant", s.Ingress, s.GatewayAPI.GatewayAPISettings, s.DNS, s.Certificates)...)
 		if s.EnvoyProxy.HeaderLimits != nil && s.EnvoyProxy.HeaderLimits.MaxResponseHeadersKb != nil {
 			out = append(out, "Tenant spec.envoyProxy.headerLimits.maxResponseHeadersKb")
 		}

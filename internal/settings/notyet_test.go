@@ -59,7 +59,7 @@ func TestNotYet(t *testing.T) {
 		}}},
 		{name: "everything in the Config", config: &kubelbv1alpha1.Config{Spec: everything}, want: allConfig},
 		{name: "everything in the Tenant", tenant: &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{
-			Ingress: everything.Ingress, GatewayAPI: everything.GatewayAPI, DNS: everything.DNS, Certificates: everything.Certificates,
+			Ingress: everything.Ingress, GatewayAPI: kubelbv1alpha1.TenantGatewayAPISettings{GatewayAPISettings: everything.GatewayAPI}, DNS: everything.DNS, Certificates: everything.Certificates,
 		}}, want: prefix("Tenant", shared...)},
 		{name: "dedicated topology", config: &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 			EnvoyProxy: kubelbv1alpha1.EnvoyProxy{Topology: kubelbv1alpha1.EnvoyProxyTopologyDedicated},

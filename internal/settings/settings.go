@@ -136,6 +136,10 @@ type Tenant struct {
 	// Config (nil: none); the envoycp controller reads that Secret for translate
 	// (Input.DefaultCertificate).
 	IngressDefaultCertificate *types.NamespacedName
+	// StaticAddresses are the addresses the tenant's Gateways may ask for (the Tenant's
+	// spec.gatewayAPI.staticAddresses; a Config grants none): IPs as single-address
+	// prefixes, CIDRs masked; at most MaxStaticAddresses, unreadable entries left out.
+	StaticAddresses []netip.Prefix
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -225,6 +229,7 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	if spec.EnvoyProxy.AccessLog != nil {
 		out.Envoy.AccessLog = spec.EnvoyProxy.AccessLog
 	}
+	out.StaticAddresses = StaticAddressGrant(spec.GatewayAPI.StaticAddresses)
 	a := spec.AnnotationSettings
 	if a.PropagatedAnnotations != nil {
 		out.AnnotationSettings.PropagatedAnnotations = a.PropagatedAnnotations
@@ -240,6 +245,30 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	}
 	if a.AllowedSteeringAnnotations != nil {
 		out.AnnotationSettings.AllowedSteeringAnnotations = a.AllowedSteeringAnnotations
+	}
+	return out
+}
+
+// MaxStaticAddresses is the most entries of a Tenant's spec.gatewayAPI.staticAddresses read
+// (the CRD's bound).
+const MaxStaticAddresses = 64
+
+// StaticAddressGrant reads a Tenant's spec.gatewayAPI.staticAddresses: each an IP address (a
+// single-address prefix) or a CIDR (masked), the first MaxStaticAddresses; entries that are
+// neither (the CRD refuses them; objects stored before it may hold some) are left out.
+func StaticAddressGrant(entries []string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, e := range entries {
+		if i == MaxStaticAddresses {
+			break
+		}
+		e = strings.TrimSpace(e)
+		if a, err := netip.ParseAddr(e); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		} else if p, err := netip.ParsePrefix(e); err == nil && !p.Addr().Is4In6() {
+			out = append(out, p.Masked())
+		}
 	}
 	return out
 }

@@ -396,3 +396,30 @@ func TestLargestTenantAtDefaultLimits(t *testing.T) {
 			translatetest.LargestListenerPorts, translatetest.LargestEndpointsPerCluster, DefaultLimitListenerPorts, DefaultLimitEndpointsPerCluster)
 	}
 }
+
+// TestStaticAddressGrant: a Tenant's grant reads IP addresses and CIDRs (masked), leaves out
+// what is neither, and reads at most MaxStaticAddresses entries however many are stored.
+func TestStaticAddressGrant(t *testing.T) {
+	got := StaticAddressGrant([]string{"192.0.2.7", " 10.1.2.3/24 ", "2001:db8::1", "fe80::1%eth0", "10.0.0.0/33", "nope", "::ffff:10.0.0.0/104"})
+	want := []string{"192.0.2.7/32", "10.1.2.0/24", "2001:db8::1/128"}
+	if len(got) != len(want) {
+		t.Fatalf("grant %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("entry %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+	many := make([]string, 5000)
+	for i := range many {
+		many[i] = "192.0.2.1"
+	}
+	if n := len(StaticAddressGrant(many)); n != MaxStaticAddresses {
+		t.Errorf("5000 entries gave %d, want %d", n, MaxStaticAddresses)
+	}
+	tn := &kubelbv1alpha1.Tenant{}
+	tn.Spec.GatewayAPI.StaticAddresses = []string{"192.0.2.0/30"}
+	if g := Resolve(nil, tn).StaticAddresses; len(g) != 1 || g[0].String() != "192.0.2.0/30" {
+		t.Errorf("resolved grant %v", g)
+	}
+}

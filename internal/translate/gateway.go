@@ -590,6 +590,9 @@ func (t *l7) gatewayStatus(g *gateway) {
 			}
 		}
 	}
+	if static := t.staticStatusAddresses(g); static != nil {
+		st.Addresses = static // exactly the asked address, not the others the hub Service shows
+	}
 	own := g.listeners[:g.own] // the ListenerSets' have their own status
 	valid := 0
 	for _, l := range own {

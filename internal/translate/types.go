@@ -16,6 +16,7 @@ package translate
 
 import (
 	"cmp"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +109,10 @@ type Input struct {
 	// DNS decides the LoadBalancer hostnames (Config/Tenant spec.dns; see
 	// LoadBalancerHostname); the zero value gives none.
 	DNS DNS
+	// StaticAddresses are the addresses the tenant's Gateways may ask for in spec.addresses
+	// (the Tenant's spec.gatewayAPI.staticAddresses, settings.StaticAddressGrant); none: a
+	// Gateway asking for an address is not Programmed (AddressNotUsable).
+	StaticAddresses []netip.Prefix
 	// HostnameSecrets are the certificates of LoadBalancer hostnames by LoadBalancer name:
 	// the Secret HostnameSecretName(lb name) in the tenant namespace (made by cert-manager
 	// for the hostname). A hostname without one is not served.

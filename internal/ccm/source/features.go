@@ -20,6 +20,7 @@ var SupportedFeatures = []features.FeatureName{
 	// Gateway extended
 	features.SupportGatewayPort8080, features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests, features.SupportGatewayAddressEmpty, features.SupportGatewayInfrastructure,
+	features.SupportGatewayStaticAddresses,
 	features.SupportListenerSet,
 	features.SupportGatewayFrontendClientCertificateValidation,
 	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,

@@ -123,6 +123,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	in.Options.AccessLog = set.Envoy.AccessLog != nil && set.Envoy.AccessLog.Enabled
 	in.Options.IngressSSLRedirect = set.IngressSSLRedirect
+	in.StaticAddresses = set.StaticAddresses
 	if in.DefaultCertificate, in.DefaultCertificateProblem, err = defaultCertificate(ctx, owned, set.IngressDefaultCertificate); err != nil {
 		return Scope{}, err
 	}

@@ -70,7 +70,7 @@ func routeChanged() predicate.Predicate {
 func routeServiceChanged() predicate.TypedPredicate[client.Object] {
 	return ownedChanged(hubnames.IsRouteService, func(o, n *corev1.Service) bool {
 		return !maps.Equal(o.Labels, n.Labels) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) ||
+			!equality.Semantic.DeepEqual(o.Spec.Ports, n.Spec.Ports) || o.Spec.LoadBalancerIP != n.Spec.LoadBalancerIP ||
 			!equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
 	})
 }

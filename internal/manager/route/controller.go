@@ -78,6 +78,10 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// StaticAddressRetry is how often a Gateway whose granted static address another hub
+	// Service holds or asks for is looked at again (it may have been freed); zero means
+	// DefaultStaticAddressRetry.
+	StaticAddressRetry time.Duration
 }
 
 // Reconciler reconciles Routes into hub Services, port allocations and status.
@@ -114,7 +118,13 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if opts.StaticAddressRetry <= 0 {
+		opts.StaticAddressRetry = DefaultStaticAddressRetry
+	}
 	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the Route controller: %w", err)
+	}
+	if err := indexServiceAddresses(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
@@ -217,6 +227,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			return reconcile.Result{}, err
 		}
 		services, err = r.reconcileGateway(ctx, ports, route, tenant, sets, &out)
+		if err == nil && out.staticTaken {
+			res.RequeueAfter = r.opts.StaticAddressRetry
+		}
 	case service == routekind.SharedIngressService:
 		services = r.reconcileIngress(route.Namespace, tenant, &out)
 	case kind.GatewayAPI():
@@ -224,7 +237,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			out.disabled = "Gateway API"
 		}
 	}
-	return reconcile.Result{}, err
+	return res, err
 }
 
 // reconcileGateway allocates the Gateway's listener ports and applies its hub Service (or
@@ -277,7 +290,12 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	if len(exposed) == 0 {
 		return nil, hubservice.Delete(ctx, r.client, svc)
 	}
-	desired := gatewayService(route, tenant, exposed, svc)
+	static, err := r.staticAddress(ctx, route, tenant.StaticAddresses, svc)
+	if err != nil {
+		return nil, err
+	}
+	out.staticTaken = !static.IsValid() && r.asksGrantedAddress(route, tenant.StaticAddresses)
+	desired := gatewayService(route, tenant, exposed, svc, static)
 	hubservice.MarkExhausted(desired, missingGatewayPorts(route, planned, alloc))
 	svc, out.serviceErr, err = r.applyService(ctx, svc, desired)
 	if err != nil || out.serviceErr != nil {

@@ -61,7 +61,7 @@ func TestController(t *testing.T) {
 		ns := "tenant-probe"
 		createNamespace(t, c, ns)
 		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-			Spec: kubelbv1alpha1.TenantSpec{GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("tenant-gateway")}}}
+			Spec: kubelbv1alpha1.TenantSpec{GatewayAPI: kubelbv1alpha1.TenantGatewayAPISettings{GatewayAPISettings: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("tenant-gateway")}}}}
 		if err := c.Create(ctx, tenant); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -162,7 +163,9 @@ func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hu
 // (port = listener port, targetPort = Envoy listener port), labelled with the Route's name
 // and controlled by the Route; hub NodePorts as the tenant's allocateNodePorts says
 // (serviceSpec). ports must not be empty; existing is the Service as it is (nil: none).
-func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
+// static, when valid, is the address asked of the hub's load balancer (spec.loadBalancerIP;
+// staticAddress decides it).
+func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort, existing *corev1.Service, static netip.Addr) *corev1ac.ServiceApplyConfiguration {
 	labels := baseLabels(r.Namespace)
 	labels[kubelbv1alpha1.LabelRouteName] = r.Name
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
@@ -180,6 +183,9 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort,
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
 		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
+	if static.IsValid() {
+		svc.Spec.WithLoadBalancerIP(static.String())
+	}
 	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, gatewayAnnotations(r))); len(a) > 0 {
 		svc.WithAnnotations(a)
 	}
@@ -327,6 +333,9 @@ type outcome struct {
 	problems    []string
 	noPorts     bool
 	pending     bool // the tenant's Ingress Service was not decided yet: no status to write
+	// staticTaken: the Gateway's granted static address is held or asked for by another hub
+	// Service; the Route is looked at again after StaticAddressRetry (it may be freed).
+	staticTaken bool
 }
 
 // appliedCondition is the ResourceAppliedSuccessfully condition of status.resources.route

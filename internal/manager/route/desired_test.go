@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestGatewayService(t *testing.T) {
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil)
+	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil, netip.Addr{})
 	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
 	}
@@ -87,7 +88,7 @@ func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
 	ports := []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}
 
 	all := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := gatewayService(rt, all, ports, nil)
+	svc := gatewayService(rt, all, ports, nil, netip.Addr{})
 	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team", "example.com/cost-centre": "7"}, svc.Annotations); diff != "" {
 		t.Errorf("propagateAllAnnotations: annotations (-want +got):\n%s", diff)
 	}
@@ -95,10 +96,10 @@ func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
 		t.Errorf("an infrastructure label on the hub Service: %v", svc.Labels)
 	}
 	listed := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagatedAnnotations: &map[string]string{"example.com/owner": ""}}}
-	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team"}, gatewayService(rt, listed, ports, nil).Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team"}, gatewayService(rt, listed, ports, nil, netip.Addr{}).Annotations); diff != "" {
 		t.Errorf("allowlist: annotations (-want +got):\n%s", diff)
 	}
-	if got := gatewayService(rt, settings.Tenant{}, ports, nil).Annotations; len(got) != 0 {
+	if got := gatewayService(rt, settings.Tenant{}, ports, nil, netip.Addr{}).Annotations; len(got) != 0 {
 		t.Errorf("no annotation settings: annotations %v", got)
 	}
 	if got := all.DroppedSteeringAnnotations(gatewayAnnotations(rt)); !slices.Equal(got, []string{"metallb.universe.tf/loadBalancerIPs"}) {
@@ -207,7 +208,7 @@ func TestServiceNodePorts(t *testing.T) {
 		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}
 	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
-		"gateway": gatewayService(rt, off, ports, existing).Spec,
+		"gateway": gatewayService(rt, off, ports, existing, netip.Addr{}).Spec,
 		"ingress": ingressService("tenant-a", off, ports, nil, existing).Spec,
 	} {
 		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
@@ -218,7 +219,7 @@ func TestServiceNodePorts(t *testing.T) {
 		}
 	}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
-		"gateway": gatewayService(rt, on, ports, existing).Spec,
+		"gateway": gatewayService(rt, on, ports, existing, netip.Addr{}).Spec,
 		"ingress": ingressService("tenant-a", on, ports, nil, existing).Spec,
 	} {
 		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {

@@ -47,6 +47,13 @@ type running struct {
 // KUBELB_TEST_LOG=1 for its logs.
 func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *running {
 	t.Helper()
+	return startManagerWith(t, hub, r, Options{})
+}
+
+// startManagerWith is startManager with the Route controller's options opts (its Namespace and
+// Shared are set here).
+func startManagerWith(t testing.TB, hub *testenv.Cluster, r portalloc.Range, opts Options) *running {
+	t.Helper()
 	m := &running{writes: &objects.WriteCounter{}}
 	cfg := rest.CopyConfig(hub.Config)
 	cfg.QPS, cfg.Burst = 200, 400
@@ -62,7 +69,8 @@ func startManager(t testing.TB, hub *testenv.Cluster, r portalloc.Range) *runnin
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Shared: shared}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SetupWithManager(mgr, Options{Namespace: managerNS, Shared: shared}); err != nil {
+	opts.Namespace, opts.Shared = managerNS, shared
+	if err := SetupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the manager's own grace period (30 s), so a runnable that does not end

@@ -6,6 +6,7 @@ package translatetest
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 
@@ -85,6 +86,9 @@ type goldenInput struct {
 	// The tenant's default Ingress certificate, or why it cannot be used.
 	DefaultCertificate        *corev1.Secret `json:"defaultCertificate,omitempty"`
 	DefaultCertificateProblem string         `json:"defaultCertificateProblem,omitempty"`
+	// StaticAddresses is the tenant's grant (Tenant spec.gatewayAPI.staticAddresses): IP
+	// addresses and CIDRs.
+	StaticAddresses []string `json:"staticAddresses,omitempty"`
 }
 
 type goldenOptions struct {
@@ -155,6 +159,16 @@ func (g goldenInput) input() (translate.Input, error) {
 	}
 	for _, a := range g.Addresses {
 		in.Addresses[a.Name] = a
+	}
+	for _, e := range g.StaticAddresses {
+		p, err := netip.ParsePrefix(e)
+		if a, aerr := netip.ParseAddr(e); aerr == nil {
+			p, err = netip.PrefixFrom(a, a.BitLen()), nil
+		}
+		if err != nil {
+			return translate.Input{}, fmt.Errorf("staticAddresses: %w", err)
+		}
+		in.StaticAddresses = append(in.StaticAddresses, p.Masked())
 	}
 	if g.EnvoyHeaderLimits != nil {
 		if g.HeaderLimits != nil {
