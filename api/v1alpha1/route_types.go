@@ -68,10 +68,12 @@ type SourceContext struct {
 	// +listType=atomic
 	GrantedRefs []GrantedRef `json:"grantedRefs,omitempty"`
 
-	// BackendTLS says, for each backend Service port of the route that a BackendTLSPolicy
-	// targets, how the hub connects to it over TLS. A backend port listed here is never sent
-	// plain text: an entry the hub cannot use answers with an error. At most one entry per
-	// Service port: a route has at most 16 rules of 16 backendRefs and 16 mirror filters.
+	// BackendTLS says, for each backend Service port of the route (an HTTPRoute, a GRPCRoute
+	// or a TLSRoute) that a BackendTLSPolicy targets, how the hub connects to it over TLS (a
+	// TLSRoute's backends: behind listeners in mode Terminate). A backend port listed here is
+	// never sent plain text: an entry the hub cannot use answers with an error. At most one
+	// entry per Service port: a route has at most 16 rules of 16 backendRefs and 16 mirror
+	// filters.
 	// +optional
 	// +kubebuilder:validation:MaxItems=512
 	// +listType=atomic

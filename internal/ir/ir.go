@@ -127,7 +127,9 @@ type TLSServer struct {
 	RouteConfig string `json:"routeConfig,omitempty"`
 	// Cluster receives the connection (still encrypted without Secret, decrypted with it) by
 	// TCP proxy; or Backends share the connections by weight, with FailedWeight as for a TCP
-	// Listener. A chain that proxies sets exactly one of Cluster and Backends.
+	// Listener. A chain that proxies sets exactly one of Cluster and Backends, or only
+	// FailedWeight when none of its backends can be used (a TLSRoute whose backends'
+	// BackendTLSPolicies the hub cannot use): every connection is then refused.
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
@@ -151,8 +153,11 @@ type ClientValidation struct {
 func (s *TLSServer) Terminates() bool { return len(s.Secrets) > 0 }
 
 // Proxies reports whether the chain proxies the connection to clusters by TCP proxy (passed
-// through, or terminated into TCP) rather than serving HTTP routes.
-func (s *TLSServer) Proxies() bool { return s.Cluster != "" || len(s.Backends) > 0 }
+// through, or terminated into TCP) rather than serving HTTP routes; a chain whose every
+// backend failed (only FailedWeight) proxies too, refusing every connection.
+func (s *TLSServer) Proxies() bool {
+	return s.Cluster != "" || len(s.Backends) > 0 || s.FailedWeight > 0
+}
 
 // HeaderLimits bound the request headers an HTTP listener accepts.
 type HeaderLimits struct {
@@ -390,7 +395,7 @@ type Cluster struct {
 	HashSourceIP bool `json:"hashSourceIP,omitempty"`
 	// ProxyProtocol sends a PROXY protocol v2 header on every upstream connection (TCP).
 	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
-	// TLS encrypts every upstream connection (HTTP clusters; a BackendTLSPolicy); nil sends
+	// TLS encrypts every upstream connection (HTTP and TCP clusters; a BackendTLSPolicy); nil sends
 	// plain text.
 	TLS *UpstreamTLS `json:"tls,omitempty"`
 }

@@ -100,6 +100,18 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Backends = []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "nope", Weight: 1}}
 		}, `cluster "nope" does not exist`},
 		"tcp failed weight with one cluster": {func(c *ir.Config) { c.Listeners[0].FailedWeight = 1 }, "failed weight without backends"},
+		"terminated chain refusing every connection valid": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Secrets: []string{"s"}, FailedWeight: 1}}
+		}, ""},
+		"tcp cluster over tls valid": {func(c *ir.Config) {
+			c.Clusters[0].TLS = &ir.UpstreamTLS{SNI: "db.example.com", SystemCA: true, SubjectAltNames: []ir.SubjectAltName{{Type: ir.SANDNS, Value: "db.example.com"}}}
+		}, ""},
+		"udp cluster over tls": {func(c *ir.Config) {
+			c.Clusters[0].Protocol, c.Listeners[0].Protocol = ir.UpstreamUDP, ir.ProtocolUDP
+			c.Clusters[0].TLS = &ir.UpstreamTLS{SNI: "db.example.com", SystemCA: true, SubjectAltNames: []ir.SubjectAltName{{Type: ir.SANDNS, Value: "db.example.com"}}}
+		}, "upstream TLS: on a UDP cluster"},
 		"udp with backends": {func(c *ir.Config) {
 			c.Clusters[0].Protocol = ir.UpstreamUDP
 			c.Listeners[0].Protocol = ir.ProtocolUDP

@@ -250,6 +250,9 @@ func (rc *RouteConfig) anyRoute(f func(*Route) bool) bool {
 // validateStream checks where a TCP proxy sends connections: exactly one of cluster and
 // backends, every cluster existing, the weights (with failed) adding up to 1..2^32-1.
 func validateStream(cluster string, backends []WeightedCluster, failed uint32, clusters map[string]bool) error {
+	if cluster == "" && len(backends) == 0 && failed > 0 {
+		return nil // every connection is refused (no backend can be used)
+	}
 	if (cluster == "") == (len(backends) == 0) {
 		return errors.New("exactly one of cluster and backends must be set")
 	}
@@ -496,7 +499,7 @@ const (
 )
 
 func (t *UpstreamTLS) validate(p UpstreamProtocol) error {
-	if p != UpstreamHTTP1 && p != UpstreamHTTP2 {
+	if p != UpstreamHTTP1 && p != UpstreamHTTP2 && p != UpstreamTCP {
 		return fmt.Errorf("on a %s cluster", p)
 	}
 	if len(t.SNI) == 0 || len(t.SNI) > 253 || strings.ContainsFunc(t.SNI, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {

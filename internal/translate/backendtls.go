@@ -29,14 +29,15 @@ const (
 
 // backendTLS is the upstream TLS a Route's source context asks for towards one backend
 // Service port (namespace, name and port as the route names them): nil for plain text (no
-// BackendTLSPolicy targets it, or the route is not an HTTPRoute or a GRPCRoute). When the
-// entry cannot be used it returns why: the backend must then answer with an error.
+// BackendTLSPolicy targets it, or the route is not an HTTPRoute, a GRPCRoute or a TLSRoute;
+// a TLSRoute asks only for the backends of listeners in mode Terminate). When the entry
+// cannot be used it returns why: the backend must then answer with an error.
 func (t *l7) backendTLS(r *v1alpha1.Route, namespace, name string, port int32) (*ir.UpstreamTLS, string) {
 	ctx := sourceContext(r)
 	if ctx == nil || len(ctx.BackendTLS) == 0 {
 		return nil, ""
 	}
-	if kind, _ := routekind.Of(r); kind != routekind.HTTPRoute && kind != routekind.GRPCRoute {
+	if kind, _ := routekind.Of(r); kind != routekind.HTTPRoute && kind != routekind.GRPCRoute && kind != routekind.TLSRoute {
 		return nil, ""
 	}
 	entries := ctx.BackendTLS

@@ -118,6 +118,9 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	}
 	var bad []failedRef
 	var udpPorts []weightedStreamPort
+	// A TLSRoute's resolved backends: their clusters depend on the mode of each listener
+	// (tlsTargets), a BackendTLSPolicy re-encrypting what a Terminate listener decrypted.
+	var tlsPorts []weightedStreamPort
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
 		use := served && b.weight > 0
@@ -132,6 +135,12 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 				sp, reason, msg = t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
 				if reason == "" {
 					udpPorts = addWeightedPort(udpPorts, sp, uint32(b.weight))
+				}
+			} else if kind == KindTLSRoute {
+				var sp streamPort
+				sp, reason, msg = t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
+				if reason == "" {
+					tlsPorts = addWeightedPort(tlsPorts, sp, uint32(b.weight))
 				}
 			} else {
 				cluster, reason, msg = t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
@@ -161,24 +170,26 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	if udp && len(udpPorts) > 0 {
 		to.backends = []ir.WeightedCluster{{Cluster: t.udpBackends(r, meta, owner, udpPorts), Weight: 1}}
 	}
+	usable := len(to.backends) > 0 || len(tlsPorts) > 0
 	for _, b := range bad {
 		msg := b.message
 		switch {
-		case b.share && udp && len(to.backends) > 0:
+		case b.share && udp && usable:
 			msg += "; its share of sessions goes to the other backends (Envoy's UDP proxy cannot drop a share of datagrams)"
-		case b.share && len(to.backends) > 0:
+		case b.share && usable:
 			msg += "; its share of connections is refused"
 		}
 		t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", msg)
 	}
-	if len(to.backends) == 0 {
+	if !usable {
 		to.failed = 0
 		if served {
 			t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "the %s has no usable backend; connections are refused", kind)
 			rs.invalid("rule 0: no usable backend")
 		}
 	}
-	if len(to.backends) > 0 {
+	if usable {
+		targets := tlsTargets{t: t, r: r, owner: owner, ports: tlsPorts, failed: to.failed}
 		for _, p := range parents {
 			for i, l := range p.listeners {
 				if !l.served {
@@ -186,7 +197,11 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 				}
 				switch l.family {
 				case familyTLS:
-					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: to, owner: owner})
+					target := to
+					if kind == KindTLSRoute {
+						target = targets.of(l)
+					}
+					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: target, owner: owner})
 				case familyTCP, familyUDP:
 					l.stream, l.streamOwner = to, owner
 				}
@@ -194,6 +209,70 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 	}
 	a.routeStatus(ro, parents, rs)
+}
+
+// tlsTargets makes the targets of a TLSRoute's chains from its resolved backends (ports)
+// and the weight of those that could not be resolved (failed), once per kind of listener:
+//   - Passthrough: the client's TLS goes to the backends' plain TCP clusters as it is;
+//   - Terminate: the decrypted stream goes to each backend in plain text, or, when a
+//     BackendTLSPolicy targets the backend's Service port (the Route's context.backendTLS),
+//     re-encrypted to it (a TLS cluster, presenting the Gateway's client certificate when it
+//     has one). A policy the hub cannot use refuses the backend's share of connections with
+//     an InvalidBackendTLS warning: never plain text.
+type tlsTargets struct {
+	t        *l7
+	r        *v1alpha1.Route
+	owner    ir.ObjectRef
+	ports    []weightedStreamPort
+	failed   uint32
+	made     map[string]streamTo // by "passthrough", or "terminate/<client certificate>"
+	reported map[streamPort]bool // InvalidBackendTLS warnings given
+}
+
+func (v *tlsTargets) of(l *gwListener) streamTo {
+	terminate, clientCert := l.mode == gwv1.TLSModeTerminate, ""
+	key := "passthrough"
+	if terminate {
+		clientCert = l.gw.clientCert
+		key = "terminate/" + clientCert
+	}
+	if to, ok := v.made[key]; ok {
+		return to
+	}
+	t := v.t
+	to := streamTo{failed: v.failed}
+	for _, wp := range v.ports {
+		var up *ir.UpstreamTLS
+		if terminate {
+			var msg string
+			up, msg = t.backendTLS(v.r, wp.namespace, wp.name, wp.port)
+			if msg != "" {
+				to.failed += wp.weight
+				if !v.reported[wp.streamPort] {
+					if v.reported == nil {
+						v.reported = map[streamPort]bool{}
+					}
+					v.reported[wp.streamPort] = true
+					t.problems.Add(v.owner, ir.SeverityWarning, ReasonInvalidBackendTLS, "%s; its share of the connections the Gateway's TLS listeners in mode Terminate decrypt is refused, not sent unencrypted", msg)
+				}
+				continue
+			}
+			if up != nil && clientCert != "" {
+				up.ClientCertificate = clientCert
+			}
+		}
+		cluster := t.streamClusterTLS(v.r, v.owner, wp.streamPort, up)
+		if i := slices.IndexFunc(to.backends, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
+			to.backends[i].Weight += wp.weight
+			continue
+		}
+		to.backends = append(to.backends, ir.WeightedCluster{Cluster: cluster, Weight: wp.weight})
+	}
+	if v.made == nil {
+		v.made = map[string]streamTo{}
+	}
+	v.made[key] = to
+	return to
 }
 
 // streamTo is where a stream route's connections go: clusters shared by weight, and the
@@ -275,8 +354,22 @@ func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, nam
 
 // streamCluster adds (once) the cluster of a resolved stream backend and returns its name.
 func (t *l7) streamCluster(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort) string {
+	return t.streamClusterTLS(r, owner, sp, nil)
+}
+
+// streamClusterTLS adds (once) the cluster of a resolved stream backend, whose connections
+// are encrypted with up when it is set (a TCP backend of a TLSRoute that a Terminate listener
+// serves and a BackendTLSPolicy targets: "<route>/<ns>/<svc>/<port>/tcp/tls", then
+// "/client/<secret>" with a client certificate), and returns its name.
+func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort, up *ir.UpstreamTLS) string {
 	p := strings.ToLower(string(sp.proto))
 	clusterName := backendClusterName(r.Name, sp.namespace, sp.name, sp.port, p)
+	if up != nil {
+		clusterName += "/tls"
+		if up.ClientCertificate != "" {
+			clusterName += "/client/" + up.ClientCertificate
+		}
+	}
 	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return clusterName
@@ -289,6 +382,10 @@ func (t *l7) streamCluster(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort)
 		Endpoints:      t.endpoints(r, uint32(sp.nodePort)),
 		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 		MaxConnections: t.opts.MaxConnectionsPerCluster,
+		TLS:            up,
+	}
+	if up != nil {
+		c.StatName += "-tls"
 	}
 	if sp.proto == corev1.ProtocolUDP {
 		c.Protocol = ir.UpstreamUDP

@@ -82,8 +82,33 @@ type PolicyVerdict struct {
 
 // ResolvePolicy checks a policy's CA certificates: each caCertificateRef must be a core
 // ConfigMap of its namespace (configMaps, by name; missing: absent) with a key ca.crt of PEM
-// certificates; wellKnownCACertificates may be System only.
+// certificates; wellKnownCACertificates may be System only. kubelb knows no option
+// (spec.options): a policy with options is not usable (Accepted False, Invalid), since the
+// TLS handshake they ask for cannot be made as written; its backends then fail.
 func ResolvePolicy(p *gwapiv1.BackendTLSPolicy, configMaps map[string]*corev1.ConfigMap) PolicyVerdict {
+	v := resolveCACertificates(p, configMaps)
+	if len(p.Spec.Options) > 0 {
+		keys := make([]string, 0, len(p.Spec.Options))
+		for k := range p.Spec.Options {
+			keys = append(keys, fmt.Sprintf("%q", truncateName(string(k))))
+		}
+		slices.Sort(keys)
+		v.CA, v.WellKnown, v.Usable = "", "", false
+		v.InvalidReason = string(gwapiv1.PolicyReasonInvalid)
+		v.InvalidMessage = fmt.Sprintf("options %s are not supported: kubelb knows no BackendTLSPolicy option, and does not make a TLS connection other than the one asked for; remove them. Requests to its backends fail until then", strings.Join(keys, ", "))
+	}
+	return v
+}
+
+// truncateName bounds a name quoted in a message (an option key: at most 253 bytes).
+func truncateName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+func resolveCACertificates(p *gwapiv1.BackendTLSPolicy, configMaps map[string]*corev1.ConfigMap) PolicyVerdict {
 	v := PolicyVerdict{Resolved: true, ResolvedReason: string(gwapiv1.BackendTLSPolicyReasonResolvedRefs)}
 	val := p.Spec.Validation
 	if wk := val.WellKnownCACertificates; wk != nil && *wk != "" && len(val.CACertificateRefs) == 0 {

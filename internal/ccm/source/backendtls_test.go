@@ -83,9 +83,27 @@ func TestResolvePolicySaysWhichCACertificatesCanBeUsed(t *testing.T) {
 			p.Spec.Validation.WellKnownCACertificates = ptr.To(gwapiv1.WellKnownCACertificatesType("example.com/mine"))
 			return p
 		}(), false, true, "ResolvedRefs", "Invalid", "", ""},
+		// kubelb knows no option: the policy is not usable (its backends fail), its references
+		// still resolve.
+		{"options with a valid ConfigMap", func() *gwapiv1.BackendTLSPolicy {
+			p := policy("p", now, "s", "", "good")
+			p.Spec.Options = map[gwapiv1.AnnotationKey]gwapiv1.AnnotationValue{"example.com/min-tls-version": "1.3"}
+			return p
+		}(), false, true, "ResolvedRefs", "Invalid", "", ""},
+		{"options with the system bundle", func() *gwapiv1.BackendTLSPolicy {
+			p := policy("p", now, "s", "")
+			p.Spec.Validation.WellKnownCACertificates = ptr.To(gwapiv1.WellKnownCACertificatesSystem)
+			p.Spec.Options = map[gwapiv1.AnnotationKey]gwapiv1.AnnotationValue{"cipher-suites": "x", "example.com/a": "b"}
+			return p
+		}(), false, true, "ResolvedRefs", "Invalid", "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := ResolvePolicy(c.p, cms)
+			for k := range c.p.Spec.Options {
+				if !strings.Contains(v.InvalidMessage, string(k)) {
+					t.Errorf("the Accepted message does not name option %q: %q", k, v.InvalidMessage)
+				}
+			}
 			if v.Usable != c.usable || v.Resolved != c.resolved || v.ResolvedReason != c.resolvedReason || v.InvalidReason != c.invalidReason || v.CA != c.ca || v.WellKnown != c.wellKnown {
 				t.Errorf("got %+v", v)
 			}
@@ -287,5 +305,17 @@ func TestWithoutTLSBackendsFailsClosed(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"plain-nodeport"}, got); diff != "" {
 		t.Errorf("the Services a policy targets must be left out (-want +got):\n%s", diff)
+	}
+}
+
+// The backends of HTTPRoutes, GRPCRoutes and TLSRoutes (re-encrypted behind listeners that
+// terminate TLS) get the TLS of BackendTLSPolicies; TCPRoutes and UDPRoutes carry no TLS a
+// Gateway could terminate, and Ingresses are not Gateway API.
+func TestBackendTLSAppliesToRoutesThatTerminate(t *testing.T) {
+	for _, k := range Kinds {
+		want := k.Name == HTTPRoute.Name || k.Name == GRPCRoute.Name || k.Name == TLSRoute.Name
+		if got := appliesBackendTLS(k); got != want {
+			t.Errorf("%s: BackendTLSPolicies apply: %v, want %v", k.String(), got, want)
+		}
 	}
 }

@@ -35,8 +35,10 @@ const (
 	indexPolicyConfigMaps = "ccm.kubelb.k8c.io/policy-configmaps"
 )
 
-// policyKinds are the route kinds BackendTLSPolicies apply to.
-var policyKinds = []Kind{HTTPRoute, GRPCRoute}
+// policyKinds are the route kinds BackendTLSPolicies apply to. A TLSRoute's entries are
+// used by the hub for the listeners that terminate TLS (mode Terminate), which re-encrypt
+// towards the backend; Passthrough listeners forward the client's own TLS.
+var policyKinds = []Kind{HTTPRoute, GRPCRoute, TLSRoute}
 
 // appliesBackendTLS tells whether a kind's backends get the TLS of BackendTLSPolicies.
 func appliesBackendTLS(k Kind) bool {
@@ -138,7 +140,7 @@ func resolvePolicy(ctx context.Context, c client.Reader, p *gwapiv1.BackendTLSPo
 
 // PolicyReconciler writes the status of BackendTLSPolicies (ccm-backendtlspolicy, per
 // object): get → its namespace's policies that share a target (conflicts), its ConfigMaps
-// (ResolvePolicy), the Gateways of the served HTTPRoutes and GRPCRoutes that use a target
+// (ResolvePolicy), the Gateways of the served HTTPRoutes, GRPCRoutes and TLSRoutes that use a target
 // (ancestors) → DesiredPolicyStatus (pure) → one status patch when it differs. What the
 // routes' Routes carry is decided by the route controllers (DesiredBackendTLS) from the same
 // functions.
@@ -239,8 +241,8 @@ func policyWarningChanged(before, after gwapiv1.PolicyStatus) bool {
 	return verdict(before) != verdict(after)
 }
 
-// ancestors are the served Gateways of the HTTPRoutes and GRPCRoutes whose backends include
-// one of the Services, sorted.
+// ancestors are the served Gateways of the HTTPRoutes, GRPCRoutes and TLSRoutes whose
+// backends include one of the Services, sorted.
 func (r *PolicyReconciler) ancestors(ctx context.Context, services []types.NamespacedName) ([]gwapiv1.ParentReference, error) {
 	var gws []ParentRef
 	for _, k := range r.Kinds {

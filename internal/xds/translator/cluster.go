@@ -197,7 +197,8 @@ func socketAddress(p corev3.SocketAddress_Protocol, addr string, port uint32) *c
 // upstreamTLS encrypts a cluster's connections: the SNI, the backend's certificate verified
 // against the CA certificates (inline, or the system bundle's file) and required to carry one
 // of the subject alternative names, ALPN for the cluster's HTTP version (h2 or http/1.1: the
-// protocol is chosen, not negotiated); the client certificate, when there is one, over SDS.
+// protocol is chosen, not negotiated; none for TCP); the client certificate, when there is
+// one, over SDS.
 func upstreamTLS(c *ir.Cluster, errs *[]error) *corev3.TransportSocket {
 	t := c.TLS
 	ca := &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ir.SystemCABundle}}
@@ -215,8 +216,11 @@ func upstreamTLS(c *ir.Cluster, errs *[]error) *corev3.TransportSocket {
 			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n.Value}},
 		})
 	}
-	alpn := []string{"http/1.1"}
-	if c.Protocol == ir.UpstreamHTTP2 {
+	var alpn []string // a TCP cluster (a TLSRoute's backend) negotiates none
+	switch c.Protocol {
+	case ir.UpstreamHTTP1:
+		alpn = []string{"http/1.1"}
+	case ir.UpstreamHTTP2:
 		alpn = []string{"h2"}
 	}
 	ctx := &tlsv3.UpstreamTlsContext{
