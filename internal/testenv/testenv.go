@@ -106,6 +106,9 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		// envtest's default (20 s) is too short for a loaded 2-core machine starting several
 		// API servers at once; a slow start is not a failure of the code under test.
 		ControlPlaneStartTimeout: 2 * time.Minute,
+		// The same for the wait until the CRDs are served (envtest's default: 10 s), which
+		// failed TestHubForbidden once in a CI run beside other work.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	// Room for thousands of Services (envtest's default is a /24), for burst tests.
 	serviceRange := ServiceRange
