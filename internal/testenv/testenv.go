@@ -137,6 +137,11 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves etcd and the API server running when what follows their start
+		// fails (installing the CRDs): stop them, or they outlive the test.
+		if stopErr := env.Stop(); stopErr != nil {
+			t.Logf("stopping %s control plane after a failed start: %v", name, stopErr)
+		}
 		return nil, fmt.Errorf("starting %s control plane: %w", name, err)
 	}
 	t.Cleanup(func() {
