@@ -87,7 +87,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 	only := os.Getenv(RunTestEnv)
 	experimental := experimentalTests()
 	onlyExperimental := only != "" && slices.ContainsFunc(experimental, func(c suite.ConformanceTest) bool { return c.ShortName == only })
-	if !onlyExperimental {
+	if !onlyExperimental && only != TrafficTest {
 		main := opts
 		main.SupportedFeatures = slices.DeleteFunc(slices.Clone(source.SupportedFeatures), func(f features.FeatureName) bool {
 			return slices.Contains(ExperimentalFeatures, f)
@@ -98,6 +98,12 @@ func TestGatewayAPIConformance(t *testing.T) {
 		// runs after it (cleanups run last registered first).
 		t.Cleanup(func() { keepReport(t, main.ReportOutputPath, ReportFile, ReportEnv) })
 		conformance.RunConformanceWithOptions(t, main)
+	}
+	if only == TrafficTest {
+		applyBaseResources(t, opts) // the main run, which applies them, did not run
+	}
+	if only == "" || only == TrafficTest {
+		t.Run("traffic", func(t *testing.T) { trafficThroughStaticAddress(t, c, opts) })
 	}
 	if only != "" && !onlyExperimental {
 		return
@@ -142,6 +148,19 @@ func runTests(t *testing.T, opts suite.ConformanceOptions, selected []suite.Conf
 	if err := cSuite.Run(t, selected); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// applyBaseResources applies the suite's base resources (namespaces, backends, certificates),
+// deleted when the test ends, without running any of its tests.
+func applyBaseResources(t *testing.T, opts suite.ConformanceOptions) {
+	opts.RunTest = ""
+	opts.SupportedFeatures = source.SupportedFeatures
+	opts.ConformanceProfiles = Profiles
+	cSuite, err := suite.NewConformanceTestSuite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cSuite.Setup(t, nil)
 }
 
 // experimentalTests are the suite's tests that need one of ExperimentalFeatures.
