@@ -278,6 +278,22 @@ func (d *decision) prepare(r Request, res *Result) *claimant {
 		return pending(ReasonIPFamilyNotInPool, "AddressPool %q has no address of the Service's IP families %v; the Service stays pending.", c.pool.Name, svc.Spec.IPFamilies)
 	}
 	slices.Sort(c.families)
+	// In the hub: only spec.loadBalancerIP, which the manager alone sets on a Gateway's hub
+	// Service for a static address the platform team granted the tenant (tenants write no hub
+	// Service); never an annotation (those come from tenant objects) nor a sharing key.
+	if d.in.Hub {
+		if s := strings.TrimSpace(svc.Spec.LoadBalancerIP); s != "" {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return pending(ReasonInvalidAddressRequest, "spec.loadBalancerIP %q is not an IP address; the Service stays pending.", textcut.Cut(s, 64, textcut.Dots))
+			}
+			a = a.Unmap()
+			if !slices.Contains(c.families, family(a)) || !c.pool.Contains(a) {
+				return pending(ReasonAddressNotInPool, "The requested address %s is not in AddressPool %q (a static Gateway address must be in the tenant's pool); the Service stays pending.", a, c.pool.Name)
+			}
+			c.requested[family(a)] = a
+		}
+	}
 	// What it requests, and its sharing key: standalone only.
 	if !d.in.Hub {
 		req, err := requested(svc)
