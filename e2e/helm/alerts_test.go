@@ -574,17 +574,22 @@ func TestManagerAlertsOnRealPrometheus(t *testing.T) {
 	p.WaitTargetsUp(t, time.Minute)
 
 	// The metrics the alerts read from outside internal/metrics, as the binary exports them.
-	for name, labels := range externalMetrics[metrics.BinaryManager] {
-		q := fmt.Sprintf(`count by (%s) (%s)`, strings.Join(labels, ", "), name)
-		r, err := prom.InstantQuery(ctx, p.URL, q)
-		if err != nil || r.Empty() {
-			t.Errorf("%s: %v %+v, want the series the manager exports", q, err, r)
+	// Leader election registers its series once it starts, which can be after the first
+	// scrape: wait for a scrape that has them.
+	testsupport.Eventually(t, time.Minute, "the manager's leader election and other external series in Prometheus", func() error {
+		for name, labels := range externalMetrics[metrics.BinaryManager] {
+			q := fmt.Sprintf(`count by (%s) (%s)`, strings.Join(labels, ", "), name)
+			r, err := prom.InstantQuery(ctx, p.URL, q)
+			if err != nil || r.Empty() {
+				return fmt.Errorf("%s: %v %+v, want the series the manager exports", q, err, r)
+			}
 		}
-	}
-	r, err := prom.InstantQuery(ctx, p.URL, fmt.Sprintf(`leader_election_master_status{name=%q}`, managerLease))
-	if err != nil || len(r.Series) != 1 || r.Series[0].Value[1] != "0" {
-		t.Fatalf("leader_election_master_status of the standby: %v %+v, want 0", err, r)
-	}
+		r, err := prom.InstantQuery(ctx, p.URL, fmt.Sprintf(`leader_election_master_status{name=%q}`, managerLease))
+		if err != nil || len(r.Series) != 1 || r.Series[0].Value[1] != "0" {
+			return fmt.Errorf("leader_election_master_status of the standby: %v %+v, want 0", err, r)
+		}
+		return nil
+	})
 	waitActiveAlerts(t, p, time.Minute, "KubeLBManagerNoLeader and KubeLBManagerReplicasMissing to be pending",
 		map[string]string{"KubeLBManagerNoLeader": "pending", "KubeLBManagerReplicasMissing": "pending"})
 
