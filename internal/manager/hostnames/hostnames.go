@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -29,22 +29,10 @@ func ExplicitHostname(lb *kubelbv1alpha1.LoadBalancer) string {
 // without one are not indexed).
 const IndexLoadBalancerHostname = "kubelb.hostname"
 
-// indexed holds the field indexers IndexHostnames registered the index with: the
-// LoadBalancer and Route controllers both need it, on one manager's cache.
-var indexed sync.Map
-
 // IndexHostnames registers IndexLoadBalancerHostname with idx (a manager's field indexer),
-// once per indexer.
+// once per indexer: the LoadBalancer and Route controllers both need it, on one manager's cache.
 func IndexHostnames(ctx context.Context, idx client.FieldIndexer) error {
-	if _, done := indexed.LoadOrStore(idx, struct{}{}); done {
-		return nil
-	}
-	err := idx.IndexField(ctx, &kubelbv1alpha1.LoadBalancer{}, IndexLoadBalancerHostname, HostnameIndex)
-	if err != nil {
-		indexed.Delete(idx)
-		return fmt.Errorf("indexing LoadBalancers by hostname: %w", err)
-	}
-	return nil
+	return hubcache.IndexOnce(ctx, idx, &kubelbv1alpha1.LoadBalancer{}, IndexLoadBalancerHostname, "LoadBalancers by hostname", HostnameIndex)
 }
 
 // HostnameIndex is the index function of IndexLoadBalancerHostname.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -25,19 +25,9 @@ import (
 // load balancer for (spec.loadBalancerIP) and hold (the IPs of status.loadBalancer.ingress).
 const IndexServiceAddress = "kubelb.serviceAddress"
 
-// indexedAddresses holds the field indexers IndexServiceAddress is registered with (once each).
-var indexedAddresses sync.Map
-
 // indexServiceAddresses registers IndexServiceAddress with idx, once per indexer.
 func indexServiceAddresses(ctx context.Context, idx client.FieldIndexer) error {
-	if _, done := indexedAddresses.LoadOrStore(idx, struct{}{}); done {
-		return nil
-	}
-	if err := idx.IndexField(ctx, &corev1.Service{}, IndexServiceAddress, serviceAddressIndex); err != nil {
-		indexedAddresses.Delete(idx)
-		return fmt.Errorf("indexing Services by address: %w", err)
-	}
-	return nil
+	return hubcache.IndexOnce(ctx, idx, &corev1.Service{}, IndexServiceAddress, "Services by address", serviceAddressIndex)
 }
 
 // serviceAddressIndex is the index function of IndexServiceAddress.

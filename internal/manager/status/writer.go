@@ -220,7 +220,9 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	}
 	routes := &v1alpha1.RouteList{}
 	if wait := w.routesMayGo(tenant, st, report); wait > 0 {
-		requeue = min(cmp.Or(requeue, wait), wait) // the Routes' statuses come at the next look
+		if requeue == 0 || wait < requeue { // the Routes' statuses come at the next look
+			requeue = wait
+		}
 	} else if err := w.client.List(ctx, routes, client.InNamespace(tenant), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing Routes of %s: %w", tenant, err)
 	}
