@@ -42,6 +42,9 @@ type stream struct {
 type sent struct {
 	nonce   string
 	version string
+	// names are the resources the response carried (state of the world: all those the
+	// stream asked for that exist), for applied.
+	names []string
 }
 
 // callbacks keep the connection and NACK metrics, and stop NACK storms. A proxy counts as
@@ -80,8 +83,11 @@ type callbacks struct {
 	proxies    map[proxy]int              // open streams per proxy
 	sent       map[stream]map[string]sent // last response per stream and type URL
 	// answered: per stream and type URL, the version of the latest response the proxy
-	// answered, accepted or rejected (applied.go).
-	answered map[stream]map[string]string
+	// answered, accepted or rejected (applied.go), and (state of the world) the resources
+	// that response carried; requested: the resources the stream asked for last, per type URL.
+	answered      map[stream]map[string]string
+	answeredNames map[stream]map[string][]string
+	requested     map[stream]map[string][]string
 	// rejected: the type URLs whose latest response the stream's proxy rejected.
 	rejected map[stream]map[string]bool
 	// backoff: the retry delay of the next held NACK per stream and type URL.
@@ -118,6 +124,12 @@ type deltaType struct {
 	version  string
 	message  string
 	retryDue time.Time
+	// subscribed: the resources the proxy subscribed to by name (types other than the
+	// wildcard ones); answered: the version of each resource as of the latest response that
+	// carried it and that the proxy answered (accepted or rejected). applied compares them
+	// with the snapshot.
+	subscribed map[string]struct{}
+	answered   map[string]string
 }
 
 // deltaResponse is a delta response sent: its nonce, system version and resource names
@@ -125,6 +137,9 @@ type deltaType struct {
 type deltaResponse struct {
 	nonce, version string
 	names          []string
+	// versions are the versions of the resources carried, by index of names ("" for those
+	// removed).
+	versions []string
 }
 
 // maxUnanswered bounds the delta responses remembered per stream and type.
@@ -175,7 +190,8 @@ type Rejection struct {
 
 func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 	c := &callbacks{log: l, hasTenant: hasTenant, identities: map[stream]string{}, streams: map[stream]proxy{}, proxies: map[proxy]int{},
-		sent: map[stream]map[string]sent{}, answered: map[stream]map[string]string{}, rejected: map[stream]map[string]bool{},
+		sent: map[stream]map[string]sent{}, answered: map[stream]map[string]string{}, answeredNames: map[stream]map[string][]string{},
+		requested: map[stream]map[string][]string{}, rejected: map[stream]map[string]bool{},
 		backoff: map[stream]map[string]time.Duration{}, held: map[*discoveryv3.DiscoveryRequest]heldNACK{},
 		delta: map[stream]map[string]*deltaType{}, deltaHeld: map[*discoveryv3.DeltaDiscoveryRequest]heldDelta{},
 		limits: DefaultLimits(), states: map[stream]*streamState{}, connStreams: map[string]int{}, tenants: map[string]*tenantState{},
@@ -213,7 +229,7 @@ func newCallbacks(l logr.Logger, hasTenant func(string) bool) *callbacks {
 		if c.sent[s] == nil {
 			c.sent[s] = map[string]sent{}
 		}
-		c.sent[s][resp.GetTypeUrl()] = sent{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
+		c.sent[s][resp.GetTypeUrl()] = sent{nonce: resp.GetNonce(), version: resp.GetVersionInfo(), names: sotwNames(req, resp)}
 	}
 	c.StreamDeltaRequestFunc = func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 		s := stream{delta: true, id: id}
@@ -286,10 +302,13 @@ func (c *callbacks) nextDelay(s stream, typeURL string) time.Duration {
 // deltaSent records a delta response about to be sent.
 func (c *callbacks) deltaSent(s stream, resp *discoveryv3.DeltaDiscoveryResponse) {
 	names := make([]string, 0, len(resp.GetResources())+len(resp.GetRemovedResources()))
-	for _, r := range resp.GetResources() {
+	versions := make([]string, len(resp.GetResources()), cap(names))
+	for i, r := range resp.GetResources() {
 		names = append(names, r.GetName())
+		versions[i] = r.GetVersion()
 	}
 	names = append(names, resp.GetRemovedResources()...)
+	versions = versions[:len(names)]
 	size := proto.Size(resp)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -298,7 +317,7 @@ func (c *callbacks) deltaSent(s stream, resp *discoveryv3.DeltaDiscoveryResponse
 	if len(t.unanswered) == maxUnanswered {
 		t.unanswered = slices.Delete(t.unanswered, 0, 1)
 	}
-	t.unanswered = append(t.unanswered, deltaResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo(), names: names})
+	t.unanswered = append(t.unanswered, deltaResponse{nonce: resp.GetNonce(), version: resp.GetSystemVersionInfo(), names: names, versions: versions})
 	t.last = resp.GetNonce()
 }
 
@@ -333,6 +352,7 @@ func (c *callbacks) deltaAnswer(s stream, req *discoveryv3.DeltaDiscoveryRequest
 	typeURL := req.GetTypeUrl()
 	c.mu.Lock()
 	t := c.deltaType(s, typeURL)
+	t.subscribe(req)
 	var resp deltaResponse
 	answered := false
 	if nonce := req.GetResponseNonce(); nonce != "" {
@@ -340,6 +360,7 @@ func (c *callbacks) deltaAnswer(s stream, req *discoveryv3.DeltaDiscoveryRequest
 			resp, answered = t.unanswered[i], true
 			t.unanswered = slices.Delete(t.unanswered, i, i+1)
 			c.answeredVersion(s, typeURL, resp.version)
+			t.answer(resp)
 		}
 	}
 	var report *Rejection
@@ -417,7 +438,9 @@ func (c *callbacks) answer(s stream, req *discoveryv3.DiscoveryRequest, rejected
 	c.mu.Lock()
 	if last, ok := c.sent[s][req.GetTypeUrl()]; ok && req.GetResponseNonce() == last.nonce {
 		c.answeredVersion(s, req.GetTypeUrl(), last.version)
+		c.answeredNamesOf(s, req.GetTypeUrl(), last.names)
 	}
+	c.requestedNames(s, req)
 	c.mu.Unlock()
 	if req.GetErrorDetail() != nil {
 		c.reject(s, req.GetTypeUrl(), rejectedVersion, req.GetErrorDetail().GetMessage())
@@ -592,6 +615,8 @@ func (c *callbacks) closed(s stream) {
 	delete(c.streams, s)
 	delete(c.sent, s)
 	delete(c.answered, s)
+	delete(c.answeredNames, s)
+	delete(c.requested, s)
 	c.proxies[p]--
 	if c.proxies[p] <= 0 {
 		delete(c.proxies, p)
