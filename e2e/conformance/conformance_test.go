@@ -248,6 +248,7 @@ func harness(t *testing.T) (client.Client, suite.ConformanceOptions) {
 	opts.Hook = func(t *testing.T, test suite.ConformanceTest, _ *suite.ConformanceTestSuite) {
 		if t.Failed() {
 			dumpStatuses(t, c)
+			dumpEnvoyClusters(t, tenant.Envoy)
 		}
 	}
 	return c, opts
@@ -299,6 +300,21 @@ func sameReport(t *testing.T, a, b []byte) bool {
 
 // dumpStatuses logs the status kubelb wrote on every Gateway and route of the tenant, so a
 // failed conformance test shows what kubelb reported.
+// dumpEnvoyClusters logs what the tenant's Envoy counted per cluster (requests, connection
+// failures, hosts), and the clusters still warming: where a request that should have reached
+// a backend (a mirrored one, say) went.
+func dumpEnvoyClusters(t *testing.T, e *framework.Envoy) {
+	if e == nil {
+		return
+	}
+	stats, err := e.Get(`/stats?filter=^cluster\..*\.(upstream_rq_total|upstream_rq_completed|upstream_cx_total|upstream_cx_connect_fail|upstream_rq_pending_failure_eject|membership_healthy|membership_total)$|^cluster_manager\.warming_clusters$`)
+	if err != nil {
+		t.Logf("Envoy's cluster stats: %v", err)
+		return
+	}
+	t.Logf("Envoy's cluster stats:\n%s", stats)
+}
+
 func dumpStatuses(t *testing.T, c client.Client) {
 	lists := []client.ObjectList{&gatewayv1.GatewayList{}, &gatewayv1.HTTPRouteList{}, &gatewayv1.GRPCRouteList{}, &gatewayv1.TLSRouteList{}, &gatewayv1.TCPRouteList{}, &gatewayv1.UDPRouteList{}}
 	for _, l := range lists {

@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"maps"
+	"slices"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
@@ -34,16 +37,24 @@ func (c *callbacks) answeredNamesOf(s stream, typeURL string, names []string) {
 	c.answeredNames[s][typeURL] = names
 }
 
-// requestedNames records the resources a state-of-the-world request asks for. The caller
-// holds c.mu.
+// requestedNames records that a state-of-the-world stream asks for a type, and the resources
+// it names. The caller holds c.mu.
 func (c *callbacks) requestedNames(s stream, req *discoveryv3.DiscoveryRequest) {
-	if wildcardTypes[req.GetTypeUrl()] {
-		return
-	}
 	if c.requested[s] == nil {
 		c.requested[s] = map[string][]string{}
 	}
-	c.requested[s][req.GetTypeUrl()] = req.GetResourceNames()
+	typeURL := req.GetTypeUrl()
+	if _, sent := c.sent[s][typeURL]; !sent && req.GetVersionInfo() != "" && req.GetErrorDetail() == nil {
+		// A proxy that reconnects says which version it has; it is sent nothing while that is
+		// the current one.
+		c.answeredVersion(s, typeURL, req.GetVersionInfo())
+		c.answeredNamesOf(s, typeURL, req.GetResourceNames())
+	}
+	if wildcardTypes[typeURL] {
+		c.requested[s][typeURL] = nil
+		return
+	}
+	c.requested[s][typeURL] = req.GetResourceNames()
 }
 
 // sotwNames are the resources a state-of-the-world response to req carries, of the types a
@@ -56,13 +67,21 @@ func sotwNames(req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryRes
 	return req.GetResourceNames()
 }
 
-// subscribe follows the resources a delta request subscribes to and unsubscribes from.
+// subscribe follows what a delta request says of the resources the proxy has and wants: the
+// versions it already has (initial_resource_versions, on a new stream), and, of the types
+// it names resources of, the resources it subscribes to and unsubscribes from.
 func (t *deltaType) subscribe(req *discoveryv3.DeltaDiscoveryRequest) {
+	if t.answered == nil {
+		t.answered = map[string]string{}
+	}
+	for n, v := range req.GetInitialResourceVersions() {
+		t.answered[n] = v
+	}
 	if wildcardTypes[req.GetTypeUrl()] {
 		return
 	}
 	if t.subscribed == nil {
-		t.subscribed, t.answered = map[string]struct{}{}, map[string]string{}
+		t.subscribed = map[string]struct{}{}
 	}
 	for _, n := range req.GetResourceNamesSubscribe() {
 		t.subscribed[n] = struct{}{}
@@ -79,7 +98,7 @@ func (t *deltaType) subscribe(req *discoveryv3.DeltaDiscoveryRequest) {
 // answer records the versions of the resources of a response the proxy answered.
 func (t *deltaType) answer(resp deltaResponse) {
 	if t.answered == nil {
-		return // a wildcard type: checked by version
+		t.answered = map[string]string{}
 	}
 	for i, n := range resp.names {
 		if v := resp.versions[i]; v != "" {
@@ -90,20 +109,46 @@ func (t *deltaType) answer(resp deltaResponse) {
 	}
 }
 
-// applied reports whether every stream of the tenant's proxies has answered the versions
-// (by type URL) of the tenant's configuration, for each type it was sent. current holds the
-// version of each resource of the tenant's snapshot, by type URL (the types streams name
-// resources of):
-//   - the wildcard types (listeners, clusters), whose every change is sent to every stream:
-//     the answered version must be the given one;
-//   - the other types, of which a stream is sent only the resources it names: every resource
-//     it names that the snapshot holds must have been answered at its current version
-//     (delta), or carried by the latest response answered, at the given version (state of
-//     the world). A change of resources the stream does not name leaves it nothing to
-//     answer; a resource it just asked for (a new cluster's endpoints) and was not sent yet
-//     is waited for.
+// current reports whether the proxy answered every resource of have (name → version) it
+// gets: all of them (all), or those it subscribed to.
+func (t *deltaType) current(all bool, have map[string]string) bool {
+	if all {
+		for n, v := range have {
+			if t.answered[n] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for n := range t.subscribed {
+		if v, ok := have[n]; ok && t.answered[n] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// parentType is the type whose resources reference those of a type: a cluster its endpoints,
+// a listener its route configurations. A snapshot holds exactly the endpoints and route
+// configurations its clusters and listeners reference (newSnapshot checks it), so a proxy
+// that accepted every cluster and listener asks for every one of them.
+var parentType = map[string]string{resource.EndpointType: resource.ClusterType, resource.RouteType: resource.ListenerType}
+
+// applied reports whether every stream of the tenant's proxies has answered the tenant's
+// configuration: versions by type URL, and current, the version of each resource of the
+// tenant's snapshot by type URL. A proxy gets every listener and cluster, and so asks for
+// every route configuration and endpoints they reference (unless it rejected the listeners
+// or clusters); of the other types (secrets) only those it asks for by name:
+//   - delta: each resource the proxy gets was answered at its current version, or was already
+//     the proxy's when the stream opened;
+//   - state of the world: the latest response of each type was answered at the given version,
+//     and carried every resource the proxy gets.
 //
-// A rejection counts as an answer: the rejection itself reaches the objects concerned.
+// So a type the proxy has not asked for yet, while the snapshot holds resources of it, is
+// waited for: Envoy asks for listeners only once its first clusters are warm, and for a new
+// cluster's endpoints sometimes after it answered the clusters. A change of resources the
+// proxy does not get (a secret it does not use) is not waited for. A rejection counts as an
+// answer: the rejection itself reaches the objects concerned.
 func (c *callbacks) applied(tenant string, versions map[string]string, current map[string]map[string]string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,41 +156,59 @@ func (c *callbacks) applied(tenant string, versions map[string]string, current m
 		if p.tenant != tenant {
 			continue
 		}
-		if s.delta {
-			for typeURL, t := range c.delta[s] {
-				want, ok := versions[typeURL]
-				if !ok {
-					continue
-				}
-				if wildcardTypes[typeURL] {
-					if t.last != "" && c.answered[s][typeURL] != want {
+		for typeURL, want := range versions {
+			have := current[typeURL]
+			parent, dependent := parentType[typeURL]
+			all := wildcardTypes[typeURL] || (dependent && !c.rejected[s][parent])
+			if s.delta {
+				t := c.delta[s][typeURL]
+				if t == nil {
+					if all && len(have) > 0 {
 						return false
 					}
 					continue
 				}
-				have := current[typeURL]
-				for n := range t.subscribed {
-					if v, ok := have[n]; ok && t.answered[n] != v {
-						return false
-					}
+				if !t.current(all, have) {
+					return false
 				}
-			}
-			continue
-		}
-		for typeURL := range c.sent[s] {
-			want, ok := versions[typeURL]
-			if !ok {
 				continue
 			}
-			if c.answered[s][typeURL] != want {
+			asked, ok := c.requested[s][typeURL]
+			if !ok {
+				if all && len(have) > 0 {
+					return false
+				}
+				continue
+			}
+			if _, sent := c.sent[s][typeURL]; (sent || len(have) > 0) && c.answered[s][typeURL] != want {
 				return false
 			}
-			if !wildcardTypes[typeURL] && !carried(c.requested[s][typeURL], c.answeredNames[s][typeURL], current[typeURL]) {
+			if wildcardTypes[typeURL] {
+				continue
+			}
+			if all {
+				asked = slices.Collect(maps.Keys(have))
+			}
+			if !carried(asked, c.answeredNames[s][typeURL], have) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// Applied reports whether every Envoy proxy of the tenant connected to this server has
+// answered — accepted, or rejected — the configuration whose versions (by type URL, as
+// TypeVersion gives them) are given. A tenant without connected proxies has nothing to wait
+// for. Proxies connected to other replicas are not known here.
+func (s *Server) Applied(tenant string, versions map[string]string) bool {
+	current := map[string]map[string]string{}
+	if snap, err := s.ordered.GetSnapshot(tenant); err == nil {
+		for typeURL := range versions {
+			current[typeURL] = snap.GetVersionMap(typeURL)
+		}
+	}
+	return s.cb.applied(tenant, versions, current)
 }
 
 // carried reports whether every resource of asked that have holds is among answered.
@@ -166,20 +229,4 @@ func carried(asked, answered []string, have map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// Applied reports whether every Envoy proxy of the tenant connected to this server has
-// answered — accepted, or rejected — the configuration whose versions (by type URL, as
-// TypeVersion gives them) are given. A tenant without connected proxies has nothing to wait
-// for. Proxies connected to other replicas are not known here.
-func (s *Server) Applied(tenant string, versions map[string]string) bool {
-	current := map[string]map[string]string{}
-	if snap, err := s.ordered.GetSnapshot(tenant); err == nil {
-		for typeURL := range versions {
-			if !wildcardTypes[typeURL] {
-				current[typeURL] = snap.GetVersionMap(typeURL)
-			}
-		}
-	}
-	return s.cb.applied(tenant, versions, current)
 }
