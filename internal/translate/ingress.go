@@ -214,7 +214,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	if _, own := ing.Annotations[v1alpha1.AnnotationStreamIdleTimeout]; !own && ngx.idle > 0 {
 		timeouts.idle = ngx.idle
 	}
-	var domains []string // this Ingress's domains, in the order of its rules
+	var domains []string                 // this Ingress's domains, in the order of its rules
 	mine := map[string][]*ingressRoute{} // this Ingress's paths by domain
 
 	var ruleHosts []string

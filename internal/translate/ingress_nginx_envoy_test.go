@@ -83,7 +83,9 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 		r.Spec.Source.Kubernetes.Route.Object = obj
 		return r
 	}
-	spec := func(rules ...networkingv1.IngressRule) networkingv1.IngressSpec { return networkingv1.IngressSpec{Rules: rules} }
+	spec := func(rules ...networkingv1.IngressRule) networkingv1.IngressSpec {
+		return networkingv1.IngressSpec{Rules: rules}
+	}
 	appSpec := spec(rule("app.example.com", "web", "/"))
 	appSpec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}}
 	in := translate.Input{
