@@ -94,6 +94,10 @@ type ingressState struct {
 	chains map[string]*ingressChain
 	// owners of the shared listeners: every Ingress Route served.
 	httpOwners, httpsOwners []ir.ObjectRef
+	// routes are the paths served, by claim; canaries the paths of canary Ingresses
+	// (ingress-nginx's canary), given to those routes once every Ingress is read.
+	routes   map[ingressClaim]*ingressRoute
+	canaries []canaryPath
 }
 
 type ingressClaim struct {
@@ -155,6 +159,7 @@ func (t *l7) ingresses() {
 		claims: map[ingressClaim]claimant{},
 		sni:    map[string]sniClaim{},
 		chains: map[string]*ingressChain{},
+		routes: map[ingressClaim]*ingressRoute{},
 	}
 	status := ingressStatus(svc)
 	for _, r := range t.byKind[routekind.Ingress] {
@@ -175,6 +180,7 @@ func (t *l7) ingresses() {
 		}
 		t.ingress(st, r, &ing, httpsPort)
 	}
+	t.applyCanaries(st)
 	t.loadBalancerHostnames(st, httpsPort)
 	t.emitIngress(st, httpPort, httpsPort)
 }
@@ -255,6 +261,14 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				continue
 			}
 			claim := ingressClaim{domain: domain, exact: exact, regex: regex != "", path: path}
+			if ngx.canary != nil {
+				// A canary serves its paths through the routes of the Ingress it shadows.
+				if cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend, ngx.http2); ok {
+					st.canaries = append(st.canaries, canaryPath{claim: claim, cluster: cluster, owner: owner, rule: *ngx.canary, route: r.Name})
+					served = true
+				}
+				continue
+			}
 			if c, taken := st.claims[claim]; taken {
 				t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "%s is already served by %s", describeMatch(claim), c.by)
 				continue
@@ -281,6 +295,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			timeouts.set(route)
 			route = ngx.route(route, regex)
 			p := &ingressRoute{exact: exact, path: path, route: route}
+			st.routes[claim] = p
 			vh.paths = append(vh.paths, p)
 			mine[domain] = append(mine[domain], p)
 			served = true

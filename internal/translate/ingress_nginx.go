@@ -60,6 +60,7 @@ var honouredNginx = []string{
 	nginxEnableCORS, nginxCORSOrigin, nginxCORSMethods, nginxCORSHeaders, nginxCORSExpose,
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
+	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -108,6 +109,9 @@ type nginxIngress struct {
 	cors       *ir.CORSPolicy
 	// session is cookie affinity (affinity: cookie); its cookie's Path is set per route.
 	session *ir.SessionCookie
+	// canary: the Ingress is a canary (canary: "true") of the Ingresses serving its hosts
+	// and paths (applyCanaries).
+	canary *nginxCanaryRule
 }
 
 // nginxAnnotations reads the ingress-nginx annotations of Ingress Route r (annotations: its
@@ -227,6 +231,9 @@ func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) 
 	}
 	if on, _ := boolean(nginxEnableCORS); on {
 		out.cors = nginxCORS(value, boolean, bad)
+	}
+	if on, _ := boolean(nginxCanary); on {
+		out.canary = nginxCanaryAnnotations(value, bad)
 	}
 	if v, ok := value(nginxAffinity); ok {
 		if v != "cookie" {

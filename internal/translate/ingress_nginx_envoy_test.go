@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,7 +32,8 @@ import (
 // permanent-redirect, app-root and force-ssl-redirect answer with their redirects;
 // backend-protocol H2C reaches a backend that speaks only HTTP/2; proxy-read-timeout ends a
 // silent request; enable-cors answers preflights for allowed origins only; affinity cookie
-// keeps a client on one of two endpoints; and snippets change nothing.
+// keeps a client on one of two endpoints; a canary Ingress gets its weight of the requests
+// and those with its header; and snippets change nothing.
 func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx"
 	const N = translate.NginxAnnotationPrefix
@@ -44,6 +46,15 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	_, port, _ = net.SplitHostPort(h2.Addr)
 	h2Port, _ := strconv.Atoi(port)
 	testsupport.StartH2CBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: "h2"})
+	// The stable and canary versions of an app, on both nodes.
+	pair := func(pod string) int {
+		b := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: pod})
+		_, port, _ := net.SplitHostPort(b.Addr)
+		testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: pod})
+		n, _ := strconv.Atoi(port)
+		return n
+	}
+	v1Port, v2Port := pair("v1"), pair("v2")
 	httpPort, httpsPort := testsupport.FreePort(t), testsupport.FreePort(t)
 	appCert, appCA := testCert(t, "app.example.com")
 
@@ -117,6 +128,9 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 			route("cors", map[string]string{N + "enable-cors": "true", N + "cors-allow-origin": "https://ok.example.com", N + "cors-allow-methods": "GET, PUT"},
 				spec(rule("cors.example.com", "web", "/")), svc("web", webPort)),
 			route("sticky", map[string]string{N + "affinity": "cookie", N + "session-cookie-name": "route"}, spec(rule("sticky.example.com", "web", "/")), svc("web", webPort)),
+			route("stable", nil, spec(rule("canary.example.com", "v1", "/")), svc("v1", v1Port)),
+			route("canary", map[string]string{N + "canary": "true", N + "canary-weight": "20", N + "canary-by-header": "X-Canary"},
+				spec(rule("canary.example.com", "v2", "/")), svc("v2", v2Port)),
 		},
 	}
 	_, problems, res, err := translatetest.Pipeline(in)
@@ -227,6 +241,51 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	if web2.Requests() == 0 {
 		t.Error("the second endpoint got no request")
 	}
+	// canary: 20 of 100 by weight (200 requests: 40 expected, 20 to 65 accepted, over six
+	// standard deviations wide), all with X-Canary: always, none with X-Canary: never.
+	count := func(n int, header string) map[string]int {
+		seen := map[string]int{}
+		for range n {
+			pod, err := withHeader(plain, "canary.example.com", "X-Canary", header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[pod]++
+		}
+		return seen
+	}
+	if seen := count(200, ""); seen["v1"]+seen["v2"] != 200 || seen["v2"] < 20 || seen["v2"] > 65 {
+		t.Errorf("200 requests to the canaried host were answered %v, want about 40 by v2 and the rest by v1", seen)
+	}
+	if seen := count(20, "always"); seen["v2"] != 20 {
+		t.Errorf("20 requests with X-Canary: always were answered %v, want all by v2", seen)
+	}
+	if seen := count(20, "never"); seen["v1"] != 20 {
+		t.Errorf("20 requests with X-Canary: never were answered %v, want all by v1", seen)
+	}
+}
+
+// withHeader sends GET / to host with header name: value (none when value is empty) and
+// returns the pod that answered.
+func withHeader(addr, host, name, value string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = host
+	if value != "" {
+		req.Header.Set(name, value)
+	}
+	resp, err := plainClient(addr).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %d", host, resp.StatusCode)
+	}
+	return resp.Header.Get(testsupport.HeaderPod), nil
 }
 
 // preflight sends a CORS preflight (OPTIONS, for PUT) from origin to host and returns the
