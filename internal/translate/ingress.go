@@ -264,7 +264,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			if ngx.canary != nil {
 				// A canary serves its paths through the routes of the Ingress it shadows.
 				if cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend, ngx.http2); ok {
-					st.canaries = append(st.canaries, canaryPath{claim: claim, cluster: cluster, owner: owner, rule: *ngx.canary, route: r.Name})
+					st.canaries = append(st.canaries, canaryPath{claim: claim, cluster: cluster, owner: owner, rule: *ngx.canary, route: r.Name, by: t.describe(r, section)})
 					served = true
 				}
 				continue

@@ -540,7 +540,8 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 		rd := *n.redirect
 		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, Redirect: &rd, CORS: n.corsCopy()}
 	}
-	if n.rewrite != "" {
+	if n.rewrite != "" && (regex != "" || route.Match.PathExact != "") {
+		// The paths of the Ingress; not its default backend, which has no path to rewrite.
 		route.Rewrite = nginxRewriteFor(regex, route.Match.PathExact, n.rewrite)
 	}
 	route.CORS = n.corsCopy()

@@ -37,6 +37,7 @@ type canaryPath struct {
 	owner   ir.ObjectRef
 	rule    nginxCanaryRule
 	route   string // the canary's Route name
+	by      string // the canary's path, for messages
 }
 
 // nginxCanaryAnnotations reads the canary annotations of an Ingress with canary: "true".
@@ -83,6 +84,7 @@ func nginxCanaryAnnotations(value func(string) (string, bool), bad func(key, v, 
 // requests with the canary's header. A canary path no other Ingress serves with backends is
 // not served (a Warning).
 func (t *l7) applyCanaries(st *ingressState) {
+	shadowed := map[*ingressRoute]string{} // the canary of each route, for messages
 	for _, cp := range st.canaries {
 		main, ok := st.routes[cp.claim]
 		if !ok || main.route.Backends == nil {
@@ -90,6 +92,12 @@ func (t *l7) applyCanaries(st *ingressState) {
 				"annotation %scanary: no other Ingress serves %s with backends; the canary path is not served", NginxAnnotationPrefix, describeMatch(cp.claim))
 			continue
 		}
+		if by, taken := shadowed[main]; taken {
+			t.problems.Add(cp.owner, ir.SeverityWarning, ReasonPathConflict,
+				"annotation %scanary: %s already has a canary, %s (one per path, as in ingress-nginx); this one is not served", NginxAnnotationPrefix, describeMatch(cp.claim), by)
+			continue
+		}
+		shadowed[main] = cp.by
 		r := main.route
 		r.Owners = append(r.Owners, cp.owner)
 		if cp.rule.weight > 0 {
