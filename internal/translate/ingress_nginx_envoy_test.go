@@ -99,11 +99,14 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	appSpec := spec(rule("app.example.com", "web", "/"))
 	appSpec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-tls"}}
+	secureSpec := spec(rule("secure.example.com", "web", "/"))
+	secureSpec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"secure.example.com"}, SecretName: "app-tls"}}
 	in := translate.Input{
 		Tenant: tenant,
 		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}, {IP: "127.0.0.2"}}}}},
-		Options: translate.Options{ListenerAddress: "127.0.0.1", StreamIdleTimeout: 5 * time.Minute},
+		// The tenant redirects TLS hosts to HTTPS: ssl-redirect "false" turns it off.
+		Options: translate.Options{ListenerAddress: "127.0.0.1", StreamIdleTimeout: 5 * time.Minute, IngressSSLRedirect: true},
 		Policy:  translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
 		RouteServices: []corev1.Service{{
 			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
@@ -123,6 +126,7 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 			route("moved", map[string]string{N + "permanent-redirect": "https://new.example.org/landing"}, spec(rule("old.example.com", "web", "/")), svc("web", webPort)),
 			route("app", map[string]string{N + "app-root": "/app", N + "ssl-redirect": "false"}, appSpec, svc("web", webPort)),
 			route("forced", map[string]string{N + "force-ssl-redirect": "true"}, spec(rule("app.example.com", "web", "/secure")), svc("web", webPort)),
+			route("secure", map[string]string{N + "ssl-redirect": "true"}, secureSpec, svc("web", webPort)),
 			route("h2", map[string]string{N + "backend-protocol": "H2C"}, spec(rule("h2.example.com", "h2", "/")), svc("h2", h2Port)),
 			route("slow", map[string]string{N + "proxy-read-timeout": "1", N + "proxy-send-timeout": "1"}, spec(rule("slow.example.com", "web", "/")), svc("web", webPort)),
 			route("cors", map[string]string{N + "enable-cors": "true", N + "cors-allow-origin": "https://ok.example.com", N + "cors-allow-methods": "GET, PUT"},
@@ -166,9 +170,9 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 			t.Errorf("http://%s%s: %d (%v), want 404 (the path's expression does not match)", c.host, c.path, a.status, err)
 		}
 	}
-	// Redirects: permanent-redirect (301 to the URL), app-root (302 on / only), and
+	// Redirects: permanent-redirect (301 to the URL), app-root (302 on / only),
 	// force-ssl-redirect on a host another Ingress serves over HTTPS (its own path only: the
-	// Ingress with ssl-redirect false is not redirected).
+	// Ingress with ssl-redirect false is not redirected), and ssl-redirect on a TLS host.
 	for _, c := range []struct {
 		host, path, location string
 		status               int
@@ -176,7 +180,8 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 		{"old.example.com", "/any/path", "https://new.example.org/landing", http.StatusMovedPermanently},
 		{"app.example.com", "/", "http://app.example.com/app", http.StatusFound},
 		{"app.example.com", "/secure/x", "https://app.example.com/secure/x", http.StatusMovedPermanently},
-		{"app.example.com", "/other", "", http.StatusOK},
+		{"app.example.com", "/other", "", http.StatusOK},                                                  // ssl-redirect "false"
+		{"secure.example.com", "/x?y=1", "https://secure.example.com/x?y=1", http.StatusMovedPermanently}, // ssl-redirect "true"
 	} {
 		if a, err := send(plain, "", nil, c.host, c.path); err != nil || a.status != c.status || a.location != c.location {
 			t.Errorf("http://%s%s: %d to %q (%v), want %d to %q", c.host, c.path, a.status, a.location, err, c.status, c.location)
