@@ -402,6 +402,86 @@ func TestL7EndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("an Ingress written for ingress-nginx: its rewrite-target is served, and one Warning Event names its snippet and the annotations kubelb does not honour", func(t *testing.T) {
+		startEnvoy()
+		const N = translate.NginxAnnotationPrefix
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "from-nginx", Namespace: ns, Annotations: map[string]string{
+				N + "rewrite-target":         "/$2",
+				N + "configuration-snippet":  "more_set_headers \"X-From: nginx\";",
+				N + "whitelist-source-range": "10.0.0.0/8",
+			}},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
+				Rules: []networkingv1.IngressRule{{Host: "nginx.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{Path: "/shop(/|$)(.*)", PathType: ptr.To(networkingv1.PathTypeImplementationSpecific),
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+				}}}},
+			},
+		}
+		create(t, tc, ing)
+		httpPort, _ := a.IngressPorts()
+		plain := testsupport.Loopback(int(httpPort))
+		// The backend answers with the path it got: the rewritten one.
+		r := waitHTTP(t, plain, "nginx.example.com", "/shop/cart/1", nil, nil, http.StatusOK, "web-")
+		if !strings.HasSuffix(r.Body, " /cart/1") {
+			t.Errorf("the backend got %q, want the path /cart/1", r.Body)
+		}
+		unsupported := func() (n int32, notes []string) {
+			evs := &eventsv1.EventList{}
+			if err := tc.List(ctx, evs, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs.Items {
+				if ev.Regarding.UID != ing.UID || ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "configuration-snippet") {
+					continue
+				}
+				notes = append(notes, ev.Reason+": "+ev.Note)
+				n++
+				if ev.Series != nil {
+					n += ev.Series.Count - 1
+				}
+			}
+			return n, notes
+		}
+		testsupport.Eventually(t, time.Minute, "a Warning Event naming the snippet", func() error {
+			if n, _ := unsupported(); n == 0 {
+				return fmt.Errorf("none yet")
+			}
+			return nil
+		})
+		// A change that leaves the annotations as they are: no second Event.
+		testsupport.Eventually(t, time.Minute, "updating the Ingress", func() error {
+			get(t, tc, ing)
+			paths := &ing.Spec.Rules[0].HTTP.Paths
+			*paths = append(*paths, networkingv1.HTTPIngressPath{Path: "/more", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: (*paths)[0].Backend})
+			return tc.Update(ctx, ing)
+		})
+		waitHTTP(t, plain, "nginx.example.com", "/more", nil, nil, http.StatusOK, "web-")
+		testsupport.Eventually(t, time.Minute, "the manager's verdict on the changed Route", func() error {
+			rt := &kubelbv1alpha1.Route{}
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: "tenant-a", Name: string(ing.UID)}, rt); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(rt.Status.Resources.Route.Conditions, "Programmed")
+			if c == nil || c.ObservedGeneration != rt.Generation {
+				return fmt.Errorf("Programmed %+v of generation %d", c, rt.Generation)
+			}
+			return nil
+		})
+		n, notes := unsupported()
+		if n != 1 {
+			t.Fatalf("%d Warning Events naming the snippet, want 1: %q", n, notes)
+		}
+		if !strings.Contains(notes[0], translate.ReasonUnsupportedAnnotation) || !strings.Contains(notes[0], "whitelist-source-range") {
+			t.Errorf("the Event %q does not name the reason %s and whitelist-source-range", notes[0], translate.ReasonUnsupportedAnnotation)
+		}
+		t.Logf("the Ingress was told: %s", notes[0])
+		if err := tc.Delete(ctx, ing); err != nil {
+			t.Errorf("deleting Ingress from-nginx: %v", err)
+		}
+	})
+
 	t.Run("a certificate rotated in the tenant reaches Envoy with zero failed requests", func(t *testing.T) {
 		_, httpsPort := a.IngressPorts()
 		addr := testsupport.Loopback(int(httpsPort))

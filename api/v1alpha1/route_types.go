@@ -278,7 +278,8 @@ type ResourceState struct {
 	// A False Programmed condition may also take the reason of the first translation problem:
 	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
 	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
-	// InvalidAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence, QuotaExceeded,
+	// InvalidAnnotation, UnsupportedAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence,
+	// QuotaExceeded,
 	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
 	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
 	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,

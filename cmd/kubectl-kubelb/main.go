@@ -9,6 +9,7 @@ import (
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/cli/checkhub"
 	"kubelb.dev/kubelb/internal/cli/envoyadmin"
+	"kubelb.dev/kubelb/internal/cli/ingresscmd"
 	"kubelb.dev/kubelb/internal/cli/sysdump"
 	"kubelb.dev/kubelb/internal/cli/tenantcmd"
 	"kubelb.dev/kubelb/internal/cli/tenantside"
@@ -23,6 +24,7 @@ func main() {
 		tenantcmd.Command,
 		envoyadmin.Command,
 		translatecmd.Command,
+		ingresscmd.Command,
 		sysdump.Command,
 	)
 	if err := root.Execute(); err != nil {

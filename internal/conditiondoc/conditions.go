@@ -171,6 +171,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonEndpointPortNotFound, "", "an endpoint group has no port for this port"},
 	{translate.ReasonNoEndpoints, "", "no endpoints at all (e.g. no Ready tenant nodes)"},
 	{translate.ReasonInvalidAnnotation, "", "an annotation value is not understood (ignored)"},
+	{translate.ReasonUnsupportedAnnotation, "", "an Ingress carries ingress-nginx annotations kubelb does not honour (snippets never; the others not yet), named in one Warning (docs/ingress-nginx.md)"},
 	{translate.ReasonProxyProtocolUnsupported, "", "PROXY protocol was asked for a UDP port (ignored)"},
 	{translate.ReasonUnsupportedPersistence, "", "spec.persistence.type is not understood (ignored); on a Gateway API route, a part of sessionPersistence Envoy cannot keep (ignored; an unusable name, type or timeout turns the rule's session persistence off)"},
 	{translate.ReasonQuotaExceeded, "", "the tenant's limits refuse the object, or cut its endpoints"},

@@ -94,11 +94,16 @@ type ingressState struct {
 	chains map[string]*ingressChain
 	// owners of the shared listeners: every Ingress Route served.
 	httpOwners, httpsOwners []ir.ObjectRef
+	// routes are the paths served, by claim; canaries the paths of canary Ingresses
+	// (ingress-nginx's canary), given to those routes once every Ingress is read.
+	routes   map[ingressClaim]*ingressRoute
+	canaries []canaryPath
 }
 
 type ingressClaim struct {
 	domain string
 	exact  bool
+	regex  bool // path is a regular expression (ingress-nginx's use-regex, rewrite-target)
 	path   string
 }
 
@@ -154,6 +159,7 @@ func (t *l7) ingresses() {
 		claims: map[ingressClaim]claimant{},
 		sni:    map[string]sniClaim{},
 		chains: map[string]*ingressChain{},
+		routes: map[ingressClaim]*ingressRoute{},
 	}
 	status := ingressStatus(svc)
 	for _, r := range t.byKind[routekind.Ingress] {
@@ -174,6 +180,7 @@ func (t *l7) ingresses() {
 		}
 		t.ingress(st, r, &ing, httpsPort)
 	}
+	t.applyCanaries(st)
 	t.loadBalancerHostnames(st, httpsPort)
 	t.emitIngress(st, httpPort, httpsPort)
 }
@@ -206,6 +213,14 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	served := false
 	timeouts := t.routeTimeouts(r, ing.Annotations)
 	redirect := t.sslRedirect(r, ing.Annotations)
+	ngx := t.nginxAnnotations(r, ing.Annotations)
+	if _, own := ing.Annotations[v1alpha1.AnnotationSSLRedirect]; !own && ngx.sslRedirect != nil {
+		redirect = *ngx.sslRedirect
+	}
+	if _, own := ing.Annotations[v1alpha1.AnnotationStreamIdleTimeout]; !own && ngx.idle > 0 {
+		timeouts.idle = ngx.idle
+	}
+	var domains []string                 // this Ingress's domains, in the order of its rules
 	mine := map[string][]*ingressRoute{} // this Ingress's paths by domain
 
 	var ruleHosts []string
@@ -220,6 +235,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			domain = h
 			ruleHosts = append(ruleHosts, h)
 		}
+		if !slices.Contains(domains, domain) {
+			domains = append(domains, domain)
+		}
 		vh := st.vhost(domain)
 		if rule.HTTP == nil {
 			continue
@@ -230,24 +248,43 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				section = fmt.Sprintf("rule %d path %d", i, j)
 			}
 			owner := t.ref(r, section)
-			exact, path, msg := ingressPath(p)
+			var exact bool
+			var path, regex, msg string
+			if ngx.regex && (p.PathType == nil || *p.PathType != networkingv1.PathTypeExact) {
+				path = cmp.Or(p.Path, "/")
+				regex, msg = nginxRegexPath(p.Path)
+			} else {
+				exact, path, msg = ingressPath(p)
+			}
 			if msg != "" {
 				t.problems.Add(owner, ir.SeverityError, ReasonInvalidPath, "%s; the path is not served", msg)
 				continue
 			}
-			claim := ingressClaim{domain: domain, exact: exact, path: path}
+			claim := ingressClaim{domain: domain, exact: exact, regex: regex != "", path: path}
+			if ngx.canary != nil {
+				// A canary serves its paths through the routes of the Ingress it shadows.
+				if cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend, ngx.http2); ok {
+					st.canaries = append(st.canaries, canaryPath{claim: claim, cluster: cluster, owner: owner, rule: *ngx.canary, route: r.Name, by: t.describe(r, section)})
+					served = true
+				}
+				continue
+			}
 			if c, taken := st.claims[claim]; taken {
 				t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "%s is already served by %s", describeMatch(claim), c.by)
 				continue
 			}
-			cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend)
+			cluster, ok := t.ingressBackend(r, owner, ns, &p.Backend, ngx.http2)
 			if !ok {
 				continue
 			}
+			ngx.backend(t, owner, cluster)
 			st.claims[claim] = claimant{route: r.Name, by: t.describe(r, section)}
 			m := ir.RouteMatch{PathPrefix: path}
-			if exact {
+			switch {
+			case exact:
 				m = ir.RouteMatch{PathExact: path}
+			case regex != "":
+				m = ir.RouteMatch{PathRegex: regex}
 			}
 			route := &ir.Route{
 				Name:     fmt.Sprintf("%s/rule-%d/path-%d", r.Name, i, j),
@@ -256,7 +293,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
 			}
 			timeouts.set(route)
+			route = ngx.route(route, regex)
 			p := &ingressRoute{exact: exact, path: path, route: route}
+			st.routes[claim] = p
 			vh.paths = append(vh.paths, p)
 			mine[domain] = append(mine[domain], p)
 			served = true
@@ -266,8 +305,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	// comes before it, as in Kubernetes.
 	var fallback *ir.Route
 	if db := ing.Spec.DefaultBackend; db != nil {
-		if fallback = t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0); fallback != nil {
+		if fallback = t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0, &ngx); fallback != nil {
 			timeouts.set(fallback)
+			*fallback = *ngx.route(fallback, "")
 			for _, h := range ruleHosts {
 				if vh := st.vhosts[h]; vh.fallback == nil {
 					vh.fallback = fallback
@@ -275,6 +315,9 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			}
 			served = true
 		}
+	}
+	if ngx.appRoot != "" && t.nginxAppRoot(st, r, ngx, domains, mine) {
+		served = true
 	}
 	if served {
 		st.httpOwners = append(st.httpOwners, t.ref(r, ""))
@@ -362,13 +405,17 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		}
 		st.httpsOwners = append(st.httpsOwners, t.ref(r, ""))
 	}
+	if ngx.forceSSLRedirect {
+		// Every host of the Ingress that some Ingress serves over HTTPS (emitIngress decides).
+		st.redirectToHTTPS(ruleHosts, mine, fallback)
+	}
 }
 
 // ingressDefaultBackend resolves an Ingress's default backend: the catch-all of the "*"
 // virtual host unless an older Ingress (or a rule of this one) has it, and the fallback of
 // the Ingress's own hosts when it has any. It returns the fallback route, nil when the
 // default backend is not served at all.
-func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, db *networkingv1.IngressBackend, hasHosts bool) *ir.Route {
+func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, db *networkingv1.IngressBackend, hasHosts bool, ngx *nginxIngress) *ir.Route {
 	owner := t.ref(r, "defaultBackend")
 	if db.Service == nil {
 		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; not served")
@@ -384,10 +431,11 @@ func (t *l7) ingressDefaultBackend(st *ingressState, r *v1alpha1.Route, db *netw
 		t.problems.Add(owner, ir.SeverityError, ReasonPathConflict, "the catch-all of requests for any host is already served by %s; the default backend is not served", c.by)
 		return nil
 	}
-	cluster, ok := t.ingressBackend(r, owner, r.Spec.Source.Kubernetes.Route.GetNamespace(), db)
+	cluster, ok := t.ingressBackend(r, owner, r.Spec.Source.Kubernetes.Route.GetNamespace(), db, ngx.http2)
 	if !ok {
 		return nil
 	}
+	ngx.backend(t, owner, cluster)
 	fallback := &ir.Route{
 		Name:     r.Name + "/default-backend",
 		Owners:   []ir.ObjectRef{owner},
@@ -422,7 +470,7 @@ func (t *l7) describe(r *v1alpha1.Route, section string) string {
 
 // ingressBackend resolves an Ingress backend to a cluster, reporting a problem on owner when
 // it cannot.
-func (t *l7) ingressBackend(r *v1alpha1.Route, owner ir.ObjectRef, ns string, b *networkingv1.IngressBackend) (string, bool) {
+func (t *l7) ingressBackend(r *v1alpha1.Route, owner ir.ObjectRef, ns string, b *networkingv1.IngressBackend, http2 bool) (string, bool) {
 	if b.Resource != nil || b.Service == nil {
 		t.problems.Add(owner, ir.SeverityError, ReasonUnsupportedBackend, "only Service backends are supported; not served")
 		return "", false
@@ -445,7 +493,7 @@ func (t *l7) ingressBackend(r *v1alpha1.Route, owner ir.ObjectRef, ns string, b 
 			return "", false
 		}
 	}
-	be, reason, msg := t.backend(r, owner, ns, b.Service.Name, port, false, "")
+	be, reason, msg := t.backend(r, owner, ns, b.Service.Name, port, http2, "")
 	if reason != "" {
 		t.problems.Add(owner, ir.SeverityError, reason, "%s", msg)
 		return "", false
@@ -530,6 +578,9 @@ func describeMatch(c ingressClaim) string {
 	}
 	if c.exact {
 		return fmt.Sprintf("exact path %s on %s", c.path, host)
+	}
+	if c.regex {
+		return fmt.Sprintf("regular expression path %s on %s", truncate(c.path), host)
 	}
 	return fmt.Sprintf("path prefix %s on %s", c.path, host)
 }
@@ -672,6 +723,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 	}
 	slices.Sort(domains)
 
+	var httpCORS, httpSession bool
 	if httpPort != 0 && len(domains) > 0 {
 		if other, ok := bound[httpPort]; ok {
 			for _, o := range st.httpOwners {
@@ -684,6 +736,7 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 				rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[d].virtualHost(st.vhosts["*"], tls && httpsServed))
 			}
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
+			httpCORS, httpSession = rc.HasCORS(), rc.HasSessionPersistence()
 			bound[httpPort] = IngressHTTPListener
 			t.cfg.Listeners = append(t.cfg.Listeners, &ir.Listener{
 				Name:              IngressHTTPListener,
@@ -696,6 +749,8 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 				HeaderLimits:      limits,
 				StreamIdleTimeout: ir.Duration(t.opts.StreamIdleTimeout),
 				AccessLog:         t.opts.AccessLog,
+				CORS:              httpCORS,
+				StatefulSession:   httpSession,
 			})
 		}
 	}
@@ -751,6 +806,8 @@ func (t *l7) emitIngress(st *ingressState, httpPort, httpsPort uint32) {
 			rc.VirtualHosts = append(rc.VirtualHosts, misdirectedHost(other, slices.Clone(st.httpsOwners)...))
 		}
 		t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
+		l.CORS = l.CORS || rc.HasCORS()
+		l.StatefulSession = l.StatefulSession || rc.HasSessionPersistence()
 		if len(hosts) > 0 {
 			l.TLS = append(l.TLS, &ir.TLSServer{ServerNames: hosts, Secrets: []string{s}, RouteConfig: rc.Name})
 		}

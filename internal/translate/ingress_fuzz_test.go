@@ -25,8 +25,8 @@ var (
 // ingressInput adds to a random tenant (input) the Ingress side: the kubelb-ingress Service
 // with random listener ports (colliding with Layer 4 ones at times), synced Secrets (good,
 // broken), up to 4 Ingress Routes with random hosts, paths, backends, TLS entries, default
-// backends and ssl-redirect annotations, the tenant's sslRedirect, DNS settings and hostname
-// Secrets.
+// backends, ssl-redirect and ingress-nginx annotations (good and bad values, regex paths), the
+// tenant's sslRedirect, DNS settings and hostname Secrets.
 func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 	in := s.input()
 	if s.intn(5) != 0 {
@@ -96,9 +96,48 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 			}
 			spec.TLS = append(spec.TLS, tls)
 		}
-		var annotations map[string]string
+		annotations := map[string]string{}
 		if v := pick(s, "", "", "true", "false", "maybe"); v != "" {
-			annotations = map[string]string{v1alpha1.AnnotationSSLRedirect: v}
+			annotations[v1alpha1.AnnotationSSLRedirect] = v
+		}
+		// ingress-nginx annotations, good and bad values, regex paths among them.
+		const N = translate.NginxAnnotationPrefix
+		for j, m := 0, s.intn(4); j < m; j++ {
+			switch s.intn(12) {
+			case 0:
+				annotations[N+"rewrite-target"] = pick(s, "/$2", "/", "/$1$9", "bar", "/a b", `/\1`)
+			case 1:
+				annotations[N+"use-regex"] = pick(s, "true", "false", "x")
+			case 2:
+				annotations[N+pick(s, "permanent-redirect", "temporal-redirect")] = pick(s, "https://x.example.org/p", "http://y.example.org:8080", "x", "https://*.x/", "https://u@x.example.org")
+				annotations[N+"permanent-redirect-code"] = pick(s, "308", "200", "")
+			case 3:
+				annotations[N+"app-root"] = pick(s, "/app", "app", "/a?b")
+			case 4:
+				annotations[N+pick(s, "proxy-read-timeout", "proxy-send-timeout", "proxy-connect-timeout")] = pick(s, "1", "60s", "0", "-1", "99999999")
+			case 5:
+				annotations[N+"backend-protocol"] = pick(s, "GRPC", "H2C", "HTTPS", "GRPCS", "FCGI")
+			case 6:
+				annotations[N+"enable-cors"] = "true"
+				annotations[N+pick(s, "cors-allow-origin", "cors-allow-methods", "cors-allow-headers", "cors-max-age")] = pick(s, "*", "https://a.example.com, http://b:8080", "GET,PUT", "X-A, *", "bad origin", "0")
+			case 7:
+				annotations[N+"affinity"] = pick(s, "cookie", "balanced")
+				annotations[N+pick(s, "session-cookie-name", "session-cookie-path", "session-cookie-max-age")] = pick(s, "route", "bad name", "/p", "3600", "x")
+			case 8:
+				annotations[N+"canary"] = pick(s, "true", "false")
+				annotations[N+pick(s, "canary-weight", "canary-by-header", "canary-weight-total")] = pick(s, "20", "100", "101", "X-Canary", "bad header")
+			case 9:
+				annotations[N+pick(s, "ssl-redirect", "force-ssl-redirect")] = pick(s, "true", "false", "x")
+			case 10:
+				annotations[N+pick(s, "configuration-snippet", "whitelist-source-range", "made-up")] = "x"
+			default:
+				annotations[N+"rewrite-target"] = "/$2"
+				if rule := len(spec.Rules); rule > 0 && spec.Rules[0].HTTP != nil {
+					typ := networkingv1.PathTypeImplementationSpecific
+					spec.Rules[0].HTTP.Paths = append(spec.Rules[0].HTTP.Paths, networkingv1.HTTPIngressPath{
+						Path: pick(s, "/x(/|$)(.*)", "/a(b", "/(a|b)+", "/[0-9]{1,1000}"), PathType: &typ, Backend: backend()})
+				}
+			}
 		}
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},

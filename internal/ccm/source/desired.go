@@ -228,7 +228,11 @@ func TrimResource(k Kind, u map[string]any) unstructured.Unstructured {
 		}
 	}
 	if a, ok, _ := unstructured.NestedStringMap(u, "metadata", "annotations"); ok {
-		if kept := KeptAnnotations(a); len(kept) > 0 {
+		kept := KeptAnnotations(a)
+		if k.Name == Ingress.Name {
+			kept = withNginxAnnotations(kept, a)
+		}
+		if len(kept) > 0 {
 			m := make(map[string]any, len(kept))
 			for k, v := range kept {
 				m[k] = v
@@ -268,6 +272,39 @@ func KeptAnnotations(a map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Bounds of the ingress-nginx annotations an Ingress's Route carries (the hub honours those
+// docs/ingress-nginx.md lists and names the others in one Warning).
+const (
+	nginxAnnotationPrefix   = "nginx.ingress.kubernetes.io/"
+	maxNginxAnnotations     = 64
+	maxNginxAnnotationValue = 1024
+)
+
+// withNginxAnnotations adds to kept the ingress-nginx annotations (prefix
+// nginx.ingress.kubernetes.io/) of a, at most 64 (by key). A value longer than 1024 bytes is
+// carried empty: the hub still names the annotation (snippets, the longest, are never
+// honoured) and reports an empty value it reads as not understood.
+func withNginxAnnotations(kept, a map[string]string) map[string]string {
+	n := 0
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if !strings.HasPrefix(k, nginxAnnotationPrefix) {
+			continue
+		}
+		if kept == nil {
+			kept = map[string]string{}
+		}
+		v := a[k]
+		if len(v) > maxNginxAnnotationValue {
+			v = ""
+		}
+		kept[k] = v
+		if n++; n == maxNginxAnnotations {
+			break
+		}
+	}
+	return kept
 }
 
 // TrimService is a tenant Service as a Route embeds it: name, namespace, uid, labels, and

@@ -184,19 +184,35 @@ func TestDesiredTwin(t *testing.T) {
 
 // TestTrimResourceKeepsKubeLBAnnotations: a Route embeds the tenant object's kubelb.k8c.io/
 // annotations (the hub reads e.g. kubelb.k8c.io/request-timeout from them), not the others,
-// none with a value above 256 bytes, and at most 16 (the first by key).
+// none with a value above 256 bytes, and at most 16 (the first by key); an Ingress's Route
+// also embeds its ingress-nginx annotations (a value above 1024 bytes empty, so the hub can
+// still name it), at most 64, and an HTTPRoute's does not.
 func TestTrimResourceKeepsKubeLBAnnotations(t *testing.T) {
 	annotations := map[string]any{
-		v1alpha1.AnnotationRequestTimeout:                  "0s",
-		"kubectl.kubernetes.io/last-applied-configuration": "{}",
-		"nginx.ingress.kubernetes.io/rewrite-target":       "/",
-		"kubelb.k8c.io/huge":                               strings.Repeat("x", 257),
+		v1alpha1.AnnotationRequestTimeout:                   "0s",
+		"kubectl.kubernetes.io/last-applied-configuration":  "{}",
+		"nginx.ingress.kubernetes.io/rewrite-target":        "/",
+		"nginx.ingress.kubernetes.io/configuration-snippet": strings.Repeat("x", 1025),
+		"kubelb.k8c.io/huge":                                strings.Repeat("x", 257),
 	}
 	u := map[string]any{"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": annotations}, "spec": map[string]any{}}
 	trimmed := TrimResource(Ingress, u)
 	got := trimmed.GetAnnotations()
-	if want := map[string]string{v1alpha1.AnnotationRequestTimeout: "0s"}; !maps.Equal(got, want) {
+	if want := map[string]string{v1alpha1.AnnotationRequestTimeout: "0s", "nginx.ingress.kubernetes.io/rewrite-target": "/",
+		"nginx.ingress.kubernetes.io/configuration-snippet": ""}; !maps.Equal(got, want) {
 		t.Errorf("embedded annotations %v, want %v", got, want)
+	}
+	route := TrimResource(HTTPRoute, u)
+	if got, want := route.GetAnnotations(), map[string]string{v1alpha1.AnnotationRequestTimeout: "0s"}; !maps.Equal(got, want) {
+		t.Errorf("an HTTPRoute embeds annotations %v, want %v", got, want)
+	}
+	nginx := map[string]any{}
+	for i := range 70 {
+		nginx[fmt.Sprintf("nginx.ingress.kubernetes.io/a%02d", i)] = "v"
+	}
+	lots := TrimResource(Ingress, map[string]any{"metadata": map[string]any{"name": "web", "annotations": nginx}})
+	if got := lots.GetAnnotations(); len(got) != 64 || got["nginx.ingress.kubernetes.io/a63"] != "v" {
+		t.Errorf("of 70 ingress-nginx annotations an Ingress embeds %d, want the first 64 by key", len(got))
 	}
 	bare := TrimResource(Ingress, map[string]any{"metadata": map[string]any{"name": "web"}})
 	if got := bare.GetAnnotations(); got != nil {

@@ -1,0 +1,67 @@
+package ingresscmd
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestConvertGolden converts testdata/convert.in.yaml (Ingresses written for ingress-nginx)
+// and compares the Gateway API objects with convert.out.yaml and the report of what cannot be
+// expressed with convert.notes.txt; the input reversed gives the same output (deterministic).
+// Regenerate with: go test ./internal/cli/ingresscmd -update
+func TestConvertGolden(t *testing.T) {
+	f, err := os.Open("testdata/convert.in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ings, err := Read(f, "convert.in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ings) != 4 {
+		t.Fatalf("read %d Ingresses, want 4 (the Service is skipped)", len(ings))
+	}
+	var out, notes bytes.Buffer
+	if err := Write(Convert(ings, Options{}), &out, &notes); err != nil {
+		t.Fatal(err)
+	}
+	rev := slices.Clone(ings)
+	slices.Reverse(rev)
+	var out2, notes2 bytes.Buffer
+	if err := Write(Convert(rev, Options{}), &out2, &notes2); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != out2.String() || notes.String() != notes2.String() {
+		t.Error("the output depends on the order of the Ingresses")
+	}
+	for _, g := range []struct {
+		file string
+		got  []byte
+	}{{"testdata/convert.out.yaml", out.Bytes()}, {"testdata/convert.notes.txt", notes.Bytes()}} {
+		if *update {
+			if err := os.WriteFile(g.file, g.got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(g.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), string(g.got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", g.file, diff)
+		}
+	}
+	if !strings.Contains(notes.String(), "configuration-snippet") {
+		t.Error("the snippet is not reported")
+	}
+}

@@ -1,0 +1,142 @@
+package translate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"kubelb.dev/kubelb/internal/ir"
+)
+
+// The canary annotations of ingress-nginx (without the prefix).
+const (
+	nginxCanary            = "canary"
+	nginxCanaryWeight      = "canary-weight"
+	nginxCanaryWeightTotal = "canary-weight-total"
+	nginxCanaryByHeader    = "canary-by-header"
+	nginxCanaryByHeaderVal = "canary-by-header-value"
+)
+
+// maxCanaryWeightTotal bounds canary-weight-total.
+const maxCanaryWeightTotal = 1000000
+
+// nginxCanaryRule is what a canary Ingress (canary: "true") asks of the paths it shares with
+// another Ingress: a share of their requests (weight of total), and the requests whose header
+// (lower case) has value (or "always") all; "never" keeps a request off the canary.
+type nginxCanaryRule struct {
+	weight, total uint32
+	header, value string
+}
+
+// canaryPath is a path of a canary Ingress, resolved, waiting for the Ingress serving the
+// same host and path (applyCanaries).
+type canaryPath struct {
+	claim   ingressClaim
+	cluster string
+	owner   ir.ObjectRef
+	rule    nginxCanaryRule
+	route   string // the canary's Route name
+	by      string // the canary's path, for messages
+}
+
+// nginxCanaryAnnotations reads the canary annotations of an Ingress with canary: "true".
+// A value not understood is a Warning and ignored; with neither a weight nor a header, the
+// canary gets no request (as in ingress-nginx).
+func nginxCanaryAnnotations(value func(string) (string, bool), bad func(key, v, want string)) *nginxCanaryRule {
+	c := &nginxCanaryRule{total: 100}
+	if v, ok := value(nginxCanaryWeightTotal); ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 || n > maxCanaryWeightTotal {
+			bad(nginxCanaryWeightTotal, v, fmt.Sprintf("use a whole number from 1 to %d; 100 applies", maxCanaryWeightTotal))
+		} else {
+			c.total = uint32(n)
+		}
+	}
+	if v, ok := value(nginxCanaryWeight); ok {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n > uint64(c.total) {
+			bad(nginxCanaryWeight, v, fmt.Sprintf("use a whole number from 0 to %d (canary-weight-total)", c.total))
+		} else {
+			c.weight = uint32(n)
+		}
+	}
+	if v, ok := value(nginxCanaryByHeader); ok {
+		if !validHeaderName(v) {
+			bad(nginxCanaryByHeader, v, "a header name")
+		} else {
+			c.header = strings.ToLower(v)
+			c.value = "always"
+			if hv, ok := value(nginxCanaryByHeaderVal); ok {
+				if hv == "" || !validValue(hv) {
+					bad(nginxCanaryByHeaderVal, hv, "a header value")
+				} else {
+					c.value = hv
+				}
+			}
+		}
+	}
+	return c
+}
+
+// applyCanaries gives each canary path to the route of the older or newer Ingress serving
+// the same host and path: its share of the requests by weight, and a route before it for the
+// requests with the canary's header. A canary path no other Ingress serves with backends is
+// not served (a Warning).
+func (t *l7) applyCanaries(st *ingressState) {
+	shadowed := map[*ingressRoute]string{} // the canary of each route, for messages
+	for _, cp := range st.canaries {
+		main, ok := st.routes[cp.claim]
+		if !ok || main.route.Backends == nil {
+			t.problems.Add(cp.owner, ir.SeverityWarning, ReasonInvalidAnnotation,
+				"annotation %scanary: no other Ingress serves %s with backends; the canary path is not served", NginxAnnotationPrefix, describeMatch(cp.claim))
+			continue
+		}
+		if by, taken := shadowed[main]; taken {
+			t.problems.Add(cp.owner, ir.SeverityWarning, ReasonPathConflict,
+				"annotation %scanary: %s already has a canary, %s (one per path, as in ingress-nginx); this one is not served", NginxAnnotationPrefix, describeMatch(cp.claim), by)
+			continue
+		}
+		shadowed[main] = cp.by
+		r := main.route
+		r.Owners = append(r.Owners, cp.owner)
+		if cp.rule.weight > 0 {
+			// The main backends (an Ingress path has one) share total-weight, the canary weight.
+			var out []ir.WeightedCluster
+			if rest := cp.rule.total - cp.rule.weight; rest > 0 {
+				for _, b := range r.Backends {
+					b.Weight = rest
+					out = append(out, b)
+				}
+			}
+			r.Backends = append(out, ir.WeightedCluster{Cluster: cp.cluster, Weight: cp.rule.weight})
+		}
+		if cp.rule.header != "" {
+			vh := st.vhosts[cp.claim.domain]
+			i := slices.Index(vh.paths, main)
+			mk := func(suffix, value, cluster string, backends []ir.WeightedCluster) *ingressRoute {
+				c := cloneRoute(r)
+				c.Name = cp.route + "/canary-" + suffix + "/" + r.Name
+				c.Owners = []ir.ObjectRef{cp.owner}
+				c.Match.Headers = append(c.Match.Headers, ir.StringMatch{Name: cp.rule.header, Value: value})
+				c.Backends = backends
+				if cluster != "" {
+					c.Backends = []ir.WeightedCluster{{Cluster: cluster, Weight: 1}}
+				}
+				return &ingressRoute{exact: main.exact, path: main.path, route: c, sslRedirect: main.sslRedirect}
+			}
+			extra := []*ingressRoute{mk("header", cp.rule.value, cp.cluster, nil)}
+			if cp.rule.value == "always" && cp.rule.weight > 0 {
+				// "never" keeps the request on the main backends.
+				var mains []ir.WeightedCluster
+				for _, b := range r.Backends {
+					if b.Cluster != cp.cluster {
+						mains = append(mains, b)
+					}
+				}
+				extra = append(extra, mk("never", "never", "", mains))
+			}
+			vh.paths = slices.Insert(vh.paths, i, extra...)
+		}
+	}
+}
