@@ -279,6 +279,7 @@ type ResourceState struct {
 	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
 	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
 	// InvalidAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence, QuotaExceeded,
+	// InvalidSourceRanges, ClientAddressUnknown,
 	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
 	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
 	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,

@@ -279,6 +279,10 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			warn(ReasonHostnameConflict, "the cluster name %s is already used by a route backend", name)
 			continue
 		}
+		settings := l4.settings(lb)
+		if settings.rangesInvalid {
+			continue // fail closed; the Layer 4 front end reported it
+		}
 		ps.protocol = "HTTP"
 		// The same endpoints as the Layer 4 port, with its PROXY protocol and health check.
 		c := &ir.Cluster{
@@ -288,7 +292,6 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			Owners:    []ir.ObjectRef{ref},
 			Endpoints: eps,
 		}
-		settings := l4.settings(lb)
 		c.ConnectTimeout = ir.Duration(settings.opts.ConnectTimeout)
 		c.MaxConnections = settings.opts.MaxConnectionsPerCluster
 		c.ProxyProtocol = settings.proxyProtocol
@@ -309,6 +312,8 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 				Match:    ir.RouteMatch{PathPrefix: "/"},
 				Backends: []ir.WeightedCluster{{Cluster: name, Weight: 1}},
 				Timeout:  ir.Duration(t.opts.RequestTimeout),
+				// Only the LoadBalancer's clients (the peer's address; 403 for others).
+				SourceRanges: settings.sourceRanges,
 			}},
 		}}
 		st.httpsOwners = append(st.httpsOwners, ref)
