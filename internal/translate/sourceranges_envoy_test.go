@@ -91,7 +91,10 @@ func TestSourceRangesThroughEnvoy(t *testing.T) {
 		DNS:       translate.DNS{AllowExplicitHostnames: true},
 		RouteServices: []corev1.Service{{
 			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt(httpsPort)}}},
+			// A hub Ingress Service that keeps the clients' addresses (else the translation warns
+			// that the hostname's ranges may refuse allowed clients: ClientAddressUnknown).
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+				Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt(httpsPort)}}},
 		}},
 		HostnameSecrets: map[string]corev1.Secret{"office": {Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}}},
 		LoadBalancers:   []v1alpha1.LoadBalancer{office, open},

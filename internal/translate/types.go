@@ -299,7 +299,9 @@ const (
 	// ReasonClientAddressUnknown: the LoadBalancer has source ranges, but its hub Service is of
 	// type ClusterIP: clients reach Envoy through something inside the hub cluster, whose
 	// address Envoy sees instead of the client's. The ranges are enforced against that
-	// address (which normally refuses everyone).
+	// address (which normally refuses everyone). Also on the section "hostname" when the
+	// tenant's Ingress Service, which serves the hostname, does not keep the clients'
+	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort).
 	ReasonClientAddressUnknown = "ClientAddressUnknown"
 )
 
