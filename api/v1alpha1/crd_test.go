@@ -107,6 +107,21 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a LoadBalancer with source ranges keeps them", func(t *testing.T) {
+		lb := validLB("ranges")
+		lb.Spec.SourceRanges = []string{"10.0.0.0/8", "2001:db8::/32"}
+		if err := c.Create(ctx, lb); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		got := &kubelbv1alpha1.LoadBalancer{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Spec.SourceRanges, lb.Spec.SourceRanges) {
+			t.Errorf("sourceRanges = %v, want %v", got.Spec.SourceRanges, lb.Spec.SourceRanges)
+		}
+	})
+
 	t.Run("a LoadBalancer with IP families keeps them", func(t *testing.T) {
 		lb := validLB("families")
 		lb.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
@@ -168,6 +183,18 @@ func TestCRDsAgainstAPIServer(t *testing.T) {
 			lb.Spec.Ports[0].Port = 70000
 			return lb
 		}(), "spec.ports[0].port: Invalid value: 70000: spec.ports[0].port in body should be less than or equal to 65535"},
+		{"more than 64 source ranges", func() client.Object {
+			lb := validLB("ranges-many")
+			for i := range 65 {
+				lb.Spec.SourceRanges = append(lb.Spec.SourceRanges, fmt.Sprintf("10.%d.0.0/16", i))
+			}
+			return lb
+		}(), "spec.sourceRanges: Too many: 65: must have at most 64 items"},
+		{"a source range longer than 64 characters", func() client.Object {
+			lb := validLB("ranges-long")
+			lb.Spec.SourceRanges = []string{strings.Repeat("1", 65)}
+			return lb
+		}(), "spec.sourceRanges[0]: Too long"},
 		{"healthCheckNodePort out of range", func() client.Object {
 			lb := validLB("hc-port-range")
 			lb.Spec.HealthCheckNodePort = 70000

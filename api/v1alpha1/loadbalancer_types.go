@@ -68,7 +68,33 @@ type LoadBalancerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.size() < 2 || self[0] != self[1]",message="ipFamilies must not repeat a family"
 	// +listType=atomic
 	IPFamilies []corev1.IPFamily `json:"ipFamilies,omitempty"`
+
+	// SourceRanges are the client address ranges (CIDRs such as "203.0.113.0/24" or
+	// "2001:db8::/32") allowed to reach the load balancer: the tenant Service's
+	// spec.loadBalancerSourceRanges, or its annotation
+	// service.beta.kubernetes.io/load-balancer-source-ranges when that list is empty, set by
+	// the ccm. Unset or empty: every client. The hub's Envoy refuses connections (TCP),
+	// datagrams (UDP) and requests on the hostname (HTTP 403) from any other address. An
+	// entry that is not a CIDR makes the hub refuse all of the load balancer's traffic until
+	// it is fixed (fail closed: a restriction never silently widens). The hub Service gets
+	// externalTrafficPolicy Local so that the client address reaches Envoy. (An addition to
+	// the KubeLB CE contract; KubeLB CE ignores it.)
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=atomic
+	SourceRanges []string `json:"sourceRanges,omitempty"`
 }
+
+// MaxSourceRanges bounds LoadBalancerSpec.SourceRanges.
+const MaxSourceRanges = 64
+
+// MaxSourceRangeLength bounds an entry of LoadBalancerSpec.SourceRanges.
+const MaxSourceRangeLength = 64
+
+// AnnotationLoadBalancerSourceRanges is the Service annotation Kubernetes honours as the
+// allowed client ranges (comma-separated CIDRs) when spec.loadBalancerSourceRanges is empty.
+const AnnotationLoadBalancerSourceRanges = corev1.AnnotationLoadBalancerSourceRangesKey
 
 // LoadBalancerPort is a port a load balancer exposes.
 type LoadBalancerPort struct {
@@ -137,7 +163,7 @@ type LoadBalancerStatus struct {
 	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
 	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
 	// InvalidAnnotation, UnsupportedAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence,
-	// QuotaExceeded,
+	// QuotaExceeded, InvalidSourceRanges, ClientAddressUnknown,
 	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
 	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
 	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,

@@ -279,7 +279,7 @@ type ResourceState struct {
 	// InvalidName, UnsupportedProtocol, InvalidPort, PortNotAllocated, ListenerPortConflict,
 	// AddressesNotFound, InvalidAddress, EndpointDenied, EndpointPortNotFound, NoEndpoints,
 	// InvalidAnnotation, UnsupportedAnnotation, ProxyProtocolUnsupported, UnsupportedPersistence,
-	// QuotaExceeded,
+	// QuotaExceeded, InvalidSourceRanges, ClientAddressUnknown,
 	// HealthCheckThrottled, HostnameNotResolved, LoadBalancingDisabled, InvalidHostname,
 	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
 	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,

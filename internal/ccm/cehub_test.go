@@ -2,6 +2,7 @@ package ccm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -79,6 +80,23 @@ func TestAgainstKubeLBCEHub(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(metrics.CCMHubFieldsLeftOut.WithLabelValues("LoadBalancer", "spec.ipFamilies")); got <= leftOut {
 		t.Fatalf("kubelb_ccm_hub_fields_left_out_total{kind=LoadBalancer,field=spec.ipFamilies} did not grow: %v", got)
+	}
+
+	// Such a hub cannot restrict the clients of a Service with loadBalancerSourceRanges: the
+	// Service is mirrored without them, and told plainly that it is open to every address.
+	office := lbService("shop", "office")
+	office.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
+	e.create(t, e.Tenant.Client, office)
+	office = e.getService(t, "shop", "office")
+	e.mirrorOf(t, office, func(lb *v1alpha1.LoadBalancer) error {
+		if len(lb.Spec.SourceRanges) > 0 {
+			return fmt.Errorf("spec.sourceRanges %v on a hub that does not declare it", lb.Spec.SourceRanges)
+		}
+		return nil
+	})
+	ev = e.waitEvent(t, office, corev1.EventTypeWarning, ReasonHubFeatureUnavailable)
+	if !strings.Contains(ev.Note, "spec.sourceRanges") || !strings.Contains(ev.Note, "does NOT restrict the clients") {
+		t.Fatalf("Event note %q does not say the Service's clients are not restricted", ev.Note)
 	}
 }
 

@@ -40,6 +40,11 @@ const (
 	// ReasonPortNotMirrored (Warning): a Service port cannot be load balanced (protocol other
 	// than TCP/UDP, or no NodePort because allocateLoadBalancerNodePorts is false).
 	ReasonPortNotMirrored = "PortNotMirrored"
+	// ReasonInvalidSourceRanges (Warning): spec.loadBalancerSourceRanges (or the annotation
+	// service.beta.kubernetes.io/load-balancer-source-ranges) has entries that are not CIDRs
+	// (the hub then refuses all of the Service's traffic until they are fixed), or more than
+	// 64 (the last ones are left out).
+	ReasonInvalidSourceRanges = "InvalidSourceRanges"
 	// ReasonProgrammed (Normal): the hub's LoadBalancer is Programmed again after it was not.
 	// While it is not, the Warning Event carries the reason of the hub's Programmed condition
 	// (e.g. NoEndpoints), or ReasonNotProgrammed when that reason is unusable.

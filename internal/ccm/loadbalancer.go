@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,8 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // KindService is the value of the origin-resource-kind label on LoadBalancers mirroring
@@ -138,7 +141,90 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 		lb.Spec.Persistence = &v1alpha1.Persistence{Type: v1alpha1.PersistenceSourceIP}
 	}
 	lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = ipFamilies(svc)
+	lb.Spec.SourceRanges = SourceRanges(svc).Ranges
 	return lb, problems
+}
+
+// ServiceSourceRanges are the client ranges of a Service as its LoadBalancer carries them, and
+// what was wrong with them.
+type ServiceSourceRanges struct {
+	// Ranges go to the LoadBalancer's spec.sourceRanges: the valid entries in canonical form
+	// (ir.ParseSourceRange), sorted, without repeats, and the invalid ones as written (cut to
+	// v1alpha1.MaxSourceRangeLength), so that the hub refuses the Service's traffic until they
+	// are fixed rather than serve more clients than asked (left out, the last valid entry
+	// gone would leave an empty list, which serves everyone).
+	Ranges []string
+	// Invalid are the entries that are not CIDRs.
+	Invalid []string
+	// Dropped counts the entries past v1alpha1.MaxSourceRanges (after repeats are removed),
+	// left out: fewer clients are served, never more.
+	Dropped int
+	// FromAnnotation: the ranges come from the annotation
+	// service.beta.kubernetes.io/load-balancer-source-ranges (spec.loadBalancerSourceRanges
+	// is empty).
+	FromAnnotation bool
+}
+
+// SourceRanges reads the clients a Service allows as Kubernetes does:
+// spec.loadBalancerSourceRanges, or, when that is empty, the comma-separated annotation
+// service.beta.kubernetes.io/load-balancer-source-ranges. None: every client.
+func SourceRanges(svc *corev1.Service) ServiceSourceRanges {
+	var out ServiceSourceRanges
+	in := svc.Spec.LoadBalancerSourceRanges
+	if len(in) == 0 {
+		if a := strings.TrimSpace(svc.Annotations[v1alpha1.AnnotationLoadBalancerSourceRanges]); a != "" {
+			in, out.FromAnnotation = strings.Split(a, ","), true
+		}
+	}
+	var valid, invalid []string
+	for _, r := range in {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if c, err := ir.ParseSourceRange(r); err == nil {
+			valid = append(valid, c)
+			continue
+		}
+		cut := textcut.Cut(r, v1alpha1.MaxSourceRangeLength, textcut.Ellipsis)
+		if !slices.Contains(invalid, cut) {
+			invalid = append(invalid, cut)
+		}
+	}
+	out.Invalid = invalid
+	all := append(ir.SortSourceRanges(valid), invalid...)
+	if len(all) > v1alpha1.MaxSourceRanges {
+		// The invalid entries are kept (the hub must refuse the traffic); valid ones go.
+		keep := max(v1alpha1.MaxSourceRanges-len(invalid), 0)
+		out.Dropped = len(all) - v1alpha1.MaxSourceRanges
+		all = append(all[:keep:keep], invalid[:min(len(invalid), v1alpha1.MaxSourceRanges)]...)
+	}
+	if len(all) > 0 {
+		out.Ranges = all
+	}
+	return out
+}
+
+// Problem says what is wrong with the ranges, for a Warning on the Service; "" when nothing.
+func (s ServiceSourceRanges) Problem() string {
+	field := "spec.loadBalancerSourceRanges"
+	if s.FromAnnotation {
+		field = "the annotation " + v1alpha1.AnnotationLoadBalancerSourceRanges
+	}
+	var msgs []string
+	if len(s.Invalid) > 0 {
+		quoted := make([]string, 0, len(s.Invalid))
+		for _, r := range s.Invalid {
+			quoted = append(quoted, strconv.Quote(r))
+		}
+		msgs = append(msgs, fmt.Sprintf("%s has entries that are not CIDRs (such as 203.0.113.0/24): %s; the load balancer refuses all traffic until they are fixed",
+			field, strings.Join(quoted, ", ")))
+	}
+	if s.Dropped > 0 {
+		msgs = append(msgs, fmt.Sprintf("%s has more than %d distinct entries: the last %d are left out, and clients only they allow are refused",
+			field, v1alpha1.MaxSourceRanges, s.Dropped))
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // ipFamilies are the Service's ipFamilyPolicy and ipFamilies as the LoadBalancer carries

@@ -267,6 +267,9 @@ func (r *ServiceReconciler) mirror(ctx context.Context, svc *corev1.Service, sc 
 	r.managed.Set(key, current != nil || wrote)
 	if wrote {
 		r.reportPorts(svc, problems)
+		if msg := SourceRanges(svc).Problem(); msg != "" {
+			record(r.Recorder, svc, corev1.EventTypeWarning, ReasonInvalidSourceRanges, actionMirror, "%s.", msg)
+		}
 	}
 	return res, nil
 }

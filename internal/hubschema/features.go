@@ -21,6 +21,8 @@ var features = map[string]map[string]feature{
 		"spec.ipFamilyPolicy":      {"IPv6 and dual-stack addresses", asksForMoreThanIPv4},
 		"spec.healthCheckNodePort": {"health checks of externalTrafficPolicy: Local", always},
 		"spec.persistence":         {"source-IP persistence", always},
+		// A hub without it (KubeLB CE, an older kubelb) serves every client of the Service.
+		"spec.sourceRanges": {"loadBalancerSourceRanges: this hub does NOT restrict the clients of the Service (every address reaches it); restrict them at the hub's own load balancer or upgrade the hub", always},
 	},
 	"Route": {
 		"spec.source.kubernetes.context": {"references across namespaces granted by ReferenceGrants", grantsReferences},

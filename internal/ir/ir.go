@@ -84,6 +84,11 @@ type Listener struct {
 	HashSourceIP bool `json:"hashSourceIP,omitempty"`
 	// IdleTimeout (UDP) ends sessions without datagrams for this long.
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	// SourceRanges (TCP, UDP), when set, are the only client addresses served: canonical
+	// CIDRs (ValidSourceRanges), sorted, unique. A connection from any other address is
+	// closed as soon as it is accepted (TCP), a datagram from one is dropped (UDP). Empty:
+	// every client.
+	SourceRanges []string `json:"sourceRanges,omitempty"`
 
 	// RouteConfig (HTTP) names the route configuration served over RDS.
 	RouteConfig string `json:"routeConfig,omitempty"`
@@ -106,6 +111,9 @@ type Listener struct {
 	// session persistence of the routes; set exactly when a route served by the listener has
 	// one.
 	StatefulSession bool `json:"statefulSession,omitempty"`
+	// RouteSourceRanges (HTTP, HTTPS) runs Envoy's RBAC filter, which applies the source
+	// ranges of the routes; set exactly when a route served by the listener has some.
+	RouteSourceRanges bool `json:"routeSourceRanges,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -221,6 +229,11 @@ type Route struct {
 	// that served its first one, by a cookie or a header naming it; nil for none. The
 	// listeners serving the route set StatefulSession.
 	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
+	// SourceRanges, when set, are the only client addresses (the peer of the connection)
+	// whose requests the route serves: canonical CIDRs (ValidSourceRanges), sorted, unique;
+	// other clients are answered 403. Empty: every client. The listeners serving the route
+	// set RouteSourceRanges.
+	SourceRanges []string `json:"sourceRanges,omitempty"`
 }
 
 // SessionPersistence is a route's session persistence (Gateway API sessionPersistence):

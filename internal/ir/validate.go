@@ -57,9 +57,10 @@ func (c *Config) Validate() error {
 
 	// A route's CORS policy and session persistence need Envoy's CORS and stateful session
 	// filters in every listener serving it.
-	corsRoutes, sessionRoutes := map[string]bool{}, map[string]bool{}
+	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, rc := range c.RouteConfigs {
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
+		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 	}
 
 	type bindKey struct {
@@ -80,6 +81,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("stateful session", l.StatefulSession, sessionRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("RBAC", l.RouteSourceRanges, rangeRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -127,6 +131,12 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	}
 	if l.StreamIdleTimeout < 0 || (l.StreamIdleTimeout != 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS) {
 		return errors.New("a stream idle timeout is for HTTP and HTTPS listeners, and not negative")
+	}
+	if len(l.SourceRanges) > 0 && l.Protocol != ProtocolTCP && l.Protocol != ProtocolUDP {
+		return fmt.Errorf("source ranges on a %s listener (TCP and UDP only; HTTP routes have their own)", l.Protocol)
+	}
+	if err := ValidSourceRanges(l.SourceRanges); err != nil {
+		return err
 	}
 	switch l.Protocol {
 	case ProtocolTCP:
@@ -320,6 +330,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 	}
 	if actions != 1 {
 		return errors.New("exactly one of backends, redirect and direct response must be set")
+	}
+	if err := ValidSourceRanges(r.SourceRanges); err != nil {
+		return err
 	}
 	var total uint64
 	for _, b := range r.Backends {

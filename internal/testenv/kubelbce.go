@@ -24,7 +24,7 @@ const EnvKubeLBCECRDs = "KUBELB_CE_CRDS"
 // docs/testing.md.)
 var KubeLBCEAdditions = map[string][]string{
 	"kubelb.k8c.io_loadbalancers.yaml": {
-		"spec.healthCheckNodePort", "spec.ipFamilies", "spec.ipFamilyPolicy", "spec.persistence",
+		"spec.healthCheckNodePort", "spec.ipFamilies", "spec.ipFamilyPolicy", "spec.persistence", "spec.sourceRanges",
 		"status.conditions", "status.observedGeneration", "status.service.ipFamilies",
 	},
 	"kubelb.k8c.io_routes.yaml":       {"spec.source.kubernetes.context"},

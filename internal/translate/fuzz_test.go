@@ -141,6 +141,14 @@ func (s *bytesource) input() translate.Input {
 	for i := range in.LoadBalancers {
 		in.LoadBalancers[i].Spec.HealthCheckNodePort = pick[int32](s, 0, 0, 32000, 70000, -1)
 	}
+	// Source ranges: none, valid ones in any form (host bits, spaces, leading zeros, IPv6,
+	// repeats), or some that are not CIDRs.
+	for i := range in.LoadBalancers {
+		for j, n := 0, s.intn(4); j < n; j++ {
+			in.LoadBalancers[i].Spec.SourceRanges = append(in.LoadBalancers[i].Spec.SourceRanges,
+				pick(s, "10.0.0.0/8", " 10.1.2.3/16 ", "010.0.0.0/8", "2001:DB8::/32", "0.0.0.0/0", "10.0.0.0/8", "office", "10.0.0.0/33", "fe80::1%eth0/64", ""))
+		}
+	}
 	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
@@ -190,14 +198,16 @@ func FuzzTranslate(f *testing.F) {
 		if max := in.Options.MaxEndpoints; max > 0 && total > max {
 			t.Fatalf("%d endpoints in all, over MaxEndpoints %d", total, max)
 		}
-		// Every LoadBalancer port either has a listener or an Error problem explaining why not.
+		// Every LoadBalancer port either has a listener, or an Error problem explaining why
+		// not, or waits for its listener port (the Warning PortPending: no hub Service port
+		// yet).
 		listeners := map[string]bool{}
 		for _, l := range cfg.Listeners {
 			listeners[l.Name] = true
 		}
 		failed := map[string]bool{}
 		for _, p := range problems {
-			if p.Severity == ir.SeverityError {
+			if p.Severity == ir.SeverityError || p.Reason == translate.ReasonPortPending {
 				failed[p.Object.Name] = true
 			}
 		}

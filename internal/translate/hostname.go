@@ -152,6 +152,15 @@ func HostnameSecretName(lbName string) string {
 	return "lb-" + hex.EncodeToString(sum[:])[:32] + "-tls"
 }
 
+// keepsClientAddress reports whether a hub Service hands Envoy the clients' own addresses:
+// of type LoadBalancer or NodePort with externalTrafficPolicy Local (with Cluster, a node
+// forwarding to an Envoy pod elsewhere replaces the address by its own; a ClusterIP Service
+// is reached from inside the hub).
+func keepsClientAddress(svc *corev1.Service) bool {
+	return svc != nil && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort) &&
+		svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
 // hostnamePort picks the LoadBalancer port served on its hostname: the TCP port named
 // "http", else TCP port 80, else the first TCP port.
 func hostnamePort(lb *v1alpha1.LoadBalancer) (portSpec, bool) {
@@ -279,6 +288,15 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			warn(ReasonHostnameConflict, "the cluster name %s is already used by a route backend", name)
 			continue
 		}
+		settings := l4.settings(lb)
+		if settings.rangesInvalid {
+			continue // fail closed; the Layer 4 front end reported it
+		}
+		if len(settings.sourceRanges) > 0 && !keepsClientAddress(t.routeService("")) {
+			t.problems.Add(ref, ir.SeverityWarning, ReasonClientAddressUnknown,
+				"the hostname is served through the tenant's Ingress Service %s, which does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so spec.sourceRanges may refuse allowed clients on %s (its ports keep the addresses)",
+				v1alpha1.IngressServiceName, host)
+		}
 		ps.protocol = "HTTP"
 		// The same endpoints as the Layer 4 port, with its PROXY protocol and health check.
 		c := &ir.Cluster{
@@ -288,7 +306,6 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			Owners:    []ir.ObjectRef{ref},
 			Endpoints: eps,
 		}
-		settings := l4.settings(lb)
 		c.ConnectTimeout = ir.Duration(settings.opts.ConnectTimeout)
 		c.MaxConnections = settings.opts.MaxConnectionsPerCluster
 		c.ProxyProtocol = settings.proxyProtocol
@@ -309,6 +326,8 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 				Match:    ir.RouteMatch{PathPrefix: "/"},
 				Backends: []ir.WeightedCluster{{Cluster: name, Weight: 1}},
 				Timeout:  ir.Duration(t.opts.RequestTimeout),
+				// Only the LoadBalancer's clients (the peer's address; 403 for others).
+				SourceRanges: settings.sourceRanges,
 			}},
 		}}
 		st.httpsOwners = append(st.httpsOwners, ref)

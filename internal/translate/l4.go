@@ -143,6 +143,11 @@ type lbSettings struct {
 	opts Options
 	// families are the IP families the hub Service got (its spec.ipFamilies).
 	families []corev1.IPFamily
+	// sourceRanges are spec.sourceRanges, canonical, sorted, unique: the only clients
+	// served; none: every client.
+	sourceRanges []string
+	// rangesInvalid: spec.sourceRanges cannot be read; nothing of the LoadBalancer is served.
+	rangesInvalid bool
 }
 
 // listenerAddresses are the addresses the listeners of a LoadBalancer bind: one per IP
@@ -171,6 +176,9 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 		return
 	}
 	settings := t.settings(lb)
+	if settings.rangesInvalid {
+		return // fail closed: no port is served (settings reported why)
+	}
 
 	used := map[listenerKey]bool{}
 	hub := indexHubPorts(t.in.HubServices[lb.Name])
@@ -240,6 +248,7 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		Owners:       []ir.ObjectRef{owner},
 		Cluster:      ps.resource,
 		HashSourceIP: s.sourceIP,
+		SourceRanges: s.sourceRanges,
 	}
 	l.AdditionalAddresses = more
 	c := &ir.Cluster{
@@ -308,6 +317,7 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 	default:
 		s.healthCheckPort = uint32(p)
 	}
+	t.sourceRanges(lb, &s)
 	if p := lb.Spec.Persistence; p != nil {
 		switch p.Type {
 		case v1alpha1.PersistenceSourceIP:
@@ -319,6 +329,55 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 		}
 	}
 	return s
+}
+
+// sourceRanges reads spec.sourceRanges into s. Every entry must be a CIDR
+// (ir.ParseSourceRange), at most v1alpha1.MaxSourceRanges of them: otherwise nothing of the
+// LoadBalancer is served (rangesInvalid, an Error naming the bad entries), because leaving a
+// bad entry out could leave no entry at all, and an empty list serves everyone. With ranges
+// and a hub Service of type ClusterIP, Envoy never sees the clients' addresses: a Warning
+// says so (the ranges are still enforced, against the address Envoy does see).
+func (t *l4) sourceRanges(lb *v1alpha1.LoadBalancer, s *lbSettings) {
+	in := lb.Spec.SourceRanges
+	if len(in) == 0 {
+		return
+	}
+	ref := t.ref(lb, "")
+	if len(in) > v1alpha1.MaxSourceRanges {
+		s.rangesInvalid = true
+		t.problem(ref, ir.SeverityError, ReasonInvalidSourceRanges, "spec.sourceRanges has %d entries, at most %d are allowed; no port is served until it is fixed",
+			len(in), v1alpha1.MaxSourceRanges)
+		return
+	}
+	var bad []string
+	out := make([]string, 0, len(in))
+	for _, r := range in {
+		c, err := ir.ParseSourceRange(r)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%q", truncate(r)))
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(bad) > 0 {
+		s.rangesInvalid = true
+		t.problem(ref, ir.SeverityError, ReasonInvalidSourceRanges, "spec.sourceRanges: %s %s not a CIDR such as 203.0.113.0/24 or 2001:db8::/32; no port is served until it is fixed",
+			strings.Join(bad, ", "), isOrAre(len(bad)))
+		return
+	}
+	s.sourceRanges = ir.SortSourceRanges(out)
+	if svc := t.in.HubServices[lb.Name]; svc != nil && svc.DeletionTimestamp.IsZero() &&
+		(svc.Spec.Type == "" || svc.Spec.Type == corev1.ServiceTypeClusterIP) {
+		t.problem(ref, ir.SeverityWarning, ReasonClientAddressUnknown, "the hub Service is of type ClusterIP (spec.type %s): clients reach the load balancer through something in the management cluster, whose address Envoy sees instead of theirs, so spec.sourceRanges is enforced against that address; use type LoadBalancer or NodePort",
+			cmp.Or(string(lb.Spec.Type), "ClusterIP"))
+	}
+}
+
+func isOrAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // statName is the readable stat prefix of a port: "<origin ns>/<origin name>/<proto>-<port>"

@@ -84,11 +84,37 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
 	t := newL7(in, cfg, x)
 	t.ingresses()
 	t.gateways()
+	markRouteSourceRanges(cfg)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)
 	all.Sort()
 	return Result{Config: cfg, Problems: all, Routes: t.statuses}
+}
+
+// markRouteSourceRanges sets RouteSourceRanges on the HTTP and HTTPS listeners that serve a
+// route with source ranges (Envoy's RBAC filter must run in their connection managers), for
+// whichever front end made the routes.
+func markRouteSourceRanges(cfg *ir.Config) {
+	with := map[string]bool{}
+	for _, rc := range cfg.RouteConfigs {
+		if rc.HasSourceRanges() {
+			with[rc.Name] = true
+		}
+	}
+	if len(with) == 0 {
+		return
+	}
+	for _, l := range cfg.Listeners {
+		if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
+			continue
+		}
+		needs := with[l.RouteConfig]
+		for _, srv := range l.TLS {
+			needs = needs || with[srv.RouteConfig]
+		}
+		l.RouteSourceRanges = needs
+	}
 }
 
 // l7 is the state shared by the Layer 7 front ends while they translate one tenant.

@@ -292,6 +292,17 @@ const (
 	// (the tenant's limit), or the tenant's clusters more than Options.MaxEndpoints; only the
 	// first ones are used. Also the Error of an object the tenant's limits refuse (Hold).
 	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonInvalidSourceRanges: spec.sourceRanges has an entry that is not a CIDR, or too
+	// many entries: none of the LoadBalancer's ports (nor its hostname) is served until it is
+	// fixed (fail closed: a restriction never silently widens).
+	ReasonInvalidSourceRanges = "InvalidSourceRanges"
+	// ReasonClientAddressUnknown: the LoadBalancer has source ranges, but its hub Service is of
+	// type ClusterIP: clients reach Envoy through something inside the hub cluster, whose
+	// address Envoy sees instead of the client's. The ranges are enforced against that
+	// address (which normally refuses everyone). Also on the section "hostname" when the
+	// tenant's Ingress Service, which serves the hostname, does not keep the clients'
+	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort).
+	ReasonClientAddressUnknown = "ClientAddressUnknown"
 )
 
 // KindLoadBalancer is the kind of the objects the Layer 4 front end reports problems on.

@@ -138,6 +138,9 @@ func hubServiceType(lb *kubelbv1alpha1.LoadBalancer, allocate bool) (typ corev1.
 // targetPort = listener port). ports must all be allocated and not empty. existing is the
 // hub Service as it is (nil when there is none).
 //
+// The hub Service has externalTrafficPolicy Local when the LoadBalancer asks for it, and
+// whenever it has source ranges (so that Envoy sees the clients' addresses).
+//
 // Only a Service of type LoadBalancer carries the load balancer class and
 // allocateLoadBalancerNodePorts (t.AllocateNodePorts); ClusterIP carries no
 // externalTrafficPolicy (the API server refuses these fields on the other types). When
@@ -178,7 +181,11 @@ func hubService(lb *kubelbv1alpha1.LoadBalancer, t settings.Tenant, ports []lbPo
 		svcPorts = append(svcPorts, sp)
 	}
 	etp := corev1.ServiceExternalTrafficPolicyCluster
-	if lb.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+	// Source ranges are enforced by Envoy against the client's address: with Cluster, a node
+	// forwarding to an Envoy pod on another node replaces it by its own (SNAT); with Local the
+	// hub's load balancer sends only to nodes with an Envoy pod (healthCheckNodePort) and the
+	// address survives.
+	if lb.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal || len(lb.Spec.SourceRanges) > 0 {
 		etp = corev1.ServiceExternalTrafficPolicyLocal
 	}
 	spec := corev1ac.ServiceSpec().

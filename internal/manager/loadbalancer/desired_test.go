@@ -142,6 +142,15 @@ func TestHubService(t *testing.T) {
 	if svc.Spec.Ports[0].Name != nil || svc.Spec.LoadBalancerClass != nil || *svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster || svc.Annotations != nil {
 		t.Errorf("single port service: %+v", svc.Spec)
 	}
+
+	// Source ranges need the clients' addresses at Envoy: the hub Service keeps them
+	// (externalTrafficPolicy Local) whatever the tenant Service's own policy.
+	lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	lb.Spec.SourceRanges = []string{"203.0.113.0/24"}
+	svc = hubService(lb, settings.Tenant{}, ports[:1], alloc, nil)
+	if *svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		t.Errorf("with source ranges: externalTrafficPolicy %s, want Local", *svc.Spec.ExternalTrafficPolicy)
+	}
 }
 
 func TestReadyCondition(t *testing.T) {

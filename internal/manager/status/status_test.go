@@ -401,4 +401,30 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		}
 		waitProgrammed(t, c, "zz-over", metav1.ConditionTrue, status.ReasonProgrammed, "")
 	})
+
+	t.Run("source ranges", func(t *testing.T) {
+		// An entry that is not a CIDR: nothing of the LoadBalancer is served (fail closed), and
+		// the condition and the Event name the entry.
+		p := testsupport.FreePort(t)
+		office := lb("office", p)
+		office.Spec.SourceRanges = []string{"127.0.0.0/8", "office-network"}
+		create(t, c, office, p)
+		waitProgrammed(t, c, "office", metav1.ConditionFalse, translate.ReasonInvalidSourceRanges, `"office-network" is not a CIDR`)
+		waitEvent(t, c, "office", corev1.EventTypeWarning, translate.ReasonInvalidSourceRanges, "office-network")
+		if r, err := testsupport.TCPRoundTrip(testsupport.Loopback(p), "refused"); err == nil {
+			t.Fatalf("a LoadBalancer with unreadable source ranges was served (by %s)", r.Identity)
+		}
+		// Fixed: served to the ranges, with a warning that its hub Service (of type ClusterIP,
+		// as played here) hides the clients' addresses.
+		testsupport.Eventually(t, timeout, "fixing the source ranges", func() error {
+			cur := &v1alpha1.LoadBalancer{}
+			if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: "office"}, cur); err != nil {
+				return err
+			}
+			cur.Spec.SourceRanges = []string{"127.0.0.0/8"}
+			return c.Update(ctx, cur)
+		})
+		waitProgrammed(t, c, "office", metav1.ConditionTrue, status.ReasonProgrammedWithWarnings, "ClientAddressUnknown: the hub Service is of type ClusterIP")
+		waitEvent(t, c, "office", corev1.EventTypeWarning, status.ReasonProgrammedWithWarnings, "ClientAddressUnknown")
+	})
 }

@@ -1,9 +1,11 @@
 package translatetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
+	xdsmatcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -123,8 +125,24 @@ func checkListener(l *listenerv3.Listener, clusters map[string]*clusterv3.Cluste
 			return err
 		}
 		if up, ok := m.(*udpproxyv3.UdpProxyConfig); ok {
+			// Every datagram routed (on_no_match), or only those of the source ranges (an IP
+			// matcher on the source address, nothing on no match).
+			action := up.GetMatcher().GetOnNoMatch().GetAction()
+			if tree := up.GetMatcher().GetMatcherTree(); tree != nil {
+				if action != nil {
+					return errors.New("udp proxy: a source-range matcher routes datagrams from elsewhere too")
+				}
+				ipm := &xdsmatcherv3.IPMatcher{}
+				if err := tree.GetCustomMatch().GetTypedConfig().UnmarshalTo(ipm); err != nil {
+					return fmt.Errorf("udp source matcher: %w", err)
+				}
+				if len(ipm.RangeMatchers) != 1 || len(ipm.RangeMatchers[0].Ranges) == 0 {
+					return errors.New("udp source matcher: want one range matcher with ranges")
+				}
+				action = ipm.RangeMatchers[0].GetOnMatch().GetAction()
+			}
 			route := &udpproxyv3.Route{}
-			if err := up.GetMatcher().GetOnNoMatch().GetAction().GetTypedConfig().UnmarshalTo(route); err != nil {
+			if err := action.GetTypedConfig().UnmarshalTo(route); err != nil {
 				return fmt.Errorf("udp route: %w", err)
 			}
 			if clusters[route.Cluster] == nil {

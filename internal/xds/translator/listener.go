@@ -47,19 +47,26 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}},
 			}}
 		}
-		out.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}}}
+		fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}}
+		if len(l.SourceRanges) > 0 { // a connection from elsewhere matches no chain: closed
+			fc.FilterChainMatch = &listenerv3.FilterChainMatch{SourcePrefixRanges: cidrRanges(l.SourceRanges)}
+		}
+		out.FilterChains = []*listenerv3.FilterChain{fc}
 	case ir.ProtocolUDP:
 		// The udp_proxy listener filter routes every datagram (a matcher with only
 		// on_no_match; the deprecated "cluster" field is not used) to the cluster.
 		out.Address = socketAddress(corev3.SocketAddress_UDP, l.Address, l.Port)
+		route := &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{
+			Action: &xdscorev3.TypedExtensionConfig{Name: "route", TypedConfig: mustPack(&errs, &udpproxyv3.Route{Cluster: l.Cluster})},
+		}}
+		matcher := &matcherv3.Matcher{OnNoMatch: route}
+		if len(l.SourceRanges) > 0 { // only datagrams from the ranges are routed
+			matcher = udpSourceMatcher(l.SourceRanges, route, &errs)
+		}
 		up := &udpproxyv3.UdpProxyConfig{
-			StatPrefix: l.StatPrefix,
-			RouteSpecifier: &udpproxyv3.UdpProxyConfig_Matcher{Matcher: &matcherv3.Matcher{
-				OnNoMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{
-					Action: &xdscorev3.TypedExtensionConfig{Name: "route", TypedConfig: mustPack(&errs, &udpproxyv3.Route{Cluster: l.Cluster})},
-				}},
-			}},
-			IdleTimeout: durationpb.New(l.IdleTimeout.D()),
+			StatPrefix:     l.StatPrefix,
+			RouteSpecifier: &udpproxyv3.UdpProxyConfig_Matcher{Matcher: matcher},
+			IdleTimeout:    durationpb.New(l.IdleTimeout.D()),
 		}
 		if l.HashSourceIP {
 			up.HashPolicies = []*udpproxyv3.UdpProxyConfig_HashPolicy{{
@@ -168,6 +175,12 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		// appProtocol kubernetes.io/ws; Ingress controllers allow them too).
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
+	}
+	if l.RouteSourceRanges {
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
+			Name:       FilterRBAC,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, rbacFilterConfig())},
+		}}, hcm.HttpFilters...)
 	}
 	if l.StatefulSession {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
