@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -50,6 +51,8 @@ const (
 	nginxSessionCookieName   = "session-cookie-name"
 	nginxSessionCookiePath   = "session-cookie-path"
 	nginxSessionCookieMaxAge = "session-cookie-max-age"
+	nginxAllowlist           = "allowlist-source-range"
+	nginxWhitelist           = "whitelist-source-range" // ingress-nginx's older name
 )
 
 // honouredNginx are the annotations nginxAnnotations reads.
@@ -61,6 +64,7 @@ var honouredNginx = []string{
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
 	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal,
+	nginxAllowlist, nginxWhitelist,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -112,6 +116,11 @@ type nginxIngress struct {
 	// canary: the Ingress is a canary (canary: "true") of the Ingresses serving its hosts
 	// and paths (applyCanaries).
 	canary *nginxCanaryRule
+	// sourceRanges (allowlist-source-range) are the only client addresses the Ingress's
+	// paths serve (ir.Route.SourceRanges); refuseAll: the list could not be read, and the
+	// paths answer 403 to everyone until it is fixed (a restriction is never dropped).
+	sourceRanges []string
+	refuseAll    bool
 }
 
 // nginxAnnotations reads the ingress-nginx annotations of Ingress Route r (annotations: its
@@ -242,7 +251,57 @@ func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) 
 			out.session = nginxSession(value, bad)
 		}
 	}
+	key := nginxAllowlist
+	v, ok := a[key]
+	if !ok {
+		key = nginxWhitelist
+		v, ok = a[key]
+	}
+	if ok {
+		out.sourceRanges, out.refuseAll = t.nginxSourceRanges(r, key, v)
+		if len(out.sourceRanges) > 0 && !keepsClientAddress(t.routeService("")) {
+			t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+				"annotation %s%s: the Ingress is served through the tenant's Ingress Service %s, which does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so allowed clients may be refused",
+				NginxAnnotationPrefix, key, v1alpha1.IngressServiceName)
+		}
+	}
 	return out
+}
+
+// nginxSourceRanges reads allowlist-source-range (or whitelist-source-range, key): CIDRs or
+// single addresses, comma-separated. A list that cannot be read entirely (an entry that is
+// not an address or CIDR, too many entries, too long) refuses every client (refuse): reading
+// what could be read would widen the restriction the tenant wrote. An empty list restricts
+// nothing, as with ingress-nginx.
+func (t *l7) nginxSourceRanges(r *v1alpha1.Route, key, v string) (ranges []string, refuse bool) {
+	refused := func(why string) ([]string, bool) {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidAnnotation, "annotation %s%s=%q: %s; the Ingress's paths answer 403 to every client until it is fixed",
+			NginxAnnotationPrefix, key, truncate(v), why)
+		return nil, true
+	}
+	if len(v) > maxNginxValue*4 {
+		return refused(fmt.Sprintf("at most %d bytes", maxNginxValue*4))
+	}
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if len(ranges) == ir.MaxSourceRanges {
+			return refused(fmt.Sprintf("at most %d entries", ir.MaxSourceRanges))
+		}
+		if !strings.Contains(e, "/") { // a single address, as ingress-nginx accepts
+			if a, err := netip.ParseAddr(e); err == nil {
+				e = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+		}
+		c, err := ir.ParseSourceRange(e)
+		if err != nil {
+			return refused(err.Error())
+		}
+		ranges = append(ranges, c)
+	}
+	return ir.SortSourceRanges(ranges), false
 }
 
 // unsupportedNginx reports, in one Warning, the ingress-nginx annotations of r that kubelb
@@ -533,13 +592,19 @@ func (n *nginxIngress) backend(t *l7, owner ir.ObjectRef, cluster string) {
 }
 
 // route applies the annotations that concern what route (forwarding to backends) does: a
-// redirect instead (permanent- or temporal-redirect), the rewrite, CORS and cookie affinity.
+// redirect instead (permanent- or temporal-redirect; served to every client, as ingress-nginx
+// redirects before it applies its allow list), the allow list (allowlist-source-range; 403
+// to everyone when it could not be read), the rewrite, CORS and cookie affinity.
 // regex is the route's regular expression (nginxRegexPath), "" for an exact or prefix path.
 func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	if n.redirect != nil {
 		rd := *n.redirect
 		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, Redirect: &rd, CORS: n.corsCopy()}
 	}
+	if n.refuseAll {
+		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, DirectResponse: &ir.DirectResponse{Status: http.StatusForbidden}}
+	}
+	route.SourceRanges = slices.Clone(n.sourceRanges)
 	if n.rewrite != "" && (regex != "" || route.Match.PathExact != "") {
 		// The paths of the Ingress; not its default backend, which has no path to rewrite.
 		route.Rewrite = nginxRewriteFor(regex, route.Match.PathExact, n.rewrite)

@@ -1,0 +1,141 @@
+package translate_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
+)
+
+// TestIngressNginxAllowlistThroughEnvoy: an Ingress written for ingress-nginx with
+// allowlist-source-range "127.0.0.2/32, 127.0.0.5" (a single address is a /32) answers clients
+// from those addresses and refuses others with 403; one with whitelist-source-range (the
+// older name) too; one whose list cannot be read refuses everyone (a restriction is never
+// dropped); an Ingress without the annotation serves everyone. Clients bind their sockets to
+// different loopback addresses; a real Envoy fed over xDS serves the Ingresses.
+func TestIngressNginxAllowlistThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-nginx-allow"
+	const N = translate.NginxAnnotationPrefix
+	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
+	_, port, _ := net.SplitHostPort(web.Addr)
+	webPort, _ := strconv.Atoi(port)
+	httpPort := testsupport.FreePort(t)
+	svc := v1alpha1.UpstreamService{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(webPort)}}},
+	}}
+	prefix := networkingv1.PathTypePrefix
+	n := 0
+	route := func(name, host string, annotations map[string]string) v1alpha1.Route {
+		n++
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: annotations},
+			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+			}}}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000" + strconv.Itoa(10+n), Namespace: tenant,
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, n, 0, 0, 0, time.UTC))}}
+		r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{svc}}
+		r.Spec.Source.Kubernetes.Route.Object = obj
+		return r
+	}
+	in := translate.Input{
+		Tenant: tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options: translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:  translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		// The Ingress Service keeps the clients' addresses (externalTrafficPolicy Local).
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(httpPort)}}},
+		}},
+		Routes: []v1alpha1.Route{
+			route("office", "office.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.2/32, 127.0.0.5"}),
+			route("legacy", "legacy.example.com", map[string]string{N + "whitelist-source-range": "127.0.0.3/32"}),
+			route("broken", "broken.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/8, office"}),
+			route("open", "open.example.com", nil),
+		},
+	}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The only problem: the list that cannot be read, named with what is wrong.
+	if len(problems) != 1 || problems[0].Reason != translate.ReasonInvalidAnnotation || !strings.Contains(problems[0].Message, `"office"`) ||
+		!strings.Contains(problems[0].Message, "403") {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, "ingress-nginx-allowlist-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpPort)
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the Ingresses", func() error {
+		_, err := statusFrom("127.0.0.1", addr, "open.example.com")
+		return err
+	})
+	want := map[string]map[string]int{
+		"office.example.com": {"127.0.0.2": http.StatusOK, "127.0.0.5": http.StatusOK, "127.0.0.3": http.StatusForbidden, "127.0.0.6": http.StatusForbidden},
+		"legacy.example.com": {"127.0.0.3": http.StatusOK, "127.0.0.2": http.StatusForbidden},
+		"broken.example.com": {"127.0.0.2": http.StatusForbidden, "127.0.0.3": http.StatusForbidden},
+		"open.example.com":   {"127.0.0.2": http.StatusOK, "127.0.0.3": http.StatusOK},
+	}
+	allowed, refused := 0, 0
+	for host, bySource := range want {
+		for src, status := range bySource {
+			for range 3 {
+				got, err := statusFrom(src, addr, host)
+				if err != nil || got != status {
+					t.Errorf("http://%s/ from %s: %d (%v), want %d", host, src, got, err, status)
+					continue
+				}
+				if got == http.StatusOK {
+					allowed++
+				} else {
+					refused++
+				}
+			}
+		}
+	}
+	t.Logf("%d requests allowed, %d refused (403)", allowed, refused)
+	if allowed != 15 || refused != 15 {
+		t.Errorf("%d allowed and %d refused, want 15 and 15", allowed, refused)
+	}
+}
+
+// statusFrom GETs http://host/ at addr from a socket bound to src, and returns the status.
+func statusFrom(src, addr, host string) (int, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 3 * time.Second}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("http://" + host + "/")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
