@@ -52,6 +52,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -267,7 +268,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	planned, problems := planPorts(lb)
 	var reqs []portalloc.Request
 	if !tenant.DisableLoadBalancer && !refused {
-		reqs = allocationRequests(planned, svc)
+		reqs = planner.LoadBalancerRequests(planned, svc)
 	}
 	freed := r.waiting.Freed()
 	alloc, released, allocErr := ports.Ensure(owner, reqs)

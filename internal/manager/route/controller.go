@@ -51,6 +51,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -278,7 +279,7 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	planned, problems := routekind.GatewayPortsWith(&route.Spec.Source.Kubernetes.Route, sets)
 	out.problems, out.noPorts = problems, len(planned) == 0
-	alloc, released, allocErr := ports.Ensure(owner, gatewayRequests(route, planned, svc))
+	alloc, released, allocErr := ports.Ensure(owner, planner.GatewayRequests(route.Namespace, route.Name, planned, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return nil, fmt.Errorf("allocating listener ports for Route %s/%s: %w", route.Namespace, route.Name, allocErr)
 	}

@@ -21,6 +21,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
@@ -64,45 +65,6 @@ func portName(p routekind.ListenerPort) string {
 	return portalloc.GeneratedPortName(p.Protocol, p.Port)
 }
 
-// gatewayRequests asks for a listener port per Gateway port, preferring the target port the
-// existing hub Service (svc, may be nil) already has for it.
-func gatewayRequests(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, svc *corev1.Service) []portalloc.Request {
-	reqs := make([]portalloc.Request, 0, len(ports))
-	for _, p := range ports {
-		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port), Hints: targetHints(svc, p)})
-	}
-	return reqs
-}
-
-// ingressPorts are the ports of a tenant's shared Ingress Service, by name.
-var ingressPorts = []struct {
-	name string
-	port int32
-}{{"http", 80}, {"https", 443}}
-
-// ingressRequests asks for the two listener ports of the shared Ingress Service.
-func ingressRequests(namespace string, svc *corev1.Service) []portalloc.Request {
-	reqs := make([]portalloc.Request, 0, len(ingressPorts))
-	for _, p := range ingressPorts {
-		reqs = append(reqs, portalloc.Request{Key: portalloc.IngressKey(namespace, p.port),
-			Hints: targetHints(svc, routekind.ListenerPort{Protocol: corev1.ProtocolTCP, Port: p.port})})
-	}
-	return reqs
-}
-
-// targetHints is the target port svc has for p, if any.
-func targetHints(svc *corev1.Service, p routekind.ListenerPort) []int32 {
-	if svc == nil {
-		return nil
-	}
-	for _, sp := range svc.Spec.Ports {
-		if sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
-			return []int32{sp.TargetPort.IntVal}
-		}
-	}
-	return nil
-}
-
 // hubPort is one port of a hub Service: its name, protocol, tenant-facing port and listener
 // port.
 type hubPort struct {
@@ -139,9 +101,9 @@ func missingGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort
 // left), for hubservice.MarkExhausted.
 func missingIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubnames.ServicePortRef {
 	var out []hubnames.ServicePortRef
-	for _, p := range ingressPorts {
-		if alloc[portalloc.IngressKey(namespace, p.port)] == 0 {
-			out = append(out, hubnames.ServicePortRef{Protocol: corev1.ProtocolTCP, Port: p.port})
+	for _, p := range planner.IngressPorts {
+		if alloc[portalloc.IngressKey(namespace, p.Port)] == 0 {
+			out = append(out, hubnames.ServicePortRef{Protocol: corev1.ProtocolTCP, Port: p.Port})
 		}
 	}
 	return out
@@ -150,9 +112,9 @@ func missingIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubn
 // allocatedIngressPorts returns the Ingress ports that have a listener port.
 func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubPort {
 	var out []hubPort
-	for _, p := range ingressPorts {
-		if t := alloc[portalloc.IngressKey(namespace, p.port)]; t != 0 {
-			out = append(out, hubPort{name: p.name, protocol: corev1.ProtocolTCP, port: p.port, target: t})
+	for _, p := range planner.IngressPorts {
+		if t := alloc[portalloc.IngressKey(namespace, p.Port)]; t != 0 {
+			out = append(out, hubPort{name: p.Name, protocol: corev1.ProtocolTCP, port: p.Port, target: t})
 		}
 	}
 	return out

@@ -23,6 +23,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -206,7 +207,7 @@ func (s *ingressServices) sync(ctx context.Context, ports *portalloc.Allocator, 
 	if foreign {
 		return ingressState{serviceErr: err}, nil
 	}
-	alloc, _, allocErr := ports.Ensure(owner, ingressRequests(namespace, svc))
+	alloc, _, allocErr := ports.Ensure(owner, planner.IngressRequests(namespace, svc))
 	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
 		return ingressState{}, fmt.Errorf("allocating listener ports for the Ingress Service of %s: %w", namespace, allocErr)
 	}
