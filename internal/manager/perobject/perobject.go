@@ -52,7 +52,7 @@ type Shared struct {
 	// controller frees wake the other's.
 	Waiters *requeue.Waiters
 	// Ingress tells why a tenant's Ingress Service, which serves LoadBalancer hostnames,
-	// cannot be made: the Route controller's Ingress Service controller reports it, the
+	// cannot be made: the tenants' planner (internal/manager/planner) reports it, the
 	// LoadBalancer controller reads it.
 	Ingress *tenantingress.Problems
 }

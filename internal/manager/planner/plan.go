@@ -7,8 +7,8 @@
 // Input alone, deterministic, unit-tested without an API server) and its memo per object
 // (Planner), so that a change of one object costs what that object touches.
 //
-// The plan keeps exactly what the LoadBalancer controller and the Route controller (with its
-// Ingress Service controller) decide today; it does not allocate: the apply step hands each
+// The plan keeps exactly what the LoadBalancer controller and the Route controller decide
+// today, and what the tenant's shared Ingress Service needs; it does not allocate: the apply step hands each
 // holder's Requests to portalloc.Allocator.Ensure (or releases the holder), in the plan's
 // order.
 package planner

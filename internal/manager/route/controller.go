@@ -92,8 +92,8 @@ type Reconciler struct {
 	opts     Options
 	ports    *portalloc.Shared
 
-	ingress      *ingressServices // each tenant's Ingress Service, decided per tenant
-	ingressQueue requeue.Queue    // this controller's queue, for the Ingress Routes of a tenant
+	plans        *planner.Controller // the tenants' plans: each tenant's Ingress Service
+	ingressQueue requeue.Queue       // this controller's queue, for the Ingress Routes of a tenant
 
 	readmit *requeue.Readmit                       // the tenant's quota verdict; requeues objects admitted or refused anew
 	steps   perobject.Steps[*kubelbv1alpha1.Route] // get, gone, deleting, managed; the gauge
@@ -162,7 +162,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
-	if r.ingress, err = setupIngressServices(mgr, r); err != nil {
+	// The tenants' planner decides each tenant's Ingress Service; a change of its outcome
+	// requeues the tenant's Ingress Routes, which report it.
+	r.plans, err = planner.SetupWithManager(mgr, planner.Options{Namespace: opts.Namespace, Ports: opts.Ports, Readmit: opts.Readmit,
+		Waiters: opts.Waiters, Ingress: opts.Ingress, IngressChanged: r.requeueIngressRoutes, MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -189,11 +193,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	var services []hubServiceState
 	defer func() { // the one status write
 		if err != nil || out.pending {
-			return // the hub Service is in an unknown state; the retry (or the Ingress Service controller's requeue) reports it
+			return // the hub Service is in an unknown state; the retry (or the planner's requeue) reports it
 		}
 		err = r.writeStatus(ctx, route, out, services)
 		// Retried with backoff (some rejections are transient), except the tenant's Ingress
-		// Service's: the Ingress Service controller retries it, and requeues this Route.
+		// Service's: the planner retries it, and requeues this Route.
 		if out.serviceErr != nil && kind.HubService() != routekind.SharedIngressService {
 			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
 		}
@@ -362,23 +366,23 @@ func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator
 	return nil
 }
 
-// reconcileIngress reports the tenant's shared Ingress Service, as the Ingress Service
-// controller last left it (ingress_service.go), on an Ingress Route; pending until that
-// controller first reconciled the tenant (it then requeues the tenant's Ingress Routes).
+// reconcileIngress reports the tenant's shared Ingress Service, as the tenant's planner
+// last left it (planner.Controller.IngressOf), on an Ingress Route; pending until the
+// planner first planned the tenant (it then requeues the tenant's Ingress Routes).
 func (r *Reconciler) reconcileIngress(namespace string, tenant settings.Tenant, out *outcome) []hubServiceState {
 	if tenant.DisableIngress {
 		out.disabled = "Ingress"
 	}
-	st, ok := r.ingress.state(namespace)
+	st, ok := r.plans.IngressOf(namespace)
 	if !ok {
 		out.pending = true
 		return nil
 	}
-	out.exhausted, out.serviceErr = st.exhausted, st.serviceErr
-	if st.service == nil {
+	out.exhausted, out.serviceErr = st.Exhausted, st.ServiceErr
+	if st.Service == nil {
 		return nil
 	}
-	return []hubServiceState{*st.service}
+	return []hubServiceState{{name: st.Service.Name, ports: st.Service.Ports, svc: st.Service.Service}}
 }
 
 // requeueIngressRoutes requeues the Ingress Routes of a tenant namespace (its Ingress
@@ -390,66 +394,6 @@ func (r *Reconciler) requeueIngressRoutes(namespace string) {
 		keys = append(keys, req.NamespacedName)
 	}
 	r.ingressQueue.Add(keys...)
-}
-
-// loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
-// and admitted by the tenant's limits (translate.LoadBalancerHostname with the tenant's DNS
-// settings; invalid ones left out), sorted and without repeats. None when load balancing is
-// disabled for the tenant.
-func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant, verdict quota.Verdict) ([]string, error) {
-	if tenant.DisableLoadBalancer || tenant.DNS.IsZero() {
-		return nil, nil
-	}
-	list := &kubelbv1alpha1.LoadBalancerList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
-	}
-	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
-	mine := make([]*kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
-	for i := range list.Items {
-		mine = append(mine, &list.Items[i])
-	}
-	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
-	// controller, a certificate).
-	held, err := hostnames.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
-	if err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		lb := &list.Items[i]
-		if verdict.Admitted(quota.KindLoadBalancer, lb.Name) && !held[lb.Name] {
-			admitted = append(admitted, *lb)
-		}
-	}
-	return LoadBalancerHostnames(admitted, hubnames.TenantName(namespace), tenant.DNS), nil
-}
-
-// noRoutes reports whether the namespace has no Route at all (from the cache, one item read).
-func (r *Reconciler) noRoutes(ctx context.Context, namespace string) (bool, error) {
-	routes := &kubelbv1alpha1.RouteList{}
-	if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
-	}
-	return len(routes.Items) == 0, nil
-}
-
-// hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
-// admitted by the tenant's limits.
-func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace string, verdict quota.Verdict) (bool, error) {
-	list := &kubelbv1alpha1.RouteList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
-	}
-	for i := range list.Items {
-		rt := &list.Items[i]
-		if !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
-			continue
-		}
-		if kind, _ := routekind.Of(rt); kind.HubService() == routekind.SharedIngressService {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // writeStatus hands the Route's status (the fields this controller decides) to the status
@@ -490,10 +434,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 
 // reconcileGone cleans up after a Route that no longer exists. Its deletion needs no
 // finalizer: its Gateway Service (controlled by it) is deleted here, then its ports are
-// freed (forget); the Ingress Service controller settles the tenant's Ingress Service on the
+// freed (forget); the tenant's planner settles the tenant's Ingress Service on the
 // same delete event. A Route deleted while no manager ran is caught the same way: its
 // Gateway Service's event at start-up brings its key here, and the Ingress Service's brings
-// its tenant to the Ingress Service controller. A Route makes no Secrets.
+// its tenant to the planner. A Route makes no Secrets.
 func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
 	if err := r.deleteGatewayService(ctx, key); err != nil {
 		return err
@@ -566,24 +510,6 @@ func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.Namespace
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
 	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.Kind != "Route" || ref.Name != route.Name {
-		return nil, fmt.Errorf("service %s %w", key, errForeignService)
-	}
-	return svc, nil
-}
-
-// ingressService returns the tenant's Ingress Service from the cache, nil when there is
-// none. It is kubelb's when it carries the managed-by and ingress labels; any other is
-// errForeignService.
-func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*corev1.Service, error) {
-	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: namespace, Name: kubelbv1alpha1.IngressServiceName}
-	if err := r.client.Get(ctx, key, svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
-	}
-	if !hubnames.IsIngressService(svc) {
 		return nil, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, nil
