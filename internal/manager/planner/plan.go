@@ -86,8 +86,9 @@ type Holder struct {
 	Kind Kind
 	// Name is the object's name (kubelb-ingress for the Ingress Service).
 	Name string
-	// UID is the object's (empty for the Ingress Service).
-	UID types.UID
+	// UID and Generation are the object's (empty for the Ingress Service).
+	UID        types.UID
+	Generation int64
 	// Owner is the holder's owner in the port allocator.
 	Owner types.NamespacedName
 	// Service is the name of the holder's hub Service ("" for a Route of another kind).
@@ -104,6 +105,11 @@ type Holder struct {
 	Requests []portalloc.Request
 	// Problems are the object's ports left out (repeats, invalid listeners).
 	Problems []string
+	// LoadBalancerPorts are a LoadBalancer's ports (quota.LoadBalancerPorts), GatewayPorts a
+	// Gateway's with those of the ListenerSets it takes (routekind.GatewayPortsWith); set
+	// when the holder asks for ports (Action Ensure, Requests).
+	LoadBalancerPorts []quota.LoadBalancerPort
+	GatewayPorts      []routekind.ListenerPort
 	// Foreign: a Service of the hub Service's name is not kubelb's for this holder; it is
 	// never touched, and no hub Service is applied.
 	Foreign bool
@@ -242,6 +248,7 @@ type lbPlan struct {
 
 // gwPlan is what is worked out of one Gateway Route, its ListenerSets and its hub Service.
 type gwPlan struct {
+	ports    []routekind.ListenerPort
 	problems []string
 	requests []portalloc.Request
 }
@@ -287,7 +294,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		}
 		name := hubnames.LoadBalancerServiceName(lb.Name)
 		svc := in.Services[name]
-		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
+		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Generation: lb.Generation, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
 		claimed[name], named[h.Owner] = true, true
 		var stale bool
 		svc, stale, h.Foreign = classifyLoadBalancerService(lb, svc)
@@ -312,7 +319,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		case h.Disabled || h.Refused != "":
 			h.Action, h.DeleteService = Ensure, svc != nil && !h.Foreign
 		default: // a foreign Service keeps the ports allocated, and is never touched
-			h.Action, h.Requests, h.Wanted = Ensure, lp.requests, !h.Foreign
+			h.Action, h.Requests, h.Wanted, h.LoadBalancerPorts = Ensure, lp.requests, !h.Foreign, lp.ports
 		}
 		if !t.DisableLoadBalancer && h.Refused == "" && lp.hostname != "" && !in.HeldElsewhere[lb.Name] {
 			admittedHosts = append(admittedHosts, lp.hostname)
@@ -345,7 +352,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		named[owner] = true
 		name := hubnames.GatewayServiceName(rt.Name)
 		svc := in.Services[name]
-		h := Holder{Kind: Route, Name: rt.Name, UID: rt.UID, Owner: owner}
+		h := Holder{Kind: Route, Name: rt.Name, UID: rt.UID, Generation: rt.Generation, Owner: owner}
 		h.Refused, _ = p.Verdict.Refused(quota.KindRoute, rt.Name)
 		routeSvc := svc != nil && routeControlled(svc, rt.Name)
 		if kind.HubService() != routekind.OwnHubService || h.Refused != "" {
@@ -393,9 +400,9 @@ func (pl *Planner) Plan(in Input) Plan {
 				us = append(us, &s.Spec.Source.Kubernetes.Route)
 			}
 			ports, problems := routekind.GatewayPortsWith(&rt.Spec.Source.Kubernetes.Route, us)
-			return gwPlan{problems: problems, requests: GatewayRequests(ns, rt.Name, ports, svc)}, true
+			return gwPlan{ports: ports, problems: problems, requests: GatewayRequests(ns, rt.Name, ports, svc)}, true
 		})
-		h.Problems, h.Action, h.Requests, h.Wanted = gp.problems, Ensure, gp.requests, true
+		h.Problems, h.Action, h.Requests, h.Wanted, h.GatewayPorts = gp.problems, Ensure, gp.requests, true, gp.ports
 		p.Holders = append(p.Holders, h)
 	}
 
