@@ -552,17 +552,11 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 		}
 		return nil, false, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	ref := metav1.GetControllerOfNoCopy(svc)
-	ours := ref != nil && ref.UID == lb.UID
-	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
-		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
-	if ref != nil && !ours && ref.Kind == "LoadBalancer" && ref.Name == lb.Name {
-		return svc, true, nil
-	}
-	if !ours && !adoptable {
+	svc, stale, foreign := planner.LoadBalancerServiceOf(lb, svc) // as the tenant's plan sees it
+	if foreign {
 		return nil, false, fmt.Errorf("service %s %w", key, errForeignService)
 	}
-	return svc, false, nil
+	return svc, stale, nil
 }
 
 // serviceToLoadBalancer maps a hub Service back to its LoadBalancer

@@ -290,14 +290,17 @@ func (pl *Planner) Plan(in Input) Plan {
 	var admittedHosts []string
 	for _, lb := range in.LoadBalancers {
 		if !lb.DeletionTimestamp.IsZero() {
-			continue // its cleanup is the per-object controller's (finalizer.Remove) and the gone pass's
+			// Its controller deletes its hub Service, the record of its ports, then frees them:
+			// they stay until then.
+			named[types.NamespacedName{Namespace: ns, Name: lb.Name}] = true
+			continue
 		}
 		name := hubnames.LoadBalancerServiceName(lb.Name)
 		svc := in.Services[name]
 		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Generation: lb.Generation, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
 		claimed[name], named[h.Owner] = true, true
 		var stale bool
-		svc, stale, h.Foreign = classifyLoadBalancerService(lb, svc)
+		svc, stale, h.Foreign = LoadBalancerServiceOf(lb, svc)
 		h.Refused, _ = p.Verdict.Refused(quota.KindLoadBalancer, lb.Name)
 		h.Disabled = t.DisableLoadBalancer
 		lp, _ := remember(&pl.lbs, lb.UID, memoKey{resourceVersion: lb.ResourceVersion, service: serviceKey(svc), settings: sk}, func() (lbPlan, bool) {
@@ -345,6 +348,7 @@ func (pl *Planner) Plan(in Input) Plan {
 	slices.SortFunc(sets, func(a, b *kubelbv1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	for _, rt := range in.Routes {
 		if !rt.DeletionTimestamp.IsZero() {
+			named[portalloc.RouteOwner(ns, rt.Name)] = true // as a LoadBalancer being deleted
 			continue
 		}
 		kind, _ := routekind.Of(rt)
@@ -354,7 +358,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		svc := in.Services[name]
 		h := Holder{Kind: Route, Name: rt.Name, UID: rt.UID, Generation: rt.Generation, Owner: owner}
 		h.Refused, _ = p.Verdict.Refused(quota.KindRoute, rt.Name)
-		routeSvc := svc != nil && routeControlled(svc, rt.Name)
+		routeSvc := svc != nil && RouteControlled(svc, rt.Name)
 		if kind.HubService() != routekind.OwnHubService || h.Refused != "" {
 			// What it had as a Gateway (its embedded object was replaced), or as an admitted
 			// one, goes: the Service of its name a Route of that name controls, and its ports.
@@ -467,12 +471,12 @@ func orphan(svc *corev1.Service) bool {
 	return false
 }
 
-// classifyLoadBalancerService tells what the Service in the place of lb's hub Service is:
-// lb's (returned), an earlier LoadBalancer's of this name (stale, returned), or another's
+// LoadBalancerServiceOf tells what the Service in the place of lb's hub Service is: lb's
+// (returned), an earlier LoadBalancer's of this name (stale, returned), or another's
 // (foreign: never touched, returned as nil). A Service is lb's when lb controls it, or (to
 // adopt one another kubelb manager made) when it has no controller and carries lb's lb-name
 // and lb-namespace labels.
-func classifyLoadBalancerService(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service) (_ *corev1.Service, stale, foreign bool) {
+func LoadBalancerServiceOf(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service) (_ *corev1.Service, stale, foreign bool) {
 	if svc == nil {
 		return nil, false, false
 	}
@@ -489,8 +493,8 @@ func classifyLoadBalancerService(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Se
 	return svc, false, false
 }
 
-// routeControlled reports whether a Route named route controls svc (whichever its UID).
-func routeControlled(svc *corev1.Service, route string) bool {
+// RouteControlled reports whether a Route named route controls svc (whichever its UID).
+func RouteControlled(svc *corev1.Service, route string) bool {
 	ref := metav1.GetControllerOfNoCopy(svc)
 	return ref != nil && ref.Kind == "Route" && ref.Name == route
 }

@@ -414,7 +414,7 @@ func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.Namespace
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.Kind != "Route" || ref.Name != route.Name {
+	if !planner.RouteControlled(svc, route.Name) {
 		return nil, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, nil
