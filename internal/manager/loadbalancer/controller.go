@@ -116,6 +116,9 @@ type Reconciler struct {
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
+	// made are the hub Services this controller made that the cache does not show yet: the
+	// plan's requeue may come before the Service's create event, and none is made twice.
+	made hubservice.Made
 	// dropped tells which steering annotations were not propagated, once per set.
 	dropped dropped.Annotations
 }
@@ -269,6 +272,11 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		// deletion brings the next plan, which requeues this LoadBalancer.
 		return 0, nil
 	}
+	if wait := r.made.Wait(owner, svc); wait > 0 {
+		// This controller just made the hub Service and the cache does not show it yet: its
+		// create event brings the LoadBalancer back (a requeue in case it never shows).
+		return wait, nil
+	}
 	// Ports: the plan's, one listener port per LoadBalancer port. A disabled tenant's
 	// LoadBalancer has no hub Service, the one record of an allocation, so it holds no ports:
 	// they would be lost on a restart anyway, and would let it take ports without limit.
@@ -316,9 +324,13 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	default:
 		desired := hubService(lb, tenant, exposed, alloc, svc)
 		markExhausted(desired, planned, alloc)
+		made := svc == nil
 		svc, out.serviceErr, err = hubservice.Apply(ctx, r.client, FieldOwner, svc, desired)
 		if err != nil {
 			return 0, err
+		}
+		if made && out.serviceErr == nil {
+			r.made.Record(owner)
 		}
 		r.dropped.Warn(r.recorder, lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
 		if isIPFamilyRefusal(out.serviceErr) {
@@ -496,6 +508,7 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sink.Forget("LoadBalancer", lb)
+	r.made.Forget(lb)
 	r.dropped.Forget(lb)
 	r.steps.Count.Forget(lb)
 }

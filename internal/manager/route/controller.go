@@ -95,6 +95,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	waiting *requeue.Waiters // wakes the tenants waiting for free ports (opts.Waiters)
+	// made are the Gateway Services this controller made that the cache does not show yet:
+	// the plan's requeue may come before the Service's create event, and none is made twice.
+	made hubservice.Made
 	// dropped tells which steering annotations were not propagated, once per set.
 	dropped dropped.Annotations
 }
@@ -221,6 +224,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		if err == nil && out.staticTaken {
 			res.RequeueAfter = r.opts.StaticAddressRetry
 		}
+		if out.retry > 0 {
+			res.RequeueAfter = out.retry
+		}
 	case service == routekind.SharedIngressService:
 		services = r.reconcileIngress(route.Namespace, tenant, &out)
 	case kind.GatewayAPI():
@@ -267,6 +273,13 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, route *kubelbv1alpha1
 		out.pending = true
 		return nil, nil
 	}
+	key := client.ObjectKeyFromObject(route)
+	if wait := r.made.Wait(key, svc); wait > 0 {
+		// This controller just made the Gateway Service and the cache does not show it yet:
+		// its create event brings the Route back (a requeue in case it never shows).
+		out.pending, out.retry = true, wait
+		return nil, nil
+	}
 	planned, alloc := plan.GatewayPorts, plan.Alloc
 	out.problems, out.noPorts, out.exhausted = plan.Problems, len(planned) == 0, plan.Exhausted
 	exposed := allocatedGatewayPorts(route, planned, alloc)
@@ -280,9 +293,13 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, route *kubelbv1alpha1
 	out.staticTaken = !static.IsValid() && r.asksGrantedAddress(route, tenant.StaticAddresses)
 	desired := gatewayService(route, tenant, exposed, svc, static)
 	hubservice.MarkExhausted(desired, missingGatewayPorts(route, planned, alloc))
+	made := svc == nil
 	svc, out.serviceErr, err = r.applyService(ctx, svc, desired)
 	if err != nil || out.serviceErr != nil {
 		return nil, err
+	}
+	if made {
+		r.made.Record(key)
 	}
 	r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(gatewayAnnotations(route)))
 	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
@@ -374,6 +391,7 @@ func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName
 		r.waiting.Wake() // the ports may serve a tenant that waits
 	}
 	r.opts.Sink.Forget("Route", key)
+	r.made.Forget(key)
 	r.mu.Lock()
 	r.dropped.Forget(key)
 	r.mu.Unlock()

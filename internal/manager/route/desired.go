@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -176,7 +177,8 @@ type outcome struct {
 	exhausted   error
 	problems    []string
 	noPorts     bool
-	pending     bool // the tenant's Ingress Service was not decided yet: no status to write
+	pending     bool          // the tenant's plan (or the cache) is behind: no status to write
+	retry       time.Duration // when pending, look again after this long (0: an event brings it back)
 	// staticTaken: the Gateway's granted static address is held or asked for by another hub
 	// Service; the Route is looked at again after StaticAddressRetry (it may be freed).
 	staticTaken bool
