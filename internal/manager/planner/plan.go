@@ -139,8 +139,6 @@ type Plan struct {
 	// Release are the allocator's owners in the namespace that no holder names (objects
 	// gone): their ports are freed.
 	Release []types.NamespacedName
-	// Orphans are the hub Services kubelb made for objects that are gone: deleted.
-	Orphans []string
 }
 
 // Holder returns the plan of the holder of kind and name.
@@ -283,7 +281,6 @@ func (pl *Planner) Plan(in Input) Plan {
 	}
 	p := Plan{Namespace: ns, Verdict: quota.Admit(ns, objs, t.Limits)}
 
-	claimed := map[string]bool{} // hub Service names a holder stands for
 	named := map[types.NamespacedName]bool{}
 
 	// LoadBalancers.
@@ -298,7 +295,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		name := hubnames.LoadBalancerServiceName(lb.Name)
 		svc := in.Services[name]
 		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Generation: lb.Generation, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
-		claimed[name], named[h.Owner] = true, true
+		named[h.Owner] = true
 		var stale bool
 		svc, stale, h.Foreign = LoadBalancerServiceOf(lb, svc)
 		h.Refused, _ = p.Verdict.Refused(quota.KindLoadBalancer, lb.Name)
@@ -364,7 +361,7 @@ func (pl *Planner) Plan(in Input) Plan {
 			// one, goes: the Service of its name a Route of that name controls, and its ports.
 			h.Action, h.DeleteService = Ensure, routeSvc
 			if routeSvc {
-				h.Service, claimed[name] = name, true
+				h.Service = name
 			}
 			if kind.HubService() == routekind.OwnHubService {
 				h.Kind = Gateway // refused
@@ -375,7 +372,6 @@ func (pl *Planner) Plan(in Input) Plan {
 			continue
 		}
 		h.Kind, h.Service = Gateway, name
-		claimed[name] = true
 		if !routekind.ValidRouteName(rt.Name) {
 			h.InvalidName, h.Action = true, Keep
 			p.Holders = append(p.Holders, h)
@@ -421,7 +417,7 @@ func (pl *Planner) Plan(in Input) Plan {
 	wanted := ingressWanted || len(p.Hostnames) > 0
 	if wanted || ingress != nil || slices.Contains(in.Allocated, iowner) {
 		h := Holder{Kind: Ingress, Name: kubelbv1alpha1.IngressServiceName, Owner: iowner, Service: kubelbv1alpha1.IngressServiceName}
-		named[iowner], claimed[h.Service] = true, true
+		named[iowner] = true
 		h.Foreign = ingress != nil && !hubnames.IsIngressService(ingress)
 		switch {
 		case !wanted:
@@ -435,7 +431,8 @@ func (pl *Planner) Plan(in Input) Plan {
 	}
 	slices.SortFunc(p.Holders, compareHolders)
 
-	// What is gone: ports of owners no holder names, hub Services made for gone objects.
+	// What is gone: ports of owners no holder names. (The hub Services of gone objects are
+	// deleted by their controllers' gone paths and the start-up sweep.)
 	for _, o := range in.Allocated {
 		if o.Namespace == ns && !named[o] {
 			p.Release = append(p.Release, o)
@@ -443,32 +440,11 @@ func (pl *Planner) Plan(in Input) Plan {
 	}
 	slices.SortFunc(p.Release, func(a, b types.NamespacedName) int { return cmp.Compare(a.Name, b.Name) })
 	p.Release = slices.Compact(p.Release)
-	for name, svc := range in.Services {
-		if claimed[name] || svc == nil || !svc.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if orphan(svc) {
-			p.Orphans = append(p.Orphans, name)
-		}
-	}
-	slices.Sort(p.Orphans)
 
 	prune(pl.quotas, keep)
 	prune(pl.lbs, keep)
 	prune(pl.gws, keep)
 	return p
-}
-
-// orphan reports whether svc is a hub Service kubelb made for a LoadBalancer or a Gateway's
-// Route (the caller knows that object is gone).
-func orphan(svc *corev1.Service) bool {
-	if lb, _, ok := hubnames.LoadBalancerMadeFor(svc); ok {
-		return svc.Name == hubnames.LoadBalancerServiceName(lb.Name) || svc.Name == "envoy-"+lb.Name
-	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil && ref.Kind == "Route" {
-		return svc.Name == hubnames.GatewayServiceName(ref.Name)
-	}
-	return false
 }
 
 // LoadBalancerServiceOf tells what the Service in the place of lb's hub Service is: lb's
