@@ -19,7 +19,6 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/manager/perobject"
-	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
@@ -106,8 +105,9 @@ func run(o *options) error {
 		return fmt.Errorf("adding the xDS rejection recorder: %w", err)
 	}
 	store := status.NewStore()
-	// The tenants' quota verdicts, one for the Envoy control plane and the LoadBalancer and
-	// Route controllers: each object's share is worked out once per change of it.
+	// The tenants' quota verdicts for the Envoy control plane: each object's share is worked
+	// out once per change of it. (The planner makes the same verdict for ports and hub
+	// Services, once per plan.)
 	verdicts := quota.NewStore(mgr.GetCache(), mgr.GetClient())
 	if err := envoycp.SetupWithManager(mgr, srv, store, verdicts, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return fmt.Errorf("setting up the Envoy control plane: %w", err)
@@ -130,9 +130,13 @@ func run(o *options) error {
 		return fmt.Errorf("reading --envoy-port-range: %w", err)
 	}
 	// One of each for both controllers: the port allocator, the status Sink, the tenants'
-	// quota verdicts (which requeue the objects of either kind a change admits or refuses
-	// anew), the objects waiting for free ports, the tenants' Ingress Service problems.
-	shared := perobject.Shared{Ports: ports, Sink: sink, Readmit: requeue.NewReadmit(verdicts)}.WithDefaults(mgr)
+	// planner (each LoadBalancer's and Route's quota verdict and listener ports, each
+	// tenant's Ingress Service; leader only), the tenants waiting for free ports, the
+	// tenants' Ingress Service problems.
+	shared, err := perobject.Shared{Ports: ports, Sink: sink}.WithDefaults(mgr, o.Namespace, route.DefaultMaxConcurrentReconciles)
+	if err != nil {
+		return fmt.Errorf("setting up the tenants' planner: %w", err)
+	}
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: o.Namespace, Status: store, Shared: shared}); err != nil {
 		return fmt.Errorf("setting up the LoadBalancer controller: %w", err)
 	}

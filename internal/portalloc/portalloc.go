@@ -166,6 +166,22 @@ func (a *Allocator) Allocated() int {
 	return len(a.byKey)
 }
 
+// Owners returns the owners that hold ports in namespace, in no particular order.
+func (a *Allocator) Owners(namespace string) []types.NamespacedName {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.perNS[namespace] == 0 {
+		return nil
+	}
+	var out []types.NamespacedName
+	for o := range a.owners {
+		if o.Namespace == namespace {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Lookup returns the port allocated to k.
 func (a *Allocator) Lookup(k Key) (int32, bool) {
 	a.mu.Lock()

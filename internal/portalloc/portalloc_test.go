@@ -169,6 +169,26 @@ func TestEnsureReleasesDroppedKeys(t *testing.T) {
 	}
 }
 
+// TestOwners: the owners holding ports in a namespace, and only there; none once freed.
+func TestOwners(t *testing.T) {
+	t.Parallel()
+	a := mustNew(t, Range{Min: 100, Max: 199})
+	lb := types.NamespacedName{Namespace: "tenant-a", Name: "lb"}
+	other := types.NamespacedName{Namespace: "tenant-b", Name: "lb"}
+	for _, o := range []types.NamespacedName{lb, other} {
+		if _, _, err := a.Ensure(o, []Request{{Key: KeyFor(o.Namespace, o.Name, "", "", 80)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.Owners("tenant-a"); !cmp.Equal(got, []types.NamespacedName{lb}) {
+		t.Errorf("owners of tenant-a: %v", got)
+	}
+	a.ReleaseOwner(lb)
+	if got := a.Owners("tenant-a"); len(got) != 0 {
+		t.Errorf("owners of tenant-a after the release: %v", got)
+	}
+}
+
 func TestClaim(t *testing.T) {
 	t.Parallel()
 	a := mustNew(t, Range{Min: 100, Max: 110})

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -209,67 +208,5 @@ func BenchmarkAdmissionLoadBalancers10000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Admission("tenant-a", lbs, nil, ten)
-	}
-}
-
-// TestTrackerFastPath checks the look-up that spares a reconcile the walk over its tenant:
-// it answers only when it has seen the reconciled object at the version the reconcile
-// read, and then exactly when Admission over the objects it has seen refuses nothing, with
-// the same ports used.
-func TestTrackerFastPath(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(5, 6))
-	for round := range 200 {
-		s := &storeTenant{}
-		tr := &tracker{objs: map[types.UID]tracked{}, totals: map[string]*totals{}}
-		h := tr.handler()
-		for i := range 1 + r.IntN(20) {
-			lb := s.randomLB(r, i)
-			lb.Spec.Hostname = ""
-			s.lbs = append(s.lbs, lb)
-			h.OnAdd(lb, false)
-		}
-		for i := range r.IntN(6) {
-			rt := s.randomRoute(r, 100+i)
-			s.routes = append(s.routes, rt)
-			h.OnAdd(rt, false)
-		}
-		// A deleted object no longer counts, an updated one counts as it is now.
-		if len(s.lbs) > 1 {
-			h.OnDelete(toolscache.DeletedFinalStateUnknown{Obj: s.lbs[0]})
-			s.lbs = s.lbs[1:]
-		}
-		old := s.lbs[0]
-		changed := s.randomLB(r, 0)
-		changed.Spec.Hostname = ""
-		changed.Name, changed.UID, changed.CreationTimestamp = old.Name, old.UID, old.CreationTimestamp
-		h.OnUpdate(old, changed)
-		s.lbs[0] = changed
-
-		ten := settings.Tenant{Limits: limits(r.IntN(25), r.IntN(8), r.IntN(60)),
-			DisableLoadBalancer: r.IntN(5) == 0, DisableGatewayAPI: r.IntN(5) == 0, DisableIngress: r.IntN(5) == 0,
-			AllocateNodePorts: r.IntN(2) == 0}
-		ten.Limits.NodePorts = r.IntN(60)
-		if r.IntN(3) == 0 {
-			ten.Limits.ObjectBytes = int64(r.IntN(4000))
-		}
-		_, _, lbList, routeList := s.items()
-		want := Admission("tenant-a", lbList, routeList, ten)
-		noneRefused := len(want.RefusedNames(KindLoadBalancer))+len(want.RefusedNames(KindRoute)) == 0
-		ports, bytes, fits := tr.fits(changed, ten)
-		if fits != noneRefused || (fits && (ports != want.UsedPorts || bytes != want.UsedBytes)) {
-			t.Fatalf("round %d: fast path says fits=%v with %d ports, %d bytes; Admission refuses %v and uses %d ports, %d bytes", round, fits, ports, bytes, refused(want), want.UsedPorts, want.UsedBytes)
-		}
-		// The reconcile read a version the tracker has not seen: it must walk the tenant.
-		newer := changed.DeepCopy()
-		newer.ResourceVersion = s.nextRV()
-		if _, _, fits := tr.fits(newer, ten); fits {
-			t.Fatalf("round %d: the fast path answered for a version it has not seen", round)
-		}
-		// LoadBalancer hostnames depend on the settings: it does not answer.
-		ten.DNS = translate.DNS{WildcardDomain: "lb.example.com"}
-		if _, _, fits := tr.fits(changed, ten); fits {
-			t.Fatalf("round %d: the fast path answered with LoadBalancer hostnames", round)
-		}
 	}
 }

@@ -129,9 +129,9 @@ func NewReconciler(c client.Reader, s Snapshots, store *status.Store, namespace 
 // Config "default" (in namespace, the manager's) and the Tenants feed the endpoint policy;
 // the hub's ServiceCIDRs and Nodes its hub ranges. A change of Config, a ServiceCIDR or a
 // Node's Pod CIDRs or addresses rebuilds every managed tenant (an unchanged IR is not pushed).
-// verdicts computes the tenants' quota verdicts: give it the one the LoadBalancer and Route
-// controllers use (requeue.NewReadmit), so that each object's share is worked out once per
-// change; nil makes one for this controller alone.
+// verdicts computes the tenants' quota verdicts (the planner's quota.Admit over the same
+// objects), each object's share worked out once per change; nil makes one for this
+// controller alone.
 func SetupWithManager(mgr ctrl.Manager, srv *xds.Server, store *status.Store, verdicts *quota.Store, namespace string, opts translate.Options) error {
 	return setup(mgr, srv, store, verdicts, namespace, opts, net.DefaultResolver)
 }

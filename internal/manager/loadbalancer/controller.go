@@ -1,18 +1,19 @@
 // Package loadbalancer is the hub's LoadBalancer controller. For every LoadBalancer in a
-// namespace labelled kubelb.k8c.io/managed-by=kubelb it allocates a listener port on the
-// tenant's Envoy fleet per port (internal/portalloc), applies one hub Service ("envoy-<lb
-// name>", same namespace) of the type spec.type asks (ClusterIP, NodePort or LoadBalancer)
-// that selects the tenant's Envoy pods and maps each requested port to its listener port,
-// and writes the allocations, the hub Service's address (type LoadBalancer only) and
-// NodePorts and a Ready condition into the LoadBalancer status.
+// namespace labelled kubelb.k8c.io/managed-by=kubelb it takes from the tenant's plan
+// (internal/manager/planner) the tenant's quota verdict and one listener port on the
+// tenant's Envoy fleet per port, applies one hub Service ("envoy-<lb name>", same namespace)
+// of the type spec.type asks (ClusterIP, NodePort or LoadBalancer) that selects the tenant's
+// Envoy pods and maps each requested port to its listener port, and writes the allocations,
+// the hub Service's address (type LoadBalancer only) and NodePorts and a Ready condition
+// into the LoadBalancer status. Until the plan knows the LoadBalancer at its generation, it
+// writes nothing; the plan's outcome requeues it.
 //
-// The port allocator (portalloc.Shared, one for the whole manager, shared with the Route
-// controller) is rebuilt lazily: the first reconcile after the controller starts (i.e. after
-// this replica won leader election and the caches synced) lists the manager's hub Services
-// straight from the API server and rebuilds the allocations from their targetPorts
-// (portalloc.Rebuild), before any port is handed out. Until then no reconcile proceeds. The
-// LoadBalancer status reports the allocations to the tenant but is never read back for
-// them: tenants can write it.
+// The port allocator (portalloc.Shared, one for the whole manager) is rebuilt lazily: the
+// first reconcile after the controller starts (i.e. after this replica won leader election
+// and the caches synced) lists the manager's hub Services straight from the API server and
+// rebuilds the allocations from their targetPorts (portalloc.Rebuild), before any port is
+// handed out. Until then no reconcile proceeds. The LoadBalancer status reports the
+// allocations to the tenant but is never read back for them: tenants can write it.
 package loadbalancer
 
 import (
@@ -52,11 +53,11 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
-	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -75,8 +76,8 @@ type Options struct {
 	// portalloc.DefaultRange. Ignored when Ports is set.
 	PortRange portalloc.Range
 	// Shared is what the LoadBalancer and Route controllers share (the port allocator, the
-	// status Sink, quota verdicts, port waiters, Ingress Service problems); what is nil is
-	// made for this controller alone, the port allocator over PortRange.
+	// status Sink, the tenants' planner, the waiting tenants, Ingress Service problems); what
+	// is nil is made for this controller alone, the port allocator over PortRange.
 	perobject.Shared
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
@@ -92,9 +93,6 @@ type Options struct {
 	AddressWait time.Duration
 }
 
-// waitQueue is this controller's queue in requeue.Waiters.
-const waitQueue = requeue.LoadBalancers
-
 // DefaultAddressWait is Options.AddressWait when unset.
 const DefaultAddressWait = 10 * time.Second
 
@@ -109,15 +107,18 @@ type Reconciler struct {
 	secrets client.Reader     // Secrets labelled managed-by: kubelb and lb-name (hostname certificates)
 	certs   *certAPI          // whether cert-manager's Certificate API is served
 
-	readmit *requeue.Readmit                              // the tenant's quota verdict; requeues objects admitted or refused anew
-	steps   perobject.Steps[*kubelbv1alpha1.LoadBalancer] // get, gone, deleting, managed; the gauge
+	plans *planner.Controller                           // the tenants' plans: quota verdicts and listener ports
+	steps perobject.Steps[*kubelbv1alpha1.LoadBalancer] // get, gone, deleting, managed; the gauge
 
 	mu      sync.Mutex
-	waiting *requeue.Waiters // objects waiting for free ports (opts.Waiters)
+	waiting *requeue.Waiters // wakes the tenants waiting for free ports (opts.Waiters)
 	sink    *statuspkg.Sink  // the one writer of LoadBalancer status
 	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
 	// the cache no longer shows it: a delete is sent once.
 	deleting map[types.NamespacedName]types.UID
+	// made are the hub Services this controller made that the cache does not show yet: the
+	// plan's requeue may come before the Service's create event, and none is made twice.
+	made hubservice.Made
 	// dropped tells which steering annotations were not propagated, once per set.
 	dropped dropped.Annotations
 }
@@ -145,7 +146,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Ports == nil {
 		opts.Ports = NewSharedPorts(mgr, opts.PortRange)
 	}
-	opts.Shared = opts.WithDefaults(mgr)
+	var err error
+	if opts.Shared, err = opts.WithDefaults(mgr, opts.Namespace, 0); err != nil {
+		return nil, fmt.Errorf("setting up the LoadBalancer controller: %w", err)
+	}
 	opts.PortRange = opts.Ports.Range()
 	hasLB, err := labels.NewRequirement(kubelbv1alpha1.LabelLoadBalancerName, selection.Exists, nil)
 	if err != nil {
@@ -170,10 +174,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts:      opts,
 		sink:      opts.Sink,
 		deleting:  map[types.NamespacedName]types.UID{},
-		readmit:   opts.Readmit,
+		plans:     opts.Plans,
 		waiting:   opts.Waiters,
 	}
-	r.steps = perobject.Steps[*kubelbv1alpha1.LoadBalancer]{Kind: "LoadBalancer", Client: r.client, Ports: r.ports, Readmit: r.readmit,
+	r.steps = perobject.Steps[*kubelbv1alpha1.LoadBalancer]{Kind: "LoadBalancer", Client: r.client, Ports: r.ports,
 		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerLoadBalancers), Metric: metrics.ManagerLoadBalancerReconcile, Gone: r.reconcileGone, Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
 	if wrap != nil {
@@ -191,8 +195,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 			handler.EnqueueRequestsFromMapFunc(secretToLoadBalancer))).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
-		WatchesRawSource(r.waiting.Source(waitQueue)).
-		WatchesRawSource(r.readmit.LoadBalancers()).
+		WatchesRawSource(r.plans.LoadBalancers()).
 		WatchesRawSource(opts.Ingress.LoadBalancers(r.loadBalancerKeysIn)).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
@@ -233,12 +236,15 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return 0, err
 	}
-	// The tenant's limits: a refused LoadBalancer holds no ports and has no hub Service.
-	verdict, err := r.readmit.AdmissionFor(ctx, lb, tenant)
-	if err != nil {
-		return 0, err
+	// The tenant's plan (internal/manager/planner): its limits' verdict (a refused
+	// LoadBalancer holds no ports and has no hub Service) and the LoadBalancer's listener
+	// ports. Until the plan knows the LoadBalancer as it is, nothing is decided: the plan's
+	// next outcome requeues it.
+	plan, ok := r.plans.OutcomeOf(true, owner)
+	if !ok || !plan.For(lb, tenant) {
+		return 0, nil
 	}
-	refusal, refused := verdict.Refused(quota.KindLoadBalancer, lb.Name)
+	refusal, refused := plan.Refused, plan.Refused != ""
 	var host hostnameState
 	if refused { // no hostname, and no Certificate: a refused LoadBalancer holds nothing
 		requeue, err = r.syncCertificate(ctx, lb, &host, "")
@@ -261,23 +267,21 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return 0, r.deleteHubService(ctx, owner, svc)
 	}
 
-	// Ports: allocate (or keep) one listener port per LoadBalancer port. A disabled tenant's
+	if plan.Kept {
+		// The plan left the ports as they were for a stale Service that is gone now: its
+		// deletion brings the next plan, which requeues this LoadBalancer.
+		return 0, nil
+	}
+	if wait := r.made.Wait(owner, svc); wait > 0 {
+		// This controller just made the hub Service and the cache does not show it yet: its
+		// create event brings the LoadBalancer back (a requeue in case it never shows).
+		return wait, nil
+	}
+	// Ports: the plan's, one listener port per LoadBalancer port. A disabled tenant's
 	// LoadBalancer has no hub Service, the one record of an allocation, so it holds no ports:
 	// they would be lost on a restart anyway, and would let it take ports without limit.
 	planned, problems := planPorts(lb)
-	var reqs []portalloc.Request
-	if !tenant.DisableLoadBalancer && !refused {
-		reqs = allocationRequests(planned, svc)
-	}
-	freed := r.waiting.Freed()
-	alloc, released, allocErr := ports.Ensure(owner, reqs)
-	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
-		return 0, fmt.Errorf("allocating listener ports for LoadBalancer %s: %w", owner, allocErr)
-	}
-	r.waiting.Set(waitQueue, owner, allocErr != nil, freed)
-	if released > 0 { // ports this LoadBalancer dropped may serve one that waits
-		r.waiting.Wake()
-	}
+	alloc, allocErr := plan.Alloc, plan.Exhausted
 	exposed := allocated(planned, alloc)
 
 	// Status: applied once, at the end, whatever happened to the hub Service.
@@ -320,9 +324,13 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	default:
 		desired := hubService(lb, tenant, exposed, alloc, svc)
 		markExhausted(desired, planned, alloc)
+		made := svc == nil
 		svc, out.serviceErr, err = hubservice.Apply(ctx, r.client, FieldOwner, svc, desired)
 		if err != nil {
 			return 0, err
+		}
+		if made && out.serviceErr == nil {
+			r.made.Record(owner)
 		}
 		r.dropped.Warn(r.recorder, lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
 		if isIPFamilyRefusal(out.serviceErr) {
@@ -497,10 +505,10 @@ func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb 
 		ctrl.LoggerFrom(ctx).V(1).Info("freed listener ports", "count", n)
 		r.waiting.Wake()
 	}
-	r.waiting.Set(waitQueue, lb, false, 0)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sink.Forget("LoadBalancer", lb)
+	r.made.Forget(lb)
 	r.dropped.Forget(lb)
 	r.steps.Count.Forget(lb)
 }
@@ -557,17 +565,11 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 		}
 		return nil, false, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	ref := metav1.GetControllerOfNoCopy(svc)
-	ours := ref != nil && ref.UID == lb.UID
-	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
-		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
-	if ref != nil && !ours && ref.Kind == "LoadBalancer" && ref.Name == lb.Name {
-		return svc, true, nil
-	}
-	if !ours && !adoptable {
+	svc, stale, foreign := planner.LoadBalancerServiceOf(lb, svc) // as the tenant's plan sees it
+	if foreign {
 		return nil, false, fmt.Errorf("service %s %w", key, errForeignService)
 	}
-	return svc, false, nil
+	return svc, stale, nil
 }
 
 // serviceToLoadBalancer maps a hub Service back to its LoadBalancer

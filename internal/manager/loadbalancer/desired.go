@@ -77,30 +77,6 @@ func planPorts(lb *kubelbv1alpha1.LoadBalancer) ([]lbPort, []string) {
 	return quota.LoadBalancerPorts(lb)
 }
 
-// allocationRequests asks for a listener port per LoadBalancer port. A port not allocated yet
-// prefers the target port of the existing hub Service's port of the same name (a named
-// port) or of the same number and protocol: after a restart the allocator is rebuilt from
-// the hub Services, so this keeps the port of a LoadBalancer port whose recorded key was
-// ambiguous (named like a generated name) or whose number changed. The LoadBalancer status
-// is never a hint: the tenant can write it.
-func allocationRequests(ports []lbPort, svc *corev1.Service) []portalloc.Request {
-	reqs := make([]portalloc.Request, 0, len(ports))
-	for _, p := range ports {
-		rq := portalloc.Request{Key: p.Key}
-		if svc != nil {
-			for _, sp := range svc.Spec.Ports {
-				sameName := p.Name != "" && sp.Name == p.Name
-				sameNumber := sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol
-				if (sameName || sameNumber) && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
-					rq.Hints = append(rq.Hints, sp.TargetPort.IntVal)
-				}
-			}
-		}
-		reqs = append(reqs, rq)
-	}
-	return reqs
-}
-
 // allocated returns the ports that have a listener port, in order.
 func allocated(ports []lbPort, alloc map[portalloc.Key]int32) []lbPort {
 	out := make([]lbPort, 0, len(ports))

@@ -55,29 +55,6 @@ func TestPlanPorts(t *testing.T) {
 	}
 }
 
-func TestAllocationRequestsHints(t *testing.T) {
-	t.Parallel()
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Name: "http", Port: 8080}, kubelbv1alpha1.LoadBalancerPort{Port: 443})
-	// A status the tenant forged: never a hint.
-	lb.Status.Service.Ports = []kubelbv1alpha1.ServicePort{
-		{ServicePort: corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080}, UpstreamTargetPort: 10005},
-	}
-	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-		{Name: "http", Port: 80, TargetPort: intstr.FromInt32(10007)},
-		{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(10009)},
-	}}}
-	ports, _ := planPorts(lb)
-	reqs := allocationRequests(ports, svc)
-	// "http" is keyed by name: the hub Service's port of that name (number since changed)
-	// is its hint.
-	if diff := cmp.Diff([]int32{10007}, reqs[0].Hints); diff != "" {
-		t.Errorf("hints of http: %s", diff)
-	}
-	if diff := cmp.Diff([]int32{10009}, reqs[1].Hints); diff != "" {
-		t.Errorf("hints of 443: %s", diff)
-	}
-}
-
 func TestHubService(t *testing.T) {
 	t.Parallel()
 	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})

@@ -1,13 +1,13 @@
 // Package perobject holds what the per-object controllers of the objects that hold listener
-// ports — LoadBalancers and Routes — share (docs/development.md, "Per object"): the first
-// steps of a reconcile (the port allocator, get, gone or being deleted, the managed
-// namespace), the watches of a tenant's settings, and the gauge of the objects reconciled
-// per tenant.
+// ports — LoadBalancers and Routes — share (docs/development.md, "Per object"): what the
+// manager gives both (Shared: the port allocator, the status Sink, the tenants' planner),
+// the first steps of a reconcile (the port allocator, get, gone or being deleted, the
+// managed namespace), the watches of a tenant's settings, and the gauge of the objects
+// reconciled per tenant.
 package perobject
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,13 +27,13 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
-	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/ssa"
 )
 
@@ -45,26 +45,24 @@ type Shared struct {
 	// Sink is the one writer of LoadBalancer and Route status (leader only), also the status
 	// writer's.
 	Sink *statuspkg.Sink
-	// Readmit computes the tenants' quota verdicts (one quota.Store for both kinds) and
-	// requeues the objects admitted or refused anew.
-	Readmit *requeue.Readmit
-	// Waiters are the objects waiting for free listener ports, so that ports either
-	// controller frees wake the other's.
+	// Waiters are the tenants waiting for free listener ports, woken by a free from any
+	// controller.
 	Waiters *requeue.Waiters
 	// Ingress tells why a tenant's Ingress Service, which serves LoadBalancer hostnames,
-	// cannot be made: the Route controller's Ingress Service controller reports it, the
+	// cannot be made: the tenants' planner (internal/manager/planner) reports it, the
 	// LoadBalancer controller reads it.
 	Ingress *tenantingress.Problems
+	// Plans is the tenants' planner: each LoadBalancer's and Route's quota verdict and
+	// listener ports, and each tenant's Ingress Service.
+	Plans *planner.Controller
 }
 
-// WithDefaults returns s with a Sink, Readmit, Waiters and Ingress of its own made for what
-// is nil (one controller alone, as in some tests). Ports stays as it is.
-func (s Shared) WithDefaults(mgr ctrl.Manager) Shared {
+// WithDefaults returns s with a Sink, Waiters, Ingress and Plans of its own made for what is
+// nil (one controller alone, as in some tests); namespace is the manager's (Config default),
+// workers the planner's. Ports stays as it is; it must be set for Plans to be made.
+func (s Shared) WithDefaults(mgr ctrl.Manager, namespace string, workers int) (Shared, error) {
 	if s.Sink == nil {
 		s.Sink = statuspkg.NewSink(mgr.GetClient())
-	}
-	if s.Readmit == nil {
-		s.Readmit = requeue.NewReadmit(quota.NewStore(mgr.GetCache(), mgr.GetClient()))
 	}
 	if s.Waiters == nil {
 		s.Waiters = requeue.NewWaiters()
@@ -72,7 +70,15 @@ func (s Shared) WithDefaults(mgr ctrl.Manager) Shared {
 	if s.Ingress == nil {
 		s.Ingress = tenantingress.New()
 	}
-	return s
+	if s.Plans == nil && s.Ports != nil {
+		plans, err := planner.SetupWithManager(mgr, planner.Options{Namespace: namespace, Ports: s.Ports, Waiters: s.Waiters,
+			Ingress: s.Ingress, MaxConcurrentReconciles: workers})
+		if err != nil {
+			return s, err
+		}
+		s.Plans = plans
+	}
+	return s, nil
 }
 
 // Next says how a reconcile goes on after Begin.
@@ -96,9 +102,6 @@ type Steps[T client.Object] struct {
 	Client client.Client
 	// Ports is the manager's listener port allocator, rebuilt before the first reconcile.
 	Ports *portalloc.Shared
-	// Readmit recomputes the tenant's quota verdict once an object went or started going:
-	// others may be admitted now.
-	Readmit *requeue.Readmit
 	// Namespace is the manager's (Config default).
 	Namespace string
 	// Count is the per-tenant gauge of the objects reconciled.
@@ -147,12 +150,12 @@ func (s Steps[T]) Begin(ctx context.Context, req reconcile.Request, obj T) (*por
 		if apierrors.IsNotFound(err) {
 			// Gone: nothing holds its deletion, so what it made and its ports go now (envtest
 			// and a hub without a garbage collector would keep what it owns).
-			return nil, Done, errors.Join(s.Gone(ctx, ports, req.NamespacedName), s.recheck(ctx, req.Namespace))
+			return nil, Done, s.Gone(ctx, ports, req.NamespacedName)
 		}
 		return nil, Done, fmt.Errorf("getting %s %s: %w", s.Kind, req, err)
 	}
-	if !obj.GetDeletionTimestamp().IsZero() { // it no longer counts: others may be admitted
-		return nil, Done, errors.Join(s.Delete(ctx, ports, obj), s.recheck(ctx, req.Namespace))
+	if !obj.GetDeletionTimestamp().IsZero() { // it no longer counts: the tenant's plan follows its events
+		return nil, Done, s.Delete(ctx, ports, obj)
 	}
 	managed, err := namespaces.Managed(ctx, s.Client, req.Namespace)
 	if err != nil {
@@ -163,10 +166,6 @@ func (s Steps[T]) Begin(ctx context.Context, req reconcile.Request, obj T) (*por
 	}
 	s.Count.Remember(req.NamespacedName)
 	return ports, Proceed, nil
-}
-
-func (s Steps[T]) recheck(ctx context.Context, namespace string) error {
-	return s.Readmit.Recheck(ctx, s.Client, s.Namespace, namespace)
 }
 
 // WatchSettings adds the watches of a tenant's settings to b: a Tenant's change requeues

@@ -1,8 +1,6 @@
-// Package requeue holds what the LoadBalancer and Route controllers (and the tenants' Ingress
-// Service controller) add to their own queues besides the watches' events: the objects
-// waiting for free listener ports (Waiters), and the objects whose quota verdict changed
-// (Readmit). One of each serves both controllers; each captures the controllers' queues
-// through sources registered with them.
+// Package requeue holds what controllers add to their own queues besides the watches'
+// events: a Queue, captured through a source registered with the controller, and the
+// tenants whose plan waits for free listener ports (Waiters, for the planner).
 package requeue
 
 import (

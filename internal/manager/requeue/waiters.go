@@ -7,55 +7,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// The queues of the controllers that allocate listener ports, by the names Waiters knows
-// them.
-const (
-	LoadBalancers   = "LoadBalancer"
-	Routes          = "Route"
-	IngressServices = "IngressService" // keyed by tenant namespace (the key's Name)
-)
-
-// Waiters remembers the objects that wait for free listener ports — LoadBalancers, Routes
-// and tenants' Ingress Services, each in its own controller's queue — and requeues every
-// one of them when ports are freed, whichever controller freed them: the three share one
-// listener port range, so a deleted LoadBalancer's ports serve a waiting Route. The manager
-// has one, shared by the LoadBalancer and Route controllers; register Source(name) with
-// each controller so it learns their queues.
+// Waiters remembers the tenants whose plan waits for free listener ports and requeues every
+// one of them, in the planner's queue, when ports are freed, whichever controller freed them:
+// all tenants share one listener port range, so a deleted LoadBalancer's ports serve another
+// tenant's waiting Route. The manager has one; register Source with the planner so it learns
+// its queue; the controllers that free ports (the planner, and the LoadBalancer and Route
+// controllers when an object is gone) call Wake.
 //
-// No free is missed: a controller reads Freed before it allocates and hands that count to
-// Set, which requeues the object at once when ports were freed in between.
+// No free is missed: the planner reads Freed before it allocates and hands that count to
+// Set, which requeues the tenant at once when ports were freed in between.
 type Waiters struct {
-	mu      sync.Mutex
-	queues  map[string]*Queue
-	freed   uint64
-	waiting map[waiter]struct{}
-}
+	queue Queue
 
-type waiter struct {
-	queue string
-	key   types.NamespacedName
+	mu      sync.Mutex
+	freed   uint64
+	waiting map[types.NamespacedName]struct{}
 }
 
 // NewWaiters returns an empty Waiters.
 func NewWaiters() *Waiters {
-	return &Waiters{queues: map[string]*Queue{}, waiting: map[waiter]struct{}{}}
+	return &Waiters{waiting: map[types.NamespacedName]struct{}{}}
 }
 
-// Source captures the queue of the controller that handles the objects of queue name.
-func (w *Waiters) Source(name string) source.Source {
-	return w.queue(name).Source()
-}
-
-func (w *Waiters) queue(name string) *Queue {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q, ok := w.queues[name]
-	if !ok {
-		q = &Queue{}
-		w.queues[name] = q
-	}
-	return q
-}
+// Source captures the planner's queue.
+func (w *Waiters) Source() source.Source { return w.queue.Source() }
 
 // Freed is how many times ports were freed so far: read it before an allocation and hand it
 // to Set after.
@@ -65,34 +40,31 @@ func (w *Waiters) Freed() uint64 {
 	return w.freed
 }
 
-// Set records whether key (of queue name) waits for free ports after an allocation begun
-// when Freed was seen; when ports were freed since, a waiting key is requeued at once.
-func (w *Waiters) Set(name string, key types.NamespacedName, waiting bool, seen uint64) {
+// Set records whether the tenant key waits for free ports after an allocation begun when
+// Freed was seen; when ports were freed since, a waiting tenant is requeued at once.
+func (w *Waiters) Set(key types.NamespacedName, waiting bool, seen uint64) {
 	w.mu.Lock()
-	k := waiter{name, key}
 	if !waiting {
-		delete(w.waiting, k)
+		delete(w.waiting, key)
 		w.mu.Unlock()
 		return
 	}
-	w.waiting[k] = struct{}{}
+	w.waiting[key] = struct{}{}
 	missed := w.freed != seen
 	w.mu.Unlock()
 	if missed {
-		w.queue(name).Add(key)
+		w.queue.Add(key)
 	}
 }
 
-// Wake requeues every object waiting for ports, now that some were freed.
+// Wake requeues every tenant waiting for ports, now that some were freed.
 func (w *Waiters) Wake() {
 	w.mu.Lock()
 	w.freed++
-	byQueue := map[string][]types.NamespacedName{}
+	keys := make([]types.NamespacedName, 0, len(w.waiting))
 	for k := range w.waiting {
-		byQueue[k.queue] = append(byQueue[k.queue], k.key)
+		keys = append(keys, k)
 	}
 	w.mu.Unlock()
-	for name, keys := range byQueue {
-		w.queue(name).Add(keys...)
-	}
+	w.queue.Add(keys...)
 }

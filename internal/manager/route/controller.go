@@ -3,11 +3,12 @@
 // the hub:
 //
 //   - a Gateway gets a hub Service of its own, "gateway-<route name>", with one port per
-//     distinct (port, protocol) of its listeners, each mapped to an Envoy listener port
-//     allocated from the manager's one allocator (portalloc.Shared, shared with the
-//     LoadBalancer controller);
+//     distinct (port, protocol) of its listeners and of the ListenerSets it takes, each
+//     mapped to the Envoy listener port the tenant's plan gives it (internal/manager/planner,
+//     which also gives the tenant's quota verdict; until the plan knows the Route at its
+//     generation, nothing is written, and the plan's outcome requeues it);
 //   - an Ingress rides on the tenant's one shared Ingress Service "kubelb-ingress" (ports
-//     80 and 443), which exists while the tenant has an Ingress Route;
+//     80 and 443), which the planner makes while the tenant has an Ingress Route;
 //   - HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes ride on their Gateway's
 //     Service: nothing of their own.
 //
@@ -31,7 +32,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -51,11 +51,10 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
-	"kubelb.dev/kubelb/internal/manager/predicates"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
-	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 )
@@ -71,7 +70,7 @@ type Options struct {
 	// Namespace the manager runs in; holds Config "default".
 	Namespace string
 	// Shared is what the LoadBalancer and Route controllers share (the port allocator, the
-	// status Sink, quota verdicts, port waiters, Ingress Service problems); Ports is
+	// status Sink, the tenants' planner, the waiting tenants, Ingress Service problems); Ports is
 	// required (loadbalancer.NewSharedPorts), what else is nil is made for this controller
 	// alone.
 	perobject.Shared
@@ -91,14 +90,14 @@ type Reconciler struct {
 	opts     Options
 	ports    *portalloc.Shared
 
-	ingress      *ingressServices // each tenant's Ingress Service, decided per tenant
-	ingressQueue requeue.Queue    // this controller's queue, for the Ingress Routes of a tenant
-
-	readmit *requeue.Readmit                       // the tenant's quota verdict; requeues objects admitted or refused anew
-	steps   perobject.Steps[*kubelbv1alpha1.Route] // get, gone, deleting, managed; the gauge
+	plans *planner.Controller                    // the tenants' plans: quota verdicts, listener ports, Ingress Services
+	steps perobject.Steps[*kubelbv1alpha1.Route] // get, gone, deleting, managed; the gauge
 
 	mu      sync.Mutex
-	waiting *requeue.Waiters // objects waiting for free ports (opts.Waiters)
+	waiting *requeue.Waiters // wakes the tenants waiting for free ports (opts.Waiters)
+	// made are the Gateway Services this controller made that the cache does not show yet:
+	// the plan's requeue may come before the Service's create event, and none is made twice.
+	made hubservice.Made
 	// dropped tells which steering annotations were not propagated, once per set.
 	dropped dropped.Annotations
 }
@@ -111,12 +110,15 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 // setup builds and registers the reconciler; wrap (tests) may wrap it.
 func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) reconcile.Reconciler) (*Reconciler, error) {
-	opts.Shared = opts.WithDefaults(mgr)
 	if opts.Ports == nil {
 		return nil, errors.New("setting up the Route controller: no port allocator")
 	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	var err error
+	if opts.Shared, err = opts.WithDefaults(mgr, opts.Namespace, opts.MaxConcurrentReconciles); err != nil {
+		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	if opts.StaticAddressRetry <= 0 {
 		opts.StaticAddressRetry = DefaultStaticAddressRetry
@@ -132,10 +134,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		recorder: mgr.GetEventRecorder("kubelb-manager"),
 		opts:     opts,
 		ports:    opts.Ports,
-		readmit:  opts.Readmit,
+		plans:    opts.Plans,
 		waiting:  opts.Waiters,
 	}
-	r.steps = perobject.Steps[*kubelbv1alpha1.Route]{Kind: "Route", Client: r.client, Ports: r.ports, Readmit: r.readmit,
+	r.steps = perobject.Steps[*kubelbv1alpha1.Route]{Kind: "Route", Client: r.client, Ports: r.ports,
 		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerRoutes), Metric: metrics.ManagerRouteReconcile, Gone: r.reconcileGone,
 		Delete: r.reconcileDelete}
 	var rec reconcile.Reconciler = r
@@ -145,24 +147,18 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&kubelbv1alpha1.Route{})
-	err := perobject.WatchSettings(b, opts.Namespace, func(ctx context.Context, ns string) []reconcile.Request { return r.routesIn(ctx, ns) }).
-		// A ListenerSet's listeners give its Gateway ports.
-		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(r.listenerSetToGateways),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
+	err = perobject.WatchSettings(b, opts.Namespace, func(ctx context.Context, ns string) []reconcile.Request { return r.routesIn(ctx, ns) }).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRoutes),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeRouteService))).
-		WatchesRawSource(r.waiting.Source(requeue.Routes)).
-		WatchesRawSource(r.readmit.Routes()).
-		WatchesRawSource(r.ingressQueue.Source()).
+		// The plan's outcome of a Route (its verdict, its ports, a ListenerSet's listeners
+		// on its Gateway, the tenant's Ingress Service) requeues it when it changes.
+		WatchesRawSource(r.plans.Routes()).
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
 		Complete(rec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
-	}
-	if r.ingress, err = setupIngressServices(mgr, r); err != nil {
-		return nil, err
 	}
 	return r, nil
 }
@@ -182,21 +178,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) (res reconcile.Result, err error) {
 	key := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
-	freed := r.waiting.Freed() // before any allocation: a free while it runs is not missed
 	kind, gvk := routekind.Of(route)
 	out := outcome{kind: kind, gvk: gvk}
 	var services []hubServiceState
 	defer func() { // the one status write
 		if err != nil || out.pending {
-			return // the hub Service is in an unknown state; the retry (or the Ingress Service controller's requeue) reports it
+			return // the hub Service is in an unknown state; the retry (or the planner's requeue) reports it
 		}
 		err = r.writeStatus(ctx, route, out, services)
 		// Retried with backoff (some rejections are transient), except the tenant's Ingress
-		// Service's: the Ingress Service controller retries it, and requeues this Route.
+		// Service's: the planner retries it, and requeues this Route.
 		if out.serviceErr != nil && kind.HubService() != routekind.SharedIngressService {
 			err = errors.Join(err, fmt.Errorf("applying the hub Service of Route %s: %w", key, out.serviceErr))
 		}
-		r.waiting.Set(requeue.Routes, key, out.exhausted != nil, freed)
 	}()
 
 	// Scope: the tenant's settings.
@@ -204,31 +198,34 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	// The tenant's limits: a refused Route has no hub Service and holds no ports.
-	verdict, err := r.readmit.AdmissionFor(ctx, route, tenant)
-	if err != nil {
-		return reconcile.Result{}, err
+	// The tenant's plan (internal/manager/planner): its limits' verdict (a refused Route has
+	// no hub Service and holds no ports) and a Gateway's listener ports. Until the plan knows
+	// the Route as it is, nothing is decided: the plan's next outcome requeues it.
+	plan, ok := r.plans.OutcomeOf(false, key)
+	if !ok || !plan.For(route, tenant) {
+		out.pending = true
+		return reconcile.Result{}, nil
 	}
-	if msg, refused := verdict.Refused(quota.KindRoute, route.Name); refused {
-		out.quota = msg
-		return reconcile.Result{}, r.dropGateway(ctx, ports, route)
+	if plan.Refused != "" {
+		out.quota = plan.Refused
+		return reconcile.Result{}, r.deleteGatewayService(ctx, key)
 	}
-	// What the Route had as another kind (its embedded object was replaced) goes.
+	// What the Route had as another kind (its embedded object was replaced) goes; the plan
+	// freed its ports.
 	service := kind.HubService()
 	if service != routekind.OwnHubService {
-		if err := r.dropGateway(ctx, ports, route); err != nil {
+		if err := r.deleteGatewayService(ctx, key); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	switch {
 	case service == routekind.OwnHubService:
-		var sets []*unstructured.Unstructured
-		if sets, err = r.listenerSets(ctx, route, verdict); err != nil {
-			return reconcile.Result{}, err
-		}
-		services, err = r.reconcileGateway(ctx, ports, route, tenant, sets, &out)
+		services, err = r.reconcileGateway(ctx, route, tenant, plan, &out)
 		if err == nil && out.staticTaken {
 			res.RequeueAfter = r.opts.StaticAddressRetry
+		}
+		if out.retry > 0 {
+			res.RequeueAfter = out.retry
 		}
 	case service == routekind.SharedIngressService:
 		services = r.reconcileIngress(route.Namespace, tenant, &out)
@@ -240,12 +237,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	return res, err
 }
 
-// reconcileGateway allocates the Gateway's listener ports and applies its hub Service (or
-// removes both when Gateway API is disabled or no listener is left).
-// sets are the ListenerSets the Gateway takes (listenerSets): their listeners' ports are the
-// Gateway's too.
-func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route, tenant settings.Tenant, sets []*unstructured.Unstructured, out *outcome) ([]hubServiceState, error) {
-	owner := portalloc.RouteOwner(route.Namespace, route.Name)
+// reconcileGateway applies the Gateway's hub Service with the listener ports of its plan
+// (its own listeners' and those of the ListenerSets it takes), or removes it when Gateway
+// API is disabled or no listener is left.
+func (r *Reconciler) reconcileGateway(ctx context.Context, route *kubelbv1alpha1.Route, tenant settings.Tenant, plan planner.Outcome, out *outcome) ([]hubServiceState, error) {
 	if !routekind.ValidRouteName(route.Name) {
 		out.invalidName = true
 		return nil, nil
@@ -266,26 +261,27 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	}
 	if tenant.DisableGatewayAPI {
 		out.disabled = "Gateway API"
-		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
-			return nil, err
-		}
-		r.release(ports, owner)
-		return nil, nil
+		return nil, hubservice.Delete(ctx, r.client, svc) // the plan freed its ports
 	}
 	if foreign {
 		out.serviceErr = err
 		return nil, nil
 	}
-	planned, problems := routekind.GatewayPortsWith(&route.Spec.Source.Kubernetes.Route, sets)
-	out.problems, out.noPorts = problems, len(planned) == 0
-	alloc, released, allocErr := ports.Ensure(owner, gatewayRequests(route, planned, svc))
-	if allocErr != nil && !errors.Is(allocErr, portalloc.ErrExhausted) {
-		return nil, fmt.Errorf("allocating listener ports for Route %s/%s: %w", route.Namespace, route.Name, allocErr)
+	if plan.Kept {
+		// The plan left the ports as they were for a Service in the way that is gone now:
+		// its deletion brings the next plan, which requeues this Route.
+		out.pending = true
+		return nil, nil
 	}
-	out.exhausted = allocErr
-	if released > 0 {
-		r.waiting.Wake()
+	key := client.ObjectKeyFromObject(route)
+	if wait := r.made.Wait(key, svc); wait > 0 {
+		// This controller just made the Gateway Service and the cache does not show it yet:
+		// its create event brings the Route back (a requeue in case it never shows).
+		out.pending, out.retry = true, wait
+		return nil, nil
 	}
+	planned, alloc := plan.GatewayPorts, plan.Alloc
+	out.problems, out.noPorts, out.exhausted = plan.Problems, len(planned) == 0, plan.Exhausted
 	exposed := allocatedGatewayPorts(route, planned, alloc)
 	if len(exposed) == 0 {
 		return nil, hubservice.Delete(ctx, r.client, svc)
@@ -297,158 +293,35 @@ func (r *Reconciler) reconcileGateway(ctx context.Context, ports *portalloc.Allo
 	out.staticTaken = !static.IsValid() && r.asksGrantedAddress(route, tenant.StaticAddresses)
 	desired := gatewayService(route, tenant, exposed, svc, static)
 	hubservice.MarkExhausted(desired, missingGatewayPorts(route, planned, alloc))
+	made := svc == nil
 	svc, out.serviceErr, err = r.applyService(ctx, svc, desired)
 	if err != nil || out.serviceErr != nil {
 		return nil, err
+	}
+	if made {
+		r.made.Record(key)
 	}
 	r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(gatewayAnnotations(route)))
 	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
 }
 
-// listenerSets are the ListenerSets (embedded in the tenant's ListenerSet Routes) that a
-// Gateway Route takes (routekind.GatewaySets): not being deleted, admitted by the tenant's
-// limits, naming the Gateway and allowed by its spec.allowedListeners, in the order their
-// listeners rank.
-func (r *Reconciler) listenerSets(ctx context.Context, gw *kubelbv1alpha1.Route, verdict quota.Verdict) ([]*unstructured.Unstructured, error) {
-	list := &kubelbv1alpha1.RouteList{}
-	if err := r.client.List(ctx, list, client.InNamespace(gw.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the Routes of %s: %w", gw.Namespace, err)
-	}
-	var candidates []*kubelbv1alpha1.Route
-	for i := range list.Items {
-		rt := &list.Items[i]
-		if k, _ := routekind.Of(rt); k == routekind.ListenerSet && rt.DeletionTimestamp.IsZero() && verdict.Admitted(quota.KindRoute, rt.Name) {
-			candidates = append(candidates, rt)
-		}
-	}
-	var out []*unstructured.Unstructured
-	for _, rt := range routekind.GatewaySets(gw, candidates) {
-		out = append(out, &rt.Spec.Source.Kubernetes.Route)
-	}
-	return out, nil
-}
-
-// listenerSetToGateways maps a ListenerSet Route to the Gateway Routes of its namespace that
-// embed the Gateway its spec.parentRef names: their ports follow its listeners.
-func (r *Reconciler) listenerSetToGateways(ctx context.Context, o client.Object) []reconcile.Request {
-	rt, ok := o.(*kubelbv1alpha1.Route)
-	if !ok {
-		return nil
-	}
-	if k, _ := routekind.Of(rt); k != routekind.ListenerSet {
-		return nil
-	}
-	ns, name, ok := routekind.ListenerSetParent(&rt.Spec.Source.Kubernetes.Route)
-	if !ok {
-		return nil
-	}
-	return perobject.Requests(ctx, r.client, &kubelbv1alpha1.RouteList{}, rt.Namespace, func(o client.Object) bool {
-		gw := o.(*kubelbv1alpha1.Route)
-		if k, _ := routekind.Of(gw); k != routekind.Gateway {
-			return false
-		}
-		u := &gw.Spec.Source.Kubernetes.Route
-		return u.GetNamespace() == ns && u.GetName() == name
-	})
-}
-
-// dropGateway deletes the Route's Gateway Service, if it has one, and frees its ports.
-func (r *Reconciler) dropGateway(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
-	if err := r.deleteGatewayService(ctx, client.ObjectKeyFromObject(route)); err != nil {
-		return err
-	}
-	r.release(ports, portalloc.RouteOwner(route.Namespace, route.Name))
-	return nil
-}
-
-// reconcileIngress reports the tenant's shared Ingress Service, as the Ingress Service
-// controller last left it (ingress_service.go), on an Ingress Route; pending until that
-// controller first reconciled the tenant (it then requeues the tenant's Ingress Routes).
+// reconcileIngress reports the tenant's shared Ingress Service, as the tenant's planner
+// last left it (planner.Controller.IngressOf), on an Ingress Route; pending until the
+// planner first planned the tenant (it then requeues the tenant's Ingress Routes).
 func (r *Reconciler) reconcileIngress(namespace string, tenant settings.Tenant, out *outcome) []hubServiceState {
 	if tenant.DisableIngress {
 		out.disabled = "Ingress"
 	}
-	st, ok := r.ingress.state(namespace)
+	st, ok := r.plans.IngressOf(namespace)
 	if !ok {
 		out.pending = true
 		return nil
 	}
-	out.exhausted, out.serviceErr = st.exhausted, st.serviceErr
-	if st.service == nil {
+	out.exhausted, out.serviceErr = st.Exhausted, st.ServiceErr
+	if st.Service == nil {
 		return nil
 	}
-	return []hubServiceState{*st.service}
-}
-
-// requeueIngressRoutes requeues the Ingress Routes of a tenant namespace (its Ingress
-// Service changed).
-func (r *Reconciler) requeueIngressRoutes(namespace string) {
-	reqs := r.routesIn(context.Background(), namespace, routekind.Ingress)
-	keys := make([]types.NamespacedName, 0, len(reqs))
-	for _, req := range reqs {
-		keys = append(keys, req.NamespacedName)
-	}
-	r.ingressQueue.Add(keys...)
-}
-
-// loadBalancerHostnames lists the hostnames of the tenant's LoadBalancers not being deleted
-// and admitted by the tenant's limits (translate.LoadBalancerHostname with the tenant's DNS
-// settings; invalid ones left out), sorted and without repeats. None when load balancing is
-// disabled for the tenant.
-func (r *Reconciler) loadBalancerHostnames(ctx context.Context, namespace string, tenant settings.Tenant, verdict quota.Verdict) ([]string, error) {
-	if tenant.DisableLoadBalancer || tenant.DNS.IsZero() {
-		return nil, nil
-	}
-	list := &kubelbv1alpha1.LoadBalancerList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the LoadBalancers of %s: %w", namespace, err)
-	}
-	admitted := make([]kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
-	mine := make([]*kubelbv1alpha1.LoadBalancer, 0, len(list.Items))
-	for i := range list.Items {
-		mine = append(mine, &list.Items[i])
-	}
-	// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
-	// controller, a certificate).
-	held, err := hostnames.HostnamesHeldElsewhere(ctx, r.client, r.opts.Namespace, mine)
-	if err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		lb := &list.Items[i]
-		if verdict.Admitted(quota.KindLoadBalancer, lb.Name) && !held[lb.Name] {
-			admitted = append(admitted, *lb)
-		}
-	}
-	return LoadBalancerHostnames(admitted, hubnames.TenantName(namespace), tenant.DNS), nil
-}
-
-// noRoutes reports whether the namespace has no Route at all (from the cache, one item read).
-func (r *Reconciler) noRoutes(ctx context.Context, namespace string) (bool, error) {
-	routes := &kubelbv1alpha1.RouteList{}
-	if err := r.client.List(ctx, routes, client.InNamespace(namespace), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
-	}
-	return len(routes.Items) == 0, nil
-}
-
-// hasIngressRoute reports whether the namespace has an Ingress Route not being deleted and
-// admitted by the tenant's limits.
-func (r *Reconciler) hasIngressRoute(ctx context.Context, namespace string, verdict quota.Verdict) (bool, error) {
-	list := &kubelbv1alpha1.RouteList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
-	}
-	for i := range list.Items {
-		rt := &list.Items[i]
-		if !rt.DeletionTimestamp.IsZero() || !verdict.Admitted(quota.KindRoute, rt.Name) {
-			continue
-		}
-		if kind, _ := routekind.Of(rt); kind.HubService() == routekind.SharedIngressService {
-			return true, nil
-		}
-	}
-	return false, nil
+	return []hubServiceState{{name: st.Service.Name, ports: st.Service.Ports, svc: st.Service.Service}}
 }
 
 // writeStatus hands the Route's status (the fields this controller decides) to the status
@@ -489,10 +362,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Alloc
 
 // reconcileGone cleans up after a Route that no longer exists. Its deletion needs no
 // finalizer: its Gateway Service (controlled by it) is deleted here, then its ports are
-// freed (forget); the Ingress Service controller settles the tenant's Ingress Service on the
+// freed (forget); the tenant's planner settles the tenant's Ingress Service on the
 // same delete event. A Route deleted while no manager ran is caught the same way: its
 // Gateway Service's event at start-up brings its key here, and the Ingress Service's brings
-// its tenant to the Ingress Service controller. A Route makes no Secrets.
+// its tenant to the planner. A Route makes no Secrets.
 func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
 	if err := r.deleteGatewayService(ctx, key); err != nil {
 		return err
@@ -512,22 +385,17 @@ func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.Namespa
 }
 
 // forget frees the ports of a Route that is gone (a Gateway's) and forgets it for the gauge.
-// (Its tenant's Ingress Service follows the Route's delete event by itself.)
+// (Its tenant's plan follows the Route's delete event by itself.)
 func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName) {
-	r.release(ports, portalloc.RouteOwner(key.Namespace, key.Name))
-	r.waiting.Set(requeue.Routes, key, false, 0)
+	if ports.ReleaseOwner(portalloc.RouteOwner(key.Namespace, key.Name)) > 0 {
+		r.waiting.Wake() // the ports may serve a tenant that waits
+	}
 	r.opts.Sink.Forget("Route", key)
+	r.made.Forget(key)
 	r.mu.Lock()
 	r.dropped.Forget(key)
 	r.mu.Unlock()
 	r.steps.Count.Forget(key)
-}
-
-// release frees an owner's ports and wakes the Routes waiting for ports.
-func (r *Reconciler) release(ports *portalloc.Allocator, owner types.NamespacedName) {
-	if ports.ReleaseOwner(owner) > 0 {
-		r.waiting.Wake()
-	}
 }
 
 // ReasonAnnotationsDropped is the reason of the Warning Event of a Gateway Route whose
@@ -564,25 +432,7 @@ func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.Namespace
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.Kind != "Route" || ref.Name != route.Name {
-		return nil, fmt.Errorf("service %s %w", key, errForeignService)
-	}
-	return svc, nil
-}
-
-// ingressService returns the tenant's Ingress Service from the cache, nil when there is
-// none. It is kubelb's when it carries the managed-by and ingress labels; any other is
-// errForeignService.
-func (r *Reconciler) ingressService(ctx context.Context, namespace string) (*corev1.Service, error) {
-	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: namespace, Name: kubelbv1alpha1.IngressServiceName}
-	if err := r.client.Get(ctx, key, svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
-	}
-	if !hubnames.IsIngressService(svc) {
+	if !planner.RouteControlled(svc, route.Name) {
 		return nil, fmt.Errorf("service %s %w", key, errForeignService)
 	}
 	return svc, nil

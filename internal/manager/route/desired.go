@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,17 +21,16 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/manager/hubservice"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // FieldOwner is the server-side apply field manager of the hub Services of Routes.
-const FieldOwner = "kubelb-manager-route"
+const FieldOwner = planner.RouteFieldOwner
 
 // ConditionApplied is the condition of status.resources.route (and of every entry of
 // status.resources.services) that says whether the hub objects of the Route are in place,
@@ -59,57 +59,16 @@ const (
 	ReasonQuotaExceeded = quota.ReasonQuotaExceeded
 )
 
+// hubPort is one port of a hub Service (planner.Port).
+type hubPort = planner.Port
+
+// AnnotationDNSHostname is external-dns's annotation listing the hostnames of a Service's
+// address.
+const AnnotationDNSHostname = planner.AnnotationDNSHostname
+
 // portName is a Gateway Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
 func portName(p routekind.ListenerPort) string {
 	return portalloc.GeneratedPortName(p.Protocol, p.Port)
-}
-
-// gatewayRequests asks for a listener port per Gateway port, preferring the target port the
-// existing hub Service (svc, may be nil) already has for it.
-func gatewayRequests(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, svc *corev1.Service) []portalloc.Request {
-	reqs := make([]portalloc.Request, 0, len(ports))
-	for _, p := range ports {
-		reqs = append(reqs, portalloc.Request{Key: portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port), Hints: targetHints(svc, p)})
-	}
-	return reqs
-}
-
-// ingressPorts are the ports of a tenant's shared Ingress Service, by name.
-var ingressPorts = []struct {
-	name string
-	port int32
-}{{"http", 80}, {"https", 443}}
-
-// ingressRequests asks for the two listener ports of the shared Ingress Service.
-func ingressRequests(namespace string, svc *corev1.Service) []portalloc.Request {
-	reqs := make([]portalloc.Request, 0, len(ingressPorts))
-	for _, p := range ingressPorts {
-		reqs = append(reqs, portalloc.Request{Key: portalloc.IngressKey(namespace, p.port),
-			Hints: targetHints(svc, routekind.ListenerPort{Protocol: corev1.ProtocolTCP, Port: p.port})})
-	}
-	return reqs
-}
-
-// targetHints is the target port svc has for p, if any.
-func targetHints(svc *corev1.Service, p routekind.ListenerPort) []int32 {
-	if svc == nil {
-		return nil
-	}
-	for _, sp := range svc.Spec.Ports {
-		if sp.Port == p.Port && kubelbv1alpha1.ProtocolOrTCP(sp.Protocol) == p.Protocol && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
-			return []int32{sp.TargetPort.IntVal}
-		}
-	}
-	return nil
-}
-
-// hubPort is one port of a hub Service: its name, protocol, tenant-facing port and listener
-// port.
-type hubPort struct {
-	name     string
-	protocol corev1.Protocol
-	port     int32
-	target   int32
 }
 
 // allocatedGatewayPorts returns the Gateway ports that have a listener port.
@@ -117,7 +76,7 @@ func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPo
 	var out []hubPort
 	for _, p := range ports {
 		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)]; t != 0 {
-			out = append(out, hubPort{name: portName(p), protocol: p.Protocol, port: p.Port, target: t})
+			out = append(out, hubPort{Name: portName(p), Protocol: p.Protocol, Port: p.Port, Target: t})
 		}
 	}
 	return out
@@ -135,29 +94,6 @@ func missingGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort
 	return out
 }
 
-// missingIngressPorts are the Ingress ports without a listener port (the range had none
-// left), for hubservice.MarkExhausted.
-func missingIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubnames.ServicePortRef {
-	var out []hubnames.ServicePortRef
-	for _, p := range ingressPorts {
-		if alloc[portalloc.IngressKey(namespace, p.port)] == 0 {
-			out = append(out, hubnames.ServicePortRef{Protocol: corev1.ProtocolTCP, Port: p.port})
-		}
-	}
-	return out
-}
-
-// allocatedIngressPorts returns the Ingress ports that have a listener port.
-func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hubPort {
-	var out []hubPort
-	for _, p := range ingressPorts {
-		if t := alloc[portalloc.IngressKey(namespace, p.port)]; t != 0 {
-			out = append(out, hubPort{name: p.name, protocol: corev1.ProtocolTCP, port: p.port, target: t})
-		}
-	}
-	return out
-}
-
 // gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
 // gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
 // (port = listener port, targetPort = Envoy listener port), labelled with the Route's name
@@ -166,7 +102,7 @@ func allocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []hu
 // static, when valid, is the address asked of the hub's load balancer (spec.loadBalancerIP;
 // staticAddress decides it).
 func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort, existing *corev1.Service, static netip.Addr) *corev1ac.ServiceApplyConfiguration {
-	labels := baseLabels(r.Namespace)
+	labels := planner.BaseLabels(r.Namespace)
 	labels[kubelbv1alpha1.LabelRouteName] = r.Name
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
 		if v, ok := r.Labels[k]; ok && len(validation.IsValidLabelValue(v)) == 0 {
@@ -182,94 +118,14 @@ func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort,
 			WithUID(r.UID).
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
-		WithSpec(serviceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
+		WithSpec(planner.ServiceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
 	if static.IsValid() {
 		svc.Spec.WithLoadBalancerIP(static.String())
 	}
-	if a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, gatewayAnnotations(r))); len(a) > 0 {
+	if a := planner.ValidAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, gatewayAnnotations(r))); len(a) > 0 {
 		svc.WithAnnotations(a)
 	}
 	return svc
-}
-
-// AnnotationDNSHostname is external-dns's annotation listing the hostnames of a Service's
-// address.
-const AnnotationDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
-
-// ingressService is the tenant's shared Ingress Service "kubelb-ingress": type
-// LoadBalancer of the tenant's ingress class, selecting the tenant's Envoy pods, ports
-// "http" 80 and "https" 443 (those allocated). It has no owner: the Route controller deletes
-// it when the tenant's last Ingress Route and LoadBalancer hostname go. With the tenant's
-// dns.useDNSAnnotations, the external-dns hostname annotation lists hosts (the tenant's
-// LoadBalancer hostnames, served on this Service's address). Hub NodePorts as the tenant's
-// allocateNodePorts says (serviceSpec). ports must not be empty; existing is the Service as
-// it is (nil: none).
-func ingressService(namespace string, t settings.Tenant, ports []hubPort, hosts []string, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
-	labels := baseLabels(namespace)
-	labels[kubelbv1alpha1.LabelIngressService] = "true"
-	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
-		WithLabels(labels).
-		WithSpec(serviceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, existing))
-	a := validAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil))
-	if t.UseDNSAnnotations && len(hosts) > 0 {
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[AnnotationDNSHostname] = strings.Join(hosts, ",")
-	}
-	if len(a) > 0 {
-		svc.WithAnnotations(a)
-	}
-	return svc
-}
-
-// LoadBalancerHostnames are the hostnames of lbs (those being deleted and those whose
-// hostname is invalid left out), sorted, without repeats.
-func LoadBalancerHostnames(lbs []kubelbv1alpha1.LoadBalancer, tenantName string, dns translate.DNS) []string {
-	var hosts []string
-	for i := range lbs {
-		if !lbs[i].DeletionTimestamp.IsZero() {
-			continue
-		}
-		if h, err := translate.LoadBalancerHostname(&lbs[i], tenantName, dns); err == nil && h != "" {
-			hosts = append(hosts, h)
-		}
-	}
-	slices.Sort(hosts)
-	return slices.Compact(hosts)
-}
-
-// baseLabels are the labels of every hub Service of a Route.
-func baseLabels(namespace string) map[string]string {
-	labels := map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}
-	if tenant := hubnames.TenantName(namespace); len(validation.IsValidLabelValue(tenant)) == 0 {
-		labels[kubelbv1alpha1.LabelTenantName] = tenant
-	}
-	return labels
-}
-
-// serviceSpec is the spec of a Route's hub Service: type LoadBalancer of class, selecting the
-// tenant's Envoy pods, with ports. allocateNodePorts (the tenant's
-// spec.loadBalancer.allocateNodePorts) decides its hub NodePorts as for LoadBalancers' hub
-// Services (hubservice.NodePorts): off, existing's NodePorts are given back.
-func serviceSpec(namespace string, class *string, allocateNodePorts bool, ports []hubPort, existing *corev1.Service) *corev1ac.ServiceSpecApplyConfiguration {
-	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
-	for _, p := range ports {
-		svcPorts = append(svcPorts, corev1ac.ServicePort().
-			WithName(p.name).
-			WithProtocol(p.protocol).
-			WithPort(p.port).
-			WithTargetPort(intstr.FromInt32(p.target)))
-	}
-	spec := corev1ac.ServiceSpec().
-		WithType(corev1.ServiceTypeLoadBalancer).
-		WithSelector(hubnames.EnvoyPodLabels(namespace)).
-		WithPorts(svcPorts...)
-	hubservice.NodePorts(spec, allocateNodePorts, existing)
-	if class != nil {
-		spec.WithLoadBalancerClass(*class)
-	}
-	return spec
 }
 
 // Bounds of the spec.infrastructure.annotations of an embedded Gateway that the hub reads
@@ -310,17 +166,6 @@ func gatewayAnnotations(r *kubelbv1alpha1.Route) map[string]string {
 	return out
 }
 
-// validAnnotations drops annotations whose key the API server would refuse (a tenant's
-// Gateway may carry anything when all annotations are propagated).
-func validAnnotations(a map[string]string) map[string]string {
-	for k := range a {
-		if len(validation.IsQualifiedName(strings.ToLower(k))) != 0 {
-			delete(a, k)
-		}
-	}
-	return a
-}
-
 // outcome is what a reconcile found; appliedCondition turns it into the condition.
 type outcome struct {
 	kind        routekind.Kind
@@ -332,7 +177,8 @@ type outcome struct {
 	exhausted   error
 	problems    []string
 	noPorts     bool
-	pending     bool // the tenant's Ingress Service was not decided yet: no status to write
+	pending     bool          // the tenant's plan (or the cache) is behind: no status to write
+	retry       time.Duration // when pending, look again after this long (0: an event brings it back)
 	// staticTaken: the Gateway's granted static address is held or asked for by another hub
 	// Service; the Route is looked at again after StaticAddressRetry (it may be freed).
 	staticTaken bool
@@ -421,7 +267,7 @@ func setStatus(st *kubelbv1alpha1.RouteStatus, r *kubelbv1alpha1.Route, o outcom
 		setCondition(&entry.Conditions, metav1.Condition{Type: ConditionApplied, Status: metav1.ConditionTrue,
 			Reason: ReasonApplied, Message: "Success", ObservedGeneration: r.Generation}, now)
 		for _, p := range s.ports {
-			entry.Ports = append(entry.Ports, corev1.ServicePort{Name: p.name, Protocol: p.protocol, Port: p.port, TargetPort: intstr.FromInt32(p.target)})
+			entry.Ports = append(entry.Ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Target)})
 		}
 		if s.svc != nil {
 			entry.Status.Raw, _ = json.Marshal(s.svc.Status)

@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/routekind"
 	"kubelb.dev/kubelb/internal/settings"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // gatewayEmbedded is an embedded Gateway without listeners.
@@ -46,7 +46,7 @@ func TestGatewayService(t *testing.T) {
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := gatewayService(rt, tenant, []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}, nil, netip.Addr{})
+	svc := gatewayService(rt, tenant, []hubPort{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}, nil, netip.Addr{})
 	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
 	}
@@ -85,7 +85,7 @@ func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
 		"labels": map[string]any{"team": "shop"},
 	}}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"example.com/cost-centre": "7"})
-	ports := []hubPort{{name: "tcp-80", protocol: corev1.ProtocolTCP, port: 80, target: 10001}}
+	ports := []hubPort{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}
 
 	all := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
 	svc := gatewayService(rt, all, ports, nil, netip.Addr{})
@@ -143,7 +143,7 @@ func TestSetStatus(t *testing.T) {
 	svc := &corev1.Service{Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}}}}}
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := outcome{kind: routekind.Gateway}
-	services := []hubServiceState{{name: "gateway-r1", ports: []hubPort{{"tcp-80", corev1.ProtocolTCP, 80, 10001}}, svc: svc}}
+	services := []hubServiceState{{name: "gateway-r1", ports: []hubPort{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}, svc: svc}}
 	var st kubelbv1alpha1.RouteStatus
 	setStatus(&st, rt, o, services, appliedCondition(o, 2), t0)
 	entry := st.Resources.Services["tenant-a/gateway-r1"]
@@ -170,32 +170,6 @@ func TestSetStatus(t *testing.T) {
 	}
 }
 
-func TestIngressServiceDNSAnnotation(t *testing.T) {
-	t.Parallel()
-	lb := func(name, host string) kubelbv1alpha1.LoadBalancer {
-		return kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kubelbv1alpha1.LoadBalancerSpec{Hostname: host}}
-	}
-	deleted := lb("gone", "gone.example.com")
-	now := metav1.Now()
-	deleted.DeletionTimestamp = &now
-	lbs := []kubelbv1alpha1.LoadBalancer{lb("web", ""), lb("shop", "Shop.example.com"), lb("dup", "shop.example.com"), lb("bad", "*.example.com"), deleted}
-	hosts := LoadBalancerHostnames(lbs, "x", translate.DNS{WildcardDomain: "apps.example.com", AllowExplicitHostnames: true})
-	if want := []string{"shop.example.com", "web.x.apps.example.com"}; !slices.Equal(hosts, want) {
-		t.Fatalf("hostnames %v, want %v", hosts, want)
-	}
-	ports := []hubPort{{name: "https", protocol: corev1.ProtocolTCP, port: 443, target: 20000}}
-	on := settings.Tenant{UseDNSAnnotations: true}
-	if got := ingressService("tenant-x", on, ports, hosts, nil).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
-		t.Errorf("annotation %q", got)
-	}
-	if a := ingressService("tenant-x", settings.Tenant{}, ports, hosts, nil).Annotations; a[AnnotationDNSHostname] != "" {
-		t.Errorf("annotation without useDNSAnnotations: %v", a)
-	}
-	if a := ingressService("tenant-x", on, ports, nil, nil).Annotations; a[AnnotationDNSHostname] != "" {
-		t.Errorf("annotation without hostnames: %v", a)
-	}
-}
-
 // TestServiceNodePorts: the Gateway and Ingress hub Services follow allocateNodePorts as
 // LoadBalancers' do: off, allocateLoadBalancerNodePorts false and nodePort 0 for a port the
 // Service still has a NodePort for (matched by port and protocol); on, no nodePort at all.
@@ -203,13 +177,13 @@ func TestServiceNodePorts(t *testing.T) {
 	t.Parallel()
 	rt := &kubelbv1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "r1", UID: "uid-1"}}
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
-	ports := []hubPort{{name: "tcp-53", protocol: corev1.ProtocolTCP, port: 53, target: 10001}, {name: "udp-53", protocol: corev1.ProtocolUDP, port: 53, target: 10002}}
+	ports := []hubPort{{Name: "tcp-53", Protocol: corev1.ProtocolTCP, Port: 53, Target: 10001}, {Name: "udp-53", Protocol: corev1.ProtocolUDP, Port: 53, Target: 10002}}
 	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
 		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}
 	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
 		"gateway": gatewayService(rt, off, ports, existing, netip.Addr{}).Spec,
-		"ingress": ingressService("tenant-a", off, ports, nil, existing).Spec,
+		"ingress": planner.IngressService("tenant-a", off, ports, nil, existing).Spec,
 	} {
 		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
 			t.Errorf("%s off: allocateLoadBalancerNodePorts %v, want false", name, spec.AllocateLoadBalancerNodePorts)
@@ -220,7 +194,7 @@ func TestServiceNodePorts(t *testing.T) {
 	}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
 		"gateway": gatewayService(rt, on, ports, existing, netip.Addr{}).Spec,
-		"ingress": ingressService("tenant-a", on, ports, nil, existing).Spec,
+		"ingress": planner.IngressService("tenant-a", on, ports, nil, existing).Spec,
 	} {
 		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {
 			t.Errorf("%s on: allocateLoadBalancerNodePorts %v nodePort %v", name, spec.AllocateLoadBalancerNodePorts, spec.Ports[1].NodePort)

@@ -65,7 +65,10 @@ func startManagerWith(t testing.TB, hub *testenv.Cluster, r portalloc.Range, opt
 	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	m.sink = statuspkg.NewSink(mgr.GetClient())
-	shared := perobject.Shared{Ports: m.ports, Sink: m.sink}.WithDefaults(mgr) // one of each, for both controllers
+	shared, err := perobject.Shared{Ports: m.ports, Sink: m.sink}.WithDefaults(mgr, managerNS, 0) // one of each, for both controllers
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := loadbalancer.SetupWithManager(mgr, loadbalancer.Options{Namespace: managerNS, Shared: shared}); err != nil {
 		t.Fatal(err)
 	}

@@ -141,8 +141,8 @@ func TestQuota(t *testing.T) {
 	}
 	waitLBReason(loadbalancer.ReasonQuotaExceeded)
 
-	// Deleting a Route admits the LoadBalancer: the Route controller's verdict requeues it in
-	// the LoadBalancer controller's queue (one verdict for both kinds, requeue.Readmit).
+	// Deleting a Route admits the LoadBalancer: the tenant's next plan (one verdict for both
+	// kinds) requeues it in the LoadBalancer controller's queue.
 	if err := c.Delete(ctx, getRoute(t, c, ns, "gw-old")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package tenantingress publishes, per tenant, why its Ingress Service (kubelb-ingress)
 // cannot be made. That Service serves the tenant's Ingress Routes and its LoadBalancer
-// hostnames (port 443, and the DNS record annotation): the Ingress Service controller
-// (internal/manager/route) decides it and reports here, and the LoadBalancer controller
+// hostnames (port 443, and the DNS record annotation): the tenants' planner
+// (internal/manager/planner) decides it and reports here, and the LoadBalancer controller
 // reads it to tell a LoadBalancer whose hostname is not served, and why, instead of
 // claiming a hostname nothing serves.
 package tenantingress
