@@ -13,7 +13,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/sourcerange"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -149,7 +149,7 @@ func DesiredLoadBalancer(svc *corev1.Service, namespace string) (*v1alpha1.LoadB
 // what was wrong with them.
 type ServiceSourceRanges struct {
 	// Ranges go to the LoadBalancer's spec.sourceRanges: the valid entries in canonical form
-	// (ir.ParseSourceRange), sorted, without repeats, and the invalid ones as written (cut to
+	// (sourcerange.Parse), sorted, without repeats, and the invalid ones as written (cut to
 	// v1alpha1.MaxSourceRangeLength), so that the hub refuses the Service's traffic until they
 	// are fixed rather than serve more clients than asked (left out, the last valid entry
 	// gone would leave an empty list, which serves everyone).
@@ -182,7 +182,7 @@ func SourceRanges(svc *corev1.Service) ServiceSourceRanges {
 		if r == "" {
 			continue
 		}
-		if c, err := ir.ParseSourceRange(r); err == nil {
+		if c, err := sourcerange.Parse(r); err == nil {
 			valid = append(valid, c)
 			continue
 		}
@@ -192,7 +192,7 @@ func SourceRanges(svc *corev1.Service) ServiceSourceRanges {
 		}
 	}
 	out.Invalid = invalid
-	all := append(ir.SortSourceRanges(valid), invalid...)
+	all := append(sourcerange.Sort(valid), invalid...)
 	if len(all) > v1alpha1.MaxSourceRanges {
 		// The invalid entries are kept (the hub must refuse the traffic); valid ones go.
 		keep := max(v1alpha1.MaxSourceRanges-len(invalid), 0)

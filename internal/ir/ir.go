@@ -85,7 +85,7 @@ type Listener struct {
 	// IdleTimeout (UDP) ends sessions without datagrams for this long.
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 	// SourceRanges (TCP, UDP), when set, are the only client addresses served: canonical
-	// CIDRs (ValidSourceRanges), sorted, unique. A connection from any other address is
+	// CIDRs (sourcerange.Valid), sorted, unique. A connection from any other address is
 	// closed as soon as it is accepted (TCP), a datagram from one is dropped (UDP). Empty:
 	// every client.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
@@ -230,7 +230,7 @@ type Route struct {
 	// listeners serving the route set StatefulSession.
 	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 	// SourceRanges, when set, are the only client addresses (the peer of the connection)
-	// whose requests the route serves: canonical CIDRs (ValidSourceRanges), sorted, unique;
+	// whose requests the route serves: canonical CIDRs (sourcerange.Valid), sorted, unique;
 	// other clients are answered 403. Empty: every client. The listeners serving the route
 	// set RouteSourceRanges.
 	SourceRanges []string `json:"sourceRanges,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kubelb.dev/kubelb/internal/re2"
+	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
 // Validate reports every reason the back end could not turn the Config into a consistent
@@ -135,7 +136,7 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if len(l.SourceRanges) > 0 && l.Protocol != ProtocolTCP && l.Protocol != ProtocolUDP {
 		return fmt.Errorf("source ranges on a %s listener (TCP and UDP only; HTTP routes have their own)", l.Protocol)
 	}
-	if err := ValidSourceRanges(l.SourceRanges); err != nil {
+	if err := sourcerange.Valid(l.SourceRanges); err != nil {
 		return err
 	}
 	switch l.Protocol {
@@ -331,7 +332,7 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if actions != 1 {
 		return errors.New("exactly one of backends, redirect and direct response must be set")
 	}
-	if err := ValidSourceRanges(r.SourceRanges); err != nil {
+	if err := sourcerange.Valid(r.SourceRanges); err != nil {
 		return err
 	}
 	var total uint64

@@ -14,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/re2"
+	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
 // NginxAnnotationPrefix is the prefix of ingress-nginx's annotations. kubelb honours the
@@ -287,21 +288,21 @@ func (t *l7) nginxSourceRanges(r *v1alpha1.Route, key, v string) (ranges []strin
 		if e == "" {
 			continue
 		}
-		if len(ranges) == ir.MaxSourceRanges {
-			return refused(fmt.Sprintf("at most %d entries", ir.MaxSourceRanges))
+		if len(ranges) == sourcerange.Max {
+			return refused(fmt.Sprintf("at most %d entries", sourcerange.Max))
 		}
 		if !strings.Contains(e, "/") { // a single address, as ingress-nginx accepts
 			if a, err := netip.ParseAddr(e); err == nil {
 				e = netip.PrefixFrom(a, a.BitLen()).String()
 			}
 		}
-		c, err := ir.ParseSourceRange(e)
+		c, err := sourcerange.Parse(e)
 		if err != nil {
 			return refused(err.Error())
 		}
 		ranges = append(ranges, c)
 	}
-	return ir.SortSourceRanges(ranges), false
+	return sourcerange.Sort(ranges), false
 }
 
 // unsupportedNginx reports, in one Warning, the ingress-nginx annotations of r that kubelb

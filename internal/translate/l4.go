@@ -14,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/sourcerange"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -332,7 +333,7 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 }
 
 // sourceRanges reads spec.sourceRanges into s. Every entry must be a CIDR
-// (ir.ParseSourceRange), at most v1alpha1.MaxSourceRanges of them: otherwise nothing of the
+// (sourcerange.Parse), at most v1alpha1.MaxSourceRanges of them: otherwise nothing of the
 // LoadBalancer is served (rangesInvalid, an Error naming the bad entries), because leaving a
 // bad entry out could leave no entry at all, and an empty list serves everyone. With ranges
 // and a hub Service of type ClusterIP, Envoy never sees the clients' addresses: a Warning
@@ -352,7 +353,7 @@ func (t *l4) sourceRanges(lb *v1alpha1.LoadBalancer, s *lbSettings) {
 	var bad []string
 	out := make([]string, 0, len(in))
 	for _, r := range in {
-		c, err := ir.ParseSourceRange(r)
+		c, err := sourcerange.Parse(r)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("%q", truncate(r)))
 			continue
@@ -365,7 +366,7 @@ func (t *l4) sourceRanges(lb *v1alpha1.LoadBalancer, s *lbSettings) {
 			strings.Join(bad, ", "), isOrAre(len(bad)))
 		return
 	}
-	s.sourceRanges = ir.SortSourceRanges(out)
+	s.sourceRanges = sourcerange.Sort(out)
 	if svc := t.in.HubServices[lb.Name]; svc != nil && svc.DeletionTimestamp.IsZero() &&
 		(svc.Spec.Type == "" || svc.Spec.Type == corev1.ServiceTypeClusterIP) {
 		t.problem(ref, ir.SeverityWarning, ReasonClientAddressUnknown, "the hub Service is of type ClusterIP (spec.type %s): clients reach the load balancer through something in the management cluster, whose address Envoy sees instead of theirs, so spec.sourceRanges is enforced against that address; use type LoadBalancer or NodePort",

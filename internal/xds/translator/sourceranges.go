@@ -36,7 +36,7 @@ const FilterRBAC = "envoy.filters.http.rbac"
 // InputSourceIP is the name of the source-IP matching input of UDP listeners.
 const InputSourceIP = "envoy.matching.inputs.source_ip"
 
-// cidrRanges are the Envoy CIDR ranges of canonical IR source ranges (ir.ValidSourceRanges;
+// cidrRanges are the Envoy CIDR ranges of canonical IR source ranges (sourcerange.Valid;
 // the IR is validated before it gets here, so an unparsable one cannot occur and is left out).
 func cidrRanges(ranges []string) []*corev3.CidrRange {
 	out := make([]*corev3.CidrRange, 0, len(ranges))
