@@ -403,6 +403,20 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	})
 
 	t.Run("source ranges", func(t *testing.T) {
+		// Room for one more LoadBalancer under the Tenant's limit of the subtest before.
+		testsupport.Eventually(t, timeout, "raising the tenant's limit", func() error {
+			lbs := &v1alpha1.LoadBalancerList{}
+			if err := c.List(ctx, lbs, client.InNamespace(tenant)); err != nil {
+				return err
+			}
+			tn := &v1alpha1.Tenant{}
+			if err := c.Get(ctx, types.NamespacedName{Name: hubnames.TenantName(tenant)}, tn); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			n := int32(len(lbs.Items) + 1)
+			tn.Spec.Limits.LoadBalancers = &n
+			return c.Update(ctx, tn)
+		})
 		// An entry that is not a CIDR: nothing of the LoadBalancer is served (fail closed), and
 		// the condition and the Event name the entry.
 		p := testsupport.FreePort(t)
