@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -47,7 +46,8 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 
 	served := func(src string) (tcp, udp bool) {
 		_, err := testsupport.TCPRoundTripFrom(src, tcpTarget, "hello-"+src)
-		return err == nil, udpEchoFrom(src, udpTarget, "hello-"+src) == nil
+		_, uerr := testsupport.UDPRoundTripFrom(src, udpTarget, "hello-"+src, time.Second)
+		return err == nil, uerr == nil
 	}
 	waitServed := func(t *testing.T, want map[string]bool) {
 		t.Helper()
@@ -116,24 +116,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// udpEchoFrom sends one datagram from a socket bound to src and waits a second for its echo.
-func udpEchoFrom(src, addr, msg string) error {
-	raddr, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return err
-	}
-	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)}, raddr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte(msg)); err != nil {
-		return err
-	}
-	buf := make([]byte, 4096)
-	_, err = c.Read(buf)
-	return err
 }

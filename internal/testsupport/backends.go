@@ -277,12 +277,27 @@ func TCPRoundTripFrom(localIP, addr, msg string) (Reply, error) {
 // UDPRoundTrip sends one datagram from a fresh socket (a new UDP session) and returns who
 // echoed it.
 func UDPRoundTrip(addr, msg string) (Reply, error) {
-	c, err := net.DialTimeout("udp", addr, RoundTripTimeout)
+	return UDPRoundTripFrom("", addr, msg, RoundTripTimeout)
+}
+
+// UDPRoundTripFrom is UDPRoundTrip from a given local IP ("" for any), waiting at most wait
+// for the echo: a datagram refused on its way gets no answer, so tests that expect refusals
+// wait less than RoundTripTimeout.
+func UDPRoundTripFrom(localIP, addr, msg string, wait time.Duration) (Reply, error) {
+	raddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return Reply{}, err
+	}
+	var laddr *net.UDPAddr
+	if localIP != "" {
+		laddr = &net.UDPAddr{IP: net.ParseIP(localIP)}
+	}
+	c, err := net.DialUDP("udp", laddr, raddr)
 	if err != nil {
 		return Reply{}, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(RoundTripTimeout))
+	_ = c.SetDeadline(time.Now().Add(wait))
 	if _, err := c.Write([]byte(msg)); err != nil {
 		return Reply{}, err
 	}

@@ -145,7 +145,8 @@ func TestSourceRangesThroughEnvoy(t *testing.T) {
 			check("tcp", err)
 			_, err = testsupport.TCPRoundTripFrom(src, testsupport.Loopback(openPort), msg)
 			check("open-tcp", err)
-			check("udp", udpFrom(src, testsupport.Loopback(udpPort), msg))
+			_, err = testsupport.UDPRoundTripFrom(src, testsupport.Loopback(udpPort), msg, time.Second)
+			check("udp", err)
 			check("https", httpsFrom(src, testsupport.Loopback(httpsPort), "office.example.com", ca, "/"+msg))
 		}
 	}
@@ -179,33 +180,6 @@ func TestSourceRangesThroughEnvoy(t *testing.T) {
 			t.Errorf("Envoy stat %s = %d, want %d", name, stats[name], want)
 		}
 	}
-}
-
-// udpFrom sends one datagram from src and waits for its echo (a short wait: a refused datagram
-// gets no answer).
-func udpFrom(src, addr, msg string) error {
-	raddr, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return err
-	}
-	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)}, raddr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte(msg)); err != nil {
-		return err
-	}
-	buf := make([]byte, 4096)
-	n, err := c.Read(buf)
-	if err != nil {
-		return err
-	}
-	if !strings.HasSuffix(string(buf[:n]), msg) {
-		return fmt.Errorf("answer %q does not echo %q", buf[:n], msg)
-	}
-	return nil
 }
 
 // httpsFrom GETs path over TLS (SNI host) from a socket bound to src; an answer other than

@@ -82,9 +82,10 @@ type callbacks struct {
 	streams    map[stream]proxy
 	proxies    map[proxy]int              // open streams per proxy
 	sent       map[stream]map[string]sent // last response per stream and type URL
-	// answered: per stream and type URL, the version of the latest response the proxy
-	// answered, accepted or rejected (applied.go), and (state of the world) the resources
-	// that response carried; requested: the resources the stream asked for last, per type URL.
+	// answered: per state-of-the-world stream and type URL, the version of the latest response
+	// the proxy answered, accepted or rejected (applied.go), and the resources that response
+	// carried; requested: the resources the stream asked for last, per type URL. (Delta
+	// streams keep what was answered per resource: deltaType.answered.)
 	answered      map[stream]map[string]string
 	answeredNames map[stream]map[string][]string
 	requested     map[stream]map[string][]string
@@ -359,7 +360,6 @@ func (c *callbacks) deltaAnswer(s stream, req *discoveryv3.DeltaDiscoveryRequest
 		if i := slices.IndexFunc(t.unanswered, func(r deltaResponse) bool { return r.nonce == nonce }); i >= 0 {
 			resp, answered = t.unanswered[i], true
 			t.unanswered = slices.Delete(t.unanswered, i, i+1)
-			c.answeredVersion(s, typeURL, resp.version)
 			t.answer(resp)
 		}
 	}
