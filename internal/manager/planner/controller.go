@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +26,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/namespaces"
@@ -53,20 +56,29 @@ type Options struct {
 	Ingress *tenantingress.Problems
 	// MaxConcurrentReconciles is the number of workers (tenants planned at once); at least 1.
 	MaxConcurrentReconciles int
+	// StaticAddressRetry is how often a tenant with a Gateway whose granted static address
+	// another hub Service holds or asks for is planned again (it may have been freed); zero
+	// means DefaultStaticAddressRetry.
+	StaticAddressRetry time.Duration
 }
 
 // Controller is the tenant-keyed planner (leader only; the per-tenant shape of
 // docs/development.md): collect the tenant's objects, settings, hub Services and port
 // holders from the caches and the allocator → Plan (pure, remembered per object) → apply
-// (every holder's listener ports; the tenant's shared Ingress Service: its Service with its
-// DNS annotation, or its deletion) → publish (each LoadBalancer's and Route's Outcome: its
-// quota verdict and its ports, requeued in its controller when it changed; the Ingress
-// Service's outcome). The LoadBalancers' and Gateways' hub Services are still applied by
-// their controllers, from the Outcome. One reconcile per tenant at a time, by the queue: no
-// lock guards a tenant's ports and Services.
+// (the hub Services of objects gone; every holder's listener ports; every LoadBalancer's and
+// Gateway's hub Service, services.go; the tenant's shared Ingress Service: its Service with
+// its DNS annotation, or its deletion) → publish (each LoadBalancer's and Route's Outcome:
+// its quota verdict, its ports and its hub Service's, requeued in its controller when it
+// changed; the Ingress Service's outcome). One reconcile per tenant at a time, by the queue:
+// no lock guards a tenant's ports and Services.
 type Controller struct {
-	client client.Client
-	opts   Options
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+
+	// droppedLB and droppedRoute tell which steering annotations were not propagated onto a
+	// LoadBalancer's or Gateway's hub Service, once per set.
+	droppedLB, droppedRoute dropped.Annotations
 
 	loadBalancers, routes requeue.Queue // the LoadBalancer and Route controllers' queues
 
@@ -74,6 +86,7 @@ type Controller struct {
 	planners map[string]*Planner              // tenant namespace → its memo
 	ingress  map[string]IngressOutcome        // tenant namespace → the last outcome of its Ingress Service
 	outcomes map[string]map[objectKey]Outcome // tenant namespace → each object's last Outcome
+	applied  map[string]map[types.UID]applied // tenant namespace → what its hub Services were applied from
 }
 
 // objectKey names a LoadBalancer or a Route of a tenant.
@@ -104,6 +117,9 @@ type Outcome struct {
 	Problems          []string
 	LoadBalancerPorts []quota.LoadBalancerPort
 	GatewayPorts      []routekind.ListenerPort
+	// Service is what was done with the object's hub Service (a LoadBalancer's, a
+	// Gateway's).
+	Service ServiceOutcome
 	// requests are what was asked of the allocator (Alloc answers them).
 	requests []portalloc.Request
 }
@@ -132,7 +148,7 @@ func (o Outcome) For(obj client.Object, t settings.Tenant) bool {
 func (o Outcome) equal(p Outcome) bool {
 	return o.UID == p.UID && o.Generation == p.Generation && o.tenant == p.tenant && o.Refused == p.Refused && o.Kept == p.Kept &&
 		maps.Equal(o.Alloc, p.Alloc) && errString(o.Exhausted) == errString(p.Exhausted) && slices.Equal(o.Problems, p.Problems) &&
-		slices.Equal(o.LoadBalancerPorts, p.LoadBalancerPorts) && slices.Equal(o.GatewayPorts, p.GatewayPorts)
+		slices.Equal(o.LoadBalancerPorts, p.LoadBalancerPorts) && slices.Equal(o.GatewayPorts, p.GatewayPorts) && o.Service.equal(p.Service)
 }
 
 // ServiceState is a hub Service as a Route's status reports it: name, ports and its status
@@ -187,14 +203,21 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Controller, error) {
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 1
 	}
-	c := &Controller{client: mgr.GetClient(), opts: opts, planners: map[string]*Planner{}, ingress: map[string]IngressOutcome{},
-		outcomes: map[string]map[objectKey]Outcome{}}
+	if opts.StaticAddressRetry <= 0 {
+		opts.StaticAddressRetry = DefaultStaticAddressRetry
+	}
+	if err := indexServiceAddresses(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("setting up the planner: %w", err)
+	}
+	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("kubelb-manager"), opts: opts, planners: map[string]*Planner{},
+		ingress: map[string]IngressOutcome{}, outcomes: map[string]map[objectKey]Outcome{}, applied: map[string]map[types.UID]applied{}}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
+		// What the plan and the hub Services read of them: spec, labels, annotations.
 		Watches(&kubelbv1alpha1.Route{}, handler.EnqueueRequestsFromMapFunc(namespaceKey),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecMetadataOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(namespaceKey),
-			builder.WithPredicates(predicates.SpecOrDeletionChanged())).
+			builder.WithPredicates(predicates.SpecMetadataOrDeletionChanged())).
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(c.sameHostnameElsewhere),
 			builder.WithPredicates(predicates.SpecOrDeletionChanged(), predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(namespaceKey),
@@ -219,6 +242,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Controller, error) {
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;routes;tenants;configs,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile plans the tenant of namespace req.Name: collect → plan → apply → publish.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
@@ -256,23 +280,30 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	in.Allocated = ports.Owners(namespace)
 	// Plan.
 	p := c.planner(namespace).Plan(in)
-	// Apply.
+	// Apply: the hub Services of what is gone first (the record of their ports), then the
+	// ports, then the hub Services.
+	for _, name := range p.DeleteServices {
+		if err := c.deleteService(ctx, in.Services[name]); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	outcomes, waiting, err := c.applyPorts(ports, p, tenantKeyOf(tenant))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	again, svcErr := c.applyServices(ctx, p, in, tenant, outcomes)
 	st, err := c.applyIngress(ctx, ports, p, tenant, in.Services[kubelbv1alpha1.IngressServiceName])
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, errors.Join(svcErr, err)
 	}
 	// Publish.
 	c.publish(namespace, &st, outcomes, in.Routes)
 	c.opts.Waiters.Set(req.NamespacedName, waiting || st.Exhausted != nil, freed)
 	c.opts.Ingress.Set(ctx, namespace, st.Problem())
 	if st.ServiceErr != nil { // retried with backoff: some rejections are transient
-		return reconcile.Result{}, fmt.Errorf("applying the Ingress Service of %s: %w", namespace, st.ServiceErr)
+		svcErr = errors.Join(svcErr, fmt.Errorf("applying the Ingress Service of %s: %w", namespace, st.ServiceErr))
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: again}, svcErr
 }
 
 // collect reads the tenant's Input from the caches.
@@ -439,6 +470,7 @@ func (c *Controller) forget(namespace string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.planners, namespace)
+	delete(c.applied, namespace)
 }
 
 // publish records the tenant's outcomes (nil: none, the namespace is not managed) and
@@ -473,6 +505,12 @@ func (c *Controller) publish(namespace string, st *IngressOutcome, outcomes map[
 	for k := range before {
 		if _, ok := outcomes[k]; !ok {
 			changed(k)
+			gone := types.NamespacedName{Namespace: namespace, Name: k.name}
+			if k.loadBalancer {
+				c.droppedLB.Forget(gone)
+			} else {
+				c.droppedRoute.Forget(gone)
+			}
 		}
 	}
 	if !((st == nil && !had) || (st != nil && had && prev.equal(*st))) {
