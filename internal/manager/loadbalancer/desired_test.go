@@ -13,25 +13,12 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
-
-func testLB(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
-	return &kubelbv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "tenant-a", Name: "0b5f3c1e-uid", UID: "uid-1", Generation: 3,
-			Labels: map[string]string{
-				kubelbv1alpha1.LabelOriginName: "web", kubelbv1alpha1.LabelOriginNamespace: "default",
-				kubelbv1alpha1.LabelTenantName: "a", "unrelated": "x",
-			},
-			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
-		},
-		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
-	}
-}
 
 func TestPlanPorts(t *testing.T) {
 	t.Parallel()
-	lb := testLB(
+	lb := objects.MirroredLoadBalancer(
 		kubelbv1alpha1.LoadBalancerPort{Port: 80},
 		kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
 		kubelbv1alpha1.LoadBalancerPort{Protocol: corev1.ProtocolTCP, Port: 80},                // same key as the first
@@ -82,7 +69,7 @@ func TestReadyCondition(t *testing.T) {
 
 func TestNextStatus(t *testing.T) {
 	t.Parallel()
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 81})
+	lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 81})
 	lb.Status.Hostname = &kubelbv1alpha1.HostnameStatus{Hostname: "kept.example.com"}
 	ports, _ := planPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000} // 81 not allocated
@@ -123,7 +110,7 @@ func TestNextStatus(t *testing.T) {
 // another type than the one it should have.
 func TestNextStatusByType(t *testing.T) {
 	t.Parallel()
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+	lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80})
 	ports, _ := planPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000}
 	svc := func(typ corev1.ServiceType) *corev1.Service {
@@ -184,7 +171,7 @@ func TestWaitingForAddressSaysWhoShouldServe(t *testing.T) {
 func TestIPFamiliesStatus(t *testing.T) {
 	t.Parallel()
 	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+	lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80})
 	ports, _ := planPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000}
 	cip := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{v6, v4}}}

@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -14,26 +13,12 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
-
-// testLB is a LoadBalancer as a ccm mirrors it, with ports.
-func testLB(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
-	return &kubelbv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "tenant-a", Name: "0b5f3c1e-uid", UID: "uid-1", Generation: 3,
-			Labels: map[string]string{
-				kubelbv1alpha1.LabelOriginName: "web", kubelbv1alpha1.LabelOriginNamespace: "default",
-				kubelbv1alpha1.LabelTenantName: "a", "unrelated": "x",
-			},
-			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
-		},
-		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
-	}
-}
 
 func TestHubService(t *testing.T) {
 	t.Parallel()
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+	lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
 	lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	tenant := settings.Resolve(&kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{
 		AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
@@ -125,7 +110,7 @@ func TestHubServiceTypes(t *testing.T) {
 		{"Bogus", corev1.ServiceTypeClusterIP, false, false, false},
 	} {
 		t.Run(string(tc.spec), func(t *testing.T) {
-			lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+			lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80})
 			lb.Spec.Type = tc.spec
 			typ, supported := HubServiceType(lb, true)
 			if typ != tc.want || supported != tc.supported {
@@ -154,7 +139,7 @@ func TestHubServiceTypes(t *testing.T) {
 // of type LoadBalancer asks for none, and takes back (nodePort 0) those it still has.
 func TestHubServiceWithoutNodePorts(t *testing.T) {
 	t.Parallel()
-	lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 53, Protocol: corev1.ProtocolUDP})
+	lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80}, kubelbv1alpha1.LoadBalancerPort{Port: 53, Protocol: corev1.ProtocolUDP})
 	ports, _ := quota.LoadBalancerPorts(lb)
 	alloc := map[portalloc.Key]int32{ports[0].Key: 10000, ports[1].Key: 10001}
 	existing := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
@@ -204,7 +189,7 @@ func TestHubIPFamilies(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			lb := testLB(kubelbv1alpha1.LoadBalancerPort{Port: 80})
+			lb := objects.MirroredLoadBalancer(kubelbv1alpha1.LoadBalancerPort{Port: 80})
 			lb.Spec.IPFamilyPolicy, lb.Spec.IPFamilies = tc.policy, tc.families
 			ports, _ := quota.LoadBalancerPorts(lb)
 			svc := LoadBalancerService(lb, settings.Tenant{}, ports, map[portalloc.Key]int32{ports[0].Key: 10000}, nil)
