@@ -1,12 +1,13 @@
 // Package loadbalancer is the hub's LoadBalancer controller. For every LoadBalancer in a
 // namespace labelled kubelb.k8c.io/managed-by=kubelb it takes from the tenant's plan
-// (internal/manager/planner) the tenant's quota verdict and one listener port on the
-// tenant's Envoy fleet per port, applies one hub Service ("envoy-<lb name>", same namespace)
-// of the type spec.type asks (ClusterIP, NodePort or LoadBalancer) that selects the tenant's
-// Envoy pods and maps each requested port to its listener port, and writes the allocations,
-// the hub Service's address (type LoadBalancer only) and NodePorts and a Ready condition
-// into the LoadBalancer status. Until the plan knows the LoadBalancer at its generation, it
-// writes nothing; the plan's outcome requeues it.
+// (internal/manager/planner) the tenant's quota verdict, one listener port on the tenant's
+// Envoy fleet per port, and what became of its hub Service ("envoy-<lb name>", same
+// namespace, which the plan applies: of the type spec.type asks, ClusterIP, NodePort or
+// LoadBalancer, selecting the tenant's Envoy pods and mapping each requested port to its
+// listener port); it makes the hostname's Certificate and writes the allocations, the hub
+// Service's address (type LoadBalancer only) and NodePorts and the Ready and Hostname
+// conditions into the LoadBalancer status. Until the plan knows the LoadBalancer at its
+// generation, it writes nothing; the plan's outcome requeues it.
 //
 // The port allocator (portalloc.Shared, one for the whole manager) is rebuilt lazily: the
 // first reconcile after the controller starts (i.e. after this replica won leader election
@@ -20,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,10 +51,8 @@ import (
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
-	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/planner"
-	"kubelb.dev/kubelb/internal/manager/requeue"
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -110,17 +108,7 @@ type Reconciler struct {
 	plans *planner.Controller                           // the tenants' plans: quota verdicts and listener ports
 	steps perobject.Steps[*kubelbv1alpha1.LoadBalancer] // get, gone, deleting, managed; the gauge
 
-	mu      sync.Mutex
-	waiting *requeue.Waiters // wakes the tenants waiting for free ports (opts.Waiters)
-	sink    *statuspkg.Sink  // the one writer of LoadBalancer status
-	// deleting is the UID of the hub Service whose delete was sent, per LoadBalancer, until
-	// the cache no longer shows it: a delete is sent once.
-	deleting map[types.NamespacedName]types.UID
-	// made are the hub Services this controller made that the cache does not show yet: the
-	// plan's requeue may come before the Service's create event, and none is made twice.
-	made hubservice.Made
-	// dropped tells which steering annotations were not propagated, once per set.
-	dropped dropped.Annotations
+	sink *statuspkg.Sink // the one writer of LoadBalancer status
 }
 
 // SetupWithManager registers the LoadBalancer controller with mgr.
@@ -173,9 +161,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		recorder:  mgr.GetEventRecorder("kubelb-manager"),
 		opts:      opts,
 		sink:      opts.Sink,
-		deleting:  map[types.NamespacedName]types.UID{},
 		plans:     opts.Plans,
-		waiting:   opts.Waiters,
 	}
 	r.steps = perobject.Steps[*kubelbv1alpha1.LoadBalancer]{Kind: "LoadBalancer", Client: r.client, Ports: r.ports,
 		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerLoadBalancers), Metric: metrics.ManagerLoadBalancerReconcile, Gone: r.reconcileGone, Delete: r.reconcileDelete}
@@ -214,10 +200,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
 
-// Reconcile brings one LoadBalancer's ports, hub Service and status in line. It has the
-// manager's controller shape (docs/development.md): get (gone → forget), finalizer, scope
-// (settings, hub Service), desired state (pure, desired.go), server-side apply of the hub
-// Service, and one status apply at the end.
+// Reconcile brings one LoadBalancer's hostname Certificate and status in line. It has the
+// manager's per-object shape (docs/development.md): get (gone → forget), no finalizer, scope
+// (settings, the tenant's plan, the hub Service), the hostname's Certificate (server-side
+// apply), and one status write at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	return r.steps.Reconcile(ctx, req, &kubelbv1alpha1.LoadBalancer{}, func(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (reconcile.Result, error) {
 		requeue, err := r.reconcile(ctx, ports, lb)
@@ -227,8 +213,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) (requeue time.Duration, err error) {
 	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
-	// No finalizer of the manager's own: the hub Service is owned (controller reference)
-	// and is deleted on the LoadBalancer's delete event, and the orphan sweep at start-up
+	// No finalizer of the manager's own: the tenant's plan deletes the hub Service on the
+	// LoadBalancer's delete event (it is owned, too), and the orphan sweep at start-up
 	// (sweepOrphans) catches deletions missed while no manager ran.
 
 	// Scope: the tenant's settings and the hub Service as it is.
@@ -254,102 +240,42 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if err != nil {
 		return 0, err
 	}
-	svc, stale, svcErr := r.hubService(ctx, lb)
-	foreign := errors.Is(svcErr, errForeignService)
-	if svcErr != nil && !foreign {
-		return 0, svcErr
-	}
-	if stale {
-		// The hub Service of an earlier LoadBalancer of this name (the LoadBalancer was made
-		// anew while its old hub Service was still there): it goes, and this LoadBalancer's is
-		// made once its deletion is seen (the Service's delete event requeues it). Its ports
-		// stay allocated to this name meanwhile and are offered again as hints.
-		return 0, r.deleteHubService(ctx, owner, svc)
-	}
-
 	if plan.Kept {
-		// The plan left the ports as they were for a stale Service that is gone now: its
-		// deletion brings the next plan, which requeues this LoadBalancer.
-		return 0, nil
+		// The plan keeps the ports as they are while an earlier LoadBalancer's hub Service of
+		// this name goes: its deletion brings the next plan, which requeues this LoadBalancer.
+		return requeue, nil
 	}
-	if wait := r.made.Wait(owner, svc); wait > 0 {
-		// This controller just made the hub Service and the cache does not show it yet: its
-		// create event brings the LoadBalancer back (a requeue in case it never shows).
-		return wait, nil
+	// The hub Service, as the plan applied it (plan.Service) and the cache shows it (its
+	// address and NodePorts; nil when it is not there yet, or not this LoadBalancer's).
+	svc, err := r.hubService(ctx, lb)
+	if err != nil {
+		return 0, err
 	}
-	// Ports: the plan's, one listener port per LoadBalancer port. A disabled tenant's
-	// LoadBalancer has no hub Service, the one record of an allocation, so it holds no ports:
-	// they would be lost on a restart anyway, and would let it take ports without limit.
 	planned, problems := planPorts(lb)
-	alloc, allocErr := plan.Alloc, plan.Exhausted
-	exposed := allocated(planned, alloc)
+	alloc := plan.Alloc
 
-	// Status: applied once, at the end, whatever happened to the hub Service.
-	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: allocErr, problems: problems, hostname: host,
-		lbClass: tenant.LoadBalancerClass, hubService: lb.Namespace + "/" + hubnames.LoadBalancerServiceName(lb.Name)}
-	typ, supported := hubServiceType(lb, tenant.AllocateNodePorts)
+	out := outcome{disabled: tenant.DisableLoadBalancer, quota: refusal, noPorts: len(planned) == 0, exhausted: plan.Exhausted, problems: problems, hostname: host,
+		lbClass: tenant.LoadBalancerClass, hubService: lb.Namespace + "/" + hubnames.LoadBalancerServiceName(lb.Name),
+		serviceErr: plan.Service.Err, familyErr: plan.Service.FamilyErr, serviceType: plan.Service.Type}
+	typ, supported := planner.HubServiceType(lb, tenant.AllocateNodePorts)
 	if !supported {
 		out.unsupportedType = lb.Spec.Type
 	}
 	out.ipMode = translate.IPMode(lb, tenant.IPMode)
-	defer func() {
-		if err != nil {
-			return // the hub Service is in an unknown state; the retry reports it
-		}
-		out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
-		if svc != nil && !out.hasAddress {
-			if c := meta.FindStatusCondition(svc.Status.Conditions, lbaddress.ConditionAddressAssigned); c != nil && c.Status == metav1.ConditionFalse {
-				out.addressPending = c.Message
-			}
-		}
-		if wait := r.waitForAddress(lb, svc, out); wait > 0 {
-			requeue = minRequeue(requeue, wait)
-			return // the address (an update of the hub Service) or the requeue brings it back
-		}
-		err = r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
-		if out.serviceErr != nil { // retried with backoff: some rejections are transient
-			err = errors.Join(err, fmt.Errorf("applying hub Service of LoadBalancer %s: %w", owner, out.serviceErr))
-		}
-	}()
-
-	// Hub Service: apply it, or remove it when there is nothing (allowed) to expose.
-	switch {
-	case foreign:
-		out.serviceErr = svcErr
-	case out.disabled || refused || len(exposed) == 0:
-		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
-			return 0, err
-		}
-		svc = nil
-	default:
-		desired := hubService(lb, tenant, exposed, alloc, svc)
-		markExhausted(desired, planned, alloc)
-		made := svc == nil
-		svc, out.serviceErr, err = hubservice.Apply(ctx, r.client, FieldOwner, svc, desired)
-		if err != nil {
-			return 0, err
-		}
-		if made && out.serviceErr == nil {
-			r.made.Record(owner)
-		}
-		r.dropped.Warn(r.recorder, lb, tenant.DroppedSteeringAnnotations(lb.Annotations))
-		if isIPFamilyRefusal(out.serviceErr) {
-			// Not retried with backoff: nothing changes until the LoadBalancer (the tenant
-			// Service) or the hub's Service range does; a change of the first reconciles
-			// anyway, the second is looked at again after a while.
-			out.familyErr, out.serviceErr = out.serviceErr, nil
-			requeue = minRequeue(requeue, familyRecheck)
-		}
-		if out.serviceErr == nil && out.familyErr == nil {
-			out.serviceType = typ
+	if out.serviceType == "" {
+		svc = nil // none is applied: the one in the cache is on its way out
+	}
+	out.hasAddress = svc != nil && svc.Spec.Type == typ && len(svc.Status.LoadBalancer.Ingress) > 0
+	if svc != nil && !out.hasAddress {
+		if c := meta.FindStatusCondition(svc.Status.Conditions, lbaddress.ConditionAddressAssigned); c != nil && c.Status == metav1.ConditionFalse {
+			out.addressPending = c.Message
 		}
 	}
-	return requeue, nil
+	if wait := r.waitForAddress(lb, svc, out); wait > 0 {
+		return minRequeue(requeue, wait), nil // the address (an update of the hub Service) or the requeue brings it back
+	}
+	return requeue, r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
 }
-
-// familyRecheck is how long a LoadBalancer whose IP families the hub refused waits before
-// asking again (the hub's Service range may have been extended).
-const familyRecheck = 5 * time.Minute
 
 // minRequeue is the sooner of two requeue delays, 0 meaning none.
 func minRequeue(a, b time.Duration) time.Duration {
@@ -434,82 +360,26 @@ func (r *Reconciler) writeStatus(ctx context.Context, lb *kubelbv1alpha1.LoadBal
 }
 
 // reconcileDelete cleans up after a LoadBalancer being deleted (something else's finalizer
-// holds it, or the cleanup finalizer an older ccm or manager set): the hub Service goes, the
-// legacy cleanup finalizer is removed, and the ports are freed. The hub Service, the record
-// of the allocation, goes first: once it is gone no restart counts the ports as used.
-func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
-	owner := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
-	svc, _, err := r.hubService(ctx, lb) // an earlier LoadBalancer's (stale) goes too
-	if err != nil && !errors.Is(err, errForeignService) {
-		return err
-	}
-	if err := r.deleteHubService(ctx, owner, svc); err != nil {
-		return err
-	}
+// holds it, or the cleanup finalizer an older ccm or manager set): the legacy cleanup
+// finalizer is removed. The tenant's plan deletes its hub Service, then frees its ports.
+func (r *Reconciler) reconcileDelete(ctx context.Context, _ *portalloc.Allocator, lb *kubelbv1alpha1.LoadBalancer) error {
 	if _, err := finalizer.Remove(ctx, r.client, lb, kubelbv1alpha1.CleanupFinalizer); err != nil {
 		return err
 	}
-	r.forget(ctx, ports, owner)
+	r.forget(types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name})
 	return nil
 }
 
-// reconcileGone cleans up after a LoadBalancer that no longer exists: its hub Service (the
-// Service of its name that a LoadBalancer of that name controls, or that carries its lb-name
-// and lb-namespace labels without a controller) is deleted and its ports are freed.
-func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) error {
-	svc := &corev1.Service{}
-	key := client.ObjectKey{Namespace: lb.Namespace, Name: hubnames.LoadBalancerServiceName(lb.Name)}
-	switch err := r.client.Get(ctx, key, svc); {
-	case apierrors.IsNotFound(err):
-		svc = nil
-	case err != nil:
-		return fmt.Errorf("getting hub Service %s: %w", key, err)
-	default:
-		if made, _, ok := hubnames.LoadBalancerMadeFor(svc); !ok || made != lb {
-			svc = nil // not made for a LoadBalancer of this name (whichever its UID): left alone
-		}
-	}
-	if err := r.deleteHubService(ctx, lb, svc); err != nil {
-		return err
-	}
-	r.forget(ctx, ports, lb)
+// reconcileGone forgets a LoadBalancer that no longer exists. The tenant's plan, which its
+// delete event brings too, deletes its hub Service and then frees its ports.
+func (r *Reconciler) reconcileGone(_ context.Context, _ *portalloc.Allocator, lb types.NamespacedName) error {
+	r.forget(lb)
 	return nil
 }
 
-// deleteHubService deletes the hub Service svc (nil: none) of the LoadBalancer lb once: a
-// Service already being deleted, or whose delete this controller already sent (the cache
-// has not caught up yet), is not deleted again. The entry is dropped once the cache no
-// longer shows that Service (hubDeleted).
-func (r *Reconciler) deleteHubService(ctx context.Context, lb types.NamespacedName, svc *corev1.Service) error {
-	r.mu.Lock()
-	sent, ok := r.deleting[lb]
-	if svc == nil || sent != svc.UID {
-		delete(r.deleting, lb)
-	}
-	r.mu.Unlock()
-	if svc == nil || !svc.DeletionTimestamp.IsZero() || (ok && sent == svc.UID) {
-		return nil
-	}
-	if err := hubservice.Delete(ctx, r.client, svc); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.deleting[lb] = svc.UID
-	r.mu.Unlock()
-	return nil
-}
-
-// forget frees the ports of a LoadBalancer that is gone and wakes those waiting for ports.
-func (r *Reconciler) forget(ctx context.Context, ports *portalloc.Allocator, lb types.NamespacedName) {
-	if n := ports.ReleaseOwner(lb); n > 0 {
-		ctrl.LoggerFrom(ctx).V(1).Info("freed listener ports", "count", n)
-		r.waiting.Wake()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// forget drops what the controller remembers of a LoadBalancer that is gone.
+func (r *Reconciler) forget(lb types.NamespacedName) {
 	r.sink.Forget("LoadBalancer", lb)
-	r.made.Forget(lb)
-	r.dropped.Forget(lb)
 	r.steps.Count.Forget(lb)
 }
 
@@ -546,30 +416,22 @@ func NewSharedPorts(mgr ctrl.Manager, r portalloc.Range) *portalloc.Shared {
 	return s
 }
 
-// errForeignService means a Service with the hub Service's name belongs to something else.
-var errForeignService = errors.New("exists and is not controlled by the LoadBalancer; rename or delete it")
-
-// hubService returns the LoadBalancer's hub Service from the cache, nil when there is none.
-// A Service of that name is the LoadBalancer's when the LoadBalancer controls it, or (to
-// adopt one made by another kubelb manager) when it has no controller and carries the
-// lb-name and lb-namespace labels of the LoadBalancer. One controlled by a LoadBalancer of
-// the same name but another UID is stale (returned with stale true): that LoadBalancer no
-// longer exists, since this one has its name. Any other is errForeignService and is never
-// touched.
-func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (svc *corev1.Service, stale bool, err error) {
-	svc = &corev1.Service{}
+// hubService returns the LoadBalancer's hub Service from the cache, nil when there is none
+// or the Service of its name is not this LoadBalancer's (planner.LoadBalancerServiceOf: an
+// earlier LoadBalancer's, or someone else's, which the plan reports).
+func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (*corev1.Service, error) {
+	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: lb.Namespace, Name: hubnames.LoadBalancerServiceName(lb.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, false, nil
+			return nil, nil
 		}
-		return nil, false, fmt.Errorf("getting hub Service %s: %w", key, err)
+		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	svc, stale, foreign := planner.LoadBalancerServiceOf(lb, svc) // as the tenant's plan sees it
-	if foreign {
-		return nil, false, fmt.Errorf("service %s %w", key, errForeignService)
+	if svc, stale, foreign := planner.LoadBalancerServiceOf(lb, svc); svc != nil && !stale && !foreign {
+		return svc, nil
 	}
-	return svc, stale, nil
+	return nil, nil
 }
 
 // serviceToLoadBalancer maps a hub Service back to its LoadBalancer

@@ -14,6 +14,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/manager/planner"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -54,7 +55,7 @@ func TestSampleLoadBalancerIsWhatTheCCMWrites(t *testing.T) {
 	if diff := cmp.Diff(want.Finalizers, sample.Finalizers); diff != "" {
 		t.Errorf("the sample's finalizers are not what the ccm writes (-ccm +sample):\n%s", diff)
 	}
-	if typ, _ := hubServiceType(sample, true); typ != corev1.ServiceTypeLoadBalancer {
+	if typ, _ := planner.HubServiceType(sample, true); typ != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("the sample's hub Service would be of type %s", typ)
 	}
 }

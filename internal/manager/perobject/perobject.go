@@ -55,6 +55,10 @@ type Shared struct {
 	// Plans is the tenants' planner: each LoadBalancer's and Route's quota verdict and
 	// listener ports, and each tenant's Ingress Service.
 	Plans *planner.Controller
+	// StaticAddressRetry is how often the planner looks again at a tenant with a Gateway
+	// whose granted static address another hub Service holds (zero: the planner's default);
+	// used when Plans is made here.
+	StaticAddressRetry time.Duration
 }
 
 // WithDefaults returns s with a Sink, Waiters, Ingress and Plans of its own made for what is
@@ -72,7 +76,7 @@ func (s Shared) WithDefaults(mgr ctrl.Manager, namespace string, workers int) (S
 	}
 	if s.Plans == nil && s.Ports != nil {
 		plans, err := planner.SetupWithManager(mgr, planner.Options{Namespace: namespace, Ports: s.Ports, Waiters: s.Waiters,
-			Ingress: s.Ingress, MaxConcurrentReconciles: workers})
+			Ingress: s.Ingress, MaxConcurrentReconciles: workers, StaticAddressRetry: s.StaticAddressRetry})
 		if err != nil {
 			return s, err
 		}

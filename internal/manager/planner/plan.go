@@ -137,8 +137,12 @@ type Plan struct {
 	// (sorted, no repeats).
 	Hostnames []string
 	// Release are the allocator's owners in the namespace that no holder names (objects
-	// gone): their ports are freed.
+	// gone or being deleted): their ports are freed.
 	Release []types.NamespacedName
+	// DeleteServices are the hub Services made for objects gone or being deleted (sorted):
+	// they are deleted before the objects' ports are freed, since a hub Service is the record
+	// of its ports.
+	DeleteServices []string
 }
 
 // Holder returns the plan of the holder of kind and name.
@@ -286,14 +290,15 @@ func (pl *Planner) Plan(in Input) Plan {
 	// LoadBalancers.
 	var admittedHosts []string
 	for _, lb := range in.LoadBalancers {
-		if !lb.DeletionTimestamp.IsZero() {
-			// Its controller deletes its hub Service, the record of its ports, then frees them:
-			// they stay until then.
-			named[types.NamespacedName{Namespace: ns, Name: lb.Name}] = true
-			continue
-		}
 		name := hubnames.LoadBalancerServiceName(lb.Name)
 		svc := in.Services[name]
+		if !lb.DeletionTimestamp.IsZero() {
+			// Its hub Service (or an earlier one's of its name) goes, then its ports.
+			if s, _, foreign := LoadBalancerServiceOf(lb, svc); s != nil && !foreign && s.DeletionTimestamp.IsZero() {
+				p.DeleteServices = append(p.DeleteServices, name)
+			}
+			continue
+		}
 		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Generation: lb.Generation, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
 		named[h.Owner] = true
 		var stale bool
@@ -344,15 +349,18 @@ func (pl *Planner) Plan(in Input) Plan {
 	}
 	slices.SortFunc(sets, func(a, b *kubelbv1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })
 	for _, rt := range in.Routes {
+		name := hubnames.GatewayServiceName(rt.Name)
+		svc := in.Services[name]
 		if !rt.DeletionTimestamp.IsZero() {
-			named[portalloc.RouteOwner(ns, rt.Name)] = true // as a LoadBalancer being deleted
+			// As a LoadBalancer being deleted: its Gateway Service goes, then its ports.
+			if svc != nil && RouteControlled(svc, rt.Name) && svc.DeletionTimestamp.IsZero() {
+				p.DeleteServices = append(p.DeleteServices, name)
+			}
 			continue
 		}
 		kind, _ := routekind.Of(rt)
 		owner := portalloc.RouteOwner(ns, rt.Name)
 		named[owner] = true
-		name := hubnames.GatewayServiceName(rt.Name)
-		svc := in.Services[name]
 		h := Holder{Kind: Route, Name: rt.Name, UID: rt.UID, Generation: rt.Generation, Owner: owner}
 		h.Refused, _ = p.Verdict.Refused(quota.KindRoute, rt.Name)
 		routeSvc := svc != nil && RouteControlled(svc, rt.Name)
@@ -431,8 +439,18 @@ func (pl *Planner) Plan(in Input) Plan {
 	}
 	slices.SortFunc(p.Holders, compareHolders)
 
-	// What is gone: ports of owners no holder names. (The hub Services of gone objects are
-	// deleted by their controllers' gone paths and the start-up sweep.)
+	// What is gone: the hub Services made for objects no longer there, and the ports of
+	// owners no holder names.
+	present := map[objectKey]bool{}
+	for _, lb := range in.LoadBalancers {
+		present[objectKey{loadBalancer: true, name: lb.Name}] = true
+	}
+	for _, rt := range in.Routes {
+		present[objectKey{name: rt.Name}] = true
+	}
+	p.DeleteServices = append(p.DeleteServices, goneServices(in, func(lb bool, name string) bool { return present[objectKey{loadBalancer: lb, name: name}] })...)
+	slices.Sort(p.DeleteServices)
+	p.DeleteServices = slices.Compact(p.DeleteServices)
 	for _, o := range in.Allocated {
 		if o.Namespace == ns && !named[o] {
 			p.Release = append(p.Release, o)

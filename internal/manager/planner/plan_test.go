@@ -115,9 +115,10 @@ var ingressOwner = portalloc.IngressOwner(ns)
 
 // outcome is what a test compares of a plan: the verdict is read through Refused.
 type outcome struct {
-	Holders   []Holder
-	Hostnames []string
-	Release   []types.NamespacedName
+	Holders        []Holder
+	Hostnames      []string
+	Release        []types.NamespacedName
+	DeleteServices []string
 }
 
 func TestPlan(t *testing.T) {
@@ -256,21 +257,22 @@ func TestPlan(t *testing.T) {
 				service("envoy-tenants-own", "", "", "", nil, 80, 80), ingSvc(80, 20003)),
 			Allocated: []types.NamespacedName{owner("gone-lb"), portalloc.RouteOwner(ns, "gone-gw"), ingressOwner, {Namespace: "tenant-b", Name: "other"}}},
 		want: outcome{
-			Holders: []Holder{{Kind: Ingress, Name: "kubelb-ingress", Owner: ingressOwner, Service: "kubelb-ingress", Action: Ensure, DeleteService: true}},
-			Release: []types.NamespacedName{owner("gone-lb"), portalloc.RouteOwner(ns, "gone-gw")},
+			Holders:        []Holder{{Kind: Ingress, Name: "kubelb-ingress", Owner: ingressOwner, Service: "kubelb-ingress", Action: Ensure, DeleteService: true}},
+			Release:        []types.NamespacedName{owner("gone-lb"), portalloc.RouteOwner(ns, "gone-gw")},
+			DeleteServices: []string{"envoy-gone-lb", "gateway-gone-gw"},
 		},
 	}, {
-		name: "an object being deleted keeps its ports until its controller deleted its hub Service and freed them",
+		name: "an object being deleted: its hub Service is deleted and its ports freed",
 		in: Input{Tenant: tenant(), LoadBalancers: []*kubelbv1alpha1.LoadBalancer{deleting(lb("web", 0, 80))},
-			Allocated: []types.NamespacedName{owner("web")}},
-		want: outcome{},
+			Services: services(lbSvc("web", "uid-web", 80, 20001)), Allocated: []types.NamespacedName{owner("web")}},
+		want: outcome{Release: []types.NamespacedName{owner("web")}, DeleteServices: []string{"envoy-web"}},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.in.Namespace = ns
 			p := Make(tc.in)
-			got := outcome{Holders: p.Holders, Hostnames: p.Hostnames, Release: p.Release}
+			got := outcome{Holders: p.Holders, Hostnames: p.Hostnames, Release: p.Release, DeleteServices: p.DeleteServices}
 			// The ports themselves are in the requests' keys (TestPlanListenerSets checks them).
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(Holder{}, "LoadBalancerPorts", "GatewayPorts")); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)

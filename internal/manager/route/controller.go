@@ -1,12 +1,12 @@
 // Package route is the hub's Route controller. For every Route in a namespace labelled
-// kubelb.k8c.io/managed-by=kubelb it makes what the Route's embedded tenant object needs on
-// the hub:
+// kubelb.k8c.io/managed-by=kubelb it reports what the tenant's plan (internal/manager/planner,
+// which gives the quota verdict, the listener ports and applies the hub Services; until the
+// plan knows the Route at its generation, nothing is written, and the plan's outcome requeues
+// it) made of what the Route's embedded tenant object needs on the hub:
 //
 //   - a Gateway gets a hub Service of its own, "gateway-<route name>", with one port per
 //     distinct (port, protocol) of its listeners and of the ListenerSets it takes, each
-//     mapped to the Envoy listener port the tenant's plan gives it (internal/manager/planner,
-//     which also gives the tenant's quota verdict; until the plan knows the Route at its
-//     generation, nothing is written, and the plan's outcome requeues it);
+//     mapped to the Envoy listener port the plan gives it;
 //   - an Ingress rides on the tenant's one shared Ingress Service "kubelb-ingress" (ports
 //     80 and 443), which the planner makes while the tenant has an Ingress Route;
 //   - HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes ride on their Gateway's
@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -49,10 +47,8 @@ import (
 	"kubelb.dev/kubelb/internal/manager/dropped"
 	"kubelb.dev/kubelb/internal/manager/fairqueue"
 	"kubelb.dev/kubelb/internal/manager/hostnames"
-	"kubelb.dev/kubelb/internal/manager/hubservice"
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/planner"
-	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/routekind"
@@ -77,10 +73,6 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers; zero means
 	// DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
-	// StaticAddressRetry is how often a Gateway whose granted static address another hub
-	// Service holds or asks for is looked at again (it may have been freed); zero means
-	// DefaultStaticAddressRetry.
-	StaticAddressRetry time.Duration
 }
 
 // Reconciler reconciles Routes into hub Services, port allocations and status.
@@ -93,13 +85,6 @@ type Reconciler struct {
 	plans *planner.Controller                    // the tenants' plans: quota verdicts, listener ports, Ingress Services
 	steps perobject.Steps[*kubelbv1alpha1.Route] // get, gone, deleting, managed; the gauge
 
-	mu      sync.Mutex
-	waiting *requeue.Waiters // wakes the tenants waiting for free ports (opts.Waiters)
-	// made are the Gateway Services this controller made that the cache does not show yet:
-	// the plan's requeue may come before the Service's create event, and none is made twice.
-	made hubservice.Made
-	// dropped tells which steering annotations were not propagated, once per set.
-	dropped dropped.Annotations
 }
 
 // SetupWithManager registers the Route controller with mgr.
@@ -120,13 +105,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	if opts.Shared, err = opts.WithDefaults(mgr, opts.Namespace, opts.MaxConcurrentReconciles); err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
-	if opts.StaticAddressRetry <= 0 {
-		opts.StaticAddressRetry = DefaultStaticAddressRetry
-	}
 	if err := hostnames.IndexHostnames(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("setting up the Route controller: %w", err)
-	}
-	if err := indexServiceAddresses(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the Route controller: %w", err)
 	}
 	r := &Reconciler{
@@ -135,7 +114,6 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		opts:     opts,
 		ports:    opts.Ports,
 		plans:    opts.Plans,
-		waiting:  opts.Waiters,
 	}
 	r.steps = perobject.Steps[*kubelbv1alpha1.Route]{Kind: "Route", Client: r.client, Ports: r.ports,
 		Namespace: opts.Namespace, Count: perobject.NewCount(metrics.ManagerRoutes), Metric: metrics.ManagerRouteReconcile, Gone: r.reconcileGone,
@@ -207,26 +185,12 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 		return reconcile.Result{}, nil
 	}
 	if plan.Refused != "" {
-		out.quota = plan.Refused
-		return reconcile.Result{}, r.deleteGatewayService(ctx, key)
+		out.quota = plan.Refused // the plan deleted its hub Service and freed its ports
+		return reconcile.Result{}, nil
 	}
-	// What the Route had as another kind (its embedded object was replaced) goes; the plan
-	// freed its ports.
-	service := kind.HubService()
-	if service != routekind.OwnHubService {
-		if err := r.deleteGatewayService(ctx, key); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	switch {
+	switch service := kind.HubService(); {
 	case service == routekind.OwnHubService:
 		services, err = r.reconcileGateway(ctx, route, tenant, plan, &out)
-		if err == nil && out.staticTaken {
-			res.RequeueAfter = r.opts.StaticAddressRetry
-		}
-		if out.retry > 0 {
-			res.RequeueAfter = out.retry
-		}
 	case service == routekind.SharedIngressService:
 		services = r.reconcileIngress(route.Namespace, tenant, &out)
 	case kind.GatewayAPI():
@@ -234,75 +198,39 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 			out.disabled = "Gateway API"
 		}
 	}
-	return res, err
+	return reconcile.Result{}, err
 }
 
-// reconcileGateway applies the Gateway's hub Service with the listener ports of its plan
-// (its own listeners' and those of the ListenerSets it takes), or removes it when Gateway
-// API is disabled or no listener is left.
+// reconcileGateway reports the Gateway's hub Service as the tenant's plan applied it (with
+// the listener ports of its own listeners and of the ListenerSets it takes; none when
+// Gateway API is disabled or no listener is left) and the cache shows it.
 func (r *Reconciler) reconcileGateway(ctx context.Context, route *kubelbv1alpha1.Route, tenant settings.Tenant, plan planner.Outcome, out *outcome) ([]hubServiceState, error) {
-	if !routekind.ValidRouteName(route.Name) {
+	switch {
+	case !routekind.ValidRouteName(route.Name):
 		out.invalidName = true
 		return nil, nil
-	}
-	svc, stale, err := r.gatewayService(ctx, route)
-	foreign := errors.Is(err, errForeignService)
-	if err != nil && !foreign {
-		return nil, err
-	}
-	if stale {
-		// The hub Service of an earlier Route of this name (the Route was made anew before
-		// its old one's "gone" pass): it goes, and this Route's is applied in its place. Its
-		// ports stay allocated to this name meanwhile and are offered again as hints.
-		if err := hubservice.Delete(ctx, r.client, svc); err != nil {
-			return nil, err
-		}
-		svc = nil
-	}
-	if tenant.DisableGatewayAPI {
+	case tenant.DisableGatewayAPI:
 		out.disabled = "Gateway API"
-		return nil, hubservice.Delete(ctx, r.client, svc) // the plan freed its ports
-	}
-	if foreign {
-		out.serviceErr = err
 		return nil, nil
-	}
-	if plan.Kept {
+	case plan.Service.Err != nil:
+		out.serviceErr = plan.Service.Err
+		return nil, nil
+	case plan.Kept:
 		// The plan left the ports as they were for a Service in the way that is gone now:
 		// its deletion brings the next plan, which requeues this Route.
 		out.pending = true
 		return nil, nil
 	}
-	key := client.ObjectKeyFromObject(route)
-	if wait := r.made.Wait(key, svc); wait > 0 {
-		// This controller just made the Gateway Service and the cache does not show it yet:
-		// its create event brings the Route back (a requeue in case it never shows).
-		out.pending, out.retry = true, wait
+	out.problems, out.noPorts, out.exhausted = plan.Problems, len(plan.GatewayPorts) == 0, plan.Exhausted
+	out.staticTaken = plan.Service.StaticTaken
+	if len(plan.Service.Ports) == 0 {
 		return nil, nil
 	}
-	planned, alloc := plan.GatewayPorts, plan.Alloc
-	out.problems, out.noPorts, out.exhausted = plan.Problems, len(planned) == 0, plan.Exhausted
-	exposed := allocatedGatewayPorts(route, planned, alloc)
-	if len(exposed) == 0 {
-		return nil, hubservice.Delete(ctx, r.client, svc)
-	}
-	static, err := r.staticAddress(ctx, route, tenant.StaticAddresses, svc)
+	svc, err := r.gatewayService(ctx, route)
 	if err != nil {
 		return nil, err
 	}
-	out.staticTaken = !static.IsValid() && r.asksGrantedAddress(route, tenant.StaticAddresses)
-	desired := gatewayService(route, tenant, exposed, svc, static)
-	hubservice.MarkExhausted(desired, missingGatewayPorts(route, planned, alloc))
-	made := svc == nil
-	svc, out.serviceErr, err = r.applyService(ctx, svc, desired)
-	if err != nil || out.serviceErr != nil {
-		return nil, err
-	}
-	if made {
-		r.made.Record(key)
-	}
-	r.dropped.Warn(r.recorder, route, tenant.DroppedSteeringAnnotations(gatewayAnnotations(route)))
-	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: exposed, svc: svc}}, nil
+	return []hubServiceState{{name: hubnames.GatewayServiceName(route.Name), ports: plan.Service.Ports, svc: svc}}, nil
 }
 
 // reconcileIngress reports the tenant's shared Ingress Service, as the tenant's planner
@@ -345,56 +273,29 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *kubelbv1alpha1.Rout
 }
 
 // reconcileDelete cleans up after a Route being deleted (something else's finalizer holds
-// it, or the cleanup finalizer an earlier version set): as reconcileGone, and the legacy
-// finalizer is removed in between. The Gateway Service, the record of the allocation, goes
-// first: once it is gone no restart counts the ports as used.
-func (r *Reconciler) reconcileDelete(ctx context.Context, ports *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
-	key := client.ObjectKeyFromObject(route)
-	if err := r.deleteGatewayService(ctx, key); err != nil {
-		return err
-	}
+// it, or the cleanup finalizer an earlier version set): the legacy finalizer is removed. The
+// tenant's plan deletes its Gateway Service, then frees its ports.
+func (r *Reconciler) reconcileDelete(ctx context.Context, _ *portalloc.Allocator, route *kubelbv1alpha1.Route) error {
 	if _, err := finalizer.Remove(ctx, r.client, route, kubelbv1alpha1.CleanupFinalizer); err != nil {
 		return err
 	}
-	r.forget(ports, key)
+	r.forget(client.ObjectKeyFromObject(route))
 	return nil
 }
 
-// reconcileGone cleans up after a Route that no longer exists. Its deletion needs no
-// finalizer: its Gateway Service (controlled by it) is deleted here, then its ports are
-// freed (forget); the tenant's planner settles the tenant's Ingress Service on the
-// same delete event. A Route deleted while no manager ran is caught the same way: its
-// Gateway Service's event at start-up brings its key here, and the Ingress Service's brings
-// its tenant to the planner. A Route makes no Secrets.
-func (r *Reconciler) reconcileGone(ctx context.Context, ports *portalloc.Allocator, key types.NamespacedName) error {
-	if err := r.deleteGatewayService(ctx, key); err != nil {
-		return err
-	}
-	r.forget(ports, key)
+// reconcileGone forgets a Route that no longer exists. Its deletion needs no finalizer: the
+// tenant's plan, which its delete event brings too, deletes its Gateway Service (controlled
+// by it) and then frees its ports, and settles the tenant's Ingress Service. A Route deleted
+// while no manager ran is caught the same way: its Gateway Service's event at start-up
+// brings its tenant to the planner. A Route makes no Secrets.
+func (r *Reconciler) reconcileGone(_ context.Context, _ *portalloc.Allocator, key types.NamespacedName) error {
+	r.forget(key)
 	return nil
 }
 
-// deleteGatewayService deletes the Gateway Service of the Route key: the Service of its
-// name that a Route of that name controls, whichever its UID. Any other is left alone.
-func (r *Reconciler) deleteGatewayService(ctx context.Context, key types.NamespacedName) error {
-	svc, err := r.gatewayServiceOf(ctx, key)
-	if err != nil && !errors.Is(err, errForeignService) {
-		return err
-	}
-	return hubservice.Delete(ctx, r.client, svc)
-}
-
-// forget frees the ports of a Route that is gone (a Gateway's) and forgets it for the gauge.
-// (Its tenant's plan follows the Route's delete event by itself.)
-func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName) {
-	if ports.ReleaseOwner(portalloc.RouteOwner(key.Namespace, key.Name)) > 0 {
-		r.waiting.Wake() // the ports may serve a tenant that waits
-	}
+// forget drops what the controller remembers of a Route that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
 	r.opts.Sink.Forget("Route", key)
-	r.made.Forget(key)
-	r.mu.Lock()
-	r.dropped.Forget(key)
-	r.mu.Unlock()
 	r.steps.Count.Forget(key)
 }
 
@@ -402,28 +303,10 @@ func (r *Reconciler) forget(ports *portalloc.Allocator, key types.NamespacedName
 // steering annotations were not copied to its hub Service.
 const ReasonAnnotationsDropped = dropped.ReasonAnnotationsDropped
 
-// errForeignService means a Service with a hub Service's name belongs to something else.
-var errForeignService = errors.New("exists and was not made by kubelb for this Route; rename or delete it")
-
-// gatewayService returns the Gateway Route's hub Service from the cache, nil when there is
-// none. It is the Route's only when the Route controls it; one an earlier Route of this name
-// controls is stale (returned with stale true); any other is errForeignService and is never
-// touched.
-func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (svc *corev1.Service, stale bool, err error) {
-	svc, err = r.gatewayServiceOf(ctx, client.ObjectKeyFromObject(route))
-	if err != nil || svc == nil {
-		return nil, false, err
-	}
-	if metav1.GetControllerOfNoCopy(svc).UID != route.UID {
-		return svc, true, nil
-	}
-	return svc, false, nil
-}
-
-// gatewayServiceOf returns the hub Service of the Route key from the cache when a Route of
-// that name controls it (whichever its UID), nil when there is none, and errForeignService
-// when another object stands in its place.
-func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.NamespacedName) (*corev1.Service, error) {
+// gatewayService returns the Gateway Route's hub Service from the cache when this Route
+// controls it; nil otherwise (none yet, an earlier Route's or someone else's, which the plan
+// reports).
+func (r *Reconciler) gatewayService(ctx context.Context, route *kubelbv1alpha1.Route) (*corev1.Service, error) {
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: route.Namespace, Name: hubnames.GatewayServiceName(route.Name)}
 	if err := r.client.Get(ctx, key, svc); err != nil {
@@ -432,19 +315,10 @@ func (r *Reconciler) gatewayServiceOf(ctx context.Context, route types.Namespace
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if !planner.RouteControlled(svc, route.Name) {
-		return nil, fmt.Errorf("service %s %w", key, errForeignService)
+	if ref := metav1.GetControllerOfNoCopy(svc); ref == nil || ref.Kind != "Route" || ref.UID != route.UID {
+		return nil, nil
 	}
 	return svc, nil
-}
-
-// applyService applies the desired hub Service (hubservice.Apply), once a deletion of it
-// in progress is seen through: the Service is made again after its delete event.
-func (r *Reconciler) applyService(ctx context.Context, existing *corev1.Service, desired *corev1ac.ServiceApplyConfiguration) (svc *corev1.Service, rejected, err error) {
-	if existing != nil && !existing.DeletionTimestamp.IsZero() {
-		return nil, nil, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", existing.Namespace, existing.Name)
-	}
-	return hubservice.Apply(ctx, r.client, FieldOwner, existing, desired)
 }
 
 // serviceToRoutes maps a Gateway's hub Service to its Route (hubnames.RouteNamedBy; a Route

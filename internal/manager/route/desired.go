@@ -3,29 +3,19 @@ package route
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/planner"
-	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/routekind"
-	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/textcut"
 )
 
@@ -66,106 +56,6 @@ type hubPort = planner.Port
 // address.
 const AnnotationDNSHostname = planner.AnnotationDNSHostname
 
-// portName is a Gateway Service port's name: "<protocol>-<port>" in lower case, e.g. "tcp-443".
-func portName(p routekind.ListenerPort) string {
-	return portalloc.GeneratedPortName(p.Protocol, p.Port)
-}
-
-// allocatedGatewayPorts returns the Gateway ports that have a listener port.
-func allocatedGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, alloc map[portalloc.Key]int32) []hubPort {
-	var out []hubPort
-	for _, p := range ports {
-		if t := alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)]; t != 0 {
-			out = append(out, hubPort{Name: portName(p), Protocol: p.Protocol, Port: p.Port, Target: t})
-		}
-	}
-	return out
-}
-
-// missingGatewayPorts are the Gateway ports without a listener port (the range had none
-// left), for hubservice.MarkExhausted.
-func missingGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort, alloc map[portalloc.Key]int32) []hubnames.ServicePortRef {
-	var out []hubnames.ServicePortRef
-	for _, p := range ports {
-		if alloc[portalloc.RouteKey(r.Namespace, r.Name, p.Protocol, p.Port)] == 0 {
-			out = append(out, hubnames.ServicePortRef{Protocol: p.Protocol, Port: p.Port})
-		}
-	}
-	return out
-}
-
-// gatewayService is the hub Service of a Gateway's Route: type LoadBalancer of the tenant's
-// gateway class, selecting the tenant's Envoy pods, one port per allocated listener port
-// (port = listener port, targetPort = Envoy listener port), labelled with the Route's name
-// and controlled by the Route; hub NodePorts as the tenant's allocateNodePorts says
-// (serviceSpec). ports must not be empty; existing is the Service as it is (nil: none).
-// static, when valid, is the address asked of the hub's load balancer (spec.loadBalancerIP;
-// staticAddress decides it).
-func gatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []hubPort, existing *corev1.Service, static netip.Addr) *corev1ac.ServiceApplyConfiguration {
-	labels := planner.BaseLabels(r.Namespace)
-	labels[kubelbv1alpha1.LabelRouteName] = r.Name
-	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
-		if v, ok := r.Labels[k]; ok && len(validation.IsValidLabelValue(v)) == 0 {
-			labels[k] = v
-		}
-	}
-	svc := corev1ac.Service(hubnames.GatewayServiceName(r.Name), r.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(kubelbv1alpha1.GroupVersion.String()).
-			WithKind("Route").
-			WithName(r.Name).
-			WithUID(r.UID).
-			WithController(true).
-			WithBlockOwnerDeletion(true)).
-		WithSpec(planner.ServiceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
-	if static.IsValid() {
-		svc.Spec.WithLoadBalancerIP(static.String())
-	}
-	if a := planner.ValidAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceGateway, gatewayAnnotations(r))); len(a) > 0 {
-		svc.WithAnnotations(a)
-	}
-	return svc
-}
-
-// Bounds of the spec.infrastructure.annotations of an embedded Gateway that the hub reads
-// (Gateway API's own: at most 8, values of at most 4096 bytes; the embedded object is not
-// validated against the Gateway CRD).
-const (
-	maxInfrastructureAnnotations     = 8
-	maxInfrastructureAnnotationValue = 4096
-)
-
-// gatewayAnnotations are the annotations of a Gateway's Route that its hub Service may take,
-// through the tenant's annotation settings like any (settings.Tenant.Annotations): the
-// embedded Gateway's spec.infrastructure.annotations (the first 8 by key, values of at most
-// 4096 bytes: Gateway API's annotations "for resources created in response to this
-// Gateway"), then its metadata.annotations over them. spec.infrastructure.labels are not
-// carried: labels select hub Services for address pools and policies (MetalLB's and Cilium's
-// serviceSelectors), which a tenant must not steer.
-func gatewayAnnotations(r *kubelbv1alpha1.Route) map[string]string {
-	if r.Spec.Source.Kubernetes == nil {
-		return nil
-	}
-	obj := &r.Spec.Source.Kubernetes.Route
-	infra, _, _ := unstructured.NestedMap(obj.Object, "spec", "infrastructure", "annotations")
-	own := obj.GetAnnotations()
-	if len(infra) == 0 {
-		return own
-	}
-	out := map[string]string{}
-	for _, k := range slices.Sorted(maps.Keys(infra)) {
-		if v, ok := infra[k].(string); ok && len(v) <= maxInfrastructureAnnotationValue {
-			out[k] = v
-			if len(out) == maxInfrastructureAnnotations {
-				break
-			}
-		}
-	}
-	maps.Copy(out, own)
-	return out
-}
-
 // outcome is what a reconcile found; appliedCondition turns it into the condition.
 type outcome struct {
 	kind        routekind.Kind
@@ -177,10 +67,9 @@ type outcome struct {
 	exhausted   error
 	problems    []string
 	noPorts     bool
-	pending     bool          // the tenant's plan (or the cache) is behind: no status to write
-	retry       time.Duration // when pending, look again after this long (0: an event brings it back)
+	pending     bool // the tenant's plan is behind: no status to write
 	// staticTaken: the Gateway's granted static address is held or asked for by another hub
-	// Service; the Route is looked at again after StaticAddressRetry (it may be freed).
+	// Service; the tenant is planned again after a while (it may be freed).
 	staticTaken bool
 }
 

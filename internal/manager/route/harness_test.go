@@ -65,7 +65,7 @@ func startManagerWith(t testing.TB, hub *testenv.Cluster, r portalloc.Range, opt
 	})
 	m.ports = loadbalancer.NewSharedPorts(mgr, r)
 	m.sink = statuspkg.NewSink(mgr.GetClient())
-	shared, err := perobject.Shared{Ports: m.ports, Sink: m.sink}.WithDefaults(mgr, managerNS, 0) // one of each, for both controllers
+	shared, err := perobject.Shared{Ports: m.ports, Sink: m.sink, StaticAddressRetry: opts.Shared.StaticAddressRetry}.WithDefaults(mgr, managerNS, 0) // one of each, for both controllers
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,3 +276,21 @@ func (w *WriteCounter) String() string {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// MirroredLoadBalancer is a LoadBalancer of tenant "a" as a ccm mirrors one (name from the
+// tenant Service's UID, origin labels, a tenant label it claims, an unrelated label, two
+// annotations), of type LoadBalancer with ports, for the pure tests of its hub Service and
+// status.
+func MirroredLoadBalancer(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alpha1.LoadBalancer {
+	return &kubelbv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "tenant-a", Name: "0b5f3c1e-uid", UID: "uid-1", Generation: 3,
+			Labels: map[string]string{
+				kubelbv1alpha1.LabelOriginName: "web", kubelbv1alpha1.LabelOriginNamespace: "default",
+				kubelbv1alpha1.LabelTenantName: "a", "unrelated": "x",
+			},
+			Annotations: map[string]string{"keep.example.com/x": "1", "drop.example.com/y": "2"},
+		},
+		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
+	}
+}

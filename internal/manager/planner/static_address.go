@@ -1,4 +1,4 @@
-package route
+package planner
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,31 +51,32 @@ func serviceAddressIndex(o client.Object) []string {
 }
 
 // staticAddress is the address the manager asks the hub's load balancer for on the hub
-// Service of Gateway route (spec.loadBalancerIP; invalid: none): the one static address its
+// Service of Gateway route (spec.loadBalancerIP; invalid: none, and taken when another hub
+// Service holds or asks for the one it asks for): the one static address its
 // spec.addresses asks for, inside the tenant's grant (translate.StaticAddressRequest), when
 // no other hub Service of any tenant holds it or asks for it first (staticAddressFree).
 // Translate reports on the Gateway why it is not asked for.
-func (r *Reconciler) staticAddress(ctx context.Context, route *kubelbv1alpha1.Route, grant []netip.Prefix, own *corev1.Service) (netip.Addr, error) {
+func (c *Controller) staticAddress(ctx context.Context, route *kubelbv1alpha1.Route, grant []netip.Prefix, own *corev1.Service) (_ netip.Addr, taken bool, _ error) {
 	if len(grant) == 0 {
-		return netip.Addr{}, nil
+		return netip.Addr{}, false, nil
 	}
 	addrs, ok := gatewaySpecAddresses(route)
 	if !ok {
-		return netip.Addr{}, nil
+		return netip.Addr{}, false, nil
 	}
 	ip, ok, _ := translate.StaticAddressRequest(addrs, grant)
 	if !ok {
-		return netip.Addr{}, nil
+		return netip.Addr{}, false, nil
 	}
 	list := &corev1.ServiceList{}
-	if err := r.client.List(ctx, list, client.MatchingFields{IndexServiceAddress: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return netip.Addr{}, fmt.Errorf("listing the hub Services of address %s: %w", ip, err)
+	if err := c.client.List(ctx, list, client.MatchingFields{IndexServiceAddress: ip.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		return netip.Addr{}, false, fmt.Errorf("listing the hub Services of address %s: %w", ip, err)
 	}
 	self := types.NamespacedName{Namespace: route.Namespace, Name: hubnames.GatewayServiceName(route.Name)}
 	if !staticAddressFree(ip, self, own, list.Items) {
-		return netip.Addr{}, nil
+		return netip.Addr{}, true, nil
 	}
-	return ip, nil
+	return ip, false, nil
 }
 
 // staticAddressFree reports whether the hub Service self (own: as it is, nil when it does not
@@ -117,20 +117,6 @@ func olderService(a, b *corev1.Service) bool {
 		return c < 0
 	}
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) < 0
-}
-
-// DefaultStaticAddressRetry is how often a Gateway whose granted static address another hub
-// Service holds or asks for is looked at again: the address may have been freed.
-const DefaultStaticAddressRetry = 30 * time.Second
-
-// asksGrantedAddress reports whether Gateway route asks for one static address inside grant.
-func (r *Reconciler) asksGrantedAddress(route *kubelbv1alpha1.Route, grant []netip.Prefix) bool {
-	addrs, ok := gatewaySpecAddresses(route)
-	if !ok {
-		return false
-	}
-	_, ok, _ = translate.StaticAddressRequest(addrs, grant)
-	return ok
 }
 
 // gatewaySpecAddresses reads spec.addresses of the Gateway embedded in route.
