@@ -104,6 +104,16 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 	}
+	trafficPolicies := gatewayAPI && served(BackendTrafficPolicyGVK)
+	if gatewayAPI && !trafficPolicies {
+		logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs to use them)")
+	}
+	if trafficPolicies {
+		if err := indexTrafficPolicies(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return err
+		}
+	}
+	var trafficKindsSet []Kind
 	var policyKindsSet []Kind
 	listenerSets := gatewayAPI && served(ListenerSet.GroupVersionKind()) && !o.Disabled[ListenerSet.Name]
 	twins := newTwinRefs()
@@ -122,12 +132,23 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
 			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k), ListenerSets: listenerSets,
+			BackendTrafficPolicies: trafficPolicies && appliesBackendTraffic(k), Policies: mgr.GetCache(),
 			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
 		}
 		if r.BackendTLSPolicies {
 			policyKindsSet = append(policyKindsSet, k)
+		}
+		if r.BackendTrafficPolicies && k.AttachesToGateway() {
+			trafficKindsSet = append(trafficKindsSet, k)
+		}
+	}
+	if trafficPolicies {
+		tr := &TrafficPolicyReconciler{Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
+			UseGatewayClass: o.UseGatewayClass, Kinds: trafficKindsSet}
+		if err := setupTrafficPolicies(mgr, tr, workers); err != nil {
+			return fmt.Errorf("setting up the BackendTrafficPolicy controller: %w", err)
 		}
 	}
 	if len(policyKindsSet) > 0 {
@@ -282,6 +303,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				}
 				return out
 			})))
+	}
+	if r.BackendTrafficPolicies {
+		// A BackendTrafficPolicy changes the Routes of the objects it targets (before and
+		// after a change: the map runs on both).
+		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), newTrafficPolicy(),
+			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, p client.Object) []reconcile.Request {
+				return trafficTargetsOfKind(k, p)
+			}), predicate.GenerationChangedPredicate{}))
 	}
 	if k.Name == Gateway.Name {
 		// A ConfigMap a Gateway's client certificate validation names changes its Route.
