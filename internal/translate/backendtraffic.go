@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -10,7 +11,7 @@ import (
 )
 
 // ReasonInvalidBackendTraffic: the BackendTrafficPolicy a Route carries cannot be used as
-// written; none of it applies (the route is served with the defaults).
+// written; none of it applies (the route is served as if it had none).
 const ReasonInvalidBackendTraffic = "InvalidBackendTraffic"
 
 // backendTraffic is the BackendTrafficPolicy that applies to a route's rules under a Gateway:
@@ -22,20 +23,26 @@ type backendTraffic struct {
 
 // trafficFor is the policy that applies to Route r's rules served by Gateway gw (GEP-713: the
 // route's own overrides the Gateway's), nil when none does. A policy the hub cannot use is
-// reported on owner and does not apply at all (never half-applied); a route's own policy that
-// cannot be used does not fall back to the Gateway's.
+// reported on owner and applies not at all (never half-applied): the route is then served
+// as if it had none (under its Gateway's policy, as the ccm does with a route's own policy
+// that is Invalid).
 func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *backendTraffic {
-	bt, from := (*v1alpha1.BackendTraffic)(nil), r
 	if ctx := sourceContext(r); ctx != nil && ctx.BackendTraffic != nil {
-		bt = ctx.BackendTraffic
-	} else if gw != nil {
-		if ctx := sourceContext(gw.route); ctx != nil && ctx.BackendTraffic != nil {
-			bt, from = ctx.BackendTraffic, gw.route
+		if b := t.checkTraffic(ctx.BackendTraffic, "the route's own", owner); b != nil {
+			return b
 		}
 	}
-	if bt == nil {
-		return nil
+	if gw != nil {
+		if ctx := sourceContext(gw.route); ctx != nil && ctx.BackendTraffic != nil {
+			return t.checkTraffic(ctx.BackendTraffic, "its Gateway's", owner)
+		}
 	}
+	return nil
+}
+
+// checkTraffic checks a carried policy once per translation (trafficpolicy.Resolve); nil
+// when it cannot be used, reported on owner (where: whose policy it is) the first time.
+func (t *l7) checkTraffic(bt *v1alpha1.BackendTraffic, where string, owner ir.ObjectRef) *backendTraffic {
 	if t.traffic == nil {
 		t.traffic = map[*v1alpha1.BackendTraffic]trafficResult{}
 	}
@@ -45,16 +52,12 @@ func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *bac
 		if reason, msg := checkObjectName("BackendTrafficPolicy", bt.Namespace, bt.Name); reason != "" {
 			res.err = msg
 		} else if s, err := trafficpolicy.Resolve(bt); err != nil {
-			res.err = truncateMessage(err.Error())
+			res.err = truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))
 		} else {
 			res.settings = s
 		}
 		t.traffic[bt] = res
 		if res.err != "" {
-			where := "the route's own"
-			if from != r {
-				where = "its Gateway's"
-			}
 			t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidBackendTraffic, "BackendTrafficPolicy %s (%s) cannot be used: %s; none of it applies", res.policy, where, res.err)
 		}
 	}
