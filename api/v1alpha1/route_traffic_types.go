@@ -111,6 +111,8 @@ type TrafficPassiveHealthCheck struct {
 	BaseEjectionTime string `json:"baseEjectionTime,omitempty"`
 	// +optional
 	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+	// +optional
+	AlwaysEjectOneEndpoint *bool `json:"alwaysEjectOneEndpoint,omitempty"`
 }
 
 // TrafficRetry is Envoy Gateway's retry.

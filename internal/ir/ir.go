@@ -467,9 +467,11 @@ type ClusterTraffic struct {
 
 // OutlierDetection is Envoy's outlier detection; zero fields keep Envoy's defaults.
 type OutlierDetection struct {
-	SplitExternalLocalOriginErrors bool     `json:"splitExternalLocalOriginErrors,omitempty"`
-	Interval                       Duration `json:"interval,omitempty"`
-	BaseEjectionTime               Duration `json:"baseEjectionTime,omitempty"`
+	SplitExternalLocalOriginErrors bool `json:"splitExternalLocalOriginErrors,omitempty"`
+	// AlwaysEjectOne ejects one failing endpoint even beyond MaxEjectionPercent.
+	AlwaysEjectOne   bool     `json:"alwaysEjectOne,omitempty"`
+	Interval         Duration `json:"interval,omitempty"`
+	BaseEjectionTime Duration `json:"baseEjectionTime,omitempty"`
 	// Counts: nil keeps Envoy's default.
 	Consecutive5xx                 *uint32 `json:"consecutive5xx,omitempty"`
 	ConsecutiveGatewayErrors       *uint32 `json:"consecutiveGatewayErrors,omitempty"`

@@ -44,7 +44,7 @@ var served = map[string]any{
 		"passive": map[string]any{
 			"splitExternalLocalOriginErrors": nil, "interval": nil, "consecutiveLocalOriginFailures": nil,
 			"consecutiveGatewayErrors": nil, "consecutive5XxErrors": nil, "baseEjectionTime": nil,
-			"maxEjectionPercent": nil,
+			"maxEjectionPercent": nil, "alwaysEjectOneEndpoint": nil,
 		},
 	},
 	"retry": map[string]any{

@@ -86,7 +86,7 @@ type CircuitBreaker struct {
 
 // Outlier is Envoy's outlier detection (nil fields: Envoy's defaults).
 type Outlier struct {
-	SplitExternalLocalOriginErrors                                           bool
+	SplitExternalLocalOriginErrors, AlwaysEjectOne                           bool
 	Interval, BaseEjectionTime                                               time.Duration
 	ConsecutiveLocalOriginFailures, ConsecutiveGatewayErrors, Consecutive5xx *uint32
 	MaxEjectionPercent                                                       *uint32
@@ -177,6 +177,7 @@ func Resolve(bt *v1alpha1.BackendTraffic) (*Settings, error) {
 		p := hc.Passive
 		o := &Outlier{
 			SplitExternalLocalOriginErrors: p.SplitExternalLocalOriginErrors != nil && *p.SplitExternalLocalOriginErrors,
+			AlwaysEjectOne:                 p.AlwaysEjectOneEndpoint != nil && *p.AlwaysEjectOneEndpoint,
 			Interval:                       dur("healthCheck.passive.interval", p.Interval, time.Millisecond, MaxEjectionTime, false),
 			BaseEjectionTime:               dur("healthCheck.passive.baseEjectionTime", p.BaseEjectionTime, time.Millisecond, MaxEjectionTime, false),
 			ConsecutiveLocalOriginFailures: p.ConsecutiveLocalOriginFailures,

@@ -137,6 +137,7 @@ func (t *l7) applyCluster(c *ir.Cluster, b *backendTraffic, owner ir.ObjectRef) 
 	if o := s.Outlier; o != nil {
 		tr.Outlier = &ir.OutlierDetection{
 			SplitExternalLocalOriginErrors: o.SplitExternalLocalOriginErrors,
+			AlwaysEjectOne:                 o.AlwaysEjectOne,
 			Interval:                       ir.Duration(o.Interval),
 			BaseEjectionTime:               ir.Duration(o.BaseEjectionTime),
 			Consecutive5xx:                 o.Consecutive5xx,

@@ -82,6 +82,8 @@ func TestBackendTrafficPolicies(t *testing.T) {
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
 loadBalancer: {type: LeastRequest}
 timeout: {tcp: {connectTimeout: 2s}}
+healthCheck: {passive: {consecutive5XxErrors: 3}}
+circuitBreaker: {maxParallelRequests: 10}
 `))
 	e.create(t, trafficPolicy(t, ns, "for-web", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
@@ -108,7 +110,10 @@ retry: {numRetries: 2}
 	// The Gateway's Route carries its policy, the HTTPRoute's the route's own.
 	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
 		bt := rt.Spec.Source.Kubernetes.Context.BackendTraffic
-		if bt == nil || bt.Name != "gateway-wide" || bt.LoadBalancer == nil || bt.LoadBalancer.Type != "LeastRequest" || bt.Timeout.TCP.ConnectTimeout != "2s" {
+		// The CRD's defaults (passive health check, circuit breaker) are fields kubelb serves.
+		if bt == nil || bt.Name != "gateway-wide" || bt.LoadBalancer == nil || bt.LoadBalancer.Type != "LeastRequest" || bt.Timeout.TCP.ConnectTimeout != "2s" ||
+			bt.HealthCheck == nil || *bt.HealthCheck.Passive.Consecutive5xxErrors != 3 || bt.HealthCheck.Passive.BaseEjectionTime != "30s" ||
+			bt.CircuitBreaker == nil || *bt.CircuitBreaker.MaxParallelRequests != 10 || *bt.CircuitBreaker.MaxPendingRequests != 1024 {
 			return fmt.Errorf("backendTraffic %+v", bt)
 		}
 		return nil

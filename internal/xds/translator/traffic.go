@@ -65,6 +65,9 @@ func clusterTraffic(out *clusterv3.Cluster, c *ir.Cluster, opts *corev3.HttpProt
 		if o.ConsecutiveLocalOriginFailures != nil {
 			od.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(*o.ConsecutiveLocalOriginFailures)
 		}
+		if o.AlwaysEjectOne {
+			od.AlwaysEjectOneHost = wrapperspb.Bool(true)
+		}
 		if o.MaxEjectionPercent != nil {
 			od.MaxEjectionPercent = wrapperspb.UInt32(*o.MaxEjectionPercent)
 		}
