@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -168,5 +170,72 @@ retry: {numRetries: 2}
 	}
 	if st := ReadPolicyStatus(p); len(st.Ancestors) > 0 {
 		t.Errorf("kubelb wrote on a policy of another class's Gateway: %+v", st.Ancestors)
+	}
+}
+
+// TestTrafficWinnerAndStatus: the oldest policy targeting an object wins (then the first by
+// name), whether it can be used or not, and only whole-object targets count; kubelb's status
+// entries keep one verdict per ancestor (a refusal over an acceptance), leave other
+// controllers' entries alone and keep the transition time of an unchanged condition.
+func TestTrafficWinnerAndStatus(t *testing.T) {
+	at := func(p *unstructured.Unstructured, sec int) *unstructured.Unstructured {
+		p.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 11, 1, 0, 0, sec, 0, time.UTC)))
+		p.SetGeneration(2)
+		return p
+	}
+	older := at(trafficPolicy(t, "app", "b-older", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], rateLimit: {}}`), 1)
+	sameTimeA := at(trafficPolicy(t, "app", "a-same", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: api}], retry: {numRetries: 1}}`), 2)
+	sameTimeC := at(trafficPolicy(t, "app", "c-same", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: api}], retry: {numRetries: 2}}`), 2)
+	section := at(trafficPolicy(t, "app", "a-section", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web, sectionName: r1}], retry: {numRetries: 1}}`), 0)
+	newer := at(trafficPolicy(t, "app", "d-newer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], retry: {numRetries: 3}}`), 3)
+	all := []*unstructured.Unstructured{newer, sameTimeC, section, older, sameTimeA}
+
+	if w := TrafficWinner(all, "app", "HTTPRoute", "web"); w != older {
+		t.Errorf("web: winner %s, want b-older (the oldest whole-object target)", w.GetName())
+	}
+	if bt := DesiredBackendTraffic(all, "app", "HTTPRoute", "web"); bt != nil {
+		t.Errorf("web carries %+v from an Invalid winner, want nothing", bt)
+	}
+	if bt := DesiredBackendTraffic(all, "app", "HTTPRoute", "api"); bt == nil || bt.Name != "a-same" || *bt.Retry.NumRetries != 1 {
+		t.Errorf("api carries %+v, want a-same (first by name among the same age)", bt)
+	}
+	if v := ReadTrafficPolicy(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
+		t.Errorf("a sectionName target: %q", v.Invalid)
+	}
+
+	gw := GatewayAncestor("app", "edge")
+	merged := MergeTrafficAncestors([]TrafficAncestor{
+		{Ref: gw, Status: metav1.ConditionTrue, Reason: "Accepted"},
+		{Ref: ObjectAncestor("app", "HTTPRoute", "gone"), Status: metav1.ConditionFalse, Reason: "TargetNotFound"},
+		{Ref: gw, Status: metav1.ConditionFalse, Reason: "Conflicted"},
+	})
+	if len(merged) != 2 || merged[0].Reason != "Conflicted" || merged[1].Reason != "TargetNotFound" {
+		t.Fatalf("merged %+v", merged)
+	}
+
+	p := newer.DeepCopy()
+	then := metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))
+	p.Object["status"] = map[string]any{"ancestors": []any{
+		map[string]any{"ancestorRef": map[string]any{"group": gatewayGroup, "kind": "Gateway", "namespace": "app", "name": "edge"},
+			"controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
+			"conditions":     []any{map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": then.UTC().Format(time.RFC3339)}}},
+		map[string]any{"ancestorRef": map[string]any{"group": gatewayGroup, "kind": "Gateway", "namespace": "app", "name": "edge"},
+			"controllerName": ControllerName,
+			"conditions":     []any{map[string]any{"type": "Accepted", "status": "False", "reason": "Conflicted", "message": "m", "observedGeneration": int64(2), "lastTransitionTime": then.UTC().Format(time.RFC3339)}}},
+	}}
+	now := metav1.NewTime(then.Add(time.Hour))
+	st := DesiredTrafficPolicyStatus(p, []TrafficAncestor{{Ref: gw, Status: metav1.ConditionFalse, Reason: "Conflicted", Message: "m"}}, now)
+	if len(st.Ancestors) != 2 || st.Ancestors[0].ControllerName == ControllerName {
+		t.Fatalf("ancestors %+v: the other controller's entry must stay first", st.Ancestors)
+	}
+	if c := st.Ancestors[1].Conditions[0]; !c.LastTransitionTime.Equal(&then) || c.ObservedGeneration != 2 {
+		t.Errorf("unchanged condition: transition %v (want %v), generation %d", c.LastTransitionTime, then, c.ObservedGeneration)
+	}
+	st = DesiredTrafficPolicyStatus(p, []TrafficAncestor{{Ref: gw, Status: metav1.ConditionTrue, Reason: "Accepted", Message: "ok"}}, now)
+	if c := st.Ancestors[1].Conditions[0]; !c.LastTransitionTime.Equal(&now) || c.Reason != "Accepted" {
+		t.Errorf("changed condition: %+v", c)
+	}
+	if reason, _ := TrafficWarning(merged); reason != "Conflicted" {
+		t.Errorf("warning %q", reason)
 	}
 }
