@@ -224,3 +224,86 @@ func TestCircuitBreakerThroughEnvoy(t *testing.T) {
 		t.Errorf("%d served, %d refused by the circuit breaker; want 1 or 2 served and the rest refused", served, refused)
 	}
 }
+
+// TestPassiveHealthCheckThroughEnvoy: a BackendTrafficPolicy's passive health check ejects
+// the node that answers 503 after 2 of them in a row (consecutive5XxErrors 2, up to 50 % of
+// the nodes, for 30s): of 30 requests, at most 2 get its 503 and the others reach the two
+// healthy nodes.
+func TestPassiveHealthCheckThroughEnvoy(t *testing.T) {
+	nodePort := testsupport.FreePort(t, trafficNodes...)
+	var mu sync.Mutex
+	hits := map[string]int{}
+	for i, ip := range trafficNodes {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := fmt.Sprintf("node-%d", i)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("x-count") != "" {
+				mu.Lock()
+				hits[node]++
+				mu.Unlock()
+			}
+			if node == "node-0" && r.Header.Get("x-count") != "" {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	addr := throughEnvoyWithTraffic(t, "tenant-outlier", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "eject",
+		HealthCheck: &v1alpha1.TrafficHealthCheck{Passive: &v1alpha1.TrafficPassiveHealthCheck{
+			Consecutive5xxErrors: ptr.To[uint32](2), BaseEjectionTime: "30s", Interval: "1s", MaxEjectionPercent: ptr.To[int32](50)}}})
+	failed := 0
+	for range 30 {
+		resp, err := trafficGet(addr, "x-count", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			failed++
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed > 2 || hits["node-0"] > 2 || hits["node-1"]+hits["node-2"] < 28 {
+		t.Errorf("%d of 30 requests failed, nodes reached %v; want the failing node ejected after 2", failed, hits)
+	}
+}
+
+// TestTrafficTimeoutThroughEnvoy: a BackendTrafficPolicy's timeout.http.requestTimeout of
+// 300ms answers a request the backend takes a second over with 504, while a quick one is
+// served.
+func TestTrafficTimeoutThroughEnvoy(t *testing.T) {
+	nodePort := testsupport.FreePort(t, trafficNodes...)
+	for _, ip := range trafficNodes {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("x-slow") != "" {
+				time.Sleep(time.Second)
+			}
+			w.WriteHeader(http.StatusOK)
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	addr := throughEnvoyWithTraffic(t, "tenant-traffic-timeout", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "quick",
+		Timeout: &v1alpha1.TrafficTimeout{HTTP: &v1alpha1.TrafficHTTPTimeout{RequestTimeout: "300ms"}}})
+	start := time.Now()
+	resp, err := trafficGet(addr, "x-slow", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 900*time.Millisecond {
+		t.Errorf("a slow request: %d after %s, want 504 after about 300ms", resp.StatusCode, took)
+	}
+	if resp, err := trafficGet(addr); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("a quick request: %v %v", resp, err)
+	}
+}
