@@ -7,10 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,6 +26,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/envoygatewaycrds"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
@@ -265,4 +269,41 @@ func trafficTargetsOfKind(k Kind, p client.Object) []reconcile.Request {
 		}
 	}
 	return out
+}
+
+// InstallTrafficPolicyCRD creates Envoy Gateway's BackendTrafficPolicy CRD (of
+// envoygatewaycrds.Version, field owner kubelb-ccm) when the tenant has none, and waits until
+// it is established; a CRD already there (Envoy Gateway's own, of any version) is never
+// changed. It tells whether it created it.
+func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client.Reader) (bool, error) {
+	crd, err := envoygatewaycrds.BackendTrafficPolicy()
+	if err != nil {
+		return false, err
+	}
+	cur := &apiextensionsv1.CustomResourceDefinition{}
+	switch err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("getting CRD %s: %w", crd.Name, err)
+	}
+	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	if err := c.Create(ctx, crd, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, cond := range cur.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("waiting for CRD %s to be established: %w", crd.Name, err)
+	}
+	return true, nil
 }

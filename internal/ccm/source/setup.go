@@ -29,6 +29,7 @@ import (
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/envoygatewaycrds"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/logging"
@@ -78,6 +79,15 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
+		// Envoy Gateway's BackendTrafficPolicy CRD, only when the tenant has none (Envoy
+		// Gateway's own is never replaced).
+		created, err := InstallTrafficPolicyCRD(ctx, mgr.GetClient(), mgr.GetAPIReader())
+		if err != nil {
+			return err
+		}
+		if created {
+			log.Info("installed Envoy Gateway's BackendTrafficPolicy CRD (it was absent)", "version", envoygatewaycrds.Version)
+		}
 	}
 	if err := IndexHub(context.Background(), hub.GetFieldIndexer()); err != nil {
 		return err
@@ -106,7 +116,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	trafficPolicies := gatewayAPI && served(BackendTrafficPolicyGVK)
 	if gatewayAPI && !trafficPolicies {
-		logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs to use them)")
+		logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs, or use --install-gateway-api-crds)")
 	}
 	if trafficPolicies {
 		if err := indexTrafficPolicies(context.Background(), mgr.GetFieldIndexer()); err != nil {
