@@ -13,6 +13,8 @@ CONTROLLER_GEN_VERSION ?= v0.21.0
 DISTRIBUTION_VERSION   ?= v3.1.2
 # cert-manager's Certificate CRD (internal/certmanagercrds) is copied from this release.
 CERT_MANAGER_VERSION   ?= v1.21.2
+# Envoy Gateway's BackendTrafficPolicy CRD (internal/envoygatewaycrds) is copied from this release.
+ENVOY_GATEWAY_VERSION  ?= v1.9.1
 export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION DISTRIBUTION_VERSION
 
 BIN            := $(CURDIR)/bin
@@ -114,10 +116,14 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	cm=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
 	  test -n "$$cm" || { echo "cert-manager module not found"; exit 1; }; \
 	  install -m 0644 $$cm/deploy/crds/cert-manager.io_certificates.yaml internal/certmanagercrds/
+	@# Envoy Gateway is not a dependency of kubelb's code either: its module is only downloaded.
+	eg=$$(go mod download -json github.com/envoyproxy/gateway@$(ENVOY_GATEWAY_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$eg" || { echo "Envoy Gateway module not found"; exit 1; }; \
+	  install -m 0644 $$eg/charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml internal/envoygatewaycrds/
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 	go test ./internal/conditiondoc -run TestReferenceUpToDate -update >/dev/null
 
-GENERATED := api/v1alpha1 config charts internal/gatewaycrds internal/certmanagercrds docs/metrics.md docs/conditions.md
+GENERATED := api/v1alpha1 config charts internal/gatewaycrds internal/certmanagercrds internal/envoygatewaycrds docs/metrics.md docs/conditions.md
 
 .PHONY: verify
 verify: ## Fail when generated files are stale (deepcopy, CRDs, chart CRDs, RBAC, metrics and conditions references).

@@ -98,6 +98,12 @@ type SourceContext struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	FrontendCACertificates []FrontendCACertificate `json:"frontendCACertificates,omitempty"`
+
+	// BackendTraffic is the Envoy Gateway BackendTrafficPolicy that applies to the object
+	// (a Gateway, an HTTPRoute or a GRPCRoute), as the ccm resolved it: a route's own
+	// overrides its Gateway's. Unset: none.
+	// +optional
+	BackendTraffic *BackendTraffic `json:"backendTraffic,omitempty"`
 }
 
 // FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,

@@ -32,6 +32,8 @@ var features = map[string]map[string]feature{
 		"spec.source.kubernetes.context.backendCACertificates": {backendTLSLost, carriesBackendTLS},
 		// A hub without it (an older kubelb) does not validate client certificates.
 		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): this hub does not validate the certificates of clients", carriesFrontendCA},
+		// A hub without it (an older kubelb, KubeLB CE) serves the route with its defaults.
+		"spec.source.kubernetes.context.backendTraffic": {"BackendTrafficPolicies (Envoy Gateway's): this hub serves the object with its default load balancing, retries, timeouts and no circuit breaker of the policy", carriesBackendTraffic},
 	},
 }
 
@@ -45,6 +47,16 @@ func carriesBackendTLS(obj map[string]any) bool {
 	ctx, _ := k8s["context"].(map[string]any)
 	entries, _ := ctx["backendTLS"].([]any)
 	return len(entries) > 0
+}
+
+// carriesBackendTraffic: the Route's context carries a BackendTrafficPolicy.
+func carriesBackendTraffic(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	src, _ := spec["source"].(map[string]any)
+	k8s, _ := src["kubernetes"].(map[string]any)
+	ctx, _ := k8s["context"].(map[string]any)
+	_, ok := ctx["backendTraffic"].(map[string]any)
+	return ok
 }
 
 // carriesFrontendCA: the Route's context carries the CA certificates of a Gateway's client

@@ -234,6 +234,21 @@ type Route struct {
 	// other clients are answered 403. Empty: every client. The listeners serving the route
 	// set RouteSourceRanges.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// Hash (with Backends) is what the route's requests are hashed on for clusters that
+	// balance by consistent hash (LBMaglev); nil for none (requests then spread at random).
+	Hash *HashPolicy `json:"hash,omitempty"`
+}
+
+// HashPolicy is what a request is hashed on (a BackendTrafficPolicy's consistentHash):
+// exactly one of SourceIP, Header and Cookie.
+type HashPolicy struct {
+	SourceIP bool `json:"sourceIP,omitempty"`
+	// Header is a lower-case header name (a token).
+	Header string `json:"header,omitempty"`
+	// Cookie is a cookie name (a token); with CookieTTL (whole seconds) Envoy sets the
+	// cookie on answers to requests that have none.
+	Cookie    string   `json:"cookie,omitempty"`
+	CookieTTL Duration `json:"cookieTTL,omitempty"`
 }
 
 // SessionPersistence is a route's session persistence (Gateway API sessionPersistence):
@@ -260,8 +275,13 @@ type SessionCookie struct {
 // RetryPolicy retries a request (Gateway API HTTPRoute retry): after a connection failure,
 // a reset, a try that ran out of BackendTimeout, or an answer with one of Codes.
 type RetryPolicy struct {
-	// Attempts is how many times a request is tried again, at least 1.
+	// Attempts is how many times a request is tried again, at least 1 (0 with On: none).
 	Attempts uint32 `json:"attempts"`
+	// On, when set, are Envoy's retry triggers (a BackendTrafficPolicy's retryOn), instead
+	// of connection failures, resets and (with Codes) retriable-status-codes.
+	On []string `json:"retryOn,omitempty"`
+	// MaxBackoff bounds the growing time before a try again; 0: ten times Backoff.
+	MaxBackoff Duration `json:"maxBackoff,omitempty"`
 	// Codes are the status codes (400 to 599) answered by a backend that are tried again,
 	// sorted; none: only failures without an answer.
 	Codes []uint32 `json:"codes,omitempty"`
@@ -411,6 +431,52 @@ type Cluster struct {
 	// TLS encrypts every upstream connection (HTTP and TCP clusters; a BackendTLSPolicy); nil sends
 	// plain text.
 	TLS *UpstreamTLS `json:"tls,omitempty"`
+	// Traffic is what a BackendTrafficPolicy asks of an HTTP cluster; nil: the defaults.
+	Traffic *ClusterTraffic `json:"traffic,omitempty"`
+}
+
+// Load-balancing policies of ClusterTraffic.LB.
+const (
+	LBRoundRobin   = "RoundRobin"
+	LBLeastRequest = "LeastRequest"
+	LBRandom       = "Random"
+	LBMaglev       = "Maglev"
+)
+
+// ClusterTraffic is a BackendTrafficPolicy's settings of an HTTP cluster. Zero fields keep
+// the defaults (round robin; the circuit breaker of MaxConnections; no outlier detection).
+type ClusterTraffic struct {
+	// LB is LBRoundRobin, LBLeastRequest, LBRandom or LBMaglev ("": round robin);
+	// MaglevTableSize a prime (0: Envoy's 65537).
+	LB              string `json:"lb,omitempty"`
+	MaglevTableSize uint64 `json:"maglevTableSize,omitempty"`
+	// Circuit-breaker thresholds, at most MaxConnections each; 0: MaxConnections (retries:
+	// Envoy's 3).
+	MaxPendingRequests uint32 `json:"maxPendingRequests,omitempty"`
+	MaxRequests        uint32 `json:"maxRequests,omitempty"`
+	MaxRetries         uint32 `json:"maxRetries,omitempty"`
+	// MaxRequestsPerConnection closes an upstream connection after this many requests; 0:
+	// no bound.
+	MaxRequestsPerConnection uint32 `json:"maxRequestsPerConnection,omitempty"`
+	// IdleTimeout closes an upstream connection without requests for this long; 0: Envoy's
+	// hour.
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	// Outlier ejects endpoints that keep failing (passive health check); nil: none.
+	Outlier *OutlierDetection `json:"outlier,omitempty"`
+}
+
+// OutlierDetection is Envoy's outlier detection; zero fields keep Envoy's defaults.
+type OutlierDetection struct {
+	SplitExternalLocalOriginErrors bool `json:"splitExternalLocalOriginErrors,omitempty"`
+	// AlwaysEjectOne ejects one failing endpoint even beyond MaxEjectionPercent.
+	AlwaysEjectOne   bool     `json:"alwaysEjectOne,omitempty"`
+	Interval         Duration `json:"interval,omitempty"`
+	BaseEjectionTime Duration `json:"baseEjectionTime,omitempty"`
+	// Counts: nil keeps Envoy's default.
+	Consecutive5xx                 *uint32 `json:"consecutive5xx,omitempty"`
+	ConsecutiveGatewayErrors       *uint32 `json:"consecutiveGatewayErrors,omitempty"`
+	ConsecutiveLocalOriginFailures *uint32 `json:"consecutiveLocalOriginFailures,omitempty"`
+	MaxEjectionPercent             *uint32 `json:"maxEjectionPercent,omitempty"`
 }
 
 // UpstreamTLS is TLS towards a cluster's endpoints, the backend's certificate verified.

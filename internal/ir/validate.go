@@ -367,6 +367,12 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if err := r.SessionPersistence.Validate(); err != nil {
 		return fmt.Errorf("session persistence: %w", err)
 	}
+	if err := r.Hash.validate(); err != nil {
+		return err
+	}
+	if r.Hash != nil && len(r.Backends) == 0 {
+		return errors.New("a hash policy without backends")
+	}
 	for _, m := range r.Mirrors {
 		if !clusters[m.Cluster] {
 			return fmt.Errorf("mirror cluster %q does not exist", m.Cluster)
@@ -470,6 +476,9 @@ func (c *Cluster) validate() error {
 			// HTTP on a separate port (kube-proxy's healthCheckNodePort).
 			return errors.New("a UDP cluster's health check must be an HTTP check on its own port")
 		}
+	}
+	if err := c.Traffic.validate(c); err != nil {
+		return fmt.Errorf("traffic policy: %w", err)
 	}
 	if t := c.TLS; t != nil {
 		if err := t.validate(c.Protocol); err != nil {
@@ -579,8 +588,16 @@ func (p *RetryPolicy) validate() error {
 	if p == nil {
 		return nil
 	}
-	if p.Attempts < 1 || p.Attempts > MaxRetryAttempts {
+	if (p.Attempts < 1 && len(p.On) == 0) || p.Attempts > MaxRetryAttempts {
 		return fmt.Errorf("%d attempts; want 1 to %d", p.Attempts, MaxRetryAttempts)
+	}
+	for _, on := range p.On {
+		if on == "" || strings.ContainsAny(on, ", ") {
+			return fmt.Errorf("retry trigger %q is not a single trigger", on)
+		}
+	}
+	if p.MaxBackoff > 0 && p.MaxBackoff < p.Backoff {
+		return fmt.Errorf("max backoff %s is less than backoff %s", p.MaxBackoff.D(), p.Backoff.D())
 	}
 	for i, c := range p.Codes {
 		if c < 400 || c > 599 {
@@ -592,6 +609,68 @@ func (p *RetryPolicy) validate() error {
 	}
 	if p.Backoff < 0 || p.Backoff > 0 && p.Backoff < Duration(time.Millisecond) {
 		return fmt.Errorf("backoff %s; want 0 or at least 1ms", p.Backoff.D())
+	}
+	return nil
+}
+
+// maxMaglevTableSize is Envoy's largest Maglev table.
+const maxMaglevTableSize = 5000011
+
+// validate checks a cluster's traffic settings (nil: none): HTTP clusters only, a known load
+// balancer, a Maglev table size Envoy takes, thresholds within MaxConnections.
+func (t *ClusterTraffic) validate(c *Cluster) error {
+	if t == nil {
+		return nil
+	}
+	if c.Protocol != UpstreamHTTP1 && c.Protocol != UpstreamHTTP2 {
+		return errors.New("only HTTP clusters take traffic settings")
+	}
+	switch t.LB {
+	case "", LBRoundRobin, LBLeastRequest, LBRandom, LBMaglev:
+	default:
+		return fmt.Errorf("load balancer %q is not supported", t.LB)
+	}
+	if t.MaglevTableSize != 0 && (t.LB != LBMaglev || t.MaglevTableSize > maxMaglevTableSize) {
+		return fmt.Errorf("maglev table size %d without Maglev or above %d", t.MaglevTableSize, maxMaglevTableSize)
+	}
+	if c.HashSourceIP && t.LB != "" {
+		return errors.New("a load balancer and HashSourceIP together")
+	}
+	for _, n := range []uint32{t.MaxPendingRequests, t.MaxRequests, t.MaxRetries} {
+		if n > c.MaxConnections {
+			return fmt.Errorf("circuit-breaker threshold %d above max connections %d", n, c.MaxConnections)
+		}
+	}
+	if t.IdleTimeout < 0 {
+		return errors.New("negative idle timeout")
+	}
+	if o := t.Outlier; o != nil {
+		if o.Interval < 0 || o.BaseEjectionTime < 0 {
+			return errors.New("negative outlier detection interval")
+		}
+		if o.MaxEjectionPercent != nil && *o.MaxEjectionPercent > 100 {
+			return fmt.Errorf("max ejection percent %d above 100", *o.MaxEjectionPercent)
+		}
+	}
+	return nil
+}
+
+// validate checks a route's hash policy (nil: none): exactly one source, names as tokens.
+func (h *HashPolicy) validate() error {
+	if h == nil {
+		return nil
+	}
+	if countSet(h.SourceIP, h.Header != "", h.Cookie != "") != 1 {
+		return errors.New("hash policy: exactly one of source IP, header and cookie")
+	}
+	if h.Header != "" && !headerNameRE.MatchString(h.Header) {
+		return fmt.Errorf("hash policy header %q is not a lower-case token", h.Header)
+	}
+	if h.Cookie != "" && (!cookieNameRE.MatchString(h.Cookie) || len(h.Cookie) > 256) {
+		return fmt.Errorf("hash policy cookie %q is not a token", h.Cookie)
+	}
+	if h.CookieTTL < 0 || (h.CookieTTL > 0 && h.Cookie == "") {
+		return errors.New("hash policy cookie TTL without a cookie, or negative")
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"kubelb.dev/kubelb/internal/envoygatewaycrds"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
 	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -133,7 +134,13 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		env.CRDs = crds
+		// Tenants with Gateway API also serve Envoy Gateway's BackendTrafficPolicy, whose
+		// policies kubelb's ccm reads.
+		btp, err := envoygatewaycrds.BackendTrafficPolicy()
+		if err != nil {
+			return nil, err
+		}
+		env.CRDs = append(crds, btp)
 	}
 	cfg, err := env.Start()
 	if err != nil {

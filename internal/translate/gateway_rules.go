@@ -237,7 +237,11 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if l != nil {
 		clientCert = l.gw.clientCert
 	}
-	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, rs, dry, f.redirect != nil)
+	var traffic *backendTraffic // the BackendTrafficPolicy of the route under the listener's Gateway
+	if l != nil {
+		traffic = t.trafficFor(ro.r, l.gw, owner)
+	}
+	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, traffic, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)
 	timeouts, err := httpTimeouts(rule.timeouts)
 	if err != "" {
@@ -297,6 +301,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			route.Retry = retry
 			route.SessionPersistence = session.at(m)
 			route.Mirrors = mirrors
+			traffic.applyRoute(route)
 			if f.rewrite != nil {
 				rw, err := rewrite(f.rewrite, m)
 				if err != "" {
@@ -317,7 +322,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 // changes (headers, by backendRef): weight 0 is left out; a backend that cannot be resolved is
 // reported (ResolvedRefs) and left out. The caller answers 500 when none remains. ignored:
 // the rule redirects, backends are unused.
-func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []backendRefOf, headers []backendHeaderMods, http2 bool, clientCert string, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
+func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []backendRefOf, headers []backendHeaderMods, http2 bool, clientCert string, traffic *backendTraffic, rs *refs, dry, ignored bool) ([]ir.WeightedCluster, uint32) {
 	t := a.t
 	var out []ir.WeightedCluster
 	var failed uint32
@@ -330,7 +335,7 @@ func (a *attacher) weightedBackends(ro *routeObj, owner ir.ObjectRef, brefs []ba
 		}
 		var cluster string
 		if b.reason == "" && !dry && !ignored && b.weight > 0 {
-			be, reason, msg := t.backend(ro.r, owner, b.namespace, b.name, b.port, http2, clientCert)
+			be, reason, msg := t.backendWith(ro.r, owner, b.namespace, b.name, b.port, http2, clientCert, traffic)
 			if reason == ReasonInvalidBackendTLS {
 				// The reference resolves (the route's ResolvedRefs stays), but its policy's TLS
 				// cannot be used: its share fails rather than go unencrypted.

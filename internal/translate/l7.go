@@ -134,7 +134,9 @@ type l7 struct {
 	secrets  map[string]*ir.Secret
 	// Indexes of the input, made when first needed: the Services of Routes with many
 	// (service), hub Secrets by origin, hub Services of Routes by Route name.
-	services       map[*v1alpha1.Route]serviceIndex
+	services map[*v1alpha1.Route]serviceIndex
+	// traffic: the BackendTrafficPolicies of Route contexts, checked once (backendtraffic.go).
+	traffic        map[*v1alpha1.BackendTraffic]trafficResult
 	secretIndex    map[nsName]*corev1.Secret
 	routeServices  map[string]*corev1.Service
 	ingressService *corev1.Service
@@ -247,6 +249,12 @@ type backend struct {
 // when that TLS cannot be used: the backend must answer with an error, never plain text);
 // the caller reports it on the right section with the severity it needs.
 func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool, clientCert string) (backend, string, string) {
+	return t.backendWith(r, owner, namespace, name, port, http2, clientCert, nil)
+}
+
+// backendWith is backend under a BackendTrafficPolicy (nil: none): a policy that changes
+// clusters gives the backend a cluster of its own (trafficClusterName).
+func (t *l7) backendWith(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool, clientCert string, traffic *backendTraffic) (backend, string, string) {
 	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
 		return backend{}, reason, msg
 	}
@@ -286,6 +294,12 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 		upTLS.ClientCertificate = clientCert
 		clusterName += "/client/" + clientCert
 	}
+	if !traffic.clusterSettings() {
+		traffic = nil
+	}
+	if traffic != nil {
+		clusterName = trafficClusterName(clusterName, traffic)
+	}
 	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
 		return backend{cluster: clusterName}, "", ""
@@ -299,6 +313,9 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 		ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
 		MaxConnections: t.opts.MaxConnectionsPerCluster,
 		TLS:            upTLS,
+	}
+	if traffic != nil {
+		t.applyCluster(c, traffic, owner)
 	}
 	if len(c.Endpoints) == 0 {
 		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; requests fail until the tenant has Ready nodes with valid addresses",

@@ -18,6 +18,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/gatewaycrds"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestDisableFlags: a second ccm (hub namespace tenant-b) with Ingresses and HTTPRoutes
@@ -79,6 +80,35 @@ func TestInstallCRDs(t *testing.T) {
 	}
 	if err := InstallCRDs(ctx, e.Hub.Client, e.Hub.Client, "nightly"); err == nil {
 		t.Error("an unknown channel was accepted")
+	}
+
+	// Envoy Gateway's BackendTrafficPolicy CRD is created when absent (the hub API server
+	// serves it as test tenants do: removed first; nothing on the hub uses it), and one
+	// already there (here: marked as Envoy Gateway's own install) is left as it is.
+	old := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "backendtrafficpolicies.gateway.envoyproxy.io"}}
+	if err := e.Hub.Client.Delete(e.ctx, old); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	e.waitGone(t, e.Hub.Client, old)
+	created, err := InstallTrafficPolicyCRD(ctx, e.Hub.Client, e.Hub.Client)
+	if err != nil || !created {
+		t.Fatalf("installing the BackendTrafficPolicy CRD on a cluster without it: created %v, %v", created, err)
+	}
+	btp := &apiextensionsv1.CustomResourceDefinition{}
+	objects.Update(t, e.Hub.Client, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "backendtrafficpolicies.gateway.envoyproxy.io"}},
+		func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Annotations["example.com/installed-by"] = "envoy-gateway"
+			btp = c
+		})
+	if created, err := InstallTrafficPolicyCRD(ctx, e.Hub.Client, e.Hub.Client); err != nil || created {
+		t.Fatalf("again: created %v, %v", created, err)
+	}
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Name: btp.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["example.com/installed-by"] != "envoy-gateway" || got.ResourceVersion != btp.ResourceVersion {
+		t.Errorf("an existing BackendTrafficPolicy CRD was changed: annotations %v", got.Annotations)
 	}
 }
 

@@ -73,6 +73,11 @@ type Reconciler struct {
 	// BackendTLSPolicies tells whether the tenant serves BackendTLSPolicies (v1) and the
 	// kind's backends get their TLS (HTTPRoutes, GRPCRoutes).
 	BackendTLSPolicies bool
+	// BackendTrafficPolicies tells whether the tenant serves Envoy Gateway's
+	// BackendTrafficPolicies and the kind's Routes carry them (Gateways, HTTPRoutes,
+	// GRPCRoutes); Policies reads them (the tenant cache, unstructured).
+	BackendTrafficPolicies bool
+	Policies               client.Reader
 	// ListenerSets tells whether the tenant serves ListenerSets (gateway-api v1.6's v1):
 	// routes attached to one are mirrored when its Gateway is served.
 	ListenerSets bool
@@ -247,6 +252,11 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 	}
 	if r.Kind.Name == Gateway.Name && sc.context != nil {
 		if err := r.frontendCA(ctx, u, obj.GetNamespace(), grants, sc.context); err != nil {
+			return sc, err
+		}
+	}
+	if r.BackendTrafficPolicies && sc.context != nil {
+		if sc.context.BackendTraffic, err = r.backendTraffic(ctx, obj); err != nil {
 			return sc, err
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/envoygatewaycrds"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/logging"
@@ -78,6 +79,15 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
+		// Envoy Gateway's BackendTrafficPolicy CRD, only when the tenant has none (Envoy
+		// Gateway's own is never replaced).
+		created, err := InstallTrafficPolicyCRD(ctx, mgr.GetClient(), mgr.GetAPIReader())
+		if err != nil {
+			return err
+		}
+		if created {
+			log.Info("installed Envoy Gateway's BackendTrafficPolicy CRD (it was absent)", "version", envoygatewaycrds.Version)
+		}
 	}
 	if err := IndexHub(context.Background(), hub.GetFieldIndexer()); err != nil {
 		return err
@@ -104,6 +114,16 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 	}
+	trafficPolicies := gatewayAPI && served(BackendTrafficPolicyGVK)
+	if gatewayAPI && !trafficPolicies {
+		logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs, or use --install-gateway-api-crds)")
+	}
+	if trafficPolicies {
+		if err := indexTrafficPolicies(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return err
+		}
+	}
+	var trafficKindsSet []Kind
 	var policyKindsSet []Kind
 	listenerSets := gatewayAPI && served(ListenerSet.GroupVersionKind()) && !o.Disabled[ListenerSet.Name]
 	twins := newTwinRefs()
@@ -122,12 +142,23 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
 			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k), ListenerSets: listenerSets,
+			BackendTrafficPolicies: trafficPolicies && appliesBackendTraffic(k), Policies: mgr.GetCache(),
 			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
 		}
 		if r.BackendTLSPolicies {
 			policyKindsSet = append(policyKindsSet, k)
+		}
+		if r.BackendTrafficPolicies && k.AttachesToGateway() {
+			trafficKindsSet = append(trafficKindsSet, k)
+		}
+	}
+	if trafficPolicies {
+		tr := &TrafficPolicyReconciler{Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
+			UseGatewayClass: o.UseGatewayClass, Kinds: trafficKindsSet}
+		if err := setupTrafficPolicies(mgr, tr, workers); err != nil {
+			return fmt.Errorf("setting up the BackendTrafficPolicy controller: %w", err)
 		}
 	}
 	if len(policyKindsSet) > 0 {
@@ -282,6 +313,14 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				}
 				return out
 			})))
+	}
+	if r.BackendTrafficPolicies {
+		// A BackendTrafficPolicy changes the Routes of the objects it targets (before and
+		// after a change: the map runs on both).
+		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), newTrafficPolicy(),
+			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, p client.Object) []reconcile.Request {
+				return trafficTargetsOfKind(k, p)
+			}), predicate.GenerationChangedPredicate{}))
 	}
 	if k.Name == Gateway.Name {
 		// A ConfigMap a Gateway's client certificate validation names changes its Route.

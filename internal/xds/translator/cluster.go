@@ -101,9 +101,10 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 	case c.TLS != nil:
 		out.TransportSocket = upstreamTLS(c, &errs)
 	}
+	common := clusterTraffic(out, c, nil)
 	switch c.Protocol {
 	case ir.UpstreamHTTP1, ir.UpstreamHTTP2:
-		opts := &httpv3.HttpProtocolOptions{}
+		opts := &httpv3.HttpProtocolOptions{CommonHttpProtocolOptions: common}
 		if c.Protocol == ir.UpstreamHTTP2 {
 			opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},

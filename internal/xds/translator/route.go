@@ -153,6 +153,7 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		a.RequestMirrorPolicies = append(a.RequestMirrorPolicies, mp)
 	}
 	a.RetryPolicy = retryPolicy(r)
+	a.HashPolicy = hashPolicy(r.Hash)
 	if rw := r.Rewrite; rw != nil {
 		if rw.Hostname != "" {
 			a.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Hostname}
@@ -182,13 +183,15 @@ func retryPolicy(r *ir.Route) *routev3.RetryPolicy {
 	}
 	if rt := r.Retry; rt != nil {
 		p.NumRetries = wrapperspb.UInt32(rt.Attempts)
-		p.RetryOn = "connect-failure,refused-stream,reset"
+		p.RetryOn = retryOn(rt)
 		if len(rt.Codes) > 0 {
-			p.RetryOn += ",retriable-status-codes"
 			p.RetriableStatusCodes = slices.Clone(rt.Codes)
 		}
 		if rt.Backoff > 0 {
 			p.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(rt.Backoff.D())}
+			if rt.MaxBackoff > 0 {
+				p.RetryBackOff.MaxInterval = durationpb.New(rt.MaxBackoff.D())
+			}
 		}
 	}
 	return p

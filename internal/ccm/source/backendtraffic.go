@@ -1,0 +1,246 @@
+package source
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1) in the ccm: which
+// policy applies to a Gateway, an HTTPRoute or a GRPCRoute (TrafficWinner), what its Route
+// carries of it to the hub (DesiredBackendTraffic), and the policy's status
+// (DesiredTrafficPolicyStatus). All pure. The ccm reads the policies as unstructured objects:
+// kubelb does not depend on Envoy Gateway's Go module (docs/l7.md, "Traffic policies").
+
+// BackendTrafficPolicyGVK is the kind read.
+var BackendTrafficPolicyGVK = schema.GroupVersionKind{Group: trafficpolicy.Group, Version: trafficpolicy.Version, Kind: trafficpolicy.Kind}
+
+// newTrafficPolicy and newTrafficPolicyList are empty objects of the kind, for the cache.
+func newTrafficPolicy() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(BackendTrafficPolicyGVK)
+	return u
+}
+
+func newTrafficPolicyList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(BackendTrafficPolicyGVK.GroupVersion().WithKind(trafficpolicy.Kind + "List"))
+	return l
+}
+
+// trafficTargetKinds are the kinds a BackendTrafficPolicy may target in kubelb (whole
+// objects: sectionName is not yet served).
+var trafficTargetKinds = []string{kindGateway, "HTTPRoute", "GRPCRoute"}
+
+// appliesBackendTraffic tells whether a kind's Routes carry BackendTrafficPolicies.
+func appliesBackendTraffic(k Kind) bool {
+	return slices.Contains(trafficTargetKinds, k.String())
+}
+
+// trafficTargetKey is the index key of a policy's target: "Kind/name" (the policy's namespace).
+func trafficTargetKey(kind, name string) string { return kind + "/" + name }
+
+// trafficSpec is a policy's spec (nil when it has none).
+func trafficSpec(p *unstructured.Unstructured) map[string]any {
+	spec, _ := p.Object["spec"].(map[string]any)
+	return spec
+}
+
+// servedTarget tells whether kubelb serves a target as written.
+func servedTarget(t trafficpolicy.Target) bool {
+	return t.Group == gatewayGroup && slices.Contains(trafficTargetKinds, t.Kind) && t.SectionName == ""
+}
+
+// TrafficVerdict is what kubelb makes of a policy: the settings Routes carry, or why the
+// policy cannot be used as written (Invalid; then none of it applies).
+type TrafficVerdict struct {
+	Traffic *v1alpha1.BackendTraffic
+	Invalid string
+}
+
+// ReadTrafficPolicy reads and checks a policy: its targets (Gateways, HTTPRoutes and GRPCRoutes
+// of Gateway API's group, whole objects), its fields (those kubelb serves only) and their
+// values (trafficpolicy.Resolve).
+func ReadTrafficPolicy(p *unstructured.Unstructured) TrafficVerdict {
+	spec := trafficSpec(p)
+	var problems []string
+	targets := trafficpolicy.Targets(spec)
+	if len(targets) == 0 {
+		problems = append(problems, "the policy has no targetRefs")
+	}
+	for _, t := range targets {
+		switch {
+		case t.Group != gatewayGroup || !slices.Contains(trafficTargetKinds, t.Kind):
+			problems = append(problems, fmt.Sprintf("targetRef %s %s: kubelb serves policies on Gateways, HTTPRoutes and GRPCRoutes (%s) only; other kinds are not yet supported",
+				truncateName(refKind(t.Group, t.Kind)), truncateName(t.Name), gatewayGroup))
+		case t.SectionName != "":
+			problems = append(problems, fmt.Sprintf("targetRef %s %s sectionName %q: targeting a section is not yet supported; target the whole object",
+				t.Kind, truncateName(t.Name), truncateName(t.SectionName)))
+		}
+	}
+	bt, err := trafficpolicy.Read(p.GetNamespace(), p.GetName(), spec)
+	if err == nil {
+		_, err = trafficpolicy.Resolve(bt)
+	}
+	if err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if len(problems) > 0 {
+		msg := strings.Join(problems, "; ")
+		if len(msg) > 2048 {
+			msg = msg[:2048] + "…"
+		}
+		return TrafficVerdict{Invalid: msg}
+	}
+	return TrafficVerdict{Traffic: bt}
+}
+
+// targetsObject tells whether policy p targets the whole object kind/name of its namespace.
+func targetsObject(p *unstructured.Unstructured, kind, name string) bool {
+	return slices.ContainsFunc(trafficpolicy.Targets(trafficSpec(p)), func(t trafficpolicy.Target) bool {
+		return t.Group == gatewayGroup && t.Kind == kind && t.Name == name && t.SectionName == ""
+	})
+}
+
+// trafficBefore orders policies by precedence: the older first, then by name.
+func trafficBefore(a, b *unstructured.Unstructured) int {
+	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+	if c := ta.Compare(tb.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+}
+
+// TrafficWinner is the policy that applies to the object kind/name of namespace ns: the first
+// by precedence among policies (in any order) of its namespace targeting it; nil when none.
+// A winner that cannot be used applies nothing: the others stay Conflicted (as Envoy
+// Gateway, which attaches the oldest before checking it).
+func TrafficWinner(policies []*unstructured.Unstructured, ns, kind, name string) *unstructured.Unstructured {
+	var best *unstructured.Unstructured
+	for _, p := range policies {
+		if p.GetNamespace() == ns && p.GetDeletionTimestamp() == nil && targetsObject(p, kind, name) && (best == nil || trafficBefore(p, best) < 0) {
+			best = p
+		}
+	}
+	return best
+}
+
+// DesiredBackendTraffic is what the Route of the object kind/name carries: the settings of the
+// policy that applies to it, nil when none does or when it cannot be used.
+func DesiredBackendTraffic(policies []*unstructured.Unstructured, ns, kind, name string) *v1alpha1.BackendTraffic {
+	w := TrafficWinner(policies, ns, kind, name)
+	if w == nil {
+		return nil
+	}
+	return ReadTrafficPolicy(w).Traffic
+}
+
+// TrafficAncestor is one ancestor kubelb writes on a policy, with its Accepted condition's
+// status, reason and message.
+type TrafficAncestor struct {
+	Ref             gwapiv1.ParentReference
+	Status          metav1.ConditionStatus
+	Reason, Message string
+}
+
+// worse tells whether a replaces b for one ancestor: a refusal over an acceptance.
+func (a TrafficAncestor) worse(b TrafficAncestor) bool {
+	return a.Status == metav1.ConditionFalse && b.Status != metav1.ConditionFalse
+}
+
+// MergeTrafficAncestors keeps one entry per ancestor (the worst verdict of the targets under
+// it), sorted by kind, namespace and name.
+func MergeTrafficAncestors(in []TrafficAncestor) []TrafficAncestor {
+	var out []TrafficAncestor
+	for _, a := range in {
+		if i := slices.IndexFunc(out, func(o TrafficAncestor) bool { return equalParentRef(o.Ref, a.Ref) }); i >= 0 {
+			if a.worse(out[i]) {
+				out[i] = a
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	key := func(a TrafficAncestor) string {
+		k := kindGateway
+		if a.Ref.Kind != nil {
+			k = string(*a.Ref.Kind)
+		}
+		ns := ""
+		if a.Ref.Namespace != nil {
+			ns = string(*a.Ref.Namespace)
+		}
+		return k + "/" + ns + "/" + string(a.Ref.Name)
+	}
+	slices.SortFunc(out, func(a, b TrafficAncestor) int { return strings.Compare(key(a), key(b)) })
+	return out
+}
+
+// ObjectAncestor is the ancestorRef naming a target itself (a route that does not exist, whose
+// Gateways are unknown).
+func ObjectAncestor(namespace, kind, name string) gwapiv1.ParentReference {
+	g, k, ns := gwapiv1.Group(gatewayGroup), gwapiv1.Kind(kind), gwapiv1.Namespace(namespace)
+	return gwapiv1.ParentReference{Group: &g, Kind: &k, Namespace: &ns, Name: gwapiv1.ObjectName(name)}
+}
+
+// ReadPolicyStatus reads a policy's status.ancestors.
+func ReadPolicyStatus(p *unstructured.Unstructured) gwapiv1.PolicyStatus {
+	st := gwapiv1.PolicyStatus{}
+	if raw, ok := p.Object["status"].(map[string]any); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st)
+	}
+	return st
+}
+
+// DesiredTrafficPolicyStatus is a policy's status: the other controllers' ancestors as they
+// are, then kubelb's (ancestors, at most 16 in all) with their Accepted condition at the
+// policy's generation; the transition times of unchanged conditions are kept, now stamps the
+// changed ones.
+func DesiredTrafficPolicyStatus(p *unstructured.Unstructured, ancestors []TrafficAncestor, now metav1.Time) gwapiv1.PolicyStatus {
+	cur := ReadPolicyStatus(p)
+	out := gwapiv1.PolicyStatus{Ancestors: []gwapiv1.PolicyAncestorStatus{}}
+	for _, a := range cur.Ancestors {
+		if a.ControllerName != ControllerName {
+			out.Ancestors = append(out.Ancestors, a)
+		}
+	}
+	for _, an := range ancestors {
+		if len(out.Ancestors) == maxPolicyAncestors {
+			break
+		}
+		var conds []metav1.Condition
+		for _, a := range cur.Ancestors {
+			if a.ControllerName == ControllerName && equalParentRef(a.AncestorRef, an.Ref) {
+				conds = slices.Clone(a.Conditions)
+			}
+		}
+		c := metav1.Condition{Type: string(gwapiv1.PolicyConditionAccepted), Status: an.Status, Reason: an.Reason, Message: an.Message,
+			ObservedGeneration: p.GetGeneration(), LastTransitionTime: now}
+		meta.SetStatusCondition(&conds, c)
+		conds = slices.DeleteFunc(conds, func(x metav1.Condition) bool { return x.Type != c.Type })
+		out.Ancestors = append(out.Ancestors, gwapiv1.PolicyAncestorStatus{AncestorRef: an.Ref, ControllerName: ControllerName, Conditions: conds})
+	}
+	return out
+}
+
+// TrafficWarning is the Warning of kubelb's ancestors of a status (reason "" for none): the
+// first refusal.
+func TrafficWarning(ancestors []TrafficAncestor) (string, string) {
+	for _, a := range ancestors {
+		if a.Status == metav1.ConditionFalse {
+			return a.Reason, a.Message
+		}
+	}
+	return "", ""
+}

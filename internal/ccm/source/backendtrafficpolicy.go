@@ -1,0 +1,309 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/envoygatewaycrds"
+	"kubelb.dev/kubelb/internal/ssa"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// indexTrafficTargets: trafficTargetKey of every object a BackendTrafficPolicy targets
+// (tenant cache; the policy's namespace).
+const indexTrafficTargets = "ccm.kubelb.k8c.io/traffic-policy-targets"
+
+func indexTrafficPolicies(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, newTrafficPolicy(), indexTrafficTargets, func(o client.Object) []string {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return nil
+		}
+		var out []string
+		for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
+			if t.Group == gatewayGroup {
+				out = append(out, trafficTargetKey(t.Kind, t.Name))
+			}
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing BackendTrafficPolicies by target: %w", err)
+	}
+	return nil
+}
+
+// trafficPoliciesOf lists the policies of namespace ns targeting the object kind/name (the
+// tenant cache, which reads the kind as unstructured objects).
+func trafficPoliciesOf(ctx context.Context, c client.Reader, ns, kind, name string) ([]*unstructured.Unstructured, error) {
+	list := newTrafficPolicyList()
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{indexTrafficTargets: trafficTargetKey(kind, name)}); err != nil {
+		return nil, fmt.Errorf("listing the BackendTrafficPolicies of %s %s/%s: %w", kind, ns, name, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
+}
+
+// backendTraffic is what the Route of obj (a Gateway, an HTTPRoute or a GRPCRoute) carries of
+// BackendTrafficPolicies (DesiredBackendTraffic).
+func (r *Reconciler) backendTraffic(ctx context.Context, obj client.Object) (*v1alpha1.BackendTraffic, error) {
+	policies, err := trafficPoliciesOf(ctx, r.Policies, obj.GetNamespace(), r.Kind.String(), obj.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return DesiredBackendTraffic(policies, obj.GetNamespace(), r.Kind.String(), obj.GetName()), nil
+}
+
+// TrafficPolicyReconciler writes kubelb's entries of the status of BackendTrafficPolicies
+// (ccm-backendtrafficpolicy, per object): get → ReadTrafficPolicy → for each target, whether it
+// exists and is served by kubelb, the policy that wins it (TrafficWinner) and its ancestors
+// (a Gateway; a route's served Gateways) → DesiredTrafficPolicyStatus (pure) → one status
+// patch when it differs. A policy none of whose targets kubelb serves gets no entry of
+// kubelb's (another implementation's); a target that does not exist gets an ancestor naming
+// it, Accepted False, TargetNotFound. What Routes carry is decided by the route controllers
+// from the same functions.
+//
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies/status,verbs=get;update;patch
+type TrafficPolicyReconciler struct {
+	// Tenant writes to the tenant; Reader reads from the tenant cache (unstructured policies
+	// too).
+	Tenant client.Client
+	Reader client.Reader
+	// Recorder records a Warning Event on a policy when its status comes to say that it does
+	// not apply (once per status change).
+	Recorder        events.EventRecorder
+	UseGatewayClass bool
+	// Kinds are the route kinds set up (HTTPRoute, GRPCRoute: their objects are read).
+	Kinds []Kind
+}
+
+// Reconcile writes one BackendTrafficPolicy's status.
+func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	defer func() { res, err = ssa.RetryConflict(res, err) }()
+	p := newTrafficPolicy()
+	if err := r.Reader.Get(ctx, req.NamespacedName, p); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, nil
+	}
+	v := ReadTrafficPolicy(p)
+	var ancestors []TrafficAncestor
+	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
+		if !servedTarget(t) {
+			continue // named in v.Invalid
+		}
+		as, err := r.targetAncestors(ctx, p, t, v)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		ancestors = append(ancestors, as...)
+	}
+	ancestors = MergeTrafficAncestors(ancestors)
+	next := DesiredTrafficPolicyStatus(p, ancestors, metav1.NewTime(time.Now().Truncate(time.Second)))
+	before := ReadPolicyStatus(p)
+	if equality.Semantic.DeepEqual(before, next) {
+		return reconcile.Result{}, nil
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&next)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	updated := p.DeepCopy()
+	updated.Object["status"] = raw
+	if err := r.Tenant.Status().Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return reconcile.Result{}, fmt.Errorf("writing the status of BackendTrafficPolicy %s: %w", req.NamespacedName, err)
+	}
+	if reason, note := TrafficWarning(ancestors); reason != "" && policyWarningChanged(before, next) {
+		record(r.Recorder, p, corev1.EventTypeWarning, reason, "%s", note)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("wrote the status of BackendTrafficPolicy", "ancestors", len(ancestors), "invalid", v.Invalid != "")
+	return reconcile.Result{}, nil
+}
+
+// targetAncestors are the ancestors of one served target of p with their verdict: the
+// Gateway itself, or a route's served Gateways; the target itself when it does not exist;
+// none when kubelb does not serve it.
+func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t trafficpolicy.Target, v TrafficVerdict) ([]TrafficAncestor, error) {
+	ns := p.GetNamespace()
+	var refs []gwapiv1.ParentReference
+	exists := false
+	if t.Kind == kindGateway {
+		gw := &gwapiv1.Gateway{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, gw); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("getting Gateway %s/%s: %w", ns, t.Name, err)
+		} else if err == nil {
+			exists = true
+			served, err := getGatewayServed(ctx, r.Reader, client.ObjectKey{Namespace: ns, Name: t.Name}, r.UseGatewayClass)
+			if err != nil {
+				return nil, err
+			}
+			if served {
+				refs = append(refs, GatewayAncestor(ns, t.Name))
+			}
+		}
+	} else {
+		for _, k := range r.Kinds {
+			if k.String() != t.Kind {
+				continue
+			}
+			o := k.New()
+			if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, o); client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("getting %s %s/%s: %w", t.Kind, ns, t.Name, err)
+			} else if err != nil {
+				break
+			}
+			exists = true
+			for _, pr := range ParentRefs(toUnstructured(o), ns) {
+				served, err := getGatewayServed(ctx, r.Reader, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Name}, r.UseGatewayClass)
+				if err != nil {
+					return nil, err
+				}
+				if served {
+					refs = append(refs, GatewayAncestor(pr.Namespace, pr.Name))
+				}
+			}
+		}
+	}
+	what := fmt.Sprintf("%s %s/%s", t.Kind, ns, t.Name)
+	if !exists {
+		return []TrafficAncestor{{Ref: ObjectAncestor(ns, t.Kind, t.Name), Status: metav1.ConditionFalse,
+			Reason: string(gwapiv1.PolicyReasonTargetNotFound), Message: what + " does not exist"}}, nil
+	}
+	a := TrafficAncestor{Status: metav1.ConditionTrue, Reason: string(gwapiv1.PolicyReasonAccepted),
+		Message: "the policy applies to " + what + " on kubelb's Gateways"}
+	switch {
+	case v.Invalid != "":
+		a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
+		a.Message = v.Invalid + "; none of the policy applies until then"
+	default:
+		policies, err := trafficPoliciesOf(ctx, r.Reader, ns, t.Kind, t.Name)
+		if err != nil {
+			return nil, err
+		}
+		if w := TrafficWinner(policies, ns, t.Kind, t.Name); w != nil && w.GetName() != p.GetName() {
+			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonConflicted)
+			a.Message = fmt.Sprintf("BackendTrafficPolicy %s/%s, older (or first by name), already targets %s; this one does not apply to it", ns, w.GetName(), what)
+		}
+	}
+	out := make([]TrafficAncestor, 0, len(refs))
+	for _, ref := range refs {
+		a.Ref = ref
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// setupTrafficPolicies adds the BackendTrafficPolicy status controller: a policy is reconciled
+// when it or a policy of its namespace (conflicts) changes, or a Gateway, a GatewayClass or a
+// route of the kinds changes (targets appear, go, change Gateways).
+func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers int) error {
+	c := mgr.GetCache()
+	policiesWhere := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+		list := newTrafficPolicyList()
+		if err := c.List(ctx, list, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing BackendTrafficPolicies")
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return out
+	}
+	inNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return policiesWhere(ctx, client.InNamespace(o.GetNamespace()))
+	})
+	b := builder.ControllerManagedBy(mgr).
+		Named("ccm-backendtrafficpolicy").
+		For(newTrafficPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind[client.Object](c, newTrafficPolicy(), inNamespace, predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind[client.Object](c, &gwapiv1.Gateway{}, inNamespace, predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(c, &gwapiv1.GatewayClass{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *gwapiv1.GatewayClass) []reconcile.Request {
+				return policiesWhere(ctx)
+			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.GatewayClass]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	for _, k := range r.Kinds {
+		b = b.WatchesRawSource(source.Kind[client.Object](c, k.New(), inNamespace, predicate.GenerationChangedPredicate{}))
+	}
+	return b.Complete(r)
+}
+
+// trafficTargetsOfKind are requests for the objects of kind k a policy targets (its
+// namespace): their Routes carry the policy.
+func trafficTargetsOfKind(k Kind, p client.Object) []reconcile.Request {
+	u, ok := p.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
+		if t.Group == gatewayGroup && strings.EqualFold(t.Kind, k.String()) && t.Name != "" {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: p.GetNamespace(), Name: t.Name}})
+		}
+	}
+	return out
+}
+
+// InstallTrafficPolicyCRD creates Envoy Gateway's BackendTrafficPolicy CRD (of
+// envoygatewaycrds.Version, field owner kubelb-ccm) when the tenant has none, and waits until
+// it is established; a CRD already there (Envoy Gateway's own, of any version) is never
+// changed. It tells whether it created it.
+func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client.Reader) (bool, error) {
+	crd, err := envoygatewaycrds.BackendTrafficPolicy()
+	if err != nil {
+		return false, err
+	}
+	cur := &apiextensionsv1.CustomResourceDefinition{}
+	switch err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("getting CRD %s: %w", crd.Name, err)
+	}
+	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	if err := c.Create(ctx, crd, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, cond := range cur.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("waiting for CRD %s to be established: %w", crd.Name, err)
+	}
+	return true, nil
+}

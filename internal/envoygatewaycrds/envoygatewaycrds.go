@@ -1,0 +1,33 @@
+// Package envoygatewaycrds carries Envoy Gateway's BackendTrafficPolicy CRD
+// (gateway.envoyproxy.io/v1alpha1) of the release kubelb reads policies of, so tests can
+// serve the kind on tenant API servers. The YAML file is copied from Envoy Gateway's module
+// (github.com/envoyproxy/gateway, Version, charts/gateway-helm/charts/crds/crds/generated)
+// by `make generate`; never edit it. kubelb does not depend on Envoy Gateway's Go module: the
+// ccm reads the policies as unstructured objects into kubelb's own types (docs/l7.md,
+// "Traffic policies").
+package envoygatewaycrds
+
+import (
+	_ "embed"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Version is the Envoy Gateway release the CRD is copied from (the Makefile's
+// ENVOY_GATEWAY_VERSION).
+const Version = "v1.9.1"
+
+//go:embed gateway.envoyproxy.io_backendtrafficpolicies.yaml
+var backendTrafficPolicies []byte
+
+// BackendTrafficPolicy returns the CustomResourceDefinition of Envoy Gateway's
+// BackendTrafficPolicy.
+func BackendTrafficPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(backendTrafficPolicies, crd); err != nil {
+		return nil, fmt.Errorf("decoding Envoy Gateway's BackendTrafficPolicy CRD: %w", err)
+	}
+	return crd, nil
+}

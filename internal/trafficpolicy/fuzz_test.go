@@ -1,0 +1,46 @@
+package trafficpolicy
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzReadResolve feeds hostile specs through Read and Resolve: they never panic, and what
+// Resolve accepts stays within kubelb's bounds.
+func FuzzReadResolve(f *testing.F) {
+	for _, seed := range []string{
+		`{"loadBalancer":{"type":"ConsistentHash","consistentHash":{"type":"Cookie","cookie":{"name":"s","ttl":"1h"},"tableSize":65537}}}`,
+		`{"retry":{"numRetries":10,"retryOn":{"triggers":["5xx"],"httpStatusCodes":[503]},"perRetry":{"timeout":"1s","backOff":{"maxInterval":"1s"}}}}`,
+		`{"circuitBreaker":{"maxConnections":4294967295,"maxRequestsPerConnection":1},"timeout":{"tcp":{"connectTimeout":"5m"},"http":{"requestTimeout":"0s"}}}`,
+		`{"healthCheck":{"passive":{"interval":"99999h","maxEjectionPercent":101}},"rateLimit":{}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		spec := map[string]any{}
+		if json.Unmarshal(raw, &spec) != nil {
+			return
+		}
+		bt, err := Read("ns", "p", spec)
+		if err != nil {
+			return
+		}
+		s, err := Resolve(bt)
+		if err != nil {
+			return
+		}
+		if r := s.Retry; r != nil && (r.NumRetries > MaxRetries || len(r.Codes) > MaxRetryCodes || len(r.RetryOn) == 0 || r.PerTryTimeout > MaxRequestTimeout || r.MaxInterval > MaxRetryInterval) {
+			t.Fatalf("retry out of bounds: %+v", r)
+		}
+		if s.ConnectTimeout < 0 || s.ConnectTimeout > MaxConnectTimeout || s.RequestTimeout > MaxRequestTimeout || s.IdleTimeout > MaxIdleTimeout ||
+			(s.IdleTimeout != 0 && s.IdleTimeout < MinIdleTimeout) || s.TableSize > MaxTableSize {
+			t.Fatalf("settings out of bounds: %+v", s)
+		}
+		if h := s.Hash; h != nil && (len(h.Header) > MaxNameLength || len(h.Cookie) > MaxNameLength) {
+			t.Fatalf("hash names out of bounds: %+v", h)
+		}
+		if o := s.Outlier; o != nil && o.MaxEjectionPercent != nil && *o.MaxEjectionPercent > 100 {
+			t.Fatalf("ejection percent %d", *o.MaxEjectionPercent)
+		}
+	})
+}

@@ -1,0 +1,148 @@
+// Package trafficpolicy reads Envoy Gateway's BackendTrafficPolicy (gateway.envoyproxy.io/
+// v1alpha1) into kubelb's subset (v1alpha1.BackendTraffic) and checks it: the ccm reads and
+// checks the tenant's policies (Read), the hub's translation checks again what a Route
+// carries (Resolve). It depends on neither side; Envoy Gateway's Go module is not used.
+package trafficpolicy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// Group, Version and Kind of the policies read.
+const (
+	Group   = "gateway.envoyproxy.io"
+	Version = "v1alpha1"
+	Kind    = "BackendTrafficPolicy"
+)
+
+// served is the tree of the spec fields kubelb serves: a nil value is a leaf (any content,
+// checked by Resolve or by the ccm's reading of targets).
+var served = map[string]any{
+	"targetRef":  nil,
+	"targetRefs": nil,
+	"loadBalancer": map[string]any{
+		"type": nil,
+		"consistentHash": map[string]any{
+			"type":      nil,
+			"header":    map[string]any{"name": nil},
+			"cookie":    map[string]any{"name": nil, "ttl": nil},
+			"tableSize": nil,
+		},
+	},
+	"circuitBreaker": map[string]any{
+		"maxConnections": nil, "maxPendingRequests": nil, "maxParallelRequests": nil,
+		"maxParallelRetries": nil, "maxRequestsPerConnection": nil,
+	},
+	"healthCheck": map[string]any{
+		"passive": map[string]any{
+			"splitExternalLocalOriginErrors": nil, "interval": nil, "consecutiveLocalOriginFailures": nil,
+			"consecutiveGatewayErrors": nil, "consecutive5XxErrors": nil, "baseEjectionTime": nil,
+			"maxEjectionPercent": nil, "alwaysEjectOneEndpoint": nil,
+		},
+	},
+	"retry": map[string]any{
+		"numRetries": nil,
+		"retryOn":    map[string]any{"triggers": nil, "httpStatusCodes": nil},
+		"perRetry": map[string]any{
+			"timeout": nil,
+			"backOff": map[string]any{"baseInterval": nil, "maxInterval": nil},
+		},
+	},
+	"timeout": map[string]any{
+		"tcp":  map[string]any{"connectTimeout": nil},
+		"http": map[string]any{"requestTimeout": nil, "connectionIdleTimeout": nil},
+	},
+}
+
+// maxUnsupported bounds the unsupported fields a message names.
+const maxUnsupported = 8
+
+// Unsupported lists the fields of a policy's spec that kubelb does not serve ("spec.rateLimit",
+// "spec.loadBalancer.slowStart"), sorted; at most maxUnsupported, then "…".
+func Unsupported(spec map[string]any) []string {
+	var out []string
+	var walk func(m map[string]any, tree map[string]any, path string)
+	walk = func(m map[string]any, tree map[string]any, path string) {
+		for k, v := range m {
+			sub, ok := tree[k]
+			switch {
+			case !ok:
+				out = append(out, path+"."+truncate(k))
+			case sub != nil:
+				if child, isMap := v.(map[string]any); isMap {
+					walk(child, sub.(map[string]any), path+"."+k)
+				}
+			}
+		}
+	}
+	walk(spec, served, "spec")
+	sort.Strings(out)
+	if len(out) > maxUnsupported {
+		out = append(out[:maxUnsupported], "…")
+	}
+	return out
+}
+
+// Read reads a policy's spec into kubelb's subset: what Route contexts carry. It fails when
+// the spec has fields kubelb does not serve (Unsupported) or when a field has the wrong type.
+// Resolve then checks the values.
+func Read(namespace, name string, spec map[string]any) (*v1alpha1.BackendTraffic, error) {
+	if un := Unsupported(spec); len(un) > 0 {
+		return nil, fmt.Errorf("%s not yet supported by kubelb", strings.Join(un, ", "))
+	}
+	settings := map[string]any{}
+	for k, v := range spec {
+		if k != "targetRef" && k != "targetRefs" {
+			settings[k] = v
+		}
+	}
+	out := &v1alpha1.BackendTraffic{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(settings, out, true); err != nil {
+		return nil, fmt.Errorf("the spec cannot be read: %s", truncate(err.Error()))
+	}
+	out.Namespace, out.Name = namespace, name
+	return out, nil
+}
+
+// truncate bounds a tenant string quoted in a message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Target is one targetRef of a policy.
+type Target struct {
+	Group, Kind, Name, SectionName string
+}
+
+// Targets reads a policy's targetRef and targetRefs (unstructured spec).
+func Targets(spec map[string]any) []Target {
+	var out []Target
+	read := func(m map[string]any) {
+		s := func(k string) string { v, _ := m[k].(string); return v }
+		t := Target{Group: s("group"), Kind: s("kind"), Name: s("name"), SectionName: s("sectionName")}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if m, ok := spec["targetRef"].(map[string]any); ok {
+		read(m)
+	}
+	if l, ok := spec["targetRefs"].([]any); ok {
+		for _, e := range l {
+			if m, ok := e.(map[string]any); ok {
+				read(m)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,177 @@
+package translate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// ReasonInvalidBackendTraffic: the BackendTrafficPolicy a Route carries cannot be used as
+// written; none of it applies (the route is served as if it had none).
+const ReasonInvalidBackendTraffic = "InvalidBackendTraffic"
+
+// backendTraffic is the BackendTrafficPolicy that applies to a route's rules under a Gateway:
+// its name ("namespace/name") and checked settings.
+type backendTraffic struct {
+	policy   string
+	settings *trafficpolicy.Settings
+}
+
+// trafficFor is the policy that applies to Route r's rules served by Gateway gw (GEP-713: the
+// route's own overrides the Gateway's), nil when none does. A policy the hub cannot use is
+// reported on owner and applies not at all (never half-applied): the route is then served
+// as if it had none (under its Gateway's policy, as the ccm does with a route's own policy
+// that is Invalid).
+func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *backendTraffic {
+	if ctx := sourceContext(r); ctx != nil && ctx.BackendTraffic != nil {
+		if b := t.checkTraffic(ctx.BackendTraffic, "the route's own", owner); b != nil {
+			return b
+		}
+	}
+	if gw != nil {
+		if ctx := sourceContext(gw.route); ctx != nil && ctx.BackendTraffic != nil {
+			return t.checkTraffic(ctx.BackendTraffic, "its Gateway's", owner)
+		}
+	}
+	return nil
+}
+
+// checkTraffic checks a carried policy once per translation (trafficpolicy.Resolve); nil
+// when it cannot be used, reported on owner (where: whose policy it is) the first time.
+func (t *l7) checkTraffic(bt *v1alpha1.BackendTraffic, where string, owner ir.ObjectRef) *backendTraffic {
+	if t.traffic == nil {
+		t.traffic = map[*v1alpha1.BackendTraffic]trafficResult{}
+	}
+	res, ok := t.traffic[bt]
+	if !ok {
+		res.policy = truncate(bt.Namespace) + "/" + truncate(bt.Name)
+		if reason, msg := checkObjectName("BackendTrafficPolicy", bt.Namespace, bt.Name); reason != "" {
+			res.err = msg
+		} else if s, err := trafficpolicy.Resolve(bt); err != nil {
+			res.err = truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))
+		} else {
+			res.settings = s
+		}
+		t.traffic[bt] = res
+		if res.err != "" {
+			t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidBackendTraffic, "BackendTrafficPolicy %s (%s) cannot be used: %s; none of it applies", res.policy, where, res.err)
+		}
+	}
+	if res.settings == nil {
+		return nil
+	}
+	return &backendTraffic{policy: bt.Namespace + "/" + bt.Name, settings: res.settings}
+}
+
+// trafficResult is a checked BackendTraffic, once per translation.
+type trafficResult struct {
+	policy   string
+	settings *trafficpolicy.Settings
+	err      string
+}
+
+// truncateMessage bounds a message made of a tenant's fields.
+func truncateMessage(s string) string {
+	if len(s) > 1024 {
+		return s[:1024] + "…"
+	}
+	return s
+}
+
+// clusterSettings tells whether the policy changes the clusters of its backends (then each
+// backend gets a cluster of its own for the policy: "<cluster>/traffic/<ns>/<policy>").
+func (b *backendTraffic) clusterSettings() bool {
+	if b == nil {
+		return false
+	}
+	s := b.settings
+	return s.LoadBalancer != "" || s.CircuitBreaker != nil || s.Outlier != nil || s.ConnectTimeout > 0 || s.IdleTimeout > 0
+}
+
+// applyCluster puts the policy's cluster settings on a new cluster, within the hub's bounds
+// (maxConnections: the tenant's connections per cluster; thresholds above it are lowered to
+// it, with a warning on owner).
+func (t *l7) applyCluster(c *ir.Cluster, b *backendTraffic, owner ir.ObjectRef) {
+	s := b.settings
+	tr := &ir.ClusterTraffic{MaglevTableSize: s.TableSize}
+	switch s.LoadBalancer {
+	case trafficpolicy.RoundRobin:
+		tr.LB = ir.LBRoundRobin
+	case trafficpolicy.LeastRequest:
+		tr.LB = ir.LBLeastRequest
+	case trafficpolicy.Random:
+		tr.LB = ir.LBRandom
+	case trafficpolicy.Maglev:
+		tr.LB = ir.LBMaglev
+	}
+	if s.ConnectTimeout > 0 {
+		c.ConnectTimeout = ir.Duration(s.ConnectTimeout)
+	}
+	tr.IdleTimeout = ir.Duration(s.IdleTimeout)
+	limit := c.MaxConnections
+	bound := func(field string, v *uint32) uint32 {
+		if v == nil {
+			return 0
+		}
+		if *v > limit {
+			t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidBackendTraffic, "BackendTrafficPolicy %s: circuitBreaker.%s %d is above the tenant's %d connections per backend; %d applies", b.policy, field, *v, limit, limit)
+			return limit
+		}
+		return *v
+	}
+	if cb := s.CircuitBreaker; cb != nil {
+		if n := bound("maxConnections", cb.MaxConnections); n > 0 {
+			c.MaxConnections = n
+		}
+		tr.MaxPendingRequests = min(bound("maxPendingRequests", cb.MaxPendingRequests), c.MaxConnections)
+		tr.MaxRequests = min(bound("maxParallelRequests", cb.MaxRequests), c.MaxConnections)
+		tr.MaxRetries = min(bound("maxParallelRetries", cb.MaxRetries), c.MaxConnections)
+		if cb.MaxRequestsPerConnection != nil {
+			tr.MaxRequestsPerConnection = *cb.MaxRequestsPerConnection
+		}
+	}
+	if o := s.Outlier; o != nil {
+		tr.Outlier = &ir.OutlierDetection{
+			SplitExternalLocalOriginErrors: o.SplitExternalLocalOriginErrors,
+			AlwaysEjectOne:                 o.AlwaysEjectOne,
+			Interval:                       ir.Duration(o.Interval),
+			BaseEjectionTime:               ir.Duration(o.BaseEjectionTime),
+			Consecutive5xx:                 o.Consecutive5xx,
+			ConsecutiveGatewayErrors:       o.ConsecutiveGatewayErrors,
+			ConsecutiveLocalOriginFailures: o.ConsecutiveLocalOriginFailures,
+			MaxEjectionPercent:             o.MaxEjectionPercent,
+		}
+	}
+	c.Traffic = tr
+}
+
+// applyRoute puts the policy's route settings on a route to backends: the hash of a
+// consistent hash, the retry (replacing the rule's), the per-try timeout and the request
+// timeout (replacing the rule's and the annotations').
+func (b *backendTraffic) applyRoute(route *ir.Route) {
+	if b == nil {
+		return
+	}
+	s := b.settings
+	if h := s.Hash; h != nil {
+		route.Hash = &ir.HashPolicy{SourceIP: h.SourceIP, Header: h.Header, Cookie: h.Cookie, CookieTTL: ir.Duration(h.CookieTTL.Truncate(time.Second))}
+	}
+	if r := s.Retry; r != nil {
+		route.Retry = &ir.RetryPolicy{Attempts: r.NumRetries, On: r.RetryOn, Codes: r.Codes, Backoff: ir.Duration(r.BaseInterval), MaxBackoff: ir.Duration(r.MaxInterval)}
+		if r.PerTryTimeout > 0 {
+			route.BackendTimeout = ir.Duration(r.PerTryTimeout)
+		}
+	}
+	if s.RequestTimeoutSet {
+		route.Timeout = ir.Duration(s.RequestTimeout)
+	}
+}
+
+// trafficClusterName is the cluster of a backend under a policy with cluster settings.
+func trafficClusterName(cluster string, b *backendTraffic) string {
+	return fmt.Sprintf("%s/traffic/%s", cluster, b.policy)
+}
