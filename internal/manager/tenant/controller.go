@@ -124,6 +124,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	opts = opts.withDefaults()
+	if opts.Verdicts == nil {
+		opts.Verdicts = quota.NewStore(mgr.GetCache(), mgr.GetClient())
+	}
 	if opts.Namespace == "" {
 		return nil, errors.New("tenant controller: the manager namespace must be set")
 	}
@@ -163,7 +166,7 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		ownedCluster:  owned,
 		now:           time.Now,
 		legacyManager: ssa.LegacyFieldManager(cfg),
-		quota:         quota.NewStore(mgr.GetCache(), mgr.GetClient()),
+		quota:         opts.Verdicts,
 	}, nil
 }
 
