@@ -101,7 +101,10 @@ type TenantStatus struct {
 	// --tenant-kubeconfig-server), InvalidName, NamespaceConflict (tenant-<name> has another
 	// owner), NamespaceTerminating, ServiceAccountRevoked, TokenRequestFailed; while deleting:
 	// WaitingForTenantObjects, WaitingForNamespace, ForeignFinalizers (finalizers kubelb does
-	// not remove; the message names them). See docs/conditions.md.
+	// not remove; the message names them). LimitsNearlyReached: whether the tenant's objects
+	// take 80% or more of one of its limits (the message has the numbers); True reasons:
+	// NearLimit, LimitReached (objects are refused: QuotaExceeded); False reason: WithinLimits.
+	// See docs/conditions.md.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -34,12 +34,15 @@ import (
 // (1000 KiB of data), of which the admission webhook lets only those within
 // spec.limits.syncSecretBytes into etcd.
 const (
-	footprintLBs          = int(settings.DefaultLimitLoadBalancers)
-	footprintRoutes       = int(settings.DefaultLimitRoutes)
-	footprintAddresses    = int(settings.DefaultLimitAddresses)
-	footprintSyncSecrets  = int(settings.DefaultLimitSyncSecrets)
-	footprintSecretBytes  = 1000 * 1024
-	footprintLBAddresses  = 150 // inline endpoint addresses of one LoadBalancer: about 3.6 KiB
+	footprintLBs         = int(settings.DefaultLimitLoadBalancers)
+	footprintRoutes      = int(settings.DefaultLimitRoutes)
+	footprintAddresses   = int(settings.DefaultLimitAddresses)
+	footprintSyncSecrets = int(settings.DefaultLimitSyncSecrets)
+	footprintSecretBytes = 1000 * 1024
+	// footprintLBAddresses are the inline endpoint addresses of one LoadBalancer: the
+	// LoadBalancers take about 3.6 MiB together whatever the default count (150 addresses,
+	// about 3.6 KiB each, at 1000 LoadBalancers; 15 at 10 000).
+	footprintLBAddresses  = 150 * 1000 / footprintLBs
 	footprintRoutePadding = 3800
 )
 

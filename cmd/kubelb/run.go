@@ -120,7 +120,7 @@ func run(o *options) error {
 	}
 	if err := tenant.SetupWithManager(mgr, tenant.Options{
 		Namespace: o.Namespace, HubAPIServerURL: o.TenantKubeconfigServer, TokenTTL: o.TenantTokenTTL,
-		NetworkPolicy: o.networkPolicy,
+		NetworkPolicy: o.networkPolicy, Verdicts: verdicts,
 	}); err != nil {
 		return fmt.Errorf("setting up the Tenant controller: %w", err)
 	}

@@ -212,9 +212,10 @@ func (h *harness) start() {
 		h.tenants = append(h.tenants, tn)
 		h.byNS[tn.namespace] = tn
 	}
-	// Room for the tenant's share (the default limits are 1000 LoadBalancers and 500
-	// listener ports), and no hub NodePorts (as with MetalLB), which would cap the hub at 2768
-	// LoadBalancer ports.
+	// Room for the tenant's share and the churn pool (the default loadBalancers limit is
+	// 10 000; until issue 31 the defaults were 1000 LoadBalancers and 500 listener ports, so the
+	// limits stay explicit for runs comparable with earlier ones), and no hub NodePorts (as
+	// with MetalLB), which would cap the hub at 2768 LoadBalancer ports.
 	room := max(perTenant+churnPool+1, 1000)
 	limits := fmt.Sprintf(`{"spec":{"limits":{"loadBalancers":%d,"listenerPorts":%d},"loadBalancer":{"allocateNodePorts":false}}}`, room, 2*room)
 	for _, tn := range h.tenants {

@@ -110,7 +110,7 @@ func exposeAllMetrics(t *testing.T) string {
 		"operation": "update", "type_url": "type.googleapis.com/envoy.config.listener.v3.Listener",
 		"reason": "Assigned", "pool": "default", "family": "IPv4",
 		"kind": "LoadBalancer", "field": "spec.ipFamilies",
-		"loadbalancer": "web", "state": "unreachable",
+		"loadbalancer": "web", "state": "unreachable", "limit": "loadBalancers",
 	}
 	reg := prometheus.NewRegistry()
 	for _, d := range metrics.All() {

@@ -91,6 +91,11 @@ var Kinds = []Kind{
 	}},
 	{Kind: "Tenant", Plural: "tenants", Field: "status.conditions", Conditions: []Condition{
 		{Type: tenant.ConditionReady, Meaning: "whether the tenant is onboarded: namespace, RBAC, the ccm's kubeconfig Secret and TenantState in place", Reasons: tenantReasons},
+		{Type: tenant.ConditionLimitsNearlyReached, Meaning: "whether the tenant's LoadBalancers and Routes take 80% or more of one of its limits (spec.limits: loadBalancers, routes, listenerPorts, nodePorts, objectBytes); the message names each with its numbers, and a Warning Event goes with each move to True or between its True reasons", Reasons: []Reason{
+			{tenant.ReasonNearLimit, "True", "80% or more of a limit is taken; nothing is refused yet"},
+			{tenant.ReasonLimitReached, "True", "the objects ask for more than a limit allows: the newest are refused (QuotaExceeded)"},
+			{tenant.ReasonWithinLimits, "False", "less than 80% of every limit is taken"},
+		}},
 	}},
 	{Kind: "TenantState", Plural: "tenantstates", Field: "status.conditions", Conditions: []Condition{
 		{Type: tenant.TenantStateReady, Meaning: "whether the hub serves the tenant; the reason is the Tenant's Ready reason", Reasons: tenantReasons},

@@ -85,6 +85,14 @@ var (
 		Name: "kubelb_manager_ports_free",
 		Help: "Envoy listener ports still free in the allocation range.",
 	})
+	ManagerTenantLimit = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_manager_tenant_limit",
+		Help: "A tenant's effective limit (its Tenant's spec.limits, else the Config's, else the default), per limit: loadBalancers, routes, listenerPorts, nodePorts, objectBytes.",
+	}, []string{"tenant", "limit"})}
+	ManagerTenantLimitUsage = &TenantGaugeVec{prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubelb_manager_tenant_limit_usage",
+		Help: "What a tenant's LoadBalancers and Routes ask for of each limit, admitted or not (above the limit the newest are refused: QuotaExceeded).",
+	}, []string{"tenant", "limit"})}
 )
 
 // RegisterManager registers the manager's metrics; call it once at start-up.
@@ -107,7 +115,8 @@ func managerGauges() []prometheus.Collector {
 	out := []prometheus.Collector{ManagerLoadBalancers.GaugeVec, ManagerRoutes.GaugeVec, ManagerSnapshotUpdates.CounterVec,
 		ManagerSnapshotClusters.GaugeVec, ManagerSnapshotListeners.GaugeVec, ManagerSnapshotEndpoints.GaugeVec,
 		ManagerLoadBalancerBackends.GaugeVec, ManagerSnapshotBuildDuration.HistogramVec, ManagerXDSConnectedProxies.GaugeVec, ManagerXDSNacks.CounterVec,
-		ManagerXDSSentBytes.CounterVec, ManagerHealthSpecifiers.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree}
+		ManagerXDSSentBytes.CounterVec, ManagerHealthSpecifiers.CounterVec, XDSStreamsRefused.CounterVec, XDSRequestsDelayed.CounterVec, ManagerEnvoyProxies.GaugeVec, ManagerTenants, ManagerPortsAllocated.GaugeVec, ManagerPortsFree,
+		ManagerTenantLimit.GaugeVec, ManagerTenantLimitUsage.GaugeVec}
 	return append(append(out, ManagerNodeIP.gauges()...), ManagerIPAM.gauges()...)
 }
 
@@ -115,7 +124,8 @@ func managerGauges() []prometheus.Collector {
 func tenantVecs() []partialDeleter {
 	return []partialDeleter{ManagerLoadBalancers, ManagerRoutes, ManagerSnapshotUpdates, ManagerSnapshotClusters,
 		ManagerSnapshotListeners, ManagerSnapshotEndpoints, ManagerLoadBalancerBackends, ManagerSnapshotBuildDuration, ManagerXDSConnectedProxies,
-		ManagerXDSNacks, ManagerXDSSentBytes, ManagerHealthSpecifiers, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated}
+		ManagerXDSNacks, ManagerXDSSentBytes, ManagerHealthSpecifiers, XDSStreamsRefused, XDSRequestsDelayed, ManagerEnvoyProxies, ManagerPortsAllocated,
+		ManagerTenantLimit, ManagerTenantLimitUsage}
 }
 
 // tenantReconciles are the reconcile metrics labelled by tenant namespace.

@@ -45,6 +45,8 @@ func observeAll(name, ns string) {
 	XDSRequestsDelayed.WithLabelValues(ns).Inc()
 	ManagerEnvoyProxies.WithLabelValues(name).Set(2)
 	ManagerPortsAllocated.WithLabelValues(ns).Set(3)
+	ManagerTenantLimit.WithLabelValues(ns, "loadBalancers").Set(10)
+	ManagerTenantLimitUsage.WithLabelValues(ns, "loadBalancers").Set(9)
 	for _, r := range tenantReconciles() {
 		r.Observe(ns, ResultSuccess, time.Now())
 	}

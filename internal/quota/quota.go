@@ -72,12 +72,24 @@ type Verdict struct {
 	refused   map[Ref]refusal
 	// UsedPorts is the number of listener ports the admitted objects hold.
 	UsedPorts int
-	// UsedNodePorts is the number of hub NodePorts the admitted objects take (only filled
-	// in by a full walk; 0 on the fast path).
+	// UsedNodePorts is the number of hub NodePorts the admitted objects take.
 	UsedNodePorts int
 	// UsedBytes is the number of bytes the admitted objects take (limits.objectBytes).
 	UsedBytes int64
+	// Asked is what all the objects ask for, admitted or refused: above a limit, the newest
+	// are refused.
+	Asked Usage
 }
+
+// Usage is what a tenant's objects take of each limit Admit applies (a shared set of ports
+// counted once).
+type Usage struct {
+	LoadBalancers, Routes, ListenerPorts, NodePorts int
+	ObjectBytes                                     int64
+}
+
+// RefusedCount is the number of refused objects.
+func (v Verdict) RefusedCount() int { return len(v.refused) }
 
 // refusal is why an object is refused; its message is written only when asked for.
 type refusal struct {
@@ -146,8 +158,13 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 	v := Verdict{namespace: namespace, limits: limits, refused: map[Ref]refusal{}}
 	var lbs, routes int
 	paid := map[string]bool{}
+	asked := map[string]bool{}
 	for _, i := range order {
 		o := &objs[i]
+		v.Asked.add(o, !asked[o.Shared])
+		if o.Shared != "" {
+			asked[o.Shared] = true
+		}
 		n, limit := 0, 0
 		if o.Kind == KindLoadBalancer {
 			lbs++
@@ -188,6 +205,22 @@ func Admit(namespace string, objs []Object, limits settings.Limits) Verdict {
 		}
 	}
 	return v
+}
+
+// add counts o, with its shared set's ports when first is set.
+func (u *Usage) add(o *Object, first bool) {
+	if o.Kind == KindLoadBalancer {
+		u.LoadBalancers++
+	} else {
+		u.Routes++
+	}
+	u.ListenerPorts += o.Ports
+	u.NodePorts += o.NodePorts
+	u.ObjectBytes += o.Bytes
+	if o.Shared != "" && first {
+		u.ListenerPorts += o.SharedPorts
+		u.NodePorts += o.SharedNodePorts
+	}
 }
 
 // countLimit is the count limit of a kind and its field in spec.limits.

@@ -203,7 +203,8 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 	if uniform && nLB <= l.LoadBalancers && nRoute <= l.Routes && ports <= l.ListenerPorts && nodePorts <= l.NodePorts && bytes <= l.ObjectBytes {
 		// Nothing can be refused: Admit walks fewer objects than each count limit, and the
 		// ports and bytes of any prefix are at most the totals.
-		return Verdict{namespace: namespace, limits: l, UsedPorts: ports, UsedBytes: bytes}
+		return Verdict{namespace: namespace, limits: l, UsedPorts: ports, UsedNodePorts: nodePorts, UsedBytes: bytes,
+			Asked: Usage{LoadBalancers: nLB, Routes: nRoute, ListenerPorts: ports, NodePorts: nodePorts, ObjectBytes: bytes}}
 	}
 	objs := make([]Object, 0, nLB+nRoute)
 	each(lbs, func(lb *kubelbv1alpha1.LoadBalancer) {

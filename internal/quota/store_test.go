@@ -109,8 +109,11 @@ func TestStoreAdmissionIsAdmission(t *testing.T) {
 			lbs, routes, lbList, routeList := s.items()
 			want := Admission("tenant-a", lbList, routeList, ten)
 			got := m.admission("tenant-a", lbs, routes, ten)
-			if got.UsedPorts != want.UsedPorts {
-				t.Fatalf("round %d step %d: used ports %d, Admission says %d", round, step, got.UsedPorts, want.UsedPorts)
+			if got.UsedPorts != want.UsedPorts || got.UsedNodePorts != want.UsedNodePorts {
+				t.Fatalf("round %d step %d: used ports %d, NodePorts %d; Admission says %d, %d", round, step, got.UsedPorts, got.UsedNodePorts, want.UsedPorts, want.UsedNodePorts)
+			}
+			if got.Asked != want.Asked || got.RefusedCount() != want.RefusedCount() {
+				t.Fatalf("round %d step %d: asked %+v with %d refused, Admission says %+v with %d", round, step, got.Asked, got.RefusedCount(), want.Asked, want.RefusedCount())
 			}
 			for _, lb := range s.lbs {
 				gm, gr := got.Refused(KindLoadBalancer, lb.Name)

@@ -250,9 +250,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{1000, 1000, 500, 256, 1000, 500000, 2000, 20000, 8 << 20, 250, 4 << 20, 4}},
-		{"config", config, nil, Limits{50, 60, 500, 256, 1000, 500000, 300, 9000, 8 << 20, 9, 1 << 20, 4}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 500, 12, 7, 500000, 10, 9000, 4096, 9, 0, 1}},
+		{"defaults", nil, nil, Limits{10000, 1000, 65535, 65535, 1000, 500000, 2000, 20000, 8 << 20, 250, 4 << 20, 4}},
+		{"config", config, nil, Limits{50, 60, 65535, 65535, 1000, 500000, 300, 9000, 8 << 20, 9, 1 << 20, 4}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 65535, 12, 7, 500000, 10, 9000, 4096, 9, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {
@@ -387,13 +387,15 @@ func TestDroppedAnnotationsNote(t *testing.T) {
 
 // TestLargestTenantAtDefaultLimits: the largest tenant of the translation benchmarks and
 // tests (translatetest, below this package, so it writes the numbers out) is made at the
-// default limits.
+// default endpointsPerCluster, and its listener ports alone, at that many endpoints each, reach
+// the default tenant-wide endpoints limit: with no default listener-port limit (the shared
+// range bounds them), more listeners add listeners and clusters but no endpoints.
 func TestLargestTenantAtDefaultLimits(t *testing.T) {
 	t.Parallel()
-	if translatetest.LargestListenerPorts != int(DefaultLimitListenerPorts) ||
-		translatetest.LargestEndpointsPerCluster != int(DefaultLimitEndpointsPerCluster) {
-		t.Fatalf("translatetest's largest tenant (%d listener ports, %d endpoints per cluster) is not at the default limits (%d, %d)",
-			translatetest.LargestListenerPorts, translatetest.LargestEndpointsPerCluster, DefaultLimitListenerPorts, DefaultLimitEndpointsPerCluster)
+	if translatetest.LargestEndpointsPerCluster != int(DefaultLimitEndpointsPerCluster) ||
+		translatetest.LargestListenerPorts*translatetest.LargestEndpointsPerCluster < int(DefaultLimitEndpoints) {
+		t.Fatalf("translatetest's largest tenant (%d listener ports, %d endpoints per cluster) is not at the default limits (%d endpoints per cluster, %d endpoints)",
+			translatetest.LargestListenerPorts, translatetest.LargestEndpointsPerCluster, DefaultLimitEndpointsPerCluster, DefaultLimitEndpoints)
 	}
 }
 

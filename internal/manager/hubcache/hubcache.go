@@ -6,11 +6,13 @@ package hubcache
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,15 +62,23 @@ const AnnotationCachedDataBytes = "kubelb.k8c.io/cached-data-bytes"
 // kubelbLabelPrefix prefixes the labels of kubelb's contract (origin labels, managed-by).
 const kubelbLabelPrefix = "kubelb.k8c.io/"
 
+// CurrentFieldOwners are the field managers that write the objects of a tenant namespace
+// today, each by server-side apply: the ccm (their spec, "kubelb-ccm"), the manager's status
+// writer (the status of LoadBalancers and Routes, "kubelb-status") and its SyncSecret
+// controller (theirs, "kubelb-syncsecret"). TestCurrentFieldOwners checks them against the
+// FieldOwner constants of those packages.
+var CurrentFieldOwners = []string{"kubelb-ccm", "kubelb-status", "kubelb-syncsecret"}
+
 // TransformTenantObject strips from an object a tenant wrote what the manager never reads
 // and the tenant controls the size of: kubectl's last-applied-configuration annotation (a
-// second copy of the object). The managedFields stay: ssa.ApplyStatus may rewrite the whole
-// list from the cached object (adopting legacy status updates), which must not lose entries.
+// second copy of the object), and its managedFields when they hold only applies of
+// CurrentFieldOwners (stripManagedFields).
 func TransformTenantObject(obj any) (any, error) {
 	o, ok := obj.(client.Object)
 	if !ok {
 		return obj, nil
 	}
+	stripManagedFields(o)
 	if a := o.GetAnnotations(); a != nil {
 		if _, has := a[corev1.LastAppliedConfigAnnotation]; has {
 			delete(a, corev1.LastAppliedConfigAnnotation)
@@ -79,6 +89,26 @@ func TransformTenantObject(obj any) (any, error) {
 		}
 	}
 	return o, nil
+}
+
+// stripManagedFields drops o's managedFields (about as large as the object's spec and status
+// together) when every entry is a server-side apply of one of CurrentFieldOwners. The
+// manager reads the managedFields of a cached tenant object only to find entries of other
+// writers: updates of earlier versions, which ssa.ApplyStatus hands over (rewriting the whole
+// list from the cached object, so no entry may be missing from it), and applies of the status
+// writer's former field owners, which the status writer releases. When there is such an
+// entry the whole list stays; when there is none, those readers find nothing in either.
+func stripManagedFields(o client.Object) {
+	mf := o.GetManagedFields()
+	if len(mf) == 0 {
+		return
+	}
+	for _, e := range mf {
+		if e.Operation != metav1.ManagedFieldsOperationApply || !slices.Contains(CurrentFieldOwners, e.Manager) {
+			return
+		}
+	}
+	o.SetManagedFields(nil)
 }
 
 // TransformSyncSecret caches a SyncSecret without its data: the SyncSecret controller reads
@@ -99,6 +129,7 @@ func TransformSyncSecret(obj any) (any, error) {
 		}
 	}
 	ss.Data, ss.StringData = nil, nil
+	stripManagedFields(ss)
 	return ss, nil
 }
 

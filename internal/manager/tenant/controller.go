@@ -7,7 +7,9 @@
 // removes the tenant's LoadBalancers, Routes and SyncSecrets first, then its Envoy fleet,
 // RBAC, kubeconfig and namespace; finalizers that are not kubelb's and hold it are named in
 // the Tenant's condition. The Tenant's status counts the tenant's LoadBalancers and Routes,
-// written when they change and at most once per 10 s per tenant (counts.go). Owner
+// written when they change and at most once per 10 s per tenant (counts.go); its condition
+// LimitsNearlyReached and the limit metrics warn before the tenant reaches one of its limits
+// (limits.go). Owner
 // references naming a Tenant or a namespace on the objects
 // tenants write are removed (owners.go), so that no tenant holds another's deletion. On
 // every replica it also keeps the manager's tenant-labelled metrics to the Tenants that
@@ -51,6 +53,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
@@ -103,6 +106,8 @@ type Reconciler struct {
 	now                 func() time.Time
 	// countGate spaces the writes of each Tenant's counts (counts.go).
 	countGate countGate
+	// quota reads what each tenant's objects ask for of its limits (limits.go).
+	quota *quota.Store
 	// legacyManager is the field manager of this binary's creates and updates (earlier
 	// versions made the tenant's objects that way); its fields are handed to FieldOwner.
 	legacyManager string
@@ -119,6 +124,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	opts = opts.withDefaults()
+	if opts.Verdicts == nil {
+		opts.Verdicts = quota.NewStore(mgr.GetCache(), mgr.GetClient())
+	}
 	if opts.Namespace == "" {
 		return nil, errors.New("tenant controller: the manager namespace must be set")
 	}
@@ -158,6 +166,7 @@ func newReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		ownedCluster:  owned,
 		now:           time.Now,
 		legacyManager: ssa.LegacyFieldManager(cfg),
+		quota:         opts.Verdicts,
 	}, nil
 }
 
@@ -317,6 +326,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if o, err = r.reconcileNormal(ctx, t); err != nil {
 		return ctrl.Result{}, err
 	}
+	if o.eff != nil {
+		if err := r.limits(ctx, t, *o.eff, &o); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return ctrl.Result{}, r.counts(ctx, t, &o)
 }
 
@@ -329,8 +343,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *kubelbv1alpha1.Tenant, 
 		return nil
 	}
 	prev := meta.FindStatusCondition(t.Status.Conditions, ConditionReady)
+	prevLimits := meta.FindStatusCondition(t.Status.Conditions, ConditionLimitsNearlyReached)
+	if prevLimits != nil {
+		prevLimits = prevLimits.DeepCopy()
+	}
 	if err := ssa.ApplyStatus(ctx, r.client, t, FieldOwner, ownedTenantStatus(next)); err != nil {
 		return err
+	}
+	if c := meta.FindStatusCondition(next.Conditions, ConditionLimitsNearlyReached); c != nil && limitsWarning(prevLimits, *c) {
+		r.recorder.Eventf(t, nil, corev1.EventTypeWarning, c.Reason, "Limits", "%s", textcut.Cut(c.Message, maxEventNote, textcut.Dots))
 	}
 	if o.counts != nil && *o.counts != countsOf(t.Status) {
 		r.countGate.wrote(t.Name, r.now())

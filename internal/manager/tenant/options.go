@@ -2,6 +2,8 @@ package tenant
 
 import (
 	"time"
+
+	"kubelb.dev/kubelb/internal/quota"
 )
 
 // Names of the objects the controller makes in a tenant namespace.
@@ -69,6 +71,10 @@ type Options struct {
 	// keepOwnerReferences leaves owner references on tenant objects to the deletion of the
 	// Tenant they name (tests of that path only): no ownerrefs controller.
 	keepOwnerReferences bool
+	// Verdicts reads what each tenant's objects ask for of its limits (LimitsNearlyReached);
+	// the manager passes the Envoy control plane's, so that each object's share is worked out
+	// once for both. Nil: the controller makes its own.
+	Verdicts *quota.Store
 	// countsInterval is the least time between two writes of a Tenant's counts (default
 	// DefaultCountsInterval; tests shorten it).
 	countsInterval time.Duration

@@ -52,8 +52,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, t *kubelbv1alpha1.Tena
 	}
 	r.notYet.Warn(ctrl.LoggerFrom(ctx), cfg, t)
 	notYet := settings.NotYet(cfg, t)
-	defer func() { o.notYet, o.settingsRead = notYet, true }()
 	eff := settings.Resolve(cfg, t)
+	defer func() { o.notYet, o.settingsRead, o.eff = notYet, true, &eff }()
 
 	if stop, err := r.ensureNamespace(ctx, t); stop != nil || err != nil {
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
@@ -144,13 +145,13 @@ func TestTenantNetworkPolicyAndQuota(t *testing.T) {
 
 	// The quota: the default limits, then the Tenant's, then the Config's for what the Tenant
 	// does not set.
-	wantQuota(t, c, "late", 1000, 1000)
+	wantQuota(t, c, "late", int64(settings.DefaultLimitLoadBalancers), int64(settings.DefaultLimitRoutes))
 	tn := tenantObj("late")
 	if err := c.Get(bg, client.ObjectKeyFromObject(tn), tn); err != nil {
 		t.Fatal(err)
 	}
 	update(t, c, tn, func(tn *kubelbv1alpha1.Tenant) { tn.Spec.Limits.LoadBalancers = ptr.To[int32](2) })
-	wantQuota(t, c, "late", 2, 1000)
+	wantQuota(t, c, "late", 2, int64(settings.DefaultLimitRoutes))
 	create(t, c, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
 		Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](50), Routes: ptr.To[int32](7)}}})
 	wantQuota(t, c, "late", 2, 7)
@@ -379,7 +380,7 @@ func TestTenantQuotaRecountedWhenStuck(t *testing.T) {
 		if rq.UID == stuck {
 			return fmt.Errorf("still the quota %s, uncounted %v", rq.UID, QuotaUncounted(rq))
 		}
-		if l := rq.Spec.Hard[QuotaLoadBalancers]; l.Value() != 1000 {
+		if l := rq.Spec.Hard[QuotaLoadBalancers]; l.Value() != int64(settings.DefaultLimitLoadBalancers) {
 			return fmt.Errorf("the new quota allows %d LoadBalancers", l.Value())
 		}
 		return nil

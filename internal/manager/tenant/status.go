@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/textcut"
 )
@@ -80,6 +81,11 @@ type outcome struct {
 	// counts, when set, are the tenant's object counts to write (counts.go); otherwise the
 	// status keeps the ones it shows.
 	counts *objectCounts
+	// eff is the tenant's effective settings, when reconcileNormal read them.
+	eff *settings.Tenant
+	// limits, when set, is what ConditionLimitsNearlyReached says (limits.go); otherwise it
+	// stays as it is.
+	limits *limitsState
 }
 
 func (o outcome) ready() bool { return o.phase == kubelbv1alpha1.TenantPhaseReady }
@@ -100,6 +106,9 @@ func desiredTenantStatus(t *kubelbv1alpha1.Tenant, o outcome, now metav1.Time) k
 		Type: ConditionReady, Status: status, Reason: o.reason, Message: o.message,
 		ObservedGeneration: t.Generation, LastTransitionTime: now,
 	})
+	if o.limits != nil {
+		meta.SetStatusCondition(&next.Conditions, limitsCondition(t, *o.limits, now))
+	}
 	if o.settingsRead {
 		meta.RemoveStatusCondition(&next.Conditions, ConditionSettingsIgnored)
 		if len(o.notYet) > 0 {
@@ -126,10 +135,10 @@ func settingsIgnored(t *kubelbv1alpha1.Tenant, fields []string, now metav1.Time)
 const maxConditionMessage = 32768
 
 // ownedTenantStatus is the part of a Tenant status this controller applies: every field but
-// the conditions of other types than Ready and SettingsIgnored.
+// the conditions of other types than Ready, SettingsIgnored and LimitsNearlyReached.
 func ownedTenantStatus(st kubelbv1alpha1.TenantStatus) *kubelbv1alpha1.TenantStatus {
 	owned := st.DeepCopy()
-	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionSettingsIgnored)
+	owned.Conditions = ssa.OwnConditions(st.Conditions, ConditionReady, ConditionSettingsIgnored, ConditionLimitsNearlyReached)
 	return owned
 }
 
