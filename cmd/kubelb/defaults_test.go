@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 // addresses every one of them, as KubeLB CE would (issue 31: the defaults were 500 listener
 // ports and 256 NodePorts, and such a tenant got 500 addresses and 500 QuotaExceeded). The
 // test plays the hub's load balancer implementation (an address in each hub Service's status).
-// The Tenant shows LimitsNearlyReached False: 1000 of its 10 000 LoadBalancers.
+// The Tenant warns (LimitsNearlyReached True, NearLimit): its 2000 hub NodePorts are 97 % of
+// the default nodePorts limit, 2048.
 func TestDefaultInstallAddressesAThousandServices(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 1000 LoadBalancers (about a minute)")
@@ -91,13 +93,14 @@ func TestDefaultInstallAddressesAThousandServices(t *testing.T) {
 		}
 		return nil
 	})
-	testsupport.Eventually(t, time.Minute, "the Tenant within its limits", func() error {
+	testsupport.Eventually(t, time.Minute, "the Tenant warned of its NodePorts", func() error {
 		tn := &kubelbv1alpha1.Tenant{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "migrated"}, tn); err != nil {
 			return err
 		}
 		cond := meta.FindStatusCondition(tn.Status.Conditions, tenant.ConditionLimitsNearlyReached)
-		if cond == nil || cond.Status != metav1.ConditionFalse || tn.Status.LoadBalancers != n {
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != tenant.ReasonNearLimit ||
+			!strings.Contains(cond.Message, "nodePorts 2000 of 2048") || tn.Status.LoadBalancers != n {
 			return fmt.Errorf("%d LoadBalancers counted, condition %+v", tn.Status.LoadBalancers, cond)
 		}
 		return nil

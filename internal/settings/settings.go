@@ -24,28 +24,27 @@ import (
 const DefaultEnvoyReplicas int32 = 3
 
 // Default limits of a tenant, when neither Config nor Tenant set one (docs/tenants.md#limits).
-// A default never caps a tenant below what the hub can hold (issue 31): a tenant mirroring
-// its Services from KubeLB CE, which has no limits, gets them all while the hub has room.
-// Limits that split shared capacity between tenants (listener ports, NodePorts) are the
-// platform team's to set; the Tenant's condition LimitsNearlyReached and the alert
-// KubeLBTenantNearLimit warn before a tenant reaches any limit, and KubeLBListenerPortsNearlyExhausted
-// before the shared range runs out.
+// A default never caps a tenant silently (issue 31): it is above what a tenant migrating from
+// KubeLB CE brings (1000 Services of two ports), and the Tenant's condition
+// LimitsNearlyReached and the alert KubeLBTenantNearLimit warn from 80 % of any limit. The
+// limits that split something shared (listener ports, NodePorts) stay below the whole of it,
+// so that one tenant alone cannot take all of it from the others (issue 26); a hub with many
+// tenants sizes them in Config default.
 const (
 	// DefaultLimitLoadBalancers is the size of the default listener-port range
-	// (--envoy-port-range 10000-19999): a tenant of one-port LoadBalancers is bounded by the
-	// range, not by this default.
+	// (--envoy-port-range 10000-19999); listenerPorts bounds them first.
 	DefaultLimitLoadBalancers int32 = 10000
 	// DefaultLimitRoutes bounds the Routes, which take no listener port of their own: what the
 	// Layer 7 translation of one tenant costs (docs/performance.md).
 	DefaultLimitRoutes int32 = 1000
-	// DefaultLimitListenerPorts is every port there is (the CRD's maximum): the shared
-	// listener-port range (--envoy-port-range) is the bound, not a per-tenant share of it.
-	DefaultLimitListenerPorts       int32 = MaxPorts
+	// DefaultLimitListenerPorts is half the default listener-port range (10000-19999): one
+	// tenant alone leaves the other half to the others.
+	DefaultLimitListenerPorts       int32 = 5000
 	DefaultLimitEndpointsPerCluster int32 = 1000
-	// DefaultLimitNodePorts is every port there is: the hub API server's NodePort range
-	// (Kubernetes' default 30000-32767, 2768 ports) is the bound. A hub whose tenants must
-	// share it sets spec.limits.nodePorts (docs/security.md).
-	DefaultLimitNodePorts int32 = MaxPorts
+	// DefaultLimitNodePorts is about three quarters of Kubernetes' default NodePort range
+	// (30000-32767, 2768 ports): 1000 two-port Services fit, and 720 ports stay for the other
+	// tenants and the platform team's own Services.
+	DefaultLimitNodePorts int32 = 2048
 	// DefaultLimitEndpoints keeps one tenant's snapshot near 250 MiB of the manager's memory
 	// (docs/performance.md).
 	DefaultLimitEndpoints int32 = 500000
@@ -68,10 +67,6 @@ const (
 	// leave room for tooling.
 	DefaultLimitAddresses int32 = 4
 )
-
-// MaxPorts is the most ports a range can hold, and the CRD's maximum of spec.limits.listenerPorts
-// and spec.limits.nodePorts: a limit at it never refuses anything the range has room for.
-const MaxPorts int32 = 65535
 
 // Limits are a tenant's effective limits (api/v1alpha1 Limits, resolved).
 type Limits struct {

@@ -250,9 +250,9 @@ func TestResolveLimits(t *testing.T) {
 		tenant *kubelbv1alpha1.Tenant
 		want   Limits
 	}{
-		{"defaults", nil, nil, Limits{10000, 1000, 65535, 65535, 1000, 500000, 2000, 20000, 8 << 20, 250, 4 << 20, 4}},
-		{"config", config, nil, Limits{50, 60, 65535, 65535, 1000, 500000, 300, 9000, 8 << 20, 9, 1 << 20, 4}},
-		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 65535, 12, 7, 500000, 10, 9000, 4096, 9, 0, 1}},
+		{"defaults", nil, nil, Limits{10000, 1000, 5000, 2048, 1000, 500000, 2000, 20000, 8 << 20, 250, 4 << 20, 4}},
+		{"config", config, nil, Limits{50, 60, 5000, 2048, 1000, 500000, 300, 9000, 8 << 20, 9, 1 << 20, 4}},
+		{"tenant overrides config field by field, zero included", config, tenant, Limits{50, 0, 5000, 12, 7, 500000, 10, 9000, 4096, 9, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Resolve(tc.config, tc.tenant).Limits; got != tc.want {
