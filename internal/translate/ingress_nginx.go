@@ -124,6 +124,16 @@ type nginxIngress struct {
 	refuseAll    bool
 }
 
+// NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
+// (allowlist-source-range, or its older name whitelist-source-range): the hub must then keep
+// the clients' addresses up to Envoy (the planner gives the tenant's Ingress Service
+// externalTrafficPolicy Local).
+func NginxRestrictsClients(annotations map[string]string) bool {
+	_, allow := annotations[NginxAnnotationPrefix+nginxAllowlist]
+	_, white := annotations[NginxAnnotationPrefix+nginxWhitelist]
+	return allow || white
+}
+
 // nginxAnnotations reads the ingress-nginx annotations of Ingress Route r (annotations: its
 // annotations). A value that is not understood or out of range is reported
 // (InvalidAnnotation, a Warning) and the annotation is ignored; annotations that are not

@@ -98,7 +98,7 @@ func (c *Controller) applyIngress(ctx context.Context, ports *portalloc.Allocato
 	if svc != nil && !svc.DeletionTimestamp.IsZero() {
 		return st, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", svc.Namespace, svc.Name)
 	}
-	desired := IngressService(p.Namespace, tenant, exposed, p.Hostnames, svc)
+	desired := IngressService(p.Namespace, tenant, exposed, p.Hostnames, p.KeepClientAddresses, svc)
 	hubservice.MarkExhausted(desired, MissingIngressPorts(p.Namespace, alloc))
 	applied, rejected, err := hubservice.Apply(ctx, c.client, RouteFieldOwner, svc, desired)
 	st.ServiceErr = rejected

@@ -61,14 +61,23 @@ func AllocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []Po
 // it when the tenant's last Ingress Route and LoadBalancer hostname go. With the tenant's
 // dns.useDNSAnnotations, the external-dns hostname annotation lists hosts (the tenant's
 // LoadBalancer hostnames, served on this Service's address). Hub NodePorts as the tenant's
-// allocateNodePorts says (ServiceSpec). ports must not be empty; existing is the Service as
-// it is (nil: none).
-func IngressService(namespace string, t settings.Tenant, ports []Port, hosts []string, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
+// allocateNodePorts says (ServiceSpec). keepClients (Plan.KeepClientAddresses: a hostname or
+// an Ingress limits its clients by address) gives it externalTrafficPolicy Local, so that the
+// hub's nodes send its traffic only to their own Envoy pods and the clients' addresses reach
+// Envoy; Cluster otherwise. ports must not be empty; existing is the Service as it is (nil:
+// none).
+func IngressService(namespace string, t settings.Tenant, ports []Port, hosts []string, keepClients bool, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	labels := BaseLabels(namespace)
 	labels[kubelbv1alpha1.LabelIngressService] = "true"
+	spec := ServiceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, existing)
+	if keepClients {
+		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyLocal)
+	} else {
+		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyCluster)
+	}
 	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
 		WithLabels(labels).
-		WithSpec(ServiceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, existing))
+		WithSpec(spec)
 	a := ValidAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil))
 	if t.UseDNSAnnotations && len(hosts) > 0 {
 		if a == nil {

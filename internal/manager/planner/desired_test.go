@@ -34,13 +34,13 @@ func TestIngressServiceDNSAnnotation(t *testing.T) {
 	}
 	ports := []Port{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, Target: 20000}}
 	on := settings.Tenant{UseDNSAnnotations: true}
-	if got := IngressService("tenant-x", on, ports, hosts, nil).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
+	if got := IngressService("tenant-x", on, ports, hosts, false, nil).Annotations[AnnotationDNSHostname]; got != "shop.example.com,web.x.apps.example.com" {
 		t.Errorf("annotation %q", got)
 	}
-	if a := IngressService("tenant-x", settings.Tenant{}, ports, hosts, nil).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := IngressService("tenant-x", settings.Tenant{}, ports, hosts, false, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without useDNSAnnotations: %v", a)
 	}
-	if a := IngressService("tenant-x", on, ports, nil, nil).Annotations; a[AnnotationDNSHostname] != "" {
+	if a := IngressService("tenant-x", on, ports, nil, false, nil).Annotations; a[AnnotationDNSHostname] != "" {
 		t.Errorf("annotation without hostnames: %v", a)
 	}
 }

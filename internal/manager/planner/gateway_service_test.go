@@ -115,7 +115,7 @@ func TestServiceNodePorts(t *testing.T) {
 	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
 		"gateway": GatewayService(rt, off, ports, existing, netip.Addr{}).Spec,
-		"ingress": IngressService("tenant-a", off, ports, nil, existing).Spec,
+		"ingress": IngressService("tenant-a", off, ports, nil, false, existing).Spec,
 	} {
 		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
 			t.Errorf("%s off: allocateLoadBalancerNodePorts %v, want false", name, spec.AllocateLoadBalancerNodePorts)
@@ -126,7 +126,7 @@ func TestServiceNodePorts(t *testing.T) {
 	}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
 		"gateway": GatewayService(rt, on, ports, existing, netip.Addr{}).Spec,
-		"ingress": IngressService("tenant-a", on, ports, nil, existing).Spec,
+		"ingress": IngressService("tenant-a", on, ports, nil, false, existing).Spec,
 	} {
 		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {
 			t.Errorf("%s on: allocateLoadBalancerNodePorts %v nodePort %v", name, spec.AllocateLoadBalancerNodePorts, spec.Ports[1].NodePort)

@@ -136,6 +136,10 @@ type Plan struct {
 	// Hostnames are the LoadBalancer hostnames the Ingress Service's DNS annotation lists
 	// (sorted, no repeats).
 	Hostnames []string
+	// KeepClientAddresses: an admitted LoadBalancer served on its hostname has source ranges,
+	// or an admitted Ingress has an allow list of client addresses; the Ingress Service then
+	// keeps the clients' addresses up to Envoy (externalTrafficPolicy Local).
+	KeepClientAddresses bool
 	// Release are the allocator's owners in the namespace that no holder names (objects
 	// gone or being deleted): their ports are freed.
 	Release []types.NamespacedName
@@ -242,10 +246,11 @@ func serviceKey(svc *corev1.Service) string {
 
 // lbPlan is what is worked out of one LoadBalancer and its hub Service.
 type lbPlan struct {
-	ports    []quota.LoadBalancerPort
-	problems []string
-	requests []portalloc.Request
-	hostname string
+	ports      []quota.LoadBalancerPort
+	problems   []string
+	requests   []portalloc.Request
+	hostname   string
+	restricted bool // it has source ranges
 }
 
 // gwPlan is what is worked out of one Gateway Route, its ListenerSets and its hub Service.
@@ -307,7 +312,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		h.Disabled = t.DisableLoadBalancer
 		lp, _ := remember(&pl.lbs, lb.UID, memoKey{resourceVersion: lb.ResourceVersion, service: serviceKey(svc), settings: sk}, func() (lbPlan, bool) {
 			ports, problems := quota.LoadBalancerPorts(lb)
-			v := lbPlan{ports: ports, problems: problems, requests: LoadBalancerRequests(ports, svc)}
+			v := lbPlan{ports: ports, problems: problems, requests: LoadBalancerRequests(ports, svc), restricted: len(lb.Spec.SourceRanges) > 0}
 			if !t.DNS.IsZero() {
 				if host, err := translate.LoadBalancerHostname(lb, tenantName, t.DNS); err == nil {
 					v.hostname = host
@@ -328,6 +333,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		}
 		if !t.DisableLoadBalancer && h.Refused == "" && lp.hostname != "" && !in.HeldElsewhere[lb.Name] {
 			admittedHosts = append(admittedHosts, lp.hostname)
+			p.KeepClientAddresses = p.KeepClientAddresses || lp.restricted
 		}
 		p.Holders = append(p.Holders, h)
 	}
@@ -345,6 +351,8 @@ func (pl *Planner) Plan(in Input) Plan {
 			sets = append(sets, rt)
 		case k.HubService() == routekind.SharedIngressService:
 			ingressWanted = ingressWanted || !t.DisableIngress
+			p.KeepClientAddresses = p.KeepClientAddresses ||
+				(!t.DisableIngress && translate.NginxRestrictsClients(rt.Spec.Source.Kubernetes.Route.GetAnnotations()))
 		}
 	}
 	slices.SortFunc(sets, func(a, b *kubelbv1alpha1.Route) int { return cmp.Compare(a.Name, b.Name) })

@@ -495,3 +495,46 @@ func TestLoadBalancerRequestsHints(t *testing.T) {
 		t.Errorf("hints of 443: %s", diff)
 	}
 }
+
+// TestPlanKeepsClientAddresses: the tenant's Ingress Service keeps the clients' addresses
+// (externalTrafficPolicy Local) while a LoadBalancer served on its hostname has source ranges
+// or an Ingress has an ingress-nginx allow list; not for a refused or hostless one, nor an
+// Ingress without a list.
+func TestPlanKeepsClientAddresses(t *testing.T) {
+	t.Parallel()
+	wildcard := func(t *settings.Tenant) { t.DNS = translate.DNS{WildcardDomain: "lb.example.com"} }
+	restricted := func(l *kubelbv1alpha1.LoadBalancer) *kubelbv1alpha1.LoadBalancer {
+		l.Spec.SourceRanges = []string{"192.0.2.0/24"}
+		return l
+	}
+	allowlisted := func(rt *kubelbv1alpha1.Route, key string) *kubelbv1alpha1.Route {
+		rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{translate.NginxAnnotationPrefix + key: "192.0.2.0/24"})
+		return rt
+	}
+	oneLB := func(t *settings.Tenant) { t.Limits.LoadBalancers = 1 }
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want bool
+	}{
+		{"a hostname with source ranges", Input{Tenant: tenant(wildcard), LoadBalancers: []*kubelbv1alpha1.LoadBalancer{lb("open", 0, 80), restricted(lb("office", 1, 80))}}, true},
+		{"hostnames without source ranges", Input{Tenant: tenant(wildcard), LoadBalancers: []*kubelbv1alpha1.LoadBalancer{lb("open", 0, 80)}}, false},
+		{"source ranges without a hostname", Input{Tenant: tenant(), LoadBalancers: []*kubelbv1alpha1.LoadBalancer{restricted(lb("office", 0, 80))},
+			Routes: []*kubelbv1alpha1.Route{ingress("shop", 1)}}, false},
+		{"the restricted LoadBalancer refused", Input{Tenant: tenant(wildcard, oneLB), LoadBalancers: []*kubelbv1alpha1.LoadBalancer{lb("open", 0, 80), restricted(lb("office", 1, 80))}}, false},
+		{"an Ingress with an allow list", Input{Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{ingress("a", 0), allowlisted(ingress("b", 1), "allowlist-source-range")}}, true},
+		{"an Ingress with the older whitelist", Input{Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{allowlisted(ingress("b", 1), "whitelist-source-range")}}, true},
+		{"Ingresses without a list", Input{Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{ingress("a", 0)}}, false},
+	} {
+		tc.in.Namespace = ns
+		if got := Make(tc.in).KeepClientAddresses; got != tc.want {
+			t.Errorf("%s: KeepClientAddresses %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	ports := []Port{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, Target: 20000}}
+	for keep, want := range map[bool]corev1.ServiceExternalTrafficPolicy{true: corev1.ServiceExternalTrafficPolicyLocal, false: corev1.ServiceExternalTrafficPolicyCluster} {
+		if got := ptr.Deref(IngressService(ns, tenant(), ports, nil, keep, nil).Spec.ExternalTrafficPolicy, ""); got != want {
+			t.Errorf("keepClients %v: externalTrafficPolicy %q, want %q", keep, got, want)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // TestController runs the Route controller (with the LoadBalancer controller, sharing the
@@ -282,6 +283,22 @@ func TestController(t *testing.T) {
 		}
 		svc := waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, nil)
 		ports := targets(svc)
+		if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+			t.Errorf("externalTrafficPolicy %q without an allow list, want Cluster", svc.Spec.ExternalTrafficPolicy)
+		}
+		// An Ingress that lists its clients' addresses (ingress-nginx allowlist-source-range)
+		// needs them at Envoy: the Service keeps them (Local), with the same ports.
+		two = getRoute(t, c, ns, "two")
+		two.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{translate.NginxAnnotationPrefix + "allowlist-source-range": "192.0.2.0/24"})
+		if err := c.Update(ctx, two); err != nil {
+			t.Fatal(err)
+		}
+		waitService(t, c, ns, kubelbv1alpha1.IngressServiceName, func(s *corev1.Service) error {
+			if s.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || !slices.Equal(targets(s), ports) {
+				return fmt.Errorf("externalTrafficPolicy %q, target ports %v", s.Spec.ExternalTrafficPolicy, targets(s))
+			}
+			return nil
+		})
 
 		if err := c.Delete(ctx, one); err != nil {
 			t.Fatal(err)
