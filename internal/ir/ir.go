@@ -237,7 +237,14 @@ type Route struct {
 	// Hash (with Backends) is what the route's requests are hashed on for clusters that
 	// balance by consistent hash (LBMaglev); nil for none (requests then spread at random).
 	Hash *HashPolicy `json:"hash,omitempty"`
+	// MaxRequestBytes (with Backends), when above 0, answers 413 to a request whose
+	// Content-Length is larger, without reaching a backend (at most MaxRequestBodyLimit). A
+	// request without a Content-Length (chunked) is not limited: the body is never buffered.
+	MaxRequestBytes int64 `json:"maxRequestBytes,omitempty"`
 }
+
+// MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.
+const MaxRequestBodyLimit int64 = 1 << 40
 
 // HashPolicy is what a request is hashed on (a BackendTrafficPolicy's consistentHash):
 // exactly one of SourceIP, Header and Cookie.

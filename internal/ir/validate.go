@@ -335,6 +335,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if err := sourcerange.Valid(r.SourceRanges); err != nil {
 		return err
 	}
+	if r.MaxRequestBytes < 0 || r.MaxRequestBytes > MaxRequestBodyLimit || (r.MaxRequestBytes > 0 && len(r.Backends) == 0) {
+		return fmt.Errorf("request body limit %d: want 0-%d, on a route with backends", r.MaxRequestBytes, MaxRequestBodyLimit)
+	}
 	var total uint64
 	for _, b := range r.Backends {
 		if !clusters[b.Cluster] {

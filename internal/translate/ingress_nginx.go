@@ -52,6 +52,7 @@ const (
 	nginxSessionCookieName   = "session-cookie-name"
 	nginxSessionCookiePath   = "session-cookie-path"
 	nginxSessionCookieMaxAge = "session-cookie-max-age"
+	nginxProxyBodySize       = "proxy-body-size"
 	nginxAllowlist           = "allowlist-source-range"
 	nginxWhitelist           = "whitelist-source-range" // ingress-nginx's older name
 )
@@ -65,7 +66,7 @@ var honouredNginx = []string{
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
 	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal,
-	nginxAllowlist, nginxWhitelist,
+	nginxAllowlist, nginxWhitelist, nginxProxyBodySize,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -122,6 +123,9 @@ type nginxIngress struct {
 	// paths answer 403 to everyone until it is fixed (a restriction is never dropped).
 	sourceRanges []string
 	refuseAll    bool
+	// maxBody (proxy-body-size) answers 413 to requests whose Content-Length is larger (0:
+	// none, ingress-nginx's "0").
+	maxBody int64
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
@@ -228,6 +232,13 @@ func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) 
 	out.redirect = t.nginxRedirect(value, bad)
 
 	out.connectTimeout = seconds(nginxConnectTimeout, time.Second, MaxConnectTimeout)
+	if v, ok := value(nginxProxyBodySize); ok {
+		if n, err := nginxSize(v); err != nil {
+			bad(nginxProxyBodySize, v, err.Error())
+		} else {
+			out.maxBody = n
+		}
+	}
 	// Envoy's stream idle timeout bounds the time without traffic either way: the longer of
 	// the two nginx timeouts, only ever shorter than the tenant's.
 	tenant := t.opts.StreamIdleTimeout
@@ -616,6 +627,7 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, DirectResponse: &ir.DirectResponse{Status: http.StatusForbidden}}
 	}
 	route.SourceRanges = slices.Clone(n.sourceRanges)
+	route.MaxRequestBytes = n.maxBody
 	if n.rewrite != "" && (regex != "" || route.Match.PathExact != "") {
 		// The paths of the Ingress; not its default backend, which has no path to rewrite.
 		route.Rewrite = nginxRewriteFor(regex, route.Match.PathExact, n.rewrite)
@@ -672,4 +684,27 @@ func (t *l7) nginxAppRoot(st *ingressState, r *v1alpha1.Route, ngx nginxIngress,
 		served = true
 	}
 	return served
+}
+
+// nginxSize reads an nginx size (proxy-body-size, nginx's client_max_body_size): a whole
+// number of bytes, or of kibibytes, mebibytes or gibibytes with k, m or g (either case); "0"
+// is no limit. At most ir.MaxRequestBodyLimit.
+func nginxSize(v string) (int64, error) {
+	unit := int64(1)
+	digits := v
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'k', 'K':
+			unit, digits = 1<<10, v[:n-1]
+		case 'm', 'M':
+			unit, digits = 1<<20, v[:n-1]
+		case 'g', 'G':
+			unit, digits = 1<<30, v[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || n > ir.MaxRequestBodyLimit/unit {
+		return 0, fmt.Errorf("a size such as 8m: bytes, or k, m, g; 0 for no limit; at most %d GiB", ir.MaxRequestBodyLimit>>30)
+	}
+	return n * unit, nil
 }

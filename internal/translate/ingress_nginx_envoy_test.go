@@ -135,6 +135,7 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 			route("stable", nil, spec(rule("canary.example.com", "v1", "/")), svc("v1", v1Port)),
 			route("canary", map[string]string{N + "canary": "true", N + "canary-weight": "20", N + "canary-by-header": "X-Canary"},
 				spec(rule("canary.example.com", "v2", "/")), svc("v2", v2Port)),
+			route("upload", map[string]string{N + "proxy-body-size": "1k"}, spec(rule("upload.example.com", "web", "/")), svc("web", webPort)),
 		},
 	}
 	_, problems, res, err := translatetest.Pipeline(in)
@@ -267,6 +268,36 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	if seen := count(20, "never"); seen["v1"] != 20 {
 		t.Errorf("20 requests with X-Canary: never were answered %v, want all by v1", seen)
+	}
+
+	// proxy-body-size 1k: a body of up to 1024 bytes reaches the backend; a larger one is
+	// answered 413 by Envoy, 10 of each.
+	post := func(size int) (int, error) {
+		req, err := http.NewRequest(http.MethodPost, "http://"+plain+"/", strings.NewReader(strings.Repeat("x", size)))
+		if err != nil {
+			return 0, err
+		}
+		req.Host = "upload.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	statuses := map[int]int{}
+	for range 10 {
+		for _, size := range []int{1024, 1025} {
+			code, err := post(size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			statuses[size*1000+code]++
+		}
+	}
+	if statuses[1024*1000+http.StatusOK] != 10 || statuses[1025*1000+http.StatusRequestEntityTooLarge] != 10 {
+		t.Errorf("bodies of 1024 and 1025 bytes under proxy-body-size 1k got %v (size*1000+status), want 10 × 200 and 10 × 413", statuses)
 	}
 }
 

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"math"
 	"net/http"
 	"slices"
 
@@ -8,6 +9,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -27,11 +29,32 @@ func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
 	for _, vh := range rc.VirtualHosts {
 		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
 		for _, r := range vh.Routes {
-			v.Routes = append(v.Routes, route(r, &errs))
+			rt := route(r, &errs)
+			if r.MaxRequestBytes > 0 {
+				v.Routes = append(v.Routes, bodyLimit(rt, r.MaxRequestBytes))
+			}
+			v.Routes = append(v.Routes, rt)
 		}
 		out.VirtualHosts = append(out.VirtualHosts, v)
 	}
 	return out, joined(errs)
+}
+
+// bodyLimit is the route placed before rt that answers 413 to rt's requests whose
+// Content-Length is above limit (ir.Route.MaxRequestBytes): the same match and per-route
+// filter configuration (an RBAC denial still comes first), the header in range, a direct
+// response. Nothing is buffered; a request without Content-Length goes on to rt.
+func bodyLimit(rt *routev3.Route, limit int64) *routev3.Route {
+	g := proto.Clone(rt).(*routev3.Route)
+	g.Name = rt.Name + "/body-limit"
+	g.Match.Headers = append(g.Match.Headers, &routev3.HeaderMatcher{
+		Name:                 "content-length",
+		HeaderMatchSpecifier: &routev3.HeaderMatcher_RangeMatch{RangeMatch: &typev3.Int64Range{Start: limit + 1, End: math.MaxInt64}},
+	})
+	g.Action = &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: http.StatusRequestEntityTooLarge,
+		Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "request body too large\n"}}}}
+	g.RequestHeadersToAdd, g.RequestHeadersToRemove = nil, nil
+	return g
 }
 
 func route(r *ir.Route, errs *[]error) *routev3.Route {
