@@ -65,7 +65,7 @@ var honouredNginx = []string{
 	nginxEnableCORS, nginxCORSOrigin, nginxCORSMethods, nginxCORSHeaders, nginxCORSExpose,
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
-	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal,
+	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByCookie,
 	nginxAllowlist, nginxWhitelist, nginxProxyBodySize,
 }
 

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ const (
 	nginxCanaryWeightTotal = "canary-weight-total"
 	nginxCanaryByHeader    = "canary-by-header"
 	nginxCanaryByHeaderVal = "canary-by-header-value"
+	nginxCanaryByCookie    = "canary-by-cookie"
 )
 
 // maxCanaryWeightTotal bounds canary-weight-total.
@@ -23,10 +25,12 @@ const maxCanaryWeightTotal = 1000000
 
 // nginxCanaryRule is what a canary Ingress (canary: "true") asks of the paths it shares with
 // another Ingress: a share of their requests (weight of total), and the requests whose header
-// (lower case) has value (or "always") all; "never" keeps a request off the canary.
+// (lower case) has value (or "always") all, then those whose cookie is "always";
+// "never" (of the header or the cookie) keeps a request off the canary.
 type nginxCanaryRule struct {
 	weight, total uint32
 	header, value string
+	cookie        string
 }
 
 // canaryPath is a path of a canary Ingress, resolved, waiting for the Ingress serving the
@@ -76,7 +80,21 @@ func nginxCanaryAnnotations(value func(string) (string, bool), bad func(key, v, 
 			}
 		}
 	}
+	if v, ok := value(nginxCanaryByCookie); ok {
+		if (&ir.SessionPersistence{Cookie: &ir.SessionCookie{Name: v, Path: "/"}}).Validate() != nil {
+			bad(nginxCanaryByCookie, v, "a cookie name: a token of letters, digits and !#$%&'*+-.^_`|~")
+		} else {
+			c.cookie = v
+		}
+	}
 	return c
+}
+
+// cookieIs is the RE2 expression that matches a Cookie header carrying cookie name with
+// value: among other cookies (separated by ";", or "," where Envoy joins several Cookie
+// headers), whole name and value only.
+func cookieIs(name, value string) string {
+	return `(.*[;,]\s*)?` + regexp.QuoteMeta(name) + `=` + regexp.QuoteMeta(value) + `(\s*[;,].*)?`
 }
 
 // applyCanaries gives each canary path to the route of the older or newer Ingress serving
@@ -111,30 +129,39 @@ func (t *l7) applyCanaries(st *ingressState) {
 			}
 			r.Backends = append(out, ir.WeightedCluster{Cluster: cp.cluster, Weight: cp.rule.weight})
 		}
-		if cp.rule.header != "" {
+		if cp.rule.header != "" || cp.rule.cookie != "" {
 			vh := st.vhosts[cp.claim.domain]
 			i := slices.Index(vh.paths, main)
-			mk := func(suffix, value, cluster string, backends []ir.WeightedCluster) *ingressRoute {
+			var mains []ir.WeightedCluster // "never" keeps the request on the main backends
+			for _, b := range r.Backends {
+				if b.Cluster != cp.cluster {
+					mains = append(mains, b)
+				}
+			}
+			mk := func(suffix string, m ir.StringMatch, canary bool) *ingressRoute {
 				c := cloneRoute(r)
 				c.Name = cp.route + "/canary-" + suffix + "/" + r.Name
 				c.Owners = []ir.ObjectRef{cp.owner}
-				c.Match.Headers = append(c.Match.Headers, ir.StringMatch{Name: cp.rule.header, Value: value})
-				c.Backends = backends
-				if cluster != "" {
-					c.Backends = []ir.WeightedCluster{{Cluster: cluster, Weight: 1}}
+				c.Match.Headers = append(c.Match.Headers, m)
+				c.Backends = mains
+				if canary {
+					c.Backends = []ir.WeightedCluster{{Cluster: cp.cluster, Weight: 1}}
 				}
 				return &ingressRoute{exact: main.exact, path: main.path, route: c, sslRedirect: main.sslRedirect}
 			}
-			extra := []*ingressRoute{mk("header", cp.rule.value, cp.cluster, nil)}
-			if cp.rule.value == "always" && cp.rule.weight > 0 {
-				// "never" keeps the request on the main backends.
-				var mains []ir.WeightedCluster
-				for _, b := range r.Backends {
-					if b.Cluster != cp.cluster {
-						mains = append(mains, b)
-					}
+			// The header first, then the cookie, then the weight (ingress-nginx's order).
+			var extra []*ingressRoute
+			if cp.rule.header != "" {
+				extra = append(extra, mk("header", ir.StringMatch{Name: cp.rule.header, Value: cp.rule.value}, true))
+				if cp.rule.value == "always" && cp.rule.weight > 0 {
+					extra = append(extra, mk("never", ir.StringMatch{Name: cp.rule.header, Value: "never"}, false))
 				}
-				extra = append(extra, mk("never", "never", "", mains))
+			}
+			if cp.rule.cookie != "" {
+				extra = append(extra, mk("cookie", ir.StringMatch{Name: "cookie", Value: cookieIs(cp.rule.cookie, "always"), Regex: true}, true))
+				if cp.rule.weight > 0 {
+					extra = append(extra, mk("cookie-never", ir.StringMatch{Name: "cookie", Value: cookieIs(cp.rule.cookie, "never"), Regex: true}, false))
+				}
 			}
 			vh.paths = slices.Insert(vh.paths, i, extra...)
 		}

@@ -133,7 +133,7 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 				spec(rule("cors.example.com", "web", "/")), svc("web", webPort)),
 			route("sticky", map[string]string{N + "affinity": "cookie", N + "session-cookie-name": "route"}, spec(rule("sticky.example.com", "web", "/")), svc("web", webPort)),
 			route("stable", nil, spec(rule("canary.example.com", "v1", "/")), svc("v1", v1Port)),
-			route("canary", map[string]string{N + "canary": "true", N + "canary-weight": "20", N + "canary-by-header": "X-Canary"},
+			route("canary", map[string]string{N + "canary": "true", N + "canary-weight": "20", N + "canary-by-header": "X-Canary", N + "canary-by-cookie": "canary"},
 				spec(rule("canary.example.com", "v2", "/")), svc("v2", v2Port)),
 			route("upload", map[string]string{N + "proxy-body-size": "1k"}, spec(rule("upload.example.com", "web", "/")), svc("web", webPort)),
 		},
@@ -268,6 +268,24 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	if seen := count(20, "never"); seen["v1"] != 20 {
 		t.Errorf("20 requests with X-Canary: never were answered %v, want all by v1", seen)
+	}
+	// canary-by-cookie canary: "always" on the canary, "never" off it, among other cookies.
+	cookies := func(n int, cookie string) map[string]int {
+		seen := map[string]int{}
+		for range n {
+			pod, err := withHeader(plain, "canary.example.com", "Cookie", cookie)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[pod]++
+		}
+		return seen
+	}
+	if seen := cookies(20, "session=x; canary=always"); seen["v2"] != 20 {
+		t.Errorf("20 requests with the cookie canary=always were answered %v, want all by v2", seen)
+	}
+	if seen := cookies(20, "canary=never; theme=dark"); seen["v1"] != 20 {
+		t.Errorf("20 requests with the cookie canary=never were answered %v, want all by v1", seen)
 	}
 
 	// proxy-body-size 1k: a body of up to 1024 bytes reaches the backend; a larger one is
