@@ -271,15 +271,31 @@ func trafficTargetsOfKind(k Kind, p client.Object) []reconcile.Request {
 	return out
 }
 
-// InstallTrafficPolicyCRD creates Envoy Gateway's BackendTrafficPolicy CRD (of
-// envoygatewaycrds.Version, field owner kubelb-ccm) when the tenant has none, and waits until
-// it is established; a CRD already there (Envoy Gateway's own, of any version) is never
-// changed. It tells whether it created it.
-func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client.Reader) (bool, error) {
-	crd, err := envoygatewaycrds.BackendTrafficPolicy()
+// InstallPolicyCRDs creates each of Envoy Gateway's policy CRDs kubelb reads (of
+// envoygatewaycrds.Version, field owner kubelb-ccm) that the tenant does not have, and waits
+// until it is established; a CRD already there (Envoy Gateway's own, of any version) is never
+// changed. It returns the names of those it created.
+func InstallPolicyCRDs(ctx context.Context, c client.Client, reader client.Reader) ([]string, error) {
+	crds, err := envoygatewaycrds.All()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	var created []string
+	for _, crd := range crds {
+		made, err := installAbsentCRD(ctx, c, reader, crd)
+		if made {
+			created = append(created, crd.Name)
+		}
+		if err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+// installAbsentCRD creates crd when the cluster has none of its name and waits until it is
+// established; it tells whether it created it.
+func installAbsentCRD(ctx context.Context, c client.Client, reader client.Reader, crd *apiextensionsv1.CustomResourceDefinition) (bool, error) {
 	cur := &apiextensionsv1.CustomResourceDefinition{}
 	switch err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); {
 	case err == nil:
@@ -291,7 +307,7 @@ func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client
 	if err := c.Create(ctx, crd, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 	}
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}

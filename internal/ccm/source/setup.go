@@ -79,14 +79,14 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
-		// Envoy Gateway's BackendTrafficPolicy CRD, only when the tenant has none (Envoy
-		// Gateway's own is never replaced).
-		created, err := InstallTrafficPolicyCRD(ctx, mgr.GetClient(), mgr.GetAPIReader())
+		// Envoy Gateway's policy CRDs, each only when the tenant has none (Envoy Gateway's own
+		// are never replaced).
+		created, err := InstallPolicyCRDs(ctx, mgr.GetClient(), mgr.GetAPIReader())
 		if err != nil {
 			return err
 		}
-		if created {
-			log.Info("installed Envoy Gateway's BackendTrafficPolicy CRD (it was absent)", "version", envoygatewaycrds.Version)
+		for _, name := range created {
+			log.Info("installed Envoy Gateway's CRD (it was absent)", "crd", name, "version", envoygatewaycrds.Version)
 		}
 	}
 	if err := IndexHub(context.Background(), hub.GetFieldIndexer()); err != nil {
