@@ -115,7 +115,7 @@ func ResolveSecurity(sec *v1alpha1.Security) (*Authorization, error) {
 		for _, c := range r.Principal.ClientCIDRs {
 			p, err := sourcerange.Parse(c)
 			if err != nil {
-				bad("%s.principal.clientCIDRs: %s", field, truncate(err.Error()))
+				bad("%s.principal.clientCIDRs %q is not a CIDR such as 203.0.113.0/24 or 2001:db8::/32", field, truncate(c))
 			} else if !slices.Contains(rule.Ranges, p) {
 				rule.Ranges = append(rule.Ranges, p)
 			}
