@@ -20,7 +20,13 @@ import (
 // trafficPolicy is a BackendTrafficPolicy of namespace ns with a spec written in YAML.
 func trafficPolicy(t *testing.T, ns, name, spec string) *unstructured.Unstructured {
 	t.Helper()
-	p := newTrafficPolicy()
+	return egPolicy(t, BackendTrafficPolicyKind, ns, name, spec)
+}
+
+// egPolicy is a policy of kind pk of namespace ns with a spec written in YAML.
+func egPolicy(t *testing.T, pk *PolicyKind, ns, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	p := pk.New()
 	p.SetNamespace(ns)
 	p.SetName(name)
 	s := map[string]any{}
@@ -31,12 +37,18 @@ func trafficPolicy(t *testing.T, ns, name, spec string) *unstructured.Unstructur
 	return p
 }
 
-// kubelbAncestor waits until policy ns/name has kubelb's entry for the ancestor kind/ns/name
-// with an Accepted condition of the status and reason, and returns its message.
+// kubelbAncestor waits until BackendTrafficPolicy ns/name has kubelb's entry for the ancestor
+// kind/ns/name with an Accepted condition of the status and reason, and returns its message.
 func (e *env) kubelbAncestor(t *testing.T, ns, name, kind, ancestorNS, ancestor, status, reason string) string {
 	t.Helper()
+	return e.policyAncestor(t, BackendTrafficPolicyKind, ns, name, kind, ancestorNS, ancestor, status, reason)
+}
+
+// policyAncestor is kubelbAncestor for a policy of kind pk.
+func (e *env) policyAncestor(t *testing.T, pk *PolicyKind, ns, name, kind, ancestorNS, ancestor, status, reason string) string {
+	t.Helper()
 	var msg string
-	objects.WaitFor(t, e.Tenant.Client, timeout, client.ObjectKey{Namespace: ns, Name: name}, newTrafficPolicy(), func(p *unstructured.Unstructured) error {
+	objects.WaitFor(t, e.Tenant.Client, timeout, client.ObjectKey{Namespace: ns, Name: name}, pk.New(), func(p *unstructured.Unstructured) error {
 		for _, a := range ReadPolicyStatus(p).Ancestors {
 			if a.ControllerName != ControllerName || a.AncestorRef.Kind == nil || string(*a.AncestorRef.Kind) != kind ||
 				string(*a.AncestorRef.Namespace) != ancestorNS || string(a.AncestorRef.Name) != ancestor {
@@ -164,7 +176,7 @@ retry: {numRetries: 2}
 
 	// Another implementation's Gateway: kubelb wrote nothing on its policy (created before
 	// the policies whose statuses were written since).
-	p := newTrafficPolicy()
+	p := BackendTrafficPolicyKind.New()
 	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "not-ours"}, p); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +211,7 @@ func TestTrafficWinnerAndStatus(t *testing.T) {
 	if bt := DesiredBackendTraffic(all, "app", "HTTPRoute", "api"); bt == nil || bt.Name != "a-same" || *bt.Retry.NumRetries != 1 {
 		t.Errorf("api carries %+v, want a-same (first by name among the same age)", bt)
 	}
-	if v := ReadTrafficPolicy(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
+	if v := BackendTrafficPolicyKind.Read(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
 		t.Errorf("a sectionName target: %q", v.Invalid)
 	}
 
