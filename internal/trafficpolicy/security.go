@@ -17,7 +17,7 @@ var servedSecurity = map[string]any{
 	"targetRefs": nil,
 	"authorization": map[string]any{
 		"defaultAction": nil,
-		"rules": nil, // each rule's fields: securityRuleFields
+		"rules":         nil, // each rule's fields: securityRuleFields
 	},
 }
 

@@ -138,8 +138,11 @@ type l7 struct {
 	services map[*v1alpha1.Route]serviceIndex
 	// traffic and security: the BackendTrafficPolicies and SecurityPolicies of Route
 	// contexts, checked once (policies.go).
-	traffic        policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
-	security       policyChecks[v1alpha1.Security, trafficpolicy.Authorization]
+	traffic  policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
+	security policyChecks[v1alpha1.Security, trafficpolicy.Authorization]
+	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
+	// for their SecurityPolicies (security.go).
+	addressWarned  map[*gateway]bool
 	secretIndex    map[nsName]*corev1.Secret
 	routeServices  map[string]*corev1.Service
 	ingressService *corev1.Service

@@ -26,9 +26,18 @@ func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.Authorizatio
 // served by Gateway gw (GEP-713: the route's own overrides the Gateway's), nil when none does:
 // every route of the rules gets it, whatever it does (backends, redirect, direct response).
 func (t *l7) authorizationFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *ir.Authorization {
-	a, _ := t.security.forRoute(t, r, gw, owner)
+	a, policy := t.security.forRoute(t, r, gw, owner)
 	if a == nil {
 		return nil
+	}
+	if gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
+		if t.addressWarned == nil {
+			t.addressWarned = map[*gateway]bool{}
+		}
+		t.addressWarned[gw] = true
+		t.problems.Add(t.ref(gw.route, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+			"SecurityPolicy %s decides by client address, but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so the rules may see a node's address instead",
+			truncateMessage(policy))
 	}
 	out := &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
 	for _, rule := range a.Rules {
