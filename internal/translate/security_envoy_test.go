@@ -12,14 +12,11 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // throughEnvoyWithSecurity serves a Gateway (carrying SecurityPolicy gwSec) and its HTTPRoute
 // (carrying routeSec; one rule to Service web) through a real Envoy, and returns the
-// listener's address once Envoy answers the allowed client 127.0.0.2.
+// listener's address once Envoy answers.
 func throughEnvoyWithSecurity(t *testing.T, tenant string, gwSec, routeSec *v1alpha1.Security) string {
 	t.Helper()
 	nodePort := testsupport.FreePort(t)
@@ -38,31 +35,18 @@ func throughEnvoyWithSecurity(t *testing.T, tenant string, gwSec, routeSec *v1al
 		}
 		in.Routes[i].Spec.Source.Kubernetes.Context.Security = sec
 	}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(httpPort)
-	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route", func() error {
-		_, err := statusFrom("127.0.0.2", addr, "example.com")
-		return err
-	})
-	return addr
+	return serveThroughEnvoy(t, tenant, in, httpPort)
 }
 
-// countFrom sends three requests from each source address and checks each status; it returns
-// the requests answered 200 and 403.
-func countFrom(t *testing.T, addr string, want map[string]int) (allowed, refused int) {
+// countFrom sends three requests for host from each source address and checks each status;
+// it returns the requests answered 200 and 403.
+func countFrom(t *testing.T, addr, host string, want map[string]int) (allowed, refused int) {
 	t.Helper()
 	for src, status := range want {
 		for range 3 {
-			got, err := statusFrom(src, addr, "example.com")
+			got, err := statusFrom(src, addr, host)
 			if err != nil || got != status {
-				t.Errorf("from %s: %d (%v), want %d", src, got, err, status)
+				t.Errorf("http://%s/ from %s: %d (%v), want %d", host, src, got, err, status)
 				continue
 			}
 			if got == http.StatusOK {
@@ -72,7 +56,6 @@ func countFrom(t *testing.T, addr string, want map[string]int) (allowed, refused
 			}
 		}
 	}
-	t.Logf("%d requests allowed, %d refused (403)", allowed, refused)
 	return allowed, refused
 }
 
@@ -91,9 +74,10 @@ func TestSecurityPolicyThroughEnvoy(t *testing.T) {
 				{Name: "kiosk", Action: "Deny", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"127.0.0.3/32"}}},
 				{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"127.0.0.0/29"}}},
 			}}})
-	allowed, refused := countFrom(t, addr, map[string]int{
+	allowed, refused := countFrom(t, addr, "example.com", map[string]int{
 		"127.0.0.2": http.StatusOK, "127.0.0.4": http.StatusOK, "127.0.0.3": http.StatusForbidden, "127.0.0.9": http.StatusForbidden,
 	})
+	t.Logf("%d requests allowed, %d refused (403)", allowed, refused)
 	if allowed != 6 || refused != 6 {
 		t.Errorf("%d allowed and %d refused, want 6 and 6", allowed, refused)
 	}
@@ -120,7 +104,8 @@ func TestSecurityPolicyDenyListThroughEnvoy(t *testing.T) {
 		&v1alpha1.Security{Namespace: "shop", Name: "gateway", Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Allow",
 			Rules: []v1alpha1.SecurityRule{{Action: "Deny", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"127.0.0.3/32"}}}}}},
 		nil)
-	allowed, refused := countFrom(t, addr, map[string]int{"127.0.0.2": http.StatusOK, "127.0.0.9": http.StatusOK, "127.0.0.3": http.StatusForbidden})
+	allowed, refused := countFrom(t, addr, "example.com", map[string]int{"127.0.0.2": http.StatusOK, "127.0.0.9": http.StatusOK, "127.0.0.3": http.StatusForbidden})
+	t.Logf("%d requests allowed, %d refused (403)", allowed, refused)
 	if allowed != 6 || refused != 3 {
 		t.Errorf("%d allowed and %d refused, want 6 and 3", allowed, refused)
 	}
