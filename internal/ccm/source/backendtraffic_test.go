@@ -69,6 +69,24 @@ func (e *env) policyAncestor(t *testing.T, pk *PolicyKind, ns, name, kind, ances
 	return msg
 }
 
+// policyTargets makes namespace ns with what the policy tests target: Gateway edge of kubelb's
+// class, and HTTPRoutes web and other on it (to Service web).
+func (e *env) policyTargets(t *testing.T, ns string) (gw *gwapiv1.Gateway, web, other *gwapiv1.HTTPRoute) {
+	t.Helper()
+	e.namespace(t, ns, nil)
+	e.create(t, gateway(ns, "edge", "kubelb"))
+	e.create(t, clusterIP(ns, "web", 80))
+	web = httpRoute(ns, "web", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
+	other = httpRoute(ns, "other", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
+	e.create(t, web)
+	e.create(t, other)
+	gw = &gwapiv1.Gateway{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
+		t.Fatal(err)
+	}
+	return gw, web, other
+}
+
 // TestBackendTrafficPolicies: Envoy Gateway's BackendTrafficPolicies on kubelb's Gateways and
 // routes. A Gateway's policy travels in the Gateway's Route, an HTTPRoute's in the route's;
 // each is Accepted on its Gateway. A younger policy on the same route is Conflicted (Warning
@@ -79,18 +97,8 @@ func (e *env) policyAncestor(t *testing.T, pk *PolicyKind, ns, name, kind, ances
 func TestBackendTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
 	const ns = "traffic"
-	e.namespace(t, ns, nil)
-	e.create(t, gateway(ns, "edge", "kubelb"))
+	gw, web, other := e.policyTargets(t, ns)
 	e.create(t, gateway(ns, "theirs", "other-class"))
-	e.create(t, clusterIP(ns, "web", 80))
-	web := httpRoute(ns, "web", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	other := httpRoute(ns, "other", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	e.create(t, web)
-	e.create(t, other)
-	gw := &gwapiv1.Gateway{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
-		t.Fatal(err)
-	}
 
 	e.create(t, trafficPolicy(t, ns, "gateway-wide", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -25,17 +23,7 @@ import (
 func TestSecurityPolicies(t *testing.T) {
 	e := newEnv(t)
 	const ns = "security"
-	e.namespace(t, ns, nil)
-	e.create(t, gateway(ns, "edge", "kubelb"))
-	e.create(t, clusterIP(ns, "web", 80))
-	web := httpRoute(ns, "web", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	other := httpRoute(ns, "other", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	e.create(t, web)
-	e.create(t, other)
-	gw := &gwapiv1.Gateway{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
-		t.Fatal(err)
-	}
+	gw, web, other := e.policyTargets(t, ns)
 	sp := func(name, spec string) *unstructured.Unstructured {
 		return egPolicy(t, SecurityPolicyKind, ns, name, spec)
 	}
