@@ -104,6 +104,12 @@ type SourceContext struct {
 	// overrides its Gateway's. Unset: none.
 	// +optional
 	BackendTraffic *BackendTraffic `json:"backendTraffic,omitempty"`
+
+	// Security is the Envoy Gateway SecurityPolicy that applies to the object (a Gateway, an
+	// HTTPRoute or a GRPCRoute), as the ccm resolved it: a route's own overrides its
+	// Gateway's. Unset: none.
+	// +optional
+	Security *Security `json:"security,omitempty"`
 }
 
 // FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,

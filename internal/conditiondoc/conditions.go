@@ -181,7 +181,7 @@ var TranslationProblems = []Reason{
 	{translate.ReasonUnsupportedPersistence, "", "spec.persistence.type is not understood (ignored); on a Gateway API route, a part of sessionPersistence Envoy cannot keep (ignored; an unusable name, type or timeout turns the rule's session persistence off)"},
 	{translate.ReasonQuotaExceeded, "", "the tenant's limits refuse the object, or cut its endpoints"},
 	{translate.ReasonInvalidSourceRanges, "", "spec.sourceRanges has an entry that is not a CIDR, or more than 64 entries: nothing of the LoadBalancer is served until it is fixed (fail closed)"},
-	{translate.ReasonClientAddressUnknown, "", "the LoadBalancer has source ranges but its hub Service is of type ClusterIP, or (section hostname) the tenant's Ingress Service serving its hostname does not have externalTrafficPolicy Local: Envoy may see an address of the management cluster, not the client's (warning)"},
+	{translate.ReasonClientAddressUnknown, "", "the LoadBalancer has source ranges but its hub Service is of type ClusterIP, or (section hostname) the tenant's Ingress Service serving its hostname does not have externalTrafficPolicy Local, or a Gateway's SecurityPolicy decides by client address but the Gateway's hub Service does not keep the clients' addresses: Envoy may see an address of the management cluster, not the client's (warning)"},
 	{translate.ReasonHealthCheckThrottled, "", "health checks run less often than asked (the tenant's probe budget)"},
 	{translate.ReasonHostnameNotResolved, "", "an endpoint hostname has no resolved addresses (left out)"},
 	{translate.ReasonLoadBalancingDisabled, "", "the Tenant or Config disables load balancing"},

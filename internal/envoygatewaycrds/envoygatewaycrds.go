@@ -1,6 +1,6 @@
-// Package envoygatewaycrds carries Envoy Gateway's BackendTrafficPolicy CRD
+// Package envoygatewaycrds carries Envoy Gateway's BackendTrafficPolicy and SecurityPolicy CRDs
 // (gateway.envoyproxy.io/v1alpha1) of the release kubelb reads policies of, so tests can
-// serve the kind on tenant API servers. The YAML file is copied from Envoy Gateway's module
+// serve the kind on tenant API servers. The YAML files are copied from Envoy Gateway's module
 // (github.com/envoyproxy/gateway, Version, charts/gateway-helm/charts/crds/crds/generated)
 // by `make generate`; never edit it. kubelb does not depend on Envoy Gateway's Go module: the
 // ccm reads the policies as unstructured objects into kubelb's own types (docs/l7.md,
@@ -22,12 +22,37 @@ const Version = "v1.9.1"
 //go:embed gateway.envoyproxy.io_backendtrafficpolicies.yaml
 var backendTrafficPolicies []byte
 
+//go:embed gateway.envoyproxy.io_securitypolicies.yaml
+var securityPolicies []byte
+
 // BackendTrafficPolicy returns the CustomResourceDefinition of Envoy Gateway's
 // BackendTrafficPolicy.
 func BackendTrafficPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(backendTrafficPolicies, "BackendTrafficPolicy")
+}
+
+// SecurityPolicy returns the CustomResourceDefinition of Envoy Gateway's SecurityPolicy.
+func SecurityPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(securityPolicies, "SecurityPolicy")
+}
+
+// All returns the CustomResourceDefinitions of the kinds kubelb reads.
+func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range []func() (*apiextensionsv1.CustomResourceDefinition, error){BackendTrafficPolicy, SecurityPolicy} {
+		crd, err := f()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+func decode(raw []byte, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(backendTrafficPolicies, crd); err != nil {
-		return nil, fmt.Errorf("decoding Envoy Gateway's BackendTrafficPolicy CRD: %w", err)
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		return nil, fmt.Errorf("decoding Envoy Gateway's %s CRD: %w", kind, err)
 	}
 	return crd, nil
 }

@@ -8,20 +8,26 @@ import (
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
-func TestBackendTrafficPolicy(t *testing.T) {
-	crd, err := BackendTrafficPolicy()
+func TestCRDs(t *testing.T) {
+	crds, err := All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if crd.Name != "backendtrafficpolicies.gateway.envoyproxy.io" || crd.Spec.Names.Kind != "BackendTrafficPolicy" {
-		t.Fatalf("got CRD %s of kind %s", crd.Name, crd.Spec.Names.Kind)
+	want := map[string]string{"backendtrafficpolicies.gateway.envoyproxy.io": "BackendTrafficPolicy", "securitypolicies.gateway.envoyproxy.io": "SecurityPolicy"}
+	if len(crds) != len(want) {
+		t.Fatalf("got %d CRDs, want %d", len(crds), len(want))
 	}
-	served := false
-	for _, v := range crd.Spec.Versions {
-		served = served || (v.Name == "v1alpha1" && v.Served)
-	}
-	if !served {
-		t.Fatal("gateway.envoyproxy.io/v1alpha1 is not served")
+	for _, crd := range crds {
+		if want[crd.Name] != crd.Spec.Names.Kind {
+			t.Fatalf("got CRD %s of kind %s", crd.Name, crd.Spec.Names.Kind)
+		}
+		served := false
+		for _, v := range crd.Spec.Versions {
+			served = served || (v.Name == "v1alpha1" && v.Served)
+		}
+		if !served {
+			t.Fatalf("%s: gateway.envoyproxy.io/v1alpha1 is not served", crd.Name)
+		}
 	}
 }
 

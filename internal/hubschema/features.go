@@ -33,7 +33,9 @@ var features = map[string]map[string]feature{
 		// A hub without it (an older kubelb) does not validate client certificates.
 		"spec.source.kubernetes.context.frontendCACertificates": {"client certificate validation of Gateways (spec.tls.frontend): this hub does not validate the certificates of clients", carriesFrontendCA},
 		// A hub without it (an older kubelb, KubeLB CE) serves the route with its defaults.
-		"spec.source.kubernetes.context.backendTraffic": {"BackendTrafficPolicies (Envoy Gateway's): this hub serves the object with its default load balancing, retries, timeouts and no circuit breaker of the policy", carriesBackendTraffic},
+		"spec.source.kubernetes.context.backendTraffic": {"BackendTrafficPolicies (Envoy Gateway's): this hub serves the object with its default load balancing, retries, timeouts and no circuit breaker of the policy", carriesContext("backendTraffic")},
+		// A hub without it does not restrict clients: said as for loadBalancerSourceRanges.
+		"spec.source.kubernetes.context.security": {"SecurityPolicies (Envoy Gateway's authorization by client address): this hub does NOT restrict the clients of the object (every address reaches it); restrict them at the hub's own load balancer or upgrade the hub", carriesContext("security")},
 	},
 }
 
@@ -49,14 +51,16 @@ func carriesBackendTLS(obj map[string]any) bool {
 	return len(entries) > 0
 }
 
-// carriesBackendTraffic: the Route's context carries a BackendTrafficPolicy.
-func carriesBackendTraffic(obj map[string]any) bool {
-	spec, _ := obj["spec"].(map[string]any)
-	src, _ := spec["source"].(map[string]any)
-	k8s, _ := src["kubernetes"].(map[string]any)
-	ctx, _ := k8s["context"].(map[string]any)
-	_, ok := ctx["backendTraffic"].(map[string]any)
-	return ok
+// carriesContext: the Route's context carries a policy in field (backendTraffic, security).
+func carriesContext(field string) func(map[string]any) bool {
+	return func(obj map[string]any) bool {
+		spec, _ := obj["spec"].(map[string]any)
+		src, _ := spec["source"].(map[string]any)
+		k8s, _ := src["kubernetes"].(map[string]any)
+		ctx, _ := k8s["context"].(map[string]any)
+		_, ok := ctx[field].(map[string]any)
+		return ok
+	}
 }
 
 // carriesFrontendCA: the Route's context carries the CA certificates of a Gateway's client

@@ -112,7 +112,8 @@ type Listener struct {
 	// one.
 	StatefulSession bool `json:"statefulSession,omitempty"`
 	// RouteSourceRanges (HTTP, HTTPS) runs Envoy's RBAC filter, which applies the source
-	// ranges of the routes; set exactly when a route served by the listener has some.
+	// ranges and authorizations of the routes; set exactly when a route served by the listener
+	// has some.
 	RouteSourceRanges bool `json:"routeSourceRanges,omitempty"`
 }
 
@@ -234,6 +235,12 @@ type Route struct {
 	// other clients are answered 403. Empty: every client. The listeners serving the route
 	// set RouteSourceRanges.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// Authorization, when set, decides by the client address (the peer of the connection)
+	// whose requests the route serves: the first rule whose ranges hold the address allows
+	// or denies the request, the default action when none does; a denied request is
+	// answered 403. Not with SourceRanges. The listeners serving the route set
+	// RouteSourceRanges.
+	Authorization *Authorization `json:"authorization,omitempty"`
 	// Hash (with Backends) is what the route's requests are hashed on for clusters that
 	// balance by consistent hash (LBMaglev); nil for none (requests then spread at random).
 	Hash *HashPolicy `json:"hash,omitempty"`
@@ -245,6 +252,22 @@ type Route struct {
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.
 const MaxRequestBodyLimit int64 = 1 << 40
+
+// Authorization is an ordered list of allow and deny rules on the client address, and the
+// action when none matches (a SecurityPolicy's authorization; an Ingress's deny list).
+type Authorization struct {
+	// DefaultAllow: a request no rule matches is served (else answered 403).
+	DefaultAllow bool `json:"defaultAllow,omitempty"`
+	// Rules in order, the first matching decides; at most sourcerange.Max ranges in all.
+	Rules []AuthorizationRule `json:"rules,omitempty"`
+}
+
+// AuthorizationRule allows or denies the clients of its ranges: canonical CIDRs
+// (sourcerange.Valid), sorted, unique, at least one.
+type AuthorizationRule struct {
+	Allow        bool     `json:"allow,omitempty"`
+	SourceRanges []string `json:"sourceRanges"`
+}
 
 // HashPolicy is what a request is hashed on (a BackendTrafficPolicy's consistentHash):
 // exactly one of SourceIP, Header and Cookie.

@@ -338,6 +338,12 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if r.MaxRequestBytes < 0 || r.MaxRequestBytes > MaxRequestBodyLimit || (r.MaxRequestBytes > 0 && len(r.Backends) == 0) {
 		return fmt.Errorf("request body limit %d: want 0-%d, on a route with backends", r.MaxRequestBytes, MaxRequestBodyLimit)
 	}
+	if err := r.Authorization.validate(); err != nil {
+		return err
+	}
+	if r.Authorization != nil && len(r.SourceRanges) > 0 {
+		return errors.New("source ranges and authorization are both set")
+	}
 	var total uint64
 	for _, b := range r.Backends {
 		if !clusters[b.Cluster] {
@@ -674,6 +680,28 @@ func (h *HashPolicy) validate() error {
 	}
 	if h.CookieTTL < 0 || (h.CookieTTL > 0 && h.Cookie == "") {
 		return errors.New("hash policy cookie TTL without a cookie, or negative")
+	}
+	return nil
+}
+
+// validate checks an authorization: its rules' ranges valid, at least one per rule, at most
+// sourcerange.Max in all.
+func (a *Authorization) validate() error {
+	if a == nil {
+		return nil
+	}
+	total := 0
+	for i, r := range a.Rules {
+		if len(r.SourceRanges) == 0 {
+			return fmt.Errorf("authorization rule %d has no source ranges", i)
+		}
+		if err := sourcerange.Valid(r.SourceRanges); err != nil {
+			return fmt.Errorf("authorization rule %d: %w", i, err)
+		}
+		total += len(r.SourceRanges)
+	}
+	if total > sourcerange.Max {
+		return fmt.Errorf("authorization has %d source ranges, at most %d", total, sourcerange.Max)
 	}
 	return nil
 }

@@ -134,13 +134,13 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Tenants with Gateway API also serve Envoy Gateway's BackendTrafficPolicy, whose
-		// policies kubelb's ccm reads.
-		btp, err := envoygatewaycrds.BackendTrafficPolicy()
+		// Tenants with Gateway API also serve Envoy Gateway's BackendTrafficPolicy and
+		// SecurityPolicy, whose policies kubelb's ccm reads.
+		eg, err := envoygatewaycrds.All()
 		if err != nil {
 			return nil, err
 		}
-		env.CRDs = append(crds, btp)
+		env.CRDs = append(crds, eg...)
 	}
 	cfg, err := env.Start()
 	if err != nil {

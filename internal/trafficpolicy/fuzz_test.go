@@ -3,6 +3,8 @@ package trafficpolicy
 import (
 	"encoding/json"
 	"testing"
+
+	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
 // FuzzReadResolve feeds hostile specs through Read and Resolve: they never panic, and what
@@ -41,6 +43,46 @@ func FuzzReadResolve(f *testing.F) {
 		}
 		if o := s.Outlier; o != nil && o.MaxEjectionPercent != nil && *o.MaxEjectionPercent > 100 {
 			t.Fatalf("ejection percent %d", *o.MaxEjectionPercent)
+		}
+	})
+}
+
+// FuzzReadResolveSecurity feeds hostile SecurityPolicy specs through ReadSecurity and
+// ResolveSecurity: they never panic, and what ResolveSecurity accepts stays within kubelb's
+// bounds (at most MaxClientCIDRs canonical ranges, every rule with one).
+func FuzzReadResolveSecurity(f *testing.F) {
+	for _, seed := range []string{
+		`{"authorization":{"defaultAction":"Allow","rules":[{"action":"Deny","principal":{"clientCIDRs":["10.1.2.3/8","::1/128"]}}]}}`,
+		`{"authorization":{"rules":[{"action":"Allow","principal":{"clientCIDRs":["010.0.0.0/8"]}},{"action":"Deny","principal":{}}]}}`,
+		`{"authorization":{"defaultAction":"Maybe","rules":[{"name":"x","action":"Allow","principal":{"clientCIDRs":["fe80::1%eth0/64"],"headers":[]}}]},"jwt":{}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		spec := map[string]any{}
+		if json.Unmarshal(raw, &spec) != nil {
+			return
+		}
+		sec, err := ReadSecurity("ns", "p", spec)
+		if err != nil {
+			return
+		}
+		a, err := ResolveSecurity(sec)
+		if err != nil {
+			return
+		}
+		total := 0
+		for _, r := range a.Rules {
+			if len(r.Ranges) == 0 {
+				t.Fatalf("a rule without ranges: %+v", a)
+			}
+			if err := sourcerange.Valid(r.Ranges); err != nil {
+				t.Fatalf("ranges %v: %v", r.Ranges, err)
+			}
+			total += len(r.Ranges)
+		}
+		if total > MaxClientCIDRs {
+			t.Fatalf("%d ranges", total)
 		}
 	})
 }

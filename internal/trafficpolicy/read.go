@@ -1,7 +1,8 @@
-// Package trafficpolicy reads Envoy Gateway's BackendTrafficPolicy (gateway.envoyproxy.io/
-// v1alpha1) into kubelb's subset (v1alpha1.BackendTraffic) and checks it: the ccm reads and
-// checks the tenant's policies (Read), the hub's translation checks again what a Route
-// carries (Resolve). It depends on neither side; Envoy Gateway's Go module is not used.
+// Package trafficpolicy reads Envoy Gateway's BackendTrafficPolicy and SecurityPolicy
+// (gateway.envoyproxy.io/v1alpha1) into kubelb's subsets (v1alpha1.BackendTraffic,
+// v1alpha1.Security) and checks them: the ccm reads and checks the tenant's policies (Read,
+// ReadSecurity), the hub's translation checks again what a Route carries (Resolve,
+// ResolveSecurity). It depends on neither side; Envoy Gateway's Go module is not used.
 package trafficpolicy
 
 import (
@@ -15,15 +16,16 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// Group, Version and Kind of the policies read.
+// Group, Version and Kinds of the policies read.
 const (
-	Group   = "gateway.envoyproxy.io"
-	Version = "v1alpha1"
-	Kind    = "BackendTrafficPolicy"
+	Group        = "gateway.envoyproxy.io"
+	Version      = "v1alpha1"
+	Kind         = "BackendTrafficPolicy"
+	SecurityKind = "SecurityPolicy"
 )
 
-// served is the tree of the spec fields kubelb serves: a nil value is a leaf (any content,
-// checked by Resolve or by the ccm's reading of targets).
+// served is the tree of the BackendTrafficPolicy spec fields kubelb serves: a nil value is a
+// leaf (any content, checked by Resolve or by the ccm's reading of targets).
 var served = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
@@ -64,9 +66,12 @@ var served = map[string]any{
 // maxUnsupported bounds the unsupported fields a message names.
 const maxUnsupported = 8
 
-// Unsupported lists the fields of a policy's spec that kubelb does not serve ("spec.rateLimit",
-// "spec.loadBalancer.slowStart"), sorted; at most maxUnsupported, then "…".
-func Unsupported(spec map[string]any) []string {
+// Unsupported lists the fields of a BackendTrafficPolicy's spec that kubelb does not serve
+// ("spec.rateLimit", "spec.loadBalancer.slowStart"), sorted; at most maxUnsupported, then "…".
+func Unsupported(spec map[string]any) []string { return unsupported(spec, served) }
+
+// unsupported lists the fields of spec outside the tree of served fields.
+func unsupported(spec map[string]any, served map[string]any) []string {
 	var out []string
 	var walk func(m map[string]any, tree map[string]any, path string)
 	walk = func(m map[string]any, tree map[string]any, path string) {
@@ -94,8 +99,20 @@ func Unsupported(spec map[string]any) []string {
 // the spec has fields kubelb does not serve (Unsupported) or when a field has the wrong type.
 // Resolve then checks the values.
 func Read(namespace, name string, spec map[string]any) (*v1alpha1.BackendTraffic, error) {
-	if un := Unsupported(spec); len(un) > 0 {
-		return nil, fmt.Errorf("%s not yet supported by kubelb", strings.Join(un, ", "))
+	out := &v1alpha1.BackendTraffic{}
+	if err := readSpec(spec, served, out); err != nil {
+		return nil, err
+	}
+	out.Namespace, out.Name = namespace, name
+	return out, nil
+}
+
+// readSpec reads the settings of a policy's spec (all but its targets) into out, a kubelb
+// type: it fails when the spec has fields outside the tree of served fields, or a field of
+// the wrong type.
+func readSpec(spec map[string]any, served map[string]any, out any) error {
+	if un := unsupported(spec, served); len(un) > 0 {
+		return fmt.Errorf("%s not yet supported by kubelb", strings.Join(un, ", "))
 	}
 	settings := map[string]any{}
 	for k, v := range spec {
@@ -103,12 +120,10 @@ func Read(namespace, name string, spec map[string]any) (*v1alpha1.BackendTraffic
 			settings[k] = v
 		}
 	}
-	out := &v1alpha1.BackendTraffic{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(settings, out, true); err != nil {
-		return nil, fmt.Errorf("the spec cannot be read: %s", truncate(err.Error()))
+		return fmt.Errorf("the spec cannot be read: %s", truncate(err.Error()))
 	}
-	out.Namespace, out.Name = namespace, name
-	return out, nil
+	return nil
 }
 
 // truncate bounds a tenant string quoted in a message.

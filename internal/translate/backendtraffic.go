@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -21,57 +20,25 @@ type backendTraffic struct {
 	settings *trafficpolicy.Settings
 }
 
-// trafficFor is the policy that applies to Route r's rules served by Gateway gw (GEP-713: the
-// route's own overrides the Gateway's), nil when none does. A policy the hub cannot use is
-// reported on owner and applies not at all (never half-applied): the route is then served
-// as if it had none (under its Gateway's policy, as the ccm does with a route's own policy
-// that is Invalid).
-func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *backendTraffic {
-	if ctx := sourceContext(r); ctx != nil && ctx.BackendTraffic != nil {
-		if b := t.checkTraffic(ctx.BackendTraffic, "the route's own", owner); b != nil {
-			return b
-		}
+// trafficChecks checks the BackendTrafficPolicies of Route contexts (policies.go).
+func trafficChecks() policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings] {
+	return policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]{
+		kind: "BackendTrafficPolicy", reason: ReasonInvalidBackendTraffic,
+		of:      func(c *v1alpha1.SourceContext) *v1alpha1.BackendTraffic { return c.BackendTraffic },
+		name:    func(b *v1alpha1.BackendTraffic) (string, string) { return b.Namespace, b.Name },
+		resolve: trafficpolicy.Resolve,
 	}
-	if gw != nil {
-		if ctx := sourceContext(gw.route); ctx != nil && ctx.BackendTraffic != nil {
-			return t.checkTraffic(ctx.BackendTraffic, "its Gateway's", owner)
-		}
-	}
-	return nil
 }
 
-// checkTraffic checks a carried policy once per translation (trafficpolicy.Resolve); nil
-// when it cannot be used, reported on owner (where: whose policy it is) the first time.
-func (t *l7) checkTraffic(bt *v1alpha1.BackendTraffic, where string, owner ir.ObjectRef) *backendTraffic {
-	if t.traffic == nil {
-		t.traffic = map[*v1alpha1.BackendTraffic]trafficResult{}
-	}
-	res, ok := t.traffic[bt]
-	if !ok {
-		res.policy = truncate(bt.Namespace) + "/" + truncate(bt.Name)
-		if reason, msg := checkObjectName("BackendTrafficPolicy", bt.Namespace, bt.Name); reason != "" {
-			res.err = msg
-		} else if s, err := trafficpolicy.Resolve(bt); err != nil {
-			res.err = truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))
-		} else {
-			res.settings = s
-		}
-		t.traffic[bt] = res
-		if res.err != "" {
-			t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidBackendTraffic, "BackendTrafficPolicy %s (%s) cannot be used: %s; none of it applies", res.policy, where, res.err)
-		}
-	}
-	if res.settings == nil {
+// trafficFor is the BackendTrafficPolicy that applies to Route r's rules served by Gateway gw
+// (GEP-713: the route's own overrides the Gateway's), nil when none does. A policy the hub
+// cannot use is reported on owner and applies not at all (never half-applied).
+func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *backendTraffic {
+	s, name := t.traffic.forRoute(t, r, gw, owner)
+	if s == nil {
 		return nil
 	}
-	return &backendTraffic{policy: bt.Namespace + "/" + bt.Name, settings: res.settings}
-}
-
-// trafficResult is a checked BackendTraffic, once per translation.
-type trafficResult struct {
-	policy   string
-	settings *trafficpolicy.Settings
-	err      string
+	return &backendTraffic{policy: name, settings: s}
 }
 
 // truncateMessage bounds a message made of a tenant's fields.

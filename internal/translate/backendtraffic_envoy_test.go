@@ -15,6 +15,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
 	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
@@ -39,6 +40,13 @@ func throughEnvoyWithTraffic(t *testing.T, tenant string, nodePort int, bt *v1al
 	}
 	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}}
 	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{BackendTraffic: bt}
+	return serveThroughEnvoy(t, tenant, in, httpPort)
+}
+
+// serveThroughEnvoy translates in, which must give no problem, serves it through a real
+// Envoy, and returns the address of the listener on httpPort once Envoy answers GET / there.
+func serveThroughEnvoy(t *testing.T, tenant string, in translate.Input, httpPort int) string {
+	t.Helper()
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {
 		t.Fatal(err)

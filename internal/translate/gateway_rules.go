@@ -237,9 +237,11 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if l != nil {
 		clientCert = l.gw.clientCert
 	}
-	var traffic *backendTraffic // the BackendTrafficPolicy of the route under the listener's Gateway
+	var traffic *backendTraffic         // the BackendTrafficPolicy of the route under the listener's Gateway
+	var authorization *ir.Authorization // its SecurityPolicy's
 	if l != nil {
 		traffic = t.trafficFor(ro.r, l.gw, owner)
+		authorization = t.authorizationFor(ro.r, l.gw, owner)
 	}
 	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, traffic, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)
@@ -277,6 +279,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			RequestHeaders:  f.request,
 			ResponseHeaders: f.response,
 			CORS:            f.cors,
+			Authorization:   authorization,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,
 		// answers 500; otherwise the backends, with the rule's rewrite and timeouts.

@@ -55,6 +55,7 @@ const (
 	nginxProxyBodySize       = "proxy-body-size"
 	nginxAllowlist           = "allowlist-source-range"
 	nginxWhitelist           = "whitelist-source-range" // ingress-nginx's older name
+	nginxDenylist            = "denylist-source-range"
 )
 
 // honouredNginx are the annotations nginxAnnotations reads.
@@ -66,7 +67,7 @@ var honouredNginx = []string{
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
 	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByCookie,
-	nginxAllowlist, nginxWhitelist, nginxProxyBodySize,
+	nginxAllowlist, nginxWhitelist, nginxDenylist, nginxProxyBodySize,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -123,19 +124,26 @@ type nginxIngress struct {
 	// paths answer 403 to everyone until it is fixed (a restriction is never dropped).
 	sourceRanges []string
 	refuseAll    bool
+	// denyRanges (denylist-source-range) are client addresses the Ingress's paths refuse,
+	// before the allow list (as ingress-nginx writes its deny rules first): the routes then
+	// carry an ir.Authorization instead of source ranges.
+	denyRanges []string
 	// maxBody (proxy-body-size) answers 413 to requests whose Content-Length is larger (0:
 	// none, ingress-nginx's "0").
 	maxBody int64
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
-// (allowlist-source-range, or its older name whitelist-source-range): the hub must then keep
-// the clients' addresses up to Envoy (the planner gives the tenant's Ingress Service
-// externalTrafficPolicy Local).
+// (allowlist-source-range, its older name whitelist-source-range, or denylist-source-range):
+// the hub must then keep the clients' addresses up to Envoy (the planner gives the tenant's
+// Ingress Service externalTrafficPolicy Local).
 func NginxRestrictsClients(annotations map[string]string) bool {
-	_, allow := annotations[NginxAnnotationPrefix+nginxAllowlist]
-	_, white := annotations[NginxAnnotationPrefix+nginxWhitelist]
-	return allow || white
+	for _, k := range []string{nginxAllowlist, nginxWhitelist, nginxDenylist} {
+		if _, ok := annotations[NginxAnnotationPrefix+k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // nginxAnnotations reads the ingress-nginx annotations of Ingress Route r (annotations: its
@@ -287,11 +295,42 @@ func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) 
 				NginxAnnotationPrefix, key, v1alpha1.IngressServiceName)
 		}
 	}
+	if v, ok := a[nginxDenylist]; ok && !out.refuseAll {
+		var refuse bool
+		out.denyRanges, refuse = t.nginxSourceRanges(r, nginxDenylist, v)
+		switch {
+		case refuse:
+			out.refuseAll, out.sourceRanges, out.denyRanges = true, nil, nil
+		case len(out.denyRanges)+len(out.sourceRanges) > sourcerange.Max:
+			t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidAnnotation, "annotations %s%s and %s%s: %d entries in all, at most %d; the Ingress's paths answer 403 to every client until it is fixed",
+				NginxAnnotationPrefix, key, NginxAnnotationPrefix, nginxDenylist, len(out.denyRanges)+len(out.sourceRanges), sourcerange.Max)
+			out.refuseAll, out.sourceRanges, out.denyRanges = true, nil, nil
+		case len(out.denyRanges) > 0 && !keepsClientAddress(t.routeService("")):
+			t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+				"annotation %s%s: the Ingress is served through the tenant's Ingress Service %s, which does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so refused clients may be let in",
+				NginxAnnotationPrefix, nginxDenylist, v1alpha1.IngressServiceName)
+		}
+	}
 	return out
 }
 
-// nginxSourceRanges reads allowlist-source-range (or whitelist-source-range, key): CIDRs or
-// single addresses, comma-separated. A list that cannot be read entirely (an entry that is
+// authorization is the Ingress's deny list then its allow list, as ingress-nginx writes them
+// (deny rules first; with an allow list, every other client denied): nil without a deny
+// list (the allow list alone is the route's source ranges).
+func (n *nginxIngress) authorization() *ir.Authorization {
+	if len(n.denyRanges) == 0 {
+		return nil
+	}
+	a := &ir.Authorization{DefaultAllow: len(n.sourceRanges) == 0, Rules: []ir.AuthorizationRule{{SourceRanges: slices.Clone(n.denyRanges)}}}
+	if len(n.sourceRanges) > 0 {
+		a.Rules = append(a.Rules, ir.AuthorizationRule{Allow: true, SourceRanges: slices.Clone(n.sourceRanges)})
+	}
+	return a
+}
+
+// nginxSourceRanges reads allowlist-source-range (or whitelist-source-range, key) or
+// denylist-source-range: CIDRs or single addresses, comma-separated. A list that cannot be
+// read entirely (an entry that is
 // not an address or CIDR, too many entries, too long) refuses every client (refuse): reading
 // what could be read would widen the restriction the tenant wrote. An empty list restricts
 // nothing, as with ingress-nginx.
@@ -615,8 +654,9 @@ func (n *nginxIngress) backend(t *l7, owner ir.ObjectRef, cluster string) {
 
 // route applies the annotations that concern what route (forwarding to backends) does: a
 // redirect instead (permanent- or temporal-redirect; served to every client, as ingress-nginx
-// redirects before it applies its allow list), the allow list (allowlist-source-range; 403
-// to everyone when it could not be read), the rewrite, CORS and cookie affinity.
+// redirects before it applies its allow list), the allow and deny lists
+// (allowlist-source-range, denylist-source-range; 403 to everyone when one could not be
+// read), the rewrite, CORS and cookie affinity.
 // regex is the route's regular expression (nginxRegexPath), "" for an exact or prefix path.
 func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	if n.redirect != nil {
@@ -626,7 +666,9 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	if n.refuseAll {
 		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, DirectResponse: &ir.DirectResponse{Status: http.StatusForbidden}}
 	}
-	route.SourceRanges = slices.Clone(n.sourceRanges)
+	if route.Authorization = n.authorization(); route.Authorization == nil {
+		route.SourceRanges = slices.Clone(n.sourceRanges)
+	}
 	route.MaxRequestBytes = n.maxBody
 	if n.rewrite != "" && (regex != "" || route.Match.PathExact != "") {
 		// The paths of the Ingress; not its default backend, which has no path to rewrite.

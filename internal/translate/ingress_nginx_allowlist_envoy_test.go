@@ -28,7 +28,10 @@ import (
 // allowlist-source-range "127.0.0.2/32, 127.0.0.5" (a single address is a /32) answers clients
 // from those addresses and refuses others with 403; one with whitelist-source-range (the
 // older name) too; one whose list cannot be read refuses everyone (a restriction is never
-// dropped); an Ingress without the annotation serves everyone. Clients bind their sockets to
+// dropped); an Ingress without the annotation serves everyone. denylist-source-range
+// "127.0.0.3" refuses that client and serves the others; with allowlist-source-range
+// "127.0.0.0/29" it refuses 127.0.0.3 (deny rules first, as ingress-nginx), serves 127.0.0.2
+// and refuses 127.0.0.9 (outside the allow list). Clients bind their sockets to
 // different loopback addresses; a real Envoy fed over xDS serves the Ingresses.
 func TestIngressNginxAllowlistThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx-allow"
@@ -79,6 +82,8 @@ func TestIngressNginxAllowlistThroughEnvoy(t *testing.T) {
 			route("legacy", "legacy.example.com", map[string]string{N + "whitelist-source-range": "127.0.0.3/32"}),
 			route("broken", "broken.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/8, office"}),
 			route("open", "open.example.com", nil),
+			route("deny", "deny.example.com", map[string]string{N + "denylist-source-range": "127.0.0.3"}),
+			route("mixed", "mixed.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/29", N + "denylist-source-range": "127.0.0.3"}),
 		},
 	}
 	_, problems, res, err := translatetest.Pipeline(in)
@@ -101,27 +106,17 @@ func TestIngressNginxAllowlistThroughEnvoy(t *testing.T) {
 		"legacy.example.com": {"127.0.0.3": http.StatusOK, "127.0.0.2": http.StatusForbidden},
 		"broken.example.com": {"127.0.0.2": http.StatusForbidden, "127.0.0.3": http.StatusForbidden},
 		"open.example.com":   {"127.0.0.2": http.StatusOK, "127.0.0.3": http.StatusOK},
+		"deny.example.com":   {"127.0.0.2": http.StatusOK, "127.0.0.9": http.StatusOK, "127.0.0.3": http.StatusForbidden},
+		"mixed.example.com":  {"127.0.0.2": http.StatusOK, "127.0.0.3": http.StatusForbidden, "127.0.0.9": http.StatusForbidden},
 	}
 	allowed, refused := 0, 0
 	for host, bySource := range want {
-		for src, status := range bySource {
-			for range 3 {
-				got, err := statusFrom(src, addr, host)
-				if err != nil || got != status {
-					t.Errorf("http://%s/ from %s: %d (%v), want %d", host, src, got, err, status)
-					continue
-				}
-				if got == http.StatusOK {
-					allowed++
-				} else {
-					refused++
-				}
-			}
-		}
+		a, r := countFrom(t, addr, host, bySource)
+		allowed, refused = allowed+a, refused+r
 	}
 	t.Logf("%d requests allowed, %d refused (403)", allowed, refused)
-	if allowed != 15 || refused != 15 {
-		t.Errorf("%d allowed and %d refused, want 15 and 15", allowed, refused)
+	if allowed != 24 || refused != 24 {
+		t.Errorf("%d allowed and %d refused, want 24 and 24", allowed, refused)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/routekind"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // KindRoute is the kind of hub object Layer 7 problems are reported on: the Route mirroring
@@ -135,8 +136,13 @@ type l7 struct {
 	// Indexes of the input, made when first needed: the Services of Routes with many
 	// (service), hub Secrets by origin, hub Services of Routes by Route name.
 	services map[*v1alpha1.Route]serviceIndex
-	// traffic: the BackendTrafficPolicies of Route contexts, checked once (backendtraffic.go).
-	traffic        map[*v1alpha1.BackendTraffic]trafficResult
+	// traffic and security: the BackendTrafficPolicies and SecurityPolicies of Route
+	// contexts, checked once (policies.go).
+	traffic  policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
+	security policyChecks[v1alpha1.Security, trafficpolicy.Authorization]
+	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
+	// for their SecurityPolicies (security.go).
+	addressWarned  map[*gateway]bool
 	secretIndex    map[nsName]*corev1.Secret
 	routeServices  map[string]*corev1.Service
 	ingressService *corev1.Service
@@ -158,6 +164,8 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		byKind:   map[routekind.Kind][]*v1alpha1.Route{},
 		secrets:  map[string]*ir.Secret{},
 		services: map[*v1alpha1.Route]serviceIndex{},
+		traffic:  trafficChecks(),
+		security: securityChecks(),
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {

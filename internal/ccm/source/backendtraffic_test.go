@@ -20,7 +20,13 @@ import (
 // trafficPolicy is a BackendTrafficPolicy of namespace ns with a spec written in YAML.
 func trafficPolicy(t *testing.T, ns, name, spec string) *unstructured.Unstructured {
 	t.Helper()
-	p := newTrafficPolicy()
+	return egPolicy(t, BackendTrafficPolicyKind, ns, name, spec)
+}
+
+// egPolicy is a policy of kind pk of namespace ns with a spec written in YAML.
+func egPolicy(t *testing.T, pk *PolicyKind, ns, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	p := pk.New()
 	p.SetNamespace(ns)
 	p.SetName(name)
 	s := map[string]any{}
@@ -31,12 +37,18 @@ func trafficPolicy(t *testing.T, ns, name, spec string) *unstructured.Unstructur
 	return p
 }
 
-// kubelbAncestor waits until policy ns/name has kubelb's entry for the ancestor kind/ns/name
-// with an Accepted condition of the status and reason, and returns its message.
+// kubelbAncestor waits until BackendTrafficPolicy ns/name has kubelb's entry for the ancestor
+// kind/ns/name with an Accepted condition of the status and reason, and returns its message.
 func (e *env) kubelbAncestor(t *testing.T, ns, name, kind, ancestorNS, ancestor, status, reason string) string {
 	t.Helper()
+	return e.policyAncestor(t, BackendTrafficPolicyKind, ns, name, kind, ancestorNS, ancestor, status, reason)
+}
+
+// policyAncestor is kubelbAncestor for a policy of kind pk.
+func (e *env) policyAncestor(t *testing.T, pk *PolicyKind, ns, name, kind, ancestorNS, ancestor, status, reason string) string {
+	t.Helper()
 	var msg string
-	objects.WaitFor(t, e.Tenant.Client, timeout, client.ObjectKey{Namespace: ns, Name: name}, newTrafficPolicy(), func(p *unstructured.Unstructured) error {
+	objects.WaitFor(t, e.Tenant.Client, timeout, client.ObjectKey{Namespace: ns, Name: name}, pk.New(), func(p *unstructured.Unstructured) error {
 		for _, a := range ReadPolicyStatus(p).Ancestors {
 			if a.ControllerName != ControllerName || a.AncestorRef.Kind == nil || string(*a.AncestorRef.Kind) != kind ||
 				string(*a.AncestorRef.Namespace) != ancestorNS || string(a.AncestorRef.Name) != ancestor {
@@ -57,6 +69,24 @@ func (e *env) kubelbAncestor(t *testing.T, ns, name, kind, ancestorNS, ancestor,
 	return msg
 }
 
+// policyTargets makes namespace ns with what the policy tests target: Gateway edge of kubelb's
+// class, and HTTPRoutes web and other on it (to Service web).
+func (e *env) policyTargets(t *testing.T, ns string) (gw *gwapiv1.Gateway, web, other *gwapiv1.HTTPRoute) {
+	t.Helper()
+	e.namespace(t, ns, nil)
+	e.create(t, gateway(ns, "edge", "kubelb"))
+	e.create(t, clusterIP(ns, "web", 80))
+	web = httpRoute(ns, "web", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
+	other = httpRoute(ns, "other", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
+	e.create(t, web)
+	e.create(t, other)
+	gw = &gwapiv1.Gateway{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
+		t.Fatal(err)
+	}
+	return gw, web, other
+}
+
 // TestBackendTrafficPolicies: Envoy Gateway's BackendTrafficPolicies on kubelb's Gateways and
 // routes. A Gateway's policy travels in the Gateway's Route, an HTTPRoute's in the route's;
 // each is Accepted on its Gateway. A younger policy on the same route is Conflicted (Warning
@@ -67,18 +97,8 @@ func (e *env) kubelbAncestor(t *testing.T, ns, name, kind, ancestorNS, ancestor,
 func TestBackendTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
 	const ns = "traffic"
-	e.namespace(t, ns, nil)
-	e.create(t, gateway(ns, "edge", "kubelb"))
+	gw, web, other := e.policyTargets(t, ns)
 	e.create(t, gateway(ns, "theirs", "other-class"))
-	e.create(t, clusterIP(ns, "web", 80))
-	web := httpRoute(ns, "web", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	other := httpRoute(ns, "other", []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
-	e.create(t, web)
-	e.create(t, other)
-	gw := &gwapiv1.Gateway{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
-		t.Fatal(err)
-	}
 
 	e.create(t, trafficPolicy(t, ns, "gateway-wide", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
@@ -164,7 +184,7 @@ retry: {numRetries: 2}
 
 	// Another implementation's Gateway: kubelb wrote nothing on its policy (created before
 	// the policies whose statuses were written since).
-	p := newTrafficPolicy()
+	p := BackendTrafficPolicyKind.New()
 	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "not-ours"}, p); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +219,7 @@ func TestTrafficWinnerAndStatus(t *testing.T) {
 	if bt := DesiredBackendTraffic(all, "app", "HTTPRoute", "api"); bt == nil || bt.Name != "a-same" || *bt.Retry.NumRetries != 1 {
 		t.Errorf("api carries %+v, want a-same (first by name among the same age)", bt)
 	}
-	if v := ReadTrafficPolicy(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
+	if v := BackendTrafficPolicyKind.Read(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
 		t.Errorf("a sectionName target: %q", v.Invalid)
 	}
 

@@ -82,17 +82,18 @@ func TestInstallCRDs(t *testing.T) {
 		t.Error("an unknown channel was accepted")
 	}
 
-	// Envoy Gateway's BackendTrafficPolicy CRD is created when absent (the hub API server
-	// serves it as test tenants do: removed first; nothing on the hub uses it), and one
-	// already there (here: marked as Envoy Gateway's own install) is left as it is.
-	old := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "backendtrafficpolicies.gateway.envoyproxy.io"}}
+	// Envoy Gateway's policy CRDs are created when absent (the hub API server serves them as
+	// test tenants do: the SecurityPolicy's removed first; nothing on the hub uses it), and one
+	// already there (here: the BackendTrafficPolicy's, marked as Envoy Gateway's own install)
+	// is left as it is.
+	old := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "securitypolicies.gateway.envoyproxy.io"}}
 	if err := e.Hub.Client.Delete(e.ctx, old); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 	e.waitGone(t, e.Hub.Client, old)
-	created, err := InstallTrafficPolicyCRD(ctx, e.Hub.Client, e.Hub.Client)
-	if err != nil || !created {
-		t.Fatalf("installing the BackendTrafficPolicy CRD on a cluster without it: created %v, %v", created, err)
+	created, err := InstallPolicyCRDs(ctx, e.Hub.Client, e.Hub.Client)
+	if err != nil || !slices.Equal(created, []string{old.Name}) {
+		t.Fatalf("installing the policy CRDs on a cluster without the SecurityPolicy's: created %v, %v", created, err)
 	}
 	btp := &apiextensionsv1.CustomResourceDefinition{}
 	objects.Update(t, e.Hub.Client, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "backendtrafficpolicies.gateway.envoyproxy.io"}},
@@ -100,7 +101,7 @@ func TestInstallCRDs(t *testing.T) {
 			c.Annotations["example.com/installed-by"] = "envoy-gateway"
 			btp = c
 		})
-	if created, err := InstallTrafficPolicyCRD(ctx, e.Hub.Client, e.Hub.Client); err != nil || created {
+	if created, err := InstallPolicyCRDs(ctx, e.Hub.Client, e.Hub.Client); err != nil || len(created) > 0 {
 		t.Fatalf("again: created %v, %v", created, err)
 	}
 	got := &apiextensionsv1.CustomResourceDefinition{}

@@ -73,11 +73,11 @@ type Reconciler struct {
 	// BackendTLSPolicies tells whether the tenant serves BackendTLSPolicies (v1) and the
 	// kind's backends get their TLS (HTTPRoutes, GRPCRoutes).
 	BackendTLSPolicies bool
-	// BackendTrafficPolicies tells whether the tenant serves Envoy Gateway's
-	// BackendTrafficPolicies and the kind's Routes carry them (Gateways, HTTPRoutes,
-	// GRPCRoutes); Policies reads them (the tenant cache, unstructured).
-	BackendTrafficPolicies bool
-	Policies               client.Reader
+	// PolicyKinds are Envoy Gateway's policy kinds (BackendTrafficPolicy, SecurityPolicy) the
+	// tenant serves when the kind's Routes carry them (Gateways, HTTPRoutes, GRPCRoutes);
+	// Policies reads them (the tenant cache, unstructured).
+	PolicyKinds []*PolicyKind
+	Policies    client.Reader
 	// ListenerSets tells whether the tenant serves ListenerSets (gateway-api v1.6's v1):
 	// routes attached to one are mirrored when its Gateway is served.
 	ListenerSets bool
@@ -255,8 +255,8 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 			return sc, err
 		}
 	}
-	if r.BackendTrafficPolicies && sc.context != nil {
-		if sc.context.BackendTraffic, err = r.backendTraffic(ctx, obj); err != nil {
+	if sc.context != nil {
+		if err := r.carryPolicies(ctx, obj, sc.context); err != nil {
 			return sc, err
 		}
 	}

@@ -79,14 +79,14 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 		log.Info("installed the Gateway API CRDs", "channel", o.CRDsChannel)
-		// Envoy Gateway's BackendTrafficPolicy CRD, only when the tenant has none (Envoy
-		// Gateway's own is never replaced).
-		created, err := InstallTrafficPolicyCRD(ctx, mgr.GetClient(), mgr.GetAPIReader())
+		// Envoy Gateway's policy CRDs, each only when the tenant has none (Envoy Gateway's own
+		// are never replaced).
+		created, err := InstallPolicyCRDs(ctx, mgr.GetClient(), mgr.GetAPIReader())
 		if err != nil {
 			return err
 		}
-		if created {
-			log.Info("installed Envoy Gateway's BackendTrafficPolicy CRD (it was absent)", "version", envoygatewaycrds.Version)
+		for _, name := range created {
+			log.Info("installed Envoy Gateway's CRD (it was absent)", "crd", name, "version", envoygatewaycrds.Version)
 		}
 	}
 	if err := IndexHub(context.Background(), hub.GetFieldIndexer()); err != nil {
@@ -114,14 +114,19 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			return err
 		}
 	}
-	trafficPolicies := gatewayAPI && served(BackendTrafficPolicyGVK)
-	if gatewayAPI && !trafficPolicies {
-		logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs, or use --install-gateway-api-crds)")
-	}
-	if trafficPolicies {
-		if err := indexTrafficPolicies(context.Background(), mgr.GetFieldIndexer()); err != nil {
-			return err
+	// Envoy Gateway's policy kinds the tenant serves.
+	var egKinds []*PolicyKind
+	for _, pk := range PolicyKinds {
+		switch {
+		case !gatewayAPI:
+		case served(pk.GVK()):
+			egKinds = append(egKinds, pk)
+		default:
+			logging.Warn(log, "WARNING: the tenant cluster does not serve Envoy Gateway's "+pk.Kind+"s (gateway.envoyproxy.io/v1alpha1); they are not read (install Envoy Gateway's CRDs, or use --install-gateway-api-crds)")
 		}
+	}
+	if err := indexPolicyKinds(context.Background(), mgr.GetFieldIndexer(), egKinds); err != nil {
+		return err
 	}
 	var trafficKindsSet []Kind
 	var policyKindsSet []Kind
@@ -142,23 +147,26 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		r := &Reconciler{Kind: k, Tenant: mgr.GetClient(), Hub: hubc, Recorder: mgr.GetEventRecorder(o.EventSource),
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
 			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k), ListenerSets: listenerSets,
-			BackendTrafficPolicies: trafficPolicies && appliesBackendTraffic(k), Policies: mgr.GetCache(),
+			Policies:  mgr.GetCache(),
 			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
+		if appliesPolicies(k) {
+			r.PolicyKinds = egKinds
+		}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
 		}
 		if r.BackendTLSPolicies {
 			policyKindsSet = append(policyKindsSet, k)
 		}
-		if r.BackendTrafficPolicies && k.AttachesToGateway() {
+		if len(r.PolicyKinds) > 0 && k.AttachesToGateway() {
 			trafficKindsSet = append(trafficKindsSet, k)
 		}
 	}
-	if trafficPolicies {
-		tr := &TrafficPolicyReconciler{Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
+	for _, pk := range egKinds {
+		tr := &TrafficPolicyReconciler{Policy: pk, Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
 			UseGatewayClass: o.UseGatewayClass, Kinds: trafficKindsSet}
 		if err := setupTrafficPolicies(mgr, tr, workers); err != nil {
-			return fmt.Errorf("setting up the BackendTrafficPolicy controller: %w", err)
+			return fmt.Errorf("setting up the %s controller: %w", pk.Kind, err)
 		}
 	}
 	if len(policyKindsSet) > 0 {
@@ -314,10 +322,10 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return out
 			})))
 	}
-	if r.BackendTrafficPolicies {
-		// A BackendTrafficPolicy changes the Routes of the objects it targets (before and
-		// after a change: the map runs on both).
-		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), newTrafficPolicy(),
+	for _, pk := range r.PolicyKinds {
+		// A policy changes the Routes of the objects it targets (before and after a change:
+		// the map runs on both).
+		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), pk.New(),
 			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, p client.Object) []reconcile.Request {
 				return trafficTargetsOfKind(k, p)
 			}), predicate.GenerationChangedPredicate{}))

@@ -69,15 +69,9 @@ func AllocatedIngressPorts(namespace string, alloc map[portalloc.Key]int32) []Po
 func IngressService(namespace string, t settings.Tenant, ports []Port, hosts []string, keepClients bool, existing *corev1.Service) *corev1ac.ServiceApplyConfiguration {
 	labels := BaseLabels(namespace)
 	labels[kubelbv1alpha1.LabelIngressService] = "true"
-	spec := ServiceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, existing)
-	if keepClients {
-		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyLocal)
-	} else {
-		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyCluster)
-	}
 	svc := corev1ac.Service(kubelbv1alpha1.IngressServiceName, namespace).
 		WithLabels(labels).
-		WithSpec(spec)
+		WithSpec(ServiceSpec(namespace, t.IngressClass, t.AllocateNodePorts, ports, keepClients, existing))
 	a := ValidAnnotations(t.Annotations(kubelbv1alpha1.AnnotatedResourceIngress, nil))
 	if t.UseDNSAnnotations && len(hosts) > 0 {
 		if a == nil {
@@ -103,8 +97,10 @@ func BaseLabels(namespace string) map[string]string {
 // ServiceSpec is the spec of a Route's hub Service: type LoadBalancer of class, selecting the
 // tenant's Envoy pods, with ports. allocateNodePorts (the tenant's
 // spec.loadBalancer.allocateNodePorts) decides its hub NodePorts as for LoadBalancers' hub
-// Services (hubservice.NodePorts): off, existing's NodePorts are given back.
-func ServiceSpec(namespace string, class *string, allocateNodePorts bool, ports []Port, existing *corev1.Service) *corev1ac.ServiceSpecApplyConfiguration {
+// Services (hubservice.NodePorts): off, existing's NodePorts are given back. keepClients
+// gives it externalTrafficPolicy Local (the hub's nodes send its traffic only to their own
+// Envoy pods, and the clients' addresses reach Envoy), Cluster otherwise.
+func ServiceSpec(namespace string, class *string, allocateNodePorts bool, ports []Port, keepClients bool, existing *corev1.Service) *corev1ac.ServiceSpecApplyConfiguration {
 	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))
 	for _, p := range ports {
 		svcPorts = append(svcPorts, corev1ac.ServicePort().
@@ -118,6 +114,11 @@ func ServiceSpec(namespace string, class *string, allocateNodePorts bool, ports 
 		WithSelector(hubnames.EnvoyPodLabels(namespace)).
 		WithPorts(svcPorts...)
 	hubservice.NodePorts(spec, allocateNodePorts, existing)
+	if keepClients {
+		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyLocal)
+	} else {
+		spec.WithExternalTrafficPolicy(corev1.ServiceExternalTrafficPolicyCluster)
+	}
 	if class != nil {
 		spec.WithLoadBalancerClass(*class)
 	}

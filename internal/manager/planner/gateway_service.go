@@ -53,7 +53,11 @@ func missingGatewayPorts(r *kubelbv1alpha1.Route, ports []routekind.ListenerPort
 // (serviceSpec). ports must not be empty; existing is the Service as it is (nil: none).
 // static, when valid, is the address asked of the hub's load balancer (spec.loadBalancerIP;
 // staticAddress decides it).
-func GatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []Port, existing *corev1.Service, static netip.Addr) *corev1ac.ServiceApplyConfiguration {
+//
+// keepClients (Plan.GatewaysKeepClientAddresses: a SecurityPolicy of the tenant decides by
+// client address) gives it externalTrafficPolicy Local, so that the clients' addresses reach
+// Envoy; Cluster otherwise.
+func GatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []Port, existing *corev1.Service, static netip.Addr, keepClients bool) *corev1ac.ServiceApplyConfiguration {
 	labels := BaseLabels(r.Namespace)
 	labels[kubelbv1alpha1.LabelRouteName] = r.Name
 	for _, k := range []string{kubelbv1alpha1.LabelOriginName, kubelbv1alpha1.LabelOriginNamespace, kubelbv1alpha1.LabelOriginResourceKind} {
@@ -70,7 +74,7 @@ func GatewayService(r *kubelbv1alpha1.Route, t settings.Tenant, ports []Port, ex
 			WithUID(r.UID).
 			WithController(true).
 			WithBlockOwnerDeletion(true)).
-		WithSpec(ServiceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, existing))
+		WithSpec(ServiceSpec(r.Namespace, t.GatewayClass, t.AllocateNodePorts, ports, keepClients, existing))
 	if static.IsValid() {
 		svc.Spec.WithLoadBalancerIP(static.String())
 	}

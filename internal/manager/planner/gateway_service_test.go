@@ -41,7 +41,7 @@ func TestGatewayService(t *testing.T) {
 	rt.Spec.Source.Kubernetes = &kubelbv1alpha1.KubernetesSource{Route: gatewayEmbedded()}
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(map[string]string{"ok.example.com/a": "1", "bad key/with/slashes": "2"})
 	tenant := settings.Tenant{GatewayClass: ptr.To("gw-class"), AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := GatewayService(rt, tenant, []Port{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}, nil, netip.Addr{})
+	svc := GatewayService(rt, tenant, []Port{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}, nil, netip.Addr{}, false)
 	if *svc.Name != "gateway-r1" || *svc.Namespace != "tenant-a" || *svc.Spec.LoadBalancerClass != "gw-class" || *svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		t.Errorf("service %s/%s %+v", *svc.Namespace, *svc.Name, svc.Spec)
 	}
@@ -83,7 +83,7 @@ func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
 	ports := []Port{{Name: "tcp-80", Protocol: corev1.ProtocolTCP, Port: 80, Target: 10001}}
 
 	all := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagateAllAnnotations: ptr.To(true)}}
-	svc := GatewayService(rt, all, ports, nil, netip.Addr{})
+	svc := GatewayService(rt, all, ports, nil, netip.Addr{}, false)
 	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team", "example.com/cost-centre": "7"}, svc.Annotations); diff != "" {
 		t.Errorf("propagateAllAnnotations: annotations (-want +got):\n%s", diff)
 	}
@@ -91,10 +91,10 @@ func TestGatewayServiceInfrastructureAnnotations(t *testing.T) {
 		t.Errorf("an infrastructure label on the hub Service: %v", svc.Labels)
 	}
 	listed := settings.Tenant{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{PropagatedAnnotations: &map[string]string{"example.com/owner": ""}}}
-	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team"}, GatewayService(rt, listed, ports, nil, netip.Addr{}).Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "shop-team"}, GatewayService(rt, listed, ports, nil, netip.Addr{}, false).Annotations); diff != "" {
 		t.Errorf("allowlist: annotations (-want +got):\n%s", diff)
 	}
-	if got := GatewayService(rt, settings.Tenant{}, ports, nil, netip.Addr{}).Annotations; len(got) != 0 {
+	if got := GatewayService(rt, settings.Tenant{}, ports, nil, netip.Addr{}, false).Annotations; len(got) != 0 {
 		t.Errorf("no annotation settings: annotations %v", got)
 	}
 	if got := all.DroppedSteeringAnnotations(gatewayAnnotations(rt)); !slices.Equal(got, []string{"metallb.universe.tf/loadBalancerIPs"}) {
@@ -114,7 +114,7 @@ func TestServiceNodePorts(t *testing.T) {
 		{Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053}, {Port: 53, Protocol: corev1.ProtocolTCP}}}}
 	off, on := settings.Tenant{AllocateNodePorts: false}, settings.Tenant{AllocateNodePorts: true}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
-		"gateway": GatewayService(rt, off, ports, existing, netip.Addr{}).Spec,
+		"gateway": GatewayService(rt, off, ports, existing, netip.Addr{}, false).Spec,
 		"ingress": IngressService("tenant-a", off, ports, nil, false, existing).Spec,
 	} {
 		if ptr.Deref(spec.AllocateLoadBalancerNodePorts, true) {
@@ -125,7 +125,7 @@ func TestServiceNodePorts(t *testing.T) {
 		}
 	}
 	for name, spec := range map[string]*corev1ac.ServiceSpecApplyConfiguration{
-		"gateway": GatewayService(rt, on, ports, existing, netip.Addr{}).Spec,
+		"gateway": GatewayService(rt, on, ports, existing, netip.Addr{}, false).Spec,
 		"ingress": IngressService("tenant-a", on, ports, nil, false, existing).Spec,
 	} {
 		if !ptr.Deref(spec.AllocateLoadBalancerNodePorts, false) || spec.Ports[1].NodePort != nil {

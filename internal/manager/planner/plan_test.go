@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -499,7 +500,8 @@ func TestLoadBalancerRequestsHints(t *testing.T) {
 // TestPlanKeepsClientAddresses: the tenant's Ingress Service keeps the clients' addresses
 // (externalTrafficPolicy Local) while a LoadBalancer served on its hostname has source ranges
 // or an Ingress has an ingress-nginx allow list; not for a refused or hostless one, nor an
-// Ingress without a list.
+// Ingress without a list. Its Gateway Services keep them while a Route carries a
+// SecurityPolicy.
 func TestPlanKeepsClientAddresses(t *testing.T) {
 	t.Parallel()
 	wildcard := func(t *settings.Tenant) { t.DNS = translate.DNS{WildcardDomain: "lb.example.com"} }
@@ -531,10 +533,22 @@ func TestPlanKeepsClientAddresses(t *testing.T) {
 			t.Errorf("%s: KeepClientAddresses %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// A SecurityPolicy carried by any admitted Route: the Gateways' Services keep them.
+	secured := gateway("gw", 0, 80)
+	secured.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{Security: &kubelbv1alpha1.Security{Name: "office-only", Namespace: "shop"}}
+	if !Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81), secured}}).GatewaysKeepClientAddresses {
+		t.Error("a Route with a SecurityPolicy: GatewaysKeepClientAddresses false")
+	}
+	if Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81)}}).GatewaysKeepClientAddresses {
+		t.Error("no SecurityPolicy: GatewaysKeepClientAddresses true")
+	}
 	ports := []Port{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, Target: 20000}}
 	for keep, want := range map[bool]corev1.ServiceExternalTrafficPolicy{true: corev1.ServiceExternalTrafficPolicyLocal, false: corev1.ServiceExternalTrafficPolicyCluster} {
 		if got := ptr.Deref(IngressService(ns, tenant(), ports, nil, keep, nil).Spec.ExternalTrafficPolicy, ""); got != want {
-			t.Errorf("keepClients %v: externalTrafficPolicy %q, want %q", keep, got, want)
+			t.Errorf("keepClients %v: Ingress Service externalTrafficPolicy %q, want %q", keep, got, want)
+		}
+		if got := ptr.Deref(GatewayService(secured, tenant(), ports, nil, netip.Addr{}, keep).Spec.ExternalTrafficPolicy, ""); got != want {
+			t.Errorf("keepClients %v: Gateway Service externalTrafficPolicy %q, want %q", keep, got, want)
 		}
 	}
 }

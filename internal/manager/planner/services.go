@@ -76,6 +76,7 @@ type appliedKey struct {
 	alloc           string // the listener ports
 	settings        [sha256.Size]byte
 	static          netip.Addr
+	keepClients     bool // the Gateways keep the clients' addresses (Plan.GatewaysKeepClientAddresses)
 }
 
 // applied is what the apply step remembers of one object's hub Service.
@@ -171,7 +172,7 @@ func (c *Controller) applyServices(ctx context.Context, p Plan, in Input, tenant
 			j.lb, j.route = nil, routes[h.Name]
 		}
 		keep[h.UID] = true
-		j.key = appliedKey{service: serviceKey(j.svc), alloc: allocKey(o.Alloc), settings: sum}
+		j.key = appliedKey{service: serviceKey(j.svc), alloc: allocKey(o.Alloc), settings: sum, keepClients: h.Kind == Gateway && p.GatewaysKeepClientAddresses}
 		if j.lb != nil {
 			j.key.resourceVersion = j.lb.ResourceVersion
 		} else if j.route != nil {
@@ -362,7 +363,7 @@ func (c *Controller) applyGatewayService(ctx context.Context, t settings.Tenant,
 	if svc != nil && !svc.DeletionTimestamp.IsZero() {
 		return fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", svc.Namespace, svc.Name)
 	}
-	desired := GatewayService(rt, t, ports, svc, j.key.static)
+	desired := GatewayService(rt, t, ports, svc, j.key.static, j.key.keepClients)
 	hubservice.MarkExhausted(desired, missingGatewayPorts(rt, h.GatewayPorts, j.alloc))
 	_, rejected, err := hubservice.Apply(ctx, c.client, RouteFieldOwner, svc, desired)
 	if err != nil {

@@ -79,11 +79,14 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	if len(r.SourceRanges) > 0 {
 		out.TypedPerFilterConfig[FilterRBAC] = rbacPerRoute(r.SourceRanges, errs)
+	}
+	if r.Authorization != nil {
+		out.TypedPerFilterConfig[FilterRBAC] = rbacAuthorizationPerRoute(r.Authorization, errs)
 	}
 	if r.CORS != nil {
 		out.TypedPerFilterConfig[FilterCORS] = mustPack(errs, corsPolicy(r.CORS))

@@ -1,7 +1,9 @@
 package translator
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
@@ -9,8 +11,11 @@ import (
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	networkinputsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+	ipmatcherv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/input_matchers/ip/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"kubelb.dev/kubelb/internal/ir"
 )
 
 // Source ranges (ir.Listener.SourceRanges, ir.Route.SourceRanges) are enforced against the
@@ -28,7 +33,9 @@ import (
 //     with RouteSourceRanges, does nothing by itself; a route with source ranges gives it a
 //     per-route policy allowing only those direct peers (direct_remote_ip: the connection's
 //     peer, never an X-Forwarded-For value a client could write), and every other request is
-//     answered 403.
+//     answered 403. A route with an authorization (ordered allow and deny rules, a default)
+//     gives it a per-route matcher instead (rbacAuthorizationPerRoute), on the same peer
+//     address.
 
 // FilterRBAC is Envoy's RBAC HTTP filter.
 const FilterRBAC = "envoy.filters.http.rbac"
@@ -92,4 +99,47 @@ func rbacPerRoute(ranges []string, errs *[]error) *anypb.Any {
 			Principals:  []*rbacconfigv3.Principal{{Identifier: &rbacconfigv3.Principal_OrIds{OrIds: &rbacconfigv3.Principal_Set{Ids: ids}}}},
 		}},
 	}}})
+}
+
+// InputDirectSourceIP is the name of the direct-peer-address matching input of route
+// authorizations.
+const InputDirectSourceIP = "envoy.matching.inputs.direct_source_ip"
+
+// rbacAuthorizationPerRoute is a route's authorization (ir.Authorization) as the RBAC
+// filter's matcher: a matcher list tried in the rules' order, each rule matching the direct
+// peer's address (envoy.matching.inputs.direct_source_ip, never a header) against its ranges
+// and allowing or denying; on no match, the default action. Denied requests are answered 403.
+func rbacAuthorizationPerRoute(a *ir.Authorization, errs *[]error) *anypb.Any {
+	action := func(i int, allow bool) *matcherv3.Matcher_OnMatch {
+		act, name := rbacconfigv3.RBAC_DENY, fmt.Sprintf("deny-%d", i)
+		if allow {
+			act, name = rbacconfigv3.RBAC_ALLOW, fmt.Sprintf("allow-%d", i)
+		}
+		if i < 0 {
+			name = "default-" + strings.ToLower(act.String())
+		}
+		return &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: &xdscorev3.TypedExtensionConfig{
+			Name: "envoy.filters.rbac.action", TypedConfig: mustPack(errs, &rbacconfigv3.Action{Name: name, Action: act}),
+		}}}
+	}
+	list := &matcherv3.Matcher_MatcherList{}
+	for i, r := range a.Rules {
+		list.Matchers = append(list.Matchers, &matcherv3.Matcher_MatcherList_FieldMatcher{
+			Predicate: &matcherv3.Matcher_MatcherList_Predicate{MatchType: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate_{
+				SinglePredicate: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate{
+					Input: &xdscorev3.TypedExtensionConfig{Name: InputDirectSourceIP, TypedConfig: mustPack(errs, &networkinputsv3.DirectSourceIPInput{})},
+					Matcher: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate_CustomMatch{CustomMatch: &xdscorev3.TypedExtensionConfig{
+						Name:        "envoy.matching.matchers.ip",
+						TypedConfig: mustPack(errs, &ipmatcherv3.Ip{CidrRanges: cidrRanges(r.SourceRanges), StatPrefix: "authorization"}),
+					}},
+				},
+			}},
+			OnMatch: action(i, r.Allow),
+		})
+	}
+	m := &matcherv3.Matcher{OnNoMatch: action(-1, a.DefaultAllow)}
+	if len(list.Matchers) > 0 {
+		m.MatcherType = &matcherv3.Matcher_MatcherList_{MatcherList: list}
+	}
+	return mustPack(errs, &rbacv3.RBACPerRoute{Rbac: &rbacv3.RBAC{Matcher: m}})
 }

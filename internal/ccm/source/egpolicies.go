@@ -17,34 +17,80 @@ import (
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
-// Envoy Gateway's BackendTrafficPolicies (gateway.envoyproxy.io/v1alpha1) in the ccm: which
-// policy applies to a Gateway, an HTTPRoute or a GRPCRoute (TrafficWinner), what its Route
-// carries of it to the hub (DesiredBackendTraffic), and the policy's status
-// (DesiredTrafficPolicyStatus). All pure. The ccm reads the policies as unstructured objects:
-// kubelb does not depend on Envoy Gateway's Go module (docs/l7.md, "Traffic policies").
+// Envoy Gateway's policies (gateway.envoyproxy.io/v1alpha1: BackendTrafficPolicy,
+// SecurityPolicy) in the ccm: which policy of a kind applies to a Gateway, an HTTPRoute or a
+// GRPCRoute (TrafficWinner), what its Route carries of it to the hub (DesiredBackendTraffic,
+// DesiredSecurity), and the policy's status (DesiredTrafficPolicyStatus). All pure, and the
+// same for both kinds but for how a policy's settings are read (PolicyKind). The ccm reads the
+// policies as unstructured objects: kubelb does not depend on Envoy Gateway's Go module
+// (docs/l7.md, "Traffic policies").
 
-// BackendTrafficPolicyGVK is the kind read.
-var BackendTrafficPolicyGVK = schema.GroupVersionKind{Group: trafficpolicy.Group, Version: trafficpolicy.Version, Kind: trafficpolicy.Kind}
+// PolicyKind is one of Envoy Gateway's policy kinds the ccm reads.
+type PolicyKind struct {
+	// Kind is the kind's name (BackendTrafficPolicy).
+	Kind string
+	// index is the name of the tenant cache's index of the kind's policies by target.
+	index string
+	// read reads and checks a policy's settings (targets aside): what Routes carry, or why it
+	// cannot be used.
+	read func(namespace, name string, spec map[string]any) (any, error)
+	// carry puts the settings read (nil: none) in a Route's context.
+	carry func(c *v1alpha1.SourceContext, v any)
+}
 
-// newTrafficPolicy and newTrafficPolicyList are empty objects of the kind, for the cache.
-func newTrafficPolicy() *unstructured.Unstructured {
+// BackendTrafficPolicyKind and SecurityPolicyKind are the kinds read (PolicyKinds).
+var (
+	BackendTrafficPolicyKind = &PolicyKind{
+		Kind: trafficpolicy.Kind, index: "ccm.kubelb.k8c.io/traffic-policy-targets",
+		read: func(ns, name string, spec map[string]any) (any, error) {
+			bt, err := trafficpolicy.Read(ns, name, spec)
+			if err != nil {
+				return nil, err
+			}
+			_, err = trafficpolicy.Resolve(bt)
+			return bt, err
+		},
+		carry: func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
+	}
+	SecurityPolicyKind = &PolicyKind{
+		Kind: trafficpolicy.SecurityKind, index: "ccm.kubelb.k8c.io/security-policy-targets",
+		read: func(ns, name string, spec map[string]any) (any, error) {
+			sec, err := trafficpolicy.ReadSecurity(ns, name, spec)
+			if err != nil {
+				return nil, err
+			}
+			_, err = trafficpolicy.ResolveSecurity(sec)
+			return sec, err
+		},
+		carry: func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
+	}
+	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind}
+)
+
+// GVK is the kind's group, version and kind.
+func (k *PolicyKind) GVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: trafficpolicy.Group, Version: trafficpolicy.Version, Kind: k.Kind}
+}
+
+// New and NewList are empty objects of the kind, for the cache.
+func (k *PolicyKind) New() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(BackendTrafficPolicyGVK)
+	u.SetGroupVersionKind(k.GVK())
 	return u
 }
 
-func newTrafficPolicyList() *unstructured.UnstructuredList {
+func (k *PolicyKind) NewList() *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(BackendTrafficPolicyGVK.GroupVersion().WithKind(trafficpolicy.Kind + "List"))
+	l.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
 	return l
 }
 
-// trafficTargetKinds are the kinds a BackendTrafficPolicy may target in kubelb (whole
-// objects: sectionName is not yet served).
+// trafficTargetKinds are the kinds a policy may target in kubelb (whole objects: sectionName
+// is not yet served).
 var trafficTargetKinds = []string{kindGateway, "HTTPRoute", "GRPCRoute"}
 
-// appliesBackendTraffic tells whether a kind's Routes carry BackendTrafficPolicies.
-func appliesBackendTraffic(k Kind) bool {
+// appliesPolicies tells whether a kind's Routes carry Envoy Gateway's policies.
+func appliesPolicies(k Kind) bool {
 	return slices.Contains(trafficTargetKinds, k.String())
 }
 
@@ -62,17 +108,18 @@ func servedTarget(t trafficpolicy.Target) bool {
 	return t.Group == gatewayGroup && slices.Contains(trafficTargetKinds, t.Kind) && t.SectionName == ""
 }
 
-// TrafficVerdict is what kubelb makes of a policy: the settings Routes carry, or why the
-// policy cannot be used as written (Invalid; then none of it applies).
-type TrafficVerdict struct {
-	Traffic *v1alpha1.BackendTraffic
+// EGPolicyVerdict is what kubelb makes of a policy: the settings Routes carry
+// (*v1alpha1.BackendTraffic, *v1alpha1.Security), or why the policy cannot be used as written
+// (Invalid; then none of it applies).
+type EGPolicyVerdict struct {
+	Value   any
 	Invalid string
 }
 
-// ReadTrafficPolicy reads and checks a policy: its targets (Gateways, HTTPRoutes and GRPCRoutes
+// Read reads and checks a policy of the kind: its targets (Gateways, HTTPRoutes and GRPCRoutes
 // of Gateway API's group, whole objects), its fields (those kubelb serves only) and their
-// values (trafficpolicy.Resolve).
-func ReadTrafficPolicy(p *unstructured.Unstructured) TrafficVerdict {
+// values.
+func (k *PolicyKind) Read(p *unstructured.Unstructured) EGPolicyVerdict {
 	spec := trafficSpec(p)
 	var problems []string
 	targets := trafficpolicy.Targets(spec)
@@ -89,10 +136,7 @@ func ReadTrafficPolicy(p *unstructured.Unstructured) TrafficVerdict {
 				t.Kind, truncateName(t.Name), truncateName(t.SectionName)))
 		}
 	}
-	bt, err := trafficpolicy.Read(p.GetNamespace(), p.GetName(), spec)
-	if err == nil {
-		_, err = trafficpolicy.Resolve(bt)
-	}
+	v, err := k.read(p.GetNamespace(), p.GetName(), spec)
 	if err != nil {
 		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
@@ -101,9 +145,9 @@ func ReadTrafficPolicy(p *unstructured.Unstructured) TrafficVerdict {
 		if len(msg) > 2048 {
 			msg = msg[:2048] + "…"
 		}
-		return TrafficVerdict{Invalid: msg}
+		return EGPolicyVerdict{Invalid: msg}
 	}
-	return TrafficVerdict{Traffic: bt}
+	return EGPolicyVerdict{Value: v}
 }
 
 // targetsObject tells whether policy p targets the whole object kind/name of its namespace.
@@ -136,14 +180,28 @@ func TrafficWinner(policies []*unstructured.Unstructured, ns, kind, name string)
 	return best
 }
 
-// DesiredBackendTraffic is what the Route of the object kind/name carries: the settings of the
-// policy that applies to it, nil when none does or when it cannot be used.
-func DesiredBackendTraffic(policies []*unstructured.Unstructured, ns, kind, name string) *v1alpha1.BackendTraffic {
+// Desired is what the Route of the object kind/name carries of policies of the kind (in any
+// order, of the kind): the settings of the policy that applies to it, nil when none does or
+// when it cannot be used.
+func (k *PolicyKind) Desired(policies []*unstructured.Unstructured, ns, kind, name string) any {
 	w := TrafficWinner(policies, ns, kind, name)
 	if w == nil {
 		return nil
 	}
-	return ReadTrafficPolicy(w).Traffic
+	return k.Read(w).Value
+}
+
+// DesiredBackendTraffic is what the Route of the object kind/name carries of
+// BackendTrafficPolicies.
+func DesiredBackendTraffic(policies []*unstructured.Unstructured, ns, kind, name string) *v1alpha1.BackendTraffic {
+	bt, _ := BackendTrafficPolicyKind.Desired(policies, ns, kind, name).(*v1alpha1.BackendTraffic)
+	return bt
+}
+
+// DesiredSecurity is what the Route of the object kind/name carries of SecurityPolicies.
+func DesiredSecurity(policies []*unstructured.Unstructured, ns, kind, name string) *v1alpha1.Security {
+	sec, _ := SecurityPolicyKind.Desired(policies, ns, kind, name).(*v1alpha1.Security)
+	return sec
 }
 
 // TrafficAncestor is one ancestor kubelb writes on a policy, with its Accepted condition's

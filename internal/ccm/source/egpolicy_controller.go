@@ -31,35 +31,35 @@ import (
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
-// indexTrafficTargets: trafficTargetKey of every object a BackendTrafficPolicy targets
-// (tenant cache; the policy's namespace).
-const indexTrafficTargets = "ccm.kubelb.k8c.io/traffic-policy-targets"
-
-func indexTrafficPolicies(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, newTrafficPolicy(), indexTrafficTargets, func(o client.Object) []string {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return nil
-		}
-		var out []string
-		for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
-			if t.Group == gatewayGroup {
-				out = append(out, trafficTargetKey(t.Kind, t.Name))
+// indexPolicyKinds indexes the policies of each kind by target: trafficTargetKey of every
+// object a policy targets (tenant cache; the policy's namespace).
+func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*PolicyKind) error {
+	for _, k := range kinds {
+		if err := idx.IndexField(ctx, k.New(), k.index, func(o client.Object) []string {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				return nil
 			}
+			var out []string
+			for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
+				if t.Group == gatewayGroup {
+					out = append(out, trafficTargetKey(t.Kind, t.Name))
+				}
+			}
+			return out
+		}); err != nil {
+			return fmt.Errorf("indexing %ss by target: %w", k.Kind, err)
 		}
-		return out
-	}); err != nil {
-		return fmt.Errorf("indexing BackendTrafficPolicies by target: %w", err)
 	}
 	return nil
 }
 
-// trafficPoliciesOf lists the policies of namespace ns targeting the object kind/name (the
-// tenant cache, which reads the kind as unstructured objects).
-func trafficPoliciesOf(ctx context.Context, c client.Reader, ns, kind, name string) ([]*unstructured.Unstructured, error) {
-	list := newTrafficPolicyList()
-	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{indexTrafficTargets: trafficTargetKey(kind, name)}); err != nil {
-		return nil, fmt.Errorf("listing the BackendTrafficPolicies of %s %s/%s: %w", kind, ns, name, err)
+// policiesOf lists the policies of the kind of namespace ns targeting the object kind/name
+// (the tenant cache, which reads the kind as unstructured objects).
+func (k *PolicyKind) policiesOf(ctx context.Context, c client.Reader, ns, kind, name string) ([]*unstructured.Unstructured, error) {
+	list := k.NewList()
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{k.index: trafficTargetKey(kind, name)}); err != nil {
+		return nil, fmt.Errorf("listing the %ss of %s %s/%s: %w", k.Kind, kind, ns, name, err)
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
@@ -68,18 +68,22 @@ func trafficPoliciesOf(ctx context.Context, c client.Reader, ns, kind, name stri
 	return out, nil
 }
 
-// backendTraffic is what the Route of obj (a Gateway, an HTTPRoute or a GRPCRoute) carries of
-// BackendTrafficPolicies (DesiredBackendTraffic).
-func (r *Reconciler) backendTraffic(ctx context.Context, obj client.Object) (*v1alpha1.BackendTraffic, error) {
-	policies, err := trafficPoliciesOf(ctx, r.Policies, obj.GetNamespace(), r.Kind.String(), obj.GetName())
-	if err != nil {
-		return nil, err
+// carryPolicies puts in a Route's context what obj (a Gateway, an HTTPRoute or a GRPCRoute)
+// carries of each policy kind the Reconciler reads (PolicyKind.Desired).
+func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1alpha1.SourceContext) error {
+	for _, k := range r.PolicyKinds {
+		policies, err := k.policiesOf(ctx, r.Policies, obj.GetNamespace(), r.Kind.String(), obj.GetName())
+		if err != nil {
+			return err
+		}
+		k.carry(c, k.Desired(policies, obj.GetNamespace(), r.Kind.String(), obj.GetName()))
 	}
-	return DesiredBackendTraffic(policies, obj.GetNamespace(), r.Kind.String(), obj.GetName()), nil
+	return nil
 }
 
-// TrafficPolicyReconciler writes kubelb's entries of the status of BackendTrafficPolicies
-// (ccm-backendtrafficpolicy, per object): get → ReadTrafficPolicy → for each target, whether it
+// TrafficPolicyReconciler writes kubelb's entries of the status of the policies of one of
+// Envoy Gateway's kinds (ccm-backendtrafficpolicy, ccm-securitypolicy; per object): get →
+// PolicyKind.Read → for each target, whether it
 // exists and is served by kubelb, the policy that wins it (TrafficWinner) and its ancestors
 // (a Gateway; a route's served Gateways) → DesiredTrafficPolicyStatus (pure) → one status
 // patch when it differs. A policy none of whose targets kubelb serves gets no entry of
@@ -89,7 +93,11 @@ func (r *Reconciler) backendTraffic(ctx context.Context, obj client.Object) (*v1
 //
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=securitypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=securitypolicies/status,verbs=get;update;patch
 type TrafficPolicyReconciler struct {
+	// Policy is the kind.
+	Policy *PolicyKind
 	// Tenant writes to the tenant; Reader reads from the tenant cache (unstructured policies
 	// too).
 	Tenant client.Client
@@ -102,17 +110,17 @@ type TrafficPolicyReconciler struct {
 	Kinds []Kind
 }
 
-// Reconcile writes one BackendTrafficPolicy's status.
+// Reconcile writes one policy's status.
 func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	defer func() { res, err = ssa.RetryConflict(res, err) }()
-	p := newTrafficPolicy()
+	p := r.Policy.New()
 	if err := r.Reader.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if p.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	v := ReadTrafficPolicy(p)
+	v := r.Policy.Read(p)
 	var ancestors []TrafficAncestor
 	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
 		if !servedTarget(t) {
@@ -137,19 +145,19 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	updated := p.DeepCopy()
 	updated.Object["status"] = raw
 	if err := r.Tenant.Status().Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the status of BackendTrafficPolicy %s: %w", req.NamespacedName, err)
+		return reconcile.Result{}, fmt.Errorf("writing the status of %s %s: %w", r.Policy.Kind, req.NamespacedName, err)
 	}
 	if reason, note := TrafficWarning(ancestors); reason != "" && policyWarningChanged(before, next) {
 		record(r.Recorder, p, corev1.EventTypeWarning, reason, "%s", note)
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("wrote the status of BackendTrafficPolicy", "ancestors", len(ancestors), "invalid", v.Invalid != "")
+	ctrl.LoggerFrom(ctx).V(1).Info("wrote the status of "+r.Policy.Kind, "ancestors", len(ancestors), "invalid", v.Invalid != "")
 	return reconcile.Result{}, nil
 }
 
 // targetAncestors are the ancestors of one served target of p with their verdict: the
 // Gateway itself, or a route's served Gateways; the target itself when it does not exist;
 // none when kubelb does not serve it.
-func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t trafficpolicy.Target, v TrafficVerdict) ([]TrafficAncestor, error) {
+func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t trafficpolicy.Target, v EGPolicyVerdict) ([]TrafficAncestor, error) {
 	ns := p.GetNamespace()
 	var refs []gwapiv1.ParentReference
 	exists := false
@@ -202,13 +210,13 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 		a.Message = v.Invalid + "; none of the policy applies until then"
 	default:
-		policies, err := trafficPoliciesOf(ctx, r.Reader, ns, t.Kind, t.Name)
+		policies, err := r.Policy.policiesOf(ctx, r.Reader, ns, t.Kind, t.Name)
 		if err != nil {
 			return nil, err
 		}
 		if w := TrafficWinner(policies, ns, t.Kind, t.Name); w != nil && w.GetName() != p.GetName() {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonConflicted)
-			a.Message = fmt.Sprintf("BackendTrafficPolicy %s/%s, older (or first by name), already targets %s; this one does not apply to it", ns, w.GetName(), what)
+			a.Message = fmt.Sprintf("%s %s/%s, older (or first by name), already targets %s; this one does not apply to it", r.Policy.Kind, ns, w.GetName(), what)
 		}
 	}
 	out := make([]TrafficAncestor, 0, len(refs))
@@ -219,15 +227,15 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 	return out, nil
 }
 
-// setupTrafficPolicies adds the BackendTrafficPolicy status controller: a policy is reconciled
+// setupTrafficPolicies adds the status controller of a policy kind: a policy is reconciled
 // when it or a policy of its namespace (conflicts) changes, or a Gateway, a GatewayClass or a
 // route of the kinds changes (targets appear, go, change Gateways).
 func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers int) error {
 	c := mgr.GetCache()
 	policiesWhere := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-		list := newTrafficPolicyList()
+		list := r.Policy.NewList()
 		if err := c.List(ctx, list, opts...); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing BackendTrafficPolicies")
+			ctrl.LoggerFrom(ctx).Error(err, "listing "+r.Policy.Kind+"s")
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
@@ -240,9 +248,9 @@ func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers 
 		return policiesWhere(ctx, client.InNamespace(o.GetNamespace()))
 	})
 	b := builder.ControllerManagedBy(mgr).
-		Named("ccm-backendtrafficpolicy").
-		For(newTrafficPolicy(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind[client.Object](c, newTrafficPolicy(), inNamespace, predicate.GenerationChangedPredicate{})).
+		Named("ccm-"+strings.ToLower(r.Policy.Kind)).
+		For(r.Policy.New(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind[client.Object](c, r.Policy.New(), inNamespace, predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind[client.Object](c, &gwapiv1.Gateway{}, inNamespace, predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(c, &gwapiv1.GatewayClass{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *gwapiv1.GatewayClass) []reconcile.Request {
@@ -271,15 +279,31 @@ func trafficTargetsOfKind(k Kind, p client.Object) []reconcile.Request {
 	return out
 }
 
-// InstallTrafficPolicyCRD creates Envoy Gateway's BackendTrafficPolicy CRD (of
-// envoygatewaycrds.Version, field owner kubelb-ccm) when the tenant has none, and waits until
-// it is established; a CRD already there (Envoy Gateway's own, of any version) is never
-// changed. It tells whether it created it.
-func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client.Reader) (bool, error) {
-	crd, err := envoygatewaycrds.BackendTrafficPolicy()
+// InstallPolicyCRDs creates each of Envoy Gateway's policy CRDs kubelb reads (of
+// envoygatewaycrds.Version, field owner kubelb-ccm) that the tenant does not have, and waits
+// until it is established; a CRD already there (Envoy Gateway's own, of any version) is never
+// changed. It returns the names of those it created.
+func InstallPolicyCRDs(ctx context.Context, c client.Client, reader client.Reader) ([]string, error) {
+	crds, err := envoygatewaycrds.All()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	var created []string
+	for _, crd := range crds {
+		made, err := installAbsentCRD(ctx, c, reader, crd)
+		if made {
+			created = append(created, crd.Name)
+		}
+		if err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+// installAbsentCRD creates crd when the cluster has none of its name and waits until it is
+// established; it tells whether it created it.
+func installAbsentCRD(ctx context.Context, c client.Client, reader client.Reader, crd *apiextensionsv1.CustomResourceDefinition) (bool, error) {
 	cur := &apiextensionsv1.CustomResourceDefinition{}
 	switch err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); {
 	case err == nil:
@@ -291,7 +315,7 @@ func InstallTrafficPolicyCRD(ctx context.Context, c client.Client, reader client
 	if err := c.Create(ctx, crd, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 	}
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := reader.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}

@@ -1,0 +1,87 @@
+package trafficpolicy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReadSecurityNamesUnsupportedFields: a SecurityPolicy with fields kubelb does not serve
+// (other kinds of authentication, principals other than client addresses) is refused as a
+// whole, naming each of them.
+func TestReadSecurityNamesUnsupportedFields(t *testing.T) {
+	_, err := ReadSecurity("ns", "p", spec(t, `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
+basicAuth: {users: {name: s}}
+jwt: {providers: []}
+authorization:
+  defaultAction: Deny
+  rules:
+  - action: Allow
+    principal: {clientCIDRs: [10.0.0.0/8], headers: [{name: x}]}
+`))
+	if err == nil || !strings.Contains(err.Error(), "spec.authorization.rules[0].principal.headers not yet supported") {
+		t.Fatalf("got %v", err)
+	}
+	_, err = ReadSecurity("ns", "p", spec(t, `
+basicAuth: {users: {name: s}}
+jwt: {providers: []}
+authorization: {defaultAction: Allow}
+`))
+	if err == nil || !strings.Contains(err.Error(), "spec.basicAuth, spec.jwt not yet supported") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestReadAndResolveSecurity: rules keep their order, their ranges come out canonical, and
+// an unset default action denies (Envoy Gateway's default).
+func TestReadAndResolveSecurity(t *testing.T) {
+	sec, err := ReadSecurity("ns", "p", spec(t, `
+targetRef: {group: gateway.networking.k8s.io, kind: Gateway, name: g}
+authorization:
+  rules:
+  - {name: office-but-kiosk, action: Deny, principal: {clientCIDRs: ["10.1.2.3/32"]}}
+  - {action: Allow, principal: {clientCIDRs: ["10.1.2.3/8", "2001:DB8::1/32", "10.0.0.0/8"]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ResolveSecurity(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.DefaultAllow || len(a.Rules) != 2 || a.Rules[0].Allow || !a.Rules[1].Allow {
+		t.Fatalf("got %+v", a)
+	}
+	if !slices.Equal(a.Rules[0].Ranges, []string{"10.1.2.3/32"}) || !slices.Equal(a.Rules[1].Ranges, []string{"10.0.0.0/8", "2001:db8::/32"}) {
+		t.Errorf("ranges %v", a.Rules)
+	}
+}
+
+// TestResolveSecurityRefuses: bad actions and CIDRs, empty principals and more than
+// MaxClientCIDRs ranges are each named.
+func TestResolveSecurityRefuses(t *testing.T) {
+	many := "["
+	for i := range MaxClientCIDRs + 1 {
+		if i > 0 {
+			many += ", "
+		}
+		many += "10.0.0." + string(rune('0'+i%10)) + "/32"
+	}
+	many += "]"
+	for _, tc := range []struct{ spec, want string }{
+		{`authorization: {defaultAction: Maybe}`, `authorization.defaultAction "Maybe" is not an action`},
+		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/33]}}]}`, `"10.0.0.0/33" is not a CIDR`},
+		{`authorization: {rules: [{action: Allow, principal: {}}]}`, `rules[0].principal.clientCIDRs is empty`},
+		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: ` + many + `}}]}`, `more than 64 clientCIDRs`},
+		{`targetRefs: []`, `the policy has no authorization`},
+	} {
+		sec, err := ReadSecurity("ns", "p", spec(t, tc.spec))
+		if err == nil {
+			_, err = ResolveSecurity(sec)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}

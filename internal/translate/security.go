@@ -1,0 +1,47 @@
+package translate
+
+import (
+	"slices"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// ReasonInvalidSecurity: the SecurityPolicy a Route carries cannot be used as written; none of
+// it applies (the route is served as if it had none, or under its Gateway's).
+const ReasonInvalidSecurity = "InvalidSecurity"
+
+// securityChecks checks the SecurityPolicies of Route contexts (policies.go).
+func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.Authorization] {
+	return policyChecks[v1alpha1.Security, trafficpolicy.Authorization]{
+		kind: "SecurityPolicy", reason: ReasonInvalidSecurity,
+		of:      func(c *v1alpha1.SourceContext) *v1alpha1.Security { return c.Security },
+		name:    func(s *v1alpha1.Security) (string, string) { return s.Namespace, s.Name },
+		resolve: trafficpolicy.ResolveSecurity,
+	}
+}
+
+// authorizationFor is the authorization of the SecurityPolicy that applies to Route r's rules
+// served by Gateway gw (GEP-713: the route's own overrides the Gateway's), nil when none does:
+// every route of the rules gets it, whatever it does (backends, redirect, direct response).
+func (t *l7) authorizationFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *ir.Authorization {
+	a, policy := t.security.forRoute(t, r, gw, owner)
+	if a == nil {
+		return nil
+	}
+	if gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
+		if t.addressWarned == nil {
+			t.addressWarned = map[*gateway]bool{}
+		}
+		t.addressWarned[gw] = true
+		t.problems.Add(t.ref(gw.route, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+			"SecurityPolicy %s decides by client address, but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so the rules may see a node's address instead",
+			truncateMessage(policy))
+	}
+	out := &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
+	for _, rule := range a.Rules {
+		out.Rules = append(out.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
+	}
+	return out
+}
