@@ -11,12 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
-	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -39,35 +37,14 @@ func TestDefaultInstallAddressesAThousandServices(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	ctx := context.Background()
 	c := hub.Client
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}}))
-	must(c.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "migrated"}}))
-	startWithWebhook(t, hub, testsupport.BuildBinary(t, "./cmd/kubelb"))
-	ns := hubnames.TenantNamespace("migrated")
-	testsupport.Eventually(t, time.Minute, "the Tenant's namespace", func() error {
-		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	})
+	_, ns := startTenantHub(t, hub, testsupport.BuildBinary(t, "./cmd/kubelb"), "migrated")
 	stop := playHubLoadBalancer(t, c, ns)
 	defer stop()
 
-	must(ssa.Apply(ctx, c, ccm.DesiredAddresses(ns, []kubelbv1alpha1.EndpointAddress{{IP: "192.0.2.1"}, {IP: "192.0.2.2"}}), nil, ccm.FieldOwner, ""))
-	for i := range n {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "apps", UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
-				Ports: []corev1.ServicePort{
-					{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: int32(30000 + 2*(i%1000))},
-					{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, NodePort: int32(30001 + 2*(i%1000))},
-				}},
-		}
-		lb, _ := ccm.DesiredLoadBalancer(svc, ns)
-		must(ssa.Apply(ctx, c, lb, nil, ccm.FieldOwner, ""))
+	if err := ssa.Apply(ctx, c, ccm.DesiredAddresses(ns, []kubelbv1alpha1.EndpointAddress{{IP: "192.0.2.1"}, {IP: "192.0.2.2"}}), nil, ccm.FieldOwner, ""); err != nil {
+		t.Fatal(err)
 	}
+	mirrorTwoPortServices(t, c, ns, n)
 	testsupport.Eventually(t, 10*time.Minute, "every LoadBalancer addressed", func() error {
 		lbs := &kubelbv1alpha1.LoadBalancerList{}
 		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {

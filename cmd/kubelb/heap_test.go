@@ -10,14 +10,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
-	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -52,17 +48,11 @@ func TestLiveHeapPerService(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubelb"}}))
-	must(c.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "heap"}}))
 	bin := os.Getenv("KUBELB_HEAP_BINARY")
 	if bin == "" {
 		bin = testsupport.BuildBinary(t, "./cmd/kubelb")
 	}
-	m := startWithWebhook(t, hub, bin)
-	ns := hubnames.TenantNamespace("heap")
-	testsupport.Eventually(t, time.Minute, "the Tenant's namespace", func() error {
-		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	})
+	m, ns := startTenantHub(t, hub, bin, "heap")
 	var nodes []kubelbv1alpha1.EndpointAddress
 	for i := range 3 {
 		nodes = append(nodes, kubelbv1alpha1.EndpointAddress{IP: fmt.Sprintf("192.0.2.%d", i+1)})
@@ -73,18 +63,7 @@ func TestLiveHeapPerService(t *testing.T) {
 	before := liveHeap(t, m)
 
 	start := time.Now()
-	for i := range n {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "apps", UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
-				Ports: []corev1.ServicePort{
-					{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: int32(30000 + 2*(i%1000))},
-					{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, NodePort: int32(30001 + 2*(i%1000))},
-				}},
-		}
-		lb, _ := ccm.DesiredLoadBalancer(svc, ns)
-		must(ssa.Apply(ctx, c, lb, nil, ccm.FieldOwner, ""))
-	}
+	mirrorTwoPortServices(t, c, ns, n)
 	testsupport.Eventually(t, 10*time.Minute, "every LoadBalancer to have a status", func() error {
 		lbs := &kubelbv1alpha1.LoadBalancerList{}
 		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {

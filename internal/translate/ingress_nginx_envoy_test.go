@@ -249,10 +249,10 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	// canary: 20 of 100 by weight (200 requests: 40 expected, 20 to 65 accepted, over six
 	// standard deviations wide), all with X-Canary: always, none with X-Canary: never.
-	count := func(n int, header string) map[string]int {
+	count := func(n int, name, value string) map[string]int {
 		seen := map[string]int{}
 		for range n {
-			pod, err := withHeader(plain, "canary.example.com", "X-Canary", header)
+			pod, err := withHeader(plain, "canary.example.com", name, value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,31 +260,20 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 		}
 		return seen
 	}
-	if seen := count(200, ""); seen["v1"]+seen["v2"] != 200 || seen["v2"] < 20 || seen["v2"] > 65 {
+	if seen := count(200, "", ""); seen["v1"]+seen["v2"] != 200 || seen["v2"] < 20 || seen["v2"] > 65 {
 		t.Errorf("200 requests to the canaried host were answered %v, want about 40 by v2 and the rest by v1", seen)
 	}
-	if seen := count(20, "always"); seen["v2"] != 20 {
+	if seen := count(20, "X-Canary", "always"); seen["v2"] != 20 {
 		t.Errorf("20 requests with X-Canary: always were answered %v, want all by v2", seen)
 	}
-	if seen := count(20, "never"); seen["v1"] != 20 {
+	if seen := count(20, "X-Canary", "never"); seen["v1"] != 20 {
 		t.Errorf("20 requests with X-Canary: never were answered %v, want all by v1", seen)
 	}
 	// canary-by-cookie canary: "always" on the canary, "never" off it, among other cookies.
-	cookies := func(n int, cookie string) map[string]int {
-		seen := map[string]int{}
-		for range n {
-			pod, err := withHeader(plain, "canary.example.com", "Cookie", cookie)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen[pod]++
-		}
-		return seen
-	}
-	if seen := cookies(20, "session=x; canary=always"); seen["v2"] != 20 {
+	if seen := count(20, "Cookie", "session=x; canary=always"); seen["v2"] != 20 {
 		t.Errorf("20 requests with the cookie canary=always were answered %v, want all by v2", seen)
 	}
-	if seen := cookies(20, "canary=never; theme=dark"); seen["v1"] != 20 {
+	if seen := count(20, "Cookie", "canary=never; theme=dark"); seen["v1"] != 20 {
 		t.Errorf("20 requests with the cookie canary=never were answered %v, want all by v1", seen)
 	}
 
