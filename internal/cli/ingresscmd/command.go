@@ -67,6 +67,9 @@ func Write(res Result, out, errOut io.Writer) error {
 	for _, r := range res.HTTPRoutes {
 		objs = append(objs, r)
 	}
+	for _, p := range res.Policies {
+		objs = append(objs, p.Object)
+	}
 	for i, o := range objs {
 		b, err := yaml.Marshal(o)
 		if err != nil {
@@ -108,13 +111,15 @@ func Command(o *cli.Options) *cobra.Command {
 	opts := Options{}
 	conv := &cobra.Command{
 		Use:   "convert [-f FILE...] [-A]",
-		Short: "Write Gateway API objects (Gateway, HTTPRoutes) for Ingresses, and say what cannot be expressed",
+		Short: "Write Gateway API objects (Gateway, HTTPRoutes) and policies for Ingresses, and say what cannot be expressed",
 		Long: "convert reads Ingresses (from files, - for stdin, or from the cluster) and writes on stdout\n" +
 			"a Gateway per namespace and HTTPRoutes, with the ingress-nginx annotations that map onto\n" +
 			"Gateway API: ssl-redirect and force-ssl-redirect (an HTTP route redirecting to HTTPS),\n" +
 			"rewrite-target (URLRewrite), permanent-/temporal-redirect and app-root (RequestRedirect),\n" +
 			"enable-cors (CORS), affinity cookie (sessionPersistence), canary (weighted backendRefs, a\n" +
-			"header match). On stderr it names, per Ingress, what cannot be expressed. See docs/ingress-nginx.md.",
+			"header match), and as Envoy Gateway's policies, which kubelb reads: allowlist-, whitelist- and\n" +
+			"denylist-source-range (SecurityPolicy), proxy-connect-timeout (BackendTrafficPolicy). On stderr\n" +
+			"it names, per Ingress, what cannot be expressed. See docs/ingress-nginx.md.",
 		Example: "  kubectl kubelb ingress convert -A > gateway-api.yaml\n" +
 			"  kubectl get ingress -n shop -o yaml | kubectl kubelb ingress convert -f -",
 		Args: cobra.NoArgs,

@@ -13,6 +13,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -34,7 +35,10 @@ type Options struct {
 type Result struct {
 	Gateways   []*gwv1.Gateway
 	HTTPRoutes []*gwv1.HTTPRoute
-	Notes      map[string][]string
+	// Policies are Envoy Gateway's SecurityPolicies and BackendTrafficPolicies (which kubelb
+	// reads) for what Gateway API cannot say: client address lists, connect timeouts.
+	Policies []*unstructured.Unstructured
+	Notes    map[string][]string
 }
 
 // converted are the annotations the conversion reads; the others are reported.
@@ -81,7 +85,9 @@ func Convert(ings []networkingv1.Ingress, o Options) Result {
 			gws[ing.Namespace] = gw
 		}
 		c.listeners(gw)
-		res.HTTPRoutes = append(res.HTTPRoutes, c.routes(canaries, used)...)
+		routes := c.routes(canaries, used)
+		res.HTTPRoutes = append(res.HTTPRoutes, routes...)
+		res.Policies = append(res.Policies, c.policies(routes)...)
 		if len(c.notes) > 0 {
 			res.Notes[c.key] = c.notes
 		}
@@ -299,10 +305,8 @@ func (c *conversion) unsupported() {
 		switch {
 		case strings.HasSuffix(name, "snippet"):
 			c.note("%s: a snippet of nginx configuration; it has no equivalent and kubelb never honours one", name)
-		case name == "whitelist-source-range" || name == "allowlist-source-range" || name == "denylist-source-range":
-			c.note("%s: Gateway API has no source-range filter; not expressed", name)
-		case name == "proxy-connect-timeout":
-			c.note("%s: Gateway API has no connect timeout; kubelb honours it on the Ingress, not on an HTTPRoute", name)
+		case slices.Contains(expressedByPolicies, name):
+			// A policy (policies), or a note of why not.
 		case name == "backend-protocol":
 			c.note("%s: set appProtocol kubernetes.io/h2c (or a BackendTLSPolicy for HTTPS) on the backend Service's port instead", name)
 		case name == "proxy-body-size":

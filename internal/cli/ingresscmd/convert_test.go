@@ -3,12 +3,16 @@ package ingresscmd
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -63,5 +67,34 @@ func TestConvertGolden(t *testing.T) {
 	}
 	if !strings.Contains(notes.String(), "configuration-snippet") {
 		t.Error("the snippet is not reported")
+	}
+	// The policies written are ones kubelb serves: its own reader accepts them whole.
+	res := Convert(ings, Options{})
+	if len(res.Policies) != 3 {
+		t.Errorf("%d policies, want 3 (a SecurityPolicy for each list, a BackendTrafficPolicy for the connect timeout)", len(res.Policies))
+	}
+	for _, p := range res.Policies {
+		spec := p.Object["spec"].(map[string]any)
+		var err error
+		switch p.GetKind() {
+		case "SecurityPolicy":
+			var sec *v1alpha1.Security
+			if sec, err = trafficpolicy.ReadSecurity(p.GetNamespace(), p.GetName(), spec); err == nil {
+				_, err = trafficpolicy.ResolveSecurity(sec)
+			}
+		case "BackendTrafficPolicy":
+			var bt *v1alpha1.BackendTraffic
+			if bt, err = trafficpolicy.Read(p.GetNamespace(), p.GetName(), spec); err == nil {
+				_, err = trafficpolicy.Resolve(bt)
+			}
+		default:
+			err = fmt.Errorf("kind %s", p.GetKind())
+		}
+		if err != nil {
+			t.Errorf("%s %s/%s is not served: %v", p.GetKind(), p.GetNamespace(), p.GetName(), err)
+		}
+		if len(trafficpolicy.Targets(spec)) == 0 {
+			t.Errorf("%s %s/%s targets nothing", p.GetKind(), p.GetNamespace(), p.GetName())
+		}
 	}
 }

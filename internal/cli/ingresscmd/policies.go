@@ -1,0 +1,102 @@
+package ingresscmd
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/internal/sourcerange"
+)
+
+// The policies a conversion writes are Envoy Gateway's kinds, which kubelb reads
+// (docs/l7.md#traffic-policies): a SecurityPolicy for the client address lists, a
+// BackendTrafficPolicy for the connect timeout, each targeting the HTTPRoutes that serve the
+// Ingress's paths (not the routes that only redirect to HTTPS, which answer every client, as
+// ingress-nginx does).
+const policyAPIVersion = "gateway.envoyproxy.io/v1alpha1"
+
+// expressedByPolicies are the annotations policies express (when their values can be read).
+var expressedByPolicies = []string{"allowlist-source-range", "whitelist-source-range", "denylist-source-range", "proxy-connect-timeout"}
+
+// policies are the policies of the Ingress for its serving routes.
+func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstructured {
+	var targets []any
+	for _, r := range routes {
+		if !strings.HasSuffix(r.Name, "-to-https") {
+			targets = append(targets, map[string]any{"group": gwv1.GroupName, "kind": "HTTPRoute", "name": r.Name})
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	var out []*unstructured.Unstructured
+	policy := func(kind string, spec map[string]any) {
+		spec["targetRefs"] = targets
+		out = append(out, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": policyAPIVersion, "kind": kind,
+			"metadata": map[string]any{"name": c.ing.Name, "namespace": c.ing.Namespace},
+			"spec":     spec,
+		}})
+	}
+	key := "allowlist-source-range"
+	allowV, allowSet := c.ann(key)
+	if !allowSet {
+		key = "whitelist-source-range"
+		allowV, allowSet = c.ann(key)
+	}
+	denyV, denySet := c.ann("denylist-source-range")
+	allow, allowOK := c.cidrs(key, allowV, allowSet)
+	deny, denyOK := c.cidrs("denylist-source-range", denyV, denySet)
+	if (allowSet || denySet) && allowOK && denyOK {
+		// Denials first, then the allow list, as ingress-nginx writes its rules; with an
+		// allow list, the rest is denied.
+		var rules []any
+		if len(deny) > 0 {
+			rules = append(rules, map[string]any{"name": "denylist", "action": "Deny", "principal": map[string]any{"clientCIDRs": deny}})
+		}
+		if len(allow) > 0 {
+			rules = append(rules, map[string]any{"name": "allowlist", "action": "Allow", "principal": map[string]any{"clientCIDRs": allow}})
+		}
+		def := "Allow"
+		if allowSet {
+			def = "Deny"
+		}
+		policy("SecurityPolicy", map[string]any{"authorization": map[string]any{"defaultAction": def, "rules": rules}})
+	}
+	if v, ok := c.ann("proxy-connect-timeout"); ok {
+		if n, err := strconv.Atoi(strings.TrimSuffix(v, "s")); err == nil && n > 0 {
+			policy("BackendTrafficPolicy", map[string]any{"timeout": map[string]any{"tcp": map[string]any{"connectTimeout": (time.Duration(n) * time.Second).String()}}})
+		} else {
+			c.note("proxy-connect-timeout: %q is no number of seconds; not expressed", v)
+		}
+	}
+	return out
+}
+
+// cidrs reads a comma-separated list of client addresses (annotation key, value v, set): its
+// canonical CIDRs, or false, noted, when an entry is no address or CIDR.
+func (c *conversion) cidrs(key, v string, set bool) ([]any, bool) {
+	if !set {
+		return nil, true
+	}
+	var out []any
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil { // a single address, as ingress-nginx reads it
+			e = netip.PrefixFrom(a, a.BitLen()).String()
+		}
+		p, err := sourcerange.Parse(e)
+		if err != nil {
+			c.note("%s: %q is no address or CIDR; the list is not expressed (kubelb refuses every client of the Ingress until it is fixed)", key, e)
+			return nil, false
+		}
+		out = append(out, p)
+	}
+	return out, true
+}
