@@ -264,9 +264,9 @@ const (
 	ReasonPortNotAllocated = "PortNotAllocated"
 	// ReasonPortPending (a Warning): no listener port in the hub Service yet (a
 	// LoadBalancer's, a Gateway's, the tenant's Ingress Service), and none refused: the
-	// manager has not allocated it yet (skipped for now). It is never a condition: the
-	// status writer gives no Programmed verdict on an object with a pending port; the next
-	// translation (after the allocation) does.
+	// manager has not allocated it yet (skipped for now). It is never a condition:
+	// Settled.Translate serves such an object at its last version with every port, or not
+	// at all, and removes the problem; the translation after the allocation gives the verdict.
 	ReasonPortPending = "PortPending"
 	// ReasonListenerPortConflict: another port already uses the listener port (skipped).
 	ReasonListenerPortConflict = "ListenerPortConflict"

@@ -98,8 +98,9 @@ type Reconciler struct {
 // caches are one tenant's translation caches. Requests of one tenant are never reconciled
 // at once, so they are used by one reconcile at a time.
 type caches struct {
-	front translate.Incremental
-	back  translator.Cache
+	front   translate.Incremental
+	back    translator.Cache
+	settled translate.Settled // objects waiting for a listener port are served as they were
 }
 
 // cachesOf returns the tenant's translation caches.
@@ -280,7 +281,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	buildStart := time.Now()
 	cache := r.cachesOf(tenant)
-	out, err := cache.front.Run(in)
+	// An object waiting for a listener port the planner has not applied yet is served at its
+	// last version that had every port (or not at all), and gets no verdict until it has them.
+	in, out, waiting, err := cache.settled.Translate(in, cache.front.Run)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("translating tenant %s: %w", tenant, err)
 	}
@@ -305,7 +308,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			"resourcesBuilt", cache.back.Built, "resourcesReused", cache.back.Reused)
 	}
 	// Publish.
-	r.store.Publish(tenant, r.report(&in, held, out, b))
+	r.store.Publish(tenant, r.report(&in, held, waiting, out, b))
 	return res, nil
 }
 

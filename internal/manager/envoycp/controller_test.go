@@ -397,3 +397,78 @@ func TestHubServiceEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeWaitsForItsPort: a LoadBalancer that gains a port before the planner applied its
+// hub Service's listener port for it is served as it was: nothing is pushed to the proxies and
+// the report leaves it out (no verdict); once the hub Service has the port, the new version is
+// pushed and reported, with no PortPending problem ever reported.
+func TestChangeWaitsForItsPort(t *testing.T) {
+	t.Parallel()
+	web := loadBalancer("tenant-a", "web", 20001)
+	c := newClient(t, namespace("tenant-a", true), web, &v1alpha1.Addresses{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: v1alpha1.DefaultAddressesName},
+		Spec:       v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}},
+	})
+	rec := &recorder{set: map[string]xds.Resources{}}
+	store := status.NewStore()
+	r := NewReconciler(c, rec, store, "kubelb", translate.Options{ListenerAddress: "127.0.0.1"})
+	ctx := context.Background()
+	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "web"}
+	reconcileTenant := func() *status.Report {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "tenant-a"}}); err != nil {
+			t.Fatal(err)
+		}
+		rep := store.Get("tenant-a")
+		for _, p := range rep.Problems {
+			if p.Reason == translate.ReasonPortPending {
+				t.Errorf("reported %v", p)
+			}
+		}
+		return rep
+	}
+	listeners := func() []string {
+		var names []string
+		for _, l := range rec.set["tenant-a"][resource.ListenerType] {
+			names = append(names, cache.GetResourceName(l))
+		}
+		slices.Sort(names)
+		return names
+	}
+	if rep := reconcileTenant(); len(rep.Objects) != 1 {
+		t.Fatalf("report objects %v", rep.Objects)
+	}
+	sets := rec.sets
+
+	lb := &v1alpha1.LoadBalancer{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(web), lb); err != nil {
+		t.Fatal(err)
+	}
+	lb.Spec.Ports = append(lb.Spec.Ports, v1alpha1.LoadBalancerPort{Port: 443})
+	if err := c.Update(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	rep := reconcileTenant()
+	if rec.sets != sets || !slices.Equal(listeners(), []string{"web-tcp-80"}) {
+		t.Errorf("pushed %d times while the port waits, listeners %v; want none and [web-tcp-80]", rec.sets-sets, listeners())
+	}
+	if _, ok := rep.Objects[ref]; ok {
+		t.Errorf("the waiting LoadBalancer is in the report: %v", rep.Objects)
+	}
+
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(hubService(web)), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(20443)})
+	if err := c.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	rep = reconcileTenant()
+	if !slices.Equal(listeners(), []string{"web-tcp-443", "web-tcp-80"}) {
+		t.Errorf("listeners %v once the port exists, want web-tcp-443 and web-tcp-80", listeners())
+	}
+	if gen, ok := rep.Objects[ref]; !ok || gen != lb.Generation {
+		t.Errorf("report objects %v, want web at generation %d", rep.Objects, lb.Generation)
+	}
+}

@@ -8,6 +8,7 @@ package envoycp
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -59,16 +60,30 @@ func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config, ba
 
 // report is what the status writer needs to know of this translation of in: out is the
 // front ends' result with what the tenant's settings held back (translate.Held.With), b
-// what the back end made of it.
-func (r *Reconciler) report(in *translate.Input, held translate.Held, out translate.Result, b *built) *status.Report {
+// what the back end made of it; the objects waiting for a listener port that were not
+// translated at their own version are left out, those that were have no verdict yet.
+func (r *Reconciler) report(in *translate.Input, held translate.Held, waiting translate.Waiting, out translate.Result, b *built) *status.Report {
 	rep := &status.Report{
 		Objects:  translate.Generations(in, held),
+		Waiting:  waiting.Translated,
 		Problems: slices.Concat(out.Problems, b.problems),
 		Owners:   b.owners,
 		Versions: map[string]string{},
 		Routes:   out.Routes,
 	}
 	rep.Problems.Sort()
+	for ref := range waiting.Held { // not translated at its version: nothing to say of it yet
+		delete(rep.Objects, ref)
+		if ref.Kind == translate.KindRoute {
+			if _, ok := rep.Routes[ref.Name]; ok {
+				rep.Routes = maps.Clone(rep.Routes)
+				delete(rep.Routes, ref.Name)
+			}
+		}
+	}
+	if len(waiting.Held) > 0 {
+		rep.Problems = slices.DeleteFunc(rep.Problems, func(p ir.Problem) bool { return waiting.Held[p.Object.Object()] })
+	}
 	for _, typeURL := range xds.TypeURLs {
 		if v := r.snapshots.TypeVersion(in.Tenant, typeURL); v != "" {
 			rep.Versions[typeURL] = v

@@ -3,7 +3,6 @@ package status
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +24,9 @@ import (
 //   - the Writer leaves a LoadBalancer alone until the LoadBalancer controller has written
 //     Ready (its first status write carries the verdict when it is known; the Writer hears
 //     of the Ready condition's appearance).
-// Neither gives a verdict while a port of the LoadBalancer is pending
-// (translate.ReasonPortPending: its hub Service has no listener port for it yet, and the
-// manager did not refuse one): the translation that follows the allocation does.
+// Neither gives a verdict while a port of the LoadBalancer is pending: envoycp leaves a
+// LoadBalancer whose hub Service has no listener port for it yet out of the Report
+// (translate.Settled), and the translation that follows the allocation gives the verdict.
 
 // LoadBalancerProgrammed is the Programmed condition of lb as the Writer would write it,
 // from the tenant's latest Report and its TenantState's rejections (read through reader), and
@@ -58,16 +57,7 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 			problems = append(problems, p)
 		}
 	}
-	if pending(problems) {
-		return metav1.Condition{}, false, nil
-	}
 	return Programmed(gen, problems), true, nil
-}
-
-// pending tells whether a LoadBalancer's problems hold a port the manager has not
-// allocated yet: no verdict until the translation that follows the allocation.
-func pending(problems []ir.Problem) bool {
-	return slices.ContainsFunc(problems, func(p ir.Problem) bool { return p.Reason == translate.ReasonPortPending })
 }
 
 // readRejections reads a tenant's rejections from its TenantState (none when it has none).

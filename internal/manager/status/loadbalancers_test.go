@@ -13,23 +13,6 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// TestPendingPort: a LoadBalancer with a pending port (its hub Service has no listener port
-// for it yet, and the manager refused none) gets no verdict; one whose port the manager could
-// not allocate (PortNotAllocated) does, like any other error.
-func TestPendingPort(t *testing.T) {
-	t.Parallel()
-	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "lb", Section: "TCP/443"}
-	pendingPort := ir.Problem{Object: ref, Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "not yet"}
-	exhausted := ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonPortNotAllocated, Message: "none left"}
-	denied := ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: translate.ReasonNoEndpoints, Message: "denied"}
-	if !pending([]ir.Problem{pendingPort}) || !pending([]ir.Problem{denied, pendingPort}) {
-		t.Error("a pending port gives a verdict")
-	}
-	if pending([]ir.Problem{exhausted}) || pending([]ir.Problem{denied}) || pending(nil) {
-		t.Error("a verdict with no pending port is withheld")
-	}
-}
-
 // TestLoadBalancerProgrammed: the LoadBalancer controller gets the verdict the Writer would
 // write, only for the generation the Report describes, with the rejections of the TenantState.
 func TestLoadBalancerProgrammed(t *testing.T) {
@@ -67,8 +50,7 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); !ok || cond.Status != metav1.ConditionFalse || cond.Reason != translate.ReasonNoEndpoints {
 		t.Errorf("verdict with a port's problem %+v %v, want False/NoEndpoints", cond, ok)
 	}
-	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{ref: 2},
-		Problems: ir.Problems{{Object: port, Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "no port yet"}}})
+	s.Publish("tenant-a", &Report{Objects: map[ir.ObjectRef]int64{}}) // waiting for a port: left out
 	if cond, ok, _ := s.LoadBalancerProgrammed(ctx, c, lb); ok {
 		t.Errorf("the LoadBalancer controller carries a verdict while a port is pending: %+v", cond)
 	}

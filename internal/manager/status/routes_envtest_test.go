@@ -94,7 +94,7 @@ func TestSettledRouteIsNotWritten(t *testing.T) {
 }
 
 // TestPendingListenerGivesNoVerdict: on a real API server, a Gateway Route whose listener port
-// the manager has not allocated yet (PortPending) gets its tenant object's status, but no
+// the manager has not allocated yet (Report.Waiting) gets its tenant object's status, but no
 // Programmed verdict and no Event; once the Report has the port, Programmed is True, with no
 // Warning ever written.
 func TestPendingListenerGivesNoVerdict(t *testing.T) {
@@ -112,18 +112,20 @@ func TestPendingListenerGivesNoVerdict(t *testing.T) {
 	}
 	ref := ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: "gw"}
 	gwStatus := json.RawMessage(`{"listeners":[{"name":"http","attachedRoutes":0,"supportedKinds":[],"conditions":[]}]}`)
-	report := func(problems ...ir.Problem) *Report {
-		return &Report{Objects: map[ir.ObjectRef]int64{ref: r.Generation},
-			Routes:   map[string]translate.RouteStatus{"gw": {Kind: "Gateway", Generation: 1, Status: gwStatus}},
-			Problems: problems}
+	report := func(waiting bool) *Report {
+		rep := &Report{Objects: map[ir.ObjectRef]int64{ref: r.Generation},
+			Routes: map[string]translate.RouteStatus{"gw": {Kind: "Gateway", Generation: 1, Status: gwStatus}}}
+		if waiting {
+			rep.Waiting = map[ir.ObjectRef]bool{ref: true}
+		}
+		return rep
 	}
 	store := NewStore()
 	recorder := events.NewFakeRecorder(10)
 	w := &Writer{client: hub.Client, store: store, recorder: recorder, now: time.Now, sink: NewSink(hub.Client)}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
 
-	store.Publish(ns, report(ir.Problem{Object: ir.ObjectRef{Kind: translate.KindRoute, Namespace: ns, Name: "gw", Section: "listener http"},
-		Severity: ir.SeverityWarning, Reason: translate.ReasonPortPending, Message: "not allocated yet"}))
+	store.Publish(ns, report(true))
 	if _, err := w.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestPendingListenerGivesNoVerdict(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Resources.Route.Conditions, ConditionProgrammed); c != nil {
 		t.Errorf("a verdict while a listener port is pending: %+v", c)
 	}
-	store.Publish(ns, report())
+	store.Publish(ns, report(false))
 	if _, err := w.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}

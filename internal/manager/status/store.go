@@ -32,6 +32,10 @@ type Report struct {
 	// status.resources.route.status. The Route's own generation is in Objects; its problems
 	// are keyed by ir.ObjectRef{Kind: translate.KindRoute}.
 	Routes map[string]translate.RouteStatus
+	// Waiting are Routes translated while a listener port of theirs is still pending
+	// (translate.Waiting.Translated): their tenant objects' statuses are written, but no
+	// Programmed verdict until a Report without them.
+	Waiting map[ir.ObjectRef]bool
 }
 
 // Rejected is a rejection that concerns a tenant, as read from its TenantState.

@@ -235,7 +235,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		}
 		rs, ok := report.Routes[route.Name]
 		var cond *metav1.Condition // none while a listener port is pending: the next Report's
-		if !pending(byObject[ref]) {
+		if !report.Waiting[ref] {
 			c := routeProgrammed(route, gen, ok, byObject[ref])
 			cond = &c
 		}
@@ -303,8 +303,8 @@ func (w *Writer) program(ctx context.Context, report *Report, byObject map[ir.Ob
 		return nil
 	}
 	// Not before the LoadBalancer controller's first status write, which carries the
-	// verdict itself, and not while a port is pending (loadbalancers.go).
-	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || pending(byObject[ref]) {
+	// verdict itself (a LoadBalancer waiting for a port is not in the Report's Objects).
+	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil {
 		return nil
 	}
 	cond := Programmed(gen, byObject[ref])

@@ -1,0 +1,234 @@
+package translate
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/routekind"
+)
+
+// Settled keeps, for one tenant, the last version of each LoadBalancer and Gateway Route that
+// was translated with every listener port it needs, with the hub Service that gave them.
+// Translate serves that version while a newer one waits for a port the manager has not
+// allocated yet (ReasonPortPending), so no object is served, or given a verdict, before its
+// ports exist. A Settled is not safe for concurrent use; the zero value is ready.
+type Settled struct {
+	lbs    map[string]*settledLB
+	routes map[string]*settledRoute
+	run    uint64 // the Translate calls, to forget what a call did not see
+}
+
+type settledLB struct {
+	lb   v1alpha1.LoadBalancer
+	svc  *corev1.Service // nil when it had none
+	seen uint64
+}
+
+type settledRoute struct {
+	route v1alpha1.Route
+	svc   *corev1.Service // a copy of its gateway-<route> Service; nil when it had none
+	seen  uint64
+}
+
+// Waiting is what Translate held back for a listener port: no verdict is given on these
+// objects until the translation that follows the allocation.
+type Waiting struct {
+	// Held are the objects not translated at their current version: LoadBalancers and Gateway
+	// Routes served at their last settled version, and LoadBalancers that have none (not
+	// served yet). The translated Input does not have them at their current version, so
+	// their generations, problems and statuses are not theirs: leave them out of a report.
+	Held map[ir.ObjectRef]bool
+	// Translated are Routes translated at their current version although a listener port
+	// is still pending (a new Gateway, or Ingresses before the tenant's Ingress Service has
+	// its ports): their tenant objects' statuses are theirs (a Gateway's listener says
+	// Pending), but they get no Programmed verdict yet.
+	Translated map[ir.ObjectRef]bool
+}
+
+// Translate runs run (Run, or an Incremental's Run) on in; when some objects wait for a
+// listener port (a PortPending problem), it runs it again with each of them at its settled
+// version, or without it when it is a LoadBalancer that has none. It returns the input
+// translated last, its result without PortPending problems, and what waits. It remembers
+// the objects translated with every port as their settled versions, and forgets those no
+// longer in in.
+func (s *Settled) Translate(in Input, run func(Input) (Result, error)) (Input, Result, Waiting, error) {
+	out, err := run(in)
+	if err != nil {
+		return in, out, Waiting{}, err
+	}
+	pending := pendingObjects(out.Problems)
+	w := Waiting{}
+	if len(pending) > 0 {
+		in, w = s.hold(in, pending)
+		if len(w.Held) > 0 {
+			if out, err = run(in); err != nil {
+				return in, out, Waiting{}, err
+			}
+			for ref := range pendingObjects(out.Problems) { // a settled version can wait too
+				w.Translated[ref] = true
+			}
+		}
+		out.Problems = slices.DeleteFunc(slices.Clone(out.Problems), func(p ir.Problem) bool { return p.Reason == ReasonPortPending })
+	}
+	s.remember(&in, w)
+	return in, out, w, nil
+}
+
+// pendingObjects are the objects (refs without section) with a PortPending problem.
+func pendingObjects(problems ir.Problems) map[ir.ObjectRef]bool {
+	var out map[ir.ObjectRef]bool
+	for _, p := range problems {
+		if p.Reason == ReasonPortPending {
+			if out == nil {
+				out = map[ir.ObjectRef]bool{}
+			}
+			out[p.Object.Object()] = true
+		}
+	}
+	return out
+}
+
+// hold returns in with the pending objects at their settled versions (LoadBalancers without
+// one left out), and what it held.
+func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool) (Input, Waiting) {
+	w := Waiting{Held: map[ir.ObjectRef]bool{}, Translated: map[ir.ObjectRef]bool{}}
+	lbs := make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
+	var hubServices map[string]*corev1.Service
+	for _, lb := range in.LoadBalancers {
+		ref := ir.ObjectRef{Kind: KindLoadBalancer, Namespace: in.Tenant, Name: lb.Name}
+		if !pending[ref] {
+			lbs = append(lbs, lb)
+			continue
+		}
+		w.Held[ref] = true
+		if hubServices == nil {
+			hubServices = maps.Clone(in.HubServices)
+		}
+		st := s.lbs[lb.Name]
+		if st == nil || st.lb.UID != lb.UID {
+			delete(hubServices, lb.Name)
+			continue
+		}
+		lbs = append(lbs, st.lb)
+		if st.svc != nil {
+			hubServices[lb.Name] = st.svc
+		} else {
+			delete(hubServices, lb.Name)
+		}
+	}
+	in.LoadBalancers = lbs
+	if hubServices != nil {
+		in.HubServices = hubServices
+	}
+	var routes []v1alpha1.Route
+	var services []corev1.Service
+	for i := range in.Routes {
+		rt := &in.Routes[i]
+		ref := ir.ObjectRef{Kind: KindRoute, Namespace: in.Tenant, Name: rt.Name}
+		if !pending[ref] {
+			continue
+		}
+		st := s.routes[rt.Name]
+		if st == nil || st.route.UID != rt.UID || carried(rt) != routekind.Gateway {
+			w.Translated[ref] = true
+			continue
+		}
+		if routes == nil {
+			routes, services = slices.Clone(in.Routes), slices.Clone(in.RouteServices)
+		}
+		w.Held[ref] = true
+		routes[i] = st.route
+		services = slices.DeleteFunc(services, func(svc corev1.Service) bool { return svc.Labels[v1alpha1.LabelRouteName] == rt.Name })
+		if st.svc != nil {
+			services = append(services, *st.svc)
+		}
+	}
+	if routes != nil {
+		in.Routes, in.RouteServices = routes, services
+	}
+	return in, w
+}
+
+// remember keeps the objects of in that were translated with every port as settled (a copy
+// only when their version changed), and forgets the objects no longer in in. Held objects keep
+// what was settled.
+func (s *Settled) remember(in *Input, w Waiting) {
+	s.run++
+	if s.lbs == nil {
+		s.lbs, s.routes = map[string]*settledLB{}, map[string]*settledRoute{}
+	}
+	for i := range in.LoadBalancers {
+		lb := &in.LoadBalancers[i]
+		st := s.lbs[lb.Name]
+		ref := ir.ObjectRef{Kind: KindLoadBalancer, Namespace: in.Tenant, Name: lb.Name}
+		if !w.Held[ref] && !w.Translated[ref] {
+			svc := in.HubServices[lb.Name]
+			if st == nil || st.lb.UID != lb.UID || st.lb.ResourceVersion != lb.ResourceVersion || st.lb.ResourceVersion == "" || !sameService(st.svc, svc) {
+				st = &settledLB{lb: *lb, svc: svc}
+				s.lbs[lb.Name] = st
+			}
+		}
+		if st != nil {
+			st.seen = s.run
+		}
+	}
+	for ref := range w.Held { // held and left out: keep what was settled
+		if st := s.lbs[ref.Name]; st != nil && ref.Kind == KindLoadBalancer {
+			st.seen = s.run
+		}
+	}
+	var gatewayServices map[string]*corev1.Service
+	for i := range in.Routes {
+		rt := &in.Routes[i]
+		if carried(rt) != routekind.Gateway {
+			continue
+		}
+		st := s.routes[rt.Name]
+		ref := ir.ObjectRef{Kind: KindRoute, Namespace: in.Tenant, Name: rt.Name}
+		if !w.Held[ref] && !w.Translated[ref] {
+			if gatewayServices == nil {
+				gatewayServices = routeServicesByName(in.RouteServices)
+			}
+			svc := gatewayServices[rt.Name]
+			if st == nil || st.route.UID != rt.UID || st.route.ResourceVersion != rt.ResourceVersion || st.route.ResourceVersion == "" || !sameService(st.svc, svc) {
+				st = &settledRoute{route: *rt}
+				if svc != nil {
+					c := *svc
+					st.svc = &c
+				}
+				s.routes[rt.Name] = st
+			}
+		}
+		if st != nil {
+			st.seen = s.run
+		}
+	}
+	maps.DeleteFunc(s.lbs, func(_ string, st *settledLB) bool { return st.seen != s.run })
+	maps.DeleteFunc(s.routes, func(_ string, st *settledRoute) bool { return st.seen != s.run })
+}
+
+// routeServicesByName are the Routes' own hub Services by Route name (the first of a name).
+func routeServicesByName(services []corev1.Service) map[string]*corev1.Service {
+	out := make(map[string]*corev1.Service, len(services))
+	for i := range services {
+		svc := &services[i]
+		if name := svc.Labels[v1alpha1.LabelRouteName]; name != "" {
+			if _, dup := out[name]; !dup {
+				out[name] = svc
+			}
+		}
+	}
+	return out
+}
+
+// sameService tells whether a and b are one version of one Service.
+func sameService(a, b *corev1.Service) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID && a.ResourceVersion == b.ResourceVersion && a.ResourceVersion != ""
+}
