@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -256,12 +257,8 @@ func (n *names) busy(tenant string) int {
 func (n *names) takeChanged() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]string, 0, len(n.changed))
-	for t := range n.changed {
-		out = append(out, t)
-	}
+	out := slices.Sorted(maps.Keys(n.changed))
 	clear(n.changed)
-	slices.Sort(out)
 	return out
 }
 

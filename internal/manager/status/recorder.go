@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -291,12 +292,8 @@ func (r *Recorder) Start(ctx context.Context) error {
 func (r *Recorder) takeDirty() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.dirty))
-	for t := range r.dirty {
-		out = append(out, t)
-	}
+	out := slices.Sorted(maps.Keys(r.dirty))
 	clear(r.dirty)
-	slices.Sort(out)
 	return out
 }
 
