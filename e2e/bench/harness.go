@@ -65,7 +65,8 @@ type Config struct {
 	// container memory limit of 512Mi gives it (process.SetMemoryLimit: 90%).
 	ManagerMemoryLimit string
 	// PprofDir profiles the manager and the ccm of tenant 0 during the burst
-	// (framework.CollectProfiles) into that folder.
+	// (framework.CollectProfiles) into that folder, and during the delete into its
+	// subfolder delete.
 	PprofDir string
 	// Command is recorded in the result (how to re-run it).
 	Command string

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -296,6 +298,14 @@ func (h *harness) deleteAll() *Workload {
 		for i := range list.Items {
 			all = append(all, victim{tn, &list.Items[i]})
 		}
+	}
+	if h.cfg.PprofDir != "" {
+		dir := filepath.Join(h.cfg.PprofDir, "delete")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stop := framework.CollectProfiles(t, dir, map[string]string{"manager": h.managerP, "ccm": h.ccmP}, 10*time.Second)
+		defer stop()
 	}
 	before := h.mark()
 	if err := h.parallel(len(all), func(i int) error {
