@@ -30,7 +30,9 @@ import (
 // (Options.MaxEndpoints) cuts some LoadBalancer's endpoints, or when two LoadBalancers have
 // one name, that run translates every LoadBalancer as Run does. LoadBalancers or hub Services
 // without a resourceVersion (objects not read from an API server) are translated every
-// time. The Layer 7 front ends (Routes) run in full every time.
+// time. The Layer 7 front ends (Routes) run every time, reusing each Route's decoded tenant
+// object (by UID and resourceVersion) and handing on the last result's IR elements where the
+// new ones equal them (incremental_l7.go).
 //
 // The IR elements of a result are shared with later results: callers must not modify them
 // (the back end's translator.Cache relies on it too). An Incremental is not safe for
@@ -38,6 +40,9 @@ import (
 type Incremental struct {
 	env    [sha256.Size]byte
 	pieces map[string]*piece // by LoadBalancer name
+	// decoded and elements: what the Layer 7 front ends keep (incremental_l7.go).
+	decoded  decodeCache
+	elements elementIndex
 	// Stats are those of the last Run.
 	Stats IncrementalStats
 }
@@ -49,6 +54,18 @@ type IncrementalStats struct {
 	// Full is set when the LoadBalancers had to be put together as Run does (a conflict of
 	// listener ports, the tenant's endpoint limit reached, a repeated name).
 	Full bool
+	// RoutesDecoded and RoutesDecodeReused count the Routes' tenant objects decoded anew and
+	// taken from the last run.
+	RoutesDecoded, RoutesDecodeReused int
+	// RoutesKept is the number of Routes whose decoded tenant object is kept for the next
+	// run: those of this run's input only.
+	RoutesKept int
+	// ElementsReused and ElementsChanged count the listeners, route configurations,
+	// clusters and secrets of the result that are the last result's (the same pointer:
+	// nothing to build again in the back end) and those new or changed;
+	// VirtualHostsReused and VirtualHostsChanged the same for virtual hosts.
+	ElementsReused, ElementsChanged         int
+	VirtualHostsReused, VirtualHostsChanged int
 }
 
 // piece is what one LoadBalancer translates to by itself.
@@ -85,6 +102,7 @@ func keyOf(lb *v1alpha1.LoadBalancer, svc *corev1.Service) (pieceKey, bool) {
 // not change since the previous Run.
 func (x *Incremental) Run(in Input) (Result, error) {
 	x.Stats = IncrementalStats{}
+	x.decoded.begin()
 	base, err := newL4(in)
 	if err != nil {
 		x.pieces = nil
@@ -152,7 +170,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		return runL7(in, t.cfg, t.problems.List(), t.expander), nil
+		return x.finish(runL7(in, t.cfg, t.problems.List(), t.expander, &x.decoded)), nil
 	}
 	// In name order, as Run's Layer 4 front end leaves them.
 	slices.SortFunc(cfg.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Name, b.Name) })
@@ -160,7 +178,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 	problems.Sort()
 	// The Layer 7 front ends take their endpoints after the LoadBalancers'.
 	base.expander.used = endpoints
-	return runL7(in, cfg, problems, base.expander), nil
+	return x.finish(runL7(in, cfg, problems, base.expander, &x.decoded)), nil
 }
 
 // piece translates one LoadBalancer by itself with t's input, options and expansions.

@@ -243,9 +243,12 @@ func (s *tenantState) change() string {
 }
 
 // TestIncrementalMatchesRun applies random sequences of changes to tenants — every golden
-// input and a larger one — and checks after each that translate.Incremental gives exactly
+// input and a larger one; to LoadBalancers, and to the Routes of the golden inputs that have
+// some (Ingresses, Gateways, ListenerSets and every route kind: a field changed, a spec
+// copied from another Route, a Route gone and back) — and checks after each that translate.Incremental gives exactly
 // what a fresh translate.Run gives (the same IR, problems and Route statuses, byte for byte
-// when rendered), that it translated only what changed, and that it never modified an
+// when rendered; the back end's Envoy resources byte for byte), that it translated only what
+// changed, that it keeps no decoded object of a Route gone, and that it never modified an
 // earlier result.
 func TestIncrementalMatchesRun(t *testing.T) {
 	t.Parallel()
@@ -279,15 +282,22 @@ func TestIncrementalMatchesRun(t *testing.T) {
 					}
 				}
 				s.stamp()
+				s.stampRoutes()
+				var gone []gonePiece
 				var inc translate.Incremental
 				var back translator.Cache
 				var prev translate.Result
 				var prevIR []byte
-				reused, full, backReused := 0, 0, 0
+				reused, full, backReused, decodeReused, routeChanges := 0, 0, 0, 0, 0
 				for step := range steps {
 					what := "first run"
 					if step > 0 {
-						what = s.change()
+						if (len(s.in.Routes) > 0 || len(gone) > 0) && s.rng.IntN(2) == 0 {
+							what = s.routeChange(&gone)
+							routeChanges++
+						} else {
+							what = s.change()
+						}
 					}
 					got, gotErr := inc.Run(s.in)
 					want, wantErr := translate.Run(s.in)
@@ -315,6 +325,9 @@ func TestIncrementalMatchesRun(t *testing.T) {
 						}
 					}
 					prev, prevIR = got, gotIR
+					if inc.Stats.RoutesKept > len(s.in.Routes) {
+						t.Fatalf("seed %d step %d (%s): %d decoded tenant objects kept for %d Routes", seed, step, what, inc.Stats.RoutesKept, len(s.in.Routes))
+					}
 					// The back end's Cache builds the same Envoy resources as Translate.
 					gotRes, gotProblems, gotErr := back.Translate(got.Config)
 					wantRes, wantProblems, wantErr := translator.Translate(want.Config)
@@ -331,12 +344,16 @@ func TestIncrementalMatchesRun(t *testing.T) {
 					}
 					backReused += back.Reused
 					reused += inc.Stats.Reused
+					decodeReused += inc.Stats.RoutesDecodeReused
 					if inc.Stats.Full {
 						full++
 					}
 				}
 				if len(s.in.LoadBalancers) > 1 && (reused == 0 || backReused == 0) {
 					t.Errorf("seed %d: no LoadBalancer's translation was ever reused", seed)
+				}
+				if routeChanges > 0 && decodeReused == 0 {
+					t.Errorf("seed %d: %d Route changes and no Route's decoded object was ever reused", seed, routeChanges)
 				}
 				if file == "" && (full == 0 || full == steps) {
 					t.Errorf("seed %d: %d of %d runs put the LoadBalancers together as Run does; the test must exercise both ways", seed, full, steps)

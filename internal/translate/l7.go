@@ -76,13 +76,15 @@ func Run(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return runL7(in, l4.cfg, l4.problems.List(), l4.expander), nil
+	return runL7(in, l4.cfg, l4.problems.List(), l4.expander, nil), nil
 }
 
 // runL7 runs the Layer 7 front ends after the Layer 4 one gave cfg and problems, with its
-// expansions (x), and normalizes the whole.
-func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
+// expansions (x), and normalizes the whole. decoded (nil: none) keeps the Routes' decoded
+// tenant objects from one run to the next (Incremental).
+func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache) Result {
 	t := newL7(in, cfg, x)
+	t.decoded = decoded
 	t.ingresses()
 	t.gateways()
 	markRouteSourceRanges(cfg)
@@ -152,6 +154,8 @@ type l7 struct {
 	// caChecked holds why each PEM bundle of backend CA certificates seen cannot be used
 	// ("" when it can).
 	caChecked map[string]string
+	// decoded: the decoded tenant objects of an earlier run (Incremental); nil for none.
+	decoded *decodeCache
 }
 
 func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
@@ -213,11 +217,15 @@ func (t *l7) decode(r *v1alpha1.Route, out any) bool {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidRoute, "spec.source.kubernetes.resource is empty")
 		return false
 	}
+	if t.decoded.get(r, out) {
+		return true
+	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(src.Route.Object, out); err != nil {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidRoute, "spec.source.kubernetes.resource cannot be read as %s: %s",
 			src.Route.GetKind(), truncate(err.Error()))
 		return false
 	}
+	t.decoded.put(r, out)
 	return true
 }
 

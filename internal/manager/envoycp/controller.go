@@ -305,6 +305,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		log.V(1).Info("Envoy snapshot updated", "loadBalancers", len(in.LoadBalancers), "routes", len(in.Routes),
 			"listeners", len(out.Config.Listeners), "problems", len(out.Problems)+len(b.problems),
 			"translated", cache.front.Stats.Translated, "reused", cache.front.Stats.Reused,
+			"routesDecoded", cache.front.Stats.RoutesDecoded, "irElementsChanged", cache.front.Stats.ElementsChanged+cache.front.Stats.VirtualHostsChanged,
 			"resourcesBuilt", cache.back.Built, "resourcesReused", cache.back.Reused)
 	}
 	// Publish.

@@ -113,6 +113,47 @@ func HTTPRoutesTenant(b testsupport.TB, n int) translate.Input {
 	return in
 }
 
+// HTTPRoutesTenantCached is HTTPRoutesTenant with every object given a UID and a
+// resourceVersion, as an informer cache holds them (what translate.Incremental keys on).
+func HTTPRoutesTenantCached(b testsupport.TB, n int) translate.Input {
+	in := HTTPRoutesTenant(b, n)
+	a := in.Addresses["default"]
+	a.UID, a.ResourceVersion = "addresses-default", "1"
+	in.Addresses["default"] = a
+	for i := range in.Routes {
+		in.Routes[i].UID, in.Routes[i].ResourceVersion = types.UID("route-"+in.Routes[i].Name), "1"
+	}
+	for i := range in.Secrets {
+		in.Secrets[i].UID, in.Secrets[i].ResourceVersion = types.UID("secret-"+in.Secrets[i].Name), "1"
+	}
+	for i := range in.RouteServices {
+		in.RouteServices[i].UID, in.RouteServices[i].ResourceVersion = types.UID("service-"+in.RouteServices[i].Name), "1"
+	}
+	return in
+}
+
+// ChangeOneHTTPRoute replaces HTTPRoute i of a tenant of HTTPRoutesTenantCached (mod their
+// number; the Gateway is left alone) by a copy whose catch-all rule sends all requests to
+// the other backend, with a new resourceVersion, as an informer does on an update.
+func ChangeOneHTTPRoute(in *translate.Input, i int) {
+	var idx []int
+	for j := range in.Routes {
+		if in.Routes[j].Spec.Source.Kubernetes.Route.GetKind() == "HTTPRoute" {
+			idx = append(idx, j)
+		}
+	}
+	j := idx[i%len(idx)]
+	r := in.Routes[j].DeepCopy()
+	rules := r.Spec.Source.Kubernetes.Route.Object["spec"].(map[string]any)["rules"].([]any)
+	last := rules[len(rules)-1].(map[string]any)
+	refs := last["backendRefs"].([]any)
+	a, b := refs[0].(map[string]any), refs[1].(map[string]any)
+	a["weight"], b["weight"] = b["weight"], a["weight"]
+	v, _ := strconv.Atoi(r.ResourceVersion)
+	r.ResourceVersion = strconv.Itoa(v + 1)
+	in.Routes[j] = *r
+}
+
 // LoadBalancerTenant is one tenant ("tenant-bench") of n LoadBalancers of one TCP port each
 // (80, listener port 10000+i, NodePort 30000+i%2000) with their hub Services, on three nodes
 // (Addresses/default), every object with a UID and a resourceVersion as an informer cache

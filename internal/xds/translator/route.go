@@ -24,20 +24,50 @@ const FailedBackendCluster = "kubelb-failed-backend"
 
 // routeConfig builds a route configuration served over RDS.
 func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
+	return routeConfigWith(rc, nil, nil)
+}
+
+// builtHost is a virtual host built from an IR virtual host, and the errors of its routes.
+type builtHost struct {
+	v    *routev3.VirtualHost
+	errs []error
+}
+
+// routeConfigWith is routeConfig reusing the virtual hosts built before for the same IR
+// virtual hosts (prev, by identity) and recording those it uses in next (nil maps: none).
+// A virtual host is a pure function of its IR element, and built messages are never
+// modified: two route configurations may share one.
+func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHost) (*routev3.RouteConfiguration, error) {
 	var errs []error
 	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
 	for _, vh := range rc.VirtualHosts {
-		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
-		for _, r := range vh.Routes {
-			rt := route(r, &errs)
-			if r.MaxRequestBytes > 0 {
-				v.Routes = append(v.Routes, bodyLimit(rt, r.MaxRequestBytes))
-			}
-			v.Routes = append(v.Routes, rt)
+		b, ok := prev[vh]
+		if !ok {
+			b, ok = next[vh]
 		}
-		out.VirtualHosts = append(out.VirtualHosts, v)
+		if !ok {
+			b = virtualHost(vh)
+		}
+		if next != nil {
+			next[vh] = b
+		}
+		errs = append(errs, b.errs...)
+		out.VirtualHosts = append(out.VirtualHosts, b.v)
 	}
 	return out, joined(errs)
+}
+
+func virtualHost(vh *ir.VirtualHost) builtHost {
+	var errs []error
+	v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+	for _, r := range vh.Routes {
+		rt := route(r, &errs)
+		if r.MaxRequestBytes > 0 {
+			v.Routes = append(v.Routes, bodyLimit(rt, r.MaxRequestBytes))
+		}
+		v.Routes = append(v.Routes, rt)
+	}
+	return builtHost{v, errs}
 }
 
 // bodyLimit is the route placed before rt that answers 413 to rt's requests whose

@@ -49,6 +49,9 @@ type Cache struct {
 	listeners           map[*ir.Listener]built
 	routes              map[*ir.RouteConfig]built
 	secrets             map[*ir.Secret]built
+	// hosts are the virtual hosts of the route configurations built, by IR virtual host: a
+	// route configuration that changed reuses those of its virtual hosts that did not.
+	hosts map[*ir.VirtualHost]builtHost
 	// Built and Reused count the resources built and reused by the last Translate.
 	Built, Reused int
 }
@@ -101,6 +104,7 @@ func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 			listeners: make(map[*ir.Listener]built, len(cfg.Listeners)),
 			routes:    make(map[*ir.RouteConfig]built, len(cfg.RouteConfigs)),
 			secrets:   make(map[*ir.Secret]built, len(cfg.Secrets)),
+			hosts:     make(map[*ir.VirtualHost]builtHost, len(c.hosts)),
 		}
 		defer func() {
 			next.Built, next.Reused = c.Built, c.Reused
@@ -127,7 +131,15 @@ func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 				owners = append(owners, r.Owners...)
 			}
 		}
-		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), memo(c, c.routes, next.routes, rc, func() (proto.Message, error) { return routeConfig(rc) }))
+		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), memo(c, c.routes, next.routes, rc, func() (proto.Message, error) { return routeConfigWith(rc, c.hosts, next.hosts) }))
+		if next.hosts != nil {
+			// Kept for when the route configuration changes (reused whole, it built none).
+			for _, vh := range rc.VirtualHosts {
+				if h, ok := c.hosts[vh]; ok {
+					next.hosts[vh] = h
+				}
+			}
+		}
 	}
 	for _, l := range cfg.Listeners {
 		if dep := b.missingDependency(l); dep != "" {
