@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -25,7 +27,7 @@ type basicAuthResult struct {
 }
 
 // basicAuth reads the users of a basic authentication from the hub Secret made from tenant
-// Secret ns/name (key: the htpasswd key), checked once per translation; nil when they cannot
+// Secret ns/name (key: the htpasswd key; "": one key per user), checked once per translation; nil when they cannot
 // be used, reported on owner (what: whose authentication it is). The messages never hold the
 // Secret's content.
 func (t *l7) basicAuth(owner ir.ObjectRef, what, ns, name, key string) *ir.BasicAuth {
@@ -49,17 +51,23 @@ func (t *l7) readBasicAuth(k basicAuthKey) basicAuthResult {
 	if reason, msg := checkObjectName("Secret", k.ns, k.name); reason != "" {
 		return basicAuthResult{err: msg}
 	}
-	found := t.secretByOrigin()[nsName{k.ns, k.name}]
+	found, ok := t.secretByOrigin()[nsName{k.ns, k.name}], false
 	if found == nil {
 		return basicAuthResult{err: "Secret " + secret + " has not reached the hub (the ccm mirrors it once it exists in the tenant cluster)"}
 	}
-	data, ok := found.Data[k.key]
-	if !ok {
+	var data []byte
+	if k.key == "" { // one key per user, holding its hash (ingress-nginx's auth-map)
+		data = authMap(found.Data)
+	} else if data, ok = found.Data[k.key]; !ok {
 		return basicAuthResult{err: "Secret " + secret + " has no key " + k.key}
 	}
 	users, err := trafficpolicy.ParseHtpasswd(data)
 	if err != nil {
-		return basicAuthResult{err: "Secret " + secret + " key " + k.key + ": " + truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))}
+		where := "key " + k.key
+		if k.key == "" {
+			where = "(auth-map, a line per key in key order)"
+		}
+		return basicAuthResult{err: "Secret " + secret + " " + where + ": " + truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))}
 	}
 	return basicAuthResult{users: &ir.BasicAuth{Users: users}}
 }
@@ -83,4 +91,14 @@ func markBasicAuth(cfg *ir.Config) {
 		}
 		l.BasicAuth = needs
 	}
+}
+
+// authMap is the htpasswd lines of a Secret of one key per user holding its hash, in key
+// order.
+func authMap(data map[string][]byte) []byte {
+	var b strings.Builder
+	for _, user := range slices.Sorted(maps.Keys(data)) {
+		b.WriteString(user + ":" + strings.TrimSpace(string(data[user])) + "\n")
+	}
+	return []byte(b.String())
 }

@@ -67,3 +67,26 @@ func TestBasicAuthSecretMirrored(t *testing.T) {
 	e.waitSyncSecretGone(t, users)
 	e.waitFinalizer(t, users, false)
 }
+
+// TestIngressSecretsNameBasicAuth: the Secrets an Ingress names include its ingress-nginx
+// auth-secret when auth-type is basic (written as name or namespace/name of its namespace),
+// not one of another namespace, nor without auth-type basic.
+func TestIngressSecretsNameBasicAuth(t *testing.T) {
+	for _, c := range []struct {
+		annotations map[string]string
+		want        []string
+	}{
+		{map[string]string{nginxAuthType: "basic", nginxAuthSecret: "users"}, []string{"shop/tls", "shop/users"}},
+		{map[string]string{nginxAuthType: "basic", nginxAuthSecret: "shop/users"}, []string{"shop/tls", "shop/users"}},
+		{map[string]string{nginxAuthType: "basic", nginxAuthSecret: "other/users"}, []string{"shop/tls"}},
+		{map[string]string{nginxAuthSecret: "users"}, []string{"shop/tls"}},
+		{map[string]string{nginxAuthType: "basic", nginxAuthSecret: "tls"}, []string{"shop/tls"}},
+	} {
+		ing := tlsIngress("shop", "web", "kubelb", "tls")
+		ing.Annotations = c.annotations
+		got := keys(IngressSecrets(ing))
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%v: got %v, want %v", c.annotations, got, c.want)
+		}
+	}
+}
