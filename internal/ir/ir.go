@@ -115,6 +115,9 @@ type Listener struct {
 	// ranges and authorizations of the routes; set exactly when a route served by the listener
 	// has some.
 	RouteSourceRanges bool `json:"routeSourceRanges,omitempty"`
+	// BasicAuth (HTTP, HTTPS) runs Envoy's basic_auth filter, off but for the routes with a
+	// BasicAuth; set exactly when a route served by the listener has one.
+	BasicAuth bool `json:"basicAuth,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -241,6 +244,10 @@ type Route struct {
 	// answered 403. Not with SourceRanges. The listeners serving the route set
 	// RouteSourceRanges.
 	Authorization *Authorization `json:"authorization,omitempty"`
+	// BasicAuth, when set, answers 401 to requests without the credentials of one of its
+	// users (after Authorization and SourceRanges). The listeners serving the route set
+	// BasicAuth.
+	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
 	// Hash (with Backends) is what the route's requests are hashed on for clusters that
 	// balance by consistent hash (LBMaglev); nil for none (requests then spread at random).
 	Hash *HashPolicy `json:"hash,omitempty"`

@@ -67,10 +67,11 @@ func FuzzReadResolveSecurity(f *testing.F) {
 		if err != nil {
 			return
 		}
-		a, err := ResolveSecurity(sec)
-		if err != nil {
+		settings, err := ResolveSecurity(sec)
+		if err != nil || settings.Authorization == nil {
 			return
 		}
+		a := settings.Authorization
 		total := 0
 		for _, r := range a.Rules {
 			if len(r.Ranges) == 0 {

@@ -6,18 +6,24 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
 // servedSecurity is the tree of the SecurityPolicy spec fields kubelb serves: authorization
-// by client address.
+// by client address and basic authentication (not its forwardUsernameHeader: Envoy sets
+// that header per filter, not per route).
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
 	"authorization": map[string]any{
 		"defaultAction": nil,
 		"rules":         nil, // each rule's fields: securityRuleFields
+	},
+	"basicAuth": map[string]any{
+		"users": map[string]any{"group": nil, "kind": nil, "name": nil, "namespace": nil},
 	},
 }
 
@@ -77,13 +83,63 @@ type AuthorizationRule struct {
 	Ranges []string
 }
 
+// SecuritySettings is a checked SecurityPolicy: its authorization and its basic
+// authentication, at least one of them.
+type SecuritySettings struct {
+	// Authorization is nil when the policy has none.
+	Authorization *Authorization
+	// BasicAuthSecret is the name of the Secret of the policy's namespace holding the users
+	// of its basic authentication ("" when it has none). Its content is checked by
+	// ParseHtpasswd where it is read.
+	BasicAuthSecret string
+}
+
 // ResolveSecurity checks a Security (from a tenant's policy, or from a Route) and returns its
-// authorization (nil when the policy has none), or every problem found.
-func ResolveSecurity(sec *v1alpha1.Security) (*Authorization, error) {
-	a := sec.Authorization
-	if a == nil {
-		return nil, errors.New("the policy has no authorization, the only part of a SecurityPolicy kubelb serves")
+// settings, or every problem found.
+func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
+	if sec.Authorization == nil && sec.BasicAuth == nil {
+		return nil, errors.New("the policy has neither authorization nor basicAuth, the parts of a SecurityPolicy kubelb serves")
 	}
+	out := &SecuritySettings{}
+	var errs []error
+	if sec.Authorization != nil {
+		a, err := resolveAuthorization(sec.Authorization)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.Authorization = a
+	}
+	if b := sec.BasicAuth; b != nil {
+		name, err := basicAuthSecret(sec.Namespace, b.Users)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.BasicAuthSecret = name
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// basicAuthSecret checks basicAuth.users, a reference to a Secret of the policy's namespace
+// ns, and returns its name.
+func basicAuthSecret(ns string, u v1alpha1.SecurityBasicAuthUsers) (string, error) {
+	switch {
+	case u.Group != nil && *u.Group != "" && *u.Group != "core":
+		return "", fmt.Errorf("basicAuth.users group %q: the users are a core Secret", truncate(*u.Group))
+	case u.Kind != nil && *u.Kind != "Secret":
+		return "", fmt.Errorf("basicAuth.users kind %q: the users are a Secret", truncate(*u.Kind))
+	case u.Namespace != nil && *u.Namespace != "" && *u.Namespace != ns:
+		return "", fmt.Errorf("basicAuth.users namespace %q: a Secret of another namespace is not yet supported by kubelb; use one of the policy's namespace", truncate(*u.Namespace))
+	case len(validation.IsDNS1123Subdomain(u.Name)) > 0:
+		return "", fmt.Errorf("basicAuth.users name %q is not a Secret name", truncate(u.Name))
+	}
+	return u.Name, nil
+}
+
+// resolveAuthorization checks an authorization.
+func resolveAuthorization(a *v1alpha1.SecurityAuthorization) (*Authorization, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	action := func(field, v string) bool {

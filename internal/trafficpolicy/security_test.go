@@ -24,11 +24,11 @@ authorization:
 		t.Fatalf("got %v", err)
 	}
 	_, err = ReadSecurity("ns", "p", spec(t, `
-basicAuth: {users: {name: s}}
+basicAuth: {users: {name: s}, forwardUsernameHeader: x-user}
 jwt: {providers: []}
 authorization: {defaultAction: Allow}
 `))
-	if err == nil || !strings.Contains(err.Error(), "spec.basicAuth, spec.jwt not yet supported") {
+	if err == nil || !strings.Contains(err.Error(), "spec.basicAuth.forwardUsernameHeader, spec.jwt not yet supported") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -46,11 +46,12 @@ authorization:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ResolveSecurity(sec)
+	settings, err := ResolveSecurity(sec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.DefaultAllow || len(a.Rules) != 2 || a.Rules[0].Allow || !a.Rules[1].Allow {
+	a := settings.Authorization
+	if settings.BasicAuthSecret != "" || a.DefaultAllow || len(a.Rules) != 2 || a.Rules[0].Allow || !a.Rules[1].Allow {
 		t.Fatalf("got %+v", a)
 	}
 	if !slices.Equal(a.Rules[0].Ranges, []string{"10.1.2.3/32"}) || !slices.Equal(a.Rules[1].Ranges, []string{"10.0.0.0/8", "2001:db8::/32"}) {
@@ -74,7 +75,10 @@ func TestResolveSecurityRefuses(t *testing.T) {
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/33]}}]}`, `"10.0.0.0/33" is not a CIDR`},
 		{`authorization: {rules: [{action: Allow, principal: {}}]}`, `rules[0].principal.clientCIDRs is empty`},
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: ` + many + `}}]}`, `more than 64 clientCIDRs`},
-		{`targetRefs: []`, `the policy has no authorization`},
+		{`targetRefs: []`, `the policy has neither authorization nor basicAuth`},
+		{`basicAuth: {users: {name: s, namespace: other}}`, `basicAuth.users namespace "other": a Secret of another namespace is not yet supported`},
+		{`basicAuth: {users: {name: s, kind: ConfigMap}}`, `basicAuth.users kind "ConfigMap"`},
+		{`basicAuth: {users: {name: S_1}}`, `basicAuth.users name "S_1" is not a Secret name`},
 	} {
 		sec, err := ReadSecurity("ns", "p", spec(t, tc.spec))
 		if err == nil {
@@ -82,6 +86,27 @@ func TestResolveSecurityRefuses(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// TestResolveSecurityBasicAuth: a policy with basic authentication alone is served, naming its
+// Secret of the policy's namespace (written with or without that namespace).
+func TestResolveSecurityBasicAuth(t *testing.T) {
+	for _, users := range []string{`{name: htpasswd}`, `{name: htpasswd, namespace: ns, kind: Secret, group: ""}`} {
+		sec, err := ReadSecurity("ns", "p", spec(t, `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
+basicAuth: {users: `+users+`}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ResolveSecurity(sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.BasicAuthSecret != "htpasswd" || s.Authorization != nil {
+			t.Errorf("%s: got %+v", users, s)
 		}
 	}
 }

@@ -237,11 +237,11 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	if l != nil {
 		clientCert = l.gw.clientCert
 	}
-	var traffic *backendTraffic         // the BackendTrafficPolicy of the route under the listener's Gateway
-	var authorization *ir.Authorization // its SecurityPolicy's
+	var traffic *backendTraffic // the BackendTrafficPolicy of the route under the listener's Gateway
+	var security routeSecurity  // its SecurityPolicy's
 	if l != nil {
 		traffic = t.trafficFor(ro.r, l.gw, owner)
-		authorization = t.authorizationFor(ro.r, l.gw, owner)
+		security = t.securityFor(ro.r, l.gw, owner)
 	}
 	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, traffic, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)
@@ -279,11 +279,14 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			RequestHeaders:  f.request,
 			ResponseHeaders: f.response,
 			CORS:            f.cors,
-			Authorization:   authorization,
+			Authorization:   security.authorization,
+			BasicAuth:       security.basicAuth,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,
 		// answers 500; otherwise the backends, with the rule's rewrite and timeouts.
 		switch {
+		case security.closed: // basic authentication whose users cannot be used
+			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		case f.redirect != nil:
 			rd, err := listenerRedirect(f.redirect, m, l)
 			if err != "" {

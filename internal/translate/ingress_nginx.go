@@ -56,6 +56,9 @@ const (
 	nginxAllowlist           = "allowlist-source-range"
 	nginxWhitelist           = "whitelist-source-range" // ingress-nginx's older name
 	nginxDenylist            = "denylist-source-range"
+	nginxAuthType            = "auth-type"
+	nginxAuthSecret          = "auth-secret"
+	nginxAuthSecretType      = "auth-secret-type"
 )
 
 // honouredNginx are the annotations nginxAnnotations reads.
@@ -68,6 +71,7 @@ var honouredNginx = []string{
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
 	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByCookie,
 	nginxAllowlist, nginxWhitelist, nginxDenylist, nginxProxyBodySize,
+	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -131,6 +135,11 @@ type nginxIngress struct {
 	// maxBody (proxy-body-size) answers 413 to requests whose Content-Length is larger (0:
 	// none, ingress-nginx's "0").
 	maxBody int64
+	// basicAuth (auth-type basic, auth-secret) asks the paths' clients for a user name and
+	// password; authClosed: the authentication asked for cannot be served, and the paths
+	// answer 500 until it is fixed (never served without it).
+	basicAuth  *ir.BasicAuth
+	authClosed bool
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
@@ -151,6 +160,11 @@ func NginxRestrictsClients(annotations map[string]string) bool {
 // (InvalidAnnotation, a Warning) and the annotation is ignored; annotations that are not
 // honoured are named in one Warning (UnsupportedAnnotation).
 func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) nginxIngress {
+	return t.nginxAnnotationsIn(r, r.Spec.Source.Kubernetes.Route.GetNamespace(), annotations)
+}
+
+// nginxAnnotationsIn is nginxAnnotations for an Ingress of namespace ns.
+func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[string]string) nginxIngress {
 	var out nginxIngress
 	a := map[string]string{}
 	var keys []string
@@ -311,8 +325,53 @@ func (t *l7) nginxAnnotations(r *v1alpha1.Route, annotations map[string]string) 
 				NginxAnnotationPrefix, nginxDenylist, v1alpha1.IngressServiceName)
 		}
 	}
+	out.basicAuth, out.authClosed = t.nginxBasicAuth(r, ns, value)
 	return out
 }
+
+// nginxBasicAuth reads auth-type, auth-secret and auth-secret-type: the users of an Ingress of
+// namespace ns that asks for basic authentication (nil when it does not), from the hub Secret
+// made from its auth-secret (a Secret of the Ingress's namespace; key auth, htpasswd lines, or
+// with auth-secret-type auth-map one key per user holding its hash). An authentication that
+// cannot be served (digest, a Secret of another namespace, users that cannot be used) closes
+// the paths (500) with an Error: an Ingress asking for authentication is never served without.
+func (t *l7) nginxBasicAuth(r *v1alpha1.Route, ns string, value func(string) (string, bool)) (*ir.BasicAuth, bool) {
+	typ, ok := value(nginxAuthType)
+	if !ok {
+		return nil, false
+	}
+	closed := func(format string, args ...any) (*ir.BasicAuth, bool) {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidAnnotation, "%s; the Ingress's paths answer 500 until it is fixed", fmt.Sprintf(format, args...))
+		return nil, true
+	}
+	if typ != "basic" {
+		return closed("annotation %s%s=%q: kubelb serves basic authentication only (Envoy has no digest authentication)", NginxAnnotationPrefix, nginxAuthType, truncate(typ))
+	}
+	ref, _ := value(nginxAuthSecret)
+	secretNS, name, cross := strings.Cut(ref, "/")
+	if !cross {
+		secretNS, name = ns, ref
+	}
+	switch {
+	case name == "":
+		return closed("annotation %s%s=basic without %s%s naming the Secret of the users", NginxAnnotationPrefix, nginxAuthType, NginxAnnotationPrefix, nginxAuthSecret)
+	case secretNS != ns:
+		return closed("annotation %s%s=%q: a Secret of another namespace is not yet supported by kubelb; use one of the Ingress's namespace", NginxAnnotationPrefix, nginxAuthSecret, truncate(ref))
+	}
+	key := nginxAuthFileKey
+	switch st, _ := value(nginxAuthSecretType); st {
+	case "", "auth-file":
+	case "auth-map":
+		key = ""
+	default:
+		return closed("annotation %s%s=%q: use auth-file or auth-map", NginxAnnotationPrefix, nginxAuthSecretType, truncate(st))
+	}
+	users := t.basicAuth(t.ref(r, ""), "annotation "+NginxAnnotationPrefix+nginxAuthSecret, secretNS, name, key)
+	return users, users == nil
+}
+
+// nginxAuthFileKey is the key of an auth-file Secret holding the users (ingress-nginx's).
+const nginxAuthFileKey = "auth"
 
 // authorization is the Ingress's deny list then its allow list, as ingress-nginx writes them
 // (deny rules first; with an allow list, every other client denied): nil without a deny
@@ -665,6 +724,12 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	}
 	if n.refuseAll {
 		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, DirectResponse: &ir.DirectResponse{Status: http.StatusForbidden}}
+	}
+	if n.authClosed {
+		return &ir.Route{Name: route.Name, Owners: route.Owners, Match: route.Match, DirectResponse: &ir.DirectResponse{Status: http.StatusInternalServerError}}
+	}
+	if n.basicAuth != nil {
+		route.BasicAuth = &ir.BasicAuth{Users: n.basicAuth.Users}
 	}
 	if route.Authorization = n.authorization(); route.Authorization == nil {
 		route.SourceRanges = slices.Clone(n.sourceRanges)

@@ -88,6 +88,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	t.ingresses()
 	t.gateways()
 	markRouteSourceRanges(cfg)
+	markBasicAuth(cfg)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)
@@ -141,7 +142,10 @@ type l7 struct {
 	// traffic and security: the BackendTrafficPolicies and SecurityPolicies of Route
 	// contexts, checked once (policies.go).
 	traffic  policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
-	security policyChecks[v1alpha1.Security, trafficpolicy.Authorization]
+	security policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings]
+	// basicAuths: the users of basic authentications by hub Secret origin and key, checked
+	// once (basicauth.go).
+	basicAuths map[basicAuthKey]basicAuthResult
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"slices"
+	"strings"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -13,8 +14,8 @@ import (
 const ReasonInvalidSecurity = "InvalidSecurity"
 
 // securityChecks checks the SecurityPolicies of Route contexts (policies.go).
-func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.Authorization] {
-	return policyChecks[v1alpha1.Security, trafficpolicy.Authorization]{
+func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings] {
+	return policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings]{
 		kind: "SecurityPolicy", reason: ReasonInvalidSecurity,
 		of:      func(c *v1alpha1.SourceContext) *v1alpha1.Security { return c.Security },
 		name:    func(s *v1alpha1.Security) (string, string) { return s.Namespace, s.Name },
@@ -22,13 +23,32 @@ func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.Authorizatio
 	}
 }
 
-// authorizationFor is the authorization of the SecurityPolicy that applies to Route r's rules
-// served by Gateway gw (GEP-713: the route's own overrides the Gateway's), nil when none does:
+// routeSecurity is what the SecurityPolicy of a route's rules asks of its routes.
+type routeSecurity struct {
+	authorization *ir.Authorization
+	basicAuth     *ir.BasicAuth
+	// closed: the policy asks for basic authentication but its users cannot be used; the
+	// routes answer 500 rather than serve without it.
+	closed bool
+}
+
+// securityFor is what the SecurityPolicy that applies to Route r's rules served by Gateway
+// gw (GEP-713: the route's own overrides the Gateway's) asks of them, zero when none does:
 // every route of the rules gets it, whatever it does (backends, redirect, direct response).
-func (t *l7) authorizationFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *ir.Authorization {
-	a, policy := t.security.forRoute(t, r, gw, owner)
+func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) routeSecurity {
+	s, policy := t.security.forRoute(t, r, gw, owner)
+	if s == nil {
+		return routeSecurity{}
+	}
+	out := routeSecurity{}
+	if s.BasicAuthSecret != "" {
+		ns, _, _ := strings.Cut(policy, "/")
+		out.basicAuth = t.basicAuth(owner, "SecurityPolicy "+truncateMessage(policy), ns, s.BasicAuthSecret, trafficpolicy.HtpasswdKey)
+		out.closed = out.basicAuth == nil
+	}
+	a := s.Authorization
 	if a == nil {
-		return nil
+		return out
 	}
 	if gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
 		if t.addressWarned == nil {
@@ -39,9 +59,9 @@ func (t *l7) authorizationFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef
 			"SecurityPolicy %s decides by client address, but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so the rules may see a node's address instead",
 			truncateMessage(policy))
 	}
-	out := &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
+	out.authorization = &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
 	for _, rule := range a.Rules {
-		out.Rules = append(out.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
+		out.authorization.Rules = append(out.authorization.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
 	}
 	return out
 }

@@ -16,8 +16,8 @@ import (
 
 // throughEnvoyWithSecurity serves a Gateway (carrying SecurityPolicy gwSec) and its HTTPRoute
 // (carrying routeSec; one rule to Service web) through a real Envoy, and returns the
-// listener's address once Envoy answers.
-func throughEnvoyWithSecurity(t *testing.T, tenant string, gwSec, routeSec *v1alpha1.Security) string {
+// listener's address once Envoy answers. The hub holds secrets.
+func throughEnvoyWithSecurity(t *testing.T, tenant string, gwSec, routeSec *v1alpha1.Security, secrets ...corev1.Secret) string {
 	t.Helper()
 	nodePort := testsupport.FreePort(t)
 	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
@@ -35,6 +35,7 @@ func throughEnvoyWithSecurity(t *testing.T, tenant string, gwSec, routeSec *v1al
 		}
 		in.Routes[i].Spec.Source.Kubernetes.Context.Security = sec
 	}
+	in.Secrets = append(in.Secrets, secrets...)
 	return serveThroughEnvoy(t, tenant, in, httpPort)
 }
 

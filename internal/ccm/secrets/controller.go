@@ -24,6 +24,7 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/ssa"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // FieldOwner is the server-side apply field owner of the SyncSecrets the ccm writes (the
@@ -51,6 +52,10 @@ type Options struct {
 	// Labelled mirrors every Secret labelled kubelb.k8c.io/managed-by=kubelb
 	// (--enable-secret-synchronizer).
 	Labelled bool
+	// SecurityPolicies also mirrors the key .htpasswd of the Secrets that Envoy Gateway's
+	// SecurityPolicies name in basicAuth.users (with Gateway; Setup sets it when the tenant
+	// serves SecurityPolicies).
+	SecurityPolicies bool
 }
 
 // Enabled tells whether the synchronizer has anything to do.
@@ -67,6 +72,9 @@ type Reconciler struct {
 	Tenant client.Client
 	// TenantReader reads Secrets from the tenant API server (their data is not cached).
 	TenantReader client.Reader
+	// Policies reads Envoy Gateway's SecurityPolicies (unstructured) from the tenant cache,
+	// which the client reads from the API server.
+	Policies client.Reader
 	// Hub reads from the hub cache and writes to the hub.
 	Hub      client.Client
 	Recorder events.EventRecorder
@@ -103,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.managed.Set(req.NamespacedName, false)
 		return reconcile.Result{}, r.deleteMirrors(ctx, req.NamespacedName, "")
 	}
-	wanted, err := r.wanted(ctx, meta)
+	wanted, onlyKeys, err := r.wanted(ctx, meta)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -123,6 +131,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			return reconcile.Result{}, nil // its delete event brings us back
 		}
 		return reconcile.Result{}, fmt.Errorf("reading Secret %s: %w", req.NamespacedName, err)
+	}
+	if onlyKeys != nil { // only what the hub needs of it
+		secret.Data = pick(secret.Data, onlyKeys)
 	}
 	if reason, msg := Check(secret); reason != "" {
 		r.warn(secret, reason, msg)
@@ -184,9 +195,50 @@ func (r *Reconciler) warn(s *corev1.Secret, reason, msg string) {
 	r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, ActionSync, "%s", msg)
 }
 
-// wanted tells whether the hub needs Secret meta: it is labelled (with the synchronizer on),
-// or a served Ingress or Gateway names it.
-func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, error) {
+// wanted tells whether the hub needs Secret meta, and which of its keys (nil: all): all when
+// it is labelled (with the synchronizer on), or a served Ingress or Gateway names it; only
+// the users' key when only basic authentications name it (wantedKeys).
+func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, []string, error) {
+	whole, err := r.wantedWhole(ctx, meta)
+	if err != nil || whole {
+		return whole, nil, err
+	}
+	keys, err := r.wantedKeys(ctx, client.ObjectKeyFromObject(meta))
+	return len(keys) > 0, keys, err
+}
+
+// wantedKeys are the keys of Secret key that basic authentications need: .htpasswd when a
+// SecurityPolicy of its namespace names it in basicAuth.users.
+func (r *Reconciler) wantedKeys(ctx context.Context, key types.NamespacedName) ([]string, error) {
+	if !r.Opts.Gateway || !r.Opts.SecurityPolicies {
+		return nil, nil
+	}
+	list := ccmsource.SecurityPolicyKind.NewList()
+	if err := r.Policies.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexSecurityPolicySecret: key.String()}); err != nil {
+		return nil, fmt.Errorf("listing SecurityPolicies naming Secret %s: %w", key, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].GetDeletionTimestamp() == nil {
+			return []string{trafficpolicy.HtpasswdKey}, nil
+		}
+	}
+	return nil, nil
+}
+
+// pick is data with only the keys named.
+func pick(data map[string][]byte, keys []string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, k := range keys {
+		if v, ok := data[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// wantedWhole tells whether the hub needs the whole of Secret meta: it is labelled (with the
+// synchronizer on), or a served Ingress or Gateway names it.
+func (r *Reconciler) wantedWhole(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, error) {
 	if r.Opts.Labelled && hubnames.IsManaged(meta) {
 		return true, nil
 	}

@@ -3,8 +3,9 @@
 // shape KubeLB CE's ccm writes (see /work/shared/fixtures/kubelb-ce/hub-syncsecrets.yaml). A
 // Secret is mirrored when a served Ingress names it in spec.tls[].secretName, when a served
 // Gateway's listener names it in tls.certificateRefs (a Secret in another namespace only when a
-// ReferenceGrant there permits it), or, with the synchronizer on, when it is labelled
-// kubelb.k8c.io/managed-by=kubelb. The manager's SyncSecret controller
+// ReferenceGrant there permits it), when an Envoy Gateway SecurityPolicy of its namespace
+// names it in basicAuth.users (then only its key .htpasswd is mirrored), or, with the
+// synchronizer on, when it is labelled kubelb.k8c.io/managed-by=kubelb. The manager's SyncSecret controller
 // (internal/manager/syncsecret) turns the SyncSecret into a hub Secret.
 package secrets
 

@@ -7,11 +7,13 @@ import (
 	"fmt"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 )
 
 // Index names (tenant cache) and their functions.
@@ -28,6 +30,9 @@ const (
 	indexListenerSetSecretNS = "secrets.ccm.kubelb.k8c.io/listenerset-tls-namespace"
 	// indexGatewayClass indexes Gateways by gatewayClassName.
 	indexGatewayClass = "secrets.ccm.kubelb.k8c.io/gateway-class"
+	// indexSecurityPolicySecret indexes SecurityPolicies by "<namespace>/<name>" of the Secret
+	// their basicAuth names.
+	indexSecurityPolicySecret = "secrets.ccm.kubelb.k8c.io/securitypolicy-basic-auth"
 	// indexOrigin indexes hub SyncSecrets by "<origin namespace>/<origin name>".
 	indexOrigin = "secrets.ccm.kubelb.k8c.io/origin"
 )
@@ -88,6 +93,17 @@ func listenerSetSecretNSIndex(o client.Object) []string {
 	return out
 }
 
+func securityPolicySecretIndex(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	if name := ccmsource.BasicAuthSecretName(u); name != "" {
+		return []string{types.NamespacedName{Namespace: u.GetNamespace(), Name: name}.String()}
+	}
+	return nil
+}
+
 func gatewayClassIndex(o client.Object) []string {
 	gw, ok := o.(*gwapiv1.Gateway)
 	if !ok {
@@ -136,6 +152,11 @@ func indexTenant(ctx context.Context, idx client.FieldIndexer, opts Options) err
 			if err := idx.IndexField(ctx, &gwapiv1.Gateway{}, ix.name, ix.fn); err != nil {
 				return fmt.Errorf("indexing Gateways (%s): %w", ix.name, err)
 			}
+		}
+	}
+	if opts.Gateway && opts.SecurityPolicies {
+		if err := idx.IndexField(ctx, ccmsource.SecurityPolicyKind.New(), indexSecurityPolicySecret, securityPolicySecretIndex); err != nil {
+			return fmt.Errorf("indexing SecurityPolicies by Secret: %w", err)
 		}
 	}
 	if opts.Gateway && opts.ListenerSets {

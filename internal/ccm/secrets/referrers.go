@@ -1,6 +1,8 @@
 package secrets
 
 import (
+	"strings"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -9,19 +11,38 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// IngressSecrets are the Secrets an Ingress names in spec.tls[].secretName (in its namespace).
+// IngressSecrets are the Secrets an Ingress names (in its namespace): in spec.tls[].secretName,
+// and in ingress-nginx's auth-secret with auth-type basic (the users of its basic
+// authentication; a Secret of another namespace is not served).
 func IngressSecrets(ing *networkingv1.Ingress) []types.NamespacedName {
 	var out []types.NamespacedName
 	seen := map[string]bool{}
-	for _, tls := range ing.Spec.TLS {
-		if tls.SecretName == "" || seen[tls.SecretName] {
-			continue
+	add := func(name string) {
+		if name == "" || seen[name] {
+			return
 		}
-		seen[tls.SecretName] = true
-		out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: tls.SecretName})
+		seen[name] = true
+		out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: name})
+	}
+	for _, tls := range ing.Spec.TLS {
+		add(tls.SecretName)
+	}
+	if strings.TrimSpace(ing.Annotations[nginxAuthType]) == "basic" {
+		ref := strings.TrimSpace(ing.Annotations[nginxAuthSecret])
+		if ns, name, cross := strings.Cut(ref, "/"); !cross {
+			add(ref)
+		} else if ns == ing.Namespace {
+			add(name)
+		}
 	}
 	return out
 }
+
+// The ingress-nginx annotations naming the Secret of an Ingress's basic authentication.
+const (
+	nginxAuthType   = "nginx.ingress.kubernetes.io/auth-type"
+	nginxAuthSecret = "nginx.ingress.kubernetes.io/auth-secret"
+)
 
 // GatewaySecrets are the Secrets a Gateway's listeners name in tls.certificateRefs, and the
 // client certificate it presents to backends (spec.tls.backend.clientCertificateRef):

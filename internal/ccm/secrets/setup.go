@@ -18,6 +18,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	ccmsource "kubelb.dev/kubelb/internal/ccm/source"
 	"kubelb.dev/kubelb/internal/metrics"
 )
 
@@ -41,6 +42,9 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 	if opts.Gateway {
 		_, err := mgr.GetRESTMapper().RESTMapping(gwapiv1.SchemeGroupVersion.WithKind("ListenerSet").GroupKind(), gwapiv1.SchemeGroupVersion.Version)
 		opts.ListenerSets = err == nil
+		gvk := ccmsource.SecurityPolicyKind.GVK()
+		_, err = mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		opts.SecurityPolicies = err == nil
 	}
 	if err := IndexHub(ctx, hub.GetFieldIndexer()); err != nil {
 		return err
@@ -51,6 +55,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 	r := &Reconciler{
 		Tenant:       mgr.GetClient(),
 		TenantReader: mgr.GetAPIReader(),
+		Policies:     mgr.GetCache(),
 		Hub:          hubClient,
 		Recorder:     mgr.GetEventRecorder("kubelb-ccm"),
 		Opts:         opts,
@@ -82,6 +87,11 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubClient client.Client, opts 
 				return append(r.gatewaySecrets(ctx, client.MatchingFields{indexGatewaySecretNS: o.GetNamespace()}, o.GetNamespace()),
 					r.listenerSetSecrets(ctx, o.GetNamespace())...)
 			}))
+	}
+	if opts.Gateway && opts.SecurityPolicies {
+		b = b.Watches(ccmsource.SecurityPolicyKind.New(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return requests(securityPolicySecretIndex(o))
+		}))
 	}
 	if opts.Gateway && opts.ListenerSets {
 		b = b.Watches(&gwapiv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

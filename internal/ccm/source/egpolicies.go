@@ -114,6 +114,10 @@ func servedTarget(t trafficpolicy.Target) bool {
 type EGPolicyVerdict struct {
 	Value   any
 	Invalid string
+	// Unusable says why what the policy refers to (a basicAuth's Secret) cannot be used; the
+	// Routes still carry the policy, and the hub answers 500 on its routes rather than serve
+	// them without it.
+	Unusable string
 }
 
 // Read reads and checks a policy of the kind: its targets (Gateways, HTTPRoutes and GRPCRoutes

@@ -54,6 +54,25 @@ func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*Pol
 	return nil
 }
 
+// indexBasicAuthSecret indexes SecurityPolicies by the name of the Secret their basicAuth
+// names (BasicAuthSecretName; the policy's namespace).
+const indexBasicAuthSecret = "ccm.kubelb.k8c.io/security-policy-basic-auth"
+
+// indexBasicAuthSecrets registers indexBasicAuthSecret (tenant cache).
+func indexBasicAuthSecrets(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexBasicAuthSecret, func(o client.Object) []string {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			if name := BasicAuthSecretName(u); name != "" {
+				return []string{name}
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing SecurityPolicies by basicAuth Secret: %w", err)
+	}
+	return nil
+}
+
 // policiesOf lists the policies of the kind of namespace ns targeting the object kind/name
 // (the tenant cache, which reads the kind as unstructured objects).
 func (k *PolicyKind) policiesOf(ctx context.Context, c client.Reader, ns, kind, name string) ([]*unstructured.Unstructured, error) {
@@ -108,6 +127,9 @@ type TrafficPolicyReconciler struct {
 	UseGatewayClass bool
 	// Kinds are the route kinds set up (HTTPRoute, GRPCRoute: their objects are read).
 	Kinds []Kind
+	// Secrets reads the Secrets a SecurityPolicy's basicAuth names from the tenant API server
+	// (their data is not cached); nil: not checked.
+	Secrets client.Reader
 }
 
 // Reconcile writes one policy's status.
@@ -121,6 +143,11 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return reconcile.Result{}, nil
 	}
 	v := r.Policy.Read(p)
+	if v.Invalid == "" && r.Policy.Kind == trafficpolicy.SecurityKind {
+		if v.Unusable, err = basicAuthProblem(ctx, r.Secrets, v.Value); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	var ancestors []TrafficAncestor
 	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
 		if !servedTarget(t) {
@@ -217,6 +244,9 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		if w := TrafficWinner(policies, ns, t.Kind, t.Name); w != nil && w.GetName() != p.GetName() {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonConflicted)
 			a.Message = fmt.Sprintf("%s %s/%s, older (or first by name), already targets %s; this one does not apply to it", r.Policy.Kind, ns, w.GetName(), what)
+		} else if v.Unusable != "" {
+			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
+			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
 		}
 	}
 	out := make([]TrafficAncestor, 0, len(refs))
@@ -259,6 +289,13 @@ func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers 
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	for _, k := range r.Kinds {
 		b = b.WatchesRawSource(source.Kind[client.Object](c, k.New(), inNamespace, predicate.GenerationChangedPredicate{}))
+	}
+	if r.Secrets != nil { // a basicAuth's Secret appears, changes or goes (metadata only)
+		secret := &metav1.PartialObjectMetadata{}
+		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		b = b.WatchesRawSource(source.Kind[client.Object](c, secret, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return policiesWhere(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexBasicAuthSecret: o.GetName()})
+		}), predicate.ResourceVersionChangedPredicate{}))
 	}
 	return b.Complete(r)
 }

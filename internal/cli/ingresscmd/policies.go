@@ -20,7 +20,8 @@ import (
 const policyAPIVersion = "gateway.envoyproxy.io/v1alpha1"
 
 // expressedByPolicies are the annotations policies express (when their values can be read).
-var expressedByPolicies = []string{"allowlist-source-range", "whitelist-source-range", "denylist-source-range", "proxy-connect-timeout"}
+var expressedByPolicies = []string{"allowlist-source-range", "whitelist-source-range", "denylist-source-range", "proxy-connect-timeout",
+	"auth-type", "auth-secret", "auth-secret-type"}
 
 // policies are the policies of the Ingress for its serving routes.
 func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstructured {
@@ -48,6 +49,7 @@ func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstruct
 		key = "whitelist-source-range"
 		allowV, allowSet = c.ann(key)
 	}
+	security := map[string]any{} // one SecurityPolicy: authorization, basicAuth
 	denyV, denySet := c.ann("denylist-source-range")
 	allow, allowOK := c.cidrs(key, allowV, allowSet)
 	deny, denyOK := c.cidrs("denylist-source-range", denyV, denySet)
@@ -65,7 +67,13 @@ func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstruct
 		if allowSet {
 			def = "Deny"
 		}
-		policy("SecurityPolicy", map[string]any{"authorization": map[string]any{"defaultAction": def, "rules": rules}})
+		security["authorization"] = map[string]any{"defaultAction": def, "rules": rules}
+	}
+	if users := c.basicAuthUsers(); users != "" {
+		security["basicAuth"] = map[string]any{"users": map[string]any{"name": users}}
+	}
+	if len(security) > 0 {
+		policy("SecurityPolicy", security)
 	}
 	if v, ok := c.ann("proxy-connect-timeout"); ok {
 		if n, err := strconv.Atoi(strings.TrimSuffix(v, "s")); err == nil && n > 0 {
@@ -99,4 +107,36 @@ func (c *conversion) cidrs(key, v string, set bool) ([]any, bool) {
 		out = append(out, p)
 	}
 	return out, true
+}
+
+// basicAuthUsers is the Secret of basic authentication users a SecurityPolicy names for
+// auth-type basic and auth-secret (a Secret of the Ingress's namespace, auth-file), "" with a
+// note when there is none or it cannot be expressed. Envoy Gateway reads the users from the
+// key .htpasswd, ingress-nginx from auth: the note says to copy it.
+func (c *conversion) basicAuthUsers() string {
+	typ, ok := c.ann("auth-type")
+	if !ok {
+		return ""
+	}
+	if typ != "basic" {
+		c.note("auth-type: %q is not basic; kubelb and Envoy Gateway serve basic authentication only; not expressed", typ)
+		return ""
+	}
+	ref, _ := c.ann("auth-secret")
+	ns, name, cross := strings.Cut(ref, "/")
+	if !cross {
+		ns, name = c.ing.Namespace, ref
+	}
+	switch st, _ := c.ann("auth-secret-type"); {
+	case name == "":
+		c.note("auth-type: basic without auth-secret; not expressed")
+	case ns != c.ing.Namespace:
+		c.note("auth-secret: %q is in another namespace; a SecurityPolicy's users must be a Secret of its namespace; not expressed", ref)
+	case st != "" && st != "auth-file":
+		c.note("auth-secret-type: %q; only auth-file is expressed (write the users as htpasswd lines under .htpasswd); not expressed", st)
+	default:
+		c.note("auth-secret: the SecurityPolicy reads the users from Secret %s/%s key .htpasswd (ingress-nginx's key is auth: copy it); kubelb serves only {SHA} lines (htpasswd -s)", ns, name)
+		return name
+	}
+	return ""
 }

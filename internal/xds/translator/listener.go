@@ -176,6 +176,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
+	if l.BasicAuth { // right before the router
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{basicAuthFilter(errs)}, hcm.HttpFilters...)
+	}
 	if l.RouteSourceRanges {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
 			Name:       FilterRBAC,
