@@ -59,9 +59,11 @@ func (c *Config) Validate() error {
 	// A route's CORS policy and session persistence need Envoy's CORS and stateful session
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	limitRoutes := map[string]bool{}
 	for _, rc := range c.RouteConfigs {
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
+		limitRoutes[rc.Name] = rc.HasRateLimit()
 	}
 
 	type bindKey struct {
@@ -85,6 +87,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("RBAC", l.RouteSourceRanges, rangeRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -339,6 +344,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return fmt.Errorf("request body limit %d: want 0-%d, on a route with backends", r.MaxRequestBytes, MaxRequestBodyLimit)
 	}
 	if err := r.Authorization.validate(); err != nil {
+		return err
+	}
+	if err := r.RateLimit.validate(); err != nil {
 		return err
 	}
 	if r.Authorization != nil && len(r.SourceRanges) > 0 {

@@ -136,6 +136,7 @@ func (b *backendTraffic) applyRoute(route *ir.Route) {
 	if s.RequestTimeoutSet {
 		route.Timeout = ir.Duration(s.RequestTimeout)
 	}
+	route.RateLimit = rateLimitIR(s.RateLimit)
 }
 
 // trafficClusterName is the cluster of a backend under a policy with cluster settings.

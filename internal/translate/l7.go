@@ -86,6 +86,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander) Result {
 	t.ingresses()
 	t.gateways()
 	markRouteSourceRanges(cfg)
+	markRateLimit(cfg)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)

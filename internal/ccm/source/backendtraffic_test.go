@@ -117,7 +117,7 @@ loadBalancer: {type: Random}
 `))
 	e.create(t, trafficPolicy(t, ns, "limits", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
-rateLimit: {type: Local}
+rateLimit: {type: Global, global: {rules: [{limit: {requests: 10, unit: Second}}]}}
 retry: {numRetries: 2}
 `))
 	e.create(t, trafficPolicy(t, ns, "nowhere", `
@@ -157,8 +157,8 @@ retry: {numRetries: 2}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "later-for-web", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.kubelbAncestor(t, ns, "limits", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "spec.rateLimit") {
-		t.Errorf("Invalid message %q does not name spec.rateLimit", msg)
+	if !strings.Contains(msg, "spec.rateLimit.global not yet supported") {
+		t.Errorf("Invalid message %q does not name spec.rateLimit.global", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "limits", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {

@@ -176,6 +176,10 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
+	if l.RateLimit { // after RBAC: a refused client spends no tokens
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)
+	}
 	if l.RouteSourceRanges {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
 			Name:       FilterRBAC,

@@ -79,8 +79,11 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.RateLimit != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
+	}
+	if r.RateLimit != nil {
+		out.TypedPerFilterConfig[FilterLocalRateLimit] = localRateLimitPerRoute(r.RateLimit, errs)
 	}
 	if len(r.SourceRanges) > 0 {
 		out.TypedPerFilterConfig[FilterRBAC] = rbacPerRoute(r.SourceRanges, errs)
