@@ -15,6 +15,8 @@ import (
 // RateLimit.
 type RateLimit struct {
 	Rules []RateLimitRule `json:"rules"`
+	// Status answers the requests over a limit (0: 429; ingress-nginx's 503).
+	Status uint32 `json:"status,omitempty"`
 }
 
 // RateLimitRule allows Requests per Interval (1s, 1m or 1h), Burst at once (Requests when
@@ -65,6 +67,9 @@ func (rl *RateLimit) validate() error {
 	}
 	if len(rl.Rules) == 0 || len(rl.Rules) > MaxRateLimitRules {
 		return fmt.Errorf("rate limit has %d rules, want 1-%d", len(rl.Rules), MaxRateLimitRules)
+	}
+	if rl.Status != 0 && (rl.Status < 400 || rl.Status > 599) {
+		return fmt.Errorf("rate limit status %d, want 400-599", rl.Status)
 	}
 	conditions := 0
 	for i, r := range rl.Rules {

@@ -68,6 +68,9 @@ func localRateLimitPerRoute(rl *ir.RateLimit, errs *[]error) *anypb.Any {
 		FilterEnforced:                  all,
 		AlwaysConsumeDefaultTokenBucket: wrapperspb.Bool(false),
 	}
+	if rl.Status != 0 {
+		out.Status = &typev3.HttpStatus{Code: typev3.StatusCode(rl.Status)}
+	}
 	wildcard := false
 	for i, r := range rl.Rules {
 		actions := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
