@@ -38,6 +38,7 @@ func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *bac
 	if s == nil {
 		return nil
 	}
+	t.warnRateLimitAddresses(gw, s, name)
 	return &backendTraffic{policy: name, settings: s}
 }
 

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"slices"
+
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
@@ -20,6 +22,22 @@ func rateLimitIR(rules []trafficpolicy.RateLimitRule) *ir.RateLimit {
 		out.Rules = append(out.Rules, rule)
 	}
 	return out
+}
+
+// warnRateLimitAddresses warns once per Gateway when a policy's rate limit counts clients by
+// address (sourceCIDR) but the Gateway's hub Service does not keep the clients' addresses.
+func (t *l7) warnRateLimitAddresses(gw *gateway, s *trafficpolicy.Settings, policy string) {
+	byAddress := slices.ContainsFunc(s.RateLimit, func(r trafficpolicy.RateLimitRule) bool { return r.ClientCIDR != "" || r.PerClient })
+	if gw == nil || !byAddress || keepsClientAddress(gw.svc) || t.addressWarned[gw] {
+		return
+	}
+	if t.addressWarned == nil {
+		t.addressWarned = map[*gateway]bool{}
+	}
+	t.addressWarned[gw] = true
+	t.problems.Add(t.ref(gw.route, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+		"BackendTrafficPolicy %s limits requests by client address (sourceCIDR), but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so clients behind one node may share one limit",
+		truncateMessage(policy))
 }
 
 // markRateLimit sets RateLimit on the HTTP and HTTPS listeners that serve a route with a rate
