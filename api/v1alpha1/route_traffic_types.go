@@ -247,6 +247,9 @@ type TrafficRateLimitHeader struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Value *string `json:"value,omitempty"`
+	// Invert (Envoy Gateway's CRD defaults it to false) is not yet served when true.
+	// +optional
+	Invert *bool `json:"invert,omitempty"`
 }
 
 // TrafficRateLimitSourceCIDR matches the client address: Exact (one limit for the range) or
@@ -257,4 +260,7 @@ type TrafficRateLimitSourceCIDR struct {
 	Type string `json:"type,omitempty"`
 	// +kubebuilder:validation:MaxLength=256
 	Value string `json:"value"`
+	// Invert (Envoy Gateway's CRD defaults it to false) is not yet served when true.
+	// +optional
+	Invert *bool `json:"invert,omitempty"`
 }

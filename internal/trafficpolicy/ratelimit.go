@@ -22,8 +22,8 @@ var servedRateLimit = map[string]any{
 // local rule, of one of its clientSelectors and of a header selector kubelb serves.
 var (
 	rateLimitRuleFields     = map[string]any{"clientSelectors": nil, "limit": map[string]any{"requests": nil, "unit": nil}}
-	rateLimitSelectorFields = map[string]any{"headers": nil, "sourceCIDR": map[string]any{"type": nil, "value": nil}}
-	rateLimitHeaderFields   = map[string]any{"name": nil, "type": nil, "value": nil}
+	rateLimitSelectorFields = map[string]any{"headers": nil, "sourceCIDR": map[string]any{"type": nil, "value": nil, "invert": nil}}
+	rateLimitHeaderFields   = map[string]any{"name": nil, "type": nil, "value": nil, "invert": nil}
 )
 
 // Bounds of a policy's local rate limit (tenants are untrusted).
@@ -163,6 +163,9 @@ func resolveRateLimit(rl *v1alpha1.TrafficRateLimit, bad func(string, ...any)) [
 					bad("%s.sourceCIDR: kubelb serves one sourceCIDR per rule", sf)
 					continue
 				}
+				if c.Invert != nil && *c.Invert {
+					bad("%s.sourceCIDR.invert not yet supported by kubelb", sf)
+				}
 				switch c.Type {
 				case "", "Exact":
 				case "Distinct":
@@ -194,6 +197,10 @@ func resolveRateLimitHeader(field string, h v1alpha1.TrafficRateLimitHeader, bad
 	ok := true
 	if h.Name == "" || len(h.Name) > MaxNameLength || !headerNameRE.MatchString(h.Name) {
 		bad("%s.name %q is not a header name (a token of at most %d characters)", field, truncate(h.Name), MaxNameLength)
+		ok = false
+	}
+	if h.Invert != nil && *h.Invert {
+		bad("%s.invert not yet supported by kubelb", field)
 		ok = false
 	}
 	out := RateLimitHeader{Name: strings.ToLower(h.Name)}

@@ -8,7 +8,8 @@ import (
 
 // TestRateLimitReadAndResolve: a local rate limit comes through as Envoy Gateway means it:
 // a rule without selectors, per client address, per header value, an exact header from a
-// range (canonical), a regular expression.
+// range (canonical; with the defaults Envoy Gateway's CRD writes, invert false), a regular
+// expression.
 func TestRateLimitReadAndResolve(t *testing.T) {
 	bt, err := Read("ns", "p", spec(t, `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
@@ -21,7 +22,7 @@ rateLimit:
       limit: {requests: 10, unit: Second}
     - clientSelectors: [{headers: [{name: X-User, type: Distinct}]}]
       limit: {requests: 20, unit: Hour}
-    - clientSelectors: [{headers: [{name: X-Tier, value: free}], sourceCIDR: {value: 10.1.2.3/8}}]
+    - clientSelectors: [{headers: [{name: X-Tier, value: free, type: Exact, invert: false}], sourceCIDR: {value: 10.1.2.3/8, type: Exact, invert: false}}]
       limit: {requests: 2, unit: Second}
     - clientSelectors: [{headers: [{name: x-plan, type: RegularExpression, value: "basic|trial"}]}]
       limit: {requests: 1, unit: Second}
@@ -57,7 +58,8 @@ rateLimit:
 	}
 }
 
-// TestRateLimitRefused: what kubelb does not serve is named (global, methods, invert), and
+// TestRateLimitRefused: what kubelb does not serve is named (global, methods, shared, invert
+// true), and
 // what it serves is bounded: every problem is reported, the policy is not used.
 func TestRateLimitRefused(t *testing.T) {
 	_, err := Read("ns", "p", spec(t, `
@@ -68,7 +70,7 @@ rateLimit:
       limit: {requests: 1, unit: Second}
       shared: true
 `))
-	for _, f := range []string{"spec.rateLimit.local.rules[0].clientSelectors[0].headers[0].invert", "spec.rateLimit.local.rules[0].clientSelectors[0].methods", "spec.rateLimit.local.rules[0].shared"} {
+	for _, f := range []string{"spec.rateLimit.local.rules[0].clientSelectors[0].methods", "spec.rateLimit.local.rules[0].shared"} {
 		if err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("%v does not name %s", err, f)
 		}

@@ -110,6 +110,12 @@ circuitBreaker: {maxParallelRequests: 10}
 	e.create(t, trafficPolicy(t, ns, "for-web", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 retry: {numRetries: 3, retryOn: {httpStatusCodes: [503]}}
+rateLimit:
+  type: Local
+  local:
+    rules:
+    - clientSelectors: [{sourceCIDR: {type: Distinct, value: 0.0.0.0/0}, headers: [{name: X-Tier, value: free}]}]
+      limit: {requests: 10, unit: Minute}
 `))
 	e.create(t, trafficPolicy(t, ns, "later-for-web", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
@@ -143,6 +149,11 @@ retry: {numRetries: 2}
 	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
 		bt := rt.Spec.Source.Kubernetes.Context.BackendTraffic
 		if bt == nil || bt.Name != "for-web" || bt.Retry == nil || *bt.Retry.NumRetries != 3 || bt.LoadBalancer != nil {
+			return fmt.Errorf("backendTraffic %+v", bt)
+		}
+		// The local rate limit travels in the hub's Route (its CRD holds it).
+		if rl := bt.RateLimit; rl == nil || rl.Local == nil || len(rl.Local.Rules) != 1 || rl.Local.Rules[0].Limit.Requests != 10 ||
+			rl.Local.Rules[0].ClientSelectors[0].SourceCIDR.Type != "Distinct" || *rl.Local.Rules[0].ClientSelectors[0].Headers[0].Value != "free" {
 			return fmt.Errorf("backendTraffic %+v", bt)
 		}
 		return nil
