@@ -409,7 +409,7 @@ func TestL7EndToEnd(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "from-nginx", Namespace: ns, Annotations: map[string]string{
 				N + "rewrite-target":        "/$2",
 				N + "configuration-snippet": "more_set_headers \"X-From: nginx\";",
-				N + "limit-rps":             "5",
+				N + "limit-connections":     "5",
 			}},
 			Spec: networkingv1.IngressSpec{
 				IngressClassName: ptr.To(kubelbv1alpha1.DefaultClass),
@@ -473,8 +473,8 @@ func TestL7EndToEnd(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%d Warning Events naming the snippet, want 1: %q", n, notes)
 		}
-		if !strings.Contains(notes[0], translate.ReasonUnsupportedAnnotation) || !strings.Contains(notes[0], "limit-rps") {
-			t.Errorf("the Event %q does not name the reason %s and limit-rps", notes[0], translate.ReasonUnsupportedAnnotation)
+		if !strings.Contains(notes[0], translate.ReasonUnsupportedAnnotation) || !strings.Contains(notes[0], "limit-connections") {
+			t.Errorf("the Event %q does not name the reason %s and limit-connections", notes[0], translate.ReasonUnsupportedAnnotation)
 		}
 		t.Logf("the Ingress was told: %s", notes[0])
 		if err := tc.Delete(ctx, ing); err != nil {

@@ -27,6 +27,9 @@ type BackendTraffic struct {
 	// Timeout holds the connection and request timeouts.
 	// +optional
 	Timeout *TrafficTimeout `json:"timeout,omitempty"`
+	// RateLimit limits the requests of the routes: local rate limits, counted by each Envoy.
+	// +optional
+	RateLimit *TrafficRateLimit `json:"rateLimit,omitempty"`
 }
 
 // TrafficLoadBalancer is Envoy Gateway's loadBalancer.
@@ -182,4 +185,82 @@ type TrafficHTTPTimeout struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	ConnectionIdleTimeout string `json:"connectionIdleTimeout,omitempty"`
+}
+
+// TrafficRateLimit is Envoy Gateway's rateLimit: local rate limits only (type Local, or
+// local set); global ones are not yet served.
+type TrafficRateLimit struct {
+	// Type is Local (Envoy Gateway deprecates it for setting local directly).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Type string `json:"type,omitempty"`
+	// Local holds the rules of a local rate limit.
+	// +optional
+	Local *TrafficLocalRateLimit `json:"local,omitempty"`
+}
+
+// TrafficLocalRateLimit is Envoy Gateway's rateLimit.local.
+type TrafficLocalRateLimit struct {
+	// Rules are the limits; a request counts against every rule it matches, and is refused
+	// (429) when one of them is spent.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Rules []TrafficRateLimitRule `json:"rules,omitempty"`
+}
+
+// TrafficRateLimitRule is one limit and the clients it counts (all of the route's when
+// clientSelectors is empty).
+type TrafficRateLimitRule struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	ClientSelectors []TrafficRateLimitSelector `json:"clientSelectors,omitempty"`
+	Limit           TrafficRateLimitValue      `json:"limit"`
+}
+
+// TrafficRateLimitValue is a number of requests per unit (Second, Minute or Hour).
+type TrafficRateLimitValue struct {
+	Requests int64 `json:"requests"`
+	// +kubebuilder:validation:MaxLength=16
+	Unit string `json:"unit"`
+}
+
+// TrafficRateLimitSelector selects requests by headers and client address (all must match).
+type TrafficRateLimitSelector struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Headers []TrafficRateLimitHeader `json:"headers,omitempty"`
+	// +optional
+	SourceCIDR *TrafficRateLimitSourceCIDR `json:"sourceCIDR,omitempty"`
+}
+
+// TrafficRateLimitHeader matches a request header: Exact or RegularExpression on its value,
+// or Distinct (one limit per value).
+type TrafficRateLimitHeader struct {
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Type string `json:"type,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Value *string `json:"value,omitempty"`
+	// Invert (Envoy Gateway's CRD defaults it to false) is not yet served when true.
+	// +optional
+	Invert *bool `json:"invert,omitempty"`
+}
+
+// TrafficRateLimitSourceCIDR matches the client address: Exact (one limit for the range) or
+// Distinct (one limit per address in the range).
+type TrafficRateLimitSourceCIDR struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Type string `json:"type,omitempty"`
+	// +kubebuilder:validation:MaxLength=256
+	Value string `json:"value"`
+	// Invert (Envoy Gateway's CRD defaults it to false) is not yet served when true.
+	// +optional
+	Invert *bool `json:"invert,omitempty"`
 }

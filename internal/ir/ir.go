@@ -118,6 +118,9 @@ type Listener struct {
 	// BasicAuth (HTTP, HTTPS) runs Envoy's basic_auth filter, off but for the routes with a
 	// BasicAuth; set exactly when a route served by the listener has one.
 	BasicAuth bool `json:"basicAuth,omitempty"`
+	// RateLimit (HTTP, HTTPS) runs Envoy's local rate-limit filter, which applies the rate
+	// limits of the routes; set exactly when a route served by the listener has one.
+	RateLimit bool `json:"rateLimit,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -255,6 +258,8 @@ type Route struct {
 	// Content-Length is larger, without reaching a backend (at most MaxRequestBodyLimit). A
 	// request without a Content-Length (chunked) is not limited: the body is never buffered.
 	MaxRequestBytes int64 `json:"maxRequestBytes,omitempty"`
+	// RateLimit (ratelimit.go), when set, answers 429 to the requests over its limits.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.

@@ -59,11 +59,11 @@ func (c *Config) Validate() error {
 	// A route's CORS policy and session persistence need Envoy's CORS and stateful session
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	basicRoutes := map[string]bool{}
+	basicRoutes, limitRoutes := map[string]bool{}, map[string]bool{}
 	for _, rc := range c.RouteConfigs {
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
-		basicRoutes[rc.Name] = rc.HasBasicAuth()
+		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
 	}
 
 	type bindKey struct {
@@ -90,6 +90,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("basic auth", l.BasicAuth, basicRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -347,6 +350,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return err
 	}
 	if err := r.BasicAuth.validate(); err != nil {
+		return err
+	}
+	if err := r.RateLimit.validate(); err != nil {
 		return err
 	}
 	if r.Authorization != nil && len(r.SourceRanges) > 0 {

@@ -61,6 +61,7 @@ var served = map[string]any{
 		"tcp":  map[string]any{"connectTimeout": nil},
 		"http": map[string]any{"requestTimeout": nil, "connectionIdleTimeout": nil},
 	},
+	"rateLimit": servedRateLimit,
 }
 
 // maxUnsupported bounds the unsupported fields a message names.
@@ -68,7 +69,13 @@ const maxUnsupported = 8
 
 // Unsupported lists the fields of a BackendTrafficPolicy's spec that kubelb does not serve
 // ("spec.rateLimit", "spec.loadBalancer.slowStart"), sorted; at most maxUnsupported, then "…".
-func Unsupported(spec map[string]any) []string { return unsupported(spec, served) }
+func Unsupported(spec map[string]any) []string {
+	out := append(unsupported(spec, served), rateLimitUnsupported(spec)...)
+	if len(out) > maxUnsupported {
+		out = append(out[:maxUnsupported], "…")
+	}
+	return out
+}
 
 // unsupported lists the fields of spec outside the tree of served fields.
 func unsupported(spec map[string]any, served map[string]any) []string {
@@ -99,6 +106,12 @@ func unsupported(spec map[string]any, served map[string]any) []string {
 // the spec has fields kubelb does not serve (Unsupported) or when a field has the wrong type.
 // Resolve then checks the values.
 func Read(namespace, name string, spec map[string]any) (*v1alpha1.BackendTraffic, error) {
+	if un := rateLimitUnsupported(spec); len(un) > 0 {
+		if len(un) > maxUnsupported {
+			un = append(un[:maxUnsupported], "…")
+		}
+		return nil, fmt.Errorf("%s not yet supported by kubelb", strings.Join(un, ", "))
+	}
 	out := &v1alpha1.BackendTraffic{}
 	if err := readSpec(spec, served, out); err != nil {
 		return nil, err

@@ -69,6 +69,9 @@ type Settings struct {
 	RequestTimeout    time.Duration
 	RequestTimeoutSet bool
 	IdleTimeout       time.Duration
+
+	// RateLimit are the local rate-limit rules of the routes.
+	RateLimit []RateLimitRule
 }
 
 // Hash is what a consistent hash reads: the client address, a header or a cookie.
@@ -262,6 +265,9 @@ func Resolve(bt *v1alpha1.BackendTraffic) (*Settings, error) {
 			}
 			s.IdleTimeout = dur("timeout.http.connectionIdleTimeout", h.ConnectionIdleTimeout, MinIdleTimeout, MaxIdleTimeout, false)
 		}
+	}
+	if rl := bt.RateLimit; rl != nil {
+		s.RateLimit = resolveRateLimit(rl, bad)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -38,6 +38,7 @@ func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *bac
 	if s == nil {
 		return nil
 	}
+	t.warnRateLimitAddresses(gw, s, name)
 	return &backendTraffic{policy: name, settings: s}
 }
 
@@ -136,6 +137,7 @@ func (b *backendTraffic) applyRoute(route *ir.Route) {
 	if s.RequestTimeoutSet {
 		route.Timeout = ir.Duration(s.RequestTimeout)
 	}
+	route.RateLimit = rateLimitIR(s.RateLimit)
 }
 
 // trafficClusterName is the cluster of a backend under a policy with cluster settings.

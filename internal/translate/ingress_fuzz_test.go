@@ -103,7 +103,7 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 		// ingress-nginx annotations, good and bad values, regex paths among them.
 		const N = translate.NginxAnnotationPrefix
 		for j, m := 0, s.intn(4); j < m; j++ {
-			switch s.intn(12) {
+			switch s.intn(13) {
 			case 0:
 				annotations[N+"rewrite-target"] = pick(s, "/$2", "/", "/$1$9", "bar", "/a b", `/\1`)
 			case 1:
@@ -130,6 +130,8 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 				annotations[N+pick(s, "ssl-redirect", "force-ssl-redirect")] = pick(s, "true", "false", "x")
 			case 10:
 				annotations[N+pick(s, "configuration-snippet", "whitelist-source-range", "made-up")] = "x"
+			case 11:
+				annotations[N+pick(s, "limit-rps", "limit-rpm", "limit-burst-multiplier")] = pick(s, "5", "1", "0", "1000001", "many", "4294967295")
 			default:
 				annotations[N+"rewrite-target"] = "/$2"
 				if rule := len(spec.Rules); rule > 0 && spec.Rules[0].HTTP != nil {

@@ -72,6 +72,7 @@ var honouredNginx = []string{
 	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByCookie,
 	nginxAllowlist, nginxWhitelist, nginxDenylist, nginxProxyBodySize,
 	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
+	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -140,14 +141,17 @@ type nginxIngress struct {
 	// answer 500 until it is fixed (never served without it).
 	basicAuth  *ir.BasicAuth
 	authClosed bool
+	// rateLimit (limit-rps, limit-rpm) limits each client address; nil for none.
+	rateLimit *ir.RateLimit
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
-// (allowlist-source-range, its older name whitelist-source-range, or denylist-source-range):
+// (allowlist-source-range, its older name whitelist-source-range, denylist-source-range, or
+// the per-client rate limits limit-rps and limit-rpm):
 // the hub must then keep the clients' addresses up to Envoy (the planner gives the tenant's
 // Ingress Service externalTrafficPolicy Local).
 func NginxRestrictsClients(annotations map[string]string) bool {
-	for _, k := range []string{nginxAllowlist, nginxWhitelist, nginxDenylist} {
+	for _, k := range []string{nginxAllowlist, nginxWhitelist, nginxDenylist, nginxLimitRPS, nginxLimitRPM} {
 		if _, ok := annotations[NginxAnnotationPrefix+k]; ok {
 			return true
 		}
@@ -253,6 +257,11 @@ func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[st
 	}
 	out.redirect = t.nginxRedirect(value, bad)
 
+	if out.rateLimit = nginxRateLimit(value, bad); out.rateLimit != nil && !keepsClientAddress(t.routeService("")) {
+		t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonClientAddressUnknown,
+			"annotations %slimit-rps and limit-rpm limit each client address, but the Ingress is served through the tenant's Ingress Service %s, which does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): clients behind one hub node may share one limit",
+			NginxAnnotationPrefix, v1alpha1.IngressServiceName)
+	}
 	out.connectTimeout = seconds(nginxConnectTimeout, time.Second, MaxConnectTimeout)
 	if v, ok := value(nginxProxyBodySize); ok {
 		if n, err := nginxSize(v); err != nil {
@@ -735,6 +744,11 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 		route.SourceRanges = slices.Clone(n.sourceRanges)
 	}
 	route.MaxRequestBytes = n.maxBody
+	if n.rateLimit != nil {
+		rl := *n.rateLimit
+		rl.Rules = slices.Clone(rl.Rules)
+		route.RateLimit = &rl
+	}
 	if n.rewrite != "" && (regex != "" || route.Match.PathExact != "") {
 		// The paths of the Ingress; not its default backend, which has no path to rewrite.
 		route.Rewrite = nginxRewriteFor(regex, route.Match.PathExact, n.rewrite)

@@ -89,6 +89,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	t.gateways()
 	markRouteSourceRanges(cfg)
 	markBasicAuth(cfg)
+	markRateLimit(cfg)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)

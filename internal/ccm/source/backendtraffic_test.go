@@ -110,6 +110,12 @@ circuitBreaker: {maxParallelRequests: 10}
 	e.create(t, trafficPolicy(t, ns, "for-web", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 retry: {numRetries: 3, retryOn: {httpStatusCodes: [503]}}
+rateLimit:
+  type: Local
+  local:
+    rules:
+    - clientSelectors: [{sourceCIDR: {type: Distinct, value: 0.0.0.0/0}, headers: [{name: X-Tier, value: free}]}]
+      limit: {requests: 10, unit: Minute}
 `))
 	e.create(t, trafficPolicy(t, ns, "later-for-web", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
@@ -117,7 +123,7 @@ loadBalancer: {type: Random}
 `))
 	e.create(t, trafficPolicy(t, ns, "limits", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
-rateLimit: {type: Local}
+rateLimit: {type: Global, global: {rules: [{limit: {requests: 10, unit: Second}}]}}
 retry: {numRetries: 2}
 `))
 	e.create(t, trafficPolicy(t, ns, "nowhere", `
@@ -145,6 +151,11 @@ retry: {numRetries: 2}
 		if bt == nil || bt.Name != "for-web" || bt.Retry == nil || *bt.Retry.NumRetries != 3 || bt.LoadBalancer != nil {
 			return fmt.Errorf("backendTraffic %+v", bt)
 		}
+		// The local rate limit travels in the hub's Route (its CRD holds it).
+		if rl := bt.RateLimit; rl == nil || rl.Local == nil || len(rl.Local.Rules) != 1 || rl.Local.Rules[0].Limit.Requests != 10 ||
+			rl.Local.Rules[0].ClientSelectors[0].SourceCIDR.Type != "Distinct" || *rl.Local.Rules[0].ClientSelectors[0].Headers[0].Value != "free" {
+			return fmt.Errorf("backendTraffic %+v", bt)
+		}
 		return nil
 	})
 	e.kubelbAncestor(t, ns, "gateway-wide", "Gateway", ns, "edge", "True", "Accepted")
@@ -157,8 +168,8 @@ retry: {numRetries: 2}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "later-for-web", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.kubelbAncestor(t, ns, "limits", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "spec.rateLimit") {
-		t.Errorf("Invalid message %q does not name spec.rateLimit", msg)
+	if !strings.Contains(msg, "spec.rateLimit.global not yet supported") {
+		t.Errorf("Invalid message %q does not name spec.rateLimit.global", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "limits", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {

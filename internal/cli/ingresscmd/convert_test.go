@@ -70,8 +70,8 @@ func TestConvertGolden(t *testing.T) {
 	}
 	// The policies written are ones kubelb serves: its own reader accepts them whole.
 	res := Convert(ings, Options{})
-	if len(res.Policies) != 3 {
-		t.Errorf("%d policies, want 3 (a SecurityPolicy for each list, a BackendTrafficPolicy for the connect timeout)", len(res.Policies))
+	if len(res.Policies) != 4 {
+		t.Errorf("%d policies, want 4 (a SecurityPolicy for each list, a BackendTrafficPolicy for the connect timeout and limit-rps, one for limit-rpm)", len(res.Policies))
 	}
 	for _, p := range res.Policies {
 		spec := p.Object["spec"].(map[string]any)

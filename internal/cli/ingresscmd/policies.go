@@ -13,15 +13,15 @@ import (
 )
 
 // The policies a conversion writes are Envoy Gateway's kinds, which kubelb reads
-// (docs/l7.md#traffic-policies): a SecurityPolicy for the client address lists, a
-// BackendTrafficPolicy for the connect timeout, each targeting the HTTPRoutes that serve the
+// (docs/l7.md#traffic-policies): a SecurityPolicy for the client address lists and basic
+// authentication, a BackendTrafficPolicy for the connect timeout and rate limits, each targeting the HTTPRoutes that serve the
 // Ingress's paths (not the routes that only redirect to HTTPS, which answer every client, as
 // ingress-nginx does).
 const policyAPIVersion = "gateway.envoyproxy.io/v1alpha1"
 
 // expressedByPolicies are the annotations policies express (when their values can be read).
 var expressedByPolicies = []string{"allowlist-source-range", "whitelist-source-range", "denylist-source-range", "proxy-connect-timeout",
-	"auth-type", "auth-secret", "auth-secret-type"}
+	"auth-type", "auth-secret", "auth-secret-type", "limit-rps", "limit-rpm", "limit-burst-multiplier"}
 
 // policies are the policies of the Ingress for its serving routes.
 func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstructured {
@@ -75,14 +75,49 @@ func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstruct
 	if len(security) > 0 {
 		policy("SecurityPolicy", security)
 	}
+	traffic := map[string]any{}
 	if v, ok := c.ann("proxy-connect-timeout"); ok {
 		if n, err := strconv.Atoi(strings.TrimSuffix(v, "s")); err == nil && n > 0 {
-			policy("BackendTrafficPolicy", map[string]any{"timeout": map[string]any{"tcp": map[string]any{"connectTimeout": (time.Duration(n) * time.Second).String()}}})
+			traffic["timeout"] = map[string]any{"tcp": map[string]any{"connectTimeout": (time.Duration(n) * time.Second).String()}}
 		} else {
 			c.note("proxy-connect-timeout: %q is no number of seconds; not expressed", v)
 		}
 	}
+	if rules := c.rateLimitRules(); len(rules) > 0 {
+		traffic["rateLimit"] = map[string]any{"type": "Local", "local": map[string]any{"rules": rules}}
+	}
+	if len(traffic) > 0 {
+		policy("BackendTrafficPolicy", traffic)
+	}
 	return out
+}
+
+// rateLimitRules are the local rate-limit rules of limit-rps and limit-rpm: per client
+// address (sourceCIDR Distinct, one rule for IPv4 and one for IPv6 clients), the requests a
+// second or a minute. Envoy Gateway's limits have no burst: limit-burst-multiplier is noted.
+func (c *conversion) rateLimitRules() []any {
+	var rules []any
+	for _, l := range []struct{ key, unit string }{{"limit-rps", "Second"}, {"limit-rpm", "Minute"}} {
+		v, ok := c.ann(l.key)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			c.note("%s: %q is no number of requests; not expressed", l.key, v)
+			continue
+		}
+		for _, all := range []string{"0.0.0.0/0", "::/0"} {
+			rules = append(rules, map[string]any{
+				"clientSelectors": []any{map[string]any{"sourceCIDR": map[string]any{"type": "Distinct", "value": all}}},
+				"limit":           map[string]any{"requests": int64(n), "unit": l.unit},
+			})
+		}
+	}
+	if len(rules) > 0 {
+		c.note("limit-rps, limit-rpm: a BackendTrafficPolicy rateLimit allows the requests a second or a minute per client address without ingress-nginx's burst (the limit × limit-burst-multiplier, default 5) and answers 429, not 503; kubelb honours the annotations with the burst on the Ingress")
+	}
+	return rules
 }
 
 // cidrs reads a comma-separated list of client addresses (annotation key, value v, set): its

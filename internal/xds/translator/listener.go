@@ -176,7 +176,11 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
-	if l.BasicAuth { // right before the router
+	if l.RateLimit { // after RBAC and basic auth: a refused client spends no tokens
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)
+	}
+	if l.BasicAuth { // after RBAC, before the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{basicAuthFilter(errs)}, hcm.HttpFilters...)
 	}
 	if l.RouteSourceRanges {
