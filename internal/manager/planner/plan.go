@@ -140,9 +140,10 @@ type Plan struct {
 	// or an admitted Ingress has an allow list of client addresses; the Ingress Service then
 	// keeps the clients' addresses up to Envoy (externalTrafficPolicy Local).
 	KeepClientAddresses bool
-	// GatewaysKeepClientAddresses: an admitted Route carries a SecurityPolicy (it decides by
-	// client address); the tenant's Gateway Services then keep the clients' addresses up to
-	// Envoy (externalTrafficPolicy Local).
+	// GatewaysKeepClientAddresses: an admitted Route carries a policy that decides by client
+	// address (routekind.DecidesByClientAddress: a SecurityPolicy's authorization, a rate
+	// limit by sourceCIDR); the tenant's Gateway Services then keep the clients' addresses up
+	// to Envoy (externalTrafficPolicy Local).
 	GatewaysKeepClientAddresses bool
 	// Release are the allocator's owners in the namespace that no holder names (objects
 	// gone or being deleted): their ports are freed.
@@ -350,7 +351,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		if !rt.DeletionTimestamp.IsZero() || !p.Verdict.Admitted(quota.KindRoute, rt.Name) {
 			continue
 		}
-		if src := rt.Spec.Source.Kubernetes; src != nil && src.Context != nil && src.Context.Security != nil {
+		if routekind.DecidesByClientAddress(rt) {
 			p.GatewaysKeepClientAddresses = true
 		}
 		switch k, _ := routekind.Of(rt); {

@@ -535,9 +535,23 @@ func TestPlanKeepsClientAddresses(t *testing.T) {
 	}
 	// A SecurityPolicy carried by any admitted Route: the Gateways' Services keep them.
 	secured := gateway("gw", 0, 80)
-	secured.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{Security: &kubelbv1alpha1.Security{Name: "office-only", Namespace: "shop"}}
+	secured.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{Security: &kubelbv1alpha1.Security{Name: "office-only", Namespace: "shop",
+		Authorization: &kubelbv1alpha1.SecurityAuthorization{DefaultAction: "Deny"}}}
 	if !Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81), secured}}).GatewaysKeepClientAddresses {
-		t.Error("a Route with a SecurityPolicy: GatewaysKeepClientAddresses false")
+		t.Error("a Route with a SecurityPolicy's authorization: GatewaysKeepClientAddresses false")
+	}
+	// Basic authentication alone does not decide by client address.
+	secured.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{Security: &kubelbv1alpha1.Security{Name: "users", Namespace: "shop",
+		BasicAuth: &kubelbv1alpha1.SecurityBasicAuth{}}}
+	if Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81), secured}}).GatewaysKeepClientAddresses {
+		t.Error("a Route with basic authentication only: GatewaysKeepClientAddresses true")
+	}
+	// A rate limit per client address does.
+	secured.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{BackendTraffic: &kubelbv1alpha1.BackendTraffic{RateLimit: &kubelbv1alpha1.TrafficRateLimit{
+		Local: &kubelbv1alpha1.TrafficLocalRateLimit{Rules: []kubelbv1alpha1.TrafficRateLimitRule{{ClientSelectors: []kubelbv1alpha1.TrafficRateLimitSelector{
+			{SourceCIDR: &kubelbv1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}}}}}}}}
+	if !Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81), secured}}).GatewaysKeepClientAddresses {
+		t.Error("a Route with a rate limit per client address: GatewaysKeepClientAddresses false")
 	}
 	if Make(Input{Namespace: ns, Tenant: tenant(), Routes: []*kubelbv1alpha1.Route{gateway("other", 1, 81)}}).GatewaysKeepClientAddresses {
 		t.Error("no SecurityPolicy: GatewaysKeepClientAddresses true")
