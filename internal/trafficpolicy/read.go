@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // Group, Version and Kinds of the policies read.
@@ -140,12 +141,7 @@ func readSpec(spec map[string]any, served map[string]any, out any) error {
 }
 
 // truncate bounds a tenant string quoted in a message.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func truncate(s string) string { return textcut.Cut(s, 64+len(textcut.Ellipsis), textcut.Ellipsis) }
 
 // Target is one targetRef of a policy.
 type Target struct {

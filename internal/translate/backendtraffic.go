@@ -6,6 +6,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
@@ -44,10 +45,7 @@ func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *bac
 
 // truncateMessage bounds a message made of a tenant's fields.
 func truncateMessage(s string) string {
-	if len(s) > 1024 {
-		return s[:1024] + "…"
-	}
-	return s
+	return textcut.Cut(s, 1024+len(textcut.Ellipsis), textcut.Ellipsis)
 }
 
 // clusterSettings tells whether the policy changes the clusters of its backends (then each

@@ -4,17 +4,9 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -36,55 +28,16 @@ import (
 func TestIngressNginxAllowlistThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx-allow"
 	const N = translate.NginxAnnotationPrefix
-	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
-	_, port, _ := net.SplitHostPort(web.Addr)
-	webPort, _ := strconv.Atoi(port)
-	httpPort := testsupport.FreePort(t)
-	svc := v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(webPort)}}},
-	}}
-	prefix := networkingv1.PathTypePrefix
-	n := 0
-	route := func(name, host string, annotations map[string]string) v1alpha1.Route {
-		n++
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&networkingv1.Ingress{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: annotations},
-			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{
-					Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
-			}}}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000" + strconv.Itoa(10+n), Namespace: tenant,
-			CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 1, n, 0, 0, 0, time.UTC))}}
-		r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{svc}}
-		r.Spec.Source.Kubernetes.Route.Object = obj
-		return r
-	}
-	in := translate.Input{
-		Tenant: tenant,
-		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"},
-			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
-		Options: translate.Options{ListenerAddress: "127.0.0.1"},
-		Policy:  translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
-		// The Ingress Service keeps the clients' addresses (externalTrafficPolicy Local).
-		RouteServices: []corev1.Service{{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IngressServiceName, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelIngressService: "true"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(httpPort)}}},
-		}},
-		Routes: []v1alpha1.Route{
-			route("office", "office.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.2/32, 127.0.0.5"}),
-			route("legacy", "legacy.example.com", map[string]string{N + "whitelist-source-range": "127.0.0.3/32"}),
-			route("broken", "broken.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/8, office"}),
-			route("open", "open.example.com", nil),
-			route("deny", "deny.example.com", map[string]string{N + "denylist-source-range": "127.0.0.3"}),
-			route("mixed", "mixed.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/29", N + "denylist-source-range": "127.0.0.3"}),
-		},
+	nt := newNginxTenant(t, tenant)
+	httpPort := nt.httpPort
+	in := nt.in
+	in.Routes = []v1alpha1.Route{
+		nt.ingress("office", "office.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.2/32, 127.0.0.5"}),
+		nt.ingress("legacy", "legacy.example.com", map[string]string{N + "whitelist-source-range": "127.0.0.3/32"}),
+		nt.ingress("broken", "broken.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/8, office"}),
+		nt.ingress("open", "open.example.com", nil),
+		nt.ingress("deny", "deny.example.com", map[string]string{N + "denylist-source-range": "127.0.0.3"}),
+		nt.ingress("mixed", "mixed.example.com", map[string]string{N + "allowlist-source-range": "127.0.0.0/29", N + "denylist-source-range": "127.0.0.3"}),
 	}
 	_, problems, res, err := translatetest.Pipeline(in)
 	if err != nil {

@@ -115,6 +115,15 @@ func TestSourceRangesThroughEnvoy(t *testing.T) {
 		}
 		return err
 	})
+	// A listener Envoy reports may not be on its worker yet (connection refused): wait until
+	// each has its worker's statistics, made when the worker takes it.
+	testsupport.Eventually(t, 30*time.Second, "Envoy's worker to take every listener", func() error {
+		st, err := envoy.Stats(`^listener\..*\.worker_0\.downstream_cx_total$`)
+		if err == nil && len(st) < 5 {
+			err = fmt.Errorf("%d of 5 listeners on the worker", len(st))
+		}
+		return err
+	})
 
 	ca := x509.NewCertPool()
 	ca.AppendCertsFromPEM(certPEM)

@@ -15,6 +15,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/pki"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // BackendTLSPolicies (gateway.networking.k8s.io/v1) in the ccm: which policy applies to a
@@ -101,12 +102,7 @@ func ResolvePolicy(p *gwapiv1.BackendTLSPolicy, configMaps map[string]*corev1.Co
 }
 
 // truncateName bounds a name quoted in a message (an option key: at most 253 bytes).
-func truncateName(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func truncateName(s string) string { return textcut.Cut(s, 64+len(textcut.Ellipsis), textcut.Ellipsis) }
 
 func resolveCACertificates(p *gwapiv1.BackendTLSPolicy, configMaps map[string]*corev1.ConfigMap) PolicyVerdict {
 	v := PolicyVerdict{Resolved: true, ResolvedReason: string(gwapiv1.BackendTLSPolicyReasonResolvedRefs)}
