@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -19,7 +20,17 @@ import (
 type Settled struct {
 	lbs    map[string]*settledLB
 	routes map[string]*settledRoute
-	run    uint64 // the Translate calls, to forget what a call did not see
+	// waits remembers, per LoadBalancer, whether its version and its hub Service's wait for
+	// a port (lbWaits), so a rebuild checks only what changed.
+	waits map[string]*lbWait
+	run   uint64 // the Translate calls, to forget what a call did not see
+}
+
+type lbWait struct {
+	uid, svcUID         types.UID
+	version, svcVersion string
+	waits               bool
+	seen                uint64
 }
 
 type settledLB struct {
@@ -56,15 +67,22 @@ type Waiting struct {
 // the objects translated with every port as their settled versions, and forgets those no
 // longer in in.
 func (s *Settled) Translate(in Input, run func(Input) (Result, error)) (Input, Result, Waiting, error) {
+	s.run++
+	// LoadBalancers whose own hub Service lacks a port are held before translating (a burst
+	// of new LoadBalancers is not translated twice); what only the translation tells (a
+	// Route's listener, the Ingress Service's port 443 for a hostname) is held after it.
+	w := Waiting{Held: map[ir.ObjectRef]bool{}, Translated: map[ir.ObjectRef]bool{}}
+	if pending := s.waitingLoadBalancers(&in); len(pending) > 0 {
+		in = s.hold(in, pending, w)
+	}
 	out, err := run(in)
 	if err != nil {
 		return in, out, Waiting{}, err
 	}
-	pending := pendingObjects(out.Problems)
-	w := Waiting{}
-	if len(pending) > 0 {
-		in, w = s.hold(in, pending)
-		if len(w.Held) > 0 {
+	if pending := pendingObjects(out.Problems); len(pending) > 0 {
+		held := len(w.Held)
+		in = s.hold(in, pending, w)
+		if len(w.Held) > held {
 			if out, err = run(in); err != nil {
 				return in, out, Waiting{}, err
 			}
@@ -76,6 +94,59 @@ func (s *Settled) Translate(in Input, run func(Input) (Result, error)) (Input, R
 	}
 	s.remember(&in, w)
 	return in, out, w, nil
+}
+
+// waitingLoadBalancers are the LoadBalancers of in with a port their hub Service has no
+// listener port for and does not list as exhausted (the translation's PortPending),
+// checked again only for those whose version or hub Service's changed.
+func (s *Settled) waitingLoadBalancers(in *Input) map[ir.ObjectRef]bool {
+	if s.waits == nil {
+		s.waits = map[string]*lbWait{}
+	}
+	var out map[ir.ObjectRef]bool
+	for i := range in.LoadBalancers {
+		lb := &in.LoadBalancers[i]
+		svc := in.HubServices[lb.Name]
+		var svcUID types.UID
+		var svcVersion string
+		if svc != nil {
+			svcUID, svcVersion = svc.UID, svc.ResourceVersion
+		}
+		c := s.waits[lb.Name]
+		if c == nil || c.uid != lb.UID || c.version != lb.ResourceVersion || lb.ResourceVersion == "" ||
+			c.svcUID != svcUID || c.svcVersion != svcVersion || svcVersion == "" {
+			c = &lbWait{uid: lb.UID, version: lb.ResourceVersion, svcUID: svcUID, svcVersion: svcVersion, waits: lbWaits(lb, svc)}
+			s.waits[lb.Name] = c
+		}
+		c.seen = s.run
+		if c.waits {
+			if out == nil {
+				out = map[ir.ObjectRef]bool{}
+			}
+			out[ir.ObjectRef{Kind: KindLoadBalancer, Namespace: in.Tenant, Name: lb.Name}] = true
+		}
+	}
+	if len(s.waits) > len(in.LoadBalancers) {
+		maps.DeleteFunc(s.waits, func(_ string, c *lbWait) bool { return c.seen != s.run })
+	}
+	return out
+}
+
+// lbWaits tells whether a port of lb that the translation would serve has no listener port
+// in its hub Service, which does not list it as exhausted either: the l4 front end's
+// PortPending.
+func lbWaits(lb *v1alpha1.LoadBalancer, svc *corev1.Service) bool {
+	hub := indexHubPorts(svc)
+	for _, p := range lb.Spec.Ports {
+		proto := v1alpha1.ProtocolOrTCP(p.Protocol)
+		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP || p.Port < 1 || p.Port > 65535 {
+			continue
+		}
+		if hub.listenerPort(proto, p.Port) == 0 && !hub.exhausted[listenerKey{proto, p.Port}] {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingObjects are the objects (refs without section) with a PortPending problem.
@@ -93,9 +164,8 @@ func pendingObjects(problems ir.Problems) map[ir.ObjectRef]bool {
 }
 
 // hold returns in with the pending objects at their settled versions (LoadBalancers without
-// one left out), and what it held.
-func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool) (Input, Waiting) {
-	w := Waiting{Held: map[ir.ObjectRef]bool{}, Translated: map[ir.ObjectRef]bool{}}
+// one left out), recording in w what it held.
+func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool, w Waiting) Input {
 	lbs := make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
 	var hubServices map[string]*corev1.Service
 	for _, lb := range in.LoadBalancers {
@@ -150,14 +220,13 @@ func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool) (Input, Waiting)
 	if routes != nil {
 		in.Routes, in.RouteServices = routes, services
 	}
-	return in, w
+	return in
 }
 
 // remember keeps the objects of in that were translated with every port as settled (a copy
 // only when their version changed), and forgets the objects no longer in in. Held objects keep
 // what was settled.
 func (s *Settled) remember(in *Input, w Waiting) {
-	s.run++
 	if s.lbs == nil {
 		s.lbs, s.routes = map[string]*settledLB{}, map[string]*settledRoute{}
 	}
