@@ -15,8 +15,9 @@ import (
 // Settled keeps, for one tenant, the last version of each LoadBalancer and Gateway Route that
 // was translated with every listener port it needs, with the hub Service that gave them.
 // Translate serves that version while a newer one waits for a port the manager has not
-// allocated yet (ReasonPortPending), so no object is served, or given a verdict, before its
-// ports exist. A Settled is not safe for concurrent use; the zero value is ready.
+// allocated yet (ReasonPortPending), so no change is served, or given a verdict, before its
+// ports exist; an object with no settled version is served as it is (its allocated ports)
+// without a verdict. A Settled is not safe for concurrent use; the zero value is ready.
 type Settled struct {
 	lbs    map[string]*settledLB
 	routes map[string]*settledRoute
@@ -49,20 +50,20 @@ type settledRoute struct {
 // objects until the translation that follows the allocation.
 type Waiting struct {
 	// Held are the objects not translated at their current version: LoadBalancers and Gateway
-	// Routes served at their last settled version, and LoadBalancers that have none (not
-	// served yet). The translated Input does not have them at their current version, so
-	// their generations, problems and statuses are not theirs: leave them out of a report.
+	// Routes served at their last settled version. The translated Input does not have them
+	// at their current version, so their generations, problems and statuses are not theirs:
+	// leave them out of a report.
 	Held map[ir.ObjectRef]bool
-	// Translated are Routes translated at their current version although a listener port
-	// is still pending (a new Gateway, or Ingresses before the tenant's Ingress Service has
-	// its ports): their tenant objects' statuses are theirs (a Gateway's listener says
-	// Pending), but they get no Programmed verdict yet.
+	// Translated are objects translated at their current version although a listener port
+	// is still pending, because none of theirs is settled (new objects, every object of a
+	// manager that just started, Ingresses before the tenant's Ingress Service has its
+	// ports): only their allocated ports are served, their tenant objects' statuses are
+	// theirs (a Gateway's listener says Pending), but they get no Programmed verdict yet.
 	Translated map[ir.ObjectRef]bool
 }
 
-// Translate runs run (Run, or an Incremental's Run) on in; when some objects wait for a
-// listener port (a PortPending problem), it runs it again with each of them at its settled
-// version, or without it when it is a LoadBalancer that has none. It returns the input
+// Translate runs run (Run, or an Incremental's Run) on in, with each object that waits for a
+// listener port (a PortPending problem) at its settled version, or as it is when it has none. It returns the input
 // translated last, its result without PortPending problems, and what waits. It remembers
 // the objects translated with every port as their settled versions, and forgets those no
 // longer in in.
@@ -163,8 +164,8 @@ func pendingObjects(problems ir.Problems) map[ir.ObjectRef]bool {
 	return out
 }
 
-// hold returns in with the pending objects at their settled versions (LoadBalancers without
-// one left out), recording in w what it held.
+// hold returns in with the pending objects at their settled versions (those without one as
+// they are), recording in w what it held and what waits as it is.
 func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool, w Waiting) Input {
 	lbs := make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
 	var hubServices map[string]*corev1.Service
@@ -174,14 +175,18 @@ func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool, w Waiting) Input
 			lbs = append(lbs, lb)
 			continue
 		}
+		st := s.lbs[lb.Name]
+		if st == nil || st.lb.UID != lb.UID {
+			// None settled (new, or a manager that just started): served as it is, its
+			// allocated ports only, with no verdict; dropping it would take a live
+			// LoadBalancer's listeners away from the proxies.
+			w.Translated[ref] = true
+			lbs = append(lbs, lb)
+			continue
+		}
 		w.Held[ref] = true
 		if hubServices == nil {
 			hubServices = maps.Clone(in.HubServices)
-		}
-		st := s.lbs[lb.Name]
-		if st == nil || st.lb.UID != lb.UID {
-			delete(hubServices, lb.Name)
-			continue
 		}
 		lbs = append(lbs, st.lb)
 		if st.svc != nil {

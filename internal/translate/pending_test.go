@@ -37,9 +37,9 @@ func noPortPending(t *testing.T, out translate.Result) {
 
 // TestWaitingLoadBalancerServedAsItWas: a LoadBalancer that gains a port its hub Service has
 // no listener port for yet is served as it was before the change (same listeners, no partial
-// version), and one that is new is not served at all; both wait, with no PortPending problem,
+// version); one that is new has nothing to serve yet; both wait, with no PortPending problem,
 // until the hub Service has the port. A LoadBalancer deleted and made again under its name
-// does not get its predecessor's version.
+// does not get its predecessor's version: it is served as it is, its allocated ports only.
 func TestWaitingLoadBalancerServedAsItWas(t *testing.T) {
 	in := translatetest.LoadBalancerTenant(3)
 	var front translate.Incremental
@@ -76,17 +76,14 @@ func TestWaitingLoadBalancerServedAsItWas(t *testing.T) {
 	ref3 := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: in.Tenant, Name: "new"}
 
 	translated, out, w := run(in)
-	if !w.Held[ref1] || !w.Held[ref3] || len(w.Held) != 2 {
-		t.Errorf("held %v, want %s and %s", w.Held, ref1.Name, ref3.Name)
+	if !w.Held[ref1] || len(w.Held) != 1 || !w.Translated[ref3] || len(w.Translated) != 1 {
+		t.Errorf("held %v and waiting as they are %v, want %s held and %s as it is", w.Held, w.Translated, ref1.Name, ref3.Name)
 	}
 	if diff := cmp.Diff(before, listenerNames(t, out)); diff != "" {
 		t.Errorf("listeners while waiting differ from before the change (-before +now):\n%s", diff)
 	}
 	if i := slices.IndexFunc(translated.LoadBalancers, func(lb v1alpha1.LoadBalancer) bool { return lb.Name == lb1.Name }); i < 0 || translated.LoadBalancers[i].ResourceVersion != "1" {
 		t.Errorf("the translated input does not have the settled version of %s", lb1.Name)
-	}
-	if slices.ContainsFunc(translated.LoadBalancers, func(lb v1alpha1.LoadBalancer) bool { return lb.Name == "new" }) {
-		t.Error("a new LoadBalancer without its port was translated")
 	}
 
 	// The planner applies both hub Services.
@@ -111,12 +108,15 @@ func TestWaitingLoadBalancerServedAsItWas(t *testing.T) {
 	again.UID, again.ResourceVersion = types.UID("lb-new-2"), "3"
 	again.Spec.Ports = append(again.Spec.Ports, v1alpha1.LoadBalancerPort{Port: 8443, Protocol: corev1.ProtocolTCP})
 	in.LoadBalancers[3] = *again
-	translated, _, w = run(in)
-	if !w.Held[ref3] {
-		t.Errorf("held %v, want %s", w.Held, ref3.Name)
+	translated, out, w = run(in)
+	if w.Held[ref3] || !w.Translated[ref3] {
+		t.Errorf("held %v, waiting as they are %v, want %s waiting as it is", w.Held, w.Translated, ref3.Name)
 	}
-	if slices.ContainsFunc(translated.LoadBalancers, func(lb v1alpha1.LoadBalancer) bool { return lb.Name == "new" }) {
+	if i := slices.IndexFunc(translated.LoadBalancers, func(lb v1alpha1.LoadBalancer) bool { return lb.Name == "new" }); i < 0 || translated.LoadBalancers[i].UID != "lb-new-2" {
 		t.Error("a LoadBalancer made again under a name is served as its predecessor was")
+	}
+	if !slices.Contains(listenerNames(t, out), "new-tcp-80") || slices.Contains(listenerNames(t, out), "new-tcp-8443") {
+		t.Errorf("listeners %v, want new-tcp-80 (allocated) and not new-tcp-8443 (pending)", listenerNames(t, out))
 	}
 }
 

@@ -455,6 +455,21 @@ func TestChangeWaitsForItsPort(t *testing.T) {
 	if _, ok := rep.Objects[ref]; ok {
 		t.Errorf("the waiting LoadBalancer is in the report: %v", rep.Objects)
 	}
+	// A manager that just started has no settled version: it serves the allocated port and
+	// gives no verdict, never dropping the live listener.
+	fresh := &recorder{set: map[string]xds.Resources{}}
+	freshStore := status.NewStore()
+	if _, err := NewReconciler(c, fresh, freshStore, "kubelb", translate.Options{ListenerAddress: "127.0.0.1"}).Reconcile(ctx,
+		reconcile.Request{NamespacedName: types.NamespacedName{Name: "tenant-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range fresh.set["tenant-a"][resource.ListenerType] {
+		names = append(names, cache.GetResourceName(l))
+	}
+	if !slices.Equal(names, []string{"web-tcp-80"}) || !freshStore.Get("tenant-a").Waiting[ref] {
+		t.Errorf("a started manager serves %v and waiting %v, want [web-tcp-80] and web waiting", names, freshStore.Get("tenant-a").Waiting)
+	}
 
 	svc := &corev1.Service{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(hubService(web)), svc); err != nil {

@@ -25,8 +25,9 @@ import (
 //     Ready (its first status write carries the verdict when it is known; the Writer hears
 //     of the Ready condition's appearance).
 // Neither gives a verdict while a port of the LoadBalancer is pending: envoycp leaves a
-// LoadBalancer whose hub Service has no listener port for it yet out of the Report
-// (translate.Settled), and the translation that follows the allocation gives the verdict.
+// LoadBalancer whose hub Service has no listener port for it yet out of the Report, or lists
+// it in Report.Waiting (translate.Settled), and the translation that follows the allocation
+// gives the verdict.
 
 // LoadBalancerProgrammed is the Programmed condition of lb as the Writer would write it,
 // from the tenant's latest Report and its TenantState's rejections (read through reader), and
@@ -39,7 +40,7 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 	}
 	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: lb.Namespace, Name: lb.Name}
 	gen, ok := report.Objects[ref]
-	if !ok || gen != lb.Generation {
+	if !ok || gen != lb.Generation || report.Waiting[ref] {
 		return metav1.Condition{}, false, nil
 	}
 	rejections, err := readRejections(ctx, reader, lb.Namespace)

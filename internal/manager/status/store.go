@@ -32,9 +32,9 @@ type Report struct {
 	// status.resources.route.status. The Route's own generation is in Objects; its problems
 	// are keyed by ir.ObjectRef{Kind: translate.KindRoute}.
 	Routes map[string]translate.RouteStatus
-	// Waiting are Routes translated while a listener port of theirs is still pending
-	// (translate.Waiting.Translated): their tenant objects' statuses are written, but no
-	// Programmed verdict until a Report without them.
+	// Waiting are objects translated while a listener port of theirs is still pending
+	// (translate.Waiting.Translated): a Route's tenant object's status is written, but no
+	// object gets a Programmed verdict until a Report without it.
 	Waiting map[ir.ObjectRef]bool
 }
 

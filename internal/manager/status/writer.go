@@ -303,8 +303,9 @@ func (w *Writer) program(ctx context.Context, report *Report, byObject map[ir.Ob
 		return nil
 	}
 	// Not before the LoadBalancer controller's first status write, which carries the
-	// verdict itself (a LoadBalancer waiting for a port is not in the Report's Objects).
-	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil {
+	// verdict itself, nor while a port is pending (the Report leaves it out or lists it in
+	// Waiting).
+	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || report.Waiting[ref] {
 		return nil
 	}
 	cond := Programmed(gen, byObject[ref])
