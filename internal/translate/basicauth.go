@@ -72,27 +72,6 @@ func (t *l7) readBasicAuth(k basicAuthKey) basicAuthResult {
 	return basicAuthResult{users: &ir.BasicAuth{Users: users}}
 }
 
-// markBasicAuth sets BasicAuth on the HTTP and HTTPS listeners that serve a route with basic
-// authentication (Envoy's basic_auth filter must be in their connection managers).
-func markBasicAuth(cfg *ir.Config) {
-	with := map[string]bool{}
-	for _, rc := range cfg.RouteConfigs {
-		if rc.HasBasicAuth() {
-			with[rc.Name] = true
-		}
-	}
-	for _, l := range cfg.Listeners {
-		if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
-			continue
-		}
-		needs := with[l.RouteConfig]
-		for _, srv := range l.TLS {
-			needs = needs || with[srv.RouteConfig]
-		}
-		l.BasicAuth = needs
-	}
-}
-
 // authMap is the htpasswd lines of a Secret of one key per user holding its hash, in key
 // order.
 func authMap(data map[string][]byte) []byte {

@@ -87,9 +87,9 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	t.decoded = decoded
 	t.ingresses()
 	t.gateways()
-	markRouteSourceRanges(cfg)
-	markBasicAuth(cfg)
-	markRateLimit(cfg)
+	markHTTPFilter(cfg, (*ir.RouteConfig).HasSourceRanges, func(l *ir.Listener, on bool) { l.RouteSourceRanges = on })
+	markHTTPFilter(cfg, (*ir.RouteConfig).HasBasicAuth, func(l *ir.Listener, on bool) { l.BasicAuth = on })
+	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)
@@ -97,13 +97,14 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }
 
-// markRouteSourceRanges sets RouteSourceRanges on the HTTP and HTTPS listeners that serve a
-// route with source ranges (Envoy's RBAC filter must run in their connection managers), for
-// whichever front end made the routes.
-func markRouteSourceRanges(cfg *ir.Config) {
+// markHTTPFilter sets, with set, on every HTTP and HTTPS listener whether a route
+// configuration it serves has what has tells: the HTTP filter serving it (RBAC for source
+// ranges, basic_auth, local_ratelimit) must then run in the listener's connection manager,
+// for whichever front end made the routes.
+func markHTTPFilter(cfg *ir.Config, has func(*ir.RouteConfig) bool, set func(*ir.Listener, bool)) {
 	with := map[string]bool{}
 	for _, rc := range cfg.RouteConfigs {
-		if rc.HasSourceRanges() {
+		if has(rc) {
 			with[rc.Name] = true
 		}
 	}
@@ -118,7 +119,7 @@ func markRouteSourceRanges(cfg *ir.Config) {
 		for _, srv := range l.TLS {
 			needs = needs || with[srv.RouteConfig]
 		}
-		l.RouteSourceRanges = needs
+		set(l, needs)
 	}
 }
 

@@ -39,28 +39,3 @@ func (t *l7) warnRateLimitAddresses(gw *gateway, s *trafficpolicy.Settings, poli
 		"BackendTrafficPolicy %s limits requests by client address (sourceCIDR), but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so clients behind one node may share one limit",
 		truncateMessage(policy))
 }
-
-// markRateLimit sets RateLimit on the HTTP and HTTPS listeners that serve a route with a rate
-// limit (Envoy's local rate-limit filter must run in their connection managers), for
-// whichever front end made the routes.
-func markRateLimit(cfg *ir.Config) {
-	with := map[string]bool{}
-	for _, rc := range cfg.RouteConfigs {
-		if rc.HasRateLimit() {
-			with[rc.Name] = true
-		}
-	}
-	if len(with) == 0 {
-		return
-	}
-	for _, l := range cfg.Listeners {
-		if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
-			continue
-		}
-		needs := with[l.RouteConfig]
-		for _, srv := range l.TLS {
-			needs = needs || with[srv.RouteConfig]
-		}
-		l.RateLimit = needs
-	}
-}
