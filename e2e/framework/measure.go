@@ -168,7 +168,8 @@ func WritesSince(before, after map[string]int64) (map[string]int64, int64) {
 
 // CollectProfiles fetches CPU profiles of the named processes' /debug/pprof endpoints
 // (address by name; a process runs with --pprof-bind-address) back to back, each covering
-// window, into dir/<name>-cpu-<i>.pprof, until the returned stop is called; stop waits for
+// window, into dir/<name>-cpu-<i>.pprof, each followed by a heap profile dir/<name>-heap-<i>.pprof,
+// until the returned stop is called; stop waits for
 // the profiles under way and then writes a heap profile of each, dir/<name>-heap.pprof.
 // `go tool pprof` merges several profiles given together.
 func CollectProfiles(t interface{ Logf(string, ...any) }, dir string, addrs map[string]string, window time.Duration) (stop func()) {
@@ -198,6 +199,11 @@ func CollectProfiles(t interface{ Logf(string, ...any) }, dir string, addrs map[
 			for i := 0; ctx.Err() == nil; i++ {
 				url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(window.Seconds()))
 				if err := fetch(url, filepath.Join(dir, fmt.Sprintf("%s-cpu-%d.pprof", name, i))); err != nil {
+					t.Logf("profiling %s: %v", name, err)
+					return
+				}
+				// the heap after every window: a peak in the middle of a burst is gone by its end
+				if err := fetch("http://"+addr+"/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("%s-heap-%d.pprof", name, i))); err != nil {
 					t.Logf("profiling %s: %v", name, err)
 					return
 				}

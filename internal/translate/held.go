@@ -53,8 +53,9 @@ type Held struct {
 
 // Hold returns in less the objects being deleted and less what h holds back (with the
 // certificates of the hostnames of LoadBalancers left out), and what it held back. It
-// modifies nothing of in: the result's LoadBalancers, Routes, and Addresses and
-// HostnameSecrets when it leaves some out, are new.
+// modifies nothing of in: the result's LoadBalancers (when it leaves some out), Routes, and
+// Addresses and HostnameSecrets (when it leaves some out) are new; a list it leaves whole
+// is in's own, so a tenant of thousands of LoadBalancers is not copied at every rebuild.
 func Hold(in Input, h Holds) (Input, Held) {
 	held := Held{Generations: map[ir.ObjectRef]int64{}}
 	hold := func(kind, name string, generation int64, reason, msg string) {
@@ -62,21 +63,28 @@ func Hold(in Input, h Holds) (Input, Held) {
 		held.Generations[ref] = generation
 		held.Problems = append(held.Problems, ir.Problem{Object: ref, Severity: ir.SeverityError, Reason: reason, Message: msg})
 	}
-	lbs := make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
-	for _, lb := range in.LoadBalancers {
-		if !lb.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if h.LoadBalancingDisabled {
+	var lbs []v1alpha1.LoadBalancer // nil while nothing is left out
+	for i, lb := range in.LoadBalancers {
+		kept := false
+		switch msg, refused := h.RefusedLoadBalancers[lb.Name]; {
+		case !lb.DeletionTimestamp.IsZero():
+		case h.LoadBalancingDisabled:
 			hold(KindLoadBalancer, lb.Name, lb.Generation, ReasonLoadBalancingDisabled,
 				"load balancing is disabled for this tenant (spec.loadBalancer.disable of the Tenant or Config); the LoadBalancer is not served")
-			continue
-		}
-		if msg, refused := h.RefusedLoadBalancers[lb.Name]; refused {
+		case refused:
 			hold(KindLoadBalancer, lb.Name, lb.Generation, ReasonQuotaExceeded, msg)
-			continue
+		default:
+			kept = true
 		}
-		lbs = append(lbs, lb)
+		switch {
+		case !kept && lbs == nil:
+			lbs = append(make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers)), in.LoadBalancers[:i]...)
+		case kept && lbs != nil:
+			lbs = append(lbs, lb)
+		}
+	}
+	if lbs == nil {
+		lbs = in.LoadBalancers
 	}
 	var routes []v1alpha1.Route
 	for _, rt := range in.Routes {

@@ -166,13 +166,16 @@ func pendingObjects(problems ir.Problems) map[ir.ObjectRef]bool {
 
 // hold returns in with the pending objects at their settled versions (those without one as
 // they are), recording in w what it held and what waits as it is.
+//
+// It copies in's LoadBalancers and hub Services only when it serves a settled version: in a
+// burst, most waiting LoadBalancers are new and served as they are.
 func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool, w Waiting) Input {
-	lbs := make([]v1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
+	var lbs []v1alpha1.LoadBalancer // nil while none is replaced
 	var hubServices map[string]*corev1.Service
-	for _, lb := range in.LoadBalancers {
+	for i := range in.LoadBalancers {
+		lb := &in.LoadBalancers[i]
 		ref := ir.ObjectRef{Kind: KindLoadBalancer, Namespace: in.Tenant, Name: lb.Name}
 		if !pending[ref] {
-			lbs = append(lbs, lb)
 			continue
 		}
 		st := s.lbs[lb.Name]
@@ -181,23 +184,21 @@ func (s *Settled) hold(in Input, pending map[ir.ObjectRef]bool, w Waiting) Input
 			// allocated ports only, with no verdict; dropping it would take a live
 			// LoadBalancer's listeners away from the proxies.
 			w.Translated[ref] = true
-			lbs = append(lbs, lb)
 			continue
 		}
 		w.Held[ref] = true
-		if hubServices == nil {
-			hubServices = maps.Clone(in.HubServices)
+		if lbs == nil {
+			lbs, hubServices = slices.Clone(in.LoadBalancers), maps.Clone(in.HubServices)
 		}
-		lbs = append(lbs, st.lb)
+		lbs[i] = st.lb
 		if st.svc != nil {
 			hubServices[lb.Name] = st.svc
 		} else {
 			delete(hubServices, lb.Name)
 		}
 	}
-	in.LoadBalancers = lbs
-	if hubServices != nil {
-		in.HubServices = hubServices
+	if lbs != nil {
+		in.LoadBalancers, in.HubServices = lbs, hubServices
 	}
 	var routes []v1alpha1.Route
 	var services []corev1.Service
@@ -242,7 +243,9 @@ func (s *Settled) remember(in *Input, w Waiting) {
 		if !w.Held[ref] && !w.Translated[ref] {
 			svc := in.HubServices[lb.Name]
 			if st == nil || st.lb.UID != lb.UID || st.lb.ResourceVersion != lb.ResourceVersion || st.lb.ResourceVersion == "" || !sameService(st.svc, svc) {
-				st = &settledLB{lb: *lb, svc: svc}
+				// Copies: a pointer into the caller's lists would keep the whole list of
+				// this rebuild alive for as long as the version stays settled.
+				st = &settledLB{lb: *lb, svc: copyService(svc)}
 				s.lbs[lb.Name] = st
 			}
 		}
@@ -269,11 +272,7 @@ func (s *Settled) remember(in *Input, w Waiting) {
 			}
 			svc := gatewayServices[rt.Name]
 			if st == nil || st.route.UID != rt.UID || st.route.ResourceVersion != rt.ResourceVersion || st.route.ResourceVersion == "" || !sameService(st.svc, svc) {
-				st = &settledRoute{route: *rt}
-				if svc != nil {
-					c := *svc
-					st.svc = &c
-				}
+				st = &settledRoute{route: *rt, svc: copyService(svc)}
 				s.routes[rt.Name] = st
 			}
 		}
@@ -300,6 +299,16 @@ func routeServicesByName(services []corev1.Service) map[string]*corev1.Service {
 }
 
 // sameService tells whether a and b are one version of one Service.
+// copyService is a shallow copy of svc (nil for nil): what Settled keeps holds no pointer
+// into a list it was given.
+func copyService(svc *corev1.Service) *corev1.Service {
+	if svc == nil {
+		return nil
+	}
+	c := *svc
+	return &c
+}
+
 func sameService(a, b *corev1.Service) bool {
 	if a == nil || b == nil {
 		return a == b

@@ -1,8 +1,11 @@
 package translate_test
 
 import (
+	"maps"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -191,4 +194,50 @@ func TestWaitingGateway(t *testing.T) {
 	if got := listenerNames(t, out); len(got) <= len(before) {
 		t.Errorf("listeners %v once the port exists, want more than %v", got, before)
 	}
+}
+
+// TestSettledKeepsNoListOfAnEarlierInput: the Envoy control plane lists a tenant's hub
+// Services at every rebuild and hands Translate pointers into that list. What Settled (and
+// the Incremental front end) keep across rebuilds must not point into it, or every rebuild
+// that settles one LoadBalancer keeps that rebuild's whole list alive: a 10 000-Service burst
+// grew the manager to 3 GB this way.
+func TestSettledKeepsNoListOfAnEarlierInput(t *testing.T) {
+	var front translate.Incremental
+	var settled translate.Settled
+	freed := make(chan struct{})
+	listed := func(first bool) translate.Input {
+		in := translatetest.LoadBalancerTenant(3)
+		names := slices.Sorted(maps.Keys(in.HubServices))
+		svcs := make([]corev1.Service, len(names)) // one list, as the cache gives it
+		for i, name := range names {
+			svcs[i] = *in.HubServices[name]
+			svcs[i].UID, svcs[i].ResourceVersion = types.UID("svc-"+name), "1" // unchanged between the rebuilds
+			in.HubServices[name] = &svcs[i]
+		}
+		for i := range in.LoadBalancers {
+			in.LoadBalancers[i].ResourceVersion = "1"
+		}
+		if first {
+			runtime.SetFinalizer(&svcs[0], func(*corev1.Service) { close(freed) })
+		}
+		return in
+	}
+	for _, first := range []bool{true, false} {
+		if _, _, _, err := settled.Translate(listed(first), front.Run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-freed:
+			runtime.KeepAlive(&settled) // what the next rebuild has
+			runtime.KeepAlive(&front)
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	runtime.KeepAlive(&settled)
+	runtime.KeepAlive(&front)
+	t.Fatal("the first rebuild's list of hub Services is still alive after the second rebuild")
 }
