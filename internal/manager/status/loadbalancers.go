@@ -40,7 +40,7 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 	}
 	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: lb.Namespace, Name: lb.Name}
 	gen, ok := report.Objects[ref]
-	if !ok || gen != lb.Generation || report.Waiting[ref] {
+	if !ok || gen != lb.Generation || !report.GivesVerdict(ref) {
 		return metav1.Condition{}, false, nil
 	}
 	rejections, err := readRejections(ctx, reader, lb.Namespace)

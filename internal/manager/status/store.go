@@ -38,6 +38,11 @@ type Report struct {
 	Waiting map[ir.ObjectRef]bool
 }
 
+// GivesVerdict tells whether the Report may decide ref's Programmed condition: it was
+// translated with every listener port it needs (not in Waiting). Every writer of a verdict
+// asks this, so no verdict is given on a version whose ports do not exist yet.
+func (r *Report) GivesVerdict(ref ir.ObjectRef) bool { return !r.Waiting[ref] }
+
 // Rejected is a rejection that concerns a tenant, as read from its TenantState.
 type Rejected struct {
 	Proxy, TypeURL, Version, Message string

@@ -235,7 +235,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		}
 		rs, ok := report.Routes[route.Name]
 		var cond *metav1.Condition // none while a listener port is pending: the next Report's
-		if !report.Waiting[ref] {
+		if report.GivesVerdict(ref) {
 			c := routeProgrammed(route, gen, ok, byObject[ref])
 			cond = &c
 		}
@@ -305,7 +305,7 @@ func (w *Writer) program(ctx context.Context, report *Report, byObject map[ir.Ob
 	// Not before the LoadBalancer controller's first status write, which carries the
 	// verdict itself, nor while a port is pending (the Report leaves it out or lists it in
 	// Waiting).
-	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || report.Waiting[ref] {
+	if meta.FindStatusCondition(lb.Status.Conditions, ConditionReady) == nil || !report.GivesVerdict(ref) {
 		return nil
 	}
 	cond := Programmed(gen, byObject[ref])
