@@ -105,9 +105,8 @@ func run(o *options) error {
 		return fmt.Errorf("adding the xDS rejection recorder: %w", err)
 	}
 	store := status.NewStore()
-	// The tenants' quota verdicts for the Envoy control plane: each object's share is worked
-	// out once per change of it. (The planner makes the same verdict for ports and hub
-	// Services, once per plan.)
+	// The tenants' quota verdicts, one source for the planner (ports and hub Services), the
+	// Envoy control plane and the Tenant controller: computed once per change of a tenant.
 	verdicts := quota.NewStore(mgr.GetCache(), mgr.GetClient())
 	if err := envoycp.SetupWithManager(mgr, srv, store, verdicts, o.Namespace, translate.Options{ListenerAddress: o.EnvoyListenerAddress, ListenerAddressIPv6: o.EnvoyListenerAddressIPv6}); err != nil {
 		return fmt.Errorf("setting up the Envoy control plane: %w", err)
@@ -133,7 +132,7 @@ func run(o *options) error {
 	// planner (each LoadBalancer's and Route's quota verdict and listener ports, each
 	// tenant's Ingress Service; leader only), the tenants waiting for free ports, the
 	// tenants' Ingress Service problems.
-	shared, err := perobject.Shared{Ports: ports, Sink: sink}.WithDefaults(mgr, o.Namespace, route.DefaultMaxConcurrentReconciles)
+	shared, err := perobject.Shared{Ports: ports, Sink: sink, Verdicts: verdicts}.WithDefaults(mgr, o.Namespace, route.DefaultMaxConcurrentReconciles)
 	if err != nil {
 		return fmt.Errorf("setting up the tenants' planner: %w", err)
 	}

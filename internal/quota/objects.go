@@ -139,6 +139,11 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 // routeSettings is what of the tenant's settings routeObject reads.
 type routeSettings struct{ disableGatewayAPI, disableIngress, allocateNodePorts bool }
 
+// routeSettingsOf is routeSettings of t.
+func routeSettingsOf(t settings.Tenant) routeSettings {
+	return routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress, allocateNodePorts: t.AllocateNodePorts}
+}
+
 // Admission is the tenant's verdict (Admit) over its LoadBalancers and Routes.
 func Admission(namespace string, lbs []kubelbv1alpha1.LoadBalancer, routes []kubelbv1alpha1.Route, t settings.Tenant) Verdict {
 	return Admit(namespace, Objects(lbs, routes, t), t.Limits)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -14,17 +15,21 @@ import (
 	"kubelb.dev/kubelb/internal/settings"
 )
 
-// Store computes a tenant's verdict for the Envoy control plane (every replica) — the same as
-// LoadAdmission, and as the leader's planner (internal/manager/planner) makes for listener
-// ports and hub Services — at a cost that stays small in a tenant of thousands of objects:
+// Store is the manager's one source of a tenant's quota verdict — the same as LoadAdmission —
+// for every controller that needs it: the leader's planner (internal/manager/planner: listener
+// ports and hub Services), the Envoy control plane (every replica) and the Tenant controller.
+// Its cost stays small in a tenant of thousands of objects:
 //   - it reads the LoadBalancers and Routes of the namespace straight from the manager's
 //     informer stores (read-only, no copy; a List copies every object);
 //   - it remembers what Admit needs of each object (its Object) by resourceVersion, so an
-//     object's ports are worked out once per change, not once per translation of the tenant.
+//     object's ports are worked out once per change, not once per translation of the tenant;
+//   - it keeps each namespace's last verdict until one of its LoadBalancers or Routes changes
+//     (an informer event) or the settings asked with differ, so the planner, the Envoy
+//     control plane and the Tenant controller reacting to one change compute it once.
 //
 // Reading the stores keeps the verdict exactly as fresh as a List from the cache would.
 // With a cache that has no plain informer store (e.g. one over several namespaces) it falls
-// back to LoadAdmission over c.
+// back to LoadAdmission over c, each time.
 type Store struct {
 	cache cache.Informers
 	c     client.Reader
@@ -35,11 +40,35 @@ type Store struct {
 	memo   map[string]*namespaceMemo
 }
 
-// namespaceMemo is the remembered Objects of one namespace.
+// namespaceMemo is the remembered Objects of one namespace, and its last verdict.
 type namespaceMemo struct {
+	// changes counts the informer events of the namespace's LoadBalancers and Routes; it is
+	// read before the stores are, so a verdict kept with a count is at least that fresh.
+	changes atomic.Uint64
+
 	mu     sync.Mutex
 	lbs    memo[loadBalancerSettings]
 	routes memo[routeSettings]
+	last   *lastVerdict
+}
+
+// lastVerdict is a namespace's last verdict, valid while the namespace's change count and
+// the settings it was made with stay the same.
+type lastVerdict struct {
+	changes uint64
+	key     verdictKey
+	verdict Verdict
+}
+
+// verdictKey is what of the tenant's settings a verdict depends on.
+type verdictKey struct {
+	lbs    loadBalancerSettings
+	routes routeSettings
+	limits settings.Limits
+}
+
+func verdictKeyOf(t settings.Tenant) verdictKey {
+	return verdictKey{lbs: lbSettings(t), routes: routeSettingsOf(t), limits: t.Limits}
 }
 
 func newNamespaceMemo() *namespaceMemo {
@@ -102,7 +131,8 @@ func NewStore(informers cache.Informers, c client.Reader) *Store {
 type indexerOf interface{ GetIndexer() toolscache.Indexer }
 
 // indexers returns the stores of the LoadBalancer and Route informers, or false when the
-// cache has none to read directly.
+// cache has none to read directly. The first call also counts each namespace's changes from
+// the informers' events.
 func (s *Store) indexers(ctx context.Context) (lbs, routes toolscache.Indexer, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,16 +152,58 @@ func (s *Store) indexers(ctx context.Context) (lbs, routes toolscache.Indexer, o
 	if !lok || !rok {
 		return nil, nil, false
 	}
+	count := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.changed,
+		UpdateFunc: func(_, o any) { s.changed(o) },
+		DeleteFunc: s.changed,
+	}
+	if _, err := li.AddEventHandler(count); err != nil {
+		return nil, nil, false
+	}
+	if _, err := ri.AddEventHandler(count); err != nil {
+		return nil, nil, false
+	}
 	s.lbs, s.routes = l.GetIndexer(), r.GetIndexer()
 	return s.lbs, s.routes, true
 }
 
+// changed counts an informer event of a LoadBalancer or Route in its namespace.
+func (s *Store) changed(o any) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if obj, ok := o.(client.Object); ok {
+		s.namespace(obj.GetNamespace()).changes.Add(1)
+	}
+}
+
+// namespace returns the memo of namespace, made on first use.
+func (s *Store) namespace(namespace string) *namespaceMemo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.memo[namespace]
+	if m == nil {
+		m = newNamespaceMemo()
+		s.memo[namespace] = m
+	}
+	return m
+}
+
 // LoadAdmission returns the verdict over the LoadBalancers and Routes of namespace under
-// the tenant's settings t: the same as LoadAdmission.
+// the tenant's settings t: the same as LoadAdmission, computed again only when one of them
+// changed or t differs from the last call's. The verdict is shared: read it, never change it.
 func (s *Store) LoadAdmission(ctx context.Context, namespace string, t settings.Tenant) (Verdict, error) {
 	lbIdx, routeIdx, ok := s.indexers(ctx)
 	if !ok {
 		return LoadAdmission(ctx, s.c, namespace, t)
+	}
+	m := s.namespace(namespace)
+	changes, key := m.changes.Load(), verdictKeyOf(t)
+	m.mu.Lock()
+	last := m.last
+	m.mu.Unlock()
+	if last != nil && last.changes == changes && last.key == key {
+		return last.verdict, nil
 	}
 	lbs, err := lbIdx.ByIndex(toolscache.NamespaceIndex, namespace)
 	if err != nil {
@@ -141,14 +213,13 @@ func (s *Store) LoadAdmission(ctx context.Context, namespace string, t settings.
 	if err != nil {
 		return Verdict{}, fmt.Errorf("listing the Routes of %s: %w", namespace, err)
 	}
-	s.mu.Lock()
-	m := s.memo[namespace]
-	if m == nil {
-		m = newNamespaceMemo()
-		s.memo[namespace] = m
+	v := m.admission(namespace, lbs, routes, t)
+	m.mu.Lock()
+	if m.last == nil || m.last.changes <= changes {
+		m.last = &lastVerdict{changes: changes, key: key, verdict: v}
 	}
-	s.mu.Unlock()
-	return m.admission(namespace, lbs, routes, t), nil
+	m.mu.Unlock()
+	return v, nil
 }
 
 // admission is the verdict over the stores' objects (read-only).
@@ -156,7 +227,7 @@ func (m *namespaceMemo) admission(namespace string, lbs, routes []any, t setting
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	lbSet := lbSettings(t)
-	routeSet := routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress, allocateNodePorts: t.AllocateNodePorts}
+	routeSet := routeSettingsOf(t)
 	// The totals decide the fast path; the full ranking (Admit) is built from the memo only
 	// when the limits need it.
 	var nLB, nRoute, ports, nodePorts int

@@ -1,8 +1,11 @@
 package quota
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	fcache "k8s.io/client-go/tools/cache/testing"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -212,4 +219,96 @@ func BenchmarkAdmissionLoadBalancers10000(b *testing.B) {
 	for b.Loop() {
 		Admission("tenant-a", lbs, nil, ten)
 	}
+}
+
+// informers is a cache.Informers of two real client-go informers (LoadBalancers and Routes)
+// fed by fake list-watch sources: what the Store reads in the manager, without an API server.
+type informers struct {
+	cache.Informers // only GetInformer is called
+	lbs, routes     toolscache.SharedIndexInformer
+}
+
+func (i informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	if _, ok := obj.(*kubelbv1alpha1.LoadBalancer); ok {
+		return i.lbs, nil
+	}
+	return i.routes, nil
+}
+
+// TestStoreKeepsTheVerdictUntilAChange checks that the Store hands every caller the same
+// verdict until one of the namespace's LoadBalancers or Routes changes or the settings asked
+// with differ, and that a change is always seen: the planner, the Envoy control plane and
+// the Tenant controller reacting to one event share one computation, never a stale one.
+func TestStoreKeepsTheVerdictUntilAChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lbSource, routeSource := fcache.NewFakeControllerSource(), fcache.NewFakeControllerSource()
+	byNamespace := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	inf := informers{
+		lbs:    toolscache.NewSharedIndexInformer(lbSource, &kubelbv1alpha1.LoadBalancer{}, 0, byNamespace),
+		routes: toolscache.NewSharedIndexInformer(routeSource, &kubelbv1alpha1.Route{}, 0, byNamespace),
+	}
+	port := kubelbv1alpha1.LoadBalancerPort{Port: 80, Protocol: corev1.ProtocolTCP}
+	for i := range 3 {
+		lb := hubLB(fmt.Sprintf("lb-%d", i), t0.Add(time.Duration(i)*time.Second), port)
+		lb.UID = types.UID(lb.Name)
+		lbSource.Add(&lb)
+	}
+	go inf.lbs.Run(ctx.Done())
+	go inf.routes.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.lbs.HasSynced, inf.routes.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	s := NewStore(inf, nil)
+	ten := settings.Tenant{Limits: limits(2, 10, 10)}
+	same := func(a, b Verdict) bool {
+		return reflect.ValueOf(a.refused).UnsafePointer() == reflect.ValueOf(b.refused).UnsafePointer()
+	}
+	// waitFor asks until the verdict refuses exactly want (the informer delivers events on
+	// its own goroutine), for at most 10 seconds.
+	waitFor := func(want ...string) Verdict {
+		t.Helper()
+		var got []string
+		for range 200 {
+			v, err := s.LoadAdmission(ctx, "tenant-a", ten)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got = v.RefusedNames(KindLoadBalancer); slices.Equal(got, want) {
+				return v
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("the Store refuses %v, want %v", got, want)
+		return Verdict{}
+	}
+
+	first := waitFor("lb-2")
+	if again, _ := s.LoadAdmission(ctx, "tenant-a", ten); !same(first, again) {
+		t.Fatal("nothing changed, yet the Store computed the verdict again")
+	}
+	if other, _ := s.LoadAdmission(ctx, "tenant-b", ten); other.RefusedCount() != 0 || other.Asked.LoadBalancers != 0 {
+		t.Fatalf("tenant-b has no objects, yet its verdict is %+v", other.Asked)
+	}
+
+	// An older LoadBalancer arrives: lb-1 is now the third oldest.
+	older := hubLB("lb-old", t0.Add(-time.Hour), port)
+	older.UID = "lb-old"
+	lbSource.Add(&older)
+	changed := waitFor("lb-1", "lb-2")
+	if same(first, changed) {
+		t.Fatal("a LoadBalancer was added, yet the Store kept its verdict")
+	}
+
+	// Other settings, no event: computed for them.
+	ten.Limits = limits(4, 10, 10)
+	if v, _ := s.LoadAdmission(ctx, "tenant-a", ten); v.RefusedCount() != 0 {
+		t.Fatalf("under a limit of 4 LoadBalancers the Store refuses %v", v.RefusedNames(KindLoadBalancer))
+	}
+
+	// A deletion is seen too.
+	ten.Limits = limits(2, 10, 10)
+	lbSource.Delete(&older)
+	waitFor("lb-2")
 }

@@ -34,6 +34,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/tenantingress"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/portalloc"
+	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/ssa"
 )
 
@@ -52,6 +53,9 @@ type Shared struct {
 	// cannot be made: the tenants' planner (internal/manager/planner) reports it, the
 	// LoadBalancer controller reads it.
 	Ingress *tenantingress.Problems
+	// Verdicts is the manager's one source of the tenants' quota verdicts (nil: one made
+	// here), given to Plans when it is made here.
+	Verdicts *quota.Store
 	// Plans is the tenants' planner: each LoadBalancer's and Route's quota verdict and
 	// listener ports, and each tenant's Ingress Service.
 	Plans *planner.Controller
@@ -75,7 +79,7 @@ func (s Shared) WithDefaults(mgr ctrl.Manager, namespace string, workers int) (S
 		s.Ingress = tenantingress.New()
 	}
 	if s.Plans == nil && s.Ports != nil {
-		plans, err := planner.SetupWithManager(mgr, planner.Options{Namespace: namespace, Ports: s.Ports, Waiters: s.Waiters,
+		plans, err := planner.SetupWithManager(mgr, planner.Options{Namespace: namespace, Ports: s.Ports, Waiters: s.Waiters, Verdicts: s.Verdicts,
 			Ingress: s.Ingress, MaxConcurrentReconciles: workers, StaticAddressRetry: s.StaticAddressRetry})
 		if err != nil {
 			return s, err

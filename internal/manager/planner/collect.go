@@ -40,6 +40,13 @@ func (c *Controller) collect(ctx context.Context, namespace string, tenant setti
 			in.Services[s.Name] = s
 		}
 	}
+	if c.opts.Verdicts != nil { // read after the lists: at least as fresh as they are
+		v, err := c.opts.Verdicts.LoadAdmission(ctx, namespace, tenant)
+		if err != nil {
+			return in, err
+		}
+		in.Verdict = &v
+	}
 	if !tenant.DisableLoadBalancer && !tenant.DNS.IsZero() {
 		// A hostname another tenant holds gets no DNS record (nor, from the LoadBalancer
 		// controller, a certificate).

@@ -50,6 +50,9 @@ type Options struct {
 	// Ingress is told why a tenant's Ingress Service, which serves LoadBalancer hostnames,
 	// cannot be made (the LoadBalancer controller reports it).
 	Ingress *tenantingress.Problems
+	// Verdicts is the manager's one source of the tenants' quota verdicts, shared with the
+	// Envoy control plane and the Tenant controller (nil: one of the planner's own).
+	Verdicts *quota.Store
 	// MaxConcurrentReconciles is the number of workers (tenants planned at once); at least 1.
 	MaxConcurrentReconciles int
 	// StaticAddressRetry is how often a tenant with a Gateway whose granted static address
@@ -201,6 +204,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Controller, error) {
 	}
 	if opts.StaticAddressRetry <= 0 {
 		opts.StaticAddressRetry = DefaultStaticAddressRetry
+	}
+	if opts.Verdicts == nil {
+		opts.Verdicts = quota.NewStore(mgr.GetCache(), mgr.GetClient())
 	}
 	if err := indexServiceAddresses(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("setting up the planner: %w", err)

@@ -79,6 +79,10 @@ type Input struct {
 	// Allocated are the holders the port allocator has ports for in the namespace
 	// (portalloc owners): those the plan does not name are released.
 	Allocated []types.NamespacedName
+	// Verdict is the tenant's quota verdict over the same objects, from the manager's one
+	// quota.Store (shared with the Envoy control plane and the Tenant controller); nil: the
+	// plan computes it (quota.Admission).
+	Verdict *quota.Verdict
 }
 
 // Holder is the plan of one holder of listener ports.
@@ -127,7 +131,7 @@ type Holder struct {
 // Plan is a tenant's plan.
 type Plan struct {
 	Namespace string
-	// Verdict is the tenant's quota verdict (quota.Admit), computed once per plan.
+	// Verdict is the tenant's quota verdict (Input.Verdict).
 	Verdict quota.Verdict
 	// Holders are the tenant's holders of listener ports, sorted by kind then name; the
 	// Ingress Service is among them only while it is wanted, held, or stands in the
@@ -178,9 +182,8 @@ func Make(in Input) Plan {
 // One Planner serves one tenant; it is not safe for concurrent use (one reconcile per
 // tenant at a time, by the queue).
 type Planner struct {
-	quotas memo[quota.Object]
-	lbs    memo[lbPlan]
-	gws    memo[gwPlan]
+	lbs memo[lbPlan]
+	gws memo[gwPlan]
 }
 
 // memo is what was worked out per object UID.
@@ -273,27 +276,18 @@ func (pl *Planner) Plan(in Input) Plan {
 	tenantName := hubnames.TenantName(ns)
 	keep := map[types.UID]bool{}
 
-	// The quota verdict, once: each object's quota.Object is remembered.
-	objs := make([]quota.Object, 0, len(in.LoadBalancers)+len(in.Routes))
 	for _, lb := range in.LoadBalancers {
 		keep[lb.UID] = true
-		if o, ok := remember(&pl.quotas, lb.UID, memoKey{resourceVersion: lb.ResourceVersion, settings: sk}, func() (quota.Object, bool) {
-			os := quota.Objects([]kubelbv1alpha1.LoadBalancer{*lb}, nil, t)
-			return firstOf(os)
-		}); ok {
-			objs = append(objs, o)
-		}
 	}
 	for _, rt := range in.Routes {
 		keep[rt.UID] = true
-		if o, ok := remember(&pl.quotas, rt.UID, memoKey{resourceVersion: rt.ResourceVersion, settings: sk}, func() (quota.Object, bool) {
-			os := quota.Objects(nil, []kubelbv1alpha1.Route{*rt}, t)
-			return firstOf(os)
-		}); ok {
-			objs = append(objs, o)
-		}
 	}
-	p := Plan{Namespace: ns, Verdict: quota.Admit(ns, objs, t.Limits)}
+	p := Plan{Namespace: ns}
+	if in.Verdict != nil {
+		p.Verdict = *in.Verdict
+	} else {
+		p.Verdict = admission(in)
+	}
 
 	named := map[types.NamespacedName]bool{}
 
@@ -475,7 +469,6 @@ func (pl *Planner) Plan(in Input) Plan {
 	slices.SortFunc(p.Release, func(a, b types.NamespacedName) int { return cmp.Compare(a.Name, b.Name) })
 	p.Release = slices.Compact(p.Release)
 
-	prune(pl.quotas, keep)
 	prune(pl.lbs, keep)
 	prune(pl.gws, keep)
 	return p
@@ -524,11 +517,18 @@ func setsKey(sets []*kubelbv1alpha1.Route) string {
 	return b.String()
 }
 
-func firstOf(os []quota.Object) (quota.Object, bool) {
-	if len(os) == 0 {
-		return quota.Object{}, false
+// admission is the quota verdict over in's objects, for a plan made without the manager's
+// quota.Store (Make).
+func admission(in Input) quota.Verdict {
+	lbs := make([]kubelbv1alpha1.LoadBalancer, 0, len(in.LoadBalancers))
+	for _, lb := range in.LoadBalancers {
+		lbs = append(lbs, *lb)
 	}
-	return os[0], true
+	routes := make([]kubelbv1alpha1.Route, 0, len(in.Routes))
+	for _, rt := range in.Routes {
+		routes = append(routes, *rt)
+	}
+	return quota.Admission(in.Namespace, lbs, routes, in.Tenant)
 }
 
 // LoadBalancerRequests asks for a listener port per LoadBalancer port. A port not allocated
