@@ -71,6 +71,11 @@ type tenantState struct {
 	// at every LoadBalancer.
 	objects  map[ir.ObjectRef]int64
 	byObject map[ir.ObjectRef][]ir.Problem
+	// report and rejections are what objects and byObject were made from: a Reconcile for
+	// the same (a LoadBalancer's own status change, in a burst thousands of times per
+	// Report) looks only at the LoadBalancers marked dirty, not at the whole tenant.
+	report     *Report
+	rejections []Rejected
 	// dirty are the LoadBalancers an event concerned since the last Reconcile took them.
 	dirty map[string]bool
 	// judge decides the BackendsReachable verdicts of the LoadBalancers and Routes (refs
@@ -172,14 +177,17 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	problems := append(append(ir.Problems{}, report.Problems...), rejectionProblems(report, rejections)...)
-	byObject := problems.ByObject()
-
 	w.mu.Lock()
 	st := w.state(tenant)
 	dirty := st.dirty
 	st.dirty = nil
 	w.mu.Unlock()
+	same := st.objects != nil && st.report == report && slices.Equal(st.rejections, rejections)
+	byObject := st.byObject
+	if !same {
+		problems := append(append(ir.Problems{}, report.Problems...), rejectionProblems(report, rejections)...)
+		byObject = problems.ByObject()
+	}
 	var errs []error
 	visit := func(lb *v1alpha1.LoadBalancer) {
 		if err := w.program(ctx, report, byObject, lb); err != nil {
@@ -194,13 +202,15 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 		for i := range lbs.Items {
 			visit(&lbs.Items[i])
 		}
-	} else {
+	} else if !same {
 		for name := range changedLoadBalancers(st.objects, report.Objects, st.byObject, byObject) {
 			if dirty == nil {
 				dirty = map[string]bool{}
 			}
 			dirty[name] = true
 		}
+	}
+	if st.objects != nil {
 		for _, name := range slices.Sorted(maps.Keys(dirty)) {
 			lb := &v1alpha1.LoadBalancer{}
 			if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: name}, lb); err != nil {
@@ -214,7 +224,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			visit(lb)
 		}
 	}
-	st.objects, st.byObject = report.Objects, byObject
+	st.objects, st.byObject, st.report, st.rejections = report.Objects, byObject, report, rejections
 	if len(errs) > 0 {
 		st.objects = nil // the retry looks at every LoadBalancer
 	}
