@@ -29,6 +29,13 @@ var trafficNodes = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
 // listener's address once Envoy answers.
 func throughEnvoyWithTraffic(t *testing.T, tenant string, nodePort int, bt *v1alpha1.BackendTraffic) string {
 	t.Helper()
+	in, httpPort := trafficInput(t, tenant, nodePort, bt)
+	return serveThroughEnvoy(t, tenant, in, httpPort)
+}
+
+// trafficInput is the tenant of throughEnvoyWithTraffic, and its listener's port.
+func trafficInput(t *testing.T, tenant string, nodePort int, bt *v1alpha1.BackendTraffic) (translate.Input, int) {
+	t.Helper()
 	httpPort := testsupport.FreePort(t)
 	port := gwv1.PortNumber(80)
 	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
@@ -40,7 +47,34 @@ func throughEnvoyWithTraffic(t *testing.T, tenant string, nodePort int, bt *v1al
 	}
 	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}}
 	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{BackendTraffic: bt}
-	return serveThroughEnvoy(t, tenant, in, httpPort)
+	return in, httpPort
+}
+
+// serveOnNodes serves handler(node index) on each of trafficNodes, on one free port, which it
+// returns; the servers stop with the test.
+func serveOnNodes(t *testing.T, handler func(node int) http.Handler) int {
+	t.Helper()
+	nodePort := testsupport.FreePort(t, trafficNodes...)
+	for i, ip := range trafficNodes {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: handler(i)}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	return nodePort
+}
+
+// slowWhenAsked answers 200, after a second when the request has header x-slow.
+func slowWhenAsked(int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("x-slow") != "" {
+			time.Sleep(time.Second)
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 }
 
 // serveThroughEnvoy translates in, which must give no problem, serves it through a real
@@ -135,13 +169,8 @@ func TestConsistentHashThroughEnvoy(t *testing.T) {
 func TestTrafficRetryThroughEnvoy(t *testing.T) {
 	var mu sync.Mutex
 	tries := map[string]int{}
-	nodePort := testsupport.FreePort(t, trafficNodes...)
-	for _, ip := range trafficNodes {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	nodePort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key := r.Header.Get("x-request-key")
 			mu.Lock()
 			tries[key]++
@@ -152,10 +181,8 @@ func TestTrafficRetryThroughEnvoy(t *testing.T) {
 				return
 			}
 			w.WriteHeader(http.StatusOK)
-		})}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { srv.Close() })
-	}
+		})
+	})
 	addr := throughEnvoyWithTraffic(t, "tenant-traffic-retry", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "retry-503",
 		Retry: &v1alpha1.TrafficRetry{NumRetries: ptr.To[int32](2), RetryOn: &v1alpha1.TrafficRetryOn{HTTPStatusCodes: []int32{503}},
 			PerRetry: &v1alpha1.TrafficPerRetry{BackOff: &v1alpha1.TrafficBackOff{BaseInterval: "10ms", MaxInterval: "50ms"}}}})
@@ -179,21 +206,7 @@ func TestTrafficRetryThroughEnvoy(t *testing.T) {
 // second, at most 2 are served (200) and Envoy refuses the others at once (503 with
 // x-envoy-overloaded).
 func TestCircuitBreakerThroughEnvoy(t *testing.T) {
-	nodePort := testsupport.FreePort(t, trafficNodes...)
-	for _, ip := range trafficNodes {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("x-slow") != "" {
-				time.Sleep(time.Second)
-			}
-			w.WriteHeader(http.StatusOK)
-		})}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { srv.Close() })
-	}
+	nodePort := serveOnNodes(t, slowWhenAsked)
 	addr := throughEnvoyWithTraffic(t, "tenant-breaker", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "one-at-a-time",
 		CircuitBreaker: &v1alpha1.TrafficCircuitBreaker{MaxParallelRequests: ptr.To[int64](1), MaxPendingRequests: ptr.To[int64](1)}})
 	const n = 6
@@ -238,16 +251,11 @@ func TestCircuitBreakerThroughEnvoy(t *testing.T) {
 // the nodes, for 30s): of 30 requests, at most 2 get its 503 and the others reach the two
 // healthy nodes.
 func TestPassiveHealthCheckThroughEnvoy(t *testing.T) {
-	nodePort := testsupport.FreePort(t, trafficNodes...)
 	var mu sync.Mutex
 	hits := map[string]int{}
-	for i, ip := range trafficNodes {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
-		if err != nil {
-			t.Fatal(err)
-		}
+	nodePort := serveOnNodes(t, func(i int) http.Handler {
 		node := fmt.Sprintf("node-%d", i)
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("x-count") != "" {
 				mu.Lock()
 				hits[node]++
@@ -258,10 +266,8 @@ func TestPassiveHealthCheckThroughEnvoy(t *testing.T) {
 				return
 			}
 			w.WriteHeader(http.StatusOK)
-		})}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { srv.Close() })
-	}
+		})
+	})
 	addr := throughEnvoyWithTraffic(t, "tenant-outlier", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "eject",
 		HealthCheck: &v1alpha1.TrafficHealthCheck{Passive: &v1alpha1.TrafficPassiveHealthCheck{
 			Consecutive5xxErrors: ptr.To[uint32](2), BaseEjectionTime: "30s", Interval: "1s", MaxEjectionPercent: ptr.To[int32](50)}}})
@@ -286,21 +292,7 @@ func TestPassiveHealthCheckThroughEnvoy(t *testing.T) {
 // 300ms answers a request the backend takes a second over with 504, while a quick one is
 // served.
 func TestTrafficTimeoutThroughEnvoy(t *testing.T) {
-	nodePort := testsupport.FreePort(t, trafficNodes...)
-	for _, ip := range trafficNodes {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(nodePort)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("x-slow") != "" {
-				time.Sleep(time.Second)
-			}
-			w.WriteHeader(http.StatusOK)
-		})}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { srv.Close() })
-	}
+	nodePort := serveOnNodes(t, slowWhenAsked)
 	addr := throughEnvoyWithTraffic(t, "tenant-traffic-timeout", nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "quick",
 		Timeout: &v1alpha1.TrafficTimeout{HTTP: &v1alpha1.TrafficHTTPTimeout{RequestTimeout: "300ms"}}})
 	start := time.Now()

@@ -9,9 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -26,21 +24,11 @@ func throughEnvoyWithRateLimit(t *testing.T, tenant string, rules ...v1alpha1.Tr
 	for _, ip := range trafficNodes {
 		testsupport.StartHTTPBackend(t, net.JoinHostPort(ip, strconv.Itoa(nodePort)), testsupport.Identity{Node: ip, Pod: "web"})
 	}
-	httpPort := testsupport.FreePort(t)
-	port := gwv1.PortNumber(80)
-	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}
-	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{rule}, nodePort)
-	var addrs []v1alpha1.EndpointAddress
-	for _, ip := range trafficNodes {
-		addrs = append(addrs, v1alpha1.EndpointAddress{IP: ip})
-	}
-	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}}
+	in, httpPort := trafficInput(t, tenant, nodePort, &v1alpha1.BackendTraffic{Namespace: "shop", Name: "limits",
+		RateLimit: &v1alpha1.TrafficRateLimit{Type: "Local", Local: &v1alpha1.TrafficLocalRateLimit{Rules: rules}}})
 	// The Gateway's hub Service keeps the clients' addresses (externalTrafficPolicy Local).
 	in.RouteServices[0].Spec.Type = corev1.ServiceTypeLoadBalancer
 	in.RouteServices[0].Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{BackendTraffic: &v1alpha1.BackendTraffic{Namespace: "shop", Name: "limits",
-		RateLimit: &v1alpha1.TrafficRateLimit{Type: "Local", Local: &v1alpha1.TrafficLocalRateLimit{Rules: rules}}}}
 	return serveThroughEnvoy(t, tenant, in, httpPort)
 }
 
