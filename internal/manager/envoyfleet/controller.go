@@ -162,8 +162,8 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 	existence := r.existenceMatters()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		Watches(&kubelbv1alpha1.LoadBalancer{}, byNamespace, builder.WithPredicates(existence)).
-		Watches(&kubelbv1alpha1.Route{}, byNamespace, builder.WithPredicates(existence)).
+		Watches(&kubelbv1alpha1.LoadBalancer{}, existenceHandler(), builder.WithPredicates(existence)).
+		Watches(&kubelbv1alpha1.Route{}, existenceHandler(), builder.WithPredicates(existence)).
 		Watches(&kubelbv1alpha1.Tenant{}, byTenant, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kubelbv1alpha1.Config{}, handler.EnqueueRequestsFromMapFunc(r.allTenants), builder.WithPredicates(
 			predicates.DefaultConfig(r.opts.Namespace), predicate.GenerationChangedPredicate{})).
