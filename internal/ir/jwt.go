@@ -21,11 +21,6 @@ type JWT struct {
 	Providers []string `json:"providers"`
 	// AllowMissing serves requests without a token (one with a bad token is still refused).
 	AllowMissing bool `json:"allowMissing,omitempty"`
-	// ClaimHeaders are the request headers the providers set from claims (lower case, sorted,
-	// unique): removed from every request of the route before its token is checked, so that
-	// under those names the backend sees only claims of a verified token, never what a
-	// client wrote (a request without a token, a token without the claim).
-	ClaimHeaders []string `json:"claimHeaders,omitempty"`
 }
 
 // ListenerJWT is what Envoy's jwt_authn filter of a listener holds: the providers and the
@@ -105,14 +100,6 @@ func (j *JWT) validate() error {
 	if len(j.Providers) == 0 || len(j.Providers) > MaxRouteJWTProviders || !slices.IsSorted(j.Providers) || len(slices.Compact(slices.Clone(j.Providers))) != len(j.Providers) {
 		return fmt.Errorf("jwt: %d providers, want 1 to %d, sorted and unique", len(j.Providers), MaxRouteJWTProviders)
 	}
-	if len(j.ClaimHeaders) > MaxRouteJWTProviders*MaxJWTClaimToHeaders || !slices.IsSorted(j.ClaimHeaders) || len(slices.Compact(slices.Clone(j.ClaimHeaders))) != len(j.ClaimHeaders) {
-		return fmt.Errorf("jwt: %d claim headers, at most %d, sorted and unique", len(j.ClaimHeaders), MaxRouteJWTProviders*MaxJWTClaimToHeaders)
-	}
-	for _, h := range j.ClaimHeaders {
-		if len(h) > maxJWTString || len(validation.IsHTTPHeaderName(h)) > 0 || h != strings.ToLower(h) {
-			return fmt.Errorf("jwt: claim header %q is not a lower-case header name", h)
-		}
-	}
 	return nil
 }
 
@@ -152,31 +139,12 @@ func (l *Listener) validateJWT(needs map[string][]JWT) error {
 	case !slices.EqualFunc(l.JWT.Requirements, want, func(a, b JWT) bool { return a.Key() == b.Key() }):
 		return errors.New("its JWT requirements are not exactly those of its routes (sorted, unique)")
 	}
-	byName := make(map[string]*JWTProvider, len(l.JWT.Providers))
 	for _, p := range l.JWT.Providers {
 		if err := p.validate(); err != nil {
 			return fmt.Errorf("JWT provider %q: %w", p.Name, err)
 		}
-		byName[p.Name] = p
-	}
-	for _, r := range want {
-		var headers []string
-		for _, n := range r.Providers {
-			for _, c := range byName[n].ClaimToHeaders {
-				headers = append(headers, c.Header)
-			}
-		}
-		slices.Sort(headers)
-		if !slices.Equal(slices.Compact(headers), r.ClaimHeaders) {
-			return fmt.Errorf("a route requiring %v removes headers %v, not those its providers set %v", r.Providers, r.ClaimHeaders, headers)
-		}
 	}
 	return nil
-}
-
-// HasClaimHeaders reports whether a route of the listener removes claim headers.
-func (l *ListenerJWT) HasClaimHeaders() bool {
-	return slices.ContainsFunc(l.Requirements, func(r JWT) bool { return len(r.ClaimHeaders) > 0 })
 }
 
 // validate checks a provider's bounds, its key set's shape and its header names (the keys

@@ -18,12 +18,12 @@ func TestValidateJWT(t *testing.T) {
 			Listeners: []*ir.Listener{{Name: "http", Address: "0.0.0.0", Port: 20080, Protocol: ir.ProtocolHTTP, StatPrefix: "http", RouteConfig: "http",
 				JWT: &ir.ListenerJWT{
 					Providers:    []*ir.JWTProvider{{Name: "ns/p/a", JWKS: jwks, Audiences: []string{"shop"}}, {Name: "ns/p/b", JWKS: jwks, ClaimToHeaders: []ir.ClaimToHeader{{Claim: "sub", Header: "x-user"}}}},
-					Requirements: []ir.JWT{{Providers: []string{"ns/p/a"}}, {Providers: []string{"ns/p/a", "ns/p/b"}, AllowMissing: true, ClaimHeaders: []string{"x-user"}}},
+					Requirements: []ir.JWT{{Providers: []string{"ns/p/a"}}, {Providers: []string{"ns/p/a", "ns/p/b"}, AllowMissing: true}},
 				}}},
 			Clusters: []*ir.Cluster{{Name: "web", StatName: "web", Protocol: ir.UpstreamHTTP1, ConnectTimeout: ir.Duration(1), MaxConnections: 1}},
 			RouteConfigs: []*ir.RouteConfig{{Name: "http", VirtualHosts: []*ir.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*ir.Route{
 				{Name: "a", Backends: []ir.WeightedCluster{{Cluster: "web", Weight: 1}}, JWT: &ir.JWT{Providers: []string{"ns/p/a"}}},
-				{Name: "b", Backends: []ir.WeightedCluster{{Cluster: "web", Weight: 1}}, JWT: &ir.JWT{Providers: []string{"ns/p/a", "ns/p/b"}, AllowMissing: true, ClaimHeaders: []string{"x-user"}}},
+				{Name: "b", Backends: []ir.WeightedCluster{{Cluster: "web", Weight: 1}}, JWT: &ir.JWT{Providers: []string{"ns/p/a", "ns/p/b"}, AllowMissing: true}},
 				{Name: "c", Backends: []ir.WeightedCluster{{Cluster: "web", Weight: 1}}, JWT: &ir.JWT{Providers: []string{"ns/p/a"}}},
 			}}}}},
 		}
@@ -59,11 +59,6 @@ func TestValidateJWT(t *testing.T) {
 		},
 		"pseudo-header": func(c *ir.Config) {
 			c.Listeners[0].JWT.Providers[1].ClaimToHeaders[0].Header = ":path"
-		},
-		"claim headers not those of the providers": func(c *ir.Config) {
-			r := c.RouteConfigs[0].VirtualHosts[0].Routes[1].JWT
-			r.ClaimHeaders = nil
-			c.Listeners[0].JWT.Requirements[1].ClaimHeaders = nil
 		},
 		"audience with a space": func(c *ir.Config) { c.Listeners[0].JWT.Providers[0].Audiences = []string{"a b"} },
 		"on a TCP listener": func(c *ir.Config) {

@@ -47,14 +47,11 @@ func (t *l7) jwtFor(policy string, j *trafficpolicy.JWT, owner ir.ObjectRef) *ir
 		prov := &ir.JWTProvider{Name: name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS}
 		for _, c := range p.ClaimToHeaders {
 			prov.ClaimToHeaders = append(prov.ClaimToHeaders, ir.ClaimToHeader{Claim: c.Claim, Header: c.Header})
-			req.ClaimHeaders = append(req.ClaimHeaders, c.Header)
 		}
 		t.jwtProviders[name] = prov
 		req.Providers = append(req.Providers, name)
 	}
 	slices.Sort(req.Providers)
-	slices.Sort(req.ClaimHeaders)
-	req.ClaimHeaders = slices.Compact(req.ClaimHeaders)
 	t.jwtPolicies[policy] = req
 	return req
 }

@@ -1,9 +1,7 @@
 package translator
 
 import (
-	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	jwtauthnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -23,33 +21,9 @@ import (
 // by address gets 403 without its token being checked) and before basic_auth and the local
 // rate limit (a refused client spends no tokens). The token is removed from the request
 // before it reaches the backend (Envoy's default, forward false).
-//
-// Envoy sets a claim's header only when the token has the claim, and leaves alone a header of
-// that name the client wrote: a route whose providers copy claims to headers removes those
-// headers first (Envoy's header_mutation filter, right before jwt_authn, per route), so the
-// backend never takes a client's header for a verified claim.
 
-// FilterJWTAuthn is Envoy's JWT authentication HTTP filter; FilterHeaderMutation removes
-// claim headers before it.
-const (
-	FilterJWTAuthn       = "envoy.filters.http.jwt_authn"
-	FilterHeaderMutation = "envoy.filters.http.header_mutation"
-)
-
-// claimHeadersFilter is the header_mutation filter of a listener's connection manager: it
-// changes nothing but for the routes that remove claim headers (claimHeadersPerRoute).
-func claimHeadersFilter(errs *[]error) *hcmv3.HttpFilter {
-	return &hcmv3.HttpFilter{Name: FilterHeaderMutation, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &headermutationv3.HeaderMutation{})}}
-}
-
-// claimHeadersPerRoute removes the claim headers of a route's providers from its requests.
-func claimHeadersPerRoute(j *ir.JWT, errs *[]error) *anypb.Any {
-	m := &headermutationv3.Mutations{}
-	for _, h := range j.ClaimHeaders {
-		m.RequestMutations = append(m.RequestMutations, &mutationrulesv3.HeaderMutation{Action: &mutationrulesv3.HeaderMutation_Remove{Remove: h}})
-	}
-	return mustPack(errs, &headermutationv3.HeaderMutationPerRoute{Mutations: m})
-}
+// FilterJWTAuthn is Envoy's JWT authentication HTTP filter.
+const FilterJWTAuthn = "envoy.filters.http.jwt_authn"
 
 // jwtRequirement is the requirement of a route: one of the providers verifies the token (or,
 // with AllowMissing, there is no token).

@@ -185,9 +185,6 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 	}
 	if l.JWT != nil { // after RBAC, before basic auth and the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{jwtFilter(l.JWT, errs)}, hcm.HttpFilters...)
-		if l.JWT.HasClaimHeaders() {
-			hcm.HttpFilters = append([]*hcmv3.HttpFilter{claimHeadersFilter(errs)}, hcm.HttpFilters...)
-		}
 	}
 	if l.RouteSourceRanges {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{

@@ -117,9 +117,6 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 	}
 	if r.JWT != nil {
 		out.TypedPerFilterConfig[FilterJWTAuthn] = jwtPerRoute(r.JWT, errs)
-		if len(r.JWT.ClaimHeaders) > 0 {
-			out.TypedPerFilterConfig[FilterHeaderMutation] = claimHeadersPerRoute(r.JWT, errs)
-		}
 	}
 	if r.RateLimit != nil {
 		out.TypedPerFilterConfig[FilterLocalRateLimit] = localRateLimitPerRoute(r.RateLimit, errs)
