@@ -62,6 +62,37 @@ type SecurityJWTProvider struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	ClaimToHeaders []SecurityClaimToHeader `json:"claimToHeaders,omitempty"`
+	// ExtractFrom is where the token is read; unset: the Authorization header (Bearer).
+	// +optional
+	ExtractFrom *SecurityJWTExtractFrom `json:"extractFrom,omitempty"`
+}
+
+// SecurityJWTExtractFrom is Envoy Gateway's extractFrom: the request headers, cookies and
+// query parameters the token is read from.
+type SecurityJWTExtractFrom struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	Headers []SecurityJWTHeader `json:"headers,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Cookies []string `json:"cookies,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Params []string `json:"params,omitempty"`
+}
+
+// SecurityJWTHeader is a request header holding the token, after ValuePrefix.
+type SecurityJWTHeader struct {
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ValuePrefix *string `json:"valuePrefix,omitempty"`
 }
 
 // SecurityLocalJWKS is Envoy Gateway's localJWKS of type Inline: the key set itself.

@@ -54,6 +54,17 @@ type JWTProvider struct {
 	JWKS string `json:"jwks"`
 	// ClaimToHeaders copy claims of a verified token to request headers (lower-case names).
 	ClaimToHeaders []ClaimToHeader `json:"claimToHeaders,omitempty"`
+	// FromHeaders, FromCookies and FromParams are where the token is read, at most
+	// MaxJWTExtractFrom of each; none: the Authorization header (Bearer).
+	FromHeaders []JWTHeader `json:"fromHeaders,omitempty"`
+	FromCookies []string    `json:"fromCookies,omitempty"`
+	FromParams  []string    `json:"fromParams,omitempty"`
+}
+
+// JWTHeader is a request header (lower case) holding the token after ValuePrefix.
+type JWTHeader struct {
+	Name        string `json:"name"`
+	ValuePrefix string `json:"valuePrefix,omitempty"`
 }
 
 // ClaimToHeader copies a claim (nested as "a.b") of a verified token to a request header.
@@ -69,6 +80,7 @@ const (
 	MaxJWKSBytes            = 16 * 1024
 	MaxJWTAudiences         = 8
 	MaxJWTClaimToHeaders    = 8
+	MaxJWTExtractFrom       = 4
 	maxJWTName              = 63 + 253 + 253 + 2
 	maxJWTString            = 256
 )
@@ -175,6 +187,20 @@ func (p *JWTProvider) validate() error {
 	}
 	if err := json.Unmarshal([]byte(p.JWKS), &set); err != nil || len(set.Keys) == 0 {
 		return errors.New("the key set is not a JSON Web Key Set with keys")
+	}
+	if len(p.FromHeaders) > MaxJWTExtractFrom || len(p.FromCookies) > MaxJWTExtractFrom || len(p.FromParams) > MaxJWTExtractFrom {
+		return fmt.Errorf("over %d token headers, cookies or query parameters", MaxJWTExtractFrom)
+	}
+	for _, h := range p.FromHeaders {
+		if len(h.Name) > maxJWTString || len(validation.IsHTTPHeaderName(h.Name)) > 0 || h.Name != strings.ToLower(h.Name) || len(h.ValuePrefix) > 64 ||
+			strings.ContainsFunc(h.ValuePrefix, func(r rune) bool { return r < ' ' || r > '~' }) {
+			return fmt.Errorf("token header %q: not a lower-case header name and a printable prefix", h.Name)
+		}
+	}
+	for _, n := range append(slices.Clone(p.FromCookies), p.FromParams...) {
+		if !printable(n, maxJWTString) || strings.ContainsAny(n, `"(),/:;<=>?@[\]{}`) {
+			return fmt.Errorf("token cookie or query parameter %q is not a name", n)
+		}
 	}
 	for _, c := range p.ClaimToHeaders {
 		if !printable(c.Claim, maxJWTString) || len(c.Header) > maxJWTString || len(validation.IsHTTPHeaderName(c.Header)) > 0 || c.Header != strings.ToLower(c.Header) {

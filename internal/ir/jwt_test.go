@@ -17,7 +17,7 @@ func TestValidateJWT(t *testing.T) {
 		c := &ir.Config{
 			Listeners: []*ir.Listener{{Name: "http", Address: "0.0.0.0", Port: 20080, Protocol: ir.ProtocolHTTP, StatPrefix: "http", RouteConfig: "http",
 				JWT: &ir.ListenerJWT{
-					Providers:    []*ir.JWTProvider{{Name: "ns/p/a", JWKS: jwks, Audiences: []string{"shop"}}, {Name: "ns/p/b", JWKS: jwks, ClaimToHeaders: []ir.ClaimToHeader{{Claim: "sub", Header: "x-user"}}}},
+					Providers:    []*ir.JWTProvider{{Name: "ns/p/a", JWKS: jwks, Audiences: []string{"shop"}, FromHeaders: []ir.JWTHeader{{Name: "x-token", ValuePrefix: "Token "}}, FromParams: []string{"access_token"}}, {Name: "ns/p/b", JWKS: jwks, ClaimToHeaders: []ir.ClaimToHeader{{Claim: "sub", Header: "x-user"}}}},
 					Requirements: []ir.JWT{{Providers: []string{"ns/p/a"}}, {Providers: []string{"ns/p/a", "ns/p/b"}, AllowMissing: true}},
 				}}},
 			Clusters: []*ir.Cluster{{Name: "web", StatName: "web", Protocol: ir.UpstreamHTTP1, ConnectTimeout: ir.Duration(1), MaxConnections: 1}},
@@ -60,7 +60,11 @@ func TestValidateJWT(t *testing.T) {
 		"pseudo-header": func(c *ir.Config) {
 			c.Listeners[0].JWT.Providers[1].ClaimToHeaders[0].Header = ":path"
 		},
-		"audience with a space": func(c *ir.Config) { c.Listeners[0].JWT.Providers[0].Audiences = []string{"a b"} },
+		"a token header in upper case": func(c *ir.Config) {
+			c.Listeners[0].JWT.Providers[0].FromHeaders = []ir.JWTHeader{{Name: "X-Token"}}
+		},
+		"a token parameter that is no name": func(c *ir.Config) { c.Listeners[0].JWT.Providers[0].FromParams = []string{"a=b"} },
+		"audience with a space":             func(c *ir.Config) { c.Listeners[0].JWT.Providers[0].Audiences = []string{"a b"} },
 		"on a TCP listener": func(c *ir.Config) {
 			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 20081, Protocol: ir.ProtocolTCP, StatPrefix: "tcp", Cluster: "web", JWT: c.Listeners[0].JWT})
 		},

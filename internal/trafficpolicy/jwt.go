@@ -26,7 +26,8 @@ var servedJWT = map[string]any{"optional": nil, "providers": nil}
 // jwtProviderFields are the fields of a JWT provider kubelb serves.
 var jwtProviderFields = map[string]any{
 	"name": nil, "issuer": nil, "audiences": nil, "claimToHeaders": nil,
-	"localJWKS": map[string]any{"type": nil, "inline": nil},
+	"localJWKS":   map[string]any{"type": nil, "inline": nil},
+	"extractFrom": map[string]any{"headers": nil, "cookies": nil, "params": nil},
 }
 
 // Bounds of a policy's JWT authentication.
@@ -36,6 +37,8 @@ const (
 	MaxJWKSKeys          = 16
 	MaxJWTAudiences      = 8
 	MaxJWTClaimToHeaders = 8
+	MaxJWTExtractFrom    = 4 // headers, cookies, query parameters: each
+	maxJWTValuePrefix    = 64
 	maxJWTString         = 253 // an issuer, an audience
 	maxJWTClaim          = 256 // a claim's or a header's name
 	minRSABits           = 2048
@@ -61,6 +64,16 @@ type JWTProvider struct {
 	JWKS string
 	// ClaimToHeaders in the policy's order.
 	ClaimToHeaders []ClaimToHeader
+	// FromHeaders, FromCookies and FromParams are where the token is read (extractFrom);
+	// none: the Authorization header (Bearer). Header names lower case.
+	FromHeaders []JWTHeader
+	FromCookies []string
+	FromParams  []string
+}
+
+// JWTHeader is a request header holding the token after ValuePrefix.
+type JWTHeader struct {
+	Name, ValuePrefix string
 }
 
 // ClaimToHeader copies a claim of a verified token to a request header.
@@ -165,12 +178,51 @@ func resolveJWT(j *v1alpha1.SecurityJWT) (*JWT, error) {
 				prov.ClaimToHeaders = append(prov.ClaimToHeaders, ClaimToHeader{Claim: c.Claim, Header: h})
 			}
 		}
+		if e := p.ExtractFrom; e != nil {
+			if len(e.Headers) > MaxJWTExtractFrom || len(e.Cookies) > MaxJWTExtractFrom || len(e.Params) > MaxJWTExtractFrom {
+				bad("%s extractFrom: at most %d headers, %d cookies and %d params", field, MaxJWTExtractFrom, MaxJWTExtractFrom, MaxJWTExtractFrom)
+			}
+			for k, h := range e.Headers {
+				prefix := ""
+				if h.ValuePrefix != nil {
+					prefix = *h.ValuePrefix
+				}
+				switch {
+				case len(h.Name) > maxJWTClaim || len(validation.IsHTTPHeaderName(h.Name)) > 0:
+					bad("%s extractFrom.headers[%d].name %q is not an HTTP header name", field, k, truncate(h.Name))
+				case slices.Contains(hopByHop, strings.ToLower(h.Name)):
+					bad("%s extractFrom.headers[%d].name %q is a connection's header or Host", field, k, truncate(h.Name))
+				case len(prefix) > maxJWTValuePrefix || strings.ContainsFunc(prefix, func(r rune) bool { return r < ' ' || r > '~' }):
+					bad("%s extractFrom.headers[%d].valuePrefix: at most %d printable characters", field, k, maxJWTValuePrefix)
+				default:
+					prov.FromHeaders = append(prov.FromHeaders, JWTHeader{Name: strings.ToLower(h.Name), ValuePrefix: prefix})
+				}
+			}
+			for _, l := range []struct {
+				what  string
+				names []string
+			}{{"cookies", e.Cookies}, {"params", e.Params}} {
+				what := l.what
+				for k, n := range l.names {
+					if n == "" || len(n) > maxJWTClaim || strings.ContainsFunc(n, func(r rune) bool { return !isTokenChar(r) }) {
+						bad("%s extractFrom.%s[%d] %q is not a name (letters, digits and !#$%%&'*+-.^_`|~)", field, what, k, truncate(n))
+					}
+				}
+			}
+			prov.FromCookies, prov.FromParams = slices.Clone(e.Cookies), slices.Clone(e.Params)
+		}
 		out.Providers = append(out.Providers, prov)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// isTokenChar: a character of an HTTP token (RFC 9110 tchar), which cookie and query
+// parameter names are kept to.
+func isTokenChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 }
 
 // jwtString: 1 to max printable ASCII characters, no spaces.

@@ -22,13 +22,15 @@ jwt:
 `, b, provider)
 }
 
-// TestReadAndResolveJWT: a provider with its keys inline, issuer, audiences and claims to
-// headers is served as written (header names lower case, repeated audiences once).
+// TestReadAndResolveJWT: a provider with its keys inline, issuer, audiences, claims to
+// headers and token locations is served as written (header names lower case, repeated
+// audiences once).
 func TestReadAndResolveJWT(t *testing.T) {
 	jwks := jwttest.JWKS(jwttest.NewKey(t, "a"), jwttest.NewKey(t, "b"))
 	sec, err := ReadSecurity("ns", "p", spec(t, jwtSpec(jwks, `issuer: https://idp.example.com
     audiences: [shop, shop, admin]
-    claimToHeaders: [{claim: sub, header: X-User}, {claim: org.team, header: x-team}]`)))
+    claimToHeaders: [{claim: sub, header: X-User}, {claim: org.team, header: x-team}]
+    extractFrom: {headers: [{name: X-Token, valuePrefix: "Token "}], cookies: [session], params: [access_token]}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,9 @@ func TestReadAndResolveJWT(t *testing.T) {
 	if fmt.Sprint(p.ClaimToHeaders) != "[{sub x-user} {org.team x-team}]" {
 		t.Errorf("claimToHeaders %v", p.ClaimToHeaders)
 	}
+	if fmt.Sprint(p.FromHeaders, p.FromCookies, p.FromParams) != "[{x-token Token }] [session] [access_token]" {
+		t.Errorf("extractFrom %v %v %v", p.FromHeaders, p.FromCookies, p.FromParams)
+	}
 	sec, err = ReadSecurity("ns", "p", spec(t, strings.Replace(jwtSpec(jwks, ""), "jwt:\n", "jwt:\n  optional: true\n", 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +61,7 @@ func TestReadAndResolveJWT(t *testing.T) {
 	}
 }
 
-// TestReadJWTNamesUnsupportedFields: fetching keys from a URL, other token locations,
-// failOpen, recomputeRoute and key sets in ConfigMaps are named, not yet supported.
+// TestReadJWTNamesUnsupportedFields: fetching keys from a URL, failOpen, recomputeRoute and key sets in ConfigMaps are named, not yet supported.
 func TestReadJWTNamesUnsupportedFields(t *testing.T) {
 	_, err := ReadSecurity("ns", "p", spec(t, `
 jwt:
@@ -69,7 +73,7 @@ jwt:
 	if err == nil {
 		t.Fatal("read")
 	}
-	for _, want := range []string{"spec.jwt.providers[0].remoteJWKS", "spec.jwt.providers[1].extractFrom", "spec.jwt.providers[1].recomputeRoute",
+	for _, want := range []string{"spec.jwt.providers[0].remoteJWKS", "spec.jwt.providers[1].recomputeRoute",
 		"spec.jwt.providers[1].localJWKS.valueRef", "spec.jwt.providers[1].localJWKS.type ValueRef", "not yet supported by kubelb"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v does not name %s", err, want)
@@ -131,6 +135,10 @@ func TestResolveJWTRefuses(t *testing.T) {
 		{set(good), `claimToHeaders: [{claim: sub, header: x-envoy-original-path}]`, `cannot be set by a policy`},
 		{set(good), `claimToHeaders: [{claim: sub, header: x-a}, {claim: org, header: X-A}]`, `claimToHeaders[1].header "X-A" is repeated`},
 		{set(good), `claimToHeaders: [{claim: "", header: x-a}]`, `claimToHeaders[0].claim`},
+		{set(good), `extractFrom: {headers: [{name: "x token"}]}`, `extractFrom.headers[0].name "x token" is not an HTTP header name`},
+		{set(good), `extractFrom: {headers: [{name: Host}]}`, `extractFrom.headers[0].name "Host" is a connection's header`},
+		{set(good), `extractFrom: {params: ["a=b"]}`, `extractFrom.params[0] "a=b" is not a name`},
+		{set(good), `extractFrom: {cookies: [a, b, c, d, e]}`, `extractFrom: at most 4 headers`},
 		{set(good), `claimToHeaders: [{claim: a, header: x-1}, {claim: a, header: x-2}, {claim: a, header: x-3}, {claim: a, header: x-4}, {claim: a, header: x-5}, {claim: a, header: x-6}, {claim: a, header: x-7}, {claim: a, header: x-8}, {claim: a, header: x-9}]`, `9 claimToHeaders, at most 8`},
 	} {
 		sec, err := ReadSecurity("ns", "p", spec(t, jwtSpec(tc.jwks, tc.provider)))

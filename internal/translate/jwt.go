@@ -44,7 +44,11 @@ func (t *l7) jwtFor(policy string, j *trafficpolicy.JWT, owner ir.ObjectRef) *ir
 	req := &ir.JWT{AllowMissing: j.Optional}
 	for _, p := range j.Providers {
 		name := policy + "/" + p.Name
-		prov := &ir.JWTProvider{Name: name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS}
+		prov := &ir.JWTProvider{Name: name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS,
+			FromCookies: slices.Clone(p.FromCookies), FromParams: slices.Clone(p.FromParams)}
+		for _, h := range p.FromHeaders {
+			prov.FromHeaders = append(prov.FromHeaders, ir.JWTHeader{Name: h.Name, ValuePrefix: h.ValuePrefix})
+		}
 		for _, c := range p.ClaimToHeaders {
 			prov.ClaimToHeaders = append(prov.ClaimToHeaders, ir.ClaimToHeader{Claim: c.Claim, Header: c.Header})
 		}

@@ -124,3 +124,44 @@ func TestJWTOptionalThroughEnvoy(t *testing.T) {
 		}
 	}
 }
+
+// TestJWTExtractFromThroughEnvoy: a provider with extractFrom reads the token only where it
+// says: header X-Token after "Token ", or query parameter access_token (200); a token in the
+// Authorization header, or none, is answered 401.
+func TestJWTExtractFromThroughEnvoy(t *testing.T) {
+	key := jwttest.NewKey(t, "corp-1")
+	sec := jwtPolicy(false, key)
+	prefix := "Token "
+	sec.JWT.Providers[0].ExtractFrom = &v1alpha1.SecurityJWTExtractFrom{
+		Headers: []v1alpha1.SecurityJWTHeader{{Name: "X-Token", ValuePrefix: &prefix}},
+		Params:  []string{"access_token"},
+	}
+	addr := throughEnvoyWithSecurity(t, "tenant-jwt-extract", nil, sec)
+	tok := key.Sign(t, claims(idp, "shop", time.Hour))
+	for _, c := range []struct {
+		name, query string
+		headers     []string
+		want        int
+	}{
+		{"in X-Token", "", []string{"X-Token", "Token " + tok}, http.StatusOK},
+		{"in access_token", "?access_token=" + tok, nil, http.StatusOK},
+		{"in Authorization", "", []string{"Authorization", "Bearer " + tok}, http.StatusUnauthorized},
+		{"none", "", nil, http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/"+c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(c.headers); i += 2 {
+			req.Header.Set(c.headers[i], c.headers[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("token %s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 // requirements (one per set of providers a route requires); it has no rules, so it
 // verifies nothing for a route without a configuration of its own. A route with JWT
 // authentication names its requirement (PerRouteConfig.requirement_name). Envoy answers 401
-// (with a WWW-Authenticate: Bearer challenge) to a request without a token (unless the
+// (with a WWW-Authenticate: Bearer challenge) to a request without a token (in the
+// Authorization header, or where the provider's FromHeaders, FromCookies and FromParams say) (unless the
 // requirement allows it missing) or with one no provider verifies, and 403 to a token whose
 // audience is none of the provider's. The filter runs after the RBAC filter (a client refused
 // by address gets 403 without its token being checked) and before basic_auth and the local
@@ -59,6 +60,10 @@ func jwtFilter(l *ir.ListenerJWT, errs *[]error) *hcmv3.HttpFilter {
 		for _, c := range p.ClaimToHeaders {
 			jp.ClaimToHeaders = append(jp.ClaimToHeaders, &jwtauthnv3.JwtClaimToHeader{HeaderName: c.Header, ClaimName: c.Claim})
 		}
+		for _, h := range p.FromHeaders {
+			jp.FromHeaders = append(jp.FromHeaders, &jwtauthnv3.JwtHeader{Name: h.Name, ValuePrefix: h.ValuePrefix})
+		}
+		jp.FromCookies, jp.FromParams = p.FromCookies, p.FromParams
 		cfg.Providers[p.Name] = jp
 	}
 	for i := range l.Requirements {
