@@ -4,7 +4,8 @@ package v1alpha1
 // to the object a Route mirrors, as kubelb's ccm resolved it: for a Gateway the policy
 // targeting the Gateway, for an HTTPRoute or a GRPCRoute the policy targeting the route (which
 // overrides its Gateways'). Only the fields kubelb serves are carried, in Envoy Gateway's
-// shapes: authorization by client address and basic authentication; the ccm refuses a policy with any other
+// shapes: authorization by client address, basic authentication and JWT authentication with
+// keys given in the policy; the ccm refuses a policy with any other
 // (docs/l7.md, "Traffic policies"). The manager validates and bounds every field again.
 type Security struct {
 	// Namespace and Name of the policy (the object's namespace).
@@ -18,6 +19,102 @@ type Security struct {
 	// BasicAuth asks clients for a user name and password (HTTP Basic authentication).
 	// +optional
 	BasicAuth *SecurityBasicAuth `json:"basicAuth,omitempty"`
+	// JWT asks clients for a JSON Web Token signed by a key of one of its providers.
+	// +optional
+	JWT *SecurityJWT `json:"jwt,omitempty"`
+}
+
+// SecurityJWT is Envoy Gateway's jwt: a request must carry a JSON Web Token (in the
+// Authorization header, "Bearer <token>") that one of the providers verifies.
+type SecurityJWT struct {
+	// Optional serves requests without a token (a request with a token that does not verify
+	// is still refused).
+	// +optional
+	Optional *bool `json:"optional,omitempty"`
+	// Providers: a token is accepted when any of them verifies it.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	Providers []SecurityJWTProvider `json:"providers"`
+}
+
+// SecurityJWTProvider is one JWT provider: the keys that sign its tokens (given in the
+// policy: public key material, not a secret), the issuer and audiences its tokens must name,
+// and the claims copied to request headers.
+type SecurityJWTProvider struct {
+	// Name of the provider, unique in the policy.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Issuer the tokens must name (claim iss); empty: any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Issuer string `json:"issuer,omitempty"`
+	// Audiences of which the tokens must name one (claim aud); empty: any.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Audiences []string `json:"audiences,omitempty"`
+	// LocalJWKS holds the JSON Web Key Set verifying the tokens.
+	LocalJWKS *SecurityLocalJWKS `json:"localJWKS,omitempty"`
+	// ClaimToHeaders copies claims of a verified token to request headers.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	ClaimToHeaders []SecurityClaimToHeader `json:"claimToHeaders,omitempty"`
+	// ExtractFrom is where the token is read; unset: the Authorization header (Bearer).
+	// +optional
+	ExtractFrom *SecurityJWTExtractFrom `json:"extractFrom,omitempty"`
+}
+
+// SecurityJWTExtractFrom is Envoy Gateway's extractFrom: the request headers, cookies and
+// query parameters the token is read from.
+type SecurityJWTExtractFrom struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	Headers []SecurityJWTHeader `json:"headers,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Cookies []string `json:"cookies,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Params []string `json:"params,omitempty"`
+}
+
+// SecurityJWTHeader is a request header holding the token, after ValuePrefix.
+type SecurityJWTHeader struct {
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ValuePrefix *string `json:"valuePrefix,omitempty"`
+}
+
+// SecurityLocalJWKS is Envoy Gateway's localJWKS of type Inline: the key set itself.
+type SecurityLocalJWKS struct {
+	// Type is Inline (unset: Inline).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Type string `json:"type,omitempty"`
+	// Inline is the JSON Web Key Set (RFC 7517), public keys only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Inline *string `json:"inline,omitempty"`
+}
+
+// SecurityClaimToHeader copies a claim of a verified token to a request header.
+type SecurityClaimToHeader struct {
+	// Header is the request header's name.
+	// +kubebuilder:validation:MaxLength=256
+	Header string `json:"header"`
+	// Claim is the claim's name; a nested claim as "a.b".
+	// +kubebuilder:validation:MaxLength=256
+	Claim string `json:"claim"`
 }
 
 // SecurityBasicAuth is Envoy Gateway's basicAuth: the users are in a Secret of the policy's

@@ -118,6 +118,10 @@ type Listener struct {
 	// BasicAuth (HTTP, HTTPS) runs Envoy's basic_auth filter, off but for the routes with a
 	// BasicAuth; set exactly when a route served by the listener has one.
 	BasicAuth bool `json:"basicAuth,omitempty"`
+	// JWT (HTTP, HTTPS; jwt.go) holds the JWT providers and requirements of the routes it
+	// serves (Route.JWT): Envoy's jwt_authn filter runs with them. Set exactly when a route
+	// served by the listener has JWT authentication.
+	JWT *ListenerJWT `json:"jwt,omitempty"`
 	// RateLimit (HTTP, HTTPS) runs Envoy's local rate-limit filter, which applies the rate
 	// limits of the routes; set exactly when a route served by the listener has one.
 	RateLimit bool `json:"rateLimit,omitempty"`
@@ -251,6 +255,10 @@ type Route struct {
 	// users (after Authorization and SourceRanges). The listeners serving the route set
 	// BasicAuth.
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
+	// JWT (jwt.go), when set, answers 401 to requests without a JSON Web Token that one of
+	// its providers verifies (after Authorization and SourceRanges, before BasicAuth). The
+	// listeners serving the route hold its providers and requirement (Listener.JWT).
+	JWT *JWT `json:"jwt,omitempty"`
 	// Hash (with Backends) is what the route's requests are hashed on for clusters that
 	// balance by consistent hash (LBMaglev); nil for none (requests then spread at random).
 	Hash *HashPolicy `json:"hash,omitempty"`

@@ -60,7 +60,9 @@ func (c *Config) Validate() error {
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	basicRoutes, limitRoutes := map[string]bool{}, map[string]bool{}
+	jwtRequirements := map[string][]JWT{}
 	for _, rc := range c.RouteConfigs {
+		jwtRequirements[rc.Name] = rc.JWTRequirements()
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
@@ -93,6 +95,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateJWT(jwtRequirements); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -350,6 +355,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return err
 	}
 	if err := r.BasicAuth.validate(); err != nil {
+		return err
+	}
+	if err := r.JWT.validate(); err != nil {
 		return err
 	}
 	if err := r.RateLimit.validate(); err != nil {

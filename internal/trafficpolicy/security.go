@@ -13,8 +13,9 @@ import (
 )
 
 // servedSecurity is the tree of the SecurityPolicy spec fields kubelb serves: authorization
-// by client address and basic authentication (not its forwardUsernameHeader: Envoy sets
-// that header per filter, not per route).
+// by client address, basic authentication (not its forwardUsernameHeader: Envoy sets
+// that header per filter, not per route) and JWT authentication with keys given inline
+// (jwt.go).
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
@@ -25,6 +26,7 @@ var servedSecurity = map[string]any{
 	"basicAuth": map[string]any{
 		"users": map[string]any{"group": nil, "kind": nil, "name": nil, "namespace": nil},
 	},
+	"jwt": servedJWT,
 }
 
 // securityRuleFields are the fields of an authorization rule kubelb serves.
@@ -56,6 +58,7 @@ func ReadSecurity(namespace, name string, spec map[string]any) (*v1alpha1.Securi
 			}
 		}
 	}
+	un = append(un, jwtUnsupported(spec)...)
 	if len(un) > maxUnsupported {
 		un = append(un[:maxUnsupported], "…")
 	}
@@ -83,8 +86,8 @@ type AuthorizationRule struct {
 	Ranges []string
 }
 
-// SecuritySettings is a checked SecurityPolicy: its authorization and its basic
-// authentication, at least one of them.
+// SecuritySettings is a checked SecurityPolicy: its authorization, its basic authentication
+// and its JWT authentication, at least one of them.
 type SecuritySettings struct {
 	// Authorization is nil when the policy has none.
 	Authorization *Authorization
@@ -92,13 +95,15 @@ type SecuritySettings struct {
 	// of its basic authentication ("" when it has none). Its content is checked by
 	// ParseHtpasswd where it is read.
 	BasicAuthSecret string
+	// JWT is nil when the policy has none.
+	JWT *JWT
 }
 
 // ResolveSecurity checks a Security (from a tenant's policy, or from a Route) and returns its
 // settings, or every problem found.
 func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
-	if sec.Authorization == nil && sec.BasicAuth == nil {
-		return nil, errors.New("the policy has neither authorization nor basicAuth, the parts of a SecurityPolicy kubelb serves")
+	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil {
+		return nil, errors.New("the policy has no authorization, basicAuth or jwt, the parts of a SecurityPolicy kubelb serves")
 	}
 	out := &SecuritySettings{}
 	var errs []error
@@ -115,6 +120,13 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 			errs = append(errs, err)
 		}
 		out.BasicAuthSecret = name
+	}
+	if sec.JWT != nil {
+		j, err := resolveJWT(sec.JWT)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.JWT = j
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

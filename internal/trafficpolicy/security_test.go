@@ -25,10 +25,10 @@ authorization:
 	}
 	_, err = ReadSecurity("ns", "p", spec(t, `
 basicAuth: {users: {name: s}, forwardUsernameHeader: x-user}
-jwt: {providers: []}
+jwt: {providers: [], failOpen: true}
 authorization: {defaultAction: Allow}
 `))
-	if err == nil || !strings.Contains(err.Error(), "spec.basicAuth.forwardUsernameHeader, spec.jwt not yet supported") {
+	if err == nil || !strings.Contains(err.Error(), "spec.basicAuth.forwardUsernameHeader, spec.jwt.failOpen not yet supported") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -75,7 +75,7 @@ func TestResolveSecurityRefuses(t *testing.T) {
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/33]}}]}`, `"10.0.0.0/33" is not a CIDR`},
 		{`authorization: {rules: [{action: Allow, principal: {}}]}`, `rules[0].principal.clientCIDRs is empty`},
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: ` + many + `}}]}`, `more than 64 clientCIDRs`},
-		{`targetRefs: []`, `the policy has neither authorization nor basicAuth`},
+		{`targetRefs: []`, `the policy has no authorization, basicAuth or jwt`},
 		{`basicAuth: {users: {name: s, namespace: other}}`, `basicAuth.users namespace "other": a Secret of another namespace is not yet supported`},
 		{`basicAuth: {users: {name: s, kind: ConfigMap}}`, `basicAuth.users kind "ConfigMap"`},
 		{`basicAuth: {users: {name: S_1}}`, `basicAuth.users name "S_1" is not a Secret name`},

@@ -281,11 +281,12 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			CORS:            f.cors,
 			Authorization:   security.authorization,
 			BasicAuth:       security.basicAuth,
+			JWT:             security.jwt,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,
 		// answers 500; otherwise the backends, with the rule's rewrite and timeouts.
 		switch {
-		case security.closed: // basic authentication whose users cannot be used
+		case security.closed: // basic or JWT authentication that cannot be served
 			route.DirectResponse = &ir.DirectResponse{Status: 500}
 		case f.redirect != nil:
 			rd, err := listenerRedirect(f.redirect, m, l)

@@ -90,6 +90,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasSourceRanges, func(l *ir.Listener, on bool) { l.RouteSourceRanges = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasBasicAuth, func(l *ir.Listener, on bool) { l.BasicAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
+	markJWT(cfg, t.jwtProviders)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts)...)
@@ -148,6 +149,10 @@ type l7 struct {
 	// basicAuths: the users of basic authentications by hub Secret origin and key, checked
 	// once (basicauth.go).
 	basicAuths map[basicAuthKey]basicAuthResult
+	// jwtPolicies: the requirement of each SecurityPolicy with jwt by "namespace/name" (nil:
+	// over maxJWTPolicies), jwtProviders their providers by name (jwt.go).
+	jwtPolicies  map[string]*ir.JWT
+	jwtProviders map[string]*ir.JWTProvider
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool

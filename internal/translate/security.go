@@ -27,8 +27,10 @@ func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.SecuritySett
 type routeSecurity struct {
 	authorization *ir.Authorization
 	basicAuth     *ir.BasicAuth
-	// closed: the policy asks for basic authentication but its users cannot be used; the
-	// routes answer 500 rather than serve without it.
+	jwt           *ir.JWT
+	// closed: the policy asks for basic authentication but its users cannot be used, or for
+	// JWT authentication that cannot be served; the routes answer 500 rather than serve
+	// without it.
 	closed bool
 }
 
@@ -45,6 +47,10 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 		ns, _, _ := strings.Cut(policy, "/")
 		out.basicAuth = t.basicAuth(owner, "SecurityPolicy "+truncateMessage(policy), ns, s.BasicAuthSecret, trafficpolicy.HtpasswdKey)
 		out.closed = out.basicAuth == nil
+	}
+	if s.JWT != nil {
+		out.jwt = t.jwtFor(policy, s.JWT, owner)
+		out.closed = out.closed || out.jwt == nil
 	}
 	a := s.Authorization
 	if a == nil {

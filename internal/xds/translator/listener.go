@@ -183,6 +183,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 	if l.BasicAuth { // after RBAC, before the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{basicAuthFilter(errs)}, hcm.HttpFilters...)
 	}
+	if l.JWT != nil { // after RBAC, before basic auth and the rate limit
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{jwtFilter(l.JWT, errs)}, hcm.HttpFilters...)
+	}
 	if l.RouteSourceRanges {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
 			Name:       FilterRBAC,

@@ -109,11 +109,14 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.RateLimit != nil {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	if r.BasicAuth != nil {
 		out.TypedPerFilterConfig[FilterBasicAuth] = basicAuthPerRoute(r.BasicAuth, errs)
+	}
+	if r.JWT != nil {
+		out.TypedPerFilterConfig[FilterJWTAuthn] = jwtPerRoute(r.JWT, errs)
 	}
 	if r.RateLimit != nil {
 		out.TypedPerFilterConfig[FilterLocalRateLimit] = localRateLimitPerRoute(r.RateLimit, errs)

@@ -1,0 +1,68 @@
+package source
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
+)
+
+// TestSecurityPolicyJWT: an HTTPRoute's SecurityPolicy with jwt, its public keys inline,
+// travels in the route's Route with its key set, issuer, audiences and claims to headers, and
+// is Accepted; one whose key set holds a private key is Invalid naming the provider and the
+// key (Warning Event), and its route carries nothing.
+func TestSecurityPolicyJWT(t *testing.T) {
+	e := newEnv(t)
+	const ns = "jwt"
+	_, web, other := e.policyTargets(t, ns)
+	jwks := jwttest.JWKS(jwttest.NewKey(t, "corp-1"))
+	quoted, _ := json.Marshal(jwks)
+	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "corp", fmt.Sprintf(`
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
+jwt:
+  providers:
+  - name: corp
+    issuer: https://idp.example.com
+    audiences: [shop]
+    localJWKS: {type: Inline, inline: %s}
+    claimToHeaders: [{claim: sub, header: X-User}]
+`, quoted)))
+	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "leaky", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
+jwt:
+  providers:
+  - name: corp
+    localJWKS:
+      type: Inline
+      inline: '{"keys":[{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0","d":"jpsQnnGQmL-YBIffH1136cspYG6-0iY7X1fCE9-E9LI"}]}'
+`))
+
+	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
+		sec := rt.Spec.Source.Kubernetes.Context.Security
+		if sec == nil || sec.Name != "corp" || sec.JWT == nil || len(sec.JWT.Providers) != 1 {
+			return fmt.Errorf("security %+v", sec)
+		}
+		p := sec.JWT.Providers[0]
+		if p.Name != "corp" || p.Issuer != "https://idp.example.com" || len(p.Audiences) != 1 || p.LocalJWKS == nil || p.LocalJWKS.Inline == nil ||
+			*p.LocalJWKS.Inline != jwks || len(p.ClaimToHeaders) != 1 || p.ClaimToHeaders[0].Header != "X-User" {
+			return fmt.Errorf("provider %+v", p)
+		}
+		return nil
+	})
+	e.policyAncestor(t, SecurityPolicyKind, ns, "corp", "Gateway", ns, "edge", "True", "Accepted")
+	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "leaky", "Gateway", ns, "edge", "False", "Invalid")
+	if !strings.Contains(msg, "jwt.providers[0] (corp) localJWKS.inline: key 0: a private or symmetric key is a secret") {
+		t.Errorf("message %q does not name the provider and the key", msg)
+	}
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "leaky", Reason: "Invalid", Type: "Warning"})
+	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {
+		if sec := rt.Spec.Source.Kubernetes.Context.Security; sec != nil {
+			return fmt.Errorf("an invalid policy travels: %+v", sec)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,167 @@
+package translate_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/jwttest"
+)
+
+// jwtPolicy is a route's SecurityPolicy with one JWT provider, corp, verifying tokens with the
+// public keys of keys: issuer https://idp.example.com, audience shop, claims sub and org.team
+// copied to X-User and X-Team.
+func jwtPolicy(optional bool, keys ...*jwttest.Key) *v1alpha1.Security {
+	jwks := jwttest.JWKS(keys...)
+	return &v1alpha1.Security{Namespace: "shop", Name: "route", JWT: &v1alpha1.SecurityJWT{
+		Optional: &optional,
+		Providers: []v1alpha1.SecurityJWTProvider{{
+			Name: "corp", Issuer: "https://idp.example.com", Audiences: []string{"shop"},
+			LocalJWKS:      &v1alpha1.SecurityLocalJWKS{Type: "Inline", Inline: &jwks},
+			ClaimToHeaders: []v1alpha1.SecurityClaimToHeader{{Claim: "sub", Header: "X-User"}, {Claim: "org.team", Header: "X-Team"}},
+		}},
+	}}
+}
+
+// claims are a token's claims for audience aud, expiring in d (past when negative), with
+// more (name, value pairs).
+func claims(iss, aud string, d time.Duration, more ...any) map[string]any {
+	c := map[string]any{"iss": iss, "aud": aud, "sub": "alice", "iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(d).Unix()}
+	for i := 0; i+1 < len(more); i += 2 {
+		c[more[i].(string)] = more[i+1]
+	}
+	return c
+}
+
+const idp = "https://idp.example.com"
+
+// TestJWTThroughEnvoy: an HTTPRoute's SecurityPolicy with jwt (the provider's public key set
+// inline) makes a real Envoy answer 401 with a Bearer challenge to requests without a token,
+// with a token signed by another key, one expired 10 minutes ago (Envoy allows 60 seconds of
+// clock skew), one of another issuer or one that is no token; 403 to a token for another audience; and serve a token of the key (200), the
+// backend seeing its claims sub and org.team in X-User and X-Team — never what the client
+// wrote in those headers, even when the token lacks the claim.
+func TestJWTThroughEnvoy(t *testing.T) {
+	key, impostor := jwttest.NewKey(t, "corp-1"), jwttest.NewKey(t, "corp-1")
+	addr := throughEnvoyWithSecurity(t, "tenant-jwt", nil, jwtPolicy(false, key))
+	good := key.Sign(t, claims(idp, "shop", time.Hour, "org", map[string]any{"team": "payments"}))
+	counts := map[int]int{}
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"signed by another key", impostor.Sign(t, claims(idp, "shop", time.Hour)), http.StatusUnauthorized},
+		{"expired", key.Sign(t, claims(idp, "shop", -10*time.Minute)), http.StatusUnauthorized},
+		{"another issuer", key.Sign(t, claims("https://evil.example.com", "shop", time.Hour)), http.StatusUnauthorized},
+		{"not a token", "not.a.token", http.StatusUnauthorized},
+		{"another audience", key.Sign(t, claims(idp, "admin", time.Hour)), http.StatusForbidden},
+		{"good", good, http.StatusOK},
+	} {
+		for range 3 {
+			headers := []string{}
+			if c.token != "" {
+				headers = append(headers, "Authorization", "Bearer "+c.token)
+			}
+			resp, err := trafficGet(addr, headers...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts[resp.StatusCode]++
+			if resp.StatusCode != c.want {
+				t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+			}
+			if resp.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s: 401 with WWW-Authenticate %q, want a Bearer challenge", c.name, resp.Header.Get("WWW-Authenticate"))
+			}
+			if resp.StatusCode == http.StatusOK && (resp.Header.Get("X-Seen-User") != "alice" || resp.Header.Get("X-Seen-Team") != "payments") {
+				t.Errorf("%s: the backend saw X-User %q and X-Team %q, want alice and payments", c.name, resp.Header.Get("X-Seen-User"), resp.Header.Get("X-Seen-Team"))
+			}
+		}
+	}
+	t.Logf("answers by status: %v", counts)
+	if counts[http.StatusUnauthorized] != 15 || counts[http.StatusForbidden] != 3 || counts[http.StatusOK] != 3 {
+		t.Errorf("got %v, want 15 answered 401, 3 answered 403 and 3 served", counts)
+	}
+	// Headers a client writes under the claims' names never reach the backend.
+	noTeam := key.Sign(t, claims(idp, "shop", time.Hour))
+	resp, err := trafficGet(addr, "Authorization", "Bearer "+noTeam, "X-User", "mallory", "X-Team", "admins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Seen-User") != "alice" || resp.Header.Get("X-Seen-Team") != "" {
+		t.Errorf("a token without org.team, with the client's X-User mallory and X-Team admins: %d, the backend saw X-User %q and X-Team %q; want 200, alice and nothing",
+			resp.StatusCode, resp.Header.Get("X-Seen-User"), resp.Header.Get("X-Seen-Team"))
+	}
+}
+
+// TestJWTOptionalThroughEnvoy: with optional: true a request without a token is served (and
+// an X-User header of the client's is removed), one with a bad token still answered 401, a
+// good one served with its claim.
+func TestJWTOptionalThroughEnvoy(t *testing.T) {
+	key := jwttest.NewKey(t, "corp-1")
+	addr := throughEnvoyWithSecurity(t, "tenant-jwt-optional", nil, jwtPolicy(true, key))
+	for _, c := range []struct {
+		name, token, user string
+		want              int
+	}{
+		{"no token", "", "", http.StatusOK},
+		{"expired", key.Sign(t, claims(idp, "shop", -10*time.Minute)), "", http.StatusUnauthorized},
+		{"good", key.Sign(t, claims(idp, "shop", time.Hour)), "alice", http.StatusOK},
+	} {
+		headers := []string{"X-User", "mallory"}
+		if c.token != "" {
+			headers = append(headers, "Authorization", "Bearer "+c.token)
+		}
+		resp, err := trafficGet(addr, headers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != c.want || (c.want == http.StatusOK && resp.Header.Get("X-Seen-User") != c.user) {
+			t.Errorf("%s: %d with X-User %q at the backend, want %d and %q", c.name, resp.StatusCode, resp.Header.Get("X-Seen-User"), c.want, c.user)
+		}
+	}
+}
+
+// TestJWTExtractFromThroughEnvoy: a provider with extractFrom reads the token only where it
+// says: header X-Token after "Token ", or query parameter access_token (200); a token in the
+// Authorization header, or none, is answered 401.
+func TestJWTExtractFromThroughEnvoy(t *testing.T) {
+	key := jwttest.NewKey(t, "corp-1")
+	sec := jwtPolicy(false, key)
+	prefix := "Token "
+	sec.JWT.Providers[0].ExtractFrom = &v1alpha1.SecurityJWTExtractFrom{
+		Headers: []v1alpha1.SecurityJWTHeader{{Name: "X-Token", ValuePrefix: &prefix}},
+		Params:  []string{"access_token"},
+	}
+	addr := throughEnvoyWithSecurity(t, "tenant-jwt-extract", nil, sec)
+	tok := key.Sign(t, claims(idp, "shop", time.Hour))
+	for _, c := range []struct {
+		name, query string
+		headers     []string
+		want        int
+	}{
+		{"in X-Token", "", []string{"X-Token", "Token " + tok}, http.StatusOK},
+		{"in access_token", "?access_token=" + tok, nil, http.StatusOK},
+		{"in Authorization", "", []string{"Authorization", "Bearer " + tok}, http.StatusUnauthorized},
+		{"none", "", nil, http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/"+c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(c.headers); i += 2 {
+			req.Header.Set(c.headers[i], c.headers[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("token %s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+}
