@@ -74,12 +74,13 @@ func markJWT(cfg *ir.Config, providers map[string]*ir.JWTProvider) {
 		}
 	}
 	for _, l := range cfg.Listeners {
-		if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
+		served, ok := routeConfigsOf(l)
+		if !ok {
 			continue
 		}
-		want := slices.Clone(reqs[l.RouteConfig])
-		for _, srv := range l.TLS {
-			want = append(want, reqs[srv.RouteConfig]...)
+		var want []ir.JWT
+		for _, name := range served {
+			want = append(want, reqs[name]...)
 		}
 		if len(want) == 0 {
 			l.JWT = nil

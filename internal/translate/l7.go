@@ -113,15 +113,29 @@ func markHTTPFilter(cfg *ir.Config, has func(*ir.RouteConfig) bool, set func(*ir
 		return
 	}
 	for _, l := range cfg.Listeners {
-		if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
+		names, ok := routeConfigsOf(l)
+		if !ok {
 			continue
 		}
-		needs := with[l.RouteConfig]
-		for _, srv := range l.TLS {
-			needs = needs || with[srv.RouteConfig]
+		needs := false
+		for _, name := range names {
+			needs = needs || with[name]
 		}
 		set(l, needs)
 	}
+}
+
+// routeConfigsOf are the names of the route configurations an HTTP or HTTPS listener serves
+// (its own and its TLS servers'); false for a listener of another protocol.
+func routeConfigsOf(l *ir.Listener) ([]string, bool) {
+	if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
+		return nil, false
+	}
+	names := []string{l.RouteConfig}
+	for _, srv := range l.TLS {
+		names = append(names, srv.RouteConfig)
+	}
+	return names, true
 }
 
 // l7 is the state shared by the Layer 7 front ends while they translate one tenant.
