@@ -231,6 +231,40 @@ func TestProblemsFoldDuplicates(t *testing.T) {
 	}
 }
 
+// TestProblemsCompactAsProblemSet: sorting and compacting a list gives what a ProblemSet
+// given the same problems in the same order lists: each problem once, the first of its
+// repeats, grouped by object in the order found.
+func TestProblemsCompactAsProblemSet(t *testing.T) {
+	t.Parallel()
+	a := ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "a"}
+	b := ir.ObjectRef{Kind: "LoadBalancer", Namespace: "tenant-a", Name: "b"}
+	b80, b443 := b, b
+	b80.Section, b443.Section = "TCP/80", "TCP/443"
+	in := ir.Problems{
+		{Object: b80, Severity: ir.SeverityWarning, Reason: "X", Message: "one"},
+		{Object: a, Severity: ir.SeverityWarning, Reason: "X", Message: "one"},
+		{Object: b443, Severity: ir.SeverityWarning, Reason: "X", Message: "one"},
+		{Object: b80, Severity: ir.SeverityWarning, Reason: "X", Message: "one"},
+		{Object: b, Severity: ir.SeverityError, Reason: "Y", Message: "two"},
+		{Object: a, Severity: ir.SeverityWarning, Reason: "X", Message: "one"},
+		{Object: b443, Severity: ir.SeverityWarning, Reason: "X", Message: "other"},
+	}
+	var set ir.ProblemSet
+	for _, p := range in {
+		set.AddProblem(p)
+	}
+	want := set.List()
+	got := slices.Clone(in)
+	got.Sort()
+	got = got.Compact()
+	if !slices.Equal(got, want) {
+		t.Fatalf("compacted:\n%v\nProblemSet:\n%v", got, want)
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d problems, want 5: %v", len(got), got)
+	}
+}
+
 // BenchmarkProblemSet100k adds 100 000 problems, half of them repeated: folding duplicates
 // must stay linear (a slice scan per Add made this quadratic).
 func BenchmarkProblemSet100k(b *testing.B) {

@@ -127,6 +127,24 @@ func (ps Problems) Sort() {
 	slices.SortStableFunc(ps, func(a, b Problem) int { return a.Object.Object().Compare(b.Object.Object()) })
 }
 
+// Compact removes the repeats of a problem from problems sorted by Sort (which groups them
+// by object), keeping the first of each, in place: ProblemSet's folding without its map, for
+// many problems of which few objects have more than one.
+func (ps Problems) Compact() Problems {
+	out := ps[:0]
+	group := 0 // where the current object's problems start in out
+	for _, p := range ps {
+		if len(out) > group && out[group].Object.Object() != p.Object.Object() {
+			group = len(out)
+		}
+		if !slices.Contains(out[group:], p) {
+			out = append(out, p)
+		}
+	}
+	clear(ps[len(out):])
+	return out
+}
+
 // ByObject groups problems by object (sections dropped from the key).
 func (ps Problems) ByObject() map[ObjectRef][]Problem {
 	out := map[ObjectRef][]Problem{}

@@ -98,3 +98,39 @@ func BenchmarkFrontEnd(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFrontEndOverHealthBudget is BenchmarkFrontEnd's "one-change" for a tenant whose
+// active health checks exceed its budget (3 proxies, 100 probes/s: every cluster's checks
+// are stretched, and each owner is told), as a large tenant's are on a default hub.
+func BenchmarkFrontEndOverHealthBudget(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("one-change/%d", n), func(b *testing.B) {
+			in := translatetest.LoadBalancerTenant(n)
+			in.Options.HealthCheckProbesPerSecond, in.Options.HealthCheckProxies = 100, 3
+			var inc translate.Incremental
+			r, err := inc.Run(in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			throttled := 0
+			for _, p := range r.Problems {
+				if p.Reason == translate.ReasonHealthCheckThrottled {
+					throttled++
+				}
+			}
+			if throttled != n {
+				b.Fatalf("%d LoadBalancers told of throttled health checks, want %d", throttled, n)
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i += 7919
+				translatetest.ChangeOneLoadBalancer(&in, i)
+				if _, err := inc.Run(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/lb")
+		})
+	}
+}

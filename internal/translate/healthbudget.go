@@ -28,9 +28,12 @@ const ReasonHealthCheckThrottled = "HealthCheckThrottled"
 // the factor and so the stretched interval): a growing tenant would otherwise rewrite every
 // owner's condition, with an Event, each time the factor doubles. The clusters are
 // replaced, never modified (the incremental front end shares them between runs). Returns
-// a Warning per affected cluster, on its owners.
-func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
+// a Warning per affected cluster, on its owners. memo (nil: none) keeps each cluster's
+// replacement from one run to the next (healthBudgetMemo).
+func budgetHealthChecks(cfg *ir.Config, opts Options, memo *healthBudgetMemo) ir.Problems {
 	budget := float64(opts.HealthCheckProbesPerSecond)
+	next := memo.begin()
+	defer memo.end(next)
 	if budget <= 0 {
 		return nil
 	}
@@ -66,7 +69,7 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 	stretch := func(d time.Duration) time.Duration {
 		return min(time.Duration(math.Ceil(d.Seconds()*factor))*time.Second, MaxHealthCheckInterval)
 	}
-	stretched := make(map[int]*ir.HealthCheck, len(checked))
+	stretched := make([]ir.HealthCheck, len(cfg.Clusters)) // by cluster index
 	after := 0.0
 	for _, i := range checked {
 		c := cfg.Clusters[i]
@@ -76,7 +79,7 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 			nt = EnvoyNoTrafficInterval
 		}
 		hc.Interval, hc.NoTrafficInterval = ir.Duration(stretch(hc.Interval.D())), ir.Duration(stretch(nt))
-		stretched[i] = &hc
+		stretched[i] = hc
 		after += rate(len(c.Endpoints), every(&hc))
 	}
 	// Still over (intervals at their maximum): the largest clusters lose their checks. (The
@@ -94,34 +97,97 @@ func budgetHealthChecks(cfg *ir.Config, opts Options) ir.Problems {
 				break
 			}
 			off[i] = true
-			after -= rate(len(cfg.Clusters[i].Endpoints), every(stretched[i]))
+			after -= rate(len(cfg.Clusters[i].Endpoints), every(&stretched[i]))
 		}
 	}
-	var problems ir.ProblemSet
+	problems := make(ir.Problems, 0, len(checked))
 	for _, i := range checked {
 		old := cfg.Clusters[i]
-		c := *old
-		asked := every(old.HealthCheck)
-		var msg string
-		if off[i] {
-			c.HealthCheck = nil
-			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
-				"they are turned off for this cluster, among the largest, and a failed endpoint is noticed only when connections to it fail. "+
-				"Lower the number of endpoints or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
-				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond)
-		} else {
-			c.HealthCheck = stretched[i]
-			msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
-				"they run less often than asked, at most every %s (the tenant's clusters share the budget, so how much less follows the tenant's size). "+
-				"Lower the number of endpoints or lengthen the interval, or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
-				len(old.Endpoints), asked, int(proxies), opts.HealthCheckProbesPerSecond, MaxHealthCheckInterval)
+		v := budgetVerdict{factor: factor, off: off[i], proxies: int(proxies), budget: opts.HealthCheckProbesPerSecond}
+		b, ok := memo.get(old, v)
+		if !ok {
+			b = budgetCluster(old, v, stretched[i], every(old.HealthCheck))
 		}
-		cfg.Clusters[i] = &c
+		if next != nil {
+			next[old] = b
+		}
+		cfg.Clusters[i] = b.cluster
 		for _, o := range old.Owners {
-			problems.AddMessage(o, ir.SeverityWarning, ReasonHealthCheckThrottled, msg)
+			problems = append(problems, ir.Problem{Object: o, Severity: ir.SeverityWarning, Reason: ReasonHealthCheckThrottled, Message: b.message})
 		}
 	}
-	return problems.List()
+	problems.Sort()
+	return problems.Compact()
+}
+
+// budgetVerdict is what the budget decided for one cluster: the factor its intervals are
+// stretched by, or off; with what its warning names.
+type budgetVerdict struct {
+	factor  float64
+	off     bool
+	proxies int
+	budget  int
+}
+
+// budgeted is a cluster as the budget left it, and the warning its owners get.
+type budgeted struct {
+	verdict budgetVerdict
+	cluster *ir.Cluster
+	message string
+}
+
+// healthBudgetMemo keeps budgetHealthChecks' replacement of each cluster (by pointer: the
+// incremental front end hands on the clusters that did not change) for the next run: a
+// cluster under the same verdict gets the same replacement, so a run over the budget
+// formats no message and copies no cluster that did not change, and the back end finds
+// the last run's cluster (nothing to build again). Only the last run's clusters are kept.
+type healthBudgetMemo struct {
+	last map[*ir.Cluster]budgeted
+}
+
+// begin returns the map the run records its replacements in (nil without a memo).
+func (m *healthBudgetMemo) begin() map[*ir.Cluster]budgeted {
+	if m == nil {
+		return nil
+	}
+	return map[*ir.Cluster]budgeted{}
+}
+
+// end keeps the run's replacements for the next run.
+func (m *healthBudgetMemo) end(next map[*ir.Cluster]budgeted) {
+	if m != nil {
+		m.last = next
+	}
+}
+
+// get is the last run's replacement of c under verdict v.
+func (m *healthBudgetMemo) get(c *ir.Cluster, v budgetVerdict) (budgeted, bool) {
+	if m == nil {
+		return budgeted{}, false
+	}
+	b, ok := m.last[c]
+	return b, ok && b.verdict == v
+}
+
+// budgetCluster replaces old (checked every asked) under verdict v: its checks stretched
+// (stretched) or off, with the warning its owners get.
+func budgetCluster(old *ir.Cluster, v budgetVerdict, stretched ir.HealthCheck, asked time.Duration) budgeted {
+	c := *old
+	var msg string
+	if v.off {
+		c.HealthCheck = nil
+		msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
+			"they are turned off for this cluster, among the largest, and a failed endpoint is noticed only when connections to it fail. "+
+			"Lower the number of endpoints or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
+			len(old.Endpoints), asked, v.proxies, v.budget)
+	} else {
+		c.HealthCheck = &stretched
+		msg = fmt.Sprintf("active health checks of %d endpoints every %s from %d proxies, with those of the tenant's other clusters, would exceed the tenant's health-check budget of %d probes/s; "+
+			"they run less often than asked, at most every %s (the tenant's clusters share the budget, so how much less follows the tenant's size). "+
+			"Lower the number of endpoints or lengthen the interval, or ask the platform team for a larger spec.limits.healthCheckProbesPerSecond",
+			len(old.Endpoints), asked, v.proxies, v.budget, MaxHealthCheckInterval)
+	}
+	return budgeted{verdict: v, cluster: &c, message: msg}
 }
 
 // EnvoyNoTrafficInterval is Envoy's no_traffic_interval when the configuration leaves it

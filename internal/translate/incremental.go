@@ -43,6 +43,8 @@ type Incremental struct {
 	// decoded and elements: what the Layer 7 front ends keep (incremental_l7.go).
 	decoded  decodeCache
 	elements elementIndex
+	// budget: the clusters the health-check budget replaced (healthbudget.go).
+	budget healthBudgetMemo
 	// Stats are those of the last Run.
 	Stats IncrementalStats
 }
@@ -170,7 +172,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		return x.finish(runL7(in, t.cfg, t.problems.List(), t.expander, &x.decoded)), nil
+		return x.finish(runL7(in, t.cfg, t.problems.List(), t.expander, &x.decoded, &x.budget)), nil
 	}
 	// In name order, as Run's Layer 4 front end leaves them.
 	slices.SortFunc(cfg.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Name, b.Name) })
@@ -178,7 +180,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 	problems.Sort()
 	// The Layer 7 front ends take their endpoints after the LoadBalancers'.
 	base.expander.used = endpoints
-	return x.finish(runL7(in, cfg, problems, base.expander, &x.decoded)), nil
+	return x.finish(runL7(in, cfg, problems, base.expander, &x.decoded, &x.budget)), nil
 }
 
 // piece translates one LoadBalancer by itself with t's input, options and expansions.

@@ -196,7 +196,11 @@ func (s *tenantState) change() string {
 	case op == 9: // the tenant's limits
 		in.Options.MaxEndpoints = []int{0, 0, 0, 4, 100000}[s.rng.IntN(5)]
 		in.Options.MaxEndpointsPerCluster = []int{0, 0, 1}[s.rng.IntN(3)]
-		return fmt.Sprintf("limits %d/%d", in.Options.MaxEndpoints, in.Options.MaxEndpointsPerCluster)
+		// The health-check budget: none, one that stretches checks, one that turns some off.
+		in.Options.HealthCheckProbesPerSecond = []int{0, 0, 1, 5, 1000}[s.rng.IntN(5)]
+		in.Options.HealthCheckProxies = 1 + s.rng.IntN(3)
+		return fmt.Sprintf("limits %d/%d, health-check budget %d/s from %d proxies", in.Options.MaxEndpoints, in.Options.MaxEndpointsPerCluster,
+			in.Options.HealthCheckProbesPerSecond, in.Options.HealthCheckProxies)
 	case op == 10: // the endpoint policy and the tenant's upstream settings
 		if s.rng.IntN(2) == 0 {
 			in.Policy.Allow = nil

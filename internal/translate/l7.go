@@ -76,13 +76,14 @@ func Run(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return runL7(in, l4.cfg, l4.problems.List(), l4.expander, nil), nil
+	return runL7(in, l4.cfg, l4.problems.List(), l4.expander, nil, nil), nil
 }
 
 // runL7 runs the Layer 7 front ends after the Layer 4 one gave cfg and problems, with its
 // expansions (x), and normalizes the whole. decoded (nil: none) keeps the Routes' decoded
-// tenant objects from one run to the next (Incremental).
-func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache) Result {
+// tenant objects from one run to the next (Incremental), budget (nil: none) the clusters the
+// health-check budget replaced.
+func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache, budget *healthBudgetMemo) Result {
 	t := newL7(in, cfg, x)
 	t.decoded = decoded
 	t.ingresses()
@@ -93,7 +94,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markJWT(cfg, t.jwtProviders)
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
-	all = append(all, budgetHealthChecks(cfg, t.opts)...)
+	all = append(all, budgetHealthChecks(cfg, t.opts, budget)...)
 	all.Sort()
 	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }
