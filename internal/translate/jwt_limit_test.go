@@ -1,0 +1,94 @@
+package translate_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+)
+
+// TestJWTPoliciesPerTenantBounded: a tenant whose HTTPRoutes are under more SecurityPolicies
+// with jwt than a listener can hold the providers of (ir.MaxListenerJWTProviders ÷
+// trafficpolicy.MaxJWTProviders = 16) gets the first 16 policies served, each route under
+// them requiring a token of its own policy's providers; the routes of the 17th answer 500
+// (never served without authentication), and that policy's Route is told (JWTUnusable,
+// naming the policy). Every listener stays within its bound of providers.
+func TestJWTPoliciesPerTenantBounded(t *testing.T) {
+	t.Parallel()
+	const served = ir.MaxListenerJWTProviders / trafficpolicy.MaxJWTProviders
+	in := translatetest.HTTPRoutesTenant(t, served+1)
+	key := jwttest.NewKey(t, "corp-1")
+	jwks := jwttest.JWKS(key)
+	for i := range served + 1 { // the Gateway's Route is the first; the HTTPRoutes follow
+		r := &in.Routes[i+1]
+		// Created one after the other, the 17th last (the names alone would order route-16
+		// before route-2).
+		r.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC))
+		if r.Spec.Source.Kubernetes.Context == nil {
+			r.Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{}
+		}
+		r.Spec.Source.Kubernetes.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), JWT: &v1alpha1.SecurityJWT{
+			Providers: []v1alpha1.SecurityJWTProvider{{Name: "corp", Issuer: "https://idp.example.com",
+				LocalJWKS: &v1alpha1.SecurityLocalJWKS{Type: "Inline", Inline: &jwks}}},
+		}}
+	}
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []ir.Problem
+	for _, p := range r.Problems {
+		if p.Reason == translate.ReasonJWTUnusable {
+			told = append(told, p)
+		}
+	}
+	if len(told) != 3 || told[0].Object.Name != in.Routes[served+1].Name || told[2].Object.Name != in.Routes[served+1].Name {
+		t.Fatalf("JWTUnusable on %v, want on each of the 3 rules of Route %s (the 17th policy's)", told, in.Routes[served+1].Name)
+	}
+	// By hostname (app-<i>.example.com): the routes' JWT requirements and 500s.
+	requires, refused := map[string]string{}, map[string]int{}
+	for _, rc := range r.Config.RouteConfigs {
+		for _, vh := range rc.VirtualHosts {
+			if !strings.HasPrefix(vh.Domains[0], "app-") {
+				continue // the HTTPS listener's misdirected-request answer
+			}
+			for _, rt := range vh.Routes {
+				switch {
+				case rt.DirectResponse != nil && rt.DirectResponse.Status == 500:
+					refused[vh.Domains[0]]++
+				case rt.JWT != nil && len(rt.JWT.Providers) == 1:
+					requires[vh.Domains[0]] = rt.JWT.Providers[0]
+				default:
+					t.Errorf("route configuration %s, host %s: a route neither requiring a token nor answering 500: %+v", rc.Name, vh.Domains[0], rt)
+				}
+			}
+		}
+	}
+	for i := range served + 1 {
+		host := fmt.Sprintf("app-%d.example.com", i)
+		if i < served {
+			if want := fmt.Sprintf("apps/policy-%02d/corp", i); requires[host] != want || refused[host] != 0 {
+				t.Errorf("%s: requires %q (%d routes answer 500), want %q", host, requires[host], refused[host], want)
+			}
+			continue
+		}
+		if requires[host] != "" || refused[host] == 0 {
+			t.Errorf("%s (the 17th policy): requires %q, %d routes answer 500; want every route answering 500", host, requires[host], refused[host])
+		}
+	}
+	for _, l := range r.Config.Listeners {
+		if n := len(l.JWT.Providers); n > ir.MaxListenerJWTProviders {
+			t.Errorf("listener %s holds %d JWT providers, over %d", l.Name, n, ir.MaxListenerJWTProviders)
+		}
+	}
+	t.Logf("%d policies served, %d routes of the 17th answer 500", len(requires), refused[fmt.Sprintf("app-%d.example.com", served)])
+}
