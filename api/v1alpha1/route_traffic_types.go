@@ -30,7 +30,30 @@ type BackendTraffic struct {
 	// RateLimit limits the requests of the routes: local rate limits, counted by each Envoy.
 	// +optional
 	RateLimit *TrafficRateLimit `json:"rateLimit,omitempty"`
+	// Compression compresses the routes' responses: Envoy Gateway's compressor (or its
+	// deprecated compression), in the order of preference.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	Compression []TrafficCompression `json:"compression,omitempty"`
 }
+
+// TrafficCompression is one compressor of Envoy Gateway's compressor list.
+type TrafficCompression struct {
+	// Type is Gzip or Brotli (Envoy Gateway's Zstd is not served by kubelb).
+	// +kubebuilder:validation:MaxLength=16
+	Type string `json:"type"`
+	// Gzip, Brotli and Zstd are Envoy Gateway's settings of each compressor; they have no
+	// fields in the version kubelb reads.
+	// +optional
+	Gzip *TrafficCompressorSettings `json:"gzip,omitempty"`
+	// +optional
+	Brotli *TrafficCompressorSettings `json:"brotli,omitempty"`
+	// +optional
+	Zstd *TrafficCompressorSettings `json:"zstd,omitempty"`
+}
+
+// TrafficCompressorSettings are a compressor's settings: none yet.
+type TrafficCompressorSettings struct{}
 
 // TrafficLoadBalancer is Envoy Gateway's loadBalancer.
 type TrafficLoadBalancer struct {

@@ -125,6 +125,10 @@ type Listener struct {
 	// RateLimit (HTTP, HTTPS) runs Envoy's local rate-limit filter, which applies the rate
 	// limits of the routes; set exactly when a route served by the listener has one.
 	RateLimit bool `json:"rateLimit,omitempty"`
+	// Compressors (HTTP, HTTPS; compression.go) run Envoy's compressor filter with each of
+	// these libraries, off but for the routes that compress with it; in Compressors' order,
+	// set exactly when a route served by the listener compresses with it.
+	Compressors []Compressor `json:"compressors,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -268,6 +272,10 @@ type Route struct {
 	MaxRequestBytes int64 `json:"maxRequestBytes,omitempty"`
 	// RateLimit (ratelimit.go), when set, answers 429 to the requests over its limits.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// Compression (compression.go), when set, compresses the responses of the route with
+	// the first of these compressors the client accepts (Accept-Encoding); the request then
+	// reaches the backend without its Accept-Encoding, so the backend answers uncompressed.
+	Compression []Compressor `json:"compression,omitempty"`
 }
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.

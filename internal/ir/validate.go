@@ -61,7 +61,14 @@ func (c *Config) Validate() error {
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	basicRoutes, limitRoutes := map[string]bool{}, map[string]bool{}
 	jwtRequirements := map[string][]JWT{}
+	compressRoutes := map[Compressor]map[string]bool{}
+	for _, cp := range Compressors {
+		compressRoutes[cp] = map[string]bool{}
+	}
 	for _, rc := range c.RouteConfigs {
+		for _, cp := range Compressors {
+			compressRoutes[cp][rc.Name] = rc.HasCompressor(cp)
+		}
 		jwtRequirements[rc.Name] = rc.JWTRequirements()
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
@@ -98,6 +105,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateJWT(jwtRequirements); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateCompressors(compressRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
@@ -362,6 +372,12 @@ func (r *Route) validate(clusters map[string]bool) error {
 	}
 	if err := r.RateLimit.validate(); err != nil {
 		return err
+	}
+	if err := validateCompression(r.Compression); err != nil {
+		return err
+	}
+	if len(r.Compression) > 0 && len(r.Backends) == 0 {
+		return errors.New("compression on a route without backends")
 	}
 	if r.Authorization != nil && len(r.SourceRanges) > 0 {
 		return errors.New("source ranges and authorization are both set")

@@ -62,7 +62,9 @@ var served = map[string]any{
 		"tcp":  map[string]any{"connectTimeout": nil},
 		"http": map[string]any{"requestTimeout": nil, "connectionIdleTimeout": nil},
 	},
-	"rateLimit": servedRateLimit,
+	"rateLimit":   servedRateLimit,
+	"compression": nil, // compressionUnsupported
+	"compressor":  nil,
 }
 
 // maxUnsupported bounds the unsupported fields a message names.
@@ -72,6 +74,7 @@ const maxUnsupported = 8
 // ("spec.rateLimit", "spec.loadBalancer.slowStart"), sorted; at most maxUnsupported, then "…".
 func Unsupported(spec map[string]any) []string {
 	out := append(unsupported(spec, served), rateLimitUnsupported(spec)...)
+	out = append(out, compressionUnsupported(spec)...)
 	if len(out) > maxUnsupported {
 		out = append(out[:maxUnsupported], "…")
 	}
@@ -107,11 +110,16 @@ func unsupported(spec map[string]any, served map[string]any) []string {
 // the spec has fields kubelb does not serve (Unsupported) or when a field has the wrong type.
 // Resolve then checks the values.
 func Read(namespace, name string, spec map[string]any) (*v1alpha1.BackendTraffic, error) {
-	if un := rateLimitUnsupported(spec); len(un) > 0 {
+	if un := append(rateLimitUnsupported(spec), compressionUnsupported(spec)...); len(un) > 0 {
 		if len(un) > maxUnsupported {
 			un = append(un[:maxUnsupported], "…")
 		}
 		return nil, fmt.Errorf("%s not yet supported by kubelb", strings.Join(un, ", "))
+	}
+	if _, both := spec["compression"]; both {
+		if _, ok := spec["compressor"]; ok {
+			return nil, fmt.Errorf("spec.compressor and spec.compression are both set; use compressor (compression is deprecated)")
+		}
 	}
 	out := &v1alpha1.BackendTraffic{}
 	if err := readSpec(spec, served, out); err != nil {
@@ -134,6 +142,7 @@ func readSpec(spec map[string]any, served map[string]any, out any) error {
 			settings[k] = v
 		}
 	}
+	readCompression(settings)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(settings, out, true); err != nil {
 		return fmt.Errorf("the spec cannot be read: %s", truncate(err.Error()))
 	}

@@ -72,6 +72,10 @@ type Settings struct {
 
 	// RateLimit are the local rate-limit rules of the routes.
 	RateLimit []RateLimitRule
+
+	// Compression lists the compressors of the routes' responses (Gzip, Brotli), in the
+	// policy's order.
+	Compression []string
 }
 
 // Hash is what a consistent hash reads: the client address, a header or a cookie.
@@ -269,6 +273,7 @@ func Resolve(bt *v1alpha1.BackendTraffic) (*Settings, error) {
 	if rl := bt.RateLimit; rl != nil {
 		s.RateLimit = resolveRateLimit(rl, bad)
 	}
+	s.Compression = resolveCompression(bt.Compression, bad)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -117,7 +117,8 @@ func (t *l7) applyCluster(c *ir.Cluster, b *backendTraffic, owner ir.ObjectRef) 
 
 // applyRoute puts the policy's route settings on a route to backends: the hash of a
 // consistent hash, the retry (replacing the rule's), the per-try timeout and the request
-// timeout (replacing the rule's and the annotations').
+// timeout (replacing the rule's and the annotations'), the local rate limit and the
+// compression of its responses.
 func (b *backendTraffic) applyRoute(route *ir.Route) {
 	if b == nil {
 		return
@@ -136,6 +137,21 @@ func (b *backendTraffic) applyRoute(route *ir.Route) {
 		route.Timeout = ir.Duration(s.RequestTimeout)
 	}
 	route.RateLimit = rateLimitIR(s.RateLimit)
+	route.Compression = compressionIR(s.Compression)
+}
+
+// compressionIR is a policy's compressors (Gzip, Brotli, checked) as the IR's.
+func compressionIR(cs []string) []ir.Compressor {
+	var out []ir.Compressor
+	for _, c := range cs {
+		switch c {
+		case trafficpolicy.Gzip:
+			out = append(out, ir.CompressorGzip)
+		case trafficpolicy.Brotli:
+			out = append(out, ir.CompressorBrotli)
+		}
+	}
+	return out
 }
 
 // trafficClusterName is the cluster of a backend under a policy with cluster settings.

@@ -92,6 +92,13 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasBasicAuth, func(l *ir.Listener, on bool) { l.BasicAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	markJWT(cfg, t.jwtProviders)
+	for _, c := range ir.Compressors { // in their order: the listeners' filters are in it
+		markHTTPFilter(cfg, func(rc *ir.RouteConfig) bool { return rc.HasCompressor(c) }, func(l *ir.Listener, on bool) {
+			if on {
+				l.Compressors = append(l.Compressors, c)
+			}
+		})
+	}
 	cfg.Normalize()
 	all := append(problems, t.problems.List()...)
 	all = append(all, budgetHealthChecks(cfg, t.opts, budget)...)

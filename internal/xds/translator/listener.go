@@ -176,6 +176,13 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: UpgradeWebSocket}},
 		AccessLog:      accessLog(l.AccessLog, true, l.StatPrefix, errs),
 	}
+	if len(l.Compressors) > 0 { // last before the router
+		cs := make([]*hcmv3.HttpFilter, 0, len(l.Compressors)+len(hcm.HttpFilters))
+		for _, c := range l.Compressors {
+			cs = append(cs, compressorFilter(c, errs))
+		}
+		hcm.HttpFilters = append(cs, hcm.HttpFilters...)
+	}
 	if l.RateLimit { // after RBAC and basic auth: a refused client spends no tokens
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)

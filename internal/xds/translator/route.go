@@ -109,8 +109,15 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
+	}
+	for _, c := range r.Compression {
+		out.TypedPerFilterConfig[compressorFilterName(c)] = compressorPerRoute(errs)
+	}
+	if len(r.Compression) > 0 && !slices.Contains(out.RequestHeadersToRemove, "accept-encoding") {
+		// Envoy compresses: the backend must answer uncompressed (compression.go).
+		out.RequestHeadersToRemove = append(slices.Clone(out.RequestHeadersToRemove), "accept-encoding")
 	}
 	if r.BasicAuth != nil {
 		out.TypedPerFilterConfig[FilterBasicAuth] = basicAuthPerRoute(r.BasicAuth, errs)
