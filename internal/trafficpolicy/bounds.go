@@ -143,7 +143,8 @@ func CheckBounds(b *Bounds, s *Settings) error {
 	use(s.ConnectTimeout > 0 || s.RequestTimeoutSet || s.IdleTimeout > 0, v1alpha1.TrafficPolicyFeatureTimeout, "timeout")
 	use(len(s.RateLimit) > 0, v1alpha1.TrafficPolicyFeatureRateLimit, "rateLimit")
 	b.checkFeatures(used, bad)
-	if max := b.MaxRequestsPerSecond; max > 0 {
+	// A bound above what a rule can ask bounds nothing (and max*seconds cannot overflow).
+	if max := b.MaxRequestsPerSecond; max > 0 && max < MaxRateLimitRequests {
 		for i, r := range s.RateLimit {
 			seconds := int64(r.Interval / time.Second)
 			if seconds < 1 || int64(r.Requests) <= max*seconds {

@@ -39,6 +39,7 @@ func TestCheckBounds(t *testing.T) {
 	}{
 		{"no bounds", nil, `rateLimit: {local: {rules: [{limit: {requests: 1000000, unit: Second}}]}}`, nil},
 		{"unset fields bound nothing", &Bounds{SetBy: tenant}, `{retry: {numRetries: 10}, timeout: {http: {requestTimeout: 0s}}, rateLimit: {local: {rules: [{limit: {requests: 4294967295, unit: Second}}]}}}`, nil},
+		{"a rate bound above any rule", &Bounds{MaxRequestsPerSecond: 1 << 62}, `rateLimit: {local: {rules: [{limit: {requests: 4294967295, unit: Hour}}]}}`, nil},
 		{"rate within, normalised to per second", &Bounds{MaxRequestsPerSecond: 100, SetBy: tenant},
 			`rateLimit: {local: {rules: [{limit: {requests: 6000, unit: Minute}}, {limit: {requests: 360000, unit: Hour}}, {limit: {requests: 100, unit: Second}}]}}`, nil},
 		{"rate over", &Bounds{MaxRequestsPerSecond: 100, SetBy: tenant},
