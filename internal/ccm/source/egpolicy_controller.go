@@ -260,7 +260,7 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 			a.Message = fmt.Sprintf("%s %s/%s, older (or first by name), already targets %s; this one does not apply to it", r.Policy.Kind, ns, w.GetName(), what)
 		} else if v.OverBound != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, trafficpolicy.ReasonOverPlatformBound
-			a.Message = "the policy is over the platform team's bounds: " + v.OverBound + "; none of the policy applies to " + what + " until then"
+			a.Message = "the policy is over the platform team's bounds: " + v.OverBound + "; none of the policy applies to " + what + " until it is within them"
 		} else if v.Unusable != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
