@@ -562,3 +562,70 @@ type UpstreamHealthCheck struct {
 	// +optional
 	NoTrafficInterval *metav1.Duration `json:"noTrafficInterval,omitempty"`
 }
+
+// TrafficPolicyFeature is a part of Envoy Gateway's policies (BackendTrafficPolicy,
+// SecurityPolicy) that kubelb serves and the platform team may allow a tenant.
+// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;Authorization
+type TrafficPolicyFeature string
+
+// The features of TrafficPolicyBounds: a BackendTrafficPolicy's loadBalancer,
+// circuitBreaker, healthCheck.passive, retry, timeout, rateLimit and compressor; a SecurityPolicy's
+// basicAuth, jwt and authorization.
+const (
+	TrafficPolicyFeatureLoadBalancer       TrafficPolicyFeature = "LoadBalancer"
+	TrafficPolicyFeatureCircuitBreaker     TrafficPolicyFeature = "CircuitBreaker"
+	TrafficPolicyFeaturePassiveHealthCheck TrafficPolicyFeature = "PassiveHealthCheck"
+	TrafficPolicyFeatureRetry              TrafficPolicyFeature = "Retry"
+	TrafficPolicyFeatureTimeout            TrafficPolicyFeature = "Timeout"
+	TrafficPolicyFeatureRateLimit          TrafficPolicyFeature = "RateLimit"
+	TrafficPolicyFeatureCompression        TrafficPolicyFeature = "Compression"
+	TrafficPolicyFeatureBasicAuth          TrafficPolicyFeature = "BasicAuth"
+	TrafficPolicyFeatureJWT                TrafficPolicyFeature = "JWT"
+	TrafficPolicyFeatureAuthorization      TrafficPolicyFeature = "Authorization"
+)
+
+// TrafficPolicyBounds are what the platform team allows the traffic policies a tenant
+// writes (Envoy Gateway's BackendTrafficPolicy and SecurityPolicy; an addition to the KubeLB
+// CE API, ignorable). A Tenant's fields override the Config's field by field; an unset field
+// bounds nothing. A policy over a bound is not applied at all (never half-applied): the hub
+// leaves it out of the tenant's Envoy configuration, and its status in the tenant cluster says
+// Accepted False, reason OverPlatformBound, naming the bound and where it is set.
+type TrafficPolicyBounds struct {
+	// Features are the parts of the policies the tenant may use. Unset: every feature kubelb
+	// serves; an empty list: none.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Features *[]TrafficPolicyFeature `json:"features,omitempty"`
+	// MaxRequestsPerSecond is the largest rate a local rate-limit rule may allow, per second
+	// (a rule of 6000 requests per Minute allows 100 per second); a rule that counts each
+	// client or header value apart is compared by its own limit.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +optional
+	MaxRequestsPerSecond *int64 `json:"maxRequestsPerSecond,omitempty"`
+	// MaxRetries is the most retries a retry may ask (retry.numRetries; unset there: 2).
+	// kubelb serves at most 10 whatever the bound.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// MaxRequestTimeout is the longest request timeout a policy may ask
+	// (timeout.http.requestTimeout; 0s there, no timeout, is over any bound), from 1ms to 1h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be a duration from 1ms to 1h, e.g. 30s"
+	// +optional
+	MaxRequestTimeout *metav1.Duration `json:"maxRequestTimeout,omitempty"`
+}
+
+// TenantTrafficPolicyBounds are the TrafficPolicyBounds that apply to one tenant (the
+// Tenant's fields over the Config's), as the manager tells the tenant's ccm in its
+// TenantState.
+type TenantTrafficPolicyBounds struct {
+	TrafficPolicyBounds `json:",inline"`
+	// SetBy names, for each bound set (by its field name: features, maxRequestsPerSecond,
+	// maxRetries, maxRequestTimeout), the object that sets it: "Tenant <name>" or "Config
+	// <name>".
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	SetBy map[string]string `json:"setBy,omitempty"`
+}

@@ -37,6 +37,10 @@ type ConfigSpec struct {
 	// spec.http overrides it field by field.
 	// +optional
 	HTTP HTTPSettings `json:"http,omitempty"`
+	// TrafficPolicies bound the traffic policies (BackendTrafficPolicy, SecurityPolicy) every
+	// tenant may use; a Tenant's own spec.trafficPolicies override them field by field.
+	// +optional
+	TrafficPolicies *TrafficPolicyBounds `json:"trafficPolicies,omitempty"`
 	// TotalHealthCheckProbesPerSecond bounds the active health-check probes per second of
 	// all tenants' proxies together: each tenant gets at most an equal share of it (and at
 	// most its spec.limits.healthCheckProbesPerSecond). Default 20000.

@@ -168,8 +168,9 @@ type LoadBalancerStatus struct {
 	// HostnameConflict, HostnameNoHTTPPort, InvalidRoute, BackendNotFound, BackendNoNodePort,
 	// CertificateNotFound, InvalidCertificate, ListenerPortNotAllocated, InvalidHost,
 	// InvalidPath, PathConflict, CertificateConflict, UnsupportedBackend, InvalidTLS,
-	// InvalidListener, InvalidRule, UnsupportedFilter, TooMany, ListenerTaken, InvalidConfig
-	// (each explained in docs/conditions.md); the message lists every problem.
+	// InvalidListener, InvalidRule, UnsupportedFilter, TooMany, ListenerTaken,
+	// OverPlatformBound, InvalidConfig (each explained in docs/conditions.md); the message
+	// lists every problem.
 	// BackendsReachable (written by the leader): whether the tenant's Envoy proxies reach the
 	// endpoints in their health checks. True reason: Reachable. False reasons:
 	// SomeBackendsUnreachable (the message names them), NoBackendReachable. Unknown reasons:

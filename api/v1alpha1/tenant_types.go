@@ -36,6 +36,10 @@ type TenantSpec struct {
 	// overrides the Config's.
 	// +optional
 	HTTP HTTPSettings `json:"http,omitempty"`
+	// TrafficPolicies bound the traffic policies (BackendTrafficPolicy, SecurityPolicy) the
+	// tenant may use: each field set overrides the Config's.
+	// +optional
+	TrafficPolicies *TrafficPolicyBounds `json:"trafficPolicies,omitempty"`
 }
 
 // TenantEnvoyProxy overrides the Envoy fleet settings for one tenant.

@@ -35,6 +35,13 @@ type TenantStateStatus struct {
 	// +optional
 	LoadBalancer LoadBalancerState `json:"loadBalancer,omitempty"`
 
+	// TrafficPolicies are the bounds of spec.trafficPolicies of the Tenant and the Config
+	// that apply to the tenant's traffic policies (nil: none): the ccm reports a policy over
+	// one on the policy (Accepted False, OverPlatformBound); the hub leaves such a policy out
+	// of the tenant's configuration. An addition to the contract (ignorable).
+	// +optional
+	TrafficPolicies *TenantTrafficPolicyBounds `json:"trafficPolicies,omitempty"`
+
 	// Rejections are the configurations the tenant's Envoy proxies rejected (NACKs), each
 	// written by the manager replica the proxy is connected to; the leader turns them into
 	// conditions on the objects whose resources were rejected. An addition to the contract

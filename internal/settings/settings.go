@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -152,6 +153,11 @@ type Tenant struct {
 	// spec.gatewayAPI.staticAddresses; a Config grants none): IPs as single-address
 	// prefixes, CIDRs masked; at most MaxStaticAddresses, unreadable entries left out.
 	StaticAddresses []netip.Prefix
+	// TrafficPolicies are the bounds of spec.trafficPolicies that apply to the tenant's
+	// traffic policies, each field of the Tenant's overriding the Config's, with where each is
+	// set (nil: none); the Tenant controller tells the ccm in TenantState, and Upstream
+	// carries them to translate (Options.TrafficPolicies).
+	TrafficPolicies *kubelbv1alpha1.TenantTrafficPolicyBounds
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
@@ -177,6 +183,8 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	resolveDNS(&out, config, tenant)
 	out.Limits = resolveLimits(config, tenant)
 	out.Upstream = resolveUpstream(config, tenant)
+	out.TrafficPolicies = resolveTrafficPolicies(config, tenant)
+	out.Upstream.TrafficPolicies = trafficpolicy.BoundsOf(out.TrafficPolicies)
 	for _, in := range layers(config, tenant,
 		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress },
 		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress }) {
@@ -408,6 +416,50 @@ func resolveUpstream(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenan
 		// 0s is a request timeout of its own (none): a Tenant's 0s overrides a Config's 30s.
 		dur(&out.RequestTimeout, h.RequestTimeout, 0, translate.MaxRequestTimeout)
 		dur(&out.StreamIdleTimeout, h.StreamIdleTimeout, translate.MinStreamIdleTimeout, translate.MaxStreamIdleTimeout)
+	}
+	return out
+}
+
+// resolveTrafficPolicies takes each bound of spec.trafficPolicies from the Tenant, else the
+// Config, naming where it is set; nil when neither sets one.
+func resolveTrafficPolicies(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) *kubelbv1alpha1.TenantTrafficPolicyBounds {
+	out := &kubelbv1alpha1.TenantTrafficPolicyBounds{}
+	set := func(field, where string) {
+		if out.SetBy == nil {
+			out.SetBy = map[string]string{}
+		}
+		out.SetBy[field] = where
+	}
+	layer := func(b *kubelbv1alpha1.TrafficPolicyBounds, where string) {
+		if b == nil {
+			return
+		}
+		b = b.DeepCopy()
+		if b.Features != nil {
+			out.Features = b.Features
+			set(trafficpolicy.BoundFeatures, where)
+		}
+		if b.MaxRequestsPerSecond != nil && *b.MaxRequestsPerSecond > 0 {
+			out.MaxRequestsPerSecond = b.MaxRequestsPerSecond
+			set(trafficpolicy.BoundMaxRequestsPerSecond, where)
+		}
+		if b.MaxRetries != nil && *b.MaxRetries >= 0 {
+			out.MaxRetries = b.MaxRetries
+			set(trafficpolicy.BoundMaxRetries, where)
+		}
+		if b.MaxRequestTimeout != nil && b.MaxRequestTimeout.Duration > 0 {
+			out.MaxRequestTimeout = b.MaxRequestTimeout
+			set(trafficpolicy.BoundMaxRequestTimeout, where)
+		}
+	}
+	if config != nil {
+		layer(config.Spec.TrafficPolicies, "Config "+config.Name)
+	}
+	if tenant != nil {
+		layer(tenant.Spec.TrafficPolicies, "Tenant "+tenant.Name)
+	}
+	if out.SetBy == nil {
+		return nil
 	}
 	return out
 }

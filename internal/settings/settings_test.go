@@ -6,9 +6,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -259,6 +261,52 @@ func TestResolveLimits(t *testing.T) {
 				t.Errorf("Limits = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolveTrafficPolicies: each bound of spec.trafficPolicies comes from the Tenant, else
+// the Config, named by where it is set; an empty features list of the Tenant (none) overrides
+// the Config's; unset everywhere is no bounds, and translate gets the same bounds.
+func TestResolveTrafficPolicies(t *testing.T) {
+	config := &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: kubelbv1alpha1.ConfigSpec{
+		TrafficPolicies: &kubelbv1alpha1.TrafficPolicyBounds{
+			Features:             &[]kubelbv1alpha1.TrafficPolicyFeature{"Retry", "RateLimit"},
+			MaxRequestsPerSecond: ptr.To[int64](1000), MaxRetries: ptr.To[int32](3),
+		}}}
+	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "t"}, Spec: kubelbv1alpha1.TenantSpec{
+		TrafficPolicies: &kubelbv1alpha1.TrafficPolicyBounds{
+			Features:             &[]kubelbv1alpha1.TrafficPolicyFeature{},
+			MaxRequestsPerSecond: ptr.To[int64](100), MaxRequestTimeout: &metav1.Duration{Duration: time.Minute},
+		}}}
+	if got := Resolve(nil, nil); got.TrafficPolicies != nil || got.Upstream.TrafficPolicies != nil {
+		t.Errorf("no Config, no Tenant: %+v", got.TrafficPolicies)
+	}
+	if got := Resolve(&kubelbv1alpha1.Config{}, &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{TrafficPolicies: &kubelbv1alpha1.TrafficPolicyBounds{}}}); got.TrafficPolicies != nil {
+		t.Errorf("nothing set: %+v", got.TrafficPolicies)
+	}
+	got := Resolve(config, nil).TrafficPolicies
+	want := &kubelbv1alpha1.TenantTrafficPolicyBounds{TrafficPolicyBounds: *config.Spec.TrafficPolicies,
+		SetBy: map[string]string{"features": "Config default", "maxRequestsPerSecond": "Config default", "maxRetries": "Config default"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Config only (-want +got):\n%s", diff)
+	}
+	eff := Resolve(config, tenant)
+	want = &kubelbv1alpha1.TenantTrafficPolicyBounds{
+		TrafficPolicyBounds: kubelbv1alpha1.TrafficPolicyBounds{
+			Features:             &[]kubelbv1alpha1.TrafficPolicyFeature{},
+			MaxRequestsPerSecond: ptr.To[int64](100), MaxRetries: ptr.To[int32](3), MaxRequestTimeout: &metav1.Duration{Duration: time.Minute},
+		},
+		SetBy: map[string]string{"features": "Tenant t", "maxRequestsPerSecond": "Tenant t", "maxRetries": "Config default", "maxRequestTimeout": "Tenant t"},
+	}
+	if diff := cmp.Diff(want, eff.TrafficPolicies); diff != "" {
+		t.Errorf("Tenant over Config (-want +got):\n%s", diff)
+	}
+	b := eff.Upstream.TrafficPolicies
+	if b == nil || b.Features == nil || len(b.Features) != 0 || b.MaxRequestsPerSecond != 100 || *b.MaxRetries != 3 || b.MaxRequestTimeout != time.Minute || b.SetBy["maxRetries"] != "Config default" {
+		t.Errorf("translate's bounds: %+v", b)
+	}
+	if o := (translate.Options{}).WithUpstream(eff.Upstream); o.TrafficPolicies != b {
+		t.Error("WithUpstream does not carry the bounds to translate")
 	}
 }
 

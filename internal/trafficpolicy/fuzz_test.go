@@ -3,18 +3,22 @@ package trafficpolicy
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
+	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
-// FuzzReadResolve feeds hostile specs through Read and Resolve: they never panic, and what
-// Resolve accepts stays within kubelb's bounds.
+// FuzzReadResolve feeds hostile specs through Read and Resolve: they never panic, what
+// Resolve accepts stays within kubelb's bounds, and what CheckBounds lets through within the
+// platform team's.
 func FuzzReadResolve(f *testing.F) {
 	for _, seed := range []string{
 		`{"loadBalancer":{"type":"ConsistentHash","consistentHash":{"type":"Cookie","cookie":{"name":"s","ttl":"1h"},"tableSize":65537}}}`,
 		`{"retry":{"numRetries":10,"retryOn":{"triggers":["5xx"],"httpStatusCodes":[503]},"perRetry":{"timeout":"1s","backOff":{"maxInterval":"1s"}}}}`,
 		`{"circuitBreaker":{"maxConnections":4294967295,"maxRequestsPerConnection":1},"timeout":{"tcp":{"connectTimeout":"5m"},"http":{"requestTimeout":"0s"}}}`,
 		`{"healthCheck":{"passive":{"interval":"99999h","maxEjectionPercent":101}},"rateLimit":{}}`,
+		`{"retry":{"numRetries":2},"timeout":{"http":{"requestTimeout":"1m"}},"rateLimit":{"local":{"rules":[{"limit":{"requests":600,"unit":"Minute"}},{"limit":{"requests":601,"unit":"Minute"}}]}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -43,6 +47,27 @@ func FuzzReadResolve(f *testing.F) {
 		}
 		if o := s.Outlier; o != nil && o.MaxEjectionPercent != nil && *o.MaxEjectionPercent > 100 {
 			t.Fatalf("ejection percent %d", *o.MaxEjectionPercent)
+		}
+		// What the platform team's bounds let through is within them; no bounds refuse nothing.
+		if err := CheckBounds(nil, s); err != nil {
+			t.Fatalf("no bounds refused %+v: %v", s, err)
+		}
+		retries := int32(2)
+		b := &Bounds{Features: []v1alpha1.TrafficPolicyFeature{v1alpha1.TrafficPolicyFeatureRetry, v1alpha1.TrafficPolicyFeatureTimeout, v1alpha1.TrafficPolicyFeatureRateLimit},
+			MaxRequestsPerSecond: 10, MaxRetries: &retries, MaxRequestTimeout: time.Minute}
+		if CheckBounds(b, s) != nil {
+			return
+		}
+		if s.LoadBalancer != "" || s.CircuitBreaker != nil || s.Outlier != nil {
+			t.Fatalf("a feature not allowed let through: %+v", s)
+		}
+		if s.Retry != nil && s.Retry.NumRetries > 2 || s.RequestTimeoutSet && (s.RequestTimeout == 0 || s.RequestTimeout > time.Minute) {
+			t.Fatalf("retries or timeout over the bounds let through: %+v", s)
+		}
+		for _, r := range s.RateLimit {
+			if float64(r.Requests)/r.Interval.Seconds() > 10 {
+				t.Fatalf("a rule over 10 per second let through: %+v", r)
+			}
 		}
 	})
 }

@@ -28,6 +28,7 @@ func trafficChecks() policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Setting
 		of:      func(c *v1alpha1.SourceContext) *v1alpha1.BackendTraffic { return c.BackendTraffic },
 		name:    func(b *v1alpha1.BackendTraffic) (string, string) { return b.Namespace, b.Name },
 		resolve: trafficpolicy.Resolve,
+		bound:   trafficpolicy.CheckBounds,
 	}
 }
 

@@ -208,6 +208,9 @@ func fingerprint(in *Input, opts Options) ([sha256.Size]byte, error) {
 	// never to one LoadBalancer's piece: a tenant's share changing with the number of
 	// tenants re-translates nothing.
 	opts.HealthCheckProbesPerSecond, opts.HealthCheckProxies = 0, 0
+	// A LoadBalancer carries no traffic policy: the bounds on them (a pointer, which %#v
+	// would print as an address new with every resolution of the settings) do not concern it.
+	opts.TrafficPolicies = nil
 	h := sha256.New()
 	fmt.Fprintf(h, "%q;%#v;", in.Tenant, opts)
 	enc := json.NewEncoder(h)

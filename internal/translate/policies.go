@@ -5,6 +5,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // Envoy Gateway's policies carried in Route contexts (BackendTrafficPolicy, SecurityPolicy):
@@ -18,8 +19,16 @@ type policyChecks[P any, S any] struct {
 	of           func(*v1alpha1.SourceContext) *P
 	name         func(*P) (string, string)
 	resolve      func(*P) (*S, error)
-	results      map[*P]policyResult[S]
+	// bound checks what resolve gave against the platform team's bounds
+	// (Options.TrafficPolicies): an error wrapping trafficpolicy.ErrOverBound.
+	bound   func(*trafficpolicy.Bounds, *S) error
+	results map[*P]policyResult[S]
 }
+
+// ReasonOverPlatformBound: the BackendTrafficPolicy or SecurityPolicy a Route carries asks
+// more than the platform team allows the tenant (Config/Tenant spec.trafficPolicies); none of
+// it applies (the route is served as if it had none, or under its Gateway's).
+const ReasonOverPlatformBound = trafficpolicy.ReasonOverPlatformBound
 
 // policyResult is a checked policy: its name ("namespace/name", bounded) and what its check
 // gave, or why it cannot be used.
@@ -27,6 +36,8 @@ type policyResult[S any] struct {
 	policy string
 	value  *S
 	err    string
+	// overBound: the policy is over the platform team's bounds (err says which).
+	overBound bool
 }
 
 // forRoute is the policy that applies to Route r's rules served by Gateway gw (nil: none), as
@@ -60,11 +71,18 @@ func (c *policyChecks[P, S]) check(t *l7, p *P, where string, owner ir.ObjectRef
 			res.err = msg
 		} else if v, err := c.resolve(p); err != nil {
 			res.err = truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; "))
+		} else if err := c.bound(t.opts.TrafficPolicies, v); err != nil {
+			// Within what kubelb serves, over what the platform team allows.
+			res.overBound = true
+			res.err = truncateMessage(strings.ReplaceAll(strings.TrimPrefix(err.Error(), trafficpolicy.ErrOverBound.Error()+": "), "\n", "; "))
 		} else {
 			res.value = v
 		}
 		c.results[p] = res
-		if res.err != "" {
+		switch {
+		case res.overBound:
+			t.problems.Add(owner, ir.SeverityWarning, ReasonOverPlatformBound, "%s %s (%s) is over the platform team's bounds: %s; none of it applies", c.kind, res.policy, where, res.err)
+		case res.err != "":
 			t.problems.Add(owner, ir.SeverityWarning, c.reason, "%s %s (%s) cannot be used: %s; none of it applies", c.kind, res.policy, where, res.err)
 		}
 	}

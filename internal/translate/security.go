@@ -20,6 +20,7 @@ func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.SecuritySett
 		of:      func(c *v1alpha1.SourceContext) *v1alpha1.Security { return c.Security },
 		name:    func(s *v1alpha1.Security) (string, string) { return s.Namespace, s.Name },
 		resolve: trafficpolicy.ResolveSecurity,
+		bound:   trafficpolicy.CheckSecurityBounds,
 	}
 }
 

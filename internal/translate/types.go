@@ -23,6 +23,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // Defaults of Options.
@@ -175,6 +176,10 @@ type Options struct {
 	// HTTPS (Config/Tenant spec.ingress.sslRedirect; an Ingress's kubelb.k8c.io/ssl-redirect
 	// annotation overrides it). See docs/l7.md "HTTP to HTTPS redirect".
 	IngressSSLRedirect bool
+	// TrafficPolicies are the platform team's bounds on the tenant's traffic policies
+	// (Config/Tenant spec.trafficPolicies; nil: none): a BackendTrafficPolicy or
+	// SecurityPolicy over one is not applied, and its Route is told (OverPlatformBound).
+	TrafficPolicies *trafficpolicy.Bounds
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each
@@ -200,7 +205,8 @@ type HealthCheck struct {
 
 // WithUpstream returns o with the upstream options set in u (ConnectTimeout,
 // MaxConnectionsPerCluster, UDPSessionIdleTimeout, StreamIdleTimeout, HealthCheck: each
-// non-zero field, and HealthCheck.Disabled when true; RequestTimeout always) in place of o's. The manager overlays a tenant's
+// non-zero field, and HealthCheck.Disabled when true; RequestTimeout and TrafficPolicies
+// always) in place of o's. The manager overlays a tenant's
 // resolved spec.upstream onto its own options with it.
 func (o Options) WithUpstream(u Options) Options {
 	o.ConnectTimeout = setOr(u.ConnectTimeout, o.ConnectTimeout)
@@ -209,6 +215,8 @@ func (o Options) WithUpstream(u Options) Options {
 	// The tenant's resolved request timeout is final: 0 is a value (none), not "unset".
 	o.RequestTimeout = u.RequestTimeout
 	o.StreamIdleTimeout = setOr(u.StreamIdleTimeout, o.StreamIdleTimeout)
+	// The tenant's bounds are final too: nil is none.
+	o.TrafficPolicies = u.TrafficPolicies
 	hc, uh := &o.HealthCheck, u.HealthCheck
 	hc.Disabled = hc.Disabled || uh.Disabled
 	hc.Interval = setOr(uh.Interval, hc.Interval)

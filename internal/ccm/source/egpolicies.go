@@ -36,6 +36,9 @@ type PolicyKind struct {
 	read func(namespace, name string, spec map[string]any) (any, error)
 	// carry puts the settings read (nil: none) in a Route's context.
 	carry func(c *v1alpha1.SourceContext, v any)
+	// bound checks the settings read against the platform team's bounds (an error wrapping
+	// trafficpolicy.ErrOverBound).
+	bound func(v any, b *trafficpolicy.Bounds) error
 }
 
 // BackendTrafficPolicyKind and SecurityPolicyKind are the kinds read (PolicyKinds).
@@ -51,6 +54,17 @@ var (
 			return bt, err
 		},
 		carry: func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
+		bound: func(v any, b *trafficpolicy.Bounds) error {
+			bt, _ := v.(*v1alpha1.BackendTraffic)
+			if bt == nil {
+				return nil
+			}
+			s, err := trafficpolicy.Resolve(bt)
+			if err != nil {
+				return nil // Read refused it already
+			}
+			return trafficpolicy.CheckBounds(b, s)
+		},
 	}
 	SecurityPolicyKind = &PolicyKind{
 		Kind: trafficpolicy.SecurityKind, index: "ccm.kubelb.k8c.io/security-policy-targets",
@@ -63,6 +77,17 @@ var (
 			return sec, err
 		},
 		carry: func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
+		bound: func(v any, b *trafficpolicy.Bounds) error {
+			sec, _ := v.(*v1alpha1.Security)
+			if sec == nil {
+				return nil
+			}
+			s, err := trafficpolicy.ResolveSecurity(sec)
+			if err != nil {
+				return nil // Read refused it already
+			}
+			return trafficpolicy.CheckSecurityBounds(b, s)
+		},
 	}
 	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind}
 )
@@ -118,6 +143,48 @@ type EGPolicyVerdict struct {
 	// Routes still carry the policy, and the hub answers 500 on its routes rather than serve
 	// them without it.
 	Unusable string
+	// OverBound says which of the platform team's bounds the policy is over (CheckBounds).
+	// The Routes still carry it: the hub checks it against the bounds itself, and leaves it
+	// out (its Route's own, then its Gateway's policy applies).
+	OverBound string
+}
+
+// CheckBounds is v with OverBound set when the policy v read is over the platform team's
+// bounds b (nil: none, from the hub's TenantState: HubBounds). Pure.
+func (k *PolicyKind) CheckBounds(v EGPolicyVerdict, b *trafficpolicy.Bounds) EGPolicyVerdict {
+	if v.Invalid != "" || v.Value == nil || b == nil {
+		return v
+	}
+	if err := k.bound(v.Value, b); err != nil {
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), trafficpolicy.ErrOverBound.Error()+": "), "\n", "; ")
+		if len(msg) > 2048 {
+			msg = msg[:2048] + "…"
+		}
+		v.OverBound = msg
+	}
+	return v
+}
+
+// HubBounds are the platform team's bounds on the tenant's policies, as the hub tells the
+// ccm in its TenantState (status.trafficPolicies; the one named "default" first): nil when
+// none says any. Pure.
+func HubBounds(states []v1alpha1.TenantState) *trafficpolicy.Bounds {
+	states = slices.Clone(states)
+	slices.SortFunc(states, func(a, b v1alpha1.TenantState) int {
+		if (a.Name == "default") != (b.Name == "default") {
+			if a.Name == "default" {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i := range states {
+		if b := trafficpolicy.BoundsOf(states[i].Status.TrafficPolicies); b != nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // Read reads and checks a policy of the kind: its targets (Gateways, HTTPRoutes and GRPCRoutes

@@ -18,7 +18,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -102,7 +104,8 @@ func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1
 
 // TrafficPolicyReconciler writes kubelb's entries of the status of the policies of one of
 // Envoy Gateway's kinds (ccm-backendtrafficpolicy, ccm-securitypolicy; per object): get →
-// PolicyKind.Read → for each target, whether it
+// PolicyKind.Read → PolicyKind.CheckBounds against the platform team's bounds the hub's
+// TenantState publishes (HubBounds; re-checked when they change) → for each target, whether it
 // exists and is served by kubelb, the policy that wins it (TrafficWinner) and its ancestors
 // (a Gateway; a route's served Gateways) → DesiredTrafficPolicyStatus (pure) → one status
 // patch when it differs. A policy none of whose targets kubelb serves gets no entry of
@@ -130,6 +133,10 @@ type TrafficPolicyReconciler struct {
 	// Secrets reads the Secrets a SecurityPolicy's basicAuth names from the tenant API server
 	// (their data is not cached); nil: not checked.
 	Secrets client.Reader
+	// Hub reads the tenant's TenantStates in Namespace, the tenant's hub namespace (the hub
+	// cache), for the platform team's bounds on policies (HubBounds); nil: not checked.
+	Hub       client.Reader
+	Namespace string
 }
 
 // Reconcile writes one policy's status.
@@ -143,6 +150,13 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return reconcile.Result{}, nil
 	}
 	v := r.Policy.Read(p)
+	if v.Invalid == "" && r.Hub != nil {
+		states := &v1alpha1.TenantStateList{}
+		if err := r.Hub.List(ctx, states, client.InNamespace(r.Namespace)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("listing the TenantStates of %s: %w", r.Namespace, err)
+		}
+		v = r.Policy.CheckBounds(v, HubBounds(states.Items))
+	}
 	if v.Invalid == "" && r.Policy.Kind == trafficpolicy.SecurityKind {
 		if v.Unusable, err = basicAuthProblem(ctx, r.Secrets, v.Value); err != nil {
 			return reconcile.Result{}, err
@@ -244,6 +258,9 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		if w := TrafficWinner(policies, ns, t.Kind, t.Name); w != nil && w.GetName() != p.GetName() {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonConflicted)
 			a.Message = fmt.Sprintf("%s %s/%s, older (or first by name), already targets %s; this one does not apply to it", r.Policy.Kind, ns, w.GetName(), what)
+		} else if v.OverBound != "" {
+			a.Status, a.Reason = metav1.ConditionFalse, trafficpolicy.ReasonOverPlatformBound
+			a.Message = "the policy is over the platform team's bounds: " + v.OverBound + "; none of the policy applies to " + what + " until it is within them"
 		} else if v.Unusable != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
@@ -260,7 +277,7 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 // setupTrafficPolicies adds the status controller of a policy kind: a policy is reconciled
 // when it or a policy of its namespace (conflicts) changes, or a Gateway, a GatewayClass or a
 // route of the kinds changes (targets appear, go, change Gateways).
-func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers int) error {
+func setupTrafficPolicies(mgr ctrl.Manager, hub cluster.Cluster, r *TrafficPolicyReconciler, workers int) error {
 	c := mgr.GetCache()
 	policiesWhere := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 		list := r.Policy.NewList()
@@ -290,6 +307,12 @@ func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers 
 	for _, k := range r.Kinds {
 		b = b.WatchesRawSource(source.Kind[client.Object](c, k.New(), inNamespace, predicate.GenerationChangedPredicate{}))
 	}
+	if r.Hub != nil && hub != nil { // the platform team's bounds change on the hub
+		b = b.WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *v1alpha1.TenantState) []reconcile.Request {
+				return policiesWhere(ctx)
+			}), boundsChanged))
+	}
 	if r.Secrets != nil { // a basicAuth's Secret appears, changes or goes (metadata only)
 		secret := &metav1.PartialObjectMetadata{}
 		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -298,6 +321,14 @@ func setupTrafficPolicies(mgr ctrl.Manager, r *TrafficPolicyReconciler, workers 
 		}), predicate.ResourceVersionChangedPredicate{}))
 	}
 	return b.Complete(r)
+}
+
+// boundsChanged passes the TenantState events that change the bounds on policies (a
+// TenantState changes often: rejections, backend health).
+var boundsChanged = predicate.TypedFuncs[*v1alpha1.TenantState]{
+	UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.TenantState]) bool {
+		return !equality.Semantic.DeepEqual(e.ObjectOld.Status.TrafficPolicies, e.ObjectNew.Status.TrafficPolicies)
+	},
 }
 
 // trafficTargetsOfKind are requests for the objects of kind k a policy targets (its

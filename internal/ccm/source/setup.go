@@ -164,14 +164,14 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	for _, pk := range egKinds {
 		tr := &TrafficPolicyReconciler{Policy: pk, Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
-			UseGatewayClass: o.UseGatewayClass, Kinds: trafficKindsSet}
+			UseGatewayClass: o.UseGatewayClass, Kinds: trafficKindsSet, Hub: hub.GetCache(), Namespace: o.Namespace}
 		if pk == SecurityPolicyKind { // its basicAuth's Secret is checked
 			if err := indexBasicAuthSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
 				return err
 			}
 			tr.Secrets = mgr.GetAPIReader()
 		}
-		if err := setupTrafficPolicies(mgr, tr, workers); err != nil {
+		if err := setupTrafficPolicies(mgr, hub, tr, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", pk.Kind, err)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
@@ -168,6 +170,17 @@ func TestTenantStateStatusDoesNotChurn(t *testing.T) {
 		!strings.Contains(gw.Message, "gatewayAPI.disable") || !gw.LastTransitionTime.Equal(&t1) ||
 		ing == nil || ing.Status != metav1.ConditionTrue || !ing.LastTransitionTime.Equal(&t0) || !l7.LastUpdated.Equal(&t1) {
 		t.Errorf("Layer 7 conditions %+v", l7.Conditions)
+	}
+	// Bounds on the tenant's traffic policies: the ccm is told them, and where each is set;
+	// unset again, they go.
+	bounds := &kubelbv1alpha1.TenantTrafficPolicyBounds{TrafficPolicyBounds: kubelbv1alpha1.TrafficPolicyBounds{MaxRetries: ptr.To[int32](1)},
+		SetBy: map[string]string{"maxRetries": "Tenant t"}}
+	bounded := desiredTenantStateStatus(first, 1, v, settings.Tenant{TrafficPolicies: bounds}, true, ReasonProvisioned, "ok", t1)
+	if !equality.Semantic.DeepEqual(bounded.TrafficPolicies, bounds) || !bounded.LastUpdated.Equal(&t1) {
+		t.Errorf("bounds %+v, lastUpdated %v", bounded.TrafficPolicies, bounded.LastUpdated)
+	}
+	if unbounded := desiredTenantStateStatus(bounded, 1, v, settings.Tenant{}, true, ReasonProvisioned, "ok", t1); unbounded.TrafficPolicies != nil {
+		t.Errorf("bounds unset stay: %+v", unbounded.TrafficPolicies)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -59,4 +60,45 @@ func TestSettingsIgnoredAndLayer7State(t *testing.T) {
 
 	update(t, c, config, func(cfg *kubelbv1alpha1.Config) { cfg.Spec.EnvoyProxy.Topology = "" })
 	testsupport.Eventually(t, 30*time.Second, "SettingsIgnored gone", ignored(false))
+}
+
+// TestTenantStateCarriesTrafficPolicyBounds: the bounds on the tenant's traffic policies reach
+// the ccm in the TenantState, each from the Tenant, else the Config, with where it is set,
+// through the API server: the Config's empty features list (no feature allowed) stays an
+// empty list, not an absent one (which would allow all). Unset everywhere, they go.
+func TestTenantStateCarriesTrafficPolicyBounds(t *testing.T) {
+	s := startHub(t, true)
+	c := s.hub.Client
+	config := &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.DefaultConfigName, Namespace: managerNS}}
+	config.Spec.TrafficPolicies = &kubelbv1alpha1.TrafficPolicyBounds{Features: &[]kubelbv1alpha1.TrafficPolicyFeature{}, MaxRetries: ptr.To[int32](3)}
+	create(t, c, config)
+	tn := tenantObj("b")
+	tn.Spec.TrafficPolicies = &kubelbv1alpha1.TrafficPolicyBounds{MaxRetries: ptr.To[int32](1)}
+	create(t, c, tn)
+	waitReady(t, c, "b")
+
+	bounds := func(check func(*kubelbv1alpha1.TenantTrafficPolicyBounds) error) func() error {
+		return func() error {
+			ts := &kubelbv1alpha1.TenantState{}
+			if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-b", Name: TenantStateName}, ts); err != nil {
+				return err
+			}
+			return check(ts.Status.TrafficPolicies)
+		}
+	}
+	testsupport.Eventually(t, 30*time.Second, "the bounds in the TenantState", bounds(func(b *kubelbv1alpha1.TenantTrafficPolicyBounds) error {
+		if b == nil || b.Features == nil || len(*b.Features) != 0 || b.MaxRetries == nil || *b.MaxRetries != 1 ||
+			b.SetBy["features"] != "Config default" || b.SetBy["maxRetries"] != "Tenant b" {
+			return fmt.Errorf("trafficPolicies %+v", b)
+		}
+		return nil
+	}))
+	update(t, c, tn, func(tn *kubelbv1alpha1.Tenant) { tn.Spec.TrafficPolicies = nil })
+	update(t, c, config, func(cfg *kubelbv1alpha1.Config) { cfg.Spec.TrafficPolicies = nil })
+	testsupport.Eventually(t, 30*time.Second, "no bounds in the TenantState", bounds(func(b *kubelbv1alpha1.TenantTrafficPolicyBounds) error {
+		if b != nil {
+			return fmt.Errorf("trafficPolicies %+v", b)
+		}
+		return nil
+	}))
 }

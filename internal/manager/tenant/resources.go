@@ -216,13 +216,16 @@ const (
 )
 
 // desiredTenantStateStatus computes the TenantState status from the previous one: what eff
-// disables (loadBalancer.disable; the Layer 7 conditions, layer7Condition) and Ready.
+// disables (loadBalancer.disable; the Layer 7 conditions, layer7Condition), the bounds on its
+// traffic policies (trafficPolicies, which the ccm checks the tenant's policies against) and
+// Ready.
 // lastUpdated moves only when something else changed, so an unchanged tenant causes no writes.
 func desiredTenantStateStatus(prev kubelbv1alpha1.TenantStateStatus, generation int64, version kubelbv1alpha1.Version,
 	eff settings.Tenant, ready bool, reason, message string, now metav1.Time) kubelbv1alpha1.TenantStateStatus {
 	next := *prev.DeepCopy()
 	next.Version = version
 	next.LoadBalancer.Disable = eff.DisableLoadBalancer
+	next.TrafficPolicies = eff.TrafficPolicies.DeepCopy()
 	status := metav1.ConditionFalse
 	if ready {
 		status = metav1.ConditionTrue

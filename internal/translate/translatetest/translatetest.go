@@ -18,6 +18,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -108,6 +109,9 @@ type goldenOptions struct {
 	StreamIdleTimeout metav1.Duration `json:"streamIdleTimeout,omitempty"`
 	// IngressSSLRedirect: the tenant's spec.ingress.sslRedirect.
 	IngressSSLRedirect bool `json:"ingressSSLRedirect,omitempty"`
+	// TrafficPolicies: the tenant's spec.trafficPolicies bounds as the settings resolve
+	// them (with setBy).
+	TrafficPolicies *v1alpha1.TenantTrafficPolicyBounds `json:"trafficPolicies,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -155,6 +159,7 @@ func (g goldenInput) input() (translate.Input, error) {
 			HealthCheckProbesPerSecond: g.Options.HealthCheckProbesPerSecond,
 			HealthCheckProxies:         g.Options.HealthCheckProxies,
 			AccessLog:                  g.Options.AccessLog,
+			TrafficPolicies:            trafficpolicy.BoundsOf(g.Options.TrafficPolicies),
 		},
 	}
 	for _, a := range g.Addresses {
