@@ -565,12 +565,12 @@ type UpstreamHealthCheck struct {
 
 // TrafficPolicyFeature is a part of Envoy Gateway's policies (BackendTrafficPolicy,
 // SecurityPolicy) that kubelb serves and the platform team may allow a tenant.
-// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;Authorization
+// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;APIKeyAuth;Authorization
 type TrafficPolicyFeature string
 
 // The features of TrafficPolicyBounds: a BackendTrafficPolicy's loadBalancer,
 // circuitBreaker, healthCheck.passive, retry, timeout, rateLimit and compressor; a SecurityPolicy's
-// basicAuth, jwt and authorization.
+// basicAuth, jwt, apiKeyAuth and authorization.
 const (
 	TrafficPolicyFeatureLoadBalancer       TrafficPolicyFeature = "LoadBalancer"
 	TrafficPolicyFeatureCircuitBreaker     TrafficPolicyFeature = "CircuitBreaker"
@@ -581,6 +581,7 @@ const (
 	TrafficPolicyFeatureCompression        TrafficPolicyFeature = "Compression"
 	TrafficPolicyFeatureBasicAuth          TrafficPolicyFeature = "BasicAuth"
 	TrafficPolicyFeatureJWT                TrafficPolicyFeature = "JWT"
+	TrafficPolicyFeatureAPIKeyAuth         TrafficPolicyFeature = "APIKeyAuth"
 	TrafficPolicyFeatureAuthorization      TrafficPolicyFeature = "Authorization"
 )
 

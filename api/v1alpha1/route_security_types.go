@@ -4,8 +4,8 @@ package v1alpha1
 // to the object a Route mirrors, as kubelb's ccm resolved it: for a Gateway the policy
 // targeting the Gateway, for an HTTPRoute or a GRPCRoute the policy targeting the route (which
 // overrides its Gateways'). Only the fields kubelb serves are carried, in Envoy Gateway's
-// shapes: authorization by client address, basic authentication and JWT authentication with
-// keys given in the policy; the ccm refuses a policy with any other
+// shapes: authorization by client address, basic authentication, JWT authentication with
+// keys given in the policy and API keys; the ccm refuses a policy with any other
 // (docs/l7.md, "Traffic policies"). The manager validates and bounds every field again.
 type Security struct {
 	// Namespace and Name of the policy (the object's namespace).
@@ -22,6 +22,53 @@ type Security struct {
 	// JWT asks clients for a JSON Web Token signed by a key of one of its providers.
 	// +optional
 	JWT *SecurityJWT `json:"jwt,omitempty"`
+	// APIKeyAuth asks clients for an API key of those in its Secrets.
+	// +optional
+	APIKeyAuth *SecurityAPIKeyAuth `json:"apiKeyAuth,omitempty"`
+}
+
+// SecurityAPIKeyAuth is Envoy Gateway's apiKeyAuth: a request must carry one of the API keys
+// of its Secrets (each key of a Secret is a client ID, its value the client's API key) where
+// extractFrom says. The Route carries the Secrets' names only, never the keys.
+type SecurityAPIKeyAuth struct {
+	// CredentialRefs are the Secrets of the policy's namespace holding the API keys.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	CredentialRefs []SecurityBasicAuthUsers `json:"credentialRefs"`
+	// ExtractFrom says where requests carry the key: each entry one of headers, params
+	// (query parameters) or cookies.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	ExtractFrom []SecurityAPIKeyExtractFrom `json:"extractFrom"`
+	// ForwardClientIDHeader names the request header the client ID of a verified key is
+	// written to for the backend.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ForwardClientIDHeader string `json:"forwardClientIDHeader,omitempty"`
+	// Sanitize removes the key from the request before the backend.
+	// +optional
+	Sanitize *bool `json:"sanitize,omitempty"`
+}
+
+// SecurityAPIKeyExtractFrom is one place requests carry the API key.
+type SecurityAPIKeyExtractFrom struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Headers []string `json:"headers,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Params []string `json:"params,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Cookies []string `json:"cookies,omitempty"`
 }
 
 // SecurityJWT is Envoy Gateway's jwt: a request must carry a JSON Web Token (in the

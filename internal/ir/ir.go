@@ -129,6 +129,9 @@ type Listener struct {
 	// these libraries, off but for the routes that compress with it; in Compressors' order,
 	// set exactly when a route served by the listener compresses with it.
 	Compressors []Compressor `json:"compressors,omitempty"`
+	// APIKeyAuth (HTTP, HTTPS) runs Envoy's api_key_auth filter, off but for the routes with
+	// an APIKeyAuth; set exactly when a route served by the listener has one.
+	APIKeyAuth bool `json:"apiKeyAuth,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -276,6 +279,10 @@ type Route struct {
 	// the first of these compressors the client accepts (Accept-Encoding); the request then
 	// reaches the backend without its Accept-Encoding, so the backend answers uncompressed.
 	Compression []Compressor `json:"compression,omitempty"`
+	// APIKeyAuth (apikey.go), when set, answers 401 to requests without one of its clients'
+	// API keys (after Authorization and SourceRanges, with JWT and BasicAuth). The listeners
+	// serving the route set APIKeyAuth.
+	APIKeyAuth *APIKeyAuth `json:"apiKeyAuth,omitempty"`
 }
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.

@@ -59,7 +59,7 @@ func (c *Config) Validate() error {
 	// A route's CORS policy and session persistence need Envoy's CORS and stateful session
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	basicRoutes, limitRoutes := map[string]bool{}, map[string]bool{}
+	basicRoutes, limitRoutes, keyRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	jwtRequirements := map[string][]JWT{}
 	compressRoutes := map[Compressor]map[string]bool{}
 	for _, cp := range Compressors {
@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
+		keyRoutes[rc.Name] = rc.HasAPIKeyAuth()
 	}
 
 	type bindKey struct {
@@ -99,6 +100,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("basic auth", l.BasicAuth, basicRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("API key auth", l.APIKeyAuth, keyRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
@@ -365,6 +369,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return err
 	}
 	if err := r.BasicAuth.validate(); err != nil {
+		return err
+	}
+	if err := r.APIKeyAuth.validate(); err != nil {
 		return err
 	}
 	if err := r.JWT.validate(); err != nil {

@@ -18,6 +18,7 @@ var Features = []v1alpha1.TrafficPolicyFeature{
 	v1alpha1.TrafficPolicyFeaturePassiveHealthCheck, v1alpha1.TrafficPolicyFeatureRetry,
 	v1alpha1.TrafficPolicyFeatureTimeout, v1alpha1.TrafficPolicyFeatureRateLimit,
 	v1alpha1.TrafficPolicyFeatureCompression, v1alpha1.TrafficPolicyFeatureBasicAuth, v1alpha1.TrafficPolicyFeatureJWT,
+	v1alpha1.TrafficPolicyFeatureAPIKeyAuth,
 	v1alpha1.TrafficPolicyFeatureAuthorization,
 }
 
@@ -188,6 +189,9 @@ func CheckSecurityBounds(b *Bounds, s *SecuritySettings) error {
 	}
 	if s.JWT != nil {
 		used = append(used, featureUse{v1alpha1.TrafficPolicyFeatureJWT, "jwt"})
+	}
+	if s.APIKeyAuth != nil {
+		used = append(used, featureUse{v1alpha1.TrafficPolicyFeatureAPIKeyAuth, "apiKeyAuth"})
 	}
 	b.checkFeatures(used, bad)
 	return overBound(errs)

@@ -26,7 +26,8 @@ var servedSecurity = map[string]any{
 	"basicAuth": map[string]any{
 		"users": map[string]any{"group": nil, "kind": nil, "name": nil, "namespace": nil},
 	},
-	"jwt": servedJWT,
+	"jwt":        servedJWT,
+	"apiKeyAuth": servedAPIKeyAuth,
 }
 
 // securityRuleFields are the fields of an authorization rule kubelb serves.
@@ -97,13 +98,16 @@ type SecuritySettings struct {
 	BasicAuthSecret string
 	// JWT is nil when the policy has none.
 	JWT *JWT
+	// APIKeyAuth is nil when the policy has none. The keys of its Secrets are checked by
+	// ParseAPIKeys where they are read.
+	APIKeyAuth *APIKeyAuth
 }
 
 // ResolveSecurity checks a Security (from a tenant's policy, or from a Route) and returns its
 // settings, or every problem found.
 func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
-	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil {
-		return nil, errors.New("the policy has no authorization, basicAuth or jwt, the parts of a SecurityPolicy kubelb serves")
+	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil && sec.APIKeyAuth == nil {
+		return nil, errors.New("the policy has no authorization, basicAuth, jwt or apiKeyAuth, the parts of a SecurityPolicy kubelb serves")
 	}
 	out := &SecuritySettings{}
 	var errs []error
@@ -127,6 +131,13 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 			errs = append(errs, err)
 		}
 		out.JWT = j
+	}
+	if sec.APIKeyAuth != nil {
+		a, err := resolveAPIKeyAuth(sec.Namespace, sec.APIKeyAuth)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.APIKeyAuth = a
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

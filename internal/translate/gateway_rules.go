@@ -281,6 +281,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			CORS:            f.cors,
 			Authorization:   security.authorization,
 			BasicAuth:       security.basicAuth,
+			APIKeyAuth:      security.apiKeyAuth,
 			JWT:             security.jwt,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,

@@ -90,6 +90,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	t.gateways()
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasSourceRanges, func(l *ir.Listener, on bool) { l.RouteSourceRanges = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasBasicAuth, func(l *ir.Listener, on bool) { l.BasicAuth = on })
+	markHTTPFilter(cfg, (*ir.RouteConfig).HasAPIKeyAuth, func(l *ir.Listener, on bool) { l.APIKeyAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	markJWT(cfg, t.jwtProviders)
 	for _, c := range ir.Compressors { // in their order: the listeners' filters are in it

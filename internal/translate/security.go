@@ -29,9 +29,10 @@ type routeSecurity struct {
 	authorization *ir.Authorization
 	basicAuth     *ir.BasicAuth
 	jwt           *ir.JWT
-	// closed: the policy asks for basic authentication but its users cannot be used, or for
-	// JWT authentication that cannot be served; the routes answer 500 rather than serve
-	// without it.
+	apiKeyAuth    *ir.APIKeyAuth
+	// closed: the policy asks for basic authentication but its users cannot be used, for
+	// JWT authentication that cannot be served, or for API keys that cannot be used; the
+	// routes answer 500 rather than serve without it.
 	closed bool
 }
 
@@ -52,6 +53,10 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 	if s.JWT != nil {
 		out.jwt = t.jwtFor(policy, s.JWT, owner)
 		out.closed = out.closed || out.jwt == nil
+	}
+	if s.APIKeyAuth != nil {
+		out.apiKeyAuth = t.apiKeyAuth(owner, policy, s.APIKeyAuth)
+		out.closed = out.closed || out.apiKeyAuth == nil
 	}
 	a := s.Authorization
 	if a == nil {

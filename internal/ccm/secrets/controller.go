@@ -3,6 +3,7 @@ package secrets
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -196,33 +197,40 @@ func (r *Reconciler) warn(s *corev1.Secret, reason, msg string) {
 }
 
 // wanted tells whether the hub needs Secret meta, and which of its keys (nil: all): all when
-// it is labelled (with the synchronizer on), or a served Ingress or Gateway names it; only
-// the users' key when only basic authentications name it (wantedKeys).
+// it is labelled (with the synchronizer on), a served Ingress or Gateway names it, or a
+// SecurityPolicy's apiKeyAuth does; only the users' key when only basic authentications name
+// it (wantedBySecurityPolicies).
 func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, []string, error) {
 	whole, err := r.wantedWhole(ctx, meta)
 	if err != nil || whole {
 		return whole, nil, err
 	}
-	keys, err := r.wantedKeys(ctx, client.ObjectKeyFromObject(meta))
-	return len(keys) > 0, keys, err
+	return r.wantedBySecurityPolicies(ctx, client.ObjectKeyFromObject(meta))
 }
 
-// wantedKeys are the keys of Secret key that basic authentications need: .htpasswd when a
-// SecurityPolicy of its namespace names it in basicAuth.users.
-func (r *Reconciler) wantedKeys(ctx context.Context, key types.NamespacedName) ([]string, error) {
+// wantedBySecurityPolicies tells whether SecurityPolicies of Secret key's namespace need it,
+// and which of its keys (nil: all): all when an apiKeyAuth names it (each key a client), else
+// .htpasswd when a basicAuth.users does.
+func (r *Reconciler) wantedBySecurityPolicies(ctx context.Context, key types.NamespacedName) (bool, []string, error) {
 	if !r.Opts.Gateway || !r.Opts.SecurityPolicies {
-		return nil, nil
+		return false, nil, nil
 	}
 	list := ccmsource.SecurityPolicyKind.NewList()
 	if err := r.Policies.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexSecurityPolicySecret: key.String()}); err != nil {
-		return nil, fmt.Errorf("listing SecurityPolicies naming Secret %s: %w", key, err)
+		return false, nil, fmt.Errorf("listing SecurityPolicies naming Secret %s: %w", key, err)
 	}
+	var keys []string
 	for i := range list.Items {
-		if list.Items[i].GetDeletionTimestamp() == nil {
-			return []string{trafficpolicy.HtpasswdKey}, nil
+		p := &list.Items[i]
+		if p.GetDeletionTimestamp() != nil {
+			continue
 		}
+		if slices.Contains(ccmsource.APIKeySecretNames(p), key.Name) {
+			return true, nil, nil
+		}
+		keys = []string{trafficpolicy.HtpasswdKey}
 	}
-	return nil, nil
+	return keys != nil, keys, nil
 }
 
 // pick is data with only the keys named.

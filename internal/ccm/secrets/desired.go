@@ -4,7 +4,8 @@
 // Secret is mirrored when a served Ingress names it in spec.tls[].secretName, when a served
 // Gateway's listener names it in tls.certificateRefs (a Secret in another namespace only when a
 // ReferenceGrant there permits it), when an Envoy Gateway SecurityPolicy of its namespace
-// names it in basicAuth.users (then only its key .htpasswd is mirrored), or, with the
+// names it in basicAuth.users (then only its key .htpasswd is mirrored) or in
+// apiKeyAuth.credentialRefs (then all of it: each key is a client's), or, with the
 // synchronizer on, when it is labelled kubelb.k8c.io/managed-by=kubelb. The manager's SyncSecret controller
 // (internal/manager/syncsecret) turns the SyncSecret into a hub Secret.
 package secrets

@@ -30,8 +30,8 @@ const (
 	indexListenerSetSecretNS = "secrets.ccm.kubelb.k8c.io/listenerset-tls-namespace"
 	// indexGatewayClass indexes Gateways by gatewayClassName.
 	indexGatewayClass = "secrets.ccm.kubelb.k8c.io/gateway-class"
-	// indexSecurityPolicySecret indexes SecurityPolicies by "<namespace>/<name>" of the Secret
-	// their basicAuth names.
+	// indexSecurityPolicySecret indexes SecurityPolicies by "<namespace>/<name>" of the Secrets
+	// their basicAuth and apiKeyAuth name.
 	indexSecurityPolicySecret = "secrets.ccm.kubelb.k8c.io/securitypolicy-basic-auth"
 	// indexOrigin indexes hub SyncSecrets by "<origin namespace>/<origin name>".
 	indexOrigin = "secrets.ccm.kubelb.k8c.io/origin"
@@ -98,10 +98,11 @@ func securityPolicySecretIndex(o client.Object) []string {
 	if !ok {
 		return nil
 	}
-	if name := ccmsource.BasicAuthSecretName(u); name != "" {
-		return []string{types.NamespacedName{Namespace: u.GetNamespace(), Name: name}.String()}
+	var out []string
+	for _, name := range ccmsource.SecurityPolicySecretNames(u) {
+		out = append(out, types.NamespacedName{Namespace: u.GetNamespace(), Name: name}.String())
 	}
-	return nil
+	return out
 }
 
 func gatewayClassIndex(o client.Object) []string {

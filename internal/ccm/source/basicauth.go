@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +14,9 @@ import (
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
-// A SecurityPolicy's basicAuth names a Secret of the policy's namespace (key .htpasswd). The
-// Route carries only its name; the Secret synchronizer (internal/ccm/secrets) mirrors the
+// A SecurityPolicy's basicAuth names a Secret of the policy's namespace (key .htpasswd), its
+// apiKeyAuth Secrets whose keys are client IDs and values their API keys. The Route carries
+// only their names; the Secret synchronizer (internal/ccm/secrets) mirrors the
 // Secret to the hub (that key only), where the manager reads it. The policy's status says
 // when the Secret is missing or its users cannot be used (basicAuthProblem), naming line
 // numbers, never their content.
@@ -27,7 +29,39 @@ func BasicAuthSecretName(p *unstructured.Unstructured) string {
 	if !ok {
 		return ""
 	}
-	s := func(k string) string { v, _ := users[k].(string); return v }
+	return localSecretName(p, users)
+}
+
+// APIKeySecretNames are the names of the Secrets of the policy's namespace that a
+// SecurityPolicy's spec.apiKeyAuth.credentialRefs names (references to anything else are
+// left out: such a policy is Invalid and nothing is mirrored for them).
+func APIKeySecretNames(p *unstructured.Unstructured) []string {
+	refs, _, _ := unstructured.NestedSlice(p.Object, "spec", "apiKeyAuth", "credentialRefs")
+	var out []string
+	for _, r := range refs {
+		if m, ok := r.(map[string]any); ok {
+			if name := localSecretName(p, m); name != "" && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// SecurityPolicySecretNames are the names of every Secret of the policy's namespace a
+// SecurityPolicy names: its basicAuth's and its apiKeyAuth's.
+func SecurityPolicySecretNames(p *unstructured.Unstructured) []string {
+	out := APIKeySecretNames(p)
+	if name := BasicAuthSecretName(p); name != "" && !slices.Contains(out, name) {
+		out = append(out, name)
+	}
+	return out
+}
+
+// localSecretName is the name of the Secret a reference (unstructured SecretObjectReference)
+// of policy p names, "" when it is not a core Secret of p's namespace.
+func localSecretName(p *unstructured.Unstructured, ref map[string]any) string {
+	s := func(k string) string { v, _ := ref[k].(string); return v }
 	if g := s("group"); g != "" && g != "core" {
 		return ""
 	}
@@ -38,6 +72,55 @@ func BasicAuthSecretName(p *unstructured.Unstructured) string {
 		return ""
 	}
 	return s("name")
+}
+
+// securitySecretsProblem checks the Secrets a SecurityPolicy names (settings read from the
+// policy; read from the tenant API server, secrets): its basicAuth's and its apiKeyAuth's,
+// and says why they cannot be used, "" when they can or the policy names none.
+func securitySecretsProblem(ctx context.Context, secrets client.Reader, v any) (string, error) {
+	msg, err := basicAuthProblem(ctx, secrets, v)
+	if msg != "" || err != nil {
+		return msg, err
+	}
+	return apiKeyProblem(ctx, secrets, v)
+}
+
+// apiKeyProblem checks the Secrets a SecurityPolicy's apiKeyAuth names: each exists and holds
+// keys Envoy can use, no two clients sharing a key or a client ID. The messages name Secrets
+// and clients, never keys.
+func apiKeyProblem(ctx context.Context, secrets client.Reader, v any) (string, error) {
+	sec, ok := v.(*v1alpha1.Security)
+	if !ok || sec.APIKeyAuth == nil || secrets == nil {
+		return "", nil
+	}
+	clients, keys := map[string]bool{}, map[string]string{}
+	for _, ref := range sec.APIKeyAuth.CredentialRefs {
+		key := client.ObjectKey{Namespace: sec.Namespace, Name: ref.Name}
+		s := &corev1.Secret{}
+		if err := secrets.Get(ctx, key, s); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				return fmt.Sprintf("Secret %s named by apiKeyAuth.credentialRefs does not exist", key), nil
+			}
+			return "", fmt.Errorf("getting Secret %s: %w", key, err)
+		}
+		parsed, err := trafficpolicy.ParseAPIKeys(s.Data)
+		if err != nil {
+			return fmt.Sprintf("Secret %s named by apiKeyAuth.credentialRefs: %s", key, strings.ReplaceAll(err.Error(), "\n", "; ")), nil
+		}
+		for _, k := range parsed {
+			if other, ok := keys[k.Key]; ok {
+				return fmt.Sprintf("apiKeyAuth: clients %s and %s have the same key", other, k.Client), nil
+			}
+			if clients[k.Client] {
+				return fmt.Sprintf("apiKeyAuth: client %s is in more than one Secret", k.Client), nil
+			}
+			clients[k.Client], keys[k.Key] = true, k.Client
+		}
+	}
+	if len(clients) > trafficpolicy.MaxAPIKeyClients {
+		return fmt.Sprintf("apiKeyAuth: %d clients, at most %d", len(clients), trafficpolicy.MaxAPIKeyClients), nil
+	}
+	return "", nil
 }
 
 // basicAuthProblem checks the Secret a SecurityPolicy's basicAuth names (settings read from

@@ -56,17 +56,15 @@ func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*Pol
 	return nil
 }
 
-// indexBasicAuthSecret indexes SecurityPolicies by the name of the Secret their basicAuth
-// names (BasicAuthSecretName; the policy's namespace).
+// indexBasicAuthSecret indexes SecurityPolicies by the names of the Secrets their basicAuth
+// and apiKeyAuth name (SecurityPolicySecretNames; the policy's namespace).
 const indexBasicAuthSecret = "ccm.kubelb.k8c.io/security-policy-basic-auth"
 
 // indexBasicAuthSecrets registers indexBasicAuthSecret (tenant cache).
 func indexBasicAuthSecrets(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexBasicAuthSecret, func(o client.Object) []string {
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			if name := BasicAuthSecretName(u); name != "" {
-				return []string{name}
-			}
+			return SecurityPolicySecretNames(u)
 		}
 		return nil
 	}); err != nil {
@@ -158,7 +156,7 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		v = r.Policy.CheckBounds(v, HubBounds(states.Items))
 	}
 	if v.Invalid == "" && r.Policy.Kind == trafficpolicy.SecurityKind {
-		if v.Unusable, err = basicAuthProblem(ctx, r.Secrets, v.Value); err != nil {
+		if v.Unusable, err = securitySecretsProblem(ctx, r.Secrets, v.Value); err != nil {
 			return reconcile.Result{}, err
 		}
 	}

@@ -187,6 +187,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)
 	}
+	if l.APIKeyAuth { // after RBAC, JWT and basic auth, before the rate limit
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{apiKeyAuthFilter(errs)}, hcm.HttpFilters...)
+	}
 	if l.BasicAuth { // after RBAC, before the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{basicAuthFilter(errs)}, hcm.HttpFilters...)
 	}

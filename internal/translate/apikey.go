@@ -1,0 +1,61 @@
+package translate
+
+import (
+	"slices"
+	"strings"
+
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// ReasonAPIKeyAuthUnusable: the API keys of a SecurityPolicy's apiKeyAuth cannot be used: a
+// Secret has not reached the hub, holds a client or key Envoy cannot use, or two clients share
+// a key. The routes answer 500 until it is fixed: never served without the keys asked for.
+const ReasonAPIKeyAuthUnusable = "APIKeyAuthUnusable"
+
+// apiKeyAuth is the API-key authentication of SecurityPolicy policy ("namespace/name") with
+// checked settings a, its keys read from the hub Secrets made from the policy's Secrets;
+// nil when they cannot be used, reported on owner. The messages name Secrets and clients,
+// never keys.
+func (t *l7) apiKeyAuth(owner ir.ObjectRef, policy string, a *trafficpolicy.APIKeyAuth) *ir.APIKeyAuth {
+	ns, _, _ := strings.Cut(policy, "/")
+	out := &ir.APIKeyAuth{ForwardClientIDHeader: a.ForwardClientIDHeader, Sanitize: a.Sanitize}
+	for _, s := range a.Sources {
+		out.Sources = append(out.Sources, ir.APIKeySource{Header: s.Header, Param: s.Param, Cookie: s.Cookie})
+	}
+	unusable := func(format string, args ...any) *ir.APIKeyAuth {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonAPIKeyAuthUnusable, "SecurityPolicy %s: its API keys cannot be used: "+format+"; its routes answer 500 until then",
+			append([]any{truncateMessage(policy)}, args...)...)
+		return nil
+	}
+	owners := map[string]string{} // key → client
+	for _, name := range a.Secrets {
+		secret := truncate(ns) + "/" + truncate(name)
+		if reason, msg := checkObjectName("Secret", ns, name); reason != "" {
+			return unusable("%s", msg)
+		}
+		found := t.secretByOrigin()[nsName{ns, name}]
+		if found == nil {
+			return unusable("Secret %s has not reached the hub (the ccm mirrors it once it exists in the tenant cluster)", secret)
+		}
+		keys, err := trafficpolicy.ParseAPIKeys(found.Data)
+		if err != nil {
+			return unusable("Secret %s: %s", secret, truncateMessage(strings.ReplaceAll(err.Error(), "\n", "; ")))
+		}
+		for _, k := range keys {
+			if other, ok := owners[k.Key]; ok {
+				return unusable("clients %s and %s have the same key", truncate(other), truncate(k.Client))
+			}
+			if slices.ContainsFunc(out.Credentials, func(c ir.APIKeyCredential) bool { return c.Client == k.Client }) {
+				return unusable("client %s is in more than one Secret", truncate(k.Client))
+			}
+			owners[k.Key] = k.Client
+			out.Credentials = append(out.Credentials, ir.APIKeyCredential{Client: k.Client, Key: k.Key})
+		}
+	}
+	if len(out.Credentials) > trafficpolicy.MaxAPIKeyClients {
+		return unusable("%d clients, at most %d", len(out.Credentials), trafficpolicy.MaxAPIKeyClients)
+	}
+	slices.SortFunc(out.Credentials, func(a, b ir.APIKeyCredential) int { return strings.Compare(a.Client, b.Client) })
+	return out
+}
