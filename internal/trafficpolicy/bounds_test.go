@@ -121,6 +121,21 @@ basicAuth: {users: {name: users}}
 	if !errors.Is(err, ErrOverBound) || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
+	keys, err := ReadSecurity("ns", "p", spec(t, `apiKeyAuth: {credentialRefs: [{name: keys}], extractFrom: [{headers: [x-api-key]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := ResolveSecurity(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"APIKeyAuth"}}, ks); err != nil {
+		t.Errorf("API keys allowed: %v", err)
+	}
+	err = CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"BasicAuth"}}, ks)
+	if want := "the policy uses apiKeyAuth (APIKeyAuth)"; !errors.Is(err, ErrOverBound) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want one with %q", err, want)
+	}
 }
 
 // TestBoundsOf: the bounds the manager publishes are read back as they were set; a features
