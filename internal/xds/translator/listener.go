@@ -219,10 +219,46 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 			hcm.MaxRequestHeadersKb = wrapperspb.UInt32(hl.MaxRequestHeadersKB)
 		}
 		if hl.MaxRequestHeadersCount > 0 {
-			hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxHeadersCount: wrapperspb.UInt32(hl.MaxRequestHeadersCount)}
+			commonHTTPOptions(hcm).MaxHeadersCount = wrapperspb.UInt32(hl.MaxRequestHeadersCount)
 		}
 	}
+	clientTraffic(hcm, l.ClientTraffic)
 	return hcm
+}
+
+// commonHTTPOptions is the connection manager's common HTTP protocol options, made when first
+// needed.
+func commonHTTPOptions(hcm *hcmv3.HttpConnectionManager) *corev3.HttpProtocolOptions {
+	if hcm.CommonHttpProtocolOptions == nil {
+		hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{}
+	}
+	return hcm.CommonHttpProtocolOptions
+}
+
+// underscoresActions are Envoy's actions on request headers whose names have underscores.
+var underscoresActions = map[ir.UnderscoresAction]corev3.HttpProtocolOptions_HeadersWithUnderscoresAction{
+	ir.UnderscoresAllow:  corev3.HttpProtocolOptions_ALLOW,
+	ir.UnderscoresReject: corev3.HttpProtocolOptions_REJECT_REQUEST,
+	ir.UnderscoresDrop:   corev3.HttpProtocolOptions_DROP_HEADER,
+}
+
+// clientTraffic puts a Gateway's ClientTrafficPolicy on its listener's connection manager:
+// the time a client has to send a request (request_timeout), the idle timeout of its
+// connections and the action on header names with underscores (common HTTP protocol
+// options). Nil keeps Envoy's defaults.
+func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
+	if c == nil {
+		return
+	}
+	if c.RequestReceivedTimeout > 0 {
+		hcm.RequestTimeout = durationpb.New(c.RequestReceivedTimeout.D())
+	}
+	if c.IdleTimeout > 0 {
+		commonHTTPOptions(hcm).IdleTimeout = durationpb.New(c.IdleTimeout.D())
+	}
+	if a, ok := underscoresActions[c.HeadersWithUnderscores]; ok {
+		commonHTTPOptions(hcm).HeadersWithUnderscoresAction = a
+	}
 }
 
 // downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per
