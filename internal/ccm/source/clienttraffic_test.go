@@ -1,0 +1,125 @@
+package source
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
+)
+
+// TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
+// against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
+// routes') and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
+// (Warning Event); a policy with fields kubelb does not serve (tls, connection) is Invalid
+// naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
+// Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
+// idle timeout beyond the hub's hour it is Invalid naming the bound; fixed again, it is
+// Accepted and travels.
+func TestClientTrafficPolicies(t *testing.T) {
+	e := newEnv(t)
+	const ns = "clients"
+	gw, web, _ := e.policyTargets(t, ns)
+	e.create(t, gateway(ns, "second", "kubelb"))
+	second := &gwapiv1.Gateway{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "second"}, second); err != nil {
+		t.Fatal(err)
+	}
+	ctp := func(name, spec string) *unstructured.Unstructured {
+		return egPolicy(t, ClientTrafficPolicyKind, ns, name, spec)
+	}
+
+	e.create(t, ctp("clients", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m}}
+headers: {withUnderscoresAction: DropHeader}
+`))
+	e.create(t, ctp("later", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+headers: {withUnderscoresAction: Allow}
+`))
+	e.create(t, ctp("with-tls", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
+tls: {minVersion: "1.3"}
+connection: {connectionLimit: {value: 10}}
+timeout: {http: {idleTimeout: 30s}}
+`))
+	e.create(t, ctp("per-listener", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge, sectionName: http}]
+timeout: {http: {idleTimeout: 30s}}
+`))
+	e.create(t, ctp("nowhere", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: nope}]
+timeout: {http: {idleTimeout: 30s}}
+`))
+
+	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
+		ct := rt.Spec.Source.Kubernetes.Context.ClientTraffic
+		if ct == nil || ct.Name != "clients" || ct.Namespace != ns || ct.Timeout == nil || ct.Timeout.HTTP == nil ||
+			ct.Timeout.HTTP.RequestReceivedTimeout != "10s" || ct.Timeout.HTTP.IdleTimeout != "2m" || ct.Headers == nil || ct.Headers.WithUnderscoresAction != "DropHeader" {
+			return fmt.Errorf("clientTraffic %+v", ct)
+		}
+		return nil
+	})
+	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.ClientTraffic != nil {
+			return fmt.Errorf("an HTTPRoute's Route carries clientTraffic %+v", c.ClientTraffic)
+		}
+		return nil
+	})
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "clients", "Gateway", ns, "edge", "True", "Accepted")
+
+	msg := e.policyAncestor(t, ClientTrafficPolicyKind, ns, "later", "Gateway", ns, "edge", "False", "Conflicted")
+	if !strings.Contains(msg, "ClientTrafficPolicy "+ns+"/clients") {
+		t.Errorf("Conflicted message %q does not name the policy that applies", msg)
+	}
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
+
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
+	if !strings.Contains(msg, "spec.connection, spec.tls not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection and spec.tls", msg)
+	}
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
+	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.ClientTraffic != nil {
+			return fmt.Errorf("an invalid policy travels: %+v", c.ClientTraffic)
+		}
+		return nil
+	})
+
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "per-listener", "Gateway", ns, "edge", "False", "Invalid")
+	if !strings.Contains(msg, `sectionName "http": targeting a section is not yet supported`) {
+		t.Errorf("Invalid message %q does not name the sectionName", msg)
+	}
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "nowhere", "Gateway", ns, "nope", "False", "TargetNotFound")
+
+	// Its unsupported fields removed, an idle timeout beyond the hub's bound: Invalid, naming it.
+	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
+		spec := p.Object["spec"].(map[string]any)
+		delete(spec, "tls")
+		delete(spec, "connection")
+		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
+	})
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
+	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") {
+		t.Errorf("Invalid message %q does not name the bound", msg)
+	}
+
+	// Fixed: it is accepted and travels.
+	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
+		p.Object["spec"].(map[string]any)["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "30m"}}
+	})
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
+	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.ClientTraffic == nil || c.ClientTraffic.Name != "with-tls" ||
+			c.ClientTraffic.Timeout.HTTP.IdleTimeout != "30m" {
+			return fmt.Errorf("context %+v", c)
+		}
+		return nil
+	})
+}
