@@ -18,6 +18,30 @@ type ClientTraffic struct {
 	// Headers says how request headers are treated.
 	// +optional
 	Headers *ClientTrafficHeaders `json:"headers,omitempty"`
+	// Connection limits the clients' connections.
+	// +optional
+	Connection *ClientTrafficConnection `json:"connection,omitempty"`
+}
+
+// ClientTrafficConnection is Envoy Gateway's connection of a ClientTrafficPolicy.
+type ClientTrafficConnection struct {
+	// ConnectionLimit bounds the connections open at once.
+	// +optional
+	ConnectionLimit *ClientTrafficConnectionLimit `json:"connectionLimit,omitempty"`
+	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
+	// (0: all of them).
+	// +optional
+	MaxAcceptPerSocketEvent *uint32 `json:"maxAcceptPerSocketEvent,omitempty"`
+}
+
+// ClientTrafficConnectionLimit is Envoy Gateway's connectionLimit: at most Value
+// connections open at once; those over it are closed after CloseDelay.
+type ClientTrafficConnectionLimit struct {
+	// +optional
+	Value *int64 `json:"value,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	CloseDelay string `json:"closeDelay,omitempty"`
 }
 
 // ClientTrafficTimeout is Envoy Gateway's timeout of a ClientTrafficPolicy (http only).

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// ClientTraffic is how an HTTP or HTTPS listener's connection manager treats its clients'
-// connections and requests: Envoy Gateway's ClientTrafficPolicy as kubelb serves it. Zero
+// ClientTraffic is how an HTTP or HTTPS listener (its connection managers, and its filter
+// chains for the connection limit) treats its clients' connections and requests: Envoy Gateway's ClientTrafficPolicy as kubelb serves it. Zero
 // fields keep Envoy's defaults.
 type ClientTraffic struct {
 	// RequestReceivedTimeout ends a request the client has not sent whole (headers and body)
@@ -19,6 +19,14 @@ type ClientTraffic struct {
 	// HeadersWithUnderscores is what is done with a request header whose name has an
 	// underscore ("": Envoy's default, allowed).
 	HeadersWithUnderscores UnderscoresAction `json:"headersWithUnderscores,omitempty"`
+	// ConnectionLimit (0: none) is the most connections open at once on each filter chain of
+	// the listener (Envoy's connection_limit network filter, first in every chain: one
+	// counter per chain); a connection over it is closed after ConnectionLimitDelay.
+	ConnectionLimit      uint64   `json:"connectionLimit,omitempty"`
+	ConnectionLimitDelay Duration `json:"connectionLimitDelay,omitempty"`
+	// MaxAcceptPerSocketEvent (0: all, Envoy's default) is how many pending connections the
+	// listener accepts per socket event.
+	MaxAcceptPerSocketEvent uint32 `json:"maxAcceptPerSocketEvent,omitempty"`
 }
 
 // UnderscoresAction is what is done with a request header whose name has an underscore.
@@ -45,7 +53,10 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	if p != ProtocolHTTP && p != ProtocolHTTPS {
 		return fmt.Errorf("client traffic settings on a %s listener (HTTP and HTTPS only)", p)
 	}
-	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout} {
+	if c.ConnectionLimitDelay != 0 && c.ConnectionLimit == 0 {
+		return fmt.Errorf("a connection limit delay without a connection limit")
+	}
+	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout, c.ConnectionLimitDelay} {
 		if d < 0 || d.D() > MaxClientTimeout {
 			return fmt.Errorf("client traffic timeout %s out of range 0 to %s", d.D(), MaxClientTimeout)
 		}

@@ -22,6 +22,10 @@ var servedClient = map[string]any{
 		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil},
 	},
 	"headers": map[string]any{"withUnderscoresAction": nil},
+	"connection": map[string]any{
+		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
+		"maxAcceptPerSocketEvent": nil,
+	},
 }
 
 // Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
@@ -31,6 +35,14 @@ const (
 	MinClientTimeout          = time.Second
 	MaxRequestReceivedTimeout = time.Hour
 	MaxClientIdleTimeout      = time.Hour
+	// MaxConnectionLimit bounds connection.connectionLimit.value (a limit lowers what the
+	// hub's Envoy would accept anyway: any value is safe, a higher one pointless).
+	MaxConnectionLimit = 1 << 20
+	// MaxCloseDelay bounds connection.connectionLimit.closeDelay (a refused connection is
+	// held that long).
+	MaxCloseDelay = 10 * time.Second
+	// MaxAcceptPerSocketEvent bounds connection.maxAcceptPerSocketEvent.
+	MaxAcceptPerSocketEvent = 1 << 16
 )
 
 // The actions of headers.withUnderscoresAction.
@@ -52,6 +64,13 @@ type ClientSettings struct {
 	// WithUnderscores is UnderscoresAllow, UnderscoresRejectRequest or UnderscoresDropHeader
 	// ("": unset).
 	WithUnderscores string
+	// ConnectionLimit is the most connections open at once on each HTTP and HTTPS filter
+	// chain (0: no limit); one over it is closed after CloseDelay (0: at once).
+	ConnectionLimit uint64
+	CloseDelay      time.Duration
+	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
+	// (0: all, Envoy's default).
+	MaxAcceptPerSocketEvent uint32
 }
 
 // ReadClient reads a ClientTrafficPolicy's spec into kubelb's subset: what a Gateway's Route
@@ -86,6 +105,34 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			out.WithUnderscores = a
 		default:
 			errs = append(errs, fmt.Errorf("headers.withUnderscoresAction %q is not an action; use Allow, RejectRequest or DropHeader", truncate(a)))
+		}
+	}
+	if c := ct.Connection; c != nil {
+		if l := c.ConnectionLimit; l != nil {
+			switch {
+			case l.Value == nil:
+				errs = append(errs, errors.New("connection.connectionLimit.value is not set; give the most connections open at once"))
+			case *l.Value < 1 || *l.Value > MaxConnectionLimit:
+				errs = append(errs, fmt.Errorf("connection.connectionLimit.value %d is out of range; use 1 to %d", *l.Value, MaxConnectionLimit))
+			default:
+				out.ConnectionLimit = uint64(*l.Value)
+			}
+			if l.CloseDelay != "" {
+				if !durationRE.MatchString(l.CloseDelay) {
+					errs = append(errs, fmt.Errorf("connection.connectionLimit.closeDelay %q is not a duration such as 500ms, 3s or 1h", truncate(l.CloseDelay)))
+				} else if d, err := time.ParseDuration(l.CloseDelay); err != nil || d > MaxCloseDelay {
+					errs = append(errs, fmt.Errorf("connection.connectionLimit.closeDelay %s is out of range; use 0s to %s", truncate(l.CloseDelay), MaxCloseDelay))
+				} else {
+					out.CloseDelay = d
+				}
+			}
+		}
+		if n := c.MaxAcceptPerSocketEvent; n != nil {
+			if *n > MaxAcceptPerSocketEvent {
+				errs = append(errs, fmt.Errorf("connection.maxAcceptPerSocketEvent %d is out of range; use 0 (all) to %d", *n, MaxAcceptPerSocketEvent))
+			} else {
+				out.MaxAcceptPerSocketEvent = *n
+			}
 		}
 	}
 	if len(errs) > 0 {

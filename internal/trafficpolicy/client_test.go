@@ -17,7 +17,7 @@ headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true}
 `, "spec.headers.enableEnvoyHeaders, spec.timeout.http.streamIdleTimeout, spec.timeout.tcp not yet supported by kubelb"},
 		{`
 targetSelectors: [{kind: Gateway}]
-connection: {connectionLimit: {value: 10}, maxAcceptPerSocketEvent: 1}
+connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1}
 tls: {minVersion: "1.3"}
 http1: {enableTrailers: true}
 http2: {}
@@ -25,7 +25,7 @@ http3: {}
 proxyProtocol: {}
 path: {}
 clientIPDetection: {}
-`, "spec.clientIPDetection, spec.connection, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, spec.targetSelectors, … not yet supported by kubelb"},
+`, "spec.clientIPDetection, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
 	} {
 		_, err := ReadClient("ns", "p", spec(t, tc.spec))
 		if err == nil || err.Error() != tc.want {
@@ -44,6 +44,7 @@ func TestReadAndResolveClient(t *testing.T) {
 targetRef: {group: gateway.networking.k8s.io, kind: Gateway, name: g}
 timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m30s}}
 headers: {withUnderscoresAction: RejectRequest}
+connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocketEvent: 1}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,8 @@ headers: {withUnderscoresAction: RejectRequest}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ClientSettings{RequestReceivedTimeout: 10 * time.Second, IdleTimeout: 150 * time.Second, WithUnderscores: UnderscoresRejectRequest}); *s != want {
+	if want := (ClientSettings{RequestReceivedTimeout: 10 * time.Second, IdleTimeout: 150 * time.Second, WithUnderscores: UnderscoresRejectRequest,
+		ConnectionLimit: 100, CloseDelay: 500 * time.Millisecond, MaxAcceptPerSocketEvent: 1}); *s != want {
 		t.Errorf("got %+v, want %+v", *s, want)
 	}
 	ct, err = ReadClient("ns", "empty", spec(t, `targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]`))
@@ -76,6 +78,11 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`timeout: {http: {idleTimeout: 0s}}`, "timeout.http.idleTimeout 0s is out of range; use 1s to 1h0m0s"},
 		{`timeout: {http: {idleTimeout: 61m}}`, "timeout.http.idleTimeout 61m is out of range"},
 		{`timeout: {http: {idleTimeout: 1.5h}}`, `timeout.http.idleTimeout "1.5h" is not a duration`},
+		{`connection: {connectionLimit: {closeDelay: 1s}}`, "connection.connectionLimit.value is not set"},
+		{`connection: {connectionLimit: {value: 0}}`, "connection.connectionLimit.value 0 is out of range; use 1 to 1048576"},
+		{`connection: {connectionLimit: {value: 2000000}}`, "connection.connectionLimit.value 2000000 is out of range"},
+		{`connection: {connectionLimit: {value: 1, closeDelay: 1m}}`, "connection.connectionLimit.closeDelay 1m is out of range; use 0s to 10s"},
+		{`connection: {maxAcceptPerSocketEvent: 100000}`, "connection.maxAcceptPerSocketEvent 100000 is out of range"},
 		{`headers: {withUnderscoresAction: Reject}`, `headers.withUnderscoresAction "Reject" is not an action; use Allow, RejectRequest or DropHeader`},
 		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
 			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},

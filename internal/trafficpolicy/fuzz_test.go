@@ -96,6 +96,7 @@ func FuzzReadResolveClient(f *testing.F) {
 	for _, seed := range []string{
 		`{"timeout":{"http":{"requestReceivedTimeout":"10s","idleTimeout":"1h"}},"headers":{"withUnderscoresAction":"DropHeader"}}`,
 		`{"timeout":{"http":{"requestReceivedTimeout":"0s","idleTimeout":"99999h"},"tcp":{}},"headers":{"withUnderscoresAction":"x"}}`,
+		`{"connection":{"connectionLimit":{"value":-1,"closeDelay":"99999h"},"maxAcceptPerSocketEvent":4294967295}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -116,6 +117,9 @@ func FuzzReadResolveClient(f *testing.F) {
 			if d.v != 0 && (d.v < MinClientTimeout || d.v > d.max) {
 				t.Fatalf("settings out of bounds: %+v", s)
 			}
+		}
+		if s.ConnectionLimit > MaxConnectionLimit || s.CloseDelay < 0 || s.CloseDelay > MaxCloseDelay || s.MaxAcceptPerSocketEvent > MaxAcceptPerSocketEvent {
+			t.Fatalf("connection settings out of bounds: %+v", s)
 		}
 		switch s.WithUnderscores {
 		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:

@@ -28,7 +28,8 @@ var underscoresActions = map[string]ir.UnderscoresAction{
 }
 
 // clientTrafficFor is what the ClientTrafficPolicy of Gateway g asks of its HTTP and HTTPS
-// listeners (those of its ListenerSets too: they share its ports), nil when it has none, when
+// Envoy listeners (those of its ListenerSets too: they share its ports; TLS listeners share
+// the HTTPS ones, and get its connection settings), nil when it has none, when
 // the policy asks for nothing, or when the hub cannot use it (reported on the Gateway's Route
 // once; none of it applies).
 func (t *l7) clientTrafficFor(g *gateway) *ir.ClientTraffic {
@@ -41,8 +42,11 @@ func (t *l7) clientTrafficFor(g *gateway) *ir.ClientTraffic {
 		return nil
 	}
 	return &ir.ClientTraffic{
-		RequestReceivedTimeout: ir.Duration(s.RequestReceivedTimeout),
-		IdleTimeout:            ir.Duration(s.IdleTimeout),
-		HeadersWithUnderscores: underscoresActions[s.WithUnderscores],
+		RequestReceivedTimeout:  ir.Duration(s.RequestReceivedTimeout),
+		IdleTimeout:             ir.Duration(s.IdleTimeout),
+		HeadersWithUnderscores:  underscoresActions[s.WithUnderscores],
+		ConnectionLimit:         s.ConnectionLimit,
+		ConnectionLimitDelay:    ir.Duration(s.CloseDelay),
+		MaxAcceptPerSocketEvent: s.MaxAcceptPerSocketEvent,
 	}
 }

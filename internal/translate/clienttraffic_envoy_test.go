@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // clientTrafficThroughEnvoy serves an HTTPRoute (one rule to Service web, whose backends
@@ -147,4 +148,70 @@ func TestClientTrafficDropHeaderThroughEnvoy(t *testing.T) {
 			t.Errorf("a header x-user: status %d, backend saw %q; want 200 and alice", code, h.Get("X-Saw-Dash"))
 		}
 	}
+}
+
+// TestClientTrafficConnectionLimitThroughEnvoy: connection.connectionLimit.value 2: with two
+// kept-alive connections open and served, a third is closed by Envoy without an answer; once
+// one of the two is closed, a new connection is served again.
+func TestClientTrafficConnectionLimitThroughEnvoy(t *testing.T) {
+	limit := int64(2)
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-limit", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "limit",
+		Connection: &v1alpha1.ClientTrafficConnection{ConnectionLimit: &v1alpha1.ClientTrafficConnectionLimit{Value: &limit}}})
+	// The readiness check's kept-alive connection would hold one of the two.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+
+	// serve opens a connection and sends a request on it; it returns the connection, still
+	// open, when answered 200, or the error.
+	serve := func() (net.Conn, error) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: web.example.com\r\n\r\n"); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			conn.Close()
+			return nil, errors.New(resp.Status)
+		}
+		return conn, nil
+	}
+	var open []net.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	for len(open) < int(limit) {
+		testsupport.Eventually(t, 10*time.Second, "a connection under the limit served", func() error {
+			c, err := serve()
+			if err == nil {
+				open = append(open, c)
+			}
+			return err
+		})
+	}
+	if c, err := serve(); err == nil {
+		c.Close()
+		t.Fatalf("a third connection was served with %d open (limit %d)", len(open), limit)
+	} else {
+		t.Logf("the third connection: %v", err)
+	}
+	open[0].Close()
+	open = open[1:]
+	testsupport.Eventually(t, 10*time.Second, "a connection served once one of the two is closed", func() error {
+		c, err := serve()
+		if err == nil {
+			open = append(open, c)
+		}
+		return err
+	})
 }

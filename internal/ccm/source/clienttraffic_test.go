@@ -16,7 +16,7 @@ import (
 // TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
 // against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
 // routes') and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
-// (Warning Event); a policy with fields kubelb does not serve (tls, connection) is Invalid
+// (Warning Event); a policy with fields kubelb does not serve (tls, connection.bufferLimit) is Invalid
 // naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
 // Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
 // idle timeout beyond the hub's hour it is Invalid naming the bound; fixed again, it is
@@ -38,6 +38,7 @@ func TestClientTrafficPolicies(t *testing.T) {
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
 timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m}}
 headers: {withUnderscoresAction: DropHeader}
+connection: {connectionLimit: {value: 500}}
 `))
 	e.create(t, ctp("later", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
@@ -46,7 +47,7 @@ headers: {withUnderscoresAction: Allow}
 	e.create(t, ctp("with-tls", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
 tls: {minVersion: "1.3"}
-connection: {connectionLimit: {value: 10}}
+connection: {bufferLimit: 1Mi}
 timeout: {http: {idleTimeout: 30s}}
 `))
 	e.create(t, ctp("per-listener", `
@@ -63,6 +64,11 @@ timeout: {http: {idleTimeout: 30s}}
 		if ct == nil || ct.Name != "clients" || ct.Namespace != ns || ct.Timeout == nil || ct.Timeout.HTTP == nil ||
 			ct.Timeout.HTTP.RequestReceivedTimeout != "10s" || ct.Timeout.HTTP.IdleTimeout != "2m" || ct.Headers == nil || ct.Headers.WithUnderscoresAction != "DropHeader" {
 			return fmt.Errorf("clientTraffic %+v", ct)
+		}
+		// The CRD's default maxAcceptPerSocketEvent (1) travels with the limit.
+		if c := ct.Connection; c == nil || c.ConnectionLimit == nil || c.ConnectionLimit.Value == nil || *c.ConnectionLimit.Value != 500 ||
+			c.MaxAcceptPerSocketEvent == nil || *c.MaxAcceptPerSocketEvent != 1 {
+			return fmt.Errorf("clientTraffic.connection %+v", ct.Connection)
 		}
 		return nil
 	})
@@ -81,8 +87,8 @@ timeout: {http: {idleTimeout: 30s}}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "spec.connection, spec.tls not yet supported by kubelb") {
-		t.Errorf("Invalid message %q does not name spec.connection and spec.tls", msg)
+	if !strings.Contains(msg, "spec.connection.bufferLimit, spec.tls not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection.bufferLimit and spec.tls", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
