@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -128,4 +130,39 @@ timeout: {http: {idleTimeout: 30s}}
 		}
 		return nil
 	})
+}
+
+// TestClientTrafficPolicyTargets: a ClientTrafficPolicy targets Gateways only. One naming a
+// ListenerSet (which Envoy Gateway's CRD allows) or an HTTPRoute is Invalid, saying what it
+// may target; only the oldest whole-Gateway policy is carried, and only by the Gateway's
+// Route (never a route's, even one a policy names).
+func TestClientTrafficPolicyTargets(t *testing.T) {
+	at := func(name, spec string, sec int) *unstructured.Unstructured {
+		p := egPolicy(t, ClientTrafficPolicyKind, "app", name, spec)
+		p.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 11, 1, 0, 0, sec, 0, time.UTC)))
+		return p
+	}
+	set := at("on-set", `{targetRefs: [{group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}], timeout: {http: {idleTimeout: 30s}}}`, 0)
+	route := at("on-route", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], timeout: {http: {idleTimeout: 30s}}}`, 0)
+	section := at("on-listener", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge, sectionName: http}], timeout: {http: {idleTimeout: 10s}}}`, 0)
+	older := at("b-older", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}], timeout: {http: {idleTimeout: 20s}}}`, 1)
+	newer := at("a-newer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}], timeout: {http: {idleTimeout: 40s}}}`, 2)
+	all := []*unstructured.Unstructured{newer, set, route, section, older}
+
+	for _, p := range []*unstructured.Unstructured{set, route} {
+		v := ClientTrafficPolicyKind.Read(p)
+		if !strings.Contains(v.Invalid, "kubelb serves a ClientTrafficPolicy on Gateways (gateway.networking.k8s.io) only") {
+			t.Errorf("%s: Invalid %q", p.GetName(), v.Invalid)
+		}
+	}
+	if ct := DesiredClientTraffic(all, "app", "edge"); ct == nil || ct.Name != "b-older" || ct.Timeout.HTTP.IdleTimeout != "20s" {
+		t.Errorf("Gateway edge carries %+v, want b-older (the oldest whole-Gateway policy)", ct)
+	}
+	if ClientTrafficPolicyKind.targets("HTTPRoute") || !ClientTrafficPolicyKind.targets("Gateway") {
+		t.Error("a ClientTrafficPolicy targets Gateways only")
+	}
+	if v := BackendTrafficPolicyKind.Read(trafficPolicy(t, "app", "bt", `{targetRefs: [{group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}], retry: {numRetries: 1}}`)); !strings.Contains(v.Invalid,
+		"kubelb serves a BackendTrafficPolicy on Gateways, HTTPRoutes and GRPCRoutes (gateway.networking.k8s.io) only") {
+		t.Errorf("a BackendTrafficPolicy on a ListenerSet: Invalid %q", v.Invalid)
+	}
 }
