@@ -13,7 +13,7 @@ CONTROLLER_GEN_VERSION ?= v0.21.0
 DISTRIBUTION_VERSION   ?= v3.1.2
 # cert-manager's Certificate CRD (internal/certmanagercrds) is copied from this release.
 CERT_MANAGER_VERSION   ?= v1.21.2
-# Envoy Gateway's BackendTrafficPolicy and SecurityPolicy CRDs (internal/envoygatewaycrds) are copied from this release.
+# Envoy Gateway's BackendTrafficPolicy, SecurityPolicy and ClientTrafficPolicy CRDs (internal/envoygatewaycrds) are copied from this release.
 ENVOY_GATEWAY_VERSION  ?= v1.9.1
 export K8S_VERSION ETCD_VERSION ENVOY_VERSION HELM_VERSION CONTROLLER_GEN_VERSION DISTRIBUTION_VERSION
 
@@ -119,7 +119,7 @@ generate: ## Regenerate deepcopy, CRDs (config/ and charts/), RBAC and the Gatew
 	@# Envoy Gateway is not a dependency of kubelb's code either: its module is only downloaded.
 	eg=$$(go mod download -json github.com/envoyproxy/gateway@$(ENVOY_GATEWAY_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
 	  test -n "$$eg" || { echo "Envoy Gateway module not found"; exit 1; }; \
-	  for k in backendtrafficpolicies securitypolicies; do \
+	  for k in backendtrafficpolicies securitypolicies clienttrafficpolicies; do \
 	    install -m 0644 $$eg/charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_$$k.yaml internal/envoygatewaycrds/; done
 	go test ./internal/metricsdoc -run TestReferenceUpToDate -update >/dev/null
 	go test ./internal/conditiondoc -run TestReferenceUpToDate -update >/dev/null

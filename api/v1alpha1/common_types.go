@@ -564,13 +564,13 @@ type UpstreamHealthCheck struct {
 }
 
 // TrafficPolicyFeature is a part of Envoy Gateway's policies (BackendTrafficPolicy,
-// SecurityPolicy) that kubelb serves and the platform team may allow a tenant.
-// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;APIKeyAuth;Authorization
+// SecurityPolicy, ClientTrafficPolicy) that kubelb serves and the platform team may allow a tenant.
+// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;APIKeyAuth;Authorization;ClientTraffic
 type TrafficPolicyFeature string
 
 // The features of TrafficPolicyBounds: a BackendTrafficPolicy's loadBalancer,
 // circuitBreaker, healthCheck.passive, retry, timeout, rateLimit and compressor; a SecurityPolicy's
-// basicAuth, jwt, apiKeyAuth and authorization.
+// basicAuth, jwt, apiKeyAuth and authorization; a ClientTrafficPolicy as a whole.
 const (
 	TrafficPolicyFeatureLoadBalancer       TrafficPolicyFeature = "LoadBalancer"
 	TrafficPolicyFeatureCircuitBreaker     TrafficPolicyFeature = "CircuitBreaker"
@@ -583,6 +583,7 @@ const (
 	TrafficPolicyFeatureJWT                TrafficPolicyFeature = "JWT"
 	TrafficPolicyFeatureAPIKeyAuth         TrafficPolicyFeature = "APIKeyAuth"
 	TrafficPolicyFeatureAuthorization      TrafficPolicyFeature = "Authorization"
+	TrafficPolicyFeatureClientTraffic      TrafficPolicyFeature = "ClientTraffic"
 )
 
 // TrafficPolicyBounds are what the platform team allows the traffic policies a tenant

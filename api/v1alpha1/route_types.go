@@ -110,6 +110,12 @@ type SourceContext struct {
 	// Gateway's. Unset: none.
 	// +optional
 	Security *Security `json:"security,omitempty"`
+
+	// ClientTraffic is the Envoy Gateway ClientTrafficPolicy that applies to the object (a
+	// Gateway), as the ccm resolved it: the settings of the Gateway's HTTP and HTTPS
+	// listeners towards its clients. Unset: none.
+	// +optional
+	ClientTraffic *ClientTraffic `json:"clientTraffic,omitempty"`
 }
 
 // FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,

@@ -105,8 +105,8 @@ func CCMPermissions(namespace string, f CCMFeatures) []Permission {
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses", "referencegrants", "backendtlspolicies"}, read, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"backendtlspolicies/status"}, status, "")...)
 		add(Permissions("", []string{"configmaps"}, read, "")...) // the CA certificates of BackendTLSPolicies
-		add(Permissions("gateway.envoyproxy.io", []string{"backendtrafficpolicies", "securitypolicies"}, read, "")...)
-		add(Permissions("gateway.envoyproxy.io", []string{"backendtrafficpolicies/status", "securitypolicies/status"}, status, "")...)
+		add(Permissions("gateway.envoyproxy.io", []string{"backendtrafficpolicies", "securitypolicies", "clienttrafficpolicies"}, read, "")...)
+		add(Permissions("gateway.envoyproxy.io", []string{"backendtrafficpolicies/status", "securitypolicies/status", "clienttrafficpolicies/status"}, status, "")...)
 		add(Permissions("gateway.networking.k8s.io", []string{"gatewayclasses"}, []string{"create"}, "")...)
 		add(Permissions("", []string{"namespaces"}, read, "")...)
 	}

@@ -1,5 +1,5 @@
-// Package envoygatewaycrds carries Envoy Gateway's BackendTrafficPolicy and SecurityPolicy CRDs
-// (gateway.envoyproxy.io/v1alpha1) of the release kubelb reads policies of, so tests can
+// Package envoygatewaycrds carries Envoy Gateway's BackendTrafficPolicy, SecurityPolicy and
+// ClientTrafficPolicy CRDs (gateway.envoyproxy.io/v1alpha1) of the release kubelb reads policies of, so tests can
 // serve the kind on tenant API servers. The YAML files are copied from Envoy Gateway's module
 // (github.com/envoyproxy/gateway, Version, charts/gateway-helm/charts/crds/crds/generated)
 // by `make generate`; never edit it. kubelb does not depend on Envoy Gateway's Go module: the
@@ -25,6 +25,9 @@ var backendTrafficPolicies []byte
 //go:embed gateway.envoyproxy.io_securitypolicies.yaml
 var securityPolicies []byte
 
+//go:embed gateway.envoyproxy.io_clienttrafficpolicies.yaml
+var clientTrafficPolicies []byte
+
 // BackendTrafficPolicy returns the CustomResourceDefinition of Envoy Gateway's
 // BackendTrafficPolicy.
 func BackendTrafficPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
@@ -36,10 +39,16 @@ func SecurityPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode(securityPolicies, "SecurityPolicy")
 }
 
+// ClientTrafficPolicy returns the CustomResourceDefinition of Envoy Gateway's
+// ClientTrafficPolicy.
+func ClientTrafficPolicy() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(clientTrafficPolicies, "ClientTrafficPolicy")
+}
+
 // All returns the CustomResourceDefinitions of the kinds kubelb reads.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, f := range []func() (*apiextensionsv1.CustomResourceDefinition, error){BackendTrafficPolicy, SecurityPolicy} {
+	for _, f := range []func() (*apiextensionsv1.CustomResourceDefinition, error){BackendTrafficPolicy, SecurityPolicy, ClientTrafficPolicy} {
 		crd, err := f()
 		if err != nil {
 			return nil, err

@@ -13,7 +13,8 @@ func TestCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"backendtrafficpolicies.gateway.envoyproxy.io": "BackendTrafficPolicy", "securitypolicies.gateway.envoyproxy.io": "SecurityPolicy"}
+	want := map[string]string{"backendtrafficpolicies.gateway.envoyproxy.io": "BackendTrafficPolicy", "securitypolicies.gateway.envoyproxy.io": "SecurityPolicy",
+		"clienttrafficpolicies.gateway.envoyproxy.io": "ClientTrafficPolicy"}
 	if len(crds) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(crds), len(want))
 	}

@@ -36,6 +36,8 @@ var features = map[string]map[string]feature{
 		"spec.source.kubernetes.context.backendTraffic": {"BackendTrafficPolicies (Envoy Gateway's): this hub serves the object with its default load balancing, retries, timeouts and no circuit breaker of the policy", carriesContext("backendTraffic")},
 		// A hub without it does not restrict clients: said as for loadBalancerSourceRanges.
 		"spec.source.kubernetes.context.security": {"SecurityPolicies (Envoy Gateway's authorization by client address): this hub does NOT restrict the clients of the object (every address reaches it); restrict them at the hub's own load balancer or upgrade the hub", carriesContext("security")},
+		// A hub without it (an older kubelb, KubeLB CE) serves the Gateway with Envoy's defaults.
+		"spec.source.kubernetes.context.clientTraffic": {"ClientTrafficPolicies (Envoy Gateway's): this hub serves the Gateway's listeners with Envoy's default timeouts, header handling and no connection limit, not the policy's", carriesContext("clientTraffic")},
 	},
 }
 

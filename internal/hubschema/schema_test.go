@@ -3,6 +3,7 @@ package hubschema
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -105,6 +106,16 @@ func TestUnavailableNamesWhatTheUserLoses(t *testing.T) {
 		if got := Unavailable("Route", tlsRoute, []string{removed}); !reflect.DeepEqual(got, []string{backendTLSLost}) {
 			t.Fatalf("a Route with backend TLS, %s left out: %v", removed, got)
 		}
+	}
+	// A Gateway's ClientTrafficPolicy on a hub whose context lacks clientTraffic (an older
+	// kubelb): the Warning says its listeners keep Envoy's defaults.
+	ctpRoute := map[string]any{"spec": map[string]any{"source": map[string]any{"kubernetes": map[string]any{
+		"context": map[string]any{"clientTraffic": map[string]any{"name": "clients"}}}}}}
+	if got := Unavailable("Route", ctpRoute, []string{"spec.source.kubernetes.context.clientTraffic"}); len(got) != 1 || !strings.HasPrefix(got[0], "ClientTrafficPolicies (Envoy Gateway's)") {
+		t.Fatalf("a Route with a ClientTrafficPolicy: %v", got)
+	}
+	if got := Unavailable("Route", tlsRoute, []string{"spec.source.kubernetes.context.clientTraffic"}); len(got) != 0 {
+		t.Fatalf("a Route without a ClientTrafficPolicy loses nothing of it: %v", got)
 	}
 	if got := Unavailable("Route", map[string]any{}, []string{"spec.source.kubernetes.context", "spec.unheardOf"}); !reflect.DeepEqual(got, []string{"the field spec.unheardOf"}) {
 		t.Fatalf("an unknown field is named by its path: %v", got)

@@ -38,6 +38,29 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
 			c.Listeners[0].AdditionalAddresses = []string{"::"}
 		}, "TCP and UDP only"},
+		"client traffic on a TCP listener": {func(c *ir.Config) {
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{IdleTimeout: ir.Duration(time.Minute)}
+		}, "client traffic settings on a TCP listener"},
+		"client traffic on an HTTP listener": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{RequestReceivedTimeout: ir.Duration(time.Second), HeadersWithUnderscores: ir.UnderscoresDrop}
+		}, ""},
+		"client traffic with an unknown action": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{HeadersWithUnderscores: "Ignore"}
+		}, `headers with underscores action "Ignore"`},
+		"client traffic with a negative timeout": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{IdleTimeout: ir.Duration(-time.Second)}
+		}, "client traffic timeout -1s out of range"},
+		"client traffic with a delay but no connection limit": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ConnectionLimitDelay: ir.Duration(time.Second)}
+		}, "a connection limit delay without a connection limit"},
 		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
 		"endpoint is a name": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "metadata.google.internal" }, "not a usable IP address"},
 		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},

@@ -160,6 +160,9 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if l.StreamIdleTimeout < 0 || (l.StreamIdleTimeout != 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS) {
 		return errors.New("a stream idle timeout is for HTTP and HTTPS listeners, and not negative")
 	}
+	if err := l.ClientTraffic.validate(l.Protocol); err != nil {
+		return err
+	}
 	if len(l.SourceRanges) > 0 && l.Protocol != ProtocolTCP && l.Protocol != ProtocolUDP {
 		return fmt.Errorf("source ranges on a %s listener (TCP and UDP only; HTTP routes have their own)", l.Protocol)
 	}

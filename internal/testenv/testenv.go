@@ -134,8 +134,8 @@ func start(t TB, assets, name string, opts Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Tenants with Gateway API also serve Envoy Gateway's BackendTrafficPolicy and
-		// SecurityPolicy, whose policies kubelb's ccm reads.
+		// Tenants with Gateway API also serve Envoy Gateway's BackendTrafficPolicy,
+		// SecurityPolicy and ClientTrafficPolicy, whose policies kubelb's ccm reads.
 		eg, err := envoygatewaycrds.All()
 		if err != nil {
 			return nil, err

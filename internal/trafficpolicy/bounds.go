@@ -19,7 +19,7 @@ var Features = []v1alpha1.TrafficPolicyFeature{
 	v1alpha1.TrafficPolicyFeatureTimeout, v1alpha1.TrafficPolicyFeatureRateLimit,
 	v1alpha1.TrafficPolicyFeatureCompression, v1alpha1.TrafficPolicyFeatureBasicAuth, v1alpha1.TrafficPolicyFeatureJWT,
 	v1alpha1.TrafficPolicyFeatureAPIKeyAuth,
-	v1alpha1.TrafficPolicyFeatureAuthorization,
+	v1alpha1.TrafficPolicyFeatureAuthorization, v1alpha1.TrafficPolicyFeatureClientTraffic,
 }
 
 // The field names of the bounds (spec.trafficPolicies.<field>), keys of SetBy.
@@ -194,6 +194,18 @@ func CheckSecurityBounds(b *Bounds, s *SecuritySettings) error {
 		used = append(used, featureUse{v1alpha1.TrafficPolicyFeatureAPIKeyAuth, "apiKeyAuth"})
 	}
 	b.checkFeatures(used, bad)
+	return overBound(errs)
+}
+
+// CheckClientBounds checks a checked ClientTrafficPolicy against the platform team's bounds:
+// the feature ClientTraffic (the policy as a whole) must be allowed. A nil b bounds nothing.
+func CheckClientBounds(b *Bounds, s *ClientSettings) error {
+	if b == nil || s == nil {
+		return nil
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	b.checkFeatures([]featureUse{{v1alpha1.TrafficPolicyFeatureClientTraffic, "ClientTrafficPolicy"}}, bad)
 	return overBound(errs)
 }
 

@@ -161,3 +161,23 @@ func TestBoundsOf(t *testing.T) {
 		t.Error("unset features do not allow JWT")
 	}
 }
+
+// TestCheckClientBounds: a ClientTrafficPolicy is one feature, ClientTraffic: allowed when
+// listed (or features unset), refused naming it otherwise.
+func TestCheckClientBounds(t *testing.T) {
+	t.Parallel()
+	s := &ClientSettings{IdleTimeout: time.Minute}
+	if err := CheckClientBounds(nil, s); err != nil {
+		t.Errorf("no bounds: %v", err)
+	}
+	if err := CheckClientBounds(&Bounds{MaxRetries: nil}, s); err != nil {
+		t.Errorf("features unset: %v", err)
+	}
+	if err := CheckClientBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"ClientTraffic"}}, s); err != nil {
+		t.Errorf("allowed: %v", err)
+	}
+	err := CheckClientBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"Retry"}}, s)
+	if want := "the policy uses ClientTrafficPolicy (ClientTraffic)"; !errors.Is(err, ErrOverBound) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want one with %q", err, want)
+	}
+}

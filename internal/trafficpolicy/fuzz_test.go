@@ -112,3 +112,43 @@ func FuzzReadResolveSecurity(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadResolveClient feeds hostile ClientTrafficPolicy specs through ReadClient and
+// ResolveClient: they never panic, and what ResolveClient accepts stays within kubelb's
+// bounds.
+func FuzzReadResolveClient(f *testing.F) {
+	for _, seed := range []string{
+		`{"timeout":{"http":{"requestReceivedTimeout":"10s","idleTimeout":"1h"}},"headers":{"withUnderscoresAction":"DropHeader"}}`,
+		`{"timeout":{"http":{"requestReceivedTimeout":"0s","idleTimeout":"99999h"},"tcp":{}},"headers":{"withUnderscoresAction":"x"}}`,
+		`{"connection":{"connectionLimit":{"value":-1,"closeDelay":"99999h"},"maxAcceptPerSocketEvent":4294967295}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		spec := map[string]any{}
+		if json.Unmarshal(raw, &spec) != nil {
+			return
+		}
+		ct, err := ReadClient("ns", "p", spec)
+		if err != nil {
+			return
+		}
+		s, err := ResolveClient(ct)
+		if err != nil {
+			return
+		}
+		for _, d := range []struct{ v, max time.Duration }{{s.RequestReceivedTimeout, MaxRequestReceivedTimeout}, {s.IdleTimeout, MaxClientIdleTimeout}} {
+			if d.v != 0 && (d.v < MinClientTimeout || d.v > d.max) {
+				t.Fatalf("settings out of bounds: %+v", s)
+			}
+		}
+		if s.ConnectionLimit > MaxConnectionLimit || s.CloseDelay < 0 || s.CloseDelay > MaxCloseDelay || s.MaxAcceptPerSocketEvent > MaxAcceptPerSocketEvent {
+			t.Fatalf("connection settings out of bounds: %+v", s)
+		}
+		switch s.WithUnderscores {
+		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:
+		default:
+			t.Fatalf("action %q", s.WithUnderscores)
+		}
+	})
+}

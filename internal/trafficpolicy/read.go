@@ -1,8 +1,8 @@
-// Package trafficpolicy reads Envoy Gateway's BackendTrafficPolicy and SecurityPolicy
-// (gateway.envoyproxy.io/v1alpha1) into kubelb's subsets (v1alpha1.BackendTraffic,
-// v1alpha1.Security) and checks them: the ccm reads and checks the tenant's policies (Read,
-// ReadSecurity), the hub's translation checks again what a Route carries (Resolve,
-// ResolveSecurity). It depends on neither side; Envoy Gateway's Go module is not used.
+// Package trafficpolicy reads Envoy Gateway's BackendTrafficPolicy, SecurityPolicy and
+// ClientTrafficPolicy (gateway.envoyproxy.io/v1alpha1) into kubelb's subsets
+// (v1alpha1.BackendTraffic, v1alpha1.Security, v1alpha1.ClientTraffic) and checks them: the
+// ccm reads and checks the tenant's policies (Read, ReadSecurity, ReadClient), the hub's
+// translation checks again what a Route carries (Resolve, ResolveSecurity, ResolveClient). It depends on neither side; Envoy Gateway's Go module is not used.
 package trafficpolicy
 
 import (

@@ -654,6 +654,7 @@ func (t *l7) emitGateway(g *gateway) {
 	}
 	byPort := map[key][]*gwListener{}
 	var keys []key
+	client := t.clientTrafficFor(g) // its HTTP and HTTPS listeners'
 	for _, l := range g.listeners {
 		if !l.served {
 			continue
@@ -690,14 +691,14 @@ func (t *l7) emitGateway(g *gateway) {
 		switch first.family {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
-			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
+			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), client
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
-			il.HeaderLimits, il.StreamIdleTimeout = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout)
+			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), client
 			il.TLS, il.Owners, il.CORS, il.StatefulSession = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (TLS listeners without routes)

@@ -169,6 +169,9 @@ type l7 struct {
 	// contexts, checked once (policies.go).
 	traffic  policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
 	security policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings]
+	// client: the ClientTrafficPolicies of Gateways' Route contexts, checked once
+	// (clienttraffic.go).
+	client policyChecks[v1alpha1.ClientTraffic, trafficpolicy.ClientSettings]
 	// basicAuths: the users of basic authentications by hub Secret origin and key, checked
 	// once (basicauth.go).
 	basicAuths map[basicAuthKey]basicAuthResult
@@ -204,6 +207,7 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		services: map[*v1alpha1.Route]serviceIndex{},
 		traffic:  trafficChecks(),
 		security: securityChecks(),
+		client:   clientChecks(),
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {

@@ -18,10 +18,11 @@ import (
 )
 
 // Envoy Gateway's policies (gateway.envoyproxy.io/v1alpha1: BackendTrafficPolicy,
-// SecurityPolicy) in the ccm: which policy of a kind applies to a Gateway, an HTTPRoute or a
-// GRPCRoute (TrafficWinner), what its Route carries of it to the hub (DesiredBackendTraffic,
-// DesiredSecurity), and the policy's status (DesiredTrafficPolicyStatus). All pure, and the
-// same for both kinds but for how a policy's settings are read (PolicyKind). The ccm reads the
+// SecurityPolicy, ClientTrafficPolicy) in the ccm: which policy of a kind applies to a
+// Gateway, an HTTPRoute or a GRPCRoute (TrafficWinner), what its Route carries of it to the
+// hub (DesiredBackendTraffic, DesiredSecurity, DesiredClientTraffic), and the policy's status
+// (DesiredTrafficPolicyStatus). All pure, and the same for every kind but for how a policy's
+// settings are read and which kinds of objects it may target (PolicyKind). The ccm reads the
 // policies as unstructured objects: kubelb does not depend on Envoy Gateway's Go module
 // (docs/l7.md, "Traffic policies").
 
@@ -39,6 +40,9 @@ type PolicyKind struct {
 	// bound checks the settings read against the platform team's bounds (an error wrapping
 	// trafficpolicy.ErrOverBound).
 	bound func(v any, b *trafficpolicy.Bounds) error
+	// targetKinds are the kinds of objects its policies may target in kubelb (nil:
+	// trafficTargetKinds).
+	targetKinds []string
 }
 
 // BackendTrafficPolicyKind and SecurityPolicyKind are the kinds read (PolicyKinds).
@@ -89,8 +93,45 @@ var (
 			return trafficpolicy.CheckSecurityBounds(b, s)
 		},
 	}
-	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind}
+	// ClientTrafficPolicyKind: the settings of a Gateway's listeners towards its clients;
+	// its policies target Gateways only (as Envoy Gateway's).
+	ClientTrafficPolicyKind = &PolicyKind{
+		Kind: trafficpolicy.ClientKind, index: "ccm.kubelb.k8c.io/client-traffic-policy-targets",
+		read: func(ns, name string, spec map[string]any) (any, error) {
+			ct, err := trafficpolicy.ReadClient(ns, name, spec)
+			if err != nil {
+				return nil, err
+			}
+			_, err = trafficpolicy.ResolveClient(ct)
+			return ct, err
+		},
+		carry: func(c *v1alpha1.SourceContext, v any) { c.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
+		bound: func(v any, b *trafficpolicy.Bounds) error {
+			ct, _ := v.(*v1alpha1.ClientTraffic)
+			if ct == nil {
+				return nil
+			}
+			s, err := trafficpolicy.ResolveClient(ct)
+			if err != nil {
+				return nil // Read refused it already
+			}
+			return trafficpolicy.CheckClientBounds(b, s)
+		},
+		targetKinds: []string{kindGateway},
+	}
+	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind, ClientTrafficPolicyKind}
 )
+
+// kinds are the kinds of objects the kind's policies may target in kubelb.
+func (k *PolicyKind) kinds() []string {
+	if k.targetKinds != nil {
+		return k.targetKinds
+	}
+	return trafficTargetKinds
+}
+
+// targets tells whether the kind's policies may target objects of kind kind.
+func (k *PolicyKind) targets(kind string) bool { return slices.Contains(k.kinds(), kind) }
 
 // GVK is the kind's group, version and kind.
 func (k *PolicyKind) GVK() schema.GroupVersionKind {
@@ -128,9 +169,11 @@ func trafficSpec(p *unstructured.Unstructured) map[string]any {
 	return spec
 }
 
-// servedTarget tells whether kubelb serves a target as written.
-func servedTarget(t trafficpolicy.Target) bool {
-	return t.Group == gatewayGroup && slices.Contains(trafficTargetKinds, t.Kind) && t.SectionName == ""
+// servedKind tells whether kubelb serves targets of t's group and kind for policies of the
+// kind. A target naming a section (sectionName) is of a served kind, but refused (Read): its
+// Gateways get the policy's Invalid verdict.
+func (k *PolicyKind) servedKind(t trafficpolicy.Target) bool {
+	return t.Group == gatewayGroup && k.targets(t.Kind)
 }
 
 // EGPolicyVerdict is what kubelb makes of a policy: the settings Routes carry
@@ -199,9 +242,9 @@ func (k *PolicyKind) Read(p *unstructured.Unstructured) EGPolicyVerdict {
 	}
 	for _, t := range targets {
 		switch {
-		case t.Group != gatewayGroup || !slices.Contains(trafficTargetKinds, t.Kind):
-			problems = append(problems, fmt.Sprintf("targetRef %s %s: kubelb serves policies on Gateways, HTTPRoutes and GRPCRoutes (%s) only; other kinds are not yet supported",
-				truncateName(refKind(t.Group, t.Kind)), truncateName(t.Name), gatewayGroup))
+		case t.Group != gatewayGroup || !k.targets(t.Kind):
+			problems = append(problems, fmt.Sprintf("targetRef %s %s: kubelb serves a %s on %s (%s) only; other kinds are not yet supported",
+				truncateName(refKind(t.Group, t.Kind)), truncateName(t.Name), k.Kind, targetKindsText(k.kinds()), gatewayGroup))
 		case t.SectionName != "":
 			problems = append(problems, fmt.Sprintf("targetRef %s %s sectionName %q: targeting a section is not yet supported; target the whole object",
 				t.Kind, truncateName(t.Name), truncateName(t.SectionName)))
@@ -273,6 +316,28 @@ func DesiredBackendTraffic(policies []*unstructured.Unstructured, ns, kind, name
 func DesiredSecurity(policies []*unstructured.Unstructured, ns, kind, name string) *v1alpha1.Security {
 	sec, _ := SecurityPolicyKind.Desired(policies, ns, kind, name).(*v1alpha1.Security)
 	return sec
+}
+
+// DesiredClientTraffic is what the Route of Gateway name carries of ClientTrafficPolicies.
+func DesiredClientTraffic(policies []*unstructured.Unstructured, ns, name string) *v1alpha1.ClientTraffic {
+	ct, _ := ClientTrafficPolicyKind.Desired(policies, ns, kindGateway, name).(*v1alpha1.ClientTraffic)
+	return ct
+}
+
+// targetKindsText names target kinds in a message: "Gateways, HTTPRoutes and GRPCRoutes".
+func targetKindsText(kinds []string) string {
+	out := ""
+	for i, k := range kinds {
+		switch {
+		case i == 0:
+		case i == len(kinds)-1:
+			out += " and "
+		default:
+			out += ", "
+		}
+		out += k + "s"
+	}
+	return out
 }
 
 // TrafficAncestor is one ancestor kubelb writes on a policy, with its Accepted condition's

@@ -91,6 +91,9 @@ func (k *PolicyKind) policiesOf(ctx context.Context, c client.Reader, ns, kind, 
 // carries of each policy kind the Reconciler reads (PolicyKind.Desired).
 func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1alpha1.SourceContext) error {
 	for _, k := range r.PolicyKinds {
+		if !k.targets(r.Kind.String()) {
+			continue // never targets such objects (a ClientTrafficPolicy, a route)
+		}
 		policies, err := k.policiesOf(ctx, r.Policies, obj.GetNamespace(), r.Kind.String(), obj.GetName())
 		if err != nil {
 			return err
@@ -101,9 +104,10 @@ func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1
 }
 
 // TrafficPolicyReconciler writes kubelb's entries of the status of the policies of one of
-// Envoy Gateway's kinds (ccm-backendtrafficpolicy, ccm-securitypolicy; per object): get →
-// PolicyKind.Read → PolicyKind.CheckBounds against the platform team's bounds the hub's
-// TenantState publishes (HubBounds; re-checked when they change) → for each target, whether it
+// Envoy Gateway's kinds (ccm-backendtrafficpolicy, ccm-securitypolicy,
+// ccm-clienttrafficpolicy; per object): get → PolicyKind.Read → PolicyKind.CheckBounds
+// against the platform team's bounds the hub's TenantState publishes (HubBounds; re-checked
+// when they change) → for each target, whether it
 // exists and is served by kubelb, the policy that wins it (TrafficWinner) and its ancestors
 // (a Gateway; a route's served Gateways) → DesiredTrafficPolicyStatus (pure) → one status
 // patch when it differs. A policy none of whose targets kubelb serves gets no entry of
@@ -115,6 +119,8 @@ func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=securitypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=securitypolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=clienttrafficpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=clienttrafficpolicies/status,verbs=get;update;patch
 type TrafficPolicyReconciler struct {
 	// Policy is the kind.
 	Policy *PolicyKind
@@ -162,7 +168,7 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	var ancestors []TrafficAncestor
 	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
-		if !servedTarget(t) {
+		if !r.Policy.servedKind(t) {
 			continue // named in v.Invalid
 		}
 		as, err := r.targetAncestors(ctx, p, t, v)

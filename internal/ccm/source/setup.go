@@ -329,6 +329,9 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 			})))
 	}
 	for _, pk := range r.PolicyKinds {
+		if !pk.targets(k.String()) {
+			continue // its policies never target objects of this kind
+		}
 		// A policy changes the Routes of the objects it targets (before and after a change:
 		// the map runs on both).
 		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), pk.New(),

@@ -11,6 +11,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	connectionlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
@@ -28,6 +29,7 @@ const (
 	FilterTCPProxy             = "envoy.filters.network.tcp_proxy"
 	FilterUDPProxy             = "envoy.filters.udp_listener.udp_proxy"
 	FilterHTTPConnectionManger = "envoy.filters.network.http_connection_manager"
+	FilterConnectionLimit      = "envoy.filters.network.connection_limit"
 	FilterRouter               = "envoy.filters.http.router"
 	FilterTLSInspector         = "envoy.filters.listener.tls_inspector"
 	TransportSocketTLS         = "envoy.transport_sockets.tls"
@@ -110,6 +112,9 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 		}
 	default:
 		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
+	}
+	if c := l.ClientTraffic; c != nil {
+		connectionLimit(out, l.StatPrefix, c, &errs)
 	}
 	// The other IP family of a dual-stack load balancer: a socket per address, same port
 	// and protocol (an IPv6 socket is IPv6 only: Envoy sets IPV6_V6ONLY unless
@@ -222,10 +227,65 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 			hcm.MaxRequestHeadersKb = wrapperspb.UInt32(hl.MaxRequestHeadersKB)
 		}
 		if hl.MaxRequestHeadersCount > 0 {
-			hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxHeadersCount: wrapperspb.UInt32(hl.MaxRequestHeadersCount)}
+			commonHTTPOptions(hcm).MaxHeadersCount = wrapperspb.UInt32(hl.MaxRequestHeadersCount)
 		}
 	}
+	clientTraffic(hcm, l.ClientTraffic)
 	return hcm
+}
+
+// connectionLimit puts a Gateway's ClientTrafficPolicy connection settings on its HTTP or
+// HTTPS listener: the connection_limit filter first in every filter chain (one counter per
+// chain), and how many pending connections are accepted per socket event.
+func connectionLimit(out *listenerv3.Listener, statPrefix string, c *ir.ClientTraffic, errs *[]error) {
+	if c.MaxAcceptPerSocketEvent > 0 {
+		out.MaxConnectionsToAcceptPerSocketEvent = wrapperspb.UInt32(c.MaxAcceptPerSocketEvent)
+	}
+	if c.ConnectionLimit == 0 {
+		return
+	}
+	for _, fc := range out.FilterChains {
+		cl := &connectionlimitv3.ConnectionLimit{StatPrefix: statPrefix, MaxConnections: wrapperspb.UInt64(c.ConnectionLimit)}
+		if c.ConnectionLimitDelay > 0 {
+			cl.Delay = durationpb.New(c.ConnectionLimitDelay.D())
+		}
+		fc.Filters = append([]*listenerv3.Filter{networkFilter(FilterConnectionLimit, errs, cl)}, fc.Filters...)
+	}
+}
+
+// commonHTTPOptions is the connection manager's common HTTP protocol options, made when first
+// needed.
+func commonHTTPOptions(hcm *hcmv3.HttpConnectionManager) *corev3.HttpProtocolOptions {
+	if hcm.CommonHttpProtocolOptions == nil {
+		hcm.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{}
+	}
+	return hcm.CommonHttpProtocolOptions
+}
+
+// underscoresActions are Envoy's actions on request headers whose names have underscores.
+var underscoresActions = map[ir.UnderscoresAction]corev3.HttpProtocolOptions_HeadersWithUnderscoresAction{
+	ir.UnderscoresAllow:  corev3.HttpProtocolOptions_ALLOW,
+	ir.UnderscoresReject: corev3.HttpProtocolOptions_REJECT_REQUEST,
+	ir.UnderscoresDrop:   corev3.HttpProtocolOptions_DROP_HEADER,
+}
+
+// clientTraffic puts a Gateway's ClientTrafficPolicy on its listener's connection manager:
+// the time a client has to send a request (request_timeout), the idle timeout of its
+// connections and the action on header names with underscores (common HTTP protocol
+// options). Nil keeps Envoy's defaults.
+func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
+	if c == nil {
+		return
+	}
+	if c.RequestReceivedTimeout > 0 {
+		hcm.RequestTimeout = durationpb.New(c.RequestReceivedTimeout.D())
+	}
+	if c.IdleTimeout > 0 {
+		commonHTTPOptions(hcm).IdleTimeout = durationpb.New(c.IdleTimeout.D())
+	}
+	if a, ok := underscoresActions[c.HeadersWithUnderscores]; ok {
+		commonHTTPOptions(hcm).HeadersWithUnderscoresAction = a
+	}
 }
 
 // downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per

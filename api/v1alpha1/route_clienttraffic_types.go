@@ -1,0 +1,74 @@
+package v1alpha1
+
+// ClientTraffic is the Envoy Gateway ClientTrafficPolicy (gateway.envoyproxy.io/v1alpha1)
+// that applies to the Gateway a Route mirrors, as kubelb's ccm resolved it: how the hub's
+// Envoy treats the connections and requests of the Gateway's clients on its HTTP and HTTPS
+// listeners. Only the fields kubelb serves are carried, in Envoy Gateway's shapes; the ccm
+// refuses a policy with any other (docs/l7.md, "ClientTrafficPolicy"). The manager validates
+// and bounds every field again.
+type ClientTraffic struct {
+	// Namespace and Name of the policy (the Gateway's namespace).
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Timeout holds the timeouts of the clients' HTTP connections and requests.
+	// +optional
+	Timeout *ClientTrafficTimeout `json:"timeout,omitempty"`
+	// Headers says how request headers are treated.
+	// +optional
+	Headers *ClientTrafficHeaders `json:"headers,omitempty"`
+	// Connection limits the clients' connections.
+	// +optional
+	Connection *ClientTrafficConnection `json:"connection,omitempty"`
+}
+
+// ClientTrafficConnection is Envoy Gateway's connection of a ClientTrafficPolicy.
+type ClientTrafficConnection struct {
+	// ConnectionLimit bounds the connections open at once.
+	// +optional
+	ConnectionLimit *ClientTrafficConnectionLimit `json:"connectionLimit,omitempty"`
+	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
+	// (0: all of them).
+	// +optional
+	MaxAcceptPerSocketEvent *uint32 `json:"maxAcceptPerSocketEvent,omitempty"`
+}
+
+// ClientTrafficConnectionLimit is Envoy Gateway's connectionLimit: at most Value
+// connections open at once; those over it are closed after CloseDelay.
+type ClientTrafficConnectionLimit struct {
+	// +optional
+	Value *int64 `json:"value,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	CloseDelay string `json:"closeDelay,omitempty"`
+}
+
+// ClientTrafficTimeout is Envoy Gateway's timeout of a ClientTrafficPolicy (http only).
+type ClientTrafficTimeout struct {
+	// +optional
+	HTTP *ClientTrafficHTTPTimeout `json:"http,omitempty"`
+}
+
+// ClientTrafficHTTPTimeout holds the timeouts of the clients' HTTP requests and connections.
+// Durations are Gateway API durations (e.g. 30s, 1m).
+type ClientTrafficHTTPTimeout struct {
+	// RequestReceivedTimeout is the time a client has to send a whole request (headers and
+	// body), counted from its first byte.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	RequestReceivedTimeout string `json:"requestReceivedTimeout,omitempty"`
+	// IdleTimeout closes a client's connection after this long without a request on it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	IdleTimeout string `json:"idleTimeout,omitempty"`
+}
+
+// ClientTrafficHeaders is Envoy Gateway's headers of a ClientTrafficPolicy.
+type ClientTrafficHeaders struct {
+	// WithUnderscoresAction is what is done with a request header whose name has an
+	// underscore: Allow, RejectRequest or DropHeader.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	WithUnderscoresAction string `json:"withUnderscoresAction,omitempty"`
+}

@@ -1,0 +1,168 @@
+package source
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
+)
+
+// TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
+// against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
+// routes') and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
+// (Warning Event); a policy with fields kubelb does not serve (tls, connection.bufferLimit) is Invalid
+// naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
+// Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
+// idle timeout beyond the hub's hour it is Invalid naming the bound; fixed again, it is
+// Accepted and travels.
+func TestClientTrafficPolicies(t *testing.T) {
+	e := newEnv(t)
+	const ns = "clients"
+	gw, web, _ := e.policyTargets(t, ns)
+	e.create(t, gateway(ns, "second", "kubelb"))
+	second := &gwapiv1.Gateway{}
+	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "second"}, second); err != nil {
+		t.Fatal(err)
+	}
+	ctp := func(name, spec string) *unstructured.Unstructured {
+		return egPolicy(t, ClientTrafficPolicyKind, ns, name, spec)
+	}
+
+	e.create(t, ctp("clients", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m}}
+headers: {withUnderscoresAction: DropHeader}
+connection: {connectionLimit: {value: 500}}
+`))
+	e.create(t, ctp("later", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+headers: {withUnderscoresAction: Allow}
+`))
+	e.create(t, ctp("with-tls", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
+tls: {minVersion: "1.3"}
+connection: {bufferLimit: 1Mi}
+timeout: {http: {idleTimeout: 30s}}
+`))
+	e.create(t, ctp("per-listener", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge, sectionName: http}]
+timeout: {http: {idleTimeout: 30s}}
+`))
+	e.create(t, ctp("nowhere", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: nope}]
+timeout: {http: {idleTimeout: 30s}}
+`))
+
+	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
+		ct := rt.Spec.Source.Kubernetes.Context.ClientTraffic
+		if ct == nil || ct.Name != "clients" || ct.Namespace != ns || ct.Timeout == nil || ct.Timeout.HTTP == nil ||
+			ct.Timeout.HTTP.RequestReceivedTimeout != "10s" || ct.Timeout.HTTP.IdleTimeout != "2m" || ct.Headers == nil || ct.Headers.WithUnderscoresAction != "DropHeader" {
+			return fmt.Errorf("clientTraffic %+v", ct)
+		}
+		// The CRD's default maxAcceptPerSocketEvent (1) travels with the limit.
+		if c := ct.Connection; c == nil || c.ConnectionLimit == nil || c.ConnectionLimit.Value == nil || *c.ConnectionLimit.Value != 500 ||
+			c.MaxAcceptPerSocketEvent == nil || *c.MaxAcceptPerSocketEvent != 1 {
+			return fmt.Errorf("clientTraffic.connection %+v", ct.Connection)
+		}
+		return nil
+	})
+	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.ClientTraffic != nil {
+			return fmt.Errorf("an HTTPRoute's Route carries clientTraffic %+v", c.ClientTraffic)
+		}
+		return nil
+	})
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "clients", "Gateway", ns, "edge", "True", "Accepted")
+
+	msg := e.policyAncestor(t, ClientTrafficPolicyKind, ns, "later", "Gateway", ns, "edge", "False", "Conflicted")
+	if !strings.Contains(msg, "ClientTrafficPolicy "+ns+"/clients") {
+		t.Errorf("Conflicted message %q does not name the policy that applies", msg)
+	}
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
+
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
+	if !strings.Contains(msg, "spec.connection.bufferLimit, spec.tls not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection.bufferLimit and spec.tls", msg)
+	}
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
+	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.ClientTraffic != nil {
+			return fmt.Errorf("an invalid policy travels: %+v", c.ClientTraffic)
+		}
+		return nil
+	})
+
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "per-listener", "Gateway", ns, "edge", "False", "Invalid")
+	if !strings.Contains(msg, `sectionName "http": targeting a section is not yet supported`) {
+		t.Errorf("Invalid message %q does not name the sectionName", msg)
+	}
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "nowhere", "Gateway", ns, "nope", "False", "TargetNotFound")
+
+	// Its unsupported fields removed, an idle timeout beyond the hub's bound: Invalid, naming it.
+	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
+		spec := p.Object["spec"].(map[string]any)
+		delete(spec, "tls")
+		delete(spec, "connection")
+		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
+	})
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
+	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") {
+		t.Errorf("Invalid message %q does not name the bound", msg)
+	}
+
+	// Fixed: it is accepted and travels.
+	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
+		p.Object["spec"].(map[string]any)["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "30m"}}
+	})
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
+	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.ClientTraffic == nil || c.ClientTraffic.Name != "with-tls" ||
+			c.ClientTraffic.Timeout.HTTP.IdleTimeout != "30m" {
+			return fmt.Errorf("context %+v", c)
+		}
+		return nil
+	})
+}
+
+// TestClientTrafficPolicyTargets: a ClientTrafficPolicy targets Gateways only. One naming a
+// ListenerSet (which Envoy Gateway's CRD allows) or an HTTPRoute is Invalid, saying what it
+// may target; only the oldest whole-Gateway policy is carried, and only by the Gateway's
+// Route (never a route's, even one a policy names).
+func TestClientTrafficPolicyTargets(t *testing.T) {
+	at := func(name, spec string, sec int) *unstructured.Unstructured {
+		p := egPolicy(t, ClientTrafficPolicyKind, "app", name, spec)
+		p.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 11, 1, 0, 0, sec, 0, time.UTC)))
+		return p
+	}
+	set := at("on-set", `{targetRefs: [{group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}], timeout: {http: {idleTimeout: 30s}}}`, 0)
+	route := at("on-route", `{targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}], timeout: {http: {idleTimeout: 30s}}}`, 0)
+	section := at("on-listener", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge, sectionName: http}], timeout: {http: {idleTimeout: 10s}}}`, 0)
+	older := at("b-older", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}], timeout: {http: {idleTimeout: 20s}}}`, 1)
+	newer := at("a-newer", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}], timeout: {http: {idleTimeout: 40s}}}`, 2)
+	all := []*unstructured.Unstructured{newer, set, route, section, older}
+
+	for _, p := range []*unstructured.Unstructured{set, route} {
+		v := ClientTrafficPolicyKind.Read(p)
+		if !strings.Contains(v.Invalid, "kubelb serves a ClientTrafficPolicy on Gateways (gateway.networking.k8s.io) only") {
+			t.Errorf("%s: Invalid %q", p.GetName(), v.Invalid)
+		}
+	}
+	if ct := DesiredClientTraffic(all, "app", "edge"); ct == nil || ct.Name != "b-older" || ct.Timeout.HTTP.IdleTimeout != "20s" {
+		t.Errorf("Gateway edge carries %+v, want b-older (the oldest whole-Gateway policy)", ct)
+	}
+	if ClientTrafficPolicyKind.targets("HTTPRoute") || !ClientTrafficPolicyKind.targets("Gateway") {
+		t.Error("a ClientTrafficPolicy targets Gateways only")
+	}
+	if v := BackendTrafficPolicyKind.Read(trafficPolicy(t, "app", "bt", `{targetRefs: [{group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}], retry: {numRetries: 1}}`)); !strings.Contains(v.Invalid,
+		"kubelb serves a BackendTrafficPolicy on Gateways, HTTPRoutes and GRPCRoutes (gateway.networking.k8s.io) only") {
+		t.Errorf("a BackendTrafficPolicy on a ListenerSet: Invalid %q", v.Invalid)
+	}
+}

@@ -1,0 +1,160 @@
+package trafficpolicy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// ClientKind is Envoy Gateway's ClientTrafficPolicy: how the hub's Envoy treats the
+// connections and requests of a Gateway's clients.
+const ClientKind = "ClientTrafficPolicy"
+
+// servedClient is the tree of the ClientTrafficPolicy spec fields kubelb serves: two HTTP
+// timeouts and the treatment of header names with underscores, on the Gateway's HTTP and
+// HTTPS listeners.
+var servedClient = map[string]any{
+	"targetRef":  nil,
+	"targetRefs": nil,
+	"timeout": map[string]any{
+		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil},
+	},
+	"headers": map[string]any{"withUnderscoresAction": nil},
+	"connection": map[string]any{
+		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
+		"maxAcceptPerSocketEvent": nil,
+	},
+}
+
+// Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
+// holds the hub's memory and a socket, so a tenant may shorten Envoy's idle timeout, never
+// lengthen it beyond its default of one hour, nor turn it off).
+const (
+	MinClientTimeout          = time.Second
+	MaxRequestReceivedTimeout = time.Hour
+	MaxClientIdleTimeout      = time.Hour
+	// MaxConnectionLimit bounds connection.connectionLimit.value (a limit lowers what the
+	// hub's Envoy would accept anyway: any value is safe, a higher one pointless).
+	MaxConnectionLimit = 1 << 20
+	// MaxCloseDelay bounds connection.connectionLimit.closeDelay (a refused connection is
+	// held that long).
+	MaxCloseDelay = 10 * time.Second
+	// MaxAcceptPerSocketEvent bounds connection.maxAcceptPerSocketEvent.
+	MaxAcceptPerSocketEvent = 1 << 16
+)
+
+// The actions of headers.withUnderscoresAction.
+const (
+	UnderscoresAllow         = "Allow"
+	UnderscoresRejectRequest = "RejectRequest"
+	UnderscoresDropHeader    = "DropHeader"
+)
+
+// ClientSettings are a checked ClientTraffic, as the hub's translation uses them. Zero fields
+// are unset (Envoy's defaults apply).
+type ClientSettings struct {
+	// RequestReceivedTimeout bounds the time a client has to send a whole request (the
+	// connection manager's request_timeout).
+	RequestReceivedTimeout time.Duration
+	// IdleTimeout closes a client connection without requests for this long
+	// (common_http_protocol_options.idle_timeout).
+	IdleTimeout time.Duration
+	// WithUnderscores is UnderscoresAllow, UnderscoresRejectRequest or UnderscoresDropHeader
+	// ("": unset).
+	WithUnderscores string
+	// ConnectionLimit is the most connections open at once on each HTTP and HTTPS filter
+	// chain (0: no limit); one over it is closed after CloseDelay (0: at once).
+	ConnectionLimit uint64
+	CloseDelay      time.Duration
+	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
+	// (0: all, Envoy's default).
+	MaxAcceptPerSocketEvent uint32
+}
+
+// ReadClient reads a ClientTrafficPolicy's spec into kubelb's subset: what a Gateway's Route
+// context carries. It fails when the spec has fields kubelb does not serve, naming them, or
+// when a field has the wrong type. ResolveClient then checks the values.
+func ReadClient(namespace, name string, spec map[string]any) (*v1alpha1.ClientTraffic, error) {
+	out := &v1alpha1.ClientTraffic{}
+	if err := readSpec(spec, servedClient, out); err != nil {
+		return nil, err
+	}
+	out.Namespace, out.Name = namespace, name
+	return out, nil
+}
+
+// ResolveClient checks a ClientTraffic (from a tenant's policy, or from a Route) and returns
+// its settings, or every problem found.
+func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
+	var errs []error
+	out := &ClientSettings{}
+	if t := ct.Timeout; t != nil && t.HTTP != nil {
+		var err error
+		if out.RequestReceivedTimeout, err = clientDuration("timeout.http.requestReceivedTimeout", t.HTTP.RequestReceivedTimeout, MaxRequestReceivedTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if out.IdleTimeout, err = clientDuration("timeout.http.idleTimeout", t.HTTP.IdleTimeout, MaxClientIdleTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h := ct.Headers; h != nil {
+		switch a := h.WithUnderscoresAction; a {
+		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:
+			out.WithUnderscores = a
+		default:
+			errs = append(errs, fmt.Errorf("headers.withUnderscoresAction %q is not an action; use Allow, RejectRequest or DropHeader", truncate(a)))
+		}
+	}
+	if c := ct.Connection; c != nil {
+		if l := c.ConnectionLimit; l != nil {
+			switch {
+			case l.Value == nil:
+				errs = append(errs, errors.New("connection.connectionLimit.value is not set; give the most connections open at once"))
+			case *l.Value < 1 || *l.Value > MaxConnectionLimit:
+				errs = append(errs, fmt.Errorf("connection.connectionLimit.value %d is out of range; use 1 to %d", *l.Value, MaxConnectionLimit))
+			default:
+				out.ConnectionLimit = uint64(*l.Value)
+			}
+			if l.CloseDelay != "" {
+				if !durationRE.MatchString(l.CloseDelay) {
+					errs = append(errs, fmt.Errorf("connection.connectionLimit.closeDelay %q is not a duration such as 500ms, 3s or 1h", truncate(l.CloseDelay)))
+				} else if d, err := time.ParseDuration(l.CloseDelay); err != nil || d > MaxCloseDelay {
+					errs = append(errs, fmt.Errorf("connection.connectionLimit.closeDelay %s is out of range; use 0s to %s", truncate(l.CloseDelay), MaxCloseDelay))
+				} else {
+					out.CloseDelay = d
+				}
+			}
+		}
+		if n := c.MaxAcceptPerSocketEvent; n != nil {
+			if *n > MaxAcceptPerSocketEvent {
+				errs = append(errs, fmt.Errorf("connection.maxAcceptPerSocketEvent %d is out of range; use 0 (all) to %d", *n, MaxAcceptPerSocketEvent))
+			} else {
+				out.MaxAcceptPerSocketEvent = *n
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// clientDuration reads a Gateway API duration from MinClientTimeout to highest ("" : 0).
+func clientDuration(field, v string, highest time.Duration) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if !durationRE.MatchString(v) {
+		return 0, fmt.Errorf("%s %q is not a duration such as 500ms, 3s or 1h", field, truncate(v))
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s %q: %v", field, truncate(v), err)
+	case d < MinClientTimeout || d > highest:
+		return 0, fmt.Errorf("%s %s is out of range; use %s to %s", field, v, MinClientTimeout, highest)
+	}
+	return d, nil
+}

@@ -1,0 +1,98 @@
+package trafficpolicy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadClientNamesUnsupportedFields: a ClientTrafficPolicy with fields kubelb does not
+// serve is refused as a whole, naming each of them (at most maxUnsupported, then "…").
+func TestReadClientNamesUnsupportedFields(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{`
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]
+timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m}}
+headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true}
+`, "spec.headers.enableEnvoyHeaders, spec.timeout.http.streamIdleTimeout, spec.timeout.tcp not yet supported by kubelb"},
+		{`
+targetSelectors: [{kind: Gateway}]
+connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1}
+tls: {minVersion: "1.3"}
+http1: {enableTrailers: true}
+http2: {}
+http3: {}
+proxyProtocol: {}
+path: {}
+clientIPDetection: {}
+`, "spec.clientIPDetection, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+	} {
+		_, err := ReadClient("ns", "p", spec(t, tc.spec))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("got %v\nwant %s", err, tc.want)
+		}
+	}
+	if _, err := ReadClient("ns", "p", spec(t, `timeout: {http: {idleTimeout: 30}}`)); err == nil || !strings.Contains(err.Error(), "the spec cannot be read") {
+		t.Errorf("a number for a duration: got %v", err)
+	}
+}
+
+// TestReadAndResolveClient: the fields served come out as the settings the hub applies; an
+// empty policy (targets alone) asks for nothing and is served as such.
+func TestReadAndResolveClient(t *testing.T) {
+	ct, err := ReadClient("ns", "p", spec(t, `
+targetRef: {group: gateway.networking.k8s.io, kind: Gateway, name: g}
+timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m30s}}
+headers: {withUnderscoresAction: RejectRequest}
+connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocketEvent: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct.Namespace != "ns" || ct.Name != "p" {
+		t.Errorf("carried as %s/%s", ct.Namespace, ct.Name)
+	}
+	s, err := ResolveClient(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ClientSettings{RequestReceivedTimeout: 10 * time.Second, IdleTimeout: 150 * time.Second, WithUnderscores: UnderscoresRejectRequest,
+		ConnectionLimit: 100, CloseDelay: 500 * time.Millisecond, MaxAcceptPerSocketEvent: 1}); *s != want {
+		t.Errorf("got %+v, want %+v", *s, want)
+	}
+	ct, err = ReadClient("ns", "empty", spec(t, `targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ResolveClient(ct); err != nil || *s != (ClientSettings{}) {
+		t.Errorf("an empty policy: got %+v, %v", s, err)
+	}
+}
+
+// TestResolveClientRefuses: values out of bounds, durations that are not Gateway API
+// durations and unknown actions are each named (all of them, not only the first).
+func TestResolveClientRefuses(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{`timeout: {http: {requestReceivedTimeout: 500ms}}`, "timeout.http.requestReceivedTimeout 500ms is out of range; use 1s to 1h0m0s"},
+		{`timeout: {http: {requestReceivedTimeout: 2h}}`, "timeout.http.requestReceivedTimeout 2h is out of range"},
+		{`timeout: {http: {idleTimeout: 0s}}`, "timeout.http.idleTimeout 0s is out of range; use 1s to 1h0m0s"},
+		{`timeout: {http: {idleTimeout: 61m}}`, "timeout.http.idleTimeout 61m is out of range"},
+		{`timeout: {http: {idleTimeout: 1.5h}}`, `timeout.http.idleTimeout "1.5h" is not a duration`},
+		{`connection: {connectionLimit: {closeDelay: 1s}}`, "connection.connectionLimit.value is not set"},
+		{`connection: {connectionLimit: {value: 0}}`, "connection.connectionLimit.value 0 is out of range; use 1 to 1048576"},
+		{`connection: {connectionLimit: {value: 2000000}}`, "connection.connectionLimit.value 2000000 is out of range"},
+		{`connection: {connectionLimit: {value: 1, closeDelay: 1m}}`, "connection.connectionLimit.closeDelay 1m is out of range; use 0s to 10s"},
+		{`connection: {maxAcceptPerSocketEvent: 100000}`, "connection.maxAcceptPerSocketEvent 100000 is out of range"},
+		{`headers: {withUnderscoresAction: Reject}`, `headers.withUnderscoresAction "Reject" is not an action; use Allow, RejectRequest or DropHeader`},
+		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
+			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},
+	} {
+		ct, err := ReadClient("ns", "p", spec(t, tc.spec))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if _, err := ResolveClient(ct); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %s", tc.spec, err, tc.want)
+		}
+	}
+}

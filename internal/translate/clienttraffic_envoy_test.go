@@ -1,0 +1,217 @@
+package translate_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+)
+
+// clientTrafficThroughEnvoy serves an HTTPRoute (one rule to Service web, whose backends
+// answer with the X-User and X_User headers they saw) under a Gateway carrying the
+// ClientTrafficPolicy ct through a real Envoy, and returns the listener's address.
+func clientTrafficThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic) string {
+	t.Helper()
+	nodePort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Go's server keeps header names as sent when they are not canonical (x_user).
+			w.Header().Set("X-Saw-Dash", r.Header.Get("X-User"))
+			w.Header().Set("X-Saw-Underscore", r.Header.Get("X_user"))
+			w.WriteHeader(http.StatusOK)
+		})
+	})
+	in, httpPort := trafficInput(t, tenant, nodePort, nil)
+	in.Routes[1].Spec.Source.Kubernetes.Context = nil
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: ct}
+	return serveThroughEnvoy(t, tenant, in, httpPort)
+}
+
+// rawRequest sends GET / with one header line, name: value, on its own connection and returns
+// the status and the headers the backend saw.
+func rawRequest(t *testing.T, addr, name, value string) (int, http.Header) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// Raw bytes: Go's client would canonicalise the name (X_user), and some clients refuse it.
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: web.example.com\r\n"+name+": "+value+"\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("header %s: %v", name, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// TestClientTrafficThroughEnvoy: a Gateway's ClientTrafficPolicy through a real Envoy.
+// withUnderscoresAction RejectRequest: a request with a header x_user is answered 400 and
+// never reaches the backend, one with x-user is served. requestReceivedTimeout 2s: a client
+// that sends the start of a request and never ends its headers is answered 408 and cut after
+// about 2 seconds (not at once). idleTimeout 2s: a kept-alive connection without a request
+// is closed once the idle timeout has run and Envoy's drain of the connection has ended
+// (Envoy 1.40, measured: 6 s after the idle timeout, 8 s with 2 s and 10 s with 4 s: its
+// drain_timeout of 5 s and delayed close of 1 s), where Envoy's default keeps it an hour.
+func TestClientTrafficThroughEnvoy(t *testing.T) {
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-traffic", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "clients",
+		Timeout: &v1alpha1.ClientTrafficTimeout{HTTP: &v1alpha1.ClientTrafficHTTPTimeout{RequestReceivedTimeout: "2s", IdleTimeout: "2s"}},
+		Headers: &v1alpha1.ClientTrafficHeaders{WithUnderscoresAction: "RejectRequest"}})
+
+	if code, h := rawRequest(t, addr, "x_user", "alice"); code != http.StatusBadRequest || h.Get("X-Saw-Underscore") != "" {
+		t.Errorf("a header x_user: status %d (backend saw %q), want 400 from Envoy", code, h.Get("X-Saw-Underscore"))
+	}
+	if code, h := rawRequest(t, addr, "x-user", "alice"); code != http.StatusOK || h.Get("X-Saw-Dash") != "alice" {
+		t.Errorf("a header x-user: status %d, backend saw %q; want 200 and alice", code, h.Get("X-Saw-Dash"))
+	}
+
+	t.Run("requestReceivedTimeout", func(t *testing.T) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		_ = conn.SetDeadline(start.Add(15 * time.Second))
+		// The request begins; its headers never end.
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: web.example.com\r\nX-Slow: 1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		elapsed := time.Since(start)
+		if err != nil {
+			t.Fatalf("after %s: %v (want Envoy's 408)", elapsed.Round(time.Millisecond), err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || elapsed < 1500*time.Millisecond || elapsed > 6*time.Second {
+			t.Errorf("an unfinished request: status %d after %s, want 408 after about 2s", resp.StatusCode, elapsed.Round(time.Millisecond))
+		}
+	})
+
+	t.Run("idleTimeout", func(t *testing.T) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		r := bufio.NewReader(conn)
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: web.example.com\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("status %d, close %v: want a kept-alive 200", resp.StatusCode, resp.Close)
+		}
+		start := time.Now()
+		_, err = r.ReadByte() // nothing comes until Envoy closes the idle connection
+		elapsed := time.Since(start)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			t.Errorf("the idle connection was still open after %s", elapsed.Round(time.Millisecond))
+		case err == nil:
+			t.Errorf("a byte came on the idle connection")
+		case elapsed < 1500*time.Millisecond || elapsed > 12*time.Second:
+			t.Errorf("the idle connection was closed after %s (%v), want 2s of idle time and Envoy's drain (about 8s)", elapsed.Round(time.Millisecond), err)
+		default:
+			t.Logf("the idle connection was closed after %s", elapsed.Round(time.Millisecond))
+		}
+	})
+}
+
+// TestClientTrafficDropHeaderThroughEnvoy: withUnderscoresAction DropHeader: a request with a
+// header x_user is served, and the backend never sees that header, while a header x-user
+// reaches it.
+func TestClientTrafficDropHeaderThroughEnvoy(t *testing.T) {
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-drop", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "drop",
+		Headers: &v1alpha1.ClientTrafficHeaders{WithUnderscoresAction: "DropHeader"}})
+	for range 3 {
+		if code, h := rawRequest(t, addr, "x_user", "mallory"); code != http.StatusOK || h.Get("X-Saw-Underscore") != "" {
+			t.Errorf("a header x_user: status %d, backend saw %q; want 200 and no header", code, h.Get("X-Saw-Underscore"))
+		}
+		if code, h := rawRequest(t, addr, "x-user", "alice"); code != http.StatusOK || h.Get("X-Saw-Dash") != "alice" {
+			t.Errorf("a header x-user: status %d, backend saw %q; want 200 and alice", code, h.Get("X-Saw-Dash"))
+		}
+	}
+}
+
+// TestClientTrafficConnectionLimitThroughEnvoy: connection.connectionLimit.value 2: with two
+// kept-alive connections open and served, a third is closed by Envoy without an answer; once
+// one of the two is closed, a new connection is served again.
+func TestClientTrafficConnectionLimitThroughEnvoy(t *testing.T) {
+	limit := int64(2)
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-limit", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "limit",
+		Connection: &v1alpha1.ClientTrafficConnection{ConnectionLimit: &v1alpha1.ClientTrafficConnectionLimit{Value: &limit}}})
+	// The readiness check's kept-alive connection would hold one of the two.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+
+	// serve opens a connection and sends a request on it; it returns the connection, still
+	// open, when answered 200, or the error.
+	serve := func() (net.Conn, error) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: web.example.com\r\n\r\n"); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			conn.Close()
+			return nil, errors.New(resp.Status)
+		}
+		return conn, nil
+	}
+	var open []net.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	for len(open) < int(limit) {
+		testsupport.Eventually(t, 10*time.Second, "a connection under the limit served", func() error {
+			c, err := serve()
+			if err == nil {
+				open = append(open, c)
+			}
+			return err
+		})
+	}
+	if c, err := serve(); err == nil {
+		c.Close()
+		t.Fatalf("a third connection was served with %d open (limit %d)", len(open), limit)
+	} else {
+		t.Logf("the third connection: %v", err)
+	}
+	open[0].Close()
+	open = open[1:]
+	testsupport.Eventually(t, 10*time.Second, "a connection served once one of the two is closed", func() error {
+		c, err := serve()
+		if err == nil {
+			open = append(open, c)
+		}
+		return err
+	})
+}
