@@ -19,6 +19,10 @@ const ReasonInvalidBackendTraffic = "InvalidBackendTraffic"
 type backendTraffic struct {
 	policy   string
 	settings *trafficpolicy.Settings
+	// rateLimit and compression are the settings' route parts as the IR's, made once: every
+	// route under the policy shares them (the back end builds each once per virtual host).
+	rateLimit   *ir.RateLimit
+	compression []ir.Compressor
 }
 
 // trafficChecks checks the BackendTrafficPolicies of Route contexts (policies.go).
@@ -41,7 +45,15 @@ func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *bac
 		return nil
 	}
 	t.warnRateLimitAddresses(gw, s, name)
-	return &backendTraffic{policy: name, settings: s}
+	if b, ok := t.trafficIR[s]; ok {
+		return b
+	}
+	b := &backendTraffic{policy: name, settings: s, rateLimit: rateLimitIR(s.RateLimit), compression: compressionIR(s.Compression)}
+	if t.trafficIR == nil {
+		t.trafficIR = map[*trafficpolicy.Settings]*backendTraffic{}
+	}
+	t.trafficIR[s] = b
+	return b
 }
 
 // truncateMessage bounds a message made of a tenant's fields.
@@ -137,8 +149,8 @@ func (b *backendTraffic) applyRoute(route *ir.Route) {
 	if s.RequestTimeoutSet {
 		route.Timeout = ir.Duration(s.RequestTimeout)
 	}
-	route.RateLimit = rateLimitIR(s.RateLimit)
-	route.Compression = compressionIR(s.Compression)
+	route.RateLimit = b.rateLimit
+	route.Compression = b.compression
 }
 
 // compressionIR is a policy's compressors (Gzip, Brotli, checked) as the IR's.

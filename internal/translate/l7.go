@@ -179,6 +179,10 @@ type l7 struct {
 	// over maxJWTPolicies), jwtProviders their providers by name (jwt.go).
 	jwtPolicies  map[string]*ir.JWT
 	jwtProviders map[string]*ir.JWTProvider
+	// trafficIR and authorizationIR: what the routes under a checked policy share, made once
+	// per policy (backendtraffic.go, security.go).
+	trafficIR       map[*trafficpolicy.Settings]*backendTraffic
+	authorizationIR map[*trafficpolicy.Authorization]*ir.Authorization
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/translate"
@@ -111,4 +112,38 @@ func benchEnvoy(b *testing.B, in translate.Input) {
 			b.Fatalf("back end: %v %v", err, problems)
 		}
 	}
+}
+
+// withPolicies gives each HTTPRoute of in (every Route but the Gateway's, the first) its own
+// BackendTrafficPolicy (a retry, a request timeout, a local rate limit per client address,
+// compression) and SecurityPolicy (authorization by client address): what a tenant whose
+// every route has policies asks of a rebuild.
+func withPolicies(in translate.Input) translate.Input {
+	for i := 1; i < len(in.Routes); i++ {
+		r := &in.Routes[i]
+		name := fmt.Sprintf("policy-%d", i)
+		r.Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{
+			BackendTraffic: &v1alpha1.BackendTraffic{Namespace: "apps", Name: name,
+				Retry:   &v1alpha1.TrafficRetry{NumRetries: ptr.To[int32](2)},
+				Timeout: &v1alpha1.TrafficTimeout{HTTP: &v1alpha1.TrafficHTTPTimeout{RequestTimeout: "10s"}},
+				RateLimit: &v1alpha1.TrafficRateLimit{Type: "Local", Local: &v1alpha1.TrafficLocalRateLimit{Rules: []v1alpha1.TrafficRateLimitRule{{
+					ClientSelectors: []v1alpha1.TrafficRateLimitSelector{{SourceCIDR: &v1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}},
+					Limit:           v1alpha1.TrafficRateLimitValue{Requests: 100, Unit: "Second"},
+				}}}},
+				Compression: []v1alpha1.TrafficCompression{{Type: "Gzip"}},
+			},
+			Security: &v1alpha1.Security{Namespace: "apps", Name: name, Authorization: &v1alpha1.SecurityAuthorization{
+				DefaultAction: "Deny",
+				Rules:         []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"10.0.0.0/8", "192.168.0.0/16"}}}},
+			}},
+		}
+	}
+	return in
+}
+
+// BenchmarkHTTPRoutes1000WithPolicies is BenchmarkHTTPRoutes1000Envoy with every HTTPRoute
+// under policies of its own (withPolicies): the translation cost of 1000 routes each with a
+// policy (issue 30), against the same tenant without.
+func BenchmarkHTTPRoutes1000WithPolicies(b *testing.B) {
+	benchEnvoy(b, withPolicies(translatetest.HTTPRoutesTenant(b, 1000)))
 }

@@ -71,9 +71,17 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 			"SecurityPolicy %s decides by client address, but the Gateway's hub Service does not keep the clients' addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort): the hub's nodes may replace them by their own, so the rules may see a node's address instead",
 			truncateMessage(policy))
 	}
+	if made, ok := t.authorizationIR[a]; ok {
+		out.authorization = made
+		return out
+	}
 	out.authorization = &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
 	for _, rule := range a.Rules {
 		out.authorization.Rules = append(out.authorization.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
 	}
+	if t.authorizationIR == nil {
+		t.authorizationIR = map[*trafficpolicy.Authorization]*ir.Authorization{}
+	}
+	t.authorizationIR[a] = out.authorization
 	return out
 }

@@ -60,8 +60,9 @@ func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHos
 func virtualHost(vh *ir.VirtualHost) builtHost {
 	var errs []error
 	v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+	shared := filterConfigs{}
 	for _, r := range vh.Routes {
-		rt := route(r, &errs)
+		rt := route(r, &errs, shared)
 		if r.MaxRequestBytes > 0 {
 			v.Routes = append(v.Routes, bodyLimit(rt, r.MaxRequestBytes))
 		}
@@ -87,7 +88,26 @@ func bodyLimit(rt *routev3.Route, limit int64) *routev3.Route {
 	return g
 }
 
-func route(r *ir.Route, errs *[]error) *routev3.Route {
+// filterConfigs are the per-route filter configurations built for one virtual host, by the
+// IR element each is built from (a pointer): the routes of one rule, and of its matches, share
+// their policies' elements, so each is built, validated and marshalled once. The messages
+// are never modified.
+type filterConfigs map[any]*anypb.Any
+
+// get is the configuration built from key, building it the first time.
+func (f filterConfigs) get(key any, build func() *anypb.Any) *anypb.Any {
+	if a, ok := f[key]; ok {
+		return a
+	}
+	a := build()
+	f[key] = a
+	return a
+}
+
+// compressorKey keys the one per-route compressor configuration (it has no settings).
+type compressorKey struct{}
+
+func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 	out := &routev3.Route{Name: r.Name, Match: routeMatch(r.Match)}
 	switch {
 	case r.Redirect != nil:
@@ -113,29 +133,29 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	for _, c := range r.Compression {
-		out.TypedPerFilterConfig[compressorFilterName(c)] = compressorPerRoute(errs)
+		out.TypedPerFilterConfig[compressorFilterName(c)] = shared.get(compressorKey{}, func() *anypb.Any { return compressorPerRoute(errs) })
 	}
 	if len(r.Compression) > 0 && !slices.Contains(out.RequestHeadersToRemove, "accept-encoding") {
 		// Envoy compresses: the backend must answer uncompressed (compression.go).
 		out.RequestHeadersToRemove = append(slices.Clone(out.RequestHeadersToRemove), "accept-encoding")
 	}
 	if r.BasicAuth != nil {
-		out.TypedPerFilterConfig[FilterBasicAuth] = basicAuthPerRoute(r.BasicAuth, errs)
+		out.TypedPerFilterConfig[FilterBasicAuth] = shared.get(r.BasicAuth, func() *anypb.Any { return basicAuthPerRoute(r.BasicAuth, errs) })
 	}
 	if r.JWT != nil {
-		out.TypedPerFilterConfig[FilterJWTAuthn] = jwtPerRoute(r.JWT, errs)
+		out.TypedPerFilterConfig[FilterJWTAuthn] = shared.get(r.JWT, func() *anypb.Any { return jwtPerRoute(r.JWT, errs) })
 	}
 	if r.APIKeyAuth != nil {
-		out.TypedPerFilterConfig[FilterAPIKeyAuth] = apiKeyAuthPerRoute(r.APIKeyAuth, errs)
+		out.TypedPerFilterConfig[FilterAPIKeyAuth] = shared.get(r.APIKeyAuth, func() *anypb.Any { return apiKeyAuthPerRoute(r.APIKeyAuth, errs) })
 	}
 	if r.RateLimit != nil {
-		out.TypedPerFilterConfig[FilterLocalRateLimit] = localRateLimitPerRoute(r.RateLimit, errs)
+		out.TypedPerFilterConfig[FilterLocalRateLimit] = shared.get(r.RateLimit, func() *anypb.Any { return localRateLimitPerRoute(r.RateLimit, errs) })
 	}
 	if len(r.SourceRanges) > 0 {
 		out.TypedPerFilterConfig[FilterRBAC] = rbacPerRoute(r.SourceRanges, errs)
 	}
 	if r.Authorization != nil {
-		out.TypedPerFilterConfig[FilterRBAC] = rbacAuthorizationPerRoute(r.Authorization, errs)
+		out.TypedPerFilterConfig[FilterRBAC] = shared.get(r.Authorization, func() *anypb.Any { return rbacAuthorizationPerRoute(r.Authorization, errs) })
 	}
 	if r.CORS != nil {
 		out.TypedPerFilterConfig[FilterCORS] = mustPack(errs, corsPolicy(r.CORS))
