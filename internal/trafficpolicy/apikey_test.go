@@ -9,22 +9,14 @@ import (
 // TestReadAndResolveAPIKeyAuth: apiKeyAuth comes through as Envoy Gateway means it: the
 // Secrets' names, where the key is read (headers lower case), the client ID header, sanitize.
 func TestReadAndResolveAPIKeyAuth(t *testing.T) {
-	sec, err := ReadSecurity("ns", "p", spec(t, `
+	a := resolvedSecurity(t, `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
 apiKeyAuth:
   credentialRefs: [{name: team-a}, {group: "", kind: Secret, name: team-b}, {name: team-a}]
   extractFrom: [{headers: [X-API-Key]}, {params: [api_key]}, {cookies: [key]}]
   forwardClientIDHeader: X-Client-ID
   sanitize: true
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ResolveSecurity(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := s.APIKeyAuth
+`).APIKeyAuth
 	if !slices.Equal(a.Secrets, []string{"team-a", "team-b"}) || a.ForwardClientIDHeader != "x-client-id" || !a.Sanitize ||
 		!slices.Equal(a.Sources, []APIKeySource{{Header: "x-api-key"}, {Param: "api_key"}, {Cookie: "key"}}) {
 		t.Errorf("apiKeyAuth %+v", a)
@@ -44,11 +36,7 @@ func TestResolveAPIKeyAuthRefuses(t *testing.T) {
 		{`apiKeyAuth: {credentialRefs: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}], extractFrom: [{headers: [k]}]}`, "at most 4"},
 		{`apiKeyAuth: {credentialRefs: [{name: a}], extractFrom: []}`, "say where requests carry the key"},
 	} {
-		sec, err := ReadSecurity("ns", "p", spec(t, c.spec))
-		if err == nil {
-			_, err = ResolveSecurity(sec)
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := securityErr(t, c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.spec, err, c.want)
 		}
 	}

@@ -99,36 +99,22 @@ func TestCheckBounds(t *testing.T) {
 // allow.
 func TestCheckSecurityBounds(t *testing.T) {
 	t.Parallel()
-	sec, err := ReadSecurity("ns", "p", spec(t, `
+	s := resolvedSecurity(t, `
 authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/8]}}]}
 basicAuth: {users: {name: users}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ResolveSecurity(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := CheckSecurityBounds(nil, s); err != nil {
 		t.Errorf("no bounds: %v", err)
 	}
 	if err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"Authorization", "BasicAuth"}}, s); err != nil {
 		t.Errorf("both allowed: %v", err)
 	}
-	err = CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"Authorization", "JWT"}, SetBy: map[string]string{BoundFeatures: "Config default"}}, s)
+	err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"Authorization", "JWT"}, SetBy: map[string]string{BoundFeatures: "Config default"}}, s)
 	want := "over the platform team's bounds: the policy uses basicAuth (BasicAuth); spec.trafficPolicies.features of Config default allows Authorization, JWT"
 	if !errors.Is(err, ErrOverBound) || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
-	keys, err := ReadSecurity("ns", "p", spec(t, `apiKeyAuth: {credentialRefs: [{name: keys}], extractFrom: [{headers: [x-api-key]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := ResolveSecurity(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ks := resolvedSecurity(t, `apiKeyAuth: {credentialRefs: [{name: keys}], extractFrom: [{headers: [x-api-key]}]}`)
 	if err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"APIKeyAuth"}}, ks); err != nil {
 		t.Errorf("API keys allowed: %v", err)
 	}

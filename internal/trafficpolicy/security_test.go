@@ -80,11 +80,7 @@ func TestResolveSecurityRefuses(t *testing.T) {
 		{`basicAuth: {users: {name: s, kind: ConfigMap}}`, `basicAuth.users kind "ConfigMap"`},
 		{`basicAuth: {users: {name: S_1}}`, `basicAuth.users name "S_1" is not a Secret name`},
 	} {
-		sec, err := ReadSecurity("ns", "p", spec(t, tc.spec))
-		if err == nil {
-			_, err = ResolveSecurity(sec)
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := securityErr(t, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.spec, err, tc.want)
 		}
 	}
@@ -109,4 +105,28 @@ basicAuth: {users: `+users+`}
 			t.Errorf("%s: got %+v", users, s)
 		}
 	}
+}
+
+// resolvedSecurity reads and resolves a SecurityPolicy spec (YAML) that must be served.
+func resolvedSecurity(t *testing.T, y string) *SecuritySettings {
+	t.Helper()
+	sec, err := ReadSecurity("ns", "p", spec(t, y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ResolveSecurity(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// securityErr is why a SecurityPolicy spec (YAML) is not served: Read's error, else Resolve's.
+func securityErr(t *testing.T, y string) error {
+	t.Helper()
+	sec, err := ReadSecurity("ns", "p", spec(t, y))
+	if err == nil {
+		_, err = ResolveSecurity(sec)
+	}
+	return err
 }
