@@ -109,7 +109,7 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil || r.ExtAuth != "" {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	for _, c := range r.Compression {
@@ -127,6 +127,9 @@ func route(r *ir.Route, errs *[]error) *routev3.Route {
 	}
 	if r.APIKeyAuth != nil {
 		out.TypedPerFilterConfig[FilterAPIKeyAuth] = apiKeyAuthPerRoute(r.APIKeyAuth, errs)
+	}
+	if r.ExtAuth != "" {
+		out.TypedPerFilterConfig[extAuthFilterName(r.ExtAuth)] = extAuthPerRoute(errs)
 	}
 	if r.RateLimit != nil {
 		out.TypedPerFilterConfig[FilterLocalRateLimit] = localRateLimitPerRoute(r.RateLimit, errs)
