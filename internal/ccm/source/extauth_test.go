@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -15,7 +16,8 @@ import (
 // Route. While its authorization Service does not exist the policy says so (Invalid, Warning
 // Event) and the Route carries no such Service; when the ClusterIP Service appears the Route
 // embeds its NodePort twin (as a backend's) and the policy is Accepted. A policy with an
-// extAuth field kubelb does not serve (bodyToExtAuth) is Invalid naming it.
+// extAuth field kubelb does not serve (bodyToExtAuth) is Invalid naming it; fixed, the
+// Gateway's Route carries it and embeds the Service as well.
 func TestSecurityPolicyExtAuth(t *testing.T) {
 	e := newEnv(t)
 	const ns = "ext-auth"
@@ -82,6 +84,21 @@ extAuth:
 	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
 		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.Security != nil {
 			return fmt.Errorf("the Gateway's Route carries %+v", c.Security)
+		}
+		return nil
+	})
+
+	// Fixed: the Gateway's Route carries the policy and embeds the Service's twin too.
+	objects.Update(t, e.Tenant.Client, egPolicy(t, SecurityPolicyKind, ns, "gateway-authz", ""), func(p *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(p.Object, "spec", "extAuth", "bodyToExtAuth")
+	})
+	e.policyAncestor(t, SecurityPolicyKind, ns, "gateway-authz", "Gateway", ns, "edge", "True", "Accepted")
+	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.Security == nil || c.Security.ExtAuth == nil || c.Security.ExtAuth.GRPC == nil {
+			return fmt.Errorf("the Gateway's Route carries no extAuth")
+		}
+		if !embedsAuth(rt) {
+			return fmt.Errorf("the Gateway's Route does not embed Service auth")
 		}
 		return nil
 	})
