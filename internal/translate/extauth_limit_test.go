@@ -2,6 +2,8 @@ package translate_test
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,59 @@ func TestExtAuthServicesPerTenantBounded(t *testing.T) {
 				t.Errorf("listener %s: service %s's cluster %+v, want the tenant's nodes on the auth Service's NodePort", l.Name, s.Name, c)
 			}
 		}
+	}
+}
+
+// TestExtAuthUnderEndpointPolicy: the authorization service is reached as a backend is, so
+// the hub's endpoint policy governs its addresses: with the tenant's nodes 127.0.0.1-3 and
+// only 127.0.0.2 allowed, its cluster holds 127.0.0.2 alone (on the Service's NodePort); with
+// none allowed it holds none, and the route is told (NoEndpoints, naming the Service port).
+func TestExtAuthUnderEndpointPolicy(t *testing.T) {
+	t.Parallel()
+	e := &v1alpha1.SecurityExtAuth{HTTP: &v1alpha1.SecurityExtAuthHTTP{BackendRefs: []v1alpha1.SecurityBackendRef{{Name: "auth", Port: ptr.To[int32](8080)}}}}
+	for _, c := range []struct {
+		name  string
+		allow []string
+		want  []string
+	}{
+		{name: "one node allowed", allow: []string{"127.0.0.2/32"}, want: []string{"127.0.0.2"}},
+		{name: "none allowed", allow: nil, want: nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, _ := extAuthInput(t, "tenant-ext-auth-policy", 30080, 30090, e)
+			in.Policy.Allow = nil
+			for _, a := range c.allow {
+				in.Policy.Allow = append(in.Policy.Allow, translate.PolicyRule{Prefix: netip.MustParsePrefix(a), Source: translate.SourceConfigAllow})
+			}
+			r, err := translate.Run(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Config.Listeners) != 1 || len(r.Config.Listeners[0].ExtAuth) != 1 {
+				t.Fatalf("listeners %+v, want one with one ext_authz service", r.Config.Listeners)
+			}
+			var auth *ir.Cluster
+			for _, cl := range r.Config.Clusters {
+				if cl.Name == r.Config.Listeners[0].ExtAuth[0].Cluster {
+					auth = cl
+				}
+			}
+			var got []string
+			for _, ep := range auth.Endpoints {
+				if ep.Port != 30090 {
+					t.Errorf("endpoint %s:%d, want the auth Service's NodePort 30090", ep.Address, ep.Port)
+				}
+				got = append(got, ep.Address)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("the authorization service's endpoints %v, want %v", got, c.want)
+			}
+			told := slices.ContainsFunc(r.Problems, func(p ir.Problem) bool {
+				return p.Reason == translate.ReasonNoEndpoints && strings.Contains(p.Message, "shop/auth:8080")
+			})
+			if told != (len(c.want) == 0) {
+				t.Errorf("NoEndpoints naming shop/auth:8080 reported: %v; problems %v", told, r.Problems)
+			}
+		})
 	}
 }
