@@ -34,6 +34,9 @@ const (
 	MaxListenerExtAuths = 8
 	maxExtAuthHeaders   = 16
 	maxExtAuthString    = 256
+	// maxExtAuthName bounds a service's name: "<Route>/<namespace>/<policy>", Kubernetes
+	// names of at most 253, 63 and 253 characters.
+	maxExtAuthName = 640
 )
 
 // ExtAuthNames are the external authorization services the routes of the configuration ask.
@@ -95,8 +98,8 @@ func (s *ExtAuthService) validate(clusters map[string]bool) error {
 		return len(v) <= maxExtAuthString && !strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' })
 	}
 	switch {
-	case s.Name == "" || !printable(s.Name):
-		return errors.New("name empty or not printable")
+	case s.Name == "" || len(s.Name) > maxExtAuthName || strings.ContainsFunc(s.Name, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return errors.New("name empty, too long or not printable")
 	case !clusters[s.Cluster]:
 		return fmt.Errorf("cluster %q does not exist", s.Cluster)
 	case s.Path != "" && (!strings.HasPrefix(s.Path, "/") || !printable(s.Path) || strings.ContainsAny(s.Path, "?#")):

@@ -1,6 +1,7 @@
 package ir_test
 
 import (
+	"strings"
 	"testing"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -32,6 +33,15 @@ func TestValidateExtAuth(t *testing.T) {
 	if err := build(nil).Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	// The longest name a translation makes: a Route, a namespace and a policy of the longest
+	// Kubernetes names.
+	longest := build(func(c *ir.Config) {
+		n := strings.Repeat("r", 253) + "/" + strings.Repeat("n", 63) + "/" + strings.Repeat("p", 253)
+		c.Listeners[0].ExtAuth[0].Name, c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = n, n
+	})
+	if err := longest.Validate(); err != nil {
+		t.Fatalf("the longest name: %v", err)
+	}
 	svc := func(f func(s *ir.ExtAuthService)) func(c *ir.Config) {
 		return func(c *ir.Config) { f(&c.Listeners[0].ExtAuth[0]) }
 	}
@@ -52,6 +62,10 @@ func TestValidateExtAuth(t *testing.T) {
 			}
 		},
 		"on a TCP listener": func(c *ir.Config) { c.Listeners[0].Protocol = ir.ProtocolTCP },
+		"name too long": func(c *ir.Config) {
+			long := strings.Repeat("n", 641)
+			c.Listeners[0].ExtAuth[0].Name, c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = long, long
+		},
 	} {
 		if err := build(change).Validate(); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
