@@ -5,7 +5,7 @@ package v1alpha1
 // targeting the Gateway, for an HTTPRoute or a GRPCRoute the policy targeting the route (which
 // overrides its Gateways'). Only the fields kubelb serves are carried, in Envoy Gateway's
 // shapes: authorization by client address, basic authentication, JWT authentication with
-// keys given in the policy and API keys; the ccm refuses a policy with any other
+// keys given in the policy, API keys and external authorization; the ccm refuses a policy with any other
 // (docs/l7.md, "Traffic policies"). The manager validates and bounds every field again.
 type Security struct {
 	// Namespace and Name of the policy (the object's namespace).
@@ -25,6 +25,84 @@ type Security struct {
 	// APIKeyAuth asks clients for an API key of those in its Secrets.
 	// +optional
 	APIKeyAuth *SecurityAPIKeyAuth `json:"apiKeyAuth,omitempty"`
+	// ExtAuth asks an external authorization service (a Service of the policy's namespace,
+	// which the Route embeds as it does backends) whether to serve each request.
+	// +optional
+	ExtAuth *SecurityExtAuth `json:"extAuth,omitempty"`
+}
+
+// SecurityExtAuth is Envoy Gateway's extAuth: each request is first sent to an authorization
+// service over HTTP or gRPC (exactly one of them); its answer decides.
+type SecurityExtAuth struct {
+	// HTTP: the service answers plain HTTP requests; a 2xx answer lets the request on.
+	// +optional
+	HTTP *SecurityExtAuthHTTP `json:"http,omitempty"`
+	// GRPC: the service speaks Envoy's envoy.service.auth.v3.Authorization protocol.
+	// +optional
+	GRPC *SecurityExtAuthGRPC `json:"grpc,omitempty"`
+	// HeadersToExtAuth names the client request headers sent to the service (besides those
+	// Envoy always sends).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	HeadersToExtAuth []string `json:"headersToExtAuth,omitempty"`
+	// FailOpen serves requests when the service cannot be reached (default: refused with 403).
+	// +optional
+	FailOpen *bool `json:"failOpen,omitempty"`
+}
+
+// SecurityExtAuthHTTP is an HTTP authorization service.
+type SecurityExtAuthHTTP struct {
+	// BackendRefs names the service: one Service port of the policy's namespace.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	BackendRefs []SecurityBackendRef `json:"backendRefs"`
+	// Path is the path prefix of the authorization requests (the client's path follows it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Path string `json:"path,omitempty"`
+	// HeadersToBackend names the headers of an allowing answer copied to the request sent
+	// on to the backend.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	HeadersToBackend []string `json:"headersToBackend,omitempty"`
+}
+
+// SecurityExtAuthGRPC is a gRPC authorization service.
+type SecurityExtAuthGRPC struct {
+	// BackendRefs names the service: one Service port of the policy's namespace.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1
+	// +listType=atomic
+	BackendRefs []SecurityBackendRef `json:"backendRefs"`
+}
+
+// SecurityBackendRef is a reference to a Service port (Gateway API's BackendObjectReference).
+type SecurityBackendRef struct {
+	// Group of the referent: empty (core).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group *string `json:"group,omitempty"`
+	// Kind of the referent: Service.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Kind *string `json:"kind,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Namespace of the Service: unset or the policy's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace *string `json:"namespace,omitempty"`
+	// Port of the Service.
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+	// Weight (defaulted to 1 by Envoy Gateway's CRD): with one Service, anything but 0.
+	// +optional
+	Weight *int32 `json:"weight,omitempty"`
 }
 
 // SecurityAPIKeyAuth is Envoy Gateway's apiKeyAuth: a request must carry one of the API keys

@@ -136,6 +136,10 @@ type Listener struct {
 	// APIKeyAuth (HTTP, HTTPS) runs Envoy's api_key_auth filter, off but for the routes with
 	// an APIKeyAuth; set exactly when a route served by the listener has one.
 	APIKeyAuth bool `json:"apiKeyAuth,omitempty"`
+	// ExtAuth (HTTP, HTTPS) are the external authorization services the routes served by the
+	// listener ask (extauth.go), sorted by name; one Envoy ext_authz filter each, off but for
+	// those routes.
+	ExtAuth []ExtAuthService `json:"extAuth,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -287,6 +291,10 @@ type Route struct {
 	// API keys (after Authorization and SourceRanges, with JWT and BasicAuth). The listeners
 	// serving the route set APIKeyAuth.
 	APIKeyAuth *APIKeyAuth `json:"apiKeyAuth,omitempty"`
+	// ExtAuth, when set, names the external authorization service of the listeners serving
+	// the route (ExtAuthService.Name) that decides on each request (after the other
+	// authentications).
+	ExtAuth string `json:"extAuth,omitempty"`
 }
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.

@@ -60,7 +60,7 @@ func (c *Config) Validate() error {
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	basicRoutes, limitRoutes, keyRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	jwtRequirements := map[string][]JWT{}
+	jwtRequirements, extAuths := map[string][]JWT{}, map[string][]string{}
 	compressRoutes := map[Compressor]map[string]bool{}
 	for _, cp := range Compressors {
 		compressRoutes[cp] = map[string]bool{}
@@ -69,7 +69,7 @@ func (c *Config) Validate() error {
 		for _, cp := range Compressors {
 			compressRoutes[cp][rc.Name] = rc.HasCompressor(cp)
 		}
-		jwtRequirements[rc.Name] = rc.JWTRequirements()
+		jwtRequirements[rc.Name], extAuths[rc.Name] = rc.JWTRequirements(), rc.ExtAuthNames()
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
@@ -109,6 +109,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateJWT(jwtRequirements); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateExtAuth(clusters, extAuths); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateCompressors(compressRoutes); err != nil {

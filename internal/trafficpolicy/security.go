@@ -15,7 +15,7 @@ import (
 // servedSecurity is the tree of the SecurityPolicy spec fields kubelb serves: authorization
 // by client address, basic authentication (not its forwardUsernameHeader: Envoy sets
 // that header per filter, not per route) and JWT authentication with keys given inline
-// (jwt.go).
+// (jwt.go), API keys (apikey.go) and external authorization (extauth.go).
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
@@ -28,6 +28,7 @@ var servedSecurity = map[string]any{
 	},
 	"jwt":        servedJWT,
 	"apiKeyAuth": servedAPIKeyAuth,
+	"extAuth":    servedExtAuth,
 }
 
 // securityRuleFields are the fields of an authorization rule kubelb serves.
@@ -60,6 +61,7 @@ func ReadSecurity(namespace, name string, spec map[string]any) (*v1alpha1.Securi
 		}
 	}
 	un = append(un, jwtUnsupported(spec)...)
+	un = append(un, extAuthUnsupported(spec)...)
 	if len(un) > maxUnsupported {
 		un = append(un[:maxUnsupported], "…")
 	}
@@ -101,13 +103,15 @@ type SecuritySettings struct {
 	// APIKeyAuth is nil when the policy has none. The keys of its Secrets are checked by
 	// ParseAPIKeys where they are read.
 	APIKeyAuth *APIKeyAuth
+	// ExtAuth is nil when the policy has none.
+	ExtAuth *ExtAuth
 }
 
 // ResolveSecurity checks a Security (from a tenant's policy, or from a Route) and returns its
 // settings, or every problem found.
 func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
-	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil && sec.APIKeyAuth == nil {
-		return nil, errors.New("the policy has no authorization, basicAuth, jwt or apiKeyAuth, the parts of a SecurityPolicy kubelb serves")
+	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil && sec.APIKeyAuth == nil && sec.ExtAuth == nil {
+		return nil, errors.New("the policy has no authorization, basicAuth, jwt, apiKeyAuth or extAuth, the parts of a SecurityPolicy kubelb serves")
 	}
 	out := &SecuritySettings{}
 	var errs []error
@@ -138,6 +142,13 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 			errs = append(errs, err)
 		}
 		out.APIKeyAuth = a
+	}
+	if sec.ExtAuth != nil {
+		e, err := resolveExtAuth(sec.Namespace, sec.ExtAuth)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.ExtAuth = e
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

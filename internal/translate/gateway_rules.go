@@ -282,6 +282,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			Authorization:   security.authorization,
 			BasicAuth:       security.basicAuth,
 			APIKeyAuth:      security.apiKeyAuth,
+			ExtAuth:         security.extAuth,
 			JWT:             security.jwt,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,

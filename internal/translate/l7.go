@@ -93,6 +93,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasAPIKeyAuth, func(l *ir.Listener, on bool) { l.APIKeyAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	markJWT(cfg, t.jwtProviders)
+	markExtAuth(cfg, t.extAuths)
 	for _, c := range ir.Compressors { // in their order: the listeners' filters are in it
 		markHTTPFilter(cfg, func(rc *ir.RouteConfig) bool { return rc.HasCompressor(c) }, func(l *ir.Listener, on bool) {
 			if on {
@@ -183,6 +184,10 @@ type l7 struct {
 	// per policy (backendtraffic.go, security.go).
 	trafficIR       map[*trafficpolicy.Settings]*backendTraffic
 	authorizationIR map[*trafficpolicy.Authorization]*ir.Authorization
+	// extAuths: the external authorization services by name, extAuthRefused why the others
+	// cannot be served (extauth.go).
+	extAuths       map[string]*ir.ExtAuthService
+	extAuthRefused map[string]string
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool

@@ -30,9 +30,11 @@ type routeSecurity struct {
 	basicAuth     *ir.BasicAuth
 	jwt           *ir.JWT
 	apiKeyAuth    *ir.APIKeyAuth
+	extAuth       string
 	// closed: the policy asks for basic authentication but its users cannot be used, for
-	// JWT authentication that cannot be served, or for API keys that cannot be used; the
-	// routes answer 500 rather than serve without it.
+	// JWT authentication that cannot be served, for API keys that cannot be used, or for an
+	// external authorization that cannot be served; the routes answer 500 rather than serve
+	// without it.
 	closed bool
 }
 
@@ -57,6 +59,10 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 	if s.APIKeyAuth != nil {
 		out.apiKeyAuth = t.apiKeyAuth(owner, policy, s.APIKeyAuth)
 		out.closed = out.closed || out.apiKeyAuth == nil
+	}
+	if s.ExtAuth != nil {
+		out.extAuth = t.extAuthFor(t.securityCarrier(r, gw, policy), policy, s.ExtAuth, owner)
+		out.closed = out.closed || out.extAuth == ""
 	}
 	a := s.Authorization
 	if a == nil {
@@ -84,4 +90,16 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 	}
 	t.authorizationIR[a] = out.authorization
 	return out
+}
+
+// securityCarrier is the Route carrying SecurityPolicy policy ("namespace/name") of Route r's
+// rules served by Gateway gw: r when its own context carries it, else the Gateway's Route.
+func (t *l7) securityCarrier(r *v1alpha1.Route, gw *gateway, policy string) *v1alpha1.Route {
+	if ctx := sourceContext(r); ctx != nil && ctx.Security != nil && ctx.Security.Namespace+"/"+ctx.Security.Name == policy {
+		return r
+	}
+	if gw != nil {
+		return gw.route
+	}
+	return r
 }

@@ -165,6 +165,12 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 		if v.Unusable, err = securitySecretsProblem(ctx, r.Secrets, v.Value); err != nil {
 			return reconcile.Result{}, err
 		}
+		// The extAuth's Service, from the tenant cache (checked with the Secrets: r.Secrets set).
+		if v.Unusable == "" && r.Secrets != nil {
+			if v.Unusable, err = extAuthProblem(ctx, r.Reader, v.Value); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 	}
 	var ancestors []TrafficAncestor
 	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
@@ -322,6 +328,10 @@ func setupTrafficPolicies(mgr ctrl.Manager, hub cluster.Cluster, r *TrafficPolic
 		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 		b = b.WatchesRawSource(source.Kind[client.Object](c, secret, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return policiesWhere(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexBasicAuthSecret: o.GetName()})
+		}), predicate.ResourceVersionChangedPredicate{}))
+		// an extAuth's Service appears, changes or goes
+		b = b.WatchesRawSource(source.Kind[client.Object](c, &corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return policiesWhere(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexExtAuthService: o.GetName()})
 		}), predicate.ResourceVersionChangedPredicate{}))
 	}
 	return b.Complete(r)

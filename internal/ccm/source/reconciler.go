@@ -226,7 +226,8 @@ func (r *Reconciler) served(ctx context.Context, obj client.Object, u map[string
 }
 
 // loadScope reads the Route as it is, the object's references, the grants and namespace
-// labels, and ensures the NodePort twins of its ClusterIP backends.
+// labels, and ensures the NodePort twins of its ClusterIP backends (and of the extAuth
+// Service of the SecurityPolicy it carries).
 func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[string]any) (scope, error) {
 	var sc scope
 	current, err := r.currentRoute(ctx, obj.GetUID())
@@ -261,6 +262,8 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 		}
 	}
 	backends := ServiceBackends(sc.refs, r.Kind.String(), obj.GetNamespace(), grants)
+	// The authorization service of the SecurityPolicy carried is embedded as backends are.
+	backends = extAuthBackend(backends, sc.context, obj.GetNamespace())
 	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
 	if err != nil || !r.BackendTLSPolicies || sc.context == nil {
 		return sc, err

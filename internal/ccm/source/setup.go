@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -169,6 +170,9 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			if err := indexBasicAuthSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
 				return err
 			}
+			if err := indexExtAuthServices(context.Background(), mgr.GetFieldIndexer()); err != nil {
+				return err
+			}
 			tr.Secrets = mgr.GetAPIReader()
 		}
 		if err := setupTrafficPolicies(mgr, hub, tr, workers); err != nil {
@@ -269,7 +273,18 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 		if isTwin(svc) {
 			key = types.NamespacedName{Namespace: svc.Namespace, Name: svc.Labels[v1alpha1.LabelOriginName]}
 		}
-		return requests(ctx, client.MatchingFields{indexBackends: key.String()})
+		out := requests(ctx, client.MatchingFields{indexBackends: key.String()})
+		if slices.Contains(r.PolicyKinds, SecurityPolicyKind) { // the objects whose policy's extAuth names it
+			list := SecurityPolicyKind.NewList()
+			if err := mgr.GetCache().List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexExtAuthService: key.Name}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing SecurityPolicies")
+				return out
+			}
+			for i := range list.Items {
+				out = append(out, trafficTargetsOfKind(k, &list.Items[i])...)
+			}
+		}
+		return out
 	})
 	namespaceToObjects := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, ns *corev1.Namespace) []reconcile.Request {
 		return requests(ctx, client.InNamespace(ns.Name))

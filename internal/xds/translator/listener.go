@@ -192,6 +192,13 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)
 	}
+	if len(l.ExtAuth) > 0 { // after the other authentications, before the rate limit
+		fs := make([]*hcmv3.HttpFilter, 0, len(l.ExtAuth)+len(hcm.HttpFilters))
+		for i := range l.ExtAuth {
+			fs = append(fs, extAuthFilter(&l.ExtAuth[i], errs))
+		}
+		hcm.HttpFilters = append(fs, hcm.HttpFilters...)
+	}
 	if l.APIKeyAuth { // after RBAC, JWT and basic auth, before the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{apiKeyAuthFilter(errs)}, hcm.HttpFilters...)
 	}

@@ -104,8 +104,12 @@ func (f filterConfigs) get(key any, build func() *anypb.Any) *anypb.Any {
 	return a
 }
 
-// compressorKey keys the one per-route compressor configuration (it has no settings).
-type compressorKey struct{}
+// compressorKey and extAuthKey key the one per-route compressor and external authorization
+// configurations (they have no settings of their own).
+type (
+	compressorKey struct{}
+	extAuthKey    struct{}
+)
 
 func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 	out := &routev3.Route{Name: r.Name, Match: routeMatch(r.Match)}
@@ -129,7 +133,7 @@ func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil || r.ExtAuth != "" {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	for _, c := range r.Compression {
@@ -147,6 +151,9 @@ func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 	}
 	if r.APIKeyAuth != nil {
 		out.TypedPerFilterConfig[FilterAPIKeyAuth] = shared.get(r.APIKeyAuth, func() *anypb.Any { return apiKeyAuthPerRoute(r.APIKeyAuth, errs) })
+	}
+	if r.ExtAuth != "" {
+		out.TypedPerFilterConfig[extAuthFilterName(r.ExtAuth)] = shared.get(extAuthKey{}, func() *anypb.Any { return extAuthPerRoute(errs) })
 	}
 	if r.RateLimit != nil {
 		out.TypedPerFilterConfig[FilterLocalRateLimit] = shared.get(r.RateLimit, func() *anypb.Any { return localRateLimitPerRoute(r.RateLimit, errs) })
