@@ -52,24 +52,9 @@ func TestExtAuthServicesPerTenantBounded(t *testing.T) {
 	if len(told) != 3 || told[0].Object.Name != last || told[2].Object.Name != last || !strings.Contains(told[0].Message, "apps/policy-08") {
 		t.Fatalf("ExtAuthUnusable on %v, want on each of the 3 rules of Route %s (the 9th policy's)", told, last)
 	}
-	asks, refused := map[string]string{}, map[string]int{}
-	for _, rc := range r.Config.RouteConfigs {
-		for _, vh := range rc.VirtualHosts {
-			if !strings.HasPrefix(vh.Domains[0], "app-") {
-				continue // the HTTPS listener's misdirected-request answer
-			}
-			for _, rt := range vh.Routes {
-				switch {
-				case rt.DirectResponse != nil && rt.DirectResponse.Status == 500:
-					refused[vh.Domains[0]]++
-				case rt.ExtAuth != "":
-					asks[vh.Domains[0]] = rt.ExtAuth
-				default:
-					t.Errorf("route configuration %s, host %s: a route neither asking an authorization service nor answering 500: %+v", rc.Name, vh.Domains[0], rt)
-				}
-			}
-		}
-	}
+	asks, refused := appHostRoutes(t, r.Config, "asking an authorization service", func(rt *ir.Route) (string, bool) {
+		return rt.ExtAuth, rt.ExtAuth != ""
+	})
 	for i := range served + 1 {
 		host := fmt.Sprintf("app-%d.example.com", i)
 		if i < served {

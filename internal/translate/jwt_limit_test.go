@@ -55,24 +55,12 @@ func TestJWTPoliciesPerTenantBounded(t *testing.T) {
 		t.Fatalf("JWTUnusable on %v, want on each of the 3 rules of Route %s (the 17th policy's)", told, in.Routes[served+1].Name)
 	}
 	// By hostname (app-<i>.example.com): the routes' JWT requirements and 500s.
-	requires, refused := map[string]string{}, map[string]int{}
-	for _, rc := range r.Config.RouteConfigs {
-		for _, vh := range rc.VirtualHosts {
-			if !strings.HasPrefix(vh.Domains[0], "app-") {
-				continue // the HTTPS listener's misdirected-request answer
-			}
-			for _, rt := range vh.Routes {
-				switch {
-				case rt.DirectResponse != nil && rt.DirectResponse.Status == 500:
-					refused[vh.Domains[0]]++
-				case rt.JWT != nil && len(rt.JWT.Providers) == 1:
-					requires[vh.Domains[0]] = rt.JWT.Providers[0]
-				default:
-					t.Errorf("route configuration %s, host %s: a route neither requiring a token nor answering 500: %+v", rc.Name, vh.Domains[0], rt)
-				}
-			}
+	requires, refused := appHostRoutes(t, r.Config, "requiring a token", func(rt *ir.Route) (string, bool) {
+		if rt.JWT == nil || len(rt.JWT.Providers) != 1 {
+			return "", false
 		}
-	}
+		return rt.JWT.Providers[0], true
+	})
 	for i := range served + 1 {
 		host := fmt.Sprintf("app-%d.example.com", i)
 		if i < served {
@@ -91,4 +79,30 @@ func TestJWTPoliciesPerTenantBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d policies served, %d routes of the 17th answer 500", len(requires), refused[fmt.Sprintf("app-%d.example.com", served)])
+}
+
+// appHostRoutes sorts the routes of cfg's virtual hosts app-<i>.example.com
+// (translatetest.HTTPRoutesTenant) by host: what asked says of each route that is not a 500
+// answer, and the number of 500 answers. A route that is neither (asked false) is an error
+// naming what it should have been.
+func appHostRoutes(t *testing.T, cfg *ir.Config, what string, asked func(*ir.Route) (string, bool)) (map[string]string, map[string]int) {
+	t.Helper()
+	asks, refused := map[string]string{}, map[string]int{}
+	for _, rc := range cfg.RouteConfigs {
+		for _, vh := range rc.VirtualHosts {
+			if !strings.HasPrefix(vh.Domains[0], "app-") {
+				continue // the HTTPS listener's misdirected-request answer
+			}
+			for _, rt := range vh.Routes {
+				if rt.DirectResponse != nil && rt.DirectResponse.Status == 500 {
+					refused[vh.Domains[0]]++
+				} else if v, ok := asked(rt); ok {
+					asks[vh.Domains[0]] = v
+				} else {
+					t.Errorf("route configuration %s, host %s: a route neither %s nor answering 500: %+v", rc.Name, vh.Domains[0], what, rt)
+				}
+			}
+		}
+	}
+	return asks, refused
 }
