@@ -13,7 +13,7 @@ import (
 // port of the policy's namespace, its protocol, the path, the header lists (lower case,
 // sorted, unique) and failOpen (default false).
 func TestReadAndResolveExtAuth(t *testing.T) {
-	sec, err := ReadSecurity("ns", "p", spec(t, `
+	e := resolvedSecurity(t, `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
 extAuth:
   http:
@@ -21,28 +21,13 @@ extAuth:
     path: /check
     headersToBackend: [X-User, x-user, X-Groups]
   headersToExtAuth: [Authorization, X-Tenant]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ResolveSecurity(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := s.ExtAuth
+`).ExtAuth
 	if e.Service != "auth" || e.Port != 8080 || e.GRPC || e.Path != "/check" || e.FailOpen ||
 		!slices.Equal(e.HeadersToBackend, []string{"x-groups", "x-user"}) || !slices.Equal(e.HeadersToExtAuth, []string{"authorization", "x-tenant"}) {
 		t.Errorf("http extAuth %+v", e)
 	}
 
-	sec, err = ReadSecurity("ns", "p", spec(t, `extAuth: {grpc: {backendRefs: [{name: authz, port: 9000}]}, failOpen: true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err = ResolveSecurity(sec); err != nil {
-		t.Fatal(err)
-	}
-	if e := s.ExtAuth; e.Service != "authz" || e.Port != 9000 || !e.GRPC || !e.FailOpen || e.Path != "" {
+	if e := resolvedSecurity(t, `extAuth: {grpc: {backendRefs: [{name: authz, port: 9000}]}, failOpen: true}`).ExtAuth; e.Service != "authz" || e.Port != 9000 || !e.GRPC || !e.FailOpen || e.Path != "" {
 		t.Errorf("grpc extAuth %+v", e)
 	}
 }
@@ -73,11 +58,7 @@ func TestResolveExtAuthRefuses(t *testing.T) {
 		{`extAuth: {http: {backendRefs: [{name: a, port: 80}]}, headersToExtAuth: ["bad header"]}`, "is not an HTTP header name"},
 		{`extAuth: {http: {backendRefs: [{name: a, port: 80}]}, headersToExtAuth: [h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11, h12, h13, h14, h15, h16, h17]}`, "17 headers, at most 16"},
 	} {
-		sec, err := ReadSecurity("ns", "p", spec(t, c.spec))
-		if err == nil {
-			_, err = ResolveSecurity(sec)
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := securityErr(t, c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.spec, err, c.want)
 		}
 	}
@@ -85,18 +66,11 @@ func TestResolveExtAuthRefuses(t *testing.T) {
 
 // TestExtAuthBounds: extAuth is served only where the platform team allows ExtAuth.
 func TestExtAuthBounds(t *testing.T) {
-	sec, err := ReadSecurity("ns", "p", spec(t, `extAuth: {grpc: {backendRefs: [{name: authz, port: 9000}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ResolveSecurity(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := resolvedSecurity(t, `extAuth: {grpc: {backendRefs: [{name: authz, port: 9000}]}}`)
 	if err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"ExtAuth"}}, s); err != nil {
 		t.Errorf("extAuth allowed: %v", err)
 	}
-	err = CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"JWT"}}, s)
+	err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"JWT"}}, s)
 	if want := "the policy uses extAuth (ExtAuth)"; !errors.Is(err, ErrOverBound) || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want one with %q", err, want)
 	}
