@@ -126,22 +126,6 @@ func resolveAPIKeyAuth(ns string, a *v1alpha1.SecurityAPIKeyAuth) (*APIKeyAuth, 
 	return out, nil
 }
 
-// secretRef checks a reference to a Secret of the policy's namespace ns (field names it in
-// messages) and returns the Secret's name.
-func secretRef(field, ns string, u v1alpha1.SecurityBasicAuthUsers) (string, error) {
-	switch {
-	case u.Group != nil && *u.Group != "" && *u.Group != "core":
-		return "", fmt.Errorf("%s group %q: a core Secret is needed", field, truncate(*u.Group))
-	case u.Kind != nil && *u.Kind != "Secret":
-		return "", fmt.Errorf("%s kind %q: a Secret is needed", field, truncate(*u.Kind))
-	case u.Namespace != nil && *u.Namespace != "" && *u.Namespace != ns:
-		return "", fmt.Errorf("%s namespace %q: a Secret of another namespace is not yet supported by kubelb; use one of the policy's namespace", field, truncate(*u.Namespace))
-	case len(validation.IsDNS1123Subdomain(u.Name)) > 0:
-		return "", fmt.Errorf("%s name %q is not a Secret name", field, truncate(u.Name))
-	}
-	return u.Name, nil
-}
-
 // APIKey is one client's key.
 type APIKey struct {
 	Client, Key string

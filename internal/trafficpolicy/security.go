@@ -156,20 +156,26 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 	return out, nil
 }
 
+// secretRef checks a reference to a Secret of the policy's namespace ns (field names it in
+// messages) and returns the Secret's name.
+func secretRef(field, ns string, u v1alpha1.SecurityBasicAuthUsers) (string, error) {
+	switch {
+	case u.Group != nil && *u.Group != "" && *u.Group != "core":
+		return "", fmt.Errorf("%s group %q: a core Secret is needed", field, truncate(*u.Group))
+	case u.Kind != nil && *u.Kind != "Secret":
+		return "", fmt.Errorf("%s kind %q: a Secret is needed", field, truncate(*u.Kind))
+	case u.Namespace != nil && *u.Namespace != "" && *u.Namespace != ns:
+		return "", fmt.Errorf("%s namespace %q: a Secret of another namespace is not yet supported by kubelb; use one of the policy's namespace", field, truncate(*u.Namespace))
+	case len(validation.IsDNS1123Subdomain(u.Name)) > 0:
+		return "", fmt.Errorf("%s name %q is not a Secret name", field, truncate(u.Name))
+	}
+	return u.Name, nil
+}
+
 // basicAuthSecret checks basicAuth.users, a reference to a Secret of the policy's namespace
 // ns, and returns its name.
 func basicAuthSecret(ns string, u v1alpha1.SecurityBasicAuthUsers) (string, error) {
-	switch {
-	case u.Group != nil && *u.Group != "" && *u.Group != "core":
-		return "", fmt.Errorf("basicAuth.users group %q: the users are a core Secret", truncate(*u.Group))
-	case u.Kind != nil && *u.Kind != "Secret":
-		return "", fmt.Errorf("basicAuth.users kind %q: the users are a Secret", truncate(*u.Kind))
-	case u.Namespace != nil && *u.Namespace != "" && *u.Namespace != ns:
-		return "", fmt.Errorf("basicAuth.users namespace %q: a Secret of another namespace is not yet supported by kubelb; use one of the policy's namespace", truncate(*u.Namespace))
-	case len(validation.IsDNS1123Subdomain(u.Name)) > 0:
-		return "", fmt.Errorf("basicAuth.users name %q is not a Secret name", truncate(u.Name))
-	}
-	return u.Name, nil
+	return secretRef("basicAuth.users", ns, u)
 }
 
 // resolveAuthorization checks an authorization.
