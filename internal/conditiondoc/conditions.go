@@ -205,6 +205,6 @@ var TranslationProblems = []Reason{
 	{translate.ReasonUnsupportedFilter, "", "a filter kubelb does not implement"},
 	{translate.ReasonTooMany, "", "a list is longer than kubelb serves; the rest is ignored"},
 	{translate.ReasonListenerTaken, "", "a TCP or UDP listener forwards to its oldest route; this one gets no traffic there"},
-	{translate.ReasonOverPlatformBound, "", "a BackendTrafficPolicy or SecurityPolicy the Route carries asks more than the platform team allows (spec.trafficPolicies of the Tenant or the Config); none of it applies (warning)"},
+	{translate.ReasonOverPlatformBound, "", "a BackendTrafficPolicy, SecurityPolicy or ClientTrafficPolicy the Route carries asks more than the platform team allows (spec.trafficPolicies of the Tenant or the Config); none of it applies (warning)"},
 	{translator.ReasonInvalidConfig, "", "the Envoy resources failed validation: a bug in kubelb, please report it"},
 }
