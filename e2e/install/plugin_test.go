@@ -70,6 +70,31 @@ func (p *plugin) expect(code int, args []string, want ...string) string {
 	return out
 }
 
+// expectWithin is expect for a state the hub reaches on its own after the traffic checks: the
+// BackendsReachable verdict follows the Envoy replicas' health reports, which lag their
+// first failed checks (made before the backend Pods were Ready). It runs the plugin until it
+// exits with code and its output holds each of want, at most for within (then expect's
+// errors), and logs how long that took.
+func (p *plugin) expectWithin(within time.Duration, code int, args []string, want ...string) string {
+	p.t.Helper()
+	start := time.Now()
+	for {
+		out, got := p.run(args...)
+		ok := got == code
+		for _, w := range want {
+			ok = ok && strings.Contains(out, w)
+		}
+		if ok {
+			p.t.Logf("kubectl kubelb %s: as wanted after %s", strings.Join(args, " "), time.Since(start).Round(time.Second))
+			return out
+		}
+		if time.Since(start) > within {
+			return p.expect(code, args, want...)
+		}
+		time.Sleep(3 * time.Second)
+	}
+}
+
 // checkPlugin runs the built kubectl-kubelb against the installation of the quick start, as
 // each persona would (contexts hub and shop of one kubeconfig): check hub and check tenant
 // pass; status follows the quick start's Service and Gateway with every step ok; envoy
@@ -88,7 +113,7 @@ func checkPlugin(t *testing.T, hub *realcluster.Cluster, kubeconfig, home string
 	// latter.
 	p.expect(0, []string{"--context", "shop", "check", "tenant"},
 		"✓ ccm Deployment: kubelb/", "✓ hub reachable", "✓ hub permissions", "✓ ccm lease", "✓ node addresses: 1 of 1 serving node(s) without an ExternalIP address are sent by the ccm's fallback")
-	p.expect(0, []string{"--context", "shop", "-n", "default", "status", "svc/backend"},
+	p.expectWithin(time.Minute, 0, []string{"--context", "shop", "-n", "default", "status", "svc/backend"},
 		"✓ hub accepted", "✓ hub address", "✓ Envoy accepted", "✓ tenant address", "every step is ok")
 	p.expect(0, []string{"--context", "shop", "-n", "default", "status", "gateway/shop"},
 		"✓ hub Route", "✓ hub address", "✓ Envoy accepted", "every step is ok")
