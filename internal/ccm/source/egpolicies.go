@@ -58,17 +58,7 @@ var (
 			return bt, err
 		},
 		carry: func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
-		bound: func(v any, b *trafficpolicy.Bounds) error {
-			bt, _ := v.(*v1alpha1.BackendTraffic)
-			if bt == nil {
-				return nil
-			}
-			s, err := trafficpolicy.Resolve(bt)
-			if err != nil {
-				return nil // Read refused it already
-			}
-			return trafficpolicy.CheckBounds(b, s)
-		},
+		bound: boundBy(trafficpolicy.Resolve, trafficpolicy.CheckBounds),
 	}
 	SecurityPolicyKind = &PolicyKind{
 		Kind: trafficpolicy.SecurityKind, index: "ccm.kubelb.k8c.io/security-policy-targets",
@@ -81,17 +71,7 @@ var (
 			return sec, err
 		},
 		carry: func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
-		bound: func(v any, b *trafficpolicy.Bounds) error {
-			sec, _ := v.(*v1alpha1.Security)
-			if sec == nil {
-				return nil
-			}
-			s, err := trafficpolicy.ResolveSecurity(sec)
-			if err != nil {
-				return nil // Read refused it already
-			}
-			return trafficpolicy.CheckSecurityBounds(b, s)
-		},
+		bound: boundBy(trafficpolicy.ResolveSecurity, trafficpolicy.CheckSecurityBounds),
 	}
 	// ClientTrafficPolicyKind: the settings of a Gateway's listeners towards its clients;
 	// its policies target Gateways only (as Envoy Gateway's).
@@ -105,22 +85,29 @@ var (
 			_, err = trafficpolicy.ResolveClient(ct)
 			return ct, err
 		},
-		carry: func(c *v1alpha1.SourceContext, v any) { c.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
-		bound: func(v any, b *trafficpolicy.Bounds) error {
-			ct, _ := v.(*v1alpha1.ClientTraffic)
-			if ct == nil {
-				return nil
-			}
-			s, err := trafficpolicy.ResolveClient(ct)
-			if err != nil {
-				return nil // Read refused it already
-			}
-			return trafficpolicy.CheckClientBounds(b, s)
-		},
+		carry:       func(c *v1alpha1.SourceContext, v any) { c.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
+		bound:       boundBy(trafficpolicy.ResolveClient, trafficpolicy.CheckClientBounds),
 		targetKinds: []string{kindGateway},
 	}
 	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind, ClientTrafficPolicyKind}
 )
+
+// boundBy is a kind's bound: the settings read (a *P) resolved by resolve and checked by
+// check against the platform team's bounds. Settings that do not resolve are no business of
+// the bounds (Read refused them already).
+func boundBy[P, S any](resolve func(*P) (*S, error), check func(*trafficpolicy.Bounds, *S) error) func(any, *trafficpolicy.Bounds) error {
+	return func(v any, b *trafficpolicy.Bounds) error {
+		p, _ := v.(*P)
+		if p == nil {
+			return nil
+		}
+		s, err := resolve(p)
+		if err != nil {
+			return nil
+		}
+		return check(b, s)
+	}
+}
 
 // kinds are the kinds of objects the kind's policies may target in kubelb.
 func (k *PolicyKind) kinds() []string {
