@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -18,15 +19,41 @@ const ReasonAPIKeyAuthUnusable = "APIKeyAuthUnusable"
 // nil when they cannot be used, reported on owner. The messages name Secrets and clients,
 // never keys.
 func (t *l7) apiKeyAuth(owner ir.ObjectRef, policy string, a *trafficpolicy.APIKeyAuth) *ir.APIKeyAuth {
+	// Once per policy and translation: every rule and listener of its routes asks.
+	if made, ok := t.apiKeyIR[a]; ok {
+		if made.err != "" {
+			t.problems.Add(owner, ir.SeverityWarning, ReasonAPIKeyAuthUnusable, "%s", made.err)
+		}
+		return made.auth
+	}
+	if t.apiKeyIR == nil {
+		t.apiKeyIR = map[*trafficpolicy.APIKeyAuth]apiKeyResult{}
+	}
+	auth, msg := t.readAPIKeys(policy, a)
+	t.apiKeyIR[a] = apiKeyResult{auth, msg}
+	if msg != "" {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonAPIKeyAuthUnusable, "%s", msg)
+	}
+	return auth
+}
+
+// apiKeyResult is a policy's API-key authentication, or why it cannot be used.
+type apiKeyResult struct {
+	auth *ir.APIKeyAuth
+	err  string
+}
+
+// readAPIKeys reads the keys of a policy's apiKeyAuth from the hub Secrets: the IR, or the
+// message saying why they cannot be used.
+func (t *l7) readAPIKeys(policy string, a *trafficpolicy.APIKeyAuth) (*ir.APIKeyAuth, string) {
 	ns, _, _ := strings.Cut(policy, "/")
 	out := &ir.APIKeyAuth{ForwardClientIDHeader: a.ForwardClientIDHeader, Sanitize: a.Sanitize}
 	for _, s := range a.Sources {
 		out.Sources = append(out.Sources, ir.APIKeySource{Header: s.Header, Param: s.Param, Cookie: s.Cookie})
 	}
-	unusable := func(format string, args ...any) *ir.APIKeyAuth {
-		t.problems.Add(owner, ir.SeverityWarning, ReasonAPIKeyAuthUnusable, "SecurityPolicy %s: its API keys cannot be used: "+format+"; its routes answer 500 until then",
+	unusable := func(format string, args ...any) (*ir.APIKeyAuth, string) {
+		return nil, fmt.Sprintf("SecurityPolicy %s: its API keys cannot be used: "+format+"; its routes answer 500 until then",
 			append([]any{truncateMessage(policy)}, args...)...)
-		return nil
 	}
 	owners := map[string]string{} // key → client
 	for _, name := range a.Secrets {
@@ -57,5 +84,5 @@ func (t *l7) apiKeyAuth(owner ir.ObjectRef, policy string, a *trafficpolicy.APIK
 		return unusable("%d clients, at most %d", len(out.Credentials), trafficpolicy.MaxAPIKeyClients)
 	}
 	slices.SortFunc(out.Credentials, func(a, b ir.APIKeyCredential) int { return strings.Compare(a.Client, b.Client) })
-	return out
+	return out, ""
 }

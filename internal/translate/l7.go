@@ -184,6 +184,7 @@ type l7 struct {
 	// per policy (backendtraffic.go, security.go).
 	trafficIR       map[*trafficpolicy.Settings]*backendTraffic
 	authorizationIR map[*trafficpolicy.Authorization]*ir.Authorization
+	apiKeyIR        map[*trafficpolicy.APIKeyAuth]apiKeyResult
 	// extAuths: the external authorization services by name, extAuthRefused why the others
 	// cannot be served (extauth.go).
 	extAuths       map[string]*ir.ExtAuthService
