@@ -259,3 +259,33 @@ func Reachable(generation int64, v reach.Verdict) metav1.Condition {
 	return metav1.Condition{Type: ConditionBackendsReachable, Status: metav1.ConditionStatus(v.Status), Reason: v.Reason,
 		Message: bounded(v.Message), ObservedGeneration: generation}
 }
+
+// ReachShare bounds the CPU a tenant's reachability passes take: after a pass that took d,
+// the next waits (ReachShare−1)·d, at most MaxReachWait, so the passes of a tenant take
+// at most about 1/ReachShare of a core. A pass costs little in a small tenant (microseconds:
+// no wait to speak of) and milliseconds in a tenant of 10 000 clusters, whose Reports and
+// status changes come several times a second in a burst; its inputs that matter most, the
+// replicas' health reports, come every HealthRefresh.
+const ReachShare = 100
+
+// MaxReachWait is the longest a BackendsReachable verdict waits for the pass after its last.
+const MaxReachWait = 2 * time.Second
+
+// boundedReachability runs the tenant's reachability pass, or, when the last one was too
+// recent (ReachShare), returns when to run it: every change since is seen then, as the
+// Judge compares with what it last looked at.
+func (w *Writer) boundedReachability(ctx context.Context, st *tenantState, tenant string, report *Report) (time.Duration, error) {
+	start := time.Now() // monotonic: the Writer's clock (w.now) may be a test's fixed one
+	if wait := st.reachAt.Sub(start); wait > 0 {
+		return wait, nil
+	}
+	again, err := w.reachability(ctx, st, tenant, report)
+	end := time.Now()
+	st.reachAt = end.Add(reachWait(end.Sub(start)))
+	return again, err
+}
+
+// reachWait is how long the next pass waits after one that took took.
+func reachWait(took time.Duration) time.Duration {
+	return min((ReachShare-1)*took, MaxReachWait)
+}

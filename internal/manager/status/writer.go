@@ -90,6 +90,9 @@ type tenantState struct {
 	// since when (routesMayGo).
 	waiting      map[string]string
 	waitingSince time.Time
+	// reachAt is the earliest (monotonic) time of the tenant's next reachability pass
+	// (boundedReachability).
+	reachAt time.Time
 }
 
 // SetupWriterWithManager registers the Writer (leader only) with mgr.
@@ -253,7 +256,7 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			errs = append(errs, err)
 		}
 	}
-	reachAgain, err := w.reachability(ctx, st, tenant, report)
+	reachAgain, err := w.boundedReachability(ctx, st, tenant, report)
 	if err != nil {
 		errs = append(errs, err)
 	}
