@@ -136,17 +136,20 @@ func (x *Incremental) finish(r Result) Result {
 // themselves are not.
 func (x *Incremental) intern(cfg *ir.Config) elementIndex {
 	prev := x.elements
+	// Listeners, clusters and secrets, the thousands of a large tenant, are kept in the last
+	// index's maps, changed in place: a run pays for the names that changed, not for a new
+	// map of every element.
 	next := elementIndex{
-		listeners:    make(map[string]*ir.Listener, len(cfg.Listeners)),
+		listeners:    prev.listeners,
 		routeConfigs: make(map[string]*ir.RouteConfig, len(cfg.RouteConfigs)),
 		virtualHosts: map[[2]string]*ir.VirtualHost{},
-		clusters:     make(map[string]*ir.Cluster, len(cfg.Clusters)),
-		secrets:      make(map[string]*ir.Secret, len(cfg.Secrets)),
+		clusters:     prev.clusters,
+		secrets:      prev.secrets,
 	}
 	s := &x.Stats
-	internList(prev.listeners, next.listeners, cfg.Listeners, func(l *ir.Listener) string { return l.Name }, s)
-	internList(prev.clusters, next.clusters, cfg.Clusters, func(c *ir.Cluster) string { return c.Name }, s)
-	internList(prev.secrets, next.secrets, cfg.Secrets, func(c *ir.Secret) string { return c.Name }, s)
+	next.listeners = internList(next.listeners, cfg.Listeners, func(l *ir.Listener) string { return l.Name }, s)
+	next.clusters = internList(next.clusters, cfg.Clusters, func(c *ir.Cluster) string { return c.Name }, s)
+	next.secrets = internList(next.secrets, cfg.Secrets, func(c *ir.Secret) string { return c.Name }, s)
 	for i, rc := range cfg.RouteConfigs {
 		if old := prev.routeConfigs[rc.Name]; old != nil && old != rc {
 			// Its virtual hosts first: an equal configuration then compares by pointer.
@@ -189,16 +192,33 @@ func (x *Incremental) intern(cfg *ir.Config) elementIndex {
 	return next
 }
 
-// internList is intern for one kind of element.
-func internList[T any](prev, next map[string]*T, list []*T, name func(*T) string, s *IncrementalStats) {
+// internList is intern for one kind of element: it hands on index's element where list's
+// equals it, records list's others in index (made when nil), and forgets the names list no
+// longer has. It returns the index.
+func internList[T any](index map[string]*T, list []*T, name func(*T) string, s *IncrementalStats) map[string]*T {
+	if index == nil {
+		index = make(map[string]*T, len(list))
+	}
 	for i, e := range list {
 		n := name(e)
-		if old := prev[n]; old != nil && (old == e || reflect.DeepEqual(old, e)) {
+		if old := index[n]; old != nil && (old == e || reflect.DeepEqual(old, e)) {
 			list[i] = old
 			s.ElementsReused++
-		} else {
-			s.ElementsChanged++
+			continue
 		}
-		next[n] = list[i]
+		s.ElementsChanged++
+		index[n] = e
 	}
+	if len(index) > len(list) { // names gone (a list's names are distinct)
+		keep := make(map[string]bool, len(list))
+		for _, e := range list {
+			keep[name(e)] = true
+		}
+		for n := range index {
+			if !keep[n] {
+				delete(index, n)
+			}
+		}
+	}
+	return index
 }
