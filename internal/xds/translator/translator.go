@@ -278,14 +278,39 @@ func shortType(typeURL string) string {
 // Owners returns, for every resource the Config turns into, the objects it was made from:
 // by type URL, then by resource name. A route configuration is owned by the owners of its
 // routes, endpoints by the owners of their cluster. The status writer uses it to tell which
-// objects an Envoy NACK concerns.
+// objects an Envoy NACK concerns. The lists are read only: a resource made from one IR
+// element has that element's own list when it is sorted and without repeats (the IR's
+// usual case), so a tenant of thousands of clusters costs maps, not a copy of each list.
 func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
-	out := map[string]map[string][]ir.ObjectRef{}
+	out := map[string]map[string][]ir.ObjectRef{
+		resource.ListenerType: make(map[string][]ir.ObjectRef, len(cfg.Listeners)),
+		resource.ClusterType:  make(map[string][]ir.ObjectRef, len(cfg.Clusters)),
+		resource.EndpointType: make(map[string][]ir.ObjectRef, len(cfg.Clusters)),
+	}
+	// merged are the lists gathered from several elements (route configurations, repeated
+	// names), sorted once at the end: a route configuration gathers the owners of its every
+	// route (thousands of Ingress rules), and sorting at each step would be quadratic.
+	merged := map[[2]string]bool{}
 	add := func(typeURL, name string, refs []ir.ObjectRef) {
-		if out[typeURL] == nil {
-			out[typeURL] = map[string][]ir.ObjectRef{}
+		byName := out[typeURL]
+		if byName == nil {
+			byName = map[string][]ir.ObjectRef{}
+			out[typeURL] = byName
 		}
-		out[typeURL][name] = append(out[typeURL][name], refs...)
+		old, seen := byName[name]
+		switch {
+		case !seen && normalRefs(refs):
+			byName[name] = refs // shared, never changed
+		case !seen:
+			byName[name] = slices.Clone(refs)
+			merged[[2]string{typeURL, name}] = true
+		default:
+			if !merged[[2]string{typeURL, name}] {
+				old = slices.Clone(old) // the element's own list is not appended to
+				merged[[2]string{typeURL, name}] = true
+			}
+			byName[name] = append(old, refs...)
+		}
 	}
 	for _, l := range cfg.Listeners {
 		add(resource.ListenerType, l.Name, l.Owners)
@@ -304,12 +329,27 @@ func Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
 	for _, s := range cfg.Secrets {
 		add(resource.SecretType, s.Name, s.Owners)
 	}
-	// Sorted once at the end: a route configuration gathers the owners of its every route
-	// (thousands of Ingress rules), and sorting at each step would be quadratic.
-	for _, byName := range out {
-		for name, refs := range byName {
-			byName[name] = ir.NormalizeRefs(refs)
+	for k := range merged {
+		out[k[0]][k[1]] = ir.NormalizeRefs(out[k[0]][k[1]])
+	}
+	for typeURL, byName := range out {
+		if len(byName) == 0 {
+			delete(out, typeURL)
 		}
 	}
 	return out
+}
+
+// normalRefs tells whether refs is as ir.NormalizeRefs makes it: not empty, sorted, no
+// repeats.
+func normalRefs(refs []ir.ObjectRef) bool {
+	if len(refs) == 0 {
+		return false
+	}
+	for i := 1; i < len(refs); i++ {
+		if refs[i-1].Compare(refs[i]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
