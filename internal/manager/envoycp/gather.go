@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -79,7 +81,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 
 	// Translation only reads its input: the cache's objects are used without a deep copy.
 	lbs, addrs, routes := &v1alpha1.LoadBalancerList{}, &v1alpha1.AddressesList{}, &v1alpha1.RouteList{}
-	svcs, secrets := &corev1.ServiceList{}, &corev1.SecretList{}
+	secrets := &corev1.SecretList{}
 	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}
 	for _, l := range []struct {
 		from client.Reader
@@ -90,13 +92,16 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 		{c, lbs, "LoadBalancers", nil},
 		{c, addrs, "Addresses", nil},
 		{c, routes, "Routes", nil},
-		{owned, svcs, "the Route hub Services", []client.ListOption{managed}},
 		{owned, secrets, "the synced Secrets", []client.ListOption{managed}},
 	} {
 		opts := append([]client.ListOption{client.InNamespace(tenant), client.UnsafeDisableDeepCopy}, l.opts...)
 		if err := l.from.List(ctx, l.list, opts...); err != nil {
 			return Scope{}, fmt.Errorf("listing %s of %s: %w", l.what, tenant, err)
 		}
+	}
+	svcs, err := servicesOf(ctx, owned, tenant)
+	if err != nil {
+		return Scope{}, err
 	}
 	in := translate.Input{
 		Tenant:        tenant,
@@ -130,8 +135,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
 	}
-	for i := range svcs.Items {
-		svc := &svcs.Items[i]
+	for _, svc := range svcs {
 		if hubnames.IsRouteService(svc) {
 			in.RouteServices = append(in.RouteServices, *svc)
 		} else if lb := hubnames.LoadBalancerOf(svc); lb != "" {
@@ -271,4 +275,62 @@ func defaultCertificate(ctx context.Context, owned client.Reader, ref *types.Nam
 		return nil, fmt.Sprintf("Secret %s is of type %q, not %s", ref, s.Type, corev1.SecretTypeTLS), nil
 	}
 	return s, "", nil
+}
+
+// serviceIndex is a reader that can hand out its Services without a copy (OwnedReader).
+type serviceIndex interface {
+	servicesIn(ctx context.Context, namespace string) ([]*corev1.Service, bool, error)
+}
+
+// OwnedReader reads the hub Services and Secrets labelled managed-by: kubelb from the
+// cache that holds only those: Reader for lists, Informers for the Services of a tenant
+// straight from the informer's store (read only), so a rebuild of a tenant of thousands of
+// LoadBalancers does not copy each one's hub Service.
+type OwnedReader struct {
+	client.Reader
+	Informers cache.Informers
+}
+
+func (o OwnedReader) servicesIn(ctx context.Context, namespace string) ([]*corev1.Service, bool, error) {
+	inf, err := o.Informers.GetInformer(ctx, &corev1.Service{})
+	if err != nil {
+		return nil, false, err
+	}
+	idx, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return nil, false, nil
+	}
+	items, err := idx.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]*corev1.Service, 0, len(items))
+	for _, item := range items {
+		if svc, ok := item.(*corev1.Service); ok && hubnames.IsManaged(svc) {
+			out = append(out, svc)
+		}
+	}
+	return out, true, nil
+}
+
+// servicesOf is the hub Services of the tenant labelled managed-by: kubelb, read only.
+func servicesOf(ctx context.Context, owned client.Reader, tenant string) ([]*corev1.Service, error) {
+	if o, ok := owned.(serviceIndex); ok {
+		if svcs, ok, err := o.servicesIn(ctx, tenant); err != nil || ok {
+			if err != nil {
+				return nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
+			}
+			return svcs, nil
+		}
+	}
+	list := &corev1.ServiceList{}
+	if err := owned.List(ctx, list, client.InNamespace(tenant), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}); err != nil {
+		return nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
+	}
+	out := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
