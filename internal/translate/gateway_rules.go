@@ -65,9 +65,14 @@ func serveRules[R, F, M any](a *attacher, ro *routeObj, rules []R, readRule func
 		rules = rules[:maxRules]
 	}
 	in := make([]ruleOf[F, M], len(rules))
+	names := make([]string, 0, len(rules))
 	for i := range rules {
 		in[i] = readRule(&rules[i])
+		if in[i].name != "" {
+			names = append(names, in[i].name)
+		}
 	}
+	a.t.checkPolicySections(ro.r, names, "rule")
 	rs := &refs{}
 	a.serve(ro, parents, rs, func(l *gwListener, dry bool) []*candidate {
 		var out []*candidate
@@ -109,6 +114,7 @@ func (a *attacher) serve(ro *routeObj, parents []*parentResult, rs *refs, build 
 // GRPCRoute rule is an HTTPRoute rule without redirects, rewrites and timeouts, on HTTP/2
 // upstreams.
 type ruleOf[F, M any] struct {
+	name        string // spec.rules[].name; "" for none
 	filters     []F
 	filter      func(*F) ruleFilter
 	backendRefs []backendRefOf
@@ -119,6 +125,14 @@ type ruleOf[F, M any] struct {
 	matches     []M
 	match       func(*M) (ir.RouteMatch, string)   // an IR match, or why it cannot be served
 	precedence  func(*M, ir.RouteMatch) precedence // the IR match's rank
+}
+
+// ruleName is a rule's name ("" for none).
+func ruleName(n *gwv1.SectionName) string {
+	if n == nil {
+		return ""
+	}
+	return string(*n)
 }
 
 // filterUse is what a route kind makes of a filter type.
@@ -240,8 +254,8 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	var traffic *backendTraffic // the BackendTrafficPolicy of the route under the listener's Gateway
 	var security routeSecurity  // its SecurityPolicy's
 	if l != nil {
-		traffic = t.trafficFor(ro.r, l.gw, owner)
-		security = t.securityFor(ro.r, l.gw, owner)
+		traffic = t.trafficFor(ro.r, rule.name, l, owner)
+		security = t.securityFor(ro.r, rule.name, l, owner)
 	}
 	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, traffic, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)

@@ -131,6 +131,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	var trafficKindsSet []Kind
 	var policyKindsSet []Kind
+	var carriers []*Reconciler // those whose Routes carry Envoy Gateway's policies
 	listenerSets := gatewayAPI && served(ListenerSet.GroupVersionKind()) && !o.Disabled[ListenerSet.Name]
 	twins := newTwinRefs()
 	workers := o.MaxConcurrentReconciles
@@ -162,6 +163,12 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		if len(r.PolicyKinds) > 0 && k.AttachesToGateway() {
 			trafficKindsSet = append(trafficKindsSet, k)
 		}
+		if len(r.PolicyKinds) > 0 {
+			carriers = append(carriers, r)
+		}
+	}
+	for _, r := range carriers { // read when reconciling only: after this loop
+		r.PolicyTargetKinds = trafficKindsSet
 	}
 	for _, pk := range egKinds {
 		tr := &TrafficPolicyReconciler{Policy: pk, Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
@@ -281,7 +288,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return out
 			}
 			for i := range list.Items {
-				out = append(out, trafficTargetsOfKind(k, &list.Items[i])...)
+				out = append(out, trafficTargetsOfKind(ctx, mgr.GetCache(), k, &list.Items[i])...)
 			}
 		}
 		return out
@@ -350,8 +357,8 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 		// A policy changes the Routes of the objects it targets (before and after a change:
 		// the map runs on both).
 		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), pk.New(),
-			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, p client.Object) []reconcile.Request {
-				return trafficTargetsOfKind(k, p)
+			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
+				return trafficTargetsOfKind(ctx, mgr.GetCache(), k, p)
 			}), predicate.GenerationChangedPredicate{}))
 	}
 	if k.Name == Gateway.Name {
