@@ -93,7 +93,8 @@ func TestPolicyAttachment(t *testing.T) {
 // for their section only; a policy naming a rule the route does not have is TargetNotFound,
 // naming it. A BackendTrafficPolicy selecting HTTPRoutes labelled team=a travels in web's
 // Route once web gets the label, and leaves it when the label goes; one selecting more
-// routes than kubelb allows is Invalid, saying so (Warning Event), and travels nowhere.
+// routes than kubelb allows is Invalid, saying so (Warning Event), and leaves the routes that
+// carried it while it was within the bound.
 func TestPolicySectionsAndSelectors(t *testing.T) {
 	e := newEnv(t)
 	const ns = "attach"
@@ -160,27 +161,41 @@ retry: {numRetries: 4}
 		return nil
 	})
 
-	// Over the bound: MaxSelected+1 routes labelled bulk=yes.
+	// At the bound: MaxSelected routes labelled bulk=yes carry the policy selecting them; one
+	// more, and it is Invalid and leaves every one of them (the others re-mirrored).
 	var bulk []*gwapiv1.HTTPRoute
-	for i := range trafficpolicy.MaxSelected + 1 {
+	addBulk := func(i int) {
 		r := httpRoute(ns, fmt.Sprintf("bulk-%02d", i), []gwapiv1.ParentReference{{Name: "edge"}}, backend("", "web"))
 		r.Labels = map[string]string{"bulk": "yes"}
 		e.create(t, r)
 		bulk = append(bulk, r)
 	}
+	for i := range trafficpolicy.MaxSelected {
+		addBulk(i)
+	}
 	e.create(t, trafficPolicy(t, ns, "everyone", `
 targetSelectors: [{kind: HTTPRoute, matchLabels: {bulk: "yes"}}]
 retry: {numRetries: 1}
 `))
+	e.policyAncestor(t, BackendTrafficPolicyKind, ns, "everyone", "Gateway", ns, "edge", "True", "Accepted")
+	e.routeOf(t, tenantNS, bulk[0].UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.BackendTraffic == nil || c.BackendTraffic.Name != "everyone" {
+			return fmt.Errorf("context %+v: want everyone", c)
+		}
+		return nil
+	})
+	addBulk(trafficpolicy.MaxSelected)
 	msg = e.policyAncestor(t, BackendTrafficPolicyKind, ns, "everyone", "Gateway", ns, "edge", "False", "Invalid")
 	if !strings.Contains(msg, "the targetSelectors select 17 objects; at most 16") {
 		t.Errorf("Invalid message %q does not name the bound", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "everyone", Reason: "Invalid", Type: "Warning"})
-	e.routeOf(t, tenantNS, bulk[0].UID, func(rt *v1alpha1.Route) error {
-		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.BackendTraffic != nil {
-			return fmt.Errorf("a route selected by a policy over the bound carries %+v", c)
-		}
-		return nil
-	})
+	for _, r := range []*gwapiv1.HTTPRoute{bulk[0], bulk[trafficpolicy.MaxSelected]} {
+		e.routeOf(t, tenantNS, r.UID, func(rt *v1alpha1.Route) error {
+			if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.BackendTraffic != nil {
+				return fmt.Errorf("route %s, selected by a policy over the bound, carries %+v", r.Name, c)
+			}
+			return nil
+		})
+	}
 }

@@ -360,6 +360,22 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
 				return trafficTargetsOfKind(ctx, mgr.GetCache(), k, p)
 			}), predicate.GenerationChangedPredicate{}))
+		// An object of the kind created, deleted, gaining or losing labels changes what the
+		// policies of its namespace with a targetSelector of the kind select: the others they
+		// select are re-mirrored (a policy selecting too many applies to none of them).
+		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), k.New(),
+			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+				list := pk.NewList()
+				if err := mgr.GetCache().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{pk.index: selectorKey(k.String())}); err != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "listing "+pk.Kind+"s")
+					return nil
+				}
+				var out []reconcile.Request
+				for i := range list.Items {
+					out = append(out, trafficTargetsOfKind(ctx, mgr.GetCache(), k, &list.Items[i])...)
+				}
+				return out
+			}), labelsChanged))
 	}
 	if k.Name == Gateway.Name {
 		// A ConfigMap a Gateway's client certificate validation names changes its Route.
