@@ -3,6 +3,7 @@ package trafficpolicy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +20,10 @@ const (
 	// selecting more applies to none of them (the status of a policy names at most 16
 	// ancestors).
 	MaxSelected = 16
+	// MaxSelectorTerms bounds the matchLabels and matchExpressions of one selector together,
+	// and MaxSelectorValues the values of one expression.
+	MaxSelectorTerms  = 32
+	MaxSelectorValues = 64
 	// gatewayAPIGroup is a selector's group when it names none (Envoy Gateway's default).
 	gatewayAPIGroup = "gateway.networking.k8s.io"
 )
@@ -82,6 +87,14 @@ func Selectors(spec map[string]any) ([]Selector, error) {
 		}
 		if ts.Kind == "" {
 			errs = append(errs, fmt.Errorf("spec.targetSelectors[%d].kind is required", i))
+			continue
+		}
+		if n := len(ts.MatchLabels) + len(ts.MatchExpressions); n > MaxSelectorTerms {
+			errs = append(errs, fmt.Errorf("spec.targetSelectors[%d] has %d matchLabels and matchExpressions; at most %d", i, n, MaxSelectorTerms))
+			continue
+		}
+		if j := slices.IndexFunc(ts.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool { return len(r.Values) > MaxSelectorValues }); j >= 0 {
+			errs = append(errs, fmt.Errorf("spec.targetSelectors[%d].matchExpressions[%d] has %d values; at most %d", i, j, len(ts.MatchExpressions[j].Values), MaxSelectorValues))
 			continue
 		}
 		group := gatewayAPIGroup

@@ -45,7 +45,17 @@ func TestSelectors(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("{kind: HTTPRoute, matchLabels: {n: %q}}", fmt.Sprint(i))
 	}
+	terms := make([]string, MaxSelectorTerms+1)
+	for i := range terms {
+		terms[i] = fmt.Sprintf("k%d: v", i)
+	}
+	values := make([]string, MaxSelectorValues+1)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%d", i)
+	}
 	for _, c := range []struct{ spec, want string }{
+		{`{targetSelectors: [{kind: HTTPRoute, matchLabels: {` + strings.Join(terms, ", ") + `}}]}`, fmt.Sprintf("33 matchLabels and matchExpressions; at most %d", MaxSelectorTerms)},
+		{`{targetSelectors: [{kind: HTTPRoute, matchExpressions: [{key: a, operator: In, values: [` + strings.Join(values, ", ") + `]}]}]}`, fmt.Sprintf("65 values; at most %d", MaxSelectorValues)},
 		{`{targetSelectors: [{kind: HTTPRoute, namespaces: {from: All}}]}`, "other namespaces is not yet supported"},
 		{`{targetSelectors: [{kind: HTTPRoute, matchLabels: {"bad key!": a}}]}`, "not a valid label selector"},
 		{`{targetSelectors: [{kind: HTTPRoute, matchExpressions: [{key: a, operator: Near}]}]}`, "not a valid label selector"},
