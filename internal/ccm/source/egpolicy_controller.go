@@ -413,6 +413,8 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		} else if v.Unusable != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
+		} else if t.Section == "" {
+			a.Message += overriddenIn(policies, ns, t, sections, p.GetName())
 		}
 	}
 	out := make([]TrafficAncestor, 0, len(refs))
@@ -421,6 +423,27 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// overriddenIn says where a policy (name) on the whole object t is overridden by a policy of
+// one of its sections (as Envoy Gateway's Overridden condition says): "" when nowhere.
+func overriddenIn(policies []*unstructured.Unstructured, ns string, t PolicyTarget, sections []string, name string) string {
+	var by []string
+	for _, s := range sections {
+		st := t
+		st.Section = s
+		if w := TrafficWinnerOf(policies, ns, st); w != nil && w.GetName() != name {
+			by = append(by, fmt.Sprintf("%s %s (%s)", sectionWord(t.Kind), truncateName(s), truncateName(w.GetName())))
+			if len(by) == 8 {
+				by = append(by, "…")
+				break
+			}
+		}
+	}
+	if len(by) == 0 {
+		return ""
+	}
+	return "; overridden by the policies of its " + strings.Join(by, ", ")
 }
 
 // setupTrafficPolicies adds the status controller of a policy kind: a policy is reconciled

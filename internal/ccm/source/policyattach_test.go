@@ -132,6 +132,15 @@ retry: {numRetries: 4}
 		return nil
 	})
 	e.policyAncestor(t, BackendTrafficPolicyKind, ns, "on-listener", "Gateway", ns, "edge", "True", "Accepted")
+	// A policy on the whole route is Accepted too, and says where a rule's overrides it.
+	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "whole-named", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: named}]
+authorization: {defaultAction: Allow}
+`))
+	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "whole-named", "Gateway", ns, "edge", "True", "Accepted")
+	if !strings.Contains(msg, "overridden by the policies of its rule locked (locked-rule)") {
+		t.Errorf("Accepted message %q does not say rule locked's policy overrides it", msg)
+	}
 	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
 		c := rt.Spec.Source.Kubernetes.Context
 		if sec := c.PolicySection("http"); c.BackendTraffic != nil || sec == nil || sec.BackendTraffic == nil || sec.BackendTraffic.Name != "on-listener" {
@@ -139,7 +148,7 @@ retry: {numRetries: 4}
 		}
 		return nil
 	})
-	msg := e.policyAncestor(t, BackendTrafficPolicyKind, ns, "no-rule", "Gateway", ns, "edge", "False", "TargetNotFound")
+	msg = e.policyAncestor(t, BackendTrafficPolicyKind, ns, "no-rule", "Gateway", ns, "edge", "False", "TargetNotFound")
 	if !strings.Contains(msg, "no section named nope found for HTTPRoute "+ns+"/named") {
 		t.Errorf("TargetNotFound message %q does not name the rule", msg)
 	}
