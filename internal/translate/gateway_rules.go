@@ -60,19 +60,21 @@ func (a *attacher) rulesRoute(r *v1alpha1.Route, kind string) {
 func serveRules[R, F, M any](a *attacher, ro *routeObj, rules []R, readRule func(*R) ruleOf[F, M]) {
 	parents := a.attach(ro)
 	countAttached(parents)
+	names := make([]string, 0, len(rules)) // every rule's, served or not: a section's policy names one
+	for i := range rules {
+		if n := readRule(&rules[i]).name; n != "" {
+			names = append(names, n)
+		}
+	}
+	a.t.checkPolicySections(ro.r, names, "rule")
 	if len(rules) > maxRules {
 		a.t.problems.Add(a.t.ref(ro.r, ""), ir.SeverityWarning, ReasonTooMany, "the route has %d rules; only the first %d are served", len(rules), maxRules)
 		rules = rules[:maxRules]
 	}
 	in := make([]ruleOf[F, M], len(rules))
-	names := make([]string, 0, len(rules))
 	for i := range rules {
 		in[i] = readRule(&rules[i])
-		if in[i].name != "" {
-			names = append(names, in[i].name)
-		}
 	}
-	a.t.checkPolicySections(ro.r, names, "rule")
 	rs := &refs{}
 	a.serve(ro, parents, rs, func(l *gwListener, dry bool) []*candidate {
 		var out []*candidate
