@@ -116,6 +116,53 @@ type SourceContext struct {
 	// listeners towards its clients. Unset: none.
 	// +optional
 	ClientTraffic *ClientTraffic `json:"clientTraffic,omitempty"`
+
+	// PolicySections are the Envoy Gateway policies that apply to one section of the object
+	// only (a targetRef's sectionName), as the ccm resolved them: for a Gateway one of its
+	// listeners (by name), for an HTTPRoute or a GRPCRoute one of its rules (by
+	// spec.rules[].name). A section's policy of a kind overrides the object's own of that
+	// kind for that section (a rule's overrides its route's, which overrides its listener's,
+	// which overrides its Gateway's). Sorted by name, one entry per section.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	PolicySections []PolicySection `json:"policySections,omitempty"`
+}
+
+// PolicySection is what Envoy Gateway policies apply to one section of an object (a
+// Gateway's listener, a route's rule).
+type PolicySection struct {
+	// Name is the section's name: a listener's or a rule's.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// BackendTraffic is the BackendTrafficPolicy that targets the section. Unset: none.
+	// +optional
+	BackendTraffic *BackendTraffic `json:"backendTraffic,omitempty"`
+
+	// Security is the SecurityPolicy that targets the section. Unset: none.
+	// +optional
+	Security *Security `json:"security,omitempty"`
+
+	// ClientTraffic is the ClientTrafficPolicy that targets the section (a Gateway's
+	// listener). Unset: none.
+	// +optional
+	ClientTraffic *ClientTraffic `json:"clientTraffic,omitempty"`
+}
+
+// PolicySection is the entry of section name (nil: none).
+func (c *SourceContext) PolicySection(name string) *PolicySection {
+	if c == nil {
+		return nil
+	}
+	for i := range c.PolicySections {
+		if c.PolicySections[i].Name == name {
+			return &c.PolicySections[i]
+		}
+	}
+	return nil
 }
 
 // FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,

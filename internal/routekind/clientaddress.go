@@ -2,19 +2,32 @@ package routekind
 
 import "kubelb.dev/kubelb/api/v1alpha1"
 
-// DecidesByClientAddress tells whether the policies a Route carries (its context) decide by
-// the client's address: a SecurityPolicy's authorization, or a local rate limit with a
-// sourceCIDR selector. The hub Service that serves it must then keep the clients' addresses.
-// Basic authentication, and rate limits by header or per route, do not need them.
+// DecidesByClientAddress tells whether the policies a Route carries (its context, for the
+// whole object or one of its sections) decide by the client's address: a SecurityPolicy's
+// authorization, or a local rate limit with a sourceCIDR selector. The hub Service that
+// serves it must then keep the clients' addresses. Basic authentication, and rate limits by
+// header or per route, do not need them.
 func DecidesByClientAddress(r *v1alpha1.Route) bool {
 	src := r.Spec.Source.Kubernetes
 	if src == nil || src.Context == nil {
 		return false
 	}
-	if s := src.Context.Security; s != nil && s.Authorization != nil {
+	c := src.Context
+	if decidesByClientAddress(c.Security, c.BackendTraffic) {
 		return true
 	}
-	bt := src.Context.BackendTraffic
+	for i := range c.PolicySections {
+		if decidesByClientAddress(c.PolicySections[i].Security, c.PolicySections[i].BackendTraffic) {
+			return true
+		}
+	}
+	return false
+}
+
+func decidesByClientAddress(s *v1alpha1.Security, bt *v1alpha1.BackendTraffic) bool {
+	if s != nil && s.Authorization != nil {
+		return true
+	}
 	if bt == nil || bt.RateLimit == nil || bt.RateLimit.Local == nil {
 		return false
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDecidesByClientAddress: an authorization or a rate limit by client address needs the
-// clients' addresses; basic authentication and a rate limit by header do not.
+// clients' addresses, whether the object's policy or one of its sections' asks; basic
+// authentication and a rate limit by header do not.
 func TestDecidesByClientAddress(t *testing.T) {
 	route := func(ctx *v1alpha1.SourceContext) *v1alpha1.Route {
 		r := &v1alpha1.Route{}
@@ -28,6 +29,11 @@ func TestDecidesByClientAddress(t *testing.T) {
 		{"basic auth only", &v1alpha1.SourceContext{Security: &v1alpha1.Security{BasicAuth: &v1alpha1.SecurityBasicAuth{}}}, false},
 		{"rate limit per client", limit(v1alpha1.TrafficRateLimitSelector{SourceCIDR: &v1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}), true},
 		{"rate limit per header", limit(v1alpha1.TrafficRateLimitSelector{Headers: []v1alpha1.TrafficRateLimitHeader{{Name: "x-user"}}}), false},
+		{"authorization of one rule", &v1alpha1.SourceContext{PolicySections: []v1alpha1.PolicySection{
+			{Name: "a", Security: &v1alpha1.Security{BasicAuth: &v1alpha1.SecurityBasicAuth{}}},
+			{Name: "b", Security: &v1alpha1.Security{Authorization: &v1alpha1.SecurityAuthorization{}}}}}, true},
+		{"rate limit per client of one listener", &v1alpha1.SourceContext{PolicySections: []v1alpha1.PolicySection{{Name: "http",
+			BackendTraffic: limit(v1alpha1.TrafficRateLimitSelector{SourceCIDR: &v1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}).BackendTraffic}}}, true},
 	} {
 		if got := DecidesByClientAddress(route(c.ctx)); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)

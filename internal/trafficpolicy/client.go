@@ -18,6 +18,8 @@ const ClientKind = "ClientTrafficPolicy"
 var servedClient = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
+	// targetSelectors: read by Selectors.
+	"targetSelectors": nil,
 	"timeout": map[string]any{
 		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil},
 	},

@@ -30,6 +30,8 @@ const (
 var served = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
+	// targetSelectors: read by Selectors.
+	"targetSelectors": nil,
 	"loadBalancer": map[string]any{
 		"type": nil,
 		"consistentHash": map[string]any{
@@ -138,7 +140,7 @@ func readSpec(spec map[string]any, served map[string]any, out any) error {
 	}
 	settings := map[string]any{}
 	for k, v := range spec {
-		if k != "targetRef" && k != "targetRefs" {
+		if k != "targetRef" && k != "targetRefs" && k != "targetSelectors" {
 			settings[k] = v
 		}
 	}

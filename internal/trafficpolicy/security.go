@@ -19,6 +19,8 @@ import (
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
+	// targetSelectors: read by Selectors.
+	"targetSelectors": nil,
 	"authorization": map[string]any{
 		"defaultAction": nil,
 		"rules":         nil, // each rule's fields: securityRuleFields

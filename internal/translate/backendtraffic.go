@@ -29,22 +29,24 @@ type backendTraffic struct {
 func trafficChecks() policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings] {
 	return policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]{
 		kind: "BackendTrafficPolicy", reason: ReasonInvalidBackendTraffic,
-		of:      func(c *v1alpha1.SourceContext) *v1alpha1.BackendTraffic { return c.BackendTraffic },
-		name:    func(b *v1alpha1.BackendTraffic) (string, string) { return b.Namespace, b.Name },
-		resolve: trafficpolicy.Resolve,
-		bound:   trafficpolicy.CheckBounds,
+		of:        func(c *v1alpha1.SourceContext) *v1alpha1.BackendTraffic { return c.BackendTraffic },
+		ofSection: func(s *v1alpha1.PolicySection) *v1alpha1.BackendTraffic { return s.BackendTraffic },
+		name:      func(b *v1alpha1.BackendTraffic) (string, string) { return b.Namespace, b.Name },
+		resolve:   trafficpolicy.Resolve,
+		bound:     trafficpolicy.CheckBounds,
 	}
 }
 
-// trafficFor is the BackendTrafficPolicy that applies to Route r's rules served by Gateway gw
-// (GEP-713: the route's own overrides the Gateway's), nil when none does. A policy the hub
-// cannot use is reported on owner and applies not at all (never half-applied).
-func (t *l7) trafficFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) *backendTraffic {
-	s, name := t.traffic.forRoute(t, r, gw, owner)
+// trafficFor is the BackendTrafficPolicy that applies to rule (its name) of Route r served
+// by listener l of its Gateway (policyChecks.forRoute: the rule's, the route's, the
+// listener's, the Gateway's), nil when none does. A policy the hub cannot use is reported on
+// owner and applies not at all (never half-applied).
+func (t *l7) trafficFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) *backendTraffic {
+	s, name, _ := t.traffic.forRoute(t, r, rule, l, owner)
 	if s == nil {
 		return nil
 	}
-	t.warnRateLimitAddresses(gw, s, name)
+	t.warnRateLimitAddresses(l.gw, s, name)
 	if b, ok := t.trafficIR[s]; ok {
 		return b
 	}

@@ -14,10 +14,11 @@ const ReasonInvalidClientTraffic = "InvalidClientTraffic"
 func clientChecks() policyChecks[v1alpha1.ClientTraffic, trafficpolicy.ClientSettings] {
 	return policyChecks[v1alpha1.ClientTraffic, trafficpolicy.ClientSettings]{
 		kind: "ClientTrafficPolicy", reason: ReasonInvalidClientTraffic,
-		of:      func(c *v1alpha1.SourceContext) *v1alpha1.ClientTraffic { return c.ClientTraffic },
-		name:    func(c *v1alpha1.ClientTraffic) (string, string) { return c.Namespace, c.Name },
-		resolve: trafficpolicy.ResolveClient,
-		bound:   trafficpolicy.CheckClientBounds,
+		of:        func(c *v1alpha1.SourceContext) *v1alpha1.ClientTraffic { return c.ClientTraffic },
+		ofSection: func(s *v1alpha1.PolicySection) *v1alpha1.ClientTraffic { return s.ClientTraffic },
+		name:      func(c *v1alpha1.ClientTraffic) (string, string) { return c.Namespace, c.Name },
+		resolve:   trafficpolicy.ResolveClient,
+		bound:     trafficpolicy.CheckClientBounds,
 	}
 }
 
@@ -28,17 +29,44 @@ var underscoresActions = map[string]ir.UnderscoresAction{
 	trafficpolicy.UnderscoresDropHeader:    ir.UnderscoresDrop,
 }
 
-// clientTrafficFor is what the ClientTrafficPolicy of Gateway g asks of its HTTP and HTTPS
-// Envoy listeners (those of its ListenerSets too: they share its ports; TLS listeners share
-// the HTTPS ones, and get its connection settings), nil when it has none, when
-// the policy asks for nothing, or when the hub cannot use it (reported on the Gateway's Route
-// once; none of it applies).
-func (t *l7) clientTrafficFor(g *gateway) *ir.ClientTraffic {
+// clientTrafficFor is what the ClientTrafficPolicies of Gateway g ask of one of its HTTP or
+// HTTPS Envoy listeners, the port of its listeners ls (those of its ListenerSets too: they
+// share its ports; TLS listeners share the HTTPS ones, and get its connection settings), nil
+// when none applies, when the policy asks for nothing, or when the hub cannot use it
+// (reported on the Gateway's Route once; none of it applies). As Envoy Gateway, a policy
+// targeting one of the Gateway's listeners (sectionName) overrides the Gateway's on that
+// listener's port; listeners sharing a port share one Envoy listener, so the first of them
+// (in the Gateway's order) with a policy of its own decides for the port, and the others'
+// are reported.
+func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	ctx := sourceContext(g.route)
-	if ctx == nil || ctx.ClientTraffic == nil {
+	if ctx == nil {
 		return nil
 	}
-	s, _ := t.client.check(t, ctx.ClientTraffic, "the Gateway's", t.ref(g.route, ""))
+	var s *trafficpolicy.ClientSettings
+	var chosen, chosenPolicy string
+	for _, l := range ls {
+		name := gatewayListenerName(l)
+		sec := ctx.PolicySection(name)
+		if name == "" || sec == nil || sec.ClientTraffic == nil {
+			continue
+		}
+		policy := sec.ClientTraffic.Namespace + "/" + sec.ClientTraffic.Name
+		if s != nil {
+			if policy != chosenPolicy {
+				t.problems.Add(l.ref(t), ir.SeverityWarning, ReasonInvalidClientTraffic,
+					"ClientTrafficPolicy %s does not apply: the listener shares its port with listener %s, whose ClientTrafficPolicy %s applies to the port's connections",
+					truncateMessage(policy), truncate(chosen), truncateMessage(chosenPolicy))
+			}
+			continue
+		}
+		if v, _ := t.client.check(t, sec.ClientTraffic, "the Gateway's listener "+truncate(name)+"'s", l.ref(t)); v != nil {
+			s, chosen, chosenPolicy = v, name, policy
+		}
+	}
+	if s == nil && ctx.ClientTraffic != nil {
+		s, _ = t.client.check(t, ctx.ClientTraffic, "the Gateway's", t.ref(g.route, ""))
+	}
 	if s == nil || *s == (trafficpolicy.ClientSettings{}) {
 		return nil
 	}

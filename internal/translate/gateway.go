@@ -263,6 +263,11 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 		g.listeners = append(g.listeners, l)
 	}
 	g.own = len(g.listeners)
+	own := make([]string, 0, g.own)
+	for _, l := range g.listeners {
+		own = append(own, string(l.spec.Name))
+	}
+	t.checkPolicySections(r, own, "listener")
 	t.backendClientCertificate(g)
 	return g
 }
@@ -654,7 +659,6 @@ func (t *l7) emitGateway(g *gateway) {
 	}
 	byPort := map[key][]*gwListener{}
 	var keys []key
-	client := t.clientTrafficFor(g) // its HTTP and HTTPS listeners'
 	for _, l := range g.listeners {
 		if !l.served {
 			continue
@@ -691,14 +695,14 @@ func (t *l7) emitGateway(g *gateway) {
 		switch first.family {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
-			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), client
+			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
-			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), client
+			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
 			il.TLS, il.Owners, il.CORS, il.StatefulSession = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (TLS listeners without routes)

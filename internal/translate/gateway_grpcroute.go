@@ -28,6 +28,7 @@ var grpcFilterUse = map[gwv1.GRPCRouteFilterType]filterUse{
 func grpcRule(rule *gwv1.GRPCRouteRule) ruleOf[gwv1.GRPCRouteFilter, gwv1.GRPCRouteMatch] {
 	refs := backendRefs(rule.BackendRefs, func(b *gwv1.GRPCBackendRef) (gwv1.BackendRef, []gwv1.GRPCRouteFilter) { return b.BackendRef, b.Filters }, grpcFilter)
 	return ruleOf[gwv1.GRPCRouteFilter, gwv1.GRPCRouteMatch]{
+		name:    ruleName(rule.Name),
 		filters: rule.Filters, filter: grpcFilter, backendRefs: refs, http2: true, persistence: rule.SessionPersistence,
 		matches: rule.Matches, match: grpcMatch, precedence: grpcPrecedence,
 	}

@@ -30,6 +30,7 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "O
 func httpRule(rule *gwv1.HTTPRouteRule) ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRouteMatch] {
 	refs := backendRefs(rule.BackendRefs, func(b *gwv1.HTTPBackendRef) (gwv1.BackendRef, []gwv1.HTTPRouteFilter) { return b.BackendRef, b.Filters }, httpFilter)
 	return ruleOf[gwv1.HTTPRouteFilter, gwv1.HTTPRouteMatch]{
+		name:    ruleName(rule.Name),
 		filters: rule.Filters, filter: httpFilter, backendRefs: refs, timeouts: rule.Timeouts,
 		retry: rule.Retry, persistence: rule.SessionPersistence,
 		matches: rule.Matches, match: httpMatch, precedence: httpPrecedence,

@@ -60,6 +60,13 @@ func (a *attacher) rulesRoute(r *v1alpha1.Route, kind string) {
 func serveRules[R, F, M any](a *attacher, ro *routeObj, rules []R, readRule func(*R) ruleOf[F, M]) {
 	parents := a.attach(ro)
 	countAttached(parents)
+	names := make([]string, 0, len(rules)) // every rule's, served or not: a section's policy names one
+	for i := range rules {
+		if n := readRule(&rules[i]).name; n != "" {
+			names = append(names, n)
+		}
+	}
+	a.t.checkPolicySections(ro.r, names, "rule")
 	if len(rules) > maxRules {
 		a.t.problems.Add(a.t.ref(ro.r, ""), ir.SeverityWarning, ReasonTooMany, "the route has %d rules; only the first %d are served", len(rules), maxRules)
 		rules = rules[:maxRules]
@@ -109,6 +116,7 @@ func (a *attacher) serve(ro *routeObj, parents []*parentResult, rs *refs, build 
 // GRPCRoute rule is an HTTPRoute rule without redirects, rewrites and timeouts, on HTTP/2
 // upstreams.
 type ruleOf[F, M any] struct {
+	name        string // spec.rules[].name; "" for none
 	filters     []F
 	filter      func(*F) ruleFilter
 	backendRefs []backendRefOf
@@ -119,6 +127,14 @@ type ruleOf[F, M any] struct {
 	matches     []M
 	match       func(*M) (ir.RouteMatch, string)   // an IR match, or why it cannot be served
 	precedence  func(*M, ir.RouteMatch) precedence // the IR match's rank
+}
+
+// ruleName is a rule's name ("" for none).
+func ruleName(n *gwv1.SectionName) string {
+	if n == nil {
+		return ""
+	}
+	return string(*n)
 }
 
 // filterUse is what a route kind makes of a filter type.
@@ -240,8 +256,8 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 	var traffic *backendTraffic // the BackendTrafficPolicy of the route under the listener's Gateway
 	var security routeSecurity  // its SecurityPolicy's
 	if l != nil {
-		traffic = t.trafficFor(ro.r, l.gw, owner)
-		security = t.securityFor(ro.r, l.gw, owner)
+		traffic = t.trafficFor(ro.r, rule.name, l, owner)
+		security = t.securityFor(ro.r, rule.name, l, owner)
 	}
 	backends, failed := a.weightedBackends(ro, owner, rule.backendRefs, headers, rule.http2, clientCert, traffic, rs, dry, f.redirect != nil)
 	mirrors := a.mirrors(ro, owner, f.mirrors, rule.http2, clientCert, rs, dry || f.redirect != nil)

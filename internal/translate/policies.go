@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"slices"
 	"strings"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -17,8 +18,10 @@ import (
 type policyChecks[P any, S any] struct {
 	kind, reason string
 	of           func(*v1alpha1.SourceContext) *P
-	name         func(*P) (string, string)
-	resolve      func(*P) (*S, error)
+	// ofSection is the policy of a section (a Gateway's listener, a route's rule).
+	ofSection func(*v1alpha1.PolicySection) *P
+	name      func(*P) (string, string)
+	resolve   func(*P) (*S, error)
 	// bound checks what resolve gave against the platform team's bounds
 	// (Options.TrafficPolicies): an error wrapping trafficpolicy.ErrOverBound.
 	bound   func(*trafficpolicy.Bounds, *S) error
@@ -40,21 +43,74 @@ type policyResult[S any] struct {
 	overBound bool
 }
 
-// forRoute is the policy that applies to Route r's rules served by Gateway gw (nil: none), as
-// checked: the route's own when the hub can use it (then, as the ccm does with a route's own
-// policy that is Invalid, its Gateway's).
-func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) (*S, string) {
-	if ctx := sourceContext(r); ctx != nil && c.of(ctx) != nil {
-		if v, name := c.check(t, c.of(ctx), "the route's own", owner); v != nil {
-			return v, name
+// forRoute is the policy that applies to rule (its name, "" for none) of Route r served by
+// listener l (nil: none) of its Gateway (nil: none), as checked, and the Route carrying it:
+// as Envoy Gateway, the rule's own (a policy targeting the rule by sectionName), else the
+// route's own, else the listener's (a policy targeting the Gateway's listener by
+// sectionName), else the Gateway's. A policy the hub cannot use is skipped for the next, as
+// the ccm does with a policy that is Invalid.
+func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) (*S, string, *v1alpha1.Route) {
+	type level struct {
+		route *v1alpha1.Route
+		p     *P
+		where string
+	}
+	var levels []level
+	if ctx := sourceContext(r); ctx != nil {
+		if sec := ctx.PolicySection(rule); rule != "" && sec != nil && c.ofSection(sec) != nil {
+			levels = append(levels, level{r, c.ofSection(sec), "the route's rule " + truncate(rule) + "'s"})
+		}
+		if c.of(ctx) != nil {
+			levels = append(levels, level{r, c.of(ctx), "the route's own"})
 		}
 	}
-	if gw != nil {
-		if ctx := sourceContext(gw.route); ctx != nil && c.of(ctx) != nil {
-			return c.check(t, c.of(ctx), "its Gateway's", owner)
+	if l != nil && l.gw != nil {
+		if ctx := sourceContext(l.gw.route); ctx != nil {
+			if name := gatewayListenerName(l); name != "" {
+				if sec := ctx.PolicySection(name); sec != nil && c.ofSection(sec) != nil {
+					levels = append(levels, level{l.gw.route, c.ofSection(sec), "its Gateway's listener " + truncate(name) + "'s"})
+				}
+			}
+			if c.of(ctx) != nil {
+				levels = append(levels, level{l.gw.route, c.of(ctx), "its Gateway's"})
+			}
 		}
 	}
-	return nil, ""
+	for _, lv := range levels {
+		if v, name := c.check(t, lv.p, lv.where, owner); v != nil {
+			return v, name, lv.route
+		}
+	}
+	return nil, "", nil
+}
+
+// gatewayListenerName is the name of l when it is one of its Gateway's own listeners (a
+// policy may target it by sectionName), "" for a ListenerSet's.
+func gatewayListenerName(l *gwListener) string {
+	if l.set != nil {
+		return ""
+	}
+	return string(l.spec.Name)
+}
+
+// ReasonUnknownPolicySection: a Route carries policies for a section (a listener, a rule)
+// its object does not have; they apply nowhere.
+const ReasonUnknownPolicySection = "UnknownPolicySection"
+
+// checkPolicySections reports the sections Route r's context carries policies for that its
+// object does not have (names: its listeners' or rules'; word: "listener", "rule"). Such a
+// section's policies never apply: they are looked up by the names of the object's sections.
+func (t *l7) checkPolicySections(r *v1alpha1.Route, names []string, word string) {
+	ctx := sourceContext(r)
+	if ctx == nil {
+		return
+	}
+	for _, s := range ctx.PolicySections {
+		if !slices.Contains(names, s.Name) {
+			t.problems.Add(t.ref(r, ""), ir.SeverityWarning, ReasonUnknownPolicySection,
+				"the policies of %s %s do not apply: the object has no %s of that name", word, truncate(s.Name), word)
+		}
+	}
 }
 
 // check checks a carried policy once per translation; nil when it cannot be used, reported on

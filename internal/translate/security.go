@@ -17,10 +17,11 @@ const ReasonInvalidSecurity = "InvalidSecurity"
 func securityChecks() policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings] {
 	return policyChecks[v1alpha1.Security, trafficpolicy.SecuritySettings]{
 		kind: "SecurityPolicy", reason: ReasonInvalidSecurity,
-		of:      func(c *v1alpha1.SourceContext) *v1alpha1.Security { return c.Security },
-		name:    func(s *v1alpha1.Security) (string, string) { return s.Namespace, s.Name },
-		resolve: trafficpolicy.ResolveSecurity,
-		bound:   trafficpolicy.CheckSecurityBounds,
+		of:        func(c *v1alpha1.SourceContext) *v1alpha1.Security { return c.Security },
+		ofSection: func(s *v1alpha1.PolicySection) *v1alpha1.Security { return s.Security },
+		name:      func(s *v1alpha1.Security) (string, string) { return s.Namespace, s.Name },
+		resolve:   trafficpolicy.ResolveSecurity,
+		bound:     trafficpolicy.CheckSecurityBounds,
 	}
 }
 
@@ -38,11 +39,12 @@ type routeSecurity struct {
 	closed bool
 }
 
-// securityFor is what the SecurityPolicy that applies to Route r's rules served by Gateway
-// gw (GEP-713: the route's own overrides the Gateway's) asks of them, zero when none does:
-// every route of the rules gets it, whatever it does (backends, redirect, direct response).
-func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) routeSecurity {
-	s, policy := t.security.forRoute(t, r, gw, owner)
+// securityFor is what the SecurityPolicy that applies to rule (its name) of Route r served
+// by listener l of its Gateway (policyChecks.forRoute: the rule's, the route's, the
+// listener's, the Gateway's) asks of it, zero when none does: every route of the rule gets
+// it, whatever it does (backends, redirect, direct response).
+func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) routeSecurity {
+	s, policy, carrier := t.security.forRoute(t, r, rule, l, owner)
 	if s == nil {
 		return routeSecurity{}
 	}
@@ -61,14 +63,14 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 		out.closed = out.closed || out.apiKeyAuth == nil
 	}
 	if s.ExtAuth != nil {
-		out.extAuth = t.extAuthFor(t.securityCarrier(r, gw, policy), policy, s.ExtAuth, owner)
+		out.extAuth = t.extAuthFor(carrier, policy, s.ExtAuth, owner)
 		out.closed = out.closed || out.extAuth == ""
 	}
 	a := s.Authorization
 	if a == nil {
 		return out
 	}
-	if gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
+	if gw := l.gw; gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
 		if t.addressWarned == nil {
 			t.addressWarned = map[*gateway]bool{}
 		}
@@ -90,16 +92,4 @@ func (t *l7) securityFor(r *v1alpha1.Route, gw *gateway, owner ir.ObjectRef) rou
 	}
 	t.authorizationIR[a] = out.authorization
 	return out
-}
-
-// securityCarrier is the Route carrying SecurityPolicy policy ("namespace/name") of Route r's
-// rules served by Gateway gw: r when its own context carries it, else the Gateway's Route.
-func (t *l7) securityCarrier(r *v1alpha1.Route, gw *gateway, policy string) *v1alpha1.Route {
-	if ctx := sourceContext(r); ctx != nil && ctx.Security != nil && ctx.Security.Namespace+"/"+ctx.Security.Name == policy {
-		return r
-	}
-	if gw != nil {
-		return gw.route
-	}
-	return r
 }

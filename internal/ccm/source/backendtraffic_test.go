@@ -205,7 +205,8 @@ retry: {numRetries: 2}
 }
 
 // TestTrafficWinnerAndStatus: the oldest policy targeting an object wins (then the first by
-// name), whether it can be used or not, and only whole-object targets count; kubelb's status
+// name), whether it can be used or not, and only whole-object targets count for the whole object
+// (a section's policy applies to the section, besides); kubelb's status
 // entries keep one verdict per ancestor (a refusal over an acceptance), leave other
 // controllers' entries alone and keep the transition time of an unchanged condition.
 func TestTrafficWinnerAndStatus(t *testing.T) {
@@ -230,8 +231,12 @@ func TestTrafficWinnerAndStatus(t *testing.T) {
 	if bt := DesiredBackendTraffic(all, "app", "HTTPRoute", "api"); bt == nil || bt.Name != "a-same" || *bt.Retry.NumRetries != 1 {
 		t.Errorf("api carries %+v, want a-same (first by name among the same age)", bt)
 	}
-	if v := BackendTrafficPolicyKind.Read(section); !strings.Contains(v.Invalid, `sectionName "r1"`) {
-		t.Errorf("a sectionName target: %q", v.Invalid)
+	if v := BackendTrafficPolicyKind.Read(section); v.Invalid != "" {
+		t.Errorf("a sectionName target is refused: %q", v.Invalid)
+	}
+	whole, secs := BackendTrafficPolicyKind.DesiredOf(all, "app", PolicyTarget{Kind: "HTTPRoute", Name: "web"}, []string{"r1", "r2"}, BackendTrafficPolicyKind.Read)
+	if whole != nil || len(secs) != 1 || secs["r1"].(*v1alpha1.BackendTraffic).Name != "a-section" {
+		t.Errorf("web carries %+v and sections %+v, want nothing for the whole route (its Invalid winner) and a-section for rule r1", whole, secs)
 	}
 
 	gw := GatewayAncestor("app", "edge")

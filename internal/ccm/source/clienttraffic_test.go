@@ -100,9 +100,24 @@ timeout: {http: {idleTimeout: 30s}}
 		return nil
 	})
 
-	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "per-listener", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, `sectionName "http": targeting a section is not yet supported`) {
-		t.Errorf("Invalid message %q does not name the sectionName", msg)
+	// A policy on one listener (sectionName): accepted besides the Gateway's, carried for
+	// that listener; one naming a listener the Gateway does not have: TargetNotFound.
+	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "per-listener", "Gateway", ns, "edge", "True", "Accepted")
+	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
+		c := rt.Spec.Source.Kubernetes.Context
+		if sec := c.PolicySection("http"); sec == nil || sec.ClientTraffic == nil || sec.ClientTraffic.Name != "per-listener" ||
+			sec.ClientTraffic.Timeout.HTTP.IdleTimeout != "30s" || c.ClientTraffic == nil || c.ClientTraffic.Name != "clients" {
+			return fmt.Errorf("clientTraffic %+v, sections %+v: want clients for the Gateway, per-listener for listener http", c.ClientTraffic, c.PolicySections)
+		}
+		return nil
+	})
+	e.create(t, ctp("no-listener", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge, sectionName: nope}]
+timeout: {http: {idleTimeout: 30s}}
+`))
+	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "no-listener", "Gateway", ns, "edge", "False", "TargetNotFound")
+	if !strings.Contains(msg, "no section named nope found for Gateway "+ns+"/edge") {
+		t.Errorf("TargetNotFound message %q does not name the listener", msg)
 	}
 	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "nowhere", "Gateway", ns, "nope", "False", "TargetNotFound")
 

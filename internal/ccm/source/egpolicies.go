@@ -3,6 +3,7 @@ package source
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,8 +36,10 @@ type PolicyKind struct {
 	// read reads and checks a policy's settings (targets aside): what Routes carry, or why it
 	// cannot be used.
 	read func(namespace, name string, spec map[string]any) (any, error)
-	// carry puts the settings read (nil: none) in a Route's context.
-	carry func(c *v1alpha1.SourceContext, v any)
+	// carry puts the settings read (nil: none) in a Route's context; carrySection in the
+	// entry of one of its sections.
+	carry        func(c *v1alpha1.SourceContext, v any)
+	carrySection func(s *v1alpha1.PolicySection, v any)
 	// bound checks the settings read against the platform team's bounds (an error wrapping
 	// trafficpolicy.ErrOverBound).
 	bound func(v any, b *trafficpolicy.Bounds) error
@@ -57,8 +60,9 @@ var (
 			_, err = trafficpolicy.Resolve(bt)
 			return bt, err
 		},
-		carry: func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
-		bound: boundBy(trafficpolicy.Resolve, trafficpolicy.CheckBounds),
+		carry:        func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
+		carrySection: func(s *v1alpha1.PolicySection, v any) { s.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
+		bound:        boundBy(trafficpolicy.Resolve, trafficpolicy.CheckBounds),
 	}
 	SecurityPolicyKind = &PolicyKind{
 		Kind: trafficpolicy.SecurityKind, index: "ccm.kubelb.k8c.io/security-policy-targets",
@@ -70,8 +74,9 @@ var (
 			_, err = trafficpolicy.ResolveSecurity(sec)
 			return sec, err
 		},
-		carry: func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
-		bound: boundBy(trafficpolicy.ResolveSecurity, trafficpolicy.CheckSecurityBounds),
+		carry:        func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
+		carrySection: func(s *v1alpha1.PolicySection, v any) { s.Security, _ = v.(*v1alpha1.Security) },
+		bound:        boundBy(trafficpolicy.ResolveSecurity, trafficpolicy.CheckSecurityBounds),
 	}
 	// ClientTrafficPolicyKind: the settings of a Gateway's listeners towards its clients;
 	// its policies target Gateways only (as Envoy Gateway's).
@@ -85,9 +90,10 @@ var (
 			_, err = trafficpolicy.ResolveClient(ct)
 			return ct, err
 		},
-		carry:       func(c *v1alpha1.SourceContext, v any) { c.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
-		bound:       boundBy(trafficpolicy.ResolveClient, trafficpolicy.CheckClientBounds),
-		targetKinds: []string{kindGateway},
+		carry:        func(c *v1alpha1.SourceContext, v any) { c.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
+		carrySection: func(s *v1alpha1.PolicySection, v any) { s.ClientTraffic, _ = v.(*v1alpha1.ClientTraffic) },
+		bound:        boundBy(trafficpolicy.ResolveClient, trafficpolicy.CheckClientBounds),
+		targetKinds:  []string{kindGateway},
 	}
 	PolicyKinds = []*PolicyKind{BackendTrafficPolicyKind, SecurityPolicyKind, ClientTrafficPolicyKind}
 )
@@ -138,8 +144,8 @@ func (k *PolicyKind) NewList() *unstructured.UnstructuredList {
 	return l
 }
 
-// trafficTargetKinds are the kinds a policy may target in kubelb (whole objects: sectionName
-// is not yet served).
+// trafficTargetKinds are the kinds a policy may target in kubelb: whole objects, or one
+// section (sectionName: a Gateway's listener, a route's rule).
 var trafficTargetKinds = []string{kindGateway, "HTTPRoute", "GRPCRoute"}
 
 // appliesPolicies tells whether a kind's Routes carry Envoy Gateway's policies.
@@ -157,8 +163,7 @@ func trafficSpec(p *unstructured.Unstructured) map[string]any {
 }
 
 // servedKind tells whether kubelb serves targets of t's group and kind for policies of the
-// kind. A target naming a section (sectionName) is of a served kind, but refused (Read): its
-// Gateways get the policy's Invalid verdict.
+// kind.
 func (k *PolicyKind) servedKind(t trafficpolicy.Target) bool {
 	return t.Group == gatewayGroup && k.targets(t.Kind)
 }
@@ -218,23 +223,29 @@ func HubBounds(states []v1alpha1.TenantState) *trafficpolicy.Bounds {
 }
 
 // Read reads and checks a policy of the kind: its targets (Gateways, HTTPRoutes and GRPCRoutes
-// of Gateway API's group, whole objects), its fields (those kubelb serves only) and their
-// values.
+// of Gateway API's group, whole objects or one section of them) and targetSelectors, its
+// fields (those kubelb serves only) and their values.
 func (k *PolicyKind) Read(p *unstructured.Unstructured) EGPolicyVerdict {
 	spec := trafficSpec(p)
 	var problems []string
 	targets := trafficpolicy.Targets(spec)
-	if len(targets) == 0 {
-		problems = append(problems, "the policy has no targetRefs")
+	selectors, err := trafficpolicy.Selectors(spec)
+	if err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if len(targets) == 0 && len(selectors) == 0 && err == nil {
+		problems = append(problems, "the policy has no targetRefs and no targetSelectors")
 	}
 	for _, t := range targets {
-		switch {
-		case t.Group != gatewayGroup || !k.targets(t.Kind):
+		if t.Group != gatewayGroup || !k.targets(t.Kind) {
 			problems = append(problems, fmt.Sprintf("targetRef %s %s: kubelb serves a %s on %s (%s) only; other kinds are not yet supported",
 				truncateName(refKind(t.Group, t.Kind)), truncateName(t.Name), k.Kind, targetKindsText(k.kinds()), gatewayGroup))
-		case t.SectionName != "":
-			problems = append(problems, fmt.Sprintf("targetRef %s %s sectionName %q: targeting a section is not yet supported; target the whole object",
-				t.Kind, truncateName(t.Name), truncateName(t.SectionName)))
+		}
+	}
+	for _, s := range selectors {
+		if s.Group != gatewayGroup || !k.targets(s.Kind) {
+			problems = append(problems, fmt.Sprintf("targetSelector of %s: kubelb serves a %s on %s (%s) only; other kinds are not yet supported",
+				truncateName(refKind(s.Group, s.Kind)), k.Kind, targetKindsText(k.kinds()), gatewayGroup))
 		}
 	}
 	v, err := k.read(p.GetNamespace(), p.GetName(), spec)
@@ -251,11 +262,47 @@ func (k *PolicyKind) Read(p *unstructured.Unstructured) EGPolicyVerdict {
 	return EGPolicyVerdict{Value: v}
 }
 
-// targetsObject tells whether policy p targets the whole object kind/name of its namespace.
-func targetsObject(p *unstructured.Unstructured, kind, name string) bool {
-	return slices.ContainsFunc(trafficpolicy.Targets(trafficSpec(p)), func(t trafficpolicy.Target) bool {
-		return t.Group == gatewayGroup && t.Kind == kind && t.Name == name && t.SectionName == ""
-	})
+// PolicyTarget is what a policy may target: the object Kind/Name of the policy's namespace
+// (its Labels, for targetSelectors), or one Section of it (a Gateway's listener, a route's
+// rule; "" for the whole object).
+type PolicyTarget struct {
+	Kind, Name, Section string
+	Labels              map[string]string
+}
+
+// String names the target in messages: "HTTPRoute app/web", "HTTPRoute app/web rule a".
+func (t PolicyTarget) String(ns string) string {
+	s := fmt.Sprintf("%s %s/%s", t.Kind, ns, truncateName(t.Name))
+	if t.Section != "" {
+		s += " " + sectionWord(t.Kind) + " " + truncateName(t.Section)
+	}
+	return s
+}
+
+// sectionWord is what a section of an object of kind is: a Gateway's listener, a route's
+// rule.
+func sectionWord(kind string) string {
+	if kind == kindGateway {
+		return "listener"
+	}
+	return "rule"
+}
+
+// targetsObject tells whether policy p targets t (of its namespace): a section by a targetRef
+// with that sectionName; the whole object by a targetRef without one or by a targetSelector
+// matching its labels.
+func targetsObject(p *unstructured.Unstructured, t PolicyTarget) bool {
+	spec := trafficSpec(p)
+	if slices.ContainsFunc(trafficpolicy.Targets(spec), func(r trafficpolicy.Target) bool {
+		return r.Group == gatewayGroup && r.Kind == t.Kind && r.Name == t.Name && r.SectionName == t.Section
+	}) {
+		return true
+	}
+	if t.Section != "" {
+		return false
+	}
+	selectors, _ := trafficpolicy.Selectors(spec)
+	return slices.ContainsFunc(selectors, func(s trafficpolicy.Selector) bool { return s.Matches(gatewayGroup, t.Kind, t.Labels) })
 }
 
 // trafficBefore orders policies by precedence: the older first, then by name.
@@ -272,9 +319,16 @@ func trafficBefore(a, b *unstructured.Unstructured) int {
 // A winner that cannot be used applies nothing: the others stay Conflicted (as Envoy
 // Gateway, which attaches the oldest before checking it).
 func TrafficWinner(policies []*unstructured.Unstructured, ns, kind, name string) *unstructured.Unstructured {
+	return TrafficWinnerOf(policies, ns, PolicyTarget{Kind: kind, Name: name})
+}
+
+// TrafficWinnerOf is the policy that applies to t (of namespace ns), as TrafficWinner: the
+// first by precedence among those targeting t itself. A section's winner and its object's
+// both apply, the section's to the section, the object's to the rest (as Envoy Gateway).
+func TrafficWinnerOf(policies []*unstructured.Unstructured, ns string, t PolicyTarget) *unstructured.Unstructured {
 	var best *unstructured.Unstructured
 	for _, p := range policies {
-		if p.GetNamespace() == ns && p.GetDeletionTimestamp() == nil && targetsObject(p, kind, name) && (best == nil || trafficBefore(p, best) < 0) {
+		if p.GetNamespace() == ns && p.GetDeletionTimestamp() == nil && targetsObject(p, t) && (best == nil || trafficBefore(p, best) < 0) {
 			best = p
 		}
 	}
@@ -285,12 +339,74 @@ func TrafficWinner(policies []*unstructured.Unstructured, ns, kind, name string)
 // order, of the kind): the settings of the policy that applies to it, nil when none does or
 // when it cannot be used.
 func (k *PolicyKind) Desired(policies []*unstructured.Unstructured, ns, kind, name string) any {
-	w := TrafficWinner(policies, ns, kind, name)
-	if w == nil {
-		return nil
-	}
-	return k.Read(w).Value
+	whole, _ := k.DesiredOf(policies, ns, PolicyTarget{Kind: kind, Name: name}, nil, k.Read)
+	return whole
 }
+
+// DesiredOf is what the Route of object o (Section unset) carries of policies of the kind
+// (in any order): the settings of the policy that applies to the whole object, and those of
+// the policy that applies to each of its sections (names) that one targets; each nil when
+// none does or when the policy cannot be used (read says, k.Read or one that also counts
+// what a policy's selectors select).
+func (k *PolicyKind) DesiredOf(policies []*unstructured.Unstructured, ns string, o PolicyTarget, sections []string,
+	read func(*unstructured.Unstructured) EGPolicyVerdict) (any, map[string]any) {
+	var whole any
+	if w := TrafficWinnerOf(policies, ns, o); w != nil {
+		whole = read(w).Value
+	}
+	var out map[string]any
+	for _, s := range sections {
+		t := o
+		t.Section = s
+		if w := TrafficWinnerOf(policies, ns, t); w != nil {
+			if v := read(w).Value; v != nil {
+				if out == nil {
+					out = map[string]any{}
+				}
+				out[s] = v
+			}
+		}
+	}
+	return whole, out
+}
+
+// CarryOf puts in a Route's context c what DesiredOf gave: whole, and an entry per section
+// (c.PolicySections stays sorted by name, one entry per section).
+func (k *PolicyKind) CarryOf(c *v1alpha1.SourceContext, whole any, sections map[string]any) {
+	k.carry(c, whole)
+	for _, name := range slices.Sorted(maps.Keys(sections)) {
+		e := c.PolicySection(name)
+		if e == nil {
+			c.PolicySections = append(c.PolicySections, v1alpha1.PolicySection{Name: name})
+			e = &c.PolicySections[len(c.PolicySections)-1]
+		}
+		k.carrySection(e, sections[name])
+	}
+	slices.SortFunc(c.PolicySections, func(a, b v1alpha1.PolicySection) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// ObjectSections are the names of the sections of an object of kind a policy may target
+// (obj unstructured): a Gateway's listeners, a route's named rules; at most 64.
+func ObjectSections(kind string, obj map[string]any) []string {
+	spec, _ := obj["spec"].(map[string]any)
+	field := "rules"
+	if kind == kindGateway {
+		field = "listeners"
+	}
+	list, _ := spec[field].([]any)
+	var out []string
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		if n, _ := m["name"].(string); n != "" && !slices.Contains(out, n) && len(out) < maxPolicySections {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// maxPolicySections bounds the sections a Route's context carries policies of (the CRD's
+// maxItems: a Gateway has at most 64 listeners, a route 16 rules).
+const maxPolicySections = 64
 
 // DesiredBackendTraffic is what the Route of the object kind/name carries of
 // BackendTrafficPolicies.

@@ -1,8 +1,10 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +51,12 @@ func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*Pol
 					out = append(out, trafficTargetKey(t.Kind, t.Name))
 				}
 			}
+			selectors, _ := trafficpolicy.Selectors(trafficSpec(u))
+			for _, s := range selectors {
+				if key := selectorKey(s.Kind); s.Group == gatewayGroup && !slices.Contains(out, key) {
+					out = append(out, key)
+				}
+			}
 			return out
 		}); err != nil {
 			return fmt.Errorf("indexing %ss by target: %w", k.Kind, err)
@@ -73,23 +82,109 @@ func indexBasicAuthSecrets(ctx context.Context, idx client.FieldIndexer) error {
 	return nil
 }
 
-// policiesOf lists the policies of the kind of namespace ns targeting the object kind/name
-// (the tenant cache, which reads the kind as unstructured objects).
+// selectorKey is the index key of the policies with a targetSelector of kind (their
+// namespace): "selector:Kind".
+func selectorKey(kind string) string { return "selector:" + kind }
+
+// policiesOf lists the policies of the kind of namespace ns that may target the object
+// kind/name: by a targetRef naming it (the whole object or a section) or by a targetSelector
+// of its kind (which the object's labels may not match: targetsObject tells). The tenant
+// cache reads the kind as unstructured objects.
 func (k *PolicyKind) policiesOf(ctx context.Context, c client.Reader, ns, kind, name string) ([]*unstructured.Unstructured, error) {
-	list := k.NewList()
-	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{k.index: trafficTargetKey(kind, name)}); err != nil {
-		return nil, fmt.Errorf("listing the %ss of %s %s/%s: %w", k.Kind, kind, ns, name, err)
-	}
-	out := make([]*unstructured.Unstructured, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
+	var out []*unstructured.Unstructured
+	for _, key := range []string{trafficTargetKey(kind, name), selectorKey(kind)} {
+		list := k.NewList()
+		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{k.index: key}); err != nil {
+			return nil, fmt.Errorf("listing the %ss of %s %s/%s: %w", k.Kind, kind, ns, name, err)
+		}
+		for i := range list.Items {
+			if !slices.ContainsFunc(out, func(o *unstructured.Unstructured) bool { return o.GetName() == list.Items[i].GetName() }) {
+				out = append(out, &list.Items[i])
+			}
+		}
 	}
 	return out, nil
 }
 
-// carryPolicies puts in a Route's context what obj (a Gateway, an HTTPRoute or a GRPCRoute)
-// carries of each policy kind the Reconciler reads (PolicyKind.Desired).
-func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1alpha1.SourceContext) error {
+// listKind is an empty list of the objects of kind a policy may target (nil: none of kinds).
+func listKind(kind string, kinds []Kind) client.ObjectList {
+	if kind == kindGateway {
+		return Gateway.NewList()
+	}
+	for _, k := range kinds {
+		if k.String() == kind {
+			return k.NewList()
+		}
+	}
+	return nil
+}
+
+// selected lists the objects p's targetSelectors select (of its namespace, of the kinds
+// kubelb serves for the policy's kind; kinds: the route kinds set up), sorted by kind and
+// name, without duplicates.
+func (k *PolicyKind) selected(ctx context.Context, c client.Reader, p *unstructured.Unstructured, kinds []Kind) ([]PolicyTarget, error) {
+	selectors, _ := trafficpolicy.Selectors(trafficSpec(p))
+	var out []PolicyTarget
+	for _, s := range selectors {
+		if s.Group != gatewayGroup || !k.targets(s.Kind) {
+			continue
+		}
+		list := listKind(s.Kind, kinds)
+		if list == nil {
+			continue
+		}
+		if err := c.List(ctx, list, client.InNamespace(p.GetNamespace()), client.MatchingLabelsSelector{Selector: s.Labels}); err != nil {
+			return nil, fmt.Errorf("listing the %ss %s %s/%s selects: %w", s.Kind, k.Kind, p.GetNamespace(), p.GetName(), err)
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok {
+				t := PolicyTarget{Kind: s.Kind, Name: obj.GetName(), Labels: obj.GetLabels()}
+				if !slices.ContainsFunc(out, func(x PolicyTarget) bool { return x.Kind == t.Kind && x.Name == t.Name }) {
+					out = append(out, t)
+				}
+			}
+			return nil
+		})
+	}
+	slices.SortFunc(out, func(a, b PolicyTarget) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// OverSelected is why policy p cannot be used when its targetSelectors select more than
+// trafficpolicy.MaxSelected objects (selected: SelectedTargets), "" when they do not.
+func OverSelected(selected []PolicyTarget) string {
+	if len(selected) <= trafficpolicy.MaxSelected {
+		return ""
+	}
+	return fmt.Sprintf("the targetSelectors select %d objects; at most %d: narrow them (labels, matchExpressions) or use targetRefs",
+		len(selected), trafficpolicy.MaxSelected)
+}
+
+// readSelected is k.Read(p), Invalid also when p's targetSelectors select too many objects.
+func (k *PolicyKind) readSelected(ctx context.Context, c client.Reader, p *unstructured.Unstructured, kinds []Kind) (EGPolicyVerdict, []PolicyTarget, error) {
+	v := k.Read(p)
+	if v.Invalid != "" {
+		return v, nil, nil
+	}
+	sel, err := k.selected(ctx, c, p, kinds)
+	if err != nil {
+		return v, nil, err
+	}
+	if over := OverSelected(sel); over != "" {
+		return EGPolicyVerdict{Invalid: over}, sel, nil
+	}
+	return v, sel, nil
+}
+
+// carryPolicies puts in a Route's context what obj (a Gateway, an HTTPRoute or a GRPCRoute;
+// u unstructured) carries of each policy kind the Reconciler reads (PolicyKind.DesiredOf):
+// for the whole object and for each of its sections (listeners, named rules). A policy whose
+// targetSelectors select too many objects applies to none.
+func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, u map[string]any, c *v1alpha1.SourceContext) error {
+	sections := ObjectSections(r.Kind.String(), u)
+	o := PolicyTarget{Kind: r.Kind.String(), Name: obj.GetName(), Labels: obj.GetLabels()}
 	for _, k := range r.PolicyKinds {
 		if !k.targets(r.Kind.String()) {
 			continue // never targets such objects (a ClientTrafficPolicy, a route)
@@ -98,7 +193,17 @@ func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, c *v1
 		if err != nil {
 			return err
 		}
-		k.carry(c, k.Desired(policies, obj.GetNamespace(), r.Kind.String(), obj.GetName()))
+		var readErr error
+		read := func(p *unstructured.Unstructured) EGPolicyVerdict {
+			v, _, err := k.readSelected(ctx, r.Policies, p, r.PolicyTargetKinds)
+			readErr = cmp.Or(readErr, err)
+			return v
+		}
+		whole, secs := k.DesiredOf(policies, obj.GetNamespace(), o, sections, read)
+		if readErr != nil {
+			return readErr
+		}
+		k.CarryOf(c, whole, secs)
 	}
 	return nil
 }
@@ -153,7 +258,10 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if p.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	v := r.Policy.Read(p)
+	v, selected, err := r.Policy.readSelected(ctx, r.Reader, p, r.Kinds)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if v.Invalid == "" && r.Hub != nil {
 		states := &v1alpha1.TenantStateList{}
 		if err := r.Hub.List(ctx, states, client.InNamespace(r.Namespace)); err != nil {
@@ -172,11 +280,22 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 			}
 		}
 	}
-	var ancestors []TrafficAncestor
+	var targets []PolicyTarget
 	for _, t := range trafficpolicy.Targets(trafficSpec(p)) {
-		if !r.Policy.servedKind(t) {
-			continue // named in v.Invalid
+		if r.Policy.servedKind(t) { // others: named in v.Invalid
+			targets = append(targets, PolicyTarget{Kind: t.Kind, Name: t.Name, Section: t.SectionName})
 		}
+	}
+	if len(selected) > trafficpolicy.MaxSelected { // the first ones carry the verdict
+		selected = selected[:trafficpolicy.MaxSelected]
+	}
+	for _, t := range selected {
+		if !slices.ContainsFunc(targets, func(x PolicyTarget) bool { return x.Kind == t.Kind && x.Name == t.Name && x.Section == "" }) {
+			targets = append(targets, t)
+		}
+	}
+	var ancestors []TrafficAncestor
+	for _, t := range targets {
 		as, err := r.targetAncestors(ctx, p, t, v)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -208,16 +327,18 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 // targetAncestors are the ancestors of one served target of p with their verdict: the
 // Gateway itself, or a route's served Gateways; the target itself when it does not exist;
 // none when kubelb does not serve it.
-func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t trafficpolicy.Target, v EGPolicyVerdict) ([]TrafficAncestor, error) {
+func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t PolicyTarget, v EGPolicyVerdict) ([]TrafficAncestor, error) {
 	ns := p.GetNamespace()
 	var refs []gwapiv1.ParentReference
 	exists := false
+	var sections []string // the object's
 	if t.Kind == kindGateway {
 		gw := &gwapiv1.Gateway{}
 		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, gw); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("getting Gateway %s/%s: %w", ns, t.Name, err)
 		} else if err == nil {
 			exists = true
+			t.Labels, sections = gw.Labels, ObjectSections(kindGateway, toUnstructured(gw))
 			served, err := getGatewayServed(ctx, r.Reader, client.ObjectKey{Namespace: ns, Name: t.Name}, r.UseGatewayClass)
 			if err != nil {
 				return nil, err
@@ -238,7 +359,9 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 				break
 			}
 			exists = true
-			for _, pr := range ParentRefs(toUnstructured(o), ns) {
+			u := toUnstructured(o)
+			t.Labels, sections = o.GetLabels(), ObjectSections(t.Kind, u)
+			for _, pr := range ParentRefs(u, ns) {
 				served, err := getGatewayServed(ctx, r.Reader, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Name}, r.UseGatewayClass)
 				if err != nil {
 					return nil, err
@@ -249,10 +372,26 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 			}
 		}
 	}
-	what := fmt.Sprintf("%s %s/%s", t.Kind, ns, t.Name)
+	what := t.String(ns)
 	if !exists {
 		return []TrafficAncestor{{Ref: ObjectAncestor(ns, t.Kind, t.Name), Status: metav1.ConditionFalse,
-			Reason: string(gwapiv1.PolicyReasonTargetNotFound), Message: what + " does not exist"}}, nil
+			Reason: string(gwapiv1.PolicyReasonTargetNotFound), Message: fmt.Sprintf("%s %s/%s does not exist", t.Kind, ns, truncateName(t.Name))}}, nil
+	}
+	if t.Section != "" && !slices.Contains(sections, t.Section) {
+		// As Envoy Gateway: the policy does not attach (TargetNotFound), under the object's
+		// ancestors.
+		a := TrafficAncestor{Status: metav1.ConditionFalse, Reason: string(gwapiv1.PolicyReasonTargetNotFound),
+			Message: fmt.Sprintf("no section named %s found for %s %s/%s: it has no %s of that name (sectionName names a Gateway's listener, a route's rule by spec.rules[].name)",
+				truncateName(t.Section), t.Kind, ns, truncateName(t.Name), sectionWord(t.Kind))}
+		if len(refs) == 0 {
+			refs = append(refs, ObjectAncestor(ns, t.Kind, t.Name))
+		}
+		out := make([]TrafficAncestor, 0, len(refs))
+		for _, ref := range refs {
+			a.Ref = ref
+			out = append(out, a)
+		}
+		return out, nil
 	}
 	a := TrafficAncestor{Status: metav1.ConditionTrue, Reason: string(gwapiv1.PolicyReasonAccepted),
 		Message: "the policy applies to " + what + " on kubelb's Gateways"}
@@ -265,7 +404,7 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		if err != nil {
 			return nil, err
 		}
-		if w := TrafficWinner(policies, ns, t.Kind, t.Name); w != nil && w.GetName() != p.GetName() {
+		if w := TrafficWinnerOf(policies, ns, t); w != nil && w.GetName() != p.GetName() {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonConflicted)
 			a.Message = fmt.Sprintf("%s %s/%s, older (or first by name), already targets %s; this one does not apply to it", r.Policy.Kind, ns, w.GetName(), what)
 		} else if v.OverBound != "" {
@@ -274,6 +413,8 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		} else if v.Unusable != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
+		} else if t.Section == "" {
+			a.Message += overriddenIn(policies, ns, t, sections, p.GetName())
 		}
 	}
 	out := make([]TrafficAncestor, 0, len(refs))
@@ -282,6 +423,27 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// overriddenIn says where a policy (name) on the whole object t is overridden by a policy of
+// one of its sections (as Envoy Gateway's Overridden condition says): "" when nowhere.
+func overriddenIn(policies []*unstructured.Unstructured, ns string, t PolicyTarget, sections []string, name string) string {
+	var by []string
+	for _, s := range sections {
+		st := t
+		st.Section = s
+		if w := TrafficWinnerOf(policies, ns, st); w != nil && w.GetName() != name {
+			by = append(by, fmt.Sprintf("%s %s (%s)", sectionWord(t.Kind), truncateName(s), truncateName(w.GetName())))
+			if len(by) == 8 {
+				by = append(by, "…")
+				break
+			}
+		}
+	}
+	if len(by) == 0 {
+		return ""
+	}
+	return "; overridden by the policies of its " + strings.Join(by, ", ")
 }
 
 // setupTrafficPolicies adds the status controller of a policy kind: a policy is reconciled
@@ -308,14 +470,14 @@ func setupTrafficPolicies(mgr ctrl.Manager, hub cluster.Cluster, r *TrafficPolic
 		Named("ccm-"+strings.ToLower(r.Policy.Kind)).
 		For(r.Policy.New(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind[client.Object](c, r.Policy.New(), inNamespace, predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind[client.Object](c, &gwapiv1.Gateway{}, inNamespace, predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind[client.Object](c, &gwapiv1.Gateway{}, inNamespace, specOrLabelsChanged)).
 		WatchesRawSource(source.Kind(c, &gwapiv1.GatewayClass{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *gwapiv1.GatewayClass) []reconcile.Request {
 				return policiesWhere(ctx)
 			}), predicate.TypedGenerationChangedPredicate[*gwapiv1.GatewayClass]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	for _, k := range r.Kinds {
-		b = b.WatchesRawSource(source.Kind[client.Object](c, k.New(), inNamespace, predicate.GenerationChangedPredicate{}))
+		b = b.WatchesRawSource(source.Kind[client.Object](c, k.New(), inNamespace, specOrLabelsChanged))
 	}
 	if r.Hub != nil && hub != nil { // the platform team's bounds change on the hub
 		b = b.WatchesRawSource(source.Kind(hub.GetCache(), &v1alpha1.TenantState{},
@@ -337,6 +499,10 @@ func setupTrafficPolicies(mgr ctrl.Manager, hub cluster.Cluster, r *TrafficPolic
 	return b.Complete(r)
 }
 
+// specOrLabelsChanged passes the events of a policy's targets that change what it targets or
+// its ancestors: their spec (listeners, rules, parentRefs) or labels (targetSelectors).
+var specOrLabelsChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
+
 // boundsChanged passes the TenantState events that change the bounds on policies (a
 // TenantState changes often: rejections, backend health).
 var boundsChanged = predicate.TypedFuncs[*v1alpha1.TenantState]{
@@ -346,17 +512,41 @@ var boundsChanged = predicate.TypedFuncs[*v1alpha1.TenantState]{
 }
 
 // trafficTargetsOfKind are requests for the objects of kind k a policy targets (its
-// namespace): their Routes carry the policy.
-func trafficTargetsOfKind(k Kind, p client.Object) []reconcile.Request {
+// namespace): their Routes carry the policy. Those its targetSelectors select are read from c
+// (the tenant cache; nil: not read).
+func trafficTargetsOfKind(ctx context.Context, c client.Reader, k Kind, p client.Object) []reconcile.Request {
 	u, ok := p.(*unstructured.Unstructured)
 	if !ok {
 		return nil
 	}
 	var out []reconcile.Request
+	add := func(name string) {
+		r := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: p.GetNamespace(), Name: name}}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
 	for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
 		if t.Group == gatewayGroup && strings.EqualFold(t.Kind, k.String()) && t.Name != "" {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: p.GetNamespace(), Name: t.Name}})
+			add(t.Name)
 		}
+	}
+	selectors, _ := trafficpolicy.Selectors(trafficSpec(u))
+	for _, s := range selectors {
+		if c == nil || s.Group != gatewayGroup || s.Kind != k.String() {
+			continue
+		}
+		list := k.NewList()
+		if err := c.List(ctx, list, client.InNamespace(p.GetNamespace()), client.MatchingLabelsSelector{Selector: s.Labels}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing the objects a policy selects", "kind", k.String())
+			continue
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok {
+				add(obj.GetName())
+			}
+			return nil
+		})
 	}
 	return out
 }

@@ -65,11 +65,23 @@ func indexExtAuthServices(ctx context.Context, idx client.FieldIndexer) error {
 // extAuthBackend adds to backends the Service of the extAuth of the SecurityPolicy a Route
 // context carries (a Service of the object's namespace ns), once.
 func extAuthBackend(backends []types.NamespacedName, c *v1alpha1.SourceContext, ns string) []types.NamespacedName {
-	if c == nil || c.Security == nil || c.Security.ExtAuth == nil || c.Security.Namespace != ns {
+	if c == nil {
+		return backends
+	}
+	backends = extAuthBackendOf(backends, c.Security, ns)
+	for i := range c.PolicySections { // the SecurityPolicies of its sections' too
+		backends = extAuthBackendOf(backends, c.PolicySections[i].Security, ns)
+	}
+	return backends
+}
+
+// extAuthBackendOf adds to backends the Service of sec's extAuth (nil: none).
+func extAuthBackendOf(backends []types.NamespacedName, sec *v1alpha1.Security, ns string) []types.NamespacedName {
+	if sec == nil || sec.ExtAuth == nil || sec.Namespace != ns {
 		return backends
 	}
 	var refs []v1alpha1.SecurityBackendRef
-	if e := c.Security.ExtAuth; e.HTTP != nil {
+	if e := sec.ExtAuth; e.HTTP != nil {
 		refs = e.HTTP.BackendRefs
 	} else if e.GRPC != nil {
 		refs = e.GRPC.BackendRefs

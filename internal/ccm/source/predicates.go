@@ -60,3 +60,12 @@ var onlyDeletes = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(event.UpdateEvent) bool { return false },
 }
+
+// labelsChanged passes the events that change the labels an object of a namespace shows: its
+// creation, deletion, and updates of its labels (what the policies' targetSelectors select).
+var labelsChanged = predicate.Funcs{
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+	},
+}

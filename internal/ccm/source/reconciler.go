@@ -78,6 +78,9 @@ type Reconciler struct {
 	// Policies reads them (the tenant cache, unstructured).
 	PolicyKinds []*PolicyKind
 	Policies    client.Reader
+	// PolicyTargetKinds are the route kinds set up whose objects policies may select
+	// (targetSelectors; the Gateways besides).
+	PolicyTargetKinds []Kind
 	// ListenerSets tells whether the tenant serves ListenerSets (gateway-api v1.6's v1):
 	// routes attached to one are mirrored when its Gateway is served.
 	ListenerSets bool
@@ -257,7 +260,7 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 		}
 	}
 	if sc.context != nil {
-		if err := r.carryPolicies(ctx, obj, sc.context); err != nil {
+		if err := r.carryPolicies(ctx, obj, u, sc.context); err != nil {
 			return sc, err
 		}
 	}

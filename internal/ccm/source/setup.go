@@ -131,6 +131,7 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 	}
 	var trafficKindsSet []Kind
 	var policyKindsSet []Kind
+	var carriers []*Reconciler // those whose Routes carry Envoy Gateway's policies
 	listenerSets := gatewayAPI && served(ListenerSet.GroupVersionKind()) && !o.Disabled[ListenerSet.Name]
 	twins := newTwinRefs()
 	workers := o.MaxConcurrentReconciles
@@ -162,6 +163,12 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 		if len(r.PolicyKinds) > 0 && k.AttachesToGateway() {
 			trafficKindsSet = append(trafficKindsSet, k)
 		}
+		if len(r.PolicyKinds) > 0 {
+			carriers = append(carriers, r)
+		}
+	}
+	for _, r := range carriers { // read when reconciling only: after this loop
+		r.PolicyTargetKinds = trafficKindsSet
 	}
 	for _, pk := range egKinds {
 		tr := &TrafficPolicyReconciler{Policy: pk, Tenant: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder(o.EventSource),
@@ -281,7 +288,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 				return out
 			}
 			for i := range list.Items {
-				out = append(out, trafficTargetsOfKind(k, &list.Items[i])...)
+				out = append(out, trafficTargetsOfKind(ctx, mgr.GetCache(), k, &list.Items[i])...)
 			}
 		}
 		return out
@@ -350,9 +357,25 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 		// A policy changes the Routes of the objects it targets (before and after a change:
 		// the map runs on both).
 		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), pk.New(),
-			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, p client.Object) []reconcile.Request {
-				return trafficTargetsOfKind(k, p)
+			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
+				return trafficTargetsOfKind(ctx, mgr.GetCache(), k, p)
 			}), predicate.GenerationChangedPredicate{}))
+		// An object of the kind created, deleted, gaining or losing labels changes what the
+		// policies of its namespace with a targetSelector of the kind select: the others they
+		// select are re-mirrored (a policy selecting too many applies to none of them).
+		b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), k.New(),
+			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+				list := pk.NewList()
+				if err := mgr.GetCache().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{pk.index: selectorKey(k.String())}); err != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "listing "+pk.Kind+"s")
+					return nil
+				}
+				var out []reconcile.Request
+				for i := range list.Items {
+					out = append(out, trafficTargetsOfKind(ctx, mgr.GetCache(), k, &list.Items[i])...)
+				}
+				return out
+			}), labelsChanged))
 	}
 	if k.Name == Gateway.Name {
 		// A ConfigMap a Gateway's client certificate validation names changes its Route.
