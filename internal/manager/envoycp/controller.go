@@ -152,7 +152,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		return err
 	}
 	r := NewReconciler(mgr.GetClient(), srv, store, namespace, opts)
-	r.owned = OwnedReader{Reader: owned.GetClient(), Informers: owned.GetCache()}
+	r.owned = &OwnedReader{Reader: owned.GetClient(), Informers: owned.GetCache()}
 	if verdicts == nil {
 		verdicts = quota.NewStore(mgr.GetCache(), mgr.GetClient())
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -99,7 +100,7 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 			return Scope{}, fmt.Errorf("listing %s of %s: %w", l.what, tenant, err)
 		}
 	}
-	svcs, err := servicesOf(ctx, owned, tenant)
+	routeSvcs, hubSvcs, err := hubServicesOf(ctx, owned, tenant)
 	if err != nil {
 		return Scope{}, err
 	}
@@ -135,16 +136,10 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	for _, a := range addrs.Items {
 		in.Addresses[a.Name] = a
 	}
-	for _, svc := range svcs {
-		if hubnames.IsRouteService(svc) {
-			in.RouteServices = append(in.RouteServices, *svc)
-		} else if lb := hubnames.LoadBalancerOf(svc); lb != "" {
-			if in.HubServices == nil {
-				in.HubServices = make(map[string]*corev1.Service, len(lbs.Items))
-			}
-			in.HubServices[lb] = svc
-		}
+	for _, svc := range routeSvcs {
+		in.RouteServices = append(in.RouteServices, *svc)
 	}
+	in.HubServices = hubSvcs
 	for i := range secrets.Items {
 		if hubnames.IsSyncedSecret(&secrets.Items[i]) {
 			in.Secrets = append(in.Secrets, secrets.Items[i])
@@ -277,60 +272,112 @@ func defaultCertificate(ctx context.Context, owned client.Reader, ref *types.Nam
 	return s, "", nil
 }
 
-// serviceIndex is a reader that can hand out its Services without a copy (OwnedReader).
-type serviceIndex interface {
-	servicesIn(ctx context.Context, namespace string) ([]*corev1.Service, bool, error)
+// hubServiceIndex is the index OwnedReader adds to the owned cache's Service informer: a
+// Service's namespace and what kubelb made it for (hubServiceKey), worked out once per
+// change of the Service, not once per rebuild of its tenant.
+const hubServiceIndex = "kubelb-hub-service"
+
+// hubServiceKey is a hub Service's key in hubServiceIndex: "<namespace>/route" for a Service
+// of Routes (hubnames.IsRouteService), "<namespace>/lb" for a LoadBalancer's
+// (hubnames.LoadBalancerOf); none for any other.
+func hubServiceKey(obj any) ([]string, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	if hubnames.IsRouteService(svc) {
+		return []string{svc.Namespace + "/route"}, nil
+	}
+	if lb := hubnames.LoadBalancerOf(svc); lb != "" {
+		return []string{svc.Namespace + "/lb"}, nil
+	}
+	return nil, nil
 }
 
 // OwnedReader reads the hub Services and Secrets labelled managed-by: kubelb from the
-// cache that holds only those: Reader for lists, Informers for the Services of a tenant
-// straight from the informer's store (read only), so a rebuild of a tenant of thousands of
-// LoadBalancers does not copy each one's hub Service.
+// cache that holds only those: Reader for lists; Informers for the tenant's hub Services,
+// read only from the informer's store through hubServiceIndex, so a rebuild of a tenant of
+// thousands of LoadBalancers neither copies nor classifies each one's hub Service.
 type OwnedReader struct {
 	client.Reader
 	Informers cache.Informers
+
+	mu      sync.Mutex
+	indexed bool
+	indexer toolscache.Indexer // nil once indexed: the informer has no store to index (List and classify)
 }
 
-func (o OwnedReader) servicesIn(ctx context.Context, namespace string) ([]*corev1.Service, bool, error) {
+// index returns the Service informer's store with hubServiceIndex, added on first use.
+func (o *OwnedReader) index(ctx context.Context) (toolscache.Indexer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.indexed {
+		return o.indexer, nil
+	}
 	inf, err := o.Informers.GetInformer(ctx, &corev1.Service{})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	idx, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return nil, false, nil
-	}
-	items, err := idx.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
-	if err != nil {
-		return nil, false, err
-	}
-	out := make([]*corev1.Service, 0, len(items))
-	for _, item := range items {
-		if svc, ok := item.(*corev1.Service); ok && hubnames.IsManaged(svc) {
-			out = append(out, svc)
+	if idx, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		if err := inf.AddIndexers(toolscache.Indexers{hubServiceIndex: hubServiceKey}); err != nil {
+			return nil, err
 		}
+		o.indexer = idx.GetIndexer()
 	}
-	return out, true, nil
+	o.indexed = true
+	return o.indexer, nil
 }
 
-// servicesOf is the hub Services of the tenant labelled managed-by: kubelb, read only.
-func servicesOf(ctx context.Context, owned client.Reader, tenant string) ([]*corev1.Service, error) {
-	if o, ok := owned.(serviceIndex); ok {
-		if svcs, ok, err := o.servicesIn(ctx, tenant); err != nil || ok {
+// loadBalancerNamed is the LoadBalancer of a Service hubServiceKey found to be a
+// LoadBalancer's: the name hubnames.LoadBalancerOf gave, without its checks again.
+func loadBalancerNamed(svc *corev1.Service) string {
+	if lb := svc.Labels[v1alpha1.LabelLoadBalancerName]; lb != "" {
+		return lb
+	}
+	return metav1.GetControllerOfNoCopy(svc).Name
+}
+
+// hubServicesOf reads the tenant's hub Services of Routes, and of LoadBalancers by
+// LoadBalancer name, read only: through hubServiceIndex when owned is an OwnedReader, else
+// listed and classified.
+func hubServicesOf(ctx context.Context, owned client.Reader, tenant string) ([]*corev1.Service, map[string]*corev1.Service, error) {
+	var routes []*corev1.Service
+	lbs := map[string]*corev1.Service{}
+	if o, ok := owned.(*OwnedReader); ok {
+		idx, err := o.index(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("indexing the hub Services: %w", err)
+		}
+		if idx != nil {
+			items, err := idx.ByIndex(hubServiceIndex, tenant+"/route")
 			if err != nil {
-				return nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
+				return nil, nil, fmt.Errorf("listing the Route hub Services of %s: %w", tenant, err)
 			}
-			return svcs, nil
+			for _, item := range items {
+				routes = append(routes, item.(*corev1.Service))
+			}
+			if items, err = idx.ByIndex(hubServiceIndex, tenant+"/lb"); err != nil {
+				return nil, nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
+			}
+			for _, item := range items {
+				svc := item.(*corev1.Service)
+				lbs[loadBalancerNamed(svc)] = svc
+			}
+			return routes, lbs, nil
 		}
 	}
 	list := &corev1.ServiceList{}
 	if err := owned.List(ctx, list, client.InNamespace(tenant), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}); err != nil {
-		return nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
+		return nil, nil, fmt.Errorf("listing the hub Services of %s: %w", tenant, err)
 	}
-	out := make([]*corev1.Service, len(list.Items))
 	for i := range list.Items {
-		out[i] = &list.Items[i]
+		svc := &list.Items[i]
+		if hubnames.IsRouteService(svc) {
+			routes = append(routes, svc)
+		} else if lb := hubnames.LoadBalancerOf(svc); lb != "" {
+			lbs[lb] = svc
+		}
 	}
-	return out, nil
+	return routes, lbs, nil
 }
