@@ -87,7 +87,11 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 	for _, ref := range gone {
 		delete(st.reach, ref)
 		if ref.Kind == translate.KindLoadBalancer {
-			metrics.ManagerLoadBalancerBackends.DeletePartialMatch(map[string]string{"tenant": tenant, "loadbalancer": ref.Name})
+			// Its two series by their labels: DeletePartialMatch walks every series of the
+			// metric, and a tenant's delete of thousands would walk them once per LoadBalancer.
+			for _, state := range backendStates {
+				metrics.ManagerLoadBalancerBackends.DeleteLabelValues(tenant, ref.Name, state)
+			}
 		}
 	}
 	var errs []error
@@ -98,8 +102,8 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 			continue // the metric and the condition say this already
 		}
 		if ref.Kind == translate.KindLoadBalancer {
-			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "reachable").Set(float64(v.Reachable))
-			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, "unreachable").Set(float64(v.Unreachable))
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, backendStates[0]).Set(float64(v.Reachable))
+			metrics.ManagerLoadBalancerBackends.WithLabelValues(tenant, ref.Name, backendStates[1]).Set(float64(v.Unreachable))
 		}
 		if err := w.reachableOf(ctx, tenant, ref, v); err != nil {
 			errs = append(errs, err)
@@ -117,6 +121,9 @@ func (w *Writer) reachability(ctx context.Context, st *tenantState, tenant strin
 	}
 	return requeue, nil
 }
+
+// backendStates are the values of the state label of kubelb_manager_loadbalancer_backends.
+var backendStates = [...]string{"reachable", "unreachable"}
 
 // judged tells the objects that own clusters the Writer judges, LoadBalancers and Routes, as
 // refs without namespace.
