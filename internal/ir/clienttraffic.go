@@ -27,7 +27,19 @@ type ClientTraffic struct {
 	// MaxAcceptPerSocketEvent (0: all, Envoy's default) is how many pending connections the
 	// listener accepts per socket event.
 	MaxAcceptPerSocketEvent uint32 `json:"maxAcceptPerSocketEvent,omitempty"`
+	// XFFTrustedHops (0: the peer's address) makes the client's address the
+	// XFFTrustedHops-th address from the right of X-Forwarded-For (the connection manager's
+	// xff_num_trusted_hops): what authorizations by client address and rate limits see.
+	XFFTrustedHops uint32 `json:"xffTrustedHops,omitempty"`
+	// ClientIPHeader ("": none; lower case) makes the client's address the value of this
+	// header (Envoy's custom header original IP detection); without a valid one the peer's
+	// address is used, or with ClientIPHeaderFailClosed the request is answered 403.
+	ClientIPHeader           string `json:"clientIPHeader,omitempty"`
+	ClientIPHeaderFailClosed bool   `json:"clientIPHeaderFailClosed,omitempty"`
 }
+
+// MaxXFFTrustedHops bounds ClientTraffic.XFFTrustedHops (the front ends bound it further).
+const MaxXFFTrustedHops = 64
 
 // UnderscoresAction is what is done with a request header whose name has an underscore.
 type UnderscoresAction string
@@ -61,10 +73,36 @@ func (c *ClientTraffic) validate(p Protocol) error {
 			return fmt.Errorf("client traffic timeout %s out of range 0 to %s", d.D(), MaxClientTimeout)
 		}
 	}
+	if c.XFFTrustedHops > MaxXFFTrustedHops {
+		return fmt.Errorf("%d trusted X-Forwarded-For hops, at most %d", c.XFFTrustedHops, MaxXFFTrustedHops)
+	}
+	if c.ClientIPHeader != "" && c.XFFTrustedHops > 0 {
+		return fmt.Errorf("both a client address header and trusted X-Forwarded-For hops")
+	}
+	if c.ClientIPHeaderFailClosed && c.ClientIPHeader == "" {
+		return fmt.Errorf("a client address header fail-closed without a header")
+	}
+	if c.ClientIPHeader != "" && !validClientIPHeader(c.ClientIPHeader) {
+		return fmt.Errorf("client address header %q is not a lower-case header name", c.ClientIPHeader)
+	}
 	switch c.HeadersWithUnderscores {
 	case "", UnderscoresAllow, UnderscoresReject, UnderscoresDrop:
 	default:
 		return fmt.Errorf("headers with underscores action %q", c.HeadersWithUnderscores)
 	}
 	return nil
+}
+
+// validClientIPHeader: a lower-case header name of letters, digits and '-', at most 255
+// characters.
+func validClientIPHeader(h string) bool {
+	if len(h) > 255 {
+		return false
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

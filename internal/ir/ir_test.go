@@ -61,6 +61,16 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
 			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ConnectionLimitDelay: ir.Duration(time.Second)}
 		}, "a connection limit delay without a connection limit"},
+		"client traffic with a client address header and trusted hops": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ClientIPHeader: "x-real-ip", XFFTrustedHops: 1}
+		}, "both a client address header and trusted X-Forwarded-For hops"},
+		"client traffic with a client address header not a header name": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ClientIPHeader: "X-Real-IP\r\n"}
+		}, "is not a lower-case header name"},
 		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
 		"endpoint is a name": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "metadata.google.internal" }, "not a usable IP address"},
 		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},

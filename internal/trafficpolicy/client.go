@@ -3,6 +3,8 @@ package trafficpolicy
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -28,6 +30,10 @@ var servedClient = map[string]any{
 		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
 		"maxAcceptPerSocketEvent": nil,
 	},
+	"clientIPDetection": map[string]any{
+		"xForwardedFor": map[string]any{"numTrustedHops": nil},
+		"customHeader":  map[string]any{"name": nil, "failClosed": nil},
+	},
 }
 
 // Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
@@ -45,6 +51,11 @@ const (
 	MaxCloseDelay = 10 * time.Second
 	// MaxAcceptPerSocketEvent bounds connection.maxAcceptPerSocketEvent.
 	MaxAcceptPerSocketEvent = 1 << 16
+	// MaxTrustedHops bounds clientIPDetection.xForwardedFor.numTrustedHops (proxies in front
+	// of the hub: a chain longer than this is not one a load balancer builds).
+	MaxTrustedHops = 8
+	// MaxClientIPHeaderLength bounds clientIPDetection.customHeader.name (Envoy Gateway's CRD).
+	MaxClientIPHeaderLength = 255
 )
 
 // The actions of headers.withUnderscoresAction.
@@ -73,6 +84,15 @@ type ClientSettings struct {
 	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
 	// (0: all, Envoy's default).
 	MaxAcceptPerSocketEvent uint32
+	// XFFTrustedHops (0: none, the peer's address) is how many proxies before the hub the
+	// X-Forwarded-For header is trusted for: the client's address is the XFFTrustedHops-th
+	// from its right.
+	XFFTrustedHops uint32
+	// ClientIPHeader ("": none) is the header the client's address is read from (lower
+	// case); ClientIPHeaderFailClosed answers 403 to requests without a valid one (else the
+	// peer's address is used).
+	ClientIPHeader           string
+	ClientIPHeaderFailClosed bool
 }
 
 // ReadClient reads a ClientTrafficPolicy's spec into kubelb's subset: what a Gateway's Route
@@ -137,10 +157,47 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			}
 		}
 	}
+	if d := ct.ClientIPDetection; d != nil {
+		errs = append(errs, resolveClientIP(d, out)...)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
+var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+
+// resolveClientIP checks clientIPDetection: exactly one of xForwardedFor (numTrustedHops 0 to
+// MaxTrustedHops) and customHeader (a header name).
+func resolveClientIP(d *v1alpha1.ClientTrafficIPDetection, out *ClientSettings) []error {
+	var errs []error
+	switch {
+	case d.XForwardedFor != nil && d.CustomHeader != nil:
+		return []error{errors.New("clientIPDetection has both xForwardedFor and customHeader; give one")}
+	case d.XForwardedFor == nil && d.CustomHeader == nil:
+		return []error{errors.New("clientIPDetection has neither xForwardedFor nor customHeader; give one")}
+	case d.XForwardedFor != nil:
+		switch n := d.XForwardedFor.NumTrustedHops; {
+		case n == nil:
+			errs = append(errs, errors.New("clientIPDetection.xForwardedFor.numTrustedHops is not set; give the number of proxies before the hub"))
+		case *n < 0 || *n > MaxTrustedHops:
+			errs = append(errs, fmt.Errorf("clientIPDetection.xForwardedFor.numTrustedHops %d is out of range; use 0 to %d", *n, MaxTrustedHops))
+		default:
+			out.XFFTrustedHops = uint32(*n)
+		}
+	default:
+		h := d.CustomHeader
+		switch {
+		case h.Name == "" || len(h.Name) > MaxClientIPHeaderLength || !ipHeaderNameRE.MatchString(h.Name):
+			errs = append(errs, fmt.Errorf("clientIPDetection.customHeader.name %q is not a header name (letters, digits and '-', 1 to %d characters)", truncate(h.Name), MaxClientIPHeaderLength))
+		default:
+			out.ClientIPHeader = strings.ToLower(h.Name)
+			out.ClientIPHeaderFailClosed = h.FailClosed != nil && *h.FailClosed
+		}
+	}
+	return errs
 }
 
 // clientDuration reads a Gateway API duration from MinClientTimeout to highest ("" : 0).

@@ -24,8 +24,9 @@ http2: {}
 http3: {}
 proxyProtocol: {}
 path: {}
-clientIPDetection: {}
-`, "spec.clientIPDetection, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
+`, "spec.clientIPDetection.xForwardedFor.trustedCIDRs, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+		{`clientIPDetection: {directSourceIP: {}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP not yet supported by kubelb"},
 	} {
 		_, err := ReadClient("ns", "p", spec(t, tc.spec))
 		if err == nil || err.Error() != tc.want {
@@ -67,6 +68,23 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 	if s, err := ResolveClient(ct); err != nil || *s != (ClientSettings{}) {
 		t.Errorf("an empty policy: got %+v, %v", s, err)
 	}
+	for _, tc := range []struct {
+		spec string
+		want ClientSettings
+	}{
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 2}}`, ClientSettings{XFFTrustedHops: 2}},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}`, ClientSettings{}},
+		{`clientIPDetection: {customHeader: {name: X-Real-IP}}`, ClientSettings{ClientIPHeader: "x-real-ip"}},
+		{`clientIPDetection: {customHeader: {name: x-client, failClosed: true}}`, ClientSettings{ClientIPHeader: "x-client", ClientIPHeaderFailClosed: true}},
+	} {
+		ct, err := ReadClient("ns", "ip", spec(t, tc.spec))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if s, err := ResolveClient(ct); err != nil || *s != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.spec, s, err, tc.want)
+		}
+	}
 }
 
 // TestResolveClientRefuses: values out of bounds, durations that are not Gateway API
@@ -84,6 +102,14 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`connection: {connectionLimit: {value: 1, closeDelay: 1m}}`, "connection.connectionLimit.closeDelay 1m is out of range; use 0s to 10s"},
 		{`connection: {maxAcceptPerSocketEvent: 100000}`, "connection.maxAcceptPerSocketEvent 100000 is out of range"},
 		{`headers: {withUnderscoresAction: Reject}`, `headers.withUnderscoresAction "Reject" is not an action; use Allow, RejectRequest or DropHeader`},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 9}}`, "clientIPDetection.xForwardedFor.numTrustedHops 9 is out of range; use 0 to 8"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: -1}}`, "clientIPDetection.xForwardedFor.numTrustedHops -1 is out of range"},
+		{`clientIPDetection: {xForwardedFor: {}}`, "clientIPDetection.xForwardedFor.numTrustedHops is not set"},
+		{`clientIPDetection: {}`, "clientIPDetection has neither xForwardedFor nor customHeader"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: x}}`, "clientIPDetection has both xForwardedFor and customHeader"},
+		{`clientIPDetection: {customHeader: {name: "x_real ip"}}`, `clientIPDetection.customHeader.name "x_real ip" is not a header name`},
+		{`clientIPDetection: {customHeader: {name: ""}}`, `clientIPDetection.customHeader.name "" is not a header name`},
+		{`clientIPDetection: {customHeader: {name: ` + strings.Repeat("a", 256) + `}}`, "is not a header name"},
 		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
 			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},
 	} {

@@ -121,6 +121,8 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"timeout":{"http":{"requestReceivedTimeout":"10s","idleTimeout":"1h"}},"headers":{"withUnderscoresAction":"DropHeader"}}`,
 		`{"timeout":{"http":{"requestReceivedTimeout":"0s","idleTimeout":"99999h"},"tcp":{}},"headers":{"withUnderscoresAction":"x"}}`,
 		`{"connection":{"connectionLimit":{"value":-1,"closeDelay":"99999h"},"maxAcceptPerSocketEvent":4294967295}}`,
+		`{"clientIPDetection":{"xForwardedFor":{"numTrustedHops":-2147483648},"customHeader":{"name":"x\r\ny"}}}`,
+		`{"clientIPDetection":{"customHeader":{"name":"X-Real-IP","failClosed":true}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -144,6 +146,10 @@ func FuzzReadResolveClient(f *testing.F) {
 		}
 		if s.ConnectionLimit > MaxConnectionLimit || s.CloseDelay < 0 || s.CloseDelay > MaxCloseDelay || s.MaxAcceptPerSocketEvent > MaxAcceptPerSocketEvent {
 			t.Fatalf("connection settings out of bounds: %+v", s)
+		}
+		if s.XFFTrustedHops > MaxTrustedHops || len(s.ClientIPHeader) > MaxClientIPHeaderLength || (s.ClientIPHeader != "" && !ipHeaderNameRE.MatchString(s.ClientIPHeader)) ||
+			(s.ClientIPHeader != "" && s.XFFTrustedHops > 0) || (s.ClientIPHeaderFailClosed && s.ClientIPHeader == "") {
+			t.Fatalf("client address settings out of bounds: %+v", s)
 		}
 		switch s.WithUnderscores {
 		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:

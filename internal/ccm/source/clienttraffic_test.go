@@ -17,11 +17,12 @@ import (
 
 // TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
 // against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
-// routes') and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
+// routes', its clientIPDetection too) and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
 // (Warning Event); a policy with fields kubelb does not serve (tls, connection.bufferLimit) is Invalid
 // naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
 // Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
-// idle timeout beyond the hub's hour it is Invalid naming the bound; fixed again, it is
+// idle timeout beyond the hub's hour and 20 trusted X-Forwarded-For hops it is Invalid naming
+// both bounds; fixed again, it is
 // Accepted and travels.
 func TestClientTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
@@ -41,6 +42,7 @@ targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
 timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m}}
 headers: {withUnderscoresAction: DropHeader}
 connection: {connectionLimit: {value: 500}}
+clientIPDetection: {xForwardedFor: {numTrustedHops: 2}}
 `))
 	e.create(t, ctp("later", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
@@ -71,6 +73,9 @@ timeout: {http: {idleTimeout: 30s}}
 		if c := ct.Connection; c == nil || c.ConnectionLimit == nil || c.ConnectionLimit.Value == nil || *c.ConnectionLimit.Value != 500 ||
 			c.MaxAcceptPerSocketEvent == nil || *c.MaxAcceptPerSocketEvent != 1 {
 			return fmt.Errorf("clientTraffic.connection %+v", ct.Connection)
+		}
+		if d := ct.ClientIPDetection; d == nil || d.XForwardedFor == nil || d.XForwardedFor.NumTrustedHops == nil || *d.XForwardedFor.NumTrustedHops != 2 || d.CustomHeader != nil {
+			return fmt.Errorf("clientTraffic.clientIPDetection %+v", ct.ClientIPDetection)
 		}
 		return nil
 	})
@@ -127,15 +132,18 @@ timeout: {http: {idleTimeout: 30s}}
 		delete(spec, "tls")
 		delete(spec, "connection")
 		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
+		spec["clientIPDetection"] = map[string]any{"xForwardedFor": map[string]any{"numTrustedHops": int64(20)}}
 	})
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") {
-		t.Errorf("Invalid message %q does not name the bound", msg)
+	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") ||
+		!strings.Contains(msg, "clientIPDetection.xForwardedFor.numTrustedHops 20 is out of range; use 0 to 8") {
+		t.Errorf("Invalid message %q does not name the bounds", msg)
 	}
 
 	// Fixed: it is accepted and travels.
 	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
 		p.Object["spec"].(map[string]any)["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "30m"}}
+		delete(p.Object["spec"].(map[string]any), "clientIPDetection")
 	})
 	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {

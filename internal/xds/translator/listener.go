@@ -15,6 +15,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	customheaderv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/custom_header/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,7 @@ const (
 	FilterConnectionLimit      = "envoy.filters.network.connection_limit"
 	FilterRouter               = "envoy.filters.http.router"
 	FilterTLSInspector         = "envoy.filters.listener.tls_inspector"
+	OriginalIPCustomHeader     = "envoy.http.original_ip_detection.custom_header"
 	TransportSocketTLS         = "envoy.transport_sockets.tls"
 )
 
@@ -237,7 +239,7 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 			commonHTTPOptions(hcm).MaxHeadersCount = wrapperspb.UInt32(hl.MaxRequestHeadersCount)
 		}
 	}
-	clientTraffic(hcm, l.ClientTraffic)
+	clientTraffic(hcm, l.ClientTraffic, errs)
 	return hcm
 }
 
@@ -279,8 +281,11 @@ var underscoresActions = map[ir.UnderscoresAction]corev3.HttpProtocolOptions_Hea
 // clientTraffic puts a Gateway's ClientTrafficPolicy on its listener's connection manager:
 // the time a client has to send a request (request_timeout), the idle timeout of its
 // connections and the action on header names with underscores (common HTTP protocol
-// options). Nil keeps Envoy's defaults.
-func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
+// options), and where the client's address is read from: trusted X-Forwarded-For hops, or a
+// header (the custom header original IP detection extension, which Envoy does not allow
+// with use_remote_address: the address is the header's, else the peer's, and X-Forwarded-For
+// is then passed on as the client sent it). Nil keeps Envoy's defaults.
+func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *[]error) {
 	if c == nil {
 		return
 	}
@@ -292,6 +297,15 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
 	}
 	if a, ok := underscoresActions[c.HeadersWithUnderscores]; ok {
 		commonHTTPOptions(hcm).HeadersWithUnderscoresAction = a
+	}
+	hcm.XffNumTrustedHops = c.XFFTrustedHops
+	if c.ClientIPHeader != "" {
+		ch := &customheaderv3.CustomHeaderConfig{HeaderName: c.ClientIPHeader}
+		if c.ClientIPHeaderFailClosed {
+			ch.RejectWithStatus = &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden}
+		}
+		hcm.UseRemoteAddress = nil
+		hcm.OriginalIpDetectionExtensions = []*corev3.TypedExtensionConfig{{Name: OriginalIPCustomHeader, TypedConfig: mustPack(errs, ch)}}
 	}
 }
 
