@@ -27,6 +27,36 @@ type ClientTraffic struct {
 	// use that address.
 	// +optional
 	ClientIPDetection *ClientTrafficIPDetection `json:"clientIPDetection,omitempty"`
+	// TLS holds the TLS settings of the Gateway's terminating HTTPS and TLS listeners.
+	// +optional
+	TLS *ClientTrafficTLS `json:"tls,omitempty"`
+}
+
+// ClientTrafficTLS is Envoy Gateway's tls of a ClientTrafficPolicy (versions, ciphers,
+// curves, signature algorithms and ALPN; not client validation nor sessions).
+type ClientTrafficTLS struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	MinVersion string `json:"minVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	MaxVersion string `json:"maxVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	Ciphers []string `json:"ciphers,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	ECDHCurves []string `json:"ecdhCurves,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	SignatureAlgorithms []string `json:"signatureAlgorithms,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=16
+	ALPNProtocols []string `json:"alpnProtocols,omitempty"`
 }
 
 // ClientTrafficIPDetection is Envoy Gateway's clientIPDetection: one of xForwardedFor and

@@ -36,6 +36,67 @@ type ClientTraffic struct {
 	// address is used, or with ClientIPHeaderFailClosed the request is answered 403.
 	ClientIPHeader           string `json:"clientIPHeader,omitempty"`
 	ClientIPHeaderFailClosed bool   `json:"clientIPHeaderFailClosed,omitempty"`
+	// TLS (nil: Envoy's defaults) are the TLS parameters of the listener's terminating
+	// filter chains (HTTPS listeners only).
+	TLS *ClientTLS `json:"tls,omitempty"`
+}
+
+// ClientTLS are TLS parameters of a listener's terminating filter chains (DownstreamTlsContext
+// common_tls_context.tls_params and alpn_protocols). Empty fields keep Envoy's defaults.
+type ClientTLS struct {
+	// MinVersion and MaxVersion: "1.2" or "1.3" ("": Envoy's default).
+	MinVersion string `json:"minVersion,omitempty"`
+	MaxVersion string `json:"maxVersion,omitempty"`
+	// Ciphers, ECDHCurves and SignatureAlgorithms are BoringSSL names (the front ends allow
+	// only names Envoy knows).
+	Ciphers             []string `json:"ciphers,omitempty"`
+	ECDHCurves          []string `json:"ecdhCurves,omitempty"`
+	SignatureAlgorithms []string `json:"signatureAlgorithms,omitempty"`
+	// ALPN replaces the protocols offered on chains serving HTTP (h2 and http/1.1).
+	ALPN []string `json:"alpn,omitempty"`
+}
+
+// MaxClientTLSListEntries bounds each list of ClientTLS.
+const MaxClientTLSListEntries = 32
+
+// validate checks versions and the lists' sizes and characters.
+func (c *ClientTLS) validate() error {
+	if c == nil {
+		return nil
+	}
+	for _, v := range []string{c.MinVersion, c.MaxVersion} {
+		if v != "" && v != "1.2" && v != "1.3" {
+			return fmt.Errorf("TLS version %q (1.2 or 1.3)", v)
+		}
+	}
+	if c.MinVersion == "1.3" && c.MaxVersion == "1.2" {
+		return fmt.Errorf("TLS minimum version 1.3 above maximum 1.2")
+	}
+	for _, l := range [][]string{c.Ciphers, c.ECDHCurves, c.SignatureAlgorithms, c.ALPN} {
+		if len(l) > MaxClientTLSListEntries {
+			return fmt.Errorf("a TLS list of %d entries, at most %d", len(l), MaxClientTLSListEntries)
+		}
+		for _, v := range l {
+			if !validTLSName(v) {
+				return fmt.Errorf("TLS parameter %q is not a name", v)
+			}
+		}
+	}
+	return nil
+}
+
+// validTLSName: letters, digits, '-', '_', '/' and '.', 1 to 64 characters (no ':', which
+// separates BoringSSL's lists).
+func validTLSName(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '/' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxXFFTrustedHops bounds ClientTraffic.XFFTrustedHops (the front ends bound it further).
@@ -84,6 +145,9 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	}
 	if c.ClientIPHeader != "" && !validClientIPHeader(c.ClientIPHeader) {
 		return fmt.Errorf("client address header %q is not a lower-case header name", c.ClientIPHeader)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
 	}
 	switch c.HeadersWithUnderscores {
 	case "", UnderscoresAllow, UnderscoresReject, UnderscoresDrop:

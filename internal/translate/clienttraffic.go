@@ -70,7 +70,13 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	if s == nil || *s == (trafficpolicy.ClientSettings{}) {
 		return nil
 	}
+	var tls *ir.ClientTLS
+	if c := s.TLS; c != nil {
+		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
+			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
+	}
 	return &ir.ClientTraffic{
+		TLS:                      tls,
 		RequestReceivedTimeout:   ir.Duration(s.RequestReceivedTimeout),
 		IdleTimeout:              ir.Duration(s.IdleTimeout),
 		HeadersWithUnderscores:   underscoresActions[s.WithUnderscores],

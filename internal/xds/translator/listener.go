@@ -105,7 +105,11 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 			}
 			if srv.Terminates() {
-				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, &errs)
+				var params *ir.ClientTLS
+				if l.ClientTraffic != nil {
+					params = l.ClientTraffic.TLS
+				}
+				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, params, &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -309,13 +313,21 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *
 	}
 }
 
+// tlsVersions are Envoy's TLS versions by the IR's names ("": TLS_AUTO, Envoy's default).
+var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
+	"1.2": tlsv3.TlsParameters_TLSv1_2,
+	"1.3": tlsv3.TlsParameters_TLSv1_3,
+}
+
 // downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per
 // connection by SNI and the client's key types; a chain serving HTTP
 // offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
 // With client validation (cv not nil) the client is asked for a certificate, verified against
 // the CA certificates: required and verified (the handshake fails otherwise), or, with
-// AllowInsecureFallback, optional and accepted even when it does not verify.
-func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, errs *[]error) *corev3.TransportSocket {
+// AllowInsecureFallback, optional and accepted even when it does not verify. A Gateway's
+// ClientTrafficPolicy's tls (params, nil: Envoy's defaults) sets the versions, ciphers,
+// curves and signature algorithms, and replaces the ALPN protocols of a chain serving HTTP.
+func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, params *ir.ClientTLS, errs *[]error) *corev3.TransportSocket {
 	sds := make([]*tlsv3.SdsSecretConfig, 0, len(secretNames))
 	for _, name := range secretNames {
 		sds = append(sds, &tlsv3.SdsSecretConfig{Name: name, SdsConfig: adsSource()})
@@ -323,6 +335,21 @@ func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, err
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds}}
 	if http {
 		ctx.CommonTlsContext.AlpnProtocols = []string{"h2", "http/1.1"}
+	}
+	if p := params; p != nil {
+		tp := &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsVersions[p.MinVersion],
+			TlsMaximumProtocolVersion: tlsVersions[p.MaxVersion],
+			CipherSuites:              p.Ciphers,
+			EcdhCurves:                p.ECDHCurves,
+			SignatureAlgorithms:       p.SignatureAlgorithms,
+		}
+		if proto.Size(tp) > 0 {
+			ctx.CommonTlsContext.TlsParams = tp
+		}
+		if http && len(p.ALPN) > 0 {
+			ctx.CommonTlsContext.AlpnProtocols = p.ALPN
+		}
 	}
 	if cv != nil {
 		vc := &tlsv3.CertificateValidationContext{
