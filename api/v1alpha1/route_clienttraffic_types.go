@@ -21,6 +21,68 @@ type ClientTraffic struct {
 	// Connection limits the clients' connections.
 	// +optional
 	Connection *ClientTrafficConnection `json:"connection,omitempty"`
+	// ClientIPDetection says where the client's address is read from: the X-Forwarded-For
+	// header, trusting that many proxies before the hub, or a header of the tenant's choice
+	// (its load balancer's). Authorizations by client CIDR and rate limits by client address
+	// use that address.
+	// +optional
+	ClientIPDetection *ClientTrafficIPDetection `json:"clientIPDetection,omitempty"`
+	// TLS holds the TLS settings of the Gateway's terminating HTTPS and TLS listeners.
+	// +optional
+	TLS *ClientTrafficTLS `json:"tls,omitempty"`
+}
+
+// ClientTrafficTLS is Envoy Gateway's tls of a ClientTrafficPolicy (versions, ciphers,
+// curves, signature algorithms and ALPN; not client validation nor sessions).
+type ClientTrafficTLS struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	MinVersion string `json:"minVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	MaxVersion string `json:"maxVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	Ciphers []string `json:"ciphers,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	ECDHCurves []string `json:"ecdhCurves,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	SignatureAlgorithms []string `json:"signatureAlgorithms,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=16
+	ALPNProtocols []string `json:"alpnProtocols,omitempty"`
+}
+
+// ClientTrafficIPDetection is Envoy Gateway's clientIPDetection: one of xForwardedFor and
+// customHeader.
+type ClientTrafficIPDetection struct {
+	// +optional
+	XForwardedFor *ClientTrafficXForwardedFor `json:"xForwardedFor,omitempty"`
+	// +optional
+	CustomHeader *ClientTrafficCustomHeader `json:"customHeader,omitempty"`
+}
+
+// ClientTrafficXForwardedFor is Envoy Gateway's xForwardedFor: the client's address is the
+// NumTrustedHops-th address from the right of the X-Forwarded-For header (0: the peer's).
+type ClientTrafficXForwardedFor struct {
+	// +optional
+	NumTrustedHops *int32 `json:"numTrustedHops,omitempty"`
+}
+
+// ClientTrafficCustomHeader is Envoy Gateway's customHeader: the client's address is the
+// value of header Name; without it (or when it is not an address) the peer's address is
+// used, or, with FailClosed, the request is answered 403.
+type ClientTrafficCustomHeader struct {
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+	// +optional
+	FailClosed *bool `json:"failClosed,omitempty"`
 }
 
 // ClientTrafficConnection is Envoy Gateway's connection of a ClientTrafficPolicy.

@@ -61,6 +61,26 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
 			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ConnectionLimitDelay: ir.Duration(time.Second)}
 		}, "a connection limit delay without a connection limit"},
+		"client traffic with a client address header and trusted hops": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ClientIPHeader: "x-real-ip", XFFTrustedHops: 1}
+		}, "both a client address header and trusted X-Forwarded-For hops"},
+		"client traffic with a client address header not a header name": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ClientIPHeader: "X-Real-IP\r\n"}
+		}, "is not a lower-case header name"},
+		"client traffic with a TLS cipher list in one entry": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{TLS: &ir.ClientTLS{Ciphers: []string{"AES128-SHA:RC4-MD5"}}}
+		}, `TLS parameter "AES128-SHA:RC4-MD5" is not a name`},
+		"client traffic with TLS 1.0": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{TLS: &ir.ClientTLS{MinVersion: "1.0"}}
+		}, `TLS version "1.0"`},
 		"bad endpoint":       {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "0.0.0.0" }, "not a usable IP address"},
 		"endpoint is a name": {func(c *ir.Config) { c.Clusters[0].Endpoints[0].Address = "metadata.google.internal" }, "not a usable IP address"},
 		"port out of range":  {func(c *ir.Config) { c.Listeners[0].Port = 70000 }, "out of range"},

@@ -3,6 +3,9 @@ package trafficpolicy
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -28,6 +31,11 @@ var servedClient = map[string]any{
 		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
 		"maxAcceptPerSocketEvent": nil,
 	},
+	"clientIPDetection": map[string]any{
+		"xForwardedFor": map[string]any{"numTrustedHops": nil},
+		"customHeader":  map[string]any{"name": nil, "failClosed": nil},
+	},
+	"tls": map[string]any{"minVersion": nil, "maxVersion": nil, "ciphers": nil, "ecdhCurves": nil, "signatureAlgorithms": nil, "alpnProtocols": nil},
 }
 
 // Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
@@ -45,6 +53,11 @@ const (
 	MaxCloseDelay = 10 * time.Second
 	// MaxAcceptPerSocketEvent bounds connection.maxAcceptPerSocketEvent.
 	MaxAcceptPerSocketEvent = 1 << 16
+	// MaxTrustedHops bounds clientIPDetection.xForwardedFor.numTrustedHops (proxies in front
+	// of the hub: a chain longer than this is not one a load balancer builds).
+	MaxTrustedHops = 8
+	// MaxClientIPHeaderLength bounds clientIPDetection.customHeader.name (Envoy Gateway's CRD).
+	MaxClientIPHeaderLength = 255
 )
 
 // The actions of headers.withUnderscoresAction.
@@ -73,7 +86,47 @@ type ClientSettings struct {
 	// MaxAcceptPerSocketEvent is how many pending connections Envoy accepts per socket event
 	// (0: all, Envoy's default).
 	MaxAcceptPerSocketEvent uint32
+	// XFFTrustedHops (0: none, the peer's address) is how many proxies before the hub the
+	// X-Forwarded-For header is trusted for: the client's address is the XFFTrustedHops-th
+	// from its right.
+	XFFTrustedHops uint32
+	// ClientIPHeader ("": none) is the header the client's address is read from (lower
+	// case); ClientIPHeaderFailClosed answers 403 to requests without a valid one (else the
+	// peer's address is used).
+	ClientIPHeader           string
+	ClientIPHeaderFailClosed bool
+	// TLS (nil: Envoy's defaults) are the TLS settings of the terminating HTTPS and TLS
+	// listeners.
+	TLS *ClientTLS
 }
+
+// ClientTLS is a checked tls of a ClientTrafficPolicy. Empty fields keep Envoy's defaults.
+type ClientTLS struct {
+	// MinVersion and MaxVersion are "1.2" or "1.3" ("": Envoy's default, 1.2 and 1.3).
+	MinVersion, MaxVersion string
+	// Ciphers, ECDHCurves and SignatureAlgorithms are BoringSSL's names, from the lists
+	// kubelb knows Envoy accepts; ALPN is h2, http/1.1 or http/1.0.
+	Ciphers, ECDHCurves, SignatureAlgorithms, ALPN []string
+}
+
+// MaxTLSListEntries bounds each list of a ClientTrafficPolicy's tls.
+const MaxTLSListEntries = 16
+
+// The names a ClientTrafficPolicy's tls lists may hold: BoringSSL's, as Envoy reads them (an
+// unknown name would make Envoy refuse the whole listener).
+var (
+	TLSCiphers = []string{
+		"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+		"ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305", "ECDHE-ECDSA-AES128-SHA", "ECDHE-RSA-AES128-SHA",
+		"ECDHE-ECDSA-AES256-SHA", "ECDHE-RSA-AES256-SHA", "AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA",
+	}
+	TLSCurves              = []string{"X25519", "P-256", "P-384", "P-521"}
+	TLSSignatureAlgorithms = []string{
+		"rsa_pkcs1_sha256", "rsa_pkcs1_sha384", "rsa_pkcs1_sha512", "ecdsa_secp256r1_sha256", "ecdsa_secp384r1_sha384",
+		"ecdsa_secp521r1_sha512", "rsa_pss_rsae_sha256", "rsa_pss_rsae_sha384", "rsa_pss_rsae_sha512", "ed25519",
+	}
+	TLSALPN = []string{"h2", "http/1.1", "http/1.0"}
+)
 
 // ReadClient reads a ClientTrafficPolicy's spec into kubelb's subset: what a Gateway's Route
 // context carries. It fails when the spec has fields kubelb does not serve, naming them, or
@@ -137,10 +190,52 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			}
 		}
 	}
+	if d := ct.ClientIPDetection; d != nil {
+		errs = append(errs, resolveClientIP(d, out)...)
+	}
+	if t := ct.TLS; t != nil {
+		var tlsErrs []error
+		out.TLS, tlsErrs = resolveClientTLS(t)
+		errs = append(errs, tlsErrs...)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
+var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+
+// resolveClientIP checks clientIPDetection: exactly one of xForwardedFor (numTrustedHops 0 to
+// MaxTrustedHops) and customHeader (a header name).
+func resolveClientIP(d *v1alpha1.ClientTrafficIPDetection, out *ClientSettings) []error {
+	var errs []error
+	switch {
+	case d.XForwardedFor != nil && d.CustomHeader != nil:
+		return []error{errors.New("clientIPDetection has both xForwardedFor and customHeader; give one")}
+	case d.XForwardedFor == nil && d.CustomHeader == nil:
+		return []error{errors.New("clientIPDetection has neither xForwardedFor nor customHeader; give one")}
+	case d.XForwardedFor != nil:
+		switch n := d.XForwardedFor.NumTrustedHops; {
+		case n == nil:
+			errs = append(errs, errors.New("clientIPDetection.xForwardedFor.numTrustedHops is not set; give the number of proxies before the hub"))
+		case *n < 0 || *n > MaxTrustedHops:
+			errs = append(errs, fmt.Errorf("clientIPDetection.xForwardedFor.numTrustedHops %d is out of range; use 0 to %d", *n, MaxTrustedHops))
+		default:
+			out.XFFTrustedHops = uint32(*n)
+		}
+	default:
+		h := d.CustomHeader
+		switch {
+		case h.Name == "" || len(h.Name) > MaxClientIPHeaderLength || !ipHeaderNameRE.MatchString(h.Name):
+			errs = append(errs, fmt.Errorf("clientIPDetection.customHeader.name %q is not a header name (letters, digits and '-', 1 to %d characters)", truncate(h.Name), MaxClientIPHeaderLength))
+		default:
+			out.ClientIPHeader = strings.ToLower(h.Name)
+			out.ClientIPHeaderFailClosed = h.FailClosed != nil && *h.FailClosed
+		}
+	}
+	return errs
 }
 
 // clientDuration reads a Gateway API duration from MinClientTimeout to highest ("" : 0).
@@ -159,4 +254,51 @@ func clientDuration(field, v string, highest time.Duration) (time.Duration, erro
 		return 0, fmt.Errorf("%s %s is out of range; use %s to %s", field, v, MinClientTimeout, highest)
 	}
 	return d, nil
+}
+
+// tlsVersions orders the TLS versions a ClientTrafficPolicy may ask for (Auto: Envoy's
+// default); 1.0 and 1.1 are refused (deprecated, RFC 8996).
+var tlsVersions = map[string]int{"1.2": 2, "1.3": 3}
+
+// resolveClientTLS checks tls: versions 1.2 or 1.3 (min not above max), lists of known names
+// (MaxTLSListEntries each), no ciphers when only TLS 1.3 is allowed (they would not apply).
+func resolveClientTLS(t *v1alpha1.ClientTrafficTLS) (*ClientTLS, []error) {
+	var errs []error
+	out := &ClientTLS{}
+	version := func(field, v string) string {
+		switch {
+		case v == "" || v == "Auto":
+			return ""
+		case v == "1.0" || v == "1.1":
+			errs = append(errs, fmt.Errorf("tls.%s %s is refused: TLS 1.0 and 1.1 are deprecated (RFC 8996); use 1.2 or 1.3", field, v))
+		case tlsVersions[v] == 0:
+			errs = append(errs, fmt.Errorf("tls.%s %q is not a TLS version; use Auto, 1.2 or 1.3", field, truncate(v)))
+		}
+		return v
+	}
+	out.MinVersion, out.MaxVersion = version("minVersion", t.MinVersion), version("maxVersion", t.MaxVersion)
+	if lo, hi := tlsVersions[out.MinVersion], tlsVersions[out.MaxVersion]; lo > 0 && hi > 0 && lo > hi {
+		errs = append(errs, fmt.Errorf("tls.minVersion %s is above tls.maxVersion %s", out.MinVersion, out.MaxVersion))
+	}
+	list := func(field string, in, known []string) []string {
+		if len(in) > MaxTLSListEntries {
+			errs = append(errs, fmt.Errorf("tls.%s has %d entries; at most %d", field, len(in), MaxTLSListEntries))
+			return nil
+		}
+		for _, v := range in {
+			if !slices.Contains(known, v) {
+				errs = append(errs, fmt.Errorf("tls.%s %q is not one kubelb knows; use %s", field, truncate(v), strings.Join(known, ", ")))
+				return nil
+			}
+		}
+		return slices.Clone(in)
+	}
+	out.Ciphers = list("ciphers", t.Ciphers, TLSCiphers)
+	out.ECDHCurves = list("ecdhCurves", t.ECDHCurves, TLSCurves)
+	out.SignatureAlgorithms = list("signatureAlgorithms", t.SignatureAlgorithms, TLSSignatureAlgorithms)
+	out.ALPN = list("alpnProtocols", t.ALPNProtocols, TLSALPN)
+	if out.MinVersion == "1.3" && len(t.Ciphers) > 0 {
+		errs = append(errs, errors.New("tls.ciphers are set but tls.minVersion is 1.3: TLS 1.3 does not use them; remove them"))
+	}
+	return out, errs
 }

@@ -1,6 +1,7 @@
 package trafficpolicy
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +19,16 @@ headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true}
 		{`
 targetSelectors: [{kind: Gateway}]
 connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1}
-tls: {minVersion: "1.3"}
+tls: {minVersion: "1.3", session: {}}
 http1: {enableTrailers: true}
 http2: {}
 http3: {}
 proxyProtocol: {}
 path: {}
-clientIPDetection: {}
-`, "spec.clientIPDetection, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
+`, "spec.clientIPDetection.xForwardedFor.trustedCIDRs, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+		{`clientIPDetection: {directSourceIP: {}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP not yet supported by kubelb"},
+		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: []}, fingerprints: [SHA256]}`, "spec.tls.clientValidation, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
 		_, err := ReadClient("ns", "p", spec(t, tc.spec))
 		if err == nil || err.Error() != tc.want {
@@ -67,6 +70,43 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 	if s, err := ResolveClient(ct); err != nil || *s != (ClientSettings{}) {
 		t.Errorf("an empty policy: got %+v, %v", s, err)
 	}
+	for _, tc := range []struct {
+		spec string
+		want ClientSettings
+	}{
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 2}}`, ClientSettings{XFFTrustedHops: 2}},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}`, ClientSettings{}},
+		{`clientIPDetection: {customHeader: {name: X-Real-IP}}`, ClientSettings{ClientIPHeader: "x-real-ip"}},
+		{`clientIPDetection: {customHeader: {name: x-client, failClosed: true}}`, ClientSettings{ClientIPHeader: "x-client", ClientIPHeaderFailClosed: true}},
+	} {
+		ct, err := ReadClient("ns", "ip", spec(t, tc.spec))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if s, err := ResolveClient(ct); err != nil || *s != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.spec, s, err, tc.want)
+		}
+	}
+	ct, err = ReadClient("ns", "tls", spec(t, `
+tls:
+  minVersion: "1.2"
+  maxVersion: Auto
+  ciphers: [ECDHE-RSA-AES128-GCM-SHA256, ECDHE-ECDSA-CHACHA20-POLY1305]
+  ecdhCurves: [X25519]
+  signatureAlgorithms: [rsa_pss_rsae_sha256]
+  alpnProtocols: [h2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = ResolveClient(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&ClientTLS{MinVersion: "1.2", Ciphers: []string{"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"}, ECDHCurves: []string{"X25519"},
+		SignatureAlgorithms: []string{"rsa_pss_rsae_sha256"}, ALPN: []string{"h2"}}); !reflect.DeepEqual(s.TLS, want) {
+		t.Errorf("tls: got %+v, want %+v", s.TLS, want)
+	}
 }
 
 // TestResolveClientRefuses: values out of bounds, durations that are not Gateway API
@@ -84,6 +124,24 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`connection: {connectionLimit: {value: 1, closeDelay: 1m}}`, "connection.connectionLimit.closeDelay 1m is out of range; use 0s to 10s"},
 		{`connection: {maxAcceptPerSocketEvent: 100000}`, "connection.maxAcceptPerSocketEvent 100000 is out of range"},
 		{`headers: {withUnderscoresAction: Reject}`, `headers.withUnderscoresAction "Reject" is not an action; use Allow, RejectRequest or DropHeader`},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 9}}`, "clientIPDetection.xForwardedFor.numTrustedHops 9 is out of range; use 0 to 8"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: -1}}`, "clientIPDetection.xForwardedFor.numTrustedHops -1 is out of range"},
+		{`clientIPDetection: {xForwardedFor: {}}`, "clientIPDetection.xForwardedFor.numTrustedHops is not set"},
+		{`clientIPDetection: {}`, "clientIPDetection has neither xForwardedFor nor customHeader"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: x}}`, "clientIPDetection has both xForwardedFor and customHeader"},
+		{`clientIPDetection: {customHeader: {name: "x_real ip"}}`, `clientIPDetection.customHeader.name "x_real ip" is not a header name`},
+		{`clientIPDetection: {customHeader: {name: ""}}`, `clientIPDetection.customHeader.name "" is not a header name`},
+		{`clientIPDetection: {customHeader: {name: ` + strings.Repeat("a", 256) + `}}`, "is not a header name"},
+		{`tls: {minVersion: "1.1"}`, "tls.minVersion 1.1 is refused: TLS 1.0 and 1.1 are deprecated (RFC 8996); use 1.2 or 1.3"},
+		{`tls: {maxVersion: "1.4"}`, `tls.maxVersion "1.4" is not a TLS version; use Auto, 1.2 or 1.3`},
+		{`tls: {minVersion: "1.3", maxVersion: "1.2"}`, "tls.minVersion 1.3 is above tls.maxVersion 1.2"},
+		{`tls: {minVersion: "1.3", ciphers: [AES128-SHA]}`, "tls.ciphers are set but tls.minVersion is 1.3"},
+		{`tls: {ciphers: ["RC4-MD5"]}`, `tls.ciphers "RC4-MD5" is not one kubelb knows; use ECDHE-ECDSA-AES128-GCM-SHA256`},
+		{`tls: {ciphers: ["AES128-SHA:RC4-MD5"]}`, `tls.ciphers "AES128-SHA:RC4-MD5" is not one kubelb knows`},
+		{`tls: {ecdhCurves: [P-224]}`, `tls.ecdhCurves "P-224" is not one kubelb knows; use X25519, P-256, P-384, P-521`},
+		{`tls: {signatureAlgorithms: [rsa_pkcs1_md5]}`, `tls.signatureAlgorithms "rsa_pkcs1_md5" is not one kubelb knows`},
+		{`tls: {alpnProtocols: [h3]}`, `tls.alpnProtocols "h3" is not one kubelb knows; use h2, http/1.1, http/1.0`},
+		{`tls: {ecdhCurves: [` + strings.Repeat("X25519, ", 16) + `X25519]}`, "tls.ecdhCurves has 17 entries; at most 16"},
 		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
 			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},
 	} {

@@ -2,6 +2,7 @@ package trafficpolicy
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +122,9 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"timeout":{"http":{"requestReceivedTimeout":"10s","idleTimeout":"1h"}},"headers":{"withUnderscoresAction":"DropHeader"}}`,
 		`{"timeout":{"http":{"requestReceivedTimeout":"0s","idleTimeout":"99999h"},"tcp":{}},"headers":{"withUnderscoresAction":"x"}}`,
 		`{"connection":{"connectionLimit":{"value":-1,"closeDelay":"99999h"},"maxAcceptPerSocketEvent":4294967295}}`,
+		`{"clientIPDetection":{"xForwardedFor":{"numTrustedHops":-2147483648},"customHeader":{"name":"x\r\ny"}}}`,
+		`{"clientIPDetection":{"customHeader":{"name":"X-Real-IP","failClosed":true}}}`,
+		`{"tls":{"minVersion":"1.3","maxVersion":"1.2","ciphers":["AES128-SHA:x"],"ecdhCurves":["X25519"],"alpnProtocols":["h2","h3"]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -144,6 +148,27 @@ func FuzzReadResolveClient(f *testing.F) {
 		}
 		if s.ConnectionLimit > MaxConnectionLimit || s.CloseDelay < 0 || s.CloseDelay > MaxCloseDelay || s.MaxAcceptPerSocketEvent > MaxAcceptPerSocketEvent {
 			t.Fatalf("connection settings out of bounds: %+v", s)
+		}
+		if s.XFFTrustedHops > MaxTrustedHops || len(s.ClientIPHeader) > MaxClientIPHeaderLength || (s.ClientIPHeader != "" && !ipHeaderNameRE.MatchString(s.ClientIPHeader)) ||
+			(s.ClientIPHeader != "" && s.XFFTrustedHops > 0) || (s.ClientIPHeaderFailClosed && s.ClientIPHeader == "") {
+			t.Fatalf("client address settings out of bounds: %+v", s)
+		}
+		if c := s.TLS; c != nil {
+			for _, l := range []struct{ got, known []string }{{c.Ciphers, TLSCiphers}, {c.ECDHCurves, TLSCurves}, {c.SignatureAlgorithms, TLSSignatureAlgorithms}, {c.ALPN, TLSALPN}} {
+				if len(l.got) > MaxTLSListEntries {
+					t.Fatalf("a tls list too long: %+v", c)
+				}
+				for _, v := range l.got {
+					if !slices.Contains(l.known, v) {
+						t.Fatalf("an unknown tls name %q: %+v", v, c)
+					}
+				}
+			}
+			for _, v := range []string{c.MinVersion, c.MaxVersion} {
+				if v != "" && v != "1.2" && v != "1.3" {
+					t.Fatalf("tls version %q", v)
+				}
+			}
 		}
 		switch s.WithUnderscores {
 		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:

@@ -70,12 +70,46 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	if s == nil || *s == (trafficpolicy.ClientSettings{}) {
 		return nil
 	}
-	return &ir.ClientTraffic{
-		RequestReceivedTimeout:  ir.Duration(s.RequestReceivedTimeout),
-		IdleTimeout:             ir.Duration(s.IdleTimeout),
-		HeadersWithUnderscores:  underscoresActions[s.WithUnderscores],
-		ConnectionLimit:         s.ConnectionLimit,
-		ConnectionLimitDelay:    ir.Duration(s.CloseDelay),
-		MaxAcceptPerSocketEvent: s.MaxAcceptPerSocketEvent,
+	var tls *ir.ClientTLS
+	if c := s.TLS; c != nil {
+		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
+			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
 	}
+	return &ir.ClientTraffic{
+		TLS:                      tls,
+		RequestReceivedTimeout:   ir.Duration(s.RequestReceivedTimeout),
+		IdleTimeout:              ir.Duration(s.IdleTimeout),
+		HeadersWithUnderscores:   underscoresActions[s.WithUnderscores],
+		ConnectionLimit:          s.ConnectionLimit,
+		ConnectionLimitDelay:     ir.Duration(s.CloseDelay),
+		MaxAcceptPerSocketEvent:  s.MaxAcceptPerSocketEvent,
+		XFFTrustedHops:           s.XFFTrustedHops,
+		ClientIPHeader:           s.ClientIPHeader,
+		ClientIPHeaderFailClosed: s.ClientIPHeaderFailClosed,
+	}
+}
+
+// detectsClientAddress: Gateway g's ClientTrafficPolicy reads its clients' addresses from
+// X-Forwarded-For (trusted hops) or a header, on all its listeners (the Gateway's policy
+// applies as written, and every listener's own policy, if any, does so too): the proxy
+// before the hub gives the addresses, so the hub Service need not keep them
+// (ReasonClientAddressUnknown is not reported). Nothing is reported here.
+func (t *l7) detectsClientAddress(g *gateway) bool {
+	ctx := sourceContext(g.route)
+	if ctx == nil || ctx.ClientTraffic == nil {
+		return false
+	}
+	detects := func(ct *v1alpha1.ClientTraffic) bool {
+		s, err := trafficpolicy.ResolveClient(ct)
+		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && (s.XFFTrustedHops > 0 || s.ClientIPHeader != "")
+	}
+	if !detects(ctx.ClientTraffic) {
+		return false
+	}
+	for i := range ctx.PolicySections {
+		if c := ctx.PolicySections[i].ClientTraffic; c != nil && !detects(c) {
+			return false
+		}
+	}
+	return true
 }

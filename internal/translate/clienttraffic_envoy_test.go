@@ -2,15 +2,25 @@ package translate_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // clientTrafficThroughEnvoy serves an HTTPRoute (one rule to Service web, whose backends
@@ -214,4 +224,146 @@ func TestClientTrafficConnectionLimitThroughEnvoy(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// clientIPThroughEnvoy serves a Gateway carrying the ClientTrafficPolicy ct and a
+// SecurityPolicy that allows clients in 203.0.113.0/24 only (default Deny), and its HTTPRoute
+// (one rule to Service web), through a real Envoy; it returns the listener's address.
+func clientIPThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic) string {
+	t.Helper()
+	nodePort := testsupport.FreePort(t)
+	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
+	httpPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{rule}, nodePort)
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: ct,
+		Security: &v1alpha1.Security{Namespace: "shop", Name: "partners", Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Deny",
+			Rules: []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"203.0.113.0/24"}}}}}}}
+	return serveThroughEnvoy(t, tenant, in, httpPort)
+}
+
+// statusWith sends GET / from loopback with headers (name, value pairs) and returns the status.
+func statusWith(t *testing.T, addr string, headers ...string) int {
+	t.Helper()
+	resp, err := trafficGet(addr, headers...)
+	if err != nil {
+		t.Fatalf("GET with %q: %v", headers, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestClientTrafficXForwardedForThroughEnvoy: clientIPDetection.xForwardedFor.numTrustedHops
+// 1: the client's address is the last one in X-Forwarded-For (the proxy before the hub adds
+// it), and the Gateway's SecurityPolicy allowing 203.0.113.0/24 decides by it: a request
+// from loopback whose X-Forwarded-For ends with 203.0.113.7 is served, one ending with
+// 198.51.100.1 (even after 203.0.113.7) or without the header (its address is the peer's,
+// 127.0.0.1) is answered 403.
+func TestClientTrafficXForwardedForThroughEnvoy(t *testing.T) {
+	hops := int32(1)
+	addr := clientIPThroughEnvoy(t, "tenant-client-xff", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "behind-lb",
+		ClientIPDetection: &v1alpha1.ClientTrafficIPDetection{XForwardedFor: &v1alpha1.ClientTrafficXForwardedFor{NumTrustedHops: &hops}}})
+	for _, tc := range []struct {
+		xff  string
+		want int
+	}{
+		{"203.0.113.7", http.StatusOK},
+		{"198.51.100.1, 203.0.113.7", http.StatusOK},
+		{"203.0.113.7, 198.51.100.1", http.StatusForbidden},
+		{"", http.StatusForbidden},
+	} {
+		var h []string
+		if tc.xff != "" {
+			h = []string{"X-Forwarded-For", tc.xff}
+		}
+		if got := statusWith(t, addr, h...); got != tc.want {
+			t.Errorf("X-Forwarded-For %q: %d, want %d", tc.xff, got, tc.want)
+		}
+	}
+}
+
+// TestClientTrafficCustomHeaderThroughEnvoy: clientIPDetection.customHeader X-Real-IP with
+// failClosed: the client's address is the header's, and the Gateway's SecurityPolicy
+// allowing 203.0.113.0/24 decides by it: X-Real-IP 203.0.113.7 is served, 198.51.100.1 is
+// answered 403, and a request without the header (or with one that is not an address) is
+// answered 403 by the detection itself, whatever X-Forwarded-For says.
+func TestClientTrafficCustomHeaderThroughEnvoy(t *testing.T) {
+	yes := true
+	addr := clientIPThroughEnvoy(t, "tenant-client-header", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "real-ip",
+		ClientIPDetection: &v1alpha1.ClientTrafficIPDetection{CustomHeader: &v1alpha1.ClientTrafficCustomHeader{Name: "X-Real-IP", FailClosed: &yes}}})
+	for _, tc := range []struct {
+		headers []string
+		want    int
+	}{
+		{[]string{"X-Real-IP", "203.0.113.7"}, http.StatusOK},
+		{[]string{"X-Real-IP", "198.51.100.1"}, http.StatusForbidden},
+		{[]string{"X-Forwarded-For", "203.0.113.7"}, http.StatusForbidden},
+		{[]string{"X-Real-IP", "not-an-address"}, http.StatusForbidden},
+	} {
+		if got := statusWith(t, addr, tc.headers...); got != tc.want {
+			t.Errorf("%q: %d, want %d", tc.headers, got, tc.want)
+		}
+	}
+}
+
+// TestClientTrafficTLSThroughEnvoy: a Gateway's ClientTrafficPolicy with tls.minVersion 1.3
+// and alpnProtocols [http/1.1] on its HTTPS listener, through a real Envoy: a client that
+// speaks at most TLS 1.2 is refused in the handshake, a TLS 1.3 client is served; a client
+// offering h2 and http/1.1 is given http/1.1 (Envoy's default would be h2).
+func TestClientTrafficTLSThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-client-tls"
+	nodePort := testsupport.FreePort(t)
+	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
+	serverData, serverPool := testCert(t, "www.example.com")
+	httpsPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	in := oneGateway(t, tenant, gwv1.Listener{
+		Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType,
+		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "server"}}},
+	}, httpsPort, []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}}, nodePort)
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "modern",
+		TLS: &v1alpha1.ClientTrafficTLS{MinVersion: "1.3", ALPNProtocols: []string{"http/1.1"}}}}
+	in.Secrets = []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "synced-server", Namespace: tenant,
+		Labels: map[string]string{v1alpha1.LabelOriginName: "server", v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: serverData}}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpsPort)
+	tls13 := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS13}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
+		a, err := sendTLS(addr, tls13, "www.example.com", "/")
+		if err == nil && a.status != http.StatusOK {
+			return fmt.Errorf("status %d", a.status)
+		}
+		return err
+	})
+
+	handshake := func(cfg *tls.Config) (tls.ConnectionState, error) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+		if err != nil {
+			return tls.ConnectionState{}, err
+		}
+		defer conn.Close()
+		return conn.ConnectionState(), nil
+	}
+	if _, err := handshake(&tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12}); err == nil {
+		t.Errorf("a TLS 1.2 client was accepted, want the handshake refused (minVersion 1.3)")
+	} else {
+		t.Logf("a TLS 1.2 client: %v", err)
+	}
+	st, err := handshake(&tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2", "http/1.1"}})
+	switch {
+	case err != nil:
+		t.Errorf("a TLS 1.3 client: %v, want it served", err)
+	case st.Version != tls.VersionTLS13 || st.NegotiatedProtocol != "http/1.1":
+		t.Errorf("a TLS 1.3 client offering h2 and http/1.1: version %x, ALPN %q; want TLS 1.3 and http/1.1", st.Version, st.NegotiatedProtocol)
+	}
 }

@@ -28,7 +28,7 @@ func rateLimitIR(rules []trafficpolicy.RateLimitRule) *ir.RateLimit {
 // address (sourceCIDR) but the Gateway's hub Service does not keep the clients' addresses.
 func (t *l7) warnRateLimitAddresses(gw *gateway, s *trafficpolicy.Settings, policy string) {
 	byAddress := slices.ContainsFunc(s.RateLimit, func(r trafficpolicy.RateLimitRule) bool { return r.ClientCIDR != "" || r.PerClient })
-	if gw == nil || !byAddress || keepsClientAddress(gw.svc) || t.addressWarned[gw] {
+	if gw == nil || !byAddress || keepsClientAddress(gw.svc) || t.addressWarned[gw] || t.detectsClientAddress(gw) {
 		return
 	}
 	if t.addressWarned == nil {

@@ -70,7 +70,7 @@ func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir
 	if a == nil {
 		return out
 	}
-	if gw := l.gw; gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] {
+	if gw := l.gw; gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] && !t.detectsClientAddress(gw) {
 		if t.addressWarned == nil {
 			t.addressWarned = map[*gateway]bool{}
 		}

@@ -17,11 +17,12 @@ import (
 
 // TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
 // against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
-// routes') and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
-// (Warning Event); a policy with fields kubelb does not serve (tls, connection.bufferLimit) is Invalid
+// routes', its clientIPDetection too) and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
+// (Warning Event); a policy with fields kubelb does not serve (path, connection.bufferLimit) is Invalid
 // naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
 // Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
-// idle timeout beyond the hub's hour it is Invalid naming the bound; fixed again, it is
+// idle timeout beyond the hub's hour, 20 trusted X-Forwarded-For hops and TLS 1.0 it is
+// Invalid naming the three; fixed again (TLS 1.3, ALPN http/1.1), it is
 // Accepted and travels.
 func TestClientTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
@@ -41,6 +42,7 @@ targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
 timeout: {http: {requestReceivedTimeout: 10s, idleTimeout: 2m}}
 headers: {withUnderscoresAction: DropHeader}
 connection: {connectionLimit: {value: 500}}
+clientIPDetection: {xForwardedFor: {numTrustedHops: 2}}
 `))
 	e.create(t, ctp("later", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
@@ -50,6 +52,7 @@ headers: {withUnderscoresAction: Allow}
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
 tls: {minVersion: "1.3"}
 connection: {bufferLimit: 1Mi}
+path: {escapedSlashesAction: KeepUnchanged}
 timeout: {http: {idleTimeout: 30s}}
 `))
 	e.create(t, ctp("per-listener", `
@@ -72,6 +75,9 @@ timeout: {http: {idleTimeout: 30s}}
 			c.MaxAcceptPerSocketEvent == nil || *c.MaxAcceptPerSocketEvent != 1 {
 			return fmt.Errorf("clientTraffic.connection %+v", ct.Connection)
 		}
+		if d := ct.ClientIPDetection; d == nil || d.XForwardedFor == nil || d.XForwardedFor.NumTrustedHops == nil || *d.XForwardedFor.NumTrustedHops != 2 || d.CustomHeader != nil {
+			return fmt.Errorf("clientTraffic.clientIPDetection %+v", ct.ClientIPDetection)
+		}
 		return nil
 	})
 	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
@@ -89,8 +95,8 @@ timeout: {http: {idleTimeout: 30s}}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "spec.connection.bufferLimit, spec.tls not yet supported by kubelb") {
-		t.Errorf("Invalid message %q does not name spec.connection.bufferLimit and spec.tls", msg)
+	if !strings.Contains(msg, "spec.connection.bufferLimit, spec.path not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection.bufferLimit and spec.path", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
@@ -124,23 +130,30 @@ timeout: {http: {idleTimeout: 30s}}
 	// Its unsupported fields removed, an idle timeout beyond the hub's bound: Invalid, naming it.
 	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
 		spec := p.Object["spec"].(map[string]any)
-		delete(spec, "tls")
+		delete(spec, "path")
 		delete(spec, "connection")
+		spec["tls"] = map[string]any{"minVersion": "1.0"}
 		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
+		spec["clientIPDetection"] = map[string]any{"xForwardedFor": map[string]any{"numTrustedHops": int64(20)}}
 	})
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") {
-		t.Errorf("Invalid message %q does not name the bound", msg)
+	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") ||
+		!strings.Contains(msg, "clientIPDetection.xForwardedFor.numTrustedHops 20 is out of range; use 0 to 8") ||
+		!strings.Contains(msg, "tls.minVersion 1.0 is refused: TLS 1.0 and 1.1 are deprecated") {
+		t.Errorf("Invalid message %q does not name the bounds", msg)
 	}
 
 	// Fixed: it is accepted and travels.
 	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
 		p.Object["spec"].(map[string]any)["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "30m"}}
+		delete(p.Object["spec"].(map[string]any), "clientIPDetection")
+		p.Object["spec"].(map[string]any)["tls"] = map[string]any{"minVersion": "1.3", "alpnProtocols": []any{"http/1.1"}}
 	})
 	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
 		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.ClientTraffic == nil || c.ClientTraffic.Name != "with-tls" ||
-			c.ClientTraffic.Timeout.HTTP.IdleTimeout != "30m" {
+			c.ClientTraffic.Timeout.HTTP.IdleTimeout != "30m" || c.ClientTraffic.TLS == nil || c.ClientTraffic.TLS.MinVersion != "1.3" ||
+			len(c.ClientTraffic.TLS.ALPNProtocols) != 1 || c.ClientTraffic.TLS.ALPNProtocols[0] != "http/1.1" {
 			return fmt.Errorf("context %+v", c)
 		}
 		return nil

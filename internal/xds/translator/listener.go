@@ -15,6 +15,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	customheaderv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/custom_header/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,7 @@ const (
 	FilterConnectionLimit      = "envoy.filters.network.connection_limit"
 	FilterRouter               = "envoy.filters.http.router"
 	FilterTLSInspector         = "envoy.filters.listener.tls_inspector"
+	OriginalIPCustomHeader     = "envoy.http.original_ip_detection.custom_header"
 	TransportSocketTLS         = "envoy.transport_sockets.tls"
 )
 
@@ -103,7 +105,11 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
 			}
 			if srv.Terminates() {
-				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, &errs)
+				var params *ir.ClientTLS
+				if l.ClientTraffic != nil {
+					params = l.ClientTraffic.TLS
+				}
+				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, params, &errs)
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -237,7 +243,7 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 			commonHTTPOptions(hcm).MaxHeadersCount = wrapperspb.UInt32(hl.MaxRequestHeadersCount)
 		}
 	}
-	clientTraffic(hcm, l.ClientTraffic)
+	clientTraffic(hcm, l.ClientTraffic, errs)
 	return hcm
 }
 
@@ -279,8 +285,11 @@ var underscoresActions = map[ir.UnderscoresAction]corev3.HttpProtocolOptions_Hea
 // clientTraffic puts a Gateway's ClientTrafficPolicy on its listener's connection manager:
 // the time a client has to send a request (request_timeout), the idle timeout of its
 // connections and the action on header names with underscores (common HTTP protocol
-// options). Nil keeps Envoy's defaults.
-func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
+// options), and where the client's address is read from: trusted X-Forwarded-For hops, or a
+// header (the custom header original IP detection extension, which Envoy does not allow
+// with use_remote_address: the address is the header's, else the peer's, and X-Forwarded-For
+// is then passed on as the client sent it). Nil keeps Envoy's defaults.
+func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *[]error) {
 	if c == nil {
 		return
 	}
@@ -293,6 +302,21 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
 	if a, ok := underscoresActions[c.HeadersWithUnderscores]; ok {
 		commonHTTPOptions(hcm).HeadersWithUnderscoresAction = a
 	}
+	hcm.XffNumTrustedHops = c.XFFTrustedHops
+	if c.ClientIPHeader != "" {
+		ch := &customheaderv3.CustomHeaderConfig{HeaderName: c.ClientIPHeader}
+		if c.ClientIPHeaderFailClosed {
+			ch.RejectWithStatus = &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden}
+		}
+		hcm.UseRemoteAddress = nil
+		hcm.OriginalIpDetectionExtensions = []*corev3.TypedExtensionConfig{{Name: OriginalIPCustomHeader, TypedConfig: mustPack(errs, ch)}}
+	}
+}
+
+// tlsVersions are Envoy's TLS versions by the IR's names ("": TLS_AUTO, Envoy's default).
+var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
+	"1.2": tlsv3.TlsParameters_TLSv1_2,
+	"1.3": tlsv3.TlsParameters_TLSv1_3,
 }
 
 // downstreamTLS terminates TLS with certificates served over SDS (ADS), Envoy choosing one per
@@ -300,8 +324,10 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
 // offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
 // With client validation (cv not nil) the client is asked for a certificate, verified against
 // the CA certificates: required and verified (the handshake fails otherwise), or, with
-// AllowInsecureFallback, optional and accepted even when it does not verify.
-func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, errs *[]error) *corev3.TransportSocket {
+// AllowInsecureFallback, optional and accepted even when it does not verify. A Gateway's
+// ClientTrafficPolicy's tls (params, nil: Envoy's defaults) sets the versions, ciphers,
+// curves and signature algorithms, and replaces the ALPN protocols of a chain serving HTTP.
+func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, params *ir.ClientTLS, errs *[]error) *corev3.TransportSocket {
 	sds := make([]*tlsv3.SdsSecretConfig, 0, len(secretNames))
 	for _, name := range secretNames {
 		sds = append(sds, &tlsv3.SdsSecretConfig{Name: name, SdsConfig: adsSource()})
@@ -309,6 +335,21 @@ func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, err
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds}}
 	if http {
 		ctx.CommonTlsContext.AlpnProtocols = []string{"h2", "http/1.1"}
+	}
+	if p := params; p != nil {
+		tp := &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsVersions[p.MinVersion],
+			TlsMaximumProtocolVersion: tlsVersions[p.MaxVersion],
+			CipherSuites:              p.Ciphers,
+			EcdhCurves:                p.ECDHCurves,
+			SignatureAlgorithms:       p.SignatureAlgorithms,
+		}
+		if proto.Size(tp) > 0 {
+			ctx.CommonTlsContext.TlsParams = tp
+		}
+		if http && len(p.ALPN) > 0 {
+			ctx.CommonTlsContext.AlpnProtocols = p.ALPN
+		}
 	}
 	if cv != nil {
 		vc := &tlsv3.CertificateValidationContext{

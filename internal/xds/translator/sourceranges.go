@@ -40,7 +40,8 @@ import (
 // FilterRBAC is Envoy's RBAC HTTP filter.
 const FilterRBAC = "envoy.filters.http.rbac"
 
-// InputSourceIP is the name of the source-IP matching input of UDP listeners.
+// InputSourceIP is the name of the source-IP matching input of UDP listeners and of route
+// authorizations (in HTTP, the client's address as the connection manager determined it).
 const InputSourceIP = "envoy.matching.inputs.source_ip"
 
 // cidrRanges are the Envoy CIDR ranges of canonical IR source ranges (sourcerange.Valid;
@@ -101,13 +102,10 @@ func rbacPerRoute(ranges []string, errs *[]error) *anypb.Any {
 	}}})
 }
 
-// InputDirectSourceIP is the name of the direct-peer-address matching input of route
-// authorizations.
-const InputDirectSourceIP = "envoy.matching.inputs.direct_source_ip"
-
 // rbacAuthorizationPerRoute is a route's authorization (ir.Authorization) as the RBAC
-// filter's matcher: a matcher list tried in the rules' order, each rule matching the direct
-// peer's address (envoy.matching.inputs.direct_source_ip, never a header) against its ranges
+// filter's matcher: a matcher list tried in the rules' order, each rule matching the client's
+// address (envoy.matching.inputs.source_ip: the direct peer's, unless the Gateway's
+// ClientTrafficPolicy reads it from X-Forwarded-For or a header, as Envoy Gateway) against its ranges
 // and allowing or denying; on no match, the default action. Denied requests are answered 403.
 func rbacAuthorizationPerRoute(a *ir.Authorization, errs *[]error) *anypb.Any {
 	action := func(i int, allow bool) *matcherv3.Matcher_OnMatch {
@@ -127,7 +125,7 @@ func rbacAuthorizationPerRoute(a *ir.Authorization, errs *[]error) *anypb.Any {
 		list.Matchers = append(list.Matchers, &matcherv3.Matcher_MatcherList_FieldMatcher{
 			Predicate: &matcherv3.Matcher_MatcherList_Predicate{MatchType: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate_{
 				SinglePredicate: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate{
-					Input: &xdscorev3.TypedExtensionConfig{Name: InputDirectSourceIP, TypedConfig: mustPack(errs, &networkinputsv3.DirectSourceIPInput{})},
+					Input: &xdscorev3.TypedExtensionConfig{Name: InputSourceIP, TypedConfig: mustPack(errs, &networkinputsv3.SourceIPInput{})},
 					Matcher: &matcherv3.Matcher_MatcherList_Predicate_SinglePredicate_CustomMatch{CustomMatch: &xdscorev3.TypedExtensionConfig{
 						Name:        "envoy.matching.matchers.ip",
 						TypedConfig: mustPack(errs, &ipmatcherv3.Ip{CidrRanges: cidrRanges(r.SourceRanges), StatPrefix: "authorization"}),
