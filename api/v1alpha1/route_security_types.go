@@ -64,6 +64,10 @@ type SecurityOIDC struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	LogoutPath *string `json:"logoutPath,omitempty"`
+	// RefreshToken renews the tokens with the provider's refresh token when they expire
+	// (Envoy Gateway's default: true).
+	// +optional
+	RefreshToken *bool `json:"refreshToken,omitempty"`
 	// ForwardAccessToken sends the access token to the backend (Authorization: Bearer).
 	// +optional
 	ForwardAccessToken *bool `json:"forwardAccessToken,omitempty"`

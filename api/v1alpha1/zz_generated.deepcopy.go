@@ -2195,6 +2195,11 @@ func (in *SecurityOIDC) DeepCopyInto(out *SecurityOIDC) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.RefreshToken != nil {
+		in, out := &in.RefreshToken, &out.RefreshToken
+		*out = new(bool)
+		**out = **in
+	}
 	if in.ForwardAccessToken != nil {
 		in, out := &in.ForwardAccessToken, &out.ForwardAccessToken
 		*out = new(bool)

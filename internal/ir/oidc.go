@@ -33,7 +33,9 @@ type OIDC struct {
 	// LogoutPath ends the session ("" none).
 	LogoutPath         string `json:"logoutPath,omitempty"`
 	ForwardAccessToken bool   `json:"forwardAccessToken,omitempty"`
-	CookieDomain       string `json:"cookieDomain,omitempty"`
+	// RefreshToken renews the tokens with the provider's refresh token when they expire.
+	RefreshToken bool   `json:"refreshToken,omitempty"`
+	CookieDomain string `json:"cookieDomain,omitempty"`
 	// CookieSuffix makes the cookies of this login its own; AccessTokenCookie and
 	// IDTokenCookie, when set, name those cookies instead.
 	CookieSuffix      string `json:"cookieSuffix"`

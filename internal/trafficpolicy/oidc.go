@@ -60,6 +60,7 @@ var servedOIDC = map[string]any{
 	"redirectURL":        nil,
 	"logoutPath":         nil,
 	"forwardAccessToken": nil,
+	"refreshToken":       nil,
 	"cookieDomain":       nil,
 	"cookieNames":        map[string]any{"accessToken": nil, "idToken": nil},
 }
@@ -106,6 +107,8 @@ type OIDC struct {
 	// LogoutPath is "" when unset.
 	LogoutPath         string
 	ForwardAccessToken bool
+	// RefreshToken renews the tokens with the refresh token (true unless set false).
+	RefreshToken bool
 	// CookieDomain, AccessTokenCookie and IDTokenCookie are "" when unset (Envoy's).
 	CookieDomain, AccessTokenCookie, IDTokenCookie string
 }
@@ -114,7 +117,7 @@ type OIDC struct {
 func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	out := &OIDC{ForwardAccessToken: o.ForwardAccessToken != nil && *o.ForwardAccessToken}
+	out := &OIDC{ForwardAccessToken: o.ForwardAccessToken != nil && *o.ForwardAccessToken, RefreshToken: o.RefreshToken == nil || *o.RefreshToken}
 	p := o.Provider
 	if checkOIDCURL("oidc.provider.issuer", p.Issuer, false, bad) {
 		out.Issuer = p.Issuer

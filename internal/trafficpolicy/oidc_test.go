@@ -39,11 +39,11 @@ func TestReadAndResolveOIDC(t *testing.T) {
 		o.TokenEndpoint != "http://id.example.com/token" || o.AuthorizationEndpoint != "https://id.example.com/authorize" ||
 		!slices.Equal(o.Scopes, []string{"openid", "email", "profile"}) || !slices.Equal(o.Resources, []string{"https://api.example.com"}) ||
 		o.RedirectURL != DefaultOIDCRedirectURL || o.RedirectPath != "/oauth2/callback" || o.LogoutPath != "/logout" ||
-		!o.ForwardAccessToken || o.CookieDomain != "example.com" || o.AccessTokenCookie != "at" || o.IDTokenCookie != "it" {
+		!o.ForwardAccessToken || !o.RefreshToken || o.CookieDomain != "example.com" || o.AccessTokenCookie != "at" || o.IDTokenCookie != "it" {
 		t.Errorf("oidc %+v", o)
 	}
-	o = resolvedSecurity(t, oidcSpec("  redirectURL: https://shop.example.com/login/done\n")).OIDC
-	if o.RedirectURL != "https://shop.example.com/login/done" || o.RedirectPath != "/login/done" || !slices.Equal(o.Scopes, []string{"openid"}) {
+	o = resolvedSecurity(t, oidcSpec("  redirectURL: https://shop.example.com/login/done\n  refreshToken: false\n")).OIDC
+	if o.RefreshToken || o.RedirectURL != "https://shop.example.com/login/done" || o.RedirectPath != "/login/done" || !slices.Equal(o.Scopes, []string{"openid"}) {
 		t.Errorf("oidc %+v", o)
 	}
 }
@@ -71,7 +71,7 @@ func TestResolveOIDCRefuses(t *testing.T) {
 		{oidcSpec("  logoutPath: /oauth2/callback\n"), "is the redirectURL's path"},
 		{oidcSpec("  cookieDomain: 'bad domain'\n"), "oidc.cookieDomain"},
 		{oidcSpec("  cookieNames: {accessToken: 'a;b'}\n"), "oidc.cookieNames.accessToken"},
-		{oidcSpec("  refreshToken: true\n"), "spec.oidc.refreshToken not yet supported"},
+		{oidcSpec("  defaultTokenTTL: 1h\n"), "spec.oidc.defaultTokenTTL not yet supported"},
 		{oidcSpec("  clientIDRef: {name: x}\n"), "spec.oidc.clientIDRef"},
 		{strings.Replace(oidcSpec(""), "port: 8080}", "port: 8080, filters: []}", 1), "spec.oidc.provider.backendRefs[0].filters"},
 	} {

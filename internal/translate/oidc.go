@@ -91,7 +91,7 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 		ClientID: o.ClientID, ClientSecret: "oidc/" + name + "/client", HMACSecret: "oidc/" + name + "/hmac",
 		Scopes: slices.Clone(o.Scopes), Resources: slices.Clone(o.Resources),
 		RedirectURL: o.RedirectURL, RedirectPath: o.RedirectPath, LogoutPath: o.LogoutPath,
-		ForwardAccessToken: o.ForwardAccessToken, CookieDomain: o.CookieDomain,
+		ForwardAccessToken: o.ForwardAccessToken, RefreshToken: o.RefreshToken, CookieDomain: o.CookieDomain,
 		CookieSuffix: hex.EncodeToString(sum[:4]), AccessTokenCookie: o.AccessTokenCookie, IDTokenCookie: o.IDTokenCookie,
 	}
 	for secret, value := range map[string][]byte{login.ClientSecret: []byte(clientSecret), login.HMACSecret: mac.Sum(nil)} {

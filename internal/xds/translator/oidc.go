@@ -11,6 +11,7 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"kubelb.dev/kubelb/internal/ir"
 )
@@ -70,6 +71,7 @@ func oidcFilter(o *ir.OIDC, errs *[]error) *hcmv3.HttpFilter {
 		RedirectUri:         o.RedirectURL,
 		RedirectPathMatcher: path(o.RedirectPath),
 		ForwardBearerToken:  o.ForwardAccessToken,
+		UseRefreshToken:     wrapperspb.Bool(o.RefreshToken),
 		AuthScopes:          o.Scopes,
 		Resources:           o.Resources,
 		// The client secret travels in the token request's body, as Envoy Gateway sends it.
@@ -88,7 +90,8 @@ func oidcFilter(o *ir.OIDC, errs *[]error) *hcmv3.HttpFilter {
 	}
 }
 
-// oidcPerRoute enables a login's filter on a route.
+// oidcPerRoute enables a login's filter on a route: the oauth2 filter has no per-route
+// configuration, so an empty one (Envoy refuses a FilterConfig without any).
 func oidcPerRoute(errs *[]error) *anypb.Any {
-	return mustPack(errs, &routev3.FilterConfig{})
+	return mustPack(errs, &routev3.FilterConfig{Config: &anypb.Any{}})
 }
