@@ -5,7 +5,7 @@ package v1alpha1
 // targeting the Gateway, for an HTTPRoute or a GRPCRoute the policy targeting the route (which
 // overrides its Gateways'). Only the fields kubelb serves are carried, in Envoy Gateway's
 // shapes: authorization by client address, basic authentication, JWT authentication with
-// keys given in the policy, API keys and external authorization; the ccm refuses a policy with any other
+// keys given in the policy, API keys, external authorization and OpenID Connect login; the ccm refuses a policy with any other
 // (docs/l7.md, "Traffic policies"). The manager validates and bounds every field again.
 type Security struct {
 	// Namespace and Name of the policy (the object's namespace).

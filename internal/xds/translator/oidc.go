@@ -19,8 +19,8 @@ import (
 // OpenID Connect logins (ir.OIDC, ir.Route.OIDC): the connection managers of the listeners
 // with logins run one Envoy oauth2 filter per login, named FilterOAuth2/<login>, disabled: a
 // filter's provider cannot change per route. A route running a login enables its filter. The
-// filters run first among the authentications: a request without a session never reaches the
-// others. The client secret and the HMAC key of the cookies come by SDS (generic secrets).
+// filters run after the RBAC filter (authorization by client address) and before the other
+// authentications: a request without a session never reaches them. The client secret and the HMAC key of the cookies come by SDS (generic secrets).
 
 // FilterOAuth2 is Envoy's oauth2 HTTP filter; each login's filter is named FilterOAuth2 + "/"
 // + its name.
