@@ -565,12 +565,12 @@ type UpstreamHealthCheck struct {
 
 // TrafficPolicyFeature is a part of Envoy Gateway's policies (BackendTrafficPolicy,
 // SecurityPolicy, ClientTrafficPolicy) that kubelb serves and the platform team may allow a tenant.
-// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;APIKeyAuth;ExtAuth;Authorization;ClientTraffic
+// +kubebuilder:validation:Enum=LoadBalancer;CircuitBreaker;PassiveHealthCheck;Retry;Timeout;RateLimit;Compression;BasicAuth;JWT;APIKeyAuth;ExtAuth;OIDC;Authorization;ClientTraffic
 type TrafficPolicyFeature string
 
 // The features of TrafficPolicyBounds: a BackendTrafficPolicy's loadBalancer,
 // circuitBreaker, healthCheck.passive, retry, timeout, rateLimit and compressor; a SecurityPolicy's
-// basicAuth, jwt, apiKeyAuth, extAuth and authorization; a ClientTrafficPolicy as a whole.
+// basicAuth, jwt, apiKeyAuth, extAuth, oidc and authorization; a ClientTrafficPolicy as a whole.
 const (
 	TrafficPolicyFeatureLoadBalancer       TrafficPolicyFeature = "LoadBalancer"
 	TrafficPolicyFeatureCircuitBreaker     TrafficPolicyFeature = "CircuitBreaker"
@@ -583,6 +583,7 @@ const (
 	TrafficPolicyFeatureJWT                TrafficPolicyFeature = "JWT"
 	TrafficPolicyFeatureAPIKeyAuth         TrafficPolicyFeature = "APIKeyAuth"
 	TrafficPolicyFeatureExtAuth            TrafficPolicyFeature = "ExtAuth"
+	TrafficPolicyFeatureOIDC               TrafficPolicyFeature = "OIDC"
 	TrafficPolicyFeatureAuthorization      TrafficPolicyFeature = "Authorization"
 	TrafficPolicyFeatureClientTraffic      TrafficPolicyFeature = "ClientTraffic"
 )

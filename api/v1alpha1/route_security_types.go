@@ -5,7 +5,7 @@ package v1alpha1
 // targeting the Gateway, for an HTTPRoute or a GRPCRoute the policy targeting the route (which
 // overrides its Gateways'). Only the fields kubelb serves are carried, in Envoy Gateway's
 // shapes: authorization by client address, basic authentication, JWT authentication with
-// keys given in the policy, API keys and external authorization; the ccm refuses a policy with any other
+// keys given in the policy, API keys, external authorization and OpenID Connect login; the ccm refuses a policy with any other
 // (docs/l7.md, "Traffic policies"). The manager validates and bounds every field again.
 type Security struct {
 	// Namespace and Name of the policy (the object's namespace).
@@ -29,6 +29,83 @@ type Security struct {
 	// which the Route embeds as it does backends) whether to serve each request.
 	// +optional
 	ExtAuth *SecurityExtAuth `json:"extAuth,omitempty"`
+	// OIDC logs users in with an OpenID Connect provider (authorization code flow); its token
+	// endpoint is reached through a Service of the policy's namespace, which the Route embeds
+	// as it does backends.
+	// +optional
+	OIDC *SecurityOIDC `json:"oidc,omitempty"`
+}
+
+// SecurityOIDC is Envoy Gateway's oidc, the part kubelb serves: a request without a valid
+// session cookie is redirected to the provider's authorization endpoint; the provider's
+// answer (a code) is exchanged at its token endpoint for tokens kept in cookies.
+type SecurityOIDC struct {
+	Provider SecurityOIDCProvider `json:"provider"`
+	// ClientID is the client's ID at the provider.
+	// +kubebuilder:validation:MaxLength=256
+	ClientID string `json:"clientID"`
+	// ClientSecret is a Secret of the policy's namespace holding the client's secret (key
+	// client-secret); the Route carries its name only.
+	ClientSecret SecurityBasicAuthUsers `json:"clientSecret"`
+	// Scopes asked besides openid.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Scopes []string `json:"scopes,omitempty"`
+	// Resources (RFC 8707) asked for.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Resources []string `json:"resources,omitempty"`
+	// RedirectURL is where the provider sends users back; default
+	// %REQ(x-forwarded-proto)%://%REQ(:authority)%/oauth2/callback.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	RedirectURL *string `json:"redirectURL,omitempty"`
+	// LogoutPath ends the session (its cookies removed).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LogoutPath *string `json:"logoutPath,omitempty"`
+	// RefreshToken renews the tokens with the provider's refresh token when they expire
+	// (Envoy Gateway's default: true).
+	// +optional
+	RefreshToken *bool `json:"refreshToken,omitempty"`
+	// ForwardAccessToken sends the access token to the backend (Authorization: Bearer).
+	// +optional
+	ForwardAccessToken *bool `json:"forwardAccessToken,omitempty"`
+	// CookieDomain is the domain of the session cookies.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CookieDomain *string `json:"cookieDomain,omitempty"`
+	// CookieNames are the names of the token cookies.
+	// +optional
+	CookieNames *SecurityOIDCCookieNames `json:"cookieNames,omitempty"`
+}
+
+// SecurityOIDCProvider is the OpenID Connect provider: its issuer and endpoints (kubelb does
+// not discover them) and the Service of the policy's namespace its token endpoint is reached
+// through.
+type SecurityOIDCProvider struct {
+	// BackendRefs names the Service (exactly one) the hub reaches the token endpoint through.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	BackendRefs []SecurityBackendRef `json:"backendRefs,omitempty"`
+	// +kubebuilder:validation:MaxLength=512
+	Issuer string `json:"issuer"`
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	AuthorizationEndpoint *string `json:"authorizationEndpoint,omitempty"`
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	TokenEndpoint *string `json:"tokenEndpoint,omitempty"`
+}
+
+// SecurityOIDCCookieNames are the names of the cookies of the access and ID tokens.
+type SecurityOIDCCookieNames struct {
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	AccessToken *string `json:"accessToken,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	IDToken *string `json:"idToken,omitempty"`
 }
 
 // SecurityExtAuth is Envoy Gateway's extAuth: each request is first sent to an authorization

@@ -140,6 +140,9 @@ type Listener struct {
 	// listener ask (extauth.go), sorted by name; one Envoy ext_authz filter each, off but for
 	// those routes.
 	ExtAuth []ExtAuthService `json:"extAuth,omitempty"`
+	// OIDC (HTTP, HTTPS) are the OpenID Connect logins the routes served by the listener run
+	// (oidc.go), sorted by name; one Envoy oauth2 filter each, off but for those routes.
+	OIDC []OIDC `json:"oidc,omitempty"`
 }
 
 // TLSServer is one filter chain of an HTTPS listener, chosen by SNI: the hostnames it
@@ -295,6 +298,9 @@ type Route struct {
 	// the route (ExtAuthService.Name) that decides on each request (after the other
 	// authentications).
 	ExtAuth string `json:"extAuth,omitempty"`
+	// OIDC, when set, names the OpenID Connect login of the listeners serving the route
+	// (OIDC.Name): a request without a valid session is redirected to its provider.
+	OIDC string `json:"oidc,omitempty"`
 }
 
 // MaxRequestBodyLimit bounds Route.MaxRequestBytes: 1 TiB.
@@ -628,12 +634,14 @@ type HealthCheck struct {
 	NoTrafficInterval Duration `json:"noTrafficInterval,omitempty"`
 }
 
-// Secret is a TLS certificate and key, PEM encoded.
+// Secret is a TLS certificate and key, PEM encoded; or, with Generic set (and neither of
+// them), an opaque value (an OIDC client secret or HMAC key, oidc.go).
 type Secret struct {
 	Name       string      `json:"name"`
 	Owners     []ObjectRef `json:"owners,omitempty"`
-	CertChain  []byte      `json:"certChain"`
-	PrivateKey []byte      `json:"privateKey"`
+	CertChain  []byte      `json:"certChain,omitempty"`
+	PrivateKey []byte      `json:"privateKey,omitempty"`
+	Generic    []byte      `json:"generic,omitempty"`
 }
 
 // Normalize puts the Config in its one deterministic order: every list of named elements is

@@ -36,8 +36,8 @@ func (c *Config) Validate() error {
 			fail("secret %q: name empty or repeated", s.Name)
 		}
 		secrets[s.Name] = true
-		if len(s.CertChain) == 0 || len(s.PrivateKey) == 0 {
-			fail("secret %q: certificate or key missing", s.Name)
+		if generic := len(s.Generic) > 0; generic != (len(s.CertChain) == 0 && len(s.PrivateKey) == 0) || (!generic && (len(s.CertChain) == 0 || len(s.PrivateKey) == 0)) {
+			fail("secret %q: certificate or key missing, or a generic secret with them", s.Name)
 		}
 	}
 	for _, cl := range c.Clusters {
@@ -60,7 +60,7 @@ func (c *Config) Validate() error {
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	basicRoutes, limitRoutes, keyRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	jwtRequirements, extAuths := map[string][]JWT{}, map[string][]string{}
+	jwtRequirements, extAuths, oidcs := map[string][]JWT{}, map[string][]string{}, map[string][]string{}
 	compressRoutes := map[Compressor]map[string]bool{}
 	for _, cp := range Compressors {
 		compressRoutes[cp] = map[string]bool{}
@@ -70,6 +70,7 @@ func (c *Config) Validate() error {
 			compressRoutes[cp][rc.Name] = rc.HasCompressor(cp)
 		}
 		jwtRequirements[rc.Name], extAuths[rc.Name] = rc.JWTRequirements(), rc.ExtAuthNames()
+		oidcs[rc.Name] = rc.OIDCNames()
 		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
@@ -112,6 +113,9 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateExtAuth(clusters, extAuths); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateOIDC(clusters, secrets, oidcs); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateCompressors(compressRoutes); err != nil {

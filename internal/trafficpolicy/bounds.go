@@ -18,7 +18,7 @@ var Features = []v1alpha1.TrafficPolicyFeature{
 	v1alpha1.TrafficPolicyFeaturePassiveHealthCheck, v1alpha1.TrafficPolicyFeatureRetry,
 	v1alpha1.TrafficPolicyFeatureTimeout, v1alpha1.TrafficPolicyFeatureRateLimit,
 	v1alpha1.TrafficPolicyFeatureCompression, v1alpha1.TrafficPolicyFeatureBasicAuth, v1alpha1.TrafficPolicyFeatureJWT,
-	v1alpha1.TrafficPolicyFeatureAPIKeyAuth, v1alpha1.TrafficPolicyFeatureExtAuth,
+	v1alpha1.TrafficPolicyFeatureAPIKeyAuth, v1alpha1.TrafficPolicyFeatureExtAuth, v1alpha1.TrafficPolicyFeatureOIDC,
 	v1alpha1.TrafficPolicyFeatureAuthorization, v1alpha1.TrafficPolicyFeatureClientTraffic,
 }
 
@@ -195,6 +195,9 @@ func CheckSecurityBounds(b *Bounds, s *SecuritySettings) error {
 	}
 	if s.ExtAuth != nil {
 		used = append(used, featureUse{v1alpha1.TrafficPolicyFeatureExtAuth, "extAuth"})
+	}
+	if s.OIDC != nil {
+		used = append(used, featureUse{v1alpha1.TrafficPolicyFeatureOIDC, "oidc"})
 	}
 	b.checkFeatures(used, bad)
 	return overBound(errs)

@@ -15,7 +15,8 @@ import (
 // servedSecurity is the tree of the SecurityPolicy spec fields kubelb serves: authorization
 // by client address, basic authentication (not its forwardUsernameHeader: Envoy sets
 // that header per filter, not per route) and JWT authentication with keys given inline
-// (jwt.go), API keys (apikey.go) and external authorization (extauth.go).
+// (jwt.go), API keys (apikey.go), external authorization (extauth.go) and OpenID Connect
+// login (oidc.go).
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
 	"targetRefs": nil,
@@ -31,6 +32,7 @@ var servedSecurity = map[string]any{
 	"jwt":        servedJWT,
 	"apiKeyAuth": servedAPIKeyAuth,
 	"extAuth":    servedExtAuth,
+	"oidc":       servedOIDC,
 }
 
 // securityRuleFields are the fields of an authorization rule kubelb serves.
@@ -64,6 +66,7 @@ func ReadSecurity(namespace, name string, spec map[string]any) (*v1alpha1.Securi
 	}
 	un = append(un, jwtUnsupported(spec)...)
 	un = append(un, extAuthUnsupported(spec)...)
+	un = append(un, oidcUnsupported(spec)...)
 	if len(un) > maxUnsupported {
 		un = append(un[:maxUnsupported], "…")
 	}
@@ -107,13 +110,15 @@ type SecuritySettings struct {
 	APIKeyAuth *APIKeyAuth
 	// ExtAuth is nil when the policy has none.
 	ExtAuth *ExtAuth
+	// OIDC is nil when the policy has none.
+	OIDC *OIDC
 }
 
 // ResolveSecurity checks a Security (from a tenant's policy, or from a Route) and returns its
 // settings, or every problem found.
 func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
-	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil && sec.APIKeyAuth == nil && sec.ExtAuth == nil {
-		return nil, errors.New("the policy has no authorization, basicAuth, jwt, apiKeyAuth or extAuth, the parts of a SecurityPolicy kubelb serves")
+	if sec.Authorization == nil && sec.BasicAuth == nil && sec.JWT == nil && sec.APIKeyAuth == nil && sec.ExtAuth == nil && sec.OIDC == nil {
+		return nil, errors.New("the policy has no authorization, basicAuth, jwt, apiKeyAuth, extAuth or oidc, the parts of a SecurityPolicy kubelb serves")
 	}
 	out := &SecuritySettings{}
 	var errs []error
@@ -151,6 +156,13 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 			errs = append(errs, err)
 		}
 		out.ExtAuth = e
+	}
+	if sec.OIDC != nil {
+		o, err := resolveOIDC(sec.Namespace, sec.OIDC)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.OIDC = o
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -75,7 +75,7 @@ func TestResolveSecurityRefuses(t *testing.T) {
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/33]}}]}`, `"10.0.0.0/33" is not a CIDR`},
 		{`authorization: {rules: [{action: Allow, principal: {}}]}`, `rules[0].principal.clientCIDRs is empty`},
 		{`authorization: {rules: [{action: Allow, principal: {clientCIDRs: ` + many + `}}]}`, `more than 64 clientCIDRs`},
-		{`targetRefs: []`, `the policy has no authorization, basicAuth, jwt, apiKeyAuth or extAuth`},
+		{`targetRefs: []`, `the policy has no authorization, basicAuth, jwt, apiKeyAuth, extAuth or oidc`},
 		{`basicAuth: {users: {name: s, namespace: other}}`, `basicAuth.users namespace "other": a Secret of another namespace is not yet supported`},
 		{`basicAuth: {users: {name: s, kind: ConfigMap}}`, `basicAuth.users kind "ConfigMap"`},
 		{`basicAuth: {users: {name: S_1}}`, `basicAuth.users name "S_1" is not a Secret name`},

@@ -299,6 +299,7 @@ func ruleCandidates[F, M any](a *attacher, ro *routeObj, i int, rule *ruleOf[F, 
 			BasicAuth:       security.basicAuth,
 			APIKeyAuth:      security.apiKeyAuth,
 			ExtAuth:         security.extAuth,
+			OIDC:            security.oidc,
 			JWT:             security.jwt,
 		}
 		// A redirect answers by itself; a filter that cannot be served, or no backend left,

@@ -94,6 +94,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	markJWT(cfg, t.jwtProviders)
 	markExtAuth(cfg, t.extAuths)
+	markOIDC(cfg, t.oidcs)
 	for _, c := range ir.Compressors { // in their order: the listeners' filters are in it
 		markHTTPFilter(cfg, func(rc *ir.RouteConfig) bool { return rc.HasCompressor(c) }, func(l *ir.Listener, on bool) {
 			if on {
@@ -189,6 +190,9 @@ type l7 struct {
 	// cannot be served (extauth.go).
 	extAuths       map[string]*ir.ExtAuthService
 	extAuthRefused map[string]string
+	// oidcs: the OIDC logins by name, oidcRefused why the others cannot be served (oidc.go).
+	oidcs       map[string]*ir.OIDC
+	oidcRefused map[string]string
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool

@@ -32,9 +32,10 @@ type routeSecurity struct {
 	jwt           *ir.JWT
 	apiKeyAuth    *ir.APIKeyAuth
 	extAuth       string
+	oidc          string
 	// closed: the policy asks for basic authentication but its users cannot be used, for
-	// JWT authentication that cannot be served, for API keys that cannot be used, or for an
-	// external authorization that cannot be served; the routes answer 500 rather than serve
+	// JWT authentication that cannot be served, for API keys that cannot be used, for an
+	// external authorization or an OIDC login that cannot be served; the routes answer 500 rather than serve
 	// without it.
 	closed bool
 }
@@ -65,6 +66,10 @@ func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir
 	if s.ExtAuth != nil {
 		out.extAuth = t.extAuthFor(carrier, policy, s.ExtAuth, owner)
 		out.closed = out.closed || out.extAuth == ""
+	}
+	if s.OIDC != nil {
+		out.oidc = t.oidcFor(carrier, policy, s.OIDC, owner)
+		out.closed = out.closed || out.oidc == ""
 	}
 	a := s.Authorization
 	if a == nil {

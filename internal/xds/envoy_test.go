@@ -749,7 +749,7 @@ func TestEnvoyAcceptsGoldenScenarios(t *testing.T) {
 			}
 			nacks := func() float64 {
 				n := 0.0
-				for _, typ := range []string{resource.ListenerType, resource.ClusterType, resource.EndpointType} {
+				for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
 					n += testutil.ToFloat64(metrics.ManagerXDSNacks.WithLabelValues(tenant, typ))
 				}
 				return n

@@ -210,7 +210,7 @@ func (r *Reconciler) wanted(ctx context.Context, meta *metav1.PartialObjectMetad
 
 // wantedBySecurityPolicies tells whether SecurityPolicies of Secret key's namespace need it,
 // and which of its keys (nil: all): all when an apiKeyAuth names it (each key a client), else
-// .htpasswd when a basicAuth.users does.
+// .htpasswd when a basicAuth.users does and client-secret when an oidc.clientSecret does.
 func (r *Reconciler) wantedBySecurityPolicies(ctx context.Context, key types.NamespacedName) (bool, []string, error) {
 	if !r.Opts.Gateway || !r.Opts.SecurityPolicies {
 		return false, nil, nil
@@ -228,8 +228,14 @@ func (r *Reconciler) wantedBySecurityPolicies(ctx context.Context, key types.Nam
 		if slices.Contains(ccmsource.APIKeySecretNames(p), key.Name) {
 			return true, nil, nil
 		}
-		keys = []string{trafficpolicy.HtpasswdKey}
+		if ccmsource.BasicAuthSecretName(p) == key.Name && !slices.Contains(keys, trafficpolicy.HtpasswdKey) {
+			keys = append(keys, trafficpolicy.HtpasswdKey)
+		}
+		if ccmsource.OIDCClientSecretName(p) == key.Name && !slices.Contains(keys, trafficpolicy.OIDCClientSecretKey) {
+			keys = append(keys, trafficpolicy.OIDCClientSecretKey)
+		}
 	}
+	slices.Sort(keys)
 	return keys != nil, keys, nil
 }
 

@@ -48,12 +48,25 @@ func APIKeySecretNames(p *unstructured.Unstructured) []string {
 	return out
 }
 
+// OIDCClientSecretName is the name of the Secret of the policy's namespace that a
+// SecurityPolicy's spec.oidc.clientSecret names ("" when none or not a core Secret of the
+// policy's namespace).
+func OIDCClientSecretName(p *unstructured.Unstructured) string {
+	ref, ok, _ := unstructured.NestedMap(p.Object, "spec", "oidc", "clientSecret")
+	if !ok {
+		return ""
+	}
+	return localSecretName(p, ref)
+}
+
 // SecurityPolicySecretNames are the names of every Secret of the policy's namespace a
-// SecurityPolicy names: its basicAuth's and its apiKeyAuth's.
+// SecurityPolicy names: its basicAuth's, its apiKeyAuth's and its oidc's client secret.
 func SecurityPolicySecretNames(p *unstructured.Unstructured) []string {
 	out := APIKeySecretNames(p)
-	if name := BasicAuthSecretName(p); name != "" && !slices.Contains(out, name) {
-		out = append(out, name)
+	for _, name := range []string{BasicAuthSecretName(p), OIDCClientSecretName(p)} {
+		if name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
 	}
 	return out
 }
@@ -82,7 +95,31 @@ func securitySecretsProblem(ctx context.Context, secrets client.Reader, v any) (
 	if msg != "" || err != nil {
 		return msg, err
 	}
+	if msg, err = oidcSecretProblem(ctx, secrets, v); msg != "" || err != nil {
+		return msg, err
+	}
 	return apiKeyProblem(ctx, secrets, v)
+}
+
+// oidcSecretProblem checks the Secret a SecurityPolicy's oidc.clientSecret names: it exists
+// and its key client-secret holds a secret Envoy can send. The messages never show it.
+func oidcSecretProblem(ctx context.Context, secrets client.Reader, v any) (string, error) {
+	sec, ok := v.(*v1alpha1.Security)
+	if !ok || sec.OIDC == nil || secrets == nil {
+		return "", nil
+	}
+	key := client.ObjectKey{Namespace: sec.Namespace, Name: sec.OIDC.ClientSecret.Name}
+	s := &corev1.Secret{}
+	if err := secrets.Get(ctx, key, s); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return fmt.Sprintf("Secret %s named by oidc.clientSecret does not exist", key), nil
+		}
+		return "", fmt.Errorf("getting Secret %s: %w", key, err)
+	}
+	if _, err := trafficpolicy.CheckOIDCClientSecret(s.Data); err != nil {
+		return fmt.Sprintf("Secret %s named by oidc.clientSecret: %s", key, err), nil
+	}
+	return "", nil
 }
 
 // apiKeyProblem checks the Secrets a SecurityPolicy's apiKeyAuth names: each exists and holds

@@ -28,8 +28,21 @@ const indexExtAuthService = "ccm.kubelb.k8c.io/security-policy-ext-auth"
 // spec.extAuth (http or grpc) names in its first backendRefs entry, "" when it names none (or
 // something else: such a policy is Invalid).
 func ExtAuthServiceName(p *unstructured.Unstructured) string {
-	for _, proto := range []string{"http", "grpc"} {
-		refs, _, _ := unstructured.NestedSlice(p.Object, "spec", "extAuth", proto, "backendRefs")
+	return firstServiceRef(p, []string{"extAuth", "http"}, []string{"extAuth", "grpc"})
+}
+
+// OIDCServiceName is the name of the Service of the policy's namespace a SecurityPolicy's
+// spec.oidc.provider.backendRefs names first (the Service its token endpoint is reached
+// through), "" when none.
+func OIDCServiceName(p *unstructured.Unstructured) string {
+	return firstServiceRef(p, []string{"oidc", "provider"})
+}
+
+// firstServiceRef is the Service of the policy's namespace the first backendRefs entry of the
+// first of the spec's fields at paths names, "" when none.
+func firstServiceRef(p *unstructured.Unstructured, paths ...[]string) string {
+	for _, path := range paths {
+		refs, _, _ := unstructured.NestedSlice(p.Object, append(append([]string{"spec"}, path...), "backendRefs")...)
 		if len(refs) == 0 {
 			continue
 		}
@@ -51,9 +64,13 @@ func ExtAuthServiceName(p *unstructured.Unstructured) string {
 func indexExtAuthServices(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexExtAuthService, func(o client.Object) []string {
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			if name := ExtAuthServiceName(u); name != "" {
-				return []string{name}
+			var out []string
+			for _, name := range []string{ExtAuthServiceName(u), OIDCServiceName(u)} {
+				if name != "" && !slices.Contains(out, name) {
+					out = append(out, name)
+				}
 			}
+			return out
 		}
 		return nil
 	}); err != nil {
@@ -75,45 +92,64 @@ func extAuthBackend(backends []types.NamespacedName, c *v1alpha1.SourceContext, 
 	return backends
 }
 
-// extAuthBackendOf adds to backends the Service of sec's extAuth (nil: none).
+// extAuthBackendOf adds to backends the Service of sec's extAuth and that of its oidc's token
+// endpoint (nil: none).
 func extAuthBackendOf(backends []types.NamespacedName, sec *v1alpha1.Security, ns string) []types.NamespacedName {
-	if sec == nil || sec.ExtAuth == nil || sec.Namespace != ns {
+	if sec == nil || sec.Namespace != ns {
 		return backends
 	}
-	var refs []v1alpha1.SecurityBackendRef
-	if e := sec.ExtAuth; e.HTTP != nil {
-		refs = e.HTTP.BackendRefs
-	} else if e.GRPC != nil {
-		refs = e.GRPC.BackendRefs
+	add := func(refs []v1alpha1.SecurityBackendRef) {
+		if len(refs) == 0 || (refs[0].Namespace != nil && *refs[0].Namespace != "" && *refs[0].Namespace != ns) {
+			return
+		}
+		if key := (types.NamespacedName{Namespace: ns, Name: refs[0].Name}); !slices.Contains(backends, key) {
+			backends = append(backends, key)
+		}
 	}
-	if len(refs) == 0 || (refs[0].Namespace != nil && *refs[0].Namespace != "" && *refs[0].Namespace != ns) {
-		return backends
+	if e := sec.ExtAuth; e != nil && e.HTTP != nil {
+		add(e.HTTP.BackendRefs)
+	} else if e != nil && e.GRPC != nil {
+		add(e.GRPC.BackendRefs)
 	}
-	key := types.NamespacedName{Namespace: ns, Name: refs[0].Name}
-	if slices.Contains(backends, key) {
-		return backends
+	if sec.OIDC != nil { // the Service the token endpoint is reached through
+		add(sec.OIDC.Provider.BackendRefs)
 	}
-	return append(backends, key)
+	return backends
 }
 
 // extAuthProblem checks the Service a SecurityPolicy's extAuth names (settings read from the
 // policy; services read from the tenant cache): it exists, is not an ExternalName Service, and
-// has the TCP port named. "" when it can be used or the policy has no extAuth.
+// has the TCP port named; and the same of the Service of its oidc's token endpoint. "" when
+// they can be used or the policy has neither.
 func extAuthProblem(ctx context.Context, services client.Reader, v any) (string, error) {
 	sec, ok := v.(*v1alpha1.Security)
-	if !ok || sec.ExtAuth == nil || services == nil {
+	if !ok || services == nil {
 		return "", nil
 	}
-	field, refs := "extAuth.http.backendRefs", []v1alpha1.SecurityBackendRef(nil)
-	if sec.ExtAuth.HTTP != nil {
-		refs = sec.ExtAuth.HTTP.BackendRefs
-	} else if sec.ExtAuth.GRPC != nil {
-		field, refs = "extAuth.grpc.backendRefs", sec.ExtAuth.GRPC.BackendRefs
+	if e := sec.ExtAuth; e != nil {
+		field, refs := "extAuth.http.backendRefs", []v1alpha1.SecurityBackendRef(nil)
+		if e.HTTP != nil {
+			refs = e.HTTP.BackendRefs
+		} else if e.GRPC != nil {
+			field, refs = "extAuth.grpc.backendRefs", e.GRPC.BackendRefs
+		}
+		if msg, err := serviceRefProblem(ctx, services, sec.Namespace, field, refs, "the authorization service"); msg != "" || err != nil {
+			return msg, err
+		}
 	}
+	if o := sec.OIDC; o != nil {
+		return serviceRefProblem(ctx, services, sec.Namespace, "oidc.provider.backendRefs", o.Provider.BackendRefs, "the Service of the token endpoint")
+	}
+	return "", nil
+}
+
+// serviceRefProblem checks the Service of namespace ns the first of refs (field) names: it
+// exists, is not an ExternalName Service (what names it), and has the TCP port named.
+func serviceRefProblem(ctx context.Context, services client.Reader, ns, field string, refs []v1alpha1.SecurityBackendRef, what string) (string, error) {
 	if len(refs) == 0 || refs[0].Port == nil {
 		return "", nil // Invalid already
 	}
-	key := client.ObjectKey{Namespace: sec.Namespace, Name: refs[0].Name}
+	key := client.ObjectKey{Namespace: ns, Name: refs[0].Name}
 	svc := &corev1.Service{}
 	if err := services.Get(ctx, key, svc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -122,7 +158,7 @@ func extAuthProblem(ctx context.Context, services client.Reader, v any) (string,
 		return "", fmt.Errorf("getting Service %s: %w", key, err)
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return fmt.Sprintf("Service %s named by %s is of type ExternalName; the authorization service must be a ClusterIP, NodePort or LoadBalancer Service", key, field), nil
+		return fmt.Sprintf("Service %s named by %s is of type ExternalName; %s must be a ClusterIP, NodePort or LoadBalancer Service", key, field, what), nil
 	}
 	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
 		return p.Port == *refs[0].Port && v1alpha1.ProtocolOrTCP(p.Protocol) == corev1.ProtocolTCP

@@ -214,6 +214,13 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 	if l.JWT != nil { // after RBAC, before basic auth and the rate limit
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{jwtFilter(l.JWT, errs)}, hcm.HttpFilters...)
 	}
+	if len(l.OIDC) > 0 { // first of the authentications, after RBAC: login before the others
+		fs := make([]*hcmv3.HttpFilter, 0, len(l.OIDC)+len(hcm.HttpFilters))
+		for i := range l.OIDC {
+			fs = append(fs, oidcFilter(&l.OIDC[i], errs))
+		}
+		hcm.HttpFilters = append(fs, hcm.HttpFilters...)
+	}
 	if l.RouteSourceRanges {
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
 			Name:       FilterRBAC,

@@ -1,0 +1,107 @@
+package trafficpolicy
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
+
+// oidcSpec is an oidc policy of the test, with extra fields appended to its oidc.
+func oidcSpec(extra string) string {
+	return `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
+oidc:
+  provider:
+    issuer: https://id.example.com
+    authorizationEndpoint: https://id.example.com/authorize
+    tokenEndpoint: http://id.example.com/token
+    backendRefs: [{name: idp, port: 8080}]
+  clientID: shop
+  clientSecret: {name: shop-oidc}
+` + extra
+}
+
+// TestReadAndResolveOIDC: oidc comes through as Envoy Gateway means it: openid added to the
+// scopes, the default redirect URL and its path, the token endpoint's Service, the client
+// secret's Secret; cookie names and domain, logout path and forwarding as written.
+func TestReadAndResolveOIDC(t *testing.T) {
+	o := resolvedSecurity(t, oidcSpec(`  scopes: [email, profile, email]
+  resources: [https://api.example.com]
+  logoutPath: /logout
+  forwardAccessToken: true
+  cookieDomain: example.com
+  cookieNames: {accessToken: at, idToken: it}
+`)).OIDC
+	if o.Service != "idp" || o.Port != 8080 || o.ClientID != "shop" || o.ClientSecret != "shop-oidc" ||
+		o.TokenEndpoint != "http://id.example.com/token" || o.AuthorizationEndpoint != "https://id.example.com/authorize" ||
+		!slices.Equal(o.Scopes, []string{"openid", "email", "profile"}) || !slices.Equal(o.Resources, []string{"https://api.example.com"}) ||
+		o.RedirectURL != DefaultOIDCRedirectURL || o.RedirectPath != "/oauth2/callback" || o.LogoutPath != "/logout" ||
+		!o.ForwardAccessToken || !o.RefreshToken || o.CookieDomain != "example.com" || o.AccessTokenCookie != "at" || o.IDTokenCookie != "it" {
+		t.Errorf("oidc %+v", o)
+	}
+	o = resolvedSecurity(t, oidcSpec("  redirectURL: https://shop.example.com/login/done\n  refreshToken: false\n")).OIDC
+	if o.RefreshToken || o.RedirectURL != "https://shop.example.com/login/done" || o.RedirectPath != "/login/done" || !slices.Equal(o.Scopes, []string{"openid"}) {
+		t.Errorf("oidc %+v", o)
+	}
+}
+
+// TestResolveOIDCRefuses: what kubelb does not serve, what Envoy could not use, and anything
+// that would make the hub reach an address the tenant writes or read the hub's own values is
+// refused, naming the field.
+func TestResolveOIDCRefuses(t *testing.T) {
+	long := strings.Repeat("a", 600)
+	many := "[" + strings.Repeat("s,", 16) + "s]"
+	for _, c := range []struct{ spec, want string }{
+		{strings.Replace(oidcSpec(""), "    tokenEndpoint: http://id.example.com/token\n", "", 1), "oidc.provider.tokenEndpoint is not set: kubelb does not discover"},
+		{strings.Replace(oidcSpec(""), "    authorizationEndpoint: https://id.example.com/authorize\n", "", 1), "oidc.provider.authorizationEndpoint is not set"},
+		{strings.Replace(oidcSpec(""), "    backendRefs: [{name: idp, port: 8080}]\n", "", 1), "oidc.provider.backendRefs has 0 entries"},
+		{strings.Replace(oidcSpec(""), "name: idp, port", "name: idp, namespace: other, port", 1), "a Service of another namespace is not yet supported"},
+		{strings.Replace(oidcSpec(""), "issuer: https://", "issuer: http://", 1), "oidc.provider.issuer"},
+		{strings.Replace(oidcSpec(""), "authorize", long, 1), "oidc.provider.authorizationEndpoint"},
+		{strings.Replace(oidcSpec(""), "clientID: shop", "clientID: a b", 1), "oidc.clientID"},
+		{strings.Replace(oidcSpec(""), "{name: shop-oidc}", "{name: shop-oidc, namespace: other}", 1), "oidc.clientSecret namespace"},
+		{oidcSpec("  scopes: " + many + "\n"), "oidc.scopes has 17 scopes, at most 16"},
+		{oidcSpec("  scopes: ['a\"b']\n"), "oidc.scopes[0]"},
+		{oidcSpec("  redirectURL: https://%ENVIRONMENT(HOME)%/cb\n"), "oidc.redirectURL"},
+		{oidcSpec("  redirectURL: https://shop.example.com\n"), "oidc.redirectURL"},
+		{oidcSpec("  logoutPath: logout\n"), "oidc.logoutPath"},
+		{oidcSpec("  logoutPath: /oauth2/callback\n"), "is the redirectURL's path"},
+		{oidcSpec("  cookieDomain: 'bad domain'\n"), "oidc.cookieDomain"},
+		{oidcSpec("  cookieNames: {accessToken: 'a;b'}\n"), "oidc.cookieNames.accessToken"},
+		{oidcSpec("  defaultTokenTTL: 1h\n"), "spec.oidc.defaultTokenTTL not yet supported"},
+		{oidcSpec("  clientIDRef: {name: x}\n"), "spec.oidc.clientIDRef"},
+		{strings.Replace(oidcSpec(""), "port: 8080}", "port: 8080, filters: []}", 1), "spec.oidc.provider.backendRefs[0].filters"},
+	} {
+		if err := securityErr(t, c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.spec, err, c.want)
+		}
+	}
+}
+
+// TestOIDCBounds: the platform team allows oidc by its feature OIDC.
+func TestOIDCBounds(t *testing.T) {
+	s := resolvedSecurity(t, oidcSpec(""))
+	if err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"OIDC"}}, s); err != nil {
+		t.Errorf("OIDC allowed: %v", err)
+	}
+	err := CheckSecurityBounds(&Bounds{Features: []v1alpha1.TrafficPolicyFeature{"JWT"}}, s)
+	if want := "the policy uses oidc (OIDC)"; !errors.Is(err, ErrOverBound) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want one with %q", err, want)
+	}
+}
+
+// TestCheckOIDCClientSecret: the client secret is read from key client-secret, bounded, and
+// errors never show it.
+func TestCheckOIDCClientSecret(t *testing.T) {
+	if v, err := CheckOIDCClientSecret(map[string][]byte{"client-secret": []byte("s3cret")}); err != nil || v != "s3cret" {
+		t.Errorf("got %q, %v", v, err)
+	}
+	for _, d := range []map[string][]byte{{}, {"client-secret": []byte("has space s3cret")}, {"client-secret": []byte(strings.Repeat("x", 1025))}} {
+		if _, err := CheckOIDCClientSecret(d); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: %v", d, err)
+		}
+	}
+}

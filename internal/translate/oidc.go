@@ -1,0 +1,134 @@
+package translate
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
+)
+
+// OpenID Connect login (a SecurityPolicy's oidc): the listeners serving the policy's routes
+// run one Envoy oauth2 filter per login (ir.OIDC, one per policy and Route carrying it: the
+// filter's provider cannot change per route). The token endpoint is reached through the
+// Service of the policy's namespace the ccm embeds in the Route (as backends and extAuth's
+// service are): the hub makes a cluster of it as of any backend (the tenant's nodes × its
+// NodePort, the endpoint policy and budget applied), never of an address the tenant writes.
+// The client secret comes from the hub Secret the ccm mirrors (key client-secret); the key
+// that signs the session cookies is derived by the hub from it and the hub Route's UID and
+// the policy's name (stable across rebuilds, different for every login). Both reach Envoy by
+// SDS. The logins a tenant's translation serves are bounded (maxOIDCLogins); the routes of
+// the others answer 500.
+
+// ReasonOIDCUnusable: the OIDC login of a SecurityPolicy cannot be served (its token
+// endpoint's Service is not carried or has no NodePort, its client secret has not reached the
+// hub or is unusable, or the tenant has too many); its routes answer 500 until then.
+const ReasonOIDCUnusable = "OIDCUnusable"
+
+// maxOIDCLogins bounds the OIDC logins of a tenant's translation, so that a listener never
+// runs more than ir.MaxListenerOIDCs oauth2 filters.
+const maxOIDCLogins = ir.MaxListenerOIDCs
+
+// oidcFor is the name of the OIDC login of the routes of SecurityPolicy policy
+// ("namespace/name") carried by Route carrier, the login added for the listeners (markOIDC);
+// "" when it cannot be served, reported on owner.
+func (t *l7) oidcFor(carrier *v1alpha1.Route, policy string, o *trafficpolicy.OIDC, owner ir.ObjectRef) string {
+	name := carrier.Name + "/" + policy
+	if t.oidcs == nil {
+		t.oidcs, t.oidcRefused = map[string]*ir.OIDC{}, map[string]string{}
+	}
+	if made, ok := t.oidcs[name]; ok {
+		for _, s := range []string{made.ClientSecret, made.HMACSecret} {
+			t.secrets[s].Owners = append(t.secrets[s].Owners, owner)
+		}
+		return name
+	}
+	msg, ok := t.oidcRefused[name]
+	if !ok {
+		if len(t.oidcs) >= maxOIDCLogins {
+			msg = fmt.Sprintf("SecurityPolicy %s: the tenant's routes are under more than %d OIDC logins (SecurityPolicies with oidc, counted per object they apply to); its routes answer 500 until fewer are used", truncateMessage(policy), maxOIDCLogins)
+		} else if why := t.makeOIDC(carrier, name, policy, o, owner); why != "" {
+			msg = fmt.Sprintf("SecurityPolicy %s: its oidc cannot be used: %s; its routes answer 500 until then", truncateMessage(policy), why)
+		} else {
+			return name
+		}
+		t.oidcRefused[name] = msg
+	}
+	t.problems.Add(owner, ir.SeverityWarning, ReasonOIDCUnusable, "%s", msg)
+	return ""
+}
+
+// makeOIDC adds login name (its cluster, its secrets); why it cannot, "" when it did.
+func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpolicy.OIDC, owner ir.ObjectRef) string {
+	ns, _, _ := strings.Cut(policy, "/")
+	if reason, msg := checkObjectName("Secret", ns, o.ClientSecret); reason != "" {
+		return msg
+	}
+	found := t.secretByOrigin()[nsName{ns, o.ClientSecret}]
+	if found == nil {
+		return fmt.Sprintf("Secret %s/%s has not reached the hub (the ccm mirrors it once it exists in the tenant cluster)", truncate(ns), truncate(o.ClientSecret))
+	}
+	clientSecret, err := trafficpolicy.CheckOIDCClientSecret(found.Data)
+	if err != nil {
+		return fmt.Sprintf("Secret %s/%s: %s", truncate(ns), truncate(o.ClientSecret), err)
+	}
+	b, _, why := t.backend(carrier, owner, ns, o.Service, o.Port, false, "")
+	if why != "" {
+		return "the Service of its token endpoint: " + why
+	}
+	// The cookies' key: the client secret keyed with what only the hub assigns (the hub
+	// Route's UID) and the login's name.
+	mac := hmac.New(sha256.New, []byte(clientSecret))
+	mac.Write([]byte("kubelb oidc cookies\x00" + string(carrier.UID) + "\x00" + name))
+	sum := sha256.Sum256([]byte(name))
+	login := &ir.OIDC{
+		Name: name, Cluster: b.cluster, TokenEndpoint: o.TokenEndpoint, AuthorizationEndpoint: o.AuthorizationEndpoint,
+		ClientID: o.ClientID, ClientSecret: "oidc/" + name + "/client", HMACSecret: "oidc/" + name + "/hmac",
+		Scopes: slices.Clone(o.Scopes), Resources: slices.Clone(o.Resources),
+		RedirectURL: o.RedirectURL, RedirectPath: o.RedirectPath, LogoutPath: o.LogoutPath,
+		ForwardAccessToken: o.ForwardAccessToken, RefreshToken: o.RefreshToken, CookieDomain: o.CookieDomain,
+		CookieSuffix: hex.EncodeToString(sum[:4]), AccessTokenCookie: o.AccessTokenCookie, IDTokenCookie: o.IDTokenCookie,
+	}
+	for secret, value := range map[string][]byte{login.ClientSecret: []byte(clientSecret), login.HMACSecret: mac.Sum(nil)} {
+		s := &ir.Secret{Name: secret, Owners: []ir.ObjectRef{owner}, Generic: value}
+		t.secrets[secret] = s
+		t.cfg.Secrets = append(t.cfg.Secrets, s)
+	}
+	t.oidcs[name] = login
+	return ""
+}
+
+// markOIDC gives every HTTP and HTTPS listener the OIDC logins the routes of the route
+// configurations it serves run, sorted by name, none when they run none.
+func markOIDC(cfg *ir.Config, logins map[string]*ir.OIDC) {
+	if len(logins) == 0 {
+		return
+	}
+	runs := map[string][]string{}
+	for _, rc := range cfg.RouteConfigs {
+		if n := rc.OIDCNames(); len(n) > 0 {
+			runs[rc.Name] = n
+		}
+	}
+	for _, l := range cfg.Listeners {
+		served, ok := routeConfigsOf(l)
+		if !ok {
+			continue
+		}
+		var names []string
+		for _, rc := range served {
+			names = append(names, runs[rc]...)
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		l.OIDC = nil
+		for _, n := range names {
+			l.OIDC = append(l.OIDC, *logins[n])
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package translate_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+)
+
+// TestOIDCLoginsPerTenantBounded: a tenant whose HTTPRoutes are under more SecurityPolicies
+// with oidc than a listener runs oauth2 filters for (ir.MaxListenerOIDCs = 8) gets the first 8
+// served, each route running its own policy's login (a cluster of the token endpoint's Service
+// its Route carries, its own secrets: one client secret, a cookie key of each login's own); the routes of the 9th answer 500 (never served without
+// a login), and that policy's Route is told (OIDCUnusable, naming the policy).
+func TestOIDCLoginsPerTenantBounded(t *testing.T) {
+	t.Parallel()
+	const served = ir.MaxListenerOIDCs
+	in := translatetest.HTTPRoutesTenant(t, served+1)
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
+	})
+	for i := range served + 1 { // the Gateway's Route is the first; the HTTPRoutes follow
+		r := &in.Routes[i+1]
+		r.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC))
+		src := r.Spec.Source.Kubernetes
+		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", int32(31000+i))})
+		if src.Context == nil {
+			src.Context = &v1alpha1.SourceContext{}
+		}
+		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), OIDC: &v1alpha1.SecurityOIDC{
+			Provider: v1alpha1.SecurityOIDCProvider{
+				Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
+				TokenEndpoint: ptr.To("https://id.example.com/token"),
+				BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}},
+			},
+			ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
+		}}
+	}
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []ir.Problem
+	for _, p := range r.Problems {
+		if p.Reason == translate.ReasonOIDCUnusable {
+			told = append(told, p)
+		}
+	}
+	last := in.Routes[served+1].Name
+	if len(told) == 0 || told[0].Object.Name != last || !strings.Contains(told[0].Message, "apps/policy-08") {
+		t.Fatalf("OIDCUnusable on %v, want on the rules of Route %s (the 9th policy's)", told, last)
+	}
+	runs, refused := appHostRoutes(t, r.Config, "running a login", func(rt *ir.Route) (string, bool) {
+		return rt.OIDC, rt.OIDC != ""
+	})
+	for i := range served + 1 {
+		host := fmt.Sprintf("app-%d.example.com", i)
+		if i < served {
+			if want := fmt.Sprintf("%s/apps/policy-%02d", in.Routes[i+1].Name, i); runs[host] != want || refused[host] != 0 {
+				t.Errorf("%s: runs %q (%d routes answer 500), want %q", host, runs[host], refused[host], want)
+			}
+			continue
+		}
+		if runs[host] != "" || refused[host] == 0 {
+			t.Errorf("%s (the 9th policy): runs %q, %d routes answer 500; want every route answering 500", host, runs[host], refused[host])
+		}
+	}
+	secrets, keys := map[string]bool{}, map[string]bool{}
+	for _, s := range r.Config.Secrets {
+		secrets[s.Name] = len(s.Generic) > 0
+		if strings.HasSuffix(s.Name, "/hmac") {
+			keys[string(s.Generic)] = true
+		}
+	}
+	if len(keys) != served { // one client secret, but a cookie key of each login's own
+		t.Errorf("%d different cookie keys, want %d", len(keys), served)
+	}
+	for _, l := range r.Config.Listeners {
+		if n := len(l.OIDC); n > ir.MaxListenerOIDCs {
+			t.Errorf("listener %s runs %d oauth2 filters, over %d", l.Name, n, ir.MaxListenerOIDCs)
+		}
+		for _, o := range l.OIDC {
+			if !secrets[o.ClientSecret] || !secrets[o.HMACSecret] {
+				t.Errorf("listener %s: login %s's secrets %s, %s missing", l.Name, o.Name, o.ClientSecret, o.HMACSecret)
+			}
+		}
+	}
+}
