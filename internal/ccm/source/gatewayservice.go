@@ -72,13 +72,13 @@ func InfrastructureMetadata(infra *gwapiv1.GatewayInfrastructure) (labels, annot
 			v := in[k]
 			switch {
 			case len(validation.IsQualifiedName(k)) != 0:
-				dropped = append(dropped, fmt.Sprintf("%s %q (not a valid key)", what, cut(k)))
+				dropped = append(dropped, fmt.Sprintf("%s %q (not a valid key)", what, truncateName(k)))
 			case reservedKey(k):
-				dropped = append(dropped, fmt.Sprintf("%s %q (a key of kubelb's or Kubernetes' own domain)", what, cut(k)))
+				dropped = append(dropped, fmt.Sprintf("%s %q (a key of kubelb's or Kubernetes' own domain)", what, truncateName(k)))
 			case !validValue(v):
-				dropped = append(dropped, fmt.Sprintf("%s %q (not a valid value)", what, cut(k)))
+				dropped = append(dropped, fmt.Sprintf("%s %q (not a valid value)", what, truncateName(k)))
 			case len(out) == maxInfrastructureEntries:
-				dropped = append(dropped, fmt.Sprintf("%s %q (more than %d)", what, cut(k), maxInfrastructureEntries))
+				dropped = append(dropped, fmt.Sprintf("%s %q (more than %d)", what, truncateName(k), maxInfrastructureEntries))
 			default:
 				if out == nil {
 					out = map[string]string{}
@@ -99,14 +99,6 @@ func InfrastructureMetadata(infra *gwapiv1.GatewayInfrastructure) (labels, annot
 	labels = take(ls, "label", func(v string) bool { return len(validation.IsValidLabelValue(v)) == 0 })
 	annotations = take(as, "annotation", func(v string) bool { return len(v) <= maxInfrastructureValue })
 	return labels, annotations, dropped
-}
-
-// cut shortens a key for a message.
-func cut(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // gatewayServicePorts are the ports of a Gateway's Service: one per distinct port and
