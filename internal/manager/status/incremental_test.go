@@ -142,3 +142,55 @@ func TestWriterLooksOnlyAtWhatChanged(t *testing.T) {
 		programmed(fmt.Sprintf("lb-%02d", i), metav1.ConditionTrue, ReasonProgrammed)
 	}
 }
+
+// TestWaitingLoadBalancerGetsItsVerdict: a LoadBalancer the Report lists as waiting for a
+// listener port gets no Programmed verdict; the next Report, which translated it with its port
+// and says nothing else new of it (the same generation, no problem), gives it one. (A Report
+// that only dropped the LoadBalancer from Waiting was not a change to the Writer: the
+// LoadBalancer, whose controller had written Ready while it waited, stayed without Programmed,
+// as a faults run in CI showed.)
+func TestWaitingLoadBalancerGetsItsVerdict(t *testing.T) {
+	const ns = "tenant-waiting"
+	hub := testenv.Start(t, "hub", testenv.Options{})
+	c := hub.Client
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	lb := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: v1alpha1.LoadBalancerSpec{Ports: []v1alpha1.LoadBalancerPort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+			Endpoints: []v1alpha1.LoadBalancerEndpoints{{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}},
+				Ports: []v1alpha1.EndpointPort{{Port: 31080}}}}}}
+	if err := c.Create(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: ns, Name: lb.Name}
+	store := NewStore()
+	testenv.StartManager(t, hub.Config, func(mgr ctrl.Manager) error { _, err := setupWriter(mgr, store); return err })
+	objects := map[ir.ObjectRef]int64{ref: lb.Generation}
+	store.Publish(ns, &Report{Objects: objects, Waiting: map[ir.ObjectRef]bool{ref: true}, Versions: map[string]string{"v": "1"}})
+	// The LoadBalancer controller's first status write, while the port waits: Ready, no verdict.
+	meta.SetStatusCondition(&lb.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "AddressAssigned",
+		Message: "played", ObservedGeneration: lb.Generation})
+	if err := c.Status().Update(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the Writer hears of Ready and looks, while the Report still says waiting
+	got := &v1alpha1.LoadBalancer{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: lb.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(got.Status.Conditions, ConditionProgrammed); p != nil {
+		t.Fatalf("a verdict while the port waits: %+v", p)
+	}
+	store.Publish(ns, &Report{Objects: objects, Versions: map[string]string{"v": "2"}})
+	testsupport.Eventually(t, 30*time.Second, "web Programmed=True", func() error {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: lb.Name}, got); err != nil {
+			return err
+		}
+		if p := meta.FindStatusCondition(got.Status.Conditions, ConditionProgrammed); p == nil || p.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Programmed %+v", p)
+		}
+		return nil
+	})
+}

@@ -206,7 +206,11 @@ func (w *Writer) Reconcile(ctx context.Context, req reconcile.Request) (_ reconc
 			visit(&lbs.Items[i])
 		}
 	} else if !same {
-		for name := range changedLoadBalancers(st.objects, report.Objects, st.byObject, byObject) {
+		var oldWaiting map[ir.ObjectRef]bool
+		if st.report != nil {
+			oldWaiting = st.report.Waiting
+		}
+		for name := range changedLoadBalancers(st.objects, report.Objects, st.byObject, byObject, oldWaiting, report.Waiting) {
 			if dirty == nil {
 				dirty = map[string]bool{}
 			}
@@ -347,9 +351,18 @@ func (w *Writer) setCondition(conds *[]metav1.Condition, cond metav1.Condition) 
 }
 
 // changedLoadBalancers are the LoadBalancers whose verdict inputs differ between two looks:
-// translated at another generation (or newly), or with other problems.
-func changedLoadBalancers(oldObjects, objects map[ir.ObjectRef]int64, oldProblems, problems map[ir.ObjectRef][]ir.Problem) map[string]bool {
+// translated at another generation (or newly), with other problems, or that started or
+// stopped waiting for a listener port (Report.Waiting: no verdict while waiting, so the
+// Report that ends the wait gives one even when nothing else of the LoadBalancer changed).
+func changedLoadBalancers(oldObjects, objects map[ir.ObjectRef]int64, oldProblems, problems map[ir.ObjectRef][]ir.Problem, oldWaiting, waiting map[ir.ObjectRef]bool) map[string]bool {
 	out := map[string]bool{}
+	for _, pair := range [2][2]map[ir.ObjectRef]bool{{oldWaiting, waiting}, {waiting, oldWaiting}} {
+		for ref, w := range pair[0] {
+			if ref.Kind == translate.KindLoadBalancer && w != pair[1][ref] {
+				out[ref.Name] = true
+			}
+		}
+	}
 	for ref, gen := range objects {
 		if g, ok := oldObjects[ref]; ref.Kind == translate.KindLoadBalancer && (!ok || g != gen) {
 			out[ref.Name] = true
