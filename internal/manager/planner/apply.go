@@ -76,7 +76,7 @@ func (c *Controller) applyIngress(ctx context.Context, ports *portalloc.Allocato
 		return IngressOutcome{ServiceErr: errForeign(svc)}, nil
 	case !h.Wanted:
 		if h.DeleteService {
-			if err := hubservice.Delete(ctx, c.client, svc); err != nil {
+			if err := c.deleteService(ctx, svc); err != nil {
 				return IngressOutcome{}, err
 			}
 		}
@@ -93,7 +93,7 @@ func (c *Controller) applyIngress(ctx context.Context, ports *portalloc.Allocato
 	st := IngressOutcome{Exhausted: allocErr}
 	exposed := AllocatedIngressPorts(p.Namespace, alloc)
 	if len(exposed) == 0 {
-		return st, hubservice.Delete(ctx, c.client, svc)
+		return st, c.deleteService(ctx, svc)
 	}
 	if svc != nil && !svc.DeletionTimestamp.IsZero() {
 		return st, fmt.Errorf("hub Service %s/%s is being deleted; waiting to make it again", svc.Namespace, svc.Name)

@@ -35,8 +35,9 @@ func (c *Controller) collect(ctx context.Context, namespace string, tenant setti
 	for i := range routes.Items {
 		in.Routes = append(in.Routes, &routes.Items[i])
 	}
+	c.deleted.prune(namespace, svcs.Items)
 	for i := range svcs.Items {
-		if s := &svcs.Items[i]; planned(s.Name) {
+		if s := &svcs.Items[i]; planned(s.Name) && !c.deleted.done(s) {
 			in.Services[s.Name] = s
 		}
 	}

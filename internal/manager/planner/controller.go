@@ -86,6 +86,8 @@ type Controller struct {
 	ingress  map[string]IngressOutcome        // tenant namespace → the last outcome of its Ingress Service
 	outcomes map[string]map[objectKey]Outcome // tenant namespace → each object's last Outcome
 	applied  map[string]map[types.UID]applied // tenant namespace → what its hub Services were applied from
+
+	deleted deletions // hub Services deleted and still in the cache
 }
 
 // objectKey names a LoadBalancer or a Route of a tenant.
@@ -326,4 +328,5 @@ func (c *Controller) forget(namespace string) {
 	defer c.mu.Unlock()
 	delete(c.planners, namespace)
 	delete(c.applied, namespace)
+	c.deleted.forget(namespace)
 }

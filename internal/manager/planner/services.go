@@ -273,12 +273,17 @@ func minRequeue(a, b time.Duration) time.Duration {
 	return a
 }
 
-// deleteService deletes a hub Service kubelb made, unless it is already being deleted.
+// deleteService deletes a hub Service kubelb made, unless it is already being deleted or
+// the planner deleted it already (its cache may still show it; see deletions).
 func (c *Controller) deleteService(ctx context.Context, svc *corev1.Service) error {
-	if svc == nil || !svc.DeletionTimestamp.IsZero() {
+	if svc == nil || !svc.DeletionTimestamp.IsZero() || c.deleted.done(svc) {
 		return nil
 	}
-	return hubservice.Delete(ctx, c.client, svc)
+	if err := hubservice.Delete(ctx, c.client, svc); err != nil {
+		return err
+	}
+	c.deleted.record(svc)
+	return nil
 }
 
 // foreignError is the problem of a Service kubelb did not make for the object, standing
