@@ -29,63 +29,30 @@ const maxExtAuthServices = ir.MaxListenerExtAuths
 
 // extAuthFor is the name of the external authorization service of the routes of SecurityPolicy
 // policy ("namespace/name") carried by Route carrier, the service added for the listeners
-// (markExtAuth); "" when it cannot be served, reported on owner.
+// (markListeners); "" when it cannot be served, reported on owner.
 func (t *l7) extAuthFor(carrier *v1alpha1.Route, policy string, e *trafficpolicy.ExtAuth, owner ir.ObjectRef) string {
 	name := carrier.Name + "/" + policy
-	if t.extAuths == nil {
-		t.extAuths, t.extAuthRefused = map[string]*ir.ExtAuthService{}, map[string]string{}
-	}
-	if _, ok := t.extAuths[name]; ok {
-		return name
-	}
-	msg, ok := t.extAuthRefused[name]
-	if !ok {
-		if len(t.extAuths) >= maxExtAuthServices {
-			msg = fmt.Sprintf("SecurityPolicy %s: the tenant's routes are under more than %d external authorization services (SecurityPolicies with extAuth, counted per object they apply to); its routes answer 500 until fewer are used", truncateMessage(policy), maxExtAuthServices)
-		} else {
+	svc, _, msg := t.extAuths.get(name,
+		func() (*ir.ExtAuthService, string) {
 			ns, _, _ := strings.Cut(policy, "/")
 			b, _, why := t.backend(carrier, owner, ns, e.Service, e.Port, e.GRPC, "")
-			if why == "" {
-				t.extAuths[name] = &ir.ExtAuthService{
-					Name: name, Cluster: b.cluster, GRPC: e.GRPC, Path: e.Path, FailOpen: e.FailOpen,
-					HeadersToExtAuth: slices.Clone(e.HeadersToExtAuth), HeadersToBackend: slices.Clone(e.HeadersToBackend),
-				}
-				return name
+			if why != "" {
+				return nil, why
 			}
-			msg = fmt.Sprintf("SecurityPolicy %s: its extAuth Service cannot be used: %s; its routes answer 500 until then", truncateMessage(policy), why)
-		}
-		t.extAuthRefused[name] = msg
+			return &ir.ExtAuthService{
+				Name: name, Cluster: b.cluster, GRPC: e.GRPC, Path: e.Path, FailOpen: e.FailOpen,
+				HeadersToExtAuth: slices.Clone(e.HeadersToExtAuth), HeadersToBackend: slices.Clone(e.HeadersToBackend),
+			}, ""
+		},
+		func() string {
+			return fmt.Sprintf("SecurityPolicy %s: the tenant's routes are under more than %d external authorization services (SecurityPolicies with extAuth, counted per object they apply to); its routes answer 500 until fewer are used", truncateMessage(policy), maxExtAuthServices)
+		},
+		func(why string) string {
+			return fmt.Sprintf("SecurityPolicy %s: its extAuth Service cannot be used: %s; its routes answer 500 until then", truncateMessage(policy), why)
+		})
+	if svc == nil {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonExtAuthUnusable, "%s", msg)
+		return ""
 	}
-	t.problems.Add(owner, ir.SeverityWarning, ReasonExtAuthUnusable, "%s", msg)
-	return ""
-}
-
-// markExtAuth gives every HTTP and HTTPS listener the external authorization services the
-// routes of the route configurations it serves ask, sorted by name, none when they ask none.
-func markExtAuth(cfg *ir.Config, services map[string]*ir.ExtAuthService) {
-	if len(services) == 0 {
-		return
-	}
-	asks := map[string][]string{}
-	for _, rc := range cfg.RouteConfigs {
-		if n := rc.ExtAuthNames(); len(n) > 0 {
-			asks[rc.Name] = n
-		}
-	}
-	for _, l := range cfg.Listeners {
-		served, ok := routeConfigsOf(l)
-		if !ok {
-			continue
-		}
-		var names []string
-		for _, rc := range served {
-			names = append(names, asks[rc]...)
-		}
-		slices.Sort(names)
-		names = slices.Compact(names)
-		l.ExtAuth = nil
-		for _, n := range names {
-			l.ExtAuth = append(l.ExtAuth, *services[n])
-		}
-	}
+	return name
 }

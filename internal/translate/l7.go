@@ -93,8 +93,8 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasAPIKeyAuth, func(l *ir.Listener, on bool) { l.APIKeyAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
 	markJWT(cfg, t.jwtProviders)
-	markExtAuth(cfg, t.extAuths)
-	markOIDC(cfg, t.oidcs)
+	markListeners(cfg, t.extAuths.made, (*ir.RouteConfig).ExtAuthNames, func(l *ir.Listener, s []ir.ExtAuthService) { l.ExtAuth = s })
+	markListeners(cfg, t.oidcs.made, (*ir.RouteConfig).OIDCNames, func(l *ir.Listener, s []ir.OIDC) { l.OIDC = s })
 	for _, c := range ir.Compressors { // in their order: the listeners' filters are in it
 		markHTTPFilter(cfg, func(rc *ir.RouteConfig) bool { return rc.HasCompressor(c) }, func(l *ir.Listener, on bool) {
 			if on {
@@ -186,13 +186,10 @@ type l7 struct {
 	trafficIR       map[*trafficpolicy.Settings]*backendTraffic
 	authorizationIR map[*trafficpolicy.Authorization]*ir.Authorization
 	apiKeyIR        map[*trafficpolicy.APIKeyAuth]apiKeyResult
-	// extAuths: the external authorization services by name, extAuthRefused why the others
-	// cannot be served (extauth.go).
-	extAuths       map[string]*ir.ExtAuthService
-	extAuthRefused map[string]string
-	// oidcs: the OIDC logins by name, oidcRefused why the others cannot be served (oidc.go).
-	oidcs       map[string]*ir.OIDC
-	oidcRefused map[string]string
+	// extAuths: the external authorization services (extauth.go); oidcs: the OIDC logins
+	// (oidc.go).
+	extAuths listenerFilters[ir.ExtAuthService]
+	oidcs    listenerFilters[ir.OIDC]
 	// addressWarned: the Gateways whose hub Service loses client addresses, warned of once
 	// for their SecurityPolicies (security.go).
 	addressWarned  map[*gateway]bool
@@ -222,6 +219,8 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		traffic:  trafficChecks(),
 		security: securityChecks(),
 		client:   clientChecks(),
+		extAuths: listenerFilters[ir.ExtAuthService]{max: maxExtAuthServices},
+		oidcs:    listenerFilters[ir.OIDC]{max: maxOIDCLogins},
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {

@@ -35,51 +35,47 @@ const ReasonOIDCUnusable = "OIDCUnusable"
 const maxOIDCLogins = ir.MaxListenerOIDCs
 
 // oidcFor is the name of the OIDC login of the routes of SecurityPolicy policy
-// ("namespace/name") carried by Route carrier, the login added for the listeners (markOIDC);
+// ("namespace/name") carried by Route carrier, the login added for the listeners (markListeners);
 // "" when it cannot be served, reported on owner.
 func (t *l7) oidcFor(carrier *v1alpha1.Route, policy string, o *trafficpolicy.OIDC, owner ir.ObjectRef) string {
 	name := carrier.Name + "/" + policy
-	if t.oidcs == nil {
-		t.oidcs, t.oidcRefused = map[string]*ir.OIDC{}, map[string]string{}
+	login, again, msg := t.oidcs.get(name,
+		func() (*ir.OIDC, string) { return t.makeOIDC(carrier, name, policy, o, owner) },
+		func() string {
+			return fmt.Sprintf("SecurityPolicy %s: the tenant's routes are under more than %d OIDC logins (SecurityPolicies with oidc, counted per object they apply to); its routes answer 500 until fewer are used", truncateMessage(policy), maxOIDCLogins)
+		},
+		func(why string) string {
+			return fmt.Sprintf("SecurityPolicy %s: its oidc cannot be used: %s; its routes answer 500 until then", truncateMessage(policy), why)
+		})
+	if login == nil {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonOIDCUnusable, "%s", msg)
+		return ""
 	}
-	if made, ok := t.oidcs[name]; ok {
-		for _, s := range []string{made.ClientSecret, made.HMACSecret} {
+	if again { // its secrets are also owner's
+		for _, s := range []string{login.ClientSecret, login.HMACSecret} {
 			t.secrets[s].Owners = append(t.secrets[s].Owners, owner)
 		}
-		return name
 	}
-	msg, ok := t.oidcRefused[name]
-	if !ok {
-		if len(t.oidcs) >= maxOIDCLogins {
-			msg = fmt.Sprintf("SecurityPolicy %s: the tenant's routes are under more than %d OIDC logins (SecurityPolicies with oidc, counted per object they apply to); its routes answer 500 until fewer are used", truncateMessage(policy), maxOIDCLogins)
-		} else if why := t.makeOIDC(carrier, name, policy, o, owner); why != "" {
-			msg = fmt.Sprintf("SecurityPolicy %s: its oidc cannot be used: %s; its routes answer 500 until then", truncateMessage(policy), why)
-		} else {
-			return name
-		}
-		t.oidcRefused[name] = msg
-	}
-	t.problems.Add(owner, ir.SeverityWarning, ReasonOIDCUnusable, "%s", msg)
-	return ""
+	return name
 }
 
-// makeOIDC adds login name (its cluster, its secrets); why it cannot, "" when it did.
-func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpolicy.OIDC, owner ir.ObjectRef) string {
+// makeOIDC makes login name (its cluster, its secrets); nil and why it cannot.
+func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpolicy.OIDC, owner ir.ObjectRef) (*ir.OIDC, string) {
 	ns, _, _ := strings.Cut(policy, "/")
 	if reason, msg := checkObjectName("Secret", ns, o.ClientSecret); reason != "" {
-		return msg
+		return nil, msg
 	}
 	found := t.secretByOrigin()[nsName{ns, o.ClientSecret}]
 	if found == nil {
-		return fmt.Sprintf("Secret %s/%s has not reached the hub (the ccm mirrors it once it exists in the tenant cluster)", truncate(ns), truncate(o.ClientSecret))
+		return nil, fmt.Sprintf("Secret %s/%s has not reached the hub (the ccm mirrors it once it exists in the tenant cluster)", truncate(ns), truncate(o.ClientSecret))
 	}
 	clientSecret, err := trafficpolicy.CheckOIDCClientSecret(found.Data)
 	if err != nil {
-		return fmt.Sprintf("Secret %s/%s: %s", truncate(ns), truncate(o.ClientSecret), err)
+		return nil, fmt.Sprintf("Secret %s/%s: %s", truncate(ns), truncate(o.ClientSecret), err)
 	}
 	b, _, why := t.backend(carrier, owner, ns, o.Service, o.Port, false, "")
 	if why != "" {
-		return "the Service of its token endpoint: " + why
+		return nil, "the Service of its token endpoint: " + why
 	}
 	// The cookies' key: the client secret keyed with what only the hub assigns (the hub
 	// Route's UID) and the login's name.
@@ -99,36 +95,5 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 		t.secrets[secret] = s
 		t.cfg.Secrets = append(t.cfg.Secrets, s)
 	}
-	t.oidcs[name] = login
-	return ""
-}
-
-// markOIDC gives every HTTP and HTTPS listener the OIDC logins the routes of the route
-// configurations it serves run, sorted by name, none when they run none.
-func markOIDC(cfg *ir.Config, logins map[string]*ir.OIDC) {
-	if len(logins) == 0 {
-		return
-	}
-	runs := map[string][]string{}
-	for _, rc := range cfg.RouteConfigs {
-		if n := rc.OIDCNames(); len(n) > 0 {
-			runs[rc.Name] = n
-		}
-	}
-	for _, l := range cfg.Listeners {
-		served, ok := routeConfigsOf(l)
-		if !ok {
-			continue
-		}
-		var names []string
-		for _, rc := range served {
-			names = append(names, runs[rc]...)
-		}
-		slices.Sort(names)
-		names = slices.Compact(names)
-		l.OIDC = nil
-		for _, n := range names {
-			l.OIDC = append(l.OIDC, *logins[n])
-		}
-	}
+	return login, ""
 }
