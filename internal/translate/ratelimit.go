@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
@@ -81,9 +82,15 @@ func (t *l7) markGlobalRateLimit(cfg *ir.Config) {
 	found := false
 	for _, rc := range cfg.RouteConfigs {
 		for _, vh := range rc.VirtualHosts {
-			for _, r := range vh.Routes {
+			keys := map[string]bool{}
+			for i, r := range vh.Routes {
 				if g := r.GlobalRateLimit; g != nil {
-					r.GlobalRateLimit = &ir.GlobalRateLimit{Key: rc.Name + "/" + vh.Name + "/" + r.Name, Rules: g.Rules}
+					key := rc.Name + "/" + vh.Name + "/" + r.Name
+					if keys[key] { // two routes of one name count apart all the same
+						key += "#" + strconv.Itoa(i)
+					}
+					keys[key] = true
+					r.GlobalRateLimit = &ir.GlobalRateLimit{Key: key, Rules: g.Rules}
 					found = true
 				}
 			}
