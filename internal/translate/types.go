@@ -183,7 +183,7 @@ type Options struct {
 	// RateLimitService is the address ("IP:port", gRPC) of the tenant's rate-limit service,
 	// which counts the global rate limits of its BackendTrafficPolicies for its whole fleet
 	// (ratelimit.go); "" when the hub has none: a policy with a global limit then applies
-	// not at all (GlobalRateLimitUnavailable).
+	// not at all (OverPlatformBound, ratelimit.go).
 	RateLimitService string
 }
 
