@@ -166,6 +166,7 @@ func TestGlobalRateLimitThroughEnvoy(t *testing.T) {
 	grpcPort := testsupport.FreePort(t)
 	in.Options.RateLimitService = testsupport.Loopback(grpcPort)
 	var proxies []string
+	var envoys []*testsupport.Envoy
 	var config []byte
 	var xdsAddr string
 	var certs *xdstest.PKI
@@ -194,10 +195,10 @@ func TestGlobalRateLimitThroughEnvoy(t *testing.T) {
 			// configuration, in the tenant's snapshot.
 			res[resource.RateLimitConfigType] = []types.Resource{rlc}
 			xdsAddr, certs = xdsenvoy.Serve(t, tenant, xds.Resources(res))
-			testsupport.StartEnvoy(t, name, certs.Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr,
-				AdminAddress: testsupport.Loopback(testsupport.FreePort(t))}), testsupport.EnvoyOptions{Concurrency: 1, Node: name})
+			envoys = append(envoys, testsupport.StartEnvoy(t, name, certs.Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: xdsAddr,
+				AdminAddress: testsupport.Loopback(testsupport.FreePort(t))}), testsupport.EnvoyOptions{Concurrency: 1, Node: name}))
 		} else {
-			xdsenvoy.Start(t, name, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+			envoys = append(envoys, xdsenvoy.Start(t, name, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1}))
 		}
 		proxies = append(proxies, net.JoinHostPort(ip, strconv.Itoa(httpPort)))
 	}
@@ -226,12 +227,28 @@ func TestGlobalRateLimitThroughEnvoy(t *testing.T) {
 		})
 	}
 
+	// Each proxy connects to the rate-limit service with a request of a user of its own (a
+	// budget nothing else spends), so that no counted request waits for a connection.
+	for i, p := range proxies {
+		if code := get(p, "/user", "X-User", fmt.Sprintf("warm-up-%d", i)); code != http.StatusOK {
+			t.Fatalf("warming up proxy %d: status %d", i, code)
+		}
+	}
+
 	// 8 requests to /limited, alternating between the proxies.
 	var codes []int
 	for i := range 8 {
 		codes = append(codes, get(proxies[i%2], "/limited"))
 	}
 	t.Logf("/limited, alternating proxies: %v", codes)
+	defer func() {
+		if t.Failed() { // what the filters counted: ok, over_limit, error, failure_mode_allowed
+			for i, e := range envoys {
+				st, _ := e.Stats("ratelimit")
+				t.Logf("proxy %d's rate-limit stats: %v", i, st)
+			}
+		}
+	}()
 	for i, c := range codes {
 		want := http.StatusOK
 		if i >= 6 {
