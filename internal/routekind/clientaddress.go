@@ -1,10 +1,14 @@
 package routekind
 
-import "kubelb.dev/kubelb/api/v1alpha1"
+import (
+	"slices"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+)
 
 // DecidesByClientAddress tells whether the policies a Route carries (its context, for the
 // whole object or one of its sections) decide by the client's address: a SecurityPolicy's
-// authorization, or a local rate limit with a sourceCIDR selector. The hub Service that
+// authorization, or a rate limit (local or global) with a sourceCIDR selector. The hub Service that
 // serves it must then keep the clients' addresses. Basic authentication, and rate limits by
 // header or per route, do not need them.
 func DecidesByClientAddress(r *v1alpha1.Route) bool {
@@ -28,10 +32,17 @@ func decidesByClientAddress(s *v1alpha1.Security, bt *v1alpha1.BackendTraffic) b
 	if s != nil && s.Authorization != nil {
 		return true
 	}
-	if bt == nil || bt.RateLimit == nil || bt.RateLimit.Local == nil {
+	if bt == nil || bt.RateLimit == nil {
 		return false
 	}
-	for _, rule := range bt.RateLimit.Local.Rules {
+	var rules []v1alpha1.TrafficRateLimitRule
+	if l := bt.RateLimit.Local; l != nil {
+		rules = l.Rules
+	}
+	if g := bt.RateLimit.Global; g != nil {
+		rules = append(slices.Clone(rules), g.Rules...)
+	}
+	for _, rule := range rules {
 		for _, sel := range rule.ClientSelectors {
 			if sel.SourceCIDR != nil {
 				return true

@@ -28,6 +28,9 @@ func TestDecidesByClientAddress(t *testing.T) {
 		{"authorization", &v1alpha1.SourceContext{Security: &v1alpha1.Security{Authorization: &v1alpha1.SecurityAuthorization{}}}, true},
 		{"basic auth only", &v1alpha1.SourceContext{Security: &v1alpha1.Security{BasicAuth: &v1alpha1.SecurityBasicAuth{}}}, false},
 		{"rate limit per client", limit(v1alpha1.TrafficRateLimitSelector{SourceCIDR: &v1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}), true},
+		{"global rate limit per client", &v1alpha1.SourceContext{BackendTraffic: &v1alpha1.BackendTraffic{RateLimit: &v1alpha1.TrafficRateLimit{
+			Global: &v1alpha1.TrafficGlobalRateLimit{Rules: []v1alpha1.TrafficRateLimitRule{{ClientSelectors: []v1alpha1.TrafficRateLimitSelector{
+				{SourceCIDR: &v1alpha1.TrafficRateLimitSourceCIDR{Type: "Distinct", Value: "0.0.0.0/0"}}}}}}}}}, true},
 		{"rate limit per header", limit(v1alpha1.TrafficRateLimitSelector{Headers: []v1alpha1.TrafficRateLimitHeader{{Name: "x-user"}}}), false},
 		{"authorization of one rule", &v1alpha1.SourceContext{PolicySections: []v1alpha1.PolicySection{
 			{Name: "a", Security: &v1alpha1.Security{BasicAuth: &v1alpha1.SecurityBasicAuth{}}},

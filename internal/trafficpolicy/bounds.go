@@ -36,7 +36,7 @@ const (
 type Bounds struct {
 	// Features the policies may use; nil: every feature kubelb serves, empty: none.
 	Features []v1alpha1.TrafficPolicyFeature
-	// MaxRequestsPerSecond bounds each local rate-limit rule's rate (0: unset).
+	// MaxRequestsPerSecond bounds each rate-limit rule's rate, local or global (0: unset).
 	MaxRequestsPerSecond int64
 	// MaxRetries bounds a retry's numRetries (nil: unset).
 	MaxRetries *int32
@@ -142,21 +142,26 @@ func CheckBounds(b *Bounds, s *Settings) error {
 	use(s.Outlier != nil, v1alpha1.TrafficPolicyFeaturePassiveHealthCheck, "healthCheck.passive")
 	use(s.Retry != nil, v1alpha1.TrafficPolicyFeatureRetry, "retry")
 	use(s.ConnectTimeout > 0 || s.RequestTimeoutSet || s.IdleTimeout > 0, v1alpha1.TrafficPolicyFeatureTimeout, "timeout")
-	use(len(s.RateLimit) > 0, v1alpha1.TrafficPolicyFeatureRateLimit, "rateLimit")
+	use(len(s.RateLimit) > 0 || len(s.GlobalRateLimit) > 0, v1alpha1.TrafficPolicyFeatureRateLimit, "rateLimit")
 	use(len(s.Compression) > 0, v1alpha1.TrafficPolicyFeatureCompression, "compressor")
 	b.checkFeatures(used, bad)
 	// A bound above what a rule can ask bounds nothing (and max*seconds cannot overflow).
 	if max := b.MaxRequestsPerSecond; max > 0 && max < MaxRateLimitRequests {
-		for i, r := range s.RateLimit {
-			seconds := int64(r.Interval / time.Second)
-			if seconds < 1 || int64(r.Requests) <= max*seconds {
-				continue
+		for _, kind := range []struct {
+			field string
+			rules []RateLimitRule
+		}{{localRateLimit.field, s.RateLimit}, {globalRateLimit.field, s.GlobalRateLimit}} {
+			for i, r := range kind.rules {
+				seconds := int64(r.Interval / time.Second)
+				if seconds < 1 || int64(r.Requests) <= max*seconds {
+					continue
+				}
+				asks := perSecond(int64(r.Requests), seconds) + " requests per second"
+				if seconds > 1 {
+					asks += fmt.Sprintf(" (%d per %s)", r.Requests, unitName(r.Interval))
+				}
+				bad("%s.rules[%d] asks %s; %s is %d", kind.field, i, asks, b.bound(BoundMaxRequestsPerSecond), max)
 			}
-			asks := perSecond(int64(r.Requests), seconds) + " requests per second"
-			if seconds > 1 {
-				asks += fmt.Sprintf(" (%d per %s)", r.Requests, unitName(r.Interval))
-			}
-			bad("rateLimit.local.rules[%d] asks %s; %s is %d", i, asks, b.bound(BoundMaxRequestsPerSecond), max)
 		}
 	}
 	if max := b.MaxRetries; max != nil && s.Retry != nil && int64(s.Retry.NumRetries) > int64(*max) {

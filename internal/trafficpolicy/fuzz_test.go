@@ -20,6 +20,7 @@ func FuzzReadResolve(f *testing.F) {
 		`{"circuitBreaker":{"maxConnections":4294967295,"maxRequestsPerConnection":1},"timeout":{"tcp":{"connectTimeout":"5m"},"http":{"requestTimeout":"0s"}}}`,
 		`{"healthCheck":{"passive":{"interval":"99999h","maxEjectionPercent":101}},"rateLimit":{}}`,
 		`{"retry":{"numRetries":2},"timeout":{"http":{"requestTimeout":"1m"}},"rateLimit":{"local":{"rules":[{"limit":{"requests":600,"unit":"Minute"}},{"limit":{"requests":601,"unit":"Minute"}}]}}}`,
+		`{"rateLimit":{"type":"Global","global":{"rules":[{"limit":{"requests":864000,"unit":"Day"}},{"clientSelectors":[{"sourceCIDR":{"type":"Distinct","value":"0.0.0.0/0"}}],"limit":{"requests":864001,"unit":"Day"}}]}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -65,7 +66,7 @@ func FuzzReadResolve(f *testing.F) {
 		if s.Retry != nil && s.Retry.NumRetries > 2 || s.RequestTimeoutSet && (s.RequestTimeout == 0 || s.RequestTimeout > time.Minute) {
 			t.Fatalf("retries or timeout over the bounds let through: %+v", s)
 		}
-		for _, r := range s.RateLimit {
+		for _, r := range append(slices.Clone(s.RateLimit), s.GlobalRateLimit...) {
 			if float64(r.Requests)/r.Interval.Seconds() > 10 {
 				t.Fatalf("a rule over 10 per second let through: %+v", r)
 			}

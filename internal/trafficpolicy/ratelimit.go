@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,22 +12,24 @@ import (
 	"kubelb.dev/kubelb/internal/sourcerange"
 )
 
-// servedRateLimit is the tree of rateLimit fields kubelb serves: local rate limits (global
-// is named unsupported). The fields of each rule are rateLimitRuleFields (rules is a list).
+// servedRateLimit is the tree of rateLimit fields kubelb serves: local and global rate
+// limits. The fields of each rule are rateLimitRuleFields (rules is a list).
 var servedRateLimit = map[string]any{
-	"type":  nil,
-	"local": map[string]any{"rules": nil},
+	"type":   nil,
+	"local":  map[string]any{"rules": nil},
+	"global": map[string]any{"rules": nil},
 }
 
 // rateLimitRuleFields, rateLimitSelectorFields and rateLimitHeaderFields are the fields of a
-// local rule, of one of its clientSelectors and of a header selector kubelb serves.
+// rule (local or global), of one of its clientSelectors and of a header selector kubelb
+// serves.
 var (
 	rateLimitRuleFields     = map[string]any{"clientSelectors": nil, "limit": map[string]any{"requests": nil, "unit": nil}}
 	rateLimitSelectorFields = map[string]any{"headers": nil, "sourceCIDR": map[string]any{"type": nil, "value": nil, "invert": nil}}
 	rateLimitHeaderFields   = map[string]any{"name": nil, "type": nil, "value": nil, "invert": nil}
 )
 
-// Bounds of a policy's local rate limit (tenants are untrusted).
+// Bounds of a policy's rate limit, local or global (tenants are untrusted).
 const (
 	// MaxRateLimitRules is Envoy Gateway's own bound on the rules of a policy.
 	MaxRateLimitRules = 16
@@ -37,17 +40,30 @@ const (
 	// MaxRateLimitSelectors bounds the header and address conditions of one policy (all its
 	// rules together).
 	MaxRateLimitSelectors = 32
-	// MaxRateLimitRequests bounds the requests of a limit (Envoy's token buckets count in
-	// 32 bits).
+	// MaxRateLimitRequests bounds the requests of a limit (Envoy's token buckets and the
+	// rate-limit service's limits count in 32 bits).
 	MaxRateLimitRequests = 1<<32 - 1
 	// MaxHeaderValueLength bounds an exact header value or a regular expression.
 	MaxHeaderValueLength = 1024
 )
 
-// RateLimit units (Envoy Gateway's Second, Minute and Hour).
-var rateLimitUnits = map[string]time.Duration{"Second": time.Second, "Minute": time.Minute, "Hour": time.Hour}
+// RateLimit units (Envoy Gateway's Second, Minute, Hour and Day).
+var rateLimitUnits = map[string]time.Duration{"Second": time.Second, "Minute": time.Minute, "Hour": time.Hour, "Day": 24 * time.Hour}
 
-// RateLimitRule is a checked local rate-limit rule: Requests per Interval for the requests
+// rateLimitKind is what differs between local and global rate limits: the field of their
+// rules and the units they serve (Envoy's local buckets refill every second, minute or hour;
+// the rate-limit service also counts per day). Everything else is read and bounded alike.
+type rateLimitKind struct {
+	field string
+	units []string
+}
+
+var (
+	localRateLimit  = rateLimitKind{field: "rateLimit.local", units: []string{"Second", "Minute", "Hour"}}
+	globalRateLimit = rateLimitKind{field: "rateLimit.global", units: []string{"Second", "Minute", "Hour", "Day"}}
+)
+
+// RateLimitRule is a checked rate-limit rule (local or global): Requests per Interval for the requests
 // it selects (all of the route's when it has no condition). Every condition must hold.
 type RateLimitRule struct {
 	Requests uint32
@@ -70,12 +86,10 @@ type RateLimitHeader struct {
 	Distinct bool
 }
 
-// rateLimitUnsupported names the fields of a policy's local rate-limit rules kubelb does not
-// serve (spec.rateLimit.local.rules[0].clientSelectors[1].methods ...).
+// rateLimitUnsupported names the fields of a policy's local and global rate-limit rules
+// kubelb does not serve (spec.rateLimit.local.rules[0].clientSelectors[1].methods ...).
 func rateLimitUnsupported(spec map[string]any) []string {
 	rl, _ := spec["rateLimit"].(map[string]any)
-	local, _ := rl["local"].(map[string]any)
-	rules, _ := local["rules"].([]any)
 	var out []string
 	under := func(prefix string, m any, tree map[string]any) {
 		if mm, ok := m.(map[string]any); ok {
@@ -84,53 +98,86 @@ func rateLimitUnsupported(spec map[string]any) []string {
 			}
 		}
 	}
-	for i, r := range rules {
-		rp := fmt.Sprintf("spec.rateLimit.local.rules[%d]", i)
-		under(rp, r, rateLimitRuleFields)
-		rm, _ := r.(map[string]any)
-		sels, _ := rm["clientSelectors"].([]any)
-		for j, s := range sels {
-			sp := fmt.Sprintf("%s.clientSelectors[%d]", rp, j)
-			under(sp, s, rateLimitSelectorFields)
-			sm, _ := s.(map[string]any)
-			hs, _ := sm["headers"].([]any)
-			for k, h := range hs {
-				under(fmt.Sprintf("%s.headers[%d]", sp, k), h, rateLimitHeaderFields)
+	for _, kind := range []string{"local", "global"} {
+		limits, _ := rl[kind].(map[string]any)
+		rules, _ := limits["rules"].([]any)
+		for i, r := range rules {
+			rp := fmt.Sprintf("spec.rateLimit.%s.rules[%d]", kind, i)
+			under(rp, r, rateLimitRuleFields)
+			rm, _ := r.(map[string]any)
+			sels, _ := rm["clientSelectors"].([]any)
+			for j, s := range sels {
+				sp := fmt.Sprintf("%s.clientSelectors[%d]", rp, j)
+				under(sp, s, rateLimitSelectorFields)
+				sm, _ := s.(map[string]any)
+				hs, _ := sm["headers"].([]any)
+				for k, h := range hs {
+					under(fmt.Sprintf("%s.headers[%d]", sp, k), h, rateLimitHeaderFields)
+				}
 			}
-		}
-		if len(out) > maxUnsupported {
-			break
+			if len(out) > maxUnsupported {
+				return out
+			}
 		}
 	}
 	return out
 }
 
-// resolveRateLimit checks a policy's rateLimit: local rules only, bounded.
-func resolveRateLimit(rl *v1alpha1.TrafficRateLimit, bad func(string, ...any)) []RateLimitRule {
-	switch rl.Type {
-	case "", "Local":
-	case "Global":
-		bad("spec.rateLimit.global not yet supported by kubelb; use type Local")
-		return nil
+// resolveRateLimit checks a policy's rateLimit: the rules of its local or its global limit
+// (one of them, as type says or, without type, as set), bounded. It returns the local rules
+// or the global ones.
+func resolveRateLimit(rl *v1alpha1.TrafficRateLimit, bad func(string, ...any)) (local, global []RateLimitRule) {
+	switch {
+	case rl.Local != nil && rl.Global != nil:
+		bad("rateLimit.local and rateLimit.global are both set; give one")
+		return nil, nil
+	case rl.Type == "" && rl.Global != nil, rl.Type == "Global":
+		if rl.Local != nil {
+			bad("rateLimit.type is Global, but rateLimit.local is set; use rateLimit.global")
+			return nil, nil
+		}
+		var rules []v1alpha1.TrafficRateLimitRule
+		if rl.Global != nil {
+			rules = rl.Global.Rules
+		}
+		return nil, resolveRateLimitRules(globalRateLimit, rules, bad)
+	case rl.Type == "", rl.Type == "Local":
+		if rl.Global != nil {
+			bad("rateLimit.type is Local, but rateLimit.global is set; use rateLimit.local")
+			return nil, nil
+		}
+		var rules []v1alpha1.TrafficRateLimitRule
+		if rl.Local != nil {
+			rules = rl.Local.Rules
+		}
+		return resolveRateLimitRules(localRateLimit, rules, bad), nil
 	default:
-		bad("rateLimit.type %q is not supported; use Local", truncate(rl.Type))
+		bad("rateLimit.type %q is not supported; use Local or Global", truncate(rl.Type))
+		return nil, nil
+	}
+}
+
+// resolveRateLimitRules checks the rules of a local or global limit (kind): bounded, every
+// problem reported.
+func resolveRateLimitRules(kind rateLimitKind, rules []v1alpha1.TrafficRateLimitRule, bad func(string, ...any)) []RateLimitRule {
+	if len(rules) == 0 {
+		bad("%s.rules is empty; give at least one limit", kind.field)
 		return nil
 	}
-	if rl.Local == nil || len(rl.Local.Rules) == 0 {
-		bad("rateLimit.local.rules is empty; give at least one limit")
-		return nil
-	}
-	if len(rl.Local.Rules) > MaxRateLimitRules {
-		bad("rateLimit.local.rules has %d rules; at most %d", len(rl.Local.Rules), MaxRateLimitRules)
+	if len(rules) > MaxRateLimitRules {
+		bad("%s.rules has %d rules; at most %d", kind.field, len(rules), MaxRateLimitRules)
 		return nil
 	}
 	var out []RateLimitRule
 	conditions := 0
-	for i, r := range rl.Local.Rules {
-		field := fmt.Sprintf("rateLimit.local.rules[%d]", i)
-		rule := RateLimitRule{Interval: rateLimitUnits[r.Limit.Unit]}
-		if rule.Interval == 0 {
-			bad("%s.limit.unit %q is not supported; use Second, Minute or Hour", field, truncate(r.Limit.Unit))
+	for i, r := range rules {
+		field := fmt.Sprintf("%s.rules[%d]", kind.field, i)
+		rule := RateLimitRule{}
+		if slices.Contains(kind.units, r.Limit.Unit) {
+			rule.Interval = rateLimitUnits[r.Limit.Unit]
+		} else {
+			units := strings.Join(kind.units[:len(kind.units)-1], ", ") + " or " + kind.units[len(kind.units)-1]
+			bad("%s.limit.unit %q is not supported; use %s", field, truncate(r.Limit.Unit), units)
 		}
 		if r.Limit.Requests < 1 || r.Limit.Requests > MaxRateLimitRequests {
 			bad("%s.limit.requests %d is out of range; use 1 to %d", field, r.Limit.Requests, int64(MaxRateLimitRequests))

@@ -70,8 +70,11 @@ type Settings struct {
 	RequestTimeoutSet bool
 	IdleTimeout       time.Duration
 
-	// RateLimit are the local rate-limit rules of the routes.
-	RateLimit []RateLimitRule
+	// RateLimit are the local rate-limit rules of the routes, counted by each Envoy;
+	// GlobalRateLimit the global ones, counted once for the tenant's fleet by its rate-limit
+	// service. At most one of them is set.
+	RateLimit       []RateLimitRule
+	GlobalRateLimit []RateLimitRule
 
 	// Compression lists the compressors of the routes' responses (Gzip, Brotli), in the
 	// policy's order.
@@ -271,7 +274,7 @@ func Resolve(bt *v1alpha1.BackendTraffic) (*Settings, error) {
 		}
 	}
 	if rl := bt.RateLimit; rl != nil {
-		s.RateLimit = resolveRateLimit(rl, bad)
+		s.RateLimit, s.GlobalRateLimit = resolveRateLimit(rl, bad)
 	}
 	s.Compression = resolveCompression(bt.Compression, bad)
 	if len(errs) > 0 {

@@ -22,11 +22,11 @@ func spec(t *testing.T, y string) map[string]any {
 func TestReadNamesUnsupportedFields(t *testing.T) {
 	_, err := Read("ns", "p", spec(t, `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
-rateLimit: {global: {rules: []}}
+bandwidthLimit: {}
 loadBalancer: {type: RoundRobin, slowStart: {window: 1s}}
 retry: {numRetries: 3}
 `))
-	if err == nil || !strings.Contains(err.Error(), "spec.loadBalancer.slowStart, spec.rateLimit.global not yet supported") {
+	if err == nil || !strings.Contains(err.Error(), "spec.bandwidthLimit, spec.loadBalancer.slowStart not yet supported") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -21,19 +21,24 @@ type backendTraffic struct {
 	settings *trafficpolicy.Settings
 	// rateLimit and compression are the settings' route parts as the IR's, made once: every
 	// route under the policy shares them (the back end builds each once per virtual host).
-	rateLimit   *ir.RateLimit
-	compression []ir.Compressor
+	rateLimit       *ir.RateLimit
+	globalRateLimit *ir.GlobalRateLimit
+	compression     []ir.Compressor
 }
 
-// trafficChecks checks the BackendTrafficPolicies of Route contexts (policies.go).
-func trafficChecks() policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings] {
+// trafficChecks checks the BackendTrafficPolicies of Route contexts (policies.go);
+// rateLimitService: the hub has a rate-limit service for the tenant (else a global rate limit
+// is over the platform team's bounds: checkRateLimitStore).
+func trafficChecks(rateLimitService bool) policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings] {
 	return policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]{
 		kind: "BackendTrafficPolicy", reason: ReasonInvalidBackendTraffic,
 		of:        func(c *v1alpha1.SourceContext) *v1alpha1.BackendTraffic { return c.BackendTraffic },
 		ofSection: func(s *v1alpha1.PolicySection) *v1alpha1.BackendTraffic { return s.BackendTraffic },
 		name:      func(b *v1alpha1.BackendTraffic) (string, string) { return b.Namespace, b.Name },
 		resolve:   trafficpolicy.Resolve,
-		bound:     trafficpolicy.CheckBounds,
+		bound: func(b *trafficpolicy.Bounds, s *trafficpolicy.Settings) error {
+			return checkRateLimitStore(trafficpolicy.CheckBounds(b, s), s, rateLimitService)
+		},
 	}
 }
 
@@ -50,7 +55,8 @@ func (t *l7) trafficFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir.
 	if b, ok := t.trafficIR[s]; ok {
 		return b
 	}
-	b := &backendTraffic{policy: name, settings: s, rateLimit: rateLimitIR(s.RateLimit), compression: compressionIR(s.Compression)}
+	b := &backendTraffic{policy: name, settings: s, rateLimit: rateLimitIR(s.RateLimit), globalRateLimit: globalRateLimitIR(s.GlobalRateLimit),
+		compression: compressionIR(s.Compression)}
 	if t.trafficIR == nil {
 		t.trafficIR = map[*trafficpolicy.Settings]*backendTraffic{}
 	}
@@ -132,8 +138,8 @@ func (t *l7) applyCluster(c *ir.Cluster, b *backendTraffic, owner ir.ObjectRef) 
 
 // applyRoute puts the policy's route settings on a route to backends: the hash of a
 // consistent hash, the retry (replacing the rule's), the per-try timeout and the request
-// timeout (replacing the rule's and the annotations'), the local rate limit and the
-// compression of its responses.
+// timeout (replacing the rule's and the annotations'), the local or global rate limit and
+// the compression of its responses.
 func (b *backendTraffic) applyRoute(route *ir.Route) {
 	if b == nil {
 		return
@@ -152,6 +158,7 @@ func (b *backendTraffic) applyRoute(route *ir.Route) {
 		route.Timeout = ir.Duration(s.RequestTimeout)
 	}
 	route.RateLimit = b.rateLimit
+	route.GlobalRateLimit = b.globalRateLimit
 	route.Compression = b.compression
 }
 

@@ -92,6 +92,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasBasicAuth, func(l *ir.Listener, on bool) { l.BasicAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasAPIKeyAuth, func(l *ir.Listener, on bool) { l.APIKeyAuth = on })
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasRateLimit, func(l *ir.Listener, on bool) { l.RateLimit = on })
+	t.markGlobalRateLimit(cfg)
 	markJWT(cfg, t.jwtProviders)
 	markListeners(cfg, t.extAuths.made, (*ir.RouteConfig).ExtAuthNames, func(l *ir.Listener, s []ir.ExtAuthService) { l.ExtAuth = s })
 	markListeners(cfg, t.oidcs.made, (*ir.RouteConfig).OIDCNames, func(l *ir.Listener, s []ir.OIDC) { l.OIDC = s })
@@ -216,7 +217,7 @@ func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 		byKind:   map[routekind.Kind][]*v1alpha1.Route{},
 		secrets:  map[string]*ir.Secret{},
 		services: map[*v1alpha1.Route]serviceIndex{},
-		traffic:  trafficChecks(),
+		traffic:  trafficChecks(validRateLimitService(in.Options.RateLimitService)),
 		security: securityChecks(),
 		client:   clientChecks(),
 		extAuths: listenerFilters[ir.ExtAuthService]{max: maxExtAuthServices},

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -47,18 +46,7 @@ func TestPolicySectionsThroughEnvoy(t *testing.T) {
 	}}}
 
 	// The route: rules open and locked, the SecurityPolicy on rule locked.
-	rObj := in.Routes[1].Spec.Source.Kubernetes.Route.Object
-	rules := rObj["spec"].(map[string]any)["rules"].([]any)
-	rule := func(name, path string) map[string]any {
-		r := map[string]any{}
-		for k, v := range rules[0].(map[string]any) {
-			r[k] = v
-		}
-		r["name"] = name
-		r["matches"] = []any{map[string]any{"path": map[string]any{"type": string(gwv1.PathMatchPathPrefix), "value": path}}}
-		return r
-	}
-	rObj["spec"].(map[string]any)["rules"] = []any{rule("open", "/"), rule("locked", "/locked")}
+	namedRules(&in.Routes[1], "open", "/", "locked", "/locked")
 	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{PolicySections: []v1alpha1.PolicySection{{
 		Name: "locked", Security: &v1alpha1.Security{Namespace: "shop", Name: "locked",
 			Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Deny"}},

@@ -180,6 +180,11 @@ type Options struct {
 	// (Config/Tenant spec.trafficPolicies; nil: none): a BackendTrafficPolicy or
 	// SecurityPolicy over one is not applied, and its Route is told (OverPlatformBound).
 	TrafficPolicies *trafficpolicy.Bounds
+	// RateLimitService is the address ("IP:port", gRPC) of the tenant's rate-limit service,
+	// which counts the global rate limits of its BackendTrafficPolicies for its whole fleet
+	// (ratelimit.go); "" when the hub has none: a policy with a global limit then applies
+	// not at all (OverPlatformBound, ratelimit.go).
+	RateLimitService string
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each

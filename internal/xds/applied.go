@@ -153,7 +153,7 @@ func (c *callbacks) applied(tenant string, versions map[string]string, current m
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for s, p := range c.streams {
-		if p.tenant != tenant {
+		if p.tenant != tenant || p.rateLimit { // the rate-limit service applies no listeners
 			continue
 		}
 		for typeURL, want := range versions {

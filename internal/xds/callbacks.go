@@ -25,10 +25,12 @@ import (
 // errNoTenant closes streams of proxies that do not say which tenant they serve.
 var errNoTenant = status.Error(codes.InvalidArgument, "node.cluster must be set to the tenant namespace (see the bootstrap kubelb generates)")
 
-// proxy identifies one Envoy: its tenant (node.cluster) and its node.id.
+// proxy identifies one Envoy: its tenant (node.cluster) and its node.id; or, rateLimit, the
+// tenant's rate-limit service (ratelimit.go), which asks only for its configuration.
 type proxy struct {
-	tenant string
-	node   string
+	tenant    string
+	node      string
+	rateLimit bool
 }
 
 // stream identifies an xDS stream; state-of-the-world and delta streams are numbered
@@ -553,6 +555,7 @@ func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage st
 	if !authenticated {
 		return status.Error(codes.PermissionDenied, "no verified client certificate")
 	}
+	rateLimit := !known && rateLimitClient(node, typeURL, identity)
 	if !known && node.GetCluster() == "" {
 		c.log.Info("refusing xDS stream without node.cluster", "node", node.GetId())
 		return errNoTenant
@@ -564,10 +567,10 @@ func (c *callbacks) request(s stream, node *corev3.Node, typeURL, nackMessage st
 	c.mu.Lock()
 	p, known := c.streams[s]
 	if !known {
-		p = proxy{tenant: identity, node: node.GetId()}
+		p = proxy{tenant: identity, node: node.GetId(), rateLimit: rateLimit}
 		c.streams[s] = p
 		c.proxies[p]++
-		if c.proxies[p] == 1 {
+		if c.proxies[p] == 1 && !p.rateLimit {
 			metrics.ManagerXDSConnectedProxies.WithLabelValues(p.tenant).Inc()
 			c.log.V(1).Info("proxy connected", "tenant", p.tenant, "node", p.node)
 		}
@@ -620,7 +623,9 @@ func (c *callbacks) closed(s stream) {
 	c.proxies[p]--
 	if c.proxies[p] <= 0 {
 		delete(c.proxies, p)
-		metrics.ManagerXDSConnectedProxies.WithLabelValues(p.tenant).Dec()
+		if !p.rateLimit {
+			metrics.ManagerXDSConnectedProxies.WithLabelValues(p.tenant).Dec()
+		}
 		c.log.V(1).Info("proxy disconnected", "tenant", p.tenant, "node", p.node)
 	}
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/log"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -392,6 +393,8 @@ type Resources = map[string][]types.Resource
 var TypeURLs = []string{
 	resource.ClusterType, resource.EndpointType, resource.ListenerType,
 	resource.RouteType, resource.SecretType, resource.RuntimeType,
+	// The configuration of the tenant's rate-limit service (ratelimit.go).
+	resource.RateLimitConfigType,
 }
 
 // SetTenant makes res the configuration of the tenant's proxies. It returns changed=false
@@ -541,6 +544,9 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 			d, ok := prev[r]
 			if !ok {
 				v, ok := r.(validator)
+				if rlc, isRLC := r.(*rlsconfv3.RateLimitConfig); isRLC {
+					v, ok = rateLimitConfig{rlc}, true
+				}
 				if !ok {
 					return nil, "", nil, fmt.Errorf("%s %q cannot be validated", typeURL, name)
 				}

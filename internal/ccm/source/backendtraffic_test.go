@@ -93,7 +93,8 @@ func (e *env) policyTargets(t *testing.T, ns string) (gw *gwapiv1.Gateway, web, 
 // Event) and does not travel; a policy with a field kubelb does not serve is Invalid, naming
 // the field (Warning Event), and its route carries nothing; a policy on a route that does
 // not exist is TargetNotFound; a policy on another implementation's Gateway gets no entry of
-// kubelb's. Fixing the invalid policy makes it travel.
+// kubelb's. Fixing the invalid policy (a global rate limit's shared) makes it travel, its
+// global rate limit with it.
 func TestBackendTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
 	const ns = "traffic"
@@ -123,7 +124,7 @@ loadBalancer: {type: Random}
 `))
 	e.create(t, trafficPolicy(t, ns, "limits", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
-rateLimit: {type: Global, global: {rules: [{limit: {requests: 10, unit: Second}}]}}
+rateLimit: {type: Global, global: {rules: [{limit: {requests: 10, unit: Second}, shared: true}]}}
 retry: {numRetries: 2}
 `))
 	e.create(t, trafficPolicy(t, ns, "nowhere", `
@@ -168,8 +169,8 @@ retry: {numRetries: 2}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "later-for-web", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.kubelbAncestor(t, ns, "limits", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "spec.rateLimit.global not yet supported") {
-		t.Errorf("Invalid message %q does not name spec.rateLimit.global", msg)
+	if !strings.Contains(msg, "spec.rateLimit.global.rules[0].shared not yet supported") {
+		t.Errorf("Invalid message %q does not name spec.rateLimit.global.rules[0].shared", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "limits", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {
@@ -181,14 +182,20 @@ retry: {numRetries: 2}
 
 	e.kubelbAncestor(t, ns, "nowhere", "HTTPRoute", ns, "nope", "False", "TargetNotFound")
 
-	// The invalid policy fixed: it is accepted and travels.
+	// The invalid policy fixed (shared removed): it is accepted and travels, its global rate
+	// limit with it (the hub's Route CRD holds it).
 	objects.Update(t, e.Tenant.Client, trafficPolicy(t, ns, "limits", ""), func(p *unstructured.Unstructured) {
-		delete(p.Object["spec"].(map[string]any), "rateLimit")
+		rules := p.Object["spec"].(map[string]any)["rateLimit"].(map[string]any)["global"].(map[string]any)["rules"].([]any)
+		delete(rules[0].(map[string]any), "shared")
 	})
 	e.kubelbAncestor(t, ns, "limits", "Gateway", ns, "edge", "True", "Accepted")
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {
-		if bt := rt.Spec.Source.Kubernetes.Context.BackendTraffic; bt == nil || bt.Name != "limits" || *bt.Retry.NumRetries != 2 {
+		bt := rt.Spec.Source.Kubernetes.Context.BackendTraffic
+		if bt == nil || bt.Name != "limits" || *bt.Retry.NumRetries != 2 {
 			return fmt.Errorf("backendTraffic %+v", bt)
+		}
+		if rl := bt.RateLimit; rl == nil || rl.Type != "Global" || rl.Global == nil || len(rl.Global.Rules) != 1 || rl.Global.Rules[0].Limit != (v1alpha1.TrafficRateLimitValue{Requests: 10, Unit: "Second"}) {
+			return fmt.Errorf("rateLimit %+v", bt.RateLimit)
 		}
 		return nil
 	})

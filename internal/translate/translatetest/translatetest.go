@@ -112,6 +112,8 @@ type goldenOptions struct {
 	// TrafficPolicies: the tenant's spec.trafficPolicies bounds as the settings resolve
 	// them (with setBy).
 	TrafficPolicies *v1alpha1.TenantTrafficPolicyBounds `json:"trafficPolicies,omitempty"`
+	// RateLimitService: the address of the tenant's rate-limit service ("IP:port").
+	RateLimitService string `json:"rateLimitService,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -160,6 +162,7 @@ func (g goldenInput) input() (translate.Input, error) {
 			HealthCheckProxies:         g.Options.HealthCheckProxies,
 			AccessLog:                  g.Options.AccessLog,
 			TrafficPolicies:            trafficpolicy.BoundsOf(g.Options.TrafficPolicies),
+			RateLimitService:           g.Options.RateLimitService,
 		},
 	}
 	for _, a := range g.Addresses {

@@ -194,6 +194,9 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		}
 		hcm.HttpFilters = append(cs, hcm.HttpFilters...)
 	}
+	if l.GlobalRateLimit != nil { // after the local rate limit: a request it refuses is not counted
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{globalRateLimitFilter(l.GlobalRateLimit, errs)}, hcm.HttpFilters...)
+	}
 	if l.RateLimit { // after RBAC and basic auth: a refused client spends no tokens
 		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{Name: FilterLocalRateLimit,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, localRateLimitFilter())}}}, hcm.HttpFilters...)

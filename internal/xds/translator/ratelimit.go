@@ -73,47 +73,9 @@ func localRateLimitPerRoute(rl *ir.RateLimit, errs *[]error) *anypb.Any {
 	}
 	wildcard := false
 	for i, r := range rl.Rules {
-		actions := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
-			DescriptorKey: "rule", DescriptorValue: fmt.Sprint(i),
-		}}}}
-		entries := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "rule", Value: fmt.Sprint(i)}}
-		if r.ClientCIDR != "" {
-			p := netip.MustParsePrefix(r.ClientCIDR)
-			v4, v6 := uint32(32), uint32(128)
-			if p.Addr().Is4() {
-				v4 = uint32(p.Bits())
-			} else {
-				v6 = uint32(p.Bits())
-			}
-			actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_MaskedRemoteAddress_{MaskedRemoteAddress: &routev3.RateLimit_Action_MaskedRemoteAddress{
-				V4PrefixMaskLen: wrapperspb.UInt32(v4), V6PrefixMaskLen: wrapperspb.UInt32(v6),
-			}}})
-			entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "masked_remote_address", Value: r.ClientCIDR})
-		}
-		if r.PerClient {
-			actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}})
-			entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "remote_address"})
-			wildcard = true
-		}
-		for j, h := range r.Headers {
-			key := fmt.Sprintf("header-%d", j)
-			if h.Distinct {
-				actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
-					HeaderName: h.Name, DescriptorKey: key,
-				}}})
-				entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: key})
-				wildcard = true
-				continue
-			}
-			sm := &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h.Exact}}
-			if h.Regex != "" {
-				sm.MatchPattern = &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: h.Regex}}
-			}
-			actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_HeaderValueMatch_{HeaderValueMatch: &routev3.RateLimit_Action_HeaderValueMatch{
-				DescriptorKey: key, DescriptorValue: "match", ExpectMatch: wrapperspb.Bool(true),
-				Headers: []*routev3.HeaderMatcher{{Name: h.Name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm}}},
-			}}})
-			entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: key, Value: "match"})
+		actions, entries := ruleDescriptor(i, r)
+		for _, e := range entries {
+			wildcard = wildcard || e.Value == ""
 		}
 		burst := r.Burst
 		if burst == 0 {
@@ -130,4 +92,51 @@ func localRateLimitPerRoute(rl *ir.RateLimit, errs *[]error) *anypb.Any {
 		out.MaxDynamicDescriptors = wrapperspb.UInt32(ir.MaxRateLimitBuckets)
 	}
 	return mustPack(errs, out)
+}
+
+// ruleDescriptor is what local and global limits share: the actions that make rule i's
+// descriptor from a request, and the entries of that descriptor (an entry without a value
+// takes any value, each value counted apart).
+func ruleDescriptor(i int, r ir.RateLimitRule) ([]*routev3.RateLimit_Action, []*ratelimitv3.RateLimitDescriptor_Entry) {
+	actions := []*routev3.RateLimit_Action{{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{
+		DescriptorKey: "rule", DescriptorValue: fmt.Sprint(i),
+	}}}}
+	entries := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "rule", Value: fmt.Sprint(i)}}
+	if r.ClientCIDR != "" {
+		p := netip.MustParsePrefix(r.ClientCIDR)
+		v4, v6 := uint32(32), uint32(128)
+		if p.Addr().Is4() {
+			v4 = uint32(p.Bits())
+		} else {
+			v6 = uint32(p.Bits())
+		}
+		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_MaskedRemoteAddress_{MaskedRemoteAddress: &routev3.RateLimit_Action_MaskedRemoteAddress{
+			V4PrefixMaskLen: wrapperspb.UInt32(v4), V6PrefixMaskLen: wrapperspb.UInt32(v6),
+		}}})
+		entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "masked_remote_address", Value: r.ClientCIDR})
+	}
+	if r.PerClient {
+		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}})
+		entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: "remote_address"})
+	}
+	for j, h := range r.Headers {
+		key := fmt.Sprintf("header-%d", j)
+		if h.Distinct {
+			actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{
+				HeaderName: h.Name, DescriptorKey: key,
+			}}})
+			entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: key})
+			continue
+		}
+		sm := &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h.Exact}}
+		if h.Regex != "" {
+			sm.MatchPattern = &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: h.Regex}}
+		}
+		actions = append(actions, &routev3.RateLimit_Action{ActionSpecifier: &routev3.RateLimit_Action_HeaderValueMatch_{HeaderValueMatch: &routev3.RateLimit_Action_HeaderValueMatch{
+			DescriptorKey: key, DescriptorValue: "match", ExpectMatch: wrapperspb.Bool(true),
+			Headers: []*routev3.HeaderMatcher{{Name: h.Name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm}}},
+		}}})
+		entries = append(entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: key, Value: "match"})
+	}
+	return actions, entries
 }

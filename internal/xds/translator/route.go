@@ -134,7 +134,7 @@ func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 		out.ResponseHeadersToAdd = headersToAdd(h)
 		out.ResponseHeadersToRemove = h.Remove
 	}
-	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil || r.ExtAuth != "" || r.OIDC != "" {
+	if r.CORS != nil || r.SessionPersistence != nil || len(r.SourceRanges) > 0 || r.Authorization != nil || r.BasicAuth != nil || r.JWT != nil || r.RateLimit != nil || r.GlobalRateLimit != nil || len(r.Compression) > 0 || r.APIKeyAuth != nil || r.ExtAuth != "" || r.OIDC != "" {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{}
 	}
 	for _, c := range r.Compression {
@@ -158,6 +158,9 @@ func route(r *ir.Route, errs *[]error, shared filterConfigs) *routev3.Route {
 	}
 	if r.OIDC != "" {
 		out.TypedPerFilterConfig[oidcFilterName(r.OIDC)] = shared.get(oidcKey{}, func() *anypb.Any { return oidcPerRoute(errs) })
+	}
+	if r.GlobalRateLimit != nil {
+		out.TypedPerFilterConfig[FilterRateLimit] = shared.get(r.GlobalRateLimit, func() *anypb.Any { return globalRateLimitPerRoute(r.GlobalRateLimit, errs) })
 	}
 	if r.RateLimit != nil {
 		out.TypedPerFilterConfig[FilterLocalRateLimit] = shared.get(r.RateLimit, func() *anypb.Any { return localRateLimitPerRoute(r.RateLimit, errs) })

@@ -17,7 +17,9 @@ var update = flag.Bool("update", false, "rewrite the golden testdata/out files")
 
 // TestGolden turns every testdata/in/<case>.yaml (IR) into Envoy resources and compares them
 // with testdata/out/<case>.<type>.yaml, one file per xDS type (a type without resources has
-// no file), and the problems with <case>.problems.yaml. Regenerate with:
+// no file), the problems with <case>.problems.yaml, and the configuration of the tenant's
+// rate-limit service (RateLimitConfig, in its file format) with <case>.ratelimit.yaml.
+// Regenerate with:
 // go test ./internal/xds/translator -update
 func TestGolden(t *testing.T) {
 	t.Parallel()
@@ -60,6 +62,17 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			translatetest.Golden(t, filepath.Join("testdata", "out", name+".problems.yaml"), p, *update)
+			// The tenant's rate-limit service's configuration, in its file format.
+			var rls []byte
+			if c, err := translator.RateLimitConfig(cfg); err != nil {
+				t.Fatal(err)
+			} else if c != nil {
+				rls = translator.RateLimitConfigYAML(c)
+				if again, _ := translator.RateLimitConfig(cfg); string(translator.RateLimitConfigYAML(again)) != string(rls) {
+					t.Fatal("RateLimitConfig is not deterministic")
+				}
+			}
+			translatetest.Golden(t, filepath.Join("testdata", "out", name+".ratelimit.yaml"), rls, *update)
 		})
 	}
 }

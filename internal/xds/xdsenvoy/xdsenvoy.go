@@ -16,10 +16,26 @@ import (
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
-// Start serves res as tenant's resources on an xDS server on loopback and starts an Envoy
-// named name with the bootstrap of opts (Tenant and XDSAddress are set here; AdminAddress
-// defaults to a free loopback port). Both stop when the test ends.
+// Start serves res as tenant's resources on an xDS server on loopback (Serve) and starts an
+// Envoy named name with the bootstrap of opts (Tenant and XDSAddress are set here;
+// AdminAddress defaults to a free loopback port). Both stop when the test ends.
 func Start(t *testing.T, name, tenant string, res translator.Resources, opts bootstrap.Options, eopts testsupport.EnvoyOptions) *testsupport.Envoy {
+	t.Helper()
+	addr, certs := Serve(t, tenant, xds.Resources(res))
+	opts.Tenant, opts.XDSAddress = tenant, addr
+	if opts.AdminAddress == "" {
+		// A port of its own, not 0: the ready and stats listeners forward to it.
+		opts.AdminAddress = testsupport.Loopback(testsupport.FreePort(t))
+	}
+	if eopts.Node == "" {
+		eopts.Node = name
+	}
+	return testsupport.StartEnvoy(t, name, certs.Bootstrap(t, opts), eopts)
+}
+
+// Serve serves res as tenant's resources on a real xDS server on loopback, and returns its
+// address and the PKI whose client certificates it trusts; it stops when the test ends.
+func Serve(t *testing.T, tenant string, res xds.Resources) (string, *xdstest.PKI) {
 	t.Helper()
 	certs := xdstest.New(t)
 	srv := xds.NewServer(testr.NewWithOptions(t, testr.Options{Verbosity: 1}), certs.ServerTLS())
@@ -39,13 +55,5 @@ func Start(t *testing.T, name, tenant string, res translator.Resources, opts boo
 	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
 		t.Fatal(err)
 	}
-	opts.Tenant, opts.XDSAddress = tenant, lis.Addr().String()
-	if opts.AdminAddress == "" {
-		// A port of its own, not 0: the ready and stats listeners forward to it.
-		opts.AdminAddress = testsupport.Loopback(testsupport.FreePort(t))
-	}
-	if eopts.Node == "" {
-		eopts.Node = name
-	}
-	return testsupport.StartEnvoy(t, name, certs.Bootstrap(t, opts), eopts)
+	return lis.Addr().String(), certs
 }
