@@ -258,7 +258,12 @@ type SecurityJWTProvider struct {
 	// +listType=atomic
 	Audiences []string `json:"audiences,omitempty"`
 	// LocalJWKS holds the JSON Web Key Set verifying the tokens.
+	// +optional
 	LocalJWKS *SecurityLocalJWKS `json:"localJWKS,omitempty"`
+	// RemoteJWKS fetches the JSON Web Key Set from a key server reached through a Service of
+	// the policy's namespace (exactly one of localJWKS and remoteJWKS).
+	// +optional
+	RemoteJWKS *SecurityRemoteJWKS `json:"remoteJWKS,omitempty"`
 	// ClaimToHeaders copies claims of a verified token to request headers.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
@@ -307,6 +312,28 @@ type SecurityLocalJWKS struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16384
 	Inline *string `json:"inline,omitempty"`
+}
+
+// SecurityRemoteJWKS is Envoy Gateway's remoteJWKS, the part kubelb serves: the key set is
+// fetched by the hub's Envoy through the Service backendRefs names (the Route embeds it as it
+// does backends); the URI only gives the requests' Host and path.
+type SecurityRemoteJWKS struct {
+	// BackendRefs names the Service (exactly one) of the policy's namespace the key server is
+	// reached through.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	BackendRefs []SecurityBackendRef `json:"backendRefs,omitempty"`
+	// URI of the key set: its Host and path.
+	// +kubebuilder:validation:MaxLength=253
+	URI string `json:"uri"`
+	// CacheDuration is how long a fetched key set is used before it is fetched again.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CacheDuration *string `json:"cacheDuration,omitempty"`
+	// FailedRefetchDuration is how long Envoy waits after a failed fetch before the next.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	FailedRefetchDuration *string `json:"failedRefetchDuration,omitempty"`
 }
 
 // SecurityClaimToHeader copies a claim of a verified token to a request header.

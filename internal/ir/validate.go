@@ -109,7 +109,7 @@ func (c *Config) Validate() error {
 		if err := l.validateHTTPFilter("local rate-limit", l.RateLimit, limitRoutes); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
-		if err := l.validateJWT(jwtRequirements); err != nil {
+		if err := l.validateJWT(clusters, jwtRequirements); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateExtAuth(clusters, extAuths); err != nil {

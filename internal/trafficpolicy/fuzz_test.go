@@ -75,12 +75,16 @@ func FuzzReadResolve(f *testing.F) {
 
 // FuzzReadResolveSecurity feeds hostile SecurityPolicy specs through ReadSecurity and
 // ResolveSecurity: they never panic, and what ResolveSecurity accepts stays within kubelb's
-// bounds (at most MaxClientCIDRs canonical ranges, every rule with one).
+// bounds (at most MaxClientCIDRs canonical ranges, every rule with one; a JWT provider's keys
+// inline or fetched through a Service port, never both, its remoteJWKS's bounds kept).
 func FuzzReadResolveSecurity(f *testing.F) {
 	for _, seed := range []string{
 		`{"authorization":{"defaultAction":"Allow","rules":[{"action":"Deny","principal":{"clientCIDRs":["10.1.2.3/8","::1/128"]}}]}}`,
 		`{"authorization":{"rules":[{"action":"Allow","principal":{"clientCIDRs":["010.0.0.0/8"]}},{"action":"Deny","principal":{}}]}}`,
 		`{"authorization":{"defaultAction":"Maybe","rules":[{"name":"x","action":"Allow","principal":{"clientCIDRs":["fe80::1%eth0/64"],"headers":[]}}]},"jwt":{}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k.example.com/jwks","backendRefs":[{"name":"keys","port":80}],"cacheDuration":"1h","failedRefetchDuration":"5s"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"http://[::1]:0/%","backendRefs":[{"name":"keys","port":0},{"name":"x"}],"cacheDuration":"0s"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k/jwks"},"localJWKS":{"inline":"{}"}}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -94,6 +98,18 @@ func FuzzReadResolveSecurity(f *testing.F) {
 			return
 		}
 		settings, err := ResolveSecurity(sec)
+		if err == nil && settings.JWT != nil {
+			for _, p := range settings.JWT.Providers {
+				r := p.Remote
+				if (r == nil) == (p.JWKS == "") {
+					t.Fatalf("provider %s: keys %q and remote %+v, want exactly one", p.Name, p.JWKS, r)
+				}
+				if r != nil && (r.Service == "" || r.Port < 1 || len(r.URI) > MaxJWKSURI || r.CacheDuration < MinJWKSCacheDuration ||
+					r.CacheDuration > MaxJWKSCacheDuration || r.FailedRefetch < MinJWKSFailedRefetch || r.FailedRefetch > MaxJWKSFailedRefetch) {
+					t.Fatalf("remoteJWKS out of bounds let through: %+v", r)
+				}
+			}
+		}
 		if err != nil || settings.Authorization == nil {
 			return
 		}
