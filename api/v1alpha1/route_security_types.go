@@ -78,6 +78,57 @@ type SecurityOIDC struct {
 	// CookieNames are the names of the token cookies.
 	// +optional
 	CookieNames *SecurityOIDCCookieNames `json:"cookieNames,omitempty"`
+	// CookieConfig sets the SameSite attribute of the login's cookies.
+	// +optional
+	CookieConfig *SecurityOIDCCookieConfig `json:"cookieConfig,omitempty"`
+	// DefaultTokenTTL is the tokens' lifetime when the provider's answer gives none.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DefaultTokenTTL *string `json:"defaultTokenTTL,omitempty"`
+	// DefaultRefreshTokenTTL is the refresh token's lifetime when it does not say.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DefaultRefreshTokenTTL *string `json:"defaultRefreshTokenTTL,omitempty"`
+	// CSRFTokenTTL is how long a login started may take (the CSRF cookie's lifetime).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CSRFTokenTTL *string `json:"csrfTokenTTL,omitempty"`
+	// DenyRedirect: requests matching one of its headers are answered 401 instead of being
+	// redirected to the provider (scripts, API clients).
+	// +optional
+	DenyRedirect *SecurityOIDCDenyRedirect `json:"denyRedirect,omitempty"`
+	// PassThroughAuthHeader lets requests carrying a token where the policy's jwt reads it
+	// skip the login; the jwt then verifies the token.
+	// +optional
+	PassThroughAuthHeader *bool `json:"passThroughAuthHeader,omitempty"`
+}
+
+// SecurityOIDCCookieConfig is the SameSite attribute of an OIDC login's cookies.
+type SecurityOIDCCookieConfig struct {
+	// SameSite is Lax, Strict or None.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	SameSite *string `json:"sameSite,omitempty"`
+}
+
+// SecurityOIDCDenyRedirect names the requests answered 401 rather than redirected.
+type SecurityOIDCDenyRedirect struct {
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Headers []SecurityOIDCHeaderMatch `json:"headers,omitempty"`
+}
+
+// SecurityOIDCHeaderMatch matches a request header (Envoy Gateway's StringMatch with a name).
+type SecurityOIDCHeaderMatch struct {
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// Type is Exact (unset), Prefix, Suffix or RegularExpression.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Type *string `json:"type,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
 }
 
 // SecurityOIDCProvider is the OpenID Connect provider: its issuer and endpoints (kubelb does

@@ -85,6 +85,7 @@ func FuzzReadResolveSecurity(f *testing.F) {
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k.example.com/jwks","backendRefs":[{"name":"keys","port":80}],"cacheDuration":"1h","failedRefetchDuration":"5s"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"http://[::1]:0/%","backendRefs":[{"name":"keys","port":0},{"name":"x"}],"cacheDuration":"0s"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k/jwks"},"localJWKS":{"inline":"{}"}}]}}`,
+		`{"oidc":{"provider":{"issuer":"https://id","authorizationEndpoint":"https://id/a","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"},"passThroughAuthHeader":true,"cookieConfig":{"sameSite":"Lax"},"defaultTokenTTL":"1h","csrfTokenTTL":"10m","denyRedirect":{"headers":[{"name":"Accept","type":"RegularExpression","value":"^a.*"}]}},"jwt":{"providers":[{"name":"a","localJWKS":{"inline":"{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo\"}]}"}}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -109,6 +110,9 @@ func FuzzReadResolveSecurity(f *testing.F) {
 					t.Fatalf("remoteJWKS out of bounds let through: %+v", r)
 				}
 			}
+		}
+		if err == nil && settings.OIDC != nil && len(settings.OIDC.PassThrough) > 0 && (settings.JWT == nil || settings.JWT.Optional) {
+			t.Fatalf("oidc passes requests through without a jwt to verify them: %+v", settings)
 		}
 		if err != nil || settings.Authorization == nil {
 			return

@@ -164,6 +164,11 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 		}
 		out.OIDC = o
 	}
+	if out.OIDC != nil && (sec.JWT == nil || out.JWT != nil) {
+		if err := oidcPassThrough(out.OIDC, out.JWT); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
