@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -223,10 +221,7 @@ func TestRemoteJWKSThroughEnvoy(t *testing.T) {
 			ClaimToHeaders: []v1alpha1.SecurityClaimToHeader{{Claim: "sub", Header: "X-User"}},
 		}},
 	}}}
-	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "keys-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "keys", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, NodePort: int32(keysPort)}}},
-	}})
+	src.Services = append(src.Services, nodePortTwin("shop", "keys", 8080, keysPort))
 	addr := serveThroughEnvoy(t, tenant, in, httpPort)
 
 	good := key.Sign(t, claims(idp, "shop", time.Hour))

@@ -17,6 +17,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // oidcBrowser is a client that keeps the cookies Envoy sets (whatever their Secure flag: the
@@ -113,25 +114,9 @@ func TestOIDCThroughEnvoy(t *testing.T) {
 		obj["spec"].(map[string]any)["hostnames"] = []any{host}
 		obj["metadata"].(map[string]any)["name"] = strings.TrimSuffix(host, ".example.com")
 	}
-	src := in.Routes[1].Spec.Source.Kubernetes
-	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "login", OIDC: &v1alpha1.SecurityOIDC{
-		Provider: v1alpha1.SecurityOIDCProvider{
-			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
-			TokenEndpoint: ptr.To("https://id.example.com/token"),
-			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](8080)}},
-		},
-		ClientID: "shop", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "shop-oidc"},
-		Scopes: []string{"email"}, ForwardAccessToken: ptr.To(true),
-	}}}
-	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "idp-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "idp", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, NodePort: int32(idpPort)}}},
-	}})
+	login := shopLogin(&in, idpPort)
+	login.Scopes, login.ForwardAccessToken = []string{"email"}, ptr.To(true)
 	in.Routes = append(in.Routes, open)
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
-	})
 	addr := serveThroughEnvoy(t, tenant, in, httpPort)
 
 	// A route without the policy: served, no login.
@@ -210,28 +195,13 @@ func TestOIDCSessionFieldsThroughEnvoy(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) })
 	})
 	in, httpPort := trafficInput(t, tenant, nodePort, nil)
-	src := in.Routes[1].Spec.Source.Kubernetes
-	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "login", OIDC: &v1alpha1.SecurityOIDC{
-		Provider: v1alpha1.SecurityOIDCProvider{
-			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
-			TokenEndpoint: ptr.To("https://id.example.com/token"),
-			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](8080)}},
-		},
-		ClientID: "shop", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "shop-oidc"},
-		CookieConfig:          &v1alpha1.SecurityOIDCCookieConfig{SameSite: ptr.To("Strict")},
-		DenyRedirect:          &v1alpha1.SecurityOIDCDenyRedirect{Headers: []v1alpha1.SecurityOIDCHeaderMatch{{Name: "X-Requested-With", Value: "XMLHttpRequest"}}},
-		PassThroughAuthHeader: ptr.To(true),
-	}, JWT: &v1alpha1.SecurityJWT{Providers: []v1alpha1.SecurityJWTProvider{{
+	login := shopLogin(&in, idpPort)
+	login.CookieConfig = &v1alpha1.SecurityOIDCCookieConfig{SameSite: ptr.To("Strict")}
+	login.DenyRedirect = &v1alpha1.SecurityOIDCDenyRedirect{Headers: []v1alpha1.SecurityOIDCHeaderMatch{{Name: "X-Requested-With", Value: "XMLHttpRequest"}}}
+	login.PassThroughAuthHeader = ptr.To(true)
+	in.Routes[1].Spec.Source.Kubernetes.Context.Security.JWT = &v1alpha1.SecurityJWT{Providers: []v1alpha1.SecurityJWTProvider{{
 		Name: "corp", Issuer: idp, LocalJWKS: &v1alpha1.SecurityLocalJWKS{Type: "Inline", Inline: &jwks},
-	}}}}}
-	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "idp-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "idp", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, NodePort: int32(idpPort)}}},
-	}})
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
-	})
+	}}}
 	addr := serveThroughEnvoy(t, tenant, in, httpPort)
 
 	client := newOIDCBrowser(t, addr).client
@@ -282,4 +252,36 @@ func TestOIDCSessionFieldsThroughEnvoy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// shopLogin gives the HTTPRoute of in (trafficInput) the SecurityPolicy shop/login with oidc:
+// the provider id.example.com, its token endpoint through the tenant Service idp:8080 (its
+// NodePort twin on idpPort, carried), client shop with the mirrored Secret shop-oidc. It
+// returns the oidc for the test to add to.
+func shopLogin(in *translate.Input, idpPort int) *v1alpha1.SecurityOIDC {
+	login := &v1alpha1.SecurityOIDC{
+		Provider: v1alpha1.SecurityOIDCProvider{
+			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
+			TokenEndpoint: ptr.To("https://id.example.com/token"),
+			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](8080)}},
+		},
+		ClientID: "shop", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "shop-oidc"},
+	}
+	src := in.Routes[1].Spec.Source.Kubernetes
+	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "login", OIDC: login}}
+	src.Services = append(src.Services, nodePortTwin("shop", "idp", 8080, idpPort))
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
+	})
+	return login
+}
+
+// nodePortTwin is the NodePort twin of tenant Service ns/name as a Route carries it: port
+// on nodePort.
+func nodePortTwin(ns, name string, port int32, nodePort int) v1alpha1.UpstreamService {
+	return v1alpha1.UpstreamService{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: ns, Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: ns}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: port, NodePort: int32(nodePort)}}},
+	}}
 }

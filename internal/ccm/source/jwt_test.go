@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -116,12 +115,6 @@ jwt:
 			sec.JWT.Providers[0].RemoteJWKS.URI != "https://keys.example.com/jwks" || sec.JWT.Providers[0].RemoteJWKS.CacheDuration == nil {
 			return fmt.Errorf("security %+v", sec)
 		}
-		for _, s := range rt.Spec.Source.Kubernetes.Services {
-			if s.Labels[v1alpha1.LabelOriginName] == "keys" && s.Spec.Type == corev1.ServiceTypeNodePort && len(s.Spec.Ports) == 1 &&
-				s.Spec.Ports[0].Port == 8080 && s.Spec.Ports[0].NodePort > 0 {
-				return nil
-			}
-		}
-		return fmt.Errorf("the Route does not embed the NodePort twin of Service keys: %d Services", len(rt.Spec.Source.Kubernetes.Services))
+		return embedsTwin(rt, "keys", 8080)
 	})
 }
