@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // OIDC is an OpenID Connect login (a SecurityPolicy's oidc) that the listeners serving its
@@ -178,7 +179,7 @@ func (o *OIDC) validate(clusters, secrets map[string]bool) error {
 		return len(n) <= maxJWTString && len(validation.IsHTTPHeaderName(n)) == 0 && n == strings.ToLower(n)
 	}
 	for _, m := range o.DenyRedirect {
-		_, reErr := regexp.Compile(m.Value)
+		reErr := re2.Check(m.Value)
 		if !lowerName(m.Name) || !printable(strings.ReplaceAll(m.Value, " ", "x")) ||
 			(m.Type != MatchExact && m.Type != MatchPrefix && m.Type != MatchSuffix && m.Type != MatchRegex) || (m.Type == MatchRegex && reErr != nil) {
 			return fmt.Errorf("deny-redirect header %q: a lower-case name, a known type and a printable value (an RE2 expression for %s)", m.Name, MatchRegex)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // OpenID Connect login (a SecurityPolicy's oidc): a request without a valid session is
@@ -296,7 +296,7 @@ func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 }
 
 // headerMatch checks a header match (field names it): a header name, a type, a value of 1
-// to MaxOIDCMatchValue printable characters (a regular expression that compiles).
+// to MaxOIDCMatchValue printable characters (a regular expression Envoy accepts: re2.Check).
 func headerMatch(field string, h v1alpha1.SecurityOIDCHeaderMatch, bad func(string, ...any)) (HeaderMatch, bool) {
 	m := HeaderMatch{Name: strings.ToLower(h.Name), Type: MatchExact, Value: h.Value}
 	if h.Type != nil && *h.Type != "" {
@@ -311,8 +311,8 @@ func headerMatch(field string, h v1alpha1.SecurityOIDCHeaderMatch, bad func(stri
 		bad("%s.value: 1 to %d printable characters", field, MaxOIDCMatchValue)
 	default:
 		if m.Type == MatchRegex {
-			if _, err := regexp.Compile(h.Value); err != nil {
-				bad("%s.value %q is not a regular expression (RE2): %s", field, truncate(h.Value), truncate(err.Error()))
+			if err := re2.Check(h.Value); err != nil {
+				bad("%s.value %q: %s", field, truncate(h.Value), truncate(err.Error()))
 				return m, false
 			}
 		}
