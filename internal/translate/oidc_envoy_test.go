@@ -195,6 +195,8 @@ func TestOIDCSessionFieldsThroughEnvoy(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) })
 	})
 	in, httpPort := trafficInput(t, tenant, nodePort, nil)
+	// Only shop.example.com: Envoy's readiness probe (GET / by address) is not redirected.
+	in.Routes[1].Spec.Source.Kubernetes.Route.Object["spec"].(map[string]any)["hostnames"] = []any{"shop.example.com"}
 	login := shopLogin(&in, idpPort)
 	login.CookieConfig = &v1alpha1.SecurityOIDCCookieConfig{SameSite: ptr.To("Strict")}
 	login.DenyRedirect = &v1alpha1.SecurityOIDCDenyRedirect{Headers: []v1alpha1.SecurityOIDCHeaderMatch{{Name: "X-Requested-With", Value: "XMLHttpRequest"}}}
