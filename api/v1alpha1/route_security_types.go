@@ -101,6 +101,9 @@ type SecurityOIDC struct {
 	// skip the login; the jwt then verifies the token.
 	// +optional
 	PassThroughAuthHeader *bool `json:"passThroughAuthHeader,omitempty"`
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text.
+	// +optional
+	DisableTokenEncryption *bool `json:"disableTokenEncryption,omitempty"`
 }
 
 // SecurityOIDCCookieConfig is the SameSite attribute of an OIDC login's cookies.

@@ -58,6 +58,8 @@ type OIDC struct {
 	// PassThrough: requests with one of these headers (its value starting with ValuePrefix)
 	// skip the login; the route's JWT requirement verifies their token.
 	PassThrough []JWTHeader `json:"passThrough,omitempty"`
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text.
+	DisableTokenEncryption bool `json:"disableTokenEncryption,omitempty"`
 }
 
 // HeaderMatch matches a request header (lower-case Name) by Type and Value.

@@ -91,6 +91,7 @@ var servedOIDC = map[string]any{
 	"csrfTokenTTL":           nil,
 	"denyRedirect":           map[string]any{"headers": nil},
 	"passThroughAuthHeader":  nil,
+	"disableTokenEncryption": nil,
 }
 
 // oidcUnsupported names the fields of the oidc provider.backendRefs entries kubelb does not
@@ -151,6 +152,9 @@ type OIDC struct {
 	// by ResolveSecurity from the policy's jwt.
 	PassThrough           []JWTHeader
 	PassThroughAuthHeader bool
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text (Envoy encrypts
+	// them with the HMAC key otherwise).
+	DisableTokenEncryption bool
 }
 
 // HeaderMatch matches a request header (lower-case Name) by Type (MatchExact, MatchPrefix,
@@ -289,6 +293,7 @@ func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 		}
 	}
 	out.PassThroughAuthHeader = o.PassThroughAuthHeader != nil && *o.PassThroughAuthHeader
+	out.DisableTokenEncryption = o.DisableTokenEncryption != nil && *o.DisableTokenEncryption
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -90,7 +90,7 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 		ForwardAccessToken: o.ForwardAccessToken, RefreshToken: o.RefreshToken, CookieDomain: o.CookieDomain,
 		CookieSuffix: hex.EncodeToString(sum[:4]), AccessTokenCookie: o.AccessTokenCookie, IDTokenCookie: o.IDTokenCookie,
 		SameSite: o.SameSite, DefaultTokenTTL: ir.Duration(o.DefaultTokenTTL), DefaultRefreshTokenTTL: ir.Duration(o.DefaultRefreshTokenTTL),
-		CSRFTokenTTL: ir.Duration(o.CSRFTokenTTL),
+		CSRFTokenTTL: ir.Duration(o.CSRFTokenTTL), DisableTokenEncryption: o.DisableTokenEncryption,
 	}
 	for _, m := range o.DenyRedirect {
 		typ := m.Type

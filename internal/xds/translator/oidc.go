@@ -79,7 +79,8 @@ func oidcFilter(o *ir.OIDC, errs *[]error) *hcmv3.HttpFilter {
 		AuthScopes:          o.Scopes,
 		Resources:           o.Resources,
 		// The client secret travels in the token request's body, as Envoy Gateway sends it.
-		AuthType: oauth2v3.OAuth2Config_URL_ENCODED_BODY,
+		AuthType:               oauth2v3.OAuth2Config_URL_ENCODED_BODY,
+		DisableTokenEncryption: o.DisableTokenEncryption,
 	}
 	if o.SameSite != "" {
 		same := &oauth2v3.CookieConfig{SameSite: map[string]oauth2v3.CookieConfig_SameSite{
