@@ -78,6 +78,60 @@ type SecurityOIDC struct {
 	// CookieNames are the names of the token cookies.
 	// +optional
 	CookieNames *SecurityOIDCCookieNames `json:"cookieNames,omitempty"`
+	// CookieConfig sets the SameSite attribute of the login's cookies.
+	// +optional
+	CookieConfig *SecurityOIDCCookieConfig `json:"cookieConfig,omitempty"`
+	// DefaultTokenTTL is the tokens' lifetime when the provider's answer gives none.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DefaultTokenTTL *string `json:"defaultTokenTTL,omitempty"`
+	// DefaultRefreshTokenTTL is the refresh token's lifetime when it does not say.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DefaultRefreshTokenTTL *string `json:"defaultRefreshTokenTTL,omitempty"`
+	// CSRFTokenTTL is how long a login started may take (the CSRF cookie's lifetime).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CSRFTokenTTL *string `json:"csrfTokenTTL,omitempty"`
+	// DenyRedirect: requests matching one of its headers are answered 401 instead of being
+	// redirected to the provider (scripts, API clients).
+	// +optional
+	DenyRedirect *SecurityOIDCDenyRedirect `json:"denyRedirect,omitempty"`
+	// PassThroughAuthHeader lets requests carrying a token where the policy's jwt reads it
+	// skip the login; the jwt then verifies the token.
+	// +optional
+	PassThroughAuthHeader *bool `json:"passThroughAuthHeader,omitempty"`
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text.
+	// +optional
+	DisableTokenEncryption *bool `json:"disableTokenEncryption,omitempty"`
+}
+
+// SecurityOIDCCookieConfig is the SameSite attribute of an OIDC login's cookies.
+type SecurityOIDCCookieConfig struct {
+	// SameSite is Lax, Strict or None.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	SameSite *string `json:"sameSite,omitempty"`
+}
+
+// SecurityOIDCDenyRedirect names the requests answered 401 rather than redirected.
+type SecurityOIDCDenyRedirect struct {
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Headers []SecurityOIDCHeaderMatch `json:"headers,omitempty"`
+}
+
+// SecurityOIDCHeaderMatch matches a request header (Envoy Gateway's StringMatch with a name).
+type SecurityOIDCHeaderMatch struct {
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// Type is Exact (unset), Prefix, Suffix or RegularExpression.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Type *string `json:"type,omitempty"`
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
 }
 
 // SecurityOIDCProvider is the OpenID Connect provider: its issuer and endpoints (kubelb does
@@ -258,7 +312,12 @@ type SecurityJWTProvider struct {
 	// +listType=atomic
 	Audiences []string `json:"audiences,omitempty"`
 	// LocalJWKS holds the JSON Web Key Set verifying the tokens.
+	// +optional
 	LocalJWKS *SecurityLocalJWKS `json:"localJWKS,omitempty"`
+	// RemoteJWKS fetches the JSON Web Key Set from a key server reached through a Service of
+	// the policy's namespace (exactly one of localJWKS and remoteJWKS).
+	// +optional
+	RemoteJWKS *SecurityRemoteJWKS `json:"remoteJWKS,omitempty"`
 	// ClaimToHeaders copies claims of a verified token to request headers.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
@@ -307,6 +366,28 @@ type SecurityLocalJWKS struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16384
 	Inline *string `json:"inline,omitempty"`
+}
+
+// SecurityRemoteJWKS is Envoy Gateway's remoteJWKS, the part kubelb serves: the key set is
+// fetched by the hub's Envoy through the Service backendRefs names (the Route embeds it as it
+// does backends); the URI only gives the requests' Host and path.
+type SecurityRemoteJWKS struct {
+	// BackendRefs names the Service (exactly one) of the policy's namespace the key server is
+	// reached through.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	BackendRefs []SecurityBackendRef `json:"backendRefs,omitempty"`
+	// URI of the key set: its Host and path.
+	// +kubebuilder:validation:MaxLength=253
+	URI string `json:"uri"`
+	// CacheDuration is how long a fetched key set is used before it is fetched again.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CacheDuration *string `json:"cacheDuration,omitempty"`
+	// FailedRefetchDuration is how long Envoy waits after a failed fetch before the next.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	FailedRefetchDuration *string `json:"failedRefetchDuration,omitempty"`
 }
 
 // SecurityClaimToHeader copies a claim of a verified token to a request header.

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -44,14 +46,18 @@ func (j *JWT) Key() string {
 // JWTProvider is a JWT provider of a listener: the keys verifying its tokens, the issuer and
 // audiences they must name, and the claims copied to request headers.
 type JWTProvider struct {
-	// Name is unique in the listener ("<policy namespace>/<policy>/<provider>").
+	// Name is unique in the listener ("<policy namespace>/<policy>/<provider>", prefixed
+	// with "<Route>/" when its keys are fetched).
 	Name string `json:"name"`
 	// Issuer the tokens must name ("": any).
 	Issuer string `json:"issuer,omitempty"`
 	// Audiences of which a token must name one (none: any); at most MaxJWTAudiences.
 	Audiences []string `json:"audiences,omitempty"`
-	// JWKS is the JSON Web Key Set verifying the tokens (public keys), at most MaxJWKSBytes.
-	JWKS string `json:"jwks"`
+	// JWKS is the JSON Web Key Set verifying the tokens (public keys), at most MaxJWKSBytes;
+	// "" when Remote is set.
+	JWKS string `json:"jwks,omitempty"`
+	// Remote is the key server the key set is fetched from (nil when JWKS is set).
+	Remote *RemoteJWKS `json:"remote,omitempty"`
 	// ClaimToHeaders copy claims of a verified token to request headers (lower-case names).
 	ClaimToHeaders []ClaimToHeader `json:"claimToHeaders,omitempty"`
 	// FromHeaders, FromCookies and FromParams are where the token is read, at most
@@ -59,6 +65,17 @@ type JWTProvider struct {
 	FromHeaders []JWTHeader `json:"fromHeaders,omitempty"`
 	FromCookies []string    `json:"fromCookies,omitempty"`
 	FromParams  []string    `json:"fromParams,omitempty"`
+}
+
+// RemoteJWKS is a key server: Envoy fetches the key set through Cluster (the URI gives the
+// requests' Host and path) when the listener starts, without holding it (a key server that
+// does not answer never keeps a listener from serving: requests are refused until a key set
+// is fetched), and again every CacheDuration; after a failed fetch, FailedRefetch later.
+type RemoteJWKS struct {
+	Cluster       string   `json:"cluster"`
+	URI           string   `json:"uri"`
+	CacheDuration Duration `json:"cacheDuration"`
+	FailedRefetch Duration `json:"failedRefetch"`
 }
 
 // JWTHeader is a request header (lower case) holding the token after ValuePrefix.
@@ -81,7 +98,7 @@ const (
 	MaxJWTAudiences         = 8
 	MaxJWTClaimToHeaders    = 8
 	MaxJWTExtractFrom       = 4
-	maxJWTName              = 63 + 253 + 253 + 2
+	maxJWTName              = 253 + 63 + 253 + 253 + 3 // [<Route>/]<namespace>/<policy>/<provider>
 	maxJWTString            = 256
 )
 
@@ -117,8 +134,8 @@ func (j *JWT) validate() error {
 
 // validateJWT checks that a listener holds exactly the requirements of the route
 // configurations it serves (needs: by route configuration) and exactly the providers they
-// name, each usable.
-func (l *Listener) validateJWT(needs map[string][]JWT) error {
+// name, each usable (a key server's cluster among clusters).
+func (l *Listener) validateJWT(clusters map[string]bool, needs map[string][]JWT) error {
 	var want []JWT
 	want = append(want, needs[l.RouteConfig]...)
 	for _, t := range l.TLS {
@@ -152,7 +169,7 @@ func (l *Listener) validateJWT(needs map[string][]JWT) error {
 		return errors.New("its JWT requirements are not exactly those of its routes (sorted, unique)")
 	}
 	for _, p := range l.JWT.Providers {
-		if err := p.validate(); err != nil {
+		if err := p.validate(clusters); err != nil {
 			return fmt.Errorf("JWT provider %q: %w", p.Name, err)
 		}
 	}
@@ -161,7 +178,7 @@ func (l *Listener) validateJWT(needs map[string][]JWT) error {
 
 // validate checks a provider's bounds, its key set's shape and its header names (the keys
 // themselves were checked where the policy was read: trafficpolicy.CheckJWKS).
-func (p *JWTProvider) validate() error {
+func (p *JWTProvider) validate(clusters map[string]bool) error {
 	printable := func(s string, max int) bool {
 		return s != "" && len(s) <= max && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
 	}
@@ -172,8 +189,14 @@ func (p *JWTProvider) validate() error {
 		return errors.New("the issuer is too long or not printable")
 	case len(p.Audiences) > MaxJWTAudiences:
 		return fmt.Errorf("%d audiences, at most %d", len(p.Audiences), MaxJWTAudiences)
-	case len(p.JWKS) == 0 || len(p.JWKS) > MaxJWKSBytes:
+	case p.Remote != nil && p.JWKS != "":
+		return errors.New("both a key set and a key server")
+	case p.Remote == nil && (len(p.JWKS) == 0 || len(p.JWKS) > MaxJWKSBytes):
 		return fmt.Errorf("a key set of %d bytes, want 1 to %d", len(p.JWKS), MaxJWKSBytes)
+	case p.Remote != nil:
+		if err := p.Remote.validate(clusters); err != nil {
+			return fmt.Errorf("key server: %w", err)
+		}
 	case len(p.ClaimToHeaders) > MaxJWTClaimToHeaders:
 		return fmt.Errorf("%d claims to headers, at most %d", len(p.ClaimToHeaders), MaxJWTClaimToHeaders)
 	}
@@ -185,7 +208,7 @@ func (p *JWTProvider) validate() error {
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := json.Unmarshal([]byte(p.JWKS), &set); err != nil || len(set.Keys) == 0 {
+	if err := json.Unmarshal([]byte(p.JWKS), &set); p.Remote == nil && (err != nil || len(set.Keys) == 0) {
 		return errors.New("the key set is not a JSON Web Key Set with keys")
 	}
 	if len(p.FromHeaders) > MaxJWTExtractFrom || len(p.FromCookies) > MaxJWTExtractFrom || len(p.FromParams) > MaxJWTExtractFrom {
@@ -206,6 +229,34 @@ func (p *JWTProvider) validate() error {
 		if !printable(c.Claim, maxJWTString) || len(c.Header) > maxJWTString || len(validation.IsHTTPHeaderName(c.Header)) > 0 || c.Header != strings.ToLower(c.Header) {
 			return fmt.Errorf("claim to header %q: not a claim and a lower-case header name", c.Header)
 		}
+	}
+	return nil
+}
+
+// Bounds of a key server: its URI, how long a key set is kept, how long a failed fetch waited
+// on.
+const (
+	maxJWKSURI     = 253
+	minJWKSCache   = time.Minute
+	maxJWKSCache   = 24 * time.Hour
+	minJWKSRefetch = time.Second
+	maxJWKSRefetch = time.Hour
+)
+
+// validate checks a key server: an existing cluster, an absolute http(s) URL, durations in
+// their bounds.
+func (r *RemoteJWKS) validate(clusters map[string]bool) error {
+	u, err := url.Parse(r.URI)
+	switch {
+	case !clusters[r.Cluster]:
+		return fmt.Errorf("cluster %q does not exist", r.Cluster)
+	case err != nil || len(r.URI) > maxJWKSURI || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") ||
+		strings.ContainsFunc(r.URI, func(c rune) bool { return c <= ' ' || c > '~' }):
+		return fmt.Errorf("URI %q is not an absolute http(s) URL of at most %d characters", r.URI, maxJWKSURI)
+	case r.CacheDuration.D() < minJWKSCache || r.CacheDuration.D() > maxJWKSCache:
+		return fmt.Errorf("cache duration %s, want %s to %s", r.CacheDuration.D(), minJWKSCache, maxJWKSCache)
+	case r.FailedRefetch.D() < minJWKSRefetch || r.FailedRefetch.D() > maxJWKSRefetch:
+		return fmt.Errorf("wait after a failed fetch %s, want %s to %s", r.FailedRefetch.D(), minJWKSRefetch, maxJWKSRefetch)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ir_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"kubelb.dev/kubelb/internal/ir"
 )
@@ -36,6 +37,9 @@ func TestValidateJWT(t *testing.T) {
 	if err := build(nil).Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	if err := build(func(c *ir.Config) { setRemote(c, remote("web", "http://keys.example.com/jwks")) }).Validate(); err != nil {
+		t.Fatalf("a provider with a key server: %v", err)
+	}
 	for name, change := range map[string]func(c *ir.Config){
 		"no providers on the listener": func(c *ir.Config) { c.Listeners[0].JWT = nil },
 		"not needed": func(c *ir.Config) {
@@ -68,9 +72,33 @@ func TestValidateJWT(t *testing.T) {
 		"on a TCP listener": func(c *ir.Config) {
 			c.Listeners = append(c.Listeners, &ir.Listener{Name: "tcp", Address: "0.0.0.0", Port: 20081, Protocol: ir.ProtocolTCP, StatPrefix: "tcp", Cluster: "web", JWT: c.Listeners[0].JWT})
 		},
+		"a key server and a key set":     func(c *ir.Config) { c.Listeners[0].JWT.Providers[0].Remote = remote("web", "https://k/jwks") },
+		"a key server of no cluster":     func(c *ir.Config) { setRemote(c, remote("keys", "https://k/jwks")) },
+		"a key server at a relative URI": func(c *ir.Config) { setRemote(c, remote("web", "/jwks")) },
+		"a key server at a file URI":     func(c *ir.Config) { setRemote(c, remote("web", "file:///etc/passwd")) },
+		"a key server kept for 10 seconds": func(c *ir.Config) {
+			r := remote("web", "https://k/jwks")
+			r.CacheDuration = ir.Duration(10 * time.Second)
+			setRemote(c, r)
+		},
+		"a key server retried every 100 ms": func(c *ir.Config) {
+			r := remote("web", "https://k/jwks")
+			r.FailedRefetch = ir.Duration(100 * time.Millisecond)
+			setRemote(c, r)
+		},
 	} {
 		if err := build(change).Validate(); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
 		}
 	}
+}
+
+// remote is a key server through cluster at uri, kept 5 minutes, retried after a second.
+func remote(cluster, uri string) *ir.RemoteJWKS {
+	return &ir.RemoteJWKS{Cluster: cluster, URI: uri, CacheDuration: ir.Duration(5 * time.Minute), FailedRefetch: ir.Duration(time.Second)}
+}
+
+// setRemote makes the listener's first provider fetch its keys from r.
+func setRemote(c *ir.Config, r *ir.RemoteJWKS) {
+	c.Listeners[0].JWT.Providers[0].JWKS, c.Listeners[0].JWT.Providers[0].Remote = "", r
 }

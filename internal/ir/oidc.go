@@ -6,6 +6,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // OIDC is an OpenID Connect login (a SecurityPolicy's oidc) that the listeners serving its
@@ -41,13 +46,45 @@ type OIDC struct {
 	CookieSuffix      string `json:"cookieSuffix"`
 	AccessTokenCookie string `json:"accessTokenCookie,omitempty"`
 	IDTokenCookie     string `json:"idTokenCookie,omitempty"`
+	// SameSite is the SameSite attribute of every cookie of the login: "" (none), Lax,
+	// Strict or None.
+	SameSite string `json:"sameSite,omitempty"`
+	// DefaultTokenTTL, DefaultRefreshTokenTTL and CSRFTokenTTL: 0 is Envoy's default.
+	DefaultTokenTTL        Duration `json:"defaultTokenTTL,omitempty"`
+	DefaultRefreshTokenTTL Duration `json:"defaultRefreshTokenTTL,omitempty"`
+	CSRFTokenTTL           Duration `json:"csrfTokenTTL,omitempty"`
+	// DenyRedirect: requests matching one are answered 401 instead of being redirected.
+	DenyRedirect []HeaderMatch `json:"denyRedirect,omitempty"`
+	// PassThrough: requests with one of these headers (its value starting with ValuePrefix)
+	// skip the login; the route's JWT requirement verifies their token.
+	PassThrough []JWTHeader `json:"passThrough,omitempty"`
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text.
+	DisableTokenEncryption bool `json:"disableTokenEncryption,omitempty"`
 }
+
+// HeaderMatch matches a request header (lower-case Name) by Type and Value.
+type HeaderMatch struct {
+	Name string `json:"name"`
+	// Type is MatchExact, MatchPrefix, MatchSuffix or MatchRegex (Value an RE2 expression).
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// Header match types.
+const (
+	MatchExact  = "Exact"
+	MatchPrefix = "Prefix"
+	MatchSuffix = "Suffix"
+	MatchRegex  = "Regex"
+)
 
 // Bounds of OIDC logins: those of one listener, their strings.
 const (
 	MaxListenerOIDCs = 8
 	maxOIDCString    = 1024
 	maxOIDCList      = 17 // openid and 16 more
+	maxOIDCMatches   = 16
+	maxOIDCTTL       = 30 * 24 * time.Hour
 )
 
 // OIDCNames are the OIDC logins the routes of the configuration run.
@@ -125,6 +162,34 @@ func (o *OIDC) validate(clusters, secrets map[string]bool) error {
 	for _, s := range append(slices.Clone(o.Scopes), o.Resources...) {
 		if !printable(s) {
 			return fmt.Errorf("scope or resource %q is not printable", s)
+		}
+	}
+	switch o.SameSite {
+	case "", "Lax", "Strict", "None":
+	default:
+		return fmt.Errorf("SameSite %q, want Lax, Strict or None", o.SameSite)
+	}
+	for _, d := range []Duration{o.DefaultTokenTTL, o.DefaultRefreshTokenTTL, o.CSRFTokenTTL} {
+		if d < 0 || d.D() > maxOIDCTTL {
+			return fmt.Errorf("a lifetime of %s, want 0 to %s", d.D(), maxOIDCTTL)
+		}
+	}
+	if len(o.DenyRedirect) > maxOIDCMatches || len(o.PassThrough) > maxOIDCMatches {
+		return fmt.Errorf("over %d deny-redirect or pass-through headers", maxOIDCMatches)
+	}
+	lowerName := func(n string) bool {
+		return len(n) <= maxJWTString && len(validation.IsHTTPHeaderName(n)) == 0 && n == strings.ToLower(n)
+	}
+	for _, m := range o.DenyRedirect {
+		reErr := re2.Check(m.Value)
+		if !lowerName(m.Name) || !printable(strings.ReplaceAll(m.Value, " ", "x")) ||
+			(m.Type != MatchExact && m.Type != MatchPrefix && m.Type != MatchSuffix && m.Type != MatchRegex) || (m.Type == MatchRegex && reErr != nil) {
+			return fmt.Errorf("deny-redirect header %q: a lower-case name, a known type and a printable value (an RE2 expression for %s)", m.Name, MatchRegex)
+		}
+	}
+	for _, h := range o.PassThrough {
+		if !lowerName(h.Name) || strings.ContainsFunc(h.ValuePrefix, func(r rune) bool { return r < ' ' || r > '~' }) {
+			return fmt.Errorf("pass-through header %q: a lower-case name and a printable prefix", h.Name)
 		}
 	}
 	return nil

@@ -132,7 +132,7 @@ func (c *Config) Validate() error {
 		if l.GlobalRateLimit != nil && c.RateLimitService != nil && *l.GlobalRateLimit != *c.RateLimitService {
 			fail("listener %q: its rate-limit service is not the Config's", l.Name)
 		}
-		if err := l.validateJWT(jwtRequirements); err != nil {
+		if err := l.validateJWT(clusters, jwtRequirements); err != nil {
 			fail("listener %q: %w", l.Name, err)
 		}
 		if err := l.validateExtAuth(clusters, extAuths); err != nil {

@@ -76,12 +76,17 @@ func FuzzReadResolve(f *testing.F) {
 
 // FuzzReadResolveSecurity feeds hostile SecurityPolicy specs through ReadSecurity and
 // ResolveSecurity: they never panic, and what ResolveSecurity accepts stays within kubelb's
-// bounds (at most MaxClientCIDRs canonical ranges, every rule with one).
+// bounds (at most MaxClientCIDRs canonical ranges, every rule with one; a JWT provider's keys
+// inline or fetched through a Service port, never both, its remoteJWKS's bounds kept).
 func FuzzReadResolveSecurity(f *testing.F) {
 	for _, seed := range []string{
 		`{"authorization":{"defaultAction":"Allow","rules":[{"action":"Deny","principal":{"clientCIDRs":["10.1.2.3/8","::1/128"]}}]}}`,
 		`{"authorization":{"rules":[{"action":"Allow","principal":{"clientCIDRs":["010.0.0.0/8"]}},{"action":"Deny","principal":{}}]}}`,
 		`{"authorization":{"defaultAction":"Maybe","rules":[{"name":"x","action":"Allow","principal":{"clientCIDRs":["fe80::1%eth0/64"],"headers":[]}}]},"jwt":{}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k.example.com/jwks","backendRefs":[{"name":"keys","port":80}],"cacheDuration":"1h","failedRefetchDuration":"5s"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"http://[::1]:0/%","backendRefs":[{"name":"keys","port":0},{"name":"x"}],"cacheDuration":"0s"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k/jwks"},"localJWKS":{"inline":"{}"}}]}}`,
+		`{"oidc":{"provider":{"issuer":"https://id","authorizationEndpoint":"https://id/a","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"},"passThroughAuthHeader":true,"cookieConfig":{"sameSite":"Lax"},"defaultTokenTTL":"1h","csrfTokenTTL":"10m","denyRedirect":{"headers":[{"name":"Accept","type":"RegularExpression","value":"^a.*"}]}},"jwt":{"providers":[{"name":"a","localJWKS":{"inline":"{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo\"}]}"}}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -95,6 +100,21 @@ func FuzzReadResolveSecurity(f *testing.F) {
 			return
 		}
 		settings, err := ResolveSecurity(sec)
+		if err == nil && settings.JWT != nil {
+			for _, p := range settings.JWT.Providers {
+				r := p.Remote
+				if (r == nil) == (p.JWKS == "") {
+					t.Fatalf("provider %s: keys %q and remote %+v, want exactly one", p.Name, p.JWKS, r)
+				}
+				if r != nil && (r.Service == "" || r.Port < 1 || len(r.URI) > MaxJWKSURI || r.CacheDuration < MinJWKSCacheDuration ||
+					r.CacheDuration > MaxJWKSCacheDuration || r.FailedRefetch < MinJWKSFailedRefetch || r.FailedRefetch > MaxJWKSFailedRefetch) {
+					t.Fatalf("remoteJWKS out of bounds let through: %+v", r)
+				}
+			}
+		}
+		if err == nil && settings.OIDC != nil && len(settings.OIDC.PassThrough) > 0 && (settings.JWT == nil || settings.JWT.Optional) {
+			t.Fatalf("oidc passes requests through without a jwt to verify them: %+v", settings)
+		}
 		if err != nil || settings.Authorization == nil {
 			return
 		}

@@ -9,16 +9,21 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// JWT authentication (a SecurityPolicy's jwt): the providers' keys are given in the policy
+// JWT authentication (a SecurityPolicy's jwt): a provider's keys are given in the policy
 // (localJWKS of type Inline: public key material, carried in the Route context), checked and
-// bounded here before they reach a hub object or Envoy. Fetching keys from a URL (remoteJWKS)
-// is not yet served: Envoy would reach an address chosen by the tenant.
+// bounded here before they reach a hub object or Envoy, or fetched by the hub's Envoy from a
+// key server (remoteJWKS). Tenants are untrusted, so the hub never fetches a URL a policy
+// writes: the key server is reached through a Service of the policy's namespace
+// (remoteJWKS.backendRefs), which the ccm embeds in the Route as it embeds backends, and which
+// the hub reaches as any backend (the tenant's nodes × its NodePort, under the endpoint
+// policy). The URI only gives the requests' Host and path.
 
 // servedJWT is the tree of the jwt fields kubelb serves; each provider's: jwtProviderFields.
 var servedJWT = map[string]any{"optional": nil, "providers": nil}
@@ -27,6 +32,7 @@ var servedJWT = map[string]any{"optional": nil, "providers": nil}
 var jwtProviderFields = map[string]any{
 	"name": nil, "issuer": nil, "audiences": nil, "claimToHeaders": nil,
 	"localJWKS":   map[string]any{"type": nil, "inline": nil},
+	"remoteJWKS":  map[string]any{"backendRefs": nil, "uri": nil, "cacheDuration": nil, "failedRefetchDuration": nil},
 	"extractFrom": map[string]any{"headers": nil, "cookies": nil, "params": nil},
 }
 
@@ -43,6 +49,18 @@ const (
 	maxJWTClaim          = 256 // a claim's or a header's name
 	minRSABits           = 2048
 	maxRSABits           = 8192
+	MaxJWKSURI           = 253
+)
+
+// Bounds of a remoteJWKS's durations: a key set is fetched again at most once a minute and
+// at least once a day; a failed fetch is retried after 1 s to 1 h.
+const (
+	MinJWKSCacheDuration     = time.Minute
+	MaxJWKSCacheDuration     = 24 * time.Hour
+	DefaultJWKSCacheDuration = 5 * time.Minute // Envoy Gateway's CRD default, 300s
+	MinJWKSFailedRefetch     = time.Second
+	MaxJWKSFailedRefetch     = time.Hour
+	DefaultJWKSFailedRefetch = time.Second // Envoy's default
 )
 
 // JWT is a checked jwt: a request must carry a token that one of the providers verifies
@@ -60,8 +78,10 @@ type JWTProvider struct {
 	Issuer string
 	// Audiences of which a token must name one (none: any).
 	Audiences []string
-	// JWKS is the JSON Web Key Set as written, every key checked.
+	// JWKS is the JSON Web Key Set as written, every key checked ("" when Remote is set).
 	JWKS string
+	// Remote is where the key set is fetched (nil when JWKS is set).
+	Remote *RemoteJWKS
 	// ClaimToHeaders in the policy's order.
 	ClaimToHeaders []ClaimToHeader
 	// FromHeaders, FromCookies and FromParams are where the token is read (extractFrom);
@@ -69,6 +89,16 @@ type JWTProvider struct {
 	FromHeaders []JWTHeader
 	FromCookies []string
 	FromParams  []string
+}
+
+// RemoteJWKS is a checked remoteJWKS: the Service port of the policy's namespace the key
+// server is reached through, the URI giving the requests' Host and path, and how long a
+// fetched key set is kept (CacheDuration) or a failed fetch waited on (FailedRefetch).
+type RemoteJWKS struct {
+	Service                      string
+	Port                         int32
+	URI                          string
+	CacheDuration, FailedRefetch time.Duration
 }
 
 // JWTHeader is a request header holding the token after ValuePrefix.
@@ -102,6 +132,16 @@ func jwtUnsupported(spec map[string]any) []string {
 				un = append(un, fmt.Sprintf("spec.jwt.providers[%d].localJWKS.type %s", i, truncate(t)))
 			}
 		}
+		if r, ok := m["remoteJWKS"].(map[string]any); ok {
+			refs, _ := r["backendRefs"].([]any)
+			for k, ref := range refs {
+				if rm, ok := ref.(map[string]any); ok {
+					for _, f := range unsupported(rm, extAuthBackendRefFields) {
+						un = append(un, fmt.Sprintf("spec.jwt.providers[%d].remoteJWKS.backendRefs[%d]%s", i, k, f[len("spec"):]))
+					}
+				}
+			}
+		}
 	}
 	return un
 }
@@ -110,8 +150,8 @@ func jwtUnsupported(spec map[string]any) []string {
 // (RFC 9110, 7.6.1) and Host (the :authority pseudo-header).
 var hopByHop = []string{"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host", "content-length"}
 
-// resolveJWT checks a jwt.
-func resolveJWT(j *v1alpha1.SecurityJWT) (*JWT, error) {
+// resolveJWT checks a jwt of a policy of namespace ns.
+func resolveJWT(ns string, j *v1alpha1.SecurityJWT) (*JWT, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	out := &JWT{Optional: j.Optional != nil && *j.Optional}
@@ -146,8 +186,12 @@ func resolveJWT(j *v1alpha1.SecurityJWT) (*JWT, error) {
 			}
 		}
 		switch l := p.LocalJWKS; {
+		case l != nil && p.RemoteJWKS != nil:
+			bad("%s has both localJWKS and remoteJWKS: give one", field)
+		case p.RemoteJWKS != nil:
+			prov.Remote = resolveRemoteJWKS(field, ns, p.RemoteJWKS, bad)
 		case l == nil:
-			bad("%s has no localJWKS: kubelb verifies tokens with keys given in the policy", field)
+			bad("%s has neither localJWKS nor remoteJWKS", field)
 		case l.Type != "" && l.Type != "Inline":
 			bad("%s localJWKS.type %q: only Inline is supported by kubelb", field, truncate(l.Type))
 		case l.Inline == nil:
@@ -217,6 +261,51 @@ func resolveJWT(j *v1alpha1.SecurityJWT) (*JWT, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// resolveRemoteJWKS checks the remoteJWKS of provider field (of a policy of namespace ns).
+func resolveRemoteJWKS(field, ns string, r *v1alpha1.SecurityRemoteJWKS, bad func(string, ...any)) *RemoteJWKS {
+	out := &RemoteJWKS{URI: r.URI}
+	if len(r.BackendRefs) == 0 {
+		bad("%s remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes; name the Service of the policy's namespace the key server is reached through", field)
+	} else if len(r.BackendRefs) > 1 {
+		bad("%s remoteJWKS.backendRefs has %d entries: kubelb reaches the key server through exactly one Service of the policy's namespace", field, len(r.BackendRefs))
+	} else {
+		out.Service, out.Port = extAuthService(field+" remoteJWKS.backendRefs[0]", ns, r.BackendRefs[0], bad)
+	}
+	if len(r.URI) > MaxJWKSURI {
+		bad("%s remoteJWKS.uri is over %d characters", field, MaxJWKSURI)
+	} else {
+		checkOIDCURL(field+" remoteJWKS.uri", r.URI, true, bad)
+	}
+	dur := func(what string, v *string, lowest, highest, def time.Duration) time.Duration {
+		if v == nil {
+			return def
+		}
+		d, err := durationIn(field+" remoteJWKS."+what, *v, lowest, highest)
+		if err != nil {
+			bad("%w", err)
+		}
+		return d
+	}
+	out.CacheDuration = dur("cacheDuration", r.CacheDuration, MinJWKSCacheDuration, MaxJWKSCacheDuration, DefaultJWKSCacheDuration)
+	out.FailedRefetch = dur("failedRefetchDuration", r.FailedRefetchDuration, MinJWKSFailedRefetch, MaxJWKSFailedRefetch, DefaultJWKSFailedRefetch)
+	return out
+}
+
+// durationIn reads a Gateway API duration (GEP-2257) from lowest to highest.
+func durationIn(field, v string, lowest, highest time.Duration) (time.Duration, error) {
+	if !durationRE.MatchString(v) {
+		return 0, fmt.Errorf("%s %q is not a duration such as 30s, 5m or 1h", field, truncate(v))
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s %q: %v", field, truncate(v), err)
+	case d < lowest || d > highest:
+		return 0, fmt.Errorf("%s %s is out of range; use %s to %s", field, v, shortDuration(lowest), shortDuration(highest))
+	}
+	return d, nil
 }
 
 // isTokenChar: a character of an HTTP token (RFC 9110 tchar), which cookie and query

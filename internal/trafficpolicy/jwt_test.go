@@ -61,19 +61,22 @@ func TestReadAndResolveJWT(t *testing.T) {
 	}
 }
 
-// TestReadJWTNamesUnsupportedFields: fetching keys from a URL, failOpen, recomputeRoute and key sets in ConfigMaps are named, not yet supported.
+// TestReadJWTNamesUnsupportedFields: a remoteJWKS's backendSettings, its deprecated
+// backendRef and its backendRefs' filters, failOpen, recomputeRoute and key sets in ConfigMaps
+// are named, not yet supported.
 func TestReadJWTNamesUnsupportedFields(t *testing.T) {
 	_, err := ReadSecurity("ns", "p", spec(t, `
 jwt:
   failOpen: false
   providers:
-  - {name: a, remoteJWKS: {uri: "https://idp.example.com/jwks"}}
+  - {name: a, remoteJWKS: {uri: "https://idp.example.com/jwks", backendSettings: {retry: {numRetries: 3}}, backendRef: {name: keys}, backendRefs: [{name: keys, port: 80, filters: []}]}}
   - {name: b, localJWKS: {type: ValueRef, valueRef: {group: "", kind: ConfigMap, name: keys}}, extractFrom: {params: [token]}, recomputeRoute: true}
 `))
 	if err == nil {
 		t.Fatal("read")
 	}
-	for _, want := range []string{"spec.jwt.providers[0].remoteJWKS", "spec.jwt.providers[1].recomputeRoute",
+	for _, want := range []string{"spec.jwt.providers[0].remoteJWKS.backendSettings", "spec.jwt.providers[0].remoteJWKS.backendRef,",
+		"spec.jwt.providers[0].remoteJWKS.backendRefs[0].filters", "spec.jwt.providers[1].recomputeRoute",
 		"spec.jwt.providers[1].localJWKS.valueRef", "spec.jwt.providers[1].localJWKS.type ValueRef", "not yet supported by kubelb"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v does not name %s", err, want)
@@ -152,7 +155,8 @@ func TestResolveJWTRefuses(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
 		{`jwt: {providers: [{name: a, localJWKS: {inline: '` + set(good) + `'}}, {name: a, localJWKS: {inline: '` + set(good) + `'}}]}`, `jwt.providers[1].name "a" is repeated`},
 		{`jwt: {providers: [{name: A_b, localJWKS: {inline: '` + set(good) + `'}}]}`, `jwt.providers[0].name "A_b" is not a DNS subdomain`},
-		{`jwt: {providers: [{name: a}]}`, `jwt.providers[0] (a) has no localJWKS`},
+		{`jwt: {providers: [{name: a}]}`, `jwt.providers[0] (a) has neither localJWKS nor remoteJWKS`},
+		{`jwt: {providers: [{name: a, localJWKS: {inline: '` + set(good) + `'}, remoteJWKS: {uri: "https://k/jwks", backendRefs: [{name: keys, port: 80}]}}]}`, `(a) has both localJWKS and remoteJWKS`},
 		{`jwt: {providers: [{name: a, localJWKS: {type: Inline}}]}`, `localJWKS.inline is not set`},
 		{`jwt: {providers: [{name: a, localJWKS: {inline: x}}, {name: b, localJWKS: {inline: x}}, {name: c, localJWKS: {inline: x}}, {name: d, localJWKS: {inline: x}}, {name: e, localJWKS: {inline: x}}]}`, `jwt has 5 providers, at most 4`},
 		{`jwt: {providers: []}`, `jwt.providers is empty`},
@@ -176,5 +180,79 @@ func TestCheckJWKSAcceptsEnvoysKeyTypes(t *testing.T) {
 	}
 	if err := CheckJWKS(jwttest.JWKS(jwttest.NewKey(t, "k"))); err != nil {
 		t.Error(err)
+	}
+}
+
+// remoteSpec is a SecurityPolicy spec with one provider, corp, whose keys are fetched as
+// remote (the remoteJWKS object's fields) says.
+func remoteSpec(remote string) string {
+	return `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]
+jwt:
+  providers:
+  - name: corp
+    issuer: https://idp.example.com
+    remoteJWKS: {` + remote + `}
+`
+}
+
+// TestReadAndResolveRemoteJWKS: a remoteJWKS through one Service of the policy's namespace is
+// served with its URI (http or https), its cache duration (default 5 minutes, Envoy Gateway's
+// 300s) and the wait after a failed fetch (default 1 s).
+func TestReadAndResolveRemoteJWKS(t *testing.T) {
+	for _, tc := range []struct {
+		remote, want string
+	}{
+		{`uri: "https://keys.example.com/.well-known/jwks.json", backendRefs: [{name: keys, port: 8443}]`,
+			"&{keys 8443 https://keys.example.com/.well-known/jwks.json 5m0s 1s}"},
+		{`uri: "http://keys.example.com/jwks", backendRefs: [{group: "", kind: Service, name: keys, namespace: ns, port: 80, weight: 1}], cacheDuration: 24h, failedRefetchDuration: 30s`,
+			"&{keys 80 http://keys.example.com/jwks 24h0m0s 30s}"},
+		{`uri: "https://keys.example.com/jwks", backendRefs: [{name: keys, port: 80}], cacheDuration: 1m, failedRefetchDuration: 1h`,
+			"&{keys 80 https://keys.example.com/jwks 1m0s 1h0m0s}"},
+	} {
+		sec, err := ReadSecurity("ns", "p", spec(t, remoteSpec(tc.remote)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.remote, err)
+		}
+		s, err := ResolveSecurity(sec)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.remote, err)
+		}
+		if p := s.JWT.Providers[0]; p.JWKS != "" || fmt.Sprint(p.Remote) != tc.want {
+			t.Errorf("%s: got %q %v, want %s", tc.remote, p.JWKS, p.Remote, tc.want)
+		}
+	}
+}
+
+// TestResolveRemoteJWKSRefuses: a remoteJWKS without backendRefs is refused (the hub never
+// fetches a URL a tenant writes), as are several Services, one of another namespace or
+// without a port, a URI that is not an absolute http(s) URL with a host (or has a user, a
+// fragment or %), and durations out of their bounds.
+func TestResolveRemoteJWKSRefuses(t *testing.T) {
+	const svc = `backendRefs: [{name: keys, port: 80}]`
+	for _, tc := range []struct{ remote, want string }{
+		{`uri: "https://keys.example.com/jwks"`, `jwt.providers[0] (corp) remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes`},
+		{`uri: "https://k/jwks", backendRefs: [{name: a, port: 80}, {name: b, port: 80}]`, `remoteJWKS.backendRefs has 2 entries`},
+		{`uri: "https://k/jwks", backendRefs: [{name: keys, namespace: other, port: 80}]`, `remoteJWKS.backendRefs[0] namespace "other": a Service of another namespace is not yet supported`},
+		{`uri: "https://k/jwks", backendRefs: [{name: keys}]`, `remoteJWKS.backendRefs[0] needs a port`},
+		{`uri: "https://k/jwks", backendRefs: [{name: keys, kind: Backend, group: gateway.envoyproxy.io, port: 80}]`, `remoteJWKS.backendRefs[0] group "gateway.envoyproxy.io"`},
+		{`uri: "/jwks", ` + svc, `remoteJWKS.uri "/jwks": an absolute http or https URL with a host`},
+		{`uri: "ftp://k/jwks", ` + svc, `remoteJWKS.uri "ftp://k/jwks"`},
+		{`uri: "https://user@k/jwks", ` + svc, `remoteJWKS.uri`},
+		{`uri: "https://k/jwks#x", ` + svc, `remoteJWKS.uri`},
+		{`uri: "https://k/%REQ(:authority)%", ` + svc, `remoteJWKS.uri`},
+		{`uri: "https://k/` + strings.Repeat("a", 260) + `", ` + svc, `remoteJWKS.uri is over 253 characters`},
+		{`uri: "https://k/jwks", cacheDuration: 30s, ` + svc, `remoteJWKS.cacheDuration 30s is out of range; use 1m to 24h`},
+		{`uri: "https://k/jwks", cacheDuration: 25h, ` + svc, `remoteJWKS.cacheDuration 25h is out of range`},
+		{`uri: "https://k/jwks", cacheDuration: "1 day", ` + svc, `remoteJWKS.cacheDuration "1 day" is not a duration`},
+		{`uri: "https://k/jwks", failedRefetchDuration: 500ms, ` + svc, `remoteJWKS.failedRefetchDuration 500ms is out of range; use 1s to 1h`},
+	} {
+		sec, err := ReadSecurity("ns", "p", spec(t, remoteSpec(tc.remote)))
+		if err == nil {
+			_, err = ResolveSecurity(sec)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.100s: got %v, want %q", tc.remote, err, tc.want)
+		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/re2"
 )
 
 // OpenID Connect login (a SecurityPolicy's oidc): a request without a valid session is
@@ -35,6 +37,25 @@ const (
 	MaxOIDCScope        = 64
 	MaxOIDCCookieName   = 64
 	MaxOIDCClientSecret = 1024
+	MaxOIDCDenyRedirect = 16
+	MaxOIDCMatchValue   = 256
+)
+
+// Bounds of an oidc's durations (Envoy's defaults when unset: the tokens' lifetime from the
+// provider's answer, a refresh token kept a week, 10 minutes to finish a login).
+const (
+	MinOIDCTokenTTL        = time.Minute
+	MaxOIDCTokenTTL        = 24 * time.Hour
+	MaxOIDCRefreshTokenTTL = 30 * 24 * time.Hour
+	MaxOIDCCSRFTokenTTL    = time.Hour
+)
+
+// Header match types of denyRedirect (Envoy Gateway's StringMatch types).
+const (
+	MatchExact  = "Exact"
+	MatchPrefix = "Prefix"
+	MatchSuffix = "Suffix"
+	MatchRegex  = "RegularExpression"
 )
 
 // DefaultOIDCRedirectURL is Envoy Gateway's default redirectURL.
@@ -63,6 +84,14 @@ var servedOIDC = map[string]any{
 	"refreshToken":       nil,
 	"cookieDomain":       nil,
 	"cookieNames":        map[string]any{"accessToken": nil, "idToken": nil},
+	"cookieConfig":       map[string]any{"sameSite": nil},
+	// Durations: checked by resolveOIDC; denyRedirect's headers: read strictly.
+	"defaultTokenTTL":        nil,
+	"defaultRefreshTokenTTL": nil,
+	"csrfTokenTTL":           nil,
+	"denyRedirect":           map[string]any{"headers": nil},
+	"passThroughAuthHeader":  nil,
+	"disableTokenEncryption": nil,
 }
 
 // oidcUnsupported names the fields of the oidc provider.backendRefs entries kubelb does not
@@ -111,6 +140,27 @@ type OIDC struct {
 	RefreshToken bool
 	// CookieDomain, AccessTokenCookie and IDTokenCookie are "" when unset (Envoy's).
 	CookieDomain, AccessTokenCookie, IDTokenCookie string
+	// SameSite is the cookies' SameSite attribute: "" (none set), Lax, Strict or None.
+	SameSite string
+	// DefaultTokenTTL, DefaultRefreshTokenTTL and CSRFTokenTTL are 0 when unset (Envoy's
+	// defaults).
+	DefaultTokenTTL, DefaultRefreshTokenTTL, CSRFTokenTTL time.Duration
+	// DenyRedirect: requests matching one of these are answered 401, not redirected.
+	DenyRedirect []HeaderMatch
+	// PassThrough (passThroughAuthHeader): requests with one of these headers, its value
+	// starting with ValuePrefix, skip the login; the policy's jwt verifies their token. Set
+	// by ResolveSecurity from the policy's jwt.
+	PassThrough           []JWTHeader
+	PassThroughAuthHeader bool
+	// DisableTokenEncryption keeps the tokens in their cookies in plain text (Envoy encrypts
+	// them with the HMAC key otherwise).
+	DisableTokenEncryption bool
+}
+
+// HeaderMatch matches a request header (lower-case Name) by Type (MatchExact, MatchPrefix,
+// MatchSuffix, MatchRegex: RE2) and Value.
+type HeaderMatch struct {
+	Name, Type, Value string
 }
 
 // resolveOIDC checks an oidc of a policy of namespace ns.
@@ -210,10 +260,105 @@ func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 			bad("oidc.cookieNames: accessToken and idToken are the same cookie")
 		}
 	}
+	if c := o.CookieConfig; c != nil && c.SameSite != nil {
+		switch v := *c.SameSite; v {
+		case "Lax", "Strict", "None":
+			out.SameSite = v
+		default:
+			bad("oidc.cookieConfig.sameSite %q: use Lax, Strict or None", truncate(v))
+		}
+	}
+	ttl := func(field string, v *string, highest time.Duration) time.Duration {
+		if v == nil {
+			return 0
+		}
+		d, err := durationIn(field, *v, MinOIDCTokenTTL, highest)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return d
+	}
+	out.DefaultTokenTTL = ttl("oidc.defaultTokenTTL", o.DefaultTokenTTL, MaxOIDCTokenTTL)
+	out.DefaultRefreshTokenTTL = ttl("oidc.defaultRefreshTokenTTL", o.DefaultRefreshTokenTTL, MaxOIDCRefreshTokenTTL)
+	out.CSRFTokenTTL = ttl("oidc.csrfTokenTTL", o.CSRFTokenTTL, MaxOIDCCSRFTokenTTL)
+	if d := o.DenyRedirect; d != nil {
+		if len(d.Headers) > MaxOIDCDenyRedirect {
+			bad("oidc.denyRedirect.headers has %d headers, at most %d", len(d.Headers), MaxOIDCDenyRedirect)
+		} else {
+			for i, h := range d.Headers {
+				if m, ok := headerMatch(fmt.Sprintf("oidc.denyRedirect.headers[%d]", i), h, bad); ok {
+					out.DenyRedirect = append(out.DenyRedirect, m)
+				}
+			}
+		}
+	}
+	out.PassThroughAuthHeader = o.PassThroughAuthHeader != nil && *o.PassThroughAuthHeader
+	out.DisableTokenEncryption = o.DisableTokenEncryption != nil && *o.DisableTokenEncryption
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// headerMatch checks a header match (field names it): a header name, a type, a value of 1
+// to MaxOIDCMatchValue printable characters (a regular expression Envoy accepts: re2.Check).
+func headerMatch(field string, h v1alpha1.SecurityOIDCHeaderMatch, bad func(string, ...any)) (HeaderMatch, bool) {
+	m := HeaderMatch{Name: strings.ToLower(h.Name), Type: MatchExact, Value: h.Value}
+	if h.Type != nil && *h.Type != "" {
+		m.Type = *h.Type
+	}
+	switch {
+	case len(h.Name) > MaxNameLength || len(validation.IsHTTPHeaderName(h.Name)) > 0:
+		bad("%s.name %q is not an HTTP header name", field, truncate(h.Name))
+	case m.Type != MatchExact && m.Type != MatchPrefix && m.Type != MatchSuffix && m.Type != MatchRegex:
+		bad("%s.type %q: use Exact, Prefix, Suffix or RegularExpression", field, truncate(m.Type))
+	case h.Value == "" || len(h.Value) > MaxOIDCMatchValue || strings.ContainsFunc(h.Value, func(r rune) bool { return r < ' ' || r > '~' }):
+		bad("%s.value: 1 to %d printable characters", field, MaxOIDCMatchValue)
+	default:
+		if m.Type == MatchRegex {
+			if err := re2.Check(h.Value); err != nil {
+				bad("%s.value %q: %s", field, truncate(h.Value), truncate(err.Error()))
+				return m, false
+			}
+		}
+		return m, true
+	}
+	return m, false
+}
+
+// oidcPassThrough sets the headers of o's passThroughAuthHeader: where j's providers read
+// their tokens (a provider without extractFrom: Authorization after "Bearer "). A policy
+// without jwt, or with an optional one, cannot pass requests through: nothing would verify
+// their tokens.
+func oidcPassThrough(o *OIDC, j *JWT) error {
+	switch {
+	case !o.PassThroughAuthHeader:
+		return nil
+	case j == nil:
+		return errors.New("oidc.passThroughAuthHeader lets requests with a token skip the login: the policy needs jwt to verify their tokens")
+	case j.Optional:
+		return errors.New("oidc.passThroughAuthHeader with an optional jwt would let requests skip both the login and the token check: make jwt not optional")
+	}
+	var out []JWTHeader
+	for _, p := range j.Providers {
+		hs := p.FromHeaders
+		if len(hs) == 0 && len(p.FromCookies) == 0 && len(p.FromParams) == 0 {
+			hs = []JWTHeader{{Name: "authorization", ValuePrefix: "Bearer "}}
+		}
+		for _, h := range hs {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return errors.New("oidc.passThroughAuthHeader: the policy's jwt reads tokens from no header (only cookies or query parameters)")
+	}
+	slices.SortFunc(out, func(a, b JWTHeader) int {
+		return strings.Compare(a.Name+"\x00"+a.ValuePrefix, b.Name+"\x00"+b.ValuePrefix)
+	})
+	o.PassThrough = out
+	return nil
 }
 
 // checkOIDCURL checks an absolute https URL (http too when plain) with a host, without user

@@ -2,9 +2,11 @@ package trafficpolicy
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
@@ -46,6 +48,46 @@ func TestReadAndResolveOIDC(t *testing.T) {
 	if o.RefreshToken || o.RedirectURL != "https://shop.example.com/login/done" || o.RedirectPath != "/login/done" || !slices.Equal(o.Scopes, []string{"openid"}) {
 		t.Errorf("oidc %+v", o)
 	}
+	if o.DisableTokenEncryption || o.SameSite != "" || o.DefaultTokenTTL != 0 || o.DefaultRefreshTokenTTL != 0 || o.CSRFTokenTTL != 0 || o.DenyRedirect != nil || o.PassThrough != nil {
+		t.Errorf("unset fields: %+v", o)
+	}
+}
+
+// goodJWKS is a key set of one public Ed25519 key.
+const goodJWKS = `{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`
+
+// TestReadAndResolveOIDCSessionFields: the cookies' SameSite, the default token lifetimes, the
+// CSRF token's, the requests answered 401 rather than redirected (denyRedirect, header names
+// lower case, Exact by default) and passThroughAuthHeader (the headers the policy's jwt reads
+// its tokens from; Authorization after "Bearer " for a provider without extractFrom) come
+// through as written.
+func TestReadAndResolveOIDCSessionFields(t *testing.T) {
+	s := resolvedSecurity(t, oidcSpec(`  cookieConfig: {sameSite: Strict}
+  defaultTokenTTL: 1h
+  defaultRefreshTokenTTL: 168h
+  csrfTokenTTL: 5m
+  denyRedirect:
+    headers:
+    - {name: X-Requested-With, value: XMLHttpRequest}
+    - {name: Accept, type: Prefix, value: application/json}
+    - {name: User-Agent, type: RegularExpression, value: '^curl/.*'}
+  passThroughAuthHeader: true
+  disableTokenEncryption: true
+jwt:
+  providers:
+  - {name: a, localJWKS: {inline: '`+goodJWKS+`'}}
+  - {name: b, localJWKS: {inline: '`+goodJWKS+`'}, extractFrom: {headers: [{name: X-Token, valuePrefix: "Token "}], cookies: [t]}}
+`))
+	o := s.OIDC
+	if !o.DisableTokenEncryption || o.SameSite != "Strict" || o.DefaultTokenTTL != time.Hour || o.DefaultRefreshTokenTTL != 168*time.Hour || o.CSRFTokenTTL != 5*time.Minute {
+		t.Errorf("oidc %+v", o)
+	}
+	if got := fmt.Sprint(o.DenyRedirect); got != "[{x-requested-with Exact XMLHttpRequest} {accept Prefix application/json} {user-agent RegularExpression ^curl/.*}]" {
+		t.Errorf("denyRedirect %s", got)
+	}
+	if got := fmt.Sprint(o.PassThrough); got != "[{authorization Bearer } {x-token Token }]" {
+		t.Errorf("pass through %s", got)
+	}
 }
 
 // TestResolveOIDCRefuses: what kubelb does not serve, what Envoy could not use, and anything
@@ -71,7 +113,22 @@ func TestResolveOIDCRefuses(t *testing.T) {
 		{oidcSpec("  logoutPath: /oauth2/callback\n"), "is the redirectURL's path"},
 		{oidcSpec("  cookieDomain: 'bad domain'\n"), "oidc.cookieDomain"},
 		{oidcSpec("  cookieNames: {accessToken: 'a;b'}\n"), "oidc.cookieNames.accessToken"},
-		{oidcSpec("  defaultTokenTTL: 1h\n"), "spec.oidc.defaultTokenTTL not yet supported"},
+		{oidcSpec("  forwardIDToken: {header: X-Id}\n"), "spec.oidc.forwardIDToken not yet supported"},
+		{oidcSpec("  defaultTokenTTL: 30s\n"), "oidc.defaultTokenTTL 30s is out of range; use 1m to 24h"},
+		{oidcSpec("  defaultRefreshTokenTTL: 721h\n"), "oidc.defaultRefreshTokenTTL 721h is out of range; use 1m to 720h"},
+		{oidcSpec("  csrfTokenTTL: 2h\n"), "oidc.csrfTokenTTL 2h is out of range; use 1m to 1h"},
+		{oidcSpec("  csrfTokenTTL: 1d\n"), `oidc.csrfTokenTTL "1d" is not a duration`},
+		{oidcSpec("  cookieConfig: {sameSite: Sometimes}\n"), `oidc.cookieConfig.sameSite "Sometimes": use Lax, Strict or None`},
+		{oidcSpec("  denyRedirect: {headers: [{name: 'x y', value: a}]}\n"), `oidc.denyRedirect.headers[0].name "x y" is not an HTTP header name`},
+		{oidcSpec("  denyRedirect: {headers: [{name: x, type: Glob, value: a}]}\n"), `oidc.denyRedirect.headers[0].type "Glob"`},
+		{oidcSpec("  denyRedirect: {headers: [{name: x, type: RegularExpression, value: '(a'}]}\n"), `oidc.denyRedirect.headers[0].value "(a": `},
+		{oidcSpec("  denyRedirect: {headers: [{name: x, type: RegularExpression, value: '[a-z]{1,200}[0-9]{1,200}'}]}\n"), `too complex for Envoy`},
+		{oidcSpec("  denyRedirect: {headers: [{name: x, value: ''}]}\n"), `oidc.denyRedirect.headers[0].value: 1 to 256 printable characters`},
+		{oidcSpec("  denyRedirect: {headers: [{name: x, value: a, extra: b}]}\n"), `the spec cannot be read`},
+		{oidcSpec("  denyRedirect: {headers: [" + strings.Repeat("{name: x, value: a},", 16) + "{name: x, value: a}]}\n"), `oidc.denyRedirect.headers has 17 headers, at most 16`},
+		{oidcSpec("  passThroughAuthHeader: true\n"), "oidc.passThroughAuthHeader lets requests with a token skip the login: the policy needs jwt"},
+		{oidcSpec("  passThroughAuthHeader: true\njwt: {optional: true, providers: [{name: a, localJWKS: {inline: '" + goodJWKS + "'}}]}\n"), "with an optional jwt"},
+		{oidcSpec("  passThroughAuthHeader: true\njwt: {providers: [{name: a, localJWKS: {inline: '" + goodJWKS + "'}, extractFrom: {cookies: [t]}}]}\n"), "reads tokens from no header"},
 		{oidcSpec("  clientIDRef: {name: x}\n"), "spec.oidc.clientIDRef"},
 		{strings.Replace(oidcSpec(""), "port: 8080}", "port: 8080, filters: []}", 1), "spec.oidc.provider.backendRefs[0].filters"},
 	} {

@@ -14,8 +14,8 @@ import (
 
 // servedSecurity is the tree of the SecurityPolicy spec fields kubelb serves: authorization
 // by client address, basic authentication (not its forwardUsernameHeader: Envoy sets
-// that header per filter, not per route) and JWT authentication with keys given inline
-// (jwt.go), API keys (apikey.go), external authorization (extauth.go) and OpenID Connect
+// that header per filter, not per route) and JWT authentication with keys given inline or
+// fetched through a Service of the policy's namespace (jwt.go), API keys (apikey.go), external authorization (extauth.go) and OpenID Connect
 // login (oidc.go).
 var servedSecurity = map[string]any{
 	"targetRef":  nil,
@@ -137,7 +137,7 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 		out.BasicAuthSecret = name
 	}
 	if sec.JWT != nil {
-		j, err := resolveJWT(sec.JWT)
+		j, err := resolveJWT(sec.Namespace, sec.JWT)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -163,6 +163,11 @@ func ResolveSecurity(sec *v1alpha1.Security) (*SecuritySettings, error) {
 			errs = append(errs, err)
 		}
 		out.OIDC = o
+	}
+	if out.OIDC != nil && (sec.JWT == nil || out.JWT != nil) {
+		if err := oidcPassThrough(out.OIDC, out.JWT); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

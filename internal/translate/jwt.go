@@ -1,9 +1,11 @@
 package translate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
+	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
@@ -14,9 +16,18 @@ import (
 // policies never share one. Every provider's key set goes into each listener serving one of
 // its routes: the policies with JWT a tenant's translation serves are bounded
 // (maxJWTPolicies), the routes of the others answer 500.
+//
+// A provider whose keys are fetched (remoteJWKS) reaches its key server through the Service
+// of the policy's namespace the ccm embeds in the Route carrying the policy (as backends,
+// extAuth's and oidc's Services are): the hub makes a cluster of it as of any backend (the
+// tenant's nodes × its NodePort, the endpoint policy and budget applied), never of an address
+// the tenant writes. Such a policy's providers are made per Route carrying it, named
+// "<Route>/<policy namespace>/<policy>/<provider>", and counted per Route; the key servers of
+// a tenant's translation are bounded (maxRemoteJWKS).
 
 // ReasonJWTUnusable: the JWT authentication of a SecurityPolicy cannot be served (the tenant
-// has too many policies with jwt); its routes answer 500 until then.
+// has too many policies with jwt or key servers, or a key server's Service is not carried or
+// has no NodePort); its routes answer 500 until then.
 const ReasonJWTUnusable = "JWTUnusable"
 
 // maxJWTPolicies bounds the SecurityPolicies with jwt served in one tenant's translation:
@@ -24,39 +35,67 @@ const ReasonJWTUnusable = "JWTUnusable"
 // (ir.MaxListenerJWTProviders) of at most 16 KiB of keys each.
 const maxJWTPolicies = ir.MaxListenerJWTProviders / trafficpolicy.MaxJWTProviders
 
+// maxRemoteJWKS bounds the key servers (remoteJWKS providers, counted per Route carrying
+// their policy) of one tenant's translation: each is a cluster every Envoy of the tenant
+// fetches from.
+const maxRemoteJWKS = 16
+
 // jwtFor is the requirement of the routes of SecurityPolicy policy ("namespace/name") with
-// JWT authentication j, its providers registered for the listeners (markJWT); nil when the
-// tenant's policies with jwt are over maxJWTPolicies, reported on owner.
-func (t *l7) jwtFor(policy string, j *trafficpolicy.JWT, owner ir.ObjectRef) *ir.JWT {
-	if t.jwtPolicies == nil {
-		t.jwtPolicies, t.jwtProviders = map[string]*ir.JWT{}, map[string]*ir.JWTProvider{}
-	}
-	if req, ok := t.jwtPolicies[policy]; ok {
-		if req == nil {
-			t.problems.Add(owner, ir.SeverityWarning, ReasonJWTUnusable, "SecurityPolicy %s: the tenant's routes are under more than %d SecurityPolicies with jwt; its routes answer 500 until fewer are used", truncateMessage(policy), maxJWTPolicies)
-		}
-		return req
-	}
-	if len(t.jwtPolicies) >= maxJWTPolicies {
-		t.jwtPolicies[policy] = nil
-		return t.jwtFor(policy, j, owner)
-	}
-	req := &ir.JWT{AllowMissing: j.Optional}
+// JWT authentication j carried by Route carrier, its providers registered for the listeners
+// (markJWT); nil when it cannot be served (the tenant's policies with jwt over maxJWTPolicies,
+// its key servers over maxRemoteJWKS, a key server's Service unusable), reported on owner.
+func (t *l7) jwtFor(carrier *v1alpha1.Route, policy string, j *trafficpolicy.JWT, owner ir.ObjectRef) *ir.JWT {
+	name := policy
+	remote := 0
 	for _, p := range j.Providers {
-		name := policy + "/" + p.Name
-		prov := &ir.JWTProvider{Name: name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS,
-			FromCookies: slices.Clone(p.FromCookies), FromParams: slices.Clone(p.FromParams)}
-		for _, h := range p.FromHeaders {
-			prov.FromHeaders = append(prov.FromHeaders, ir.JWTHeader{Name: h.Name, ValuePrefix: h.ValuePrefix})
+		if p.Remote != nil {
+			remote++
 		}
-		for _, c := range p.ClaimToHeaders {
-			prov.ClaimToHeaders = append(prov.ClaimToHeaders, ir.ClaimToHeader{Claim: c.Claim, Header: c.Header})
-		}
-		t.jwtProviders[name] = prov
-		req.Providers = append(req.Providers, name)
 	}
-	slices.Sort(req.Providers)
-	t.jwtPolicies[policy] = req
+	if remote > 0 { // its key servers' clusters are the carrier's
+		name = carrier.Name + "/" + policy
+	}
+	req, _, msg := t.jwts.get(name,
+		func() (*ir.JWT, string) {
+			if remote > 0 && t.remoteJWKS+remote > maxRemoteJWKS {
+				return nil, fmt.Sprintf("the tenant's routes are under more than %d key sets fetched from key servers (remoteJWKS providers, counted per object their policy applies to); its routes answer 500 until fewer are used", maxRemoteJWKS)
+			}
+			ns, _, _ := strings.Cut(policy, "/")
+			req := &ir.JWT{AllowMissing: j.Optional}
+			provs := make([]*ir.JWTProvider, 0, len(j.Providers))
+			for _, p := range j.Providers {
+				prov := &ir.JWTProvider{Name: name + "/" + p.Name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS,
+					FromCookies: slices.Clone(p.FromCookies), FromParams: slices.Clone(p.FromParams)}
+				if r := p.Remote; r != nil {
+					b, _, why := t.backend(carrier, owner, ns, r.Service, r.Port, false, "")
+					if why != "" {
+						return nil, fmt.Sprintf("the Service of provider %s's key server cannot be used: %s; its routes answer 500 until then", truncate(p.Name), why)
+					}
+					prov.Remote = &ir.RemoteJWKS{Cluster: b.cluster, URI: r.URI, CacheDuration: ir.Duration(r.CacheDuration), FailedRefetch: ir.Duration(r.FailedRefetch)}
+				}
+				for _, h := range p.FromHeaders {
+					prov.FromHeaders = append(prov.FromHeaders, ir.JWTHeader{Name: h.Name, ValuePrefix: h.ValuePrefix})
+				}
+				for _, c := range p.ClaimToHeaders {
+					prov.ClaimToHeaders = append(prov.ClaimToHeaders, ir.ClaimToHeader{Claim: c.Claim, Header: c.Header})
+				}
+				provs = append(provs, prov)
+				req.Providers = append(req.Providers, prov.Name)
+			}
+			for _, prov := range provs {
+				t.jwtProviders[prov.Name] = prov
+			}
+			t.remoteJWKS += remote
+			slices.Sort(req.Providers)
+			return req, ""
+		},
+		func() string {
+			return fmt.Sprintf("the tenant's routes are under more than %d SecurityPolicies with jwt; its routes answer 500 until fewer are used", maxJWTPolicies)
+		},
+		func(why string) string { return why })
+	if req == nil {
+		t.problems.Add(owner, ir.SeverityWarning, ReasonJWTUnusable, "SecurityPolicy %s: %s", truncateMessage(policy), msg)
+	}
 	return req
 }
 

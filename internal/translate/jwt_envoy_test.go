@@ -1,13 +1,18 @@
 package translate_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/testsupport"
 )
 
 // jwtPolicy is a route's SecurityPolicy with one JWT provider, corp, verifying tokens with the
@@ -163,5 +168,116 @@ func TestJWTExtractFromThroughEnvoy(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("token %s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
+	}
+}
+
+// TestRemoteJWKSThroughEnvoy: an HTTPRoute's SecurityPolicy whose provider fetches its keys
+// (remoteJWKS) makes a real Envoy fetch the key set from a key server written here, reached
+// only through the tenant Service keys (its NodePort on every node; the URI's host,
+// keys.example.com, is only the requests' Host); a token signed by the server's key is served
+// (200, its sub in X-User), one signed by another key and none are refused (401). Stopped
+// after its fetch, the key server is not needed: the key set is cached (cacheDuration 10m),
+// the good token still served.
+func TestRemoteJWKSThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-jwks"
+	key, impostor := jwttest.NewKey(t, "corp-1"), jwttest.NewKey(t, "corp-1")
+	nodePort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Seen-User", r.Header.Get("X-User"))
+		})
+	})
+	// The key server: the key set for GET /.well-known/jwks.json with Host keys.example.com.
+	var mu sync.Mutex
+	fetches, refused := 0, 0
+	keysPort, listeners := listenOnNodes(t)
+	var servers []*http.Server
+	for _, l := range listeners {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Method != http.MethodGet || r.Host != "keys.example.com" || r.URL.Path != "/.well-known/jwks.json" {
+				refused++
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			fetches++
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(jwttest.JWKS(key)))
+		})}
+		servers = append(servers, srv)
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+
+	in, httpPort := trafficInput(t, tenant, nodePort, nil)
+	src := in.Routes[1].Spec.Source.Kubernetes
+	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "remote", JWT: &v1alpha1.SecurityJWT{
+		Providers: []v1alpha1.SecurityJWTProvider{{
+			Name: "corp", Issuer: idp,
+			RemoteJWKS: &v1alpha1.SecurityRemoteJWKS{
+				URI: "https://keys.example.com/.well-known/jwks.json", CacheDuration: ptr.To("10m"),
+				BackendRefs: []v1alpha1.SecurityBackendRef{{Name: "keys", Port: ptr.To[int32](8080)}},
+			},
+			ClaimToHeaders: []v1alpha1.SecurityClaimToHeader{{Claim: "sub", Header: "X-User"}},
+		}},
+	}}}
+	src.Services = append(src.Services, nodePortTwin("shop", "keys", 8080, keysPort))
+	addr := serveThroughEnvoy(t, tenant, in, httpPort)
+
+	good := key.Sign(t, claims(idp, "shop", time.Hour))
+	get := func(token string) *http.Response {
+		t.Helper()
+		headers := []string{}
+		if token != "" {
+			headers = append(headers, "Authorization", "Bearer "+token)
+		}
+		resp, err := trafficGet(addr, headers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// The key set is fetched asynchronously: until it is, tokens are refused.
+	testsupport.Eventually(t, 30*time.Second, "the key set to be fetched and the token served", func() error {
+		if resp := get(good); resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d", resp.StatusCode)
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{
+		{"signed by another key", impostor.Sign(t, claims(idp, "shop", time.Hour)), http.StatusUnauthorized},
+		{"no token", "", http.StatusUnauthorized},
+		{"good", good, http.StatusOK},
+	} {
+		for range 3 {
+			resp := get(c.token)
+			if resp.StatusCode != c.want {
+				t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+			}
+			if c.want == http.StatusOK && resp.Header.Get("X-Seen-User") != "alice" {
+				t.Errorf("%s: the backend saw X-User %q, want alice", c.name, resp.Header.Get("X-Seen-User"))
+			}
+		}
+	}
+	// The key server stops: the cached key set still verifies tokens.
+	for _, srv := range servers {
+		srv.Close()
+	}
+	for range 3 {
+		if resp := get(good); resp.StatusCode != http.StatusOK {
+			t.Errorf("the key server stopped: %d, want 200 (the key set cached)", resp.StatusCode)
+		}
+		if resp := get(""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the key server stopped, no token: %d, want 401", resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("key set fetched %d times; %d requests to the key server refused", fetches, refused)
+	if fetches == 0 || refused != 0 {
+		t.Errorf("%d fetches, %d refused requests (wrong Host or path), want at least 1 and 0", fetches, refused)
 	}
 }

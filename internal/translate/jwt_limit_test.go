@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -105,4 +106,80 @@ func appHostRoutes(t *testing.T, cfg *ir.Config, what string, asked func(*ir.Rou
 		}
 	}
 	return asks, refused
+}
+
+// TestRemoteJWKSPerTenantBounded: a tenant whose HTTPRoutes are under SecurityPolicies with
+// more providers fetching their keys (remoteJWKS) than the 16 key servers a tenant's
+// translation serves (here 9 policies of 2 such providers each) gets the first 8 policies
+// served, each route requiring a token of its own providers, whose key servers are clusters of
+// the Service its own Route carries (never the URI's address); the routes of the 9th answer
+// 500 (never served without the token check), and that policy's Route is told (JWTUnusable,
+// naming the policy and the bound).
+func TestRemoteJWKSPerTenantBounded(t *testing.T) {
+	t.Parallel()
+	const served = 8
+	in := translatetest.HTTPRoutesTenant(t, served+1)
+	for i := range served + 1 { // the Gateway's Route is the first; the HTTPRoutes follow
+		r := &in.Routes[i+1]
+		r.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC))
+		src := r.Spec.Source.Kubernetes
+		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "keys", int32(31000+i))})
+		if src.Context == nil {
+			src.Context = &v1alpha1.SourceContext{}
+		}
+		remote := &v1alpha1.SecurityRemoteJWKS{URI: "https://203.0.113.9/jwks", BackendRefs: []v1alpha1.SecurityBackendRef{{Name: "keys", Port: ptr.To[int32](80)}}}
+		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), JWT: &v1alpha1.SecurityJWT{
+			Providers: []v1alpha1.SecurityJWTProvider{{Name: "corp", RemoteJWKS: remote}, {Name: "partner", RemoteJWKS: remote}},
+		}}
+	}
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := in.Routes[served+1].Name
+	var told []ir.Problem
+	for _, p := range r.Problems {
+		if p.Reason == translate.ReasonJWTUnusable {
+			told = append(told, p)
+		}
+	}
+	if len(told) == 0 || told[0].Object.Name != last || !strings.Contains(told[0].Message, "apps/policy-08") || !strings.Contains(told[0].Message, "more than 16 key sets") {
+		t.Fatalf("JWTUnusable %v, want on Route %s naming apps/policy-08 and the bound", told, last)
+	}
+	clusters := map[string]*ir.Cluster{}
+	for _, c := range r.Config.Clusters {
+		clusters[c.Name] = c
+	}
+	requires, refused := appHostRoutes(t, r.Config, "requiring a token", func(rt *ir.Route) (string, bool) {
+		if rt.JWT == nil {
+			return "", false
+		}
+		return strings.Join(rt.JWT.Providers, " "), true
+	})
+	for i := range served + 1 {
+		host := fmt.Sprintf("app-%d.example.com", i)
+		if i == served {
+			if requires[host] != "" || refused[host] == 0 {
+				t.Errorf("%s (the 9th policy): requires %q, %d routes answer 500; want every route answering 500", host, requires[host], refused[host])
+			}
+			continue
+		}
+		p := fmt.Sprintf("%s/apps/policy-%02d/", in.Routes[i+1].Name, i)
+		if want := p + "corp " + p + "partner"; requires[host] != want || refused[host] != 0 {
+			t.Errorf("%s: requires %q (%d routes answer 500), want %q", host, requires[host], refused[host], want)
+		}
+	}
+	servers := map[string]bool{}
+	for _, l := range r.Config.Listeners {
+		for _, p := range l.JWT.Providers {
+			c := clusters[p.Remote.Cluster]
+			if c == nil || len(c.Endpoints) == 0 || c.Endpoints[0].Address == "203.0.113.9" {
+				t.Fatalf("provider %s: key server cluster %q %+v, want the Route's Service on the tenant's nodes", p.Name, p.Remote.Cluster, c)
+			}
+			servers[p.Name] = true
+		}
+	}
+	if len(servers) != 2*served {
+		t.Errorf("%d key servers on the listeners, want %d", len(servers), 2*served)
+	}
 }

@@ -178,10 +178,12 @@ type l7 struct {
 	// basicAuths: the users of basic authentications by hub Secret origin and key, checked
 	// once (basicauth.go).
 	basicAuths map[basicAuthKey]basicAuthResult
-	// jwtPolicies: the requirement of each SecurityPolicy with jwt by "namespace/name" (nil:
-	// over maxJWTPolicies), jwtProviders their providers by name (jwt.go).
-	jwtPolicies  map[string]*ir.JWT
+	// jwts: the requirement of each SecurityPolicy with jwt by "namespace/name" (by
+	// "<Route>/namespace/name" when it fetches keys), jwtProviders their providers by name,
+	// remoteJWKS how many of them fetch their keys (jwt.go).
+	jwts         listenerFilters[ir.JWT]
 	jwtProviders map[string]*ir.JWTProvider
+	remoteJWKS   int
 	// trafficIR and authorizationIR: what the routes under a checked policy share, made once
 	// per policy (backendtraffic.go, security.go).
 	trafficIR       map[*trafficpolicy.Settings]*backendTraffic
@@ -209,19 +211,21 @@ type l7 struct {
 
 func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
 	t := &l7{
-		in:       in,
-		opts:     in.Options.withDefaults(),
-		cfg:      cfg,
-		expander: x,
-		statuses: map[string]RouteStatus{},
-		byKind:   map[routekind.Kind][]*v1alpha1.Route{},
-		secrets:  map[string]*ir.Secret{},
-		services: map[*v1alpha1.Route]serviceIndex{},
-		traffic:  trafficChecks(validRateLimitService(in.Options.RateLimitService)),
-		security: securityChecks(),
-		client:   clientChecks(),
-		extAuths: listenerFilters[ir.ExtAuthService]{max: maxExtAuthServices},
-		oidcs:    listenerFilters[ir.OIDC]{max: maxOIDCLogins},
+		in:           in,
+		opts:         in.Options.withDefaults(),
+		cfg:          cfg,
+		expander:     x,
+		statuses:     map[string]RouteStatus{},
+		byKind:       map[routekind.Kind][]*v1alpha1.Route{},
+		secrets:      map[string]*ir.Secret{},
+		services:     map[*v1alpha1.Route]serviceIndex{},
+		traffic:      trafficChecks(validRateLimitService(in.Options.RateLimitService)),
+		security:     securityChecks(),
+		client:       clientChecks(),
+		jwts:         listenerFilters[ir.JWT]{max: maxJWTPolicies},
+		jwtProviders: map[string]*ir.JWTProvider{},
+		extAuths:     listenerFilters[ir.ExtAuthService]{max: maxExtAuthServices},
+		oidcs:        listenerFilters[ir.OIDC]{max: maxOIDCLogins},
 	}
 	routes := make([]*v1alpha1.Route, 0, len(in.Routes))
 	for i := range in.Routes {

@@ -89,6 +89,18 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 		RedirectURL: o.RedirectURL, RedirectPath: o.RedirectPath, LogoutPath: o.LogoutPath,
 		ForwardAccessToken: o.ForwardAccessToken, RefreshToken: o.RefreshToken, CookieDomain: o.CookieDomain,
 		CookieSuffix: hex.EncodeToString(sum[:4]), AccessTokenCookie: o.AccessTokenCookie, IDTokenCookie: o.IDTokenCookie,
+		SameSite: o.SameSite, DefaultTokenTTL: ir.Duration(o.DefaultTokenTTL), DefaultRefreshTokenTTL: ir.Duration(o.DefaultRefreshTokenTTL),
+		CSRFTokenTTL: ir.Duration(o.CSRFTokenTTL), DisableTokenEncryption: o.DisableTokenEncryption,
+	}
+	for _, m := range o.DenyRedirect {
+		typ := m.Type
+		if typ == trafficpolicy.MatchRegex {
+			typ = ir.MatchRegex
+		}
+		login.DenyRedirect = append(login.DenyRedirect, ir.HeaderMatch{Name: m.Name, Type: typ, Value: m.Value})
+	}
+	for _, h := range o.PassThrough {
+		login.PassThrough = append(login.PassThrough, ir.JWTHeader{Name: h.Name, ValuePrefix: h.ValuePrefix})
 	}
 	for secret, value := range map[string][]byte{login.ClientSecret: []byte(clientSecret), login.HMACSecret: mac.Sum(nil)} {
 		s := &ir.Secret{Name: secret, Owners: []ir.ObjectRef{owner}, Generic: value}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // oidcBrowser is a client that keeps the cookies Envoy sets (whatever their Secure flag: the
@@ -112,25 +114,9 @@ func TestOIDCThroughEnvoy(t *testing.T) {
 		obj["spec"].(map[string]any)["hostnames"] = []any{host}
 		obj["metadata"].(map[string]any)["name"] = strings.TrimSuffix(host, ".example.com")
 	}
-	src := in.Routes[1].Spec.Source.Kubernetes
-	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "login", OIDC: &v1alpha1.SecurityOIDC{
-		Provider: v1alpha1.SecurityOIDCProvider{
-			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
-			TokenEndpoint: ptr.To("https://id.example.com/token"),
-			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](8080)}},
-		},
-		ClientID: "shop", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "shop-oidc"},
-		Scopes: []string{"email"}, ForwardAccessToken: ptr.To(true),
-	}}}
-	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "idp-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "idp", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, NodePort: int32(idpPort)}}},
-	}})
+	login := shopLogin(&in, idpPort)
+	login.Scopes, login.ForwardAccessToken = []string{"email"}, ptr.To(true)
 	in.Routes = append(in.Routes, open)
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
-	})
 	addr := serveThroughEnvoy(t, tenant, in, httpPort)
 
 	// A route without the policy: served, no login.
@@ -191,4 +177,113 @@ func TestOIDCThroughEnvoy(t *testing.T) {
 	if served != 3 || bearer != 3 {
 		t.Errorf("%d served after login, %d with the access token, want 3 and 3", served, bearer)
 	}
+}
+
+// TestOIDCSessionFieldsThroughEnvoy: an HTTPRoute's SecurityPolicy with oidc and a jwt, its
+// login's cookies SameSite=Strict, requests of scripts (X-Requested-With: XMLHttpRequest)
+// denied the redirect and passThroughAuthHeader set, makes a real Envoy redirect a browser
+// without a session (302, its cookies SameSite=Strict), answer a script 401 instead, serve a
+// request with a token the jwt verifies without any login (200), refuse one with a token of
+// another key (401: it skipped the login, not the token check), and redirect one with
+// another kind of Authorization (302).
+func TestOIDCSessionFieldsThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-oidc-session"
+	key, impostor := jwttest.NewKey(t, "corp-1"), jwttest.NewKey(t, "corp-1")
+	jwks := jwttest.JWKS(key)
+	nodePort := serveOnNodes(t, func(int) http.Handler { return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}) })
+	idpPort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) })
+	})
+	in, httpPort := trafficInput(t, tenant, nodePort, nil)
+	// Only shop.example.com: Envoy's readiness probe (GET / by address) is not redirected.
+	in.Routes[1].Spec.Source.Kubernetes.Route.Object["spec"].(map[string]any)["hostnames"] = []any{"shop.example.com"}
+	login := shopLogin(&in, idpPort)
+	login.CookieConfig = &v1alpha1.SecurityOIDCCookieConfig{SameSite: ptr.To("Strict")}
+	login.DenyRedirect = &v1alpha1.SecurityOIDCDenyRedirect{Headers: []v1alpha1.SecurityOIDCHeaderMatch{{Name: "X-Requested-With", Value: "XMLHttpRequest"}}}
+	login.PassThroughAuthHeader = ptr.To(true)
+	in.Routes[1].Spec.Source.Kubernetes.Context.Security.JWT = &v1alpha1.SecurityJWT{Providers: []v1alpha1.SecurityJWTProvider{{
+		Name: "corp", Issuer: idp, LocalJWKS: &v1alpha1.SecurityLocalJWKS{Type: "Inline", Inline: &jwks},
+	}}}
+	addr := serveThroughEnvoy(t, tenant, in, httpPort)
+
+	client := newOIDCBrowser(t, addr).client
+	send := func(headers ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://shop.example.com/cart", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	good := key.Sign(t, claims(idp, "shop", time.Hour))
+	for _, c := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"a browser without a session", nil, http.StatusFound},
+		{"a script", []string{"X-Requested-With", "XMLHttpRequest"}, http.StatusUnauthorized},
+		{"a token the jwt verifies", []string{"Authorization", "Bearer " + good}, http.StatusOK},
+		{"a token of another key", []string{"Authorization", "Bearer " + impostor.Sign(t, claims(idp, "shop", time.Hour))}, http.StatusUnauthorized},
+		{"basic credentials", []string{"Authorization", "Basic YWxpY2U6c2VjcmV0"}, http.StatusFound},
+	} {
+		for range 2 {
+			resp := send(c.headers...)
+			if resp.StatusCode != c.want {
+				t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+			}
+			if resp.StatusCode != http.StatusFound {
+				continue
+			}
+			cookies := resp.Header.Values("Set-Cookie")
+			if len(cookies) == 0 {
+				t.Errorf("%s: redirected without cookies", c.name)
+			}
+			for _, sc := range cookies {
+				if !strings.Contains(sc, "SameSite=Strict") {
+					t.Errorf("%s: cookie %q without SameSite=Strict", c.name, sc)
+				}
+			}
+		}
+	}
+}
+
+// shopLogin gives the HTTPRoute of in (trafficInput) the SecurityPolicy shop/login with oidc:
+// the provider id.example.com, its token endpoint through the tenant Service idp:8080 (its
+// NodePort twin on idpPort, carried), client shop with the mirrored Secret shop-oidc. It
+// returns the oidc for the test to add to.
+func shopLogin(in *translate.Input, idpPort int) *v1alpha1.SecurityOIDC {
+	login := &v1alpha1.SecurityOIDC{
+		Provider: v1alpha1.SecurityOIDCProvider{
+			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
+			TokenEndpoint: ptr.To("https://id.example.com/token"),
+			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](8080)}},
+		},
+		ClientID: "shop", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "shop-oidc"},
+	}
+	src := in.Routes[1].Spec.Source.Kubernetes
+	src.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "login", OIDC: login}}
+	src.Services = append(src.Services, nodePortTwin("shop", "idp", 8080, idpPort))
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
+	})
+	return login
+}
+
+// nodePortTwin is the NodePort twin of tenant Service ns/name as a Route carries it: port
+// on nodePort.
+func nodePortTwin(ns, name string, port int32, nodePort int) v1alpha1.UpstreamService {
+	return v1alpha1.UpstreamService{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: ns, Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: ns}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: port, NodePort: int32(nodePort)}}},
+	}}
 }

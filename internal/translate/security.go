@@ -56,7 +56,7 @@ func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir
 		out.closed = out.basicAuth == nil
 	}
 	if s.JWT != nil {
-		out.jwt = t.jwtFor(policy, s.JWT, owner)
+		out.jwt = t.jwtFor(carrier, policy, s.JWT, owner)
 		out.closed = out.closed || out.jwt == nil
 	}
 	if s.APIKeyAuth != nil {

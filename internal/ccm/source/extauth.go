@@ -13,12 +13,13 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
-// A SecurityPolicy's extAuth names its authorization service, a Service of the policy's
-// namespace. The Route of each object the policy applies to embeds that Service as it embeds
-// backends (ClusterIP Services through their NodePort twins, loadScope), so the hub reaches
-// it as any backend; the object is reconciled again when the Service changes
-// (indexExtAuthService), and the policy's status says when the Service is missing
-// (extAuthProblem).
+// A SecurityPolicy's extAuth names its authorization service, its oidc the Service its token
+// endpoint is reached through, and each of its jwt providers with remoteJWKS the Service its
+// key server is reached through: Services of the policy's namespace. The Route of each object
+// the policy applies to embeds those Services as it embeds backends (ClusterIP Services
+// through their NodePort twins, loadScope), so the hub reaches them as any backend; the object
+// is reconciled again when one changes (indexExtAuthService), and the policy's status says
+// when one is missing (extAuthProblem).
 
 // indexExtAuthService indexes SecurityPolicies by the name of their extAuth's Service (the
 // policy's namespace).
@@ -38,6 +39,24 @@ func OIDCServiceName(p *unstructured.Unstructured) string {
 	return firstServiceRef(p, []string{"oidc", "provider"})
 }
 
+// JWKSServiceNames are the names of the Services of the policy's namespace a SecurityPolicy's
+// spec.jwt.providers[].remoteJWKS.backendRefs name first (the Services its key servers are
+// reached through), unique.
+func JWKSServiceNames(p *unstructured.Unstructured) []string {
+	providers, _, _ := unstructured.NestedSlice(p.Object, "spec", "jwt", "providers")
+	var out []string
+	for _, prov := range providers {
+		m, ok := prov.(map[string]any)
+		if !ok {
+			continue
+		}
+		if name := serviceRefOf(p, m, "remoteJWKS"); name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // firstServiceRef is the Service of the policy's namespace the first backendRefs entry of the
 // first of the spec's fields at paths names, "" when none.
 func firstServiceRef(p *unstructured.Unstructured, paths ...[]string) string {
@@ -46,18 +65,34 @@ func firstServiceRef(p *unstructured.Unstructured, paths ...[]string) string {
 		if len(refs) == 0 {
 			continue
 		}
-		m, ok := refs[0].(map[string]any)
-		if !ok {
-			return ""
-		}
-		s := func(k string) string { v, _ := m[k].(string); return v }
-		if (s("group") != "" && s("group") != "core") || (s("kind") != "" && s("kind") != kindService) ||
-			(s("namespace") != "" && s("namespace") != p.GetNamespace()) {
-			return ""
-		}
-		return s("name")
+		return serviceRef(p, refs[0])
 	}
 	return ""
+}
+
+// serviceRefOf is the Service of the policy's namespace the first backendRefs entry of
+// m[field] names, "" when none.
+func serviceRefOf(p *unstructured.Unstructured, m map[string]any, field string) string {
+	refs, _, _ := unstructured.NestedSlice(m, field, "backendRefs")
+	if len(refs) == 0 {
+		return ""
+	}
+	return serviceRef(p, refs[0])
+}
+
+// serviceRef is the Service of the policy's namespace a backendRefs entry names, "" when it
+// names something else.
+func serviceRef(p *unstructured.Unstructured, ref any) string {
+	m, ok := ref.(map[string]any)
+	if !ok {
+		return ""
+	}
+	s := func(k string) string { v, _ := m[k].(string); return v }
+	if (s("group") != "" && s("group") != "core") || (s("kind") != "" && s("kind") != kindService) ||
+		(s("namespace") != "" && s("namespace") != p.GetNamespace()) {
+		return ""
+	}
+	return s("name")
 }
 
 // indexExtAuthServices registers indexExtAuthService (tenant cache).
@@ -65,7 +100,7 @@ func indexExtAuthServices(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexExtAuthService, func(o client.Object) []string {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			var out []string
-			for _, name := range []string{ExtAuthServiceName(u), OIDCServiceName(u)} {
+			for _, name := range append([]string{ExtAuthServiceName(u), OIDCServiceName(u)}, JWKSServiceNames(u)...) {
 				if name != "" && !slices.Contains(out, name) {
 					out = append(out, name)
 				}
@@ -92,8 +127,8 @@ func extAuthBackend(backends []types.NamespacedName, c *v1alpha1.SourceContext, 
 	return backends
 }
 
-// extAuthBackendOf adds to backends the Service of sec's extAuth and that of its oidc's token
-// endpoint (nil: none).
+// extAuthBackendOf adds to backends the Service of sec's extAuth, that of its oidc's token
+// endpoint and those of its jwt providers' key servers (nil: none).
 func extAuthBackendOf(backends []types.NamespacedName, sec *v1alpha1.Security, ns string) []types.NamespacedName {
 	if sec == nil || sec.Namespace != ns {
 		return backends
@@ -114,13 +149,20 @@ func extAuthBackendOf(backends []types.NamespacedName, sec *v1alpha1.Security, n
 	if sec.OIDC != nil { // the Service the token endpoint is reached through
 		add(sec.OIDC.Provider.BackendRefs)
 	}
+	if sec.JWT != nil { // the Services the key servers are reached through
+		for _, p := range sec.JWT.Providers {
+			if p.RemoteJWKS != nil {
+				add(p.RemoteJWKS.BackendRefs)
+			}
+		}
+	}
 	return backends
 }
 
 // extAuthProblem checks the Service a SecurityPolicy's extAuth names (settings read from the
 // policy; services read from the tenant cache): it exists, is not an ExternalName Service, and
-// has the TCP port named; and the same of the Service of its oidc's token endpoint. "" when
-// they can be used or the policy has neither.
+// has the TCP port named; and the same of the Service of its oidc's token endpoint and of those
+// of its jwt providers' key servers. "" when they can be used or the policy has none.
 func extAuthProblem(ctx context.Context, services client.Reader, v any) (string, error) {
 	sec, ok := v.(*v1alpha1.Security)
 	if !ok || services == nil {
@@ -138,7 +180,20 @@ func extAuthProblem(ctx context.Context, services client.Reader, v any) (string,
 		}
 	}
 	if o := sec.OIDC; o != nil {
-		return serviceRefProblem(ctx, services, sec.Namespace, "oidc.provider.backendRefs", o.Provider.BackendRefs, "the Service of the token endpoint")
+		if msg, err := serviceRefProblem(ctx, services, sec.Namespace, "oidc.provider.backendRefs", o.Provider.BackendRefs, "the Service of the token endpoint"); msg != "" || err != nil {
+			return msg, err
+		}
+	}
+	if j := sec.JWT; j != nil {
+		for i, p := range j.Providers {
+			if p.RemoteJWKS == nil {
+				continue
+			}
+			field := fmt.Sprintf("jwt.providers[%d].remoteJWKS.backendRefs", i)
+			if msg, err := serviceRefProblem(ctx, services, sec.Namespace, field, p.RemoteJWKS.BackendRefs, "the Service of the key server"); msg != "" || err != nil {
+				return msg, err
+			}
+		}
 	}
 	return "", nil
 }

@@ -6,8 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
@@ -64,5 +67,54 @@ jwt:
 			return fmt.Errorf("an invalid policy travels: %+v", sec)
 		}
 		return nil
+	})
+}
+
+// TestSecurityPolicyRemoteJWKS: a SecurityPolicy whose provider fetches its keys from a URL
+// without naming a Service is Invalid (the hub never fetches a URL a tenant writes). With
+// backendRefs, while the Service does not exist the policy says so (Invalid, Warning Event);
+// once it exists the HTTPRoute's Route embeds the Service's NodePort twin (as a backend's),
+// carries the remoteJWKS as written, and the policy is Accepted.
+func TestSecurityPolicyRemoteJWKS(t *testing.T) {
+	e := newEnv(t)
+	const ns = "jwks"
+	_, web, _ := e.policyTargets(t, ns)
+	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "remote", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
+jwt:
+  providers:
+  - name: corp
+    remoteJWKS: {uri: "https://keys.example.com/jwks", cacheDuration: 10m}
+`))
+	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "remote", "Gateway", ns, "edge", "False", "Invalid")
+	if !strings.Contains(msg, "remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes") {
+		t.Errorf("message %q does not say remoteJWKS needs backendRefs", msg)
+	}
+
+	objects.Update(t, e.Tenant.Client, egPolicy(t, SecurityPolicyKind, ns, "remote", ""), func(p *unstructured.Unstructured) {
+		refs := []any{map[string]any{"name": "keys", "port": int64(8080)}}
+		if err := unstructured.SetNestedSlice(p.Object, []any{map[string]any{"name": "corp", "remoteJWKS": map[string]any{
+			"uri": "https://keys.example.com/jwks", "cacheDuration": "10m", "backendRefs": refs}}}, "spec", "jwt", "providers"); err != nil {
+			t.Error(err)
+		}
+	})
+	want := "Service " + ns + "/keys named by jwt.providers[0].remoteJWKS.backendRefs does not exist"
+	testsupport.Eventually(t, timeout, "the policy to name the missing Service", func() error {
+		if msg := e.policyAncestor(t, SecurityPolicyKind, ns, "remote", "Gateway", ns, "edge", "False", "Invalid"); !strings.Contains(msg, want) {
+			return fmt.Errorf("message %q", msg)
+		}
+		return nil
+	})
+	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "remote", Reason: "Invalid", Type: "Warning"})
+
+	e.create(t, clusterIP(ns, "keys", 8080))
+	e.policyAncestor(t, SecurityPolicyKind, ns, "remote", "Gateway", ns, "edge", "True", "Accepted")
+	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
+		sec := rt.Spec.Source.Kubernetes.Context.Security
+		if sec == nil || sec.JWT == nil || len(sec.JWT.Providers) != 1 || sec.JWT.Providers[0].RemoteJWKS == nil ||
+			sec.JWT.Providers[0].RemoteJWKS.URI != "https://keys.example.com/jwks" || sec.JWT.Providers[0].RemoteJWKS.CacheDuration == nil {
+			return fmt.Errorf("security %+v", sec)
+		}
+		return embedsTwin(rt, "keys", 8080)
 	})
 }

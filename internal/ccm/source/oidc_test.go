@@ -70,12 +70,18 @@ oidc:
 		if sec == nil || sec.OIDC == nil || sec.OIDC.ClientSecret.Name != "shop-oidc" || sec.OIDC.ClientID != "shop" {
 			return fmt.Errorf("security %+v", sec)
 		}
-		for _, s := range rt.Spec.Source.Kubernetes.Services {
-			if s.Labels[v1alpha1.LabelOriginName] == "idp" && s.Spec.Type == corev1.ServiceTypeNodePort && len(s.Spec.Ports) == 1 &&
-				s.Spec.Ports[0].Port == 8080 && s.Spec.Ports[0].NodePort > 0 {
-				return nil
-			}
-		}
-		return fmt.Errorf("the Route does not embed the NodePort twin of Service idp: %d Services", len(rt.Spec.Source.Kubernetes.Services))
+		return embedsTwin(rt, "idp", 8080)
 	})
+}
+
+// embedsTwin says whether Route rt embeds the NodePort twin of Service name with port port
+// (a NodePort allocated), as it embeds a backend's.
+func embedsTwin(rt *v1alpha1.Route, name string, port int32) error {
+	for _, s := range rt.Spec.Source.Kubernetes.Services {
+		if s.Labels[v1alpha1.LabelOriginName] == name && s.Spec.Type == corev1.ServiceTypeNodePort && len(s.Spec.Ports) == 1 &&
+			s.Spec.Ports[0].Port == port && s.Spec.Ports[0].NodePort > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the Route does not embed the NodePort twin of Service %s: %d Services", name, len(rt.Spec.Source.Kubernetes.Services))
 }

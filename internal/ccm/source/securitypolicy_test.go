@@ -16,8 +16,8 @@ import (
 // on kubelb's Gateways and routes. A Gateway's policy travels in the Gateway's Route, an
 // HTTPRoute's in the route's (with the route's BackendTrafficPolicy, each kind on its own);
 // each is Accepted on its Gateway. A younger policy on the same route is Conflicted (Warning
-// Event) and does not travel; a policy with a field kubelb does not serve (jwt.remoteJWKS) is Invalid,
-// naming the field (Warning Event), and its route carries nothing; one with a CIDR that is
+// Event) and does not travel; a policy kubelb cannot serve (jwt.remoteJWKS without
+// backendRefs) is Invalid, saying why (Warning Event), and its route carries nothing; one with a CIDR that is
 // not one is Invalid naming it; a policy on a route that does not exist is TargetNotFound.
 // Fixing the invalid policy makes it travel.
 func TestSecurityPolicies(t *testing.T) {
@@ -87,8 +87,8 @@ authorization: {defaultAction: Allow}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "later-for-web", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, SecurityPolicyKind, ns, "with-jwt", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "spec.jwt.providers[0].remoteJWKS not yet supported") {
-		t.Errorf("Invalid message %q does not name spec.jwt.providers[0].remoteJWKS", msg)
+	if !strings.Contains(msg, "jwt.providers[0] (p) remoteJWKS needs backendRefs") {
+		t.Errorf("Invalid message %q does not say jwt.providers[0] (p) remoteJWKS needs backendRefs", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "with-jwt", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {

@@ -1,10 +1,13 @@
 package translator
 
 import (
+	"time"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	jwtauthnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"kubelb.dev/kubelb/internal/ir"
@@ -21,10 +24,17 @@ import (
 // audience is none of the provider's. The filter runs after the RBAC filter (a client refused
 // by address gets 403 without its token being checked) and before basic_auth and the local
 // rate limit (a refused client spends no tokens). The token is removed from the request
-// before it reaches the backend (Envoy's default, forward false).
+// before it reaches the backend (Envoy's default, forward false). A provider with a key
+// server (ir.RemoteJWKS) fetches its key set through the server's cluster asynchronously:
+// the listener is ready without waiting for it (fast_listener), a token is refused (401)
+// while no key set has been fetched, a fetched set is kept for its cache duration, and a
+// failed fetch is tried again after its wait.
 
 // FilterJWTAuthn is Envoy's JWT authentication HTTP filter.
 const FilterJWTAuthn = "envoy.filters.http.jwt_authn"
+
+// jwksFetchTimeout bounds each fetch of a key set from a key server.
+const jwksFetchTimeout = 5 * time.Second
 
 // jwtRequirement is the requirement of a route: one of the providers verifies the token (or,
 // with AllowMissing, there is no token).
@@ -56,6 +66,17 @@ func jwtFilter(l *ir.ListenerJWT, errs *[]error) *hcmv3.HttpFilter {
 			JwksSourceSpecifier: &jwtauthnv3.JwtProvider_LocalJwks{LocalJwks: &corev3.DataSource{
 				Specifier: &corev3.DataSource_InlineString{InlineString: p.JWKS},
 			}},
+		}
+		if r := p.Remote; r != nil {
+			jp.JwksSourceSpecifier = &jwtauthnv3.JwtProvider_RemoteJwks{RemoteJwks: &jwtauthnv3.RemoteJwks{
+				HttpUri: &corev3.HttpUri{
+					Uri:              r.URI,
+					HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: r.Cluster},
+					Timeout:          durationpb.New(jwksFetchTimeout),
+				},
+				CacheDuration: durationpb.New(r.CacheDuration.D()),
+				AsyncFetch:    &jwtauthnv3.JwksAsyncFetch{FastListener: true, FailedRefetchDuration: durationpb.New(r.FailedRefetch.D())},
+			}}
 		}
 		for _, c := range p.ClaimToHeaders {
 			jp.ClaimToHeaders = append(jp.ClaimToHeaders, &jwtauthnv3.JwtClaimToHeader{HeaderName: c.Header, ClaimName: c.Claim})

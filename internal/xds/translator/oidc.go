@@ -21,6 +21,10 @@ import (
 // filter's provider cannot change per route. A route running a login enables its filter. The
 // filters run after the RBAC filter (authorization by client address) and before the other
 // authentications: a request without a session never reaches them. The client secret and the HMAC key of the cookies come by SDS (generic secrets).
+// A login's cookies all get its SameSite attribute; requests matching its deny-redirect
+// headers are answered 401 rather than redirected; requests with one of its pass-through
+// headers skip it (pass_through_matcher), their token then verified by jwt_authn, which runs
+// after it.
 
 // FilterOAuth2 is Envoy's oauth2 HTTP filter; each login's filter is named FilterOAuth2 + "/"
 // + its name.
@@ -75,7 +79,46 @@ func oidcFilter(o *ir.OIDC, errs *[]error) *hcmv3.HttpFilter {
 		AuthScopes:          o.Scopes,
 		Resources:           o.Resources,
 		// The client secret travels in the token request's body, as Envoy Gateway sends it.
-		AuthType: oauth2v3.OAuth2Config_URL_ENCODED_BODY,
+		AuthType:               oauth2v3.OAuth2Config_URL_ENCODED_BODY,
+		DisableTokenEncryption: o.DisableTokenEncryption,
+	}
+	if o.SameSite != "" {
+		same := &oauth2v3.CookieConfig{SameSite: map[string]oauth2v3.CookieConfig_SameSite{
+			"Lax": oauth2v3.CookieConfig_LAX, "Strict": oauth2v3.CookieConfig_STRICT, "None": oauth2v3.CookieConfig_NONE}[o.SameSite]}
+		cfg.CookieConfigs = &oauth2v3.CookieConfigs{
+			BearerTokenCookieConfig: same, OauthHmacCookieConfig: same, OauthExpiresCookieConfig: same, IdTokenCookieConfig: same,
+			RefreshTokenCookieConfig: same, OauthNonceCookieConfig: same, CodeVerifierCookieConfig: same,
+		}
+	}
+	ttl := func(d ir.Duration) *durationpb.Duration {
+		if d == 0 {
+			return nil
+		}
+		return durationpb.New(d.D())
+	}
+	cfg.DefaultExpiresIn, cfg.DefaultRefreshTokenExpiresIn, cfg.CsrfTokenExpiresIn = ttl(o.DefaultTokenTTL), ttl(o.DefaultRefreshTokenTTL), ttl(o.CSRFTokenTTL)
+	for _, m := range o.DenyRedirect {
+		sm := &matcherv3.StringMatcher{}
+		switch m.Type {
+		case ir.MatchPrefix:
+			sm.MatchPattern = &matcherv3.StringMatcher_Prefix{Prefix: m.Value}
+		case ir.MatchSuffix:
+			sm.MatchPattern = &matcherv3.StringMatcher_Suffix{Suffix: m.Value}
+		case ir.MatchRegex:
+			sm.MatchPattern = &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: m.Value}}
+		default:
+			sm.MatchPattern = &matcherv3.StringMatcher_Exact{Exact: m.Value}
+		}
+		cfg.DenyRedirectMatcher = append(cfg.DenyRedirectMatcher, &routev3.HeaderMatcher{
+			Name: m.Name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm}})
+	}
+	for _, h := range o.PassThrough {
+		hm := &routev3.HeaderMatcher{Name: h.Name, HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}
+		if h.ValuePrefix != "" {
+			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: h.ValuePrefix}}}
+		}
+		cfg.PassThroughMatcher = append(cfg.PassThroughMatcher, hm)
 	}
 	if o.LogoutPath != "" {
 		cfg.SignoutPath = path(o.LogoutPath)
