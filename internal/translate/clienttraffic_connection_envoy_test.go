@@ -1,0 +1,335 @@
+package translate_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
+)
+
+// proxyV2 is a PROXY protocol v2 header for a TCP connection over IPv4 from src (port 40000)
+// to 127.0.0.1:80, as a load balancer before the hub writes it.
+func proxyV2(src string) []byte {
+	a := netip.MustParseAddr(src).As4()
+	h := []byte("\r\n\r\n\x00\r\nQUIT\n")
+	h = append(h, 0x21, 0x11, 0, 12) // version 2, PROXY; TCP over IPv4; 12 bytes of addresses
+	h = append(h, a[:]...)
+	h = append(h, 127, 0, 0, 1)
+	h = binary.BigEndian.AppendUint16(h, 40000)
+	return binary.BigEndian.AppendUint16(h, 80)
+}
+
+// proxiedGet sends GET / on its own connection, after header (none when empty), and returns
+// the status; an error when the connection is closed without an answer.
+func proxiedGet(addr string, header []byte) (int, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req := append(append([]byte(nil), header...), "GET / HTTP/1.1\r\nHost: web.example.com\r\nConnection: close\r\n\r\n"...)
+	if _, err := conn.Write(req); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// proxyProtocolThroughEnvoy serves a Gateway carrying the ClientTrafficPolicy ct and a
+// SecurityPolicy that allows clients in 192.0.2.0/24 only (default Deny), and its HTTPRoute,
+// through a real Envoy, and waits until a request with a PROXY header from 192.0.2.7 is
+// served; it returns the listener's address.
+func proxyProtocolThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic) string {
+	t.Helper()
+	nodePort := testsupport.FreePort(t)
+	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
+	httpPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{rule}, nodePort)
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: ct,
+		Security: &v1alpha1.Security{Namespace: "shop", Name: "partners", Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Deny",
+			Rules: []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"192.0.2.0/24"}}}}}}}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpPort)
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve a client behind a PROXY header", func() error {
+		code, err := proxiedGet(addr, proxyV2("192.0.2.7"))
+		if err == nil && code != http.StatusOK {
+			return fmt.Errorf("status %d", code)
+		}
+		return err
+	})
+	return addr
+}
+
+// TestClientTrafficProxyProtocolThroughEnvoy: a Gateway's ClientTrafficPolicy with
+// enableProxyProtocol and a SecurityPolicy allowing 192.0.2.0/24 only, through a real Envoy,
+// from loopback: a client whose connection starts with a PROXY v2 header naming 192.0.2.7
+// (or a v1 header naming 192.0.2.8) is served: the authorization decides by the header's
+// address; one naming 198.51.100.9 is answered 403; a connection without a header is closed
+// without an answer.
+func TestClientTrafficProxyProtocolThroughEnvoy(t *testing.T) {
+	yes := true
+	addr := proxyProtocolThroughEnvoy(t, "tenant-client-proxy", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "behind-lb", EnableProxyProtocol: &yes})
+	for _, tc := range []struct {
+		name   string
+		header []byte
+		want   int // 0: closed without an answer
+	}{
+		{"v2 from 192.0.2.7", proxyV2("192.0.2.7"), http.StatusOK},
+		{"v1 from 192.0.2.8", []byte("PROXY TCP4 192.0.2.8 127.0.0.1 40000 80\r\n"), http.StatusOK},
+		{"v2 from 198.51.100.9", proxyV2("198.51.100.9"), http.StatusForbidden},
+		{"no header", nil, 0},
+	} {
+		code, err := proxiedGet(addr, tc.header)
+		switch {
+		case tc.want == 0 && err == nil:
+			t.Errorf("%s: status %d, want the connection closed without an answer", tc.name, code)
+		case tc.want == 0:
+			t.Logf("%s: %v", tc.name, err)
+		case err != nil || code != tc.want:
+			t.Errorf("%s: status %d, %v; want %d", tc.name, code, err, tc.want)
+		}
+	}
+}
+
+// TestClientTrafficProxyProtocolOptionalThroughEnvoy: proxyProtocol.optional: a connection
+// with a PROXY v2 header naming 192.0.2.7 is served as that client, one without a header is
+// served as its peer (127.0.0.1, outside 192.0.2.0/24: 403), not closed.
+func TestClientTrafficProxyProtocolOptionalThroughEnvoy(t *testing.T) {
+	yes := true
+	addr := proxyProtocolThroughEnvoy(t, "tenant-client-proxy-optional", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "maybe-lb",
+		ProxyProtocol: &v1alpha1.ClientTrafficProxyProtocol{Optional: &yes}})
+	if code, err := proxiedGet(addr, nil); err != nil || code != http.StatusForbidden {
+		t.Errorf("no header: status %d, %v; want 403 (the peer's address decides)", code, err)
+	}
+	if code, err := proxiedGet(addr, proxyV2("192.0.2.7")); err != nil || code != http.StatusOK {
+		t.Errorf("a header from 192.0.2.7: status %d, %v; want 200", code, err)
+	}
+}
+
+// rawExchange sends request (raw bytes) on its own connection and returns the response.
+func rawExchange(addr, request string) (*http.Response, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", request, err)
+	}
+	resp.Body.Close()
+	return resp, nil
+}
+
+// TestClientTrafficHTTPOptionsThroughEnvoy: a Gateway's ClientTrafficPolicy with path
+// (escapedSlashesAction RejectRequest; slashes merged), headers.preserveXRequestID and
+// http1.http10.useDefaultHost on its listener of hostname web.example.com, through a real
+// Envoy: //a///b reaches the backend as /a/b; /a%2Fb is answered 400; the client's
+// X-Request-ID reaches the backend unchanged; an HTTP/1.0 request without a Host header is
+// served (as web.example.com), where Envoy's default answers it 426.
+func TestClientTrafficHTTPOptionsThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-client-http"
+	nodePort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Saw-Path", r.URL.EscapedPath())
+			w.Header().Set("X-Saw-Request-Id", r.Header.Get("X-Request-Id"))
+			w.WriteHeader(http.StatusOK)
+		})
+	})
+	httpPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	host := gwv1.Hostname("web.example.com")
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: &host}, httpPort,
+		[]gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}}, nodePort)
+	var addrs []v1alpha1.EndpointAddress
+	for _, ip := range trafficNodes {
+		addrs = append(addrs, v1alpha1.EndpointAddress{IP: ip})
+	}
+	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: addrs}}}
+	yes := true
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "paths",
+		Path:    &v1alpha1.ClientTrafficPath{EscapedSlashesAction: "RejectRequest"},
+		Headers: &v1alpha1.ClientTrafficHeaders{PreserveXRequestID: &yes},
+		HTTP1:   &v1alpha1.ClientTrafficHTTP1{HTTP10: &v1alpha1.ClientTrafficHTTP10{UseDefaultHost: &yes}}}}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpPort)
+	get := func(path string, headers string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: web.example.com\r\n" + headers + "Connection: close\r\n\r\n"
+	}
+	exchange := func(request string) *http.Response {
+		t.Helper()
+		resp, err := rawExchange(addr, request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route", func() error {
+		resp, err := rawExchange(addr, get("/", ""))
+		if err == nil && resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return err
+	})
+
+	if resp := exchange(get("//a///b", "")); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Saw-Path") != "/a/b" {
+		t.Errorf("//a///b: status %d, the backend saw %q; want 200 and /a/b", resp.StatusCode, resp.Header.Get("X-Saw-Path"))
+	}
+	if resp := exchange(get("/a%2Fb", "")); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("/a%%2Fb: status %d (the backend saw %q), want 400", resp.StatusCode, resp.Header.Get("X-Saw-Path"))
+	}
+	if resp := exchange(get("/", "X-Request-ID: order-42\r\n")); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Saw-Request-Id") != "order-42" {
+		t.Errorf("X-Request-ID order-42: status %d, the backend saw %q; want it kept", resp.StatusCode, resp.Header.Get("X-Saw-Request-Id"))
+	}
+	if resp := exchange("GET / HTTP/1.0\r\n\r\n"); resp.StatusCode != http.StatusOK {
+		t.Errorf("an HTTP/1.0 request without Host: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestClientTrafficTCPIdleTimeoutThroughEnvoy: a Gateway's ClientTrafficPolicy with
+// timeout.tcp.idleTimeout 2s on its TCP listener (a TCPRoute to an echo server), through a
+// real Envoy: a line is echoed, then the connection, idle both ways, is closed by Envoy
+// (Envoy's default keeps it an hour; the echo server's own limit is 30 s).
+func TestClientTrafficTCPIdleTimeoutThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-client-tcp"
+	nodePort := testsupport.FreePort(t)
+	testsupport.StartTCPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "db"})
+	tcpPort := testsupport.FreePort(t)
+	in := oneTCPGateway(t, tenant, tcpPort, nodePort)
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "db", Name: "idle",
+		Timeout: &v1alpha1.ClientTrafficTimeout{TCP: &v1alpha1.ClientTrafficTCPTimeout{IdleTimeout: "2s"}}}}
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(tcpPort)
+	var conn net.Conn
+	testsupport.Eventually(t, 30*time.Second, "Envoy to echo a line", func() error {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "hello\n"); err != nil {
+			c.Close()
+			return err
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || line != "node-1 db hello\n" {
+			c.Close()
+			return fmt.Errorf("answer %q, %v", line, err)
+		}
+		conn = c
+		return nil
+	})
+	defer conn.Close()
+	start := time.Now()
+	_ = conn.SetDeadline(start.Add(20 * time.Second))
+	_, err = conn.Read(make([]byte, 1)) // nothing comes until Envoy closes the idle connection
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		t.Errorf("the idle connection was still open after %s", time.Since(start).Round(time.Millisecond))
+	case err == nil:
+		t.Errorf("a byte came on the idle connection")
+	default:
+		t.Logf("the idle connection was closed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+}
+
+// oneTCPGateway is a Gateway of one TCP listener (port 5432, Envoy port envoyPort) and a
+// TCPRoute to Service db (NodePort nodePort on 127.0.0.1).
+func oneTCPGateway(t *testing.T, tenant string, envoyPort, nodePort int) translate.Input {
+	t.Helper()
+	toObject := func(o any) map[string]any {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b1", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0)}}
+	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "db"},
+		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{Name: "pg", Port: 5432, Protocol: gwv1.TCPProtocolType}}},
+	})
+	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b2", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0.Add(time.Hour))}}
+	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-nodeport", Namespace: "db", Labels: map[string]string{v1alpha1.LabelOriginName: "db", v1alpha1.LabelOriginNamespace: "db"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432, NodePort: int32(nodePort)}}},
+	}}}}
+	port := gwv1.PortNumber(5432)
+	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1a2.TCPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1alpha2", Kind: "TCPRoute"},
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "db"},
+		Spec: gwv1a2.TCPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1a2.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{Name: "db", Port: &port}}}}}},
+	})
+	return translate.Input{
+		Tenant:    tenant,
+		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
+		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
+		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
+		Routes:    []v1alpha1.Route{gateway, route},
+		RouteServices: []corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-5432", Port: 5432, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt(envoyPort)}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
+		}},
+	}
+}
