@@ -13,19 +13,14 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
-	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // proxyV2 is a PROXY protocol v2 header for a TCP connection over IPv4 from src (port 40000)
@@ -67,25 +62,8 @@ func proxiedGet(addr string, header []byte) (int, error) {
 // served; it returns the listener's address.
 func proxyProtocolThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic) string {
 	t.Helper()
-	nodePort := testsupport.FreePort(t)
-	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
-	httpPort := testsupport.FreePort(t)
-	port := gwv1.PortNumber(80)
-	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-		BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}
-	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{rule}, nodePort)
-	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: ct,
-		Security: &v1alpha1.Security{Namespace: "shop", Name: "partners", Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Deny",
-			Rules: []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"192.0.2.0/24"}}}}}}}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(httpPort)
+	in, httpPort := clientIPInput(t, tenant, ct, "192.0.2.0/24")
+	addr := pushToEnvoy(t, tenant, in, httpPort)
 	testsupport.Eventually(t, 30*time.Second, "Envoy to serve a client behind a PROXY header", func() error {
 		code, err := proxiedGet(addr, proxyV2("192.0.2.7"))
 		if err == nil && code != http.StatusOK {
@@ -191,15 +169,7 @@ func TestClientTrafficHTTPOptionsThroughEnvoy(t *testing.T) {
 		Path:    &v1alpha1.ClientTrafficPath{EscapedSlashesAction: "RejectRequest"},
 		Headers: &v1alpha1.ClientTrafficHeaders{PreserveXRequestID: &yes},
 		HTTP1:   &v1alpha1.ClientTrafficHTTP1{HTTP10: &v1alpha1.ClientTrafficHTTP10{UseDefaultHost: &yes}}}}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(httpPort)
+	addr := pushToEnvoy(t, tenant, in, httpPort)
 	get := func(path string, headers string) string {
 		return "GET " + path + " HTTP/1.1\r\nHost: web.example.com\r\n" + headers + "Connection: close\r\n\r\n"
 	}
@@ -243,17 +213,9 @@ func TestClientTrafficTCPIdleTimeoutThroughEnvoy(t *testing.T) {
 	testsupport.StartTCPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "db"})
 	tcpPort := testsupport.FreePort(t)
 	in := oneTCPGateway(t, tenant, tcpPort, nodePort)
-	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "db", Name: "idle",
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "idle",
 		Timeout: &v1alpha1.ClientTrafficTimeout{TCP: &v1alpha1.ClientTrafficTCPTimeout{IdleTimeout: "2s"}}}}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(tcpPort)
+	addr := pushToEnvoy(t, tenant, in, tcpPort)
 	var conn net.Conn
 	testsupport.Eventually(t, 30*time.Second, "Envoy to echo a line", func() error {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -276,7 +238,7 @@ func TestClientTrafficTCPIdleTimeoutThroughEnvoy(t *testing.T) {
 	defer conn.Close()
 	start := time.Now()
 	_ = conn.SetDeadline(start.Add(20 * time.Second))
-	_, err = conn.Read(make([]byte, 1)) // nothing comes until Envoy closes the idle connection
+	_, err := conn.Read(make([]byte, 1)) // nothing comes until Envoy closes the idle connection
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
@@ -288,48 +250,21 @@ func TestClientTrafficTCPIdleTimeoutThroughEnvoy(t *testing.T) {
 	}
 }
 
-// oneTCPGateway is a Gateway of one TCP listener (port 5432, Envoy port envoyPort) and a
-// TCPRoute to Service db (NodePort nodePort on 127.0.0.1).
+// oneTCPGateway is oneGateway with one TCP listener (port 5432) and a TCPRoute to Service
+// web (port 80, NodePort nodePort on 127.0.0.1) in place of the HTTPRoute.
 func oneTCPGateway(t *testing.T, tenant string, envoyPort, nodePort int) translate.Input {
 	t.Helper()
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b1", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0)}}
-	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
-	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
-		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "db"},
-		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{{Name: "pg", Port: 5432, Protocol: gwv1.TCPProtocolType}}},
-	})
-	route := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b2", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0.Add(time.Hour))}}
-	route.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-nodeport", Namespace: "db", Labels: map[string]string{v1alpha1.LabelOriginName: "db", v1alpha1.LabelOriginNamespace: "db"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432, NodePort: int32(nodePort)}}},
-	}}}}
-	port := gwv1.PortNumber(5432)
-	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1a2.TCPRoute{
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "pg", Port: 5432, Protocol: gwv1.TCPProtocolType}, envoyPort, nil, nodePort)
+	port := gwv1.PortNumber(80)
+	route, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&gwv1a2.TCPRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1alpha2", Kind: "TCPRoute"},
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "db"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
 		Spec: gwv1a2.TCPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Rules: []gwv1a2.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{Name: "db", Port: &port}}}}}},
+			Rules: []gwv1a2.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}},
 	})
-	return translate.Input{
-		Tenant:    tenant,
-		Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
-		Options:   translate.Options{ListenerAddress: "127.0.0.1"},
-		Policy:    translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
-		Routes:    []v1alpha1.Route{gateway, route},
-		RouteServices: []corev1.Service{{
-			ObjectMeta: metav1.ObjectMeta{Name: "gateway-" + gateway.Name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelRouteName: gateway.Name}},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp-5432", Port: 5432, Protocol: corev1.ProtocolTCP,
-				TargetPort: intstr.FromInt(envoyPort)}}},
-			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}},
-		}},
+	if err != nil {
+		t.Fatal(err)
 	}
+	in.Routes[1].Spec.Source.Kubernetes.Route.Object = route
+	return in
 }
