@@ -60,9 +60,15 @@ func clientConnection(out *listenerv3.Listener, c *ir.ClientTraffic, errs *[]err
 			out.SocketOptions = append(out.SocketOptions, opt("TCP_KEEPINTVL", ipprotoTCP, tcpKeepIntvl, k.Interval))
 		}
 	}
-	if c.BufferLimit > 0 {
-		out.PerConnectionBufferLimitBytes = wrapperspb.UInt32(c.BufferLimit)
+	out.PerConnectionBufferLimitBytes = setUInt32(c.BufferLimit)
+}
+
+// setUInt32 is v as a protobuf value, nil for 0 (unset: Envoy's default).
+func setUInt32(v uint32) *wrapperspb.UInt32Value {
+	if v == 0 {
+		return nil
 	}
+	return wrapperspb.UInt32(v)
 }
 
 // tcpIdleTimeout sets the idle timeout of a TCP proxy (a TCP listener's, or a proxying chain
@@ -103,16 +109,8 @@ func clientHTTP(hcm *hcmv3.HttpConnectionManager, h *ir.ClientHTTP, errs *[]erro
 		hcm.HttpProtocolOptions = o
 	}
 	if h.HTTP2InitialStreamWindowSize > 0 || h.HTTP2InitialConnectionWindowSize > 0 || h.HTTP2MaxConcurrentStreams > 0 || h.HTTP2TerminateStream {
-		o := &corev3.Http2ProtocolOptions{}
-		if h.HTTP2InitialStreamWindowSize > 0 {
-			o.InitialStreamWindowSize = wrapperspb.UInt32(h.HTTP2InitialStreamWindowSize)
-		}
-		if h.HTTP2InitialConnectionWindowSize > 0 {
-			o.InitialConnectionWindowSize = wrapperspb.UInt32(h.HTTP2InitialConnectionWindowSize)
-		}
-		if h.HTTP2MaxConcurrentStreams > 0 {
-			o.MaxConcurrentStreams = wrapperspb.UInt32(h.HTTP2MaxConcurrentStreams)
-		}
+		o := &corev3.Http2ProtocolOptions{InitialStreamWindowSize: setUInt32(h.HTTP2InitialStreamWindowSize),
+			InitialConnectionWindowSize: setUInt32(h.HTTP2InitialConnectionWindowSize), MaxConcurrentStreams: setUInt32(h.HTTP2MaxConcurrentStreams)}
 		if h.HTTP2TerminateStream {
 			o.OverrideStreamErrorOnInvalidHttpMessage = wrapperspb.Bool(true)
 		}
