@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,4 +268,72 @@ func oneTCPGateway(t *testing.T, tenant string, envoyPort, nodePort int) transla
 	}
 	in.Routes[1].Spec.Source.Kubernetes.Route.Object = route
 	return in
+}
+
+// TestClientTrafficPreserveHeaderCaseThroughEnvoy: a Gateway's ClientTrafficPolicy with
+// http1.preserveHeaderCase, through a real Envoy: a request header written X-MiXeD-Case
+// reaches the HTTP/1 backend with that case (Envoy otherwise writes header names in lower
+// case).
+func TestClientTrafficPreserveHeaderCaseThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-client-case"
+	// A backend that keeps the header block of each request as it came on the wire.
+	nodePort := testsupport.FreePort(t)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	seen := make(chan string, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				r := bufio.NewReader(c)
+				var head string
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "\r\n" {
+						break
+					}
+					head += line
+				}
+				select {
+				case seen <- head:
+				default:
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			}()
+		}
+	}()
+	httpPort := testsupport.FreePort(t)
+	port := gwv1.PortNumber(80)
+	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort,
+		[]gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: &port}}}}}}, nodePort)
+	yes := true
+	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "case",
+		HTTP1: &v1alpha1.ClientTrafficHTTP1{PreserveHeaderCase: &yes}}}
+	addr := pushToEnvoy(t, tenant, in, httpPort)
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route", func() error {
+		resp, err := rawExchange(addr, "GET / HTTP/1.1\r\nHost: web.example.com\r\nX-MiXeD-Case: 1\r\nConnection: close\r\n\r\n")
+		if err == nil && resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return err
+	})
+	select {
+	case head := <-seen:
+		if !strings.Contains(head, "X-MiXeD-Case: 1\r\n") {
+			t.Errorf("the backend got the header block %q, want X-MiXeD-Case as the client wrote it", head)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend saw no request")
+	}
 }
