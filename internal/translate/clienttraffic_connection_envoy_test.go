@@ -305,9 +305,11 @@ func TestClientTrafficPreserveHeaderCaseThroughEnvoy(t *testing.T) {
 					}
 					head += line
 				}
-				select {
-				case seen <- head:
-				default:
+				if strings.Contains(strings.ToLower(head), "\r\nx-mixed-case:") { // ours, not a stray connection's
+					select {
+					case seen <- head:
+					default:
+					}
 				}
 				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			}()
