@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
@@ -68,17 +67,10 @@ func TestPolicyBoundsThroughEnvoy(t *testing.T) {
 			}}},
 		},
 	}
-	policy := source.BackendTrafficPolicyKind.New()
-	policy.SetNamespace(ns)
-	policy.SetName("limit")
-	spec := map[string]any{}
-	if err := yaml.Unmarshal([]byte(`
+	policy := egPolicy(t, source.BackendTrafficPolicyKind, ns, "limit", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 rateLimit: {type: Local, local: {rules: [{limit: {requests: 3, unit: Minute}}]}}
-`), &spec); err != nil {
-		t.Fatal(err)
-	}
-	policy.Object["spec"] = spec
+`)
 	create(t, tc, gw, route, policy)
 	a.StartEnvoy(framework.EnvoyBootstrap)
 	a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)

@@ -2,13 +2,11 @@ package translate_test
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,39 +22,6 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// proxyV2 is a PROXY protocol v2 header for a TCP connection over IPv4 from src (port 40000)
-// to 127.0.0.1:80, as a load balancer before the hub writes it.
-func proxyV2(src string) []byte {
-	a := netip.MustParseAddr(src).As4()
-	h := []byte("\r\n\r\n\x00\r\nQUIT\n")
-	h = append(h, 0x21, 0x11, 0, 12) // version 2, PROXY; TCP over IPv4; 12 bytes of addresses
-	h = append(h, a[:]...)
-	h = append(h, 127, 0, 0, 1)
-	h = binary.BigEndian.AppendUint16(h, 40000)
-	return binary.BigEndian.AppendUint16(h, 80)
-}
-
-// proxiedGet sends GET / on its own connection, after header (none when empty), and returns
-// the status; an error when the connection is closed without an answer.
-func proxiedGet(addr string, header []byte) (int, error) {
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	req := append(append([]byte(nil), header...), "GET / HTTP/1.1\r\nHost: web.example.com\r\nConnection: close\r\n\r\n"...)
-	if _, err := conn.Write(req); err != nil {
-		return 0, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
 // proxyProtocolThroughEnvoy serves a Gateway carrying the ClientTrafficPolicy ct and a
 // SecurityPolicy that allows clients in 192.0.2.0/24 only (default Deny), and its HTTPRoute,
 // through a real Envoy, and waits until a request with a PROXY header from 192.0.2.7 is
@@ -66,7 +31,7 @@ func proxyProtocolThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientT
 	in, httpPort := clientIPInput(t, tenant, ct, "192.0.2.0/24")
 	addr := pushToEnvoy(t, tenant, in, httpPort)
 	testsupport.Eventually(t, 30*time.Second, "Envoy to serve a client behind a PROXY header", func() error {
-		code, err := proxiedGet(addr, proxyV2("192.0.2.7"))
+		code, err := testsupport.ProxiedGet(addr, "web.example.com", testsupport.ProxyV2Header("192.0.2.7"))
 		if err == nil && code != http.StatusOK {
 			return fmt.Errorf("status %d", code)
 		}
@@ -89,12 +54,12 @@ func TestClientTrafficProxyProtocolThroughEnvoy(t *testing.T) {
 		header []byte
 		want   int // 0: closed without an answer
 	}{
-		{"v2 from 192.0.2.7", proxyV2("192.0.2.7"), http.StatusOK},
+		{"v2 from 192.0.2.7", testsupport.ProxyV2Header("192.0.2.7"), http.StatusOK},
 		{"v1 from 192.0.2.8", []byte("PROXY TCP4 192.0.2.8 127.0.0.1 40000 80\r\n"), http.StatusOK},
-		{"v2 from 198.51.100.9", proxyV2("198.51.100.9"), http.StatusForbidden},
+		{"v2 from 198.51.100.9", testsupport.ProxyV2Header("198.51.100.9"), http.StatusForbidden},
 		{"no header", nil, 0},
 	} {
-		code, err := proxiedGet(addr, tc.header)
+		code, err := testsupport.ProxiedGet(addr, "web.example.com", tc.header)
 		switch {
 		case tc.want == 0 && err == nil:
 			t.Errorf("%s: status %d, want the connection closed without an answer", tc.name, code)
@@ -113,10 +78,10 @@ func TestClientTrafficProxyProtocolOptionalThroughEnvoy(t *testing.T) {
 	yes := true
 	addr := proxyProtocolThroughEnvoy(t, "tenant-client-proxy-optional", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "maybe-lb",
 		ProxyProtocol: &v1alpha1.ClientTrafficProxyProtocol{Optional: &yes}})
-	if code, err := proxiedGet(addr, nil); err != nil || code != http.StatusForbidden {
+	if code, err := testsupport.ProxiedGet(addr, "web.example.com", nil); err != nil || code != http.StatusForbidden {
 		t.Errorf("no header: status %d, %v; want 403 (the peer's address decides)", code, err)
 	}
-	if code, err := proxiedGet(addr, proxyV2("192.0.2.7")); err != nil || code != http.StatusOK {
+	if code, err := testsupport.ProxiedGet(addr, "web.example.com", testsupport.ProxyV2Header("192.0.2.7")); err != nil || code != http.StatusOK {
 		t.Errorf("a header from 192.0.2.7: status %d, %v; want 200", code, err)
 	}
 }
