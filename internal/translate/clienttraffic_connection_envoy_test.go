@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -303,4 +304,37 @@ func TestClientTrafficPreserveHeaderCaseThroughEnvoy(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the backend saw no request")
 	}
+}
+
+// TestClientTrafficKeepaliveThroughEnvoy: a Gateway's ClientTrafficPolicy with tcpKeepalive
+// (idleTime 30s, interval 5s, 3 probes), through a real Envoy: the connection Envoy accepts
+// from a client runs the kernel's keepalive timer (ss shows timer:(keepalive,…) on Envoy's
+// side of the connection), so a client that vanishes without a word is found; without the
+// policy Envoy's sockets have none.
+func TestClientTrafficKeepaliveThroughEnvoy(t *testing.T) {
+	ss, err := exec.LookPath("ss")
+	if err != nil {
+		t.Skip("ss (iproute2) is not installed")
+	}
+	probes := int64(3)
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-keepalive", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "keepalive",
+		TCPKeepalive: &v1alpha1.ClientTrafficTCPKeepalive{Probes: &probes, IdleTime: "30s", Interval: "5s"}})
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Envoy's side of this connection: source the listener's address, destination ours.
+	filter := fmt.Sprintf("( src %s and dst %s )", addr, conn.LocalAddr())
+	testsupport.Eventually(t, 10*time.Second, "Envoy's socket with a keepalive timer", func() error {
+		out, err := exec.Command(ss, "-tnoH", "state", "established", filter).CombinedOutput()
+		switch {
+		case err != nil:
+			return fmt.Errorf("ss: %v: %s", err, out)
+		case !strings.Contains(string(out), "timer:(keepalive,"):
+			return fmt.Errorf("ss shows %q", out)
+		}
+		t.Logf("%s", strings.TrimSpace(string(out)))
+		return nil
+	})
 }
