@@ -86,14 +86,16 @@ const (
 	// below 1 KiB a request line would not fit.
 	MinBufferLimit = 1 << 10
 	MaxBufferLimit = 1 << 20
-	// MinHTTP2Window and MaxHTTP2Window bound http2's window sizes: HTTP/2's own minimum,
-	// and Envoy's default (256 MiB, what a client may make the hub buffer per stream and per
-	// connection): a tenant may only lower it.
-	MinHTTP2Window = 65535
-	MaxHTTP2Window = 256 << 20
-	// MaxHTTP2ConcurrentStreams bounds http2.maxConcurrentStreams (Envoy's default, the
-	// most HTTP/2 allows).
-	MaxHTTP2ConcurrentStreams = 1<<31 - 1
+	// MinHTTP2Window, MaxHTTP2StreamWindow and MaxHTTP2ConnectionWindow bound http2's
+	// window sizes: HTTP/2's own minimum, and Envoy 1.40's defaults (16 MiB per stream,
+	// 24 MiB per connection: what a client may make the hub buffer): a tenant may only lower
+	// them.
+	MinHTTP2Window           = 65535
+	MaxHTTP2StreamWindow     = 16 << 20
+	MaxHTTP2ConnectionWindow = 24 << 20
+	// MaxHTTP2ConcurrentStreams bounds http2.maxConcurrentStreams (Envoy 1.40's default:
+	// each stream holds memory of the hub).
+	MaxHTTP2ConcurrentStreams = 1024
 )
 
 // The actions of path.escapedSlashesAction.

@@ -49,18 +49,18 @@ func resolveClientProtocols(ct *v1alpha1.ClientTraffic, out *ClientSettings) []e
 		h2 := &HTTP2{}
 		var err error
 		if h.InitialStreamWindowSize != nil {
-			if h2.InitialStreamWindowSize, err = byteSize("http2.initialStreamWindowSize", h.InitialStreamWindowSize, MinHTTP2Window, MaxHTTP2Window); err != nil {
+			if h2.InitialStreamWindowSize, err = byteSize("http2.initialStreamWindowSize", h.InitialStreamWindowSize, MinHTTP2Window, MaxHTTP2StreamWindow); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if h.InitialConnectionWindowSize != nil {
-			if h2.InitialConnectionWindowSize, err = byteSize("http2.initialConnectionWindowSize", h.InitialConnectionWindowSize, MinHTTP2Window, MaxHTTP2Window); err != nil {
+			if h2.InitialConnectionWindowSize, err = byteSize("http2.initialConnectionWindowSize", h.InitialConnectionWindowSize, MinHTTP2Window, MaxHTTP2ConnectionWindow); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if n := h.MaxConcurrentStreams; n != nil {
 			if *n < 1 || *n > MaxHTTP2ConcurrentStreams {
-				errs = append(errs, fmt.Errorf("http2.maxConcurrentStreams %d is out of range; use 1 to %d", *n, int64(MaxHTTP2ConcurrentStreams)))
+				errs = append(errs, fmt.Errorf("http2.maxConcurrentStreams %d is out of range; use 1 to %d", *n, MaxHTTP2ConcurrentStreams))
 			} else {
 				h2.MaxConcurrentStreams = uint32(*n)
 			}

@@ -161,8 +161,8 @@ func FuzzReadResolveClient(f *testing.F) {
 			t.Fatalf("buffer limit out of bounds: %+v", s)
 		}
 		if h := s.HTTP2; h != nil {
-			for _, w := range []uint32{h.InitialStreamWindowSize, h.InitialConnectionWindowSize} {
-				if w != 0 && (w < MinHTTP2Window || w > MaxHTTP2Window) {
+			for _, w := range []struct{ v, max uint32 }{{h.InitialStreamWindowSize, MaxHTTP2StreamWindow}, {h.InitialConnectionWindowSize, MaxHTTP2ConnectionWindow}} {
+				if w.v != 0 && (w.v < MinHTTP2Window || w.v > w.max) {
 					t.Fatalf("http2 window out of bounds: %+v", h)
 				}
 			}

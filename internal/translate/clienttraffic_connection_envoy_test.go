@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
@@ -337,4 +339,61 @@ func TestClientTrafficKeepaliveThroughEnvoy(t *testing.T) {
 		t.Logf("%s", strings.TrimSpace(string(out)))
 		return nil
 	})
+}
+
+// TestClientTrafficHTTP2ThroughEnvoy: a Gateway's ClientTrafficPolicy with http2
+// (initialStreamWindowSize 64Ki, initialConnectionWindowSize 1Mi, maxConcurrentStreams 10),
+// through a real Envoy: an HTTP/2 client (prior knowledge, plain text) is told in Envoy's
+// SETTINGS at most 10 streams and a stream window of 65536 bytes, and the connection's
+// window is opened to 1 MiB (a WINDOW_UPDATE of 1 MiB - 65535); Envoy 1.40's defaults say
+// 1024 streams, 16 MiB and 24 MiB.
+func TestClientTrafficHTTP2ThroughEnvoy(t *testing.T) {
+	streams := int64(10)
+	stream, connection := intstr.FromString("64Ki"), intstr.FromString("1Mi")
+	addr := clientTrafficThroughEnvoy(t, "tenant-client-h2", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "h2",
+		HTTP2: &v1alpha1.ClientTrafficHTTP2{InitialStreamWindowSize: &stream, InitialConnectionWindowSize: &connection, MaxConcurrentStreams: &streams}})
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The client preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5).
+	if _, err := io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		frameSettings     = 4
+		frameWindowUpdate = 8
+		settingStreams    = 3 // SETTINGS_MAX_CONCURRENT_STREAMS
+		settingWindow     = 4 // SETTINGS_INITIAL_WINDOW_SIZE
+	)
+	settings := map[uint16]uint32{}
+	var connIncrement uint32
+	r := bufio.NewReader(conn)
+	for i := 0; i < 8 && (len(settings) == 0 || connIncrement == 0); i++ { // Envoy's first frames
+		head := make([]byte, 9)
+		if _, err := io.ReadFull(r, head); err != nil {
+			t.Fatalf("reading Envoy's frames: %v (settings %v)", err, settings)
+		}
+		payload := make([]byte, int(head[0])<<16|int(head[1])<<8|int(head[2]))
+		if _, err := io.ReadFull(r, payload); err != nil {
+			t.Fatal(err)
+		}
+		streamID := binary.BigEndian.Uint32(head[5:9]) & 0x7fffffff
+		switch {
+		case head[3] == frameSettings && head[4]&1 == 0: // not an ACK
+			for p := payload; len(p) >= 6; p = p[6:] {
+				settings[binary.BigEndian.Uint16(p)] = binary.BigEndian.Uint32(p[2:])
+			}
+		case head[3] == frameWindowUpdate && streamID == 0 && len(payload) == 4:
+			connIncrement = binary.BigEndian.Uint32(payload) & 0x7fffffff
+		}
+	}
+	if settings[settingStreams] != 10 || settings[settingWindow] != 65536 {
+		t.Errorf("Envoy's SETTINGS %v: want MAX_CONCURRENT_STREAMS (3) 10 and INITIAL_WINDOW_SIZE (4) 65536", settings)
+	}
+	if connIncrement != 1<<20-65535 {
+		t.Errorf("the connection's WINDOW_UPDATE: %d, want %d (a window of 1 MiB)", connIncrement, 1<<20-65535)
+	}
 }
