@@ -35,6 +35,28 @@ func egPolicy(t *testing.T, kind *source.PolicyKind, ns, name, spec string) *uns
 	return p
 }
 
+// webGateway is Gateway gw of namespace ns (one HTTP listener, port 80) and HTTPRoute web
+// (web.example.com) to Service web, port 80.
+func webGateway(ns string) (*gwv1.Gateway, *gwv1.HTTPRoute) {
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
+		Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
+			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
+		}},
+	}
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gwv1.Hostname{"web.example.com"},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{
+				{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(80))}}},
+			}}},
+		},
+	}
+	return gw, route
+}
+
 // TestProxyProtocolThroughEnvoy: a Gateway behind a load balancer that sends the PROXY
 // protocol, with the real manager, the real ccm and a real Envoy. The app team's
 // ClientTrafficPolicy says enableProxyProtocol and its SecurityPolicy allows clients in
@@ -53,22 +75,7 @@ func TestProxyProtocolThroughEnvoy(t *testing.T) {
 	const ns = "shop"
 	a.CreateNamespace(ns, nil)
 	a.CreateBackendService(ns, "web", corev1.ServicePort{Name: "http", Port: 80})
-	gw := &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
-		Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
-			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
-		}},
-	}
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Hostnames:       []gwv1.Hostname{"web.example.com"},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{
-				{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(80))}}},
-			}}},
-		},
-	}
+	gw, route := webGateway(ns)
 	create(t, tc, gw, route,
 		egPolicy(t, source.ClientTrafficPolicyKind, ns, "behind-lb", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
