@@ -12,10 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
@@ -52,33 +50,11 @@ func TestPolicyBoundsThroughEnvoy(t *testing.T) {
 	const ns = "shop"
 	a.CreateNamespace(ns, nil)
 	a.CreateBackendService(ns, "web", corev1.ServicePort{Name: "http", Port: 80})
-	gw := &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: ns},
-		Spec: gwv1.GatewaySpec{GatewayClassName: kubelbv1alpha1.DefaultClass, Listeners: []gwv1.Listener{
-			{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80},
-		}},
-	}
-	route := &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
-			Hostnames:       []gwv1.Hostname{"web.example.com"},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{
-				{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(80))}}},
-			}}},
-		},
-	}
-	policy := source.BackendTrafficPolicyKind.New()
-	policy.SetNamespace(ns)
-	policy.SetName("limit")
-	spec := map[string]any{}
-	if err := yaml.Unmarshal([]byte(`
+	gw, route := webGateway(ns)
+	policy := egPolicy(t, source.BackendTrafficPolicyKind, ns, "limit", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 rateLimit: {type: Local, local: {rules: [{limit: {requests: 3, unit: Minute}}]}}
-`), &spec); err != nil {
-		t.Fatal(err)
-	}
-	policy.Object["spec"] = spec
+`)
 	create(t, tc, gw, route, policy)
 	a.StartEnvoy(framework.EnvoyBootstrap)
 	a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)

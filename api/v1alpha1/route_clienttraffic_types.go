@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/util/intstr"
+
 // ClientTraffic is the Envoy Gateway ClientTrafficPolicy (gateway.envoyproxy.io/v1alpha1)
 // that applies to the Gateway a Route mirrors, as kubelb's ccm resolved it: how the hub's
 // Envoy treats the connections and requests of the Gateway's clients on its HTTP and HTTPS
@@ -30,6 +32,101 @@ type ClientTraffic struct {
 	// TLS holds the TLS settings of the Gateway's terminating HTTPS and TLS listeners.
 	// +optional
 	TLS *ClientTrafficTLS `json:"tls,omitempty"`
+	// TCPKeepalive turns on TCP keepalive probes on the clients' connections.
+	// +optional
+	TCPKeepalive *ClientTrafficTCPKeepalive `json:"tcpKeepalive,omitempty"`
+	// HTTP1 holds HTTP/1 options of the Gateway's HTTP and HTTPS listeners.
+	// +optional
+	HTTP1 *ClientTrafficHTTP1 `json:"http1,omitempty"`
+	// HTTP2 holds HTTP/2 options of the Gateway's HTTP and HTTPS listeners.
+	// +optional
+	HTTP2 *ClientTrafficHTTP2 `json:"http2,omitempty"`
+	// Path says how request paths are normalised.
+	// +optional
+	Path *ClientTrafficPath `json:"path,omitempty"`
+	// EnableProxyProtocol makes the Gateway's listeners read a PROXY protocol header (v1 or
+	// v2) first on every connection: the client's address is the header's. Envoy Gateway
+	// deprecates it for ProxyProtocol.
+	// +optional
+	EnableProxyProtocol *bool `json:"enableProxyProtocol,omitempty"`
+	// ProxyProtocol is EnableProxyProtocol, with connections without a header accepted
+	// when Optional.
+	// +optional
+	ProxyProtocol *ClientTrafficProxyProtocol `json:"proxyProtocol,omitempty"`
+}
+
+// ClientTrafficProxyProtocol is Envoy Gateway's proxyProtocol.
+type ClientTrafficProxyProtocol struct {
+	// Optional accepts connections without a PROXY header (their address is the peer's).
+	// +optional
+	Optional *bool `json:"optional,omitempty"`
+}
+
+// ClientTrafficTCPKeepalive is Envoy Gateway's tcpKeepalive: SO_KEEPALIVE on the
+// listeners' sockets. Durations are Gateway API durations.
+type ClientTrafficTCPKeepalive struct {
+	// Probes is how many unanswered probes end the connection.
+	// +optional
+	Probes *int64 `json:"probes,omitempty"`
+	// IdleTime is how long a connection is idle before the first probe.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	IdleTime string `json:"idleTime,omitempty"`
+	// Interval is the time between probes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Interval string `json:"interval,omitempty"`
+}
+
+// ClientTrafficHTTP1 is Envoy Gateway's http1 of a ClientTrafficPolicy.
+type ClientTrafficHTTP1 struct {
+	// EnableTrailers passes HTTP/1 trailers on.
+	// +optional
+	EnableTrailers *bool `json:"enableTrailers,omitempty"`
+	// PreserveHeaderCase keeps the case of HTTP/1 header names as the client and the
+	// backend wrote them.
+	// +optional
+	PreserveHeaderCase *bool `json:"preserveHeaderCase,omitempty"`
+	// HTTP10 accepts HTTP/1.0 requests.
+	// +optional
+	HTTP10 *ClientTrafficHTTP10 `json:"http10,omitempty"`
+}
+
+// ClientTrafficHTTP10 is Envoy Gateway's http10.
+type ClientTrafficHTTP10 struct {
+	// UseDefaultHost gives an HTTP/1.0 request without a Host header the listener's first
+	// hostname.
+	// +optional
+	UseDefaultHost *bool `json:"useDefaultHost,omitempty"`
+}
+
+// ClientTrafficHTTP2 is Envoy Gateway's http2 of a ClientTrafficPolicy. Window sizes are
+// bytes, or quantities such as 64Ki.
+type ClientTrafficHTTP2 struct {
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	InitialStreamWindowSize *intstr.IntOrString `json:"initialStreamWindowSize,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	InitialConnectionWindowSize *intstr.IntOrString `json:"initialConnectionWindowSize,omitempty"`
+	// +optional
+	MaxConcurrentStreams *int64 `json:"maxConcurrentStreams,omitempty"`
+	// OnInvalidMessage is TerminateConnection or TerminateStream.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	OnInvalidMessage string `json:"onInvalidMessage,omitempty"`
+}
+
+// ClientTrafficPath is Envoy Gateway's path of a ClientTrafficPolicy.
+type ClientTrafficPath struct {
+	// EscapedSlashesAction is KeepUnchanged, RejectRequest, UnescapeAndForward or
+	// UnescapeAndRedirect.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	EscapedSlashesAction string `json:"escapedSlashesAction,omitempty"`
+	// DisableMergeSlashes keeps adjacent slashes of a path as they are.
+	// +optional
+	DisableMergeSlashes *bool `json:"disableMergeSlashes,omitempty"`
 }
 
 // ClientTrafficTLS is Envoy Gateway's tls of a ClientTrafficPolicy (versions, ciphers,
@@ -94,6 +191,11 @@ type ClientTrafficConnection struct {
 	// (0: all of them).
 	// +optional
 	MaxAcceptPerSocketEvent *uint32 `json:"maxAcceptPerSocketEvent,omitempty"`
+	// BufferLimit is the most bytes Envoy buffers for each client connection (bytes, or a
+	// quantity such as 32Ki).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	BufferLimit *intstr.IntOrString `json:"bufferLimit,omitempty"`
 }
 
 // ClientTrafficConnectionLimit is Envoy Gateway's connectionLimit: at most Value
@@ -106,10 +208,20 @@ type ClientTrafficConnectionLimit struct {
 	CloseDelay string `json:"closeDelay,omitempty"`
 }
 
-// ClientTrafficTimeout is Envoy Gateway's timeout of a ClientTrafficPolicy (http only).
+// ClientTrafficTimeout is Envoy Gateway's timeout of a ClientTrafficPolicy.
 type ClientTrafficTimeout struct {
 	// +optional
 	HTTP *ClientTrafficHTTPTimeout `json:"http,omitempty"`
+	// +optional
+	TCP *ClientTrafficTCPTimeout `json:"tcp,omitempty"`
+}
+
+// ClientTrafficTCPTimeout holds the timeouts of the clients' TCP connections.
+type ClientTrafficTCPTimeout struct {
+	// IdleTimeout closes a proxied TCP connection without a byte either way for this long.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	IdleTimeout string `json:"idleTimeout,omitempty"`
 }
 
 // ClientTrafficHTTPTimeout holds the timeouts of the clients' HTTP requests and connections.
@@ -133,4 +245,8 @@ type ClientTrafficHeaders struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	WithUnderscoresAction string `json:"withUnderscoresAction,omitempty"`
+	// PreserveXRequestID keeps the X-Request-ID a client sends (Envoy otherwise replaces
+	// it on requests from outside).
+	// +optional
+	PreserveXRequestID *bool `json:"preserveXRequestID,omitempty"`
 }

@@ -2,11 +2,13 @@ package ir
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 )
 
 // ClientTraffic is how an HTTP or HTTPS listener (its connection managers, and its filter
-// chains for the connection limit) treats its clients' connections and requests: Envoy Gateway's ClientTrafficPolicy as kubelb serves it. Zero
+// chains for the connection limit) — or, for its connection settings only, a TCP listener —
+// treats its clients' connections and requests: Envoy Gateway's ClientTrafficPolicy as kubelb serves it. Zero
 // fields keep Envoy's defaults.
 type ClientTraffic struct {
 	// RequestReceivedTimeout ends a request the client has not sent whole (headers and body)
@@ -39,6 +41,145 @@ type ClientTraffic struct {
 	// TLS (nil: Envoy's defaults) are the TLS parameters of the listener's terminating
 	// filter chains (HTTPS listeners only).
 	TLS *ClientTLS `json:"tls,omitempty"`
+
+	// The fields below are connection settings: with ProxyProtocol, TCPIdleTimeout,
+	// Keepalive and BufferLimit they are the only ones a TCP listener may have.
+
+	// ProxyProtocol (nil: none) makes the listener read a PROXY protocol header (v1 or v2)
+	// first on every connection (Envoy's proxy_protocol listener filter): the connection's
+	// client address is the header's, for everything after (source ranges, authorizations,
+	// rate limits, X-Forwarded-For).
+	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty"`
+	// TCPIdleTimeout (0: Envoy's default, one hour) closes a proxied TCP connection (TCP
+	// listeners, and proxying chains of HTTPS listeners) without a byte either way for this
+	// long (the TCP proxy's idle_timeout).
+	TCPIdleTimeout Duration `json:"tcpIdleTimeout,omitempty"`
+	// Keepalive (nil: none) turns TCP keepalive on for the listener's connections.
+	Keepalive *TCPKeepalive `json:"keepalive,omitempty"`
+	// BufferLimit (0: Envoy's default, 1 MiB) is the most bytes the listener buffers per
+	// connection (per_connection_buffer_limit_bytes).
+	BufferLimit uint32 `json:"bufferLimit,omitempty"`
+
+	// HTTP options of the connection managers (HTTP, HTTPS).
+	HTTP *ClientHTTP `json:"http,omitempty"`
+}
+
+// ProxyProtocol is the PROXY protocol of a listener.
+type ProxyProtocol struct {
+	// Optional accepts connections without a header (their address is the peer's);
+	// otherwise they are closed.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// TCPKeepalive are the keepalive timers of a listener's sockets, in seconds (0: the
+// system's default).
+type TCPKeepalive struct {
+	Probes   uint32 `json:"probes,omitempty"`
+	IdleTime uint32 `json:"idleTime,omitempty"`
+	Interval uint32 `json:"interval,omitempty"`
+}
+
+// ClientHTTP are HTTP/1, HTTP/2 and path options of a listener's connection managers. Zero
+// fields keep Envoy's defaults.
+type ClientHTTP struct {
+	// HTTP1Trailers passes HTTP/1 trailers on; HTTP1PreserveHeaderCase keeps the case of
+	// request header names the client wrote (Envoy's preserve_case header formatter).
+	HTTP1Trailers           bool `json:"trailers,omitempty"`
+	HTTP1PreserveHeaderCase bool `json:"preserveHeaderCase,omitempty"`
+	// HTTP10 accepts HTTP/1.0 requests; one without a Host header gets HTTP10DefaultHost
+	// ("": none, such a request is refused).
+	HTTP10            bool   `json:"acceptHTTP10,omitempty"`
+	HTTP10DefaultHost string `json:"defaultHostHTTP10,omitempty"`
+	// HTTP/2: window sizes in bytes, the most concurrent streams per connection, and
+	// whether an invalid message resets only its stream (else the connection).
+	HTTP2InitialStreamWindowSize     uint32 `json:"http2InitialStreamWindowSize,omitempty"`
+	HTTP2InitialConnectionWindowSize uint32 `json:"http2InitialConnectionWindowSize,omitempty"`
+	HTTP2MaxConcurrentStreams        uint32 `json:"http2MaxConcurrentStreams,omitempty"`
+	HTTP2TerminateStream             bool   `json:"http2TerminateStream,omitempty"`
+	// EscapedSlashes is what is done with %2F, %2f, %5C and %5c in paths ("": Envoy's
+	// default, kept); MergeSlashes merges adjacent slashes.
+	EscapedSlashes EscapedSlashesAction `json:"escapedSlashes,omitempty"`
+	MergeSlashes   bool                 `json:"mergeSlashes,omitempty"`
+	// PreserveXRequestID keeps a client's X-Request-ID (else Envoy replaces it).
+	PreserveXRequestID bool `json:"preserveXRequestID,omitempty"`
+}
+
+// EscapedSlashesAction is what is done with escaped slashes in request paths.
+type EscapedSlashesAction string
+
+// The actions of ClientHTTP.EscapedSlashes.
+const (
+	EscapedSlashesKeep               EscapedSlashesAction = "KeepUnchanged"
+	EscapedSlashesReject             EscapedSlashesAction = "RejectRequest"
+	EscapedSlashesUnescapeAndForward EscapedSlashesAction = "UnescapeAndForward"
+	EscapedSlashesUnescapeRedirect   EscapedSlashesAction = "UnescapeAndRedirect"
+)
+
+// Bounds of the connection settings (the front ends bound them further).
+const (
+	MaxClientKeepaliveProbes = 127
+	MaxClientKeepaliveTime   = 32767 // seconds: Linux's most
+	MaxClientBufferLimit     = 1 << 20
+	MinHTTP2Window           = 65535
+	MaxHTTP2Window           = 1<<31 - 1
+)
+
+// validateConnection checks the connection settings.
+func (c *ClientTraffic) validateConnection() error {
+	if c.TCPIdleTimeout < 0 || c.TCPIdleTimeout.D() > MaxClientTimeout {
+		return fmt.Errorf("TCP idle timeout %s out of range 0 to %s", c.TCPIdleTimeout.D(), MaxClientTimeout)
+	}
+	if k := c.Keepalive; k != nil && (k.Probes > MaxClientKeepaliveProbes || k.IdleTime > MaxClientKeepaliveTime || k.Interval > MaxClientKeepaliveTime) {
+		return fmt.Errorf("TCP keepalive %+v out of range", *k)
+	}
+	if c.BufferLimit > MaxClientBufferLimit {
+		return fmt.Errorf("a buffer limit of %d bytes, at most %d", c.BufferLimit, MaxClientBufferLimit)
+	}
+	return nil
+}
+
+// validate checks the HTTP options.
+func (h *ClientHTTP) validate() error {
+	if h == nil {
+		return nil
+	}
+	for _, w := range []uint32{h.HTTP2InitialStreamWindowSize, h.HTTP2InitialConnectionWindowSize} {
+		if w != 0 && (w < MinHTTP2Window || w > MaxHTTP2Window) {
+			return fmt.Errorf("an HTTP/2 window of %d bytes, %d to %d", w, MinHTTP2Window, MaxHTTP2Window)
+		}
+	}
+	if h.HTTP2MaxConcurrentStreams > MaxHTTP2Window {
+		return fmt.Errorf("%d concurrent HTTP/2 streams", h.HTTP2MaxConcurrentStreams)
+	}
+	if h.HTTP10DefaultHost != "" && (!h.HTTP10 || !validDefaultHost(h.HTTP10DefaultHost)) {
+		return fmt.Errorf("HTTP/1.0 default host %q", h.HTTP10DefaultHost)
+	}
+	switch h.EscapedSlashes {
+	case "", EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndForward, EscapedSlashesUnescapeRedirect:
+	default:
+		return fmt.Errorf("escaped slashes action %q", h.EscapedSlashes)
+	}
+	return nil
+}
+
+// validDefaultHost: a lower-case DNS name of letters, digits, '-' and '.', at most 253
+// characters (no wildcard).
+func validDefaultHost(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// TCPOnly reports whether c has only settings a TCP listener may have.
+func (c *ClientTraffic) TCPOnly() bool {
+	tcp := ClientTraffic{ProxyProtocol: c.ProxyProtocol, TCPIdleTimeout: c.TCPIdleTimeout, Keepalive: c.Keepalive, BufferLimit: c.BufferLimit}
+	return reflect.DeepEqual(*c, tcp)
 }
 
 // ClientTLS are TLS parameters of a listener's terminating filter chains (DownstreamTlsContext
@@ -123,8 +264,17 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	if c == nil {
 		return nil
 	}
-	if p != ProtocolHTTP && p != ProtocolHTTPS {
-		return fmt.Errorf("client traffic settings on a %s listener (HTTP and HTTPS only)", p)
+	switch {
+	case p == ProtocolTCP && !c.TCPOnly():
+		return fmt.Errorf("client traffic settings on a TCP listener other than the PROXY protocol, TCP idle timeout, keepalive and buffer limit")
+	case p != ProtocolHTTP && p != ProtocolHTTPS && p != ProtocolTCP:
+		return fmt.Errorf("client traffic settings on a %s listener (TCP, HTTP and HTTPS only)", p)
+	}
+	if err := c.validateConnection(); err != nil {
+		return err
+	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
 	}
 	if c.ConnectionLimitDelay != 0 && c.ConnectionLimit == 0 {
 		return fmt.Errorf("a connection limit delay without a connection limit")

@@ -101,9 +101,9 @@ type Listener struct {
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
-	// ClientTraffic (HTTP, HTTPS; clienttraffic.go) is how the listener and its connection
-	// managers treat the clients' connections and requests (a Gateway's ClientTrafficPolicy);
-	// nil keeps Envoy's defaults.
+	// ClientTraffic (HTTP, HTTPS; TCP its connection settings only; clienttraffic.go) is how
+	// the listener and its connection managers treat the clients' connections and requests
+	// (a Gateway's ClientTrafficPolicy); nil keeps Envoy's defaults.
 	ClientTraffic *ClientTraffic `json:"clientTraffic,omitempty"`
 	// StreamIdleTimeout (HTTP, HTTPS) ends requests and streams with no traffic either way
 	// for this long, unless their route sets its own; 0 keeps Envoy's default (5 min).

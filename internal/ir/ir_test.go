@@ -41,6 +41,26 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 		"client traffic on a TCP listener": {func(c *ir.Config) {
 			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{IdleTimeout: ir.Duration(time.Minute)}
 		}, "client traffic settings on a TCP listener"},
+		"client connection settings on a TCP listener": {func(c *ir.Config) {
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ProxyProtocol: &ir.ProxyProtocol{}, TCPIdleTimeout: ir.Duration(time.Minute),
+				Keepalive: &ir.TCPKeepalive{Probes: 3}, BufferLimit: 32768}
+		}, ""},
+		"client HTTP options on a TCP listener": {func(c *ir.Config) {
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ProxyProtocol: &ir.ProxyProtocol{}, HTTP: &ir.ClientHTTP{MergeSlashes: true}}
+		}, "client traffic settings on a TCP listener other than"},
+		"client buffer limit over Envoy's default": {func(c *ir.Config) {
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{BufferLimit: 2 << 20}
+		}, "a buffer limit of 2097152 bytes"},
+		"client HTTP/2 window under HTTP/2's": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{HTTP: &ir.ClientHTTP{HTTP2InitialStreamWindowSize: 1024}}
+		}, "an HTTP/2 window of 1024 bytes"},
+		"client HTTP/1.0 default host that is no name": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{HTTP: &ir.ClientHTTP{HTTP10: true, HTTP10DefaultHost: "*.example.com"}}
+		}, "HTTP/1.0 default host"},
 		"client traffic on an HTTP listener": {func(c *ir.Config) {
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""

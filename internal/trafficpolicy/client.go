@@ -25,12 +25,25 @@ var servedClient = map[string]any{
 	"targetSelectors": nil,
 	"timeout": map[string]any{
 		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil},
+		"tcp":  map[string]any{"idleTimeout": nil},
 	},
-	"headers": map[string]any{"withUnderscoresAction": nil},
+	"headers": map[string]any{"withUnderscoresAction": nil, "preserveXRequestID": nil},
 	"connection": map[string]any{
 		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
 		"maxAcceptPerSocketEvent": nil,
+		"bufferLimit":             nil,
 	},
+	"tcpKeepalive": map[string]any{"probes": nil, "idleTime": nil, "interval": nil},
+	"http1": map[string]any{
+		"enableTrailers": nil, "preserveHeaderCase": nil,
+		"http10": map[string]any{"useDefaultHost": nil},
+	},
+	"http2": map[string]any{
+		"initialStreamWindowSize": nil, "initialConnectionWindowSize": nil, "maxConcurrentStreams": nil, "onInvalidMessage": nil,
+	},
+	"path":                map[string]any{"escapedSlashesAction": nil, "disableMergeSlashes": nil},
+	"enableProxyProtocol": nil,
+	"proxyProtocol":       map[string]any{"optional": nil},
 	"clientIPDetection": map[string]any{
 		"xForwardedFor": map[string]any{"numTrustedHops": nil},
 		"customHeader":  map[string]any{"name": nil, "failClosed": nil},
@@ -58,6 +71,39 @@ const (
 	MaxTrustedHops = 8
 	// MaxClientIPHeaderLength bounds clientIPDetection.customHeader.name (Envoy Gateway's CRD).
 	MaxClientIPHeaderLength = 255
+	// MaxTCPIdleTimeout bounds timeout.tcp.idleTimeout: Envoy's TCP proxy default of one
+	// hour is the most a tenant may ask (an idle proxied connection holds two sockets of the
+	// hub); none (0s) is refused.
+	MaxTCPIdleTimeout = time.Hour
+	// MaxKeepaliveProbes bounds tcpKeepalive.probes (Linux allows 127; its default is 9).
+	MaxKeepaliveProbes = 16
+	// MaxKeepaliveTime bounds tcpKeepalive.idleTime and interval (Linux's default idle time,
+	// two hours; probes only end dead connections sooner, so any value holds nothing longer;
+	// whole seconds from 1s, as the socket options take them).
+	MaxKeepaliveTime = 2 * time.Hour
+	// MinBufferLimit and MaxBufferLimit bound connection.bufferLimit: Envoy's default of
+	// 1 MiB per connection is the most a tenant may ask (the buffer is the hub's memory);
+	// below 1 KiB a request line would not fit.
+	MinBufferLimit = 1 << 10
+	MaxBufferLimit = 1 << 20
+	// MinHTTP2Window, MaxHTTP2StreamWindow and MaxHTTP2ConnectionWindow bound http2's
+	// window sizes: HTTP/2's own minimum, and Envoy 1.40's defaults (16 MiB per stream,
+	// 24 MiB per connection: what a client may make the hub buffer): a tenant may only lower
+	// them.
+	MinHTTP2Window           = 65535
+	MaxHTTP2StreamWindow     = 16 << 20
+	MaxHTTP2ConnectionWindow = 24 << 20
+	// MaxHTTP2ConcurrentStreams bounds http2.maxConcurrentStreams (Envoy 1.40's default:
+	// each stream holds memory of the hub).
+	MaxHTTP2ConcurrentStreams = 1024
+)
+
+// The actions of path.escapedSlashesAction.
+const (
+	EscapedSlashesKeepUnchanged       = "KeepUnchanged"
+	EscapedSlashesRejectRequest       = "RejectRequest"
+	EscapedSlashesUnescapeAndForward  = "UnescapeAndForward"
+	EscapedSlashesUnescapeAndRedirect = "UnescapeAndRedirect"
 )
 
 // The actions of headers.withUnderscoresAction.
@@ -98,6 +144,41 @@ type ClientSettings struct {
 	// TLS (nil: Envoy's defaults) are the TLS settings of the terminating HTTPS and TLS
 	// listeners.
 	TLS *ClientTLS
+	// TCPIdleTimeout (0: Envoy's default, one hour) closes a proxied TCP connection without
+	// a byte either way for this long.
+	TCPIdleTimeout time.Duration
+	// Keepalive (nil: none) turns on TCP keepalive on the listeners' sockets.
+	Keepalive *Keepalive
+	// BufferLimit (0: Envoy's default, 1 MiB) is the most bytes buffered per connection.
+	BufferLimit uint32
+	// HTTP1 options: trailers passed on, header case kept, HTTP/1.0 accepted (with the
+	// listener's hostname as the default Host).
+	HTTP1Trailers, HTTP1PreserveHeaderCase, HTTP10, HTTP10DefaultHost bool
+	// HTTP2 (nil: Envoy's defaults) are the HTTP/2 options.
+	HTTP2 *HTTP2
+	// EscapedSlashes ("": Envoy's default, kept) is path.escapedSlashesAction; MergeSlashes
+	// merges adjacent slashes of paths (a policy with path, unless disableMergeSlashes).
+	EscapedSlashes string
+	MergeSlashes   bool
+	// PreserveXRequestID keeps a client's X-Request-ID.
+	PreserveXRequestID bool
+	// ProxyProtocol reads a PROXY protocol header on every connection; ProxyProtocolOptional
+	// accepts connections without one.
+	ProxyProtocol, ProxyProtocolOptional bool
+}
+
+// Keepalive is a checked tcpKeepalive (zero fields: the system's defaults).
+type Keepalive struct {
+	Probes             uint32
+	IdleTime, Interval time.Duration
+}
+
+// HTTP2 is a checked http2 (zero fields: Envoy's defaults).
+type HTTP2 struct {
+	InitialStreamWindowSize, InitialConnectionWindowSize, MaxConcurrentStreams uint32
+	// TerminateStream resets only the stream of an invalid message (onInvalidMessage
+	// TerminateStream), not the connection.
+	TerminateStream bool
 }
 
 // ClientTLS is a checked tls of a ClientTrafficPolicy. Empty fields keep Envoy's defaults.
@@ -154,6 +235,12 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			errs = append(errs, err)
 		}
 	}
+	if t := ct.Timeout; t != nil && t.TCP != nil {
+		var err error
+		if out.TCPIdleTimeout, err = clientDuration("timeout.tcp.idleTimeout", t.TCP.IdleTimeout, MaxTCPIdleTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if h := ct.Headers; h != nil {
 		switch a := h.WithUnderscoresAction; a {
 		case "", UnderscoresAllow, UnderscoresRejectRequest, UnderscoresDropHeader:
@@ -161,6 +248,7 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 		default:
 			errs = append(errs, fmt.Errorf("headers.withUnderscoresAction %q is not an action; use Allow, RejectRequest or DropHeader", truncate(a)))
 		}
+		out.PreserveXRequestID = isTrue(h.PreserveXRequestID)
 	}
 	if c := ct.Connection; c != nil {
 		if l := c.ConnectionLimit; l != nil {
@@ -189,7 +277,14 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 				out.MaxAcceptPerSocketEvent = *n
 			}
 		}
+		if b := c.BufferLimit; b != nil {
+			var err error
+			if out.BufferLimit, err = byteSize("connection.bufferLimit", b, MinBufferLimit, MaxBufferLimit); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
+	errs = append(errs, resolveClientProtocols(ct, out)...)
 	if d := ct.ClientIPDetection; d != nil {
 		errs = append(errs, resolveClientIP(d, out)...)
 	}

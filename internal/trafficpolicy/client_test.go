@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // TestReadClientNamesUnsupportedFields: a ClientTrafficPolicy with fields kubelb does not
@@ -13,20 +15,22 @@ func TestReadClientNamesUnsupportedFields(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
 		{`
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]
-timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m}}
-headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true}
-`, "spec.headers.enableEnvoyHeaders, spec.timeout.http.streamIdleTimeout, spec.timeout.tcp not yet supported by kubelb"},
+timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m, tlsHandshakeTimeout: 5s}}
+headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true, preserveXRequestID: true}
+`, "spec.headers.enableEnvoyHeaders, spec.timeout.http.streamIdleTimeout, spec.timeout.tcp.tlsHandshakeTimeout not yet supported by kubelb"},
 		{`
 targetSelectors: [{kind: Gateway}]
-connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1}
+connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1, socketBufferLimit: 1Mi}
 tls: {minVersion: "1.3", session: {}}
-http1: {enableTrailers: true}
-http2: {}
+http1: {enableTrailers: true, ignoredUpgradeTypes: [h2c], disableSafeMaxConnectionDuration: true}
+http2: {maxConcurrentStreams: 10, connectionKeepalive: {}}
 http3: {}
-proxyProtocol: {}
-path: {}
+proxyProtocol: {optional: true}
+path: {disableMergeSlashes: true}
+tcpKeepalive: {probes: 3}
 clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
-`, "spec.clientIPDetection.xForwardedFor.trustedCIDRs, spec.connection.bufferLimit, spec.connection.connectionLimit.maxConnectionDuration, spec.http1, spec.http2, spec.http3, spec.path, spec.proxyProtocol, … not yet supported by kubelb"},
+healthCheck: {}
+`, "spec.clientIPDetection.xForwardedFor.trustedCIDRs, spec.connection.connectionLimit.maxConnectionDuration, spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, … not yet supported by kubelb"},
 		{`clientIPDetection: {directSourceIP: {}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP not yet supported by kubelb"},
 		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: []}, fingerprints: [SHA256]}`, "spec.tls.clientValidation, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
@@ -78,6 +82,20 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}`, ClientSettings{}},
 		{`clientIPDetection: {customHeader: {name: X-Real-IP}}`, ClientSettings{ClientIPHeader: "x-real-ip"}},
 		{`clientIPDetection: {customHeader: {name: x-client, failClosed: true}}`, ClientSettings{ClientIPHeader: "x-client", ClientIPHeaderFailClosed: true}},
+		{`timeout: {tcp: {idleTimeout: 90s}}`, ClientSettings{TCPIdleTimeout: 90 * time.Second}},
+		{`connection: {bufferLimit: 32Ki}`, ClientSettings{BufferLimit: 32 << 10}},
+		{`connection: {bufferLimit: 1048576}`, ClientSettings{BufferLimit: 1 << 20}},
+		{`headers: {preserveXRequestID: true}`, ClientSettings{PreserveXRequestID: true}},
+		{`http1: {enableTrailers: true, preserveHeaderCase: true, http10: {useDefaultHost: true}}`,
+			ClientSettings{HTTP1Trailers: true, HTTP1PreserveHeaderCase: true, HTTP10: true, HTTP10DefaultHost: true}},
+		{`http1: {http10: {}}`, ClientSettings{HTTP10: true}},
+		{`http1: {enableTrailers: false}`, ClientSettings{}},
+		{`path: {escapedSlashesAction: RejectRequest}`, ClientSettings{EscapedSlashes: EscapedSlashesRejectRequest, MergeSlashes: true}},
+		{`path: {disableMergeSlashes: true}`, ClientSettings{}},
+		{`enableProxyProtocol: true`, ClientSettings{ProxyProtocol: true}},
+		{`enableProxyProtocol: false`, ClientSettings{}},
+		{`proxyProtocol: {}`, ClientSettings{ProxyProtocol: true}},
+		{`{enableProxyProtocol: false, proxyProtocol: {optional: true}}`, ClientSettings{ProxyProtocol: true, ProxyProtocolOptional: true}},
 	} {
 		ct, err := ReadClient("ns", "ip", spec(t, tc.spec))
 		if err != nil {
@@ -102,6 +120,20 @@ tls:
 	s, err = ResolveClient(ct)
 	if err != nil {
 		t.Fatal(err)
+	}
+	ct, err = ReadClient("ns", "h2", spec(t, `
+tcpKeepalive: {probes: 3, idleTime: 1m, interval: 10s}
+http2: {initialStreamWindowSize: 64Ki, initialConnectionWindowSize: 1Mi, maxConcurrentStreams: 100, onInvalidMessage: TerminateStream}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ResolveClient(ct); err != nil || *s.Keepalive != (Keepalive{Probes: 3, IdleTime: time.Minute, Interval: 10 * time.Second}) ||
+		*s.HTTP2 != (HTTP2{InitialStreamWindowSize: 64 << 10, InitialConnectionWindowSize: 1 << 20, MaxConcurrentStreams: 100, TerminateStream: true}) {
+		t.Errorf("tcpKeepalive and http2: got %+v, %v", s, err)
+	}
+	if s, err := ResolveClient(&v1alpha1.ClientTraffic{TCPKeepalive: &v1alpha1.ClientTrafficTCPKeepalive{}}); err != nil || *s.Keepalive != (Keepalive{}) {
+		t.Errorf("an empty tcpKeepalive turns keepalive on with the system's timers: got %+v, %v", s, err)
 	}
 	if want := (&ClientTLS{MinVersion: "1.2", Ciphers: []string{"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"}, ECDHCurves: []string{"X25519"},
 		SignatureAlgorithms: []string{"rsa_pss_rsae_sha256"}, ALPN: []string{"h2"}}); !reflect.DeepEqual(s.TLS, want) {
@@ -142,6 +174,24 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`tls: {signatureAlgorithms: [rsa_pkcs1_md5]}`, `tls.signatureAlgorithms "rsa_pkcs1_md5" is not one kubelb knows`},
 		{`tls: {alpnProtocols: [h3]}`, `tls.alpnProtocols "h3" is not one kubelb knows; use h2, http/1.1, http/1.0`},
 		{`tls: {ecdhCurves: [` + strings.Repeat("X25519, ", 16) + `X25519]}`, "tls.ecdhCurves has 17 entries; at most 16"},
+		{`timeout: {tcp: {idleTimeout: 0s}}`, "timeout.tcp.idleTimeout 0s is out of range; use 1s to 1h0m0s"},
+		{`timeout: {tcp: {idleTimeout: 2h}}`, "timeout.tcp.idleTimeout 2h is out of range"},
+		{`tcpKeepalive: {probes: 0}`, "tcpKeepalive.probes 0 is out of range; use 1 to 16"},
+		{`tcpKeepalive: {probes: 100}`, "tcpKeepalive.probes 100 is out of range"},
+		{`tcpKeepalive: {idleTime: 3h}`, "tcpKeepalive.idleTime 3h is out of range; use 1s to 2h0m0s"},
+		{`tcpKeepalive: {interval: 1500ms}`, "tcpKeepalive.interval 1500ms is not whole seconds"},
+		{`tcpKeepalive: {interval: 500ms}`, "tcpKeepalive.interval 500ms is out of range"},
+		{`connection: {bufferLimit: 2Mi}`, "connection.bufferLimit 2Mi is out of range; use 1Ki to 1Mi"},
+		{`connection: {bufferLimit: 512}`, "connection.bufferLimit 512 is out of range"},
+		{`connection: {bufferLimit: 1.5Ki}`, `connection.bufferLimit "1.5Ki" is not a whole number of bytes`},
+		{`connection: {bufferLimit: lots}`, `connection.bufferLimit "lots" is not a size such as 32768 or 64Ki`},
+		{`http2: {initialStreamWindowSize: 32Mi}`, "http2.initialStreamWindowSize 32Mi is out of range; use 65535 to 16Mi"},
+		{`http2: {initialConnectionWindowSize: 1024}`, "http2.initialConnectionWindowSize 1024 is out of range"},
+		{`http2: {maxConcurrentStreams: 0}`, "http2.maxConcurrentStreams 0 is out of range; use 1 to 1024"},
+		{`http2: {maxConcurrentStreams: 1025}`, "http2.maxConcurrentStreams 1025 is out of range"},
+		{`http2: {initialConnectionWindowSize: 25Mi}`, "http2.initialConnectionWindowSize 25Mi is out of range; use 65535 to 24Mi"},
+		{`http2: {onInvalidMessage: Ignore}`, `http2.onInvalidMessage "Ignore" is not an action; use TerminateConnection or TerminateStream`},
+		{`path: {escapedSlashesAction: Unescape}`, `path.escapedSlashesAction "Unescape" is not an action`},
 		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
 			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},
 	} {

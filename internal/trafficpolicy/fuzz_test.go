@@ -146,6 +146,10 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"clientIPDetection":{"xForwardedFor":{"numTrustedHops":-2147483648},"customHeader":{"name":"x\r\ny"}}}`,
 		`{"clientIPDetection":{"customHeader":{"name":"X-Real-IP","failClosed":true}}}`,
 		`{"tls":{"minVersion":"1.3","maxVersion":"1.2","ciphers":["AES128-SHA:x"],"ecdhCurves":["X25519"],"alpnProtocols":["h2","h3"]}}`,
+		`{"timeout":{"tcp":{"idleTimeout":"99999h"}},"tcpKeepalive":{"probes":-1,"idleTime":"1500ms","interval":"0s"}}`,
+		`{"connection":{"bufferLimit":"9Ei"},"http2":{"initialStreamWindowSize":"-1","initialConnectionWindowSize":4294967296,"maxConcurrentStreams":2147483648,"onInvalidMessage":"x"}}`,
+		`{"connection":{"bufferLimit":"1e3"},"http1":{"enableTrailers":true,"preserveHeaderCase":true,"http10":{"useDefaultHost":true}},"path":{"escapedSlashesAction":"RejectRequest","disableMergeSlashes":false}}`,
+		`{"enableProxyProtocol":true,"proxyProtocol":{"optional":true},"headers":{"preserveXRequestID":true}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -165,6 +169,26 @@ func FuzzReadResolveClient(f *testing.F) {
 		for _, d := range []struct{ v, max time.Duration }{{s.RequestReceivedTimeout, MaxRequestReceivedTimeout}, {s.IdleTimeout, MaxClientIdleTimeout}} {
 			if d.v != 0 && (d.v < MinClientTimeout || d.v > d.max) {
 				t.Fatalf("settings out of bounds: %+v", s)
+			}
+		}
+		if s.TCPIdleTimeout != 0 && (s.TCPIdleTimeout < MinClientTimeout || s.TCPIdleTimeout > MaxTCPIdleTimeout) {
+			t.Fatalf("tcp idle timeout out of bounds: %+v", s)
+		}
+		if k := s.Keepalive; k != nil && (k.Probes > MaxKeepaliveProbes || k.IdleTime > MaxKeepaliveTime || k.Interval > MaxKeepaliveTime || k.IdleTime%time.Second != 0 || k.Interval%time.Second != 0 ||
+			(k.IdleTime != 0 && k.IdleTime < time.Second) || (k.Interval != 0 && k.Interval < time.Second)) {
+			t.Fatalf("keepalive out of bounds: %+v", k)
+		}
+		if s.BufferLimit != 0 && (s.BufferLimit < MinBufferLimit || s.BufferLimit > MaxBufferLimit) {
+			t.Fatalf("buffer limit out of bounds: %+v", s)
+		}
+		if h := s.HTTP2; h != nil {
+			for _, w := range []struct{ v, max uint32 }{{h.InitialStreamWindowSize, MaxHTTP2StreamWindow}, {h.InitialConnectionWindowSize, MaxHTTP2ConnectionWindow}} {
+				if w.v != 0 && (w.v < MinHTTP2Window || w.v > w.max) {
+					t.Fatalf("http2 window out of bounds: %+v", h)
+				}
+			}
+			if h.MaxConcurrentStreams > MaxHTTP2ConcurrentStreams {
+				t.Fatalf("http2 streams out of bounds: %+v", h)
 			}
 		}
 		if s.ConnectionLimit > MaxConnectionLimit || s.CloseDelay < 0 || s.CloseDelay > MaxCloseDelay || s.MaxAcceptPerSocketEvent > MaxAcceptPerSocketEvent {

@@ -81,15 +81,7 @@ func slowWhenAsked(int) http.Handler {
 // Envoy, and returns the address of the listener on httpPort once Envoy answers GET / there.
 func serveThroughEnvoy(t *testing.T, tenant string, in translate.Input, httpPort int) string {
 	t.Helper()
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(httpPort)
+	addr := pushToEnvoy(t, tenant, in, httpPort)
 	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the route", func() error {
 		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/")
 		if err != nil {
@@ -99,6 +91,21 @@ func serveThroughEnvoy(t *testing.T, tenant string, in translate.Input, httpPort
 		return nil
 	})
 	return addr
+}
+
+// pushToEnvoy translates in, which must give no problem, starts a real Envoy with it and
+// returns the loopback address of its listener on port (not waiting for it).
+func pushToEnvoy(t *testing.T, tenant string, in translate.Input, port int) string {
+	t.Helper()
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	return testsupport.Loopback(port)
 }
 
 // trafficGet sends GET / with headers (name, value pairs) on a new connection.

@@ -39,6 +39,34 @@ var underscoresActions = map[string]ir.UnderscoresAction{
 // (in the Gateway's order) with a policy of its own decides for the port, and the others'
 // are reported.
 func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
+	s := t.clientSettingsFor(g, ls)
+	if s == nil {
+		return nil
+	}
+	var tls *ir.ClientTLS
+	if c := s.TLS; c != nil {
+		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
+			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
+	}
+	out := clientConnection(s)
+	out.HTTP = t.clientHTTP(g, ls, s)
+	return out.withHTTP(ir.ClientTraffic{
+		TLS:                      tls,
+		RequestReceivedTimeout:   ir.Duration(s.RequestReceivedTimeout),
+		IdleTimeout:              ir.Duration(s.IdleTimeout),
+		HeadersWithUnderscores:   underscoresActions[s.WithUnderscores],
+		ConnectionLimit:          s.ConnectionLimit,
+		ConnectionLimitDelay:     ir.Duration(s.CloseDelay),
+		MaxAcceptPerSocketEvent:  s.MaxAcceptPerSocketEvent,
+		XFFTrustedHops:           s.XFFTrustedHops,
+		ClientIPHeader:           s.ClientIPHeader,
+		ClientIPHeaderFailClosed: s.ClientIPHeaderFailClosed,
+	})
+}
+
+// clientSettingsFor is the checked ClientTrafficPolicy that applies to the Envoy listener of
+// Gateway g's listeners ls (clientTrafficFor), nil when none or when it asks for nothing.
+func (t *l7) clientSettingsFor(g *gateway, ls []*gwListener) *trafficpolicy.ClientSettings {
 	ctx := sourceContext(g.route)
 	if ctx == nil {
 		return nil
@@ -70,27 +98,11 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	if s == nil || *s == (trafficpolicy.ClientSettings{}) {
 		return nil
 	}
-	var tls *ir.ClientTLS
-	if c := s.TLS; c != nil {
-		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
-			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
-	}
-	return &ir.ClientTraffic{
-		TLS:                      tls,
-		RequestReceivedTimeout:   ir.Duration(s.RequestReceivedTimeout),
-		IdleTimeout:              ir.Duration(s.IdleTimeout),
-		HeadersWithUnderscores:   underscoresActions[s.WithUnderscores],
-		ConnectionLimit:          s.ConnectionLimit,
-		ConnectionLimitDelay:     ir.Duration(s.CloseDelay),
-		MaxAcceptPerSocketEvent:  s.MaxAcceptPerSocketEvent,
-		XFFTrustedHops:           s.XFFTrustedHops,
-		ClientIPHeader:           s.ClientIPHeader,
-		ClientIPHeaderFailClosed: s.ClientIPHeaderFailClosed,
-	}
+	return s
 }
 
 // detectsClientAddress: Gateway g's ClientTrafficPolicy reads its clients' addresses from
-// X-Forwarded-For (trusted hops) or a header, on all its listeners (the Gateway's policy
+// X-Forwarded-For (trusted hops), a header or a PROXY protocol header, on all its listeners (the Gateway's policy
 // applies as written, and every listener's own policy, if any, does so too): the proxy
 // before the hub gives the addresses, so the hub Service need not keep them
 // (ReasonClientAddressUnknown is not reported). Nothing is reported here.
@@ -101,7 +113,7 @@ func (t *l7) detectsClientAddress(g *gateway) bool {
 	}
 	detects := func(ct *v1alpha1.ClientTraffic) bool {
 		s, err := trafficpolicy.ResolveClient(ct)
-		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && (s.XFFTrustedHops > 0 || s.ClientIPHeader != "")
+		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && (s.XFFTrustedHops > 0 || s.ClientIPHeader != "" || s.ProxyProtocol)
 	}
 	if !detects(ctx.ClientTraffic) {
 		return false

@@ -18,9 +18,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // clientTrafficThroughEnvoy serves an HTTPRoute (one rule to Service web, whose backends
@@ -231,6 +229,15 @@ func TestClientTrafficConnectionLimitThroughEnvoy(t *testing.T) {
 // (one rule to Service web), through a real Envoy; it returns the listener's address.
 func clientIPThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic) string {
 	t.Helper()
+	in, httpPort := clientIPInput(t, tenant, ct, "203.0.113.0/24")
+	return serveThroughEnvoy(t, tenant, in, httpPort)
+}
+
+// clientIPInput is a Gateway carrying the ClientTrafficPolicy ct and a SecurityPolicy that
+// allows clients in cidr only (default Deny), and its HTTPRoute (one rule to Service web,
+// served on loopback); it returns the input and the Envoy listener's port.
+func clientIPInput(t *testing.T, tenant string, ct *v1alpha1.ClientTraffic, cidr string) (translate.Input, int) {
+	t.Helper()
 	nodePort := testsupport.FreePort(t)
 	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "web"})
 	httpPort := testsupport.FreePort(t)
@@ -240,8 +247,8 @@ func clientIPThroughEnvoy(t *testing.T, tenant string, ct *v1alpha1.ClientTraffi
 	in := oneGateway(t, tenant, gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}, httpPort, []gwv1.HTTPRouteRule{rule}, nodePort)
 	in.Routes[0].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{ClientTraffic: ct,
 		Security: &v1alpha1.Security{Namespace: "shop", Name: "partners", Authorization: &v1alpha1.SecurityAuthorization{DefaultAction: "Deny",
-			Rules: []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{"203.0.113.0/24"}}}}}}}
-	return serveThroughEnvoy(t, tenant, in, httpPort)
+			Rules: []v1alpha1.SecurityRule{{Action: "Allow", Principal: v1alpha1.SecurityPrincipal{ClientCIDRs: []string{cidr}}}}}}}
+	return in, httpPort
 }
 
 // statusWith sends GET / from loopback with headers (name, value pairs) and returns the status.
@@ -328,15 +335,7 @@ func TestClientTrafficTLSThroughEnvoy(t *testing.T) {
 		TLS: &v1alpha1.ClientTrafficTLS{MinVersion: "1.3", ALPNProtocols: []string{"http/1.1"}}}}
 	in.Secrets = []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "synced-server", Namespace: tenant,
 		Labels: map[string]string{v1alpha1.LabelOriginName: "server", v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: serverData}}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, tenant, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(httpsPort)
+	addr := pushToEnvoy(t, tenant, in, httpsPort)
 	tls13 := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS13}
 	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
 		a, err := sendTLS(addr, tls13, "www.example.com", "/")

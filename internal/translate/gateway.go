@@ -714,6 +714,9 @@ func (t *l7) emitGateway(g *gateway) {
 			il.Cluster, il.Backends, il.FailedWeight = first.stream.target()
 			il.Owners = append(il.Owners, first.streamOwner)
 			il.Protocol = ir.ProtocolTCP
+			if !k.udp {
+				il.ClientTraffic = t.clientTrafficForTCP(g, ls)
+			}
 			if k.udp {
 				il.Protocol = ir.ProtocolUDP
 				il.IdleTimeout = ir.Duration(t.opts.UDPSessionIdleTimeout)

@@ -202,6 +202,9 @@ func (s *bytesource) gatewayInput() translate.Input {
 		if s.intn(2) == 0 {
 			r.Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{NamespaceLabels: map[string]string{"team": "a"},
 				GrantedRefs: []v1alpha1.GrantedRef{{Kind: "Service", Namespace: "other", Name: "app"}}}
+			if s.intn(2) == 0 {
+				r.Spec.Source.Kubernetes.Context.ClientTraffic = s.fuzzClientTraffic()
+			}
 		}
 		in.Routes = append(in.Routes, r)
 	}
@@ -247,4 +250,25 @@ func FuzzGatewayAPI(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzClientTraffic is a ClientTrafficPolicy with connection and protocol options, within
+// the bounds and beyond them.
+func (s *bytesource) fuzzClientTraffic() *v1alpha1.ClientTraffic {
+	yes, no := true, false
+	probes, streams := int64(pick(s, 0, 3, 200)), int64(pick(s, 0, 100, 1<<31))
+	size := func() *intstr.IntOrString {
+		v := intstr.FromString(pick(s, "64Ki", "1Mi", "2Gi", "1.5", "x"))
+		return &v
+	}
+	return &v1alpha1.ClientTraffic{Namespace: "ns", Name: "clients",
+		Timeout:       &v1alpha1.ClientTrafficTimeout{TCP: &v1alpha1.ClientTrafficTCPTimeout{IdleTimeout: pick(s, "", "90s", "2h")}},
+		TCPKeepalive:  &v1alpha1.ClientTrafficTCPKeepalive{Probes: &probes, IdleTime: pick(s, "", "1m", "1500ms"), Interval: pick(s, "", "10s", "3h")},
+		Connection:    &v1alpha1.ClientTrafficConnection{BufferLimit: size()},
+		HTTP1:         &v1alpha1.ClientTrafficHTTP1{EnableTrailers: &yes, PreserveHeaderCase: pick(s, &yes, &no), HTTP10: &v1alpha1.ClientTrafficHTTP10{UseDefaultHost: pick(s, &yes, &no)}},
+		HTTP2:         &v1alpha1.ClientTrafficHTTP2{InitialStreamWindowSize: size(), MaxConcurrentStreams: &streams, OnInvalidMessage: pick(s, "", "TerminateStream", "x")},
+		Path:          &v1alpha1.ClientTrafficPath{EscapedSlashesAction: pick(s, "", "RejectRequest", "UnescapeAndRedirect", "x"), DisableMergeSlashes: pick(s, &yes, &no)},
+		ProxyProtocol: pick(s, nil, &v1alpha1.ClientTrafficProxyProtocol{}, &v1alpha1.ClientTrafficProxyProtocol{Optional: &yes}),
+		Headers:       &v1alpha1.ClientTrafficHeaders{PreserveXRequestID: pick(s, &yes, &no)},
+	}
 }

@@ -18,11 +18,13 @@ import (
 // TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
 // against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
 // routes', its clientIPDetection too) and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
-// (Warning Event); a policy with fields kubelb does not serve (path, connection.bufferLimit) is Invalid
-// naming them (Warning Event) and nothing travels; one naming a listener (sectionName) is
-// Invalid naming it; one on a Gateway that does not exist is TargetNotFound. Fixed with an
-// idle timeout beyond the hub's hour, 20 trusted X-Forwarded-For hops and TLS 1.0 it is
-// Invalid naming the three; fixed again (TLS 1.3, ALPN http/1.1), it is
+// (Warning Event); a policy with fields kubelb does not serve (http3,
+// connection.socketBufferLimit) is Invalid naming them (Warning Event) and nothing travels;
+// one naming a listener (sectionName) is Invalid naming it; one on a Gateway that does not
+// exist is TargetNotFound. Fixed with an idle timeout beyond the hub's hour, 20 trusted
+// X-Forwarded-For hops, TLS 1.0 and a buffer limit of 2Mi it is Invalid naming the four;
+// fixed again (TLS 1.3, ALPN http/1.1, an optional PROXY protocol header, keepalive, a
+// buffer limit of 64Ki, HTTP/1.0, 50 HTTP/2 streams, escaped slashes refused), it is
 // Accepted and travels.
 func TestClientTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
@@ -51,8 +53,8 @@ headers: {withUnderscoresAction: Allow}
 	e.create(t, ctp("with-tls", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
 tls: {minVersion: "1.3"}
-connection: {bufferLimit: 1Mi}
-path: {escapedSlashesAction: KeepUnchanged}
+connection: {socketBufferLimit: 1Mi}
+http3: {}
 timeout: {http: {idleTimeout: 30s}}
 `))
 	e.create(t, ctp("per-listener", `
@@ -95,8 +97,8 @@ timeout: {http: {idleTimeout: 30s}}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "spec.connection.bufferLimit, spec.path not yet supported by kubelb") {
-		t.Errorf("Invalid message %q does not name spec.connection.bufferLimit and spec.path", msg)
+	if !strings.Contains(msg, "spec.connection.socketBufferLimit, spec.http3 not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection.socketBufferLimit and spec.http3", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
@@ -130,8 +132,8 @@ timeout: {http: {idleTimeout: 30s}}
 	// Its unsupported fields removed, an idle timeout beyond the hub's bound: Invalid, naming it.
 	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
 		spec := p.Object["spec"].(map[string]any)
-		delete(spec, "path")
-		delete(spec, "connection")
+		delete(spec, "http3")
+		spec["connection"] = map[string]any{"bufferLimit": "2Mi"}
 		spec["tls"] = map[string]any{"minVersion": "1.0"}
 		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
 		spec["clientIPDetection"] = map[string]any{"xForwardedFor": map[string]any{"numTrustedHops": int64(20)}}
@@ -139,7 +141,8 @@ timeout: {http: {idleTimeout: 30s}}
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
 	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") ||
 		!strings.Contains(msg, "clientIPDetection.xForwardedFor.numTrustedHops 20 is out of range; use 0 to 8") ||
-		!strings.Contains(msg, "tls.minVersion 1.0 is refused: TLS 1.0 and 1.1 are deprecated") {
+		!strings.Contains(msg, "tls.minVersion 1.0 is refused: TLS 1.0 and 1.1 are deprecated") ||
+		!strings.Contains(msg, "connection.bufferLimit 2Mi is out of range; use 1Ki to 1Mi") {
 		t.Errorf("Invalid message %q does not name the bounds", msg)
 	}
 
@@ -148,13 +151,28 @@ timeout: {http: {idleTimeout: 30s}}
 		p.Object["spec"].(map[string]any)["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "30m"}}
 		delete(p.Object["spec"].(map[string]any), "clientIPDetection")
 		p.Object["spec"].(map[string]any)["tls"] = map[string]any{"minVersion": "1.3", "alpnProtocols": []any{"http/1.1"}}
+		p.Object["spec"].(map[string]any)["connection"] = map[string]any{"bufferLimit": "64Ki"}
+		p.Object["spec"].(map[string]any)["proxyProtocol"] = map[string]any{"optional": true}
+		p.Object["spec"].(map[string]any)["tcpKeepalive"] = map[string]any{"probes": int64(3), "idleTime": "1m"}
+		p.Object["spec"].(map[string]any)["http1"] = map[string]any{"http10": map[string]any{}}
+		p.Object["spec"].(map[string]any)["http2"] = map[string]any{"maxConcurrentStreams": int64(50)}
+		p.Object["spec"].(map[string]any)["path"] = map[string]any{"escapedSlashesAction": "RejectRequest"}
 	})
 	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
-		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.ClientTraffic == nil || c.ClientTraffic.Name != "with-tls" ||
+		c := rt.Spec.Source.Kubernetes.Context
+		if c == nil || c.ClientTraffic == nil || c.ClientTraffic.Name != "with-tls" ||
 			c.ClientTraffic.Timeout.HTTP.IdleTimeout != "30m" || c.ClientTraffic.TLS == nil || c.ClientTraffic.TLS.MinVersion != "1.3" ||
 			len(c.ClientTraffic.TLS.ALPNProtocols) != 1 || c.ClientTraffic.TLS.ALPNProtocols[0] != "http/1.1" {
 			return fmt.Errorf("context %+v", c)
+		}
+		ct := c.ClientTraffic
+		if ct.Connection == nil || ct.Connection.BufferLimit == nil || ct.Connection.BufferLimit.String() != "64Ki" ||
+			ct.ProxyProtocol == nil || ct.ProxyProtocol.Optional == nil || !*ct.ProxyProtocol.Optional ||
+			ct.TCPKeepalive == nil || ct.TCPKeepalive.Probes == nil || *ct.TCPKeepalive.Probes != 3 || ct.TCPKeepalive.IdleTime != "1m" ||
+			ct.HTTP1 == nil || ct.HTTP1.HTTP10 == nil || ct.HTTP2 == nil || ct.HTTP2.MaxConcurrentStreams == nil || *ct.HTTP2.MaxConcurrentStreams != 50 ||
+			ct.Path == nil || ct.Path.EscapedSlashesAction != "RejectRequest" {
+			return fmt.Errorf("connection and protocol options %+v", ct)
 		}
 		return nil
 	})

@@ -46,6 +46,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 		out.Address = socketAddress(corev3.SocketAddress_TCP, l.Address, l.Port)
 		tp := tcpProxy(l.StatPrefix, l.Cluster, l.Backends, l.FailedWeight)
 		tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
+		tcpIdleTimeout(tp, l.ClientTraffic)
 		if l.HashSourceIP {
 			tp.HashPolicy = []*typev3.HashPolicy{{
 				PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}},
@@ -100,6 +101,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				// chain; a terminating chain sends the decrypted stream.
 				tp := tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight)
 				tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
+				tcpIdleTimeout(tp, l.ClientTraffic)
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}
 			} else {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
@@ -121,6 +123,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 	}
 	if c := l.ClientTraffic; c != nil {
 		connectionLimit(out, l.StatPrefix, c, &errs)
+		clientConnection(out, c, &errs) // clienttraffic.go
 	}
 	// The other IP family of a dual-stack load balancer: a socket per address, same port
 	// and protocol (an IPv6 socket is IPv6 only: Envoy sets IPV6_V6ONLY unless
@@ -321,6 +324,7 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *
 		hcm.UseRemoteAddress = nil
 		hcm.OriginalIpDetectionExtensions = []*corev3.TypedExtensionConfig{{Name: OriginalIPCustomHeader, TypedConfig: mustPack(errs, ch)}}
 	}
+	clientHTTP(hcm, c.HTTP, errs) // clienttraffic.go
 }
 
 // tlsVersions are Envoy's TLS versions by the IR's names ("": TLS_AUTO, Envoy's default).
