@@ -338,17 +338,7 @@ func clientDuration(field, v string, highest time.Duration) (time.Duration, erro
 	if v == "" {
 		return 0, nil
 	}
-	if !durationRE.MatchString(v) {
-		return 0, fmt.Errorf("%s %q is not a duration such as 500ms, 3s or 1h", field, truncate(v))
-	}
-	d, err := time.ParseDuration(v)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%s %q: %v", field, truncate(v), err)
-	case d < MinClientTimeout || d > highest:
-		return 0, fmt.Errorf("%s %s is out of range; use %s to %s", field, v, MinClientTimeout, highest)
-	}
-	return d, nil
+	return durationIn(field, v, MinClientTimeout, highest)
 }
 
 // tlsVersions orders the TLS versions a ClientTrafficPolicy may ask for (Auto: Envoy's

@@ -145,9 +145,9 @@ http2: {initialStreamWindowSize: 64Ki, initialConnectionWindowSize: 1Mi, maxConc
 // durations and unknown actions are each named (all of them, not only the first).
 func TestResolveClientRefuses(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
-		{`timeout: {http: {requestReceivedTimeout: 500ms}}`, "timeout.http.requestReceivedTimeout 500ms is out of range; use 1s to 1h0m0s"},
+		{`timeout: {http: {requestReceivedTimeout: 500ms}}`, "timeout.http.requestReceivedTimeout 500ms is out of range; use 1s to 1h"},
 		{`timeout: {http: {requestReceivedTimeout: 2h}}`, "timeout.http.requestReceivedTimeout 2h is out of range"},
-		{`timeout: {http: {idleTimeout: 0s}}`, "timeout.http.idleTimeout 0s is out of range; use 1s to 1h0m0s"},
+		{`timeout: {http: {idleTimeout: 0s}}`, "timeout.http.idleTimeout 0s is out of range; use 1s to 1h"},
 		{`timeout: {http: {idleTimeout: 61m}}`, "timeout.http.idleTimeout 61m is out of range"},
 		{`timeout: {http: {idleTimeout: 1.5h}}`, `timeout.http.idleTimeout "1.5h" is not a duration`},
 		{`connection: {connectionLimit: {closeDelay: 1s}}`, "connection.connectionLimit.value is not set"},
@@ -174,11 +174,11 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`tls: {signatureAlgorithms: [rsa_pkcs1_md5]}`, `tls.signatureAlgorithms "rsa_pkcs1_md5" is not one kubelb knows`},
 		{`tls: {alpnProtocols: [h3]}`, `tls.alpnProtocols "h3" is not one kubelb knows; use h2, http/1.1, http/1.0`},
 		{`tls: {ecdhCurves: [` + strings.Repeat("X25519, ", 16) + `X25519]}`, "tls.ecdhCurves has 17 entries; at most 16"},
-		{`timeout: {tcp: {idleTimeout: 0s}}`, "timeout.tcp.idleTimeout 0s is out of range; use 1s to 1h0m0s"},
+		{`timeout: {tcp: {idleTimeout: 0s}}`, "timeout.tcp.idleTimeout 0s is out of range; use 1s to 1h"},
 		{`timeout: {tcp: {idleTimeout: 2h}}`, "timeout.tcp.idleTimeout 2h is out of range"},
 		{`tcpKeepalive: {probes: 0}`, "tcpKeepalive.probes 0 is out of range; use 1 to 16"},
 		{`tcpKeepalive: {probes: 100}`, "tcpKeepalive.probes 100 is out of range"},
-		{`tcpKeepalive: {idleTime: 3h}`, "tcpKeepalive.idleTime 3h is out of range; use 1s to 2h0m0s"},
+		{`tcpKeepalive: {idleTime: 3h}`, "tcpKeepalive.idleTime 3h is out of range; use 1s to 2h"},
 		{`tcpKeepalive: {interval: 1500ms}`, "tcpKeepalive.interval 1500ms is not whole seconds"},
 		{`tcpKeepalive: {interval: 500ms}`, "tcpKeepalive.interval 500ms is out of range"},
 		{`connection: {bufferLimit: 2Mi}`, "connection.bufferLimit 2Mi is out of range; use 1Ki to 1Mi"},
@@ -193,7 +193,7 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`http2: {onInvalidMessage: Ignore}`, `http2.onInvalidMessage "Ignore" is not an action; use TerminateConnection or TerminateStream`},
 		{`path: {escapedSlashesAction: Unescape}`, `path.escapedSlashesAction "Unescape" is not an action`},
 		{`{timeout: {http: {requestReceivedTimeout: 0s, idleTimeout: 2h}}, headers: {withUnderscoresAction: drop}}`,
-			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h0m0s\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s\nheaders.withUnderscoresAction \"drop\" is not an action"},
+			"timeout.http.requestReceivedTimeout 0s is out of range; use 1s to 1h\ntimeout.http.idleTimeout 2h is out of range; use 1s to 1h\nheaders.withUnderscoresAction \"drop\" is not an action"},
 	} {
 		ct, err := ReadClient("ns", "p", spec(t, tc.spec))
 		if err != nil {

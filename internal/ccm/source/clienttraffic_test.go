@@ -139,7 +139,7 @@ timeout: {http: {idleTimeout: 30s}}
 		spec["clientIPDetection"] = map[string]any{"xForwardedFor": map[string]any{"numTrustedHops": int64(20)}}
 	})
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h0m0s") ||
+	if !strings.Contains(msg, "timeout.http.idleTimeout 2h is out of range; use 1s to 1h") ||
 		!strings.Contains(msg, "clientIPDetection.xForwardedFor.numTrustedHops 20 is out of range; use 0 to 8") ||
 		!strings.Contains(msg, "tls.minVersion 1.0 is refused: TLS 1.0 and 1.1 are deprecated") ||
 		!strings.Contains(msg, "connection.bufferLimit 2Mi is out of range; use 1Ki to 1Mi") {
