@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -33,6 +34,22 @@ func egPolicy(t *testing.T, kind *source.PolicyKind, ns, name, spec string) *uns
 	}
 	p.Object["spec"] = s
 	return p
+}
+
+// serveWebGateway starts an Envoy of tenant a and backend web of namespace ns (port 80),
+// waits until Gateway gw has its address and returns its port 80's loopback address.
+func serveWebGateway(t *testing.T, a *framework.Tenant, tc client.Client, ns string, gw *gwv1.Gateway) string {
+	t.Helper()
+	a.StartEnvoy(framework.EnvoyBootstrap)
+	a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)
+	testsupport.Eventually(t, 2*time.Minute, "the Gateway's address", func() error {
+		get(t, tc, gw)
+		if len(gw.Status.Addresses) == 0 {
+			return fmt.Errorf("status.addresses %v", gw.Status.Addresses)
+		}
+		return nil
+	})
+	return testsupport.Loopback(int(a.GatewayPorts(string(gw.UID), 80)[80]))
 }
 
 // webGateway is Gateway gw of namespace ns (one HTTP listener, port 80) and HTTPRoute web
@@ -85,16 +102,7 @@ enableProxyProtocol: true
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
 authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientCIDRs: [192.0.2.0/24]}}]}
 `))
-	a.StartEnvoy(framework.EnvoyBootstrap)
-	a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)
-	testsupport.Eventually(t, 2*time.Minute, "the Gateway's address", func() error {
-		get(t, tc, gw)
-		if len(gw.Status.Addresses) == 0 {
-			return fmt.Errorf("status.addresses %v", gw.Status.Addresses)
-		}
-		return nil
-	})
-	addr := testsupport.Loopback(int(a.GatewayPorts(string(gw.UID), 80)[80]))
+	addr := serveWebGateway(t, a, tc, ns, gw)
 
 	testsupport.Eventually(t, time.Minute, "a client behind a PROXY header from 192.0.2.7 served", func() error {
 		code, err := testsupport.ProxiedGet(addr, "web.example.com", testsupport.ProxyV2Header("192.0.2.7"))

@@ -56,16 +56,7 @@ targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 rateLimit: {type: Local, local: {rules: [{limit: {requests: 3, unit: Minute}}]}}
 `)
 	create(t, tc, gw, route, policy)
-	a.StartEnvoy(framework.EnvoyBootstrap)
-	a.ServeBackend(ns, "web", 80, testsupport.StartHTTPBackend)
-	testsupport.Eventually(t, 2*time.Minute, "the Gateway's address", func() error {
-		get(t, tc, gw)
-		if len(gw.Status.Addresses) == 0 {
-			return fmt.Errorf("status.addresses %v", gw.Status.Addresses)
-		}
-		return nil
-	})
-	addr := testsupport.Loopback(int(a.GatewayPorts(string(gw.UID), 80)[80]))
+	addr := serveWebGateway(t, a, tc, ns, gw)
 
 	// Over the Tenant's bound: refused on the policy, with a Warning Event.
 	msg := policyAccepted(t, tc, ns, "limit", metav1.ConditionFalse, "OverPlatformBound")
