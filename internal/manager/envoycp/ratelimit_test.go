@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -124,5 +125,29 @@ func TestRateLimitServiceOfTheTenant(t *testing.T) {
 				t.Errorf("%d rate-limit configurations in the snapshot, want none", n)
 			}
 		})
+	}
+}
+
+// TestRateLimitServiceChanged: the tenant is rebuilt when its rate-limit Service comes, goes
+// or changes its cluster IP, not for other changes of it, nor for other Services.
+func TestRateLimitServiceChanged(t *testing.T) {
+	t.Parallel()
+	p := rateLimitServiceChanged()
+	svc := envoyfleet.BuildRateLimit(envoyfleet.RateLimitInput{Namespace: "tenant-a",
+		Store: &v1alpha1.RateLimitStore{Image: "ratelimit", RedisURL: "redis:6379"}, XDSAddress: "kubelb.kubelb.svc:8001"}).Service
+	withIP := svc.DeepCopy()
+	withIP.Spec.ClusterIP = "10.96.0.10"
+	annotated := withIP.DeepCopy()
+	annotated.Annotations = map[string]string{"x": "y"}
+	other := withIP.DeepCopy()
+	other.Name = "envoy-web"
+	if !p.Create(event.CreateEvent{Object: svc}) || !p.Delete(event.DeleteEvent{Object: withIP}) {
+		t.Error("a rate-limit Service made or deleted does not rebuild its tenant")
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: svc, ObjectNew: withIP}) {
+		t.Error("a rate-limit Service given its cluster IP does not rebuild its tenant")
+	}
+	if p.Update(event.UpdateEvent{ObjectOld: withIP, ObjectNew: annotated}) || p.Create(event.CreateEvent{Object: other}) {
+		t.Error("an unrelated change rebuilds the tenant")
 	}
 }
