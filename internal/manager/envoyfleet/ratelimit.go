@@ -134,15 +134,8 @@ func BuildRateLimit(in RateLimitInput) RateLimit {
 		},
 		// The fleet's client certificate: ratelimit connects to the manager's xDS server as
 		// the tenant's proxies do, and is served only the tenant's configuration.
-		VolumeMounts: []corev1.VolumeMount{{Name: tlsVolumeName, MountPath: xdsbootstrap.DefaultTLSDir, ReadOnly: true}},
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To[int64](rateLimitUID),
-			RunAsGroup:               ptr.To[int64](rateLimitUID),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		VolumeMounts:    []corev1.VolumeMount{{Name: tlsVolumeName, MountPath: xdsbootstrap.DefaultTLSDir, ReadOnly: true}},
+		SecurityContext: restricted(rateLimitUID),
 	}
 	spec := corev1.PodSpec{
 		Containers:                   []corev1.Container{c},
