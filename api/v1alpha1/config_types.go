@@ -48,6 +48,34 @@ type ConfigSpec struct {
 	// +kubebuilder:validation:Maximum=100000000
 	// +optional
 	TotalHealthCheckProbesPerSecond *int32 `json:"totalHealthCheckProbesPerSecond,omitempty"`
+	// RateLimit is the store of the tenants' global rate limits (BackendTrafficPolicy
+	// rateLimit.global): with it, the manager runs a rate-limit service (Envoy's ratelimit)
+	// in every tenant namespace that has an Envoy fleet, counting in this Redis; without it,
+	// a policy with a global rate limit is OverPlatformBound (an addition; ignorable).
+	// +optional
+	RateLimit *RateLimitStore `json:"rateLimit,omitempty"`
+}
+
+// RateLimitStore is the Redis where the tenants' rate-limit services count, and the image
+// they run. The tenants share the Redis: each counts under keys of its own domain (its
+// tenant namespace).
+type RateLimitStore struct {
+	// Image of Envoy's rate-limit service (for example envoyproxy/ratelimit:<commit>); it
+	// must hold /bin/ratelimit.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/:@-]*$`
+	Image string `json:"image"`
+	// RedisURL is the Redis address, host:port (a DNS name or an IP; IPv6 in brackets),
+	// reached over plain TCP.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
+	RedisURL string `json:"redisURL"`
+	// Resources of the rate-limit service's container; default requests of 50m CPU and
+	// 64Mi memory, and a limit of 256Mi memory.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // EnvoyProxyTopology says how Envoy proxies are laid out.

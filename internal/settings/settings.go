@@ -161,6 +161,12 @@ type Tenant struct {
 	// InvalidEndpointPolicy lists entries that are not CIDRs and were left out (the CRDs
 	// refuse them, so only objects stored before their validation have any).
 	InvalidEndpointPolicy []string
+	// RateLimit is the Config's spec.rateLimit, the store of global rate limits, when it
+	// is valid (RateLimitStoreError); nil: none, and global rate limits are
+	// OverPlatformBound. Hub-wide: a Tenant cannot set it.
+	RateLimit *kubelbv1alpha1.RateLimitStore
+	// InvalidRateLimit says why the Config's spec.rateLimit was left out (nil: it was not).
+	InvalidRateLimit error
 }
 
 // Resolve merges Config (may be nil) and Tenant (may be nil).
@@ -179,6 +185,11 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 		out.DisableGatewayAPI = spec.GatewayAPI.Disable
 		out.Envoy = spec.EnvoyProxy
 		out.AnnotationSettings = spec.AnnotationSettings
+	}
+	if config != nil && config.Spec.RateLimit != nil {
+		if out.InvalidRateLimit = RateLimitStoreError(config.Spec.RateLimit); out.InvalidRateLimit == nil {
+			out.RateLimit = config.Spec.RateLimit.DeepCopy()
+		}
 	}
 	resolveDNS(&out, config, tenant)
 	out.Limits = resolveLimits(config, tenant)

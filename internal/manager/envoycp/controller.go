@@ -175,6 +175,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		Watches(&v1alpha1.Route{}, enqueueTenantAfter(HoldOff), builder.WithPredicates(routeChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), routeServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), hubServiceChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), rateLimitServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
 		// A Config or Tenant may name such a Secret as the default Ingress certificate: a

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -24,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/logging"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
@@ -129,6 +131,9 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	in.Options.HealthCheckProxies = int(set.Envoy.Replicas)
 	in.Options.AccessLog = set.Envoy.AccessLog != nil && set.Envoy.AccessLog.Enabled
 	in.Options.IngressSSLRedirect = set.IngressSSLRedirect
+	if in.Options.RateLimitService, err = rateLimitService(ctx, owned, tenant, set); err != nil {
+		return Scope{}, err
+	}
 	in.StaticAddresses = set.StaticAddresses
 	if in.DefaultCertificate, in.DefaultCertificateProblem, err = defaultCertificate(ctx, owned, set.IngressDefaultCertificate); err != nil {
 		return Scope{}, err
@@ -380,4 +385,26 @@ func hubServicesOf(ctx context.Context, owned client.Reader, tenant string) ([]*
 		}
 	}
 	return routes, lbs, nil
+}
+
+// rateLimitService is the address of the tenant's rate-limit service ("IP:port": the cluster
+// IP of the Service envoyfleet makes, envoyfleet.RateLimitName) when the Config has a
+// rate-limit store and that Service has its address; "" otherwise, and the tenant's global
+// rate limits are OverPlatformBound. A Service made (or changed) rebuilds the tenant
+// (rateLimitServiceChanged).
+func rateLimitService(ctx context.Context, owned client.Reader, tenant string, set settings.Tenant) (string, error) {
+	if set.RateLimit == nil {
+		return "", nil
+	}
+	svc := &corev1.Service{}
+	if err := owned.Get(ctx, types.NamespacedName{Namespace: tenant, Name: envoyfleet.RateLimitName}, svc); apierrors.IsNotFound(err) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("getting the rate-limit Service of %s: %w", tenant, err)
+	}
+	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if !envoyfleet.IsRateLimitService(svc) || err != nil || !ip.IsValid() || ip.IsUnspecified() {
+		return "", nil
+	}
+	return netip.AddrPortFrom(ip, envoyfleet.RateLimitGRPCPort).String(), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 )
 
@@ -148,4 +149,12 @@ func managedNamespaceChanged() predicate.Predicate {
 
 func managed(o client.Object) bool {
 	return o != nil && o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue
+}
+
+// rateLimitServiceChanged passes the tenants' rate-limit Services (envoyfleet.IsRateLimitService)
+// when they come, go or change their cluster IP: the address the tenant's Envoys reach.
+func rateLimitServiceChanged() predicate.TypedPredicate[client.Object] {
+	return ownedChanged(func(o client.Object) bool { return envoyfleet.IsRateLimitService(o) }, func(o, n *corev1.Service) bool {
+		return o.Spec.ClusterIP != n.Spec.ClusterIP
+	})
 }

@@ -11,6 +11,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/translate"
@@ -46,6 +49,12 @@ func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config, ba
 	res, problems, err := back.Translate(cfg)
 	if err != nil {
 		return nil, false, fmt.Errorf("building the Envoy resources of tenant %s: %w", tenant, err)
+	}
+	// The tenant's rate-limit service gets its configuration from the same snapshot.
+	if rlc, err := translator.RateLimitConfig(cfg); err != nil {
+		return nil, false, fmt.Errorf("building the rate-limit configuration of tenant %s: %w", tenant, err)
+	} else if rlc != nil {
+		res[resource.RateLimitConfigType] = []types.Resource{rlc}
 	}
 	changed, err := r.snapshots.SetTenant(ctx, tenant, res)
 	if err != nil {

@@ -7,7 +7,10 @@
 // namespace; issued from the manager's CA, reissued after 2/3 of its lifetime and when the CA
 // changes), which the pods mount. Replicas, resources,
 // scheduling, image and graceful shutdown come from Config "default" and the Tenant. The
-// fleet is removed when the tenant has no more LoadBalancers or Routes.
+// fleet is removed when the tenant has no more LoadBalancers or Routes. While Config "default"
+// has a rate-limit store (spec.rateLimit), the fleet has a rate-limit service too
+// (ratelimit.go: Deployment and Service kubelb-ratelimit), removed with the fleet or when the
+// Config no longer has a store.
 package envoyfleet
 
 import (
@@ -61,6 +64,8 @@ const ReasonInvalidEnvoyProxy = "InvalidEnvoyProxy"
 
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// The tenants' rate-limit Services (kubelb-ratelimit).
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // The fleets' client certificate Secrets, and the xDS CA Secret in the manager's namespace.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
@@ -123,9 +128,20 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	return r.setup(mgr)
 }
 
-// fleetSelector selects the objects of every fleet.
+// fleetSelector selects the objects of every fleet: the Envoy fleet's and the rate-limit
+// service's.
 func fleetSelector() labels.Selector {
-	return hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: hubnames.EnvoyAppName})
+	sel := hubcache.ManagedSelector(nil)
+	req, err := labels.NewRequirement(hubnames.LabelAppName, selection.In, []string{hubnames.EnvoyAppName, RateLimitAppName})
+	if err != nil {
+		panic(err) // constant, valid values
+	}
+	return sel.Add(*req)
+}
+
+// rateLimitSelector selects the tenants' rate-limit Services.
+func rateLimitSelector() labels.Selector {
+	return hubcache.ManagedSelector(map[string]string{hubnames.LabelAppName: RateLimitAppName})
 }
 
 // xdsTLSSelector selects the xDS CA Secret and the fleets' client Secrets.
@@ -145,6 +161,7 @@ func newOwnedCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
 		&corev1.ConfigMap{}:  {Label: fleetSelector()},
 		&appsv1.Deployment{}: {Label: fleetSelector()},
 		&appsv1.DaemonSet{}:  {Label: fleetSelector()},
+		&corev1.Service{}:    {Label: rateLimitSelector()},
 	})
 }
 
@@ -179,6 +196,7 @@ func (r *Reconciler) setup(mgr ctrl.Manager) error {
 			}))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), byNamespace)).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.DaemonSet{}), byNamespace)).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), byNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	return b.Complete(r)
 }
@@ -281,6 +299,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.apply(ctx, desired, existing); err != nil {
 		return ctrl.Result{}, err
 	}
+	if eff.InvalidRateLimit != nil && cfg != nil {
+		r.recorder.Eventf(cfg, nil, corev1.EventTypeWarning, ReasonInvalidRateLimit, "BuildRateLimitService",
+			"no rate-limit service is deployed: %v", eff.InvalidRateLimit)
+	}
+	if err := r.applyRateLimit(ctx, ns, eff, existing); err != nil {
+		return ctrl.Result{}, err
+	}
 	replicas := eff.Envoy.Replicas
 	if desired.DaemonSet != nil {
 		replicas = 0
@@ -379,10 +404,14 @@ type current struct {
 	deployment *appsv1.Deployment
 	daemonSet  *appsv1.DaemonSet
 	secret     *corev1.Secret
+	// the rate-limit service's
+	rateLimitDeployment *appsv1.Deployment
+	rateLimitService    *corev1.Service
 }
 
 func (c current) any() bool {
-	return c.configMap != nil || c.deployment != nil || c.daemonSet != nil || c.secret != nil
+	return c.configMap != nil || c.deployment != nil || c.daemonSet != nil || c.secret != nil ||
+		c.rateLimitDeployment != nil || c.rateLimitService != nil
 }
 
 // hasFleet reports whether the tenant namespace has its whole fleet (bootstrap ConfigMap,
@@ -405,6 +434,7 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 		return true, nil
 	}
 	cm, dep, ds, sec := &corev1.ConfigMap{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}, &corev1.Secret{}
+	rlDep, rlSvc := &appsv1.Deployment{}, &corev1.Service{}
 	for _, x := range []struct {
 		obj  client.Object
 		name string
@@ -414,6 +444,8 @@ func (r *Reconciler) existing(ctx context.Context, ns string) (current, error) {
 		{dep, WorkloadName, func() { c.deployment = dep }},
 		{ds, WorkloadName, func() { c.daemonSet = ds }},
 		{sec, pki.ClientSecretName, func() { c.secret = sec }},
+		{rlDep, RateLimitName, func() { c.rateLimitDeployment = rlDep }},
+		{rlSvc, RateLimitName, func() { c.rateLimitService = rlSvc }},
 	} {
 		found, err := get(x.obj, x.name)
 		if err != nil {
@@ -493,12 +525,7 @@ func (r *Reconciler) applyObject(ctx context.Context, desired, existing client.O
 // deleteObject deletes one object (it is re-created by the next reconcile, which its
 // deletion triggers).
 func (r *Reconciler) deleteObject(ctx context.Context, obj client.Object) error {
-	uid := obj.GetUID()
-	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
-	}
-	return nil
+	return deleteByUID(ctx, r.client, obj)
 }
 
 // upToDate reports whether the workload carries the desired config hash and labels.
@@ -520,10 +547,21 @@ func Delete(ctx context.Context, c client.Client, namespace string) error {
 			return fmt.Errorf("deleting the Envoy fleet (%T) of %s: %w", obj, namespace, err)
 		}
 	}
+	// The rate-limit Service by name, when kubelb made it (Services are not deleted in bulk).
+	svc := &corev1.Service{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: RateLimitName}, svc)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("getting the rate-limit Service %s/%s: %w", namespace, RateLimitName, err)
+	}
+	if err == nil && IsRateLimitService(svc) {
+		if err := deleteByUID(ctx, c, svc); err != nil {
+			return err
+		}
+	}
 	// The client Secret by name, and only when kubelb made it: the manager may not delete
 	// Secrets in bulk (least privilege, docs/security.md).
 	secret := &corev1.Secret{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: pki.ClientSecretName}, secret)
+	err = c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: pki.ClientSecretName}, secret)
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("getting the Envoy fleet's Secret %s/%s: %w", namespace, pki.ClientSecretName, err)
 	}

@@ -144,14 +144,7 @@ func podTemplate(in Input, tenant string, labels map[string]string) corev1.PodTe
 			// The client certificate for xDS; Envoy reloads it when the kubelet updates the files.
 			{Name: tlsVolumeName, MountPath: xdsbootstrap.DefaultTLSDir, ReadOnly: true},
 		},
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To[int64](envoyUID),
-			RunAsGroup:               ptr.To[int64](envoyUID),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		SecurityContext: restricted(envoyUID),
 	}
 	if envoy.Resources != nil {
 		c.Resources = *envoy.Resources.DeepCopy()
@@ -311,4 +304,23 @@ func ClientSecretCurrent(existing *corev1.Secret, namespace string, ca *pki.CA, 
 	}
 	renew, at := pki.NeedsRenewal(existing.Data[pki.KeyCert], ca, now)
 	return !renew, at
+}
+
+// restricted is the security context of the fleet's containers: user and group uid, no
+// privilege escalation, a read-only root file system, no capabilities.
+func restricted(uid int64) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To(uid),
+		RunAsGroup:               ptr.To(uid),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// withSeccomp adds the runtime's default seccomp profile to c.
+func withSeccomp(c *corev1.SecurityContext) *corev1.SecurityContext {
+	c.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	return c
 }
