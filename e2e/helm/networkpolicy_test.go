@@ -91,8 +91,8 @@ func TestManagerNetworkPolicy(t *testing.T) {
 		t.Error("the policy has ingress rules")
 	}
 	egress := np.Spec.Egress
-	if len(egress) != 3 {
-		t.Fatalf("%d egress rules, want 3 (tenant nodes, xDS, DNS): %s", len(egress), jsonString(egress))
+	if len(egress) != 4 {
+		t.Fatalf("%d egress rules, want 4 (tenant nodes, xDS, rate-limit service, DNS): %s", len(egress), jsonString(egress))
 	}
 	if got := jsonString(egress[0]); got != `{"to":[{"ipBlock":{"cidr":"0.0.0.0/0","except":["169.254.0.0/16","10.96.0.0/12"]}},{"ipBlock":{"cidr":"::/0","except":["fe80::/10"]}}]}` {
 		t.Errorf("tenant node rule %s, want everything but the hub ranges, per address family", got)
@@ -114,15 +114,18 @@ func TestManagerNetworkPolicy(t *testing.T) {
 	if got := jsonString(xds.Ports); got != `[{"protocol":"TCP","port":8001}]` {
 		t.Errorf("xDS rule ports %s, want TCP 8001 only", got)
 	}
-	if got := jsonString(egress[2]); !strings.Contains(got, `"k8s-app":"kube-dns"`) || !strings.Contains(got, `{"protocol":"UDP","port":53}`) ||
+	if got := jsonString(egress[2]); !strings.Contains(got, `"app.kubernetes.io/name":"ratelimit"`) || strings.Contains(got, "namespaceSelector") {
+		t.Errorf("rate-limit rule %s, want the rate-limit pods of the tenant's own namespace", got)
+	}
+	if got := jsonString(egress[3]); !strings.Contains(got, `"k8s-app":"kube-dns"`) || !strings.Contains(got, `{"protocol":"UDP","port":53}`) ||
 		!strings.Contains(got, `"kubernetes.io/metadata.name":"kube-system"`) {
 		t.Errorf("DNS rule %s", got)
 	}
 
 	// dns: null allows no DNS.
 	objs = Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.dns=null")
-	if np := managerEnvoyPolicy(t, objs, tenantNS); np == nil || len(np.Spec.Egress) != 2 {
-		t.Errorf("with networkPolicy.dns=null: %v, want the tenant node and xDS rules only", np)
+	if np := managerEnvoyPolicy(t, objs, tenantNS); np == nil || len(np.Spec.Egress) != 3 {
+		t.Errorf("with networkPolicy.dns=null: %v, want the tenant node, xDS and rate-limit rules only", np)
 	}
 
 	objs = Template(t, ManagerChart, "kubelb-manager", ns, "--set", "networkPolicy.enabled=false")

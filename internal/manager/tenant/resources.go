@@ -17,6 +17,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/settings"
 )
 
@@ -142,7 +143,14 @@ func DesiredNetworkPolicy(tenant, managerNS string, o NetworkPolicyOptions) *net
 		}},
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(o.XDSPort))}},
 	}
-	egress := []networkingv1.NetworkPolicyEgressRule{nodes, xds}
+	// The tenant's own rate-limit service (envoyfleet.BuildRateLimit, when the platform team
+	// configures a store): Envoy asks it about every request under a global limit, and a
+	// blocked service would let every such request through (the filter fails open).
+	rateLimit := networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: envoyfleet.RateLimitPodLabels(ns)}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(envoyfleet.RateLimitGRPCPort))}},
+	}
+	egress := []networkingv1.NetworkPolicyEgressRule{nodes, xds, rateLimit}
 	if o.DNSNamespace != "" {
 		dns := intstr.FromInt32(53)
 		egress = append(egress, networkingv1.NetworkPolicyEgressRule{

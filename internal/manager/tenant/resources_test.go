@@ -17,7 +17,9 @@ import (
 // TestDesiredNetworkPolicyExcepts: each hub range is carved out of the egress CIDRs of its
 // address family that strictly contain it, and only those (the API server refuses an except
 // outside its cidr); an unnarrowed manager pod selector selects every pod of the manager's
-// namespace; no DNS namespace, no DNS rule.
+// namespace; the Envoy pods reach their tenant's rate-limit pods (and only those: same
+// namespace, their labels) on its gRPC port, whatever exceptCIDRs holds; no DNS namespace, no
+// DNS rule.
 func TestDesiredNetworkPolicyExcepts(t *testing.T) {
 	o := Options{NetworkPolicy: NetworkPolicyOptions{
 		EgressCIDRs: []string{"10.0.0.0/8", "192.0.2.0/24", "2001:db8::/32"},
@@ -27,8 +29,8 @@ func TestDesiredNetworkPolicyExcepts(t *testing.T) {
 	if np.Namespace != hubnames.TenantNamespace("shop") || np.Name != NetworkPolicyName {
 		t.Errorf("policy %s/%s", np.Namespace, np.Name)
 	}
-	if len(np.Spec.Egress) != 2 {
-		t.Fatalf("%d egress rules, want 2 (tenant nodes, xDS): no DNS namespace, no DNS rule", len(np.Spec.Egress))
+	if len(np.Spec.Egress) != 3 {
+		t.Fatalf("%d egress rules, want 3 (tenant nodes, xDS, rate-limit service): no DNS namespace, no DNS rule", len(np.Spec.Egress))
 	}
 	got := map[string][]string{}
 	for _, p := range np.Spec.Egress[0].To {
@@ -47,6 +49,10 @@ func TestDesiredNetworkPolicyExcepts(t *testing.T) {
 	xds, _ := json.Marshal(np.Spec.Egress[1])
 	if string(xds) != `{"ports":[{"protocol":"TCP","port":8001}],"to":[{"podSelector":{},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubelb"}}}]}` {
 		t.Errorf("xDS rule %s, want every pod of the manager's namespace on the default xDS port", xds)
+	}
+	rl, _ := json.Marshal(np.Spec.Egress[2])
+	if string(rl) != `{"ports":[{"protocol":"TCP","port":8081}],"to":[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"ratelimit","kubelb.k8c.io/tenant":"shop"}}}]}` {
+		t.Errorf("rate-limit rule %s, want the tenant's rate-limit pods of its own namespace on 8081", rl)
 	}
 }
 

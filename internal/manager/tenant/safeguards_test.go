@@ -53,11 +53,13 @@ func checkEnvoyPolicy(t *testing.T, np *networkingv1.NetworkPolicy, ns string) e
 		`{"to":[{"ipBlock":{"cidr":"0.0.0.0/0","except":["169.254.0.0/16","10.96.0.0/12"]}},{"ipBlock":{"cidr":"::/0","except":["fe80::/10"]}}]}`,
 		// The manager's pods, on the xDS port only.
 		`{"ports":[{"protocol":"TCP","port":8001}],"to":[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"kubelb-manager"}},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubelb"}}}]}`,
+		// The tenant's rate-limit pods, on their gRPC port only.
+		`{"ports":[{"protocol":"TCP","port":8081}],"to":[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"ratelimit","kubelb.k8c.io/tenant":"` + strings.TrimPrefix(ns, "tenant-") + `"}}}]}`,
 		// The cluster DNS.
 		`{"ports":[{"protocol":"UDP","port":53},{"protocol":"TCP","port":53}],"to":[{"podSelector":{"matchLabels":{"k8s-app":"kube-dns"}},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}}]}`,
 	}
 	if len(np.Spec.Egress) != len(want) {
-		return fmt.Errorf("%d egress rules, want %d (tenant nodes, xDS, DNS): %s", len(np.Spec.Egress), len(want), jsonOf(t, np.Spec.Egress))
+		return fmt.Errorf("%d egress rules, want %d (tenant nodes, xDS, rate-limit service, DNS): %s", len(np.Spec.Egress), len(want), jsonOf(t, np.Spec.Egress))
 	}
 	for i, w := range want {
 		if got := jsonOf(t, np.Spec.Egress[i]); got != w {
