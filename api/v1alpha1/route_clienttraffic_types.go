@@ -166,10 +166,16 @@ type ClientTrafficIPDetection struct {
 }
 
 // ClientTrafficXForwardedFor is Envoy Gateway's xForwardedFor: the client's address is the
-// NumTrustedHops-th address from the right of the X-Forwarded-For header (0: the peer's).
+// NumTrustedHops-th address from the right of the X-Forwarded-For header (0: the peer's), or,
+// with TrustedCIDRs, the rightmost address of the header outside those CIDRs (the peer's
+// when the peer itself is outside them).
 type ClientTrafficXForwardedFor struct {
 	// +optional
 	NumTrustedHops *int32 `json:"numTrustedHops,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	TrustedCIDRs []string `json:"trustedCIDRs,omitempty"`
 }
 
 // ClientTrafficCustomHeader is Envoy Gateway's customHeader: the client's address is the

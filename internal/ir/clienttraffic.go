@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"time"
 )
@@ -33,6 +34,11 @@ type ClientTraffic struct {
 	// XFFTrustedHops-th address from the right of X-Forwarded-For (the connection manager's
 	// xff_num_trusted_hops): what authorizations by client address and rate limits see.
 	XFFTrustedHops uint32 `json:"xffTrustedHops,omitempty"`
+	// XFFTrustedCIDRs (canonical CIDRs, sorted; nil: none) makes the client's address the
+	// rightmost address of X-Forwarded-For outside them, the peer's when the peer is outside
+	// them (Envoy's xff original IP detection extension, which Envoy does not allow with
+	// use_remote_address).
+	XFFTrustedCIDRs []string `json:"xffTrustedCIDRs,omitempty"`
 	// ClientIPHeader ("": none; lower case) makes the client's address the value of this
 	// header (Envoy's custom header original IP detection); without a valid one the peer's
 	// address is used, or with ClientIPHeaderFailClosed the request is answered 403.
@@ -243,6 +249,9 @@ func validTLSName(v string) bool {
 // MaxXFFTrustedHops bounds ClientTraffic.XFFTrustedHops (the front ends bound it further).
 const MaxXFFTrustedHops = 64
 
+// MaxXFFTrustedCIDRs bounds ClientTraffic.XFFTrustedCIDRs (the front ends bound it further).
+const MaxXFFTrustedCIDRs = 64
+
 // UnderscoresAction is what is done with a request header whose name has an underscore.
 type UnderscoresAction string
 
@@ -289,6 +298,17 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	}
 	if c.ClientIPHeader != "" && c.XFFTrustedHops > 0 {
 		return fmt.Errorf("both a client address header and trusted X-Forwarded-For hops")
+	}
+	if len(c.XFFTrustedCIDRs) > 0 && (c.ClientIPHeader != "" || c.XFFTrustedHops > 0) {
+		return fmt.Errorf("trusted X-Forwarded-For CIDRs with a client address header or trusted hops")
+	}
+	if len(c.XFFTrustedCIDRs) > MaxXFFTrustedCIDRs {
+		return fmt.Errorf("%d trusted X-Forwarded-For CIDRs, at most %d", len(c.XFFTrustedCIDRs), MaxXFFTrustedCIDRs)
+	}
+	for _, cidr := range c.XFFTrustedCIDRs {
+		if p, err := netip.ParsePrefix(cidr); err != nil || p.Masked() != p {
+			return fmt.Errorf("trusted X-Forwarded-For CIDR %q is not a canonical CIDR", cidr)
+		}
 	}
 	if c.ClientIPHeaderFailClosed && c.ClientIPHeader == "" {
 		return fmt.Errorf("a client address header fail-closed without a header")

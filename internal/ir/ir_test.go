@@ -86,6 +86,16 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
 			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{ClientIPHeader: "x-real-ip", XFFTrustedHops: 1}
 		}, "both a client address header and trusted X-Forwarded-For hops"},
+		"client traffic with trusted CIDRs and trusted hops": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{XFFTrustedCIDRs: []string{"10.0.0.0/8"}, XFFTrustedHops: 1}
+		}, "trusted X-Forwarded-For CIDRs with a client address header or trusted hops"},
+		"client traffic with a trusted CIDR not canonical": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{XFFTrustedCIDRs: []string{"10.1.2.3/8"}}
+		}, `trusted X-Forwarded-For CIDR "10.1.2.3/8" is not a canonical CIDR`},
 		"client traffic with a client address header not a header name": {func(c *ir.Config) {
 			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
 			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""

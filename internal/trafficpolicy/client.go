@@ -3,6 +3,8 @@ package trafficpolicy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,7 +47,7 @@ var servedClient = map[string]any{
 	"enableProxyProtocol": nil,
 	"proxyProtocol":       map[string]any{"optional": nil},
 	"clientIPDetection": map[string]any{
-		"xForwardedFor": map[string]any{"numTrustedHops": nil},
+		"xForwardedFor": map[string]any{"numTrustedHops": nil, "trustedCIDRs": nil},
 		"customHeader":  map[string]any{"name": nil, "failClosed": nil},
 	},
 	"tls": map[string]any{"minVersion": nil, "maxVersion": nil, "ciphers": nil, "ecdhCurves": nil, "signatureAlgorithms": nil, "alpnProtocols": nil},
@@ -69,6 +71,9 @@ const (
 	// MaxTrustedHops bounds clientIPDetection.xForwardedFor.numTrustedHops (proxies in front
 	// of the hub: a chain longer than this is not one a load balancer builds).
 	MaxTrustedHops = 8
+	// MaxTrustedCIDRs bounds clientIPDetection.xForwardedFor.trustedCIDRs (Envoy Gateway's
+	// CRD sets no bound; the proxies before a hub fit in a few networks).
+	MaxTrustedCIDRs = 16
 	// MaxClientIPHeaderLength bounds clientIPDetection.customHeader.name (Envoy Gateway's CRD).
 	MaxClientIPHeaderLength = 255
 	// MaxTCPIdleTimeout bounds timeout.tcp.idleTimeout: Envoy's TCP proxy default of one
@@ -136,6 +141,10 @@ type ClientSettings struct {
 	// X-Forwarded-For header is trusted for: the client's address is the XFFTrustedHops-th
 	// from its right.
 	XFFTrustedHops uint32
+	// XFFTrustedCIDRs (nil: none) makes the client's address the rightmost address of
+	// X-Forwarded-For outside these CIDRs (canonical, sorted), the peer's when the peer is
+	// outside them.
+	XFFTrustedCIDRs []string
 	// ClientIPHeader ("": none) is the header the client's address is read from (lower
 	// case); ClientIPHeaderFailClosed answers 403 to requests without a valid one (else the
 	// peer's address is used).
@@ -299,11 +308,33 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 	return out, nil
 }
 
+// trustedCIDRs checks clientIPDetection.xForwardedFor.trustedCIDRs: 1 to MaxTrustedCIDRs
+// CIDRs, returned canonical (masked), sorted and without repeats.
+func trustedCIDRs(in []string) ([]string, error) {
+	const field = "clientIPDetection.xForwardedFor.trustedCIDRs"
+	if len(in) > MaxTrustedCIDRs {
+		return nil, fmt.Errorf("%s has %d entries, at most %d", field, len(in), MaxTrustedCIDRs)
+	}
+	out := make([]string, 0, len(in))
+	for i, c := range in {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d] %q is not a CIDR such as 10.0.0.0/8", field, i, truncate(c))
+		}
+		out = append(out, p.Masked().String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
 var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
+// IsZero reports whether s asks for nothing (Envoy's defaults everywhere).
+func (s *ClientSettings) IsZero() bool { return reflect.ValueOf(*s).IsZero() }
+
 // resolveClientIP checks clientIPDetection: exactly one of xForwardedFor (numTrustedHops 0 to
-// MaxTrustedHops) and customHeader (a header name).
+// MaxTrustedHops, or up to MaxTrustedCIDRs trustedCIDRs) and customHeader (a header name).
 func resolveClientIP(d *v1alpha1.ClientTrafficIPDetection, out *ClientSettings) []error {
 	var errs []error
 	switch {
@@ -311,10 +342,19 @@ func resolveClientIP(d *v1alpha1.ClientTrafficIPDetection, out *ClientSettings) 
 		return []error{errors.New("clientIPDetection has both xForwardedFor and customHeader; give one")}
 	case d.XForwardedFor == nil && d.CustomHeader == nil:
 		return []error{errors.New("clientIPDetection has neither xForwardedFor nor customHeader; give one")}
+	case d.XForwardedFor != nil && len(d.XForwardedFor.TrustedCIDRs) > 0:
+		if d.XForwardedFor.NumTrustedHops != nil {
+			return []error{errors.New("clientIPDetection.xForwardedFor has both numTrustedHops and trustedCIDRs; give one")}
+		}
+		cidrs, err := trustedCIDRs(d.XForwardedFor.TrustedCIDRs)
+		if err != nil {
+			return []error{err}
+		}
+		out.XFFTrustedCIDRs = cidrs
 	case d.XForwardedFor != nil:
 		switch n := d.XForwardedFor.NumTrustedHops; {
 		case n == nil:
-			errs = append(errs, errors.New("clientIPDetection.xForwardedFor.numTrustedHops is not set; give the number of proxies before the hub"))
+			errs = append(errs, errors.New("clientIPDetection.xForwardedFor sets neither numTrustedHops nor trustedCIDRs; give the number of proxies before the hub or their networks"))
 		case *n < 0 || *n > MaxTrustedHops:
 			errs = append(errs, fmt.Errorf("clientIPDetection.xForwardedFor.numTrustedHops %d is out of range; use 0 to %d", *n, MaxTrustedHops))
 		default:

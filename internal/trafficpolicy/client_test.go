@@ -30,7 +30,7 @@ path: {disableMergeSlashes: true}
 tcpKeepalive: {probes: 3}
 clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
 healthCheck: {}
-`, "spec.clientIPDetection.xForwardedFor.trustedCIDRs, spec.connection.connectionLimit.maxConnectionDuration, spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, … not yet supported by kubelb"},
+`, "spec.connection.connectionLimit.maxConnectionDuration, spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session not yet supported by kubelb"},
 		{`clientIPDetection: {directSourceIP: {}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP not yet supported by kubelb"},
 		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: []}, fingerprints: [SHA256]}`, "spec.tls.clientValidation, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
@@ -64,14 +64,14 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		t.Fatal(err)
 	}
 	if want := (ClientSettings{RequestReceivedTimeout: 10 * time.Second, IdleTimeout: 150 * time.Second, WithUnderscores: UnderscoresRejectRequest,
-		ConnectionLimit: 100, CloseDelay: 500 * time.Millisecond, MaxAcceptPerSocketEvent: 1}); *s != want {
+		ConnectionLimit: 100, CloseDelay: 500 * time.Millisecond, MaxAcceptPerSocketEvent: 1}); !reflect.DeepEqual(*s, want) {
 		t.Errorf("got %+v, want %+v", *s, want)
 	}
 	ct, err = ReadClient("ns", "empty", spec(t, `targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := ResolveClient(ct); err != nil || *s != (ClientSettings{}) {
+	if s, err := ResolveClient(ct); err != nil || !s.IsZero() {
 		t.Errorf("an empty policy: got %+v, %v", s, err)
 	}
 	for _, tc := range []struct {
@@ -80,6 +80,9 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 	}{
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 2}}`, ClientSettings{XFFTrustedHops: 2}},
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 0}}`, ClientSettings{}},
+		// Canonical, sorted, without repeats.
+		{`clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.1.2.3/8, "2001:db8::1/32", 192.0.2.0/24, 10.0.0.0/8]}}`,
+			ClientSettings{XFFTrustedCIDRs: []string{"10.0.0.0/8", "192.0.2.0/24", "2001:db8::/32"}}},
 		{`clientIPDetection: {customHeader: {name: X-Real-IP}}`, ClientSettings{ClientIPHeader: "x-real-ip"}},
 		{`clientIPDetection: {customHeader: {name: x-client, failClosed: true}}`, ClientSettings{ClientIPHeader: "x-client", ClientIPHeaderFailClosed: true}},
 		{`timeout: {tcp: {idleTimeout: 90s}}`, ClientSettings{TCPIdleTimeout: 90 * time.Second}},
@@ -101,7 +104,7 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		if err != nil {
 			t.Fatalf("%s: %v", tc.spec, err)
 		}
-		if s, err := ResolveClient(ct); err != nil || *s != tc.want {
+		if s, err := ResolveClient(ct); err != nil || !reflect.DeepEqual(*s, tc.want) {
 			t.Errorf("%s: got %+v, %v; want %+v", tc.spec, s, err, tc.want)
 		}
 	}
@@ -158,7 +161,10 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`headers: {withUnderscoresAction: Reject}`, `headers.withUnderscoresAction "Reject" is not an action; use Allow, RejectRequest or DropHeader`},
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 9}}`, "clientIPDetection.xForwardedFor.numTrustedHops 9 is out of range; use 0 to 8"},
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: -1}}`, "clientIPDetection.xForwardedFor.numTrustedHops -1 is out of range"},
-		{`clientIPDetection: {xForwardedFor: {}}`, "clientIPDetection.xForwardedFor.numTrustedHops is not set"},
+		{`clientIPDetection: {xForwardedFor: {}}`, "clientIPDetection.xForwardedFor sets neither numTrustedHops nor trustedCIDRs"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [10.0.0.0/8]}}`, "clientIPDetection.xForwardedFor has both numTrustedHops and trustedCIDRs; give one"},
+		{`clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8, proxy]}}`, `clientIPDetection.xForwardedFor.trustedCIDRs[1] "proxy" is not a CIDR`},
+		{`clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.1/32, 10.0.0.2/32, 10.0.0.3/32, 10.0.0.4/32, 10.0.0.5/32, 10.0.0.6/32, 10.0.0.7/32, 10.0.0.8/32, 10.0.0.9/32, 10.0.0.10/32, 10.0.0.11/32, 10.0.0.12/32, 10.0.0.13/32, 10.0.0.14/32, 10.0.0.15/32, 10.0.0.16/32, 10.0.0.17/32]}}`, "clientIPDetection.xForwardedFor.trustedCIDRs has 17 entries, at most 16"},
 		{`clientIPDetection: {}`, "clientIPDetection has neither xForwardedFor nor customHeader"},
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: x}}`, "clientIPDetection has both xForwardedFor and customHeader"},
 		{`clientIPDetection: {customHeader: {name: "x_real ip"}}`, `clientIPDetection.customHeader.name "x_real ip" is not a header name`},

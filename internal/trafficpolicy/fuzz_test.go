@@ -144,6 +144,7 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"timeout":{"http":{"requestReceivedTimeout":"0s","idleTimeout":"99999h"},"tcp":{}},"headers":{"withUnderscoresAction":"x"}}`,
 		`{"connection":{"connectionLimit":{"value":-1,"closeDelay":"99999h"},"maxAcceptPerSocketEvent":4294967295}}`,
 		`{"clientIPDetection":{"xForwardedFor":{"numTrustedHops":-2147483648},"customHeader":{"name":"x\r\ny"}}}`,
+		`{"clientIPDetection":{"xForwardedFor":{"trustedCIDRs":["10.0.0.0/8","::/0","1.2.3.4/33",""]}}}`,
 		`{"clientIPDetection":{"customHeader":{"name":"X-Real-IP","failClosed":true}}}`,
 		`{"tls":{"minVersion":"1.3","maxVersion":"1.2","ciphers":["AES128-SHA:x"],"ecdhCurves":["X25519"],"alpnProtocols":["h2","h3"]}}`,
 		`{"timeout":{"tcp":{"idleTimeout":"99999h"}},"tcpKeepalive":{"probes":-1,"idleTime":"1500ms","interval":"0s"}}`,

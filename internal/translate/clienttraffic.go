@@ -4,6 +4,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
+	"slices"
 )
 
 // ReasonInvalidClientTraffic: the ClientTrafficPolicy a Gateway's Route carries cannot be used
@@ -59,6 +60,7 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 		ConnectionLimitDelay:     ir.Duration(s.CloseDelay),
 		MaxAcceptPerSocketEvent:  s.MaxAcceptPerSocketEvent,
 		XFFTrustedHops:           s.XFFTrustedHops,
+		XFFTrustedCIDRs:          slices.Clone(s.XFFTrustedCIDRs),
 		ClientIPHeader:           s.ClientIPHeader,
 		ClientIPHeaderFailClosed: s.ClientIPHeaderFailClosed,
 	})
@@ -95,7 +97,7 @@ func (t *l7) clientSettingsFor(g *gateway, ls []*gwListener) *trafficpolicy.Clie
 	if s == nil && ctx.ClientTraffic != nil {
 		s, _ = t.client.check(t, ctx.ClientTraffic, "the Gateway's", t.ref(g.route, ""))
 	}
-	if s == nil || *s == (trafficpolicy.ClientSettings{}) {
+	if s == nil || s.IsZero() {
 		return nil
 	}
 	return s
@@ -113,7 +115,7 @@ func (t *l7) detectsClientAddress(g *gateway) bool {
 	}
 	detects := func(ct *v1alpha1.ClientTraffic) bool {
 		s, err := trafficpolicy.ResolveClient(ct)
-		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && (s.XFFTrustedHops > 0 || s.ClientIPHeader != "" || s.ProxyProtocol)
+		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && (s.XFFTrustedHops > 0 || len(s.XFFTrustedCIDRs) > 0 || s.ClientIPHeader != "" || s.ProxyProtocol)
 	}
 	if !detects(ctx.ClientTraffic) {
 		return false

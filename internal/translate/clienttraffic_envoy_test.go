@@ -291,6 +291,36 @@ func TestClientTrafficXForwardedForThroughEnvoy(t *testing.T) {
 	}
 }
 
+// TestClientTrafficTrustedCIDRsThroughEnvoy: clientIPDetection.xForwardedFor.trustedCIDRs
+// (the loopback network, where the test's client stands for the proxy before the hub, and
+// 10.0.0.0/8): the client's address is the rightmost address of X-Forwarded-For outside those
+// networks, and the Gateway's SecurityPolicy allowing 203.0.113.0/24 decides by it — however
+// many trusted proxies appended their addresses; without the header the client is the peer
+// (127.0.0.1), refused.
+func TestClientTrafficTrustedCIDRsThroughEnvoy(t *testing.T) {
+	addr := clientIPThroughEnvoy(t, "tenant-client-xff-cidrs", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "behind-lbs",
+		ClientIPDetection: &v1alpha1.ClientTrafficIPDetection{XForwardedFor: &v1alpha1.ClientTrafficXForwardedFor{TrustedCIDRs: []string{"127.0.0.0/8", "10.0.0.0/8"}}}})
+	for _, tc := range []struct {
+		xff  string
+		want int
+	}{
+		{"203.0.113.7", http.StatusOK},
+		{"203.0.113.7, 10.1.2.3", http.StatusOK},
+		{"198.51.100.1, 203.0.113.7, 10.1.2.3, 10.4.5.6", http.StatusOK},
+		{"198.51.100.1, 10.1.2.3", http.StatusForbidden},
+		{"203.0.113.7, 198.51.100.1", http.StatusForbidden},
+		{"", http.StatusForbidden},
+	} {
+		var h []string
+		if tc.xff != "" {
+			h = []string{"X-Forwarded-For", tc.xff}
+		}
+		if got := statusWith(t, addr, h...); got != tc.want {
+			t.Errorf("X-Forwarded-For %q: %d, want %d", tc.xff, got, tc.want)
+		}
+	}
+}
+
 // TestClientTrafficCustomHeaderThroughEnvoy: clientIPDetection.customHeader X-Real-IP with
 // failClosed: the client's address is the header's, and the Gateway's SecurityPolicy
 // allowing 203.0.113.0/24 decides by it: X-Real-IP 203.0.113.7 is served, 198.51.100.1 is

@@ -2,6 +2,7 @@ package translator
 
 import (
 	"fmt"
+	"net/netip"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
@@ -16,6 +17,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	customheaderv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/custom_header/v3"
+	xffv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/xff/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -34,6 +36,7 @@ const (
 	FilterRouter               = "envoy.filters.http.router"
 	FilterTLSInspector         = "envoy.filters.listener.tls_inspector"
 	OriginalIPCustomHeader     = "envoy.http.original_ip_detection.custom_header"
+	OriginalIPXFF              = "envoy.http.original_ip_detection.xff"
 	TransportSocketTLS         = "envoy.transport_sockets.tls"
 )
 
@@ -301,7 +304,8 @@ var underscoresActions = map[ir.UnderscoresAction]corev3.HttpProtocolOptions_Hea
 // options), and where the client's address is read from: trusted X-Forwarded-For hops, or a
 // header (the custom header original IP detection extension, which Envoy does not allow
 // with use_remote_address: the address is the header's, else the peer's, and X-Forwarded-For
-// is then passed on as the client sent it). Nil keeps Envoy's defaults.
+// is then passed on as the client sent it), or the rightmost address of X-Forwarded-For
+// outside trusted CIDRs (the xff extension; the same restriction). Nil keeps Envoy's defaults.
 func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *[]error) {
 	if c == nil {
 		return
@@ -323,6 +327,15 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *
 		}
 		hcm.UseRemoteAddress = nil
 		hcm.OriginalIpDetectionExtensions = []*corev3.TypedExtensionConfig{{Name: OriginalIPCustomHeader, TypedConfig: mustPack(errs, ch)}}
+	}
+	if len(c.XFFTrustedCIDRs) > 0 {
+		trusted := &xffv3.XffTrustedCidrs{}
+		for _, cidr := range c.XFFTrustedCIDRs {
+			p := netip.MustParsePrefix(cidr) // checked by the IR's validation
+			trusted.Cidrs = append(trusted.Cidrs, &corev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))})
+		}
+		hcm.UseRemoteAddress = nil
+		hcm.OriginalIpDetectionExtensions = []*corev3.TypedExtensionConfig{{Name: OriginalIPXFF, TypedConfig: mustPack(errs, &xffv3.XffConfig{XffTrustedCidrs: trusted})}}
 	}
 	clientHTTP(hcm, c.HTTP, errs) // clienttraffic.go
 }
