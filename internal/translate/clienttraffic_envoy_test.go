@@ -272,15 +272,24 @@ func TestClientTrafficXForwardedForThroughEnvoy(t *testing.T) {
 	hops := int32(1)
 	addr := clientIPThroughEnvoy(t, "tenant-client-xff", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "behind-lb",
 		ClientIPDetection: &v1alpha1.ClientTrafficIPDetection{XForwardedFor: &v1alpha1.ClientTrafficXForwardedFor{NumTrustedHops: &hops}}})
-	for _, tc := range []struct {
-		xff  string
-		want int
-	}{
+	checkXFF(t, addr, []xffCase{
 		{"203.0.113.7", http.StatusOK},
 		{"198.51.100.1, 203.0.113.7", http.StatusOK},
 		{"203.0.113.7, 198.51.100.1", http.StatusForbidden},
 		{"", http.StatusForbidden},
-	} {
+	})
+}
+
+// xffCase is a request's X-Forwarded-For ("": none) and the status it must get.
+type xffCase struct {
+	xff  string
+	want int
+}
+
+// checkXFF sends a request for each case to addr and checks its status.
+func checkXFF(t *testing.T, addr string, cases []xffCase) {
+	t.Helper()
+	for _, tc := range cases {
 		var h []string
 		if tc.xff != "" {
 			h = []string{"X-Forwarded-For", tc.xff}
@@ -300,25 +309,14 @@ func TestClientTrafficXForwardedForThroughEnvoy(t *testing.T) {
 func TestClientTrafficTrustedCIDRsThroughEnvoy(t *testing.T) {
 	addr := clientIPThroughEnvoy(t, "tenant-client-xff-cidrs", &v1alpha1.ClientTraffic{Namespace: "shop", Name: "behind-lbs",
 		ClientIPDetection: &v1alpha1.ClientTrafficIPDetection{XForwardedFor: &v1alpha1.ClientTrafficXForwardedFor{TrustedCIDRs: []string{"127.0.0.0/8", "10.0.0.0/8"}}}})
-	for _, tc := range []struct {
-		xff  string
-		want int
-	}{
+	checkXFF(t, addr, []xffCase{
 		{"203.0.113.7", http.StatusOK},
 		{"203.0.113.7, 10.1.2.3", http.StatusOK},
 		{"198.51.100.1, 203.0.113.7, 10.1.2.3, 10.4.5.6", http.StatusOK},
 		{"198.51.100.1, 10.1.2.3", http.StatusForbidden},
 		{"203.0.113.7, 198.51.100.1", http.StatusForbidden},
 		{"", http.StatusForbidden},
-	} {
-		var h []string
-		if tc.xff != "" {
-			h = []string{"X-Forwarded-For", tc.xff}
-		}
-		if got := statusWith(t, addr, h...); got != tc.want {
-			t.Errorf("X-Forwarded-For %q: %d, want %d", tc.xff, got, tc.want)
-		}
-	}
+	})
 }
 
 // TestClientTrafficCustomHeaderThroughEnvoy: clientIPDetection.customHeader X-Real-IP with
