@@ -97,20 +97,35 @@ nodes() {
   node-debs
 }
 
+# unpack-debs downloads Debian's packages (after the first, the ones the machine lacks) into
+# the folder $1 and unpacks them into $1/root, installing nothing on the machine.
+unpack-debs() {
+  local debs=$1
+  shift
+  rm -rf "$debs"
+  mkdir -p "$debs/root"
+  local sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  if ! apt-cache show "$1" >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
+  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root "$@" >/dev/null)
+  local deb
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
+}
+
+# debs-versions writes the package and version of each .deb of the folder $1 into the file $2.
+debs-versions() {
+  (cd "$1" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' '; done) >"$2"
+}
+
 # node-debs unpacks Debian's containerd, runc and CNI plugins into bin/node/ (see nodes).
 node-debs() {
   local node=$BIN/node
   if [[ -f $node/VERSIONS ]]; then return; fi
   local debs=$BIN/.build/node-debs
-  rm -rf "$debs" "$node"
-  mkdir -p "$debs/root" "$node/cni"
-  local sudo=""
-  [[ $(id -u) == 0 ]] || sudo=sudo
-  if ! apt-cache show containerd >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
+  rm -rf "$node"
+  mkdir -p "$node/cni"
   log "downloading Debian's containerd, runc and containernetworking-plugins into bin/node"
-  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root containerd runc containernetworking-plugins >/dev/null)
-  local deb
-  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
+  unpack-debs "$debs" containerd runc containernetworking-plugins
   install -m 0755 "$debs/root/usr/bin/containerd" "$debs/root/usr/bin/containerd-shim-runc-v2" \
     "$debs/root/usr/bin/ctr" "$debs/root/usr/sbin/runc" "$node/"
   local plugin
@@ -119,7 +134,7 @@ node-debs() {
   done
   "$node/containerd" --version >&2
   "$node/runc" --version | head -n1 >&2
-  (cd "$debs" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' '; done) >"$node/VERSIONS"
+  debs-versions "$debs" "$node/VERSIONS"
 }
 
 etcd() {
@@ -258,15 +273,10 @@ redis() {
   local redis=$BIN/redis
   if [[ -f $redis/VERSIONS ]]; then return; fi
   local debs=$BIN/.build/redis-debs
-  rm -rf "$debs" "$redis"
-  mkdir -p "$debs/root" "$redis/lib"
-  local sudo=""
-  [[ $(id -u) == 0 ]] || sudo=sudo
-  if ! apt-cache show redis-server >/dev/null 2>&1; then $sudo apt-get update -qq >/dev/null; fi
+  rm -rf "$redis"
+  mkdir -p "$redis/lib"
   log "downloading Debian's redis-server into bin/redis"
-  (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root redis-server redis-tools libjemalloc2 liblzf1 >/dev/null)
-  local deb
-  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
+  unpack-debs "$debs" redis-server redis-tools libjemalloc2 liblzf1
   # Debian's redis-server is a link to the one redis binary, which acts by the name it runs as.
   install -m 0755 "$debs/root/usr/bin/redis-check-rdb" "$redis/lib/redis-server"
   cp -a "$debs"/root/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "$debs"/root/usr/lib/x86_64-linux-gnu/liblzf.so.1* "$redis/lib/"
@@ -278,7 +288,7 @@ LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$lib/redis-serve
 SH
   chmod 0755 "$redis/redis-server"
   "$redis/redis-server" --version >&2
-  (cd "$debs" && for deb in *.deb; do dpkg-deb -f "$deb" Package Version | paste -sd' '; done) >"$redis/VERSIONS"
+  debs-versions "$debs" "$redis/VERSIONS"
 }
 
 # Debian's package holds both prometheus and promtool (the alert rule tests run promtool).
