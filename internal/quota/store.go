@@ -37,7 +37,11 @@ type Store struct {
 	mu     sync.Mutex
 	lbs    toolscache.Indexer
 	routes toolscache.Indexer
-	memo   map[string]*namespaceMemo
+	// handlers are the registrations of the change counters; until they have synced, the
+	// informers are still telling them of the objects already cached (as added), and each
+	// such event counts as a change.
+	handlers []toolscache.ResourceEventHandlerRegistration
+	memo     map[string]*namespaceMemo
 }
 
 // namespaceMemo is the remembered Objects of one namespace, and its last verdict.
@@ -157,14 +161,34 @@ func (s *Store) indexers(ctx context.Context) (lbs, routes toolscache.Indexer, o
 		UpdateFunc: func(_, o any) { s.changed(o) },
 		DeleteFunc: s.changed,
 	}
-	if _, err := li.AddEventHandler(count); err != nil {
+	lreg, err := li.AddEventHandler(count)
+	if err != nil {
 		return nil, nil, false
 	}
-	if _, err := ri.AddEventHandler(count); err != nil {
+	rreg, err := ri.AddEventHandler(count)
+	if err != nil {
 		return nil, nil, false
 	}
+	s.handlers = []toolscache.ResourceEventHandlerRegistration{lreg, rreg}
 	s.lbs, s.routes = l.GetIndexer(), r.GetIndexer()
 	return s.lbs, s.routes, true
+}
+
+// counting reports whether the change counters have heard of every object the informers had
+// cached when the counters were registered; before, a kept verdict is computed again at the
+// next of those late events (once more than needed, never stale).
+func (s *Store) counting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handlers == nil {
+		return false
+	}
+	for _, h := range s.handlers {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 // changed counts an informer event of a LoadBalancer or Route in its namespace.

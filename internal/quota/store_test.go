@@ -285,6 +285,16 @@ func TestStoreKeepsTheVerdictUntilAChange(t *testing.T) {
 	}
 
 	first := waitFor("lb-2")
+	// The counters hear of the three cached LoadBalancers again, on the informers' goroutines,
+	// after the Store registered them; wait for that replay, then ask for the verdict the
+	// replay may have made stale.
+	for i := 0; !s.counting(); i++ {
+		if i == 200 {
+			t.Fatal("the Store's change counters never heard of the cached objects")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	first = waitFor("lb-2")
 	if again, _ := s.LoadAdmission(ctx, "tenant-a", ten); !same(first, again) {
 		t.Fatal("nothing changed, yet the Store computed the verdict again")
 	}
