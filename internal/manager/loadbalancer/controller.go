@@ -172,7 +172,7 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&kubelbv1alpha1.LoadBalancer{})
-	err = perobject.WatchSettings(b, opts.Namespace, r.loadBalancersIn).
+	b = perobject.WatchSettings(b, opts.Namespace, r.loadBalancersIn).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(serviceToLoadBalancer),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.LooksLikeLoadBalancerService))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.ingressServiceToLoadBalancers),
@@ -182,7 +182,11 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 		Watches(&kubelbv1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(r.sameHostnameElsewhere),
 			builder.WithPredicates(predicate.NewPredicateFuncs(hostnames.HasExplicitHostname))).
 		WatchesRawSource(r.plans.LoadBalancers()).
-		WatchesRawSource(opts.Ingress.LoadBalancers(r.loadBalancerKeysIn)).
+		WatchesRawSource(opts.Ingress.LoadBalancers(r.loadBalancerKeysIn))
+	if opts.Status != nil { // a LoadBalancer whose first write awaits its verdict
+		b = b.WatchesRawSource(opts.Status.AwaitedVerdicts())
+	}
+	err = b.
 		// Requests go out round robin across tenant namespaces: one tenant's flood of
 		// objects does not hold back another's (fairqueue.New).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}).
@@ -274,6 +278,10 @@ func (r *Reconciler) reconcile(ctx context.Context, ports *portalloc.Allocator, 
 	if wait := r.waitForAddress(lb, svc, out); wait > 0 {
 		return minRequeue(requeue, wait), nil // the address (an update of the hub Service) or the requeue brings it back
 	}
+	wait, err := r.waitForVerdict(ctx, lb, svc, out)
+	if err != nil || wait > 0 {
+		return minRequeue(requeue, wait), err // the Report with the verdict (AwaitVerdict) or the requeue brings it back
+	}
 	return requeue, r.writeStatus(ctx, lb, svc, typ, planned, alloc, out)
 }
 
@@ -303,6 +311,38 @@ func (r *Reconciler) waitForAddress(lb *kubelbv1alpha1.LoadBalancer, svc *corev1
 		return r.opts.AddressWait
 	}
 	return max(r.opts.AddressWait-time.Since(svc.CreationTimestamp.Time), 0)
+}
+
+// waitForVerdict is how long the LoadBalancer's first status write waits for its Programmed
+// verdict, 0 to write now. A LoadBalancer with its address and nothing wrong usually gets
+// its address before its translation (the hub Service's ports and address come first, the
+// Envoy control plane translates after): written at once, its status would need a second
+// write for Programmed — in a burst, one per LoadBalancer. So only that first write waits
+// for the Report that describes the LoadBalancer (the Store requeues it then), at most
+// AddressWait from the hub Service's creation, and ports, address, Ready and Programmed are
+// written at once. Anything else to report, and a status already written, is written now.
+func (r *Reconciler) waitForVerdict(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service, out outcome) (time.Duration, error) {
+	if r.opts.Status == nil {
+		return 0, nil
+	}
+	key := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
+	wait := r.opts.AddressWait
+	if svc != nil {
+		wait = max(wait-time.Since(svc.CreationTimestamp.Time), 0)
+	}
+	if wait == 0 || readyCondition(out, lb.Generation).Status != metav1.ConditionTrue ||
+		meta.FindStatusCondition(r.sink.KnownLoadBalancer(lb).Conditions, ConditionReady) != nil {
+		r.opts.Status.StopAwaiting(key)
+		return 0, nil
+	}
+	// Awaited before looking, so a Report published in between is not missed.
+	r.opts.Status.AwaitVerdict(key)
+	_, known, err := r.opts.Status.LoadBalancerProgrammed(ctx, r.client, lb)
+	if err != nil || known {
+		r.opts.Status.StopAwaiting(key)
+		return 0, err
+	}
+	return wait, nil
 }
 
 // writeStatus hands the LoadBalancer's status (the fields this controller decides: ports,
@@ -381,6 +421,9 @@ func (r *Reconciler) reconcileGone(_ context.Context, _ *portalloc.Allocator, lb
 func (r *Reconciler) forget(lb types.NamespacedName) {
 	r.sink.Forget("LoadBalancer", lb)
 	r.steps.Count.Forget(lb)
+	if r.opts.Status != nil {
+		r.opts.Status.StopAwaiting(lb)
+	}
 }
 
 // sameHostnameElsewhere maps a LoadBalancer with an explicit hostname to the LoadBalancers

@@ -270,8 +270,8 @@ func TestController(t *testing.T) {
 	})
 
 	// A new LoadBalancer's status is written once: the allocated ports wait (a bounded
-	// while) for the hub Service's address, and the write carries the Programmed verdict of
-	// the translation when it is known (the test plays the Envoy control plane's Report).
+	// while) for the hub Service's address, and the address for the Programmed verdict of
+	// the translation (the test plays the Envoy control plane's Report).
 	t.Run("NewLoadBalancerStatusWrittenOnce", func(t *testing.T) {
 		ns := "tenant-once"
 		objects.Create(t, c, objects.ManagedNamespace(ns))
@@ -313,13 +313,56 @@ func TestController(t *testing.T) {
 			t.Errorf("LoadBalancer status writes after a reconcile from a stale cache: %d (%s), want 1", n, m.writes)
 		}
 
-		// Without an address, the ports are written once the wait is over.
-		slow := newLB(ns, "no-address", tcp(80))
-		if err := c.Create(ctx, slow); err != nil {
+		// The address before the verdict (a burst: the translation comes after the hub
+		// Service's address): the first write waits for the Report, which requeues the
+		// LoadBalancer, and ports, address, Ready and Programmed are one write.
+		late := newLB(ns, "late-verdict", tcp(80))
+		if err := c.Create(ctx, late); err != nil {
 			t.Fatal(err)
 		}
+		waitService(t, c, ns, late.Name, nil)
+		playLoadBalancer(t, c, ns, late.Name, "127.0.0.12")
+		testsupport.Eventually(t, waitTimeout, "the LoadBalancer awaiting its verdict", func() error {
+			if n := store.Awaiting(); n != 1 {
+				return fmt.Errorf("%d LoadBalancers await a verdict", n)
+			}
+			return nil
+		})
+		if got := getLB(t, c, ns, late.Name); len(got.Status.Conditions) != 0 {
+			t.Errorf("status written before the verdict: %+v", got.Status)
+		}
+		store.Publish(ns, &statuspkg.Report{Objects: map[ir.ObjectRef]int64{
+			{Kind: translate.KindLoadBalancer, Namespace: ns, Name: lb.Name}:   1,
+			{Kind: translate.KindLoadBalancer, Namespace: ns, Name: late.Name}: 1,
+		}})
+		got = waitReady(t, c, ns, late.Name, metav1.ConditionTrue, ReasonAddressAssigned)
+		if p := meta.FindStatusCondition(got.Status.Conditions, statuspkg.ConditionProgrammed); p == nil || p.Status != metav1.ConditionTrue {
+			t.Errorf("Programmed %+v, want True in the same write as the address", p)
+		}
+		if n := m.writes.Count("PATCH loadbalancers/status"); n != 2 {
+			t.Errorf("LoadBalancer status writes: %d (%s), want 2 (one per LoadBalancer)", n, m.writes)
+		}
+
+		// Without an address, the ports are written once the wait is over; with an address
+		// but no verdict, the address is (without Programmed) once the wait is over.
+		slow := newLB(ns, "no-address", tcp(80))
+		unseen := newLB(ns, "no-verdict", tcp(80))
+		for _, lb := range []*kubelbv1alpha1.LoadBalancer{slow, unseen} {
+			if err := c.Create(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitService(t, c, ns, unseen.Name, nil)
+		playLoadBalancer(t, c, ns, unseen.Name, "127.0.0.13")
 		waitReady(t, c, ns, slow.Name, metav1.ConditionFalse, ReasonWaitingForAddress)
 		waitPorts(t, c, ns, slow.Name, 1)
+		got = waitReady(t, c, ns, unseen.Name, metav1.ConditionTrue, ReasonAddressAssigned)
+		if p := meta.FindStatusCondition(got.Status.Conditions, statuspkg.ConditionProgrammed); p != nil {
+			t.Errorf("Programmed %+v without a Report describing the LoadBalancer", p)
+		}
+		if n := store.Awaiting(); n != 0 {
+			t.Errorf("%d LoadBalancers still await a verdict after their wait", n)
+		}
 		deleteAll(t, c, ns)
 	})
 

@@ -20,7 +20,8 @@ import (
 // LoadBalancer would cost a status write of each. To write a new LoadBalancer's status once:
 //   - the LoadBalancer controller carries the Programmed verdict (LoadBalancerProgrammed)
 //     in its own status write when the latest Report knows the LoadBalancer at its
-//     generation;
+//     generation, and its first write waits a bounded while for that Report (AwaitVerdict:
+//     Publish requeues the LoadBalancer when it comes);
 //   - the Writer leaves a LoadBalancer alone until the LoadBalancer controller has written
 //     Ready (its first status write carries the verdict when it is known; the Writer hears
 //     of the Ready condition's appearance).

@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/manager/requeue"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -49,17 +51,27 @@ type Rejected struct {
 }
 
 // Store holds the latest Report of every tenant, on every replica. The leader's Writer
-// registers its queue with it and is told of every tenant whose Report changed.
+// registers its queue with it and is told of every tenant whose Report changed; the
+// LoadBalancer controller registers its queue (AwaitedVerdicts) and is told of each
+// LoadBalancer it awaits a verdict for (AwaitVerdict) when a Report gives one.
 type Store struct {
 	mu      sync.Mutex
 	reports map[string]*Report
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	// awaiting are the LoadBalancers, by tenant and name, whose first status write waits
+	// for their Programmed verdict; lbQueue is the LoadBalancer controller's queue.
+	awaiting map[string]map[string]struct{}
+	lbQueue  requeue.Queue
 }
 
 // NewStore returns an empty Store.
-func NewStore() *Store { return &Store{reports: map[string]*Report{}} }
+func NewStore() *Store {
+	return &Store{reports: map[string]*Report{}, awaiting: map[string]map[string]struct{}{}}
+}
 
-// Publish records the tenant's latest Report; the Writer hears of it when it changed.
+// Publish records the tenant's latest Report; the Writer hears of it when it changed, and
+// the LoadBalancer controller of each awaited LoadBalancer it gives a verdict on.
 func (s *Store) Publish(tenant string, r *Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -70,13 +82,66 @@ func (s *Store) Publish(tenant string, r *Report) {
 	if s.queue != nil {
 		s.queue.Add(tenantRequest(tenant))
 	}
+	var given []types.NamespacedName
+	for name := range s.awaiting[tenant] {
+		ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: tenant, Name: name}
+		if _, ok := r.Objects[ref]; ok && r.GivesVerdict(ref) {
+			given = append(given, types.NamespacedName{Namespace: tenant, Name: name})
+			delete(s.awaiting[tenant], name)
+		}
+	}
+	if names, ok := s.awaiting[tenant]; ok && len(names) == 0 {
+		delete(s.awaiting, tenant)
+	}
+	s.lbQueue.Add(given...)
 }
+
+// AwaitVerdict asks to be told (in the queue AwaitedVerdicts captures) when a Report of the
+// LoadBalancer's tenant describes it with a verdict; once told, it is forgotten.
+func (s *Store) AwaitVerdict(lb types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := s.awaiting[lb.Namespace]
+	if names == nil {
+		names = map[string]struct{}{}
+		s.awaiting[lb.Namespace] = names
+	}
+	names[lb.Name] = struct{}{}
+}
+
+// StopAwaiting forgets an AwaitVerdict.
+func (s *Store) StopAwaiting(lb types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if names := s.awaiting[lb.Namespace]; names != nil {
+		delete(names, lb.Name)
+		if len(names) == 0 {
+			delete(s.awaiting, lb.Namespace)
+		}
+	}
+}
+
+// Awaiting is how many LoadBalancers await a verdict (tests).
+func (s *Store) Awaiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, names := range s.awaiting {
+		n += len(names)
+	}
+	return n
+}
+
+// AwaitedVerdicts captures the LoadBalancer controller's queue (register it with
+// WatchesRawSource).
+func (s *Store) AwaitedVerdicts() source.Source { return s.lbQueue.Source() }
 
 // Remove forgets a tenant.
 func (s *Store) Remove(tenant string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.reports, tenant)
+	delete(s.awaiting, tenant)
 }
 
 // Get returns the tenant's latest Report, nil when there is none. The Report must not be
