@@ -32,7 +32,7 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/e2e/framework"
 	"kubelb.dev/kubelb/internal/certmanagercrds"
-	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -872,9 +872,9 @@ func TestL7EndToEnd(t *testing.T) {
 		lbName := string(svc.UID)
 		host := lbName + ".a.lb.example.com"
 		cert := &unstructured.Unstructured{}
-		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		cert.SetGroupVersionKind(hubnames.CertificateGVK)
 		testsupport.Eventually(t, 2*time.Minute, "the Certificate for "+host, func() error {
-			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: translate.HostnameSecretName(lbName)}, cert); err != nil {
+			if err := pair.Hub.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: hubnames.HostnameSecretName(lbName)}, cert); err != nil {
 				return err
 			}
 			names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
@@ -891,7 +891,7 @@ func TestL7EndToEnd(t *testing.T) {
 		labels, _, _ := unstructured.NestedStringMap(cert.Object, "spec", "secretTemplate", "labels")
 		create(t, pair.Hub.Client, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: secretName, Labels: labels,
-				Annotations: map[string]string{loadbalancer.AnnotationCertificateName: cert.GetName()}},
+				Annotations: map[string]string{hubnames.AnnotationCertificateName: cert.GetName()}},
 			Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: issued.crt, corev1.TLSPrivateKeyKey: issued.key},
 		})
@@ -1070,7 +1070,7 @@ func installCertificateCRD(t *testing.T, c client.Client) {
 	create(t, c, crd)
 	testsupport.Eventually(t, time.Minute, "the Certificate CRD established", func() error {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(loadbalancer.CertificateGVK.GroupVersion().WithKind("CertificateList"))
+		list.SetGroupVersionKind(hubnames.CertificateGVK.GroupVersion().WithKind("CertificateList"))
 		return c.List(context.Background(), list)
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -41,7 +42,7 @@ func TestDefaultInstallAddressesAThousandServices(t *testing.T) {
 	stop := playHubLoadBalancer(t, c, ns)
 	defer stop()
 
-	if err := ssa.Apply(ctx, c, ccm.DesiredAddresses(ns, []kubelbv1alpha1.EndpointAddress{{IP: "192.0.2.1"}, {IP: "192.0.2.2"}}), nil, ccm.FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, c, ccm.DesiredAddresses(ns, []kubelbv1alpha1.EndpointAddress{{IP: "192.0.2.1"}, {IP: "192.0.2.2"}}), nil, hubnames.FieldOwnerCCM, ""); err != nil {
 		t.Fatal(err)
 	}
 	mirrorTwoPortServices(t, c, ns, n)

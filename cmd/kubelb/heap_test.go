@@ -14,6 +14,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -58,7 +59,7 @@ func TestLiveHeapPerService(t *testing.T) {
 		nodes = append(nodes, kubelbv1alpha1.EndpointAddress{IP: fmt.Sprintf("192.0.2.%d", i+1)})
 	}
 	addrs := ccm.DesiredAddresses(ns, nodes)
-	must(ssa.Apply(ctx, c, addrs, nil, ccm.FieldOwner, ""))
+	must(ssa.Apply(ctx, c, addrs, nil, hubnames.FieldOwnerCCM, ""))
 	time.Sleep(10 * time.Second)
 	before := liveHeap(t, m)
 

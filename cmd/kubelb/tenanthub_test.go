@@ -57,7 +57,7 @@ func mirrorTwoPortServices(t *testing.T, c client.Client, ns string, n int) {
 				}},
 		}
 		lb, _ := ccm.DesiredLoadBalancer(svc, ns)
-		if err := ssa.Apply(context.Background(), c, lb, nil, ccm.FieldOwner, ""); err != nil {
+		if err := ssa.Apply(context.Background(), c, lb, nil, hubnames.FieldOwnerCCM, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -238,7 +238,7 @@ func (h *harness) start() {
 		for n := 0; n < 3; n++ {
 			addrs = append(addrs, kubelbv1alpha1.EndpointAddress{IP: fmt.Sprintf("127.0.2.%d", 10+n)})
 		}
-		if err := ssa.Apply(ctx, hub, ccm.DesiredAddresses(tn.namespace, addrs), nil, ccm.FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, hub, ccm.DesiredAddresses(tn.namespace, addrs), nil, hubnames.FieldOwnerCCM, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +289,7 @@ func (h *harness) create(ctx context.Context, tn *tenant, name string, j int) er
 		return tn.cluster.Client.Create(ctx, tenantService(name))
 	}
 	h.played.Add(1)
-	return ssa.Apply(ctx, h.sys.Hub.Client, playedLoadBalancer(tn, name, j), nil, ccm.FieldOwner, "")
+	return ssa.Apply(ctx, h.sys.Hub.Client, playedLoadBalancer(tn, name, j), nil, hubnames.FieldOwnerCCM, "")
 }
 
 // parallel runs do(i) for i in [0, n) on the configured number of clients and returns the

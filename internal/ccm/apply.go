@@ -12,14 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ssa"
 )
 
-// FieldOwner is the server-side apply field owner of the hub objects the ccm writes: the
-// LoadBalancers mirroring Services and Addresses/default.
-const FieldOwner = "kubelb-ccm"
-
-// hubApplier writes hub objects with server-side apply under FieldOwner (ssa.Apply).
+// hubApplier writes hub objects with server-side apply under hubnames.FieldOwnerCCM (ssa.Apply).
 // Legacy is the field manager of earlier ccm versions, which created and merge-patched
 // (ssa.LegacyFieldManager of the hub client's config); "" adopts nothing.
 type hubApplier struct {
@@ -44,7 +41,7 @@ func (a hubApplier) ownedBy(e metav1.ManagedFieldsEntry) bool {
 	if e.Subresource != "" {
 		return false
 	}
-	return (e.Manager == FieldOwner && e.Operation == metav1.ManagedFieldsOperationApply) ||
+	return (e.Manager == hubnames.FieldOwnerCCM && e.Operation == metav1.ManagedFieldsOperationApply) ||
 		(a.legacy != "" && e.Manager == a.legacy && e.Operation == metav1.ManagedFieldsOperationUpdate)
 }
 
@@ -82,9 +79,9 @@ func (a hubApplier) drifted(current, desired client.Object) (bool, error) {
 
 // apply writes desired (a typed object holding exactly the fields the ccm owns) to the hub;
 // current (nil: none) is the object as it is, whose fields owned by an earlier ccm version
-// are handed to FieldOwner first, once, so that a field the ccm stops applying goes.
+// are handed to hubnames.FieldOwnerCCM first, once, so that a field the ccm stops applying goes.
 func (a hubApplier) apply(ctx context.Context, current, desired client.Object) error {
-	return ssa.Apply(ctx, a.hub, desired, current, FieldOwner, a.legacy)
+	return ssa.Apply(ctx, a.hub, desired, current, hubnames.FieldOwnerCCM, a.legacy)
 }
 
 // ownedFields are the keys of the fields the ccm owns that drifted compares: label,

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -63,7 +64,7 @@ func TestDrifted(t *testing.T) {
 	desired, _ := DesiredLoadBalancer(svc, tenantNS)
 	// As read back from the API server: the ccm's fields, bookkeeping, status, and a label, an
 	// annotation and a spec field someone else owns.
-	ours := managed(FieldOwner, metav1.ManagedFieldsOperationApply,
+	ours := managed(hubnames.FieldOwnerCCM, metav1.ManagedFieldsOperationApply,
 		`{"f:metadata":{"f:annotations":{".":{},"f:a":{}},"f:finalizers":{".":{},"v:\"kubelb.k8c.io/cleanup\"":{}},"f:labels":{"f:kubelb.k8c.io/origin-name":{}}},"f:spec":{"f:endpoints":{},"f:ports":{},"f:type":{}}}`)
 	theirs := managed("someone", metav1.ManagedFieldsOperationUpdate,
 		`{"f:metadata":{"f:annotations":{"f:b":{}},"f:labels":{"f:example.com/extra":{}}},"f:spec":{"f:hostname":{}}}`)
@@ -90,7 +91,7 @@ func TestDrifted(t *testing.T) {
 		{name: "affinity added", svc: func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }, want: true},
 		{name: "finalizer removed by someone is not put back", current: func(lb *v1alpha1.LoadBalancer) {
 			lb.Finalizers = nil
-			lb.ManagedFields[0] = managed(FieldOwner, metav1.ManagedFieldsOperationApply, `{"f:metadata":{"f:annotations":{"f:a":{}}},"f:spec":{"f:endpoints":{},"f:ports":{},"f:type":{}}}`)
+			lb.ManagedFields[0] = managed(hubnames.FieldOwnerCCM, metav1.ManagedFieldsOperationApply, `{"f:metadata":{"f:annotations":{"f:a":{}}},"f:spec":{"f:endpoints":{},"f:ports":{},"f:type":{}}}`)
 		}, want: false},
 		{name: "annotation an earlier ccm created, dropped", legacy: "ccm", current: func(lb *v1alpha1.LoadBalancer) {
 			lb.ManagedFields = []metav1.ManagedFieldsEntry{managed("ccm", metav1.ManagedFieldsOperationUpdate, `{"f:metadata":{"f:annotations":{"f:a":{}}}}`)}
@@ -204,7 +205,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	if diff := cmp.Diff(want.Spec, lb.Spec); diff != "" {
 		t.Errorf("applied mirror's spec (-create +apply):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{FieldOwner + "/Apply"}, mainEntries(lb)); diff != "" {
+	if diff := cmp.Diff([]string{hubnames.FieldOwnerCCM + "/Apply"}, mainEntries(lb)); diff != "" {
 		t.Errorf("mirror's managers (-want +got):\n%s", diff)
 	}
 
@@ -233,7 +234,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"example.com/keep": "yes"}, adopted.Annotations); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{FieldOwner + "/Apply"}, mainEntries(adopted)); diff != "" {
+	if diff := cmp.Diff([]string{hubnames.FieldOwnerCCM + "/Apply"}, mainEntries(adopted)); diff != "" {
 		t.Errorf("adopted mirror's managers (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{v1alpha1.CleanupFinalizer}, adopted.Finalizers); diff != "" {

@@ -1,10 +1,11 @@
 package translate
 
 import (
+	"slices"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
-	"slices"
 )
 
 // ReasonInvalidClientTraffic: the ClientTrafficPolicy a Gateway's Route carries cannot be used

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -67,7 +68,7 @@ func TestHoldLeavesOutHostnameCertificates(t *testing.T) {
 	}
 	gathered.HostnameSecrets = map[string]corev1.Secret{}
 	for _, name := range []string{"old", "new", "going"} {
-		gathered.HostnameSecrets[name] = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: translate.HostnameSecretName(name)}}
+		gathered.HostnameSecrets[name] = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hubnames.HostnameSecretName(name)}}
 	}
 	in, _ := translate.Hold(gathered, holds)
 	if got := slices.Sorted(maps.Keys(in.HostnameSecrets)); !slices.Equal(got, []string{"old"}) {

@@ -2,9 +2,7 @@ package translate
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 )
 
@@ -139,19 +138,6 @@ func checkHostname(h string) error {
 	return nil
 }
 
-// HostnameSecretName is the name of the Secret in the tenant namespace holding the
-// certificate of a LoadBalancer's hostname ("lb-<lb name>-tls", made by cert-manager from a
-// Certificate for the hostname; "lb-<32 hex of sha256(lb name)>-tls" when that would not be
-// a valid Secret name). envoycp passes it in Input.HostnameSecrets.
-func HostnameSecretName(lbName string) string {
-	name := "lb-" + lbName + "-tls"
-	if len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(lbName))
-	return "lb-" + hex.EncodeToString(sum[:])[:32] + "-tls"
-}
-
 // keepsClientAddress reports whether a hub Service hands Envoy the clients' own addresses:
 // of type LoadBalancer or NodePort with externalTrafficPolicy Local (with Cluster, a node
 // forwarding to an Envoy pod elsewhere replaces the address by its own; a ClusterIP Service
@@ -268,7 +254,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			}
 			continue
 		}
-		secretName := HostnameSecretName(lb.Name)
+		secretName := hubnames.HostnameSecretName(lb.Name)
 		sec, ok := t.in.HostnameSecrets[lb.Name]
 		if !ok {
 			warn(ReasonCertificateNotFound, "the certificate Secret %s/%s for %s does not exist yet", t.in.Tenant, secretName, host)

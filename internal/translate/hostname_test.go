@@ -88,18 +88,6 @@ func TestLoadBalancerHostname(t *testing.T) {
 	}
 }
 
-func TestHostnameSecretName(t *testing.T) {
-	t.Parallel()
-	if got := translate.HostnameSecretName("6e0a2f34-1c1e-4b8a-9f0e-2f1d3c4b5a61"); got != "lb-6e0a2f34-1c1e-4b8a-9f0e-2f1d3c4b5a61-tls" {
-		t.Errorf("got %q", got)
-	}
-	long := strings.Repeat("a", 250)
-	a, b := translate.HostnameSecretName(long), translate.HostnameSecretName(long+"b")
-	if a == b || len(validation.IsDNS1123Subdomain(a)) > 0 || !strings.HasPrefix(a, "lb-") || !strings.HasSuffix(a, "-tls") {
-		t.Errorf("long names: %q and %q; want distinct valid Secret names", a, b)
-	}
-}
-
 // Two LoadBalancers of one name (the Layer 4 front end serves the older only) never give two
 // hostname clusters of one name.
 func TestLoadBalancerHostnameSameName(t *testing.T) {

@@ -115,7 +115,7 @@ type Input struct {
 	// Gateway asking for an address is not Programmed (AddressNotUsable).
 	StaticAddresses []netip.Prefix
 	// HostnameSecrets are the certificates of LoadBalancer hostnames by LoadBalancer name:
-	// the Secret HostnameSecretName(lb name) in the tenant namespace (made by cert-manager
+	// the Secret hubnames.HostnameSecretName(lb name) in the tenant namespace (made by cert-manager
 	// for the hostname). A hostname without one is not served.
 	HostnameSecrets map[string]corev1.Secret
 	// DefaultCertificate is the tenant's default Ingress certificate (Config/Tenant

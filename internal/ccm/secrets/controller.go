@@ -28,10 +28,6 @@ import (
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
-// FieldOwner is the server-side apply field owner of the SyncSecrets the ccm writes (the
-// ccm's one field owner on the hub).
-const FieldOwner = "kubelb-ccm"
-
 // ActionSync is the action of the Events this controller records.
 const ActionSync = "SyncSecret"
 
@@ -170,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if current != nil {
 			existing = current
 		}
-		if err := ssa.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, r.Hub, desired, existing, hubnames.FieldOwnerCCM, ""); err != nil {
 			r.warn(secret, ReasonSyncFailed, "Mirroring the Secret to the management cluster: "+err.Error())
 			return reconcile.Result{}, fmt.Errorf("applying SyncSecret %s/%s for Secret %s: %w", r.Opts.Namespace, desired.Name, req.NamespacedName, err)
 		}

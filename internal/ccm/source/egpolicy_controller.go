@@ -32,6 +32,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/envoygatewaycrds"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
@@ -584,7 +585,7 @@ func installAbsentCRD(ctx context.Context, c client.Client, reader client.Reader
 		return false, fmt.Errorf("getting CRD %s: %w", crd.Name, err)
 	}
 	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	if err := c.Create(ctx, crd, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Create(ctx, crd, client.FieldOwner(hubnames.FieldOwnerCCM)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 	}
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/ssa"
 )
@@ -151,7 +152,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // selector (DesiredTwinSlices). It is keyed by twin ("ns/<name>-nodeport"), has no object of
 // its own to finalize (the copies are owned by the twin and go with it) and no status: get
 // the twin and its original → list the sources and the copies (tenant cache) → desired
-// (pure) → apply the drifted copies under FieldOwner, delete the stale ones.
+// (pure) → apply the drifted copies under hubnames.FieldOwnerCCM, delete the stale ones.
 //
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;patch;delete
 type SliceReconciler struct {
@@ -302,7 +303,7 @@ func syncSlices(ctx context.Context, c client.Client, desired, current []discove
 			}
 			existing = &current[j]
 		}
-		if err := ssa.Apply(ctx, c, d, existing, FieldOwner, ""); err != nil {
+		if err := ssa.Apply(ctx, c, d, existing, hubnames.FieldOwnerCCM, ""); err != nil {
 			return fmt.Errorf("applying EndpointSlice %s/%s: %w", d.Namespace, d.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("applied EndpointSlice", "endpointslice", client.ObjectKeyFromObject(d))

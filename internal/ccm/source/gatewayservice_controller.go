@@ -39,7 +39,7 @@ const (
 // spec.infrastructure labels and annotations, and that Service's EndpointSlices
 // (DesiredGatewaySlices). Keyed by Gateway: get → not served, gone or being deleted: delete
 // the Service → desired (pure) → apply the Service when drifted (re-made when its type
-// changes) → apply the drifted slices under FieldOwner, delete the stale ones. No status: the
+// changes) → apply the drifted slices under hubnames.FieldOwnerCCM, delete the stale ones. No status: the
 // Gateway's is the hub's; what cannot be done is a Warning Event on the Gateway.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete

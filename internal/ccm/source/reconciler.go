@@ -23,14 +23,11 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/finalizer"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/ssa"
 )
-
-// FieldOwner is the server-side apply field owner of what the ccm writes: hub Routes and
-// tenant NodePort twins (the same name as the ccm's other hub writes).
-const FieldOwner = "kubelb-ccm"
 
 // Event reasons.
 const (
@@ -46,7 +43,7 @@ const (
 // Reconciler mirrors the tenant objects of one Kind into hub Routes, keeps the NodePort
 // twins of their ClusterIP backends, and copies the hub's status back. It has the ccm's
 // controller shape (docs/development.md): get → release (or drop a legacy finalizer) → scope → DesiredRoute
-// (pure) → apply under FieldOwner when drifted → one status write.
+// (pure) → apply under hubnames.FieldOwnerCCM when drifted → one status write.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -409,7 +406,7 @@ func applyTenantService(ctx context.Context, c client.Client, desired, cur *core
 	if cur != nil {
 		existing = cur
 	}
-	if err := ssa.Apply(ctx, c, desired, existing, FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, c, desired, existing, hubnames.FieldOwnerCCM, ""); err != nil {
 		return nil, fmt.Errorf("applying %s %s/%s: %w", what, desired.Namespace, desired.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("applied "+what, "service", client.ObjectKeyFromObject(desired))
@@ -442,7 +439,7 @@ func (r *Reconciler) applyRoute(ctx context.Context, obj client.Object, current,
 	if current != nil {
 		existing = current
 	}
-	if err := ssa.Apply(ctx, r.Hub, desired, existing, FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, r.Hub, desired, existing, hubnames.FieldOwnerCCM, ""); err != nil {
 		record(r.Recorder, obj, corev1.EventTypeWarning, ReasonHubError,
 			"Applying Route %s/%s in the management cluster: %v", r.Namespace, desired.Name, err)
 		return fmt.Errorf("applying Route %s/%s for %s %s: %w", r.Namespace, desired.Name, r.Kind.String(), client.ObjectKeyFromObject(obj), err)

@@ -32,6 +32,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/envoygatewaycrds"
 	"kubelb.dev/kubelb/internal/gatewaycrds"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/hubschema"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -417,7 +418,7 @@ func InstallCRDs(ctx context.Context, c client.Client, reader client.Reader, cha
 			return err
 		}
 		delete(u, "status")
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(hubnames.FieldOwnerCCM), client.ForceOwnership); err != nil {
 			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
 	"kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/tenant"
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/routekind"
@@ -88,8 +89,8 @@ func hubSteps(ctx context.Context, env TenantEnv) []Step {
 	steps = append(steps, ok("hub reachable", "%s (Kubernetes %s)", h.Config.Host, v.GitVersion))
 	steps = append(steps, permissionsStep(ctx, env))
 	ts := &v1alpha1.TenantState{}
-	if err := env.HubClient.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: tenant.TenantStateName}, ts); err != nil {
-		return append(steps, failed("hub tenant", hubErrorHint(err, h), "reading TenantState %s/%s: %v", h.Namespace, tenant.TenantStateName, err))
+	if err := env.HubClient.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: hubnames.TenantStateName}, ts); err != nil {
+		return append(steps, failed("hub tenant", hubErrorHint(err, h), "reading TenantState %s/%s: %v", h.Namespace, hubnames.TenantStateName, err))
 	}
 	switch {
 	case len(ts.Status.Rejections) > 0:

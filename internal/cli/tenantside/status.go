@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/routekind"
 )
 
@@ -24,7 +25,6 @@ const (
 	condApplied    = "ResourceAppliedSuccessfully"
 	condProgrammed = "Programmed"
 	condReachable  = "BackendsReachable"
-	tenantStateKey = "default"
 )
 
 // Target is the tenant object status follows.
@@ -386,7 +386,7 @@ const reasonRejected = "Rejected"
 // None when the TenantState is unreadable.
 func rejections(ctx context.Context, hub HubAccess, name string, conds []metav1.Condition) (mine []v1alpha1.ConfigRejection, others int) {
 	ts := &v1alpha1.TenantState{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: hub.Hub.Namespace, Name: tenantStateKey}, ts); err != nil {
+	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: hub.Hub.Namespace, Name: hubnames.TenantStateName}, ts); err != nil {
 		return nil, 0
 	}
 	all := ts.Status.Rejections

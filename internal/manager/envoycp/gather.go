@@ -26,7 +26,6 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/logging"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
-	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
 	"kubelb.dev/kubelb/internal/translate"
@@ -207,16 +206,16 @@ func refusals(v quota.Verdict, kind quota.Kind) map[string]string {
 }
 
 // hostnameSecrets returns the certificates of LoadBalancer hostnames by LoadBalancer name:
-// the Secret translate.HostnameSecretName(lb) that cert-manager issued
-// (loadbalancer.IsHostnameSecret: labels from the Certificate's secretTemplate, cert-manager's
+// the Secret hubnames.HostnameSecretName(lb) that cert-manager issued
+// (hubnames.IsHostnameSecret: labels from the Certificate's secretTemplate, cert-manager's
 // certificate-name annotation) for a Certificate the LoadBalancer controller made for that
-// LoadBalancer (loadbalancer.OwnsCertificate: its labels and controller reference). The
+// LoadBalancer (hubnames.OwnsCertificate: its labels and controller reference). The
 // Certificates are read as metadata from c, only for such Secrets: none is read where
 // cert-manager issued nothing, so a hub without cert-manager is never asked for them.
 func hostnameSecrets(ctx context.Context, c client.Reader, lbs []v1alpha1.LoadBalancer, secrets []corev1.Secret) (map[string]corev1.Secret, error) {
 	byName := make(map[string]*corev1.Secret)
 	for i := range secrets {
-		if loadbalancer.IsHostnameSecret(&secrets[i]) {
+		if hubnames.IsHostnameSecret(&secrets[i]) {
 			byName[secrets[i].Name] = &secrets[i]
 		}
 	}
@@ -226,12 +225,12 @@ func hostnameSecrets(ctx context.Context, c client.Reader, lbs []v1alpha1.LoadBa
 	out := map[string]corev1.Secret{}
 	for i := range lbs {
 		lb := &lbs[i]
-		s, ok := byName[translate.HostnameSecretName(lb.Name)]
+		s, ok := byName[hubnames.HostnameSecretName(lb.Name)]
 		if !ok || s.Labels[v1alpha1.LabelLoadBalancerName] != lb.Name {
 			continue
 		}
 		cert := &metav1.PartialObjectMetadata{}
-		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		cert.SetGroupVersionKind(hubnames.CertificateGVK)
 		err := c.Get(ctx, client.ObjectKey{Namespace: lb.Namespace, Name: s.Name}, cert)
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
@@ -239,7 +238,7 @@ func hostnameSecrets(ctx context.Context, c client.Reader, lbs []v1alpha1.LoadBa
 		case err != nil:
 			return nil, fmt.Errorf("getting Certificate %s/%s: %w", lb.Namespace, s.Name, err)
 		}
-		if loadbalancer.OwnsCertificate(cert, lb) {
+		if hubnames.OwnsCertificate(cert, lb) {
 			out[lb.Name] = *s
 		}
 	}

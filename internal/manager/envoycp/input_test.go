@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
@@ -201,9 +202,9 @@ func TestBuildInput(t *testing.T) {
 	createAll(t, c,
 		&v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: v1alpha1.LoadBalancerSpec{
 			Endpoints: []v1alpha1.LoadBalancerEndpoints{{AddressesReference: &corev1.ObjectReference{Name: v1alpha1.DefaultAddressesName}}}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: translate.HostnameSecretName("web"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.HostnameSecretName("web"),
 			Labels:      withManagedBy(v1alpha1.LabelLoadBalancerName, "web"),
-			Annotations: map[string]string{"cert-manager.io/certificate-name": translate.HostnameSecretName("web")}}},
+			Annotations: map[string]string{"cert-manager.io/certificate-name": hubnames.HostnameSecretName("web")}}},
 	)
 	in, err = envoycp.BuildInput(ctx, c, c, managerNamespace, ns, opts)
 	if err != nil {

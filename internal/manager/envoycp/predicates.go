@@ -16,7 +16,6 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
-	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 )
 
 // hubRangesChanged passes Node creates and deletes, and updates that change what HubRanges
@@ -86,10 +85,10 @@ func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
 }
 
 // hostnameSecretChanged passes the Secrets cert-manager issued for LoadBalancer hostnames
-// (loadbalancer.IsHostnameSecret, before or after the event) when their data, labels or
+// (hubnames.IsHostnameSecret, before or after the event) when their data, labels or
 // annotations change.
 func hostnameSecretChanged() predicate.TypedPredicate[client.Object] {
-	return ownedChanged(loadbalancer.IsHostnameSecret, func(o, n *corev1.Secret) bool {
+	return ownedChanged(hubnames.IsHostnameSecret, func(o, n *corev1.Secret) bool {
 		return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
 			!equality.Semantic.DeepEqual(o.Data, n.Data) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
 	})

@@ -16,6 +16,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ccm"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/ssa"
@@ -98,7 +99,7 @@ func writeLoadBalancer(b *testing.B, c client.Client, ns string, i int) {
 			}},
 	}
 	lb, _ := ccm.DesiredLoadBalancer(svc, ns)
-	if err := ssa.Apply(ctx, c, lb, nil, ccm.FieldOwner, ""); err != nil {
+	if err := ssa.Apply(ctx, c, lb, nil, hubnames.FieldOwnerCCM, ""); err != nil {
 		b.Fatal(err)
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))

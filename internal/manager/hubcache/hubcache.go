@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 )
 
 // ManagedSelector selects what kubelb manages: objects labelled
@@ -67,7 +68,7 @@ const kubelbLabelPrefix = "kubelb.k8c.io/"
 // writer (the status of LoadBalancers and Routes, "kubelb-status") and its SyncSecret
 // controller (theirs, "kubelb-syncsecret"). TestCurrentFieldOwners checks them against the
 // FieldOwner constants of those packages.
-var CurrentFieldOwners = []string{"kubelb-ccm", "kubelb-status", "kubelb-syncsecret"}
+var CurrentFieldOwners = []string{hubnames.FieldOwnerCCM, hubnames.FieldOwnerStatus, hubnames.FieldOwnerSyncSecret}
 
 // TransformTenantObject strips from an object a tenant wrote what the manager never reads
 // and the tenant controls the size of: kubectl's last-applied-configuration annotation (a

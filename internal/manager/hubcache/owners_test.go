@@ -4,9 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"kubelb.dev/kubelb/internal/ccm"
-	"kubelb.dev/kubelb/internal/ccm/secrets"
-	"kubelb.dev/kubelb/internal/ccm/source"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/manager/syncsecret"
@@ -16,7 +14,7 @@ import (
 // nothing but applies of hubcache.CurrentFieldOwners, so the list must name every writer of
 // today, and none of the status writer's former owners (whose entries it must still find).
 func TestCurrentFieldOwners(t *testing.T) {
-	for _, owner := range []string{ccm.FieldOwner, source.FieldOwner, secrets.FieldOwner, status.FieldOwner, syncsecret.FieldOwner} {
+	for _, owner := range []string{hubnames.FieldOwnerCCM, hubnames.FieldOwnerCCM, hubnames.FieldOwnerCCM, status.FieldOwner, syncsecret.FieldOwner} {
 		if !slices.Contains(hubcache.CurrentFieldOwners, owner) {
 			t.Errorf("field owner %q writes tenant objects but is not in CurrentFieldOwners %v", owner, hubcache.CurrentFieldOwners)
 		}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,41 +26,23 @@ import (
 	"kubelb.dev/kubelb/internal/translate"
 )
 
-// CertificateGVK is cert-manager's Certificate, which the manager makes for LoadBalancer
-// hostnames when cert-manager's CRDs are served.
-var CertificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
-
-// AnnotationCertificateName is the annotation cert-manager puts on the Secret it issues,
-// naming the Certificate it issued it for.
-const AnnotationCertificateName = "cert-manager.io/certificate-name"
-
 // AnnotationDNSHostname is external-dns's annotation listing the hostnames of a Service's
 // address; the Route controller puts the tenant's LoadBalancer hostnames on kubelb-ingress.
 const AnnotationDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
 
-// certificateLabels are the labels of a LoadBalancer hostname's Certificate, which cert-manager
-// also copies to its Secret (spec.secretTemplate): managed-by: kubelb (the manager caches
-// only such Secrets) and the LoadBalancer's name.
-func certificateLabels(lbName string) map[string]string {
-	return map[string]string{
-		kubelbv1alpha1.LabelManagedBy:        kubelbv1alpha1.LabelManagedByValue,
-		kubelbv1alpha1.LabelLoadBalancerName: lbName,
-	}
-}
-
 // DesiredCertificate is the cert-manager Certificate of a LoadBalancer's hostname: named
-// translate.HostnameSecretName(lb name) in the LoadBalancer's namespace, controlled by the
+// hubnames.HostnameSecretName(lb name) in the LoadBalancer's namespace, controlled by the
 // LoadBalancer, for exactly the hostname, issued by the ClusterIssuer issuer, into the Secret
 // of the same name, which carries the labels of the Certificate.
 func DesiredCertificate(lb *kubelbv1alpha1.LoadBalancer, hostname, issuer string) *unstructured.Unstructured {
-	name := translate.HostnameSecretName(lb.Name)
+	name := hubnames.HostnameSecretName(lb.Name)
 	labels := map[string]any{}
-	for k, v := range certificateLabels(lb.Name) {
+	for k, v := range hubnames.CertificateLabels(lb.Name) {
 		labels[k] = v
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": CertificateGVK.GroupVersion().String(),
-		"kind":       CertificateGVK.Kind,
+		"apiVersion": hubnames.CertificateGVK.GroupVersion().String(),
+		"kind":       hubnames.CertificateGVK.Kind,
 		"metadata": map[string]any{
 			"name":      name,
 			"namespace": lb.Namespace,
@@ -79,7 +60,7 @@ func DesiredCertificate(lb *kubelbv1alpha1.LoadBalancer, hostname, issuer string
 			"secretName": name,
 			"dnsNames":   []any{hostname},
 			"issuerRef": map[string]any{
-				"group": CertificateGVK.Group,
+				"group": hubnames.CertificateGVK.Group,
 				"kind":  "ClusterIssuer",
 				"name":  issuer,
 			},
@@ -87,37 +68,6 @@ func DesiredCertificate(lb *kubelbv1alpha1.LoadBalancer, hostname, issuer string
 		},
 	}}
 	return u
-}
-
-// OwnsCertificate reports whether the Certificate (metadata suffices) is one this controller
-// made for lb: named for it, carrying its labels and controlled by it.
-func OwnsCertificate(cert metav1.Object, lb *kubelbv1alpha1.LoadBalancer) bool {
-	if cert.GetName() != translate.HostnameSecretName(lb.Name) || cert.GetNamespace() != lb.Namespace {
-		return false
-	}
-	for k, v := range certificateLabels(lb.Name) {
-		if cert.GetLabels()[k] != v {
-			return false
-		}
-	}
-	ref := metav1.GetControllerOfNoCopy(cert)
-	return ref != nil && ref.UID == lb.UID && ref.Kind == "LoadBalancer"
-}
-
-// IsHostnameSecret reports whether a Secret looks like the one cert-manager issued for the
-// Certificate of a LoadBalancer hostname: labelled managed-by: kubelb and lb-name (copied by
-// cert-manager from the Certificate's secretTemplate), named translate.HostnameSecretName of
-// that name, and annotated by cert-manager with the Certificate of the same name. The
-// Certificate itself must still be checked (OwnsCertificate): tenants cannot write hub
-// Secrets, but only a Certificate the manager made proves the Secret was asked for.
-func IsHostnameSecret(o client.Object) bool {
-	l := o.GetLabels()
-	lbName := l[kubelbv1alpha1.LabelLoadBalancerName]
-	if !hubnames.IsManaged(o) || lbName == "" {
-		return false
-	}
-	name := translate.HostnameSecretName(lbName)
-	return o.GetName() == name && o.GetAnnotations()[AnnotationCertificateName] == name
 }
 
 // usableCertificate reports whether a Secret holds a certificate and key that parse.
@@ -166,7 +116,7 @@ func (c *certAPI) Served() bool {
 	if !c.at.IsZero() && time.Since(c.at) < certAPIRecheck {
 		return c.served
 	}
-	_, err := c.mapper.RESTMapping(CertificateGVK.GroupKind(), CertificateGVK.Version)
+	_, err := c.mapper.RESTMapping(hubnames.CertificateGVK.GroupKind(), hubnames.CertificateGVK.Version)
 	c.served, c.at = err == nil, time.Now()
 	return c.served
 }
@@ -334,9 +284,9 @@ func (r *Reconciler) syncCertificate(ctx context.Context, lb *kubelbv1alpha1.Loa
 		}
 		return 0, nil
 	}
-	name := translate.HostnameSecretName(lb.Name)
+	name := hubnames.HostnameSecretName(lb.Name)
 	existing := &unstructured.Unstructured{}
-	existing.SetGroupVersionKind(CertificateGVK)
+	existing.SetGroupVersionKind(hubnames.CertificateGVK)
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: lb.Namespace, Name: name}, existing)
 	switch {
 	case meta.IsNoMatchError(err):
@@ -347,7 +297,7 @@ func (r *Reconciler) syncCertificate(ctx context.Context, lb *kubelbv1alpha1.Loa
 	case err != nil:
 		return 0, fmt.Errorf("getting Certificate %s/%s: %w", lb.Namespace, name, err)
 	}
-	ours := existing != nil && OwnsCertificate(existing, lb)
+	ours := existing != nil && hubnames.OwnsCertificate(existing, lb)
 	if st.hostname == "" || issuer == "" {
 		if ours {
 			if err := r.client.Delete(ctx, existing, client.Preconditions{UID: ptrUID(existing)}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -379,7 +329,7 @@ func (r *Reconciler) syncCertificate(ctx context.Context, lb *kubelbv1alpha1.Loa
 	err = r.secrets.Get(ctx, client.ObjectKey{Namespace: lb.Namespace, Name: name}, secret)
 	switch {
 	case err == nil:
-		st.tls = IsHostnameSecret(secret) && usableCertificate(secret)
+		st.tls = hubnames.IsHostnameSecret(secret) && usableCertificate(secret)
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("getting Secret %s/%s: %w", lb.Namespace, name, err)
 	}

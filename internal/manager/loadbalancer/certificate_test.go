@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -18,17 +18,17 @@ func TestDesiredCertificateIsOwned(t *testing.T) {
 	if cert.GetName() != "lb-web-tls" || cert.GetNamespace() != "tenant-a" {
 		t.Fatalf("Certificate %s/%s", cert.GetNamespace(), cert.GetName())
 	}
-	if !OwnsCertificate(cert, lb) {
+	if !hubnames.OwnsCertificate(cert, lb) {
 		t.Fatal("the desired Certificate is not recognised as the LoadBalancer's")
 	}
 	other := lb.DeepCopy()
 	other.UID = "u2" // a LoadBalancer re-created under the same name
-	if OwnsCertificate(cert, other) {
+	if hubnames.OwnsCertificate(cert, other) {
 		t.Fatal("a Certificate of an older LoadBalancer of the same name counts as the new one's")
 	}
 	unlabelled := cert.DeepCopy()
 	unlabelled.SetLabels(nil)
-	if OwnsCertificate(unlabelled, lb) {
+	if hubnames.OwnsCertificate(unlabelled, lb) {
 		t.Fatal("a Certificate without kubelb's labels counts as kubelb's")
 	}
 	if !certificateUpToDate(cert, DesiredCertificate(lb, "web.a.example.com", "le")) {
@@ -36,30 +36,6 @@ func TestDesiredCertificateIsOwned(t *testing.T) {
 	}
 	if certificateUpToDate(cert, DesiredCertificate(lb, "web.a.example.com", "staging")) {
 		t.Fatal("an issuer change is not seen")
-	}
-}
-
-func TestIsHostnameSecret(t *testing.T) {
-	t.Parallel()
-	secret := func(name string, labels, annotations map[string]string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
-	}
-	labels := map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelLoadBalancerName: "web"}
-	issued := map[string]string{AnnotationCertificateName: "lb-web-tls"}
-	for _, tc := range []struct {
-		name string
-		s    *corev1.Secret
-		want bool
-	}{
-		{"issued by cert-manager for kubelb's Certificate", secret("lb-web-tls", labels, issued), true},
-		{"no cert-manager annotation", secret("lb-web-tls", labels, nil), false},
-		{"issued for another Certificate", secret("lb-web-tls", labels, map[string]string{AnnotationCertificateName: "other"}), false},
-		{"named for another LoadBalancer", secret("lb-api-tls", labels, map[string]string{AnnotationCertificateName: "lb-api-tls"}), false},
-		{"not labelled managed-by", secret("lb-web-tls", map[string]string{kubelbv1alpha1.LabelLoadBalancerName: "web"}, issued), false},
-	} {
-		if got := IsHostnameSecret(tc.s); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }
 

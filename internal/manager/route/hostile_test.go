@@ -21,7 +21,6 @@ import (
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/translate"
 )
 
 // TestHostileTenantHostnames (issue 26): with explicit hostnames allowed, the attacker
@@ -179,8 +178,8 @@ func TestHostileTenantHostnames(t *testing.T) {
 func certificate(t *testing.T, c client.Client, ns, lbName string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(loadbalancer.CertificateGVK)
-	err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: translate.HostnameSecretName(lbName)}, u)
+	u.SetGroupVersionKind(hubnames.CertificateGVK)
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.HostnameSecretName(lbName)}, u)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -31,6 +31,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/certmanagercrds"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/portalloc"
@@ -90,9 +91,9 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	}
 	// A Certificate someone else made, in the way of LoadBalancer "planted"'s.
 	foreign := &unstructured.Unstructured{}
-	foreign.SetGroupVersionKind(loadbalancer.CertificateGVK)
+	foreign.SetGroupVersionKind(hubnames.CertificateGVK)
 	foreign.SetNamespace(ns)
-	foreign.SetName(translate.HostnameSecretName("planted"))
+	foreign.SetName(hubnames.HostnameSecretName("planted"))
 	_ = unstructured.SetNestedField(foreign.Object, "planted-tls", "spec", "secretName")
 	_ = unstructured.SetNestedStringSlice(foreign.Object, []string{"planted.hn.apps.example.test"}, "spec", "dnsNames")
 	_ = unstructured.SetNestedStringMap(foreign.Object, map[string]string{"name": "x", "kind": "ClusterIssuer"}, "spec", "issuerRef")
@@ -125,7 +126,7 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	var cert *unstructured.Unstructured
 	testsupport.Eventually(t, waitTimeout, "the Certificate of web", func() error {
 		cert = &unstructured.Unstructured{}
-		cert.SetGroupVersionKind(loadbalancer.CertificateGVK)
+		cert.SetGroupVersionKind(hubnames.CertificateGVK)
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lb-web-tls"}, cert)
 	})
 	spec, _ := cert.Object["spec"].(map[string]any)
@@ -175,11 +176,11 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	crt, ca := testCert(t, webHost)
 	plant, _ := testCert(t, "planted.hn.apps.example.test")
 	for name, data := range map[string]map[string][]byte{"web": crt, "planted": plant} {
-		secretName := translate.HostnameSecretName(name)
+		secretName := hubnames.HostnameSecretName(name)
 		if err := c.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName,
 				Labels:      map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue, kubelbv1alpha1.LabelLoadBalancerName: name},
-				Annotations: map[string]string{loadbalancer.AnnotationCertificateName: secretName}},
+				Annotations: map[string]string{hubnames.AnnotationCertificateName: secretName}},
 			Type: corev1.SecretTypeTLS, Data: data,
 		}); err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	waitHostname(t, c, ns, "web", &kubelbv1alpha1.HostnameStatus{Hostname: webHost, TLSEnabled: true, DNSRecordCreated: true})
 	// The reconcile that saw the Secret left the unchanged Certificate alone.
 	settled := &unstructured.Unstructured{}
-	settled.SetGroupVersionKind(loadbalancer.CertificateGVK)
+	settled.SetGroupVersionKind(hubnames.CertificateGVK)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cert), settled); err != nil {
 		t.Fatal(err)
 	}

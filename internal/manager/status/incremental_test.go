@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -117,7 +118,7 @@ func TestWriterLooksOnlyAtWhatChanged(t *testing.T) {
 	// A proxy rejects the listeners without naming one: every LoadBalancer owns a listener of
 	// the rejected version, so each is looked at and turns False (lb-07 already is).
 	before = settled()
-	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns}}
+	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: ns}}
 	if err := c.Create(ctx, ts); err != nil {
 		t.Fatal(err)
 	}

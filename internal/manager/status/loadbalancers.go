@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 )
@@ -65,11 +66,11 @@ func (s *Store) LoadBalancerProgrammed(ctx context.Context, reader client.Reader
 // readRejections reads a tenant's rejections from its TenantState (none when it has none).
 func readRejections(ctx context.Context, reader client.Reader, tenant string) ([]Rejected, error) {
 	ts := &v1alpha1.TenantState{}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return nil, fmt.Errorf("getting TenantState %s/%s: %w", tenant, hubnames.TenantStateName, err)
 	}
 	out := make([]Rejected, 0, len(ts.Status.Rejections))
 	for _, r := range ts.Status.Rejections {

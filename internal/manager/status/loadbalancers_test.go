@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/translate"
@@ -19,7 +20,7 @@ func TestLoadBalancerProgrammed(t *testing.T) {
 	t.Parallel()
 	const lds = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	ref := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "lb"}
-	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: "tenant-a"}}
+	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: "tenant-a"}}
 	c := fake.NewClientBuilder().WithScheme(process.Scheme()).WithObjects(ts).Build()
 	s := NewStore()
 	lb := &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "lb", Generation: 2}}

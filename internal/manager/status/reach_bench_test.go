@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/process"
 	"kubelb.dev/kubelb/internal/reach"
@@ -43,7 +44,7 @@ func benchmarkReachability(b *testing.B, n int) {
 		return []string{fmt.Sprintf("10.%d.%d.1:%d", i/250, i%250, 30000+set), fmt.Sprintf("10.%d.%d.2:%d", i/250, i%250, 30000+set)}
 	}
 	res := xds.Resources{}
-	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: tenant}}
+	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: tenant}}
 	report := &Report{Objects: map[ir.ObjectRef]int64{}, Owners: map[string]map[string][]ir.ObjectRef{resource.ClusterType: {}}}
 	for i := range n {
 		name := fmt.Sprintf("lb-%05d", i)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/reach"
@@ -91,7 +92,7 @@ func TestRecorderSaysWhatItLeavesOut(t *testing.T) {
 	state := func(entries, omitted int) func() error {
 		return func() error {
 			ts := &v1alpha1.TenantState{}
-			if err := c.Get(t.Context(), client.ObjectKey{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 				return err
 			}
 			got := 0
@@ -119,7 +120,7 @@ func TestReachHealthNotReported(t *testing.T) {
 	ctx := t.Context()
 	c, gw := startRouteWriter(t, map[string][]string{"gw-backend": {"10.0.0.1:30080"}})
 	ts := &v1alpha1.TenantState{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	ts.Status.BackendHealthOmitted = []v1alpha1.BackendHealthOmitted{{Replica: "r1", Clusters: 12, Time: metav1.Now().Rfc3339Copy()}}
@@ -134,7 +135,7 @@ func TestReachHealthNotReported(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	ts.Status.BackendHealthOmitted = nil

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
@@ -140,11 +141,11 @@ func judged(o ir.ObjectRef) (ir.ObjectRef, bool) {
 func (w *Writer) backendHealth(ctx context.Context, tenant string, current func(cluster string) string) (_ []reach.Found, omitted bool, _ time.Duration, _ error) {
 	ts := &v1alpha1.TenantState{}
 	// Not copied: read only, copied before it is changed.
-	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts, client.UnsafeDisableDeepCopy); err != nil {
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, 0, nil
 		}
-		return nil, false, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return nil, false, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, hubnames.TenantStateName, err)
 	}
 	entries := ts.Status.BackendHealth
 	out := make([]reach.Found, 0, len(entries))

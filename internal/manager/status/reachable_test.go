@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
@@ -173,7 +174,7 @@ func TestBackendsReachable(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	waitReachable(t, c, victim, "web", metav1.ConditionFalse, reach.ReasonSomeUnreachable, deadAddr, liveAddr)
 	ts := &v1alpha1.TenantState{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: attacker, Name: status.TenantStateName}, ts); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: attacker, Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	if len(ts.Status.BackendHealth) != 0 {
@@ -233,7 +234,7 @@ func TestReachableRouteAndStaleEntries(t *testing.T) {
 	// not confirmed for longer than StaleHealthTTL.
 	hash := reach.EndpointsHash(endpoints["gw-backend"])
 	ts := &v1alpha1.TenantState{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.Now().Rfc3339Copy()
@@ -247,7 +248,7 @@ func TestReachableRouteAndStaleEntries(t *testing.T) {
 	}
 	routeReachable(metav1.ConditionFalse, reach.ReasonSomeUnreachable, "1 of 2 endpoints do not answer the hub's Envoy proxies: "+b)
 	testsupport.Eventually(t, timeout, "the stale entry removed", func() error {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 			return err
 		}
 		if len(ts.Status.BackendHealth) != 1 || ts.Status.BackendHealth[0].Replica != "live" {

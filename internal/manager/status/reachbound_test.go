@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/process"
@@ -76,7 +77,7 @@ func TestGoneLoadBalancerLeavesBackendsMetric(t *testing.T) {
 	const tenant = "tenant-metric"
 	now := time.Now()
 	res := xds.Resources{}
-	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: tenant}}
+	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: tenant}}
 	report := &Report{Objects: map[ir.ObjectRef]int64{}, Owners: map[string]map[string][]ir.ObjectRef{resource.ClusterType: {}}}
 	var lbs []*v1alpha1.LoadBalancer
 	for i := range 3 {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/reach"
 	"kubelb.dev/kubelb/internal/textcut"
 	"kubelb.dev/kubelb/internal/xds"
@@ -341,7 +342,7 @@ func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "TenantState",
-		"metadata":   map[string]any{"name": TenantStateName, "namespace": tenant},
+		"metadata":   map[string]any{"name": hubnames.TenantStateName, "namespace": tenant},
 		"status":     status,
 	}}
 	err = r.client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(r.FieldOwner()), client.ForceOwnership)
@@ -349,7 +350,7 @@ func (r *Recorder) write(ctx context.Context, tenant string, refresh bool) error
 		return nil // the tenant is gone
 	}
 	if err != nil {
-		return fmt.Errorf("applying the rejections of TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return fmt.Errorf("applying the rejections of TenantState %s/%s: %w", tenant, hubnames.TenantStateName, err)
 	}
 	return nil
 }

@@ -210,7 +210,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
-		&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: status.TenantStateName, Namespace: tenant}},
+		&v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: tenant}},
 		&v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultAddressesName, Namespace: tenant},
 			Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.21"}}}},
 	} {
@@ -342,7 +342,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		waitEvent(t, c, "busy", corev1.EventTypeWarning, status.ReasonRejected, "busy-tcp-80")
 		// The standby wrote the NACK into the TenantState under its own field owner.
 		ts := &v1alpha1.TenantState{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 			t.Fatal(err)
 		}
 		if len(ts.Status.Rejections) != 1 || ts.Status.Rejections[0].Replica != "replica-b" || ts.Status.Rejections[0].Proxy != "proxy-on-standby" {
@@ -365,7 +365,7 @@ func TestProblemsBecomeStatus(t *testing.T) {
 		waitProgrammed(t, c, "busy", metav1.ConditionTrue, status.ReasonProgrammed, "")
 		waitEvent(t, c, "busy", corev1.EventTypeNormal, status.ReasonProgrammed, "")
 		testsupport.Eventually(t, timeout, "the rejection to be removed from the TenantState", func() error {
-			if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: status.TenantStateName}, ts); err != nil {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 				return err
 			}
 			if len(ts.Status.Rejections) > 0 {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/reach"
@@ -32,13 +33,10 @@ import (
 )
 
 // FieldOwner is the server-side apply field owner of the Programmed condition.
-const FieldOwner = "kubelb-status"
+const FieldOwner = hubnames.FieldOwnerStatus
 
 // controllerName names the Writer in logs and metrics.
 const controllerName = "status"
-
-// TenantStateName is the TenantState of every tenant namespace that carries rejections.
-const TenantStateName = "default"
 
 // Writer applies the Programmed condition to a tenant's LoadBalancers, and
 // status.resources.route (the tenant object's status and Programmed) to its Routes; only the
@@ -391,11 +389,11 @@ const StaleRejectionTTL = 10 * time.Minute
 // when to look again for entries that are stale but not old enough yet.
 func (w *Writer) rejections(ctx context.Context, tenant string, report *Report) ([]Rejected, time.Duration, error) {
 	ts := &v1alpha1.TenantState{}
-	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: TenantStateName}, ts); err != nil {
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, 0, nil
 		}
-		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, TenantStateName, err)
+		return nil, 0, fmt.Errorf("getting TenantState %s/%s: %w", tenant, hubnames.TenantStateName, err)
 	}
 	out := make([]Rejected, 0, len(ts.Status.Rejections))
 	keep := make([]v1alpha1.ConfigRejection, 0, len(ts.Status.Rejections))
@@ -434,7 +432,7 @@ func (w *Writer) dropEntries(ctx context.Context, ts *v1alpha1.TenantState, what
 	drop(ts)
 	if err := w.client.Status().Patch(ctx, ts, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return 0, fmt.Errorf("removing stale %s from TenantState %s/%s: %w", what, ts.Namespace, TenantStateName, err)
+			return 0, fmt.Errorf("removing stale %s from TenantState %s/%s: %w", what, ts.Namespace, hubnames.TenantStateName, err)
 		}
 		return time.Second, nil // retried on the next look
 	}

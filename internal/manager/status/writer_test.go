@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/process"
 )
@@ -22,7 +23,7 @@ func TestStaleRejectionsArePruned(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const lds = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: "tenant-a"}}
+	ts := &v1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: "tenant-a"}}
 	ts.Status.Rejections = []v1alpha1.ConfigRejection{
 		{Proxy: "current", TypeURL: lds, Version: "v2", Time: metav1.NewTime(now.Add(-time.Hour))},
 		{Proxy: "old", TypeURL: lds, Version: "v1", Time: metav1.NewTime(now.Add(-time.Hour))},

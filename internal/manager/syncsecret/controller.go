@@ -60,7 +60,7 @@ const controllerName = "syncsecret"
 
 // FieldOwner is the server-side apply field owner of the hub Secrets and of the SyncSecrets'
 // status.
-const FieldOwner = "kubelb-syncsecret"
+const FieldOwner = hubnames.FieldOwnerSyncSecret
 
 // The Synced condition, its reasons and the phases.
 const (

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
@@ -262,7 +263,7 @@ func TestTenantOnboardingIsolationAndDeletion(t *testing.T) {
 			t.Helper()
 			testsupport.Eventually(t, 20*time.Second, fmt.Sprintf("TenantState of %s to say disable=%v", tenant, want), func() error {
 				ts := &kubelbv1alpha1.TenantState{}
-				if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-" + tenant, Name: TenantStateName}, ts); err != nil {
+				if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-" + tenant, Name: hubnames.TenantStateName}, ts); err != nil {
 					return err
 				}
 				if ts.Status.LoadBalancer.Disable != want {
@@ -357,7 +358,7 @@ func checkTenantObjects(t *testing.T, c client.Client, tenant string) {
 		t.Errorf("Secret annotations %v", secret.Annotations)
 	}
 	ts := &kubelbv1alpha1.TenantState{}
-	if err := c.Get(bg, types.NamespacedName{Namespace: nsName, Name: TenantStateName}, ts); err != nil {
+	if err := c.Get(bg, types.NamespacedName{Namespace: nsName, Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	cond := meta.FindStatusCondition(ts.Status.Conditions, TenantStateReady)
@@ -386,7 +387,7 @@ func checkAllowed(t *testing.T, ccm client.WithWatch, cfg *rest.Config) {
 	expectAllowed(t, "delete SyncSecret", ccm.Delete(bg, ss))
 	expectAllowed(t, "list Routes", ccm.List(bg, &kubelbv1alpha1.RouteList{}, client.InNamespace(ns)))
 	ts := &kubelbv1alpha1.TenantState{}
-	expectAllowed(t, "get TenantState", ccm.Get(bg, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts))
+	expectAllowed(t, "get TenantState", ccm.Get(bg, types.NamespacedName{Namespace: ns, Name: hubnames.TenantStateName}, ts))
 	w, err := ccm.Watch(bg, &kubelbv1alpha1.TenantStateList{}, client.InNamespace(ns))
 	expectAllowed(t, "watch TenantStates", err)
 	if w != nil {
@@ -484,7 +485,7 @@ func checkForbidden(t *testing.T, ccm client.WithWatch) {
 	expectForbidden(t, "list LoadBalancers in tenant-b", ccm.List(bg, &kubelbv1alpha1.LoadBalancerList{}, client.InNamespace("tenant-b")))
 	expectForbidden(t, "create a LoadBalancer in tenant-b", ccm.Create(bg, loadBalancer("tenant-b", "intruder")))
 	expectForbidden(t, "list LoadBalancers in all namespaces", ccm.List(bg, &kubelbv1alpha1.LoadBalancerList{}))
-	expectForbidden(t, "get TenantState of tenant-b", ccm.Get(bg, types.NamespacedName{Namespace: "tenant-b", Name: TenantStateName}, &kubelbv1alpha1.TenantState{}))
+	expectForbidden(t, "get TenantState of tenant-b", ccm.Get(bg, types.NamespacedName{Namespace: "tenant-b", Name: hubnames.TenantStateName}, &kubelbv1alpha1.TenantState{}))
 	expectForbidden(t, "read its own kubeconfig Secret", ccm.Get(bg, types.NamespacedName{Namespace: "tenant-a", Name: kubelbv1alpha1.CCMKubeconfigSecretName}, &corev1.Secret{}))
 	expectForbidden(t, "list Secrets in tenant-a", ccm.List(bg, &corev1.SecretList{}, client.InNamespace("tenant-a")))
 	expectForbidden(t, "list Secrets in tenant-b", ccm.List(bg, &corev1.SecretList{}, client.InNamespace("tenant-b")))
@@ -502,7 +503,7 @@ func checkForbidden(t *testing.T, ccm client.WithWatch) {
 	expectForbidden(t, "create a Namespace", ccm.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-evil"}}))
 	expectForbidden(t, "read the Config", ccm.Get(bg, types.NamespacedName{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName}, &kubelbv1alpha1.Config{}))
 	expectForbidden(t, "create a TenantState", ccm.Create(bg, &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "tenant-a"}}))
-	ts := &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: "tenant-a"}}
+	ts := &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: "tenant-a"}}
 	expectForbidden(t, "update its TenantState status", ccm.Status().Patch(bg, ts, client.RawPatch(types.MergePatchType, []byte(`{"status":{"loadBalancer":{"disable":false}}}`))))
 	expectForbidden(t, "delete its RoleBinding", ccm.Delete(bg, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: "tenant-a"}}))
 	expectForbidden(t, "widen its Role", ccm.Patch(bg, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: "tenant-a"}},
@@ -922,7 +923,7 @@ func TestTenantKubeconfigFromClusterInfo(t *testing.T) {
 		return fmt.Errorf("no such Event among %d", len(evs.Items))
 	})
 	// The namespace, RBAC and TenantState exist already; only the kubeconfig is missing.
-	if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-x", Name: TenantStateName}, &kubelbv1alpha1.TenantState{}); err != nil {
+	if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-x", Name: hubnames.TenantStateName}, &kubelbv1alpha1.TenantState{}); err != nil {
 		t.Errorf("TenantState: %v", err)
 	}
 
@@ -962,7 +963,7 @@ func TestTenantKubeconfigFromClusterInfo(t *testing.T) {
 	if !ccmCache.WaitForCacheSync(syncCtx) {
 		t.Fatal("the ccm's namespaced cache does not sync with its credentials")
 	}
-	if err := ccmCache.Get(ctx, types.NamespacedName{Namespace: "tenant-x", Name: TenantStateName}, &kubelbv1alpha1.TenantState{}); err != nil {
+	if err := ccmCache.Get(ctx, types.NamespacedName{Namespace: "tenant-x", Name: hubnames.TenantStateName}, &kubelbv1alpha1.TenantState{}); err != nil {
 		t.Errorf("TenantState from the ccm's cache: %v", err)
 	}
 }

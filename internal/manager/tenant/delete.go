@@ -283,7 +283,7 @@ func (r *Reconciler) cleanupNamespace(ctx context.Context, tenant string) (outco
 		return terminating(fmt.Errorf("deleting the Addresses of %s: %w", ns, err))
 	}
 	for _, obj := range []client.Object{
-		&kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns}},
+		&kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: ns}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: kubelbv1alpha1.CCMKubeconfigSecretName, Namespace: ns}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns}},

@@ -14,8 +14,6 @@ const (
 	RoleName = "kubelb-ccm"
 	// RoleBindingName binds RoleName to ServiceAccountName.
 	RoleBindingName = "kubelb-ccm"
-	// TenantStateName is the one TenantState per tenant namespace.
-	TenantStateName = "default"
 	// AppName is the value of hubnames.LabelAppName on the ccm access objects (ServiceAccount,
 	// Role, RoleBinding, kubeconfig Secret); the controller caches only objects with it.
 	AppName = "kubelb-ccm"

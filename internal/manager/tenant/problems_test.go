@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -48,7 +49,7 @@ func TestSettingsIgnoredAndLayer7State(t *testing.T) {
 	testsupport.Eventually(t, 30*time.Second, "SettingsIgnored on the Tenant", ignored(true))
 
 	ts := &kubelbv1alpha1.TenantState{}
-	if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-p", Name: TenantStateName}, ts); err != nil {
+	if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-p", Name: hubnames.TenantStateName}, ts); err != nil {
 		t.Fatal(err)
 	}
 	gw := meta.FindStatusCondition(ts.Status.Conditions, kubelbv1alpha1.TenantStateConditionGatewayAPI)
@@ -80,7 +81,7 @@ func TestTenantStateCarriesTrafficPolicyBounds(t *testing.T) {
 	bounds := func(check func(*kubelbv1alpha1.TenantTrafficPolicyBounds) error) func() error {
 		return func() error {
 			ts := &kubelbv1alpha1.TenantState{}
-			if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-b", Name: TenantStateName}, ts); err != nil {
+			if err := c.Get(bg, types.NamespacedName{Namespace: "tenant-b", Name: hubnames.TenantStateName}, ts); err != nil {
 				return err
 			}
 			return check(ts.Status.TrafficPolicies)

@@ -460,14 +460,14 @@ func (r *Reconciler) ensureKubeconfig(ctx context.Context, tenant string, sa *co
 func (r *Reconciler) ensureTenantState(ctx context.Context, tenant string, eff settings.Tenant, o outcome) error {
 	ns := hubnames.TenantNamespace(tenant)
 	ts := &kubelbv1alpha1.TenantState{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: TenantStateName}, ts)
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: hubnames.TenantStateName}, ts)
 	if apierrors.IsNotFound(err) {
-		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: TenantStateName, Namespace: ns, Labels: hubnames.TenantLabels(tenant)}}
+		ts = &kubelbv1alpha1.TenantState{ObjectMeta: metav1.ObjectMeta{Name: hubnames.TenantStateName, Namespace: ns, Labels: hubnames.TenantLabels(tenant)}}
 		if err := r.apply(ctx, ts, nil); err != nil {
 			return err
 		}
 	} else if err != nil {
-		return fmt.Errorf("getting TenantState %s/%s: %w", ns, TenantStateName, err)
+		return fmt.Errorf("getting TenantState %s/%s: %w", ns, hubnames.TenantStateName, err)
 	}
 	next := desiredTenantStateStatus(ts.Status, ts.Generation, version.Get(), eff,
 		o.ready(), o.reason, tenantStateMessage(o, eff), r.metaNow())
