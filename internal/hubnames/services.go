@@ -219,3 +219,32 @@ func Exhausted(svc *corev1.Service) map[ServicePortRef]bool {
 	}
 	return out
 }
+
+// LoadBalancerServiceOf tells what the Service in the place of lb's hub Service is: lb's
+// (returned), an earlier LoadBalancer's of this name (stale, returned), or another's
+// (foreign: never touched, returned as nil). A Service is lb's when lb controls it, or (to
+// adopt one another kubelb manager made) when it has no controller and carries lb's lb-name
+// and lb-namespace labels.
+func LoadBalancerServiceOf(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service) (_ *corev1.Service, stale, foreign bool) {
+	if svc == nil {
+		return nil, false, false
+	}
+	ref := metav1.GetControllerOfNoCopy(svc)
+	ours := ref != nil && ref.UID == lb.UID
+	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
+		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
+	if ref != nil && !ours && ref.Kind == "LoadBalancer" && ref.Name == lb.Name {
+		return svc, true, false
+	}
+	if !ours && !adoptable {
+		return nil, false, true
+	}
+	return svc, false, false
+}
+
+// RouteControlled reports whether a Route named route controls svc (whichever its UID): the
+// tenant's plan reads a Gateway's hub Service as its own only then.
+func RouteControlled(svc *corev1.Service, route string) bool {
+	ref := metav1.GetControllerOfNoCopy(svc)
+	return ref != nil && ref.Kind == "Route" && ref.Name == route
+}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,5 +209,42 @@ func TestIsSyncedSecret(t *testing.T) {
 		if got := IsSyncedSecret(tc.o); got != tc.want {
 			t.Errorf("IsSyncedSecret(%s) = %v", tc.o.GetName(), got)
 		}
+	}
+}
+
+// TestLoadBalancerServiceOf checks the plan's answer to "is the Service in the place of this
+// LoadBalancer's hub Service its own": controlled by it, or adoptable by its labels (made by
+// another kubelb manager); an earlier LoadBalancer's of the name is stale; anything else is
+// foreign and never touched.
+func TestLoadBalancerServiceOf(t *testing.T) {
+	t.Parallel()
+	lb := &kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "web", UID: "u1"}}
+	controlled := func(kind, name, uid string) []metav1.OwnerReference {
+		yes := true
+		return []metav1.OwnerReference{{APIVersion: kubelbv1alpha1.GroupVersion.String(), Kind: kind, Name: name, UID: types.UID(uid), Controller: &yes}}
+	}
+	labels := map[string]string{kubelbv1alpha1.LabelLoadBalancerName: "web", kubelbv1alpha1.LabelLoadBalancerNS: "tenant-a"}
+	for _, tc := range []struct {
+		name           string
+		svc            *corev1.Service
+		ours           bool
+		stale, foreign bool
+	}{
+		{"none", nil, false, false, false},
+		{"controlled by it", &corev1.Service{ObjectMeta: metav1.ObjectMeta{OwnerReferences: controlled("LoadBalancer", "web", "u1")}}, true, false, false},
+		{"adopted by its labels", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: labels}}, true, false, false},
+		{"an earlier LoadBalancer's of its name", &corev1.Service{ObjectMeta: metav1.ObjectMeta{OwnerReferences: controlled("LoadBalancer", "web", "u0")}}, true, true, false},
+		{"another LoadBalancer's", &corev1.Service{ObjectMeta: metav1.ObjectMeta{OwnerReferences: controlled("LoadBalancer", "api", "u2")}}, false, false, true},
+		{"a Route's, with its labels", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: labels, OwnerReferences: controlled("Route", "web", "u3")}}, false, false, true},
+		{"unlabelled, uncontrolled", &corev1.Service{}, false, false, true},
+	} {
+		got, stale, foreign := LoadBalancerServiceOf(lb, tc.svc)
+		if (got != nil) != tc.ours || stale != tc.stale || foreign != tc.foreign {
+			t.Errorf("%s: service %v, stale %v, foreign %v; want %v, %v, %v", tc.name, got != nil, stale, foreign, tc.ours, tc.stale, tc.foreign)
+		}
+	}
+	gw := &corev1.Service{ObjectMeta: metav1.ObjectMeta{OwnerReferences: controlled("Route", "gw", "u9")}}
+	if !RouteControlled(gw, "gw") || RouteControlled(gw, "other") || RouteControlled(&corev1.Service{}, "gw") {
+		t.Error("RouteControlled: want true only for the Route that controls the Service")
 	}
 }

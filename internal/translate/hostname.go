@@ -195,7 +195,7 @@ func (t *l7) loadBalancerHostnames(st *ingressState, httpsPort uint32) {
 			return
 		}
 	}
-	tenantName := strings.TrimPrefix(t.in.Tenant, v1alpha1.TenantNamespacePrefix)
+	tenantName := hubnames.TenantName(t.in.Tenant)
 	lbs := make([]*v1alpha1.LoadBalancer, 0, len(t.in.LoadBalancers))
 	for i := range t.in.LoadBalancers {
 		lbs = append(lbs, &t.in.LoadBalancers[i])

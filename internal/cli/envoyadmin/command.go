@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -12,6 +11,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/cli"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/process"
 )
 
@@ -28,10 +28,10 @@ type Session struct {
 // TenantNamespace is the hub namespace of a tenant given by name ("a") or namespace
 // ("tenant-a").
 func TenantNamespace(tenant string) string {
-	if strings.HasPrefix(tenant, v1alpha1.TenantNamespacePrefix) {
+	if hubnames.IsTenantNamespace(tenant) {
 		return tenant
 	}
-	return v1alpha1.TenantNamespacePrefix + tenant
+	return hubnames.TenantNamespace(tenant)
 }
 
 // Open reaches a Ready Envoy of the tenant's fleet on the hub o selects, and reads the

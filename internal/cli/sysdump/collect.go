@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/cli/envoyadmin"
 	"kubelb.dev/kubelb/internal/envoyclusters"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/process"
 )
 
@@ -154,7 +155,7 @@ func kubelbNamespaces(ctx context.Context, cs kubernetes.Interface, managerNames
 	}
 	var out []string
 	for _, ns := range list.Items {
-		if ns.Name == managerNamespace || strings.HasPrefix(ns.Name, v1alpha1.TenantNamespacePrefix) ||
+		if ns.Name == managerNamespace || hubnames.IsTenantNamespace(ns.Name) ||
 			ns.Labels[v1alpha1.LabelManagedBy] == v1alpha1.LabelManagedByValue {
 			out = append(out, ns.Name)
 		}

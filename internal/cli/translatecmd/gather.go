@@ -55,7 +55,7 @@ func BuildHub(m Manifests, scheme *runtime.Scheme, tenant string) (*Hub, error) 
 		}
 	}
 	if h.Tenant == "" {
-		h.Tenant = v1alpha1.TenantNamespacePrefix + "default"
+		h.Tenant = hubnames.TenantNamespace("default")
 	}
 	var objs []client.Object
 	for _, o := range m.Objects {

@@ -460,7 +460,7 @@ func NewSharedPorts(mgr ctrl.Manager, r portalloc.Range) *portalloc.Shared {
 }
 
 // hubService returns the LoadBalancer's hub Service from the cache, nil when there is none
-// or the Service of its name is not this LoadBalancer's (planner.LoadBalancerServiceOf: an
+// or the Service of its name is not this LoadBalancer's (hubnames.LoadBalancerServiceOf: an
 // earlier LoadBalancer's, or someone else's, which the plan reports).
 func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBalancer) (*corev1.Service, error) {
 	svc := &corev1.Service{}
@@ -471,7 +471,7 @@ func (r *Reconciler) hubService(ctx context.Context, lb *kubelbv1alpha1.LoadBala
 		}
 		return nil, fmt.Errorf("getting hub Service %s: %w", key, err)
 	}
-	if svc, stale, foreign := planner.LoadBalancerServiceOf(lb, svc); svc != nil && !stale && !foreign {
+	if svc, stale, foreign := hubnames.LoadBalancerServiceOf(lb, svc); svc != nil && !stale && !foreign {
 		return svc, nil
 	}
 	return nil, nil

@@ -298,7 +298,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		svc := in.Services[name]
 		if !lb.DeletionTimestamp.IsZero() {
 			// Its hub Service (or an earlier one's of its name) goes, then its ports.
-			if s, _, foreign := LoadBalancerServiceOf(lb, svc); s != nil && !foreign && s.DeletionTimestamp.IsZero() {
+			if s, _, foreign := hubnames.LoadBalancerServiceOf(lb, svc); s != nil && !foreign && s.DeletionTimestamp.IsZero() {
 				p.DeleteServices = append(p.DeleteServices, name)
 			}
 			continue
@@ -306,7 +306,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		h := Holder{Kind: LoadBalancer, Name: lb.Name, UID: lb.UID, Generation: lb.Generation, Owner: types.NamespacedName{Namespace: ns, Name: lb.Name}, Service: name}
 		named[h.Owner] = true
 		var stale bool
-		svc, stale, h.Foreign = LoadBalancerServiceOf(lb, svc)
+		svc, stale, h.Foreign = hubnames.LoadBalancerServiceOf(lb, svc)
 		h.Refused, _ = p.Verdict.Refused(quota.KindLoadBalancer, lb.Name)
 		h.Disabled = t.DisableLoadBalancer
 		lp, _ := remember(&pl.lbs, lb.UID, memoKey{resourceVersion: lb.ResourceVersion, service: serviceKey(svc), settings: sk}, func() (lbPlan, bool) {
@@ -363,7 +363,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		svc := in.Services[name]
 		if !rt.DeletionTimestamp.IsZero() {
 			// As a LoadBalancer being deleted: its Gateway Service goes, then its ports.
-			if svc != nil && RouteControlled(svc, rt.Name) && svc.DeletionTimestamp.IsZero() {
+			if svc != nil && hubnames.RouteControlled(svc, rt.Name) && svc.DeletionTimestamp.IsZero() {
 				p.DeleteServices = append(p.DeleteServices, name)
 			}
 			continue
@@ -373,7 +373,7 @@ func (pl *Planner) Plan(in Input) Plan {
 		named[owner] = true
 		h := Holder{Kind: Route, Name: rt.Name, UID: rt.UID, Generation: rt.Generation, Owner: owner}
 		h.Refused, _ = p.Verdict.Refused(quota.KindRoute, rt.Name)
-		routeSvc := svc != nil && RouteControlled(svc, rt.Name)
+		routeSvc := svc != nil && hubnames.RouteControlled(svc, rt.Name)
 		if kind.HubService() != routekind.OwnHubService || h.Refused != "" {
 			// What it had as a Gateway (its embedded object was replaced), or as an admitted
 			// one, goes: the Service of its name a Route of that name controls, and its ports.
@@ -472,34 +472,6 @@ func (pl *Planner) Plan(in Input) Plan {
 	prune(pl.lbs, keep)
 	prune(pl.gws, keep)
 	return p
-}
-
-// LoadBalancerServiceOf tells what the Service in the place of lb's hub Service is: lb's
-// (returned), an earlier LoadBalancer's of this name (stale, returned), or another's
-// (foreign: never touched, returned as nil). A Service is lb's when lb controls it, or (to
-// adopt one another kubelb manager made) when it has no controller and carries lb's lb-name
-// and lb-namespace labels.
-func LoadBalancerServiceOf(lb *kubelbv1alpha1.LoadBalancer, svc *corev1.Service) (_ *corev1.Service, stale, foreign bool) {
-	if svc == nil {
-		return nil, false, false
-	}
-	ref := metav1.GetControllerOfNoCopy(svc)
-	ours := ref != nil && ref.UID == lb.UID
-	adoptable := ref == nil && svc.Labels[kubelbv1alpha1.LabelLoadBalancerName] == lb.Name &&
-		svc.Labels[kubelbv1alpha1.LabelLoadBalancerNS] == lb.Namespace
-	if ref != nil && !ours && ref.Kind == "LoadBalancer" && ref.Name == lb.Name {
-		return svc, true, false
-	}
-	if !ours && !adoptable {
-		return nil, false, true
-	}
-	return svc, false, false
-}
-
-// RouteControlled reports whether a Route named route controls svc (whichever its UID).
-func RouteControlled(svc *corev1.Service, route string) bool {
-	ref := metav1.GetControllerOfNoCopy(svc)
-	return ref != nil && ref.Kind == "Route" && ref.Name == route
 }
 
 // setsKey is what the memo keys of a Gateway's ListenerSets.

@@ -398,7 +398,7 @@ func goneServices(in Input, present func(loadBalancer bool, name string) bool) [
 			}
 			continue
 		}
-		if rt := hubnames.RouteNamedBy(svc); rt != "" && name == hubnames.GatewayServiceName(rt) && RouteControlled(svc, rt) {
+		if rt := hubnames.RouteNamedBy(svc); rt != "" && name == hubnames.GatewayServiceName(rt) && hubnames.RouteControlled(svc, rt) {
 			if !present(false, rt) {
 				out = append(out, name)
 			}

@@ -3,7 +3,6 @@ package tenant
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -40,8 +39,8 @@ func trackTenantMetrics(mgr ctrl.Manager) error {
 	}
 	metrics.TrackTenants(func(value string) bool {
 		names := []string{value}
-		if name, ok := strings.CutPrefix(value, kubelbv1alpha1.TenantNamespacePrefix); ok {
-			names = append(names, name)
+		if hubnames.IsTenantNamespace(value) {
+			names = append(names, hubnames.TenantName(value))
 		}
 		for _, name := range names {
 			// Read-only: no copy of the cached Tenant (this runs for every series set).
