@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -66,6 +67,7 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 		return "", fmt.Errorf("getting namespace %s: %w", hubnames.TenantNamespace(t.Name), err)
 	}
 	var released []string
+	var first runtime.Object // the first object released (the Event's related object)
 	for _, gvk := range tenantWrittenKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk)
@@ -86,6 +88,9 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 				return "", fmt.Errorf("removing the owner reference to Tenant %s from %s %s/%s: %w", t.Name, kind, o.Namespace, o.Name, err)
 			}
 			released = append(released, fmt.Sprintf("%s %s/%s", kind, o.Namespace, o.Name))
+			if first == nil {
+				first = o
+			}
 		}
 	}
 	if len(released) == 0 {
@@ -94,7 +99,10 @@ func (r *Reconciler) releaseOwnerReferences(ctx context.Context, t *kubelbv1alph
 	slices.Sort(released)
 	message := fmt.Sprintf("%s named this Tenant or its namespace as owner, which would hold its deletion; the manager removed those owner references",
 		strings.Join(capNamed(released), ", "))
-	r.recorder.Eventf(t, nil, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", textcut.Cut(message, maxEventNote, textcut.Dots))
+	// The Event names an object it released as related: the recorder folds Events of one
+	// object, reason and action (and related object) into one series that keeps the first
+	// note, so a second pass releasing other objects would not be told otherwise.
+	r.recorder.Eventf(t, first, corev1.EventTypeWarning, ReasonForeignOwnerReferences, "Delete", "%s", textcut.Cut(message, maxEventNote, textcut.Dots))
 	return message, nil
 }
 
