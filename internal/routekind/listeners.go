@@ -12,6 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
+// ListenersServed is how many of a Gateway's n listeners are served (the first
+// MaxListeners), and the problem to report when some are not ("" when all are).
+func ListenersServed(n int) (int, string) {
+	if n <= MaxListeners {
+		return n, ""
+	}
+	return MaxListeners, fmt.Sprintf("the Gateway has %d listeners; only the first %d are served", n, MaxListeners)
+}
+
 // MaxListeners is the most listeners of a Gateway that are served (get ports, get Envoy
 // listeners), as in Gateway API.
 const MaxListeners = 64
@@ -51,9 +60,9 @@ func GatewayPortsWith(u *unstructured.Unstructured, sets []*unstructured.Unstruc
 	if !ok {
 		return nil, []string{"spec.listeners is not a list"}
 	}
-	if len(listeners) > MaxListeners {
-		problems = append(problems, fmt.Sprintf("the Gateway has %d listeners; only the first %d are served", len(listeners), MaxListeners))
-		listeners = listeners[:MaxListeners]
+	if n, problem := ListenersServed(len(listeners)); problem != "" {
+		problems = append(problems, problem)
+		listeners = listeners[:n]
 	}
 	seen := map[ListenerPort]bool{}
 	add := func(l any, i int, report bool) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/textcut"
 )
 
 // imageReference is the shape of an image reference the CRD admits (its pattern).
@@ -39,9 +40,5 @@ var hostname = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
 
 func validHostname(h string) bool { return len(h) <= 253 && hostname.MatchString(h) }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// truncate bounds a value quoted in an error (64 bytes, cut on a character boundary).
+func truncate(s string) string { return textcut.Cut(s, 64+len(textcut.Ellipsis), textcut.Ellipsis) }

@@ -248,9 +248,9 @@ func (t *l7) gateway(r *v1alpha1.Route) *gateway {
 	g.addresses = readGatewayAddresses(g.obj.Spec.Addresses)
 	g.refused = gatewayRefused(&g.obj.Spec, g.addresses)
 	specs := g.obj.Spec.Listeners
-	if len(specs) > routekind.MaxListeners {
-		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "the Gateway has %d listeners; only the first %d are served", len(specs), routekind.MaxListeners)
-		specs = specs[:routekind.MaxListeners]
+	if n, problem := routekind.ListenersServed(len(specs)); problem != "" {
+		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonTooMany, "%s", problem)
+		specs = specs[:n]
 	}
 	g.slots = len(specs)
 	names := map[string]bool{}
