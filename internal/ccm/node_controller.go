@@ -3,7 +3,6 @@ package ccm
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -104,27 +101,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	}
 	log.Info(what, "addresses", key, "count", len(want))
 	return reconcile.Result{}, nil
-}
-
-// nodeChanged passes Node events that can change the published addresses: creations,
-// deletions, resyncs, and updates of readiness, addresses, labels or deletion.
-var nodeChanged = predicate.TypedFuncs[client.Object]{
-	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Node)
-		n, ok2 := e.ObjectNew.(*corev1.Node)
-		if !ok1 || !ok2 || o.ResourceVersion == n.ResourceVersion {
-			return true
-		}
-		return NodeReady(o) != NodeReady(n) ||
-			!slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-			hasKey(o.Labels, LabelExcludeFromExternalLoadBalancers) != hasKey(n.Labels, LabelExcludeFromExternalLoadBalancers)
-	},
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // setupNodeController registers the node controller: Nodes of the tenant and Addresses/default

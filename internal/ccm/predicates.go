@@ -3,6 +3,8 @@
 package ccm
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -119,4 +121,25 @@ var hubStatusChanged = predicate.TypedFuncs[*v1alpha1.LoadBalancer]{
 			hubConditionsChanged(e.ObjectOld, e.ObjectNew)
 	},
 	DeleteFunc: func(event.TypedDeleteEvent[*v1alpha1.LoadBalancer]) bool { return false },
+}
+
+// nodeChanged passes Node events that can change the published addresses: creations,
+// deletions, resyncs, and updates of readiness, addresses, labels or deletion.
+var nodeChanged = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 || o.ResourceVersion == n.ResourceVersion {
+			return true
+		}
+		return NodeReady(o) != NodeReady(n) ||
+			!slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+			hasKey(o.Labels, LabelExcludeFromExternalLoadBalancers) != hasKey(n.Labels, LabelExcludeFromExternalLoadBalancers)
+	},
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }

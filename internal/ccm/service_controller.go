@@ -28,10 +28,6 @@ import (
 	"kubelb.dev/kubelb/internal/ssa"
 )
 
-// indexOrigin indexes the hub cache's LoadBalancers by "<origin namespace>/<origin name>" of
-// the Service they mirror, so that stale mirrors are found without scanning the namespace.
-const indexOrigin = "ccm.kubelb.k8c.io/origin"
-
 // createdGrace is how long a mirror the ccm just created may be missing from the hub cache
 // before the ccm creates it again.
 const createdGrace = 5 * time.Second
@@ -52,18 +48,6 @@ func originOf(lb *v1alpha1.LoadBalancer) (types.NamespacedName, bool) {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, true
-}
-
-// originIndex is the index function of indexOrigin.
-func originIndex(o client.Object) []string {
-	lb, ok := o.(*v1alpha1.LoadBalancer)
-	if !ok {
-		return nil
-	}
-	if key, ok := originOf(lb); ok {
-		return []string{key.String()}
-	}
-	return nil
 }
 
 // ServiceReconciler mirrors tenant Services of type LoadBalancer into LoadBalancers named by
