@@ -123,7 +123,7 @@ type Steps[T client.Object] struct {
 }
 
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=tenants;configs,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -146,10 +146,10 @@ func setup(mgr ctrl.Manager, opts Options, wrap func(reconcile.Reconciler) recon
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=routes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers,verbs=get;list;watch
 
-// Reconcile brings one Route's ports, hub Service and status in line, in the manager's
-// controller shape (docs/development.md): get (gone → forget), finalizer, scope (settings,
-// hub Service), desired state (pure, desired.go), server-side apply of the hub Service, and
-// one status apply at the end.
+// Reconcile reports one Route's status, in the manager's per-object controller shape
+// (docs/development.md): get (gone → forget; a legacy finalizer is removed), the tenant's
+// plan's outcome for the Route (its ports and hub Service, which the planner applied), the
+// hub Service as the cache shows it, and one status change handed to the status Sink.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	return r.steps.Reconcile(ctx, req, &kubelbv1alpha1.Route{}, r.reconcile)
 }
