@@ -62,6 +62,28 @@ type Waiting struct {
 	Translated map[ir.ObjectRef]bool
 }
 
+// Untold leaves out of what a translation tells of the tenant's objects (their translated
+// generations, the problems of the front and back ends, the Routes' statuses) the objects
+// Held: not translated at their current version, nothing said of them is theirs yet.
+// objects is changed in place; problems and routes are copied when something goes.
+func (w Waiting) Untold(objects map[ir.ObjectRef]int64, problems ir.Problems, routes map[string]RouteStatus) (map[ir.ObjectRef]int64, ir.Problems, map[string]RouteStatus) {
+	if len(w.Held) == 0 {
+		return objects, problems, routes
+	}
+	cloned := false
+	for ref := range w.Held {
+		delete(objects, ref)
+		if _, ok := routes[ref.Name]; ok && ref.Kind == KindRoute {
+			if !cloned {
+				routes, cloned = maps.Clone(routes), true
+			}
+			delete(routes, ref.Name)
+		}
+	}
+	problems = slices.DeleteFunc(slices.Clone(problems), func(p ir.Problem) bool { return w.Held[p.Object.Object()] })
+	return objects, problems, routes
+}
+
 // Translate runs run (Run, or an Incremental's Run) on in, with each object that waits for a
 // listener port (a PortPending problem) at its settled version, or as it is when it has none. It returns the input
 // translated last, its result without PortPending problems, and what waits. It remembers

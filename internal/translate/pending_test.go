@@ -241,3 +241,37 @@ func TestSettledKeepsNoListOfAnEarlierInput(t *testing.T) {
 	runtime.KeepAlive(&front)
 	t.Fatal("the first rebuild's list of hub Services is still alive after the second rebuild")
 }
+
+// TestUntoldLeavesHeldObjectsOut: what a translation tells of an object held at its settled
+// version (its generation, its problems — of a section too —, a Route's tenant status) is not
+// that object's and is left out of the report; the others' stays, and the caller's problems
+// and Route statuses are not changed.
+func TestUntoldLeavesHeldObjectsOut(t *testing.T) {
+	t.Parallel()
+	lb := ir.ObjectRef{Kind: translate.KindLoadBalancer, Namespace: "tenant-a", Name: "held"}
+	gw := ir.ObjectRef{Kind: translate.KindRoute, Namespace: "tenant-a", Name: "gw"}
+	other := ir.ObjectRef{Kind: translate.KindRoute, Namespace: "tenant-a", Name: "other"}
+	w := translate.Waiting{Held: map[ir.ObjectRef]bool{lb: true, gw: true}}
+	objects := map[ir.ObjectRef]int64{lb: 2, gw: 3, other: 4}
+	section := gw
+	section.Section = "https"
+	problems := ir.Problems{{Object: lb, Message: "a"}, {Object: section, Message: "b"}, {Object: other, Message: "c"}}
+	routes := map[string]translate.RouteStatus{"gw": {}, "other": {}}
+	gotObjects, gotProblems, gotRoutes := w.Untold(objects, slices.Clone(problems), routes)
+	if want := map[ir.ObjectRef]int64{other: 4}; !maps.Equal(gotObjects, want) {
+		t.Errorf("objects %v, want %v", gotObjects, want)
+	}
+	if len(gotProblems) != 1 || gotProblems[0].Object != other {
+		t.Errorf("problems %v, want only the other Route's", gotProblems)
+	}
+	if _, ok := gotRoutes["gw"]; ok || len(gotRoutes) != 1 {
+		t.Errorf("Route statuses %v, want only the other Route's", gotRoutes)
+	}
+	if len(routes) != 2 {
+		t.Errorf("the caller's Route statuses were changed: %v", routes)
+	}
+	none := translate.Waiting{}
+	if o, p, r := none.Untold(map[ir.ObjectRef]int64{other: 4}, problems, routes); len(o) != 1 || len(p) != 3 || len(r) != 2 {
+		t.Errorf("nothing held, yet something was left out: %v %v %v", o, p, r)
+	}
+}

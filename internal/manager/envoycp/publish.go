@@ -8,7 +8,6 @@ package envoycp
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -81,18 +80,7 @@ func (r *Reconciler) report(in *translate.Input, held translate.Held, waiting tr
 		Routes:   out.Routes,
 	}
 	rep.Problems.Sort()
-	for ref := range waiting.Held { // not translated at its version: nothing to say of it yet
-		delete(rep.Objects, ref)
-		if ref.Kind == translate.KindRoute {
-			if _, ok := rep.Routes[ref.Name]; ok {
-				rep.Routes = maps.Clone(rep.Routes)
-				delete(rep.Routes, ref.Name)
-			}
-		}
-	}
-	if len(waiting.Held) > 0 {
-		rep.Problems = slices.DeleteFunc(rep.Problems, func(p ir.Problem) bool { return waiting.Held[p.Object.Object()] })
-	}
+	rep.Objects, rep.Problems, rep.Routes = waiting.Untold(rep.Objects, rep.Problems, rep.Routes)
 	for _, typeURL := range xds.TypeURLs {
 		if v := r.snapshots.TypeVersion(in.Tenant, typeURL); v != "" {
 			rep.Versions[typeURL] = v
