@@ -149,7 +149,8 @@ func checkLatency(t *testing.T, l *Latency, n int) {
 // repository). It runs once whatever b.N is: `make bench-harness` (see docs/benchmarks.md).
 // BENCH_ENVOY=0 runs without a real Envoy; BENCH_QUIET, BENCH_CHURN_RATE,
 // BENCH_CHURN_DURATION and BENCH_REAL_TENANTS tune the workloads; BENCH_MANAGER_GOMEMLIMIT
-// gives the manager a GOMEMLIMIT (as a container memory limit would).
+// gives the manager a GOMEMLIMIT (as a container memory limit would); BENCH_CCM_ARGS and
+// BENCH_MANAGER_ARGS (space-separated) add flags to the ccm and the manager.
 func BenchmarkHarness(b *testing.B) {
 	ns, ts := intList(b, "BENCH_N", "100"), intList(b, "BENCH_T", "1")
 	out := envOr("BENCH_OUT", filepath.Join(testsupport.RepoRoot(), "docs", "benchmarks"))
@@ -172,7 +173,8 @@ func BenchmarkHarness(b *testing.B) {
 				res := Run(b, Config{Services: n, Tenants: t, RealTenants: real, Envoy: envOr("BENCH_ENVOY", "1") != "0",
 					Quiet: quiet, ChurnPerSecond: rate, ChurnDuration: churnFor, PprofDir: os.Getenv("KUBELB_PPROF_DIR"),
 					ManagerMemoryLimit: os.Getenv("BENCH_MANAGER_GOMEMLIMIT"),
-					Command:            fmt.Sprintf("make bench-harness BENCH_N=%d BENCH_T=%d", n, t)})
+					CCMArgs:            strings.Fields(os.Getenv("BENCH_CCM_ARGS")), ManagerArgs: strings.Fields(os.Getenv("BENCH_MANAGER_ARGS")),
+					Command: fmt.Sprintf("make bench-harness BENCH_N=%d BENCH_T=%d", n, t)})
 				path, err := res.Write(out)
 				if err != nil {
 					b.Fatal(err)

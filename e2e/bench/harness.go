@@ -70,6 +70,10 @@ type Config struct {
 	PprofDir string
 	// Command is recorded in the result (how to re-run it).
 	Command string
+	// CCMArgs and ManagerArgs are appended to the real tenants' ccm's and the manager's
+	// flags (e.g. --max-concurrent-reconciles, --kube-api-qps), to find what bounds a
+	// workload.
+	CCMArgs, ManagerArgs []string
 	// Workloads are the workloads to run after the burst, which always runs first (nil: all
 	// of quiet, change, churn and delete, in that order).
 	Workloads []string
@@ -180,12 +184,12 @@ func (h *harness) start() {
 			GatewayAPIChannel: "standard", WithoutKubelbCRDs: true, ServiceNodePortRange: nodePorts}))
 	}
 	// The default listener port range (10000-19999) holds exactly 10 000 ports.
-	managerArgs := []string{"--envoy-port-range", "10000-39999"}
-	var ccmArgs []string
+	managerArgs := append([]string{"--envoy-port-range", "10000-39999"}, cfg.ManagerArgs...)
+	ccmArgs := slices.Clone(cfg.CCMArgs)
 	if cfg.PprofDir != "" {
 		h.managerP, h.ccmP = testsupport.Loopback(testsupport.FreePort(t)), testsupport.Loopback(testsupport.FreePort(t))
 		managerArgs = append(managerArgs, "--pprof-bind-address", h.managerP)
-		ccmArgs = []string{"--pprof-bind-address", h.ccmP}
+		ccmArgs = append(ccmArgs, "--pprof-bind-address", h.ccmP)
 	}
 	var managerEnv []string
 	if h.cfg.ManagerMemoryLimit != "" {

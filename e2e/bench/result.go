@@ -193,6 +193,10 @@ type Workload struct {
 	ConvergenceSeconds float64 `json:"convergence_seconds,omitempty"`
 	// ConvergenceOverIssue is ConvergenceSeconds / IssueSeconds (issue 14 aims ≤ 1.3).
 	ConvergenceOverIssue float64 `json:"convergence_over_issue,omitempty"`
+	// GoneSeconds (delete) is when each kind of object was all gone, in seconds from the
+	// first request: "tenant Services" (the ccm released them), "LoadBalancers" (the ccm
+	// deleted the mirrors), "hub Services" (the manager deleted them).
+	GoneSeconds map[string]float64 `json:"gone_seconds,omitempty"`
 	// SettledSeconds (burst, change) is from the first request until the hub served no
 	// write but leader-election leases and the manager built no snapshot (for 5 s, not
 	// counted). The workload's counters are read once settled, so its writes and CPU include

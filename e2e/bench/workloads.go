@@ -321,8 +321,14 @@ func (h *harness) deleteAll() *Workload {
 	}
 	issued := time.Since(before.at)
 	var done time.Time
+	gone := map[string]float64{}
 	testsupport.Eventually(t, h.cfg.Timeout, "every LoadBalancer, hub Service and tenant Service gone", func() error {
 		lbs, svcs, tsvcs := h.obs.remaining()
+		for kind, n := range map[string]int{"LoadBalancers": lbs, "hub Services": svcs, "tenant Services": tsvcs} {
+			if _, seen := gone[kind]; !seen && n == 0 {
+				gone[kind] = time.Since(before.at).Seconds()
+			}
+		}
 		if lbs+svcs+tsvcs > 0 {
 			return fmt.Errorf("%d LoadBalancers, %d hub Services, %d tenant Services left", lbs, svcs, tsvcs)
 		}
@@ -333,8 +339,9 @@ func (h *harness) deleteAll() *Workload {
 	w.IssueSeconds = issued.Seconds()
 	w.ConvergenceSeconds = done.Sub(before.at).Seconds()
 	w.ConvergenceOverIssue = w.ConvergenceSeconds / w.IssueSeconds
-	t.Logf("delete of %d Services: issued in %s, converged after %.1f s; %.2f hub writes per Service by kubelb; manager %.1f CPU s; error log lines: manager %d, ccm %d",
-		len(all), issued.Round(time.Millisecond), w.ConvergenceSeconds, w.HubWrites.PerService, w.Manager.CPUSeconds,
+	w.GoneSeconds = gone
+	t.Logf("delete of %d Services: issued in %s, converged after %.1f s (all gone: %v); %.2f hub writes per Service by kubelb; manager %.1f CPU s; error log lines: manager %d, ccm %d",
+		len(all), issued.Round(time.Millisecond), w.ConvergenceSeconds, gone, w.HubWrites.PerService, w.Manager.CPUSeconds,
 		w.Manager.ErrorLogLines, w.CCM.ErrorLogLines)
 	return w
 }
