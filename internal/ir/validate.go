@@ -457,7 +457,7 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if err := r.SessionPersistence.Validate(); err != nil {
 		return fmt.Errorf("session persistence: %w", err)
 	}
-	if err := r.Hash.validate(); err != nil {
+	if err := r.Hash.Validate(); err != nil {
 		return err
 	}
 	if r.Hash != nil && len(r.Backends) == 0 {
@@ -745,8 +745,8 @@ func (t *ClusterTraffic) validate(c *Cluster) error {
 	return nil
 }
 
-// validate checks a route's hash policy (nil: none): exactly one source, names as tokens.
-func (h *HashPolicy) validate() error {
+// Validate checks a route's hash policy (nil: none): exactly one source, names as tokens.
+func (h *HashPolicy) Validate() error {
 	if h == nil {
 		return nil
 	}

@@ -73,6 +73,7 @@ var honouredNginx = []string{
 	nginxAllowlist, nginxWhitelist, nginxDenylist, nginxProxyBodySize,
 	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
 	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,
+	nginxUpstreamVhost, nginxUpstreamHashBy, nginxLoadBalance,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -143,6 +144,9 @@ type nginxIngress struct {
 	authClosed bool
 	// rateLimit (limit-rps, limit-rpm) limits each client address; nil for none.
 	rateLimit *ir.RateLimit
+	// upstream: the Host the backends get, the hash or load balancer choosing the endpoint
+	// (upstream-vhost, upstream-hash-by, load-balance).
+	upstream nginxUpstream
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
@@ -335,6 +339,7 @@ func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[st
 		}
 	}
 	out.basicAuth, out.authClosed = t.nginxBasicAuth(r, ns, value)
+	out.upstream = nginxUpstreamAnnotations(value, bad)
 	return out
 }
 
@@ -713,6 +718,7 @@ func (n *nginxIngress) backend(t *l7, owner ir.ObjectRef, cluster string) {
 	if n.connectTimeout > 0 {
 		c.ConnectTimeout = ir.Duration(n.connectTimeout)
 	}
+	n.upstream.cluster(t, owner, c)
 	if n.tls && c.TLS == nil {
 		t.problems.Add(owner, ir.SeverityWarning, ReasonInvalidAnnotation,
 			"annotation %sbackend-protocol asks for TLS to the backend, and kubelb connects to a backend over TLS only when a BackendTLSPolicy of the tenant names its Service (kubelb verifies the backend's certificate); requests go to it without TLS",
@@ -754,6 +760,7 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 		route.Rewrite = nginxRewriteFor(regex, route.Match.PathExact, n.rewrite)
 	}
 	route.CORS = n.corsCopy()
+	n.upstream.route(route)
 	if n.session != nil {
 		c := *n.session
 		if c.Path == "" {

@@ -118,7 +118,8 @@ func Command(o *cli.Options) *cobra.Command {
 			"rewrite-target (URLRewrite), permanent-/temporal-redirect and app-root (RequestRedirect),\n" +
 			"enable-cors (CORS), affinity cookie (sessionPersistence), canary (weighted backendRefs, a\n" +
 			"header match), and as Envoy Gateway's policies, which kubelb reads: allowlist-, whitelist- and\n" +
-			"denylist-source-range (SecurityPolicy), proxy-connect-timeout (BackendTrafficPolicy). On stderr\n" +
+			"denylist-source-range, auth-type basic (SecurityPolicy), proxy-connect-timeout, limit-rps/-rpm,\n" +
+			"upstream-hash-by and load-balance (BackendTrafficPolicy), upstream-vhost (URLRewrite). On stderr\n" +
 			"it names, per Ingress, what cannot be expressed. See docs/ingress-nginx.md.",
 		Example: "  kubectl kubelb ingress convert -A > gateway-api.yaml\n" +
 			"  kubectl get ingress -n shop -o yaml | kubectl kubelb ingress convert -f -",

@@ -14,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -49,6 +50,7 @@ var converted = []string{
 	"cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials",
 	"cors-max-age", "affinity", "session-cookie-name", "session-cookie-max-age",
 	"canary", "canary-weight", "canary-by-header", "canary-by-header-value",
+	"upstream-vhost",
 }
 
 // Convert converts ings. It is pure: the same Ingresses give the same objects, in the same
@@ -121,6 +123,13 @@ type conversion struct {
 
 func (c *conversion) note(format string, args ...any) {
 	c.notes = append(c.notes, fmt.Sprintf(format, args...))
+}
+
+// noteOnce is note for what every rule of the Ingress would say again.
+func (c *conversion) noteOnce(format string, args ...any) {
+	if n := fmt.Sprintf(format, args...); !slices.Contains(c.notes, n) {
+		c.notes = append(c.notes, n)
+	}
 }
 
 func (c *conversion) ann(k string) (string, bool) {
@@ -215,6 +224,7 @@ func (c *conversion) routes(canaries []*networkingv1.Ingress, used map[*networki
 				r.BackendRefs = nil // the redirect answers
 			} else {
 				c.session(&r)
+				c.upstreamHost(&r)
 			}
 			for _, hr := range c.canary(&r, rule.Host, p, canaries, used) {
 				add(rule.Host, hr)
@@ -229,6 +239,7 @@ func (c *conversion) routes(canaries []*networkingv1.Ingress, used map[*networki
 				r.BackendRefs = nil
 			} else {
 				c.session(&r)
+				c.upstreamHost(&r)
 			}
 			add("", r)
 			if len(c.ing.Spec.Rules) > 0 {
@@ -357,4 +368,26 @@ func (c *conversion) filters() ([]gwv1.HTTPRouteFilter, string, bool) {
 // redirects tells whether filters hold a RequestRedirect.
 func redirects(filters []gwv1.HTTPRouteFilter) bool {
 	return slices.ContainsFunc(filters, func(f gwv1.HTTPRouteFilter) bool { return f.Type == gwv1.HTTPRouteFilterRequestRedirect })
+}
+
+// upstreamHost writes upstream-vhost as the hostname of the rule's URLRewrite (with its path
+// rewrite, when it has one): Gateway API's hostname rewrite is a host name without a port.
+func (c *conversion) upstreamHost(r *gwv1.HTTPRouteRule) {
+	v, ok := c.ann("upstream-vhost")
+	if !ok {
+		return
+	}
+	if len(validation.IsDNS1123Subdomain(strings.ToLower(v))) > 0 {
+		c.noteOnce("upstream-vhost: %q is not a host name without a port (Gateway API's hostname rewrite); not expressed", v)
+		return
+	}
+	host := gwv1.PreciseHostname(strings.ToLower(v))
+	for i := range r.Filters {
+		if f := &r.Filters[i]; f.Type == gwv1.HTTPRouteFilterURLRewrite && f.URLRewrite != nil {
+			f.URLRewrite = f.URLRewrite.DeepCopy()
+			f.URLRewrite.Hostname = &host
+			return
+		}
+	}
+	r.Filters = append(r.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterURLRewrite, URLRewrite: &gwv1.HTTPURLRewriteFilter{Hostname: &host}})
 }

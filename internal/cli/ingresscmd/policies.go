@@ -21,7 +21,8 @@ const policyAPIVersion = "gateway.envoyproxy.io/v1alpha1"
 
 // expressedByPolicies are the annotations policies express (when their values can be read).
 var expressedByPolicies = []string{"allowlist-source-range", "whitelist-source-range", "denylist-source-range", "proxy-connect-timeout",
-	"auth-type", "auth-secret", "auth-secret-type", "limit-rps", "limit-rpm", "limit-burst-multiplier"}
+	"auth-type", "auth-secret", "auth-secret-type", "limit-rps", "limit-rpm", "limit-burst-multiplier",
+	"upstream-hash-by", "load-balance"}
 
 // policies are the policies of the Ingress for its serving routes.
 func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstructured {
@@ -82,6 +83,9 @@ func (c *conversion) policies(routes []*gwv1.HTTPRoute) []*unstructured.Unstruct
 		} else {
 			c.note("proxy-connect-timeout: %q is no number of seconds; not expressed", v)
 		}
+	}
+	if lb := c.loadBalancer(); lb != nil {
+		traffic["loadBalancer"] = lb
 	}
 	if rules := c.rateLimitRules(); len(rules) > 0 {
 		traffic["rateLimit"] = map[string]any{"type": "Local", "local": map[string]any{"rules": rules}}
@@ -174,4 +178,40 @@ func (c *conversion) basicAuthUsers() string {
 		return name
 	}
 	return ""
+}
+
+// loadBalancer is the BackendTrafficPolicy's loadBalancer of upstream-hash-by (a consistent
+// hash on the client's address, a header or a cookie; it wins, as in ingress-nginx) or
+// load-balance (round_robin; ewma as least request, the nearest Envoy has); nil for none.
+func (c *conversion) loadBalancer() map[string]any {
+	if v, ok := c.ann("upstream-hash-by"); ok {
+		var hash map[string]any
+		switch {
+		case v == "$remote_addr" || v == "$binary_remote_addr":
+			hash = map[string]any{"type": "SourceIP"}
+		case strings.HasPrefix(v, "$http_") && len(v) > len("$http_"):
+			hash = map[string]any{"type": "Header", "header": map[string]any{"name": strings.ReplaceAll(strings.TrimPrefix(v, "$http_"), "_", "-")}}
+		case strings.HasPrefix(v, "$cookie_") && len(v) > len("$cookie_"):
+			hash = map[string]any{"type": "Cookie", "cookie": map[string]any{"name": strings.TrimPrefix(v, "$cookie_")}}
+		default:
+			c.note("upstream-hash-by: %q is not one of $remote_addr, $http_<header>, $cookie_<name>; not expressed", v)
+		}
+		if hash != nil {
+			if _, set := c.ann("load-balance"); set {
+				c.note("load-balance: upstream-hash-by wins, as in ingress-nginx; not expressed")
+			}
+			return map[string]any{"type": "ConsistentHash", "consistentHash": hash}
+		}
+	}
+	switch v, _ := c.ann("load-balance"); v {
+	case "":
+	case "round_robin":
+		return map[string]any{"type": "RoundRobin"}
+	case "ewma":
+		c.note("load-balance: ewma written as LeastRequest (Envoy has no latency EWMA balancer)")
+		return map[string]any{"type": "LeastRequest"}
+	default:
+		c.note("load-balance: %q is not round_robin or ewma; not expressed", v)
+	}
+	return nil
 }
