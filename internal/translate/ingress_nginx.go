@@ -69,7 +69,7 @@ var honouredNginx = []string{
 	nginxEnableCORS, nginxCORSOrigin, nginxCORSMethods, nginxCORSHeaders, nginxCORSExpose,
 	nginxCORSCredentials, nginxCORSMaxAge,
 	nginxAffinity, nginxSessionCookieName, nginxSessionCookiePath, nginxSessionCookieMaxAge,
-	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByCookie,
+	nginxCanary, nginxCanaryWeight, nginxCanaryWeightTotal, nginxCanaryByHeader, nginxCanaryByHeaderVal, nginxCanaryByHeaderPat, nginxCanaryByCookie,
 	nginxAllowlist, nginxWhitelist, nginxDenylist, nginxProxyBodySize,
 	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
 	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ const (
 	nginxCanaryWeightTotal = "canary-weight-total"
 	nginxCanaryByHeader    = "canary-by-header"
 	nginxCanaryByHeaderVal = "canary-by-header-value"
+	nginxCanaryByHeaderPat = "canary-by-header-pattern"
 	nginxCanaryByCookie    = "canary-by-cookie"
 )
 
@@ -25,11 +27,13 @@ const maxCanaryWeightTotal = 1000000
 
 // nginxCanaryRule is what a canary Ingress (canary: "true") asks of the paths it shares with
 // another Ingress: a share of their requests (weight of total), and the requests whose header
-// (lower case) has value (or "always") all, then those whose cookie is "always";
-// "never" (of the header or the cookie) keeps a request off the canary.
+// (lower case) has value (or "always") all — with regex, those whose header value
+// matches the RE2 expression value (canary-by-header-pattern) —, then those whose cookie is
+// "always"; "never" (of the header or the cookie) keeps a request off the canary.
 type nginxCanaryRule struct {
 	weight, total uint32
 	header, value string
+	regex         bool
 	cookie        string
 }
 
@@ -71,11 +75,22 @@ func nginxCanaryAnnotations(value func(string) (string, bool), bad func(key, v, 
 		} else {
 			c.header = strings.ToLower(v)
 			c.value = "always"
-			if hv, ok := value(nginxCanaryByHeaderVal); ok {
+			hv, hasValue := value(nginxCanaryByHeaderVal)
+			if hasValue {
 				if hv == "" || !validValue(hv) {
 					bad(nginxCanaryByHeaderVal, hv, "a header value")
 				} else {
 					c.value = hv
+				}
+			}
+			// canary-by-header-pattern: only without canary-by-header-value (which wins, as in
+			// ingress-nginx); nginx searches the value, Envoy matches it whole, hence .* around.
+			if pat, ok := value(nginxCanaryByHeaderPat); ok && !hasValue {
+				re := "(?s).*(?:" + pat + ").*"
+				if msg := regexProblem(re); pat == "" || msg != "" {
+					bad(nginxCanaryByHeaderPat, pat, "an RE2 regular expression ("+cmp.Or(msg, "empty")+")")
+				} else {
+					c.value, c.regex = re, true
 				}
 			}
 		}
@@ -152,8 +167,8 @@ func (t *l7) applyCanaries(st *ingressState) {
 			// The header first, then the cookie, then the weight (ingress-nginx's order).
 			var extra []*ingressRoute
 			if cp.rule.header != "" {
-				extra = append(extra, mk("header", ir.StringMatch{Name: cp.rule.header, Value: cp.rule.value}, true))
-				if cp.rule.value == "always" && cp.rule.weight > 0 {
+				extra = append(extra, mk("header", ir.StringMatch{Name: cp.rule.header, Value: cp.rule.value, Regex: cp.rule.regex}, true))
+				if cp.rule.value == "always" && !cp.rule.regex && cp.rule.weight > 0 {
 					extra = append(extra, mk("never", ir.StringMatch{Name: cp.rule.header, Value: "never"}, false))
 				}
 			}

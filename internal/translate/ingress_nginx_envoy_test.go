@@ -33,7 +33,7 @@ import (
 // backend-protocol H2C reaches a backend that speaks only HTTP/2; proxy-read-timeout ends a
 // silent request; enable-cors answers preflights for allowed origins only; affinity cookie
 // keeps a client on one of two endpoints; a canary Ingress gets its weight of the requests
-// and those with its header; and snippets change nothing.
+// and those with its header (or a header value its pattern matches); and snippets change nothing.
 func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx"
 	const N = translate.NginxAnnotationPrefix
@@ -135,6 +135,9 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 			route("stable", nil, spec(rule("canary.example.com", "v1", "/")), svc("v1", v1Port)),
 			route("canary", map[string]string{N + "canary": "true", N + "canary-weight": "20", N + "canary-by-header": "X-Canary", N + "canary-by-cookie": "canary"},
 				spec(rule("canary.example.com", "v2", "/")), svc("v2", v2Port)),
+			route("stable-pattern", nil, spec(rule("pattern.example.com", "v1", "/")), svc("v1", v1Port)),
+			route("canary-pattern", map[string]string{N + "canary": "true", N + "canary-by-header": "X-Track", N + "canary-by-header-pattern": "^(beta|gamma)$"},
+				spec(rule("pattern.example.com", "v2", "/")), svc("v2", v2Port)),
 			route("upload", map[string]string{N + "proxy-body-size": "1k"}, spec(rule("upload.example.com", "web", "/")), svc("web", webPort)),
 		},
 	}
@@ -249,10 +252,10 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	// canary: 20 of 100 by weight (200 requests: 40 expected, 20 to 65 accepted, over six
 	// standard deviations wide), all with X-Canary: always, none with X-Canary: never.
-	count := func(n int, name, value string) map[string]int {
+	countOn := func(host string, n int, name, value string) map[string]int {
 		seen := map[string]int{}
 		for range n {
-			pod, err := withHeader(plain, "canary.example.com", name, value)
+			pod, err := withHeader(plain, host, name, value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,6 +263,7 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 		}
 		return seen
 	}
+	count := func(n int, name, value string) map[string]int { return countOn("canary.example.com", n, name, value) }
 	if seen := count(200, "", ""); seen["v1"]+seen["v2"] != 200 || seen["v2"] < 20 || seen["v2"] > 65 {
 		t.Errorf("200 requests to the canaried host were answered %v, want about 40 by v2 and the rest by v1", seen)
 	}
@@ -275,6 +279,13 @@ func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	}
 	if seen := count(20, "Cookie", "canary=never; theme=dark"); seen["v1"] != 20 {
 		t.Errorf("20 requests with the cookie canary=never were answered %v, want all by v1", seen)
+	}
+	// canary-by-header-pattern ^(beta|gamma)$ on X-Track: the values it matches on the
+	// canary, the others (and none) off it.
+	for value, want := range map[string]string{"beta": "v2", "gamma": "v2", "betamax": "v1", "": "v1"} {
+		if seen := countOn("pattern.example.com", 10, "X-Track", value); seen[want] != 10 {
+			t.Errorf("10 requests with X-Track: %q were answered %v, want all by %s", value, seen, want)
+		}
 	}
 
 	// proxy-body-size 1k: a body of up to 1024 bytes reaches the backend; a larger one is

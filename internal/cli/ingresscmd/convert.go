@@ -49,7 +49,7 @@ var converted = []string{
 	"proxy-read-timeout", "proxy-send-timeout", "enable-cors", "cors-allow-origin",
 	"cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials",
 	"cors-max-age", "affinity", "session-cookie-name", "session-cookie-max-age",
-	"canary", "canary-weight", "canary-by-header", "canary-by-header-value",
+	"canary", "canary-weight", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
 	"upstream-vhost",
 }
 

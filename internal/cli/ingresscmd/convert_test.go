@@ -98,3 +98,50 @@ func TestConvertGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertCanaryByHeaderPattern: a canary with canary-by-header-pattern (and no
+// canary-by-header-value) becomes a rule before the main one matching the header's value by
+// a RegularExpression that finds the pattern anywhere in it, as nginx does.
+func TestConvertCanaryByHeaderPattern(t *testing.T) {
+	in := `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec:
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web-beta
+  namespace: shop
+  annotations:
+    nginx.ingress.kubernetes.io/canary: "true"
+    nginx.ingress.kubernetes.io/canary-by-header: X-Track
+    nginx.ingress.kubernetes.io/canary-by-header-pattern: ^(beta|gamma)$
+spec:
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web-v2, port: {number: 80}}}}
+`
+	ings, err := Read(strings.NewReader(in), "in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, notes bytes.Buffer
+	if err := Write(Convert(ings, Options{}), &out, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if o := out.String(); !strings.Contains(o, "name: X-Track") || !strings.Contains(o, "type: RegularExpression") ||
+		!strings.Contains(o, "value: (?s).*(?:^(beta|gamma)$).*") {
+		t.Errorf("no RegularExpression header match for the pattern in:\n%s", out.String())
+	}
+	if strings.Contains(notes.String(), "canary-by-header-pattern") {
+		t.Errorf("the pattern is noted as not expressed: %s", notes.String())
+	}
+}

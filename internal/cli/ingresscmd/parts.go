@@ -177,12 +177,15 @@ func (c *conversion) canary(r *gwv1.HTTPRouteRule, host string, p networkingv1.H
 				}
 				used[cn] = true
 				if h, ok := cc.ann("canary-by-header"); ok {
-					value := "always"
+					match := gwv1.HTTPHeaderMatch{Name: gwv1.HTTPHeaderName(h), Value: "always"}
 					if v, ok := cc.ann("canary-by-header-value"); ok {
-						value = v
+						match.Value = v
+					} else if pat, ok := cc.ann("canary-by-header-pattern"); ok && pat != "" {
+						// nginx searches the value; a RegularExpression header match is whole.
+						match.Type, match.Value = ptr.To(gwv1.HeaderMatchRegularExpression), "(?s).*(?:"+pat+").*"
 					}
 					m := *r.Matches[0].DeepCopy()
-					m.Headers = []gwv1.HTTPHeaderMatch{{Name: gwv1.HTTPHeaderName(h), Value: value}}
+					m.Headers = []gwv1.HTTPHeaderMatch{match}
 					before = append(before, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{m}, Filters: r.Filters, BackendRefs: refs})
 				}
 				if w, ok := cc.ann("canary-weight"); ok {
