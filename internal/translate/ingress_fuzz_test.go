@@ -125,7 +125,7 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 				annotations[N+pick(s, "session-cookie-name", "session-cookie-path", "session-cookie-max-age")] = pick(s, "route", "bad name", "/p", "3600", "x")
 			case 8:
 				annotations[N+"canary"] = pick(s, "true", "false")
-				annotations[N+pick(s, "canary-weight", "canary-by-header", "canary-weight-total")] = pick(s, "20", "100", "101", "X-Canary", "bad header")
+				annotations[N+pick(s, "canary-weight", "canary-by-header", "canary-weight-total", "canary-by-header-pattern")] = pick(s, "20", "100", "101", "X-Canary", "bad header", "^(a|b)$", "(?<=x)", "")
 			case 9:
 				annotations[N+pick(s, "ssl-redirect", "force-ssl-redirect")] = pick(s, "true", "false", "x")
 			case 10:
