@@ -47,6 +47,24 @@ type ClientTraffic struct {
 	// TLS (nil: Envoy's defaults) are the TLS parameters of the listener's terminating
 	// filter chains (HTTPS listeners only).
 	TLS *ClientTLS `json:"tls,omitempty"`
+	// RequestHeadersTimeout (0: none) ends a request whose headers have not all arrived
+	// this long after their first byte (the connection manager's request_headers_timeout;
+	// Envoy answers 408).
+	RequestHeadersTimeout Duration `json:"requestHeadersTimeout,omitempty"`
+	// StreamIdleTimeout (0: the listener's) replaces the listener's stream idle timeout (the
+	// front ends set it only below the tenant's).
+	StreamIdleTimeout Duration `json:"streamIdleTimeout,omitempty"`
+	// MaxConnectionDuration (0: none) drains and closes a client connection that long after
+	// it opened; MaxRequestsPerConnection (0: none) after that many requests;
+	// MaxStreamDuration (0: none) resets a stream that long after it began (common HTTP
+	// protocol options).
+	MaxConnectionDuration    Duration `json:"maxConnectionDuration,omitempty"`
+	MaxRequestsPerConnection uint32   `json:"maxRequestsPerConnection,omitempty"`
+	MaxStreamDuration        Duration `json:"maxStreamDuration,omitempty"`
+	// TLSHandshakeTimeout (0: none) closes a connection to a terminating filter chain whose
+	// TLS handshake has not ended that long after it was accepted (the chain's
+	// transport_socket_connect_timeout).
+	TLSHandshakeTimeout Duration `json:"tlsHandshakeTimeout,omitempty"`
 
 	// The fields below are connection settings: with ProxyProtocol, TCPIdleTimeout,
 	// Keepalive and BufferLimit they are the only ones a TCP listener may have.
@@ -288,7 +306,8 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	if c.ConnectionLimitDelay != 0 && c.ConnectionLimit == 0 {
 		return fmt.Errorf("a connection limit delay without a connection limit")
 	}
-	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout, c.ConnectionLimitDelay} {
+	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout, c.ConnectionLimitDelay, c.RequestHeadersTimeout, c.StreamIdleTimeout,
+		c.MaxConnectionDuration, c.MaxStreamDuration, c.TLSHandshakeTimeout} {
 		if d < 0 || d.D() > MaxClientTimeout {
 			return fmt.Errorf("client traffic timeout %s out of range 0 to %s", d.D(), MaxClientTimeout)
 		}

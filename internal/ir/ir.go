@@ -192,6 +192,9 @@ type ClientValidation struct {
 	// not verify (Gateway API's AllowInsecureFallback); otherwise only clients presenting a
 	// certificate that verifies are accepted.
 	AllowInsecureFallback bool `json:"allowInsecureFallback,omitempty"`
+	// Optional accepts clients without a certificate, but a certificate a client presents
+	// must verify (a ClientTrafficPolicy's optional, or mode VerifyIfGiven).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Terminates reports whether the chain terminates TLS (it has a certificate).

@@ -275,6 +275,8 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 		return errors.New("failed weight on a chain that serves HTTP routes")
 	case t.ClientValidation != nil && (t.ClientValidation.CACertificates == "" || len(t.ClientValidation.CACertificates) > maxCABundle):
 		return fmt.Errorf("client validation with %d bytes of CA certificates, not 1 to %d", len(t.ClientValidation.CACertificates), maxCABundle)
+	case t.ClientValidation != nil && t.ClientValidation.Optional && t.ClientValidation.AllowInsecureFallback:
+		return errors.New("client validation both optional and with an insecure fallback: give one")
 	case !routeConfigs[t.RouteConfig]:
 		return fmt.Errorf("route config %q does not exist", t.RouteConfig)
 	}
