@@ -403,8 +403,13 @@ func trustedCIDRs(in []string) ([]string, error) {
 // ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
 var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
-// IsZero reports whether s asks for nothing (Envoy's defaults everywhere).
-func (s *ClientSettings) IsZero() bool { return reflect.ValueOf(*s).IsZero() }
+// IsZero reports whether s asks for nothing (Envoy's defaults everywhere; directSourceIP
+// states the default).
+func (s *ClientSettings) IsZero() bool {
+	c := *s
+	c.DirectSourceIP = false // the peer's address: the default, stated
+	return reflect.ValueOf(c).IsZero()
+}
 
 // resolveClientIP checks clientIPDetection: exactly one of xForwardedFor (numTrustedHops 0 to
 // MaxTrustedHops, or up to MaxTrustedCIDRs trustedCIDRs), customHeader (a header name) and

@@ -87,6 +87,9 @@ type gateway struct {
 	slots int
 	// frontendCAs: the resolved client certificate validations (gateway_clientcert.go).
 	frontendCAs map[*gwv1.FrontendTLSValidation]frontendCA
+	// policyCAs: the ClientTrafficPolicy client certificate validation of each port
+	// (clienttraffic_clientcert.go).
+	policyCAs map[gwv1.PortNumber]*policyValidation
 	// clientCert is the IR Secret presented to TLS backends ("" for none); clientCertCond
 	// the Gateway's ResolvedRefs condition when spec.tls.backend's reference cannot be used.
 	clientCert     string
