@@ -130,8 +130,11 @@ type ClientTrafficPath struct {
 }
 
 // ClientTrafficTLS is Envoy Gateway's tls of a ClientTrafficPolicy (versions, ciphers,
-// curves, signature algorithms, ALPN and client certificate validation; not sessions).
+// curves, signature algorithms, ALPN, session resumption and client certificate validation).
 type ClientTrafficTLS struct {
+	// Session says which TLS session resumption the terminating listeners offer.
+	// +optional
+	Session *ClientTrafficTLSSession `json:"session,omitempty"`
 	// ClientValidation asks clients of the Gateway's HTTPS listeners for a certificate of
 	// the CA certificates its references hold (carried in the Route's
 	// context.frontendCACertificates, as the Gateway's own spec.tls.frontend's).
@@ -160,6 +163,25 @@ type ClientTrafficTLS struct {
 	// +kubebuilder:validation:items:MaxLength=16
 	ALPNProtocols []string `json:"alpnProtocols,omitempty"`
 }
+
+// ClientTrafficTLSSession is Envoy Gateway's tls.session.
+type ClientTrafficTLSSession struct {
+	// Resumption lists the resumptions offered; unset or empty: none.
+	// +optional
+	Resumption *ClientTrafficResumption `json:"resumption,omitempty"`
+}
+
+// ClientTrafficResumption is Envoy Gateway's tls.session.resumption: stateless (session
+// tickets) and stateful (a session cache), each offered when set.
+type ClientTrafficResumption struct {
+	// +optional
+	Stateless *ClientTrafficResumptionKind `json:"stateless,omitempty"`
+	// +optional
+	Stateful *ClientTrafficResumptionKind `json:"stateful,omitempty"`
+}
+
+// ClientTrafficResumptionKind is one kind of resumption (no fields).
+type ClientTrafficResumptionKind struct{}
 
 // ClientTrafficClientValidation is Envoy Gateway's tls.clientValidation: the CA certificates
 // a client's certificate must chain to, required unless Optional (or Mode VerifyIfGiven).
@@ -326,4 +348,8 @@ type ClientTrafficHeaders struct {
 	// it on requests from outside).
 	// +optional
 	PreserveXRequestID *bool `json:"preserveXRequestID,omitempty"`
+	// EnableEnvoyHeaders false removes the x-envoy- headers Envoy adds to requests and
+	// responses.
+	// +optional
+	EnableEnvoyHeaders *bool `json:"enableEnvoyHeaders,omitempty"`
 }

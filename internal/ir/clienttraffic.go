@@ -126,6 +126,9 @@ type ClientHTTP struct {
 	MergeSlashes   bool                 `json:"mergeSlashes,omitempty"`
 	// PreserveXRequestID keeps a client's X-Request-ID (else Envoy replaces it).
 	PreserveXRequestID bool `json:"preserveXRequestID,omitempty"`
+	// SuppressEnvoyHeaders keeps the router from adding x-envoy- headers to requests and
+	// responses.
+	SuppressEnvoyHeaders bool `json:"suppressEnvoyHeaders,omitempty"`
 }
 
 // EscapedSlashesAction is what is done with escaped slashes in request paths.
@@ -219,6 +222,10 @@ type ClientTLS struct {
 	SignatureAlgorithms []string `json:"signatureAlgorithms,omitempty"`
 	// ALPN replaces the protocols offered on chains serving HTTP (h2 and http/1.1).
 	ALPN []string `json:"alpn,omitempty"`
+	// NoStatelessResumption and NoStatefulResumption turn off TLS session resumption by
+	// session tickets and by Envoy's session cache (both on by default).
+	NoStatelessResumption bool `json:"noStatelessResumption,omitempty"`
+	NoStatefulResumption  bool `json:"noStatefulResumption,omitempty"`
 }
 
 // MaxClientTLSListEntries bounds each list of ClientTLS.

@@ -29,7 +29,7 @@ var servedClient = map[string]any{
 		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil, "requestHeadersReceivedTimeout": nil, "streamIdleTimeout": nil},
 		"tcp":  map[string]any{"idleTimeout": nil, "tlsHandshakeTimeout": nil},
 	},
-	"headers": map[string]any{"withUnderscoresAction": nil, "preserveXRequestID": nil},
+	"headers": map[string]any{"withUnderscoresAction": nil, "preserveXRequestID": nil, "enableEnvoyHeaders": nil},
 	"connection": map[string]any{
 		"connectionLimit": map[string]any{"value": nil, "closeDelay": nil,
 			"maxConnectionDuration": nil, "maxRequestsPerConnection": nil, "maxStreamDuration": nil},
@@ -54,7 +54,8 @@ var servedClient = map[string]any{
 		"directSourceIP": map[string]any{},
 	},
 	"tls": map[string]any{"minVersion": nil, "maxVersion": nil, "ciphers": nil, "ecdhCurves": nil, "signatureAlgorithms": nil, "alpnProtocols": nil,
-		"clientValidation": map[string]any{"caCertificateRefs": nil, "optional": nil, "mode": nil}},
+		"clientValidation": map[string]any{"caCertificateRefs": nil, "optional": nil, "mode": nil},
+		"session":          map[string]any{"resumption": map[string]any{"stateless": map[string]any{}, "stateful": map[string]any{}}}},
 }
 
 // Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
@@ -223,6 +224,9 @@ type ClientSettings struct {
 	TLSHandshakeTimeout time.Duration
 	// DirectSourceIP: the policy says the client's address is the peer's (the default).
 	DirectSourceIP bool
+	// SuppressEnvoyHeaders: headers.enableEnvoyHeaders is false (Envoy adds no x-envoy-
+	// headers; unset or true keep kubelb's default, which adds them).
+	SuppressEnvoyHeaders bool
 }
 
 // ClientValidation is a checked tls.clientValidation: the CA certificate references (of the
@@ -260,6 +264,15 @@ type ClientTLS struct {
 	Ciphers, ECDHCurves, SignatureAlgorithms, ALPN []string
 	// ClientValidation (nil: none) asks clients of HTTPS listeners for a certificate.
 	ClientValidation *ClientValidation
+	// Session (nil: kubelb's default, Envoy's: both resumptions) says which TLS session
+	// resumptions are offered.
+	Session *SessionResumption
+}
+
+// SessionResumption is a checked tls.session: stateless (session tickets) and stateful (a
+// session cache) resumption, each offered or not.
+type SessionResumption struct {
+	Stateless, Stateful bool
 }
 
 // MaxTLSListEntries bounds each list of a ClientTrafficPolicy's tls.
@@ -330,6 +343,7 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			errs = append(errs, fmt.Errorf("headers.withUnderscoresAction %q is not an action; use Allow, RejectRequest or DropHeader", truncate(a)))
 		}
 		out.PreserveXRequestID = isTrue(h.PreserveXRequestID)
+		out.SuppressEnvoyHeaders = h.EnableEnvoyHeaders != nil && !*h.EnableEnvoyHeaders
 	}
 	if c := ct.Connection; c != nil {
 		if l := c.ConnectionLimit; l != nil {
@@ -510,6 +524,13 @@ func resolveClientTLS(t *v1alpha1.ClientTrafficTLS) (*ClientTLS, []error) {
 	out.ECDHCurves = list("ecdhCurves", t.ECDHCurves, TLSCurves)
 	out.SignatureAlgorithms = list("signatureAlgorithms", t.SignatureAlgorithms, TLSSignatureAlgorithms)
 	out.ALPN = list("alpnProtocols", t.ALPNProtocols, TLSALPN)
+	if ss := t.Session; ss != nil {
+		// Envoy Gateway's reading: a session without resumption offers none.
+		out.Session = &SessionResumption{}
+		if r := ss.Resumption; r != nil {
+			out.Session.Stateless, out.Session.Stateful = r.Stateless != nil, r.Stateful != nil
+		}
+	}
 	if v := t.ClientValidation; v != nil {
 		var vErrs []error
 		out.ClientValidation, vErrs = resolveClientValidation(v)

@@ -17,11 +17,11 @@ func TestReadClientNamesUnsupportedFields(t *testing.T) {
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]
 timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m, tlsHandshakeTimeout: 5s, connectionInspectionTimeout: 5s}}
 headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true, preserveXRequestID: true}
-`, "spec.headers.enableEnvoyHeaders, spec.timeout.tcp.connectionInspectionTimeout not yet supported by kubelb"},
+`, "spec.timeout.tcp.connectionInspectionTimeout not yet supported by kubelb"},
 		{`
 targetSelectors: [{kind: Gateway}]
 connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1, socketBufferLimit: 1Mi}
-tls: {minVersion: "1.3", session: {}}
+tls: {minVersion: "1.3", session: {resumption: {stateless: {}, stateful: {timeout: 1h}}}}
 http1: {enableTrailers: true, ignoredUpgradeTypes: [h2c], disableSafeMaxConnectionDuration: true}
 http2: {maxConcurrentStreams: 10, connectionKeepalive: {}}
 http3: {}
@@ -30,7 +30,7 @@ path: {disableMergeSlashes: true}
 tcpKeepalive: {probes: 3}
 clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
 healthCheck: {}
-`, "spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session not yet supported by kubelb"},
+`, "spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session.resumption.stateful.timeout not yet supported by kubelb"},
 		{`clientIPDetection: {directSourceIP: {geo: true}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP.geo not yet supported by kubelb"},
 		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: [], spkiHashes: [x], crl: {}}, fingerprints: [SHA256]}`, "spec.tls.clientValidation.crl, spec.tls.clientValidation.spkiHashes, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
@@ -100,6 +100,12 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		{`proxyProtocol: {}`, ClientSettings{ProxyProtocol: true}},
 		{`{enableProxyProtocol: false, proxyProtocol: {optional: true}}`, ClientSettings{ProxyProtocol: true, ProxyProtocolOptional: true}},
 		{`clientIPDetection: {directSourceIP: {}}`, ClientSettings{DirectSourceIP: true}},
+		{`headers: {enableEnvoyHeaders: false}`, ClientSettings{SuppressEnvoyHeaders: true}},
+		{`headers: {enableEnvoyHeaders: true}`, ClientSettings{}},
+		// Envoy Gateway's reading: a session without resumption offers none.
+		{`tls: {session: {}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{}}}},
+		{`tls: {session: {resumption: {stateless: {}}}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{Stateless: true}}}},
+		{`tls: {session: {resumption: {stateful: {}, stateless: {}}}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{Stateless: true, Stateful: true}}}},
 		{`timeout: {http: {requestHeadersReceivedTimeout: 5s, streamIdleTimeout: 1m}, tcp: {tlsHandshakeTimeout: 3s}}`,
 			ClientSettings{RequestHeadersTimeout: 5 * time.Second, StreamIdleTimeout: time.Minute, TLSHandshakeTimeout: 3 * time.Second}},
 		{`connection: {connectionLimit: {value: 10, maxConnectionDuration: 10m, maxRequestsPerConnection: 100, maxStreamDuration: 30s}}`,

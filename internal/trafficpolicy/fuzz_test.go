@@ -157,6 +157,7 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"connection":{"connectionLimit":{"value":1,"maxConnectionDuration":"25h","maxRequestsPerConnection":-1,"maxStreamDuration":"0s"}}}`,
 		`{"tls":{"clientValidation":{"caCertificateRefs":[{"kind":"Service","name":"x"},{"name":"../a","namespace":"other"},{"group":"core","kind":"ConfigMap","name":"ca"}],"optional":true,"mode":"Request"}}}`,
 		`{"clientIPDetection":{"directSourceIP":{},"xForwardedFor":{"numTrustedHops":1}}}`,
+		`{"headers":{"enableEnvoyHeaders":false},"tls":{"session":{"resumption":{"stateless":{},"stateful":{"x":1}}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}

@@ -51,6 +51,9 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	if c := s.TLS; c != nil {
 		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
 			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
+		if ss := c.Session; ss != nil {
+			tls.NoStatelessResumption, tls.NoStatefulResumption = !ss.Stateless, !ss.Stateful
+		}
 		if reflect.ValueOf(*tls).IsZero() { // only a client validation: the chains carry it
 			tls = nil
 		}

@@ -152,3 +152,9 @@ func tlsHandshakeTimeout(fc *listenerv3.FilterChain, c *ir.ClientTraffic) {
 		fc.TransportSocketConnectTimeout = durationpb.New(c.TLSHandshakeTimeout.D())
 	}
 }
+
+// suppressEnvoyHeaders: the listener's ClientTrafficPolicy says enableEnvoyHeaders false (the
+// router adds no x-envoy- headers).
+func suppressEnvoyHeaders(c *ir.ClientTraffic) bool {
+	return c != nil && c.HTTP != nil && c.HTTP.SuppressEnvoyHeaders
+}

@@ -185,7 +185,7 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{{
 			Name:       FilterRouter,
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &routerv3.Router{})},
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &routerv3.Router{SuppressEnvoyHeaders: suppressEnvoyHeaders(l.ClientTraffic)})},
 		}},
 		// The client address is the peer's: kubelb's Envoy is the edge.
 		UseRemoteAddress: wrapperspb.Bool(true),
@@ -380,6 +380,10 @@ func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, par
 		if http && len(p.ALPN) > 0 {
 			ctx.CommonTlsContext.AlpnProtocols = p.ALPN
 		}
+		if p.NoStatelessResumption {
+			ctx.SessionTicketKeysType = &tlsv3.DownstreamTlsContext_DisableStatelessSessionResumption{DisableStatelessSessionResumption: true}
+		}
+		ctx.DisableStatefulSessionResumption = p.NoStatefulResumption
 	}
 	if cv != nil {
 		vc := &tlsv3.CertificateValidationContext{
