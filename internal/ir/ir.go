@@ -178,8 +178,8 @@ type TLSServer struct {
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
-	// ClientValidation (a chain terminated into HTTP) asks clients for a certificate and
-	// verifies it; nil asks for none.
+	// ClientValidation (a terminating chain) asks clients for a certificate and verifies it;
+	// nil asks for none.
 	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`
 }
 

@@ -162,6 +162,15 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}},
 				{Secrets: []string{"s"}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}, FailedWeight: 1}}
 		}, ""},
+		"client validation on a chain terminated into tcp": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}, ClientValidation: &ir.ClientValidation{CACertificates: "ca"}}}
+		}, ""},
+		"client validation on a passthrough chain": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", ClientValidation: &ir.ClientValidation{CACertificates: "ca"}}}
+		}, "client validation on a chain that passes TLS through"},
 		"terminated into tcp without its secret": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}}}

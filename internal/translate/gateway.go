@@ -373,8 +373,8 @@ func (t *l7) checkListener(l *gwListener) {
 	if l.mode == gwv1.TLSModeTerminate {
 		t.listenerCertificate(l)
 	}
-	if l.spec.Protocol == gwv1.HTTPSProtocolType {
-		t.clientValidation(l)
+	if l.spec.Protocol == gwv1.HTTPSProtocolType || l.mode == gwv1.TLSModeTerminate {
+		t.clientValidation(l) // TLS listeners: a ClientTrafficPolicy's only
 	}
 }
 

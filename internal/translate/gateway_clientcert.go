@@ -81,9 +81,21 @@ func (g *gateway) insecureFallback() []string {
 // port. A reference that cannot be used sets ResolvedRefs False with its reason; when none
 // can, the listener is not accepted (NoValidCACertificate) and not served, so that no client
 // ever reaches it unvalidated.
+//
+// A ClientTrafficPolicy's validation (clienttraffic_clientcert.go) applies where the Gateway's
+// own does not validate the port, to its HTTPS listeners and its TLS listeners in mode
+// Terminate (the Gateway's own applies to HTTPS listeners only).
 func (t *l7) clientValidation(l *gwListener) {
 	v := l.gw.frontendValidation(l.spec.Port)
 	pv := t.policyValidation(l.gw, l.spec.Port)
+	if l.spec.Protocol != gwv1.HTTPSProtocolType && v != nil {
+		// The Gateway's own validation is for HTTPS listeners; on its ports it wins over the
+		// policy's (which then applies to none of their listeners).
+		if pv != nil {
+			pv.shadowed(t, l.gw, l.spec.Port)
+		}
+		return
+	}
 	switch {
 	case v != nil && pv != nil:
 		pv.shadowed(t, l.gw, l.spec.Port) // the Gateway's own validation wins
