@@ -17,9 +17,6 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
-	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // TestClientTrafficClientCertificatesThroughEnvoy: a Gateway's ClientTrafficPolicy with
@@ -73,43 +70,13 @@ func TestClientTrafficClientCertificatesThroughEnvoy(t *testing.T) {
 			}
 			in.Secrets = []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "synced-server", Namespace: tenant,
 				Labels: map[string]string{v1alpha1.LabelOriginName: "server", v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: serverData}}
-			_, problems, res, err := translatetest.Pipeline(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(problems) != 0 {
-				t.Fatalf("problems: %v", problems)
-			}
-			xdsenvoy.Start(t, "ctp-mtls", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-			addr := testsupport.Loopback(httpsPort)
-			request := func(cert *testCertificate) (answer, error) {
-				cfg := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS12}
-				if cert != nil {
-					cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert.pair, nil }
-				}
-				return sendTLS(addr, cfg, "www.example.com", "/")
-			}
-			testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
-				_, err := request(trusted)
-				return err
-			})
-			for _, cl := range []struct {
-				name   string
-				cert   *testCertificate
-				served bool
-			}{
+			request := serveMTLS(t, "ctp-mtls", tenant, in, httpsPort, serverPool, trusted)
+			checkClientCertificates(t, request, "", []clientCase{
 				{"a certificate of the trusted CA", trusted, true},
 				{"a certificate of another CA", untrusted, false},
 				{"no certificate", nil, c.optional},
-			} {
-				a, err := request(cl.cert)
-				switch {
-				case cl.served && (err != nil || a.status != http.StatusOK):
-					t.Errorf("a client with %s: %d %s (%v), want it served", cl.name, a.status, a.body, err)
-				case !cl.served && err == nil:
-					t.Errorf("a client with %s was answered %d, want the TLS handshake refused", cl.name, a.status)
-				}
-			}
+			})
+			addr := testsupport.Loopback(httpsPort)
 			cfg := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(4),
 				GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &trusted.pair, nil }}
 			if resumed, err := resumes(addr, cfg); err != nil || resumed != (c.session == nil) {
