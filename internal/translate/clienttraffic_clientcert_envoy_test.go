@@ -91,9 +91,9 @@ func TestClientTrafficClientCertificatesThroughEnvoy(t *testing.T) {
 // enableEnvoyHeaders false: responses without x-envoy- headers (with them otherwise).
 // requestHeadersReceivedTimeout 1s: a request whose headers never end is answered 408.
 // maxRequestsPerConnection 2: the second response on a kept-alive connection closes it.
-// streamIdleTimeout 1s: a request whose backend never answers is answered 408 (Envoy's
+// streamIdleTimeout 1s: a request whose backend never answers is answered 504 (Envoy's
 // "stream timeout"; the tenant's 5 minutes otherwise). maxStreamDuration 1s on another
-// Gateway: such a request is answered 408 ("downstream duration timeout"), and
+// Gateway: such a request is answered 504 ("downstream duration timeout"), and
 // maxConnectionDuration 2s closes a kept-alive connection without requests (Envoy's default:
 // one hour of idle time). Nothing here measures time: each wait has a deadline far beyond.
 func TestClientTrafficLifetimesThroughEnvoy(t *testing.T) {
