@@ -130,8 +130,16 @@ type ClientTrafficPath struct {
 }
 
 // ClientTrafficTLS is Envoy Gateway's tls of a ClientTrafficPolicy (versions, ciphers,
-// curves, signature algorithms and ALPN; not client validation nor sessions).
+// curves, signature algorithms, ALPN, session resumption and client certificate validation).
 type ClientTrafficTLS struct {
+	// Session says which TLS session resumption the terminating listeners offer.
+	// +optional
+	Session *ClientTrafficTLSSession `json:"session,omitempty"`
+	// ClientValidation asks clients of the Gateway's HTTPS listeners for a certificate of
+	// the CA certificates its references hold (carried in the Route's
+	// context.frontendCACertificates, as the Gateway's own spec.tls.frontend's).
+	// +optional
+	ClientValidation *ClientTrafficClientValidation `json:"clientValidation,omitempty"`
 	// +optional
 	// +kubebuilder:validation:MaxLength=8
 	MinVersion string `json:"minVersion,omitempty"`
@@ -156,14 +164,74 @@ type ClientTrafficTLS struct {
 	ALPNProtocols []string `json:"alpnProtocols,omitempty"`
 }
 
-// ClientTrafficIPDetection is Envoy Gateway's clientIPDetection: one of xForwardedFor and
-// customHeader.
+// ClientTrafficTLSSession is Envoy Gateway's tls.session.
+type ClientTrafficTLSSession struct {
+	// Resumption lists the resumptions offered; unset or empty: none.
+	// +optional
+	Resumption *ClientTrafficResumption `json:"resumption,omitempty"`
+}
+
+// ClientTrafficResumption is Envoy Gateway's tls.session.resumption: stateless (session
+// tickets) and stateful (a session cache), each offered when set.
+type ClientTrafficResumption struct {
+	// +optional
+	Stateless *ClientTrafficResumptionKind `json:"stateless,omitempty"`
+	// +optional
+	Stateful *ClientTrafficResumptionKind `json:"stateful,omitempty"`
+}
+
+// ClientTrafficResumptionKind is one kind of resumption (no fields).
+type ClientTrafficResumptionKind struct{}
+
+// ClientTrafficClientValidation is Envoy Gateway's tls.clientValidation: the CA certificates
+// a client's certificate must chain to, required unless Optional (or Mode VerifyIfGiven).
+type ClientTrafficClientValidation struct {
+	// CACertificateRefs are ConfigMaps or Secrets of the policy's namespace with the CA
+	// certificates in their key ca.crt.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	CACertificateRefs []ClientTrafficCARef `json:"caCertificateRefs,omitempty"`
+	// Optional accepts clients without a certificate (one they present is still verified).
+	// +optional
+	Optional *bool `json:"optional,omitempty"`
+	// Mode is RequireAndVerify (the default) or VerifyIfGiven (Optional).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Mode string `json:"mode,omitempty"`
+}
+
+// ClientTrafficCARef is one caCertificateRefs entry (Envoy Gateway's SecretObjectReference:
+// the kind defaults to Secret).
+type ClientTrafficCARef struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ClientTrafficIPDetection is Envoy Gateway's clientIPDetection: one of xForwardedFor,
+// customHeader and directSourceIP.
 type ClientTrafficIPDetection struct {
+	// DirectSourceIP makes the client's address the connection's peer (kubelb's default,
+	// stated).
+	// +optional
+	DirectSourceIP *ClientTrafficDirectSourceIP `json:"directSourceIP,omitempty"`
 	// +optional
 	XForwardedFor *ClientTrafficXForwardedFor `json:"xForwardedFor,omitempty"`
 	// +optional
 	CustomHeader *ClientTrafficCustomHeader `json:"customHeader,omitempty"`
 }
+
+// ClientTrafficDirectSourceIP is Envoy Gateway's directSourceIP (no fields).
+type ClientTrafficDirectSourceIP struct{}
 
 // ClientTrafficXForwardedFor is Envoy Gateway's xForwardedFor: the client's address is the
 // NumTrustedHops-th address from the right of the X-Forwarded-For header (0: the peer's), or,
@@ -212,6 +280,17 @@ type ClientTrafficConnectionLimit struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	CloseDelay string `json:"closeDelay,omitempty"`
+	// MaxConnectionDuration drains and closes a client connection that long after it opened.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	MaxConnectionDuration string `json:"maxConnectionDuration,omitempty"`
+	// MaxRequestsPerConnection closes a client connection after that many requests.
+	// +optional
+	MaxRequestsPerConnection *int64 `json:"maxRequestsPerConnection,omitempty"`
+	// MaxStreamDuration resets a request (stream) that long after it began.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	MaxStreamDuration string `json:"maxStreamDuration,omitempty"`
 }
 
 // ClientTrafficTimeout is Envoy Gateway's timeout of a ClientTrafficPolicy.
@@ -228,6 +307,11 @@ type ClientTrafficTCPTimeout struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	IdleTimeout string `json:"idleTimeout,omitempty"`
+	// TLSHandshakeTimeout closes a connection whose TLS handshake has not ended that long
+	// after it was accepted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	TLSHandshakeTimeout string `json:"tlsHandshakeTimeout,omitempty"`
 }
 
 // ClientTrafficHTTPTimeout holds the timeouts of the clients' HTTP requests and connections.
@@ -242,6 +326,15 @@ type ClientTrafficHTTPTimeout struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	IdleTimeout string `json:"idleTimeout,omitempty"`
+	// RequestHeadersReceivedTimeout is the time a client has to send a request's headers,
+	// counted from their first byte.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	RequestHeadersReceivedTimeout string `json:"requestHeadersReceivedTimeout,omitempty"`
+	// StreamIdleTimeout ends a request (stream) without a byte either way for this long.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	StreamIdleTimeout string `json:"streamIdleTimeout,omitempty"`
 }
 
 // ClientTrafficHeaders is Envoy Gateway's headers of a ClientTrafficPolicy.
@@ -255,4 +348,8 @@ type ClientTrafficHeaders struct {
 	// it on requests from outside).
 	// +optional
 	PreserveXRequestID *bool `json:"preserveXRequestID,omitempty"`
+	// EnableEnvoyHeaders false removes the x-envoy- headers Envoy adds to requests and
+	// responses.
+	// +optional
+	EnableEnvoyHeaders *bool `json:"enableEnvoyHeaders,omitempty"`
 }

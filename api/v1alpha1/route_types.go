@@ -165,14 +165,20 @@ func (c *SourceContext) PolicySection(name string) *PolicySection {
 	return nil
 }
 
-// FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation,
-// as the ccm found it.
+// FrontendCACertificate is a ConfigMap named by a Gateway's client certificate validation (or
+// a ConfigMap or Secret named by its ClientTrafficPolicy's tls.clientValidation), as the ccm
+// found it.
 type FrontendCACertificate struct {
 	// Namespace and Name of the ConfigMap.
 	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+	// Kind is ConfigMap (unset) or Secret (a ClientTrafficPolicy's caCertificateRefs may
+	// name Secrets of its namespace).
+	// +optional
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	Kind string `json:"kind,omitempty"`
 	// CACertificates is the index in backendCACertificates of the PEM CA certificates of its
 	// key ca.crt; unset when the ConfigMap cannot be used (Problem says why).
 	// +optional

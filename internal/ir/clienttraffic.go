@@ -47,6 +47,24 @@ type ClientTraffic struct {
 	// TLS (nil: Envoy's defaults) are the TLS parameters of the listener's terminating
 	// filter chains (HTTPS listeners only).
 	TLS *ClientTLS `json:"tls,omitempty"`
+	// RequestHeadersTimeout (0: none) ends a request whose headers have not all arrived
+	// this long after their first byte (the connection manager's request_headers_timeout;
+	// Envoy answers 408).
+	RequestHeadersTimeout Duration `json:"requestHeadersTimeout,omitempty"`
+	// StreamIdleTimeout (0: the listener's) replaces the listener's stream idle timeout (the
+	// front ends set it only below the tenant's).
+	StreamIdleTimeout Duration `json:"streamIdleTimeout,omitempty"`
+	// MaxConnectionDuration (0: none) drains and closes a client connection that long after
+	// it opened; MaxRequestsPerConnection (0: none) after that many requests;
+	// MaxStreamDuration (0: none) resets a stream that long after it began (common HTTP
+	// protocol options).
+	MaxConnectionDuration    Duration `json:"maxConnectionDuration,omitempty"`
+	MaxRequestsPerConnection uint32   `json:"maxRequestsPerConnection,omitempty"`
+	MaxStreamDuration        Duration `json:"maxStreamDuration,omitempty"`
+	// TLSHandshakeTimeout (0: none) closes a connection to a terminating filter chain whose
+	// TLS handshake has not ended that long after it was accepted (the chain's
+	// transport_socket_connect_timeout).
+	TLSHandshakeTimeout Duration `json:"tlsHandshakeTimeout,omitempty"`
 
 	// The fields below are connection settings: with ProxyProtocol, TCPIdleTimeout,
 	// Keepalive and BufferLimit they are the only ones a TCP listener may have.
@@ -108,6 +126,9 @@ type ClientHTTP struct {
 	MergeSlashes   bool                 `json:"mergeSlashes,omitempty"`
 	// PreserveXRequestID keeps a client's X-Request-ID (else Envoy replaces it).
 	PreserveXRequestID bool `json:"preserveXRequestID,omitempty"`
+	// SuppressEnvoyHeaders keeps the router from adding x-envoy- headers to requests and
+	// responses.
+	SuppressEnvoyHeaders bool `json:"suppressEnvoyHeaders,omitempty"`
 }
 
 // EscapedSlashesAction is what is done with escaped slashes in request paths.
@@ -201,6 +222,10 @@ type ClientTLS struct {
 	SignatureAlgorithms []string `json:"signatureAlgorithms,omitempty"`
 	// ALPN replaces the protocols offered on chains serving HTTP (h2 and http/1.1).
 	ALPN []string `json:"alpn,omitempty"`
+	// NoStatelessResumption and NoStatefulResumption turn off TLS session resumption by
+	// session tickets and by Envoy's session cache (both on by default).
+	NoStatelessResumption bool `json:"noStatelessResumption,omitempty"`
+	NoStatefulResumption  bool `json:"noStatefulResumption,omitempty"`
 }
 
 // MaxClientTLSListEntries bounds each list of ClientTLS.
@@ -288,7 +313,8 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	if c.ConnectionLimitDelay != 0 && c.ConnectionLimit == 0 {
 		return fmt.Errorf("a connection limit delay without a connection limit")
 	}
-	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout, c.ConnectionLimitDelay} {
+	for _, d := range []Duration{c.RequestReceivedTimeout, c.IdleTimeout, c.ConnectionLimitDelay, c.RequestHeadersTimeout, c.StreamIdleTimeout,
+		c.MaxConnectionDuration, c.MaxStreamDuration, c.TLSHandshakeTimeout} {
 		if d < 0 || d.D() > MaxClientTimeout {
 			return fmt.Errorf("client traffic timeout %s out of range 0 to %s", d.D(), MaxClientTimeout)
 		}

@@ -178,8 +178,8 @@ type TLSServer struct {
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
-	// ClientValidation (a chain terminated into HTTP) asks clients for a certificate and
-	// verifies it; nil asks for none.
+	// ClientValidation (a terminating chain) asks clients for a certificate and verifies it;
+	// nil asks for none.
 	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`
 }
 
@@ -192,6 +192,9 @@ type ClientValidation struct {
 	// not verify (Gateway API's AllowInsecureFallback); otherwise only clients presenting a
 	// certificate that verifies are accepted.
 	AllowInsecureFallback bool `json:"allowInsecureFallback,omitempty"`
+	// Optional accepts clients without a certificate, but a certificate a client presents
+	// must verify (a ClientTrafficPolicy's optional, or mode VerifyIfGiven).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Terminates reports whether the chain terminates TLS (it has a certificate).

@@ -127,6 +127,27 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{Secrets: []string{"s"}, RouteConfig: "rc"}}
 		}, `secret "s" does not exist`},
+		"client validation both optional and with an insecure fallback": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].Cluster = ir.ProtocolHTTPS, ""
+			c.Listeners[0].TLS = []*ir.TLSServer{{Secrets: []string{"s"}, RouteConfig: "rc",
+				ClientValidation: &ir.ClientValidation{CACertificates: "ca", Optional: true, AllowInsecureFallback: true}}}
+		}, "client validation both optional and with an insecure fallback"},
+		"client traffic with a connection lasting more than a day": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{MaxConnectionDuration: ir.Duration(25 * time.Hour)}
+		}, "client traffic timeout 25h0m0s out of range"},
+		"client traffic with lifetimes on an HTTP listener": {func(c *ir.Config) {
+			c.RouteConfigs = []*ir.RouteConfig{{Name: "rc"}}
+			c.Listeners[0].Protocol, c.Listeners[0].RouteConfig, c.Listeners[0].Cluster = ir.ProtocolHTTP, "rc", ""
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{RequestHeadersTimeout: ir.Duration(time.Second), StreamIdleTimeout: ir.Duration(time.Minute),
+				MaxConnectionDuration: ir.Duration(time.Hour), MaxRequestsPerConnection: 10, MaxStreamDuration: ir.Duration(time.Minute), TLSHandshakeTimeout: ir.Duration(time.Second)}
+		}, ""},
+		"client traffic lifetimes on a TCP listener": {func(c *ir.Config) {
+			c.Listeners[0].ClientTraffic = &ir.ClientTraffic{MaxRequestsPerConnection: 10}
+		}, "client traffic settings on a TCP listener"},
 		"passthrough valid": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a"}, {Cluster: "b"}}
@@ -141,6 +162,15 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}},
 				{Secrets: []string{"s"}, Backends: []ir.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "b", Weight: 2}}, FailedWeight: 1}}
 		}, ""},
+		"client validation on a chain terminated into tcp": {func(c *ir.Config) {
+			c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}, ClientValidation: &ir.ClientValidation{CACertificates: "ca"}}}
+		}, ""},
+		"client validation on a passthrough chain": {func(c *ir.Config) {
+			c.Listeners[0].Protocol = ir.ProtocolHTTPS
+			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", ClientValidation: &ir.ClientValidation{CACertificates: "ca"}}}
+		}, "client validation on a chain that passes TLS through"},
 		"terminated into tcp without its secret": {func(c *ir.Config) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"db.example.com"}, Cluster: "a", Secrets: []string{"s"}}}

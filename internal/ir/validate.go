@@ -260,11 +260,20 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 			return fmt.Errorf("secret %q is named twice", name)
 		}
 	}
+	if cv := t.ClientValidation; cv != nil {
+		switch {
+		case cv.CACertificates == "" || len(cv.CACertificates) > maxCABundle:
+			return fmt.Errorf("client validation with %d bytes of CA certificates, not 1 to %d", len(cv.CACertificates), maxCABundle)
+		case cv.Optional && cv.AllowInsecureFallback:
+			return errors.New("client validation both optional and with an insecure fallback: give one")
+		}
+	}
 	switch {
 	case t.Proxies():
-		if t.ClientValidation != nil {
-			return errors.New("client validation on a chain that proxies TCP (HTTP chains only)")
+		if t.ClientValidation != nil && !t.Terminates() {
+			return errors.New("client validation on a chain that passes TLS through (terminating chains only)")
 		}
+
 		if t.RouteConfig != "" {
 			return errors.New("both a route config and clusters: a chain serves HTTP routes or proxies TCP")
 		}
@@ -273,8 +282,6 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 		return errors.New("neither a certificate nor clusters: a chain terminates TLS or passes it through")
 	case t.FailedWeight > 0:
 		return errors.New("failed weight on a chain that serves HTTP routes")
-	case t.ClientValidation != nil && (t.ClientValidation.CACertificates == "" || len(t.ClientValidation.CACertificates) > maxCABundle):
-		return fmt.Errorf("client validation with %d bytes of CA certificates, not 1 to %d", len(t.ClientValidation.CACertificates), maxCABundle)
 	case !routeConfigs[t.RouteConfig]:
 		return fmt.Errorf("route config %q does not exist", t.RouteConfig)
 	}

@@ -26,12 +26,13 @@ var servedClient = map[string]any{
 	// targetSelectors: read by Selectors.
 	"targetSelectors": nil,
 	"timeout": map[string]any{
-		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil},
-		"tcp":  map[string]any{"idleTimeout": nil},
+		"http": map[string]any{"requestReceivedTimeout": nil, "idleTimeout": nil, "requestHeadersReceivedTimeout": nil, "streamIdleTimeout": nil},
+		"tcp":  map[string]any{"idleTimeout": nil, "tlsHandshakeTimeout": nil},
 	},
-	"headers": map[string]any{"withUnderscoresAction": nil, "preserveXRequestID": nil},
+	"headers": map[string]any{"withUnderscoresAction": nil, "preserveXRequestID": nil, "enableEnvoyHeaders": nil},
 	"connection": map[string]any{
-		"connectionLimit":         map[string]any{"value": nil, "closeDelay": nil},
+		"connectionLimit": map[string]any{"value": nil, "closeDelay": nil,
+			"maxConnectionDuration": nil, "maxRequestsPerConnection": nil, "maxStreamDuration": nil},
 		"maxAcceptPerSocketEvent": nil,
 		"bufferLimit":             nil,
 	},
@@ -49,8 +50,12 @@ var servedClient = map[string]any{
 	"clientIPDetection": map[string]any{
 		"xForwardedFor": map[string]any{"numTrustedHops": nil, "trustedCIDRs": nil},
 		"customHeader":  map[string]any{"name": nil, "failClosed": nil},
+		// directSourceIP has no fields: the peer's address, kubelb's default.
+		"directSourceIP": map[string]any{},
 	},
-	"tls": map[string]any{"minVersion": nil, "maxVersion": nil, "ciphers": nil, "ecdhCurves": nil, "signatureAlgorithms": nil, "alpnProtocols": nil},
+	"tls": map[string]any{"minVersion": nil, "maxVersion": nil, "ciphers": nil, "ecdhCurves": nil, "signatureAlgorithms": nil, "alpnProtocols": nil,
+		"clientValidation": map[string]any{"caCertificateRefs": nil, "optional": nil, "mode": nil},
+		"session":          map[string]any{"resumption": map[string]any{"stateless": map[string]any{}, "stateful": map[string]any{}}}},
 }
 
 // Bounds of a ClientTrafficPolicy (tenants are untrusted: a client connection held open
@@ -101,6 +106,34 @@ const (
 	// MaxHTTP2ConcurrentStreams bounds http2.maxConcurrentStreams (Envoy 1.40's default:
 	// each stream holds memory of the hub).
 	MaxHTTP2ConcurrentStreams = 1024
+	// MaxRequestHeadersTimeout bounds timeout.http.requestHeadersReceivedTimeout (none by
+	// default: any value only shortens what a client may hold; an hour, as the request's).
+	MaxRequestHeadersTimeout = time.Hour
+	// MaxClientStreamIdleTimeout bounds timeout.http.streamIdleTimeout here; the hub bounds
+	// it further by the tenant's own (spec.http.streamIdleTimeout, 5 minutes by default): a
+	// policy may shorten the stream idle timeout, never lengthen it (an idle stream holds
+	// the hub's memory and two sockets).
+	MaxClientStreamIdleTimeout = time.Hour
+	// MaxConnectionDuration and MaxStreamDuration bound connectionLimit.maxConnectionDuration
+	// and maxStreamDuration (none by default: they only end connections and streams sooner;
+	// a day, the IR's most).
+	MaxConnectionDuration = 24 * time.Hour
+	MaxStreamDuration     = 24 * time.Hour
+	// MaxRequestsPerConnection bounds connectionLimit.maxRequestsPerConnection (none by
+	// default: a limit only closes connections sooner).
+	MaxRequestsPerConnection = 1 << 20
+	// MaxTLSHandshakeTimeout bounds timeout.tcp.tlsHandshakeTimeout (none by default beyond
+	// the 15 s the TLS inspector waits for the ClientHello: any value only shortens).
+	MaxTLSHandshakeTimeout = time.Hour
+	// MaxClientCARefs bounds tls.clientValidation.caCertificateRefs (Envoy Gateway's CRD).
+	MaxClientCARefs = 8
+)
+
+// The modes of tls.clientValidation kubelb serves (Request and RequireAny, which accept
+// certificates that do not verify, are not yet).
+const (
+	ClientValidationRequireAndVerify = "RequireAndVerify"
+	ClientValidationVerifyIfGiven    = "VerifyIfGiven"
 )
 
 // The actions of path.escapedSlashesAction.
@@ -174,6 +207,38 @@ type ClientSettings struct {
 	// ProxyProtocol reads a PROXY protocol header on every connection; ProxyProtocolOptional
 	// accepts connections without one.
 	ProxyProtocol, ProxyProtocolOptional bool
+	// RequestHeadersTimeout (0: none) bounds the time a client has to send a request's
+	// headers (the connection manager's request_headers_timeout).
+	RequestHeadersTimeout time.Duration
+	// StreamIdleTimeout (0: the tenant's) ends a stream without a byte either way for this
+	// long; the hub applies it only below the tenant's own.
+	StreamIdleTimeout time.Duration
+	// MaxConnectionDuration (0: none) drains and closes a connection that long after it
+	// opened; MaxRequestsPerConnection (0: none) after that many requests;
+	// MaxStreamDuration (0: none) resets a stream that long after it began.
+	MaxConnectionDuration    time.Duration
+	MaxRequestsPerConnection uint32
+	MaxStreamDuration        time.Duration
+	// TLSHandshakeTimeout (0: none) closes a connection whose TLS handshake has not ended
+	// that long after it was accepted.
+	TLSHandshakeTimeout time.Duration
+	// DirectSourceIP: the policy says the client's address is the peer's (the default).
+	DirectSourceIP bool
+	// SuppressEnvoyHeaders: headers.enableEnvoyHeaders is false (Envoy adds no x-envoy-
+	// headers; unset or true keep kubelb's default, which adds them).
+	SuppressEnvoyHeaders bool
+}
+
+// ClientValidation is a checked tls.clientValidation: the CA certificate references (of the
+// policy's namespace) and whether a client may go without a certificate.
+type ClientValidation struct {
+	Refs     []CARef
+	Optional bool
+}
+
+// CARef is a ConfigMap or Secret (Kind) holding CA certificates in its key ca.crt.
+type CARef struct {
+	Kind, Name string
 }
 
 // Keepalive is a checked tcpKeepalive (zero fields: the system's defaults).
@@ -197,6 +262,17 @@ type ClientTLS struct {
 	// Ciphers, ECDHCurves and SignatureAlgorithms are BoringSSL's names, from the lists
 	// kubelb knows Envoy accepts; ALPN is h2, http/1.1 or http/1.0.
 	Ciphers, ECDHCurves, SignatureAlgorithms, ALPN []string
+	// ClientValidation (nil: none) asks clients of HTTPS listeners for a certificate.
+	ClientValidation *ClientValidation
+	// Session (nil: kubelb's default, Envoy's: both resumptions) says which TLS session
+	// resumptions are offered.
+	Session *SessionResumption
+}
+
+// SessionResumption is a checked tls.session: stateless (session tickets) and stateful (a
+// session cache) resumption, each offered or not.
+type SessionResumption struct {
+	Stateless, Stateful bool
 }
 
 // MaxTLSListEntries bounds each list of a ClientTrafficPolicy's tls.
@@ -243,10 +319,19 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 		if out.IdleTimeout, err = clientDuration("timeout.http.idleTimeout", t.HTTP.IdleTimeout, MaxClientIdleTimeout); err != nil {
 			errs = append(errs, err)
 		}
+		if out.RequestHeadersTimeout, err = clientDuration("timeout.http.requestHeadersReceivedTimeout", t.HTTP.RequestHeadersReceivedTimeout, MaxRequestHeadersTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if out.StreamIdleTimeout, err = clientDuration("timeout.http.streamIdleTimeout", t.HTTP.StreamIdleTimeout, MaxClientStreamIdleTimeout); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if t := ct.Timeout; t != nil && t.TCP != nil {
 		var err error
 		if out.TCPIdleTimeout, err = clientDuration("timeout.tcp.idleTimeout", t.TCP.IdleTimeout, MaxTCPIdleTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if out.TLSHandshakeTimeout, err = clientDuration("timeout.tcp.tlsHandshakeTimeout", t.TCP.TLSHandshakeTimeout, MaxTLSHandshakeTimeout); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -258,6 +343,7 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 			errs = append(errs, fmt.Errorf("headers.withUnderscoresAction %q is not an action; use Allow, RejectRequest or DropHeader", truncate(a)))
 		}
 		out.PreserveXRequestID = isTrue(h.PreserveXRequestID)
+		out.SuppressEnvoyHeaders = h.EnableEnvoyHeaders != nil && !*h.EnableEnvoyHeaders
 	}
 	if c := ct.Connection; c != nil {
 		if l := c.ConnectionLimit; l != nil {
@@ -278,6 +364,7 @@ func ResolveClient(ct *v1alpha1.ClientTraffic) (*ClientSettings, error) {
 					out.CloseDelay = d
 				}
 			}
+			errs = append(errs, resolveConnectionLifetime(l, out)...)
 		}
 		if n := c.MaxAcceptPerSocketEvent; n != nil {
 			if *n > MaxAcceptPerSocketEvent {
@@ -330,18 +417,33 @@ func trustedCIDRs(in []string) ([]string, error) {
 // ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
 var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
-// IsZero reports whether s asks for nothing (Envoy's defaults everywhere).
-func (s *ClientSettings) IsZero() bool { return reflect.ValueOf(*s).IsZero() }
+// IsZero reports whether s asks for nothing (Envoy's defaults everywhere; directSourceIP
+// states the default).
+func (s *ClientSettings) IsZero() bool {
+	c := *s
+	c.DirectSourceIP = false // the peer's address: the default, stated
+	return reflect.ValueOf(c).IsZero()
+}
 
 // resolveClientIP checks clientIPDetection: exactly one of xForwardedFor (numTrustedHops 0 to
-// MaxTrustedHops, or up to MaxTrustedCIDRs trustedCIDRs) and customHeader (a header name).
+// MaxTrustedHops, or up to MaxTrustedCIDRs trustedCIDRs), customHeader (a header name) and
+// directSourceIP.
 func resolveClientIP(d *v1alpha1.ClientTrafficIPDetection, out *ClientSettings) []error {
 	var errs []error
+	given := 0
+	for _, set := range []bool{d.XForwardedFor != nil, d.CustomHeader != nil, d.DirectSourceIP != nil} {
+		if set {
+			given++
+		}
+	}
 	switch {
-	case d.XForwardedFor != nil && d.CustomHeader != nil:
-		return []error{errors.New("clientIPDetection has both xForwardedFor and customHeader; give one")}
-	case d.XForwardedFor == nil && d.CustomHeader == nil:
-		return []error{errors.New("clientIPDetection has neither xForwardedFor nor customHeader; give one")}
+	case given > 1:
+		return []error{errors.New("clientIPDetection has more than one of xForwardedFor, customHeader and directSourceIP; give one")}
+	case given == 0:
+		return []error{errors.New("clientIPDetection has none of xForwardedFor, customHeader and directSourceIP; give one")}
+	case d.DirectSourceIP != nil:
+		// The peer's address: what the hub's Envoy uses without a policy (use_remote_address).
+		out.DirectSourceIP = true
 	case d.XForwardedFor != nil && len(d.XForwardedFor.TrustedCIDRs) > 0:
 		if d.XForwardedFor.NumTrustedHops != nil {
 			return []error{errors.New("clientIPDetection.xForwardedFor has both numTrustedHops and trustedCIDRs; give one")}
@@ -422,6 +524,18 @@ func resolveClientTLS(t *v1alpha1.ClientTrafficTLS) (*ClientTLS, []error) {
 	out.ECDHCurves = list("ecdhCurves", t.ECDHCurves, TLSCurves)
 	out.SignatureAlgorithms = list("signatureAlgorithms", t.SignatureAlgorithms, TLSSignatureAlgorithms)
 	out.ALPN = list("alpnProtocols", t.ALPNProtocols, TLSALPN)
+	if ss := t.Session; ss != nil {
+		// Envoy Gateway's reading: a session without resumption offers none.
+		out.Session = &SessionResumption{}
+		if r := ss.Resumption; r != nil {
+			out.Session.Stateless, out.Session.Stateful = r.Stateless != nil, r.Stateful != nil
+		}
+	}
+	if v := t.ClientValidation; v != nil {
+		var vErrs []error
+		out.ClientValidation, vErrs = resolveClientValidation(v)
+		errs = append(errs, vErrs...)
+	}
 	if out.MinVersion == "1.3" && len(t.Ciphers) > 0 {
 		errs = append(errs, errors.New("tls.ciphers are set but tls.minVersion is 1.3: TLS 1.3 does not use them; remove them"))
 	}

@@ -15,13 +15,13 @@ func TestReadClientNamesUnsupportedFields(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
 		{`
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: g}]
-timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m, tlsHandshakeTimeout: 5s}}
+timeout: {http: {idleTimeout: 30s, streamIdleTimeout: 1m}, tcp: {idleTimeout: 1m, tlsHandshakeTimeout: 5s, connectionInspectionTimeout: 5s}}
 headers: {withUnderscoresAction: DropHeader, enableEnvoyHeaders: true, preserveXRequestID: true}
-`, "spec.headers.enableEnvoyHeaders, spec.timeout.http.streamIdleTimeout, spec.timeout.tcp.tlsHandshakeTimeout not yet supported by kubelb"},
+`, "spec.timeout.tcp.connectionInspectionTimeout not yet supported by kubelb"},
 		{`
 targetSelectors: [{kind: Gateway}]
 connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimit: 1Mi, maxAcceptPerSocketEvent: 1, socketBufferLimit: 1Mi}
-tls: {minVersion: "1.3", session: {}}
+tls: {minVersion: "1.3", session: {resumption: {stateless: {}, stateful: {timeout: 1h}}}}
 http1: {enableTrailers: true, ignoredUpgradeTypes: [h2c], disableSafeMaxConnectionDuration: true}
 http2: {maxConcurrentStreams: 10, connectionKeepalive: {}}
 http3: {}
@@ -30,9 +30,9 @@ path: {disableMergeSlashes: true}
 tcpKeepalive: {probes: 3}
 clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
 healthCheck: {}
-`, "spec.connection.connectionLimit.maxConnectionDuration, spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session not yet supported by kubelb"},
-		{`clientIPDetection: {directSourceIP: {}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP not yet supported by kubelb"},
-		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: []}, fingerprints: [SHA256]}`, "spec.tls.clientValidation, spec.tls.fingerprints not yet supported by kubelb"},
+`, "spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session.resumption.stateful.timeout not yet supported by kubelb"},
+		{`clientIPDetection: {directSourceIP: {geo: true}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP.geo not yet supported by kubelb"},
+		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: [], spkiHashes: [x], crl: {}}, fingerprints: [SHA256]}`, "spec.tls.clientValidation.crl, spec.tls.clientValidation.spkiHashes, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
 		_, err := ReadClient("ns", "p", spec(t, tc.spec))
 		if err == nil || err.Error() != tc.want {
@@ -99,6 +99,26 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		{`enableProxyProtocol: false`, ClientSettings{}},
 		{`proxyProtocol: {}`, ClientSettings{ProxyProtocol: true}},
 		{`{enableProxyProtocol: false, proxyProtocol: {optional: true}}`, ClientSettings{ProxyProtocol: true, ProxyProtocolOptional: true}},
+		{`clientIPDetection: {directSourceIP: {}}`, ClientSettings{DirectSourceIP: true}},
+		{`headers: {enableEnvoyHeaders: false}`, ClientSettings{SuppressEnvoyHeaders: true}},
+		{`headers: {enableEnvoyHeaders: true}`, ClientSettings{}},
+		// Envoy Gateway's reading: a session without resumption offers none.
+		{`tls: {session: {}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{}}}},
+		{`tls: {session: {resumption: {stateless: {}}}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{Stateless: true}}}},
+		{`tls: {session: {resumption: {stateful: {}, stateless: {}}}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{Stateless: true, Stateful: true}}}},
+		{`timeout: {http: {requestHeadersReceivedTimeout: 5s, streamIdleTimeout: 1m}, tcp: {tlsHandshakeTimeout: 3s}}`,
+			ClientSettings{RequestHeadersTimeout: 5 * time.Second, StreamIdleTimeout: time.Minute, TLSHandshakeTimeout: 3 * time.Second}},
+		{`connection: {connectionLimit: {value: 10, maxConnectionDuration: 10m, maxRequestsPerConnection: 100, maxStreamDuration: 30s}}`,
+			ClientSettings{ConnectionLimit: 10, MaxConnectionDuration: 10 * time.Minute, MaxRequestsPerConnection: 100, MaxStreamDuration: 30 * time.Second}},
+		// The CRD's default kind is Secret; repeats are dropped.
+		{`tls: {clientValidation: {caCertificateRefs: [{name: ca}, {kind: ConfigMap, name: ca}, {group: "", kind: Secret, name: ca}]}}`,
+			ClientSettings{TLS: &ClientTLS{ClientValidation: &ClientValidation{Refs: []CARef{{Kind: "Secret", Name: "ca"}, {Kind: "ConfigMap", Name: "ca"}}}}}},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: ConfigMap, name: ca}], optional: true}}`,
+			ClientSettings{TLS: &ClientTLS{ClientValidation: &ClientValidation{Refs: []CARef{{Kind: "ConfigMap", Name: "ca"}}, Optional: true}}}},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: ConfigMap, name: ca}], mode: VerifyIfGiven}}`,
+			ClientSettings{TLS: &ClientTLS{ClientValidation: &ClientValidation{Refs: []CARef{{Kind: "ConfigMap", Name: "ca"}}, Optional: true}}}},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: ConfigMap, name: ca}], mode: RequireAndVerify, optional: false}}`,
+			ClientSettings{TLS: &ClientTLS{ClientValidation: &ClientValidation{Refs: []CARef{{Kind: "ConfigMap", Name: "ca"}}}}}},
 	} {
 		ct, err := ReadClient("ns", "ip", spec(t, tc.spec))
 		if err != nil {
@@ -165,8 +185,26 @@ func TestResolveClientRefuses(t *testing.T) {
 		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1, trustedCIDRs: [10.0.0.0/8]}}`, "clientIPDetection.xForwardedFor has both numTrustedHops and trustedCIDRs; give one"},
 		{`clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8, proxy]}}`, `clientIPDetection.xForwardedFor.trustedCIDRs[1] "proxy" is not a CIDR`},
 		{`clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.1/32, 10.0.0.2/32, 10.0.0.3/32, 10.0.0.4/32, 10.0.0.5/32, 10.0.0.6/32, 10.0.0.7/32, 10.0.0.8/32, 10.0.0.9/32, 10.0.0.10/32, 10.0.0.11/32, 10.0.0.12/32, 10.0.0.13/32, 10.0.0.14/32, 10.0.0.15/32, 10.0.0.16/32, 10.0.0.17/32]}}`, "clientIPDetection.xForwardedFor.trustedCIDRs has 17 entries, at most 16"},
-		{`clientIPDetection: {}`, "clientIPDetection has neither xForwardedFor nor customHeader"},
-		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: x}}`, "clientIPDetection has both xForwardedFor and customHeader"},
+		{`clientIPDetection: {}`, "clientIPDetection has none of xForwardedFor, customHeader and directSourceIP; give one"},
+		{`clientIPDetection: {xForwardedFor: {numTrustedHops: 1}, customHeader: {name: x}}`, "clientIPDetection has more than one of xForwardedFor, customHeader and directSourceIP"},
+		{`clientIPDetection: {directSourceIP: {}, xForwardedFor: {numTrustedHops: 1}}`, "clientIPDetection has more than one of"},
+		{`timeout: {http: {requestHeadersReceivedTimeout: 500ms}}`, "timeout.http.requestHeadersReceivedTimeout 500ms is out of range; use 1s to 1h"},
+		{`timeout: {http: {streamIdleTimeout: 2h}}`, "timeout.http.streamIdleTimeout 2h is out of range; use 1s to 1h"},
+		{`timeout: {http: {streamIdleTimeout: 0s}}`, "timeout.http.streamIdleTimeout 0s is out of range"},
+		{`timeout: {tcp: {tlsHandshakeTimeout: 2h}}`, "timeout.tcp.tlsHandshakeTimeout 2h is out of range; use 1s to 1h"},
+		{`connection: {connectionLimit: {value: 1, maxConnectionDuration: 25h}}`, "connection.connectionLimit.maxConnectionDuration 25h is out of range; use 1s to 24h"},
+		{`connection: {connectionLimit: {value: 1, maxStreamDuration: 0s}}`, "connection.connectionLimit.maxStreamDuration 0s is out of range"},
+		{`connection: {connectionLimit: {value: 1, maxRequestsPerConnection: 0}}`, "connection.connectionLimit.maxRequestsPerConnection 0 is out of range; use 1 to 1048576"},
+		{`tls: {clientValidation: {caCertificateRefs: []}}`, "tls.clientValidation.caCertificateRefs is empty"},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: Service, name: ca}]}}`, "tls.clientValidation.caCertificateRefs[0] is a Service; name a ConfigMap or a Secret (core group)"},
+		{`tls: {clientValidation: {caCertificateRefs: [{group: example.com, kind: ConfigMap, name: ca}]}}`, "caCertificateRefs[0] is a ConfigMap.example.com"},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: ConfigMap, name: ca, namespace: other}]}}`, "tls.clientValidation.caCertificateRefs[0] names namespace other: only the policy's own namespace"},
+		{`tls: {clientValidation: {caCertificateRefs: [{kind: ConfigMap, name: "Not A Name"}]}}`, `caCertificateRefs[0] name "Not A Name" is not an object name`},
+		{`tls: {clientValidation: {caCertificateRefs: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}, {name: f}, {name: g}, {name: h}, {name: i}]}}`, "caCertificateRefs has 9 entries, at most 8"},
+		{`tls: {clientValidation: {caCertificateRefs: [{name: ca}], mode: Request}}`, "tls.clientValidation.mode Request is not yet supported by kubelb"},
+		{`tls: {clientValidation: {caCertificateRefs: [{name: ca}], mode: RequireAny}}`, "tls.clientValidation.mode RequireAny is not yet supported"},
+		{`tls: {clientValidation: {caCertificateRefs: [{name: ca}], mode: Strict}}`, `tls.clientValidation.mode "Strict" is not a mode`},
+		{`tls: {clientValidation: {caCertificateRefs: [{name: ca}], mode: RequireAndVerify, optional: true}}`, "tls.clientValidation.optional is true but mode is RequireAndVerify; give one"},
 		{`clientIPDetection: {customHeader: {name: "x_real ip"}}`, `clientIPDetection.customHeader.name "x_real ip" is not a header name`},
 		{`clientIPDetection: {customHeader: {name: ""}}`, `clientIPDetection.customHeader.name "" is not a header name`},
 		{`clientIPDetection: {customHeader: {name: ` + strings.Repeat("a", 256) + `}}`, "is not a header name"},

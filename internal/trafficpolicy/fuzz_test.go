@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/sourcerange"
 )
@@ -151,6 +153,11 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"connection":{"bufferLimit":"9Ei"},"http2":{"initialStreamWindowSize":"-1","initialConnectionWindowSize":4294967296,"maxConcurrentStreams":2147483648,"onInvalidMessage":"x"}}`,
 		`{"connection":{"bufferLimit":"1e3"},"http1":{"enableTrailers":true,"preserveHeaderCase":true,"http10":{"useDefaultHost":true}},"path":{"escapedSlashesAction":"RejectRequest","disableMergeSlashes":false}}`,
 		`{"enableProxyProtocol":true,"proxyProtocol":{"optional":true},"headers":{"preserveXRequestID":true}}`,
+		`{"timeout":{"http":{"requestHeadersReceivedTimeout":"99999h","streamIdleTimeout":"0s"},"tcp":{"tlsHandshakeTimeout":"1ms"}}}`,
+		`{"connection":{"connectionLimit":{"value":1,"maxConnectionDuration":"25h","maxRequestsPerConnection":-1,"maxStreamDuration":"0s"}}}`,
+		`{"tls":{"clientValidation":{"caCertificateRefs":[{"kind":"Service","name":"x"},{"name":"../a","namespace":"other"},{"group":"core","kind":"ConfigMap","name":"ca"}],"optional":true,"mode":"Request"}}}`,
+		`{"clientIPDetection":{"directSourceIP":{},"xForwardedFor":{"numTrustedHops":1}}}`,
+		`{"headers":{"enableEnvoyHeaders":false},"tls":{"session":{"resumption":{"stateless":{},"stateful":{"x":1}}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -170,6 +177,26 @@ func FuzzReadResolveClient(f *testing.F) {
 		for _, d := range []struct{ v, max time.Duration }{{s.RequestReceivedTimeout, MaxRequestReceivedTimeout}, {s.IdleTimeout, MaxClientIdleTimeout}} {
 			if d.v != 0 && (d.v < MinClientTimeout || d.v > d.max) {
 				t.Fatalf("settings out of bounds: %+v", s)
+			}
+		}
+		for _, d := range []struct{ v, max time.Duration }{{s.RequestHeadersTimeout, MaxRequestHeadersTimeout}, {s.StreamIdleTimeout, MaxClientStreamIdleTimeout},
+			{s.MaxConnectionDuration, MaxConnectionDuration}, {s.MaxStreamDuration, MaxStreamDuration}, {s.TLSHandshakeTimeout, MaxTLSHandshakeTimeout}} {
+			if d.v != 0 && (d.v < MinClientTimeout || d.v > d.max) {
+				t.Fatalf("a timeout out of bounds: %+v", s)
+			}
+		}
+		if s.MaxRequestsPerConnection > MaxRequestsPerConnection {
+			t.Fatalf("requests per connection out of bounds: %+v", s)
+		}
+		if s.TLS != nil && s.TLS.ClientValidation != nil {
+			v := s.TLS.ClientValidation
+			if len(v.Refs) == 0 || len(v.Refs) > MaxClientCARefs {
+				t.Fatalf("client validation refs out of bounds: %+v", v)
+			}
+			for _, r := range v.Refs {
+				if (r.Kind != "ConfigMap" && r.Kind != "Secret") || len(validation.IsDNS1123Subdomain(r.Name)) > 0 {
+					t.Fatalf("client validation ref %+v", r)
+				}
 			}
 		}
 		if s.TCPIdleTimeout != 0 && (s.TCPIdleTimeout < MinClientTimeout || s.TCPIdleTimeout > MaxTCPIdleTimeout) {

@@ -1,7 +1,9 @@
 package translate
 
 import (
+	"reflect"
 	"slices"
+	"time"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -49,10 +51,22 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 	if c := s.TLS; c != nil {
 		tls = &ir.ClientTLS{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Ciphers: c.Ciphers, ECDHCurves: c.ECDHCurves,
 			SignatureAlgorithms: c.SignatureAlgorithms, ALPN: c.ALPN}
+		if ss := c.Session; ss != nil {
+			tls.NoStatelessResumption, tls.NoStatefulResumption = !ss.Stateless, !ss.Stateful
+		}
+		if reflect.ValueOf(*tls).IsZero() { // only a client validation: the chains carry it
+			tls = nil
+		}
 	}
 	out := clientConnection(s)
 	out.HTTP = t.clientHTTP(g, ls, s)
-	return out.withHTTP(ir.ClientTraffic{
+	ct := out.withHTTP(ir.ClientTraffic{
+		RequestHeadersTimeout:    ir.Duration(s.RequestHeadersTimeout),
+		StreamIdleTimeout:        ir.Duration(t.clientStreamIdleTimeout(g, ls, s)),
+		MaxConnectionDuration:    ir.Duration(s.MaxConnectionDuration),
+		MaxRequestsPerConnection: s.MaxRequestsPerConnection,
+		MaxStreamDuration:        ir.Duration(s.MaxStreamDuration),
+		TLSHandshakeTimeout:      ir.Duration(s.TLSHandshakeTimeout),
 		TLS:                      tls,
 		RequestReceivedTimeout:   ir.Duration(s.RequestReceivedTimeout),
 		IdleTimeout:              ir.Duration(s.IdleTimeout),
@@ -65,6 +79,10 @@ func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
 		ClientIPHeader:           s.ClientIPHeader,
 		ClientIPHeaderFailClosed: s.ClientIPHeaderFailClosed,
 	})
+	if reflect.ValueOf(*ct).IsZero() { // a policy of client certificates only: its chains carry them
+		return nil
+	}
+	return ct
 }
 
 // clientSettingsFor is the checked ClientTrafficPolicy that applies to the Envoy listener of
@@ -102,6 +120,23 @@ func (t *l7) clientSettingsFor(g *gateway, ls []*gwListener) *trafficpolicy.Clie
 		return nil
 	}
 	return s
+}
+
+// clientStreamIdleTimeout is the policy's stream idle timeout for the Envoy listener of
+// Gateway g's listeners ls: a policy may shorten the tenant's (spec.http.streamIdleTimeout),
+// never lengthen it (an idle stream holds the hub's memory and sockets): a longer one is a
+// Warning and the tenant's applies (0).
+func (t *l7) clientStreamIdleTimeout(g *gateway, ls []*gwListener, s *trafficpolicy.ClientSettings) time.Duration {
+	d, tenant := s.StreamIdleTimeout, t.opts.StreamIdleTimeout
+	if d == 0 || tenant <= 0 || d < tenant {
+		return d
+	}
+	if d > tenant {
+		t.problems.Add(t.ref(g.route, ""), ir.SeverityWarning, ReasonInvalidClientTraffic,
+			"ClientTrafficPolicy timeout.http.streamIdleTimeout %s on port %d is longer than the tenant's stream idle timeout %s (spec.http.streamIdleTimeout), which applies: a policy may only shorten it",
+			shortDuration(d), ls[0].spec.Port, shortDuration(tenant))
+	}
+	return 0
 }
 
 // detectsClientAddress: Gateway g's ClientTrafficPolicy reads its clients' addresses from

@@ -59,7 +59,8 @@ var escapedSlashesActions = map[string]ir.EscapedSlashesAction{
 // that HTTP/1.0 requests without a Host header are refused.
 func (t *l7) clientHTTP(g *gateway, ls []*gwListener, s *trafficpolicy.ClientSettings) *ir.ClientHTTP {
 	h := &ir.ClientHTTP{HTTP1Trailers: s.HTTP1Trailers, HTTP1PreserveHeaderCase: s.HTTP1PreserveHeaderCase, HTTP10: s.HTTP10,
-		EscapedSlashes: escapedSlashesActions[s.EscapedSlashes], MergeSlashes: s.MergeSlashes, PreserveXRequestID: s.PreserveXRequestID}
+		EscapedSlashes: escapedSlashesActions[s.EscapedSlashes], MergeSlashes: s.MergeSlashes, PreserveXRequestID: s.PreserveXRequestID,
+		SuppressEnvoyHeaders: s.SuppressEnvoyHeaders}
 	if h2 := s.HTTP2; h2 != nil {
 		h.HTTP2InitialStreamWindowSize, h.HTTP2InitialConnectionWindowSize = h2.InitialStreamWindowSize, h2.InitialConnectionWindowSize
 		h.HTTP2MaxConcurrentStreams, h.HTTP2TerminateStream = h2.MaxConcurrentStreams, h2.TerminateStream

@@ -87,6 +87,9 @@ type gateway struct {
 	slots int
 	// frontendCAs: the resolved client certificate validations (gateway_clientcert.go).
 	frontendCAs map[*gwv1.FrontendTLSValidation]frontendCA
+	// policyCAs: the ClientTrafficPolicy client certificate validation of each port
+	// (clienttraffic_clientcert.go).
+	policyCAs map[gwv1.PortNumber]*policyValidation
 	// clientCert is the IR Secret presented to TLS backends ("" for none); clientCertCond
 	// the Gateway's ResolvedRefs condition when spec.tls.backend's reference cannot be used.
 	clientCert     string
@@ -370,8 +373,8 @@ func (t *l7) checkListener(l *gwListener) {
 	if l.mode == gwv1.TLSModeTerminate {
 		t.listenerCertificate(l)
 	}
-	if l.spec.Protocol == gwv1.HTTPSProtocolType {
-		t.clientValidation(l)
+	if l.spec.Protocol == gwv1.HTTPSProtocolType || l.mode == gwv1.TLSModeTerminate {
+		t.clientValidation(l) // TLS listeners: a ClientTrafficPolicy's only
 	}
 }
 

@@ -81,9 +81,28 @@ func (g *gateway) insecureFallback() []string {
 // port. A reference that cannot be used sets ResolvedRefs False with its reason; when none
 // can, the listener is not accepted (NoValidCACertificate) and not served, so that no client
 // ever reaches it unvalidated.
+//
+// A ClientTrafficPolicy's validation (clienttraffic_clientcert.go) applies where the Gateway's
+// own does not validate the port, to its HTTPS listeners and its TLS listeners in mode
+// Terminate (the Gateway's own applies to HTTPS listeners only).
 func (t *l7) clientValidation(l *gwListener) {
 	v := l.gw.frontendValidation(l.spec.Port)
-	if v == nil {
+	pv := t.policyValidation(l.gw, l.spec.Port)
+	if l.spec.Protocol != gwv1.HTTPSProtocolType && v != nil {
+		// The Gateway's own validation is for HTTPS listeners; on its ports it wins over the
+		// policy's (which then applies to none of their listeners).
+		if pv != nil {
+			pv.shadowed(t, l.gw, l.spec.Port)
+		}
+		return
+	}
+	switch {
+	case v != nil && pv != nil:
+		pv.shadowed(t, l.gw, l.spec.Port) // the Gateway's own validation wins
+		pv = nil
+	case pv != nil:
+		v = pv.validation
+	case v == nil:
 		return
 	}
 	ca := t.frontendCA(l.gw, v)
@@ -94,7 +113,7 @@ func (t *l7) clientValidation(l *gwListener) {
 		l.resolved = t.cond(r, string(gwv1.ListenerConditionResolvedRefs), false, string(ca.reason), "%s", ca.message)
 	}
 	if ca.cv == nil {
-		msg := fmt.Sprintf("client certificate validation of port %d has no usable CA certificate: %s", l.spec.Port, ca.message)
+		msg := fmt.Sprintf("client certificate validation of port %d%s has no usable CA certificate: %s", l.spec.Port, pv.describe(), ca.message)
 		l.accepted = t.cond(r, string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonNoValidCACertificate), "%s", msg)
 		t.problems.Add(l.ref(t), ir.SeverityError, string(gwv1.ListenerReasonNoValidCACertificate), "%s; the listener is not served", msg)
 		return
@@ -104,6 +123,11 @@ func (t *l7) clientValidation(l *gwListener) {
 		t.problems.Add(l.ref(t), ir.SeverityWarning, string(ca.reason), "%s; client certificates are verified against the other CA certificates", ca.message)
 	}
 	l.validation = ca.cv
+	if pv != nil && pv.optional {
+		cv := *ca.cv
+		cv.Optional = true
+		l.validation = &cv
+	}
 }
 
 // frontendCA resolves one validation of a Gateway (once per translation): the CA
@@ -121,8 +145,9 @@ func (t *l7) frontendCA(g *gateway, v *gwv1.FrontendTLSValidation) frontendCA {
 	}
 	var bundles []string
 	size := 0
+	_, secrets := g.policyValidationOf(v) // a ClientTrafficPolicy's may name Secrets
 	for i, ref := range refs {
-		pemText, reason, msg := t.frontendCARef(g, ref)
+		pemText, reason, msg := t.frontendCARef(g, ref, secrets)
 		if reason == "" && !slices.Contains(bundles, pemText) {
 			if size+len(pemText) > maxCABundleBytes {
 				reason, msg = gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf("makes the CA certificates larger than %d bytes", maxCABundleBytes)
@@ -161,7 +186,11 @@ func (t *l7) frontendCA(g *gateway, v *gwv1.FrontendTLSValidation) frontendCA {
 // says why it cannot be used: a ConfigMap of the core group (InvalidCACertificateKind), in
 // the Gateway's namespace or permitted by a ReferenceGrant (RefNotPermitted), that the ccm
 // found with usable CA certificates in its key ca.crt (InvalidCACertificateRef).
-func (t *l7) frontendCARef(g *gateway, ref gwv1.ObjectReference) (string, gwv1.ListenerConditionReason, string) {
+//
+// A ClientTrafficPolicy's validation (secrets) may also name Secrets of the Gateway's
+// namespace, which the ccm reads as it does ConfigMaps (kind Secret in the Route's
+// context.frontendCACertificates).
+func (t *l7) frontendCARef(g *gateway, ref gwv1.ObjectReference, secrets bool) (string, gwv1.ListenerConditionReason, string) {
 	group, kind := string(ref.Group), string(ref.Kind)
 	if group == "core" {
 		group = ""
@@ -171,10 +200,10 @@ func (t *l7) frontendCARef(g *gateway, ref gwv1.ObjectReference) (string, gwv1.L
 		ns = string(*ref.Namespace)
 	}
 	what := fmt.Sprintf("%s %s/%s", truncate(refKindName(group, kind)), truncate(ns), truncate(string(ref.Name)))
-	if group != "" || kind != "ConfigMap" {
+	if group != "" || (kind != "ConfigMap" && (!secrets || kind != "Secret")) {
 		return "", gwv1.ListenerReasonInvalidCACertificateKind, fmt.Sprintf("%s: only ConfigMaps (core group) can hold CA certificates", what)
 	}
-	if reason, msg := checkObjectName("ConfigMap", ns, string(ref.Name)); reason != "" {
+	if reason, msg := checkObjectName(kind, ns, string(ref.Name)); reason != "" {
 		return "", gwv1.ListenerReasonInvalidCACertificateRef, msg
 	}
 	if ns != g.namespace && !t.granted(g.route, "", "ConfigMap", ns, string(ref.Name)) {
@@ -188,9 +217,11 @@ func (t *l7) frontendCARef(g *gateway, ref gwv1.ObjectReference) (string, gwv1.L
 	if len(entries) > maxFrontendCACertificates {
 		entries = entries[:maxFrontendCACertificates]
 	}
-	i := slices.IndexFunc(entries, func(e v1alpha1.FrontendCACertificate) bool { return e.Namespace == ns && e.Name == string(ref.Name) })
+	i := slices.IndexFunc(entries, func(e v1alpha1.FrontendCACertificate) bool {
+		return e.Namespace == ns && e.Name == string(ref.Name) && frontendCAKind(e.Kind) == kind
+	})
 	if i < 0 {
-		return "", gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf("%s has not reached the hub (the ccm reports the first %d ConfigMaps a Gateway names)", what, maxFrontendCACertificates)
+		return "", gwv1.ListenerReasonInvalidCACertificateRef, fmt.Sprintf("%s has not reached the hub (the ccm reports the first %d ConfigMaps and Secrets a Gateway and its ClientTrafficPolicies name)", what, maxFrontendCACertificates)
 	}
 	e := entries[i]
 	if e.Problem != "" {
@@ -207,6 +238,14 @@ func (t *l7) frontendCARef(g *gateway, ref gwv1.ObjectReference) (string, gwv1.L
 		pemText += "\n"
 	}
 	return pemText, "", ""
+}
+
+// frontendCAKind is the kind of a context.frontendCACertificates entry (unset: ConfigMap).
+func frontendCAKind(kind string) string {
+	if kind == "" {
+		return "ConfigMap"
+	}
+	return kind
 }
 
 func refKindName(group, kind string) string {

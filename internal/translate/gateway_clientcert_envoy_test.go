@@ -23,6 +23,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
 	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
@@ -98,48 +99,67 @@ func TestGatewayClientCertificatesThroughEnvoy(t *testing.T) {
 					Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}}, Type: corev1.SecretTypeTLS, Data: data}
 			}
 			in.Secrets = []corev1.Secret{secret("server", serverData), secret("gateway-client", gatewayCert.data)}
-			_, problems, res, err := translatetest.Pipeline(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(problems) != 0 {
-				t.Fatalf("problems: %v", problems)
-			}
-			xdsenvoy.Start(t, "gateway-mtls", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-			addr := testsupport.Loopback(httpsPort)
-			request := func(cert *testCertificate) (answer, error) {
-				cfg := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS12}
-				if cert != nil {
-					// Presented whatever CAs Envoy names as acceptable (Go's client would
-					// otherwise send none of another CA's).
-					cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert.pair, nil }
-				}
-				return sendTLS(addr, cfg, "www.example.com", "/")
-			}
-			testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
-				_, err := request(trusted)
-				return err
-			})
-			for _, cl := range []struct {
-				name   string
-				cert   *testCertificate
-				served bool
-			}{
+			request := serveMTLS(t, "gateway-mtls", tenant, in, httpsPort, serverPool, trusted)
+			checkClientCertificates(t, request, "gateway-client", []clientCase{
 				{"a certificate of the trusted CA", trusted, true},
 				{"a certificate of another CA", untrusted, c.untrusted},
 				{"no certificate", nil, c.untrusted},
-			} {
-				a, err := request(cl.cert)
-				switch {
-				case cl.served && (err != nil || a.status != http.StatusOK):
-					t.Errorf("a client with %s: %d %s (%v), want it served", cl.name, a.status, a.body, err)
-				case cl.served && a.pod != "gateway-client":
-					t.Errorf("a client with %s was served, but the backend saw client certificate %q, want the Gateway's (gateway-client)", cl.name, a.pod)
-				case !cl.served && err == nil:
-					t.Errorf("a client with %s was answered %d, want the TLS handshake refused", cl.name, a.status)
-				}
-			}
+			})
 		})
+	}
+}
+
+// serveMTLS serves in (its problems none) through a real Envoy and returns a client of its
+// HTTPS listener on httpsPort (www.example.com, server certificates of serverPool) that sends
+// GET / presenting a client certificate (nil: none) whatever CAs Envoy names as acceptable
+// (Go's client would otherwise send none of another CA's), once Envoy serves a client with
+// trusted.
+func serveMTLS(t *testing.T, envoyName, tenant string, in translate.Input, httpsPort int, serverPool *x509.CertPool, trusted *testCertificate) func(*testCertificate) (answer, error) {
+	t.Helper()
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, envoyName, tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(httpsPort)
+	request := func(cert *testCertificate) (answer, error) {
+		cfg := &tls.Config{ServerName: "www.example.com", RootCAs: serverPool, MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert.pair, nil }
+		}
+		return sendTLS(addr, cfg, "www.example.com", "/")
+	}
+	testsupport.Eventually(t, 30*time.Second, "Envoy to serve the listener", func() error {
+		_, err := request(trusted)
+		return err
+	})
+	return request
+}
+
+// clientCase is a TLS client presenting cert (nil: none), and whether it is served.
+type clientCase struct {
+	name   string
+	cert   *testCertificate
+	served bool
+}
+
+// checkClientCertificates sends each case's request: served (200, and when backendSaw is set
+// the backend saw that client certificate of the Gateway's) or refused in the handshake.
+func checkClientCertificates(t *testing.T, request func(*testCertificate) (answer, error), backendSaw string, cases []clientCase) {
+	t.Helper()
+	for _, cl := range cases {
+		a, err := request(cl.cert)
+		switch {
+		case cl.served && (err != nil || a.status != http.StatusOK):
+			t.Errorf("a client with %s: %d %s (%v), want it served", cl.name, a.status, a.body, err)
+		case cl.served && backendSaw != "" && a.pod != backendSaw:
+			t.Errorf("a client with %s was served, but the backend saw client certificate %q, want the Gateway's (%s)", cl.name, a.pod, backendSaw)
+		case !cl.served && err == nil:
+			t.Errorf("a client with %s was answered %d, want the TLS handshake refused", cl.name, a.status)
+		}
 	}
 }
 

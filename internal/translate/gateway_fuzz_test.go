@@ -262,9 +262,13 @@ func (s *bytesource) fuzzClientTraffic() *v1alpha1.ClientTraffic {
 		return &v
 	}
 	return &v1alpha1.ClientTraffic{Namespace: "ns", Name: "clients",
-		Timeout:       &v1alpha1.ClientTrafficTimeout{TCP: &v1alpha1.ClientTrafficTCPTimeout{IdleTimeout: pick(s, "", "90s", "2h")}},
-		TCPKeepalive:  &v1alpha1.ClientTrafficTCPKeepalive{Probes: &probes, IdleTime: pick(s, "", "1m", "1500ms"), Interval: pick(s, "", "10s", "3h")},
-		Connection:    &v1alpha1.ClientTrafficConnection{BufferLimit: size()},
+		Timeout: &v1alpha1.ClientTrafficTimeout{TCP: &v1alpha1.ClientTrafficTCPTimeout{IdleTimeout: pick(s, "", "90s", "2h"), TLSHandshakeTimeout: pick(s, "", "3s", "2h")},
+			HTTP: &v1alpha1.ClientTrafficHTTPTimeout{RequestHeadersReceivedTimeout: pick(s, "", "5s", "0s"), StreamIdleTimeout: pick(s, "", "1m", "10m", "2h")}},
+		TCPKeepalive: &v1alpha1.ClientTrafficTCPKeepalive{Probes: &probes, IdleTime: pick(s, "", "1m", "1500ms"), Interval: pick(s, "", "10s", "3h")},
+		Connection: &v1alpha1.ClientTrafficConnection{BufferLimit: size(), ConnectionLimit: pick(s, nil, &v1alpha1.ClientTrafficConnectionLimit{Value: &probes,
+			MaxConnectionDuration: pick(s, "", "10m", "25h"), MaxRequestsPerConnection: &streams, MaxStreamDuration: pick(s, "", "30s", "0s")})},
+		TLS: pick(s, nil, &v1alpha1.ClientTrafficTLS{ClientValidation: &v1alpha1.ClientTrafficClientValidation{Optional: pick(s, &yes, &no), Mode: pick(s, "", "VerifyIfGiven", "Request"),
+			CACertificateRefs: []v1alpha1.ClientTrafficCARef{{Kind: pick(s, "", "ConfigMap", "Service"), Name: pick(s, "ca", "Bad Name")}}}}),
 		HTTP1:         &v1alpha1.ClientTrafficHTTP1{EnableTrailers: &yes, PreserveHeaderCase: pick(s, &yes, &no), HTTP10: &v1alpha1.ClientTrafficHTTP10{UseDefaultHost: pick(s, &yes, &no)}},
 		HTTP2:         &v1alpha1.ClientTrafficHTTP2{InitialStreamWindowSize: size(), MaxConcurrentStreams: &streams, OnInvalidMessage: pick(s, "", "TerminateStream", "x")},
 		Path:          &v1alpha1.ClientTrafficPath{EscapedSlashesAction: pick(s, "", "RejectRequest", "UnescapeAndRedirect", "x"), DisableMergeSlashes: pick(s, &yes, &no)},

@@ -58,7 +58,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 			for _, c := range l.sni {
 				srv := &ir.TLSServer{}
 				if l.mode == gwv1.TLSModeTerminate {
-					srv.Secrets = l.secrets
+					srv.Secrets, srv.ClientValidation = l.secrets, l.validation
 				}
 				srv.Cluster, srv.Backends, srv.FailedWeight = c.to.target()
 				if !claim(srv, c.names, c.owner) {

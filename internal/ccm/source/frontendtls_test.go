@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // A Gateway's client certificate validation: the ConfigMaps of its default and perPort
@@ -88,5 +90,46 @@ func TestDesiredFrontendCA(t *testing.T) {
 	}
 	if entries[0].CACertificates != nil || entries[0].Problem == "" {
 		t.Errorf("a ninth bundle: %+v, want a problem and no index", entries[0])
+	}
+}
+
+// TestDesiredPolicyCA: the ConfigMaps and Secrets a Gateway's ClientTrafficPolicies name in
+// tls.clientValidation are carried after the Gateway's own (Secrets with kind Secret; the
+// CRD's default kind is Secret), each once, only of the policy's namespace and of kinds the
+// hub can use; one missing is reported so, and the 16 entries are not exceeded.
+func TestDesiredPolicyCA(t *testing.T) {
+	ca := testCA(t)
+	sc := &v1alpha1.SourceContext{
+		ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "gw", TLS: &v1alpha1.ClientTrafficTLS{ClientValidation: &v1alpha1.ClientTrafficClientValidation{
+			CACertificateRefs: []v1alpha1.ClientTrafficCARef{{Kind: "ConfigMap", Name: "good"}, {Name: "secret-ca"}, {Kind: "Service", Name: "web"},
+				{Kind: "ConfigMap", Name: "other", Namespace: "elsewhere"}, {Group: "example.com", Kind: "ConfigMap", Name: "x"}}}}},
+		PolicySections: []v1alpha1.PolicySection{{Name: "https", ClientTraffic: &v1alpha1.ClientTraffic{Namespace: "shop", Name: "l",
+			TLS: &v1alpha1.ClientTrafficTLS{ClientValidation: &v1alpha1.ClientTrafficClientValidation{
+				CACertificateRefs: []v1alpha1.ClientTrafficCARef{{Kind: "Secret", Name: "secret-ca"}, {Kind: "ConfigMap", Name: "missing"}}}}}}},
+	}
+	refs := ClientTrafficCARefs(sc)
+	key := func(kind, name string) PolicyCARef {
+		return PolicyCARef{Kind: kind, NamespacedName: types.NamespacedName{Namespace: "shop", Name: name}}
+	}
+	if diff := cmp.Diff([]PolicyCARef{key("ConfigMap", "good"), key("Secret", "secret-ca"), key("ConfigMap", "missing")}, refs); diff != "" {
+		t.Fatalf("refs (-want +got):\n%s", diff)
+	}
+	// The Gateway's own validation already carries ConfigMap good: not repeated.
+	own, bundles := DesiredFrontendCA([]types.NamespacedName{{Namespace: "shop", Name: "good"}},
+		map[types.NamespacedName]*corev1.ConfigMap{{Namespace: "shop", Name: "good"}: {Data: map[string]string{"ca.crt": ca}}}, nil)
+	entries, bundles := DesiredPolicyCA(own, bundles, refs, map[PolicyCARef]string{key("ConfigMap", "good"): ca, key("Secret", "secret-ca"): ca})
+	zero := int32(0)
+	want := []v1alpha1.FrontendCACertificate{{Namespace: "shop", Name: "good", CACertificates: &zero},
+		{Namespace: "shop", Name: "secret-ca", Kind: "Secret", CACertificates: &zero}, {Namespace: "shop", Name: "missing", Problem: "does not exist"}}
+	if diff := cmp.Diff(want, entries); diff != "" || len(bundles) != 1 {
+		t.Errorf("entries (-want +got):\n%s\nbundles %d", diff, len(bundles))
+	}
+	// Full: nothing more is added.
+	full := make([]v1alpha1.FrontendCACertificate, maxFrontendCACertificates)
+	if entries, _ := DesiredPolicyCA(full, nil, refs, nil); len(entries) != maxFrontendCACertificates {
+		t.Errorf("%d entries, at most %d", len(entries), maxFrontendCACertificates)
+	}
+	if ClientTrafficCARefs(nil) != nil || ClientTrafficCARefs(&v1alpha1.SourceContext{}) != nil {
+		t.Error("refs without policies")
 	}
 }

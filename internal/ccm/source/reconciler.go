@@ -83,6 +83,10 @@ type Reconciler struct {
 	ListenerSets bool
 	// HubSchema is the hub's schema of kubelb's CRDs (nil: unknown, nothing left out).
 	HubSchema *hubschema.Loader
+	// Secrets reads the Secrets a Gateway's ClientTrafficPolicy names for client certificate
+	// validation (the tenant API server: the cache keeps Secrets' metadata only); nil: not
+	// read (they are reported missing and the hub fails closed).
+	Secrets client.Reader
 
 	// hubNotes remembers, per object, what the hub's schema made unavailable (said once);
 	// problemNotes, per object, the hub's problems last told in a Warning Event.
@@ -251,13 +255,13 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 		}
 		sc.context = DesiredContext(r.Kind.String(), obj.GetNamespace(), ns.Labels, sc.refs, grants)
 	}
-	if r.Kind.Name == Gateway.Name && sc.context != nil {
-		if err := r.frontendCA(ctx, u, obj.GetNamespace(), grants, sc.context); err != nil {
+	if sc.context != nil {
+		if err := r.carryPolicies(ctx, obj, u, sc.context); err != nil {
 			return sc, err
 		}
 	}
-	if sc.context != nil {
-		if err := r.carryPolicies(ctx, obj, u, sc.context); err != nil {
+	if r.Kind.Name == Gateway.Name && sc.context != nil {
+		if err := r.frontendCA(ctx, u, obj.GetNamespace(), grants, sc.context); err != nil {
 			return sc, err
 		}
 	}
@@ -274,7 +278,9 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 
 // frontendCA adds to a Gateway's context the ConfigMaps of its client certificate
 // validation (DesiredFrontendCA): those of its namespace and those a ReferenceGrant permits,
-// as the tenant cache has them (their key ca.crt only).
+// as the tenant cache has them (their key ca.crt only); then those and the Secrets its
+// ClientTrafficPolicies' tls.clientValidation name (DesiredPolicyCA; Secrets read from the
+// tenant API server, key ca.crt).
 func (r *Reconciler) frontendCA(ctx context.Context, u map[string]any, ns string, grants []gwapiv1beta1.ReferenceGrant, sc *v1alpha1.SourceContext) error {
 	var refs []types.NamespacedName
 	cms := map[types.NamespacedName]*corev1.ConfigMap{}
@@ -293,6 +299,39 @@ func (r *Reconciler) frontendCA(ctx context.Context, u map[string]any, ns string
 		cms[ref] = cm
 	}
 	sc.FrontendCACertificates, sc.BackendCACertificates = DesiredFrontendCA(refs, cms, sc.BackendCACertificates)
+	// The ConfigMaps and Secrets of its ClientTrafficPolicies' client validations (their
+	// namespace's: no grant is needed).
+	policyRefs := ClientTrafficCARefs(sc)
+	if len(policyRefs) == 0 {
+		return nil
+	}
+	cas := map[PolicyCARef]string{}
+	for _, ref := range policyRefs {
+		switch ref.Kind {
+		case kindSecret:
+			if r.Secrets == nil {
+				continue // not read: reported as missing, the hub fails closed
+			}
+			secret := &corev1.Secret{}
+			if err := r.Secrets.Get(ctx, ref.NamespacedName, secret); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("getting Secret %s: %w", ref.NamespacedName, err)
+			}
+			cas[ref] = string(secret.Data[caCertKey])
+		default:
+			cm := &corev1.ConfigMap{}
+			if err := r.Tenant.Get(ctx, ref.NamespacedName, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("getting ConfigMap %s: %w", ref.NamespacedName, err)
+			}
+			cas[ref] = cm.Data[caCertKey]
+		}
+	}
+	sc.FrontendCACertificates, sc.BackendCACertificates = DesiredPolicyCA(sc.FrontendCACertificates, sc.BackendCACertificates, policyRefs, cas)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -154,6 +155,9 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
 		if appliesPolicies(k) {
 			r.PolicyKinds = egKinds
+		}
+		if k.Name == Gateway.Name && slices.Contains(egKinds, ClientTrafficPolicyKind) {
+			r.Secrets = mgr.GetAPIReader() // the CA Secrets of its ClientTrafficPolicies
 		}
 		if err := r.setup(mgr, hub, workers); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", k.String(), err)
@@ -379,11 +383,28 @@ func (r *Reconciler) setup(mgr ctrl.Manager, hub cluster.Cluster, workers int) e
 			}), labelsChanged))
 	}
 	if k.Name == Gateway.Name {
-		// A ConfigMap a Gateway's client certificate validation names changes its Route.
+		// A ConfigMap a Gateway's client certificate validation (or its ClientTrafficPolicy's)
+		// names changes its Route.
 		b = b.WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *corev1.ConfigMap) []reconcile.Request {
-				return requests(ctx, client.MatchingFields{indexFrontendCA: client.ObjectKeyFromObject(cm).String()})
+				out := requests(ctx, client.MatchingFields{indexFrontendCA: client.ObjectKeyFromObject(cm).String()})
+				if r.Secrets == nil { // ClientTrafficPolicies are not read
+					return out
+				}
+				return append(out, clientTrafficCATargets(ctx, mgr.GetCache(), k, "ConfigMap", client.ObjectKeyFromObject(cm))...)
 			})))
+		if r.Secrets != nil {
+			if err := indexClientTrafficCAs(ctx, mgr.GetFieldIndexer()); err != nil {
+				return err
+			}
+			// A Secret its ClientTrafficPolicy's client validation names appears, changes or
+			// goes (metadata only).
+			secret := &metav1.PartialObjectMetadata{}
+			secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindSecret))
+			b = b.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), secret, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+				return clientTrafficCATargets(ctx, mgr.GetCache(), k, kindSecret, client.ObjectKeyFromObject(o))
+			}), predicate.ResourceVersionChangedPredicate{}))
+		}
 	}
 	if k.AttachesToGateway() && r.ListenerSets {
 		// A ListenerSet whose Gateway is served serves the routes attached to it.

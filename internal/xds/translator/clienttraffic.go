@@ -122,3 +122,39 @@ func clientHTTP(hcm *hcmv3.HttpConnectionManager, h *ir.ClientHTTP, errs *[]erro
 	hcm.MergeSlashes = h.MergeSlashes
 	hcm.PreserveExternalRequestId = h.PreserveXRequestID
 }
+
+// clientLifetimes puts a Gateway's ClientTrafficPolicy's lifetimes on a connection manager:
+// the time a client has to send a request's headers (request_headers_timeout), the stream
+// idle timeout when the policy shortens the listener's, and the connection's and streams'
+// most duration and requests (common HTTP protocol options).
+func clientLifetimes(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic) {
+	if c.RequestHeadersTimeout > 0 {
+		hcm.RequestHeadersTimeout = durationpb.New(c.RequestHeadersTimeout.D())
+	}
+	if c.StreamIdleTimeout > 0 {
+		hcm.StreamIdleTimeout = durationpb.New(c.StreamIdleTimeout.D())
+	}
+	if c.MaxConnectionDuration > 0 {
+		commonHTTPOptions(hcm).MaxConnectionDuration = durationpb.New(c.MaxConnectionDuration.D())
+	}
+	if c.MaxRequestsPerConnection > 0 {
+		commonHTTPOptions(hcm).MaxRequestsPerConnection = wrapperspb.UInt32(c.MaxRequestsPerConnection)
+	}
+	if c.MaxStreamDuration > 0 {
+		commonHTTPOptions(hcm).MaxStreamDuration = durationpb.New(c.MaxStreamDuration.D())
+	}
+}
+
+// tlsHandshakeTimeout bounds the TLS handshake of a terminating filter chain
+// (transport_socket_connect_timeout) by the listener's ClientTrafficPolicy; nil or 0: none.
+func tlsHandshakeTimeout(fc *listenerv3.FilterChain, c *ir.ClientTraffic) {
+	if c != nil && c.TLSHandshakeTimeout > 0 {
+		fc.TransportSocketConnectTimeout = durationpb.New(c.TLSHandshakeTimeout.D())
+	}
+}
+
+// suppressEnvoyHeaders: the listener's ClientTrafficPolicy says enableEnvoyHeaders false (the
+// router adds no x-envoy- headers).
+func suppressEnvoyHeaders(c *ir.ClientTraffic) bool {
+	return c != nil && c.HTTP != nil && c.HTTP.SuppressEnvoyHeaders
+}

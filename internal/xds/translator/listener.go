@@ -115,6 +115,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 					params = l.ClientTraffic.TLS
 				}
 				fc.TransportSocket = downstreamTLS(srv.Secrets, !srv.Proxies(), srv.ClientValidation, params, &errs)
+				tlsHandshakeTimeout(fc, l.ClientTraffic) // clienttraffic.go
 			}
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
@@ -184,7 +185,7 @@ func httpConnectionManager(l *ir.Listener, routeConfig string, errs *[]error) *h
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{{
 			Name:       FilterRouter,
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &routerv3.Router{})},
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustPack(errs, &routerv3.Router{SuppressEnvoyHeaders: suppressEnvoyHeaders(l.ClientTraffic)})},
 		}},
 		// The client address is the peer's: kubelb's Envoy is the edge.
 		UseRemoteAddress: wrapperspb.Bool(true),
@@ -316,6 +317,7 @@ func clientTraffic(hcm *hcmv3.HttpConnectionManager, c *ir.ClientTraffic, errs *
 	if c.IdleTimeout > 0 {
 		commonHTTPOptions(hcm).IdleTimeout = durationpb.New(c.IdleTimeout.D())
 	}
+	clientLifetimes(hcm, c) // clienttraffic.go
 	if a, ok := underscoresActions[c.HeadersWithUnderscores]; ok {
 		commonHTTPOptions(hcm).HeadersWithUnderscoresAction = a
 	}
@@ -351,7 +353,8 @@ var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
 // offers ALPN h2 and http/1.1, one proxying TCP offers none (the stream is not HTTP).
 // With client validation (cv not nil) the client is asked for a certificate, verified against
 // the CA certificates: required and verified (the handshake fails otherwise), or, with
-// AllowInsecureFallback, optional and accepted even when it does not verify. A Gateway's
+// AllowInsecureFallback, optional and accepted even when it does not verify, or, with
+// Optional, optional but verified when given. A Gateway's
 // ClientTrafficPolicy's tls (params, nil: Envoy's defaults) sets the versions, ciphers,
 // curves and signature algorithms, and replaces the ALPN protocols of a chain serving HTTP.
 func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, params *ir.ClientTLS, errs *[]error) *corev3.TransportSocket {
@@ -377,14 +380,22 @@ func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, par
 		if http && len(p.ALPN) > 0 {
 			ctx.CommonTlsContext.AlpnProtocols = p.ALPN
 		}
+		if p.NoStatelessResumption {
+			ctx.SessionTicketKeysType = &tlsv3.DownstreamTlsContext_DisableStatelessSessionResumption{DisableStatelessSessionResumption: true}
+		}
+		ctx.DisableStatefulSessionResumption = p.NoStatefulResumption
 	}
 	if cv != nil {
 		vc := &tlsv3.CertificateValidationContext{
 			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: cv.CACertificates}},
 		}
-		if cv.AllowInsecureFallback {
+		switch {
+		case cv.AllowInsecureFallback:
 			vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
-		} else {
+		case cv.Optional:
+			// Asked for and verified when given (a certificate of another CA fails the
+			// handshake), not required.
+		default:
 			ctx.RequireClientCertificate = wrapperspb.Bool(true)
 		}
 		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
