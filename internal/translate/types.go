@@ -327,7 +327,11 @@ const (
 	// address Envoy sees instead of the client's. The ranges are enforced against that
 	// address (which normally refuses everyone). Also on the section "hostname" when the
 	// tenant's Ingress Service, which serves the hostname, does not keep the clients'
-	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort).
+	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort),
+	// and on a UDP port with source ranges while the hub's load balancer gives the clients'
+	// addresses by PROXY protocol (Options.LoadBalancerProxyProtocol), which Envoy cannot read
+	// on UDP. A PROXY protocol header the hub requires names the client: no Warning for
+	// ClusterIP then.
 	ReasonClientAddressUnknown = "ClientAddressUnknown"
 )
 
