@@ -32,8 +32,9 @@ import (
 // address travels on); a header naming 198.51.100.9 (outside the ranges) is refused (no filter
 // chain matches), and so is a connection without a header (the listener filter closes it),
 // on open too. With optional: true, a connection without a header is served as from its peer
-// (127.0.0.1): by open, not by office, whose ranges judge that address. A UDP port with
-// source ranges is told that they are judged by the datagrams' source (ClientAddressUnknown).
+// (127.0.0.1): by open, not by office, whose ranges judge that address. The access log names
+// the header's client. A UDP port with source ranges is told that they are judged by the
+// datagrams' source (ClientAddressUnknown).
 func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 	backend := testsupport.StartTCPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "echo"})
 	backendPort := int32(netip.MustParseAddrPort(backend.Addr).Port())
@@ -69,7 +70,7 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 			in := translate.Input{
 				Tenant:    tenant,
 				Addresses: map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}},
-				Options: translate.Options{ListenerAddress: "127.0.0.1", HealthCheck: translate.HealthCheck{Disabled: true},
+				Options: translate.Options{ListenerAddress: "127.0.0.1", HealthCheck: translate.HealthCheck{Disabled: true}, AccessLog: true,
 					LoadBalancerProxyProtocol: translate.HubProxyProtocol{Enabled: true, Optional: optional}},
 				Policy:        translate.EndpointPolicy{Allow: []translate.PolicyRule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
 				LoadBalancers: []v1alpha1.LoadBalancer{office, open},
@@ -87,7 +88,8 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 				problems[0].Object.Section != "UDP/53 (dns)" || !strings.Contains(problems[0].Message, "cannot read on UDP") {
 				t.Errorf("problems %v, want one ClientAddressUnknown Warning on office's UDP port", problems)
 			}
-			envoy := xdsenvoy.Start(t, "hub-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+			envoy := xdsenvoy.Start(t, "hub-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1,
+				Args: []string{"--file-flush-interval-msec", "100"}}) // access logs
 			officeAddr, openAddr := testsupport.Loopback(officePort), testsupport.Loopback(openPort)
 			testsupport.Eventually(t, 30*time.Second, "Envoy to serve a client behind the hub's PROXY header", func() error {
 				for _, addr := range []string{officeAddr, openAddr} {
@@ -134,6 +136,15 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 			if got := stats["listener.shop/office/tcp-7.no_filter_chain_match"]; got != want {
 				t.Errorf("office's connections refused by the ranges: %d, want %d", got, want)
 			}
+			// The access log names the client the header gave.
+			testsupport.Eventually(t, 30*time.Second, "an access log line of office naming 192.0.2.8", func() error {
+				for _, l := range accessLogLines(t, envoy.Output()) {
+					if l["listener"] == "shop/office/tcp-7" && l["client"] == "192.0.2.8:40000" {
+						return nil
+					}
+				}
+				return errNotYet
+			})
 		})
 	}
 }
