@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -41,13 +39,8 @@ func TestHubProxyProtocol(t *testing.T) {
 
 	setProxyProtocol := func(enabled bool) {
 		t.Helper()
-		testsupport.Eventually(t, 30*time.Second, "updating Tenant a", func() error {
-			tn := &kubelbv1alpha1.Tenant{}
-			if err := hub.Get(ctx, client.ObjectKey{Name: "a"}, tn); err != nil {
-				return err
-			}
+		updateTenant(t, hub, "a", func(tn *kubelbv1alpha1.Tenant) {
 			tn.Spec.LoadBalancer.ProxyProtocol = &kubelbv1alpha1.LoadBalancerProxyProtocol{Enabled: ptr.To(enabled)}
-			return hub.Update(ctx, tn)
 		})
 	}
 	setProxyProtocol(true)
@@ -71,7 +64,7 @@ func TestHubProxyProtocol(t *testing.T) {
 
 	t.Run("the header's client is the one the source ranges judge and the pods get", func(t *testing.T) {
 		testsupport.Eventually(t, time.Minute, "Service office serving the client the hub's header names", func() error {
-			return hubProxiedRoundTrip(officeAddr, testsupport.ProxyV2Header("192.0.2.7"), "ready")
+			return testsupport.ProxiedRoundTrip(officeAddr, testsupport.ProxyV2Header("192.0.2.7"), "ready")
 		})
 		var before int
 		for _, p := range pods {
@@ -89,7 +82,7 @@ func TestHubProxyProtocol(t *testing.T) {
 			{"open, a header naming 198.51.100.9", openAddr, testsupport.ProxyV2Header("198.51.100.9"), true},
 			{"open, no header", openAddr, nil, false},
 		} {
-			if err := hubProxiedRoundTrip(tc.addr, tc.header, "hello"); (err == nil) != tc.served {
+			if err := testsupport.ProxiedRoundTrip(tc.addr, tc.header, "hello"); (err == nil) != tc.served {
 				t.Errorf("%s: error %v, want served %v", tc.name, err, tc.served)
 			}
 		}
@@ -121,29 +114,7 @@ func TestHubProxyProtocol(t *testing.T) {
 	t.Run("the Tenant turning it off reaches Envoy", func(t *testing.T) {
 		setProxyProtocol(false)
 		testsupport.Eventually(t, time.Minute, "Service open serving a connection without a header", func() error {
-			return hubProxiedRoundTrip(openAddr, nil, "plain")
+			return testsupport.ProxiedRoundTrip(openAddr, nil, "plain")
 		})
 	})
-}
-
-// hubProxiedRoundTrip sends header (none when empty), then msg and a newline, on its own
-// connection to addr, as the hub's load balancer would, and checks the echo.
-func hubProxiedRoundTrip(addr string, header []byte, msg string) error {
-	c, err := net.DialTimeout("tcp", addr, testsupport.RoundTripTimeout)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(testsupport.RoundTripTimeout))
-	if _, err := c.Write(append(append([]byte(nil), header...), msg+"\n"...)); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("no answer from %s: %w", addr, err)
-	}
-	if !strings.HasSuffix(line, " "+msg+"\n") {
-		return fmt.Errorf("answer %q to %q", line, msg)
-	}
-	return nil
 }

@@ -1,9 +1,7 @@
 package translate_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -93,7 +91,7 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 			officeAddr, openAddr := testsupport.Loopback(officePort), testsupport.Loopback(openPort)
 			testsupport.Eventually(t, 30*time.Second, "Envoy to serve a client behind the hub's PROXY header", func() error {
 				for _, addr := range []string{officeAddr, openAddr} {
-					if err := proxiedRoundTrip(addr, testsupport.ProxyV2Header("192.0.2.7"), "ready"); err != nil {
+					if err := testsupport.ProxiedRoundTrip(addr, testsupport.ProxyV2Header("192.0.2.7"), "ready"); err != nil {
 						return err
 					}
 				}
@@ -114,7 +112,7 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 				{"open, a header naming 198.51.100.9", openAddr, testsupport.ProxyV2Header("198.51.100.9"), true},
 				{"open, no header", openAddr, nil, optional},
 			} {
-				err := proxiedRoundTrip(tc.addr, tc.header, "hello")
+				err := testsupport.ProxiedRoundTrip(tc.addr, tc.header, "hello")
 				if (err == nil) != tc.served {
 					t.Errorf("%s: error %v, want served %v", tc.name, err, tc.served)
 				}
@@ -147,26 +145,4 @@ func TestHubProxyProtocolThroughEnvoy(t *testing.T) {
 			})
 		})
 	}
-}
-
-// proxiedRoundTrip sends header (none when empty), then msg and a newline, on its own
-// connection to addr, and checks the echo.
-func proxiedRoundTrip(addr string, header []byte, msg string) error {
-	c, err := net.DialTimeout("tcp", addr, testsupport.RoundTripTimeout)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(testsupport.RoundTripTimeout))
-	if _, err := c.Write(append(append([]byte(nil), header...), msg+"\n"...)); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("no answer from %s: %w", addr, err)
-	}
-	if !strings.HasSuffix(line, " "+msg+"\n") {
-		return fmt.Errorf("answer %q to %q", line, msg)
-	}
-	return nil
 }
