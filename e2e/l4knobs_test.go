@@ -37,14 +37,7 @@ func TestL4UpstreamSettingsAndIPMode(t *testing.T) {
 
 	updateTenant := func(change func(*kubelbv1alpha1.Tenant)) {
 		t.Helper()
-		testsupport.Eventually(t, 30*time.Second, "updating Tenant a", func() error {
-			tn := &kubelbv1alpha1.Tenant{}
-			if err := hub.Get(ctx, client.ObjectKey{Name: "a"}, tn); err != nil {
-				return err
-			}
-			change(tn)
-			return hub.Update(ctx, tn)
-		})
+		updateTenant(t, hub, "a", change)
 	}
 	updateTenant(func(tn *kubelbv1alpha1.Tenant) {
 		tn.Spec.Upstream = kubelbv1alpha1.UpstreamSettings{
@@ -156,5 +149,18 @@ func TestL4UpstreamSettingsAndIPMode(t *testing.T) {
 			}
 			return fmt.Errorf("no such Event among %d", len(evs.Items))
 		})
+	})
+}
+
+// updateTenant applies change to Tenant name on the hub, retrying conflicts.
+func updateTenant(t *testing.T, hub client.Client, name string, change func(*kubelbv1alpha1.Tenant)) {
+	t.Helper()
+	testsupport.Eventually(t, 30*time.Second, "updating Tenant "+name, func() error {
+		tn := &kubelbv1alpha1.Tenant{}
+		if err := hub.Get(context.Background(), client.ObjectKey{Name: name}, tn); err != nil {
+			return err
+		}
+		change(tn)
+		return hub.Update(context.Background(), tn)
 	})
 }

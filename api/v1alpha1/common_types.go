@@ -283,6 +283,31 @@ type LoadBalancerSettings struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	NodeSet *string `json:"nodeSet,omitempty"`
+	// ProxyProtocol says that the hub's load balancer starts every TCP connection it sends to
+	// the hub Services of the tenant's LoadBalancers with a PROXY protocol header (v1 or v2)
+	// naming the client: the Envoy listeners of their TCP ports then read it first, and the
+	// client's address is the header's for source ranges (loadBalancerSourceRanges), the
+	// access log and the PROXY protocol towards the tenant. Only the platform team knows
+	// whether its load balancer sends one: turn it on there first (with a load balancer that
+	// does not, every connection is refused, unless optional). UDP ports and the hub Services
+	// of Gateways and of the Ingress Service are not concerned. Each field of the Tenant's
+	// overrides the Config's. An addition to the KubeLB CE API.
+	// +optional
+	ProxyProtocol *LoadBalancerProxyProtocol `json:"proxyProtocol,omitempty"`
+}
+
+// LoadBalancerProxyProtocol is the PROXY protocol the hub's load balancer speaks to the
+// tenant's LoadBalancers (LoadBalancerSettings.ProxyProtocol).
+type LoadBalancerProxyProtocol struct {
+	// Enabled makes the TCP listeners of the tenant's LoadBalancers read a PROXY protocol
+	// header on every connection; a connection without one is closed (unless Optional).
+	// Unset: off.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// Optional also serves connections without a header, as coming from their peer's
+	// address (while a load balancer is being switched over). Unset: false.
+	// +optional
+	Optional *bool `json:"optional,omitempty"`
 }
 
 // IngressSettings are the tenant-wide settings of Ingress support.

@@ -130,6 +130,7 @@ type Tenant struct {
 	// spec.http, each field of the Tenant's overriding the Config's); zero fields keep
 	// translate's defaults (for RequestTimeout, none).
 	// The envoycp controller overlays them onto its own options (Options.WithUpstream).
+	// Its LoadBalancerProxyProtocol is spec.loadBalancer.proxyProtocol (resolveProxyProtocol).
 	Upstream translate.Options
 	// IPMode is spec.loadBalancer.ipMode of the Tenant, else of the Config; nil when
 	// neither sets it (translate.IPMode decides).
@@ -196,6 +197,7 @@ func Resolve(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) Tenan
 	out.Upstream = resolveUpstream(config, tenant)
 	out.TrafficPolicies = resolveTrafficPolicies(config, tenant)
 	out.Upstream.TrafficPolicies = trafficpolicy.BoundsOf(out.TrafficPolicies)
+	out.Upstream.LoadBalancerProxyProtocol = resolveProxyProtocol(config, tenant)
 	for _, in := range layers(config, tenant,
 		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress },
 		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.IngressSettings { return &s.Ingress }) {
@@ -486,6 +488,26 @@ func resolveIPMode(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant)
 		}
 		if v, ok := translate.ParseIPMode(string(*lb.IPMode)); ok {
 			out = &v
+		}
+	}
+	return out
+}
+
+// resolveProxyProtocol takes spec.loadBalancer.proxyProtocol's enabled and optional each from
+// the Tenant, else the Config: the PROXY protocol the TCP listeners of the tenant's
+// LoadBalancers read (translate.Options.LoadBalancerProxyProtocol).
+func resolveProxyProtocol(config *kubelbv1alpha1.Config, tenant *kubelbv1alpha1.Tenant) translate.HubProxyProtocol {
+	var out translate.HubProxyProtocol
+	for _, lb := range layers(config, tenant,
+		func(s *kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer },
+		func(s *kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.LoadBalancerSettings { return &s.LoadBalancer }) {
+		if p := lb.ProxyProtocol; p != nil {
+			if p.Enabled != nil {
+				out.Enabled = *p.Enabled
+			}
+			if p.Optional != nil {
+				out.Optional = *p.Optional
+			}
 		}
 	}
 	return out

@@ -340,6 +340,51 @@ func TestResolveAllocateNodePorts(t *testing.T) {
 	}
 }
 
+// TestResolveProxyProtocol: spec.loadBalancer.proxyProtocol of the Tenant overrides the
+// Config's field by field (enabled, optional); off unless enabled, and WithUpstream carries it
+// to translate whatever the manager's own options say.
+func TestResolveProxyProtocol(t *testing.T) {
+	pp := func(enabled, optional *bool) kubelbv1alpha1.LoadBalancerSettings {
+		return kubelbv1alpha1.LoadBalancerSettings{ProxyProtocol: &kubelbv1alpha1.LoadBalancerProxyProtocol{Enabled: enabled, Optional: optional}}
+	}
+	config := func(lb kubelbv1alpha1.LoadBalancerSettings) *kubelbv1alpha1.Config {
+		return &kubelbv1alpha1.Config{Spec: kubelbv1alpha1.ConfigSpec{LoadBalancer: lb}}
+	}
+	tenant := func(lb kubelbv1alpha1.LoadBalancerSettings) *kubelbv1alpha1.Tenant {
+		return &kubelbv1alpha1.Tenant{Spec: kubelbv1alpha1.TenantSpec{LoadBalancer: lb}}
+	}
+	on, off := ptr.To(true), ptr.To(false)
+	none := translate.HubProxyProtocol{}
+	required, optional := translate.HubProxyProtocol{Enabled: true}, translate.HubProxyProtocol{Enabled: true, Optional: true}
+	for _, tc := range []struct {
+		name   string
+		config *kubelbv1alpha1.Config
+		tenant *kubelbv1alpha1.Tenant
+		want   translate.HubProxyProtocol
+	}{
+		{"neither: off", nil, nil, none},
+		{"unset in both", config(kubelbv1alpha1.LoadBalancerSettings{}), tenant(kubelbv1alpha1.LoadBalancerSettings{}), none},
+		{"the Config turns it on for every tenant", config(pp(on, nil)), tenant(kubelbv1alpha1.LoadBalancerSettings{}), required},
+		{"the Config's optional header", config(pp(on, on)), nil, optional},
+		{"optional alone is not on", config(pp(nil, on)), nil, translate.HubProxyProtocol{Optional: true}},
+		{"the Tenant turns it off", config(pp(on, on)), tenant(pp(off, nil)), translate.HubProxyProtocol{Optional: true}},
+		{"the Tenant turns it on, the Config's optional stays", config(pp(nil, on)), tenant(pp(on, nil)), optional},
+		{"the Tenant requires the header", config(pp(on, on)), tenant(pp(nil, off)), required},
+		{"the Tenant alone", nil, tenant(pp(on, nil)), required},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Resolve(tc.config, tc.tenant).Upstream.LoadBalancerProxyProtocol
+			if got != tc.want {
+				t.Errorf("LoadBalancerProxyProtocol = %+v, want %+v", got, tc.want)
+			}
+			manager := translate.Options{LoadBalancerProxyProtocol: translate.HubProxyProtocol{Enabled: true}}
+			if o := manager.WithUpstream(Resolve(tc.config, tc.tenant).Upstream); o.LoadBalancerProxyProtocol != tc.want {
+				t.Errorf("WithUpstream: %+v, want %+v", o.LoadBalancerProxyProtocol, tc.want)
+			}
+		})
+	}
+}
+
 // TestResolveAddressPool: the Tenant's spec.loadBalancer.addressPool overrides the Config's;
 // neither set is "" (the default pool).
 func TestResolveAddressPool(t *testing.T) {

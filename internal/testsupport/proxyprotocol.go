@@ -3,9 +3,11 @@ package testsupport
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -41,4 +43,24 @@ func ProxiedGet(addr, host string, header []byte) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// ProxiedRoundTrip sends header (none when empty: a PROXY protocol header, say), then msg and
+// a newline, on its own connection to addr, and checks that a TCP backend echoed msg.
+func ProxiedRoundTrip(addr string, header []byte, msg string) error {
+	c, err := net.DialTimeout("tcp", addr, RoundTripTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(RoundTripTimeout))
+	if _, err := c.Write(append(append([]byte(nil), header...), msg+"\n"...)); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("no answer from %s: %w", addr, err)
+	}
+	_, err = parseEcho(strings.TrimSuffix(line, "\n"), msg)
+	return err
 }

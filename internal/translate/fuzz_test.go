@@ -149,6 +149,10 @@ func (s *bytesource) input() translate.Input {
 				pick(s, "10.0.0.0/8", " 10.1.2.3/16 ", "010.0.0.0/8", "2001:DB8::/32", "0.0.0.0/0", "10.0.0.0/8", "office", "10.0.0.0/33", "fe80::1%eth0/64", ""))
 		}
 	}
+	// The hub's load balancer sends PROXY protocol headers (spec.loadBalancer.proxyProtocol):
+	// off, required or optional.
+	in.Options.LoadBalancerProxyProtocol = pick(s, translate.HubProxyProtocol{}, translate.HubProxyProtocol{Enabled: true},
+		translate.HubProxyProtocol{Enabled: true, Optional: true})
 	in.HubServices = translatetest.HubServicesFromStatus(in.LoadBalancers)
 	return in
 }
@@ -164,6 +168,9 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte("the quick brown fox jumps over the lazy dog, twice over, with ports and addresses"))
 	f.Add([]byte{2, 4, 0, 0, 3, 3, 3, 3, 8, 0, 0, 0, 3, 1, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238})
+	// The hub's PROXY protocol (optional) on TCP and UDP listeners with source ranges.
+	f.Add([]byte{5, 3, 1, 3, 2, 4, 3, 2, 6, 7, 2, 4, 4, 5, 2, 5, 3, 7, 5, 2, 2, 1, 6, 2, 6, 1, 0, 6, 2, 3, 1, 5, 5, 4, 4, 3, 7, 3, 7, 1, 2, 0, 3,
+		5, 7, 0, 5, 7, 3, 4, 1, 4, 1, 5, 4, 5, 6, 7, 3, 6, 1, 2, 0, 5, 1, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := (&bytesource{b: data}).input()
 		cfg, problems, err := translate.Translate(in)

@@ -229,6 +229,9 @@ func (t *l4) loadBalancer(lb *v1alpha1.LoadBalancer) {
 		if ps.protocol == corev1.ProtocolUDP && settings.proxyProtocol {
 			t.problem(ref, ir.SeverityWarning, ReasonProxyProtocolUnsupported, "PROXY protocol is not supported for UDP; the port is served without it")
 		}
+		if ps.protocol == corev1.ProtocolUDP && len(settings.sourceRanges) > 0 && t.opts.LoadBalancerProxyProtocol.Enabled {
+			t.problem(ref, ir.SeverityWarning, ReasonClientAddressUnknown, "the hub's load balancer gives the clients' addresses in PROXY protocol headers (spec.loadBalancer.proxyProtocol of the Tenant or Config), which Envoy cannot read on UDP: spec.sourceRanges is enforced on this port against the address the datagrams come from, the client's only if the hub's load balancer keeps it")
+		}
 		eps := t.endpoints(lb, ps)
 		if len(eps) == 0 {
 			t.problem(ref, ir.SeverityError, ReasonNoEndpoints, "the cluster has no usable endpoints; connections will fail until the tenant has Ready nodes with valid addresses")
@@ -268,6 +271,12 @@ func (t *l4) emit(owner ir.ObjectRef, ps portSpec, s lbSettings, eps []ir.Endpoi
 		l.Protocol, c.Protocol = ir.ProtocolTCP, ir.UpstreamTCP
 		l.AccessLog = t.opts.AccessLog
 		c.ProxyProtocol = s.proxyProtocol
+		// The hub's load balancer names the client in a PROXY protocol header: read first, its
+		// address is the one source ranges, the access log and the PROXY protocol towards the
+		// tenant see (the listener filter of a Gateway's ClientTrafficPolicy).
+		if pp := t.opts.LoadBalancerProxyProtocol; pp.Enabled {
+			l.ClientTraffic = &ir.ClientTraffic{ProxyProtocol: &ir.ProxyProtocol{Optional: pp.Optional}}
+		}
 	}
 	c.HealthCheck = t.healthCheck(s, c.Protocol == ir.UpstreamUDP)
 	t.cfg.Listeners = append(t.cfg.Listeners, l)
@@ -337,7 +346,8 @@ func (t *l4) settings(lb *v1alpha1.LoadBalancer) lbSettings {
 // LoadBalancer is served (rangesInvalid, an Error naming the bad entries), because leaving a
 // bad entry out could leave no entry at all, and an empty list serves everyone. With ranges
 // and a hub Service of type ClusterIP, Envoy never sees the clients' addresses: a Warning
-// says so (the ranges are still enforced, against the address Envoy does see).
+// says so (the ranges are still enforced, against the address Envoy does see), unless the
+// hub requires a PROXY protocol header naming the client.
 func (t *l4) sourceRanges(lb *v1alpha1.LoadBalancer, s *lbSettings) {
 	in := lb.Spec.SourceRanges
 	if len(in) == 0 {
@@ -367,6 +377,11 @@ func (t *l4) sourceRanges(lb *v1alpha1.LoadBalancer, s *lbSettings) {
 		return
 	}
 	s.sourceRanges = sourcerange.Sort(out)
+	// A PROXY protocol header the hub requires (spec.loadBalancer.proxyProtocol) names the
+	// client whatever the hub Service's type.
+	if pp := t.opts.LoadBalancerProxyProtocol; pp.Enabled && !pp.Optional {
+		return
+	}
 	if svc := t.in.HubServices[lb.Name]; svc != nil && svc.DeletionTimestamp.IsZero() &&
 		(svc.Spec.Type == "" || svc.Spec.Type == corev1.ServiceTypeClusterIP) {
 		t.problem(ref, ir.SeverityWarning, ReasonClientAddressUnknown, "the hub Service is of type ClusterIP (spec.type %s): clients reach the load balancer through something in the management cluster, whose address Envoy sees instead of theirs, so spec.sourceRanges is enforced against that address; use type LoadBalancer or NodePort",

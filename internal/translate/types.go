@@ -185,6 +185,18 @@ type Options struct {
 	// (ratelimit.go); "" when the hub has none: a policy with a global limit then applies
 	// not at all (OverPlatformBound, ratelimit.go).
 	RateLimitService string
+	// LoadBalancerProxyProtocol makes the TCP listeners of the tenant's LoadBalancers read a
+	// PROXY protocol header from the hub's load balancer on every connection (Config/Tenant
+	// spec.loadBalancer.proxyProtocol; see l4.go). The zero value reads none.
+	LoadBalancerProxyProtocol HubProxyProtocol
+}
+
+// HubProxyProtocol is whether listeners read a PROXY protocol header (Enabled), and whether
+// they also serve connections without one (Optional, as from their peer's address). A value,
+// not a pointer: Options are hashed as printed (fingerprint).
+type HubProxyProtocol struct {
+	Enabled  bool `json:"enabled,omitempty"`
+	Optional bool `json:"optional,omitempty"`
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each
@@ -210,8 +222,8 @@ type HealthCheck struct {
 
 // WithUpstream returns o with the upstream options set in u (ConnectTimeout,
 // MaxConnectionsPerCluster, UDPSessionIdleTimeout, StreamIdleTimeout, HealthCheck: each
-// non-zero field, and HealthCheck.Disabled when true; RequestTimeout and TrafficPolicies
-// always) in place of o's. The manager overlays a tenant's
+// non-zero field, and HealthCheck.Disabled when true; RequestTimeout, TrafficPolicies and
+// LoadBalancerProxyProtocol always) in place of o's. The manager overlays a tenant's
 // resolved spec.upstream onto its own options with it.
 func (o Options) WithUpstream(u Options) Options {
 	o.ConnectTimeout = setOr(u.ConnectTimeout, o.ConnectTimeout)
@@ -220,8 +232,9 @@ func (o Options) WithUpstream(u Options) Options {
 	// The tenant's resolved request timeout is final: 0 is a value (none), not "unset".
 	o.RequestTimeout = u.RequestTimeout
 	o.StreamIdleTimeout = setOr(u.StreamIdleTimeout, o.StreamIdleTimeout)
-	// The tenant's bounds are final too: nil is none.
+	// The tenant's bounds are final too: nil is none; and so is the hub's PROXY protocol.
 	o.TrafficPolicies = u.TrafficPolicies
+	o.LoadBalancerProxyProtocol = u.LoadBalancerProxyProtocol
 	hc, uh := &o.HealthCheck, u.HealthCheck
 	hc.Disabled = hc.Disabled || uh.Disabled
 	hc.Interval = setOr(uh.Interval, hc.Interval)
@@ -314,7 +327,11 @@ const (
 	// address Envoy sees instead of the client's. The ranges are enforced against that
 	// address (which normally refuses everyone). Also on the section "hostname" when the
 	// tenant's Ingress Service, which serves the hostname, does not keep the clients'
-	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort).
+	// addresses (externalTrafficPolicy Local on a Service of type LoadBalancer or NodePort),
+	// and on a UDP port with source ranges while the hub's load balancer gives the clients'
+	// addresses by PROXY protocol (Options.LoadBalancerProxyProtocol), which Envoy cannot read
+	// on UDP. A PROXY protocol header the hub requires names the client: no Warning for
+	// ClusterIP then.
 	ReasonClientAddressUnknown = "ClientAddressUnknown"
 )
 

@@ -114,6 +114,9 @@ type goldenOptions struct {
 	TrafficPolicies *v1alpha1.TenantTrafficPolicyBounds `json:"trafficPolicies,omitempty"`
 	// RateLimitService: the address of the tenant's rate-limit service ("IP:port").
 	RateLimitService string `json:"rateLimitService,omitempty"`
+	// LoadBalancerProxyProtocol: the tenant's spec.loadBalancer.proxyProtocol as the settings
+	// resolve it.
+	LoadBalancerProxyProtocol translate.HubProxyProtocol `json:"loadBalancerProxyProtocol,omitempty"`
 }
 
 type goldenHealthCheck struct {
@@ -163,6 +166,7 @@ func (g goldenInput) input() (translate.Input, error) {
 			AccessLog:                  g.Options.AccessLog,
 			TrafficPolicies:            trafficpolicy.BoundsOf(g.Options.TrafficPolicies),
 			RateLimitService:           g.Options.RateLimitService,
+			LoadBalancerProxyProtocol:  g.Options.LoadBalancerProxyProtocol,
 		},
 	}
 	for _, a := range g.Addresses {
