@@ -1,7 +1,10 @@
 package translate_test
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +49,7 @@ func TestOIDCLoginsPerTenantBounded(t *testing.T) {
 			ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
 		}}
 	}
+	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
 	r, err := translate.Run(in)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +97,104 @@ func TestOIDCLoginsPerTenantBounded(t *testing.T) {
 			if !secrets[o.ClientSecret] || !secrets[o.HMACSecret] {
 				t.Errorf("listener %s: login %s's secrets %s, %s missing", l.Name, o.Name, o.ClientSecret, o.HMACSecret)
 			}
+		}
+	}
+}
+
+// TestOIDCCookieKeyIsTheHubs: the key that signs a login's session cookies is the one the
+// manager made for that login (Input.OIDCCookieKeys), whatever the client secret (which the
+// tenant knows); a login without one, or with one of another size, is not served (its routes
+// answer 500, OIDCUnusable saying the hub has not made it yet) rather than served with a key
+// the tenant could compute.
+func TestOIDCCookieKeyIsTheHubs(t *testing.T) {
+	t.Parallel()
+	in := translatetest.HTTPRoutesTenant(t, 2)
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
+	})
+	for i := range 2 {
+		r := &in.Routes[i+1]
+		src := r.Spec.Source.Kubernetes
+		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", int32(31000+i))})
+		if src.Context == nil {
+			src.Context = &v1alpha1.SourceContext{}
+		}
+		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), OIDC: &v1alpha1.SecurityOIDC{
+			Provider: v1alpha1.SecurityOIDCProvider{
+				Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
+				TokenEndpoint: ptr.To("https://id.example.com/token"),
+				BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}},
+			},
+			ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
+		}}
+	}
+	logins := translate.OIDCLogins(in.Routes)
+	if want := []string{in.Routes[1].Name + "/apps/policy-00", in.Routes[2].Name + "/apps/policy-01"}; !slices.Equal(logins, want) {
+		t.Fatalf("OIDCLogins %v, want %v", logins, want)
+	}
+	hmacOf := func(in translate.Input) (map[string][]byte, []ir.Problem) {
+		r, err := translate.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string][]byte{}
+		for _, l := range r.Config.Listeners {
+			for _, o := range l.OIDC {
+				for _, s := range r.Config.Secrets {
+					if s.Name == o.HMACSecret {
+						keys[o.Name] = s.Generic
+					}
+				}
+			}
+		}
+		var told []ir.Problem
+		for _, p := range r.Problems {
+			if p.Reason == translate.ReasonOIDCUnusable {
+				told = append(told, p)
+			}
+		}
+		return keys, told
+	}
+	made := map[string][]byte{
+		translate.OIDCCookieKeyName(logins[0]): bytes.Repeat([]byte{1}, translate.OIDCCookieKeySize),
+		translate.OIDCCookieKeyName(logins[1]): bytes.Repeat([]byte{2}, translate.OIDCCookieKeySize),
+	}
+	in.OIDCCookieKeys = made
+	keys, told := hmacOf(in)
+	if len(told) != 0 || !bytes.Equal(keys[logins[0]], made[translate.OIDCCookieKeyName(logins[0])]) || !bytes.Equal(keys[logins[1]], made[translate.OIDCCookieKeyName(logins[1])]) {
+		t.Fatalf("cookie keys %x (problems %v), want the manager's for each login", keys, told)
+	}
+	// Another client secret: the same cookie keys (they owe nothing to what the tenant knows).
+	in.Secrets[len(in.Secrets)-1].Data = map[string][]byte{"client-secret": []byte("another-secret")}
+	if again, _ := hmacOf(in); !bytes.Equal(again[logins[0]], keys[logins[0]]) {
+		t.Errorf("the cookie key changed with the client secret")
+	}
+	// The second login's key not made yet, then of another size: its routes answer 500.
+	for _, key := range [][]byte{nil, []byte("short")} {
+		in.OIDCCookieKeys = map[string][]byte{translate.OIDCCookieKeyName(logins[0]): made[translate.OIDCCookieKeyName(logins[0])]}
+		if key != nil {
+			in.OIDCCookieKeys[translate.OIDCCookieKeyName(logins[1])] = key
+		}
+		keys, told := hmacOf(in)
+		if _, ok := keys[logins[1]]; ok || keys[logins[0]] == nil {
+			t.Errorf("key %q: logins served %v, want only the first", key, slices.Collect(maps.Keys(keys)))
+		}
+		if len(told) == 0 {
+			t.Errorf("key %q: no OIDCUnusable, want one on each rule of Route %s", key, in.Routes[2].Name)
+		}
+		for _, p := range told {
+			if p.Object.Name != in.Routes[2].Name || !strings.Contains(p.Message, "has not been made by the hub yet") {
+				t.Errorf("key %q: %v, want OIDCUnusable only on Route %s saying its cookie key is not made yet", key, p, in.Routes[2].Name)
+			}
+		}
+		r, err := translate.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, refused := appHostRoutes(t, r.Config, "running a login", func(rt *ir.Route) (string, bool) { return rt.OIDC, rt.OIDC != "" })
+		if runs["app-1.example.com"] != "" || refused["app-1.example.com"] == 0 || runs["app-0.example.com"] != logins[0] {
+			t.Errorf("key %q: routes running logins %v, answering 500 %v; want app-1's answering 500", key, runs, refused)
 		}
 	}
 }

@@ -124,6 +124,12 @@ type Input struct {
 	// DefaultCertificateProblem says why ("" when none is set).
 	DefaultCertificate        *corev1.Secret
 	DefaultCertificateProblem string
+	// OIDCCookieKeys are the keys that sign the session cookies of the tenant's OIDC logins,
+	// by OIDCCookieKeyName of the login (OIDCLogins): random, made by the manager
+	// (internal/manager/oidckeys) and kept only on the hub, where no tenant credential reads
+	// them. A login without one (or with one not of OIDCCookieKeySize bytes) is not served:
+	// its routes answer 500 until the manager has made it.
+	OIDCCookieKeys map[string][]byte
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".

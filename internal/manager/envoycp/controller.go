@@ -178,6 +178,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), rateLimitServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), oidcCookieKeysChanged())).
 		// A Config or Tenant may name such a Secret as the default Ingress certificate: a
 		// change rebuilds every tenant (they are few, and the event rare).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), allTenants, platformSecretChanged())).

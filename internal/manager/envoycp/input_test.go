@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/manager/envoycp"
 	"kubelb.dev/kubelb/internal/manager/status"
@@ -143,6 +144,11 @@ func TestBuildInput(t *testing.T) {
 		secret(ns, "not-controller", withManagedBy(), notController),
 		secret(ns, "other-owner", withManagedBy(), metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u", Controller: ptr.To(true)}),
 		secret(other, "synced-elsewhere", withManagedBy(), syncSecret(t, c, other, "ss-2")),
+		// The manager's OIDC cookie keys: read into the input, never as a synced Secret.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.OIDCCookieKeysSecret, Labels: withManagedBy()},
+			Data: map[string][]byte{"login-key": []byte("key of a login")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: hubnames.OIDCCookieKeysSecret, Labels: withManagedBy()},
+			Data: map[string][]byte{"elsewhere": []byte("another tenant's")}},
 	)
 
 	opts := translate.Options{ListenerAddress: "127.0.0.1"}
@@ -158,6 +164,9 @@ func TestBuildInput(t *testing.T) {
 	}
 	if got := names(in.Secrets, func(s *corev1.Secret) string { return s.Name }); !slices.Equal(got, []string{"synced"}) {
 		t.Errorf("Secrets %v, want only the SyncSecret's [synced]", got)
+	}
+	if len(in.OIDCCookieKeys) != 1 || string(in.OIDCCookieKeys["login-key"]) != "key of a login" {
+		t.Errorf("OIDC cookie keys %q, want the tenant's Secret %s's", in.OIDCCookieKeys, hubnames.OIDCCookieKeysSecret)
 	}
 	if _, ok := in.Addresses[v1alpha1.DefaultAddressesName]; !ok || len(in.Addresses) != 1 {
 		t.Errorf("Addresses %v", in.Addresses)

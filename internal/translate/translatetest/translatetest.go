@@ -90,6 +90,9 @@ type goldenInput struct {
 	// StaticAddresses is the tenant's grant (Tenant spec.gatewayAPI.staticAddresses): IP
 	// addresses and CIDRs.
 	StaticAddresses []string `json:"staticAddresses,omitempty"`
+	// OIDCCookieKeys are the cookie keys of the OIDC logins as the manager keeps them (the
+	// data of Secret kubelb-oidc-keys: by translate.OIDCCookieKeyName of the login).
+	OIDCCookieKeys map[string][]byte `json:"oidcCookieKeys,omitempty"`
 }
 
 type goldenOptions struct {
@@ -138,6 +141,7 @@ func (g goldenInput) input() (translate.Input, error) {
 		HeaderLimits:    g.HeaderLimits,
 		DNS:             g.DNS,
 		HostnameSecrets: g.HostnameSecrets,
+		OIDCCookieKeys:  g.OIDCCookieKeys,
 
 		DefaultCertificate:        g.DefaultCertificate,
 		DefaultCertificateProblem: g.DefaultCertificateProblem,
