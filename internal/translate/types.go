@@ -191,6 +191,11 @@ type Options struct {
 	// (ratelimit.go); "" when the hub has none: a policy with a global limit then applies
 	// not at all (OverPlatformBound, ratelimit.go).
 	RateLimitService string
+	// KeyServerCAs is a PEM bundle of the CA certificates that verify the key servers JWT
+	// providers fetch from at their URL (remoteJWKS without backendRefs); "" (always, but in
+	// tests) uses Envoy's system bundle (ir.SystemCABundle). No tenant or platform setting
+	// sets it.
+	KeyServerCAs string
 }
 
 // HealthCheck configures the active health checks of Layer 4 clusters: a TCP connect to each
