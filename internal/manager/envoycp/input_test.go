@@ -389,4 +389,24 @@ func TestPredicates(t *testing.T) {
 	if s.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: plainData}) || s.Create(event.CreateEvent{Object: plain}) {
 		t.Error("a Secret no SyncSecret controls rebuilds the tenant")
 	}
+
+	// The manager's OIDC cookie keys: made, changed or deleted, the tenant is rebuilt; a
+	// Secret of that name outside a tenant namespace, unlabelled or a SyncSecret's is not them.
+	keys := secret("tenant-t", hubnames.OIDCCookieKeysSecret, withManagedBy())
+	newKey := keys.DeepCopy()
+	newKey.Data = map[string][]byte{"login": []byte("another key")}
+	k := envoycp.OIDCCookieKeysChanged()
+	if !k.Create(event.CreateEvent{Object: keys}) || !k.Update(event.UpdateEvent{ObjectOld: keys, ObjectNew: newKey}) || !k.Delete(event.DeleteEvent{Object: keys}) ||
+		k.Update(event.UpdateEvent{ObjectOld: keys, ObjectNew: keys}) {
+		t.Error("the cookie keys made, changed or deleted must rebuild the tenant, an unchanged update must not")
+	}
+	for _, o := range []*corev1.Secret{
+		secret("kubelb", hubnames.OIDCCookieKeysSecret, withManagedBy()),
+		secret("tenant-t", hubnames.OIDCCookieKeysSecret, nil),
+		secret("tenant-t", hubnames.OIDCCookieKeysSecret, withManagedBy(), owner),
+	} {
+		if k.Create(event.CreateEvent{Object: o}) {
+			t.Errorf("Secret %s/%s labels %v owners %v taken for the cookie keys", o.Namespace, o.Name, o.Labels, o.OwnerReferences)
+		}
+	}
 }
