@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,13 +56,16 @@ type Reconciler struct {
 	// client reads Routes, namespaces and kubelb's Secrets (the manager's cache holds only
 	// those labelled managed-by: kubelb) and writes the Secrets.
 	client client.Client
+	// apiReader reads, by name and uncached, a Secret of the keys' name the cache does not
+	// hold (one kubelb did not make), so that it is never taken over.
+	apiReader client.Reader
 	// max bounds the keys per tenant (translate.MaxOIDCCookieKeys).
 	max int
 }
 
 // SetupWithManager adds the controller to mgr (it runs on the leader only).
 func SetupWithManager(mgr ctrl.Manager) error {
-	r := &Reconciler{client: mgr.GetClient(), max: translate.MaxOIDCCookieKeys}
+	r := &Reconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), max: translate.MaxOIDCCookieKeys}
 	toTenant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 	})
@@ -147,6 +151,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, nil
 	case current != nil && sameKeys(current.Data, want) && current.Type == corev1.SecretTypeOpaque:
 		return ctrl.Result{}, nil
+	}
+	if current == nil { // a Secret of that name kubelb did not make is left alone
+		found := &corev1.Secret{}
+		if err := r.apiReader.Get(ctx, key, found); err == nil && !hubnames.IsOIDCCookieKeys(found) {
+			return ctrl.Result{}, fmt.Errorf("the Secret %s exists and was not made by kubelb: delete it so that the manager can keep the tenant's OIDC cookie keys there (the logins answer 500 until then)", key)
+		} else if err == nil { // ours, not in the cache yet: plan again once it is
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		} else if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("getting Secret %s: %w", key, err)
+		}
 	}
 	apply := corev1ac.Secret(key.Name, key.Namespace).
 		WithLabels(hubnames.TenantLabels(hubnames.TenantName(tenant))).

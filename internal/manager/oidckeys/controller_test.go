@@ -145,6 +145,21 @@ func TestOIDCCookieKeysOnTheHub(t *testing.T) {
 		t.Errorf("r02's key changed when others came")
 	}
 
+	// A Secret of that name kubelb did not make (an admin's, unlabelled) is never taken over.
+	const other = "tenant-b"
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other, Labels: hubnames.TenantLabels("b")}})
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: hubnames.OIDCCookieKeysSecret}, Data: map[string][]byte{"admin": []byte("mine")}})
+	before := testenv.WaitControllerIdle(t, "oidckeys", 0)
+	mustCreate(t, c, oidcRoute(other, "rb", "login"))
+	testenv.WaitControllerIdle(t, "oidckeys", before+1) // it heard of tenant-b's login
+	foreign := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: other, Name: hubnames.OIDCCookieKeysSecret}, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if len(foreign.Data) != 1 || string(foreign.Data["admin"]) != "mine" || hubnames.IsManaged(foreign) {
+		t.Errorf("the admin's Secret was changed: labels %v, %d keys", foreign.Labels, len(foreign.Data))
+	}
+
 	// No login left: no Secret.
 	if err := c.DeleteAllOf(ctx, &v1alpha1.Route{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
