@@ -77,6 +77,20 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 	if why != "" {
 		return nil, "the Service of its token endpoint: " + why
 	}
+	authorization, token := o.AuthorizationEndpoint, o.TokenEndpoint
+	if o.Discover { // the endpoints the manager read from the issuer's discovery document
+		found, ok := t.in.OIDCProviders[o.Issuer]
+		switch {
+		case !ok:
+			return nil, "the discovery document of its issuer " + truncate(o.Issuer) + " has not been read by the hub yet"
+		case found.Error != "":
+			return nil, "the hub could not read the discovery document of its issuer " + truncate(o.Issuer) + ": " + truncateMessage(found.Error)
+		}
+		if err := trafficpolicy.CheckOIDCDiscovered(found.AuthorizationEndpoint, found.TokenEndpoint); err != nil {
+			return nil, "the discovery document of its issuer " + truncate(o.Issuer) + " gives endpoints kubelb cannot use: " + truncateMessage(err.Error())
+		}
+		authorization, token = found.AuthorizationEndpoint, found.TokenEndpoint
+	}
 	// The cookies' key: the manager's, made for this login and kept only on the hub.
 	cookieKey := t.in.OIDCCookieKeys[OIDCCookieKeyName(name)]
 	if len(cookieKey) != OIDCCookieKeySize {
@@ -84,7 +98,7 @@ func (t *l7) makeOIDC(carrier *v1alpha1.Route, name, policy string, o *trafficpo
 	}
 	sum := sha256.Sum256([]byte(name))
 	login := &ir.OIDC{
-		Name: name, Cluster: b.cluster, TokenEndpoint: o.TokenEndpoint, AuthorizationEndpoint: o.AuthorizationEndpoint,
+		Name: name, Cluster: b.cluster, TokenEndpoint: token, AuthorizationEndpoint: authorization,
 		ClientID: o.ClientID, ClientSecret: "oidc/" + name + "/client", HMACSecret: "oidc/" + name + "/hmac",
 		Scopes: slices.Clone(o.Scopes), Resources: slices.Clone(o.Resources),
 		RedirectURL: o.RedirectURL, RedirectPath: o.RedirectPath, LogoutPath: o.LogoutPath,
@@ -152,6 +166,43 @@ func OIDCLogins(routes []v1alpha1.Route) []string {
 		for j := range ctx.PolicySections {
 			add(&routes[i], ctx.PolicySections[j].Security)
 		}
+	}
+	return out
+}
+
+// maxOIDCIssuers bounds the discovery documents the manager reads for one tenant: the issuers
+// of twice the logins a translation serves.
+const maxOIDCIssuers = 2 * maxOIDCLogins
+
+// OIDCIssuers are the issuers whose discovery documents the logins the input's Routes carry
+// need (those that give neither endpoint), sorted, each once, at most maxOIDCIssuers: the
+// manager reads them (Input.OIDCProviders).
+func OIDCIssuers(in *Input) []string {
+	var out []string
+	add := func(s *v1alpha1.Security) {
+		if s == nil || s.OIDC == nil {
+			return
+		}
+		p := s.OIDC.Provider
+		if (p.AuthorizationEndpoint == nil || *p.AuthorizationEndpoint == "") && (p.TokenEndpoint == nil || *p.TokenEndpoint == "") &&
+			trafficpolicy.CheckOIDCIssuer(p.Issuer) == nil {
+			out = append(out, p.Issuer)
+		}
+	}
+	for i := range in.Routes {
+		ctx := sourceContext(&in.Routes[i])
+		if ctx == nil {
+			continue
+		}
+		add(ctx.Security)
+		for j := range ctx.PolicySections {
+			add(ctx.PolicySections[j].Security)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > maxOIDCIssuers {
+		out = out[:maxOIDCIssuers]
 	}
 	return out
 }

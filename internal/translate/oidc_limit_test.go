@@ -198,3 +198,65 @@ func TestOIDCCookieKeyIsTheHubs(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCDiscoveredEndpoints: a login that gives neither endpoint takes them from its
+// issuer's discovery document as the manager read it (Input.OIDCProviders, listed by
+// OIDCIssuers); until it is read, when reading it failed, or when its endpoints cannot be
+// used, the login's routes answer 500 with OIDCUnusable saying which.
+func TestOIDCDiscoveredEndpoints(t *testing.T) {
+	t.Parallel()
+	in := translatetest.HTTPRoutesTenant(t, 1)
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
+	})
+	const issuer = "https://id.example.com/realms/apps"
+	src := in.Routes[1].Spec.Source.Kubernetes
+	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", 31000)})
+	if src.Context == nil {
+		src.Context = &v1alpha1.SourceContext{}
+	}
+	src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: "login", OIDC: &v1alpha1.SecurityOIDC{
+		Provider:     v1alpha1.SecurityOIDCProvider{Issuer: issuer, BackendRefs: []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}}},
+		ClientID:     "app",
+		ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
+	}}
+	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
+	if got := translate.OIDCIssuers(&in); !slices.Equal(got, []string{issuer}) {
+		t.Fatalf("OIDCIssuers %v, want [%s]", got, issuer)
+	}
+	login := func(providers map[string]translate.OIDCProvider) (*ir.OIDC, string) {
+		in.OIDCProviders = providers
+		r, err := translate.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.Problems {
+			if p.Reason == translate.ReasonOIDCUnusable {
+				return nil, p.Message
+			}
+		}
+		for _, l := range r.Config.Listeners {
+			for i := range l.OIDC {
+				return &l.OIDC[i], ""
+			}
+		}
+		return nil, "no login and no problem"
+	}
+	if o, msg := login(map[string]translate.OIDCProvider{issuer: {AuthorizationEndpoint: "https://id.example.com/auth", TokenEndpoint: "https://id.example.com/token"}}); o == nil ||
+		o.AuthorizationEndpoint != "https://id.example.com/auth" || o.TokenEndpoint != "https://id.example.com/token" {
+		t.Errorf("discovered: login %+v (%s), want the document's endpoints", o, msg)
+	}
+	for _, c := range []struct {
+		providers map[string]translate.OIDCProvider
+		want      string
+	}{
+		{nil, "the discovery document of its issuer " + issuer + " has not been read by the hub yet"},
+		{map[string]translate.OIDCProvider{issuer: {Error: "its host could not be resolved"}}, "the hub could not read the discovery document of its issuer " + issuer + ": its host could not be resolved"},
+		{map[string]translate.OIDCProvider{issuer: {AuthorizationEndpoint: "http://id.example.com/auth", TokenEndpoint: "https://id.example.com/token"}}, "gives endpoints kubelb cannot use"},
+	} {
+		if o, msg := login(c.providers); o != nil || !strings.Contains(msg, c.want) {
+			t.Errorf("%v: login %+v, problem %q; want none and %q", c.providers, o, msg, c.want)
+		}
+	}
+}

@@ -130,6 +130,20 @@ type Input struct {
 	// them. A login without one (or with one not of OIDCCookieKeySize bytes) is not served:
 	// its routes answer 500 until the manager has made it.
 	OIDCCookieKeys map[string][]byte
+	// OIDCProviders are the OpenID Connect providers' discovery documents the manager read,
+	// by issuer (OIDCIssuers: the logins that give no endpoints). Translation never fetches
+	// one: a login whose issuer is missing here is not served (its routes answer 500).
+	OIDCProviders map[string]OIDCProvider
+}
+
+// OIDCProvider is what the manager read of an issuer's discovery document
+// (<issuer>/.well-known/openid-configuration): its endpoints, checked as a policy's own
+// (trafficpolicy.CheckOIDCDiscovered), or why it could not be read, in words the tenant may
+// read.
+type OIDCProvider struct {
+	AuthorizationEndpoint string `json:"authorizationEndpoint,omitempty"`
+	TokenEndpoint         string `json:"tokenEndpoint,omitempty"`
+	Error                 string `json:"error,omitempty"`
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".
