@@ -90,6 +90,8 @@ func FuzzReadResolveSecurity(f *testing.F) {
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k/jwks"},"localJWKS":{"inline":"{}"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://keys.example.com:8443/jwks","cacheDuration":"10m"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://127.0.0.1/jwks"}},{"name":"b","remoteJWKS":{"uri":"http://keys.example.com/jwks"}}]}}`,
+		`{"oidc":{"provider":{"issuer":"https://id.example.com/realms/a","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"}}}`,
+		`{"oidc":{"provider":{"issuer":"https://id.example.com","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"}}}`,
 		`{"oidc":{"provider":{"issuer":"https://id","authorizationEndpoint":"https://id/a","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"},"passThroughAuthHeader":true,"cookieConfig":{"sameSite":"Lax"},"defaultTokenTTL":"1h","csrfTokenTTL":"10m","denyRedirect":{"headers":[{"name":"Accept","type":"RegularExpression","value":"^a.*"}]}},"jwt":{"providers":[{"name":"a","localJWKS":{"inline":"{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo\"}]}"}}]}}`,
 	} {
 		f.Add([]byte(seed))

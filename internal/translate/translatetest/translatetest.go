@@ -93,6 +93,8 @@ type goldenInput struct {
 	// OIDCCookieKeys are the cookie keys of the OIDC logins as the manager keeps them (the
 	// data of Secret kubelb-oidc-keys: by translate.OIDCCookieKeyName of the login).
 	OIDCCookieKeys map[string][]byte `json:"oidcCookieKeys,omitempty"`
+	// OIDCProviders are the discovery documents the manager read, by issuer.
+	OIDCProviders map[string]translate.OIDCProvider `json:"oidcProviders,omitempty"`
 }
 
 type goldenOptions struct {
@@ -142,6 +144,7 @@ func (g goldenInput) input() (translate.Input, error) {
 		DNS:             g.DNS,
 		HostnameSecrets: g.HostnameSecrets,
 		OIDCCookieKeys:  g.OIDCCookieKeys,
+		OIDCProviders:   g.OIDCProviders,
 
 		DefaultCertificate:        g.DefaultCertificate,
 		DefaultCertificateProblem: g.DefaultCertificateProblem,
