@@ -27,29 +27,7 @@ import (
 func TestOIDCLoginsPerTenantBounded(t *testing.T) {
 	t.Parallel()
 	const served = ir.MaxListenerOIDCs
-	in := translatetest.HTTPRoutesTenant(t, served+1)
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
-	})
-	for i := range served + 1 { // the Gateway's Route is the first; the HTTPRoutes follow
-		r := &in.Routes[i+1]
-		r.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC))
-		src := r.Spec.Source.Kubernetes
-		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", int32(31000+i))})
-		if src.Context == nil {
-			src.Context = &v1alpha1.SourceContext{}
-		}
-		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), OIDC: &v1alpha1.SecurityOIDC{
-			Provider: v1alpha1.SecurityOIDCProvider{
-				Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
-				TokenEndpoint: ptr.To("https://id.example.com/token"),
-				BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}},
-			},
-			ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
-		}}
-	}
-	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
+	in := oidcTenant(t, served+1, false)
 	r, err := translate.Run(in)
 	if err != nil {
 		t.Fatal(err)
@@ -108,27 +86,7 @@ func TestOIDCLoginsPerTenantBounded(t *testing.T) {
 // the tenant could compute.
 func TestOIDCCookieKeyIsTheHubs(t *testing.T) {
 	t.Parallel()
-	in := translatetest.HTTPRoutesTenant(t, 2)
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
-	})
-	for i := range 2 {
-		r := &in.Routes[i+1]
-		src := r.Spec.Source.Kubernetes
-		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", int32(31000+i))})
-		if src.Context == nil {
-			src.Context = &v1alpha1.SourceContext{}
-		}
-		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), OIDC: &v1alpha1.SecurityOIDC{
-			Provider: v1alpha1.SecurityOIDCProvider{
-				Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
-				TokenEndpoint: ptr.To("https://id.example.com/token"),
-				BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}},
-			},
-			ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
-		}}
-	}
+	in := oidcTenant(t, 2, false)
 	logins := translate.OIDCLogins(in.Routes)
 	if want := []string{in.Routes[1].Name + "/apps/policy-00", in.Routes[2].Name + "/apps/policy-01"}; !slices.Equal(logins, want) {
 		t.Fatalf("OIDCLogins %v, want %v", logins, want)
@@ -205,23 +163,8 @@ func TestOIDCCookieKeyIsTheHubs(t *testing.T) {
 // used, the login's routes answer 500 with OIDCUnusable saying which.
 func TestOIDCDiscoveredEndpoints(t *testing.T) {
 	t.Parallel()
-	in := translatetest.HTTPRoutesTenant(t, 1)
-	in.Secrets = append(in.Secrets, corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
-		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
-	})
+	in := oidcTenant(t, 1, true)
 	const issuer = "https://id.example.com/realms/apps"
-	src := in.Routes[1].Spec.Source.Kubernetes
-	src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", 31000)})
-	if src.Context == nil {
-		src.Context = &v1alpha1.SourceContext{}
-	}
-	src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: "login", OIDC: &v1alpha1.SecurityOIDC{
-		Provider:     v1alpha1.SecurityOIDCProvider{Issuer: issuer, BackendRefs: []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}}},
-		ClientID:     "app",
-		ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
-	}}
-	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
 	if got := translate.OIDCIssuers(&in); !slices.Equal(got, []string{issuer}) {
 		t.Fatalf("OIDCIssuers %v, want [%s]", got, issuer)
 	}
@@ -259,4 +202,39 @@ func TestOIDCDiscoveredEndpoints(t *testing.T) {
 			t.Errorf("%v: login %+v, problem %q; want none and %q", c.providers, o, msg, c.want)
 		}
 	}
+}
+
+// oidcTenant is a tenant of n HTTPRoutes (translatetest.HTTPRoutesTenant), the i-th made i
+// minutes after the first and under SecurityPolicy apps/policy-<i> with oidc (its token
+// endpoint through Service idp of the Route, client secret apps/oidc mirrored); without
+// endpoints (discover) the provider gives none.
+func oidcTenant(t *testing.T, n int, discover bool) translate.Input {
+	t.Helper()
+	in := translatetest.HTTPRoutesTenant(t, n)
+	in.Secrets = append(in.Secrets, corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "apps", v1alpha1.LabelOriginName: "oidc"}},
+		Data:       map[string][]byte{"client-secret": []byte("client-secret")},
+	})
+	for i := range n { // the Gateway's Route is the first; the HTTPRoutes follow
+		r := &in.Routes[i+1]
+		r.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC))
+		src := r.Spec.Source.Kubernetes
+		src.Services = append(src.Services, v1alpha1.UpstreamService{Service: translatetest.BenchService("apps", "idp", int32(31000+i))})
+		if src.Context == nil {
+			src.Context = &v1alpha1.SourceContext{}
+		}
+		provider := v1alpha1.SecurityOIDCProvider{
+			Issuer: "https://id.example.com", AuthorizationEndpoint: ptr.To("https://id.example.com/authorize"),
+			TokenEndpoint: ptr.To("https://id.example.com/token"),
+			BackendRefs:   []v1alpha1.SecurityBackendRef{{Name: "idp", Port: ptr.To[int32](80)}},
+		}
+		if discover {
+			provider.Issuer, provider.AuthorizationEndpoint, provider.TokenEndpoint = "https://id.example.com/realms/apps", nil, nil
+		}
+		src.Context.Security = &v1alpha1.Security{Namespace: "apps", Name: fmt.Sprintf("policy-%02d", i), OIDC: &v1alpha1.SecurityOIDC{
+			Provider: provider, ClientID: "app", ClientSecret: v1alpha1.SecurityBasicAuthUsers{Name: "oidc"},
+		}}
+	}
+	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
+	return in
 }
