@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/envoyfleet"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
+	"kubelb.dev/kubelb/internal/manager/oidckeys"
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/manager/route"
 	"kubelb.dev/kubelb/internal/manager/status"
@@ -144,6 +145,10 @@ func run(o *options) error {
 	}
 	if err := syncsecret.SetupWithManager(mgr, syncsecret.Options{Namespace: o.Namespace}); err != nil {
 		return fmt.Errorf("setting up the SyncSecret controller: %w", err)
+	}
+	// The keys of the tenants' OIDC session cookies, kept only on the hub.
+	if err := oidckeys.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the OIDC cookie key controller: %w", err)
 	}
 	tenantSettings := settings.Reader{Client: mgr.GetClient(), ManagerNamespace: o.Namespace}
 	if o.addressProvider.Value == addressProviderNodeIP {

@@ -248,3 +248,16 @@ func RouteControlled(svc *corev1.Service, route string) bool {
 	ref := metav1.GetControllerOfNoCopy(svc)
 	return ref != nil && ref.Kind == "Route" && ref.Name == route
 }
+
+// OIDCCookieKeysSecret is the Secret of a tenant namespace in which the manager keeps the keys
+// that sign the session cookies of the tenant's OIDC logins (internal/manager/oidckeys). The
+// tenant's ccm cannot read it: its Role grants no Secrets.
+const OIDCCookieKeysSecret = "kubelb-oidc-keys"
+
+// IsOIDCCookieKeys reports whether a hub Secret is the manager's OIDC cookie keys of its
+// namespace: named OIDCCookieKeysSecret, labelled managed-by: kubelb, in a tenant namespace, and
+// not made from a SyncSecret (those are named by the SyncSecret's UID, so a tenant cannot name
+// one so; checked all the same).
+func IsOIDCCookieKeys(o client.Object) bool {
+	return o != nil && o.GetName() == OIDCCookieKeysSecret && IsTenantNamespace(o.GetNamespace()) && IsManaged(o) && !IsSyncedSecret(o)
+}

@@ -3,6 +3,7 @@ package trafficpolicy
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,8 @@ func FuzzReadResolve(f *testing.F) {
 // FuzzReadResolveSecurity feeds hostile SecurityPolicy specs through ReadSecurity and
 // ResolveSecurity: they never panic, and what ResolveSecurity accepts stays within kubelb's
 // bounds (at most MaxClientCIDRs canonical ranges, every rule with one; a JWT provider's keys
-// inline or fetched through a Service port, never both, its remoteJWKS's bounds kept).
+// inline or fetched through a Service port or at an https URL's DNS name, never both, its
+// remoteJWKS's bounds kept).
 func FuzzReadResolveSecurity(f *testing.F) {
 	for _, seed := range []string{
 		`{"authorization":{"defaultAction":"Allow","rules":[{"action":"Deny","principal":{"clientCIDRs":["10.1.2.3/8","::1/128"]}}]}}`,
@@ -88,6 +90,10 @@ func FuzzReadResolveSecurity(f *testing.F) {
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k.example.com/jwks","backendRefs":[{"name":"keys","port":80}],"cacheDuration":"1h","failedRefetchDuration":"5s"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"http://[::1]:0/%","backendRefs":[{"name":"keys","port":0},{"name":"x"}],"cacheDuration":"0s"}}]}}`,
 		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://k/jwks"},"localJWKS":{"inline":"{}"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://keys.example.com:8443/jwks","cacheDuration":"10m"}}]}}`,
+		`{"jwt":{"providers":[{"name":"a","remoteJWKS":{"uri":"https://127.0.0.1/jwks"}},{"name":"b","remoteJWKS":{"uri":"http://keys.example.com/jwks"}}]}}`,
+		`{"oidc":{"provider":{"issuer":"https://id.example.com/realms/a","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"}}}`,
+		`{"oidc":{"provider":{"issuer":"https://id.example.com","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"}}}`,
 		`{"oidc":{"provider":{"issuer":"https://id","authorizationEndpoint":"https://id/a","tokenEndpoint":"https://id/t","backendRefs":[{"name":"idp","port":80}]},"clientID":"c","clientSecret":{"name":"s"},"passThroughAuthHeader":true,"cookieConfig":{"sameSite":"Lax"},"defaultTokenTTL":"1h","csrfTokenTTL":"10m","denyRedirect":{"headers":[{"name":"Accept","type":"RegularExpression","value":"^a.*"}]}},"jwt":{"providers":[{"name":"a","localJWKS":{"inline":"{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo\"}]}"}}]}}`,
 	} {
 		f.Add([]byte(seed))
@@ -108,7 +114,7 @@ func FuzzReadResolveSecurity(f *testing.F) {
 				if (r == nil) == (p.JWKS == "") {
 					t.Fatalf("provider %s: keys %q and remote %+v, want exactly one", p.Name, p.JWKS, r)
 				}
-				if r != nil && (r.Service == "" || r.Port < 1 || len(r.URI) > MaxJWKSURI || r.CacheDuration < MinJWKSCacheDuration ||
+				if r != nil && ((r.Service == "") == (r.Host == "") || (r.Service != "" && r.Port < 1) || (r.Host != "" && (r.HostPort < 1 || !strings.HasPrefix(r.URI, "https://"))) || len(r.URI) > MaxJWKSURI || r.CacheDuration < MinJWKSCacheDuration ||
 					r.CacheDuration > MaxJWKSCacheDuration || r.FailedRefetch < MinJWKSFailedRefetch || r.FailedRefetch > MaxJWKSFailedRefetch) {
 					t.Fatalf("remoteJWKS out of bounds let through: %+v", r)
 				}

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/netip"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,11 +22,14 @@ import (
 // JWT authentication (a SecurityPolicy's jwt): a provider's keys are given in the policy
 // (localJWKS of type Inline: public key material, carried in the Route context), checked and
 // bounded here before they reach a hub object or Envoy, or fetched by the hub's Envoy from a
-// key server (remoteJWKS). Tenants are untrusted, so the hub never fetches a URL a policy
-// writes: the key server is reached through a Service of the policy's namespace
-// (remoteJWKS.backendRefs), which the ccm embeds in the Route as it embeds backends, and which
-// the hub reaches as any backend (the tenant's nodes × its NodePort, under the endpoint
-// policy). The URI only gives the requests' Host and path.
+// key server (remoteJWKS). Tenants are untrusted, so the hub's Envoy never connects to an
+// address the endpoint policy has not allowed: the key server is reached through a Service of
+// the policy's namespace (remoteJWKS.backendRefs), which the ccm embeds in the Route as it
+// embeds backends, and which the hub reaches as any backend (the tenant's nodes × its
+// NodePort, under the endpoint policy), the URI giving only the requests' Host and path; or,
+// without backendRefs, at the URI itself: an https URL whose host is a DNS name, which the
+// manager resolves (bounded, cached, re-resolved, as endpoint hostnames) into addresses each
+// checked by the endpoint policy, the host's certificate verified.
 
 // servedJWT is the tree of the jwt fields kubelb serves; each provider's: jwtProviderFields.
 var servedJWT = map[string]any{"optional": nil, "providers": nil}
@@ -95,9 +101,15 @@ type JWTProvider struct {
 // server is reached through, the URI giving the requests' Host and path, and how long a
 // fetched key set is kept (CacheDuration) or a failed fetch waited on (FailedRefetch).
 type RemoteJWKS struct {
-	Service                      string
-	Port                         int32
-	URI                          string
+	// Service and Port: the Service port the key server is reached through; "" and 0 for a
+	// key server reached at the URI itself (Host, HostPort).
+	Service string
+	Port    int32
+	URI     string
+	// Host (a DNS name, lower case, without a trailing dot) and HostPort (443 unless the URI
+	// gives one) of a key server reached at the URI itself; "" and 0 with a Service.
+	Host                         string
+	HostPort                     int32
 	CacheDuration, FailedRefetch time.Duration
 }
 
@@ -266,17 +278,18 @@ func resolveJWT(ns string, j *v1alpha1.SecurityJWT) (*JWT, error) {
 // resolveRemoteJWKS checks the remoteJWKS of provider field (of a policy of namespace ns).
 func resolveRemoteJWKS(field, ns string, r *v1alpha1.SecurityRemoteJWKS, bad func(string, ...any)) *RemoteJWKS {
 	out := &RemoteJWKS{URI: r.URI}
-	if len(r.BackendRefs) == 0 {
-		bad("%s remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes; name the Service of the policy's namespace the key server is reached through", field)
-	} else if len(r.BackendRefs) > 1 {
+	if len(r.BackendRefs) > 1 {
 		bad("%s remoteJWKS.backendRefs has %d entries: kubelb reaches the key server through exactly one Service of the policy's namespace", field, len(r.BackendRefs))
-	} else {
+	} else if len(r.BackendRefs) == 1 {
 		out.Service, out.Port = extAuthService(field+" remoteJWKS.backendRefs[0]", ns, r.BackendRefs[0], bad)
 	}
-	if len(r.URI) > MaxJWKSURI {
+	switch {
+	case len(r.URI) > MaxJWKSURI:
 		bad("%s remoteJWKS.uri is over %d characters", field, MaxJWKSURI)
-	} else {
+	case len(r.BackendRefs) > 0:
 		checkOIDCURL(field+" remoteJWKS.uri", r.URI, true, bad)
+	case checkOIDCURL(field+" remoteJWKS.uri", r.URI, false, bad):
+		out.Host, out.HostPort = keyServerHost(field, r.URI, bad)
 	}
 	dur := func(what string, v *string, lowest, highest, def time.Duration) time.Duration {
 		if v == nil {
@@ -291,6 +304,53 @@ func resolveRemoteJWKS(field, ns string, r *v1alpha1.SecurityRemoteJWKS, bad fun
 	out.CacheDuration = dur("cacheDuration", r.CacheDuration, MinJWKSCacheDuration, MaxJWKSCacheDuration, DefaultJWKSCacheDuration)
 	out.FailedRefetch = dur("failedRefetchDuration", r.FailedRefetchDuration, MinJWKSFailedRefetch, MaxJWKSFailedRefetch, DefaultJWKSFailedRefetch)
 	return out
+}
+
+// KeyServerHost is the host the hub fetches a remoteJWKS without backendRefs from, as its
+// check gives it (a DNS name, lower case, without a trailing dot); "" when uri is not one the
+// hub fetches. The manager resolves these hosts (translate.EndpointHostnames).
+func KeyServerHost(uri string) string {
+	ok := len(uri) <= MaxJWKSURI
+	bad := func(string, ...any) { ok = false }
+	if !ok || !checkOIDCURL("", uri, false, bad) {
+		return ""
+	}
+	host, _ := keyServerHost("", uri, bad)
+	if !ok {
+		return ""
+	}
+	return host
+}
+
+// keyServerHost is the host and port of an https key server URL (checked by checkOIDCURL)
+// reached without a Service: a DNS name (an IP address is refused: the server's certificate
+// is verified against the name, and the manager resolves it and checks every address against
+// the endpoint policy), lower case without a trailing dot, and the URL's port (443 unless
+// given).
+func keyServerHost(field, uri string, bad func(string, ...any)) (string, int32) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", 0
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if _, err := netip.ParseAddr(host); err == nil || strings.Contains(u.Hostname(), ":") {
+		bad("%s remoteJWKS.uri %q: without backendRefs the key server is named by a DNS name, not an IP address (its certificate is verified against the name)", field, truncate(uri))
+		return "", 0
+	}
+	if errs := validation.IsDNS1123Subdomain(host); len(errs) > 0 || !strings.Contains(host, ".") {
+		bad("%s remoteJWKS.uri %q: the host is not a DNS name with a domain", field, truncate(uri))
+		return "", 0
+	}
+	port := int32(443)
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			bad("%s remoteJWKS.uri %q: the port is not 1 to 65535", field, truncate(uri))
+			return "", 0
+		}
+		port = int32(n)
+	}
+	return host, port
 }
 
 // durationIn reads a Gateway API duration (GEP-2257) from lowest to highest.

@@ -197,18 +197,24 @@ jwt:
 }
 
 // TestReadAndResolveRemoteJWKS: a remoteJWKS through one Service of the policy's namespace is
-// served with its URI (http or https), its cache duration (default 5 minutes, Envoy Gateway's
+// served with its URI (http or https), or without one at its https URI's host (a DNS name,
+// lower case) and port; with its cache duration (default 5 minutes, Envoy Gateway's
 // 300s) and the wait after a failed fetch (default 1 s).
 func TestReadAndResolveRemoteJWKS(t *testing.T) {
 	for _, tc := range []struct {
 		remote, want string
 	}{
 		{`uri: "https://keys.example.com/.well-known/jwks.json", backendRefs: [{name: keys, port: 8443}]`,
-			"&{keys 8443 https://keys.example.com/.well-known/jwks.json 5m0s 1s}"},
+			"&{keys 8443 https://keys.example.com/.well-known/jwks.json  0 5m0s 1s}"},
 		{`uri: "http://keys.example.com/jwks", backendRefs: [{group: "", kind: Service, name: keys, namespace: ns, port: 80, weight: 1}], cacheDuration: 24h, failedRefetchDuration: 30s`,
-			"&{keys 80 http://keys.example.com/jwks 24h0m0s 30s}"},
+			"&{keys 80 http://keys.example.com/jwks  0 24h0m0s 30s}"},
 		{`uri: "https://keys.example.com/jwks", backendRefs: [{name: keys, port: 80}], cacheDuration: 1m, failedRefetchDuration: 1h`,
-			"&{keys 80 https://keys.example.com/jwks 1m0s 1h0m0s}"},
+			"&{keys 80 https://keys.example.com/jwks  0 1m0s 1h0m0s}"},
+		// Without backendRefs: at the URL itself, its host and port (443 by default).
+		{`uri: "https://Keys.Example.com./.well-known/jwks.json"`,
+			"&{ 0 https://Keys.Example.com./.well-known/jwks.json keys.example.com 443 5m0s 1s}"},
+		{`uri: "https://keys.example.com:8443/jwks", cacheDuration: 10m`,
+			"&{ 0 https://keys.example.com:8443/jwks keys.example.com 8443 10m0s 1s}"},
 	} {
 		sec, err := ReadSecurity("ns", "p", spec(t, remoteSpec(tc.remote)))
 		if err != nil {
@@ -224,14 +230,20 @@ func TestReadAndResolveRemoteJWKS(t *testing.T) {
 	}
 }
 
-// TestResolveRemoteJWKSRefuses: a remoteJWKS without backendRefs is refused (the hub never
-// fetches a URL a tenant writes), as are several Services, one of another namespace or
+// TestResolveRemoteJWKSRefuses: a remoteJWKS without backendRefs at an http URL, an IP
+// address, a name without a domain or a bad port is refused, as are several Services, one of another namespace or
 // without a port, a URI that is not an absolute http(s) URL with a host (or has a user, a
 // fragment or %), and durations out of their bounds.
 func TestResolveRemoteJWKSRefuses(t *testing.T) {
 	const svc = `backendRefs: [{name: keys, port: 80}]`
 	for _, tc := range []struct{ remote, want string }{
-		{`uri: "https://keys.example.com/jwks"`, `jwt.providers[0] (corp) remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes`},
+		{`uri: "http://keys.example.com/jwks"`, `jwt.providers[0] (corp) remoteJWKS.uri "http://keys.example.com/jwks": an absolute https URL`},
+		{`uri: "https://192.0.2.10/jwks"`, `remoteJWKS.uri "https://192.0.2.10/jwks": without backendRefs the key server is named by a DNS name, not an IP address`},
+		{`uri: "https://[2001:db8::1]/jwks"`, `not an IP address`},
+		{`uri: "https://keys/jwks"`, `remoteJWKS.uri "https://keys/jwks": the host is not a DNS name with a domain`},
+		{`uri: "https://keys_1.example.com/jwks"`, `the host is not a DNS name`},
+		{`uri: "https://keys.example.com:0/jwks"`, `the port is not 1 to 65535`},
+		{`uri: "https://keys.example.com:70000/jwks"`, `the port is not 1 to 65535`},
 		{`uri: "https://k/jwks", backendRefs: [{name: a, port: 80}, {name: b, port: 80}]`, `remoteJWKS.backendRefs has 2 entries`},
 		{`uri: "https://k/jwks", backendRefs: [{name: keys, namespace: other, port: 80}]`, `remoteJWKS.backendRefs[0] namespace "other": a Service of another namespace is not yet supported`},
 		{`uri: "https://k/jwks", backendRefs: [{name: keys}]`, `remoteJWKS.backendRefs[0] needs a port`},

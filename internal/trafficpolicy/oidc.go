@@ -120,6 +120,9 @@ func oidcUnsupported(spec map[string]any) []string {
 // OIDC is a checked oidc.
 type OIDC struct {
 	Issuer, AuthorizationEndpoint, TokenEndpoint string
+	// Discover: neither endpoint is given; they come from the issuer's discovery document,
+	// which the manager reads (CheckOIDCDiscovered checks what it holds).
+	Discover bool
 	// Service and Port name the Service of the policy's namespace the token endpoint is
 	// reached through.
 	Service  string
@@ -172,9 +175,10 @@ func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 	if checkOIDCURL("oidc.provider.issuer", p.Issuer, false, bad) {
 		out.Issuer = p.Issuer
 	}
+	unset := func(v *string) bool { return v == nil || *v == "" }
 	endpoint := func(field string, v *string, plain bool) string {
-		if v == nil || *v == "" {
-			bad("%s is not set: kubelb does not discover a provider's endpoints (not yet); set provider.authorizationEndpoint and provider.tokenEndpoint", field)
+		if unset(v) {
+			bad("%s is not set: set both provider.authorizationEndpoint and provider.tokenEndpoint, or neither (the hub then reads them from the issuer's discovery document)", field)
 			return ""
 		}
 		if checkOIDCURL(field, *v, plain, bad) {
@@ -182,8 +186,10 @@ func resolveOIDC(ns string, o *v1alpha1.SecurityOIDC) (*OIDC, error) {
 		}
 		return ""
 	}
-	out.AuthorizationEndpoint = endpoint("oidc.provider.authorizationEndpoint", p.AuthorizationEndpoint, false)
-	out.TokenEndpoint = endpoint("oidc.provider.tokenEndpoint", p.TokenEndpoint, true)
+	if out.Discover = unset(p.AuthorizationEndpoint) && unset(p.TokenEndpoint); !out.Discover {
+		out.AuthorizationEndpoint = endpoint("oidc.provider.authorizationEndpoint", p.AuthorizationEndpoint, false)
+		out.TokenEndpoint = endpoint("oidc.provider.tokenEndpoint", p.TokenEndpoint, true)
+	}
 	if len(p.BackendRefs) != 1 {
 		bad("oidc.provider.backendRefs has %d entries: kubelb reaches the token endpoint through exactly one Service of the policy's namespace, never an address a policy writes", len(p.BackendRefs))
 	} else {
@@ -375,6 +381,25 @@ func checkOIDCURL(field, v string, plain bool, bad func(string, ...any)) bool {
 		return false
 	}
 	return true
+}
+
+// CheckOIDCIssuer checks an issuer as a policy's: an absolute https URL with a host, at most
+// MaxOIDCURL printable characters, without user, fragment or %.
+func CheckOIDCIssuer(issuer string) error {
+	var err error
+	checkOIDCURL("issuer", issuer, false, func(format string, args ...any) { err = fmt.Errorf(format, args...) })
+	return err
+}
+
+// CheckOIDCDiscovered checks the endpoints an issuer's discovery document gives, as the
+// policy's own would be: the authorization endpoint an https URL, the token endpoint an http
+// or https one, each at most MaxOIDCURL printable characters, without user, fragment or %.
+func CheckOIDCDiscovered(authorization, token string) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	checkOIDCURL("authorization_endpoint", authorization, false, bad)
+	checkOIDCURL("token_endpoint", token, true, bad)
+	return errors.Join(errs...)
 }
 
 // redirectPath checks a redirectURL, an absolute http(s) URL whose only Envoy format commands

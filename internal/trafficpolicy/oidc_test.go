@@ -48,8 +48,21 @@ func TestReadAndResolveOIDC(t *testing.T) {
 	if o.RefreshToken || o.RedirectURL != "https://shop.example.com/login/done" || o.RedirectPath != "/login/done" || !slices.Equal(o.Scopes, []string{"openid"}) {
 		t.Errorf("oidc %+v", o)
 	}
-	if o.DisableTokenEncryption || o.SameSite != "" || o.DefaultTokenTTL != 0 || o.DefaultRefreshTokenTTL != 0 || o.CSRFTokenTTL != 0 || o.DenyRedirect != nil || o.PassThrough != nil {
+	if o.DisableTokenEncryption || o.SameSite != "" || o.DefaultTokenTTL != 0 || o.DefaultRefreshTokenTTL != 0 || o.CSRFTokenTTL != 0 || o.DenyRedirect != nil || o.PassThrough != nil || o.Discover {
 		t.Errorf("unset fields: %+v", o)
+	}
+	// Neither endpoint: discovered from the issuer (by the manager).
+	spec := strings.Replace(strings.Replace(oidcSpec(""), "    tokenEndpoint: http://id.example.com/token\n", "", 1), "    authorizationEndpoint: https://id.example.com/authorize\n", "", 1)
+	if o = resolvedSecurity(t, spec).OIDC; !o.Discover || o.AuthorizationEndpoint != "" || o.TokenEndpoint != "" || o.Issuer != "https://id.example.com" {
+		t.Errorf("without endpoints: %+v, want them discovered from the issuer", o)
+	}
+	if err := CheckOIDCDiscovered("https://id.example.com/authorize", "https://id.example.com/token"); err != nil {
+		t.Errorf("discovered endpoints: %v", err)
+	}
+	for _, bad := range [][2]string{{"http://id.example.com/authorize", "https://id.example.com/token"}, {"https://id.example.com/a", "https://u@id.example.com/token"}, {"", "https://id.example.com/token"}} {
+		if err := CheckOIDCDiscovered(bad[0], bad[1]); err == nil {
+			t.Errorf("discovered endpoints %q accepted", bad)
+		}
 	}
 }
 
@@ -97,7 +110,7 @@ func TestResolveOIDCRefuses(t *testing.T) {
 	long := strings.Repeat("a", 600)
 	many := "[" + strings.Repeat("s,", 16) + "s]"
 	for _, c := range []struct{ spec, want string }{
-		{strings.Replace(oidcSpec(""), "    tokenEndpoint: http://id.example.com/token\n", "", 1), "oidc.provider.tokenEndpoint is not set: kubelb does not discover"},
+		{strings.Replace(oidcSpec(""), "    tokenEndpoint: http://id.example.com/token\n", "", 1), "oidc.provider.tokenEndpoint is not set: set both provider.authorizationEndpoint and provider.tokenEndpoint, or neither"},
 		{strings.Replace(oidcSpec(""), "    authorizationEndpoint: https://id.example.com/authorize\n", "", 1), "oidc.provider.authorizationEndpoint is not set"},
 		{strings.Replace(oidcSpec(""), "    backendRefs: [{name: idp, port: 8080}]\n", "", 1), "oidc.provider.backendRefs has 0 entries"},
 		{strings.Replace(oidcSpec(""), "name: idp, port", "name: idp, namespace: other, port", 1), "a Service of another namespace is not yet supported"},

@@ -20,8 +20,10 @@ import (
 // A provider whose keys are fetched (remoteJWKS) reaches its key server through the Service
 // of the policy's namespace the ccm embeds in the Route carrying the policy (as backends,
 // extAuth's and oidc's Services are): the hub makes a cluster of it as of any backend (the
-// tenant's nodes × its NodePort, the endpoint policy and budget applied), never of an address
-// the tenant writes. Such a policy's providers are made per Route carrying it, named
+// tenant's nodes × its NodePort, the endpoint policy and budget applied); or, without
+// backendRefs, at its https URL: the addresses the manager resolved its host to, each allowed
+// by the endpoint policy (keyServerCluster), never a name Envoy resolves. Such a policy's
+// providers are made per Route carrying it, named
 // "<Route>/<policy namespace>/<policy>/<provider>", and counted per Route; the key servers of
 // a tenant's translation are bounded (maxRemoteJWKS).
 
@@ -66,7 +68,13 @@ func (t *l7) jwtFor(carrier *v1alpha1.Route, policy string, j *trafficpolicy.JWT
 			for _, p := range j.Providers {
 				prov := &ir.JWTProvider{Name: name + "/" + p.Name, Issuer: p.Issuer, Audiences: slices.Clone(p.Audiences), JWKS: p.JWKS,
 					FromCookies: slices.Clone(p.FromCookies), FromParams: slices.Clone(p.FromParams)}
-				if r := p.Remote; r != nil {
+				if r := p.Remote; r != nil && r.Service == "" {
+					cluster, why := t.keyServerCluster(owner, prov.Name, r)
+					if why != "" {
+						return nil, fmt.Sprintf("provider %s's key server %s cannot be reached: %s; its routes answer 500 until then", truncate(p.Name), truncate(r.Host), why)
+					}
+					prov.Remote = &ir.RemoteJWKS{Cluster: cluster, URI: r.URI, CacheDuration: ir.Duration(r.CacheDuration), FailedRefetch: ir.Duration(r.FailedRefetch)}
+				} else if r != nil {
 					b, _, why := t.backend(carrier, owner, ns, r.Service, r.Port, false, "")
 					if why != "" {
 						return nil, fmt.Sprintf("the Service of provider %s's key server cannot be used: %s; its routes answer 500 until then", truncate(p.Name), why)
@@ -97,6 +105,49 @@ func (t *l7) jwtFor(carrier *v1alpha1.Route, policy string, j *trafficpolicy.JWT
 		t.problems.Add(owner, ir.SeverityWarning, ReasonJWTUnusable, "SecurityPolicy %s: %s", truncateMessage(policy), msg)
 	}
 	return req
+}
+
+// keyServerCluster makes the cluster of provider's key server reached at its https URL
+// (remoteJWKS without backendRefs): the addresses the manager resolved the URL's host to
+// (Input.Resolved; translation never resolves a name) that the endpoint policy allows, at the
+// URL's port, within the tenant's endpoint limits, over TLS with the host as SNI, the server's
+// certificate verified against the host name by Envoy's system CA bundle (or
+// Options.KeyServerCAs). The left-out addresses are reported on owner (EndpointDenied,
+// HostnameNotResolved); "" and why when none is left.
+func (t *l7) keyServerCluster(owner ir.ObjectRef, provider string, r *trafficpolicy.RemoteJWKS) (string, string) {
+	name := "jwks/" + provider
+	if c, ok := t.clusterIndex()[name]; ok {
+		c.Owners = append(c.Owners, owner)
+		return name, ""
+	}
+	e := t.expander.expand([]v1alpha1.EndpointAddress{{Hostname: r.Host}}, "the key server "+truncate(r.Host))
+	e.report(&t.problems, owner)
+	var eps clusterEndpoints
+	eps.add(e, uint32(r.HostPort))
+	list, quota := t.expander.take(&eps, t.opts)
+	if quota != "" {
+		t.problems.AddMessage(owner, ir.SeverityWarning, ReasonQuotaExceeded, quota)
+	}
+	if len(list) == 0 {
+		if len(e.ips) > 0 {
+			return "", "the tenant's endpoint limits leave it no address"
+		}
+		return "", "it has no address the hub may reach (the hub resolves the name itself and reaches only the addresses its endpoint policy allows)"
+	}
+	upTLS := &ir.UpstreamTLS{SNI: r.Host, SubjectAltNames: []ir.SubjectAltName{{Type: ir.SANDNS, Value: r.Host}}}
+	if t.opts.KeyServerCAs != "" {
+		upTLS.CACertificates = t.opts.KeyServerCAs
+	} else {
+		upTLS.SystemCA = true
+	}
+	c := &ir.Cluster{
+		Name: name, StatName: strings.ReplaceAll("jwks/"+r.Host, ".", "_"), Protocol: ir.UpstreamHTTP1,
+		Owners: []ir.ObjectRef{owner}, Endpoints: list, ConnectTimeout: ir.Duration(t.opts.ConnectTimeout),
+		MaxConnections: t.opts.MaxConnectionsPerCluster, TLS: upTLS,
+	}
+	t.clusters[name] = c
+	t.cfg.Clusters = append(t.cfg.Clusters, c)
+	return name, ""
 }
 
 // markJWT gives every HTTP and HTTPS listener the JWT providers and requirements of the

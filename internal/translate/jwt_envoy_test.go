@@ -1,8 +1,13 @@
 package translate_test
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +17,9 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/jwttest"
+	"kubelb.dev/kubelb/internal/pki"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/translate"
 )
 
 // jwtPolicy is a route's SecurityPolicy with one JWT provider, corp, verifying tokens with the
@@ -225,43 +232,8 @@ func TestRemoteJWKSThroughEnvoy(t *testing.T) {
 	addr := serveThroughEnvoy(t, tenant, in, httpPort)
 
 	good := key.Sign(t, claims(idp, "shop", time.Hour))
-	get := func(token string) *http.Response {
-		t.Helper()
-		headers := []string{}
-		if token != "" {
-			headers = append(headers, "Authorization", "Bearer "+token)
-		}
-		resp, err := trafficGet(addr, headers...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	// The key set is fetched asynchronously: until it is, tokens are refused.
-	testsupport.Eventually(t, 30*time.Second, "the key set to be fetched and the token served", func() error {
-		if resp := get(good); resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%d", resp.StatusCode)
-		}
-		return nil
-	})
-	for _, c := range []struct {
-		name, token string
-		want        int
-	}{
-		{"signed by another key", impostor.Sign(t, claims(idp, "shop", time.Hour)), http.StatusUnauthorized},
-		{"no token", "", http.StatusUnauthorized},
-		{"good", good, http.StatusOK},
-	} {
-		for range 3 {
-			resp := get(c.token)
-			if resp.StatusCode != c.want {
-				t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
-			}
-			if c.want == http.StatusOK && resp.Header.Get("X-Seen-User") != "alice" {
-				t.Errorf("%s: the backend saw X-User %q, want alice", c.name, resp.Header.Get("X-Seen-User"))
-			}
-		}
-	}
+	get := func(token string) *http.Response { return bearerGet(t, addr, token) }
+	checkFetchedKeys(t, addr, key, impostor)
 	// The key server stops: the cached key set still verifies tokens.
 	for _, srv := range servers {
 		srv.Close()
@@ -280,4 +252,123 @@ func TestRemoteJWKSThroughEnvoy(t *testing.T) {
 	if fetches == 0 || refused != 0 {
 		t.Errorf("%d fetches, %d refused requests (wrong Host or path), want at least 1 and 0", fetches, refused)
 	}
+}
+
+// TestRemoteJWKSAtURLThroughEnvoy: a provider whose keys are fetched at an https URL without
+// backendRefs (https://keys.example.test:<port>/.well-known/jwks.json) makes a real Envoy
+// fetch them from the address the manager resolved the name to (Input.Resolved: 127.0.0.4,
+// which the test's endpoint policy allows), over TLS with the name as SNI, the server's
+// certificate (of the test's own CA, Options.KeyServerCAs) verified: a token of the key
+// served with its sub in X-User, one of another key and none 401. The name is among those the
+// manager resolves (EndpointHostnames).
+func TestRemoteJWKSAtURLThroughEnvoy(t *testing.T) {
+	const tenant, host, keysIP = "tenant-jwks-url", "keys.example.test", "127.0.0.4"
+	key, impostor := jwttest.NewKey(t, "corp-1"), jwttest.NewKey(t, "corp-1")
+	nodePort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Seen-User", r.Header.Get("X-User"))
+		})
+	})
+	ca, err := pki.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.IssueServer([]string{host}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysPort := testsupport.FreePort(t, keysIP)
+	l, err := tls.Listen("tcp", net.JoinHostPort(keysIP, strconv.Itoa(keysPort)), &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fetches, sni := 0, ""
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/.well-known/jwks.json" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		fetches, sni = fetches+1, r.TLS.ServerName
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(jwttest.JWKS(key)))
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+
+	in, httpPort := trafficInput(t, tenant, nodePort, nil)
+	in.Options.KeyServerCAs = string(ca.CertPEM)
+	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{Security: &v1alpha1.Security{Namespace: "shop", Name: "remote", JWT: &v1alpha1.SecurityJWT{
+		Providers: []v1alpha1.SecurityJWTProvider{{
+			Name: "corp", Issuer: idp,
+			RemoteJWKS:     &v1alpha1.SecurityRemoteJWKS{URI: fmt.Sprintf("https://%s:%d/.well-known/jwks.json", host, keysPort)},
+			ClaimToHeaders: []v1alpha1.SecurityClaimToHeader{{Claim: "sub", Header: "X-User"}},
+		}},
+	}}}
+	if names := translate.EndpointHostnames(&in); !slices.Contains(names, host) {
+		t.Fatalf("the names the manager resolves %v lack the key server's %s", names, host)
+	}
+	in.Resolved = map[string]translate.Resolved{host: {Addrs: []netip.Addr{netip.MustParseAddr(keysIP)}}}
+	addr := serveThroughEnvoy(t, tenant, in, httpPort)
+
+	answers := checkFetchedKeys(t, addr, key, impostor)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("answers %v; %d fetches from the key server, SNI %q", answers, fetches, sni)
+	if fetches == 0 || sni != host {
+		t.Errorf("%d fetches with SNI %q, want at least one with %s", fetches, sni, host)
+	}
+}
+
+// bearerGet sends GET / to addr with the token as a Bearer credential ("" sends none).
+func bearerGet(t *testing.T, addr, token string) *http.Response {
+	t.Helper()
+	var headers []string
+	if token != "" {
+		headers = append(headers, "Authorization", "Bearer "+token)
+	}
+	resp, err := trafficGet(addr, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkFetchedKeys waits until a real Envoy at addr, whose route requires a token of a key
+// set fetched from a key server (key's), serves a token of key, then sends 3 requests of each:
+// a token of impostor and none (401), a token of key (200, its sub alice in X-User at the
+// backend). It returns the answers counted by case and status.
+func checkFetchedKeys(t *testing.T, addr string, key, impostor *jwttest.Key) map[string]int {
+	t.Helper()
+	good := key.Sign(t, claims(idp, "shop", time.Hour))
+	// The key set is fetched asynchronously: until it is, tokens are refused.
+	testsupport.Eventually(t, 30*time.Second, "the key set to be fetched and the token served", func() error {
+		if resp := bearerGet(t, addr, good); resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d", resp.StatusCode)
+		}
+		return nil
+	})
+	answers := map[string]int{}
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{
+		{"signed by another key", impostor.Sign(t, claims(idp, "shop", time.Hour)), http.StatusUnauthorized},
+		{"no token", "", http.StatusUnauthorized},
+		{"good", good, http.StatusOK},
+	} {
+		for range 3 {
+			resp := bearerGet(t, addr, c.token)
+			answers[c.name+" "+strconv.Itoa(resp.StatusCode)]++
+			if resp.StatusCode != c.want {
+				t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+			}
+			if c.want == http.StatusOK && resp.Header.Get("X-Seen-User") != "alice" {
+				t.Errorf("%s: the backend saw X-User %q, want alice", c.name, resp.Header.Get("X-Seen-User"))
+			}
+		}
+	}
+	return answers
 }

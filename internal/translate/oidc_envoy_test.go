@@ -1,8 +1,10 @@
 package translate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +20,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/jwttest"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 )
 
 // oidcBrowser is a client that keeps the cookies Envoy sets (whatever their Secure flag: the
@@ -276,6 +279,7 @@ func shopLogin(in *translate.Input, idpPort int) *v1alpha1.SecurityOIDC {
 		ObjectMeta: metav1.ObjectMeta{Name: "hub-shop-oidc", Namespace: in.Tenant, Labels: map[string]string{v1alpha1.LabelOriginNamespace: "shop", v1alpha1.LabelOriginName: "shop-oidc"}},
 		Data:       map[string][]byte{"client-secret": []byte("shop-client-secret")},
 	})
+	in.OIDCCookieKeys = translatetest.OIDCCookieKeys(in.Routes)
 	return login
 }
 
@@ -286,4 +290,78 @@ func nodePortTwin(ns, name string, port int32, nodePort int) v1alpha1.UpstreamSe
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: ns, Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: ns}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: port, NodePort: int32(nodePort)}}},
 	}}
+}
+
+// TestOIDCCookieKeyThroughEnvoy: the session cookies of a login are signed with the key the
+// manager keeps for it on the hub. A user logged in through one real Envoy is served by a
+// second Envoy built by a new translation from the same stored key (a manager restart, a
+// rebuild: 3 requests served, no new login); a third Envoy whose login has another key
+// (another login's, or one made anew after the key was lost) redirects the same cookies to
+// the provider (3 requests, 302): a key the tenant never sees is what the session rests on.
+func TestOIDCCookieKeyThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-oidc-key"
+	nodePort := serveOnNodes(t, func(int) http.Handler { return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}) })
+	idpPort := serveOnNodes(t, func(int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = r.ParseForm()
+			if r.PostForm.Get("code") != "code-1" || r.PostForm.Get("client_secret") != "shop-client-secret" {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "access-1", "id_token": "id-1", "token_type": "Bearer", "expires_in": 3600})
+		})
+	})
+	// build serves the shop login through a new Envoy whose login's key is key (nil: the one
+	// translatetest.OIDCCookieKeys gives, as the manager's Secret would hold it).
+	build := func(key []byte) string {
+		in, httpPort := trafficInput(t, tenant, nodePort, nil)
+		in.Routes[1].Spec.Source.Kubernetes.Route.Object["spec"].(map[string]any)["hostnames"] = []any{"shop.example.com"}
+		shopLogin(&in, idpPort)
+		if key != nil {
+			logins := translate.OIDCLogins(in.Routes)
+			if len(logins) != 1 {
+				t.Fatalf("logins %v, want one", logins)
+			}
+			in.OIDCCookieKeys = map[string][]byte{translate.OIDCCookieKeyName(logins[0]): key}
+		}
+		return serveThroughEnvoy(t, tenant, in, httpPort)
+	}
+
+	first := build(nil)
+	b := newOIDCBrowser(t, first)
+	status, loc, _ := b.get("http://shop.example.com/cart")
+	authz, err := url.Parse(loc)
+	if status != http.StatusFound || err != nil {
+		t.Fatalf("without a session: %d to %q, want 302 to the provider", status, loc)
+	}
+	if status, loc, _ := b.get(authz.Query().Get("redirect_uri") + "?code=code-1&state=" + url.QueryEscape(authz.Query().Get("state"))); status != http.StatusFound || len(b.cookies) < 3 {
+		t.Fatalf("callback: %d to %q with cookies %v, want 302 and the session cookies", status, loc, b.cookies)
+	}
+	if status, _, _ := b.get("http://shop.example.com/cart"); status != http.StatusOK {
+		t.Fatalf("with the session on the first Envoy: %d, want 200", status)
+	}
+	session := maps.Clone(b.cookies)
+
+	// The same stored key, a new translation and a new Envoy: the session holds.
+	again := newOIDCBrowser(t, build(nil))
+	again.cookies = maps.Clone(session)
+	// Another key for the login: the same cookies are worth nothing.
+	other := newOIDCBrowser(t, build(bytes.Repeat([]byte{7}, translate.OIDCCookieKeySize)))
+	other.cookies = maps.Clone(session)
+	served, redirected := 0, 0
+	for range 3 {
+		if status, loc, _ := again.get("http://shop.example.com/cart"); status == http.StatusOK {
+			served++
+		} else {
+			t.Errorf("the same key, a new Envoy: %d (Location %q), want 200", status, loc)
+		}
+		other.cookies = maps.Clone(session) // a redirect clears them
+		if status, _, _ := other.get("http://shop.example.com/cart"); status == http.StatusFound {
+			redirected++
+		} else {
+			t.Errorf("another key: %d, want 302", status)
+		}
+	}
+	t.Logf("the same key: %d of 3 served; another key: %d of 3 redirected", served, redirected)
 }

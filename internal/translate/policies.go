@@ -84,6 +84,9 @@ func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, rule string, l *
 	return nil, "", nil
 }
 
+// policyName is the name of policy ns/name as the translation reports and names it.
+func policyName(ns, name string) string { return truncate(ns) + "/" + truncate(name) }
+
 // gatewayListenerName is the name of l when it is one of its Gateway's own listeners (a
 // policy may target it by sectionName), "" for a ListenerSet's.
 func gatewayListenerName(l *gwListener) string {
@@ -122,7 +125,7 @@ func (c *policyChecks[P, S]) check(t *l7, p *P, where string, owner ir.ObjectRef
 	ns, name := c.name(p)
 	res, ok := c.results[p]
 	if !ok {
-		res.policy = truncate(ns) + "/" + truncate(name)
+		res.policy = policyName(ns, name)
 		if reason, msg := checkObjectName(c.kind, ns, name); reason != "" {
 			res.err = msg
 		} else if v, err := c.resolve(p); err != nil {

@@ -149,6 +149,10 @@ type policy struct {
 	memo  map[netip.Addr]*rule
 }
 
+// Allows reports whether the policy lets the hub reach ip (what the manager dials itself,
+// such as an OIDC issuer, is checked as a translated endpoint is).
+func (p EndpointPolicy) Allows(ip netip.Addr) bool { return compilePolicy(p).denied(ip) == nil }
+
 func compilePolicy(p EndpointPolicy) *policy {
 	c := &policy{rules: map[netip.Prefix]rule{}, memo: map[netip.Addr]*rule{}}
 	add := func(rs []PolicyRule, rk rank) {

@@ -8,6 +8,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // ReasonHostnameNotResolved: an endpoint hostname has no resolved addresses in the input
@@ -28,7 +29,8 @@ type Resolved struct {
 }
 
 // EndpointHostnames lists the hostname endpoints of the input (in Addresses objects and in
-// the inline addresses of LoadBalancers and Routes), normalized as translation keys
+// the inline addresses of LoadBalancers and Routes) and the hosts of the key servers its
+// Routes' SecurityPolicies fetch from at their URL (keyServerHosts), normalized as translation keys
 // Input.Resolved (lower case, no trailing dot), sorted and unique. Invalid names are left
 // out: translation reports them as InvalidAddress.
 func EndpointHostnames(in *Input) []string {
@@ -55,9 +57,40 @@ func EndpointHostnames(in *Input) []string {
 		for _, g := range in.Routes[i].Spec.Endpoints {
 			add(g.Addresses)
 		}
+		names = append(names, keyServerHosts(&in.Routes[i])...)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// keyServerHosts are the hosts of the key servers the SecurityPolicies Route r carries fetch
+// from at their URL (jwt remoteJWKS without backendRefs): the manager resolves them as it
+// does endpoint hostnames, and the translation makes clusters of their addresses the endpoint
+// policy allows (keyServerCluster).
+func keyServerHosts(r *v1alpha1.Route) []string {
+	ctx := sourceContext(r)
+	if ctx == nil {
+		return nil
+	}
+	var out []string
+	add := func(s *v1alpha1.Security) {
+		if s == nil || s.JWT == nil {
+			return
+		}
+		for _, p := range s.JWT.Providers {
+			if p.RemoteJWKS == nil || len(p.RemoteJWKS.BackendRefs) > 0 {
+				continue
+			}
+			if h := trafficpolicy.KeyServerHost(p.RemoteJWKS.URI); h != "" {
+				out = append(out, h)
+			}
+		}
+	}
+	add(ctx.Security)
+	for i := range ctx.PolicySections {
+		add(ctx.PolicySections[i].Security)
+	}
+	return out
 }
 
 // DeniedByPolicy is how a problem a tenant reads says that the endpoint policy refused an

@@ -124,6 +124,26 @@ type Input struct {
 	// DefaultCertificateProblem says why ("" when none is set).
 	DefaultCertificate        *corev1.Secret
 	DefaultCertificateProblem string
+	// OIDCCookieKeys are the keys that sign the session cookies of the tenant's OIDC logins,
+	// by OIDCCookieKeyName of the login (OIDCLogins): random, made by the manager
+	// (internal/manager/oidckeys) and kept only on the hub, where no tenant credential reads
+	// them. A login without one (or with one not of OIDCCookieKeySize bytes) is not served:
+	// its routes answer 500 until the manager has made it.
+	OIDCCookieKeys map[string][]byte
+	// OIDCProviders are the OpenID Connect providers' discovery documents the manager read,
+	// by issuer (OIDCIssuers: the logins that give no endpoints). Translation never fetches
+	// one: a login whose issuer is missing here is not served (its routes answer 500).
+	OIDCProviders map[string]OIDCProvider
+}
+
+// OIDCProvider is what the manager read of an issuer's discovery document
+// (<issuer>/.well-known/openid-configuration): its endpoints, checked as a policy's own
+// (trafficpolicy.CheckOIDCDiscovered), or why it could not be read, in words the tenant may
+// read.
+type OIDCProvider struct {
+	AuthorizationEndpoint string `json:"authorizationEndpoint,omitempty"`
+	TokenEndpoint         string `json:"tokenEndpoint,omitempty"`
+	Error                 string `json:"error,omitempty"`
 }
 
 // Options tune the generated Envoy configuration. The zero value means "all defaults".
@@ -189,6 +209,11 @@ type Options struct {
 	// PROXY protocol header from the hub's load balancer on every connection (Config/Tenant
 	// spec.loadBalancer.proxyProtocol; see l4.go). The zero value reads none.
 	LoadBalancerProxyProtocol HubProxyProtocol
+	// KeyServerCAs is a PEM bundle of the CA certificates that verify the key servers JWT
+	// providers fetch from at their URL (remoteJWKS without backendRefs); "" (always, but in
+	// tests) uses Envoy's system bundle (ir.SystemCABundle). No tenant or platform setting
+	// sets it.
+	KeyServerCAs string
 }
 
 // HubProxyProtocol is whether listeners read a PROXY protocol header (Enabled), and whether

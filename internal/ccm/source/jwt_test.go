@@ -70,8 +70,9 @@ jwt:
 	})
 }
 
-// TestSecurityPolicyRemoteJWKS: a SecurityPolicy whose provider fetches its keys from a URL
-// without naming a Service is Invalid (the hub never fetches a URL a tenant writes). With
+// TestSecurityPolicyRemoteJWKS: a SecurityPolicy whose provider fetches its keys from an http
+// URL without naming a Service is Invalid (without a Service only https); at an https URL it
+// is Accepted and the Route carries it as written, with no Service embedded. With
 // backendRefs, while the Service does not exist the policy says so (Invalid, Warning Event);
 // once it exists the HTTPRoute's Route embeds the Service's NodePort twin (as a backend's),
 // carries the remoteJWKS as written, and the policy is Accepted.
@@ -84,12 +85,30 @@ targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
 jwt:
   providers:
   - name: corp
-    remoteJWKS: {uri: "https://keys.example.com/jwks", cacheDuration: 10m}
+    remoteJWKS: {uri: "http://keys.example.com/jwks", cacheDuration: 10m}
 `))
 	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "remote", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "remoteJWKS needs backendRefs: the hub never fetches a URL a tenant writes") {
-		t.Errorf("message %q does not say remoteJWKS needs backendRefs", msg)
+	if !strings.Contains(msg, `remoteJWKS.uri "http://keys.example.com/jwks": an absolute https URL`) {
+		t.Errorf("message %q does not say a key server without backendRefs needs an https URL", msg)
 	}
+
+	// At an https URL without backendRefs: Accepted, carried as written, no Service embedded
+	// (the hub resolves the name and checks its addresses).
+	objects.Update(t, e.Tenant.Client, egPolicy(t, SecurityPolicyKind, ns, "remote", ""), func(p *unstructured.Unstructured) {
+		if err := unstructured.SetNestedSlice(p.Object, []any{map[string]any{"name": "corp", "remoteJWKS": map[string]any{
+			"uri": "https://keys.example.com/jwks", "cacheDuration": "10m"}}}, "spec", "jwt", "providers"); err != nil {
+			t.Error(err)
+		}
+	})
+	e.policyAncestor(t, SecurityPolicyKind, ns, "remote", "Gateway", ns, "edge", "True", "Accepted")
+	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
+		sec := rt.Spec.Source.Kubernetes.Context.Security
+		if sec == nil || sec.JWT == nil || len(sec.JWT.Providers) != 1 || sec.JWT.Providers[0].RemoteJWKS == nil ||
+			sec.JWT.Providers[0].RemoteJWKS.URI != "https://keys.example.com/jwks" || len(sec.JWT.Providers[0].RemoteJWKS.BackendRefs) != 0 {
+			return fmt.Errorf("security %+v", sec)
+		}
+		return nil
+	})
 
 	objects.Update(t, e.Tenant.Client, egPolicy(t, SecurityPolicyKind, ns, "remote", ""), func(p *unstructured.Unstructured) {
 		refs := []any{map[string]any{"name": "keys", "port": int64(8080)}}

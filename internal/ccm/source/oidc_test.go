@@ -37,7 +37,7 @@ oidc:
 `
 	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "login", spec))
 	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "login", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "oidc.provider.tokenEndpoint is not set: kubelb does not discover") {
+	if !strings.Contains(msg, "oidc.provider.tokenEndpoint is not set: set both provider.authorizationEndpoint and provider.tokenEndpoint, or neither") {
 		t.Errorf("message %q does not name the missing token endpoint", msg)
 	}
 

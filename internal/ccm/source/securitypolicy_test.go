@@ -49,7 +49,7 @@ authorization: {defaultAction: Allow}
 `))
 	e.create(t, sp("with-jwt", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
-jwt: {providers: [{name: p, remoteJWKS: {uri: "https://example.com/jwks"}}]}
+jwt: {providers: [{name: p, remoteJWKS: {uri: "http://example.com/jwks"}}]}
 authorization: {defaultAction: Allow, rules: [{action: Deny, principal: {clientCIDRs: [192.0.2.0/24]}}]}
 `))
 	e.create(t, sp("nowhere", `
@@ -87,8 +87,8 @@ authorization: {defaultAction: Allow}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "later-for-web", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, SecurityPolicyKind, ns, "with-jwt", "Gateway", ns, "edge", "False", "Invalid")
-	if !strings.Contains(msg, "jwt.providers[0] (p) remoteJWKS needs backendRefs") {
-		t.Errorf("Invalid message %q does not say jwt.providers[0] (p) remoteJWKS needs backendRefs", msg)
+	if !strings.Contains(msg, `jwt.providers[0] (p) remoteJWKS.uri "http://example.com/jwks": an absolute https URL`) {
+		t.Errorf("Invalid message %q does not say jwt.providers[0] (p) remoteJWKS.uri needs https", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "SecurityPolicy", Name: "with-jwt", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, other.UID, func(rt *v1alpha1.Route) error {

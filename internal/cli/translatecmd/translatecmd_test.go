@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/cli"
 	"kubelb.dev/kubelb/internal/cli/translatecmd"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/translate/translatetest"
@@ -83,6 +84,12 @@ func manifests(t *testing.T, in translate.Input) string {
 		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: gv, Kind: "SyncSecret", Name: s.Name, UID: "u", Controller: ptr.To(true)}}
 		docs = append(docs, s)
 	}
+	if in.OIDCCookieKeys != nil { // as the manager keeps them
+		keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hubnames.OIDCCookieKeysSecret, Namespace: in.Tenant}, Data: in.OIDCCookieKeys}
+		keys.APIVersion, keys.Kind = "v1", "Secret"
+		managed(keys)
+		docs = append(docs, keys)
+	}
 	var b bytes.Buffer
 	for _, d := range docs {
 		raw, err := yaml.Marshal(d)
@@ -108,7 +115,7 @@ func plainCase(raw []byte) bool {
 	}
 	for k := range top {
 		switch k {
-		case "tenant", "addresses", "loadBalancers", "routes", "routeServices", "secrets":
+		case "tenant", "addresses", "loadBalancers", "routes", "routeServices", "secrets", "oidcCookieKeys":
 		default:
 			return false
 		}

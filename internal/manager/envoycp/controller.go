@@ -57,6 +57,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/manager/hubcache"
+	"kubelb.dev/kubelb/internal/manager/oidcdiscovery"
 	"kubelb.dev/kubelb/internal/manager/predicates"
 	"kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/metrics"
@@ -83,6 +84,9 @@ type Reconciler struct {
 	opts      translate.Options
 
 	names *names // resolves the tenants' endpoint hostnames
+	// discovery reads the discovery documents of the tenants' OIDC issuers (nil: none are
+	// read, and such logins answer 500).
+	discovery *oidcdiscovery.Fetcher
 
 	mu   sync.Mutex
 	last map[string]*built // tenant → what was last pushed
@@ -165,6 +169,11 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 	if err := mgr.Add(forwarder{r.names, resolved}); err != nil {
 		return fmt.Errorf("setting up the envoycp controller: %w", err)
 	}
+	r.discovery = oidcdiscovery.New(resolver, nil)
+	discovered := make(chan event.GenericEvent)
+	if err := mgr.Add(discoveryForwarder{r.discovery, discovered}); err != nil {
+		return fmt.Errorf("setting up the envoycp controller: %w", err)
+	}
 	noLeaderElection := false
 	allTenants := enqueueAllTenantsAfter(mgr.GetClient(), HoldOff)
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -178,6 +187,7 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Service{}), enqueueTenantAfter(HoldOff), rateLimitServiceChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), syncedSecretChanged())).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), hostnameSecretChanged())).
+		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), enqueueTenantAfter(HoldOff), oidcCookieKeysChanged())).
 		// A Config or Tenant may name such a Secret as the default Ingress certificate: a
 		// change rebuilds every tenant (they are few, and the event rare).
 		WatchesRawSource(source.Kind(owned.GetCache(), client.Object(&corev1.Secret{}), allTenants, platformSecretChanged())).
@@ -188,6 +198,9 @@ func setup(mgr ctrl.Manager, srv Snapshots, store *status.Store, verdicts *quota
 		Watches(&networkingv1.ServiceCIDR{}, allTenants, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, allTenants, builder.WithPredicates(hubRangesChanged())).
 		WatchesRawSource(source.Channel(resolved, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		}))).
+		WatchesRawSource(source.Channel(discovered, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 		}))).
 		WithOptions(controller.Options{
@@ -213,6 +226,20 @@ func (f forwarder) Start(ctx context.Context) error {
 }
 
 func (forwarder) NeedLeaderElection() bool { return false }
+
+// discoveryForwarder turns the notices of the OIDC discovery reads into events, on every
+// replica.
+type discoveryForwarder struct {
+	fetcher *oidcdiscovery.Fetcher
+	events  chan<- event.GenericEvent
+}
+
+func (f discoveryForwarder) Start(ctx context.Context) error {
+	f.fetcher.Forward(ctx, f.events)
+	return nil
+}
+
+func (discoveryForwarder) NeedLeaderElection() bool { return false }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubelb.k8c.io,resources=loadbalancers;addresses;routes,verbs=get;list;watch
@@ -276,6 +303,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	// at once.
 	hostnames := translate.EndpointHostnames(&in)
 	in.Resolved = r.names.want(tenant, hostnames)
+	// The OIDC issuers' discovery documents likewise: read by the manager (oidcdiscovery),
+	// dialling only what the tenant's endpoint policy allows; a document read or changed
+	// rebuilds the tenant.
+	if issuers := translate.OIDCIssuers(&in); len(issuers) > 0 && r.discovery != nil {
+		in.OIDCProviders = r.discovery.Want(tenant, issuers, in.Policy.Allows)
+	}
 	var res reconcile.Result
 	if len(hostnames) > 0 {
 		res.RequeueAfter = ResolveInterval
@@ -316,6 +349,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 func (r *Reconciler) forget(tenant string) {
 	r.names.forget(tenant)
+	if r.discovery != nil {
+		r.discovery.Forget(tenant)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, tenant)

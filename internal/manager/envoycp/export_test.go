@@ -5,4 +5,6 @@ var (
 	RouteChanged        = routeChanged
 	RouteServiceChanged = routeServiceChanged
 	SyncedSecretChanged = syncedSecretChanged
+	// OIDCCookieKeysChanged: the manager's OIDC cookie keys.
+	OIDCCookieKeysChanged = oidcCookieKeysChanged
 )

@@ -50,7 +50,8 @@ type Scope struct {
 	// and the hub Secrets made from SyncSecrets (hubnames.IsSyncedSecret), the LoadBalancers' hub
 	// Services (hubnames.LoadBalancerOf: their targetPorts are the listener ports), and the Secrets
 	// cert-manager issued for the Certificates the LoadBalancer controller made for
-	// LoadBalancer hostnames (hostnameSecrets). Nothing else of the tenant namespace is read.
+	// LoadBalancer hostnames (hostnameSecrets), and the manager's OIDC cookie keys
+	// (hubnames.IsOIDCCookieKeys). Nothing else of the tenant namespace is read.
 	Input translate.Input
 	// Holds are the tenant's LoadBalancers and Routes its limits refuse (quota.Admission, the
 	// same verdict the LoadBalancer and Route controllers act on), its Addresses over
@@ -145,8 +146,11 @@ func Build(ctx context.Context, c, owned client.Reader, managerNamespace, tenant
 	}
 	in.HubServices = hubSvcs
 	for i := range secrets.Items {
-		if hubnames.IsSyncedSecret(&secrets.Items[i]) {
-			in.Secrets = append(in.Secrets, secrets.Items[i])
+		switch s := &secrets.Items[i]; {
+		case hubnames.IsSyncedSecret(s):
+			in.Secrets = append(in.Secrets, *s)
+		case hubnames.IsOIDCCookieKeys(s):
+			in.OIDCCookieKeys = s.Data
 		}
 	}
 	if in.HostnameSecrets, err = hostnameSecrets(ctx, c, in.LoadBalancers, secrets.Items); err != nil {

@@ -144,6 +144,11 @@ func TestBuildInput(t *testing.T) {
 		secret(ns, "not-controller", withManagedBy(), notController),
 		secret(ns, "other-owner", withManagedBy(), metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u", Controller: ptr.To(true)}),
 		secret(other, "synced-elsewhere", withManagedBy(), syncSecret(t, c, other, "ss-2")),
+		// The manager's OIDC cookie keys: read into the input, never as a synced Secret.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.OIDCCookieKeysSecret, Labels: withManagedBy()},
+			Data: map[string][]byte{"login-key": []byte("key of a login")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: hubnames.OIDCCookieKeysSecret, Labels: withManagedBy()},
+			Data: map[string][]byte{"elsewhere": []byte("another tenant's")}},
 	)
 
 	opts := translate.Options{ListenerAddress: "127.0.0.1"}
@@ -159,6 +164,9 @@ func TestBuildInput(t *testing.T) {
 	}
 	if got := names(in.Secrets, func(s *corev1.Secret) string { return s.Name }); !slices.Equal(got, []string{"synced"}) {
 		t.Errorf("Secrets %v, want only the SyncSecret's [synced]", got)
+	}
+	if len(in.OIDCCookieKeys) != 1 || string(in.OIDCCookieKeys["login-key"]) != "key of a login" {
+		t.Errorf("OIDC cookie keys %q, want the tenant's Secret %s's", in.OIDCCookieKeys, hubnames.OIDCCookieKeysSecret)
 	}
 	if _, ok := in.Addresses[v1alpha1.DefaultAddressesName]; !ok || len(in.Addresses) != 1 {
 		t.Errorf("Addresses %v", in.Addresses)
@@ -380,5 +388,25 @@ func TestPredicates(t *testing.T) {
 	}
 	if s.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: plainData}) || s.Create(event.CreateEvent{Object: plain}) {
 		t.Error("a Secret no SyncSecret controls rebuilds the tenant")
+	}
+
+	// The manager's OIDC cookie keys: made, changed or deleted, the tenant is rebuilt; a
+	// Secret of that name outside a tenant namespace, unlabelled or a SyncSecret's is not them.
+	keys := secret("tenant-t", hubnames.OIDCCookieKeysSecret, withManagedBy())
+	newKey := keys.DeepCopy()
+	newKey.Data = map[string][]byte{"login": []byte("another key")}
+	k := envoycp.OIDCCookieKeysChanged()
+	if !k.Create(event.CreateEvent{Object: keys}) || !k.Update(event.UpdateEvent{ObjectOld: keys, ObjectNew: newKey}) || !k.Delete(event.DeleteEvent{Object: keys}) ||
+		k.Update(event.UpdateEvent{ObjectOld: keys, ObjectNew: keys}) {
+		t.Error("the cookie keys made, changed or deleted must rebuild the tenant, an unchanged update must not")
+	}
+	for _, o := range []*corev1.Secret{
+		secret("kubelb", hubnames.OIDCCookieKeysSecret, withManagedBy()),
+		secret("tenant-t", hubnames.OIDCCookieKeysSecret, nil),
+		secret("tenant-t", hubnames.OIDCCookieKeysSecret, withManagedBy(), owner),
+	} {
+		if k.Create(event.CreateEvent{Object: o}) {
+			t.Errorf("Secret %s/%s labels %v owners %v taken for the cookie keys", o.Namespace, o.Name, o.Labels, o.OwnerReferences)
+		}
 	}
 }

@@ -84,6 +84,15 @@ func syncedSecretChanged() predicate.TypedPredicate[client.Object] {
 	})
 }
 
+// oidcCookieKeysChanged passes the manager's OIDC cookie keys of a tenant
+// (hubnames.IsOIDCCookieKeys, before or after the event) when their data or labels change.
+func oidcCookieKeysChanged() predicate.TypedPredicate[client.Object] {
+	return ownedChanged(hubnames.IsOIDCCookieKeys, func(o, n *corev1.Secret) bool {
+		return !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Data, n.Data) ||
+			o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+	})
+}
+
 // hostnameSecretChanged passes the Secrets cert-manager issued for LoadBalancer hostnames
 // (hubnames.IsHostnameSecret, before or after the event) when their data, labels or
 // annotations change.

@@ -90,6 +90,11 @@ type goldenInput struct {
 	// StaticAddresses is the tenant's grant (Tenant spec.gatewayAPI.staticAddresses): IP
 	// addresses and CIDRs.
 	StaticAddresses []string `json:"staticAddresses,omitempty"`
+	// OIDCCookieKeys are the cookie keys of the OIDC logins as the manager keeps them (the
+	// data of Secret kubelb-oidc-keys: by translate.OIDCCookieKeyName of the login).
+	OIDCCookieKeys map[string][]byte `json:"oidcCookieKeys,omitempty"`
+	// OIDCProviders are the discovery documents the manager read, by issuer.
+	OIDCProviders map[string]translate.OIDCProvider `json:"oidcProviders,omitempty"`
 }
 
 type goldenOptions struct {
@@ -141,6 +146,8 @@ func (g goldenInput) input() (translate.Input, error) {
 		HeaderLimits:    g.HeaderLimits,
 		DNS:             g.DNS,
 		HostnameSecrets: g.HostnameSecrets,
+		OIDCCookieKeys:  g.OIDCCookieKeys,
+		OIDCProviders:   g.OIDCProviders,
 
 		DefaultCertificate:        g.DefaultCertificate,
 		DefaultCertificateProblem: g.DefaultCertificateProblem,
