@@ -1,0 +1,87 @@
+package trafficpolicy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestStreamUnfit: on a TCPRoute or a TLSRoute, a BackendTrafficPolicy may ask what acts on
+// connections (load balancing, a consistent hash of the client address, maxConnections and
+// maxPendingRequests, passive health checks, the connect timeout); on a UDPRoute the load
+// balancer only. Everything else is named.
+func TestStreamUnfit(t *testing.T) {
+	resolved := func(y string) *Settings {
+		t.Helper()
+		bt, err := Read("ns", "p", spec(t, y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Resolve(bt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	connections := `
+targetRefs: [{group: gateway.networking.k8s.io, kind: TCPRoute, name: r}]
+loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP}}
+circuitBreaker: {maxConnections: 10, maxPendingRequests: 5}
+healthCheck: {passive: {consecutiveLocalOriginFailures: 2, splitExternalLocalOriginErrors: true}}
+timeout: {tcp: {connectTimeout: 2s}}
+`
+	for _, kind := range []string{"TCPRoute", "TLSRoute"} {
+		if got := StreamUnfit(kind, resolved(connections)); len(got) > 0 {
+			t.Errorf("%s: %v refused", kind, got)
+		}
+	}
+	if got, want := StreamUnfit("UDPRoute", resolved(connections)), []string{"spec.circuitBreaker", "spec.healthCheck.passive", "spec.timeout.tcp.connectTimeout"}; !slices.Equal(got, want) {
+		t.Errorf("UDPRoute: got %v, want %v", got, want)
+	}
+	if got := StreamUnfit("UDPRoute", resolved(`{loadBalancer: {type: Random}}`)); len(got) > 0 {
+		t.Errorf("UDPRoute: the load balancer refused: %v", got)
+	}
+	http := resolved(`
+loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: x-user}}}
+circuitBreaker: {maxParallelRequests: 2, maxParallelRetries: 1, maxRequestsPerConnection: 3}
+retry: {numRetries: 1}
+timeout: {http: {requestTimeout: 1s, connectionIdleTimeout: 1m}}
+rateLimit: {local: {rules: [{limit: {requests: 1, unit: Second}}]}}
+compressor: [{type: Gzip}]
+`)
+	want := []string{"spec.loadBalancer.consistentHash.header", "spec.circuitBreaker.maxParallelRequests", "spec.circuitBreaker.maxParallelRetries",
+		"spec.circuitBreaker.maxRequestsPerConnection", "spec.retry", "spec.timeout.http.requestTimeout", "spec.timeout.http.connectionIdleTimeout",
+		"spec.rateLimit", "spec.compressor"}
+	got := StreamUnfit("TCPRoute", http)
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	msg := StreamUnfitMessage("TCPRoute", got, false)
+	if !strings.HasPrefix(msg, "spec.loadBalancer.consistentHash.header, spec.circuitBreaker.maxParallelRequests") || !strings.Contains(msg, "not served on a TCPRoute") {
+		t.Errorf("message %q", msg)
+	}
+	if StreamUnfitMessage("TCPRoute", nil, false) != "" {
+		t.Error("a message without fields")
+	}
+}
+
+// TestSecurityStreamUnfit: on a TCPRoute or a TLSRoute, a SecurityPolicy may ask for an
+// authorization by client address only.
+func TestSecurityStreamUnfit(t *testing.T) {
+	if got := SecurityStreamUnfit(resolvedSecurity(t, `
+authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/8]}}]}
+`)); len(got) > 0 {
+		t.Errorf("authorization refused: %v", got)
+	}
+	got := SecurityStreamUnfit(resolvedSecurity(t, `
+authorization: {rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/8]}}]}
+basicAuth: {users: {name: users}}
+apiKeyAuth: {credentialRefs: [{name: keys}], extractFrom: [{headers: [x-api-key]}]}
+`))
+	if want := []string{"spec.basicAuth", "spec.apiKeyAuth"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if msg := StreamUnfitMessage("TLSRoute", got, true); !strings.Contains(msg, "spec.basicAuth, spec.apiKeyAuth: not served on a TLSRoute") || !strings.Contains(msg, "clientCIDRs") {
+		t.Errorf("message %q", msg)
+	}
+}
