@@ -17,8 +17,8 @@ var StreamRouteKinds = []string{"TLSRoute", "TCPRoute", "UDPRoute"}
 // StreamUnfit lists the fields of settings s that do not apply to the routes of a stream
 // kind (routeKind: TLSRoute, TCPRoute, UDPRoute), empty when all do. TCP and TLS connections
 // take the load balancer (a consistent hash of the client address only), the circuit
-// breaker's maxConnections and maxPendingRequests, the passive health check and the connect
-// timeout; UDP sessions take the load balancer only.
+// breaker but for maxRequestsPerConnection, the passive health check and the connect timeout;
+// UDP sessions take the load balancer only.
 func StreamUnfit(routeKind string, s *Settings) []string {
 	if s == nil {
 		return nil
@@ -35,16 +35,10 @@ func StreamUnfit(routeKind string, s *Settings) []string {
 	}
 	if cb := s.CircuitBreaker; udp && cb != nil {
 		out = append(out, "spec.circuitBreaker")
-	} else if cb != nil {
-		if cb.MaxRequests != nil {
-			out = append(out, "spec.circuitBreaker.maxParallelRequests")
-		}
-		if cb.MaxRetries != nil {
-			out = append(out, "spec.circuitBreaker.maxParallelRetries")
-		}
-		if cb.MaxRequestsPerConnection != nil {
-			out = append(out, "spec.circuitBreaker.maxRequestsPerConnection")
-		}
+	} else if cb != nil && cb.MaxRequestsPerConnection != nil {
+		// The other thresholds are the cluster's, whatever it carries (the CRD defaults
+		// them all to 1024): Envoy counts each proxied connection as a request.
+		out = append(out, "spec.circuitBreaker.maxRequestsPerConnection")
 	}
 	if udp && s.Outlier != nil {
 		out = append(out, "spec.healthCheck.passive")
@@ -104,7 +98,7 @@ func StreamUnfitMessage(routeKind string, fields []string, security bool) string
 	if len(fields) == 0 {
 		return ""
 	}
-	served := "loadBalancer (a consistentHash of sourceIP only), circuitBreaker.maxConnections and maxPendingRequests, healthCheck.passive and timeout.tcp.connectTimeout"
+	served := "loadBalancer (a consistentHash of sourceIP only), circuitBreaker (but maxRequestsPerConnection), healthCheck.passive and timeout.tcp.connectTimeout"
 	switch {
 	case security:
 		served = "authorization by client address (principal.clientCIDRs)"

@@ -26,7 +26,7 @@ func TestStreamUnfit(t *testing.T) {
 	connections := `
 targetRefs: [{group: gateway.networking.k8s.io, kind: TCPRoute, name: r}]
 loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP}}
-circuitBreaker: {maxConnections: 10, maxPendingRequests: 5}
+circuitBreaker: {maxConnections: 10, maxPendingRequests: 5, maxParallelRequests: 1024, maxParallelRetries: 1024}
 healthCheck: {passive: {consecutiveLocalOriginFailures: 2, splitExternalLocalOriginErrors: true}}
 timeout: {tcp: {connectTimeout: 2s}}
 `
@@ -49,15 +49,14 @@ timeout: {http: {requestTimeout: 1s, connectionIdleTimeout: 1m}}
 rateLimit: {local: {rules: [{limit: {requests: 1, unit: Second}}]}}
 compressor: [{type: Gzip}]
 `)
-	want := []string{"spec.loadBalancer.consistentHash.header", "spec.circuitBreaker.maxParallelRequests", "spec.circuitBreaker.maxParallelRetries",
-		"spec.circuitBreaker.maxRequestsPerConnection", "spec.retry", "spec.timeout.http.requestTimeout", "spec.timeout.http.connectionIdleTimeout",
+	want := []string{"spec.loadBalancer.consistentHash.header", "spec.circuitBreaker.maxRequestsPerConnection", "spec.retry", "spec.timeout.http.requestTimeout", "spec.timeout.http.connectionIdleTimeout",
 		"spec.rateLimit", "spec.compressor"}
 	got := StreamUnfit("TCPRoute", http)
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	msg := StreamUnfitMessage("TCPRoute", got, false)
-	if !strings.HasPrefix(msg, "spec.loadBalancer.consistentHash.header, spec.circuitBreaker.maxParallelRequests") || !strings.Contains(msg, "not served on a TCPRoute") {
+	if !strings.HasPrefix(msg, "spec.loadBalancer.consistentHash.header, spec.circuitBreaker.maxRequestsPerConnection") || !strings.Contains(msg, "not served on a TCPRoute") {
 		t.Errorf("message %q", msg)
 	}
 	if StreamUnfitMessage("TCPRoute", nil, false) != "" {
