@@ -50,6 +50,14 @@ type policyResult[S any] struct {
 // sectionName), else the Gateway's. A policy the hub cannot use is skipped for the next, as
 // the ccm does with a policy that is Invalid.
 func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) (*S, string, *v1alpha1.Route) {
+	return c.forRouteFit(t, r, rule, l, owner, nil)
+}
+
+// forRouteFit is forRoute for a route that takes only some settings (a TCPRoute: what acts on
+// connections): fit says why a checked policy does not apply to it ("" when it does; nil:
+// every policy does). Such a policy is reported on owner and skipped for the next level, as
+// one the hub cannot use.
+func (c *policyChecks[P, S]) forRouteFit(t *l7, r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef, fit func(*S) string) (*S, string, *v1alpha1.Route) {
 	type level struct {
 		route *v1alpha1.Route
 		p     *P
@@ -77,9 +85,17 @@ func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, rule string, l *
 		}
 	}
 	for _, lv := range levels {
-		if v, name := c.check(t, lv.p, lv.where, owner); v != nil {
-			return v, name, lv.route
+		v, name := c.check(t, lv.p, lv.where, owner)
+		if v == nil {
+			continue
 		}
+		if fit != nil {
+			if msg := fit(v); msg != "" {
+				t.problems.Add(owner, ir.SeverityWarning, c.reason, "%s %s (%s) does not apply here: %s; none of it applies", c.kind, truncateMessage(name), lv.where, msg)
+				continue
+			}
+		}
+		return v, name, lv.route
 	}
 	return nil, "", nil
 }
