@@ -11,18 +11,6 @@ import (
 // maxPendingRequests, passive health checks, the connect timeout); on a UDPRoute the load
 // balancer only. Everything else is named.
 func TestStreamUnfit(t *testing.T) {
-	resolved := func(y string) *Settings {
-		t.Helper()
-		bt, err := Read("ns", "p", spec(t, y))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Resolve(bt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	connections := `
 targetRefs: [{group: gateway.networking.k8s.io, kind: TCPRoute, name: r}]
 loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP}}
@@ -31,17 +19,17 @@ healthCheck: {passive: {consecutiveLocalOriginFailures: 2, splitExternalLocalOri
 timeout: {tcp: {connectTimeout: 2s}}
 `
 	for _, kind := range []string{"TCPRoute", "TLSRoute"} {
-		if got := StreamUnfit(kind, resolved(connections)); len(got) > 0 {
+		if got := StreamUnfit(kind, resolved(t, connections)); len(got) > 0 {
 			t.Errorf("%s: %v refused", kind, got)
 		}
 	}
-	if got, want := StreamUnfit("UDPRoute", resolved(connections)), []string{"spec.circuitBreaker", "spec.healthCheck.passive", "spec.timeout.tcp.connectTimeout"}; !slices.Equal(got, want) {
+	if got, want := StreamUnfit("UDPRoute", resolved(t, connections)), []string{"spec.circuitBreaker", "spec.healthCheck.passive", "spec.timeout.tcp.connectTimeout"}; !slices.Equal(got, want) {
 		t.Errorf("UDPRoute: got %v, want %v", got, want)
 	}
-	if got := StreamUnfit("UDPRoute", resolved(`{loadBalancer: {type: Random}}`)); len(got) > 0 {
+	if got := StreamUnfit("UDPRoute", resolved(t, `{loadBalancer: {type: Random}}`)); len(got) > 0 {
 		t.Errorf("UDPRoute: the load balancer refused: %v", got)
 	}
-	http := resolved(`
+	http := resolved(t, `
 loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: x-user}}}
 circuitBreaker: {maxParallelRequests: 2, maxParallelRetries: 1, maxRequestsPerConnection: 3}
 retry: {numRetries: 1}

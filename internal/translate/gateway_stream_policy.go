@@ -53,31 +53,14 @@ func (t *l7) streamPolicyFor(r *v1alpha1.Route, kind, rule string, l *gwListener
 		return trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.SecurityStreamUnfit(s), true)
 	})
 	if s != nil && s.Authorization != nil {
-		out.authorization = t.authorizationOf(l.gw, policy, s.Authorization, t.streamDetectsClientAddress)
+		// The listener learns its clients' addresses without the hub Service keeping them
+		// when its ClientTrafficPolicy reads PROXY protocol (X-Forwarded-For and headers
+		// are HTTP's).
+		proxied := func(g *gateway) bool {
+			c := t.clientSettingsFor(g, []*gwListener{l})
+			return c != nil && c.ProxyProtocol
+		}
+		out.authorization = t.authorizationOf(l.gw, policy, s.Authorization, proxied)
 	}
 	return out
-}
-
-// streamDetectsClientAddress: Gateway g's TCP and TLS listeners learn their clients' addresses
-// from the proxy before the hub without the hub Service keeping them: its ClientTrafficPolicy
-// reads PROXY protocol, and so does every listener's own (X-Forwarded-For and headers are
-// HTTP's).
-func (t *l7) streamDetectsClientAddress(g *gateway) bool {
-	ctx := sourceContext(g.route)
-	if ctx == nil || ctx.ClientTraffic == nil {
-		return false
-	}
-	reads := func(ct *v1alpha1.ClientTraffic) bool {
-		s, err := trafficpolicy.ResolveClient(ct)
-		return err == nil && trafficpolicy.CheckClientBounds(t.opts.TrafficPolicies, s) == nil && s.ProxyProtocol
-	}
-	if !reads(ctx.ClientTraffic) {
-		return false
-	}
-	for i := range ctx.PolicySections { // a listener's own policy, if any, too
-		if c := ctx.PolicySections[i].ClientTraffic; c != nil && !reads(c) {
-			return false
-		}
-	}
-	return true
 }
