@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -165,6 +166,48 @@ func TestStreamAuthorizationServerFirstThroughEnvoy(t *testing.T) {
 	<-accepted
 	if n := len(accepted); n != 0 {
 		t.Errorf("the backend accepted %d connections for the refused client, want 0", n)
+	}
+}
+
+// TestStreamPassiveHealthCheckThroughEnvoy: a TCPRoute's BackendTrafficPolicy with a passive
+// health check (consecutive5XxErrors 2, up to 50 % of the nodes, for 30s; active health checks
+// off), through a real Envoy, to a Service on two tenant nodes of which one refuses
+// connections on the NodePort: its connection failures eject it after 2, so of 20
+// connections at most 2 fail and the others reach the node that answers. The route's cluster
+// is its own (the policy's), built like an HTTP backend's.
+func TestStreamPassiveHealthCheckThroughEnvoy(t *testing.T) {
+	const tenant = "tenant-stream-outlier"
+	nodePort := testsupport.FreePort(t)
+	backend := testsupport.StartTCPBackend(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(nodePort)), testsupport.Identity{Node: "node-1", Pod: "pg"})
+	tcpPort := testsupport.FreePort(t)
+	in := streamGateway(t, tenant, tcpPort, testsupport.FreePort(t), nodePort, testsupport.FreePort(t))
+	in.Routes = in.Routes[:2] // the Gateway and the TCPRoute
+	// Node 127.0.0.2 has nothing on the NodePort: connections to it are refused.
+	nodes := in.Addresses["default"]
+	nodes.Spec.Addresses = append(nodes.Spec.Addresses, v1alpha1.EndpointAddress{IP: "127.0.0.2"})
+	in.Addresses["default"] = nodes
+	in.Routes[1].Spec.Source.Kubernetes.Context = &v1alpha1.SourceContext{BackendTraffic: &v1alpha1.BackendTraffic{Namespace: "shop", Name: "eject",
+		HealthCheck: &v1alpha1.TrafficHealthCheck{Passive: &v1alpha1.TrafficPassiveHealthCheck{
+			Consecutive5xxErrors: ptr.To[uint32](2), BaseEjectionTime: "30s", Interval: "1s", MaxEjectionPercent: ptr.To[int32](50)}}}}
+	addr := pushToEnvoy(t, tenant, in, tcpPort)
+	testsupport.Eventually(t, 30*time.Second, "Envoy to listen", func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	before := backend.Requests()
+	failed := 0
+	for i := range 20 {
+		if _, err := testsupport.TCPRoundTripFrom("127.0.0.1", addr, fmt.Sprint("try-", i)); err != nil {
+			failed++
+		}
+	}
+	served := backend.Requests() - before
+	t.Logf("%d of 20 connections failed, %d served", failed, served)
+	if failed > 2 || served < 18 {
+		t.Errorf("%d of 20 connections failed, %d served; want the refusing node ejected after 2 failures", failed, served)
 	}
 }
 
