@@ -59,6 +59,11 @@ func FuzzReadResolve(f *testing.F) {
 		if len(StreamUnfit("UDPRoute", s)) == 0 && (s.CircuitBreaker != nil || s.Outlier != nil || s.ConnectTimeout > 0 || s.Retry != nil) {
 			t.Fatalf("settings other than the load balancer let through on a UDPRoute: %+v", s)
 		}
+		for _, kind := range StreamRouteKinds { // what a Gateway's policy gives such a route, it takes
+			if unfit := StreamUnfit(kind, StreamPart(kind, s)); len(unfit) > 0 {
+				t.Fatalf("%s: the part of %+v has %v", kind, s, unfit)
+			}
+		}
 		// What the platform team's bounds let through is within them; no bounds refuse nothing.
 		if err := CheckBounds(nil, s); err != nil {
 			t.Fatalf("no bounds refused %+v: %v", s, err)

@@ -107,3 +107,33 @@ func StreamUnfitMessage(routeKind string, fields []string, security bool) string
 	}
 	return fmt.Sprintf("%s: not served on a %s, whose connections carry no HTTP requests (kubelb serves %s there)", strings.Join(fields, ", "), routeKind, served)
 }
+
+// StreamPart is what of settings s applies to a route of a stream kind (routeKind: TLSRoute,
+// TCPRoute, UDPRoute) when the policy is its listener's or its Gateway's, whose other
+// settings are for the Gateway's HTTP routes (as Envoy Gateway): a copy holding only what
+// StreamUnfit lets through, nil when nothing is left. A load balancer hashing what
+// connections do not carry (a header, a cookie) is left out with its hash.
+func StreamPart(routeKind string, s *Settings) *Settings {
+	if s == nil {
+		return nil
+	}
+	out := &Settings{}
+	if s.Hash == nil || s.Hash.SourceIP {
+		out.LoadBalancer, out.TableSize = s.LoadBalancer, s.TableSize
+		if s.Hash != nil {
+			out.Hash = &Hash{SourceIP: true}
+		}
+	}
+	if routeKind != "UDPRoute" {
+		if cb := s.CircuitBreaker; cb != nil {
+			c := *cb
+			c.MaxRequestsPerConnection = nil
+			out.CircuitBreaker = &c
+		}
+		out.Outlier, out.ConnectTimeout = s.Outlier, s.ConnectTimeout
+	}
+	if out.LoadBalancer == "" && out.CircuitBreaker == nil && out.Outlier == nil && out.ConnectTimeout == 0 {
+		return nil
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStreamUnfit: on a TCPRoute or a TLSRoute, a BackendTrafficPolicy may ask what acts on
@@ -70,5 +71,31 @@ apiKeyAuth: {credentialRefs: [{name: keys}], extractFrom: [{headers: [x-api-key]
 	}
 	if msg := StreamUnfitMessage("TLSRoute", got, true); !strings.Contains(msg, "spec.basicAuth, spec.apiKeyAuth: not served on a TLSRoute") || !strings.Contains(msg, "clientCIDRs") {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// TestStreamPart: of a Gateway's policy, a stream route takes what acts on its connections,
+// nothing when that is nothing.
+func TestStreamPart(t *testing.T) {
+	s := resolved(t, `
+loadBalancer: {type: ConsistentHash, consistentHash: {type: SourceIP}}
+circuitBreaker: {maxConnections: 10, maxRequestsPerConnection: 3}
+healthCheck: {passive: {consecutive5XxErrors: 2}}
+retry: {numRetries: 1}
+timeout: {tcp: {connectTimeout: 2s}, http: {requestTimeout: 1s}}
+`)
+	part := StreamPart("TCPRoute", s)
+	if part == nil || part.LoadBalancer != Maglev || !part.Hash.SourceIP || *part.CircuitBreaker.MaxConnections != 10 || part.CircuitBreaker.MaxRequestsPerConnection != nil ||
+		part.Outlier == nil || part.ConnectTimeout != 2*time.Second || part.Retry != nil || part.RequestTimeoutSet {
+		t.Errorf("TCPRoute: %+v", part)
+	}
+	if len(StreamUnfit("TCPRoute", part)) > 0 || len(StreamUnfit("UDPRoute", StreamPart("UDPRoute", s))) > 0 {
+		t.Error("a part with settings the route does not take")
+	}
+	if udp := StreamPart("UDPRoute", s); udp == nil || udp.LoadBalancer != Maglev || udp.CircuitBreaker != nil || udp.Outlier != nil || udp.ConnectTimeout != 0 {
+		t.Errorf("UDPRoute: %+v", udp)
+	}
+	if p := StreamPart("TCPRoute", resolved(t, `{retry: {numRetries: 1}, loadBalancer: {type: ConsistentHash, consistentHash: {type: Cookie, cookie: {name: s}}}}`)); p != nil {
+		t.Errorf("HTTP's settings only: %+v", p)
 	}
 }

@@ -52,7 +52,7 @@ func (t *l7) trafficFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir.
 
 // trafficForFit is trafficFor for a route that takes only the settings fit lets through
 // (policyChecks.forRouteFit: a TCPRoute's).
-func (t *l7) trafficForFit(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef, fit func(*trafficpolicy.Settings) string) *backendTraffic {
+func (t *l7) trafficForFit(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef, fit func(*trafficpolicy.Settings, bool) (*trafficpolicy.Settings, string)) *backendTraffic {
 	s, name, _ := t.traffic.forRouteFit(t, r, rule, l, owner, fit)
 	if s == nil {
 		return nil

@@ -8,13 +8,15 @@ import (
 
 // Envoy Gateway's policies on TLSRoutes, TCPRoutes and UDPRoutes (stream routes), as Envoy
 // Gateway applies them: per listener a route is served through, the policy of the route's
-// rule, else the route's, else the listener's, else its Gateway's (policyChecks.forRoute) —
-// of those, only a policy whose every setting acts on connections (trafficpolicy.StreamUnfit,
-// SecurityStreamUnfit): a BackendTrafficPolicy's load balancer, circuit breaker, passive
+// rule, else the route's, else the listener's, else its Gateway's (policyChecks.forRoute), for
+// what acts on connections: a BackendTrafficPolicy's load balancer, circuit breaker, passive
 // health check and connect timeout on the route's clusters (applyCluster, the one cluster
 // builder); a SecurityPolicy's authorization on the TCP listener or the TLS chain carrying
-// the route. A policy asking more (retries, rate limits, basic authentication, …) is reported
-// on the route and skipped for the next level: never half-applied. UDPRoutes take the load
+// the route. A route's (or its rule's) own policy asking more (retries, rate limits, basic
+// authentication, …: trafficpolicy.StreamUnfit, SecurityStreamUnfit) is reported on the route
+// and skipped for the next level: never half-applied. A listener's or Gateway's policy,
+// whose other settings are for its HTTP routes, gives the route what acts on connections
+// (trafficpolicy.StreamPart; a SecurityPolicy's authorization). UDPRoutes take the load
 // balancer only; Envoy's UDP proxy has no authorization: a Gateway's SecurityPolicy does not
 // restrict its UDP listeners, which the UDPRoute is told.
 
@@ -31,8 +33,11 @@ type streamPolicy struct {
 // of kind served by listener l, reported on owner.
 func (t *l7) streamPolicyFor(r *v1alpha1.Route, kind, rule string, l *gwListener, owner ir.ObjectRef) streamPolicy {
 	var out streamPolicy
-	out.traffic = t.trafficForFit(r, rule, l, owner, func(s *trafficpolicy.Settings) string {
-		return trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.StreamUnfit(kind, s), false)
+	out.traffic = t.trafficForFit(r, rule, l, owner, func(s *trafficpolicy.Settings, inherited bool) (*trafficpolicy.Settings, string) {
+		if inherited {
+			return trafficpolicy.StreamPart(kind, s), ""
+		}
+		return s, trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.StreamUnfit(kind, s), false)
 	})
 	if out.traffic != nil {
 		out.hashSourceIP = out.traffic.settings.Hash != nil && out.traffic.settings.Hash.SourceIP
@@ -49,8 +54,11 @@ func (t *l7) streamPolicyFor(r *v1alpha1.Route, kind, rule string, l *gwListener
 		}
 		return out
 	}
-	s, policy, _ := t.security.forRouteFit(t, r, rule, l, owner, func(s *trafficpolicy.SecuritySettings) string {
-		return trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.SecurityStreamUnfit(s), true)
+	s, policy, _ := t.security.forRouteFit(t, r, rule, l, owner, func(s *trafficpolicy.SecuritySettings, inherited bool) (*trafficpolicy.SecuritySettings, string) {
+		if inherited { // its authorization only (below)
+			return s, ""
+		}
+		return s, trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.SecurityStreamUnfit(s), true)
 	})
 	if s != nil && s.Authorization != nil {
 		// The listener learns its clients' addresses without the hub Service keeping them
