@@ -64,8 +64,8 @@ authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientC
 // UDPRoutes against real API servers. A TCPRoute's SecurityPolicy (authorization) and
 // BackendTrafficPolicy (load balancer, circuit breaker, connect timeout) travel in its Route
 // and are Accepted on its Gateway; a UDPRoute's policy with a retry and a circuit breaker
-// is Invalid naming them (Warning Event) and its Route carries nothing; a policy on the
-// TCPRoute's rule by name applies to that rule. Fixing the UDPRoute's policy (the load
+// is Invalid naming them (Warning Event) and its Route carries nothing, as a TLSRoute's
+// hashing a header; a policy on the TCPRoute's rule by name applies to that rule. Fixing the UDPRoute's policy (the load
 // balancer only) makes it travel.
 func TestStreamRoutePolicies(t *testing.T) {
 	e := newEnv(t)
@@ -80,8 +80,12 @@ func TestStreamRoutePolicies(t *testing.T) {
 		Rules:           []gwapiv1.TCPRouteRule{{Name: ptr.To(gwapiv1.SectionName("main")), BackendRefs: []gwapiv1.BackendRef{ref}}}}}
 	udp := &gwapiv1.UDPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "udp"}, Spec: gwapiv1.UDPRouteSpec{
 		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents}, Rules: []gwapiv1.UDPRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
+	tls := &gwapiv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"}, Spec: gwapiv1.TLSRouteSpec{
+		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents}, Hostnames: []gwapiv1.Hostname{"db.example.com"},
+		Rules: []gwapiv1.TLSRouteRule{{BackendRefs: []gwapiv1.BackendRef{ref}}}}}
 	e.create(t, tcp)
 	e.create(t, udp)
+	e.create(t, tls)
 
 	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "office", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: TCPRoute, name: tcp}]
@@ -102,6 +106,11 @@ targetRefs: [{group: gateway.networking.k8s.io, kind: UDPRoute, name: udp}]
 loadBalancer: {type: Random}
 retry: {numRetries: 2}
 circuitBreaker: {maxConnections: 100}
+`))
+
+	e.create(t, trafficPolicy(t, ns, "tls-by-user", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: TLSRoute, name: tls}]
+loadBalancer: {type: ConsistentHash, consistentHash: {type: Header, header: {name: X-User}}}
 `))
 
 	e.routeOf(t, tenantNS, tcp.UID, func(rt *v1alpha1.Route) error {
@@ -125,6 +134,18 @@ circuitBreaker: {maxConnections: 100}
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "udp-http", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, udp.UID, func(rt *v1alpha1.Route) error {
+		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.BackendTraffic != nil {
+			return fmt.Errorf("an invalid policy travels: %+v", c.BackendTraffic)
+		}
+		return nil
+	})
+
+	// A TLSRoute's connections carry no header to hash.
+	msg = e.kubelbAncestor(t, ns, "tls-by-user", "Gateway", ns, "edge", "False", "Invalid")
+	if !strings.Contains(msg, "spec.loadBalancer.consistentHash.header: not served on a TLSRoute") {
+		t.Errorf("Invalid message %q does not name the header hash", msg)
+	}
+	e.routeOf(t, tenantNS, tls.UID, func(rt *v1alpha1.Route) error {
 		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.BackendTraffic != nil {
 			return fmt.Errorf("an invalid policy travels: %+v", c.BackendTraffic)
 		}
