@@ -92,6 +92,10 @@ type Listener struct {
 	// closed as soon as it is accepted (TCP), a datagram from one is dropped (UDP). Empty:
 	// every client.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// Authorization (TCP; stream_policy.go), when set, decides by the client address (the
+	// peer of the connection) which connections are proxied: a refused one is closed before
+	// any upstream connection is made (a TCPRoute's SecurityPolicy).
+	Authorization *Authorization `json:"authorization,omitempty"`
 
 	// RouteConfig (HTTP) names the route configuration served over RDS.
 	RouteConfig string `json:"routeConfig,omitempty"`
@@ -178,6 +182,11 @@ type TLSServer struct {
 	Cluster      string            `json:"cluster,omitempty"`
 	Backends     []WeightedCluster `json:"backends,omitempty"`
 	FailedWeight uint32            `json:"failedWeight,omitempty"`
+	// Authorization and HashSourceIP (a chain that proxies; stream_policy.go): which clients'
+	// connections the chain proxies (as Listener.Authorization), and whether they are hashed
+	// on the client address (clusters balancing by consistent hash): a TLSRoute's policies.
+	Authorization *Authorization `json:"authorization,omitempty"`
+	HashSourceIP  bool           `json:"hashSourceIP,omitempty"`
 	// ClientValidation (a terminating chain) asks clients for a certificate and verifies it;
 	// nil asks for none.
 	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`

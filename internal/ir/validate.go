@@ -199,6 +199,9 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if err := sourcerange.Valid(l.SourceRanges); err != nil {
 		return err
 	}
+	if err := l.validateStreamPolicy(); err != nil {
+		return err
+	}
 	switch l.Protocol {
 	case ProtocolTCP:
 		if err := validateStream(l.Cluster, l.Backends, l.FailedWeight, clusters); err != nil {
@@ -267,6 +270,9 @@ func (t *TLSServer) validate(clusters, routeConfigs, secrets map[string]bool) er
 		case cv.Optional && cv.AllowInsecureFallback:
 			return errors.New("client validation both optional and with an insecure fallback: give one")
 		}
+	}
+	if err := t.validateStreamPolicy(); err != nil {
+		return err
 	}
 	switch {
 	case t.Proxies():
@@ -713,14 +719,15 @@ func (p *RetryPolicy) validate() error {
 // maxMaglevTableSize is Envoy's largest Maglev table.
 const maxMaglevTableSize = 5000011
 
-// validate checks a cluster's traffic settings (nil: none): HTTP clusters only, a known load
-// balancer, a Maglev table size Envoy takes, thresholds within MaxConnections.
+// validate checks a cluster's traffic settings (nil: none): a known load balancer, a Maglev
+// table size Envoy takes, thresholds within MaxConnections; TCP and UDP clusters take what
+// acts on connections only (validateStream).
 func (t *ClusterTraffic) validate(c *Cluster) error {
 	if t == nil {
 		return nil
 	}
-	if c.Protocol != UpstreamHTTP1 && c.Protocol != UpstreamHTTP2 {
-		return errors.New("only HTTP clusters take traffic settings")
+	if err := t.validateStream(c.Protocol); err != nil {
+		return err
 	}
 	switch t.LB {
 	case "", LBRoundRobin, LBLeastRequest, LBRandom, LBMaglev:

@@ -24,6 +24,7 @@ func FuzzReadResolve(f *testing.F) {
 		`{"healthCheck":{"passive":{"interval":"99999h","maxEjectionPercent":101}},"rateLimit":{}}`,
 		`{"retry":{"numRetries":2},"timeout":{"http":{"requestTimeout":"1m"}},"rateLimit":{"local":{"rules":[{"limit":{"requests":600,"unit":"Minute"}},{"limit":{"requests":601,"unit":"Minute"}}]}}}`,
 		`{"rateLimit":{"type":"Global","global":{"rules":[{"limit":{"requests":864000,"unit":"Day"}},{"clientSelectors":[{"sourceCIDR":{"type":"Distinct","value":"0.0.0.0/0"}}],"limit":{"requests":864001,"unit":"Day"}}]}}}`,
+		`{"loadBalancer":{"type":"ConsistentHash","consistentHash":{"type":"SourceIP"}},"circuitBreaker":{"maxConnections":1,"maxPendingRequests":1},"healthCheck":{"passive":{"consecutiveLocalOriginFailures":1}},"timeout":{"tcp":{"connectTimeout":"1ms"}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -52,6 +53,19 @@ func FuzzReadResolve(f *testing.F) {
 		}
 		if o := s.Outlier; o != nil && o.MaxEjectionPercent != nil && *o.MaxEjectionPercent > 100 {
 			t.Fatalf("ejection percent %d", *o.MaxEjectionPercent)
+		}
+		// What a TCPRoute or a UDPRoute is served acts on connections only.
+		if len(StreamUnfit("TCPRoute", s)) == 0 && (s.Retry != nil || s.RequestTimeoutSet || s.IdleTimeout > 0 || len(s.RateLimit)+len(s.GlobalRateLimit)+len(s.Compression) > 0 ||
+			s.Hash != nil && !s.Hash.SourceIP) {
+			t.Fatalf("HTTP settings let through on a TCPRoute: %+v", s)
+		}
+		if len(StreamUnfit("UDPRoute", s)) == 0 && (s.CircuitBreaker != nil || s.Outlier != nil || s.ConnectTimeout > 0 || s.Retry != nil) {
+			t.Fatalf("settings other than the load balancer let through on a UDPRoute: %+v", s)
+		}
+		for _, kind := range StreamRouteKinds { // what a Gateway's policy gives such a route, it takes
+			if unfit := StreamUnfit(kind, StreamPart(kind, s)); len(unfit) > 0 {
+				t.Fatalf("%s: the part of %+v has %v", kind, s, unfit)
+			}
 		}
 		// What the platform team's bounds let through is within them; no bounds refuse nothing.
 		if err := CheckBounds(nil, s); err != nil {

@@ -47,7 +47,13 @@ func trafficChecks(rateLimitService bool) policyChecks[v1alpha1.BackendTraffic, 
 // listener's, the Gateway's), nil when none does. A policy the hub cannot use is reported on
 // owner and applies not at all (never half-applied).
 func (t *l7) trafficFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) *backendTraffic {
-	s, name, _ := t.traffic.forRoute(t, r, rule, l, owner)
+	return t.trafficForFit(r, rule, l, owner, nil)
+}
+
+// trafficForFit is trafficFor for a route that takes only the settings fit lets through
+// (policyChecks.forRouteFit: a TCPRoute's).
+func (t *l7) trafficForFit(r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef, fit func(*trafficpolicy.Settings, bool) (*trafficpolicy.Settings, string)) *backendTraffic {
+	s, name, _ := t.traffic.forRouteFit(t, r, rule, l, owner, fit)
 	if s == nil {
 		return nil
 	}

@@ -715,6 +715,7 @@ func (t *l7) emitGateway(g *gateway) {
 				continue // no route attached: nothing to forward to
 			}
 			il.Cluster, il.Backends, il.FailedWeight = first.stream.target()
+			il.Authorization, il.HashSourceIP = first.stream.authorization, first.stream.hashSourceIP // gateway_stream_policy.go
 			il.Owners = append(il.Owners, first.streamOwner)
 			il.Protocol = ir.ProtocolTCP
 			if !k.udp {

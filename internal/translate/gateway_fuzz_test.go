@@ -205,6 +205,7 @@ func (s *bytesource) gatewayInput() translate.Input {
 			if s.intn(2) == 0 {
 				r.Spec.Source.Kubernetes.Context.ClientTraffic = s.fuzzClientTraffic()
 			}
+			s.fuzzPolicies(r.Spec.Source.Kubernetes.Context) // gateway_stream_policy_fuzz_test.go
 		}
 		in.Routes = append(in.Routes, r)
 	}

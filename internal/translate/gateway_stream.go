@@ -25,7 +25,14 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		common    gwv1.CommonRouteSpec
 		hostnames []gwv1.Hostname
 		rules     [][]gwv1.BackendRef
+		names     []string // the rules' names ("" for none): a policy may target one
 	)
+	name := func(n *gwv1.SectionName) string {
+		if n == nil {
+			return ""
+		}
+		return string(*n)
+	}
 	switch kind {
 	case KindTLSRoute:
 		var o gwv1.TLSRoute
@@ -34,7 +41,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		meta, common, hostnames = o.ObjectMeta, o.Spec.CommonRouteSpec, o.Spec.Hostnames
 		for _, rl := range o.Spec.Rules {
-			rules = append(rules, rl.BackendRefs)
+			rules, names = append(rules, rl.BackendRefs), append(names, name(rl.Name))
 		}
 	case KindTCPRoute:
 		var o gwv1.TCPRoute
@@ -43,7 +50,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		meta, common = o.ObjectMeta, o.Spec.CommonRouteSpec
 		for _, rl := range o.Spec.Rules {
-			rules = append(rules, rl.BackendRefs)
+			rules, names = append(rules, rl.BackendRefs), append(names, name(rl.Name))
 		}
 	case KindUDPRoute:
 		var o gwv1.UDPRoute
@@ -52,7 +59,7 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		}
 		meta, common = o.ObjectMeta, o.Spec.CommonRouteSpec
 		for _, rl := range o.Spec.Rules {
-			rules = append(rules, rl.BackendRefs)
+			rules, names = append(rules, rl.BackendRefs), append(names, name(rl.Name))
 		}
 	}
 	ro := a.newRouteObj(r, kind, meta, common, hostnames)
@@ -84,9 +91,11 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	rs := &refs{}
 	owner := t.ref(r, "rule 0")
 	var brefs []gwv1.BackendRef
+	rule := "" // the served rule's name: a policy may target it
 	if len(rules) > 0 {
-		brefs = rules[0]
+		brefs, rule = rules[0], names[0]
 	}
+	t.checkPolicySections(r, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "" }), "rule")
 	if len(rules) > 1 {
 		// Gateway API v1.6.3 allows exactly one rule (the CRDs' maxItems); older CRDs
 		// allowed more, with no way to choose among them.
@@ -107,70 +116,43 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		proto = corev1.ProtocolUDP
 	}
 	// Every usable backendRef (weight > 0, resolved) becomes a weighted cluster of the TCP
-	// proxy; a backend that cannot be resolved is reported and its share of connections
-	// refused. Envoy's UDP proxy sends every datagram to one cluster: a UDPRoute's usable
-	// backends become the endpoint groups of one cluster, which share the sessions by weight
-	// (udpBackends); the share of a backend that cannot be resolved goes to the others.
-	var to streamTo
+	// proxy of each listener (streamTargets: the clusters depend on the listener's TLS mode
+	// and the policies that apply through it); a backend that cannot be resolved is reported
+	// and its share of connections refused. Envoy's UDP proxy sends every datagram to one
+	// cluster: a UDPRoute's usable backends become the endpoint groups of one cluster, which
+	// share the sessions by weight (udpBackends); the share of a backend that cannot be
+	// resolved goes to the others.
+	var failed uint32
 	type failedRef struct {
 		backendRef
 		share bool // its weight is refused
 	}
 	var bad []failedRef
-	var udpPorts []weightedStreamPort
-	// A TLSRoute's resolved backends: their clusters depend on the mode of each listener
-	// (tlsTargets), a BackendTLSPolicy re-encrypting what a Terminate listener decrypted.
-	var tlsPorts []weightedStreamPort
+	var ports []weightedStreamPort // the resolved backends, by weight
 	for _, ref := range brefs {
 		b := a.checkBackendRef(ro, ref)
 		use := served && b.weight > 0
 		if b.reason == "" && !use {
 			a.dryResolve(ro, &b)
 		}
-		cluster := ""
 		if b.reason == "" && use {
-			var reason, msg string
-			if udp {
-				var sp streamPort
-				sp, reason, msg = t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
-				if reason == "" {
-					udpPorts = addWeightedPort(udpPorts, sp, uint32(b.weight))
-				}
-			} else if kind == KindTLSRoute {
-				var sp streamPort
-				sp, reason, msg = t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
-				if reason == "" {
-					tlsPorts = addWeightedPort(tlsPorts, sp, uint32(b.weight))
-				}
-			} else {
-				cluster, reason, msg = t.streamBackend(r, owner, b.namespace, b.name, b.port, proto)
-			}
+			sp, reason, msg := t.resolveStreamPort(r, b.namespace, b.name, b.port, proto)
 			if reason != "" {
 				b.reason, b.message = gwv1.RouteReasonBackendNotFound, msg
+			} else {
+				ports = addWeightedPort(ports, sp, uint32(b.weight))
 			}
 		}
 		if b.reason != "" {
 			rs.add(b.reason, b.message)
 			share := served && b.weight > 0
 			if share && !udp {
-				to.failed += uint32(b.weight) // checkBackendRef bounds weights to 0-1000000
+				failed += uint32(b.weight) // checkBackendRef bounds weights to 0-1000000
 			}
 			bad = append(bad, failedRef{b, share})
-			continue
 		}
-		if cluster == "" {
-			continue
-		}
-		if i := slices.IndexFunc(to.backends, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
-			to.backends[i].Weight += uint32(b.weight)
-			continue
-		}
-		to.backends = append(to.backends, ir.WeightedCluster{Cluster: cluster, Weight: uint32(b.weight)})
 	}
-	if udp && len(udpPorts) > 0 {
-		to.backends = []ir.WeightedCluster{{Cluster: t.udpBackends(r, meta, owner, udpPorts), Weight: 1}}
-	}
-	usable := len(to.backends) > 0 || len(tlsPorts) > 0
+	usable := len(ports) > 0
 	for _, b := range bad {
 		msg := b.message
 		switch {
@@ -182,26 +164,30 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 		t.problems.Add(owner, ir.SeverityWarning, string(b.reason), "%s", msg)
 	}
 	if !usable {
-		to.failed = 0
+		failed = 0
 		if served {
 			t.problems.Add(owner, ir.SeverityError, ReasonBackendNotFound, "the %s has no usable backend; connections are refused", kind)
 			rs.invalid("rule 0: no usable backend")
 		}
 	}
 	if usable {
-		targets := tlsTargets{t: t, r: r, owner: owner, ports: tlsPorts, failed: to.failed}
+		targets := streamTargets{t: t, r: r, meta: meta, owner: owner, ports: ports, failed: failed}
 		for _, p := range parents {
 			for i, l := range p.listeners {
 				if !l.served {
 					continue
 				}
+				pol := t.streamPolicyFor(r, kind, rule, l, owner) // gateway_stream_policy.go
+				var to streamTo
+				if udp {
+					to = targets.udp(pol.traffic)
+				} else {
+					to = targets.of(l, pol.traffic)
+				}
+				to.authorization, to.hashSourceIP = pol.authorization, pol.hashSourceIP
 				switch l.family {
 				case familyTLS:
-					target := to
-					if kind == KindTLSRoute {
-						target = targets.of(l)
-					}
-					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: target, owner: owner})
+					l.sni = append(l.sni, sniChain{names: p.hosts[i], to: to, owner: owner})
 				case familyTCP, familyUDP:
 					l.stream, l.streamOwner = to, owner
 				}
@@ -211,30 +197,56 @@ func (a *attacher) streamRoute(r *v1alpha1.Route, kind string) {
 	a.routeStatus(ro, parents, rs)
 }
 
-// tlsTargets makes the targets of a TLSRoute's chains from its resolved backends (ports)
-// and the weight of those that could not be resolved (failed), once per kind of listener:
-//   - Passthrough: the client's TLS goes to the backends' plain TCP clusters as it is;
-//   - Terminate: the decrypted stream goes to each backend in plain text, or, when a
+// streamTargets makes the targets of a stream route's listeners (a TCP listener, a TLS
+// listener's chain) from its resolved backends (ports) and the weight of those that could not
+// be resolved (failed), once per kind of listener and BackendTrafficPolicy (its clusters:
+// "<cluster>/traffic/<policy>"):
+//   - TCP, TLS Passthrough: the connection goes to the backends' plain TCP clusters as it is;
+//   - TLS Terminate: the decrypted stream goes to each backend in plain text, or, when a
 //     BackendTLSPolicy targets the backend's Service port (the Route's context.backendTLS),
 //     re-encrypted to it (a TLS cluster, presenting the Gateway's client certificate when it
 //     has one). A policy the hub cannot use refuses the backend's share of connections with
 //     an InvalidBackendTLS warning: never plain text.
-type tlsTargets struct {
+//
+// A UDPRoute's listeners get one cluster (udp).
+type streamTargets struct {
 	t        *l7
 	r        *v1alpha1.Route
+	meta     metav1.ObjectMeta
 	owner    ir.ObjectRef
 	ports    []weightedStreamPort
 	failed   uint32
-	made     map[string]streamTo // by "passthrough", or "terminate/<client certificate>"
+	made     map[string]streamTo // by "passthrough", or "terminate/<client certificate>", then "|<policy>"
 	reported map[streamPort]bool // InvalidBackendTLS warnings given
 }
 
-func (v *tlsTargets) of(l *gwListener) streamTo {
+// udp is the target of a UDPRoute's listener under traffic (nil: none).
+func (v *streamTargets) udp(traffic *backendTraffic) streamTo {
+	key := "udp"
+	if traffic != nil {
+		key += "|" + traffic.policy
+	}
+	if to, ok := v.made[key]; ok {
+		return to
+	}
+	to := streamTo{backends: []ir.WeightedCluster{{Cluster: v.t.udpBackends(v.r, v.meta, v.owner, v.ports, traffic), Weight: 1}}}
+	if v.made == nil {
+		v.made = map[string]streamTo{}
+	}
+	v.made[key] = to
+	return to
+}
+
+// of is the target of listener l (TCP, TLS) under traffic (nil: none).
+func (v *streamTargets) of(l *gwListener, traffic *backendTraffic) streamTo {
 	terminate, clientCert := l.mode == gwv1.TLSModeTerminate, ""
 	key := "passthrough"
 	if terminate {
 		clientCert = l.gw.clientCert
 		key = "terminate/" + clientCert
+	}
+	if traffic != nil {
+		key += "|" + traffic.policy
 	}
 	if to, ok := v.made[key]; ok {
 		return to
@@ -261,7 +273,7 @@ func (v *tlsTargets) of(l *gwListener) streamTo {
 				up.ClientCertificate = clientCert
 			}
 		}
-		cluster := t.streamClusterTLS(v.r, v.owner, wp.streamPort, up)
+		cluster := t.streamClusterTLS(v.r, v.owner, wp.streamPort, up, traffic)
 		if i := slices.IndexFunc(to.backends, func(w ir.WeightedCluster) bool { return w.Cluster == cluster }); i >= 0 {
 			to.backends[i].Weight += wp.weight
 			continue
@@ -276,10 +288,13 @@ func (v *tlsTargets) of(l *gwListener) streamTo {
 }
 
 // streamTo is where a stream route's connections go: clusters shared by weight, and the
-// weight of backends that could not be resolved (refused).
+// weight of backends that could not be resolved (refused); which clients' connections go
+// (authorization, nil: all) and whether they are hashed on the client address.
 type streamTo struct {
-	backends []ir.WeightedCluster
-	failed   uint32
+	backends      []ir.WeightedCluster
+	failed        uint32
+	authorization *ir.Authorization
+	hashSourceIP  bool
 }
 
 // target is the IR of a TCP listener or a TLS listener's chain: Cluster when every connection
@@ -298,7 +313,7 @@ type streamPort struct {
 	proto           corev1.Protocol
 }
 
-// weightedStreamPort is a resolved backend of a UDPRoute and its weight.
+// weightedStreamPort is a resolved backend of a stream route and its weight.
 type weightedStreamPort struct {
 	streamPort
 	weight uint32
@@ -341,27 +356,13 @@ func (t *l7) resolveStreamPort(r *v1alpha1.Route, namespace, name string, port i
 	return streamPort{namespace: namespace, name: name, port: port, nodePort: sp.NodePort, proto: proto}, "", ""
 }
 
-// streamBackend resolves a TCP or UDP backend Service port of a route to a cluster of the
-// tenant nodes' addresses × its NodePort, added once; TCP clusters get the health check of
-// Options (as Layer 4). On failure it returns the problem's reason and message.
-func (t *l7) streamBackend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, proto corev1.Protocol) (string, string, string) {
-	sp, reason, msg := t.resolveStreamPort(r, namespace, name, port, proto)
-	if reason != "" {
-		return "", reason, msg
-	}
-	return t.streamCluster(r, owner, sp), "", ""
-}
-
-// streamCluster adds (once) the cluster of a resolved stream backend and returns its name.
-func (t *l7) streamCluster(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort) string {
-	return t.streamClusterTLS(r, owner, sp, nil)
-}
-
 // streamClusterTLS adds (once) the cluster of a resolved stream backend, whose connections
 // are encrypted with up when it is set (a TCP backend of a TLSRoute that a Terminate listener
 // serves and a BackendTLSPolicy targets: "<route>/<ns>/<svc>/<port>/tcp/tls", then
-// "/client/<secret>" with a client certificate), and returns its name.
-func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort, up *ir.UpstreamTLS) string {
+// "/client/<secret>" with a client certificate), under the cluster settings of traffic (nil:
+// none; then "/traffic/<policy>"), and returns its name. TCP clusters get the health check of
+// Options (as Layer 4).
+func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPort, up *ir.UpstreamTLS, traffic *backendTraffic) string {
 	p := strings.ToLower(string(sp.proto))
 	clusterName := backendClusterName(r.Name, sp.namespace, sp.name, sp.port, p)
 	if up != nil {
@@ -369,6 +370,9 @@ func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPo
 		if up.ClientCertificate != "" {
 			clusterName += "/client/" + up.ClientCertificate
 		}
+	}
+	if traffic != nil {
+		clusterName = trafficClusterName(clusterName, traffic)
 	}
 	if c, ok := t.clusterIndex()[clusterName]; ok {
 		c.Owners = append(c.Owners, owner)
@@ -398,6 +402,9 @@ func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPo
 			NoTrafficInterval:  ir.Duration(hc.NoTrafficInterval),
 		}
 	}
+	if traffic != nil {
+		t.applyCluster(c, traffic, owner)
+	}
 	if len(c.Endpoints) == 0 {
 		t.problems.Add(owner, ir.SeverityWarning, ReasonNoEndpoints, "the backend %s/%s:%d has no usable endpoints; connections fail until the tenant has Ready nodes with valid addresses",
 			truncate(sp.namespace), truncate(sp.name), sp.port)
@@ -411,12 +418,20 @@ func (t *l7) streamClusterTLS(r *v1alpha1.Route, owner ir.ObjectRef, sp streamPo
 // backend, or, for more, one cluster "<route>/udp" whose endpoint groups (one per backend
 // Service port, named "<ns>/<svc>/<port>") share the sessions by the backends' weights (at
 // most maxBackendRefs × 1000000 in all). Each backend's endpoints are the tenant nodes'
-// addresses × its NodePort, bounded per backend as a cluster's are.
-func (t *l7) udpBackends(r *v1alpha1.Route, meta metav1.ObjectMeta, owner ir.ObjectRef, ports []weightedStreamPort) string {
+// addresses × its NodePort, bounded per backend as a cluster's are. Under traffic (nil: none)
+// the cluster takes its settings and is "<cluster>/traffic/<policy>".
+func (t *l7) udpBackends(r *v1alpha1.Route, meta metav1.ObjectMeta, owner ir.ObjectRef, ports []weightedStreamPort, traffic *backendTraffic) string {
 	if len(ports) == 1 {
-		return t.streamCluster(r, owner, ports[0].streamPort)
+		return t.streamClusterTLS(r, owner, ports[0].streamPort, nil, traffic)
 	}
 	clusterName := r.Name + "/udp"
+	if traffic != nil {
+		clusterName = trafficClusterName(clusterName, traffic)
+	}
+	if c, ok := t.clusterIndex()[clusterName]; ok { // another listener under the same policy
+		c.Owners = append(c.Owners, owner)
+		return clusterName
+	}
 	c := &ir.Cluster{
 		Name:           clusterName,
 		StatName:       strings.ReplaceAll(fmt.Sprintf("%s/%s/udp", meta.Namespace, meta.Name), ".", "_"),
@@ -437,6 +452,9 @@ func (t *l7) udpBackends(r *v1alpha1.Route, meta metav1.ObjectMeta, owner ir.Obj
 			e.Group = group
 			c.Endpoints = append(c.Endpoints, e)
 		}
+	}
+	if traffic != nil {
+		t.applyCluster(c, traffic, owner)
 	}
 	t.clusterIndex()[clusterName] = c
 	t.cfg.Clusters = append(t.cfg.Clusters, c)

@@ -61,6 +61,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 					srv.Secrets, srv.ClientValidation = l.secrets, l.validation
 				}
 				srv.Cluster, srv.Backends, srv.FailedWeight = c.to.target()
+				srv.Authorization, srv.HashSourceIP = c.to.authorization, c.to.hashSourceIP // gateway_stream_policy.go
 				if !claim(srv, c.names, c.owner) {
 					continue
 				}

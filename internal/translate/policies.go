@@ -50,36 +50,59 @@ type policyResult[S any] struct {
 // sectionName), else the Gateway's. A policy the hub cannot use is skipped for the next, as
 // the ccm does with a policy that is Invalid.
 func (c *policyChecks[P, S]) forRoute(t *l7, r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef) (*S, string, *v1alpha1.Route) {
+	return c.forRouteFit(t, r, rule, l, owner, nil)
+}
+
+// forRouteFit is forRoute for a route that takes only some settings (a TCPRoute: what acts on
+// connections): fit gives what of a checked policy applies to it (nil: nothing, and no other
+// level's does: a policy overrides the less specific ones entirely), or says why the policy
+// cannot apply to it at all (then it is reported on owner and skipped for the next level, as
+// one the hub cannot use); inherited tells a listener's or Gateway's policy from the route's
+// own. fit nil: every policy applies as it is.
+func (c *policyChecks[P, S]) forRouteFit(t *l7, r *v1alpha1.Route, rule string, l *gwListener, owner ir.ObjectRef, fit func(v *S, inherited bool) (*S, string)) (*S, string, *v1alpha1.Route) {
 	type level struct {
-		route *v1alpha1.Route
-		p     *P
-		where string
+		route     *v1alpha1.Route
+		p         *P
+		where     string
+		inherited bool // the listener's or the Gateway's
 	}
 	var levels []level
 	if ctx := sourceContext(r); ctx != nil {
 		if sec := ctx.PolicySection(rule); rule != "" && sec != nil && c.ofSection(sec) != nil {
-			levels = append(levels, level{r, c.ofSection(sec), "the route's rule " + truncate(rule) + "'s"})
+			levels = append(levels, level{r, c.ofSection(sec), "the route's rule " + truncate(rule) + "'s", false})
 		}
 		if c.of(ctx) != nil {
-			levels = append(levels, level{r, c.of(ctx), "the route's own"})
+			levels = append(levels, level{r, c.of(ctx), "the route's own", false})
 		}
 	}
 	if l != nil && l.gw != nil {
 		if ctx := sourceContext(l.gw.route); ctx != nil {
 			if name := gatewayListenerName(l); name != "" {
 				if sec := ctx.PolicySection(name); sec != nil && c.ofSection(sec) != nil {
-					levels = append(levels, level{l.gw.route, c.ofSection(sec), "its Gateway's listener " + truncate(name) + "'s"})
+					levels = append(levels, level{l.gw.route, c.ofSection(sec), "its Gateway's listener " + truncate(name) + "'s", true})
 				}
 			}
 			if c.of(ctx) != nil {
-				levels = append(levels, level{l.gw.route, c.of(ctx), "its Gateway's"})
+				levels = append(levels, level{l.gw.route, c.of(ctx), "its Gateway's", true})
 			}
 		}
 	}
 	for _, lv := range levels {
-		if v, name := c.check(t, lv.p, lv.where, owner); v != nil {
-			return v, name, lv.route
+		v, name := c.check(t, lv.p, lv.where, owner)
+		if v == nil {
+			continue
 		}
+		if fit != nil {
+			use, msg := fit(v, lv.inherited)
+			if msg != "" {
+				t.problems.Add(owner, ir.SeverityWarning, c.reason, "%s %s (%s) does not apply here: %s; none of it applies", c.kind, truncateMessage(name), lv.where, msg)
+				continue
+			}
+			if v = use; v == nil {
+				return nil, "", nil
+			}
+		}
+		return v, name, lv.route
 	}
 	return nil, "", nil
 }

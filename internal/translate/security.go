@@ -71,11 +71,18 @@ func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir
 		out.oidc = t.oidcFor(carrier, policy, s.OIDC, owner)
 		out.closed = out.closed || out.oidc == ""
 	}
-	a := s.Authorization
-	if a == nil {
-		return out
+	if s.Authorization != nil {
+		out.authorization = t.authorizationOf(l.gw, policy, s.Authorization, t.detectsClientAddress)
 	}
-	if gw := l.gw; gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] && !t.detectsClientAddress(gw) {
+	return out
+}
+
+// authorizationOf is authorization a of SecurityPolicy policy as the IR's (made once per
+// policy), for a route of Gateway gw (nil: none). The Gateway gets a ClientAddressUnknown
+// Warning (once) when its hub Service does not keep the clients' addresses and detects does
+// not say that its listeners learn them otherwise (X-Forwarded-For, PROXY protocol).
+func (t *l7) authorizationOf(gw *gateway, policy string, a *trafficpolicy.Authorization, detects func(*gateway) bool) *ir.Authorization {
+	if gw != nil && !keepsClientAddress(gw.svc) && !t.addressWarned[gw] && !detects(gw) {
 		if t.addressWarned == nil {
 			t.addressWarned = map[*gateway]bool{}
 		}
@@ -85,16 +92,15 @@ func (t *l7) securityFor(r *v1alpha1.Route, rule string, l *gwListener, owner ir
 			truncateMessage(policy))
 	}
 	if made, ok := t.authorizationIR[a]; ok {
-		out.authorization = made
-		return out
+		return made
 	}
-	out.authorization = &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
+	out := &ir.Authorization{DefaultAllow: a.DefaultAllow, Rules: make([]ir.AuthorizationRule, 0, len(a.Rules))}
 	for _, rule := range a.Rules {
-		out.authorization.Rules = append(out.authorization.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
+		out.Rules = append(out.Rules, ir.AuthorizationRule{Allow: rule.Allow, SourceRanges: slices.Clone(rule.Ranges)})
 	}
 	if t.authorizationIR == nil {
 		t.authorizationIR = map[*trafficpolicy.Authorization]*ir.Authorization{}
 	}
-	t.authorizationIR[a] = out.authorization
+	t.authorizationIR[a] = out
 	return out
 }

@@ -208,7 +208,7 @@ func TestClientTrafficPolicyTargets(t *testing.T) {
 		t.Error("a ClientTrafficPolicy targets Gateways only")
 	}
 	if v := BackendTrafficPolicyKind.Read(trafficPolicy(t, "app", "bt", `{targetRefs: [{group: gateway.networking.k8s.io, kind: ListenerSet, name: extra}], retry: {numRetries: 1}}`)); !strings.Contains(v.Invalid,
-		"kubelb serves a BackendTrafficPolicy on Gateways, HTTPRoutes and GRPCRoutes (gateway.networking.k8s.io) only") {
+		"kubelb serves a BackendTrafficPolicy on Gateways, HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes (gateway.networking.k8s.io) only") {
 		t.Errorf("a BackendTrafficPolicy on a ListenerSet: Invalid %q", v.Invalid)
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // Envoy Gateway's policies (gateway.envoyproxy.io/v1alpha1: BackendTrafficPolicy,
 // SecurityPolicy, ClientTrafficPolicy) in the ccm: which policy of a kind applies to a
-// Gateway, an HTTPRoute or a GRPCRoute (TrafficWinner), what its Route carries of it to the
+// Gateway or a route (HTTP, GRPC, TLS, TCP, UDP; TrafficWinner), what its Route carries of it to the
 // hub (DesiredBackendTraffic, DesiredSecurity, DesiredClientTraffic), and the policy's status
 // (DesiredTrafficPolicyStatus). All pure, and the same for every kind but for how a policy's
 // settings are read and which kinds of objects it may target (PolicyKind). The ccm reads the
@@ -46,6 +46,9 @@ type PolicyKind struct {
 	// targetKinds are the kinds of objects its policies may target in kubelb (nil:
 	// trafficTargetKinds).
 	targetKinds []string
+	// streamUnfit says why the settings read do not apply to a route of a stream kind
+	// (TLSRoute, TCPRoute, UDPRoute): "" when they do (nil: they always do).
+	streamUnfit func(routeKind string, v any) string
 }
 
 // BackendTrafficPolicyKind and SecurityPolicyKind are the kinds read (PolicyKinds).
@@ -63,6 +66,9 @@ var (
 		carry:        func(c *v1alpha1.SourceContext, v any) { c.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
 		carrySection: func(s *v1alpha1.PolicySection, v any) { s.BackendTraffic, _ = v.(*v1alpha1.BackendTraffic) },
 		bound:        boundBy(trafficpolicy.Resolve, trafficpolicy.CheckBounds),
+		streamUnfit: unfitBy(trafficpolicy.Resolve, func(kind string, s *trafficpolicy.Settings) string {
+			return trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.StreamUnfit(kind, s), false)
+		}),
 	}
 	SecurityPolicyKind = &PolicyKind{
 		Kind: trafficpolicy.SecurityKind, index: "ccm.kubelb.k8c.io/security-policy-targets",
@@ -77,6 +83,12 @@ var (
 		carry:        func(c *v1alpha1.SourceContext, v any) { c.Security, _ = v.(*v1alpha1.Security) },
 		carrySection: func(s *v1alpha1.PolicySection, v any) { s.Security, _ = v.(*v1alpha1.Security) },
 		bound:        boundBy(trafficpolicy.ResolveSecurity, trafficpolicy.CheckSecurityBounds),
+		streamUnfit: unfitBy(trafficpolicy.ResolveSecurity, func(kind string, s *trafficpolicy.SecuritySettings) string {
+			return trafficpolicy.StreamUnfitMessage(kind, trafficpolicy.SecurityStreamUnfit(s), true)
+		}),
+		// Envoy's UDP proxy has no RBAC filter: Envoy Gateway's CRD refuses a SecurityPolicy
+		// on a UDPRoute, kubelb says so for older CRDs.
+		targetKinds: []string{kindGateway, "HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"},
 	}
 	// ClientTrafficPolicyKind: the settings of a Gateway's listeners towards its clients;
 	// its policies target Gateways only (as Envoy Gateway's).
@@ -115,6 +127,34 @@ func boundBy[P, S any](resolve func(*P) (*S, error), check func(*trafficpolicy.B
 	}
 }
 
+// unfitBy is a kind's streamUnfit: the settings read (a *P) resolved by resolve and checked
+// by unfit for a stream route kind.
+func unfitBy[P, S any](resolve func(*P) (*S, error), unfit func(string, *S) string) func(string, any) string {
+	return func(kind string, v any) string {
+		p, _ := v.(*P)
+		if p == nil {
+			return ""
+		}
+		s, err := resolve(p)
+		if err != nil {
+			return ""
+		}
+		return unfit(kind, s)
+	}
+}
+
+// ForKind is v for an object of kind kind: Invalid when the policy asks of a TLSRoute,
+// TCPRoute or UDPRoute what its connections cannot take (an HTTP feature), naming it. Pure.
+func (k *PolicyKind) ForKind(v EGPolicyVerdict, kind string) EGPolicyVerdict {
+	if v.Invalid != "" || v.Value == nil || k.streamUnfit == nil || !slices.Contains(trafficpolicy.StreamRouteKinds, kind) {
+		return v
+	}
+	if msg := k.streamUnfit(kind, v.Value); msg != "" {
+		return EGPolicyVerdict{Invalid: msg}
+	}
+	return v
+}
+
 // kinds are the kinds of objects the kind's policies may target in kubelb.
 func (k *PolicyKind) kinds() []string {
 	if k.targetKinds != nil {
@@ -145,8 +185,9 @@ func (k *PolicyKind) NewList() *unstructured.UnstructuredList {
 }
 
 // trafficTargetKinds are the kinds a policy may target in kubelb: whole objects, or one
-// section (sectionName: a Gateway's listener, a route's rule).
-var trafficTargetKinds = []string{kindGateway, "HTTPRoute", "GRPCRoute"}
+// section (sectionName: a Gateway's listener, a route's rule). On TLSRoutes, TCPRoutes and
+// UDPRoutes only what acts on connections applies (PolicyKind.ForKind).
+var trafficTargetKinds = []string{kindGateway, "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}
 
 // appliesPolicies tells whether a kind's Routes carry Envoy Gateway's policies.
 func appliesPolicies(k Kind) bool {
@@ -222,7 +263,7 @@ func HubBounds(states []v1alpha1.TenantState) *trafficpolicy.Bounds {
 	return nil
 }
 
-// Read reads and checks a policy of the kind: its targets (Gateways, HTTPRoutes and GRPCRoutes
+// Read reads and checks a policy of the kind: its targets (Gateways and routes
 // of Gateway API's group, whole objects or one section of them) and targetSelectors, its
 // fields (those kubelb serves only) and their values.
 func (k *PolicyKind) Read(p *unstructured.Unstructured) EGPolicyVerdict {

@@ -179,7 +179,7 @@ func (k *PolicyKind) readSelected(ctx context.Context, c client.Reader, p *unstr
 	return v, sel, nil
 }
 
-// carryPolicies puts in a Route's context what obj (a Gateway, an HTTPRoute or a GRPCRoute;
+// carryPolicies puts in a Route's context what obj (a Gateway or a route;
 // u unstructured) carries of each policy kind the Reconciler reads (PolicyKind.DesiredOf):
 // for the whole object and for each of its sections (listeners, named rules). A policy whose
 // targetSelectors select too many objects applies to none.
@@ -198,7 +198,8 @@ func (r *Reconciler) carryPolicies(ctx context.Context, obj client.Object, u map
 		read := func(p *unstructured.Unstructured) EGPolicyVerdict {
 			v, _, err := k.readSelected(ctx, r.Policies, p, r.PolicyTargetKinds)
 			readErr = cmp.Or(readErr, err)
-			return v
+			return k.ForKind(v, r.Kind.String()) // a TCPRoute's policy with HTTP features: none of it
+
 		}
 		whole, secs := k.DesiredOf(policies, obj.GetNamespace(), o, sections, read)
 		if readErr != nil {
@@ -238,7 +239,7 @@ type TrafficPolicyReconciler struct {
 	// not apply (once per status change).
 	Recorder        events.EventRecorder
 	UseGatewayClass bool
-	// Kinds are the route kinds set up (HTTPRoute, GRPCRoute: their objects are read).
+	// Kinds are the route kinds set up (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute: their objects are read).
 	Kinds []Kind
 	// Secrets reads the Secrets a SecurityPolicy's basicAuth names from the tenant API server
 	// (their data is not cached); nil: not checked.
@@ -396,6 +397,7 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 	}
 	a := TrafficAncestor{Status: metav1.ConditionTrue, Reason: string(gwapiv1.PolicyReasonAccepted),
 		Message: "the policy applies to " + what + " on kubelb's Gateways"}
+	v = r.Policy.ForKind(v, t.Kind) // HTTP features on a TLSRoute, TCPRoute or UDPRoute: Invalid there
 	switch {
 	case v.Invalid != "":
 		a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)

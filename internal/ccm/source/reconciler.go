@@ -71,7 +71,7 @@ type Reconciler struct {
 	// kind's backends get their TLS (HTTPRoutes, GRPCRoutes).
 	BackendTLSPolicies bool
 	// PolicyKinds are Envoy Gateway's policy kinds (BackendTrafficPolicy, SecurityPolicy) the
-	// tenant serves when the kind's Routes carry them (Gateways, HTTPRoutes, GRPCRoutes);
+	// tenant serves when the kind's Routes carry them (Gateways and Gateway API routes);
 	// Policies reads them (the tenant cache, unstructured).
 	PolicyKinds []*PolicyKind
 	Policies    client.Reader

@@ -59,7 +59,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 		if len(l.SourceRanges) > 0 { // a connection from elsewhere matches no chain: closed
 			fc.FilterChainMatch = &listenerv3.FilterChainMatch{SourcePrefixRanges: cidrRanges(l.SourceRanges)}
 		}
-		out.FilterChains = []*listenerv3.FilterChain{fc}
+		out.FilterChains = authorizedChains(fc, l.Authorization, l.StatPrefix, l.AccessLog, &errs) // stream_policy.go
 	case ir.ProtocolUDP:
 		// The udp_proxy listener filter routes every datagram (a matcher with only
 		// on_no_match; the deprecated "cluster" field is not used) to the cluster.
@@ -105,6 +105,9 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 				tp := tcpProxy(l.StatPrefix, srv.Cluster, srv.Backends, srv.FailedWeight)
 				tp.AccessLog = accessLog(l.AccessLog, false, l.StatPrefix, &errs)
 				tcpIdleTimeout(tp, l.ClientTraffic)
+				if srv.HashSourceIP { // a TLSRoute's consistent hash of the client address
+					tp.HashPolicy = []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}}
+				}
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterTCPProxy, &errs, tp)}
 			} else {
 				fc.Filters = []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, &errs, httpConnectionManager(l, srv.RouteConfig, &errs))}
@@ -120,7 +123,7 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 			if len(srv.ServerNames) > 0 {
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
 			}
-			out.FilterChains = append(out.FilterChains, fc)
+			out.FilterChains = append(out.FilterChains, authorizedChains(fc, srv.Authorization, l.StatPrefix, l.AccessLog, &errs)...)
 		}
 	default:
 		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
