@@ -14,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestAddressCondition: the condition a tenant Service gets from its LoadBalancer's Ready
@@ -83,7 +84,7 @@ func TestHubReadyReachesTheService(t *testing.T) {
 	e.namespace(t, "shop")
 	e.startCCM(t, ccmOpts{})
 	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	lb := e.mirrorOf(t, svc, nil)
 
 	e.lbConditionOf(t, lb, ConditionReady, metav1.ConditionFalse, "PortsExhausted", "the listener port range 20000-20001 is full")

@@ -16,6 +16,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 func cond(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
@@ -161,7 +162,7 @@ func TestProgrammedEvents(t *testing.T) {
 	e.namespace(t, "shop")
 	e.startCCM(t, ccmOpts{})
 	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	lb := e.mirrorOf(t, svc, nil)
 	e.waitEvent(t, svc, corev1.EventTypeNormal, ReasonLoadBalancerCreated)
 

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestHubBackendsReachableReachesTheService: the hub LoadBalancer's BackendsReachable
@@ -21,7 +22,7 @@ func TestHubBackendsReachableReachesTheService(t *testing.T) {
 	e.namespace(t, "shop")
 	e.startCCM(t, ccmOpts{})
 	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	lb := e.mirrorOf(t, svc, nil)
 
 	waitReachable := func(st metav1.ConditionStatus, reason, msg string) {

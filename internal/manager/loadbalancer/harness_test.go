@@ -130,11 +130,7 @@ func tcp(port int32) kubelbv1alpha1.LoadBalancerPort {
 
 func getLB(t testing.TB, c client.Client, ns, name string) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &kubelbv1alpha1.LoadBalancer{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-		t.Fatal(err)
-	}
-	return lb
+	return objects.Get(t, c, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{})
 }
 
 // upstreamPorts returns the allocated listener ports of a LoadBalancer, in status order.
@@ -149,29 +145,18 @@ func upstreamPorts(lb *kubelbv1alpha1.LoadBalancer) []int32 {
 // waitPorts waits until the LoadBalancer's status records n allocated ports.
 func waitPorts(t testing.TB, c client.Client, ns, name string, n int) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	var lb *kubelbv1alpha1.LoadBalancer
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%d ports in the status of %s/%s", n, ns, name), func() error {
-		lb = &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		if got := len(lb.Status.Service.Ports); got != n {
-			return fmt.Errorf("%d ports: %+v", got, lb.Status)
+			return fmt.Errorf("%d ports, want %d: %+v", got, n, lb.Status)
 		}
 		return nil
 	})
-	return lb
 }
 
 // waitReady waits until the Ready condition has the given status and reason.
 func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	var lb *kubelbv1alpha1.LoadBalancer
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%s/%s Ready=%s %s", ns, name, status, reason), func() error {
-		lb = &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		for _, cond := range lb.Status.Conditions {
 			if cond.Type == ConditionReady && cond.Status == status && cond.Reason == reason {
 				if cond.ObservedGeneration != lb.Generation {
@@ -180,9 +165,8 @@ func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.Con
 				return nil
 			}
 		}
-		return fmt.Errorf("conditions %+v", lb.Status.Conditions)
+		return fmt.Errorf("want Ready=%s %s, conditions %+v", status, reason, lb.Status.Conditions)
 	})
-	return lb
 }
 
 // waitService waits for the hub Service of a LoadBalancer and checks it with cond (nil: none).
@@ -198,21 +182,12 @@ func lbWarning(ns, name, reason string) objects.EventFilter {
 }
 
 // playLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB in production):
-// it writes an address into the hub Service's status, plus an annotation of its own.
+// it writes an address into the status of the LoadBalancer's hub Service, plus an annotation
+// of its own.
 func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
-		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
-			return err
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-		if err := c.Status().Update(context.Background(), svc); err != nil {
-			return err
-		}
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"metallb.universe.tf/ip-allocated-from-pool":"test"}}}`))
-		return c.Patch(context.Background(), svc, patch)
-	})
+	objects.PlayLoadBalancer(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, ip,
+		map[string]string{"metallb.universe.tf/ip-allocated-from-pool": "test"})
 }
 
 // deleteAll deletes the LoadBalancers of a namespace and waits until they and their hub
