@@ -208,6 +208,18 @@ func lbService(ns, name string) *corev1.Service {
 	}
 }
 
+// newMirroredService starts an env and a ccm, creates the LoadBalancer Service shop/web on
+// the tenant, and waits for its mirror on the hub.
+func newMirroredService(t *testing.T) (*env, *corev1.Service, *v1alpha1.LoadBalancer) {
+	t.Helper()
+	e := newEnv(t)
+	e.namespace(t, "shop")
+	e.startCCM(t, ccmOpts{})
+	svc := lbService("shop", "web")
+	objects.Create(t, e.Tenant.Client, svc)
+	return e, svc, e.mirrorOf(t, svc, nil)
+}
+
 // namespace makes a namespace on the tenant.
 func (e *env) namespace(t *testing.T, name string) {
 	t.Helper()

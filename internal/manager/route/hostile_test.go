@@ -92,11 +92,7 @@ func TestHostileTenantHostnames(t *testing.T) {
 	lb("tenant-b", "own", "b.example.org")
 	waitHostname(t, c, "tenant-b", "own", &kubelbv1alpha1.HostnameStatus{Hostname: "b.example.org", DNSRecordCreated: true})
 	for name, a := range attacks {
-		testsupport.Eventually(t, waitTimeout, "Hostname condition of tenant-b/"+name, func() error {
-			got := &kubelbv1alpha1.LoadBalancer{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: name}, got); err != nil {
-				return err
-			}
+		objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: "tenant-b", Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(got *kubelbv1alpha1.LoadBalancer) error {
 			cond := meta.FindStatusCondition(got.Status.Conditions, loadbalancer.ConditionHostname)
 			if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != a.reason || got.Status.Hostname != nil {
 				return fmt.Errorf("status.hostname %+v, conditions %+v", got.Status.Hostname, got.Status.Conditions)

@@ -144,11 +144,7 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	waitHostname(t, c, ns, "web", &kubelbv1alpha1.HostnameStatus{Hostname: webHost, DNSRecordCreated: true})
 	waitHostname(t, c, ns, "explicit", &kubelbv1alpha1.HostnameStatus{Hostname: "shop.example.org", DNSRecordCreated: true})
 	// "planted": its Certificate is not kubelb's: the condition says so, the foreign one stays.
-	testsupport.Eventually(t, waitTimeout, "planted's Hostname condition", func() error {
-		got := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "planted"}, got); err != nil {
-			return err
-		}
+	objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: "planted"}, &kubelbv1alpha1.LoadBalancer{}, func(got *kubelbv1alpha1.LoadBalancer) error {
 		cond := meta.FindStatusCondition(got.Status.Conditions, loadbalancer.ConditionHostname)
 		if cond == nil || cond.Reason != loadbalancer.ReasonCertificateFailed {
 			return fmt.Errorf("conditions %+v", got.Status.Conditions)
@@ -328,11 +324,7 @@ func installCertificateCRD(t *testing.T, c client.Client) {
 // waitHostname waits until the LoadBalancer's status.hostname is want.
 func waitHostname(t *testing.T, c client.Client, ns, name string, want *kubelbv1alpha1.HostnameStatus) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("status.hostname of %s to be %+v", name, want), func() error {
-		lb := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		if diff := cmp.Diff(want, lb.Status.Hostname); diff != "" {
 			return fmt.Errorf("(-want +got):\n%s\nconditions %+v", diff, lb.Status.Conditions)
 		}
