@@ -3,6 +3,7 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -41,11 +42,7 @@ type running struct {
 func (m *running) Errors() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]int, len(m.errors))
-	for k, v := range m.errors {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.errors)
 }
 
 // Reconciles is the number of reconciles of one LoadBalancer that finished.
