@@ -22,7 +22,6 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
-	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
@@ -191,22 +190,7 @@ func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
 // Services are gone.
 func deleteAll(t testing.TB, c client.Client, ns string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.LoadBalancer{}, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, waitTimeout, "LoadBalancers and hub Services in "+ns+" to be gone", func() error {
-		lbs := &kubelbv1alpha1.LoadBalancerList{}
-		svcs := &corev1.ServiceList{}
-		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if err := c.List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err != nil {
-			return err
-		}
-		if len(lbs.Items)+len(svcs.Items) > 0 {
-			return fmt.Errorf("%d LoadBalancers and %d hub Services left", len(lbs.Items), len(svcs.Items))
-		}
-		return nil
+	objects.DeleteAllOf(t, c, waitTimeout, ns, &kubelbv1alpha1.LoadBalancer{}, &kubelbv1alpha1.LoadBalancerList{}, func(s client.Object) bool {
+		return s.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
 	})
 }

@@ -1,7 +1,6 @@
 package route
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,6 @@ import (
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
-	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
@@ -221,28 +219,5 @@ func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
 // of Routes are gone.
 func deleteRoutes(t testing.TB, c client.Client, ns string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.Route{}, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, waitTimeout, "Routes and their hub Services in "+ns+" to be gone", func() error {
-		rts := &kubelbv1alpha1.RouteList{}
-		svcs := &corev1.ServiceList{}
-		if err := c.List(ctx, rts, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if err := c.List(ctx, svcs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		n := 0
-		for _, s := range svcs.Items {
-			if hubnames.LooksLikeRouteService(&s) {
-				n++
-			}
-		}
-		if len(rts.Items)+n > 0 {
-			return fmt.Errorf("%d Routes and %d hub Services left", len(rts.Items), n)
-		}
-		return nil
-	})
+	objects.DeleteAllOf(t, c, waitTimeout, ns, &kubelbv1alpha1.Route{}, &kubelbv1alpha1.RouteList{}, hubnames.LooksLikeRouteService)
 }

@@ -11,6 +11,7 @@ package objects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -159,6 +161,33 @@ func Gone(c client.Reader, obj client.Object) error {
 		return err
 	}
 	return fmt.Errorf("%T %s/%s still exists (finalizers %v)", obj, obj.GetNamespace(), obj.GetName(), obj.GetFinalizers())
+}
+
+// DeleteAllOf deletes every object of obj's kind in namespace ns and waits until list (of
+// that kind) is empty there, and no Service of ns that also selects (nil: none) is left: what
+// a controller removes with them.
+func DeleteAllOf(t testsupport.TB, c client.Client, timeout time.Duration, ns string, obj client.Object, list client.ObjectList, also func(client.Object) bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%T in %s and their Services to be gone", obj, ns), func() error {
+		svcs := &corev1.ServiceList{}
+		if err := errors.Join(c.List(ctx, list, client.InNamespace(ns)), c.List(ctx, svcs, client.InNamespace(ns))); err != nil {
+			return err
+		}
+		n := 0
+		for i := range svcs.Items {
+			if also != nil && also(&svcs.Items[i]) {
+				n++
+			}
+		}
+		if left := meta.LenList(list); left+n > 0 {
+			return fmt.Errorf("%d left and %d Services", left, n)
+		}
+		return nil
+	})
 }
 
 // Absent fails the test unless the object key does not exist (obj receives it otherwise).
