@@ -1,8 +1,10 @@
 // Package objects holds the object builders and waiters that the controller tests of both
-// binaries share, for tests on a real API server (internal/testenv): create objects, build
-// the namespaces kubelb acts in, wait until an object is there and passes a check, until it
-// is gone, or fail when it exists; find and wait for Events; count the write requests a
-// client sends. Each test package keeps its own timeout and passes it in.
+// binaries share, for tests on a real API server (internal/testenv): create, read and edit
+// objects (also their status, as the controller a test plays writes it), build the
+// namespaces, Config and Tenants kubelb acts on, play the hub's own load balancer
+// implementation, wait until an object is there and passes a check, until it is gone, or fail
+// when it exists; delete a kind and wait until it is gone; find and wait for Events; count the
+// write requests a client sends. Each test package keeps its own timeout and passes it in.
 //
 // It builds on internal/testsupport (TB, Eventually) and, unlike that leaf, knows the API
 // server's client.
