@@ -3,6 +3,7 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -170,12 +171,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	if err := c.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	waitService(t, c, "tenant-a", "web", func(s *corev1.Service) error {
-		if s.Annotations["metallb.universe.tf/loadBalancerIPs"] != victimIP {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-a", "web", objects.Annotated("metallb.universe.tf/loadBalancerIPs", victimIP))
 
 	steering := map[string]string{
 		"metallb.universe.tf/loadBalancerIPs":                          victimIP,
@@ -188,18 +184,11 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	}
 	attack := newLB("tenant-b", "steal", tcp(80))
 	attack.Annotations = map[string]string{"team": "b"}
-	for k, v := range steering {
-		attack.Annotations[k] = v
-	}
+	maps.Copy(attack.Annotations, steering)
 	if err := c.Create(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	svc := waitService(t, c, "tenant-b", "steal", func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	svc := waitService(t, c, "tenant-b", "steal", objects.Annotated("team", "b"))
 	for k := range steering {
 		if v, ok := svc.Annotations[k]; ok {
 			t.Errorf("B's hub Service carries %s=%s", k, v)
@@ -216,12 +205,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	if err := c.Update(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	waitService(t, c, "tenant-b", "steal", func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b2" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-b", "steal", objects.Annotated("team", "b2"))
 	if n := objects.CountEvents(t, c, lbWarning("tenant-b", "steal", ReasonAnnotationsDropped)); n != 1 {
 		t.Errorf("%d AnnotationsDropped Events, want 1", n)
 	}
@@ -235,10 +219,5 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		}
 	}
 	// The victim's hub Service is as the platform team allowed it.
-	waitService(t, c, "tenant-a", "web", func(s *corev1.Service) error {
-		if s.Annotations["metallb.universe.tf/loadBalancerIPs"] != victimIP {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-a", "web", objects.Annotated("metallb.universe.tf/loadBalancerIPs", victimIP))
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -217,19 +218,12 @@ func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
 	}
 	rt := gatewayRoute("tenant-b", "gw", listener("http", 80, "HTTP"))
 	annotations := map[string]string{"team": "b"}
-	for k, v := range steering {
-		annotations[k] = v
-	}
+	maps.Copy(annotations, steering)
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(annotations)
 	if err := c.Create(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	svc := waitService(t, c, "tenant-b", hubnames.GatewayServiceName("gw"), func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	svc := waitService(t, c, "tenant-b", hubnames.GatewayServiceName("gw"), objects.Annotated("team", "b"))
 	for k := range steering {
 		if v, ok := svc.Annotations[k]; ok {
 			t.Errorf("the Gateway's hub Service carries %s=%s", k, v)

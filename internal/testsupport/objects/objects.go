@@ -415,6 +415,16 @@ func CreateTenant(t testsupport.TB, c client.Client, tenant *kubelbv1alpha1.Tena
 	return tenant
 }
 
+// Annotated is a check for WaitFor: the Service carries the annotation key with value want.
+func Annotated(key, want string) func(*corev1.Service) error {
+	return func(s *corev1.Service) error {
+		if s.Annotations[key] != want {
+			return fmt.Errorf("annotation %s=%q wanted, annotations %v", key, want, s.Annotations)
+		}
+		return nil
+	}
+}
+
 // PlatformNodePortService is the platform team's own NodePort Service "platform-ingress" in
 // namespace ns, with n TCP ports (p0 80, p1 81, …): what a hub must still have room for when
 // tenants ask for NodePorts.
