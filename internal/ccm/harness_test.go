@@ -16,15 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
@@ -164,18 +161,9 @@ func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 		sync = &o.syncPeriod
 	}
 	log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
-	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Logger:                 log.WithName("tenant"),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{SyncPeriod: sync},
+	mgr := testenv.NewManager(t, e.Tenant.Config, func(mo *ctrl.Options) {
+		mo.Logger, mo.Cache = log.WithName("tenant"), cache.Options{SyncPeriod: sync}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
 		co.Scheme = testenv.Scheme()
 		co.Logger = log.WithName("hub")
