@@ -79,12 +79,7 @@ func TestAddressCondition(t *testing.T) {
 // with the address; a condition someone else rewrites is put back; a Service that stops
 // being kubelb's loses the condition with its address.
 func TestHubReadyReachesTheService(t *testing.T) {
-	e := newEnv(t)
-	e.namespace(t, "shop")
-	e.startCCM(t, ccmOpts{})
-	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
-	lb := e.mirrorOf(t, svc, nil)
+	e, svc, lb := newMirroredService(t)
 
 	e.lbConditionOf(t, lb, ConditionReady, metav1.ConditionFalse, "PortsExhausted", "the listener port range 20000-20001 is full")
 	e.waitAddressCondition(t, svc, metav1.ConditionFalse, "PortsExhausted", "kubelb: the listener port range 20000-20001 is full")

@@ -25,6 +25,7 @@ import (
 	"kubelb.dev/kubelb/internal/ssa"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestReconcileConflictIsRequeued: a Service that changed under the reconcile (the finalizer
@@ -182,10 +183,10 @@ func TestMirrorServerSideApply(t *testing.T) {
 	// An earlier ccm created this mirror with a create under the hub client's user agent.
 	old := lbService("shop", "old")
 	old.Annotations = map[string]string{"example.com/team": "blue", "example.com/keep": "yes"}
-	e.create(t, e.Tenant.Client, old)
+	objects.Create(t, e.Tenant.Client, old)
 	legacyLB, _ := DesiredLoadBalancer(old, tenantNS)
 	legacyLB.Finalizers = []string{v1alpha1.CleanupFinalizer} // an earlier ccm set it
-	e.create(t, e.Hub.Client, legacyLB)
+	objects.Create(t, e.Hub.Client, legacyLB)
 	legacy := ssa.LegacyFieldManager(e.Hub.Config)
 	if diff := cmp.Diff([]string{legacy + "/Update"}, mainEntries(legacyLB)); diff != "" {
 		t.Fatalf("legacy mirror's managers (-want +got):\n%s", diff)
@@ -196,7 +197,7 @@ func TestMirrorServerSideApply(t *testing.T) {
 	svc := lbService("shop", "web")
 	svc.Annotations = map[string]string{v1alpha1.AnnotationProxyProtocol: "v2"}
 	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	lb := e.mirrorOf(t, svc, nil)
 	want, _ := DesiredLoadBalancer(svc, tenantNS)
 	if diff := cmp.Diff(want.ObjectMeta, lb.ObjectMeta, cmpObjectMetaContent); diff != "" {

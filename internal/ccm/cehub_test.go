@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // noIPFamilies checks that a mirror carries no IP family fields (the hub does not declare them).
@@ -49,14 +50,14 @@ func TestAgainstKubeLBCEHub(t *testing.T) {
 	e.waitAddresses(t, []v1alpha1.EndpointAddress{{IP: "192.0.2.1"}})
 
 	plain := lbService("shop", "plain")
-	e.create(t, e.Tenant.Client, plain)
+	objects.Create(t, e.Tenant.Client, plain)
 	plain = e.getService(t, "shop", "plain")
 	plainLB := e.mirrorOf(t, plain, noIPFamilies)
 
 	dual := lbService("shop", "dual")
 	dual.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	e.create(t, e.Tenant.Client, dual)
+	objects.Create(t, e.Tenant.Client, dual)
 	dual = e.getService(t, "shop", "dual")
 	dualLB := e.mirrorOf(t, dual, noIPFamilies)
 	ev := e.waitEvent(t, dual, corev1.EventTypeWarning, ReasonHubFeatureUnavailable)
@@ -86,7 +87,7 @@ func TestAgainstKubeLBCEHub(t *testing.T) {
 	// Service is mirrored without them, and told plainly that it is open to every address.
 	office := lbService("shop", "office")
 	office.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
-	e.create(t, e.Tenant.Client, office)
+	objects.Create(t, e.Tenant.Client, office)
 	office = e.getService(t, "shop", "office")
 	e.mirrorOf(t, office, func(lb *v1alpha1.LoadBalancer) error {
 		if len(lb.Spec.SourceRanges) > 0 {
@@ -118,8 +119,8 @@ func TestAgainstKubeLBCEHubLayer7(t *testing.T) {
 		Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
 	remote := web.DeepCopy()
 	remote.Namespace, remote.Name = "backend", "remote"
-	e.create(t, e.Tenant.Client, web)
-	e.create(t, e.Tenant.Client, remote)
+	objects.Create(t, e.Tenant.Client, web)
+	objects.Create(t, e.Tenant.Client, remote)
 
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: networkingv1.IngressSpec{
 		IngressClassName: ptr.To("kubelb"),
@@ -127,12 +128,12 @@ func TestAgainstKubeLBCEHubLayer7(t *testing.T) {
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
 				Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}},
 	}}
-	e.create(t, e.Tenant.Client, ing)
+	objects.Create(t, e.Tenant.Client, ing)
 
 	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "edge"}, Spec: gwapiv1.GatewaySpec{
 		GatewayClassName: "kubelb", Listeners: []gwapiv1.Listener{{Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType}}}}
-	e.create(t, e.Tenant.Client, gw)
-	e.create(t, e.Tenant.Client, &gwapiv1beta1.ReferenceGrant{
+	objects.Create(t, e.Tenant.Client, gw)
+	objects.Create(t, e.Tenant.Client, &gwapiv1beta1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "backend", Name: "from-shop"},
 		Spec: gwapiv1beta1.ReferenceGrantSpec{
 			From: []gwapiv1beta1.ReferenceGrantFrom{{Group: gwapiv1.GroupName, Kind: "HTTPRoute", Namespace: "shop"}},
@@ -147,7 +148,7 @@ func TestAgainstKubeLBCEHubLayer7(t *testing.T) {
 				Name: "remote", Namespace: ptr.To(gwapiv1.Namespace("backend")), Port: ptr.To(gwapiv1.PortNumber(80))}}},
 		}}},
 	}}
-	e.create(t, e.Tenant.Client, hr)
+	objects.Create(t, e.Tenant.Client, hr)
 
 	ingRoute := e.hubRoute(t, ing.UID, func(r *v1alpha1.Route) error { return nil })
 	hrRoute := e.hubRoute(t, hr.UID, func(r *v1alpha1.Route) error {
@@ -172,21 +173,14 @@ func TestAgainstKubeLBCEHubLayer7(t *testing.T) {
 	e.setRouteStatus(t, ingRoute, "web-shop", `{"loadBalancer":{"ingress":[{"ip":"198.51.100.9"}]}}`)
 	e.setRouteStatus(t, hrRoute, "web-shop", `{"parents":[{"parentRef":{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"edge"},`+
 		`"controllerName":"kubelb.k8c.io/gateway-controller","conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}]}`)
-	testsupport.Eventually(t, wait, "the Ingress's address from the hub", func() error {
-		cur := &networkingv1.Ingress{}
-		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(ing), cur); err != nil {
-			return err
-		}
+	// The Ingress's address and the HTTPRoute's parents come from the hub.
+	objects.WaitFor(t, e.Tenant.Client, wait, client.ObjectKeyFromObject(ing), &networkingv1.Ingress{}, func(cur *networkingv1.Ingress) error {
 		if len(cur.Status.LoadBalancer.Ingress) != 1 || cur.Status.LoadBalancer.Ingress[0].IP != "198.51.100.9" {
 			return fmt.Errorf("Ingress status %+v", cur.Status.LoadBalancer)
 		}
 		return nil
 	})
-	testsupport.Eventually(t, wait, "the HTTPRoute's parents from the hub", func() error {
-		cur := &gwapiv1.HTTPRoute{}
-		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(hr), cur); err != nil {
-			return err
-		}
+	objects.WaitFor(t, e.Tenant.Client, wait, client.ObjectKeyFromObject(hr), &gwapiv1.HTTPRoute{}, func(cur *gwapiv1.HTTPRoute) error {
 		if len(cur.Status.Parents) != 1 || !meta.IsStatusConditionTrue(cur.Status.Parents[0].Conditions, "Accepted") {
 			return fmt.Errorf("HTTPRoute parents %+v", cur.Status.Parents)
 		}
@@ -197,28 +191,16 @@ func TestAgainstKubeLBCEHubLayer7(t *testing.T) {
 // hubRoute waits for the hub Route of a tenant object (named by its UID) to pass check.
 func (e *env) hubRoute(t *testing.T, uid types.UID, check func(*v1alpha1.Route) error) *v1alpha1.Route {
 	t.Helper()
-	r := &v1alpha1.Route{}
-	testsupport.Eventually(t, wait, "hub Route "+string(uid), func() error {
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(uid)}, r); err != nil {
-			return err
-		}
-		return check(r)
-	})
-	return r
+	return objects.WaitFor(t, e.Hub.Client, wait, client.ObjectKey{Namespace: tenantNS, Name: string(uid)}, &v1alpha1.Route{}, check)
 }
 
 // setRouteStatus plays a KubeLB CE manager: status.resources.route with generatedName and the
 // tenant object's status.
 func (e *env) setRouteStatus(t *testing.T, r *v1alpha1.Route, generated, status string) {
 	t.Helper()
-	testsupport.Eventually(t, wait, "writing the Route's status", func() error {
-		cur := &v1alpha1.Route{}
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(r), cur); err != nil {
-			return err
-		}
+	objects.EditStatus(t, e.Hub.Client, wait, r, func(cur *v1alpha1.Route) {
 		u := cur.Spec.Source.Kubernetes.Route
 		cur.Status.Resources.Route = v1alpha1.ResourceState{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(),
 			Namespace: u.GetNamespace(), GeneratedName: generated, Status: runtime.RawExtension{Raw: []byte(status)}}
-		return e.Hub.Client.Status().Update(e.ctx, cur)
 	})
 }

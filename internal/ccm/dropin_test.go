@@ -9,7 +9,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
-	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 func TestHubNamespace(t *testing.T) {
@@ -29,7 +29,7 @@ func TestClusterNameWithoutPrefix(t *testing.T) {
 	e.namespace(t, "shop")
 	e.startCCM(t, ccmOpts{Options: Options{ClusterName: hubnames.TenantName(tenantNS)}})
 
-	e.create(t, e.Tenant.Client, lbService("shop", "web"))
+	objects.Create(t, e.Tenant.Client, lbService("shop", "web"))
 	svc := e.getService(t, "shop", "web")
 	lb := e.mirrorOf(t, svc, nil)
 	if lb.Namespace != tenantNS || lb.Labels[v1alpha1.LabelTenantName] != hubnames.TenantName(tenantNS) {
@@ -52,7 +52,7 @@ func TestExternalLoadBalancerImplementation(t *testing.T) {
 	svc := lbService("shop", "web")
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
 	before := serviceReconciles("shop")
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	svc = e.getService(t, "shop", "web")
 
 	// No address yet: nothing to send to, so no mirror.
@@ -61,14 +61,8 @@ func TestExternalLoadBalancerImplementation(t *testing.T) {
 
 	setIngress := func(ips ...string) {
 		t.Helper()
-		testsupport.Eventually(t, wait, "writing the Service's status as another implementation", func() error {
-			cur := e.getService(t, "shop", "web")
-			cur.Status.LoadBalancer.Ingress = nil
-			for _, ip := range ips {
-				cur.Status.LoadBalancer.Ingress = append(cur.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-			}
-			return e.Tenant.Client.Status().Update(e.ctx, cur)
-		})
+		// Another implementation writes the Service's status.
+		objects.EditStatus(t, e.Tenant.Client, wait, svc, func(cur *corev1.Service) { cur.Status.LoadBalancer.Ingress = objects.Ingress(ips...) })
 	}
 	wantEndpoints := func(ips ...string) func(*v1alpha1.LoadBalancer) error {
 		return func(lb *v1alpha1.LoadBalancer) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,25 +13,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // tenantNS is the tenant's namespace on the hub in these tests.
@@ -93,8 +91,7 @@ func newEnv(t *testing.T) *env {
 func newEnvWith(t *testing.T, o testenv.PairOptions) *env {
 	t.Helper()
 	e := &env{Pair: testenv.StartPairWith(t, o), ctx: t.Context()}
-	e.create(t, e.Hub.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: tenantNS, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.LabelManagedByValue}}})
+	objects.Create(t, e.Hub.Client, objects.ManagedNamespace(tenantNS))
 	e.playManagerFinalizer(t)
 	return e
 }
@@ -124,13 +121,6 @@ func (e *env) playManagerFinalizer(t *testing.T) {
 			}
 		}
 	}()
-}
-
-func (e *env) create(t *testing.T, c client.Client, obj client.Object) {
-	t.Helper()
-	if err := c.Create(e.ctx, obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
 }
 
 // ccmOpts tune one in-process ccm.
@@ -171,18 +161,9 @@ func (e *env) startCCM(t *testing.T, o ccmOpts) (stop func()) {
 		sync = &o.syncPeriod
 	}
 	log := testr.NewWithOptions(t, testr.Options{LogTimestamp: true})
-	mgr, err := ctrl.NewManager(e.Tenant.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Logger:                 log.WithName("tenant"),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{SyncPeriod: sync},
+	mgr := testenv.NewManager(t, e.Tenant.Config, func(mo *ctrl.Options) {
+		mo.Logger, mo.Cache = log.WithName("tenant"), cache.Options{SyncPeriod: sync}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub, err := cluster.New(hubCfg, func(co *cluster.Options) {
 		co.Scheme = testenv.Scheme()
 		co.Logger = log.WithName("hub")
@@ -215,92 +196,84 @@ func lbService(ns, name string) *corev1.Service {
 	}
 }
 
+// newMirroredService starts an env and a ccm, creates the LoadBalancer Service shop/web on
+// the tenant, and waits for its mirror on the hub.
+func newMirroredService(t *testing.T) (*env, *corev1.Service, *v1alpha1.LoadBalancer) {
+	t.Helper()
+	e := newEnv(t)
+	e.namespace(t, "shop")
+	e.startCCM(t, ccmOpts{})
+	svc := lbService("shop", "web")
+	objects.Create(t, e.Tenant.Client, svc)
+	return e, svc, e.mirrorOf(t, svc, nil)
+}
+
 // namespace makes a namespace on the tenant.
 func (e *env) namespace(t *testing.T, name string) {
 	t.Helper()
-	e.create(t, e.Tenant.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	objects.Create(t, e.Tenant.Client, objects.Namespace(name, nil))
 }
 
 // getService reads a tenant Service.
 func (e *env) getService(t *testing.T, ns, name string) *corev1.Service {
 	t.Helper()
-	svc := &corev1.Service{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-		t.Fatalf("reading Service %s/%s: %v", ns, name, err)
-	}
-	return svc
+	return objects.Get(t, e.Tenant.Client, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{})
+}
+
+// mirror is the hub LoadBalancer of a Service (by name: the Service's UID).
+func mirror(svc *corev1.Service) *v1alpha1.LoadBalancer {
+	return &v1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: string(svc.UID)}}
 }
 
 // mirrorOf waits for the hub LoadBalancer of a Service and returns it once check accepts it.
 func (e *env) mirrorOf(t *testing.T, svc *corev1.Service, check func(*v1alpha1.LoadBalancer) error) *v1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &v1alpha1.LoadBalancer{}
-	testsupport.Eventually(t, wait, "LoadBalancer of Service "+svc.Name, func() error {
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, lb); err != nil {
-			return err
-		}
-		if check != nil {
-			return check(lb)
-		}
-		return nil
-	})
-	return lb
+	lb := mirror(svc)
+	return objects.WaitFor(t, e.Hub.Client, wait, client.ObjectKeyFromObject(lb), lb, check)
 }
 
 // noMirror fails unless the hub has no LoadBalancer for a Service.
 func (e *env) noMirror(t *testing.T, svc *corev1.Service) {
 	t.Helper()
-	err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, &v1alpha1.LoadBalancer{})
-	if !apierrors.IsNotFound(err) {
-		t.Fatalf("Service %s/%s: want no LoadBalancer on the hub, got err=%v", svc.Namespace, svc.Name, err)
-	}
+	lb := mirror(svc)
+	objects.Absent(t, e.Hub.Client, client.ObjectKeyFromObject(lb), lb)
 }
 
 // waitMirrorGone waits until the hub LoadBalancer of a Service is gone.
 func (e *env) waitMirrorGone(t *testing.T, svc *corev1.Service) {
 	t.Helper()
-	testsupport.Eventually(t, wait, "LoadBalancer of Service "+svc.Name+" to be deleted", func() error {
-		err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: string(svc.UID)}, &v1alpha1.LoadBalancer{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	objects.WaitGone(t, e.Hub.Client, wait, mirror(svc))
+}
+
+// waitReleased waits until the ccm released a tenant Service: no finalizer, no address.
+func (e *env) waitReleased(t *testing.T, svc *corev1.Service) {
+	t.Helper()
+	objects.WaitFor(t, e.Tenant.Client, wait, client.ObjectKeyFromObject(svc), &corev1.Service{}, func(cur *corev1.Service) error {
+		if hasFinalizer(cur) {
+			return errors.New("finalizer still there")
 		}
-		if err != nil {
-			return err
+		if len(cur.Status.LoadBalancer.Ingress) != 0 {
+			return fmt.Errorf("status still %v", cur.Status.LoadBalancer.Ingress)
 		}
-		return errors.New("still there")
+		return nil
 	})
+}
+
+// serviceEvents selects the Events about a tenant Service with a reason and, when set, a type.
+func serviceEvents(svc *corev1.Service, eventType, reason string) objects.EventFilter {
+	return objects.EventFilter{Namespace: svc.Namespace, UID: string(svc.UID), Reason: reason, Type: eventType}
 }
 
 // events returns the Events about a tenant Service with a reason.
 func (e *env) events(t *testing.T, svc *corev1.Service, reason string) []eventsv1.Event {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := e.Tenant.Client.List(e.ctx, list, client.InNamespace(svc.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []eventsv1.Event
-	for _, ev := range list.Items {
-		if ev.Regarding.UID == svc.UID && ev.Reason == reason {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return objects.ListEvents(t, e.Tenant.Client, serviceEvents(svc, "", reason))
 }
 
 // waitEvent waits for an Event about a Service with a reason and type.
 func (e *env) waitEvent(t *testing.T, svc *corev1.Service, eventType, reason string) eventsv1.Event {
 	t.Helper()
-	var got eventsv1.Event
-	testsupport.Eventually(t, wait, reason+" Event on "+svc.Name, func() error {
-		for _, ev := range e.events(t, svc, reason) {
-			if ev.Type == eventType {
-				got = ev
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s Event %s yet", eventType, reason)
-	})
-	return got
+	return objects.WaitEvent(t, e.Tenant.Client, wait, serviceEvents(svc, eventType, reason))
 }
 
 // serviceReconciles is the number of finished reconciles of tenant Services in a namespace.
@@ -358,45 +331,21 @@ func controllerReconciles(t *testing.T, name string) float64 {
 // setLBStatus plays the manager: it writes ingress addresses into a hub LoadBalancer's status.
 func (e *env) setLBStatus(t *testing.T, lb *v1alpha1.LoadBalancer, ips ...string) {
 	t.Helper()
-	testsupport.Eventually(t, wait, "writing LoadBalancer status", func() error {
-		cur := &v1alpha1.LoadBalancer{}
-		if err := e.Hub.Client.Get(e.ctx, client.ObjectKeyFromObject(lb), cur); err != nil {
-			return err
-		}
-		cur.Status.LoadBalancer.Ingress = nil
-		for _, ip := range ips {
-			cur.Status.LoadBalancer.Ingress = append(cur.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-		}
-		return e.Hub.Client.Status().Update(e.ctx, cur)
-	})
+	objects.EditStatus(t, e.Hub.Client, wait, lb, func(cur *v1alpha1.LoadBalancer) { cur.Status.LoadBalancer.Ingress = objects.Ingress(ips...) })
 }
 
 // waitServiceIngress waits until a tenant Service shows exactly these ingress IPs.
 func (e *env) waitServiceIngress(t *testing.T, svc *corev1.Service, ips ...string) *corev1.Service {
 	t.Helper()
-	cur := &corev1.Service{}
-	testsupport.Eventually(t, wait, fmt.Sprintf("Service %s status ingress %v", svc.Name, ips), func() error {
-		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
-			return err
-		}
-		var got []string
-		for _, in := range cur.Status.LoadBalancer.Ingress {
-			got = append(got, in.IP)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(ips) && !(len(got) == 0 && len(ips) == 0) {
-			return fmt.Errorf("ingress %v", got)
+	return objects.WaitFor(t, e.Tenant.Client, wait, client.ObjectKeyFromObject(svc), &corev1.Service{}, func(cur *corev1.Service) error {
+		if got := objects.IngressIPs(cur.Status.LoadBalancer.Ingress); !slices.Equal(got, ips) {
+			return fmt.Errorf("ingress %v, want %v", got, ips)
 		}
 		return nil
 	})
-	return cur
 }
 
 // hasFinalizer tells whether a Service carries the ccm's finalizer.
 func hasFinalizer(svc *corev1.Service) bool {
-	for _, f := range svc.Finalizers {
-		if f == v1alpha1.CleanupFinalizer {
-			return true
-		}
-	}
-	return false
+	return controllerutil.ContainsFinalizer(svc, v1alpha1.CleanupFinalizer)
 }

@@ -10,6 +10,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // mirrorFamilies checks the IP family fields of a mirror.
@@ -34,14 +35,14 @@ func TestServiceMirrorIPFamilies(t *testing.T) {
 
 	// Nothing asked: the API server fills SingleStack and its primary family.
 	plain := lbService("shop", "plain")
-	e.create(t, e.Tenant.Client, plain)
+	objects.Create(t, e.Tenant.Client, plain)
 	e.mirrorOf(t, e.getService(t, "shop", "plain"), mirrorFamilies(corev1.IPFamilyPolicySingleStack, v4))
 
 	// PreferDualStack, IPv6 first: the API server gives both, in that order.
 	svc := lbService("shop", "dual")
 	svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
 	svc.Spec.IPFamilies = []corev1.IPFamily{v6}
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	svc = e.getService(t, "shop", "dual")
 	if !slices.Equal(svc.Spec.IPFamilies, []corev1.IPFamily{v6, v4}) {
 		t.Fatalf("the tenant API server gave ipFamilies %v, want [IPv6 IPv4]", svc.Spec.IPFamilies)

@@ -15,6 +15,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // createNode creates a Node on the tenant with a Ready condition and addresses
@@ -23,7 +24,7 @@ func (e *env) createNode(t *testing.T, name string, ready bool, addrs ...string)
 	t.Helper()
 	n := node(name, ready, addrs...)
 	status := n.Status
-	e.create(t, e.Tenant.Client, &n)
+	objects.Create(t, e.Tenant.Client, &n)
 	n.Status = status
 	if err := e.Tenant.Client.Status().Update(e.ctx, &n); err != nil {
 		t.Fatalf("setting status of node %s: %v", name, err)
@@ -33,10 +34,7 @@ func (e *env) createNode(t *testing.T, name string, ready bool, addrs ...string)
 // setNodeReady flips a Node's Ready condition.
 func (e *env) setNodeReady(t *testing.T, name string, ready bool) {
 	t.Helper()
-	n := &corev1.Node{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: name}, n); err != nil {
-		t.Fatal(err)
-	}
+	n := objects.Get(t, e.Tenant.Client, client.ObjectKey{Name: name}, &corev1.Node{})
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
@@ -108,10 +106,7 @@ func TestNodeAddressesPublished(t *testing.T) {
 	e.waitAddresses(t, ips("10.0.0.2", "127.0.0.4"))
 
 	// A node excluded with the well-known label leaves the list like a NotReady one.
-	n2 := &corev1.Node{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: "n2"}, n2); err != nil {
-		t.Fatal(err)
-	}
+	n2 := objects.Get(t, e.Tenant.Client, client.ObjectKey{Name: "n2"}, &corev1.Node{})
 	n2.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "true"}
 	if err := e.Tenant.Client.Update(e.ctx, n2); err != nil {
 		t.Fatal(err)
@@ -125,10 +120,7 @@ func TestNodeAddressesPublished(t *testing.T) {
 	e.waitAddresses(t, ips("127.0.0.3"))
 
 	// Someone edits the object on the hub: the ccm puts the truth back.
-	cur := &v1alpha1.Addresses{}
-	if err := e.Hub.Client.Get(e.ctx, client.ObjectKey{Namespace: tenantNS, Name: v1alpha1.DefaultAddressesName}, cur); err != nil {
-		t.Fatal(err)
-	}
+	cur := objects.Get(t, e.Hub.Client, client.ObjectKey{Namespace: tenantNS, Name: v1alpha1.DefaultAddressesName}, &v1alpha1.Addresses{})
 	cur.Spec.Addresses = ips("192.0.2.1")
 	if err := e.Hub.Client.Update(e.ctx, cur); err != nil {
 		t.Fatal(err)

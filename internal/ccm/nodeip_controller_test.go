@@ -17,6 +17,7 @@ import (
 	"kubelb.dev/kubelb/internal/nodeip"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 const (
@@ -49,10 +50,7 @@ func (e *env) startStandalone(t *testing.T, o Options) (stop func()) {
 // labelNode sets (value != nil) or removes the node-set label of a Node.
 func (e *env) labelNode(t *testing.T, name string, value *string) {
 	t.Helper()
-	n := &corev1.Node{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: name}, n); err != nil {
-		t.Fatal(err)
-	}
+	n := objects.Get(t, e.Tenant.Client, client.ObjectKey{Name: name}, &corev1.Node{})
 	orig := n.DeepCopy()
 	if value == nil {
 		delete(n.Labels, LabelUseAsLoadBalancer)
@@ -88,7 +86,7 @@ func (e *env) createLB(t *testing.T, name string, mutate func(*corev1.Service), 
 	if mutate != nil {
 		mutate(svc)
 	}
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	return svc
 }
 
@@ -156,10 +154,7 @@ func TestStandaloneFollowsNodes(t *testing.T) {
 	e.waitServiceIngress(t, svc, "10.0.0.3", "10.0.0.4")
 
 	// A node's address changes.
-	n3 := &corev1.Node{}
-	if err := e.Tenant.Client.Get(e.ctx, client.ObjectKey{Name: "n3"}, n3); err != nil {
-		t.Fatal(err)
-	}
+	n3 := objects.Get(t, e.Tenant.Client, client.ObjectKey{Name: "n3"}, &corev1.Node{})
 	n3.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.33"}}
 	if err := e.Tenant.Client.Status().Update(e.ctx, n3); err != nil {
 		t.Fatal(err)

@@ -157,12 +157,7 @@ func (e *env) notesOf(t *testing.T, svc *corev1.Service, reason string) []string
 // on an unrelated status change, again when the message changes, and a Normal "Programmed"
 // on recovery.
 func TestProgrammedEvents(t *testing.T) {
-	e := newEnv(t)
-	e.namespace(t, "shop")
-	e.startCCM(t, ccmOpts{})
-	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
-	lb := e.mirrorOf(t, svc, nil)
+	e, svc, lb := newMirroredService(t)
 	e.waitEvent(t, svc, corev1.EventTypeNormal, ReasonLoadBalancerCreated)
 
 	// False: the hub's reason and message, prefixed, cleaned of control characters and cut.

@@ -17,12 +17,7 @@ import (
 // cleaned and prefixed, with one Warning Event when it becomes False and none when it
 // recovers.
 func TestHubBackendsReachableReachesTheService(t *testing.T) {
-	e := newEnv(t)
-	e.namespace(t, "shop")
-	e.startCCM(t, ccmOpts{})
-	svc := lbService("shop", "web")
-	e.create(t, e.Tenant.Client, svc)
-	lb := e.mirrorOf(t, svc, nil)
+	e, svc, lb := newMirroredService(t)
 
 	waitReachable := func(st metav1.ConditionStatus, reason, msg string) {
 		t.Helper()

@@ -24,6 +24,7 @@ import (
 	"kubelb.dev/kubelb/internal/lbaddress"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // tenantFixture is what a running ccm made of the objects mirrorAll creates.
@@ -44,7 +45,7 @@ func (e *env) mirrorAll(t *testing.T) tenantFixture {
 	stop := e.startCCM(t, ccmOpts{l7: true})
 	f := tenantFixture{}
 
-	e.create(t, e.Tenant.Client, lbService("shop", "lb"))
+	objects.Create(t, e.Tenant.Client, lbService("shop", "lb"))
 	f.svc = e.getService(t, "shop", "lb")
 	lb := e.mirrorOf(t, f.svc, nil)
 	e.setLBStatus(t, lb, "192.0.2.10")
@@ -57,17 +58,17 @@ func (e *env) mirrorAll(t *testing.T) tenantFixture {
 		return nil
 	})
 
-	e.create(t, e.Tenant.Client, lbService("shop", "gone"))
+	objects.Create(t, e.Tenant.Client, lbService("shop", "gone"))
 	f.gone = e.getService(t, "shop", "gone")
 	e.mirrorOf(t, f.gone, nil)
 
 	for _, name := range []string{"web", "api"} {
-		e.create(t, e.Tenant.Client, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.ServiceSpec{
+		objects.Create(t, e.Tenant.Client, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
 	}
 	f.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "tls"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"tls.crt": []byte("crt"), "tls.key": []byte("key")}}
-	e.create(t, e.Tenant.Client, f.secret)
+	objects.Create(t, e.Tenant.Client, f.secret)
 	f.ing = &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: networkingv1.IngressSpec{
 		IngressClassName: ptr.To("kubelb"),
 		TLS:              []networkingv1.IngressTLS{{Hosts: []string{"shop.example.com"}, SecretName: "tls"}},
@@ -75,15 +76,15 @@ func (e *env) mirrorAll(t *testing.T) tenantFixture {
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
 				Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}},
 	}}
-	e.create(t, e.Tenant.Client, f.ing)
-	e.create(t, e.Tenant.Client, &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "edge"}, Spec: gwapiv1.GatewaySpec{
+	objects.Create(t, e.Tenant.Client, f.ing)
+	objects.Create(t, e.Tenant.Client, &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "edge"}, Spec: gwapiv1.GatewaySpec{
 		GatewayClassName: "kubelb", Listeners: []gwapiv1.Listener{{Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType}}}})
 	f.hr = &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}, Spec: gwapiv1.HTTPRouteSpec{
 		CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{Name: "edge"}}},
 		Rules: []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{
 			{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{Name: "api", Port: ptr.To(gwapiv1.PortNumber(80))}}}}}}},
 	}
-	e.create(t, e.Tenant.Client, f.hr)
+	objects.Create(t, e.Tenant.Client, f.hr)
 
 	ingRoute := e.hubRoute(t, f.ing.UID, func(*v1alpha1.Route) error { return nil })
 	hrRoute := e.hubRoute(t, f.hr.UID, func(*v1alpha1.Route) error { return nil })
@@ -125,7 +126,7 @@ func (e *env) mirrorAll(t *testing.T) tenantFixture {
 		t.Fatal(err)
 	}
 	// Addresses/default as the node controller keeps it for a cluster with serving nodes.
-	e.create(t, e.Hub.Client, &v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: v1alpha1.DefaultAddressesName},
+	objects.Create(t, e.Hub.Client, &v1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: v1alpha1.DefaultAddressesName},
 		Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "10.0.0.1"}}}})
 	return f
 }

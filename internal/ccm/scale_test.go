@@ -19,6 +19,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestScaleBurst measures the ccm under a burst of LoadBalancer Services (a measurement, not a
@@ -39,7 +40,7 @@ func TestScaleBurst(t *testing.T) {
 	// envtest's Service range is a /24; give the tenant API server room for the burst.
 	cidr := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "burst"},
 		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}}
-	e.create(t, e.Tenant.Client, cidr)
+	objects.Create(t, e.Tenant.Client, cidr)
 	// kube-controller-manager (not running here) marks it Ready; the test plays it.
 	cidr.Status.Conditions = []metav1.Condition{{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
 		Reason: "Played", LastTransitionTime: metav1.Now()}}
@@ -50,7 +51,7 @@ func TestScaleBurst(t *testing.T) {
 
 	// A Service mirrored before the burst, to time its status during the burst.
 	probe := lbService("burst", "probe")
-	e.create(t, e.Tenant.Client, probe)
+	objects.Create(t, e.Tenant.Client, probe)
 	probeLB := e.mirrorOf(t, probe, nil)
 
 	writes := hubWrites()

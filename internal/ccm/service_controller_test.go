@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,20 +16,13 @@ import (
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // update applies change to the current version of a tenant Service, retrying on conflicts.
 func (e *env) update(t *testing.T, svc *corev1.Service, change func(*corev1.Service)) *corev1.Service {
 	t.Helper()
-	cur := &corev1.Service{}
-	testsupport.Eventually(t, wait, "updating Service "+svc.Name, func() error {
-		if err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), cur); err != nil {
-			return err
-		}
-		change(cur)
-		return e.Tenant.Client.Update(e.ctx, cur)
-	})
-	return cur
+	return objects.Edit(t, e.Tenant.Client, wait, svc, change)
 }
 
 // wantMirror checks a LoadBalancer against the Service it mirrors.
@@ -62,7 +54,7 @@ func TestServiceMirror(t *testing.T) {
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
 	created := time.Now()
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 
 	var lb *v1alpha1.LoadBalancer
 	testsupport.Eventually(t, wait, "finalizer and mirror", func() error {
@@ -204,16 +196,7 @@ func TestServiceMirror(t *testing.T) {
 		s.Spec.ExternalTrafficPolicy = ""
 	})
 	e.waitMirrorGone(t, svc)
-	testsupport.Eventually(t, wait, "finalizer removed and status cleared", func() error {
-		cur := e.getService(t, "shop", "web")
-		if hasFinalizer(cur) {
-			return errors.New("finalizer still there")
-		}
-		if len(cur.Status.LoadBalancer.Ingress) != 0 {
-			return fmt.Errorf("status still %v", cur.Status.LoadBalancer.Ingress)
-		}
-		return nil
-	})
+	e.waitReleased(t, svc)
 	testsupport.Eventually(t, wait, "managed services gauge back to 0", func() error {
 		if v := testutil.ToFloat64(metrics.CCMManagedServices.WithLabelValues("shop")); v != 0 {
 			return fmt.Errorf("%v", v)
@@ -228,13 +211,7 @@ func TestServiceMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitMirrorGone(t, svc)
-	testsupport.Eventually(t, wait, "Service deleted", func() error {
-		err := e.Tenant.Client.Get(e.ctx, client.ObjectKeyFromObject(svc), &corev1.Service{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (err=%v)", err)
-	})
+	objects.WaitGone(t, e.Tenant.Client, wait, svc.DeepCopy())
 }
 
 // TestServiceClassFilter: with the class filter on, only class kubelb is mirrored; a Service
@@ -253,7 +230,7 @@ func TestServiceClassFilter(t *testing.T) {
 	ours := lbService("cls", "ours")
 	ours.Spec.LoadBalancerClass = ptr.To(v1alpha1.DefaultClass)
 	for _, s := range []*corev1.Service{plain, other, ours} {
-		e.create(t, e.Tenant.Client, s)
+		objects.Create(t, e.Tenant.Client, s)
 	}
 	otherRV := other.ResourceVersion
 
@@ -271,23 +248,14 @@ func TestServiceClassFilter(t *testing.T) {
 	before = serviceReconciles("cls")
 	e.startCCM(t, ccmOpts{Options: Options{UseLoadBalancerClass: true}})
 	e.waitMirrorGone(t, plain)
-	testsupport.Eventually(t, wait, "class-less Service released", func() error {
-		cur := e.getService(t, "cls", "plain")
-		if hasFinalizer(cur) {
-			return errors.New("finalizer still there")
-		}
-		if len(cur.Status.LoadBalancer.Ingress) != 0 {
-			return fmt.Errorf("status still %v", cur.Status.LoadBalancer.Ingress)
-		}
-		return nil
-	})
+	e.waitReleased(t, plain)
 	waitReconciles(t, "cls", before, 3)
 	e.mirrorOf(t, ours, nil)
 
 	// A new class-less Service is ignored with the filter on.
 	before = serviceReconciles("cls")
 	late := lbService("cls", "late")
-	e.create(t, e.Tenant.Client, late)
+	objects.Create(t, e.Tenant.Client, late)
 	waitReconciles(t, "cls", before, 1)
 	e.noMirror(t, late)
 	if hasFinalizer(e.getService(t, "cls", "late")) {
@@ -316,7 +284,7 @@ func TestServiceMirrorHealthCheckNodePort(t *testing.T) {
 	svc := lbService("shop", "local")
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	svc = e.getService(t, "shop", "local")
 	if svc.Spec.HealthCheckNodePort == 0 {
 		t.Fatal("the tenant API server allocated no healthCheckNodePort")

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestSourceRanges: the LoadBalancer carries the Service's loadBalancerSourceRanges, or the
@@ -81,7 +82,7 @@ func TestServiceSourceRangesMirrored(t *testing.T) {
 
 	svc := lbService("shop", "office")
 	svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "10.0.0.0/8"}
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	want := func(ranges ...string) func(*v1alpha1.LoadBalancer) error {
 		return func(lb *v1alpha1.LoadBalancer) error {
 			if diff := cmp.Diff(ranges, lb.Spec.SourceRanges); diff != "" {

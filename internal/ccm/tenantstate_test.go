@@ -15,6 +15,7 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // setDisabled plays the manager: TenantState "default" says whether load balancing is
@@ -74,7 +75,7 @@ func TestTenantStateDisable(t *testing.T) {
 
 	before := serviceReconciles("app")
 	s1 := lbService("app", "s1")
-	e.create(t, e.Tenant.Client, s1)
+	objects.Create(t, e.Tenant.Client, s1)
 	e.waitCount(t, ReasonLoadBalancingDisabled, s1, 1)
 	e.waitEvent(t, s1, corev1.EventTypeWarning, ReasonLoadBalancingDisabled)
 	waitReconciles(t, "app", before, 1)
@@ -104,7 +105,7 @@ func TestTenantStateDisable(t *testing.T) {
 	})
 	e.waitCount(t, ReasonLoadBalancingDisabled, s1, 2)
 	s2 := lbService("app", "s2")
-	e.create(t, e.Tenant.Client, s2)
+	objects.Create(t, e.Tenant.Client, s2)
 	e.waitCount(t, ReasonLoadBalancingDisabled, s2, 1)
 	before = serviceReconciles("app")
 	s1 = e.update(t, s1, func(s *corev1.Service) { s.Labels = map[string]string{"round": "again"} })
@@ -139,8 +140,8 @@ func TestHubForbidden(t *testing.T) {
 			Verbs:     []string{"get", "list", "watch"},
 		}},
 	}
-	e.create(t, e.Hub.Client, role)
-	e.create(t, e.Hub.Client, &rbacv1.RoleBinding{
+	objects.Create(t, e.Hub.Client, role)
+	objects.Create(t, e.Hub.Client, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "ccm"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "ccm"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "ccm-a"}},
@@ -152,7 +153,7 @@ func TestHubForbidden(t *testing.T) {
 	e.startCCM(t, ccmOpts{hubConfig: cfg})
 
 	svc := lbService("app", "web")
-	e.create(t, e.Tenant.Client, svc)
+	objects.Create(t, e.Tenant.Client, svc)
 	ev := e.waitEvent(t, svc, corev1.EventTypeWarning, ReasonHubForbidden)
 	t.Logf("Event: %s", ev.Note)
 	testsupport.Eventually(t, wait, "connected gauge 0", func() error {

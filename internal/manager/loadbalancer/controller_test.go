@@ -38,29 +38,15 @@ func TestController(t *testing.T) {
 	c := hub.Client
 	ctx := context.Background()
 	objects.Create(t, c, objects.Namespace(managerNS, nil))
-	cfg := &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{
-			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
-				PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
-				DefaultAnnotations: map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{
-					kubelbv1alpha1.AnnotatedResourceService: {"default.example.com/a": "b"},
-				},
-			},
-			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("config-class")},
-		},
-	}
-	if err := c.Create(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{
+		AnnotationSettings: objects.AnnotationSettings(kubelbv1alpha1.AnnotatedResourceService, kubelbv1alpha1.Annotations{"default.example.com/a": "b"}),
+		LoadBalancer:       kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("config-class")},
+	})
+	objects.Create(t, c, cfg)
 	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
 
 	t.Run("HubServiceStatusAndSettings", func(t *testing.T) {
-		objects.Create(t, c, objects.ManagedNamespace("tenant-a"))
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("a", kubelbv1alpha1.TenantSpec{}))
 		m := startController(t, hub, opts, 200, 400)
 
 		lb := newLB("tenant-a", "1f0c5b2a-0000-4000-8000-000000000001",
@@ -689,11 +675,7 @@ func TestController(t *testing.T) {
 
 	t.Run("DisabledTenant", func(t *testing.T) {
 		ns := "tenant-d"
-		objects.Create(t, c, objects.ManagedNamespace(ns))
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "d"}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("d", kubelbv1alpha1.TenantSpec{}))
 		m := startController(t, hub, opts, 200, 400)
 		if err := c.Create(ctx, newLB(ns, "lb", tcp(80))); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -21,7 +22,6 @@ import (
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testenv"
-	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
@@ -41,11 +41,7 @@ type running struct {
 func (m *running) Errors() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]int, len(m.errors))
-	for k, v := range m.errors {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.errors)
 }
 
 // Reconciles is the number of reconciles of one LoadBalancer that finished.
@@ -130,11 +126,7 @@ func tcp(port int32) kubelbv1alpha1.LoadBalancerPort {
 
 func getLB(t testing.TB, c client.Client, ns, name string) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &kubelbv1alpha1.LoadBalancer{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-		t.Fatal(err)
-	}
-	return lb
+	return objects.Get(t, c, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{})
 }
 
 // upstreamPorts returns the allocated listener ports of a LoadBalancer, in status order.
@@ -149,29 +141,18 @@ func upstreamPorts(lb *kubelbv1alpha1.LoadBalancer) []int32 {
 // waitPorts waits until the LoadBalancer's status records n allocated ports.
 func waitPorts(t testing.TB, c client.Client, ns, name string, n int) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	var lb *kubelbv1alpha1.LoadBalancer
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%d ports in the status of %s/%s", n, ns, name), func() error {
-		lb = &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		if got := len(lb.Status.Service.Ports); got != n {
-			return fmt.Errorf("%d ports: %+v", got, lb.Status)
+			return fmt.Errorf("%d ports, want %d: %+v", got, n, lb.Status)
 		}
 		return nil
 	})
-	return lb
 }
 
 // waitReady waits until the Ready condition has the given status and reason.
 func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.LoadBalancer {
 	t.Helper()
-	var lb *kubelbv1alpha1.LoadBalancer
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("%s/%s Ready=%s %s", ns, name, status, reason), func() error {
-		lb = &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		for _, cond := range lb.Status.Conditions {
 			if cond.Type == ConditionReady && cond.Status == status && cond.Reason == reason {
 				if cond.ObservedGeneration != lb.Generation {
@@ -180,9 +161,8 @@ func waitReady(t testing.TB, c client.Client, ns, name string, status metav1.Con
 				return nil
 			}
 		}
-		return fmt.Errorf("conditions %+v", lb.Status.Conditions)
+		return fmt.Errorf("want Ready=%s %s, conditions %+v", status, reason, lb.Status.Conditions)
 	})
-	return lb
 }
 
 // waitService waits for the hub Service of a LoadBalancer and checks it with cond (nil: none).
@@ -198,43 +178,19 @@ func lbWarning(ns, name, reason string) objects.EventFilter {
 }
 
 // playLoadBalancer plays the hub's own LoadBalancer implementation (MetalLB in production):
-// it writes an address into the hub Service's status, plus an annotation of its own.
+// it writes an address into the status of the LoadBalancer's hub Service, plus an annotation
+// of its own.
 func playLoadBalancer(t testing.TB, c client.Client, ns, lbName, ip string) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "address on the hub Service of "+lbName, func() error {
-		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
-			return err
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-		if err := c.Status().Update(context.Background(), svc); err != nil {
-			return err
-		}
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"metallb.universe.tf/ip-allocated-from-pool":"test"}}}`))
-		return c.Patch(context.Background(), svc, patch)
-	})
+	objects.PlayLoadBalancer(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, ip,
+		map[string]string{"metallb.universe.tf/ip-allocated-from-pool": "test"})
 }
 
 // deleteAll deletes the LoadBalancers of a namespace and waits until they and their hub
 // Services are gone.
 func deleteAll(t testing.TB, c client.Client, ns string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.LoadBalancer{}, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, waitTimeout, "LoadBalancers and hub Services in "+ns+" to be gone", func() error {
-		lbs := &kubelbv1alpha1.LoadBalancerList{}
-		svcs := &corev1.ServiceList{}
-		if err := c.List(ctx, lbs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if err := c.List(ctx, svcs, client.InNamespace(ns), client.MatchingLabels{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue}); err != nil {
-			return err
-		}
-		if len(lbs.Items)+len(svcs.Items) > 0 {
-			return fmt.Errorf("%d LoadBalancers and %d hub Services left", len(lbs.Items), len(svcs.Items))
-		}
-		return nil
+	objects.DeleteAllOf(t, c, waitTimeout, ns, &kubelbv1alpha1.LoadBalancer{}, &kubelbv1alpha1.LoadBalancerList{}, func(s client.Object) bool {
+		return s.GetLabels()[kubelbv1alpha1.LabelManagedBy] == kubelbv1alpha1.LabelManagedByValue
 	})
 }

@@ -3,6 +3,7 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
-	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -44,22 +44,14 @@ func TestHostileTenantNodePorts(t *testing.T) {
 	c := hub.Client
 	ctx := context.Background()
 	objects.Create(t, c, objects.Namespace(managerNS, nil))
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}}))
 	for _, tn := range []*kubelbv1alpha1.Tenant{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: kubelbv1alpha1.TenantSpec{
 			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(false)}}},
 	} {
-		if err := c.Create(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-		objects.Create(t, c, objects.ManagedNamespace(hubnames.TenantNamespace(tn.Name)))
+		objects.CreateTenant(t, c, tn)
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
@@ -134,29 +126,20 @@ func TestHostileTenantNodePorts(t *testing.T) {
 	}
 
 	// The platform team's own Service takes 4 NodePorts of what is left.
-	platform := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "platform-ingress"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "platform"}}}
-	for i := range int32(4) {
-		platform.Spec.Ports = append(platform.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: 80 + i, Protocol: corev1.ProtocolTCP})
-	}
+	platform := objects.PlatformNodePortService(managerNS, 4)
 	if err := c.Create(ctx, platform); err != nil {
 		t.Fatalf("the platform team's NodePort Service was refused: %v", err)
 	}
 
 	// Raising B's limit admits the next ones in age order; the platform's ports stay.
-	tb := &kubelbv1alpha1.Tenant{}
-	if err := c.Get(ctx, types.NamespacedName{Name: "b"}, tb); err != nil {
-		t.Fatal(err)
-	}
+	tb := objects.Get(t, c, types.NamespacedName{Name: "b"}, &kubelbv1alpha1.Tenant{})
 	tb.Spec.Limits.NodePorts = ptr.To[int32](6)
 	if err := c.Update(ctx, tb); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, c, "tenant-b", "flood-2", metav1.ConditionTrue, ReasonNoExternalAddress)
 	waitReady(t, c, "tenant-b", "flood-3", metav1.ConditionFalse, ReasonQuotaExceeded)
-	if err := c.Get(ctx, client.ObjectKeyFromObject(platform), platform); err != nil {
-		t.Fatal(err)
-	}
+	objects.Get(t, c, client.ObjectKeyFromObject(platform), platform)
 }
 
 // TestHostileTenantSteeringAnnotations (issue 26): with propagateAllAnnotations on, the
@@ -171,22 +154,14 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	c := hub.Client
 	ctx := context.Background()
 	objects.Create(t, c, objects.Namespace(managerNS, nil))
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
-			PropagateAllAnnotations: ptr.To(true)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+		PropagateAllAnnotations: ptr.To(true)}}))
 	for _, tn := range []*kubelbv1alpha1.Tenant{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: kubelbv1alpha1.TenantSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
 			AllowedSteeringAnnotations: []string{"metallb.universe.tf/loadBalancerIPs"}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
 	} {
-		if err := c.Create(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-		objects.Create(t, c, objects.ManagedNamespace(hubnames.TenantNamespace(tn.Name)))
+		objects.CreateTenant(t, c, tn)
 	}
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
@@ -196,12 +171,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	if err := c.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	waitService(t, c, "tenant-a", "web", func(s *corev1.Service) error {
-		if s.Annotations["metallb.universe.tf/loadBalancerIPs"] != victimIP {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-a", "web", objects.Annotated("metallb.universe.tf/loadBalancerIPs", victimIP))
 
 	steering := map[string]string{
 		"metallb.universe.tf/loadBalancerIPs":                          victimIP,
@@ -214,18 +184,11 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	}
 	attack := newLB("tenant-b", "steal", tcp(80))
 	attack.Annotations = map[string]string{"team": "b"}
-	for k, v := range steering {
-		attack.Annotations[k] = v
-	}
+	maps.Copy(attack.Annotations, steering)
 	if err := c.Create(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	svc := waitService(t, c, "tenant-b", "steal", func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	svc := waitService(t, c, "tenant-b", "steal", objects.Annotated("team", "b"))
 	for k := range steering {
 		if v, ok := svc.Annotations[k]; ok {
 			t.Errorf("B's hub Service carries %s=%s", k, v)
@@ -242,12 +205,7 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 	if err := c.Update(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	waitService(t, c, "tenant-b", "steal", func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b2" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-b", "steal", objects.Annotated("team", "b2"))
 	if n := objects.CountEvents(t, c, lbWarning("tenant-b", "steal", ReasonAnnotationsDropped)); n != 1 {
 		t.Errorf("%d AnnotationsDropped Events, want 1", n)
 	}
@@ -261,10 +219,5 @@ func TestHostileTenantSteeringAnnotations(t *testing.T) {
 		}
 	}
 	// The victim's hub Service is as the platform team allowed it.
-	waitService(t, c, "tenant-a", "web", func(s *corev1.Service) error {
-		if s.Annotations["metallb.universe.tf/loadBalancerIPs"] != victimIP {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	waitService(t, c, "tenant-a", "web", objects.Annotated("metallb.universe.tf/loadBalancerIPs", victimIP))
 }

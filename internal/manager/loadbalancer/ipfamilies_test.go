@@ -232,29 +232,13 @@ func TestIPFamilies(t *testing.T) {
 // finalizer).
 func updateLB(t *testing.T, c client.Client, ns, name string, change func(*kubelbv1alpha1.LoadBalancer)) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "updating LoadBalancer "+name, func() error {
-		lb := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
-		change(lb)
-		return c.Update(context.Background(), lb)
-	})
+	objects.Edit(t, c, waitTimeout, &kubelbv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, change)
 }
 
 // playLoadBalancerIPs plays the hub's load balancer implementation giving the hub Service
 // of lbName these addresses.
 func playLoadBalancerIPs(t testing.TB, c client.Client, ns, lbName string, ips ...string) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "addresses on the hub Service of "+lbName, func() error {
-		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}, svc); err != nil {
-			return err
-		}
-		svc.Status.LoadBalancer.Ingress = nil
-		for _, ip := range ips {
-			svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-		}
-		return c.Status().Update(context.Background(), svc)
-	})
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hubnames.LoadBalancerServiceName(lbName)}}
+	objects.EditStatus(t, c, waitTimeout, svc, func(svc *corev1.Service) { svc.Status.LoadBalancer.Ingress = objects.Ingress(ips...) })
 }

@@ -82,12 +82,7 @@ func TestQuota(t *testing.T) {
 
 	t.Run("LoadBalancers", func(t *testing.T) {
 		ns := "tenant-q"
-		objects.Create(t, c, objects.ManagedNamespace(ns))
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "q"},
-			Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](2)}}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("q", kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: ptr.To[int32](2)}}))
 		m := startController(t, hub, opts, 200, 400)
 		// Named against their age: the oldest has the last name.
 		createAged(t, c, newLB(ns, "z-oldest", tcp(80)), newLB(ns, "y-middle", tcp(81)), newLB(ns, "a-newest", tcp(82)))
@@ -140,12 +135,7 @@ func TestQuota(t *testing.T) {
 
 	t.Run("ListenerPorts", func(t *testing.T) {
 		ns := "tenant-p"
-		objects.Create(t, c, objects.ManagedNamespace(ns))
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "p"},
-			Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{ListenerPorts: ptr.To[int32](3)}}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("p", kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{ListenerPorts: ptr.To[int32](3)}}))
 		m := startController(t, hub, opts, 200, 400)
 		createAged(t, c,
 			newLB(ns, "two", kubelbv1alpha1.LoadBalancerPort{Name: "a", Port: 80}, kubelbv1alpha1.LoadBalancerPort{Name: "b", Port: 443}),

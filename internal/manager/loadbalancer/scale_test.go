@@ -94,11 +94,8 @@ func TestScale(t *testing.T) {
 	// The tenant may hold all of them (the default limits are 1000 LoadBalancers, 500 ports).
 	limit := ptr.To(int32(max(n, 1000)))
 	nodePorts := os.Getenv("KUBELB_SCALE_NODEPORTS") != ""
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: limit, ListenerPorts: limit, NodePorts: limit},
-			LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(nodePorts)}}}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{LoadBalancers: limit, ListenerPorts: limit, NodePorts: limit},
+		LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(nodePorts)}}))
 
 	serverBefore := serverWrites(t, cfg)
 	var ru0 syscall.Rusage

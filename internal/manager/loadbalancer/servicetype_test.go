@@ -32,12 +32,7 @@ func TestServiceType(t *testing.T) {
 	ctx := context.Background()
 	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	// A load balancer class, which only a Service of type LoadBalancer may carry.
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("config-class")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{Class: ptr.To("config-class")}}))
 	ns := "tenant-types"
 	objects.Create(t, c, objects.ManagedNamespace(ns))
 	opts := Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}
@@ -240,18 +235,9 @@ func TestHubNodePorts(t *testing.T) {
 		t.Fatalf("a Service with 6 NodePorts: %v, want the range to be full", err)
 	}
 
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(false)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(false)}}))
 	ns := "tenant-many"
-	objects.Create(t, c, objects.ManagedNamespace(ns))
-	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "many"}}
-	if err := c.Create(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
+	tenant := objects.CreateTenant(t, c, objects.Tenant("many", kubelbv1alpha1.TenantSpec{}))
 	startController(t, hub, Options{Namespace: managerNS, PortRange: portalloc.Range{Min: 10000, Max: 10099}}, 200, 400)
 
 	const lbs = 4

@@ -36,36 +36,19 @@ func TestController(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{
-			AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
-				PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
-				DefaultAnnotations: map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{
-					kubelbv1alpha1.AnnotatedResourceGateway: {"default.example.com/gw": "yes"},
-				},
-			},
-			Ingress:    kubelbv1alpha1.IngressSettings{Class: ptr.To("config-ingress")},
-			GatewayAPI: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("config-gateway")},
-		},
-	}
-	if err := c.Create(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	cfg := objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{
+		AnnotationSettings: objects.AnnotationSettings(kubelbv1alpha1.AnnotatedResourceGateway, kubelbv1alpha1.Annotations{"default.example.com/gw": "yes"}),
+		Ingress:            kubelbv1alpha1.IngressSettings{Class: ptr.To("config-ingress")},
+		GatewayAPI:         kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("config-gateway")},
+	})
+	objects.Create(t, c, cfg)
 	portRange := portalloc.Range{Min: 20000, Max: 20099}
 
 	// The Routes a KubeLB CE ccm writes get their hub Services; the status reports them.
 	t.Run("CEFixtures", func(t *testing.T) {
 		ns := "tenant-probe"
-		createNamespace(t, c, ns)
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-			Spec: kubelbv1alpha1.TenantSpec{GatewayAPI: kubelbv1alpha1.TenantGatewayAPISettings{GatewayAPISettings: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("tenant-gateway")}}}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("probe", kubelbv1alpha1.TenantSpec{GatewayAPI: kubelbv1alpha1.TenantGatewayAPISettings{GatewayAPISettings: kubelbv1alpha1.GatewayAPISettings{Class: ptr.To("tenant-gateway")}}}))
 		m := startManager(t, hub, portRange)
 		routes := ceRoutes(t, ns)
 		gw := routes["Gateway"]
@@ -153,7 +136,7 @@ func TestController(t *testing.T) {
 		}
 
 		// Statuses: the Gateway's Service with its ports; the address once it has one.
-		playLoadBalancer(t, c, ns, gwSvcName, "127.0.0.20")
+		objects.PlayLoadBalancer(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: gwSvcName}, "127.0.0.20", nil)
 		svcKey := ns + "/" + gwSvcName
 		testsupport.Eventually(t, waitTimeout, "the Gateway Route's status with the address", func() error {
 			gwRoute = getRoute(t, c, ns, gw.Name)
@@ -402,11 +385,7 @@ func TestController(t *testing.T) {
 	// Tenant switches: no hub Service while disabled, back when enabled.
 	t.Run("DisabledByTenant", func(t *testing.T) {
 		ns := "tenant-off"
-		createNamespace(t, c, ns)
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "off"}}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		tenant := objects.CreateTenant(t, c, objects.Tenant("off", kubelbv1alpha1.TenantSpec{}))
 		startManager(t, hub, portRange)
 		for _, rt := range []*kubelbv1alpha1.Route{gatewayRoute(ns, "gw", listener("http", 80, "HTTP")), ingressRoute(ns, "ing")} {
 			if err := c.Create(ctx, rt); err != nil {

@@ -1,7 +1,6 @@
 package route
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,6 @@ import (
 	statuspkg "kubelb.dev/kubelb/internal/manager/status"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
-	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
@@ -162,33 +160,23 @@ func listener(name string, port int64, protocol string) map[string]any {
 
 func getRoute(t testing.TB, c client.Client, ns, name string) *kubelbv1alpha1.Route {
 	t.Helper()
-	rt := &kubelbv1alpha1.Route{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rt); err != nil {
-		t.Fatal(err)
-	}
-	return rt
+	return objects.Get(t, c, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.Route{})
 }
 
 // waitCondition waits until the Route's ResourceAppliedSuccessfully condition has the given
 // status and reason for the Route's generation.
 func waitCondition(t testing.TB, c client.Client, ns, name string, status metav1.ConditionStatus, reason string) *kubelbv1alpha1.Route {
 	t.Helper()
-	var rt *kubelbv1alpha1.Route
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("Route %s/%s %s=%s %s", ns, name, ConditionApplied, status, reason), func() error {
-		rt = &kubelbv1alpha1.Route{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rt); err != nil {
-			return err
-		}
+	return objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.Route{}, func(rt *kubelbv1alpha1.Route) error {
 		cond := meta.FindStatusCondition(rt.Status.Resources.Route.Conditions, ConditionApplied)
 		if cond == nil || cond.Status != status || cond.Reason != reason {
-			return fmt.Errorf("condition %+v", cond)
+			return fmt.Errorf("want %s=%s %s, condition %+v", ConditionApplied, status, reason, cond)
 		}
 		if cond.ObservedGeneration != rt.Generation {
 			return fmt.Errorf("condition of generation %d, object at %d", cond.ObservedGeneration, rt.Generation)
 		}
 		return nil
 	})
-	return rt
 }
 
 // waitService waits for a hub Service and checks it with cond.
@@ -201,20 +189,6 @@ func waitService(t testing.TB, c client.Client, ns, name string, cond func(*core
 func waitGone(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
 	objects.WaitGone(t, c, waitTimeout, obj)
-}
-
-// playLoadBalancer plays the hub's own load balancer implementation (MetalLB in
-// production): it writes an address into a hub Service's status.
-func playLoadBalancer(t testing.TB, c client.Client, ns, name, ip string) {
-	t.Helper()
-	testsupport.Eventually(t, waitTimeout, "address on hub Service "+name, func() error {
-		svc := &corev1.Service{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-			return err
-		}
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-		return c.Status().Update(context.Background(), svc)
-	})
 }
 
 // targets returns a Service's ports as "name proto port->target".
@@ -245,28 +219,5 @@ func waitEvent(t testing.TB, c client.Client, ns, name, reason string) {
 // of Routes are gone.
 func deleteRoutes(t testing.TB, c client.Client, ns string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.DeleteAllOf(ctx, &kubelbv1alpha1.Route{}, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, waitTimeout, "Routes and their hub Services in "+ns+" to be gone", func() error {
-		rts := &kubelbv1alpha1.RouteList{}
-		svcs := &corev1.ServiceList{}
-		if err := c.List(ctx, rts, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if err := c.List(ctx, svcs, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		n := 0
-		for _, s := range svcs.Items {
-			if hubnames.LooksLikeRouteService(&s) {
-				n++
-			}
-		}
-		if len(rts.Items)+n > 0 {
-			return fmt.Errorf("%d Routes and %d hub Services left", len(rts.Items), n)
-		}
-		return nil
-	})
+	objects.DeleteAllOf(t, c, waitTimeout, ns, &kubelbv1alpha1.Route{}, &kubelbv1alpha1.RouteList{}, hubnames.LooksLikeRouteService)
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/loadbalancer"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestHostileTenantHostnames (issue 26): with explicit hostnames allowed, the attacker
@@ -37,24 +39,14 @@ func TestHostileTenantHostnames(t *testing.T) {
 	c := hub.Client
 	ctx := context.Background()
 	installCertificateCRD(t, c)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{
-			DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true),
-				AllowExplicitHostnames: ptr.To(true), ReservedDomains: []string{"hub.example.net"}},
-			Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("issuer")},
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{
+		DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true),
+			AllowExplicitHostnames: ptr.To(true), ReservedDomains: []string{"hub.example.net"}},
+		Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("issuer")},
+	}))
 	for _, name := range []string{"a", "b"} {
-		if err := c.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-		createNamespace(t, c, "tenant-"+name)
+		objects.CreateTenant(t, c, objects.Tenant(name, kubelbv1alpha1.TenantSpec{}))
 	}
 	lb := func(ns, name, hostname string) *kubelbv1alpha1.LoadBalancer {
 		o := &kubelbv1alpha1.LoadBalancer{
@@ -101,11 +93,7 @@ func TestHostileTenantHostnames(t *testing.T) {
 	lb("tenant-b", "own", "b.example.org")
 	waitHostname(t, c, "tenant-b", "own", &kubelbv1alpha1.HostnameStatus{Hostname: "b.example.org", DNSRecordCreated: true})
 	for name, a := range attacks {
-		testsupport.Eventually(t, waitTimeout, "Hostname condition of tenant-b/"+name, func() error {
-			got := &kubelbv1alpha1.LoadBalancer{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-b", Name: name}, got); err != nil {
-				return err
-			}
+		objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: "tenant-b", Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(got *kubelbv1alpha1.LoadBalancer) error {
 			cond := meta.FindStatusCondition(got.Status.Conditions, loadbalancer.ConditionHostname)
 			if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != a.reason || got.Status.Hostname != nil {
 				return fmt.Errorf("status.hostname %+v, conditions %+v", got.Status.Hostname, got.Status.Conditions)
@@ -218,16 +206,9 @@ func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
-			PropagateAllAnnotations: ptr.To(true)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{AnnotationSettings: kubelbv1alpha1.AnnotationSettings{
+		PropagateAllAnnotations: ptr.To(true)}}))
 	createNamespace(t, c, "tenant-b")
 	startManager(t, hub, freeRange(t, 8))
 
@@ -237,19 +218,12 @@ func TestHostileTenantGatewaySteeringAnnotations(t *testing.T) {
 	}
 	rt := gatewayRoute("tenant-b", "gw", listener("http", 80, "HTTP"))
 	annotations := map[string]string{"team": "b"}
-	for k, v := range steering {
-		annotations[k] = v
-	}
+	maps.Copy(annotations, steering)
 	rt.Spec.Source.Kubernetes.Route.SetAnnotations(annotations)
 	if err := c.Create(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	svc := waitService(t, c, "tenant-b", hubnames.GatewayServiceName("gw"), func(s *corev1.Service) error {
-		if s.Annotations["team"] != "b" {
-			return fmt.Errorf("annotations %v", s.Annotations)
-		}
-		return nil
-	})
+	svc := waitService(t, c, "tenant-b", hubnames.GatewayServiceName("gw"), objects.Annotated("team", "b"))
 	for k := range steering {
 		if v, ok := svc.Annotations[k]; ok {
 			t.Errorf("the Gateway's hub Service carries %s=%s", k, v)
@@ -268,20 +242,10 @@ func TestHostileTenantGatewayNodePorts(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30009"})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{Limits: kubelbv1alpha1.Limits{NodePorts: ptr.To[int32](4)}}))
 	for _, name := range []string{"a", "b"} {
-		if err := c.Create(ctx, &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-		createNamespace(t, c, "tenant-"+name)
+		objects.CreateTenant(t, c, objects.Tenant(name, kubelbv1alpha1.TenantSpec{}))
 	}
 	startManager(t, hub, freeRange(t, 40))
 	nodePorts := func(s *corev1.Service) []int32 {
@@ -329,12 +293,7 @@ func TestHostileTenantGatewayNodePorts(t *testing.T) {
 	if got := nodePorts(waitService(t, c, "tenant-a", hubnames.GatewayServiceName("web"), withNodePorts)); !cmp.Equal(got, victim) {
 		t.Errorf("victim's NodePorts %v, were %v", got, victim)
 	}
-	platform := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: "platform-ingress"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "platform"}}}
-	for i := range int32(4) {
-		platform.Spec.Ports = append(platform.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: 80 + i, Protocol: corev1.ProtocolTCP})
-	}
-	if err := c.Create(ctx, platform); err != nil {
+	if err := c.Create(ctx, objects.PlatformNodePortService(managerNS, 4)); err != nil {
 		t.Fatalf("the platform team's NodePort Service was refused: %v", err)
 	}
 }

@@ -29,7 +29,7 @@ func TestHostnameNotServed(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	const ns = "tenant-hs"
-	objects.Create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}})
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	createNamespace(t, c, ns)
 	startManager(t, hub, portalloc.Range{Min: 22000, Max: 22002})
 
@@ -52,10 +52,7 @@ func TestHostnameNotServed(t *testing.T) {
 
 	// A wildcard domain gives it a hostname; the Ingress Service that would serve it finds
 	// no port.
-	objects.Create(t, c, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true)}},
-	})
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true)}}))
 	const host = "web.hs.apps.example.test"
 	cond := waitHostnameCondition(t, c, ns, "web", metav1.ConditionFalse, loadbalancer.ReasonHostnameNotServed)
 	if want := "The hostname " + host + " is not served: the tenant's Ingress Service kubelb-ingress has no listener port"; len(cond.Message) < len(want) || cond.Message[:len(want)] != want {

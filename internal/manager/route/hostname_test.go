@@ -37,6 +37,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
@@ -60,31 +61,20 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	_, p, _ := net.SplitHostPort(backend.Addr)
 	nodePort, _ := strconv.Atoi(p)
 
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	// Config: a wildcard domain, DNS annotations, an issuer, loopback endpoints allowed. The
 	// Tenant overrides the issuer and allows explicit hostnames.
-	cfg := &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec: kubelbv1alpha1.ConfigSpec{
-			DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true),
-				AllowExplicitHostnames: ptr.To(false)},
-			Certificates:   kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("config-issuer")},
-			EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}},
-		},
-	}
-	if err := c.Create(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	tn := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "hn"}, Spec: kubelbv1alpha1.TenantSpec{
+	cfg := objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{
+		DNS: kubelbv1alpha1.DNSSettings{WildcardDomain: ptr.To("*.apps.example.test"), UseDNSAnnotations: ptr.To(true),
+			AllowExplicitHostnames: ptr.To(false)},
+		Certificates:   kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("config-issuer")},
+		EndpointPolicy: &kubelbv1alpha1.EndpointPolicy{Allow: []string{"127.0.0.0/8"}},
+	})
+	objects.Create(t, c, cfg)
+	tn := objects.CreateTenant(t, c, objects.Tenant("hn", kubelbv1alpha1.TenantSpec{
 		DNS:          kubelbv1alpha1.DNSSettings{AllowExplicitHostnames: ptr.To(true)},
 		Certificates: kubelbv1alpha1.CertificatesSettings{DefaultClusterIssuer: ptr.To("tenant-issuer")},
-	}}
-	if err := c.Create(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	createNamespace(t, c, ns)
+	}))
 	if err := c.Create(ctx, &kubelbv1alpha1.Addresses{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.DefaultAddressesName},
 		Spec: kubelbv1alpha1.AddressesSpec{Addresses: []kubelbv1alpha1.EndpointAddress{{IP: "127.0.0.1"}}}}); err != nil {
 		t.Fatal(err)
@@ -154,11 +144,7 @@ func TestLoadBalancerHostnames(t *testing.T) {
 	waitHostname(t, c, ns, "web", &kubelbv1alpha1.HostnameStatus{Hostname: webHost, DNSRecordCreated: true})
 	waitHostname(t, c, ns, "explicit", &kubelbv1alpha1.HostnameStatus{Hostname: "shop.example.org", DNSRecordCreated: true})
 	// "planted": its Certificate is not kubelb's: the condition says so, the foreign one stays.
-	testsupport.Eventually(t, waitTimeout, "planted's Hostname condition", func() error {
-		got := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "planted"}, got); err != nil {
-			return err
-		}
+	objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: "planted"}, &kubelbv1alpha1.LoadBalancer{}, func(got *kubelbv1alpha1.LoadBalancer) error {
 		cond := meta.FindStatusCondition(got.Status.Conditions, loadbalancer.ConditionHostname)
 		if cond == nil || cond.Reason != loadbalancer.ReasonCertificateFailed {
 			return fmt.Errorf("conditions %+v", got.Status.Conditions)
@@ -338,11 +324,7 @@ func installCertificateCRD(t *testing.T, c client.Client) {
 // waitHostname waits until the LoadBalancer's status.hostname is want.
 func waitHostname(t *testing.T, c client.Client, ns, name string, want *kubelbv1alpha1.HostnameStatus) {
 	t.Helper()
-	testsupport.Eventually(t, waitTimeout, fmt.Sprintf("status.hostname of %s to be %+v", name, want), func() error {
-		lb := &kubelbv1alpha1.LoadBalancer{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lb); err != nil {
-			return err
-		}
+	objects.WaitFor(t, c, waitTimeout, client.ObjectKey{Namespace: ns, Name: name}, &kubelbv1alpha1.LoadBalancer{}, func(lb *kubelbv1alpha1.LoadBalancer) error {
 		if diff := cmp.Diff(want, lb.Status.Hostname); diff != "" {
 			return fmt.Errorf("(-want +got):\n%s\nconditions %+v", diff, lb.Status.Conditions)
 		}

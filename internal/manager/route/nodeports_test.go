@@ -18,6 +18,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestRouteHubNodePorts: spec.loadBalancer.allocateNodePorts for the Route controller's hub
@@ -31,21 +32,10 @@ func TestRouteHubNodePorts(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{ServiceNodePortRange: "30000-30004"})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &kubelbv1alpha1.Config{
-		ObjectMeta: metav1.ObjectMeta{Namespace: managerNS, Name: kubelbv1alpha1.DefaultConfigName},
-		Spec:       kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(false)}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
+	objects.Create(t, c, objects.Config(managerNS, kubelbv1alpha1.ConfigSpec{LoadBalancer: kubelbv1alpha1.LoadBalancerSettings{AllocateNodePorts: ptr.To(false)}}))
 	ns := "tenant-np"
-	createNamespace(t, c, ns)
-	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "np"}}
-	if err := c.Create(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
+	tenant := objects.CreateTenant(t, c, objects.Tenant("np", kubelbv1alpha1.TenantSpec{}))
 	startManager(t, hub, portalloc.Range{Min: 22000, Max: 22099})
 
 	gateways := []string{"gw-0", "gw-1", "gw-2"}

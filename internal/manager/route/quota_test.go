@@ -21,6 +21,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // createAged creates objects one after another, each in a later second than the one before
@@ -69,16 +70,9 @@ func TestQuota(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	ns := "tenant-r"
-	createNamespace(t, c, ns)
-	tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "r"},
-		Spec: kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{Routes: ptr.To[int32](3), ListenerPorts: ptr.To[int32](4)}}}
-	if err := c.Create(ctx, tenant); err != nil {
-		t.Fatal(err)
-	}
+	objects.CreateTenant(t, c, objects.Tenant("r", kubelbv1alpha1.TenantSpec{Limits: kubelbv1alpha1.Limits{Routes: ptr.To[int32](3), ListenerPorts: ptr.To[int32](4)}}))
 	m := startManager(t, hub, portalloc.Range{Min: 20000, Max: 20099})
 
 	createAged(t, c,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
@@ -15,6 +14,7 @@ import (
 	"kubelb.dev/kubelb/internal/manager/perobject"
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/testenv"
+	"kubelb.dev/kubelb/internal/testsupport/objects"
 )
 
 // TestStaticAddresses: the manager asks the hub's load balancer (spec.loadBalancerIP of the
@@ -24,19 +24,14 @@ func TestStaticAddresses(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	c := hub.Client
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
-		t.Fatal(err)
-	}
+	objects.Create(t, c, objects.Namespace(managerNS, nil))
 	for _, tn := range []struct{ name, grant string }{{"sa", "10.50.0.0/29"}, {"sb", "10.50.0.2"}} {
-		createNamespace(t, c, "tenant-"+tn.name)
-		tenant := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tn.name}}
+		tenant := objects.Tenant(tn.name, kubelbv1alpha1.TenantSpec{})
 		tenant.Spec.GatewayAPI.StaticAddresses = []string{tn.grant}
-		if err := c.Create(ctx, tenant); err != nil {
-			t.Fatal(err)
-		}
+		objects.CreateTenant(t, c, tenant)
 	}
 	// The CRD refuses an entry that is neither an IP address nor a CIDR.
-	bad := &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "sc"}}
+	bad := objects.Tenant("sc", kubelbv1alpha1.TenantSpec{})
 	bad.Spec.GatewayAPI.StaticAddresses = []string{"10.50.0.0/33"}
 	if err := c.Create(ctx, bad); err == nil {
 		t.Error("a Tenant granting 10.50.0.0/33 was accepted")

@@ -1,8 +1,10 @@
 // Package objects holds the object builders and waiters that the controller tests of both
-// binaries share, for tests on a real API server (internal/testenv): create objects, build
-// the namespaces kubelb acts in, wait until an object is there and passes a check, until it
-// is gone, or fail when it exists; find and wait for Events; count the write requests a
-// client sends. Each test package keeps its own timeout and passes it in.
+// binaries share, for tests on a real API server (internal/testenv): create, read and edit
+// objects (also their status, as the controller a test plays writes it), build the
+// namespaces, Config and Tenants kubelb acts on, play the hub's own load balancer
+// implementation, wait until an object is there and passes a check, until it is gone, or fail
+// when it exists; delete a kind and wait until it is gone; find and wait for Events; count the
+// write requests a client sends. Each test package keeps its own timeout and passes it in.
 //
 // It builds on internal/testsupport (TB, Eventually) and, unlike that leaf, knows the API
 // server's client.
@@ -10,9 +12,12 @@ package objects
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -21,11 +26,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/hubnames"
 	"kubelb.dev/kubelb/internal/testsupport"
 )
 
@@ -57,6 +66,56 @@ func Update[T client.Object](t testsupport.TB, c client.Client, obj T, mutate fu
 	}
 }
 
+// Edit reads obj (by its name and namespace) afresh into a new object, applies mutate and
+// updates it, again on any error until timeout (a controller may write the object meanwhile),
+// as a user's edit would be retried; it returns the updated object and leaves obj as it is.
+func Edit[T client.Object](t testsupport.TB, c client.Client, timeout time.Duration, obj T, mutate func(T)) T {
+	t.Helper()
+	return edit(t, c, timeout, "updating", obj, mutate, func(ctx context.Context, o T) error { return c.Update(ctx, o) })
+}
+
+// EditStatus is Edit for the status of obj, as the controller a test plays writes it.
+func EditStatus[T client.Object](t testsupport.TB, c client.Client, timeout time.Duration, obj T, mutate func(T)) T {
+	t.Helper()
+	return edit(t, c, timeout, "writing the status of", obj, mutate, func(ctx context.Context, o T) error { return c.Status().Update(ctx, o) })
+}
+
+func edit[T client.Object](t testsupport.TB, c client.Client, timeout time.Duration, what string, obj T, mutate func(T), write func(context.Context, T) error) T {
+	t.Helper()
+	var cur T
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%s %T %s/%s", what, obj, obj.GetNamespace(), obj.GetName()), func() error {
+		cur = obj.DeepCopyObject().(T)
+		reset(cur)
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {
+			return err
+		}
+		mutate(cur)
+		return write(context.Background(), cur)
+	})
+	return cur
+}
+
+// reset empties a typed object but for its kind before it is read again, so that nothing of
+// an earlier read stays (decoding into an object keeps map entries and the fields the answer
+// leaves out). An Unstructured object is left as it is: a read replaces its content.
+func reset(obj client.Object) {
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	reflect.ValueOf(obj).Elem().SetZero()
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+}
+
+// Get reads the object key into obj and returns it; it fails the test when it cannot.
+func Get[T client.Object](t testsupport.TB, c client.Reader, key client.ObjectKey, obj T) T {
+	t.Helper()
+	if err := c.Get(context.Background(), key, obj); err != nil {
+		t.Fatalf("reading %T %s: %v", obj, key, err)
+	}
+	return obj
+}
+
 // Namespace is a namespace with labels (nil: none).
 func Namespace(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -68,11 +127,12 @@ func ManagedNamespace(name string) *corev1.Namespace {
 	return Namespace(name, map[string]string{kubelbv1alpha1.LabelManagedBy: kubelbv1alpha1.LabelManagedByValue})
 }
 
-// WaitFor reads the object key into obj until it exists and check (nil: none) accepts it,
-// and returns it.
+// WaitFor reads the object key into obj (afresh each time) until it exists and check (nil:
+// none) accepts it, and returns it.
 func WaitFor[T client.Object](t testsupport.TB, c client.Reader, timeout time.Duration, key client.ObjectKey, obj T, check func(T) error) T {
 	t.Helper()
 	testsupport.Eventually(t, timeout, fmt.Sprintf("%T %s", obj, key), func() error {
+		reset(obj)
 		if err := c.Get(context.Background(), key, obj); err != nil {
 			return err
 		}
@@ -103,6 +163,33 @@ func Gone(c client.Reader, obj client.Object) error {
 		return err
 	}
 	return fmt.Errorf("%T %s/%s still exists (finalizers %v)", obj, obj.GetNamespace(), obj.GetName(), obj.GetFinalizers())
+}
+
+// DeleteAllOf deletes every object of obj's kind in namespace ns and waits until list (of
+// that kind) is empty there, and no Service of ns that also selects (nil: none) is left: what
+// a controller removes with them.
+func DeleteAllOf(t testsupport.TB, c client.Client, timeout time.Duration, ns string, obj client.Object, list client.ObjectList, also func(client.Object) bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, timeout, fmt.Sprintf("%T in %s and their Services to be gone", obj, ns), func() error {
+		svcs := &corev1.ServiceList{}
+		if err := errors.Join(c.List(ctx, list, client.InNamespace(ns)), c.List(ctx, svcs, client.InNamespace(ns))); err != nil {
+			return err
+		}
+		n := 0
+		for i := range svcs.Items {
+			if also != nil && also(&svcs.Items[i]) {
+				n++
+			}
+		}
+		if left := meta.LenList(list); left+n > 0 {
+			return fmt.Errorf("%d left and %d Services", left, n)
+		}
+		return nil
+	})
 }
 
 // Absent fails the test unless the object key does not exist (obj receives it otherwise).
@@ -141,14 +228,20 @@ func Events(ctx context.Context, c client.Reader, f EventFilter) ([]eventsv1.Eve
 	return out, nil
 }
 
-// CountEvents is the number of Events f selects.
-func CountEvents(t testsupport.TB, c client.Reader, f EventFilter) int {
+// ListEvents is Events for a test: it fails the test when the Events cannot be listed.
+func ListEvents(t testsupport.TB, c client.Reader, f EventFilter) []eventsv1.Event {
 	t.Helper()
 	list, err := Events(context.Background(), c, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(list)
+	return list
+}
+
+// CountEvents is the number of Events f selects.
+func CountEvents(t testsupport.TB, c client.Reader, f EventFilter) int {
+	t.Helper()
+	return len(ListEvents(t, c, f))
 }
 
 // WaitEvent waits for an Event f selects and returns the first.
@@ -293,4 +386,99 @@ func MirroredLoadBalancer(ports ...kubelbv1alpha1.LoadBalancerPort) *kubelbv1alp
 		},
 		Spec: kubelbv1alpha1.LoadBalancerSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
 	}
+}
+
+// Config is the platform team's Config "default" in the manager's namespace ns, with spec.
+func Config(ns string, spec kubelbv1alpha1.ConfigSpec) *kubelbv1alpha1.Config {
+	return &kubelbv1alpha1.Config{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kubelbv1alpha1.DefaultConfigName}, Spec: spec}
+}
+
+// AnnotationSettings propagates the tenant annotation keep.example.com/x and gives the hub
+// objects of resource the annotations defaults, as the controller tests of the hub check.
+func AnnotationSettings(resource kubelbv1alpha1.AnnotatedResource, defaults kubelbv1alpha1.Annotations) kubelbv1alpha1.AnnotationSettings {
+	return kubelbv1alpha1.AnnotationSettings{
+		PropagatedAnnotations: &map[string]string{"keep.example.com/x": ""},
+		DefaultAnnotations:    map[kubelbv1alpha1.AnnotatedResource]kubelbv1alpha1.Annotations{resource: defaults},
+	}
+}
+
+// Tenant is the Tenant name with spec.
+func Tenant(name string, spec kubelbv1alpha1.TenantSpec) *kubelbv1alpha1.Tenant {
+	return &kubelbv1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+// CreateTenant creates the hub namespace of tenant (tenant-<name>, managed by kubelb, as the
+// Tenant controller makes it) and tenant, and returns tenant.
+func CreateTenant(t testsupport.TB, c client.Client, tenant *kubelbv1alpha1.Tenant) *kubelbv1alpha1.Tenant {
+	t.Helper()
+	Create(t, c, ManagedNamespace(hubnames.TenantNamespace(tenant.Name)), tenant)
+	return tenant
+}
+
+// Annotated is a check for WaitFor: the Service carries the annotation key with value want.
+func Annotated(key, want string) func(*corev1.Service) error {
+	return func(s *corev1.Service) error {
+		if s.Annotations[key] != want {
+			return fmt.Errorf("annotation %s=%q wanted, annotations %v", key, want, s.Annotations)
+		}
+		return nil
+	}
+}
+
+// PlatformNodePortService is the platform team's own NodePort Service "platform-ingress" in
+// namespace ns, with n TCP ports (p0 80, p1 81, …): what a hub must still have room for when
+// tenants ask for NodePorts.
+func PlatformNodePortService(ns string, n int32) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-ingress"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "platform"}}}
+	for i := range n {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: 80 + i, Protocol: corev1.ProtocolTCP})
+	}
+	return svc
+}
+
+// Ingress is the load balancer status entries of IP addresses (nil for none).
+func Ingress(ips ...string) []corev1.LoadBalancerIngress {
+	if len(ips) == 0 {
+		return nil
+	}
+	out := make([]corev1.LoadBalancerIngress, len(ips))
+	for i, ip := range ips {
+		out[i].IP = ip
+	}
+	return out
+}
+
+// IngressIPs is the IP addresses of load balancer status entries, in order.
+func IngressIPs(ingress []corev1.LoadBalancerIngress) []string {
+	var out []string
+	for _, in := range ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}
+
+// PlayLoadBalancer plays the hub's own load balancer implementation (MetalLB in production):
+// it writes the address ip into the status of the Service key, once the Service exists, and
+// then the annotations (nil: none) the implementation would add to it.
+func PlayLoadBalancer(t testsupport.TB, c client.Client, timeout time.Duration, key client.ObjectKey, ip string, annotations map[string]string) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, timeout, "address on the hub Service "+key.String(), func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(context.Background(), key, svc); err != nil {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = Ingress(ip)
+		if err := c.Status().Update(context.Background(), svc); err != nil {
+			return err
+		}
+		if annotations == nil {
+			return nil
+		}
+		return c.Patch(context.Background(), svc, client.RawPatch(types.MergePatchType, patch))
+	})
 }
