@@ -45,34 +45,6 @@ func appliesBackendTLS(k Kind) bool {
 	return slices.ContainsFunc(policyKinds, func(p Kind) bool { return p.Name == k.Name })
 }
 
-func indexPolicies(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &gwapiv1.BackendTLSPolicy{}, indexPolicyTargets, func(o client.Object) []string {
-		p := o.(*gwapiv1.BackendTLSPolicy)
-		var out []string
-		for _, t := range p.Spec.TargetRefs {
-			if t.Group == "" && t.Kind == kindService {
-				out = append(out, p.Namespace+"/"+string(t.Name))
-			}
-		}
-		return out
-	}); err != nil {
-		return fmt.Errorf("indexing BackendTLSPolicies by target: %w", err)
-	}
-	if err := idx.IndexField(ctx, &gwapiv1.BackendTLSPolicy{}, indexPolicyConfigMaps, func(o client.Object) []string {
-		p := o.(*gwapiv1.BackendTLSPolicy)
-		var out []string
-		for _, r := range p.Spec.Validation.CACertificateRefs {
-			if r.Group == "" && r.Kind == "ConfigMap" {
-				out = append(out, p.Namespace+"/"+string(r.Name))
-			}
-		}
-		return out
-	}); err != nil {
-		return fmt.Errorf("indexing BackendTLSPolicies by ConfigMap: %w", err)
-	}
-	return nil
-}
-
 // CACertOnly is the tenant cache's transform of ConfigMaps: only the key ca.crt is kept (the
 // one BackendTLSPolicies read), so caching every ConfigMap of the cluster costs little.
 func CACertOnly(o any) (any, error) {

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -37,51 +36,9 @@ import (
 	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
-// indexPolicyKinds indexes the policies of each kind by target: trafficTargetKey of every
-// object a policy targets (tenant cache; the policy's namespace).
-func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*PolicyKind) error {
-	for _, k := range kinds {
-		if err := idx.IndexField(ctx, k.New(), k.index, func(o client.Object) []string {
-			u, ok := o.(*unstructured.Unstructured)
-			if !ok {
-				return nil
-			}
-			var out []string
-			for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
-				if t.Group == gatewayGroup {
-					out = append(out, trafficTargetKey(t.Kind, t.Name))
-				}
-			}
-			selectors, _ := trafficpolicy.Selectors(trafficSpec(u))
-			for _, s := range selectors {
-				if key := selectorKey(s.Kind); s.Group == gatewayGroup && !slices.Contains(out, key) {
-					out = append(out, key)
-				}
-			}
-			return out
-		}); err != nil {
-			return fmt.Errorf("indexing %ss by target: %w", k.Kind, err)
-		}
-	}
-	return nil
-}
-
 // indexBasicAuthSecret indexes SecurityPolicies by the names of the Secrets their basicAuth
 // and apiKeyAuth name (SecurityPolicySecretNames; the policy's namespace).
 const indexBasicAuthSecret = "ccm.kubelb.k8c.io/security-policy-basic-auth"
-
-// indexBasicAuthSecrets registers indexBasicAuthSecret (tenant cache).
-func indexBasicAuthSecrets(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexBasicAuthSecret, func(o client.Object) []string {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			return SecurityPolicySecretNames(u)
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing SecurityPolicies by basicAuth Secret: %w", err)
-	}
-	return nil
-}
 
 // selectorKey is the index key of the policies with a targetSelector of kind (their
 // namespace): "selector:Kind".
@@ -500,18 +457,6 @@ func setupTrafficPolicies(mgr ctrl.Manager, hub cluster.Cluster, r *TrafficPolic
 		}), predicate.ResourceVersionChangedPredicate{}))
 	}
 	return b.Complete(r)
-}
-
-// specOrLabelsChanged passes the events of a policy's targets that change what it targets or
-// its ancestors: their spec (listeners, rules, parentRefs) or labels (targetSelectors).
-var specOrLabelsChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
-
-// boundsChanged passes the TenantState events that change the bounds on policies (a
-// TenantState changes often: rejections, backend health).
-var boundsChanged = predicate.TypedFuncs[*v1alpha1.TenantState]{
-	UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.TenantState]) bool {
-		return !equality.Semantic.DeepEqual(e.ObjectOld.Status.TrafficPolicies, e.ObjectNew.Status.TrafficPolicies)
-	},
 }
 
 // trafficTargetsOfKind are requests for the objects of kind k a policy targets (its

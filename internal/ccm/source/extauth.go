@@ -95,25 +95,6 @@ func serviceRef(p *unstructured.Unstructured, ref any) string {
 	return s("name")
 }
 
-// indexExtAuthServices registers indexExtAuthService (tenant cache).
-func indexExtAuthServices(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexExtAuthService, func(o client.Object) []string {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			var out []string
-			for _, name := range append([]string{ExtAuthServiceName(u), OIDCServiceName(u)}, JWKSServiceNames(u)...) {
-				if name != "" && !slices.Contains(out, name) {
-					out = append(out, name)
-				}
-			}
-			return out
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing SecurityPolicies by extAuth Service: %w", err)
-	}
-	return nil
-}
-
 // extAuthBackend adds to backends the Service of the extAuth of the SecurityPolicy a Route
 // context carries (a Service of the object's namespace ns), once.
 func extAuthBackend(backends []types.NamespacedName, c *v1alpha1.SourceContext, ns string) []types.NamespacedName {

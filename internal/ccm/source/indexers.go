@@ -5,11 +5,15 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 )
 
 // Field indexes of the hub cache's Routes.
@@ -137,4 +141,93 @@ func toUnstructured(o client.Object) map[string]any {
 		return nil
 	}
 	return u
+}
+
+func indexPolicies(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &gwapiv1.BackendTLSPolicy{}, indexPolicyTargets, func(o client.Object) []string {
+		p := o.(*gwapiv1.BackendTLSPolicy)
+		var out []string
+		for _, t := range p.Spec.TargetRefs {
+			if t.Group == "" && t.Kind == kindService {
+				out = append(out, p.Namespace+"/"+string(t.Name))
+			}
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing BackendTLSPolicies by target: %w", err)
+	}
+	if err := idx.IndexField(ctx, &gwapiv1.BackendTLSPolicy{}, indexPolicyConfigMaps, func(o client.Object) []string {
+		p := o.(*gwapiv1.BackendTLSPolicy)
+		var out []string
+		for _, r := range p.Spec.Validation.CACertificateRefs {
+			if r.Group == "" && r.Kind == "ConfigMap" {
+				out = append(out, p.Namespace+"/"+string(r.Name))
+			}
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing BackendTLSPolicies by ConfigMap: %w", err)
+	}
+	return nil
+}
+
+// indexPolicyKinds indexes the policies of each kind by target: trafficTargetKey of every
+// object a policy targets (tenant cache; the policy's namespace).
+func indexPolicyKinds(ctx context.Context, idx client.FieldIndexer, kinds []*PolicyKind) error {
+	for _, k := range kinds {
+		if err := idx.IndexField(ctx, k.New(), k.index, func(o client.Object) []string {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				return nil
+			}
+			var out []string
+			for _, t := range trafficpolicy.Targets(trafficSpec(u)) {
+				if t.Group == gatewayGroup {
+					out = append(out, trafficTargetKey(t.Kind, t.Name))
+				}
+			}
+			selectors, _ := trafficpolicy.Selectors(trafficSpec(u))
+			for _, s := range selectors {
+				if key := selectorKey(s.Kind); s.Group == gatewayGroup && !slices.Contains(out, key) {
+					out = append(out, key)
+				}
+			}
+			return out
+		}); err != nil {
+			return fmt.Errorf("indexing %ss by target: %w", k.Kind, err)
+		}
+	}
+	return nil
+}
+
+// indexBasicAuthSecrets registers indexBasicAuthSecret (tenant cache).
+func indexBasicAuthSecrets(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexBasicAuthSecret, func(o client.Object) []string {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			return SecurityPolicySecretNames(u)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing SecurityPolicies by basicAuth Secret: %w", err)
+	}
+	return nil
+}
+
+// indexExtAuthServices registers indexExtAuthService (tenant cache).
+func indexExtAuthServices(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, SecurityPolicyKind.New(), indexExtAuthService, func(o client.Object) []string {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			var out []string
+			for _, name := range append([]string{ExtAuthServiceName(u), OIDCServiceName(u)}, JWKSServiceNames(u)...) {
+				if name != "" && !slices.Contains(out, name) {
+					out = append(out, name)
+				}
+			}
+			return out
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing SecurityPolicies by extAuth Service: %w", err)
+	}
+	return nil
 }

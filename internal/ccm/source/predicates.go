@@ -8,8 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"kubelb.dev/kubelb/api/v1alpha1"
 )
 
 // objectPredicate passes events of the mirrored objects except updates of their status only
@@ -67,5 +70,17 @@ var labelsChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+	},
+}
+
+// specOrLabelsChanged passes the events of a policy's targets that change what it targets or
+// its ancestors: their spec (listeners, rules, parentRefs) or labels (targetSelectors).
+var specOrLabelsChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
+
+// boundsChanged passes the TenantState events that change the bounds on policies (a
+// TenantState changes often: rejections, backend health).
+var boundsChanged = predicate.TypedFuncs[*v1alpha1.TenantState]{
+	UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.TenantState]) bool {
+		return !equality.Semantic.DeepEqual(e.ObjectOld.Status.TrafficPolicies, e.ObjectNew.Status.TrafficPolicies)
 	},
 }
