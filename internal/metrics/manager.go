@@ -106,7 +106,8 @@ func RegisterManager() {
 // managerReconciles are the reconcile metrics of the manager, in declaration order.
 func managerReconciles() []*Reconcile {
 	return []*Reconcile{ManagerLoadBalancerReconcile, ManagerEnvoyCPReconcile, ManagerTenantReconcile, ManagerStatusReconcile,
-		ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile, ManagerNodeIP.Reconcile, ManagerIPAM.Reconcile}
+		ManagerEnvoyFleetReconcile, ManagerSyncSecretReconcile, ManagerRouteReconcile, ManagerNodeIP.Reconcile, ManagerIPAM.Reconcile,
+		ManagerOIDCKeysReconcile}
 }
 
 // managerGauges are the other metrics of the manager, in declaration order (the vectors
@@ -141,3 +142,7 @@ func tenantReconciles() []*Reconcile {
 
 // Metrics of the manager's SyncSecret controller (internal/manager/syncsecret).
 var ManagerSyncSecretReconcile = newReconcile("kubelb_manager_syncsecret", "SyncSecrets", true).perTenant()
+
+// Metrics of the manager's OIDC cookie keys controller (internal/manager/oidckeys), by tenant
+// namespace.
+var ManagerOIDCKeysReconcile = newReconcile("kubelb_manager_oidckeys", "the tenants' OIDC cookie keys", true).perTenant()
