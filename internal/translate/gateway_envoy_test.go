@@ -325,22 +325,25 @@ func withBackendTimeout(rule gwv1.HTTPRouteRule, d gwv1.Duration) gwv1.HTTPRoute
 	return rule
 }
 
+// toObject is o (a Gateway API object) as the unstructured content of a Route.
+func toObject(t *testing.T, o any) map[string]any {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // oneGateway is a tenant with one Gateway (shop/gw) of one listener, served by Envoy on
 // envoyPort of 127.0.0.1, and one HTTPRoute (shop/web) of rules attached to it whose backend
 // Service web has its NodePort at nodePort of 127.0.0.1.
 func oneGateway(t *testing.T, tenant string, listener gwv1.Listener, envoyPort int, rules []gwv1.HTTPRouteRule, nodePort int) translate.Input {
 	t.Helper()
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000a1", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0)}}
 	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
-	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(t, &gwv1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "shop"},
 		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{listener}},
@@ -350,7 +353,7 @@ func oneGateway(t *testing.T, tenant string, listener gwv1.Listener, envoyPort i
 		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(nodePort)}}},
 	}}}}
-	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.HTTPRoute{
+	route.Spec.Source.Kubernetes.Route.Object = toObject(t, &gwv1.HTTPRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
 		Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}, Rules: rules},

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -238,13 +237,6 @@ func TestStreamPassiveHealthCheckThroughEnvoy(t *testing.T) {
 // Service keeps the clients' addresses; active health checks are off.
 func streamGateway(t *testing.T, tenant string, tcpPort, tlsPort, tcpNode, tlsNode int) translate.Input {
 	t.Helper()
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	mode, host := gwv1.TLSModePassthrough, gwv1.Hostname("db.example.com")
 	route := func(uid string, age time.Duration, obj any, svc string, port int32, nodePort int) v1alpha1.Route {
@@ -256,7 +248,7 @@ func streamGateway(t *testing.T, tenant string, tcpPort, tlsPort, tcpNode, tlsNo
 				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "p", Port: port, NodePort: int32(nodePort)}}},
 			}}}
 		}
-		r.Spec.Source.Kubernetes.Route.Object = toObject(obj)
+		r.Spec.Source.Kubernetes.Route.Object = toObject(t, obj)
 		return r
 	}
 	ref := func(name string, port gwv1.PortNumber) []gwv1.BackendRef {

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -184,13 +183,6 @@ func TestTLSRouteBackendTLSThroughEnvoy(t *testing.T) {
 // its NodePort at nodePort of 127.0.0.1.
 func oneTLSRoute(t *testing.T, tenant string, envoyPort, nodePort int) translate.Input {
 	t.Helper()
-	toObject := func(o any) map[string]any {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	mode := gwv1.TLSModeTerminate
 	host := gwv1.Hostname("tls.example.com")
@@ -198,7 +190,7 @@ func oneTLSRoute(t *testing.T, tenant string, envoyPort, nodePort int) translate
 		TLS: &gwv1.ListenerTLSConfig{Mode: &mode, CertificateRefs: []gwv1.SecretObjectReference{{Name: "server"}}}}
 	gateway := v1alpha1.Route{ObjectMeta: metav1.ObjectMeta{Name: "00000000-0000-0000-0000-0000000000b1", Namespace: tenant, CreationTimestamp: metav1.NewTime(t0)}}
 	gateway.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{}
-	gateway.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.Gateway{
+	gateway.Spec.Source.Kubernetes.Route.Object = toObject(t, &gwv1.Gateway{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
 		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "shop"},
 		Spec:       gwv1.GatewaySpec{GatewayClassName: "kubelb", Listeners: []gwv1.Listener{listener}},
@@ -209,7 +201,7 @@ func oneTLSRoute(t *testing.T, tenant string, envoyPort, nodePort int) translate
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "https", Port: 8443, NodePort: int32(nodePort)}}},
 	}}}}
 	port := gwv1.PortNumber(8443)
-	route.Spec.Source.Kubernetes.Route.Object = toObject(&gwv1.TLSRoute{
+	route.Spec.Source.Kubernetes.Route.Object = toObject(t, &gwv1.TLSRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "TLSRoute"},
 		ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: "shop"},
 		Spec: gwv1.TLSRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
