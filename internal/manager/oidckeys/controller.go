@@ -9,6 +9,9 @@
 // left, and with the namespace. The Envoy control plane reads the keys into the translation
 // (translate.Input.OIDCCookieKeys).
 //
+// Every tenant namespace is planned once when it appears (and at the manager's start), with or
+// without logins.
+//
 // Per tenant, leader only: collect (the tenant's Routes, the Secret, from the manager's
 // cache) → plan (Desired, pure) → apply (server-side apply, skipped when unchanged; delete
 // when no login is left).
@@ -73,6 +76,12 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		Named(controllerName).
 		Watches(&kubelbv1alpha1.Route{}, toTenant, builder.WithPredicates(loginsChanged())).
 		Watches(&corev1.Secret{}, toTenant, builder.WithPredicates(predicate.NewPredicateFuncs(hubnames.IsOIDCCookieKeys))).
+		// Every tenant namespace once, when it appears and at start: a tenant without logins is
+		// planned too (nothing to do, one read of the cache), so its reconcile series exists
+		// before its first login and the dashboards show every tenant.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		}), builder.WithPredicates(tenantNamespaceAppeared())).
 		Complete(r)
 }
 

@@ -35,7 +35,7 @@ import (
 // tenant's ccm, with its real credentials (a token of its ServiceAccount under tenant.CCMRules),
 // can neither get nor list; a second manager (a restart) keeps that key and makes another,
 // different one for a second login; a Route deleted takes its login's key with it; 18 logins
-// get 16 keys; no login left, no Secret.
+// get 16 keys; a new tenant without logins is planned once; no login left, no Secret.
 func TestOIDCCookieKeysOnTheHub(t *testing.T) {
 	hub := testenv.Start(t, "hub", testenv.Options{})
 	ctx := context.Background()
@@ -146,8 +146,12 @@ func TestOIDCCookieKeysOnTheHub(t *testing.T) {
 	}
 
 	// A Secret of that name kubelb did not make (an admin's, unlabelled) is never taken over.
+	// A new tenant namespace is planned once though it has no login yet (its reconcile series
+	// exists before its first login, which the dashboards need).
 	const other = "tenant-b"
+	idle := testenv.WaitControllerIdle(t, "oidckeys", 0)
 	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other, Labels: hubnames.TenantLabels("b")}})
+	testenv.WaitControllerIdle(t, "oidckeys", idle+1)
 	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: hubnames.OIDCCookieKeysSecret}, Data: map[string][]byte{"admin": []byte("mine")}})
 	before := testenv.WaitControllerIdle(t, "oidckeys", 0)
 	mustCreate(t, c, oidcRoute(other, "rb", "login"))

@@ -34,3 +34,15 @@ func loginsChanged() predicate.Predicate {
 		},
 	}
 }
+
+// tenantNamespaceAppeared passes the creation (and the start-up listing) of kubelb's tenant
+// namespaces, and nothing else: a namespace's later updates never change its logins.
+func tenantNamespaceAppeared() predicate.Predicate {
+	tenant := func(o client.Object) bool { return hubnames.IsTenantNamespace(o.GetName()) && hubnames.IsManaged(o) }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return tenant(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return tenant(e.Object) },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	}
+}
