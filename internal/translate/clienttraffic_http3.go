@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/ir"
@@ -37,8 +38,7 @@ func (t *l7) http3Listener(g *gateway, ls []*gwListener, il *ir.Listener, s *tra
 			chains = append(chains, srv)
 		}
 	}
-	if len(chains) == 0 {
-		t.http3NotHere(ls, "TLS listeners are not served over HTTP/3 (HTTPS listeners only)")
+	if len(chains) == 0 { // TLS listeners only (reported by emitGateway)
 		return nil
 	}
 	notServed := func(format string, args ...any) *ir.Listener {
@@ -125,13 +125,13 @@ func http3Ignores(s *trafficpolicy.ClientSettings) []string {
 	return out
 }
 
-// http3NotHere reports, on each of listeners ls whose own ClientTrafficPolicy (sectionName)
-// asks for http3, that it is not served over HTTP/3, and why. A Gateway's policy asks it of
-// the HTTPS listeners only: its other listeners are not reported.
-func (t *l7) http3NotHere(ls []*gwListener, why string) {
+// http3NotHere reports, on each of listeners ls of protocol p whose own ClientTrafficPolicy
+// (sectionName) asks for http3, that it is not served over HTTP/3, and why. A Gateway's
+// policy asks it of the HTTPS listeners only: its other listeners are not reported.
+func (t *l7) http3NotHere(ls []*gwListener, p gwv1.ProtocolType, why string) {
 	for _, l := range ls {
 		name := gatewayListenerName(l)
-		if name == "" {
+		if name == "" || l.spec.Protocol != p {
 			continue
 		}
 		sec := sourceContext(l.gw.route).PolicySection(name)

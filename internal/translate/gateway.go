@@ -700,7 +700,7 @@ func (t *l7) emitGateway(g *gateway) {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
 			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
-			t.http3NotHere(ls, "HTTP/3 needs TLS: only HTTPS listeners are served over it") // clienttraffic_http3.go
+			t.http3NotHere(ls, gwv1.HTTPProtocolType, "it is an HTTP listener, and HTTP/3 needs TLS (HTTPS listeners only)") // clienttraffic_http3.go
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
@@ -709,6 +709,7 @@ func (t *l7) emitGateway(g *gateway) {
 			il.Protocol = ir.ProtocolHTTPS
 			s := t.clientSettingsFor(g, ls)
 			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficOf(g, ls, s)
+			t.http3NotHere(ls, gwv1.TLSProtocolType, "it is a TLS listener (HTTPS listeners only)")
 			made := len(t.cfg.RouteConfigs)
 			il.TLS, il.Owners, il.CORS, il.StatefulSession = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
