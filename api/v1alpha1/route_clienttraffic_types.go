@@ -41,6 +41,11 @@ type ClientTraffic struct {
 	// HTTP2 holds HTTP/2 options of the Gateway's HTTP and HTTPS listeners.
 	// +optional
 	HTTP2 *ClientTrafficHTTP2 `json:"http2,omitempty"`
+	// HTTP3 serves the Gateway's HTTPS listeners over HTTP/3 (QUIC) too, on a UDP port of
+	// the same number, and advertises it (alt-svc). Envoy Gateway's HTTP3Settings has no
+	// fields.
+	// +optional
+	HTTP3 *ClientTrafficHTTP3 `json:"http3,omitempty"`
 	// Path says how request paths are normalised.
 	// +optional
 	Path *ClientTrafficPath `json:"path,omitempty"`
@@ -116,6 +121,10 @@ type ClientTrafficHTTP2 struct {
 	// +kubebuilder:validation:MaxLength=32
 	OnInvalidMessage string `json:"onInvalidMessage,omitempty"`
 }
+
+// ClientTrafficHTTP3 is Envoy Gateway's http3 of a ClientTrafficPolicy (HTTP3Settings): no
+// fields.
+type ClientTrafficHTTP3 struct{}
 
 // ClientTrafficPath is Envoy Gateway's path of a ClientTrafficPolicy.
 type ClientTrafficPath struct {

@@ -8,7 +8,8 @@ import (
 )
 
 // ClientTraffic is how an HTTP or HTTPS listener (its connection managers, and its filter
-// chains for the connection limit) — or, for its connection settings only, a TCP listener —
+// chains for the connection limit) — or, for its connection settings only, a TCP listener;
+// for its HTTP settings only, an HTTP3 listener —
 // treats its clients' connections and requests: Envoy Gateway's ClientTrafficPolicy as kubelb serves it. Zero
 // fields keep Envoy's defaults.
 type ClientTraffic struct {
@@ -209,6 +210,28 @@ func (c *ClientTraffic) TCPOnly() bool {
 	return reflect.DeepEqual(*c, tcp)
 }
 
+// httpOnly reports whether c has only settings of the connection managers (none of the TCP
+// connections', the connection limit's, nor TLS parameters): what an HTTP3 listener may have.
+func (c *ClientTraffic) httpOnly() bool {
+	return c.ProxyProtocol == nil && c.TCPIdleTimeout == 0 && c.Keepalive == nil && c.BufferLimit == 0 && c.ConnectionLimit == 0 &&
+		c.ConnectionLimitDelay == 0 && c.MaxAcceptPerSocketEvent == 0 && c.TLS == nil && c.TLSHandshakeTimeout == 0
+}
+
+// ForHTTP3 is c without what an HTTP3 listener cannot have (httpOnly), nil when nothing is
+// left.
+func (c *ClientTraffic) ForHTTP3() *ClientTraffic {
+	if c == nil {
+		return nil
+	}
+	h := *c
+	h.ProxyProtocol, h.TCPIdleTimeout, h.Keepalive, h.BufferLimit, h.ConnectionLimit = nil, 0, nil, 0, 0
+	h.ConnectionLimitDelay, h.MaxAcceptPerSocketEvent, h.TLS, h.TLSHandshakeTimeout = 0, 0, nil, 0
+	if reflect.ValueOf(h).IsZero() {
+		return nil
+	}
+	return &h
+}
+
 // ClientTLS are TLS parameters of a listener's terminating filter chains (DownstreamTlsContext
 // common_tls_context.tls_params and alpn_protocols). Empty fields keep Envoy's defaults.
 type ClientTLS struct {
@@ -301,8 +324,10 @@ func (c *ClientTraffic) validate(p Protocol) error {
 	switch {
 	case p == ProtocolTCP && !c.TCPOnly():
 		return fmt.Errorf("client traffic settings on a TCP listener other than the PROXY protocol, TCP idle timeout, keepalive and buffer limit")
-	case p != ProtocolHTTP && p != ProtocolHTTPS && p != ProtocolTCP:
-		return fmt.Errorf("client traffic settings on a %s listener (TCP, HTTP and HTTPS only)", p)
+	case p == ProtocolHTTP3 && !c.httpOnly():
+		return fmt.Errorf("client traffic settings on an HTTP3 listener that act on TCP connections or TLS parameters (HTTP settings only)")
+	case !p.ServesHTTP() && p != ProtocolTCP:
+		return fmt.Errorf("client traffic settings on a %s listener (TCP, HTTP, HTTPS and HTTP3 only)", p)
 	}
 	if err := c.validateConnection(); err != nil {
 		return err

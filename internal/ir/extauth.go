@@ -62,8 +62,8 @@ func (l *Listener) validateExtAuth(clusters map[string]bool, routes map[string][
 	}
 	slices.Sort(want)
 	want = slices.Compact(want)
-	if len(l.ExtAuth) > 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS {
-		return fmt.Errorf("external authorization on a %s listener (HTTP and HTTPS only)", l.Protocol)
+	if len(l.ExtAuth) > 0 && !l.Protocol.ServesHTTP() {
+		return fmt.Errorf("external authorization on a %s listener (HTTP, HTTPS and HTTP3 only)", l.Protocol)
 	}
 	if len(l.ExtAuth) > MaxListenerExtAuths {
 		return fmt.Errorf("%d external authorization services, at most %d", len(l.ExtAuth), MaxListenerExtAuths)

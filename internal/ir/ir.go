@@ -30,7 +30,19 @@ const (
 	ProtocolUDP   Protocol = "UDP"
 	ProtocolHTTP  Protocol = "HTTP"
 	ProtocolHTTPS Protocol = "HTTPS"
+	// ProtocolHTTP3 serves HTTP/3 over QUIC on a UDP port: the routes of an HTTPS listener,
+	// its TLS servers (terminated into HTTP only) chosen by SNI (validate.go).
+	ProtocolHTTP3 Protocol = "HTTP3"
 )
+
+// ServesHTTP reports whether a listener of protocol p serves HTTP routes through connection
+// managers (HTTP, HTTPS, HTTP3).
+func (p Protocol) ServesHTTP() bool {
+	return p == ProtocolHTTP || p == ProtocolHTTPS || p == ProtocolHTTP3
+}
+
+// BindsUDP reports whether a listener of protocol p binds a UDP socket (UDP, HTTP3).
+func (p Protocol) BindsUDP() bool { return p == ProtocolUDP || p == ProtocolHTTP3 }
 
 // UpstreamProtocol is what a cluster speaks to its endpoints.
 type UpstreamProtocol string
@@ -101,7 +113,9 @@ type Listener struct {
 	RouteConfig string `json:"routeConfig,omitempty"`
 	// TLS (HTTPS): one filter chain per server, chosen by SNI; each terminates TLS into HTTP
 	// routes (Secret, RouteConfig), terminates it and proxies the plain stream (Secret,
-	// Cluster or Backends), or passes it through to clusters (Cluster or Backends).
+	// Cluster or Backends), or passes it through to clusters (Cluster or Backends). HTTP3:
+	// one QUIC filter chain per server, each terminated into HTTP routes (no client
+	// validation).
 	TLS []*TLSServer `json:"tls,omitempty"`
 	// HeaderLimits (HTTP, HTTPS) bound request headers; nil keeps Envoy's defaults.
 	HeaderLimits *HeaderLimits `json:"headerLimits,omitempty"`
@@ -112,7 +126,7 @@ type Listener struct {
 	// StreamIdleTimeout (HTTP, HTTPS) ends requests and streams with no traffic either way
 	// for this long, unless their route sets its own; 0 keeps Envoy's default (5 min).
 	StreamIdleTimeout Duration `json:"streamIdleTimeout,omitempty"`
-	// AccessLog (TCP, HTTP, HTTPS; never set on UDP) writes one JSON line per connection (TCP, TLS
+	// AccessLog (TCP, HTTP, HTTPS, HTTP3; never set on UDP) writes one JSON line per connection (TCP, TLS
 	// passthrough) or request (HTTP) to Envoy's stdout.
 	AccessLog bool `json:"accessLog,omitempty"`
 	// CORS (HTTP, HTTPS) runs Envoy's CORS filter, which applies the CORS policies of the
@@ -226,6 +240,10 @@ type HeaderLimits struct {
 type RouteConfig struct {
 	Name         string         `json:"name"`
 	VirtualHosts []*VirtualHost `json:"virtualHosts,omitempty"`
+	// HTTP3Port (0: none) advertises HTTP/3 on this port of the same host in every response
+	// (alt-svc: h3=":<port>"; ma=86400): set only on a route configuration an HTTP3
+	// listener serves too.
+	HTTP3Port uint32 `json:"http3Port,omitempty"`
 }
 
 // VirtualHost groups the routes of a set of domains.

@@ -267,6 +267,40 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			c.Listeners[0].Protocol = ir.ProtocolHTTPS
 			c.Listeners[0].TLS = []*ir.TLSServer{{ServerNames: []string{"x.example.com"}, Cluster: "a"}, {ServerNames: []string{"x.example.com"}, Secrets: []string{"s"}, RouteConfig: "rc"}}
 		}, `server name "x.example.com" is in two TLS servers`},
+		// HTTP/3: an HTTP3 listener serves HTTP routes over QUIC only, binds UDP, takes the
+		// HTTP settings of a ClientTrafficPolicy only; alt-svc advertises only what it serves.
+		"http3 valid": {func(c *ir.Config) { http3(c, 443) }, ""},
+		"http3 next to a UDP listener on its port": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[0].Protocol, c.Listeners[0].Port = ir.ProtocolUDP, 8443
+		}, "both bind udp/0.0.0.0/8443"},
+		"http3 next to a TCP listener on its port": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[0].Port = 8443
+		}, ""},
+		"http3 chain that proxies": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[1].TLS = append(c.Listeners[1].TLS, &ir.TLSServer{ServerNames: []string{"db.example.com"}, Cluster: "a"})
+		}, "of an HTTP3 listener proxies or validates client certificates"},
+		"http3 chain with client validation": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[1].TLS[0].ClientValidation = &ir.ClientValidation{CACertificates: "ca"}
+		}, "of an HTTP3 listener proxies or validates client certificates"},
+		"http3 connection limit": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[1].ClientTraffic = &ir.ClientTraffic{IdleTimeout: ir.Duration(time.Minute), ConnectionLimit: 10}
+		}, "client traffic settings on an HTTP3 listener that act on TCP connections"},
+		"http3 HTTP settings": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners[1].ClientTraffic = &ir.ClientTraffic{IdleTimeout: ir.Duration(time.Minute), HTTP: &ir.ClientHTTP{MergeSlashes: true}}
+		}, ""},
+		"http3 advertised but not served": {func(c *ir.Config) {
+			http3(c, 443)
+			c.Listeners = c.Listeners[:1]
+		}, `route config "rc" advertises HTTP/3, but no HTTP3 listener serves it`},
+		"http3 port out of range": {func(c *ir.Config) {
+			http3(c, 70000)
+		}, "HTTP/3 port 70000 out of range"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -277,6 +311,16 @@ func TestValidateFindsWhatEnvoyWouldReject(t *testing.T) {
 			wantValidation(t, cfg, tc.want)
 		})
 	}
+}
+
+// http3 makes listener b of c an HTTP3 listener on UDP port 8443 serving route config rc,
+// which advertises HTTP/3 on port.
+func http3(c *ir.Config, port uint32) {
+	c.Secrets = []*ir.Secret{{Name: "s", CertChain: []byte("c"), PrivateKey: []byte("k")}}
+	c.RouteConfigs = []*ir.RouteConfig{{Name: "rc", HTTP3Port: port}}
+	l := c.Listeners[1]
+	l.Protocol, l.Port, l.Cluster = ir.ProtocolHTTP3, 8443, ""
+	l.TLS = []*ir.TLSServer{{ServerNames: []string{"www.example.com"}, Secrets: []string{"s"}, RouteConfig: "rc"}}
 }
 
 // groupsOf gives c one group "g<i>" per weight and puts its endpoints in them in turn.

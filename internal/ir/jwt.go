@@ -159,8 +159,8 @@ func (l *Listener) validateJWT(clusters map[string]bool, needs map[string][]JWT)
 		have = append(have, p.Name)
 	}
 	switch {
-	case l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS:
-		return fmt.Errorf("JWT authentication on a %s listener (HTTP and HTTPS only)", l.Protocol)
+	case !l.Protocol.ServesHTTP():
+		return fmt.Errorf("JWT authentication on a %s listener (HTTP, HTTPS and HTTP3 only)", l.Protocol)
 	case len(have) > MaxListenerJWTProviders:
 		return fmt.Errorf("%d JWT providers, at most %d", len(have), MaxListenerJWTProviders)
 	case !slices.Equal(have, names):

@@ -110,8 +110,8 @@ func (l *Listener) validateOIDC(clusters, secrets map[string]bool, routes map[st
 	}
 	slices.Sort(want)
 	want = slices.Compact(want)
-	if len(l.OIDC) > 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS {
-		return fmt.Errorf("OIDC on a %s listener (HTTP and HTTPS only)", l.Protocol)
+	if len(l.OIDC) > 0 && !l.Protocol.ServesHTTP() {
+		return fmt.Errorf("OIDC on a %s listener (HTTP, HTTPS and HTTP3 only)", l.Protocol)
 	}
 	if len(l.OIDC) > MaxListenerOIDCs {
 		return fmt.Errorf("%d OIDC logins, at most %d", len(l.OIDC), MaxListenerOIDCs)

@@ -98,6 +98,7 @@ func (c *Config) Validate() error {
 		family, addr string
 		port         uint32
 	}
+	overQUIC := map[string]bool{} // the route configurations HTTP3 listeners serve
 	listeners := make(map[string]bool, len(c.Listeners))
 	bound := make(map[bindKey]string, len(c.Listeners))
 	for _, l := range c.Listeners {
@@ -145,7 +146,7 @@ func (c *Config) Validate() error {
 			fail("listener %q: %w", l.Name, err)
 		}
 		family := "tcp"
-		if l.Protocol == ProtocolUDP {
+		if l.Protocol.BindsUDP() {
 			family = "udp"
 		}
 		bind := func(addr string) {
@@ -158,6 +159,20 @@ func (c *Config) Validate() error {
 		bind(l.Address)
 		for _, addr := range l.AdditionalAddresses {
 			bind(addr)
+		}
+		if l.Protocol == ProtocolHTTP3 {
+			for _, t := range l.TLS {
+				overQUIC[t.RouteConfig] = true
+			}
+		}
+	}
+	// alt-svc advertises HTTP/3 only where it is served.
+	for _, rc := range c.RouteConfigs {
+		switch {
+		case rc.HTTP3Port > 65535:
+			fail("route config %q: HTTP/3 port %d out of range 1-65535", rc.Name, rc.HTTP3Port)
+		case rc.HTTP3Port != 0 && !overQUIC[rc.Name]:
+			fail("route config %q advertises HTTP/3, but no HTTP3 listener serves it", rc.Name)
 		}
 	}
 	return errors.Join(errs...)
@@ -187,8 +202,8 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 	if l.StatPrefix == "" {
 		return errors.New("stat prefix empty")
 	}
-	if l.StreamIdleTimeout < 0 || (l.StreamIdleTimeout != 0 && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS) {
-		return errors.New("a stream idle timeout is for HTTP and HTTPS listeners, and not negative")
+	if l.StreamIdleTimeout < 0 || (l.StreamIdleTimeout != 0 && !l.Protocol.ServesHTTP()) {
+		return errors.New("a stream idle timeout is for HTTP, HTTPS and HTTP3 listeners, and not negative")
 	}
 	if err := l.ClientTraffic.validate(l.Protocol); err != nil {
 		return err
@@ -218,15 +233,18 @@ func (l *Listener) validate(clusters, routeConfigs, secrets map[string]bool) err
 		if !routeConfigs[l.RouteConfig] {
 			return fmt.Errorf("route config %q does not exist", l.RouteConfig)
 		}
-	case ProtocolHTTPS:
+	case ProtocolHTTPS, ProtocolHTTP3:
 		if len(l.TLS) == 0 {
-			return errors.New("HTTPS listener without TLS servers")
+			return fmt.Errorf("%s listener without TLS servers", l.Protocol)
 		}
 		names := map[string]bool{}
 		fallbacks := 0
 		for _, t := range l.TLS {
 			if err := t.validate(clusters, routeConfigs, secrets); err != nil {
 				return fmt.Errorf("TLS server %v: %w", t.ServerNames, err)
+			}
+			if l.Protocol == ProtocolHTTP3 && (t.Proxies() || t.ClientValidation != nil) {
+				return fmt.Errorf("TLS server %v of an HTTP3 listener proxies or validates client certificates (QUIC chains serve HTTP routes only)", t.ServerNames)
 			}
 			for _, n := range t.ServerNames {
 				if n == "" {
@@ -302,8 +320,8 @@ func (l *Listener) validateHTTPFilter(filter string, runs bool, routes map[strin
 		needs = needs || routes[t.RouteConfig]
 	}
 	switch {
-	case runs && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolHTTPS:
-		return fmt.Errorf("the %s filter on a %s listener (HTTP and HTTPS only)", filter, l.Protocol)
+	case runs && !l.Protocol.ServesHTTP():
+		return fmt.Errorf("the %s filter on a %s listener (HTTP, HTTPS and HTTP3 only)", filter, l.Protocol)
 	case needs && !runs:
 		return fmt.Errorf("a route it serves needs the %s filter, but the listener does not run it", filter)
 	case !needs && runs:

@@ -108,7 +108,8 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 	switch kind.HubService() {
 	case routekind.OwnHubService:
 		if !t.DisableGatewayAPI && routekind.ValidRouteName(rt.Name) {
-			ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+			// The UDP ports of its HTTP/3 count as any (routekind.HTTP3Ports).
+			ports, _ := routekind.GatewayRoutePorts(rt, nil, routekind.ClientTrafficAllowed(t.Upstream.TrafficPolicies))
 			o.Ports = len(ports)
 			if t.AllocateNodePorts {
 				o.NodePorts = len(ports)
@@ -137,11 +138,12 @@ func routeObject(rt *kubelbv1alpha1.Route, t settings.Tenant) (Object, bool) {
 }
 
 // routeSettings is what of the tenant's settings routeObject reads.
-type routeSettings struct{ disableGatewayAPI, disableIngress, allocateNodePorts bool }
+type routeSettings struct{ disableGatewayAPI, disableIngress, allocateNodePorts, clientTraffic bool }
 
 // routeSettingsOf is routeSettings of t.
 func routeSettingsOf(t settings.Tenant) routeSettings {
-	return routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress, allocateNodePorts: t.AllocateNodePorts}
+	return routeSettings{disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress, allocateNodePorts: t.AllocateNodePorts,
+		clientTraffic: routekind.ClientTrafficAllowed(t.Upstream.TrafficPolicies)}
 }
 
 // Admission is the tenant's verdict (Admit) over its LoadBalancers and Routes.

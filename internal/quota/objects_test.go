@@ -13,6 +13,7 @@ import (
 
 	kubelbv1alpha1 "kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -95,6 +96,25 @@ func TestObjects(t *testing.T) {
 			t.Fatalf("got %+v", got)
 		}
 	})
+}
+
+// TestObjectsHTTP3: a Gateway whose ClientTrafficPolicy serves its HTTPS port over HTTP/3
+// counts the UDP port of that number too (its hub Service carries both), its NodePorts too;
+// not when the tenant's bounds refuse ClientTrafficPolicies.
+func TestObjectsHTTP3(t *testing.T) {
+	t.Parallel()
+	rt := hubRoute("gw", t0, gateway(
+		map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
+		map[string]any{"name": "https", "port": int64(443), "protocol": "HTTPS"}))
+	rt.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{ClientTraffic: &kubelbv1alpha1.ClientTraffic{HTTP3: &kubelbv1alpha1.ClientTrafficHTTP3{}}}
+	if got := Objects(nil, []kubelbv1alpha1.Route{rt}, settings.Tenant{AllocateNodePorts: true}); len(got) != 1 || got[0].Ports != 3 || got[0].NodePorts != 3 {
+		t.Errorf("with http3: got %+v, want 3 ports (TCP 80, TCP 443, UDP 443) and 3 NodePorts", got)
+	}
+	refused := settings.Tenant{}
+	refused.Upstream.TrafficPolicies = &trafficpolicy.Bounds{Features: []kubelbv1alpha1.TrafficPolicyFeature{}}
+	if got := Objects(nil, []kubelbv1alpha1.Route{rt}, refused); len(got) != 1 || got[0].Ports != 2 {
+		t.Errorf("ClientTrafficPolicies refused: got %+v, want 2 ports", got)
+	}
 }
 
 // TestLoadBalancerPortsMany: beyond 16 ports, repeats are found the same way.

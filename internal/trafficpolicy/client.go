@@ -44,6 +44,8 @@ var servedClient = map[string]any{
 	"http2": map[string]any{
 		"initialStreamWindowSize": nil, "initialConnectionWindowSize": nil, "maxConcurrentStreams": nil, "onInvalidMessage": nil,
 	},
+	// http3 has no fields (Envoy Gateway's HTTP3Settings): any is unknown.
+	"http3":               map[string]any{},
 	"path":                map[string]any{"escapedSlashesAction": nil, "disableMergeSlashes": nil},
 	"enableProxyProtocol": nil,
 	"proxyProtocol":       map[string]any{"optional": nil},
@@ -198,6 +200,9 @@ type ClientSettings struct {
 	HTTP1Trailers, HTTP1PreserveHeaderCase, HTTP10, HTTP10DefaultHost bool
 	// HTTP2 (nil: Envoy's defaults) are the HTTP/2 options.
 	HTTP2 *HTTP2
+	// HTTP3 serves the HTTPS listeners over HTTP/3 (QUIC) too, on a UDP port of the same
+	// number, advertised by an alt-svc response header.
+	HTTP3 bool
 	// EscapedSlashes ("": Envoy's default, kept) is path.escapedSlashesAction; MergeSlashes
 	// merges adjacent slashes of paths (a policy with path, unless disableMergeSlashes).
 	EscapedSlashes string
@@ -416,6 +421,21 @@ func trustedCIDRs(in []string) ([]string, error) {
 
 // ipHeaderNameRE is Envoy Gateway's pattern of clientIPDetection.customHeader.name.
 var ipHeaderNameRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+
+// WhyNotHTTP3 says why the HTTPS listeners of a policy asking for http3 cannot be served
+// over HTTP/3, "" when they can: a PROXY protocol header (QUIC connections carry none), TLS
+// 1.2 at most (QUIC is TLS 1.3), or client certificates (not yet over HTTP/3).
+func (s *ClientSettings) WhyNotHTTP3() string {
+	switch {
+	case s.ProxyProtocol:
+		return "the policy reads a PROXY protocol header, which HTTP/3 (QUIC) connections do not carry"
+	case s.TLS != nil && s.TLS.MaxVersion == "1.2":
+		return "QUIC needs TLS 1.3, and the policy's tls.maxVersion is 1.2"
+	case s.TLS != nil && s.TLS.ClientValidation != nil:
+		return "kubelb does not yet validate client certificates over HTTP/3, and the policy asks for them (tls.clientValidation)"
+	}
+	return ""
+}
 
 // IsZero reports whether s asks for nothing (Envoy's defaults everywhere; directSourceIP
 // states the default).

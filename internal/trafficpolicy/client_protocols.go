@@ -11,7 +11,7 @@ import (
 )
 
 // resolveClientProtocols checks the connection and protocol options of a ClientTrafficPolicy
-// (tcpKeepalive, http1, http2, path, PROXY protocol) into out.
+// (tcpKeepalive, http1, http2, http3, path, PROXY protocol) into out.
 func resolveClientProtocols(ct *v1alpha1.ClientTraffic, out *ClientSettings) []error {
 	var errs []error
 	if k := ct.TCPKeepalive; k != nil {
@@ -76,6 +76,7 @@ func resolveClientProtocols(ct *v1alpha1.ClientTraffic, out *ClientSettings) []e
 			out.HTTP2 = h2
 		}
 	}
+	out.HTTP3 = ct.HTTP3 != nil
 	if p := ct.Path; p != nil {
 		switch a := p.EscapedSlashesAction; a {
 		case "", EscapedSlashesKeepUnchanged, EscapedSlashesRejectRequest, EscapedSlashesUnescapeAndForward, EscapedSlashesUnescapeAndRedirect:

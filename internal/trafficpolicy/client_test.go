@@ -24,13 +24,13 @@ connection: {connectionLimit: {value: 10, maxConnectionDuration: 1h}, bufferLimi
 tls: {minVersion: "1.3", session: {resumption: {stateless: {}, stateful: {timeout: 1h}}}}
 http1: {enableTrailers: true, ignoredUpgradeTypes: [h2c], disableSafeMaxConnectionDuration: true}
 http2: {maxConcurrentStreams: 10, connectionKeepalive: {}}
-http3: {}
+http3: {altSvc: false}
 proxyProtocol: {optional: true}
 path: {disableMergeSlashes: true}
 tcpKeepalive: {probes: 3}
 clientIPDetection: {xForwardedFor: {trustedCIDRs: [10.0.0.0/8]}}
 healthCheck: {}
-`, "spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3, spec.tls.session.resumption.stateful.timeout not yet supported by kubelb"},
+`, "spec.connection.socketBufferLimit, spec.healthCheck, spec.http1.disableSafeMaxConnectionDuration, spec.http1.ignoredUpgradeTypes, spec.http2.connectionKeepalive, spec.http3.altSvc, spec.tls.session.resumption.stateful.timeout not yet supported by kubelb"},
 		{`clientIPDetection: {directSourceIP: {geo: true}, customHeader: {name: x, failClosed: true}}`, "spec.clientIPDetection.directSourceIP.geo not yet supported by kubelb"},
 		{`tls: {minVersion: "1.2", clientValidation: {caCertificateRefs: [], spkiHashes: [x], crl: {}}, fingerprints: [SHA256]}`, "spec.tls.clientValidation.crl, spec.tls.clientValidation.spkiHashes, spec.tls.fingerprints not yet supported by kubelb"},
 	} {
@@ -102,6 +102,9 @@ connection: {connectionLimit: {value: 100, closeDelay: 500ms}, maxAcceptPerSocke
 		{`clientIPDetection: {directSourceIP: {}}`, ClientSettings{DirectSourceIP: true}},
 		{`headers: {enableEnvoyHeaders: false}`, ClientSettings{SuppressEnvoyHeaders: true}},
 		{`headers: {enableEnvoyHeaders: true}`, ClientSettings{}},
+		// http3 (no fields): the HTTPS listeners are served over HTTP/3 too.
+		{`http3: {}`, ClientSettings{HTTP3: true}},
+		{`{http3: {}, http2: {maxConcurrentStreams: 10}}`, ClientSettings{HTTP3: true, HTTP2: &HTTP2{MaxConcurrentStreams: 10}}},
 		// Envoy Gateway's reading: a session without resumption offers none.
 		{`tls: {session: {}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{}}}},
 		{`tls: {session: {resumption: {stateless: {}}}}`, ClientSettings{TLS: &ClientTLS{Session: &SessionResumption{Stateless: true}}}},
@@ -245,6 +248,32 @@ func TestResolveClientRefuses(t *testing.T) {
 		}
 		if _, err := ResolveClient(ct); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %s", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// TestWhyNotHTTP3: a policy asking for http3 serves its HTTPS listeners over HTTP/3 unless
+// it reads a PROXY protocol header (QUIC connections carry none), allows TLS 1.2 at most
+// (QUIC is TLS 1.3) or asks for client certificates (not yet over HTTP/3): each is named.
+func TestWhyNotHTTP3(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{`http3: {}`, ""},
+		{`{http3: {}, tls: {minVersion: "1.2", maxVersion: "1.3"}, connection: {connectionLimit: {value: 10}}}`, ""},
+		{`{http3: {}, proxyProtocol: {optional: true}}`, "PROXY protocol header"},
+		{`{http3: {}, enableProxyProtocol: true}`, "PROXY protocol header"},
+		{`{http3: {}, tls: {maxVersion: "1.2"}}`, "QUIC needs TLS 1.3, and the policy's tls.maxVersion is 1.2"},
+		{`{http3: {}, tls: {clientValidation: {caCertificateRefs: [{name: ca}]}}}`, "client certificates over HTTP/3"},
+	} {
+		ct, err := ReadClient("ns", "p", spec(t, tc.spec))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		s, err := ResolveClient(ct)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if got := s.WhyNotHTTP3(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.spec, got, tc.want)
 		}
 	}
 }

@@ -178,6 +178,9 @@ func FuzzReadResolveClient(f *testing.F) {
 		`{"tls":{"clientValidation":{"caCertificateRefs":[{"kind":"Service","name":"x"},{"name":"../a","namespace":"other"},{"group":"core","kind":"ConfigMap","name":"ca"}],"optional":true,"mode":"Request"}}}`,
 		`{"clientIPDetection":{"directSourceIP":{},"xForwardedFor":{"numTrustedHops":1}}}`,
 		`{"headers":{"enableEnvoyHeaders":false},"tls":{"session":{"resumption":{"stateless":{},"stateful":{"x":1}}}}}`,
+		`{"http3":{},"tls":{"maxVersion":"1.2"},"proxyProtocol":{}}`,
+		`{"http3":{"allowAltSvc":true},"http2":{}}`,
+		`{"http3":null}`,
 	} {
 		f.Add([]byte(seed))
 	}

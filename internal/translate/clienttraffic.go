@@ -43,7 +43,11 @@ var underscoresActions = map[string]ir.UnderscoresAction{
 // (in the Gateway's order) with a policy of its own decides for the port, and the others'
 // are reported.
 func (t *l7) clientTrafficFor(g *gateway, ls []*gwListener) *ir.ClientTraffic {
-	s := t.clientSettingsFor(g, ls)
+	return t.clientTrafficOf(g, ls, t.clientSettingsFor(g, ls))
+}
+
+// clientTrafficOf is clientTrafficFor with the port's checked policy s (clientSettingsFor).
+func (t *l7) clientTrafficOf(g *gateway, ls []*gwListener, s *trafficpolicy.ClientSettings) *ir.ClientTraffic {
 	if s == nil {
 		return nil
 	}

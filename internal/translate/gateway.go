@@ -695,21 +695,27 @@ func (t *l7) emitGateway(g *gateway) {
 		for _, l := range ls {
 			il.Owners = append(il.Owners, l.ref(t))
 		}
+		var quic *ir.Listener
 		switch first.family {
 		case familyHTTP:
 			il.Protocol = ir.ProtocolHTTP
 			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
+			t.http3NotHere(ls, gwv1.HTTPProtocolType, "it is an HTTP listener, and HTTP/3 needs TLS (HTTPS listeners only)") // clienttraffic_http3.go
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
 			rc.VirtualHosts = isolatedVirtualHosts(ls)
 			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:
 			il.Protocol = ir.ProtocolHTTPS
-			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
+			s := t.clientSettingsFor(g, ls)
+			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficOf(g, ls, s)
+			t.http3NotHere(ls, gwv1.TLSProtocolType, "it is a TLS listener (HTTPS listeners only)")
+			made := len(t.cfg.RouteConfigs)
 			il.TLS, il.Owners, il.CORS, il.StatefulSession = t.tlsChains(g, ls, il.Owners)
 			if len(il.TLS) == 0 {
 				continue // nothing to serve yet (TLS listeners without routes)
 			}
+			quic = t.http3Listener(g, ls, il, s, t.cfg.RouteConfigs[made:]) // clienttraffic_http3.go
 		case familyTCP, familyUDP:
 			if len(first.stream.backends) == 0 {
 				continue // no route attached: nothing to forward to
@@ -727,6 +733,9 @@ func (t *l7) emitGateway(g *gateway) {
 			}
 		}
 		t.cfg.Listeners = append(t.cfg.Listeners, il)
+		if quic != nil {
+			t.cfg.Listeners = append(t.cfg.Listeners, quic)
+		}
 	}
 }
 
@@ -738,7 +747,7 @@ func (t *l7) boundBy(address string, port uint32, udp bool) string {
 		t.bound = map[boundKey]string{}
 	}
 	for _, o := range t.cfg.Listeners[t.boundIndexed:] {
-		k := boundKey{o.Address, o.Port, o.Protocol == ir.ProtocolUDP}
+		k := boundKey{o.Address, o.Port, o.Protocol.BindsUDP()}
 		if _, dup := t.bound[k]; !dup {
 			t.bound[k] = o.Name
 		}

@@ -253,8 +253,8 @@ func FuzzGatewayAPI(f *testing.F) {
 	})
 }
 
-// fuzzClientTraffic is a ClientTrafficPolicy with connection and protocol options, within
-// the bounds and beyond them.
+// fuzzClientTraffic is a ClientTrafficPolicy with connection and protocol options (HTTP/3
+// too), within the bounds and beyond them.
 func (s *bytesource) fuzzClientTraffic() *v1alpha1.ClientTraffic {
 	yes, no := true, false
 	probes, streams := int64(pick(s, 0, 3, 200)), int64(pick(s, 0, 100, 1<<31))
@@ -275,5 +275,6 @@ func (s *bytesource) fuzzClientTraffic() *v1alpha1.ClientTraffic {
 		Path:          &v1alpha1.ClientTrafficPath{EscapedSlashesAction: pick(s, "", "RejectRequest", "UnescapeAndRedirect", "x"), DisableMergeSlashes: pick(s, &yes, &no)},
 		ProxyProtocol: pick(s, nil, &v1alpha1.ClientTrafficProxyProtocol{}, &v1alpha1.ClientTrafficProxyProtocol{Optional: &yes}),
 		Headers:       &v1alpha1.ClientTrafficHeaders{PreserveXRequestID: pick(s, &yes, &no)},
+		HTTP3:         pick(s, nil, &v1alpha1.ClientTrafficHTTP3{}),
 	}
 }

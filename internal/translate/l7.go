@@ -110,7 +110,7 @@ func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded 
 	return Result{Config: cfg, Problems: all, Routes: t.statuses}
 }
 
-// markHTTPFilter sets, with set, on every HTTP and HTTPS listener whether a route
+// markHTTPFilter sets, with set, on every HTTP, HTTPS and HTTP3 listener whether a route
 // configuration it serves has what has tells: the HTTP filter serving it (RBAC for source
 // ranges, basic_auth, local_ratelimit) must then run in the listener's connection manager,
 // for whichever front end made the routes.
@@ -137,10 +137,10 @@ func markHTTPFilter(cfg *ir.Config, has func(*ir.RouteConfig) bool, set func(*ir
 	}
 }
 
-// routeConfigsOf are the names of the route configurations an HTTP or HTTPS listener serves
-// (its own and its TLS servers'); false for a listener of another protocol.
+// routeConfigsOf are the names of the route configurations an HTTP, HTTPS or HTTP3 listener
+// serves (its own and its TLS servers'); false for a listener of another protocol.
 func routeConfigsOf(l *ir.Listener) ([]string, bool) {
-	if l.Protocol != ir.ProtocolHTTP && l.Protocol != ir.ProtocolHTTPS {
+	if !l.Protocol.ServesHTTP() {
 		return nil, false
 	}
 	names := []string{l.RouteConfig}

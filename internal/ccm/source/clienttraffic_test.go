@@ -18,14 +18,14 @@ import (
 // TestClientTrafficPolicies: Envoy Gateway's ClientTrafficPolicies on kubelb's Gateways,
 // against real API servers. A Gateway's policy travels in the Gateway's Route (never in its
 // routes', its clientIPDetection too) and is Accepted on the Gateway; a younger policy on the same Gateway is Conflicted
-// (Warning Event); a policy with fields kubelb does not serve (http3,
+// (Warning Event); a policy with fields kubelb does not serve (http2.connectionKeepalive,
 // connection.socketBufferLimit) is Invalid naming them (Warning Event) and nothing travels;
 // one naming a listener (sectionName) is Invalid naming it; one on a Gateway that does not
 // exist is TargetNotFound. Fixed with an idle timeout beyond the hub's hour, 20 trusted
 // X-Forwarded-For hops, TLS 1.0 and a buffer limit of 2Mi it is Invalid naming the four;
 // fixed again (TLS 1.3, ALPN http/1.1, an optional PROXY protocol header, keepalive, a
-// buffer limit of 64Ki, HTTP/1.0, 50 HTTP/2 streams, escaped slashes refused), it is
-// Accepted and travels.
+// buffer limit of 64Ki, HTTP/1.0, 50 HTTP/2 streams, escaped slashes refused, HTTP/3), it
+// is Accepted and travels.
 func TestClientTrafficPolicies(t *testing.T) {
 	e := newEnv(t)
 	const ns = "clients"
@@ -54,7 +54,7 @@ headers: {withUnderscoresAction: Allow}
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: second}]
 tls: {minVersion: "1.3"}
 connection: {socketBufferLimit: 1Mi}
-http3: {}
+http2: {connectionKeepalive: {interval: 10s}}
 timeout: {http: {idleTimeout: 30s}}
 `))
 	e.create(t, ctp("per-listener", `
@@ -97,8 +97,8 @@ timeout: {http: {idleTimeout: 30s}}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "later", Reason: "Conflicted", Type: "Warning"})
 
 	msg = e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "False", "Invalid")
-	if !strings.Contains(msg, "spec.connection.socketBufferLimit, spec.http3 not yet supported by kubelb") {
-		t.Errorf("Invalid message %q does not name spec.connection.socketBufferLimit and spec.http3", msg)
+	if !strings.Contains(msg, "spec.connection.socketBufferLimit, spec.http2.connectionKeepalive not yet supported by kubelb") {
+		t.Errorf("Invalid message %q does not name spec.connection.socketBufferLimit and spec.http2.connectionKeepalive", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "ClientTrafficPolicy", Name: "with-tls", Reason: "Invalid", Type: "Warning"})
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
@@ -132,7 +132,7 @@ timeout: {http: {idleTimeout: 30s}}
 	// Its unsupported fields removed, an idle timeout beyond the hub's bound: Invalid, naming it.
 	objects.Update(t, e.Tenant.Client, ctp("with-tls", ""), func(p *unstructured.Unstructured) {
 		spec := p.Object["spec"].(map[string]any)
-		delete(spec, "http3")
+		delete(spec, "http2")
 		spec["connection"] = map[string]any{"bufferLimit": "2Mi"}
 		spec["tls"] = map[string]any{"minVersion": "1.0"}
 		spec["timeout"] = map[string]any{"http": map[string]any{"idleTimeout": "2h"}}
@@ -157,6 +157,7 @@ timeout: {http: {idleTimeout: 30s}}
 		p.Object["spec"].(map[string]any)["http1"] = map[string]any{"http10": map[string]any{}}
 		p.Object["spec"].(map[string]any)["http2"] = map[string]any{"maxConcurrentStreams": int64(50)}
 		p.Object["spec"].(map[string]any)["path"] = map[string]any{"escapedSlashesAction": "RejectRequest"}
+		p.Object["spec"].(map[string]any)["http3"] = map[string]any{}
 	})
 	e.policyAncestor(t, ClientTrafficPolicyKind, ns, "with-tls", "Gateway", ns, "second", "True", "Accepted")
 	e.routeOf(t, tenantNS, second.UID, func(rt *v1alpha1.Route) error {
@@ -171,7 +172,7 @@ timeout: {http: {idleTimeout: 30s}}
 			ct.ProxyProtocol == nil || ct.ProxyProtocol.Optional == nil || !*ct.ProxyProtocol.Optional ||
 			ct.TCPKeepalive == nil || ct.TCPKeepalive.Probes == nil || *ct.TCPKeepalive.Probes != 3 || ct.TCPKeepalive.IdleTime != "1m" ||
 			ct.HTTP1 == nil || ct.HTTP1.HTTP10 == nil || ct.HTTP2 == nil || ct.HTTP2.MaxConcurrentStreams == nil || *ct.HTTP2.MaxConcurrentStreams != 50 ||
-			ct.Path == nil || ct.Path.EscapedSlashesAction != "RejectRequest" {
+			ct.Path == nil || ct.Path.EscapedSlashesAction != "RejectRequest" || ct.HTTP3 == nil {
 			return fmt.Errorf("connection and protocol options %+v", ct)
 		}
 		return nil

@@ -316,7 +316,9 @@ func (h *Hub) routeService(rt *v1alpha1.Route, has map[string]bool, free func() 
 		labels[v1alpha1.LabelRouteName] = rt.Name
 		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: hubnames.GatewayServiceName(rt.Name), Namespace: h.Tenant, Labels: labels},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
-		ports, _ := routekind.GatewayPorts(&rt.Spec.Source.Kubernetes.Route)
+		// With the UDP ports of its HTTP/3 (the manager's default bounds allow
+		// ClientTrafficPolicies).
+		ports, _ := routekind.GatewayRoutePorts(rt, nil, true)
 		for _, p := range ports {
 			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: portalloc.GeneratedPortName(p.Protocol, p.Port), Port: p.Port, Protocol: p.Protocol})
 		}

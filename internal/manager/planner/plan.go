@@ -110,7 +110,8 @@ type Holder struct {
 	// Problems are the object's ports left out (repeats, invalid listeners).
 	Problems []string
 	// LoadBalancerPorts are a LoadBalancer's ports (quota.LoadBalancerPorts), GatewayPorts a
-	// Gateway's with those of the ListenerSets it takes (routekind.GatewayPortsWith); set
+	// Gateway's with those of the ListenerSets it takes and the UDP ports of its HTTP/3
+	// (routekind.GatewayRoutePorts); set
 	// when the holder asks for ports (Action Ensure, Requests).
 	LoadBalancerPorts []quota.LoadBalancerPort
 	GatewayPorts      []routekind.ListenerPort
@@ -209,12 +210,16 @@ type settingsKey struct {
 	wildcardDomain                                                            string
 	allowExplicit                                                             bool
 	reservedDomains                                                           string
+	// clientTraffic: the tenant's bounds allow ClientTrafficPolicies (whose http3 adds UDP
+	// ports to a Gateway's hub Service: routekind.HTTP3Ports).
+	clientTraffic bool
 }
 
 func keyOf(t settings.Tenant) settingsKey {
 	return settingsKey{disableLoadBalancer: t.DisableLoadBalancer, disableGatewayAPI: t.DisableGatewayAPI, disableIngress: t.DisableIngress,
 		allocateNodePorts: t.AllocateNodePorts, wildcardDomain: t.DNS.WildcardDomain, allowExplicit: t.DNS.AllowExplicitHostnames,
-		reservedDomains: strings.Join(t.DNS.ReservedDomains, ",")}
+		reservedDomains: strings.Join(t.DNS.ReservedDomains, ","),
+		clientTraffic:   routekind.ClientTrafficAllowed(t.Upstream.TrafficPolicies)}
 }
 
 // remember returns m's value for uid when it was worked out from key, else work's, kept.
@@ -417,7 +422,7 @@ func (pl *Planner) Plan(in Input) Plan {
 			for _, s := range taken {
 				us = append(us, &s.Spec.Source.Kubernetes.Route)
 			}
-			ports, problems := routekind.GatewayPortsWith(&rt.Spec.Source.Kubernetes.Route, us)
+			ports, problems := routekind.GatewayRoutePorts(rt, us, sk.clientTraffic)
 			return gwPlan{ports: ports, problems: problems, requests: GatewayRequests(ns, rt.Name, ports, svc)}, true
 		})
 		h.Problems, h.Action, h.Requests, h.Wanted, h.GatewayPorts = gp.problems, Ensure, gp.requests, true, gp.ports

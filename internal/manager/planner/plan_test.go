@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"kubelb.dev/kubelb/internal/portalloc"
 	"kubelb.dev/kubelb/internal/quota"
 	"kubelb.dev/kubelb/internal/settings"
+	"kubelb.dev/kubelb/internal/trafficpolicy"
 	"kubelb.dev/kubelb/internal/translate"
 )
 
@@ -564,5 +566,71 @@ func TestPlanKeepsClientAddresses(t *testing.T) {
 		if got := ptr.Deref(GatewayService(secured, tenant(), ports, nil, netip.Addr{}, keep).Spec.ExternalTrafficPolicy, ""); got != want {
 			t.Errorf("keepClients %v: Gateway Service externalTrafficPolicy %q, want %q", keep, got, want)
 		}
+	}
+}
+
+// TestPlanHTTP3: a Gateway whose ClientTrafficPolicy asks for http3 asks for a UDP listener
+// port of its HTTPS port's number too, and its hub Service carries both ports (TCP and UDP
+// 443, each to its own Envoy port), so that the hub's load balancer forwards QUIC; without
+// http3, or when the tenant's bounds refuse ClientTrafficPolicies, only TCP.
+func TestPlanHTTP3(t *testing.T) {
+	t.Parallel()
+	h3 := func(clientTraffic *kubelbv1alpha1.ClientTraffic) *kubelbv1alpha1.Route {
+		rt := embedded(&kubelbv1alpha1.Route{ObjectMeta: meta("gw", 0)}, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": "edge", "namespace": "shop"},
+			"spec": map[string]any{"gatewayClassName": "kubelb", "listeners": []any{
+				map[string]any{"name": "https", "port": int64(443), "protocol": "HTTPS"},
+				map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
+			}},
+		})
+		rt.Spec.Source.Kubernetes.Context = &kubelbv1alpha1.SourceContext{ClientTraffic: clientTraffic}
+		return rt
+	}
+	key := func(proto corev1.Protocol, port int32) portalloc.Request {
+		return req(portalloc.RouteKey(ns, "gw", proto, port))
+	}
+	none := []kubelbv1alpha1.TrafficPolicyFeature{}
+	for _, tc := range []struct {
+		name   string
+		rt     *kubelbv1alpha1.Route
+		tenant settings.Tenant
+		want   []portalloc.Request
+	}{
+		{"http3", h3(&kubelbv1alpha1.ClientTraffic{HTTP3: &kubelbv1alpha1.ClientTrafficHTTP3{}}), tenant(),
+			[]portalloc.Request{key(corev1.ProtocolTCP, 80), key(corev1.ProtocolTCP, 443), key(corev1.ProtocolUDP, 443)}},
+		{"no http3", h3(&kubelbv1alpha1.ClientTraffic{}), tenant(), []portalloc.Request{key(corev1.ProtocolTCP, 80), key(corev1.ProtocolTCP, 443)}},
+		{"ClientTrafficPolicies refused", h3(&kubelbv1alpha1.ClientTraffic{HTTP3: &kubelbv1alpha1.ClientTrafficHTTP3{}}),
+			tenant(func(t *settings.Tenant) { t.Upstream.TrafficPolicies = &trafficpolicy.Bounds{Features: none} }),
+			[]portalloc.Request{key(corev1.ProtocolTCP, 80), key(corev1.ProtocolTCP, 443)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := Make(Input{Namespace: ns, Tenant: tc.tenant, Routes: []*kubelbv1alpha1.Route{tc.rt}})
+			h, ok := p.Holder(Gateway, "gw")
+			if !ok {
+				t.Fatalf("no holder for the Gateway: %+v", p.Holders)
+			}
+			if diff := cmp.Diff(tc.want, h.Requests, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			alloc := map[portalloc.Key]int32{}
+			for i, r := range h.Requests {
+				alloc[r.Key] = 20000 + int32(i)
+			}
+			ports := AllocatedGatewayPorts(tc.rt, h.GatewayPorts, alloc)
+			svc := GatewayService(tc.rt, tc.tenant, ports, nil, netip.Addr{}, false)
+			var got []string
+			for _, sp := range svc.Spec.Ports {
+				got = append(got, fmt.Sprintf("%s %s/%d->%s", *sp.Name, *sp.Protocol, *sp.Port, sp.TargetPort.String()))
+			}
+			var want []string
+			for i, r := range tc.want {
+				want = append(want, fmt.Sprintf("%s %s/%s->%d", strings.ToLower(string(r.Key.Protocol))+"-"+r.Key.Port, r.Key.Protocol, r.Key.Port, 20000+i))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("hub Service ports (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	customheaderv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/custom_header/v3"
 	xffv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/original_ip_detection/xff/v3"
+	quicv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/quic/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -38,6 +39,7 @@ const (
 	OriginalIPCustomHeader     = "envoy.http.original_ip_detection.custom_header"
 	OriginalIPXFF              = "envoy.http.original_ip_detection.xff"
 	TransportSocketTLS         = "envoy.transport_sockets.tls"
+	TransportSocketQUIC        = "envoy.transport_sockets.quic"
 )
 
 // listener builds the listener of one IR listener.
@@ -125,6 +127,10 @@ func listener(l *ir.Listener) (*listenerv3.Listener, error) {
 			}
 			out.FilterChains = append(out.FilterChains, authorizedChains(fc, srv.Authorization, l.StatPrefix, l.AccessLog, &errs)...)
 		}
+	case ir.ProtocolHTTP3:
+		out.Address = socketAddress(corev3.SocketAddress_UDP, l.Address, l.Port)
+		out.UdpListenerConfig = &listenerv3.UdpListenerConfig{QuicOptions: &listenerv3.QuicProtocolOptions{}}
+		out.FilterChains = http3Chains(l, &errs)
 	default:
 		return nil, fmt.Errorf("protocol %q is not supported", l.Protocol)
 	}
@@ -361,6 +367,14 @@ var tlsVersions = map[string]tlsv3.TlsParameters_TlsProtocol{
 // ClientTrafficPolicy's tls (params, nil: Envoy's defaults) sets the versions, ciphers,
 // curves and signature algorithms, and replaces the ALPN protocols of a chain serving HTTP.
 func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, params *ir.ClientTLS, errs *[]error) *corev3.TransportSocket {
+	return &corev3.TransportSocket{
+		Name:       TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, downstreamTLSContext(secretNames, http, cv, params))},
+	}
+}
+
+// downstreamTLSContext is downstreamTLS's TLS context.
+func downstreamTLSContext(secretNames []string, http bool, cv *ir.ClientValidation, params *ir.ClientTLS) *tlsv3.DownstreamTlsContext {
 	sds := make([]*tlsv3.SdsSecretConfig, 0, len(secretNames))
 	for _, name := range secretNames {
 		sds = append(sds, &tlsv3.SdsSecretConfig{Name: name, SdsConfig: adsSource()})
@@ -403,8 +417,31 @@ func downstreamTLS(secretNames []string, http bool, cv *ir.ClientValidation, par
 		}
 		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 	}
-	return &corev3.TransportSocket{
-		Name:       TransportSocketTLS,
-		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, ctx)},
+	return ctx
+}
+
+// http3Chains are the QUIC filter chains of an HTTP3 listener, one per TLS server, chosen by
+// SNI: TLS 1.3 in QUIC with the server's certificates (SDS) and ALPN h3, into a connection
+// manager of codec HTTP/3 serving the server's route configuration (the same as over HTTPS).
+func http3Chains(l *ir.Listener, errs *[]error) []*listenerv3.FilterChain {
+	out := make([]*listenerv3.FilterChain, 0, len(l.TLS))
+	for _, srv := range l.TLS {
+		hcm := httpConnectionManager(l, srv.RouteConfig, errs)
+		hcm.CodecType = hcmv3.HttpConnectionManager_HTTP3
+		hcm.Http3ProtocolOptions = &corev3.Http3ProtocolOptions{}
+		tls := downstreamTLSContext(srv.Secrets, false, nil, nil)
+		tls.CommonTlsContext.AlpnProtocols = []string{"h3"}
+		fc := &listenerv3.FilterChain{
+			Filters: []*listenerv3.Filter{networkFilter(FilterHTTPConnectionManger, errs, hcm)},
+			TransportSocket: &corev3.TransportSocket{
+				Name:       TransportSocketQUIC,
+				ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustPack(errs, &quicv3.QuicDownstreamTransport{DownstreamTlsContext: tls})},
+			},
+		}
+		if len(srv.ServerNames) > 0 {
+			fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: srv.ServerNames}
+		}
+		out = append(out, fc)
 	}
+	return out
 }

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -54,7 +55,19 @@ func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHos
 		errs = append(errs, b.errs...)
 		out.VirtualHosts = append(out.VirtualHosts, b.v)
 	}
+	if rc.HTTP3Port > 0 { // HTTP/3 is served on that port too: say so in every response
+		out.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{
+			Header:       &corev3.HeaderValue{Key: "alt-svc", Value: AltSvcHTTP3(rc.HTTP3Port)},
+			AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT,
+		}}
+	}
 	return out, joined(errs)
+}
+
+// AltSvcHTTP3 is the alt-svc header value that advertises HTTP/3 on port of the same host for
+// a day (RFC 7838; Envoy Gateway's).
+func AltSvcHTTP3(port uint32) string {
+	return fmt.Sprintf(`h3=":%d"; ma=86400`, port)
 }
 
 func virtualHost(vh *ir.VirtualHost) builtHost {
