@@ -103,7 +103,7 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 		// ingress-nginx annotations, good and bad values, regex paths among them.
 		const N = translate.NginxAnnotationPrefix
 		for j, m := 0, s.intn(4); j < m; j++ {
-			switch s.intn(14) {
+			switch s.intn(15) {
 			case 0:
 				annotations[N+"rewrite-target"] = pick(s, "/$2", "/", "/$1$9", "bar", "/a b", `/\1`)
 			case 1:
@@ -134,6 +134,10 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 				annotations[N+pick(s, "limit-rps", "limit-rpm", "limit-burst-multiplier")] = pick(s, "5", "1", "0", "1000001", "many", "4294967295")
 			case 12:
 				annotations[N+pick(s, "upstream-vhost", "upstream-hash-by", "load-balance")] = pick(s, "internal.svc:8080", "$http_x_user", "$cookie_s", "$remote_addr", "ewma", "round_robin", "$host", "$http_", "a b", "x:99999")
+			case 13:
+				annotations[N+"mirror-target"] = pick(s, "http://web/$request_uri", "http://web.shop.svc:80$request_uri", "http://nonp/$request_uri", "http://ghost/$request_uri",
+					"http://web.other/$request_uri", "https://web/$request_uri", "http://web/v2", "http://10.0.0.1/$request_uri")
+				annotations[N+pick(s, "mirror-host", "mirror-request-body")] = pick(s, "copy.example.com", "off", "on", "a b", "x:99999")
 			default:
 				annotations[N+"rewrite-target"] = "/$2"
 				if rule := len(spec.Rules); rule > 0 && spec.Rules[0].HTTP != nil {

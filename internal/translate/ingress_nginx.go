@@ -74,6 +74,7 @@ var honouredNginx = []string{
 	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
 	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,
 	nginxUpstreamVhost, nginxUpstreamHashBy, nginxLoadBalance,
+	nginxMirrorTarget, nginxMirrorHost, nginxMirrorBody,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -147,6 +148,9 @@ type nginxIngress struct {
 	// upstream: the Host the backends get, the hash or load balancer choosing the endpoint
 	// (upstream-vhost, upstream-hash-by, load-balance).
 	upstream nginxUpstream
+	// mirrorCopies copies every request of the routes to backends to a Service of the
+	// Ingress's namespace (mirror-target); nil for none.
+	mirrorCopies *nginxMirror
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
@@ -340,6 +344,7 @@ func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[st
 	}
 	out.basicAuth, out.authClosed = t.nginxBasicAuth(r, ns, value)
 	out.upstream = nginxUpstreamAnnotations(value, bad)
+	out.mirrorCopies = nginxMirrorAnnotations(ns, value, bad)
 	return out
 }
 
@@ -761,6 +766,7 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	}
 	route.CORS = n.corsCopy()
 	n.upstream.route(route)
+	route.Mirrors = n.mirrors(route)
 	if n.session != nil {
 		c := *n.session
 		if c.Path == "" {
