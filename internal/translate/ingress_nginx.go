@@ -612,7 +612,15 @@ func nginxCORS(value func(string) (string, bool), boolean func(string) (bool, bo
 			return e, ""
 		}
 	}
-	p.AllowMethods = list(nginxCORSMethods, nginxDefaultCORSMethods, token("method", false))
+	method := func(e string) (string, string) {
+		if m := strings.ToUpper(e); m == "*" || slices.Contains(httpMethods, m) {
+			return m, ""
+		}
+		return "", fmt.Sprintf("%q is not an HTTP method", truncate(e))
+	}
+	if p.AllowMethods = list(nginxCORSMethods, nginxDefaultCORSMethods, method); len(p.AllowMethods) > 1 && slices.Contains(p.AllowMethods, "*") {
+		p.AllowMethods = []string{"*"}
+	}
 	p.AllowHeaders = list(nginxCORSHeaders, nginxDefaultCORSHeaders, token("header name", true))
 	p.ExposeHeaders = list(nginxCORSExpose, "", token("header name", true))
 	if b, ok := boolean(nginxCORSCredentials); ok {
