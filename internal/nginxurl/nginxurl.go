@@ -1,5 +1,5 @@
 // Package nginxurl reads the URLs of the ingress-nginx annotations that send requests
-// somewhere else than the Ingress's backends (mirror-target). kubelb sends them only to a
+// somewhere else than the Ingress's backends (mirror-target, auth-url). kubelb sends them only to a
 // Service of the Ingress's namespace, named by its in-cluster URL, never to an arbitrary
 // host: the Service is then carried to the hub with the Ingress (the ccm), reached on its
 // NodePorts under the tenant's endpoint policy like every backend (the hub's Ingress front
@@ -24,6 +24,9 @@ const Prefix = "nginx.ingress.kubernetes.io/"
 
 // MirrorTarget is the annotation (without Prefix) naming where requests are copied to.
 const MirrorTarget = "mirror-target"
+
+// AuthURL is the annotation (without Prefix) naming the service that authorizes requests.
+const AuthURL = "auth-url"
 
 // RequestURI is nginx's variable for the request's path and query; a mirror-target ends with
 // it to copy each request with its own path and query.
@@ -122,16 +125,36 @@ func Mirror(raw, ns string) (Service, string) {
 	return s, ""
 }
 
+// Auth reads auth-url: the Service asked about each request, at the URL's path ("/" when it
+// has none), as nginx's auth_request asks it: the path is the URL's, not the request's, so it
+// may not end with $request_uri.
+func Auth(raw, ns string) (Service, string) {
+	s, msg := Parse(raw, ns)
+	if msg != "" {
+		return s, msg
+	}
+	if s.RequestURI {
+		return Service{}, "the service is asked at the URL's own path: leave $request_uri out"
+	}
+	if s.Path == "" {
+		s.Path = "/"
+	}
+	return s, ""
+}
+
 // Services are the Services of namespace ns the ingress-nginx annotations of an Ingress send
-// requests to (mirror-target), which its Route carries to the hub: none when the URL is not
-// one kubelb reads.
+// requests to (mirror-target, auth-url), which its Route carries to the hub: none when the URL
+// is not one kubelb reads.
 func Services(annotations map[string]string, ns string) []string {
 	var out []string
-	if v, ok := annotations[Prefix+MirrorTarget]; ok {
-		if s, msg := Mirror(v, ns); msg == "" {
-			out = append(out, s.Name)
+	for key, read := range map[string]func(string, string) (Service, string){MirrorTarget: Mirror, AuthURL: Auth} {
+		if v, ok := annotations[Prefix+key]; ok {
+			if s, msg := read(v, ns); msg == "" && !slices.Contains(out, s.Name) {
+				out = append(out, s.Name)
+			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -70,6 +70,24 @@ func TestMirror(t *testing.T) {
 	}
 }
 
+// TestAuth: auth-url asks the service at the URL's path ("/" without one), so $request_uri is
+// refused; Services lists the Services of both annotations once, sorted.
+func TestAuth(t *testing.T) {
+	if s, msg := Auth("http://auth.shop:9000/oauth2/auth", "shop"); msg != "" || s.Name != "auth" || s.Port != 9000 || s.Path != "/oauth2/auth" {
+		t.Errorf("Auth = %+v, %q", s, msg)
+	}
+	if s, msg := Auth("http://auth", "shop"); msg != "" || s.Path != "/" {
+		t.Errorf("Auth without a path = %+v, %q", s, msg)
+	}
+	if _, msg := Auth("http://auth/$request_uri", "shop"); !strings.Contains(msg, "leave $request_uri out") {
+		t.Errorf("Auth with $request_uri: %q", msg)
+	}
+	got := Services(map[string]string{Prefix + MirrorTarget: "http://copy/$request_uri", Prefix + AuthURL: "http://auth.shop.svc/check"}, "shop")
+	if strings.Join(got, ",") != "auth,copy" {
+		t.Errorf("Services = %v, want [auth copy]", got)
+	}
+}
+
 // FuzzParse: whatever the URL, Parse does not panic, and what it accepts names a Service of
 // the namespace by a valid name and port.
 func FuzzParse(f *testing.F) {

@@ -294,6 +294,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 			}
 			timeouts.set(route)
 			ngx.mirror(t, r, ns)
+			ngx.extAuth(t, r, ns)
 			route = ngx.route(route, regex)
 			p := &ingressRoute{exact: exact, path: path, route: route}
 			st.routes[claim] = p
@@ -309,6 +310,7 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 		if fallback = t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0, &ngx); fallback != nil {
 			timeouts.set(fallback)
 			ngx.mirror(t, r, r.Spec.Source.Kubernetes.Route.GetNamespace())
+			ngx.extAuth(t, r, r.Spec.Source.Kubernetes.Route.GetNamespace())
 			*fallback = *ngx.route(fallback, "")
 			for _, h := range ruleHosts {
 				if vh := st.vhosts[h]; vh.fallback == nil {

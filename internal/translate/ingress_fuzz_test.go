@@ -138,6 +138,8 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 				annotations[N+"mirror-target"] = pick(s, "http://web/$request_uri", "http://web.shop.svc:80$request_uri", "http://nonp/$request_uri", "http://ghost/$request_uri",
 					"http://web.other/$request_uri", "https://web/$request_uri", "http://web/v2", "http://10.0.0.1/$request_uri")
 				annotations[N+pick(s, "mirror-host", "mirror-request-body")] = pick(s, "copy.example.com", "off", "on", "a b", "x:99999")
+				annotations[N+"auth-url"] = pick(s, "http://web/check", "http://web.shop:80/oauth2/auth", "http://ghost/", "https://web/", "http://web/$request_uri", "http://x.example.com/")
+				annotations[N+"auth-response-headers"] = pick(s, "X-User", "X-A, X-B", "bad header", "")
 			default:
 				annotations[N+"rewrite-target"] = "/$2"
 				if rule := len(spec.Rules); rule > 0 && spec.Rules[0].HTTP != nil {

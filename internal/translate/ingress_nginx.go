@@ -75,6 +75,7 @@ var honouredNginx = []string{
 	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,
 	nginxUpstreamVhost, nginxUpstreamHashBy, nginxLoadBalance,
 	nginxMirrorTarget, nginxMirrorHost, nginxMirrorBody,
+	nginxAuthURL, nginxAuthResponseHeaders,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -143,6 +144,8 @@ type nginxIngress struct {
 	// answer 500 until it is fixed (never served without it).
 	basicAuth  *ir.BasicAuth
 	authClosed bool
+	// authService (auth-url) is asked about each request of the paths; nil for none.
+	authService *nginxExtAuth
 	// rateLimit (limit-rps, limit-rpm) limits each client address; nil for none.
 	rateLimit *ir.RateLimit
 	// upstream: the Host the backends get, the hash or load balancer choosing the endpoint
@@ -343,6 +346,9 @@ func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[st
 		}
 	}
 	out.basicAuth, out.authClosed = t.nginxBasicAuth(r, ns, value)
+	var extClosed bool
+	out.authService, extClosed = t.nginxExtAuthAnnotations(r, ns, value, bad)
+	out.authClosed = out.authClosed || extClosed
 	out.upstream = nginxUpstreamAnnotations(value, bad)
 	out.mirrorCopies = nginxMirrorAnnotations(ns, value, bad)
 	return out
@@ -758,6 +764,9 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	}
 	if n.basicAuth != nil {
 		route.BasicAuth = &ir.BasicAuth{Users: n.basicAuth.Users}
+	}
+	if n.authService != nil {
+		route.ExtAuth = n.authService.name
 	}
 	if route.Authorization = n.authorization(); route.Authorization == nil {
 		route.SourceRanges = slices.Clone(n.sourceRanges)

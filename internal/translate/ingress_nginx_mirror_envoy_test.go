@@ -4,17 +4,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
@@ -57,19 +52,7 @@ func TestIngressNginxMirrorThroughEnvoy(t *testing.T) {
 	const N = translate.NginxAnnotationPrefix
 	nt := newNginxTenant(t, tenant)
 	copies := &copyBackend{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: copies, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	copyPort, _ := strconv.Atoi(p)
-	copySvc := v1alpha1.UpstreamService{Service: corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "copy-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "copy", v1alpha1.LabelOriginNamespace: "shop"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, NodePort: int32(copyPort)}}},
-	}}
+	copySvc := nt.otherService("copy", 8080, copies)
 	withCopy := func(r v1alpha1.Route) v1alpha1.Route {
 		r.Spec.Source.Kubernetes.Services = append(r.Spec.Source.Kubernetes.Services, copySvc)
 		return r

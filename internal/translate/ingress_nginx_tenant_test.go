@@ -114,3 +114,23 @@ func (nt *nginxTenant) secondNode() *testsupport.Backend {
 		Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}, {IP: "127.0.0.2"}}}}}
 	return web2
 }
+
+// otherService serves h on the node (127.0.0.1) as the NodePort of port of the ClusterIP
+// Service name of namespace shop, and returns that Service's twin as a Route embeds it (a
+// Service an annotation names beside the backends: mirror-target, auth-url).
+func (nt *nginxTenant) otherService(name string, port int32, h http.Handler) v1alpha1.UpstreamService {
+	t := nt.t
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	nodePort := l.Addr().(*net.TCPAddr).Port
+	return v1alpha1.UpstreamService{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: port, NodePort: int32(nodePort)}}},
+	}}
+}

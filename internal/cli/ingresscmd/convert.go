@@ -325,6 +325,8 @@ func (c *conversion) unsupported() {
 			c.note("%s: set appProtocol kubernetes.io/h2c (or a BackendTLSPolicy for HTTPS) on the backend Service's port instead", name)
 		case name == "proxy-body-size":
 			c.note("%s: Gateway API has no request body limit; not expressed", name)
+		case name == nginxurl.AuthURL:
+			c.note("%s: Gateway API has no external authentication, and an Envoy Gateway SecurityPolicy's extAuth asks the service at its path followed by the request's (nginx asks the URL as written); not expressed (kubelb honours auth-url on the Ingress)", name)
 		default:
 			c.note("%s: not expressed", name)
 		}
