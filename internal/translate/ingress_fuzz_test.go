@@ -182,9 +182,11 @@ func FuzzIngress(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("ingresses with hosts, paths, certificates and hostnames, all at once, twice"))
 	f.Add([]byte{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5, 0, 2, 8, 8, 4, 1, 9, 7})
-	// cors-allow-methods "X-A, *": a method that is none, beside "*" (found by the fuzzer: the
-	// IR had it).
+	// cors-allow-methods "X-A, *": a method that is none, beside "*" (found by the fuzzer, as
+	// the next: the IR had them).
 	f.Add([]byte("109000z0000000Z00000000000001200000100100002100B19"))
+	// cors-allow-headers "X-A, *": "*" beside a header name.
+	f.Add([]byte("109000z0000000Z0000000000000\x0e200000100100002100B29"))
 	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzCertOnce.Do(func() { fuzzCert, _ = testCert(t, "a.example.com") })

@@ -601,10 +601,14 @@ func nginxCORS(value func(string) (string, bool), boolean func(string) (bool, bo
 		}
 		return out
 	}
-	if o := list(nginxCORSOrigin, "*", corsOrigin); len(o) > 0 {
-		if len(o) > 1 && slices.Contains(o, "*") {
-			o = []string{"*"}
+	// "*" (any) stands alone in a list.
+	anyAlone := func(l []string) []string {
+		if len(l) > 1 && slices.Contains(l, "*") {
+			return []string{"*"}
 		}
+		return l
+	}
+	if o := anyAlone(list(nginxCORSOrigin, "*", corsOrigin)); len(o) > 0 {
 		p.AllowOrigins = o
 	}
 	token := func(what string, lower bool) func(string) (string, string) {
@@ -624,11 +628,9 @@ func nginxCORS(value func(string) (string, bool), boolean func(string) (bool, bo
 		}
 		return "", fmt.Sprintf("%q is not an HTTP method", truncate(e))
 	}
-	if p.AllowMethods = list(nginxCORSMethods, nginxDefaultCORSMethods, method); len(p.AllowMethods) > 1 && slices.Contains(p.AllowMethods, "*") {
-		p.AllowMethods = []string{"*"}
-	}
-	p.AllowHeaders = list(nginxCORSHeaders, nginxDefaultCORSHeaders, token("header name", true))
-	p.ExposeHeaders = list(nginxCORSExpose, "", token("header name", true))
+	p.AllowMethods = anyAlone(list(nginxCORSMethods, nginxDefaultCORSMethods, method))
+	p.AllowHeaders = anyAlone(list(nginxCORSHeaders, nginxDefaultCORSHeaders, token("header name", true)))
+	p.ExposeHeaders = anyAlone(list(nginxCORSExpose, "", token("header name", true)))
 	if b, ok := boolean(nginxCORSCredentials); ok {
 		p.AllowCredentials = b
 	}
