@@ -21,6 +21,9 @@ type ExtAuthService struct {
 	GRPC bool `json:"grpc,omitempty"`
 	// Path (HTTP) prefixes the authorization requests' paths.
 	Path string `json:"path,omitempty"`
+	// PathOverride (HTTP), instead of Path, is the whole path of every authorization request
+	// (ingress-nginx's auth-url asks its URL as written).
+	PathOverride string `json:"pathOverride,omitempty"`
 	// HeadersToExtAuth (lower case) are sent to the service besides Envoy's own.
 	HeadersToExtAuth []string `json:"headersToExtAuth,omitempty"`
 	// HeadersToBackend (HTTP, lower case) are copied from an allowing answer to the request.
@@ -104,7 +107,9 @@ func (s *ExtAuthService) validate(clusters map[string]bool) error {
 		return fmt.Errorf("cluster %q does not exist", s.Cluster)
 	case s.Path != "" && (!strings.HasPrefix(s.Path, "/") || !printable(s.Path) || strings.ContainsAny(s.Path, "?#")):
 		return fmt.Errorf("path %q is not a path", s.Path)
-	case s.GRPC && (s.Path != "" || len(s.HeadersToBackend) > 0):
+	case s.PathOverride != "" && (!strings.HasPrefix(s.PathOverride, "/") || !printable(s.PathOverride) || strings.ContainsAny(s.PathOverride, "?#") || s.Path != ""):
+		return fmt.Errorf("path override %q is not a path, or comes with a path prefix", s.PathOverride)
+	case s.GRPC && (s.Path != "" || s.PathOverride != "" || len(s.HeadersToBackend) > 0):
 		return errors.New("path and headers to the backend are for an HTTP service")
 	case len(s.HeadersToExtAuth) > maxExtAuthHeaders || len(s.HeadersToBackend) > maxExtAuthHeaders:
 		return fmt.Errorf("more than %d headers", maxExtAuthHeaders)

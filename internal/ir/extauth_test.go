@@ -33,6 +33,11 @@ func TestValidateExtAuth(t *testing.T) {
 	if err := build(nil).Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	if err := build(func(c *ir.Config) {
+		c.Listeners[0].ExtAuth[0].Path, c.Listeners[0].ExtAuth[0].PathOverride = "", "/oauth2/auth"
+	}).Validate(); err != nil {
+		t.Fatalf("a path override (auth-url): %v", err)
+	}
 	// The longest name a translation makes: a Route, a namespace and a policy of the longest
 	// Kubernetes names.
 	longest := build(func(c *ir.Config) {
@@ -46,16 +51,18 @@ func TestValidateExtAuth(t *testing.T) {
 		return func(c *ir.Config) { f(&c.Listeners[0].ExtAuth[0]) }
 	}
 	for name, change := range map[string]func(c *ir.Config){
-		"filter missing":        func(c *ir.Config) { c.Listeners[0].ExtAuth = nil },
-		"filter not needed":     func(c *ir.Config) { c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = "" },
-		"another service asked": func(c *ir.Config) { c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = "b" },
-		"no cluster":            svc(func(s *ir.ExtAuthService) { s.Cluster = "gone" }),
-		"path without /":        svc(func(s *ir.ExtAuthService) { s.Path = "check" }),
-		"path with a query":     svc(func(s *ir.ExtAuthService) { s.Path = "/check?x=1" }),
-		"upper-case header":     svc(func(s *ir.ExtAuthService) { s.HeadersToBackend = []string{"X-User"} }),
-		"header with a colon":   svc(func(s *ir.ExtAuthService) { s.HeadersToExtAuth = []string{":path"} }),
-		"gRPC with a path":      svc(func(s *ir.ExtAuthService) { s.GRPC = true }),
-		"repeated":              func(c *ir.Config) { c.Listeners[0].ExtAuth = append(c.Listeners[0].ExtAuth, c.Listeners[0].ExtAuth[0]) },
+		"filter missing":          func(c *ir.Config) { c.Listeners[0].ExtAuth = nil },
+		"filter not needed":       func(c *ir.Config) { c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = "" },
+		"another service asked":   func(c *ir.Config) { c.RouteConfigs[0].VirtualHosts[0].Routes[0].ExtAuth = "b" },
+		"no cluster":              svc(func(s *ir.ExtAuthService) { s.Cluster = "gone" }),
+		"path without /":          svc(func(s *ir.ExtAuthService) { s.Path = "check" }),
+		"path with a query":       svc(func(s *ir.ExtAuthService) { s.Path = "/check?x=1" }),
+		"path and path override":  svc(func(s *ir.ExtAuthService) { s.PathOverride = "/auth" }),
+		"path override without /": svc(func(s *ir.ExtAuthService) { s.Path, s.PathOverride = "", "auth" }),
+		"upper-case header":       svc(func(s *ir.ExtAuthService) { s.HeadersToBackend = []string{"X-User"} }),
+		"header with a colon":     svc(func(s *ir.ExtAuthService) { s.HeadersToExtAuth = []string{":path"} }),
+		"gRPC with a path":        svc(func(s *ir.ExtAuthService) { s.GRPC = true }),
+		"repeated":                func(c *ir.Config) { c.Listeners[0].ExtAuth = append(c.Listeners[0].ExtAuth, c.Listeners[0].ExtAuth[0]) },
 		"too many": func(c *ir.Config) {
 			for i := range ir.MaxListenerExtAuths {
 				c.Listeners[0].ExtAuth = append(c.Listeners[0].ExtAuth, ir.ExtAuthService{Name: "b" + string(rune('a'+i)), Cluster: "auth"})

@@ -418,7 +418,13 @@ type RetryPolicy struct {
 type Mirror struct {
 	Cluster    string `json:"cluster"`
 	PerMillion uint32 `json:"perMillion"`
+	// Host is the Host header of the copies (ingress-nginx's mirror-target, mirror-host);
+	// "": the request's with "-shadow" appended (Envoy's default).
+	Host string `json:"host,omitempty"`
 }
+
+// MaxMirrorHost bounds Mirror.Host (a DNS name with a port).
+const MaxMirrorHost = 253 + len(":65535")
 
 // CORSPolicy is a route's Cross-Origin Resource Sharing policy.
 type CORSPolicy struct {

@@ -501,6 +501,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		if m.PerMillion == 0 || m.PerMillion > 1000000 {
 			return fmt.Errorf("mirror share %d per million; want 1 to 1000000", m.PerMillion)
 		}
+		if len(m.Host) > MaxMirrorHost || strings.ContainsFunc(m.Host, func(c rune) bool { return c <= ' ' || c >= 0x7f || c == '/' }) {
+			return fmt.Errorf("mirror host %q is not a host", m.Host)
+		}
 	}
 	if r.FailedWeight > 0 && len(r.Backends) == 0 {
 		return errors.New("failed weight without backends")

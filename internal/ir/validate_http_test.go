@@ -30,6 +30,12 @@ func TestValidateHTTPRouteExtras(t *testing.T) {
 		"backend sets Host": {func(_ *ir.Config, r *ir.Route) {
 			r.Backends[0].RequestHeaders = &ir.HeaderModifier{Set: []ir.Header{{Name: "host", Value: "x"}}}
 		}, `backend "a": "host" is not a lower-case header name`},
+		"mirror with a host": {func(_ *ir.Config, r *ir.Route) {
+			r.Mirrors = []ir.Mirror{{Cluster: "a", PerMillion: 1000000, Host: "copy.shop:8080"}}
+		}, ""},
+		"mirror host with a path": {func(_ *ir.Config, r *ir.Route) {
+			r.Mirrors = []ir.Mirror{{Cluster: "a", PerMillion: 1000000, Host: "copy/x"}}
+		}, `mirror host "copy/x" is not a host`},
 		"route header with a newline": {func(_ *ir.Config, r *ir.Route) {
 			r.RequestHeaders = &ir.HeaderModifier{Set: []ir.Header{{Name: "x-a", Value: "a\nb"}}}
 		}, "control characters"},

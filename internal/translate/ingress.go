@@ -293,6 +293,8 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 				Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}},
 			}
 			timeouts.set(route)
+			ngx.mirror(t, r, ns)
+			ngx.extAuth(t, r, ns)
 			route = ngx.route(route, regex)
 			p := &ingressRoute{exact: exact, path: path, route: route}
 			st.routes[claim] = p
@@ -307,6 +309,8 @@ func (t *l7) ingress(st *ingressState, r *v1alpha1.Route, ing *networkingv1.Ingr
 	if db := ing.Spec.DefaultBackend; db != nil {
 		if fallback = t.ingressDefaultBackend(st, r, db, len(ruleHosts) > 0, &ngx); fallback != nil {
 			timeouts.set(fallback)
+			ngx.mirror(t, r, r.Spec.Source.Kubernetes.Route.GetNamespace())
+			ngx.extAuth(t, r, r.Spec.Source.Kubernetes.Route.GetNamespace())
 			*fallback = *ngx.route(fallback, "")
 			for _, h := range ruleHosts {
 				if vh := st.vhosts[h]; vh.fallback == nil {
@@ -695,6 +699,7 @@ func cloneRoute(r *ir.Route) *ir.Route {
 	c := *r
 	c.Owners = slices.Clone(r.Owners)
 	c.Backends = slices.Clone(r.Backends)
+	c.Mirrors = slices.Clone(r.Mirrors)
 	c.Match.Headers = slices.Clone(r.Match.Headers)
 	return &c
 }

@@ -103,7 +103,7 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 		// ingress-nginx annotations, good and bad values, regex paths among them.
 		const N = translate.NginxAnnotationPrefix
 		for j, m := 0, s.intn(4); j < m; j++ {
-			switch s.intn(14) {
+			switch s.intn(15) {
 			case 0:
 				annotations[N+"rewrite-target"] = pick(s, "/$2", "/", "/$1$9", "bar", "/a b", `/\1`)
 			case 1:
@@ -134,6 +134,12 @@ func (s *bytesource) ingressInput(cert map[string][]byte) translate.Input {
 				annotations[N+pick(s, "limit-rps", "limit-rpm", "limit-burst-multiplier")] = pick(s, "5", "1", "0", "1000001", "many", "4294967295")
 			case 12:
 				annotations[N+pick(s, "upstream-vhost", "upstream-hash-by", "load-balance")] = pick(s, "internal.svc:8080", "$http_x_user", "$cookie_s", "$remote_addr", "ewma", "round_robin", "$host", "$http_", "a b", "x:99999")
+			case 13:
+				annotations[N+"mirror-target"] = pick(s, "http://web/$request_uri", "http://web.shop.svc:80$request_uri", "http://nonp/$request_uri", "http://ghost/$request_uri",
+					"http://web.other/$request_uri", "https://web/$request_uri", "http://web/v2", "http://10.0.0.1/$request_uri")
+				annotations[N+pick(s, "mirror-host", "mirror-request-body")] = pick(s, "copy.example.com", "off", "on", "a b", "x:99999")
+				annotations[N+"auth-url"] = pick(s, "http://web/check", "http://web.shop:80/oauth2/auth", "http://ghost/", "https://web/", "http://web/$request_uri", "http://x.example.com/")
+				annotations[N+"auth-response-headers"] = pick(s, "X-User", "X-A, X-B", "bad header", "")
 			default:
 				annotations[N+"rewrite-target"] = "/$2"
 				if rule := len(spec.Rules); rule > 0 && spec.Rules[0].HTTP != nil {
@@ -176,6 +182,11 @@ func FuzzIngress(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("ingresses with hosts, paths, certificates and hostnames, all at once, twice"))
 	f.Add([]byte{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5, 0, 2, 8, 8, 4, 1, 9, 7})
+	// cors-allow-methods "X-A, *": a method that is none, beside "*" (found by the fuzzer, as
+	// the next: the IR had them).
+	f.Add([]byte("109000z0000000Z00000000000001200000100100002100B19"))
+	// cors-allow-headers "X-A, *": "*" beside a header name.
+	f.Add([]byte("109000z0000000Z0000000000000\x0e200000100100002100B29"))
 	f.Add([]byte{255, 254, 253, 252, 251, 250, 249, 248, 247, 246, 245, 244, 243, 242, 241, 240, 239, 238, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzCertOnce.Do(func() { fuzzCert, _ = testCert(t, "a.example.com") })

@@ -74,6 +74,8 @@ var honouredNginx = []string{
 	nginxAuthType, nginxAuthSecret, nginxAuthSecretType,
 	nginxLimitRPS, nginxLimitRPM, nginxLimitBurst,
 	nginxUpstreamVhost, nginxUpstreamHashBy, nginxLoadBalance,
+	nginxMirrorTarget, nginxMirrorHost, nginxMirrorBody,
+	nginxAuthURL, nginxAuthResponseHeaders,
 }
 
 // ingress-nginx's defaults for CORS (docs: "Enable CORS").
@@ -142,11 +144,16 @@ type nginxIngress struct {
 	// answer 500 until it is fixed (never served without it).
 	basicAuth  *ir.BasicAuth
 	authClosed bool
+	// authService (auth-url) is asked about each request of the paths; nil for none.
+	authService *nginxExtAuth
 	// rateLimit (limit-rps, limit-rpm) limits each client address; nil for none.
 	rateLimit *ir.RateLimit
 	// upstream: the Host the backends get, the hash or load balancer choosing the endpoint
 	// (upstream-vhost, upstream-hash-by, load-balance).
 	upstream nginxUpstream
+	// mirrorCopies copies every request of the routes to backends to a Service of the
+	// Ingress's namespace (mirror-target); nil for none.
+	mirrorCopies *nginxMirror
 }
 
 // NginxRestrictsClients reports whether an Ingress's annotations limit its clients by address
@@ -339,7 +346,11 @@ func (t *l7) nginxAnnotationsIn(r *v1alpha1.Route, ns string, annotations map[st
 		}
 	}
 	out.basicAuth, out.authClosed = t.nginxBasicAuth(r, ns, value)
+	var extClosed bool
+	out.authService, extClosed = t.nginxExtAuthAnnotations(r, ns, value, bad)
+	out.authClosed = out.authClosed || extClosed
 	out.upstream = nginxUpstreamAnnotations(value, bad)
+	out.mirrorCopies = nginxMirrorAnnotations(ns, value, bad)
 	return out
 }
 
@@ -590,10 +601,14 @@ func nginxCORS(value func(string) (string, bool), boolean func(string) (bool, bo
 		}
 		return out
 	}
-	if o := list(nginxCORSOrigin, "*", corsOrigin); len(o) > 0 {
-		if len(o) > 1 && slices.Contains(o, "*") {
-			o = []string{"*"}
+	// "*" (any) stands alone in a list.
+	anyAlone := func(l []string) []string {
+		if len(l) > 1 && slices.Contains(l, "*") {
+			return []string{"*"}
 		}
+		return l
+	}
+	if o := anyAlone(list(nginxCORSOrigin, "*", corsOrigin)); len(o) > 0 {
 		p.AllowOrigins = o
 	}
 	token := func(what string, lower bool) func(string) (string, string) {
@@ -607,9 +622,15 @@ func nginxCORS(value func(string) (string, bool), boolean func(string) (bool, bo
 			return e, ""
 		}
 	}
-	p.AllowMethods = list(nginxCORSMethods, nginxDefaultCORSMethods, token("method", false))
-	p.AllowHeaders = list(nginxCORSHeaders, nginxDefaultCORSHeaders, token("header name", true))
-	p.ExposeHeaders = list(nginxCORSExpose, "", token("header name", true))
+	method := func(e string) (string, string) {
+		if m := strings.ToUpper(e); m == "*" || slices.Contains(httpMethods, m) {
+			return m, ""
+		}
+		return "", fmt.Sprintf("%q is not an HTTP method", truncate(e))
+	}
+	p.AllowMethods = anyAlone(list(nginxCORSMethods, nginxDefaultCORSMethods, method))
+	p.AllowHeaders = anyAlone(list(nginxCORSHeaders, nginxDefaultCORSHeaders, token("header name", true)))
+	p.ExposeHeaders = anyAlone(list(nginxCORSExpose, "", token("header name", true)))
 	if b, ok := boolean(nginxCORSCredentials); ok {
 		p.AllowCredentials = b
 	}
@@ -746,6 +767,9 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	if n.basicAuth != nil {
 		route.BasicAuth = &ir.BasicAuth{Users: n.basicAuth.Users}
 	}
+	if n.authService != nil {
+		route.ExtAuth = n.authService.name
+	}
 	if route.Authorization = n.authorization(); route.Authorization == nil {
 		route.SourceRanges = slices.Clone(n.sourceRanges)
 	}
@@ -761,6 +785,7 @@ func (n *nginxIngress) route(route *ir.Route, regex string) *ir.Route {
 	}
 	route.CORS = n.corsCopy()
 	n.upstream.route(route)
+	route.Mirrors = n.mirrors(route)
 	if n.session != nil {
 		c := *n.session
 		if c.Path == "" {

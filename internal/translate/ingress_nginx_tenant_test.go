@@ -1,7 +1,9 @@
 package translate_test
 
 import (
+	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -16,6 +18,9 @@ import (
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
+	"kubelb.dev/kubelb/internal/xds/bootstrap"
+	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // nginxTenant is a tenant whose Ingresses (one host, path / each, to the Service web of
@@ -27,6 +32,7 @@ type nginxTenant struct {
 	in       translate.Input // without Routes
 	httpPort int             // the Ingress Service's listener port for 80
 	svc      v1alpha1.UpstreamService
+	web      *testsupport.Backend // the Service's endpoint on node-1 (127.0.0.1)
 	n        int
 }
 
@@ -34,7 +40,7 @@ func newNginxTenant(t *testing.T, tenant string) *nginxTenant {
 	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
 	_, port, _ := net.SplitHostPort(web.Addr)
 	webPort, _ := strconv.Atoi(port)
-	nt := &nginxTenant{t: t, httpPort: testsupport.FreePort(t)}
+	nt := &nginxTenant{t: t, httpPort: testsupport.FreePort(t), web: web}
 	nt.svc = v1alpha1.UpstreamService{Service: corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: "web", v1alpha1.LabelOriginNamespace: "shop"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: int32(webPort)}}},
@@ -75,4 +81,56 @@ func (nt *nginxTenant) ingress(name, host string, annotations map[string]string)
 	r.Spec.Source.Kubernetes = &v1alpha1.KubernetesSource{Services: []v1alpha1.UpstreamService{nt.svc}}
 	r.Spec.Source.Kubernetes.Route.Object = obj
 	return r
+}
+
+// serve translates in (the tenant's Ingresses; no problem may be raised), serves it with a
+// real Envoy of one worker (name: its node id), and returns a client whose requests, each on
+// a new connection, all go to the Ingress Service's HTTP listener, whatever their host.
+func (nt *nginxTenant) serve(in translate.Input, name string) (*http.Client, *http.Transport) {
+	t := nt.t
+	t.Helper()
+	_, problems, res, err := translatetest.Pipeline(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	xdsenvoy.Start(t, name, in.Tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
+	addr := testsupport.Loopback(nt.httpPort)
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 5 * time.Second}, tr
+}
+
+// secondNode puts the Service's NodePort on a second node, 127.0.0.2 (node-2, pod web2), and
+// returns its endpoint.
+func (nt *nginxTenant) secondNode() *testsupport.Backend {
+	port := strconv.Itoa(int(nt.svc.Spec.Ports[0].NodePort))
+	web2 := testsupport.StartHTTPBackend(nt.t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: "web2"})
+	nt.in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}, {IP: "127.0.0.2"}}}}}
+	return web2
+}
+
+// otherService serves h on the node (127.0.0.1) as the NodePort of port of the ClusterIP
+// Service name of namespace shop, and returns that Service's twin as a Route embeds it (a
+// Service an annotation names beside the backends: mirror-target, auth-url).
+func (nt *nginxTenant) otherService(name string, port int32, h http.Handler) v1alpha1.UpstreamService {
+	t := nt.t
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	nodePort := l.Addr().(*net.TCPAddr).Port
+	return v1alpha1.UpstreamService{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-nodeport", Namespace: "shop", Labels: map[string]string{v1alpha1.LabelOriginName: name, v1alpha1.LabelOriginNamespace: "shop"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: port, NodePort: int32(nodePort)}}},
+	}}
 }

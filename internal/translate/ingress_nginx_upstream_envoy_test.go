@@ -1,22 +1,14 @@
 package translate_test
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
-	"kubelb.dev/kubelb/internal/translate/translatetest"
-	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/xdsenvoy"
 )
 
 // TestIngressNginxUpstreamThroughEnvoy: Ingresses written for ingress-nginx, served by a real
@@ -29,30 +21,14 @@ func TestIngressNginxUpstreamThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx-upstream"
 	const N = translate.NginxAnnotationPrefix
 	nt := newNginxTenant(t, tenant)
-	port := strconv.Itoa(int(nt.svc.Spec.Ports[0].NodePort))
-	testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: "web2"})
+	nt.secondNode()
 	in := nt.in
-	in.Addresses = map[string]v1alpha1.Addresses{"default": {ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: v1alpha1.AddressesSpec{Addresses: []v1alpha1.EndpointAddress{{IP: "127.0.0.1"}, {IP: "127.0.0.2"}}}}}
 	in.Routes = []v1alpha1.Route{
 		nt.ingress("vhost", "vhost.example.com", map[string]string{N + "upstream-vhost": "internal.shop.svc:8080"}),
 		nt.ingress("by-user", "user.example.com", map[string]string{N + "upstream-hash-by": "$http_x_user"}),
 		nt.ingress("plain", "plain.example.com", nil),
 	}
-	_, problems, res, err := translatetest.Pipeline(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(problems) != 0 {
-		t.Fatalf("problems: %v", problems)
-	}
-	xdsenvoy.Start(t, "ingress-nginx-upstream-proxy", tenant, res, bootstrap.Options{}, testsupport.EnvoyOptions{Concurrency: 1})
-	addr := testsupport.Loopback(nt.httpPort)
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr)
-	}}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	client, _ := nt.serve(in, "ingress-nginx-upstream-proxy")
 	// get sends one GET for host (with X-User user, when set) and returns the node that
 	// answered and the Host the backend saw.
 	get := func(host, user string) (node, seenHost string, err error) {

@@ -15,6 +15,7 @@ import (
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/hubnames"
+	"kubelb.dev/kubelb/internal/nginxurl"
 )
 
 // TwinSuffix is appended to a ClusterIP Service's name to name its NodePort twin.
@@ -49,8 +50,9 @@ func group(u map[string]any, def string, path ...string) string {
 }
 
 // ObjectRefs lists the references of a tenant object of kind k (its unstructured content) in
-// namespace ns, without duplicates: an Ingress's backend Services (same
-// namespace), a Gateway's listeners' certificateRefs (and its spec.tls: the CA certificates
+// namespace ns, without duplicates: an Ingress's backend Services (same namespace, with the
+// Service its ingress-nginx mirror-target names: nginxurl.Services), a Gateway's listeners'
+// certificateRefs (and its spec.tls: the CA certificates
 // of client certificate validation, the client certificate for backends), a route's backendRefs and the backends
 // of its RequestMirror filters (any kind; only Services become backends).
 func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
@@ -68,6 +70,10 @@ func ObjectRefs(k Kind, u map[string]any, ns string) []Ref {
 					out = append(out, Ref{Kind: kindService, Namespace: ns, Name: n})
 				}
 			}
+		}
+		annotations, _, _ := unstructured.NestedStringMap(u, "metadata", "annotations")
+		for _, n := range nginxurl.Services(annotations, ns) {
+			out = append(out, Ref{Kind: kindService, Namespace: ns, Name: n})
 		}
 	case k.Name == Gateway.Name || k.Name == ListenerSet.Name:
 		for _, l := range list(u, "spec", "listeners") {

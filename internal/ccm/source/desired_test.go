@@ -3,6 +3,7 @@ package source
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,6 +94,25 @@ func TestObjectRefsAndParents(t *testing.T) {
 	wantIng := []Ref{{Kind: "Service", Namespace: "ns", Name: "fallback"}, {Kind: "Service", Namespace: "ns", Name: "web"}}
 	if d := cmp.Diff(wantIng, ObjectRefs(Ingress, ing, "ns")); d != "" {
 		t.Errorf("Ingress refs (-want +got):\n%s", d)
+	}
+	// The Service an ingress-nginx mirror-target (or auth-url) names is carried too (the hub
+	// copies requests to it, asks it); one of another namespace, or a URL kubelb does not
+	// read, is not.
+	for target, want := range map[string][]Ref{
+		"http://copy.ns.svc:8080/$request_uri": append(slices.Clone(wantIng), Ref{Kind: "Service", Namespace: "ns", Name: "copy"}),
+		"http://web/$request_uri":              wantIng,
+		"http://copy.other/$request_uri":       wantIng,
+		"https://example.com/$request_uri":     wantIng,
+	} {
+		ing["metadata"] = map[string]any{"annotations": map[string]any{"nginx.ingress.kubernetes.io/mirror-target": target}}
+		if d := cmp.Diff(want, ObjectRefs(Ingress, ing, "ns")); d != "" {
+			t.Errorf("Ingress refs with mirror-target %s (-want +got):\n%s", target, d)
+		}
+		// auth-url's Service likewise (at the URL's path: no $request_uri).
+		ing["metadata"] = map[string]any{"annotations": map[string]any{"nginx.ingress.kubernetes.io/auth-url": strings.TrimSuffix(target, "$request_uri")}}
+		if d := cmp.Diff(want, ObjectRefs(Ingress, ing, "ns")); d != "" {
+			t.Errorf("Ingress refs with auth-url %s (-want +got):\n%s", target, d)
+		}
 	}
 }
 

@@ -269,3 +269,47 @@ func TestRecreatedUnderSameName(t *testing.T) {
 		t.Fatalf("the new Ingress is being deleted or has finalizers: %v %v", second.DeletionTimestamp, second.Finalizers)
 	}
 }
+
+// TestIngressNginxMirrorTargetCarried: the Service an Ingress's ingress-nginx mirror-target
+// names (a ClusterIP Service of its namespace) gets a NodePort twin and rides in the Route
+// beside the backend's, so that the hub can copy requests to it; once the annotation names a
+// Service of another namespace (which the hub refuses), the Route carries the backend's only.
+func TestIngressNginxMirrorTargetCarried(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "mir", nil)
+	web, copySvc := clusterIP("mir", "web", 80), clusterIP("mir", "copy", 8080)
+	e.create(t, web)
+	e.create(t, copySvc)
+	ing := ingress("mir", "web", ptr.To("kubelb"), "web")
+	ing.Annotations = map[string]string{nginxAnnotationPrefix + "mirror-target": "http://copy.mir.svc:8080/$request_uri"}
+	e.create(t, ing)
+
+	names := func(rt *v1alpha1.Route) []string {
+		var out []string
+		for _, s := range rt.Spec.Source.Kubernetes.Services {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	e.routeOf(t, tenantNS, ing.UID, func(rt *v1alpha1.Route) error {
+		if got := fmt.Sprint(names(rt)); got != "[web-nodeport copy-nodeport]" {
+			return fmt.Errorf("embedded Services %s", got)
+		}
+		return nil
+	})
+	if twin := e.twinOf(t, copySvc); twin.Spec.Ports[0].Port != 8080 || twin.Spec.Ports[0].NodePort == 0 {
+		t.Fatalf("copy's twin: %+v", twin.Spec.Ports)
+	}
+
+	e.getTenant(t, ing)
+	ing.Annotations[nginxAnnotationPrefix+"mirror-target"] = "http://copy.other.svc:8080/$request_uri"
+	if err := e.Tenant.Client.Update(e.ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	e.routeOf(t, tenantNS, ing.UID, func(rt *v1alpha1.Route) error {
+		if got := fmt.Sprint(names(rt)); got != "[web-nodeport]" {
+			return fmt.Errorf("embedded Services %s", got)
+		}
+		return nil
+	})
+}

@@ -119,7 +119,8 @@ func Command(o *cli.Options) *cobra.Command {
 			"enable-cors (CORS), affinity cookie (sessionPersistence), canary (weighted backendRefs, a\n" +
 			"header match), and as Envoy Gateway's policies, which kubelb reads: allowlist-, whitelist- and\n" +
 			"denylist-source-range, auth-type basic (SecurityPolicy), proxy-connect-timeout, limit-rps/-rpm,\n" +
-			"upstream-hash-by and load-balance (BackendTrafficPolicy), upstream-vhost (URLRewrite). On stderr\n" +
+			"upstream-hash-by and load-balance (BackendTrafficPolicy), upstream-vhost (URLRewrite),\n" +
+			"mirror-target (RequestMirror). On stderr\n" +
 			"it names, per Ingress, what cannot be expressed. See docs/ingress-nginx.md.",
 		Example: "  kubectl kubelb ingress convert -A > gateway-api.yaml\n" +
 			"  kubectl get ingress -n shop -o yaml | kubectl kubelb ingress convert -f -",

@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
+	"kubelb.dev/kubelb/internal/nginxurl"
 )
 
 const nginx = "nginx.ingress.kubernetes.io/"
@@ -50,7 +51,7 @@ var converted = []string{
 	"cors-allow-methods", "cors-allow-headers", "cors-expose-headers", "cors-allow-credentials",
 	"cors-max-age", "affinity", "session-cookie-name", "session-cookie-max-age",
 	"canary", "canary-weight", "canary-by-header", "canary-by-header-value", "canary-by-header-pattern",
-	"upstream-vhost",
+	"upstream-vhost", "mirror-target", "mirror-host", "mirror-request-body",
 }
 
 // Convert converts ings. It is pure: the same Ingresses give the same objects, in the same
@@ -225,6 +226,7 @@ func (c *conversion) routes(canaries []*networkingv1.Ingress, used map[*networki
 			} else {
 				c.session(&r)
 				c.upstreamHost(&r)
+				c.mirror(&r)
 			}
 			for _, hr := range c.canary(&r, rule.Host, p, canaries, used) {
 				add(rule.Host, hr)
@@ -240,6 +242,7 @@ func (c *conversion) routes(canaries []*networkingv1.Ingress, used map[*networki
 			} else {
 				c.session(&r)
 				c.upstreamHost(&r)
+				c.mirror(&r)
 			}
 			add("", r)
 			if len(c.ing.Spec.Rules) > 0 {
@@ -322,6 +325,8 @@ func (c *conversion) unsupported() {
 			c.note("%s: set appProtocol kubernetes.io/h2c (or a BackendTLSPolicy for HTTPS) on the backend Service's port instead", name)
 		case name == "proxy-body-size":
 			c.note("%s: Gateway API has no request body limit; not expressed", name)
+		case name == nginxurl.AuthURL:
+			c.note("%s: Gateway API has no external authentication, and an Envoy Gateway SecurityPolicy's extAuth asks the service at its path followed by the request's (nginx asks the URL as written); not expressed (kubelb honours auth-url on the Ingress)", name)
 		default:
 			c.note("%s: not expressed", name)
 		}
@@ -390,4 +395,32 @@ func (c *conversion) upstreamHost(r *gwv1.HTTPRouteRule) {
 		}
 	}
 	r.Filters = append(r.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterURLRewrite, URLRewrite: &gwv1.HTTPURLRewriteFilter{Hostname: &host}})
+}
+
+// mirror adds mirror-target to a rule that forwards: a RequestMirror filter to the Service
+// the URL names (nginxurl.Mirror, as the hub reads it). Gateway API's mirror keeps the
+// request's Host (mirror-host is noted), and copies whole requests (with
+// mirror-request-body off nothing is written, as kubelb mirrors nothing then).
+func (c *conversion) mirror(r *gwv1.HTTPRouteRule) {
+	v, ok := c.ann(nginxurl.MirrorTarget)
+	if !ok {
+		return
+	}
+	svc, msg := nginxurl.Mirror(v, c.ing.Namespace)
+	if msg == "" && svc.TLS {
+		msg = "kubelb copies requests to a Service of the Ingress in plain HTTP: write http://"
+	}
+	if msg != "" {
+		c.noteOnce("%s: %s; not expressed", nginxurl.MirrorTarget, msg)
+		return
+	}
+	if b, ok := c.ann("mirror-request-body"); ok && strings.EqualFold(b, "off") {
+		c.noteOnce("mirror-request-body: off: a RequestMirror copies whole requests, bodies included; mirror-target is not expressed")
+		return
+	}
+	if h, ok := c.ann("mirror-host"); ok {
+		c.noteOnce("mirror-host: %q: Gateway API's RequestMirror keeps the request's Host; not expressed", h)
+	}
+	r.Filters = append(r.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{
+		BackendRef: gwv1.BackendObjectReference{Name: gwv1.ObjectName(svc.Name), Port: ptr.To(gwv1.PortNumber(svc.Port))}}})
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/trafficpolicy"
@@ -31,8 +33,8 @@ func TestConvertGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ings) != 4 {
-		t.Fatalf("read %d Ingresses, want 4 (the Service is skipped)", len(ings))
+	if len(ings) != 5 {
+		t.Fatalf("read %d Ingresses, want 5 (the Service is skipped)", len(ings))
 	}
 	var out, notes bytes.Buffer
 	if err := Write(Convert(ings, Options{}), &out, &notes); err != nil {
@@ -143,5 +145,33 @@ spec:
 	}
 	if strings.Contains(notes.String(), "canary-by-header-pattern") {
 		t.Errorf("the pattern is noted as not expressed: %s", notes.String())
+	}
+}
+
+// TestConvertMirrorNotExpressed: a mirror-target kubelb does not read (a Service of another
+// namespace, a host outside the cluster) or that would copy bodies the Ingress asks not to copy
+// (mirror-request-body off) writes no RequestMirror, and the note says why.
+func TestConvertMirrorNotExpressed(t *testing.T) {
+	for target, note := range map[string]string{
+		"http://copy.other/$request_uri":    "mirror-target: kubelb sends requests only to a Service of the Ingress's namespace shop",
+		"https://test.env.com/$request_uri": "mirror-target: kubelb sends requests only to a Service of the Ingress's namespace shop",
+		"http://copy/$request_uri":          "mirror-request-body: off: a RequestMirror copies whole requests",
+	} {
+		ing := networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Annotations: map[string]string{
+				"nginx.ingress.kubernetes.io/mirror-target": target, "nginx.ingress.kubernetes.io/mirror-request-body": "off"}},
+			Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+		}
+		var out, notes bytes.Buffer
+		if err := Write(Convert([]networkingv1.Ingress{ing}, Options{}), &out, &notes); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "RequestMirror") {
+			t.Errorf("%s: a RequestMirror was written:\n%s", target, out.String())
+		}
+		if !strings.Contains(notes.String(), note) {
+			t.Errorf("%s: notes %q, want %q", target, notes.String(), note)
+		}
 	}
 }

@@ -65,7 +65,8 @@ func extAuthFilter(s *ir.ExtAuthService, errs *[]error) *hcmv3.HttpFilter {
 				HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: s.Cluster},
 				Timeout:          timeout,
 			},
-			PathPrefix: s.Path,
+			PathPrefix:   s.Path,
+			PathOverride: s.PathOverride,
 			AuthorizationResponse: &extauthzv3.AuthorizationResponse{
 				AllowedUpstreamHeaders: exactHeaders(s.HeadersToBackend),
 			},

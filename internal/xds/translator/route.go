@@ -268,7 +268,7 @@ func routeAction(r *ir.Route) *routev3.RouteAction {
 		a.IdleTimeout = durationpb.New(r.IdleTimeout.D())
 	}
 	for _, m := range r.Mirrors {
-		mp := &routev3.RouteAction_RequestMirrorPolicy{Cluster: m.Cluster}
+		mp := &routev3.RouteAction_RequestMirrorPolicy{Cluster: m.Cluster, HostRewriteLiteral: m.Host}
 		if m.PerMillion < 1000000 {
 			mp.RuntimeFraction = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: m.PerMillion, Denominator: typev3.FractionalPercent_MILLION}}
 		}
