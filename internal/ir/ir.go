@@ -677,9 +677,16 @@ type HealthCheck struct {
 	Timeout            Duration `json:"timeout"`
 	UnhealthyThreshold uint32   `json:"unhealthyThreshold"`
 	HealthyThreshold   uint32   `json:"healthyThreshold"`
-	// NoTrafficInterval is used while the cluster has seen no traffic; 0 keeps Envoy's default.
+	// NoTrafficInterval is how often the healthy endpoints of a cluster that has seen no
+	// traffic are checked; 0 is EnvoyNoTrafficInterval. Its unhealthy endpoints are checked at
+	// Interval (or NoTrafficInterval when shorter).
 	NoTrafficInterval Duration `json:"noTrafficInterval,omitempty"`
 }
+
+// EnvoyNoTrafficInterval is Envoy's no_traffic_interval when the configuration leaves it
+// unset, and the interval of the healthy endpoints of an idle cluster when HealthCheck's
+// NoTrafficInterval is 0.
+const EnvoyNoTrafficInterval = 60 * time.Second
 
 // Secret is a TLS certificate and key, PEM encoded; or, with Generic set (and neither of
 // them), an opaque value (an OIDC client secret or HMAC key, oidc.go).

@@ -190,6 +190,6 @@ func budgetCluster(old *ir.Cluster, v budgetVerdict, stretched ir.HealthCheck, a
 	return budgeted{verdict: v, cluster: &c, message: msg}
 }
 
-// EnvoyNoTrafficInterval is Envoy's no_traffic_interval when the configuration leaves it
-// unset: how often a cluster that has seen no traffic is checked.
-const EnvoyNoTrafficInterval = 60 * time.Second
+// EnvoyNoTrafficInterval is how often the healthy endpoints of a cluster that has seen no
+// traffic are checked when the configuration leaves it unset (ir.EnvoyNoTrafficInterval).
+const EnvoyNoTrafficInterval = ir.EnvoyNoTrafficInterval

@@ -77,9 +77,18 @@ func cluster(c *ir.Cluster) (*clusterv3.Cluster, error) {
 			// to every checked endpoint (a TCP connect check closes its own anyway).
 			check.ReuseConnection = wrapperspb.Bool(false)
 		}
+		// A cluster that has seen no traffic checks its healthy endpoints every
+		// NoTrafficInterval (Envoy's 60 s by default), its unhealthy ones at the cluster's
+		// interval: a LoadBalancer whose pods become ready a moment after its first check
+		// (the Service and its Deployment created together) is healthy at the next check, not
+		// a minute later. The health-check budget already counts every endpoint at the
+		// shorter of the two intervals (translate's healthbudget.go).
+		idleHealthy := ir.EnvoyNoTrafficInterval
 		if hc.NoTrafficInterval > 0 {
-			check.NoTrafficInterval = durationpb.New(hc.NoTrafficInterval.D())
+			idleHealthy = hc.NoTrafficInterval.D()
 		}
+		check.NoTrafficHealthyInterval = durationpb.New(idleHealthy)
+		check.NoTrafficInterval = durationpb.New(min(hc.Interval.D(), idleHealthy))
 		out.HealthChecks = []*corev3.HealthCheck{check}
 		if hc.NoPanic {
 			out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
