@@ -196,14 +196,17 @@ func PolicyWarning(v PolicyVerdict, conflicted bool, by string) (string, string)
 }
 
 // policyWarningChanged tells whether the conditions of kubelb's ancestors differ in status
-// or reason between two statuses (a Warning is recorded once per such change).
+// or reason between two statuses (a Warning is recorded once per such change; Overridden
+// comes and goes without one).
 func policyWarningChanged(before, after gwapiv1.PolicyStatus) bool {
 	verdict := func(st gwapiv1.PolicyStatus) string {
 		for _, a := range st.Ancestors {
 			if a.ControllerName == ControllerName {
 				var out []string
 				for _, c := range a.Conditions {
-					out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+					if c.Type != PolicyConditionOverridden { // not a warning
+						out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+					}
 				}
 				return strings.Join(out, ",")
 			}

@@ -69,6 +69,38 @@ func (e *env) policyAncestor(t *testing.T, pk *PolicyKind, ns, name, kind, ances
 	return msg
 }
 
+// policyOverridden waits until kubelb's entry for Gateway ancestorNS/ancestor on policy
+// ns/name of kind pk is Accepted with a message that says nothing of overrides, and has the
+// Overridden condition (True, reason Overridden, at the policy's generation) with message
+// want, or no Overridden condition when want is "".
+func (e *env) policyOverridden(t *testing.T, pk *PolicyKind, ns, name, ancestorNS, ancestor, want string) {
+	t.Helper()
+	objects.WaitFor(t, e.Tenant.Client, timeout, client.ObjectKey{Namespace: ns, Name: name}, pk.New(), func(p *unstructured.Unstructured) error {
+		for _, a := range ReadPolicyStatus(p).Ancestors {
+			if a.ControllerName != ControllerName || a.AncestorRef.Kind == nil || string(*a.AncestorRef.Kind) != "Gateway" ||
+				string(*a.AncestorRef.Namespace) != ancestorNS || string(a.AncestorRef.Name) != ancestor {
+				continue
+			}
+			acc := meta.FindStatusCondition(a.Conditions, string(gwapiv1.PolicyConditionAccepted))
+			if acc == nil || acc.Status != metav1.ConditionTrue || strings.Contains(acc.Message, "overrid") {
+				return fmt.Errorf("Accepted %+v: want True, its message without overrides", acc)
+			}
+			c := meta.FindStatusCondition(a.Conditions, PolicyConditionOverridden)
+			switch {
+			case want == "" && c != nil:
+				return fmt.Errorf("Overridden %+v: want none", c)
+			case want == "":
+				return nil
+			case c == nil || c.Status != metav1.ConditionTrue || c.Reason != PolicyReasonOverridden || c.Message != want ||
+				c.ObservedGeneration != p.GetGeneration():
+				return fmt.Errorf("Overridden %+v: want True, Overridden, %q", c, want)
+			}
+			return nil
+		}
+		return fmt.Errorf("no kubelb ancestor Gateway %s/%s in %+v", ancestorNS, ancestor, ReadPolicyStatus(p).Ancestors)
+	})
+}
+
 // policyTargets makes namespace ns with what the policy tests target: Gateway edge of kubelb's
 // class, and HTTPRoutes web and other on it (to Service web).
 func (e *env) policyTargets(t *testing.T, ns string) (gw *gwapiv1.Gateway, web, other *gwapiv1.HTTPRoute) {
@@ -161,6 +193,11 @@ retry: {numRetries: 2}
 	})
 	e.kubelbAncestor(t, ns, "gateway-wide", "Gateway", ns, "edge", "True", "Accepted")
 	e.kubelbAncestor(t, ns, "for-web", "Gateway", ns, "edge", "True", "Accepted")
+	// The Gateway's policy is Overridden where web's own applies (other's is Invalid: not yet);
+	// the route's policy is not overridden.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute traffic/web (for-web); this one applies to the rest")
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "for-web", ns, "edge", "")
 
 	msg := e.kubelbAncestor(t, ns, "later-for-web", "Gateway", ns, "edge", "False", "Conflicted")
 	if !strings.Contains(msg, "for-web") {
@@ -199,6 +236,22 @@ retry: {numRetries: 2}
 		}
 		return nil
 	})
+
+	// Fixed, other's policy overrides the Gateway's too; with web's two policies deleted, only
+	// other's; with other's deleted, nowhere: no Overridden condition.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute traffic/other (limits), HTTPRoute traffic/web (for-web); this one applies to the rest")
+	for _, name := range []string{"for-web", "later-for-web"} {
+		if err := e.Tenant.Client.Delete(e.ctx, trafficPolicy(t, ns, name, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute traffic/other (limits); this one applies to the rest")
+	if err := e.Tenant.Client.Delete(e.ctx, trafficPolicy(t, ns, "limits", "")); err != nil {
+		t.Fatal(err)
+	}
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge", "")
 
 	// Another implementation's Gateway: kubelb wrote nothing on its policy (created before
 	// the policies whose statuses were written since).

@@ -23,7 +23,8 @@ import (
 // the bound, where it is set and what the policy asks, with a Warning Event; a SecurityPolicy
 // with an authorization, within the bounds, is Accepted. The Route still carries the policy
 // over a bound (the hub checks it itself and leaves it out). Raising the Tenant's bound to
-// 1000 makes the rate-limit policy Accepted.
+// 1000 makes the rate-limit policy Accepted. The Gateway's BackendTrafficPolicy is
+// Overridden by a route's only when that one is within the bounds.
 func TestPolicyOverPlatformBound(t *testing.T) {
 	e := newEnv(t)
 	const ns = "bounds"
@@ -76,6 +77,10 @@ retry: {numRetries: 2}
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}]
 loadBalancer: {type: Random}
 `))
+	e.create(t, trafficPolicy(t, ns, "gateway-wide", `
+targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+retry: {numRetries: 1}
+`))
 	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "office", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
 authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientCIDRs: [10.0.0.0/8]}}]}
@@ -94,6 +99,8 @@ authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientC
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "sticky", Reason: "OverPlatformBound", Type: "Warning"})
 	e.policyAncestor(t, SecurityPolicyKind, ns, "office", "Gateway", ns, "edge", "True", "Accepted")
+	// The routes' policies over the bounds override nothing: the hub applies the Gateway's.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge", "")
 
 	// The Route carries the policy over the bound: the hub decides with its own bounds.
 	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
@@ -116,6 +123,8 @@ authorization: {defaultAction: Deny, rules: [{action: Allow, principal: {clientC
 	publish()
 	e.kubelbAncestor(t, ns, "fast", "Gateway", ns, "edge", "True", "Accepted")
 	e.kubelbAncestor(t, ns, "sticky", "Gateway", ns, "edge", "False", "OverPlatformBound")
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "gateway-wide", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute bounds/web (fast); this one applies to the rest")
 }
 
 // TestHubBounds: the bounds are read from the TenantState "default" first; a TenantState

@@ -392,23 +392,36 @@ func (k *PolicyKind) Desired(policies []*unstructured.Unstructured, ns, kind, na
 func (k *PolicyKind) DesiredOf(policies []*unstructured.Unstructured, ns string, o PolicyTarget, sections []string,
 	read func(*unstructured.Unstructured) EGPolicyVerdict) (any, map[string]any) {
 	var whole any
-	if w := TrafficWinnerOf(policies, ns, o); w != nil {
-		whole = read(w).Value
+	if _, v := usableWinner(policies, ns, o, read); v != nil {
+		whole = v
 	}
 	var out map[string]any
 	for _, s := range sections {
 		t := o
 		t.Section = s
-		if w := TrafficWinnerOf(policies, ns, t); w != nil {
-			if v := read(w).Value; v != nil {
-				if out == nil {
-					out = map[string]any{}
-				}
-				out[s] = v
+		if _, v := usableWinner(policies, ns, t, read); v != nil {
+			if out == nil {
+				out = map[string]any{}
 			}
+			out[s] = v
 		}
 	}
 	return whole, out
+}
+
+// usableWinner is the policy that applies to t (TrafficWinnerOf) and its settings as read
+// says; nil, nil when none does or when it cannot be used (the next level applies).
+func usableWinner(policies []*unstructured.Unstructured, ns string, t PolicyTarget,
+	read func(*unstructured.Unstructured) EGPolicyVerdict) (*unstructured.Unstructured, any) {
+	w := TrafficWinnerOf(policies, ns, t)
+	if w == nil {
+		return nil, nil
+	}
+	v := read(w).Value
+	if v == nil {
+		return nil, nil
+	}
+	return w, v
 }
 
 // CarryOf puts in a Route's context c what DesiredOf gave: whole, and an entry per section
@@ -485,11 +498,46 @@ func targetKindsText(kinds []string) string {
 }
 
 // TrafficAncestor is one ancestor kubelb writes on a policy, with its Accepted condition's
-// status, reason and message.
+// status, reason and message, and, when Accepted, where other policies of its kind override
+// it (OverriddenBy: "HTTPRoute app/web (for-web)"; the Overridden condition).
 type TrafficAncestor struct {
 	Ref             gwapiv1.ParentReference
 	Status          metav1.ConditionStatus
 	Reason, Message string
+	OverriddenBy    []string
+}
+
+// Envoy Gateway's condition on a policy's ancestor that is Accepted but that more specific
+// policies of its kind override somewhere (its type and its reason).
+const (
+	PolicyConditionOverridden = "Overridden"
+	PolicyReasonOverridden    = "Overridden"
+)
+
+// maxOverriddenBy bounds the overrides an Overridden message names (then "…").
+const maxOverriddenBy = 8
+
+// addOverride appends entry to by (once), keeping at most maxOverriddenBy+1 entries (one
+// more tells the message to end in "…"); false when by is full.
+func addOverride(by []string, entry string) ([]string, bool) {
+	if len(by) > maxOverriddenBy {
+		return by, false
+	}
+	if !slices.Contains(by, entry) {
+		by = append(by, entry)
+	}
+	return by, len(by) <= maxOverriddenBy
+}
+
+// OverriddenMessage is the message of the Overridden condition of a policy of kind overridden
+// where by names (at most maxOverriddenBy, then "…").
+func OverriddenMessage(kind string, by []string) string {
+	names := by
+	if len(names) > maxOverriddenBy {
+		names = append(slices.Clone(names[:maxOverriddenBy]), "…")
+	}
+	return fmt.Sprintf("other %sies take precedence for %s; this one applies to the rest",
+		strings.TrimSuffix(kind, "y"), strings.Join(names, ", "))
 }
 
 // worse tells whether a replaces b for one ancestor: a refusal over an acceptance.
@@ -498,13 +546,20 @@ func (a TrafficAncestor) worse(b TrafficAncestor) bool {
 }
 
 // MergeTrafficAncestors keeps one entry per ancestor (the worst verdict of the targets under
-// it), sorted by kind, namespace and name.
+// it; the overrides of all its Accepted ones), sorted by kind, namespace and name.
 func MergeTrafficAncestors(in []TrafficAncestor) []TrafficAncestor {
 	var out []TrafficAncestor
 	for _, a := range in {
 		if i := slices.IndexFunc(out, func(o TrafficAncestor) bool { return equalParentRef(o.Ref, a.Ref) }); i >= 0 {
-			if a.worse(out[i]) {
+			switch {
+			case a.worse(out[i]):
 				out[i] = a
+			case a.Status == metav1.ConditionTrue && out[i].Status == metav1.ConditionTrue:
+				by := slices.Clone(out[i].OverriddenBy)
+				for _, e := range a.OverriddenBy {
+					by, _ = addOverride(by, e)
+				}
+				out[i].OverriddenBy = by
 			}
 			continue
 		}
@@ -543,8 +598,9 @@ func ReadPolicyStatus(p *unstructured.Unstructured) gwapiv1.PolicyStatus {
 
 // DesiredTrafficPolicyStatus is a policy's status: the other controllers' ancestors as they
 // are, then kubelb's (ancestors, at most 16 in all) with their Accepted condition at the
-// policy's generation; the transition times of unchanged conditions are kept, now stamps the
-// changed ones.
+// policy's generation, and an Overridden condition (True, as Envoy Gateway; none when not
+// overridden) where an Accepted one is overridden; the transition times of unchanged
+// conditions are kept, now stamps the changed ones.
 func DesiredTrafficPolicyStatus(p *unstructured.Unstructured, ancestors []TrafficAncestor, now metav1.Time) gwapiv1.PolicyStatus {
 	cur := ReadPolicyStatus(p)
 	out := gwapiv1.PolicyStatus{Ancestors: []gwapiv1.PolicyAncestorStatus{}}
@@ -566,7 +622,15 @@ func DesiredTrafficPolicyStatus(p *unstructured.Unstructured, ancestors []Traffi
 		c := metav1.Condition{Type: string(gwapiv1.PolicyConditionAccepted), Status: an.Status, Reason: an.Reason, Message: an.Message,
 			ObservedGeneration: p.GetGeneration(), LastTransitionTime: now}
 		meta.SetStatusCondition(&conds, c)
-		conds = slices.DeleteFunc(conds, func(x metav1.Condition) bool { return x.Type != c.Type })
+		overridden := an.Status == metav1.ConditionTrue && len(an.OverriddenBy) > 0
+		if overridden {
+			meta.SetStatusCondition(&conds, metav1.Condition{Type: PolicyConditionOverridden, Status: metav1.ConditionTrue,
+				Reason: PolicyReasonOverridden, Message: OverriddenMessage(p.GetKind(), an.OverriddenBy),
+				ObservedGeneration: p.GetGeneration(), LastTransitionTime: now})
+		}
+		conds = slices.DeleteFunc(conds, func(x metav1.Condition) bool {
+			return x.Type != c.Type && (x.Type != PolicyConditionOverridden || !overridden)
+		})
 		out.Ancestors = append(out.Ancestors, gwapiv1.PolicyAncestorStatus{AncestorRef: an.Ref, ControllerName: ControllerName, Conditions: conds})
 	}
 	return out

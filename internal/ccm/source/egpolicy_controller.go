@@ -221,12 +221,14 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	var bounds *trafficpolicy.Bounds // the platform team's, nil: not checked
 	if v.Invalid == "" && r.Hub != nil {
 		states := &v1alpha1.TenantStateList{}
 		if err := r.Hub.List(ctx, states, client.InNamespace(r.Namespace)); err != nil {
 			return reconcile.Result{}, fmt.Errorf("listing the TenantStates of %s: %w", r.Namespace, err)
 		}
-		v = r.Policy.CheckBounds(v, HubBounds(states.Items))
+		bounds = HubBounds(states.Items)
+		v = r.Policy.CheckBounds(v, bounds)
 	}
 	if v.Invalid == "" && r.Policy.Kind == trafficpolicy.SecurityKind {
 		if v.Unusable, err = securitySecretsProblem(ctx, r.Secrets, v.Value); err != nil {
@@ -255,7 +257,7 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	var ancestors []TrafficAncestor
 	for _, t := range targets {
-		as, err := r.targetAncestors(ctx, p, t, v)
+		as, err := r.targetAncestors(ctx, p, t, v, bounds)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -285,8 +287,8 @@ func (r *TrafficPolicyReconciler) Reconcile(ctx context.Context, req reconcile.R
 
 // targetAncestors are the ancestors of one served target of p with their verdict: the
 // Gateway itself, or a route's served Gateways; the target itself when it does not exist;
-// none when kubelb does not serve it.
-func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t PolicyTarget, v EGPolicyVerdict) ([]TrafficAncestor, error) {
+// none when kubelb does not serve it. bounds are the platform team's (nil: not checked).
+func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstructured.Unstructured, t PolicyTarget, v EGPolicyVerdict, bounds *trafficpolicy.Bounds) ([]TrafficAncestor, error) {
 	ns := p.GetNamespace()
 	var refs []gwapiv1.ParentReference
 	exists := false
@@ -373,8 +375,8 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 		} else if v.Unusable != "" {
 			a.Status, a.Reason = metav1.ConditionFalse, string(gwapiv1.PolicyReasonInvalid)
 			a.Message = v.Unusable + "; the routes of " + what + " answer 500 until then"
-		} else if t.Section == "" {
-			a.Message += overriddenIn(policies, ns, t, sections, p.GetName())
+		} else if a.OverriddenBy, err = r.overriddenBy(ctx, policies, ns, t, sections, p.GetName(), bounds); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]TrafficAncestor, 0, len(refs))
@@ -385,25 +387,98 @@ func (r *TrafficPolicyReconciler) targetAncestors(ctx context.Context, p *unstru
 	return out, nil
 }
 
-// overriddenIn says where a policy (name) on the whole object t is overridden by a policy of
-// one of its sections (as Envoy Gateway's Overridden condition says): "" when nowhere.
-func overriddenIn(policies []*unstructured.Unstructured, ns string, t PolicyTarget, sections []string, name string) string {
+// overriddenBy names where policy name, Accepted on t (policies: those of its kind that may
+// target t) does not apply because a more specific usable policy of its kind does (the
+// precedence rule → route → listener → Gateway, docs/l7.md "Precedence"): on a whole object,
+// its sections (listeners, named rules) with a policy of their own; on a Gateway or one of its
+// listeners, the routes of its namespace attached to it (to that listener) with a policy of
+// their own or, else, of some of their rules. Sections come first, then routes by kind and
+// name; at most maxOverriddenBy+1 entries ("HTTPRoute app/web (for-web)"). A policy
+// that cannot be used (Invalid, over the platform team's bounds) overrides nothing.
+func (r *TrafficPolicyReconciler) overriddenBy(ctx context.Context, policies []*unstructured.Unstructured, ns string, t PolicyTarget, sections []string, name string, bounds *trafficpolicy.Bounds) ([]string, error) {
+	var readErr error
+	read := func(kind string) func(*unstructured.Unstructured) EGPolicyVerdict {
+		return func(w *unstructured.Unstructured) EGPolicyVerdict {
+			v, _, err := r.Policy.readSelected(ctx, r.Reader, w, r.Kinds)
+			readErr = cmp.Or(readErr, err)
+			if v = r.Policy.CheckBounds(r.Policy.ForKind(v, kind), bounds); v.OverBound != "" {
+				v.Value = nil // the hub skips it for the next level
+			}
+			return v
+		}
+	}
 	var by []string
-	for _, s := range sections {
-		st := t
-		st.Section = s
-		if w := TrafficWinnerOf(policies, ns, st); w != nil && w.GetName() != name {
-			by = append(by, fmt.Sprintf("%s %s (%s)", sectionWord(t.Kind), truncateName(s), truncateName(w.GetName())))
-			if len(by) == 8 {
-				by = append(by, "…")
-				break
+	more := true
+	override := func(o PolicyTarget, w *unstructured.Unstructured) {
+		if w.GetName() != name { // a policy naming both the object and its section
+			by, more = addOverride(by, o.String(ns)+" ("+truncateName(w.GetName())+")")
+		}
+	}
+	if t.Section == "" {
+		for _, s := range sections {
+			st := t
+			st.Section = s
+			if w, _ := usableWinner(policies, ns, st, read(t.Kind)); w != nil && more {
+				override(st, w)
 			}
 		}
 	}
-	if len(by) == 0 {
-		return ""
+	if t.Kind != kindGateway {
+		return by, readErr
 	}
-	return "; overridden by the policies of its " + strings.Join(by, ", ")
+	for _, k := range r.Kinds {
+		if !more || !r.Policy.targets(k.String()) {
+			continue
+		}
+		list := k.NewList()
+		if err := r.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingFields{indexParents: ns + "/" + t.Name}); err != nil {
+			return nil, fmt.Errorf("listing the %ss of Gateway %s/%s: %w", k.String(), ns, t.Name, err)
+		}
+		routes, err := listObjects(list)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(routes, func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
+		for _, rt := range routes {
+			u := toUnstructured(rt)
+			if !more || !attachedTo(u, ns, t.Name, t.Section) {
+				continue
+			}
+			rp, err := r.Policy.policiesOf(ctx, r.Reader, ns, k.String(), rt.GetName())
+			if err != nil {
+				return nil, err
+			}
+			o := PolicyTarget{Kind: k.String(), Name: rt.GetName(), Labels: rt.GetLabels()}
+			if w, _ := usableWinner(rp, ns, o, read(o.Kind)); w != nil {
+				override(o, w)
+				continue
+			}
+			for _, s := range ObjectSections(o.Kind, u) {
+				so := o
+				so.Section = s
+				if w, _ := usableWinner(rp, ns, so, read(o.Kind)); w != nil && more {
+					override(so, w)
+				}
+			}
+		}
+	}
+	return by, readErr
+}
+
+// attachedTo tells whether a route (u, of namespace ns) names Gateway ns/gateway as a parent:
+// any of its listeners, or listener (when set) by sectionName or by naming no section.
+func attachedTo(u map[string]any, ns, gateway, listener string) bool {
+	for _, p := range list(u, "spec", "parentRefs") {
+		ref, _ := p.(map[string]any)
+		if group(ref, gatewayGroup, "group") != gatewayGroup || str(ref, kindGateway, "kind") != kindGateway ||
+			str(ref, ns, "namespace") != ns || str(ref, "", "name") != gateway {
+			continue
+		}
+		if s := str(ref, "", "sectionName"); listener == "" || s == "" || s == listener {
+			return true
+		}
+	}
+	return false
 }
 
 // setupTrafficPolicies adds the status controller of a policy kind: a policy is reconciled

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"kubelb.dev/kubelb/api/v1alpha1"
 	"kubelb.dev/kubelb/internal/testsupport/objects"
@@ -132,15 +135,16 @@ retry: {numRetries: 4}
 		return nil
 	})
 	e.policyAncestor(t, BackendTrafficPolicyKind, ns, "on-listener", "Gateway", ns, "edge", "True", "Accepted")
-	// A policy on the whole route is Accepted too, and says where a rule's overrides it.
+	// A policy on the whole route is Accepted too, and Overridden where a rule's applies; with
+	// the rule's deleted, not Overridden.
 	e.create(t, egPolicy(t, SecurityPolicyKind, ns, "whole-named", `
 targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: named}]
 authorization: {defaultAction: Allow}
 `))
-	msg := e.policyAncestor(t, SecurityPolicyKind, ns, "whole-named", "Gateway", ns, "edge", "True", "Accepted")
-	if !strings.Contains(msg, "overridden by the policies of its rule locked (locked-rule)") {
-		t.Errorf("Accepted message %q does not say rule locked's policy overrides it", msg)
-	}
+	e.policyOverridden(t, SecurityPolicyKind, ns, "whole-named", ns, "edge",
+		"other SecurityPolicies take precedence for HTTPRoute attach/named rule locked (locked-rule); this one applies to the rest")
+	// The listener's policy is not overridden: no route on it has a usable BackendTrafficPolicy.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "on-listener", ns, "edge", "")
 	e.routeOf(t, tenantNS, gw.UID, func(rt *v1alpha1.Route) error {
 		c := rt.Spec.Source.Kubernetes.Context
 		if sec := c.PolicySection("http"); c.BackendTraffic != nil || sec == nil || sec.BackendTraffic == nil || sec.BackendTraffic.Name != "on-listener" {
@@ -148,7 +152,14 @@ authorization: {defaultAction: Allow}
 		}
 		return nil
 	})
-	msg = e.policyAncestor(t, BackendTrafficPolicyKind, ns, "no-rule", "Gateway", ns, "edge", "False", "TargetNotFound")
+	locked := SecurityPolicyKind.New()
+	locked.SetNamespace(ns)
+	locked.SetName("locked-rule")
+	if err := e.Tenant.Client.Delete(e.ctx, locked); err != nil {
+		t.Fatal(err)
+	}
+	e.policyOverridden(t, SecurityPolicyKind, ns, "whole-named", ns, "edge", "")
+	msg := e.policyAncestor(t, BackendTrafficPolicyKind, ns, "no-rule", "Gateway", ns, "edge", "False", "TargetNotFound")
 	if !strings.Contains(msg, "no section named nope found for HTTPRoute "+ns+"/named") {
 		t.Errorf("TargetNotFound message %q does not name the rule", msg)
 	}
@@ -162,7 +173,12 @@ authorization: {defaultAction: Allow}
 		return nil
 	})
 	e.policyAncestor(t, BackendTrafficPolicyKind, ns, "by-team", "Gateway", ns, "edge", "True", "Accepted")
+	// web, on listener http (its parentRef names no section), has a policy of its own now: the
+	// listener's is Overridden there, until web loses the label.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "on-listener", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute attach/web (by-team); this one applies to the rest")
 	objects.Update(t, e.Tenant.Client, web, func(r *gwapiv1.HTTPRoute) { r.Labels = nil })
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "on-listener", ns, "edge", "")
 	e.routeOf(t, tenantNS, web.UID, func(rt *v1alpha1.Route) error {
 		if c := rt.Spec.Source.Kubernetes.Context; c != nil && c.BackendTraffic != nil {
 			return fmt.Errorf("web unlabelled still carries %+v", c.BackendTraffic)
@@ -187,6 +203,11 @@ targetSelectors: [{kind: HTTPRoute, matchLabels: {bulk: "yes"}}]
 retry: {numRetries: 1}
 `))
 	e.policyAncestor(t, BackendTrafficPolicyKind, ns, "everyone", "Gateway", ns, "edge", "True", "Accepted")
+	// 16 routes override the listener's policy: the first 8 by name are named, then "…".
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "on-listener", ns, "edge",
+		"other BackendTrafficPolicies take precedence for HTTPRoute attach/bulk-00 (everyone), HTTPRoute attach/bulk-01 (everyone), "+
+			"HTTPRoute attach/bulk-02 (everyone), HTTPRoute attach/bulk-03 (everyone), HTTPRoute attach/bulk-04 (everyone), "+
+			"HTTPRoute attach/bulk-05 (everyone), HTTPRoute attach/bulk-06 (everyone), HTTPRoute attach/bulk-07 (everyone), …; this one applies to the rest")
 	e.routeOf(t, tenantNS, bulk[0].UID, func(rt *v1alpha1.Route) error {
 		if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.BackendTraffic == nil || c.BackendTraffic.Name != "everyone" {
 			return fmt.Errorf("context %+v: want everyone", c)
@@ -199,6 +220,8 @@ retry: {numRetries: 1}
 		t.Errorf("Invalid message %q does not name the bound", msg)
 	}
 	objects.WaitEvent(t, e.Tenant.Client, timeout, objects.EventFilter{Namespace: ns, Kind: "BackendTrafficPolicy", Name: "everyone", Reason: "Invalid", Type: "Warning"})
+	// An Invalid policy overrides nothing: the listener's applies to the routes again.
+	e.policyOverridden(t, BackendTrafficPolicyKind, ns, "on-listener", ns, "edge", "")
 	for _, r := range []*gwapiv1.HTTPRoute{bulk[0], bulk[trafficpolicy.MaxSelected]} {
 		e.routeOf(t, tenantNS, r.UID, func(rt *v1alpha1.Route) error {
 			if c := rt.Spec.Source.Kubernetes.Context; c == nil || c.BackendTraffic != nil {
@@ -206,5 +229,88 @@ retry: {numRetries: 1}
 			}
 			return nil
 		})
+	}
+}
+
+// TestOverriddenCondition: an Accepted ancestor that more specific policies override gets
+// Envoy Gateway's Overridden condition (True, reason Overridden) naming where and by which
+// policy, at most 8 then "…"; the overrides of two targets under one Gateway are merged once;
+// a refused ancestor and one not overridden get none, and a condition that stays keeps its
+// transition time. attachedTo: a route attaches to a listener by its sectionName or by naming
+// none.
+func TestOverriddenCondition(t *testing.T) {
+	var by []string
+	more := true
+	for i := range 10 {
+		by, more = addOverride(by, fmt.Sprintf("HTTPRoute app/r%d (p%d)", i, i))
+	}
+	if more || len(by) != maxOverriddenBy+1 {
+		t.Fatalf("addOverride kept %d entries (more %v), want %d and no more", len(by), more, maxOverriddenBy+1)
+	}
+	msg := OverriddenMessage("BackendTrafficPolicy", by)
+	if !strings.HasPrefix(msg, "other BackendTrafficPolicies take precedence for HTTPRoute app/r0 (p0), ") ||
+		!strings.Contains(msg, "HTTPRoute app/r7 (p7), …; this one applies to the rest") || strings.Contains(msg, "r8") {
+		t.Errorf("message %q: want 8 names then …", msg)
+	}
+
+	gw := GatewayAncestor("app", "edge")
+	merged := MergeTrafficAncestors([]TrafficAncestor{
+		{Ref: gw, Status: metav1.ConditionTrue, Reason: "Accepted", OverriddenBy: []string{"Gateway app/edge listener http (l)"}},
+		{Ref: gw, Status: metav1.ConditionTrue, Reason: "Accepted", OverriddenBy: []string{"HTTPRoute app/web (w)", "Gateway app/edge listener http (l)"}},
+	})
+	if len(merged) != 1 || strings.Join(merged[0].OverriddenBy, ",") != "Gateway app/edge listener http (l),HTTPRoute app/web (w)" {
+		t.Fatalf("merged %+v", merged)
+	}
+
+	p := trafficPolicy(t, "app", "gw", `{targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]}`)
+	p.SetGeneration(3)
+	then := metav1.NewTime(time.Date(2026, 11, 1, 1, 0, 0, 0, time.UTC))
+	st := DesiredTrafficPolicyStatus(p, merged, then)
+	conds := st.Ancestors[0].Conditions
+	if len(conds) != 2 || conds[0].Type != "Accepted" || conds[1].Type != "Overridden" || conds[1].Status != metav1.ConditionTrue ||
+		conds[1].Reason != "Overridden" || conds[1].ObservedGeneration != 3 ||
+		conds[1].Message != "other BackendTrafficPolicies take precedence for Gateway app/edge listener http (l), HTTPRoute app/web (w); this one applies to the rest" {
+		t.Fatalf("conditions %+v", conds)
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Object["status"] = raw
+	later := metav1.NewTime(then.Add(time.Hour))
+	if again := DesiredTrafficPolicyStatus(p, merged, later); !equality.Semantic.DeepEqual(again, st) {
+		t.Errorf("the same overrides an hour later: %+v, want the status unchanged (no write)", again)
+	}
+	st = DesiredTrafficPolicyStatus(p, []TrafficAncestor{{Ref: gw, Status: metav1.ConditionTrue, Reason: "Accepted"}}, later)
+	if conds := st.Ancestors[0].Conditions; len(conds) != 1 || conds[0].Type != "Accepted" {
+		t.Errorf("no longer overridden: conditions %+v, want Accepted only", conds)
+	}
+	st = DesiredTrafficPolicyStatus(p, []TrafficAncestor{{Ref: gw, Status: metav1.ConditionFalse, Reason: "Invalid", OverriddenBy: by}}, later)
+	if conds := st.Ancestors[0].Conditions; len(conds) != 1 || conds[0].Reason != "Invalid" {
+		t.Errorf("refused: conditions %+v, want Accepted False only", conds)
+	}
+
+	route := func(refs string) map[string]any {
+		u := map[string]any{}
+		if err := yaml.Unmarshal([]byte(`{spec: {parentRefs: `+refs+`}}`), &u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, c := range []struct {
+		refs, listener string
+		want           bool
+	}{
+		{`[{name: edge}]`, "", true},
+		{`[{name: edge}]`, "http", true},
+		{`[{name: edge, sectionName: https}]`, "http", false},
+		{`[{name: edge, sectionName: https}, {name: edge, sectionName: http}]`, "http", true},
+		{`[{name: edge, namespace: other}]`, "", false},
+		{`[{name: edge, kind: ListenerSet}]`, "", false},
+		{`[{name: side}]`, "", false},
+	} {
+		if got := attachedTo(route(c.refs), "app", "edge", c.listener); got != c.want {
+			t.Errorf("parentRefs %s, listener %q: attached %v, want %v", c.refs, c.listener, got, c.want)
+		}
 	}
 }
