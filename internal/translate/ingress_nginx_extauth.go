@@ -41,10 +41,7 @@ func (t *l7) nginxExtAuthAnnotations(r *v1alpha1.Route, ns string, value func(st
 	if !ok {
 		return nil, false
 	}
-	svc, msg := nginxurl.Auth(v, ns)
-	if msg == "" && svc.TLS {
-		msg = "kubelb reaches the Services of an Ingress in plain HTTP, as its backends: write http://"
-	}
+	svc, msg := plainHTTP(nginxurl.Auth(v, ns))
 	if msg != "" {
 		t.problems.Add(t.ref(r, ""), ir.SeverityError, ReasonInvalidAnnotation, "annotation %s%s=%q: %s; the Ingress's paths answer 500 until it is fixed",
 			NginxAnnotationPrefix, nginxAuthURL, truncate(v), msg)
@@ -76,7 +73,7 @@ func (t *l7) nginxExtAuthAnnotations(r *v1alpha1.Route, ns string, value func(st
 // not carry, or more services than a listener runs, close the paths (500, an Error).
 func (n *nginxIngress) extAuth(t *l7, r *v1alpha1.Route, ns string) {
 	a := n.authService
-	if a == nil || a.resolved || n.canary != nil || n.redirect != nil || n.refuseAll || n.authClosed {
+	if a == nil || a.resolved || !n.forwards() {
 		return
 	}
 	a.resolved = true

@@ -38,10 +38,7 @@ func nginxMirrorAnnotations(ns string, value func(string) (string, bool), bad fu
 	if !ok {
 		return nil
 	}
-	svc, msg := nginxurl.Mirror(v, ns)
-	if msg == "" && svc.TLS {
-		msg = "kubelb reaches the Services of an Ingress in plain HTTP, as its backends: write http://"
-	}
+	svc, msg := plainHTTP(nginxurl.Mirror(v, ns))
 	if msg != "" {
 		bad(nginxMirrorTarget, v, msg+"; requests are not mirrored")
 		return nil
@@ -67,7 +64,7 @@ func nginxMirrorAnnotations(ns string, value func(string) (string, bool), bad fu
 // reaches the Ingress's backends: on the tenant nodes' NodePorts, under the endpoint policy.
 func (n *nginxIngress) mirror(t *l7, r *v1alpha1.Route, ns string) {
 	m := n.mirrorCopies
-	if m == nil || m.resolved || n.canary != nil || n.redirect != nil || n.refuseAll || n.authClosed {
+	if m == nil || m.resolved || !n.forwards() {
 		return
 	}
 	m.resolved = true
@@ -88,4 +85,20 @@ func (n *nginxIngress) mirrors(route *ir.Route) []ir.Mirror {
 		return nil
 	}
 	return []ir.Mirror{{Cluster: m.cluster, PerMillion: 1000000, Host: m.host}}
+}
+
+// plainHTTP is svc and msg as nginxurl read an annotation's URL, with https refused: the hub
+// reaches the Services of an Ingress in plain HTTP, as it reaches its backends.
+func plainHTTP(svc nginxurl.Service, msg string) (nginxurl.Service, string) {
+	if msg == "" && svc.TLS {
+		msg = "kubelb reaches the Services of an Ingress in plain HTTP, as its backends: write http://"
+	}
+	return svc, msg
+}
+
+// forwards reports whether the Ingress's routes forward to backends at all (not a canary
+// folded into another Ingress, not a redirect, not refused or closed), which is when its
+// mirror and auth services are looked up.
+func (n *nginxIngress) forwards() bool {
+	return n.canary == nil && n.redirect == nil && !n.refuseAll && !n.authClosed
 }
