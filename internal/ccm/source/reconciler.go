@@ -87,6 +87,9 @@ type Reconciler struct {
 	// validation (the tenant API server: the cache keeps Secrets' metadata only); nil: not
 	// read (they are reported missing and the hub fails closed).
 	Secrets client.Reader
+	// Slices reads EndpointSlices from the tenant API server, to hold a Route back while a
+	// twin it needs has just been made and lists no endpoint yet (TwinReady); nil: never held.
+	Slices client.Reader
 
 	// hubNotes remembers, per object, what the hub's schema made unavailable (said once);
 	// problemNotes, per object, the hub's problems last told in a Warning Event.
@@ -104,6 +107,9 @@ type scope struct {
 	services []corev1.Service
 	// twins are the NodePort twins the object uses ("ns/name").
 	twins []types.NamespacedName
+	// warming are the twins just made whose EndpointSlices list no endpoint yet (TwinReady):
+	// the Route is not written until they do.
+	warming []types.NamespacedName
 	// context is the SourceContext (Gateway API kinds only).
 	context *v1alpha1.SourceContext
 }
@@ -155,6 +161,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	sc, err := r.loadScope(ctx, obj, u)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if len(sc.warming) > 0 {
+		// A twin made for it has no endpoint yet: the Route it would send there is written
+		// once the twin's NodePort serves (at most TwinWarmup); until then the hub keeps
+		// serving the Route as it was.
+		ctrl.LoggerFrom(ctx).V(1).Info("waiting for new NodePort Services to list endpoints", "services", sc.warming)
+		return reconcile.Result{RequeueAfter: twinWarmupPoll}, nil
 	}
 	defer func() { // the one status write
 		err = errors.Join(err, r.writeStatus(ctx, obj, u, sc.current))
@@ -268,7 +281,7 @@ func (r *Reconciler) loadScope(ctx context.Context, obj client.Object, u map[str
 	backends := ServiceBackends(sc.refs, r.Kind.String(), obj.GetNamespace(), grants)
 	// The authorization service of the SecurityPolicy carried is embedded as backends are.
 	backends = extAuthBackend(backends, sc.context, obj.GetNamespace())
-	sc.services, sc.twins, err = r.backendServices(ctx, obj, backends)
+	sc.services, sc.twins, sc.warming, err = r.backendServices(ctx, obj, backends)
 	if err != nil || !r.BackendTLSPolicies || sc.context == nil {
 		return sc, err
 	}
@@ -368,7 +381,7 @@ func (r *Reconciler) backendTLS(ctx context.Context, u map[string]any, ns string
 // Services as they are, ClusterIP Services through their NodePort twins (made or updated
 // here). Missing Services and ExternalName Services are left out: the manager reports the
 // backend as unresolved.
-func (r *Reconciler) backendServices(ctx context.Context, obj client.Object, backends []types.NamespacedName) ([]corev1.Service, []types.NamespacedName, error) {
+func (r *Reconciler) backendServices(ctx context.Context, obj client.Object, backends []types.NamespacedName) (out []corev1.Service, used, warming []types.NamespacedName, err error) {
 	var twinKeys []types.NamespacedName
 	for _, b := range backends {
 		svc := &corev1.Service{}
@@ -380,15 +393,13 @@ func (r *Reconciler) backendServices(ctx context.Context, obj client.Object, bac
 	}
 	r.twins.use(obj.GetUID(), twinKeys)
 
-	var out []corev1.Service
-	var used []types.NamespacedName
 	for _, b := range backends {
 		svc := &corev1.Service{}
 		if err := r.Tenant.Get(ctx, b, svc); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, nil, fmt.Errorf("getting Service %s: %w", b, err)
+			return nil, nil, nil, fmt.Errorf("getting Service %s: %w", b, err)
 		}
 		switch svc.Spec.Type {
 		case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
@@ -396,18 +407,25 @@ func (r *Reconciler) backendServices(ctx context.Context, obj client.Object, bac
 		case corev1.ServiceTypeClusterIP, "":
 			twin, err := r.ensureTwin(ctx, obj, svc)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if twin != nil {
 				out = append(out, *twin)
 				used = append(used, client.ObjectKeyFromObject(twin))
+				wait, err := r.twinWarming(ctx, svc, twin)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				if wait {
+					warming = append(warming, client.ObjectKeyFromObject(twin))
+				}
 			}
 		default:
 			record(r.Recorder, obj, corev1.EventTypeWarning, ReasonBackendUnsupported,
 				"Service %s is of type %s; only ClusterIP, NodePort and LoadBalancer Services can be backends.", b, svc.Spec.Type)
 		}
 	}
-	return out, used, nil
+	return out, used, warming, nil
 }
 
 // ensureTwin makes or updates the NodePort twin of a ClusterIP Service and returns it as the

@@ -152,7 +152,8 @@ func Setup(mgr ctrl.Manager, hub cluster.Cluster, hubc client.Client, o Options)
 			Namespace: o.Namespace, UseIngressClass: o.UseIngressClass, UseGatewayClass: o.UseGatewayClass,
 			ReferenceGrants: grants, BackendTLSPolicies: policies && appliesBackendTLS(k), ListenerSets: listenerSets,
 			Policies:  mgr.GetCache(),
-			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed)}
+			HubSchema: o.HubSchema, twins: twins, managed: metrics.NewManagedSet(k.Managed),
+			Slices: mgr.GetAPIReader()}
 		if appliesPolicies(k) {
 			r.PolicyKinds = egKinds
 		}
