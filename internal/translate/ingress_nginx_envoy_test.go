@@ -37,18 +37,21 @@ import (
 func TestIngressNginxAnnotationsThroughEnvoy(t *testing.T) {
 	const tenant = "tenant-nginx"
 	const N = translate.NginxAnnotationPrefix
-	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
+	// Each NodePort is served on two nodes (127.0.0.1 and 127.0.0.2): its port must be free on
+	// both (a port the kernel picked on one may be taken on the other).
+	twoNodes := func() string { return testsupport.Loopback(testsupport.FreePort(t, "127.0.0.1", "127.0.0.2")) }
+	web := testsupport.StartHTTPBackend(t, twoNodes(), testsupport.Identity{Node: "node-1", Pod: "web"})
 	_, port, _ := net.SplitHostPort(web.Addr)
 	webPort, _ := strconv.Atoi(port)
 	// A second endpoint of the same NodePort on the second node: affinity has two to choose from.
 	web2 := testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: "web2"})
-	h2 := testsupport.StartH2CBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "h2"})
+	h2 := testsupport.StartH2CBackend(t, twoNodes(), testsupport.Identity{Node: "node-1", Pod: "h2"})
 	_, port, _ = net.SplitHostPort(h2.Addr)
 	h2Port, _ := strconv.Atoi(port)
 	testsupport.StartH2CBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: "h2"})
 	// The stable and canary versions of an app, on both nodes.
 	pair := func(pod string) int {
-		b := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: pod})
+		b := testsupport.StartHTTPBackend(t, twoNodes(), testsupport.Identity{Node: "node-1", Pod: pod})
 		_, port, _ := net.SplitHostPort(b.Addr)
 		testsupport.StartHTTPBackend(t, net.JoinHostPort("127.0.0.2", port), testsupport.Identity{Node: "node-2", Pod: pod})
 		n, _ := strconv.Atoi(port)

@@ -37,7 +37,8 @@ type nginxTenant struct {
 }
 
 func newNginxTenant(t *testing.T, tenant string) *nginxTenant {
-	web := testsupport.StartHTTPBackend(t, "127.0.0.1:0", testsupport.Identity{Node: "node-1", Pod: "web"})
+	// Its port is free on the second node too (secondNode serves it there).
+	web := testsupport.StartHTTPBackend(t, testsupport.Loopback(testsupport.FreePort(t, "127.0.0.1", "127.0.0.2")), testsupport.Identity{Node: "node-1", Pod: "web"})
 	_, port, _ := net.SplitHostPort(web.Addr)
 	webPort, _ := strconv.Atoi(port)
 	nt := &nginxTenant{t: t, httpPort: testsupport.FreePort(t), web: web}
