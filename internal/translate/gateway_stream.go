@@ -332,7 +332,7 @@ func addWeightedPort(ports []weightedStreamPort, sp streamPort, weight uint32) [
 // resolveStreamPort finds a TCP or UDP backend Service port of a route among the Services the
 // route carries, and its NodePort. On failure it returns the problem's reason and message.
 func (t *l7) resolveStreamPort(r *v1alpha1.Route, namespace, name string, port int32, proto corev1.Protocol) (streamPort, string, string) {
-	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
+	if reason, msg := t.checkServiceName(namespace, name); reason != "" {
 		return streamPort{}, reason, msg
 	}
 	svc := t.service(r, namespace, name)

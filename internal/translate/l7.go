@@ -168,6 +168,9 @@ type l7 struct {
 	// Indexes of the input, made when first needed: the Services of Routes with many
 	// (service), hub Secrets by origin, hub Services of Routes by Route name.
 	services map[*v1alpha1.Route]serviceIndex
+	// validServices: the backend Service names ("namespace", "name") found valid
+	// (checkServiceName).
+	validServices map[[2]string]struct{}
 	// traffic and security: the BackendTrafficPolicies and SecurityPolicies of Route
 	// contexts, checked once (policies.go).
 	traffic  policyChecks[v1alpha1.BackendTraffic, trafficpolicy.Settings]
@@ -327,7 +330,7 @@ func (t *l7) backend(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name stri
 // backendWith is backend under a BackendTrafficPolicy (nil: none): a policy that changes
 // clusters gives the backend a cluster of its own (trafficClusterName).
 func (t *l7) backendWith(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name string, port int32, http2 bool, clientCert string, traffic *backendTraffic) (backend, string, string) {
-	if reason, msg := checkObjectName("Service", namespace, name); reason != "" {
+	if reason, msg := t.checkServiceName(namespace, name); reason != "" {
 		return backend{}, reason, msg
 	}
 	svc := t.service(r, namespace, name)
@@ -441,6 +444,23 @@ func checkObjectName(kind, namespace, name string) (string, string) {
 		return ReasonBackendNotFound, fmt.Sprintf("%s %s/%s: the name is not a DNS subdomain: %s", kind, truncate(namespace), truncate(name), strings.Join(errs, "; "))
 	}
 	return "", ""
+}
+
+// checkServiceName is checkObjectName for a backend Service, remembering the names found
+// valid for the run: thousands of routes name the same few Services.
+func (t *l7) checkServiceName(namespace, name string) (string, string) {
+	key := [2]string{namespace, name}
+	if _, ok := t.validServices[key]; ok {
+		return "", ""
+	}
+	reason, msg := checkObjectName("Service", namespace, name)
+	if reason == "" {
+		if t.validServices == nil {
+			t.validServices = map[[2]string]struct{}{}
+		}
+		t.validServices[key] = struct{}{}
+	}
+	return reason, msg
 }
 
 // isHTTP2 reports whether a Service port speaks cleartext HTTP/2.

@@ -46,6 +46,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -66,6 +67,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"kubelb.dev/kubelb/internal/metrics"
+	"kubelb.dev/kubelb/internal/xds/routeconf"
 )
 
 // Keepalive settings of the gRPC server. Envoy's bootstrap (internal/xds/bootstrap) pings
@@ -542,7 +544,13 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 				return nil, "", nil, fmt.Errorf("%s %q appears twice", typeURL, name)
 			}
 			d, ok := prev[r]
-			if !ok {
+			if rc, isRC := r.(*routev3.RouteConfiguration); !ok && isRC {
+				hash, err := routeConfigDigest(rc, prev, next)
+				if err != nil {
+					return nil, "", nil, fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
+				}
+				d.hash = hash
+			} else if !ok {
 				v, ok := r.(validator)
 				if rlc, isRLC := r.(*rlsconfv3.RateLimitConfig); isRLC {
 					v, ok = rateLimitConfig{rlc}, true
@@ -595,6 +603,46 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 		}
 	}
 	return snap, hex.EncodeToString(all.Sum(nil))[:16], next, nil
+}
+
+// routeConfigDigest validates and hashes a route configuration one virtual host at a time:
+// its virtual hosts found in prev (or already in next: configurations share them) were
+// validated and hashed by an earlier snapshot, and a configuration of thousands of virtual
+// hosts with one changed (RDS sends it whole) costs the changed one and the rest of the
+// configuration (routeconf.WithoutVirtualHosts). Its digest hashes the rest's wire form and
+// each virtual host's digest, in order: it changes exactly when the content does, and is
+// the same on every replica. The virtual hosts' digests are recorded in next.
+func routeConfigDigest(rc *routev3.RouteConfiguration, prev, next digests) (string, error) {
+	shell := routeconf.WithoutVirtualHosts(rc)
+	if err := shell.Validate(); err != nil {
+		return "", err
+	}
+	b, err := cache.MarshalResource(shell)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	line := fmt.Appendf(nil, "rds:%s;", cache.HashResource(b))
+	h.Write(line)
+	for _, vh := range rc.VirtualHosts {
+		d, ok := prev[vh]
+		if !ok {
+			d, ok = next[vh]
+		}
+		if !ok {
+			if vh.Validate() != nil {
+				return "", rc.Validate() // protoc-gen-validate's message, naming the virtual host
+			}
+			if b, err = cache.MarshalResource(vh); err != nil {
+				return "", err
+			}
+			d.hash = cache.HashResource(b)
+		}
+		next[vh] = d
+		line = append(append(line[:0], d.hash...), ';')
+		h.Write(line)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).

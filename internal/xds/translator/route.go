@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"kubelb.dev/kubelb/internal/ir"
+	"kubelb.dev/kubelb/internal/xds/routeconf"
 )
 
 // FailedBackendCluster is the name, never given to a cluster, that weighted routes send the
@@ -28,18 +29,26 @@ func routeConfig(rc *ir.RouteConfig) (*routev3.RouteConfiguration, error) {
 	return routeConfigWith(rc, nil, nil)
 }
 
-// builtHost is a virtual host built from an IR virtual host, and the errors of its routes.
+// builtHost is a virtual host built from an IR virtual host, the errors of its routes, and
+// whether the message validates (checked once, when it is built).
 type builtHost struct {
-	v    *routev3.VirtualHost
-	errs []error
+	v       *routev3.VirtualHost
+	errs    []error
+	invalid bool
 }
 
 // routeConfigWith is routeConfig reusing the virtual hosts built before for the same IR
 // virtual hosts (prev, by identity) and recording those it uses in next (nil maps: none).
 // A virtual host is a pure function of its IR element, and built messages are never
 // modified: two route configurations may share one.
+//
+// The result is validated: each virtual host when it is built, then the rest of the
+// configuration (routeconf.WithoutVirtualHosts), so a configuration of thousands of virtual
+// hosts with one changed validates one. When a virtual host is invalid the whole is validated
+// again, for protoc-gen-validate's own message naming where.
 func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHost) (*routev3.RouteConfiguration, error) {
 	var errs []error
+	invalid := false
 	out := &routev3.RouteConfiguration{Name: rc.Name, IgnorePortInHostMatching: true}
 	for _, vh := range rc.VirtualHosts {
 		b, ok := prev[vh]
@@ -48,11 +57,13 @@ func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHos
 		}
 		if !ok {
 			b = virtualHost(vh)
+			b.invalid = validate(b.v) != nil
 		}
 		if next != nil {
 			next[vh] = b
 		}
 		errs = append(errs, b.errs...)
+		invalid = invalid || b.invalid
 		out.VirtualHosts = append(out.VirtualHosts, b.v)
 	}
 	if rc.HTTP3Port > 0 { // HTTP/3 is served on that port too: say so in every response
@@ -61,7 +72,13 @@ func routeConfigWith(rc *ir.RouteConfig, prev, next map[*ir.VirtualHost]builtHos
 			AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT,
 		}}
 	}
-	return out, joined(errs)
+	if err := joined(errs); err != nil {
+		return out, err
+	}
+	if invalid {
+		return out, validate(out)
+	}
+	return out, validate(routeconf.WithoutVirtualHosts(out))
 }
 
 // AltSvcHTTP3 is the alt-svc header value that advertises HTTP/3 on port of the same host for
@@ -81,7 +98,7 @@ func virtualHost(vh *ir.VirtualHost) builtHost {
 		}
 		v.Routes = append(v.Routes, rt)
 	}
-	return builtHost{v, errs}
+	return builtHost{v: v, errs: errs}
 }
 
 // bodyLimit is the route placed before rt that answers 413 to rt's requests whose

@@ -71,6 +71,17 @@ func (c *Cache) Translate(cfg *ir.Config) (Resources, ir.Problems, error) {
 // memo returns build, validated, through the previous and next maps of a Cache (nil maps: no
 // cache); c counts what was built and reused.
 func memo[K comparable](c *Cache, prev, next map[K]built, k K, build func() (proto.Message, error)) func() (proto.Message, error) {
+	return memoValidated(c, prev, next, k, func() (proto.Message, error) {
+		m, err := build()
+		if err == nil {
+			err = validate(m)
+		}
+		return m, err
+	})
+}
+
+// memoValidated is memo for a build that validates what it builds (routeConfigWith).
+func memoValidated[K comparable](c *Cache, prev, next map[K]built, k K, build func() (proto.Message, error)) func() (proto.Message, error) {
 	return func() (proto.Message, error) {
 		if b, ok := prev[k]; ok {
 			next[k] = b
@@ -78,9 +89,6 @@ func memo[K comparable](c *Cache, prev, next map[K]built, k K, build func() (pro
 			return b.m, b.err
 		}
 		m, err := build()
-		if err == nil {
-			err = validate(m)
-		}
 		if next != nil {
 			next[k] = built{m, err}
 		}
@@ -125,13 +133,18 @@ func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 		}
 	}
 	for _, rc := range cfg.RouteConfigs {
-		var owners []ir.ObjectRef
-		for _, vh := range rc.VirtualHosts {
-			for _, r := range vh.Routes {
-				owners = append(owners, r.Owners...)
+		// Its owners are those of its routes, worked out only for a problem: a route
+		// configuration of thousands of virtual hosts is reused whole on most rebuilds.
+		owners := func() []ir.ObjectRef {
+			var owners []ir.ObjectRef
+			for _, vh := range rc.VirtualHosts {
+				for _, r := range vh.Routes {
+					owners = append(owners, r.Owners...)
+				}
 			}
+			return ir.NormalizeRefs(owners)
 		}
-		b.add(resource.RouteType, rc.Name, ir.NormalizeRefs(owners), memo(c, c.routes, next.routes, rc, func() (proto.Message, error) { return routeConfigWith(rc, c.hosts, next.hosts) }))
+		b.addOwnedBy(resource.RouteType, rc.Name, owners, memoValidated(c, c.routes, next.routes, rc, func() (proto.Message, error) { return routeConfigWith(rc, c.hosts, next.hosts) }))
 		if next.hosts != nil {
 			// Kept for when the route configuration changes (reused whole, it built none).
 			for _, vh := range rc.VirtualHosts {
@@ -167,12 +180,28 @@ type builder struct {
 func (b *builder) add(typeURL, name string, owners []ir.ObjectRef, build func() (proto.Message, error)) bool {
 	m, err := build()
 	if err != nil {
-		b.dropped[typeURL+"/"+name] = true
-		b.problem(owners, "generated Envoy %s %s is invalid and left out: %v", shortType(typeURL), name, err)
+		b.drop(typeURL, name, owners, err)
 		return false
 	}
 	b.out[typeURL] = append(b.out[typeURL], m.(types.Resource))
 	return true
+}
+
+// addOwnedBy is add with the owners worked out only when there is a problem.
+func (b *builder) addOwnedBy(typeURL, name string, owners func() []ir.ObjectRef, build func() (proto.Message, error)) bool {
+	m, err := build()
+	if err != nil {
+		b.drop(typeURL, name, owners(), err)
+		return false
+	}
+	b.out[typeURL] = append(b.out[typeURL], m.(types.Resource))
+	return true
+}
+
+// drop leaves a resource out, a problem on its owners.
+func (b *builder) drop(typeURL, name string, owners []ir.ObjectRef, err error) {
+	b.dropped[typeURL+"/"+name] = true
+	b.problem(owners, "generated Envoy %s %s is invalid and left out: %v", shortType(typeURL), name, err)
 }
 
 func (b *builder) problem(owners []ir.ObjectRef, format string, args ...any) {
