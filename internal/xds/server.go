@@ -544,16 +544,13 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 				return nil, "", nil, fmt.Errorf("%s %q appears twice", typeURL, name)
 			}
 			d, ok := prev[r]
-			if rc, isRC := r.(*routev3.RouteConfiguration); !ok && isRC {
-				hash, err := routeConfigDigest(rc, prev, next)
-				if err != nil {
-					return nil, "", nil, fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
-				}
-				d.hash = hash
-			} else if !ok {
+			if !ok {
 				v, ok := r.(validator)
-				if rlc, isRLC := r.(*rlsconfv3.RateLimitConfig); isRLC {
-					v, ok = rateLimitConfig{rlc}, true
+				switch m := r.(type) {
+				case *rlsconfv3.RateLimitConfig:
+					v, ok = rateLimitConfig{m}, true
+				case *routev3.RouteConfiguration:
+					v = routeConfig{m, prev, next}
 				}
 				if !ok {
 					return nil, "", nil, fmt.Errorf("%s %q cannot be validated", typeURL, name)
@@ -605,44 +602,39 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 	return snap, hex.EncodeToString(all.Sum(nil))[:16], next, nil
 }
 
-// routeConfigDigest validates and hashes a route configuration one virtual host at a time:
-// its virtual hosts found in prev (or already in next: configurations share them) were
-// validated and hashed by an earlier snapshot, and a configuration of thousands of virtual
-// hosts with one changed (RDS sends it whole) costs the changed one and the rest of the
-// configuration (routeconf.WithoutVirtualHosts). Its digest hashes the rest's wire form and
-// each virtual host's digest, in order: it changes exactly when the content does, and is
-// the same on every replica. The virtual hosts' digests are recorded in next.
-func routeConfigDigest(rc *routev3.RouteConfiguration, prev, next digests) (string, error) {
-	shell := routeconf.WithoutVirtualHosts(rc)
-	if err := shell.Validate(); err != nil {
-		return "", err
+// routeConfig validates a route configuration one virtual host at a time: its virtual hosts
+// validated for the last snapshot (in prev, or already in next: configurations share them)
+// are not validated again, so a configuration of thousands of virtual hosts with one changed
+// (RDS sends it whole) validates the changed one and the rest of the configuration
+// (routeconf.WithoutVirtualHosts). The virtual hosts validated are recorded in next (with no
+// hash: they are not resources of the snapshot). An invalid one is refused with
+// protoc-gen-validate's message for the whole configuration, which names it.
+//
+// The configuration itself is still marshalled and hashed whole: its digest must be
+// go-control-plane's HashResource of its wire form, the version a delta response carries and
+// the proxy answers with (Applied compares the two).
+type routeConfig struct {
+	rc         *routev3.RouteConfiguration
+	prev, next digests
+}
+
+func (v routeConfig) Validate() error {
+	if err := routeconf.WithoutVirtualHosts(v.rc).Validate(); err != nil {
+		return err
 	}
-	b, err := cache.MarshalResource(shell)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	line := fmt.Appendf(nil, "rds:%s;", cache.HashResource(b))
-	h.Write(line)
-	for _, vh := range rc.VirtualHosts {
-		d, ok := prev[vh]
+	for _, vh := range v.rc.VirtualHosts {
+		_, ok := v.prev[vh]
 		if !ok {
-			d, ok = next[vh]
+			_, ok = v.next[vh]
 		}
 		if !ok {
 			if vh.Validate() != nil {
-				return "", rc.Validate() // protoc-gen-validate's message, naming the virtual host
+				return v.rc.Validate() // protoc-gen-validate's message, naming the virtual host
 			}
-			if b, err = cache.MarshalResource(vh); err != nil {
-				return "", err
-			}
-			d.hash = cache.HashResource(b)
 		}
-		next[vh] = d
-		line = append(append(line[:0], d.hash...), ';')
-		h.Write(line)
+		v.next[vh] = digest{}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).

@@ -495,12 +495,14 @@ func TestSetTenantReusesDigests(t *testing.T) {
 	}
 }
 
-// TestSetTenantRouteConfigurationsByVirtualHost: a route configuration is validated and
-// hashed one virtual host at a time (routeConfigDigest). After one HTTPRoute of 30 changed,
-// the incremental pipeline's snapshot (most virtual hosts handed on as the same messages)
-// gets the versions a fresh server gives the same content built from scratch; a changed
-// virtual host changes the route configurations' version; an invalid virtual host, or an
-// invalid field beside them, is refused as protoc-gen-validate says.
+// TestSetTenantRouteConfigurationsByVirtualHost: a route configuration is validated one
+// virtual host at a time (routeConfig). After one HTTPRoute of 30 changed, the incremental
+// pipeline's snapshot (most virtual hosts handed on as the same messages) gets the versions a
+// fresh server gives the same content built from scratch, and each route configuration's
+// delta version is go-control-plane's hash of its wire form (what the proxy answers with: a
+// hash of our own kept Applied from ever seeing it answered); a changed virtual host changes
+// the route configurations' version; an invalid virtual host, or an invalid field beside
+// them, is refused as protoc-gen-validate says.
 func TestSetTenantRouteConfigurationsByVirtualHost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -557,6 +559,15 @@ func TestSetTenantRouteConfigurationsByVirtualHost(t *testing.T) {
 	b, _ := fresh.ordered.GetSnapshot(in.Tenant)
 	if !maps.Equal(a.GetVersionMap(resource.RouteType), b.GetVersionMap(resource.RouteType)) {
 		t.Error("the route configurations' delta versions differ from a fresh server's")
+	}
+	for _, r := range res[resource.RouteType] {
+		wire, err := cache.MarshalResource(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := cache.GetResourceName(r); a.GetVersionMap(resource.RouteType)[name] != cache.HashResource(wire) {
+			t.Errorf("route configuration %s: delta version %q, want go-control-plane's hash", name, a.GetVersionMap(resource.RouteType)[name])
+		}
 	}
 
 	// Invalid parts: a copy of the snapshot with one route configuration broken.
