@@ -433,20 +433,8 @@ func TestSetTenantReusesDigests(t *testing.T) {
 	for _, svc := range in.HubServices {
 		svc.ResourceVersion = "1"
 	}
-	var inc translate.Incremental
 	var back translator.Cache
-	build := func() Resources {
-		t.Helper()
-		r, err := inc.Run(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, problems, err := back.Translate(r.Config)
-		if err != nil || len(problems) > 0 {
-			t.Fatal(err, problems)
-		}
-		return res
-	}
+	build := pipeline(t, &in, &back)
 	srv := NewServer(logr.Discard(), nil)
 	if _, err := srv.SetTenant(ctx, tenant, build()); err != nil {
 		t.Fatal(err)
@@ -469,14 +457,7 @@ func TestSetTenantReusesDigests(t *testing.T) {
 	if _, err := fresh.SetTenant(ctx, tenant, mustTranslate(t, in)); err != nil {
 		t.Fatal(err)
 	}
-	if srv.Version(tenant) != fresh.Version(tenant) {
-		t.Errorf("version %s, a fresh server's %s", srv.Version(tenant), fresh.Version(tenant))
-	}
-	for _, typeURL := range TypeURLs {
-		if a, b := srv.TypeVersion(tenant, typeURL), fresh.TypeVersion(tenant, typeURL); a != b {
-			t.Errorf("%s: version %s, a fresh server's %s", typeURL, a, b)
-		}
-	}
+	sameVersions(t, srv, fresh, tenant)
 	snap, err := srv.ordered.GetSnapshot(tenant)
 	if err != nil {
 		t.Fatal(err)
@@ -507,32 +488,9 @@ func TestSetTenantRouteConfigurationsByVirtualHost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	in := translatetest.HTTPRoutesTenantCached(t, 30)
-	var inc translate.Incremental
 	var back translator.Cache
-	build := func() Resources {
-		t.Helper()
-		r, err := inc.Run(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, problems, err := back.Translate(r.Config)
-		if err != nil || len(problems) > 0 {
-			t.Fatal(err, problems)
-		}
-		return res
-	}
-	fromScratch := func() Resources {
-		t.Helper()
-		r, err := translate.Run(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, problems, err := translator.Translate(r.Config)
-		if err != nil || len(problems) > 0 {
-			t.Fatal(err, problems)
-		}
-		return res
-	}
+	build := pipeline(t, &in, &back)
+	fromScratch := pipeline(t, &in, nil)
 	srv := NewServer(logr.Discard(), nil)
 	if _, err := srv.SetTenant(ctx, in.Tenant, build()); err != nil {
 		t.Fatal(err)
@@ -550,11 +508,7 @@ func TestSetTenantRouteConfigurationsByVirtualHost(t *testing.T) {
 	if _, err := fresh.SetTenant(ctx, in.Tenant, fromScratch()); err != nil {
 		t.Fatal(err)
 	}
-	for _, typeURL := range TypeURLs {
-		if a, b := srv.TypeVersion(in.Tenant, typeURL), fresh.TypeVersion(in.Tenant, typeURL); a != b {
-			t.Errorf("%s: version %s, a fresh server's %s", typeURL, a, b)
-		}
-	}
+	sameVersions(t, srv, fresh, in.Tenant)
 	a, _ := srv.ordered.GetSnapshot(in.Tenant)
 	b, _ := fresh.ordered.GetSnapshot(in.Tenant)
 	if !maps.Equal(a.GetVersionMap(resource.RouteType), b.GetVersionMap(resource.RouteType)) {
@@ -593,6 +547,44 @@ func TestSetTenantRouteConfigurationsByVirtualHost(t *testing.T) {
 		_, err := srv.SetTenant(ctx, in.Tenant, broken(c.change))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: SetTenant = %v, want an error naming %s", name, err, c.want)
+		}
+	}
+}
+
+// pipeline returns what envoycp does on each rebuild of *in: one
+// translate.Incremental and one translator.Cache (back) kept from call to call; with back nil,
+// a translation from scratch every time (translate.Run, translator.Translate). An error or a
+// problem fails t.
+func pipeline(t *testing.T, in *translate.Input, back *translator.Cache) func() Resources {
+	var inc translate.Incremental
+	return func() Resources {
+		t.Helper()
+		run, build := inc.Run, back.Translate
+		if back == nil {
+			run, build = translate.Run, translator.Translate
+		}
+		r, err := run(*in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, problems, err := build(r.Config)
+		if err != nil || len(problems) > 0 {
+			t.Fatal(err, problems)
+		}
+		return res
+	}
+}
+
+// sameVersions fails t when the tenant's snapshot on srv has another version, or another
+// version of a type, than on fresh.
+func sameVersions(t *testing.T, srv, fresh *Server, tenant string) {
+	t.Helper()
+	if srv.Version(tenant) != fresh.Version(tenant) {
+		t.Errorf("version %s, a fresh server's %s", srv.Version(tenant), fresh.Version(tenant))
+	}
+	for _, typeURL := range TypeURLs {
+		if a, b := srv.TypeVersion(tenant, typeURL), fresh.TypeVersion(tenant, typeURL); a != b {
+			t.Errorf("%s: version %s, a fresh server's %s", typeURL, a, b)
 		}
 	}
 }
