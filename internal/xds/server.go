@@ -606,8 +606,8 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 // validated for the last snapshot (in prev, or already in next: configurations share them)
 // are not validated again, so a configuration of thousands of virtual hosts with one changed
 // (RDS sends it whole) validates the changed one and the rest of the configuration
-// (routeconf.WithoutVirtualHosts). The virtual hosts validated are recorded in next (with no
-// hash: they are not resources of the snapshot). An invalid one is refused with
+// (routeconf.Validate). The virtual hosts of a configuration that validated are recorded in
+// next (with no hash: they are not resources of the snapshot). An invalid one is refused with
 // protoc-gen-validate's message for the whole configuration, which names it.
 //
 // The configuration itself is still marshalled and hashed whole: its digest must be
@@ -619,22 +619,20 @@ type routeConfig struct {
 }
 
 func (v routeConfig) Validate() error {
-	if err := routeconf.WithoutVirtualHosts(v.rc).Validate(); err != nil {
-		return err
-	}
-	for _, vh := range v.rc.VirtualHosts {
-		_, ok := v.prev[vh]
+	hosts := v.rc.VirtualHosts
+	err := routeconf.Validate(v.rc, func(i int) bool {
+		_, ok := v.prev[hosts[i]]
 		if !ok {
-			_, ok = v.next[vh]
+			_, ok = v.next[hosts[i]]
 		}
-		if !ok {
-			if vh.Validate() != nil {
-				return v.rc.Validate() // protoc-gen-validate's message, naming the virtual host
-			}
+		return ok
+	})
+	if err == nil {
+		for _, vh := range hosts {
+			v.next[vh] = digest{}
 		}
-		v.next[vh] = digest{}
 	}
-	return nil
+	return err
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).

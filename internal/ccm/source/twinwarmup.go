@@ -26,10 +26,13 @@ const twinWarmupPoll = 250 * time.Millisecond
 // original has none ready either (originalSlices: nothing to wait for); an older twin always is.
 // A twin not created yet (no creationTimestamp: made by this reconcile) is young.
 func TwinReady(twin *corev1.Service, originalSlices, twinSlices []discoveryv1.EndpointSlice, now time.Time) bool {
-	if created := twin.CreationTimestamp.Time; !created.IsZero() && now.Sub(created) >= TwinWarmup {
-		return true
-	}
-	return readyEndpoints(twinSlices) || !readyEndpoints(originalSlices)
+	return !twinYoung(twin, now) || readyEndpoints(twinSlices) || !readyEndpoints(originalSlices)
+}
+
+// twinYoung tells whether twin was made less than TwinWarmup before now, or not made yet.
+func twinYoung(twin *corev1.Service, now time.Time) bool {
+	created := twin.CreationTimestamp.Time
+	return created.IsZero() || now.Sub(created) < TwinWarmup
 }
 
 // readyEndpoints tells whether a slice lists an endpoint that is ready (an unset ready
@@ -50,7 +53,7 @@ func readyEndpoints(slices []discoveryv1.EndpointSlice) bool {
 // cache leaves out the endpointslice controller's slices). Without r.Slices no twin waits.
 func (r *Reconciler) twinWarming(ctx context.Context, original, twin *corev1.Service) (bool, error) {
 	now := time.Now()
-	if created := twin.CreationTimestamp.Time; r.Slices == nil || !created.IsZero() && now.Sub(created) >= TwinWarmup {
+	if r.Slices == nil || !twinYoung(twin, now) { // nothing to read
 		return false, nil
 	}
 	list := func(name string) ([]discoveryv1.EndpointSlice, error) {

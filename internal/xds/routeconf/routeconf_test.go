@@ -45,3 +45,22 @@ func TestWithoutVirtualHosts(t *testing.T) {
 		t.Fatal("an invalid header: the whole and the shell must be invalid")
 	}
 }
+
+func TestValidate(t *testing.T) {
+	rc := &routev3.RouteConfiguration{Name: "rc", VirtualHosts: []*routev3.VirtualHost{
+		{Name: "a", Domains: []string{"a.example"}}, {Name: "b"}, // b has no domain: invalid
+	}}
+	all := func(int) bool { return true }
+	none := func(int) bool { return false }
+	if err := Validate(rc, all); err != nil {
+		t.Errorf("virtual hosts known valid are not validated again: %v", err)
+	}
+	err := Validate(rc, none)
+	if err == nil || err.Error() != rc.Validate().Error() {
+		t.Errorf("Validate = %v, want the whole configuration's error %v", err, rc.Validate())
+	}
+	rc.VirtualHosts[1].Domains = []string{"b.example"}
+	if err := Validate(rc, none); err != nil {
+		t.Errorf("a valid configuration: %v", err)
+	}
+}

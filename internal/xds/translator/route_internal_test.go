@@ -7,8 +7,8 @@ import (
 	"kubelb.dev/kubelb/internal/ir"
 )
 
-// TestRouteConfigValidatedByVirtualHost: routeConfigWith validates each virtual host once,
-// when it is built, and the rest of the configuration on its own; an invalid virtual host is
+// TestRouteConfigValidatedByVirtualHost: routeConfigWith validates each virtual host until it
+// is found valid, and the rest of the configuration on its own; an invalid virtual host is
 // refused with protoc-gen-validate's message for the whole configuration (naming the host),
 // built again or reused.
 func TestRouteConfigValidatedByVirtualHost(t *testing.T) {
@@ -22,8 +22,8 @@ func TestRouteConfigValidatedByVirtualHost(t *testing.T) {
 		t.Fatalf("a valid configuration: %v", err)
 	}
 	for _, h := range good.VirtualHosts {
-		if b, ok := prev[h]; !ok || b.invalid {
-			t.Fatalf("virtual host %s: recorded %v, invalid %v", h.Name, ok, b.invalid)
+		if b, ok := prev[h]; !ok || !b.valid {
+			t.Fatalf("virtual host %s: recorded %v, valid %v", h.Name, ok, b.valid)
 		}
 	}
 	// One new virtual host without domains beside the two built before: the whole is refused,
@@ -34,8 +34,8 @@ func TestRouteConfigValidatedByVirtualHost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "VirtualHosts[1]") {
 		t.Fatalf("a virtual host without domains: %v, want an error naming VirtualHosts[1]", err)
 	}
-	if !next[bad.VirtualHosts[1]].invalid {
-		t.Error("the invalid virtual host is not recorded as invalid")
+	if next[bad.VirtualHosts[1]].valid {
+		t.Error("the invalid virtual host is recorded as valid")
 	}
 	if _, again := routeConfigWith(bad, next, map[*ir.VirtualHost]builtHost{}); again == nil || again.Error() != err.Error() {
 		t.Errorf("reused: %v, want %v", again, err)
