@@ -701,6 +701,8 @@ type Secret struct {
 // Normalize puts the Config in its one deterministic order: every list of named elements is
 // sorted by name, endpoints by address and port (duplicates dropped), owners sorted and
 // unique, endpoint groups by name. Route order within a virtual host is meaningful and kept.
+// An element already in that order is not written to: the elements of a Config may be shared
+// with an earlier Config (translate.Incremental hands them on), which others may be reading.
 func (c *Config) Normalize() {
 	byName := func(a, b interface{ name() string }) int { return cmp.Compare(a.name(), b.name()) }
 	slices.SortFunc(c.Listeners, func(a, b *Listener) int { return byName(a, b) })
@@ -708,26 +710,51 @@ func (c *Config) Normalize() {
 	slices.SortFunc(c.Clusters, func(a, b *Cluster) int { return byName(a, b) })
 	slices.SortFunc(c.Secrets, func(a, b *Secret) int { return byName(a, b) })
 	for _, l := range c.Listeners {
-		l.Owners = NormalizeRefs(l.Owners)
+		normalizeRefsIn(&l.Owners)
 	}
 	for _, rc := range c.RouteConfigs {
-		slices.SortFunc(rc.VirtualHosts, func(a, b *VirtualHost) int { return byName(a, b) })
+		sortIn(rc.VirtualHosts, func(a, b *VirtualHost) int { return byName(a, b) })
 		for _, vh := range rc.VirtualHosts {
 			for _, r := range vh.Routes {
-				r.Owners = NormalizeRefs(r.Owners)
+				normalizeRefsIn(&r.Owners)
 			}
 		}
 	}
 	for _, cl := range c.Clusters {
-		cl.Owners = NormalizeRefs(cl.Owners)
-		slices.SortFunc(cl.Endpoints, func(a, b Endpoint) int {
+		normalizeRefsIn(&cl.Owners)
+		sortIn(cl.Endpoints, func(a, b Endpoint) int {
 			return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Group, b.Group))
 		})
-		cl.Endpoints = slices.Compact(cl.Endpoints)
-		slices.SortFunc(cl.Groups, func(a, b EndpointGroup) int { return cmp.Compare(a.Name, b.Name) })
+		if eps := slices.Compact(cl.Endpoints); len(eps) != len(cl.Endpoints) {
+			cl.Endpoints = eps
+		}
+		sortIn(cl.Groups, func(a, b EndpointGroup) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	for _, s := range c.Secrets {
-		s.Owners = NormalizeRefs(s.Owners)
+		normalizeRefsIn(&s.Owners)
+	}
+}
+
+// sortIn sorts s unless it is sorted already (then nothing is written).
+func sortIn[S ~[]E, E any](s S, cmp func(a, b E) int) {
+	if !slices.IsSortedFunc(s, cmp) {
+		slices.SortFunc(s, cmp)
+	}
+}
+
+// normalizeRefsIn is NormalizeRefs in place: nothing is written when *refs is normalized
+// already.
+func normalizeRefsIn(refs *[]ObjectRef) {
+	r := *refs
+	if len(r) == 0 {
+		if r != nil {
+			*refs = nil
+		}
+		return
+	}
+	sortIn(r, ObjectRef.Compare)
+	if c := slices.Compact(r); len(c) != len(r) {
+		*refs = c
 	}
 }
 

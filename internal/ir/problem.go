@@ -115,6 +115,18 @@ func (s *ProblemSet) AddProblem(p Problem) {
 	s.list = append(s.list, p)
 }
 
+// Len is the number of problems recorded so far.
+func (s *ProblemSet) Len() int { return len(s.list) }
+
+// Since returns a copy of the problems recorded after the first n (Len before), in the order
+// they were recorded.
+func (s *ProblemSet) Since(n int) Problems {
+	if n >= len(s.list) {
+		return nil
+	}
+	return slices.Clone(s.list[n:])
+}
+
 // List returns the problems sorted (Problems.Sort); nil for none.
 func (s *ProblemSet) List() Problems {
 	s.list.Sort()

@@ -37,6 +37,7 @@ func (t *l7) backendTLS(r *v1alpha1.Route, namespace, name string, port int32) (
 	if ctx == nil || len(ctx.BackendTLS) == 0 {
 		return nil, ""
 	}
+	t.rec.taint() // its checks are shared by the routes (caChecked)
 	if kind, _ := routekind.Of(r); kind != routekind.HTTPRoute && kind != routekind.GRPCRoute && kind != routekind.TLSRoute {
 		return nil, ""
 	}

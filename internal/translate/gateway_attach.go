@@ -23,6 +23,8 @@ type attacher struct {
 	byName   map[nsName]*gateway // the first Gateway of each namespace and name
 	// setsByName are the tenant's ListenerSets, the first of each namespace and name.
 	setsByName map[nsName]*listenerSet
+	// listeners: the Gateways' listeners by listenerID (listenerIndex), made on first use.
+	listeners map[listenerID]*gwListener
 }
 
 // gateway finds a Gateway of the tenant by namespace and name; nil when there is none.

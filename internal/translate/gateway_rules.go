@@ -36,6 +36,15 @@ func (rs *refs) invalid(msg string) {
 // rulesRoute translates an HTTPRoute or a GRPCRoute (kind): attachment, then its rules on the
 // virtual hosts of every listener it attached to.
 func (a *attacher) rulesRoute(r *v1alpha1.Route, kind string) {
+	t := a.t
+	if t.routes.replay(a, r, kind) {
+		return
+	}
+	t.rec = t.routes.record(t, r, kind)
+	defer func() {
+		t.routes.keep(t, r, t.rec)
+		t.rec = nil
+	}()
 	switch kind {
 	case KindHTTPRoute:
 		var o gwv1.HTTPRoute
@@ -60,6 +69,7 @@ func (a *attacher) rulesRoute(r *v1alpha1.Route, kind string) {
 func serveRules[R, F, M any](a *attacher, ro *routeObj, rules []R, readRule func(*R) ruleOf[F, M]) {
 	parents := a.attach(ro)
 	countAttached(parents)
+	a.t.rec.attach(parents)
 	names := make([]string, 0, len(rules)) // every rule's, served or not: a section's policy names one
 	for i := range rules {
 		if n := readRule(&rules[i]).name; n != "" {
@@ -103,6 +113,7 @@ func (a *attacher) serve(ro *routeObj, parents []*parentResult, rs *refs, build 
 			}
 			for _, h := range p.hosts[i] {
 				l.vhosts[h] = append(l.vhosts[h], cs...)
+				a.t.rec.add(l, h, cs)
 			}
 		}
 	}

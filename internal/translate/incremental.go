@@ -31,8 +31,9 @@ import (
 // one name, that run translates every LoadBalancer as Run does. LoadBalancers or hub Services
 // without a resourceVersion (objects not read from an API server) are translated every
 // time. The Layer 7 front ends (Routes) run every time, reusing each Route's decoded tenant
-// object (by UID and resourceVersion) and handing on the last result's IR elements where the
-// new ones equal them (incremental_l7.go).
+// object (by UID and resourceVersion), replaying the translation of the HTTPRoutes and
+// GRPCRoutes whose input did not change (incremental_routes.go) and handing on the last
+// result's IR elements where the new ones equal them (incremental_l7.go).
 //
 // The IR elements of a result are shared with later results: callers must not modify them
 // (the back end's translator.Cache relies on it too). An Incremental is not safe for
@@ -42,6 +43,7 @@ type Incremental struct {
 	pieces map[string]*piece // by LoadBalancer name
 	// decoded and elements: what the Layer 7 front ends keep (incremental_l7.go).
 	decoded  decodeCache
+	routes   routeMemo
 	elements elementIndex
 	// budget: the clusters the health-check budget replaced (healthbudget.go).
 	budget healthBudgetMemo
@@ -62,6 +64,9 @@ type IncrementalStats struct {
 	// RoutesKept is the number of Routes whose decoded tenant object is kept for the next
 	// run: those of this run's input only.
 	RoutesKept int
+	// RoutesReplayed and RoutesTranslated count the HTTPRoutes and GRPCRoutes whose last
+	// translation was replayed (routeMemo) and those translated.
+	RoutesReplayed, RoutesTranslated int
 	// ElementsReused and ElementsChanged count the listeners, route configurations,
 	// clusters and secrets of the result that are the last result's (the same pointer:
 	// nothing to build again in the back end) and those new or changed;
@@ -118,6 +123,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 	if env != x.env {
 		x.env, x.pieces = env, nil
 	}
+	x.routes.begin(layer7Env(&in, env))
 	// Pieces are translated without the tenant's endpoint limit; it is checked below.
 	alone := *base
 	alone.opts.MaxEndpoints = 0
@@ -172,7 +178,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		return x.finish(runL7(in, t.cfg, t.problems.List(), t.expander, &x.decoded, &x.budget)), nil
+		return x.finish(runL7(in, t.cfg, t.problems.List(), t.expander, &x.decoded, &x.routes, &x.budget)), nil
 	}
 	// In name order, as Run's Layer 4 front end leaves them.
 	slices.SortFunc(cfg.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Name, b.Name) })
@@ -180,7 +186,7 @@ func (x *Incremental) Run(in Input) (Result, error) {
 	problems.Sort()
 	// The Layer 7 front ends take their endpoints after the LoadBalancers'.
 	base.expander.used = endpoints
-	return x.finish(runL7(in, cfg, problems, base.expander, &x.decoded, &x.budget)), nil
+	return x.finish(runL7(in, cfg, problems, base.expander, &x.decoded, &x.routes, &x.budget)), nil
 }
 
 // piece translates one LoadBalancer by itself with t's input, options and expansions.

@@ -22,10 +22,10 @@ import (
 //     resource) reuse what they built for it. Route configurations that changed keep the
 //     virtual hosts that did not.
 //
-// The Routes themselves are still translated every run: what ties them together (listeners
-// shared by Gateways and ListenerSets, virtual hosts merged from several Routes in precedence
-// order, the tenant's endpoint budget, the policies) is worked out as Run does, so the result
-// is Run's by construction; only the work that cannot differ is skipped.
+// and, in incremental_routes.go, what each HTTPRoute's and GRPCRoute's translation did to the
+// run (routeMemo), replayed while nothing it reads changed. What ties the Routes together
+// (listeners shared by Gateways and ListenerSets, virtual hosts merged from several Routes in
+// precedence order, the tenant's endpoint budget, the policies) is worked out as Run does.
 
 // decodeCache holds the decoded tenant objects of the Routes of the last run (prev) and of
 // this one (next); a Route gone, or changed, is left behind when the run ends. A Route
@@ -88,6 +88,18 @@ func (c *decodeCache) get(r *v1alpha1.Route, out any) bool {
 	return true
 }
 
+// keep keeps the Route's object decoded earlier into typ (a pointer type) for the next run
+// without reading it (a Route replayed by routeMemo).
+func (c *decodeCache) keep(r *v1alpha1.Route, typ reflect.Type) {
+	if c == nil || c.next == nil || typ == nil || r.UID == "" || r.ResourceVersion == "" {
+		return
+	}
+	key := decodeKey{uid: r.UID, version: r.ResourceVersion, typ: typ}
+	if obj, ok := c.prev[key]; ok {
+		c.next[key] = obj
+	}
+}
+
 // put keeps a copy of the Route's object just decoded into out.
 func (c *decodeCache) put(r *v1alpha1.Route, out any) {
 	if c == nil || c.next == nil {
@@ -127,6 +139,8 @@ func (x *Incremental) finish(r Result) Result {
 	x.Stats.RoutesDecoded, x.Stats.RoutesDecodeReused = x.decoded.decoded, x.decoded.reused
 	x.Stats.RoutesKept = x.decoded.routes()
 	x.elements = x.intern(r.Config)
+	x.Stats.RoutesReplayed, x.Stats.RoutesTranslated = x.routes.replayed, x.routes.translated
+	x.routes.end(x.elements.clusters)
 	return r
 }
 

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +262,14 @@ func TestIncrementalMatchesRun(t *testing.T) {
 		t.Fatalf("no golden inputs: %v", err)
 	}
 	files = append(files, "") // "": a tenant of 40 LoadBalancers made by the changes
+	// Some HTTPRoutes and GRPCRoutes must have replayed their last translation (routeMemo)
+	// for the comparisons to cover it.
+	var replays atomic.Int64
+	t.Cleanup(func() {
+		if replays.Load() == 0 {
+			t.Error("no HTTPRoute or GRPCRoute ever replayed its last translation")
+		}
+	})
 	for _, file := range files {
 		name := "generated"
 		if file != "" {
@@ -293,6 +302,7 @@ func TestIncrementalMatchesRun(t *testing.T) {
 				var prev translate.Result
 				var prevIR []byte
 				reused, full, backReused, decodeReused, routeChanges := 0, 0, 0, 0, 0
+				replayed := 0
 				for step := range steps {
 					what := "first run"
 					if step > 0 {
@@ -349,6 +359,7 @@ func TestIncrementalMatchesRun(t *testing.T) {
 					backReused += back.Reused
 					reused += inc.Stats.Reused
 					decodeReused += inc.Stats.RoutesDecodeReused
+					replayed += inc.Stats.RoutesReplayed
 					if inc.Stats.Full {
 						full++
 					}
@@ -356,6 +367,7 @@ func TestIncrementalMatchesRun(t *testing.T) {
 				if len(s.in.LoadBalancers) > 1 && (reused == 0 || backReused == 0) {
 					t.Errorf("seed %d: no LoadBalancer's translation was ever reused", seed)
 				}
+				replays.Add(int64(replayed))
 				if routeChanges > 0 && decodeReused == 0 {
 					t.Errorf("seed %d: %d Route changes and no Route's decoded object was ever reused", seed, routeChanges)
 				}

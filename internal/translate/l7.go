@@ -76,16 +76,17 @@ func Run(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return runL7(in, l4.cfg, l4.problems.List(), l4.expander, nil, nil), nil
+	return runL7(in, l4.cfg, l4.problems.List(), l4.expander, nil, nil, nil), nil
 }
 
 // runL7 runs the Layer 7 front ends after the Layer 4 one gave cfg and problems, with its
 // expansions (x), and normalizes the whole. decoded (nil: none) keeps the Routes' decoded
-// tenant objects from one run to the next (Incremental), budget (nil: none) the clusters the
-// health-check budget replaced.
-func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache, budget *healthBudgetMemo) Result {
+// tenant objects from one run to the next (Incremental), routes (nil: none) what its
+// HTTPRoutes and GRPCRoutes did, budget (nil: none) the clusters the health-check budget
+// replaced.
+func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache, routes *routeMemo, budget *healthBudgetMemo) Result {
 	t := newL7(in, cfg, x)
-	t.decoded = decoded
+	t.decoded, t.routes = decoded, routes
 	t.ingresses()
 	t.gateways()
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasSourceRanges, func(l *ir.Listener, on bool) { l.RouteSourceRanges = on })
@@ -210,6 +211,10 @@ type l7 struct {
 	caChecked map[string]string
 	// decoded: the decoded tenant objects of an earlier run (Incremental); nil for none.
 	decoded *decodeCache
+	// routes: what HTTPRoutes and GRPCRoutes did in an earlier run (Incremental); nil for
+	// none. rec records the route being translated (nil: none).
+	routes *routeMemo
+	rec    *routeRecord
 }
 
 func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
@@ -376,6 +381,9 @@ func (t *l7) backendWith(r *v1alpha1.Route, owner ir.ObjectRef, namespace, name 
 		clusterName = trafficClusterName(clusterName, traffic)
 	}
 	if c, ok := t.clusterIndex()[clusterName]; ok {
+		if !t.rec.added(t, c) {
+			t.rec.taint()
+		}
 		c.Owners = append(c.Owners, owner)
 		return backend{cluster: clusterName}, "", ""
 	}
@@ -567,6 +575,7 @@ func (t *l7) endpoints(r *v1alpha1.Route, port uint32) []ir.Endpoint {
 	}
 	list, quota := t.expander.take(&eps, t.opts)
 	if quota != "" {
+		t.rec.taint() // the tenant's endpoints are cut: which routes get them depends on the others
 		t.problems.AddMessage(t.ref(r, ""), ir.SeverityWarning, ReasonQuotaExceeded, quota)
 	}
 	return list

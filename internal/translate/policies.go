@@ -87,6 +87,9 @@ func (c *policyChecks[P, S]) forRouteFit(t *l7, r *v1alpha1.Route, rule string, 
 			}
 		}
 	}
+	if len(levels) > 0 {
+		t.rec.taint() // a policy's check, and what its routes share, is made once per run
+	}
 	for _, lv := range levels {
 		v, name := c.check(t, lv.p, lv.where, owner)
 		if v == nil {
