@@ -702,7 +702,7 @@ func (t *l7) emitGateway(g *gateway) {
 			il.HeaderLimits, il.StreamIdleTimeout, il.ClientTraffic = t.in.HeaderLimits, ir.Duration(t.opts.StreamIdleTimeout), t.clientTrafficFor(g, ls)
 			t.http3NotHere(ls, gwv1.HTTPProtocolType, "it is an HTTP listener, and HTTP/3 needs TLS (HTTPS listeners only)") // clienttraffic_http3.go
 			rc := &ir.RouteConfig{Name: fmt.Sprintf("gateway/%s/http-%d", g.route.Name, first.spec.Port)}
-			rc.VirtualHosts = isolatedVirtualHosts(ls)
+			rc.VirtualHosts = isolatedVirtualHosts(ls, t.vhosts)
 			il.RouteConfig, il.CORS, il.StatefulSession = rc.Name, rc.HasCORS(), rc.HasSessionPersistence()
 			t.cfg.RouteConfigs = append(t.cfg.RouteConfigs, rc)
 		case familyTLS:

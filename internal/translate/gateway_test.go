@@ -120,7 +120,7 @@ func TestVirtualHostsCarryCoveringHostnames(t *testing.T) {
 		"*.example.com": {c("wild")},
 		"a.example.com": {c("precise")},
 		"b.example.org": {c("other")},
-	})
+	}, nil)
 	got := map[string][]string{}
 	for _, vh := range vhs {
 		for _, r := range vh.Routes {
@@ -181,7 +181,7 @@ func TestHTTPSChainsAnswerMisdirected(t *testing.T) {
 	second := &gwListener{hostname: "second.org", vhosts: map[string][]*candidate{"second.org": c("second")}}
 	ls := []*gwListener{fallback, wild, deep, second}
 	answer := func(l *gwListener, host string) string {
-		vhs := httpsVirtualHosts(l, ls, ir.ObjectRef{Kind: "Route"})
+		vhs := httpsVirtualHosts(l, ls, ir.ObjectRef{Kind: "Route"}, nil)
 		seen := map[string]bool{}
 		var pick *ir.VirtualHost
 		best := -1

@@ -90,7 +90,7 @@ func (t *l7) tlsChains(g *gateway, ls []*gwListener, owners []ir.ObjectRef) (_ [
 		https = append(https, c.l)
 	}
 	for _, c := range chains {
-		c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t))
+		c.rc.VirtualHosts = httpsVirtualHosts(c.l, https, c.l.ref(t), t.vhosts)
 		cors = cors || c.rc.HasCORS()
 		sessions = sessions || c.rc.HasSessionPersistence()
 	}

@@ -70,7 +70,11 @@ func matchPrecedence(m ir.RouteMatch) precedence {
 // request, and Gateway API ranks the most specific matching hostname first (precise before
 // wildcard, longer before shorter). Within one hostname the routes are in precedence order;
 // a route reached through two listeners is kept once.
-func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
+//
+// memo (nil: none) keeps the virtual hosts of the last run by the candidates they were made
+// of: a hostname whose candidates are the same (the same pointers, in the same order: a
+// replayed route's) gets the same virtual host, not a copy of it.
+func virtualHosts(m map[string][]*candidate, memo *vhostMemo) []*ir.VirtualHost {
 	keys := slices.Sorted(maps.Keys(m))
 	// Only a hostname itself and wildcards cover a hostname (coversHostname): "*", and
 	// "*.<suffix>" for each suffix of the hostname that starts at a dot. Looking those up
@@ -89,10 +93,6 @@ func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 	var out []*ir.VirtualHost
 	var covering []string
 	for _, h := range keys {
-		type ranked struct {
-			c    *candidate
-			host string
-		}
 		covering = append(covering[:0], h)
 		if star && h != "*" {
 			covering = append(covering, "*")
@@ -109,6 +109,11 @@ func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 				cs = append(cs, ranked{c, k})
 			}
 		}
+		if vh := memo.get(h, cs); vh != nil {
+			out = append(out, vh)
+			continue
+		}
+		made := slices.Clone(cs)
 		slices.SortStableFunc(cs, func(a, b ranked) int {
 			return cmp.Or(compareHostSpecificity(a.host, b.host), a.c.key.compare(b.c.key))
 		})
@@ -122,16 +127,71 @@ func virtualHosts(m map[string][]*candidate) []*ir.VirtualHost {
 			r := *c.c.route
 			vh.Routes = append(vh.Routes, &r)
 		}
+		memo.put(h, made, vh)
 		out = append(out, vh)
 	}
 	return out
+}
+
+// ranked is a candidate of a virtual host and the hostname it was added for.
+type ranked struct {
+	c    *candidate
+	host string
+}
+
+// vhostMemo keeps the virtual hosts made in the last run (prev) and this one (next) by
+// hostname, each with the candidates it was made of, in the order virtualHosts collected
+// them. Virtual hosts are never modified once made, so one may stand in a later result.
+type vhostMemo struct {
+	prev, next map[string][]vhostEntry
+}
+
+type vhostEntry struct {
+	cs []ranked
+	vh *ir.VirtualHost
+}
+
+// begin starts a run.
+func (m *vhostMemo) begin() {
+	m.next = make(map[string][]vhostEntry, len(m.prev))
+}
+
+// end finishes a run: the virtual hosts it did not use are dropped.
+func (m *vhostMemo) end() {
+	m.prev, m.next = m.next, nil
+}
+
+// get is the virtual host of hostname h made of the candidates cs, nil when none is kept.
+func (m *vhostMemo) get(h string, cs []ranked) *ir.VirtualHost {
+	if m == nil || m.next == nil || len(cs) == 0 {
+		return nil
+	}
+	for _, list := range [2][]vhostEntry{m.next[h], m.prev[h]} {
+		for _, e := range list {
+			if slices.Equal(e.cs, cs) {
+				if !slices.ContainsFunc(m.next[h], func(o vhostEntry) bool { return o.vh == e.vh }) {
+					m.next[h] = append(m.next[h], e)
+				}
+				return e.vh
+			}
+		}
+	}
+	return nil
+}
+
+// put keeps the virtual host of hostname h made of the candidates cs.
+func (m *vhostMemo) put(h string, cs []ranked, vh *ir.VirtualHost) {
+	if m == nil || m.next == nil || len(cs) == 0 {
+		return
+	}
+	m.next[h] = append(m.next[h], vhostEntry{cs: cs, vh: vh})
 }
 
 // isolatedVirtualHosts merges the virtual hosts of HTTP listeners sharing a port into one
 // route configuration with listener isolation: a request is served by the listener whose
 // hostname matches its host most specifically (as Gateway API routes it), so each merged
 // virtual host carries the routes of that one listener only.
-func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
+func isolatedVirtualHosts(ls []*gwListener, memo *vhostMemo) []*ir.VirtualHost {
 	owner := map[string]*gwListener{}
 	for _, l := range ls {
 		if l.hostname != "" {
@@ -169,7 +229,7 @@ func isolatedVirtualHosts(ls []*gwListener) []*ir.VirtualHost {
 		if !ok {
 			continue
 		}
-		for _, vh := range virtualHosts(m) {
+		for _, vh := range virtualHosts(m, memo) {
 			if owner[vh.Name] == l {
 				out = append(out, vh)
 			}
@@ -209,7 +269,7 @@ const misdirectedVirtualHost = "misdirected/421"
 // of one 421 virtual host are enough; l's own hostname always has a virtual host (404 when
 // nothing serves the host), and a route hostname of l that belongs to another listener joins
 // the 421 domains (listener isolation).
-func httpsVirtualHosts(l *gwListener, ls []*gwListener, owner ir.ObjectRef) []*ir.VirtualHost {
+func httpsVirtualHosts(l *gwListener, ls []*gwListener, owner ir.ObjectRef, memo *vhostMemo) []*ir.VirtualHost {
 	m := maps.Clone(l.vhosts)
 	if m == nil {
 		m = map[string][]*candidate{}
@@ -229,7 +289,7 @@ func httpsVirtualHosts(l *gwListener, ls []*gwListener, owner ir.ObjectRef) []*i
 	}
 	var out []*ir.VirtualHost
 	var misdirected []string
-	for _, vh := range virtualHosts(m) {
+	for _, vh := range virtualHosts(m, memo) {
 		if hostListener(ls, vh.Name) == l {
 			out = append(out, vh)
 		} else {

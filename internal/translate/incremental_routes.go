@@ -45,6 +45,9 @@ type routeMemo struct {
 	fresh []*routeEntry
 	// replayed and translated count this run's routes replayed and translated (kept or not).
 	replayed, translated int
+	// vhosts: the Gateways' virtual hosts by the candidates they were made of, the replayed
+	// routes' among them (gateway_vhosts.go).
+	vhosts vhostMemo
 }
 
 // routeEntry is what one route's translation did to a run.
@@ -102,6 +105,10 @@ func (m *routeMemo) begin(env [sha256.Size]byte, ok bool) {
 		m.next = make(map[types.UID]*routeEntry, len(m.prev))
 	}
 	m.replayed, m.translated, m.fresh = 0, 0, nil
+	m.vhosts.next = nil
+	if ok {
+		m.vhosts.begin()
+	}
 }
 
 // end finishes a run whose result's clusters are index (by name, as interned): the entries
@@ -119,6 +126,7 @@ func (m *routeMemo) end(index map[string]*ir.Cluster) {
 		}
 	}
 	m.prev, m.next, m.fresh = m.next, nil, nil
+	m.vhosts.end()
 }
 
 // decodedType is the type a route kind's tenant object is decoded into.

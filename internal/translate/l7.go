@@ -87,6 +87,9 @@ func Run(in Input) (Result, error) {
 func runL7(in Input, cfg *ir.Config, problems ir.Problems, x *expander, decoded *decodeCache, routes *routeMemo, budget *healthBudgetMemo) Result {
 	t := newL7(in, cfg, x)
 	t.decoded, t.routes = decoded, routes
+	if routes != nil {
+		t.vhosts = &routes.vhosts
+	}
 	t.ingresses()
 	t.gateways()
 	markHTTPFilter(cfg, (*ir.RouteConfig).HasSourceRanges, func(l *ir.Listener, on bool) { l.RouteSourceRanges = on })
@@ -215,6 +218,9 @@ type l7 struct {
 	// none. rec records the route being translated (nil: none).
 	routes *routeMemo
 	rec    *routeRecord
+	// vhosts: the Gateways' virtual hosts of an earlier run by their candidates
+	// (Incremental); nil for none.
+	vhosts *vhostMemo
 }
 
 func newL7(in Input, cfg *ir.Config, x *expander) *l7 {
