@@ -65,6 +65,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"kubelb.dev/kubelb/internal/metrics"
 	"kubelb.dev/kubelb/internal/xds/routeconf"
@@ -493,6 +496,8 @@ type digests map[types.Resource]digest
 type digest struct {
 	hash string
 	refs map[resource.Type]map[string]bool
+	// wire is a virtual host's deterministic wire form (marshalRouteConfig).
+	wire []byte
 }
 
 // newSnapshot validates the resources and builds a consistent snapshot whose version (for
@@ -558,7 +563,13 @@ func newSnapshot(res Resources, prev digests) (_ *cache.Snapshot, _ string, next
 				if err := v.Validate(); err != nil {
 					return nil, "", nil, fmt.Errorf("%s %q is invalid: %w", typeURL, name, err)
 				}
-				b, err := cache.MarshalResource(r)
+				var b []byte
+				var err error
+				if rc, ok := r.(*routev3.RouteConfiguration); ok {
+					b, err = marshalRouteConfig(rc, prev, next)
+				} else {
+					b, err = cache.MarshalResource(r)
+				}
 				if err != nil {
 					return nil, "", nil, fmt.Errorf("%s %q: %w", typeURL, name, err)
 				}
@@ -633,6 +644,59 @@ func (v routeConfig) Validate() error {
 		}
 	}
 	return err
+}
+
+// marshalRouteConfig is cache.MarshalResource(rc), proto's deterministic wire form, made from
+// the wire forms of its virtual hosts kept in prev or next (one not found there is marshalled
+// and kept in next): a route configuration of thousands of virtual hosts of which one changed
+// marshals one. A message's deterministic form is its known fields in field-number order, then
+// its unknown fields, and a repeated message field is each element's own form after its tag
+// and length; so the configuration's form is its name's (field 1), then its virtual hosts'
+// (field 2), then the rest's (TestMarshalRouteConfigIsMarshalResource).
+func marshalRouteConfig(rc *routev3.RouteConfiguration, prev, next digests) ([]byte, error) {
+	opts := proto.MarshalOptions{Deterministic: true}
+	head := &routev3.RouteConfiguration{Name: rc.GetName()}
+	rest := &routev3.RouteConfiguration{}
+	restRef := rest.ProtoReflect()
+	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Number() > 2 {
+			restRef.Set(fd, v)
+		}
+		return true
+	})
+	restRef.SetUnknown(rc.ProtoReflect().GetUnknown())
+	hosts := rc.GetVirtualHosts()
+	wires := make([][]byte, len(hosts))
+	size := opts.Size(head) + opts.Size(rest)
+	for i, vh := range hosts {
+		d, ok := prev[vh]
+		if !ok || d.wire == nil {
+			d, ok = next[vh]
+		}
+		if !ok || d.wire == nil {
+			var err error
+			if d.wire, err = opts.Marshal(vh); err != nil {
+				return nil, err
+			}
+			if d.wire == nil {
+				d.wire = []byte{}
+			}
+		}
+		if n, kept := next[vh]; !kept || n.wire == nil {
+			next[vh] = d
+		}
+		wires[i] = d.wire
+		size += protowire.SizeTag(2) + protowire.SizeBytes(len(d.wire))
+	}
+	b, err := opts.MarshalAppend(make([]byte, 0, size), head)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wires {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, w)
+	}
+	return opts.MarshalAppend(b, rest)
 }
 
 // countEndpoints counts the upstream hosts of the EDS clusters (and of any cluster with inline endpoints).
