@@ -335,6 +335,9 @@ func FuzzIncrementalGatewayAPI(f *testing.F) {
 					t.Fatalf("step %d: the back end's %s differ", step, typeURL)
 				}
 			}
+			if gotOwners, wantOwners := back.Owners(got.Config), translator.Owners(want.Config); !reflect.DeepEqual(gotOwners, wantOwners) {
+				t.Fatalf("step %d: the back end's owners differ (-Owners +Cache.Owners):\n%s", step, cmp.Diff(wantOwners, gotOwners))
+			}
 		}
 	})
 }

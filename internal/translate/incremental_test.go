@@ -356,6 +356,9 @@ func TestIncrementalMatchesRun(t *testing.T) {
 					if len(gotRes) != len(wantRes) {
 						t.Fatalf("seed %d step %d (%s): the back end's types differ", seed, step, what)
 					}
+					if gotOwners, wantOwners := back.Owners(got.Config), translator.Owners(want.Config); !reflect.DeepEqual(gotOwners, wantOwners) {
+						t.Fatalf("seed %d step %d (%s): the back end's owners differ (-Owners +Cache.Owners):\n%s", seed, step, what, cmp.Diff(wantOwners, gotOwners))
+					}
 					backReused += back.Reused
 					reused += inc.Stats.Reused
 					decodeReused += inc.Stats.RoutesDecodeReused

@@ -100,7 +100,11 @@ func BenchmarkRebuild(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					_ = translator.Owners(r.Config)
+					if incremental {
+						_ = back.Owners(r.Config)
+					} else {
+						_ = translator.Owners(r.Config)
+					}
 					if changed, err := srv.SetTenant(ctx, in.Tenant, res); err != nil || !changed {
 						b.Fatalf("SetTenant: %v, %v", changed, err)
 					}
@@ -169,7 +173,11 @@ func BenchmarkRebuildHTTPRoutes(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					_ = translator.Owners(r.Config)
+					if incremental {
+						_ = back.Owners(r.Config)
+					} else {
+						_ = translator.Owners(r.Config)
+					}
 					if changed, err := srv.SetTenant(ctx, in.Tenant, res); err != nil || !changed {
 						b.Fatalf("SetTenant: %v, %v", changed, err)
 					}

@@ -59,7 +59,7 @@ func (r *Reconciler) push(ctx context.Context, tenant string, cfg *ir.Config, ba
 	if err != nil {
 		return nil, false, fmt.Errorf("setting the Envoy snapshot of tenant %s: %w", tenant, err)
 	}
-	b := &built{cfg: cfg, problems: problems, owners: translator.Owners(cfg)}
+	b := &built{cfg: cfg, problems: problems, owners: back.Owners(cfg)}
 	r.mu.Lock()
 	r.last[tenant] = b
 	r.mu.Unlock()

@@ -52,6 +52,8 @@ type Cache struct {
 	// hosts are the virtual hosts of the route configurations built, by IR virtual host: a
 	// route configuration that changed reuses those of its virtual hosts that did not.
 	hosts map[*ir.VirtualHost]builtHost
+	// owners: what Owners keeps (owners.go).
+	owners ownersMemo
 	// Built and Reused count the resources built and reused by the last Translate.
 	Built, Reused int
 }
