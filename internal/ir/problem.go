@@ -33,8 +33,18 @@ func (r ObjectRef) String() string {
 
 // Compare orders refs by kind, namespace, name and section.
 func (r ObjectRef) Compare(o ObjectRef) int {
-	return cmp.Or(cmp.Compare(r.Kind, o.Kind), cmp.Compare(r.Namespace, o.Namespace),
-		cmp.Compare(r.Name, o.Name), cmp.Compare(r.Section, o.Section))
+	// Field by field, stopping at the first that differs: owners are sorted by the
+	// thousands (cmp.Or would compare every field every time).
+	if c := cmp.Compare(r.Kind, o.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(r.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(r.Name, o.Name); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.Section, o.Section)
 }
 
 // NormalizeRefs sorts refs and drops duplicates; nil for none.

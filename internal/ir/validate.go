@@ -17,19 +17,68 @@ import (
 // two listeners on one address and port, out-of-range ports, bad endpoints and matches.
 // A front end must only ever produce Configs that validate; the back end checks again.
 func (c *Config) Validate() error {
+	return c.ValidateWith(nil)
+}
+
+// ValidationMemo is what Config.ValidateWith keeps of a Config found valid for the next one,
+// whose unchanged elements are the same pointers (translate.Incremental hands them on, and
+// elements are never modified): while the clusters are the same, a cluster, a route
+// configuration or a virtual host found valid is not checked again, and a route
+// configuration's HTTP filters are not worked out again from its routes. The zero value is
+// ready; a memo is not safe for concurrent use.
+type ValidationMemo struct {
+	clusters []*Cluster
+	names    map[string]bool
+	rcs      map[*RouteConfig]*rcFacts
+	vhosts   map[*VirtualHost]bool
+}
+
+// rcFacts is what a route configuration's routes ask of the listeners serving it.
+type rcFacts struct {
+	cors, session, ranges, basic, limit, key, global bool
+	compress                                         map[Compressor]bool
+	jwt                                              []JWT
+	extAuths, oidcs                                  []string
+}
+
+func factsOf(rc *RouteConfig) *rcFacts {
+	f := &rcFacts{compress: make(map[Compressor]bool, len(Compressors))}
+	for _, cp := range Compressors {
+		f.compress[cp] = rc.HasCompressor(cp)
+	}
+	f.jwt, f.extAuths, f.oidcs = rc.JWTRequirements(), rc.ExtAuthNames(), rc.OIDCNames()
+	f.cors, f.session, f.ranges = rc.HasCORS(), rc.HasSessionPersistence(), rc.HasSourceRanges()
+	f.basic, f.limit, f.key, f.global = rc.HasBasicAuth(), rc.HasRateLimit(), rc.HasAPIKeyAuth(), rc.HasGlobalRateLimit()
+	return f
+}
+
+// ValidateWith is Validate, skipping what m (nil: nothing) found valid in the last Config;
+// m then keeps what this Config has found valid, when it is.
+func (c *Config) ValidateWith(m *ValidationMemo) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	same := m != nil && m.names != nil && slices.Equal(c.Clusters, m.clusters)
 	clusters := make(map[string]bool, len(c.Clusters))
-	for _, cl := range c.Clusters {
-		if cl.Name == "" || clusters[cl.Name] {
-			fail("cluster %q: name empty or repeated", cl.Name)
-		}
-		clusters[cl.Name] = true
-		if err := cl.validate(); err != nil {
-			fail("cluster %q: %w", cl.Name, err)
+	if same {
+		clusters = m.names
+	} else {
+		for _, cl := range c.Clusters {
+			if cl.Name == "" || clusters[cl.Name] {
+				fail("cluster %q: name empty or repeated", cl.Name)
+			}
+			clusters[cl.Name] = true
+			if err := cl.validate(); err != nil {
+				fail("cluster %q: %w", cl.Name, err)
+			}
 		}
 	}
+	var prevRCs map[*RouteConfig]*rcFacts
+	var prevHosts map[*VirtualHost]bool
+	if same {
+		prevRCs, prevHosts = m.rcs, m.vhosts
+	}
+	rcs := make(map[*RouteConfig]*rcFacts, len(c.RouteConfigs))
 	secrets := map[string]bool{}
 	for _, s := range c.Secrets {
 		if s.Name == "" || secrets[s.Name] {
@@ -51,7 +100,11 @@ func (c *Config) Validate() error {
 			fail("route config %q: name empty or repeated", rc.Name)
 		}
 		routeConfigs[rc.Name] = true
-		if err := rc.validate(clusters); err != nil {
+		if f, ok := prevRCs[rc]; ok {
+			rcs[rc] = f
+			continue
+		}
+		if err := rc.validate(clusters, prevHosts); err != nil {
 			fail("route config %q: %w", rc.Name, err)
 		}
 	}
@@ -67,16 +120,21 @@ func (c *Config) Validate() error {
 		compressRoutes[cp] = map[string]bool{}
 	}
 	for _, rc := range c.RouteConfigs {
-		for _, cp := range Compressors {
-			compressRoutes[cp][rc.Name] = rc.HasCompressor(cp)
+		f := rcs[rc]
+		if f == nil {
+			f = factsOf(rc)
+			rcs[rc] = f
 		}
-		jwtRequirements[rc.Name], extAuths[rc.Name] = rc.JWTRequirements(), rc.ExtAuthNames()
-		oidcs[rc.Name] = rc.OIDCNames()
-		corsRoutes[rc.Name], sessionRoutes[rc.Name] = rc.HasCORS(), rc.HasSessionPersistence()
-		rangeRoutes[rc.Name] = rc.HasSourceRanges()
-		basicRoutes[rc.Name], limitRoutes[rc.Name] = rc.HasBasicAuth(), rc.HasRateLimit()
-		keyRoutes[rc.Name] = rc.HasAPIKeyAuth()
-		globalRoutes[rc.Name] = rc.HasGlobalRateLimit()
+		for _, cp := range Compressors {
+			compressRoutes[cp][rc.Name] = f.compress[cp]
+		}
+		jwtRequirements[rc.Name], extAuths[rc.Name] = f.jwt, f.extAuths
+		oidcs[rc.Name] = f.oidcs
+		corsRoutes[rc.Name], sessionRoutes[rc.Name] = f.cors, f.session
+		rangeRoutes[rc.Name] = f.ranges
+		basicRoutes[rc.Name], limitRoutes[rc.Name] = f.basic, f.limit
+		keyRoutes[rc.Name] = f.key
+		globalRoutes[rc.Name] = f.global
 		anyGlobal = anyGlobal || globalRoutes[rc.Name]
 	}
 	// Global rate limits need the tenant's rate-limit service, and it is there only for them.
@@ -174,6 +232,36 @@ func (c *Config) Validate() error {
 		case rc.HTTP3Port != 0 && !overQUIC[rc.Name]:
 			fail("route config %q advertises HTTP/3, but no HTTP3 listener serves it", rc.Name)
 		}
+	}
+	if m != nil {
+		if len(errs) > 0 {
+			*m = ValidationMemo{}
+			return errors.Join(errs...)
+		}
+		// The virtual hosts found valid: those of the route configurations checked now are
+		// added to the last ones; the map is made again from the Config's alone when those
+		// gone outnumber them.
+		hosts, live := prevHosts, 0
+		if hosts == nil {
+			hosts = map[*VirtualHost]bool{}
+		}
+		for _, rc := range c.RouteConfigs {
+			live += len(rc.VirtualHosts)
+			if _, checked := prevRCs[rc]; !checked {
+				for _, vh := range rc.VirtualHosts {
+					hosts[vh] = true
+				}
+			}
+		}
+		if len(hosts) > 2*live+1024 {
+			hosts = make(map[*VirtualHost]bool, live)
+			for _, rc := range c.RouteConfigs {
+				for _, vh := range rc.VirtualHosts {
+					hosts[vh] = true
+				}
+			}
+		}
+		*m = ValidationMemo{clusters: c.Clusters, names: clusters, rcs: rcs, vhosts: hosts}
 	}
 	return errors.Join(errs...)
 }
@@ -383,7 +471,9 @@ func validateStream(cluster string, backends []WeightedCluster, failed uint32, c
 	return nil
 }
 
-func (rc *RouteConfig) validate(clusters map[string]bool) error {
+// validate checks the route configuration; the routes of a virtual host in valid (found valid
+// with the same clusters) are not checked again.
+func (rc *RouteConfig) validate(clusters map[string]bool, valid map[*VirtualHost]bool) error {
 	vhosts := map[string]bool{}
 	domains := map[string]bool{}
 	for _, vh := range rc.VirtualHosts {
@@ -399,6 +489,9 @@ func (rc *RouteConfig) validate(clusters map[string]bool) error {
 				return fmt.Errorf("virtual host %q: domain %q empty or in two virtual hosts", vh.Name, d)
 			}
 			domains[d] = true
+		}
+		if valid[vh] {
+			continue
 		}
 		for _, r := range vh.Routes {
 			if err := r.validate(clusters); err != nil {

@@ -141,3 +141,48 @@ func TestValidateHTTPRouteExtras(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateWithChecksWhatChanged checks that ValidateWith, given what it found valid in
+// the last Config, finds what Validate finds in a Config sharing that one's elements: a new
+// virtual host with an invalid route beside kept ones, a kept virtual host whose cluster is
+// gone, a new route configuration asking for a filter its listener lacks.
+func TestValidateWithChecksWhatChanged(t *testing.T) {
+	t.Parallel()
+	_, ca := tcp("a", 80)
+	_, cb := tcp("b", 81)
+	route := func(name, cluster string) *ir.Route {
+		return &ir.Route{Name: name, Backends: []ir.WeightedCluster{{Cluster: cluster, Weight: 1}}}
+	}
+	vhA := &ir.VirtualHost{Name: "a", Domains: []string{"a.example"}, Routes: []*ir.Route{route("ra", "a")}}
+	vhB := &ir.VirtualHost{Name: "b", Domains: []string{"b.example"}, Routes: []*ir.Route{route("rb", "b")}}
+	rc := &ir.RouteConfig{Name: "rc", VirtualHosts: []*ir.VirtualHost{vhA, vhB}}
+	listener := &ir.Listener{Name: "http", Address: "0.0.0.0", Port: 80, Protocol: ir.ProtocolHTTP, StatPrefix: "http", RouteConfig: "rc"}
+	first := &ir.Config{Listeners: []*ir.Listener{listener}, RouteConfigs: []*ir.RouteConfig{rc}, Clusters: []*ir.Cluster{ca, cb}}
+	for name, next := range map[string]*ir.Config{
+		"a new virtual host with a route to no cluster": {Listeners: first.Listeners, Clusters: first.Clusters, RouteConfigs: []*ir.RouteConfig{{Name: "rc",
+			VirtualHosts: []*ir.VirtualHost{vhA, vhB, {Name: "c", Domains: []string{"c.example"}, Routes: []*ir.Route{route("rc", "missing")}}}}}},
+		"a new virtual host repeating a kept one's domain": {Listeners: first.Listeners, Clusters: first.Clusters, RouteConfigs: []*ir.RouteConfig{{Name: "rc",
+			VirtualHosts: []*ir.VirtualHost{vhA, vhB, {Name: "c", Domains: []string{"a.example"}, Routes: []*ir.Route{route("rc", "a")}}}}}},
+		"a kept virtual host's cluster gone":        {Listeners: first.Listeners, Clusters: []*ir.Cluster{ca}, RouteConfigs: first.RouteConfigs},
+		"a kept route configuration's cluster gone": {Listeners: first.Listeners, Clusters: []*ir.Cluster{cb}, RouteConfigs: []*ir.RouteConfig{rc}},
+		"a route with CORS on a listener without the filter": {Listeners: first.Listeners, Clusters: first.Clusters, RouteConfigs: []*ir.RouteConfig{{Name: "rc",
+			VirtualHosts: []*ir.VirtualHost{vhA, {Name: "b", Domains: []string{"b.example"}, Routes: []*ir.Route{{Name: "rb", CORS: &ir.CORSPolicy{AllowOrigins: []string{"*"}},
+				Backends: []ir.WeightedCluster{{Cluster: "b", Weight: 1}}}}}}}}},
+	} {
+		var memo ir.ValidationMemo
+		if err := first.ValidateWith(&memo); err != nil {
+			t.Fatalf("%s: the first Config: %v", name, err)
+		}
+		want := next.Validate()
+		if want == nil {
+			t.Fatalf("%s: Validate finds nothing; the case must be invalid", name)
+		}
+		if got := next.ValidateWith(&memo); got == nil || got.Error() != want.Error() {
+			t.Errorf("%s: ValidateWith: %v, want %v", name, got, want)
+		}
+		// After a failure nothing is kept: the first Config is checked whole again.
+		if err := first.ValidateWith(&memo); err != nil {
+			t.Errorf("%s: the first Config again: %v", name, err)
+		}
+	}
+}

@@ -52,8 +52,10 @@ type Cache struct {
 	// hosts are the virtual hosts of the route configurations built, by IR virtual host: a
 	// route configuration that changed reuses those of its virtual hosts that did not.
 	hosts map[*ir.VirtualHost]builtHost
-	// owners: what Owners keeps (owners.go).
+	// owners: what Owners keeps (owners.go); valid: what the validation of the last Config
+	// found valid (ir.Config.ValidateWith).
 	owners ownersMemo
+	valid  ir.ValidationMemo
 	// Built and Reused count the resources built and reused by the last Translate.
 	Built, Reused int
 }
@@ -103,7 +105,11 @@ func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 	if cfg == nil {
 		cfg = &ir.Config{}
 	}
-	if err := cfg.Validate(); err != nil {
+	var valid *ir.ValidationMemo // what the last Config's validation found valid
+	if c != nil {
+		valid = &c.valid
+	}
+	if err := cfg.ValidateWith(valid); err != nil {
 		return nil, nil, fmt.Errorf("invalid IR: %w", err)
 	}
 	var next Cache
@@ -118,6 +124,7 @@ func translate(cfg *ir.Config, c *Cache) (Resources, ir.Problems, error) {
 		}
 		defer func() {
 			next.Built, next.Reused = c.Built, c.Reused
+			next.owners, next.valid = c.owners, c.valid
 			*c = next
 		}()
 		c.Built, c.Reused = 0, 0
