@@ -609,15 +609,7 @@ func TestMarshalRouteConfigIsMarshalResource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := translate.Run(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, _, err := translator.Translate(r.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, item := range res[resource.RouteType] {
+		for _, item := range translatetest.Resources(t, in)[resource.RouteType] {
 			rc := item.(*routev3.RouteConfiguration)
 			want, err := cache.MarshalResource(rc)
 			if err != nil {

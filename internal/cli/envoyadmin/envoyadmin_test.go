@@ -22,9 +22,9 @@ import (
 	"kubelb.dev/kubelb/internal/testenv"
 	"kubelb.dev/kubelb/internal/testsupport"
 	"kubelb.dev/kubelb/internal/translate"
+	"kubelb.dev/kubelb/internal/translate/translatetest"
 	"kubelb.dev/kubelb/internal/xds"
 	"kubelb.dev/kubelb/internal/xds/bootstrap"
-	"kubelb.dev/kubelb/internal/xds/translator"
 	"kubelb.dev/kubelb/internal/xds/xdstest"
 )
 
@@ -70,15 +70,7 @@ func TestFetchAndMap(t *testing.T) {
 		Policy: translate.EndpointPolicy{Allow: []translate.PolicyRule{
 			{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Source: translate.SourceConfigAllow}}},
 	}
-	r, err := translate.Run(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, _, err := translator.Translate(r.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.SetTenant(ctx, tenant, res); err != nil {
+	if _, err := srv.SetTenant(ctx, tenant, translatetest.Resources(t, in)); err != nil {
 		t.Fatal(err)
 	}
 	b := xdstest.New(t).Bootstrap(t, bootstrap.Options{Tenant: tenant, XDSAddress: lis.Addr().String(), AdminAddress: "127.0.0.1:0"})

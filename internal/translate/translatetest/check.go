@@ -24,6 +24,7 @@ import (
 
 	"kubelb.dev/kubelb/internal/ir"
 	"kubelb.dev/kubelb/internal/re2"
+	"kubelb.dev/kubelb/internal/translate"
 	"kubelb.dev/kubelb/internal/xds/translator"
 )
 
@@ -262,4 +263,19 @@ func checkRegexes(m protoreflect.Message) error {
 		return err == nil
 	})
 	return err
+}
+
+// Resources translates the tenant (translate.Run, then the back end) into its Envoy
+// resources, failing the test on an error.
+func Resources(t testing.TB, in translate.Input) translator.Resources {
+	t.Helper()
+	r, err := translate.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := translator.Translate(r.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
