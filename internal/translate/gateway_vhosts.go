@@ -90,8 +90,9 @@ func virtualHosts(m map[string][]*candidate, memo *vhostMemo) []*ir.VirtualHost 
 			wild[k[1:]] = true
 		}
 	}
-	var out []*ir.VirtualHost
+	out := make([]*ir.VirtualHost, 0, len(keys))
 	var covering []string
+	var cs []ranked
 	for _, h := range keys {
 		covering = append(covering[:0], h)
 		if star && h != "*" {
@@ -103,7 +104,7 @@ func virtualHosts(m map[string][]*candidate, memo *vhostMemo) []*ir.VirtualHost 
 			}
 		}
 		slices.Sort(covering)
-		var cs []ranked
+		cs = cs[:0] // reused from host to host: a kept virtual host costs no allocation
 		for _, k := range covering {
 			for _, c := range m[k] {
 				cs = append(cs, ranked{c, k})
@@ -140,10 +141,18 @@ type ranked struct {
 }
 
 // vhostMemo keeps the virtual hosts made in the last run (prev) and this one (next) by
-// hostname, each with the candidates it was made of, in the order virtualHosts collected
-// them. Virtual hosts are never modified once made, so one may stand in a later result.
+// hostname and first candidate, each with the candidates it was made of, in the order
+// virtualHosts collected them. Virtual hosts are never modified once made, so one may stand
+// in a later result.
 type vhostMemo struct {
-	prev, next map[string][]vhostEntry
+	prev, next map[vhostKey]vhostEntry
+}
+
+// vhostKey finds a kept virtual host: its hostname and first candidate (a listener's own
+// for the hostname, or of a hostname covering it); the candidates are then compared.
+type vhostKey struct {
+	host  string
+	first *candidate
 }
 
 type vhostEntry struct {
@@ -153,7 +162,7 @@ type vhostEntry struct {
 
 // begin starts a run.
 func (m *vhostMemo) begin() {
-	m.next = make(map[string][]vhostEntry, len(m.prev))
+	m.next = make(map[vhostKey]vhostEntry, len(m.prev))
 }
 
 // end finishes a run: the virtual hosts it did not use are dropped.
@@ -166,25 +175,24 @@ func (m *vhostMemo) get(h string, cs []ranked) *ir.VirtualHost {
 	if m == nil || m.next == nil || len(cs) == 0 {
 		return nil
 	}
-	for _, list := range [2][]vhostEntry{m.next[h], m.prev[h]} {
-		for _, e := range list {
-			if slices.Equal(e.cs, cs) {
-				if !slices.ContainsFunc(m.next[h], func(o vhostEntry) bool { return o.vh == e.vh }) {
-					m.next[h] = append(m.next[h], e)
-				}
-				return e.vh
-			}
-		}
+	k := vhostKey{h, cs[0].c}
+	if e, ok := m.next[k]; ok && slices.Equal(e.cs, cs) {
+		return e.vh
+	}
+	if e, ok := m.prev[k]; ok && slices.Equal(e.cs, cs) {
+		m.next[k] = e
+		return e.vh
 	}
 	return nil
 }
 
-// put keeps the virtual host of hostname h made of the candidates cs.
+// put keeps the virtual host of hostname h made of the candidates cs (one kept for the same
+// hostname and first candidate is replaced).
 func (m *vhostMemo) put(h string, cs []ranked, vh *ir.VirtualHost) {
 	if m == nil || m.next == nil || len(cs) == 0 {
 		return
 	}
-	m.next[h] = append(m.next[h], vhostEntry{cs: cs, vh: vh})
+	m.next[vhostKey{h, cs[0].c}] = vhostEntry{cs: cs, vh: vh}
 }
 
 // isolatedVirtualHosts merges the virtual hosts of HTTP listeners sharing a port into one
