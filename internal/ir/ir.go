@@ -745,16 +745,8 @@ func sortIn[S ~[]E, E any](s S, cmp func(a, b E) int) {
 // normalizeRefsIn is NormalizeRefs in place: nothing is written when *refs is normalized
 // already.
 func normalizeRefsIn(refs *[]ObjectRef) {
-	r := *refs
-	if len(r) == 0 {
-		if r != nil {
-			*refs = nil
-		}
-		return
-	}
-	sortIn(r, ObjectRef.Compare)
-	if c := slices.Compact(r); len(c) != len(r) {
-		*refs = c
+	if n := NormalizeRefs(*refs); len(n) != len(*refs) || n == nil && *refs != nil {
+		*refs = n
 	}
 }
 

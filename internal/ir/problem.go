@@ -52,8 +52,8 @@ func NormalizeRefs(refs []ObjectRef) []ObjectRef {
 	if len(refs) == 0 {
 		return nil
 	}
-	slices.SortFunc(refs, ObjectRef.Compare)
-	return slices.Compact(refs)
+	sortIn(refs, ObjectRef.Compare)
+	return slices.Compact(refs) // writes nothing when there is no repeat
 }
 
 // Severity says what a problem means for the section it concerns.

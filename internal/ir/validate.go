@@ -59,10 +59,11 @@ func (c *Config) ValidateWith(m *ValidationMemo) error {
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	same := m != nil && m.names != nil && slices.Equal(c.Clusters, m.clusters)
-	clusters := make(map[string]bool, len(c.Clusters))
+	var clusters map[string]bool
 	if same {
 		clusters = m.names
 	} else {
+		clusters = make(map[string]bool, len(c.Clusters))
 		for _, cl := range c.Clusters {
 			if cl.Name == "" || clusters[cl.Name] {
 				fail("cluster %q: name empty or repeated", cl.Name)

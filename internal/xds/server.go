@@ -669,22 +669,20 @@ func marshalRouteConfig(rc *routev3.RouteConfiguration, prev, next digests) ([]b
 	wires := make([][]byte, len(hosts))
 	size := opts.Size(head) + opts.Size(rest)
 	for i, vh := range hosts {
-		d, ok := prev[vh]
-		if !ok || d.wire == nil {
-			d, ok = next[vh]
+		d := next[vh] // a virtual host's digest holds its wire form only
+		if d.wire == nil {
+			d.wire = prev[vh].wire
 		}
-		if !ok || d.wire == nil {
+		if d.wire == nil {
 			var err error
 			if d.wire, err = opts.Marshal(vh); err != nil {
 				return nil, err
 			}
-			if d.wire == nil {
+			if d.wire == nil { // an empty virtual host
 				d.wire = []byte{}
 			}
 		}
-		if n, kept := next[vh]; !kept || n.wire == nil {
-			next[vh] = d
-		}
+		next[vh] = d
 		wires[i] = d.wire
 		size += protowire.SizeTag(2) + protowire.SizeBytes(len(d.wire))
 	}

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -25,25 +26,22 @@ type ownersMemo struct {
 func (c *Cache) Owners(cfg *ir.Config) map[string]map[string][]ir.ObjectRef {
 	m := &c.owners
 	out := make(map[string]map[string][]ir.ObjectRef, len(m.out)+1)
-	maps := func(typeURLs ...string) bool { // the last call's maps for these types, when it made them
+	// keep takes the last call's maps of typeURLs when their elements are the same (equal),
+	// else works out part's.
+	keep := func(equal bool, part *ir.Config, typeURLs ...string) {
+		if m.out == nil || !equal {
+			maps.Copy(out, Owners(part))
+			return
+		}
 		for _, t := range typeURLs {
 			if byName, ok := m.out[t]; ok {
 				out[t] = byName
 			}
 		}
-		return m.out != nil
 	}
-	same := func(equal bool, part *ir.Config, typeURLs ...string) {
-		if equal && maps(typeURLs...) {
-			return
-		}
-		for t, byName := range Owners(part) {
-			out[t] = byName
-		}
-	}
-	same(m.out != nil && slices.Equal(cfg.Listeners, m.listeners), &ir.Config{Listeners: cfg.Listeners}, resource.ListenerType)
-	same(m.out != nil && slices.Equal(cfg.Clusters, m.clusters), &ir.Config{Clusters: cfg.Clusters}, resource.ClusterType, resource.EndpointType)
-	same(m.out != nil && slices.Equal(cfg.Secrets, m.secrets), &ir.Config{Secrets: cfg.Secrets}, resource.SecretType)
+	keep(slices.Equal(cfg.Listeners, m.listeners), &ir.Config{Listeners: cfg.Listeners}, resource.ListenerType)
+	keep(slices.Equal(cfg.Clusters, m.clusters), &ir.Config{Clusters: cfg.Clusters}, resource.ClusterType, resource.EndpointType)
+	keep(slices.Equal(cfg.Secrets, m.secrets), &ir.Config{Secrets: cfg.Secrets}, resource.SecretType)
 
 	rcs := make(map[*ir.RouteConfig][]ir.ObjectRef, len(cfg.RouteConfigs))
 	routes := map[string][]ir.ObjectRef{}
